@@ -1,0 +1,60 @@
+# The front door. Knobs are make variables: `make bench-cpu NPROC=2 MAX_BYTES=64M`.
+PYTHON      ?= python3
+VENV        ?= .venv
+PY          := $(VENV)/bin/python
+
+NPROC       ?= 4
+EXPERIMENTS ?= all
+MIN_BYTES   ?= 1K
+MAX_BYTES   ?= 1M
+STEP_FACTOR ?= 4
+DTYPES      ?= float32
+REDOPS      ?= sum,avg,product,min,max
+ITERS       ?= 20
+WARMUP      ?= 5
+TIMING      ?= blocking
+PRECISION   ?= 0
+MAX_TIME_S  ?= 10
+TIMEOUT_S   ?= 60
+RESULTS     ?= results
+RUN_ID      ?=
+K           ?=
+PYTEST_ARGS ?=
+
+SUITE_ARGS = --experiments $(EXPERIMENTS) --min-bytes $(MIN_BYTES) --max-bytes $(MAX_BYTES) \
+  --step-factor $(STEP_FACTOR) --dtypes $(DTYPES) --redops $(REDOPS) --iters $(ITERS) --warmup $(WARMUP) \
+  --timing $(TIMING) --precision-pct $(PRECISION) --max-time-s $(MAX_TIME_S) --timeout-s $(TIMEOUT_S) \
+  --results-root $(RESULTS) $(if $(RUN_ID),--run-id $(RUN_ID))
+PASSTHROUGH = -- $(if $(K),-k "$(K)") $(PYTEST_ARGS)
+
+.PHONY: help venv bench-cpu bench-gpu test test-cpu clean
+
+help:
+	@echo "make bench-cpu   run every experiment on NPROC local ranks (Gloo, CPU)"
+	@echo "make bench-gpu   run every experiment on all local GPUs (NCCL)"
+	@echo "make test        every test of the project (what CI runs)"
+	@echo "make test-cpu    the tests that need no Docker"
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $@
+
+bench-cpu: venv
+	$(PY) -m suite.launch --nproc $(NPROC) --backend gloo --device cpu $(SUITE_ARGS) $(PASSTHROUGH)
+
+bench-gpu: venv
+	$(PY) -m suite.launch --nproc $(or $(GPUS),$(shell $(PY) -c "import torch; print(torch.cuda.device_count())")) \
+	  --backend nccl --device cuda $(SUITE_ARGS) $(PASSTHROUGH)
+
+test: venv
+	$(PY) -m pytest tests $(PYTEST_ARGS)
+
+test-cpu: venv
+	$(PY) -m pytest tests -m "not docker" $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) .pytest_cache

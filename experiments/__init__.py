@@ -1,0 +1,1 @@
+"""Experiment families, one module each, built on ``suite``."""

@@ -1,0 +1,177 @@
+"""Typed configuration of a benchmark run.
+
+One frozen, keyword-only dataclass holds every knob; ``validate`` rejects bad
+values with a message that says what to change, before any process starts.
+The same object is rebuilt on every rank from identical command-line options,
+so collection and calibration are identical everywhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Literal
+
+from suite import metrics
+
+DTYPES = ("float32", "float64", "float16", "bfloat16", "int32", "int64")
+REDOPS = ("sum", "avg", "product", "min", "max")
+BACKENDS = ("auto", "gloo", "nccl", "mpi", "ucc")
+DEVICES = ("auto", "cpu", "cuda")
+TIMING_MODES = ("blocking", "pipelined")
+
+TimingMode = Literal["blocking", "pipelined"]
+Backend = Literal["auto", "gloo", "nccl", "mpi", "ucc"]
+Device = Literal["auto", "cpu", "cuda"]
+
+
+class ConfigError(ValueError):
+    """A knob has a value the suite cannot run with; the message names the fix."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchConfig:
+    """Knobs shared by every experiment of a run."""
+
+    min_bytes: int = 1 << 10
+    """Smallest message in the size sweep, bytes (nccl-tests -b)."""
+    max_bytes: int = 1 << 20
+    """Largest message in the size sweep, bytes (nccl-tests -e)."""
+    step_factor: float = 4.0
+    """Multiplicative step of the sweep (nccl-tests -f)."""
+    dtypes: tuple[str, ...] = ("float32",)
+    """Element types to run; a subset of DTYPES."""
+    redops: tuple[str, ...] = REDOPS
+    """Reduce operations for reducing collectives; a subset of REDOPS."""
+    root: int = 0
+    """Root rank of rooted collectives (broadcast, reduce, gather, scatter)."""
+    warmup_iters: int = 5
+    """Untimed iterations before the timed ones."""
+    iters: int = 20
+    """Timed samples per case (the minimum, in precision mode)."""
+    timing_mode: TimingMode = "blocking"
+    """blocking: one op per sample, ranks aligned by a barrier before each;
+    pipelined: ``pipeline_depth`` ops issued back to back, one sync, sample =
+    elapsed / depth (nccl-tests' default)."""
+    pipeline_depth: int = 8
+    """Ops per sample in pipelined mode."""
+    precision_pct: float = 0.0
+    """If > 0: keep sampling until the 95% CI of the median is within this many
+    percent of the median, or ``max_time_s`` is spent. 0 turns it off."""
+    max_time_s: float = 10.0
+    """Time cap per case for precision mode, seconds."""
+    backend: Backend = "auto"
+    """Process-group backend; auto = nccl for cuda, gloo for cpu."""
+    device: Device = "auto"
+    """Where tensors live; auto = cuda when available, else cpu."""
+    timeout_s: float = 60.0
+    """Process-group timeout: a dead or frozen peer fails the run after this long."""
+    extra: dict = field(default_factory=dict, compare=False)
+    """Experiment-specific settings (free-form, recorded with the results)."""
+
+    def sizes(self) -> list[int]:
+        """The message sizes of the sweep, bytes."""
+        return metrics.size_sweep(self.min_bytes, self.max_bytes, self.step_factor)
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _split(value) -> tuple[str, ...]:
+    if isinstance(value, (list, tuple)):
+        items = [str(v) for v in value]
+    else:
+        items = str(value).replace(" ", ",").split(",")
+    return tuple(i.strip().lower() for i in items if i.strip())
+
+
+_ALIASES = {"prod": "product", "fp32": "float32", "fp64": "float64", "fp16": "float16",
+            "half": "float16", "bf16": "bfloat16", "float": "float32", "double": "float64",
+            "int": "int32", "long": "int64"}
+
+
+def build_config(**raw) -> BenchConfig:
+    """Build and validate a BenchConfig from strings or values (CLI, env, make)."""
+    kw: dict = {}
+    try:
+        for key in ("min_bytes", "max_bytes"):
+            if key in raw and raw[key] is not None:
+                kw[key] = metrics.parse_size(raw[key])
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    for key in ("dtypes", "redops"):
+        if key in raw and raw[key] is not None:
+            kw[key] = tuple(_ALIASES.get(v, v) for v in _split(raw[key]))
+    for key, conv in (("step_factor", float), ("root", int), ("warmup_iters", int), ("iters", int),
+                      ("pipeline_depth", int), ("precision_pct", float), ("max_time_s", float),
+                      ("timeout_s", float)):
+        if key in raw and raw[key] is not None:
+            try:
+                kw[key] = conv(raw[key])
+            except (TypeError, ValueError):
+                raise ConfigError(f"{key} must be a number, got {raw[key]!r}") from None
+    for key in ("timing_mode", "backend", "device"):
+        if key in raw and raw[key] is not None:
+            kw[key] = str(raw[key]).strip().lower()
+    if "extra" in raw and raw["extra"] is not None:
+        kw["extra"] = dict(raw["extra"])
+    unknown = set(raw) - {f.name for f in dataclasses.fields(BenchConfig)}
+    if unknown:
+        raise ConfigError(f"unknown setting(s): {', '.join(sorted(unknown))}")
+    cfg = BenchConfig(**kw)
+    validate(cfg)
+    return cfg
+
+
+def validate(cfg: BenchConfig, world_size: int | None = None) -> None:
+    """Raise ConfigError naming the knob to change if ``cfg`` cannot run."""
+    def bad(msg: str):
+        raise ConfigError(msg)
+
+    if cfg.min_bytes < 0:
+        bad(f"MIN_BYTES must be >= 0, got {cfg.min_bytes}")
+    if cfg.max_bytes < cfg.min_bytes:
+        bad(f"MAX_BYTES ({cfg.max_bytes}) must be >= MIN_BYTES ({cfg.min_bytes})")
+    if cfg.max_bytes > 1 << 40:
+        bad(f"MAX_BYTES {cfg.max_bytes} is larger than 1T; no host can hold that")
+    if not (cfg.step_factor > 1) and cfg.min_bytes != cfg.max_bytes:
+        bad(f"STEP_FACTOR must be > 1, got {cfg.step_factor}")
+    if cfg.step_factor > 1 and len(cfg.sizes()) > 64:
+        bad(f"the sweep {cfg.min_bytes}..{cfg.max_bytes} x{cfg.step_factor} has more than 64 sizes; "
+            "raise STEP_FACTOR or narrow the range")
+    if not cfg.dtypes:
+        bad("DTYPES is empty; choose from " + ", ".join(DTYPES))
+    for d in cfg.dtypes:
+        if d not in DTYPES:
+            bad(f"unknown dtype {d!r}; choose from {', '.join(DTYPES)}")
+    if not cfg.redops:
+        bad("REDOPS is empty; choose from " + ", ".join(REDOPS))
+    for r in cfg.redops:
+        if r not in REDOPS:
+            bad(f"unknown reduce op {r!r}; choose from {', '.join(REDOPS)}")
+    if cfg.timing_mode not in TIMING_MODES:
+        bad(f"unknown timing mode {cfg.timing_mode!r}; choose from {', '.join(TIMING_MODES)}")
+    if cfg.backend not in BACKENDS:
+        bad(f"unknown backend {cfg.backend!r}; choose from {', '.join(BACKENDS)}")
+    if cfg.device not in DEVICES:
+        bad(f"unknown device {cfg.device!r}; choose from {', '.join(DEVICES)}")
+    if cfg.iters < 1:
+        bad(f"ITERS must be >= 1, got {cfg.iters}")
+    if cfg.iters > 1_000_000:
+        bad(f"ITERS {cfg.iters} is unreasonably large (max 1000000)")
+    if cfg.warmup_iters < 0:
+        bad(f"WARMUP must be >= 0, got {cfg.warmup_iters}")
+    if cfg.pipeline_depth < 1:
+        bad(f"PIPELINE_DEPTH must be >= 1, got {cfg.pipeline_depth}")
+    if not (0 <= cfg.precision_pct < 100):
+        bad(f"PRECISION must be a percentage in [0, 100), got {cfg.precision_pct}")
+    if not (cfg.max_time_s > 0) or cfg.max_time_s != cfg.max_time_s:
+        bad(f"MAX_TIME_S must be > 0, got {cfg.max_time_s}")
+    if not (cfg.timeout_s > 0) or cfg.timeout_s != cfg.timeout_s:
+        bad(f"TIMEOUT_S must be > 0, got {cfg.timeout_s}")
+    if cfg.root < 0:
+        bad(f"ROOT must be >= 0, got {cfg.root}")
+    if world_size is not None and cfg.root >= world_size:
+        bad(f"ROOT {cfg.root} does not exist in a world of {world_size} ranks")
+    if cfg.backend == "nccl" and cfg.device == "cpu":
+        bad("backend nccl needs DEVICE=cuda; use BACKEND=gloo for CPU tensors")

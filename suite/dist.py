@@ -1,0 +1,211 @@
+"""Process-group lifecycle: one ``init_distributed`` for every experiment.
+
+Reads the launcher's environment (torchrun and docker compose set RANK /
+WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT; Slurm's srun sets
+SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID), picks the device and backend,
+validates them against the build *before* init, sets the CUDA device before
+init (and passes it as ``device_id`` so NCCL binds eagerly), always uses an
+explicit timeout, and destroys the group at exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import datetime
+import os
+import socket
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+
+from suite.config import BenchConfig, ConfigError
+
+
+class PreflightError(RuntimeError):
+    """The environment cannot run the requested configuration (no group was started)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LaunchEnv:
+    """Rank layout as told by the launcher."""
+
+    rank: int
+    """Global rank of this process."""
+    world_size: int
+    """Number of processes in the job."""
+    local_rank: int
+    """Rank within this node."""
+    local_world_size: int
+    """Processes on this node."""
+    launcher: str
+    """Who set the variables: torchrun, slurm or none (a single process)."""
+
+
+def read_launch_env(env: dict | None = None) -> LaunchEnv:
+    """Read rank/world from torchrun (or compose, which runs torchrun) or Slurm."""
+    env = os.environ if env is None else env
+
+    def as_int(name: str) -> int:
+        try:
+            return int(env[name])
+        except ValueError:
+            raise PreflightError(f"environment variable {name}={env[name]!r} is not an integer") from None
+
+    if "RANK" in env and "WORLD_SIZE" in env:
+        rank, world = as_int("RANK"), as_int("WORLD_SIZE")
+        local_rank = as_int("LOCAL_RANK") if "LOCAL_RANK" in env else rank
+        local_world = as_int("LOCAL_WORLD_SIZE") if "LOCAL_WORLD_SIZE" in env else world
+        launcher = "torchrun" if "TORCHELASTIC_RUN_ID" in env else "env"
+    elif "SLURM_PROCID" in env and "SLURM_NTASKS" in env:
+        rank, world = as_int("SLURM_PROCID"), as_int("SLURM_NTASKS")
+        local_rank = as_int("SLURM_LOCALID") if "SLURM_LOCALID" in env else 0
+        local_world = int(env.get("SLURM_NTASKS_PER_NODE", "1").split("(")[0] or 1)
+        launcher = "slurm"
+    else:
+        rank, world, local_rank, local_world, launcher = 0, 1, 0, 1, "none"
+    if world < 1:
+        raise PreflightError(f"WORLD_SIZE must be >= 1, got {world}")
+    if not 0 <= rank < world:
+        raise PreflightError(f"RANK {rank} is outside the world of {world} ranks")
+    if not 0 <= local_rank < max(local_world, 1):
+        raise PreflightError(f"LOCAL_RANK {local_rank} is outside LOCAL_WORLD_SIZE {local_world}")
+    return LaunchEnv(rank=rank, world_size=world, local_rank=local_rank,
+                     local_world_size=local_world, launcher=launcher)
+
+
+def resolve_device(requested: str) -> str:
+    """auto -> cuda when a GPU is visible, else cpu; cuda without a GPU is an error."""
+    if requested == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise PreflightError("DEVICE=cuda but no CUDA device is visible to this process "
+                             "(check CUDA_VISIBLE_DEVICES / the container's GPU reservation), or use DEVICE=cpu")
+    return requested
+
+
+def backend_available(backend: str) -> bool:
+    return {
+        "gloo": dist.is_gloo_available,
+        "nccl": dist.is_nccl_available,
+        "mpi": dist.is_mpi_available,
+        "ucc": lambda: getattr(dist, "is_ucc_available", lambda: False)(),
+    }[backend]()
+
+
+def resolve_backend(requested: str, device: str) -> str:
+    """auto -> nccl for cuda, gloo for cpu; reject what the build or device cannot do."""
+    backend = requested
+    if backend == "auto":
+        backend = "nccl" if device == "cuda" else "gloo"
+    if not backend_available(backend):
+        have = [b for b in ("gloo", "nccl", "mpi", "ucc") if backend_available(b)]
+        raise PreflightError(f"backend {backend!r} is not built into this torch {torch.__version__} "
+                             f"(available: {', '.join(have) or 'none'})")
+    if backend == "nccl" and device != "cuda":
+        raise PreflightError("backend nccl needs CUDA tensors and a GPU; use BACKEND=gloo on a CPU host")
+    return backend
+
+
+@dataclass(kw_only=True)
+class DistContext:
+    """Everything an experiment needs to know about the running group."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    backend: str
+    device: torch.device
+    group: object
+    """The default process group (pass explicitly; no hidden globals)."""
+    timeout_s: float
+    hostnames: list[str] = field(default_factory=list)
+    """Hostname of every rank, indexed by global rank."""
+
+    @property
+    def device_type(self) -> str:
+        return self.device.type
+
+    def node_of(self, rank: int) -> int:
+        """Index of the host rank ``rank`` runs on (order of first appearance)."""
+        order: list[str] = []
+        for h in self.hostnames:
+            if h not in order:
+                order.append(h)
+        return order.index(self.hostnames[rank])
+
+    def sync_device(self) -> None:
+        """Wait for queued device work (CUDA streams); a no-op on CPU."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def agree_all(self, ok: bool) -> bool:
+        """True only if ``ok`` is true on every rank (a MIN all_reduce)."""
+        t = torch.tensor([1 if ok else 0], dtype=torch.int32, device=self.device)
+        dist.all_reduce(t, op=dist.ReduceOp.MIN, group=self.group)
+        return bool(t.item())
+
+
+_CONTEXT: DistContext | None = None
+
+
+def init_distributed(cfg: BenchConfig, env: dict | None = None) -> DistContext:
+    """Start (or return) this process's group as configured.
+
+    Validation happens before ``init_process_group``: a bad backend or device
+    raises PreflightError/ConfigError and no group is started.
+    """
+    global _CONTEXT
+    if _CONTEXT is not None:
+        return _CONTEXT
+    le = read_launch_env(env)
+    device_type = resolve_device(cfg.device)
+    backend = resolve_backend(cfg.backend, device_type)
+    if cfg.root >= le.world_size:
+        raise ConfigError(f"ROOT {cfg.root} does not exist in a world of {le.world_size} ranks")
+    if device_type == "cuda":
+        n_gpu = torch.cuda.device_count()
+        if backend == "nccl" and le.local_world_size > n_gpu:
+            raise PreflightError(f"{le.local_world_size} ranks on this node but only {n_gpu} GPU(s): "
+                                 "NCCL needs one GPU per rank; lower NPROC")
+        device = torch.device("cuda", le.local_rank % max(n_gpu, 1))
+        torch.cuda.set_device(device)  # before init, so NCCL binds the right GPU
+    else:
+        device = torch.device("cpu")
+    if le.launcher == "none":
+        # A lone process (tests, notebooks): a private store on a free port.
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", str(_free_port()))
+        os.environ.setdefault("RANK", "0")
+        os.environ.setdefault("WORLD_SIZE", "1")
+    kwargs = dict(backend=backend, rank=le.rank, world_size=le.world_size,
+                  timeout=datetime.timedelta(seconds=cfg.timeout_s))
+    if backend == "nccl":
+        kwargs["device_id"] = device
+    dist.init_process_group(**kwargs)
+    atexit.register(destroy_distributed)
+    group = dist.group.WORLD
+    hostnames: list = [None] * le.world_size
+    dist.all_gather_object(hostnames, socket.gethostname(), group=group)
+    _CONTEXT = DistContext(rank=le.rank, world_size=le.world_size, local_rank=le.local_rank,
+                           local_world_size=le.local_world_size, backend=backend, device=device,
+                           group=group, timeout_s=cfg.timeout_s, hostnames=list(hostnames))
+    return _CONTEXT
+
+
+def destroy_distributed() -> None:
+    """Destroy the group if one is up; safe to call twice."""
+    global _CONTEXT
+    _CONTEXT = None
+    if dist.is_available() and dist.is_initialized():
+        try:
+            dist.destroy_process_group()
+        except Exception:  # teardown after a failed peer must not mask the real error
+            pass
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -1,0 +1,176 @@
+"""Bandwidth and latency metrics: pure, torch-free functions.
+
+Definitions follow nccl-tests (doc/PERFORMANCE.md, src/*.cu ``getBw`` hooks):
+
+    algbw = S / t          S in bytes, t in seconds, GB/s = 1e9 bytes/s
+    busbw = algbw * factor(op, n)
+
+``S`` is the size nccl-tests passes to ``getBw``: the full buffer of the
+collective (for all_gather/reduce_scatter/all_to_all/gather/scatter this is
+the per-rank chunk times n). The factor converts algbw into the bandwidth each
+rank's link must sustain under a ring/flat algorithm, so busbw is the number
+that compares with a link's nominal speed:
+
+- all_reduce: each rank sends and receives 2(n-1)/n of the buffer
+  (reduce-scatter phase + all-gather phase of a ring).
+- all_gather, reduce_scatter, all_to_all, gather, scatter: (n-1)/n (each rank
+  moves every chunk but its own).
+- broadcast, reduce, send/recv: 1 (the whole buffer crosses each link once).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+GB = 1e9
+
+# Factor numerators/denominators as functions of n; see module docstring.
+_FACTORS = {
+    "all_reduce": lambda n: 2.0 * (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "all_to_all": lambda n: (n - 1) / n,
+    "gather": lambda n: (n - 1) / n,
+    "scatter": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+    "reduce": lambda n: 1.0,
+    "send_recv": lambda n: 1.0,
+    "barrier": lambda n: 0.0,
+}
+
+OPS_WITH_FACTOR = tuple(_FACTORS)
+
+
+def busbw_factor(op: str, world_size: int) -> float:
+    """nccl-tests bus-bandwidth factor for ``op`` at ``world_size`` ranks."""
+    if world_size < 1:
+        raise ValueError(f"world_size must be >= 1, got {world_size}")
+    try:
+        return float(_FACTORS[op](world_size))
+    except KeyError:
+        raise ValueError(f"no bus-bandwidth factor for op {op!r}; known: {', '.join(_FACTORS)}") from None
+
+
+def algbw_gbps(size_bytes: int, time_s: float) -> float:
+    """Algorithm bandwidth in GB/s (1e9 bytes/s); 0 for a zero-byte op."""
+    if time_s <= 0:
+        raise ValueError(f"time must be positive, got {time_s}")
+    return size_bytes / time_s / GB
+
+
+def busbw_gbps(op: str, size_bytes: int, time_s: float, world_size: int) -> float:
+    """Bus bandwidth in GB/s: algbw times the op's factor."""
+    return algbw_gbps(size_bytes, time_s) * busbw_factor(op, world_size)
+
+
+def percentile(samples: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile (numpy's default method), q in [0, 100]."""
+    if not samples:
+        raise ValueError("percentile of no samples")
+    if not 0 <= q <= 100:
+        raise ValueError(f"q must be in [0, 100], got {q}")
+    xs = sorted(samples)
+    pos = (len(xs) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def latency_stats_us(samples_s: Sequence[float]) -> dict[str, float]:
+    """p05/p50/p95/p99, min, max and mean of per-iteration samples, in µs."""
+    us = [s * 1e6 for s in samples_s]
+    return {
+        "p05_us": percentile(us, 5),
+        "p50_us": percentile(us, 50),
+        "p95_us": percentile(us, 95),
+        "p99_us": percentile(us, 99),
+        "min_us": min(us),
+        "max_us": max(us),
+        "mean_us": sum(us) / len(us),
+    }
+
+
+def median_ci(samples: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+    """Distribution-free confidence interval of the median.
+
+    Uses the order statistics x_(j), x_(k) with j, k = n/2 -/+ z*sqrt(n)/2
+    (normal approximation to the binomial; Conover, Practical Nonparametric
+    Statistics, 3rd ed., §3.2). Needs at least 6 samples to be meaningful; with
+    fewer it returns the full range.
+    """
+    if not samples:
+        raise ValueError("median_ci of no samples")
+    xs = sorted(samples)
+    n = len(xs)
+    z = _z_two_sided(confidence)
+    half = z * math.sqrt(n) / 2.0
+    j = max(0, math.floor(n / 2.0 - half))
+    k = min(n - 1, math.ceil(n / 2.0 + half) - 1)
+    return xs[j], xs[k]
+
+
+def median_ci_halfwidth_pct(samples: Sequence[float], confidence: float = 0.95) -> float:
+    """Half-width of the median's confidence interval as % of the median."""
+    lo, hi = median_ci(samples, confidence)
+    med = percentile(samples, 50)
+    if med <= 0:
+        return math.inf
+    return 100.0 * (hi - lo) / 2.0 / med
+
+
+def _z_two_sided(confidence: float) -> float:
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    # Inverse normal CDF by bisection on erf: no scipy needed for one number.
+    target = 1 - (1 - confidence) / 2
+    lo, hi = 0.0, 10.0
+    for _ in range(80):
+        mid = (lo + hi) / 2
+        if 0.5 * (1 + math.erf(mid / math.sqrt(2))) < target:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def parse_size(text: str) -> int:
+    """Parse a byte size like ``8``, ``1K``, ``64M``, ``2G`` (binary units, as nccl-tests)."""
+    s = str(text).strip().upper().removesuffix("B").removesuffix("I")
+    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    num, unit = s, ""
+    if s and s[-1] in units:
+        num, unit = s[:-1], s[-1]
+    try:
+        value = float(num)
+    except ValueError:
+        raise ValueError(f"not a byte size: {text!r} (use e.g. 1024, 4K, 64M, 1G)") from None
+    if value < 0 or not math.isfinite(value):
+        raise ValueError(f"byte size must be a non-negative number, got {text!r}")
+    result = value * units[unit]
+    if result != int(result):
+        raise ValueError(f"byte size must be a whole number of bytes, got {text!r}")
+    return int(result)
+
+
+def format_size(n_bytes: int) -> str:
+    """Human-readable binary size: 1024 -> '1K', 1536 -> '1536'."""
+    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n_bytes >= scale and n_bytes % scale == 0:
+            return f"{n_bytes // scale}{unit}"
+    return str(n_bytes)
+
+
+def size_sweep(min_bytes: int, max_bytes: int, factor: float) -> list[int]:
+    """Geometric sweep min, min*f, ... <= max (nccl-tests -b/-e/-f)."""
+    if min_bytes < 0 or max_bytes < min_bytes:
+        raise ValueError(f"need 0 <= min_bytes <= max_bytes, got {min_bytes}..{max_bytes}")
+    if factor <= 1 and min_bytes != max_bytes:
+        raise ValueError(f"step factor must be > 1, got {factor}")
+    sizes, s = [], min_bytes
+    while s <= max_bytes:
+        sizes.append(int(s))
+        if factor <= 1 or s == 0:
+            break
+        s = s * factor
+    return sizes

@@ -1,0 +1,215 @@
+"""pytest glue: the suite runs as ``torchrun ... -m pytest -p suite.plugin``.
+
+Every rank runs the same collection with the same options. This plugin
+
+- adds the suite's options and builds one validated ``BenchConfig``;
+- gives tests the ``bench_cfg`` and ``dist_ctx`` fixtures (the group is started
+  once per session on first use and destroyed at the end);
+- turns a harness ``Measurement`` into a pytest-benchmark entry (``submit``):
+  the stats pytest-benchmark stores and compares are the cross-rank samples,
+  and ``extra_info`` is the suite's record;
+- on rank 0 only: rewrites ``<results-dir>/bench.json`` atomically after every
+  case (marked incomplete until the session ends) and prints nccl-tests-style
+  tables; other ranks keep quiet except for failures, which they print to stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import pytest
+
+from suite import report, results, sysinfo
+from suite.config import ConfigError, build_config
+
+_KEY_RECORDS = pytest.StashKey[list]()
+_KEY_MACHINE = pytest.StashKey[dict]()
+
+
+def _rank_from_env() -> int:
+    for name in ("RANK", "SLURM_PROCID"):
+        if name in os.environ:
+            try:
+                return int(os.environ[name])
+            except ValueError:
+                return 0
+    return 0
+
+
+def pytest_addoption(parser):
+    g = parser.getgroup("suite", "distributed-communication suite")
+    g.addoption("--min-bytes", default=None, help="smallest message size (e.g. 1K)")
+    g.addoption("--max-bytes", default=None, help="largest message size (e.g. 1M)")
+    g.addoption("--step-factor", default=None, help="multiplicative size step")
+    g.addoption("--dtypes", default=None, help="comma-separated dtypes")
+    g.addoption("--redops", default=None, help="comma-separated reduce ops")
+    g.addoption("--root", default=None, help="root rank of rooted collectives")
+    g.addoption("--warmup", dest="warmup_iters", default=None, help="warm-up iterations")
+    g.addoption("--iters", default=None, help="timed iterations per case")
+    g.addoption("--timing", dest="timing_mode", default=None, help="blocking | pipelined")
+    g.addoption("--pipeline-depth", default=None, help="ops per sample in pipelined mode")
+    g.addoption("--precision-pct", default=None, help="target CI half-width of the median, percent (0 = off)")
+    g.addoption("--max-time-s", default=None, help="time cap per case in precision mode")
+    g.addoption("--backend", dest="suite_backend", default=None, help="auto | gloo | nccl | mpi | ucc")
+    g.addoption("--device", dest="suite_device", default=None, help="auto | cpu | cuda")
+    g.addoption("--timeout-s", default=None, help="process-group timeout, seconds")
+    g.addoption("--results-dir", default=None, help="directory for bench.json (rank 0 writes it)")
+    g.addoption("--run-id", default=None, help="identifier stored with the results")
+    g.addoption("--show-benchmark-table", action="store_true", default=False,
+                help="also print pytest-benchmark's own statistics table")
+
+
+def _raw_options(config) -> dict:
+    o = config.option
+    return {
+        "min_bytes": o.min_bytes, "max_bytes": o.max_bytes, "step_factor": o.step_factor,
+        "dtypes": o.dtypes, "redops": o.redops, "root": o.root, "warmup_iters": o.warmup_iters,
+        "iters": o.iters, "timing_mode": o.timing_mode, "pipeline_depth": o.pipeline_depth,
+        "precision_pct": o.precision_pct, "max_time_s": o.max_time_s, "backend": o.suite_backend,
+        "device": o.suite_device, "timeout_s": o.timeout_s,
+    }
+
+
+def pytest_configure(config):
+    try:
+        config._suite_cfg = build_config(**_raw_options(config))
+    except ConfigError as e:
+        raise pytest.UsageError(str(e)) from None
+    config._suite_rank = _rank_from_env()
+    config._suite_started = time.time()
+    config.stash[_KEY_RECORDS] = []
+
+
+def pytest_sessionstart(session):
+    config = session.config
+    bs = getattr(config, "_benchmarksession", None)
+    if bs is not None and getattr(config, "_suite_rank", 0) != 0:
+        # pytest-benchmark's own saving (--benchmark-autosave/--benchmark-save/--benchmark-json)
+        # belongs to rank 0, or every rank would store a copy of the run.
+        bs.save = bs.autosave = False
+        bs.json = None
+        bs.compare_fail = []
+    if getattr(config, "_suite_rank", 0) != 0 and not os.environ.get("SUITE_ALL_RANKS_OUTPUT"):
+        # Only rank 0 prints; the others' failures still reach stderr (see
+        # pytest_runtest_logreport). pytest's capture keeps its own copy of fd 1,
+        # so the reporter's writer is pointed at /dev/null instead.
+        from _pytest.terminal import TerminalWriter
+
+        tr = config.pluginmanager.getplugin("terminalreporter")
+        if tr is not None:
+            config._suite_devnull = open(os.devnull, "w")
+            tr._tw = TerminalWriter(config._suite_devnull)
+
+
+@pytest.fixture(scope="session")
+def bench_cfg(request):
+    """The run's validated BenchConfig."""
+    return request.config._suite_cfg
+
+
+@pytest.fixture(scope="session")
+def dist_ctx(request):
+    """The started process group (once per session), destroyed at session end."""
+    from suite.dist import PreflightError, destroy_distributed, init_distributed
+    import torch.distributed as dist
+
+    config = request.config
+    try:
+        ctx = init_distributed(config._suite_cfg)
+    except (PreflightError, ConfigError) as e:
+        pytest.exit(f"preflight failed: {e}", returncode=3)
+    per_rank: list = [None] * ctx.world_size
+    dist.all_gather_object(per_rank, sysinfo.collect_local(), group=ctx.group)
+    config.stash[_KEY_MACHINE] = sysinfo.collect_global(per_rank) | {
+        "backend": ctx.backend, "device": str(ctx.device), "world_size": ctx.world_size,
+    }
+    yield ctx
+    destroy_distributed()
+
+
+def submit(request, benchmark, m, record: dict) -> None:
+    """Store a case: pytest-benchmark stats from ``m``, ``record`` as extra_info.
+
+    Fails the test (on every rank alike, since ``n_wrong`` is global) when any
+    element was wrong.
+    """
+    # pytest-benchmark's own loop cannot take cross-rank samples, so the
+    # harness times and hands the samples to its Metadata (pinned version).
+    benchmark._mode = "suite.timing.measure"
+    stats = benchmark._make_stats(m.ops_per_sample)
+    for s in m.samples_s:
+        stats.update(s * m.ops_per_sample)
+    benchmark.group = f"{record['experiment']}:{record['op']}"
+    benchmark.extra_info.update(record)
+    config = request.config
+    config.stash[_KEY_RECORDS].append(record)
+    if config._suite_rank == 0:
+        _write_results(config, complete=False)
+    if record.get("n_wrong", 0) > 0:
+        pytest.fail(f"{record['n_wrong']} wrong element(s) in {record['op']} "
+                    f"({record.get('dtype')}, {record.get('size_bytes')} B)", pytrace=False)
+
+
+def _output_json(config, complete: bool, exitstatus: int | None) -> dict:
+    bs = config._benchmarksession
+    if not hasattr(config, "_suite_commit_info"):
+        config._suite_commit_info = config.hook.pytest_benchmark_generate_commit_info(config=config)
+    out = config.hook.pytest_benchmark_generate_json(
+        config=config, benchmarks=bs.benchmarks, include_data=True,
+        machine_info=bs.get_machine_info(), commit_info=config._suite_commit_info)
+    out["suite"] = {
+        "complete": complete,
+        "exitstatus": exitstatus,
+        "run_id": config.option.run_id,
+        "config": config._suite_cfg.as_dict(),
+        "started_unix": config._suite_started,
+        "n_records": len(config.stash[_KEY_RECORDS]),
+    }
+    return out
+
+
+def _write_results(config, complete: bool, exitstatus: int | None = None) -> None:
+    d = config.option.results_dir
+    if not d:
+        return
+    results.write_json_atomic(os.path.join(d, "bench.json"), _output_json(config, complete, exitstatus))
+
+
+def pytest_benchmark_update_machine_info(config, machine_info):
+    info = config.stash.get(_KEY_MACHINE, None)
+    if info:
+        machine_info["suite"] = info
+
+
+def pytest_runtest_logreport(report):
+    if report.failed and _rank_from_env() != 0:
+        msg = report.longreprtext.strip().splitlines()
+        tail = msg[-1] if msg else ""
+        sys.stderr.write(f"[rank {_rank_from_env()}] FAILED {report.nodeid} ({report.when}): {tail}\n")
+        sys.stderr.flush()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    config = session.config
+    if getattr(config, "_suite_rank", 1) == 0 and config.stash.get(_KEY_RECORDS, None):
+        interrupted = exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR)
+        _write_results(config, complete=not interrupted and session.shouldstop is False,
+                       exitstatus=int(exitstatus))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if getattr(config, "_suite_rank", 1) != 0:
+        return
+    recs = config.stash.get(_KEY_RECORDS, [])
+    if recs:
+        terminalreporter.write_line("")
+        terminalreporter.write(report.format_tables(recs))
+        if config.option.results_dir:
+            terminalreporter.write_line(f"results: {os.path.join(config.option.results_dir, 'bench.json')}")
+    if not config.option.show_benchmark_table:
+        bs = getattr(config, "_benchmarksession", None)
+        if bs is not None:
+            bs.groups = None

@@ -1,0 +1,162 @@
+"""Environment capture: what a result needs to be reproducible and comparable.
+
+``collect_local`` gathers facts about this process's host; the plugin gathers
+them from every rank once per session (all ranks take part in the same
+collective) and rank 0 stores them in pytest-benchmark's ``machine_info``.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+
+ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_", "MASTER_", "OMP_", "MKL_", "CUDA_", "SLURM_", "LINK_",
+                "NNODES", "NODE_RANK", "NPROC")
+# Never record secrets that happen to share a prefix.
+_SECRET = re.compile(r"(TOKEN|SECRET|PASSWORD|KEY)", re.I)
+
+
+def relevant_env(env: dict | None = None) -> dict[str, str]:
+    env = os.environ if env is None else env
+    return {k: v for k, v in sorted(env.items())
+            if k.startswith(ENV_PREFIXES) and not _SECRET.search(k)}
+
+
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return None
+
+
+def cpu_model() -> str:
+    text = _read("/proc/cpuinfo") or ""
+    for line in text.splitlines():
+        if line.lower().startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def memory_bytes() -> int | None:
+    text = _read("/proc/meminfo") or ""
+    m = re.search(r"MemTotal:\s+(\d+) kB", text)
+    return int(m.group(1)) * 1024 if m else None
+
+
+def container_limits() -> dict:
+    """cgroup v2/v1 CPU and memory limits and the /dev/shm size."""
+    out: dict = {}
+    cpu_max = _read("/sys/fs/cgroup/cpu.max")  # v2: "quota period" or "max period"
+    if cpu_max:
+        quota, period = cpu_max.split()[:2]
+        out["cgroup_cpus"] = None if quota == "max" else int(quota) / int(period)
+    else:
+        quota, period = _read("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"), _read("/sys/fs/cgroup/cpu/cpu.cfs_period_us")
+        if quota and period and int(quota) > 0:
+            out["cgroup_cpus"] = int(quota) / int(period)
+        else:
+            out["cgroup_cpus"] = None
+    mem = _read("/sys/fs/cgroup/memory.max") or _read("/sys/fs/cgroup/memory/memory.limit_in_bytes")
+    out["cgroup_memory_bytes"] = None if not mem or mem == "max" or int(mem) >= 1 << 60 else int(mem)
+    try:
+        out["dev_shm_bytes"] = shutil.disk_usage("/dev/shm").total
+    except OSError:
+        out["dev_shm_bytes"] = None
+    out["in_container"] = Path("/.dockerenv").exists() or "docker" in (_read("/proc/1/cgroup") or "")
+    return out
+
+
+def git_commit(repo: Path | None = None) -> str | None:
+    repo = repo or Path(__file__).resolve().parent.parent
+    try:
+        r = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        r = None
+    if r is not None and r.returncode == 0:
+        return r.stdout.strip()
+    # Inside the image there is no .git; the build records the commit instead.
+    return os.environ.get("SUITE_GIT_COMMIT") or _read(str(repo / "GIT_COMMIT"))
+
+
+def torch_versions() -> dict:
+    import torch
+    import torch.distributed as dist
+
+    info = {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "gloo": dist.is_gloo_available(),
+        "nccl": None,
+        "mpi": dist.is_mpi_available(),
+        "ucc": getattr(dist, "is_ucc_available", lambda: False)(),
+        "num_threads": torch.get_num_threads(),
+        "num_interop_threads": torch.get_num_interop_threads(),
+    }
+    if dist.is_nccl_available() and torch.cuda.is_available():
+        try:
+            info["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+        except Exception:  # a build without a loadable libnccl
+            info["nccl"] = None
+    return info
+
+
+def gpu_info() -> dict:
+    import torch
+
+    if not torch.cuda.is_available():
+        return {"gpus": []}
+    gpus = []
+    for i in range(torch.cuda.device_count()):
+        p = torch.cuda.get_device_properties(i)
+        gpus.append({"index": i, "name": p.name, "memory_bytes": p.total_memory,
+                     "capability": f"{p.major}.{p.minor}"})
+    out: dict = {"gpus": gpus}
+    if shutil.which("nvidia-smi"):
+        for key, args in (("driver", ["--query-gpu=driver_version", "--format=csv,noheader"]),):
+            try:
+                r = subprocess.run(["nvidia-smi", *args], capture_output=True, text=True, timeout=10)
+                out[key] = r.stdout.strip().splitlines()[0] if r.returncode == 0 and r.stdout.strip() else None
+            except (OSError, subprocess.TimeoutExpired):
+                out[key] = None
+        try:
+            r = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True, timeout=10)
+            out["topology"] = r.stdout if r.returncode == 0 else None
+        except (OSError, subprocess.TimeoutExpired):
+            out["topology"] = None
+    return out
+
+
+def collect_local() -> dict:
+    """Facts about this host and process (cheap; no collectives)."""
+    return {
+        "hostname": socket.gethostname(),
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "affinity_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "memory_bytes": memory_bytes(),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "container": container_limits(),
+        "env": relevant_env(),
+    }
+
+
+def collect_global(per_rank: list[dict]) -> dict:
+    """Combine every rank's ``collect_local`` into the run's machine_info entry."""
+    hosts: dict[str, dict] = {}
+    for rank, info in enumerate(per_rank):
+        h = hosts.setdefault(info["hostname"], {k: v for k, v in info.items() if k != "hostname"} | {"ranks": []})
+        h["ranks"].append(rank)
+    return {
+        "hostnames": [i["hostname"] for i in per_rank],
+        "n_hosts": len(hosts),
+        "hosts": hosts,
+        "versions": torch_versions(),
+        "gpu": gpu_info(),
+        "suite_commit": git_commit(),
+    }

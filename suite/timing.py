@@ -1,0 +1,145 @@
+"""The one timing loop of the suite.
+
+Every experiment hands ``measure`` a callable that issues one operation; the
+harness owns warm-up, the timed iterations, synchronisation and the cross-rank
+reduction of the samples. Rounds and iteration counts are identical on every
+rank (precision mode decides on rank 0 and broadcasts), so a collective can
+never be left waiting for a rank that stopped early.
+
+Timing modes (recorded with every result, because tools disagree mostly on this):
+
+- ``blocking``: ranks align on a barrier, then each sample is one op issued and
+  completed (``wait()`` + device sync). Per-op latency as OSU reports it.
+- ``pipelined``: ``depth`` ops are issued back to back (``async_op=True``), then
+  all are waited for and the device synced; sample = elapsed / depth. This is
+  nccl-tests' default and shows the throughput when ops overlap.
+
+A sample is the *maximum over ranks* of that iteration's time (the collective
+is done only when its slowest rank is done); the per-rank samples are reduced
+with one MAX all_reduce after the timed region.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from suite import metrics
+from suite.config import BenchConfig
+from suite.dist import DistContext
+
+OpFn = Callable[[bool], object]
+"""Issues one operation; called with ``async_op``; returns a Work (or a list of
+them, or None when the op completed synchronously)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Measurement:
+    """Samples of one case, already reduced across ranks."""
+
+    samples_s: list[float]
+    """Per-iteration time, seconds, cross-rank max; one entry per sample."""
+    timing_mode: str
+    ops_per_sample: int
+    warmup_iters: int
+    precision_reached: bool | None
+    """Precision mode only: whether the CI target was met before the time cap."""
+
+    @property
+    def iterations(self) -> int:
+        return len(self.samples_s)
+
+    @property
+    def median_s(self) -> float:
+        return metrics.percentile(self.samples_s, 50)
+
+
+def _wait(work) -> None:
+    if work is None:
+        return
+    if isinstance(work, (list, tuple)):
+        for w in work:
+            _wait(w)
+        return
+    work.wait()
+
+
+def _barrier(ctx: DistContext) -> None:
+    # On NCCL a barrier needs the device; device_ids keeps it on our GPU.
+    if ctx.backend == "nccl":
+        dist.barrier(group=ctx.group, device_ids=[ctx.device.index])
+    else:
+        dist.barrier(group=ctx.group)
+
+
+def _run_samples(ctx: DistContext, op: OpFn, n: int, mode: str, depth: int) -> list[float]:
+    out = []
+    clock = time.perf_counter
+    if mode == "blocking":
+        for _ in range(n):
+            _barrier(ctx)
+            t0 = clock()
+            _wait(op(False))
+            ctx.sync_device()
+            out.append(clock() - t0)
+    else:
+        for _ in range(n):
+            _barrier(ctx)
+            t0 = clock()
+            works = [op(True) for _ in range(depth)]
+            _wait(works)
+            ctx.sync_device()
+            out.append((clock() - t0) / depth)
+    return out
+
+
+def _cross_rank_max(ctx: DistContext, samples: list[float]) -> list[float]:
+    t = torch.tensor(samples, dtype=torch.float64, device=ctx.device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=ctx.group)
+    return t.cpu().tolist()
+
+
+def _broadcast_flag(ctx: DistContext, flag: bool) -> bool:
+    t = torch.tensor([1 if flag else 0], dtype=torch.int32, device=ctx.device)
+    dist.broadcast(t, src=0, group=ctx.group)
+    return bool(t.item())
+
+
+def measure(ctx: DistContext, cfg: BenchConfig, op: OpFn, *, mode: str | None = None,
+            iters: int | None = None, warmup_iters: int | None = None) -> Measurement:
+    """Warm up, time, and reduce across ranks. The only timing loop of the suite.
+
+    ``mode``/``iters``/``warmup_iters`` override the run's config for cases that
+    need a fixed mode (e.g. a barrier-per-step comparison).
+    """
+    mode = mode or cfg.timing_mode
+    n = cfg.iters if iters is None else iters
+    warm = cfg.warmup_iters if warmup_iters is None else warmup_iters
+    depth = cfg.pipeline_depth if mode == "pipelined" else 1
+
+    for _ in range(warm):
+        _wait(op(mode == "pipelined"))
+    ctx.sync_device()
+
+    samples = _cross_rank_max(ctx, _run_samples(ctx, op, n, mode, depth))
+    reached = None
+    if cfg.precision_pct > 0:
+        start = time.monotonic()
+        while True:
+            # Rank 0 decides (its clock alone bounds the time) and tells everyone,
+            # so every rank runs the same number of iterations.
+            done = False
+            if ctx.rank == 0:
+                precise = metrics.median_ci_halfwidth_pct(samples) <= cfg.precision_pct
+                done = precise or (time.monotonic() - start) >= cfg.max_time_s
+                reached = precise
+            if _broadcast_flag(ctx, done):
+                break
+            samples += _cross_rank_max(ctx, _run_samples(ctx, op, n, mode, depth))
+        reached = _broadcast_flag(ctx, bool(reached))
+    return Measurement(samples_s=samples, timing_mode=mode, ops_per_sample=depth,
+                       warmup_iters=warm, precision_reached=reached)

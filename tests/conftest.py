@@ -1,0 +1,35 @@
+"""Shared helpers for the project's tests (not the benchmark plugin)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_suite(tmp_path: Path, *args: str, nproc: int = 2, timeout: float = 300, env: dict | None = None,
+              run_id: str = "run") -> subprocess.CompletedProcess:
+    """Run ``python -m suite.launch`` exactly as ``make bench-cpu`` does."""
+    cmd = [sys.executable, "-m", "suite.launch", "--nproc", str(nproc), "--backend", "gloo", "--device", "cpu",
+           "--results-root", str(tmp_path / "results"), "--run-id", run_id, *args]
+    e = dict(os.environ)
+    e.update(env or {})
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=e)
+
+
+def load_bench(tmp_path: Path, run_id: str = "run") -> dict:
+    with open(tmp_path / "results" / run_id / "bench.json") as fh:
+        return json.load(fh)
+
+
+@pytest.fixture
+def suite_runner(tmp_path):
+    def _run(*args, **kw):
+        return run_suite(tmp_path, *args, **kw)
+    return _run

@@ -1,0 +1,52 @@
+"""Configuration validation: every bad knob is rejected with a message naming it."""
+
+import pytest
+
+from suite.config import BenchConfig, ConfigError, build_config, validate
+
+
+def test_defaults_are_valid_and_frozen():
+    cfg = build_config()
+    assert cfg.sizes()[0] == 1024 and cfg.sizes()[-1] == 1 << 20
+    with pytest.raises(Exception):
+        cfg.iters = 3  # frozen
+
+
+def test_aliases_and_lists():
+    cfg = build_config(dtypes="fp16, bf16,float", redops="prod,sum", min_bytes="4K", max_bytes="1M")
+    assert cfg.dtypes == ("float16", "bfloat16", "float32")
+    assert cfg.redops == ("product", "sum")
+    assert cfg.min_bytes == 4096
+
+
+@pytest.mark.parametrize("kw,match", [
+    ({"dtypes": "float8"}, "unknown dtype"),
+    ({"dtypes": ""}, "DTYPES is empty"),
+    ({"redops": "xor"}, "unknown reduce op"),
+    ({"min_bytes": "2M", "max_bytes": "1M"}, "MAX_BYTES"),
+    ({"min_bytes": "lots"}, "not a byte size"),
+    ({"step_factor": "1"}, "STEP_FACTOR"),
+    ({"step_factor": "x"}, "step_factor must be a number"),
+    ({"min_bytes": "1", "max_bytes": "1T", "step_factor": "1.1"}, "more than 64 sizes"),
+    ({"iters": "0"}, "ITERS"),
+    ({"warmup_iters": "-1"}, "WARMUP"),
+    ({"timing_mode": "async"}, "timing mode"),
+    ({"backend": "nccl2"}, "unknown backend"),
+    ({"device": "tpu"}, "unknown device"),
+    ({"precision_pct": "150"}, "PRECISION"),
+    ({"timeout_s": "0"}, "TIMEOUT_S"),
+    ({"timeout_s": "nan"}, "TIMEOUT_S"),
+    ({"root": "-1"}, "ROOT"),
+    ({"backend": "nccl", "device": "cpu"}, "nccl needs DEVICE=cuda"),
+    ({"bogus": 1}, "unknown setting"),
+])
+def test_rejects(kw, match):
+    with pytest.raises(ConfigError, match=match):
+        build_config(**kw)
+
+
+def test_root_checked_against_world():
+    cfg = BenchConfig(root=3)
+    validate(cfg, world_size=4)
+    with pytest.raises(ConfigError, match="ROOT 3"):
+        validate(cfg, world_size=2)

@@ -1,0 +1,66 @@
+"""Records carry the schema fields; JSON is written atomically; env capture is sane."""
+
+import json
+import os
+
+import pytest
+
+from suite import results, sysinfo
+from suite.timing import Measurement
+
+
+def _m(samples):
+    return Measurement(samples_s=samples, timing_mode="blocking", ops_per_sample=1, warmup_iters=2,
+                       precision_reached=None)
+
+
+def test_record_has_every_field_and_consistent_bandwidth():
+    rec = results.make_record(experiment="collectives", op="all_reduce", backend="gloo", device="cpu",
+                              dtype="float32", world_size=4, size_bytes=4_000_000, count=1_000_000,
+                              in_place=True, m=_m([1e-3, 2e-3, 3e-3]), n_wrong=0)
+    for f in results.REQUIRED_FIELDS:
+        assert f in rec, f
+    assert rec["time_us"] == pytest.approx(2000.0)
+    assert rec["algbw_gbps"] == pytest.approx(2.0)
+    assert rec["busbw_gbps"] == pytest.approx(3.0)  # 2 * (4-1)/4 = 1.5
+    assert rec["iterations"] == 3 and len(rec["samples_us"]) == 3
+
+
+def test_atomic_write_replaces_and_leaves_no_temp(tmp_path):
+    p = tmp_path / "d" / "bench.json"
+    results.write_json_atomic(p, {"a": 1})
+    results.write_json_atomic(p, {"a": 2})
+    assert json.loads(p.read_text()) == {"a": 2}
+    assert os.listdir(p.parent) == ["bench.json"]
+
+
+def test_atomic_write_failure_keeps_previous_file(tmp_path):
+    p = tmp_path / "bench.json"
+    results.write_json_atomic(p, {"ok": True})
+
+    class Unprintable:
+        def __str__(self):
+            raise RuntimeError("serialisation fails half-way through the file")
+
+    with pytest.raises(RuntimeError):
+        results.write_json_atomic(p, {"first": list(range(1000)), "bad": Unprintable()})
+    assert json.loads(p.read_text()) == {"ok": True}
+    assert os.listdir(tmp_path) == ["bench.json"]
+
+
+def test_env_capture_filters_and_hides_secrets():
+    env = {"NCCL_DEBUG": "INFO", "GLOO_SOCKET_IFNAME": "eth0", "HOME": "/root", "TORCH_API_TOKEN": "x",
+           "MASTER_ADDR": "node0"}
+    got = sysinfo.relevant_env(env)
+    assert got == {"GLOO_SOCKET_IFNAME": "eth0", "MASTER_ADDR": "node0", "NCCL_DEBUG": "INFO"}
+
+
+def test_collect_local_and_global():
+    info = sysinfo.collect_local()
+    for k in ("hostname", "cpu_model", "cpu_count", "memory_bytes", "container", "env"):
+        assert k in info
+    assert "dev_shm_bytes" in info["container"]
+    g = sysinfo.collect_global([info, dict(info, hostname="other")])
+    assert g["hostnames"] == [info["hostname"], "other"] and g["n_hosts"] == 2
+    assert g["versions"]["torch"]
+    assert g["hosts"]["other"]["ranks"] == [1]
