@@ -29,6 +29,9 @@ PASSTHROUGH = -- $(if $(K),-k "$(K)") $(PYTEST_ARGS)
 
 .PHONY: help venv bench-cpu bench-gpu test test-cpu clean
 
+# Feature areas add their targets in mk/*.mk (image, compose, report, slurm, ...).
+-include $(sort $(wildcard mk/*.mk))
+
 help:
 	@echo "make bench-cpu   run every experiment on NPROC local ranks (Gloo, CPU)"
 	@echo "make bench-gpu   run every experiment on all local GPUs (NCCL)"

@@ -7,6 +7,7 @@ Reads only records (the ``extra_info`` of a stored run); never measures.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections import OrderedDict
 
@@ -67,18 +68,34 @@ def generic_table(title: str, recs: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _formatter(experiment: str):
+    """``suite/tables/<experiment>.py``'s ``format_tables(recs)``, if the experiment has one."""
+    if experiment == "collectives":
+        return None
+    try:
+        mod = importlib.import_module(f"suite.tables.{experiment}")
+    except ModuleNotFoundError:
+        return None
+    return getattr(mod, "format_tables", None)
+
+
 def format_tables(recs: list[dict]) -> str:
-    """Every table for a list of records, grouped by experiment and table."""
-    groups: OrderedDict = OrderedDict()
+    """Every table for a list of records: per experiment, its own formatter
+    (``suite/tables/<experiment>.py``) or a generic table per op/``table`` key."""
+    by_exp: OrderedDict = OrderedDict()
     for r in recs:
-        key = (r["experiment"], r.get("table") or r.get("variant") or r["op"])
-        groups.setdefault(key, []).append(r)
+        by_exp.setdefault(r["experiment"], []).append(r)
     out = []
-    for (experiment, table), rs in groups.items():
-        if experiment == "collectives":
-            out.append(collective_table(rs))
-        else:
-            out.append(generic_table(f"{experiment}: {table}", rs))
+    for experiment, ers in by_exp.items():
+        fmt = _formatter(experiment)
+        if fmt is not None:
+            out.append(fmt(ers))
+            continue
+        groups: OrderedDict = OrderedDict()
+        for r in ers:
+            groups.setdefault(r.get("table") or r.get("variant") or r["op"], []).append(r)
+        for table, rs in groups.items():
+            out.append(collective_table(rs) if experiment == "collectives" else generic_table(f"{experiment}: {table}", rs))
     return "\n".join(out)
 
 
