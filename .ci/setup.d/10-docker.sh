@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# CI step: a Docker engine and docker-compose for the compose tests (tests/test_compose*.py).
+# Runs as root on a fresh Debian machine; idempotent (a second run changes nothing).
+# - installs Debian's docker.io, docker-compose (v1) and debootstrap unless an engine already answers
+#   (hosted runners ship their own engine; installing docker.io next to it would conflict);
+# - starts dockerd when no engine answers (no systemd here: started directly, logging to a file);
+# - waits until the engine answers, then builds the image (`make image`: the local base first where
+#   no registry is reachable), so the tests find it cached.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+engine_up() { docker info >/dev/null 2>&1; }
+
+need=()
+command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
+command -v docker-compose >/dev/null 2>&1 || docker compose version >/dev/null 2>&1 || need+=(docker-compose)
+command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+if ! engine_up && [ ${#need[@]} -gt 0 ]; then
+  echo "installing: ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need[@]}" iptables ca-certificates >/dev/null
+elif ! command -v debootstrap >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+  # an engine runs already; debootstrap is only needed where the base image must be built locally
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null || true
+fi
+
+if ! engine_up; then
+  if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+    systemctl start docker
+  else
+    echo "starting dockerd (log: /var/log/dockerd.log)"
+    nohup dockerd >/var/log/dockerd.log 2>&1 </dev/null &
+  fi
+  for _ in $(seq 1 60); do engine_up && break; sleep 1; done
+fi
+if ! engine_up; then
+  echo "error: the Docker engine did not come up within 60 s; last lines of its log:" >&2
+  tail -n 20 /var/log/dockerd.log >&2 || true
+  exit 1
+fi
+docker version --format 'engine {{.Server.Version}} (API {{.Server.APIVersion}})'
+
+# Build (or find cached) the image the compose tests use.
+if [ "${SKIP_IMAGE_BUILD:-0}" != 1 ]; then
+  make image
+fi

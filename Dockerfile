@@ -1,0 +1,90 @@
+# The suite in an image: `make bench-gpu` on a GPU host, node of the compose simulation, CI.
+#
+#   make image                                  # picks the base, fills the wheelhouse where needed, builds
+#   docker build -t torch-comm-suite .          # default: public PyTorch CUDA runtime base (NCCL inside)
+#   docker build --build-arg BASE_IMAGE=torch-comm-suite-base:bookworm --build-arg VARIANT=slim .
+#
+# Written for the legacy builder too (hosts without BuildKit): no `# syntax=` line (it would pull a
+# frontend image), no RUN --mount, no heredocs.
+#
+# Build arguments
+#   BASE_IMAGE     any image with python3 (+venv). Its own torch is kept when it has one (PyTorch
+#                  images); otherwise torch==TORCH_VERSION is installed.
+#   VARIANT        full (default) | slim: slim insists on a CPU-only torch (laptops, the simulation).
+#   TORCH_VERSION  the pinned torch (requirements.txt); recorded in the labels.
+#   GIT_COMMIT     the suite's commit, written to GIT_COMMIT (suite.sysinfo reads it; no .git inside).
+ARG BASE_IMAGE=pytorch/pytorch:2.13.0-cuda12.6-cudnn9-runtime
+
+# ---- stage 1: the Python environment (wheels stay in this stage) --------------------------------
+FROM ${BASE_IMAGE} AS venv
+ARG VARIANT=full
+USER root
+# `wheelhouse*` matches nothing when the host made no wheelhouse (then pip uses the network); a plain
+# `COPY wheelhouse/` would fail the build in that case.
+COPY requirements.txt wheelhouse* /tmp/build/
+# --system-site-packages: a base image's own torch (and its CUDA/NCCL build) stays visible.
+# torch is installed only when the base lacks it; pip goes offline when the wheelhouse holds wheels.
+RUN set -eu; \
+    python3 -m venv --system-site-packages /opt/venv; \
+    cd /tmp/build; \
+    if ls ./*.whl >/dev/null 2>&1; then \
+      echo "installing offline from the wheelhouse ($(ls ./*.whl | wc -l) wheels)"; \
+      set -- --no-index --find-links /tmp/build; \
+    else set --; fi; \
+    if /opt/venv/bin/python -c "import torch" 2>/dev/null; then \
+      echo "base image provides torch $(/opt/venv/bin/python -c 'import torch; print(torch.__version__)')"; \
+      grep -v -E '^torch([=<>~! ;]|$)' requirements.txt > req.txt; \
+    else cp requirements.txt req.txt; fi; \
+    /opt/venv/bin/python -m pip install --no-cache-dir --disable-pip-version-check "$@" -r req.txt; \
+    /opt/venv/bin/python -c "import torch, numpy, pytest, pytest_benchmark, torch.distributed as d; assert d.is_gloo_available()"; \
+    if [ "$VARIANT" = slim ]; then \
+      /opt/venv/bin/python -c "import sys, torch; sys.exit(0 if torch.version.cuda is None else 'VARIANT=slim needs a CPU-only torch, but this one is built for CUDA ' + torch.version.cuda + ': use a base image without torch and a CPU wheel (wheelhouse or CPU wheel index)')"; \
+    fi; \
+    rm -rf /tmp/build
+
+# ---- stage 2: the runtime image -----------------------------------------------------------------
+FROM ${BASE_IMAGE}
+ARG BASE_IMAGE
+ARG VARIANT=full
+ARG TORCH_VERSION=2.13.0
+ARG GIT_COMMIT=unknown
+LABEL org.opencontainers.image.title="torch-comm-suite" \
+      org.opencontainers.image.description="Measure, verify and explain torch.distributed communication" \
+      org.opencontainers.image.version="0.1.0" \
+      org.opencontainers.image.revision="${GIT_COMMIT}" \
+      org.opencontainers.image.base.name="${BASE_IMAGE}" \
+      suite.variant="${VARIANT}" \
+      suite.torch.version="${TORCH_VERSION}"
+USER root
+# A fixed non-root account; compose runs the entrypoint as root only to shape the link, then drops
+# to the owner of the results directory (docker/entrypoint.sh).
+RUN useradd --create-home --shell /bin/sh --user-group suite
+COPY --from=venv /opt/venv /opt/venv
+# VENV: the Makefile's venv is this one (so `make test-cpu` inside the image installs nothing);
+# RESULTS: where make targets and the node entrypoint write runs (mount a host directory there).
+ENV PATH=/opt/venv/bin:$PATH \
+    VENV=/opt/venv \
+    RESULTS=/results \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    SUITE_VARIANT=${VARIANT}
+WORKDIR /opt/suite
+COPY pyproject.toml requirements.txt Makefile README.md Dockerfile docker-compose.yml docker-compose.gpu.yml ./
+COPY mk/ mk/
+COPY suite/ suite/
+COPY experiments/ experiments/
+COPY tests/ tests/
+COPY docker/ docker/
+# VERSIONS: what is really inside (the base's torch may differ from TORCH_VERSION; the label says
+# what was asked for, this file what was found).
+RUN set -eu; \
+    echo "${GIT_COMMIT}" > GIT_COMMIT; \
+    touch /opt/venv/.installed; \
+    python -c "import platform, torch, numpy, pytest, pytest_benchmark as pb; print(f'python {platform.python_version()}\ntorch {torch.__version__} (cuda {torch.version.cuda})\nnumpy {numpy.__version__}\npytest {pytest.__version__}\npytest-benchmark {pb.__version__}')" > VERSIONS; \
+    cat VERSIONS; \
+    mkdir -p /results results; \
+    chown suite:suite /results results; \
+    chmod 0755 docker/*.sh
+USER suite
+ENTRYPOINT ["/opt/suite/docker/entrypoint.sh"]
+CMD ["/opt/suite/docker/node.sh"]

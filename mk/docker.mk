@@ -1,0 +1,35 @@
+# Container image and the multi-node simulation (docker compose). Knobs:
+#   make image [VARIANT=full|slim] [BASE_IMAGE=auto|<image>] [IMAGE=torch-comm-suite:latest]
+#   make compose-up [NNODES=3] [NPROC_PER_NODE=2] [EXPERIMENTS=all] [LINK_RATE=200mbit] [LINK_DELAY=1ms] ...
+#   make test-compose            the Docker tests (tests/test_compose*.py)
+IMAGE          ?= torch-comm-suite:latest
+VARIANT        ?= full
+BASE_IMAGE     ?= auto
+NNODES         ?= 3
+NPROC_PER_NODE ?= 2
+LINK_RATE      ?=
+LINK_DELAY     ?=
+
+.PHONY: image wheelhouse base-image compose-up test-compose
+
+# $(PY) runs `pip download` for the wheelhouse (a fresh host's python3 may lack pip).
+image: venv
+	IMAGE=$(IMAGE) VARIANT=$(VARIANT) BASE_IMAGE=$(BASE_IMAGE) PIP_PYTHON=$(PY) docker/image.sh
+
+base-image:
+	docker/build-base.sh
+
+wheelhouse: venv
+	PIP_PYTHON=$(PY) docker/wheelhouse.sh
+
+# Same knobs as bench-cpu (sizes, dtypes, iterations, K ...), applied to every node.
+compose-up:
+	IMAGE=$(IMAGE) NNODES=$(NNODES) NPROC_PER_NODE=$(NPROC_PER_NODE) EXPERIMENTS=$(EXPERIMENTS) \
+	  MIN_BYTES=$(MIN_BYTES) MAX_BYTES=$(MAX_BYTES) STEP_FACTOR=$(STEP_FACTOR) DTYPES=$(DTYPES) \
+	  REDOPS=$(REDOPS) ITERS=$(ITERS) WARMUP=$(WARMUP) TIMING=$(TIMING) PRECISION=$(PRECISION) \
+	  MAX_TIME_S=$(MAX_TIME_S) TIMEOUT_S=$(TIMEOUT_S) K="$(K)" PYTEST_ARGS="$(PYTEST_ARGS)" RUN_ID=$(RUN_ID) \
+	  RESULTS_DIR=$(abspath $(RESULTS)) LINK_RATE=$(LINK_RATE) LINK_DELAY=$(LINK_DELAY) \
+	  docker/compose-run.sh
+
+test-compose: venv
+	$(PY) -m pytest tests -m docker $(PYTEST_ARGS)
