@@ -185,8 +185,11 @@ def pytest_benchmark_update_machine_info(config, machine_info):
 
 def pytest_runtest_logreport(report):
     if report.failed and _rank_from_env() != 0:
+        # the exception's message (e.g. Gloo naming the lost peer), not just where it was raised
+        crash = getattr(report.longrepr, "reprcrash", None)
         msg = report.longreprtext.strip().splitlines()
-        tail = msg[-1] if msg else ""
+        tail = crash.message.strip().splitlines()[0] if crash is not None and crash.message.strip() else \
+            (msg[-1] if msg else "")
         sys.stderr.write(f"[rank {_rank_from_env()}] FAILED {report.nodeid} ({report.when}): {tail}\n")
         sys.stderr.flush()
 
