@@ -65,7 +65,10 @@ class BenchConfig:
     device: Device = "auto"
     """Where tensors live; auto = cuda when available, else cpu."""
     timeout_s: float = 60.0
-    """Process-group timeout: a dead or frozen peer fails the run after this long."""
+    """Process-group timeout: an op that waits longer than this fails."""
+    heartbeat_timeout_s: float = 15.0
+    """A rank whose heartbeat stops this long is reported lost and the run ends
+    (catches frozen and partitioned ranks well before ``timeout_s``); 0 turns it off."""
     extra: dict = field(default_factory=dict, compare=False)
     """Experiment-specific settings (free-form, recorded with the results)."""
 
@@ -104,7 +107,7 @@ def build_config(**raw) -> BenchConfig:
             kw[key] = tuple(_ALIASES.get(v, v) for v in _split(raw[key]))
     for key, conv in (("step_factor", float), ("root", int), ("warmup_iters", int), ("iters", int),
                       ("pipeline_depth", int), ("precision_pct", float), ("max_time_s", float),
-                      ("timeout_s", float)):
+                      ("timeout_s", float), ("heartbeat_timeout_s", float)):
         if key in raw and raw[key] is not None:
             try:
                 kw[key] = conv(raw[key])
@@ -169,6 +172,10 @@ def validate(cfg: BenchConfig, world_size: int | None = None) -> None:
         bad(f"MAX_TIME_S must be > 0, got {cfg.max_time_s}")
     if not (cfg.timeout_s > 0) or cfg.timeout_s != cfg.timeout_s:
         bad(f"TIMEOUT_S must be > 0, got {cfg.timeout_s}")
+    if not (cfg.heartbeat_timeout_s >= 0) or cfg.heartbeat_timeout_s > 86400:
+        bad(f"HEARTBEAT_S must be between 0 (off) and 86400, got {cfg.heartbeat_timeout_s}")
+    if 0 < cfg.heartbeat_timeout_s < 3:
+        bad(f"HEARTBEAT_S {cfg.heartbeat_timeout_s} is too short to tell a busy rank from a lost one; use >= 3")
     if cfg.root < 0:
         bad(f"ROOT must be >= 0, got {cfg.root}")
     if world_size is not None and cfg.root >= world_size:
