@@ -16,6 +16,8 @@ TIMING      ?= blocking
 PRECISION   ?= 0
 MAX_TIME_S  ?= 10
 TIMEOUT_S   ?= 60
+HEARTBEAT_S ?= 15
+DEBUG       ?=
 RESULTS     ?= results
 RUN_ID      ?=
 K           ?=
@@ -24,7 +26,8 @@ PYTEST_ARGS ?=
 SUITE_ARGS = --experiments $(EXPERIMENTS) --min-bytes $(MIN_BYTES) --max-bytes $(MAX_BYTES) \
   --step-factor $(STEP_FACTOR) --dtypes $(DTYPES) --redops $(REDOPS) --iters $(ITERS) --warmup $(WARMUP) \
   --timing $(TIMING) --precision-pct $(PRECISION) --max-time-s $(MAX_TIME_S) --timeout-s $(TIMEOUT_S) \
-  --results-root $(RESULTS) $(if $(RUN_ID),--run-id $(RUN_ID))
+  --heartbeat-timeout-s $(HEARTBEAT_S) --results-root $(RESULTS) $(if $(RUN_ID),--run-id $(RUN_ID)) \
+  $(if $(DEBUG),--debug)
 PASSTHROUGH = -- $(if $(K),-k "$(K)") $(PYTEST_ARGS)
 
 .PHONY: help venv bench-cpu bench-gpu test test-cpu clean
