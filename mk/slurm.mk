@@ -10,7 +10,7 @@ SBATCH_ARGS ?=
 # given on the make command line reach the job (default: all GPUs with NCCL, else 4 Gloo ranks).
 bench-slurm: venv
 	@mkdir -p $(RESULTS)
-	@jid=$$(sbatch --parsable --wait --nodes=$(NODES) --output=$(RESULTS)/slurm-%j.out $(SBATCH_ARGS) \
+	@jid=$$(PYTHON=$(PY) sbatch --parsable --wait --nodes=$(NODES) --output=$(RESULTS)/slurm-%j.out $(SBATCH_ARGS) \
 	  scripts/slurm/suite.sbatch $(SUITE_ARGS) $(PASSTHROUGH)); rc=$$?; jid=$${jid%%;*}; \
 	  [ -n "$$jid" ] && cat $(RESULTS)/slurm-$$jid.out; exit $$rc
 

@@ -24,6 +24,7 @@ die() { echo "[30-slurm] error: $*" >&2; exit 1; }
 # --- packages ---------------------------------------------------------------------------------
 if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! command -v sbatch >/dev/null \
    || ! command -v munged >/dev/null; then
+  command -v apt-get >/dev/null || die "no apt-get: install slurm-wlm (slurmctld, slurmd, sbatch) and munge by hand"
   export DEBIAN_FRONTEND=noninteractive
   # Other setup steps (or other users of the machine) may hold the dpkg lock: wait for it.
   apt_get() { apt-get -o DPkg::Lock::Timeout=600 "$@"; }
