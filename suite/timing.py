@@ -148,9 +148,12 @@ def _capture_graph(ctx: DistContext, op: OpFn, depth: int):
     NCCL collectives are capturable (PyTorch's test_c10d_nccl
     ``test_allreduce_in_cudagraph`` captures ``all_reduce`` and ``broadcast``);
     Gloo and CPU tensors are not. Capture launches nothing, so ranks agree on
-    the outcome afterwards without risking a hang. ``thread_local`` capture mode:
-    the NCCL watchdog thread queries events while we capture, which the default
-    ``global`` mode would turn into a capture error.
+    the outcome afterwards without risking a hang. ``thread_local`` capture mode
+    is a precaution: in the default ``global`` mode a capture-unsafe CUDA call
+    from any other thread of the process (the NCCL watchdog polls events) would
+    invalidate this capture; ``thread_local`` still checks everything this thread
+    does. Eager NCCL ops (the barriers) and graph replays share one communicator,
+    which NCCL allows by default (NCCL_GRAPH_MIXING_SUPPORT=1).
     """
     reason = None
     graph = None
