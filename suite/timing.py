@@ -152,8 +152,9 @@ def _capture_graph(ctx: DistContext, op: OpFn, depth: int):
     is a precaution: in the default ``global`` mode a capture-unsafe CUDA call
     from any other thread of the process (the NCCL watchdog polls events) would
     invalidate this capture; ``thread_local`` still checks everything this thread
-    does. Eager NCCL ops (the barriers) and graph replays share one communicator,
-    which NCCL allows by default (NCCL_GRAPH_MIXING_SUPPORT=1).
+    does. Eager NCCL ops (the barriers) and graph replays share one communicator
+    but are never outstanding together (each sample ends with a device sync), so
+    this also holds with NCCL_GRAPH_MIXING_SUPPORT=0.
     """
     reason = None
     graph = None
