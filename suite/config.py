@@ -18,9 +18,9 @@ DTYPES = ("float32", "float64", "float16", "bfloat16", "int32", "int64")
 REDOPS = ("sum", "avg", "product", "min", "max")
 BACKENDS = ("auto", "gloo", "nccl", "mpi", "ucc")
 DEVICES = ("auto", "cpu", "cuda")
-TIMING_MODES = ("blocking", "pipelined")
+TIMING_MODES = ("blocking", "pipelined", "cuda_graph")
 
-TimingMode = Literal["blocking", "pipelined"]
+TimingMode = Literal["blocking", "pipelined", "cuda_graph"]
 Backend = Literal["auto", "gloo", "nccl", "mpi", "ucc"]
 Device = Literal["auto", "cpu", "cuda"]
 
@@ -52,9 +52,11 @@ class BenchConfig:
     timing_mode: TimingMode = "blocking"
     """blocking: one op per sample, ranks aligned by a barrier before each;
     pipelined: ``pipeline_depth`` ops issued back to back, one sync, sample =
-    elapsed / depth (nccl-tests' default)."""
+    elapsed / depth (nccl-tests' default); cuda_graph (NCCL on CUDA only):
+    ``pipeline_depth`` ops captured in one CUDA graph, sample = replay / depth
+    (nccl-tests -G, for small-message latency without launch overhead)."""
     pipeline_depth: int = 8
-    """Ops per sample in pipelined mode."""
+    """Ops per sample in pipelined and cuda_graph modes."""
     precision_pct: float = 0.0
     """If > 0: keep sampling until the 95% CI of the median is within this many
     percent of the median, or ``max_time_s`` is spent. 0 turns it off."""
@@ -182,3 +184,13 @@ def validate(cfg: BenchConfig, world_size: int | None = None) -> None:
         bad(f"ROOT {cfg.root} does not exist in a world of {world_size} ranks")
     if cfg.backend == "nccl" and cfg.device == "cpu":
         bad("backend nccl needs DEVICE=cuda; use BACKEND=gloo for CPU tensors")
+    check_timing_mode(cfg.timing_mode, cfg.backend, cfg.device)
+
+
+def check_timing_mode(timing_mode: str, backend: str, device: str) -> None:
+    """cuda_graph captures NCCL work in a CUDA graph: CPU tensors and Gloo/MPI/UCC
+    cannot be captured. Called with the knobs as given (auto passes) and again by
+    the launcher's preflight with auto resolved."""
+    if timing_mode == "cuda_graph" and (device == "cpu" or backend not in ("auto", "nccl")):
+        raise ConfigError(f"TIMING=cuda_graph needs BACKEND=nccl and DEVICE=cuda (got {backend} on {device}); "
+                          "use TIMING=blocking or pipelined on CPU/Gloo")

@@ -30,7 +30,7 @@ import threading
 import time
 from pathlib import Path
 
-from suite.config import ConfigError, build_config
+from suite.config import ConfigError, build_config, check_timing_mode
 
 ROOT = Path(__file__).resolve().parent.parent
 EXPERIMENTS_DIR = ROOT / "experiments"
@@ -143,6 +143,7 @@ def preflight(cfg, lay: dict) -> None:
 
     device = resolve_device(cfg.device)
     backend = resolve_backend(cfg.backend, device)
+    check_timing_mode(cfg.timing_mode, backend, device)  # auto resolved: cuda_graph on a CPU host
     if device == "cuda" and backend == "nccl":
         import torch
 
@@ -218,6 +219,30 @@ def torchrun_command(lay: dict, files: list[str], suite_opts: list[str], passthr
     return cmd
 
 
+def flight_recorder_env(env: dict, run_dir: Path, torch_version: str) -> dict[str, str]:
+    """NCCL flight-recorder settings for the ranks, unless the user set their own.
+
+    The flight recorder keeps the last collectives of each rank in a ring buffer;
+    with dump-on-timeout a hung or failed NCCL run leaves one trace per rank
+    (``<run_dir>/nccl_trace_rank_<rank>``) for ``torchfrtrace <run_dir> -p nccl_trace_rank_``.
+    torch 2.9 renamed TORCH_NCCL_TRACE_BUFFER_SIZE / TORCH_NCCL_DEBUG_INFO_TEMP_FILE to
+    TORCH_FR_BUFFER_SIZE / TORCH_FR_DUMP_TEMP_FILE (the old names still work, with a
+    deprecation warning; torchtitan switches on the same version). Dumps need
+    TORCH_NCCL_ASYNC_ERROR_HANDLING=3, its default (pytorch/pytorch#121055).
+    """
+    major_minor = tuple(int(x) for x in re.findall(r"\d+", torch_version)[:2])
+    new_names = major_minor >= (2, 9)
+    out: dict[str, str] = {}
+    for new, old, value in (("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE", "2000"),
+                            ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
+                             str(run_dir.resolve() / "nccl_trace_rank_"))):
+        if new not in env and old not in env:
+            out[new if new_names else old] = value
+    if "TORCH_NCCL_DUMP_ON_TIMEOUT" not in env:
+        out["TORCH_NCCL_DUMP_ON_TIMEOUT"] = "1"
+    return out
+
+
 def update_latest(results_root: Path, run_dir: Path) -> None:
     """Point results_root/latest at run_dir (atomic symlink swap)."""
     link = results_root / "latest"
@@ -245,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    from suite.dist import PreflightError
+    from suite.dist import PreflightError, resolve_backend, resolve_device
 
     try:
         preflight(cfg, lay)
@@ -275,9 +300,14 @@ def main(argv: list[str] | None = None) -> int:
     env.setdefault("OMP_NUM_THREADS", "1")  # torchrun's default, set quietly and recorded
     if a.debug:
         env["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"
-    if run_dir.exists() and (run_dir / "bench.json").exists():
+    if (run_dir / "bench.json").exists():
         print(f"error: {run_dir} already holds a run; choose another RUN_ID", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if resolve_backend(cfg.backend, resolve_device(cfg.device)) == "nccl":
+        import torch
+
+        env.update(flight_recorder_env(env, run_dir, torch.__version__))
+    # Every node creates it: ranks leave failure notes (and NCCL flight-recorder dumps) here.
     run_dir.mkdir(parents=True, exist_ok=True)
     print(f"# run {run_id}: {lay['nnodes']} node(s) x {lay['nproc']} rank(s), experiments: {', '.join(names)}",
           flush=True)
