@@ -768,7 +768,10 @@ def deadlock_result(ctx: DistContext) -> dict:
         obj = [None]
         if ctx.rank == 0:
             backend, device = _probe_backend(ctx)
-            obj[0] = dataclasses.asdict(run_deadlock_probe(backend, device))
+            try:
+                obj[0] = dataclasses.asdict(run_deadlock_probe(backend, device))
+            except Exception as e:  # the other ranks are waiting for an answer, not an exception
+                obj[0] = {"error": f"{type(e).__name__}: {e}"}
         dist.broadcast_object_list(obj, src=0, group=ctx.group)
         _PROBED[key] = obj[0]
     return _PROBED[key]
