@@ -7,9 +7,11 @@ from __future__ import annotations
 import os
 
 import pytest
+import torch
 
 from experiments import p2p
 from suite.config import build_config
+from suite.dist import DistContext
 from suite.results import REQUIRED_FIELDS
 from suite.tables.p2p import bubble_fit, format_tables, measured_bubble
 from tests.conftest import load_bench, run_suite
@@ -158,3 +160,26 @@ def test_corrupted_payload_is_detected_in_every_case(tmp_path):
         else:
             assert r["n_wrong"] >= 1, r["label"]
     assert "[FAILED]" in proc.stdout
+
+
+def _rec(**kw) -> dict:
+    base = {"experiment": "p2p", "op": "send_recv", "backend": "gloo", "device": "cpu", "dtype": "float32",
+            "world_size": 3, "iterations": 5, "n_wrong": 0, "algbw_gbps": 1.0, "busbw_gbps": 1.0}
+    return base | kw
+
+
+def test_cross_node_pairs_and_slow_links_are_marked():
+    # ranks 0 and 1 share a host, rank 2 is on another: as ctx.node_of() decides it
+    ctx = DistContext(rank=0, world_size=3, local_rank=0, local_world_size=2, backend="gloo",
+                      device=torch.device("cpu"), group=None, timeout_s=1.0, hostnames=["a", "a", "b"])
+    assert [p2p._cross(ctx, 0, b) for b in (1, 2)] == [False, True]
+    recs = [_rec(pattern="pair_matrix", variant="send_recv", size_bytes=64, src=a, dst=b,
+                 cross_node=p2p._cross(ctx, a, b), time_us=500.0 if (a, b) == (2, 0) else 100.0)
+            for a in range(3) for b in range(3) if a != b]
+    recs += [_rec(pattern="pingpong", variant="send_recv", size_bytes=64, src=0, dst=b, time_us=10.0,
+                  cross_node=p2p._cross(ctx, 0, b)) for b in (1, 2)]
+    text = format_tables(recs)
+    rows = {line.split()[0]: line for line in text.splitlines() if line.startswith("       ")}
+    assert "500.0*!" in rows["2"]  # cross-node and > 1.5x the median
+    assert "100.0*" in rows["0"] and "100.0  " in rows["0"]  # 0->2 cross-node, 0->1 not
+    assert "0<->2 x" in text and "0<->1 x" not in text

@@ -117,19 +117,19 @@ def comparison_table(recs: list[dict], title: str, variants: list[str], row_key:
     """Rows by ``row_key``, one time column per variant, the fastest marked, speed-up vs the first."""
     cell = {(r[row_key], r["variant"]): r for r in recs}
     lines = [_header(recs, title),
-             f"#{row_name:>11} " + " ".join(f"{v[:18]:>19}" for v in variants)
-             + f" {'fastest':>19} {'speed-up':>9}",
-             f"#{'':>11} " + " ".join(f"{'time(us)':>19}" for _ in variants)]
+             f"#{row_name:>11} " + " ".join(f"{v[:20]:>21}" for v in variants)
+             + f" {'fastest':>21} {'speed-up':>9}",
+             f"#{'':>11} " + " ".join(f"{'time(us)':>21}" for _ in variants)]
     for key in sorted({r[row_key] for r in recs}):
         times = {v: cell[(key, v)]["time_us"] for v in variants if (key, v) in cell}
         best = min(times, key=times.get) if times else None
         row = []
         for v in variants:
             t = times.get(v)
-            row.append(f"{'-':>19}" if t is None else f"{t:18.1f}{'<' if v == best else ' '}")
+            row.append(f"{'-':>21}" if t is None else f"{t:20.1f}{'<' if v == best else ' '}")
         first = times.get(variants[0])
         speed = f"{first / times[best]:8.2f}x" if best and first else f"{'-':>9}"
-        lines.append(f" {key:>11} " + " ".join(row) + f" {best or '-':>19} {speed:>9}")
+        lines.append(f" {key:>11} " + " ".join(row) + f" {best or '-':>21} {speed:>9}")
     return "\n".join(lines + [_wrong_line(recs)]) + "\n"
 
 
