@@ -612,8 +612,20 @@ def run_deadlock_probe(backend: str = "gloo", device: str = "cpu", probe: Deadlo
     naive one at ascending sizes. Each step must be reported by both processes
     within ``hang_bound_s``; the first that is not is the hang, and both processes
     are killed. Never blocks the caller for more than ``total_limit_s`` (+ kill time).
+    A pair that dies before it is up (the free port was taken meanwhile) is started
+    once more, within the same cap.
     """
     start = time.monotonic()
+    res = _probe_once(backend, device, probe, start)
+    if res.error and res.error.startswith(_START_FAILED) and time.monotonic() - start < probe.total_limit_s / 2:
+        res = _probe_once(backend, device, probe, start)
+    return res
+
+
+_START_FAILED = "the probe pair did not come up"
+
+
+def _probe_once(backend: str, device: str, probe: DeadlockProbe, start: float) -> ProbeResult:
     port = _free_port()
     big = probe.sizes[-1]
     sizes_arg = ",".join(str(s) for s in probe.sizes)
@@ -668,7 +680,8 @@ def run_deadlock_probe(backend: str = "gloo", device: str = "cpu", probe: Deadlo
             if r in seen.get(("done", 0), ()):
                 continue  # finished normally; the other one may still be reporting
             code = procs[r].poll()
-            error = f"probe process {r} exited early (status {code}): " + " | ".join(tails[r])[-400:]
+            error = (f"{_START_FAILED}: " if step == 0 else "") + \
+                f"probe process {r} exited early (status {code}): " + " | ".join(tails[r])[-400:]
             break
         name, size = words[0], int(words[1]) if len(words) > 1 else 0
         n_wrong += int(words[2]) if len(words) > 2 else 0

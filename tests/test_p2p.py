@@ -183,3 +183,14 @@ def test_cross_node_pairs_and_slow_links_are_marked():
     assert "500.0*!" in rows["2"]  # cross-node and > 1.5x the median
     assert "100.0*" in rows["0"] and "100.0  " in rows["0"]  # 0->2 cross-node, 0->1 not
     assert "0<->2 x" in text and "0<->1 x" not in text
+
+
+@pytest.mark.slow
+def test_probe_pair_that_cannot_start_reports_an_error_and_leaves_no_process():
+    # An unknown backend makes the pair die during start-up: reported (not hung), retried once,
+    # both processes gone.
+    res = p2p.run_deadlock_probe("nosuchbackend", "cpu")
+    assert res.error and res.error.startswith(p2p._START_FAILED)
+    assert res.blocked_from_bytes is None and set(res.correct_orderings.values()) == {"not run"}
+    assert res.elapsed_s < p2p.PROBE.total_limit_s
+    assert _no_probe_children_left()
