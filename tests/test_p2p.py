@@ -150,7 +150,7 @@ def test_corrupted_payload_is_detected_in_every_case(tmp_path):
     # Every case but the (slow, isolated) deadlock pair, with one received element flipped.
     proc = run_suite(tmp_path, *TINY, "--min-bytes", "64", "--max-bytes", "64", "--", "-k", "not exchange",
                      nproc=2, env={"SUITE_INJECT_CORRUPTION": "p2p"}, timeout=300)
-    assert proc.returncode == 1, proc.stdout[-2000:]
+    assert proc.returncode == 6, proc.stdout[-2000:]  # EXIT_WRONG_RESULT
     assert "wrong element" in proc.stdout + proc.stderr
     recs = [b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]]
     assert {r["pattern"] for r in recs} == set(p2p.PATTERNS) - {"exchange"}
