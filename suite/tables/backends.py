@@ -37,7 +37,7 @@ def capability_table(caps: list[dict]) -> str:
         dtypes = list(OrderedDict.fromkeys(r["dtype"] for r in rows if r["dtype"] != "none"))
         lines.append(f"# capability matrix: {_lane(rec)}, {rec['world_size']} ranks "
                      f"(probed at run time: one tiny op per cell; yes = runs, NO[k] = rejected, reason k below)")
-        lines.append(f"#{"op":>34} " + " ".join(f"{_SHORT.get(d, d):>6}" for d in dtypes))
+        lines.append(f"#{'op':>34} " + " ".join(f"{_SHORT.get(d, d):>6}" for d in dtypes))
         table: OrderedDict = OrderedDict()
         for r in rows:
             name = r["variant"] + (f"({r['redop']})" if r["redop"] != "none" else "") + \
