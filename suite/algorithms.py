@@ -25,6 +25,7 @@ integer patterns whatever the summation order.
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -164,18 +165,20 @@ class Hierarchy:
         return self.leaders is not None
 
 
-def build_hierarchy(layout: Sequence[int], rank: int, backend: str | None = None) -> Hierarchy:
+def build_hierarchy(layout: Sequence[int], rank: int, backend: str | None = None,
+                    timeout: datetime.timedelta | None = None) -> Hierarchy:
     """Create the intra-node groups and the leaders' group. Collective: every rank
     of the world must call it with the same ``layout``, in the same order relative
-    to other ``new_group`` calls."""
+    to other ``new_group`` calls. Pass ``timeout``: without it a new group waits
+    torch's default of 30 minutes for a missing peer."""
     nodes = ranks_by_node(layout)
     mine = None
     for ranks in nodes:  # every rank creates every group, in the same order
-        g = dist.new_group(list(ranks), backend=backend)
+        g = dist.new_group(list(ranks), backend=backend, timeout=timeout)
         if rank in ranks:
             mine = g
     leaders_ranks = [r[0] for r in nodes]
-    lg = dist.new_group(leaders_ranks, backend=backend)
+    lg = dist.new_group(leaders_ranks, backend=backend, timeout=timeout)
     return Hierarchy(nodes=nodes, node=layout[rank], intra=mine,
                      leaders=lg if rank in leaders_ranks else None)
 
