@@ -462,6 +462,10 @@ def test_affinity(affinity_case, dist_ctx: DistContext, bench_cfg: BenchConfig, 
         m = measure(ctx, bench_cfg, lambda a: dist.all_reduce(timed, group=ctx.group, async_op=a))
     finally:
         _restore(saved)
+    # The next case must find the process as this one did (all threads' masks, thread count).
+    leaked = sorted(os.sched_getaffinity(0)) != cpus or torch.get_num_threads() != saved.threads
+    if not ctx.agree_all(not leaked):
+        pytest.fail("affinity or thread count was not restored after the case", pytrace=False)
     rec = make_record(experiment=EXPERIMENT, op="all_reduce", backend=ctx.backend, device=ctx.device.type,
                       dtype=dtype, world_size=ctx.world_size, size_bytes=count * dt.itemsize, count=count,
                       in_place=True, m=m, n_wrong=n_wrong, redop="sum", table="affinity", pinning=pinning,
