@@ -89,6 +89,14 @@ def _mpi_launched(env=None) -> bool:
     return any(k in env for k in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MV2_COMM_WORLD_SIZE"))
 
 
+def _local_world(env=None) -> int:
+    env = os.environ if env is None else env
+    try:
+        return int(env.get("LOCAL_WORLD_SIZE", "1"))
+    except ValueError:
+        return 1
+
+
 def plan_lanes(device_type: str, env=None) -> tuple[list[Lane], list[tuple[Lane, str]]]:
     """Lanes to run and lanes that cannot run with the reason. Depends only on the
     build, the host and the run's device, so it is the same on every rank."""
@@ -102,6 +110,9 @@ def plan_lanes(device_type: str, env=None) -> tuple[list[Lane], list[tuple[Lane,
             missing.append((lane, why))
         elif lane.device == "cuda" and device_type != "cuda":
             missing.append((lane, "the run uses CPU tensors (DEVICE=cpu); make bench-gpu runs the CUDA lanes"))
+        elif lane.backend == "nccl" and _local_world(env) > torch.cuda.device_count():
+            missing.append((lane, f"NCCL needs one GPU per rank ({_local_world(env)} ranks on this node, "
+                                  f"{torch.cuda.device_count()} GPU(s))"))
         elif lane.backend == "mpi" and not _mpi_launched(env):
             missing.append((lane, "the MPI backend needs ranks started by mpirun (no MPI launcher environment)"))
         else:

@@ -119,7 +119,10 @@ def format_tables(records: list[dict]) -> str:
                          "broadcast; blocking), exact and equal to flat",
                          by["hierarchical"], lambda r: r["algorithm"],
                          notes=(f"nodes: {h['grouping_nodes']}" + (f" (SUITE_FAKE_NODES={fake}: grouping only)"
-                                                                   if fake else ""),)))
+                                                                   if fake else ""),
+                                *(("one node: the hierarchy is reduce + broadcast inside it (the leaders' "
+                                   "all_reduce has one rank); SUITE_FAKE_NODES=2 groups the ranks as two nodes",)
+                                  if len(h["grouping_nodes"]) == 1 else ()))))
     if by.get("affinity"):
         a = by["affinity"][0]
         out.append(pivot(f"rank-to-core pinning and torch threads: all_reduce, {a['cpus_available']} CPUs per rank "
