@@ -725,9 +725,9 @@ def test_copy_bandwidth(copy_case, dist_ctx: DistContext, bench_cfg: BenchConfig
         src_dev = "cpu" if direction == "h2d" else dev
         dst_dev = "cpu" if direction == "d2h" else dev
         src = verify.pattern(0, count, dt, device=src_dev)
-        if src_dev == "cpu" and pin:
+        if direction == "h2d" and pin:
             src = src.pin_memory()
-        dst = torch.empty(count, dtype=dt, device=dst_dev, pin_memory=pin and dst_dev == "cpu")
+        dst = torch.empty(count, dtype=dt, device=dst_dev, pin_memory=pin and direction == "d2h")
     non_blocking = pin  # a pageable copy is synchronous whatever the flag says
 
     def run(a):
