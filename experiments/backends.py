@@ -435,6 +435,7 @@ def test_all_reduce_algorithm(algo_case: AlgoCase, lanes: Lanes, bench_cfg: Benc
     out = fresh()
     fn(out)
     lctx.sync_device()
+    maybe_corrupt(lctx, c.algorithm, out)
     expected = verify.reduce_expected("sum", n, c.count, dt, device=lctx.device)
     # wrong vs the exact answer, plus any element that differs from the backend's result
     local = verify.count_wrong(out, expected) + verify.count_wrong(out, reference)
@@ -451,6 +452,15 @@ def test_all_reduce_algorithm(algo_case: AlgoCase, lanes: Lanes, bench_cfg: Benc
                       model_bytes_busiest_rank=model_bytes_busiest_rank(c.algorithm, c.size_bytes, n),
                       **_lane_fields(lctx))
     submit(request, benchmark, m, rec)
+
+
+def maybe_corrupt(ctx: DistContext, name: str, out: torch.Tensor) -> None:
+    """Fault injection for the suite's own tests (as in experiments/collectives.py):
+    SUITE_INJECT_CORRUPTION=<name>[,<name>...] flips one output element on the last
+    rank after the checked run, which the exact check must catch."""
+    targets = {t.strip() for t in os.environ.get("SUITE_INJECT_CORRUPTION", "").split(",")}
+    if (name in targets or "all" in targets) and ctx.rank == ctx.world_size - 1 and out.numel():
+        out.view(-1)[0] += 1
 
 
 # --- Gloo transport path: which interface the TCP transport uses ------------------------------

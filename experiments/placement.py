@@ -51,6 +51,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from experiments.backends import maybe_corrupt
 from suite import algorithms, verify
 from suite.config import BenchConfig
 from suite.dist import DistContext
@@ -381,6 +382,7 @@ def test_hierarchical(hier_case, dist_ctx: DistContext, placement: Placement, be
     out = fresh()
     run(out)
     ctx.sync_device()
+    maybe_corrupt(ctx, algo, out)
     expected = verify.reduce_expected("sum", n, count, dt, device=ctx.device)
     n_wrong = verify.global_wrong(verify.count_wrong(out, expected) + verify.count_wrong(out, flat),
                                   ctx.group, ctx.device)

@@ -125,3 +125,15 @@ def test_ring_on_an_odd_world(tmp_path):
     recs = [b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]]
     algo = [r for r in recs if r.get("table") == "algorithm"]
     assert len(algo) == 9 and all(r["n_wrong"] == 0 and r["world_size"] == 3 for r in algo)
+
+
+def test_planted_corruption_in_ring_and_hierarchical_is_caught(tmp_path):
+    proc = run_suite(tmp_path, "--experiments", "backends,placement", *UNEVEN, "--max-bytes", "100", "--",
+                     "-k", "ring_p2p or hierarchical", nproc=2, timeout=300,
+                     env={"SUITE_INJECT_CORRUPTION": "ring_p2p,hierarchical", "SUITE_FAKE_NODES": "2"})
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    failed = re.findall(r"_{3,} (test_\w+)\[([^\]]+)\] _{3,}\n(\d+) wrong element", proc.stdout)
+    assert {(t, case) for t, case, _ in failed} == {("test_all_reduce_algorithm", "gloo-cpu-ring_p2p-float32-100B"),
+                                                   ("test_hierarchical", "hierarchical-float32-100B")}, proc.stdout[-3000:]
+    # one flipped element differs from the exact sum and from the backend's result
+    assert all(int(n) == 2 for _, _, n in failed)
