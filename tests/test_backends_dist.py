@@ -131,7 +131,7 @@ def test_planted_corruption_in_ring_and_hierarchical_is_caught(tmp_path):
     proc = run_suite(tmp_path, "--experiments", "backends,placement", *UNEVEN, "--max-bytes", "100", "--",
                      "-k", "ring_p2p or hierarchical", nproc=2, timeout=300,
                      env={"SUITE_INJECT_CORRUPTION": "ring_p2p,hierarchical", "SUITE_FAKE_NODES": "2"})
-    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert proc.returncode == 6, proc.stdout[-3000:]  # EXIT_WRONG_RESULT
     failed = re.findall(r"_{3,} (test_\w+)\[([^\]]+)\] _{3,}\n(\d+) wrong element", proc.stdout)
     assert {(t, case) for t, case, _ in failed} == {("test_all_reduce_algorithm", "gloo-cpu-ring_p2p-float32-100B"),
                                                    ("test_hierarchical", "hierarchical-float32-100B")}, proc.stdout[-3000:]
