@@ -232,3 +232,8 @@ def env_size(name: str, default: int) -> int:
         return int(raw)
     except ValueError:
         raise ValueError(f"{name}={raw!r} is not a count (examples: 4000000, 25M)") from None
+
+
+def flat_params_from_state(state: dict) -> torch.Tensor:
+    """Parameters of an ``nn.Linear`` state dict (weight, bias) flattened like ``flat_params``."""
+    return torch.cat([state[k].reshape(-1) for k in ("weight", "bias")])
