@@ -45,6 +45,7 @@ Correctness (``n_wrong``): after the timed steps every parameter must be bit-ide
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -223,6 +224,15 @@ def _wire_bytes(model: nn.Module, hook: str | None, settings: Settings) -> int:
     return total * 4
 
 
+def _ddp_kwargs(case: Case) -> dict:
+    kwargs = dict(case.ddp_kwargs)
+    if "broadcast_buffers" in kwargs and "forward_sync_buffers" in inspect.signature(DDP).parameters:
+        # torch 2.13 deprecates broadcast_buffers for forward_sync_buffers; the per-step buffer
+        # broadcast this case removes is the same (the init sync is measured by the ddp_init case).
+        kwargs["forward_sync_buffers"] = kwargs.pop("broadcast_buffers")
+    return kwargs
+
+
 def _prepare(case: Case, ctx: DistContext, settings: Settings) -> Step:
     loss_fn = nn.CrossEntropyLoss()
     model = _build_model(case.model, settings, seed=0).to(ctx.device)
@@ -250,7 +260,7 @@ def _prepare(case: Case, ctx: DistContext, settings: Settings) -> Step:
     if case.kind == "all_reduce":
         t = torch.ones(sum(p.numel() for p in model.parameters()), dtype=torch.float32, device=ctx.device)
         return Step(run=lambda: dist.all_reduce(t, group=ctx.group), model=model, keep=[t])
-    kwargs = dict(case.ddp_kwargs)
+    kwargs = _ddp_kwargs(case)
     if ctx.device.type == "cuda":
         kwargs["device_ids"] = [ctx.device.index]
     ddp = DDP(model, process_group=ctx.group, **kwargs)
@@ -380,7 +390,7 @@ def test_ddp(case: Case, dist_ctx: DistContext, bench_cfg: BenchConfig, benchmar
         extra["comm_ms"] = t * 1e3
         extra["comm_source"] = "timed all_reduce of the gradient bytes"
     extra.update(_ddp_logger_ms(ctx, step.ddp))
-    extra.update({k: v for k, v in case.ddp_kwargs})
+    extra.update(_ddp_kwargs(case))
     if case.hook:
         extra["hook"] = case.hook
         extra["wire_bytes"] = _wire_bytes(step.model, case.hook, settings)
