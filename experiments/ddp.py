@@ -16,14 +16,15 @@ Cases, in the order they run (one model after the other):
   the machine; ranks drift apart, so there is no consistency check).
 - ``all_reduce``: the gradient all_reduce alone (one coalesced buffer of the gradient
   bytes): the communication cost without compute.
-- ``ddp_step``: DistributedDataParallel with defaults, then variants: ``bucket_cap_mb``
-  sweep (``DDP_BUCKETS_MB``), ``gradient_as_bucket_view``, ``static_graph``,
-  ``broadcast_buffers=False``, communication hooks (allreduce, fp16 and bf16
-  compression, PowerSGD rank 1) — a hook the backend cannot run is skipped with its reason.
+- ``ddp_step``: DistributedDataParallel with defaults, then communication hooks (allreduce,
+  fp16 and bf16 compression, PowerSGD rank 1; a hook the backend cannot run is skipped with
+  its reason) and, for the MLP, a ``bucket_cap_mb`` sweep (``DDP_BUCKETS_MB``),
+  ``gradient_as_bucket_view``, ``static_graph`` and ``broadcast_buffers=False`` (passed as
+  ``forward_sync_buffers=False`` where torch has it: 2.13 deprecates the old name).
 - ``manual_allreduce_step``: the article's synchronous SGD: backward, then all_reduce of
   every gradient, divided by the world size. ``manual_coalesced_step``: the same with one
   flat buffer and one all_reduce.
-- ``ddp_accum_step``: gradient accumulation over ``DDP_ACCUM`` micro-batches per optimizer
+- ``ddp_accum_step`` (MLP): gradient accumulation over ``DDP_ACCUM`` micro-batches per optimizer
   step, with ``no_sync`` on all but the last (one all_reduce per step) and without it.
 - ``broadcast`` / ``ddp_init``: the initial-state broadcast from rank 0 that DDP does at
   construction: per-tensor ``broadcast`` of parameters and buffers, and the whole DDP
