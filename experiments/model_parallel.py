@@ -24,7 +24,6 @@ batch ``MP_BATCH``, default 64; sizes must divide by the world size):
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import pytest

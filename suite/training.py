@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -124,8 +124,6 @@ def flat_params(model: nn.Module) -> torch.Tensor:
 
 
 # --- one optimizer step ---------------------------------------------------------------------------
-
-StepFn = Callable[[], None]
 
 
 def local_step(model: nn.Module, opt: torch.optim.Optimizer, loss_fn: nn.Module,
