@@ -24,6 +24,9 @@ import pytest
 from suite import report, results, sysinfo
 from suite.config import ConfigError, build_config
 
+# SUITE_PROFILE=1: an autouse fixture records a torch.profiler trace of every case (suite/profiling.py).
+pytest_plugins = ("suite.profiling",)
+
 _KEY_RECORDS = pytest.StashKey[list]()
 _KEY_MACHINE = pytest.StashKey[dict]()
 
