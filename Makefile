@@ -16,6 +16,8 @@ TIMING      ?= blocking
 PRECISION   ?= 0
 MAX_TIME_S  ?= 10
 TIMEOUT_S   ?= 60
+HEARTBEAT_S ?= 15
+DEBUG       ?=
 RESULTS     ?= results
 RUN_ID      ?=
 K           ?=
@@ -24,7 +26,8 @@ PYTEST_ARGS ?=
 SUITE_ARGS = --experiments $(EXPERIMENTS) --min-bytes $(MIN_BYTES) --max-bytes $(MAX_BYTES) \
   --step-factor $(STEP_FACTOR) --dtypes $(DTYPES) --redops $(REDOPS) --iters $(ITERS) --warmup $(WARMUP) \
   --timing $(TIMING) --precision-pct $(PRECISION) --max-time-s $(MAX_TIME_S) --timeout-s $(TIMEOUT_S) \
-  --results-root $(RESULTS) $(if $(RUN_ID),--run-id $(RUN_ID))
+  --heartbeat-timeout-s $(HEARTBEAT_S) --results-root $(RESULTS) $(if $(RUN_ID),--run-id $(RUN_ID)) \
+  $(if $(DEBUG),--debug)
 PASSTHROUGH = -- $(if $(K),-k "$(K)") $(PYTEST_ARGS)
 
 .PHONY: help venv bench-cpu bench-gpu test test-cpu clean
@@ -49,9 +52,13 @@ $(VENV)/.installed: requirements.txt
 bench-cpu: venv
 	$(PY) -m suite.launch --nproc $(NPROC) --backend gloo --device cpu $(SUITE_ARGS) $(PASSTHROUGH)
 
+# GPUS = ranks on this host (default: every GPU torch sees); multi-node: NNODES, NODE_RANK,
+# MASTER_ADDR (and MASTER_PORT) on the make command line of every host.
 bench-gpu: venv
-	$(PY) -m suite.launch --nproc $(or $(GPUS),$(shell $(PY) -c "import torch; print(torch.cuda.device_count())")) \
-	  --backend nccl --device cuda $(SUITE_ARGS) $(PASSTHROUGH)
+	@n=$(or $(GPUS),$$($(PY) -c "import torch; print(torch.cuda.device_count())")); \
+	if [ "$$n" -lt 1 ]; then echo "error: torch sees no CUDA GPU (driver, CUDA_VISIBLE_DEVICES, a CPU-only" \
+	  "torch build?); set GPUS, or run make bench-cpu" >&2; exit 2; fi; set -x; \
+	$(PY) -m suite.launch --nproc $$n --backend nccl --device cuda $(SUITE_ARGS) $(PASSTHROUGH)
 
 test: venv
 	$(PY) -m pytest tests $(PYTEST_ARGS)

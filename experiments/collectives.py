@@ -13,6 +13,7 @@ chunk times the world size), ``count`` is size_bytes / element size.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -321,6 +322,10 @@ def test_collective(case: Case, dist_ctx: DistContext, bench_cfg: BenchConfig, b
         pytest.skip(reason)
     coll = BY_VARIANT[case.variant]
 
+    if os.environ.get("SUITE_INJECT_MISMATCH") == case.variant and ctx.rank == ctx.world_size - 1:
+        # Fault injection for the suite's own tests: one rank calls the collective with a
+        # different shape (TORCH_DISTRIBUTED_DEBUG=DETAIL must turn this into a named error).
+        case = dataclasses.replace(case, count=case.count + ctx.world_size)
     # Correctness, outside the timed region: fresh inputs, one op, exact check.
     check = coll.build(case, ctx)
     w = check.run(False)

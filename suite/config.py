@@ -18,9 +18,9 @@ DTYPES = ("float32", "float64", "float16", "bfloat16", "int32", "int64")
 REDOPS = ("sum", "avg", "product", "min", "max")
 BACKENDS = ("auto", "gloo", "nccl", "mpi", "ucc")
 DEVICES = ("auto", "cpu", "cuda")
-TIMING_MODES = ("blocking", "pipelined")
+TIMING_MODES = ("blocking", "pipelined", "cuda_graph")
 
-TimingMode = Literal["blocking", "pipelined"]
+TimingMode = Literal["blocking", "pipelined", "cuda_graph"]
 Backend = Literal["auto", "gloo", "nccl", "mpi", "ucc"]
 Device = Literal["auto", "cpu", "cuda"]
 
@@ -52,9 +52,11 @@ class BenchConfig:
     timing_mode: TimingMode = "blocking"
     """blocking: one op per sample, ranks aligned by a barrier before each;
     pipelined: ``pipeline_depth`` ops issued back to back, one sync, sample =
-    elapsed / depth (nccl-tests' default)."""
+    elapsed / depth (nccl-tests' default); cuda_graph (NCCL on CUDA only):
+    ``pipeline_depth`` ops captured in one CUDA graph, sample = replay / depth
+    (nccl-tests -G, for small-message latency without launch overhead)."""
     pipeline_depth: int = 8
-    """Ops per sample in pipelined mode."""
+    """Ops per sample in pipelined and cuda_graph modes."""
     precision_pct: float = 0.0
     """If > 0: keep sampling until the 95% CI of the median is within this many
     percent of the median, or ``max_time_s`` is spent. 0 turns it off."""
@@ -65,7 +67,10 @@ class BenchConfig:
     device: Device = "auto"
     """Where tensors live; auto = cuda when available, else cpu."""
     timeout_s: float = 60.0
-    """Process-group timeout: a dead or frozen peer fails the run after this long."""
+    """Process-group timeout: an op that waits longer than this fails."""
+    heartbeat_timeout_s: float = 15.0
+    """A rank whose heartbeat stops this long is reported lost and the run ends
+    (catches frozen and partitioned ranks well before ``timeout_s``); 0 turns it off."""
     extra: dict = field(default_factory=dict, compare=False)
     """Experiment-specific settings (free-form, recorded with the results)."""
 
@@ -104,7 +109,7 @@ def build_config(**raw) -> BenchConfig:
             kw[key] = tuple(_ALIASES.get(v, v) for v in _split(raw[key]))
     for key, conv in (("step_factor", float), ("root", int), ("warmup_iters", int), ("iters", int),
                       ("pipeline_depth", int), ("precision_pct", float), ("max_time_s", float),
-                      ("timeout_s", float)):
+                      ("timeout_s", float), ("heartbeat_timeout_s", float)):
         if key in raw and raw[key] is not None:
             try:
                 kw[key] = conv(raw[key])
@@ -169,9 +174,23 @@ def validate(cfg: BenchConfig, world_size: int | None = None) -> None:
         bad(f"MAX_TIME_S must be > 0, got {cfg.max_time_s}")
     if not (cfg.timeout_s > 0) or cfg.timeout_s != cfg.timeout_s:
         bad(f"TIMEOUT_S must be > 0, got {cfg.timeout_s}")
+    if not (cfg.heartbeat_timeout_s >= 0) or cfg.heartbeat_timeout_s > 86400:
+        bad(f"HEARTBEAT_S must be between 0 (off) and 86400, got {cfg.heartbeat_timeout_s}")
+    if 0 < cfg.heartbeat_timeout_s < 3:
+        bad(f"HEARTBEAT_S {cfg.heartbeat_timeout_s} is too short to tell a busy rank from a lost one; use >= 3")
     if cfg.root < 0:
         bad(f"ROOT must be >= 0, got {cfg.root}")
     if world_size is not None and cfg.root >= world_size:
         bad(f"ROOT {cfg.root} does not exist in a world of {world_size} ranks")
     if cfg.backend == "nccl" and cfg.device == "cpu":
         bad("backend nccl needs DEVICE=cuda; use BACKEND=gloo for CPU tensors")
+    check_timing_mode(cfg.timing_mode, cfg.backend, cfg.device)
+
+
+def check_timing_mode(timing_mode: str, backend: str, device: str) -> None:
+    """cuda_graph captures NCCL work in a CUDA graph: CPU tensors and Gloo/MPI/UCC
+    cannot be captured. Called with the knobs as given (auto passes) and again by
+    the launcher's preflight with auto resolved."""
+    if timing_mode == "cuda_graph" and (device == "cpu" or backend not in ("auto", "nccl")):
+        raise ConfigError(f"TIMING=cuda_graph needs BACKEND=nccl and DEVICE=cuda (got {backend} on {device}); "
+                          "use TIMING=blocking or pipelined on CPU/Gloo")

@@ -12,9 +12,14 @@ from __future__ import annotations
 
 import atexit
 import datetime
+import json
 import os
 import socket
+import sys
+import threading
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -148,9 +153,105 @@ class DistContext:
 
 
 _CONTEXT: DistContext | None = None
+_WATCHDOG: "Watchdog | None" = None
+
+EXIT_PEER_FAILURE = 5
+"""Exit status of a rank that gave up because a peer died, froze or vanished."""
 
 
-def init_distributed(cfg: BenchConfig, env: dict | None = None) -> DistContext:
+def record_failure(results_dir: str | None, rank: int, cause: str, **extra) -> None:
+    """Leave ``<results_dir>/failures/rank<r>.json`` for the launcher's summary (best effort)."""
+    if not results_dir:
+        return
+    try:
+        from suite.results import write_json_atomic
+
+        write_json_atomic(Path(results_dir) / "failures" / f"rank{rank}.json",
+                          {"rank": rank, "host": socket.gethostname(), "cause": cause, "time_unix": time.time(),
+                           **extra})
+    except Exception:  # reporting a failure must never raise a second one
+        pass
+
+
+class Watchdog:
+    """Names a dead, frozen or partitioned rank and ends this rank within a bounded time.
+
+    Gloo notices a killed peer in about a second (its sockets close), but a frozen
+    or partitioned peer produces no error at all until the process-group timeout.
+    Each rank therefore bumps a counter in the launcher's TCPStore every second
+    (a thread, so it keeps beating while the main thread waits in a collective)
+    and watches everyone else's counter. Counters, not timestamps: hosts' clocks
+    may disagree. A rank whose counter has not moved for ``timeout_s`` (and that
+    has not announced a clean exit) is reported by rank, host and cause, and this
+    rank exits with EXIT_PEER_FAILURE instead of waiting for the group timeout.
+    """
+
+    def __init__(self, *, rank: int, world_size: int, hostnames: list[str], timeout_s: float,
+                 results_dir: str | None, interval_s: float = 1.0):
+        self.rank, self.world_size, self.hostnames = rank, world_size, hostnames
+        self.timeout_s, self.interval_s, self.results_dir = timeout_s, interval_s, results_dir
+        addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+        self.where = f"{addr}:{port}"
+        # A separate client: the default group's store must not be shared across threads.
+        base = dist.TCPStore(addr, port, world_size, is_master=False,
+                             timeout=datetime.timedelta(seconds=max(5.0, timeout_s)), wait_for_workers=False)
+        self.store = dist.PrefixStore("suite/watchdog", base)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="suite-watchdog", daemon=True)
+
+    def start(self) -> "Watchdog":
+        self._thread.start()
+        return self
+
+    def stop(self, clean: bool = True) -> None:
+        """Stop beating; ``clean`` tells the others this rank is leaving on purpose."""
+        self._stop.set()
+        if clean:
+            try:
+                self.store.set(f"done/{self.rank}", "1")
+            except Exception:
+                pass
+
+    def _run(self) -> None:
+        last_seen = {r: (None, time.monotonic()) for r in range(self.world_size) if r != self.rank}
+        store_down_since = None
+        while not self._stop.wait(self.interval_s):
+            now = time.monotonic()
+            try:
+                self.store.add(f"beat/{self.rank}", 1)
+                done = set()
+                for r in last_seen:
+                    if self.store.check([f"done/{r}"]):
+                        done.add(r)
+                        continue
+                    count = self.store.add(f"beat/{r}", 0)
+                    prev, since = last_seen[r]
+                    if count != prev:
+                        last_seen[r] = (count, now)
+                store_down_since = None
+            except Exception as e:  # the store's host (node 0) is gone
+                store_down_since = store_down_since or now
+                if now - store_down_since > self.timeout_s:
+                    self._abort(f"lost the rendezvous store at {self.where} (node 0 or its launcher is gone): {e}",
+                                lost=[0])
+                continue
+            lost = [r for r, (_, since) in last_seen.items()
+                    if r not in done and now - since > self.timeout_s]
+            if lost and not self._stop.is_set():
+                names = ", ".join(f"rank {r} (host {self.hostnames[r]})" for r in lost)
+                self._abort(f"{names} stopped responding: no heartbeat for more than {self.timeout_s:.0f} s "
+                            "(the process is frozen, partitioned from the network, or died)", lost=lost)
+
+    def _abort(self, cause: str, lost: list[int]) -> None:
+        msg = f"[rank {self.rank}] peer failure: {cause}; ending this rank (exit {EXIT_PEER_FAILURE})"
+        sys.stderr.write(msg + "\n")
+        sys.stderr.flush()
+        record_failure(self.results_dir, self.rank, cause, lost_ranks=lost, kind="peer_failure")
+        os._exit(EXIT_PEER_FAILURE)
+
+
+def init_distributed(cfg: BenchConfig, env: dict | None = None, *, results_dir: str | None = None,
+                     heartbeat_timeout_s: float | None = None) -> DistContext:
     """Start (or return) this process's group as configured.
 
     Validation happens before ``init_process_group``: a bad backend or device
@@ -191,13 +292,21 @@ def init_distributed(cfg: BenchConfig, env: dict | None = None) -> DistContext:
     _CONTEXT = DistContext(rank=le.rank, world_size=le.world_size, local_rank=le.local_rank,
                            local_world_size=le.local_world_size, backend=backend, device=device,
                            group=group, timeout_s=cfg.timeout_s, hostnames=list(hostnames))
+    global _WATCHDOG
+    hb = min(cfg.timeout_s, 15.0) if heartbeat_timeout_s is None else heartbeat_timeout_s
+    if le.world_size > 1 and hb > 0:
+        _WATCHDOG = Watchdog(rank=le.rank, world_size=le.world_size, hostnames=list(hostnames),
+                             timeout_s=hb, results_dir=results_dir).start()
     return _CONTEXT
 
 
-def destroy_distributed() -> None:
-    """Destroy the group if one is up; safe to call twice."""
-    global _CONTEXT
+def destroy_distributed(clean: bool = True) -> None:
+    """Stop the watchdog and destroy the group if one is up; safe to call twice."""
+    global _CONTEXT, _WATCHDOG
     _CONTEXT = None
+    if _WATCHDOG is not None:
+        _WATCHDOG.stop(clean=clean)
+        _WATCHDOG = None
     if dist.is_available() and dist.is_initialized():
         try:
             dist.destroy_process_group()

@@ -24,6 +24,9 @@ import pytest
 from suite import report, results, sysinfo
 from suite.config import ConfigError, build_config
 
+# SUITE_PROFILE=1: an autouse fixture records a torch.profiler trace of every case (suite/profiling.py).
+pytest_plugins = ("suite.profiling",)
+
 _KEY_RECORDS = pytest.StashKey[list]()
 _KEY_MACHINE = pytest.StashKey[dict]()
 
@@ -48,13 +51,14 @@ def pytest_addoption(parser):
     g.addoption("--root", default=None, help="root rank of rooted collectives")
     g.addoption("--warmup", dest="warmup_iters", default=None, help="warm-up iterations")
     g.addoption("--iters", default=None, help="timed iterations per case")
-    g.addoption("--timing", dest="timing_mode", default=None, help="blocking | pipelined")
-    g.addoption("--pipeline-depth", default=None, help="ops per sample in pipelined mode")
+    g.addoption("--timing", dest="timing_mode", default=None, help="blocking | pipelined | cuda_graph")
+    g.addoption("--pipeline-depth", default=None, help="ops per sample in pipelined and cuda_graph modes")
     g.addoption("--precision-pct", default=None, help="target CI half-width of the median, percent (0 = off)")
     g.addoption("--max-time-s", default=None, help="time cap per case in precision mode")
     g.addoption("--backend", dest="suite_backend", default=None, help="auto | gloo | nccl | mpi | ucc")
     g.addoption("--device", dest="suite_device", default=None, help="auto | cpu | cuda")
     g.addoption("--timeout-s", default=None, help="process-group timeout, seconds")
+    g.addoption("--heartbeat-timeout-s", default=None, help="declare a silent rank lost after this long (0 = off)")
     g.addoption("--results-dir", default=None, help="directory for bench.json (rank 0 writes it)")
     g.addoption("--run-id", default=None, help="identifier stored with the results")
     g.addoption("--show-benchmark-table", action="store_true", default=False,
@@ -68,7 +72,7 @@ def _raw_options(config) -> dict:
         "dtypes": o.dtypes, "redops": o.redops, "root": o.root, "warmup_iters": o.warmup_iters,
         "iters": o.iters, "timing_mode": o.timing_mode, "pipeline_depth": o.pipeline_depth,
         "precision_pct": o.precision_pct, "max_time_s": o.max_time_s, "backend": o.suite_backend,
-        "device": o.suite_device, "timeout_s": o.timeout_s,
+        "device": o.suite_device, "timeout_s": o.timeout_s, "heartbeat_timeout_s": o.heartbeat_timeout_s,
     }
 
 
@@ -116,8 +120,10 @@ def dist_ctx(request):
     import torch.distributed as dist
 
     config = request.config
+    cfg = config._suite_cfg
     try:
-        ctx = init_distributed(config._suite_cfg)
+        ctx = init_distributed(cfg, results_dir=config.option.results_dir,
+                               heartbeat_timeout_s=cfg.heartbeat_timeout_s)
     except (PreflightError, ConfigError) as e:
         pytest.exit(f"preflight failed: {e}", returncode=3)
     per_rank: list = [None] * ctx.world_size
@@ -181,6 +187,72 @@ def pytest_benchmark_update_machine_info(config, machine_info):
     info = config.stash.get(_KEY_MACHINE, None)
     if info:
         machine_info["suite"] = info
+
+
+def _is_distributed_failure(exc: BaseException) -> bool:
+    import torch.distributed as dist
+
+    if isinstance(exc, getattr(dist, "DistError", ())):
+        return True
+    text = str(exc)
+    return any(k in text for k in ("Connection closed by peer", "Connection reset by peer", "Timed out waiting",
+                                   "Socket Timeout", "Broken pipe", "gloo", "NCCL", "mismatch between collectives"))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if call.excinfo is None or not rep.failed or "dist_ctx" not in getattr(item, "fixturenames", ()):
+        return
+    # pytest.fail/skip are raised by every rank alike (n_wrong is global, probes agree),
+    # so the ranks stay in step. Any other exception may have hit this rank alone while
+    # the others wait in a collective: continuing would pair collectives of different
+    # cases. End the session instead; the launcher reports the cause.
+    if call.excinfo.errisinstance((pytest.fail.Exception, pytest.skip.Exception)):
+        return
+    exc = call.excinfo.value
+    kind = "peer_failure" if _is_distributed_failure(exc) else "rank_error"
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+    cause = f"{type(exc).__name__} in {item.nodeid}: {first}"
+    from suite.dist import record_failure
+
+    record_failure(item.config.option.results_dir, _rank_from_env(), cause, kind=kind)
+    item.session.shouldstop = f"rank {_rank_from_env()} stopped the run: {cause}"
+
+
+def _inject_fault(item) -> None:
+    """SUITE_INJECT_FAULT=<action>:<rank>:<n>: before the n-th test (0-based), rank <rank>
+    kills (SIGKILL), terminates (SIGTERM), freezes (SIGSTOP) itself, exits(3), or raises.
+    For the suite's own failure tests: the faults are real process events."""
+    spec = os.environ.get("SUITE_INJECT_FAULT")
+    if not spec:
+        return
+    action, rank, nth = spec.split(":")
+    config = item.config
+    config._suite_ntests = getattr(config, "_suite_ntests", -1) + 1
+    if int(rank) != _rank_from_env() or config._suite_ntests != int(nth):
+        return
+    import signal
+
+    sys.stderr.write(f"[rank {rank}] injecting fault: {action}\n")
+    sys.stderr.flush()
+    if action == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif action == "term":
+        os.kill(os.getpid(), signal.SIGTERM)
+    elif action == "stop":
+        os.kill(os.getpid(), signal.SIGSTOP)
+    elif action == "exit":
+        os._exit(3)
+    elif action == "raise":
+        raise RuntimeError(f"injected error on rank {rank}")
+    else:
+        raise ValueError(f"unknown fault action {action!r}")
+
+
+def pytest_runtest_setup(item):
+    _inject_fault(item)
 
 
 def pytest_runtest_logreport(report):

@@ -34,7 +34,7 @@ def collective_table(recs: list[dict]) -> str:
     lines = [
         f"# {title}  ({first['backend']}, {first['device']}, {ranks} ranks, timing={first['timing_mode']}, "
         f"{first['iterations']} iters)",
-        f"#{'':52}{'out-of-place':>31}  {'in-place':>31}",
+        f"#{'':47}{'out-of-place':^33}  {'in-place':^32}",
         f"#{'size':>11} {'count':>12} {'type':>8} {'redop':>7} {'root':>5}"
         f" {'time':>9} {'algbw':>7} {'busbw':>7} {'#wrong':>6}  {'time':>9} {'algbw':>7} {'busbw':>7} {'#wrong':>6}",
         f"#{'(B)':>11} {'(elements)':>12} {'':>8} {'':>7} {'':>5}"
@@ -52,7 +52,7 @@ def collective_table(recs: list[dict]) -> str:
     if bus:
         lines.append(f"# Avg bus bandwidth : {sum(bus) / len(bus):.4f} GB/s   "
                      f"#wrong total: {wrong} [{'OK' if wrong == 0 else 'FAILED'}]")
-    return "\n".join(lines) + "\n"
+    return "\n".join(line.rstrip() for line in lines) + "\n"
 
 
 def generic_table(title: str, recs: list[dict]) -> str:

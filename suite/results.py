@@ -38,7 +38,7 @@ def make_record(*, experiment: str, op: str, backend: str, device: str, dtype: s
     rec = {
         "experiment": experiment, "op": op, "backend": backend, "device": device, "dtype": dtype,
         "world_size": world_size, "size_bytes": int(size_bytes), "count": int(count),
-        "in_place": bool(in_place), "timing_mode": m.timing_mode, "iterations": m.iterations,
+        "in_place": bool(in_place), "timing_mode": m.timing_mode, "timer": m.timer, "iterations": m.iterations,
         "ops_per_sample": m.ops_per_sample, "warmup_iters": m.warmup_iters,
         "time_us": t * 1e6, **stats, "algbw_gbps": algbw, "busbw_gbps": busbw,
         "busbw_factor": metrics.busbw_factor(bw_op or op, world_size) if (bw_op or op) in metrics.OPS_WITH_FACTOR else None,

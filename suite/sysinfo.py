@@ -105,6 +105,14 @@ def torch_versions() -> dict:
     return info
 
 
+def nccl_conf_files() -> dict[str, str]:
+    """NCCL settings that do not come from the environment: KEY=VALUE lines in
+    /etc/nccl.conf (system-wide) and the user's file, ~/.nccl.conf up to NCCL 2.22,
+    $NCCL_CONF_FILE since 2.23 (NCCL docs, "Environment Variables")."""
+    paths = [os.environ.get("NCCL_CONF_FILE") or os.path.expanduser("~/.nccl.conf"), "/etc/nccl.conf"]
+    return {p: text for p in paths if p and (text := _read(p)) is not None}
+
+
 def gpu_info() -> dict:
     import torch
 
@@ -115,7 +123,7 @@ def gpu_info() -> dict:
         p = torch.cuda.get_device_properties(i)
         gpus.append({"index": i, "name": p.name, "memory_bytes": p.total_memory,
                      "capability": f"{p.major}.{p.minor}"})
-    out: dict = {"gpus": gpus}
+    out: dict = {"gpus": gpus, "nccl_conf": nccl_conf_files()}
     if shutil.which("nvidia-smi"):
         for key, args in (("driver", ["--query-gpu=driver_version", "--format=csv,noheader"]),):
             try:

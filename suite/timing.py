@@ -13,6 +13,17 @@ Timing modes (recorded with every result, because tools disagree mostly on this)
 - ``pipelined``: ``depth`` ops are issued back to back (``async_op=True``), then
   all are waited for and the device synced; sample = elapsed / depth. This is
   nccl-tests' default and shows the throughput when ops overlap.
+- ``cuda_graph`` (NCCL on CUDA only): ``depth`` blocking ops are captured once
+  into a ``torch.cuda.CUDAGraph``; a sample is one replay / depth. Replaying
+  removes the per-op CPU launch cost, which dominates small-message latency
+  (nccl-tests ``-G``; NVIDIA/nccl#1984: ~0.5 us with graphs vs ~3.5 us without).
+
+Clocks: on CPU a sample is host wall-clock time (``time.perf_counter``). When the
+group's device is CUDA, a sample is the time between two CUDA events
+(``torch.cuda.Event(enable_timing=True)``) recorded on the current stream around
+the op(s), as nccl-tests ``-I`` and the DeepSpeed/stas00 benchmarks do: it
+excludes the host's launch overhead before the first op reaches the GPU and the
+``synchronize`` latency after the last. The record says which (``timer``).
 
 A sample is the *maximum over ranks* of that iteration's time (the collective
 is done only when its slowest rank is done); the per-rank samples are reduced
@@ -48,6 +59,8 @@ class Measurement:
     warmup_iters: int
     precision_reached: bool | None
     """Precision mode only: whether the CI target was met before the time cap."""
+    timer: str = "host"
+    """What clock took the samples: host (perf_counter) or cuda_event."""
 
     @property
     def iterations(self) -> int:
@@ -76,7 +89,10 @@ def _barrier(ctx: DistContext) -> None:
         dist.barrier(group=ctx.group)
 
 
-def _run_samples(ctx: DistContext, op: OpFn, n: int, mode: str, depth: int) -> list[float]:
+def _run_samples(ctx: DistContext, op: OpFn, n: int, mode: str, depth: int, graph=None) -> list[float]:
+    if ctx.device.type == "cuda":
+        return _run_samples_cuda(ctx, op, n, mode, depth, graph)
+    # CPU: host clock (unchanged by the CUDA paths above and below).
     out = []
     clock = time.perf_counter
     if mode == "blocking":
@@ -95,6 +111,70 @@ def _run_samples(ctx: DistContext, op: OpFn, n: int, mode: str, depth: int) -> l
             ctx.sync_device()
             out.append((clock() - t0) / depth)
     return out
+
+
+def _run_samples_cuda(ctx: DistContext, op: OpFn, n: int, mode: str, depth: int, graph) -> list[float]:
+    """Same samples as the host path, timed by CUDA events on the current stream.
+
+    With async_op=False (and after ``wait()`` of an async Work) NCCL makes the
+    current stream wait for the collective's stream, so an event recorded after
+    the op completes only when the collective has; the start event, recorded
+    after the barrier on an idle stream, marks when the op could begin. For
+    Gloo on CUDA ``wait()`` blocks the host until the op is done, so the events
+    bracket the same interval as the host clock would. One event pair per
+    sample; the device is synced after each sample (as on the host path), and
+    the elapsed times are read after the loop.
+    """
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    for i in range(n):
+        _barrier(ctx)
+        starts[i].record()
+        if graph is not None:
+            graph.replay()
+        elif mode == "blocking":
+            _wait(op(False))
+        else:
+            _wait([op(True) for _ in range(depth)])
+        ends[i].record()
+        ctx.sync_device()
+    # elapsed_time is in milliseconds
+    return [s.elapsed_time(e) / 1e3 / depth for s, e in zip(starts, ends)]
+
+
+def _capture_graph(ctx: DistContext, op: OpFn, depth: int):
+    """Capture ``depth`` blocking ops into a CUDA graph, or skip the case on every rank.
+
+    NCCL collectives are capturable (PyTorch's test_c10d_nccl
+    ``test_allreduce_in_cudagraph`` captures ``all_reduce`` and ``broadcast``);
+    Gloo and CPU tensors are not. Capture launches nothing, so ranks agree on
+    the outcome afterwards without risking a hang. ``thread_local`` capture mode
+    is a precaution: in the default ``global`` mode a capture-unsafe CUDA call
+    from any other thread of the process (the NCCL watchdog polls events) would
+    invalidate this capture; ``thread_local`` still checks everything this thread
+    does. Eager NCCL ops (the barriers) and graph replays share one communicator
+    but are never outstanding together (each sample ends with a device sync), so
+    this also holds with NCCL_GRAPH_MIXING_SUPPORT=0.
+    """
+    reason = None
+    graph = None
+    if ctx.device.type != "cuda" or ctx.backend != "nccl":
+        reason = f"timing mode cuda_graph needs NCCL on CUDA; this group is {ctx.backend} on {ctx.device.type}"
+    else:
+        try:
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+                for _ in range(depth):
+                    _wait(op(False))
+        except Exception as e:  # the op does something a graph cannot hold (host sync, allocation)
+            graph = None
+            reason = "this op cannot be captured in a CUDA graph: " + \
+                     ((str(e).strip().splitlines() or [type(e).__name__])[0][:200])
+    if not ctx.agree_all(reason is None):
+        import pytest  # the suite's cases run under pytest; skip alike on every rank
+
+        pytest.skip(reason or "another rank could not capture this op in a CUDA graph")
+    return graph
 
 
 def _cross_rank_max(ctx: DistContext, samples: list[float]) -> list[float]:
@@ -119,13 +199,18 @@ def measure(ctx: DistContext, cfg: BenchConfig, op: OpFn, *, mode: str | None = 
     mode = mode or cfg.timing_mode
     n = cfg.iters if iters is None else iters
     warm = cfg.warmup_iters if warmup_iters is None else warmup_iters
-    depth = cfg.pipeline_depth if mode == "pipelined" else 1
+    depth = cfg.pipeline_depth if mode in ("pipelined", "cuda_graph") else 1
 
     for _ in range(warm):
         _wait(op(mode == "pipelined"))
     ctx.sync_device()
+    graph = None
+    if mode == "cuda_graph":
+        graph = _capture_graph(ctx, op, depth)
+        graph.replay()  # the first replay uploads the graph; keep it out of the samples
+        ctx.sync_device()
 
-    samples = _cross_rank_max(ctx, _run_samples(ctx, op, n, mode, depth))
+    samples = _cross_rank_max(ctx, _run_samples(ctx, op, n, mode, depth, graph))
     reached = None
     if cfg.precision_pct > 0:
         start = time.monotonic()
@@ -139,7 +224,8 @@ def measure(ctx: DistContext, cfg: BenchConfig, op: OpFn, *, mode: str | None = 
                 reached = precise
             if _broadcast_flag(ctx, done):
                 break
-            samples += _cross_rank_max(ctx, _run_samples(ctx, op, n, mode, depth))
+            samples += _cross_rank_max(ctx, _run_samples(ctx, op, n, mode, depth, graph))
         reached = _broadcast_flag(ctx, bool(reached))
     return Measurement(samples_s=samples, timing_mode=mode, ops_per_sample=depth,
-                       warmup_iters=warm, precision_reached=reached)
+                       warmup_iters=warm, precision_reached=reached,
+                       timer="cuda_event" if ctx.device.type == "cuda" else "host")

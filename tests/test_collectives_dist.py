@@ -60,7 +60,7 @@ def test_every_collective_exact_on_gloo(tmp_path, world, dtypes):
 def test_corrupted_output_is_counted_and_fails(tmp_path):
     proc = run_suite(tmp_path, *TINY, "--", "-k", "all_reduce or broadcast", nproc=2,
                      env={"SUITE_INJECT_CORRUPTION": "all_reduce"}, timeout=300)
-    assert proc.returncode == 1, proc.stdout[-2000:]
+    assert proc.returncode == 6, proc.stdout[-2000:] + proc.stderr[-2000:]  # EXIT_WRONG_RESULT
     assert "wrong element" in proc.stdout + proc.stderr
     recs = [b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]]
     bad = [r for r in recs if r["variant"] == "all_reduce"]

@@ -1,0 +1,449 @@
+"""DDP: what gradient synchronisation costs in a real training step, and how DDP hides it.
+
+Two models (``suite.training``): the source article's ``nn.Linear(1024, 10)`` and a
+communication-heavy MLP whose size is the knob ``DDP_PARAMS`` (default 2M parameters,
+8 MB of float32 gradient per step; ``DDP_PARAMS=25M`` for a 100 MB all_reduce per step).
+Every case times one optimizer step (zero_grad, forward, CrossEntropyLoss, backward,
+synchronisation, SGD step) on a pre-built batch of ``DDP_BATCH`` samples per rank
+(default 32, the article's), through ``suite.timing.measure`` in blocking mode: ranks
+meet at a barrier, then each sample is one step; the sample is the slowest rank's time.
+
+Cases, in the order they run (one model after the other):
+
+- ``solo_step``: the step on rank 0 alone while the other ranks wait at the barrier:
+  the one-rank baseline of scaling efficiency, taken in the same run.
+- ``local_step``: every rank steps, no communication (lower bound with N ranks sharing
+  the machine; ranks drift apart, so there is no consistency check).
+- ``all_reduce``: the gradient all_reduce alone (one coalesced buffer of the gradient
+  bytes): the communication cost without compute.
+- ``ddp_step``: DistributedDataParallel with defaults, then communication hooks (allreduce,
+  fp16 and bf16 compression, PowerSGD rank 1; a hook the backend cannot run is skipped with
+  its reason) and, for the MLP, a ``bucket_cap_mb`` sweep (``DDP_BUCKETS_MB``),
+  ``gradient_as_bucket_view``, ``static_graph`` and ``broadcast_buffers=False`` (passed as
+  ``forward_sync_buffers=False`` where torch has it: 2.13 deprecates the old name).
+- ``manual_allreduce_step``: the article's synchronous SGD: backward, then all_reduce of
+  every gradient, divided by the world size. ``manual_coalesced_step``: the same with one
+  flat buffer and one all_reduce.
+- ``ddp_accum_step`` (MLP): gradient accumulation over ``DDP_ACCUM`` micro-batches per optimizer
+  step, with ``no_sync`` on all but the last (one all_reduce per step) and without it.
+- ``broadcast`` / ``ddp_init``: the initial-state broadcast from rank 0 that DDP does at
+  construction: per-tensor ``broadcast`` of parameters and buffers, and the whole DDP
+  constructor. Ranks start from different weights; the check is exact equality with rank 0's.
+
+Recorded besides the step-time percentiles: ``samples_per_s`` (global), ``scaling_efficiency``
+= k·t(solo) / t(case) (k micro-batches per step; 1 = perfect linear scaling),
+``comm_exposed_ms`` = t(case) − t(local_step) (communication the step waits for), and for
+DDP cases DDP's own logger (``_get_ddp_logging_data``, every iteration sampled, averages over
+warm-up + timed steps, max over ranks): ``comm_ms`` (avg_backward_comm_time),
+``overlap_ms`` (avg_backward_compute_comm_overlap_time) and ``overlap_pct`` = overlap/comm.
+``peak_mem_bytes`` is the max over ranks of ``suite.profiling.PeakMemory`` around the timed steps.
+``size_bytes`` is the float32 gradient bytes each rank all-reduces per optimizer step, so
+busbw (all_reduce factor) is the *effective* gradient bandwidth of the whole step; hooks that
+compress report ``wire_bytes`` (fp16: half; PowerSGD: the low-rank factors, an estimate).
+Correctness (``n_wrong``): after the timed steps every parameter must be bit-identical to rank 0's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from suite import training, verify
+from suite.config import BenchConfig
+from suite.dist import DistContext
+from suite.plugin import submit
+from suite.profiling import PeakMemory
+from suite.results import make_record
+from suite.timing import Measurement, measure
+
+EXPERIMENT = "ddp"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """Experiment knobs, read from the environment (torchrun passes it to every rank)."""
+
+    params: int = 2_000_000
+    """DDP_PARAMS: parameter budget of the MLP (suffixes K/M/G, e.g. 25M)."""
+    batch_per_rank: int = 32
+    """DDP_BATCH: samples per rank per (micro-)step; the article uses 32."""
+    buckets_mb: tuple[float, ...] = (1.0, 100.0)
+    """DDP_BUCKETS_MB: bucket_cap_mb values besides DDP's default 25."""
+    accum: int = 4
+    """DDP_ACCUM: micro-batches per optimizer step in the gradient-accumulation cases."""
+    powersgd_rank: int = 1
+    """DDP_POWERSGD_RANK: PowerSGD matrix_approximation_rank."""
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        raw_buckets = os.environ.get("DDP_BUCKETS_MB", "").strip()
+        try:
+            buckets = tuple(float(b) for b in raw_buckets.replace(" ", ",").split(",") if b) if raw_buckets \
+                else cls.buckets_mb
+        except ValueError:
+            raise ValueError(f"DDP_BUCKETS_MB={raw_buckets!r} must be comma-separated numbers") from None
+        s = cls(params=training.env_size("DDP_PARAMS", cls.params),
+                batch_per_rank=training.env_size("DDP_BATCH", cls.batch_per_rank), buckets_mb=buckets,
+                accum=training.env_size("DDP_ACCUM", cls.accum),
+                powersgd_rank=training.env_size("DDP_POWERSGD_RANK", cls.powersgd_rank))
+        if s.params < 1000 or s.batch_per_rank < 2 or s.accum < 2 or s.powersgd_rank < 1 or \
+                any(b <= 0 for b in s.buckets_mb):
+            raise ValueError(f"bad DDP settings {s}: need DDP_PARAMS >= 1000, DDP_BATCH >= 2 (BatchNorm), "
+                             "DDP_ACCUM >= 2, DDP_POWERSGD_RANK >= 1, DDP_BUCKETS_MB > 0")
+        return s
+
+
+@dataclass(frozen=True, kw_only=True)
+class Case:
+    """One measured configuration."""
+
+    model: str
+    """source | mlp"""
+    kind: str
+    """solo | local | all_reduce | ddp | manual | manual_coalesced | accum | init_broadcast | ddp_init"""
+    label: str
+    ddp_kwargs: tuple[tuple[str, object], ...] = ()
+    hook: str | None = None
+    no_sync: bool = False
+
+    @property
+    def op(self) -> str:
+        return {"solo": "solo_step", "local": "local_step", "all_reduce": "all_reduce", "ddp": "ddp_step",
+                "manual": "manual_allreduce_step", "manual_coalesced": "manual_coalesced_step",
+                "accum": "ddp_accum_step", "init_broadcast": "broadcast", "ddp_init": "ddp_init"}[self.kind]
+
+
+def cases(settings: Settings) -> list[Case]:
+    """Every case, identical on all ranks."""
+    out: list[Case] = []
+    for model in ("source", "mlp"):
+        out += [Case(model=model, kind="solo", label="solo (1 rank)"),
+                Case(model=model, kind="local", label="no communication"),
+                Case(model=model, kind="all_reduce", label="grad all_reduce only"),
+                Case(model=model, kind="ddp", label="ddp"),
+                Case(model=model, kind="manual", label="manual all_reduce"),
+                Case(model=model, kind="manual_coalesced", label="manual coalesced")]
+        out += [Case(model=model, kind="ddp", label=f"ddp hook {h}", hook=h)
+                for h in ("allreduce", "fp16_compress", "bf16_compress", "powerSGD")]
+        if model == "mlp":
+            out += [Case(model=model, kind="ddp", label=f"ddp bucket_cap_mb={b:g}", ddp_kwargs=(("bucket_cap_mb", b),))
+                    for b in settings.buckets_mb]
+            out += [Case(model=model, kind="ddp", label="ddp gradient_as_bucket_view",
+                         ddp_kwargs=(("gradient_as_bucket_view", True),)),
+                    Case(model=model, kind="ddp", label="ddp static_graph", ddp_kwargs=(("static_graph", True),)),
+                    Case(model=model, kind="ddp", label="ddp broadcast_buffers=False",
+                         ddp_kwargs=(("broadcast_buffers", False),))]
+            out += [Case(model=model, kind="accum", label=f"accum x{settings.accum} no_sync", no_sync=True),
+                    Case(model=model, kind="accum", label=f"accum x{settings.accum} sync each")]
+        out += [Case(model=model, kind="init_broadcast", label="init: broadcast per tensor"),
+                Case(model=model, kind="ddp_init", label="init: DDP constructor")]
+    return out
+
+
+def case_id(c: Case) -> str:
+    return f"{c.model}-" + c.label.replace(" ", "_").replace("(", "").replace(")", "").replace(":", "")
+
+
+def pytest_generate_tests(metafunc):
+    if "case" not in metafunc.fixturenames:
+        return
+    cs = cases(Settings.from_env())
+    metafunc.parametrize("case", cs, ids=[case_id(c) for c in cs])
+
+
+# --- building blocks ------------------------------------------------------------------------------
+
+def _build_model(model: str, settings: Settings, seed: int) -> nn.Module:
+    if model == "source":
+        return training.source_model(seed)
+    return training.mlp(training.mlp_spec_for(settings.params), seed)
+
+
+@dataclass
+class Step:
+    """A prepared step: ``run`` does one optimizer step; ``model`` is what is checked."""
+
+    run: Callable[[], None]
+    model: nn.Module
+    ddp: DDP | None = None
+    samples_per_step: int = 0
+    """Samples this rank consumes per optimizer step."""
+    keep: list = field(default_factory=list)
+
+
+def _batches(ctx: DistContext, settings: Settings, n: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    # Different data on every rank (seeded by rank), so unsynchronised ranks would diverge.
+    return [training.random_batch(settings.batch_per_rank, training.SOURCE.in_features, training.SOURCE.classes,
+                                  seed=10_000 * (ctx.rank + 1) + i, device=ctx.device) for i in range(n)]
+
+
+_HOOKS = {
+    "allreduce": "allreduce_hook",
+    "fp16_compress": "fp16_compress_hook",
+    "bf16_compress": "bf16_compress_hook",
+}
+
+
+def _register_hook(ddp: DDP, hook: str, ctx: DistContext, settings: Settings) -> None:
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+
+    if hook == "powerSGD":
+        # start_powerSGD_iter=2 (the least DDP allows with error feedback): the first two
+        # steps (warm-up) are vanilla all_reduce, the rest compressed.
+        state = powerSGD_hook.PowerSGDState(process_group=ctx.group,
+                                            matrix_approximation_rank=settings.powersgd_rank,
+                                            start_powerSGD_iter=2)
+        ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+    else:
+        ddp.register_comm_hook(ctx.group, getattr(default_hooks, _HOOKS[hook]))
+
+
+def _wire_bytes(model: nn.Module, hook: str | None, settings: Settings) -> int:
+    """Bytes per step on the wire for a compressing hook (PowerSGD: low-rank P and Q, an estimate
+    following powerSGD_hook._should_compress with min_compression_rate=2)."""
+    full = training.grad_bytes(model)
+    if hook == "fp16_compress" or hook == "bf16_compress":
+        return full // 2
+    if hook != "powerSGD":
+        return full
+    r, total = settings.powersgd_rank, 0
+    for p in model.parameters():
+        if p.dim() > 1:
+            n, m = p.shape[0], p[0].numel()
+            total += (n + m) * r if (n + m) * r * 2 < n * m else n * m
+        else:
+            total += p.numel()
+    return total * 4
+
+
+def _ddp_kwargs(case: Case) -> dict:
+    kwargs = dict(case.ddp_kwargs)
+    if "broadcast_buffers" in kwargs and "forward_sync_buffers" in inspect.signature(DDP).parameters:
+        # torch 2.13 deprecates broadcast_buffers for forward_sync_buffers; the per-step buffer
+        # broadcast this case removes is the same (the init sync is measured by the ddp_init case).
+        kwargs["forward_sync_buffers"] = kwargs.pop("broadcast_buffers")
+    return kwargs
+
+
+def _prepare(case: Case, ctx: DistContext, settings: Settings) -> Step:
+    loss_fn = nn.CrossEntropyLoss()
+    model = _build_model(case.model, settings, seed=0).to(ctx.device)
+    b = settings.batch_per_rank
+    if case.kind in ("solo", "local", "manual", "manual_coalesced"):
+        opt = torch.optim.SGD(model.parameters(), lr=training.SOURCE.lr)
+        (x, y), = _batches(ctx, settings, 1)
+        if case.kind == "local":
+            return Step(run=lambda: training.local_step(model, opt, loss_fn, x, y), model=model, samples_per_step=b)
+        if case.kind == "solo":
+            # Only rank 0 steps; the others return at once and wait at the next barrier of the timing loop.
+            run = (lambda: training.local_step(model, opt, loss_fn, x, y)) if ctx.rank == 0 else (lambda: None)
+            return Step(run=run, model=model, samples_per_step=b)
+        if case.kind == "manual":
+            return Step(run=lambda: training.manual_allreduce_step(model, opt, loss_fn, x, y, ctx.group), model=model,
+                        samples_per_step=b)
+        buf: list = [None]
+
+        def coalesced():
+            opt.zero_grad(set_to_none=False)
+            loss_fn(model(x), y).backward()
+            buf[0] = training.allreduce_gradients_coalesced(model, ctx.group, buf[0])
+            opt.step()
+        return Step(run=coalesced, model=model, samples_per_step=b)
+    if case.kind == "all_reduce":
+        t = torch.ones(sum(p.numel() for p in model.parameters()), dtype=torch.float32, device=ctx.device)
+        return Step(run=lambda: dist.all_reduce(t, group=ctx.group), model=model, keep=[t])
+    kwargs = _ddp_kwargs(case)
+    if ctx.device.type == "cuda":
+        kwargs["device_ids"] = [ctx.device.index]
+    ddp = DDP(model, process_group=ctx.group, **kwargs)
+    ddp._set_ddp_runtime_logging_sample_rate(1)  # logger stats for every iteration, not 1 in 100
+    if case.hook:
+        _register_hook(ddp, case.hook, ctx, settings)
+    opt = torch.optim.SGD(ddp.parameters(), lr=training.SOURCE.lr)
+    if case.kind == "ddp":
+        (x, y), = _batches(ctx, settings, 1)
+        return Step(run=lambda: training.local_step(ddp, opt, loss_fn, x, y), model=model, ddp=ddp, samples_per_step=b)
+    # gradient accumulation: k micro-batches per optimizer step
+    micro = _batches(ctx, settings, settings.accum)
+
+    def accum():
+        opt.zero_grad(set_to_none=False)
+        for i, (x, y) in enumerate(micro):
+            last = i == len(micro) - 1
+            with (ddp.no_sync() if case.no_sync and not last else contextlib.nullcontext()):
+                (loss_fn(ddp(x), y) / len(micro)).backward()
+        opt.step()
+    return Step(run=accum, model=model, ddp=ddp, samples_per_step=b * settings.accum)
+
+
+def _max_over_ranks(ctx: DistContext, values: list[float]) -> list[float]:
+    t = torch.tensor(values, dtype=torch.float64, device=ctx.device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=ctx.group)
+    return t.cpu().tolist()
+
+
+def _params_differ_from_rank0(ctx: DistContext, model: nn.Module) -> int:
+    """Elements of this rank's parameters that differ from rank 0's, summed over ranks."""
+    mine = training.flat_params(model).contiguous()
+    ref = mine.clone()
+    dist.broadcast(ref, src=0, group=ctx.group)
+    return verify.global_wrong(verify.count_wrong(mine, ref), ctx.group, ctx.device)
+
+
+_KEY_BASE = pytest.StashKey[dict]()
+
+
+def _baseline(request, ctx: DistContext, cfg: BenchConfig, settings: Settings, model: str, kind: str) -> Measurement:
+    """The solo / local_step measurement of ``model``, taken once per run and reused."""
+    cache = request.config.stash.setdefault(_KEY_BASE, {})
+    key = (model, kind)
+    if key not in cache:
+        step = _prepare(Case(model=model, kind=kind, label=kind), ctx, settings)
+        cache[key] = measure(ctx, cfg, lambda a: step.run(), mode="blocking")
+    return cache[key]
+
+
+def _ddp_logger_ms(ctx: DistContext, ddp: DDP | None) -> dict:
+    if ddp is None:
+        return {}
+    d = ddp._get_ddp_logging_data()
+    keys = ("avg_forward_compute_time", "avg_backward_compute_time", "avg_backward_comm_time",
+            "avg_backward_compute_comm_overlap_time")
+    # every rank holds the keys or none does (same DDP config), so the collective always matches
+    fwd, bwd, comm, ovl = _max_over_ranks(ctx, [float(d.get(k, 0)) / 1e6 for k in keys])  # ns -> ms
+    return {"forward_ms": fwd, "backward_compute_ms": bwd, "comm_ms": comm, "overlap_ms": ovl,
+            "overlap_pct": 100.0 * ovl / comm if comm > 0 else None, "comm_source": "ddp_logging_data",
+            "bucket_sizes": d.get("bucket_sizes"), "comm_hook": d.get("comm_hook") or None}
+
+
+def _cannot_run(case: Case, ctx: DistContext, settings: Settings) -> str | None:
+    """Reasons known before starting (a crash could not be caught and skipped afterwards)."""
+    if case.hook == "powerSGD" and ctx.backend == "gloo":
+        grad = training.grad_bytes(_build_model(case.model, settings, seed=0))
+        if grad > dist._DEFAULT_FIRST_BUCKET_BYTES:
+            # PowerSGD chains all_reduces per bucket in future callbacks; on Gloo the callbacks of
+            # different buckets issue them in a different order on each rank, a collective
+            # mismatch that aborts the process (gloo "Received data size doesn't match";
+            # pytorch/pytorch#58467). A model in one DDP bucket (<= the 1 MiB first bucket) is safe.
+            return (f"PowerSGD on Gloo needs the model in one DDP bucket; {case.model} has {grad} B of gradients "
+                    f"(> {dist._DEFAULT_FIRST_BUCKET_BYTES} B first bucket): use NCCL, or see the source model's case")
+    return None
+
+
+# --- the cases ------------------------------------------------------------------------------------
+
+def test_ddp(case: Case, dist_ctx: DistContext, bench_cfg: BenchConfig, benchmark, request):
+    ctx, cfg = dist_ctx, bench_cfg
+    settings = Settings.from_env()
+    if case.kind in ("init_broadcast", "ddp_init"):
+        return _init_case(case, ctx, cfg, settings, benchmark, request)
+
+    reason = _cannot_run(case, ctx, settings)
+    if reason:
+        pytest.skip(reason)
+    reason = None
+    try:
+        step = _prepare(case, ctx, settings)
+    except Exception as e:  # e.g. the bf16 hook on Gloo/CPU; the backend's words become the skip reason
+        step = None
+        reason = f"{ctx.backend}/{ctx.device.type} cannot run {case.label}: " + (str(e).strip().splitlines() or [""])[0][:200]
+    if not ctx.agree_all(reason is None):
+        pytest.skip(reason or f"{case.label} failed to start on another rank")
+
+    if case.kind == "solo":
+        m = _baseline(request, ctx, cfg, settings, case.model, "solo")
+        peak = None
+    elif case.kind == "local":
+        m = _baseline(request, ctx, cfg, settings, case.model, "local")
+        peak = None
+    else:
+        with PeakMemory(ctx.device) as peak:
+            m = measure(ctx, cfg, lambda a: step.run(), mode="blocking")
+
+    checked = case.kind in ("ddp", "manual", "manual_coalesced", "accum")
+    n_wrong = _params_differ_from_rank0(ctx, step.model) if checked else 0
+    grad = training.grad_bytes(step.model)
+    comm = case.kind not in ("solo", "local")
+    n = ctx.world_size
+    t = m.median_s
+    extra: dict = {"model": case.model, "label": case.label, "table": case.model,
+                   "n_params": sum(p.numel() for p in step.model.parameters()),
+                   "batch_per_rank": settings.batch_per_rank, "check": "params identical to rank 0" if checked else "none"}
+    if case.kind != "all_reduce":
+        ranks_stepping = 1 if case.kind == "solo" else n
+        extra["samples_per_step"] = step.samples_per_step * ranks_stepping
+        extra["samples_per_s"] = step.samples_per_step * ranks_stepping / t
+        solo = _baseline(request, ctx, cfg, settings, case.model, "solo").median_s
+        extra["scaling_efficiency"] = (step.samples_per_step // settings.batch_per_rank) * solo / t
+        if comm:
+            local = _baseline(request, ctx, cfg, settings, case.model, "local").median_s
+            extra["comm_exposed_ms"] = (t - (step.samples_per_step // settings.batch_per_rank) * local) * 1e3
+    if case.kind == "all_reduce":
+        extra["comm_ms"] = t * 1e3
+        extra["comm_source"] = "timed all_reduce of the gradient bytes"
+    extra.update(_ddp_logger_ms(ctx, step.ddp))
+    extra.update(_ddp_kwargs(case))
+    if case.hook:
+        extra["hook"] = case.hook
+        extra["wire_bytes"] = _wire_bytes(step.model, case.hook, settings)
+    if case.kind == "accum":
+        extra["accum_steps"] = settings.accum
+        extra["no_sync"] = case.no_sync
+    if peak is not None:
+        extra["peak_mem_bytes"] = int(_max_over_ranks(ctx, [float(peak.peak_bytes)])[0])
+        extra["peak_mem_kind"] = peak.kind
+    rec = make_record(experiment=EXPERIMENT, op=case.op, variant=case_id(case), backend=ctx.backend,
+                      device=ctx.device.type, dtype="float32", world_size=n, size_bytes=grad if comm else 0,
+                      count=grad // 4 if comm else 0, in_place=True, m=m, n_wrong=n_wrong,
+                      bw_op="all_reduce" if comm else None, **extra)
+    submit(request, benchmark, m, rec)
+
+
+def _init_case(case: Case, ctx: DistContext, cfg: BenchConfig, settings: Settings, benchmark, request):
+    """Initial-state broadcast: rank r starts from seed r; afterwards every rank must hold rank 0's state."""
+    def fresh() -> nn.Module:
+        return _build_model(case.model, settings, seed=ctx.rank).to(ctx.device)
+
+    reference = torch.cat([t.detach().reshape(-1).float() for t in
+                           _state(_build_model(case.model, settings, seed=0).to(ctx.device))])
+
+    if case.kind == "init_broadcast":
+        def sync(module: nn.Module):
+            # What the article describes: broadcast is how rank 0's initial state reaches the others.
+            for t in _state(module):
+                dist.broadcast(t.detach(), src=0, group=ctx.group)
+    else:
+        def sync(module: nn.Module):
+            kw = {"device_ids": [ctx.device.index]} if ctx.device.type == "cuda" else {}
+            DDP(module, process_group=ctx.group, **kw)  # construction broadcasts rank 0's state
+
+    checked = fresh()
+    sync(checked)
+    got = torch.cat([t.detach().reshape(-1).float() for t in _state(checked)])
+    n_wrong = verify.global_wrong(verify.count_wrong(got, reference), ctx.group, ctx.device)
+
+    timed = fresh()
+    with PeakMemory(ctx.device) as peak:
+        m = measure(ctx, cfg, lambda a: sync(timed), mode="blocking")
+    size = training.state_bytes(timed)
+    rec = make_record(experiment=EXPERIMENT, op=case.op, variant=case_id(case), backend=ctx.backend,
+                      device=ctx.device.type, dtype="float32", world_size=ctx.world_size, size_bytes=size,
+                      count=sum(t.numel() for t in _state(timed)), in_place=True, m=m, n_wrong=n_wrong,
+                      bw_op="broadcast", model=case.model, label=case.label, table=f"{case.model}-init",
+                      n_tensors=len(_state(timed)), check="state identical to rank 0's after one sync",
+                      peak_mem_bytes=int(_max_over_ranks(ctx, [float(peak.peak_bytes)])[0]),
+                      peak_mem_kind=peak.kind)
+    submit(request, benchmark, m, rec)
+
+
+def _state(module: nn.Module) -> list[torch.Tensor]:
+    return [*module.parameters(), *module.buffers()]

@@ -1,0 +1,26 @@
+# DDP and model-parallel experiments (experiments/ddp.py, experiments/model_parallel.py).
+# Their knobs are environment variables read on every rank; set them on the make line:
+#   make bench-cpu EXPERIMENTS=ddp DDP_PARAMS=25M      # a 100 MB gradient all_reduce per step
+#   make bench-cpu PROFILE=1                           # torch.profiler trace per case and rank
+#   make bench-cpu PROFILE=mlp-ddp]                    # ... only for cases whose id contains this
+DDP_PARAMS     ?=
+DDP_BATCH      ?=
+DDP_BUCKETS_MB ?=
+DDP_ACCUM      ?=
+MP_IN          ?=
+MP_OUT         ?=
+MP_BATCH       ?=
+PROFILE        ?=
+EXAMPLE_NPROC  ?= 2
+export DDP_PARAMS DDP_BATCH DDP_BUCKETS_MB DDP_ACCUM MP_IN MP_OUT MP_BATCH
+ifneq ($(strip $(PROFILE)),)
+export SUITE_PROFILE := $(PROFILE)
+endif
+
+.PHONY: bench-ddp ddp-example
+
+bench-ddp: venv  ## the DDP and model-parallel experiments only (Gloo, CPU)
+	$(MAKE) bench-cpu EXPERIMENTS=ddp,model_parallel
+
+ddp-example: venv  ## the source article's DDP example, unchanged, under torchrun
+	$(PY) -m torch.distributed.run --standalone --nproc-per-node $(EXAMPLE_NPROC) examples/ddp_source_example.py

@@ -1,0 +1,193 @@
+"""Hand-written all_reduce algorithms, built from torch.distributed primitives.
+
+They exist to explain the backends' numbers, not to replace them:
+
+- ``ring_all_reduce``: the ring algorithm with point-to-point ops only
+  (``batch_isend_irecv``): a reduce-scatter phase of n-1 steps, after which
+  every rank owns one fully reduced chunk of S/n bytes, then an all-gather
+  phase of n-1 steps that circulates the reduced chunks. Every rank sends
+  (and receives) 2(n-1) chunks of S/n bytes = 2(n-1)/n * S, which is exactly
+  the all_reduce bus-bandwidth factor of nccl-tests (doc/PERFORMANCE.md;
+  Patarasuk & Yuan, "Bandwidth optimal all-reduce algorithms for clusters of
+  workstations", JPDC 2009).
+- ``naive_all_reduce``: ``reduce`` to one root, then ``broadcast`` from it;
+  in a flat implementation the root receives and sends (n-1) * S bytes, so it
+  does not scale with n.
+- ``hierarchical_all_reduce``: reduce inside each node, all_reduce among
+  one leader per node, broadcast inside each node (the two-level scheme of
+  Horovod's hierarchical allreduce and NCCL's tree/ring split between
+  intra- and inter-node links). Its groups come from ``build_hierarchy``,
+  which every rank must call in the same order (``new_group`` is collective).
+
+All operate in place on a contiguous tensor and are exact for the suite's
+integer patterns whatever the summation order.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+REDOPS = ("sum", "product", "min", "max")
+
+_REDUCE_OP = {"sum": dist.ReduceOp.SUM, "product": dist.ReduceOp.PRODUCT,
+              "min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX}
+
+
+def _combine(acc: torch.Tensor, other: torch.Tensor, redop: str) -> None:
+    if redop == "sum":
+        acc.add_(other)
+    elif redop == "product":
+        acc.mul_(other)
+    elif redop == "min":
+        torch.minimum(acc, other, out=acc)
+    elif redop == "max":
+        torch.maximum(acc, other, out=acc)
+    else:
+        raise ValueError(f"unknown reduce op {redop!r}; choose from {', '.join(REDOPS)}")
+
+
+def _exchange(send: torch.Tensor, recv: torch.Tensor, right: int, left: int, group) -> None:
+    """Send ``send`` to group rank ``right`` while receiving ``recv`` from ``left``.
+
+    Both in one ``batch_isend_irecv`` so neither side blocks the other (a
+    blocking send before a blocking recv deadlocks a ring on rendezvous
+    transports).
+    """
+    # Empty chunks (numel < n) are neither sent nor received: the chunk index a
+    # rank sends is the one its right neighbour receives, so both ends agree.
+    ops = []
+    if send.numel():
+        ops.append(dist.P2POp(dist.isend, send, group=group, group_peer=right))
+    if recv.numel():
+        ops.append(dist.P2POp(dist.irecv, recv, group=group, group_peer=left))
+    if ops:
+        for w in dist.batch_isend_irecv(ops):
+            w.wait()
+
+
+def ring_chunks(numel: int, n: int) -> list[tuple[int, int]]:
+    """(offset, length) of the n ring chunks of a ``numel`` buffer (torch.tensor_split sizes)."""
+    base, extra = divmod(numel, n)
+    out, off = [], 0
+    for i in range(n):
+        ln = base + (1 if i < extra else 0)
+        out.append((off, ln))
+        off += ln
+    return out
+
+
+def ring_bytes_sent_per_rank(size_bytes: int, n: int) -> float:
+    """Bytes each rank sends in a ring all_reduce of ``size_bytes``: 2(n-1)/n * S."""
+    return 2.0 * (n - 1) / n * size_bytes
+
+
+def ring_all_reduce(t: torch.Tensor, group=None, redop: str = "sum") -> None:
+    """In-place all_reduce of ``t`` over ``group`` with p2p ops only (ring algorithm)."""
+    if not t.is_contiguous():
+        raise ValueError("ring_all_reduce needs a contiguous tensor")
+    n = dist.get_world_size(group)
+    if n == 1:
+        return
+    me = dist.get_rank(group)
+    flat = t.view(-1)
+    chunks = [flat.narrow(0, off, ln) for off, ln in ring_chunks(flat.numel(), n)]
+    right, left = (me + 1) % n, (me - 1) % n
+    scratch = torch.empty(chunks[0].numel(), dtype=t.dtype, device=t.device)
+    # Reduce-scatter: at step s send chunk (me-s), receive chunk (me-s-1) from the
+    # left neighbour and fold it in. After n-1 steps chunk (me+1) % n is complete here.
+    for s in range(n - 1):
+        send_i, recv_i = (me - s) % n, (me - s - 1) % n
+        buf = scratch.narrow(0, 0, chunks[recv_i].numel())
+        _exchange(chunks[send_i], buf, right, left, group)
+        if buf.numel():
+            _combine(chunks[recv_i], buf, redop)
+    # All-gather: pass the complete chunks around; step s sends chunk (me+1-s),
+    # receives chunk (me-s) straight into place.
+    for s in range(n - 1):
+        send_i, recv_i = (me + 1 - s) % n, (me - s) % n
+        _exchange(chunks[send_i], chunks[recv_i], right, left, group)
+
+
+def naive_all_reduce(t: torch.Tensor, group=None, redop: str = "sum", root: int = 0) -> None:
+    """In-place all_reduce as ``reduce`` to group rank ``root`` then ``broadcast`` from it."""
+    dist.reduce(t, op=_REDUCE_OP[redop], group=group, group_dst=root)
+    dist.broadcast(t, group=group, group_src=root)
+
+
+def node_layout(hostnames: Sequence[str], fake_nodes: int = 0) -> tuple[int, ...]:
+    """Node index of every rank.
+
+    From the hostnames (order of first appearance, as ``DistContext.node_of``),
+    or, with ``fake_nodes`` = k > 0, k contiguous blocks of ranks (rank r is on
+    node r*k // n). The fake layout only changes how ranks are *grouped*; the
+    traffic still takes whatever path the real hosts have.
+    """
+    n = len(hostnames)
+    if fake_nodes:
+        if not 1 <= fake_nodes <= n:
+            raise ValueError(f"fake node count must be in 1..{n} (the world size), got {fake_nodes}")
+        return tuple(r * fake_nodes // n for r in range(n))
+    order: list[str] = []
+    for h in hostnames:
+        if h not in order:
+            order.append(h)
+    return tuple(order.index(h) for h in hostnames)
+
+
+def ranks_by_node(layout: Sequence[int]) -> tuple[tuple[int, ...], ...]:
+    """Global ranks of each node, nodes in index order, ranks ascending."""
+    nodes: dict[int, list[int]] = {}
+    for rank, node in enumerate(layout):
+        nodes.setdefault(node, []).append(rank)
+    return tuple(tuple(nodes[k]) for k in sorted(nodes))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Hierarchy:
+    """The groups of a two-level all_reduce, as seen from one rank."""
+
+    nodes: tuple[tuple[int, ...], ...]
+    """Global ranks per node; the first of each is the node's leader."""
+    node: int
+    """This rank's node index."""
+    intra: object
+    """Process group of this rank's node."""
+    leaders: object | None
+    """Process group of the node leaders; None on ranks that are not leaders."""
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leaders is not None
+
+
+def build_hierarchy(layout: Sequence[int], rank: int, backend: str | None = None,
+                    timeout: datetime.timedelta | None = None) -> Hierarchy:
+    """Create the intra-node groups and the leaders' group. Collective: every rank
+    of the world must call it with the same ``layout``, in the same order relative
+    to other ``new_group`` calls. Pass ``timeout``: without it a new group waits
+    torch's default of 30 minutes for a missing peer."""
+    nodes = ranks_by_node(layout)
+    mine = None
+    for ranks in nodes:  # every rank creates every group, in the same order
+        g = dist.new_group(list(ranks), backend=backend, timeout=timeout)
+        if rank in ranks:
+            mine = g
+    leaders_ranks = [r[0] for r in nodes]
+    lg = dist.new_group(leaders_ranks, backend=backend, timeout=timeout)
+    return Hierarchy(nodes=nodes, node=layout[rank], intra=mine,
+                     leaders=lg if rank in leaders_ranks else None)
+
+
+def hierarchical_all_reduce(t: torch.Tensor, h: Hierarchy, redop: str = "sum") -> None:
+    """In-place all_reduce: intra-node reduce to the leader, all_reduce among the
+    leaders, intra-node broadcast from the leader."""
+    op = _REDUCE_OP[redop]
+    dist.reduce(t, op=op, group=h.intra, group_dst=0)
+    if h.is_leader:
+        dist.all_reduce(t, op=op, group=h.leaders)
+    dist.broadcast(t, group=h.intra, group_src=0)

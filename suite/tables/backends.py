@@ -1,0 +1,168 @@
+"""Tables of the backends experiment: capability matrix, lanes side by side with
+ratios, all_reduce algorithms, Gloo transport path. Reads records only."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+_SHORT = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16", "int32": "i32",
+          "int64": "i64", "none": "-"}
+
+
+def _lanes(recs: list[dict]) -> list[str]:
+    out: list[str] = []
+    for r in recs:
+        lane = r.get("lane") or f"{r['backend']}/{r['device']}"
+        if lane not in out:
+            out.append(lane)
+    return out
+
+
+def _lane(r: dict) -> str:
+    return r.get("lane") or f"{r['backend']}/{r['device']}"
+
+
+def _missing(recs: list[dict]) -> list[str]:
+    seen: OrderedDict = OrderedDict()
+    for r in recs:
+        for m in r.get("lanes_missing", []):
+            seen.setdefault(f"{m['backend']}/{m['device']}", m["reason"])
+    return [f"{k} ({v})" for k, v in seen.items()]
+
+
+def capability_table(caps: list[dict]) -> str:
+    lines = []
+    for rec in caps:
+        rows = rec.get("capabilities", [])
+        dtypes = list(OrderedDict.fromkeys(r["dtype"] for r in rows if r["dtype"] != "none"))
+        lines.append(f"# capability matrix: {_lane(rec)}, {rec['world_size']} ranks "
+                     f"(probed at run time: one tiny op per cell; yes = runs, NO[k] = rejected, reason k below)")
+        lines.append(f"#{'op':>34} " + " ".join(f"{_SHORT.get(d, d):>6}" for d in dtypes))
+        table: OrderedDict = OrderedDict()
+        for r in rows:
+            name = r["variant"] + (f"({r['redop']})" if r["redop"] != "none" else "") + \
+                (" in-place" if r["in_place"] and r["variant"] not in ("all_reduce", "broadcast", "reduce") else "")
+            table.setdefault(name, {})[r["dtype"]] = r
+        reasons: OrderedDict = OrderedDict()
+        for name, cells in table.items():
+            out = []
+            for d in (dtypes if "none" not in cells else ["none"]):
+                c = cells.get(d)
+                if c is None:
+                    out.append(f"{'':>6}")
+                elif c["supported"]:
+                    out.append(f"{'yes':>6}")
+                else:
+                    k = reasons.setdefault(c["reason"], len(reasons) + 1)
+                    out.append(f"{'NO[' + str(k) + ']':>6}")
+            lines.append(f" {name[:34]:>34} " + " ".join(out))
+        for reason, k in reasons.items():
+            lines.append(f"#  [{k}] {reason}")
+        supported = sum(1 for r in rows if r["supported"])
+        lines.append(f"# {supported}/{len(rows)} forms supported on {_lane(rec)}")
+    missing = _missing(caps)
+    if missing:
+        lines.append("# not in this run: " + "; ".join(missing))
+    return "\n".join(lines) + "\n"
+
+
+def compare_table(recs: list[dict], missing: list[str]) -> str:
+    lanes = _lanes(recs)
+    world = recs[0]["world_size"]
+    sizes = sorted({r["size_bytes"] for r in recs if r["size_bytes"]})
+    head = (f"# backends side by side ({world} ranks, timing={recs[0]['timing_mode']}, largest "
+            f"{len(sizes)} sizes of the sweep; ratio = time(lane) / time({lanes[0]}), < 1 is faster)")
+    lines = [head]
+    if len(lanes) < 2:
+        lines.append(f"# only one lane ran ({lanes[0]}): ratios need at least two backends. "
+                     + ("Not available here: " + "; ".join(missing) if missing else ""))
+    cols = "".join(f" {ln[:19]:>19}" for ln in lanes) + "".join(f" {('x ' + ln)[:12]:>12}" for ln in lanes[1:])
+    lines.append(f"#{'op':>22} {'size(B)':>9} {'type':>5}{cols}")
+    sub = "".join(f" {'time(us)':>10} {'busbw':>8}" for _ in lanes) + "".join(f" {'':>12}" for _ in lanes[1:])
+    lines.append(f"#{'':>22} {'':>9} {'':>5}{sub}")
+    rows: OrderedDict = OrderedDict()
+    for r in recs:
+        rows.setdefault((r.get("variant", r["op"]), r["dtype"], r["size_bytes"]), {})[_lane(r)] = r
+    wrong = 0
+    for (variant, dtype, size), by_lane in rows.items():
+        cells = []
+        for ln in lanes:
+            r = by_lane.get(ln)
+            cells.append(f" {r['time_us']:10.1f} {r['busbw_gbps']:8.3f}" if r else f" {'-':>10} {'-':>8}")
+            wrong += r["n_wrong"] if r else 0
+        ref = by_lane.get(lanes[0])
+        for ln in lanes[1:]:
+            r = by_lane.get(ln)
+            cells.append(f" {r['time_us'] / ref['time_us']:12.2f}" if r and ref and ref["time_us"] > 0
+                         else f" {'-':>12}")
+        lines.append(f" {variant[:22]:>22} {size:>9} {_SHORT.get(dtype, dtype):>5}" + "".join(cells))
+    lines.append(f"# busbw in GB/s (nccl-tests factors); #wrong total: {wrong} [{'OK' if wrong == 0 else 'FAILED'}]")
+    return "\n".join(lines) + "\n"
+
+
+def algorithm_table(recs: list[dict], p2p: list[dict]) -> str:
+    n = recs[0]["world_size"]
+    factor = 2 * (n - 1) / n
+    lines = [
+        f"# all_reduce algorithms ({n} ranks, timing=blocking, largest sizes of the sweep): the backend's "
+        f"all_reduce vs a ring on p2p ops vs reduce+broadcast; results exact and equal to the backend's",
+        f"# busbw = algbw x 2(n-1)/n = algbw x {factor:.3f}: a ring all_reduce sends 2(n-1) chunks of S/n per rank "
+        f"(n-1 in reduce-scatter, n-1 in all-gather),",
+        "# so ring busbw is the bandwidth each link carries and compares with p2p send_recv busbw at the same size; "
+        "reduce+broadcast moves (n-1)*S through the root (flat model).",
+    ]
+    algos = list(OrderedDict.fromkeys(r["algorithm"] for r in recs))
+    p2p_bw = {(_lane(r), r["dtype"], r["size_bytes"]): r["busbw_gbps"] for r in p2p}
+    cols = "".join(f" {a[:19]:>19}" for a in algos)
+    lines.append(f"#{'lane':>12} {'size(B)':>9} {'type':>5}{cols} {'ring/ar':>8} {'naive/ar':>8} {'p2p busbw':>9}")
+    lines.append(f"#{'':>12} {'':>9} {'':>5}" + "".join(f" {'time(us)':>10} {'busbw':>8}" for _ in algos)
+                 + f" {'(time)':>8} {'(time)':>8} {'(GB/s)':>9}")
+    rows: OrderedDict = OrderedDict()
+    for r in recs:
+        rows.setdefault((_lane(r), r["dtype"], r["size_bytes"]), {})[r["algorithm"]] = r
+    wrong = 0
+    for (lane, dtype, size), by in rows.items():
+        cells = []
+        for a in algos:
+            r = by.get(a)
+            cells.append(f" {r['time_us']:10.1f} {r['busbw_gbps']:8.3f}" if r else f" {'-':>10} {'-':>8}")
+            wrong += r["n_wrong"] if r else 0
+        ar = by.get("all_reduce")
+
+        def ratio(a):
+            r = by.get(a)
+            return f" {r['time_us'] / ar['time_us']:8.2f}" if r and ar and ar["time_us"] > 0 else f" {'-':>8}"
+        bw = p2p_bw.get((lane, dtype, size))
+        lines.append(f" {lane[:12]:>12} {size:>9} {_SHORT.get(dtype, dtype):>5}" + "".join(cells)
+                     + ratio("ring_p2p") + ratio("reduce_broadcast") + (f" {bw:9.3f}" if bw is not None else f" {'-':>9}"))
+    lines.append(f"# #wrong total: {wrong} [{'OK' if wrong == 0 else 'FAILED'}]")
+    return "\n".join(lines) + "\n"
+
+
+def gloo_path_table(recs: list[dict]) -> str:
+    lines = ["# Gloo TCP transport by interface (GLOO_SOCKET_IFNAME, read when a group is created): all_reduce sum",
+             f"#{'path':>14} {'iface':>8} {'size(B)':>9} {'type':>5} {'time(us)':>10} {'p95(us)':>10} {'busbw':>8} "
+             f"{'#wrong':>6}"]
+    for r in recs:
+        lines.append(f" {r['gloo_path']:>14} {r['gloo_socket_ifname']:>8} {r['size_bytes']:>9} "
+                     f"{_SHORT.get(r['dtype'], r['dtype']):>5} {r['time_us']:10.1f} {r['p95_us']:10.1f} "
+                     f"{r['busbw_gbps']:8.3f} {r['n_wrong']:>6d}")
+    return "\n".join(lines) + "\n"
+
+
+def format_tables(records: list[dict]) -> str:
+    by: dict[str, list[dict]] = {}
+    for r in records:
+        by.setdefault(r.get("table", "compare"), []).append(r)
+    out = []
+    caps = by.get("capability", [])
+    if caps:
+        out.append(capability_table(caps))
+    compare = by.get("compare", [])
+    if compare:
+        out.append(compare_table(compare, _missing(caps)))
+    if by.get("algorithm"):
+        out.append(algorithm_table(by["algorithm"], [r for r in compare if r["op"] == "send_recv"]))
+    if by.get("gloo_path"):
+        out.append(gloo_path_table(by["gloo_path"]))
+    return "\n".join(out)

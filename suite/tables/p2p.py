@@ -1,0 +1,253 @@
+"""Tables of the point-to-point experiment (records only; never measures).
+
+How to read them:
+
+- *ping-pong*: one-way latency (round trip / 2) and bandwidth (size / one-way time)
+  from rank 0 to each peer, vs message size. ``x`` after a peer marks a cross-node pair.
+- *pair matrix*: one-way latency (small size) and bandwidth (large size) for every
+  ordered pair (row = initiator); ``*`` marks cross-node pairs, ``!`` a pair more than
+  1.5x slower than the median pair (a slow link).
+- *window*: time per message and aggregate bandwidth of a window of isend/irecv.
+- *ring*, *producer*, *control*, *batching*: the same work done different ways; the
+  fastest is marked ``<``; ``speed-up`` is relative to the first column.
+- *pipeline*: the bubble is measured from the records alone: the steady-state time
+  per micro-batch ``t_mb`` is the least-squares slope of pipeline time vs M, and
+  ``bubble = 1 - M * t_mb / T(M)`` (fill and drain share of the time), shown next to
+  the ideal ``(S-1)/(M+S-1)`` for S stages of equal cost.
+- *deadlock*: where both-ranks-send-first blocks in the backend, and the correct
+  orderings timed at that size.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from suite.metrics import format_size, percentile
+
+
+def _us(t: float | None) -> str:
+    return f"{t:10.1f}" if t is not None else f"{'-':>10}"
+
+
+def _gb(x: float | None) -> str:
+    return f"{x:8.3f}" if x is not None else f"{'-':>8}"
+
+
+def _by(recs: list[dict], pattern: str) -> list[dict]:
+    return [r for r in recs if r.get("pattern") == pattern]
+
+
+def _header(recs: list[dict], title: str) -> str:
+    r = recs[0]
+    return (f"# p2p {title}  ({r['backend']}, {r['device']}, {r['world_size']} ranks, "
+            f"{r['iterations']} iters, {r['dtype']})")
+
+
+def _wrong_line(recs: list[dict]) -> str:
+    w = sum(r["n_wrong"] for r in recs)
+    return f"# #wrong total: {w} [{'OK' if w == 0 else 'FAILED'}]"
+
+
+def pingpong_table(recs: list[dict]) -> str:
+    peers = sorted({r["dst"] for r in recs})
+    cross = {r["dst"]: r.get("cross_node", False) for r in recs}
+    cell = {(r["size_bytes"], r["dst"]): r for r in recs}
+    names = [f"0<->{p}{' x' if cross[p] else ''}" for p in peers]
+    lines = [_header(recs, "ping-pong: one-way latency = round trip / 2, bandwidth = size / one-way time"),
+             f"#{'size':>11} " + " ".join(f"{n:>19}" for n in names),
+             f"#{'(B)':>11} " + " ".join(f"{'lat(us)':>10} {'GB/s':>8}" for _ in peers)]
+    for size in sorted({r["size_bytes"] for r in recs}):
+        row = []
+        for p in peers:
+            r = cell.get((size, p))
+            row.append(f"{_us(r and r['time_us'])} {_gb(r and r['algbw_gbps'])}")
+        lines.append(f" {size:>11} " + " ".join(row))
+    return "\n".join(lines + [_wrong_line(recs)]) + "\n"
+
+
+def pair_matrix_table(recs: list[dict]) -> str:
+    n = recs[0]["world_size"]
+    out = []
+    sizes = sorted({r["size_bytes"] for r in recs})
+    for size in sizes:
+        rs = [r for r in recs if r["size_bytes"] == size]
+        # the smallest size shows latency, the largest bandwidth
+        key, unit = ("algbw_gbps", "bandwidth, GB/s") if len(sizes) > 1 and size == sizes[-1] else \
+            ("time_us", "one-way latency, us")
+        cell = {(r["src"], r["dst"]): r for r in rs}
+        vals = [r[key] for r in rs]
+        med = percentile(vals, 50) if vals else 0.0
+        lines = [_header(rs, f"pair matrix at {format_size(size)}B: {unit} (row = initiator, "
+                             "* cross-node, ! >1.5x slower than the median pair)"),
+                 "#" + f"{'src/dst':>7} " + " ".join(f"{d:>10}" for d in range(n))]
+        for a in range(n):
+            row = []
+            for b in range(n):
+                r = cell.get((a, b))
+                if r is None:
+                    row.append(f"{'-':>10}")
+                    continue
+                v = r[key]
+                slow = (v > 1.5 * med) if key == "time_us" else (v < med / 1.5)
+                mark = ("*" if r.get("cross_node") else "") + ("!" if slow else "")
+                row.append(f"{v:8.{1 if key == 'time_us' else 3}f}{mark:<2}")
+            lines.append(f" {a:>7} " + " ".join(row))
+        lines.append(_wrong_line(rs))
+        out.append("\n".join(lines) + "\n")
+    return "\n".join(out)
+
+
+def window_table(recs: list[dict]) -> str:
+    cell = {(r["size_bytes"], r["variant"]): r for r in recs}
+    r0 = recs[0]
+    lines = [_header(recs, f"window: isend/irecv window, ranks {r0['src']}<->{r0['dst']}"
+                           f"{' (cross-node)' if r0.get('cross_node') else ''}; time per message, "
+                           "aggregate bandwidth"),
+             f"#{'size':>11} {'window':>6} {'uni(us)':>10} {'uni GB/s':>8} {'bi(us)':>10} {'bi GB/s':>8}"]
+    for size in sorted({r["size_bytes"] for r in recs}):
+        u, b = cell.get((size, "unidirectional")), cell.get((size, "bidirectional"))
+        w = (u or b)["window"]
+        lines.append(f" {size:>11} {w:>6} {_us(u and u['time_us'])} {_gb(u and u['algbw_gbps'])}"
+                     f" {_us(b and b['time_us'])} {_gb(b and b['algbw_gbps'])}")
+    return "\n".join(lines + [_wrong_line(recs)]) + "\n"
+
+
+def comparison_table(recs: list[dict], title: str, variants: list[str], row_key: str = "size_bytes",
+                     row_name: str = "size(B)") -> str:
+    """Rows by ``row_key``, one time column per variant, the fastest marked, speed-up vs the first."""
+    cell = {(r[row_key], r["variant"]): r for r in recs}
+    lines = [_header(recs, title),
+             f"#{row_name:>11} " + " ".join(f"{v[:20]:>21}" for v in variants)
+             + f" {'fastest':>21} {'speed-up':>9}",
+             f"#{'':>11} " + " ".join(f"{'time(us)':>21}" for _ in variants)]
+    for key in sorted({r[row_key] for r in recs}):
+        times = {v: cell[(key, v)]["time_us"] for v in variants if (key, v) in cell}
+        best = min(times, key=times.get) if times else None
+        row = []
+        for v in variants:
+            t = times.get(v)
+            row.append(f"{'-':>21}" if t is None else f"{t:20.1f}{'<' if v == best else ' '}")
+        first = times.get(variants[0])
+        speed = f"{first / times[best]:8.2f}x" if best and first else f"{'-':>9}"
+        lines.append(f" {key:>11} " + " ".join(row) + f" {best or '-':>21} {speed:>9}")
+    return "\n".join(lines + [_wrong_line(recs)]) + "\n"
+
+
+def bubble_fit(points: list[tuple[int, float]]) -> tuple[float, float]:
+    """Least-squares line T = intercept + slope * M through (M, T) points; (slope, intercept).
+
+    slope is the steady-state time per micro-batch; intercept the fill/drain time.
+    One point: slope = T / M (no fill/drain can be separated), intercept 0.
+    """
+    if not points:
+        raise ValueError("no points")
+    if len({m for m, _ in points}) < 2:
+        m, t = points[0]
+        return t / m, 0.0
+    n = len(points)
+    mx = sum(m for m, _ in points) / n
+    my = sum(t for _, t in points) / n
+    sxx = sum((m - mx) ** 2 for m, _ in points)
+    slope = sum((m - mx) * (t - my) for m, t in points) / sxx
+    return slope, my - slope * mx
+
+
+def measured_bubble(m: int, t: float, slope: float) -> float:
+    """Share of T(M) not explained by M micro-batches at the steady-state rate."""
+    return 1.0 - m * slope / t if t > 0 else 0.0
+
+
+def pipeline_table(recs: list[dict]) -> str:
+    recs = sorted(recs, key=lambda r: r["microbatches"])
+    s = recs[0]["stages"]
+    slope, icpt = bubble_fit([(r["microbatches"], r["time_us"]) for r in recs])
+    fit = (f"bubble = 1 - M*t_mb/T; t_mb = {slope:.1f} us, fill+drain = {icpt:.1f} us" if slope > 0 else
+           "no bubble: the time does not grow with M (noise dominates; raise ITERS or MAX_BYTES)")
+    lines = [_header(recs, f"pipeline: {s} stages (rank i -> i+1), micro-batch "
+                           f"{format_size(recs[0]['microbatch_bytes'])}B"),
+             f"#{'M':>5} {'time(us)':>10} {'GB/s':>8} {'bubble':>8} {'ideal':>8}   ({fit})"]
+    for r in recs:
+        b = f"{measured_bubble(r['microbatches'], r['time_us'], slope):8.3f}" if slope > 0 else f"{'-':>8}"
+        lines.append(f" {r['microbatches']:>5} {_us(r['time_us'])} {_gb(r['algbw_gbps'])} {b} {r['ideal_bubble']:8.3f}")
+    return "\n".join(lines + [_wrong_line(recs)]) + "\n"
+
+
+def barrier_table(recs: list[dict]) -> str:
+    cell = {(r["size_bytes"], r["variant"]): r for r in recs}
+    lines = [_header(recs, f"barrier cost: ring steps (isend/irecv) with and without a barrier after each "
+                           f"({recs[0]['steps']} steps); time per step"),
+             f"#{'size':>11} {'no barrier':>10} {'barrier':>10} {'overhead':>10} {'ratio':>7}"]
+    for size in sorted({r["size_bytes"] for r in recs}):
+        a, b = cell.get((size, "no_barrier")), cell.get((size, "barrier_each_step"))
+        over = f"{b['time_us'] - a['time_us']:10.1f}" if a and b else f"{'-':>10}"
+        ratio = f"{b['time_us'] / a['time_us']:6.2f}x" if a and b and a["time_us"] > 0 else f"{'-':>7}"
+        lines.append(f" {size:>11} {_us(a and a['time_us'])} {_us(b and b['time_us'])} {over} {ratio}")
+    return "\n".join(lines + [_wrong_line(recs)]) + "\n"
+
+
+def deadlock_table(recs: list[dict]) -> str:
+    r = recs[0]
+    blocked = r.get("deadlock_blocked_from_bytes")
+    completed = r.get("deadlock_completed_bytes") or []
+    lines = [_header(recs, "deadlock demonstration: both ranks call blocking send first")]
+    lines.append(f"# isolated pair ({r.get('deadlock_backend')}, {r.get('deadlock_device')}), sizes probed "
+                 f"ascending: {', '.join(format_size(s) for s in r.get('deadlock_sizes_probed') or []) or '-'}")
+    lines.append(f"#   completed at: {', '.join(format_size(s) for s in completed) or 'no size'}")
+    if blocked is not None:
+        lines.append(f"#   BLOCKED from {format_size(blocked)}B: no progress for "
+                     f"{r['deadlock_detected_after_s']:.1f} s (bound {r['deadlock_hang_bound_s']:.1f} s), "
+                     f"pair killed")
+    else:
+        lines.append("#   no probed size blocked")
+    orders = r.get("deadlock_correct_orderings") or {}
+    lines.append(f"#   correct orderings at {format_size(r.get('deadlock_correct_orderings_bytes') or 0)}B in the "
+                 "pair: " + ", ".join(f"{k} {v}" for k, v in orders.items()))
+    lines.append(f"#   probe wall time {r.get('deadlock_elapsed_s', 0):.1f} s")
+    lines.append(f"#{'ordering (ranks 0<->1)':>24} {'size(B)':>11} {'time(us)':>10} {'GB/s':>8} {'#wrong':>6}")
+    for x in recs:
+        lines.append(f" {x['variant']:>24} {x['size_bytes']:>11} {_us(x['time_us'])} {_gb(x['algbw_gbps'])}"
+                     f" {x['n_wrong']:>6}")
+    return "\n".join(lines + [_wrong_line(recs)]) + "\n"
+
+
+def format_tables(records: list[dict]) -> str:
+    """Every p2p table for the records of one run."""
+    out = []
+    by_ws: OrderedDict = OrderedDict()
+    for r in records:
+        by_ws.setdefault(r["world_size"], []).append(r)
+    for recs in by_ws.values():
+        if (rs := _by(recs, "pingpong")):
+            out.append(pingpong_table(rs))
+        if (rs := _by(recs, "pair_matrix")):
+            out.append(pair_matrix_table(rs))
+        if (rs := _by(recs, "window")):
+            out.append(window_table(rs))
+        if (rs := _by(recs, "ring")):
+            out.append(comparison_table(rs, "ring: send to next, receive from previous (time per step)",
+                                        ["send_recv_parity", "isend_irecv", "batch_isend_irecv"]))
+        if (rs := _by(recs, "exchange")):
+            out.append(deadlock_table(rs))
+        if (rs := _by(recs, "pipeline")):
+            out.append(pipeline_table(rs))
+        if (rs := _by(recs, "producer")):
+            out.append(comparison_table([r for r in rs if r["variant"] in ("isend_each_same", "broadcast")],
+                                        "producer -> consumers, same data for all: isend to each vs broadcast "
+                                        "(size = bytes per consumer)", ["isend_each_same", "broadcast"]))
+            out.append(comparison_table([r for r in rs if r["variant"] in ("isend_each_distinct", "scatter")],
+                                        "producer -> consumers, a chunk each: isend to each vs scatter "
+                                        "(size = bytes per consumer)", ["isend_each_distinct", "scatter"]))
+        if (rs := _by(recs, "control")):
+            out.append(comparison_table(rs, "control messages: 4-byte signal vs p2p ready/go vs barrier",
+                                        ["signal", "ready_go", "barrier"], row_key="world_size",
+                                        row_name="ranks"))
+        if (rs := _by(recs, "barrier_cost")):
+            out.append(barrier_table(rs))
+        if (rs := _by(recs, "batching")):
+            for k in sorted({r["k_messages"] for r in rs}):
+                ks = [r for r in rs if r["k_messages"] == k]
+                out.append(comparison_table(ks, f"batching: {k} messages of {format_size(ks[0]['message_bytes'])}B "
+                                                f"rank {ks[0]['src']}->{ks[0]['dst']} (time for all {k})",
+                                            ["send_each", "isend_each", "batch_isend_irecv", "coalesced"],
+                                            row_key="message_bytes", row_name="msg(B)"))
+    return "\n".join(o for o in out if o)

@@ -1,0 +1,237 @@
+"""Models, data and training steps shared by the DDP experiment, its tests and the example.
+
+The source article's complete example (``examples/ddp_source_example.py``) trains
+``nn.Linear(1024, 10)`` on 10,000 random samples, batch 32 per rank, SGD lr 0.01,
+CrossEntropyLoss, a ``DistributedSampler`` with ``set_epoch`` every epoch, 5 epochs.
+``SOURCE`` holds those numbers; ``source_model``/``make_dataset`` build the same
+objects, seeded so that every rank holds *the same* dataset (the article draws it
+with an unseeded ``torch.randn`` in every process, which gives each rank a different
+dataset; ``DistributedSampler`` assumes one dataset indexed the same everywhere).
+
+``mlp`` is the communication-heavier model: an MLP whose hidden width is chosen to
+reach a parameter budget (``DDP_PARAMS``, e.g. ``25M``), with one BatchNorm1d so that
+DDP has buffers to broadcast (``broadcast_buffers``).
+
+Step functions do one optimizer step on a pre-built batch; the data loader is kept
+out of the timed step on purpose (it measures compute + communication, not I/O).
+``manual_allreduce_step`` is the article's synchronous SGD: backward, then
+``all_reduce`` of every gradient divided by the world size.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+
+@dataclass(frozen=True, kw_only=True)
+class SourceSpec:
+    """The numbers of the article's DDP example."""
+
+    in_features: int = 1024
+    classes: int = 10
+    n_samples: int = 10_000
+    batch_per_rank: int = 32
+    lr: float = 0.01
+    epochs: int = 5
+
+
+SOURCE = SourceSpec()
+
+DEFAULT_DATA_SEED = 1234
+"""Seed of the synthetic dataset; identical on every rank."""
+
+
+def source_model(seed: int = 0) -> nn.Module:
+    """``nn.Linear(1024, 10)``, initialised from ``seed`` (same seed -> same weights)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return nn.Linear(SOURCE.in_features, SOURCE.classes)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MLPSpec:
+    """Shape of the communication-heavy MLP."""
+
+    in_features: int = 1024
+    hidden: int = 1024
+    hidden_layers: int = 3
+    """Number of hidden Linear(hidden, hidden) layers after the input layer."""
+    classes: int = 10
+
+    @property
+    def n_params(self) -> int:
+        h = self.hidden
+        return (self.in_features * h + h) + 2 * h + self.hidden_layers * (h * h + h) + (h * self.classes + self.classes)
+
+
+def mlp_spec_for(params: int, *, in_features: int = 1024, hidden_layers: int = 3, classes: int = 10) -> MLPSpec:
+    """The MLP whose hidden width gives about ``params`` parameters (at least 16 wide)."""
+    if params <= 0:
+        raise ValueError(f"parameter budget must be > 0, got {params}")
+    # n(h) = L h^2 + (in + classes + L + 3) h + classes: solve for h.
+    a, b, c = hidden_layers, in_features + classes + hidden_layers + 3, classes - params
+    h = int((-b + math.sqrt(b * b - 4 * a * c)) / (2 * a)) if a else int(-c / b)
+    return MLPSpec(in_features=in_features, hidden=max(16, h), hidden_layers=hidden_layers, classes=classes)
+
+
+def mlp(spec: MLPSpec, seed: int = 0) -> nn.Module:
+    """Linear -> BatchNorm1d -> ReLU -> [Linear -> ReLU] x L -> Linear."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        layers: list[nn.Module] = [nn.Linear(spec.in_features, spec.hidden), nn.BatchNorm1d(spec.hidden), nn.ReLU()]
+        for _ in range(spec.hidden_layers):
+            layers += [nn.Linear(spec.hidden, spec.hidden), nn.ReLU()]
+        layers.append(nn.Linear(spec.hidden, spec.classes))
+        return nn.Sequential(*layers)
+
+
+def make_dataset(n_samples: int = SOURCE.n_samples, in_features: int = SOURCE.in_features,
+                 classes: int = SOURCE.classes, seed: int = DEFAULT_DATA_SEED) -> torch.utils.data.TensorDataset:
+    """The article's dataset (randn inputs, random labels), seeded: identical on every rank."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.utils.data.TensorDataset(torch.randn(n_samples, in_features, generator=g),
+                                          torch.randint(0, classes, (n_samples,), generator=g))
+
+
+def random_batch(batch: int, in_features: int, classes: int, *, seed: int,
+                 device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    """One synthetic batch; callers pass a rank-dependent seed so ranks see different data."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(batch, in_features, generator=g)
+    y = torch.randint(0, classes, (batch,), generator=g)
+    return x.to(device), y.to(device)
+
+
+def grad_bytes(model: nn.Module) -> int:
+    """Bytes of gradient one rank contributes to the all_reduce per step."""
+    return sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+
+
+def state_bytes(model: nn.Module) -> int:
+    """Bytes of parameters and buffers (what DDP broadcasts from rank 0 at construction)."""
+    return sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
+
+
+def flat_params(model: nn.Module) -> torch.Tensor:
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+
+# --- one optimizer step ---------------------------------------------------------------------------
+
+
+def local_step(model: nn.Module, opt: torch.optim.Optimizer, loss_fn: nn.Module,
+               x: torch.Tensor, y: torch.Tensor) -> None:
+    """zero_grad, forward, loss, backward, step: no communication (what DDP adds to)."""
+    opt.zero_grad(set_to_none=False)
+    loss_fn(model(x), y).backward()
+    opt.step()
+
+
+def allreduce_gradients(model: nn.Module, group=None) -> None:
+    """The article's synchronous SGD: ``all_reduce`` every gradient, then divide by the world size."""
+    n = dist.get_world_size(group)
+    for p in model.parameters():
+        if p.grad is not None:
+            dist.all_reduce(p.grad, op=dist.ReduceOp.SUM, group=group)
+            p.grad.div_(n)
+
+
+def allreduce_gradients_coalesced(model: nn.Module, group=None, buffer: torch.Tensor | None = None) -> torch.Tensor:
+    """One ``all_reduce`` of all gradients flattened into one buffer (what DDP's buckets do, one bucket)."""
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    n = dist.get_world_size(group)
+    total = sum(g.numel() for g in grads)
+    if buffer is None or buffer.numel() != total:
+        buffer = torch.empty(total, dtype=grads[0].dtype, device=grads[0].device)
+    off = 0
+    for g in grads:
+        buffer[off:off + g.numel()].copy_(g.reshape(-1))
+        off += g.numel()
+    dist.all_reduce(buffer, op=dist.ReduceOp.SUM, group=group)
+    buffer.div_(n)
+    off = 0
+    for g in grads:
+        g.copy_(buffer[off:off + g.numel()].view_as(g))
+        off += g.numel()
+    return buffer
+
+
+def manual_allreduce_step(model, opt, loss_fn, x, y, group=None) -> None:
+    opt.zero_grad(set_to_none=False)
+    loss_fn(model(x), y).backward()
+    allreduce_gradients(model, group)
+    opt.step()
+
+
+def sampler_batches(dataset, sampler, batch_size: int) -> Iterator[list[int]]:
+    """The index batches a DataLoader(batch_size, sampler) yields, in order."""
+    idx = list(iter(sampler))
+    for i in range(0, len(idx), batch_size):
+        yield idx[i:i + batch_size]
+
+
+def train_ddp_epochs(ddp_model: nn.Module, dataset, sampler, *, batch_size: int, epochs: int, lr: float,
+                     device: torch.device) -> None:
+    """The article's loop: set_epoch, then zero_grad/forward/loss/backward/step per batch."""
+    opt = torch.optim.SGD(ddp_model.parameters(), lr=lr)
+    loss_fn = nn.CrossEntropyLoss()
+    loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, sampler=sampler)
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        for data, target in loader:
+            data, target = data.to(device), target.to(device)
+            opt.zero_grad()
+            loss_fn(ddp_model(data), target).backward()
+            opt.step()
+
+
+def train_single_process_equivalent(model: nn.Module, dataset, *, world_size: int, batch_per_rank: int, epochs: int,
+                                    lr: float, seed: int = 0) -> None:
+    """One process reproducing DDP over ``world_size`` ranks: step k uses the union of every
+    rank's k-th batch (batch ``world_size * batch_per_rank``) in one CrossEntropy mean.
+
+    DDP averages the ranks' gradients; each rank's loss is a mean over an equally sized batch,
+    so the average of the ranks' gradients is the gradient of the mean over the union.
+    """
+    from torch.utils.data.distributed import DistributedSampler
+
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    loss_fn = nn.CrossEntropyLoss()
+    samplers = [DistributedSampler(dataset, num_replicas=world_size, rank=r, seed=seed) for r in range(world_size)]
+    for epoch in range(epochs):
+        per_rank = []
+        for s in samplers:
+            s.set_epoch(epoch)
+            per_rank.append(list(sampler_batches(dataset, s, batch_per_rank)))
+        for k in range(len(per_rank[0])):
+            idx = [i for r in range(world_size) for i in per_rank[r][k]]
+            x, y = dataset[idx]
+            opt.zero_grad()
+            loss_fn(model(x), y).backward()
+            opt.step()
+
+
+def env_size(name: str, default: int) -> int:
+    """An integer knob from the environment; accepts suffixes K/M/G (powers of 1000) like ``25M``."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    mult = {"k": 10**3, "m": 10**6, "g": 10**9}
+    try:
+        if raw[-1].lower() in mult:
+            return int(float(raw[:-1]) * mult[raw[-1].lower()])
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not a count (examples: 4000000, 25M)") from None
+
+
+def flat_params_from_state(state: dict) -> torch.Tensor:
+    """Parameters of an ``nn.Linear`` state dict (weight, bias) flattened like ``flat_params``."""
+    return torch.cat([state[k].reshape(-1) for k in ("weight", "bias")])

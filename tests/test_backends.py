@@ -1,0 +1,111 @@
+"""Pure logic of the backends experiment and its tables (no process group)."""
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from experiments import backends
+from suite import algorithms
+from suite.tables import backends as tables
+
+
+def test_plan_lanes_reports_every_missing_lane_with_a_reason():
+    run, missing = backends.plan_lanes("cpu", env={})
+    keys = {ln.key for ln in run}
+    assert ("gloo-cpu" in keys) == dist.is_gloo_available()
+    assert not any(ln.device == "cuda" for ln in run)  # a CPU run never gets CUDA lanes
+    reasons = {ln.key: r for ln, r in missing}
+    assert keys.isdisjoint(reasons) and keys | set(reasons) == {ln.key for ln in backends.CANDIDATE_LANES}
+    if not dist.is_nccl_available():
+        assert "not built into torch" in reasons["nccl-cuda"]
+    if not torch.cuda.is_available():
+        assert reasons["gloo-cuda"]
+    if dist.is_mpi_available():
+        assert "mpirun" in reasons["mpi-cpu"]
+
+
+def test_mpi_lane_needs_an_mpi_launcher():
+    assert not backends._mpi_launched({})
+    assert backends._mpi_launched({"OMPI_COMM_WORLD_SIZE": "4"})
+
+
+def test_default_route_interface_parses_proc_net_route():
+    table = ("Iface\tDestination\tGateway\tFlags\n"
+             "eth1\t0000A8C0\t00000000\t0001\n"
+             "eth0\t00000000\t0101A8C0\t0003\n")
+    assert backends.default_route_interface(table) == "eth0"
+    assert backends.default_route_interface("Iface\tDestination\n") is None
+
+
+def test_model_bytes_match_the_all_reduce_busbw_factor():
+    from suite import metrics
+    for n in (2, 3, 4, 8):
+        s = 1 << 20
+        ring = backends.model_bytes_busiest_rank("ring_p2p", s, n)
+        assert ring == pytest.approx(s * metrics.busbw_factor("all_reduce", n))
+        assert backends.model_bytes_busiest_rank("reduce_broadcast", s, n) == (n - 1) * s
+    assert backends.model_bytes_busiest_rank("all_reduce", 8, 2) is None
+
+
+@pytest.mark.parametrize("numel,n", [(0, 3), (1, 4), (5, 4), (24, 4), (25, 3)])
+def test_ring_chunks_cover_the_buffer_like_tensor_split(numel, n):
+    chunks = algorithms.ring_chunks(numel, n)
+    want = [t.numel() for t in torch.arange(numel).tensor_split(n)]
+    assert [ln for _, ln in chunks] == want
+    assert sum(ln for _, ln in chunks) == numel
+    assert all(chunks[i][0] + chunks[i][1] == chunks[i + 1][0] for i in range(n - 1))
+
+
+def test_compared_sizes_are_the_largest_of_the_sweep():
+    from suite.config import build_config
+    cfg = build_config(min_bytes="1K", max_bytes="1M", step_factor=4)
+    assert backends.compared_sizes(cfg) == [64 << 10, 256 << 10, 1 << 20]
+    cfg = build_config(min_bytes="1", max_bytes="16", step_factor=2)
+    assert backends.compared_sizes(cfg) == [4, 8, 16]
+    assert backends.compared_sizes(build_config(min_bytes="0", max_bytes="0")) == []  # no zero-byte comparisons
+
+
+def _rec(lane, variant, size, time_us, **kw):
+    backend, device = lane.split("/")
+    return {"experiment": "backends", "op": variant.split(":")[0], "variant": variant, "backend": backend,
+            "device": device, "lane": lane, "dtype": "float32", "world_size": 4, "size_bytes": size,
+            "count": size // 4, "in_place": True, "timing_mode": "blocking", "iterations": 3,
+            "time_us": time_us, "p95_us": time_us, "algbw_gbps": size / time_us / 1e3,
+            "busbw_gbps": 1.5 * size / time_us / 1e3, "n_wrong": 0, **kw}
+
+
+def test_compare_table_single_lane_says_why_there_are_no_ratios():
+    cap = _rec("gloo/cpu", "capability", 0, 10.0, table="capability", capabilities=[],
+               lanes_missing=[{"backend": "nccl", "device": "cuda", "reason": "nccl is not built into torch X"}])
+    out = tables.format_tables([cap, _rec("gloo/cpu", "all_reduce", 1024, 100.0, table="compare")])
+    assert "only one lane ran (gloo/cpu)" in out and "nccl/cuda (nccl is not built into torch X)" in out
+
+
+def test_compare_table_shows_ratio_to_the_first_lane():
+    recs = [_rec("nccl/cuda", "all_reduce", 1024, 50.0, table="compare"),
+            _rec("gloo/cuda", "all_reduce", 1024, 200.0, table="compare")]
+    out = tables.format_tables(recs)
+    row = [ln for ln in out.splitlines() if ln.strip().startswith("all_reduce")][0]
+    assert row.split()[-1] == "4.00"
+    assert "only one lane" not in out
+
+
+def test_capability_table_numbers_reasons():
+    rows = [{"op": "all_reduce", "variant": "all_reduce", "backend": "gloo", "device": "cpu", "dtype": d,
+             "redop": "avg", "in_place": True, "supported": d == "float32",
+             "reason": "" if d == "float32" else f"no avg for {d}"} for d in ("float32", "int32")]
+    cap = _rec("gloo/cpu", "capability", 0, 10.0, table="capability", capabilities=rows, lanes_missing=[])
+    out = tables.format_tables([cap])
+    line = [ln for ln in out.splitlines() if "all_reduce(avg)" in ln][0]
+    assert line.split()[1:] == ["yes", "NO[1]"]
+    assert "[1] no avg for int32" in out and "1/2 forms supported" in out
+
+
+def test_algorithm_table_ratios_and_p2p_column():
+    recs = [_rec("gloo/cpu", f"all_reduce:{a}", 4096, t, table="algorithm", algorithm=a)
+            for a, t in (("all_reduce", 100.0), ("ring_p2p", 150.0), ("reduce_broadcast", 300.0))]
+    p2p = _rec("gloo/cpu", "send_recv", 4096, 40.0, table="compare")
+    out = tables.format_tables(recs + [p2p])
+    assert "2(n-1)/n = algbw x 1.500" in out
+    row = [ln for ln in out.splitlines() if ln.strip().startswith("gloo/cpu") and "4096" in ln][-1].split()
+    assert row[-3:] == ["1.50", "3.00", f"{p2p['busbw_gbps']:.3f}"]

@@ -1,0 +1,139 @@
+"""Backends and placement experiments on real Gloo groups, through the launcher users run.
+
+One world-4 run covers both experiments with SUITE_FAKE_NODES=2 (ranks {0,1}
+and {2,3} form two *simulated* nodes for the hierarchical all_reduce only;
+hostnames and traffic stay real), sizes chosen so the ring's chunks are
+uneven (25, 50, 100 float32 elements over 4 ranks). A world-3 run checks the
+ring on an odd world.
+"""
+
+import re
+
+import pytest
+import torch
+
+from experiments import backends
+from experiments.collectives import REGISTRY
+from suite import metrics
+from suite.results import REQUIRED_FIELDS
+from tests.conftest import load_bench, run_suite
+
+pytestmark = pytest.mark.slow
+
+UNEVEN = ["--min-bytes", "100", "--max-bytes", "400", "--step-factor", "2", "--iters", "2", "--warmup", "1"]
+
+
+@pytest.fixture(scope="module")
+def world4(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("w4")
+    proc = run_suite(tmp, "--experiments", "backends,placement", *UNEVEN, "--dtypes", "float32,int64",
+                     nproc=4, timeout=400, env={"SUITE_FAKE_NODES": "2"})
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
+    run = load_bench(tmp)
+    assert run["suite"]["complete"] is True
+    return proc, [b["extra_info"] for b in run["benchmarks"]]
+
+
+def _valid(recs):
+    for r in recs:
+        for f in REQUIRED_FIELDS:
+            assert f in r, f"{f} missing in {r['experiment']}:{r['op']}"
+        assert r["n_wrong"] == 0
+        if r["size_bytes"] and r.get("busbw_factor") is not None:
+            assert r["busbw_gbps"] == pytest.approx(r["algbw_gbps"] * r["busbw_factor"], rel=1e-9)
+
+
+def test_backends_records_lanes_and_capability_matrix(world4):
+    proc, recs = world4
+    recs = [r for r in recs if r["experiment"] == "backends"]
+    _valid(recs)
+    caps = [r for r in recs if r["op"] == "capability"]
+    planned, missing = backends.plan_lanes("cpu")
+    assert [c["lane"] for c in caps] == [ln.label for ln in planned]
+    rows = caps[0]["capabilities"]
+    # every registered variant and send_recv, for every dtype, probed
+    assert {r["variant"] for r in rows} == {c.variant for c in REGISTRY} | {"send_recv"}
+    assert {r["dtype"] for r in rows if r["variant"] == "send_recv"} == set(backends.ALL_DTYPES)
+    assert all(r["supported"] == (r["reason"] == "") for r in rows)
+    assert next(r for r in rows if (r["variant"], r["dtype"], r["redop"]) == ("all_reduce", "float32", "sum"))["supported"]
+    assert {(m["backend"], m["device"]) for m in caps[0]["lanes_missing"]} == {(ln.backend, ln.device) for ln, _ in missing}
+    # side by side: every compared collective and send_recv, at the 3 largest sizes, both dtypes
+    compare = [r for r in recs if r.get("table") == "compare"]
+    assert {r["variant"] for r in compare} == set(backends.COMPARED_VARIANTS) | {"send_recv"}
+    assert {r["dtype"] for r in compare if r["variant"] == "send_recv"} == {"float32", "int64"}
+    assert "# capability matrix: gloo/cpu, 4 ranks" in proc.stdout
+    if len(planned) == 1:
+        assert "only one lane ran (gloo/cpu)" in proc.stdout
+    # NCCL algorithm choice is documented and skipped with the reason
+    assert re.search(r"SKIPPED \[1\] .*NCCL_ALGO", proc.stdout)
+
+
+def test_ring_and_naive_all_reduce_equal_the_backend(world4):
+    proc, recs = world4
+    algo = [r for r in recs if r.get("table") == "algorithm"]
+    _valid(algo)  # n_wrong counts both: vs the exact answer and vs the backend's result
+    got = {(r["algorithm"], r["dtype"], r["count"]) for r in algo}
+    want = {(a, d, c) for a in backends.ALGORITHMS for d, cs in (("float32", (25, 50, 100)), ("int64", (12, 25, 50)))
+            for c in cs}
+    assert got == want
+    assert all(r["busbw_factor"] == metrics.busbw_factor("all_reduce", 4) == 1.5 for r in algo)
+    assert all(r["timing_mode"] == "blocking" for r in algo)
+    assert "all_reduce algorithms (4 ranks" in proc.stdout
+
+
+def test_placement_cpu_cases_on_a_simulated_two_node_layout(world4):
+    proc, recs = world4
+    recs = [r for r in recs if r["experiment"] == "placement"]
+    _valid(recs)
+    by = {}
+    for r in recs:
+        by.setdefault(r["table"], []).append(r)
+    topo = by["topology"][0]
+    assert topo["nodes"] == [0, 0, 0, 0] and topo["grouping_nodes"] == [0, 0, 1, 1] and topo["fake_nodes"] == 2
+    assert len(topo["ranks"]) == 4 and all(r["affinity"] for r in topo["ranks"])
+    hier = by["hierarchical"]
+    assert {r["algorithm"] for r in hier} == {"flat", "hierarchical"}
+    assert all(r["grouping_nodes"] == [[0, 1], [2, 3]] for r in hier)
+    assert {r["placement"] for r in by["pairs"]} == {"intra"} and {r["placement"] for r in by["groups"]} == {"intra"}
+    assert {(r["pinning"], r["torch_threads"] == 1) for r in by["affinity"]} == \
+        {("pinned", True), ("unpinned", True), ("pinned", False), ("unpinned", False)}
+    contig = by["contiguity"]
+    assert {(r["op"], r["layout"]) for r in contig} == {(o, lay) for o in ("all_reduce", "send_recv")
+                                                        for lay in ("contiguous", "transposed")}
+    send = [r for r in contig if r["op"] == "send_recv"]
+    assert all(r["send_accepts_noncontiguous"] is False and "contiguous" in r["send_noncontiguous_error"] for r in send)
+    # inter-node cases say why they cannot run on one host (the fake layout is for grouping only)
+    assert re.search(r"SKIPPED \[\d+\] .*all 4 ranks run on one host", proc.stdout)
+    assert "SUITE_FAKE_NODES=2 groups them as [0, 0, 1, 1]" in proc.stdout
+
+
+def test_gpu_cases_skip_with_a_reason_without_cuda(world4):
+    if torch.cuda.is_available():
+        pytest.skip("this host has CUDA: the GPU cases run (make bench-gpu) instead of skipping")
+    proc, recs = world4
+    assert not [r for r in recs if r.get("table") in ("gpu_placement", "gpu_staging", "copy")]
+    skipped = re.findall(r"SKIPPED \[(\d+)\] experiments/placement.py:\d+: (GPU placement case: .*)", proc.stdout)
+    assert skipped and all("no CUDA" in reason for _, reason in skipped)
+    # 4 placements + 4 staging variants at 3 sizes, 5 copy kinds at the 3 sizes of the sweep
+    assert sum(int(n) for n, _ in skipped) == 4 * 3 + 4 * 3 + 5 * 3
+
+
+def test_ring_on_an_odd_world(tmp_path):
+    proc = run_suite(tmp_path, "--experiments", "backends", *UNEVEN, "--", "-k", "algorithm or capability",
+                     nproc=3, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    recs = [b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]]
+    algo = [r for r in recs if r.get("table") == "algorithm"]
+    assert len(algo) == 9 and all(r["n_wrong"] == 0 and r["world_size"] == 3 for r in algo)
+
+
+def test_planted_corruption_in_ring_and_hierarchical_is_caught(tmp_path):
+    proc = run_suite(tmp_path, "--experiments", "backends,placement", *UNEVEN, "--max-bytes", "100", "--",
+                     "-k", "ring_p2p or hierarchical", nproc=2, timeout=300,
+                     env={"SUITE_INJECT_CORRUPTION": "ring_p2p,hierarchical", "SUITE_FAKE_NODES": "2"})
+    assert proc.returncode == 6, proc.stdout[-3000:]  # EXIT_WRONG_RESULT
+    failed = re.findall(r"_{3,} (test_\w+)\[([^\]]+)\] _{3,}\n(\d+) wrong element", proc.stdout)
+    assert {(t, case) for t, case, _ in failed} == {("test_all_reduce_algorithm", "gloo-cpu-ring_p2p-float32-100B"),
+                                                   ("test_hierarchical", "hierarchical-float32-100B")}, proc.stdout[-3000:]
+    # one flipped element differs from the exact sum and from the backend's result
+    assert all(int(n) == 2 for _, _, n in failed)

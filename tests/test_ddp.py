@@ -1,0 +1,142 @@
+"""Single-process tests of the DDP experiment's pure parts: model sizing, knobs, case list,
+tables, profiler trace writing and peak-memory measurement."""
+
+import json
+
+import pytest
+import torch
+
+from experiments import ddp as ddp_exp
+from suite import profiling, training
+from suite.tables import ddp as ddp_tables
+from suite.tables import model_parallel as mp_tables
+
+
+@pytest.mark.parametrize("params", [300_000, 2_000_000, 25_000_000])
+def test_mlp_spec_hits_the_parameter_budget(params):
+    spec = training.mlp_spec_for(params)
+    assert spec.n_params == pytest.approx(params, rel=0.01)
+    if params <= 2_000_000:  # building the 25M model would only cost time; the formula is checked above
+        model = training.mlp(spec)
+        assert sum(p.numel() for p in model.parameters()) == spec.n_params
+        assert sum(b.numel() for b in model.buffers()) > 0  # BatchNorm: broadcast_buffers has work to do
+
+
+def test_models_are_deterministic_per_seed():
+    a, b, c = training.source_model(0), training.source_model(0), training.source_model(1)
+    assert torch.equal(training.flat_params(a), training.flat_params(b))
+    assert not torch.equal(training.flat_params(a), training.flat_params(c))
+    d1, d2 = training.make_dataset(100), training.make_dataset(100)
+    assert torch.equal(d1.tensors[0], d2.tensors[0]) and torch.equal(d1.tensors[1], d2.tensors[1])
+
+
+@pytest.mark.parametrize("raw,expected", [("25M", 25_000_000), ("300k", 300_000), ("1.5M", 1_500_000),
+                                          ("4096", 4096), ("", 7)])
+def test_env_size(monkeypatch, raw, expected):
+    monkeypatch.setenv("X_SIZE", raw)
+    assert training.env_size("X_SIZE", 7) == expected
+
+
+def test_bad_knobs_are_rejected(monkeypatch):
+    monkeypatch.setenv("DDP_PARAMS", "lots")
+    with pytest.raises(ValueError, match="DDP_PARAMS"):
+        ddp_exp.Settings.from_env()
+    monkeypatch.setenv("DDP_PARAMS", "1M")
+    monkeypatch.setenv("DDP_BUCKETS_MB", "1,x")
+    with pytest.raises(ValueError, match="DDP_BUCKETS_MB"):
+        ddp_exp.Settings.from_env()
+    monkeypatch.setenv("DDP_BUCKETS_MB", "2")
+    monkeypatch.setenv("DDP_ACCUM", "1")
+    with pytest.raises(ValueError, match="DDP_ACCUM"):
+        ddp_exp.Settings.from_env()
+
+
+def test_case_list_covers_the_issue(monkeypatch):
+    monkeypatch.setenv("DDP_BUCKETS_MB", "1,100")
+    cases = ddp_exp.cases(ddp_exp.Settings.from_env())
+    ids = [ddp_exp.case_id(c) for c in cases]
+    assert len(ids) == len(set(ids))
+    mlp = {c.label for c in cases if c.model == "mlp"}
+    assert {"solo (1 rank)", "no communication", "ddp", "manual all_reduce", "manual coalesced",
+            "ddp bucket_cap_mb=1", "ddp bucket_cap_mb=100", "ddp gradient_as_bucket_view", "ddp static_graph",
+            "ddp broadcast_buffers=False", "ddp hook allreduce", "ddp hook fp16_compress", "ddp hook bf16_compress",
+            "ddp hook powerSGD", "accum x4 no_sync", "accum x4 sync each", "init: broadcast per tensor",
+            "init: DDP constructor"} <= mlp
+    # baselines come first so later cases can use them
+    assert [c.kind for c in cases[:2]] == ["solo", "local"]
+
+
+def test_powersgd_wire_bytes_estimate():
+    model = training.mlp(training.mlp_spec_for(300_000))
+    s = ddp_exp.Settings()
+    full = training.grad_bytes(model)
+    assert ddp_exp._wire_bytes(model, None, s) == full
+    assert ddp_exp._wire_bytes(model, "fp16_compress", s) == full // 2
+    assert 0 < ddp_exp._wire_bytes(model, "powerSGD", s) < full // 10
+
+
+def _rec(**kw):
+    base = dict(experiment="ddp", op="ddp_step", backend="gloo", device="cpu", dtype="float32", world_size=4,
+                size_bytes=4000, count=1000, in_place=True, timing_mode="blocking", iterations=20, time_us=2000.0,
+                p05_us=1900.0, p50_us=2000.0, p95_us=2500.0, p99_us=2600.0, algbw_gbps=0.002, busbw_gbps=0.003,
+                n_wrong=0, model="mlp", label="ddp", n_params=1000, batch_per_rank=32, samples_per_s=64000.0,
+                scaling_efficiency=0.5, comm_exposed_ms=1.0, comm_ms=1.5, overlap_pct=40.0,
+                peak_mem_bytes=300 * 2**20)
+    base.update(kw)
+    return base
+
+
+def test_ddp_table_rows_and_units():
+    recs = [_rec(op="solo_step", label="solo (1 rank)", size_bytes=0, comm_ms=None, overlap_pct=None,
+                 comm_exposed_ms=None, peak_mem_bytes=None),
+            _rec(), _rec(label="manual all_reduce", op="manual_allreduce_step", n_wrong=3),
+            _rec(op="broadcast", label="init: broadcast per tensor", n_tensors=8)]
+    text = ddp_tables.format_tables(recs)
+    assert "# ddp: mlp model (0.00M params, 0.00 MB gradient/step), gloo, cpu, 4 ranks" in text
+    row = next(line for line in text.splitlines() if line.strip().startswith("ddp "))
+    assert row.split() == ["ddp", "2.00", "2.50", "64000", "0.50", "1.00", "1.50", "40", "0.003", "300", "0"]
+    solo = next(line for line in text.splitlines() if "solo" in line)
+    assert solo.split()[-6:] == ["-", "-", "-", "-", "-", "0"]
+    assert "FAILED" in text  # the manual row had wrong elements
+    assert "initial-state broadcast from rank 0, mlp model (4000 B in 8 tensors)" in text
+
+
+def test_model_parallel_table():
+    recs = [_rec(experiment="model_parallel", op=op, in_features=8, out_features=8, global_batch=4)
+            for op in ("scatter", "mp_train_step")]
+    text = mp_tables.format_tables(recs)
+    assert "Linear(8, 8) split by output rows over 4 ranks, global batch 4" in text
+    assert "#wrong total: 0 [OK]" in text
+
+
+@pytest.mark.parametrize("setting,nodeid,want", [
+    ("", "x.py::t[a]", False), ("0", "x.py::t[a]", False), ("1", "x.py::t[a]", True),
+    ("all", "x.py::t[a]", True), ("t[a", "x.py::t[a]", True), ("t[b", "x.py::t[a]", False)])
+def test_profile_selection(setting, nodeid, want):
+    assert profiling.wanted(nodeid, setting) is want
+
+
+def test_trace_path_is_per_rank_and_safe(tmp_path):
+    p = profiling.trace_path(tmp_path, "experiments/ddp.py::test_ddp[mlp-ddp bucket/1]", 3)
+    assert p.parent == tmp_path / "profiles" and p.name == "test_ddp_mlp-ddp_bucket_1.rank3.json"
+
+
+def test_profile_to_writes_a_chrome_trace(tmp_path):
+    path = tmp_path / "t" / "trace.json"
+    model = torch.nn.Linear(16, 4)
+    with profiling.profile_to(path):
+        model(torch.randn(2, 16)).sum().backward()
+    trace = json.loads(path.read_text())
+    assert any("linear" in e.get("name", "").lower() or "addmm" in e.get("name", "") for e in trace["traceEvents"])
+
+
+def test_peak_memory_sees_an_allocation():
+    with profiling.PeakMemory(torch.device("cpu")) as small:
+        pass
+    with profiling.PeakMemory(torch.device("cpu")) as big:
+        x = torch.ones(64 * 2**20 // 4)  # 64 MiB, touched
+        del x
+    assert big.kind in ("cpu_peak_rss", "cpu_peak_rss_since_start")
+    assert big.peak_bytes > 0
+    if big.kind == "cpu_peak_rss":  # resettable: the region's own peak
+        assert big.peak_bytes >= small.peak_bytes + 32 * 2**20

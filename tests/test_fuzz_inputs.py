@@ -1,0 +1,71 @@
+"""Every documented input, fuzzed: either a valid run configuration or a ConfigError
+with a message — never another exception, never a started process (reliability.md §8)."""
+
+import subprocess
+import sys
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from suite import launch
+from suite.config import ConfigError, build_config
+from tests.conftest import ROOT
+
+junk = st.one_of(
+    st.text(max_size=12),
+    st.sampled_from(["", " ", "-1", "0", "1e309", "nan", "inf", "-inf", "1K", "1G", "2.5", "abc", "NCCL ", "gloo;nccl",
+                     "float8", "0x10", "1_000", "10**9", "\x00", "🚀", "None", "1M", "64"]),
+    st.integers(min_value=-10**12, max_value=10**12).map(str),
+    st.floats(allow_nan=True, allow_infinity=True).map(str),
+)
+
+KNOBS = ["min_bytes", "max_bytes", "step_factor", "dtypes", "redops", "root", "warmup_iters", "iters",
+         "timing_mode", "pipeline_depth", "precision_pct", "max_time_s", "backend", "device", "timeout_s",
+         "heartbeat_timeout_s"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(st.sampled_from(KNOBS), junk, max_size=5))
+def test_config_is_valid_or_a_clear_error(raw):
+    try:
+        cfg = build_config(**raw)
+    except ConfigError as e:
+        assert str(e) and len(str(e)) < 300
+        return
+    # Anything accepted must be runnable: a finite sweep, positive counts and times.
+    assert 1 <= len(cfg.sizes()) <= 64
+    assert cfg.iters >= 1 and cfg.timeout_s > 0 and cfg.max_time_s > 0
+
+
+LAUNCH_FLAGS = ["--nproc", "--nnodes", "--node-rank", "--master-port", "--rdzv-timeout-s", "--experiments",
+                "--min-bytes", "--iters", "--backend", "--timing", "--dtypes"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(LAUNCH_FLAGS), junk), max_size=4))
+def test_launcher_validation_is_total(pairs):
+    argv = [x for flag, value in pairs for x in (flag, value)]
+    try:
+        a, _ = launch.parse_args(argv)
+        launch.config_from_args(a)
+        lay = launch.layout(a)
+    except ConfigError as e:
+        assert str(e)
+        return
+    except SystemExit as e:  # argparse's own usage error (e.g. a value that looks like a flag)
+        assert e.code == 2
+        return
+    assert lay["nproc"] >= 1 and lay["node_rank"] < lay["nnodes"] and 1 <= lay["master_port"] <= 65535
+    assert 1 <= lay["rdzv_timeout_s"] <= 86400
+    launch.torchrun_command(lay, ["experiments/collectives.py"], [], [])  # builds without error
+
+
+def test_cli_bad_values_exit_2_fast(tmp_path):
+    for args in (["--nproc", "0"], ["--nproc", "abc"], ["--nnodes", "2", "--node-rank", "2"],
+                 ["--master-port", "70000"], ["--timing", "fast"], ["--min-bytes", "-5"], ["--warmup", "x"],
+                 ["--timeout-s", "-1"], ["--heartbeat-timeout-s", "1"]):
+        proc = subprocess.run([sys.executable, "-m", "suite.launch", *args, "--results-root", str(tmp_path / "r")],
+                              cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert proc.stderr.startswith("error:"), (args, proc.stderr)
+        assert not (tmp_path / "r").exists()

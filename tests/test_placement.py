@@ -1,0 +1,92 @@
+"""Pure logic of the placement experiment and its tables (no process group)."""
+
+import os
+
+import pytest
+import torch
+
+from experiments import placement
+from suite import algorithms
+from suite.dist import DistContext
+from suite.tables import placement as tables
+
+
+def test_node_layout_from_hostnames_and_fake_blocks():
+    assert algorithms.node_layout(["b", "a", "b", "a"]) == (0, 1, 0, 1)
+    assert algorithms.node_layout(["h"] * 4, 2) == (0, 0, 1, 1)
+    assert algorithms.node_layout(["h"] * 3, 2) == (0, 0, 1)
+    assert algorithms.ranks_by_node((0, 1, 0, 1)) == ((0, 2), (1, 3))
+    with pytest.raises(ValueError, match="1..4"):
+        algorithms.node_layout(["h"] * 4, 5)
+
+
+def test_fake_nodes_env_is_validated():
+    assert placement.fake_nodes_from_env({}) == 0
+    assert placement.fake_nodes_from_env({"SUITE_FAKE_NODES": "2"}) == 2
+    with pytest.raises(ValueError, match="not an integer"):
+        placement.fake_nodes_from_env({"SUITE_FAKE_NODES": "two"})
+    with pytest.raises(ValueError, match=">= 0"):
+        placement.fake_nodes_from_env({"SUITE_FAKE_NODES": "-1"})
+
+
+def test_pairs_and_groups_on_one_and_two_nodes():
+    pairs, groups = placement.plan_pairs_and_groups((0, 0, 0, 0))
+    assert pairs == {"intra": (0, 1), "inter": None}
+    assert groups == {"intra": (0, 1, 2, 3), "inter": None}
+    pairs, groups = placement.plan_pairs_and_groups((0, 0, 1, 1))
+    assert pairs == {"intra": (0, 1), "inter": (0, 2)}
+    assert groups == {"intra": (0, 1), "inter": (0, 2)}  # equal sizes
+    pairs, groups = placement.plan_pairs_and_groups((0, 1, 2))
+    assert pairs["intra"] is None and groups == {"intra": None, "inter": None}
+
+
+@pytest.mark.parametrize("count,shape", [(65536, (256, 256)), (32, (4, 8)), (7, (1, 7)), (12, (2, 6))])
+def test_matrix_shape(count, shape):
+    rows, cols = placement.matrix_shape(count)
+    assert (rows, cols) == shape and rows * cols == count
+
+
+def test_parse_cpulist():
+    assert placement.parse_cpulist("0-3,8,10-11") == [0, 1, 2, 3, 8, 10, 11]
+    assert placement.parse_cpulist("") == []
+    assert tables._cpulist([0, 1, 2, 3, 8, 10, 11]) == "0-3,8,10-11"
+
+
+def test_gpu_cases_skip_reason_without_cuda():
+    ctx = DistContext(rank=0, world_size=1, local_rank=0, local_world_size=1, backend="gloo",
+                      device=torch.device("cpu"), group=None, timeout_s=10, hostnames=["h"])
+    reason = placement.gpu_skip_reason(ctx)
+    if torch.cuda.is_available():
+        assert "DEVICE=cpu" in reason
+    else:
+        assert reason.startswith("GPU placement case: no CUDA")
+
+
+def test_pin_and_restore_every_thread():
+    if not hasattr(os, "sched_setaffinity"):
+        pytest.skip("no sched_setaffinity on this platform")
+    before = os.sched_getaffinity(0)
+    threads = torch.get_num_threads()
+    saved = placement._pin_process(min(before))
+    try:
+        assert os.sched_getaffinity(0) == {min(before)}
+    finally:
+        placement._restore(saved)
+    assert os.sched_getaffinity(0) == before and torch.get_num_threads() == threads
+
+
+def test_pivot_ratio_and_copy_table():
+    def rec(col, t, **kw):
+        return {"op": "all_reduce", "size_bytes": 4096, "dtype": "float32", "time_us": t, "busbw_gbps": 1.0,
+                "n_wrong": 0, "algorithm": col, **kw}
+    out = tables.pivot("t", [rec("flat", 100.0), rec("hierarchical", 250.0)], lambda r: r["algorithm"])
+    assert out.splitlines()[-2].split()[-1] == "2.50" and "[OK]" in out
+    c = {"direction": "h2d", "host_memory": "pinned", "size_bytes": 1 << 20, "time_us": 100.0,
+         "algbw_gbps": 10.0, "nominal_peak_gbps": 25.2, "pct_of_peak": 39.7, "link": "PCIe gen4 x16",
+         "n_wrong": 0, "bytes_moved_factor": 1}
+    assert "PCIe gen4 x16" in tables.copy_table([c])
+
+
+def test_pcie_lane_rates_are_per_direction_payload():
+    # 16 lanes of gen4 = 31.5 GB/s per direction (PCI-SIG 16 GT/s, 128b/130b)
+    assert placement.PCIE_GBPS_PER_LANE[4] * 16 == pytest.approx(31.5, rel=0.01)

@@ -1,0 +1,155 @@
+"""The Slurm batch script against a real single-machine Slurm (slurmctld + slurmd).
+
+CI installs and starts Slurm with .ci/setup.d/30-slurm.sh; run as root, these
+tests (re)start the daemons through the same script when they are down, and
+skip with the reason when Slurm is not installed. The suite runs with Gloo on
+CPU at tiny sizes; the job is submitted with ``sbatch`` exactly as a
+user would (scripts/slurm/suite.sbatch), and its bench.json is checked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = ROOT / "scripts" / "slurm" / "suite.sbatch"
+SETUP = ROOT / ".ci" / "setup.d" / "30-slurm.sh"
+TINY = ["--experiments", "collectives", "--min-bytes", "96", "--max-bytes", "384", "--step-factor", "4",
+        "--iters", "3", "--warmup", "1", "--redops", "sum", "--dtypes", "float32",
+        "--backend", "gloo", "--device", "cpu"]
+JOB_TIMEOUT_S = 90
+
+
+def _node_state() -> str:
+    r = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, timeout=15)
+    return r.stdout.split()[0] if r.returncode == 0 and r.stdout.split() else ""
+
+
+@pytest.fixture(scope="module")
+def slurm():
+    """A Slurm cluster with an idle node, or a skip that says why there is none."""
+    if shutil.which("sbatch") is None or shutil.which("slurmctld") is None:
+        pytest.skip("Slurm is not installed; as root run .ci/setup.d/30-slurm.sh (CI does) to install "
+                    "and start a single-node cluster")
+    if _node_state() not in ("idle", "mix"):
+        if os.geteuid() != 0:
+            pytest.skip("no idle Slurm node and not root to start one; run sudo .ci/setup.d/30-slurm.sh")
+        r = subprocess.run(["bash", str(SETUP)], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, f"{SETUP.name} failed:\n{r.stdout[-2000:]}{r.stderr[-2000:]}"
+
+
+@dataclass(frozen=True)
+class Job:
+    job_id: str
+    state: str
+    """Slurm's final JobState (COMPLETED, FAILED, ...)."""
+    exit_code: str
+    """Slurm's ExitCode, "status:signal"."""
+    output: str
+    """The job's stdout/stderr file."""
+
+
+_FINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
+          "BOOT_FAIL", "DEADLINE")
+
+
+def _sbatch(tmp_path, sbatch_args: list[str], suite_args: list[str], env: dict) -> Job:
+    """Submit the suite's batch script as a user would and wait for the job to end.
+
+    ``sbatch --wait`` polls with a back-off that adds up to ~30 s per job, so the
+    test submits with ``--parsable`` and watches the job itself.
+    """
+    out = tmp_path / "slurm-%j.out"
+    cmd = ["sbatch", "--parsable", f"--output={out}", "--time=5", *sbatch_args, str(SCRIPT), *suite_args]
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_"))}
+    e.update(PYTHON=sys.executable, **env)
+    sub = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=30, env=e)
+    assert sub.returncode == 0, f"sbatch failed: {sub.stderr}"
+    job_id = sub.stdout.strip().split(";")[0]
+    deadline = time.monotonic() + JOB_TIMEOUT_S
+    fields: dict = {}
+    while time.monotonic() < deadline:
+        r = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=15)
+        fields = dict(kv.split("=", 1) for kv in r.stdout.split() if "=" in kv)
+        if fields.get("JobState") in _FINAL:
+            break
+        time.sleep(0.5)
+    else:
+        subprocess.run(["scancel", job_id], timeout=15)
+        pytest.fail(f"job {job_id} did not finish within {JOB_TIMEOUT_S} s (state {fields.get('JobState')})")
+    p = tmp_path / f"slurm-{job_id}.out"
+    return Job(job_id=job_id, state=fields["JobState"], exit_code=fields.get("ExitCode", "?"),
+               output=p.read_text() if p.exists() else "")
+
+
+def _records(tmp_path, run_id: str = "run") -> tuple[dict, list[dict]]:
+    with open(tmp_path / "results" / run_id / "bench.json") as fh:
+        run = json.load(fh)
+    return run, [b["extra_info"] for b in run["benchmarks"]]
+
+
+def test_batch_job_runs_the_suite_on_one_node(slurm, tmp_path):
+    """One node, one launcher with NPROC=2 ranks: the plain single-node job."""
+    job = _sbatch(tmp_path, ["--nodes=1"],
+                            [*TINY, "--results-root", str(tmp_path / "results"), "--run-id", "run",
+                             "--", "-k", "all_reduce"],
+                            env={"NPROC": "2"})
+    assert (job.state, job.exit_code) == ("COMPLETED", "0:0"), job.output[-4000:]
+    run, recs = _records(tmp_path)
+    assert run["suite"]["complete"] is True
+    assert recs and {r["variant"] for r in recs} >= {"all_reduce"}
+    assert all(r["world_size"] == 2 and r["n_wrong"] == 0 and r["backend"] == "gloo" for r in recs)
+    mi = run["machine_info"]["suite"]
+    assert len(mi["hostnames"]) == 2
+    # the ranks ran inside this Slurm job (the environment capture records SLURM_*)
+    envs = [h["env"] for h in mi["hosts"].values()]
+    assert any(e.get("SLURM_JOB_ID") == job.job_id for e in envs), envs
+    assert "1 launcher(s)" in job.output and "2 rank(s) each, gloo on cpu" in job.output
+
+
+def test_two_tasks_rendezvous_like_two_nodes(slurm, tmp_path):
+    """Two srun tasks, one rank each: the multi-node path (static rendezvous on
+    MASTER_ADDR:MASTER_PORT, NODE_RANK from the task) on a single machine."""
+    job = _sbatch(tmp_path, ["--nodes=1", "--ntasks=2", "--ntasks-per-node=2", "--overcommit"],
+                            [*TINY, "--results-root", str(tmp_path / "results"), "--run-id", "run",
+                             "--", "-k", "all_reduce"],
+                            env={"NPROC": "1"})
+    assert (job.state, job.exit_code) == ("COMPLETED", "0:0"), job.output[-4000:]
+    run, recs = _records(tmp_path)
+    assert recs and all(r["world_size"] == 2 and r["n_wrong"] == 0 for r in recs)
+    assert "2 launcher(s)" in job.output
+    # both launchers reported a 2-node layout (each prints its own header)
+    assert job.output.count("2 node(s) x 1 rank(s)") == 2, job.output[-3000:]
+
+
+def test_script_refuses_to_run_outside_slurm(tmp_path):
+    """Run by hand (no job), the script says how to use it and exits 2."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    r = subprocess.run(["bash", str(SCRIPT)], cwd=ROOT, capture_output=True, text=True, timeout=30, env=env)
+    assert r.returncode == 2 and "not inside a Slurm job" in r.stderr
+    r = subprocess.run(["bash", str(SCRIPT)], cwd=tmp_path, capture_output=True, text=True, timeout=30, env=env)
+    assert r.returncode == 2 and "not the suite's repository" in r.stderr
+
+
+def test_failed_ranks_fail_the_job(slurm, tmp_path):
+    """A wrong result on one rank must end the Slurm job as FAILED, not COMPLETED."""
+    job = _sbatch(tmp_path, ["--nodes=1"],
+                  [*TINY, "--max-bytes", "96", "--results-root", str(tmp_path / "results"), "--run-id", "run",
+                   "--", "-k", "all_reduce"],
+                  env={"NPROC": "2", "SUITE_INJECT_CORRUPTION": "all_reduce"})
+    # exit 6: wrong results (README "Exit statuses")
+    assert job.state == "FAILED" and job.exit_code == "6:0", (job.state, job.exit_code, job.output[-3000:])
+    assert "wrong element" in job.output
+    _, recs = _records(tmp_path)
+    assert recs and all(r["n_wrong"] >= 1 for r in recs)
