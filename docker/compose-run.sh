@@ -37,7 +37,7 @@ if [ "$NNODES" -gt "$declared" ]; then
     echo 'version: "2.4"'
     echo "services:"
     for ((i = declared; i < NNODES; i++)); do
-      printf '  node%d:\n    extends: {file: ../docker-compose.yml, service: node1}\n' "$i"
+      printf '  node%d:\n    extends: {file: %s, service: node1}\n' "$i" "$PWD/docker-compose.yml"
       printf '    hostname: node%d\n    environment: {NODE_RANK: "%d"}\n    networks: [simnet]\n' "$i" "$i"
     done
   } > build/compose.nodes.yml

@@ -10,7 +10,7 @@
 # wheel brings the CUDA libraries (several GB). Idempotent: wheels already there are kept.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DEST="${WHEELHOUSE:-wheelhouse}"
+DEST="${WHEELHOUSE_DIR:-wheelhouse}"
 PY="${PIP_PYTHON:-python3}"
 if [ -n "${1:-}" ]; then
   PYVER="$1"
@@ -23,7 +23,14 @@ ABI="cp${PYVER/./}"
 mkdir -p "$DEST"
 echo "wheelhouse: requirements.txt for CPython $PYVER ($(uname -m)) into $DEST/"
 t0=$(date +%s)
+# pip does not widen an explicit --platform to older glibc tags: list the ones a Debian 12 /
+# glibc >= 2.28 base can load (wheels are tagged manylinux2014 / _2_17 ... _2_28).
+arch=$(uname -m)
+platforms=()
+for p in manylinux_2_28 manylinux_2_27 manylinux_2_24 manylinux_2_17 manylinux2014; do
+  platforms+=(--platform "${p}_$arch")
+done
 "$PY" -m pip download --quiet --dest "$DEST" --only-binary=:all: \
-  --platform "manylinux_2_28_$(uname -m)" --python-version "$PYVER" --implementation cp --abi "$ABI" \
-  -r requirements.txt
+  "${platforms[@]}" --python-version "$PYVER" --implementation cp --abi "$ABI" \
+  -r requirements.txt 2> >(grep -v "^WARNING: Location '" >&2)
 echo "wheelhouse: $(ls "$DEST"/*.whl | wc -l) wheels, $(du -sh "$DEST" | cut -f1), $(( $(date +%s) - t0 )) s"

@@ -12,22 +12,25 @@ LINK_DELAY     ?=
 
 .PHONY: image wheelhouse base-image compose-up test-compose
 
-# $(PY) runs `pip download` for the wheelhouse (a fresh host's python3 may lack pip).
-image: venv
-	IMAGE=$(IMAGE) VARIANT=$(VARIANT) BASE_IMAGE=$(BASE_IMAGE) PIP_PYTHON=$(PY) docker/image.sh
+# PIP_PYTHON runs `pip download` for the wheelhouse: default the project's venv (a fresh host's
+# python3 may lack pip); tests pass their own interpreter.
+PIP_PYTHON     ?=
+
+image: $(if $(PIP_PYTHON),,venv)
+	IMAGE=$(IMAGE) VARIANT=$(VARIANT) BASE_IMAGE=$(BASE_IMAGE) PIP_PYTHON=$(or $(PIP_PYTHON),$(PY)) docker/image.sh
 
 base-image:
 	docker/build-base.sh
 
-wheelhouse: venv
-	PIP_PYTHON=$(PY) docker/wheelhouse.sh
+wheelhouse: $(if $(PIP_PYTHON),,venv)
+	PIP_PYTHON=$(or $(PIP_PYTHON),$(PY)) docker/wheelhouse.sh
 
 # Same knobs as bench-cpu (sizes, dtypes, iterations, K ...), applied to every node.
 compose-up:
 	IMAGE=$(IMAGE) NNODES=$(NNODES) NPROC_PER_NODE=$(NPROC_PER_NODE) EXPERIMENTS=$(EXPERIMENTS) \
 	  MIN_BYTES=$(MIN_BYTES) MAX_BYTES=$(MAX_BYTES) STEP_FACTOR=$(STEP_FACTOR) DTYPES=$(DTYPES) \
 	  REDOPS=$(REDOPS) ITERS=$(ITERS) WARMUP=$(WARMUP) TIMING=$(TIMING) PRECISION=$(PRECISION) \
-	  MAX_TIME_S=$(MAX_TIME_S) TIMEOUT_S=$(TIMEOUT_S) K="$(K)" PYTEST_ARGS="$(PYTEST_ARGS)" RUN_ID=$(RUN_ID) \
+	  MAX_TIME_S=$(MAX_TIME_S) TIMEOUT_S=$(TIMEOUT_S) HEARTBEAT_S=$(HEARTBEAT_S) K="$(K)" PYTEST_ARGS="$(PYTEST_ARGS)" RUN_ID=$(RUN_ID) \
 	  RESULTS_DIR=$(abspath $(RESULTS)) LINK_RATE=$(LINK_RATE) LINK_DELAY=$(LINK_DELAY) \
 	  docker/compose-run.sh
 

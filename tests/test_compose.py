@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -66,8 +67,8 @@ def image() -> str:
             pytest.fail(reason)
         pytest.skip(reason)
     t0 = time.monotonic()
-    r = subprocess.run(["make", "-s", "image", f"IMAGE={IMAGE}"], cwd=ROOT, capture_output=True, text=True,
-                       timeout=900)
+    r = subprocess.run(["make", "-s", "image", f"IMAGE={IMAGE}", f"PIP_PYTHON={sys.executable}"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, f"make image failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
     print(f"make image: {time.monotonic() - t0:.0f} s")
     return IMAGE
@@ -199,6 +200,7 @@ def test_shaped_link_sets_all_reduce_busbw(sim):
     assert p.returncode == 0, _out(p)[-5000:]
     run = sim.bench()
     ratio = _busbw_bps(_records(run)) / RATE_BPS
+    print(f"all_reduce 4 MiB busbw at 200 Mbit/s: {ratio:.3f} x the rate")
     assert 0.80 <= ratio <= 1.05, f"busbw is {ratio:.2f} x the 200 Mbit/s link"
     for host, info in run["machine_info"]["suite"]["hosts"].items():
         env = info["env"]
@@ -222,6 +224,7 @@ def test_shaped_link_cross_node_pairs_slower_than_intra_node(tmp_path, image):
             intra = [r["time_us"] for r in recs if r["size_bytes"] == big and not r["cross_node"]]
             assert cross and intra, "need both intra- and cross-node pairs (2 nodes x 2 ranks)"
             assert min(cross) > max(intra), f"cross-node {cross} us vs intra-node {intra} us"
+            print(f"p2p pair_matrix {big} B one-way: cross-node {sorted(cross)} us, intra-node {sorted(intra)} us")
             s.assert_clean()
         finally:
             s.cleanup()
@@ -243,6 +246,7 @@ def test_shaped_link_cross_node_pairs_slower_than_intra_node(tmp_path, image):
             s.cleanup()
     assert busbw["cross"] < 1.05 * RATE_BPS, busbw
     assert busbw["intra"] > 2 * busbw["cross"], busbw
+    print(f"2-rank all_reduce busbw (bit/s): {busbw}")
 
 
 def test_killed_node_fails_every_node_quickly(sim, tmp_path):
@@ -279,6 +283,7 @@ def test_killed_node_fails_every_node_quickly(sim, tmp_path):
     out = log.read_text()
     assert set(exited) == set(survivors), f"still running 90 s after the kill: {set(survivors) - set(exited)}"
     assert max(exited.values()) < 30, f"survivors took {exited} s to exit"
+    print(f"after docker kill node2: survivors exited after {exited} s")
     assert rc != 0, out[-3000:]
     for s in survivors:
         assert f"# {s}: exit 0" not in out, f"{s} exited 0 after losing a peer"
