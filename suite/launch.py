@@ -112,6 +112,21 @@ def _int_arg(value, env: str, default: int, name: str, minimum: int) -> int:
     return n
 
 
+def check_experiment_knobs(names: list[str]) -> None:
+    """Experiments with knobs of their own (DDP_*, MP_*, ...) define ``check_environment()``;
+    a bad value becomes a ConfigError here instead of a collection error on every rank."""
+    import importlib
+
+    for name in names:
+        check = getattr(importlib.import_module(f"experiments.{name}"), "check_environment", None)
+        if check is None:
+            continue
+        try:
+            check()
+        except ValueError as e:
+            raise ConfigError(f"experiment {name}: {e}") from None
+
+
 def layout(a: argparse.Namespace) -> dict:
     """Validated node/rank layout from arguments and the environment."""
     nproc = _int_arg(a.nproc, "NPROC_PER_NODE", 4, "NPROC", 1)
@@ -267,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         if unknown or not names:
             raise ConfigError(f"unknown experiment(s) {', '.join(unknown) or '(none)'}; "
                               f"choose from {', '.join(available_experiments())} or all")
+        check_experiment_knobs(names)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
