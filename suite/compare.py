@@ -39,7 +39,8 @@ MEASUREMENT_FIELDS = frozenset({
     "precision_reached", "hosts", "label",
 })
 # Suffixes of measured quantities that experiments add (ddp: samples_per_s, overlap_pct, ...).
-_MEASURED_SUFFIXES = ("_us", "_ms", "_s", "_gbps", "_pct", "_per_s", "_frac", "_fraction", "_ratio")
+_MEASURED_SUFFIXES = ("_us", "_ms", "_s", "_gbps", "_pct", "_per_s", "_frac", "_fraction", "_ratio", "memory_bytes",
+                      "_peak_bytes")
 
 DEFAULT_TOLERANCE = 0.05
 DEFAULT_ALPHA = 0.05
@@ -220,15 +221,17 @@ def compare_records(base: list[dict], new: list[dict], *, base_name: str = "base
 
 def format_comparison(c: Comparison, *, show: str = "all") -> str:
     """Text table of a comparison; ``show='changed'`` lists only cases not judged same."""
+    names = {r.key: describe_key(r.key) for r in c.cases}
+    w = min(90, max([len(n) for n in names.values()] + [4]))
     lines = [f"# compare: base={c.base_name}  new={c.new_name}  (ratio = new/base median time; >1 slower; "
              f"95% bootstrap CI; tolerance ±{c.tolerance:.0%}; Mann-Whitney p Holm-adjusted)",
-             f"#{'case':>58} {'base(us)':>10} {'new(us)':>10} {'ratio':>7} {'CI low':>7} {'CI high':>7}"
+             f"#{'case':<{w}} {'base(us)':>10} {'new(us)':>10} {'ratio':>7} {'CI low':>7} {'CI high':>7}"
              f" {'p_adj':>7}  verdict"]
     for r in c.cases:
         if show == "changed" and r.verdict == "same":
             continue
         mark = " *" if r in c.regressions else ""
-        lines.append(f" {describe_key(r.key)[-58:]:>58} {r.base_median_us:10.1f} {r.new_median_us:10.1f}"
+        lines.append(f" {names[r.key][:w]:<{w}} {r.base_median_us:10.1f} {r.new_median_us:10.1f}"
                      f" {r.ratio:7.3f} {r.ci_low:7.3f} {r.ci_high:7.3f} {r.p_adjusted:7.3g}  {r.verdict}{mark}")
     n = {v: sum(1 for r in c.cases if r.verdict == v) for v in ("slower", "faster", "same")}
     lines.append(f"# {len(c.cases)} matched case(s): {n['slower']} slower, {n['faster']} faster, {n['same']} same;"
