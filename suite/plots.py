@@ -18,16 +18,17 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from suite.fit import AlphaBeta, Link
+from suite.fit import AlphaBeta
 from suite.metrics import format_size
 
 DPI = 110
 
 
 def _png(fig: Figure) -> bytes:
+    # layouts are set per figure: bbox_inches="tight" would draw every figure twice
     FigureCanvasAgg(fig)
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=DPI)
     return buf.getvalue()
 
 
@@ -44,7 +45,7 @@ def sweep_plot(title: str, series: Sequence[tuple[str, list[dict]]], *,
                link_rate_gbps: float | None = None, link_rate_text: str = "") -> bytes:
     """Two panels, busbw and latency vs size (log-log), one line per series with its
     p05–p95 band; dashed: the series' α–β fit; dotted black: the ring model."""
-    fig = Figure(figsize=(11, 4.2))
+    fig = Figure(figsize=(11, 4.4))
     ax_bw, ax_t = fig.subplots(1, 2)
     fig.suptitle(title, fontsize=11)
     colors = [f"C{i % 10}" for i in range(len(series))]
@@ -91,9 +92,12 @@ def sweep_plot(title: str, series: Sequence[tuple[str, list[dict]]], *,
         if lab not in labels:
             handles.append(h)
             labels.append(lab)
+    rows = math.ceil(len(labels) / 4) if handles else 0
+    fig.set_size_inches(11, 4.4 + 0.18 * rows)
+    bottom = (0.62 + 0.17 * rows) / (4.4 + 0.18 * rows)  # inches kept for x labels and the legend
+    fig.subplots_adjust(left=0.07, right=0.99, top=0.86, bottom=bottom, wspace=0.22)
     if handles:
-        fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=7,
-                   bbox_to_anchor=(0.5, -0.02 - 0.035 * math.ceil(len(labels) / 4)))
+        fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=7, frameon=False)
     return _png(fig)
 
 
@@ -105,7 +109,7 @@ def pair_matrix_plot(title: str, recs: list[dict]) -> bytes:
         picks.append(("algbw_gbps", sizes[-1], "bandwidth (GB/s)"))
     ranks = sorted({int(r["src"]) for r in recs} | {int(r["dst"]) for r in recs})
     pos = {r: i for i, r in enumerate(ranks)}
-    fig = Figure(figsize=(5.2 * len(picks), 4.4))
+    fig = Figure(figsize=(5.2 * len(picks), 4.4), layout="tight")
     axes = fig.subplots(1, len(picks), squeeze=False)[0]
     fig.suptitle(title, fontsize=11)
     for ax, (fieldname, size, what) in zip(axes, picks):
@@ -127,9 +131,10 @@ def pair_matrix_plot(title: str, recs: list[dict]) -> bytes:
             for i in range(len(ranks)):
                 for j in range(len(ranks)):
                     if np.isfinite(m[i, j]):
-                        dark = (m[i, j] > mid) == (fieldname == "time_us")
+                        # viridis is dark at its low end; latency uses it reversed (high = dark)
+                        dark_cell = m[i, j] > mid if fieldname == "time_us" else m[i, j] <= mid
                         ax.text(j, i, f"{m[i, j]:.3g}", ha="center", va="center", fontsize=7,
-                                color="black" if dark else "white")
+                                color="white" if dark_cell else "black")
     return _png(fig)
 
 
@@ -137,7 +142,7 @@ def bar_plot(title: str, labels: Sequence[str], panels: Sequence[tuple[str, Sequ
                                                                        Sequence[tuple[float, float]] | None]]) -> bytes:
     """One horizontal bar chart per panel (name, values, optional (low, high) error ranges)."""
     n = len(labels)
-    fig = Figure(figsize=(5.0 * len(panels), max(2.2, 0.32 * n + 1.2)))
+    fig = Figure(figsize=(min(16.0, 4.2 * len(panels)), max(2.2, 0.32 * n + 1.2)), layout="tight")
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     fig.suptitle(title, fontsize=11)
     y = np.arange(n)

@@ -334,10 +334,19 @@ def build_report(run: dict, run_name: str = "") -> Report:
 
     recs = results.records(run)
     link_rate = configured_link_rate(run.get("machine_info") or {})
+    # Sweeps and pair matrices are per world size; single-size groups (e.g. DDP scaling)
+    # keep every world size in one chart, so that scaling reads off one figure.
+    per_world: dict = {}
+    for r in recs:
+        k = (r["experiment"], _group_key(r), r["backend"], r["device"])
+        if "src" in r and "dst" in r or r["size_bytes"] > 0:
+            per_world.setdefault(k, set()).add(r["size_bytes"])
     by_exp: OrderedDict = OrderedDict()
     for r in recs:
+        k = (r["experiment"], _group_key(r), r["backend"], r["device"])
+        split = ("src" in r and "dst" in r) or len(per_world.get(k, ())) >= 2
         by_exp.setdefault(r["experiment"], OrderedDict()).setdefault(
-            (_group_key(r), r["backend"], r["device"], r["world_size"]), []).append(r)
+            (_group_key(r), r["backend"], r["device"], r["world_size"] if split else None), []).append(r)
     if "collectives" in by_exp:  # collectives first, always
         by_exp.move_to_end("collectives", last=False)
 
@@ -371,7 +380,8 @@ def build_report(run: dict, run_name: str = "") -> Report:
         sec = Section(title=f"{exp}", anchor=_slug(exp))
         fmt = _formatter(exp)
         for (gk, backend, device, n), rs in groups.items():
-            title = f"{exp}: {gk} ({backend}, {device}, {n} ranks)"
+            worlds = sorted({r["world_size"] for r in rs})
+            title = f"{exp}: {gk} ({backend}, {device}, {'/'.join(map(str, worlds))} ranks)"
             op = rs[0]["op"]
             if "src" in rs[0] and "dst" in rs[0]:
                 sec.plots.append(Plot(name=plot_name(exp, gk, backend, device, n, "pairs"), title=title,
@@ -403,12 +413,13 @@ def build_report(run: dict, run_name: str = "") -> Report:
                                            ring_ratio=float(tmax / rt) if rt else None,
                                            rate_ratio=(link_beta / link_rate[1]) if (link_beta and link_rate) else None))
             else:
-                labels = [label_of(r, varying_fields(rs)) for r in rs]
+                fields = varying_fields(rs) + (["world_size"] if len(worlds) > 1 else [])
+                labels = [label_of(r, fields) for r in rs]
                 panels = [("time (µs), p05–p95", [r["time_us"] for r in rs],
                            [(r.get("p05_us", r["time_us"]), r.get("p95_us", r["time_us"])) for r in rs])]
                 for k in _extra_numeric_fields(rs)[:3]:
                     panels.append((k, [r.get(k) for r in rs], None))
-                sec.plots.append(Plot(name=plot_name(exp, gk, backend, device, n), title=title,
+                sec.plots.append(Plot(name=plot_name(exp, gk, backend, device, *worlds), title=title,
                                       png=plots.bar_plot(title, labels, panels)))
             if fmt is None and exp != "collectives":
                 sec.grids.append(_grid(title, rs))
@@ -427,7 +438,7 @@ def _fmt(v) -> str:
 
 def _grid(title: str, rs: list[dict]) -> tuple[list[str], list[list[str]]]:
     """An HTML table of a generic group: varying identity fields, the shared measurements, added numbers."""
-    ident = varying_fields(rs)
+    ident = varying_fields(rs) + (["world_size"] if len({r["world_size"] for r in rs}) > 1 else [])
     extra = _extra_numeric_fields(rs)
     cols = ident + ["size_bytes", "time_us", "p05_us", "p95_us", "algbw_gbps", "busbw_gbps", "n_wrong"] + extra
     return [title] + cols, [[""] + [_fmt(r.get(c, "")) for c in cols] for r in rs]

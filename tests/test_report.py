@@ -13,7 +13,6 @@ import csv
 import io
 import json
 import math
-import os
 import re
 import shutil
 import subprocess
