@@ -142,7 +142,7 @@ def bar_plot(title: str, labels: Sequence[str], panels: Sequence[tuple[str, Sequ
                                                                        Sequence[tuple[float, float]] | None]]) -> bytes:
     """One horizontal bar chart per panel (name, values, optional (low, high) error ranges)."""
     n = len(labels)
-    fig = Figure(figsize=(min(16.0, 4.2 * len(panels)), max(2.2, 0.32 * n + 1.2)), layout="tight")
+    fig = Figure(figsize=(min(16.0, 2.5 + 4.0 * len(panels)), max(2.2, 0.32 * n + 1.2)), layout="tight")
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     fig.suptitle(title, fontsize=11)
     y = np.arange(n)

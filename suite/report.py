@@ -131,21 +131,49 @@ _NICE_ORDER = ("variant", "function", "dtype", "redop", "in_place", "root", "tim
 
 
 def _group_key(r: dict) -> str:
-    return str(r.get("table") or r.get("variant") or r["op"])
+    return str(r.get("table") or r.get("pattern") or r.get("variant") or r["op"])
+
+
+def _pair(r: dict) -> bool:
+    """A record of one ordered rank pair (src and dst are real ranks, not -1 placeholders)."""
+    try:
+        return int(r["src"]) >= 0 and int(r["dst"]) >= 0
+    except (KeyError, TypeError, ValueError):
+        return False
+
+
+def is_pair_matrix(recs: list[dict]) -> bool:
+    """Records that form a src x dst matrix (several sources and several destinations)."""
+    pairs = [r for r in recs if _pair(r)]
+    return len(pairs) == len(recs) and len({r["src"] for r in pairs}) > 1 and len({r["dst"] for r in pairs}) > 1
 
 
 def varying_fields(recs: list[dict]) -> list[str]:
-    """Identity fields (suite.compare.case_key) whose value differs between records, in a stable order."""
+    """Identity fields (suite.compare.case_key) whose value differs between records, in a stable
+    order, leaving out those that only follow the size (e.g. a micro-batch count that sets the
+    size): they would split one curve into one-point series."""
     values: OrderedDict = OrderedDict()
+    per_size: dict = {}
     for r in recs:
         for k, v in case_key(r):
             if k not in _SERIES_SKIP:
                 values.setdefault(k, set()).add(repr(v))
-    fields = [k for k, vs in values.items() if len(vs) > 1]
+                per_size.setdefault(k, {}).setdefault(r["size_bytes"], set()).add(repr(v))
+    n_sizes = len({r["size_bytes"] for r in recs})
+    fields = [k for k, vs in values.items() if len(vs) > 1
+              and not (n_sizes > 1 and all(len(x) == 1 for x in per_size[k].values()))]
+    # Free-text descriptions vary with the case but make poor legends: keep them only if
+    # nothing else tells the series apart.
+    prose = {k for k in fields if any(isinstance(r.get(k), str) and " " in r[k] and len(r[k]) > 24 for r in recs)}
+    if len(fields) > len(prose) and prose:
+        keep = [k for k in fields if k not in prose]
+        if len({tuple(repr(r.get(k)) for k in keep) for r in recs}) == len({tuple(repr(r.get(k)) for k in fields)
+                                                                              for r in recs}):
+            fields = keep
     return sorted(fields, key=lambda k: (_NICE_ORDER.index(k) if k in _NICE_ORDER else len(_NICE_ORDER), k))
 
 
-def label_of(r: dict, fields: list[str]) -> str:
+def label_of(r: dict, fields: list[str], width: int = 48) -> str:
     parts = []
     for k in fields:
         v = r.get(k)
@@ -155,27 +183,32 @@ def label_of(r: dict, fields: list[str]) -> str:
             parts.append(str(v))
         else:
             parts.append(f"{k}={v}")
-    return " ".join(parts) or str(r.get("variant") or r["op"])
+    text = " ".join(parts) or str(r.get("variant") or r["op"])
+    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 def _series(recs: list[dict], fields: list[str]) -> OrderedDict:
+    full = [label_of(r, fields, width=10 ** 6) for r in recs]
+    short = [label_of(r, fields) for r in recs]
+    names = short if len(set(short)) == len(set(full)) else full  # never merge series by truncation
     out: OrderedDict = OrderedDict()
-    for r in recs:
-        out.setdefault(label_of(r, fields), []).append(r)
+    for name, r in zip(names, recs):
+        out.setdefault(name, []).append(r)
     return out
 
 
-def _extra_numeric_fields(recs: list[dict]) -> list[str]:
-    """Numeric fields an experiment adds beyond the shared schema (samples_per_s, efficiency, ...)."""
+def _extra_numeric_fields(recs: list[dict], varying_only: bool = False) -> list[str]:
+    """Measured numbers an experiment adds beyond the shared schema (samples_per_s, efficiency, ...):
+    float fields, and int fields with a unit suffix of a rate, share or time."""
     seen: OrderedDict = OrderedDict()
     for r in recs:
         for k, v in r.items():
             if k in MEASUREMENT_FIELDS or k in results.REQUIRED_FIELDS or k in ("src", "dst", "peer", "root"):
                 continue
             if isinstance(v, (int, float)) and not isinstance(v, bool) and (isinstance(v, float) or k.endswith(
-                    ("_per_s", "_pct", "_bytes", "_us", "_ms", "_s"))):
-                seen.setdefault(k, None)
-    return list(seen)
+                    ("_per_s", "_pct", "_us", "_ms", "_s"))):
+                seen.setdefault(k, set()).add(v)
+    return [k for k, vs in seen.items() if not varying_only or len(vs) > 1]
 
 
 # --- the report model ------------------------------------------------------------------------------
@@ -304,10 +337,18 @@ def _links(recs: list[dict], fits_by_group: dict) -> dict:
     out = {}
     p2p: dict = {}
     for r in recs:
-        if "src" in r and "dst" in r:
+        if _pair(r) and r["op"] == "send_recv" and r["size_bytes"] > 0:
             p2p.setdefault((r["backend"], r["device"], r["world_size"]), []).append(r)
     for key, rs in p2p.items():
-        fs = [f for s in _series(rs, varying_fields(rs)).values() if (f := _fit_series(s)) and math.isfinite(f.beta_gbps)]
+        # ping-pong / pair-matrix records time one message on one link; prefer them
+        direct = [r for r in rs if any(w in str(r.get(f, "")).lower() for f in ("table", "pattern", "variant")
+                                       for w in ("ping", "pair"))]
+        rs = direct or rs
+        groups: OrderedDict = OrderedDict()
+        for r in rs:
+            groups.setdefault(_group_key(r), []).append(r)
+        fs = [f for g in groups.values() for s in _series(g, varying_fields(g)).values()
+              if (f := _fit_series(s)) and math.isfinite(f.beta_gbps)]
         if fs:
             out[key] = Link(alpha_us=statistics.median(f.alpha_us for f in fs),
                             beta_gbps=statistics.median(f.beta_gbps for f in fs),
@@ -339,12 +380,13 @@ def build_report(run: dict, run_name: str = "") -> Report:
     per_world: dict = {}
     for r in recs:
         k = (r["experiment"], _group_key(r), r["backend"], r["device"])
-        if "src" in r and "dst" in r or r["size_bytes"] > 0:
-            per_world.setdefault(k, set()).add(r["size_bytes"])
+        per_world.setdefault(k, []).append(r)
+    split_of = {k: is_pair_matrix(rs) or len({r["size_bytes"] for r in rs if r["size_bytes"] > 0}) >= 2
+                for k, rs in per_world.items()}
     by_exp: OrderedDict = OrderedDict()
     for r in recs:
         k = (r["experiment"], _group_key(r), r["backend"], r["device"])
-        split = ("src" in r and "dst" in r) or len(per_world.get(k, ())) >= 2
+        split = split_of[k]
         by_exp.setdefault(r["experiment"], OrderedDict()).setdefault(
             (_group_key(r), r["backend"], r["device"], r["world_size"] if split else None), []).append(r)
     if "collectives" in by_exp:  # collectives first, always
@@ -355,7 +397,7 @@ def build_report(run: dict, run_name: str = "") -> Report:
     sweep_series: dict = {}
     for exp, groups in by_exp.items():
         for (gk, backend, device, n), rs in groups.items():
-            if "src" in rs[0] and "dst" in rs[0]:
+            if is_pair_matrix(rs):
                 continue
             if len({r["size_bytes"] for r in rs if r["size_bytes"] > 0}) < 2:
                 continue
@@ -383,7 +425,7 @@ def build_report(run: dict, run_name: str = "") -> Report:
             worlds = sorted({r["world_size"] for r in rs})
             title = f"{exp}: {gk} ({backend}, {device}, {'/'.join(map(str, worlds))} ranks)"
             op = rs[0]["op"]
-            if "src" in rs[0] and "dst" in rs[0]:
+            if is_pair_matrix(rs):
                 sec.plots.append(Plot(name=plot_name(exp, gk, backend, device, n, "pairs"), title=title,
                                       png=plots.pair_matrix_plot(title, rs)))
             elif (exp, gk, backend, device, n) in sweep_series:
@@ -417,7 +459,7 @@ def build_report(run: dict, run_name: str = "") -> Report:
                 labels = [label_of(r, fields) for r in rs]
                 panels = [("time (µs), p05–p95", [r["time_us"] for r in rs],
                            [(r.get("p05_us", r["time_us"]), r.get("p95_us", r["time_us"])) for r in rs])]
-                for k in _extra_numeric_fields(rs)[:3]:
+                for k in _extra_numeric_fields(rs, varying_only=True)[:3]:
                     panels.append((k, [r.get(k) for r in rs], None))
                 sec.plots.append(Plot(name=plot_name(exp, gk, backend, device, *worlds), title=title,
                                       png=plots.bar_plot(title, labels, panels)))

@@ -220,6 +220,11 @@ def mixed_report():
                     extra.append(dict(tmpl, experiment="p2p", op="send_recv", variant="ping_pong", src=src, dst=dst,
                                       world_size=3, size_bytes=size, time_us=t, p05_us=t * 0.9, p95_us=t * 1.2,
                                       algbw_gbps=size / t / 1e3, busbw_gbps=size / t / 1e3, samples_us=[t] * 5))
+    for m in (1, 2, 4):  # a pipeline: the micro-batch count sets the size, one curve
+        t = 100.0 * m
+        extra.append(dict(tmpl, experiment="p2p", op="send_recv", variant="send_recv", pattern="pipeline", src=-1,
+                          dst=-1, world_size=3, size_bytes=m * 4096, microbatches=m, time_us=t, samples_us=[t] * 5,
+                          iteration=f"{m} micro-batch(es) through 3 stages"))
     for ws in (1, 2):
         extra.append(dict(tmpl, experiment="ddp", op="train_step", variant="ddp", table="scaling", world_size=ws,
                           size_bytes=0, time_us=1000.0 * ws, samples_per_s=64.0 * ws * 0.9,
@@ -253,7 +258,8 @@ def test_report_covers_other_experiments_generically(mixed_report):
     titles = [s.title for s in rep.sections]
     assert titles[0] == "collectives" and {"p2p", "ddp"} <= set(titles)
     p2p = next(s for s in rep.sections if s.title == "p2p")
-    assert [p.name for p in p2p.plots] == ["p2p-ping-pong-gloo-cpu-3-pairs"]
+    assert [p.name for p in p2p.plots] == ["p2p-ping-pong-gloo-cpu-3-pairs", "p2p-pipeline-gloo-cpu-3"]
+    assert [f.series for f in rep.fits if f.experiment == "p2p"] == ["pipeline send_recv"]  # not one per M
     assert ("gloo", "cpu", 3) in rep.links and "point-to-point" in rep.links[("gloo", "cpu", 3)].source
     ddp = next(s for s in rep.sections if s.title == "ddp")
     assert ddp.plots and any("samples_per_s" in head and "overlap_pct" in head for head, _ in ddp.grids)
