@@ -126,8 +126,8 @@ def format_tables(recs: list[dict]) -> str:
 
 # --- grouping: what the HTML/Markdown report keys on --------------------------------------------
 
-_SERIES_SKIP = {"experiment", "size_bytes", "count", "backend", "device", "world_size", "table", "op"}
-_NICE_ORDER = ("variant", "function", "dtype", "redop", "in_place", "root", "timing_mode")
+_SERIES_SKIP = {"experiment", "size_bytes", "count", "backend", "device", "world_size", "table"}
+_NICE_ORDER = ("variant", "op", "function", "dtype", "redop", "in_place", "root", "timing_mode")
 
 
 def _group_key(r: dict) -> str:
@@ -170,7 +170,17 @@ def varying_fields(recs: list[dict]) -> list[str]:
         if len({tuple(repr(r.get(k)) for k in keep) for r in recs}) == len({tuple(repr(r.get(k)) for k in fields)
                                                                               for r in recs}):
             fields = keep
-    return sorted(fields, key=lambda k: (_NICE_ORDER.index(k) if k in _NICE_ORDER else len(_NICE_ORDER), k))
+    fields = sorted(fields, key=lambda k: (_NICE_ORDER.index(k) if k in _NICE_ORDER else len(_NICE_ORDER), k))
+    # the fewest fields that still tell every series apart (variant alone often does)
+    target = len({tuple(repr(r.get(k)) for k in fields) for r in recs})
+    chosen: list[str] = []
+    for k in fields:
+        if len({tuple(repr(r.get(c)) for c in chosen) for r in recs}) == target:
+            break
+        if len({tuple(repr(r.get(c)) for c in chosen + [k]) for r in recs}) > \
+                len({tuple(repr(r.get(c)) for c in chosen) for r in recs}):
+            chosen.append(k)
+    return chosen
 
 
 def label_of(r: dict, fields: list[str], width: int = 48) -> str:
@@ -179,7 +189,7 @@ def label_of(r: dict, fields: list[str], width: int = 48) -> str:
         v = r.get(k)
         if k == "in_place":
             parts.append("in-place" if v else "out-of-place")
-        elif k in ("variant", "function", "dtype", "redop"):
+        elif k in ("variant", "op", "function", "dtype", "redop"):
             parts.append(str(v))
         else:
             parts.append(f"{k}={v}")
@@ -208,7 +218,10 @@ def _extra_numeric_fields(recs: list[dict], varying_only: bool = False) -> list[
             if isinstance(v, (int, float)) and not isinstance(v, bool) and (isinstance(v, float) or k.endswith(
                     ("_per_s", "_pct", "_us", "_ms", "_s"))):
                 seen.setdefault(k, set()).add(v)
-    return [k for k, vs in seen.items() if not varying_only or len(vs) > 1]
+    fields = [k for k, vs in seen.items() if not varying_only or len(vs) > 1]
+    # headline numbers first: rates, efficiency, overlap, speed-up
+    first = ("_per_s", "efficiency", "overlap_pct", "speedup", "speed_up", "bubble")
+    return sorted(fields, key=lambda k: (not any(w in k for w in first), fields.index(k)))
 
 
 # --- the report model ------------------------------------------------------------------------------
@@ -315,6 +328,15 @@ def environment_summary(run: dict) -> list[tuple[str, str]]:
     return rows
 
 
+def _is_sweep(recs: list[dict]) -> bool:
+    """Some series of the group (per world size) was measured at two or more sizes."""
+    by_world: dict = {}
+    for r in recs:
+        by_world.setdefault(r["world_size"], []).append(r)
+    return any(len({r["size_bytes"] for r in s if r["size_bytes"] > 0}) >= 2
+               for rs in by_world.values() for s in _series(rs, varying_fields(rs)).values())
+
+
 def _fit_series(recs: list[dict]):
     from suite.fit import fit_alpha_beta
 
@@ -354,8 +376,11 @@ def _links(recs: list[dict], fits_by_group: dict) -> dict:
                             beta_gbps=statistics.median(f.beta_gbps for f in fs),
                             source=f"median of {len(fs)} point-to-point fit(s)")
     implied: dict = {}
-    for (exp, op, backend, device, n), series_fits in fits_by_group.items():
-        for f in series_fits.values():
+    # the collectives experiment runs the library's own algorithms; other experiments' sweeps
+    # (hand-made algorithms, training steps) speak for the link only when it is absent
+    prefer = [k for k in fits_by_group if k[0] == "collectives"] or list(fits_by_group)
+    for (exp, gk, backend, device, n) in prefer:
+        for op, f in fits_by_group[(exp, gk, backend, device, n)].values():
             if f is not None and math.isfinite(f.beta_gbps) and f.beta_gbps > 0:
                 link = implied_link(op, n, f)
                 if link is not None:
@@ -364,7 +389,7 @@ def _links(recs: list[dict], fits_by_group: dict) -> dict:
         if key not in out:
             out[key] = Link(alpha_us=statistics.median(x.alpha_us for x in ls),
                             beta_gbps=statistics.median(x.beta_gbps for x in ls),
-                            source=f"median of {len(ls)} collective fit(s) mapped through the ring model")
+                            source=f"median of {len(ls)} fit(s) mapped through the ring model")
     return out
 
 
@@ -381,8 +406,7 @@ def build_report(run: dict, run_name: str = "") -> Report:
     for r in recs:
         k = (r["experiment"], _group_key(r), r["backend"], r["device"])
         per_world.setdefault(k, []).append(r)
-    split_of = {k: is_pair_matrix(rs) or len({r["size_bytes"] for r in rs if r["size_bytes"] > 0}) >= 2
-                for k, rs in per_world.items()}
+    split_of = {k: is_pair_matrix(rs) or _is_sweep(rs) for k, rs in per_world.items()}
     by_exp: OrderedDict = OrderedDict()
     for r in recs:
         k = (r["experiment"], _group_key(r), r["backend"], r["device"])
@@ -399,12 +423,12 @@ def build_report(run: dict, run_name: str = "") -> Report:
         for (gk, backend, device, n), rs in groups.items():
             if is_pair_matrix(rs):
                 continue
-            if len({r["size_bytes"] for r in rs if r["size_bytes"] > 0}) < 2:
+            if not _is_sweep(rs):
                 continue
             ser = _series(rs, varying_fields(rs))
             sweep_series[(exp, gk, backend, device, n)] = ser
-            fits_by_group[(exp, rs[0]["op"], backend, device, n, gk)] = {lab: _fit_series(s) for lab, s in ser.items()}
-    links = _links(recs, {k[:5]: v for k, v in fits_by_group.items()})
+            fits_by_group[(exp, gk, backend, device, n)] = {lab: (s[0]["op"], _fit_series(s)) for lab, s in ser.items()}
+    links = _links(recs, fits_by_group)
 
     fit_rows: list[FitRow] = []
     sections: list[Section] = []
@@ -424,17 +448,19 @@ def build_report(run: dict, run_name: str = "") -> Report:
         for (gk, backend, device, n), rs in groups.items():
             worlds = sorted({r["world_size"] for r in rs})
             title = f"{exp}: {gk} ({backend}, {device}, {'/'.join(map(str, worlds))} ranks)"
-            op = rs[0]["op"]
+            ops = {r["op"] for r in rs}
+            op = rs[0]["op"] if len(ops) == 1 else None  # one op: the ring model is drawn with it
             if is_pair_matrix(rs):
                 sec.plots.append(Plot(name=plot_name(exp, gk, backend, device, n, "pairs"), title=title,
                                       png=plots.pair_matrix_plot(title, rs)))
             elif (exp, gk, backend, device, n) in sweep_series:
                 ser = sweep_series[(exp, gk, backend, device, n)]
-                fits = {k: v for k, v in fits_by_group[(exp, op, backend, device, n, gk)].items() if v is not None}
+                op_fits = {k: v for k, v in fits_by_group[(exp, gk, backend, device, n)].items() if v[1] is not None}
+                fits = {k: f for k, (_, f) in op_fits.items()}
                 link = links.get((backend, device, n))
                 ring = None
                 ring_label = "ring model"
-                if link is not None and ring_coefficients(op, n) is not None:
+                if link is not None and op is not None and ring_coefficients(op, n) is not None:
                     ring = (lambda xs, op=op, n=n, link=link: ring_time_us(op, n, link, xs))
                     ring_label = f"ring model ({link.alpha_us:.3g} µs, {link.beta_gbps:.3g} GB/s per link)"
                 sec.plots.append(Plot(name=plot_name(exp, gk, backend, device, n), title=title,
@@ -442,14 +468,14 @@ def build_report(run: dict, run_name: str = "") -> Report:
                                                            ring_label=ring_label,
                                                            link_rate_gbps=link_rate[1] if link_rate else None,
                                                            link_rate_text=link_rate[0] if link_rate else "")))
-                for lab, f in fits.items():
+                for lab, (sop, f) in op_fits.items():
                     srecs = [r for r in ser[lab] if r["size_bytes"] > 0]
                     smax = max(r["size_bytes"] for r in srecs)
                     tmax = next(r["time_us"] for r in srecs if r["size_bytes"] == smax)
-                    c = ring_coefficients(op, n)
+                    c = ring_coefficients(sop, n)
                     link_beta = f.beta_gbps * c[1] if c and math.isfinite(f.beta_gbps) else None
-                    rt = ring_time_us(op, n, link, smax) if link is not None and c else None
-                    fit_rows.append(FitRow(experiment=exp, op=op, series=f"{gk} {lab}" if lab != gk else gk,
+                    rt = ring_time_us(sop, n, link, smax) if link is not None and c else None
+                    fit_rows.append(FitRow(experiment=exp, op=sop, series=f"{gk} {lab}" if lab != gk else gk,
                                            backend=backend, device=device, world_size=n, fit=f,
                                            link_beta_gbps=link_beta,
                                            ring_ratio=float(tmax / rt) if rt else None,
@@ -459,7 +485,7 @@ def build_report(run: dict, run_name: str = "") -> Report:
                 labels = [label_of(r, fields) for r in rs]
                 panels = [("time (µs), p05–p95", [r["time_us"] for r in rs],
                            [(r.get("p05_us", r["time_us"]), r.get("p95_us", r["time_us"])) for r in rs])]
-                for k in _extra_numeric_fields(rs, varying_only=True)[:3]:
+                for k in _extra_numeric_fields(rs, varying_only=True)[:4]:
                     panels.append((k, [r.get(k) for r in rs], None))
                 sec.plots.append(Plot(name=plot_name(exp, gk, backend, device, *worlds), title=title,
                                       png=plots.bar_plot(title, labels, panels)))

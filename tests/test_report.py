@@ -239,7 +239,7 @@ def test_report_fits_and_ring_model(mixed_report):
     _, rep, page = mixed_report
     ops = {(f.op, f.world_size) for f in rep.fits}
     assert {("all_reduce", 2), ("all_gather", 2)} <= ops
-    assert ("gloo", "cpu", 2) in rep.links and "collective" in rep.links[("gloo", "cpu", 2)].source
+    assert ("gloo", "cpu", 2) in rep.links and "ring model" in rep.links[("gloo", "cpu", 2)].source
     # 3 ranks: the reference link comes from the p2p pairs (median: 4 links of 1 GB/s, 2 of 0.5)
     link = rep.links[("gloo", "cpu", 3)]
     assert "point-to-point" in link.source
