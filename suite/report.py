@@ -742,7 +742,7 @@ def main(argv: list[str] | None = None) -> int:
         argv = ["tables", *argv]  # `python -m suite.report RUN` prints the tables, as before
     ap = argparse.ArgumentParser(prog="python -m suite.report", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog=__doc__.split("\n\n")[1])
+                                 epilog="\n\n".join(__doc__.split("\n\n")[1:3]))
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("tables", help="print nccl-tests-style tables")
     p.add_argument("run", help="results directory (e.g. results/latest) or bench.json")

@@ -82,6 +82,8 @@ def test_fit_exact_and_degenerate_cases():
     assert (f.alpha_us, f.beta_gbps, f.r2) == (pytest.approx(10.0), pytest.approx(4.0), pytest.approx(1.0))
     flat = fit.fit_alpha_beta(sizes, [51.0, 50.5, 50.0, 49.5])  # time falls with size: no bandwidth term
     assert math.isinf(flat.beta_gbps) and flat.alpha_us == pytest.approx(50.0, rel=0.03)
+    bw = fit.fit_alpha_beta(sizes, sizes / 4e3 * np.array([0.9, 1.0, 1.0, 1.0]))  # unclamped α would be < 0
+    assert bw.alpha_us == 0.0 and bw.beta_gbps == pytest.approx(4.0, rel=0.05)
     assert fit.fit_alpha_beta([1024, 1024], [5.0, 6.0]) is None  # one size: nothing to fit
 
 
