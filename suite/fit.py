@@ -22,6 +22,9 @@ links of latency α and bandwidth β:
     broadcast, reduce     (n-1)·α  +  S/β             (pipelined chain)
     send_recv             α + S/β
 
+(all_to_all is a pairwise exchange and gather/scatter a linear one rather than a
+ring, with the same step count and volume; "ring model" below covers them too.)
+
 The bandwidth coefficient is exactly nccl-tests' busbw factor
 (suite.metrics), so β of the *link* implied by an op's fit equals the op's
 asymptotic busbw. ``RING_LATENCY_STEPS`` holds the α coefficient.
