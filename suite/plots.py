@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from suite.fit import AlphaBeta
 from suite.metrics import format_size
@@ -158,4 +158,36 @@ def bar_plot(title: str, labels: Sequence[str], panels: Sequence[tuple[str, Sequ
         ax.invert_yaxis()
         ax.set_xlabel(name)
         ax.grid(True, axis="x", alpha=0.3)
+    return _png(fig)
+
+
+def ratio_grid(title: str, panels: Sequence[tuple[str, list[tuple[int, float, float, float, str]]]],
+               tolerance: float) -> bytes:
+    """Comparison of two runs: per group, new/base time ratio vs size with its CI; red =
+    slower, green = faster, grey = same; the band is 1 ± tolerance."""
+    colors = {"slower": "tab:red", "faster": "tab:green", "same": "0.45"}
+    cols = min(3, max(1, len(panels)))
+    rows = math.ceil(len(panels) / cols)
+    fig = Figure(figsize=(4.2 * cols, 2.9 * rows + 0.6), layout="tight")
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    fig.suptitle(title, fontsize=11)
+    for ax, (name, pts) in zip(axes, panels):
+        sizes = [max(p[0], 1) for p in pts]
+        ax.axhspan(1 - tolerance, 1 + tolerance, color="0.85", alpha=0.6, lw=0)
+        ax.axhline(1.0, color="0.3", lw=0.8)
+        for (s, ratio, lo, hi, verdict), x in zip(pts, sizes):
+            ax.errorbar([x], [ratio], yerr=[[max(0.0, ratio - lo)], [max(0.0, hi - ratio)]], fmt="o", ms=3,
+                        color=colors.get(verdict, "0.45"), capsize=2, lw=1)
+        if len(set(sizes)) > 1:
+            _size_axis(ax)
+        else:
+            ax.set_xticks([sizes[0]], [format_size(int(pts[0][0])) + "B"])
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.set_title(name, fontsize=8)
+        ax.set_ylabel("new / base time", fontsize=8)
+        ax.tick_params(labelsize=7)
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
     return _png(fig)

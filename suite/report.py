@@ -712,6 +712,43 @@ def _cmd_csv(args) -> int:
     return 0
 
 
+def write_comparison(c, out_dir: str | os.PathLike, stem: str = "compare") -> Path:
+    """``<stem>.html`` (self-contained) and ``<stem>.png`` of a comparison: per group, the
+    new/base ratio vs size with its CI, and the table of cases."""
+    from suite import plots
+    from suite.compare import describe_key
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    groups: OrderedDict = OrderedDict()
+    for r in c.cases:
+        d = dict(r.key)
+        name = f"{d.get('experiment')}: {_group_key(d) if 'op' in d else '?'} ({d.get('backend')}, " \
+               f"{d.get('device')}, {d.get('world_size')} ranks)"
+        groups.setdefault(name, []).append((int(d.get("size_bytes") or 0), r.ratio, r.ci_low, r.ci_high, r.verdict))
+    png = plots.ratio_grid(f"{c.new_name} vs {c.base_name}: {c.overall} (geometric mean {c.geomean_ratio:.3f})",
+                           list(groups.items()), c.tolerance)
+    (out / f"{stem}.png").write_bytes(png)
+    e = html.escape
+    rows = [[describe_key(r.key), f"{r.base_median_us:.1f}", f"{r.new_median_us:.1f}", f"{r.ratio:.3f}",
+             f"[{r.ci_low:.3f}, {r.ci_high:.3f}]", f"{r.p_adjusted:.3g}",
+             r.verdict + (" (significant)" if r in c.regressions else "")] for r in c.cases]
+    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>compare</title><style>{_CSS}</style>"
+            f"<script>{_CHECK_JS}</script></head><body><h1>Comparison</h1>"
+            f"<p>base: {e(c.base_name)}<br>new: {e(c.new_name)}</p><pre>{e(format_comparison_summary(c))}</pre>"
+            f"<img alt='{stem}' src='data:image/png;base64,{base64.b64encode(png).decode()}'>"
+            + _html_table(["case", "base (µs)", "new (µs)", "ratio", "95% CI", "p (Holm)", "verdict"], rows)
+            + "<p id='imgcheck'></p></body></html>")
+    (out / f"{stem}.html").write_text(page)
+    return out / f"{stem}.html"
+
+
+def format_comparison_summary(c) -> str:
+    from suite.compare import format_comparison
+
+    return "\n".join(ln for ln in format_comparison(c).splitlines() if ln.startswith("# ") and "case" not in ln[:8])
+
+
 def _cmd_compare(args) -> int:
     from suite.compare import compare_records, format_comparison
 
@@ -729,6 +766,9 @@ def _cmd_compare(args) -> int:
             print(f"error: {args.base} and {new_path} have no case in common", file=sys.stderr)
             return 2
         sys.stdout.write(format_comparison(c, show=args.show))
+        if args.out:
+            stem = "compare" if len(args.new) == 1 else f"compare-{args.new.index(new_path) + 1}"
+            print(f"comparison report: {write_comparison(c, args.out, stem)}")
         failed |= c.failed
     return 1 if failed else 0
 
@@ -761,6 +801,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tolerance", type=float, default=0.05, help="practical margin, fraction (default 0.05)")
     p.add_argument("--alpha", type=float, default=0.05, help="family-wise significance level (default 0.05)")
     p.add_argument("--show", choices=("all", "changed"), default="all", help="which cases to list")
+    p.add_argument("--out", default=None, help="also write DIR/compare.html and compare.png")
     p.set_defaults(fn=_cmd_compare)
     args = ap.parse_args(argv)
     return args.fn(args)

@@ -145,7 +145,9 @@ def test_compare_flags_planted_20pct_slowdown_not_1pct_noise(tmp_path):
 
     # the CLI gate: exit 1 on the regression, 0 on noise, 2 on unreadable input
     b, s, n = _save(base, tmp_path / "base"), _save(slow, tmp_path / "slow"), _save(noise, tmp_path / "noise")
-    assert report.main(["compare", str(b), str(s)]) == 1
+    assert report.main(["compare", str(b), str(s), "--out", str(tmp_path / "cmp")]) == 1
+    assert (tmp_path / "cmp" / "compare.png").read_bytes().startswith(PNG_MAGIC)
+    assert "-&gt; slower" in (tmp_path / "cmp" / "compare.html").read_text()
     assert report.main(["compare", str(b), str(n)]) == 0
     assert report.main(["compare", str(b), str(tmp_path / "missing")]) == 2
 
