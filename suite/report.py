@@ -36,6 +36,7 @@ from pathlib import Path
 
 from suite import results
 from suite.compare import MEASUREMENT_FIELDS, case_key
+from suite.fit import AlphaBeta
 
 _DTYPE_SHORT = {"float32": "float", "float64": "double", "float16": "half", "bfloat16": "bfloat16",
                 "int32": "int32", "int64": "int64"}
@@ -242,8 +243,7 @@ class FitRow:
     backend: str
     device: str
     world_size: int
-    fit: "object"
-    """suite.fit.AlphaBeta"""
+    fit: AlphaBeta
     link_beta_gbps: float | None
     """β of a link implied by the ring model (= asymptotic busbw)."""
     ring_ratio: float | None
@@ -445,6 +445,8 @@ def build_report(run: dict, run_name: str = "") -> Report:
     for exp, groups in by_exp.items():
         sec = Section(title=f"{exp}", anchor=_slug(exp))
         fmt = _formatter(exp)
+        if fmt is not None and getattr(importlib.import_module(fmt.__module__), "__doc__", None):
+            sec.notes.append(importlib.import_module(fmt.__module__).__doc__.strip())  # "how to read" of its tables
         for (gk, backend, device, n), rs in groups.items():
             worlds = sorted({r["world_size"] for r in rs})
             title = f"{exp}: {gk} ({backend}, {device}, {'/'.join(map(str, worlds))} ranks)"
@@ -582,7 +584,7 @@ def render_html(rep: Report) -> str:
     for s in rep.sections:
         out.append(f"<h2 id='{s.anchor}'>{e(s.title)}</h2>")
         for note in s.notes:
-            out.append(f"<p class='note'>{e(note)}</p>")
+            out.append(f"<pre class='note'>{e(note)}</pre>")
         for p in s.plots:
             b64 = base64.b64encode(p.png).decode()
             out.append(f"<h3>{e(p.title)}</h3><img alt='{e(p.name)}' src='data:image/png;base64,{b64}'>")
@@ -608,7 +610,7 @@ def render_markdown(rep: Report) -> str:
     if rep.fits:
         out += ["", md_table(*fit_table_rows(rep))]
     for s in rep.sections:
-        out += ["", f"## {s.title}", ""]
+        out += ["", f"## {s.title}", ""] + [n + "\n" for n in s.notes]
         out += [f"![{p.title}]({p.name}.png)" for p in s.plots]
         for t in s.text_tables:
             out += ["", "```", t.rstrip(), "```"]
