@@ -289,7 +289,7 @@ def _chromium() -> str | None:
 def _render(page: Path, tmp_path: Path) -> tuple[str, str]:
     """Load ``page`` in headless chromium; return (DOM after load, browser log)."""
     r = subprocess.run([_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                        "--disable-component-update", "--disable-sync", "--no-first-run",
+                        "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
                         f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr", "--v=0",
                         "--virtual-time-budget=5000", "--dump-dom", page.resolve().as_uri()],
                        capture_output=True, text=True, timeout=60)
