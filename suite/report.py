@@ -114,8 +114,14 @@ def format_tables(recs: list[dict]) -> str:
     for experiment, ers in by_exp.items():
         fmt = _formatter(experiment)
         if fmt is not None:
-            out.append(fmt(ers))
-            continue
+            try:
+                out.append(fmt(ers))
+                continue
+            except (KeyError, ValueError, TypeError, ZeroDivisionError) as e:
+                # Records from another version of the experiment (or hand-made ones) may lack
+                # fields its formatter needs: show them generically rather than not at all.
+                out.append(f"# {experiment}: its table formatter could not read these records "
+                           f"({type(e).__name__}: {e}); generic table follows\n")
         groups: OrderedDict = OrderedDict()
         for r in ers:
             groups.setdefault(r.get("table") or r.get("variant") or r["op"], []).append(r)
@@ -294,7 +300,7 @@ def environment_summary(run: dict) -> list[tuple[str, str]]:
     cfg = st.get("config") or {}
     rows = [("run id", str(st.get("run_id"))), ("date (UTC)", str(run.get("datetime", "?"))),
             ("status", f"{'complete' if st.get('complete') else 'PARTIAL (interrupted or still running)'}, "
-                       f"exit status {st.get('exitstatus')}, {st.get('n_records', '?')} records")]
+                       f"exit status {st.get('exit_status', st.get('exitstatus'))}, {st.get('n_records', '?')} records")]
     if cfg:
         rows.append(("config", f"backend={cfg.get('backend')} device={cfg.get('device')} sizes "
                                f"{_fmt_bytes(cfg.get('min_bytes'))}..{_fmt_bytes(cfg.get('max_bytes'))} x{cfg.get('step_factor')}"
