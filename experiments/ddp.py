@@ -447,3 +447,8 @@ def _init_case(case: Case, ctx: DistContext, cfg: BenchConfig, settings: Setting
 
 def _state(module: nn.Module) -> list[torch.Tensor]:
     return [*module.parameters(), *module.buffers()]
+
+
+def check_environment() -> None:
+    """Called by the launcher before any rank starts: a bad DDP_* knob is exit 2, not a collection error."""
+    Settings.from_env()

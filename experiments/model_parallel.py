@@ -213,3 +213,10 @@ def test_model_parallel(mp_op: str, dist_ctx: DistContext, bench_cfg: BenchConfi
                       dtype="float32", world_size=n, size_bytes=size, count=size // 4, in_place=False, m=m,
                       n_wrong=n_wrong, bw_op=bw_op, rows_per_rank=c, **extra)
     submit(request, benchmark, m, rec)
+
+
+def check_environment() -> None:
+    """Called by the launcher before any rank starts: a bad MP_* knob is exit 2, not a collection error."""
+    layer = Layer.from_env()
+    if min(layer.in_features, layer.out_features, layer.batch) < 1:
+        raise ValueError(f"MP_IN, MP_OUT and MP_BATCH must be >= 1, got {layer}")

@@ -112,6 +112,21 @@ def _int_arg(value, env: str, default: int, name: str, minimum: int) -> int:
     return n
 
 
+def check_experiment_knobs(names: list[str]) -> None:
+    """Experiments with knobs of their own (DDP_*, MP_*, ...) define ``check_environment()``;
+    a bad value becomes a ConfigError here instead of a collection error on every rank."""
+    import importlib
+
+    for name in names:
+        check = getattr(importlib.import_module(f"experiments.{name}"), "check_environment", None)
+        if check is None:
+            continue
+        try:
+            check()
+        except ValueError as e:
+            raise ConfigError(f"experiment {name}: {e}") from None
+
+
 def layout(a: argparse.Namespace) -> dict:
     """Validated node/rank layout from arguments and the environment."""
     nproc = _int_arg(a.nproc, "NPROC_PER_NODE", 4, "NPROC", 1)
@@ -267,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         if unknown or not names:
             raise ConfigError(f"unknown experiment(s) {', '.join(unknown) or '(none)'}; "
                               f"choose from {', '.join(available_experiments())} or all")
+        check_experiment_knobs(names)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -317,6 +333,7 @@ def main(argv: list[str] | None = None) -> int:
         _stamp_status(run_dir, status, signum)
         update_latest(results_root, run_dir)
         print(f"# results: {run_dir / 'bench.json'} (also {results_root / 'latest'})", flush=True)
+        write_report(run_dir)
     return status
 
 
@@ -485,6 +502,23 @@ def _stamp_status(run_dir: Path, status: int, signum: int | None) -> None:
     if status != EXIT_OK:
         s["complete"] = False if signum is not None or status == EXIT_PEER_FAILURE else s.get("complete", False)
     write_json_atomic(path, run)
+
+
+def write_report(run_dir: Path) -> None:
+    """The run's HTML/Markdown report (suite.report), also for a partial run. A report
+    failure never changes the bench's exit status: it warns and says how to retry.
+    SUITE_REPORT=0 skips it (the harness's own tests, which do not look at it)."""
+    if os.environ.get("SUITE_REPORT", "1") == "0":
+        return
+    try:
+        from suite.report import write_report as _write
+
+        path = _write(run_dir)
+    except Exception as e:  # noqa: BLE001 - any failure of the report is reported, never raised
+        print(f"warning: report not written ({type(e).__name__}: {e}); the results are intact - "
+              f"retry with: python -m suite.report html {run_dir}", file=sys.stderr, flush=True)
+    else:
+        print(f"# report: {path}", flush=True)
 
 
 if __name__ == "__main__":

@@ -266,6 +266,43 @@ def pytest_runtest_logreport(report):
         sys.stderr.flush()
 
 
+def _fmt_duration(s: float) -> str:
+    s = int(round(s))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else (f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s")
+
+
+def pytest_collection_finish(session):
+    config = session.config
+    config._suite_progress = {"total": len(session.items), "done": 0, "t0": time.time(), "last": time.time()}
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """Rank 0, long runs: every SUITE_PROGRESS_S seconds (default 30) a line with cases done of
+    total and the time left, extrapolated from the mean time per case so far."""
+    config = item.config
+    p = getattr(config, "_suite_progress", None)
+    if p is None or getattr(config, "_suite_rank", 1) != 0:
+        return
+    p["done"] += 1
+    now = time.time()
+    try:
+        every = float(os.environ.get("SUITE_PROGRESS_S", "30"))
+    except ValueError:
+        every = 30.0
+    if nextitem is None or now - p["last"] < every:
+        return
+    p["last"] = now
+    elapsed = now - p["t0"]
+    left = elapsed / p["done"] * (p["total"] - p["done"])
+    tr = config.pluginmanager.getplugin("terminalreporter")
+    capman = config.pluginmanager.getplugin("capturemanager")
+    if tr is not None and capman is not None:
+        with capman.global_and_fixture_disabled():  # teardown runs under capture; live-log does the same
+            tr.write("\n")  # off the line of dots
+            tr.write_line(f"# progress: {p['done']}/{p['total']} cases, {_fmt_duration(elapsed)} elapsed, "
+                          f"~{_fmt_duration(left)} left")
+
+
 def pytest_sessionfinish(session, exitstatus):
     config = session.config
     if getattr(config, "_suite_rank", 1) == 0 and config.stash.get(_KEY_RECORDS, None):

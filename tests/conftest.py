@@ -19,6 +19,7 @@ def run_suite(tmp_path: Path, *args: str, nproc: int = 2, timeout: float = 300, 
     cmd = [sys.executable, "-m", "suite.launch", "--nproc", str(nproc), "--backend", "gloo", "--device", "cpu",
            "--results-root", str(tmp_path / "results"), "--run-id", run_id, *args]
     e = dict(os.environ)
+    e.setdefault("SUITE_REPORT", "0")  # the HTML report costs seconds; tests of the report turn it on
     e.update(env or {})
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=e)
 

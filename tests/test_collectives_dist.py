@@ -165,3 +165,6 @@ def test_make_bench_cpu_smoke(tmp_path):
     assert all(r["n_wrong"] == 0 for r in recs)
     for op in ("all_reduce", "broadcast", "all_gather_into_tensor", "barrier"):
         assert f"# {op}" in proc.stdout
+    # ...and it ends with the run's report (suite.report), its path printed
+    m = re.search(r"^# report: (.+)$", proc.stdout, re.M)
+    assert m and os.path.samefile(m.group(1), latest / "report" / "index.html"), proc.stdout[-1000:]

@@ -69,3 +69,13 @@ def test_cli_bad_values_exit_2_fast(tmp_path):
         assert proc.returncode == 2, (args, proc.stderr)
         assert proc.stderr.startswith("error:"), (args, proc.stderr)
         assert not (tmp_path / "r").exists()
+
+
+def test_experiment_knobs_are_checked_before_start(tmp_path):
+    for env, match in (({"DDP_PARAMS": "lots"}, "DDP_PARAMS"), ({"DDP_BUCKETS_MB": "1,x"}, "DDP_BUCKETS_MB"),
+                       ({"MP_IN": "0"}, "MP_IN")):
+        proc = subprocess.run([sys.executable, "-m", "suite.launch", "--nproc", "2", "--results-root",
+                               str(tmp_path / "r")], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                              env={**__import__("os").environ, **env})
+        assert proc.returncode == 2 and match in proc.stderr, (env, proc.stderr)
+        assert not (tmp_path / "r").exists()

@@ -1,0 +1,21 @@
+# Reports from stored runs (suite/report.py): read result JSON only, never re-run anything.
+#   make report [RUN=results/<id>]          HTML + Markdown + PNGs + CSV in RUN/report/
+#   make report-csv [RUN=...]               the run's records as CSV on stdout
+#   make compare BASE=results/<a> NEW=results/<b> [TOLERANCE=0.05] [OUT=dir]   exit 1 on a regression
+RUN       ?= $(RESULTS)/latest
+BASE      ?=
+NEW       ?=
+TOLERANCE ?= 0.05
+OUT       ?=
+
+.PHONY: report report-csv compare
+
+report: venv
+	$(PY) -m suite.report html $(RUN)
+
+report-csv: venv
+	@$(PY) -m suite.report csv $(RUN)
+
+compare: venv
+	@test -n "$(BASE)" -a -n "$(NEW)" || { echo "usage: make compare BASE=results/<run> NEW=results/<run> [NEW=...]" >&2; exit 2; }
+	$(PY) -m suite.report compare $(BASE) $(NEW) --tolerance $(TOLERANCE) $(if $(OUT),--out $(OUT))

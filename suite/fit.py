@@ -1,0 +1,182 @@
+"""α–β (latency–bandwidth) models of measured communication times.
+
+The Hockney model says one message of S bytes costs ``time(S) = α + S/β``:
+α is the fixed start-up latency (µs here), β the asymptotic bandwidth (GB/s,
+1e9 bytes/s). ``fit_alpha_beta`` fits it to (size, median time) points of one
+op and backend by weighted least squares on the *relative* error, so that the
+latency-bound small sizes and the bandwidth-bound large sizes both count (an
+unweighted fit is decided by the largest message alone, and a log-log plot
+would show it missing every small size). Goodness of fit is R² of log(time) (the
+spread a log-log plot shows), 1 = perfect.
+
+Ring algorithms (Thakur, Rabenseifner, Gropp, "Optimization of Collective
+Communication Operations in MPICH", IJHPCA 2005; Chan et al., "Collective
+communication: theory, practice, and experience", 2007) cost, for n ranks on
+links of latency α and bandwidth β:
+
+    all_reduce            2(n-1)·α + 2(n-1)/n · S/β   (reduce-scatter + all-gather rings)
+    all_gather,
+    reduce_scatter,
+    all_to_all, gather,
+    scatter               (n-1)·α  +  (n-1)/n · S/β
+    broadcast, reduce     (n-1)·α  +  S/β             (pipelined chain)
+    send_recv             α + S/β
+
+(all_to_all is a pairwise exchange and gather/scatter a linear one rather than a
+ring, with the same step count and volume; "ring model" below covers them too.)
+
+The bandwidth coefficient is exactly nccl-tests' busbw factor
+(suite.metrics), so β of the *link* implied by an op's fit equals the op's
+asymptotic busbw. ``RING_LATENCY_STEPS`` holds the α coefficient.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from suite import metrics
+
+# α coefficient (number of sequential latency steps) of the ring algorithm per op; see docstring.
+RING_LATENCY_STEPS = {
+    "all_reduce": lambda n: 2.0 * (n - 1),
+    "all_gather": lambda n: float(n - 1),
+    "reduce_scatter": lambda n: float(n - 1),
+    "all_to_all": lambda n: float(n - 1),
+    "gather": lambda n: float(n - 1),
+    "scatter": lambda n: float(n - 1),
+    "broadcast": lambda n: float(n - 1),
+    "reduce": lambda n: float(n - 1),
+    "send_recv": lambda n: 1.0,
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class AlphaBeta:
+    """A fitted ``time(S) = α + S/β``."""
+
+    alpha_us: float
+    """Start-up latency, µs (the intercept)."""
+    beta_gbps: float
+    """Asymptotic bandwidth, GB/s (1e9 bytes/s); inf when time does not grow with size."""
+    r2: float
+    """Coefficient of determination of log(time) under the model (1 = perfect)."""
+    n_points: int
+    """How many (size, time) points were fitted."""
+
+    def time_us(self, size_bytes):
+        """Model time in µs for a size (scalar or array) in bytes."""
+        s = np.asarray(size_bytes, dtype=float)
+        return self.alpha_us + (np.zeros_like(s) if math.isinf(self.beta_gbps) else s / (self.beta_gbps * 1e3))
+
+
+def fit_alpha_beta(size_bytes: Sequence[float], time_us: Sequence[float]) -> AlphaBeta | None:
+    """Fit ``time = α + S/β`` to points; None with fewer than two distinct sizes.
+
+    Minimises Σ((t_i − α − S_i·k)/t_i)² (relative error; k = 1/β in µs per byte),
+    a linear least-squares problem solved directly. α is clamped at 0 and k at 0
+    (a negative latency or bandwidth is not physical; the other parameter is
+    then refitted alone).
+    """
+    s = np.asarray(size_bytes, dtype=float)
+    t = np.asarray(time_us, dtype=float)
+    ok = np.isfinite(s) & np.isfinite(t) & (t > 0) & (s >= 0)
+    s, t = s[ok], t[ok]
+    if len(np.unique(s)) < 2:
+        return None
+    w = 1.0 / t  # row weights: residual / t
+    A = np.stack([np.ones_like(s), s], axis=1) * w[:, None]
+    y = t * w  # == 1
+    (alpha, k), *_ = np.linalg.lstsq(A, y, rcond=None)
+    if k <= 0:  # latency-bound over the whole range: α alone (weighted mean)
+        k = 0.0
+        alpha = float(np.sum(w * w * t) / np.sum(w * w))
+    elif alpha < 0:  # bandwidth-bound: S/β alone, through the origin
+        alpha = 0.0
+        k = float(np.sum(w * w * s * t) / np.sum(w * w * s * s))
+    pred = np.maximum(alpha + k * s, 1e-12)
+    # R² on log(t): the weighted problem's own R² is degenerate (every weighted target is 1),
+    # and log space is what the log-log plot shows.
+    lt = np.log(t)
+    ss_tot = float(np.sum((lt - lt.mean()) ** 2))
+    ss_res = float(np.sum((lt - np.log(pred)) ** 2))
+    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else (1.0 if ss_res == 0 else 0.0)
+    beta = math.inf if k == 0 else 1.0 / (k * 1e3)  # k µs/B -> B/µs = 1/k -> GB/s = 1/(k·1e3)
+    return AlphaBeta(alpha_us=float(alpha), beta_gbps=float(beta), r2=float(r2), n_points=int(len(s)))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Link:
+    """Per-link α and β (what a ring algorithm's steps each cost)."""
+
+    alpha_us: float
+    beta_gbps: float
+    source: str
+    """How it was obtained (e.g. 'p2p send_recv fit', 'median over collectives')."""
+
+
+def ring_coefficients(op: str, world_size: int) -> tuple[float, float] | None:
+    """(latency steps, bandwidth factor) of the ring algorithm for ``op``; None if unmodelled."""
+    if op not in RING_LATENCY_STEPS or world_size < 2:
+        return None
+    return RING_LATENCY_STEPS[op](world_size), metrics.busbw_factor(op, world_size)
+
+
+def ring_time_us(op: str, world_size: int, link: Link, size_bytes):
+    """Ring-model time in µs of ``op`` at ``size_bytes`` over ``link``; None if unmodelled."""
+    c = ring_coefficients(op, world_size)
+    if c is None:
+        return None
+    a, b = c
+    s = np.asarray(size_bytes, dtype=float)
+    return a * link.alpha_us + b * s / (link.beta_gbps * 1e3)
+
+
+def implied_link(op: str, world_size: int, fit: AlphaBeta) -> Link | None:
+    """The link α, β that would make the ring model reproduce ``fit`` exactly."""
+    c = ring_coefficients(op, world_size)
+    if c is None or c[0] <= 0 or c[1] <= 0:
+        return None
+    a, b = c
+    return Link(alpha_us=fit.alpha_us / a, beta_gbps=fit.beta_gbps * b, source=f"{op} fit")
+
+
+# tc(8) rate units: bit-based (bit, kbit, mbit, gbit, tbit) and byte-based (bps, kbps, ...);
+# SI multipliers (tc's k = 1000), plus the IEC forms (kibit, mibps, ...).
+_RATE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?i?)(bit|bps)?\s*$", re.I)
+_MULT = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "ki": 1024, "mi": 1024 ** 2, "gi": 1024 ** 3,
+         "ti": 1024 ** 4}
+
+
+def parse_link_rate(text: str) -> float | None:
+    """A tc rate such as ``1gbit``, ``200mbit``, ``125mbps`` in GB/s; None if unparseable.
+
+    As in tc(8), ``bit`` units count bits and ``bps`` units count *bytes* per second;
+    a bare number is bits per second.
+    """
+    m = _RATE.match(str(text))
+    if not m:
+        return None
+    value, prefix, unit = float(m.group(1)), m.group(2).lower(), (m.group(3) or "bit").lower()
+    bytes_per_s = value * _MULT[prefix] / (8.0 if unit == "bit" else 1.0)
+    return bytes_per_s / 1e9
+
+
+def configured_link_rate(machine_info: Mapping) -> tuple[str, float] | None:
+    """(text, GB/s) of LINK_RATE from the run's environment record (slowest host wins)."""
+    hosts = (machine_info.get("suite") or {}).get("hosts") or {}
+    found = []
+    for h in hosts.values():
+        text = (h.get("env") or {}).get("LINK_RATE")
+        if text:
+            gbps = parse_link_rate(text)
+            if gbps:
+                found.append((gbps, text))
+    if not found:
+        return None
+    gbps, text = min(found)
+    return text, gbps

@@ -1,0 +1,325 @@
+"""Reports, fits and comparisons from stored runs (suite.report, suite.fit, suite.compare).
+
+The committed fixture ``tests/fixtures/collectives-gloo-2/bench.json`` is a real run:
+``python -m suite.launch --nproc 2 --backend gloo --device cpu --experiments collectives
+--max-bytes 64K --iters 10`` (133 cases). Runs with a planted change are synthesised
+from it by scaling its per-iteration samples.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import io
+import json
+import math
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from suite import compare, fit, launch, report, results
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE = ROOT / "tests" / "fixtures" / "collectives-gloo-2"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _fixture() -> dict:
+    return results.load_run(FIXTURE)
+
+
+def _scaled(run: dict, factor_fn) -> dict:
+    """A copy of ``run`` whose samples are multiplied per sample by ``factor_fn(n)``."""
+    out = copy.deepcopy(run)
+    for b in out["benchmarks"]:
+        e = b["extra_info"]
+        s = np.asarray(e["samples_us"]) * factor_fn(len(e["samples_us"]))
+        e["samples_us"] = s.tolist()
+        e["time_us"] = float(np.median(s))
+    return out
+
+
+def _save(run: dict, d: Path) -> Path:
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "bench.json").write_text(json.dumps(run))
+    return d
+
+
+def _make(*args: str) -> subprocess.CompletedProcess:
+    """`make` with this interpreter's environment as the venv (never rebuilt by the test)."""
+    venv = Path(sys.executable).parent.parent
+    return subprocess.run(["make", "--no-print-directory", "-o", f"{venv}/.installed", f"VENV={venv}", *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+# --- α–β fit -----------------------------------------------------------------------------------
+
+def test_fit_recovers_known_alpha_beta_from_noisy_samples():
+    alpha_us, beta_gbps = 35.0, 2.5
+    rng = np.random.default_rng(7)
+    sizes = [1 << k for k in range(8, 27, 2)]  # 256 B .. 64 MiB
+    medians = []
+    for s in sizes:
+        true = alpha_us + s / (beta_gbps * 1e3)
+        samples = true * rng.lognormal(0.0, 0.05, 50)  # 5% multiplicative jitter per iteration
+        medians.append(float(np.median(samples)))
+    f = fit.fit_alpha_beta(sizes, medians)
+    assert f is not None and f.n_points == len(sizes)
+    assert f.alpha_us == pytest.approx(alpha_us, rel=0.05)
+    assert f.beta_gbps == pytest.approx(beta_gbps, rel=0.05)
+    assert f.r2 > 0.99
+    assert f.time_us(1 << 20) == pytest.approx(alpha_us + (1 << 20) / (beta_gbps * 1e3), rel=0.05)
+
+
+def test_fit_exact_and_degenerate_cases():
+    sizes = np.array([1e3, 1e4, 1e5, 1e6])
+    f = fit.fit_alpha_beta(sizes, 10.0 + sizes / 4e3)  # α 10 µs, β 4 GB/s, no noise
+    assert (f.alpha_us, f.beta_gbps, f.r2) == (pytest.approx(10.0), pytest.approx(4.0), pytest.approx(1.0))
+    flat = fit.fit_alpha_beta(sizes, [51.0, 50.5, 50.0, 49.5])  # time falls with size: no bandwidth term
+    assert math.isinf(flat.beta_gbps) and flat.alpha_us == pytest.approx(50.0, rel=0.03)
+    bw = fit.fit_alpha_beta(sizes, sizes / 4e3 * np.array([0.9, 1.0, 1.0, 1.0]))  # unclamped α would be < 0
+    assert bw.alpha_us == 0.0 and bw.beta_gbps == pytest.approx(4.0, rel=0.05)
+    assert fit.fit_alpha_beta([1024, 1024], [5.0, 6.0]) is None  # one size: nothing to fit
+
+
+def test_ring_model_coefficients_and_implied_link():
+    assert fit.ring_coefficients("all_reduce", 4) == (6.0, 1.5)  # 2(n-1) α, 2(n-1)/n S/β
+    assert fit.ring_coefficients("all_gather", 4) == (3.0, 0.75)
+    assert fit.ring_coefficients("broadcast", 8) == (7.0, 1.0)
+    assert fit.ring_coefficients("barrier", 4) is None
+    f = fit.AlphaBeta(alpha_us=60.0, beta_gbps=2.0, r2=1.0, n_points=5)
+    link = fit.implied_link("all_reduce", 4, f)
+    assert (link.alpha_us, link.beta_gbps) == (pytest.approx(10.0), pytest.approx(3.0))
+    # the ring model over the implied link reproduces the fit
+    assert fit.ring_time_us("all_reduce", 4, link, 1e6) == pytest.approx(float(f.time_us(1e6)))
+
+
+def test_link_rate_parsing_follows_tc_units():
+    assert fit.parse_link_rate("1gbit") == pytest.approx(0.125)
+    assert fit.parse_link_rate("200mbit") == pytest.approx(0.025)
+    assert fit.parse_link_rate("125mbps") == pytest.approx(0.125)  # tc: bps = bytes per second
+    assert fit.parse_link_rate("1000000") == pytest.approx(0.000125)  # bare number: bit/s
+    assert fit.parse_link_rate("fast") is None
+    mi = {"suite": {"hosts": {"a": {"env": {"LINK_RATE": "1gbit"}}, "b": {"env": {"LINK_RATE": "200mbit"}}}}}
+    assert fit.configured_link_rate(mi) == ("200mbit", pytest.approx(0.025))  # the slowest host bounds it
+    assert fit.configured_link_rate({}) is None
+
+
+# --- comparison ---------------------------------------------------------------------------------
+
+def test_statistics_helpers():
+    assert compare.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert compare.mann_whitney_p([1, 2, 3, 4, 5, 6, 7, 8], [11, 12, 13, 14, 15, 16, 17, 18]) < 0.01
+    assert compare.mann_whitney_p([1, 2, 3, 4], [1, 2, 3, 4]) == pytest.approx(1.0)
+
+
+def test_case_key_is_identity_not_measurement():
+    a = {"experiment": "p2p", "op": "send_recv", "src": 0, "dst": 1, "size_bytes": 8, "time_us": 5.0,
+         "samples_us": [5.0], "samples_per_s": 3.2, "peak_memory_bytes": 100}
+    b = dict(a, src=1, dst=0, time_us=9.0, samples_per_s=1.0, peak_memory_bytes=999)
+    assert compare.case_key(a) != compare.case_key(b)
+    assert compare.case_key(a) == compare.case_key(dict(a, time_us=7.0, samples_per_s=9.9, peak_memory_bytes=1))
+
+
+def test_compare_flags_planted_20pct_slowdown_not_1pct_noise(tmp_path):
+    base = _fixture()
+    rng = np.random.default_rng(3)
+    slow = _scaled(base, lambda n: np.full(n, 1.20))
+    noise = _scaled(base, lambda n: rng.lognormal(0.0, 0.01, n))
+    recs = results.records(base)
+
+    c = compare.compare_records(recs, results.records(slow))
+    assert c.failed and c.overall == "slower"
+    assert c.geomean_ratio == pytest.approx(1.20, rel=1e-6)
+    assert not any(r.verdict == "faster" for r in c.cases)
+    assert len(c.cases) == len(recs) and not c.only_base and not c.only_new
+
+    c = compare.compare_records(recs, results.records(noise))
+    assert not c.failed and c.overall == "same"
+    assert all(r.verdict == "same" for r in c.cases)
+
+    # the CLI gate: exit 1 on the regression, 0 on noise, 2 on unreadable input
+    b, s, n = _save(base, tmp_path / "base"), _save(slow, tmp_path / "slow"), _save(noise, tmp_path / "noise")
+    assert report.main(["compare", str(b), str(s), "--out", str(tmp_path / "cmp")]) == 1
+    assert (tmp_path / "cmp" / "compare.png").read_bytes().startswith(PNG_MAGIC)
+    assert "-&gt; slower" in (tmp_path / "cmp" / "compare.html").read_text()
+    assert report.main(["compare", str(b), str(n)]) == 0
+    assert report.main(["compare", str(b), str(tmp_path / "missing")]) == 2
+
+
+@pytest.mark.slow
+def test_make_compare_is_a_regression_gate(tmp_path):
+    base = _fixture()
+    slow = _save(_scaled(base, lambda n: np.full(n, 1.25)), tmp_path / "slow")
+    r = _make("compare", f"BASE={FIXTURE}", f"NEW={slow}")
+    assert r.returncode != 0, r.stdout + r.stderr
+    assert "gate: FAIL" in r.stdout and "-> slower" in r.stdout
+    r = _make("compare", f"BASE={FIXTURE}", f"NEW={FIXTURE}")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "gate: PASS" in r.stdout
+    r = _make("compare")
+    assert r.returncode != 0 and "usage: make compare" in r.stderr
+
+
+# --- the report ---------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def fixture_report(tmp_path_factory):
+    """`make report` on a copy of the fixture run (reports go beside the run)."""
+    run = tmp_path_factory.mktemp("fixture") / "collectives-gloo-2"
+    shutil.copytree(FIXTURE, run)
+    r = _make("report", f"RUN={run}")
+    assert r.returncode == 0, r.stdout + r.stderr
+    return run, r.stdout
+
+
+def test_report_from_fixture(fixture_report):
+    run, out = fixture_report
+    html_path = run / "report" / "index.html"
+    assert f"report: {html_path}" in out
+    recs = results.records(results.load_run(run))
+    variants = {r["variant"] for r in recs}
+    pngs = sorted((run / "report").glob("*.png"))
+    assert len(pngs) == len(variants)  # one busbw+latency figure (or bar chart) per collective variant
+    assert all(p.read_bytes().startswith(PNG_MAGIC) for p in pngs)
+    page = html_path.read_text()
+    assert page.count("data:image/png;base64,") == len(pngs)  # self-contained
+    for needle in ("Environment", "torch 2.", "α–β fits", "all_reduce", "Avg bus bandwidth", "ring model"):
+        assert needle in page, needle
+    md = (run / "report" / "report.md").read_text()
+    linked = re.findall(r"\]\(([^)]+\.png)\)", md)
+    assert sorted(linked) == sorted(p.name for p in pngs)  # the Markdown links the sibling PNGs
+    rows = list(csv.DictReader(io.StringIO((run / "report" / "results.csv").read_text())))
+    assert len(rows) == len(recs) and rows[0]["run_id"] and "samples_us" not in rows[0]
+    assert {r["variant"] for r in rows} == variants
+
+
+def test_tables_command_still_prints_tables(capsys):
+    assert report.main([str(FIXTURE)]) == 0
+    out = capsys.readouterr().out
+    assert "# all_reduce" in out and "#wrong total: 0 [OK]" in out
+    assert report.main(["csv", str(FIXTURE)]) == 0
+    assert capsys.readouterr().out.startswith("run_id,experiment,op,")
+
+
+@pytest.fixture(scope="module")
+def mixed_report():
+    """Part of the fixture plus records of experiments the report has never heard of: a p2p
+    pair matrix (src/dst), a DDP-like table with its own numeric fields, and a LINK_RATE."""
+    run = _fixture()
+    run["benchmarks"] = [b for b in run["benchmarks"]
+                         if b["extra_info"]["variant"] in ("all_reduce", "all_gather_into_tensor", "barrier")]
+    tmpl = results.records(run)[0]
+    extra = []
+    for size in (1024, 65536):
+        for src in range(3):
+            for dst in range(3):
+                if src != dst:
+                    t = 20.0 + size / 1e3 * (1 + (src == 2))  # rank 2's links are slow
+                    extra.append(dict(tmpl, experiment="p2p", op="send_recv", variant="ping_pong", src=src, dst=dst,
+                                      world_size=3, size_bytes=size, time_us=t, p05_us=t * 0.9, p95_us=t * 1.2,
+                                      algbw_gbps=size / t / 1e3, busbw_gbps=size / t / 1e3, samples_us=[t] * 5))
+    for m in (1, 2, 4):  # a pipeline: the micro-batch count sets the size, one curve
+        t = 100.0 * m
+        extra.append(dict(tmpl, experiment="p2p", op="send_recv", variant="send_recv", pattern="pipeline", src=-1,
+                          dst=-1, world_size=3, size_bytes=m * 4096, microbatches=m, time_us=t, samples_us=[t] * 5,
+                          iteration=f"{m} micro-batch(es) through 3 stages"))
+    for ws in (1, 2):
+        extra.append(dict(tmpl, experiment="ddp", op="train_step", variant="ddp", table="scaling", world_size=ws,
+                          size_bytes=0, time_us=1000.0 * ws, samples_per_s=64.0 * ws * 0.9,
+                          scaling_efficiency=0.9, overlap_pct=40.0))
+    run["benchmarks"] += [{"extra_info": e} for e in extra]
+    run["machine_info"]["suite"]["hosts"]["vm"]["env"]["LINK_RATE"] = "1gbit"
+    rep = report.build_report(run, "mixed")
+    return run, rep, report.render_html(rep)
+
+
+def test_report_fits_and_ring_model(mixed_report):
+    _, rep, page = mixed_report
+    ops = {(f.op, f.world_size) for f in rep.fits}
+    assert {("all_reduce", 2), ("all_gather", 2)} <= ops
+    assert ("gloo", "cpu", 2) in rep.links and "ring model" in rep.links[("gloo", "cpu", 2)].source
+    # 3 ranks: the reference link comes from the p2p pairs (median: 4 links of 1 GB/s, 2 of 0.5)
+    link = rep.links[("gloo", "cpu", 3)]
+    assert "point-to-point" in link.source
+    assert (link.alpha_us, link.beta_gbps) == (pytest.approx(20.0), pytest.approx(1.0))
+    for f in rep.fits:
+        assert f.fit.alpha_us >= 0 and f.fit.beta_gbps > 0 and f.fit.r2 <= 1.0
+        assert f.ring_ratio > 0
+        if math.isfinite(f.fit.beta_gbps):  # (a noisy latency-bound series has no bandwidth term)
+            assert f.rate_ratio == pytest.approx(f.link_beta_gbps / 0.125)
+    assert rep.link_rate == ("1gbit", pytest.approx(0.125))
+    assert "LINK_RATE (1gbit)" in page and "ring model" in page
+
+
+def test_report_covers_other_experiments_generically(mixed_report):
+    _, rep, page = mixed_report
+    titles = [s.title for s in rep.sections]
+    assert titles[0] == "collectives" and {"p2p", "ddp"} <= set(titles)
+    p2p = next(s for s in rep.sections if s.title == "p2p")
+    assert [p.name for p in p2p.plots] == ["p2p-ping-pong-gloo-cpu-3-pairs", "p2p-pipeline-gloo-cpu-3"]
+    assert [f.series for f in rep.fits if f.experiment == "p2p"] == ["pipeline send_recv"]  # not one per M
+    assert ("gloo", "cpu", 3) in rep.links and "point-to-point" in rep.links[("gloo", "cpu", 3)].source
+    ddp = next(s for s in rep.sections if s.title == "ddp")
+    # ddp has its own table module (suite/tables/ddp.py), so no generic grid; its bar chart stays
+    assert ddp.plots and not ddp.grids
+    # p2p and ddp records go through their own table modules (with a generic fallback when
+    # hand-made records lack fields); their sections and charts are in the page
+    assert "id='p2p'" in page or 'id="p2p"' in page or "p2p" in page
+    assert "ddp: scaling" in page
+
+
+def test_launcher_report_failure_only_warns(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SUITE_REPORT", "1")
+    bad = tmp_path / "run"
+    bad.mkdir()
+    (bad / "bench.json").write_text("{not json")
+    launch.write_report(bad)  # must not raise: the bench's exit status is the ranks'
+    err = capsys.readouterr().err
+    assert "warning: report not written" in err and "python -m suite.report html" in err
+
+
+# --- the HTML in a real browser ----------------------------------------------------------------
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+def _render(page: Path, tmp_path: Path) -> tuple[str, str]:
+    """Load ``page`` in headless chromium; return (DOM after load, browser log)."""
+    r = subprocess.run([_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                        "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+                        f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr", "--v=0",
+                        "--virtual-time-budget=5000", "--dump-dom", page.resolve().as_uri()],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r.stdout, r.stderr
+
+
+def _imgcheck(dom: str) -> dict:
+    m = re.search(r'<p id="imgcheck"([^>]*)>', dom)
+    assert m, "the page's load check did not run"
+    return dict(re.findall(r'data-(\w+)="(\d+)"', m.group(1)))
+
+
+@pytest.mark.skipif(_chromium() is None, reason="no chromium (CI installs it: .ci/setup.d/20-browser.sh)")
+def test_html_report_renders_in_headless_browser(fixture_report, tmp_path):
+    run, _ = fixture_report
+    page = run / "report" / "index.html"
+    dom, log = _render(page, tmp_path)
+    check = _imgcheck(dom)
+    n_png = len(list((run / "report").glob("*.png")))
+    assert check == {"total": str(n_png), "bad": "0", "errors": "0"}, check
+    console_errors = [ln for ln in log.splitlines() if "CONSOLE" in ln and re.search(r"error|uncaught", ln, re.I)]
+    assert not console_errors, console_errors
+    # the check itself is not blind: a broken image and a script error are caught
+    broken = tmp_path / "broken.html"
+    broken.write_text(page.read_text().replace("</body>", "<img alt='gone' src='missing.png'>"
+                                               "<script>undefined_function()</script></body>"))
+    check = _imgcheck(_render(broken, tmp_path)[0])
+    assert check["bad"] == "1" and check["errors"] == "1", check
