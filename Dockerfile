@@ -18,6 +18,8 @@ ARG BASE_IMAGE=pytorch/pytorch:2.13.0-cuda12.6-cudnn9-runtime
 # ---- stage 1: the Python environment (wheels stay in this stage) --------------------------------
 FROM ${BASE_IMAGE} AS venv
 ARG VARIANT=full
+# lets `make image` find this stage's superseded copies (they are the build cache, left untagged)
+LABEL suite.stage=venv
 USER root
 # `wheelhouse*` matches nothing when the host made no wheelhouse (then pip uses the network); a plain
 # `COPY wheelhouse/` would fail the build in that case.

@@ -52,7 +52,10 @@ t0=$(date +%s)
 DOCKER_BUILDKIT=0 docker build --force-rm -q -t "$IMAGE" \
   --build-arg BASE_IMAGE="$BASE_IMAGE" --build-arg VARIANT="$VARIANT" \
   --build-arg TORCH_VERSION="$torch_version" --build-arg GIT_COMMIT="$commit" . >/dev/null
-# the image this build replaced is now dangling: remove it (only images of this project)
+# The image this build replaced is now dangling: remove it (only images of this project). The
+# venv stage stays as an untagged image, the next build's cache: keep the newest, drop older ones.
 docker image prune -f --filter label=org.opencontainers.image.title=torch-comm-suite >/dev/null
+old_stages=$(docker images -q --filter dangling=true --filter label=suite.stage=venv | tail -n +2)
+[ -z "$old_stages" ] || docker rmi $old_stages >/dev/null 2>&1 || true
 echo "built $IMAGE in $(( $(date +%s) - t0 )) s: $(docker image inspect -f '{{.Size}}' "$IMAGE" | awk '{printf "%.2f GB", $1/1e9}')"
 docker run --rm --entrypoint cat "$IMAGE" VERSIONS
