@@ -58,6 +58,14 @@ LABEL org.opencontainers.image.title="torch-comm-suite" \
       suite.variant="${VARIANT}" \
       suite.torch.version="${TORCH_VERSION}"
 USER root
+# tc (iproute2) shapes the simulated links, make runs the suite's targets. The local Debian base has
+# both; a public base may not: installed with apt where apt works, else a warning (no network needed
+# when they are present).
+RUN if ! command -v tc >/dev/null || ! command -v make >/dev/null; then \
+      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+         iproute2 make >/dev/null && rm -rf /var/lib/apt/lists/*) || \
+      echo "WARNING: tc or make missing and not installable: LINK_RATE / make targets will not work"; \
+    fi
 # A fixed non-root account; compose runs the entrypoint as root only to shape the link, then drops
 # to the owner of the results directory (docker/entrypoint.sh).
 RUN useradd --create-home --shell /bin/sh --user-group suite
