@@ -24,10 +24,16 @@ while ! getent hosts "$MASTER_ADDR" >/dev/null 2>&1; do
   sleep 1; waited=$((waited + 1))
 done
 
+results_root="${RESULTS:-/results}"
+if [ -z "${RUN_ID:-}" ] && [ "$NODE_RANK" != 0 ]; then
+  # Every node's launcher creates <results>/<run-id>; without a shared RUN_ID (make compose-up
+  # sets one) each would pick its own timestamp, so only node 0 uses the shared directory.
+  results_root=/tmp/suite-results
+fi
 set -- python -m suite.launch --nnodes "$NNODES" --node-rank "$NODE_RANK" --nproc "${NPROC_PER_NODE:-2}" \
   --master-addr "$MASTER_ADDR" --master-port "${MASTER_PORT:-29500}" --rdzv-timeout-s "${RDZV_TIMEOUT_S:-120}" \
   --backend "${BACKEND:-gloo}" --device "${DEVICE:-cpu}" --experiments "${EXPERIMENTS:-all}" \
-  --results-root "${RESULTS:-/results}"
+  --results-root "$results_root"
 # optional knobs: passed only when set, so the harness's own defaults apply otherwise
 for pair in min-bytes:MIN_BYTES max-bytes:MAX_BYTES step-factor:STEP_FACTOR dtypes:DTYPES redops:REDOPS \
             iters:ITERS warmup:WARMUP timing:TIMING pipeline-depth:PIPELINE_DEPTH precision-pct:PRECISION \
