@@ -9,7 +9,7 @@
 #
 # Environment: everything docker-compose.yml reads, plus
 #   NNODES                 nodes to run; beyond the services in docker-compose.yml, extra ones are
-#                          generated (build/compose.nodes.yml)
+#                          generated (build/compose.nodes.<project>.yml, removed afterwards)
 #   COMPOSE_PROJECT_NAME   project (default suite-<pid>): names the containers and the network
 #   COMPOSE_FILES          extra -f files, e.g. docker-compose.gpu.yml
 #   COMPOSE_TIMEOUT_S      hard limit for the whole run (default 3600); then every node is killed (124)
@@ -29,6 +29,7 @@ fi
 export RUN_ID
 
 files=(-f docker-compose.yml)
+nodes_file="build/compose.nodes.$COMPOSE_PROJECT_NAME.yml"
 declared=$(grep -cE '^  node[0-9]+:' docker-compose.yml)
 if [ "$NNODES" -gt "$declared" ]; then
   # more nodes than declared: each extra one extends node1 with its own rank and hostname
@@ -40,15 +41,15 @@ if [ "$NNODES" -gt "$declared" ]; then
       printf '  node%d:\n    extends: {file: %s, service: node1}\n' "$i" "$PWD/docker-compose.yml"
       printf '    hostname: node%d\n    environment: {NODE_RANK: "%d"}\n    networks: [simnet]\n' "$i" "$i"
     done
-  } > build/compose.nodes.yml
-  files+=(-f build/compose.nodes.yml)
+  } > "$nodes_file"
+  files+=(-f "$nodes_file")
 fi
 for f in ${COMPOSE_FILES:-}; do files+=(-f "$f"); done
 services=()
 for ((i = 0; i < NNODES; i++)); do services+=("node$i"); done
 
 dc() { $COMPOSE "${files[@]}" "$@"; }
-teardown() { dc down --volumes --remove-orphans --timeout 5 >/dev/null 2>&1; }
+teardown() { dc down --volumes --remove-orphans --timeout 5 >/dev/null 2>&1; rm -f "$nodes_file"; }
 trap 'teardown' EXIT
 trap 'echo "interrupted: stopping every node"; teardown; exit 130' INT TERM
 
