@@ -13,6 +13,7 @@ import csv
 import io
 import json
 import math
+import os
 import re
 import shutil
 import subprocess
@@ -307,8 +308,10 @@ def _imgcheck(dom: str) -> dict:
     return dict(re.findall(r'data-(\w+)="(\d+)"', m.group(1)))
 
 
-@pytest.mark.skipif(_chromium() is None, reason="no chromium (CI installs it: .ci/setup.d/20-browser.sh)")
+@pytest.mark.skipif(_chromium() is None and os.environ.get("REQUIRE_BROWSER") != "1",
+                    reason="no chromium (CI installs it: .ci/setup.d/20-browser.sh)")
 def test_html_report_renders_in_headless_browser(fixture_report, tmp_path):
+    assert _chromium() is not None, "REQUIRE_BROWSER=1 but chromium is not installed"
     run, _ = fixture_report
     page = run / "report" / "index.html"
     dom, log = _render(page, tmp_path)

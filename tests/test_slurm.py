@@ -40,6 +40,7 @@ def _node_state() -> str:
 def slurm():
     """A Slurm cluster with an idle node, or a skip that says why there is none."""
     if shutil.which("sbatch") is None or shutil.which("slurmctld") is None:
+        assert os.environ.get("REQUIRE_SLURM") != "1", "REQUIRE_SLURM=1 but Slurm is not installed"
         pytest.skip("Slurm is not installed; as root run .ci/setup.d/30-slurm.sh (CI does) to install "
                     "and start a single-node cluster")
     if _node_state() not in ("idle", "mix"):
