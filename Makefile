@@ -40,6 +40,12 @@ help:
 	@echo "make bench-gpu   run every experiment on all local GPUs (NCCL)"
 	@echo "make test        every test of the project (what CI runs)"
 	@echo "make test-cpu    the tests that need no Docker"
+	@echo "make report      HTML/Markdown report of RUN (default results/latest)"
+	@echo "make compare     BASE=<run> NEW=<run>: per-case verdicts, non-zero exit on a regression"
+	@echo "make image       build the Docker image (local base + wheelhouse where no registry is reachable)"
+	@echo "make compose-up  the 3-node docker compose simulation, results in ./results"
+	@echo "make test-compose  the Docker tests"
+	@echo "make bench-slurm / test-slurm / test-gpu / reference-gpu / bench-ddp / ddp-example (see README)"
 
 venv: $(VENV)/.installed
 
