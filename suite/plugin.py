@@ -195,8 +195,10 @@ def _is_distributed_failure(exc: BaseException) -> bool:
     if isinstance(exc, getattr(dist, "DistError", ())):
         return True
     text = str(exc)
+    # Only phrases of a lost or stuck peer: "ProcessGroupGloo does not support ..." is a local error.
     return any(k in text for k in ("Connection closed by peer", "Connection reset by peer", "Timed out waiting",
-                                   "Socket Timeout", "Broken pipe", "gloo", "NCCL", "mismatch between collectives"))
+                                   "Socket Timeout", "Broken pipe", "mismatch between collectives",
+                                   "ncclRemoteError", "Watchdog caught collective operation timeout"))
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -18,11 +18,13 @@ command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
 if ! engine_up && [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${need[@]}" iptables ca-certificates >/dev/null
-elif ! command -v debootstrap >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
-  # an engine runs already; debootstrap is only needed where the base image must be built locally
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null || true
+  apt-get -o DPkg::Lock::Timeout=120 update -qq
+  apt-get -o DPkg::Lock::Timeout=120 install -y -qq --no-install-recommends "${need[@]}" iptables ca-certificates >/dev/null
+elif [ ${#need[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
+  # an engine runs already: add only the compose tool and debootstrap (for the local base) if missing
+  need=("${need[@]/docker.io/}")
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=120 install -y -qq --no-install-recommends \
+    ${need[@]} >/dev/null || true
 fi
 
 if ! engine_up; then
