@@ -148,6 +148,8 @@ def parse_size(text: str) -> int:
     if value < 0 or not math.isfinite(value):
         raise ValueError(f"byte size must be a non-negative number, got {text!r}")
     result = value * units[unit]
+    if result > 1 << 50:
+        raise ValueError(f"byte size {text!r} is larger than 1P; no host can hold that")
     if result != int(result):
         raise ValueError(f"byte size must be a whole number of bytes, got {text!r}")
     return int(result)

@@ -71,7 +71,7 @@ def test_parse_size(text, value):
     assert metrics.parse_size(text) == value
 
 
-@pytest.mark.parametrize("text", ["", "abc", "-1K", "1.3", "1X", "nan", "inf"])
+@pytest.mark.parametrize("text", ["", "abc", "-1K", "1.3", "1X", "nan", "inf", "1E256", "2P"])
 def test_parse_size_rejects(text):
     with pytest.raises(ValueError):
         metrics.parse_size(text)
