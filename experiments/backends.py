@@ -349,15 +349,7 @@ def test_backend_collective(bk_case, lanes: Lanes, bench_cfg: BenchConfig, bench
     if reason:
         pytest.skip(reason)
     coll = collectives.BY_VARIANT[case.variant]
-    check = coll.build(case, lctx)
-    w = check.run(False)
-    if w is not None:
-        w.wait()
-    lctx.sync_device()
-    n_wrong = verify.global_wrong(check.wrong(), lctx.group, lctx.device)
-    del check
-    timed = coll.build(case, lctx)
-    m = measure(lctx, bench_cfg, timed.run)
+    m, n_wrong = collectives.check_and_measure(lctx, bench_cfg, case)
     rec = make_record(experiment=EXPERIMENT, op=coll.op, variant=coll.variant, backend=lctx.backend,
                       device=lctx.device.type, dtype=case.dtype, world_size=lctx.world_size,
                       size_bytes=case.size_bytes, count=case.count, in_place=case.in_place, m=m,

@@ -326,18 +326,7 @@ def test_collective(case: Case, dist_ctx: DistContext, bench_cfg: BenchConfig, b
         # Fault injection for the suite's own tests: one rank calls the collective with a
         # different shape (TORCH_DISTRIBUTED_DEBUG=DETAIL must turn this into a named error).
         case = dataclasses.replace(case, count=case.count + ctx.world_size)
-    # Correctness, outside the timed region: fresh inputs, one op, exact check.
-    check = coll.build(case, ctx)
-    w = check.run(False)
-    if w is not None:
-        w.wait()
-    ctx.sync_device()
-    _maybe_corrupt(ctx, case, check)
-    n_wrong = verify.global_wrong(check.wrong(), ctx.group, ctx.device)
-    del check
-
-    timed = coll.build(case, ctx)
-    m = measure(ctx, bench_cfg, timed.run)
+    m, n_wrong = check_and_measure(ctx, bench_cfg, case, inject_corruption=True)
     rec = make_record(experiment=EXPERIMENT, op=coll.op, variant=coll.variant, backend=ctx.backend,
                       device=ctx.device.type, dtype=case.dtype, world_size=ctx.world_size,
                       size_bytes=case.size_bytes, count=case.count, in_place=case.in_place, m=m,
@@ -345,6 +334,25 @@ def test_collective(case: Case, dist_ctx: DistContext, bench_cfg: BenchConfig, b
                       function=FUNCTION_OF.get(coll.variant, coll.variant),
                       hosts=len(set(ctx.hostnames)))
     submit(request, benchmark, m, rec)
+
+
+def check_and_measure(ctx: DistContext, cfg: BenchConfig, case: Case, *,
+                      inject_corruption: bool = False):
+    """Verify one case exactly (fresh inputs, one op, outside the timed region), then time it
+    on fresh buffers. Returns (Measurement, n_wrong summed over ranks). Shared by every
+    experiment that measures a registered collective (e.g. the backend comparison)."""
+    coll = BY_VARIANT[case.variant]
+    check = coll.build(case, ctx)
+    w = check.run(False)
+    if w is not None:
+        w.wait()
+    ctx.sync_device()
+    if inject_corruption:
+        _maybe_corrupt(ctx, case, check)
+    n_wrong = verify.global_wrong(check.wrong(), ctx.group, ctx.device)
+    del check
+    timed = coll.build(case, ctx)
+    return measure(ctx, cfg, timed.run), n_wrong
 
 
 def _maybe_corrupt(ctx: DistContext, case: Case, b: Buffers) -> None:

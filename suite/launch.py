@@ -472,11 +472,7 @@ def _final_status(rc: int, signum: int | None, run_dir: Path, first: dict | None
     if wrong:
         print(f"# {len(wrong)} case(s) produced wrong elements: {', '.join(wrong[:5])}", file=sys.stderr)
         return EXIT_WRONG_RESULT
-    if rc == 0:
-        return EXIT_OK
-    if rc == EXIT_PEER_FAILURE:
-        return EXIT_PEER_FAILURE
-    return EXIT_FAILED
+    return EXIT_OK if rc == 0 else EXIT_FAILED
 
 
 def _wrong_cases(run_dir: Path) -> list[str]:

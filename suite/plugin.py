@@ -160,11 +160,16 @@ def submit(request, benchmark, m, record: dict) -> None:
 
 def _output_json(config, complete: bool, exitstatus: int | None) -> dict:
     bs = config._benchmarksession
+    # The file is rewritten after every case; machine and commit info do not change during a
+    # run, and generating them costs ~0.2 s (py-cpuinfo, git), so they are computed once.
     if not hasattr(config, "_suite_commit_info"):
         config._suite_commit_info = config.hook.pytest_benchmark_generate_commit_info(config=config)
+    if getattr(config, "_suite_machine_info", None) is None and config.stash.get(_KEY_MACHINE, None):
+        config._suite_machine_info = bs.get_machine_info()
     out = config.hook.pytest_benchmark_generate_json(
         config=config, benchmarks=bs.benchmarks, include_data=True,
-        machine_info=bs.get_machine_info(), commit_info=config._suite_commit_info)
+        machine_info=getattr(config, "_suite_machine_info", None) or bs.get_machine_info(),
+        commit_info=config._suite_commit_info)
     out["suite"] = {
         "complete": complete,
         "exitstatus": exitstatus,

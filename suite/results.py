@@ -56,7 +56,10 @@ def write_json_atomic(path: str | os.PathLike, obj) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    umask = os.umask(0)
+    os.umask(umask)
     try:
+        os.fchmod(fd, 0o666 & ~umask)  # mkstemp creates 0600; a results file is as readable as any other
         with os.fdopen(fd, "w") as fh:
             json.dump(obj, fh, indent=1, default=str)
             fh.flush()

@@ -32,6 +32,9 @@ def test_atomic_write_replaces_and_leaves_no_temp(tmp_path):
     results.write_json_atomic(p, {"a": 2})
     assert json.loads(p.read_text()) == {"a": 2}
     assert os.listdir(p.parent) == ["bench.json"]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert p.stat().st_mode & 0o777 == 0o666 & ~umask  # as readable as any file, not mkstemp's 0600
 
 
 def test_atomic_write_failure_keeps_previous_file(tmp_path):

@@ -3,3 +3,40 @@
 matches the module name. ``suite.report.format_tables`` dispatches here and
 falls back to a generic table. Formatters read records only; they never measure.
 """
+
+from collections import OrderedDict
+
+DTYPE_SHORT = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16", "int32": "i32",
+          "int64": "i64", "none": "-"}
+
+
+def pivot(title: str, recs: list[dict], col, row=lambda r: (r["op"], r["size_bytes"], r["dtype"]),
+          notes: tuple[str, ...] = (), op_width: int = 12, footer: str = "") -> str:
+    """One comparison pivoted into columns: rows by ``row(rec)`` = (op, size, dtype), columns by
+    ``col(rec)``, each with time (µs) and busbw (GB/s), then each column's time relative to the
+    first ("x first": > 1 is slower)."""
+    cols = list(OrderedDict.fromkeys(col(r) for r in recs))
+    lines = [f"# {title}", *(f"# {n}" for n in notes)]
+    w = op_width
+    lines.append(f"#{'op':>{w}} {'size(B)':>9} {'type':>5}" + "".join(f" {c[:19]:>19}" for c in cols)
+                 + "".join(f" {'x first':>10}" for _ in cols[1:]))
+    lines.append(f"#{'':>{w}} {'':>9} {'':>5}" + "".join(f" {'time(us)':>10} {'busbw':>8}" for _ in cols)
+                 + "".join(f" {c[:10]:>10}" for c in cols[1:]))
+    table: OrderedDict = OrderedDict()
+    for r in recs:
+        table.setdefault(row(r), {})[col(r)] = r
+    wrong = 0
+    for (op, size, dtype), by in table.items():
+        cells = []
+        for c in cols:
+            r = by.get(c)
+            cells.append(f" {r['time_us']:10.1f} {r['busbw_gbps']:8.3f}" if r else f" {'-':>10} {'-':>8}")
+            wrong += r["n_wrong"] if r else 0
+        first = by.get(cols[0])
+        for c in cols[1:]:
+            r = by.get(c)
+            cells.append(f" {r['time_us'] / first['time_us']:10.2f}" if r and first and first["time_us"] > 0
+                         else f" {'-':>10}")
+        lines.append(f" {op[:w]:>{w}} {size:>9} {DTYPE_SHORT.get(dtype, dtype):>5}" + "".join(cells))
+    lines.append(f"# {footer}#wrong total: {wrong} [{'OK' if wrong == 0 else 'FAILED'}]")
+    return "\n".join(lines) + "\n"

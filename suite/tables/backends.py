@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-_SHORT = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16", "int32": "i32",
-          "int64": "i64", "none": "-"}
+from suite.tables import DTYPE_SHORT, pivot
 
 
 def _lanes(recs: list[dict]) -> list[str]:
@@ -37,7 +36,7 @@ def capability_table(caps: list[dict]) -> str:
         dtypes = list(OrderedDict.fromkeys(r["dtype"] for r in rows if r["dtype"] != "none"))
         lines.append(f"# capability matrix: {_lane(rec)}, {rec['world_size']} ranks "
                      f"(probed at run time: one tiny op per cell; yes = runs, NO[k] = rejected, reason k below)")
-        lines.append(f"#{'op':>34} " + " ".join(f"{_SHORT.get(d, d):>6}" for d in dtypes))
+        lines.append(f"#{'op':>34} " + " ".join(f"{DTYPE_SHORT.get(d, d):>6}" for d in dtypes))
         table: OrderedDict = OrderedDict()
         for r in rows:
             name = r["variant"] + (f"({r['redop']})" if r["redop"] != "none" else "") + \
@@ -70,34 +69,14 @@ def compare_table(recs: list[dict], missing: list[str]) -> str:
     lanes = _lanes(recs)
     world = recs[0]["world_size"]
     sizes = sorted({r["size_bytes"] for r in recs if r["size_bytes"]})
-    head = (f"# backends side by side ({world} ranks, timing={recs[0]['timing_mode']}, largest "
+    head = (f"backends side by side ({world} ranks, timing={recs[0]['timing_mode']}, largest "
             f"{len(sizes)} sizes of the sweep; ratio = time(lane) / time({lanes[0]}), < 1 is faster)")
-    lines = [head]
+    notes = ()
     if len(lanes) < 2:
-        lines.append(f"# only one lane ran ({lanes[0]}): ratios need at least two backends. "
-                     + ("Not available here: " + "; ".join(missing) if missing else ""))
-    cols = "".join(f" {ln[:19]:>19}" for ln in lanes) + "".join(f" {('x ' + ln)[:12]:>12}" for ln in lanes[1:])
-    lines.append(f"#{'op':>22} {'size(B)':>9} {'type':>5}{cols}")
-    sub = "".join(f" {'time(us)':>10} {'busbw':>8}" for _ in lanes) + "".join(f" {'':>12}" for _ in lanes[1:])
-    lines.append(f"#{'':>22} {'':>9} {'':>5}{sub}")
-    rows: OrderedDict = OrderedDict()
-    for r in recs:
-        rows.setdefault((r.get("variant", r["op"]), r["dtype"], r["size_bytes"]), {})[_lane(r)] = r
-    wrong = 0
-    for (variant, dtype, size), by_lane in rows.items():
-        cells = []
-        for ln in lanes:
-            r = by_lane.get(ln)
-            cells.append(f" {r['time_us']:10.1f} {r['busbw_gbps']:8.3f}" if r else f" {'-':>10} {'-':>8}")
-            wrong += r["n_wrong"] if r else 0
-        ref = by_lane.get(lanes[0])
-        for ln in lanes[1:]:
-            r = by_lane.get(ln)
-            cells.append(f" {r['time_us'] / ref['time_us']:12.2f}" if r and ref and ref["time_us"] > 0
-                         else f" {'-':>12}")
-        lines.append(f" {variant[:22]:>22} {size:>9} {_SHORT.get(dtype, dtype):>5}" + "".join(cells))
-    lines.append(f"# busbw in GB/s (nccl-tests factors); #wrong total: {wrong} [{'OK' if wrong == 0 else 'FAILED'}]")
-    return "\n".join(lines) + "\n"
+        notes = (f"only one lane ran ({lanes[0]}): ratios need at least two backends. "
+                 + ("Not available here: " + "; ".join(missing) if missing else ""),)
+    return pivot(head, recs, col=_lane, row=lambda r: (r.get("variant", r["op"]), r["size_bytes"], r["dtype"]),
+                 notes=notes, op_width=22, footer="busbw in GB/s (nccl-tests factors); ")
 
 
 def algorithm_table(recs: list[dict], p2p: list[dict]) -> str:
@@ -133,7 +112,7 @@ def algorithm_table(recs: list[dict], p2p: list[dict]) -> str:
             r = by.get(a)
             return f" {r['time_us'] / ar['time_us']:8.2f}" if r and ar and ar["time_us"] > 0 else f" {'-':>8}"
         bw = p2p_bw.get((lane, dtype, size))
-        lines.append(f" {lane[:12]:>12} {size:>9} {_SHORT.get(dtype, dtype):>5}" + "".join(cells)
+        lines.append(f" {lane[:12]:>12} {size:>9} {DTYPE_SHORT.get(dtype, dtype):>5}" + "".join(cells)
                      + ratio("ring_p2p") + ratio("reduce_broadcast") + (f" {bw:9.3f}" if bw is not None else f" {'-':>9}"))
     lines.append(f"# #wrong total: {wrong} [{'OK' if wrong == 0 else 'FAILED'}]")
     return "\n".join(lines) + "\n"
@@ -145,7 +124,7 @@ def gloo_path_table(recs: list[dict]) -> str:
              f"{'#wrong':>6}"]
     for r in recs:
         lines.append(f" {r['gloo_path']:>14} {r['gloo_socket_ifname']:>8} {r['size_bytes']:>9} "
-                     f"{_SHORT.get(r['dtype'], r['dtype']):>5} {r['time_us']:10.1f} {r['p95_us']:10.1f} "
+                     f"{DTYPE_SHORT.get(r['dtype'], r['dtype']):>5} {r['time_us']:10.1f} {r['p95_us']:10.1f} "
                      f"{r['busbw_gbps']:8.3f} {r['n_wrong']:>6d}")
     return "\n".join(lines) + "\n"
 
