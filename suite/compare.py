@@ -48,8 +48,19 @@ DEFAULT_CONFIDENCE = 0.95
 N_BOOT = 2000
 
 
+COMMON_IDENTITY = ("experiment", "op", "backend", "device", "world_size", "timing_mode", "dtype", "size_bytes")
+"""Identity fields every declared case has; a record's ``identity`` lists the case's own."""
+
+
 def case_key(rec: dict) -> tuple:
-    """The identity of a case: its non-measurement scalar fields, sorted by name."""
+    """The identity of a case, sorted by name.
+
+    Records made by the harness name their identity fields (``identity``, declared by
+    the case); for runs stored before that, the identity is guessed as the
+    non-measurement scalar fields."""
+    if isinstance(rec.get("identity"), list):
+        names = set(COMMON_IDENTITY) | set(rec["identity"])
+        return tuple(sorted(((k, rec.get(k)) for k in names if k in rec), key=lambda kv: kv[0]))
     items = []
     for k, v in rec.items():
         if k in MEASUREMENT_FIELDS or (k != "size_bytes" and k.endswith(_MEASURED_SUFFIXES)):

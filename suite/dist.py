@@ -12,19 +12,18 @@ from __future__ import annotations
 
 import atexit
 import datetime
-import json
 import os
 import socket
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
 from suite.config import BenchConfig, ConfigError
+from suite.failures import EXIT_PEER_FAILURE, record_failure
 
 
 class PreflightError(RuntimeError):
@@ -154,24 +153,6 @@ class DistContext:
 
 _CONTEXT: DistContext | None = None
 _WATCHDOG: "Watchdog | None" = None
-
-EXIT_PEER_FAILURE = 5
-"""Exit status of a rank that gave up because a peer died, froze or vanished."""
-
-
-def record_failure(results_dir: str | None, rank: int, cause: str, **extra) -> None:
-    """Leave ``<results_dir>/failures/rank<r>.json`` for the launcher's summary (best effort)."""
-    if not results_dir:
-        return
-    try:
-        from suite.results import write_json_atomic
-
-        write_json_atomic(Path(results_dir) / "failures" / f"rank{rank}.json",
-                          {"rank": rank, "host": socket.gethostname(), "cause": cause, "time_unix": time.time(),
-                           **extra})
-    except Exception:  # reporting a failure must never raise a second one
-        pass
-
 
 class Watchdog:
     """Names a dead, frozen or partitioned rank and ends this rank within a bounded time.

@@ -31,20 +31,12 @@ import time
 from pathlib import Path
 
 from suite.config import ConfigError, build_config, check_timing_mode
+from suite.failures import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, EXIT_PEER_FAILURE, EXIT_PREFLIGHT,  # noqa: F401
+                            EXIT_RENDEZVOUS, EXIT_SIGINT, EXIT_SIGTERM, EXIT_WRONG_RESULT)
 
 ROOT = Path(__file__).resolve().parent.parent
 EXPERIMENTS_DIR = ROOT / "experiments"
 
-# Exit statuses (README "Exit statuses"); the most specific cause wins.
-EXIT_OK = 0
-EXIT_FAILED = 1          # a case errored
-EXIT_BAD_INPUT = 2       # a knob has an unusable value; nothing started
-EXIT_PREFLIGHT = 3       # this host cannot run it (backend, GPU, memory, /dev/shm, interface)
-EXIT_RENDEZVOUS = 4      # MASTER_ADDR does not resolve, MASTER_PORT in use
-EXIT_PEER_FAILURE = 5    # a rank died, froze or became unreachable mid-run
-EXIT_WRONG_RESULT = 6    # a collective produced wrong elements
-EXIT_SIGINT = 130
-EXIT_SIGTERM = 143
 
 
 class RendezvousError(RuntimeError):
@@ -480,12 +472,12 @@ def _wrong_cases(run_dir: Path) -> list[str]:
         run = json.loads((run_dir / "bench.json").read_text())
     except (OSError, ValueError):
         return []
-    return [b["name"] for b in run.get("benchmarks", []) if b.get("extra_info", {}).get("n_wrong", 0) > 0]
+    return [b["name"] for b in run.get("benchmarks", []) if (b.get("extra_info", {}).get("n_wrong") or 0) > 0]
 
 
 def _stamp_status(run_dir: Path, status: int, signum: int | None) -> None:
     """Record the launcher's verdict in bench.json (atomically)."""
-    from suite.results import write_json_atomic
+    from suite.fileio import write_json_atomic
 
     path = run_dir / "bench.json"
     try:

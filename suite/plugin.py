@@ -21,8 +21,9 @@ import time
 
 import pytest
 
-from suite import report, results, sysinfo
+from suite import bench_adapter, fileio, report, sysinfo
 from suite.config import ConfigError, build_config
+from suite.errors import CaseFailed, CaseSkipped
 
 # SUITE_PROFILE=1: an autouse fixture records a torch.profiler trace of every case (suite/profiling.py).
 pytest_plugins = ("suite.profiling",)
@@ -78,8 +79,9 @@ def _raw_options(config) -> dict:
 
 def pytest_configure(config):
     try:
+        bench_adapter.check_version()
         config._suite_cfg = build_config(**_raw_options(config))
-    except ConfigError as e:
+    except (ConfigError, bench_adapter.UnsupportedVersion) as e:
         raise pytest.UsageError(str(e)) from None
     config._suite_rank = _rank_from_env()
     config._suite_started = time.time()
@@ -88,13 +90,10 @@ def pytest_configure(config):
 
 def pytest_sessionstart(session):
     config = session.config
-    bs = getattr(config, "_benchmarksession", None)
-    if bs is not None and getattr(config, "_suite_rank", 0) != 0:
+    if getattr(config, "_suite_rank", 0) != 0:
         # pytest-benchmark's own saving (--benchmark-autosave/--benchmark-save/--benchmark-json)
         # belongs to rank 0, or every rank would store a copy of the run.
-        bs.save = bs.autosave = False
-        bs.json = None
-        bs.compare_fail = []
+        bench_adapter.silence_session(config)
     if getattr(config, "_suite_rank", 0) != 0 and not os.environ.get("SUITE_ALL_RANKS_OUTPUT"):
         # Only rank 0 prints; the others' failures still reach stderr (see
         # pytest_runtest_logreport). pytest's capture keeps its own copy of fd 1,
@@ -141,25 +140,61 @@ def submit(request, benchmark, m, record: dict) -> None:
     Fails the test (on every rank alike, since ``n_wrong`` is global) when any
     element was wrong.
     """
-    # pytest-benchmark's own loop cannot take cross-rank samples, so the
-    # harness times and hands the samples to its Metadata (pinned version).
-    benchmark._mode = "suite.timing.measure"
-    stats = benchmark._make_stats(m.ops_per_sample)
-    for s in m.samples_s:
-        stats.update(s * m.ops_per_sample)
-    benchmark.group = f"{record['experiment']}:{record['op']}"
-    benchmark.extra_info.update(record)
+    bench_adapter.store_samples(benchmark, m.samples_s, m.ops_per_sample,
+                                group=f"{record['experiment']}:{record['op']}", extra=record)
     config = request.config
     config.stash[_KEY_RECORDS].append(record)
     if config._suite_rank == 0:
         _write_results(config, complete=False)
-    if record.get("n_wrong", 0) > 0:
+    if (record.get("n_wrong") or 0) > 0:
         pytest.fail(f"{record['n_wrong']} wrong element(s) in {record['op']} "
                     f"({record.get('dtype')}, {record.get('size_bytes')} B)", pytrace=False)
 
 
+@pytest.fixture(scope="session")
+def _suite_harness(dist_ctx, bench_cfg):
+    from suite.runner import Harness
+
+    return Harness(dist_ctx, bench_cfg, keep_rank_samples=bool(os.environ.get("SUITE_KEEP_RANK_SAMPLES")))
+
+
+class _Bridge:
+    """What a declared case's test function gets as ``harness``: run the case, hand the
+    result to pytest-benchmark, turn the harness's outcomes into pytest's."""
+
+    def __init__(self, request, benchmark, harness):
+        self.request, self.benchmark, self.harness = request, benchmark, harness
+
+    def run(self, case) -> dict:
+        try:
+            m, rec = self.harness.run(case)
+        except CaseSkipped as e:
+            pytest.skip(str(e))
+        except CaseFailed as e:
+            pytest.fail(str(e), pytrace=False)
+        submit(self.request, self.benchmark, m, rec)
+        return rec
+
+
+@pytest.fixture
+def harness(request, benchmark, _suite_harness):
+    """Runs declared cases (suite/case.py) for the test that asks for it."""
+    return _Bridge(request, benchmark, _suite_harness)
+
+
+def pytest_generate_tests(metafunc):
+    """Parametrize every test made by ``suite.case.experiment_test`` with its declared cases."""
+    provider = getattr(metafunc.function, "suite_cases", None)
+    if provider is None or "suite_case" not in metafunc.fixturenames:
+        return
+    from suite.dist import read_launch_env
+
+    cases = provider(metafunc.config._suite_cfg, read_launch_env().world_size)
+    metafunc.parametrize("suite_case", cases, ids=[c.label for c in cases])
+
+
 def _output_json(config, complete: bool, exitstatus: int | None) -> dict:
-    bs = config._benchmarksession
+    bs = bench_adapter.session(config)
     # The file is rewritten after every case; machine and commit info do not change during a
     # run, and generating them costs ~0.2 s (py-cpuinfo, git), so they are computed once.
     if not hasattr(config, "_suite_commit_info"):
@@ -185,7 +220,7 @@ def _write_results(config, complete: bool, exitstatus: int | None = None) -> Non
     d = config.option.results_dir
     if not d:
         return
-    results.write_json_atomic(os.path.join(d, "bench.json"), _output_json(config, complete, exitstatus))
+    fileio.write_json_atomic(os.path.join(d, "bench.json"), _output_json(config, complete, exitstatus))
 
 
 def pytest_benchmark_update_machine_info(config, machine_info):
@@ -212,7 +247,8 @@ def pytest_runtest_makereport(item, call):
     rep = outcome.get_result()
     if call.excinfo is None or not rep.failed or "dist_ctx" not in getattr(item, "fixturenames", ()):
         return
-    # pytest.fail/skip are raised by every rank alike (n_wrong is global, probes agree),
+    # pytest.fail/skip are raised by every rank alike (n_wrong is global, probes agree; the
+    # harness's CaseSkipped/CaseFailed reach here as pytest's),
     # so the ranks stay in step. Any other exception may have hit this rank alone while
     # the others wait in a collective: continuing would pair collectives of different
     # cases. End the session instead; the launcher reports the cause.
@@ -222,7 +258,7 @@ def pytest_runtest_makereport(item, call):
     kind = "peer_failure" if _is_distributed_failure(exc) else "rank_error"
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
     cause = f"{type(exc).__name__} in {item.nodeid}: {first}"
-    from suite.dist import record_failure
+    from suite.failures import record_failure
 
     record_failure(item.config.option.results_dir, _rank_from_env(), cause, kind=kind)
     item.session.shouldstop = f"rank {_rank_from_env()} stopped the run: {cause}"
@@ -329,6 +365,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         if config.option.results_dir:
             terminalreporter.write_line(f"results: {os.path.join(config.option.results_dir, 'bench.json')}")
     if not config.option.show_benchmark_table:
-        bs = getattr(config, "_benchmarksession", None)
+        bs = bench_adapter.session(config)
         if bs is not None:
             bs.groups = None

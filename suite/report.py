@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from suite import results
+from suite.tables import num, wrong, wrong_cell
 from suite.compare import MEASUREMENT_FIELDS, case_key
 from suite.fit import AlphaBeta
 
@@ -45,8 +46,8 @@ _DTYPE_SHORT = {"float32": "float", "float64": "double", "float16": "half", "bfl
 def _cell(rec: dict | None) -> str:
     if rec is None:
         return f"{'-':>9} {'-':>7} {'-':>7} {'-':>6}"
-    return (f"{rec['time_us']:9.1f} {rec['algbw_gbps']:7.3f} {rec['busbw_gbps']:7.3f} "
-            f"{rec['n_wrong']:>6d}")
+    return (f"{rec['time_us']:9.1f} {rec['algbw_gbps']:7.3f} {num(rec['busbw_gbps'], '.3f', 7)} "
+            f"{wrong_cell(rec)}")
 
 
 def collective_table(recs: list[dict]) -> str:
@@ -73,10 +74,10 @@ def collective_table(recs: list[dict]) -> str:
         lines.append(f" {size:>11} {count:>12} {_DTYPE_SHORT.get(dtype, dtype):>8} {redop:>7} {root:>5}"
                      f" {_cell(pair.get(False))}  {_cell(pair.get(True))}")
     bus = [r["busbw_gbps"] for r in recs if r["size_bytes"] > 0]
-    wrong = sum(r["n_wrong"] for r in recs)
+    n_wrong = sum(wrong(r) for r in recs)
     if bus:
         lines.append(f"# Avg bus bandwidth : {sum(bus) / len(bus):.4f} GB/s   "
-                     f"#wrong total: {wrong} [{'OK' if wrong == 0 else 'FAILED'}]")
+                     f"#wrong total: {n_wrong} [{'OK' if n_wrong == 0 else 'FAILED'}]")
     return "\n".join(line.rstrip() for line in lines) + "\n"
 
 
@@ -88,8 +89,8 @@ def generic_table(title: str, recs: list[dict]) -> str:
     for r in recs:
         label = str(r.get("label") or r["op"])[:34]
         lines.append(f" {label:>34} {r['size_bytes']:>11} {_DTYPE_SHORT.get(r['dtype'], r['dtype']):>8}"
-                     f" {r['time_us']:10.1f} {r['p95_us']:10.1f} {r['algbw_gbps']:8.3f} {r['busbw_gbps']:8.3f}"
-                     f" {r['n_wrong']:>6d}")
+                     f" {r['time_us']:10.1f} {r['p95_us']:10.1f} {r['algbw_gbps']:8.3f} {num(r['busbw_gbps'], '.3f', 8)}"
+                     f" {wrong_cell(r)}")
     return "\n".join(lines) + "\n"
 
 

@@ -1,20 +1,23 @@
-"""The result record and atomic JSON writing.
+"""The result record.
 
 A record is the ``extra_info`` of one pytest-benchmark entry. ``make_record``
-fills the fields every experiment shares (schema below); experiments add their
-own keys (``peer``, ``root``, ...). ``write_json_atomic`` is the only way the
-suite writes a results file: temp file in the same directory, fsync, rename,
-so a reader sees either the previous complete file or the new one.
+fills the fields every case shares (schema below) and says how each number was
+obtained (``provenance``: measured, derived by a named formula, or modelled by a
+named model); the harness (suite/runner.py) adds the case's identity and fields.
+Files are written by ``suite.fileio.write_json_atomic`` (re-exported here).
+
+Records of runs stored before per-rank samples and ``checked`` existed lack those
+fields; readers treat a missing ``checked`` as checked (``n_wrong`` was always set).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
 from suite import metrics
+from suite.fileio import write_json_atomic  # noqa: F401  (re-exported: the one writer)
 from suite.timing import Measurement
 
 REQUIRED_FIELDS = (
@@ -24,61 +27,76 @@ REQUIRED_FIELDS = (
 )
 
 
+PROVENANCE = {
+    "time_us": "measured: median over iterations of the per-iteration maximum over ranks ({timer} clock)",
+    "p05_us": "measured: percentile over iterations of the per-iteration maximum over ranks",
+    "p50_us": "measured: percentile over iterations of the per-iteration maximum over ranks",
+    "p95_us": "measured: percentile over iterations of the per-iteration maximum over ranks",
+    "p99_us": "measured: percentile over iterations of the per-iteration maximum over ranks",
+    "samples_us": "measured: per iteration, the maximum over ranks of each rank's time",
+    "rank_median_us": "measured: per rank, the median over iterations of that rank's own time",
+    "rank_spread_us": "derived: min / median / max over ranks of rank_median_us",
+    "slowest_rank": "measured: per iteration, the rank whose time was the maximum",
+    "slowest_rank_hist": "derived: per rank, how many iterations it was the slowest",
+    "algbw_gbps": "derived: size_bytes / time_us (nccl-tests algbw, GB = 1e9 B)",
+    "busbw_gbps": "derived: algbw_gbps x busbw_factor (nccl-tests busbw)",
+    "busbw_factor": "modelled: nccl-tests bus factor of {bw_op} at world_size ranks (ring/flat algorithm)",
+    "n_wrong": "measured: elements that differ from the exact expected result, summed over ranks, "
+               "in the check run and in every timed buffer set",
+}
+"""How each shared number of a record was obtained (stored with the record as ``provenance``)."""
+
+
 def make_record(*, experiment: str, op: str, backend: str, device: str, dtype: str, world_size: int,
-                size_bytes: int, count: int, in_place: bool, m: Measurement, n_wrong: int,
-                bw_op: str | None = None, **extra) -> dict:
-    """Build the shared record. ``bw_op`` selects the busbw factor (defaults to ``op``)."""
+                size_bytes: int, count: int, in_place: bool, m: Measurement, n_wrong: int | None,
+                bw_op: str | None = None, busbw: bool = True, checked: bool = True,
+                unchecked_reason: str | None = None, case_provenance: dict | None = None, **extra) -> dict:
+    """Build the shared record. ``bw_op`` selects the busbw factor (defaults to ``op``); ``busbw=False``:
+    the case has no bus bandwidth (no factor applies), so busbw_gbps and busbw_factor are None.
+    ``checked=False``: nothing was checked (``unchecked_reason`` says why) and ``n_wrong`` is None."""
     stats = metrics.latency_stats_us(m.samples_s)
     t = m.median_s
-    if size_bytes > 0 and t > 0:
-        algbw = metrics.algbw_gbps(size_bytes, t)
-        busbw = algbw * metrics.busbw_factor(bw_op or op, world_size)
-    else:
-        algbw = busbw = 0.0
+    bw_op = bw_op or op
+    factor = metrics.busbw_factor(bw_op, world_size) if busbw and bw_op in metrics.OPS_WITH_FACTOR else None
+    if busbw and factor is None and size_bytes > 0:
+        raise ValueError(f"no bus-bandwidth factor for op {bw_op!r}; known: {', '.join(metrics.OPS_WITH_FACTOR)}")
+    algbw = metrics.algbw_gbps(size_bytes, t) if size_bytes > 0 and t > 0 else 0.0
+    busbw_v = algbw * factor if factor is not None else (0.0 if busbw else None)
     rec = {
         "experiment": experiment, "op": op, "backend": backend, "device": device, "dtype": dtype,
         "world_size": world_size, "size_bytes": int(size_bytes), "count": int(count),
         "in_place": bool(in_place), "timing_mode": m.timing_mode, "timer": m.timer, "iterations": m.iterations,
-        "ops_per_sample": m.ops_per_sample, "warmup_iters": m.warmup_iters,
-        "time_us": t * 1e6, **stats, "algbw_gbps": algbw, "busbw_gbps": busbw,
-        "busbw_factor": metrics.busbw_factor(bw_op or op, world_size) if (bw_op or op) in metrics.OPS_WITH_FACTOR else None,
-        "n_wrong": int(n_wrong),
+        "ops_per_sample": m.ops_per_sample, "buffer_sets": m.buffer_sets, "warmup_iters": m.warmup_iters,
+        "time_us": t * 1e6, **stats, "algbw_gbps": algbw, "busbw_gbps": busbw_v,
+        "busbw_factor": factor, "checked": bool(checked),
+        "n_wrong": None if not checked else int(n_wrong or 0),
         "samples_us": [s * 1e6 for s in m.samples_s],
     }
+    if not checked:
+        rec["unchecked_reason"] = unchecked_reason or "not stated"
+    rec.update(per_rank_fields(m, world_size))
     if m.precision_reached is not None:
         rec["precision_reached"] = m.precision_reached
+    prov = {k: v.format(timer=m.timer, bw_op=bw_op) for k, v in PROVENANCE.items() if k in rec}
+    prov.update(case_provenance or {})
+    rec["provenance"] = prov
     rec.update(extra)
     return rec
 
 
-def write_json_atomic(path: str | os.PathLike, obj) -> None:
-    """Write ``obj`` as JSON to ``path`` atomically (same-dir temp, fsync, rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    umask = os.umask(0)
-    os.umask(umask)
-    try:
-        os.fchmod(fd, 0o666 & ~umask)  # mkstemp creates 0600; a results file is as readable as any other
-        with os.fdopen(fd, "w") as fh:
-            json.dump(obj, fh, indent=1, default=str)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    try:  # make the rename itself durable
-        dfd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError:
-        pass
+def per_rank_fields(m: Measurement, world_size: int) -> dict:
+    """Per-rank medians, the slowest rank per iteration and its histogram (empty when not measured)."""
+    if m.rank_median_s is None or m.slowest_rank is None:
+        return {}
+    med = [x * 1e6 for x in m.rank_median_s]
+    hist = [0] * world_size
+    for r in m.slowest_rank:
+        hist[r] += 1
+    out = {"rank_median_us": med, "slowest_rank": list(m.slowest_rank), "slowest_rank_hist": hist,
+           "rank_spread_us": {"min": min(med), "median": metrics.percentile(med, 50), "max": max(med)}}
+    if m.rank_samples_s is not None:
+        out["rank_samples_us"] = [[x * 1e6 for x in r] for r in m.rank_samples_s]
+    return out
 
 
 def load_run(path: str | os.PathLike) -> dict:

@@ -26,14 +26,24 @@ excludes the host's launch overhead before the first op reaches the GPU and the
 ``synchronize`` latency after the last. The record says which (``timer``).
 
 A sample is the *maximum over ranks* of that iteration's time (the collective
-is done only when its slowest rank is done); the per-rank samples are reduced
-with one MAX all_reduce after the timed region.
+is done only when its slowest rank is done). The per-rank samples are gathered
+with one all_gather after the timed region, so the Measurement also knows, per
+iteration, which rank was slowest, and each rank's median (a straggler can be
+named later: ``make doctor``).
+
+Pipelined mode issues ``depth`` ops back to back on ``depth`` distinct buffer
+sets (one per in-flight op; Gloo runs async ops concurrently on its worker
+threads, so a shared in-place buffer would be a data race). ``before_sample``
+(the case's input reset, for ops that consume their inputs in place) runs before
+each sample's barrier, outside the timed interval, so the buffers left by the
+last sample hold exactly one op's result and can be checked.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -42,6 +52,7 @@ import torch.distributed as dist
 from suite import metrics
 from suite.config import BenchConfig
 from suite.dist import DistContext
+from suite.errors import CaseSkipped
 
 OpFn = Callable[[bool], object]
 """Issues one operation; called with ``async_op``; returns a Work (or a list of
@@ -61,6 +72,14 @@ class Measurement:
     """Precision mode only: whether the CI target was met before the time cap."""
     timer: str = "host"
     """What clock took the samples: host (perf_counter) or cuda_event."""
+    slowest_rank: list[int] | None = None
+    """Per iteration: the rank whose time was the maximum (the sample)."""
+    rank_median_s: list[float] | None = None
+    """Per rank: the median over iterations of that rank's own times."""
+    rank_samples_s: list[list[float]] | None = None
+    """Every rank x iteration time, seconds (only when the run asks to keep them)."""
+    buffer_sets: int = 1
+    """Distinct buffer sets the in-flight ops of one sample used."""
 
     @property
     def iterations(self) -> int:
@@ -69,6 +88,18 @@ class Measurement:
     @property
     def median_s(self) -> float:
         return metrics.percentile(self.samples_s, 50)
+
+    def scaled(self, divisor: float) -> "Measurement":
+        """The same measurement with every time divided by ``divisor`` (e.g. round trip / 2)."""
+        if divisor == 1:
+            return self
+
+        def div(xs):
+            return None if xs is None else [x / divisor for x in xs]
+
+        return dataclasses.replace(self, samples_s=div(self.samples_s), rank_median_s=div(self.rank_median_s),
+                                   rank_samples_s=None if self.rank_samples_s is None else
+                                   [div(r) for r in self.rank_samples_s])
 
 
 def _wait(work) -> None:
@@ -81,39 +112,41 @@ def _wait(work) -> None:
     work.wait()
 
 
-def _barrier(ctx: DistContext) -> None:
-    # On NCCL a barrier needs the device; device_ids keeps it on our GPU.
+def barrier(ctx: DistContext) -> None:
+    """``dist.barrier`` on the context's group; on NCCL it names our GPU (device_ids)."""
     if ctx.backend == "nccl":
         dist.barrier(group=ctx.group, device_ids=[ctx.device.index])
     else:
         dist.barrier(group=ctx.group)
 
 
-def _run_samples(ctx: DistContext, op: OpFn, n: int, mode: str, depth: int, graph=None) -> list[float]:
+def _issue(ops: Sequence[OpFn], depth: int, async_op: bool) -> list:
+    return [ops[i % len(ops)](async_op) for i in range(depth)]
+
+
+def _run_samples(ctx: DistContext, ops: Sequence[OpFn], n: int, mode: str, depth: int, graph=None,
+                 before_sample: Callable[[], None] | None = None) -> list[float]:
     if ctx.device.type == "cuda":
-        return _run_samples_cuda(ctx, op, n, mode, depth, graph)
+        return _run_samples_cuda(ctx, ops, n, mode, depth, graph, before_sample)
     # CPU: host clock (unchanged by the CUDA paths above and below).
     out = []
     clock = time.perf_counter
-    if mode == "blocking":
-        for _ in range(n):
-            _barrier(ctx)
-            t0 = clock()
-            _wait(op(False))
-            ctx.sync_device()
-            out.append(clock() - t0)
-    else:
-        for _ in range(n):
-            _barrier(ctx)
-            t0 = clock()
-            works = [op(True) for _ in range(depth)]
-            _wait(works)
-            ctx.sync_device()
-            out.append((clock() - t0) / depth)
+    for _ in range(n):
+        if before_sample is not None:
+            before_sample()
+        barrier(ctx)
+        t0 = clock()
+        if mode == "blocking":
+            _wait(ops[0](False))
+        else:
+            _wait(_issue(ops, depth, True))
+        ctx.sync_device()
+        out.append((clock() - t0) / depth)
     return out
 
 
-def _run_samples_cuda(ctx: DistContext, op: OpFn, n: int, mode: str, depth: int, graph) -> list[float]:
+def _run_samples_cuda(ctx: DistContext, ops: Sequence[OpFn], n: int, mode: str, depth: int, graph,
+                      before_sample: Callable[[], None] | None = None) -> list[float]:
     """Same samples as the host path, timed by CUDA events on the current stream.
 
     With async_op=False (and after ``wait()`` of an async Work) NCCL makes the
@@ -128,21 +161,24 @@ def _run_samples_cuda(ctx: DistContext, op: OpFn, n: int, mode: str, depth: int,
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     for i in range(n):
-        _barrier(ctx)
+        if before_sample is not None and graph is None:
+            before_sample()
+            ctx.sync_device()
+        barrier(ctx)
         starts[i].record()
         if graph is not None:
             graph.replay()
         elif mode == "blocking":
-            _wait(op(False))
+            _wait(ops[0](False))
         else:
-            _wait([op(True) for _ in range(depth)])
+            _wait(_issue(ops, depth, True))
         ends[i].record()
         ctx.sync_device()
     # elapsed_time is in milliseconds
     return [s.elapsed_time(e) / 1e3 / depth for s, e in zip(starts, ends)]
 
 
-def _capture_graph(ctx: DistContext, op: OpFn, depth: int):
+def _capture_graph(ctx: DistContext, ops: Sequence[OpFn], depth: int):
     """Capture ``depth`` blocking ops into a CUDA graph, or skip the case on every rank.
 
     NCCL collectives are capturable (PyTorch's test_c10d_nccl
@@ -164,23 +200,32 @@ def _capture_graph(ctx: DistContext, op: OpFn, depth: int):
         try:
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-                for _ in range(depth):
-                    _wait(op(False))
+                _wait(_issue(ops, depth, False))
         except Exception as e:  # the op does something a graph cannot hold (host sync, allocation)
             graph = None
             reason = "this op cannot be captured in a CUDA graph: " + \
                      ((str(e).strip().splitlines() or [type(e).__name__])[0][:200])
     if not ctx.agree_all(reason is None):
-        import pytest  # the suite's cases run under pytest; skip alike on every rank
-
-        pytest.skip(reason or "another rank could not capture this op in a CUDA graph")
+        raise CaseSkipped(reason or "another rank could not capture this op in a CUDA graph")
     return graph
 
 
-def _cross_rank_max(ctx: DistContext, samples: list[float]) -> list[float]:
+@dataclass(frozen=True)
+class _RankSamples:
+    """Every rank's samples of one round, gathered: ``per_rank[r][i]``."""
+
+    per_rank: list[list[float]]
+
+    def merge(self, other: "_RankSamples") -> "_RankSamples":
+        return _RankSamples([a + b for a, b in zip(self.per_rank, other.per_rank)])
+
+
+def _gather_ranks(ctx: DistContext, samples: list[float]) -> _RankSamples:
+    """All ranks' samples on every rank (one all_gather; every rank has the same count)."""
     t = torch.tensor(samples, dtype=torch.float64, device=ctx.device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=ctx.group)
-    return t.cpu().tolist()
+    out = [torch.empty_like(t) for _ in range(ctx.world_size)]
+    dist.all_gather(out, t, group=ctx.group)
+    return _RankSamples([o.cpu().tolist() for o in out])
 
 
 def _broadcast_flag(ctx: DistContext, flag: bool) -> bool:
@@ -189,28 +234,38 @@ def _broadcast_flag(ctx: DistContext, flag: bool) -> bool:
     return bool(t.item())
 
 
-def measure(ctx: DistContext, cfg: BenchConfig, op: OpFn, *, mode: str | None = None,
-            iters: int | None = None, warmup_iters: int | None = None) -> Measurement:
+def measure(ctx: DistContext, cfg: BenchConfig, op: OpFn | Sequence[OpFn], *, mode: str | None = None,
+            iters: int | None = None, warmup_iters: int | None = None,
+            before_sample: Callable[[], None] | None = None, keep_rank_samples: bool = False) -> Measurement:
     """Warm up, time, and reduce across ranks. The only timing loop of the suite.
 
-    ``mode``/``iters``/``warmup_iters`` override the run's config for cases that
-    need a fixed mode (e.g. a barrier-per-step comparison).
+    ``op`` is one OpFn, or one per in-flight op (pipelined mode issues
+    ``pipeline_depth`` ops, cycling over them). ``mode``/``iters``/``warmup_iters``
+    override the run's config for cases that need a fixed mode (e.g. a
+    barrier-per-step comparison). ``before_sample`` runs before each timed
+    sample, outside the timed interval.
     """
+    ops = list(op) if isinstance(op, (list, tuple)) else [op]
     mode = mode or cfg.timing_mode
     n = cfg.iters if iters is None else iters
     warm = cfg.warmup_iters if warmup_iters is None else warmup_iters
     depth = cfg.pipeline_depth if mode in ("pipelined", "cuda_graph") else 1
 
-    for _ in range(warm):
-        _wait(op(mode == "pipelined"))
+    for i in range(warm):
+        _wait(ops[i % len(ops)](mode == "pipelined"))
     ctx.sync_device()
     graph = None
     if mode == "cuda_graph":
-        graph = _capture_graph(ctx, op, depth)
+        if before_sample is not None:
+            before_sample()
+        graph = _capture_graph(ctx, ops, depth)
         graph.replay()  # the first replay uploads the graph; keep it out of the samples
         ctx.sync_device()
 
-    samples = _cross_rank_max(ctx, _run_samples(ctx, op, n, mode, depth, graph))
+    def round_() -> _RankSamples:
+        return _gather_ranks(ctx, _run_samples(ctx, ops, n, mode, depth, graph, before_sample))
+
+    got = round_()
     reached = None
     if cfg.precision_pct > 0:
         start = time.monotonic()
@@ -219,13 +274,23 @@ def measure(ctx: DistContext, cfg: BenchConfig, op: OpFn, *, mode: str | None = 
             # so every rank runs the same number of iterations.
             done = False
             if ctx.rank == 0:
-                precise = metrics.median_ci_halfwidth_pct(samples) <= cfg.precision_pct
+                precise = metrics.median_ci_halfwidth_pct(_max_over_ranks(got)) <= cfg.precision_pct
                 done = precise or (time.monotonic() - start) >= cfg.max_time_s
                 reached = precise
             if _broadcast_flag(ctx, done):
                 break
-            samples += _cross_rank_max(ctx, _run_samples(ctx, op, n, mode, depth, graph))
+            got = got.merge(round_())
         reached = _broadcast_flag(ctx, bool(reached))
-    return Measurement(samples_s=samples, timing_mode=mode, ops_per_sample=depth,
+    per_rank = got.per_rank
+    iters_ = range(len(per_rank[0]))
+    slowest = [max(range(len(per_rank)), key=lambda r: per_rank[r][i]) for i in iters_]
+    return Measurement(samples_s=_max_over_ranks(got), timing_mode=mode, ops_per_sample=depth,
                        warmup_iters=warm, precision_reached=reached,
-                       timer="cuda_event" if ctx.device.type == "cuda" else "host")
+                       timer="cuda_event" if ctx.device.type == "cuda" else "host",
+                       slowest_rank=slowest, rank_median_s=[metrics.percentile(r, 50) for r in per_rank],
+                       rank_samples_s=per_rank if keep_rank_samples else None,
+                       buffer_sets=min(len(ops), depth))
+
+
+def _max_over_ranks(got: _RankSamples) -> list[float]:
+    return [max(col) for col in zip(*got.per_rank)]

@@ -94,6 +94,11 @@ def count_wrong(actual: torch.Tensor, expected: torch.Tensor) -> int:
 
 def global_wrong(local_wrong: int, group, device: torch.device) -> int:
     """Sum of wrong-element counts over every rank of ``group``."""
-    t = torch.tensor([local_wrong], dtype=torch.int64, device=device)
+    return global_wrong_many([local_wrong], group, device)[0]
+
+
+def global_wrong_many(local_wrong: list[int], group, device: torch.device) -> list[int]:
+    """Element-wise sums of several wrong-element counts over every rank (one all_reduce)."""
+    t = torch.tensor(local_wrong, dtype=torch.int64, device=device)
     dist.all_reduce(t, op=dist.ReduceOp.SUM, group=group)
-    return int(t.item())
+    return [int(v) for v in t.tolist()]

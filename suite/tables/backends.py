@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from suite.tables import DTYPE_SHORT, pivot
+from suite.tables import DTYPE_SHORT, num, pivot, wrong, wrong_cell
 
 
 def _lanes(recs: list[dict]) -> list[str]:
@@ -99,13 +99,13 @@ def algorithm_table(recs: list[dict], p2p: list[dict]) -> str:
     rows: OrderedDict = OrderedDict()
     for r in recs:
         rows.setdefault((_lane(r), r["dtype"], r["size_bytes"]), {})[r["algorithm"]] = r
-    wrong = 0
+    n_wrong = 0
     for (lane, dtype, size), by in rows.items():
         cells = []
         for a in algos:
             r = by.get(a)
-            cells.append(f" {r['time_us']:10.1f} {r['busbw_gbps']:8.3f}" if r else f" {'-':>10} {'-':>8}")
-            wrong += r["n_wrong"] if r else 0
+            cells.append(f" {r['time_us']:10.1f} {num(r['busbw_gbps'], '.3f', 8)}" if r else f" {'-':>10} {'-':>8}")
+            n_wrong += wrong(r)
         ar = by.get("all_reduce")
 
         def ratio(a):
@@ -114,7 +114,7 @@ def algorithm_table(recs: list[dict], p2p: list[dict]) -> str:
         bw = p2p_bw.get((lane, dtype, size))
         lines.append(f" {lane[:12]:>12} {size:>9} {DTYPE_SHORT.get(dtype, dtype):>5}" + "".join(cells)
                      + ratio("ring_p2p") + ratio("reduce_broadcast") + (f" {bw:9.3f}" if bw is not None else f" {'-':>9}"))
-    lines.append(f"# #wrong total: {wrong} [{'OK' if wrong == 0 else 'FAILED'}]")
+    lines.append(f"# #wrong total: {n_wrong} [{'OK' if n_wrong == 0 else 'FAILED'}]")
     return "\n".join(lines) + "\n"
 
 
@@ -125,7 +125,7 @@ def gloo_path_table(recs: list[dict]) -> str:
     for r in recs:
         lines.append(f" {r['gloo_path']:>14} {r['gloo_socket_ifname']:>8} {r['size_bytes']:>9} "
                      f"{DTYPE_SHORT.get(r['dtype'], r['dtype']):>5} {r['time_us']:10.1f} {r['p95_us']:10.1f} "
-                     f"{r['busbw_gbps']:8.3f} {r['n_wrong']:>6d}")
+                     f"{num(r['busbw_gbps'], '.3f', 8)} {wrong_cell(r)}")
     return "\n".join(lines) + "\n"
 
 

@@ -15,6 +15,8 @@ is measured):
 
 from __future__ import annotations
 
+from suite.tables import num, wrong, wrong_cell
+
 from collections import OrderedDict
 
 
@@ -44,10 +46,10 @@ def _step_table(model: str, recs: list[dict]) -> str:
             f" {_f(r.get('samples_per_s'), '.0f', 10)} {_f(r.get('scaling_efficiency'), '.2f', 6)}"
             f" {_f(r.get('comm_exposed_ms'), '.2f', 8)} {_f(r.get('comm_ms'), '.2f', 8)}"
             f" {_f(r.get('overlap_pct'), '.0f', 8)} {_f(r['busbw_gbps'] if r['size_bytes'] else None, '.3f', 7)}"
-            f" {_f(peak / 2**20 if peak else None, '.0f', 9)} {r['n_wrong']:>6d}")
-    wrong = sum(r["n_wrong"] for r in recs)
+            f" {_f(peak / 2**20 if peak else None, '.0f', 9)} {wrong_cell(r)}")
+    n_wrong = sum(wrong(r) for r in recs)
     lines.append(f"# #wrong: parameter elements differing from rank 0's after the timed steps, all ranks: "
-                 f"{wrong} [{'OK' if wrong == 0 else 'FAILED'}]")
+                 f"{n_wrong} [{'OK' if n_wrong == 0 else 'FAILED'}]")
     return "\n".join(lines) + "\n"
 
 
@@ -59,7 +61,7 @@ def _init_table(model: str, recs: list[dict]) -> str:
              f"#{'':>30} {'(ms)':>9} {'(ms)':>9} {'(GB/s)':>8} {'(GB/s)':>8} {'':>6}"]
     for r in recs:
         lines.append(f" {str(r.get('label', r['op']))[:30]:>30} {r['p50_us'] / 1e3:9.3f} {r['p95_us'] / 1e3:9.3f}"
-                     f" {r['algbw_gbps']:8.3f} {r['busbw_gbps']:8.3f} {r['n_wrong']:>6d}")
+                     f" {r['algbw_gbps']:8.3f} {num(r['busbw_gbps'], '.3f', 8)} {wrong_cell(r)}")
     return "\n".join(lines) + "\n"
 
 

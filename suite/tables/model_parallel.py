@@ -7,6 +7,8 @@ forward and ``mp_train_step``; busbw uses the factor of the op's collective.
 
 from __future__ import annotations
 
+from suite.tables import num, wrong, wrong_cell
+
 
 def format_tables(records: list[dict]) -> str:
     first = records[0]
@@ -18,8 +20,8 @@ def format_tables(records: list[dict]) -> str:
     for r in records:
         sps = r.get("samples_per_s")
         lines.append(f" {r['op'][:24]:>24} {r['size_bytes']:>11} {r['p50_us'] / 1e3:9.3f} {r['p95_us'] / 1e3:9.3f}"
-                     f" {(f'{sps:10.0f}' if sps else f'{chr(45):>10}')} {r['algbw_gbps']:8.3f} {r['busbw_gbps']:8.3f}"
-                     f" {r['n_wrong']:>6d}")
-    wrong = sum(r["n_wrong"] for r in records)
-    lines.append(f"# #wrong total: {wrong} [{'OK' if wrong == 0 else 'FAILED'}]")
+                     f" {(f'{sps:10.0f}' if sps else f'{chr(45):>10}')} {r['algbw_gbps']:8.3f} {num(r['busbw_gbps'], '.3f', 8)}"
+                     f" {wrong_cell(r)}")
+    n_wrong = sum(wrong(r) for r in records)
+    lines.append(f"# #wrong total: {n_wrong} [{'OK' if n_wrong == 0 else 'FAILED'}]")
     return "\n".join(lines) + "\n"

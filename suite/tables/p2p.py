@@ -20,6 +20,8 @@ How to read them:
 
 from __future__ import annotations
 
+from suite.tables import wrong, wrong_cell
+
 from collections import OrderedDict
 
 from suite.metrics import format_size, percentile
@@ -44,7 +46,7 @@ def _header(recs: list[dict], title: str) -> str:
 
 
 def _wrong_line(recs: list[dict]) -> str:
-    w = sum(r["n_wrong"] for r in recs)
+    w = sum(wrong(r) for r in recs)
     return f"# #wrong total: {w} [{'OK' if w == 0 else 'FAILED'}]"
 
 
@@ -206,7 +208,7 @@ def deadlock_table(recs: list[dict]) -> str:
     lines.append(f"#{'ordering (ranks 0<->1)':>24} {'size(B)':>11} {'time(us)':>10} {'GB/s':>8} {'#wrong':>6}")
     for x in recs:
         lines.append(f" {x['variant']:>24} {x['size_bytes']:>11} {_us(x['time_us'])} {_gb(x['algbw_gbps'])}"
-                     f" {x['n_wrong']:>6}")
+                     f" {wrong_cell(x)}")
     return "\n".join(lines + [_wrong_line(recs)]) + "\n"
 
 

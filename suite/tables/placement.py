@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from suite.tables import pivot
+from suite.tables import pivot, wrong_cell
 
 def topology_table(rec: dict) -> str:
     fake = rec.get("fake_nodes") or 0
@@ -61,7 +61,7 @@ def copy_table(recs: list[dict]) -> str:
         lines.append(f" {r['direction']:>5} {r['host_memory']:>9} {r['size_bytes']:>11} {r['time_us']:10.1f} "
                      f"{gbps:8.2f} {peak if peak is not None else float('nan'):8.1f} "
                      f"{pct if pct is not None else float('nan'):7.1f} {str(r.get('link'))[:24]:>24} "
-                     f"{r['n_wrong']:>6d}")
+                     f"{wrong_cell(r)}")
     return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,128 @@
+"""The case protocol: what an experiment declares. The harness (suite/runner.py) does the rest.
+
+An experiment module declares its cases and nothing about how they are run::
+
+    def my_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
+        return [Case(experiment="mine", op="all_reduce", label=..., identity={...},
+                     bytes=Bytes(size_bytes=..., count=..., dtype="float32", bw_op="all_reduce"),
+                     build=lambda ctx: Buffers(call=..., check=..., outputs=...))]
+
+    test_mine = experiment_test(my_cases)
+
+Every case then runs the same way (suite/runner.py): skip? → support probe →
+build → run once → check → rebuild one buffer set per in-flight op → warm up →
+time → check every timed buffer set → reduce across ranks → record → submit.
+
+- ``identity``: the fields that name the case; ``make compare`` matches runs on them
+  (and on experiment/op/backend/device/world_size), never on measured fields.
+- ``bytes``: which bytes count as ``size_bytes`` and which op-table entry gives the
+  busbw factor (suite/metrics.py, the one op table).
+- ``build(ctx)`` -> ``Buffers``: the inputs on this rank, the call (``call(async_op)``),
+  the exact check (wrong elements on this rank), the outputs (for the suite's own
+  fault injection), and ``reset`` for ops that consume their inputs in place.
+- ``unchecked``: a case with genuinely nothing to check says why; the record then has
+  ``checked: false`` and that reason, never a silent ``n_wrong = 0``.
+
+This module imports neither pytest nor the harness: ``import experiments.x`` works
+anywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+OpFn = Callable[[bool], object]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Bytes:
+    """The byte model of a case: what ``size_bytes`` is and which busbw factor applies."""
+
+    size_bytes: int
+    """Bytes that count for algbw = size_bytes / time."""
+    count: int
+    """Elements (size_bytes / element size)."""
+    dtype: str
+    """Element type name, or "none"."""
+    bw_op: str | None
+    """Op-table key of the busbw factor (suite.metrics); None: no bus bandwidth for this case."""
+    definition: str = "the whole buffer of the collective (nccl-tests S)"
+    """What size_bytes is, in words (recorded)."""
+
+
+@dataclass
+class Buffers:
+    """One buffer set of a case on this rank, as ``Case.build`` returns it."""
+
+    call: OpFn
+    """Issue the op once (argument: async_op); returns a Work, a list of them, or None."""
+    check: Callable[[], int] | None = None
+    """Wrong elements on this rank against the exact expected result (0 where this rank holds no result)."""
+    outputs: Callable[[], Sequence] = lambda: ()
+    """This rank's checked output tensors (the fault-injection target)."""
+    reset: Callable[[], None] | None = None
+    """Restore inputs the op consumes in place, so each timed sample (and the check after it) starts
+    from the same inputs; runs before each sample, outside the timed interval."""
+    fields: dict = field(default_factory=dict)
+    """Fields known only on a rank (e.g. which links cross nodes); must be the same on every rank."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Case:
+    """One concrete measurement, declared."""
+
+    experiment: str
+    op: str
+    """Recorded ``op``."""
+    label: str
+    """Unique within the experiment; the test id."""
+    identity: Mapping[str, object]
+    """The fields that name the case (recorded; ``make compare`` matches on them)."""
+    bytes: Bytes
+    build: Callable[..., Buffers]
+    """build(ctx) -> Buffers on this rank."""
+    unchecked: str | None = None
+    """Why this case has nothing to check (None: it is checked)."""
+    fields: Mapping[str, object] = field(default_factory=dict)
+    """Descriptive fields recorded with the case (not identity)."""
+    provenance: Mapping[str, str] = field(default_factory=dict)
+    """How each case-specific number was obtained: "measured: ...", "derived: <formula>", "modelled: <model>"."""
+    mode: str | None = None
+    """A fixed timing mode (e.g. blocking for a pattern that completes inside one call); None: the run's."""
+    divisor: float = 1
+    """Samples are divided by this (e.g. 2 for one-way latency from a round trip)."""
+    normalisation: str = "none: time of one op"
+    names: tuple[str, ...] = ()
+    """Extra names the suite's fault injection answers to (besides experiment, op, label, identity values)."""
+    skip: Callable[..., str | None] | None = None
+    """skip(ctx, cfg) -> reason, or None to run. Must decide alike on every rank."""
+    support: tuple | None = None
+    """Cases with the same key share one support probe (a tiny build run once); None: no probe."""
+    probe: Callable[..., Buffers] | None = None
+    """probe(ctx) -> a tiny Buffers whose call tells whether the backend supports this form."""
+    context: Callable[..., object] | None = None
+    """context(ctx) -> the group this case runs on (default: the session's)."""
+    resolve: Callable[..., "Case"] | None = None
+    """resolve(ctx, cfg) -> the concrete case, for a case whose size is found at run time; may raise."""
+
+    def answers_to(self, name: str) -> bool:
+        """Whether fault-injection target ``name`` selects this case."""
+        own = {self.experiment, self.op, self.label, *self.names}
+        own |= {str(v) for v in self.identity.values()}
+        return name in ("all",) or name in own
+
+
+def experiment_test(provider: Callable[..., list[Case]]):
+    """A pytest test function that runs every case ``provider(cfg, world_size)`` declares.
+
+    The pytest bridge (suite/plugin.py) parametrizes it with the cases and hands it
+    the harness; the function body is the harness's, not the experiment's.
+    """
+
+    def test(suite_case: Case, harness) -> None:
+        harness.run(suite_case)
+
+    test.suite_cases = provider
+    test.__doc__ = provider.__doc__
+    return test

@@ -1,0 +1,37 @@
+"""Failure reporting shared by every rank and the launcher: exit statuses and the
+``failures/rank<r>.json`` notes the launcher's summary reads.
+
+Small and free of the suite's other modules, so the process-group code, the pytest
+bridge and the launcher all use the same statuses without importing each other.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+
+from suite.fileio import write_json_atomic
+
+# Exit statuses of a rank and of the run (README "Exit statuses"); the most specific cause wins.
+EXIT_OK = 0
+EXIT_FAILED = 1          # a case errored
+EXIT_BAD_INPUT = 2       # a knob has an unusable value; nothing started
+EXIT_PREFLIGHT = 3       # this host cannot run it (backend, GPU, memory, /dev/shm, interface)
+EXIT_RENDEZVOUS = 4      # MASTER_ADDR does not resolve, MASTER_PORT in use
+EXIT_PEER_FAILURE = 5    # a rank died, froze or became unreachable mid-run
+EXIT_WRONG_RESULT = 6    # a collective produced wrong elements
+EXIT_SIGINT = 130
+EXIT_SIGTERM = 143
+
+
+def record_failure(results_dir: str | None, rank: int, cause: str, **extra) -> None:
+    """Leave ``<results_dir>/failures/rank<r>.json`` for the launcher's summary (best effort)."""
+    if not results_dir:
+        return
+    try:
+        write_json_atomic(Path(results_dir) / "failures" / f"rank{rank}.json",
+                          {"rank": rank, "host": socket.gethostname(), "cause": cause, "time_unix": time.time(),
+                           **extra})
+    except Exception:  # reporting a failure must never raise a second one
+        pass

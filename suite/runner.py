@@ -1,0 +1,185 @@
+"""The harness: runs every declared case (suite/case.py) the same way.
+
+    skip? -> support probe -> build -> run once -> check -> rebuild one buffer set per
+    in-flight op -> warm up -> time -> check every timed buffer set -> reduce across
+    ranks -> record
+
+``Harness.run`` returns the Measurement and the record; the pytest bridge
+(suite/plugin.py) hands them to pytest-benchmark and fails the case when
+``n_wrong > 0``. Every cross-rank decision (skip after a probe, n_wrong) is made by
+every rank alike, so the ranks never part ways.
+
+The suite's own fault injection lives here, once, with one grammar (names are
+matched by ``Case.answers_to``: an experiment, op, label, identity value, or ``all``):
+
+- ``SUITE_INJECT_CORRUPTION=<name>[,<name>...][@timed]``: after the check run (or,
+  with ``@timed``, after the timed region, in the last in-flight buffer set) every
+  rank that holds an output flips its first element; the check must count it.
+- ``SUITE_INJECT_DELAY=<rank>:<seconds>[:<name>]``: that rank sleeps after each
+  timed op completes (inside the op, as a straggler would); the record must name it
+  as the slowest rank.
+- ``SUITE_INJECT_MISMATCH=<name>``: the last rank issues one extra 1-element
+  all_reduce before the case (a collective the others do not call);
+  TORCH_DISTRIBUTED_DEBUG=DETAIL must name the mismatch.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+
+import torch
+import torch.distributed as dist
+
+from suite import results, verify
+from suite.case import Buffers, Case
+from suite.config import BenchConfig
+from suite.dist import DistContext
+from suite.errors import CaseSkipped
+from suite.timing import Measurement, measure
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+
+
+def _wait(work) -> None:
+    if work is None:
+        return
+    if isinstance(work, (list, tuple)):
+        for w in work:
+            _wait(w)
+        return
+    work.wait()
+
+
+class Harness:
+    """One per session: the group, the run's config, and what probes found out."""
+
+    def __init__(self, ctx: DistContext, cfg: BenchConfig, *, env: Mapping[str, str] | None = None,
+                 keep_rank_samples: bool = False):
+        self.ctx, self.cfg = ctx, cfg
+        self.env = os.environ if env is None else env
+        self.keep_rank_samples = keep_rank_samples
+        self._support: dict = {}
+
+    # --- the protocol ----------------------------------------------------------------------------
+
+    def run(self, case: Case) -> tuple[Measurement, dict]:
+        ctx = case.context(self.ctx) if case.context is not None else self.ctx
+        cfg = self.cfg
+        if case.skip is not None:
+            reason = case.skip(ctx, cfg)
+            if reason:
+                raise CaseSkipped(reason)
+        if case.resolve is not None:
+            case = case.resolve(ctx, cfg)
+        if case.support is not None:
+            reason = self._supported(ctx, case)
+            if reason:
+                raise CaseSkipped(reason)
+        self._maybe_mismatch(ctx, case)
+
+        mode = case.mode or cfg.timing_mode
+        checked = case.unchecked is None
+        # 1. correctness from fresh inputs, outside the timed region
+        once = case.build(ctx)
+        _wait(once.call(False))
+        ctx.sync_device()
+        if self._corrupt_target(case, timed=False):
+            _corrupt(once)
+        wrong_once = once.check() if checked and once.check is not None else 0
+        fields = dict(once.fields)
+        del once
+        # 2. one buffer set per in-flight op, timed
+        depth = cfg.pipeline_depth if mode in ("pipelined", "cuda_graph") else 1
+        sets = [case.build(ctx) for _ in range(depth if mode == "pipelined" else 1)]
+        resets = [b.reset for b in sets if b.reset is not None]
+        before = (lambda: [r() for r in resets]) if resets else None
+        m = measure(ctx, cfg, [self._delayed(ctx, case, b.call) for b in sets], mode=mode,
+                    before_sample=before, keep_rank_samples=self.keep_rank_samples)
+        ctx.sync_device()
+        # 3. the buffers that were timed hold exactly one op's result (reset before each sample)
+        if self._corrupt_target(case, timed=True):
+            _corrupt(sets[-1])
+        wrong_timed = sum(b.check() for b in sets if b.check is not None) if checked else 0
+        totals = verify.global_wrong_many([wrong_once, wrong_timed], ctx.group, ctx.device)
+        n_sets = len(sets)
+        del sets
+        m = m.scaled(case.divisor)
+        rec = results.make_record(
+            experiment=case.experiment, op=case.op, backend=ctx.backend, device=ctx.device.type,
+            dtype=case.bytes.dtype, world_size=ctx.world_size, size_bytes=case.bytes.size_bytes,
+            count=case.bytes.count, in_place=bool(case.identity.get("in_place", False)), m=m,
+            n_wrong=sum(totals) if checked else None, bw_op=case.bytes.bw_op,
+            checked=checked, unchecked_reason=case.unchecked,
+            n_wrong_check=totals[0] if checked else None, n_wrong_timed=totals[1] if checked else None,
+            buffer_sets_checked=n_sets if checked else 0,
+            identity=sorted(case.identity), label=case.label, size_definition=case.bytes.definition,
+            time_normalisation=case.normalisation, time_divisor=case.divisor,
+            requested_timing_mode=cfg.timing_mode, hosts=len(set(ctx.hostnames)),
+            case_provenance=dict(case.provenance),
+            **{k: v for k, v in case.identity.items() if k != "in_place"}, **case.fields, **fields)
+        return m, rec
+
+    # --- support probes ----------------------------------------------------------------------------
+
+    def _supported(self, ctx: DistContext, case: Case) -> str | None:
+        """None if the backend runs this form of the op, else the reason (agreed by every rank)."""
+        key = (id(ctx.group), case.support)
+        if key not in self._support:
+            reason = None
+            try:
+                b = (case.probe or case.build)(ctx)
+                _wait(b.call(False))
+                ctx.sync_device()
+            except Exception as e:  # the backend's own words become the skip reason
+                reason = f"{ctx.backend} does not support {case.op} ({', '.join(map(str, case.support))}): " + \
+                    _first_line(e)
+            ok = ctx.agree_all(reason is None)
+            if not ok and reason is None:
+                reason = f"{ctx.backend} does not support {case.op} ({', '.join(map(str, case.support))}) " \
+                         "on another rank"
+            self._support[key] = None if ok else reason
+        return self._support[key]
+
+    # --- the suite's own fault injection -------------------------------------------------------------
+
+    def _corrupt_target(self, case: Case, *, timed: bool) -> bool:
+        spec = self.env.get("SUITE_INJECT_CORRUPTION", "")
+        if not spec:
+            return False
+        names, _, phase = spec.partition("@")
+        if (phase == "timed") != timed:
+            return False
+        return any(case.answers_to(n.strip()) for n in names.split(",") if n.strip())
+
+    def _delayed(self, ctx: DistContext, case: Case, call):
+        spec = self.env.get("SUITE_INJECT_DELAY", "")
+        if not spec:
+            return call
+        parts = spec.split(":")
+        rank, seconds = int(parts[0]), float(parts[1])
+        if rank != ctx.rank or (len(parts) > 2 and not case.answers_to(parts[2])):
+            return call
+
+        def slow(async_op: bool):
+            _wait(call(async_op))
+            ctx.sync_device()
+            time.sleep(seconds)
+            return None
+
+        return slow
+
+    def _maybe_mismatch(self, ctx: DistContext, case: Case) -> None:
+        target = self.env.get("SUITE_INJECT_MISMATCH")
+        if target and case.answers_to(target) and ctx.rank == ctx.world_size - 1:
+            dist.all_reduce(torch.zeros(1, device=ctx.device), group=ctx.group)
+
+
+def _corrupt(b: Buffers) -> None:
+    for t in b.outputs():
+        if t is not None and t.numel():
+            t.view(-1)[0] = t.view(-1)[0] + 1
+            return
