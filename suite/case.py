@@ -32,7 +32,24 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from suite.errors import CaseFailed, CaseSkipped  # noqa: F401  (part of the public case API)
+
 OpFn = Callable[[bool], object]
+
+
+class Session:
+    """What lives as long as the process group: things a case builds once and shares
+    (extra process groups, a probe's result). Passed to ``Case.context`` and
+    ``Case.resolve``; no module-level caches."""
+
+    def __init__(self) -> None:
+        self._memo: dict = {}
+
+    def once(self, key, factory: Callable[[], object]):
+        """``factory()`` the first time ``key`` is asked for, the same object afterwards."""
+        if key not in self._memo:
+            self._memo[key] = factory()
+        return self._memo[key]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,9 +119,11 @@ class Case:
     probe: Callable[..., Buffers] | None = None
     """probe(ctx) -> a tiny Buffers whose call tells whether the backend supports this form."""
     context: Callable[..., object] | None = None
-    """context(ctx) -> the group this case runs on (default: the session's)."""
+    """context(ctx, session) -> the DistContext this case runs on (default: the session's); may raise
+    CaseSkipped (the same on every rank)."""
     resolve: Callable[..., "Case"] | None = None
-    """resolve(ctx, cfg) -> the concrete case, for a case whose size is found at run time; may raise."""
+    """resolve(ctx, cfg, session) -> the concrete case, for a case whose size or fields are found at run
+    time (e.g. by a probe); may raise CaseSkipped or CaseFailed (the same on every rank)."""
 
     def answers_to(self, name: str) -> bool:
         """Whether fault-injection target ``name`` selects this case."""

@@ -33,7 +33,7 @@ import torch
 import torch.distributed as dist
 
 from suite import results, verify
-from suite.case import Buffers, Case
+from suite.case import Buffers, Case, Session
 from suite.config import BenchConfig
 from suite.dist import DistContext
 from suite.errors import CaseSkipped
@@ -63,18 +63,19 @@ class Harness:
         self.env = os.environ if env is None else env
         self.keep_rank_samples = keep_rank_samples
         self._support: dict = {}
+        self.session = Session()
 
     # --- the protocol ----------------------------------------------------------------------------
 
     def run(self, case: Case) -> tuple[Measurement, dict]:
-        ctx = case.context(self.ctx) if case.context is not None else self.ctx
+        ctx = case.context(self.ctx, self.session) if case.context is not None else self.ctx
         cfg = self.cfg
         if case.skip is not None:
             reason = case.skip(ctx, cfg)
             if reason:
                 raise CaseSkipped(reason)
         if case.resolve is not None:
-            case = case.resolve(ctx, cfg)
+            case = case.resolve(ctx, cfg, self.session)
         if case.support is not None:
             reason = self._supported(ctx, case)
             if reason:
