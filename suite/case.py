@@ -115,12 +115,17 @@ class Case:
     skip: Callable[..., str | None] | None = None
     """skip(ctx, cfg) -> reason, or None to run. Must decide alike on every rank."""
     support: tuple | None = None
-    """Cases with the same key share one support probe (a tiny build run once); None: no probe."""
+    """Cases with the same key share one support probe (a tiny build run once); None: no probe.
+    The first element names what is probed in the skip reason ("gloo does not support <it> (<rest>)")."""
     probe: Callable[..., Buffers] | None = None
     """probe(ctx) -> a tiny Buffers whose call tells whether the backend supports this form."""
     context: Callable[..., object] | None = None
     """context(ctx, session) -> the DistContext this case runs on (default: the session's); may raise
     CaseSkipped (the same on every rank)."""
+    max_iters: int | None = None
+    """Cap on timed iterations (a context measurement, e.g. a barrier beside a probe table)."""
+    warmup: int | None = None
+    """Warm-up iterations instead of the run's."""
     resolve: Callable[..., "Case"] | None = None
     """resolve(ctx, cfg, session) -> the concrete case, for a case whose size or fields are found at run
     time (e.g. by a probe); may raise CaseSkipped or CaseFailed (the same on every rank)."""
@@ -130,6 +135,32 @@ class Case:
         own = {self.experiment, self.op, self.label, *self.names}
         own |= {str(v) for v in self.identity.values()}
         return name in ("all",) or name in own
+
+
+def wait_all(work) -> None:
+    """Wait for what an op returned: a Work, a list of them (nested), or None (it was synchronous)."""
+    if work is None:
+        return
+    if isinstance(work, (list, tuple)):
+        for w in work:
+            wait_all(w)
+        return
+    work.wait()
+
+
+def support_reason(ctx, factory: Callable[[], Buffers], what: str) -> str | None:
+    """Run ``factory().call`` once (a tiny op) and agree across ranks whether it worked:
+    None if every rank ran it, else the backend's own words (or "on another rank")."""
+    reason = None
+    try:
+        wait_all(factory().call(False))
+        ctx.sync_device()
+    except Exception as e:  # the backend's own words become the reason
+        reason = f"{ctx.backend} does not support {what}: " + \
+            (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+    if not ctx.agree_all(reason is None) and reason is None:
+        reason = f"{ctx.backend} does not support {what} on another rank"
+    return reason
 
 
 def experiment_test(provider: Callable[..., list[Case]]):

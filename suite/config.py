@@ -78,8 +78,54 @@ class BenchConfig:
         """The message sizes of the sweep, bytes."""
         return metrics.size_sweep(self.min_bytes, self.max_bytes, self.step_factor)
 
+    def largest_sizes(self, n: int) -> list[int]:
+        """The largest ``n`` non-zero sizes of the sweep (the bandwidth-bound end), bytes."""
+        return [s for s in self.sizes() if s > 0][-n:]
+
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One knob's spellings: the BenchConfig field, the command-line flag of ``suite.launch`` and of
+    the pytest plugin (``--<flag>``), and the make variable."""
+
+    field: str
+    flag: str
+    make: str
+    help: str
+
+
+KNOBS: tuple[Knob, ...] = (
+    Knob("min_bytes", "min-bytes", "MIN_BYTES", "smallest message size (e.g. 1K)"),
+    Knob("max_bytes", "max-bytes", "MAX_BYTES", "largest message size (e.g. 1M)"),
+    Knob("step_factor", "step-factor", "STEP_FACTOR", "multiplicative size step"),
+    Knob("dtypes", "dtypes", "DTYPES", "comma-separated dtypes"),
+    Knob("redops", "redops", "REDOPS", "comma-separated reduce ops"),
+    Knob("root", "root", "ROOT", "root rank of rooted collectives"),
+    Knob("warmup_iters", "warmup", "WARMUP", "warm-up iterations"),
+    Knob("iters", "iters", "ITERS", "timed iterations per case"),
+    Knob("timing_mode", "timing", "TIMING", "blocking | pipelined | cuda_graph"),
+    Knob("pipeline_depth", "pipeline-depth", "PIPELINE_DEPTH", "ops per sample in pipelined and cuda_graph modes"),
+    Knob("precision_pct", "precision-pct", "PRECISION", "target CI half-width of the median, percent (0 = off)"),
+    Knob("max_time_s", "max-time-s", "MAX_TIME_S", "time cap per case in precision mode"),
+    Knob("backend", "backend", "BACKEND", "auto | gloo | nccl | mpi | ucc"),
+    Knob("device", "device", "DEVICE", "auto | cpu | cuda"),
+    Knob("timeout_s", "timeout-s", "TIMEOUT_S", "process-group timeout, seconds"),
+    Knob("heartbeat_timeout_s", "heartbeat-timeout-s", "HEARTBEAT_S",
+         "declare a silent rank lost after this long (0 = off)"),
+)
+"""Every run-wide knob, spelled once; the launcher's and the plugin's options are made from it, and a
+test checks the Makefile's SUITE_ARGS against it."""
+
+
+def config_from_json(path) -> BenchConfig:
+    """The validated config the launcher wrote for the ranks (``<run_dir>/config.json``)."""
+    import json
+
+    with open(path) as fh:
+        return build_config(**json.load(fh))
 
 
 def _split(value) -> tuple[str, ...]:

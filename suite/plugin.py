@@ -21,8 +21,9 @@ import time
 
 import pytest
 
-from suite import bench_adapter, fileio, report, sysinfo
-from suite.config import ConfigError, build_config
+from suite import bench_adapter, fileio, sysinfo
+from suite.tables import format_tables
+from suite.config import KNOBS, ConfigError, build_config, config_from_json
 from suite.errors import CaseFailed, CaseSkipped
 
 # SUITE_PROFILE=1: an autouse fixture records a torch.profiler trace of every case (suite/profiling.py).
@@ -44,44 +45,28 @@ def _rank_from_env() -> int:
 
 def pytest_addoption(parser):
     g = parser.getgroup("suite", "distributed-communication suite")
-    g.addoption("--min-bytes", default=None, help="smallest message size (e.g. 1K)")
-    g.addoption("--max-bytes", default=None, help="largest message size (e.g. 1M)")
-    g.addoption("--step-factor", default=None, help="multiplicative size step")
-    g.addoption("--dtypes", default=None, help="comma-separated dtypes")
-    g.addoption("--redops", default=None, help="comma-separated reduce ops")
-    g.addoption("--root", default=None, help="root rank of rooted collectives")
-    g.addoption("--warmup", dest="warmup_iters", default=None, help="warm-up iterations")
-    g.addoption("--iters", default=None, help="timed iterations per case")
-    g.addoption("--timing", dest="timing_mode", default=None, help="blocking | pipelined | cuda_graph")
-    g.addoption("--pipeline-depth", default=None, help="ops per sample in pipelined and cuda_graph modes")
-    g.addoption("--precision-pct", default=None, help="target CI half-width of the median, percent (0 = off)")
-    g.addoption("--max-time-s", default=None, help="time cap per case in precision mode")
-    g.addoption("--backend", dest="suite_backend", default=None, help="auto | gloo | nccl | mpi | ucc")
-    g.addoption("--device", dest="suite_device", default=None, help="auto | cpu | cuda")
-    g.addoption("--timeout-s", default=None, help="process-group timeout, seconds")
-    g.addoption("--heartbeat-timeout-s", default=None, help="declare a silent rank lost after this long (0 = off)")
+    for k in KNOBS:
+        g.addoption(f"--{k.flag}", dest=f"suite_{k.field}", default=None, help=k.help)
+    g.addoption("--suite-config", default=None,
+                help="the validated config the launcher wrote (config.json); replaces the options above")
     g.addoption("--results-dir", default=None, help="directory for bench.json (rank 0 writes it)")
     g.addoption("--run-id", default=None, help="identifier stored with the results")
     g.addoption("--show-benchmark-table", action="store_true", default=False,
                 help="also print pytest-benchmark's own statistics table")
 
 
-def _raw_options(config) -> dict:
+def _suite_config(config):
     o = config.option
-    return {
-        "min_bytes": o.min_bytes, "max_bytes": o.max_bytes, "step_factor": o.step_factor,
-        "dtypes": o.dtypes, "redops": o.redops, "root": o.root, "warmup_iters": o.warmup_iters,
-        "iters": o.iters, "timing_mode": o.timing_mode, "pipeline_depth": o.pipeline_depth,
-        "precision_pct": o.precision_pct, "max_time_s": o.max_time_s, "backend": o.suite_backend,
-        "device": o.suite_device, "timeout_s": o.timeout_s, "heartbeat_timeout_s": o.heartbeat_timeout_s,
-    }
+    if o.suite_config:
+        return config_from_json(o.suite_config)
+    return build_config(**{k.field: getattr(o, f"suite_{k.field}") for k in KNOBS})
 
 
 def pytest_configure(config):
     try:
         bench_adapter.check_version()
-        config._suite_cfg = build_config(**_raw_options(config))
-    except (ConfigError, bench_adapter.UnsupportedVersion) as e:
+        config._suite_cfg = _suite_config(config)
+    except (ConfigError, bench_adapter.UnsupportedVersion, OSError, ValueError) as e:
         raise pytest.UsageError(str(e)) from None
     config._suite_rank = _rank_from_env()
     config._suite_started = time.time()
@@ -361,7 +346,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     recs = config.stash.get(_KEY_RECORDS, [])
     if recs:
         terminalreporter.write_line("")
-        terminalreporter.write(report.format_tables(recs))
+        terminalreporter.write(format_tables(recs))
         if config.option.results_dir:
             terminalreporter.write_line(f"results: {os.path.join(config.option.results_dir, 'bench.json')}")
     if not config.option.show_benchmark_table:

@@ -18,7 +18,10 @@ from pathlib import Path
 
 from suite import metrics
 from suite.fileio import write_json_atomic  # noqa: F401  (re-exported: the one writer)
-from suite.timing import Measurement
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # records need no torch: reports read them on any machine
+    from suite.timing import Measurement
 
 REQUIRED_FIELDS = (
     "experiment", "op", "backend", "device", "dtype", "world_size", "size_bytes", "count",

@@ -33,25 +33,13 @@ import torch
 import torch.distributed as dist
 
 from suite import results, verify
-from suite.case import Buffers, Case, Session
+from suite.case import Buffers, Case, Session, support_reason, wait_all
 from suite.config import BenchConfig
 from suite.dist import DistContext
 from suite.errors import CaseSkipped
 from suite.timing import Measurement, measure
 
 
-def _first_line(e: BaseException) -> str:
-    return (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-
-
-def _wait(work) -> None:
-    if work is None:
-        return
-    if isinstance(work, (list, tuple)):
-        for w in work:
-            _wait(w)
-        return
-    work.wait()
 
 
 class Harness:
@@ -86,7 +74,7 @@ class Harness:
         checked = case.unchecked is None
         # 1. correctness from fresh inputs, outside the timed region
         once = case.build(ctx)
-        _wait(once.call(False))
+        wait_all(once.call(False))
         ctx.sync_device()
         if self._corrupt_target(case, timed=False):
             _corrupt(once)
@@ -99,7 +87,8 @@ class Harness:
         resets = [b.reset for b in sets if b.reset is not None]
         before = (lambda: [r() for r in resets]) if resets else None
         m = measure(ctx, cfg, [self._delayed(ctx, case, b.call) for b in sets], mode=mode,
-                    before_sample=before, keep_rank_samples=self.keep_rank_samples)
+                    iters=None if case.max_iters is None else min(cfg.iters, case.max_iters),
+                    warmup_iters=case.warmup, before_sample=before, keep_rank_samples=self.keep_rank_samples)
         ctx.sync_device()
         # 3. the buffers that were timed hold exactly one op's result (reset before each sample)
         if self._corrupt_target(case, timed=True):
@@ -113,7 +102,7 @@ class Harness:
             experiment=case.experiment, op=case.op, backend=ctx.backend, device=ctx.device.type,
             dtype=case.bytes.dtype, world_size=ctx.world_size, size_bytes=case.bytes.size_bytes,
             count=case.bytes.count, in_place=bool(case.identity.get("in_place", False)), m=m,
-            n_wrong=sum(totals) if checked else None, bw_op=case.bytes.bw_op,
+            n_wrong=sum(totals) if checked else None, bw_op=case.bytes.bw_op, busbw=case.bytes.bw_op is not None,
             checked=checked, unchecked_reason=case.unchecked,
             n_wrong_check=totals[0] if checked else None, n_wrong_timed=totals[1] if checked else None,
             buffer_sets_checked=n_sets if checked else 0,
@@ -128,21 +117,11 @@ class Harness:
 
     def _supported(self, ctx: DistContext, case: Case) -> str | None:
         """None if the backend runs this form of the op, else the reason (agreed by every rank)."""
-        key = (id(ctx.group), case.support)
+        key = (id(ctx.group), ctx.backend, ctx.device.type, case.op, case.support)
         if key not in self._support:
-            reason = None
-            try:
-                b = (case.probe or case.build)(ctx)
-                _wait(b.call(False))
-                ctx.sync_device()
-            except Exception as e:  # the backend's own words become the skip reason
-                reason = f"{ctx.backend} does not support {case.op} ({', '.join(map(str, case.support))}): " + \
-                    _first_line(e)
-            ok = ctx.agree_all(reason is None)
-            if not ok and reason is None:
-                reason = f"{ctx.backend} does not support {case.op} ({', '.join(map(str, case.support))}) " \
-                         "on another rank"
-            self._support[key] = None if ok else reason
+            head, *rest = case.support or (case.op,)
+            what = f"{head} ({', '.join(map(str, rest))})" if rest else str(head)
+            self._support[key] = support_reason(ctx, lambda: (case.probe or case.build)(ctx), what)
         return self._support[key]
 
     # --- the suite's own fault injection -------------------------------------------------------------
@@ -166,7 +145,7 @@ class Harness:
             return call
 
         def slow(async_op: bool):
-            _wait(call(async_op))
+            wait_all(call(async_op))
             ctx.sync_device()
             time.sleep(seconds)
             return None

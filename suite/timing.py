@@ -52,6 +52,7 @@ import torch.distributed as dist
 from suite import metrics
 from suite.config import BenchConfig
 from suite.dist import DistContext
+from suite.case import wait_all
 from suite.errors import CaseSkipped
 
 OpFn = Callable[[bool], object]
@@ -102,14 +103,6 @@ class Measurement:
                                    [div(r) for r in self.rank_samples_s])
 
 
-def _wait(work) -> None:
-    if work is None:
-        return
-    if isinstance(work, (list, tuple)):
-        for w in work:
-            _wait(w)
-        return
-    work.wait()
 
 
 def barrier(ctx: DistContext) -> None:
@@ -137,9 +130,9 @@ def _run_samples(ctx: DistContext, ops: Sequence[OpFn], n: int, mode: str, depth
         barrier(ctx)
         t0 = clock()
         if mode == "blocking":
-            _wait(ops[0](False))
+            wait_all(ops[0](False))
         else:
-            _wait(_issue(ops, depth, True))
+            wait_all(_issue(ops, depth, True))
         ctx.sync_device()
         out.append((clock() - t0) / depth)
     return out
@@ -169,9 +162,9 @@ def _run_samples_cuda(ctx: DistContext, ops: Sequence[OpFn], n: int, mode: str, 
         if graph is not None:
             graph.replay()
         elif mode == "blocking":
-            _wait(ops[0](False))
+            wait_all(ops[0](False))
         else:
-            _wait(_issue(ops, depth, True))
+            wait_all(_issue(ops, depth, True))
         ends[i].record()
         ctx.sync_device()
     # elapsed_time is in milliseconds
@@ -200,7 +193,7 @@ def _capture_graph(ctx: DistContext, ops: Sequence[OpFn], depth: int):
         try:
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-                _wait(_issue(ops, depth, False))
+                wait_all(_issue(ops, depth, False))
         except Exception as e:  # the op does something a graph cannot hold (host sync, allocation)
             graph = None
             reason = "this op cannot be captured in a CUDA graph: " + \
@@ -252,7 +245,7 @@ def measure(ctx: DistContext, cfg: BenchConfig, op: OpFn | Sequence[OpFn], *, mo
     depth = cfg.pipeline_depth if mode in ("pipelined", "cuda_graph") else 1
 
     for i in range(warm):
-        _wait(ops[i % len(ops)](mode == "pipelined"))
+        wait_all(ops[i % len(ops)](mode == "pipelined"))
     ctx.sync_device()
     graph = None
     if mode == "cuda_graph":

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from experiments import backends
-from experiments.collectives import REGISTRY
+from suite.ops import REGISTRY
 from suite import metrics
 from suite.results import REQUIRED_FIELDS
 from tests.conftest import load_bench, run_suite
@@ -38,7 +38,10 @@ def _valid(recs):
     for r in recs:
         for f in REQUIRED_FIELDS:
             assert f in r, f"{f} missing in {r['experiment']}:{r['op']}"
-        assert r["n_wrong"] == 0
+        if r["checked"]:
+            assert r["n_wrong"] == 0
+        else:  # only what has no data: barrier latencies (capability, topology, barrier cases)
+            assert r["n_wrong"] is None and r["unchecked_reason"] and r["size_bytes"] == 0
         if r["size_bytes"] and r.get("busbw_factor") is not None:
             assert r["busbw_gbps"] == pytest.approx(r["algbw_gbps"] * r["busbw_factor"], rel=1e-9)
 
@@ -64,8 +67,6 @@ def test_backends_records_lanes_and_capability_matrix(world4):
     assert "# capability matrix: gloo/cpu, 4 ranks" in proc.stdout
     if len(planned) == 1:
         assert "only one lane ran (gloo/cpu)" in proc.stdout
-    # NCCL algorithm choice is documented and skipped with the reason
-    assert re.search(r"SKIPPED \[1\] .*NCCL_ALGO", proc.stdout)
 
 
 def test_ring_and_naive_all_reduce_equal_the_backend(world4):

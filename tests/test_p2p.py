@@ -5,16 +5,19 @@ pure logic of its tables."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
 
 from experiments import p2p
+from suite import deadlock
 from suite.config import build_config
 from suite.dist import DistContext
 from suite.results import REQUIRED_FIELDS
 from suite.tables.p2p import bubble_fit, format_tables, measured_bubble
-from tests.conftest import load_bench, run_suite
+from tests.conftest import ROOT, load_bench, run_suite
 
 TINY = ["--experiments", "p2p", "--iters", "3", "--warmup", "1"]
 
@@ -46,15 +49,26 @@ def test_bubble_fit_single_point_has_no_fill_drain():
 @pytest.mark.parametrize("world", [2, 3, 4])
 def test_cases_cover_every_pattern_and_are_unique(world):
     cfg = build_config(min_bytes="1K", max_bytes="1M", step_factor="4")
-    cases = p2p.cases_for(cfg, world)
-    ids = [p2p.case_id(c) for c in cases]
+    cases = p2p.cases(cfg, world)
+    ids = [c.label for c in cases]
     assert len(ids) == len(set(ids))
-    assert {c.pattern for c in cases} == set(p2p.PATTERNS)
-    assert all(max(c.src, c.dst) < world for c in cases)
-    pairs = {(c.src, c.dst) for c in cases if c.pattern == "pair_matrix"}
+    assert {c.identity["pattern"] for c in cases} == set(p2p.PATTERNS)
+    assert all(max(c.identity["src"], c.identity["dst"]) < world for c in cases)
+    assert all(c.experiment == "p2p" and c.mode == "blocking" for c in cases)
+    pairs = {(c.identity["src"], c.identity["dst"]) for c in cases if c.identity["pattern"] == "pair_matrix"}
     assert pairs == {(a, b) for a in range(world) for b in range(world) if a != b}
-    assert {c.size_bytes for c in cases if c.pattern == "pair_matrix"} == {1 << 10, 1 << 20}
-    assert p2p.cases_for(cfg, 1) == []
+    assert {c.bytes.size_bytes for c in cases if c.identity["pattern"] == "pair_matrix"} == {1 << 10, 1 << 20}
+    # only the barrier has nothing to check, and says why
+    assert [c.label for c in cases if c.unchecked] == ["control-barrier"]
+    # world 1: one case that says why nothing runs (not an empty parameter set)
+    alone = p2p.cases(cfg, 1)
+    assert [c.label for c in alone] == ["p2p"] and "at least 2 ranks" in alone[0].skip(None, cfg)
+
+
+def test_import_needs_no_pytest():
+    code = "import sys, experiments.p2p, suite.deadlock; assert 'pytest' not in sys.modules"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
 
 
 # --- real Gloo groups through the launcher ---------------------------------------------------------
@@ -82,7 +96,10 @@ def _check_run(tmp_path, proc, world):
         for f in REQUIRED_FIELDS:
             assert f in r, f"{f} missing in {r['label']}"
         assert r["experiment"] == "p2p" and r["world_size"] == world
-        assert r["n_wrong"] == 0
+        if r["op"] == "barrier":  # carries no payload: unchecked, with the reason (never a silent 0)
+            assert r["checked"] is False and r["n_wrong"] is None and r["unchecked_reason"]
+        else:
+            assert r["checked"] is True and r["n_wrong"] == 0
         assert r["timing_mode"] == "blocking" and r["iterations"] == 3
         assert r["time_us"] > 0 and r["time_divisor"] >= 1 and r["iteration"]
         if r["op"] == "send_recv":  # busbw factor 1
@@ -115,7 +132,7 @@ def _check_run(tmp_path, proc, world):
         assert r["deadlock_killed"] is True
         bound = r["deadlock_hang_bound_s"]
         assert bound <= r["deadlock_detected_after_s"] < bound + 2.0
-        assert r["deadlock_elapsed_s"] < p2p.PROBE.total_limit_s + 5
+        assert r["deadlock_elapsed_s"] < deadlock.PROBE.total_limit_s + 5
         assert set(r["deadlock_correct_orderings"].values()) == {"completed"}
         assert r["size_bytes"] >= r["deadlock_blocked_from_bytes"]
     assert _no_probe_children_left()
@@ -155,8 +172,8 @@ def test_corrupted_payload_is_detected_in_every_case(tmp_path):
     recs = [b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]]
     assert {r["pattern"] for r in recs} == set(p2p.PATTERNS) - {"exchange"}
     for r in recs:
-        if r["op"] == "barrier":  # carries no payload
-            assert r["n_wrong"] == 0
+        if r["op"] == "barrier":  # carries no payload: nothing to check, so nothing to corrupt
+            assert r["checked"] is False and r["n_wrong"] is None
         else:
             assert r["n_wrong"] >= 1, r["label"]
     assert "[FAILED]" in proc.stdout
@@ -189,8 +206,8 @@ def test_cross_node_pairs_and_slow_links_are_marked():
 def test_probe_pair_that_cannot_start_reports_an_error_and_leaves_no_process():
     # An unknown backend makes the pair die during start-up: reported (not hung), retried once,
     # both processes gone.
-    res = p2p.run_deadlock_probe("nosuchbackend", "cpu")
-    assert res.error and res.error.startswith(p2p._START_FAILED)
+    res = deadlock.run_deadlock_probe("nosuchbackend", "cpu")
+    assert res.error and res.error.startswith(deadlock._START_FAILED)
     assert res.blocked_from_bytes is None and set(res.correct_orderings.values()) == {"not run"}
-    assert res.elapsed_s < p2p.PROBE.total_limit_s
+    assert res.elapsed_s < deadlock.PROBE.total_limit_s
     assert _no_probe_children_left()

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from suite import compare, fit, launch, report, results
+from suite import analysis, compare, fit, launch, render, report, results
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "collectives-gloo-2"
@@ -236,8 +236,8 @@ def mixed_report():
                           scaling_efficiency=0.9, overlap_pct=40.0))
     run["benchmarks"] += [{"extra_info": e} for e in extra]
     run["machine_info"]["suite"]["hosts"]["vm"]["env"]["LINK_RATE"] = "1gbit"
-    rep = report.build_report(run, "mixed")
-    return run, rep, report.render_html(rep)
+    rep = analysis.build_report(run, "mixed")
+    return run, rep, render.render_html(rep)
 
 
 def test_report_fits_and_ring_model(mixed_report):

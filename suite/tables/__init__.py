@@ -1,9 +1,10 @@
 """Per-experiment text tables: ``suite/tables/<experiment>.py`` defines
 ``format_tables(records) -> str`` for the records whose ``experiment`` field
-matches the module name. ``suite.report.format_tables`` dispatches here and
+matches the module name. ``format_tables`` (below) dispatches there and
 falls back to a generic table. Formatters read records only; they never measure.
 """
 
+import importlib
 from collections import OrderedDict
 
 
@@ -23,6 +24,9 @@ def num(v, fmt: str, width: int) -> str:
     """A number in a table, or "-" where the record has none (e.g. no bus bandwidth)."""
     return f"{'-':>{width}}" if v is None else f"{v:{width}{fmt}}"
 
+DTYPE_NCCL_TESTS = {"float32": "float", "float64": "double", "float16": "half", "bfloat16": "bfloat16",
+                    "int32": "int32", "int64": "int64"}
+"""Type names as nccl-tests prints them (the collectives table imitates its layout)."""
 DTYPE_SHORT = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16", "int32": "i32",
           "int64": "i64", "none": "-"}
 
@@ -57,3 +61,93 @@ def pivot(title: str, recs: list[dict], col, row=lambda r: (r["op"], r["size_byt
         lines.append(f" {op[:w]:>{w}} {size:>9} {DTYPE_SHORT.get(dtype, dtype):>5}" + "".join(cells))
     lines.append(f"# {footer}#wrong total: {n_wrong} [{'OK' if n_wrong == 0 else 'FAILED'}]")
     return "\n".join(lines) + "\n"
+
+
+# --- the run-time text tables (rank 0 prints them; `python -m suite.report RUN` too) ---------------
+
+def _cell(rec: dict | None) -> str:
+    if rec is None:
+        return f"{'-':>9} {'-':>7} {'-':>7} {'-':>6}"
+    return (f"{rec['time_us']:9.1f} {rec['algbw_gbps']:7.3f} {num(rec['busbw_gbps'], '.3f', 7)} "
+            f"{wrong_cell(rec)}")
+
+
+def collective_table(recs: list[dict]) -> str:
+    """One nccl-tests table (out-of-place | in-place columns) for one op variant."""
+    first = recs[0]
+    title = first.get("variant", first["op"])
+    if first.get("function") and first["function"] != title:
+        title += f" (torch.distributed.{first['function']})"
+    ranks = first["world_size"]
+    lines = [
+        f"# {title}  ({first['backend']}, {first['device']}, {ranks} ranks, timing={first['timing_mode']}, "
+        f"{first['iterations']} iters)",
+        f"#{'':47}{'out-of-place':^33}  {'in-place':^32}",
+        f"#{'size':>11} {'count':>12} {'type':>8} {'redop':>7} {'root':>5}"
+        f" {'time':>9} {'algbw':>7} {'busbw':>7} {'#wrong':>6}  {'time':>9} {'algbw':>7} {'busbw':>7} {'#wrong':>6}",
+        f"#{'(B)':>11} {'(elements)':>12} {'':>8} {'':>7} {'':>5}"
+        f" {'(us)':>9} {'(GB/s)':>7} {'(GB/s)':>7} {'':>6}  {'(us)':>9} {'(GB/s)':>7} {'(GB/s)':>7} {'':>6}",
+    ]
+    rows: OrderedDict = OrderedDict()
+    for r in recs:
+        key = (r["size_bytes"], r["count"], r["dtype"], r.get("redop") or "none", r.get("root", -1))
+        rows.setdefault(key, {})[bool(r["in_place"])] = r
+    for (size, count, dtype, redop, root), pair in rows.items():
+        lines.append(f" {size:>11} {count:>12} {DTYPE_NCCL_TESTS.get(dtype, dtype):>8} {redop:>7} {root:>5}"
+                     f" {_cell(pair.get(False))}  {_cell(pair.get(True))}")
+    bus = [r["busbw_gbps"] for r in recs if r["size_bytes"] > 0]
+    n_wrong = sum(wrong(r) for r in recs)
+    if bus:
+        lines.append(f"# Avg bus bandwidth : {sum(bus) / len(bus):.4f} GB/s   "
+                     f"#wrong total: {n_wrong} [{'OK' if n_wrong == 0 else 'FAILED'}]")
+    return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+def generic_table(title: str, recs: list[dict]) -> str:
+    """A compact table for experiments without a dedicated formatter."""
+    lines = [f"# {title}",
+             f"#{'case':>34} {'size(B)':>11} {'type':>8} {'time(us)':>10} {'p95(us)':>10}"
+             f" {'algbw':>8} {'busbw':>8} {'#wrong':>6}"]
+    for r in recs:
+        label = str(r.get("label") or r["op"])[:34]
+        lines.append(f" {label:>34} {r['size_bytes']:>11} {DTYPE_NCCL_TESTS.get(r['dtype'], r['dtype']):>8}"
+                     f" {r['time_us']:10.1f} {r['p95_us']:10.1f} {r['algbw_gbps']:8.3f} {num(r['busbw_gbps'], '.3f', 8)}"
+                     f" {wrong_cell(r)}")
+    return "\n".join(lines) + "\n"
+
+
+def formatter(experiment: str):
+    """``suite/tables/<experiment>.py``'s ``format_tables(recs)``, if the experiment has one."""
+    if experiment == "collectives":
+        return None
+    try:
+        mod = importlib.import_module(f"suite.tables.{experiment}")
+    except ModuleNotFoundError:
+        return None
+    return getattr(mod, "format_tables", None)
+
+
+def format_tables(recs: list[dict]) -> str:
+    """Every table for a list of records: per experiment, its own formatter
+    (``suite/tables/<experiment>.py``) or a generic table per op/``table`` key."""
+    by_exp: OrderedDict = OrderedDict()
+    for r in recs:
+        by_exp.setdefault(r["experiment"], []).append(r)
+    out = []
+    for experiment, ers in by_exp.items():
+        fmt = formatter(experiment)
+        if fmt is not None:
+            try:
+                out.append(fmt(ers))
+                continue
+            except (KeyError, ValueError, TypeError, ZeroDivisionError) as e:
+                # Records from another version of the experiment (or hand-made ones) may lack
+                # fields its formatter needs: show them generically rather than not at all.
+                out.append(f"# {experiment}: its table formatter could not read these records "
+                           f"({type(e).__name__}: {e}); generic table follows\n")
+        groups: OrderedDict = OrderedDict()
+        for r in ers:
+            groups.setdefault(r.get("table") or r.get("variant") or r["op"], []).append(r)
+        for table, rs in groups.items():
+            out.append(collective_table(rs) if experiment == "collectives" else generic_table(f"{experiment}: {table}", rs))
+    return "\n".join(out)

@@ -1,0 +1,147 @@
+"""Everything a run needs, checked before any process group exists: the layout of nodes and
+ranks, the experiments' own knobs (exit 2), the backend, device, memory, ports and interfaces
+(exit 3), the rendezvous address (exit 4). Starts nothing."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+
+from suite.config import ConfigError, check_timing_mode
+
+
+class RendezvousError(RuntimeError):
+    """MASTER_ADDR/MASTER_PORT cannot work; nothing was started."""
+
+
+def _env_int(name: str, default: int) -> int:
+    v = os.environ.get(name)
+    if v is None or v == "":
+        return default
+    try:
+        return int(v)
+    except ValueError:
+        raise ConfigError(f"{name}={v!r} is not an integer") from None
+
+
+def _int_arg(value, env: str, default: int, name: str, minimum: int) -> int:
+    if value is None:
+        n = _env_int(env, default)
+    else:
+        try:
+            n = int(value)
+        except ValueError:
+            raise ConfigError(f"{name} must be an integer, got {value!r}") from None
+    if n < minimum:
+        raise ConfigError(f"{name} must be >= {minimum}, got {n}")
+    return n
+
+
+def check_experiment_knobs(names: list[str]) -> None:
+    """Experiments with knobs of their own (DDP_*, MP_*, ...) define ``check_environment()``;
+    a bad value becomes a ConfigError here instead of a collection error on every rank."""
+    import importlib
+
+    for name in names:
+        check = getattr(importlib.import_module(f"experiments.{name}"), "check_environment", None)
+        if check is None:
+            continue
+        try:
+            check()
+        except ValueError as e:
+            raise ConfigError(f"experiment {name}: {e}") from None
+
+
+def layout(a: argparse.Namespace) -> dict:
+    """Validated node/rank layout from arguments and the environment."""
+    nproc = _int_arg(a.nproc, "NPROC_PER_NODE", 4, "NPROC", 1)
+    nnodes = _int_arg(a.nnodes, "NNODES", 1, "NNODES", 1)
+    node_rank = _int_arg(a.node_rank, "NODE_RANK", 0, "NODE_RANK", 0)
+    port = _int_arg(a.master_port, "MASTER_PORT", 29500, "MASTER_PORT", 1)
+    if nproc > 512:
+        raise ConfigError(f"NPROC {nproc} is more ranks than one node can host; use several nodes")
+    if node_rank >= nnodes:
+        raise ConfigError(f"NODE_RANK {node_rank} must be < NNODES {nnodes}")
+    if port > 65535:
+        raise ConfigError(f"MASTER_PORT {port} is not a TCP port (1-65535)")
+    addr = a.master_addr or os.environ.get("MASTER_ADDR") or ("127.0.0.1" if nnodes == 1 else None)
+    if addr is None:
+        raise ConfigError("a multi-node run needs MASTER_ADDR (the host of node 0)")
+    try:
+        rdzv_timeout = float(a.rdzv_timeout_s)
+    except ValueError:
+        raise ConfigError(f"--rdzv-timeout-s must be a number, got {a.rdzv_timeout_s!r}") from None
+    if not (1 <= rdzv_timeout <= 86400):
+        raise ConfigError(f"--rdzv-timeout-s must be between 1 and 86400 seconds, got {a.rdzv_timeout_s!r}")
+    return {"nproc": nproc, "nnodes": nnodes, "node_rank": node_rank, "master_addr": addr,
+            "master_port": port, "world_size": nproc * nnodes, "rdzv_timeout_s": rdzv_timeout}
+
+
+def preflight(cfg, lay: dict) -> None:
+    """Environment checks; raise PreflightError with the fix. Starts nothing."""
+    from suite.dist import PreflightError, resolve_backend, resolve_device
+
+    device = resolve_device(cfg.device)
+    backend = resolve_backend(cfg.backend, device)
+    check_timing_mode(cfg.timing_mode, backend, device)  # auto resolved: cuda_graph on a CPU host
+    if device == "cuda" and backend == "nccl":
+        import torch
+
+        if lay["nproc"] > torch.cuda.device_count():
+            raise PreflightError(f"NPROC={lay['nproc']} but this node has {torch.cuda.device_count()} GPU(s); "
+                                 "NCCL needs one GPU per rank")
+    if cfg.root >= lay["world_size"]:
+        raise ConfigError(f"ROOT {cfg.root} does not exist in a world of {lay['world_size']} ranks")
+    # Memory: a collective case holds its input, output and expected result, and the
+    # expected value is built in float64 (x2 for float32): ~8x the largest message per rank.
+    need = 8 * cfg.max_bytes * lay["nproc"]
+    avail = _mem_available()
+    if avail is not None and need > 0.9 * avail:
+        raise PreflightError(f"MAX_BYTES={cfg.max_bytes} with {lay['nproc']} ranks needs about "
+                             f"{need / 2**30:.1f} GiB but {avail / 2**30:.1f} GiB is available; lower MAX_BYTES or NPROC")
+    from suite.sysinfo import container_limits
+
+    lim = container_limits()
+    shm = lim.get("dev_shm_bytes")
+    if lim.get("in_container") and shm is not None and shm < 32 * 2**20:
+        raise PreflightError(f"/dev/shm is {shm / 2**20:.0f} MiB in this container; torch.multiprocessing needs more: "
+                             "run it with --shm-size=256m (compose: shm_size: 256m)")
+    if lay["nnodes"] > 1:
+        try:
+            socket.getaddrinfo(lay["master_addr"], lay["master_port"])
+        except socket.gaierror as e:
+            raise RendezvousError(f"MASTER_ADDR {lay['master_addr']!r} does not resolve ({e}); "
+                                  "set it to node 0's hostname or IP") from None
+        if lay["node_rank"] == 0 and not _port_free(lay["master_port"]):
+            raise RendezvousError(f"MASTER_PORT {lay['master_port']} is already in use on this host; "
+                                  "choose another port")
+    for var in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):
+        names = os.environ.get(var)
+        if names:
+            have = {n for _, n in socket.if_nameindex()}
+            for name in names.split(","):
+                name = name.strip().lstrip("^=")
+                if name and name not in have and not any(h.startswith(name) for h in have):
+                    raise PreflightError(f"{var}={names!r}: no interface {name!r} on this host "
+                                         f"(have: {', '.join(sorted(have))})")
+
+
+def _mem_available() -> int | None:
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("", port))
+        except OSError:
+            return False
+    return True

@@ -1,0 +1,188 @@
+"""Rendering of a report (suite/analysis.py) as HTML, Markdown and CSV, and of a comparison page.
+Files are written through temp names and renamed."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import html
+import io
+import json
+import os
+from collections import OrderedDict
+from pathlib import Path
+
+from suite import results
+
+from suite.analysis import FIT_NOTE, Report, build_report, fit_table_rows, group_key
+
+
+_CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222;padding:0 1em}
+table{border-collapse:collapse;font-size:12px;margin:0.5em 0}td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}
+th{background:#f3f3f3}pre{background:#f7f7f7;padding:0.6em;overflow-x:auto;font-size:11px}
+img{max-width:100%;border:1px solid #eee;margin:0.4em 0}.note{color:#555;font-size:13px}
+#imgcheck{color:#888;font-size:11px}h2{border-bottom:1px solid #ddd}"""
+
+# Marks the page once every image has decoded (and records script errors), so a
+# headless browser can confirm the report renders (tests/test_report.py).
+_CHECK_JS = """window.__errors=[];window.addEventListener('error',e=>window.__errors.push(String(e.message)));
+window.addEventListener('load',()=>{const im=[...document.images];
+const bad=im.filter(i=>!(i.complete&&i.naturalWidth>0)).map(i=>i.alt);const el=document.getElementById('imgcheck');
+el.dataset.total=im.length;el.dataset.bad=bad.length;el.dataset.errors=window.__errors.length;
+el.textContent=`images rendered: ${im.length-bad.length}/${im.length}`+(bad.length?' missing: '+bad.join(', '):'');});"""
+
+
+def _html_table(head: list[str], rows: list[list[str]]) -> str:
+    h = "".join(f"<th>{html.escape(c)}</th>" for c in head)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><tr>{h}</tr>{body}</table>"
+
+
+def render_html(rep: Report) -> str:
+    e = html.escape
+    out = [f"<!doctype html><html><head><meta charset='utf-8'><title>Report {e(rep.run_name)}</title>"
+           f"<style>{_CSS}</style><script>{_CHECK_JS}</script></head><body>",
+           f"<h1>Communication report: {e(rep.run_name)}</h1>",
+           "<p><a href='#environment'>environment</a> · <a href='#fits'>α–β fits</a> · " +
+           " · ".join(f"<a href='#{s.anchor}'>{e(s.title)}</a>" for s in rep.sections) + "</p>",
+           "<h2 id='environment'>Environment</h2>",
+           _html_table(["", ""], [[k, v] for k, v in rep.environment])]
+    out.append("<h2 id='fits'>α–β fits and the ring model</h2>")
+    out.append(f"<p class='note'>{e(FIT_NOTE)}</p>")
+    for (backend, device, n), link in rep.links.items():
+        out.append(f"<p class='note'>Reference link for {e(backend)}/{e(device)}, {n} ranks: α = {link.alpha_us:.3g} µs,"
+                   f" β = {link.beta_gbps:.4g} GB/s ({e(link.source)})"
+                   + (f"; configured LINK_RATE {e(rep.link_rate[0])} = {rep.link_rate[1]:.4g} GB/s, "
+                      f"ratio {link.beta_gbps / rep.link_rate[1]:.2f}" if rep.link_rate else "") + "</p>")
+    if rep.fits:
+        out.append(_html_table(*fit_table_rows(rep)))
+    else:
+        out.append("<p>No size sweeps to fit.</p>")
+    for s in rep.sections:
+        out.append(f"<h2 id='{s.anchor}'>{e(s.title)}</h2>")
+        for note in s.notes:
+            out.append(f"<pre class='note'>{e(note)}</pre>")
+        for p in s.plots:
+            b64 = base64.b64encode(p.png).decode()
+            out.append(f"<h3>{e(p.title)}</h3><img alt='{e(p.name)}' src='data:image/png;base64,{b64}'>")
+        for head, rows in s.grids:
+            out.append(_html_table(head, rows))
+        for t in s.text_tables:
+            out.append(f"<details><summary>text tables</summary><pre>{e(t)}</pre></details>")
+    out.append("<p id='imgcheck'></p></body></html>")
+    return "\n".join(out)
+
+
+def render_markdown(rep: Report) -> str:
+    def md_table(head, rows):
+        esc = (lambda c: str(c).replace("|", "\\|"))
+        return "\n".join(["| " + " | ".join(map(esc, head)) + " |", "|" + "---|" * len(head)] +
+                         ["| " + " | ".join(map(esc, r)) + " |" for r in rows])
+
+    out = [f"# Communication report: {rep.run_name}", "", "## Environment", "",
+           md_table(["", ""], rep.environment), "", "## α–β fits and the ring model", "", FIT_NOTE, ""]
+    for (backend, device, n), link in rep.links.items():
+        out.append(f"- reference link {backend}/{device}, {n} ranks: α = {link.alpha_us:.3g} µs, "
+                   f"β = {link.beta_gbps:.4g} GB/s ({link.source})")
+    if rep.fits:
+        out += ["", md_table(*fit_table_rows(rep))]
+    for s in rep.sections:
+        out += ["", f"## {s.title}", ""] + [n + "\n" for n in s.notes]
+        out += [f"![{p.title}]({p.name}.png)" for p in s.plots]
+        for t in s.text_tables:
+            out += ["", "```", t.rstrip(), "```"]
+    return "\n".join(out) + "\n"
+
+
+CSV_FIRST = ("run_id",) + results.REQUIRED_FIELDS
+
+
+def to_csv(run: dict) -> str:
+    """One row per record; shared fields first, then every other field (lists/dicts as JSON);
+    per-iteration samples are left out (they stay in bench.json)."""
+    recs = results.records(run)
+    run_id = (run.get("suite") or {}).get("run_id", "")
+    extra: OrderedDict = OrderedDict()
+    for r in recs:
+        for k in r:
+            if k not in CSV_FIRST and k != "samples_us":
+                extra.setdefault(k, None)
+    cols = list(CSV_FIRST) + sorted(extra)
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(cols)
+    for r in recs:
+        row = []
+        for c in cols:
+            v = run_id if c == "run_id" else r.get(c, "")
+            row.append(json.dumps(v) if isinstance(v, (list, dict)) else ("" if v is None else v))
+        w.writerow(row)
+    return buf.getvalue()
+
+
+def _run_dir(path: str | os.PathLike) -> Path:
+    p = Path(path)
+    return p.parent if p.is_file() else p
+
+
+def write_report(run_path: str | os.PathLike, out_dir: str | os.PathLike | None = None) -> Path:
+    """Write index.html, report.md, the PNGs and results.csv; return the HTML's path.
+
+    Default location: ``<run dir>/report/``. Files are written through temp names and
+    renamed, so a reader never sees a half-written report."""
+    run = results.load_run(run_path)
+    rd = _run_dir(run_path)
+    out = Path(out_dir) if out_dir is not None else rd / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    name = str((run.get("suite") or {}).get("run_id") or rd.resolve().name)
+    rep = build_report(run, run_name=name)
+
+    def put(fname: str, data: bytes) -> None:
+        tmp = out / f".{fname}.tmp"
+        tmp.write_bytes(data)
+        os.replace(tmp, out / fname)
+
+    for s in rep.sections:
+        for p in s.plots:
+            put(f"{p.name}.png", p.png)
+    put("results.csv", to_csv(run).encode())
+    put("report.md", render_markdown(rep).encode())
+    put("index.html", render_html(rep).encode())
+    return out / "index.html"
+
+
+def write_comparison(c, out_dir: str | os.PathLike, stem: str = "compare") -> Path:
+    """``<stem>.html`` (self-contained) and ``<stem>.png`` of a comparison: per group, the
+    new/base ratio vs size with its CI, and the table of cases."""
+    from suite import plots
+    from suite.compare import describe_key
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    groups: OrderedDict = OrderedDict()
+    for r in c.cases:
+        d = dict(r.key)
+        name = f"{d.get('experiment')}: {group_key(d) if 'op' in d else '?'} ({d.get('backend')}, " \
+               f"{d.get('device')}, {d.get('world_size')} ranks)"
+        groups.setdefault(name, []).append((int(d.get("size_bytes") or 0), r.ratio, r.ci_low, r.ci_high, r.verdict))
+    png = plots.ratio_grid(f"{c.new_name} vs {c.base_name}: {c.overall} (geometric mean {c.geomean_ratio:.3f})",
+                           list(groups.items()), c.tolerance)
+    (out / f"{stem}.png").write_bytes(png)
+    e = html.escape
+    rows = [[describe_key(r.key), f"{r.base_median_us:.1f}", f"{r.new_median_us:.1f}", f"{r.ratio:.3f}",
+             f"[{r.ci_low:.3f}, {r.ci_high:.3f}]", f"{r.p_adjusted:.3g}",
+             r.verdict + (" (significant)" if r in c.regressions else "")] for r in c.cases]
+    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>compare</title><style>{_CSS}</style>"
+            f"<script>{_CHECK_JS}</script></head><body><h1>Comparison</h1>"
+            f"<p>base: {e(c.base_name)}<br>new: {e(c.new_name)}</p><pre>{e(format_comparison_summary(c))}</pre>"
+            f"<img alt='{stem}' src='data:image/png;base64,{base64.b64encode(png).decode()}'>"
+            + _html_table(["case", "base (µs)", "new (µs)", "ratio", "95% CI", "p (Holm)", "verdict"], rows)
+            + "<p id='imgcheck'></p></body></html>")
+    (out / f"{stem}.html").write_text(page)
+    return out / f"{stem}.html"
+
+
+def format_comparison_summary(c) -> str:
+    from suite.compare import format_comparison
+
+    return "\n".join(ln for ln in format_comparison(c).splitlines() if ln.startswith("# ") and "case" not in ln[:8])

@@ -1,0 +1,181 @@
+"""Supervision of a running job: torchrun in its own session, signals forwarded, the whole
+process tree killed when a rank has failed and the rest do not stop in time, and the ranks'
+outcome mapped to the documented exit status (suite.failures)."""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from suite.failures import (EXIT_FAILED, EXIT_OK, EXIT_PEER_FAILURE, EXIT_SIGINT, EXIT_SIGTERM,
+                            EXIT_WRONG_RESULT)
+from suite.fileio import write_json_atomic
+
+
+def _descendants(pid: int) -> list[int]:
+    """All live descendants of ``pid`` (from /proc; torchrun starts each worker in a
+    session of its own, so killing torchrun's process group does not reach them)."""
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        children.setdefault(ppid, []).append(int(d.name))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def _kill_tree(proc: subprocess.Popen) -> None:
+    for pid in [proc.pid, *_descendants(proc.pid)]:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def run_ranks(cmd: list[str], env: dict, run_dir: Path, cwd: Path) -> tuple[int, int | None, list[str]]:
+    """Run torchrun in its own session; forward SIGINT/SIGTERM; never leave it behind.
+
+    torchrun's stderr passes through a thread that keeps its tail, so the
+    launcher can name the rank torchrun saw fail first."""
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, start_new_session=True, stderr=subprocess.PIPE,
+                            text=True, errors="replace", bufsize=1)
+    tail: collections.deque = collections.deque(maxlen=400)
+
+    def pump():
+        for line in proc.stderr:
+            tail.append(line)
+            sys.stderr.write(line)
+            sys.stderr.flush()
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    received: list[int] = []
+
+    def forward(signum, _frame):
+        received.append(signum)
+        try:
+            proc.send_signal(signum)  # torchrun stops its workers on SIGINT/SIGTERM
+        except ProcessLookupError:
+            pass
+
+    old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    failures_dir = run_dir / "failures"
+    failed_since = None
+    try:
+        while True:
+            try:
+                rc = proc.wait(timeout=GRACE_S if received else 1.0)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if received:
+                # torchrun did not finish within the grace period: end the whole tree.
+                _kill_tree(proc)
+                continue
+            if failed_since is None and failures_dir.is_dir() and any(failures_dir.iterdir()):
+                failed_since = time.monotonic()
+            if failed_since is not None and time.monotonic() - failed_since > FAILURE_GRACE_S:
+                # A rank reported a fatal failure, but torchrun is still waiting on a rank
+                # that ignores SIGTERM (a frozen one): do not wait for its 30 s grace.
+                _kill_tree(proc)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        for pid in _descendants(proc.pid):  # workers that outlived torchrun (e.g. a frozen one)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        reader.join(timeout=5)
+    return rc, (received[0] if received else None), list(tail)
+
+
+def root_cause(lines: list[str]) -> dict | None:
+    """The first failed rank from torchrun's error summary ("Root Cause" block)."""
+    text = "".join(lines)
+    i = text.rfind("Root Cause")
+    if i < 0:
+        return None
+    block = text[i:]
+    rank = re.search(r"rank\s*:\s*(\d+)", block)
+    host = re.search(r"host\s*:\s*(\S+)", block)
+    code = re.search(r"exitcode\s*:\s*(-?\d+)(?:.*?\((SIG\w+)\))?", block)
+    if not rank or not code:
+        return None
+    return {"rank": int(rank.group(1)), "host": host.group(1) if host else "?", "exitcode": int(code.group(1)),
+            "signal": code.group(2)}
+
+
+GRACE_S = 20.0
+"""How long torchrun gets to stop its workers after SIGINT/SIGTERM before they are killed."""
+FAILURE_GRACE_S = 5.0
+"""How long ranks get to exit on their own after one reported a fatal failure."""
+
+
+def final_status(rc: int, signum: int | None, run_dir: Path, first: dict | None = None) -> int:
+    """Map the ranks' outcome to the documented exit status, printing the cause."""
+    failures = []
+    for f in sorted((run_dir / "failures").glob("rank*.json")):
+        try:
+            failures.append(json.loads(f.read_text()))
+        except (OSError, ValueError):
+            pass
+    for fl in failures:
+        print(f"# failure on rank {fl.get('rank')} ({fl.get('host')}): {fl.get('cause')}", file=sys.stderr)
+    if signum is not None:
+        print(f"# interrupted by signal {signum}; completed cases are in {run_dir / 'bench.json'}", file=sys.stderr)
+        return EXIT_SIGINT if signum == signal.SIGINT else EXIT_SIGTERM
+    if first is not None and not failures:
+        how = f"killed by {first['signal']}" if first["exitcode"] < 0 else f"exited with status {first['exitcode']}"
+        print(f"# first failure: rank {first['rank']} on host {first['host']} {how}", file=sys.stderr)
+    if any(fl.get("kind") == "rank_error" for fl in failures):
+        return EXIT_FAILED  # a rank raised; the others' lost-peer errors are its consequence
+    if any(fl.get("kind") == "peer_failure" for fl in failures):
+        return EXIT_PEER_FAILURE
+    if first is not None and first["exitcode"] < 0:
+        return EXIT_PEER_FAILURE  # a rank was killed or died of a signal: the others lost a peer
+    wrong = _wrong_cases(run_dir)
+    if wrong:
+        print(f"# {len(wrong)} case(s) produced wrong elements: {', '.join(wrong[:5])}", file=sys.stderr)
+        return EXIT_WRONG_RESULT
+    return EXIT_OK if rc == 0 else EXIT_FAILED
+
+
+def _wrong_cases(run_dir: Path) -> list[str]:
+    try:
+        run = json.loads((run_dir / "bench.json").read_text())
+    except (OSError, ValueError):
+        return []
+    return [b["name"] for b in run.get("benchmarks", []) if (b.get("extra_info", {}).get("n_wrong") or 0) > 0]
+
+
+def stamp_status(run_dir: Path, status: int, signum: int | None) -> None:
+    """Record the launcher's verdict in bench.json (atomically)."""
+    path = run_dir / "bench.json"
+    try:
+        run = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    s = run.setdefault("suite", {})
+    s["exit_status"] = status
+    s["interrupted_by_signal"] = signum
+    if status != EXIT_OK:
+        s["complete"] = False if signum is not None or status == EXIT_PEER_FAILURE else s.get("complete", False)
+    write_json_atomic(path, run)

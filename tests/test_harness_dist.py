@@ -1,0 +1,77 @@
+"""The harness (suite/runner.py) on real Gloo groups, through the launcher users run: timed
+buffers are checked (one buffer set per in-flight op in pipelined mode), per-rank samples
+name a straggler, and a case with nothing to check says so."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import load_bench, run_suite
+
+pytestmark = pytest.mark.slow
+
+TINY = ["--experiments", "collectives", "--min-bytes", "1K", "--max-bytes", "1K", "--iters", "5", "--warmup", "1"]
+
+
+def _recs(tmp_path):
+    return [b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]]
+
+
+def test_pipelined_uses_one_buffer_set_per_op_and_checks_every_one(tmp_path):
+    proc = run_suite(tmp_path, *TINY, "--timing", "pipelined", "--pipeline-depth", "4", "--",
+                     "-k", "all_reduce-sum or all_gather_into_tensor or barrier", nproc=2)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    recs = _recs(tmp_path)
+    data = [r for r in recs if r["op"] != "barrier"]
+    assert data and all(r["buffer_sets"] == 4 and r["ops_per_sample"] == 4 for r in data)
+    assert all(r["checked"] is True and r["n_wrong"] == 0 and r["n_wrong_timed"] == 0
+               and r["buffer_sets_checked"] == 4 for r in data)
+
+
+def test_a_corrupted_in_flight_buffer_fails_the_case(tmp_path):
+    # The check run is clean; one element of the last in-flight buffer set is flipped after the
+    # timed region: only a check of the timed buffers can see it.
+    proc = run_suite(tmp_path, *TINY, "--timing", "pipelined", "--pipeline-depth", "4", "--",
+                     "-k", "all_reduce-sum or broadcast", nproc=2,
+                     env={"SUITE_INJECT_CORRUPTION": "all_reduce@timed"})
+    assert proc.returncode == 6, proc.stdout[-3000:] + proc.stderr[-3000:]  # EXIT_WRONG_RESULT
+    recs = _recs(tmp_path)
+    bad = [r for r in recs if r["variant"] == "all_reduce"]
+    good = [r for r in recs if r["variant"] == "broadcast"]
+    assert bad and all(r["n_wrong_check"] == 0 and r["n_wrong_timed"] >= 1 and r["n_wrong"] >= 1 for r in bad)
+    assert good and all(r["n_wrong"] == 0 for r in good)
+
+
+def test_a_delayed_rank_is_named_the_slowest(tmp_path):
+    # Rank 1 sleeps 20 ms after each timed op completes (inside its op): it is the slowest rank of
+    # every iteration and its median is the largest.
+    proc = run_suite(tmp_path, *TINY, "--", "-k", "all_reduce-sum or all_gather_into_tensor", nproc=3,
+                     env={"SUITE_INJECT_DELAY": "1:0.02"})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    recs = _recs(tmp_path)
+    assert recs
+    for r in recs:
+        assert r["slowest_rank"] == [1] * r["iterations"], r["label"]
+        assert r["slowest_rank_hist"] == [0, r["iterations"], 0]
+        med = r["rank_median_us"]
+        assert len(med) == 3 and med[1] >= 20_000 and med[1] == max(med)
+        assert r["rank_spread_us"]["max"] == med[1]
+
+
+def test_a_barrier_says_it_has_nothing_to_check(tmp_path):
+    proc = run_suite(tmp_path, *TINY, "--", "-k", "barrier", nproc=2)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (r,) = _recs(tmp_path)
+    assert r["checked"] is False and r["n_wrong"] is None and "no data" in r["unchecked_reason"]
+    assert r["provenance"]["time_us"].startswith("measured:")
+
+
+def test_ranks_run_with_the_config_the_launcher_validated(tmp_path):
+    import json
+
+    proc = run_suite(tmp_path, *TINY, "--dtypes", "bf16", "--", "-k", "all_reduce-max", nproc=2)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    written = json.loads((tmp_path / "results" / "run" / "config.json").read_text())
+    run = load_bench(tmp_path)
+    assert written == run["suite"]["config"] and written["dtypes"] == ["bfloat16"]
+    assert {r["dtype"] for r in _recs(tmp_path)} == {"bfloat16"}

@@ -1,0 +1,140 @@
+"""The timing loop, the harness and init_distributed in this process, on a one-rank Gloo group."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+import torch
+
+from suite import bench_adapter, ops
+from suite.case import Buffers, Bytes, Case, CaseSkipped
+from suite.config import BenchConfig
+from suite.dist import destroy_distributed, init_distributed
+from suite.runner import Harness
+from suite.timing import measure
+
+CFG = BenchConfig(iters=4, warmup_iters=1, min_bytes=64, max_bytes=256, heartbeat_timeout_s=0)
+
+
+@pytest.fixture(scope="module")
+def ctx():
+    saved = dict(os.environ)
+    for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS"):
+        os.environ.pop(k, None)
+    c = init_distributed(CFG)
+    try:
+        yield c
+    finally:
+        destroy_distributed()
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def test_init_distributed_starts_a_lone_gloo_group(ctx):
+    assert (ctx.rank, ctx.world_size, ctx.backend, ctx.device.type) == (0, 1, "gloo", "cpu")
+    assert ctx.agree_all(True) and not ctx.agree_all(False)
+    assert init_distributed(CFG) is ctx  # once per process
+
+
+def test_measure_times_every_iteration_and_names_the_slowest_rank(ctx):
+    calls = []
+
+    def op(async_op):
+        calls.append(async_op)
+        time.sleep(0.002)
+
+    m = measure(ctx, CFG, op)
+    assert len(calls) == CFG.warmup_iters + CFG.iters and m.iterations == CFG.iters
+    assert all(s >= 0.002 for s in m.samples_s)
+    assert m.slowest_rank == [0] * CFG.iters and m.rank_median_s == [m.median_s]
+    assert m.timing_mode == "blocking" and m.ops_per_sample == 1 and m.timer == "host"
+
+
+def test_pipelined_cycles_over_one_op_per_buffer_set_and_resets_before_each_sample(ctx):
+    cfg = BenchConfig(iters=3, warmup_iters=0, timing_mode="pipelined", pipeline_depth=3, heartbeat_timeout_s=0)
+    issued, resets = [], []
+    ops_ = [lambda a, i=i: issued.append((i, a)) for i in range(3)]
+    m = measure(ctx, cfg, ops_, before_sample=lambda: resets.append(len(issued)))
+    assert issued == [(i, True) for _ in range(3) for i in range(3)]  # each set once per sample, async
+    assert resets == [0, 3, 6]  # before each sample, never inside one
+    assert m.ops_per_sample == 3 and m.buffer_sets == 3
+
+
+def test_measure_keeps_rank_samples_only_when_asked(ctx):
+    assert measure(ctx, CFG, lambda a: None).rank_samples_s is None
+    m = measure(ctx, CFG, lambda a: None, keep_rank_samples=True)
+    assert m.rank_samples_s == [m.samples_s]
+
+
+def test_harness_runs_every_collective_and_checks_it(ctx):
+    h = Harness(ctx, CFG, env={})
+    cases = ops.collective_cases(CFG, 1, experiment="collectives")
+    assert {c.identity["variant"] for c in cases} == set(ops.BY_VARIANT)
+    for case in cases:
+        m, rec = h.run(case)
+        if case.op == "barrier":
+            assert rec["checked"] is False and rec["n_wrong"] is None
+        else:
+            assert rec["checked"] is True and rec["n_wrong"] == 0 and rec["n_wrong_timed"] == 0, case.label
+        assert rec["label"] == case.label and rec["iterations"] == CFG.iters
+        assert set(rec["identity"]) >= {"variant", "redop", "in_place", "root"}
+
+
+def test_harness_catches_a_corrupted_timed_buffer_and_a_corrupted_check(ctx):
+    case = ops.collective_cases(CFG, 1, experiment="collectives")[0]  # all_reduce sum, in place
+    _, rec = Harness(ctx, CFG, env={"SUITE_INJECT_CORRUPTION": "all_reduce@timed"}).run(case)
+    assert (rec["n_wrong_check"], rec["n_wrong_timed"], rec["n_wrong"]) == (0, 1, 1)
+    _, rec = Harness(ctx, CFG, env={"SUITE_INJECT_CORRUPTION": "all_reduce"}).run(case)
+    assert (rec["n_wrong_check"], rec["n_wrong_timed"]) == (1, 0)
+
+
+def test_in_place_inputs_are_reset_so_the_timed_result_is_one_op(ctx):
+    # all_reduce SUM in place on one rank is the identity, so use a case whose op changes its input
+    # every call: without the reset the timed buffer would hold the input + (warmup + iters).
+    t = torch.zeros(4)
+    pristine = torch.zeros(4)
+
+    def inc(async_op):
+        t.add_(1)
+
+    case = Case(experiment="x", op="inc", label="inc", identity={},
+                bytes=Bytes(size_bytes=16, count=4, dtype="float32", bw_op=None),
+                build=lambda c: Buffers(call=inc, check=lambda: int((t != 1).sum()),
+                                        outputs=lambda: [t], reset=lambda: t.copy_(pristine)))
+    _, rec = Harness(ctx, CFG, env={}).run(case)
+    assert rec["n_wrong"] == 0 and rec["busbw_gbps"] is None and rec["busbw_factor"] is None
+
+
+def test_unchecked_and_skipped_cases_say_why(ctx):
+    base = dict(experiment="x", op="noop", label="noop", identity={},
+                bytes=Bytes(size_bytes=0, count=0, dtype="none", bw_op=None), build=lambda c: Buffers(call=lambda a: None))
+    _, rec = Harness(ctx, CFG, env={}).run(Case(**base, unchecked="nothing moves"))
+    assert rec["checked"] is False and rec["unchecked_reason"] == "nothing moves" and rec["n_wrong"] is None
+    with pytest.raises(CaseSkipped, match="not here"):
+        Harness(ctx, CFG, env={}).run(Case(**base, skip=lambda c, cfg: "not here"))
+
+
+def test_support_probe_failure_skips_with_the_backends_words(ctx):
+    def broken(c):
+        raise RuntimeError("no such op on this backend")
+
+    case = Case(experiment="x", op="weird", label="weird", identity={},
+                bytes=Bytes(size_bytes=0, count=0, dtype="none", bw_op=None), build=broken,
+                support=("weird_op", "float32"))
+    with pytest.raises(CaseSkipped, match="gloo does not support weird_op \\(float32\\): no such op"):
+        Harness(ctx, CFG, env={}).run(case)
+
+
+def test_bench_adapter_round_trips_samples(benchmark):
+    bench_adapter.store_samples(benchmark, [1e-3, 3e-3, 2e-3], 2, group="g:op", extra={"label": "x"})
+    st = benchmark.stats.stats
+    assert (st.rounds, st.min, st.max, st.median) == (3, 1e-3, 3e-3, 2e-3)
+    assert benchmark.group == "g:op" and benchmark.extra_info["label"] == "x"
+
+
+def test_bench_adapter_refuses_an_unsupported_version():
+    bench_adapter.check_version(bench_adapter.SUPPORTED_VERSION)
+    with pytest.raises(bench_adapter.UnsupportedVersion, match="supports 5.3.1"):
+        bench_adapter.check_version("6.0.0")
