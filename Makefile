@@ -30,7 +30,7 @@ SUITE_ARGS = --experiments $(EXPERIMENTS) --min-bytes $(MIN_BYTES) --max-bytes $
   $(if $(DEBUG),--debug)
 PASSTHROUGH = -- $(if $(K),-k "$(K)") $(PYTEST_ARGS)
 
-.PHONY: help venv bench-cpu bench-gpu test test-cpu clean
+.PHONY: help venv bench-cpu bench-gpu test test-cpu test-fast soak clean
 
 # Feature areas add their targets in mk/*.mk (image, compose, report, slurm, ...).
 -include $(sort $(wildcard mk/*.mk))
@@ -40,6 +40,8 @@ help:
 	@echo "make bench-gpu   run every experiment on all local GPUs (NCCL)"
 	@echo "make test        every test of the project (what CI runs)"
 	@echo "make test-cpu    the tests that need no Docker"
+	@echo "make test-fast   the unit tier (tests/unit), in seconds"
+	@echo "make soak        TIER=dist N=20: a test tier N times, failures per test"
 	@echo "make report      HTML/Markdown report of RUN (default results/latest)"
 	@echo "make compare     BASE=<run> NEW=<run>: per-case verdicts, non-zero exit on a regression"
 	@echo "make image       build the Docker image (local base + wheelhouse where no registry is reachable)"
@@ -71,6 +73,16 @@ test: venv
 
 test-cpu: venv
 	$(PY) -m pytest tests -m "not docker" $(PYTEST_ARGS)
+
+# The unit tier: pure logic and one-rank in-process groups, seconds.
+test-fast: venv
+	$(PY) -m pytest tests/unit -q $(PYTEST_ARGS)
+
+# The flake budget: a tier N times, failures per test (TIER = a folder of tests/, e.g. dist).
+TIER ?= dist
+N    ?= 20
+soak: venv
+	$(PY) scripts/soak.py $(N) tests/$(TIER) $(if $(PYTEST_ARGS),-- $(PYTEST_ARGS))
 
 clean:
 	rm -rf $(VENV) .pytest_cache

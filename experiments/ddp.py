@@ -30,40 +30,48 @@ Cases, in the order they run (one model after the other):
   construction: per-tensor ``broadcast`` of parameters and buffers, and the whole DDP
   constructor. Ranks start from different weights; the check is exact equality with rank 0's.
 
-Recorded besides the step-time percentiles: ``samples_per_s`` (global), ``scaling_efficiency``
-= k·t(solo) / t(case) (k micro-batches per step; 1 = perfect linear scaling),
-``comm_exposed_ms`` = t(case) − t(local_step) (communication the step waits for), and for
-DDP cases DDP's own logger (``_get_ddp_logging_data``, every iteration sampled, averages over
-warm-up + timed steps, max over ranks): ``comm_ms`` (avg_backward_comm_time),
-``overlap_ms`` (avg_backward_compute_comm_overlap_time) and ``overlap_pct`` = overlap/comm.
-``peak_mem_bytes`` is the max over ranks of ``suite.profiling.PeakMemory`` around the timed steps.
+Every case is a declared ``suite.case.Case`` run by the harness (suite/runner.py): one
+training step is one ``call``; the harness times it (blocking mode) and checks it.
+
+Recorded besides the step-time percentiles, derived from the case's own timed median t
+(``Buffers.derive``; ``provenance`` names each formula): ``samples_per_s`` (global),
+``scaling_efficiency`` = k·t(solo) / t (k micro-batches per step; 1 = perfect linear
+scaling), ``comm_exposed_ms`` = t − k·t(local_step) (communication the step waits for), with
+t(solo), t(local_step) the timed medians of the solo and no-communication cases of the same
+model (``solo_step_ms``, ``local_step_ms``; a baseline run by the harness if those cases did
+not run); for DDP cases the timed module's own logger (``_get_ddp_logging_data``, every
+iteration sampled, averages over its warm-up and timed steps, max over ranks): ``comm_ms``
+(avg_backward_comm_time), ``overlap_ms`` (avg_backward_compute_comm_overlap_time) and
+``overlap_pct`` = overlap/comm. ``peak_mem_bytes`` is the max over ranks of
+``suite.profiling.PeakMemory`` around the warm-up and timed steps (``Case.around``).
 ``size_bytes`` is the float32 gradient bytes each rank all-reduces per optimizer step, so
 busbw (all_reduce factor) is the *effective* gradient bandwidth of the whole step; hooks that
 compress report ``wire_bytes`` (fp16: half; PowerSGD: the low-rank factors, an estimate).
-Correctness (``n_wrong``): after the timed steps every parameter must be bit-identical to rank 0's.
+Correctness (``n_wrong``): after the check step and after the timed steps every parameter must
+be bit-identical to rank 0's (DDP and manual steps); ``solo_step`` / ``local_step`` restore the
+initial state before each sample and must equal one step replayed from it on the same rank;
+the gradient ``all_reduce`` (of ones, refilled before each sample) must equal the world size;
+the init cases must hold rank 0's initial state exactly.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import pytest
 import torch
 import torch.distributed as dist
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from suite import training, verify
+from suite.case import Buffers, Bytes, Case, CaseSkipped, Session, experiment_test, support_reason
 from suite.config import BenchConfig
 from suite.dist import DistContext
-from suite.plugin import submit
-from suite.profiling import PeakMemory
-from suite.results import make_record
-from suite.timing import Measurement, measure
 
 EXPERIMENT = "ddp"
 
@@ -103,8 +111,8 @@ class Settings:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Case:
-    """One measured configuration."""
+class Variant:
+    """One measured configuration (what a declared ``Case`` of this experiment runs)."""
 
     model: str
     """source | mlp"""
@@ -122,42 +130,35 @@ class Case:
                 "accum": "ddp_accum_step", "init_broadcast": "broadcast", "ddp_init": "ddp_init"}[self.kind]
 
 
-def cases(settings: Settings) -> list[Case]:
-    """Every case, identical on all ranks."""
-    out: list[Case] = []
+def cases(settings: Settings) -> list[Variant]:
+    """Every configuration, identical on all ranks."""
+    out: list[Variant] = []
     for model in ("source", "mlp"):
-        out += [Case(model=model, kind="solo", label="solo (1 rank)"),
-                Case(model=model, kind="local", label="no communication"),
-                Case(model=model, kind="all_reduce", label="grad all_reduce only"),
-                Case(model=model, kind="ddp", label="ddp"),
-                Case(model=model, kind="manual", label="manual all_reduce"),
-                Case(model=model, kind="manual_coalesced", label="manual coalesced")]
-        out += [Case(model=model, kind="ddp", label=f"ddp hook {h}", hook=h)
+        out += [Variant(model=model, kind="solo", label="solo (1 rank)"),
+                Variant(model=model, kind="local", label="no communication"),
+                Variant(model=model, kind="all_reduce", label="grad all_reduce only"),
+                Variant(model=model, kind="ddp", label="ddp"),
+                Variant(model=model, kind="manual", label="manual all_reduce"),
+                Variant(model=model, kind="manual_coalesced", label="manual coalesced")]
+        out += [Variant(model=model, kind="ddp", label=f"ddp hook {h}", hook=h)
                 for h in ("allreduce", "fp16_compress", "bf16_compress", "powerSGD")]
         if model == "mlp":
-            out += [Case(model=model, kind="ddp", label=f"ddp bucket_cap_mb={b:g}", ddp_kwargs=(("bucket_cap_mb", b),))
-                    for b in settings.buckets_mb]
-            out += [Case(model=model, kind="ddp", label="ddp gradient_as_bucket_view",
-                         ddp_kwargs=(("gradient_as_bucket_view", True),)),
-                    Case(model=model, kind="ddp", label="ddp static_graph", ddp_kwargs=(("static_graph", True),)),
-                    Case(model=model, kind="ddp", label="ddp broadcast_buffers=False",
-                         ddp_kwargs=(("broadcast_buffers", False),))]
-            out += [Case(model=model, kind="accum", label=f"accum x{settings.accum} no_sync", no_sync=True),
-                    Case(model=model, kind="accum", label=f"accum x{settings.accum} sync each")]
-        out += [Case(model=model, kind="init_broadcast", label="init: broadcast per tensor"),
-                Case(model=model, kind="ddp_init", label="init: DDP constructor")]
+            out += [Variant(model=model, kind="ddp", label=f"ddp bucket_cap_mb={b:g}",
+                            ddp_kwargs=(("bucket_cap_mb", b),)) for b in settings.buckets_mb]
+            out += [Variant(model=model, kind="ddp", label="ddp gradient_as_bucket_view",
+                            ddp_kwargs=(("gradient_as_bucket_view", True),)),
+                    Variant(model=model, kind="ddp", label="ddp static_graph", ddp_kwargs=(("static_graph", True),)),
+                    Variant(model=model, kind="ddp", label="ddp broadcast_buffers=False",
+                            ddp_kwargs=(("broadcast_buffers", False),))]
+            out += [Variant(model=model, kind="accum", label=f"accum x{settings.accum} no_sync", no_sync=True),
+                    Variant(model=model, kind="accum", label=f"accum x{settings.accum} sync each")]
+        out += [Variant(model=model, kind="init_broadcast", label="init: broadcast per tensor"),
+                Variant(model=model, kind="ddp_init", label="init: DDP constructor")]
     return out
 
 
-def case_id(c: Case) -> str:
+def case_id(c: Variant) -> str:
     return f"{c.model}-" + c.label.replace(" ", "_").replace("(", "").replace(")", "").replace(":", "")
-
-
-def pytest_generate_tests(metafunc):
-    if "case" not in metafunc.fixturenames:
-        return
-    cs = cases(Settings.from_env())
-    metafunc.parametrize("case", cs, ids=[case_id(c) for c in cs])
 
 
 # --- building blocks ------------------------------------------------------------------------------
@@ -225,7 +226,7 @@ def _wire_bytes(model: nn.Module, hook: str | None, settings: Settings) -> int:
     return total * 4
 
 
-def _ddp_kwargs(case: Case) -> dict:
+def _ddp_kwargs(case: Variant) -> dict:
     kwargs = dict(case.ddp_kwargs)
     if "broadcast_buffers" in kwargs and "forward_sync_buffers" in inspect.signature(DDP).parameters:
         # torch 2.13 deprecates broadcast_buffers for forward_sync_buffers; the per-step buffer
@@ -234,7 +235,7 @@ def _ddp_kwargs(case: Case) -> dict:
     return kwargs
 
 
-def _prepare(case: Case, ctx: DistContext, settings: Settings) -> Step:
+def _prepare(case: Variant, ctx: DistContext, settings: Settings) -> Step:
     loss_fn = nn.CrossEntropyLoss()
     model = _build_model(case.model, settings, seed=0).to(ctx.device)
     b = settings.batch_per_rank
@@ -291,25 +292,16 @@ def _max_over_ranks(ctx: DistContext, values: list[float]) -> list[float]:
     return t.cpu().tolist()
 
 
+def _state(module: nn.Module) -> list[torch.Tensor]:
+    return [*module.parameters(), *module.buffers()]
+
+
 def _params_differ_from_rank0(ctx: DistContext, model: nn.Module) -> int:
-    """Elements of this rank's parameters that differ from rank 0's, summed over ranks."""
+    """Elements of this rank's parameters that differ from rank 0's (this rank's count; the harness sums)."""
     mine = training.flat_params(model).contiguous()
     ref = mine.clone()
     dist.broadcast(ref, src=0, group=ctx.group)
-    return verify.global_wrong(verify.count_wrong(mine, ref), ctx.group, ctx.device)
-
-
-_KEY_BASE = pytest.StashKey[dict]()
-
-
-def _baseline(request, ctx: DistContext, cfg: BenchConfig, settings: Settings, model: str, kind: str) -> Measurement:
-    """The solo / local_step measurement of ``model``, taken once per run and reused."""
-    cache = request.config.stash.setdefault(_KEY_BASE, {})
-    key = (model, kind)
-    if key not in cache:
-        step = _prepare(Case(model=model, kind=kind, label=kind), ctx, settings)
-        cache[key] = measure(ctx, cfg, lambda a: step.run(), mode="blocking")
-    return cache[key]
+    return verify.count_wrong(mine, ref)
 
 
 def _ddp_logger_ms(ctx: DistContext, ddp: DDP | None) -> dict:
@@ -325,7 +317,7 @@ def _ddp_logger_ms(ctx: DistContext, ddp: DDP | None) -> dict:
             "bucket_sizes": d.get("bucket_sizes"), "comm_hook": d.get("comm_hook") or None}
 
 
-def _cannot_run(case: Case, ctx: DistContext, settings: Settings) -> str | None:
+def _cannot_run(case: Variant, ctx: DistContext, settings: Settings) -> str | None:
     """Reasons known before starting (a crash could not be caught and skipped afterwards)."""
     if case.hook == "powerSGD" and ctx.backend == "gloo":
         grad = training.grad_bytes(_build_model(case.model, settings, seed=0))
@@ -339,114 +331,193 @@ def _cannot_run(case: Case, ctx: DistContext, settings: Settings) -> str | None:
     return None
 
 
-# --- the cases ------------------------------------------------------------------------------------
+# --- one buffer set of a case: the step, its check, its outputs -----------------------------------------
 
-def test_ddp(case: Case, dist_ctx: DistContext, bench_cfg: BenchConfig, benchmark, request):
-    ctx, cfg = dist_ctx, bench_cfg
-    settings = Settings.from_env()
-    if case.kind in ("init_broadcast", "ddp_init"):
-        return _init_case(case, ctx, cfg, settings, benchmark, request)
-
-    reason = _cannot_run(case, ctx, settings)
-    if reason:
-        pytest.skip(reason)
-    reason = None
-    try:
-        step = _prepare(case, ctx, settings)
-    except Exception as e:  # e.g. the bf16 hook on Gloo/CPU; the backend's words become the skip reason
-        step = None
-        reason = f"{ctx.backend}/{ctx.device.type} cannot run {case.label}: " + (str(e).strip().splitlines() or [""])[0][:200]
-    if not ctx.agree_all(reason is None):
-        pytest.skip(reason or f"{case.label} failed to start on another rank")
-
-    if case.kind == "solo":
-        m = _baseline(request, ctx, cfg, settings, case.model, "solo")
-        peak = None
-    elif case.kind == "local":
-        m = _baseline(request, ctx, cfg, settings, case.model, "local")
-        peak = None
-    else:
-        with PeakMemory(ctx.device) as peak:
-            m = measure(ctx, cfg, lambda a: step.run(), mode="blocking")
-
-    checked = case.kind in ("ddp", "manual", "manual_coalesced", "accum")
-    n_wrong = _params_differ_from_rank0(ctx, step.model) if checked else 0
-    grad = training.grad_bytes(step.model)
-    comm = case.kind not in ("solo", "local")
-    n = ctx.world_size
-    t = m.median_s
-    extra: dict = {"model": case.model, "label": case.label, "table": case.model,
-                   "n_params": sum(p.numel() for p in step.model.parameters()),
-                   "batch_per_rank": settings.batch_per_rank, "check": "params identical to rank 0" if checked else "none"}
-    if case.kind != "all_reduce":
-        ranks_stepping = 1 if case.kind == "solo" else n
-        extra["samples_per_step"] = step.samples_per_step * ranks_stepping
-        extra["samples_per_s"] = step.samples_per_step * ranks_stepping / t
-        solo = _baseline(request, ctx, cfg, settings, case.model, "solo").median_s
-        extra["scaling_efficiency"] = (step.samples_per_step // settings.batch_per_rank) * solo / t
-        if comm:
-            local = _baseline(request, ctx, cfg, settings, case.model, "local").median_s
-            extra["comm_exposed_ms"] = (t - (step.samples_per_step // settings.batch_per_rank) * local) * 1e3
-    if case.kind == "all_reduce":
-        extra["comm_ms"] = t * 1e3
-        extra["comm_source"] = "timed all_reduce of the gradient bytes"
-    extra.update(_ddp_logger_ms(ctx, step.ddp))
-    extra.update(_ddp_kwargs(case))
-    if case.hook:
-        extra["hook"] = case.hook
-        extra["wire_bytes"] = _wire_bytes(step.model, case.hook, settings)
-    if case.kind == "accum":
-        extra["accum_steps"] = settings.accum
-        extra["no_sync"] = case.no_sync
-    if peak is not None:
-        extra["peak_mem_bytes"] = int(_max_over_ranks(ctx, [float(peak.peak_bytes)])[0])
-        extra["peak_mem_kind"] = peak.kind
-    rec = make_record(experiment=EXPERIMENT, op=case.op, variant=case_id(case), backend=ctx.backend,
-                      device=ctx.device.type, dtype="float32", world_size=n, size_bytes=grad if comm else 0,
-                      count=grad // 4 if comm else 0, in_place=True, m=m, n_wrong=n_wrong,
-                      bw_op="all_reduce" if comm else None, **extra)
-    submit(request, benchmark, m, rec)
+def _step_buffers(v: Variant, ctx: DistContext, settings: Settings) -> Buffers:
+    step = _prepare(v, ctx, settings)
+    b = _step_call_and_check(v, step, ctx)
+    b.derive = lambda m, around, session: _timed_fields(v, settings, step, ctx, m, around, session)
+    return b
 
 
-def _init_case(case: Case, ctx: DistContext, cfg: BenchConfig, settings: Settings, benchmark, request):
+def _step_call_and_check(v: Variant, step, ctx: DistContext) -> Buffers:
+    if v.kind == "all_reduce":
+        t, = step.keep
+        n = ctx.world_size
+        return Buffers(call=lambda a: dist.all_reduce(t, group=ctx.group, async_op=a),
+                       check=lambda: int((t != n).sum().item()), outputs=lambda: (t,), reset=lambda: t.fill_(1))
+    if v.kind in ("solo", "local"):
+        # Ranks step without communication, so they drift apart: each sample starts from the initial
+        # state (reset) and the check replays one step from it on this rank (solo: off rank 0, no step).
+        initial = [s.detach().clone() for s in _state(step.model)]
+
+        def reset():
+            with torch.no_grad():
+                for s, s0 in zip(_state(step.model), initial):
+                    s.copy_(s0)
+        step.run()
+        expected = training.flat_params(step.model).clone()
+        reset()
+        return Buffers(call=lambda a: step.run(), check=lambda: verify.count_wrong(training.flat_params(step.model),
+                                                                                   expected),
+                       outputs=lambda: [p.detach() for p in step.model.parameters()], reset=reset)
+    # Rank 0 holds the reference: only the other ranks' parameters are outputs (a flip on every rank
+    # alike would leave them identical to rank 0's).
+    return Buffers(call=lambda a: step.run(), check=lambda: _params_differ_from_rank0(ctx, step.model),
+                   outputs=lambda: [p.detach() for p in step.model.parameters()] if ctx.rank != 0 else [])
+
+
+def _init_buffers(v: Variant, ctx: DistContext, settings: Settings) -> Buffers:
     """Initial-state broadcast: rank r starts from seed r; afterwards every rank must hold rank 0's state."""
-    def fresh() -> nn.Module:
-        return _build_model(case.model, settings, seed=ctx.rank).to(ctx.device)
-
     reference = torch.cat([t.detach().reshape(-1).float() for t in
-                           _state(_build_model(case.model, settings, seed=0).to(ctx.device))])
+                           _state(_build_model(v.model, settings, seed=0).to(ctx.device))])
+    module = _build_model(v.model, settings, seed=ctx.rank).to(ctx.device)
 
-    if case.kind == "init_broadcast":
-        def sync(module: nn.Module):
+    if v.kind == "init_broadcast":
+        def sync(a: bool):
             # What the article describes: broadcast is how rank 0's initial state reaches the others.
             for t in _state(module):
                 dist.broadcast(t.detach(), src=0, group=ctx.group)
     else:
-        def sync(module: nn.Module):
+        def sync(a: bool):
             kw = {"device_ids": [ctx.device.index]} if ctx.device.type == "cuda" else {}
             DDP(module, process_group=ctx.group, **kw)  # construction broadcasts rank 0's state
 
-    checked = fresh()
-    sync(checked)
-    got = torch.cat([t.detach().reshape(-1).float() for t in _state(checked)])
-    n_wrong = verify.global_wrong(verify.count_wrong(got, reference), ctx.group, ctx.device)
-
-    timed = fresh()
-    with PeakMemory(ctx.device) as peak:
-        m = measure(ctx, cfg, lambda a: sync(timed), mode="blocking")
-    size = training.state_bytes(timed)
-    rec = make_record(experiment=EXPERIMENT, op=case.op, variant=case_id(case), backend=ctx.backend,
-                      device=ctx.device.type, dtype="float32", world_size=ctx.world_size, size_bytes=size,
-                      count=sum(t.numel() for t in _state(timed)), in_place=True, m=m, n_wrong=n_wrong,
-                      bw_op="broadcast", model=case.model, label=case.label, table=f"{case.model}-init",
-                      n_tensors=len(_state(timed)), check="state identical to rank 0's after one sync",
-                      peak_mem_bytes=int(_max_over_ranks(ctx, [float(peak.peak_bytes)])[0]),
-                      peak_mem_kind=peak.kind)
-    submit(request, benchmark, m, rec)
+    def check() -> int:
+        return verify.count_wrong(torch.cat([t.detach().reshape(-1).float() for t in _state(module)]), reference)
+    return Buffers(call=sync, check=check, outputs=lambda: [t.detach() for t in _state(module)],
+                   derive=lambda m, around, session: _peak_fields(ctx, around))
 
 
-def _state(module: nn.Module) -> list[torch.Tensor]:
-    return [*module.parameters(), *module.buffers()]
+# --- what is derived from the timed steps, and the baselines they are compared with -----------------
+
+def _baseline_s(session: Session, ctx: DistContext, settings: Settings, model: str, kind: str) -> float:
+    """Median of the solo / no-communication step of ``model``: that case's own timed run when it ran
+    before (the usual order), else one blocking baseline run by the harness, shared by the run."""
+    def make_call():
+        step = _prepare(Variant(model=model, kind=kind, label=kind), ctx, settings)
+        return lambda a: step.run()
+    return session.baseline((EXPERIMENT, id(ctx.group), model, kind), ctx, make_call).median_s
+
+
+def _peak_fields(ctx: DistContext, around) -> dict:
+    from suite.profiling import PeakMemory
+
+    if not isinstance(around, PeakMemory):
+        return {}
+    return {"peak_mem_bytes": int(_max_over_ranks(ctx, [float(around.peak_bytes)])[0]), "peak_mem_kind": around.kind}
+
+
+def _timed_fields(v: Variant, settings: Settings, step, ctx: DistContext, m, around, session: Session) -> dict:
+    """Fields derived from this case's own timed median ``t`` (the formulas are in the provenance)."""
+    t, n, b = m.median_s, ctx.world_size, settings.batch_per_rank
+    if v.kind in ("solo", "local"):
+        session.keep_baseline((EXPERIMENT, id(ctx.group), v.model, v.kind), m)
+    fields: dict = {}
+    if v.kind != "all_reduce":
+        k = step.samples_per_step // b
+        ranks_stepping = 1 if v.kind == "solo" else n
+        solo = _baseline_s(session, ctx, settings, v.model, "solo")
+        fields |= {"solo_step_ms": solo * 1e3, "micro_batches": k,
+                   "samples_per_step": step.samples_per_step * ranks_stepping,
+                   "samples_per_s": step.samples_per_step * ranks_stepping / t, "scaling_efficiency": k * solo / t}
+        if v.kind != "local" and v.kind != "solo":
+            local = _baseline_s(session, ctx, settings, v.model, "local")
+            fields |= {"local_step_ms": local * 1e3, "comm_exposed_ms": (t - k * local) * 1e3}
+    else:
+        fields |= {"comm_ms": t * 1e3, "comm_source": "timed all_reduce of the gradient bytes"}
+    fields |= _ddp_logger_ms(ctx, step.ddp)  # the timed module's own logger: warm-up and timed steps
+    fields |= _peak_fields(ctx, around)
+    return fields
+
+
+_PROV_STEP = {
+    "solo_step_ms": "measured: the solo case's own timed median (or one blocking baseline run if it did not run)",
+    "local_step_ms": "measured: the no-communication case's own timed median (or one blocking baseline run)",
+    "samples_per_s": "derived: samples_per_step / time_us",
+    "scaling_efficiency": "derived: micro_batches x solo_step_ms / time_us",
+    "comm_exposed_ms": "derived: time_us - micro_batches x local_step_ms",
+    "peak_mem_bytes": "measured: suite.profiling.PeakMemory around warm-up and the timed steps, max over ranks",
+    "forward_ms": "measured: DDP logger (_get_ddp_logging_data) average over the timed module's steps, max over ranks",
+    "backward_compute_ms": "measured: DDP logger average over the timed module's steps, max over ranks",
+    "overlap_ms": "measured: DDP logger average over the timed module's steps, max over ranks",
+    "overlap_pct": "derived: 100 x overlap_ms / comm_ms",
+}
+
+
+def _resolve_step(v: Variant, settings: Settings, case: Case, ctx: DistContext, cfg: BenchConfig,
+                  session: Session) -> Case:
+    reason = support_reason(ctx, lambda: _step_buffers(v, ctx, settings), v.label)
+    if reason:  # e.g. the bf16 hook on Gloo/CPU; the backend's words become the skip reason
+        raise CaseSkipped(reason)
+    checked = v.kind in ("ddp", "manual", "manual_coalesced", "accum")
+    comm = v.kind not in ("solo", "local")
+    model = _build_model(v.model, settings, seed=0)
+    grad = training.grad_bytes(model)
+    fields: dict = {"table": v.model, "n_params": sum(p.numel() for p in model.parameters()),
+                    "batch_per_rank": settings.batch_per_rank,
+                    "check": "params identical to rank 0" if checked else
+                    "all_reduce of ones equals world_size" if v.kind == "all_reduce" else
+                    "params equal one step replayed from the initial state on the same rank"}
+    prov = dict(_PROV_STEP)
+    prov["comm_ms"] = "measured: time_us of the all_reduce alone" if v.kind == "all_reduce" else \
+        "measured: DDP logger average backward comm time over the timed module's steps, max over ranks"
+    fields.update(_ddp_kwargs(v))
+    if v.hook:
+        fields["hook"] = v.hook
+        fields["wire_bytes"] = _wire_bytes(model, v.hook, settings)
+        prov["wire_bytes"] = "modelled: fp16/bf16 half the gradient bytes; PowerSGD low-rank P and Q factors"
+    if v.kind == "accum":
+        fields["accum_steps"] = settings.accum
+        fields["no_sync"] = v.no_sync
+    return dataclasses.replace(
+        case, fields=fields, provenance=prov,
+        bytes=Bytes(size_bytes=grad if comm else 0, count=grad // 4 if comm else 0, dtype="float32",
+                    bw_op="all_reduce" if comm else None,
+                    definition="float32 gradient bytes each rank all-reduces per optimizer step" if comm else
+                    "none: no communication"))
+
+
+def _resolve_init(v: Variant, settings: Settings, case: Case, ctx: DistContext, cfg: BenchConfig,
+                  session: Session) -> Case:
+    module = _build_model(v.model, settings, seed=0)
+    size, count = training.state_bytes(module), sum(t.numel() for t in _state(module))
+    return dataclasses.replace(
+        case,
+        fields={"table": f"{v.model}-init", "n_tensors": len(_state(module)),
+                "check": "state identical to rank 0's after one sync"},
+        provenance={"peak_mem_bytes": _PROV_STEP["peak_mem_bytes"]},
+        bytes=Bytes(size_bytes=size, count=count, dtype="float32", bw_op="broadcast",
+                    definition="float32 bytes of every parameter and buffer rank 0 broadcasts"))
+
+
+def _peak_memory(ctx: DistContext):
+    from suite.profiling import PeakMemory
+
+    return PeakMemory(ctx.device)
+
+
+def _declare(v: Variant, settings: Settings) -> Case:
+    init = v.kind in ("init_broadcast", "ddp_init")
+    build = (lambda ctx: _init_buffers(v, ctx, settings)) if init else (lambda ctx: _step_buffers(v, ctx, settings))
+    resolve = _resolve_init if init else _resolve_step
+    # The test id is case_id(v) (unique over both models); the tables show the recorded label v.label.
+    case = Case(experiment=EXPERIMENT, op=v.op, label=case_id(v), record_label=v.label,
+                identity={"variant": case_id(v), "model": v.model, "in_place": True},
+                # the sizes are the model's, known once it is built (resolve)
+                bytes=Bytes(size_bytes=0, count=0, dtype="float32", bw_op=None), build=build, mode="blocking",
+                around=_peak_memory, names=(v.label,),
+                skip=None if init else (lambda ctx, cfg: _cannot_run(v, ctx, settings)))
+    return dataclasses.replace(case, resolve=lambda ctx, cfg, session: resolve(v, settings, case, ctx, cfg, session))
+
+
+def ddp_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
+    """Every DDP case (the knobs: DDP_PARAMS, DDP_BATCH, DDP_BUCKETS_MB, DDP_ACCUM, DDP_POWERSGD_RANK)."""
+    settings = Settings.from_env()
+    return [_declare(v, settings) for v in cases(settings)]
+
+
+test_ddp = experiment_test(ddp_cases)
 
 
 def check_environment() -> None:

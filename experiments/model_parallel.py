@@ -20,24 +20,29 @@ batch ``MP_BATCH``, default 64; sizes must divide by the world size):
 - ``dp_train_step``: the same layer under DDP, the global batch split across ranks:
   the all_reduce carries the whole weight gradient (out·in·4 bytes) instead of the
   B·out·4 bytes of activations that model parallelism moves. Checked the same way.
+
+Every case is a declared ``suite.case.Case`` run by the harness (suite/runner.py). The train
+steps restore the initial weight before each timed sample (``reset``), so the check after the
+timed steps is the same one-step check. ``samples_per_s`` (train steps) = global batch / the
+median of a separate blocking run of the step in ``resolve`` (the protocol has no hook after
+the timed region).
 """
+
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
-import pytest
 import torch
 import torch.distributed as dist
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from suite import training, verify
+from suite.case import Buffers, Bytes, Case, experiment_test
 from suite.config import BenchConfig
 from suite.dist import DistContext
-from suite.plugin import submit
-from suite.results import make_record
-from suite.timing import measure
 
 EXPERIMENT = "model_parallel"
 LR = 0.01
@@ -60,11 +65,6 @@ class Layer:
 
 
 OPS = ("scatter", "mp_forward_all_gather", "mp_forward_gather", "mp_train_step", "dp_train_step")
-
-
-def pytest_generate_tests(metafunc):
-    if "mp_op" in metafunc.fixturenames:
-        metafunc.parametrize("mp_op", OPS)
 
 
 def _ints(shape: tuple[int, ...], salt: int, device) -> torch.Tensor:
@@ -128,91 +128,143 @@ def _mp_step_fn(w_local: torch.nn.Parameter, x, target, ctx: DistContext):
     return step
 
 
-def _discard(_result) -> None:
-    """The timing loop's op returns a Work or None; these ops complete synchronously."""
-    return None
-
-
 def _count_far(actual: torch.Tensor, expected: torch.Tensor) -> int:
     return int((~torch.isclose(actual, expected.to(actual.device), rtol=RTOL, atol=ATOL)).sum().item())
 
 
-def test_model_parallel(mp_op: str, dist_ctx: DistContext, bench_cfg: BenchConfig, benchmark, request):
-    ctx, cfg, layer = dist_ctx, bench_cfg, Layer.from_env()
-    n = ctx.world_size
-    if layer.out_features % n or layer.batch % n:
-        pytest.skip(f"MP_OUT={layer.out_features} and MP_BATCH={layer.batch} must divide by the world size {n}")
+# --- one buffer set per case -----------------------------------------------------------------------
+
+def _scatter_buffers(layer: Layer, ctx: DistContext) -> Buffers:
     c = _rows(layer, ctx)
+    w_full = _ints((layer.out_features, layer.in_features), 1, ctx.device)
+    src = w_full if ctx.rank == 0 else None
+    got: list = [torch.empty(c, layer.in_features, device=ctx.device)]
+
+    def call(a: bool):
+        got[0] = _scatter_weight(src, layer, ctx)
+    return Buffers(call=call, check=lambda: verify.count_wrong(got[0], w_full[ctx.rank * c:(ctx.rank + 1) * c]),
+                   outputs=lambda: (got[0],))
+
+
+def _forward_buffers(layer: Layer, ctx: DistContext, how: str) -> Buffers:
+    c = _rows(layer, ctx)
+    w_full = _ints((layer.out_features, layer.in_features), 1, ctx.device)
+    x = _ints((layer.batch, layer.in_features), 2, ctx.device)
+    w_local = w_full[ctx.rank * c:(ctx.rank + 1) * c].contiguous()
+    expected = x @ w_full.t()
+    full: list = [None]
+
+    def call(a: bool):
+        full[0] = _combine(x @ w_local.t(), ctx, how)
+    return Buffers(call=call, check=lambda: verify.count_wrong(full[0], expected) if full[0] is not None else 0,
+                   outputs=lambda: (full[0],) if full[0] is not None else ())
+
+
+def _train_data(layer: Layer, ctx: DistContext):
+    w0 = _randn((layer.out_features, layer.in_features), 3, ctx.device) * 0.02
+    x = _randn((layer.batch, layer.in_features), 4, ctx.device)
+    target = _randn((layer.batch, layer.out_features), 5, ctx.device)
+    return w0, x, target, _reference_step(w0, x, target)
+
+
+def _mp_train_buffers(layer: Layer, ctx: DistContext) -> Buffers:
+    c, n = _rows(layer, ctx), ctx.world_size
+    w0, x, target, expected = _train_data(layer, ctx)
+    initial = w0[ctx.rank * c:(ctx.rank + 1) * c].clone()
+    w = nn.Parameter(initial.clone())
+    step = _mp_step_fn(w, x, target, ctx)
+
+    def reset():
+        with torch.no_grad():
+            w.copy_(initial)
+
+    def check() -> int:
+        parts = [torch.empty_like(w.data) for _ in range(n)]
+        dist.all_gather(parts, w.data, group=ctx.group)
+        return _count_far(torch.cat(parts), expected)
+    return Buffers(call=lambda a: step(), check=check, outputs=lambda: (w.detach(),), reset=reset)
+
+
+def _dp_train_buffers(layer: Layer, ctx: DistContext) -> Buffers:
+    n = ctx.world_size
+    w0, x, target, expected = _train_data(layer, ctx)
+    b = layer.batch // n
+    xs, ts = x[ctx.rank * b:(ctx.rank + 1) * b], target[ctx.rank * b:(ctx.rank + 1) * b]
+    lin = nn.Linear(layer.in_features, layer.out_features, bias=False).to(ctx.device)
+
+    def reset():
+        with torch.no_grad():
+            lin.weight.copy_(w0)
+    reset()
+    kw = {"device_ids": [ctx.device.index]} if ctx.device.type == "cuda" else {}
+    model = DDP(lin, process_group=ctx.group, **kw)
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+
+    def step(a: bool):
+        opt.zero_grad(set_to_none=False)
+        nn.functional.mse_loss(model(xs), ts).backward()
+        opt.step()
+    return Buffers(call=step, check=lambda: _count_far(lin.weight.detach(), expected),
+                   outputs=lambda: (lin.weight.detach(),), reset=reset)
+
+
+# --- the cases --------------------------------------------------------------------------------------
+
+def _with_samples_per_s(build, layer: Layer):
+    """The train steps' buffers, plus samples_per_s derived from the timed median."""
+    def with_rate(ctx: DistContext) -> Buffers:
+        return dataclasses.replace(build(ctx), derive=lambda m, around, session: {
+            "samples_per_s": layer.batch / m.median_s})
+    return with_rate
+
+
+def _not_divisible(layer: Layer):
+    def skip(ctx: DistContext, cfg: BenchConfig) -> str | None:
+        n = ctx.world_size
+        if layer.out_features % n or layer.batch % n:
+            return f"MP_OUT={layer.out_features} and MP_BATCH={layer.batch} must divide by the world size {n}"
+        return None
+    return skip
+
+
+def model_parallel_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
+    """The split layer's five ops (the knobs: MP_IN, MP_OUT, MP_BATCH)."""
+    layer = Layer.from_env()
+    n = max(world_size, 1)
     w_bytes = layer.out_features * layer.in_features * 4
     y_bytes = layer.batch * layer.out_features * 4
-    extra = {"in_features": layer.in_features, "out_features": layer.out_features, "global_batch": layer.batch,
-             "table": "model_parallel"}
+    common = {"in_features": layer.in_features, "out_features": layer.out_features, "global_batch": layer.batch,
+              "table": "model_parallel", "rows_per_rank": layer.out_features // n}
+    train_check = f"one step equals the unsplit single-process step (rtol={RTOL}, atol={ATOL})"
+    spec = {
+        "scatter": (w_bytes, "scatter", "the whole weight (out x in x 4 B) rank 0 scatters",
+                    lambda ctx: _scatter_buffers(layer, ctx), {"check": "exact rows of rank 0's weight"}),
+        "mp_forward_all_gather": (y_bytes, "all_gather", "the whole output (B x out x 4 B)",
+                                  lambda ctx: _forward_buffers(layer, ctx, "all_gather"),
+                                  {"check": "exact: equals the unsplit x @ W.T on every rank"}),
+        "mp_forward_gather": (y_bytes, "gather", "the whole output (B x out x 4 B)",
+                              lambda ctx: _forward_buffers(layer, ctx, "gather"),
+                              {"check": "exact: equals the unsplit x @ W.T on rank 0"}),
+        "mp_train_step": (y_bytes, "all_gather", "the whole output (B x out x 4 B) all-gathered per step",
+                          lambda ctx: _mp_train_buffers(layer, ctx), {"check": train_check, "grad_comm_bytes": 0}),
+        "dp_train_step": (w_bytes, "all_reduce", "the whole weight gradient (out x in x 4 B) all-reduced per step",
+                          lambda ctx: _dp_train_buffers(layer, ctx),
+                          {"check": train_check, "grad_comm_bytes": w_bytes}),
+    }
+    out = []
+    for op in OPS:
+        size, bw_op, definition, build, fields = spec[op]
+        train = op in ("mp_train_step", "dp_train_step")
+        out.append(Case(experiment=EXPERIMENT, op=op, label=op, identity={"variant": op},
+                        bytes=Bytes(size_bytes=size, count=size // 4, dtype="float32", bw_op=bw_op,
+                                    definition=definition),
+                        build=_with_samples_per_s(build, layer) if train else build, mode="blocking",
+                        skip=_not_divisible(layer), fields={**common, **fields},
+                        provenance={"samples_per_s": "derived: global_batch / time_us"} if train else {}))
+    return out
 
-    if mp_op == "scatter":
-        w_full = _ints((layer.out_features, layer.in_features), 1, ctx.device)
-        got = _scatter_weight(w_full if ctx.rank == 0 else None, layer, ctx)
-        n_wrong = verify.global_wrong(verify.count_wrong(got, w_full[ctx.rank * c:(ctx.rank + 1) * c]),
-                                      ctx.group, ctx.device)
-        src = w_full if ctx.rank == 0 else None
-        m = measure(ctx, cfg, lambda a: _discard(_scatter_weight(src, layer, ctx)), mode="blocking")
-        size, bw_op, extra["check"] = w_bytes, "scatter", "exact rows of rank 0's weight"
-    elif mp_op in ("mp_forward_all_gather", "mp_forward_gather"):
-        how = "gather" if mp_op == "mp_forward_gather" else "all_gather"
-        w_full = _ints((layer.out_features, layer.in_features), 1, ctx.device)
-        x = _ints((layer.batch, layer.in_features), 2, ctx.device)
-        w_local = w_full[ctx.rank * c:(ctx.rank + 1) * c].contiguous()
-        full = _combine(x @ w_local.t(), ctx, how)
-        wrong = verify.count_wrong(full, x @ w_full.t()) if full is not None else 0
-        n_wrong = verify.global_wrong(wrong, ctx.group, ctx.device)
-        m = measure(ctx, cfg, lambda a: _discard(_combine(x @ w_local.t(), ctx, how)), mode="blocking")
-        size, bw_op = y_bytes, how
-        extra["check"] = "exact: equals the unsplit x @ W.T" + (" on rank 0" if how == "gather" else " on every rank")
-    else:
-        w0 = _randn((layer.out_features, layer.in_features), 3, ctx.device) * 0.02
-        x = _randn((layer.batch, layer.in_features), 4, ctx.device)
-        target = _randn((layer.batch, layer.out_features), 5, ctx.device)
-        expected = _reference_step(w0, x, target)
-        if mp_op == "mp_train_step":
-            def fresh():
-                return nn.Parameter(w0[ctx.rank * c:(ctx.rank + 1) * c].clone())
-            checked = fresh()
-            _mp_step_fn(checked, x, target, ctx)()
-            parts = [torch.empty_like(checked.data) for _ in range(n)]
-            dist.all_gather(parts, checked.data, group=ctx.group)
-            n_wrong = verify.global_wrong(_count_far(torch.cat(parts), expected), ctx.group, ctx.device)
-            timed = fresh()
-            m = measure(ctx, cfg, lambda a: _mp_step_fn(timed, x, target, ctx)(), mode="blocking")
-            size, bw_op = y_bytes, "all_gather"
-            extra["grad_comm_bytes"] = 0
-        else:
-            b = layer.batch // n
-            xs, ts = x[ctx.rank * b:(ctx.rank + 1) * b], target[ctx.rank * b:(ctx.rank + 1) * b]
 
-            def fresh_ddp():
-                lin = nn.Linear(layer.in_features, layer.out_features, bias=False).to(ctx.device)
-                with torch.no_grad():
-                    lin.weight.copy_(w0)
-                kw = {"device_ids": [ctx.device.index]} if ctx.device.type == "cuda" else {}
-                model = DDP(lin, process_group=ctx.group, **kw)
-                return lin, model, torch.optim.SGD(model.parameters(), lr=LR)
-
-            def step(model, opt):
-                opt.zero_grad(set_to_none=False)
-                nn.functional.mse_loss(model(xs), ts).backward()
-                opt.step()
-            lin, model, opt = fresh_ddp()
-            step(model, opt)
-            n_wrong = verify.global_wrong(_count_far(lin.weight.detach(), expected), ctx.group, ctx.device)
-            _, model, opt = fresh_ddp()
-            m = measure(ctx, cfg, lambda a: step(model, opt), mode="blocking")
-            size, bw_op = w_bytes, "all_reduce"
-            extra["grad_comm_bytes"] = w_bytes
-        extra["check"] = f"one step equals the unsplit single-process step (rtol={RTOL}, atol={ATOL})"
-        extra["samples_per_s"] = layer.batch / m.median_s
-    rec = make_record(experiment=EXPERIMENT, op=mp_op, variant=mp_op, backend=ctx.backend, device=ctx.device.type,
-                      dtype="float32", world_size=n, size_bytes=size, count=size // 4, in_place=False, m=m,
-                      n_wrong=n_wrong, bw_op=bw_op, rows_per_rank=c, **extra)
-    submit(request, benchmark, m, rec)
+test_model_parallel = experiment_test(model_parallel_cases)
 
 
 def check_environment() -> None:

@@ -4,21 +4,25 @@ CPU cases (run everywhere; multi-node under compose or Slurm):
 
 - *topology*: per rank its host, node, CPU affinity and NUMA node(s); GPU
   hosts add each GPU's NUMA node and ``nvidia-smi topo -m``. One record
-  (op ``topology``; its time fields are a world barrier's latency).
+  (op ``topology``; its time fields are a world barrier's latency, nothing to check).
 - *pairs*: send/recv (both directions at once) between rank 0 and a rank on
   the same node vs a rank on another node; *groups*: all_reduce inside a group
-  of ranks on one node vs a group of the same size spread over nodes. Nodes
-  come from the ranks' hostnames (``DistContext.node_of``); on one host every
-  pair is intra-node and the inter-node cases skip saying so.
+  of ranks on one node vs a group of the same size spread over nodes (the case
+  runs on the group: its record's world_size is the group's; ranks outside the
+  group sit the case out). Nodes come from the ranks' hostnames
+  (``DistContext.node_of``); on one host every pair is intra-node and the
+  inter-node cases skip saying so.
 - *hierarchical vs flat all_reduce* (``suite.algorithms``): intra-node reduce,
   all_reduce among node leaders, intra-node broadcast vs one flat all_reduce,
-  results exact and equal. ``SUITE_FAKE_NODES=k`` splits the ranks into k
-  contiguous blocks *for grouping only* (hostnames and traffic stay real) to
-  exercise the two-level path on one host.
+  results exact and equal to the backend's own all_reduce. ``SUITE_FAKE_NODES=k``
+  splits the ranks into k contiguous blocks *for grouping only* (hostnames and
+  traffic stay real) to exercise the two-level path on one host.
 - *affinity and threads*: all_reduce with every thread of each rank pinned to
   one core (``os.sched_setaffinity`` per thread; rank by local rank) vs the
-  inherited mask, with ``torch.set_num_threads`` 1 vs all cores; the state is
-  restored after each case.
+  inherited mask, with ``torch.set_num_threads`` 1 vs all cores. A case's
+  buffer sets pin when built and restore in their check (after the check run,
+  and after the timed run), and the check fails the case if the process does
+  not find its masks and thread count as before.
 - *contiguity*: a transposed (non-contiguous) view through ``all_reduce``
   (Gloo copies it to a contiguous buffer and back: a hidden copy) and through
   send/recv (Gloo rejects non-contiguous tensors, so the case copies
@@ -32,13 +36,18 @@ GPU cases (skip with the reason on a host or run without CUDA):
   host buffers and ``non_blocking`` on/off (non_blocking D2H needs a stream
   sync before Gloo reads the buffer; the exact check would catch a missing one);
 - standalone H2D, D2H (pinned, pageable) and D2D copy bandwidth vs size on
-  rank 0, against the nominal peak: PCIe generation x width from nvidia-smi
-  for host copies, 2 x memory clock x bus width for D2D (a copy reads and
-  writes, so it is compared as 2*S/t).
+  rank 0 (a one-rank group: the other ranks sit it out), against the nominal
+  peak: PCIe generation x width from nvidia-smi for host copies, 2 x memory
+  clock x bus width for D2D (a copy reads and writes, so it is compared as
+  2*S/t; the table derives the percentage of the peak).
+
+Every case is declared (suite/case.py) and run by the harness (suite/runner.py);
+the process groups the cases share are built once per session (``placement_of``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import glob
 import math
@@ -47,17 +56,14 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-import pytest
 import torch
 import torch.distributed as dist
 
-from experiments.backends import maybe_corrupt
 from suite import algorithms, verify
+from suite.case import Buffers, Bytes, Case, CaseFailed, CaseSkipped, Session, experiment_test, restorer
 from suite.config import BenchConfig
 from suite.dist import DistContext
-from suite.plugin import submit
-from suite.results import make_record
-from suite.timing import measure
+from suite.ops import elsize
 
 EXPERIMENT = "placement"
 N_SIZES = 3
@@ -67,6 +73,8 @@ FAKE_NODES_ENV = "SUITE_FAKE_NODES"
 # PCIe payload bandwidth per lane and direction, GB/s, after line encoding
 # (PCI-SIG: 2.5/5 GT/s 8b/10b, 8/16/32 GT/s 128b/130b, 64 GT/s PAM4/FLIT ~ 7.56).
 PCIE_GBPS_PER_LANE = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
+
+WHOLE_BUFFER = "the whole buffer of the collective (nccl-tests S)"
 
 
 def fake_nodes_from_env(env=None) -> int:
@@ -84,16 +92,29 @@ def fake_nodes_from_env(env=None) -> int:
     return k
 
 
+def _summed(ctx: DistContext, t: torch.Tensor, call, *, checked: torch.Tensor | None = None) -> Buffers:
+    """Buffers of an in-place sum all_reduce of ``t``'s pattern: ``call`` issues it; the check is exact
+    against the sum over the group's ranks (of ``checked``, default ``t``); the reset restores ``t``."""
+    out = t if checked is None else checked
+    expected = verify.reduce_expected("sum", ctx.world_size, out.numel(), out.dtype, device=out.device)
+    return Buffers(call=call, check=lambda: verify.count_wrong(out, expected), outputs=lambda: [out],
+                   reset=restorer(out))
+
+
+def _all_reduce_case(label: str, identity: dict, count: int, dtype: str, **kw) -> Case:
+    """An in-place sum all_reduce case of this experiment (the whole buffer counts, the all_reduce factor)."""
+    return Case(experiment=EXPERIMENT, op="all_reduce", label=label,
+                identity={**identity, "redop": "sum", "in_place": True},
+                bytes=Bytes(size_bytes=count * elsize(dtype), count=count, dtype=dtype, bw_op="all_reduce",
+                            definition=WHOLE_BUFFER), **kw)
+
+
 def compared_sizes(cfg: BenchConfig) -> list[int]:
     return [s for s in cfg.sizes() if s > 0][-N_SIZES:]
 
 
-def _elsize(dtype: str) -> int:
-    return torch.empty((), dtype=verify.DTYPE_OF[dtype]).element_size()
-
-
 def _count(size: int, dtype: str) -> int:
-    return size // _elsize(dtype)
+    return size // elsize(dtype)
 
 
 # --- groups: created once per session, on every rank, in the same order ---------------------
@@ -102,6 +123,8 @@ def _count(size: int, dtype: str) -> int:
 class Placement:
     real_layout: tuple[int, ...]
     """Node of every rank from its hostname."""
+    grouping_layout: tuple[int, ...]
+    """Node of every rank as the hierarchy groups them (SUITE_FAKE_NODES, else real)."""
     pairs: dict
     """intra/inter -> (rank a, rank b) or None."""
     groups: dict
@@ -130,15 +153,17 @@ def plan_pairs_and_groups(layout: tuple[int, ...]) -> tuple[dict, dict]:
     return pairs, {"intra": intra, "inter": inter}
 
 
-@pytest.fixture(scope="session")
-def placement(dist_ctx: DistContext) -> Placement:
-    ctx = dist_ctx
-    timeout = datetime.timedelta(seconds=ctx.timeout_s)
+def _timeout(ctx: DistContext) -> datetime.timedelta:
+    return datetime.timedelta(seconds=ctx.timeout_s)
+
+
+def _build_placement(ctx: DistContext) -> Placement:
+    timeout = _timeout(ctx)
     try:
         fake = fake_nodes_from_env()
         grouping = algorithms.node_layout(ctx.hostnames, fake)
-    except ValueError as e:  # same env on every rank: every rank fails alike
-        pytest.fail(str(e), pytrace=False)
+    except ValueError as e:  # same env on every rank: every rank fails alike, before any new_group
+        raise CaseFailed(str(e)) from None
     real = algorithms.node_layout(ctx.hostnames)
     pairs, granks = plan_pairs_and_groups(real)
     groups = {}
@@ -146,7 +171,8 @@ def placement(dist_ctx: DistContext) -> Placement:
         ranks = granks[kind]
         groups[kind] = (ranks, dist.new_group(list(ranks), timeout=timeout)) if ranks else None
     hierarchy = algorithms.build_hierarchy(grouping, ctx.rank, timeout=timeout)
-    p = Placement(real_layout=real, pairs=pairs, groups=groups, hierarchy=hierarchy, fake_nodes=fake)
+    p = Placement(real_layout=real, grouping_layout=grouping, pairs=pairs, groups=groups, hierarchy=hierarchy,
+                  fake_nodes=fake)
     if ctx.device.type == "cuda":
         p.gloo_cuda = ctx.group if ctx.backend == "gloo" else dist.new_group(backend="gloo", timeout=timeout)
         p.gloo_cpu = dist.new_group(backend="gloo", timeout=timeout)
@@ -158,42 +184,34 @@ def placement(dist_ctx: DistContext) -> Placement:
     return p
 
 
-# --- parametrization ------------------------------------------------------------------------
+def placement_of(ctx: DistContext, session: Session) -> Placement:
+    """The session's placement groups, built on first use (collective: every rank builds them at the same
+    case, in the same order). ``ctx`` must be the session's (world) context the first time."""
+    return session.once("placement", lambda: _build_placement(ctx))
 
-def pytest_generate_tests(metafunc):
-    cfg = metafunc.config._suite_cfg
-    sizes = compared_sizes(cfg)
-    fx = metafunc.fixturenames
-    dtype = cfg.dtypes[0]
 
-    def sized(name, kinds):
-        cases = [(k, s) for k in kinds for s in sizes if _count(s, dtype)]
-        metafunc.parametrize(name, cases, ids=[f"{k}-{s}B" for k, s in cases])
+def _placed(ctx: DistContext, session: Session) -> DistContext:
+    """``Case.context`` of cases that use the placement: build it (once), run on the session's context."""
+    placement_of(ctx, session)
+    return ctx
 
-    if "pair_case" in fx:
-        sized("pair_case", ("intra", "inter"))
-    if "group_case" in fx:
-        sized("group_case", ("intra", "inter"))
-    if "hier_case" in fx:
-        cases = [(a, d, s) for d in cfg.dtypes for s in sizes for a in ("flat", "hierarchical") if _count(s, d)]
-        metafunc.parametrize("hier_case", cases, ids=[f"{a}-{d}-{s}B" for a, d, s in cases])
-    if "affinity_case" in fx:
-        cases = [(p, t) for t in ("1", "all") for p in ("unpinned", "pinned")]
-        metafunc.parametrize("affinity_case", cases, ids=[f"{p}-threads_{t}" for p, t in cases])
-    if "contig_case" in fx:
-        cases = [(op, lay, s) for op in ("all_reduce", "send_recv") for s in sizes for lay in ("contiguous", "transposed")
-                 if _count(s, dtype)]
-        metafunc.parametrize("contig_case", cases, ids=[f"{o}-{l}-{s}B" for o, l, s in cases])
-    if "gpu_case" in fx:
-        sized("gpu_case", ("cuda_tensor_nccl", "cpu_tensor_moved_nccl", "cuda_tensor_gloo", "cpu_tensor_gloo"))
-    if "staging_case" in fx:
-        cases = [(mem, nb, s) for s in sizes for mem in ("pinned", "pageable") for nb in (False, True)]
-        metafunc.parametrize("staging_case", cases,
-                             ids=[f"{m}-{'non_blocking' if nb else 'blocking'}-{s}B" for m, nb, s in cases])
-    if "copy_case" in fx:
-        kinds = [("h2d", "pinned"), ("h2d", "pageable"), ("d2h", "pinned"), ("d2h", "pageable"), ("d2d", "device")]
-        cases = [(d, m, s) for d, m in kinds for s in cfg.sizes() if s > 0]
-        metafunc.parametrize("copy_case", cases, ids=[f"{d}-{m}-{s}B" for d, m, s in cases])
+
+def _sub_context(ctx: DistContext, ranks, group) -> DistContext:
+    """The context of a subgroup ``ranks`` (global ranks, ascending) as seen from a member."""
+    hosts = [ctx.hostnames[r] for r in ranks]
+    me = ranks.index(ctx.rank)
+    mine = hosts[me]
+    return dataclasses.replace(ctx, group=group, rank=me, world_size=len(ranks), hostnames=hosts,
+                               local_rank=sum(1 for h in hosts[:me] if h == mine),
+                               local_world_size=sum(1 for h in hosts if h == mine))
+
+
+def _bound_at_run_time(ctx: DistContext) -> Buffers:
+    raise RuntimeError("this case's build is bound by its resolve hook (it needs the session's groups)")
+
+
+def _bind(case: Case, build, **fields) -> Case:
+    return dataclasses.replace(case, build=build, fields={**case.fields, **fields})
 
 
 # --- topology -------------------------------------------------------------------------------
@@ -264,24 +282,28 @@ def nvidia_topology() -> str | None:
     return r.stdout if r.returncode == 0 else None
 
 
-def _barrier_fn(ctx: DistContext):
+def _barrier(ctx: DistContext) -> Buffers:
     kw = {"device_ids": [ctx.device.index]} if ctx.backend == "nccl" else {}
-    return lambda a: dist.barrier(group=ctx.group, async_op=a, **kw)
+    return Buffers(call=lambda a: dist.barrier(group=ctx.group, async_op=a, **kw))
 
 
-def test_topology(dist_ctx: DistContext, placement: Placement, bench_cfg: BenchConfig, benchmark, request):
-    ctx = dist_ctx
+def _resolve_topology(case: Case, ctx: DistContext, cfg: BenchConfig, session: Session) -> Case:
+    p = placement_of(ctx, session)
     per_rank: list = [None] * ctx.world_size
     dist.all_gather_object(per_rank, local_topology(ctx), group=ctx.group)
-    m = measure(ctx, bench_cfg, _barrier_fn(ctx), iters=min(bench_cfg.iters, 5), warmup_iters=1)
-    rec = make_record(experiment=EXPERIMENT, op="topology", backend=ctx.backend, device=ctx.device.type,
-                      dtype="none", world_size=ctx.world_size, size_bytes=0, count=0, in_place=False, m=m,
-                      n_wrong=0, table="topology", timed="barrier", ranks=per_rank,
-                      nodes=list(placement.real_layout), hosts=len(set(ctx.hostnames)),
-                      grouping_nodes=list(algorithms.node_layout(ctx.hostnames, placement.fake_nodes)),
-                      fake_nodes=placement.fake_nodes,
-                      nvidia_smi_topo=nvidia_topology() if ctx.rank == 0 else None)
-    submit(request, benchmark, m, rec)
+    return _bind(case, _barrier, ranks=per_rank, nodes=list(p.real_layout), grouping_nodes=list(p.grouping_layout),
+                 fake_nodes=p.fake_nodes, nvidia_smi_topo=nvidia_topology() if ctx.rank == 0 else None)
+
+
+def topology_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
+    """Where every rank runs (host, node, CPUs, NUMA, GPU); timed: a world barrier."""
+    case = Case(experiment=EXPERIMENT, op="topology", label="topology", identity={},
+                bytes=Bytes(size_bytes=0, count=0, dtype="none", bw_op=None,
+                            definition="none: a barrier moves no data"),
+                build=_bound_at_run_time, context=_placed, max_iters=5, warmup=1,
+                unchecked="topology is gathered, not computed; the timed op is a barrier, which moves no data",
+                fields={"table": "topology", "timed": "barrier"})
+    return [dataclasses.replace(case, resolve=lambda ctx, cfg, session: _resolve_topology(case, ctx, cfg, session))]
 
 
 # --- intra- vs inter-node pairs and groups ----------------------------------------------------
@@ -291,109 +313,159 @@ def _one_host_reason(ctx: DistContext, what: str) -> str:
             "a multi-node run (docker compose, Slurm) shows inter-node")
 
 
-def test_pair(pair_case, dist_ctx: DistContext, placement: Placement, bench_cfg: BenchConfig, benchmark, request):
-    kind, size = pair_case
-    ctx = dist_ctx
-    pair = placement.pairs[kind]
-    if pair is None:
-        pytest.skip(_one_host_reason(ctx, "pair") if kind == "inter" else "node 0 has a single rank: no intra-node pair")
-    dtype = bench_cfg.dtypes[0]
-    dt, count = verify.DTYPE_OF[dtype], _count(size, dtype)
-    a, b = pair
-    me = ctx.rank
-    peer = b if me == a else a if me == b else None
+def _missing_reason(ctx: DistContext, kind: str, what: str) -> str:
+    return _one_host_reason(ctx, what) if kind == "inter" else f"node 0 has a single rank: no intra-node {what}"
 
-    def buffers():
-        if peer is None:
-            return None, None, None
+
+def _pair_of(ctx: DistContext, kind: str):
+    pairs, _ = plan_pairs_and_groups(algorithms.node_layout(ctx.hostnames))
+    return pairs[kind]
+
+
+def _pair_build(kind: str, count: int, dtype: str):
+    dt = verify.DTYPE_OF[dtype]
+
+    def build(ctx: DistContext) -> Buffers:
+        a, b = _pair_of(ctx, kind)
+        layout = algorithms.node_layout(ctx.hostnames)
+        me = ctx.rank
+        peer = b if me == a else a if me == b else None
+        fields = {"ranks": [a, b], "nodes": [layout[a], layout[b]]}
+        if peer is None:  # not in the pair: nothing to send, nothing to check
+            return Buffers(call=lambda _a: None, check=lambda: 0, fields=fields)
         send = verify.pattern(me, count, dt, world_size=ctx.world_size, device=ctx.device)
         recv = torch.full((count,), -1, dtype=dt, device=ctx.device)
         ops = [dist.P2POp(dist.isend, send, peer=peer, group=ctx.group),
                dist.P2POp(dist.irecv, recv, peer=peer, group=ctx.group)]
-        return ops, recv, verify.pattern(peer, count, dt, world_size=ctx.world_size, device=ctx.device)
+        return Buffers(call=lambda _a: dist.batch_isend_irecv(ops),
+                       check=lambda: verify.count_wrong(
+                           recv, verify.pattern(peer, count, dt, world_size=ctx.world_size, device=ctx.device)),
+                       outputs=lambda: [recv], fields=fields)
 
-    ops, recv, want = buffers()
-    if ops:
-        for w in dist.batch_isend_irecv(ops):
-            w.wait()
-    ctx.sync_device()
-    n_wrong = verify.global_wrong(verify.count_wrong(recv, want) if ops else 0, ctx.group, ctx.device)
-    timed, _, _ = buffers()
-    m = measure(ctx, bench_cfg, lambda _a: dist.batch_isend_irecv(timed) if timed else None)
-    rec = make_record(experiment=EXPERIMENT, op="send_recv", backend=ctx.backend, device=ctx.device.type,
-                      dtype=dtype, world_size=ctx.world_size, size_bytes=count * dt.itemsize, count=count,
-                      in_place=False, m=m, n_wrong=n_wrong, table="pairs", placement=kind, ranks=list(pair),
-                      nodes=[placement.real_layout[a], placement.real_layout[b]],
-                      pattern="both directions at once (batch_isend_irecv); size is per direction")
-    submit(request, benchmark, m, rec)
+    return build
 
 
-def test_group(group_case, dist_ctx: DistContext, placement: Placement, bench_cfg: BenchConfig, benchmark, request):
-    kind, size = group_case
-    ctx = dist_ctx
-    entry = placement.groups[kind]
-    if entry is None:
-        pytest.skip(_one_host_reason(ctx, "group") if kind == "inter" else "node 0 has a single rank: no intra-node group")
-    ranks, group = entry
-    dtype = bench_cfg.dtypes[0]
-    dt, count = verify.DTYPE_OF[dtype], _count(size, dtype)
-    member = ctx.rank in ranks
-    gsize = len(ranks)
+def pair_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
+    """send/recv, both directions at once, between rank 0 and a rank on its node vs on another node."""
+    dtype = cfg.dtypes[0]
+    out = []
+    for kind in ("intra", "inter"):
+        for s in compared_sizes(cfg):
+            count = _count(s, dtype)
+            if not count:
+                continue
+            out.append(Case(
+                experiment=EXPERIMENT, op="send_recv", label=f"{kind}-{s}B", identity={"placement": kind},
+                bytes=Bytes(size_bytes=count * elsize(dtype), count=count, dtype=dtype, bw_op="send_recv",
+                            definition="bytes each rank of the pair sends (per direction)"),
+                build=_pair_build(kind, count, dtype), context=_placed,
+                skip=lambda ctx, cfg, kind=kind: None if _pair_of(ctx, kind) else _missing_reason(ctx, kind, "pair"),
+                fields={"table": "pairs",
+                        "pattern": "both directions at once (batch_isend_irecv); size is per direction"}))
+    return out
 
-    def fresh():
-        return verify.pattern(ranks.index(ctx.rank), count, dt, world_size=gsize, device=ctx.device) if member else None
 
-    t = fresh()
-    if member:
-        dist.all_reduce(t, group=group)
-    ctx.sync_device()
-    local = verify.count_wrong(t, verify.reduce_expected("sum", gsize, count, dt, device=ctx.device)) if member else 0
-    n_wrong = verify.global_wrong(local, ctx.group, ctx.device)
-    timed = fresh()
-    m = measure(ctx, bench_cfg, lambda a: dist.all_reduce(timed, group=group, async_op=a) if member else None)
-    rec = make_record(experiment=EXPERIMENT, op="all_reduce", backend=ctx.backend, device=ctx.device.type,
-                      dtype=dtype, world_size=gsize, size_bytes=count * dt.itemsize, count=count, in_place=True,
-                      m=m, n_wrong=n_wrong, redop="sum", table="groups", placement=kind, ranks=list(ranks),
-                      nodes=[placement.real_layout[r] for r in ranks], job_world_size=ctx.world_size)
-    submit(request, benchmark, m, rec)
+def _group_context(kind: str):
+    def context(ctx: DistContext, session: Session) -> DistContext:
+        entry = placement_of(ctx, session).groups[kind]
+        if entry is None:
+            raise CaseSkipped(_missing_reason(ctx, kind, "group"))
+        ranks, group = entry
+        if ctx.rank not in ranks:  # the group's own collectives exclude this rank
+            raise CaseSkipped(f"rank {ctx.rank} is not in the {kind}-node group {list(ranks)}: it sits this case out")
+        return _sub_context(ctx, ranks, group)
+
+    return context
+
+
+def _group_build(count: int, dtype: str):
+    dt = verify.DTYPE_OF[dtype]
+
+    def build(ctx: DistContext) -> Buffers:  # ctx: the group's
+        t = verify.pattern(ctx.rank, count, dt, world_size=ctx.world_size, device=ctx.device)
+        return _summed(ctx, t, lambda a: dist.all_reduce(t, group=ctx.group, async_op=a))
+
+    return build
+
+
+def _resolve_group(case: Case, kind: str, ctx: DistContext, session: Session) -> Case:
+    p = placement_of(ctx, session)  # built by the context hook, on the session's context
+    ranks, _ = p.groups[kind]
+    return dataclasses.replace(case, fields={**case.fields, "ranks": list(ranks),
+                                             "nodes": [p.real_layout[r] for r in ranks]})
+
+
+def group_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
+    """all_reduce in a group of ranks on one node vs a group of the same size spread over nodes."""
+    dtype = cfg.dtypes[0]
+    out = []
+    for kind in ("intra", "inter"):
+        for s in compared_sizes(cfg):
+            count = _count(s, dtype)
+            if not count:
+                continue
+            case = _all_reduce_case(
+                f"{kind}-{s}B", {"placement": kind}, count, dtype,
+                build=_group_build(count, dtype), context=_group_context(kind),
+                fields={"table": "groups", "job_world_size": world_size})
+            out.append(dataclasses.replace(
+                case, resolve=lambda ctx, cfg, session, case=case, kind=kind: _resolve_group(case, kind, ctx, session)))
+    return out
 
 
 # --- hierarchical vs flat all_reduce -------------------------------------------------------------
 
-def test_hierarchical(hier_case, dist_ctx: DistContext, placement: Placement, bench_cfg: BenchConfig, benchmark,
-                      request):
-    algo, dtype, size = hier_case
-    ctx = dist_ctx
-    h = placement.hierarchy
-    dt, count = verify.DTYPE_OF[dtype], _count(size, dtype)
-    n = ctx.world_size
+def _hier_build(algo: str, count: int, dtype: str, h: algorithms.Hierarchy):
+    dt = verify.DTYPE_OF[dtype]
 
-    def fresh():
-        return verify.pattern(ctx.rank, count, dt, world_size=n, device=ctx.device)
+    def build(ctx: DistContext) -> Buffers:
+        n = ctx.world_size
 
-    def run(t):
-        if algo == "flat":
-            dist.all_reduce(t, group=ctx.group)
-        else:
-            algorithms.hierarchical_all_reduce(t, h)
+        def fresh():
+            return verify.pattern(ctx.rank, count, dt, world_size=n, device=ctx.device)
 
-    flat = fresh()
-    dist.all_reduce(flat, group=ctx.group)
-    out = fresh()
-    run(out)
-    ctx.sync_device()
-    maybe_corrupt(ctx, algo, out)
-    expected = verify.reduce_expected("sum", n, count, dt, device=ctx.device)
-    n_wrong = verify.global_wrong(verify.count_wrong(out, expected) + verify.count_wrong(out, flat),
-                                  ctx.group, ctx.device)
-    timed = fresh()
-    m = measure(ctx, bench_cfg, lambda a: run(timed), mode="blocking")
-    rec = make_record(experiment=EXPERIMENT, op="all_reduce", variant=f"all_reduce:{algo}", backend=ctx.backend,
-                      device=ctx.device.type, dtype=dtype, world_size=n, size_bytes=count * dt.itemsize, count=count,
-                      in_place=True, m=m, n_wrong=n_wrong, redop="sum", table="hierarchical", algorithm=algo,
-                      grouping_nodes=[list(r) for r in h.nodes], fake_nodes=placement.fake_nodes,
-                      hosts=len(set(ctx.hostnames)))
-    submit(request, benchmark, m, rec)
+        flat = fresh()  # the backend's own result, for "equal to flat"
+        dist.all_reduce(flat, group=ctx.group)
+        out = fresh()
+
+        def call(_a):
+            if algo == "flat":
+                dist.all_reduce(out, group=ctx.group)
+            else:
+                algorithms.hierarchical_all_reduce(out, h)
+
+        def check() -> int:
+            expected = verify.reduce_expected("sum", n, count, dt, device=ctx.device)
+            return verify.count_wrong(out, expected) + verify.count_wrong(out, flat)
+
+        return Buffers(call=call, check=check, outputs=lambda: [out], reset=restorer(out))
+
+    return build
+
+
+def _resolve_hier(case: Case, algo: str, count: int, dtype: str, ctx: DistContext, session: Session) -> Case:
+    p = placement_of(ctx, session)
+    return _bind(case, _hier_build(algo, count, dtype, p.hierarchy),
+                 grouping_nodes=[list(r) for r in p.hierarchy.nodes], fake_nodes=p.fake_nodes)
+
+
+def hierarchical_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
+    """Flat all_reduce vs intra-node reduce + leaders' all_reduce + intra-node broadcast (blocking:
+    the hierarchical form completes inside one call)."""
+    out = []
+    for d in cfg.dtypes:
+        for s in compared_sizes(cfg):
+            count = _count(s, d)
+            if not count:
+                continue
+            for algo in ("flat", "hierarchical"):
+                case = _all_reduce_case(
+                    f"{algo}-{d}-{s}B", {"algorithm": algo, "variant": f"all_reduce:{algo}"}, count, d,
+                    build=_bound_at_run_time, context=_placed, mode="blocking", fields={"table": "hierarchical"})
+                out.append(dataclasses.replace(
+                    case, resolve=lambda ctx, cfg, session, case=case, algo=algo, count=count, d=d:
+                    _resolve_hier(case, algo, count, d, ctx, session)))
+    return out
 
 
 # --- affinity and thread count ------------------------------------------------------------------
@@ -436,45 +508,87 @@ def _restore(saved: _SavedPlacement) -> None:
     torch.set_num_threads(saved.threads)
 
 
-def test_affinity(affinity_case, dist_ctx: DistContext, bench_cfg: BenchConfig, benchmark, request):
-    pinning, threads = affinity_case
-    ctx = dist_ctx
-    ok = hasattr(os, "sched_setaffinity")
-    if not ctx.agree_all(ok):
-        pytest.skip("os.sched_setaffinity is not available on this platform")
-    sizes = compared_sizes(bench_cfg)
-    if not sizes:
-        pytest.skip("no non-zero size in the sweep")
-    dtype = bench_cfg.dtypes[0]
-    dt, count = verify.DTYPE_OF[dtype], _count(sizes[-1], dtype)
-    cpus = sorted(os.sched_getaffinity(0))
-    n_threads = 1 if threads == "1" else len(cpus)
-    core = cpus[ctx.local_rank % len(cpus)]
-    saved = _pin_process(core) if pinning == "pinned" else _SavedPlacement(
-        masks={}, default_mask=frozenset(cpus), threads=torch.get_num_threads())
-    torch.set_num_threads(n_threads)
-    try:
+class _Pinning:
+    """One affinity case's pinning, shared by its buffer sets: the first build pins (and sets the
+    thread count), the first check after it restores; every check then verifies, on every rank, that
+    the process finds its masks and thread count as before the case."""
+
+    def __init__(self, pinning: str, threads: str):
+        self.pinning, self.threads = pinning, threads
+        self.saved: _SavedPlacement | None = None
+        self.before: tuple[list[int], int] | None = None
+        self.fields: dict = {}
+
+    def apply(self, ctx: DistContext) -> dict:
+        if self.saved is None:
+            cpus = sorted(os.sched_getaffinity(0))
+            n_threads = 1 if self.threads == "1" else len(cpus)
+            core = cpus[ctx.local_rank % len(cpus)]
+            self.before = (cpus, torch.get_num_threads())
+            self.saved = _pin_process(core) if self.pinning == "pinned" else _SavedPlacement(
+                masks={}, default_mask=frozenset(cpus), threads=torch.get_num_threads())
+            torch.set_num_threads(n_threads)
+            pinned = self.pinning == "pinned"
+            # this rank's view (the record is rank 0's): its core, its CPU count
+            self.fields = {"torch_threads": n_threads, "cpus_available": len(cpus),
+                           "pinned_core": core if pinned else None,
+                           "ranks_per_core": math.ceil(ctx.local_world_size / len(cpus)) if pinned else None}
+        return self.fields
+
+    def undo(self) -> None:
+        """Put masks and thread count back (no collective: also safe when the case fails or skips)."""
+        if self.saved is not None:
+            _restore(self.saved)
+            self.saved = None
+
+    def restore(self, ctx: DistContext) -> None:
+        self.undo()
+        cpus, threads = self.before
+        leaked = sorted(os.sched_getaffinity(0)) != cpus or torch.get_num_threads() != threads
+        if not ctx.agree_all(not leaked):
+            raise CaseFailed("affinity or thread count was not restored after the case")
+
+
+def _affinity_build(pin: _Pinning, count: int, dtype: str):
+    dt = verify.DTYPE_OF[dtype]
+
+    def build(ctx: DistContext) -> Buffers:
+        fields = pin.apply(ctx)
         t = verify.pattern(ctx.rank, count, dt, world_size=ctx.world_size, device=ctx.device)
-        dist.all_reduce(t, group=ctx.group)
-        ctx.sync_device()
-        n_wrong = verify.global_wrong(
-            verify.count_wrong(t, verify.reduce_expected("sum", ctx.world_size, count, dt, device=ctx.device)),
-            ctx.group, ctx.device)
-        timed = verify.pattern(ctx.rank, count, dt, world_size=ctx.world_size, device=ctx.device)
-        m = measure(ctx, bench_cfg, lambda a: dist.all_reduce(timed, group=ctx.group, async_op=a))
-    finally:
-        _restore(saved)
-    # The next case must find the process as this one did (all threads' masks, thread count).
-    leaked = sorted(os.sched_getaffinity(0)) != cpus or torch.get_num_threads() != saved.threads
-    if not ctx.agree_all(not leaked):
-        pytest.fail("affinity or thread count was not restored after the case", pytrace=False)
-    rec = make_record(experiment=EXPERIMENT, op="all_reduce", backend=ctx.backend, device=ctx.device.type,
-                      dtype=dtype, world_size=ctx.world_size, size_bytes=count * dt.itemsize, count=count,
-                      in_place=True, m=m, n_wrong=n_wrong, redop="sum", table="affinity", pinning=pinning,
-                      torch_threads=n_threads, cpus_available=len(cpus),
-                      pinned_core=core if pinning == "pinned" else None,
-                      ranks_per_core=math.ceil(ctx.local_world_size / len(cpus)) if pinning == "pinned" else None)
-    submit(request, benchmark, m, rec)
+
+        def check() -> int:
+            wrong = verify.count_wrong(t, verify.reduce_expected("sum", ctx.world_size, count, dt, device=ctx.device))
+            pin.restore(ctx)  # the case's teardown: the next buffer set (or case) starts unpinned
+            return wrong
+
+        return Buffers(call=lambda a: dist.all_reduce(t, group=ctx.group, async_op=a), check=check,
+                       outputs=lambda: [t], reset=restorer(t), fields=dict(fields), release=pin.undo)
+
+    return build
+
+
+def _affinity_skip(ctx: DistContext, cfg: BenchConfig) -> str | None:
+    if not ctx.agree_all(hasattr(os, "sched_setaffinity")):
+        return "os.sched_setaffinity is not available on this platform"
+    return None
+
+
+def affinity_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
+    """all_reduce at the largest compared size, pinned to one core vs not, 1 vs all torch threads."""
+    sizes = compared_sizes(cfg)
+    dtype = cfg.dtypes[0]
+    count = _count(sizes[-1], dtype) if sizes else 0
+
+    def skip(ctx, cfg):
+        return _affinity_skip(ctx, cfg) or (None if sizes else "no non-zero size in the sweep")
+
+    out = []
+    for t in ("1", "all"):
+        for p in ("unpinned", "pinned"):
+            out.append(_all_reduce_case(
+                f"{p}-threads_{t}", {"pinning": p, "threads": t}, count, dtype,
+                build=_affinity_build(_Pinning(p, t), count, dtype), skip=skip, fields={"table": "affinity"}))
+    return out
 
 
 # --- contiguous vs non-contiguous -------------------------------------------------------------
@@ -509,57 +623,35 @@ def _probe_noncontiguous_send(ctx: DistContext) -> str | None:
     return reason
 
 
-def test_contiguity(contig_case, dist_ctx: DistContext, bench_cfg: BenchConfig, benchmark, request):
-    op, layout, size = contig_case
-    ctx = dist_ctx
-    if op == "send_recv" and ctx.world_size < 2:
-        pytest.skip("send_recv needs at least 2 ranks")
-    dtype = bench_cfg.dtypes[0]
-    dt, count = verify.DTYPE_OF[dtype], _count(size, dtype)
+def _contig_build(op: str, layout: str, count: int, dtype: str):
+    dt = verify.DTYPE_OF[dtype]
     rows, cols = matrix_shape(count)
-    if layout == "transposed" and (rows == 1 or cols == 1):
-        pytest.skip(f"{count} elements have no 2-D shape whose transpose is non-contiguous")
-    n, me = ctx.world_size, ctx.rank
-    extra = {}
 
     def view_of(base):
         # The tensor handed to torch.distributed: a (cols, rows) transposed view, or the contiguous base.
         return base.view(rows, cols).t() if layout == "transposed" else base
 
-    if op == "all_reduce":
-        def setup():
-            base = verify.pattern(me, count, dt, world_size=n, device=ctx.device)
-            return base, view_of(base)
+    def all_reduce(ctx: DistContext) -> Buffers:
+        n, me = ctx.world_size, ctx.rank
+        base = verify.pattern(me, count, dt, world_size=n, device=ctx.device)
+        v = view_of(base)
+        return _summed(ctx, base, lambda a: dist.all_reduce(v, group=ctx.group, async_op=a))
 
-        def run(v, a):
-            return dist.all_reduce(v, group=ctx.group, async_op=a)
-
-        base, v = setup()
-        run(v, False)
-        ctx.sync_device()
-        wrong = verify.count_wrong(base, verify.reduce_expected("sum", n, count, dt, device=ctx.device))
-        _, tv = setup()
-        fn = lambda a: run(tv, a)  # noqa: E731
-        extra["hidden_copy"] = ("the backend copies a non-contiguous input to a contiguous buffer and back"
-                                if layout == "transposed" else "none")
-    else:
-        reject = _probe_noncontiguous_send(ctx)
-        extra["send_accepts_noncontiguous"] = reject is None
-        extra["send_noncontiguous_error"] = reject or ""
+    def send_recv(ctx: DistContext) -> Buffers:
+        n, me = ctx.world_size, ctx.rank
         peer = me ^ 1 if (me ^ 1) < n else None  # pairs (0,1), (2,3), ...; a last odd rank sits out
+        src = view_of(verify.pattern(me, count, dt, world_size=n, device=ctx.device))
+        dst_base = torch.full((count,), -1, dtype=dt, device=ctx.device)
+        dst_view = view_of(dst_base)
 
-        def setup():
-            src = view_of(verify.pattern(me, count, dt, world_size=n, device=ctx.device))
-            dst_base = torch.full((count,), -1, dtype=dt, device=ctx.device)
-            return src, dst_base, view_of(dst_base)
-
-        def run(src, dst_view, a):
+        def call(_a):
             if peer is None:
                 return None
             # Non-contiguous: copy out before sending and into the view after receiving,
             # which is what code handing a view to send/recv has to do (explicit copies).
             s = src if src.is_contiguous() else src.contiguous()
-            r = dst_view if dst_view.is_contiguous() else torch.empty_like(dst_view, memory_format=torch.contiguous_format)
+            r = dst_view if dst_view.is_contiguous() else torch.empty_like(dst_view,
+                                                                           memory_format=torch.contiguous_format)
             works = dist.batch_isend_irecv([dist.P2POp(dist.isend, s, peer=peer, group=ctx.group),
                                             dist.P2POp(dist.irecv, r, peer=peer, group=ctx.group)])
             for w in works:
@@ -568,22 +660,65 @@ def test_contiguity(contig_case, dist_ctx: DistContext, bench_cfg: BenchConfig, 
                 dst_view.copy_(r)
             return None
 
-        src, dst_base, dst_view = setup()
-        run(src, dst_view, False)
-        ctx.sync_device()
-        wrong = 0 if peer is None else verify.count_wrong(
-            dst_base, verify.pattern(peer, count, dt, world_size=n, device=ctx.device))
-        s2, _, d2 = setup()
-        fn = lambda a: run(s2, d2, a)  # noqa: E731
-        extra["hidden_copy"] = "explicit .contiguous() before send and copy_ into the view after recv" \
-            if layout == "transposed" else "none"
-    n_wrong = verify.global_wrong(wrong, ctx.group, ctx.device)
-    m = measure(ctx, bench_cfg, fn, mode="blocking" if op == "send_recv" else None)
-    rec = make_record(experiment=EXPERIMENT, op=op, backend=ctx.backend, device=ctx.device.type, dtype=dtype,
-                      world_size=n, size_bytes=count * dt.itemsize, count=count, in_place=op == "all_reduce", m=m,
-                      n_wrong=n_wrong, table="contiguity", layout=layout, shape=[cols, rows] if layout == "transposed"
-                      else [count], **extra)
-    submit(request, benchmark, m, rec)
+        def check() -> int:
+            if peer is None:
+                return 0
+            return verify.count_wrong(dst_base, verify.pattern(peer, count, dt, world_size=n, device=ctx.device))
+
+        return Buffers(call=call, check=check, outputs=lambda: [dst_base] if peer is not None else [])
+
+    return all_reduce if op == "all_reduce" else send_recv
+
+
+def _resolve_send(case: Case, ctx: DistContext, session: Session) -> Case:
+    reject = session.once("noncontiguous_send", lambda: _probe_noncontiguous_send(ctx))
+    return dataclasses.replace(case, fields={**case.fields, "send_accepts_noncontiguous": reject is None,
+                                             "send_noncontiguous_error": reject or ""})
+
+
+def contiguity_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
+    """A transposed view vs a contiguous tensor through all_reduce and through send/recv."""
+    dtype = cfg.dtypes[0]
+    out = []
+    for op in ("all_reduce", "send_recv"):
+        for s in compared_sizes(cfg):
+            count = _count(s, dtype)
+            if not count:
+                continue
+            rows, cols = matrix_shape(count)
+            for layout in ("contiguous", "transposed"):
+                flat = rows == 1 or cols == 1
+
+                def skip(ctx, cfg, op=op, layout=layout, flat=flat, count=count):
+                    if op == "send_recv" and ctx.world_size < 2:
+                        return "send_recv needs at least 2 ranks"
+                    if layout == "transposed" and flat:
+                        return f"{count} elements have no 2-D shape whose transpose is non-contiguous"
+                    return None
+
+                if op == "all_reduce":
+                    hidden = ("the backend copies a non-contiguous input to a contiguous buffer and back"
+                              if layout == "transposed" else "none")
+                else:
+                    hidden = ("explicit .contiguous() before send and copy_ into the view after recv"
+                              if layout == "transposed" else "none")
+                identity = {"layout": layout}
+                if op == "all_reduce":
+                    identity |= {"redop": "sum", "in_place": True}
+                case = Case(
+                    experiment=EXPERIMENT, op=op, label=f"{op}-{layout}-{s}B", identity=identity,
+                    bytes=Bytes(size_bytes=count * elsize(dtype), count=count, dtype=dtype, bw_op=op,
+                                definition=WHOLE_BUFFER if op == "all_reduce" else
+                                "bytes each rank of a pair sends (per direction)"),
+                    build=_contig_build(op, layout, count, dtype), skip=skip,
+                    mode="blocking" if op == "send_recv" else None,
+                    fields={"table": "contiguity", "shape": [cols, rows] if layout == "transposed" else [count],
+                            "hidden_copy": hidden})
+                if op == "send_recv":
+                    case = dataclasses.replace(case, resolve=lambda ctx, cfg, session, case=case:
+                                               _resolve_send(case, ctx, session))
+                out.append(case)
+    return out
 
 
 # --- GPU placement ----------------------------------------------------------------------------
@@ -600,91 +735,112 @@ def gpu_skip_reason(ctx: DistContext) -> str | None:
 
 
 def _skip_without_gpu(ctx: DistContext) -> None:
+    """Raise CaseSkipped on every rank unless every rank can run the GPU cases (collective)."""
     reason = gpu_skip_reason(ctx)
     if not ctx.agree_all(reason is None):
-        pytest.skip(reason or "GPU placement case: no CUDA on another rank")
+        raise CaseSkipped(reason or "GPU placement case: no CUDA on another rank")
 
 
-def test_gpu_placement(gpu_case, dist_ctx: DistContext, placement: Placement, bench_cfg: BenchConfig, benchmark,
-                       request):
-    ctx = dist_ctx
+GPU_MODES = ("cuda_tensor_nccl", "cpu_tensor_moved_nccl", "cuda_tensor_gloo", "cpu_tensor_gloo")
+
+
+def _gpu_context(mode: str):
+    def context(ctx: DistContext, session: Session) -> DistContext:
+        p = placement_of(ctx, session)
+        _skip_without_gpu(ctx)
+        group = {"cuda_tensor_nccl": p.nccl, "cpu_tensor_moved_nccl": p.nccl,
+                 "cuda_tensor_gloo": p.gloo_cuda, "cpu_tensor_gloo": p.gloo_cpu}[mode]
+        if group is None:
+            raise CaseSkipped(f"{mode}: no NCCL group in this run (not built, or more ranks than GPUs on a node)")
+        # The case runs (and the harness times and checks) on the mode's group; a CPU tensor on Gloo
+        # is a CPU case. A CPU tensor moved for NCCL keeps the GPU context (NCCL's own collectives
+        # need CUDA tensors); its record says tensor_home=cpu.
+        device = torch.device("cpu") if mode == "cpu_tensor_gloo" else ctx.device
+        return dataclasses.replace(ctx, group=group, backend="gloo" if "gloo" in mode else "nccl", device=device)
+
+    return context
+
+
+def _gpu_build(mode: str, count: int, dtype: str):
+    dt = verify.DTYPE_OF[dtype]
+
+    def build(ctx: DistContext) -> Buffers:
+        dev = ctx.device
+        home = torch.device("cpu") if mode.startswith("cpu_tensor") else dev
+        t = verify.pattern(ctx.rank, count, dt, world_size=ctx.world_size, device=home)
+        if mode == "cpu_tensor_moved_nccl":
+            def call(_a):
+                d = t.to(dev)  # H2D every step: what a CPU tensor costs on a GPU backend
+                dist.all_reduce(d, group=ctx.group)
+                t.copy_(d)  # D2H into pageable memory: synchronous
+                return None
+        else:
+            def call(a):
+                return dist.all_reduce(t, group=ctx.group, async_op=a)
+        return _summed(ctx, t, call)
+
+    return build
+
+
+def gpu_placement_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
+    """all_reduce by tensor home (CUDA, CPU) and backend (NCCL, Gloo)."""
+    dtype = cfg.dtypes[0]
+    out = []
+    for mode in GPU_MODES:
+        for s in compared_sizes(cfg):
+            count = _count(s, dtype)
+            if not count:
+                continue
+            out.append(_all_reduce_case(
+                f"{mode}-{s}B", {"placement": mode}, count, dtype,
+                build=_gpu_build(mode, count, dtype), context=_gpu_context(mode),
+                fields={"table": "gpu_placement", "tensor_home": "cpu" if mode.startswith("cpu_tensor") else "cuda"}))
+    return out
+
+
+def _staging_context(ctx: DistContext, session: Session) -> DistContext:
+    p = placement_of(ctx, session)
     _skip_without_gpu(ctx)
-    mode, size = gpu_case
-    dtype = bench_cfg.dtypes[0]
-    dt, count = verify.DTYPE_OF[dtype], _count(size, dtype)
-    n, dev = ctx.world_size, ctx.device
-    group = {"cuda_tensor_nccl": placement.nccl, "cpu_tensor_moved_nccl": placement.nccl,
-             "cuda_tensor_gloo": placement.gloo_cuda, "cpu_tensor_gloo": placement.gloo_cpu}[mode]
-    if group is None:
-        pytest.skip(f"{mode}: no NCCL group in this run (not built, or more ranks than GPUs on a node)")
-    home = torch.device("cpu") if mode.startswith("cpu_tensor") else dev
-
-    def fresh():
-        return verify.pattern(ctx.rank, count, dt, world_size=n, device=home)
-
-    if mode == "cpu_tensor_moved_nccl":
-        def run(t, a):
-            d = t.to(dev)  # H2D every step: what a CPU tensor costs on a GPU backend
-            dist.all_reduce(d, group=group)
-            t.copy_(d)  # D2H into pageable memory: synchronous
-            return None
-    else:
-        def run(t, a):
-            return dist.all_reduce(t, group=group, async_op=a)
-
-    t = fresh()
-    w = run(t, False)
-    if w is not None:
-        w.wait()
-    torch.cuda.synchronize(dev)
-    wrong = verify.count_wrong(t, verify.reduce_expected("sum", n, count, dt, device=home))
-    n_wrong = verify.global_wrong(wrong, ctx.group, ctx.device)
-    timed = fresh()
-    m = measure(ctx, bench_cfg, lambda a: run(timed, a))
-    rec = make_record(experiment=EXPERIMENT, op="all_reduce", backend="gloo" if "gloo" in mode else "nccl",
-                      device="cuda" if home.type == "cuda" else "cpu", dtype=dtype, world_size=n,
-                      size_bytes=count * dt.itemsize, count=count, in_place=True, m=m, n_wrong=n_wrong, redop="sum",
-                      table="gpu_placement", placement=mode)
-    submit(request, benchmark, m, rec)
+    return dataclasses.replace(ctx, group=p.gloo_cpu, backend="gloo")
 
 
-def test_gpu_staging(staging_case, dist_ctx: DistContext, placement: Placement, bench_cfg: BenchConfig, benchmark,
-                     request):
-    ctx = dist_ctx
-    _skip_without_gpu(ctx)
-    mem, non_blocking, size = staging_case
-    dtype = bench_cfg.dtypes[0]
-    dt, count = verify.DTYPE_OF[dtype], _count(size, dtype)
-    n, dev = ctx.world_size, ctx.device
-    group = placement.gloo_cpu
+def _staging_build(mem: str, non_blocking: bool, count: int, dtype: str):
+    dt = verify.DTYPE_OF[dtype]
 
-    def setup():
-        d = verify.pattern(ctx.rank, count, dt, world_size=n, device=dev)
+    def build(ctx: DistContext) -> Buffers:  # ctx: Gloo on the GPU run's device
+        dev = ctx.device
+        d = verify.pattern(ctx.rank, count, dt, world_size=ctx.world_size, device=dev)
         h = torch.empty(count, dtype=dt, pin_memory=(mem == "pinned"))
-        return d, h
 
-    def run(d, h):
-        h.copy_(d, non_blocking=non_blocking)
-        if non_blocking:
-            # D2H with non_blocking returns before the data lands in host memory;
-            # Gloo reads the host buffer, so wait for the copy stream first.
-            torch.cuda.current_stream(dev).synchronize()
-        dist.all_reduce(h, group=group)
-        d.copy_(h, non_blocking=non_blocking)
-        return None
+        def call(_a):
+            h.copy_(d, non_blocking=non_blocking)
+            if non_blocking:
+                # D2H with non_blocking returns before the data lands in host memory;
+                # Gloo reads the host buffer, so wait for the copy stream first.
+                torch.cuda.current_stream(dev).synchronize()
+            dist.all_reduce(h, group=ctx.group)
+            d.copy_(h, non_blocking=non_blocking)
+            return None
 
-    d, h = setup()
-    run(d, h)
-    torch.cuda.synchronize(dev)
-    n_wrong = verify.global_wrong(
-        verify.count_wrong(d, verify.reduce_expected("sum", n, count, dt, device=dev)), ctx.group, ctx.device)
-    td, th = setup()
-    m = measure(ctx, bench_cfg, lambda a: run(td, th), mode="blocking")
-    rec = make_record(experiment=EXPERIMENT, op="all_reduce", backend="gloo", device="cuda", dtype=dtype,
-                      world_size=n, size_bytes=count * dt.itemsize, count=count, in_place=True, m=m, n_wrong=n_wrong,
-                      redop="sum", table="gpu_staging", host_memory=mem, non_blocking=non_blocking,
-                      pipeline="D2H -> Gloo all_reduce on host -> H2D")
-    submit(request, benchmark, m, rec)
+        return _summed(ctx, d, call)
+
+    return build
+
+
+def gpu_staging_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
+    """D2H -> Gloo all_reduce on host -> H2D, pinned vs pageable host memory, non_blocking on/off."""
+    dtype = cfg.dtypes[0]
+    out = []
+    for s in compared_sizes(cfg):
+        count = _count(s, dtype)
+        for mem in ("pinned", "pageable"):
+            for nb in (False, True):
+                out.append(_all_reduce_case(
+                    f"{mem}-{'non_blocking' if nb else 'blocking'}-{s}B", {"host_memory": mem, "non_blocking": nb},
+                    count, dtype,
+                    build=_staging_build(mem, nb, count, dtype), context=_staging_context, mode="blocking",
+                    fields={"table": "gpu_staging", "pipeline": "D2H -> Gloo all_reduce on host -> H2D"}))
+    return out
 
 
 def pcie_peak_gbps(device_index: int) -> tuple[float | None, str]:
@@ -712,47 +868,94 @@ def memory_peak_gbps(device: torch.device) -> tuple[float | None, str]:
     return 2 * clock_khz * 1e3 * bus_bits / 8 / 1e9, f"{bus_bits}-bit at {clock_khz / 1e6:.2f} GHz"
 
 
-def test_copy_bandwidth(copy_case, dist_ctx: DistContext, bench_cfg: BenchConfig, benchmark, request):
-    ctx = dist_ctx
+COPY_KINDS = (("h2d", "pinned"), ("h2d", "pageable"), ("d2h", "pinned"), ("d2h", "pageable"), ("d2d", "device"))
+
+
+def _copy_context(ctx: DistContext, session: Session) -> DistContext:
     _skip_without_gpu(ctx)
-    direction, mem, size = copy_case
-    dev = ctx.device
-    dtype, dt = "float32", torch.float32
-    count = size // dt.itemsize
-    if count == 0:
-        pytest.skip(f"{size} B is smaller than one float32 element")
-    active = ctx.rank == 0  # one copy at a time on one GPU: the link's own bandwidth
+    # One copy at a time on one GPU: the link's own bandwidth, on rank 0 alone (a one-rank group).
+    group = session.once("rank0_group", lambda: dist.new_group([0], timeout=_timeout(ctx)))
+    if ctx.rank != 0:
+        raise CaseSkipped(f"copy bandwidth is measured on rank 0 alone: rank {ctx.rank} sits this case out")
+    return _sub_context(ctx, [0], group)
+
+
+def _copy_peak(direction: str, ctx: DistContext, session: Session) -> tuple[float | None, str]:
+    if direction == "d2d":
+        return session.once(("memory_peak", ctx.device.index), lambda: memory_peak_gbps(ctx.device))
+    return session.once(("pcie_peak", ctx.device.index), lambda: pcie_peak_gbps(ctx.device.index))
+
+
+def _copy_build(direction: str, mem: str, count: int):
+    dt = torch.float32
+    moved = 2 if direction == "d2d" else 1  # a device copy reads and writes every byte
     pin = mem == "pinned"
-    if active:
+    non_blocking = pin  # a pageable copy is synchronous whatever the flag says
+
+    def build(ctx: DistContext) -> Buffers:
+        dev = ctx.device
         src_dev = "cpu" if direction == "h2d" else dev
         dst_dev = "cpu" if direction == "d2h" else dev
         src = verify.pattern(0, count, dt, device=src_dev)
         if direction == "h2d" and pin:
             src = src.pin_memory()
         dst = torch.empty(count, dtype=dt, device=dst_dev, pin_memory=pin and direction == "d2h")
-    non_blocking = pin  # a pageable copy is synchronous whatever the flag says
+        def call(_a):
+            dst.copy_(src, non_blocking=non_blocking)  # blocking mode: the harness syncs the device after it
+            return None
 
-    def run(a):
-        if active:
-            dst.copy_(src, non_blocking=non_blocking)
-        return None
+        def derive(m, around, session) -> dict:
+            peak, _ = _copy_peak(direction, ctx, session)
+            return {"pct_of_peak": 100 * count * 4 * moved / m.median_s / 1e9 / peak if peak else None}
 
-    run(False)
-    torch.cuda.synchronize(dev)
-    wrong = verify.count_wrong(dst.cpu(), src.cpu()) if active else 0
-    n_wrong = verify.global_wrong(wrong, ctx.group, ctx.device)
-    m = measure(ctx, bench_cfg, run, mode="blocking")  # measure syncs the device after each copy
-    if direction == "d2d":
-        peak, link = memory_peak_gbps(dev)
-        moved = 2  # a device copy reads and writes every byte
-    else:
-        peak, link = pcie_peak_gbps(dev.index)
-        moved = 1
-    achieved = moved * size / m.median_s / 1e9 if m.median_s > 0 else 0.0
-    rec = make_record(experiment=EXPERIMENT, op="copy", backend=ctx.backend, device="cuda", dtype=dtype,
-                      world_size=1, size_bytes=count * 4, count=count, in_place=False, m=m, n_wrong=n_wrong,
-                      bw_op="send_recv", table="copy", direction=direction, host_memory=mem,
-                      non_blocking=non_blocking, nominal_peak_gbps=peak, link=link,
-                      pct_of_peak=100 * achieved / peak if peak else None, bytes_moved_factor=moved,
-                      copy_rank=0)
-    submit(request, benchmark, m, rec)
+        return Buffers(call=call, check=lambda: verify.count_wrong(dst.cpu(), src.cpu()), outputs=lambda: [dst],
+                       derive=derive)
+
+    return build
+
+
+def _resolve_copy(case: Case, direction: str, ctx: DistContext, session: Session) -> Case:
+    peak, link = _copy_peak(direction, ctx, session)
+    return dataclasses.replace(case, fields={**case.fields, "nominal_peak_gbps": peak, "link": link})
+
+
+def copy_bandwidth_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
+    """Standalone H2D, D2H (pinned, pageable) and D2D copies on rank 0's GPU vs the nominal peak."""
+    out = []
+    for direction, mem in COPY_KINDS:
+        for s in cfg.sizes():
+            if s <= 0:
+                continue
+            count = s // 4
+            moved = 2 if direction == "d2d" else 1  # a device copy reads and writes every byte
+            case = Case(
+                experiment=EXPERIMENT, op="copy", label=f"{direction}-{mem}-{s}B",
+                identity={"direction": direction, "host_memory": mem},
+                bytes=Bytes(size_bytes=count * 4, count=count, dtype="float32", bw_op="send_recv",
+                            definition="bytes copied"),
+                build=_copy_build(direction, mem, count), context=_copy_context, mode="blocking",
+                skip=None if count else (lambda ctx, cfg, s=s: f"{s} B is smaller than one float32 element"),
+                fields={"table": "copy", "non_blocking": mem == "pinned", "bytes_moved_factor": moved, "copy_rank": 0},
+                provenance={"nominal_peak_gbps": "modelled: 2 x memory clock x bus width (DDR), from the device "
+                                                 "properties" if direction == "d2d" else
+                            "modelled: PCIe payload GB/s per lane (PCI-SIG, after line encoding) x link width, "
+                            "from nvidia-smi's max link generation and width",
+                            "pct_of_peak": "derived: 100 x size_bytes x bytes_moved_factor / time_us / "
+                                           "nominal_peak_gbps"})
+            out.append(dataclasses.replace(
+                case, resolve=lambda ctx, cfg, session, case=case, direction=direction:
+                _resolve_copy(case, direction, ctx, session)))
+    return out
+
+
+# --- the tests: one per table, every case run by the harness --------------------------------
+
+test_topology = experiment_test(topology_cases)
+test_pair = experiment_test(pair_cases)
+test_group = experiment_test(group_cases)
+test_hierarchical = experiment_test(hierarchical_cases)
+test_affinity = experiment_test(affinity_cases)
+test_contiguity = experiment_test(contiguity_cases)
+test_gpu_placement = experiment_test(gpu_placement_cases)
+test_gpu_staging = experiment_test(gpu_staging_cases)
+test_copy_bandwidth = experiment_test(copy_bandwidth_cases)

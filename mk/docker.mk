@@ -1,7 +1,7 @@
 # Container image and the multi-node simulation (docker compose). Knobs:
 #   make image [VARIANT=full|slim] [BASE_IMAGE=auto|<image>] [IMAGE=torch-comm-suite:latest]
 #   make compose-up [NNODES=3] [NPROC_PER_NODE=2] [EXPERIMENTS=all] [LINK_RATE=200mbit] [LINK_DELAY=1ms] ...
-#   make test-compose            the Docker tests (tests/test_compose*.py)
+#   make test-compose            the Docker tests (tests/docker/, tests/unit/test_compose_files.py)
 IMAGE          ?= torch-comm-suite:latest
 VARIANT        ?= full
 BASE_IMAGE     ?= auto

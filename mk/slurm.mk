@@ -19,4 +19,4 @@ slurm-up:
 	bash .ci/setup.d/30-slurm.sh
 
 test-slurm: venv
-	$(PY) -m pytest tests/test_slurm.py $(PYTEST_ARGS)
+	$(PY) -m pytest tests/e2e/test_slurm.py $(PYTEST_ARGS)

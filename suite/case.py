@@ -39,17 +39,30 @@ OpFn = Callable[[bool], object]
 
 class Session:
     """What lives as long as the process group: things a case builds once and shares
-    (extra process groups, a probe's result). Passed to ``Case.context`` and
-    ``Case.resolve``; no module-level caches."""
+    (extra process groups, a probe's result, a baseline measurement). Passed to
+    ``Case.context``, ``Case.resolve`` and ``Case.derive``; no module-level caches."""
 
-    def __init__(self) -> None:
+    def __init__(self, measure: Callable | None = None) -> None:
         self._memo: dict = {}
+        self._measure = measure
 
     def once(self, key, factory: Callable[[], object]):
         """``factory()`` the first time ``key`` is asked for, the same object afterwards."""
         if key not in self._memo:
             self._memo[key] = factory()
         return self._memo[key]
+
+    def baseline(self, key, ctx, make_call: Callable[[], OpFn]):
+        """A measurement other cases are compared with (e.g. a step without communication): the
+        one ``keep_baseline`` stored under ``key`` (a case's own timed run), else taken now, once, by
+        the harness's timing loop (blocking, the run's iterations) on ``make_call()``."""
+        if self._measure is None:
+            raise RuntimeError("this session has no harness to measure with")
+        return self.once(("baseline", key), lambda: self._measure(ctx, make_call()))
+
+    def keep_baseline(self, key, m) -> None:
+        """Offer a case's own Measurement as the baseline ``key`` (kept if none is stored yet)."""
+        self.once(("baseline", key), lambda: m)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,6 +96,14 @@ class Buffers:
     from the same inputs; runs before each sample, outside the timed interval."""
     fields: dict = field(default_factory=dict)
     """Fields known only on a rank (e.g. which links cross nodes); must be the same on every rank."""
+    derive: Callable[..., dict] | None = None
+    """derive(m, around, session) -> fields computed from this case's own timed Measurement ``m``
+    (e.g. samples/s from its median, DDP's logger of the timed module, the peak memory that
+    ``Case.around`` saw); called on the last timed buffer set, on every rank alike (it may use
+    collectives). Name each formula in ``Case.provenance``."""
+    release: Callable[[], None] | None = None
+    """Undo what build did to the process (e.g. CPU pinning); called once the harness is done with
+    this buffer set, also when the case fails or skips."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -126,6 +147,11 @@ class Case:
     """Cap on timed iterations (a context measurement, e.g. a barrier beside a probe table)."""
     warmup: int | None = None
     """Warm-up iterations instead of the run's."""
+    record_label: str | None = None
+    """The ``label`` recorded (tables show it) when it differs from the test id ``label``."""
+    around: Callable[..., object] | None = None
+    """around(ctx) -> a context manager entered around warm-up and the timed samples (e.g. peak memory);
+    ``Buffers.derive`` gets it."""
     resolve: Callable[..., "Case"] | None = None
     """resolve(ctx, cfg, session) -> the concrete case, for a case whose size or fields are found at run
     time (e.g. by a probe); may raise CaseSkipped or CaseFailed (the same on every rank)."""
@@ -135,6 +161,18 @@ class Case:
         own = {self.experiment, self.op, self.label, *self.names}
         own |= {str(v) for v in self.identity.values()}
         return name in ("all",) or name in own
+
+
+def restorer(*tensors) -> Callable[[], None]:
+    """A ``Buffers.reset`` for ops that consume their inputs in place: keeps a pristine copy of each
+    tensor now and copies it back on every call."""
+    saved = [(t, t.clone()) for t in tensors]
+
+    def reset() -> None:
+        for t, src in saved:
+            t.copy_(src)
+
+    return reset
 
 
 def wait_all(work) -> None:

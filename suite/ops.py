@@ -21,7 +21,7 @@ import torch
 import torch.distributed as dist
 
 from suite import verify
-from suite.case import Buffers, Bytes, Case
+from suite.case import Buffers, Bytes, Case, restorer
 from suite.config import BenchConfig
 from suite.dist import DistContext
 
@@ -92,24 +92,13 @@ def _chunk(ctx: DistContext, a: Args) -> int:
     return a.count // ctx.world_size
 
 
-def _restorer(*pairs: tuple[torch.Tensor, torch.Tensor]) -> Callable[[], None]:
-    """Reset for ops that consume their inputs in place: copy each pristine input back."""
-    saved = [(t, src.clone()) for t, src in pairs]
-
-    def reset() -> None:
-        for t, src in saved:
-            t.copy_(src)
-
-    return reset
-
-
 # --- builders: inputs, the call, the exact expected output -------------------------------------
 
 def _all_reduce(a, ctx):
     t = _t(ctx, a, a.count)
     return Buffers(call=lambda x: dist.all_reduce(t, op=REDUCE_OP[a.redop], group=ctx.group, async_op=x),
                    check=lambda: verify.count_wrong(t, _expected_reduce(ctx, a, a.count)),
-                   outputs=lambda: [t], reset=_restorer((t, t)))
+                   outputs=lambda: [t], reset=restorer(t))
 
 
 def _broadcast(a, ctx):
@@ -124,7 +113,7 @@ def _reduce(a, ctx):
     is_root = ctx.rank == a.root
     return Buffers(call=lambda x: dist.reduce(t, dst=a.root, op=REDUCE_OP[a.redop], group=ctx.group, async_op=x),
                    check=lambda: verify.count_wrong(t, _expected_reduce(ctx, a, a.count)) if is_root else 0,
-                   outputs=lambda: [t] if is_root else [], reset=_restorer((t, t)))
+                   outputs=lambda: [t] if is_root else [], reset=restorer(t))
 
 
 def _gathered(ctx, a, c):
@@ -179,7 +168,7 @@ def _reduce_scatter(a, ctx):
     return Buffers(call=lambda x: dist.reduce_scatter(out, ins, op=REDUCE_OP[a.redop], group=ctx.group,
                                                       async_op=x),
                    check=lambda: verify.count_wrong(out, _expected_reduce(ctx, a, c, offset=ctx.rank * c)),
-                   outputs=lambda: [out], reset=_restorer(*[(t, t) for t in ins]))
+                   outputs=lambda: [out], reset=restorer(*ins))
 
 
 def _reduce_scatter_tensor(a, ctx):
@@ -190,7 +179,7 @@ def _reduce_scatter_tensor(a, ctx):
     return Buffers(call=lambda x: _REDUCE_SCATTER_TENSOR(out, inp, op=REDUCE_OP[a.redop], group=ctx.group,
                                                          async_op=x),
                    check=lambda: verify.count_wrong(out, _expected_reduce(ctx, a, c, offset=ctx.rank * c)),
-                   outputs=lambda: [out], reset=_restorer((inp, inp)))
+                   outputs=lambda: [out], reset=restorer(inp))
 
 
 def _a2a_expected(ctx, a, c):

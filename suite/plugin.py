@@ -21,13 +21,11 @@ import time
 
 import pytest
 
-from suite import bench_adapter, fileio, sysinfo
+from suite import bench_adapter, fileio, profiling, sysinfo
 from suite.tables import format_tables
 from suite.config import KNOBS, ConfigError, build_config, config_from_json
 from suite.errors import CaseFailed, CaseSkipped
 
-# SUITE_PROFILE=1: an autouse fixture records a torch.profiler trace of every case (suite/profiling.py).
-pytest_plugins = ("suite.profiling",)
 
 _KEY_RECORDS = pytest.StashKey[list]()
 _KEY_MACHINE = pytest.StashKey[dict]()
@@ -89,6 +87,19 @@ def pytest_sessionstart(session):
         if tr is not None:
             config._suite_devnull = open(os.devnull, "w")
             tr._tw = TerminalWriter(config._suite_devnull)
+
+
+# SUITE_PROFILE=1: a torch.profiler trace of every case (suite/profiling.py).
+@pytest.fixture(autouse=True)
+def suite_profile(request):
+    """With SUITE_PROFILE set: a trace of this case on this rank, saved with the run's results."""
+    nodeid = request.node.nodeid
+    results_dir = getattr(request.config.option, "results_dir", None)
+    if not profiling.wanted(nodeid) or not results_dir:
+        yield None
+        return
+    with profiling.profile_to(profiling.trace_path(results_dir, nodeid, _rank_from_env())) as prof:
+        yield prof
 
 
 @pytest.fixture(scope="session")

@@ -10,8 +10,8 @@ timed steps); communication shows as ``gloo:``/``nccl:`` record functions, DDP's
 buckets as ``DistributedDataParallel.forward`` / autograd hooks, so the overlap of
 all_reduce with backward can be read off the timeline.
 
-The fixture ``suite_profile`` is autouse and is registered by ``suite.plugin`` (one
-``pytest_plugins`` line), so every experiment gets it without code of its own.
+The autouse fixture ``suite_profile`` in ``suite.plugin`` (the pytest bridge) uses it, so
+every experiment gets it without code of its own; this module does not import pytest.
 ``profile_to(path)`` is the same as a context manager for scripts.
 
 Peak memory: ``PeakMemory`` measures the high-water mark of one region. On CUDA it is
@@ -31,17 +31,9 @@ import resource
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
 import torch
 
 PROFILE_ENV = "SUITE_PROFILE"
-
-
-def _rank() -> int:
-    try:
-        return int(os.environ.get("RANK", "0"))
-    except ValueError:
-        return 0
 
 
 def wanted(nodeid: str, setting: str | None = None) -> bool:
@@ -75,18 +67,6 @@ def profile_to(path: str | os.PathLike):
     with profile(activities=activities, record_shapes=False, with_stack=False) as prof:
         yield prof
     prof.export_chrome_trace(str(path))
-
-
-@pytest.fixture(autouse=True)
-def suite_profile(request):
-    """With SUITE_PROFILE set: a trace of this case on this rank, saved with the run's results."""
-    nodeid = request.node.nodeid
-    results_dir = getattr(request.config.option, "results_dir", None)
-    if not wanted(nodeid) or not results_dir:
-        yield None
-        return
-    with profile_to(trace_path(results_dir, nodeid, _rank())) as prof:
-        yield prof
 
 
 # --- peak memory ----------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ matched by ``Case.answers_to``: an experiment, op, label, identity value, or ``a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Mapping
@@ -51,7 +52,7 @@ class Harness:
         self.env = os.environ if env is None else env
         self.keep_rank_samples = keep_rank_samples
         self._support: dict = {}
-        self.session = Session()
+        self.session = Session(measure=lambda ctx, call: measure(ctx, cfg, call, mode="blocking"))
 
     # --- the protocol ----------------------------------------------------------------------------
 
@@ -72,32 +73,47 @@ class Harness:
 
         mode = case.mode or cfg.timing_mode
         checked = case.unchecked is None
-        # 1. correctness from fresh inputs, outside the timed region
-        once = case.build(ctx)
-        wait_all(once.call(False))
-        ctx.sync_device()
-        if self._corrupt_target(case, timed=False):
-            _corrupt(once)
-        wrong_once = once.check() if checked and once.check is not None else 0
-        fields = dict(once.fields)
-        del once
-        # 2. one buffer set per in-flight op, timed
-        depth = cfg.pipeline_depth if mode in ("pipelined", "cuda_graph") else 1
-        sets = [case.build(ctx) for _ in range(depth if mode == "pipelined" else 1)]
-        resets = [b.reset for b in sets if b.reset is not None]
-        before = (lambda: [r() for r in resets]) if resets else None
-        m = measure(ctx, cfg, [self._delayed(ctx, case, b.call) for b in sets], mode=mode,
-                    iters=None if case.max_iters is None else min(cfg.iters, case.max_iters),
-                    warmup_iters=case.warmup, before_sample=before, keep_rank_samples=self.keep_rank_samples)
-        ctx.sync_device()
-        # 3. the buffers that were timed hold exactly one op's result (reset before each sample)
-        if self._corrupt_target(case, timed=True):
-            _corrupt(sets[-1])
-        wrong_timed = sum(b.check() for b in sets if b.check is not None) if checked else 0
-        totals = verify.global_wrong_many([wrong_once, wrong_timed], ctx.group, ctx.device)
-        n_sets = len(sets)
-        del sets
-        m = m.scaled(case.divisor)
+        built: list[Buffers] = []
+
+        def build() -> Buffers:
+            b = case.build(ctx)
+            built.append(b)
+            return b
+
+        try:
+            # 1. correctness from fresh inputs, outside the timed region
+            once = build()
+            wait_all(once.call(False))
+            ctx.sync_device()
+            if self._corrupt_target(case, timed=False):
+                _corrupt(once)
+            wrong_once = once.check() if checked and once.check is not None else 0
+            fields = dict(once.fields)
+            _release(once)
+            # 2. one buffer set per in-flight op, timed
+            depth = cfg.pipeline_depth if mode in ("pipelined", "cuda_graph") else 1
+            sets = [build() for _ in range(depth if mode == "pipelined" else 1)]
+            resets = [b.reset for b in sets if b.reset is not None]
+            before = (lambda: [r() for r in resets]) if resets else None
+            around = case.around(ctx) if case.around is not None else contextlib.nullcontext()
+            with around:
+                m = measure(ctx, cfg, [self._delayed(ctx, case, b.call) for b in sets], mode=mode,
+                            iters=None if case.max_iters is None else min(cfg.iters, case.max_iters),
+                            warmup_iters=case.warmup, before_sample=before,
+                            keep_rank_samples=self.keep_rank_samples)
+                ctx.sync_device()
+            # 3. the buffers that were timed hold exactly one op's result (reset before each sample)
+            if self._corrupt_target(case, timed=True):
+                _corrupt(sets[-1])
+            wrong_timed = sum(b.check() for b in sets if b.check is not None) if checked else 0
+            totals = verify.global_wrong_many([wrong_once, wrong_timed], ctx.group, ctx.device)
+            m = m.scaled(case.divisor)
+            if sets[-1].derive is not None:
+                fields.update(sets[-1].derive(m, around, self.session))
+            n_sets = len(sets)
+        finally:
+            for b in built:
+                _release(b)
         rec = results.make_record(
             experiment=case.experiment, op=case.op, backend=ctx.backend, device=ctx.device.type,
             dtype=case.bytes.dtype, world_size=ctx.world_size, size_bytes=case.bytes.size_bytes,
@@ -106,7 +122,8 @@ class Harness:
             checked=checked, unchecked_reason=case.unchecked,
             n_wrong_check=totals[0] if checked else None, n_wrong_timed=totals[1] if checked else None,
             buffer_sets_checked=n_sets if checked else 0,
-            identity=sorted(case.identity), label=case.label, size_definition=case.bytes.definition,
+            identity=sorted(case.identity), label=case.record_label or case.label,
+            size_definition=case.bytes.definition,
             time_normalisation=case.normalisation, time_divisor=case.divisor,
             requested_timing_mode=cfg.timing_mode, hosts=len(set(ctx.hostnames)),
             case_provenance=dict(case.provenance),
@@ -156,6 +173,13 @@ class Harness:
         target = self.env.get("SUITE_INJECT_MISMATCH")
         if target and case.answers_to(target) and ctx.rank == ctx.world_size - 1:
             dist.all_reduce(torch.zeros(1, device=ctx.device), group=ctx.group)
+
+
+def _release(b: Buffers) -> None:
+    """Call a buffer set's release once (the harness may reach it twice: done, and in finally)."""
+    if b.release is not None:
+        release, b.release = b.release, None
+        release()
 
 
 def _corrupt(b: Buffers) -> None:

@@ -1,4 +1,4 @@
-"""Multi-rank verification of DDP training, run under torchrun by tests/test_ddp_dist.py.
+"""Multi-rank verification of DDP training, run under torchrun by tests/dist/test_ddp_dist.py.
 
     python -m torch.distributed.run --standalone --nproc-per-node N -m tests.ddp_checks --out DIR
 

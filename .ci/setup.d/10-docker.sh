@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CI step: a Docker engine and docker-compose for the compose tests (tests/test_compose*.py).
+# CI step: a Docker engine and docker-compose for the compose tests (tests/docker/, tests/unit/test_compose_files.py).
 # Runs as root on a fresh Debian machine; idempotent (a second run changes nothing).
 # - installs Debian's docker.io, docker-compose (v1) and debootstrap unless an engine already answers
 #   (hosted runners ship their own engine; installing docker.io next to it would conflict);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A headless browser for tests/test_report.py (the HTML report must render in a real browser).
+# A headless browser for tests/e2e/test_report.py (the HTML report must render in a real browser).
 # Idempotent: does nothing when chromium is already installed.
 set -euo pipefail
 if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A real single-machine Slurm for tests/test_slurm.py: Debian's slurm-wlm
+# A real single-machine Slurm for tests/e2e/test_slurm.py: Debian's slurm-wlm
 # (slurmctld + slurmd) and munge, one node = this host, one partition.
 #
 # Run as root on a fresh Debian machine (CI: .ci/run runs it before `make test`;

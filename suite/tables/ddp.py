@@ -6,7 +6,7 @@ is measured):
 - step p50 / p95: step time percentiles over iterations (slowest rank per iteration), ms
 - samples/s: global training throughput at the median step time
 - scale eff: k·t(solo) / t(case), 1.0 = N ranks are N times as fast as one
-- exposed: t(case) − t(no communication): communication the step waits for, ms
+- exposed: t(case) − k·t(no communication): communication the step waits for, ms
 - comm / overlap: DDP logger's backward comm time and the part overlapping backward
   compute (ms, %); for the ``all_reduce`` row the timed all_reduce itself
 - GB/s: effective all_reduce bus bandwidth of the gradient bytes over the whole step

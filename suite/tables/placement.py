@@ -49,6 +49,8 @@ def _cpulist(cpus: list[int]) -> str:
 
 
 def copy_table(recs: list[dict]) -> str:
+    """Copy bandwidth vs the nominal peak (the record's pct_of_peak; derived here from algbw,
+    bytes_moved_factor and nominal_peak_gbps for a record without it)."""
     lines = ["# copy bandwidth on rank 0's GPU vs the nominal peak (H2D/D2H: PCIe gen x width per direction; "
              "D2D: memory bandwidth, a copy moves 2 x size)",
              f"#{'copy':>5} {'host mem':>9} {'size(B)':>11} {'time(us)':>10} {'GB/s':>8} {'peak':>8} {'% peak':>7} "
@@ -58,6 +60,8 @@ def copy_table(recs: list[dict]) -> str:
         gbps = r["algbw_gbps"] * moved
         peak = r.get("nominal_peak_gbps")
         pct = r.get("pct_of_peak")
+        if pct is None and peak:  # derived: 100 x algbw x bytes_moved_factor / nominal peak
+            pct = 100 * gbps / peak
         lines.append(f" {r['direction']:>5} {r['host_memory']:>9} {r['size_bytes']:>11} {r['time_us']:10.1f} "
                      f"{gbps:8.2f} {peak if peak is not None else float('nan'):8.1f} "
                      f"{pct if pct is not None else float('nan'):7.1f} {str(r.get('link'))[:24]:>24} "

@@ -24,7 +24,7 @@ def test_fresh_run_writes_report_and_progress(tmp_path):
     assert m, r.stdout[-2000:]
     page = Path(m.group(1))
     if not page.is_absolute():
-        page = Path(__file__).resolve().parent.parent / page
+        page = Path(__file__).resolve().parents[2] / page
     assert page == tmp_path / "results" / "run" / "report" / "index.html" or page.samefile(
         tmp_path / "results" / "run" / "report" / "index.html")
     recs = results.records(results.load_run(tmp_path / "results" / "run"))

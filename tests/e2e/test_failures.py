@@ -6,7 +6,6 @@ the checks are the user's view: exit status, message, time, and the results file
 """
 
 import json
-import os
 import signal
 import socket
 import subprocess

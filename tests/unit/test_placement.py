@@ -7,6 +7,8 @@ import torch
 
 from experiments import placement
 from suite import algorithms
+from suite.case import CaseFailed
+from suite.config import build_config
 from suite.dist import DistContext
 from suite.tables import placement as tables
 
@@ -75,6 +77,65 @@ def test_pin_and_restore_every_thread():
     assert os.sched_getaffinity(0) == before and torch.get_num_threads() == threads
 
 
+class _OneRank:
+    """Just enough of a DistContext for the pinning helper (agree_all over one rank)."""
+
+    local_rank, local_world_size = 0, 1
+
+    @staticmethod
+    def agree_all(ok: bool) -> bool:
+        return ok
+
+
+def test_affinity_case_pins_when_built_and_restores_in_its_check():
+    if not hasattr(os, "sched_setaffinity"):
+        pytest.skip("no sched_setaffinity on this platform")
+    before, threads = os.sched_getaffinity(0), torch.get_num_threads()
+    pin = placement._Pinning("pinned", "1")
+    fields = pin.apply(_OneRank)
+    fields_again = pin.apply(_OneRank)  # a second buffer set of the same case: still the first saved state
+    try:
+        assert os.sched_getaffinity(0) == {min(before)} and torch.get_num_threads() == 1
+        assert fields == fields_again and fields["pinned_core"] == min(before) and fields["torch_threads"] == 1
+    finally:
+        pin.restore(_OneRank)
+    assert os.sched_getaffinity(0) == before and torch.get_num_threads() == threads
+    pin.restore(_OneRank)  # the next buffer set's check: nothing left to restore, still verified
+    # a case that leaves the process changed fails (on every rank alike)
+    pin = placement._Pinning("unpinned", "1")
+    pin.apply(_OneRank)
+    pin.saved = None  # lose the saved state: the restore cannot happen
+    try:
+        with pytest.raises(CaseFailed, match="not restored"):
+            pin.restore(_OneRank)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_declared_cases_keep_the_test_ids():
+    cfg = build_config(max_bytes="64K")
+    ids = {name: [c.label for c in provider(cfg, 4)] for name, provider in [
+        ("topology", placement.topology_cases), ("pair", placement.pair_cases), ("group", placement.group_cases),
+        ("hier", placement.hierarchical_cases), ("affinity", placement.affinity_cases),
+        ("contig", placement.contiguity_cases), ("gpu", placement.gpu_placement_cases),
+        ("staging", placement.gpu_staging_cases), ("copy", placement.copy_bandwidth_cases)]}
+    assert ids["topology"] == ["topology"]
+    assert ids["pair"] == ids["group"] == [f"{k}-{s}B" for k in ("intra", "inter") for s in (4096, 16384, 65536)]
+    assert ids["hier"][:2] == ["flat-float32-4096B", "hierarchical-float32-4096B"] and len(ids["hier"]) == 6
+    assert ids["affinity"] == ["unpinned-threads_1", "pinned-threads_1", "unpinned-threads_all", "pinned-threads_all"]
+    assert ids["contig"][:2] == ["all_reduce-contiguous-4096B", "all_reduce-transposed-4096B"]
+    assert len(ids["contig"]) == 12
+    assert len(ids["gpu"]) == 4 * 3 and len(ids["staging"]) == 4 * 3 and len(ids["copy"]) == 5 * 4
+    assert ids["staging"][:2] == ["pinned-blocking-4096B", "pinned-non_blocking-4096B"]
+    assert ids["copy"][0] == "h2d-pinned-1024B" and ids["copy"][-1] == "d2d-device-65536B"
+    # the timed op of topology is a barrier: nothing to check, and the case says so
+    topo = placement.topology_cases(cfg, 4)[0]
+    assert topo.unchecked and topo.max_iters == 5 and topo.warmup == 1
+    # patterns that complete inside one call are timed blocking
+    assert {c.mode for c in placement.hierarchical_cases(cfg, 4)} == {"blocking"}
+    assert {c.mode for c in placement.contiguity_cases(cfg, 4) if c.op == "send_recv"} == {"blocking"}
+
+
 def test_pivot_ratio_and_copy_table():
     def rec(col, t, **kw):
         return {"op": "all_reduce", "size_bytes": 4096, "dtype": "float32", "time_us": t, "busbw_gbps": 1.0,
@@ -85,6 +146,9 @@ def test_pivot_ratio_and_copy_table():
          "algbw_gbps": 10.0, "nominal_peak_gbps": 25.2, "pct_of_peak": 39.7, "link": "PCIe gen4 x16",
          "n_wrong": 0, "bytes_moved_factor": 1}
     assert "PCIe gen4 x16" in tables.copy_table([c])
+    # records of the case protocol carry no pct_of_peak: the table derives it (10 GB/s of 25 = 40%)
+    derived = {k: v for k, v in c.items() if k != "pct_of_peak"} | {"nominal_peak_gbps": 25.0}
+    assert tables.copy_table([derived]).splitlines()[-1].split()[6] == "40.0"
 
 
 def test_pcie_lane_rates_are_per_direction_payload():

@@ -25,7 +25,7 @@ import pytest
 
 from suite import analysis, compare, fit, launch, render, report, results
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "collectives-gloo-2"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
