@@ -59,7 +59,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -70,44 +69,14 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from suite import training, verify
 from suite.case import Buffers, Bytes, Case, CaseSkipped, Session, experiment_test, support_reason
-from suite.config import BenchConfig
+from suite.config import BenchConfig, DdpSettings
 from suite.dist import DistContext
 
 EXPERIMENT = "ddp"
 
 
-@dataclass(frozen=True, kw_only=True)
-class Settings:
-    """Experiment knobs, read from the environment (torchrun passes it to every rank)."""
-
-    params: int = 2_000_000
-    """DDP_PARAMS: parameter budget of the MLP (suffixes K/M/G, e.g. 25M)."""
-    batch_per_rank: int = 32
-    """DDP_BATCH: samples per rank per (micro-)step; the article uses 32."""
-    buckets_mb: tuple[float, ...] = (1.0, 100.0)
-    """DDP_BUCKETS_MB: bucket_cap_mb values besides DDP's default 25."""
-    accum: int = 4
-    """DDP_ACCUM: micro-batches per optimizer step in the gradient-accumulation cases."""
-    powersgd_rank: int = 1
-    """DDP_POWERSGD_RANK: PowerSGD matrix_approximation_rank."""
-
-    @classmethod
-    def from_env(cls) -> Settings:
-        raw_buckets = os.environ.get("DDP_BUCKETS_MB", "").strip()
-        try:
-            buckets = tuple(float(b) for b in raw_buckets.replace(" ", ",").split(",") if b) if raw_buckets \
-                else cls.buckets_mb
-        except ValueError:
-            raise ValueError(f"DDP_BUCKETS_MB={raw_buckets!r} must be comma-separated numbers") from None
-        s = cls(params=training.env_size("DDP_PARAMS", cls.params),
-                batch_per_rank=training.env_size("DDP_BATCH", cls.batch_per_rank), buckets_mb=buckets,
-                accum=training.env_size("DDP_ACCUM", cls.accum),
-                powersgd_rank=training.env_size("DDP_POWERSGD_RANK", cls.powersgd_rank))
-        if s.params < 1000 or s.batch_per_rank < 2 or s.accum < 2 or s.powersgd_rank < 1 or \
-                any(b <= 0 for b in s.buckets_mb):
-            raise ValueError(f"bad DDP settings {s}: need DDP_PARAMS >= 1000, DDP_BATCH >= 2 (BatchNorm), "
-                             "DDP_ACCUM >= 2, DDP_POWERSGD_RANK >= 1, DDP_BUCKETS_MB > 0")
-        return s
+Settings = DdpSettings
+"""The experiment's knobs: ``cfg.ddp`` (DDP_* make variables, validated by suite.config)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -513,13 +482,7 @@ def _declare(v: Variant, settings: Settings) -> Case:
 
 def ddp_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     """Every DDP case (the knobs: DDP_PARAMS, DDP_BATCH, DDP_BUCKETS_MB, DDP_ACCUM, DDP_POWERSGD_RANK)."""
-    settings = Settings.from_env()
-    return [_declare(v, settings) for v in cases(settings)]
+    return [_declare(v, cfg.ddp) for v in cases(cfg.ddp)]
 
 
 test_ddp = experiment_test(ddp_cases)
-
-
-def check_environment() -> None:
-    """Called by the launcher before any rank starts: a bad DDP_* knob is exit 2, not a collection error."""
-    Settings.from_env()

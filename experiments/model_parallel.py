@@ -32,16 +32,15 @@ the timed region).
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from suite import training, verify
+from suite import verify
 from suite.case import Buffers, Bytes, Case, experiment_test
-from suite.config import BenchConfig
+from suite.config import BenchConfig, ModelParallelSettings
 from suite.dist import DistContext
 
 EXPERIMENT = "model_parallel"
@@ -49,19 +48,8 @@ LR = 0.01
 RTOL, ATOL = 1e-4, 1e-6
 
 
-@dataclass(frozen=True, kw_only=True)
-class Layer:
-    """Shape of the split layer and the global batch."""
-
-    in_features: int = 2048
-    out_features: int = 2048
-    batch: int = 64
-
-    @classmethod
-    def from_env(cls) -> Layer:
-        return cls(in_features=training.env_size("MP_IN", cls.in_features),
-                   out_features=training.env_size("MP_OUT", cls.out_features),
-                   batch=training.env_size("MP_BATCH", cls.batch))
+Layer = ModelParallelSettings
+"""Shape of the split layer and the global batch: ``cfg.model_parallel`` (MP_IN, MP_OUT, MP_BATCH)."""
 
 
 OPS = ("scatter", "mp_forward_all_gather", "mp_forward_gather", "mp_train_step", "dp_train_step")
@@ -229,7 +217,7 @@ def _not_divisible(layer: Layer):
 
 def model_parallel_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     """The split layer's five ops (the knobs: MP_IN, MP_OUT, MP_BATCH)."""
-    layer = Layer.from_env()
+    layer = cfg.model_parallel
     n = max(world_size, 1)
     w_bytes = layer.out_features * layer.in_features * 4
     y_bytes = layer.batch * layer.out_features * 4
@@ -265,10 +253,3 @@ def model_parallel_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
 
 
 test_model_parallel = experiment_test(model_parallel_cases)
-
-
-def check_environment() -> None:
-    """Called by the launcher before any rank starts: a bad MP_* knob is exit 2, not a collection error."""
-    layer = Layer.from_env()
-    if min(layer.in_features, layer.out_features, layer.batch) < 1:
-        raise ValueError(f"MP_IN, MP_OUT and MP_BATCH must be >= 1, got {layer}")

@@ -68,28 +68,12 @@ from suite.ops import elsize
 EXPERIMENT = "placement"
 N_SIZES = 3
 """Pair, group, hierarchy and contiguity cases run at the largest N_SIZES sizes of the sweep."""
-FAKE_NODES_ENV = "SUITE_FAKE_NODES"
 
 # PCIe payload bandwidth per lane and direction, GB/s, after line encoding
 # (PCI-SIG: 2.5/5 GT/s 8b/10b, 8/16/32 GT/s 128b/130b, 64 GT/s PAM4/FLIT ~ 7.56).
 PCIE_GBPS_PER_LANE = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 
 WHOLE_BUFFER = "the whole buffer of the collective (nccl-tests S)"
-
-
-def fake_nodes_from_env(env=None) -> int:
-    """SUITE_FAKE_NODES as an int (0 = off); a bad value is an error, not a silent default."""
-    env = os.environ if env is None else env
-    raw = env.get(FAKE_NODES_ENV, "").strip()
-    if not raw:
-        return 0
-    try:
-        k = int(raw)
-    except ValueError:
-        raise ValueError(f"{FAKE_NODES_ENV}={raw!r} is not an integer") from None
-    if k < 0:
-        raise ValueError(f"{FAKE_NODES_ENV} must be >= 0, got {k}")
-    return k
 
 
 def _summed(ctx: DistContext, t: torch.Tensor, call, *, checked: torch.Tensor | None = None) -> Buffers:
@@ -157,12 +141,11 @@ def _timeout(ctx: DistContext) -> datetime.timedelta:
     return datetime.timedelta(seconds=ctx.timeout_s)
 
 
-def _build_placement(ctx: DistContext) -> Placement:
+def _build_placement(ctx: DistContext, fake: int) -> Placement:
     timeout = _timeout(ctx)
     try:
-        fake = fake_nodes_from_env()
         grouping = algorithms.node_layout(ctx.hostnames, fake)
-    except ValueError as e:  # same env on every rank: every rank fails alike, before any new_group
+    except ValueError as e:  # the same config on every rank: every rank fails alike, before any new_group
         raise CaseFailed(str(e)) from None
     real = algorithms.node_layout(ctx.hostnames)
     pairs, granks = plan_pairs_and_groups(real)
@@ -187,7 +170,7 @@ def _build_placement(ctx: DistContext) -> Placement:
 def placement_of(ctx: DistContext, session: Session) -> Placement:
     """The session's placement groups, built on first use (collective: every rank builds them at the same
     case, in the same order). ``ctx`` must be the session's (world) context the first time."""
-    return session.once("placement", lambda: _build_placement(ctx))
+    return session.once("placement", lambda: _build_placement(ctx, session.cfg.placement.fake_nodes))
 
 
 def _placed(ctx: DistContext, session: Session) -> DistContext:

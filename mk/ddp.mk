@@ -1,5 +1,6 @@
 # DDP and model-parallel experiments (experiments/ddp.py, experiments/model_parallel.py).
-# Their knobs are environment variables read on every rank; set them on the make line:
+# Their knobs are environment variables the launcher reads once into the run's config (config.json);
+# set them on the make line:
 #   make bench-cpu EXPERIMENTS=ddp DDP_PARAMS=25M      # a 100 MB gradient all_reduce per step
 #   make bench-cpu PROFILE=1                           # torch.profiler trace per case and rank
 #   make bench-cpu PROFILE=mlp-ddp]                    # ... only for cases whose id contains this
@@ -7,12 +8,13 @@ DDP_PARAMS     ?=
 DDP_BATCH      ?=
 DDP_BUCKETS_MB ?=
 DDP_ACCUM      ?=
+DDP_POWERSGD_RANK ?=
 MP_IN          ?=
 MP_OUT         ?=
 MP_BATCH       ?=
 PROFILE        ?=
 EXAMPLE_NPROC  ?= 2
-export DDP_PARAMS DDP_BATCH DDP_BUCKETS_MB DDP_ACCUM MP_IN MP_OUT MP_BATCH
+export DDP_PARAMS DDP_BATCH DDP_BUCKETS_MB DDP_ACCUM DDP_POWERSGD_RANK MP_IN MP_OUT MP_BATCH
 ifneq ($(strip $(PROFILE)),)
 export SUITE_PROFILE := $(PROFILE)
 endif

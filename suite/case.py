@@ -42,7 +42,9 @@ class Session:
     (extra process groups, a probe's result, a baseline measurement). Passed to
     ``Case.context``, ``Case.resolve`` and ``Case.derive``; no module-level caches."""
 
-    def __init__(self, measure: Callable | None = None) -> None:
+    def __init__(self, cfg=None, measure: Callable | None = None) -> None:
+        self.cfg = cfg
+        """The run's validated BenchConfig."""
         self._memo: dict = {}
         self._measure = measure
 

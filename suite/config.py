@@ -30,6 +30,47 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True, kw_only=True)
+class DdpSettings:
+    """The DDP experiment's knobs (make variables DDP_*)."""
+
+    params: int = 2_000_000
+    """DDP_PARAMS: parameter budget of the MLP (suffixes K/M/G, e.g. 25M)."""
+    batch_per_rank: int = 32
+    """DDP_BATCH: samples per rank per (micro-)step; the article uses 32."""
+    buckets_mb: tuple[float, ...] = (1.0, 100.0)
+    """DDP_BUCKETS_MB: bucket_cap_mb values besides DDP's default 25."""
+    accum: int = 4
+    """DDP_ACCUM: micro-batches per optimizer step in the gradient-accumulation cases."""
+    powersgd_rank: int = 1
+    """DDP_POWERSGD_RANK: PowerSGD matrix_approximation_rank."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelParallelSettings:
+    """The model-parallel experiment's split layer and global batch (make variables MP_*)."""
+
+    in_features: int = 2048
+    """MP_IN: input features of the split Linear layer."""
+    out_features: int = 2048
+    """MP_OUT: output features (split by rows over the ranks)."""
+    batch: int = 64
+    """MP_BATCH: global batch."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlacementSettings:
+    """The placement experiment's knobs."""
+
+    fake_nodes: int = 0
+    """SUITE_FAKE_NODES: group the ranks into this many simulated nodes for the hierarchical
+    all_reduce (0 = the real hosts)."""
+
+
+SECTIONS = {"ddp": DdpSettings, "model_parallel": ModelParallelSettings, "placement": PlacementSettings}
+"""Experiment settings nested in BenchConfig, by field name."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class BenchConfig:
     """Knobs shared by every experiment of a run."""
 
@@ -71,8 +112,14 @@ class BenchConfig:
     heartbeat_timeout_s: float = 15.0
     """A rank whose heartbeat stops this long is reported lost and the run ends
     (catches frozen and partitioned ranks well before ``timeout_s``); 0 turns it off."""
+    ddp: DdpSettings = field(default_factory=DdpSettings)
+    """The DDP experiment's knobs (DDP_*)."""
+    model_parallel: ModelParallelSettings = field(default_factory=ModelParallelSettings)
+    """The model-parallel experiment's knobs (MP_*)."""
+    placement: PlacementSettings = field(default_factory=PlacementSettings)
+    """The placement experiment's knobs (SUITE_FAKE_NODES)."""
     extra: dict = field(default_factory=dict, compare=False)
-    """Experiment-specific settings (free-form, recorded with the results)."""
+    """Free-form settings recorded with the results (not read by any experiment)."""
 
     def sizes(self) -> list[int]:
         """The message sizes of the sweep, bytes."""
@@ -118,6 +165,63 @@ KNOBS: tuple[Knob, ...] = (
 )
 """Every run-wide knob, spelled once; the launcher's and the plugin's options are made from it, and a
 test checks the Makefile's SUITE_ARGS against it."""
+
+
+@dataclass(frozen=True)
+class EnvKnob:
+    """An experiment knob's one spelling: the environment (= make) variable of a settings field."""
+
+    section: str
+    field: str
+    env: str
+
+
+ENV_KNOBS: tuple[EnvKnob, ...] = (
+    EnvKnob("ddp", "params", "DDP_PARAMS"),
+    EnvKnob("ddp", "batch_per_rank", "DDP_BATCH"),
+    EnvKnob("ddp", "buckets_mb", "DDP_BUCKETS_MB"),
+    EnvKnob("ddp", "accum", "DDP_ACCUM"),
+    EnvKnob("ddp", "powersgd_rank", "DDP_POWERSGD_RANK"),
+    EnvKnob("model_parallel", "in_features", "MP_IN"),
+    EnvKnob("model_parallel", "out_features", "MP_OUT"),
+    EnvKnob("model_parallel", "batch", "MP_BATCH"),
+    EnvKnob("placement", "fake_nodes", "SUITE_FAKE_NODES"),
+)
+"""Experiment knobs set in the environment (make exports them); the launcher reads them once into
+BenchConfig, and the ranks get them from config.json, never from their own environment."""
+
+
+def parse_count(raw: str, name: str) -> int:
+    """An integer knob; accepts suffixes K/M/G (powers of 1000) like ``25M``."""
+    raw = str(raw).strip()
+    mult = {"k": 10**3, "m": 10**6, "g": 10**9}
+    try:
+        if raw and raw[-1].lower() in mult:
+            return int(float(raw[:-1]) * mult[raw[-1].lower()])
+        return int(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not a count (examples: 4000000, 25M)") from None
+
+
+def settings_from_env(env=None) -> dict:
+    """The experiment knobs set in ``env`` (default os.environ), as BenchConfig section dicts."""
+    import os
+
+    env = os.environ if env is None else env
+    out: dict = {}
+    for k in ENV_KNOBS:
+        raw = str(env.get(k.env, "")).strip()
+        if not raw:
+            continue
+        if k.field == "buckets_mb":
+            try:
+                value = tuple(float(b) for b in raw.replace(" ", ",").split(",") if b)
+            except ValueError:
+                raise ConfigError(f"{k.env}={raw!r} must be comma-separated numbers") from None
+        else:
+            value = parse_count(raw, k.env)
+        out.setdefault(k.section, {})[k.field] = value
+    return out
 
 
 def config_from_json(path) -> BenchConfig:
@@ -166,6 +270,17 @@ def build_config(**raw) -> BenchConfig:
             kw[key] = str(raw[key]).strip().lower()
     if "extra" in raw and raw["extra"] is not None:
         kw["extra"] = dict(raw["extra"])
+    for name, cls in SECTIONS.items():
+        value = raw.get(name)
+        if value is None or isinstance(value, cls):
+            if value is not None:
+                kw[name] = value
+            continue
+        fields = {f.name for f in dataclasses.fields(cls)}
+        bad = set(value) - fields
+        if bad:
+            raise ConfigError(f"unknown {name} setting(s): {', '.join(sorted(bad))}")
+        kw[name] = cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in value.items()})
     unknown = set(raw) - {f.name for f in dataclasses.fields(BenchConfig)}
     if unknown:
         raise ConfigError(f"unknown setting(s): {', '.join(sorted(unknown))}")
@@ -228,6 +343,15 @@ def validate(cfg: BenchConfig, world_size: int | None = None) -> None:
         bad(f"ROOT must be >= 0, got {cfg.root}")
     if world_size is not None and cfg.root >= world_size:
         bad(f"ROOT {cfg.root} does not exist in a world of {world_size} ranks")
+    d, mp = cfg.ddp, cfg.model_parallel
+    if d.params < 1000 or d.batch_per_rank < 2 or d.accum < 2 or d.powersgd_rank < 1 or \
+            not d.buckets_mb or any(not b > 0 for b in d.buckets_mb):
+        bad(f"bad DDP settings {d}: need DDP_PARAMS >= 1000, DDP_BATCH >= 2 (BatchNorm), "
+            "DDP_ACCUM >= 2, DDP_POWERSGD_RANK >= 1, DDP_BUCKETS_MB > 0")
+    if min(mp.in_features, mp.out_features, mp.batch) < 1:
+        bad(f"MP_IN, MP_OUT and MP_BATCH must be >= 1, got {mp}")
+    if cfg.placement.fake_nodes < 0:
+        bad(f"SUITE_FAKE_NODES must be >= 0, got {cfg.placement.fake_nodes}")
     if cfg.backend == "nccl" and cfg.device == "cpu":
         bad("backend nccl needs DEVICE=cuda; use BACKEND=gloo for CPU tensors")
     check_timing_mode(cfg.timing_mode, cfg.backend, cfg.device)

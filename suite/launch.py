@@ -23,10 +23,10 @@ import re
 import sys
 from pathlib import Path
 
-from suite.config import KNOBS, ConfigError, build_config
+from suite.config import KNOBS, ConfigError, build_config, settings_from_env
 from suite.failures import EXIT_BAD_INPUT, EXIT_PREFLIGHT, EXIT_RENDEZVOUS
 from suite.fileio import write_json_atomic
-from suite.preflight import RendezvousError, check_experiment_knobs, layout, preflight
+from suite.preflight import RendezvousError, layout, preflight
 from suite.supervise import final_status, root_cause, run_ranks, stamp_status
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,8 +61,9 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     return ap.parse_args(argv), passthrough
 
 
-def config_from_args(a: argparse.Namespace):
-    return build_config(**{k.field: getattr(a, k.field) for k in KNOBS})
+def config_from_args(a: argparse.Namespace, env=None):
+    """The run's config: the options, and the experiment knobs from the environment (DDP_*, MP_*, ...)."""
+    return build_config(**{k.field: getattr(a, k.field) for k in KNOBS}, **settings_from_env(env))
 
 
 def torchrun_command(lay: dict, files: list[str], suite_opts: list[str], passthrough: list[str]) -> list[str]:
@@ -126,7 +127,6 @@ def main(argv: list[str] | None = None) -> int:
         if unknown or not names:
             raise ConfigError(f"unknown experiment(s) {', '.join(unknown) or '(none)'}; "
                               f"choose from {', '.join(available_experiments())} or all")
-        check_experiment_knobs(names)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -23,7 +23,7 @@ import pytest
 
 from suite import bench_adapter, fileio, profiling, sysinfo
 from suite.tables import format_tables
-from suite.config import KNOBS, ConfigError, build_config, config_from_json
+from suite.config import KNOBS, ConfigError, build_config, config_from_json, settings_from_env
 from suite.errors import CaseFailed, CaseSkipped
 
 
@@ -57,7 +57,7 @@ def _suite_config(config):
     o = config.option
     if o.suite_config:
         return config_from_json(o.suite_config)
-    return build_config(**{k.field: getattr(o, f"suite_{k.field}") for k in KNOBS})
+    return build_config(**{k.field: getattr(o, f"suite_{k.field}") for k in KNOBS}, **settings_from_env())
 
 
 def pytest_configure(config):

@@ -1,5 +1,5 @@
 """Everything a run needs, checked before any process group exists: the layout of nodes and
-ranks, the experiments' own knobs (exit 2), the backend, device, memory, ports and interfaces
+ranks (exit 2; the knobs are validated by suite.config), the backend, device, memory, ports and interfaces
 (exit 3), the rendezvous address (exit 4). Starts nothing."""
 
 from __future__ import annotations
@@ -36,21 +36,6 @@ def _int_arg(value, env: str, default: int, name: str, minimum: int) -> int:
     if n < minimum:
         raise ConfigError(f"{name} must be >= {minimum}, got {n}")
     return n
-
-
-def check_experiment_knobs(names: list[str]) -> None:
-    """Experiments with knobs of their own (DDP_*, MP_*, ...) define ``check_environment()``;
-    a bad value becomes a ConfigError here instead of a collection error on every rank."""
-    import importlib
-
-    for name in names:
-        check = getattr(importlib.import_module(f"experiments.{name}"), "check_environment", None)
-        if check is None:
-            continue
-        try:
-            check()
-        except ValueError as e:
-            raise ConfigError(f"experiment {name}: {e}") from None
 
 
 def layout(a: argparse.Namespace) -> dict:

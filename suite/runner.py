@@ -52,7 +52,7 @@ class Harness:
         self.env = os.environ if env is None else env
         self.keep_rank_samples = keep_rank_samples
         self._support: dict = {}
-        self.session = Session(measure=lambda ctx, call: measure(ctx, cfg, call, mode="blocking"))
+        self.session = Session(cfg, measure=lambda ctx, call: measure(ctx, cfg, call, mode="blocking"))
 
     # --- the protocol ----------------------------------------------------------------------------
 
@@ -92,7 +92,8 @@ class Harness:
             _release(once)
             # 2. one buffer set per in-flight op, timed
             depth = cfg.pipeline_depth if mode in ("pipelined", "cuda_graph") else 1
-            sets = [build() for _ in range(depth if mode == "pipelined" else 1)]
+            # one buffer set per op in flight (pipelined) or per op in the captured graph (cuda_graph)
+            sets = [build() for _ in range(depth)]
             resets = [b.reset for b in sets if b.reset is not None]
             before = (lambda: [r() for r in resets]) if resets else None
             around = case.around(ctx) if case.around is not None else contextlib.nullcontext()

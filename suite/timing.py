@@ -33,7 +33,9 @@ named later: ``make doctor``).
 
 Pipelined mode issues ``depth`` ops back to back on ``depth`` distinct buffer
 sets (one per in-flight op; Gloo runs async ops concurrently on its worker
-threads, so a shared in-place buffer would be a data race). ``before_sample``
+threads, so a shared in-place buffer would be a data race); a CUDA graph
+captures ``depth`` ops on ``depth`` buffer sets likewise, so each holds one
+op's result after a replay. ``before_sample``
 (the case's input reset, for ops that consume their inputs in place) runs before
 each sample's barrier, outside the timed interval, so the buffers left by the
 last sample hold exactly one op's result and can be checked.
@@ -154,7 +156,7 @@ def _run_samples_cuda(ctx: DistContext, ops: Sequence[OpFn], n: int, mode: str, 
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     for i in range(n):
-        if before_sample is not None and graph is None:
+        if before_sample is not None:  # eager, outside the graph and before the start event
             before_sample()
             ctx.sync_device()
         barrier(ctx)

@@ -21,7 +21,6 @@ out of the timed step on purpose (it measures compute + communication, not I/O).
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -216,20 +215,6 @@ def train_single_process_equivalent(model: nn.Module, dataset, *, world_size: in
             opt.zero_grad()
             loss_fn(model(x), y).backward()
             opt.step()
-
-
-def env_size(name: str, default: int) -> int:
-    """An integer knob from the environment; accepts suffixes K/M/G (powers of 1000) like ``25M``."""
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    mult = {"k": 10**3, "m": 10**6, "g": 10**9}
-    try:
-        if raw[-1].lower() in mult:
-            return int(float(raw[:-1]) * mult[raw[-1].lower()])
-        return int(raw)
-    except ValueError:
-        raise ValueError(f"{name}={raw!r} is not a count (examples: 4000000, 25M)") from None
 
 
 def flat_params_from_state(state: dict) -> torch.Tensor:

@@ -29,6 +29,12 @@ def load_bench(tmp_path: Path, run_id: str = "run") -> dict:
         return json.load(fh)
 
 
+def all_correct(recs: list[dict]) -> bool:
+    """Every checked record has no wrong element; every unchecked one says why (e.g. a barrier)."""
+    return all(r["n_wrong"] == 0 if r.get("checked", True) else (r["n_wrong"] is None and r["unchecked_reason"])
+               for r in recs)
+
+
 @pytest.fixture
 def suite_runner(tmp_path):
     def _run(*args, **kw):

@@ -11,7 +11,7 @@ import pytest
 from suite.ops import REGISTRY
 from suite import metrics
 from suite.results import REQUIRED_FIELDS
-from tests.conftest import ROOT, load_bench, run_suite
+from tests.conftest import ROOT, all_correct, load_bench, run_suite
 
 pytestmark = pytest.mark.slow
 
@@ -165,7 +165,7 @@ def test_make_bench_cpu_smoke(tmp_path):
     ops = {r["op"] for r in recs}
     assert {"all_reduce", "broadcast", "reduce", "all_gather", "gather", "scatter", "reduce_scatter",
             "all_to_all", "barrier"} <= ops
-    assert all(r["n_wrong"] == 0 for r in recs)
+    assert all_correct(recs)
     for op in ("all_reduce", "broadcast", "all_gather_into_tensor", "barrier"):
         assert f"# {op}" in proc.stdout
     # ...and it ends with the run's report (suite.report), its path printed

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from suite import training
-from tests.conftest import ROOT, load_bench, run_suite
+from tests.conftest import ROOT, all_correct, load_bench, run_suite
 
 pytestmark = pytest.mark.slow
 
@@ -52,7 +52,7 @@ def test_experiments_through_launcher_with_profile(tmp_path):
     run = load_bench(tmp_path)
     assert run["suite"]["complete"] is True
     recs = [b["extra_info"] for b in run["benchmarks"]]
-    assert all(r["n_wrong"] == 0 for r in recs)
+    assert all_correct(recs)
     ddp = [r for r in recs if r["experiment"] == "ddp"]
     ops = {(r["model"], r["op"]) for r in ddp}
     for model in ("source", "mlp"):

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from experiments import p2p
 from suite import deadlock
 from suite.results import REQUIRED_FIELDS
 from tests.conftest import ROOT, load_bench, run_suite

@@ -8,6 +8,7 @@ import torch
 
 from experiments import ddp as ddp_exp
 from suite import profiling, training
+from suite.config import ConfigError, build_config, parse_count, settings_from_env
 from suite.tables import ddp as ddp_tables
 from suite.tables import model_parallel as mp_tables
 
@@ -31,29 +32,28 @@ def test_models_are_deterministic_per_seed():
 
 
 @pytest.mark.parametrize("raw,expected", [("25M", 25_000_000), ("300k", 300_000), ("1.5M", 1_500_000),
-                                          ("4096", 4096), ("", 7)])
-def test_env_size(monkeypatch, raw, expected):
-    monkeypatch.setenv("X_SIZE", raw)
-    assert training.env_size("X_SIZE", 7) == expected
+                                          ("4096", 4096)])
+def test_counts_take_suffixes(raw, expected):
+    assert parse_count(raw, "X_SIZE") == expected
 
 
-def test_bad_knobs_are_rejected(monkeypatch):
-    monkeypatch.setenv("DDP_PARAMS", "lots")
-    with pytest.raises(ValueError, match="DDP_PARAMS"):
-        ddp_exp.Settings.from_env()
-    monkeypatch.setenv("DDP_PARAMS", "1M")
-    monkeypatch.setenv("DDP_BUCKETS_MB", "1,x")
-    with pytest.raises(ValueError, match="DDP_BUCKETS_MB"):
-        ddp_exp.Settings.from_env()
-    monkeypatch.setenv("DDP_BUCKETS_MB", "2")
-    monkeypatch.setenv("DDP_ACCUM", "1")
-    with pytest.raises(ValueError, match="DDP_ACCUM"):
-        ddp_exp.Settings.from_env()
+@pytest.mark.parametrize("env,match", [({"DDP_PARAMS": "lots"}, "DDP_PARAMS"),
+                                       ({"DDP_BUCKETS_MB": "1,x"}, "DDP_BUCKETS_MB"),
+                                       ({"DDP_ACCUM": "1"}, "DDP_ACCUM"),
+                                       ({"MP_BATCH": "0"}, "MP_BATCH")])
+def test_bad_knobs_are_rejected(env, match):
+    with pytest.raises(ConfigError, match=match):
+        build_config(**settings_from_env(env))
 
 
-def test_case_list_covers_the_issue(monkeypatch):
-    monkeypatch.setenv("DDP_BUCKETS_MB", "1,100")
-    cases = ddp_exp.cases(ddp_exp.Settings.from_env())
+def test_knobs_reach_the_config_typed():
+    cfg = build_config(**settings_from_env({"DDP_PARAMS": "25M", "DDP_BUCKETS_MB": "1 2.5", "MP_IN": "64"}))
+    assert cfg.ddp.params == 25_000_000 and cfg.ddp.buckets_mb == (1.0, 2.5) and cfg.ddp.batch_per_rank == 32
+    assert cfg.model_parallel.in_features == 64 and cfg.model_parallel.out_features == 2048
+
+
+def test_case_list_covers_the_issue():
+    cases = ddp_exp.cases(build_config(**settings_from_env({"DDP_BUCKETS_MB": "1,100"})).ddp)
     ids = [ddp_exp.case_id(c) for c in cases]
     assert len(ids) == len(set(ids))
     mlp = {c.label for c in cases if c.model == "mlp"}

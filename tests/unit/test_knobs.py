@@ -8,28 +8,38 @@ import re
 from pathlib import Path
 
 from suite import launch
-from suite.config import KNOBS, BenchConfig, build_config, config_from_json
+from suite.config import ENV_KNOBS, KNOBS, SECTIONS, BenchConfig, build_config, config_from_json
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_knob_is_a_config_field_once():
-    fields = {f.name for f in dataclasses.fields(BenchConfig)} - {"extra"}
+    fields = {f.name for f in dataclasses.fields(BenchConfig)} - {"extra"} - set(SECTIONS)
     assert sorted(k.field for k in KNOBS) == sorted(fields)
     for attr in ("flag", "make"):
         names = [getattr(k, attr) for k in KNOBS]
         assert len(names) == len(set(names)), attr
 
 
-def test_makefile_passes_each_knob_under_its_one_name():
-    text = (ROOT / "Makefile").read_text()
-    m = re.search(r"^SUITE_ARGS = (.*?)\n(?!\s)", text, re.S | re.M)
-    pairs = dict(re.findall(r"--([a-z-]+) \$\((\w+)\)", m.group(1)))
-    by_flag = {k.flag: k.make for k in KNOBS}
-    for flag, var in pairs.items():
-        if flag in ("experiments", "results-root", "run-id"):
-            continue
-        assert by_flag.get(flag) == var, f"Makefile passes --{flag} $({var}); KNOBS says {by_flag.get(flag)}"
+def test_every_experiment_setting_has_one_variable():
+    want = sorted((name, f.name) for name, cls in SECTIONS.items() for f in dataclasses.fields(cls))
+    assert sorted((k.section, k.field) for k in ENV_KNOBS) == want
+    assert len({k.env for k in ENV_KNOBS}) == len(ENV_KNOBS)
+    assert not {k.env for k in ENV_KNOBS} & {k.make for k in KNOBS}
+
+
+def test_make_exports_every_experiment_variable():
+    text = "".join(p.read_text() for p in sorted((ROOT / "mk").glob("*.mk")))
+    exported = set(" ".join(re.findall(r"^export ([A-Z_ ]+)$", text, re.M)).split())
+    missing = {k.env for k in ENV_KNOBS if k.env != "SUITE_FAKE_NODES"} - exported
+    assert not missing, f"mk/*.mk does not export {sorted(missing)}"
+
+
+def test_ranks_read_experiment_knobs_from_the_config_not_the_environment():
+    names = "|".join(k.env for k in ENV_KNOBS)
+    for p in (ROOT / "experiments").glob("*.py"):
+        hits = re.findall(rf"(?:environ|getenv)[^\n]*[\"'](?:{names})[\"']", p.read_text())
+        assert not hits, f"{p.name} reads {hits} from the environment"
 
 
 def test_launcher_options_land_in_their_fields():

@@ -8,7 +8,7 @@ import torch
 from experiments import placement
 from suite import algorithms
 from suite.case import CaseFailed
-from suite.config import build_config
+from suite.config import ConfigError, build_config, settings_from_env
 from suite.dist import DistContext
 from suite.tables import placement as tables
 
@@ -23,12 +23,14 @@ def test_node_layout_from_hostnames_and_fake_blocks():
 
 
 def test_fake_nodes_env_is_validated():
-    assert placement.fake_nodes_from_env({}) == 0
-    assert placement.fake_nodes_from_env({"SUITE_FAKE_NODES": "2"}) == 2
-    with pytest.raises(ValueError, match="not an integer"):
-        placement.fake_nodes_from_env({"SUITE_FAKE_NODES": "two"})
-    with pytest.raises(ValueError, match=">= 0"):
-        placement.fake_nodes_from_env({"SUITE_FAKE_NODES": "-1"})
+    def fake(env):
+        return build_config(**settings_from_env(env)).placement.fake_nodes
+
+    assert fake({}) == 0 and fake({"SUITE_FAKE_NODES": "2"}) == 2
+    with pytest.raises(ConfigError, match="SUITE_FAKE_NODES='two' is not a count"):
+        fake({"SUITE_FAKE_NODES": "two"})
+    with pytest.raises(ConfigError, match="SUITE_FAKE_NODES must be >= 0"):
+        fake({"SUITE_FAKE_NODES": "-1"})
 
 
 def test_pairs_and_groups_on_one_and_two_nodes():
