@@ -13,6 +13,8 @@ REDOPS      ?= sum,avg,product,min,max
 ITERS       ?= 20
 WARMUP      ?= 5
 TIMING      ?= blocking
+PIPELINE_DEPTH ?= 8
+ROOT        ?= 0
 PRECISION   ?= 0
 MAX_TIME_S  ?= 10
 TIMEOUT_S   ?= 60
@@ -25,7 +27,7 @@ PYTEST_ARGS ?=
 
 SUITE_ARGS = --experiments $(EXPERIMENTS) --min-bytes $(MIN_BYTES) --max-bytes $(MAX_BYTES) \
   --step-factor $(STEP_FACTOR) --dtypes $(DTYPES) --redops $(REDOPS) --iters $(ITERS) --warmup $(WARMUP) \
-  --timing $(TIMING) --precision-pct $(PRECISION) --max-time-s $(MAX_TIME_S) --timeout-s $(TIMEOUT_S) \
+  --timing $(TIMING) --pipeline-depth $(PIPELINE_DEPTH) --root $(ROOT) --precision-pct $(PRECISION) --max-time-s $(MAX_TIME_S) --timeout-s $(TIMEOUT_S) \
   --heartbeat-timeout-s $(HEARTBEAT_S) --results-root $(RESULTS) $(if $(RUN_ID),--run-id $(RUN_ID)) \
   $(if $(DEBUG),--debug)
 PASSTHROUGH = -- $(if $(K),-k "$(K)") $(PYTEST_ARGS)

@@ -185,8 +185,13 @@ class Watchdog:
         return self
 
     def stop(self, clean: bool = True) -> None:
-        """Stop beating; ``clean`` tells the others this rank is leaving on purpose."""
+        """Stop beating; ``clean`` tells the others this rank is leaving on purpose.
+
+        The beating thread is joined first (bounded): one TCPStore client must not be used by two
+        threads at once, and no thread may still be inside a store call when the process exits."""
         self._stop.set()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout=max(2.0, 2 * self.interval_s))
         if clean:
             try:
                 self.store.set(f"done/{self.rank}", "1")

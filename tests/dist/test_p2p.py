@@ -12,6 +12,7 @@ import pytest
 from experiments import p2p
 from suite import deadlock
 from suite.results import REQUIRED_FIELDS
+from suite.tables.p2p import format_tables
 from tests.conftest import ROOT, load_bench, run_suite
 from tests.unit.test_p2p import EXPECTED_VARIANTS, TINY
 

@@ -1,5 +1,7 @@
 """Configuration validation: every bad knob is rejected with a message naming it."""
 
+import dataclasses
+
 import pytest
 
 from suite.config import BenchConfig, ConfigError, build_config, validate
@@ -8,7 +10,7 @@ from suite.config import BenchConfig, ConfigError, build_config, validate
 def test_defaults_are_valid_and_frozen():
     cfg = build_config()
     assert cfg.sizes()[0] == 1024 and cfg.sizes()[-1] == 1 << 20
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.iters = 3  # frozen
 
 

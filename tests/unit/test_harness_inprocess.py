@@ -138,3 +138,41 @@ def test_bench_adapter_refuses_an_unsupported_version():
     bench_adapter.check_version(bench_adapter.SUPPORTED_VERSION)
     with pytest.raises(bench_adapter.UnsupportedVersion, match="supports 5.3.1"):
         bench_adapter.check_version("6.0.0")
+
+
+def test_watchdog_stop_waits_for_its_thread_to_leave_the_store(monkeypatch):
+    # One TCPStore client must not be used by two threads at once, and no thread may still be in a
+    # store call when the process exits: stop() returns only once the beating thread has ended.
+    import datetime
+    import threading
+
+    import torch.distributed as dist
+
+    from suite.dist import Watchdog, _free_port
+
+    port = _free_port()
+    server = dist.TCPStore("127.0.0.1", port, 1, is_master=True, wait_for_workers=False,
+                           timeout=datetime.timedelta(seconds=10))
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(port))
+    wd = Watchdog(rank=0, world_size=2, hostnames=["a", "b"], timeout_s=60, results_dir=None, interval_s=0.05)
+    inside = threading.Event()
+
+    class SlowStore:  # the thread's store call takes a while, as on a loaded or remote store
+        def __init__(self, store):
+            self.store = store
+
+        def add(self, key, n):
+            inside.set()
+            time.sleep(0.5)
+            return self.store.add(key, n)
+
+        def __getattr__(self, name):
+            return getattr(self.store, name)
+
+    wd.store = SlowStore(wd.store)
+    wd.start()
+    assert inside.wait(5)
+    wd.stop()
+    assert not wd._thread.is_alive()
+    assert server.check(["suite/watchdog/done/0"])

@@ -67,3 +67,41 @@ def test_collect_local_and_global():
     assert g["hostnames"] == [info["hostname"], "other"] and g["n_hosts"] == 2
     assert g["versions"]["torch"]
     assert g["hosts"]["other"]["ranks"] == [1]
+
+
+def test_record_says_how_every_number_was_obtained():
+    m = Measurement(samples_s=[1e-3, 4e-3, 2e-3], timing_mode="pipelined", ops_per_sample=2, warmup_iters=1,
+                    precision_reached=None, slowest_rank=[2, 2, 0], rank_median_s=[1e-3, 1.5e-3, 2e-3],
+                    buffer_sets=2)
+    rec = results.make_record(experiment="collectives", op="all_gather", backend="gloo", device="cpu",
+                              dtype="float32", world_size=3, size_bytes=3000, count=750, in_place=False, m=m,
+                              n_wrong=0)
+    numeric = [k for k, v in rec.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+               and k not in ("world_size", "size_bytes", "count", "iterations", "ops_per_sample", "warmup_iters",
+                             "buffer_sets")]
+    assert set(numeric) <= set(rec["provenance"]), set(numeric) - set(rec["provenance"])
+    assert all(v.split(":")[0] in ("measured", "derived", "modelled") for v in rec["provenance"].values())
+    assert rec["provenance"]["busbw_factor"].startswith("modelled: nccl-tests bus factor of all_gather")
+    # per-rank: medians, who was slowest how often, the spread
+    assert rec["rank_median_us"] == pytest.approx([1000.0, 1500.0, 2000.0])
+    assert rec["slowest_rank"] == [2, 2, 0] and rec["slowest_rank_hist"] == [1, 0, 2]
+    assert rec["rank_spread_us"] == pytest.approx({"min": 1000.0, "median": 1500.0, "max": 2000.0})
+    assert rec["checked"] is True and rec["buffer_sets"] == 2 and "rank_samples_us" not in rec
+
+
+def test_unchecked_record_has_no_count_and_a_reason():
+    rec = results.make_record(experiment="x", op="barrier", backend="gloo", device="cpu", dtype="none",
+                              world_size=2, size_bytes=0, count=0, in_place=False, m=_m([1e-4]), n_wrong=None,
+                              checked=False, unchecked_reason="no data")
+    assert rec["checked"] is False and rec["n_wrong"] is None and rec["unchecked_reason"] == "no data"
+    assert rec["busbw_factor"] == 0.0 and rec["algbw_gbps"] == 0.0
+
+
+def test_an_op_without_a_bus_factor_has_no_bus_bandwidth():
+    rec = results.make_record(experiment="x", op="step", backend="gloo", device="cpu", dtype="float32",
+                              world_size=2, size_bytes=100, count=25, in_place=False, m=_m([1e-3]), n_wrong=0,
+                              busbw=False)
+    assert rec["busbw_gbps"] is None and rec["busbw_factor"] is None and rec["algbw_gbps"] == pytest.approx(1e-4)
+    with pytest.raises(ValueError, match="no bus-bandwidth factor for op 'step'"):
+        results.make_record(experiment="x", op="step", backend="gloo", device="cpu", dtype="float32",
+                            world_size=2, size_bytes=100, count=25, in_place=False, m=_m([1e-3]), n_wrong=0)
