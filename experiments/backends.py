@@ -210,9 +210,7 @@ def send_recv_exchange(lctx: DistContext, dtype: str, count: int) -> Buffers:
     dt = verify.DTYPE_OF[dtype]
     send = verify.pattern(me, count, dt, world_size=n, device=lctx.device)
     recv = torch.full((count,), -1, dtype=dt, device=lctx.device)
-    p2p = [dist.P2POp(dist.isend, send, group=lctx.group, group_peer=right),
-           dist.P2POp(dist.irecv, recv, group=lctx.group, group_peer=left)]
-    return Buffers(call=lambda a: dist.batch_isend_irecv(p2p),
+    return Buffers(call=lambda a: algorithms.exchange(send, recv, right, left, lctx.group, wait=not a),
                    check=lambda: verify.count_wrong(recv, verify.pattern(left, count, dt, world_size=n,
                                                                          device=lctx.device)),
                    outputs=lambda: [recv])

@@ -57,7 +57,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from suite import deadlock, verify
+from suite import algorithms, deadlock, verify
 from suite.case import Buffers, Bytes, Case, CaseFailed, Session, experiment_test
 from suite.config import BenchConfig
 from suite.dist import DistContext
@@ -79,8 +79,8 @@ BATCH_COUNTS = (8, 64)
 SIGNAL_DTYPE = torch.int32
 """Control messages are one int32 element (4 bytes)."""
 
-RING_VARIANTS = ("send_recv_parity", "isend_irecv", "batch_isend_irecv")
-EXCHANGE_VARIANTS = deadlock.ORDERINGS
+RING_VARIANTS = algorithms.ORDERINGS
+EXCHANGE_VARIANTS = algorithms.ORDERINGS
 PRODUCER_VARIANTS = ("isend_each_same", "broadcast", "isend_each_distinct", "scatter")
 CONTROL_VARIANTS = ("signal", "ready_go", "barrier")
 BATCHING_VARIANTS = ("send_each", "isend_each", "batch_isend_irecv", "coalesced")
@@ -220,25 +220,9 @@ def _window(ctx: DistContext, s: Spec) -> Buffers:
 
 
 def _ring_step(ctx: DistContext, variant: str, sbuf: torch.Tensor, rbuf: torch.Tensor) -> None:
-    me, n, g = ctx.rank, ctx.world_size, ctx.group
-    nxt, prv = (me + 1) % n, (me - 1) % n
-    if variant == "send_recv_parity":
-        # Even ranks send first, odd ranks receive first: every blocking send meets a posted
-        # recv, also for an odd world (ranks n-1 and 0, both even, are resolved by rank 0
-        # finishing its send to odd rank 1 first).
-        if me % 2 == 0:
-            dist.send(sbuf, nxt, group=g)
-            dist.recv(rbuf, prv, group=g)
-        else:
-            dist.recv(rbuf, prv, group=g)
-            dist.send(sbuf, nxt, group=g)
-    elif variant == "isend_irecv":
-        _wait_all([dist.irecv(rbuf, prv, group=g), dist.isend(sbuf, nxt, group=g)])
-    elif variant == "batch_isend_irecv":
-        _wait_all(dist.batch_isend_irecv([dist.P2POp(dist.isend, sbuf, nxt, g),
-                                          dist.P2POp(dist.irecv, rbuf, prv, g)]))
-    else:
-        raise ValueError(f"unknown ring variant {variant!r}")
+    """Send to rank+1 while receiving from rank-1, with ``variant`` (one of algorithms.ORDERINGS)."""
+    me, n = ctx.rank, ctx.world_size
+    algorithms.exchange(sbuf, rbuf, (me + 1) % n, (me - 1) % n, ctx.group, variant)
 
 
 def _ring(ctx: DistContext, s: Spec) -> Buffers:
@@ -261,20 +245,8 @@ def _exchange(ctx: DistContext, s: Spec) -> Buffers:
     rbuf = _blank(ctx, count, dt) if involved else None
 
     def run():
-        if not involved:
-            return
-        if s.variant == "send_recv_parity":
-            if me == 0:
-                dist.send(sbuf, peer, group=g)
-                dist.recv(rbuf, peer, group=g)
-            else:
-                dist.recv(rbuf, peer, group=g)
-                dist.send(sbuf, peer, group=g)
-        elif s.variant == "isend_irecv":
-            _wait_all([dist.irecv(rbuf, peer, group=g), dist.isend(sbuf, peer, group=g)])
-        else:
-            _wait_all(dist.batch_isend_irecv([dist.P2POp(dist.isend, sbuf, peer, g),
-                                              dist.P2POp(dist.irecv, rbuf, peer, g)]))
+        if involved:
+            algorithms.exchange(sbuf, rbuf, peer, peer, g, s.variant)
 
     return _buffers(ctx, run, lambda: verify.count_wrong(rbuf, _pat(ctx, peer, count, dt)) if involved else 0,
                     [rbuf] if involved else [], cross_node=_cross(ctx, 0, 1))

@@ -318,9 +318,7 @@ def _pair_build(kind: str, count: int, dtype: str):
             return Buffers(call=lambda _a: None, check=lambda: 0, fields=fields)
         send = verify.pattern(me, count, dt, world_size=ctx.world_size, device=ctx.device)
         recv = torch.full((count,), -1, dtype=dt, device=ctx.device)
-        ops = [dist.P2POp(dist.isend, send, peer=peer, group=ctx.group),
-               dist.P2POp(dist.irecv, recv, peer=peer, group=ctx.group)]
-        return Buffers(call=lambda _a: dist.batch_isend_irecv(ops),
+        return Buffers(call=lambda a: algorithms.exchange(send, recv, peer, peer, ctx.group, wait=not a),
                        check=lambda: verify.count_wrong(
                            recv, verify.pattern(peer, count, dt, world_size=ctx.world_size, device=ctx.device)),
                        outputs=lambda: [recv], fields=fields)

@@ -51,23 +51,45 @@ def _combine(acc: torch.Tensor, other: torch.Tensor, redop: str) -> None:
         raise ValueError(f"unknown reduce op {redop!r}; choose from {', '.join(REDOPS)}")
 
 
-def _exchange(send: torch.Tensor, recv: torch.Tensor, right: int, left: int, group) -> None:
-    """Send ``send`` to group rank ``right`` while receiving ``recv`` from ``left``.
+ORDERINGS = ("send_recv_parity", "isend_irecv", "batch_isend_irecv")
+"""The ways to swap data with peers that cannot deadlock (a blocking send on both sides can)."""
 
-    Both in one ``batch_isend_irecv`` so neither side blocks the other (a
-    blocking send before a blocking recv deadlocks a ring on rendezvous
-    transports).
+
+def exchange(send: torch.Tensor | None, recv: torch.Tensor | None, dst: int, src: int, group=None,
+             ordering: str = "batch_isend_irecv", *, wait: bool = True):
+    """Send ``send`` to group rank ``dst`` while receiving ``recv`` from group rank ``src``.
+
+    ``ordering``: ``batch_isend_irecv`` (both in one batch), ``isend_irecv`` (two async ops), or
+    ``send_recv_parity`` (blocking ``send``/``recv``; even ranks send first, odd ranks receive
+    first, so every blocking send meets a posted recv, also in an odd ring: ranks n-1 and 0, both
+    even, are resolved by rank 0 finishing its send to odd rank 1 first). Empty (or None) tensors
+    are neither sent nor received: in a ring the chunk a rank sends is the one its neighbour
+    receives, so both ends agree. ``wait=False`` returns the async works instead of waiting (the
+    blocking ordering has none).
     """
-    # Empty chunks (numel < n) are neither sent nor received: the chunk index a
-    # rank sends is the one its right neighbour receives, so both ends agree.
-    ops = []
-    if send.numel():
-        ops.append(dist.P2POp(dist.isend, send, group=group, group_peer=right))
-    if recv.numel():
-        ops.append(dist.P2POp(dist.irecv, recv, group=group, group_peer=left))
-    if ops:
-        for w in dist.batch_isend_irecv(ops):
-            w.wait()
+    send = send if send is not None and send.numel() else None
+    recv = recv if recv is not None and recv.numel() else None
+    if ordering == "send_recv_parity":
+        me = dist.get_rank(group)
+        steps = [lambda: dist.send(send, group=group, group_dst=dst) if send is not None else None,
+                 lambda: dist.recv(recv, group=group, group_src=src) if recv is not None else None]
+        for step in (steps if me % 2 == 0 else steps[::-1]):
+            step()
+        return []
+    if ordering == "isend_irecv":
+        works = ([dist.irecv(recv, group=group, group_src=src)] if recv is not None else []) + \
+                ([dist.isend(send, group=group, group_dst=dst)] if send is not None else [])
+    elif ordering == "batch_isend_irecv":
+        ops = ([dist.P2POp(dist.isend, send, group=group, group_peer=dst)] if send is not None else []) + \
+              ([dist.P2POp(dist.irecv, recv, group=group, group_peer=src)] if recv is not None else [])
+        works = dist.batch_isend_irecv(ops) if ops else []
+    else:
+        raise ValueError(f"unknown ordering {ordering!r}; choose from {', '.join(ORDERINGS)}")
+    if not wait:
+        return works
+    for w in works:
+        w.wait()
+    return []
 
 
 def ring_chunks(numel: int, n: int) -> list[tuple[int, int]]:
@@ -103,14 +125,14 @@ def ring_all_reduce(t: torch.Tensor, group=None, redop: str = "sum") -> None:
     for s in range(n - 1):
         send_i, recv_i = (me - s) % n, (me - s - 1) % n
         buf = scratch.narrow(0, 0, chunks[recv_i].numel())
-        _exchange(chunks[send_i], buf, right, left, group)
+        exchange(chunks[send_i], buf, right, left, group)
         if buf.numel():
             _combine(chunks[recv_i], buf, redop)
     # All-gather: pass the complete chunks around; step s sends chunk (me+1-s),
     # receives chunk (me-s) straight into place.
     for s in range(n - 1):
         send_i, recv_i = (me + 1 - s) % n, (me - s) % n
-        _exchange(chunks[send_i], chunks[recv_i], right, left, group)
+        exchange(chunks[send_i], chunks[recv_i], right, left, group)
 
 
 def naive_all_reduce(t: torch.Tensor, group=None, redop: str = "sum", root: int = 0) -> None:

@@ -29,18 +29,13 @@ import torch
 import torch.distributed as dist
 
 from suite import verify
+from suite.algorithms import ORDERINGS, exchange
 from suite.dist import _free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
-ORDERINGS = ("send_recv_parity", "isend_irecv", "batch_isend_irecv")
-"""The orderings of a two-rank exchange that cannot deadlock (run in the pair, and timed by p2p)."""
 
 
-def _wait_all(works) -> None:
-    for w in works:
-        if w is not None:
-            w.wait()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -244,17 +239,7 @@ def _probe_child(rank: int, port: int, backend: str, device: str, big: int, size
     count = big // 4
     for ordering in ORDERINGS:
         s, r = pat(rank, count), torch.full((count,), -1, dtype=dt, device=dev)
-        if ordering == "send_recv_parity":
-            if rank == 0:
-                dist.send(s, peer)
-                dist.recv(r, peer)
-            else:
-                dist.recv(r, peer)
-                dist.send(s, peer)
-        elif ordering == "isend_irecv":
-            _wait_all([dist.irecv(r, peer), dist.isend(s, peer)])
-        else:
-            _wait_all(dist.batch_isend_irecv([dist.P2POp(dist.isend, s, peer), dist.P2POp(dist.irecv, r, peer)]))
+        exchange(s, r, peer, peer, ordering=ordering)
         sync()
         say(ordering, big, verify.count_wrong(r, pat(peer, count)))
     for size in sizes:

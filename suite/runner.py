@@ -1,8 +1,8 @@
 """The harness: runs every declared case (suite/case.py) the same way.
 
-    skip? -> support probe -> build -> run once -> check -> rebuild one buffer set per
-    in-flight op -> warm up -> time -> check every timed buffer set -> reduce across
-    ranks -> record
+    context -> skip? -> resolve -> support probe -> build -> run once -> check ->
+    rebuild one buffer set per in-flight op -> warm up -> time (reset before each
+    sample) -> check every timed buffer set -> reduce across ranks -> derive -> record
 
 ``Harness.run`` returns the Measurement and the record; the pytest bridge
 (suite/plugin.py) hands them to pytest-benchmark and fails the case when
@@ -39,8 +39,6 @@ from suite.config import BenchConfig
 from suite.dist import DistContext
 from suite.errors import CaseSkipped
 from suite.timing import Measurement, measure
-
-
 
 
 class Harness:

@@ -43,10 +43,10 @@ def test_a_corrupted_in_flight_buffer_fails_the_case(tmp_path):
 
 
 def test_a_delayed_rank_is_named_the_slowest(tmp_path):
-    # Rank 1 sleeps 20 ms after each timed op completes (inside its op): it is the slowest rank of
-    # every iteration and its median is the largest.
+    # Rank 1 sleeps 100 ms after each timed op completes (inside its op): it is the slowest rank of
+    # every iteration and its median is the largest (100 ms: far above any scheduling jitter here).
     proc = run_suite(tmp_path, *TINY, "--", "-k", "all_reduce-sum or all_gather_into_tensor", nproc=3,
-                     env={"SUITE_INJECT_DELAY": "1:0.02"})
+                     env={"SUITE_INJECT_DELAY": "1:0.1"})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     recs = _recs(tmp_path)
     assert recs
@@ -54,7 +54,7 @@ def test_a_delayed_rank_is_named_the_slowest(tmp_path):
         assert r["slowest_rank"] == [1] * r["iterations"], r["label"]
         assert r["slowest_rank_hist"] == [0, r["iterations"], 0]
         med = r["rank_median_us"]
-        assert len(med) == 3 and med[1] >= 20_000 and med[1] == max(med)
+        assert len(med) == 3 and med[1] >= 100_000 and med[1] == max(med)
         assert r["rank_spread_us"]["max"] == med[1]
 
 

@@ -61,3 +61,15 @@ def test_config_json_round_trips(tmp_path):
 
     write_json_atomic(tmp_path / "config.json", cfg.as_dict())
     assert config_from_json(tmp_path / "config.json") == cfg
+
+
+def test_compose_nodes_pass_each_knob_under_its_one_name():
+    text = (ROOT / "docker" / "node.sh").read_text()
+    block = re.search(r"for pair in (.*?); do", text, re.S).group(1)
+    pairs = dict(p.split(":") for p in block.replace("\\", " ").split())
+    by_flag = {k.flag: k.make for k in KNOBS}
+    for flag, var in pairs.items():
+        if flag == "run-id":
+            continue
+        assert by_flag.get(flag) == var, f"node.sh passes --{flag} from ${var}; KNOBS says {by_flag.get(flag)}"
+    assert not {k.flag for k in KNOBS} - set(pairs) - {"backend", "device"}  # those two are always passed
