@@ -27,7 +27,7 @@ ring, with the same step count and volume; "ring model" below covers them too.)
 
 The bandwidth coefficient is exactly nccl-tests' busbw factor
 (suite.metrics), so β of the *link* implied by an op's fit equals the op's
-asymptotic busbw. ``RING_LATENCY_STEPS`` holds the α coefficient.
+asymptotic busbw. The α coefficient is the op table's ``ring_latency_steps`` (suite.metrics).
 """
 
 from __future__ import annotations
@@ -40,20 +40,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from suite import metrics
-
-# α coefficient (number of sequential latency steps) of the ring algorithm per op; see docstring.
-RING_LATENCY_STEPS = {
-    "all_reduce": lambda n: 2.0 * (n - 1),
-    "all_gather": lambda n: float(n - 1),
-    "reduce_scatter": lambda n: float(n - 1),
-    "all_to_all": lambda n: float(n - 1),
-    "gather": lambda n: float(n - 1),
-    "scatter": lambda n: float(n - 1),
-    "broadcast": lambda n: float(n - 1),
-    "reduce": lambda n: float(n - 1),
-    "send_recv": lambda n: 1.0,
-}
-
 
 @dataclass(frozen=True, kw_only=True)
 class AlphaBeta:
@@ -121,9 +107,10 @@ class Link:
 
 def ring_coefficients(op: str, world_size: int) -> tuple[float, float] | None:
     """(latency steps, bandwidth factor) of the ring algorithm for ``op``; None if unmodelled."""
-    if op not in RING_LATENCY_STEPS or world_size < 2:
+    steps = metrics.ring_latency_steps(op, world_size)
+    if steps is None or world_size < 2:
         return None
-    return RING_LATENCY_STEPS[op](world_size), metrics.busbw_factor(op, world_size)
+    return steps, metrics.busbw_factor(op, world_size)
 
 
 def ring_time_us(op: str, world_size: int, link: Link, size_bytes):

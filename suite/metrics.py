@@ -21,25 +21,36 @@ that compares with a link's nominal speed:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 GB = 1e9
 
-# Factor numerators/denominators as functions of n; see module docstring.
-_FACTORS = {
-    "all_reduce": lambda n: 2.0 * (n - 1) / n,
-    "all_gather": lambda n: (n - 1) / n,
-    "reduce_scatter": lambda n: (n - 1) / n,
-    "all_to_all": lambda n: (n - 1) / n,
-    "gather": lambda n: (n - 1) / n,
-    "scatter": lambda n: (n - 1) / n,
-    "broadcast": lambda n: 1.0,
-    "reduce": lambda n: 1.0,
-    "send_recv": lambda n: 1.0,
-    "barrier": lambda n: 0.0,
-}
+@dataclass(frozen=True)
+class OpFacts:
+    """What the suite knows of an op family, in one place: nccl-tests' bus-bandwidth factor and the
+    ring algorithm's number of sequential latency steps (the α coefficient of suite.fit), both as
+    functions of the world size n."""
 
-OPS_WITH_FACTOR = tuple(_FACTORS)
+    busbw_factor: Callable[[int], float]
+    ring_latency_steps: Callable[[int], float] | None
+
+
+OP_TABLE: dict[str, OpFacts] = {
+    "all_reduce": OpFacts(lambda n: 2.0 * (n - 1) / n, lambda n: 2.0 * (n - 1)),
+    "all_gather": OpFacts(lambda n: (n - 1) / n, lambda n: float(n - 1)),
+    "reduce_scatter": OpFacts(lambda n: (n - 1) / n, lambda n: float(n - 1)),
+    "all_to_all": OpFacts(lambda n: (n - 1) / n, lambda n: float(n - 1)),
+    "gather": OpFacts(lambda n: (n - 1) / n, lambda n: float(n - 1)),
+    "scatter": OpFacts(lambda n: (n - 1) / n, lambda n: float(n - 1)),
+    "broadcast": OpFacts(lambda n: 1.0, lambda n: float(n - 1)),
+    "reduce": OpFacts(lambda n: 1.0, lambda n: float(n - 1)),
+    "send_recv": OpFacts(lambda n: 1.0, lambda n: 1.0),
+    "barrier": OpFacts(lambda n: 0.0, None),
+}
+"""The one op table (see the module docstring for the factors and suite/fit.py for the steps)."""
+
+OPS_WITH_FACTOR = tuple(OP_TABLE)
 
 
 def busbw_factor(op: str, world_size: int) -> float:
@@ -47,9 +58,15 @@ def busbw_factor(op: str, world_size: int) -> float:
     if world_size < 1:
         raise ValueError(f"world_size must be >= 1, got {world_size}")
     try:
-        return float(_FACTORS[op](world_size))
+        return float(OP_TABLE[op].busbw_factor(world_size))
     except KeyError:
-        raise ValueError(f"no bus-bandwidth factor for op {op!r}; known: {', '.join(_FACTORS)}") from None
+        raise ValueError(f"no bus-bandwidth factor for op {op!r}; known: {', '.join(OP_TABLE)}") from None
+
+
+def ring_latency_steps(op: str, world_size: int) -> float | None:
+    """Sequential latency steps of ``op``'s ring algorithm at ``world_size`` ranks; None if unmodelled."""
+    facts = OP_TABLE.get(op)
+    return None if facts is None or facts.ring_latency_steps is None else float(facts.ring_latency_steps(world_size))
 
 
 def algbw_gbps(size_bytes: int, time_s: float) -> float:
