@@ -50,7 +50,6 @@ from suite import algorithms, ops, verify
 from suite.case import Buffers, Bytes, Case, CaseSkipped, Session, experiment_test, support_reason
 from suite.config import BenchConfig
 from suite.dist import DistContext, PreflightError, backend_available, resolve_device
-from suite.timing import barrier
 
 EXPERIMENT = "backends"
 
@@ -261,7 +260,7 @@ def capability_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     return [_resolved_by(_with_capabilities, Case(
                  experiment=EXPERIMENT, op="capability", label=lane.key, identity={"lane_key": lane.key},
                  bytes=Bytes(size_bytes=0, count=0, dtype="none", bw_op=None, definition="none: a barrier"),
-                 build=lambda ctx: Buffers(call=lambda a, c=ctx: barrier(c)),
+                 build=ops.barrier_buffers,
                  unchecked="the capability matrix is probes; its time is the lane's barrier, which moves no data",
                  fields={"table": "capability", "timed": "barrier", "torch_version": torch.__version__,
                          **_lane_fields(lane.key)},

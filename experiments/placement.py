@@ -63,7 +63,7 @@ from suite import algorithms, verify
 from suite.case import Buffers, Bytes, Case, CaseFailed, CaseSkipped, Session, experiment_test, restorer
 from suite.config import BenchConfig
 from suite.dist import DistContext
-from suite.ops import elsize
+from suite.ops import barrier_buffers, elsize
 
 EXPERIMENT = "placement"
 N_SIZES = 3
@@ -94,7 +94,7 @@ def _all_reduce_case(label: str, identity: dict, count: int, dtype: str, **kw) -
 
 
 def compared_sizes(cfg: BenchConfig) -> list[int]:
-    return [s for s in cfg.sizes() if s > 0][-N_SIZES:]
+    return cfg.largest_sizes(N_SIZES)
 
 
 def _count(size: int, dtype: str) -> int:
@@ -265,16 +265,11 @@ def nvidia_topology() -> str | None:
     return r.stdout if r.returncode == 0 else None
 
 
-def _barrier(ctx: DistContext) -> Buffers:
-    kw = {"device_ids": [ctx.device.index]} if ctx.backend == "nccl" else {}
-    return Buffers(call=lambda a: dist.barrier(group=ctx.group, async_op=a, **kw))
-
-
 def _resolve_topology(case: Case, ctx: DistContext, cfg: BenchConfig, session: Session) -> Case:
     p = placement_of(ctx, session)
     per_rank: list = [None] * ctx.world_size
     dist.all_gather_object(per_rank, local_topology(ctx), group=ctx.group)
-    return _bind(case, _barrier, ranks=per_rank, nodes=list(p.real_layout), grouping_nodes=list(p.grouping_layout),
+    return _bind(case, barrier_buffers, ranks=per_rank, nodes=list(p.real_layout), grouping_nodes=list(p.grouping_layout),
                  fake_nodes=p.fake_nodes, nvidia_smi_topo=nvidia_topology() if ctx.rank == 0 else None)
 
 

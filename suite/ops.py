@@ -24,6 +24,7 @@ from suite import verify
 from suite.case import Buffers, Bytes, Case, restorer
 from suite.config import BenchConfig
 from suite.dist import DistContext
+from suite.timing import barrier
 
 REDUCE_OP = {
     "sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.AVG, "product": dist.ReduceOp.PRODUCT,
@@ -205,9 +206,13 @@ def _all_to_all(a, ctx):
                    outputs=lambda: outs)
 
 
+def barrier_buffers(ctx: DistContext) -> Buffers:
+    """A barrier on the context's group: nothing to check (declare the case ``unchecked``)."""
+    return Buffers(call=lambda x: barrier(ctx, async_op=x))
+
+
 def _barrier(a, ctx):
-    kw = {"device_ids": [ctx.device.index]} if ctx.backend == "nccl" else {}
-    return Buffers(call=lambda x: dist.barrier(group=ctx.group, async_op=x, **kw))
+    return barrier_buffers(ctx)
 
 
 REGISTRY: tuple[Collective, ...] = (

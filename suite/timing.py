@@ -107,12 +107,10 @@ class Measurement:
 
 
 
-def barrier(ctx: DistContext) -> None:
-    """``dist.barrier`` on the context's group; on NCCL it names our GPU (device_ids)."""
-    if ctx.backend == "nccl":
-        dist.barrier(group=ctx.group, device_ids=[ctx.device.index])
-    else:
-        dist.barrier(group=ctx.group)
+def barrier(ctx: DistContext, async_op: bool = False):
+    """``dist.barrier`` on the context's group (its Work when ``async_op``); on NCCL it names our GPU."""
+    kw = {"device_ids": [ctx.device.index]} if ctx.backend == "nccl" else {}
+    return dist.barrier(group=ctx.group, async_op=async_op, **kw)
 
 
 def _issue(ops: Sequence[OpFn], depth: int, async_op: bool) -> list:
