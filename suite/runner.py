@@ -113,6 +113,8 @@ class Harness:
         finally:
             for b in built:
                 _release(b)
+        extra = _merge_fields({k: v for k, v in case.identity.items() if k != "in_place"}, dict(case.fields), fields,
+                              label=case.label)
         rec = results.make_record(
             experiment=case.experiment, op=case.op, backend=ctx.backend, device=ctx.device.type,
             dtype=case.bytes.dtype, world_size=ctx.world_size, size_bytes=case.bytes.size_bytes,
@@ -126,7 +128,7 @@ class Harness:
             time_normalisation=case.normalisation, time_divisor=case.divisor,
             requested_timing_mode=cfg.timing_mode, hosts=len(set(ctx.hostnames)),
             case_provenance=dict(case.provenance),
-            **{k: v for k, v in case.identity.items() if k != "in_place"}, **case.fields, **fields)
+            **extra)
         return m, rec
 
     # --- support probes ----------------------------------------------------------------------------
@@ -172,6 +174,19 @@ class Harness:
         target = self.env.get("SUITE_INJECT_MISMATCH")
         if target and case.answers_to(target) and ctx.rank == ctx.world_size - 1:
             dist.all_reduce(torch.zeros(1, device=ctx.device), group=ctx.group)
+
+
+def _merge_fields(identity: dict, declared: dict, built: dict, *, label: str) -> dict:
+    """A case's identity, declared and rank-time fields as one dict; a name in two of them is a
+    declaration error (one of the values would be lost)."""
+    seen: dict = {}
+    for part in (identity, declared, built):
+        both = set(seen) & set(part)
+        if both:
+            raise ValueError(f"case {label}: field(s) {', '.join(sorted(both))} declared twice "
+                             "(identity, Case.fields and Buffers.fields/derive must not overlap)")
+        seen.update(part)
+    return seen
 
 
 def _release(b: Buffers) -> None:

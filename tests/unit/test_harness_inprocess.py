@@ -109,7 +109,8 @@ def test_in_place_inputs_are_reset_so_the_timed_result_is_one_op(ctx):
 
 def test_unchecked_and_skipped_cases_say_why(ctx):
     base = dict(experiment="x", op="noop", label="noop", identity={},
-                bytes=Bytes(size_bytes=0, count=0, dtype="none", bw_op=None), build=lambda c: Buffers(call=lambda a: None))
+                bytes=Bytes(size_bytes=0, count=0, dtype="none", bw_op=None),
+                build=lambda c: Buffers(call=lambda a: None))
     _, rec = Harness(ctx, CFG, env={}).run(Case(**base, unchecked="nothing moves"))
     assert rec["checked"] is False and rec["unchecked_reason"] == "nothing moves" and rec["n_wrong"] is None
     with pytest.raises(CaseSkipped, match="not here"):
@@ -176,3 +177,11 @@ def test_watchdog_stop_waits_for_its_thread_to_leave_the_store(monkeypatch):
     wd.stop()
     assert not wd._thread.is_alive()
     assert server.check(["suite/watchdog/done/0"])
+
+
+def test_a_field_declared_twice_is_an_error_not_a_lost_value(ctx):
+    case = Case(experiment="x", op="noop", label="twice", identity={"peer": 1}, fields={"peer": 2},
+                bytes=Bytes(size_bytes=0, count=0, dtype="none", bw_op=None),
+                build=lambda c: Buffers(call=lambda a: None), unchecked="nothing moves")
+    with pytest.raises(ValueError, match="case twice: field\\(s\\) peer declared twice"):
+        Harness(ctx, CFG, env={}).run(case)
