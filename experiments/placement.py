@@ -270,7 +270,8 @@ def _resolve_topology(case: Case, ctx: DistContext, cfg: BenchConfig, session: S
     per_rank: list = [None] * ctx.world_size
     dist.all_gather_object(per_rank, local_topology(ctx), group=ctx.group)
     return _bind(case, barrier_buffers, ranks=per_rank, nodes=list(p.real_layout),
-                 grouping_nodes=list(p.grouping_layout), fake_nodes=p.fake_nodes, nvidia_smi_topo=nvidia_topology() if ctx.rank == 0 else None)
+                 grouping_nodes=list(p.grouping_layout), fake_nodes=p.fake_nodes,
+                 nvidia_smi_topo=nvidia_topology() if ctx.rank == 0 else None)
 
 
 def topology_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
