@@ -58,7 +58,7 @@ import torch
 import torch.distributed as dist
 
 from suite import algorithms, deadlock, verify
-from suite.case import Buffers, Bytes, Case, CaseFailed, Session, experiment_test
+from suite.case import Buffers, Bytes, Case, CaseFailed, Session, experiment_test, wait_all
 from suite.config import BenchConfig
 from suite.dist import DistContext
 from suite.ops import BARRIER_UNCHECKED, elsize
@@ -143,12 +143,6 @@ def _blank(ctx: DistContext, count: int, dtype: torch.dtype) -> torch.Tensor:
     return torch.full((count,), -1, dtype=dtype, device=ctx.device)
 
 
-def _wait_all(works) -> None:
-    for w in works:
-        if w is not None:
-            w.wait()
-
-
 def _cross(ctx: DistContext, a: int, b: int) -> bool:
     return ctx.node_of(a) != ctx.node_of(b)
 
@@ -202,7 +196,7 @@ def _window(ctx: DistContext, s: Spec) -> Buffers:
             return
         works = [dist.irecv(r, peer, group=g) for r in recvs]
         works += [dist.isend(t, peer, group=g) for t in sends]
-        _wait_all(works)
+        wait_all(works)
         if not bi:  # OSU osu_bw: the receiver acknowledges the whole window
             if me == a:
                 dist.recv(ack_in, b, group=g)
@@ -304,7 +298,7 @@ def _producer(ctx: DistContext, s: Spec) -> Buffers:
 
     def run():
         if me == 0:
-            _wait_all([dist.isend(t, r, group=g) for r, t in sends.items()])
+            wait_all([dist.isend(t, r, group=g) for r, t in sends.items()])
         else:
             dist.recv(rbuf, 0, group=g)
 
@@ -323,8 +317,8 @@ def _control(ctx: DistContext, s: Spec) -> Buffers:
     def run():
         if me == 0:
             if s.variant == "ready_go":
-                _wait_all([dist.irecv(t, r, group=g) for r, t in readies.items()])
-            _wait_all([dist.isend(go, r, group=g) for r in range(1, n)])
+                wait_all([dist.irecv(t, r, group=g) for r, t in readies.items()])
+            wait_all([dist.isend(go, r, group=g) for r in range(1, n)])
         else:
             if s.variant == "ready_go":
                 dist.send(ready, 0, group=g)
@@ -372,9 +366,9 @@ def _batching(ctx: DistContext, s: Spec) -> Buffers:
             for r in recvs:
                 dist.recv(r, a, group=g)
         elif v == "isend_each":
-            _wait_all([dist.isend(t, b, group=g) for t in sends] + [dist.irecv(r, a, group=g) for r in recvs])
+            wait_all([dist.isend(t, b, group=g) for t in sends] + [dist.irecv(r, a, group=g) for r in recvs])
         elif v == "batch_isend_irecv":
-            _wait_all(dist.batch_isend_irecv([dist.P2POp(dist.isend, t, b, g) for t in sends] +
+            wait_all(dist.batch_isend_irecv([dist.P2POp(dist.isend, t, b, g) for t in sends] +
                                              [dist.P2POp(dist.irecv, r, a, g) for r in recvs]))
         elif me == a:  # coalesced: pack, one send
             torch.cat(sends, out=flat)

@@ -161,8 +161,9 @@ def _build_placement(ctx: DistContext, fake: int) -> Placement:
         p.gloo_cpu = dist.new_group(backend="gloo", timeout=timeout)
         if ctx.backend == "nccl":
             p.nccl = ctx.group
-        elif dist.is_nccl_available() and ctx.local_world_size <= torch.cuda.device_count():
-            # (NCCL refuses two ranks on one GPU: Gloo-on-CUDA runs with several ranks per GPU skip NCCL modes)
+        elif ctx.agree_all(dist.is_nccl_available() and ctx.local_world_size <= torch.cuda.device_count()):
+            # (NCCL refuses two ranks on one GPU: Gloo-on-CUDA runs with several ranks per GPU skip NCCL
+            # modes; every rank must agree before new_group, which is collective)
             p.nccl = dist.new_group(backend="nccl", timeout=timeout)
     return p
 
@@ -413,7 +414,7 @@ def _hier_build(algo: str, count: int, dtype: str, h: algorithms.Hierarchy):
 
         def check() -> int:
             expected = verify.reduce_expected("sum", n, count, dt, device=ctx.device)
-            return verify.count_wrong(out, expected) + verify.count_wrong(out, flat)
+            return verify.count_wrong_any(out, expected, flat)
 
         return Buffers(call=call, check=check, outputs=lambda: [out], reset=restorer(out))
 
@@ -908,8 +909,8 @@ def copy_bandwidth_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
             case = Case(
                 experiment=EXPERIMENT, op="copy", label=f"{direction}-{mem}-{s}B",
                 identity={"direction": direction, "host_memory": mem},
-                bytes=Bytes(size_bytes=count * 4, count=count, dtype="float32", bw_op="send_recv",
-                            definition="bytes copied"),
+                bytes=Bytes(size_bytes=count * 4, count=count, dtype="float32", bw_op=None,
+                            definition="bytes copied (a copy has no bus factor: algbw is the copy rate)"),
                 build=_copy_build(direction, mem, count), context=_copy_context, mode="blocking",
                 skip=None if count else (lambda ctx, cfg, s=s: f"{s} B is smaller than one float32 element"),
                 fields={"table": "copy", "non_blocking": mem == "pinned", "bytes_moved_factor": moved, "copy_rank": 0},

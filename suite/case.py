@@ -193,8 +193,13 @@ def support_reason(ctx, factory: Callable[[], Buffers], what: str) -> str | None
     None if every rank ran it, else the backend's own words (or "on another rank")."""
     reason = None
     try:
-        wait_all(factory().call(False))
-        ctx.sync_device()
+        b = factory()
+        try:
+            wait_all(b.call(False))
+            ctx.sync_device()
+        finally:
+            if b.release is not None:
+                b.release()
     except Exception as e:  # the backend's own words become the reason
         reason = f"{ctx.backend} does not support {what}: " + \
             (str(e).strip().splitlines() or [type(e).__name__])[0][:200]

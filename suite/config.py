@@ -87,7 +87,7 @@ class BenchConfig:
     root: int = 0
     """Root rank of rooted collectives (broadcast, reduce, gather, scatter)."""
     warmup_iters: int = 5
-    """Untimed iterations before the timed ones."""
+    """Untimed samples before the timed ones (in pipelined mode each issues one op per buffer set)."""
     iters: int = 20
     """Timed samples per case (the minimum, in precision mode)."""
     timing_mode: TimingMode = "blocking"
@@ -213,14 +213,7 @@ def settings_from_env(env=None) -> dict:
         raw = str(env.get(k.env, "")).strip()
         if not raw:
             continue
-        if k.field == "buckets_mb":
-            try:
-                value = tuple(float(b) for b in raw.replace(" ", ",").split(",") if b)
-            except ValueError:
-                raise ConfigError(f"{k.env}={raw!r} must be comma-separated numbers") from None
-        else:
-            value = parse_count(raw, k.env)
-        out.setdefault(k.section, {})[k.field] = value
+        out.setdefault(k.section, {})[k.field] = _section_value(k.section, k.field, raw)
     return out
 
 
@@ -243,6 +236,19 @@ def _split(value) -> tuple[str, ...]:
 _ALIASES = {"prod": "product", "fp32": "float32", "fp64": "float64", "fp16": "float16",
             "half": "float16", "bf16": "bfloat16", "float": "float32", "double": "float64",
             "int": "int32", "long": "int64"}
+
+
+def _section_value(section: str, name: str, value):
+    """A section field from a string (the environment), a list (config.json) or a value."""
+    default = getattr(SECTIONS[section](), name)
+    label = next((k.env for k in ENV_KNOBS if (k.section, k.field) == (section, name)), f"{section}.{name}")
+    if isinstance(default, tuple):
+        try:
+            items = value.replace(" ", ",").split(",") if isinstance(value, str) else list(value)
+            return tuple(float(v) for v in items if str(v).strip())
+        except (TypeError, ValueError):
+            raise ConfigError(f"{label}={value!r} must be comma-separated numbers") from None
+    return parse_count(value, label)
 
 
 def build_config(**raw) -> BenchConfig:
@@ -280,7 +286,7 @@ def build_config(**raw) -> BenchConfig:
         bad = set(value) - fields
         if bad:
             raise ConfigError(f"unknown {name} setting(s): {', '.join(sorted(bad))}")
-        kw[name] = cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in value.items()})
+        kw[name] = cls(**{k: _section_value(name, k, v) for k, v in value.items()})
     unknown = set(raw) - {f.name for f in dataclasses.fields(BenchConfig)}
     if unknown:
         raise ConfigError(f"unknown setting(s): {', '.join(sorted(unknown))}")

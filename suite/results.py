@@ -83,7 +83,19 @@ def make_record(*, experiment: str, op: str, backend: str, device: str, dtype: s
     rec.update(per_rank_fields(m, world_size))
     if m.precision_reached is not None:
         rec["precision_reached"] = m.precision_reached
-    prov = {k: v.format(timer=m.timer, bw_op=bw_op) for k, v in PROVENANCE.items() if k in rec}
+    prov = {k: v.format(timer=m.timer, bw_op=bw_op) for k, v in PROVENANCE.items()
+            if rec.get(k) is not None}  # no claim for a number the record does not have (busbw, n_wrong)
+    per_op = []
+    if m.ops_per_sample > 1:
+        per_op.append(f"divided by the {m.ops_per_sample} ops of a sample")
+    divisor = extra.get("time_divisor", 1)
+    if divisor != 1:
+        per_op.append(f"divided by {divisor:g} ({extra.get('time_normalisation', 'see time_normalisation')})")
+    if per_op:
+        for k in ("time_us", "p05_us", "p50_us", "p95_us", "p99_us", "min_us", "max_us", "mean_us", "samples_us",
+                  "rank_median_us"):
+            if k in prov:
+                prov[k] += "; " + ", ".join(per_op)
     prov.update(case_provenance or {})
     rec["provenance"] = prov
     rec.update(extra)

@@ -26,6 +26,7 @@ matched by ``Case.answers_to``: an experiment, op, label, identity value, or ``a
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import time
 from collections.abc import Mapping
@@ -81,6 +82,8 @@ class Harness:
         try:
             # 1. correctness from fresh inputs, outside the timed region
             once = build()
+            if checked and once.check is None:
+                raise ValueError(f"case {case.label} is checked (no `unchecked` reason) but its Buffers have no check")
             wait_all(once.call(False))
             ctx.sync_device()
             if self._corrupt_target(case, timed=False):
@@ -88,6 +91,9 @@ class Harness:
             wrong_once = once.check() if checked and once.check is not None else 0
             fields = dict(once.fields)
             _release(once)
+            built.remove(once)
+            del once
+            gc.collect()  # the check run's buffers (a model, for DDP) are gone before the timed ones exist
             # 2. one buffer set per in-flight op, timed
             depth = cfg.pipeline_depth if mode in ("pipelined", "cuda_graph") else 1
             # one buffer set per op in flight (pipelined) or per op in the captured graph (cuda_graph)
@@ -109,6 +115,8 @@ class Harness:
             m = m.scaled(case.divisor)
             if sets[-1].derive is not None:
                 fields.update(sets[-1].derive(m, around, self.session))
+            if m.group_ranks is not None:
+                fields["group_ranks"] = m.group_ranks  # the global rank of each rank_median_us entry
             n_sets = len(sets)
         finally:
             for b in built:

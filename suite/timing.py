@@ -54,12 +54,9 @@ import torch.distributed as dist
 from suite import metrics
 from suite.config import BenchConfig
 from suite.dist import DistContext
-from suite.case import wait_all
+from suite.case import OpFn, wait_all
 from suite.errors import CaseSkipped
 
-OpFn = Callable[[bool], object]
-"""Issues one operation; called with ``async_op``; returns a Work (or a list of
-them, or None when the op completed synchronously)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,6 +80,9 @@ class Measurement:
     """Every rank x iteration time, seconds (only when the run asks to keep them)."""
     buffer_sets: int = 1
     """Distinct buffer sets the in-flight ops of one sample used."""
+    group_ranks: list[int] | None = None
+    """Global rank of each position of ``rank_median_s`` and of ``slowest_rank`` when the group is
+    not the whole job (a subgroup); None when they are the global ranks themselves."""
 
     @property
     def iterations(self) -> int:
@@ -244,8 +244,12 @@ def measure(ctx: DistContext, cfg: BenchConfig, op: OpFn | Sequence[OpFn], *, mo
     warm = cfg.warmup_iters if warmup_iters is None else warmup_iters
     depth = cfg.pipeline_depth if mode in ("pipelined", "cuda_graph") else 1
 
-    for i in range(warm):
-        wait_all(ops[i % len(ops)](mode == "pipelined"))
+    for _ in range(warm):  # untimed samples: one op per buffer set, as the timed samples issue them
+        if mode == "pipelined":
+            wait_all(_issue(ops, depth, True))
+        else:
+            for o in ops:
+                wait_all(o(False))
     ctx.sync_device()
     graph = None
     if mode == "cuda_graph":
@@ -282,7 +286,15 @@ def measure(ctx: DistContext, cfg: BenchConfig, op: OpFn | Sequence[OpFn], *, mo
                        timer="cuda_event" if ctx.device.type == "cuda" else "host",
                        slowest_rank=slowest, rank_median_s=[metrics.percentile(r, 50) for r in per_rank],
                        rank_samples_s=per_rank if keep_rank_samples else None,
-                       buffer_sets=min(len(ops), depth))
+                       buffer_sets=min(len(ops), depth), group_ranks=_group_ranks(ctx))
+
+
+def _group_ranks(ctx: DistContext) -> list[int] | None:
+    """Global ranks of the group's positions, or None for the whole job (positions are global ranks)."""
+    if ctx.group is None or ctx.group is dist.group.WORLD:
+        return None
+    ranks = [dist.get_global_rank(ctx.group, r) for r in range(ctx.world_size)]
+    return None if ranks == list(range(dist.get_world_size())) else ranks
 
 
 def _max_over_ranks(got: _RankSamples) -> list[float]:

@@ -92,6 +92,17 @@ def count_wrong(actual: torch.Tensor, expected: torch.Tensor) -> int:
     return int((a != e).sum().item())
 
 
+def count_wrong_any(actual: torch.Tensor, *expected: torch.Tensor) -> int:
+    """Elements of ``actual`` that differ from any of ``expected`` (each counted once)."""
+    if any(actual.shape != e.shape for e in expected):
+        return max([actual.numel()] + [e.numel() for e in expected])
+    a = actual.detach()
+    bad = torch.zeros(a.shape, dtype=torch.bool, device=a.device)
+    for e in expected:
+        bad |= a != e.to(a.device)
+    return int(bad.sum().item())
+
+
 def global_wrong(local_wrong: int, group, device: torch.device) -> int:
     """Sum of wrong-element counts over every rank of ``group``."""
     return global_wrong_many([local_wrong], group, device)[0]

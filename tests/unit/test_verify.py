@@ -45,3 +45,14 @@ def test_count_wrong():
     a[7] = float("nan")
     assert verify.count_wrong(a, e) == 2
     assert verify.count_wrong(torch.zeros(3), torch.zeros(4)) == 4
+
+
+def test_count_wrong_any_counts_an_element_once():
+    import torch
+
+    from suite.verify import count_wrong_any
+
+    a = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    assert count_wrong_any(a, a.clone(), a.clone()) == 0
+    assert count_wrong_any(a, torch.tensor([1.0, 0.0, 3.0, 4.0]), torch.tensor([1.0, 0.0, 0.0, 4.0])) == 2
+    assert count_wrong_any(a, torch.zeros(3)) == 4
