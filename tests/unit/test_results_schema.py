@@ -105,3 +105,15 @@ def test_an_op_without_a_bus_factor_has_no_bus_bandwidth():
     with pytest.raises(ValueError, match="no bus-bandwidth factor for op 'step'"):
         results.make_record(experiment="x", op="step", backend="gloo", device="cpu", dtype="float32",
                             world_size=2, size_bytes=100, count=25, in_place=False, m=_m([1e-3]), n_wrong=0)
+
+
+def test_provenance_names_the_divisions_and_claims_nothing_absent():
+    m = Measurement(samples_s=[2e-3], timing_mode="pipelined", ops_per_sample=4, warmup_iters=1,
+                    precision_reached=None)
+    rec = results.make_record(experiment="p2p", op="send_recv", backend="gloo", device="cpu", dtype="float32",
+                              world_size=2, size_bytes=64, count=16, in_place=False, m=m, n_wrong=None,
+                              checked=False, unchecked_reason="x", busbw=False, time_divisor=2,
+                              time_normalisation="round trip / 2")
+    t = rec["provenance"]["time_us"]
+    assert "divided by the 4 ops of a sample" in t and "divided by 2 (round trip / 2)" in t
+    assert not {"busbw_gbps", "busbw_factor", "n_wrong"} & set(rec["provenance"])
