@@ -249,20 +249,14 @@ def _with_capabilities(case: Case, lctx: DistContext, cfg: BenchConfig, session:
 
 def capability_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     """One record per lane: the capability matrix, timed by the lane's barrier (context, not the point)."""
-    return [_resolved_by(_with_capabilities, Case(
-                 experiment=EXPERIMENT, op="capability", label=lane.key, identity={"lane_key": lane.key},
+    return [Case(experiment=EXPERIMENT, op="capability", label=lane.key, identity={"lane_key": lane.key},
                  bytes=Bytes(size_bytes=0, count=0, dtype="none", bw_op=None, definition="none: a barrier"),
                  build=ops.barrier_buffers,
                  unchecked="the capability matrix is probes; its time is the lane's barrier, which moves no data",
                  fields={"table": "capability", "timed": "barrier", "torch_version": torch.__version__,
                          **_lane_fields(lane.key)},
-                 context=_on_lane(lane.key), max_iters=5, warmup=1))
+                 context=_on_lane(lane.key), max_iters=5, warmup=1, resolve=_with_capabilities)
             for lane in _planned(cfg)]
-
-
-def _resolved_by(fn, case: Case) -> Case:
-    """``case`` with ``resolve`` = fn(case, ctx, cfg, session)."""
-    return dataclasses.replace(case, resolve=lambda ctx, cfg, session: fn(case, ctx, cfg, session))
 
 
 # --- side by side: collectives and send_recv on every lane -----------------------------------
@@ -288,10 +282,8 @@ def collective_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
 
 def _sized(cfg: BenchConfig):
     for dtype in cfg.dtypes:
-        for size in compared_sizes(cfg):
-            count = size // ops.elsize(dtype)
-            if count:
-                yield dtype, count * ops.elsize(dtype), count
+        for _, count in ops.counts(compared_sizes(cfg), dtype):
+            yield dtype, count * ops.elsize(dtype), count
 
 
 def send_recv_cases(cfg: BenchConfig, world_size: int) -> list[Case]:

@@ -469,15 +469,15 @@ def _peak_memory(ctx: DistContext):
 def _declare(v: Variant, settings: Settings) -> Case:
     init = v.kind in ("init_broadcast", "ddp_init")
     build = (lambda ctx: _init_buffers(v, ctx, settings)) if init else (lambda ctx: _step_buffers(v, ctx, settings))
-    resolve = _resolve_init if init else _resolve_step
+    resolved = _resolve_init if init else _resolve_step
     # The test id is case_id(v) (unique over both models); the tables show the recorded label v.label.
-    case = Case(experiment=EXPERIMENT, op=v.op, label=case_id(v), record_label=v.label,
+    return Case(experiment=EXPERIMENT, op=v.op, label=case_id(v), record_label=v.label,
                 identity={"variant": case_id(v), "model": v.model, "in_place": True},
                 # the sizes are the model's, known once it is built (resolve)
                 bytes=Bytes(size_bytes=0, count=0, dtype="float32", bw_op=None), build=build, mode="blocking",
                 around=_peak_memory, names=(v.label,),
-                skip=None if init else (lambda ctx, cfg: _cannot_run(v, ctx, settings)))
-    return dataclasses.replace(case, resolve=lambda ctx, cfg, session: resolve(v, settings, case, ctx, cfg, session))
+                skip=None if init else (lambda ctx, cfg: _cannot_run(v, ctx, settings)),
+                resolve=lambda case, ctx, cfg, session: resolved(v, settings, case, ctx, cfg, session))
 
 
 def ddp_cases(cfg: BenchConfig, world_size: int) -> list[Case]:

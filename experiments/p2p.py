@@ -404,9 +404,9 @@ def _deadlock_result(ctx: DistContext) -> dict:
     return obj[0]
 
 
-def _resolve_exchange(case: Case, s: Spec):
+def _resolve_exchange(s: Spec):
     """The exchange case at the size where both-send-first blocked, with the probe's findings."""
-    def resolve(ctx: DistContext, cfg: BenchConfig, session: Session) -> Case:
+    def resolve(case: Case, ctx: DistContext, cfg: BenchConfig, session: Session) -> Case:
         probe = session.once("deadlock", lambda: _deadlock_result(ctx))
         if probe["error"]:
             raise CaseFailed(f"deadlock demonstration failed: {probe['error']}")
@@ -490,9 +490,9 @@ def _case(s: Spec, build: Callable[[DistContext, Spec], Buffers], iteration: str
     case = Case(experiment=EXPERIMENT, op=OP_OF.get(s.pattern, {}).get(s.variant, "send_recv"), label=label_of(s),
                 identity=identity, bytes=_bytes(s), build=lambda ctx: build(ctx, s), unchecked=unchecked,
                 fields={"iteration": iteration, **(fields or {})}, provenance=provenance or {}, mode="blocking",
-                divisor=divisor, normalisation=normalisation, skip=_skip(s))
-    if s.pattern == "exchange":  # its size and deadlock_* fields are found at run time
-        case = dataclasses.replace(case, resolve=_resolve_exchange(case, s))
+                divisor=divisor, normalisation=normalisation, skip=_skip(s),
+                # the exchange's size and deadlock_* fields are found at run time
+                resolve=_resolve_exchange(s) if s.pattern == "exchange" else None)
     return case
 
 

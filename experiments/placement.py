@@ -63,7 +63,7 @@ from suite import algorithms, verify
 from suite.case import Buffers, Bytes, Case, CaseFailed, CaseSkipped, Session, experiment_test, restorer
 from suite.config import BenchConfig
 from suite.dist import DistContext
-from suite.ops import barrier_buffers, elsize
+from suite.ops import barrier_buffers, counts, elsize
 
 EXPERIMENT = "placement"
 N_SIZES = 3
@@ -282,8 +282,8 @@ def topology_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
                             definition="none: a barrier moves no data"),
                 build=_bound_at_run_time, context=_placed, max_iters=5, warmup=1,
                 unchecked="topology is gathered, not computed; the timed op is a barrier, which moves no data",
-                fields={"table": "topology", "timed": "barrier"})
-    return [dataclasses.replace(case, resolve=lambda ctx, cfg, session: _resolve_topology(case, ctx, cfg, session))]
+                fields={"table": "topology", "timed": "barrier"}, resolve=_resolve_topology)
+    return [case]
 
 
 # --- intra- vs inter-node pairs and groups ----------------------------------------------------
@@ -328,10 +328,7 @@ def pair_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     dtype = cfg.dtypes[0]
     out = []
     for kind in ("intra", "inter"):
-        for s in compared_sizes(cfg):
-            count = _count(s, dtype)
-            if not count:
-                continue
+        for s, count in counts(compared_sizes(cfg), dtype):
             out.append(Case(
                 experiment=EXPERIMENT, op="send_recv", label=f"{kind}-{s}B", identity={"placement": kind},
                 bytes=Bytes(size_bytes=count * elsize(dtype), count=count, dtype=dtype, bw_op="send_recv",
@@ -378,16 +375,12 @@ def group_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     dtype = cfg.dtypes[0]
     out = []
     for kind in ("intra", "inter"):
-        for s in compared_sizes(cfg):
-            count = _count(s, dtype)
-            if not count:
-                continue
-            case = _all_reduce_case(
+        for s, count in counts(compared_sizes(cfg), dtype):
+            out.append(_all_reduce_case(
                 f"{kind}-{s}B", {"placement": kind}, count, dtype,
                 build=_group_build(count, dtype), context=_group_context(kind),
-                fields={"table": "groups", "job_world_size": world_size})
-            out.append(dataclasses.replace(
-                case, resolve=lambda ctx, cfg, session, case=case, kind=kind: _resolve_group(case, kind, ctx, session)))
+                fields={"table": "groups", "job_world_size": world_size},
+                resolve=lambda case, ctx, cfg, session, kind=kind: _resolve_group(case, kind, ctx, session)))
     return out
 
 
@@ -432,16 +425,12 @@ def hierarchical_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     the hierarchical form completes inside one call)."""
     out = []
     for d in cfg.dtypes:
-        for s in compared_sizes(cfg):
-            count = _count(s, d)
-            if not count:
-                continue
+        for s, count in counts(compared_sizes(cfg), d):
             for algo in ("flat", "hierarchical"):
-                case = _all_reduce_case(
+                out.append(_all_reduce_case(
                     f"{algo}-{d}-{s}B", {"algorithm": algo, "variant": f"all_reduce:{algo}"}, count, d,
-                    build=_bound_at_run_time, context=_placed, mode="blocking", fields={"table": "hierarchical"})
-                out.append(dataclasses.replace(
-                    case, resolve=lambda ctx, cfg, session, case=case, algo=algo, count=count, d=d:
+                    build=_bound_at_run_time, context=_placed, mode="blocking", fields={"table": "hierarchical"},
+                    resolve=lambda case, ctx, cfg, session, algo=algo, count=count, d=d:
                     _resolve_hier(case, algo, count, d, ctx, session)))
     return out
 
@@ -659,10 +648,7 @@ def contiguity_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     dtype = cfg.dtypes[0]
     out = []
     for op in ("all_reduce", "send_recv"):
-        for s in compared_sizes(cfg):
-            count = _count(s, dtype)
-            if not count:
-                continue
+        for s, count in counts(compared_sizes(cfg), dtype):
             rows, cols = matrix_shape(count)
             for layout in ("contiguous", "transposed"):
                 flat = rows == 1 or cols == 1
@@ -693,7 +679,7 @@ def contiguity_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
                     fields={"table": "contiguity", "shape": [cols, rows] if layout == "transposed" else [count],
                             "hidden_copy": hidden})
                 if op == "send_recv":
-                    case = dataclasses.replace(case, resolve=lambda ctx, cfg, session, case=case:
+                    case = dataclasses.replace(case, resolve=lambda case, ctx, cfg, session:
                                                _resolve_send(case, ctx, session))
                 out.append(case)
     return out
@@ -765,10 +751,7 @@ def gpu_placement_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     dtype = cfg.dtypes[0]
     out = []
     for mode in GPU_MODES:
-        for s in compared_sizes(cfg):
-            count = _count(s, dtype)
-            if not count:
-                continue
+        for s, count in counts(compared_sizes(cfg), dtype):
             out.append(_all_reduce_case(
                 f"{mode}-{s}B", {"placement": mode}, count, dtype,
                 build=_gpu_build(mode, count, dtype), context=_gpu_context(mode),
@@ -921,7 +904,7 @@ def copy_bandwidth_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
                             "pct_of_peak": "derived: 100 x size_bytes x bytes_moved_factor / time_us / "
                                            "nominal_peak_gbps"})
             out.append(dataclasses.replace(
-                case, resolve=lambda ctx, cfg, session, case=case, direction=direction:
+                case, resolve=lambda case, ctx, cfg, session, direction=direction:
                 _resolve_copy(case, direction, ctx, session)))
     return out
 

@@ -155,8 +155,9 @@ class Case:
     """around(ctx) -> a context manager entered around warm-up and the timed samples (e.g. peak memory);
     ``Buffers.derive`` gets it."""
     resolve: Callable[..., "Case"] | None = None
-    """resolve(ctx, cfg, session) -> the concrete case, for a case whose size or fields are found at run
-    time (e.g. by a probe); may raise CaseSkipped or CaseFailed (the same on every rank)."""
+    """resolve(case, ctx, cfg, session) -> the concrete case (e.g. ``dataclasses.replace(case, ...)``), for a
+    case whose size or fields are found at run time (e.g. by a probe); may raise CaseSkipped or CaseFailed
+    (the same on every rank)."""
 
     def answers_to(self, name: str) -> bool:
         """Whether fault-injection target ``name`` selects this case."""

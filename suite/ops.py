@@ -75,6 +75,12 @@ def elsize(name: str) -> int:
     return torch.empty((), dtype=verify.DTYPE_OF[name]).element_size()
 
 
+def counts(sizes, dtype: str) -> list[tuple[int, int]]:
+    """(size, element count) for each size of ``sizes`` that holds at least one ``dtype`` element."""
+    el = elsize(dtype)
+    return [(s, s // el) for s in sizes if s // el]
+
+
 def _t(ctx: DistContext, a: Args, numel: int, *, rank: int | None = None, offset: int = 0) -> torch.Tensor:
     return verify.pattern(ctx.rank if rank is None else rank, numel, dtype_of(a.dtype),
                           redop=a.redop or "sum", world_size=ctx.world_size, offset=offset, device=ctx.device)

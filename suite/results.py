@@ -49,6 +49,8 @@ PROVENANCE = {
     "busbw_factor": "modelled: nccl-tests bus factor of {bw_op} at world_size ranks (ring/flat algorithm)",
     "n_wrong": "measured: elements that differ from the exact expected result, summed over ranks, "
                "in the check run and in every timed buffer set",
+    "n_wrong_check": "measured: the wrong elements of the check run, summed over ranks",
+    "n_wrong_timed": "measured: the wrong elements of every timed buffer set after the timed region, summed over ranks",
 }
 """How each shared number of a record was obtained (stored with the record as ``provenance``)."""
 
@@ -83,6 +85,7 @@ def make_record(*, experiment: str, op: str, backend: str, device: str, dtype: s
     rec.update(per_rank_fields(m, world_size))
     if m.precision_reached is not None:
         rec["precision_reached"] = m.precision_reached
+    rec.update(extra)
     prov = {k: v.format(timer=m.timer, bw_op=bw_op) for k, v in PROVENANCE.items()
             if rec.get(k) is not None}  # no claim for a number the record does not have (busbw, n_wrong)
     per_op = []
@@ -98,7 +101,6 @@ def make_record(*, experiment: str, op: str, backend: str, device: str, dtype: s
                 prov[k] += "; " + ", ".join(per_op)
     prov.update(case_provenance or {})
     rec["provenance"] = prov
-    rec.update(extra)
     return rec
 
 

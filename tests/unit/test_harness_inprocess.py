@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 
@@ -185,3 +186,22 @@ def test_a_field_declared_twice_is_an_error_not_a_lost_value(ctx):
                 build=lambda c: Buffers(call=lambda a: None), unchecked="nothing moves")
     with pytest.raises(ValueError, match="case twice: field\\(s\\) peer declared twice"):
         Harness(ctx, CFG, env={}).run(case)
+
+
+def test_resolve_gets_its_own_case_and_returns_the_concrete_one(ctx):
+    seen = []
+
+    def resolve(case, c, cfg, session):
+        seen.append(case.label)
+        return dataclasses.replace(case, fields={**case.fields, "found": session.once("probe", lambda: 7)})
+
+    case = Case(experiment="x", op="noop", label="late", identity={}, fields={"table": "t"},
+                bytes=Bytes(size_bytes=0, count=0, dtype="none", bw_op=None),
+                build=lambda c: Buffers(call=lambda a: None), unchecked="nothing moves", resolve=resolve)
+    _, rec = Harness(ctx, CFG, env={}).run(case)
+    assert seen == ["late"] and rec["found"] == 7 and rec["table"] == "t"
+
+
+def test_the_wrong_counts_say_how_they_were_obtained(ctx):
+    _, rec = Harness(ctx, CFG, env={}).run(ops.collective_cases(CFG, 1, experiment="collectives")[0])
+    assert {"n_wrong", "n_wrong_check", "n_wrong_timed"} <= set(rec["provenance"])

@@ -86,7 +86,8 @@ def _experiment_modules() -> list[str]:
     return sorted(_module_name(p) for p in (ROOT / "experiments").glob("*.py") if p.name != "__init__.py")
 
 
-@pytest.mark.parametrize("mod", _experiment_modules())
+# every experiment, and the deadlock pair's child process (it imports no experiment)
+@pytest.mark.parametrize("mod", _experiment_modules() + ["suite.deadlock"])
 def test_experiment_imports_without_pytest(mod):
     code = f"import sys, {mod}; assert 'pytest' not in sys.modules, 'pytest was imported'"
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
