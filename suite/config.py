@@ -95,7 +95,7 @@ class BenchConfig:
     pipelined: ``pipeline_depth`` ops issued back to back, one sync, sample =
     elapsed / depth (nccl-tests' default); cuda_graph (NCCL on CUDA only):
     ``pipeline_depth`` ops captured in one CUDA graph, sample = replay / depth
-    (nccl-tests -G, for small-message latency without launch overhead)."""
+    (nccl-tests -G, for small-message latency without the per-op launch cost)."""
     pipeline_depth: int = 8
     """Ops per sample in pipelined and cuda_graph modes."""
     precision_pct: float = 0.0

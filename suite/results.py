@@ -54,6 +54,15 @@ PROVENANCE = {
 }
 """How each shared number of a record was obtained (stored with the record as ``provenance``)."""
 
+TIMER_DEFINITIONS = {
+    "host": "host perf_counter from after the barrier to after the op(s) completed and the device synced; "
+            "includes the host's cost of issuing the op(s)",
+    "cuda_event": "CUDA events on the current stream around the op(s); the start event is recorded on an idle "
+                  "stream after the barrier, so the sample includes the host's launch overhead of the op(s) and "
+                  "the device's execution, not the synchronize after the end event",
+}
+"""What a sample of each timer includes (recorded as ``timer_definition``; suite/timing.py has the detail)."""
+
 
 def make_record(*, experiment: str, op: str, backend: str, device: str, dtype: str, world_size: int,
                 size_bytes: int, count: int, in_place: bool, m: Measurement, n_wrong: int | None,
@@ -73,7 +82,8 @@ def make_record(*, experiment: str, op: str, backend: str, device: str, dtype: s
     rec = {
         "experiment": experiment, "op": op, "backend": backend, "device": device, "dtype": dtype,
         "world_size": world_size, "size_bytes": int(size_bytes), "count": int(count),
-        "in_place": bool(in_place), "timing_mode": m.timing_mode, "timer": m.timer, "iterations": m.iterations,
+        "in_place": bool(in_place), "timing_mode": m.timing_mode, "timer": m.timer,
+        "timer_definition": TIMER_DEFINITIONS[m.timer], "iterations": m.iterations,
         "ops_per_sample": m.ops_per_sample, "buffer_sets": m.buffer_sets, "warmup_iters": m.warmup_iters,
         "time_us": t * 1e6, **stats, "algbw_gbps": algbw, "busbw_gbps": busbw_v,
         "busbw_factor": factor, "checked": bool(checked),
@@ -83,6 +93,8 @@ def make_record(*, experiment: str, op: str, backend: str, device: str, dtype: s
     if not checked:
         rec["unchecked_reason"] = unchecked_reason or "not stated"
     rec.update(per_rank_fields(m, world_size))
+    if m.timing_mode == "cuda_graph":
+        rec["graph_kernel_nodes"] = m.graph_kernel_nodes  # None: not counted (no cuda.bindings)
     if m.precision_reached is not None:
         rec["precision_reached"] = m.precision_reached
     rec.update(extra)

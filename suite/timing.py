@@ -18,12 +18,19 @@ Timing modes (recorded with every result, because tools disagree mostly on this)
   removes the per-op CPU launch cost, which dominates small-message latency
   (nccl-tests ``-G``; NVIDIA/nccl#1984: ~0.5 us with graphs vs ~3.5 us without).
 
-Clocks: on CPU a sample is host wall-clock time (``time.perf_counter``). When the
-group's device is CUDA, a sample is the time between two CUDA events
-(``torch.cuda.Event(enable_timing=True)``) recorded on the current stream around
-the op(s), as nccl-tests ``-I`` and the DeepSpeed/stas00 benchmarks do: it
-excludes the host's launch overhead before the first op reaches the GPU and the
-``synchronize`` latency after the last. The record says which (``timer``).
+Clocks (``timer`` in the record, with its definition in ``timer_definition``): on CPU a
+sample is host wall-clock time (``time.perf_counter``) from just after the barrier
+returns to just after the op(s) completed (``wait()``) and the device was synced: it
+includes the host's cost of issuing the op. When the group's device is CUDA, a sample
+is the time between two CUDA events (``torch.cuda.Event(enable_timing=True)``)
+recorded on the current stream around the op(s), as nccl-tests and the
+DeepSpeed/stas00 benchmarks do. After the barrier the stream is idle, so the start
+event completes as soon as it is enqueued, *before* the host has launched the op:
+the sample includes the host's launch overhead of the (first) op, the device's
+execution, and nothing of the ``synchronize`` after the end event. (Only in
+``cuda_graph`` mode is the per-op launch cost gone: one replay launches all
+``depth`` ops.) A CUDA graph that captured nothing (the op ran eagerly during the
+capture: a CPU tensor, a Gloo group) is an error, not a measurement.
 
 A sample is the *maximum over ranks* of that iteration's time (the collective
 is done only when its slowest rank is done). The per-rank samples are gathered
@@ -46,6 +53,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -55,8 +63,7 @@ from suite import metrics
 from suite.config import BenchConfig
 from suite.dist import DistContext
 from suite.case import OpFn, wait_all
-from suite.errors import CaseSkipped
-
+from suite.errors import CaseFailed, CaseSkipped
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,6 +90,8 @@ class Measurement:
     group_ranks: list[int] | None = None
     """Global rank of each position of ``rank_median_s`` and of ``slowest_rank`` when the group is
     not the whole job (a subgroup); None when they are the global ranks themselves."""
+    graph_kernel_nodes: int | None = None
+    """cuda_graph mode: kernel nodes of the captured graph (None when not counted: no cuda.bindings)."""
 
     @property
     def iterations(self) -> int:
@@ -145,7 +154,8 @@ def _run_samples_cuda(ctx: DistContext, ops: Sequence[OpFn], n: int, mode: str, 
     With async_op=False (and after ``wait()`` of an async Work) NCCL makes the
     current stream wait for the collective's stream, so an event recorded after
     the op completes only when the collective has; the start event, recorded
-    after the barrier on an idle stream, marks when the op could begin. For
+    after the barrier on an idle stream, completes at once, before the host has
+    launched the op, so the sample includes the launch overhead. For
     Gloo on CUDA ``wait()`` blocks the host until the op is done, so the events
     bracket the same interval as the host clock would. One event pair per
     sample; the device is synced after each sample (as on the host path), and
@@ -172,35 +182,87 @@ def _run_samples_cuda(ctx: DistContext, ops: Sequence[OpFn], n: int, mode: str, 
 
 
 def _capture_graph(ctx: DistContext, ops: Sequence[OpFn], depth: int):
-    """Capture ``depth`` blocking ops into a CUDA graph, or skip the case on every rank.
+    """Capture ``depth`` blocking ops into a CUDA graph, or skip/fail the case on every rank.
 
-    NCCL collectives are capturable (PyTorch's test_c10d_nccl
-    ``test_allreduce_in_cudagraph`` captures ``all_reduce`` and ``broadcast``);
-    Gloo and CPU tensors are not. Capture launches nothing, so ranks agree on
-    the outcome afterwards without risking a hang. ``thread_local`` capture mode
-    is a precaution: in the default ``global`` mode a capture-unsafe CUDA call
-    from any other thread of the process (the NCCL watchdog polls events) would
-    invalidate this capture; ``thread_local`` still checks everything this thread
-    does. Eager NCCL ops (the barriers) and graph replays share one communicator
-    but are never outstanding together (each sample ends with a device sync), so
-    this also holds with NCCL_GRAPH_MIXING_SUPPORT=0.
+    Returns ``(graph, kernel_nodes)``. Only ops on an NCCL group on CUDA are captured
+    (skip otherwise). NCCL collectives are capturable (PyTorch's test_c10d_nccl
+    ``test_allreduce_in_cudagraph`` captures ``all_reduce`` and ``broadcast``); an op
+    that does its work on the host (a CPU tensor, a Gloo call made by the op itself)
+    runs eagerly *during* the capture and leaves an empty graph, whose replays would
+    time nothing: that is a CaseFailed, not a measurement (PyTorch warns "The CUDA
+    Graph is empty" at capture end; where ``cuda.bindings`` is installed the kernel
+    nodes are also counted, and a graph without kernels fails likewise).
+    Capture launches nothing, so ranks agree on the outcome afterwards without
+    risking a hang. ``thread_local`` capture mode is a precaution: in the default
+    ``global`` mode a capture-unsafe CUDA call from any other thread of the process
+    (the NCCL watchdog polls events) would invalidate this capture; ``thread_local``
+    still checks everything this thread does. Eager NCCL ops (the barriers) and graph
+    replays share one communicator but are never outstanding together (each sample
+    ends with a device sync), so this also holds with NCCL_GRAPH_MIXING_SUPPORT=0.
     """
     reason = None
     graph = None
+    problem = None
+    kernels = None
     if ctx.device.type != "cuda" or ctx.backend != "nccl":
         reason = f"timing mode cuda_graph needs NCCL on CUDA; this group is {ctx.backend} on {ctx.device.type}"
     else:
         try:
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-                wait_all(_issue(ops, depth, False))
+            graph = _new_graph()
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+                    wait_all(_issue(ops, depth, False))
+            kernels = _kernel_nodes(graph)
+            problem = graph_problem([str(w.message) for w in caught], kernels)
         except Exception as e:  # the op does something a graph cannot hold (host sync, allocation)
             graph = None
             reason = "this op cannot be captured in a CUDA graph: " + \
                      ((str(e).strip().splitlines() or [type(e).__name__])[0][:200])
     if not ctx.agree_all(reason is None):
         raise CaseSkipped(reason or "another rank could not capture this op in a CUDA graph")
-    return graph
+    if not ctx.agree_all(problem is None):
+        raise CaseFailed(problem or "another rank captured an empty CUDA graph")
+    return graph, kernels
+
+
+def graph_problem(capture_warnings: Sequence[str], kernel_nodes: int | None) -> str | None:
+    """Why a captured CUDA graph is not a measurement (None if it is): it holds no work.
+
+    ``capture_warnings`` are the warnings raised during capture (PyTorch's CUDAGraph
+    warns "The CUDA Graph is empty" when the capture recorded no node);
+    ``kernel_nodes`` the graph's kernel nodes where they could be counted (else None).
+    """
+    if any("graph is empty" in w.lower() for w in capture_warnings):
+        return ("the captured CUDA graph is empty: the op ran eagerly during capture (host work, a CPU tensor or a "
+                "non-NCCL group), so its replays would time nothing")
+    if kernel_nodes == 0:
+        return ("the captured CUDA graph has no kernel: the op's work is not on the GPU stream, so its replays "
+                "would time nothing")
+    return None
+
+
+def _new_graph():
+    """A CUDAGraph that keeps its cudaGraph_t (so its nodes can be counted) where torch allows it."""
+    try:
+        return torch.cuda.CUDAGraph(keep_graph=True)
+    except TypeError:  # older torch: no keep_graph
+        return torch.cuda.CUDAGraph()
+
+
+def _kernel_nodes(graph) -> int | None:
+    """Kernel nodes of a captured graph via cuda.bindings (the package torch's get_graph_data uses), or None."""
+    try:
+        from cuda.bindings import runtime as rt
+        raw = graph.raw_cuda_graph()
+        err, _, n = rt.cudaGraphGetNodes(raw, numNodes=0)
+        err, nodes, n = rt.cudaGraphGetNodes(raw, numNodes=n)
+        if err != rt.cudaError_t.cudaSuccess:
+            return None
+        kernel = rt.cudaGraphNodeType.cudaGraphNodeTypeKernel
+        return sum(1 for node in nodes[:n] if rt.cudaGraphNodeGetType(node)[1] == kernel)
+    except Exception:  # no cuda.bindings, no keep_graph, or an API change: not counted
+        return None
 
 
 @dataclass(frozen=True)
@@ -251,11 +313,11 @@ def measure(ctx: DistContext, cfg: BenchConfig, op: OpFn | Sequence[OpFn], *, mo
             for o in ops:
                 wait_all(o(False))
     ctx.sync_device()
-    graph = None
+    graph = kernels = None
     if mode == "cuda_graph":
         if before_sample is not None:
             before_sample()
-        graph = _capture_graph(ctx, ops, depth)
+        graph, kernels = _capture_graph(ctx, ops, depth)
         graph.replay()  # the first replay uploads the graph; keep it out of the samples
         ctx.sync_device()
 
@@ -286,7 +348,8 @@ def measure(ctx: DistContext, cfg: BenchConfig, op: OpFn | Sequence[OpFn], *, mo
                        timer="cuda_event" if ctx.device.type == "cuda" else "host",
                        slowest_rank=slowest, rank_median_s=[metrics.percentile(r, 50) for r in per_rank],
                        rank_samples_s=per_rank if keep_rank_samples else None,
-                       buffer_sets=min(len(ops), depth), group_ranks=_group_ranks(ctx))
+                       buffer_sets=min(len(ops), depth), group_ranks=_group_ranks(ctx),
+                       graph_kernel_nodes=kernels)
 
 
 def _group_ranks(ctx: DistContext) -> list[int] | None:

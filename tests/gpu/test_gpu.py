@@ -173,3 +173,63 @@ def test_sysinfo_gpu_facts():
     assert all(g["name"] and g["capability"] for g in info["gpus"])
     v = sysinfo.torch_versions()
     assert v["cuda"] and (v["nccl"] or not torch.distributed.is_nccl_available())
+
+
+_GRAPH_SCRIPT = r"""
+import torch, torch.distributed as dist
+from suite.config import BenchConfig
+from suite.dist import init_distributed
+from suite.errors import CaseFailed
+from suite.timing import measure
+cfg = BenchConfig(backend="nccl", device="cuda", iters=3, warmup_iters=1, pipeline_depth=2, heartbeat_timeout_s=0)
+ctx = init_distributed(cfg)
+t = torch.ones(1024, device=ctx.device)
+m = measure(ctx, cfg, lambda a: dist.all_reduce(t, group=ctx.group, async_op=a), mode="cuda_graph")
+assert m.timer == "cuda_event" and m.graph_kernel_nodes != 0, m
+print("real", m.graph_kernel_nodes, m.median_s)
+host = torch.ones(1024)
+try:
+    measure(ctx, cfg, lambda a: host.add_(1), mode="cuda_graph")  # host work: nothing on the stream
+except CaseFailed as e:
+    print("empty", e)
+else:
+    raise SystemExit("an empty CUDA graph was timed")
+"""
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_cuda_graph_of_host_work_is_an_error_and_nccl_is_captured(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", _GRAPH_SCRIPT], cwd=ROOT, capture_output=True, text=True,
+                          timeout=180)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "real" in proc.stdout and "empty the captured CUDA graph" in proc.stdout
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@needs_cuda
+def test_nccl_algo_is_recorded_as_run(tmp_path):
+    """NCCL_ALGO reaches NCCL through the launcher and the backends records name it."""
+    env = dict(os.environ, NCCL_ALGO="Ring")  # one GPU: a world of 1 still runs (and records) the NCCL lane
+    cmd = [sys.executable, "-m", "suite.launch", "--results-root", str(tmp_path / "results"), "--run-id", "run",
+           "--nproc", str(min(2, N_GPUS)), "--backend", "nccl", "--device", "cuda", *TINY[2:],
+           "--experiments", "backends"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    recs = [b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]]
+    algo = [r for r in recs if "nccl_algo" in r]
+    assert algo and all(r["nccl_algo"] == "Ring" for r in algo)
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="this host has a GPU; the no-GPU outcome cannot be shown here")
+def test_gpu_check_without_gpu_fails_the_reference_step_and_keeps_its_logs(tmp_path):
+    log = tmp_path / "logs"
+    proc = subprocess.run(["make", "-s", "gpu-check", f"LOG_DIR={log}"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300, env=dict(os.environ, PY=sys.executable))
+    assert proc.returncode != 0, proc.stdout
+    summary = (log / "summary.txt").read_text()
+    assert "== gpu-tests" in summary and "skipped" in summary  # the gpu tests ran (and skipped, no CUDA)
+    assert "torch sees no CUDA GPU" in summary
+    files = sorted(p.name for p in log.iterdir())
+    assert len(files) <= 8 and {"facts.txt", "gpu-tests.log", "gpu-tests.xml", "summary.txt"} <= set(files)

@@ -1,0 +1,58 @@
+"""What a CUDA sample is, said in every record; an empty CUDA graph is an error, not a measurement.
+
+The parts that need no GPU: the decision on a captured graph (pure), the record's timer
+definition, and the refusal to capture an op that is not on an NCCL group (one-rank Gloo).
+tests/gpu/test_gpu.py runs the same paths on a GPU.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from suite import results
+from suite.errors import CaseSkipped
+from suite.timing import Measurement, graph_problem, measure
+from tests.unit.test_harness_inprocess import CFG, ctx  # noqa: F401  (the one-rank Gloo group fixture)
+
+
+def _m(**kw):
+    return Measurement(samples_s=[1e-3, 2e-3], timing_mode=kw.pop("timing_mode", "blocking"), ops_per_sample=1,
+                       warmup_iters=0, precision_reached=None, **kw)
+
+
+def _rec(m):
+    return results.make_record(experiment="x", op="all_reduce", backend="nccl", device="cuda", dtype="float32",
+                               world_size=2, size_bytes=1024, count=256, in_place=True, m=m, n_wrong=0)
+
+
+def test_empty_capture_is_a_problem_and_a_graph_with_kernels_is_not():
+    torch_warning = ("The CUDA Graph is empty. This usually means that the graph was attempted to be captured "
+                     "on wrong device or stream.")
+    assert "empty" in graph_problem([torch_warning], None)
+    assert "no kernel" in graph_problem([], 0)
+    assert graph_problem(["some other warning"], 3) is None
+    assert graph_problem([], None) is None  # not counted and no warning: a real capture
+
+
+def test_every_record_says_what_its_timer_includes():
+    host = _rec(_m())
+    assert host["timer"] == "host" and "includes the host's cost of issuing" in host["timer_definition"]
+    ev = _rec(_m(timer="cuda_event"))
+    assert "launch overhead" in ev["timer_definition"] and "includes" in ev["timer_definition"]
+    assert "graph_kernel_nodes" not in ev  # only cuda_graph samples come from a graph
+
+
+def test_cuda_graph_records_its_kernel_count():
+    rec = _rec(_m(timer="cuda_event", timing_mode="cuda_graph", graph_kernel_nodes=4))
+    assert rec["graph_kernel_nodes"] == 4
+    assert _rec(_m(timer="cuda_event", timing_mode="cuda_graph"))["graph_kernel_nodes"] is None
+
+
+def test_cuda_graph_is_refused_for_an_op_not_on_an_nccl_group(ctx):  # noqa: F811
+    cfg = dataclasses.replace(CFG, pipeline_depth=2)
+    ran = []
+    with pytest.raises(CaseSkipped, match="cuda_graph needs NCCL on CUDA; this group is gloo on cpu"):
+        measure(ctx, cfg, lambda a: ran.append(a), mode="cuda_graph", warmup_iters=0)
+    assert ran == []  # nothing was captured, nothing timed
