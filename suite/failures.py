@@ -21,6 +21,7 @@ EXIT_PREFLIGHT = 3       # this host cannot run it (backend, GPU, memory, /dev/s
 EXIT_RENDEZVOUS = 4      # MASTER_ADDR does not resolve, MASTER_PORT in use
 EXIT_PEER_FAILURE = 5    # a rank died, froze or became unreachable mid-run
 EXIT_WRONG_RESULT = 6    # a collective produced wrong elements
+EXIT_NOTHING_SELECTED = 7  # the case selection (-k / K=...) matched no case; nothing was measured
 EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
 

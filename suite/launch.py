@@ -103,6 +103,22 @@ def flight_recorder_env(env: dict, run_dir: Path, torch_version: str) -> dict[st
     return out
 
 
+RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def check_run_location(results_root: str, run_id: str | None) -> None:
+    """RESULTS must be a directory (or not exist yet) and RUN_ID one plain name inside it."""
+    if run_id is not None and (not RUN_ID_RE.fullmatch(run_id) or run_id == "latest"):
+        raise ConfigError(f"RUN_ID {run_id!r} must be one name of letters, digits, '.', '_' and '-' "
+                          "(no '/', no leading '.', not 'latest'): runs live directly in RESULTS")
+    root = Path(results_root)
+    for p in (root, *root.parents):
+        if p.exists():
+            if not p.is_dir():
+                raise ConfigError(f"RESULTS {results_root!r}: {p} exists and is not a directory")
+            break
+
+
 def update_latest(results_root: Path, run_dir: Path) -> None:
     """Point results_root/latest at run_dir (atomic symlink swap)."""
     link = results_root / "latest"
@@ -127,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         if unknown or not names:
             raise ConfigError(f"unknown experiment(s) {', '.join(unknown) or '(none)'}; "
                               f"choose from {', '.join(available_experiments())} or all")
+        check_run_location(a.results_root, a.run_id)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from suite import bench_adapter, fileio, profiling, sysinfo
+from suite import bench_adapter, failures, fileio, profiling, sysinfo
 from suite.tables import format_tables
 from suite.config import KNOBS, ConfigError, build_config, config_from_json, settings_from_env
 from suite.errors import CaseFailed, CaseSkipped
@@ -344,6 +344,10 @@ def pytest_runtest_teardown(item, nextitem):
 
 def pytest_sessionfinish(session, exitstatus):
     config = session.config
+    if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+        # pytest's 5 would read as the suite's "lost a peer"; say what happened instead
+        sys.stderr.write("error: the case selection (K= / -k) matched no case of the chosen experiments\n")
+        session.exitstatus = failures.EXIT_NOTHING_SELECTED
     if getattr(config, "_suite_rank", 1) == 0 and config.stash.get(_KEY_RECORDS, None):
         interrupted = exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR)
         _write_results(config, complete=not interrupted and session.shouldstop is False,

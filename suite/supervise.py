@@ -15,8 +15,8 @@ import threading
 import time
 from pathlib import Path
 
-from suite.failures import (EXIT_FAILED, EXIT_OK, EXIT_PEER_FAILURE, EXIT_SIGINT, EXIT_SIGTERM,
-                            EXIT_WRONG_RESULT)
+from suite.failures import (EXIT_FAILED, EXIT_NOTHING_SELECTED, EXIT_OK, EXIT_PEER_FAILURE, EXIT_SIGINT,
+                            EXIT_SIGTERM, EXIT_WRONG_RESULT)
 from suite.fileio import write_json_atomic
 
 
@@ -142,6 +142,9 @@ def final_status(rc: int, signum: int | None, run_dir: Path, first: dict | None 
     if signum is not None:
         print(f"# interrupted by signal {signum}; completed cases are in {run_dir / 'bench.json'}", file=sys.stderr)
         return EXIT_SIGINT if signum == signal.SIGINT else EXIT_SIGTERM
+    if first is not None and not failures and first["exitcode"] == EXIT_NOTHING_SELECTED:
+        print("# nothing measured: the case selection (K= / -k) matched no case", file=sys.stderr)
+        return EXIT_NOTHING_SELECTED
     if first is not None and not failures:
         how = f"killed by {first['signal']}" if first["exitcode"] < 0 else f"exited with status {first['exitcode']}"
         print(f"# first failure: rank {first['rank']} on host {first['host']} {how}", file=sys.stderr)

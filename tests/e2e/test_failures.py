@@ -153,3 +153,11 @@ def test_unknown_backend_exit_2(tmp_path):
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "unknown backend" in proc.stderr
     assert not (tmp_path / "r").exists()
+
+
+def test_a_selection_that_matches_nothing_exits_7_not_5(tmp_path):
+    """pytest's 'no tests collected' (5) must not read as the suite's 'lost a peer' (5)."""
+    proc = run_suite(tmp_path, "--experiments", "collectives", "--max-bytes", "1K", "--iters", "2", "--warmup", "1",
+                     "--", "-k", "no_case_is_called_this")
+    assert proc.returncode == 7, proc.stderr[-2000:]
+    assert "matched no case" in proc.stderr

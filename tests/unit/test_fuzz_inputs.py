@@ -80,3 +80,19 @@ def test_experiment_knobs_are_checked_before_start(tmp_path):
                               env={**__import__("os").environ, **env})
         assert proc.returncode == 2 and match in proc.stderr, (env, proc.stderr)
         assert not (tmp_path / "r").exists()
+
+
+def test_run_location_outside_results_or_on_a_file_exits_2(tmp_path):
+    (tmp_path / "afile").write_text("")
+    for args, match in ((["--run-id", "../../x"], "RUN_ID '../../x' must be one name"),
+                        (["--run-id", "a/b"], "RUN_ID 'a/b'"), (["--run-id", "latest"], "not 'latest'"),
+                        (["--run-id", ".hidden"], "no leading '.'"),
+                        (["--results-root", str(tmp_path / "afile")], "is not a directory"),
+                        (["--results-root", str(tmp_path / "afile" / "sub")], "is not a directory")):
+        root = args[1] if args[0] == "--results-root" else str(tmp_path / "r")
+        proc = subprocess.run([sys.executable, "-m", "suite.launch", "--nproc", "2", "--results-root", root, *args],
+                              cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert proc.stderr.startswith("error:") and match in proc.stderr and "Traceback" not in proc.stderr, \
+            (args, proc.stderr)
+        assert not (tmp_path / "r").exists() and not (tmp_path.parent / "x").exists()
