@@ -25,6 +25,19 @@ EXIT_NOTHING_SELECTED = 7  # the case selection (-k / K=...) matched no case; no
 EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
 
+MEANING = {EXIT_OK: "every case ran and was correct", EXIT_FAILED: "a case errored",
+           EXIT_BAD_INPUT: "bad input", EXIT_PREFLIGHT: "preflight failed", EXIT_RENDEZVOUS: "rendezvous failed",
+           EXIT_PEER_FAILURE: "a peer was lost mid-run", EXIT_WRONG_RESULT: "wrong results",
+           EXIT_NOTHING_SELECTED: "nothing selected", EXIT_SIGINT: "interrupted (SIGINT)",
+           EXIT_SIGTERM: "interrupted (SIGTERM)"}
+"""One phrase per exit status (README "Exit statuses" has the full table)."""
+
+
+def status_line(status: int) -> str:
+    """The launcher's last line for a failed run: make turns every failure into its own 2."""
+    return (f"# exit status {status} ({MEANING.get(status, 'unknown')}); make reports any failure as 2 - "
+            "`python -m suite.launch` returns this status, and bench.json has it as suite.exit_status")
+
 
 def record_failure(results_dir: str | None, rank: int, cause: str, **extra) -> None:
     """Leave ``<results_dir>/failures/rank<r>.json`` for the launcher's summary (best effort)."""

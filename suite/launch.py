@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from suite.config import KNOBS, ConfigError, build_config, settings_from_env
-from suite.failures import EXIT_BAD_INPUT, EXIT_PREFLIGHT, EXIT_RENDEZVOUS
+from suite.failures import EXIT_BAD_INPUT, EXIT_OK, EXIT_PREFLIGHT, EXIT_RENDEZVOUS, status_line
 from suite.fileio import write_json_atomic
 from suite.preflight import RendezvousError, layout, preflight
 from suite.supervise import final_status, root_cause, run_ranks, stamp_status
@@ -191,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
         update_latest(results_root, run_dir)
         print(f"# results: {run_dir / 'bench.json'} (also {results_root / 'latest'})", flush=True)
         write_report(run_dir)
+    if status != EXIT_OK:
+        print(status_line(status), file=sys.stderr, flush=True)
     return status
 
 

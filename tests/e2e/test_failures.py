@@ -161,3 +161,4 @@ def test_a_selection_that_matches_nothing_exits_7_not_5(tmp_path):
                      "--", "-k", "no_case_is_called_this")
     assert proc.returncode == 7, proc.stderr[-2000:]
     assert "matched no case" in proc.stderr
+    assert proc.stderr.rstrip().splitlines()[-1].startswith("# exit status 7 (nothing selected); make reports")
