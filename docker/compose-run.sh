@@ -3,9 +3,12 @@
 #
 # `docker compose up --abort-on-container-exit` returns the code of whichever container stops
 # first and stops the rest (a failure can read as 137, a success be cut short), so instead:
-# start every node attached (logs stream), wait for all of them to stop, read each exit code,
-# always tear the project down (containers and network: leaked networks exhaust the address
-# pools), and exit with the first non-zero code in node order (0 when every node succeeded).
+# start every node attached (logs stream) and supervise them: once any node has failed (exited
+# non-zero), every other node gets COMPOSE_GRACE_S to stop on its own (the healthy ones do, within
+# HEARTBEAT_S of losing a peer) and is then killed, whatever state it is in (running, frozen,
+# paused). Read each exit code, always tear the project down (containers and network: leaked
+# networks exhaust the address pools), and exit with the first failure's code (0 when every node
+# succeeded), naming the node and the cause in the last lines.
 #
 # Environment: everything docker-compose.yml reads, plus
 #   NNODES                 nodes to run; beyond the services in docker-compose.yml, extra ones are
@@ -13,6 +16,8 @@
 #   COMPOSE_PROJECT_NAME   project (default suite-<pid>): names the containers and the network
 #   COMPOSE_FILES          extra -f files, e.g. docker-compose.gpu.yml
 #   COMPOSE_TIMEOUT_S      hard limit for the whole run (default 3600); then every node is killed (124)
+#   COMPOSE_GRACE_S        after the first node failure, how long the others may take to stop before
+#                          they are killed (default 30)
 #   COMPOSE                the compose command (default: `docker compose` if present, else docker-compose)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -55,24 +60,71 @@ trap 'echo "interrupted: stopping every node"; teardown; exit 130' INT TERM
 
 echo "# compose project $COMPOSE_PROJECT_NAME: $NNODES node(s) x ${NPROC_PER_NODE:-2} rank(s), run $RUN_ID, results in $RESULTS_DIR"
 t0=$(date +%s)
-# attached `up` (no --abort-on-container-exit) returns once every container has stopped
-timeout --foreground "${COMPOSE_TIMEOUT_S:-3600}" $COMPOSE "${files[@]}" up --no-build --no-color "${services[@]}"
+limit=${COMPOSE_TIMEOUT_S:-3600}
+grace=${COMPOSE_GRACE_S:-30}
+# attached `up` (no --abort-on-container-exit) streams every node's log and returns once every
+# container has stopped; the loop below makes sure they all do.
+$COMPOSE "${files[@]}" up --no-build --no-color "${services[@]}" &
+up_pid=$!
+declare -A cid=()
+first="" first_code="" first_t="" timed_out=0 killed=()
+state_of() { docker inspect -f '{{.State.Status}} {{.State.ExitCode}}' "$1" 2>/dev/null || echo "gone 125"; }
+kill_node() {  # kill_node <service> <why>: a paused container must be unpaused before it can be killed
+  local st
+  st=$(state_of "${cid[$1]}")
+  case ${st%% *} in
+    running|paused|restarting)
+      [ "${st%% *}" = paused ] && docker unpause "${cid[$1]}" >/dev/null 2>&1
+      docker kill "${cid[$1]}" >/dev/null 2>&1 && killed+=("$1") && echo "# $1: killed ($2)" ;;
+  esac
+}
+while kill -0 "$up_pid" 2>/dev/null; do
+  sleep 1
+  now=$(date +%s)
+  for s in "${services[@]}"; do
+    [ -n "${cid[$s]:-}" ] || cid[$s]=$(dc ps -q "$s" 2>/dev/null)
+    [ -n "${cid[$s]}" ] || continue
+    read -r st code <<<"$(state_of "${cid[$s]}")"
+    if [ -z "$first" ] && [ "$st" = exited ] && [ "$code" != 0 ]; then
+      first=$s first_code=$code first_t=$now
+      echo "# $s failed (exit $code); the other nodes have ${grace} s (COMPOSE_GRACE_S) to stop"
+    fi
+  done
+  if [ -n "$first" ] && [ $((now - first_t)) -ge "$grace" ]; then
+    for s in "${services[@]}"; do
+      [ -n "${cid[$s]:-}" ] && kill_node "$s" "still up ${grace} s after $first failed"
+    done
+    first_t=$((now + 3600))  # killed once; `up` returns as soon as docker has reaped them
+  fi
+  if [ $((now - t0)) -ge "$limit" ] && [ "$timed_out" = 0 ]; then
+    timed_out=1
+    for s in "${services[@]}"; do
+      [ -n "${cid[$s]:-}" ] && kill_node "$s" "COMPOSE_TIMEOUT_S=$limit s reached"
+    done
+  fi
+done
+wait "$up_pid"
 up_rc=$?
 rc=0
 for s in "${services[@]}"; do
-  id=$(dc ps -q "$s" 2>/dev/null)
+  id=${cid[$s]:-$(dc ps -q "$s" 2>/dev/null)}
   if [ -z "$id" ]; then
     code=125; state="never started"
   else
-    [ "$up_rc" = 124 ] && docker kill "$id" >/dev/null 2>&1
-    code=$(docker inspect -f '{{.State.ExitCode}}' "$id" 2>/dev/null || echo 125)
-    state=$(docker inspect -f '{{.State.Status}}' "$id" 2>/dev/null || echo gone)
+    read -r state code <<<"$(state_of "$id")"
   fi
+  case " ${killed[*]} " in *" $s "*) state="$state, killed by the supervisor" ;; esac
   echo "# $s: exit $code ($state)"
-  if [ "$rc" = 0 ] && [ "$code" != 0 ]; then rc=$code; fi
+  if [ "$rc" = 0 ] && [ "$code" != 0 ] && [ -z "$first" ]; then rc=$code; fi
 done
-if [ "$up_rc" = 124 ]; then
-  echo "# compose run exceeded COMPOSE_TIMEOUT_S=${COMPOSE_TIMEOUT_S:-3600} s: nodes killed"
+if [ -n "$first" ]; then
+  rc=$first_code
+  cause=$(cat "$RESULTS_DIR/$RUN_ID"/failures/rank*.json 2>/dev/null \
+          | sed -n 's/.*"cause": *"\(\([^"\\]\|\\.\)*\)".*/\1/p' | head -n 1)
+  echo "# first failure: $first exited with status $first_code${cause:+: $cause}"
+fi
+if [ "$timed_out" = 1 ]; then
+  echo "# compose run exceeded COMPOSE_TIMEOUT_S=$limit s: nodes killed"
   rc=124
 elif [ "$up_rc" != 0 ] && [ "$rc" = 0 ]; then
   rc=$up_rc

@@ -249,22 +249,28 @@ def test_shaped_link_cross_node_pairs_slower_than_intra_node(tmp_path, image):
     print(f"2-rank all_reduce busbw (bit/s): {busbw}")
 
 
+def _start_and_wait_for_a_result(sim, log, **knobs):
+    proc = sim.start(log, **{**TINY, "K": "all_reduce-sum", "MIN_BYTES": "64K", "MAX_BYTES": "4M",
+                             "ITERS": "200", "WARMUP": "2", **knobs})
+    bench = sim.results / sim.run_id / "bench.json"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        if bench.exists() and _records(json.loads(bench.read_text())):
+            return proc
+        if proc.poll() is not None:
+            pytest.fail("the run ended before the fault:\n" + log.read_text()[-3000:])
+        time.sleep(0.5)
+    proc.kill()
+    pytest.fail("no result written within 240 s:\n" + log.read_text()[-3000:])
+
+
 def test_killed_node_fails_every_node_quickly(sim, tmp_path):
     """docker kill node2 mid-run: every other node exits non-zero within seconds, naming the lost
     peer's address; the run's status is non-zero; what node0 wrote stays valid JSON."""
     log = tmp_path / "compose.log"
-    proc = sim.start(log, **{**TINY, "K": "all_reduce-sum", "MIN_BYTES": "64K", "MAX_BYTES": "4M",
-                             "ITERS": "200", "WARMUP": "2"})
+    bench = sim.results / sim.run_id / "bench.json"
+    proc = _start_and_wait_for_a_result(sim, log)
     try:
-        bench = sim.results / sim.run_id / "bench.json"
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline:
-            if bench.exists() and _records(json.loads(bench.read_text())):
-                break
-            assert proc.poll() is None, "the run ended before the kill:\n" + log.read_text()[-3000:]
-            time.sleep(0.5)
-        else:
-            pytest.fail("no result written within 240 s:\n" + log.read_text()[-3000:])
         (victim,) = sim.containers("node2", all_states=False)
         ip = _docker("inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", victim).stdout.strip()
         survivors = {s: sim.containers(s, all_states=False)[0] for s in ("node0", "node1")}
@@ -295,6 +301,34 @@ def test_killed_node_fails_every_node_quickly(sim, tmp_path):
     recs = _records(run)
     assert recs and all_correct(recs)
     assert run["suite"]["complete"] is False or run["suite"]["exitstatus"] != 0
+    sim.assert_clean()
+
+
+def test_frozen_node_is_killed_after_the_grace_period(sim, tmp_path):
+    """docker pause node2 (it never exits by itself): the healthy nodes see its heartbeat stop and
+    exit 5; the supervisor gives node2 COMPOSE_GRACE_S more, kills it, and compose-run returns 5
+    within heartbeat + grace + margin, naming the node and the cause in its last lines."""
+    log = tmp_path / "compose.log"
+    heartbeat, grace = 15, 5
+    proc = _start_and_wait_for_a_result(sim, log, HEARTBEAT_S=str(heartbeat), COMPOSE_GRACE_S=str(grace))
+    try:
+        (victim,) = sim.containers("node2", all_states=False)
+        _docker("pause", victim, check=True)
+        t_pause = time.monotonic()
+        rc = proc.wait(timeout=heartbeat + grace + 90)
+        took = time.monotonic() - t_pause
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out = log.read_text()
+    print(f"after docker pause node2: compose-run returned {rc} after {took:.0f} s")
+    assert rc == 5, out[-3000:]
+    # heartbeat verdict (HEARTBEAT_S + its poll) + grace + teardown, with room for a loaded machine
+    assert took < heartbeat + grace + 45, f"took {took:.0f} s:\n{out[-3000:]}"
+    tail = out.strip().splitlines()[-8:]
+    assert any(ln.startswith("# node2: exit") and "killed by the supervisor" in ln for ln in tail), tail
+    first = [ln for ln in tail if ln.startswith("# first failure: ")]
+    assert first and "status 5" in first[0] and "node2" in first[0], tail
     sim.assert_clean()
 
 
