@@ -281,7 +281,7 @@ def _mp_train_buffers(layer: Layer, ctx: DistContext) -> Buffers:
             w.copy_(initial)
 
     def check() -> int:
-        # every rank's rows are compared on every rank (the all_gather is part of the check, not the step)
+        # rank 0 compares every rank's rows, gathered (so a wrong element counts once; not part of the step)
         parts = [torch.empty_like(w.data) for _ in range(n)]
         dist.all_gather(parts, w.data, group=ctx.group)
         return count_outside(torch.cat(parts), expected, tol) if ctx.rank == 0 else 0
