@@ -55,6 +55,11 @@ class ModelParallelSettings:
     """MP_OUT: output features (split by rows over the ranks)."""
     batch: int = 64
     """MP_BATCH: global batch."""
+    stage_features: int = 512
+    """MP_STAGE_FEATURES: width d of each pipeline stage's layer (a d x d matmul per micro-batch: the
+    stage's compute; 512 with 128 rows makes compute and one hop's transfer comparable on CPU Gloo)."""
+    microbatch_rows: int = 128
+    """MP_MICROBATCH_ROWS: rows of one pipeline micro-batch (rows x d float32 cross each hop)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -185,6 +190,8 @@ ENV_KNOBS: tuple[EnvKnob, ...] = (
     EnvKnob("model_parallel", "in_features", "MP_IN"),
     EnvKnob("model_parallel", "out_features", "MP_OUT"),
     EnvKnob("model_parallel", "batch", "MP_BATCH"),
+    EnvKnob("model_parallel", "stage_features", "MP_STAGE_FEATURES"),
+    EnvKnob("model_parallel", "microbatch_rows", "MP_MICROBATCH_ROWS"),
     EnvKnob("placement", "fake_nodes", "SUITE_FAKE_NODES"),
 )
 """Experiment knobs set in the environment (make exports them); the launcher reads them once into
@@ -356,6 +363,11 @@ def validate(cfg: BenchConfig, world_size: int | None = None) -> None:
             "DDP_ACCUM >= 2, DDP_POWERSGD_RANK >= 1, DDP_BUCKETS_MB > 0")
     if min(mp.in_features, mp.out_features, mp.batch) < 1:
         bad(f"MP_IN, MP_OUT and MP_BATCH must be >= 1, got {mp}")
+    if min(mp.stage_features, mp.microbatch_rows) < 1:
+        bad(f"MP_STAGE_FEATURES and MP_MICROBATCH_ROWS must be >= 1, got {mp}")
+    if mp.stage_features > 16384 or mp.microbatch_rows * mp.stage_features > 1 << 28:
+        bad(f"MP_STAGE_FEATURES={mp.stage_features} x MP_MICROBATCH_ROWS={mp.microbatch_rows} is too large "
+            "(a stage's weight is d x d float32: d <= 16384; a micro-batch at most 2^28 elements)")
     if cfg.placement.fake_nodes < 0:
         bad(f"SUITE_FAKE_NODES must be >= 0, got {cfg.placement.fake_nodes}")
     if cfg.backend == "nccl" and cfg.device == "cpu":

@@ -45,7 +45,7 @@ def test_ddp_training_checks(tmp_path, world):
 
 def test_experiments_through_launcher_with_profile(tmp_path):
     env = {"DDP_PARAMS": "300K", "DDP_BUCKETS_MB": "0.25", "DDP_ACCUM": "2", "MP_IN": "256", "MP_OUT": "256",
-           "MP_BATCH": "16", "SUITE_PROFILE": "source-ddp]"}
+           "MP_BATCH": "16", "MP_STAGE_FEATURES": "128", "MP_MICROBATCH_ROWS": "16", "SUITE_PROFILE": "source-ddp]"}
     proc = run_suite(tmp_path, "--experiments", "ddp,model_parallel", "--iters", "3", "--warmup", "2",
                      nproc=2, env=env, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -72,7 +72,8 @@ def test_experiments_through_launcher_with_profile(tmp_path):
     assert any(r["variant"] == "source-ddp_hook_powerSGD" for r in ddp)
     assert "bf16_compress" in proc.stdout and "PowerSGD on Gloo needs the model in one DDP bucket" in proc.stdout
     mp = {r["op"] for r in recs if r["experiment"] == "model_parallel"}
-    assert mp == {"scatter", "mp_forward_all_gather", "mp_forward_gather", "mp_train_step", "dp_train_step"}
+    assert mp == {"scatter", "mp_forward_all_gather", "mp_forward_gather", "mp_train_step", "dp_train_step",
+                  "pipeline_compute", "pipeline_transfer", "pipeline_blocking", "pipeline_overlap"}
     # rank 0 printed the comparison tables
     assert "# ddp: mlp model" in proc.stdout and "# model_parallel:" in proc.stdout
     assert "initial-state broadcast" in proc.stdout

@@ -1,0 +1,161 @@
+"""The model-parallel experiment on real Gloo groups.
+
+- Through the launcher users run (3 ranks: a 3-stage pipeline, and a split layer whose MSE mean is
+  not a power of two, so the train steps are checked with the derived tolerance): every pipeline
+  record carries its schedule's model evaluated at the c and τ measured in the same run, and the
+  bubbles share one definition.
+- Wrong splits must fail the check: this file is also a torchrun worker
+  (``python -m tests.dist.test_model_parallel_dist --out DIR``) that runs the experiment's own cases
+  through the harness with each fault planted in turn in the split (a rank's gradient that misses
+  one sample, one whose loss mean divides by one sample too many — a 1/65 error of the update that
+  the old fixed rtol=1e-4 check let through —, a rank that skips its slice of the layer, a pipeline
+  stage that skips its matmul) and writes rank 0's records; the test asserts the records show wrong
+  elements exactly where a fault was planted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT, all_correct, load_bench, run_suite
+
+pytestmark = pytest.mark.slow
+
+FAULTS = ("none", "drop_sample", "wrong_scale", "skip_slice", "skip_stage")
+WORKER_CASES = ("mp_train_step", "pipeline_blocking-M2", "pipeline_overlap-M2")
+
+
+def test_pipeline_records_carry_their_model_at_this_runs_c_and_tau(tmp_path):
+    from experiments import model_parallel as mp
+
+    env = {"MP_IN": "64", "MP_OUT": "96", "MP_BATCH": "12", "MP_STAGE_FEATURES": "128", "MP_MICROBATCH_ROWS": "32"}
+    proc = run_suite(tmp_path, "--experiments", "model_parallel", "--iters", "3", "--warmup", "1", nproc=3, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    recs = [b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]]
+    assert all_correct(recs)
+    by = {r["label"]: r for r in recs}
+    # the split layer: N = 12 x 96 is not a power of two, so the steps get a stated, non-zero tolerance
+    for op in ("mp_train_step", "dp_train_step"):
+        r = by[op]
+        assert r["check_exact"] is False and "forward error bound" in r["check"] and "not a power of two" in r["check"]
+        assert 0 < r["check_max_tolerance"] < 1e-3 and r["n_wrong"] == 0
+        assert r["provenance"]["check_max_tolerance"].startswith("modelled:")
+    c, tau = by["pipeline_compute"]["time_us"], by["pipeline_transfer"]["time_us"]
+    assert by["pipeline_transfer"]["time_divisor"] == 2  # 3 stages: 2 hops
+    for schedule in mp.SCHEDULES:
+        for m in mp.MICROBATCHES:
+            r = by[f"pipeline_{schedule}-M{m}"]
+            assert r["stages"] == 3 and r["schedule"] == schedule and r["model"] == mp.PIPELINE_MODELS[schedule]
+            assert (r["stage_compute_us"], r["transfer_us"]) == (c, tau)  # measured alone, in this run
+            assert r["model_time_us"] == pytest.approx(mp.pipeline_time_s(schedule, 3, m, c, tau))
+            assert r["bubble"] == pytest.approx(1 - m * c / r["time_us"])
+            assert r["model_bubble"] == pytest.approx(1 - m * c / r["model_time_us"])
+            assert r["ideal_bubble"] == pytest.approx(2 / (m + 2))
+            assert r["provenance"]["model_time_us"].startswith("modelled:")
+            assert r["provenance"]["bubble"].startswith("derived:")
+            assert r["checked"] is True and r["n_wrong"] == 0
+    assert "# pipeline: 3 stages" in proc.stdout and "T meas" in proc.stdout
+    assert mp.PIPELINE_MODELS["overlap"] in proc.stdout
+
+
+WRONG = {"none": (), "drop_sample": ("mp_train_step",), "wrong_scale": ("mp_train_step",),
+         "skip_slice": ("mp_train_step",),
+         "skip_stage": ("pipeline_blocking-M2", "pipeline_overlap-M2")}
+"""The cases each planted fault must fail (and no other)."""
+
+
+def test_a_wrong_split_fails_the_check(tmp_path):
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+           "-m", "tests.dist.test_model_parallel_dist", "--out", str(tmp_path)]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    got = json.loads((tmp_path / "records.json").read_text())
+    assert set(got) == set(FAULTS)
+    for fault, recs in got.items():
+        assert {r["label"] for r in recs} == set(WORKER_CASES), fault
+        for r in recs:
+            if r["label"] in WRONG[fault]:
+                assert r["n_wrong"] > 0, (fault, r["label"])
+            else:
+                assert r["n_wrong"] == 0, (fault, r["label"], r["n_wrong"])
+
+
+# --- the torchrun worker ----------------------------------------------------------------------------
+
+def _plant(fault: str, ctx) -> dict:
+    """Replace one piece of the split with a wrong one (in this process only); returns what to restore."""
+    import torch
+
+    from experiments import model_parallel as mp
+
+    saved = {"_mp_step_fn": mp._mp_step_fn, "_stage_forward": mp._stage_forward}
+    if fault in ("drop_sample", "wrong_scale", "skip_slice"):
+        def step_fn(w_local, x, target, ctx_):
+            c = w_local.shape[0]
+
+            def step():
+                w_local.grad = None
+                y_local = x @ w_local.t()
+                if fault == "drop_sample" and ctx_.rank == 1:  # this rank's gradient misses the last sample
+                    y_local = torch.cat([y_local[:-1], y_local[-1:].detach()])
+                if fault == "skip_slice" and ctx_.rank == 1:  # this rank does not apply its rows
+                    y_local = y_local * 0
+                full = mp._combine(y_local.detach(), ctx_, "all_gather")
+                full = torch.cat([full[:, :ctx_.rank * c], y_local, full[:, (ctx_.rank + 1) * c:]], dim=1)
+                loss = torch.nn.functional.mse_loss(full, target)
+                if fault == "wrong_scale" and ctx_.rank == 1:  # this rank's mean counts one sample too many
+                    loss = loss * (x.shape[0] / (x.shape[0] + 1))
+                loss.backward()
+                with torch.no_grad():
+                    w_local.sub_(mp.LR * w_local.grad)
+            return step
+        mp._mp_step_fn = step_fn
+    elif fault == "skip_stage":
+        forward = mp._stage_forward
+
+        def skipping(x, w, out):
+            if ctx.rank == 1:  # stage 1 passes its input on without its matmul
+                out.copy_(x).add_(1.0)
+            else:
+                forward(x, w, out)
+        mp._stage_forward = skipping
+    return saved
+
+
+def _worker(out_dir: str) -> None:
+    from experiments import model_parallel as mp
+    from suite.config import build_config
+    from suite.dist import destroy_distributed, init_distributed
+    from suite.runner import Harness
+
+    # the default split layer (2048 x 2048, batch 64): one lost sample changes a weight by ~1e-7
+    cfg = build_config(iters=2, warmup_iters=1, heartbeat_timeout_s=0,
+                       model_parallel={"stage_features": 128, "microbatch_rows": 16})
+    ctx = init_distributed(cfg)
+    try:
+        harness = Harness(ctx, cfg, env={})
+        out = {}
+        for fault in FAULTS:
+            saved = _plant(fault, ctx)
+            out[fault] = [harness.run(case)[1] for case in mp.model_parallel_cases(cfg, ctx.world_size)
+                          if case.label in WORKER_CASES]
+            for name, fn in saved.items():
+                setattr(mp, name, fn)
+        if ctx.rank == 0:
+            with open(os.path.join(out_dir, "records.json"), "w") as fh:
+                json.dump(out, fh)
+    finally:
+        destroy_distributed()
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    _worker(ap.parse_args().out)
