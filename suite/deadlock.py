@@ -145,7 +145,8 @@ def run_deadlock_probe(backend: str = "gloo", device: str = "cpu", probe: Deadlo
     The pair first runs the correct orderings at the largest probe size, then the
     naive one at ascending sizes. Each step is due within its bound T; a step late
     past T but done within ``blocked_factor`` x T is recorded as slow, the first
-    that shows no progress within that is blocked, and both processes are killed. Never blocks the caller for more than ``total_limit_s`` (+ kill time).
+    that shows no progress within that is blocked, and both processes are killed.
+    Never blocks the caller for more than ``total_limit_s`` (+ kill time).
     A pair that dies before it is up (the free port was taken meanwhile) is started
     once more, within the same cap.
     """

@@ -247,7 +247,8 @@ def format_tables(records: list[dict]) -> str:
         if (rs := _by(recs, "producer")):
             out.append(comparison_table([r for r in rs if r["variant"] in ("isend_each_same", "broadcast")],
                                         "producer -> consumers, same data for all: isend to each vs broadcast "
-                                        "(size = the broadcast buffer, as in collectives)", ["isend_each_same", "broadcast"]))
+                                        "(size = the broadcast buffer, as in collectives)",
+                                        ["isend_each_same", "broadcast"]))
             out.append(comparison_table([r for r in rs if r["variant"] in ("isend_each_distinct", "scatter")],
                                         "producer -> consumers, a chunk each: isend to each vs scatter "
                                         "(size = the whole scattered buffer, chunk x ranks, as in collectives)",

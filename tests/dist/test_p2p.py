@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -14,7 +12,7 @@ from experiments import p2p
 from suite import deadlock
 from suite.results import REQUIRED_FIELDS
 from suite.tables.p2p import format_tables
-from tests.conftest import ROOT, load_bench, run_suite
+from tests.conftest import load_bench, run_suite
 from tests.unit.test_p2p import EXPECTED_VARIANTS, TINY
 
 
