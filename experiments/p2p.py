@@ -507,7 +507,16 @@ def _skip(s: Spec):
 
 
 def _bytes(s: Spec) -> Bytes:
-    """The byte model: what ``size_bytes`` counts for algbw (busbw factor: send/recv, 1)."""
+    """The byte model: what ``size_bytes`` counts for algbw (busbw factor: send/recv, 1).
+
+    The producer pattern is the exception, on purpose: its ``scatter`` and ``broadcast`` are the
+    collectives themselves, and its isend fan-outs do what they do, so all four are recorded as the
+    collectives experiment records scatter and broadcast (suite/ops.py): S = the whole buffer
+    (scatter: chunk x ranks) and the OP_TABLE factor ((n-1)/n, 1). A reader who sets a producer
+    record beside a collectives record of the same S then compares like with like; the bytes that
+    actually reach each consumer and cross the producer's link are the fields ``consumer_bytes``
+    and ``delivered_bytes``. (Naming them apart instead would leave two conventions for one op.)
+    """
     el = elsize(s.dtype)
     if s.pattern == "pipeline":
         size, what = s.size_bytes * s.microbatches, "micro-batches x micro-batch bytes"
@@ -520,9 +529,6 @@ def _bytes(s: Spec) -> Bytes:
         return Bytes(size_bytes=el, count=1, dtype="int32", bw_op="send_recv",
                      definition="one int32 signal (4 bytes)")
     elif s.pattern == "producer":
-        # The collectives experiment's S and factor (suite/ops.py, nccl-tests): the p2p fan-out of a
-        # scatter moves what scatter moves, and the same-data fan-out what broadcast delivers, so each
-        # pair is recorded as its collective is, and busbw compares with collectives' at the same S.
         if _distinct(s.variant):
             return Bytes(size_bytes=s.size_bytes, count=s.count, dtype=s.dtype, bw_op="scatter",
                          definition="the whole scattered buffer: chunk x ranks (nccl-tests S of scatter, as in "

@@ -112,6 +112,10 @@ class ProbeResult:
     floor_s: float
     slack: float
     blocked_factor: float
+    probe_sizes: tuple[int, ...]
+    """Every size the naive ordering would have been tried at (DeadlockProbe.sizes)."""
+    start_limit_s: float
+    total_limit_s: float
     correct_orderings: dict
     """Ordering -> 'completed' / 'slow' / 'blocked' / 'not run', at ``correct_orderings_bytes``."""
     correct_orderings_bytes: int
@@ -279,7 +283,9 @@ def _probe_once(backend: str, device: str, probe: DeadlockProbe, start: float) -
                        steps=tuple(log), slow_steps=tuple(f"{e['step']}@{e['bytes']}" for e in log
                                                           if e["outcome"] == "slow"),
                        rate_bytes_per_s=rate, rate_source=rate_source, floor_s=probe.floor_s, slack=probe.slack,
-                       blocked_factor=probe.blocked_factor, correct_orderings=orderings,
+                       blocked_factor=probe.blocked_factor, probe_sizes=probe.sizes,
+                       start_limit_s=probe.start_limit_s, total_limit_s=probe.total_limit_s,
+                       correct_orderings=orderings,
                        correct_orderings_bytes=big, n_wrong=n_wrong, elapsed_s=time.monotonic() - start,
                        killed=killed, error=error)
 
