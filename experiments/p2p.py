@@ -4,9 +4,14 @@ What is measured (one ``PATTERNS`` entry each; every case checks the exact paylo
 on every receiving rank, outside the timed region and in the timed buffers, and
 counts wrong elements across ranks):
 
-- ``pingpong``: rank 0 <-> each other rank over the size sweep (OSU ``osu_latency``).
-  One timed iteration is a round trip a->b->a with blocking ``send``/``recv``;
-  the recorded time is **one-way latency = round trip / 2**.
+- ``pingpong``: rank 0 <-> each other rank over the size sweep, timed as OSU
+  ``osu_latency`` does: one sample is K back-to-back round trips a->b->a (blocking
+  ``send``/``recv``) with no barrier between them, the harness's barrier only before
+  the sample; the recorded time is **one-way latency = sample / (2K)**. K is found
+  per case before it is timed (``suite.timing.autorange``: a sample lasts at least
+  ``PINGPONG_MIN_SAMPLE_S``, K >= ``PINGPONG_MIN_ROUND_TRIPS``), agreed by all ranks,
+  and recorded (``round_trips_per_sample``). With one round trip per sample the
+  barrier's exit skew would be part of every round trip.
 - ``pair_matrix``: the same ping-pong for every ordered pair (a, b) at the sweep's
   smallest and largest size: the way to find a slow link. ``cross_node`` marks
   pairs on different hosts.
@@ -27,8 +32,8 @@ counts wrong elements across ranks):
   adds 1, so the last stage's payload is exact); throughput vs micro-batch count M
   and the bubble fraction against the ideal (S-1)/(M+S-1) (see suite/tables/p2p.py).
 - ``producer``: rank 0 feeds the others: ``isend`` to each vs ``broadcast`` (same
-  data for all) and vs ``scatter`` (a distinct chunk each). ``size_bytes`` is what
-  each consumer receives.
+  data for all) and vs ``scatter`` (a distinct chunk each). Sizes and bus factors are
+  the collectives experiment's (see ``_bytes``), so these records compare with it.
 - ``control``: a 4-byte signal from rank 0 to everyone, a ready/go handshake built
   from p2p (what a barrier does), and ``barrier`` itself.
 - ``barrier_cost``: the same loop of ring steps with and without a ``barrier`` after
@@ -43,7 +48,9 @@ is complete, so the timing mode is always ``blocking`` (the pipelining, when the
 is any, is inside the pattern). The divisor applied to the samples and what one
 iteration is are recorded in ``time_divisor``, ``iteration`` and
 ``time_normalisation``. ``busbw`` uses the send/recv factor 1 (nccl-tests
-``sendrecv.cu``). The harness (suite/runner.py) does the rest.
+``sendrecv.cu``), except the producer pattern (the broadcast and scatter factors).
+The constants of each pattern (window, micro-batch and message counts, probe bounds)
+are recorded with its cases. The harness (suite/runner.py) does the rest.
 
 A new pattern is a builder, a declaration and a ``PATTERNS`` entry, in this file.
 """
@@ -62,14 +69,24 @@ from suite.case import Buffers, Bytes, Case, CaseFailed, Session, experiment_tes
 from suite.config import BenchConfig
 from suite.dist import DistContext
 from suite.ops import BARRIER_UNCHECKED, elsize
-from suite.timing import barrier
+from suite.timing import autorange, barrier
 
 EXPERIMENT = "p2p"
 
-WINDOW = 16
-"""Messages in flight per window (OSU uses 64; 16 keeps memory at window x size small)."""
+WINDOW = 64
+"""Messages in flight per window: OSU ``osu_bw``/``osu_bibw``'s default window size (recorded as
+``window_default``; the case's own ``window`` may be smaller, see WINDOW_MAX_BYTES)."""
 WINDOW_MAX_BYTES = 256 << 20
-"""The window shrinks so that window x message size stays below this (memory bound)."""
+"""The window shrinks so that window x message size stays below this (memory bound; recorded as
+``window_max_bytes``)."""
+PINGPONG_MIN_SAMPLE_S = 1e-3
+"""A ping-pong sample lasts at least this long: K back-to-back round trips, K found by
+``suite.timing.autorange`` before the case (recorded as ``min_sample_us``)."""
+PINGPONG_MIN_ROUND_TRIPS = 10
+"""K is at least this, whatever the message size, so what precedes a sample (the barrier, and the
+lag of the last rank to leave it) is at most 1/10 of a sample's round trips (OSU runs 1000+)."""
+PINGPONG_MAX_ROUND_TRIPS = 10_000
+"""K is at most this (OSU ``osu_latency``'s iteration count for small messages)."""
 MICROBATCHES = (1, 2, 4, 8)
 """Micro-batch counts M of the pipeline."""
 BARRIER_STEPS = 8
@@ -99,7 +116,7 @@ class Spec:
     pattern: str
     variant: str
     size_bytes: int
-    """Bytes of one message (pipeline: one micro-batch; producer: what each consumer gets;
+    """Bytes of one message (pipeline: one micro-batch; producer: the whole buffer, as collectives';
     batching: one small message; exchange: 0 = decided by the deadlock probe)."""
     dtype: str
     src: int = -1
@@ -108,6 +125,8 @@ class Spec:
     microbatches: int = 0
     k: int = 0
     steps: int = 0
+    round_trips: int = 1
+    """Ping-pong: round trips per sample (K; found at run time, not part of the name)."""
 
     @property
     def dt(self) -> torch.dtype:
@@ -169,12 +188,13 @@ def _pingpong(ctx: DistContext, s: Spec) -> Buffers:
     rbuf = _blank(ctx, count, dt) if involved else None
 
     def run():
-        if me == a:
-            dist.send(sbuf, b, group=g)
-            dist.recv(rbuf, b, group=g)
-        elif me == b:
-            dist.recv(rbuf, a, group=g)
-            dist.send(sbuf, a, group=g)
+        for _ in range(s.round_trips):  # back to back: no barrier between round trips (OSU)
+            if me == a:
+                dist.send(sbuf, b, group=g)
+                dist.recv(rbuf, b, group=g)
+            elif me == b:
+                dist.recv(rbuf, a, group=g)
+                dist.send(sbuf, a, group=g)
 
     return _buffers(ctx, run, lambda: verify.count_wrong(rbuf, _pat(ctx, peer, count, dt)) if involved else 0,
                     [rbuf] if involved else [], cross_node=_cross(ctx, a, b))
@@ -272,10 +292,15 @@ def _pipeline(ctx: DistContext, s: Spec) -> Buffers:
     return _buffers(ctx, run, wrong, received, cross_node_links=sum(_cross(ctx, r, r + 1) for r in range(n - 1)))
 
 
+def _distinct(variant: str) -> bool:
+    """Whether a producer variant hands each rank its own chunk (scatter-like) or the same buffer."""
+    return variant in ("isend_each_distinct", "scatter")
+
+
 def _producer(ctx: DistContext, s: Spec) -> Buffers:
-    dt, count = s.dt, s.count
     n, me, g = ctx.world_size, ctx.rank, ctx.group
-    distinct = s.variant in ("isend_each_distinct", "scatter")
+    distinct = _distinct(s.variant)
+    dt, count = s.dt, s.count // n if distinct else s.count  # s.count: the whole buffer
 
     def expected(r: int) -> torch.Tensor:
         return _pat(ctx, 0, count, dt, offset=r * count if distinct else 0)
@@ -429,6 +454,28 @@ def _resolve_exchange(s: Spec):
     return resolve
 
 
+def _resolve_pingpong(s: Spec):
+    """The ping-pong case with K round trips per sample, K found now on this group (every rank)."""
+    def resolve(case: Case, ctx: DistContext, cfg: BenchConfig, session: Session) -> Case:
+        k, trial_s = autorange(ctx, _pingpong(ctx, s).call, min_sample_s=PINGPONG_MIN_SAMPLE_S,
+                               min_repeats=PINGPONG_MIN_ROUND_TRIPS, max_repeats=PINGPONG_MAX_ROUND_TRIPS)
+        at = dataclasses.replace(s, round_trips=k)
+        return dataclasses.replace(
+            case, build=lambda c: _pingpong(c, at), divisor=2 * k,
+            normalisation=f"sample / (2K), K = {k}: one-way latency (OSU osu_latency)",
+            fields={**case.fields, "round_trips_per_sample": k, "calibration_sample_us": trial_s * 1e6,
+                    "iteration": f"{k} back-to-back round trips {s.src}->{s.dst}->{s.src}, blocking send/recv, "
+                                 "no barrier between them"},
+            provenance={**case.provenance,
+                        "time_us": "derived: sample / (2K); sample = K back-to-back round trips after one barrier, "
+                                   "the maximum over ranks, median over samples (host or cuda_event clock)",
+                        "round_trips_per_sample": f"derived: the K of suite.timing.autorange: the first trial of K "
+                                                  f"round trips lasting >= min_sample_us on the slowest rank, "
+                                                  f"K in [{PINGPONG_MIN_ROUND_TRIPS}, {PINGPONG_MAX_ROUND_TRIPS}]",
+                        "calibration_sample_us": "measured: that trial's time, maximum over ranks (host clock)"})
+    return resolve
+
+
 # --- declarations: one entry per pattern ------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -460,7 +507,16 @@ def _skip(s: Spec):
 
 
 def _bytes(s: Spec) -> Bytes:
-    """The byte model: what ``size_bytes`` counts for algbw (busbw factor: send/recv, 1)."""
+    """The byte model: what ``size_bytes`` counts for algbw (busbw factor: send/recv, 1).
+
+    The producer pattern is the exception, on purpose: its ``scatter`` and ``broadcast`` are the
+    collectives themselves, and its isend fan-outs do what they do, so all four are recorded as the
+    collectives experiment records scatter and broadcast (suite/ops.py): S = the whole buffer
+    (scatter: chunk x ranks) and the OP_TABLE factor ((n-1)/n, 1). A reader who sets a producer
+    record beside a collectives record of the same S then compares like with like; the bytes that
+    actually reach each consumer and cross the producer's link are the fields ``consumer_bytes``
+    and ``delivered_bytes``. (Naming them apart instead would leave two conventions for one op.)
+    """
     el = elsize(s.dtype)
     if s.pattern == "pipeline":
         size, what = s.size_bytes * s.microbatches, "micro-batches x micro-batch bytes"
@@ -473,7 +529,13 @@ def _bytes(s: Spec) -> Bytes:
         return Bytes(size_bytes=el, count=1, dtype="int32", bw_op="send_recv",
                      definition="one int32 signal (4 bytes)")
     elif s.pattern == "producer":
-        size, what = s.size_bytes, "bytes each consumer receives"
+        if _distinct(s.variant):
+            return Bytes(size_bytes=s.size_bytes, count=s.count, dtype=s.dtype, bw_op="scatter",
+                         definition="the whole scattered buffer: chunk x ranks (nccl-tests S of scatter, as in "
+                                    "the collectives experiment)")
+        return Bytes(size_bytes=s.size_bytes, count=s.count, dtype=s.dtype, bw_op="broadcast",
+                     definition="the buffer every consumer receives (nccl-tests S of broadcast, as in the "
+                                "collectives experiment)")
     else:
         size, what = s.size_bytes, "bytes of one message"
     return Bytes(size_bytes=size, count=size // el, dtype=s.dtype, bw_op="send_recv", definition=what)
@@ -492,8 +554,12 @@ def _case(s: Spec, build: Callable[[DistContext, Spec], Buffers], iteration: str
                 fields={"iteration": iteration, **(fields or {})}, provenance=provenance or {}, mode="blocking",
                 divisor=divisor, normalisation=normalisation, skip=_skip(s),
                 # the exchange's size and deadlock_* fields are found at run time
-                resolve=_resolve_exchange(s) if s.pattern == "exchange" else None)
+                resolve=_RESOLVE[s.pattern](s) if s.pattern in _RESOLVE else None)
     return case
+
+
+_RESOLVE = {"exchange": _resolve_exchange, "pingpong": _resolve_pingpong, "pair_matrix": _resolve_pingpong}
+"""Patterns whose cases are completed at run time: the exchange's size, ping-pong's K."""
 
 
 def _pingpong_cases(cfg: BenchConfig, n: int, sw: _Sweep, pattern: str = "pingpong") -> list[Case]:
@@ -503,9 +569,13 @@ def _pingpong_cases(cfg: BenchConfig, n: int, sw: _Sweep, pattern: str = "pingpo
     else:
         specs = [Spec(pattern=pattern, variant="send_recv", size_bytes=sz, dtype=sw.dtype, src=a, dst=b)
                  for sz in sw.ends for a in range(n) for b in range(n) if a != b]
-    return [_case(s, _pingpong, f"round trip {s.src}->{s.dst}->{s.src}, blocking send/recv", divisor=2,
-                  normalisation="round trip / 2 (one-way latency, OSU osu_latency)",
-                  fields={"latency_definition": "one-way = round-trip time / 2", "peer": s.dst})
+    # iteration, divisor and normalisation are completed once K is known (_resolve_pingpong)
+    return [_case(s, _pingpong, "K back-to-back round trips", divisor=2, normalisation="sample / (2K)",
+                  fields={"latency_definition": "one-way = sample / (2K), a sample = K back-to-back round trips "
+                                                "after one barrier (OSU osu_latency)",
+                          "latency_formula": "sample / (2K)", "peer": s.dst,
+                          "min_sample_us": PINGPONG_MIN_SAMPLE_S * 1e6,
+                          "min_round_trips": PINGPONG_MIN_ROUND_TRIPS, "max_round_trips": PINGPONG_MAX_ROUND_TRIPS})
             for s in specs]
 
 
@@ -527,7 +597,8 @@ def _window_cases(cfg: BenchConfig, n: int, sw: _Sweep) -> list[Case]:
                 divisor=w * dirs,
                 normalisation=f"iteration / (window {w} x {dirs} direction(s)): time per message; "
                               "algbw = aggregate bandwidth",
-                fields={"peer": b, "directions": dirs}))
+                fields={"peer": b, "directions": dirs, "window_default": WINDOW, "window_max_bytes": WINDOW_MAX_BYTES,
+                        "window_osu": 64}))
     return out
 
 
@@ -551,7 +622,8 @@ def _pipeline_cases(cfg: BenchConfig, n: int, sw: _Sweep) -> list[Case]:
                   f"{m} micro-batch(es) of {size} B through {n} stages (rank i -> i+1, "
                   "blocking send/recv, each stage adds 1)",
                   normalisation="none: time of the whole pipeline; size_bytes = micro-batches x micro-batch bytes",
-                  fields={"stages": n, "microbatch_bytes": size, "ideal_bubble": (n - 1) / (m + n - 1)},
+                  fields={"stages": n, "microbatch_bytes": size, "ideal_bubble": (n - 1) / (m + n - 1),
+                          "microbatch_counts": list(MICROBATCHES)},
                   provenance={"ideal_bubble": "modelled: GPipe fill/drain (S-1)/(M+S-1)"})
             for m in MICROBATCHES]
 
@@ -565,10 +637,23 @@ _PRODUCER_ITERATION = {
 
 
 def _producer_cases(cfg: BenchConfig, n: int, sw: _Sweep) -> list[Case]:
-    return [_case(Spec(pattern="producer", variant=v, size_bytes=sz, dtype=sw.dtype, src=0), _producer,
-                  _PRODUCER_ITERATION[v], fields={"consumers": n - 1, "delivered_bytes": (n - 1) * sz},
-                  provenance={"delivered_bytes": "derived: consumers x size_bytes"})
-            for sz in sw.sizes for v in PRODUCER_VARIANTS]
+    """Sizes are the whole buffer, as the collectives experiment's: for the distinct-chunk variants a
+    multiple of n elements (each rank's chunk is size / n), sizes with no whole chunk left out."""
+    el = elsize(sw.dtype)
+    out, seen = [], set()
+    for sz in sw.sizes:
+        for v in PRODUCER_VARIANTS:
+            size = sz // (el * n) * el * n if _distinct(v) else sz
+            if not size or (v, size) in seen:
+                continue
+            seen.add((v, size))
+            per = size // n if _distinct(v) else size
+            out.append(_case(Spec(pattern="producer", variant=v, size_bytes=size, dtype=sw.dtype, src=0), _producer,
+                             _PRODUCER_ITERATION[v],
+                             fields={"consumers": n - 1, "consumer_bytes": per, "delivered_bytes": (n - 1) * per},
+                             provenance={"delivered_bytes": "derived: consumers x consumer_bytes (what crosses "
+                                                            "the producer's link)"}))
+    return out
 
 
 _CONTROL_ITERATION = {
@@ -602,7 +687,7 @@ def _batching_cases(cfg: BenchConfig, n: int, sw: _Sweep) -> list[Case]:
                   f"{k} messages of {size} B 0->1 ({v}" + ("; pack + unpack copies included" if v == "coalesced"
                                                            else "") + ")",
                   normalisation=f"none: time for all {k} messages; size_bytes = {k} x message bytes",
-                  fields={"peer": 1, "message_bytes": size})
+                  fields={"peer": 1, "message_bytes": size, "k_counts": list(BATCH_COUNTS)})
             for k in BATCH_COUNTS for v in BATCHING_VARIANTS]
 
 

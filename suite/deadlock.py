@@ -3,10 +3,13 @@
 Two child processes (``python -m suite.deadlock --deadlock-child ...``), with their own
 store on a loopback port, first run the correct orderings (``ORDERINGS``: parity,
 ``isend``/``irecv``, ``batch_isend_irecv``) at the largest probe size, then the naive
-one (both ranks send first) at ascending sizes. Each step must be reported by both
-processes within ``hang_bound_s``; the first that is not is where the backend blocks,
-and the pair is killed. ``run_deadlock_probe`` never blocks its caller for more than
-``total_limit_s`` (+ kill time).
+one (both ranks send first) at ascending sizes. Each step has a bound T scaled to its
+expected transfer time (``DeadlockProbe.bound_s``: size / the rate the pair showed, with a
+floor). "No progress within T" is reported as that, not as a hang: a step that completes
+later, within ``blocked_factor`` x T, was *slow* (e.g. a delayed peer); one that never
+makes progress within that bound is *blocked*, and the pair is killed there. The first
+naive size that blocks is where the backend blocks. ``run_deadlock_probe`` never blocks
+its caller for more than ``total_limit_s`` (+ kill time).
 
 The p2p experiment (experiments/p2p.py, pattern ``exchange``) runs the probe once per
 session on rank 0 and times the correct orderings in the suite's own group at the size
@@ -40,16 +43,39 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @dataclass(frozen=True, kw_only=True)
 class DeadlockProbe:
-    """Bounds of the isolated both-send-first demonstration."""
+    """Bounds of the isolated both-send-first demonstration.
+
+    A step (one exchange of ``size`` bytes each way) is due within its bound
+    ``T = max(floor_s, slack x size / rate)``: the expected transfer time at the rate the pair
+    showed (or ``assumed_rate_bytes_per_s`` before it has shown one), with a floor for process
+    scheduling. A step that has made no progress within T is *late*; one that then completes
+    within ``blocked_factor x T`` was **slow**, one that does not is **blocked** (never made
+    progress within that bound), and the pair is killed there.
+    """
 
     sizes: tuple[int, ...] = tuple(4 << (2 * i) for i in range(12))
     """Probe sizes, bytes, ascending: 4 B .. 16 MiB (x4)."""
-    hang_bound_s: float = 3.0
-    """A step that makes no progress for this long is declared hung."""
+    floor_s: float = 1.0
+    """No step is late before this long, however small (a loaded host's scheduling)."""
+    slack: float = 10.0
+    """A step is late when it takes more than ``slack`` x its expected transfer time."""
+    assumed_rate_bytes_per_s: float = 50e6
+    """The rate the bound assumes before one is measured (a slow loopback); the correct orderings,
+    run first at the largest size, then measure it (each process times its own exchange)."""
+    blocked_factor: float = 3.0
+    """A late step that still shows no progress after this many times its bound is blocked."""
     start_limit_s: float = 30.0
     """Time allowed for the pair to start (import torch, rendezvous) on a loaded host."""
     total_limit_s: float = 45.0
     """Hard cap on the whole probe, start included."""
+    delay_step: str | None = None
+    """Fault injection (tests, demonstrations): before this step (an ordering or ``naive``) process 1
+    sleeps ``delay_s``, as a delayed peer would: a slow step, not a blocked one."""
+    delay_s: float = 0.0
+
+    def bound_s(self, size: int, rate_bytes_per_s: float) -> float:
+        """T for a step moving ``size`` bytes each way, at ``rate_bytes_per_s``."""
+        return max(self.floor_s, self.slack * size / rate_bytes_per_s)
 
 
 PROBE = DeadlockProbe()
@@ -62,23 +88,43 @@ class ProbeResult:
     backend: str
     device: str
     sizes_probed: tuple[int, ...]
-    """Sizes the naive ordering was tried at, ascending, bytes (the last one hung, if any did)."""
+    """Sizes the naive ordering was tried at, ascending, bytes (the last one blocked, if any did)."""
     completed_bytes: tuple[int, ...]
-    """Sizes at which both-send-first completed (the backend buffered the message)."""
+    """Sizes at which both-send-first completed (the backend buffered the message), on time or slow."""
     blocked_from_bytes: int | None
-    """Smallest probed size at which both-send-first made no progress; None: none blocked."""
-    detected_after_s: float | None
-    """Seconds without progress before the hang was declared (>= hang_bound_s)."""
-    hang_bound_s: float
+    """Smallest probed size at which both-send-first never made progress within its blocked bound;
+    None: none blocked."""
+    no_progress_within_s: float | None
+    """The blocked step's bound T: it made no progress within T (nor within blocked_factor x T)."""
+    no_progress_for_s: float | None
+    """Seconds the blocked step was watched without progress before the pair was killed
+    (>= blocked_factor x no_progress_within_s)."""
+    steps: tuple[dict, ...]
+    """Every step watched, in order: ``step``, ``bytes``, ``bound_s`` (T), ``outcome`` (on_time: within
+    T; slow: progress only after T, within the blocked bound; blocked: none within it), ``took_s``
+    (blocked: the time watched)."""
+    slow_steps: tuple[str, ...]
+    """``<step>@<bytes>`` of the steps that were slow (completed after their bound T)."""
+    rate_bytes_per_s: float
+    """The rate the naive steps' bounds used."""
+    rate_source: str
+    """How that rate was obtained (measured from the correct orderings, or the configured assumption)."""
+    floor_s: float
+    slack: float
+    blocked_factor: float
+    probe_sizes: tuple[int, ...]
+    """Every size the naive ordering would have been tried at (DeadlockProbe.sizes)."""
+    start_limit_s: float
+    total_limit_s: float
     correct_orderings: dict
-    """Ordering -> 'completed' / 'hung' / 'not run', at ``correct_orderings_bytes``."""
+    """Ordering -> 'completed' / 'slow' / 'blocked' / 'not run', at ``correct_orderings_bytes``."""
     correct_orderings_bytes: int
     n_wrong: int
     """Wrong elements the pair counted in every exchange that completed."""
     elapsed_s: float
     """Wall time of the whole probe, start-up included."""
     killed: bool
-    """Whether the pair had to be killed (it hung)."""
+    """Whether the pair had to be killed (a step blocked)."""
     error: str | None = None
     naive_ordering: str = "both ranks: blocking send to the other, then recv"
 
@@ -101,9 +147,10 @@ def run_deadlock_probe(backend: str = "gloo", device: str = "cpu", probe: Deadlo
     """Start two processes that both call blocking ``send`` first; find where they block.
 
     The pair first runs the correct orderings at the largest probe size, then the
-    naive one at ascending sizes. Each step must be reported by both processes
-    within ``hang_bound_s``; the first that is not is the hang, and both processes
-    are killed. Never blocks the caller for more than ``total_limit_s`` (+ kill time).
+    naive one at ascending sizes. Each step is due within its bound T; a step late
+    past T but done within ``blocked_factor`` x T is recorded as slow, the first
+    that shows no progress within that is blocked, and both processes are killed.
+    Never blocks the caller for more than ``total_limit_s`` (+ kill time).
     A pair that dies before it is up (the free port was taken meanwhile) is started
     once more, within the same cap.
     """
@@ -124,8 +171,9 @@ def _probe_once(backend: str, device: str, probe: DeadlockProbe, start: float) -
     # The pair's own group timeout outlives our bound, so a hang is ours to detect, and
     # ends an orphaned pair on its own if this process dies.
     pg_timeout = probe.total_limit_s + 15
+    delay = f"{probe.delay_step}:{probe.delay_s}" if probe.delay_step else "-"
     procs = [subprocess.Popen([sys.executable, "-m", "suite.deadlock", "--deadlock-child", str(r), str(port),
-                               backend, device, str(big), sizes_arg, str(pg_timeout)],
+                               backend, device, str(big), sizes_arg, str(pg_timeout), delay],
                               cwd=ROOT, env=_child_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True) for r in (0, 1)]
     events: queue.Queue = queue.Queue()
@@ -148,24 +196,31 @@ def _probe_once(backend: str, device: str, probe: DeadlockProbe, start: float) -
     steps = [("ready", 0)] + [(o, big) for o in ORDERINGS] + [("naive", s) for s in probe.sizes] + \
         [("done", 0)]
     seen: dict = {}
+    took: dict = {}  # (step, size) -> the slower process's own exchange time, s
+    log: list[dict] = []
     step, n_wrong, error = 0, 0, None
-    hung_step, stalled_s = None, None
-    last_progress = time.monotonic()
+    blocked_step, watched_s = None, None
+    rate, rate_source = probe.assumed_rate_bytes_per_s, "configured: DeadlockProbe.assumed_rate_bytes_per_s"
+    step_start = time.monotonic()
     while step < len(steps):
         now = time.monotonic()
-        limit = probe.start_limit_s if step == 0 else probe.hang_bound_s
+        bound = probe.start_limit_s if step == 0 else probe.bound_s(steps[step][1], rate)
+        limit = bound if step == 0 else bound * probe.blocked_factor
         if now - start > probe.total_limit_s:
             error = f"probe exceeded its {probe.total_limit_s:.0f} s cap"
-            hung_step = step if step > 0 else None
+            blocked_step = step if step > 0 else None
             break
         try:
-            r, words = events.get(timeout=max(0.05, min(0.25, limit - (now - last_progress))))
+            r, words = events.get(timeout=max(0.05, min(0.25, limit - (now - step_start))))
         except queue.Empty:
-            if time.monotonic() - last_progress >= limit:
+            waited = time.monotonic() - step_start
+            if waited >= limit:
                 if step == 0:
                     error = f"the probe pair did not start within {limit:.0f} s"
                 else:
-                    hung_step, stalled_s = step, time.monotonic() - last_progress
+                    blocked_step, watched_s = step, waited
+                    log.append({"step": steps[step][0], "bytes": steps[step][1], "bound_s": bound,
+                                "outcome": "blocked", "took_s": waited})
                 break
             continue
         if words == ["eof"]:
@@ -177,10 +232,24 @@ def _probe_once(backend: str, device: str, probe: DeadlockProbe, start: float) -
             break
         name, size = words[0], int(words[1]) if len(words) > 1 else 0
         n_wrong += int(words[2]) if len(words) > 2 else 0
+        if len(words) > 3:
+            took[(name, size)] = max(took.get((name, size), 0.0), float(words[3]))
         seen.setdefault((name, size), set()).add(r)
         while step < len(steps) and seen.get(steps[step]) == {0, 1}:
+            elapsed = time.monotonic() - step_start
+            if 0 < step < len(steps) - 1:
+                log.append({"step": steps[step][0], "bytes": steps[step][1], "bound_s": bound,
+                            "outcome": "slow" if elapsed > bound else "on_time", "took_s": elapsed})
             step += 1
-            last_progress = time.monotonic()
+            step_start = time.monotonic()
+            if steps[step - 1][0] in ORDERINGS:
+                fastest = min((took[(o, big)] for o in ORDERINGS if took.get((o, big), 0) > 0), default=None)
+                if fastest is not None:
+                    rate = big / fastest
+                    rate_source = (f"measured: {big} B / the fastest correct ordering's exchange time "
+                                   f"in the pair ({fastest * 1e3:.2f} ms, the slower process)")
+            if step < len(steps):
+                bound = probe.bound_s(steps[step][1], rate)
 
     killed = False
     for p in procs:
@@ -196,26 +265,33 @@ def _probe_once(backend: str, device: str, probe: DeadlockProbe, start: float) -
         t.join(timeout=2)
 
     done = {s for s in probe.sizes if seen.get(("naive", s)) == {0, 1}}
-    probed = tuple(s for s in probe.sizes if s in done or (hung_step is not None and steps[hung_step] == ("naive", s)))
+    stuck = steps[blocked_step] if blocked_step is not None else None
+    probed = tuple(s for s in probe.sizes if s in done or stuck == ("naive", s))
+    outcome = {(e["step"], e["bytes"]): e["outcome"] for e in log}
     orderings = {}
-    for i, o in enumerate(ORDERINGS, start=1):
-        if seen.get((o, big)) == {0, 1}:
-            orderings[o] = "completed"
-        elif hung_step == i:
-            orderings[o] = "hung"
-        else:
-            orderings[o] = "not run"
-    blocked = steps[hung_step][1] if hung_step is not None and steps[hung_step][0] == "naive" else None
-    if hung_step is not None and steps[hung_step][0] != "naive" and error is None:
-        error = f"correct ordering {steps[hung_step][0]} did not complete within {probe.hang_bound_s} s"
+    for o in ORDERINGS:
+        got = outcome.get((o, big))
+        orderings[o] = {"on_time": "completed", None: "not run"}.get(got, got)
+    blocked = stuck[1] if stuck is not None and stuck[0] == "naive" else None
+    if stuck is not None and stuck[0] != "naive" and error is None:
+        error = (f"correct ordering {stuck[0]} made no progress within "
+                 f"{probe.blocked_factor:g} x {log[-1]['bound_s']:.1f} s" if log else f"step {stuck[0]} blocked")
     return ProbeResult(backend=backend, device=device, sizes_probed=probed, completed_bytes=tuple(sorted(done)),
-                       blocked_from_bytes=blocked, detected_after_s=stalled_s if blocked else None,
-                       hang_bound_s=probe.hang_bound_s, correct_orderings=orderings, correct_orderings_bytes=big,
-                       n_wrong=n_wrong, elapsed_s=time.monotonic() - start, killed=killed, error=error)
+                       blocked_from_bytes=blocked,
+                       no_progress_within_s=log[-1]["bound_s"] if blocked is not None else None,
+                       no_progress_for_s=watched_s if blocked is not None else None,
+                       steps=tuple(log), slow_steps=tuple(f"{e['step']}@{e['bytes']}" for e in log
+                                                          if e["outcome"] == "slow"),
+                       rate_bytes_per_s=rate, rate_source=rate_source, floor_s=probe.floor_s, slack=probe.slack,
+                       blocked_factor=probe.blocked_factor, probe_sizes=probe.sizes,
+                       start_limit_s=probe.start_limit_s, total_limit_s=probe.total_limit_s,
+                       correct_orderings=orderings,
+                       correct_orderings_bytes=big, n_wrong=n_wrong, elapsed_s=time.monotonic() - start,
+                       killed=killed, error=error)
 
 
 def _probe_child(rank: int, port: int, backend: str, device: str, big: int, sizes: list[int],
-                 timeout_s: float) -> None:
+                 timeout_s: float, delay: str = "-") -> None:
     """One process of the probe pair (``python -m suite.deadlock --deadlock-child ...``)."""
     dev = torch.device("cuda", rank) if device == "cuda" else torch.device("cpu")
     kw = {"device_id": dev} if backend == "nccl" else {}
@@ -224,6 +300,7 @@ def _probe_child(rank: int, port: int, backend: str, device: str, big: int, size
     dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
                             timeout=datetime.timedelta(seconds=timeout_s), **kw)
     peer, dt = 1 - rank, torch.float32
+    delay_step, _, delay_s = delay.partition(":")
 
     def say(*words) -> None:
         print(_TAG, *words, flush=True)
@@ -235,16 +312,25 @@ def _probe_child(rank: int, port: int, backend: str, device: str, big: int, size
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)  # NCCL's send/recv block the stream, not the CPU
 
+    def maybe_delay(step: str) -> None:
+        nonlocal delay_step
+        if rank == 1 and step == delay_step:
+            delay_step = ""  # once
+            time.sleep(float(delay_s))
+
     say("ready")
     count = big // 4
     for ordering in ORDERINGS:
         s, r = pat(rank, count), torch.full((count,), -1, dtype=dt, device=dev)
+        maybe_delay(ordering)
+        t0 = time.perf_counter()
         exchange(s, r, peer, peer, ordering=ordering)
         sync()
-        say(ordering, big, verify.count_wrong(r, pat(peer, count)))
+        say(ordering, big, verify.count_wrong(r, pat(peer, count)), f"{time.perf_counter() - t0:.6f}")
     for size in sizes:
         count = max(1, size // 4)
         s, r = pat(rank, count), torch.full((count,), -1, dtype=dt, device=dev)
+        maybe_delay("naive")
         dist.send(s, peer)  # both ranks send first: the deadlock under test
         dist.recv(r, peer)
         sync()
@@ -254,12 +340,13 @@ def _probe_child(rank: int, port: int, backend: str, device: str, big: int, size
 
 
 def _main(argv: list[str]) -> int:
-    if len(argv) == 8 and argv[0] == "--deadlock-child":
-        _, rank, port, backend, device, big, sizes, timeout_s = argv
+    if len(argv) == 9 and argv[0] == "--deadlock-child":
+        _, rank, port, backend, device, big, sizes, timeout_s, delay = argv
         _probe_child(int(rank), int(port), backend, device, int(big), [int(s) for s in sizes.split(",")],
-                     float(timeout_s))
+                     float(timeout_s), delay)
         return 0
-    print("usage: python -m suite.deadlock --deadlock-child RANK PORT BACKEND DEVICE BIG SIZES TIMEOUT_S\n"
+    print("usage: python -m suite.deadlock --deadlock-child RANK PORT BACKEND DEVICE BIG SIZES TIMEOUT_S "
+          "DELAY\n"
           "(internal: one process of the deadlock probe pair; run the experiment with suite.launch)",
           file=sys.stderr)
     return 2

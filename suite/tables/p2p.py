@@ -2,8 +2,9 @@
 
 How to read them:
 
-- *ping-pong*: one-way latency (round trip / 2) and bandwidth (size / one-way time)
-  from rank 0 to each peer, vs message size. ``x`` after a peer marks a cross-node pair.
+- *ping-pong*: one-way latency (sample / (2K), K back-to-back round trips per sample,
+  OSU-style) and bandwidth (size / one-way time) from rank 0 to each peer, vs message
+  size; ``K`` is the round trips per sample. ``x`` after a peer marks a cross-node pair.
 - *pair matrix*: one-way latency (small size) and bandwidth (large size) for every
   ordered pair (row = initiator); ``*`` marks cross-node pairs, ``!`` a pair more than
   1.5x slower than the median pair (a slow link).
@@ -14,8 +15,9 @@ How to read them:
   per micro-batch ``t_mb`` is the least-squares slope of pipeline time vs M, and
   ``bubble = 1 - M * t_mb / T(M)`` (fill and drain share of the time), shown next to
   the ideal ``(S-1)/(M+S-1)`` for S stages of equal cost.
-- *deadlock*: where both-ranks-send-first blocks in the backend, and the correct
-  orderings timed at that size.
+- *deadlock*: where both-ranks-send-first blocks in the backend (no progress within a
+  bound T scaled to the expected transfer time, nor within a multiple of it), steps that
+  were only slow (done after T), and the correct orderings timed at that size.
 """
 
 from __future__ import annotations
@@ -55,14 +57,16 @@ def pingpong_table(recs: list[dict]) -> str:
     cross = {r["dst"]: r.get("cross_node", False) for r in recs}
     cell = {(r["size_bytes"], r["dst"]): r for r in recs}
     names = [f"0<->{p}{' x' if cross[p] else ''}" for p in peers]
-    lines = [_header(recs, "ping-pong: one-way latency = round trip / 2, bandwidth = size / one-way time"),
-             f"#{'size':>11} " + " ".join(f"{n:>19}" for n in names),
-             f"#{'(B)':>11} " + " ".join(f"{'lat(us)':>10} {'GB/s':>8}" for _ in peers)]
+    lines = [_header(recs, "ping-pong: one-way latency = sample / (2K), a sample = K back-to-back round trips "
+                           "(OSU osu_latency); bandwidth = size / one-way time"),
+             f"#{'size':>11} " + " ".join(f"{n:>26}" for n in names),
+             f"#{'(B)':>11} " + " ".join(f"{'lat(us)':>10} {'GB/s':>8} {'K':>6}" for _ in peers)]
     for size in sorted({r["size_bytes"] for r in recs}):
         row = []
         for p in peers:
             r = cell.get((size, p))
-            row.append(f"{_us(r and r['time_us'])} {_gb(r and r['algbw_gbps'])}")
+            k = r.get("round_trips_per_sample") if r else None
+            row.append(f"{_us(r and r['time_us'])} {_gb(r and r['algbw_gbps'])} {k if k else '-':>6}")
         lines.append(f" {size:>11} " + " ".join(row))
     return "\n".join(lines + [_wrong_line(recs)]) + "\n"
 
@@ -195,12 +199,20 @@ def deadlock_table(recs: list[dict]) -> str:
     lines.append(f"# isolated pair ({r.get('deadlock_backend')}, {r.get('deadlock_device')}), sizes probed "
                  f"ascending: {', '.join(format_size(s) for s in r.get('deadlock_sizes_probed') or []) or '-'}")
     lines.append(f"#   completed at: {', '.join(format_size(s) for s in completed) or 'no size'}")
+    lines.append(f"#   bound per step T = max({r.get('deadlock_floor_s', 0):g} s, {r.get('deadlock_slack', 0):g} x "
+                 f"size / rate); rate {(r.get('deadlock_rate_bytes_per_s') or 0) / 1e6:.1f} MB/s "
+                 f"({(r.get('deadlock_rate_source') or '-').split(':')[0]}); slow = progress only after T, "
+                 f"blocked = none within {r.get('deadlock_blocked_factor', 0):g} x T")
     if blocked is not None:
-        lines.append(f"#   BLOCKED from {format_size(blocked)}B: no progress for "
-                     f"{r['deadlock_detected_after_s']:.1f} s (bound {r['deadlock_hang_bound_s']:.1f} s), "
-                     f"pair killed")
+        lines.append(f"#   BLOCKED from {format_size(blocked)}B: no progress within "
+                     f"{r['deadlock_no_progress_within_s']:.1f} s, none after {r['deadlock_no_progress_for_s']:.1f} s "
+                     f"either; pair killed")
     else:
         lines.append("#   no probed size blocked")
+    slow = [e for e in r.get("deadlock_steps") or [] if e["outcome"] == "slow"]
+    lines.append("#   slow (late, then completed): " + (", ".join(
+        f"{e['step']} at {format_size(e['bytes'])}B took {e['took_s']:.1f} s (T {e['bound_s']:.1f} s)"
+        for e in slow) or "none"))
     orders = r.get("deadlock_correct_orderings") or {}
     lines.append(f"#   correct orderings at {format_size(r.get('deadlock_correct_orderings_bytes') or 0)}B in the "
                  "pair: " + ", ".join(f"{k} {v}" for k, v in orders.items()))
@@ -235,10 +247,12 @@ def format_tables(records: list[dict]) -> str:
         if (rs := _by(recs, "producer")):
             out.append(comparison_table([r for r in rs if r["variant"] in ("isend_each_same", "broadcast")],
                                         "producer -> consumers, same data for all: isend to each vs broadcast "
-                                        "(size = bytes per consumer)", ["isend_each_same", "broadcast"]))
+                                        "(size = the broadcast buffer, as in collectives)",
+                                        ["isend_each_same", "broadcast"]))
             out.append(comparison_table([r for r in rs if r["variant"] in ("isend_each_distinct", "scatter")],
                                         "producer -> consumers, a chunk each: isend to each vs scatter "
-                                        "(size = bytes per consumer)", ["isend_each_distinct", "scatter"]))
+                                        "(size = the whole scattered buffer, chunk x ranks, as in collectives)",
+                                        ["isend_each_distinct", "scatter"]))
         if (rs := _by(recs, "control")):
             out.append(comparison_table(rs, "control messages: 4-byte signal vs p2p ready/go vs barrier",
                                         ["signal", "ready_go", "barrier"], row_key="world_size",

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from experiments import p2p
+from suite import metrics
 from suite.config import build_config
 from suite.dist import DistContext
 from suite.tables.p2p import bubble_fit, format_tables, measured_bubble
@@ -81,3 +82,64 @@ def test_cross_node_pairs_and_slow_links_are_marked():
     assert "0<->2 x" in text and "0<->1 x" not in text
 
 
+
+
+@pytest.mark.parametrize("world", [2, 3, 4])
+def test_producer_records_use_the_collectives_size_and_factor(world):
+    # The producer's scatter and broadcast (and the isend fan-outs they are compared with) are
+    # recorded as the collectives experiment records scatter and broadcast: size_bytes = the whole
+    # buffer S, busbw = S / t x the nccl-tests factor of OP_TABLE, so the two busbw agree for the
+    # same buffer and the same time.
+    from experiments import collectives
+    from suite.results import make_record
+    from suite.timing import Measurement
+
+    cfg = build_config(min_bytes="1K", max_bytes="64K", step_factor="4", dtypes="float32")
+    coll = {(c.identity["variant"], c.bytes.size_bytes): c for c in collectives.cases(cfg, world)
+            if c.identity["variant"] in ("scatter", "broadcast")}
+    prod = [c for c in p2p.cases(cfg, world) if c.identity["pattern"] == "producer"]
+    m = Measurement(samples_s=[1e-4] * 5, timing_mode="blocking", ops_per_sample=1, warmup_iters=0,
+                    precision_reached=None)
+    like = {"scatter": "scatter", "isend_each_distinct": "scatter",
+            "broadcast": "broadcast", "isend_each_same": "broadcast"}
+    matched = 0
+    for c in prod:
+        ref = coll.get((like[c.identity["variant"]], c.bytes.size_bytes))
+        assert ref is not None, f"{c.label}: no collectives case with the same whole buffer"
+        assert (c.bytes.size_bytes, c.bytes.count, c.bytes.bw_op) == \
+            (ref.bytes.size_bytes, ref.bytes.count, ref.bytes.bw_op), c.label
+        recs = [make_record(experiment=x.experiment, op=x.op, backend="gloo", device="cpu", dtype="float32",
+                            world_size=world, size_bytes=x.bytes.size_bytes, count=x.bytes.count, in_place=False,
+                            m=m, n_wrong=0, bw_op=x.bytes.bw_op) for x in (c, ref)]
+        assert recs[0]["busbw_gbps"] == pytest.approx(recs[1]["busbw_gbps"]), c.label
+        assert recs[0]["busbw_factor"] == pytest.approx(metrics.busbw_factor(like[c.identity["variant"]], world))
+        matched += 1
+    assert matched == len(prod) > 0
+    # each consumer of a scatter gets size / world bytes, of a broadcast the whole buffer
+    for c in prod:
+        per = c.bytes.size_bytes // world if c.identity["variant"] in ("scatter", "isend_each_distinct") \
+            else c.bytes.size_bytes
+        assert c.fields["consumer_bytes"] == per and c.fields["delivered_bytes"] == (world - 1) * per
+
+
+def test_pingpong_and_constants_are_named_in_the_declaration():
+    cfg = build_config(min_bytes="1K", max_bytes="1M", step_factor="4")
+    cs = p2p.cases(cfg, 2)
+    pp = [c for c in cs if c.identity["pattern"] in ("pingpong", "pair_matrix")]
+    assert pp and all(c.resolve is not None and c.fields["latency_formula"] == "sample / (2K)" for c in pp)
+    win = [c for c in cs if c.identity["pattern"] == "window"]
+    assert all(c.fields["window_default"] == p2p.WINDOW == 64 and c.fields["window_max_bytes"] == p2p.WINDOW_MAX_BYTES
+               for c in win)
+    assert {c.identity["window"] for c in win} == {min(64, p2p.WINDOW_MAX_BYTES // (1 << 20)), 64}
+    assert all(c.fields["microbatch_counts"] == list(p2p.MICROBATCHES) for c in cs
+               if c.identity["pattern"] == "pipeline")
+    assert all(c.fields["k_counts"] == list(p2p.BATCH_COUNTS) for c in cs if c.identity["pattern"] == "batching")
+
+
+def test_deadlock_bound_scales_with_the_expected_transfer_time():
+    from suite.deadlock import DeadlockProbe
+
+    pr = DeadlockProbe(floor_s=1.0, slack=10.0)
+    assert pr.bound_s(4, 1e9) == 1.0  # the floor
+    assert pr.bound_s(16 << 20, 10e6) == pytest.approx(10 * (16 << 20) / 10e6)  # slack x size / rate
+    assert pr.bound_s(16 << 20, 100e6) < pr.bound_s(16 << 20, 10e6)
