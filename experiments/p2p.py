@@ -28,9 +28,8 @@ counts wrong elements across ranks):
   as where the backend blocks, and the pair is killed. The correct orderings
   (parity, ``isend``/``irecv``, ``batch_isend_irecv``) complete in the same pair
   and are timed in the suite's own group at that size.
-- ``pipeline``: stages rank i -> i+1 pass activation-like micro-batches (each stage
-  adds 1, so the last stage's payload is exact); throughput vs micro-batch count M
-  and the bubble fraction against the ideal (S-1)/(M+S-1) (see suite/tables/p2p.py).
+- (The pipeline of micro-batches through stages is the model_parallel experiment's: its stages
+  compute, and its bubble is compared with the model of the schedule that ran.)
 - ``producer``: rank 0 feeds the others: ``isend`` to each vs ``broadcast`` (same
   data for all) and vs ``scatter`` (a distinct chunk each). Sizes and bus factors are
   the collectives experiment's (see ``_bytes``), so these records compare with it.
@@ -87,8 +86,6 @@ PINGPONG_MIN_ROUND_TRIPS = 10
 lag of the last rank to leave it) is at most 1/10 of a sample's round trips (OSU runs 1000+)."""
 PINGPONG_MAX_ROUND_TRIPS = 10_000
 """K is at most this (OSU ``osu_latency``'s iteration count for small messages)."""
-MICROBATCHES = (1, 2, 4, 8)
-"""Micro-batch counts M of the pipeline."""
 BARRIER_STEPS = 8
 """Ring steps per iteration in the barrier-cost loop."""
 BATCH_COUNTS = (8, 64)
@@ -116,13 +113,12 @@ class Spec:
     pattern: str
     variant: str
     size_bytes: int
-    """Bytes of one message (pipeline: one micro-batch; producer: the whole buffer, as collectives';
+    """Bytes of one message (producer: the whole buffer, as collectives';
     batching: one small message; exchange: 0 = decided by the deadlock probe)."""
     dtype: str
     src: int = -1
     dst: int = -1
     window: int = 0
-    microbatches: int = 0
     k: int = 0
     steps: int = 0
     round_trips: int = 1
@@ -141,8 +137,6 @@ def label_of(s: Spec) -> str:
     parts = [s.pattern, s.variant]
     if s.src >= 0 and s.dst >= 0:
         parts.append(f"{s.src}to{s.dst}")
-    if s.microbatches:
-        parts.append(f"M{s.microbatches}")
     if s.k:
         parts.append(f"K{s.k}")
     if s.size_bytes:
@@ -264,32 +258,6 @@ def _exchange(ctx: DistContext, s: Spec) -> Buffers:
 
     return _buffers(ctx, run, lambda: verify.count_wrong(rbuf, _pat(ctx, peer, count, dt)) if involved else 0,
                     [rbuf] if involved else [], cross_node=_cross(ctx, 0, 1))
-
-
-def _pipeline(ctx: DistContext, s: Spec) -> Buffers:
-    dt, m, count = s.dt, s.microbatches, s.count
-    n, me, g = ctx.world_size, ctx.rank, ctx.group
-    if me == 0:
-        bufs = [_pat(ctx, 0, count, dt, offset=j * count) for j in range(m)]
-        received = []
-    else:
-        bufs = [_blank(ctx, count, dt) for _ in range(m)]
-        received = bufs
-
-    def run():
-        for j in range(m):
-            if me > 0:
-                dist.recv(bufs[j], me - 1, group=g)
-                bufs[j].add_(1)  # the stage's "layer": exact, so the last stage can check it
-            if me < n - 1:
-                dist.send(bufs[j], me + 1, group=g)
-
-    def wrong():
-        if me == 0:
-            return 0
-        return sum(verify.count_wrong(bufs[j], _pat(ctx, 0, count, dt, offset=j * count) + me) for j in range(m))
-
-    return _buffers(ctx, run, wrong, received, cross_node_links=sum(_cross(ctx, r, r + 1) for r in range(n - 1)))
 
 
 def _distinct(variant: str) -> bool:
@@ -518,9 +486,7 @@ def _bytes(s: Spec) -> Bytes:
     and ``delivered_bytes``. (Naming them apart instead would leave two conventions for one op.)
     """
     el = elsize(s.dtype)
-    if s.pattern == "pipeline":
-        size, what = s.size_bytes * s.microbatches, "micro-batches x micro-batch bytes"
-    elif s.pattern == "batching":
+    if s.pattern == "batching":
         size, what = s.size_bytes * s.k, "K messages x message bytes"
     elif s.pattern == "control":
         if s.variant == "barrier":
@@ -545,7 +511,7 @@ def _case(s: Spec, build: Callable[[DistContext, Spec], Buffers], iteration: str
           normalisation: str = "none: time of one iteration", fields: dict | None = None,
           provenance: dict | None = None, unchecked: str | None = None) -> Case:
     identity = {"pattern": s.pattern, "variant": s.variant, "src": s.src, "dst": s.dst}
-    for name, v in (("window", s.window), ("microbatches", s.microbatches), ("k_messages", s.k),
+    for name, v in (("window", s.window), ("k_messages", s.k),
                     ("steps", s.steps)):
         if v:
             identity[name] = v
@@ -615,19 +581,6 @@ def _exchange_cases(cfg: BenchConfig, n: int, sw: _Sweep) -> list[Case]:
             for v in EXCHANGE_VARIANTS]
 
 
-def _pipeline_cases(cfg: BenchConfig, n: int, sw: _Sweep) -> list[Case]:
-    size = sw.sizes[-1]
-    return [_case(Spec(pattern="pipeline", variant="send_recv", size_bytes=size, dtype=sw.dtype, microbatches=m),
-                  _pipeline,
-                  f"{m} micro-batch(es) of {size} B through {n} stages (rank i -> i+1, "
-                  "blocking send/recv, each stage adds 1)",
-                  normalisation="none: time of the whole pipeline; size_bytes = micro-batches x micro-batch bytes",
-                  fields={"stages": n, "microbatch_bytes": size, "ideal_bubble": (n - 1) / (m + n - 1),
-                          "microbatch_counts": list(MICROBATCHES)},
-                  provenance={"ideal_bubble": "modelled: GPipe fill/drain (S-1)/(M+S-1)"})
-            for m in MICROBATCHES]
-
-
 _PRODUCER_ITERATION = {
     "scatter": "scatter from rank 0 (a distinct chunk per rank, rank 0 keeps its own)",
     "broadcast": "broadcast from rank 0",
@@ -693,7 +646,7 @@ def _batching_cases(cfg: BenchConfig, n: int, sw: _Sweep) -> list[Case]:
 
 PATTERNS: dict[str, Callable[[BenchConfig, int, _Sweep], list[Case]]] = {
     "pingpong": _pingpong_cases, "pair_matrix": _pair_matrix_cases, "window": _window_cases,
-    "ring": _ring_cases, "exchange": _exchange_cases, "pipeline": _pipeline_cases,
+    "ring": _ring_cases, "exchange": _exchange_cases,
     "producer": _producer_cases, "control": _control_cases, "barrier_cost": _barrier_cost_cases,
     "batching": _batching_cases,
 }

@@ -11,10 +11,6 @@ How to read them:
 - *window*: time per message and aggregate bandwidth of a window of isend/irecv.
 - *ring*, *producer*, *control*, *batching*: the same work done different ways; the
   fastest is marked ``<``; ``speed-up`` is relative to the first column.
-- *pipeline*: the bubble is measured from the records alone: the steady-state time
-  per micro-batch ``t_mb`` is the least-squares slope of pipeline time vs M, and
-  ``bubble = 1 - M * t_mb / T(M)`` (fill and drain share of the time), shown next to
-  the ideal ``(S-1)/(M+S-1)`` for S stages of equal cost.
 - *deadlock*: where both-ranks-send-first blocks in the backend (no progress within a
   bound T scaled to the expected transfer time, nor within a multiple of it), steps that
   were only slow (done after T), and the correct orderings timed at that size.
@@ -139,45 +135,6 @@ def comparison_table(recs: list[dict], title: str, variants: list[str], row_key:
     return "\n".join(lines + [_wrong_line(recs)]) + "\n"
 
 
-def bubble_fit(points: list[tuple[int, float]]) -> tuple[float, float]:
-    """Least-squares line T = intercept + slope * M through (M, T) points; (slope, intercept).
-
-    slope is the steady-state time per micro-batch; intercept the fill/drain time.
-    One point: slope = T / M (no fill/drain can be separated), intercept 0.
-    """
-    if not points:
-        raise ValueError("no points")
-    if len({m for m, _ in points}) < 2:
-        m, t = points[0]
-        return t / m, 0.0
-    n = len(points)
-    mx = sum(m for m, _ in points) / n
-    my = sum(t for _, t in points) / n
-    sxx = sum((m - mx) ** 2 for m, _ in points)
-    slope = sum((m - mx) * (t - my) for m, t in points) / sxx
-    return slope, my - slope * mx
-
-
-def measured_bubble(m: int, t: float, slope: float) -> float:
-    """Share of T(M) not explained by M micro-batches at the steady-state rate."""
-    return 1.0 - m * slope / t if t > 0 else 0.0
-
-
-def pipeline_table(recs: list[dict]) -> str:
-    recs = sorted(recs, key=lambda r: r["microbatches"])
-    s = recs[0]["stages"]
-    slope, icpt = bubble_fit([(r["microbatches"], r["time_us"]) for r in recs])
-    fit = (f"bubble = 1 - M*t_mb/T; t_mb = {slope:.1f} us, fill+drain = {icpt:.1f} us" if slope > 0 else
-           "no bubble: the time does not grow with M (noise dominates; raise ITERS or MAX_BYTES)")
-    lines = [_header(recs, f"pipeline: {s} stages (rank i -> i+1), micro-batch "
-                           f"{format_size(recs[0]['microbatch_bytes'])}B"),
-             f"#{'M':>5} {'time(us)':>10} {'GB/s':>8} {'bubble':>8} {'ideal':>8}   ({fit})"]
-    for r in recs:
-        b = f"{measured_bubble(r['microbatches'], r['time_us'], slope):8.3f}" if slope > 0 else f"{'-':>8}"
-        lines.append(f" {r['microbatches']:>5} {_us(r['time_us'])} {_gb(r['algbw_gbps'])} {b} {r['ideal_bubble']:8.3f}")
-    return "\n".join(lines + [_wrong_line(recs)]) + "\n"
-
-
 def barrier_table(recs: list[dict]) -> str:
     cell = {(r["size_bytes"], r["variant"]): r for r in recs}
     lines = [_header(recs, f"barrier cost: ring steps (isend/irecv) with and without a barrier after each "
@@ -242,8 +199,6 @@ def format_tables(records: list[dict]) -> str:
                                         ["send_recv_parity", "isend_irecv", "batch_isend_irecv"]))
         if (rs := _by(recs, "exchange")):
             out.append(deadlock_table(rs))
-        if (rs := _by(recs, "pipeline")):
-            out.append(pipeline_table(rs))
         if (rs := _by(recs, "producer")):
             out.append(comparison_table([r for r in rs if r["variant"] in ("isend_each_same", "broadcast")],
                                         "producer -> consumers, same data for all: isend to each vs broadcast "

@@ -11,34 +11,19 @@ from experiments import p2p
 from suite import metrics
 from suite.config import build_config
 from suite.dist import DistContext
-from suite.tables.p2p import bubble_fit, format_tables, measured_bubble
+from suite.tables.p2p import format_tables
 
 TINY = ["--experiments", "p2p", "--iters", "3", "--warmup", "1"]
 
 EXPECTED_VARIANTS = {
     "pingpong": {"send_recv"}, "pair_matrix": {"send_recv"}, "window": {"unidirectional", "bidirectional"},
-    "ring": set(p2p.RING_VARIANTS), "exchange": set(p2p.EXCHANGE_VARIANTS), "pipeline": {"send_recv"},
+    "ring": set(p2p.RING_VARIANTS), "exchange": set(p2p.EXCHANGE_VARIANTS),
     "producer": set(p2p.PRODUCER_VARIANTS), "control": set(p2p.CONTROL_VARIANTS),
     "barrier_cost": {"no_barrier", "barrier_each_step"}, "batching": set(p2p.BATCHING_VARIANTS),
 }
 
 
 # --- pure logic -----------------------------------------------------------------------------------
-
-def test_bubble_fit_recovers_an_ideal_pipeline():
-    # S = 4 stages of 10 us each: T(M) = (M + S - 1) * 10, so the bubble is the ideal (S-1)/(M+S-1).
-    pts = [(m, (m + 3) * 10.0) for m in (1, 2, 4, 8)]
-    slope, icpt = bubble_fit(pts)
-    assert slope == pytest.approx(10.0) and icpt == pytest.approx(30.0)
-    for m, t in pts:
-        assert measured_bubble(m, t, slope) == pytest.approx(3 / (m + 3))
-
-
-def test_bubble_fit_single_point_has_no_fill_drain():
-    assert bubble_fit([(4, 40.0)]) == (10.0, 0.0)
-    with pytest.raises(ValueError):
-        bubble_fit([])
-
 
 @pytest.mark.parametrize("world", [2, 3, 4])
 def test_cases_cover_every_pattern_and_are_unique(world):
@@ -131,8 +116,6 @@ def test_pingpong_and_constants_are_named_in_the_declaration():
     assert all(c.fields["window_default"] == p2p.WINDOW == 64 and c.fields["window_max_bytes"] == p2p.WINDOW_MAX_BYTES
                for c in win)
     assert {c.identity["window"] for c in win} == {min(64, p2p.WINDOW_MAX_BYTES // (1 << 20)), 64}
-    assert all(c.fields["microbatch_counts"] == list(p2p.MICROBATCHES) for c in cs
-               if c.identity["pattern"] == "pipeline")
     assert all(c.fields["k_counts"] == list(p2p.BATCH_COUNTS) for c in cs if c.identity["pattern"] == "batching")
 
 
