@@ -19,10 +19,14 @@ What is measured, in one run (one process group per backend, ``new_group(backend
   lane when at least two lanes ran.
 - *algorithms*: the backend's ``all_reduce`` vs a ring all_reduce written with
   p2p ops vs reduce + broadcast (``suite.algorithms``), results checked exact
-  and equal to the backend's, timed blocking (the hand-written ones cannot be
-  issued asynchronously), busbw with the all_reduce factor 2(n-1)/n: for the
-  ring, busbw is the bandwidth each rank's link carries, so it compares with
-  the p2p ``send_recv`` bandwidth at the same size.
+  and equal to the backend's, beside the ring's own step: a ``send_recv`` of
+  one ring chunk (ceil(count/n) elements, rank r -> r+1). All four are timed
+  blocking whatever the run's mode (the hand-written ones cannot be issued
+  asynchronously). Each record states the bytes one message puts on a link
+  and how many messages the busiest rank sends (``link_bytes_per_message``,
+  ``link_messages``): the ring sends 2(n-1) messages of one chunk, so its
+  busbw (algbw x 2(n-1)/n = bytes each rank sends / time) compares with the
+  p2p step's bandwidth at the chunk size, not at the all_reduce's size.
 - *Gloo transport path*: torch's Gloo is built with its TCP transport only
   (no ibverbs/uv in the PyPI wheels); the choice it offers is the interface
   (``GLOO_SOCKET_IFNAME``), read when a group is created: loopback vs the
@@ -324,6 +328,20 @@ def model_bytes_busiest_rank(algorithm: str, size_bytes: int, n: int) -> float |
     return None
 
 
+P2P_STEP = "p2p_step"
+"""The algorithms table's p2p column: one ring step, a send_recv of one ring chunk, timed blocking."""
+
+
+def link_bytes(algorithm: str, count: int, elsize: int, n: int) -> tuple[int | None, int | None]:
+    """(bytes one message puts on a link, messages the busiest rank sends) of one all_reduce of
+    ``count`` elements: the ring sends 2(n-1) chunks of at most ceil(count/n) elements (its own
+    chunks, suite.algorithms.ring_chunks); flat reduce+broadcast moves the whole buffer per message,
+    (n-1) into the root and (n-1) out of it; the backend's own: unknown; the p2p step: one chunk."""
+    chunk = algorithms.ring_chunks(count, n)[0][1] * elsize if n > 1 else 0
+    return {"ring_p2p": (chunk, 2 * (n - 1)), P2P_STEP: (chunk, 1),
+            "reduce_broadcast": (count * elsize, n - 1)}.get(algorithm, (None, None))
+
+
 def _algorithm_buffers(algorithm: str, dtype: str, count: int, lctx: DistContext) -> Buffers:
     dt, n = verify.DTYPE_OF[dtype], lctx.world_size
 
@@ -352,21 +370,55 @@ def _algorithm_probe(algorithm: str, dtype: str):
     return probe
 
 
+LINK_PROVENANCE = {
+    "model_bytes_busiest_rank": "modelled: ring 2(n-1)/n x S per rank; reduce+broadcast (n-1) x S at the root; "
+                                "none for the backend's own",
+    "link_bytes_per_message": "ring and p2p step: exact, the largest ring chunk ceil(count/n) x element size "
+                              "(suite.algorithms.ring_chunks); reduce+broadcast: modelled, the whole buffer (flat); "
+                              "none for the backend's own",
+    "link_messages": "ring: exact, 2(n-1) sends per rank; reduce+broadcast: modelled, (n-1) into and (n-1) out of "
+                     "the root (flat); p2p step: 1",
+}
+
+
 def algorithm_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
-    """The backend's all_reduce vs ring on p2p vs reduce + broadcast, timed blocking: the hand-written
-    algorithms complete before returning, so a pipelined sample would compare unlike things."""
-    return [Case(experiment=EXPERIMENT, op="all_reduce", label=f"{lane.key}-{alg}-{dtype}-{size}B",
-                 identity={"variant": f"all_reduce:{alg}", "algorithm": alg, "redop": "sum", "in_place": True,
-                           "lane_key": lane.key},
-                 bytes=Bytes(size_bytes=size, count=count, dtype=dtype, bw_op="all_reduce"),
-                 build=lambda ctx, a=alg, d=dtype, c=count: _algorithm_buffers(a, d, c, ctx),
-                 probe=_algorithm_probe(alg, dtype), support=("algorithm", alg, dtype, lane.key),
-                 mode="blocking", context=_on_lane(lane.key),
-                 fields={"table": "algorithm", "model_bytes_busiest_rank":
-                         model_bytes_busiest_rank(alg, size, world_size), **_lane_fields(lane.key)},
-                 provenance={"model_bytes_busiest_rank": "modelled: ring 2(n-1)/n x S per rank; reduce+broadcast "
-                                                         "(n-1) x S at the root; none for the backend's own"})
-            for lane in _planned(cfg) for dtype, size, count in _sized(cfg) for alg in ALGORITHMS]
+    """The backend's all_reduce vs ring on p2p vs reduce + broadcast, and the ring's own step (a send_recv of
+    one ring chunk), all timed blocking: the hand-written algorithms complete before returning, so a pipelined
+    sample would compare unlike things, and the step must be timed as the ring runs it."""
+    out = []
+    n = world_size
+    for lane in _planned(cfg):
+        for dtype, size, count in _sized(cfg):
+            el = ops.elsize(dtype)
+            for alg in ALGORITHMS:
+                per_msg, msgs = link_bytes(alg, count, el, n)
+                out.append(Case(
+                    experiment=EXPERIMENT, op="all_reduce", label=f"{lane.key}-{alg}-{dtype}-{size}B",
+                    identity={"variant": f"all_reduce:{alg}", "algorithm": alg, "redop": "sum", "in_place": True,
+                              "lane_key": lane.key},
+                    bytes=Bytes(size_bytes=size, count=count, dtype=dtype, bw_op="all_reduce"),
+                    build=lambda ctx, a=alg, d=dtype, c=count: _algorithm_buffers(a, d, c, ctx),
+                    probe=_algorithm_probe(alg, dtype), support=("algorithm", alg, dtype, lane.key),
+                    mode="blocking", context=_on_lane(lane.key),
+                    fields={"table": "algorithm", "model_bytes_busiest_rank": model_bytes_busiest_rank(alg, size, n),
+                            "link_bytes_per_message": per_msg, "link_messages": msgs, **_lane_fields(lane.key)},
+                    provenance=LINK_PROVENANCE))
+            per_msg, msgs = link_bytes(P2P_STEP, count, el, n)
+            chunk = per_msg // el if n > 1 else 0
+            out.append(Case(
+                experiment=EXPERIMENT, op="send_recv", label=f"{lane.key}-{P2P_STEP}-{dtype}-{size}B",
+                identity={"variant": f"send_recv:{P2P_STEP}", "algorithm": P2P_STEP, "all_reduce_size_bytes": size,
+                          "lane_key": lane.key},
+                bytes=Bytes(size_bytes=per_msg, count=chunk, dtype=dtype, bw_op="send_recv",
+                            definition="one ring chunk (ceil(count/n) elements of the all_reduce of "
+                                       "all_reduce_size_bytes), sent by each rank to rank+1"),
+                build=lambda ctx, d=dtype, c=chunk: send_recv_exchange(ctx, d, c),
+                probe=lambda ctx, d=dtype: send_recv_exchange(ctx, d, 4), support=("send_recv", dtype, lane.key),
+                skip=_need_two, mode="blocking", context=_on_lane(lane.key),
+                fields={"table": "algorithm", "pattern": "ring: rank r -> r+1 (batch_isend_irecv), as one ring step",
+                        "link_bytes_per_message": per_msg, "link_messages": msgs, **_lane_fields(lane.key)},
+                provenance={k: LINK_PROVENANCE[k] for k in ("link_bytes_per_message", "link_messages")}))
+    return out
 
 
 # --- Gloo transport path: which interface the TCP transport uses ------------------------------

@@ -73,12 +73,17 @@ def test_ring_and_naive_all_reduce_equal_the_backend(world4):
     proc, recs = world4
     algo = [r for r in recs if r.get("table") == "algorithm"]
     _valid(algo)  # n_wrong counts both: vs the exact answer and vs the backend's result
+    steps = [r for r in algo if r["op"] == "send_recv"]
+    algo = [r for r in algo if r["op"] != "send_recv"]
     got = {(r["algorithm"], r["dtype"], r["count"]) for r in algo}
     want = {(a, d, c) for a in backends.ALGORITHMS for d, cs in (("float32", (25, 50, 100)), ("int64", (12, 25, 50)))
             for c in cs}
     assert got == want
     assert all(r["busbw_factor"] == metrics.busbw_factor("all_reduce", 4) == 1.5 for r in algo)
     assert all(r["timing_mode"] == "blocking" for r in algo)
+    # the ring's own step beside it: one chunk of ceil(count/4) elements, per all_reduce size and dtype
+    assert {(r["dtype"], r["all_reduce_size_bytes"], r["count"]) for r in steps} == \
+        {(r["dtype"], r["size_bytes"], -(-r["count"] // 4)) for r in algo}
     assert "all_reduce algorithms (4 ranks" in proc.stdout
 
 
@@ -119,13 +124,24 @@ def test_gpu_cases_skip_with_a_reason_without_cuda(world4):
     assert sum(int(n) for n, _ in skipped) == 4 * 3 + 4 * 3 + 5 * 3
 
 
-def test_ring_on_an_odd_world(tmp_path):
-    proc = run_suite(tmp_path, "--experiments", "backends", *UNEVEN, "--", "-k", "algorithm or capability",
-                     nproc=3, timeout=300)
+def test_ring_on_an_odd_world_and_its_step_timed_like_it(tmp_path):
+    """World 3, run in pipelined mode: the ring, the backend and the ring's p2p step are all timed blocking
+    (the side-by-side send_recv keeps the run's mode), the step at the ring's chunk size."""
+    proc = run_suite(tmp_path, "--experiments", "backends", *UNEVEN, "--timing", "pipelined", "--",
+                     "-k", "algorithm or capability or send_recv", nproc=3, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     recs = [b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]]
     algo = [r for r in recs if r.get("table") == "algorithm"]
-    assert len(algo) == 9 and all(r["n_wrong"] == 0 and r["world_size"] == 3 for r in algo)
+    assert len(algo) == 12 and all(r["n_wrong"] == 0 and r["world_size"] == 3 for r in algo)
+    assert all(r["timing_mode"] == "blocking" for r in algo)
+    steps = {r["all_reduce_size_bytes"]: r for r in algo if r["op"] == "send_recv"}
+    for r in algo:
+        if r["algorithm"] == "ring_p2p":  # 25, 50, 100 elements over 3 ranks: chunks of 9, 17, 34
+            assert steps[r["size_bytes"]]["count"] == -(-r["count"] // 3)
+            assert r["link_bytes_per_message"] == steps[r["size_bytes"]]["size_bytes"] and r["link_messages"] == 4
+    side = [r for r in recs if r.get("table") == "compare" and r["op"] == "send_recv"]
+    assert side and all(r["timing_mode"] == "pipelined" for r in side)
+    assert "timing=blocking for every column" in proc.stdout
 
 
 def test_planted_corruption_in_ring_and_hierarchical_is_caught(tmp_path):

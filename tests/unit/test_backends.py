@@ -101,11 +101,44 @@ def test_capability_table_numbers_reasons():
     assert "[1] no avg for int32" in out and "1/2 forms supported" in out
 
 
-def test_algorithm_table_ratios_and_p2p_column():
-    recs = [_rec("gloo/cpu", f"all_reduce:{a}", 4096, t, table="algorithm", algorithm=a)
+def _algorithm_recs():
+    recs = [_rec("gloo/cpu", f"all_reduce:{a}", 4096, t, table="algorithm", algorithm=a,
+                 link_messages=backends.link_bytes(a, 1024, 4, 4)[1])
             for a, t in (("all_reduce", 100.0), ("ring_p2p", 150.0), ("reduce_broadcast", 300.0))]
-    p2p = _rec("gloo/cpu", "send_recv", 4096, 40.0, table="compare")
-    out = tables.format_tables(recs + [p2p])
-    assert "2(n-1)/n = algbw x 1.500" in out
-    row = [ln for ln in out.splitlines() if ln.strip().startswith("gloo/cpu") and "4096" in ln][-1].split()
-    assert row[-3:] == ["1.50", "3.00", f"{p2p['busbw_gbps']:.3f}"]
+    step = _rec("gloo/cpu", "send_recv:p2p_step", 1024, 20.0, table="algorithm", algorithm="p2p_step",
+                all_reduce_size_bytes=4096)
+    return recs, step
+
+
+def test_algorithm_table_sets_the_ring_beside_its_own_step():
+    recs, step = _algorithm_recs()
+    # a send_recv of the whole buffer in another timing mode (the side-by-side table's) must not be used
+    whole = _rec("gloo/cpu", "send_recv", 4096, 40.0, table="compare", timing_mode="pipelined")
+    out = tables.format_tables(recs + [step, whole])
+    assert "2(n-1)/n = algbw x 1.500" in out and "timing=blocking for every column" in out
+    row = [ln for ln in out.splitlines() if ln.strip().startswith("gloo/cpu") and " 4096 " in ln][-1].split()
+    # ring/ar, naive/ar, then the step: its chunk, time, GB/s, and ring / (2(n-1) x step) = 150 / (6 x 20)
+    assert row[-6:] == ["1.50", "3.00", "1024", "20.0", f"{step['busbw_gbps']:.3f}", "1.25"]
+
+
+def test_algorithm_table_says_the_timing_modes_it_mixes():
+    recs, step = _algorithm_recs()
+    step["timing_mode"] = "pipelined"
+    assert "timing=blocking/pipelined" in tables.format_tables(recs + [step])
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_algorithm_cases_time_the_ring_step_at_its_chunk_and_blocking(n):
+    from suite.config import build_config
+    cfg = build_config(min_bytes="100", max_bytes="400", step_factor=2, timing_mode="pipelined")
+    cases = backends.algorithm_cases(cfg, n)
+    assert all(c.mode == "blocking" for c in cases)
+    steps = [c for c in cases if c.op == "send_recv"]
+    rings = {c.bytes.size_bytes: c for c in cases if c.identity["algorithm"] == "ring_p2p"}
+    assert len(steps) == len(rings) == 3
+    for c in steps:
+        ring = rings[c.identity["all_reduce_size_bytes"]]
+        chunk = -(-ring.bytes.count // n)  # ceil: the largest ring chunk
+        assert c.bytes.count == chunk and c.bytes.size_bytes == chunk * 4 < ring.bytes.size_bytes
+        assert ring.fields["link_bytes_per_message"] == c.fields["link_bytes_per_message"] == chunk * 4
+        assert ring.fields["link_messages"] == 2 * (n - 1) and c.fields["link_messages"] == 1
