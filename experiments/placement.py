@@ -17,12 +17,15 @@ CPU cases (run everywhere; multi-node under compose or Slurm):
   results exact and equal to the backend's own all_reduce. ``SUITE_FAKE_NODES=k``
   splits the ranks into k contiguous blocks *for grouping only* (hostnames and
   traffic stay real) to exercise the two-level path on one host.
-- *affinity and threads*: all_reduce with every thread of each rank pinned to
-  one core (``os.sched_setaffinity`` per thread; rank by local rank) vs the
-  inherited mask, with ``torch.set_num_threads`` 1 vs all cores. A case's
-  buffer sets pin when built and restore in their check (after the check run,
-  and after the timed run), and the check fails the case if the process does
-  not find its masks and thread count as before.
+- *affinity*: all_reduce with every thread of each rank pinned to one core
+  (``os.sched_setaffinity`` per thread, Gloo's worker threads included; rank
+  by local rank) vs the inherited mask. A case's buffer sets pin when built and
+  restore in their check (after the check run, and after the timed run), and
+  the check fails the case if the process does not find its masks as before.
+  There is no ``torch.set_num_threads`` axis: it sizes ATen's intra-op pool,
+  while Gloo reduces and moves data on its own worker threads (the group's
+  ``threads`` option, fixed when the group is created), so the axis changed
+  nothing the case measures. The record keeps the thread count as context.
 - *contiguity*: a transposed (non-contiguous) view through ``all_reduce``
   (Gloo copies it to a contiguous buffer and back: a hidden copy) and through
   send/recv (Gloo rejects non-contiguous tensors, so the case copies
@@ -450,7 +453,6 @@ class _SavedPlacement:
     """thread id -> CPU mask before pinning (empty: nothing was pinned)."""
     default_mask: frozenset
     """The process's mask, for threads started while pinned."""
-    threads: int
 
 
 def _pin_process(cpu: int) -> _SavedPlacement:
@@ -462,7 +464,7 @@ def _pin_process(cpu: int) -> _SavedPlacement:
             os.sched_setaffinity(tid, {cpu})
         except OSError:  # a thread that exited meanwhile
             pass
-    return _SavedPlacement(masks=masks, default_mask=default, threads=torch.get_num_threads())
+    return _SavedPlacement(masks=masks, default_mask=default)
 
 
 def _restore(saved: _SavedPlacement) -> None:
@@ -472,48 +474,45 @@ def _restore(saved: _SavedPlacement) -> None:
                 os.sched_setaffinity(tid, saved.masks.get(tid, saved.default_mask))
             except OSError:
                 pass
-    torch.set_num_threads(saved.threads)
 
 
 class _Pinning:
-    """One affinity case's pinning, shared by its buffer sets: the first build pins (and sets the
-    thread count), the first check after it restores; every check then verifies, on every rank, that
-    the process finds its masks and thread count as before the case."""
+    """One affinity case's pinning, shared by its buffer sets: the first build pins, the first check
+    after it restores; every check then verifies, on every rank, that the process finds its masks as
+    before the case."""
 
-    def __init__(self, pinning: str, threads: str):
-        self.pinning, self.threads = pinning, threads
+    def __init__(self, pinning: str):
+        self.pinning = pinning
         self.saved: _SavedPlacement | None = None
-        self.before: tuple[list[int], int] | None = None
+        self.before: list[int] | None = None
         self.fields: dict = {}
 
     def apply(self, ctx: DistContext) -> dict:
         if self.saved is None:
             cpus = sorted(os.sched_getaffinity(0))
-            n_threads = 1 if self.threads == "1" else len(cpus)
             core = cpus[ctx.local_rank % len(cpus)]
-            self.before = (cpus, torch.get_num_threads())
+            self.before = cpus
             self.saved = _pin_process(core) if self.pinning == "pinned" else _SavedPlacement(
-                masks={}, default_mask=frozenset(cpus), threads=torch.get_num_threads())
-            torch.set_num_threads(n_threads)
+                masks={}, default_mask=frozenset(cpus))
             pinned = self.pinning == "pinned"
-            # this rank's view (the record is rank 0's): its core, its CPU count
-            self.fields = {"torch_threads": n_threads, "cpus_available": len(cpus),
+            # this rank's view (the record is rank 0's): its core, its CPU count; the torch thread count is
+            # context only (it sizes ATen's pool, not Gloo's workers)
+            self.fields = {"torch_threads": torch.get_num_threads(), "cpus_available": len(cpus),
                            "pinned_core": core if pinned else None,
                            "ranks_per_core": math.ceil(ctx.local_world_size / len(cpus)) if pinned else None}
         return self.fields
 
     def undo(self) -> None:
-        """Put masks and thread count back (no collective: also safe when the case fails or skips)."""
+        """Put the masks back (no collective: also safe when the case fails or skips)."""
         if self.saved is not None:
             _restore(self.saved)
             self.saved = None
 
     def restore(self, ctx: DistContext) -> None:
         self.undo()
-        cpus, threads = self.before
-        leaked = sorted(os.sched_getaffinity(0)) != cpus or torch.get_num_threads() != threads
+        leaked = sorted(os.sched_getaffinity(0)) != self.before
         if not ctx.agree_all(not leaked):
-            raise CaseFailed("affinity or thread count was not restored after the case")
+            raise CaseFailed("the CPU affinity was not restored after the case")
 
 
 def _affinity_build(pin: _Pinning, count: int, dtype: str):
@@ -541,7 +540,7 @@ def _affinity_skip(ctx: DistContext, cfg: BenchConfig) -> str | None:
 
 
 def affinity_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
-    """all_reduce at the largest compared size, pinned to one core vs not, 1 vs all torch threads."""
+    """all_reduce at the largest compared size, every thread pinned to one core vs not."""
     sizes = compared_sizes(cfg)
     dtype = cfg.dtypes[0]
     count = _count(sizes[-1], dtype) if sizes else 0
@@ -549,13 +548,9 @@ def affinity_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     def skip(ctx, cfg):
         return _affinity_skip(ctx, cfg) or (None if sizes else "no non-zero size in the sweep")
 
-    out = []
-    for t in ("1", "all"):
-        for p in ("unpinned", "pinned"):
-            out.append(_all_reduce_case(
-                f"{p}-threads_{t}", {"pinning": p, "threads": t}, count, dtype,
-                build=_affinity_build(_Pinning(p, t), count, dtype), skip=skip, fields={"table": "affinity"}))
-    return out
+    return [_all_reduce_case(p, {"pinning": p}, count, dtype, build=_affinity_build(_Pinning(p), count, dtype),
+                             skip=skip, fields={"table": "affinity"})
+            for p in ("unpinned", "pinned")]
 
 
 # --- contiguous vs non-contiguous -------------------------------------------------------------

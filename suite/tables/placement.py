@@ -98,9 +98,11 @@ def format_tables(records: list[dict]) -> str:
                                   if len(h["grouping_nodes"]) == 1 else ()))))
     if by.get("affinity"):
         a = by["affinity"][0]
-        out.append(pivot(f"rank-to-core pinning and torch threads: all_reduce, {a['cpus_available']} CPUs per rank "
-                         "before pinning", by["affinity"],
-                         lambda r: f"{r['pinning']} thr={r['torch_threads']}"))
+        out.append(pivot(f"rank-to-core pinning (every thread of a rank, Gloo's workers included): all_reduce, "
+                         f"{a['cpus_available']} CPUs per rank before pinning", by["affinity"],
+                         lambda r: r["pinning"],
+                         notes=(f"torch threads {a['torch_threads']} (context: torch.set_num_threads sizes ATen's "
+                                "pool, not Gloo's worker threads, so it is no axis here)",)))
     if by.get("contiguity"):
         c = next((r for r in by["contiguity"] if "send_accepts_noncontiguous" in r), None)
         notes = ["transposed: all_reduce gets a non-contiguous view (the backend copies it: a hidden copy);"

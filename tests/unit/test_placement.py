@@ -93,25 +93,40 @@ def test_affinity_case_pins_when_built_and_restores_in_its_check():
     if not hasattr(os, "sched_setaffinity"):
         pytest.skip("no sched_setaffinity on this platform")
     before, threads = os.sched_getaffinity(0), torch.get_num_threads()
-    pin = placement._Pinning("pinned", "1")
+    pin = placement._Pinning("pinned")
     fields = pin.apply(_OneRank)
     fields_again = pin.apply(_OneRank)  # a second buffer set of the same case: still the first saved state
     try:
-        assert os.sched_getaffinity(0) == {min(before)} and torch.get_num_threads() == 1
-        assert fields == fields_again and fields["pinned_core"] == min(before) and fields["torch_threads"] == 1
+        assert os.sched_getaffinity(0) == {min(before)}
+        assert fields == fields_again and fields["pinned_core"] == min(before) and fields["torch_threads"] == threads
     finally:
         pin.restore(_OneRank)
     assert os.sched_getaffinity(0) == before and torch.get_num_threads() == threads
     pin.restore(_OneRank)  # the next buffer set's check: nothing left to restore, still verified
     # a case that leaves the process changed fails (on every rank alike)
-    pin = placement._Pinning("unpinned", "1")
+    pin = placement._Pinning("unpinned")
     pin.apply(_OneRank)
-    pin.saved = None  # lose the saved state: the restore cannot happen
+    os.sched_setaffinity(0, {min(before)})  # something the case's restore does not undo
     try:
         with pytest.raises(CaseFailed, match="not restored"):
             pin.restore(_OneRank)
     finally:
-        torch.set_num_threads(threads)
+        os.sched_setaffinity(0, before)
+
+
+def test_affinity_has_no_torch_threads_axis():
+    """torch.set_num_threads sizes ATen's pool, not Gloo's workers: the affinity cases do not vary it
+    (nor touch it), they vary the pinning only."""
+    cases = placement.affinity_cases(build_config(max_bytes="64K"), 4)
+    assert [c.identity["pinning"] for c in cases] == ["unpinned", "pinned"]
+    assert not any("threads" in k for c in cases for k in c.identity)
+    threads = torch.get_num_threads()
+    pin = placement._Pinning("unpinned")
+    pin.apply(_OneRank)
+    try:
+        assert torch.get_num_threads() == threads
+    finally:
+        pin.restore(_OneRank)
 
 
 def test_declared_cases_keep_the_test_ids():
@@ -124,7 +139,7 @@ def test_declared_cases_keep_the_test_ids():
     assert ids["topology"] == ["topology"]
     assert ids["pair"] == ids["group"] == [f"{k}-{s}B" for k in ("intra", "inter") for s in (4096, 16384, 65536)]
     assert ids["hier"][:2] == ["flat-float32-4096B", "hierarchical-float32-4096B"] and len(ids["hier"]) == 6
-    assert ids["affinity"] == ["unpinned-threads_1", "pinned-threads_1", "unpinned-threads_all", "pinned-threads_all"]
+    assert ids["affinity"] == ["unpinned", "pinned"]
     assert ids["contig"][:2] == ["all_reduce-contiguous-4096B", "all_reduce-transposed-4096B"]
     assert len(ids["contig"]) == 12
     assert len(ids["gpu"]) == 4 * 3 and len(ids["staging"]) == 4 * 3 and len(ids["copy"]) == 5 * 4
