@@ -16,7 +16,11 @@ CPU cases (run everywhere; multi-node under compose or Slurm):
   all_reduce among node leaders, intra-node broadcast vs one flat all_reduce,
   results exact and equal to the backend's own all_reduce. ``SUITE_FAKE_NODES=k``
   splits the ranks into k contiguous blocks *for grouping only* (hostnames and
-  traffic stay real) to exercise the two-level path on one host.
+  traffic stay real) to exercise the two-level path on one host. The record
+  names what the algorithm amounts to on the run's nodes
+  (``suite.algorithms.hierarchy_shape``): ``hierarchical`` only with several
+  nodes, one of them with several ranks; on one node ``reduce_broadcast``; with
+  one rank per node ``leaders_all_reduce`` (a flat all_reduce).
 - *affinity*: all_reduce with every thread of each rank pinned to one core
   (``os.sched_setaffinity`` per thread, Gloo's worker threads included; rank
   by local rank) vs the inherited mask. A case's buffer sets pin when built and
@@ -26,10 +30,14 @@ CPU cases (run everywhere; multi-node under compose or Slurm):
   while Gloo reduces and moves data on its own worker threads (the group's
   ``threads`` option, fixed when the group is created), so the axis changed
   nothing the case measures. The record keeps the thread count as context.
-- *contiguity*: a transposed (non-contiguous) view through ``all_reduce``
-  (Gloo copies it to a contiguous buffer and back: a hidden copy) and through
-  send/recv (Gloo rejects non-contiguous tensors, so the case copies
-  explicitly, as user code must), vs contiguous tensors.
+- *contiguity*: a transposed (non-contiguous) view through ``all_reduce`` and
+  through send/recv (Gloo rejects non-contiguous tensors, so the case copies
+  explicitly, as user code must), vs contiguous tensors, beside the measured
+  explicit copy round trip of the same view (``view.copy_(view.contiguous())``,
+  a case of its own): every transposed record carries that copy time and its
+  share of the record's own time. Whether a backend copies a non-contiguous
+  all_reduce input is not assumed: the table sets the transposed - contiguous
+  difference beside the copy time.
 
 GPU cases (skip with the reason on a host or run without CUDA):
 
@@ -419,8 +427,16 @@ def _hier_build(algo: str, count: int, dtype: str, h: algorithms.Hierarchy):
 
 def _resolve_hier(case: Case, algo: str, count: int, dtype: str, ctx: DistContext, session: Session) -> Case:
     p = placement_of(ctx, session)
-    return _bind(case, _hier_build(algo, count, dtype, p.hierarchy),
+    case = _bind(case, _hier_build(algo, count, dtype, p.hierarchy),
                  grouping_nodes=[list(r) for r in p.hierarchy.nodes], fake_nodes=p.fake_nodes)
+    if algo == "flat":
+        return case
+    # named by what it does on these nodes: on one node it is reduce + broadcast, with one rank per
+    # node the leaders' all_reduce alone; only several nodes with several ranks make two levels
+    shape = algorithms.hierarchy_shape(p.hierarchy.nodes)
+    return dataclasses.replace(case, identity={**case.identity, "algorithm": shape, "variant": f"all_reduce:{shape}"},
+                               record_label=case.label.replace("hierarchical", shape, 1),
+                               fields={**case.fields, "hierarchy": algorithms.HIERARCHY_SHAPES[shape]})
 
 
 def hierarchical_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
@@ -433,6 +449,7 @@ def hierarchical_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
                 out.append(_all_reduce_case(
                     f"{algo}-{d}-{s}B", {"algorithm": algo, "variant": f"all_reduce:{algo}"}, count, d,
                     build=_bound_at_run_time, context=_placed, mode="blocking", fields={"table": "hierarchical"},
+                    names=(algo,),  # the fault injection's name, also where the layout renames the algorithm
                     resolve=lambda case, ctx, cfg, session, algo=algo, count=count, d=d:
                     _resolve_hier(case, algo, count, d, ctx, session)))
     return out
@@ -638,41 +655,110 @@ def _resolve_send(case: Case, ctx: DistContext, session: Session) -> Case:
                                              "send_noncontiguous_error": reject or ""})
 
 
+def _roundtrip_key(count: int, dtype: str) -> tuple:
+    return ("contiguous_roundtrip", count, dtype)
+
+
+def _roundtrip_call(view: torch.Tensor):
+    """The explicit copy round trip of a non-contiguous ``view``: out to a contiguous buffer and back."""
+    def call(_a):
+        view.copy_(view.contiguous())
+        return None
+    return call
+
+
+def _roundtrip_build(count: int, dtype: str):
+    dt = verify.DTYPE_OF[dtype]
+    rows, cols = matrix_shape(count)
+
+    def build(ctx: DistContext) -> Buffers:
+        base = verify.pattern(ctx.rank, count, dt, world_size=ctx.world_size, device=ctx.device)
+        expected = base.clone()
+
+        def derive(m, around, session) -> dict:
+            session.keep_baseline(_roundtrip_key(count, dtype), m)  # the transposed cases' copy time
+            return {}
+
+        return Buffers(call=_roundtrip_call(base.view(rows, cols).t()), outputs=lambda: [base],
+                       check=lambda: verify.count_wrong(base, expected), derive=derive)
+
+    return build
+
+
+def _with_copy_share(build, count: int, dtype: str):
+    """``build`` whose timed record also carries the measured copy round trip of its view and its share."""
+    dt = verify.DTYPE_OF[dtype]
+    rows, cols = matrix_shape(count)
+
+    def built(ctx: DistContext) -> Buffers:
+        b = build(ctx)
+
+        def make_call():
+            return _roundtrip_call(torch.zeros(count, dtype=dt, device=ctx.device).view(rows, cols).t())
+
+        def derive(m, around, session) -> dict:
+            copy = session.baseline(_roundtrip_key(count, dtype), ctx, make_call)
+            return {"copy_roundtrip_us": copy.median_s * 1e6, "copy_share": copy.median_s / m.median_s}
+
+        return dataclasses.replace(b, derive=derive)
+
+    return built
+
+
+COPY_PROVENANCE = {
+    "copy_roundtrip_us": "measured: median time (blocking, cross-rank max) of view.copy_(view.contiguous()) on a "
+                         "transposed view of the same shape and size (the copy case of this size, or a session "
+                         "baseline when that case did not run)",
+    "copy_share": "derived: copy_roundtrip_us / time_us",
+}
+
+
 def contiguity_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
-    """A transposed view vs a contiguous tensor through all_reduce and through send/recv."""
+    """Per size: the explicit copy round trip of a transposed view, then a transposed view vs a contiguous
+    tensor through all_reduce and through send/recv; the transposed records carry the measured copy time
+    and its share of their own time (whether the backend copies is for the numbers to show, not assumed)."""
     dtype = cfg.dtypes[0]
-    out = []
+    sizes = counts(compared_sizes(cfg), dtype)
+
+    def no_transpose(count):
+        rows, cols = matrix_shape(count)
+        if rows == 1 or cols == 1:
+            return f"{count} elements have no 2-D shape whose transpose is non-contiguous"
+        return None
+
+    out = [Case(experiment=EXPERIMENT, op="copy", label=f"copy-transposed-{s}B",
+                identity={"layout": "transposed", "copy": "contiguous_roundtrip"},
+                bytes=Bytes(size_bytes=count * elsize(dtype), count=count, dtype=dtype, bw_op=None,
+                            definition="bytes of the view; the round trip copies them twice (out and back)"),
+                build=_roundtrip_build(count, dtype), mode="blocking",
+                skip=lambda ctx, cfg, count=count: no_transpose(count),
+                fields={"table": "contiguity", "shape": list(matrix_shape(count)[::-1]),
+                        "copy_call": "view.copy_(view.contiguous())"})
+           for s, count in sizes]
     for op in ("all_reduce", "send_recv"):
-        for s, count in counts(compared_sizes(cfg), dtype):
+        for s, count in sizes:
             rows, cols = matrix_shape(count)
             for layout in ("contiguous", "transposed"):
-                flat = rows == 1 or cols == 1
-
-                def skip(ctx, cfg, op=op, layout=layout, flat=flat, count=count):
+                def skip(ctx, cfg, op=op, layout=layout, count=count):
                     if op == "send_recv" and ctx.world_size < 2:
                         return "send_recv needs at least 2 ranks"
-                    if layout == "transposed" and flat:
-                        return f"{count} elements have no 2-D shape whose transpose is non-contiguous"
-                    return None
+                    return no_transpose(count) if layout == "transposed" else None
 
-                if op == "all_reduce":
-                    hidden = ("the backend copies a non-contiguous input to a contiguous buffer and back"
-                              if layout == "transposed" else "none")
-                else:
-                    hidden = ("explicit .contiguous() before send and copy_ into the view after recv"
-                              if layout == "transposed" else "none")
                 identity = {"layout": layout}
                 if op == "all_reduce":
                     identity |= {"redop": "sum", "in_place": True}
+                fields = {"table": "contiguity", "shape": [cols, rows] if layout == "transposed" else [count]}
+                if op == "send_recv" and layout == "transposed":
+                    fields["explicit_copies"] = ".contiguous() before send, copy_ into the view after recv"
+                build = _contig_build(op, layout, count, dtype)
                 case = Case(
                     experiment=EXPERIMENT, op=op, label=f"{op}-{layout}-{s}B", identity=identity,
                     bytes=Bytes(size_bytes=count * elsize(dtype), count=count, dtype=dtype, bw_op=op,
                                 definition=WHOLE_BUFFER if op == "all_reduce" else
                                 "bytes each rank of a pair sends (per direction)"),
-                    build=_contig_build(op, layout, count, dtype), skip=skip,
-                    mode="blocking" if op == "send_recv" else None,
-                    fields={"table": "contiguity", "shape": [cols, rows] if layout == "transposed" else [count],
-                            "hidden_copy": hidden})
+                    build=_with_copy_share(build, count, dtype) if layout == "transposed" else build, skip=skip,
+                    mode="blocking" if op == "send_recv" else None, fields=fields,
+                    provenance=COPY_PROVENANCE if layout == "transposed" else {})
                 if op == "send_recv":
                     case = dataclasses.replace(case, resolve=lambda case, ctx, cfg, session:
                                                _resolve_send(case, ctx, session))

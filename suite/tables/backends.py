@@ -132,13 +132,14 @@ def algorithm_table(recs: list[dict]) -> str:
 
 
 def gloo_path_table(recs: list[dict]) -> str:
-    lines = ["# Gloo TCP transport by interface (GLOO_SOCKET_IFNAME, read when a group is created): all_reduce sum",
-             f"#{'path':>14} {'iface':>8} {'size(B)':>9} {'type':>5} {'time(us)':>10} {'p95(us)':>10} {'busbw':>8} "
-             f"{'#wrong':>6}"]
+    lines = ["# Gloo TCP transport by interface (GLOO_SOCKET_IFNAME, read when a group is created): all_reduce sum "
+             "through each interface that leads to the other hosts over a path of its own",
+             f"#{'path':>12} {'iface':>8} {'network':>18} {'size(B)':>9} {'type':>5} {'time(us)':>10} {'p95(us)':>10} "
+             f"{'busbw':>8} {'#wrong':>6}"]
     for r in recs:
-        lines.append(f" {r['gloo_path']:>14} {r['gloo_socket_ifname']:>8} {r['size_bytes']:>9} "
-                     f"{DTYPE_SHORT.get(r['dtype'], r['dtype']):>5} {r['time_us']:10.1f} {r['p95_us']:10.1f} "
-                     f"{num(r['busbw_gbps'], '.3f', 8)} {wrong_cell(r)}")
+        lines.append(f" {r['gloo_path']:>12} {r['gloo_socket_ifname']:>8} {r.get('gloo_network', '?'):>18} "
+                     f"{r['size_bytes']:>9} {DTYPE_SHORT.get(r['dtype'], r['dtype']):>5} {r['time_us']:10.1f} "
+                     f"{r['p95_us']:10.1f} {num(r['busbw_gbps'], '.3f', 8)} {wrong_cell(r)}")
     return "\n".join(lines) + "\n"
 
 

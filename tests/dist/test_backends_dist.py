@@ -65,6 +65,10 @@ def test_backends_records_lanes_and_capability_matrix(world4):
     assert {r["variant"] for r in compare} == set(backends.COMPARED_VARIANTS) | {"send_recv"}
     assert {r["dtype"] for r in compare if r["variant"] == "send_recv"} == {"float32", "int64"}
     assert "# capability matrix: gloo/cpu, 4 ranks" in proc.stdout
+    # one host: every interface leads through the kernel loopback, so no interface comparison is measured
+    assert not [r for r in recs if r.get("table") == "gloo_path"]
+    assert re.search(r"SKIPPED \[2\] .*Gloo interface comparison not offered: all 4 ranks run on one host.*loopback",
+                     proc.stdout)
     if len(planned) == 1:
         assert "only one lane ran (gloo/cpu)" in proc.stdout
 
@@ -103,14 +107,49 @@ def test_placement_cpu_cases_on_a_simulated_two_node_layout(world4):
     assert {r["placement"] for r in by["pairs"]} == {"intra"} and {r["placement"] for r in by["groups"]} == {"intra"}
     assert [r["pinning"] for r in by["affinity"]] == ["unpinned", "pinned"]  # no torch-threads axis
     assert all("threads" not in r for r in by["affinity"]) and by["affinity"][1]["pinned_core"] is not None
+    assert {r["algorithm"] for r in hier} == {"flat", "hierarchical"}  # two fake nodes of two ranks: two levels
     contig = by["contiguity"]
     assert {(r["op"], r["layout"]) for r in contig} == {(o, lay) for o in ("all_reduce", "send_recv")
-                                                        for lay in ("contiguous", "transposed")}
+                                                        for lay in ("contiguous", "transposed")} | {("copy", "transposed")}
+    # the copy is measured (its own checked case), and every transposed record carries that time and its share
+    copies = {r["size_bytes"]: r for r in contig if r["op"] == "copy"}
+    transposed = [r for r in contig if r["layout"] == "transposed" and r["op"] != "copy"]
+    assert copies and all(r["checked"] and r["n_wrong"] == 0 for r in copies.values())
+    for r in transposed:
+        assert r["copy_roundtrip_us"] == copies[r["size_bytes"]]["time_us"] > 0
+        assert r["copy_share"] == pytest.approx(r["copy_roundtrip_us"] / r["time_us"], rel=1e-9)
+        assert "hidden_copy" not in r and r["provenance"]["copy_roundtrip_us"].startswith("measured")
     send = [r for r in contig if r["op"] == "send_recv"]
     assert all(r["send_accepts_noncontiguous"] is False and "contiguous" in r["send_noncontiguous_error"] for r in send)
     # inter-node cases say why they cannot run on one host (the fake layout is for grouping only)
     assert re.search(r"SKIPPED \[\d+\] .*all 4 ranks run on one host", proc.stdout)
     assert "SUITE_FAKE_NODES=2 groups them as [0, 0, 1, 1]" in proc.stdout
+
+
+def test_one_node_names_reduce_broadcast_and_transposed_cases_measure_their_copy(tmp_path):
+    """Two ranks, no fake nodes: the "hierarchical" case is recorded as what it is on one node
+    (reduce + broadcast); without the copy cases (deselected) the transposed cases measure the copy
+    round trip themselves."""
+    proc = run_suite(tmp_path, "--experiments", "placement", *UNEVEN, "--",
+                     "-k", "hierarchical or (contiguity and not copy)", nproc=2, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    recs = [b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]]
+    hier = [r for r in recs if r["table"] == "hierarchical"]
+    assert {r["algorithm"] for r in hier} == {"flat", "reduce_broadcast"} and len(hier) == 6
+    assert all(r["label"].startswith(("flat", "reduce_broadcast")) for r in hier)
+    assert all("not hierarchical" in r["hierarchy"] for r in hier if r["algorithm"] != "flat")
+    assert "flat all_reduce vs reduce + broadcast (one node: no hierarchy" in proc.stdout
+    assert "flat vs hierarchical" not in proc.stdout
+    contig = [r for r in recs if r["table"] == "contiguity"]
+    assert not [r for r in contig if r["op"] == "copy"]
+    transposed = [r for r in contig if r["layout"] == "transposed"]
+    assert len(transposed) == 4 and all(r["copy_roundtrip_us"] > 0 and 0 < r["copy_share"] for r in transposed)
+    # (25 elements have no non-contiguous transpose: 50 and 100) one measurement per size, shared by
+    # the all_reduce and the send_recv of that size
+    by_size = {}
+    for r in transposed:
+        by_size.setdefault(r["size_bytes"], set()).add(r["copy_roundtrip_us"])
+    assert all(len(v) == 1 for v in by_size.values())
 
 
 def test_gpu_cases_skip_with_a_reason_without_cuda(world4):
