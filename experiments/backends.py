@@ -188,6 +188,9 @@ def _on_lane(key: str):
         lanes = lanes_of(ctx, session)
         if key in lanes.failed:
             raise CaseSkipped(lanes.failed[key])
+        if key not in lanes.ctx:  # declared from the run's config, but the ranks' own plan lacks it
+            why = next((r for ln, r in lanes.missing if ln.key == key), "not planned on the ranks")
+            raise CaseSkipped(f"{key.replace('-', '/', 1)}: {why}")
         return lanes.ctx[key]
     return context
 
@@ -220,10 +223,16 @@ def send_recv_exchange(lctx: DistContext, dtype: str, count: int) -> Buffers:
                    outputs=lambda: [recv])
 
 
+SUITE_BUGS = (AttributeError, NameError, KeyError, IndexError, AssertionError, ZeroDivisionError)
+"""Errors a probe's builder raises when the suite is wrong, not the backend: the capability matrix
+lets them fail the case instead of marking a cell "not supported"."""
+
+
 def _send_recv_support(lctx: DistContext, dtype: str) -> str | None:
     if lctx.world_size < 2:
         return "send_recv needs at least 2 ranks"
-    return support_reason(lctx, lambda: send_recv_exchange(lctx, dtype, 4), f"send_recv ({dtype})")
+    return support_reason(lctx, lambda: send_recv_exchange(lctx, dtype, 4), f"send_recv ({dtype})",
+                          reraise=SUITE_BUGS)
 
 
 def capability_matrix(lctx: DistContext, dtypes=ALL_DTYPES) -> list[dict]:
@@ -240,7 +249,8 @@ def capability_matrix(lctx: DistContext, dtypes=ALL_DTYPES) -> list[dict]:
             for in_place in coll.in_place_forms:
                 a = ops.Args(variant=coll.variant, dtype=dtype, redop=redop, size_bytes=0,
                              count=4 * lctx.world_size, in_place=in_place, root=0 if coll.rooted else -1)
-                reason = support_reason(lctx, lambda: coll.build(a, lctx), ops.label_of(a).rsplit("-", 2)[0])
+                reason = support_reason(lctx, lambda: coll.build(a, lctx), ops.label_of(a).rsplit("-", 2)[0],
+                                        reraise=SUITE_BUGS)
                 rows.append({"op": coll.op, "variant": coll.variant, "backend": lctx.backend, "device": dev,
                              "dtype": dtype, "redop": redop or "none", "in_place": in_place,
                              "supported": reason is None, "reason": reason or ""})

@@ -191,3 +191,14 @@ def test_algorithm_cases_time_the_ring_step_at_its_chunk_and_blocking(n):
         assert c.bytes.count == chunk and c.bytes.size_bytes == chunk * 4 < ring.bytes.size_bytes
         assert ring.fields["link_bytes_per_message"] == c.fields["link_bytes_per_message"] == chunk * 4
         assert ring.fields["link_messages"] == 2 * (n - 1) and c.fields["link_messages"] == 1
+
+
+def test_a_lane_the_ranks_did_not_plan_skips_with_its_reason():
+    """Cases are declared from the run's config; a lane the ranks' own plan lacks skips with the reason
+    (not a KeyError)."""
+    from suite.case import CaseSkipped, Session
+    session = Session()
+    nccl = backends.Lane("nccl", "cuda")
+    session.once("backends.lanes", lambda: backends.Lanes(ctx={}, failed={}, missing=[(nccl, "no CUDA here")]))
+    with pytest.raises(CaseSkipped, match="nccl/cuda: no CUDA here"):
+        backends._on_lane("nccl-cuda")(None, session)
