@@ -202,3 +202,13 @@ def test_a_lane_the_ranks_did_not_plan_skips_with_its_reason():
     session.once("backends.lanes", lambda: backends.Lanes(ctx={}, failed={}, missing=[(nccl, "no CUDA here")]))
     with pytest.raises(CaseSkipped, match="nccl/cuda: no CUDA here"):
         backends._on_lane("nccl-cuda")(None, session)
+
+
+def test_gloo_path_table_names_interface_and_network():
+    recs = [_rec("gloo/cpu", "all_reduce", 1 << 20, t, table="gloo_path", gloo_path=p, gloo_socket_ifname=i,
+                 gloo_network=net)
+            for p, i, net, t in (("interface_1", "eth0", "10.0.0.0/24", 900.0),
+                                 ("interface_2", "eth1", "10.1.0.0/24", 450.0))]
+    out = tables.format_tables(recs)
+    rows = [ln.split() for ln in out.splitlines() if ln.strip().startswith("interface_")]
+    assert [r[:3] for r in rows] == [["interface_1", "eth0", "10.0.0.0/24"], ["interface_2", "eth1", "10.1.0.0/24"]]
