@@ -19,14 +19,23 @@ What is measured, in one run (one process group per backend, ``new_group(backend
   lane when at least two lanes ran.
 - *algorithms*: the backend's ``all_reduce`` vs a ring all_reduce written with
   p2p ops vs reduce + broadcast (``suite.algorithms``), results checked exact
-  and equal to the backend's, timed blocking (the hand-written ones cannot be
-  issued asynchronously), busbw with the all_reduce factor 2(n-1)/n: for the
-  ring, busbw is the bandwidth each rank's link carries, so it compares with
-  the p2p ``send_recv`` bandwidth at the same size.
+  and equal to the backend's, beside the ring's own step: a ``send_recv`` of
+  one ring chunk (ceil(count/n) elements, rank r -> r+1). All four are timed
+  blocking whatever the run's mode (the hand-written ones cannot be issued
+  asynchronously). Each record states the bytes one message puts on a link
+  and how many messages the busiest rank sends (``link_bytes_per_message``,
+  ``link_messages``): the ring sends 2(n-1) messages of one chunk, so its
+  busbw (algbw x 2(n-1)/n = bytes each rank sends / time) compares with the
+  p2p step's bandwidth at the chunk size, not at the all_reduce's size.
 - *Gloo transport path*: torch's Gloo is built with its TCP transport only
   (no ibverbs/uv in the PyPI wheels); the choice it offers is the interface
-  (``GLOO_SOCKET_IFNAME``), read when a group is created: loopback vs the
-  default-route interface, same host only for loopback.
+  (``GLOO_SOCKET_IFNAME``), read when a group is created. Two interfaces are
+  two paths only across hosts, and only where each leads to the other hosts
+  through itself (``interface_paths``: every rank's interfaces, whether they
+  are loopback, and its routes); on one host every local address goes through
+  the kernel loopback. The cases run one per such interface where the ranks
+  have two on different networks (e.g. compose nodes on two networks), and
+  skip with the reason otherwise.
 - *NCCL algorithm/protocol* (``NCCL_ALGO``/``NCCL_PROTO``): NCCL reads them
   when the process's communicators are set up, so a comparison needs separate
   runs (``NCCL_ALGO=Ring make bench-gpu EXPERIMENTS=backends``, then Tree, and
@@ -40,7 +49,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import fcntl
+import ipaddress
 import os
+import socket
+import struct
 from dataclasses import dataclass
 
 import torch
@@ -175,6 +188,9 @@ def _on_lane(key: str):
         lanes = lanes_of(ctx, session)
         if key in lanes.failed:
             raise CaseSkipped(lanes.failed[key])
+        if key not in lanes.ctx:  # declared from the run's config, but the ranks' own plan lacks it
+            why = next((r for ln, r in lanes.missing if ln.key == key), "not planned on the ranks")
+            raise CaseSkipped(f"{key.replace('-', '/', 1)}: {why}")
         return lanes.ctx[key]
     return context
 
@@ -207,10 +223,16 @@ def send_recv_exchange(lctx: DistContext, dtype: str, count: int) -> Buffers:
                    outputs=lambda: [recv])
 
 
+SUITE_BUGS = (AttributeError, NameError, KeyError, IndexError, AssertionError, ZeroDivisionError)
+"""Errors a probe's builder raises when the suite is wrong, not the backend: the capability matrix
+lets them fail the case instead of marking a cell "not supported"."""
+
+
 def _send_recv_support(lctx: DistContext, dtype: str) -> str | None:
     if lctx.world_size < 2:
         return "send_recv needs at least 2 ranks"
-    return support_reason(lctx, lambda: send_recv_exchange(lctx, dtype, 4), f"send_recv ({dtype})")
+    return support_reason(lctx, lambda: send_recv_exchange(lctx, dtype, 4), f"send_recv ({dtype})",
+                          reraise=SUITE_BUGS)
 
 
 def capability_matrix(lctx: DistContext, dtypes=ALL_DTYPES) -> list[dict]:
@@ -227,7 +249,8 @@ def capability_matrix(lctx: DistContext, dtypes=ALL_DTYPES) -> list[dict]:
             for in_place in coll.in_place_forms:
                 a = ops.Args(variant=coll.variant, dtype=dtype, redop=redop, size_bytes=0,
                              count=4 * lctx.world_size, in_place=in_place, root=0 if coll.rooted else -1)
-                reason = support_reason(lctx, lambda: coll.build(a, lctx), ops.label_of(a).rsplit("-", 2)[0])
+                reason = support_reason(lctx, lambda: coll.build(a, lctx), ops.label_of(a).rsplit("-", 2)[0],
+                                        reraise=SUITE_BUGS)
                 rows.append({"op": coll.op, "variant": coll.variant, "backend": lctx.backend, "device": dev,
                              "dtype": dtype, "redop": redop or "none", "in_place": in_place,
                              "supported": reason is None, "reason": reason or ""})
@@ -324,6 +347,20 @@ def model_bytes_busiest_rank(algorithm: str, size_bytes: int, n: int) -> float |
     return None
 
 
+P2P_STEP = "p2p_step"
+"""The algorithms table's p2p column: one ring step, a send_recv of one ring chunk, timed blocking."""
+
+
+def link_bytes(algorithm: str, count: int, elsize: int, n: int) -> tuple[int | None, int | None]:
+    """(bytes one message puts on a link, messages the busiest rank sends) of one all_reduce of
+    ``count`` elements: the ring sends 2(n-1) chunks of at most ceil(count/n) elements (its own
+    chunks, suite.algorithms.ring_chunks); flat reduce+broadcast moves the whole buffer per message,
+    (n-1) into the root and (n-1) out of it; the backend's own: unknown; the p2p step: one chunk."""
+    chunk = algorithms.ring_chunks(count, n)[0][1] * elsize if n > 1 else 0
+    return {"ring_p2p": (chunk, 2 * (n - 1)), P2P_STEP: (chunk, 1),
+            "reduce_broadcast": (count * elsize, n - 1)}.get(algorithm, (None, None))
+
+
 def _algorithm_buffers(algorithm: str, dtype: str, count: int, lctx: DistContext) -> Buffers:
     dt, n = verify.DTYPE_OF[dtype], lctx.world_size
 
@@ -352,38 +389,154 @@ def _algorithm_probe(algorithm: str, dtype: str):
     return probe
 
 
+LINK_PROVENANCE = {
+    "model_bytes_busiest_rank": "modelled: ring 2(n-1)/n x S per rank; reduce+broadcast (n-1) x S at the root; "
+                                "none for the backend's own",
+    "link_bytes_per_message": "ring and p2p step: exact, the largest ring chunk ceil(count/n) x element size "
+                              "(suite.algorithms.ring_chunks); reduce+broadcast: modelled, the whole buffer (flat); "
+                              "none for the backend's own",
+    "link_messages": "ring: exact, 2(n-1) sends per rank; reduce+broadcast: modelled, (n-1) into and (n-1) out of "
+                     "the root (flat); p2p step: 1",
+}
+
+
 def algorithm_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
-    """The backend's all_reduce vs ring on p2p vs reduce + broadcast, timed blocking: the hand-written
-    algorithms complete before returning, so a pipelined sample would compare unlike things."""
-    return [Case(experiment=EXPERIMENT, op="all_reduce", label=f"{lane.key}-{alg}-{dtype}-{size}B",
-                 identity={"variant": f"all_reduce:{alg}", "algorithm": alg, "redop": "sum", "in_place": True,
-                           "lane_key": lane.key},
-                 bytes=Bytes(size_bytes=size, count=count, dtype=dtype, bw_op="all_reduce"),
-                 build=lambda ctx, a=alg, d=dtype, c=count: _algorithm_buffers(a, d, c, ctx),
-                 probe=_algorithm_probe(alg, dtype), support=("algorithm", alg, dtype, lane.key),
-                 mode="blocking", context=_on_lane(lane.key),
-                 fields={"table": "algorithm", "model_bytes_busiest_rank":
-                         model_bytes_busiest_rank(alg, size, world_size), **_lane_fields(lane.key)},
-                 provenance={"model_bytes_busiest_rank": "modelled: ring 2(n-1)/n x S per rank; reduce+broadcast "
-                                                         "(n-1) x S at the root; none for the backend's own"})
-            for lane in _planned(cfg) for dtype, size, count in _sized(cfg) for alg in ALGORITHMS]
+    """The backend's all_reduce vs ring on p2p vs reduce + broadcast, and the ring's own step (a send_recv of
+    one ring chunk), all timed blocking: the hand-written algorithms complete before returning, so a pipelined
+    sample would compare unlike things, and the step must be timed as the ring runs it."""
+    out = []
+    n = world_size
+    for lane in _planned(cfg):
+        for dtype, size, count in _sized(cfg):
+            el = ops.elsize(dtype)
+            for alg in ALGORITHMS:
+                per_msg, msgs = link_bytes(alg, count, el, n)
+                out.append(Case(
+                    experiment=EXPERIMENT, op="all_reduce", label=f"{lane.key}-{alg}-{dtype}-{size}B",
+                    identity={"variant": f"all_reduce:{alg}", "algorithm": alg, "redop": "sum", "in_place": True,
+                              "lane_key": lane.key},
+                    bytes=Bytes(size_bytes=size, count=count, dtype=dtype, bw_op="all_reduce"),
+                    build=lambda ctx, a=alg, d=dtype, c=count: _algorithm_buffers(a, d, c, ctx),
+                    probe=_algorithm_probe(alg, dtype), support=("algorithm", alg, dtype, lane.key),
+                    mode="blocking", context=_on_lane(lane.key),
+                    fields={"table": "algorithm", "model_bytes_busiest_rank": model_bytes_busiest_rank(alg, size, n),
+                            "link_bytes_per_message": per_msg, "link_messages": msgs, **_lane_fields(lane.key)},
+                    provenance=LINK_PROVENANCE))
+            per_msg, msgs = link_bytes(P2P_STEP, count, el, n)
+            chunk = per_msg // el if n > 1 else 0
+            out.append(Case(
+                experiment=EXPERIMENT, op="send_recv", label=f"{lane.key}-{P2P_STEP}-{dtype}-{size}B",
+                identity={"variant": f"send_recv:{P2P_STEP}", "algorithm": P2P_STEP, "all_reduce_size_bytes": size,
+                          "lane_key": lane.key},
+                bytes=Bytes(size_bytes=per_msg, count=chunk, dtype=dtype, bw_op="send_recv",
+                            definition="one ring chunk (ceil(count/n) elements of the all_reduce of "
+                                       "all_reduce_size_bytes), sent by each rank to rank+1"),
+                build=lambda ctx, d=dtype, c=chunk: send_recv_exchange(ctx, d, c),
+                probe=lambda ctx, d=dtype: send_recv_exchange(ctx, d, 4), support=("send_recv", dtype, lane.key),
+                skip=_need_two, mode="blocking", context=_on_lane(lane.key),
+                fields={"table": "algorithm", "pattern": "ring: rank r -> r+1 (batch_isend_irecv), as one ring step",
+                        "link_bytes_per_message": per_msg, "link_messages": msgs, **_lane_fields(lane.key)},
+                provenance={k: LINK_PROVENANCE[k] for k in ("link_bytes_per_message", "link_messages")}))
+    return out
 
 
 # --- Gloo transport path: which interface the TCP transport uses ------------------------------
+#
+# GLOO_SOCKET_IFNAME picks the address Gloo binds and advertises; the kernel picks the path to a
+# peer's address. Between ranks of one host every local address is delivered through the loopback,
+# whatever the interface is called, so one host has one path; across hosts an interface is a path
+# of its own only where every rank's route to every other host's address on it leaves through it.
+# The comparison is offered only where the ranks share two such interfaces on different networks
+# (e.g. compose nodes attached to two networks); otherwise its cases skip with the reason.
 
-def default_route_interface(route_table: str | None = None) -> str | None:
-    """Interface of the IPv4 default route (/proc/net/route), or None."""
-    if route_table is None:
-        try:
-            with open("/proc/net/route") as fh:
-                route_table = fh.read()
-        except OSError:
-            return None
-    for line in route_table.splitlines()[1:]:
+GLOO_PATHS = ("interface_1", "interface_2")
+"""Case slots of the interface comparison, filled by ``interface_paths`` at run time."""
+
+_SIOCGIFFLAGS, _SIOCGIFADDR, _SIOCGIFNETMASK, _IFF_LOOPBACK = 0x8913, 0x8915, 0x891B, 0x8
+
+
+def _route_table(route_table: str | None) -> str:
+    if route_table is not None:
+        return route_table
+    try:
+        with open("/proc/net/route") as fh:
+            return fh.read()
+    except OSError:
+        return ""
+
+
+def route_interface(address: str, route_table: str | None = None) -> str | None:
+    """The interface the kernel's main IPv4 table (/proc/net/route: little-endian hex destination and
+    mask) sends ``address`` through: the longest matching prefix, the lowest metric among equals."""
+    want = int(ipaddress.IPv4Address(address))
+    best = None
+    for line in _route_table(route_table).splitlines()[1:]:
         f = line.split()
-        if len(f) > 2 and f[1] == "00000000":
-            return f[0]
-    return None
+        if len(f) < 8:
+            continue
+        dest, mask = (int.from_bytes(bytes.fromhex(x), "little") for x in (f[1], f[7]))
+        if want & mask == dest:
+            key = (bin(mask).count("1"), -int(f[6]))
+            if best is None or key > best[0]:
+                best = (key, f[0])
+    return best[1] if best else None
+
+
+def local_interfaces() -> list[dict]:
+    """This host's interfaces with an IPv4 address: name, address, prefix length, loopback flag
+    (SIOCGIFADDR/SIOCGIFNETMASK/SIOCGIFFLAGS; interfaces without an IPv4 address are left out)."""
+    out = []
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sk:
+        for _, name in socket.if_nameindex():
+            req = struct.pack("256s", name.encode()[:15])
+            try:
+                addr = socket.inet_ntoa(fcntl.ioctl(sk.fileno(), _SIOCGIFADDR, req)[20:24])
+                mask = socket.inet_ntoa(fcntl.ioctl(sk.fileno(), _SIOCGIFNETMASK, req)[20:24])
+                flags = struct.unpack("H", fcntl.ioctl(sk.fileno(), _SIOCGIFFLAGS, req)[16:18])[0]
+            except OSError:  # no IPv4 address
+                continue
+            out.append({"name": name, "address": addr,
+                        "prefix": ipaddress.IPv4Network(f"0.0.0.0/{mask}").prefixlen,
+                        "loopback": bool(flags & _IFF_LOOPBACK) or ipaddress.IPv4Address(addr).is_loopback})
+    return out
+
+
+def interface_paths(ranks: list[dict]) -> tuple[list[dict], str | None]:
+    """The interfaces that lead over paths of their own, from every rank's ``{"host", "interfaces"
+    (local_interfaces()), "routes" (/proc/net/route text)}``: (paths, None) when there are at least two
+    on different networks, else ([], why the comparison is not offered). A path: an interface name
+    every rank has, not loopback, whose address on every other host each rank routes through it."""
+    hosts = {r["host"] for r in ranks}
+    if len(hosts) < 2:
+        return [], (f"all {len(ranks)} ranks run on one host: traffic between its own addresses goes through the "
+                    "kernel loopback whatever GLOO_SOCKET_IFNAME names, so there is one path to compare")
+    by_rank = [{i["name"]: i for i in r["interfaces"] if not i["loopback"]} for r in ranks]
+    names = [n for n in by_rank[0] if all(n in b for b in by_rank[1:])]
+    paths, why = [], []
+    for name in names:
+        ok = True
+        for a, ra in enumerate(ranks):
+            for b, rb in enumerate(ranks):
+                if ra["host"] == rb["host"]:
+                    continue
+                peer = by_rank[b][name]["address"]
+                via = route_interface(peer, ra["routes"])
+                if via != name:
+                    why.append(f"{name}: {ra['host']} reaches {rb['host']}'s {peer} via {via or 'no route'}")
+                    ok = False
+                    break
+            if not ok:
+                break
+        if ok:
+            own = by_rank[0][name]
+            net = str(ipaddress.IPv4Network(f"{own['address']}/{own['prefix']}", strict=False))
+            if net not in {p["network"] for p in paths}:
+                paths.append({"name": name, "network": net})
+    if len(paths) >= 2:
+        return paths, None
+    found = ", ".join(f"{p['name']} ({p['network']})" for p in paths) or "none"
+    return [], (f"the ranks share fewer than two interfaces with routes of their own between hosts "
+                f"(found: {found}" + (f"; {'; '.join(why[:3])}" if why else "") + ")")
 
 
 def _gloo_device_ok(iface: str) -> str | None:
@@ -394,22 +547,30 @@ def _gloo_device_ok(iface: str) -> str | None:
     return None
 
 
-def _gloo_path_context(path: str):
+def _offered_paths(ctx: DistContext, session: Session) -> tuple[list[dict], str | None]:
+    def plan():
+        if not dist.is_gloo_available():
+            return [], "gloo is not built into this torch"
+        mine = {"host": ctx.hostnames[ctx.rank], "interfaces": local_interfaces(), "routes": _route_table(None)}
+        ranks: list = [None] * ctx.world_size
+        dist.all_gather_object(ranks, mine, group=ctx.group)
+        return interface_paths(ranks)  # the same inputs on every rank: the same answer
+    return session.once("backends.gloo_paths", plan)
+
+
+def _gloo_path_context(slot: int):
     def context(ctx: DistContext, session: Session) -> DistContext:
+        paths, why = _offered_paths(ctx, session)
+        if why:
+            raise CaseSkipped(f"Gloo interface comparison not offered: {why}")
+        if slot >= len(paths):
+            raise CaseSkipped(f"Gloo interface comparison: {len(paths)} paths, none for slot {slot + 1}")
+        iface = paths[slot]["name"]
+
         def make():
-            if not dist.is_gloo_available():
-                return None, "gloo is not built into this torch"
-            if path == "loopback":
-                iface = "lo"
-                reason = "loopback reaches only this host; the run spans several hosts" \
-                    if len(set(ctx.hostnames)) > 1 else None
-            else:
-                iface = default_route_interface()
-                reason = None if iface else "no IPv4 default route on this host"
-            if reason is None:
-                reason = _gloo_device_ok(iface)
+            reason = _gloo_device_ok(iface)
             if not ctx.agree_all(reason is None):
-                return None, reason or f"interface for {path} not usable on another rank"
+                return None, reason or f"interface {iface} not usable on another rank"
             old = os.environ.get("GLOO_SOCKET_IFNAME")
             os.environ["GLOO_SOCKET_IFNAME"] = iface  # Gloo reads it when the group's device is created
             try:
@@ -419,30 +580,38 @@ def _gloo_path_context(path: str):
                     del os.environ["GLOO_SOCKET_IFNAME"]
                 else:
                     os.environ["GLOO_SOCKET_IFNAME"] = old
-            return dataclasses.replace(ctx, backend="gloo", device=torch.device("cpu"), group=group), iface
+            return dataclasses.replace(ctx, backend="gloo", device=torch.device("cpu"), group=group), None
 
-        lctx, why = session.once(("backends.gloo_path", path), make)
+        lctx, why = session.once(("backends.gloo_path", iface), make)
         if lctx is None:
             raise CaseSkipped(why)
         return lctx
     return context
 
 
+def _resolve_gloo_path(case: Case, slot: int, ctx: DistContext, session: Session) -> Case:
+    paths, _ = _offered_paths(ctx, session)
+    return dataclasses.replace(case, fields={**case.fields, "gloo_socket_ifname": paths[slot]["name"],
+                                             "gloo_network": paths[slot]["network"],
+                                             "paths_offered": [p["name"] for p in paths]})
+
+
 def gloo_path_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
-    """all_reduce over Gloo's TCP transport on loopback vs the default-route interface."""
+    """all_reduce over Gloo's TCP transport through each of two interfaces that lead over different paths
+    (skipped with the reason where the ranks have no two such interfaces)."""
     sizes = compared_sizes(cfg)
     if not sizes:
         return []
     dtype = cfg.dtypes[0]
     coll = ops.BY_VARIANT["all_reduce"]
     a = ops.args_for(coll, dataclasses.replace(cfg, redops=("sum",)), world_size, sizes[-1:])
-    return [ops.collective_case(coll, args, experiment=EXPERIMENT, label=f"{path}",
-                                context=_gloo_path_context(path), identity={"gloo_path": path},
-                                fields={"table": "gloo_path", "transport": "tcp", "lane": "gloo/cpu",
-                                        "gloo_socket_ifname": default_route_interface() if path != "loopback"
-                                        else "lo"},
-                                support=("gloo_path", path))
-            for path in GLOO_PATHS for args in a if args.dtype == dtype]
+    return [dataclasses.replace(
+                ops.collective_case(coll, args, experiment=EXPERIMENT, label=f"{path}",
+                                    context=_gloo_path_context(slot), identity={"gloo_path": path},
+                                    fields={"table": "gloo_path", "transport": "tcp", "lane": "gloo/cpu"},
+                                    support=("gloo_path", path)),
+                resolve=lambda case, ctx, cfg, session, slot=slot: _resolve_gloo_path(case, slot, ctx, session))
+            for slot, path in enumerate(GLOO_PATHS) for args in a if args.dtype == dtype]
 
 
 test_capability = experiment_test(capability_cases)

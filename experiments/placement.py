@@ -16,17 +16,28 @@ CPU cases (run everywhere; multi-node under compose or Slurm):
   all_reduce among node leaders, intra-node broadcast vs one flat all_reduce,
   results exact and equal to the backend's own all_reduce. ``SUITE_FAKE_NODES=k``
   splits the ranks into k contiguous blocks *for grouping only* (hostnames and
-  traffic stay real) to exercise the two-level path on one host.
-- *affinity and threads*: all_reduce with every thread of each rank pinned to
-  one core (``os.sched_setaffinity`` per thread; rank by local rank) vs the
-  inherited mask, with ``torch.set_num_threads`` 1 vs all cores. A case's
-  buffer sets pin when built and restore in their check (after the check run,
-  and after the timed run), and the check fails the case if the process does
-  not find its masks and thread count as before.
-- *contiguity*: a transposed (non-contiguous) view through ``all_reduce``
-  (Gloo copies it to a contiguous buffer and back: a hidden copy) and through
-  send/recv (Gloo rejects non-contiguous tensors, so the case copies
-  explicitly, as user code must), vs contiguous tensors.
+  traffic stay real) to exercise the two-level path on one host. The record
+  names what the algorithm amounts to on the run's nodes
+  (``suite.algorithms.hierarchy_shape``): ``hierarchical`` only with several
+  nodes, one of them with several ranks; on one node ``reduce_broadcast``; with
+  one rank per node ``leaders_all_reduce`` (a flat all_reduce).
+- *affinity*: all_reduce with every thread of each rank pinned to one core
+  (``os.sched_setaffinity`` per thread, Gloo's worker threads included; rank
+  by local rank) vs the inherited mask. A case's buffer sets pin when built and
+  restore in their check (after the check run, and after the timed run), and
+  the check fails the case if the process does not find its masks as before.
+  There is no ``torch.set_num_threads`` axis: it sizes ATen's intra-op pool,
+  while Gloo reduces and moves data on its own worker threads (the group's
+  ``threads`` option, fixed when the group is created), so the axis changed
+  nothing the case measures. The record keeps the thread count as context.
+- *contiguity*: a transposed (non-contiguous) view through ``all_reduce`` and
+  through send/recv (Gloo rejects non-contiguous tensors, so the case copies
+  explicitly, as user code must), vs contiguous tensors, beside the measured
+  explicit copy round trip of the same view (``view.copy_(view.contiguous())``,
+  a case of its own): every transposed record carries that copy time and its
+  share of the record's own time. Whether a backend copies a non-contiguous
+  all_reduce input is not assumed: the table sets the transposed - contiguous
+  difference beside the copy time.
 
 GPU cases (skip with the reason on a host or run without CUDA):
 
@@ -416,8 +427,16 @@ def _hier_build(algo: str, count: int, dtype: str, h: algorithms.Hierarchy):
 
 def _resolve_hier(case: Case, algo: str, count: int, dtype: str, ctx: DistContext, session: Session) -> Case:
     p = placement_of(ctx, session)
-    return _bind(case, _hier_build(algo, count, dtype, p.hierarchy),
+    case = _bind(case, _hier_build(algo, count, dtype, p.hierarchy),
                  grouping_nodes=[list(r) for r in p.hierarchy.nodes], fake_nodes=p.fake_nodes)
+    if algo == "flat":
+        return case
+    # named by what it does on these nodes: on one node it is reduce + broadcast, with one rank per
+    # node the leaders' all_reduce alone; only several nodes with several ranks make two levels
+    shape = algorithms.hierarchy_shape(p.hierarchy.nodes)
+    return dataclasses.replace(case, identity={**case.identity, "algorithm": shape, "variant": f"all_reduce:{shape}"},
+                               record_label=case.label.replace("hierarchical", shape, 1),
+                               fields={**case.fields, "hierarchy": algorithms.HIERARCHY_SHAPES[shape]})
 
 
 def hierarchical_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
@@ -430,6 +449,7 @@ def hierarchical_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
                 out.append(_all_reduce_case(
                     f"{algo}-{d}-{s}B", {"algorithm": algo, "variant": f"all_reduce:{algo}"}, count, d,
                     build=_bound_at_run_time, context=_placed, mode="blocking", fields={"table": "hierarchical"},
+                    names=(algo,),  # the fault injection's name, also where the layout renames the algorithm
                     resolve=lambda case, ctx, cfg, session, algo=algo, count=count, d=d:
                     _resolve_hier(case, algo, count, d, ctx, session)))
     return out
@@ -450,7 +470,6 @@ class _SavedPlacement:
     """thread id -> CPU mask before pinning (empty: nothing was pinned)."""
     default_mask: frozenset
     """The process's mask, for threads started while pinned."""
-    threads: int
 
 
 def _pin_process(cpu: int) -> _SavedPlacement:
@@ -462,7 +481,7 @@ def _pin_process(cpu: int) -> _SavedPlacement:
             os.sched_setaffinity(tid, {cpu})
         except OSError:  # a thread that exited meanwhile
             pass
-    return _SavedPlacement(masks=masks, default_mask=default, threads=torch.get_num_threads())
+    return _SavedPlacement(masks=masks, default_mask=default)
 
 
 def _restore(saved: _SavedPlacement) -> None:
@@ -472,48 +491,45 @@ def _restore(saved: _SavedPlacement) -> None:
                 os.sched_setaffinity(tid, saved.masks.get(tid, saved.default_mask))
             except OSError:
                 pass
-    torch.set_num_threads(saved.threads)
 
 
 class _Pinning:
-    """One affinity case's pinning, shared by its buffer sets: the first build pins (and sets the
-    thread count), the first check after it restores; every check then verifies, on every rank, that
-    the process finds its masks and thread count as before the case."""
+    """One affinity case's pinning, shared by its buffer sets: the first build pins, the first check
+    after it restores; every check then verifies, on every rank, that the process finds its masks as
+    before the case."""
 
-    def __init__(self, pinning: str, threads: str):
-        self.pinning, self.threads = pinning, threads
+    def __init__(self, pinning: str):
+        self.pinning = pinning
         self.saved: _SavedPlacement | None = None
-        self.before: tuple[list[int], int] | None = None
+        self.before: list[int] | None = None
         self.fields: dict = {}
 
     def apply(self, ctx: DistContext) -> dict:
         if self.saved is None:
             cpus = sorted(os.sched_getaffinity(0))
-            n_threads = 1 if self.threads == "1" else len(cpus)
             core = cpus[ctx.local_rank % len(cpus)]
-            self.before = (cpus, torch.get_num_threads())
+            self.before = cpus
             self.saved = _pin_process(core) if self.pinning == "pinned" else _SavedPlacement(
-                masks={}, default_mask=frozenset(cpus), threads=torch.get_num_threads())
-            torch.set_num_threads(n_threads)
+                masks={}, default_mask=frozenset(cpus))
             pinned = self.pinning == "pinned"
-            # this rank's view (the record is rank 0's): its core, its CPU count
-            self.fields = {"torch_threads": n_threads, "cpus_available": len(cpus),
+            # this rank's view (the record is rank 0's): its core, its CPU count; the torch thread count is
+            # context only (it sizes ATen's pool, not Gloo's workers)
+            self.fields = {"torch_threads": torch.get_num_threads(), "cpus_available": len(cpus),
                            "pinned_core": core if pinned else None,
                            "ranks_per_core": math.ceil(ctx.local_world_size / len(cpus)) if pinned else None}
         return self.fields
 
     def undo(self) -> None:
-        """Put masks and thread count back (no collective: also safe when the case fails or skips)."""
+        """Put the masks back (no collective: also safe when the case fails or skips)."""
         if self.saved is not None:
             _restore(self.saved)
             self.saved = None
 
     def restore(self, ctx: DistContext) -> None:
         self.undo()
-        cpus, threads = self.before
-        leaked = sorted(os.sched_getaffinity(0)) != cpus or torch.get_num_threads() != threads
+        leaked = sorted(os.sched_getaffinity(0)) != self.before
         if not ctx.agree_all(not leaked):
-            raise CaseFailed("affinity or thread count was not restored after the case")
+            raise CaseFailed("the CPU affinity was not restored after the case")
 
 
 def _affinity_build(pin: _Pinning, count: int, dtype: str):
@@ -541,7 +557,7 @@ def _affinity_skip(ctx: DistContext, cfg: BenchConfig) -> str | None:
 
 
 def affinity_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
-    """all_reduce at the largest compared size, pinned to one core vs not, 1 vs all torch threads."""
+    """all_reduce at the largest compared size, every thread pinned to one core vs not."""
     sizes = compared_sizes(cfg)
     dtype = cfg.dtypes[0]
     count = _count(sizes[-1], dtype) if sizes else 0
@@ -549,13 +565,9 @@ def affinity_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     def skip(ctx, cfg):
         return _affinity_skip(ctx, cfg) or (None if sizes else "no non-zero size in the sweep")
 
-    out = []
-    for t in ("1", "all"):
-        for p in ("unpinned", "pinned"):
-            out.append(_all_reduce_case(
-                f"{p}-threads_{t}", {"pinning": p, "threads": t}, count, dtype,
-                build=_affinity_build(_Pinning(p, t), count, dtype), skip=skip, fields={"table": "affinity"}))
-    return out
+    return [_all_reduce_case(p, {"pinning": p}, count, dtype, build=_affinity_build(_Pinning(p), count, dtype),
+                             skip=skip, fields={"table": "affinity"})
+            for p in ("unpinned", "pinned")]
 
 
 # --- contiguous vs non-contiguous -------------------------------------------------------------
@@ -643,41 +655,110 @@ def _resolve_send(case: Case, ctx: DistContext, session: Session) -> Case:
                                              "send_noncontiguous_error": reject or ""})
 
 
+def _roundtrip_key(count: int, dtype: str) -> tuple:
+    return ("contiguous_roundtrip", count, dtype)
+
+
+def _roundtrip_call(view: torch.Tensor):
+    """The explicit copy round trip of a non-contiguous ``view``: out to a contiguous buffer and back."""
+    def call(_a):
+        view.copy_(view.contiguous())
+        return None
+    return call
+
+
+def _roundtrip_build(count: int, dtype: str):
+    dt = verify.DTYPE_OF[dtype]
+    rows, cols = matrix_shape(count)
+
+    def build(ctx: DistContext) -> Buffers:
+        base = verify.pattern(ctx.rank, count, dt, world_size=ctx.world_size, device=ctx.device)
+        expected = base.clone()
+
+        def derive(m, around, session) -> dict:
+            session.keep_baseline(_roundtrip_key(count, dtype), m)  # the transposed cases' copy time
+            return {}
+
+        return Buffers(call=_roundtrip_call(base.view(rows, cols).t()), outputs=lambda: [base],
+                       check=lambda: verify.count_wrong(base, expected), derive=derive)
+
+    return build
+
+
+def _with_copy_share(build, count: int, dtype: str):
+    """``build`` whose timed record also carries the measured copy round trip of its view and its share."""
+    dt = verify.DTYPE_OF[dtype]
+    rows, cols = matrix_shape(count)
+
+    def built(ctx: DistContext) -> Buffers:
+        b = build(ctx)
+
+        def make_call():
+            return _roundtrip_call(torch.zeros(count, dtype=dt, device=ctx.device).view(rows, cols).t())
+
+        def derive(m, around, session) -> dict:
+            copy = session.baseline(_roundtrip_key(count, dtype), ctx, make_call)
+            return {"copy_roundtrip_us": copy.median_s * 1e6, "copy_share": copy.median_s / m.median_s}
+
+        return dataclasses.replace(b, derive=derive)
+
+    return built
+
+
+COPY_PROVENANCE = {
+    "copy_roundtrip_us": "measured: median time (blocking, cross-rank max) of view.copy_(view.contiguous()) on a "
+                         "transposed view of the same shape and size (the copy case of this size, or a session "
+                         "baseline when that case did not run)",
+    "copy_share": "derived: copy_roundtrip_us / time_us",
+}
+
+
 def contiguity_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
-    """A transposed view vs a contiguous tensor through all_reduce and through send/recv."""
+    """Per size: the explicit copy round trip of a transposed view, then a transposed view vs a contiguous
+    tensor through all_reduce and through send/recv; the transposed records carry the measured copy time
+    and its share of their own time (whether the backend copies is for the numbers to show, not assumed)."""
     dtype = cfg.dtypes[0]
-    out = []
+    sizes = counts(compared_sizes(cfg), dtype)
+
+    def no_transpose(count):
+        rows, cols = matrix_shape(count)
+        if rows == 1 or cols == 1:
+            return f"{count} elements have no 2-D shape whose transpose is non-contiguous"
+        return None
+
+    out = [Case(experiment=EXPERIMENT, op="copy", label=f"copy-transposed-{s}B",
+                identity={"layout": "transposed", "copy": "contiguous_roundtrip"},
+                bytes=Bytes(size_bytes=count * elsize(dtype), count=count, dtype=dtype, bw_op=None,
+                            definition="bytes of the view; the round trip copies them twice (out and back)"),
+                build=_roundtrip_build(count, dtype), mode="blocking",
+                skip=lambda ctx, cfg, count=count: no_transpose(count),
+                fields={"table": "contiguity", "shape": list(matrix_shape(count)[::-1]),
+                        "copy_call": "view.copy_(view.contiguous())"})
+           for s, count in sizes]
     for op in ("all_reduce", "send_recv"):
-        for s, count in counts(compared_sizes(cfg), dtype):
+        for s, count in sizes:
             rows, cols = matrix_shape(count)
             for layout in ("contiguous", "transposed"):
-                flat = rows == 1 or cols == 1
-
-                def skip(ctx, cfg, op=op, layout=layout, flat=flat, count=count):
+                def skip(ctx, cfg, op=op, layout=layout, count=count):
                     if op == "send_recv" and ctx.world_size < 2:
                         return "send_recv needs at least 2 ranks"
-                    if layout == "transposed" and flat:
-                        return f"{count} elements have no 2-D shape whose transpose is non-contiguous"
-                    return None
+                    return no_transpose(count) if layout == "transposed" else None
 
-                if op == "all_reduce":
-                    hidden = ("the backend copies a non-contiguous input to a contiguous buffer and back"
-                              if layout == "transposed" else "none")
-                else:
-                    hidden = ("explicit .contiguous() before send and copy_ into the view after recv"
-                              if layout == "transposed" else "none")
                 identity = {"layout": layout}
                 if op == "all_reduce":
                     identity |= {"redop": "sum", "in_place": True}
+                fields = {"table": "contiguity", "shape": [cols, rows] if layout == "transposed" else [count]}
+                if op == "send_recv" and layout == "transposed":
+                    fields["explicit_copies"] = ".contiguous() before send, copy_ into the view after recv"
+                build = _contig_build(op, layout, count, dtype)
                 case = Case(
                     experiment=EXPERIMENT, op=op, label=f"{op}-{layout}-{s}B", identity=identity,
                     bytes=Bytes(size_bytes=count * elsize(dtype), count=count, dtype=dtype, bw_op=op,
                                 definition=WHOLE_BUFFER if op == "all_reduce" else
                                 "bytes each rank of a pair sends (per direction)"),
-                    build=_contig_build(op, layout, count, dtype), skip=skip,
-                    mode="blocking" if op == "send_recv" else None,
-                    fields={"table": "contiguity", "shape": [cols, rows] if layout == "transposed" else [count],
-                            "hidden_copy": hidden})
+                    build=_with_copy_share(build, count, dtype) if layout == "transposed" else build, skip=skip,
+                    mode="blocking" if op == "send_recv" else None, fields=fields,
+                    provenance=COPY_PROVENANCE if layout == "transposed" else {})
                 if op == "send_recv":
                     case = dataclasses.replace(case, resolve=lambda case, ctx, cfg, session:
                                                _resolve_send(case, ctx, session))

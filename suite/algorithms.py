@@ -205,6 +205,26 @@ def build_hierarchy(layout: Sequence[int], rank: int, backend: str | None = None
                      leaders=lg if rank in leaders_ranks else None)
 
 
+HIERARCHY_SHAPES = {
+    "hierarchical": "two levels: intra-node reduce, all_reduce among the node leaders, intra-node broadcast",
+    "reduce_broadcast": "one node: reduce to its leader + broadcast from it (the leaders' all_reduce has one "
+                        "rank); not hierarchical",
+    "leaders_all_reduce": "one rank per node: the leaders' all_reduce alone (the intra-node steps have one rank); "
+                          "a flat all_reduce, not hierarchical",
+}
+"""What ``hierarchical_all_reduce`` amounts to, by the shape of the nodes (``hierarchy_shape``)."""
+
+
+def hierarchy_shape(nodes: Sequence[Sequence[int]]) -> str:
+    """The key of ``HIERARCHY_SHAPES`` that names what the two-level all_reduce does on ``nodes``
+    (global ranks per node): only several nodes, one of them with several ranks, make two levels."""
+    if len(nodes) == 1:
+        return "reduce_broadcast"
+    if all(len(ranks) == 1 for ranks in nodes):
+        return "leaders_all_reduce"
+    return "hierarchical"
+
+
 def hierarchical_all_reduce(t: torch.Tensor, h: Hierarchy, redop: str = "sum") -> None:
     """In-place all_reduce: intra-node reduce to the leader, all_reduce among the
     leaders, intra-node broadcast from the leader."""

@@ -79,27 +79,34 @@ def compare_table(recs: list[dict], missing: list[str]) -> str:
                  notes=notes, op_width=22, footer="busbw in GB/s (nccl-tests factors); ")
 
 
-def algorithm_table(recs: list[dict], p2p: list[dict]) -> str:
+def algorithm_table(recs: list[dict]) -> str:
+    """The all_reduce algorithms beside the ring's own step (a send_recv of one ring chunk), every column
+    from this table's records: the same timing mode, and the bytes per link each record states."""
+    steps = {(_lane(r), r["dtype"], r["all_reduce_size_bytes"]): r for r in recs if r["op"] == "send_recv"}
+    recs = [r for r in recs if r["op"] != "send_recv"]
     n = recs[0]["world_size"]
     factor = 2 * (n - 1) / n
+    modes = sorted({r["timing_mode"] for r in recs} | {r["timing_mode"] for r in steps.values()})
     lines = [
-        f"# all_reduce algorithms ({n} ranks, timing=blocking, largest sizes of the sweep): the backend's "
-        f"all_reduce vs a ring on p2p ops vs reduce+broadcast; results exact and equal to the backend's",
-        f"# busbw = algbw x 2(n-1)/n = algbw x {factor:.3f}: a ring all_reduce sends 2(n-1) chunks of S/n per rank "
-        f"(n-1 in reduce-scatter, n-1 in all-gather),",
-        "# so ring busbw is the bandwidth each link carries and compares with p2p send_recv busbw at the same size; "
-        "reduce+broadcast moves (n-1)*S through the root (flat model).",
+        f"# all_reduce algorithms ({n} ranks, timing={'/'.join(modes)} for every column, largest sizes of the "
+        f"sweep): the backend's all_reduce vs a ring on p2p ops vs reduce+broadcast; results exact and equal to "
+        f"the backend's",
+        f"# busbw = algbw x 2(n-1)/n = algbw x {factor:.3f} = bytes each rank sends / time for the ring, which sends "
+        f"2(n-1) = {2 * (n - 1)} messages of one chunk (<= ceil(S/n)) per rank; reduce+broadcast (flat model) "
+        f"moves the whole S per message, (n-1) into and out of the root.",
+        "# p2p step = one ring step timed alone: send_recv of one chunk (rank r -> r+1); the ring busbw compares "
+        "with its GB/s at the chunk size; ring/steps = t(ring) / (2(n-1) x t(step)): 1 = nothing beyond its steps.",
     ]
     algos = list(OrderedDict.fromkeys(r["algorithm"] for r in recs))
-    p2p_bw = {(_lane(r), r["dtype"], r["size_bytes"]): r["busbw_gbps"] for r in p2p}
     cols = "".join(f" {a[:19]:>19}" for a in algos)
-    lines.append(f"#{'lane':>12} {'size(B)':>9} {'type':>5}{cols} {'ring/ar':>8} {'naive/ar':>8} {'p2p busbw':>9}")
+    lines.append(f"#{'lane':>12} {'size(B)':>9} {'type':>5}{cols} {'ring/ar':>8} {'naive/ar':>8} "
+                 f"{'p2p step':>28} {'ring/':>6}")
     lines.append(f"#{'':>12} {'':>9} {'':>5}" + "".join(f" {'time(us)':>10} {'busbw':>8}" for _ in algos)
-                 + f" {'(time)':>8} {'(time)':>8} {'(GB/s)':>9}")
+                 + f" {'(time)':>8} {'(time)':>8} {'chunk(B)':>9} {'time(us)':>10} {'GB/s':>7} {'steps':>6}")
     rows: OrderedDict = OrderedDict()
     for r in recs:
         rows.setdefault((_lane(r), r["dtype"], r["size_bytes"]), {})[r["algorithm"]] = r
-    n_wrong = 0
+    n_wrong = sum(wrong(r) for r in steps.values())
     for (lane, dtype, size), by in rows.items():
         cells = []
         for a in algos:
@@ -111,21 +118,28 @@ def algorithm_table(recs: list[dict], p2p: list[dict]) -> str:
         def ratio(a):
             r = by.get(a)
             return f" {r['time_us'] / ar['time_us']:8.2f}" if r and ar and ar["time_us"] > 0 else f" {'-':>8}"
-        bw = p2p_bw.get((lane, dtype, size))
-        lines.append(f" {lane[:12]:>12} {size:>9} {DTYPE_SHORT.get(dtype, dtype):>5}" + "".join(cells)
-                     + ratio("ring_p2p") + ratio("reduce_broadcast") + (f" {bw:9.3f}" if bw is not None else f" {'-':>9}"))
+        step, ring = steps.get((lane, dtype, size)), by.get("ring_p2p")
+        if step:
+            cells.append(f" {step['size_bytes']:>9} {step['time_us']:10.1f} {num(step['busbw_gbps'], '.3f', 7)}")
+        else:
+            cells.append(f" {'-':>9} {'-':>10} {'-':>7}")
+        per_ring = (ring["time_us"] / (ring["link_messages"] * step["time_us"])
+                    if step and ring and ring.get("link_messages") and step["time_us"] > 0 else None)
+        lines.append(f" {lane[:12]:>12} {size:>9} {DTYPE_SHORT.get(dtype, dtype):>5}" + "".join(cells[:len(algos)])
+                     + ratio("ring_p2p") + ratio("reduce_broadcast") + cells[-1] + f" {num(per_ring, '.2f', 6)}")
     lines.append(f"# #wrong total: {n_wrong} [{'OK' if n_wrong == 0 else 'FAILED'}]")
     return "\n".join(lines) + "\n"
 
 
 def gloo_path_table(recs: list[dict]) -> str:
-    lines = ["# Gloo TCP transport by interface (GLOO_SOCKET_IFNAME, read when a group is created): all_reduce sum",
-             f"#{'path':>14} {'iface':>8} {'size(B)':>9} {'type':>5} {'time(us)':>10} {'p95(us)':>10} {'busbw':>8} "
-             f"{'#wrong':>6}"]
+    lines = ["# Gloo TCP transport by interface (GLOO_SOCKET_IFNAME, read when a group is created): all_reduce sum "
+             "through each interface that leads to the other hosts over a path of its own",
+             f"#{'path':>12} {'iface':>8} {'network':>18} {'size(B)':>9} {'type':>5} {'time(us)':>10} {'p95(us)':>10} "
+             f"{'busbw':>8} {'#wrong':>6}"]
     for r in recs:
-        lines.append(f" {r['gloo_path']:>14} {r['gloo_socket_ifname']:>8} {r['size_bytes']:>9} "
-                     f"{DTYPE_SHORT.get(r['dtype'], r['dtype']):>5} {r['time_us']:10.1f} {r['p95_us']:10.1f} "
-                     f"{num(r['busbw_gbps'], '.3f', 8)} {wrong_cell(r)}")
+        lines.append(f" {r['gloo_path']:>12} {r['gloo_socket_ifname']:>8} {r.get('gloo_network', '?'):>18} "
+                     f"{r['size_bytes']:>9} {DTYPE_SHORT.get(r['dtype'], r['dtype']):>5} {r['time_us']:10.1f} "
+                     f"{r['p95_us']:10.1f} {num(r['busbw_gbps'], '.3f', 8)} {wrong_cell(r)}")
     return "\n".join(lines) + "\n"
 
 
@@ -141,7 +155,7 @@ def format_tables(records: list[dict]) -> str:
     if compare:
         out.append(compare_table(compare, _missing(caps)))
     if by.get("algorithm"):
-        out.append(algorithm_table(by["algorithm"], [r for r in compare if r["op"] == "send_recv"]))
+        out.append(algorithm_table(by["algorithm"]))
     if by.get("gloo_path"):
         out.append(gloo_path_table(by["gloo_path"]))
     return "\n".join(out)

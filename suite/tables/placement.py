@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from suite.tables import pivot, wrong_cell
+from suite.tables import DTYPE_SHORT, num, pivot, wrong, wrong_cell
 
 def topology_table(rec: dict) -> str:
     fake = rec.get("fake_nodes") or 0
@@ -69,6 +69,45 @@ def copy_table(recs: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def contiguity_table(recs: list[dict]) -> str:
+    """Contiguous vs transposed per op, with the measured copy round trip of the transposed view, its share
+    of the transposed time, and the transposed - contiguous difference beside it."""
+    copies = {(r["size_bytes"], r["dtype"]): r for r in recs if r["op"] == "copy"}
+    c = next((r for r in recs if "send_accepts_noncontiguous" in r), None)
+    lines = ["# contiguous vs non-contiguous (transposed view) tensors; copy = measured round trip "
+             "view.copy_(view.contiguous()) of the same view (blocking), share = copy / transposed time",
+             "# all_reduce gets the view as it is (a backend copy, if any, shows as transposed - contiguous ~ copy); "
+             "send/recv copies explicitly (.contiguous() before send, copy_ into the view after recv)"]
+    if c is not None and not c["send_accepts_noncontiguous"]:
+        lines.append(f"# {c['send_noncontiguous_error']}")
+    lines += [f"#{'op':>12} {'size(B)':>9} {'type':>5} {'contiguous':>19} {'transposed':>19} {'x first':>8} "
+              f"{'transp -':>10} {'copy':>9} {'copy':>6}",
+              f"#{'':>12} {'':>9} {'':>5} {'time(us)':>10} {'busbw':>8} {'time(us)':>10} {'busbw':>8} {'':>8} "
+              f"{'contig(us)':>10} {'(us)':>9} {'share':>6}"]
+    rows: OrderedDict = OrderedDict()
+    for r in recs:
+        if r["op"] != "copy":
+            rows.setdefault((r["op"], r["size_bytes"], r["dtype"]), {})[r["layout"]] = r
+    n_wrong = sum(wrong(r) for r in recs)
+
+    def cell(r):
+        return f" {r['time_us']:10.1f} {num(r['busbw_gbps'], '.3f', 8)}" if r else f" {'-':>10} {'-':>8}"
+
+    for (op, size, dtype), by in rows.items():
+        a, t = by.get("contiguous"), by.get("transposed")
+        both = a is not None and t is not None and a["time_us"] > 0
+        copy = (t or {}).get("copy_roundtrip_us")
+        if copy is None and (size, dtype) in copies:
+            copy = copies[(size, dtype)]["time_us"]
+        share = (t or {}).get("copy_share")
+        lines.append(f" {op[:12]:>12} {size:>9} {DTYPE_SHORT.get(dtype, dtype):>5}" + cell(a) + cell(t)
+                     + f" {num(t['time_us'] / a['time_us'] if both else None, '.2f', 8)}"
+                     + f" {num(t['time_us'] - a['time_us'] if both else None, '.1f', 10)}"
+                     + f" {num(copy, '.1f', 9)} {num(None if share is None else 100 * share, '.0f', 5)}%")
+    lines.append(f"# #wrong total: {n_wrong} [{'OK' if n_wrong == 0 else 'FAILED'}]")
+    return "\n".join(lines) + "\n"
+
+
 def format_tables(records: list[dict]) -> str:
     by: OrderedDict = OrderedDict()
     for r in records:
@@ -88,27 +127,29 @@ def format_tables(records: list[dict]) -> str:
     if by.get("hierarchical"):
         h = by["hierarchical"][0]
         fake = h.get("fake_nodes") or 0
-        out.append(pivot("flat vs hierarchical all_reduce (intra-node reduce, leaders all_reduce, intra-node "
-                         "broadcast; blocking), exact and equal to flat",
-                         by["hierarchical"], lambda r: r["algorithm"],
-                         notes=(f"nodes: {h['grouping_nodes']}" + (f" (SUITE_FAKE_NODES={fake}: grouping only)"
-                                                                   if fake else ""),
-                                *(("one node: the hierarchy is reduce + broadcast inside it (the leaders' "
-                                   "all_reduce has one rank); SUITE_FAKE_NODES=2 groups the ranks as two nodes",)
-                                  if len(h["grouping_nodes"]) == 1 else ()))))
+        other = next((r for r in by["hierarchical"] if r["algorithm"] != "flat"), None)
+        shape = other["algorithm"] if other else "hierarchical"
+        title = {"hierarchical": "flat vs hierarchical all_reduce (intra-node reduce, leaders all_reduce, "
+                                 "intra-node broadcast; blocking), exact and equal to flat",
+                 "reduce_broadcast": "flat all_reduce vs reduce + broadcast (one node: no hierarchy; blocking), "
+                                     "exact and equal to flat",
+                 "leaders_all_reduce": "flat all_reduce vs the leaders' all_reduce (one rank per node: no "
+                                       "intra-node level; blocking), exact and equal to flat"}.get(shape, shape)
+        notes = [f"nodes: {h['grouping_nodes']}" + (f" (SUITE_FAKE_NODES={fake}: grouping only)" if fake else "")]
+        if other and other.get("hierarchy"):
+            notes.append(f"{shape}: {other['hierarchy']}")
+        if shape == "reduce_broadcast":
+            notes.append("SUITE_FAKE_NODES=2 groups the ranks as two nodes for a two-level run")
+        out.append(pivot(title, by["hierarchical"], lambda r: r["algorithm"], notes=tuple(notes)))
     if by.get("affinity"):
         a = by["affinity"][0]
-        out.append(pivot(f"rank-to-core pinning and torch threads: all_reduce, {a['cpus_available']} CPUs per rank "
-                         "before pinning", by["affinity"],
-                         lambda r: f"{r['pinning']} thr={r['torch_threads']}"))
+        out.append(pivot(f"rank-to-core pinning (every thread of a rank, Gloo's workers included): all_reduce, "
+                         f"{a['cpus_available']} CPUs per rank before pinning", by["affinity"],
+                         lambda r: r["pinning"],
+                         notes=(f"torch threads {a['torch_threads']} (context: torch.set_num_threads sizes ATen's "
+                                "pool, not Gloo's worker threads, so it is no axis here)",)))
     if by.get("contiguity"):
-        c = next((r for r in by["contiguity"] if "send_accepts_noncontiguous" in r), None)
-        notes = ["transposed: all_reduce gets a non-contiguous view (the backend copies it: a hidden copy);"
-                 " send/recv gets explicit copies"]
-        if c is not None and not c["send_accepts_noncontiguous"]:
-            notes.append(c["send_noncontiguous_error"])
-        out.append(pivot("contiguous vs non-contiguous (transposed view) tensors", by["contiguity"],
-                         lambda r: r["layout"], notes=tuple(notes)))
+        out.append(contiguity_table(by["contiguity"]))
     if by.get("gpu_placement"):
         out.append(pivot("GPU placement: all_reduce by tensor home and backend", by["gpu_placement"],
                          lambda r: r["placement"]))

@@ -65,6 +65,10 @@ def test_backends_records_lanes_and_capability_matrix(world4):
     assert {r["variant"] for r in compare} == set(backends.COMPARED_VARIANTS) | {"send_recv"}
     assert {r["dtype"] for r in compare if r["variant"] == "send_recv"} == {"float32", "int64"}
     assert "# capability matrix: gloo/cpu, 4 ranks" in proc.stdout
+    # one host: every interface leads through the kernel loopback, so no interface comparison is measured
+    assert not [r for r in recs if r.get("table") == "gloo_path"]
+    assert re.search(r"SKIPPED \[2\] .*Gloo interface comparison not offered: all 4 ranks run on one host.*loopback",
+                     proc.stdout)
     if len(planned) == 1:
         assert "only one lane ran (gloo/cpu)" in proc.stdout
 
@@ -73,12 +77,17 @@ def test_ring_and_naive_all_reduce_equal_the_backend(world4):
     proc, recs = world4
     algo = [r for r in recs if r.get("table") == "algorithm"]
     _valid(algo)  # n_wrong counts both: vs the exact answer and vs the backend's result
+    steps = [r for r in algo if r["op"] == "send_recv"]
+    algo = [r for r in algo if r["op"] != "send_recv"]
     got = {(r["algorithm"], r["dtype"], r["count"]) for r in algo}
     want = {(a, d, c) for a in backends.ALGORITHMS for d, cs in (("float32", (25, 50, 100)), ("int64", (12, 25, 50)))
             for c in cs}
     assert got == want
     assert all(r["busbw_factor"] == metrics.busbw_factor("all_reduce", 4) == 1.5 for r in algo)
     assert all(r["timing_mode"] == "blocking" for r in algo)
+    # the ring's own step beside it: one chunk of ceil(count/4) elements, per all_reduce size and dtype
+    assert {(r["dtype"], r["all_reduce_size_bytes"], r["count"]) for r in steps} == \
+        {(r["dtype"], r["size_bytes"], -(-r["count"] // 4)) for r in algo}
     assert "all_reduce algorithms (4 ranks" in proc.stdout
 
 
@@ -96,16 +105,51 @@ def test_placement_cpu_cases_on_a_simulated_two_node_layout(world4):
     assert {r["algorithm"] for r in hier} == {"flat", "hierarchical"}
     assert all(r["grouping_nodes"] == [[0, 1], [2, 3]] for r in hier)
     assert {r["placement"] for r in by["pairs"]} == {"intra"} and {r["placement"] for r in by["groups"]} == {"intra"}
-    assert {(r["pinning"], r["torch_threads"] == 1) for r in by["affinity"]} == \
-        {("pinned", True), ("unpinned", True), ("pinned", False), ("unpinned", False)}
+    assert [r["pinning"] for r in by["affinity"]] == ["unpinned", "pinned"]  # no torch-threads axis
+    assert all("threads" not in r for r in by["affinity"]) and by["affinity"][1]["pinned_core"] is not None
+    assert {r["algorithm"] for r in hier} == {"flat", "hierarchical"}  # two fake nodes of two ranks: two levels
     contig = by["contiguity"]
     assert {(r["op"], r["layout"]) for r in contig} == {(o, lay) for o in ("all_reduce", "send_recv")
-                                                        for lay in ("contiguous", "transposed")}
+                                                        for lay in ("contiguous", "transposed")} | {("copy", "transposed")}
+    # the copy is measured (its own checked case), and every transposed record carries that time and its share
+    copies = {r["size_bytes"]: r for r in contig if r["op"] == "copy"}
+    transposed = [r for r in contig if r["layout"] == "transposed" and r["op"] != "copy"]
+    assert copies and all(r["checked"] and r["n_wrong"] == 0 for r in copies.values())
+    for r in transposed:
+        assert r["copy_roundtrip_us"] == copies[r["size_bytes"]]["time_us"] > 0
+        assert r["copy_share"] == pytest.approx(r["copy_roundtrip_us"] / r["time_us"], rel=1e-9)
+        assert "hidden_copy" not in r and r["provenance"]["copy_roundtrip_us"].startswith("measured")
     send = [r for r in contig if r["op"] == "send_recv"]
     assert all(r["send_accepts_noncontiguous"] is False and "contiguous" in r["send_noncontiguous_error"] for r in send)
     # inter-node cases say why they cannot run on one host (the fake layout is for grouping only)
     assert re.search(r"SKIPPED \[\d+\] .*all 4 ranks run on one host", proc.stdout)
     assert "SUITE_FAKE_NODES=2 groups them as [0, 0, 1, 1]" in proc.stdout
+
+
+def test_one_node_names_reduce_broadcast_and_transposed_cases_measure_their_copy(tmp_path):
+    """Two ranks, no fake nodes: the "hierarchical" case is recorded as what it is on one node
+    (reduce + broadcast); without the copy cases (deselected) the transposed cases measure the copy
+    round trip themselves."""
+    proc = run_suite(tmp_path, "--experiments", "placement", *UNEVEN, "--",
+                     "-k", "hierarchical or (contiguity and not copy)", nproc=2, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    recs = [b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]]
+    hier = [r for r in recs if r["table"] == "hierarchical"]
+    assert {r["algorithm"] for r in hier} == {"flat", "reduce_broadcast"} and len(hier) == 6
+    assert all(r["label"].startswith(("flat", "reduce_broadcast")) for r in hier)
+    assert all("not hierarchical" in r["hierarchy"] for r in hier if r["algorithm"] != "flat")
+    assert "flat all_reduce vs reduce + broadcast (one node: no hierarchy" in proc.stdout
+    assert "flat vs hierarchical" not in proc.stdout
+    contig = [r for r in recs if r["table"] == "contiguity"]
+    assert not [r for r in contig if r["op"] == "copy"]
+    transposed = [r for r in contig if r["layout"] == "transposed"]
+    assert len(transposed) == 4 and all(r["copy_roundtrip_us"] > 0 and 0 < r["copy_share"] for r in transposed)
+    # (25 elements have no non-contiguous transpose: 50 and 100) one measurement per size, shared by
+    # the all_reduce and the send_recv of that size
+    by_size = {}
+    for r in transposed:
+        by_size.setdefault(r["size_bytes"], set()).add(r["copy_roundtrip_us"])
+    assert all(len(v) == 1 for v in by_size.values())
 
 
 def test_gpu_cases_skip_with_a_reason_without_cuda(world4):
@@ -119,13 +163,24 @@ def test_gpu_cases_skip_with_a_reason_without_cuda(world4):
     assert sum(int(n) for n, _ in skipped) == 4 * 3 + 4 * 3 + 5 * 3
 
 
-def test_ring_on_an_odd_world(tmp_path):
-    proc = run_suite(tmp_path, "--experiments", "backends", *UNEVEN, "--", "-k", "algorithm or capability",
-                     nproc=3, timeout=300)
+def test_ring_on_an_odd_world_and_its_step_timed_like_it(tmp_path):
+    """World 3, run in pipelined mode: the ring, the backend and the ring's p2p step are all timed blocking
+    (the side-by-side send_recv keeps the run's mode), the step at the ring's chunk size."""
+    proc = run_suite(tmp_path, "--experiments", "backends", *UNEVEN, "--timing", "pipelined", "--",
+                     "-k", "algorithm or capability or send_recv", nproc=3, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     recs = [b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]]
     algo = [r for r in recs if r.get("table") == "algorithm"]
-    assert len(algo) == 9 and all(r["n_wrong"] == 0 and r["world_size"] == 3 for r in algo)
+    assert len(algo) == 12 and all(r["n_wrong"] == 0 and r["world_size"] == 3 for r in algo)
+    assert all(r["timing_mode"] == "blocking" for r in algo)
+    steps = {r["all_reduce_size_bytes"]: r for r in algo if r["op"] == "send_recv"}
+    for r in algo:
+        if r["algorithm"] == "ring_p2p":  # 25, 50, 100 elements over 3 ranks: chunks of 9, 17, 34
+            assert steps[r["size_bytes"]]["count"] == -(-r["count"] // 3)
+            assert r["link_bytes_per_message"] == steps[r["size_bytes"]]["size_bytes"] and r["link_messages"] == 4
+    side = [r for r in recs if r.get("table") == "compare" and r["op"] == "send_recv"]
+    assert side and all(r["timing_mode"] == "pipelined" for r in side)
+    assert "timing=blocking for every column" in proc.stdout
 
 
 def test_planted_corruption_in_ring_and_hierarchical_is_caught(tmp_path):

@@ -29,12 +29,61 @@ def test_mpi_lane_needs_an_mpi_launcher():
     assert backends._mpi_launched({"OMPI_COMM_WORLD_SIZE": "4"})
 
 
-def test_default_route_interface_parses_proc_net_route():
-    table = ("Iface\tDestination\tGateway\tFlags\n"
-             "eth1\t0000A8C0\t00000000\t0001\n"
-             "eth0\t00000000\t0101A8C0\t0003\n")
-    assert backends.default_route_interface(table) == "eth0"
-    assert backends.default_route_interface("Iface\tDestination\n") is None
+def _route(iface, net, metric=0):
+    import ipaddress
+    n = ipaddress.IPv4Network(net)
+    le = [int(x).to_bytes(4, "little").hex().upper() for x in (n.network_address, n.netmask)]
+    return f"{iface}\t{le[0]}\t00000000\t0001\t0\t0\t{metric}\t{le[1]}\t0\t0\t0"
+
+
+HEAD = "Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\tMTU\tWindow\tIRTT"
+
+
+def test_route_interface_takes_the_longest_prefix():
+    table = "\n".join([HEAD, _route("eth0", "0.0.0.0/0"), _route("eth0", "10.0.0.0/16"), _route("eth1", "10.0.1.0/24")])
+    assert backends.route_interface("10.0.1.7", table) == "eth1"
+    assert backends.route_interface("10.0.2.7", table) == "eth0"
+    assert backends.route_interface("8.8.8.8", table) == "eth0"
+    assert backends.route_interface("8.8.8.8", "\n".join([HEAD, _route("eth1", "10.0.1.0/24")])) is None
+
+
+def _rank(host, *ifaces, routes=()):
+    lo = {"name": "lo", "address": "127.0.0.1", "prefix": 8, "loopback": True}
+    return {"host": host, "interfaces": [lo] + [{"name": n, "address": a, "prefix": p, "loopback": False}
+                                                for n, a, p in ifaces],
+            "routes": "\n".join([HEAD, *routes])}
+
+
+def test_interface_paths_are_not_offered_on_one_host():
+    ranks = [_rank("h", ("eth0", "10.0.0.1", 24), ("eth1", "10.1.0.1", 24))] * 2
+    paths, why = backends.interface_paths(ranks)
+    assert paths == [] and "one host" in why and "loopback" in why
+
+
+def test_interface_paths_need_two_interfaces_with_routes_of_their_own():
+    two_nets = [_route("eth0", "10.0.0.0/24"), _route("eth1", "10.1.0.0/24")]
+    a = _rank("a", ("eth0", "10.0.0.1", 24), ("eth1", "10.1.0.1", 24), routes=two_nets)
+    b = _rank("b", ("eth0", "10.0.0.2", 24), ("eth1", "10.1.0.2", 24), routes=two_nets)
+    paths, why = backends.interface_paths([a, a, b, b])
+    assert why is None and paths == [{"name": "eth0", "network": "10.0.0.0/24"},
+                                     {"name": "eth1", "network": "10.1.0.0/24"}]
+    # one network per host: nothing to compare
+    one = [_rank(h, ("eth0", f"10.0.0.{i}", 24), routes=two_nets[:1]) for i, h in ((1, "a"), (2, "b"))]
+    paths, why = backends.interface_paths(one)
+    assert paths == [] and "fewer than two" in why and "eth0 (10.0.0.0/24)" in why
+    # a second interface on the same network: the kernel sends the peer's address through the first one
+    same = [_route("eth0", "10.0.0.0/24"), _route("eth1", "10.0.0.0/24", metric=10)]
+    c = _rank("a", ("eth0", "10.0.0.1", 24), ("eth1", "10.0.0.11", 24), routes=same)
+    d = _rank("b", ("eth0", "10.0.0.2", 24), ("eth1", "10.0.0.12", 24), routes=same)
+    paths, why = backends.interface_paths([c, d])
+    assert paths == [] and "eth1: a reaches b's 10.0.0.12 via eth0" in why
+
+
+def test_local_interfaces_mark_the_loopback():
+    ifaces = backends.local_interfaces()
+    lo = [i for i in ifaces if i["address"].startswith("127.")]
+    assert lo and all(i["loopback"] for i in lo)
+    assert all(0 <= i["prefix"] <= 32 for i in ifaces)
 
 
 def test_model_bytes_match_the_all_reduce_busbw_factor():
@@ -101,11 +150,65 @@ def test_capability_table_numbers_reasons():
     assert "[1] no avg for int32" in out and "1/2 forms supported" in out
 
 
-def test_algorithm_table_ratios_and_p2p_column():
-    recs = [_rec("gloo/cpu", f"all_reduce:{a}", 4096, t, table="algorithm", algorithm=a)
+def _algorithm_recs():
+    recs = [_rec("gloo/cpu", f"all_reduce:{a}", 4096, t, table="algorithm", algorithm=a,
+                 link_messages=backends.link_bytes(a, 1024, 4, 4)[1])
             for a, t in (("all_reduce", 100.0), ("ring_p2p", 150.0), ("reduce_broadcast", 300.0))]
-    p2p = _rec("gloo/cpu", "send_recv", 4096, 40.0, table="compare")
-    out = tables.format_tables(recs + [p2p])
-    assert "2(n-1)/n = algbw x 1.500" in out
-    row = [ln for ln in out.splitlines() if ln.strip().startswith("gloo/cpu") and "4096" in ln][-1].split()
-    assert row[-3:] == ["1.50", "3.00", f"{p2p['busbw_gbps']:.3f}"]
+    step = _rec("gloo/cpu", "send_recv:p2p_step", 1024, 20.0, table="algorithm", algorithm="p2p_step",
+                all_reduce_size_bytes=4096)
+    return recs, step
+
+
+def test_algorithm_table_sets_the_ring_beside_its_own_step():
+    recs, step = _algorithm_recs()
+    # a send_recv of the whole buffer in another timing mode (the side-by-side table's) must not be used
+    whole = _rec("gloo/cpu", "send_recv", 4096, 40.0, table="compare", timing_mode="pipelined")
+    out = tables.format_tables(recs + [step, whole])
+    assert "2(n-1)/n = algbw x 1.500" in out and "timing=blocking for every column" in out
+    row = [ln for ln in out.splitlines() if ln.strip().startswith("gloo/cpu") and " 4096 " in ln][-1].split()
+    # ring/ar, naive/ar, then the step: its chunk, time, GB/s, and ring / (2(n-1) x step) = 150 / (6 x 20)
+    assert row[-6:] == ["1.50", "3.00", "1024", "20.0", f"{step['busbw_gbps']:.3f}", "1.25"]
+
+
+def test_algorithm_table_says_the_timing_modes_it_mixes():
+    recs, step = _algorithm_recs()
+    step["timing_mode"] = "pipelined"
+    assert "timing=blocking/pipelined" in tables.format_tables(recs + [step])
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_algorithm_cases_time_the_ring_step_at_its_chunk_and_blocking(n):
+    from suite.config import build_config
+    cfg = build_config(min_bytes="100", max_bytes="400", step_factor=2, timing_mode="pipelined")
+    cases = backends.algorithm_cases(cfg, n)
+    assert all(c.mode == "blocking" for c in cases)
+    steps = [c for c in cases if c.op == "send_recv"]
+    rings = {c.bytes.size_bytes: c for c in cases if c.identity["algorithm"] == "ring_p2p"}
+    assert len(steps) == len(rings) == 3
+    for c in steps:
+        ring = rings[c.identity["all_reduce_size_bytes"]]
+        chunk = -(-ring.bytes.count // n)  # ceil: the largest ring chunk
+        assert c.bytes.count == chunk and c.bytes.size_bytes == chunk * 4 < ring.bytes.size_bytes
+        assert ring.fields["link_bytes_per_message"] == c.fields["link_bytes_per_message"] == chunk * 4
+        assert ring.fields["link_messages"] == 2 * (n - 1) and c.fields["link_messages"] == 1
+
+
+def test_a_lane_the_ranks_did_not_plan_skips_with_its_reason():
+    """Cases are declared from the run's config; a lane the ranks' own plan lacks skips with the reason
+    (not a KeyError)."""
+    from suite.case import CaseSkipped, Session
+    session = Session()
+    nccl = backends.Lane("nccl", "cuda")
+    session.once("backends.lanes", lambda: backends.Lanes(ctx={}, failed={}, missing=[(nccl, "no CUDA here")]))
+    with pytest.raises(CaseSkipped, match="nccl/cuda: no CUDA here"):
+        backends._on_lane("nccl-cuda")(None, session)
+
+
+def test_gloo_path_table_names_interface_and_network():
+    recs = [_rec("gloo/cpu", "all_reduce", 1 << 20, t, table="gloo_path", gloo_path=p, gloo_socket_ifname=i,
+                 gloo_network=net)
+            for p, i, net, t in (("interface_1", "eth0", "10.0.0.0/24", 900.0),
+                                 ("interface_2", "eth1", "10.1.0.0/24", 450.0))]
+    out = tables.format_tables(recs)
+    rows = [ln.split() for ln in out.splitlines() if ln.strip().startswith("interface_")]
+    assert [r[:3] for r in rows] == [["interface_1", "eth0", "10.0.0.0/24"], ["interface_2", "eth1", "10.1.0.0/24"]]

@@ -93,25 +93,40 @@ def test_affinity_case_pins_when_built_and_restores_in_its_check():
     if not hasattr(os, "sched_setaffinity"):
         pytest.skip("no sched_setaffinity on this platform")
     before, threads = os.sched_getaffinity(0), torch.get_num_threads()
-    pin = placement._Pinning("pinned", "1")
+    pin = placement._Pinning("pinned")
     fields = pin.apply(_OneRank)
     fields_again = pin.apply(_OneRank)  # a second buffer set of the same case: still the first saved state
     try:
-        assert os.sched_getaffinity(0) == {min(before)} and torch.get_num_threads() == 1
-        assert fields == fields_again and fields["pinned_core"] == min(before) and fields["torch_threads"] == 1
+        assert os.sched_getaffinity(0) == {min(before)}
+        assert fields == fields_again and fields["pinned_core"] == min(before) and fields["torch_threads"] == threads
     finally:
         pin.restore(_OneRank)
     assert os.sched_getaffinity(0) == before and torch.get_num_threads() == threads
     pin.restore(_OneRank)  # the next buffer set's check: nothing left to restore, still verified
     # a case that leaves the process changed fails (on every rank alike)
-    pin = placement._Pinning("unpinned", "1")
+    pin = placement._Pinning("unpinned")
     pin.apply(_OneRank)
-    pin.saved = None  # lose the saved state: the restore cannot happen
+    os.sched_setaffinity(0, {min(before)})  # something the case's restore does not undo
     try:
         with pytest.raises(CaseFailed, match="not restored"):
             pin.restore(_OneRank)
     finally:
-        torch.set_num_threads(threads)
+        os.sched_setaffinity(0, before)
+
+
+def test_affinity_has_no_torch_threads_axis():
+    """torch.set_num_threads sizes ATen's pool, not Gloo's workers: the affinity cases do not vary it
+    (nor touch it), they vary the pinning only."""
+    cases = placement.affinity_cases(build_config(max_bytes="64K"), 4)
+    assert [c.identity["pinning"] for c in cases] == ["unpinned", "pinned"]
+    assert not any("threads" in k for c in cases for k in c.identity)
+    threads = torch.get_num_threads()
+    pin = placement._Pinning("unpinned")
+    pin.apply(_OneRank)
+    try:
+        assert torch.get_num_threads() == threads
+    finally:
+        pin.restore(_OneRank)
 
 
 def test_declared_cases_keep_the_test_ids():
@@ -124,9 +139,11 @@ def test_declared_cases_keep_the_test_ids():
     assert ids["topology"] == ["topology"]
     assert ids["pair"] == ids["group"] == [f"{k}-{s}B" for k in ("intra", "inter") for s in (4096, 16384, 65536)]
     assert ids["hier"][:2] == ["flat-float32-4096B", "hierarchical-float32-4096B"] and len(ids["hier"]) == 6
-    assert ids["affinity"] == ["unpinned-threads_1", "pinned-threads_1", "unpinned-threads_all", "pinned-threads_all"]
-    assert ids["contig"][:2] == ["all_reduce-contiguous-4096B", "all_reduce-transposed-4096B"]
-    assert len(ids["contig"]) == 12
+    assert ids["affinity"] == ["unpinned", "pinned"]
+    # the copy round trip of each size first (the transposed cases take its time as their copy time)
+    assert ids["contig"][:4] == ["copy-transposed-4096B", "copy-transposed-16384B", "copy-transposed-65536B",
+                                 "all_reduce-contiguous-4096B"]
+    assert len(ids["contig"]) == 3 + 12
     assert len(ids["gpu"]) == 4 * 3 and len(ids["staging"]) == 4 * 3 and len(ids["copy"]) == 5 * 4
     assert ids["staging"][:2] == ["pinned-blocking-4096B", "pinned-non_blocking-4096B"]
     assert ids["copy"][0] == "h2d-pinned-1024B" and ids["copy"][-1] == "d2d-device-65536B"
@@ -156,3 +173,35 @@ def test_pivot_ratio_and_copy_table():
 def test_pcie_lane_rates_are_per_direction_payload():
     # 16 lanes of gen4 = 31.5 GB/s per direction (PCI-SIG 16 GT/s, 128b/130b)
     assert placement.PCIE_GBPS_PER_LANE[4] * 16 == pytest.approx(31.5, rel=0.01)
+
+
+def test_hierarchy_shape_names_what_the_two_level_all_reduce_does():
+    from suite import algorithms
+    assert algorithms.hierarchy_shape(((0, 1, 2, 3),)) == "reduce_broadcast"  # one node
+    assert algorithms.hierarchy_shape(((0,), (1,))) == "leaders_all_reduce"  # one rank per node
+    assert algorithms.hierarchy_shape(((0, 1), (2, 3))) == "hierarchical"
+    assert algorithms.hierarchy_shape(((0, 1, 2), (3,))) == "hierarchical"
+    assert set(algorithms.HIERARCHY_SHAPES) == {"hierarchical", "reduce_broadcast", "leaders_all_reduce"}
+
+
+def test_hierarchical_table_on_one_node_says_reduce_broadcast():
+    def rec(algo, t, **kw):
+        return {"op": "all_reduce", "size_bytes": 4096, "dtype": "float32", "time_us": t, "busbw_gbps": 1.0,
+                "n_wrong": 0, "algorithm": algo, "table": "hierarchical", "grouping_nodes": [[0, 1]],
+                "fake_nodes": 0, **kw}
+    out = tables.format_tables([rec("flat", 100.0), rec("reduce_broadcast", 120.0, hierarchy="one node: ...")])
+    assert "flat all_reduce vs reduce + broadcast (one node: no hierarchy" in out
+    assert "hierarchical all_reduce" not in out and "reduce_broadcast" in out
+
+
+def test_contiguity_table_shows_the_measured_copy_and_its_share():
+    def rec(op, layout, t, **kw):
+        return {"op": op, "layout": layout, "size_bytes": 4096, "dtype": "float32", "time_us": t,
+                "busbw_gbps": 1.0, "n_wrong": 0, "table": "contiguity", **kw}
+    recs = [rec("copy", "transposed", 30.0, busbw_gbps=None),
+            rec("all_reduce", "contiguous", 100.0), rec("all_reduce", "transposed", 120.0,
+                                                        copy_roundtrip_us=30.0, copy_share=0.25)]
+    out = tables.format_tables(recs)
+    row = [ln for ln in out.splitlines() if ln.strip().startswith("all_reduce")][0].split()
+    assert row[-4:] == ["1.20", "20.0", "30.0", "25%"]  # x first, transposed - contiguous, copy, share
+    assert "hidden copy" not in out
