@@ -75,7 +75,8 @@ statistics, median over the timed steps (warm-up excluded; DDP logs a step at th
 forward, so the last timed step is not in it), max over ranks: ``ddp_logger_comm_ms``
 (first bucket ready to the end of the last bucket's all_reduce), ``ddp_logger_overlap_ms``
 (the part of it before backward compute ended), ``ddp_logger_overlap_pct``. ``n_buckets`` and
-``bucket_sizes`` are the buckets DDP built (after its first-iteration rebuild).
+``bucket_sizes`` are the buckets DDP's reducer holds after the timed steps (rebuilt after its first
+iteration).
 ``peak_mem_bytes`` is the max over ranks of ``suite.profiling.PeakMemory`` around the warm-up
 and timed steps (``Case.around``).
 ``size_bytes`` is the float32 gradient bytes each rank all-reduces per optimizer step, every
@@ -601,12 +602,11 @@ _LOGGER_KEYS = {"ddp_logger_forward_ms": "forward_compute_time", "ddp_logger_bac
 
 
 def _bucket_fields(ddp: DDP) -> dict:
-    """The buckets DDP built: after its first iteration DDP rebuilds them in gradient-ready order."""
-    d = ddp._get_ddp_logging_data()
-    sizes = d.get("rebuilt_bucket_sizes") or d.get("bucket_sizes") or ""
-    sizes = [int(s) for s in str(sizes).split(",") if s.strip()]
-    return {"n_buckets": len(sizes), "bucket_sizes": sizes, "bucket_cap_bytes": d.get("bucket_cap_bytes"),
-            "buckets_rebuilt": bool(d.get("has_rebuilt_buckets"))}
+    """The buckets DDP's reducer holds now (after the timed steps: DDP rebuilds them in gradient-ready
+    order at the start of its second iteration)."""
+    sizes = [int(b.buffer().numel() * b.buffer().element_size()) for b in ddp.reducer._get_zeros_like_grad_buckets()]
+    return {"n_buckets": len(sizes), "bucket_sizes": sizes,
+            "bucket_cap_bytes": ddp._get_ddp_logging_data().get("bucket_cap_bytes")}
 
 
 def _logger_fields(ctx: DistContext, step: Step, readings: list[dict], timed_steps: int) -> dict:
@@ -679,13 +679,32 @@ _PROV_STEP = {
     "comm_added_ms": "derived: time_us - noop_step_ms",
     "overlap_saved_ms": "derived: noop_step_ms + allreduce_ms - time_us",
     "overlap_saved_pct": "derived: 100 x overlap_saved_ms / allreduce_ms",
-    "n_buckets": "measured: DDP logger rebuilt_bucket_sizes (bucket_sizes before a rebuild) of the timed module",
+    "n_buckets": "measured: buckets of the timed module's reducer after the timed steps",
     "check_max_abs_diff": "measured: max over ranks and parameters of |param - reference param| after the timed steps",
     "check_tol": "modelled: " + CheckRule.FORMULA + " (0 when check_rule is exact)",
 }
 _PROV_LOGGER = {k: f"measured: DDP logger {src} (_get_ddp_logging_data, every iteration), median over the timed "
                    "steps but the last, max over ranks" for k, src in _LOGGER_KEYS.items()}
 _PROV_LOGGER["ddp_logger_overlap_pct"] = "derived: 100 x ddp_logger_overlap_ms / ddp_logger_comm_ms"
+
+
+def _step_provenance(v: Variant, unchecked: str | None) -> dict:
+    """The formulas of the numbers this case's records hold (no claim for an absent number)."""
+    names = ["peak_mem_bytes"]
+    if v.kind != "all_reduce":
+        names += ["solo_step_ms", "samples_per_s", "scaling_efficiency"]
+        if v.kind not in ("solo", "local"):
+            names += ["local_step_ms", "comm_exposed_ms"]
+    if _measured_overlap(v):
+        names += ["noop_step_ms", "allreduce_ms", "comm_added_ms", "overlap_saved_ms", "overlap_saved_pct"]
+    if v.kind in ("ddp", "accum"):
+        names.append("n_buckets")
+    if v.kind != "all_reduce" and not unchecked:
+        names += ["check_max_abs_diff", "check_tol"]
+    prov = {k: _PROV_STEP[k] for k in names}
+    if v.kind == "ddp":
+        prov |= _PROV_LOGGER
+    return prov
 
 
 def step_bytes(v: Variant, grad: int, settings: Settings) -> Bytes:
@@ -715,9 +734,7 @@ def _resolve_step(v: Variant, settings: Settings, case: Case, ctx: DistContext, 
                     "every rank's params equal single-process training on the global batches (check_rule)"}
     if byte_model.bw_op is not None and v.kind != "all_reduce":
         fields["allreduces_per_step"] = byte_model.size_bytes // grad
-    prov = dict(_PROV_STEP)
-    if v.kind == "ddp":
-        prov |= _PROV_LOGGER
+    prov = _step_provenance(v, unchecked)
     fields.update(_ddp_kwargs(v, settings))
     if v.bucket_fraction is not None:
         fields["bucket_fraction"] = v.bucket_fraction
