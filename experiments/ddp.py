@@ -102,7 +102,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from suite import training, verify
 from suite.case import Buffers, Bytes, Case, CaseSkipped, Session, experiment_test, support_reason
-from suite.config import DDP_HOOK_NAMES, BenchConfig, DdpSettings
+from suite.config import BenchConfig, DdpSettings
 from suite.dist import DistContext
 
 EXPERIMENT = "ddp"
