@@ -417,6 +417,13 @@ class Reference:
     with ``sync_each``, else once per step), then the same SGD step. No torch.distributed."""
 
     def __init__(self, model: str, settings: Settings, world: int, device, micro: int, sync_each: bool):
+        self._args = (model, settings, world, device, micro, sync_each)
+        self._start()
+        self._snapshots: dict[int, tuple[torch.Tensor, float, float]] = {}
+
+    def _start(self) -> None:
+        """A fresh model at step 0."""
+        model, settings, world, device, micro, sync_each = self._args
         self.net = _build_model(model, settings, seed=0).to(device)
         self.opt = torch.optim.SGD(self.net.parameters(), lr=training.SOURCE.lr)
         self.loss_fn = nn.CrossEntropyLoss()
@@ -424,7 +431,6 @@ class Reference:
         self.world, self.micro, self.sync_each = world, micro, sync_each
         self.steps, self.g_max = 0, 0.0
         self.p_max = self._p_max()
-        self._snapshots: dict[int, tuple[torch.Tensor, float, float]] = {}
 
     def _p_max(self) -> float:
         return max(p.detach().abs().max().item() for p in self.net.parameters())
@@ -466,8 +472,8 @@ class Reference:
     def at(self, steps: int) -> tuple[torch.Tensor, float, float]:
         """Flat parameters after ``steps`` steps, and max|g|, max|p| up to then (snapshots are kept)."""
         if steps not in self._snapshots:
-            if steps < self.steps:
-                raise ValueError(f"reference asked for step {steps} after {self.steps} without a snapshot")
+            if steps < self.steps:  # e.g. precision mode: this case ran fewer steps than an earlier one
+                self._start()
             while self.steps < steps:
                 self._step()
             self._snapshots[steps] = (training.flat_params(self.net).clone(), self.g_max, self.p_max)

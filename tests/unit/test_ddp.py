@@ -201,3 +201,14 @@ def test_peak_memory_sees_an_allocation():
     assert big.peak_bytes > 0
     if big.kind == "cpu_peak_rss":  # resettable: the region's own peak
         assert big.peak_bytes >= small.peak_bytes + 32 * 2**20
+
+
+def test_reference_replays_steps_it_has_passed():
+    # Reference is pure single-process training: asking for fewer steps than it has taken restarts it
+    s = ddp_exp.Settings(params=20_000)
+    ref = ddp_exp.Reference("mlp", s, 2, "cpu", 1, False)
+    p1, g1, _ = (t.clone() if hasattr(t, "clone") else t for t in ref.at(1))
+    p3 = ref.at(3)[0].clone()
+    ref._snapshots.clear()
+    assert torch.equal(ref.at(1)[0], p1) and torch.equal(ref.at(3)[0], p3) and not torch.equal(p1, p3)
+    assert g1 > 0

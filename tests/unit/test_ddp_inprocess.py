@@ -42,9 +42,10 @@ def _records(ctx, *labels, cfg=CFG) -> dict[str, dict]:
 def test_accumulation_without_no_sync_counts_every_all_reduce(ctx):
     recs = _records(ctx, "accum x2 sync each", "accum x2 no_sync")
     each, once = recs["accum x2 sync each"], recs["accum x2 no_sync"]
-    grad = each["grad_bytes"]
-    assert (once["size_bytes"], once["allreduces_per_step"]) == (grad, 1)
-    assert (each["size_bytes"], each["count"], each["allreduces_per_step"]) == (2 * grad, 2 * grad // 4, 2)
+    grad = 4 * each["n_params"]  # float32 gradient of every parameter
+    assert (each["size_bytes"], each["count"]) == (2 * grad, 2 * grad // 4)
+    assert once["size_bytes"] == grad
+    assert (each["allreduces_per_step"], once["allreduces_per_step"], each["grad_bytes"]) == (2, 1, grad)
     # busbw = size / t x 2(n-1)/n: the bytes of both all_reduces over the one step's time
     assert each["algbw_gbps"] == pytest.approx(2 * grad / (each["time_us"] * 1e-6) / 1e9, rel=1e-6)
     for r in recs.values():
