@@ -13,19 +13,24 @@ Cases, in the order they run (one model after the other):
 - ``solo_step``: the step on rank 0 alone while the other ranks wait at the barrier:
   the one-rank baseline of scaling efficiency, taken in the same run.
 - ``local_step``: every rank steps, no communication (lower bound with N ranks sharing
-  the machine; ranks drift apart, so there is no consistency check).
+  the machine).
 - ``all_reduce``: the gradient all_reduce alone (one coalesced buffer of the gradient
   bytes): the communication cost without compute.
-- ``ddp_step``: DistributedDataParallel with defaults, then communication hooks (allreduce,
-  fp16 and bf16 compression, PowerSGD rank 1; a hook the backend cannot run is skipped with
-  its reason) and, for the MLP, a ``bucket_cap_mb`` sweep (``DDP_BUCKETS_MB``),
-  ``gradient_as_bucket_view``, ``static_graph`` and ``broadcast_buffers=False`` (passed as
-  ``forward_sync_buffers=False`` where torch has it: 2.13 deprecates the old name).
+- ``ddp_step`` with a no-op communication hook: DDP's whole machinery (buckets, autograd
+  hooks, copies) without any communication: the compute side of the measured overlap.
+- ``ddp_step``: DistributedDataParallel with defaults, then communication hooks (``DDP_HOOKS``:
+  allreduce, fp16 and bf16 compression, PowerSGD rank 1; a hook the backend cannot run is
+  skipped with its reason) and, for the MLP, a bucket sweep with caps relative to the
+  gradient bytes (``DDP_BUCKET_FRACTIONS``, default 1/8, 1/2, 1 and 2 of them, plus absolute
+  ``DDP_BUCKETS_MB``), ``gradient_as_bucket_view``, ``static_graph`` and
+  ``broadcast_buffers=False`` (passed as ``forward_sync_buffers=False`` where torch has it:
+  2.13 deprecates the old name).
 - ``manual_allreduce_step``: the article's synchronous SGD: backward, then all_reduce of
   every gradient, divided by the world size. ``manual_coalesced_step``: the same with one
   flat buffer and one all_reduce.
 - ``ddp_accum_step`` (MLP): gradient accumulation over ``DDP_ACCUM`` micro-batches per optimizer
-  step, with ``no_sync`` on all but the last (one all_reduce per step) and without it.
+  step, with ``no_sync`` on all but the last (one all_reduce per step) and without it (one
+  all_reduce per micro-batch).
 - ``broadcast`` / ``ddp_init``: the initial-state broadcast from rank 0 that DDP does at
   construction: per-tensor ``broadcast`` of parameters and buffers, and the whole DDP
   constructor. Ranks start from different weights; the check is exact equality with rank 0's.
@@ -33,25 +38,52 @@ Cases, in the order they run (one model after the other):
 Every case is a declared ``suite.case.Case`` run by the harness (suite/runner.py): one
 training step is one ``call``; the harness times it (blocking mode) and checks it.
 
+Correctness (``n_wrong``) of every synchronised case (DDP with every option and hook but the
+no-op and PowerSGD, manual, coalesced, both accumulations, both models): after the check
+step and after the timed steps, every rank's parameters are compared with a single-process
+reference (``Reference``) that trains a fresh model the same number of steps on the same
+global batches: each rank's batch (micro-batches) through the same forward/backward, the
+ranks' gradients averaged in rank order (sum of g_r x 1/N; with accumulation exactly where
+DDP averages), then the same SGD step. Rule (``check_rule`` in the record):
+
+- ``exact`` for 1 or 2 ranks and a float32 wire: the all_reduce of two terms does not depend
+  on their order (a + b = b + a) and the division by 2 is exact, so a correct DDP equals the
+  reference bit for bit; a hook that sums instead of averaging fails on every element.
+- otherwise ``tol`` = 2 x steps x (lr x 2N x (u x max|g| + a) + 2 x 2^-24 x max|p|): per step
+  the average of N terms summed in another order (float32, u = 2^-24) or compressed on the
+  wire (fp16: u = 2^-11, a = 2^-24 for its subnormals; bf16: u = 2^-8) moves an element of the
+  averaged gradient by at most 2N(u max|g| + a), the SGD update by lr times that, and the
+  float32 rounding of the update by one ulp of the parameter; x2 for propagation through
+  later steps. max|g| (the largest element averaged) and max|p| are the reference's.
+
+Not checked (``checked: false`` with the reason): ``solo_step`` and ``local_step`` (no
+communication: nothing but the step compared with itself), the no-op hook (no
+communication by design, ranks diverge) and PowerSGD (a low-rank approximation with error
+feedback: no tolerance follows from the compression alone).
+
 Recorded besides the step-time percentiles, derived from the case's own timed median t
 (``Buffers.derive``; ``provenance`` names each formula): ``samples_per_s`` (global),
 ``scaling_efficiency`` = k·t(solo) / t (k micro-batches per step; 1 = perfect linear
 scaling), ``comm_exposed_ms`` = t − k·t(local_step) (communication the step waits for), with
 t(solo), t(local_step) the timed medians of the solo and no-communication cases of the same
-model (``solo_step_ms``, ``local_step_ms``; a baseline run by the harness if those cases did
-not run); for DDP cases the timed module's own logger (``_get_ddp_logging_data``, every
-iteration sampled, averages over its warm-up and timed steps, max over ranks): ``comm_ms``
-(avg_backward_comm_time), ``overlap_ms`` (avg_backward_compute_comm_overlap_time) and
-``overlap_pct`` = overlap/comm. ``peak_mem_bytes`` is the max over ranks of
-``suite.profiling.PeakMemory`` around the warm-up and timed steps (``Case.around``).
-``size_bytes`` is the float32 gradient bytes each rank all-reduces per optimizer step, so
-busbw (all_reduce factor) is the *effective* gradient bandwidth of the whole step; hooks that
-compress report ``wire_bytes`` (fp16: half; PowerSGD: the low-rank factors, an estimate).
-Correctness (``n_wrong``): after the check step and after the timed steps every parameter must
-be bit-identical to rank 0's (DDP and manual steps); ``solo_step`` / ``local_step`` restore the
-initial state before each sample and must equal one step replayed from it on the same rank;
-the gradient ``all_reduce`` (of ones, refilled before each sample) must equal the world size;
-the init cases must hold rank 0's initial state exactly.
+model. Measured overlap (DDP cases with an uncompressed float32 all_reduce): with t(noop) the
+no-op-hook step and t(ar) the gradient all_reduce alone, ``comm_added_ms`` = t − t(noop) (what
+communication adds to DDP's step), ``overlap_saved_ms`` = t(noop) + t(ar) − t (what running
+them one after the other would have cost more) and ``overlap_saved_pct`` = 100 x saved / t(ar).
+DDP's own logger (``_get_ddp_logging_data``, every iteration sampled) gives its interval
+statistics, median over the timed steps (warm-up excluded; DDP logs a step at the next
+forward, so the last timed step is not in it), max over ranks: ``ddp_logger_comm_ms``
+(first bucket ready to the end of the last bucket's all_reduce), ``ddp_logger_overlap_ms``
+(the part of it before backward compute ended), ``ddp_logger_overlap_pct``. ``n_buckets`` and
+``bucket_sizes`` are the buckets DDP's reducer holds after the timed steps (rebuilt after its first
+iteration).
+``peak_mem_bytes`` is the max over ranks of ``suite.profiling.PeakMemory`` around the warm-up
+and timed steps (``Case.around``).
+``size_bytes`` is the float32 gradient bytes each rank all-reduces per optimizer step, every
+all_reduce counted (``sync each`` accumulation: accum x the gradient; ``allreduces_per_step``
+says how many), so busbw (all_reduce factor) is the *effective* gradient bandwidth of the whole
+step; hooks that compress report ``wire_bytes`` (fp16: half; PowerSGD: the low-rank factors, an
+estimate).
 """
 
 from __future__ import annotations
@@ -59,6 +91,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -91,12 +124,18 @@ class Variant:
     ddp_kwargs: tuple[tuple[str, object], ...] = ()
     hook: str | None = None
     no_sync: bool = False
+    bucket_fraction: float | None = None
+    """Bucket cap as a fraction of the model's gradient bytes (the cap is set when the model is known)."""
 
     @property
     def op(self) -> str:
         return {"solo": "solo_step", "local": "local_step", "all_reduce": "all_reduce", "ddp": "ddp_step",
                 "manual": "manual_allreduce_step", "manual_coalesced": "manual_coalesced_step",
                 "accum": "ddp_accum_step", "init_broadcast": "broadcast", "ddp_init": "ddp_init"}[self.kind]
+
+
+NOOP = "noop"
+"""The no-op communication hook: DDP without communication (the baseline of the measured overlap)."""
 
 
 def cases(settings: Settings) -> list[Variant]:
@@ -106,12 +145,14 @@ def cases(settings: Settings) -> list[Variant]:
         out += [Variant(model=model, kind="solo", label="solo (1 rank)"),
                 Variant(model=model, kind="local", label="no communication"),
                 Variant(model=model, kind="all_reduce", label="grad all_reduce only"),
+                Variant(model=model, kind="ddp", label="ddp no-op hook (no comm)", hook=NOOP),
                 Variant(model=model, kind="ddp", label="ddp"),
                 Variant(model=model, kind="manual", label="manual all_reduce"),
                 Variant(model=model, kind="manual_coalesced", label="manual coalesced")]
-        out += [Variant(model=model, kind="ddp", label=f"ddp hook {h}", hook=h)
-                for h in ("allreduce", "fp16_compress", "bf16_compress", "powerSGD")]
+        out += [Variant(model=model, kind="ddp", label=f"ddp hook {h}", hook=h) for h in settings.hooks]
         if model == "mlp":
+            out += [Variant(model=model, kind="ddp", label=f"ddp bucket_cap={f:g}x grad", bucket_fraction=f)
+                    for f in settings.bucket_fractions]
             out += [Variant(model=model, kind="ddp", label=f"ddp bucket_cap_mb={b:g}",
                             ddp_kwargs=(("bucket_cap_mb", b),)) for b in settings.buckets_mb]
             out += [Variant(model=model, kind="ddp", label="ddp gradient_as_bucket_view",
@@ -138,6 +179,10 @@ def _build_model(model: str, settings: Settings, seed: int) -> nn.Module:
     return training.mlp(training.mlp_spec_for(settings.params), seed)
 
 
+def _micro_batches(v: Variant, settings: Settings) -> int:
+    return settings.accum if v.kind == "accum" else 1
+
+
 @dataclass
 class Step:
     """A prepared step: ``run`` does one optimizer step; ``model`` is what is checked."""
@@ -148,12 +193,15 @@ class Step:
     samples_per_step: int = 0
     """Samples this rank consumes per optimizer step."""
     keep: list = field(default_factory=list)
+    steps: int = 0
+    """Optimizer steps taken so far (``call`` counts them; the check compares with as many reference steps)."""
 
 
-def _batches(ctx: DistContext, settings: Settings, n: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    # Different data on every rank (seeded by rank), so unsynchronised ranks would diverge.
+def _rank_batches(rank: int, settings: Settings, n: int, device) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Rank ``rank``'s batches (the same on every step). Different data on every rank (seeded by rank), so
+    unsynchronised ranks would diverge; the reference draws every rank's from the same seeds."""
     return [training.random_batch(settings.batch_per_rank, training.SOURCE.in_features, training.SOURCE.classes,
-                                  seed=10_000 * (ctx.rank + 1) + i, device=ctx.device) for i in range(n)]
+                                  seed=10_000 * (rank + 1) + i, device=device) for i in range(n)]
 
 
 _HOOKS = {
@@ -161,6 +209,19 @@ _HOOKS = {
     "fp16_compress": "fp16_compress_hook",
     "bf16_compress": "bf16_compress_hook",
 }
+
+
+def _noop_hook(state, bucket):
+    """No communication: the bucket comes back as it went in (each rank keeps its own gradient)."""
+    fut = torch.futures.Future()
+    fut.set_result(bucket.buffer())
+    return fut
+
+
+def _sum_hook(group, bucket):
+    """all_reduce without the division by the world size: wrong on purpose (DDP_HOOKS=sum), so that
+    the reference check can be seen to fail."""
+    return dist.all_reduce(bucket.buffer(), group=group, async_op=True).get_future().then(lambda f: f.value()[0])
 
 
 def _register_hook(ddp: DDP, hook: str, ctx: DistContext, settings: Settings) -> None:
@@ -173,6 +234,10 @@ def _register_hook(ddp: DDP, hook: str, ctx: DistContext, settings: Settings) ->
                                             matrix_approximation_rank=settings.powersgd_rank,
                                             start_powerSGD_iter=2)
         ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+    elif hook == NOOP:
+        ddp.register_comm_hook(None, _noop_hook)
+    elif hook == "sum":
+        ddp.register_comm_hook(ctx.group, _sum_hook)
     else:
         ddp.register_comm_hook(ctx.group, getattr(default_hooks, _HOOKS[hook]))
 
@@ -195,13 +260,31 @@ def _wire_bytes(model: nn.Module, hook: str | None, settings: Settings) -> int:
     return total * 4
 
 
-def _ddp_kwargs(case: Variant) -> dict:
+def _bucket_cap_mb(v: Variant, settings: Settings) -> float:
+    """The fraction's cap in DDP's bucket_cap_mb unit (MiB) from the MLP's gradient bytes."""
+    return v.bucket_fraction * training.mlp_spec_for(settings.params).n_params * 4 / 2**20
+
+
+def _ddp_kwargs(case: Variant, settings: Settings) -> dict:
     kwargs = dict(case.ddp_kwargs)
+    if case.bucket_fraction is not None:
+        kwargs["bucket_cap_mb"] = _bucket_cap_mb(case, settings)
     if "broadcast_buffers" in kwargs and "forward_sync_buffers" in inspect.signature(DDP).parameters:
         # torch 2.13 deprecates broadcast_buffers for forward_sync_buffers; the per-step buffer
         # broadcast this case removes is the same (the init sync is measured by the ddp_init case).
         kwargs["forward_sync_buffers"] = kwargs.pop("broadcast_buffers")
     return kwargs
+
+
+def _accum_step(model: nn.Module, opt, loss_fn, micro, no_sync: Callable | None) -> None:
+    """One optimizer step over ``micro`` micro-batches, the loss of each divided by their number;
+    ``no_sync`` (DDP's) wraps all but the last backward."""
+    opt.zero_grad(set_to_none=False)
+    for i, (x, y) in enumerate(micro):
+        last = i == len(micro) - 1
+        with (no_sync() if no_sync is not None and not last else contextlib.nullcontext()):
+            (loss_fn(model(x), y) / len(micro)).backward()
+    opt.step()
 
 
 def _prepare(case: Variant, ctx: DistContext, settings: Settings) -> Step:
@@ -210,7 +293,7 @@ def _prepare(case: Variant, ctx: DistContext, settings: Settings) -> Step:
     b = settings.batch_per_rank
     if case.kind in ("solo", "local", "manual", "manual_coalesced"):
         opt = torch.optim.SGD(model.parameters(), lr=training.SOURCE.lr)
-        (x, y), = _batches(ctx, settings, 1)
+        (x, y), = _rank_batches(ctx.rank, settings, 1, ctx.device)
         if case.kind == "local":
             return Step(run=lambda: training.local_step(model, opt, loss_fn, x, y), model=model, samples_per_step=b)
         if case.kind == "solo":
@@ -231,7 +314,7 @@ def _prepare(case: Variant, ctx: DistContext, settings: Settings) -> Step:
     if case.kind == "all_reduce":
         t = torch.ones(sum(p.numel() for p in model.parameters()), dtype=torch.float32, device=ctx.device)
         return Step(run=lambda: dist.all_reduce(t, group=ctx.group), model=model, keep=[t])
-    kwargs = _ddp_kwargs(case)
+    kwargs = _ddp_kwargs(case, settings)
     if ctx.device.type == "cuda":
         kwargs["device_ids"] = [ctx.device.index]
     ddp = DDP(model, process_group=ctx.group, **kwargs)
@@ -240,19 +323,11 @@ def _prepare(case: Variant, ctx: DistContext, settings: Settings) -> Step:
         _register_hook(ddp, case.hook, ctx, settings)
     opt = torch.optim.SGD(ddp.parameters(), lr=training.SOURCE.lr)
     if case.kind == "ddp":
-        (x, y), = _batches(ctx, settings, 1)
+        (x, y), = _rank_batches(ctx.rank, settings, 1, ctx.device)
         return Step(run=lambda: training.local_step(ddp, opt, loss_fn, x, y), model=model, ddp=ddp, samples_per_step=b)
-    # gradient accumulation: k micro-batches per optimizer step
-    micro = _batches(ctx, settings, settings.accum)
-
-    def accum():
-        opt.zero_grad(set_to_none=False)
-        for i, (x, y) in enumerate(micro):
-            last = i == len(micro) - 1
-            with (ddp.no_sync() if case.no_sync and not last else contextlib.nullcontext()):
-                (loss_fn(ddp(x), y) / len(micro)).backward()
-        opt.step()
-    return Step(run=accum, model=model, ddp=ddp, samples_per_step=b * settings.accum)
+    micro = _rank_batches(ctx.rank, settings, settings.accum, ctx.device)
+    return Step(run=lambda: _accum_step(ddp, opt, loss_fn, micro, ddp.no_sync if case.no_sync else None),
+                model=model, ddp=ddp, samples_per_step=b * settings.accum)
 
 
 def _max_over_ranks(ctx: DistContext, values: list[float]) -> list[float]:
@@ -263,27 +338,6 @@ def _max_over_ranks(ctx: DistContext, values: list[float]) -> list[float]:
 
 def _state(module: nn.Module) -> list[torch.Tensor]:
     return [*module.parameters(), *module.buffers()]
-
-
-def _params_differ_from_rank0(ctx: DistContext, model: nn.Module) -> int:
-    """Elements of this rank's parameters that differ from rank 0's (this rank's count; the harness sums)."""
-    mine = training.flat_params(model).contiguous()
-    ref = mine.clone()
-    dist.broadcast(ref, src=0, group=ctx.group)
-    return verify.count_wrong(mine, ref)
-
-
-def _ddp_logger_ms(ctx: DistContext, ddp: DDP | None) -> dict:
-    if ddp is None:
-        return {}
-    d = ddp._get_ddp_logging_data()
-    keys = ("avg_forward_compute_time", "avg_backward_compute_time", "avg_backward_comm_time",
-            "avg_backward_compute_comm_overlap_time")
-    # every rank holds the keys or none does (same DDP config), so the collective always matches
-    fwd, bwd, comm, ovl = _max_over_ranks(ctx, [float(d.get(k, 0)) / 1e6 for k in keys])  # ns -> ms
-    return {"forward_ms": fwd, "backward_compute_ms": bwd, "comm_ms": comm, "overlap_ms": ovl,
-            "overlap_pct": 100.0 * ovl / comm if comm > 0 else None, "comm_source": "ddp_logging_data",
-            "bucket_sizes": d.get("bucket_sizes"), "comm_hook": d.get("comm_hook") or None}
 
 
 def _cannot_run(case: Variant, ctx: DistContext, settings: Settings) -> str | None:
@@ -300,40 +354,195 @@ def _cannot_run(case: Variant, ctx: DistContext, settings: Settings) -> str | No
     return None
 
 
+# --- the single-process reference and the check rule ---------------------------------------------------
+
+U32 = 2.0 ** -24
+"""Unit roundoff of float32."""
+
+_WIRE = {"fp16_compress": ("float16", 2.0 ** -11, 2.0 ** -24), "bf16_compress": ("bfloat16", 2.0 ** -8, 0.0)}
+"""Hooks that compress the gradient on the wire: (dtype, unit roundoff, absolute error of its subnormals)."""
+
+
+def _unchecked_reason(v: Variant) -> str | None:
+    if v.kind in ("solo", "local"):
+        return ("no communication: a single-process step has nothing to compare with but itself "
+                "(the synchronised cases are checked against single-process training)")
+    if v.hook == NOOP:
+        return "no communication by design: each rank keeps its own gradient, so ranks diverge"
+    if v.hook == "powerSGD":
+        return ("PowerSGD is a low-rank approximation with error feedback: its distance from exact averaging "
+                "depends on the gradients' spectrum, no tolerance follows from the compression alone")
+    return None
+
+
+@dataclass(frozen=True)
+class CheckRule:
+    """How a synchronised case's parameters are compared with the reference's (see the module docstring)."""
+
+    world: int
+    wire: str
+    """float32 | float16 | bfloat16: what the averaged gradient travels as."""
+    u: float
+    abs_err: float
+    lr: float
+
+    @property
+    def exact(self) -> bool:
+        return self.wire == "float32" and self.world <= 2
+
+    def tol(self, steps: int, g_max: float, p_max: float) -> float:
+        if self.exact:
+            return 0.0
+        n = self.world
+        return 2 * steps * (self.lr * 2 * n * (self.u * g_max + self.abs_err) + 2 * U32 * p_max)
+
+    def describe(self, steps: int, tol: float) -> str:
+        if self.exact:
+            return "exact"
+        why = "float32 sum order" if self.wire == "float32" else f"{self.wire} wire"
+        return f"tol {tol:.2g} ({why}, {self.world} ranks, {steps} steps)"
+
+    FORMULA = "2 x steps x (lr x 2N x (u x max|g| + a) + 2 x 2^-24 x max|p|)"
+
+
+def check_rule(v: Variant, world: int) -> CheckRule:
+    wire, u, a = _WIRE.get(v.hook or "", ("float32", U32, 0.0))
+    return CheckRule(world=world, wire=wire, u=u, abs_err=a, lr=training.SOURCE.lr)
+
+
+class Reference:
+    """Single-process SGD on the global batches of ``world`` ranks: every rank's (micro-)batch through the
+    same forward and backward as that rank runs, the ranks' gradients averaged in rank order (sum of
+    g_r x 1/N, the value a correct all_reduce average has), where DDP averages them (every micro-batch
+    with ``sync_each``, else once per step), then the same SGD step. No torch.distributed."""
+
+    def __init__(self, model: str, settings: Settings, world: int, device, micro: int, sync_each: bool):
+        self._args = (model, settings, world, device, micro, sync_each)
+        self._start()
+        self._snapshots: dict[int, tuple[torch.Tensor, float, float]] = {}
+
+    def _start(self) -> None:
+        """A fresh model at step 0."""
+        model, settings, world, device, micro, sync_each = self._args
+        self.net = _build_model(model, settings, seed=0).to(device)
+        self.opt = torch.optim.SGD(self.net.parameters(), lr=training.SOURCE.lr)
+        self.loss_fn = nn.CrossEntropyLoss()
+        self.batches = [_rank_batches(r, settings, micro, device) for r in range(world)]
+        self.world, self.micro, self.sync_each = world, micro, sync_each
+        self.steps, self.g_max = 0, 0.0
+        self.p_max = self._p_max()
+
+    def _p_max(self) -> float:
+        return max(p.detach().abs().max().item() for p in self.net.parameters())
+
+    def _local(self, x, y) -> list[torch.Tensor]:
+        self.net.zero_grad(set_to_none=False)
+        loss = self.loss_fn(self.net(x), y)
+        (loss / self.micro if self.micro > 1 else loss).backward()  # as training.local_step / _accum_step
+        return [p.grad.clone() for p in self.net.parameters()]
+
+    def _mean(self, per_rank: list[list[torch.Tensor]]) -> list[torch.Tensor]:
+        inv = 1.0 / self.world
+        self.g_max = max([self.g_max] + [t.abs().max().item() for ts in per_rank for t in ts])
+        out = []
+        for ts in zip(*per_rank):
+            acc = ts[0] * inv
+            for t in ts[1:]:
+                acc = acc + t * inv
+            out.append(acc)
+        return out
+
+    def _step(self) -> None:
+        avg: list | None = None
+        acc: list | None = None
+        for i in range(self.micro):
+            local = [self._local(*self.batches[r][i]) for r in range(self.world)]
+            if self.sync_each:  # DDP averages what autograd accumulated: the last average + this gradient
+                avg = self._mean(local if avg is None else [[a + g for a, g in zip(avg, gs)] for gs in local])
+            else:               # no_sync: local accumulation, one average at the end
+                acc = local if acc is None else [[a + g for a, g in zip(ar, gs)] for ar, gs in zip(acc, local)]
+        if avg is None:
+            avg = self._mean(acc)
+        for p, g in zip(self.net.parameters(), avg):
+            p.grad.copy_(g)
+        self.opt.step()
+        self.steps += 1
+        self.p_max = max(self.p_max, self._p_max())
+
+    def at(self, steps: int) -> tuple[torch.Tensor, float, float]:
+        """Flat parameters after ``steps`` steps, and max|g|, max|p| up to then (snapshots are kept)."""
+        if steps not in self._snapshots:
+            if steps < self.steps:  # e.g. precision mode: this case ran fewer steps than an earlier one
+                self._start()
+            while self.steps < steps:
+                self._step()
+            self._snapshots[steps] = (training.flat_params(self.net).clone(), self.g_max, self.p_max)
+        return self._snapshots[steps]
+
+
+def _reference(session: Session, ctx: DistContext, v: Variant, settings: Settings) -> Reference:
+    micro = _micro_batches(v, settings)
+    sync_each = v.kind == "accum" and not v.no_sync
+    key = (EXPERIMENT, "reference", id(ctx.group), v.model, micro, sync_each)
+    return session.once(key, lambda: Reference(v.model, settings, ctx.world_size, ctx.device, micro, sync_each))
+
+
+def _reference_check(v: Variant, step: Step, ctx: DistContext, settings: Settings, session: Session,
+                     seen: dict) -> Callable[[], int]:
+    """Wrong elements of this rank's parameters against the reference after ``step.steps`` steps. Rank 0
+    trains the reference (shared by every case of the model and kind in this session) and broadcasts it."""
+    rule = check_rule(v, ctx.world_size)
+
+    def check() -> int:
+        mine = training.flat_params(step.model)
+        stats = torch.zeros(2, dtype=torch.float64, device=ctx.device)
+        if ctx.rank == 0:
+            ref, g_max, p_max = _reference(session, ctx, v, settings).at(step.steps)
+            ref = ref.clone()
+            stats = torch.tensor([g_max, p_max], dtype=torch.float64, device=ctx.device)
+        else:
+            ref = torch.empty_like(mine)
+        dist.broadcast(ref, src=0, group=ctx.group)
+        dist.broadcast(stats, src=0, group=ctx.group)
+        tol = rule.tol(step.steps, *stats.tolist())
+        diff = (mine - ref).abs()
+        seen.update(steps=step.steps, tol=tol, max_abs_diff=diff.max().item(), rule=rule.describe(step.steps, tol))
+        return int((~(diff <= tol)).sum().item())  # NaN is wrong
+    return check
+
+
 # --- one buffer set of a case: the step, its check, its outputs -----------------------------------------
 
-def _step_buffers(v: Variant, ctx: DistContext, settings: Settings) -> Buffers:
+def _step_buffers(v: Variant, ctx: DistContext, settings: Settings, session: Session) -> Buffers:
     step = _prepare(v, ctx, settings)
-    b = _step_call_and_check(v, step, ctx)
-    b.derive = lambda m, around, session: _timed_fields(v, settings, step, ctx, m, around, session)
+    run = step.run
+
+    def counted():
+        run()
+        step.steps += 1
+    step.run = counted
+    logger: list[dict] = []  # DDP's logger, read before each timed sample
+    seen: dict = {}          # what the last check found (its rule, tolerance, largest difference)
+    b = _step_call_and_check(v, step, ctx, settings, session, logger, seen)
+    b.derive = lambda m, around, session: _timed_fields(v, settings, step, ctx, m, around, session, logger, seen)
     return b
 
 
-def _step_call_and_check(v: Variant, step, ctx: DistContext) -> Buffers:
+def _step_call_and_check(v: Variant, step: Step, ctx: DistContext, settings: Settings, session: Session,
+                         logger: list, seen: dict) -> Buffers:
     if v.kind == "all_reduce":
         t, = step.keep
         n = ctx.world_size
         return Buffers(call=lambda a: dist.all_reduce(t, group=ctx.group, async_op=a),
                        check=lambda: int((t != n).sum().item()), outputs=lambda: (t,), reset=lambda: t.fill_(1))
-    if v.kind in ("solo", "local"):
-        # Ranks step without communication, so they drift apart: each sample starts from the initial
-        # state (reset) and the check replays one step from it on this rank (solo: off rank 0, no step).
-        initial = [s.detach().clone() for s in _state(step.model)]
-
-        def reset():
-            with torch.no_grad():
-                for s, s0 in zip(_state(step.model), initial):
-                    s.copy_(s0)
-        step.run()
-        expected = training.flat_params(step.model).clone()
-        reset()
-        return Buffers(call=lambda a: step.run(), check=lambda: verify.count_wrong(training.flat_params(step.model),
-                                                                                   expected),
-                       outputs=lambda: [p.detach() for p in step.model.parameters()], reset=reset)
-    # Rank 0 holds the reference: only the other ranks' parameters are outputs (a flip on every rank
-    # alike would leave them identical to rank 0's).
-    return Buffers(call=lambda a: step.run(), check=lambda: _params_differ_from_rank0(ctx, step.model),
-                   outputs=lambda: [p.detach() for p in step.model.parameters()] if ctx.rank != 0 else [])
+    reset = None
+    if step.ddp is not None and v.kind == "ddp":
+        # Not an input reset: before each timed sample (outside the timed interval) read DDP's logger,
+        # which by then holds the previous step's interval statistics (DDP logs a step at the next forward).
+        reset = lambda: logger.append(step.ddp._get_ddp_logging_data())  # noqa: E731
+    check = None if _unchecked_reason(v) else _reference_check(v, step, ctx, settings, session, seen)
+    return Buffers(call=lambda a: step.run(), check=check, reset=reset,
+                   outputs=lambda: [p.detach() for p in step.model.parameters()])
 
 
 def _init_buffers(v: Variant, ctx: DistContext, settings: Settings) -> Buffers:
@@ -360,13 +569,29 @@ def _init_buffers(v: Variant, ctx: DistContext, settings: Settings) -> Buffers:
 
 # --- what is derived from the timed steps, and the baselines they are compared with -----------------
 
-def _baseline_s(session: Session, ctx: DistContext, settings: Settings, model: str, kind: str) -> float:
-    """Median of the solo / no-communication step of ``model``: that case's own timed run when it ran
-    before (the usual order), else one blocking baseline run by the harness, shared by the run."""
+def _baseline_s(session: Session, ctx: DistContext, settings: Settings, v: Variant) -> float:
+    """Median of a baseline step of ``v.model`` (solo, no communication, no-op hook, all_reduce alone): that
+    case's own timed run when it ran before (the usual order), else one blocking baseline run by the harness,
+    shared by the run."""
     def make_call():
-        step = _prepare(Variant(model=model, kind=kind, label=kind), ctx, settings)
+        step = _prepare(v, ctx, settings)
         return lambda a: step.run()
-    return session.baseline((EXPERIMENT, id(ctx.group), model, kind), ctx, make_call).median_s
+    return session.baseline(_baseline_key(ctx, v), ctx, make_call).median_s
+
+
+def _baseline_key(ctx: DistContext, v: Variant) -> tuple:
+    return EXPERIMENT, id(ctx.group), v.model, v.kind, v.hook
+
+
+def _baselines(model: str) -> dict[str, Variant]:
+    return {"solo": Variant(model=model, kind="solo", label="solo"),
+            "local": Variant(model=model, kind="local", label="local"),
+            "all_reduce": Variant(model=model, kind="all_reduce", label="all_reduce"),
+            "noop": Variant(model=model, kind="ddp", label="noop", hook=NOOP)}
+
+
+def _is_baseline(v: Variant) -> bool:
+    return v.kind in ("solo", "local", "all_reduce") or v.hook == NOOP
 
 
 def _peak_fields(ctx: DistContext, around) -> dict:
@@ -377,25 +602,73 @@ def _peak_fields(ctx: DistContext, around) -> dict:
     return {"peak_mem_bytes": int(_max_over_ranks(ctx, [float(around.peak_bytes)])[0]), "peak_mem_kind": around.kind}
 
 
-def _timed_fields(v: Variant, settings: Settings, step, ctx: DistContext, m, around, session: Session) -> dict:
+_LOGGER_KEYS = {"ddp_logger_forward_ms": "forward_compute_time", "ddp_logger_backward_compute_ms":
+                "backward_compute_time", "ddp_logger_comm_ms": "backward_comm_time",
+                "ddp_logger_overlap_ms": "backward_compute_comm_overlap_time"}
+
+
+def _bucket_fields(ddp: DDP) -> dict:
+    """The buckets DDP's reducer holds now (after the timed steps: DDP rebuilds them in gradient-ready
+    order at the start of its second iteration)."""
+    sizes = [int(b.buffer().numel() * b.buffer().element_size()) for b in ddp.reducer._get_zeros_like_grad_buckets()]
+    return {"n_buckets": len(sizes), "bucket_sizes": sizes,
+            "bucket_cap_bytes": ddp._get_ddp_logging_data().get("bucket_cap_bytes")}
+
+
+def _logger_fields(ctx: DistContext, step: Step, readings: list[dict], timed_steps: int) -> dict:
+    """DDP's interval statistics of the timed steps only: the logger's per-iteration values (iteration k
+    logged = step k-1), median over the timed steps this rank logged, max over ranks."""
+    first_timed = step.steps - timed_steps
+    by_step = {int(d["iteration"]) - 1: d for d in readings if "backward_comm_time" in d}
+    timed = [d for k, d in sorted(by_step.items()) if k >= first_timed]
+    n = int(_max_over_ranks(ctx, [-float(len(timed))])[0] * -1)  # the fewest any rank has (same everywhere)
+    if n == 0:
+        return {"ddp_logger_steps": 0}
+    values = [statistics.median(float(d[k]) for d in timed[:n]) / 1e6 for k in _LOGGER_KEYS.values()]  # ns -> ms
+    out = dict(zip(_LOGGER_KEYS, _max_over_ranks(ctx, values)))
+    comm, ovl = out["ddp_logger_comm_ms"], out["ddp_logger_overlap_ms"]
+    out["ddp_logger_overlap_pct"] = 100.0 * ovl / comm if comm > 0 else None
+    out["ddp_logger_steps"] = n
+    return out
+
+
+def _measured_overlap(v: Variant) -> bool:
+    """DDP cases whose communication is the float32 all_reduce of the gradient (the baseline's bytes)."""
+    return v.kind == "ddp" and v.hook in (None, "allreduce")
+
+
+def _timed_fields(v: Variant, settings: Settings, step: Step, ctx: DistContext, m, around, session: Session,
+                  logger: list, seen: dict) -> dict:
     """Fields derived from this case's own timed median ``t`` (the formulas are in the provenance)."""
-    t, n, b = m.median_s, ctx.world_size, settings.batch_per_rank
-    if v.kind in ("solo", "local"):
-        session.keep_baseline((EXPERIMENT, id(ctx.group), v.model, v.kind), m)
+    t, n, bsz = m.median_s, ctx.world_size, settings.batch_per_rank
+    if _is_baseline(v):
+        session.keep_baseline(_baseline_key(ctx, v), m)
+    base = _baselines(v.model)
     fields: dict = {}
     if v.kind != "all_reduce":
-        k = step.samples_per_step // b
+        k = step.samples_per_step // bsz
         ranks_stepping = 1 if v.kind == "solo" else n
-        solo = _baseline_s(session, ctx, settings, v.model, "solo")
+        solo = _baseline_s(session, ctx, settings, base["solo"])
         fields |= {"solo_step_ms": solo * 1e3, "micro_batches": k,
                    "samples_per_step": step.samples_per_step * ranks_stepping,
                    "samples_per_s": step.samples_per_step * ranks_stepping / t, "scaling_efficiency": k * solo / t}
         if v.kind != "local" and v.kind != "solo":
-            local = _baseline_s(session, ctx, settings, v.model, "local")
+            local = _baseline_s(session, ctx, settings, base["local"])
             fields |= {"local_step_ms": local * 1e3, "comm_exposed_ms": (t - k * local) * 1e3}
-    else:
-        fields |= {"comm_ms": t * 1e3, "comm_source": "timed all_reduce of the gradient bytes"}
-    fields |= _ddp_logger_ms(ctx, step.ddp)  # the timed module's own logger: warm-up and timed steps
+    if _measured_overlap(v):
+        noop = _baseline_s(session, ctx, settings, base["noop"])
+        ar = _baseline_s(session, ctx, settings, base["all_reduce"])
+        fields |= {"noop_step_ms": noop * 1e3, "allreduce_ms": ar * 1e3, "comm_added_ms": (t - noop) * 1e3,
+                   "overlap_saved_ms": (noop + ar - t) * 1e3, "overlap_saved_pct": 100.0 * (noop + ar - t) / ar}
+    if step.ddp is not None:
+        fields |= _bucket_fields(step.ddp)
+        if v.kind == "ddp":
+            readings = logger + [step.ddp._get_ddp_logging_data()]
+            fields |= _logger_fields(ctx, step, readings, m.iterations)
+    if seen:
+        worst = _max_over_ranks(ctx, [seen["max_abs_diff"]])[0]
+        fields |= {"check_rule": seen["rule"], "check_tol": seen["tol"], "check_steps": seen["steps"],
+                   "check_max_abs_diff": worst}
     fields |= _peak_fields(ctx, around)
     return fields
 
@@ -407,44 +680,80 @@ _PROV_STEP = {
     "scaling_efficiency": "derived: micro_batches x solo_step_ms / time_us",
     "comm_exposed_ms": "derived: time_us - micro_batches x local_step_ms",
     "peak_mem_bytes": "measured: suite.profiling.PeakMemory around warm-up and the timed steps, max over ranks",
-    "forward_ms": "measured: DDP logger (_get_ddp_logging_data) average over the timed module's steps, max over ranks",
-    "backward_compute_ms": "measured: DDP logger average over the timed module's steps, max over ranks",
-    "overlap_ms": "measured: DDP logger average over the timed module's steps, max over ranks",
-    "overlap_pct": "derived: 100 x overlap_ms / comm_ms",
+    "noop_step_ms": "measured: the no-op-hook DDP case's own timed median (or one blocking baseline run)",
+    "allreduce_ms": "measured: the gradient all_reduce case's own timed median (or one blocking baseline run)",
+    "comm_added_ms": "derived: time_us - noop_step_ms",
+    "overlap_saved_ms": "derived: noop_step_ms + allreduce_ms - time_us",
+    "overlap_saved_pct": "derived: 100 x overlap_saved_ms / allreduce_ms",
+    "n_buckets": "measured: buckets of the timed module's reducer after the timed steps",
+    "check_max_abs_diff": "measured: max over ranks and parameters of |param - reference param| after the timed steps",
+    "check_tol": "modelled: " + CheckRule.FORMULA + " (0 when check_rule is exact)",
 }
+_PROV_LOGGER = {k: f"measured: DDP logger {src} (_get_ddp_logging_data, every iteration), median over the timed "
+                   "steps but the last, max over ranks" for k, src in _LOGGER_KEYS.items()}
+_PROV_LOGGER["ddp_logger_overlap_pct"] = "derived: 100 x ddp_logger_overlap_ms / ddp_logger_comm_ms"
+
+
+def _step_provenance(v: Variant, unchecked: str | None) -> dict:
+    """The formulas of the numbers this case's records hold (no claim for an absent number)."""
+    names = ["peak_mem_bytes"]
+    if v.kind != "all_reduce":
+        names += ["solo_step_ms", "samples_per_s", "scaling_efficiency"]
+        if v.kind not in ("solo", "local"):
+            names += ["local_step_ms", "comm_exposed_ms"]
+    if _measured_overlap(v):
+        names += ["noop_step_ms", "allreduce_ms", "comm_added_ms", "overlap_saved_ms", "overlap_saved_pct"]
+    if v.kind in ("ddp", "accum"):
+        names.append("n_buckets")
+    if v.kind != "all_reduce" and not unchecked:
+        names += ["check_max_abs_diff", "check_tol"]
+    prov = {k: _PROV_STEP[k] for k in names}
+    if v.kind == "ddp":
+        prov |= _PROV_LOGGER
+    return prov
+
+
+def step_bytes(v: Variant, grad: int, settings: Settings) -> Bytes:
+    """The byte model: the float32 gradient bytes each rank all-reduces per optimizer step, every
+    all_reduce counted (accumulation without no_sync all-reduces the whole gradient per micro-batch)."""
+    if v.kind in ("solo", "local") or v.hook == NOOP:
+        return Bytes(size_bytes=0, count=0, dtype="float32", bw_op=None, definition="none: no communication")
+    per_step = settings.accum if v.kind == "accum" and not v.no_sync else 1
+    return Bytes(size_bytes=per_step * grad, count=per_step * grad // 4, dtype="float32", bw_op="all_reduce",
+                 definition="float32 gradient bytes each rank all-reduces per optimizer step "
+                            f"({per_step} all_reduce(s) of the whole gradient)")
 
 
 def _resolve_step(v: Variant, settings: Settings, case: Case, ctx: DistContext, cfg: BenchConfig,
                   session: Session) -> Case:
-    reason = support_reason(ctx, lambda: _step_buffers(v, ctx, settings), v.label)
+    reason = support_reason(ctx, lambda: _step_buffers(v, ctx, settings, session), v.label)
     if reason:  # e.g. the bf16 hook on Gloo/CPU; the backend's words become the skip reason
         raise CaseSkipped(reason)
-    checked = v.kind in ("ddp", "manual", "manual_coalesced", "accum")
-    comm = v.kind not in ("solo", "local")
+    unchecked = _unchecked_reason(v)
     model = _build_model(v.model, settings, seed=0)
     grad = training.grad_bytes(model)
+    byte_model = step_bytes(v, grad, settings)
     fields: dict = {"table": v.model, "n_params": sum(p.numel() for p in model.parameters()),
-                    "batch_per_rank": settings.batch_per_rank,
-                    "check": "params identical to rank 0" if checked else
-                    "all_reduce of ones equals world_size" if v.kind == "all_reduce" else
-                    "params equal one step replayed from the initial state on the same rank"}
-    prov = dict(_PROV_STEP)
-    prov["comm_ms"] = "measured: time_us of the all_reduce alone" if v.kind == "all_reduce" else \
-        "measured: DDP logger average backward comm time over the timed module's steps, max over ranks"
-    fields.update(_ddp_kwargs(v))
+                    "grad_bytes": grad, "batch_per_rank": settings.batch_per_rank,
+                    "check": "all_reduce of ones equals world_size" if v.kind == "all_reduce" else
+                    None if unchecked else
+                    "every rank's params equal single-process training on the global batches (check_rule)"}
+    if byte_model.bw_op is not None and v.kind != "all_reduce":
+        fields["allreduces_per_step"] = byte_model.size_bytes // grad
+    prov = _step_provenance(v, unchecked)
+    fields.update(_ddp_kwargs(v, settings))
+    if v.bucket_fraction is not None:
+        fields["bucket_fraction"] = v.bucket_fraction
     if v.hook:
         fields["hook"] = v.hook
-        fields["wire_bytes"] = _wire_bytes(model, v.hook, settings)
-        prov["wire_bytes"] = "modelled: fp16/bf16 half the gradient bytes; PowerSGD low-rank P and Q factors"
+        if v.hook != NOOP:
+            fields["wire_bytes"] = _wire_bytes(model, v.hook, settings)
+            prov["wire_bytes"] = "modelled: fp16/bf16 half the gradient bytes; PowerSGD low-rank P and Q factors"
     if v.kind == "accum":
         fields["accum_steps"] = settings.accum
         fields["no_sync"] = v.no_sync
-    return dataclasses.replace(
-        case, fields=fields, provenance=prov,
-        bytes=Bytes(size_bytes=grad if comm else 0, count=grad // 4 if comm else 0, dtype="float32",
-                    bw_op="all_reduce" if comm else None,
-                    definition="float32 gradient bytes each rank all-reduces per optimizer step" if comm else
-                    "none: no communication"))
+    return dataclasses.replace(case, fields={k: val for k, val in fields.items() if val is not None},
+                               provenance=prov, bytes=byte_model, unchecked=unchecked)
 
 
 def _resolve_init(v: Variant, settings: Settings, case: Case, ctx: DistContext, cfg: BenchConfig,
@@ -468,8 +777,18 @@ def _peak_memory(ctx: DistContext):
 
 def _declare(v: Variant, settings: Settings) -> Case:
     init = v.kind in ("init_broadcast", "ddp_init")
-    build = (lambda ctx: _init_buffers(v, ctx, settings)) if init else (lambda ctx: _step_buffers(v, ctx, settings))
-    resolved = _resolve_init if init else _resolve_step
+    if init:
+        build, resolved = (lambda ctx: _init_buffers(v, ctx, settings)), _resolve_init
+    else:
+        def build(ctx):  # the session is the resolved case's (Case.resolve binds it below)
+            raise RuntimeError("resolve binds the build of a step case")
+        resolved = _resolve_step
+
+    def resolve(case, ctx, cfg, session):
+        case = resolved(v, settings, case, ctx, cfg, session)
+        if not init:  # the check trains the session's shared reference
+            case = dataclasses.replace(case, build=lambda ctx: _step_buffers(v, ctx, settings, session))
+        return case
     # The test id is case_id(v) (unique over both models); the tables show the recorded label v.label.
     return Case(experiment=EXPERIMENT, op=v.op, label=case_id(v), record_label=v.label,
                 identity={"variant": case_id(v), "model": v.model, "in_place": True},
@@ -477,12 +796,14 @@ def _declare(v: Variant, settings: Settings) -> Case:
                 bytes=Bytes(size_bytes=0, count=0, dtype="float32", bw_op=None), build=build, mode="blocking",
                 around=_peak_memory, names=(v.label,),
                 skip=None if init else (lambda ctx, cfg: _cannot_run(v, ctx, settings)),
-                resolve=lambda case, ctx, cfg, session: resolved(v, settings, case, ctx, cfg, session))
+                resolve=resolve)
 
 
 def ddp_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
-    """Every DDP case (the knobs: DDP_PARAMS, DDP_BATCH, DDP_BUCKETS_MB, DDP_ACCUM, DDP_POWERSGD_RANK)."""
+    """Every DDP case (the knobs: DDP_PARAMS, DDP_BATCH, DDP_BUCKET_FRACTIONS, DDP_BUCKETS_MB, DDP_HOOKS,
+    DDP_ACCUM, DDP_POWERSGD_RANK)."""
     return [_declare(v, cfg.ddp) for v in cases(cfg.ddp)]
+
 
 
 test_ddp = experiment_test(ddp_cases)

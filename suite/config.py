@@ -29,6 +29,10 @@ class ConfigError(ValueError):
     """A knob has a value the suite cannot run with; the message names the fix."""
 
 
+DDP_HOOK_NAMES = ("allreduce", "fp16_compress", "bf16_compress", "powerSGD", "sum")
+"""DDP_HOOKS choices (experiments/ddp.py registers each); ``sum`` all-reduces without dividing by the world size."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class DdpSettings:
     """The DDP experiment's knobs (make variables DDP_*)."""
@@ -37,8 +41,12 @@ class DdpSettings:
     """DDP_PARAMS: parameter budget of the MLP (suffixes K/M/G, e.g. 25M)."""
     batch_per_rank: int = 32
     """DDP_BATCH: samples per rank per (micro-)step; the article uses 32."""
-    buckets_mb: tuple[float, ...] = (1.0, 100.0)
-    """DDP_BUCKETS_MB: bucket_cap_mb values besides DDP's default 25."""
+    bucket_fractions: tuple[float, ...] = (0.125, 0.5, 1.0, 2.0)
+    """DDP_BUCKET_FRACTIONS: bucket caps swept, as fractions of the MLP's gradient bytes."""
+    buckets_mb: tuple[float, ...] = ()
+    """DDP_BUCKETS_MB: absolute bucket_cap_mb values swept besides the fractions (and DDP's default 25)."""
+    hooks: tuple[str, ...] = ("allreduce", "fp16_compress", "bf16_compress", "powerSGD")
+    """DDP_HOOKS: communication hooks to run (DDP_HOOK_NAMES; ``sum`` is wrong on purpose: the check's own test)."""
     accum: int = 4
     """DDP_ACCUM: micro-batches per optimizer step in the gradient-accumulation cases."""
     powersgd_rank: int = 1
@@ -185,6 +193,8 @@ ENV_KNOBS: tuple[EnvKnob, ...] = (
     EnvKnob("ddp", "params", "DDP_PARAMS"),
     EnvKnob("ddp", "batch_per_rank", "DDP_BATCH"),
     EnvKnob("ddp", "buckets_mb", "DDP_BUCKETS_MB"),
+    EnvKnob("ddp", "bucket_fractions", "DDP_BUCKET_FRACTIONS"),
+    EnvKnob("ddp", "hooks", "DDP_HOOKS"),
     EnvKnob("ddp", "accum", "DDP_ACCUM"),
     EnvKnob("ddp", "powersgd_rank", "DDP_POWERSGD_RANK"),
     EnvKnob("model_parallel", "in_features", "MP_IN"),
@@ -249,6 +259,9 @@ def _section_value(section: str, name: str, value):
     """A section field from a string (the environment), a list (config.json) or a value."""
     default = getattr(SECTIONS[section](), name)
     label = next((k.env for k in ENV_KNOBS if (k.section, k.field) == (section, name)), f"{section}.{name}")
+    if isinstance(default, tuple) and default and isinstance(default[0], str):
+        items = value.replace(" ", ",").split(",") if isinstance(value, str) else list(value)
+        return tuple(str(v).strip() for v in items if str(v).strip())
     if isinstance(default, tuple):
         try:
             items = value.replace(" ", ",").split(",") if isinstance(value, str) else list(value)
@@ -358,9 +371,12 @@ def validate(cfg: BenchConfig, world_size: int | None = None) -> None:
         bad(f"ROOT {cfg.root} does not exist in a world of {world_size} ranks")
     d, mp = cfg.ddp, cfg.model_parallel
     if d.params < 1000 or d.batch_per_rank < 2 or d.accum < 2 or d.powersgd_rank < 1 or \
-            not d.buckets_mb or any(not b > 0 for b in d.buckets_mb):
+            any(not b > 0 for b in d.buckets_mb + d.bucket_fractions):
         bad(f"bad DDP settings {d}: need DDP_PARAMS >= 1000, DDP_BATCH >= 2 (BatchNorm), "
-            "DDP_ACCUM >= 2, DDP_POWERSGD_RANK >= 1, DDP_BUCKETS_MB > 0")
+            "DDP_ACCUM >= 2, DDP_POWERSGD_RANK >= 1, DDP_BUCKETS_MB and DDP_BUCKET_FRACTIONS > 0")
+    if set(d.hooks) - set(DDP_HOOK_NAMES):
+        bad(f"DDP_HOOKS {','.join(d.hooks)}: unknown hook(s) {', '.join(sorted(set(d.hooks) - set(DDP_HOOK_NAMES)))}; "
+            f"choose from {', '.join(DDP_HOOK_NAMES)}")
     if min(mp.in_features, mp.out_features, mp.batch) < 1:
         bad(f"MP_IN, MP_OUT and MP_BATCH must be >= 1, got {mp}")
     if min(mp.stage_features, mp.microbatch_rows) < 1:

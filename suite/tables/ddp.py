@@ -7,49 +7,65 @@ is measured):
 - samples/s: global training throughput at the median step time
 - scale eff: k·t(solo) / t(case), 1.0 = N ranks are N times as fast as one
 - exposed: t(case) − k·t(no communication): communication the step waits for, ms
-- comm / overlap: DDP logger's backward comm time and the part overlapping backward
-  compute (ms, %); for the ``all_reduce`` row the timed all_reduce itself
-- GB/s: effective all_reduce bus bandwidth of the gradient bytes over the whole step
+- +comm: t(case) − t(no-op hook): what communication adds to DDP's step, ms (measured overlap)
+- saved / hid: t(no-op hook) + t(all_reduce alone) − t(case), ms, and that as % of the
+  all_reduce alone: what overlapping communication with backward saved
+- log comm / log ovl: DDP logger's interval statistics, median over the timed steps: backward
+  comm time (first bucket ready → last all_reduce done), ms, and the % of it overlapping
+  backward compute
+- GB/s: effective all_reduce bus bandwidth of every gradient all_reduce of the step
+- bkts: buckets DDP built
 - peak mem: high-water mark during the timed steps, MiB (CPU: peak RSS of the process)
+- #wrong / check: elements differing from single-process training beyond the case's rule
+  (``exact`` or ``tol``); ``-`` for a case that is not checked (the record says why)
 """
 
 from __future__ import annotations
 
-from suite.tables import num, wrong, wrong_cell
-
 from collections import OrderedDict
 
+from suite.tables import num, wrong, wrong_cell
 
-def _f(v, fmt: str, width: int) -> str:
-    if v is None:
-        return f"{'-':>{width}}"
-    return f"{v:{width}{fmt}}"
+
+def _check_cell(r: dict) -> str:
+    if r.get("checked", True) is False:
+        return "not checked"
+    rule = r.get("check_rule")
+    if rule is None:  # the all_reduce of ones and the initial broadcast: exact equality
+        return "exact"
+    return "exact" if rule == "exact" else f"tol {r.get('check_tol', 0):.1e}"
 
 
 def _step_table(model: str, recs: list[dict]) -> str:
     first = recs[0]
     n_params = first.get("n_params", 0)
-    grad = next((r["size_bytes"] for r in recs if r["size_bytes"]), 0)
+    grad = first.get("grad_bytes") or next((r["size_bytes"] for r in recs if r["size_bytes"]), 0)
     lines = [
         f"# ddp: {model} model ({n_params / 1e6:.2f}M params, {grad / 1e6:.2f} MB gradient/step), {first['backend']}, "
         f"{first['device']}, {first['world_size']} ranks, batch {first.get('batch_per_rank')}/rank, "
         f"timing={first['timing_mode']}, {first['iterations']} iters",
-        f"#{'case':>30} {'step p50':>9} {'p95':>8} {'samples/s':>10} {'scale':>6} {'exposed':>8} {'comm':>8}"
-        f" {'overlap':>8} {'GB/s':>7} {'peak mem':>9} {'#wrong':>6}",
-        f"#{'':>30} {'(ms)':>9} {'(ms)':>8} {'':>10} {'eff.':>6} {'(ms)':>8} {'(ms)':>8}"
-        f" {'(%)':>8} {'busbw':>7} {'(MiB)':>9} {'':>6}",
+        f"#{'case':>30} {'step p50':>9} {'p95':>8} {'samples/s':>10} {'scale':>6} {'exposed':>8} {'+comm':>7}"
+        f" {'saved':>7} {'hid':>5} {'log comm':>9} {'log ovl':>8} {'GB/s':>7} {'bkts':>5} {'peak mem':>9}"
+        f" {'#wrong':>6}  check",
+        f"#{'':>30} {'(ms)':>9} {'(ms)':>8} {'':>10} {'eff.':>6} {'(ms)':>8} {'(ms)':>7}"
+        f" {'(ms)':>7} {'(%)':>5} {'(ms)':>9} {'(%)':>8} {'busbw':>7} {'':>5} {'(MiB)':>9} {'':>6}",
     ]
     for r in recs:
         peak = r.get("peak_mem_bytes")
         lines.append(
             f" {str(r.get('label', r['op']))[:30]:>30} {r['p50_us'] / 1e3:9.2f} {r['p95_us'] / 1e3:8.2f}"
-            f" {_f(r.get('samples_per_s'), '.0f', 10)} {_f(r.get('scaling_efficiency'), '.2f', 6)}"
-            f" {_f(r.get('comm_exposed_ms'), '.2f', 8)} {_f(r.get('comm_ms'), '.2f', 8)}"
-            f" {_f(r.get('overlap_pct'), '.0f', 8)} {_f(r['busbw_gbps'] if r['size_bytes'] else None, '.3f', 7)}"
-            f" {_f(peak / 2**20 if peak else None, '.0f', 9)} {wrong_cell(r)}")
+            f" {num(r.get('samples_per_s'), '.0f', 10)} {num(r.get('scaling_efficiency'), '.2f', 6)}"
+            f" {num(r.get('comm_exposed_ms'), '.2f', 8)} {num(r.get('comm_added_ms'), '.2f', 7)}"
+            f" {num(r.get('overlap_saved_ms'), '.2f', 7)} {num(r.get('overlap_saved_pct'), '.0f', 5)}"
+            f" {num(r.get('ddp_logger_comm_ms'), '.2f', 9)} {num(r.get('ddp_logger_overlap_pct'), '.0f', 8)}"
+            f" {num(r['busbw_gbps'] if r['size_bytes'] else None, '.3f', 7)} {num(r.get('n_buckets'), 'd', 5)}"
+            f" {num(peak / 2**20 if peak else None, '.0f', 9)} {wrong_cell(r)}  {_check_cell(r)}")
     n_wrong = sum(wrong(r) for r in recs)
-    lines.append(f"# #wrong: parameter elements differing from rank 0's after the timed steps, all ranks: "
+    lines.append(f"# #wrong: parameter elements differing from single-process training on the global batches "
+                 f"beyond the case's rule, after the check step and the timed steps, all ranks: "
                  f"{n_wrong} [{'OK' if n_wrong == 0 else 'FAILED'}]")
+    lines.append("# +comm = t - t(no-op hook); saved = t(no-op hook) + t(all_reduce alone) - t; hid = saved / "
+                 "t(all_reduce alone); log comm/ovl: DDP logger intervals, timed steps only")
     return "\n".join(lines) + "\n"
 
 

@@ -62,9 +62,26 @@ def test_experiments_through_launcher_with_profile(tmp_path):
     assert ("mlp", "ddp_accum_step") in ops
     mlp_ddp = next(r for r in ddp if r["variant"] == "mlp-ddp")
     assert 250_000 < mlp_ddp["n_params"] < 350_000 and mlp_ddp["size_bytes"] == 4 * mlp_ddp["n_params"]
-    assert mlp_ddp["comm_ms"] > 0 and mlp_ddp["comm_source"] == "ddp_logging_data"
-    assert 0 <= mlp_ddp["overlap_pct"] <= 100 and mlp_ddp["scaling_efficiency"] > 0
+    assert mlp_ddp["ddp_logger_comm_ms"] > 0 and mlp_ddp["ddp_logger_steps"] == 2  # 3 timed steps but the last
+    assert 0 <= mlp_ddp["ddp_logger_overlap_pct"] <= 100 and mlp_ddp["scaling_efficiency"] > 0
     assert mlp_ddp["peak_mem_bytes"] > 0 and mlp_ddp["samples_per_s"] > 0
+    assert {"noop_step_ms", "allreduce_ms", "comm_added_ms", "overlap_saved_ms", "overlap_saved_pct"} <= set(mlp_ddp)
+    # every synchronised case is compared with single-process training: 2 ranks, float32 -> exact
+    for r in ddp:
+        if r["op"] in ("ddp_step", "manual_allreduce_step", "manual_coalesced_step", "ddp_accum_step") and \
+                r.get("hook") not in ("noop", "powerSGD", "fp16_compress", "bf16_compress"):
+            assert r["checked"] and r["n_wrong"] == 0 and r["check_rule"] == "exact", r["label"]
+            assert r["check_max_abs_diff"] == 0 and r["check_steps"] == 5, r["label"]  # 2 warm-up + 3 timed
+        if r["op"] in ("solo_step", "local_step") or r.get("hook") in ("noop", "powerSGD"):
+            assert r["checked"] is False and r["n_wrong"] is None and r["unchecked_reason"], r["label"]
+    fp16 = next(r for r in ddp if r["variant"] == "mlp-ddp_hook_fp16_compress")
+    assert fp16["check_rule"].startswith("tol ") and 0 < fp16["check_max_abs_diff"] <= fp16["check_tol"]
+    # accumulation without no_sync all-reduces the gradient once per micro-batch
+    each = next(r for r in ddp if r["label"] == "accum x2 sync each")
+    assert each["size_bytes"] == 2 * mlp_ddp["size_bytes"] and each["allreduces_per_step"] == 2
+    # bucket caps relative to the gradient: the smallest cap cuts it into more buckets than the largest
+    buckets = {r["bucket_fraction"]: r["n_buckets"] for r in ddp if "bucket_fraction" in r}
+    assert sorted(buckets) == [0.125, 0.5, 1.0, 2.0] and buckets[0.125] > buckets[2.0] == 1, buckets
     labels = {r["label"] for r in ddp}
     assert {"ddp bucket_cap_mb=0.25", "ddp static_graph", "ddp gradient_as_bucket_view",
             "ddp broadcast_buffers=False", "ddp hook fp16_compress", "accum x2 no_sync"} <= labels
@@ -84,6 +101,29 @@ def test_experiments_through_launcher_with_profile(tmp_path):
     trace = json.loads((prof / traces[1]).read_text())
     names = {e.get("name", "") for e in trace["traceEvents"]}
     assert any("all_reduce" in n or "allreduce" in n for n in names), sorted(names)[:50]
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_a_hook_that_sums_instead_of_averaging_fails_the_reference_check(tmp_path, world):
+    # 2 ranks: the exact rule; 4 ranks: the float32 tolerance (the sum is 4x the average, far outside it)
+    env = {"DDP_PARAMS": "20K", "DDP_ACCUM": "2", "DDP_HOOKS": "allreduce,sum,fp16_compress"}
+    proc = run_suite(tmp_path, "--experiments", "ddp", "--iters", "3", "--warmup", "2", "--", "-k",
+                     "hook_allreduce or hook_sum or hook_fp16 or accum", nproc=world, env=env, timeout=400)
+    assert proc.returncode == 6, proc.stdout[-3000:] + proc.stderr[-3000:]  # EXIT_WRONG_RESULT
+    recs = {r["variant"]: r for r in (b["extra_info"] for b in load_bench(tmp_path)["benchmarks"])}
+    rule = "exact" if world == 2 else "tol"
+    for model in ("source", "mlp"):
+        wrong = recs[f"{model}-ddp_hook_sum"]
+        # most elements on every rank, after the check step and after the timed steps (a dead unit's are 0 anyway)
+        assert wrong["checked"] and wrong["n_wrong"] > wrong["count"] * world, wrong["n_wrong"]
+        assert wrong["check_rule"].split()[0] == rule
+        right = recs[f"{model}-ddp_hook_allreduce"]
+        assert right["n_wrong"] == 0 and right["check_rule"].split()[0] == rule
+        assert right["check_max_abs_diff"] <= right["check_tol"] < wrong["check_max_abs_diff"] / 100
+        assert recs[f"{model}-ddp_hook_fp16_compress"]["n_wrong"] == 0
+    for accum in ("mlp-accum_x2_no_sync", "mlp-accum_x2_sync_each"):
+        assert recs[accum]["n_wrong"] == 0 and recs[accum]["checked"]
+    assert "produced wrong elements" in proc.stderr and "ddp_hook_sum" in proc.stderr
 
 
 def _load(path):

@@ -1,5 +1,5 @@
-"""Single-process tests of the DDP experiment's pure parts: model sizing, knobs, case list,
-tables, profiler trace writing and peak-memory measurement."""
+"""Single-process tests of the DDP experiment's pure parts: model sizing, knobs, case list, byte model,
+check rule, tables, profiler trace writing and peak-memory measurement."""
 
 import json
 
@@ -40,6 +40,8 @@ def test_counts_take_suffixes(raw, expected):
 @pytest.mark.parametrize("env,match", [({"DDP_PARAMS": "lots"}, "DDP_PARAMS"),
                                        ({"DDP_BUCKETS_MB": "1,x"}, "DDP_BUCKETS_MB"),
                                        ({"DDP_ACCUM": "1"}, "DDP_ACCUM"),
+                                       ({"DDP_HOOKS": "allreduce,nope"}, "DDP_HOOKS"),
+                                       ({"DDP_BUCKET_FRACTIONS": "0.5,0"}, "DDP_BUCKET_FRACTIONS"),
                                        ({"MP_BATCH": "0"}, "MP_BATCH")])
 def test_bad_knobs_are_rejected(env, match):
     with pytest.raises(ConfigError, match=match):
@@ -47,8 +49,11 @@ def test_bad_knobs_are_rejected(env, match):
 
 
 def test_knobs_reach_the_config_typed():
-    cfg = build_config(**settings_from_env({"DDP_PARAMS": "25M", "DDP_BUCKETS_MB": "1 2.5", "MP_IN": "64"}))
+    cfg = build_config(**settings_from_env({"DDP_PARAMS": "25M", "DDP_BUCKETS_MB": "1 2.5", "MP_IN": "64",
+                                            "DDP_HOOKS": "sum, fp16_compress", "DDP_BUCKET_FRACTIONS": "0.25,4"}))
     assert cfg.ddp.params == 25_000_000 and cfg.ddp.buckets_mb == (1.0, 2.5) and cfg.ddp.batch_per_rank == 32
+    assert cfg.ddp.hooks == ("sum", "fp16_compress") and cfg.ddp.bucket_fractions == (0.25, 4.0)
+    assert build_config(ddp=dict(cfg.as_dict()["ddp"])).ddp == cfg.ddp  # config.json round trip (lists)
     assert cfg.model_parallel.in_features == 64 and cfg.model_parallel.out_features == 2048
 
 
@@ -58,12 +63,61 @@ def test_case_list_covers_the_issue():
     assert len(ids) == len(set(ids))
     mlp = {c.label for c in cases if c.model == "mlp"}
     assert {"solo (1 rank)", "no communication", "ddp", "manual all_reduce", "manual coalesced",
+            "ddp no-op hook (no comm)", "ddp bucket_cap=0.125x grad", "ddp bucket_cap=0.5x grad",
+            "ddp bucket_cap=1x grad", "ddp bucket_cap=2x grad",
             "ddp bucket_cap_mb=1", "ddp bucket_cap_mb=100", "ddp gradient_as_bucket_view", "ddp static_graph",
             "ddp broadcast_buffers=False", "ddp hook allreduce", "ddp hook fp16_compress", "ddp hook bf16_compress",
             "ddp hook powerSGD", "accum x4 no_sync", "accum x4 sync each", "init: broadcast per tensor",
             "init: DDP constructor"} <= mlp
     # baselines come first so later cases can use them
-    assert [c.kind for c in cases[:2]] == ["solo", "local"]
+    assert [(c.kind, c.hook) for c in cases[:4]] == [("solo", None), ("local", None), ("all_reduce", None),
+                                                     ("ddp", ddp_exp.NOOP)]
+
+
+def test_every_hook_choice_is_registered():
+    from suite.config import DDP_HOOK_NAMES
+
+    assert set(DDP_HOOK_NAMES) == {*ddp_exp._HOOKS, "powerSGD", "sum"}
+
+
+def test_bucket_caps_are_fractions_of_the_gradient():
+    s = ddp_exp.Settings(params=2_000_000)
+    grad = training.mlp_spec_for(s.params).n_params * 4
+    caps = {c.bucket_fraction: ddp_exp._ddp_kwargs(c, s)["bucket_cap_mb"] for c in ddp_exp.cases(s)
+            if c.bucket_fraction is not None}
+    assert sorted(caps) == [0.125, 0.5, 1.0, 2.0]
+    assert all(mb * 2**20 == pytest.approx(f * grad) for f, mb in caps.items())
+
+
+def _variant(label, settings):
+    return next(c for c in ddp_exp.cases(settings) if c.model == "mlp" and c.label == label)
+
+
+def test_byte_model_counts_every_all_reduce_of_the_step():
+    # sync each: one all_reduce of the whole gradient per micro-batch; no_sync: one per step
+    s = ddp_exp.Settings(accum=4)
+    grad = 4000
+    each = ddp_exp.step_bytes(_variant("accum x4 sync each", s), grad, s)
+    once = ddp_exp.step_bytes(_variant("accum x4 no_sync", s), grad, s)
+    assert (each.size_bytes, each.count, each.bw_op) == (4 * grad, 4 * grad // 4, "all_reduce")
+    assert (once.size_bytes, once.count) == (grad, grad // 4)
+    assert "4 all_reduce(s)" in each.definition
+    assert ddp_exp.step_bytes(_variant("ddp no-op hook (no comm)", s), grad, s).size_bytes == 0
+
+
+def test_check_rule_is_exact_only_where_the_average_is():
+    s = ddp_exp.Settings()
+    plain, fp16 = _variant("ddp", s), _variant("ddp hook fp16_compress", s)
+    assert ddp_exp.check_rule(plain, 2).exact and ddp_exp.check_rule(plain, 2).tol(25, 1.0, 1.0) == 0
+    assert not ddp_exp.check_rule(plain, 4).exact and not ddp_exp.check_rule(fp16, 2).exact
+    r4 = ddp_exp.check_rule(plain, 4)
+    # 2 x steps x (lr x 2N x u x max|g| + 2 u max|p|), float32 u = 2^-24
+    assert r4.tol(10, 1.0, 0.5) == pytest.approx(2 * 10 * (0.01 * 8 * 2**-24 + 2 * 2**-24 * 0.5))
+    assert ddp_exp.check_rule(fp16, 2).tol(10, 1.0, 0.5) > 100 * ddp_exp.check_rule(plain, 3).tol(10, 1.0, 0.5)
+    assert r4.describe(10, 1.2e-6) == "tol 1.2e-06 (float32 sum order, 4 ranks, 10 steps)"
+    assert ddp_exp._unchecked_reason(_variant("ddp hook powerSGD", s))
+    assert ddp_exp._unchecked_reason(_variant("ddp no-op hook (no comm)", s))
+    assert ddp_exp._unchecked_reason(_variant("solo (1 rank)", s)) and not ddp_exp._unchecked_reason(plain)
 
 
 def test_powersgd_wire_bytes_estimate():
@@ -79,24 +133,31 @@ def _rec(**kw):
     base = dict(experiment="ddp", op="ddp_step", backend="gloo", device="cpu", dtype="float32", world_size=4,
                 size_bytes=4000, count=1000, in_place=True, timing_mode="blocking", iterations=20, time_us=2000.0,
                 p05_us=1900.0, p50_us=2000.0, p95_us=2500.0, p99_us=2600.0, algbw_gbps=0.002, busbw_gbps=0.003,
-                n_wrong=0, model="mlp", label="ddp", n_params=1000, batch_per_rank=32, samples_per_s=64000.0,
-                scaling_efficiency=0.5, comm_exposed_ms=1.0, comm_ms=1.5, overlap_pct=40.0,
-                peak_mem_bytes=300 * 2**20)
+                n_wrong=0, checked=True, model="mlp", label="ddp", n_params=1000, batch_per_rank=32,
+                samples_per_s=64000.0, scaling_efficiency=0.5, comm_exposed_ms=1.0, comm_added_ms=0.8,
+                overlap_saved_ms=0.3, overlap_saved_pct=30.0, ddp_logger_comm_ms=1.5, ddp_logger_overlap_pct=40.0,
+                n_buckets=3, peak_mem_bytes=300 * 2**20, check_rule="exact", check_tol=0.0)
     base.update(kw)
     return base
 
 
 def test_ddp_table_rows_and_units():
-    recs = [_rec(op="solo_step", label="solo (1 rank)", size_bytes=0, comm_ms=None, overlap_pct=None,
-                 comm_exposed_ms=None, peak_mem_bytes=None),
-            _rec(), _rec(label="manual all_reduce", op="manual_allreduce_step", n_wrong=3),
+    none = dict(comm_added_ms=None, overlap_saved_ms=None, overlap_saved_pct=None, ddp_logger_comm_ms=None,
+                ddp_logger_overlap_pct=None, n_buckets=None, comm_exposed_ms=None, check_rule=None)
+    recs = [_rec(op="solo_step", label="solo (1 rank)", size_bytes=0, peak_mem_bytes=None, checked=False,
+                 n_wrong=None, **none),
+            _rec(), _rec(label="manual all_reduce", op="manual_allreduce_step", n_wrong=3,
+                         check_rule="tol 1.2e-06 (float32 sum order, 4 ranks, 25 steps)", check_tol=1.2e-6),
             _rec(op="broadcast", label="init: broadcast per tensor", n_tensors=8)]
     text = ddp_tables.format_tables(recs)
     assert "# ddp: mlp model (0.00M params, 0.00 MB gradient/step), gloo, cpu, 4 ranks" in text
     row = next(line for line in text.splitlines() if line.strip().startswith("ddp "))
-    assert row.split() == ["ddp", "2.00", "2.50", "64000", "0.50", "1.00", "1.50", "40", "0.003", "300", "0"]
+    assert row.split() == ["ddp", "2.00", "2.50", "64000", "0.50", "1.00", "0.80", "0.30", "30", "1.50", "40",
+                           "0.003", "3", "300", "0", "exact"]
     solo = next(line for line in text.splitlines() if "solo" in line)
-    assert solo.split()[-6:] == ["-", "-", "-", "-", "-", "0"]
+    assert solo.split()[-12:] == ["-"] * 10 + ["not", "checked"]
+    manual = next(line for line in text.splitlines() if "manual" in line)
+    assert manual.split()[-3:] == ["3", "tol", "1.2e-06"]
     assert "FAILED" in text  # the manual row had wrong elements
     assert "initial-state broadcast from rank 0, mlp model (4000 B in 8 tensors)" in text
 
@@ -140,3 +201,14 @@ def test_peak_memory_sees_an_allocation():
     assert big.peak_bytes > 0
     if big.kind == "cpu_peak_rss":  # resettable: the region's own peak
         assert big.peak_bytes >= small.peak_bytes + 32 * 2**20
+
+
+def test_reference_replays_steps_it_has_passed():
+    # Reference is pure single-process training: asking for fewer steps than it has taken restarts it
+    s = ddp_exp.Settings(params=20_000)
+    ref = ddp_exp.Reference("mlp", s, 2, "cpu", 1, False)
+    p1, g1, _ = (t.clone() if hasattr(t, "clone") else t for t in ref.at(1))
+    p3 = ref.at(3)[0].clone()
+    ref._snapshots.clear()
+    assert torch.equal(ref.at(1)[0], p1) and torch.equal(ref.at(3)[0], p3) and not torch.equal(p1, p3)
+    assert g1 > 0
