@@ -113,12 +113,6 @@ def test_link_rate_parsing_follows_tc_units():
 
 # --- comparison ---------------------------------------------------------------------------------
 
-def test_statistics_helpers():
-    assert compare.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
-    assert compare.mann_whitney_p([1, 2, 3, 4, 5, 6, 7, 8], [11, 12, 13, 14, 15, 16, 17, 18]) < 0.01
-    assert compare.mann_whitney_p([1, 2, 3, 4], [1, 2, 3, 4]) == pytest.approx(1.0)
-
-
 def test_case_key_is_identity_not_measurement():
     a = {"experiment": "p2p", "op": "send_recv", "src": 0, "dst": 1, "size_bytes": 8, "time_us": 5.0,
          "samples_us": [5.0], "samples_per_s": 3.2, "peak_memory_bytes": 100}
