@@ -170,6 +170,19 @@ def median_ci_halfwidth_pct(samples: Sequence[float], confidence: float = 0.95) 
     return 100.0 * (hi - lo) / 2.0 / med
 
 
+def sequential_confidence(look: int, confidence: float = 0.95) -> float:
+    """The level of look ``look`` (1, 2, ...) of a CI re-tested after every batch (optional stopping).
+
+    Look j spends (1 - confidence)·6/(π²j²) of the miss probability; the spends sum to
+    1 - confidence over all looks (Σ 1/j² = π²/6), so by the union bound the intervals of all
+    looks cover together, and the one at which sampling stops covers with >= ``confidence``
+    whatever the stopping rule (a Bonferroni confidence sequence; cf. Howard et al., "Time-uniform,
+    nonparametric, nonasymptotic confidence sequences", Ann. Statist. 2021, for tighter ones)."""
+    if look < 1:
+        raise ValueError(f"look must be >= 1, got {look}")
+    return 1.0 - (1.0 - confidence) * 6.0 / (math.pi ** 2 * look ** 2)
+
+
 def z_two_sided(confidence: float) -> float:
     """The standard normal quantile z with P(|Z| <= z) = confidence (1.96 at 95%)."""
     if not 0 < confidence < 1:

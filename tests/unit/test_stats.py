@@ -79,3 +79,13 @@ def test_normal_quantile_is_the_standard_librarys():
     assert metrics.z_two_sided(0.99) == pytest.approx(2.5758293035489, abs=1e-12)
     with pytest.raises(ValueError):
         metrics.z_two_sided(1.0)
+
+
+def test_sequential_levels_spend_at_most_the_miss_probability_over_all_looks():
+    levels = [metrics.sequential_confidence(j) for j in range(1, 100001)]
+    assert levels[0] == pytest.approx(1 - 0.05 * 6 / math.pi ** 2)
+    assert all(a < b for a, b in zip(levels[:1000], levels[1:1000]))  # later looks are stricter
+    assert sum(1 - lv for lv in levels) <= 0.05
+    assert sum(1 - lv for lv in levels) > 0.0499  # and spend nearly all of it
+    with pytest.raises(ValueError):
+        metrics.sequential_confidence(0)
