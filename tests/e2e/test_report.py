@@ -238,14 +238,20 @@ def test_report_fits_and_ring_model(mixed_report):
     _, rep, page = mixed_report
     ops = {(f.op, f.world_size) for f in rep.fits}
     assert {("all_reduce", 2), ("all_gather", 2)} <= ops
-    assert ("gloo", "cpu", 2) in rep.links and "ring model" in rep.links[("gloo", "cpu", 2)].source
+    # the fixture's collective sweeps (1K..64K, 2 ranks on a shared 2-core machine) are latency noise:
+    # α–β does not hold there (R² < 0.8), so they imply no link and their rows say so instead of numbers
+    two = [f for f in rep.fits if f.world_size == 2]
+    assert two and not any(f.fit.holds for f in two) and ("gloo", "cpu", 2) not in rep.links
+    head, rows = analysis.fit_table_rows(rep)
+    r2 = head.index("R²")
+    assert all(row[r2].startswith("model does not fit") and row[r2 - 2] == "-" for row in rows if row[3] == "2")
     # 3 ranks: the reference link comes from the p2p pairs (median: 4 links of 1 GB/s, 2 of 0.5)
     link = rep.links[("gloo", "cpu", 3)]
     assert "point-to-point" in link.source
     assert (link.alpha_us, link.beta_gbps) == (pytest.approx(20.0), pytest.approx(1.0))
     for f in rep.fits:
         assert f.fit.alpha_us >= 0 and f.fit.beta_gbps > 0 and f.fit.r2 <= 1.0
-        assert f.ring_ratio > 0
+        assert f.ring_ratio is None if f.world_size == 2 else f.ring_ratio > 0
         if math.isfinite(f.fit.beta_gbps):  # (a noisy latency-bound series has no bandwidth term)
             assert f.rate_ratio == pytest.approx(f.link_beta_gbps / 0.125)
     assert rep.link_rate == ("1gbit", pytest.approx(0.125))
