@@ -33,7 +33,7 @@ def test_one_run_each_with_between_run_noise_is_same_for_every_case():
     # far more than the within-run samples suggest; the old comparison called such cases slower/faster
     rng = np.random.default_rng(7)
     a, b = _run(rng, 0.3), _run(rng, 0.3)
-    c = compare.compare_records(a, b)
+    c = compare.compare_records(a, b, n_boot=300)
     assert len(c.cases) == N_CASES and not c.only_base and not c.only_new  # peak memory is no identity
     assert [x.verdict for x in c.cases] == ["same"] * N_CASES
     assert c.overall == "same" and not c.failed
@@ -46,10 +46,10 @@ def test_one_run_each_with_between_run_noise_is_same_for_every_case():
 def test_one_run_each_still_flags_a_uniform_slowdown_and_a_lone_outlier():
     rng = np.random.default_rng(8)
     a = _run(rng, 0.0)
-    c = compare.compare_records(a, _run(rng, 0.0, lambda i: 1.2))
+    c = compare.compare_records(a, _run(rng, 0.0, lambda i: 1.2), n_boot=300)
     assert c.overall == "slower" and c.failed and all(x.verdict == "slower" for x in c.cases)
     # one case 3x slower among quiet ones: the spread of the others does not hide it
-    c = compare.compare_records(a, _run(rng, 0.02, lambda i: 3.0 if i == 5 else 1.0))
+    c = compare.compare_records(a, _run(rng, 0.02, lambda i: 3.0 if i == 5 else 1.0), n_boot=300)
     slower = [i for i, x in enumerate(c.cases) if x.verdict == "slower"]
     assert slower == [5] and c.cases[5] in c.regressions
 
@@ -92,7 +92,7 @@ def test_the_ratio_is_the_median_of_run_medians():
 def test_a_side_missing_a_case_in_one_run_uses_the_runs_that_have_it():
     rng = np.random.default_rng(11)
     r1, r2 = _run(rng, 0.05), _run(rng, 0.05)
-    c = compare.compare_runs([r1, r2[1:]], [_run(rng, 0.05)])
+    c = compare.compare_runs([r1, r2[1:]], [_run(rng, 0.05)], n_boot=300)
     assert len(c.cases) == N_CASES and c.cases[0].base_runs == 1 and c.cases[1].base_runs == 2
 
 
