@@ -261,13 +261,12 @@ def compare_runs(base_runs: Sequence[Sequence[dict]], new_runs: Sequence[Sequenc
     sd_b, between_note = _between_run_sd([p[3] for p in pts], [p[4] for p in pts], d)
     m = len(pts)
     kb, kn = len(base_runs), len(new_runs)
-    var_between = sd_b ** 2 * (1.0 / kb + 1.0 / kn)
     # per-case intervals hold for all m cases together (Bonferroni), so that two runs of one commit
     # give "same" for every case with probability >= the confidence level
     z_case = metrics.z_two_sided(1 - (1 - confidence) / max(m, 1))
     rows, log_boot = [], []
-    for (k, mb, mx, _, _, boot), di in zip(pts, d):
-        se = math.sqrt(float(np.var(boot)) + var_between)
+    for (k, mb, mx, lb, lx, boot), di in zip(pts, d):
+        se = math.sqrt(float(np.var(boot)) + sd_b ** 2 * (1.0 / len(lb) + 1.0 / len(lx)))  # this case's runs
         p = float(2 * (1 - _NORMAL.cdf(abs(di) / se))) if se > 0 else (1.0 if di == 0 else 0.0)
         rows.append(CaseComparison(key=k, base_median_us=mb, new_median_us=mx, ratio=mx / mb,
                                    ci_low=math.exp(di - z_case * se), ci_high=math.exp(di + z_case * se),
@@ -280,7 +279,7 @@ def compare_runs(base_runs: Sequence[Sequence[dict]], new_runs: Sequence[Sequenc
         # overall: mean log ratio; its between-run part treats the cases' run-to-run deviations as
         # independent (a shift common to all cases needs several runs per side to be seen)
         gm = float(np.mean(d))
-        se_g = math.sqrt(float(np.var(np.mean(np.stack(log_boot), axis=0))) + var_between / m)
+        se_g = math.sqrt(float(np.var(np.mean(np.stack(log_boot), axis=0))) + sd_b ** 2 * (1.0 / kb + 1.0 / kn) / m)
         z = metrics.z_two_sided(confidence)
         glo, ghi = math.exp(gm - z * se_g), math.exp(gm + z * se_g)
         gm = math.exp(gm)
