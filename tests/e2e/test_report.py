@@ -130,7 +130,7 @@ def test_compare_flags_planted_20pct_slowdown_not_1pct_noise(tmp_path):
 
     c = compare.compare_records(recs, results.records(slow))
     assert c.failed and c.overall == "slower"
-    assert c.geomean_ratio == pytest.approx(1.20, rel=1e-6)
+    assert c.overall_ratio == pytest.approx(1.20, rel=1e-6)
     assert not any(r.verdict == "faster" for r in c.cases)
     assert len(c.cases) == len(recs) and not c.only_base and not c.only_new
 

@@ -67,7 +67,7 @@ def test_several_runs_per_side_measure_the_between_run_variance():
     c = compare.compare_runs(base, [_run(rng, 0.1, lambda i: 2.0 if i == 3 else 1.0) for _ in range(3)], n_boot=500)
     assert [i for i, x in enumerate(c.cases) if x.verdict != "same"] == [3] and c.cases[3].verdict == "slower"
     c = compare.compare_runs(base, [_run(rng, 0.1, lambda i: 1.2) for _ in range(3)], n_boot=500)
-    assert c.overall == "slower" and c.geomean_ratio == pytest.approx(1.2, rel=0.05)
+    assert c.overall == "slower" and c.overall_ratio == pytest.approx(1.2, rel=0.05)
 
 
 def test_a_noisy_run_widens_its_case_beyond_what_its_samples_say():
