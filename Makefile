@@ -22,6 +22,7 @@ HEARTBEAT_S ?= 15
 DEBUG       ?=
 RESULTS     ?= results
 RUN_ID      ?=
+REPEAT      ?= 1
 K           ?=
 PYTEST_ARGS ?=
 
@@ -45,7 +46,9 @@ help:
 	@echo "make test-fast   the unit tier (tests/unit), in seconds"
 	@echo "make soak        TIER=dist N=20: a test tier N times, failures per test"
 	@echo "make report      HTML/Markdown report of RUN (default results/latest)"
+	@echo "make bench-cpu REPEAT=k  k runs <id>-r1..rk (a side of a comparison with between-run variation)"
 	@echo "make compare     BASE=<run> NEW=<run>: per-case verdicts, non-zero exit on a regression"
+	@echo "                 (a side: a run, runs joined by commas, or results/<id> for its REPEAT runs)"
 	@echo "make image       build the Docker image (local base + wheelhouse where no registry is reachable)"
 	@echo "make compose-up  the 3-node docker compose simulation, results in ./results"
 	@echo "make test-compose  the Docker tests"
@@ -59,8 +62,17 @@ $(VENV)/.installed: requirements.txt
 	$(PY) -m pip install --quiet -r requirements.txt
 	touch $@
 
+# REPEAT=k: k runs one after another, run ids <RUN_ID or a UTC timestamp>-r1 .. -rk; `make compare`
+# takes results/<id> for all of them (a side of several runs: between-run variation is measured).
 bench-cpu: venv
-	$(PY) -m suite.launch --nproc $(NPROC) --backend gloo --device cpu $(SUITE_ARGS) $(PASSTHROUGH)
+	@case "$(REPEAT)" in ''|*[!0-9]*|0*) echo "error: REPEAT must be a positive integer, got '$(REPEAT)'" >&2; exit 2;; esac; \
+	if [ "$(REPEAT)" = 1 ]; then set -x; \
+	  $(PY) -m suite.launch --nproc $(NPROC) --backend gloo --device cpu $(SUITE_ARGS) $(PASSTHROUGH); \
+	else id=$(or $(RUN_ID),$$(date -u +%Y%m%d-%H%M%S)); for i in $$(seq $(REPEAT)); do \
+	  echo "# repeat $$i of $(REPEAT): run $$id-r$$i"; \
+	  $(PY) -m suite.launch --nproc $(NPROC) --backend gloo --device cpu $(SUITE_ARGS) --run-id $$id-r$$i \
+	    $(PASSTHROUGH) || exit $$?; done; \
+	  echo "# $(REPEAT) runs: $(RESULTS)/$$id-r1 .. $(RESULTS)/$$id-r$(REPEAT) (make compare BASE=$(RESULTS)/$$id NEW=...)"; fi
 
 # GPUS = ranks on this host (default: every GPU torch sees); multi-node: NNODES, NODE_RANK,
 # MASTER_ADDR (and MASTER_PORT) on the make command line of every host.

@@ -2,6 +2,7 @@
 #   make report [RUN=results/<id>]          HTML + Markdown + PNGs + CSV in RUN/report/
 #   make report-csv [RUN=...]               the run's records as CSV on stdout
 #   make compare BASE=results/<a> NEW=results/<b> [TOLERANCE=0.05] [OUT=dir]   exit 1 on a regression
+#     (a side may be several runs: a,b,c, or results/<id> for the runs <id>-r1..rk of REPEAT=k)
 RUN       ?= $(RESULTS)/latest
 BASE      ?=
 NEW       ?=

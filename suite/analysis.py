@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from suite import results
 from suite.compare import MEASUREMENT_FIELDS, case_key
-from suite.fit import AlphaBeta
+from suite.fit import Model
 from suite.tables import format_tables, formatter
 
 
@@ -133,7 +133,8 @@ class FitRow:
     backend: str
     device: str
     world_size: int
-    fit: AlphaBeta
+    fit: Model
+    """The series' α–β model: one line, or two pieces around a knee (suite.fit.fit_model)."""
     link_beta_gbps: float | None
     """β of a link implied by the ring model (= asymptotic busbw)."""
     ring_ratio: float | None
@@ -228,12 +229,12 @@ def _is_sweep(recs: list[dict]) -> bool:
 
 
 def _fit_series(recs: list[dict]):
-    from suite.fit import fit_alpha_beta
+    from suite.fit import fit_model
 
     pts = [(r["size_bytes"], r["time_us"]) for r in recs if r["size_bytes"] > 0 and r.get("time_us", 0) > 0]
     if len(pts) < 2:
         return None
-    return fit_alpha_beta([p[0] for p in pts], [p[1] for p in pts])
+    return fit_model([p[0] for p in pts], [p[1] for p in pts])
 
 
 def _links(recs: list[dict], fits_by_group: dict) -> dict:
@@ -260,7 +261,7 @@ def _links(recs: list[dict], fits_by_group: dict) -> dict:
         for r in rs:
             groups.setdefault(group_key(r), []).append(r)
         fs = [f for g in groups.values() for s in _series(g, varying_fields(g)).values()
-              if (f := _fit_series(s)) and math.isfinite(f.beta_gbps)]
+              if (f := _fit_series(s)) and f.holds and math.isfinite(f.beta_gbps)]
         if fs:
             out[key] = Link(alpha_us=statistics.median(f.alpha_us for f in fs),
                             beta_gbps=statistics.median(f.beta_gbps for f in fs),
@@ -271,7 +272,7 @@ def _links(recs: list[dict], fits_by_group: dict) -> dict:
     prefer = [k for k in fits_by_group if k[0] == "collectives"] or list(fits_by_group)
     for (exp, gk, backend, device, n) in prefer:
         for op, f in fits_by_group[(exp, gk, backend, device, n)].values():
-            if f is not None and math.isfinite(f.beta_gbps) and f.beta_gbps > 0:
+            if f is not None and f.holds and math.isfinite(f.beta_gbps) and f.beta_gbps > 0:
                 link = implied_link(op, n, f)
                 if link is not None:
                     implied.setdefault((backend, device, n), []).append(link)
@@ -404,28 +405,52 @@ def _grid(title: str, rs: list[dict]) -> tuple[list[str], list[list[str]]]:
     return [title] + cols, [[""] + [_fmt(r.get(c, "")) for c in cols] for r in rs]
 
 
+def _interval(v: float, ci, fmt: str) -> str:
+    def f(x):
+        return "inf" if math.isinf(x) else format(x, fmt)
+    return f(v) + ("" if ci is None else f" [{f(ci[0])}, {f(ci[1])}]")
+
+
 def fit_table_rows(rep: Report) -> tuple[list[str], list[list[str]]]:
-    head = ["experiment", "series", "backend", "ranks", "α (µs)", "β (GB/s)", "R²", "points",
-            "link β = busbw∞ (GB/s)", "measured / ring at max size"]
+    """One row per line of each series' model (two around a knee); a line whose R² is below
+    suite.fit.MIN_R2 says "model does not fit" instead of numbers."""
+    from suite.fit import MIN_R2
+    from suite.metrics import format_size
+
+    head = ["experiment", "series", "backend", "ranks", "sizes", "α (µs) [95% CI]", "β (GB/s) [95% CI]", "R²",
+            "points", "link β = busbw∞ (GB/s)", "measured / ring at max size"]
     if rep.link_rate:
         head.append(f"link β / LINK_RATE ({rep.link_rate[0]})")
     rows = []
     for f in rep.fits:
-        row = [f.experiment, f.series, f"{f.backend}/{f.device}", str(f.world_size), f"{f.fit.alpha_us:.1f}",
-               "inf" if math.isinf(f.fit.beta_gbps) else f"{f.fit.beta_gbps:.4g}", f"{f.fit.r2:.3f}",
-               str(f.fit.n_points), "-" if f.link_beta_gbps is None else f"{f.link_beta_gbps:.4g}",
-               "-" if f.ring_ratio is None else f"{f.ring_ratio:.2f}"]
-        if rep.link_rate:
-            row.append("-" if f.rate_ratio is None else f"{f.rate_ratio:.2f}")
-        rows.append(row)
+        pw = f.fit.piecewise
+        pieces = [("all", f.fit.single)] if pw is None else [
+            (f"< {format_size(int(pw.knee_bytes))} (knee)", pw.below), (f">= {format_size(int(pw.knee_bytes))}", pw.above)]
+        for i, (sizes, p) in enumerate(pieces):
+            last = i == len(pieces) - 1
+            if p.holds:
+                nums = [_interval(p.alpha_us, p.alpha_ci_us, ".1f"), _interval(p.beta_gbps, p.beta_ci_gbps, ".4g"),
+                        f"{p.r2:.3f}"]
+            else:
+                nums = ["-", "-", f"model does not fit (R² < {MIN_R2})"]
+            row = [f.experiment, f.series, f"{f.backend}/{f.device}", str(f.world_size), sizes, *nums,
+                   str(p.n_points),
+                   "-" if f.link_beta_gbps is None or not last or not p.holds else f"{f.link_beta_gbps:.4g}",
+                   "-" if f.ring_ratio is None or not last else f"{f.ring_ratio:.2f}"]
+            if rep.link_rate:
+                row.append("-" if f.rate_ratio is None or not last or not p.holds else f"{f.rate_ratio:.2f}")
+            rows.append(row)
     return head, rows
 
 
-FIT_NOTE = ("α–β fit: time(S) = α + S/β per series, weighted least squares on relative error; R² of log(time). "
-             "Ring model: time = a(n)·α_link + f(n)·S/β_link with a(n) latency steps and f(n) the busbw factor "
-             "(all_reduce 2(n−1), 2(n−1)/n; all_gather/reduce_scatter/all_to_all (n−1), (n−1)/n; broadcast/reduce "
-             "(n−1), 1). 'link β' is the fit's β times f(n), i.e. the asymptotic busbw; "
-             "'measured / ring' > 1 means the op is slower than a ring over the reference link would be.")
+FIT_NOTE = ("α–β fit: time(S) = α + S/β per series, weighted least squares on relative error; R² of log(time); "
+            "[95% CI] from a bootstrap over the sizes (fixed seed). Where the protocol changes with size the series "
+            "is fitted as two lines around a knee, kept only if that cuts the weighted squared error to a fifth and one line "
+            "misses by more than 3% rms; a line with R² below 0.8 says 'model does not fit'. "
+            "Ring model: time = a(n)·α_link + f(n)·S/β_link with a(n) latency steps and f(n) the busbw factor "
+            "(all_reduce 2(n−1), 2(n−1)/n; all_gather/reduce_scatter/all_to_all (n−1), (n−1)/n; broadcast/reduce "
+            "(n−1), 1). 'link β' is the large-size β times f(n), i.e. the asymptotic busbw; "
+            "'measured / ring' > 1 means the op is slower than a ring over the reference link would be.")
 
 
 # --- writers ---------------------------------------------------------------------------------------

@@ -1,23 +1,44 @@
 """Compare runs case by case: time ratios with confidence intervals and a CI gate.
 
-Cases are matched across runs by their identity (``case_key``: every
-non-measurement field of the record, e.g. experiment, op, variant, backend,
-device, dtype, world_size, size_bytes, in_place, redop, root, src/dst, ...).
-For each matched case, with base samples b and new samples x (``samples_us``,
-the per-iteration cross-rank times):
+Cases are matched across runs by their identity (``case_key``: the fields the case
+declares in its record's ``identity``, e.g. experiment, op, variant, backend, device,
+dtype, world_size, size_bytes, in_place, redop, root, src/dst, ...).
 
-- ratio r = median(x) / median(b)  (> 1: the new run is slower);
-- a 95% percentile-bootstrap confidence interval of r (resampling b and x
-  independently, fixed seed so reports are reproducible; Efron & Tibshirani,
-  An Introduction to the Bootstrap, 1993, ch. 13);
-- a two-sided Mann–Whitney U p-value (normal approximation with tie correction;
-  Conover 1999 §5.1), Holm-adjusted over all cases of the comparison.
+Each side is one run or several runs of the same commit (``make bench-cpu REPEAT=k``:
+run ids ``<id>-r1`` .. ``<id>-rk``). Every run of a case is reduced to its median
+(``samples_us``: the per-iteration cross-rank times); the statistics work on these
+run-level medians, because iterations of one run are not replicates of a run: the
+machine's state between runs (other load, frequency, placement) varies more than
+iterations within one run do. For each matched case, with k_b base and k_n new runs:
 
-Verdict per case: *slower* when the CI lies above 1 + tolerance, *faster* when it
+- ratio r = median of the new run medians / median of the base run medians (> 1:
+  the new side is slower); with one run per side, the ratio of the two medians;
+- in log space, var(log r) = within + between: *within* is the bootstrap variance of
+  log r from resampling every run's samples (fixed seed, so reports are reproducible;
+  Efron & Tibshirani, An Introduction to the Bootstrap, 1993, ch. 13); *between* is
+  σ²·(1/k_b + 1/k_n), σ the between-run sd of one run's log median, pooled over cases:
+  - with two or more runs on a side, from each case's run medians about their side's mean;
+  - **with one run per side** (the comparison says so) σ cannot be seen case by case. The
+    interval is then widened by the spread of the comparison's own log ratios:
+    σ = rms(log r_i − median_i log r_i) / √2 over the cases i (each log ratio is the
+    difference of two runs' log medians), which assumes that most cases did not change.
+    A change common to every case, or a machine uniformly slower during one of the two
+    runs, is not in σ; it shows in the overall verdict, and only several runs per side
+    (ideally interleaved A/B/A/B) can tell the two apart;
+- the case's interval is log r ± z·sqrt(within + between) with z for the confidence
+  level *simultaneously over the m cases* (Bonferroni, z at 1 − (1−confidence)/(2m)),
+  so that two runs of one commit give "same" for every case with probability ≥ the level;
+- a two-sided p-value of log r = 0 from the same variance, Holm-adjusted over the cases.
+
+Verdict per case: *slower* when the interval lies above 1 + tolerance, *faster* when it
 lies below 1 − tolerance, else *same*. The tolerance (default 5%) is the practical
-margin below which a change does not matter. Overall: the geometric mean of the
-case ratios, with a bootstrap CI from resampling every case at once, judged the
-same way; it is what catches a small slowdown spread over many noisy cases.
+margin below which a change does not matter. Overall: the median of the case ratios,
+with a percentile interval (plain confidence level) from a bootstrap that resamples the
+cases together with each case's within-run bootstrap, so the spread between cases (their
+run-to-run variation) is in it; it is what catches a small slowdown spread over many noisy
+cases. A median, not the geometric mean: on a shared machine a run has a few cases that a
+burst of other load slowed 10x, and they drag a mean across the tolerance (two runs of one
+commit: geometric mean 0.76, median 0.90). A shift common to all cases is not in the interval.
 
 Gate (exit status of ``python -m suite.report compare``): 1 if the overall verdict
 is *slower*, or any case is *slower* with a Holm-adjusted p below alpha (so noisy
@@ -26,11 +47,15 @@ suites with many cases do not fail by chance); else 0. 2 on unreadable input.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from suite import metrics
 
 # Fields that are measurements (or bookkeeping), not part of what a case *is*.
 MEASUREMENT_FIELDS = frozenset({
@@ -40,12 +65,13 @@ MEASUREMENT_FIELDS = frozenset({
 })
 # Suffixes of measured quantities that experiments add (ddp: samples_per_s, overlap_pct, ...).
 _MEASURED_SUFFIXES = ("_us", "_ms", "_s", "_gbps", "_pct", "_per_s", "_frac", "_fraction", "_ratio", "memory_bytes",
-                      "_peak_bytes")
+                      "_mem_bytes", "_peak_bytes")
 
 DEFAULT_TOLERANCE = 0.05
 DEFAULT_ALPHA = 0.05
 DEFAULT_CONFIDENCE = 0.95
 N_BOOT = 2000
+_NORMAL = statistics.NormalDist()
 
 
 COMMON_IDENTITY = ("experiment", "op", "backend", "device", "world_size", "timing_mode", "dtype", "size_bytes")
@@ -99,10 +125,13 @@ class CaseComparison:
     ci_low: float
     ci_high: float
     p_value: float
-    """Two-sided Mann–Whitney U p-value (unadjusted)."""
+    """Two-sided p-value of log ratio = 0 (normal, with the within- and between-run variance; unadjusted)."""
     p_adjusted: float = math.nan
     """Holm-adjusted p-value over the comparison's cases."""
     verdict: str = "same"
+    base_runs: int = 1
+    """How many runs of the base side have this case."""
+    new_runs: int = 1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,13 +139,21 @@ class Comparison:
     base_name: str
     new_name: str
     cases: list[CaseComparison]
-    geomean_ratio: float
-    geomean_ci: tuple[float, float]
+    overall_ratio: float
+    """The median over cases of the case ratios."""
+    overall_ci: tuple[float, float]
     overall: str
     only_base: list[tuple] = field(default_factory=list)
     only_new: list[tuple] = field(default_factory=list)
     tolerance: float = DEFAULT_TOLERANCE
     alpha: float = DEFAULT_ALPHA
+    confidence: float = DEFAULT_CONFIDENCE
+    base_runs: int = 1
+    new_runs: int = 1
+    between_run_sd: float = 0.0
+    """Between-run sd of one run's log median, pooled over cases (see ``_between_run_sd``)."""
+    between_run_note: str = ""
+    """How ``between_run_sd`` was obtained (several runs per side, or the one-run-each rule)."""
 
     @property
     def regressions(self) -> list[CaseComparison]:
@@ -141,37 +178,6 @@ def _boot_medians(rng: np.random.Generator, x: np.ndarray, n_boot: int) -> np.nd
     return np.median(x[idx], axis=1)
 
 
-def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
-    """Two-sided Mann–Whitney U p-value, normal approximation with tie correction."""
-    a, b = np.asarray(a, float), np.asarray(b, float)
-    n1, n2 = len(a), len(b)
-    if n1 == 0 or n2 == 0:
-        return math.nan
-    allv = np.concatenate([a, b])
-    order = np.argsort(allv, kind="mergesort")
-    ranks = np.empty(len(allv))
-    sorted_v = allv[order]
-    i = 0
-    ties = 0.0
-    while i < len(sorted_v):  # average ranks over ties
-        j = i
-        while j + 1 < len(sorted_v) and sorted_v[j + 1] == sorted_v[i]:
-            j += 1
-        ranks[order[i:j + 1]] = (i + j) / 2.0 + 1.0
-        t = j - i + 1
-        ties += t ** 3 - t
-        i = j + 1
-    u = ranks[:n1].sum() - n1 * (n1 + 1) / 2.0
-    mu = n1 * n2 / 2.0
-    n = n1 + n2
-    var = n1 * n2 / 12.0 * ((n + 1) - ties / (n * (n - 1))) if n > 1 else 0.0
-    if var <= 0:
-        return 1.0
-    z = (abs(u - mu) - 0.5) / math.sqrt(var)  # continuity correction
-    z = max(z, 0.0)
-    return float(math.erfc(z / math.sqrt(2.0)))
-
-
 def holm(pvalues: Sequence[float]) -> list[float]:
     """Holm–Bonferroni adjusted p-values (Holm 1979), same order as given."""
     m = len(pvalues)
@@ -194,48 +200,112 @@ def _samples(rec: dict) -> np.ndarray:
     return np.asarray([rec["time_us"]], dtype=float)  # a record without samples: its median only
 
 
-def compare_records(base: list[dict], new: list[dict], *, base_name: str = "base", new_name: str = "new",
-                    tolerance: float = DEFAULT_TOLERANCE, alpha: float = DEFAULT_ALPHA,
-                    confidence: float = DEFAULT_CONFIDENCE, n_boot: int = N_BOOT, seed: int = 0) -> Comparison:
-    """Compare two runs' records (see the module docstring for the statistics)."""
-    bmap = {case_key(r): r for r in base}
-    nmap = {case_key(r): r for r in new}
+def _boot_log_median_of_runs(rng: np.random.Generator, runs: list[np.ndarray], n_boot: int) -> np.ndarray:
+    """Bootstrap of log(median over runs of each run's median), resampling samples within each run:
+    the within-run part of the uncertainty (the between-run part is added by ``compare_runs``)."""
+    per_run = np.stack([_boot_medians(rng, x, n_boot) for x in runs], axis=1)  # n_boot x k
+    return np.log(np.maximum(np.median(per_run, axis=1), 1e-300))
+
+
+def _between_run_sd(base_logs: list[np.ndarray], new_logs: list[np.ndarray], diffs: np.ndarray) -> tuple[float, str]:
+    """The between-run sd of one run's log median, pooled over cases, and how it was obtained.
+
+    With two or more runs on a side, from the spread of each case's run medians about their side's
+    mean, pooled over cases and sides (one variance, many degrees of freedom). With one run on each
+    side it cannot be seen case by case; then from the comparison itself: the spread of the cases'
+    log ratios about their median, / sqrt(2) (each log ratio is the difference of two runs' log
+    medians). That assumes most cases did not change; a change common to every case (or a machine
+    that was uniformly slower during one run) is not in it (see the module docstring)."""
+    ss, df = 0.0, 0
+    for logs in (*base_logs, *new_logs):
+        if len(logs) > 1:
+            ss += float(np.sum((logs - logs.mean()) ** 2))
+            df += len(logs) - 1
+    if df > 0:
+        return math.sqrt(ss / df), f"between-run sd from the runs' medians ({df} degrees of freedom)"
+    if len(diffs) < 2:
+        return 0.0, "one run per side and a single case: between-run variation unknown, not included"
+    dev = diffs - np.median(diffs)
+    return float(np.sqrt(np.mean(dev ** 2)) / math.sqrt(2.0)), \
+        "one run per side: between-run sd estimated from the spread of the cases' ratios"
+
+
+def _runs_of(runs: Sequence[Sequence[dict]]) -> dict:
+    """case key -> the case's record in each run that has it (runs in order)."""
+    out: dict = {}
+    for recs in runs:
+        for r in recs:
+            out.setdefault(case_key(r), []).append(r)
+    return out
+
+
+def compare_records(base: list[dict], new: list[dict], **kw) -> "Comparison":
+    """Compare one run's records with another's (``compare_runs`` with one run per side)."""
+    return compare_runs([base], [new], **kw)
+
+
+def compare_runs(base_runs: Sequence[Sequence[dict]], new_runs: Sequence[Sequence[dict]], *, base_name: str = "base",
+                 new_name: str = "new", tolerance: float = DEFAULT_TOLERANCE, alpha: float = DEFAULT_ALPHA,
+                 confidence: float = DEFAULT_CONFIDENCE, n_boot: int = N_BOOT, seed: int = 0) -> "Comparison":
+    """Compare the runs of two sides (each a list of runs' records); see the module docstring."""
+    bmap, nmap = _runs_of(base_runs), _runs_of(new_runs)
     keys = [k for k in bmap if k in nmap]
     rng = np.random.default_rng(seed)
-    lo_q, hi_q = 100 * (1 - confidence) / 2, 100 * (1 + confidence) / 2
-    rows = []
-    log_boot = []
+    pts = []
     for k in keys:
-        b, x = _samples(bmap[k]), _samples(nmap[k])
-        mb, mx = float(np.median(b)), float(np.median(x))
-        if mb <= 0 or mx <= 0:
+        b = [_samples(r) for r in bmap[k]]
+        x = [_samples(r) for r in nmap[k]]
+        mb = np.asarray([np.median(v) for v in b])
+        mx = np.asarray([np.median(v) for v in x])
+        if (mb <= 0).any() or (mx <= 0).any():
             continue
-        boot = _boot_medians(rng, x, n_boot) / np.maximum(_boot_medians(rng, b, n_boot), 1e-300)
-        lo, hi = np.percentile(boot, [lo_q, hi_q])
-        log_boot.append(np.log(np.maximum(boot, 1e-300)))
-        rows.append(CaseComparison(key=k, base_median_us=mb, new_median_us=mx, ratio=mx / mb, ci_low=float(lo),
-                                   ci_high=float(hi), p_value=mann_whitney_p(b, x)))
+        boot = _boot_log_median_of_runs(rng, x, n_boot) - _boot_log_median_of_runs(rng, b, n_boot)
+        pts.append((k, float(np.median(mb)), float(np.median(mx)), np.log(mb), np.log(mx), boot))
+    d = np.asarray([math.log(p[2] / p[1]) for p in pts])
+    sd_b, between_note = _between_run_sd([p[3] for p in pts], [p[4] for p in pts], d)
+    m = len(pts)
+    kb, kn = len(base_runs), len(new_runs)
+    # per-case intervals hold for all m cases together (Bonferroni), so that two runs of one commit
+    # give "same" for every case with probability >= the confidence level
+    z_case = metrics.z_two_sided(1 - (1 - confidence) / max(m, 1))
+    rows, log_boot = [], []
+    for (k, mb, mx, lb, lx, boot), di in zip(pts, d):
+        se = math.sqrt(float(np.var(boot)) + sd_b ** 2 * (1.0 / len(lb) + 1.0 / len(lx)))  # this case's runs
+        p = float(2 * (1 - _NORMAL.cdf(abs(di) / se))) if se > 0 else (1.0 if di == 0 else 0.0)
+        rows.append(CaseComparison(key=k, base_median_us=mb, new_median_us=mx, ratio=mx / mb,
+                                   ci_low=math.exp(di - z_case * se), ci_high=math.exp(di + z_case * se),
+                                   p_value=p, base_runs=len(bmap[k]), new_runs=len(nmap[k])))
+        log_boot.append(boot)
     adj = holm([r.p_value for r in rows])
-    cases = [CaseComparison(**{**r.__dict__, "p_adjusted": a, "verdict": verdict(r.ci_low, r.ci_high, tolerance)})
+    cases = [dataclasses.replace(r, p_adjusted=a, verdict=verdict(r.ci_low, r.ci_high, tolerance))
              for r, a in zip(rows, adj)]
     if cases:
-        gm = math.exp(float(np.mean([math.log(c.ratio) for c in cases])))
-        gboot = np.exp(np.mean(np.stack(log_boot), axis=0))
-        glo, ghi = (float(v) for v in np.percentile(gboot, [lo_q, hi_q]))
+        # overall: the median case ratio, with a bootstrap that resamples the cases (and, per case,
+        # its within-run bootstrap): the spread between cases carries their run-to-run variation,
+        # and a median is not dragged by the few cases a busy machine slowed by 10x in one run
+        boot_cases = np.stack(log_boot)  # m x n_boot
+        pick = rng.integers(0, m, size=(n_boot, m))
+        gboot = np.median(boot_cases[pick, np.arange(n_boot)[:, None]], axis=1)
+        glo, ghi = (math.exp(float(v)) for v in np.percentile(gboot, [50 * (1 - confidence), 50 * (1 + confidence)]))
+        gm = math.exp(float(np.median(d)))
         overall = verdict(glo, ghi, tolerance)
     else:
         gm, glo, ghi, overall = math.nan, math.nan, math.nan, "no common cases"
-    return Comparison(base_name=base_name, new_name=new_name, cases=cases, geomean_ratio=gm, geomean_ci=(glo, ghi),
+    return Comparison(base_name=base_name, new_name=new_name, cases=cases, overall_ratio=gm, overall_ci=(glo, ghi),
                       overall=overall, only_base=[k for k in bmap if k not in nmap],
-                      only_new=[k for k in nmap if k not in bmap], tolerance=tolerance, alpha=alpha)
+                      only_new=[k for k in nmap if k not in bmap], tolerance=tolerance, alpha=alpha,
+                      base_runs=kb, new_runs=kn, between_run_sd=sd_b, between_run_note=between_note,
+                      confidence=confidence)
 
 
 def format_comparison(c: Comparison, *, show: str = "all") -> str:
     """Text table of a comparison; ``show='changed'`` lists only cases not judged same."""
     names = {r.key: describe_key(r.key) for r in c.cases}
     w = min(90, max([len(n) for n in names.values()] + [4]))
-    lines = [f"# compare: base={c.base_name}  new={c.new_name}  (ratio = new/base median time; >1 slower; "
-             f"95% bootstrap CI; tolerance ±{c.tolerance:.0%}; Mann-Whitney p Holm-adjusted)",
+    lines = [f"# compare: base={c.base_name} ({c.base_runs} run(s))  new={c.new_name} ({c.new_runs} run(s))  "
+             f"(ratio = new/base median of run medians; >1 slower; CI {c.confidence:.0%} simultaneous over the cases; "
+             f"tolerance ±{c.tolerance:.0%}; p Holm-adjusted)",
+             f"# between-run variation: sd {c.between_run_sd:.3g} of a run's log median; {c.between_run_note}",
              f"#{'case':<{w}} {'base(us)':>10} {'new(us)':>10} {'ratio':>7} {'CI low':>7} {'CI high':>7}"
              f" {'p_adj':>7}  verdict"]
     for r in c.cases:
@@ -249,7 +319,7 @@ def format_comparison(c: Comparison, *, show: str = "all") -> str:
                  f" {len(c.regressions)} significant regression(s) (*)")
     if c.only_base or c.only_new:
         lines.append(f"# unmatched: {len(c.only_base)} only in base, {len(c.only_new)} only in new")
-    lines.append(f"# overall (geometric mean ratio): {c.geomean_ratio:.3f}  CI [{c.geomean_ci[0]:.3f}, "
-                 f"{c.geomean_ci[1]:.3f}]  -> {c.overall}")
+    lines.append(f"# overall (median case ratio): {c.overall_ratio:.3f}  CI [{c.overall_ci[0]:.3f}, "
+                 f"{c.overall_ci[1]:.3f}]  -> {c.overall}")
     lines.append(f"# gate: {'FAIL (regression)' if c.failed else 'PASS'}")
     return "\n".join(lines) + "\n"

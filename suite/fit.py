@@ -28,10 +28,27 @@ ring, with the same step count and volume; "ring model" below covers them too.)
 The bandwidth coefficient is exactly nccl-tests' busbw factor
 (suite.metrics), so β of the *link* implied by an op's fit equals the op's
 asymptotic busbw. The α coefficient is the op table's ``ring_latency_steps`` (suite.metrics).
+
+``fit_model`` is what the reports use. It adds, to the one-line fit:
+
+- **parameter uncertainty**: 95% percentile intervals of α and β from a bootstrap over the
+  sizes (the (size, time) points resampled with replacement and refitted, ``N_BOOT`` times,
+  fixed seed; resamples with fewer than two distinct sizes are skipped). With few sizes (a
+  piece of 3-4) the bootstrap knows little and its interval is optimistic;
+- **a knee**: libraries switch protocol with size (Gloo and NCCL: eager to rendezvous, another
+  algorithm), and one α/β across the switch fits neither side. Every split between two sizes
+  with at least ``MIN_PIECE_POINTS`` sizes on each side is fitted as two independent lines; the
+  split with the smallest total weighted squared error is kept only if it is at most
+  ``KNEE_MARGIN`` (a fifth) of the one-line fit's and the one line misses by more than
+  ``KNEE_FLOOR_RMS`` (3%) rms relative error (below that one line is as good as the
+  measurement);
+- **where the model does not hold**: a fit (or a piece) with R² below ``MIN_R2`` says "model does
+  not fit" instead of printing α and β as if they meant something.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -53,11 +70,33 @@ class AlphaBeta:
     """Coefficient of determination of log(time) under the model (1 = perfect)."""
     n_points: int
     """How many (size, time) points were fitted."""
+    alpha_ci_us: tuple[float, float] | None = None
+    """95% bootstrap interval of α over the sizes (``fit_model``); None if not computed."""
+    beta_ci_gbps: tuple[float, float] | None = None
+    """95% bootstrap interval of β over the sizes; the upper end is inf when some resample has no bandwidth term."""
+
+    @property
+    def holds(self) -> bool:
+        """Whether the model describes the points at all (R² >= MIN_R2)."""
+        return self.r2 >= MIN_R2
 
     def time_us(self, size_bytes):
         """Model time in µs for a size (scalar or array) in bytes."""
         s = np.asarray(size_bytes, dtype=float)
         return self.alpha_us + (np.zeros_like(s) if math.isinf(self.beta_gbps) else s / (self.beta_gbps * 1e3))
+
+
+MIN_R2 = 0.8
+"""Below this R² (of log time) the α–β model does not describe the series: no α, β printed."""
+MIN_PIECE_POINTS = 3
+"""Distinct sizes each piece of a piecewise fit needs (two would fit exactly: no evidence)."""
+KNEE_MARGIN = 0.2
+"""A knee is accepted when two pieces cut the one line's weighted squared error to a fifth or less
+(with 10 sizes and 5-10% noise on one straight line a split search passes 0.5 in ~40% of cases, 0.2 in
+~2%; a real 8x bandwidth / 20x latency switch is found at 5-10% noise in >95%) ..."""
+KNEE_FLOOR_RMS = 0.03
+"""... and the one line misses the points by more than this rms relative error."""
+N_BOOT = 400
 
 
 def fit_alpha_beta(size_bytes: Sequence[float], time_us: Sequence[float]) -> AlphaBeta | None:
@@ -93,6 +132,135 @@ def fit_alpha_beta(size_bytes: Sequence[float], time_us: Sequence[float]) -> Alp
     r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else (1.0 if ss_res == 0 else 0.0)
     beta = math.inf if k == 0 else 1.0 / (k * 1e3)  # k µs/B -> B/µs = 1/k -> GB/s = 1/(k·1e3)
     return AlphaBeta(alpha_us=float(alpha), beta_gbps=float(beta), r2=float(r2), n_points=int(len(s)))
+
+
+def _points(size_bytes, time_us) -> tuple[np.ndarray, np.ndarray]:
+    s = np.asarray(size_bytes, dtype=float)
+    t = np.asarray(time_us, dtype=float)
+    ok = np.isfinite(s) & np.isfinite(t) & (t > 0) & (s >= 0)
+    order = np.argsort(s[ok], kind="stable")
+    return s[ok][order], t[ok][order]
+
+
+def _wsse(f: AlphaBeta, s: np.ndarray, t: np.ndarray) -> float:
+    """The fit's own objective: the sum of squared relative errors."""
+    return float(np.sum(((t - f.time_us(s)) / t) ** 2))
+
+
+def bootstrap_intervals(size_bytes, time_us, *, n_boot: int = N_BOOT, seed: int = 0, confidence: float = 0.95
+                        ) -> tuple[tuple[float, float], tuple[float, float]] | None:
+    """Percentile intervals (α in µs, β in GB/s) from refitting resampled points; None if too few."""
+    s, t = _points(size_bytes, time_us)
+    if len(np.unique(s)) < 2:
+        return None
+    rng = np.random.default_rng(seed)
+    alphas, ks = [], []
+    for idx in rng.integers(0, len(s), size=(n_boot, len(s))):
+        f = fit_alpha_beta(s[idx], t[idx])
+        if f is not None:
+            alphas.append(f.alpha_us)
+            ks.append(0.0 if math.isinf(f.beta_gbps) else 1.0 / f.beta_gbps)  # 1/β: finite where β is not
+    if len(alphas) < n_boot // 2:
+        return None
+    q = [50 * (1 - confidence), 50 * (1 + confidence)]
+    a_lo, a_hi = (float(v) for v in np.percentile(alphas, q))
+    k_lo, k_hi = (float(v) for v in np.percentile(ks, q))
+    return (a_lo, a_hi), (1.0 / k_hi if k_hi > 0 else math.inf, 1.0 / k_lo if k_lo > 0 else math.inf)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Piecewise:
+    """Two α–β lines, one below the knee and one from it on."""
+
+    below: AlphaBeta
+    above: AlphaBeta
+    knee_bytes: float
+    """Smallest size of the upper piece."""
+    improvement: float
+    """1 − (the pieces' total weighted squared error) / (the one line's)."""
+
+    def time_us(self, size_bytes):
+        s = np.asarray(size_bytes, dtype=float)
+        return np.where(s < self.knee_bytes, self.below.time_us(s), self.above.time_us(s))
+
+
+def find_knee(size_bytes, time_us) -> Piecewise | None:
+    """The best split into two α–β lines, if it passes the margins of the module docstring; else None."""
+    s, t = _points(size_bytes, time_us)
+    sizes = np.unique(s)
+    single = fit_alpha_beta(s, t)
+    if single is None or len(sizes) < 2 * MIN_PIECE_POINTS:
+        return None
+    err1 = _wsse(single, s, t)
+    if math.sqrt(err1 / len(s)) <= KNEE_FLOOR_RMS:
+        return None
+    best = None
+    for knee in sizes[MIN_PIECE_POINTS:len(sizes) - MIN_PIECE_POINTS + 1]:
+        lo, hi = s < knee, s >= knee
+        fl, fh = fit_alpha_beta(s[lo], t[lo]), fit_alpha_beta(s[hi], t[hi])
+        err = _wsse(fl, s[lo], t[lo]) + _wsse(fh, s[hi], t[hi])
+        if best is None or err < best[0]:
+            best = (err, knee, fl, fh)
+    err, knee, fl, fh = best
+    if err > KNEE_MARGIN * err1:
+        return None
+    return Piecewise(below=fl, above=fh, knee_bytes=float(knee), improvement=1.0 - err / err1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Model:
+    """What the reports show of a series: the one-line fit, and the two pieces when there is a knee;
+    every line with its bootstrap intervals. Reads like an AlphaBeta (α of the small sizes, β of
+    the large ones, the model's time), so plots and the ring model take either."""
+
+    single: AlphaBeta
+    piecewise: Piecewise | None = None
+
+    @property
+    def pieces(self) -> list[AlphaBeta]:
+        return [self.single] if self.piecewise is None else [self.piecewise.below, self.piecewise.above]
+
+    @property
+    def alpha_us(self) -> float:
+        return self.pieces[0].alpha_us
+
+    @property
+    def beta_gbps(self) -> float:
+        return self.pieces[-1].beta_gbps
+
+    @property
+    def r2(self) -> float:
+        return min(p.r2 for p in self.pieces)
+
+    @property
+    def n_points(self) -> int:
+        return self.single.n_points
+
+    @property
+    def holds(self) -> bool:
+        return all(p.holds for p in self.pieces)
+
+    def time_us(self, size_bytes):
+        return (self.single if self.piecewise is None else self.piecewise).time_us(size_bytes)
+
+
+def fit_model(size_bytes, time_us, *, n_boot: int = N_BOOT, seed: int = 0) -> Model | None:
+    """The one-line fit with its intervals, and the piecewise fit where a knee is found."""
+    s, t = _points(size_bytes, time_us)
+    single = fit_alpha_beta(s, t)
+    if single is None:
+        return None
+
+    def with_ci(f: AlphaBeta, mask) -> AlphaBeta:
+        ci = bootstrap_intervals(s[mask], t[mask], n_boot=n_boot, seed=seed)
+        return f if ci is None else dataclasses.replace(f, alpha_ci_us=ci[0], beta_ci_gbps=ci[1])
+
+    every = np.ones(len(s), dtype=bool)
+    pw = find_knee(s, t)
+    if pw is not None:
+        pw = dataclasses.replace(pw, below=with_ci(pw.below, s < pw.knee_bytes),
+                                 above=with_ci(pw.above, s >= pw.knee_bytes))
+    return Model(single=with_ci(single, every), piecewise=pw)
 
 
 @dataclass(frozen=True, kw_only=True)

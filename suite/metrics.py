@@ -20,9 +20,12 @@ that compares with a link's nominal speed:
 
 from __future__ import annotations
 
+import functools
 import math
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 GB = 1e9
 
@@ -108,23 +111,54 @@ def latency_stats_us(samples_s: Sequence[float]) -> dict[str, float]:
     }
 
 
-def median_ci(samples: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
-    """Distribution-free confidence interval of the median.
+def median_ci_ranks(n: int, confidence: float = 0.95) -> tuple[int, int]:
+    """1-based ranks (k, n+1-k) of the order statistics that bound the median's confidence interval.
 
-    Uses the order statistics x_(j), x_(k) with j, k = n/2 -/+ z*sqrt(n)/2
-    (normal approximation to the binomial; Conover, Practical Nonparametric
-    Statistics, 3rd ed., §3.2). Needs at least 6 samples to be meaningful; with
-    fewer it returns the full range.
+    The number of samples below the population median is Binomial(n, 1/2) whatever the
+    distribution (continuous), so [x_(k), x_(n+1-k)] covers the median with probability
+    1 - 2·P(B <= k-1), B ~ Binomial(n, 1/2), exactly (Conover, Practical Nonparametric
+    Statistics, 3rd ed., §3.2; Hollander & Wolfe §3.6). k is the largest rank whose coverage
+    is still >= ``confidence``, computed in exact integer arithmetic, so the interval is the
+    shortest symmetric one with coverage >= the nominal level for every n. When even the full
+    range falls short (2/2^n > 1 - confidence: n <= 5 at 95%) it is the full range (k = 1),
+    and ``median_ci_coverage`` says how much it covers.
     """
+    return _median_ci_ranks(int(n), str(confidence))
+
+
+@functools.lru_cache(maxsize=4096)
+def _median_ci_ranks(n: int, confidence: str) -> tuple[int, int]:
+    if n < 1:
+        raise ValueError(f"need at least one sample, got n={n}")
+    alpha = 1 - Fraction(confidence)  # the decimal as written: 0.95 is 19/20, not its binary neighbour
+    if not 0 < alpha < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    limit = alpha.numerator << n  # 2·tail/2^n <= alpha  <=>  2·tail·den <= num·2^n (integers, no rounding)
+    k, tail, comb = 1, 1, 1  # tail = sum of C(n, i) for i <= k-1 (what rank k leaves out below); comb = C(n, k-1)
+    while 2 * (k + 1) <= n + 1:  # rank k+1 still at or below its mirror rank n-k
+        comb = comb * (n - k + 1) // k  # C(n, k)
+        if 2 * (tail + comb) * alpha.denominator > limit:
+            break
+        tail, k = tail + comb, k + 1
+    return k, n + 1 - k
+
+
+def median_ci_coverage(n: int, confidence: float = 0.95) -> float:
+    """Exact coverage of ``median_ci`` at n samples: 1 - 2·P(Binomial(n, 1/2) <= k-1)."""
+    k, _ = median_ci_ranks(n, confidence)
+    return float(1 - Fraction(2 * sum(math.comb(n, i) for i in range(k)), 1 << n))
+
+
+def median_ci(samples: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+    """Distribution-free confidence interval of the median: the order statistics
+    x_(k), x_(n+1-k) chosen from the exact binomial distribution (``median_ci_ranks``), so its
+    coverage is >= ``confidence`` for every n >= 6 at 95% (with fewer samples: the full range,
+    whose coverage ``median_ci_coverage`` gives)."""
     if not samples:
         raise ValueError("median_ci of no samples")
     xs = sorted(samples)
-    n = len(xs)
-    z = _z_two_sided(confidence)
-    half = z * math.sqrt(n) / 2.0
-    j = max(0, math.floor(n / 2.0 - half))
-    k = min(n - 1, math.ceil(n / 2.0 + half) - 1)
-    return xs[j], xs[k]
+    k, k_hi = median_ci_ranks(len(xs), confidence)
+    return xs[k - 1], xs[k_hi - 1]
 
 
 def median_ci_halfwidth_pct(samples: Sequence[float], confidence: float = 0.95) -> float:
@@ -136,19 +170,24 @@ def median_ci_halfwidth_pct(samples: Sequence[float], confidence: float = 0.95) 
     return 100.0 * (hi - lo) / 2.0 / med
 
 
-def _z_two_sided(confidence: float) -> float:
+def sequential_confidence(look: int, confidence: float = 0.95) -> float:
+    """The level of look ``look`` (1, 2, ...) of a CI re-tested after every batch (optional stopping).
+
+    Look j spends (1 - confidence)·6/(π²j²) of the miss probability; the spends sum to
+    1 - confidence over all looks (Σ 1/j² = π²/6), so by the union bound the intervals of all
+    looks cover together, and the one at which sampling stops covers with >= ``confidence``
+    whatever the stopping rule (a Bonferroni confidence sequence; cf. Howard et al., "Time-uniform,
+    nonparametric, nonasymptotic confidence sequences", Ann. Statist. 2021, for tighter ones)."""
+    if look < 1:
+        raise ValueError(f"look must be >= 1, got {look}")
+    return 1.0 - (1.0 - confidence) * 6.0 / (math.pi ** 2 * look ** 2)
+
+
+def z_two_sided(confidence: float) -> float:
+    """The standard normal quantile z with P(|Z| <= z) = confidence (1.96 at 95%)."""
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    # Inverse normal CDF by bisection on erf: no scipy needed for one number.
-    target = 1 - (1 - confidence) / 2
-    lo, hi = 0.0, 10.0
-    for _ in range(80):
-        mid = (lo + hi) / 2
-        if 0.5 * (1 + math.erf(mid / math.sqrt(2))) < target:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
+    return statistics.NormalDist().inv_cdf((1 + confidence) / 2)
 
 
 def parse_size(text: str) -> int:

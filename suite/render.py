@@ -165,7 +165,7 @@ def write_comparison(c, out_dir: str | os.PathLike, stem: str = "compare") -> Pa
         name = f"{d.get('experiment')}: {group_key(d) if 'op' in d else '?'} ({d.get('backend')}, " \
                f"{d.get('device')}, {d.get('world_size')} ranks)"
         groups.setdefault(name, []).append((int(d.get("size_bytes") or 0), r.ratio, r.ci_low, r.ci_high, r.verdict))
-    png = plots.ratio_grid(f"{c.new_name} vs {c.base_name}: {c.overall} (geometric mean {c.geomean_ratio:.3f})",
+    png = plots.ratio_grid(f"{c.new_name} vs {c.base_name}: {c.overall} (median case ratio {c.overall_ratio:.3f})",
                            list(groups.items()), c.tolerance)
     (out / f"{stem}.png").write_bytes(png)
     e = html.escape

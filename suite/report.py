@@ -7,6 +7,8 @@ a run); never measures.
     python -m suite.report html RUN [--out D]   D/index.html (self-contained), D/report.md, D/*.png, D/results.csv
     python -m suite.report csv RUN [--out F]    one row per record
     python -m suite.report compare BASE NEW...  per-case ratios with CIs; exit 1 on a regression (suite.compare)
+                                                (a side: a run, runs joined by commas, or results/<id> for
+                                                the repeats <id>-r1..rk of make bench-cpu REPEAT=k)
 
 What the report keys on (so new experiments appear without code changes): records are
 grouped by ``experiment``, then by ``table`` (else ``variant``, else ``op``), then by
@@ -20,6 +22,7 @@ latency-vs-size plots with α–β fits (suite.fit); any other gets bar charts o
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -68,19 +71,34 @@ def _cmd_csv(args) -> int:
     return 0
 
 
-def _cmd_compare(args) -> int:
-    from suite.compare import compare_records, format_comparison
+def run_set(arg: str) -> list[str]:
+    """The runs one side of a comparison names: comma-separated runs, and a run id ``<dir>/<id>``
+    that is not itself a run stands for its repeats ``<id>-r1`` .. ``<id>-rk`` (make bench-cpu REPEAT=k)."""
+    out = []
+    for p in (x for x in arg.split(",") if x):
+        reps = [] if Path(p).exists() else [q for q in Path(p).parent.glob(Path(p).name + "-r*")
+                                             if re.fullmatch(r"r\d+", q.name[len(Path(p).name) + 1:])]
+        out += [str(q) for q in sorted(reps, key=lambda q: int(q.name.rsplit("-r", 1)[1]))] or [p]
+    return out
 
-    base = _load(args.base)
+
+def _load_side(arg: str) -> list[list[dict]] | None:
+    runs = [_load(p) for p in run_set(arg)]
+    return None if any(r is None for r in runs) else [results.records(r) for r in runs]
+
+
+def _cmd_compare(args) -> int:
+    from suite.compare import compare_runs, format_comparison
+
+    base = _load_side(args.base)
     if base is None:
         return 2
     failed = False
     for new_path in args.new:
-        new = _load(new_path)
+        new = _load_side(new_path)
         if new is None:
             return 2
-        c = compare_records(results.records(base), results.records(new), base_name=args.base, new_name=new_path,
-                            tolerance=args.tolerance, alpha=args.alpha)
+        c = compare_runs(base, new, base_name=args.base, new_name=new_path, tolerance=args.tolerance, alpha=args.alpha)
         if not c.cases:
             print(f"error: {args.base} and {new_path} have no case in common", file=sys.stderr)
             return 2
@@ -115,8 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=None, help="file (default: stdout)")
     p.set_defaults(fn=_cmd_csv)
     p = sub.add_parser("compare", help="compare runs case by case; exit 1 on a regression")
-    p.add_argument("base")
-    p.add_argument("new", nargs="+")
+    p.add_argument("base", help="a run, comma-separated runs, or results/<id> for its repeats <id>-r1..rk")
+    p.add_argument("new", nargs="+", help="one side per argument, each compared with base (same forms)")
     p.add_argument("--tolerance", type=float, default=0.05, help="practical margin, fraction (default 0.05)")
     p.add_argument("--alpha", type=float, default=0.05, help="family-wise significance level (default 0.05)")
     p.add_argument("--show", choices=("all", "changed"), default="all", help="which cases to list")

@@ -292,7 +292,8 @@ def _broadcast_flag(ctx: DistContext, flag: bool) -> bool:
 
 def measure(ctx: DistContext, cfg: BenchConfig, op: OpFn | Sequence[OpFn], *, mode: str | None = None,
             iters: int | None = None, warmup_iters: int | None = None,
-            before_sample: Callable[[], None] | None = None, keep_rank_samples: bool = False) -> Measurement:
+            before_sample: Callable[[], None] | None = None, keep_rank_samples: bool = False,
+            started_at: float | None = None) -> Measurement:
     """Warm up, time, and reduce across ranks. The only timing loop of the suite.
 
     ``op`` is one OpFn, or one per in-flight op (pipelined mode issues
@@ -300,7 +301,16 @@ def measure(ctx: DistContext, cfg: BenchConfig, op: OpFn | Sequence[OpFn], *, mo
     override the run's config for cases that need a fixed mode (e.g. a
     barrier-per-step comparison). ``before_sample`` runs before each timed
     sample, outside the timed interval.
+
+    Precision mode (``cfg.precision_pct`` > 0) adds rounds of ``iters`` samples until the
+    median's CI is within ±precision_pct % or ``cfg.max_time_s`` has passed since
+    ``started_at`` (``time.monotonic()``; default: the call, so warm-up counts): one round
+    always runs, so a case whose first round alone exceeds the cap stops after it. The
+    width is re-tested after every round (optional stopping), so the CI of look j is taken
+    at the level ``metrics.sequential_confidence(j)``, whose misses sum to at most 5% over
+    all looks: the interval at which it stops covers the median with >= 95%.
     """
+    start = time.monotonic() if started_at is None else started_at  # precision mode's cap covers the whole case
     ops = list(op) if isinstance(op, (list, tuple)) else [op]
     mode = mode or cfg.timing_mode
     n = cfg.iters if iters is None else iters
@@ -328,13 +338,15 @@ def measure(ctx: DistContext, cfg: BenchConfig, op: OpFn | Sequence[OpFn], *, mo
     got = round_()
     reached = None
     if cfg.precision_pct > 0:
-        start = time.monotonic()
+        look = 0
         while True:
             # Rank 0 decides (its clock alone bounds the time) and tells everyone,
             # so every rank runs the same number of iterations.
             done = False
+            look += 1
             if ctx.rank == 0:
-                precise = metrics.median_ci_halfwidth_pct(_max_over_ranks(got)) <= cfg.precision_pct
+                level = metrics.sequential_confidence(look)
+                precise = metrics.median_ci_halfwidth_pct(_max_over_ranks(got), level) <= cfg.precision_pct
                 done = precise or (time.monotonic() - start) >= cfg.max_time_s
                 reached = precise
             if _broadcast_flag(ctx, done):

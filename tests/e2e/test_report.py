@@ -113,12 +113,6 @@ def test_link_rate_parsing_follows_tc_units():
 
 # --- comparison ---------------------------------------------------------------------------------
 
-def test_statistics_helpers():
-    assert compare.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
-    assert compare.mann_whitney_p([1, 2, 3, 4, 5, 6, 7, 8], [11, 12, 13, 14, 15, 16, 17, 18]) < 0.01
-    assert compare.mann_whitney_p([1, 2, 3, 4], [1, 2, 3, 4]) == pytest.approx(1.0)
-
-
 def test_case_key_is_identity_not_measurement():
     a = {"experiment": "p2p", "op": "send_recv", "src": 0, "dst": 1, "size_bytes": 8, "time_us": 5.0,
          "samples_us": [5.0], "samples_per_s": 3.2, "peak_memory_bytes": 100}
@@ -136,7 +130,7 @@ def test_compare_flags_planted_20pct_slowdown_not_1pct_noise(tmp_path):
 
     c = compare.compare_records(recs, results.records(slow))
     assert c.failed and c.overall == "slower"
-    assert c.geomean_ratio == pytest.approx(1.20, rel=1e-6)
+    assert c.overall_ratio == pytest.approx(1.20, rel=1e-6)
     assert not any(r.verdict == "faster" for r in c.cases)
     assert len(c.cases) == len(recs) and not c.only_base and not c.only_new
 
@@ -244,14 +238,20 @@ def test_report_fits_and_ring_model(mixed_report):
     _, rep, page = mixed_report
     ops = {(f.op, f.world_size) for f in rep.fits}
     assert {("all_reduce", 2), ("all_gather", 2)} <= ops
-    assert ("gloo", "cpu", 2) in rep.links and "ring model" in rep.links[("gloo", "cpu", 2)].source
+    # the fixture's collective sweeps (1K..64K, 2 ranks on a shared 2-core machine) are latency noise:
+    # α–β does not hold there (R² < 0.8), so they imply no link and their rows say so instead of numbers
+    two = [f for f in rep.fits if f.world_size == 2]
+    assert two and not any(f.fit.holds for f in two) and ("gloo", "cpu", 2) not in rep.links
+    head, rows = analysis.fit_table_rows(rep)
+    r2 = head.index("R²")
+    assert all(row[r2].startswith("model does not fit") and row[r2 - 2] == "-" for row in rows if row[3] == "2")
     # 3 ranks: the reference link comes from the p2p pairs (median: 4 links of 1 GB/s, 2 of 0.5)
     link = rep.links[("gloo", "cpu", 3)]
     assert "point-to-point" in link.source
     assert (link.alpha_us, link.beta_gbps) == (pytest.approx(20.0), pytest.approx(1.0))
     for f in rep.fits:
         assert f.fit.alpha_us >= 0 and f.fit.beta_gbps > 0 and f.fit.r2 <= 1.0
-        assert f.ring_ratio > 0
+        assert f.ring_ratio is None if f.world_size == 2 else f.ring_ratio > 0
         if math.isfinite(f.fit.beta_gbps):  # (a noisy latency-bound series has no bandwidth term)
             assert f.rate_ratio == pytest.approx(f.link_beta_gbps / 0.125)
     assert rep.link_rate == ("1gbit", pytest.approx(0.125))

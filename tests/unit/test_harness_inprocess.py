@@ -63,6 +63,20 @@ def test_pipelined_cycles_over_one_op_per_buffer_set_and_resets_before_each_samp
     assert m.ops_per_sample == 3 and m.buffer_sets == 3
 
 
+def test_precision_cap_covers_the_whole_case_even_a_first_round_longer_than_it(ctx):
+    # the warm-up and first round (4 x 30 ms) alone exceed the 50 ms cap: no second round
+    cfg = BenchConfig(iters=3, warmup_iters=1, precision_pct=1e-6, max_time_s=0.05, heartbeat_timeout_s=0)
+    m = measure(ctx, cfg, lambda a: time.sleep(0.03))
+    assert m.iterations == 3 and m.precision_reached is False
+    # the cap counts from the case's start (the harness passes it: build and check count too)
+    cfg = dataclasses.replace(cfg, max_time_s=5.0)
+    m = measure(ctx, cfg, lambda a: None, started_at=time.monotonic() - 10.0)
+    assert m.iterations == 3 and m.precision_reached is False
+    # a reachable target stops at the first look that meets it
+    m = measure(ctx, dataclasses.replace(cfg, precision_pct=50.0, iters=10), lambda a: time.sleep(0.001))
+    assert m.iterations == 10 and m.precision_reached is True
+
+
 def test_measure_keeps_rank_samples_only_when_asked(ctx):
     assert measure(ctx, CFG, lambda a: None).rank_samples_s is None
     m = measure(ctx, CFG, lambda a: None, keep_rank_samples=True)

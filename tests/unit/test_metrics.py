@@ -60,7 +60,7 @@ def test_median_ci_brackets_median_and_shrinks():
     assert lo <= metrics.percentile(small, 50) <= hi
     assert metrics.median_ci_halfwidth_pct(big) < metrics.median_ci_halfwidth_pct(small)
     assert metrics.median_ci_halfwidth_pct([7.0] * 10) == 0.0
-    assert metrics._z_two_sided(0.95) == pytest.approx(1.959964, abs=1e-5)
+    assert metrics.z_two_sided(0.95) == pytest.approx(1.959964, abs=1e-5)
 
 
 @pytest.mark.parametrize("text,value", [("8", 8), ("1K", 1024), ("4k", 4096), ("64M", 64 << 20), ("1G", 1 << 30),

@@ -1,0 +1,76 @@
+"""Two real runs of the same commit, every experiment, compared as users compare them.
+
+`make bench-cpu REPEAT=2` (2 ranks, Gloo, tiny sizes and few iterations, small DDP and
+model-parallel models) makes the runs ``t-r1`` and ``t-r2``; `make compare` between them must
+match every case of each side (none only in base or only in new: a case's identity is what its
+record declares, never a measurement such as peak memory) and judge every case "same", with one
+run per side (the comparison says so and widens its intervals by the between-run rule of
+suite.compare). Both runs together take about a minute on 2 cores.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from suite import compare, launch, report, results
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+KNOBS = ["NPROC=2", "EXPERIMENTS=all", "MIN_BYTES=1K", "MAX_BYTES=4K", "ITERS=5", "WARMUP=1", "DDP_PARAMS=50K",
+         "DDP_BATCH=8", "MP_IN=64", "MP_OUT=64", "MP_BATCH=8"]
+
+
+def _make(*args: str, timeout: float) -> subprocess.CompletedProcess:
+    venv = Path(sys.executable).parent.parent
+    return subprocess.run(["make", "--no-print-directory", "-o", f"{venv}/.installed", f"VENV={venv}", *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "SUITE_REPORT": "0", "OMP_NUM_THREADS": "1"})
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory):
+    res = tmp_path_factory.mktemp("cmp") / "results"
+    proc = _make("bench-cpu", "REPEAT=2", "RUN_ID=t", f"RESULTS={res}", *KNOBS, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "# 2 runs:" in proc.stdout
+    return res
+
+
+def test_repeat_makes_k_runs_and_a_side_names_them(two_runs):
+    assert [Path(p).name for p in report.run_set(str(two_runs / "t"))] == ["t-r1", "t-r2"]
+    assert report.run_set(f"{two_runs / 't-r2'},{two_runs / 't-r1'}") == [str(two_runs / "t-r2"),
+                                                                            str(two_runs / "t-r1")]
+    for r in ("t-r1", "t-r2"):
+        run = results.load_run(two_runs / r)
+        assert run["suite"]["complete"] is True
+
+
+def test_every_case_of_every_experiment_is_matched_and_same(two_runs):
+    a, b = (results.records(results.load_run(two_runs / r)) for r in ("t-r1", "t-r2"))
+    assert {r["experiment"] for r in a} == set(launch.available_experiments())
+    c = compare.compare_records(a, b)
+    assert not c.only_base and not c.only_new, [compare.describe_key(k) for k in c.only_base + c.only_new]
+    assert len(c.cases) == len(a) == len(b)  # nothing dropped, not even a case with no positive time
+    assert {dict(k)["experiment"] for k in (x.key for x in c.cases)} == set(launch.available_experiments())
+    assert c.base_runs == c.new_runs == 1 and "one run per side" in c.between_run_note
+    not_same = [(compare.describe_key(x.key), round(x.ratio, 2), round(x.ci_low, 2), round(x.ci_high, 2))
+                for x in c.cases if x.verdict != "same"]
+    assert not not_same, not_same
+    assert c.overall == "same" and not c.failed
+
+
+def test_make_compare_of_the_two_runs_says_one_run_each_and_passes(two_runs):
+    proc = _make("compare", f"BASE={two_runs / 't-r1'}", f"NEW={two_runs / 't-r2'}", timeout=120)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = proc.stdout
+    assert "(1 run(s))" in out and "one run per side" in out
+    assert "unmatched" not in out and "gate: PASS" in out
+    n = int(re.search(r"# (\d+) matched case\(s\): 0 slower, 0 faster, (\d+) same", out).group(1))
+    assert n == len(results.records(results.load_run(two_runs / "t-r1")))

@@ -1,0 +1,93 @@
+"""suite.fit's model of a series on synthetic data: bootstrap intervals of α and β, the piecewise
+fit at a protocol knee, and series where α–β does not hold."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from suite import analysis, fit
+
+SIZES = np.array([256 * 4 ** i for i in range(10)], dtype=float)  # 256 B .. 64 MiB
+
+
+def _line(alpha_us, beta_gbps, sizes=SIZES):
+    return alpha_us + sizes / (beta_gbps * 1e3)
+
+
+def _noise(seed: int, sd: float, n: int = len(SIZES)):
+    return np.exp(np.random.default_rng(seed).normal(0, sd, n))
+
+
+def test_bootstrap_intervals_cover_a_known_alpha_beta_and_shrink_with_the_noise():
+    wide = fit.fit_model(SIZES, _line(35.0, 2.5) * _noise(1, 0.10))
+    narrow = fit.fit_model(SIZES, _line(35.0, 2.5) * _noise(1, 0.02))
+    for m in (wide, narrow):
+        f = m.single
+        assert m.piecewise is None and f.holds
+        assert f.alpha_ci_us[0] <= 35.0 <= f.alpha_ci_us[1] and f.alpha_ci_us[0] <= f.alpha_us <= f.alpha_ci_us[1]
+        assert f.beta_ci_gbps[0] <= 2.5 <= f.beta_ci_gbps[1]
+    for name in ("alpha_ci_us", "beta_ci_gbps"):
+        (nlo, nhi), (wlo, whi) = getattr(narrow.single, name), getattr(wide.single, name)
+        assert nhi - nlo < (whi - wlo) / 2
+    again = fit.fit_model(SIZES, _line(35.0, 2.5) * _noise(1, 0.10))
+    assert again.single.alpha_ci_us == wide.single.alpha_ci_us  # fixed seed: reproducible reports
+
+
+def test_a_known_knee_is_found_and_each_piece_recovers_its_line():
+    # eager below 64 KiB (10 µs, 0.5 GB/s), rendezvous from it on (200 µs, 4 GB/s)
+    t = np.where(SIZES < 65536, _line(10.0, 0.5), _line(200.0, 4.0)) * _noise(2, 0.03)
+    m = fit.fit_model(SIZES, t)
+    pw = m.piecewise
+    assert pw is not None and pw.knee_bytes == 65536 and pw.improvement > 1 - fit.KNEE_MARGIN
+    assert pw.below.beta_gbps == pytest.approx(0.5, rel=0.15) and pw.above.beta_gbps == pytest.approx(4.0, rel=0.15)
+    assert pw.above.alpha_us == pytest.approx(200.0, rel=0.2)
+    assert pw.above.beta_ci_gbps[0] <= 4.0 <= pw.above.beta_ci_gbps[1]
+    assert pw.below.beta_ci_gbps[0] <= pw.below.beta_gbps <= pw.below.beta_ci_gbps[1]
+    # what reports read: α of the small sizes, β of the large ones, the model's time per piece
+    assert m.alpha_us == pw.below.alpha_us and m.beta_gbps == pw.above.beta_gbps
+    assert m.time_us(1 << 20) == pytest.approx(float(pw.above.time_us(1 << 20)))
+    assert m.time_us(1024) == pytest.approx(float(pw.below.time_us(1024)))
+    # the one line through both regimes misses by far more
+    assert fit._wsse(m.single, SIZES, t) > 5 * (fit._wsse(pw.below, SIZES[SIZES < 65536], t[SIZES < 65536])
+                                                + fit._wsse(pw.above, SIZES[SIZES >= 65536], t[SIZES >= 65536]))
+
+
+def test_no_knee_on_one_straight_line():
+    found = sum(fit.find_knee(SIZES, _line(35.0, 2.5) * _noise(seed, 0.05)) is not None for seed in range(50))
+    assert found <= 3  # the margin keeps the split search from fitting noise
+    assert fit.find_knee(SIZES, _line(35.0, 2.5)) is None  # exact: one line is as good as the data
+    assert fit.find_knee(SIZES[:5], _line(35.0, 2.5, SIZES[:5]) * _noise(3, 0.3, 5)) is None  # too few sizes
+
+
+def test_where_the_model_does_not_hold_the_table_says_so():
+    # latency noise with no trend in size: R² of log time is negative
+    flat = 100.0 * _noise(4, 0.3)
+    m = fit.fit_model(SIZES, flat)
+    assert m.r2 < fit.MIN_R2 and not m.holds
+    row = analysis.FitRow(experiment="x", op="all_reduce", series="all_reduce sum", backend="gloo", device="cpu",
+                          world_size=2, fit=m, link_beta_gbps=1.0, ring_ratio=1.5, rate_ratio=None)
+    good = dict(row.__dict__, fit=fit.fit_model(SIZES, _line(35.0, 2.5) * _noise(5, 0.02)), series="good")
+    rep = analysis.Report(run_name="r", environment=[], sections=[], fits=[row, analysis.FitRow(**good)], links={},
+                          link_rate=None, n_records=0)
+    head, rows = analysis.fit_table_rows(rep)
+    bad, ok = rows
+    col = {h: i for i, h in enumerate(head)}
+    assert bad[col["R²"]].startswith("model does not fit") and bad[col["α (µs) [95% CI]"]] == "-"
+    assert bad[col["β (GB/s) [95% CI]"]] == "-" and bad[col["link β = busbw∞ (GB/s)"]] == "-"
+    assert float(ok[col["R²"]]) > 0.99 and "[" in ok[col["α (µs) [95% CI]"]]
+
+
+def test_a_knee_prints_two_rows():
+    t = np.where(SIZES < 65536, _line(10.0, 0.5), _line(200.0, 4.0)) * _noise(2, 0.03)
+    row = analysis.FitRow(experiment="x", op="send_recv", series="ping_pong", backend="gloo", device="cpu",
+                          world_size=2, fit=fit.fit_model(SIZES, t), link_beta_gbps=4.0, ring_ratio=1.0,
+                          rate_ratio=None)
+    rep = analysis.Report(run_name="r", environment=[], sections=[], fits=[row], links={}, link_rate=None,
+                          n_records=0)
+    head, rows = analysis.fit_table_rows(rep)
+    assert [r[head.index("sizes")] for r in rows] == ["< 64K (knee)", ">= 64K"]
+    assert [r[head.index("points")] for r in rows] == ["4", "6"]
+    assert math.isclose(float(rows[1][head.index("β (GB/s) [95% CI]")].split()[0]), 4.0, rel_tol=0.15)
