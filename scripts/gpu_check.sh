@@ -14,8 +14,8 @@ LOG_DIR=${LOG_DIR:-results/gpu-check-$(date -u +%Y%m%dT%H%M%SZ)}
 PY=${PY:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
 REF_MAX_BYTES=${REF_MAX_BYTES:-64M}
 REF_ITERS=${REF_ITERS:-20}
-TESTS_TIMEOUT_S=${TESTS_TIMEOUT_S:-300}
-BENCH_TIMEOUT_S=${BENCH_TIMEOUT_S:-240}
+TESTS_TIMEOUT_S=${TESTS_TIMEOUT_S:-330}
+BENCH_TIMEOUT_S=${BENCH_TIMEOUT_S:-150}
 mkdir -p "$LOG_DIR"
 status=0
 summary="$LOG_DIR/summary.txt"

@@ -19,7 +19,7 @@ import torch
 
 from suite.config import ConfigError, build_config
 from suite.launch import flight_recorder_env
-from tests.conftest import ROOT, load_bench, run_suite
+from tests.conftest import ROOT, all_correct, load_bench, run_suite
 
 HAS_CUDA = torch.cuda.is_available()
 N_GPUS = torch.cuda.device_count() if HAS_CUDA else 0
@@ -233,3 +233,24 @@ def test_gpu_check_without_gpu_fails_the_reference_step_and_keeps_its_logs(tmp_p
     assert "torch sees no CUDA GPU" in summary
     files = sorted(p.name for p in log.iterdir())
     assert len(files) <= 8 and {"facts.txt", "gpu-tests.log", "gpu-tests.xml", "summary.txt"} <= set(files)
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@needs_cuda
+def test_every_experiment_runs_and_checks_on_nccl(tmp_path):
+    """Every experiment's GPU path (NCCL groups, CUDA tensors, the DDP reference, the pipeline's
+    compute, p2p's calibrated ping-pong) runs, and every record is correct or says why it is not checked."""
+    env = {"DDP_PARAMS": "300K", "MP_IN": "256", "MP_OUT": "256", "MP_BATCH": "16", "MP_STAGE_FEATURES": "128",
+           "MP_MICROBATCH_ROWS": "16"}
+    nproc = min(2, N_GPUS)
+    cmd = [sys.executable, "-m", "suite.launch", "--results-root", str(tmp_path / "results"), "--run-id", "run",
+           "--nproc", str(nproc), "--backend", "nccl", "--device", "cuda", "--experiments", "all",
+           "--min-bytes", "1K", "--max-bytes", "64K", "--step-factor", "8", "--iters", "3", "--warmup", "1",
+           "--redops", "sum", "--dtypes", "float32"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=420, env=dict(os.environ, **env))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    recs = [b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]]
+    assert {r["experiment"] for r in recs} >= {"collectives", "ddp", "model_parallel", "placement", "backends"}
+    assert all_correct(recs)
+    assert all(r["timer"] == "cuda_event" for r in recs if r["device"] == "cuda")
