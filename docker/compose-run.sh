@@ -73,9 +73,11 @@ kill_node() {  # kill_node <service> <why>: a paused container must be unpaused 
   local st
   st=$(state_of "${cid[$1]}")
   case ${st%% *} in
-    running|paused|restarting)
-      [ "${st%% *}" = paused ] && docker unpause "${cid[$1]}" >/dev/null 2>&1
-      docker kill "${cid[$1]}" >/dev/null 2>&1 && killed+=("$1") && echo "# $1: killed ($2)" ;;
+    running|paused|restarting)  # still up when the decision was made: it is killed, whatever happens next
+      killed+=("$1")
+      echo "# $1: killing it (${st%% *}; $2)"
+      docker kill "${cid[$1]}" >/dev/null 2>&1 \
+        || { docker unpause "${cid[$1]}" >/dev/null 2>&1; docker kill "${cid[$1]}" >/dev/null 2>&1; } ;;
   esac
 }
 while kill -0 "$up_pid" 2>/dev/null; do
@@ -119,8 +121,9 @@ for s in "${services[@]}"; do
 done
 if [ -n "$first" ]; then
   rc=$first_code
-  cause=$(cat "$RESULTS_DIR/$RUN_ID"/failures/rank*.json 2>/dev/null \
-          | sed -n 's/.*"cause": *"\(\([^"\\]\|\\.\)*\)".*/\1/p' | head -n 1)
+  # the cause as the first failing node's own ranks wrote it (failures/rank<r>.json, "host": "<node>")
+  notes=$(grep -l "\"host\": \"$first\"" "$RESULTS_DIR/$RUN_ID"/failures/rank*.json 2>/dev/null)
+  cause=$(cat ${notes:-/dev/null} 2>/dev/null | sed -n 's/.*"cause": *"\(\([^"\\]\|\\.\)*\)".*/\1/p' | head -n 1)
   echo "# first failure: $first exited with status $first_code${cause:+: $cause}"
 fi
 if [ "$timed_out" = 1 ]; then

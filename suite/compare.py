@@ -145,6 +145,8 @@ class Comparison:
     overall: str
     only_base: list[tuple] = field(default_factory=list)
     only_new: list[tuple] = field(default_factory=list)
+    unusable: list[tuple] = field(default_factory=list)
+    """Cases in both sides with no positive median time in some run: not compared (and said so)."""
     tolerance: float = DEFAULT_TOLERANCE
     alpha: float = DEFAULT_ALPHA
     confidence: float = DEFAULT_CONFIDENCE
@@ -230,6 +232,22 @@ def _between_run_sd(base_logs: list[np.ndarray], new_logs: list[np.ndarray], dif
         "one run per side: between-run sd estimated from the spread of the cases' ratios"
 
 
+def _run_shift_boot(rng: np.random.Generator, base_logs: list[np.ndarray], new_logs: list[np.ndarray], kb: int,
+                    kn: int, n_boot: int) -> np.ndarray:
+    """m x n_boot: for each draw, the same runs picked (with replacement) on each side for every case,
+    and each case's log ratio of the picked runs' median about its all-runs value. Added to the
+    cases' within-run bootstraps, it puts a shift common to a whole run (a busier machine, other
+    clocks) into the overall interval, which resampling cases alone cannot."""
+    picks_b = rng.integers(0, kb, size=(n_boot, kb))
+    picks_n = rng.integers(0, kn, size=(n_boot, kn))
+    out = []
+    for lb, lx in zip(base_logs, new_logs):  # a case missing from some runs uses the runs it has
+        db = np.median(lb[picks_b % len(lb)], axis=1) - np.median(lb)
+        dn = np.median(lx[picks_n % len(lx)], axis=1) - np.median(lx)
+        out.append(dn - db)
+    return np.stack(out)
+
+
 def _runs_of(runs: Sequence[Sequence[dict]]) -> dict:
     """case key -> the case's record in each run that has it (runs in order)."""
     out: dict = {}
@@ -251,13 +269,14 @@ def compare_runs(base_runs: Sequence[Sequence[dict]], new_runs: Sequence[Sequenc
     bmap, nmap = _runs_of(base_runs), _runs_of(new_runs)
     keys = [k for k in bmap if k in nmap]
     rng = np.random.default_rng(seed)
-    pts = []
+    pts, unusable = [], []
     for k in keys:
         b = [_samples(r) for r in bmap[k]]
         x = [_samples(r) for r in nmap[k]]
         mb = np.asarray([np.median(v) for v in b])
         mx = np.asarray([np.median(v) for v in x])
         if (mb <= 0).any() or (mx <= 0).any():
+            unusable.append(k)
             continue
         boot = _boot_log_median_of_runs(rng, x, n_boot) - _boot_log_median_of_runs(rng, b, n_boot)
         pts.append((k, float(np.median(mb)), float(np.median(mx)), np.log(mb), np.log(mx), boot))
@@ -270,7 +289,9 @@ def compare_runs(base_runs: Sequence[Sequence[dict]], new_runs: Sequence[Sequenc
     z_case = metrics.z_two_sided(1 - (1 - confidence) / max(m, 1))
     rows, log_boot = [], []
     for (k, mb, mx, lb, lx, boot), di in zip(pts, d):
-        se = math.sqrt(float(np.var(boot)) + sd_b ** 2 * (1.0 / len(lb) + 1.0 / len(lx)))  # this case's runs
+        # within-run bootstrap + between-run sd^2/k per side: conservative (the between-run estimate
+        # already holds within-run noise); sd^2/k is a mean's variance, a median of k <= 2 runs is one
+        se = math.sqrt(float(np.var(boot)) + sd_b ** 2 * (1.0 / len(lb) + 1.0 / len(lx)))
         p = float(2 * (1 - _NORMAL.cdf(abs(di) / se))) if se > 0 else (1.0 if di == 0 else 0.0)
         rows.append(CaseComparison(key=k, base_median_us=mb, new_median_us=mx, ratio=mx / mb,
                                    ci_low=math.exp(di - z_case * se), ci_high=math.exp(di + z_case * se),
@@ -284,6 +305,8 @@ def compare_runs(base_runs: Sequence[Sequence[dict]], new_runs: Sequence[Sequenc
         # its within-run bootstrap): the spread between cases carries their run-to-run variation,
         # and a median is not dragged by the few cases a busy machine slowed by 10x in one run
         boot_cases = np.stack(log_boot)  # m x n_boot
+        if kb > 1 or kn > 1:  # whole runs resampled too: a run that was slower as a whole is in the interval
+            boot_cases = boot_cases + _run_shift_boot(rng, [p[3] for p in pts], [p[4] for p in pts], kb, kn, n_boot)
         pick = rng.integers(0, m, size=(n_boot, m))
         gboot = np.median(boot_cases[pick, np.arange(n_boot)[:, None]], axis=1)
         glo, ghi = (math.exp(float(v)) for v in np.percentile(gboot, [50 * (1 - confidence), 50 * (1 + confidence)]))
@@ -293,7 +316,7 @@ def compare_runs(base_runs: Sequence[Sequence[dict]], new_runs: Sequence[Sequenc
         gm, glo, ghi, overall = math.nan, math.nan, math.nan, "no common cases"
     return Comparison(base_name=base_name, new_name=new_name, cases=cases, overall_ratio=gm, overall_ci=(glo, ghi),
                       overall=overall, only_base=[k for k in bmap if k not in nmap],
-                      only_new=[k for k in nmap if k not in bmap], tolerance=tolerance, alpha=alpha,
+                      only_new=[k for k in nmap if k not in bmap], unusable=unusable, tolerance=tolerance, alpha=alpha,
                       base_runs=kb, new_runs=kn, between_run_sd=sd_b, between_run_note=between_note,
                       confidence=confidence)
 
@@ -319,6 +342,9 @@ def format_comparison(c: Comparison, *, show: str = "all") -> str:
                  f" {len(c.regressions)} significant regression(s) (*)")
     if c.only_base or c.only_new:
         lines.append(f"# unmatched: {len(c.only_base)} only in base, {len(c.only_new)} only in new")
+    if c.unusable:
+        lines.append(f"# not compared (no positive median time in some run): "
+                     f"{', '.join(describe_key(k) for k in c.unusable[:5])}{' ...' if len(c.unusable) > 5 else ''}")
     lines.append(f"# overall (median case ratio): {c.overall_ratio:.3f}  CI [{c.overall_ci[0]:.3f}, "
                  f"{c.overall_ci[1]:.3f}]  -> {c.overall}")
     lines.append(f"# gate: {'FAIL (regression)' if c.failed else 'PASS'}")

@@ -42,8 +42,10 @@ asymptotic busbw. The α coefficient is the op table's ``ring_latency_steps`` (s
   ``KNEE_MARGIN`` (a fifth) of the one-line fit's and the one line misses by more than
   ``KNEE_FLOOR_RMS`` (3%) rms relative error (below that one line is as good as the
   measurement);
-- **where the model does not hold**: a fit (or a piece) with R² below ``MIN_R2`` says "model does
-  not fit" instead of printing α and β as if they meant something.
+- **where the model does not hold**: a fit (or a piece) with R² below ``MIN_R2`` *and* an rms
+  relative error above ``MAX_RMS_REL`` says "model does not fit" instead of printing α and β as if
+  they meant something. (R² alone would reject a flat, latency-bound series that α describes to
+  1%: its log-time variance is tiny, so R² is near 0 however good the fit.)
 """
 
 from __future__ import annotations
@@ -70,6 +72,8 @@ class AlphaBeta:
     """Coefficient of determination of log(time) under the model (1 = perfect)."""
     n_points: int
     """How many (size, time) points were fitted."""
+    rms_rel_err: float = 0.0
+    """Root mean square of (model − time) / time over the points."""
     alpha_ci_us: tuple[float, float] | None = None
     """95% bootstrap interval of α over the sizes (``fit_model``); None if not computed."""
     beta_ci_gbps: tuple[float, float] | None = None
@@ -77,8 +81,8 @@ class AlphaBeta:
 
     @property
     def holds(self) -> bool:
-        """Whether the model describes the points at all (R² >= MIN_R2)."""
-        return self.r2 >= MIN_R2
+        """Whether the model describes the points at all (R² >= MIN_R2, or within MAX_RMS_REL of them)."""
+        return self.r2 >= MIN_R2 or self.rms_rel_err <= MAX_RMS_REL
 
     def time_us(self, size_bytes):
         """Model time in µs for a size (scalar or array) in bytes."""
@@ -87,7 +91,10 @@ class AlphaBeta:
 
 
 MIN_R2 = 0.8
-"""Below this R² (of log time) the α–β model does not describe the series: no α, β printed."""
+"""Below this R² (of log time) the α–β model does not describe the series (unless it is within
+MAX_RMS_REL of every point, as a flat series can be): no α, β printed."""
+MAX_RMS_REL = 0.05
+"""A line within 5% rms relative error of the points describes them, whatever its R²."""
 MIN_PIECE_POINTS = 3
 """Distinct sizes each piece of a piecewise fit needs (two would fit exactly: no evidence)."""
 KNEE_MARGIN = 0.2
@@ -131,7 +138,9 @@ def fit_alpha_beta(size_bytes: Sequence[float], time_us: Sequence[float]) -> Alp
     ss_res = float(np.sum((lt - np.log(pred)) ** 2))
     r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else (1.0 if ss_res == 0 else 0.0)
     beta = math.inf if k == 0 else 1.0 / (k * 1e3)  # k µs/B -> B/µs = 1/k -> GB/s = 1/(k·1e3)
-    return AlphaBeta(alpha_us=float(alpha), beta_gbps=float(beta), r2=float(r2), n_points=int(len(s)))
+    rms = float(np.sqrt(np.mean(((pred - t) / t) ** 2)))
+    return AlphaBeta(alpha_us=float(alpha), beta_gbps=float(beta), r2=float(r2), n_points=int(len(s)),
+                     rms_rel_err=rms)
 
 
 def _points(size_bytes, time_us) -> tuple[np.ndarray, np.ndarray]:

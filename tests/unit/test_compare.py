@@ -22,8 +22,9 @@ def _rec(i: int, samples) -> dict:
 
 def _run(rng, run_sd: float, factor=lambda i: 1.0, n: int = 20, within_sd: float = 0.02,
          n_cases: int = N_CASES) -> list[dict]:
-    """One run: every case's samples around 100·(i+1) µs, shifted as a whole by this run's
-    lognormal(run_sd) factor (the between-run variation), times ``factor(i)``."""
+    """One run: every case's samples around 100·(i+1) µs, each case's run median shifted by its own
+    lognormal(run_sd) factor (between-run variation case by case; ``_shifted_runs`` shifts whole
+    runs), times ``factor(i)``."""
     return [_rec(i, 100.0 * (i + 1) * factor(i) * math.exp(rng.normal(0, run_sd))
                  * np.exp(rng.normal(0, within_sd, n))) for i in range(n_cases)]
 
@@ -99,3 +100,28 @@ def test_a_side_missing_a_case_in_one_run_uses_the_runs_that_have_it():
 def test_holm_adjustment():
     assert compare.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
     assert compare.holm([0.2, math.nan]) == [pytest.approx(0.4), pytest.approx(math.nan, nan_ok=True)]
+
+
+def _shifted_runs(rng, factors, n_cases: int = N_CASES) -> list[list[dict]]:
+    """Runs whose every case is shifted by the run's own factor (a machine busier during that run)."""
+    return [[_rec(i, 100.0 * (i + 1) * f * np.exp(rng.normal(0, 0.02, 20))) for i in range(n_cases)] for f in factors]
+
+
+def test_a_shift_common_to_whole_runs_reaches_the_overall_interval():
+    # one commit, three runs a side; two of the base runs happened on a busier machine (x1.3 for every case):
+    # the median of run medians differs by 0.77 between the sides, but only because of whole-run shifts
+    rng = np.random.default_rng(11)
+    base, new = _shifted_runs(rng, [1.0, 1.3, 1.3]), _shifted_runs(rng, [1.0, 1.0, 1.3])
+    c = compare.compare_runs(base, new, n_boot=400)
+    assert c.overall_ratio == pytest.approx(1 / 1.3, rel=0.05)
+    assert c.overall_ci[1] > 1.0  # the run-level spread is in it (resampling cases alone: about 0.78)
+    assert c.overall == "same" and not c.failed
+
+
+def test_a_case_without_a_positive_time_is_reported_not_dropped_silently():
+    rng = np.random.default_rng(3)
+    a, b = _run(rng, 0.0), _run(rng, 0.0)
+    b[0] = {**b[0], "samples_us": [0.0] * 20, "time_us": 0.0}
+    c = compare.compare_records(a, b, n_boot=200)
+    assert len(c.cases) == N_CASES - 1 and c.unusable == [compare.case_key(a[0])]
+    assert "not compared (no positive median time in some run)" in compare.format_comparison(c)

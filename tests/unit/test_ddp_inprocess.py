@@ -3,14 +3,12 @@ DDP's bucket count per cap, and the reference check (multi-rank checks: tests/di
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from experiments import ddp as ddp_exp
 from suite.config import build_config
-from suite.dist import destroy_distributed, init_distributed
 from suite.runner import Harness
+from tests.unit.test_harness_inprocess import lone_group
 
 CFG = build_config(iters=3, warmup_iters=1, heartbeat_timeout_s=0, ddp={"params": 100_000, "accum": 2})
 BUCKETS_CFG = build_config(iters=1, warmup_iters=1, heartbeat_timeout_s=0, ddp={"params": 1_000_000})
@@ -20,16 +18,8 @@ cut it into different buckets (DDP closes a bucket once it reaches the cap)."""
 
 @pytest.fixture(scope="module")
 def ctx():
-    saved = dict(os.environ)
-    for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS"):
-        os.environ.pop(k, None)
-    c = init_distributed(CFG)
-    try:
+    with lone_group(CFG) as c:
         yield c
-    finally:
-        destroy_distributed()
-        os.environ.clear()
-        os.environ.update(saved)
 
 
 def _records(ctx, *labels, cfg=CFG) -> dict[str, dict]:

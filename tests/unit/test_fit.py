@@ -91,3 +91,13 @@ def test_a_knee_prints_two_rows():
     assert [r[head.index("sizes")] for r in rows] == ["< 64K (knee)", ">= 64K"]
     assert [r[head.index("points")] for r in rows] == ["4", "6"]
     assert math.isclose(float(rows[1][head.index("β (GB/s) [95% CI]")].split()[0]), 4.0, rel_tol=0.15)
+
+
+def test_a_flat_latency_bound_series_holds_although_its_r2_is_near_zero():
+    sizes = [4, 16, 64, 256, 1024, 4096]
+    times = [10.0, 10.1, 9.9, 10.05, 10.2, 10.1]  # alpha = 10 us describes it to 1%
+    f = fit.fit_alpha_beta(sizes, times)
+    assert f.r2 < fit.MIN_R2 and f.rms_rel_err < 0.02
+    assert f.holds and f.alpha_us == pytest.approx(10.05, rel=0.01)
+    noisy = fit.fit_alpha_beta(sizes, [10.0, 14.0, 8.0, 13.0, 7.5, 12.0])  # +-30%: noise, not a model
+    assert not noisy.holds

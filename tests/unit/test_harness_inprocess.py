@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import time
@@ -19,18 +20,25 @@ from suite.timing import measure
 CFG = BenchConfig(iters=4, warmup_iters=1, min_bytes=64, max_bytes=256, heartbeat_timeout_s=0)
 
 
-@pytest.fixture(scope="module")
-def ctx():
+@contextlib.contextmanager
+def lone_group(cfg: BenchConfig):
+    """A one-rank Gloo group in this process (no launcher variables), destroyed afterwards."""
     saved = dict(os.environ)
     for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS"):
         os.environ.pop(k, None)
-    c = init_distributed(CFG)
+    c = init_distributed(cfg)
     try:
         yield c
     finally:
         destroy_distributed()
         os.environ.clear()
         os.environ.update(saved)
+
+
+@pytest.fixture(scope="module")
+def ctx():
+    with lone_group(CFG) as c:
+        yield c
 
 
 def test_init_distributed_starts_a_lone_gloo_group(ctx):
