@@ -85,6 +85,8 @@ COPY suite/ suite/
 COPY experiments/ experiments/
 COPY tests/ tests/
 COPY docker/ docker/
+COPY scripts/ scripts/
+COPY examples/ examples/
 # VERSIONS: what is really inside (the base's torch may differ from TORCH_VERSION; the label says
 # what was asked for, this file what was found).
 RUN set -eu; \
