@@ -52,7 +52,8 @@ help:
 	@echo "make image       build the Docker image (local base + wheelhouse where no registry is reachable)"
 	@echo "make compose-up  the 3-node docker compose simulation, results in ./results"
 	@echo "make test-compose  the Docker tests"
-	@echo "make bench-slurm / test-slurm / test-gpu / reference-gpu / bench-ddp / ddp-example (see README)"
+	@echo "make gpu-check   LOG_DIR=dir: the whole GPU side in one call (tests + short reference sweep)"
+	@echo "make bench-slurm / test-slurm / test-gpu / reference-gpu / bench-ddp / ddp-example / teardown-rate (see README)"
 
 venv: $(VENV)/.installed
 

@@ -21,10 +21,15 @@ ifneq ($(strip $(PROFILE)),)
 export SUITE_PROFILE := $(PROFILE)
 endif
 
-.PHONY: bench-ddp ddp-example
+.PHONY: bench-ddp ddp-example teardown-rate
 
 bench-ddp: venv  ## the DDP and model-parallel experiments only (Gloo, CPU)
 	$(MAKE) bench-cpu EXPERIMENTS=ddp,model_parallel
 
 ddp-example: venv  ## the source article's DDP example, unchanged, under torchrun
 	$(PY) -m torch.distributed.run --standalone --nproc-per-node $(EXAMPLE_NPROC) examples/ddp_source_example.py
+
+# How often the article's example aborts at exit with Gloo, beside the corrected teardown (N runs each).
+TEARDOWN_N ?= 40
+teardown-rate: venv  ## scripts/teardown_rate.py: the Gloo teardown race, measured
+	$(PY) scripts/teardown_rate.py $(TEARDOWN_N)

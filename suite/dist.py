@@ -11,6 +11,7 @@ explicit timeout, and destroys the group at exit.
 from __future__ import annotations
 
 import atexit
+import gc
 import datetime
 import os
 import socket
@@ -294,6 +295,10 @@ def destroy_distributed(clean: bool = True) -> None:
         _WATCHDOG.stop(clean=clean)
         _WATCHDOG = None
     if dist.is_available() and dist.is_initialized():
+        # Unreachable DDP modules still hold the group (their reducer); collected now, their Gloo
+        # group is destroyed while the interpreter is alive, not by a Gloo worker thread during
+        # interpreter shutdown (std::terminate; see examples/ddp_source_example.py --teardown).
+        gc.collect()
         try:
             dist.destroy_process_group()
         except Exception:  # teardown after a failed peer must not mask the real error

@@ -116,7 +116,6 @@ def run_checks(samples: int, epochs: int) -> dict:
     out["model_parallel_all_gather_equals_unsplit"] = {"ok": torch.equal(y, x @ w.t())}
     yg = mp._combine(x @ w_local.t(), ctx, "gather")
     out["model_parallel_gather_equals_unsplit"] = {"ok": torch.equal(yg, x @ w.t()) if r == 0 else yg is None}
-    destroy_distributed()
     return out
 
 
@@ -127,6 +126,7 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=2)
     a = ap.parse_args()
     res = run_checks(a.samples, a.epochs)
+    destroy_distributed()  # after run_checks returned: its DDP modules (which hold the group) are gone
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, f"rank{os.environ.get('RANK', '0')}.json"), "w") as fh:
         json.dump(res, fh, indent=1)

@@ -138,19 +138,44 @@ def _single_process_reference(world: int, epochs: int, samples: int) -> torch.Te
     return training.flat_params(model)
 
 
-@pytest.mark.parametrize("launcher", ["torchrun", "spawn"])
-def test_source_example_runs_as_is(tmp_path, launcher):
+TEARDOWN_ABORT = "terminate called without an active exception"
+"""What the article's teardown prints when a Gloo worker thread releases DDP's last work object during
+interpreter shutdown (examples/ddp_source_example.py, "Teardown"; README, DDP)."""
+
+
+def _run_example(tmp_path, launcher: str, *extra: str) -> subprocess.CompletedProcess:
     # Reduced run (2 epochs over 2,000 samples instead of 5 over 10,000) to stay within the test budget.
-    args = [EXAMPLE, "--epochs", "2", "--samples", "2000", "--out", str(tmp_path)]
+    args = [EXAMPLE, "--epochs", "2", "--samples", "2000", "--out", str(tmp_path), *extra]
     if launcher == "torchrun":
-        proc = _torchrun(2, *args)
-    else:
-        env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
-        proc = subprocess.run([sys.executable, *args, "--nprocs", "2"], cwd=ROOT, capture_output=True, text=True,
-                              timeout=240, env=dict(env, OMP_NUM_THREADS="1"))
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    assert "epoch 1: mean loss" in proc.stdout
+        return _torchrun(2, *args)
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+    return subprocess.run([sys.executable, *args, "--nprocs", "2"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=240, env=dict(env, OMP_NUM_THREADS="1"))
+
+
+def _trained_identically(tmp_path, proc) -> None:
+    assert "epoch 1: mean loss" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-3000:]
     p0, p1 = _load(tmp_path / "rank0.pt"), _load(tmp_path / "rank1.pt")
     assert torch.equal(p0, p1)
     ref = _single_process_reference(2, 2, 2000)
     assert (p0 - ref).abs().max().item() <= 1e-5
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "spawn"])
+def test_source_example_runs_as_is(tmp_path, launcher):
+    """The article's code, unchanged: training completes identically on both ranks and equals one
+    process. Its exit is not guaranteed: at a measured rate (README) a rank aborts in teardown with
+    Gloo, after training; that abort, and only that one, is accepted here."""
+    proc = _run_example(tmp_path, launcher)
+    if proc.returncode != 0:
+        assert TEARDOWN_ABORT in proc.stderr, proc.stdout[-2000:] + proc.stderr[-3000:]
+    _trained_identically(tmp_path, proc)
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "spawn"])
+def test_source_example_with_corrected_teardown_exits_0(tmp_path, launcher):
+    """The corrected pattern (release DDP, then destroy the group): the same training, and exit 0."""
+    proc = _run_example(tmp_path, launcher, "--teardown", "corrected")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert TEARDOWN_ABORT not in proc.stderr
+    _trained_identically(tmp_path, proc)

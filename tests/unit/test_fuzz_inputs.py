@@ -96,3 +96,9 @@ def test_run_location_outside_results_or_on_a_file_exits_2(tmp_path):
         assert proc.stderr.startswith("error:") and match in proc.stderr and "Traceback" not in proc.stderr, \
             (args, proc.stderr)
         assert not (tmp_path / "r").exists() and not (tmp_path.parent / "x").exists()
+
+
+def test_teardown_rate_refuses_zero_runs():
+    proc = subprocess.run([sys.executable, "scripts/teardown_rate.py", "0"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2 and "N must be at least 1" in proc.stderr
