@@ -103,6 +103,8 @@ while kill -0 "$up_pid" 2>/dev/null; do
     for s in "${services[@]}"; do
       [ -n "${cid[$s]:-}" ] && kill_node "$s" "COMPOSE_TIMEOUT_S=$limit s reached"
     done
+  elif [ "$timed_out" = 1 ] && [ $((now - t0)) -ge $((limit + 30)) ]; then
+    kill "$up_pid" 2>/dev/null  # the nodes are dead; a compose client that still waits is stopped too
   fi
 done
 wait "$up_pid"
