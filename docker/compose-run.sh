@@ -69,7 +69,7 @@ up_pid=$!
 declare -A cid=()
 first="" first_code="" first_t="" timed_out=0 killed=()
 state_of() { docker inspect -f '{{.State.Status}} {{.State.ExitCode}}' "$1" 2>/dev/null || echo "gone 125"; }
-kill_node() {  # kill_node <service> <why>: a paused container must be unpaused before it can be killed
+kill_node() {  # kill_node <service> <why>: SIGKILL, whatever its state (a paused one unpaused if kill refuses)
   local st
   st=$(state_of "${cid[$1]}")
   case ${st%% *} in
@@ -124,8 +124,11 @@ done
 if [ -n "$first" ]; then
   rc=$first_code
   # the cause as the first failing node's own ranks wrote it (failures/rank<r>.json, "host": "<node>")
-  notes=$(grep -l "\"host\": \"$first\"" "$RESULTS_DIR/$RUN_ID"/failures/rank*.json 2>/dev/null)
-  cause=$(cat ${notes:-/dev/null} 2>/dev/null | sed -n 's/.*"cause": *"\(\([^"\\]\|\\.\)*\)".*/\1/p' | head -n 1)
+  note=$(grep -l "\"host\": \"$first\"" "$RESULTS_DIR/$RUN_ID"/failures/rank*.json 2>/dev/null | head -n 1)
+  cause=""
+  if [ -n "$note" ]; then
+    cause=$(sed -n 's/.*"cause": *"\(\([^"\\]\|\\.\)*\)".*/\1/p' "$note" | head -n 1)
+  fi
   echo "# first failure: $first exited with status $first_code${cause:+: $cause}"
 fi
 if [ "$timed_out" = 1 ]; then
