@@ -19,6 +19,9 @@
 #   COMPOSE_GRACE_S        after the first node failure, how long the others may take to stop before
 #                          they are killed (default 30)
 #   COMPOSE                the compose command (default: `docker compose` if present, else docker-compose)
+#   NODE_CPUS              per-node CPU limits, e.g. node1=0.5[,node2=1.5]: that container is created with
+#                          `cpus:` (a cgroup quota; the results record it per host as cgroup_cpus)
+#   LINK_RATES             per-node egress rates, e.g. node2=50mbit (docker/link.sh applies them)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ -z "${COMPOSE:-}" ]; then
@@ -32,6 +35,27 @@ if [ -z "${RUN_ID:-}" ]; then
   RUN_ID="compose-$(date -u +%Y%m%d-%H%M%S)"
 fi
 export RUN_ID
+
+# per-node knobs: checked here, before any container exists (node names, rates, CPU counts)
+check_per_node() {  # check_per_node <knob> <value> <regex of a value> <example>
+  local entry name val
+  for entry in $(echo "$2" | tr ',' ' '); do
+    name=${entry%%=*} val=${entry#*=}
+    if [ "$name" = "$entry" ] || ! [[ $name =~ ^node[0-9]+$ ]] || [ "${name#node}" -ge "$NNODES" ]; then
+      echo "error: $1 entry '$entry' must be node<i>=<value> with i < NNODES=$NNODES (e.g. $1=$4)" >&2; exit 2
+    fi
+    if ! [[ $val =~ $3 ]]; then
+      echo "error: $1 entry '$entry': '$val' is not valid (e.g. $1=$4)" >&2; exit 2
+    fi
+  done
+}
+check_per_node LINK_RATES "${LINK_RATES:-}" '^[0-9]+(\.[0-9]+)?([kmgt]?bit|[kmgt]?bps)$' node2=50mbit
+check_per_node NODE_CPUS "${NODE_CPUS:-}" '^([0-9]+(\.[0-9]*)?|\.[0-9]+)$' node1=0.5
+for entry in $(echo "${NODE_CPUS:-}" | tr ',' ' '); do
+  if ! awk -v c="${entry#*=}" -v n="$(nproc)" 'BEGIN { exit !(c > 0 && c <= n) }'; then
+    echo "error: NODE_CPUS entry '$entry': the CPU count must be > 0 and at most this host's $(nproc)" >&2; exit 2
+  fi
+done
 
 files=(-f docker-compose.yml)
 nodes_file="build/compose.nodes.$COMPOSE_PROJECT_NAME.yml"
@@ -49,12 +73,22 @@ if [ "$NNODES" -gt "$declared" ]; then
   } > "$nodes_file"
   files+=(-f "$nodes_file")
 fi
+cpus_file="build/compose.cpus.$COMPOSE_PROJECT_NAME.yml"
+if [ -n "${NODE_CPUS:-}" ]; then
+  mkdir -p build
+  {
+    echo 'version: "2.4"'
+    echo "services:"
+    for entry in $(echo "$NODE_CPUS" | tr ',' ' '); do printf '  %s:\n    cpus: %s\n' "${entry%%=*}" "${entry#*=}"; done
+  } > "$cpus_file"
+  files+=(-f "$cpus_file")
+fi
 for f in ${COMPOSE_FILES:-}; do files+=(-f "$f"); done
 services=()
 for ((i = 0; i < NNODES; i++)); do services+=("node$i"); done
 
 dc() { $COMPOSE "${files[@]}" "$@"; }
-teardown() { dc down --volumes --remove-orphans --timeout 5 >/dev/null 2>&1; rm -f "$nodes_file"; }
+teardown() { dc down --volumes --remove-orphans --timeout 5 >/dev/null 2>&1; rm -f "$nodes_file" "$cpus_file"; }
 trap 'teardown' EXIT
 trap 'echo "interrupted: stopping every node"; teardown; exit 130' INT TERM
 

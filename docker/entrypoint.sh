@@ -5,7 +5,7 @@
 # `docker run`): run the command (a requested link profile cannot be applied and is an error).
 set -eu
 SUITE_DIR=/opt/suite
-if [ -n "${LINK_RATE:-}${LINK_DELAY:-}" ]; then
+if [ -n "${LINK_RATE:-}${LINK_RATES:-}${LINK_DELAY:-}" ]; then
   # sourced: it exports the applied profile as LINK_* variables, which the results record per host
   . "$SUITE_DIR/docker/link.sh"
 fi

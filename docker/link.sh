@@ -1,12 +1,16 @@
 # Link profile for one node (sourced by docker/entrypoint.sh; POSIX sh).
 #
 #   LINK_RATE=200mbit   egress rate limit with tbf (tc units: bit kbit mbit gbit, bps kbps mbps gbps)
+#   LINK_RATES=node2=50mbit[,node1=100mbit]   per-node egress rates: this host's entry replaces
+#                       LINK_RATE on this node (the doctor's slow-link fault); LINK_RATE stays the
+#                       expectation the results record
 #   LINK_DELAY=1ms      one-way egress delay with netem (us, ms, s)
 #   LINK_IFACE=eth0     the interface (the compose network's)
 #   LINK_STRICT=1       a profile that cannot be applied fails the node (exit 3); 0: warn and go on
 #
 # Exports what was really applied (suite.sysinfo records LINK_* per host in the results):
 #   LINK_QDISC          `tc qdisc show` of the interface after shaping
+#   LINK_RATE_NODE      the rate this node's egress was given (LINK_RATES entry, else LINK_RATE)
 #   LINK_RATE_APPLIED   yes | no: <why>
 #   LINK_DELAY_APPLIED  yes | no: <why>
 # Only egress is shaped, on every node alike, so each node-to-node path crosses one limiter.
@@ -27,8 +31,14 @@ _link_skip() {  # what cannot be applied: fatal when strict, else a loud warning
 }
 
 LINK_RATE_APPLIED=none LINK_DELAY_APPLIED=none
-if [ -n "${LINK_RATE:-}" ] && ! echo "$LINK_RATE" | grep -Eq '^[0-9]+(\.[0-9]+)?([kmgt]?bit|[kmgt]?bps)$'; then
-  echo "link: error: LINK_RATE=$LINK_RATE is not a tc rate (e.g. 200mbit, 1gbit, 50mbps)" >&2
+rate="${LINK_RATE:-}"
+for entry in $(echo "${LINK_RATES:-}" | tr ',' ' '); do
+  if [ "${entry%%=*}" = "$(hostname)" ]; then rate="${entry#*=}"; fi
+done
+LINK_RATE_NODE="$rate"
+export LINK_RATE_NODE
+if [ -n "$rate" ] && ! echo "$rate" | grep -Eq '^[0-9]+(\.[0-9]+)?([kmgt]?bit|[kmgt]?bps)$'; then
+  echo "link: error: LINK_RATE=$rate ($(hostname)) is not a tc rate (e.g. 200mbit, 1gbit, 50mbps)" >&2
   exit 2
 fi
 if [ -n "${LINK_DELAY:-}" ] && ! echo "$LINK_DELAY" | grep -Eq '^[0-9]+(\.[0-9]+)?(us|ms|s)$'; then
@@ -42,7 +52,7 @@ elif ! command -v tc >/dev/null 2>&1; then
   why="tc is not installed in the image (iproute2)"
 fi
 if [ -n "$why" ]; then
-  [ -n "${LINK_RATE:-}" ] && _link_skip LINK_RATE_APPLIED "$why"
+  [ -n "$rate" ] && _link_skip LINK_RATE_APPLIED "$why"
   [ -n "${LINK_DELAY:-}" ] && _link_skip LINK_DELAY_APPLIED "$why"
 else
   parent=root
@@ -60,16 +70,16 @@ else
       esac
     fi
   fi
-  if [ -n "${LINK_RATE:-}" ]; then
+  if [ -n "$rate" ]; then
     # tbf needs burst >= rate / HZ; rate/250 bytes covers HZ >= 250, 32 KiB floor for slow links.
-    burst=$(echo "$LINK_RATE" | awk '{
+    burst=$(echo "$rate" | awk '{
       n = $0 + 0; u = $0; sub(/^[0-9.]+/, "", u)
       m = 1; if (u ~ /^k/) m = 1e3; else if (u ~ /^m/) m = 1e6; else if (u ~ /^g/) m = 1e9; else if (u ~ /^t/) m = 1e12
       bits = n * m; if (u ~ /bps$/) bits *= 8
       b = int(bits / 8 / 250); if (b < 32768) b = 32768; print b }')
     if [ "$parent" = root ]; then where="root handle 1:"; else where="parent 1:1 handle 10:"; fi
     # shellcheck disable=SC2086  # $where is several words on purpose
-    if err=$(tc qdisc replace dev "$iface" $where tbf rate "$LINK_RATE" burst "$burst" latency 50ms 2>&1); then
+    if err=$(tc qdisc replace dev "$iface" $where tbf rate "$rate" burst "$burst" latency 50ms 2>&1); then
       LINK_RATE_APPLIED=yes
     else
       case "$err" in
@@ -81,4 +91,4 @@ else
 fi
 LINK_QDISC="$(tc qdisc show dev "$iface" 2>/dev/null | tr '\n' ';' || true)"
 export LINK_RATE_APPLIED LINK_DELAY_APPLIED LINK_QDISC
-echo "link: $(hostname) $iface rate=${LINK_RATE:-unlimited} (${LINK_RATE_APPLIED}) delay=${LINK_DELAY:-none} (${LINK_DELAY_APPLIED}); qdisc: ${LINK_QDISC}" >&2
+echo "link: $(hostname) $iface rate=${rate:-unlimited} (${LINK_RATE_APPLIED}) delay=${LINK_DELAY:-none} (${LINK_DELAY_APPLIED}); qdisc: ${LINK_QDISC}" >&2

@@ -9,6 +9,8 @@ NNODES         ?= 3
 NPROC_PER_NODE ?= 2
 LINK_RATE      ?=
 LINK_DELAY     ?=
+LINK_RATES     ?=
+NODE_CPUS      ?=
 
 .PHONY: image wheelhouse base-image compose-up test-compose
 
@@ -32,6 +34,7 @@ compose-up:
 	  REDOPS=$(REDOPS) ITERS=$(ITERS) WARMUP=$(WARMUP) TIMING=$(TIMING) PRECISION=$(PRECISION) \
 	  MAX_TIME_S=$(MAX_TIME_S) TIMEOUT_S=$(TIMEOUT_S) HEARTBEAT_S=$(HEARTBEAT_S) K="$(K)" PYTEST_ARGS="$(PYTEST_ARGS)" RUN_ID=$(RUN_ID) \
 	  RESULTS_DIR=$(abspath $(RESULTS)) LINK_RATE=$(LINK_RATE) LINK_DELAY=$(LINK_DELAY) \
+	  LINK_RATES=$(LINK_RATES) NODE_CPUS=$(NODE_CPUS) \
 	  docker/compose-run.sh
 
 test-compose: venv

@@ -154,6 +154,9 @@ class Case:
     around: Callable[..., object] | None = None
     """around(ctx) -> a context manager entered around warm-up and the timed samples (e.g. peak memory);
     ``Buffers.derive`` gets it."""
+    keep_rank_samples: bool = False
+    """Record every rank's own time of every sample (``rank_samples_us``), not only the per-rank medians
+    (the doctor's straggler and per-rank distributions need them)."""
     resolve: Callable[..., "Case"] | None = None
     """resolve(case, ctx, cfg, session) -> the concrete case (e.g. ``dataclasses.replace(case, ...)``), for a
     case whose size or fields are found at run time (e.g. by a probe); may raise CaseSkipped or CaseFailed

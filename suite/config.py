@@ -79,7 +79,28 @@ class PlacementSettings:
     all_reduce (0 = the real hosts)."""
 
 
-SECTIONS = {"ddp": DdpSettings, "model_parallel": ModelParallelSettings, "placement": PlacementSettings}
+@dataclass(frozen=True, kw_only=True)
+class DoctorSettings:
+    """The doctor's probes (make variables DOCTOR_*, EXPECT_LINK_RATE; experiments/doctor.py)."""
+
+    small_bytes: int = 64
+    """DOCTOR_SMALL_BYTES: the message of the pairwise latency probe (ping-pong)."""
+    large_bytes: int = 256 << 10
+    """DOCTOR_LARGE_BYTES: one message of the pairwise bandwidth probes and the ring (a window of them)."""
+    window: int = 4
+    """DOCTOR_WINDOW: messages in flight per bandwidth sample (OSU osu_bw's window, smaller: time)."""
+    collective_bytes: tuple[int, ...] = (4 << 10, 64 << 10, 1 << 20)
+    """DOCTOR_SIZES: all_reduce and all_gather sizes whose per-rank times look for a straggler."""
+    compute_ms: int = 2
+    """DOCTOR_COMPUTE_MS: the fixed matmul work of the straggler probe lasts at least this long on the
+    slowest rank (calibrated once, the same work on every rank)."""
+    expect_link_rate: str = ""
+    """EXPECT_LINK_RATE: what an inter-node link should carry (a tc rate: 10gbit, 200mbit); empty: the
+    compose LINK_RATE when the run has one, else no expectation (links are compared with their class)."""
+
+
+SECTIONS = {"ddp": DdpSettings, "model_parallel": ModelParallelSettings, "placement": PlacementSettings,
+            "doctor": DoctorSettings}
 """Experiment settings nested in BenchConfig, by field name."""
 
 
@@ -131,6 +152,8 @@ class BenchConfig:
     """The model-parallel experiment's knobs (MP_*)."""
     placement: PlacementSettings = field(default_factory=PlacementSettings)
     """The placement experiment's knobs (SUITE_FAKE_NODES)."""
+    doctor: DoctorSettings = field(default_factory=DoctorSettings)
+    """The doctor's probes (DOCTOR_*, EXPECT_LINK_RATE)."""
     extra: dict = field(default_factory=dict, compare=False)
     """Free-form settings recorded with the results (not read by any experiment)."""
 
@@ -203,6 +226,12 @@ ENV_KNOBS: tuple[EnvKnob, ...] = (
     EnvKnob("model_parallel", "stage_features", "MP_STAGE_FEATURES"),
     EnvKnob("model_parallel", "microbatch_rows", "MP_MICROBATCH_ROWS"),
     EnvKnob("placement", "fake_nodes", "SUITE_FAKE_NODES"),
+    EnvKnob("doctor", "small_bytes", "DOCTOR_SMALL_BYTES"),
+    EnvKnob("doctor", "large_bytes", "DOCTOR_LARGE_BYTES"),
+    EnvKnob("doctor", "window", "DOCTOR_WINDOW"),
+    EnvKnob("doctor", "collective_bytes", "DOCTOR_SIZES"),
+    EnvKnob("doctor", "compute_ms", "DOCTOR_COMPUTE_MS"),
+    EnvKnob("doctor", "expect_link_rate", "EXPECT_LINK_RATE"),
 )
 """Experiment knobs set in the environment (make exports them); the launcher reads them once into
 BenchConfig, and the ranks get them from config.json, never from their own environment."""
@@ -259,6 +288,20 @@ def _section_value(section: str, name: str, value):
     """A section field from a string (the environment), a list (config.json) or a value."""
     default = getattr(SECTIONS[section](), name)
     label = next((k.env for k in ENV_KNOBS if (k.section, k.field) == (section, name)), f"{section}.{name}")
+    if isinstance(default, str):
+        return str(value).strip()
+    if name.endswith("_bytes"):  # sizes as the sweep spells them: 64, 4K, 1M (powers of 1024)
+        items = value.replace(" ", ",").split(",") if isinstance(value, str) else \
+            list(value) if isinstance(value, (list, tuple)) else [value]
+        try:
+            sizes = tuple(metrics.parse_size(str(v).strip()) for v in items if str(v).strip())
+        except ValueError as e:
+            raise ConfigError(f"{label}={value!r}: {e}") from None
+        if isinstance(default, tuple):
+            return sizes
+        if len(sizes) != 1:
+            raise ConfigError(f"{label}={value!r} must be one size (e.g. 64, 256K)")
+        return sizes[0]
     if isinstance(default, tuple) and default and isinstance(default[0], str):
         items = value.replace(" ", ",").split(",") if isinstance(value, str) else list(value)
         return tuple(str(v).strip() for v in items if str(v).strip())
@@ -386,9 +429,27 @@ def validate(cfg: BenchConfig, world_size: int | None = None) -> None:
             "(a stage's weight is d x d float32: d <= 16384; a micro-batch at most 2^28 elements)")
     if cfg.placement.fake_nodes < 0:
         bad(f"SUITE_FAKE_NODES must be >= 0, got {cfg.placement.fake_nodes}")
+    doc = cfg.doctor
+    if not (4 <= doc.small_bytes <= doc.large_bytes) or not doc.collective_bytes or min(doc.collective_bytes) < 4:
+        bad(f"DOCTOR_SMALL_BYTES ({doc.small_bytes}) must be >= 4 and <= DOCTOR_LARGE_BYTES ({doc.large_bytes}); "
+            f"DOCTOR_SIZES ({','.join(map(str, doc.collective_bytes))}) non-empty, each >= 4")
+    if doc.large_bytes * doc.window > 1 << 30:
+        bad(f"DOCTOR_LARGE_BYTES x DOCTOR_WINDOW = {doc.large_bytes * doc.window} B is more than 1 GiB in flight")
+    if not 1 <= doc.window <= 64:
+        bad(f"DOCTOR_WINDOW must be in 1..64, got {doc.window}")
+    if not 1 <= doc.compute_ms <= 1000:
+        bad(f"DOCTOR_COMPUTE_MS must be in 1..1000, got {doc.compute_ms}")
+    if doc.expect_link_rate and _link_rate_gbps(doc.expect_link_rate) is None:
+        bad(f"EXPECT_LINK_RATE={doc.expect_link_rate!r} is not a rate (examples: 10gbit, 200mbit, 125mbps)")
     if cfg.backend == "nccl" and cfg.device == "cpu":
         bad("backend nccl needs DEVICE=cuda; use BACKEND=gloo for CPU tensors")
     check_timing_mode(cfg.timing_mode, cfg.backend, cfg.device)
+
+
+def _link_rate_gbps(text: str):
+    from suite.fit import parse_link_rate  # numpy: imported only when a rate is given
+
+    return parse_link_rate(text)
 
 
 def check_timing_mode(timing_mode: str, backend: str, device: str) -> None:

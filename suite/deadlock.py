@@ -11,7 +11,7 @@ makes progress within that bound is *blocked*, and the pair is killed there. The
 naive size that blocks is where the backend blocks. ``run_deadlock_probe`` never blocks
 its caller for more than ``total_limit_s`` (+ kill time).
 
-The p2p experiment (experiments/p2p.py, pattern ``exchange``) runs the probe once per
+The p2p experiment (suite/p2p_patterns.py, pattern ``exchange``) runs the probe once per
 session on rank 0 and times the correct orderings in the suite's own group at the size
 where the naive one blocked. This module imports neither pytest nor the harness.
 """

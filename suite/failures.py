@@ -22,13 +22,14 @@ EXIT_RENDEZVOUS = 4      # MASTER_ADDR does not resolve, MASTER_PORT in use
 EXIT_PEER_FAILURE = 5    # a rank died, froze or became unreachable mid-run
 EXIT_WRONG_RESULT = 6    # a collective produced wrong elements
 EXIT_NOTHING_SELECTED = 7  # the case selection (-k / K=...) matched no case; nothing was measured
+EXIT_FINDING = 8         # the doctor found a slow link, a straggler or a weak node (every probe ran and was correct)
 EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
 
 MEANING = {EXIT_OK: "every case ran and was correct", EXIT_FAILED: "a case errored",
            EXIT_BAD_INPUT: "bad input", EXIT_PREFLIGHT: "preflight failed", EXIT_RENDEZVOUS: "rendezvous failed",
            EXIT_PEER_FAILURE: "a peer was lost mid-run", EXIT_WRONG_RESULT: "wrong results",
-           EXIT_NOTHING_SELECTED: "nothing selected", EXIT_SIGINT: "interrupted (SIGINT)",
+           EXIT_NOTHING_SELECTED: "nothing selected", EXIT_FINDING: "the doctor found a problem", EXIT_SIGINT: "interrupted (SIGINT)",
            EXIT_SIGTERM: "interrupted (SIGTERM)"}
 """One phrase per exit status (README "Exit statuses" has the full table)."""
 

@@ -33,6 +33,10 @@ ROOT = Path(__file__).resolve().parent.parent
 EXPERIMENTS_DIR = ROOT / "experiments"
 
 
+NOT_IN_ALL = ("doctor",)
+"""Experiments that EXPERIMENTS=all leaves out: the doctor is a health check (``make doctor``), not a benchmark."""
+
+
 def available_experiments() -> list[str]:
     return sorted(p.stem for p in EXPERIMENTS_DIR.glob("*.py") if not p.stem.startswith("_") and p.stem != "conftest")
 
@@ -137,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         a, passthrough = parse_args(argv)
         cfg = config_from_args(a)
         lay = layout(a)
-        names = available_experiments() if a.experiments in ("all", "") else \
+        names = [e for e in available_experiments() if e not in NOT_IN_ALL] if a.experiments in ("all", "") else \
             [e.strip() for e in a.experiments.split(",") if e.strip()]
         unknown = [e for e in names if e not in available_experiments()]
         if unknown or not names:
@@ -187,6 +191,10 @@ def main(argv: list[str] | None = None) -> int:
     rc, signum, tail = run_ranks(cmd, env, run_dir, ROOT)
     status = final_status(rc, signum, run_dir, root_cause(tail) if rc != 0 else None)
     if lay["node_rank"] == 0 and (run_dir / "bench.json").exists():
+        if "doctor" in names and status == EXIT_OK:
+            from suite.doctor import run_doctor
+
+            status = run_doctor(run_dir)  # the verdict: 0 healthy, EXIT_FINDING when something is wrong
         stamp_status(run_dir, status, signum)
         update_latest(results_root, run_dir)
         print(f"# results: {run_dir / 'bench.json'} (also {results_root / 'latest'})", flush=True)

@@ -107,7 +107,8 @@ class Harness:
                 m = measure(ctx, cfg, [self._delayed(ctx, case, b.call) for b in sets], mode=mode,
                             iters=None if case.max_iters is None else min(cfg.iters, case.max_iters),
                             warmup_iters=case.warmup, before_sample=before,
-                            keep_rank_samples=self.keep_rank_samples, started_at=started)
+                            keep_rank_samples=self.keep_rank_samples or case.keep_rank_samples,
+                            started_at=started)
                 ctx.sync_device()
             # 3. the buffers that were timed hold exactly one op's result (reset before each sample)
             if self._corrupt_target(case, timed=True):

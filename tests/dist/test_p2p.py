@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from experiments import p2p
+from suite import p2p_patterns as p2p
 from suite import deadlock
 from suite.results import REQUIRED_FIELDS
 from suite.tables.p2p import format_tables

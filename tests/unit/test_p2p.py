@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from experiments import p2p
+from suite import p2p_patterns as p2p
 from suite import metrics
 from suite.config import build_config
 from suite.dist import DistContext

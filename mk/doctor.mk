@@ -1,0 +1,32 @@
+# The doctor (experiments/doctor.py probes, suite/doctor.py verdicts): is anything wrong, and where.
+#   make doctor [NPROC=6] [ITERS=20]            local ranks; exit 0 healthy, 8 a finding (make says 2)
+#   make compose-doctor [NNODES=3] [LINK_RATE=200mbit] [LINK_RATES=node2=50mbit] [NODE_CPUS=node1=0.5]
+#   make doctor-verdict RUN=results/<run>      the verdict of a stored run again (no probes run)
+# Knobs: DOCTOR_SMALL_BYTES (64) DOCTOR_LARGE_BYTES (256K) DOCTOR_WINDOW (4) DOCTOR_SIZES (4K,64K,1M)
+#   DOCTOR_COMPUTE_MS (2) EXPECT_LINK_RATE (e.g. 10gbit); ITERS trades time for confidence.
+DOCTOR_SMALL_BYTES ?=
+DOCTOR_LARGE_BYTES ?=
+DOCTOR_WINDOW      ?=
+DOCTOR_SIZES       ?=
+DOCTOR_COMPUTE_MS  ?=
+EXPECT_LINK_RATE   ?=
+export DOCTOR_SMALL_BYTES DOCTOR_LARGE_BYTES DOCTOR_WINDOW DOCTOR_SIZES DOCTOR_COMPUTE_MS EXPECT_LINK_RATE
+DOCTOR_ITERS  ?= 10
+DOCTOR_WARMUP ?= 2
+
+.PHONY: doctor compose-doctor doctor-verdict
+
+doctor: venv
+	$(PY) -m suite.launch --nproc $(NPROC) --backend gloo --device cpu --experiments doctor \
+	  --iters $(if $(filter command line environment,$(origin ITERS)),$(ITERS),$(DOCTOR_ITERS)) \
+	  --warmup $(if $(filter command line environment,$(origin WARMUP)),$(WARMUP),$(DOCTOR_WARMUP)) \
+	  --timeout-s $(TIMEOUT_S) --heartbeat-timeout-s $(HEARTBEAT_S) --results-root $(RESULTS) \
+	  $(if $(RUN_ID),--run-id $(RUN_ID)) $(PASSTHROUGH)
+
+compose-doctor:
+	$(MAKE) compose-up EXPERIMENTS=doctor \
+	  ITERS=$(if $(filter command line environment,$(origin ITERS)),$(ITERS),$(DOCTOR_ITERS)) \
+	  WARMUP=$(if $(filter command line environment,$(origin WARMUP)),$(WARMUP),$(DOCTOR_WARMUP))
+
+doctor-verdict: venv
+	$(PY) -m suite.doctor $(RUN)

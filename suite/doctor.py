@@ -1,0 +1,501 @@
+"""The doctor's verdicts: the slow link, the straggling rank and the weak node, from one stored run.
+
+    python -m suite.doctor results/<run>      (make doctor runs the probes, then this)
+
+Reads only the run's stored records (experiments/doctor.py's probes, every rank's own time of every
+sample kept), writes ``<run>/doctor.json`` atomically, prints the verdict table, and exits
+``EXIT_OK`` (0) when healthy or ``EXIT_FINDING`` (8) when something is wrong. The rules, each a pure
+function of the samples (unit-tested on synthetic samples):
+
+**Slow link.** A link is an ordered pair src -> dst for bandwidth (a window of large messages from
+src to dst), an unordered pair for latency (a round trip) and for both directions at once. Links
+are compared within their class: intra-node (same host) or inter-node, and the same probe. For each
+pass, the class's reference is the median over its links of their median time per message, and its
+spread the robust (MAD) standard deviation of the links' log-medians. A link is slow in a pass when
+the *lower* end of its median's 95% confidence interval (exact binomial, ``metrics.median_ci``) is
+beyond ``max(factor, exp(NOISE_K x spread))`` times the reference: worse than the class by more than
+both the effect that matters (``SLOW_FACTOR`` 1.5 for bandwidth, ``LATENCY_FACTOR`` 2 for latency) and
+the noise the class itself shows. With an expectation (EXPECT_LINK_RATE, else the compose LINK_RATE),
+an inter-node bandwidth link is also slow when even the upper end of its bandwidth interval is below
+expected / SLOW_FACTOR. A link is named only when it is slow in *every* pass (probes.PASSES, run one
+after the other). Half or more of a class being slow leaves no healthy majority to compare with: then
+only the expectation can tell (say one).
+
+**Straggler rank.** In every probe where all ranks work at once (the fixed compute, the ring, the
+collectives), each sample compares each rank's own time with the median of the other ranks' times in
+the same sample. Without a straggler a rank is the slower one with probability 1/2 whatever the
+distribution (the ranks are exchangeable); a rank is flagged in a probe when it is slower
+significantly more often (one-sided sign test, binomial upper tail < ALPHA / n, Bonferroni over the
+ranks) *and* its median time is at least ``STRAGGLER_FACTOR`` (1.25) times the median of the others'
+medians. (Counting only how often a rank is *the* slowest would miss two starved ranks that share that
+place.) It is named a straggler when flagged in the compute probe (its passes pooled), or in most of
+the communication probes; "holds the others back by" is the median over samples of its time minus the
+others' median, what the group waits at the next collective.
+
+**Weak node.** A host with at least two inter-node links (or ranks) in one direction, all of them
+affected: all its outgoing bandwidth links slow, all incoming, all its latency pairs, or all its ranks
+stragglers. That is one finding (the links and ranks are its evidence), not N.
+
+Anything else is **healthy**: the measured figures per class, and against the expectation when known.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from suite import metrics
+from suite.failures import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK
+from suite.fileio import write_json_atomic
+from suite.fit import configured_link_rate, parse_link_rate
+from suite.results import load_run, records
+
+EXPERIMENT = "doctor"
+SLOW_FACTOR = 1.5
+"""A bandwidth link (or both directions at once) is slow from 1.5x its class's time per message (2/3 of
+its bandwidth) or 1.5x the expected time."""
+LATENCY_FACTOR = 2.0
+"""A latency pair is slow from 2x its class's round trip (small messages vary more than bulk transfers)."""
+NOISE_K = 3.0
+"""The class's own spread widens the threshold to exp(NOISE_K x robust sd of the links' log-medians)."""
+STRAGGLER_FACTOR = 1.25
+ALPHA = 0.01
+CONFIDENCE = 0.95
+LINK_PROBES = ("latency", "bandwidth", "bidirectional")
+ALL_RANK_PROBES = ("compute", "ring", "all_reduce", "all_gather")
+MAD_TO_SD = 1.4826
+"""MAD x 1.4826 estimates the standard deviation of a normal sample (Rousseeuw & Croux 1993)."""
+
+
+@dataclass
+class LinkPass:
+    """One link in one pass: its samples judged against its class."""
+
+    probe: str
+    src: int
+    dst: int
+    pass_no: int
+    size_bytes: int
+    cls: str
+    src_host: str
+    dst_host: str
+    median_us: float
+    ci_us: tuple[float, float]
+    label: str
+    reference_us: float = math.nan
+    threshold: float = math.nan
+    expected_us: float | None = None
+    slow_vs_class: bool = False
+    slow_vs_expectation: bool = False
+
+    @property
+    def slow(self) -> bool:
+        return self.slow_vs_class or self.slow_vs_expectation
+
+
+@dataclass
+class Finding:
+    kind: str
+    """slow_link | straggler | weak_node"""
+    where: str
+    measured: str
+    expected: str
+    ratio: float
+    confidence: str
+    evidence: list[str] = field(default_factory=list)
+    detail: dict = field(default_factory=dict)
+
+
+@dataclass
+class Diagnosis:
+    verdict: str
+    """healthy | findings | no probes"""
+    findings: list[Finding]
+    slow_links: list[dict]
+    stragglers: list[dict]
+    weak_nodes: list[dict]
+    classes: list[dict]
+    ranks: list[dict]
+    links: list[dict]
+    expectation: dict | None
+    rules: dict
+    hosts: list[str]
+
+    @property
+    def exit_status(self) -> int:
+        return EXIT_FINDING if self.findings else EXIT_OK
+
+    def as_dict(self) -> dict:
+        return {"verdict": self.verdict, "exit_status": self.exit_status, **asdict(self)}
+
+
+# --- slow links -----------------------------------------------------------------------------------
+
+def _cls(a_host: str, b_host: str) -> str:
+    return "intra-node" if a_host == b_host else "inter-node"
+
+
+def link_passes(recs: list[dict], hostnames: list[str]) -> list[LinkPass]:
+    """The link probes of a run, one entry per link and pass (no judgement yet)."""
+    out = []
+    for r in recs:
+        if r.get("experiment") != EXPERIMENT or r.get("probe") not in LINK_PROBES or not r.get("samples_us"):
+            continue
+        a, b = int(r["src"]), int(r["dst"])
+        ha, hb = hostnames[a], hostnames[b]
+        out.append(LinkPass(probe=r["probe"], src=a, dst=b, pass_no=int(r.get("pass", 1)),
+                            size_bytes=int(r["size_bytes"]), cls=_cls(ha, hb), src_host=ha, dst_host=hb,
+                            median_us=metrics.percentile(r["samples_us"], 50),
+                            ci_us=metrics.median_ci(r["samples_us"], CONFIDENCE), label=r["label"]))
+    return out
+
+
+def judge_links(links: list[LinkPass], expect_gbps: float | None = None) -> None:
+    """Set reference, threshold and the slow flags of every link pass (in place)."""
+    groups: dict[tuple, list[LinkPass]] = defaultdict(list)
+    for lp in links:
+        groups[(lp.probe, lp.cls, lp.pass_no)].append(lp)
+    for (probe, cls, _), group in groups.items():
+        meds = [lp.median_us for lp in group]
+        ref = statistics.median(meds)
+        logs = [math.log(m / ref) for m in meds if m > 0 and ref > 0]
+        spread = MAD_TO_SD * statistics.median([abs(x) for x in logs]) if logs else 0.0
+        factor = LATENCY_FACTOR if probe == "latency" else SLOW_FACTOR
+        threshold = max(factor, math.exp(NOISE_K * spread))
+        for lp in group:
+            lp.reference_us, lp.threshold = ref, threshold
+            lp.slow_vs_class = len(group) > 1 and lp.ci_us[0] > threshold * ref
+            if expect_gbps and probe == "bandwidth" and cls == "inter-node":
+                lp.expected_us = lp.size_bytes / (expect_gbps * 1e3)
+                lp.slow_vs_expectation = lp.ci_us[0] > SLOW_FACTOR * lp.expected_us
+
+
+def _gbps(size_bytes: int, us: float) -> float:
+    return size_bytes / (us * 1e3) if us > 0 else math.inf
+
+
+def _fmt_rate(gbps: float) -> str:
+    return f"{gbps * 1e3:.3g} MB/s" if gbps < 1 else f"{gbps:.3g} GB/s"
+
+
+def _link_name(probe: str, a: int, b: int, hosts: list[str]) -> str:
+    arrow = "->" if probe == "bandwidth" else "<->"
+    return f"{a} ({hosts[a]}) {arrow} {b} ({hosts[b]})"
+
+
+def _what(probe: str, size: int, us: float) -> str:
+    return f"{us:.3g} us one-way" if probe == "latency" else f"{_fmt_rate(_gbps(size, us))}"
+
+
+# --- stragglers -----------------------------------------------------------------------------------
+
+def binomial_upper_tail(k: int, n: int, p: float) -> float:
+    """P(X >= k) for X ~ Binomial(n, p)."""
+    return min(1.0, sum(math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(k, n + 1)))
+
+
+def straggler_in_probe(rank_samples_us: list[list[float]]) -> list[dict]:
+    """Per rank: in how many samples it was slower than the median of the others (a sign test: without a
+    straggler, 1/2 per sample whatever the distribution), the one-sided p-value, how often it was the
+    slowest, its median over the others' and how long the others waited for it; ``flagged`` when both the
+    count (p < ALPHA / n) and the effect (ratio >= STRAGGLER_FACTOR) hold."""
+    n = len(rank_samples_us)
+    m = min(len(r) for r in rank_samples_us) if n else 0
+    if n < 2 or m < 1:
+        return []
+    slowest = [max(range(n), key=lambda r: rank_samples_us[r][i]) for i in range(m)]
+    meds = [statistics.median(r[:m]) for r in rank_samples_us]
+    out = []
+    for r in range(n):
+        others_at = [statistics.median(rank_samples_us[j][i] for j in range(n) if j != r) for i in range(m)]
+        above = sum(rank_samples_us[r][i] > others_at[i] for i in range(m))
+        p = binomial_upper_tail(above, m, 0.5)
+        others = statistics.median([meds[j] for j in range(n) if j != r])
+        ratio = meds[r] / others if others > 0 else math.inf
+        holdback = statistics.median(rank_samples_us[r][i] - others_at[i] for i in range(m))
+        out.append({"rank": r, "slower_than_others": above, "slowest": slowest.count(r), "samples": m,
+                    "p_value": p, "median_us": meds[r], "others_median_us": others, "ratio": ratio,
+                    "holds_back_us": holdback, "flagged": p < ALPHA / n and ratio >= STRAGGLER_FACTOR})
+    return out
+
+
+# --- the whole diagnosis ----------------------------------------------------------------------------
+
+def expectation(run: dict, recs: list[dict]) -> dict | None:
+    """What an inter-node link should carry: EXPECT_LINK_RATE from the run's config, else LINK_RATE."""
+    cfg = (run.get("suite") or {}).get("config") or {}
+    text = ((cfg.get("doctor") or {}).get("expect_link_rate") or "").strip()
+    if text and parse_link_rate(text):
+        return {"rate": text, "gbps": parse_link_rate(text), "source": "EXPECT_LINK_RATE"}
+    found = configured_link_rate(run.get("machine_info") or {})
+    if found:
+        return {"rate": found[0], "gbps": found[1], "source": "LINK_RATE (the compose simulation's shaped links)"}
+    return None
+
+
+def diagnose(run: dict) -> Diagnosis:
+    recs = [r for r in records(run) if r.get("experiment") == EXPERIMENT]
+    suite_info = (run.get("machine_info") or {}).get("suite") or {}
+    hosts = list(suite_info.get("hostnames") or [])
+    world = max([int(r.get("world_size", 0)) for r in recs] or [0])
+    if len(hosts) < world:
+        hosts += [f"rank{r}" for r in range(len(hosts), world)]
+    expect = expectation(run, recs)
+    rules = {"slow_factor": SLOW_FACTOR, "latency_factor": LATENCY_FACTOR, "noise_k": NOISE_K,
+             "straggler_factor": STRAGGLER_FACTOR, "alpha": ALPHA, "confidence": CONFIDENCE}
+    if not recs:
+        return Diagnosis(verdict="no probes", findings=[], slow_links=[], stragglers=[], weak_nodes=[], classes=[],
+                         ranks=[], links=[], expectation=expect, rules=rules, hosts=hosts)
+    passes = link_passes(recs, hosts)
+    judge_links(passes, expect["gbps"] if expect else None)
+
+    # links slow in every pass
+    by_link: dict[tuple, list[LinkPass]] = defaultdict(list)
+    for lp in passes:
+        by_link[(lp.probe, lp.src, lp.dst)].append(lp)
+    links, slow = [], []
+    for (probe, a, b), lps in sorted(by_link.items()):
+        lps.sort(key=lambda x: x.pass_no)
+        med = statistics.median(lp.median_us for lp in lps)
+        ref = statistics.median(lp.reference_us for lp in lps)
+        entry = {"probe": probe, "src": a, "dst": b, "src_host": lps[0].src_host, "dst_host": lps[0].dst_host,
+                 "class": lps[0].cls, "size_bytes": lps[0].size_bytes, "median_us": med, "class_median_us": ref,
+                 "ratio": med / ref if ref > 0 else math.inf,
+                 "gbps": None if probe == "latency" else _gbps(lps[0].size_bytes, med),
+                 "expected_us": lps[0].expected_us,
+                 "slow_vs_class": all(lp.slow_vs_class for lp in lps),
+                 "slow_vs_expectation": all(lp.slow_vs_expectation for lp in lps),
+                 "passes": [{"pass": lp.pass_no, "median_us": lp.median_us, "ci_us": list(lp.ci_us),
+                             "class_median_us": lp.reference_us, "threshold": lp.threshold, "slow": lp.slow,
+                             "case": lp.label} for lp in lps]}
+        entry["slow"] = all(lp.slow for lp in lps)
+        links.append(entry)
+        if entry["slow"]:
+            slow.append(entry)
+
+    # per-rank evidence from the probes where every rank works at once
+    # (the compute probe's passes pooled: each sample is compared within its own iteration)
+    per_probe: list[tuple[str, str, list[dict]]] = []
+    pooled: list[list[float]] = []
+    labels = []
+    for r in recs:
+        if r.get("probe") in ALL_RANK_PROBES and r.get("rank_samples_us"):
+            if r["probe"] == "compute":
+                pooled = [a + b for a, b in zip(pooled, r["rank_samples_us"])] if pooled else \
+                    [list(x) for x in r["rank_samples_us"]]
+                labels.append(r["label"])
+            else:
+                per_probe.append((r["probe"], r["label"], straggler_in_probe(r["rank_samples_us"])))
+    if pooled:
+        per_probe.insert(0, ("compute", " + ".join(labels), straggler_in_probe(pooled)))
+    n = world
+    ranks, stragglers = [], []
+    compute = [p for p in per_probe if p[0] == "compute"]
+    comm = [p for p in per_probe if p[0] != "compute"]
+    for rank in range(n):
+        rows = [(probe, label, s[rank]) for probe, label, s in per_probe if len(s) > rank]
+        in_compute = bool(compute) and all(s[rank]["flagged"] for _, _, s in compute if len(s) > rank)
+        comm_flags = [s[rank]["flagged"] for _, _, s in comm if len(s) > rank]
+        in_comm = bool(comm_flags) and sum(comm_flags) > len(comm_flags) / 2
+        comp_rows = [row for p, _, row in rows if p == "compute"]
+        entry = {"rank": rank, "host": hosts[rank],
+                 "compute_median_us": statistics.median(x["median_us"] for x in comp_rows) if comp_rows else None,
+                 "compute_ratio": statistics.median(x["ratio"] for x in comp_rows) if comp_rows else None,
+                 "slowest_in": {label: f"{row['slowest']}/{row['samples']}" for _, label, row in rows},
+                 "slower_than_others_in": {label: f"{row['slower_than_others']}/{row['samples']}"
+                                           for _, label, row in rows},
+                 "straggler": in_compute or in_comm,
+                 "evidence": [label for _, label, row in rows if row["flagged"]]}
+        ranks.append(entry)
+        if entry["straggler"]:
+            # the headline: the compute probe when it named the rank (the others wait that long at the next
+            # collective), else the communication probe where it stood out most
+            pick = [row for p, _, row in rows if row["flagged"] and (p == "compute") == in_compute]
+            best = max(pick or [row for _, _, row in rows if row["flagged"]], key=lambda x: x["ratio"])
+            stragglers.append({**entry, "ratio": best["ratio"], "holds_back_us": best["holds_back_us"],
+                               "p_value": best["p_value"], "slowest": best["slowest"], "samples": best["samples"],
+                               "slower_than_others": best["slower_than_others"],
+                               "median_us": best["median_us"], "others_median_us": best["others_median_us"],
+                               "in_compute": in_compute, "in_communication": in_comm})
+
+    # weak nodes: every inter-node link of one direction (or every rank) of a host affected
+    weak, used_links, used_ranks = [], set(), set()
+    host_list = sorted(set(hosts[:n]))
+    if len(host_list) > 1:
+        for h in host_list:
+            reasons = []
+            for what, sel in (("outgoing bandwidth", lambda e: e["probe"] == "bandwidth" and e["src_host"] == h),
+                              ("incoming bandwidth", lambda e: e["probe"] == "bandwidth" and e["dst_host"] == h),
+                              ("latency", lambda e: e["probe"] == "latency" and h in (e["src_host"], e["dst_host"])),
+                              ("both directions at once",
+                               lambda e: e["probe"] == "bidirectional" and h in (e["src_host"], e["dst_host"]))):
+                mine = [e for e in links if e["class"] == "inter-node" and sel(e)]
+                if len(mine) >= 2 and all(e["slow"] for e in mine):
+                    reasons.append((what, mine))
+            my_ranks = [e for e in ranks if e["host"] == h]
+            if len(my_ranks) >= 2 and all(e["straggler"] for e in my_ranks):
+                reasons.append(("compute: every rank a straggler", []))
+            if reasons:
+                ev_links = [e for _, es in reasons for e in es]
+                used_links |= {(e["probe"], e["src"], e["dst"]) for e in ev_links}
+                if any(w.startswith("compute") for w, _ in reasons):
+                    used_ranks |= {e["rank"] for e in my_ranks}
+                weak.append({"host": h, "ranks": [e["rank"] for e in my_ranks], "affected": [w for w, _ in reasons],
+                             "links": [_link_name(e["probe"], e["src"], e["dst"], hosts) + f" [{e['probe']}]"
+                                       for e in ev_links]})
+
+    findings = []
+    for w in weak:
+        ev = [e for e in links if (e["probe"], e["src"], e["dst"]) in used_links and w["host"] in
+              (e["src_host"], e["dst_host"])]
+        bw = [e for e in ev if e["probe"] == "bandwidth"]
+        main = bw or ev
+        if main:
+            med = statistics.median(e["median_us"] for e in main)
+            ref = statistics.median(e["class_median_us"] for e in main)
+            size, probe = main[0]["size_bytes"], main[0]["probe"]
+            measured, expected, ratio = _what(probe, size, med), _what(probe, size, ref) + " (its class)", ref / med
+        else:
+            s = [x for x in stragglers if x["host"] == w["host"]]
+            med = statistics.median(x["median_us"] for x in s)
+            ref = statistics.median(x["others_median_us"] for x in s)
+            measured, expected, ratio = f"{med:.3g} us compute", f"{ref:.3g} us (the other ranks)", ref / med
+        findings.append(Finding(
+            kind="weak_node", where=f"{w['host']} (ranks {', '.join(map(str, w['ranks']))}): "
+                                    + "; ".join(w["affected"]),
+            measured=measured, expected=expected, ratio=ratio,
+            confidence=f"every affected link slow in all {_n_passes(links)} passes (95% CI of each median beyond "
+                       f"the threshold)" if main else "every rank flagged (binomial p < alpha/n, effect >= "
+                                                      f"{STRAGGLER_FACTOR}x)",
+            evidence=w["links"] + [f"rank {r}" for r in w["ranks"] if r in used_ranks], detail=w))
+    for e in slow:
+        if (e["probe"], e["src"], e["dst"]) in used_links:
+            continue
+        vs_exp = e["slow_vs_expectation"] and not e["slow_vs_class"]
+        ref_us = e["expected_us"] if vs_exp else e["class_median_us"]
+        findings.append(Finding(
+            kind="slow_link", where=_link_name(e["probe"], e["src"], e["dst"], hosts) + f" [{e['probe']}, {e['class']}]",
+            measured=_what(e["probe"], e["size_bytes"], e["median_us"]),
+            expected=_what(e["probe"], e["size_bytes"], ref_us) + (" (expected)" if vs_exp else " (its class)"),
+            ratio=ref_us / e["median_us"],
+            confidence=f"slow in all {len(e['passes'])} passes: 95% CI of the median beyond "
+                       f"{e['passes'][0]['threshold']:.2f}x the reference",
+            evidence=[p["case"] for p in e["passes"]], detail=e))
+    for s in stragglers:
+        if s["rank"] in used_ranks:
+            continue
+        findings.append(Finding(
+            kind="straggler", where=f"rank {s['rank']} ({s['host']})",
+            measured=f"{s['median_us']:.3g} us", expected=f"{s['others_median_us']:.3g} us (the other ranks)",
+            ratio=s["others_median_us"] / s["median_us"] if s["median_us"] > 0 else 0.0,
+            confidence=f"slower than the others' median in {s['slower_than_others']}/{s['samples']} samples "
+                       f"(chance 1/2: p = {s['p_value']:.1g}), the slowest in {s['slowest']}; "
+                       f"holds the others back by {s['holds_back_us']:.3g} us per step",
+            evidence=s["evidence"], detail=s))
+
+    classes = _class_figures(links, expect)
+    return Diagnosis(verdict="findings" if findings else "healthy", findings=findings, slow_links=slow,
+                     stragglers=stragglers, weak_nodes=weak, classes=classes, ranks=ranks, links=links,
+                     expectation=expect, rules=rules, hosts=hosts[:n])
+
+
+def _n_passes(links: list[dict]) -> int:
+    return max((len(e["passes"]) for e in links), default=0)
+
+
+def _class_figures(links: list[dict], expect: dict | None) -> list[dict]:
+    """The healthy figures: per probe and class, the median over links and the range."""
+    out = []
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for e in links:
+        groups[(e["probe"], e["class"])].append(e)
+    for (probe, cls), es in sorted(groups.items()):
+        meds = sorted(e["median_us"] for e in es)
+        size = es[0]["size_bytes"]
+        row = {"probe": probe, "class": cls, "links": len(es), "size_bytes": size,
+               "median_us": statistics.median(meds), "min_us": meds[0], "max_us": meds[-1]}
+        if probe != "latency":
+            row["median_gbps"] = _gbps(size, row["median_us"])
+        if expect and probe == "bandwidth" and cls == "inter-node":
+            row["of_expected"] = row["median_gbps"] / expect["gbps"]
+        out.append(row)
+    return out
+
+
+# --- output ---------------------------------------------------------------------------------------
+
+def format_verdict(d: Diagnosis) -> str:
+    lines = []
+    n_hosts = len(set(d.hosts))
+    head = (f"# doctor: {len(d.hosts)} ranks on {n_hosts} host(s); verdict: "
+            + ("HEALTHY" if d.verdict == "healthy" else
+               f"{len(d.findings)} FINDING(S) (exit {d.exit_status})" if d.findings else d.verdict))
+    lines.append(head)
+    if d.findings:
+        lines.append(f"#  {'finding':<10} {'where':<52} {'measured':>14} {'expected':>26} {'ratio':>6}  confidence")
+        for f in d.findings:
+            lines.append(f"   {f.kind:<10} {f.where:<52} {f.measured:>14} {f.expected:>26} {f.ratio:>6.2f}  "
+                         f"{f.confidence}")
+            if f.evidence:
+                shown = ", ".join(f.evidence[:6]) + (f", ... ({len(f.evidence)} in all)" if len(f.evidence) > 6 else "")
+                lines.append(f"   {'':<10} evidence: {shown}")
+    lines.append("# measured link figures (median over links of each link's median; the range over links)")
+    for c in d.classes:
+        size = metrics.format_size(c["size_bytes"])
+        if c["probe"] == "latency":
+            fig = f"{c['median_us']:.3g} us one-way at {size}B ({c['min_us']:.3g} .. {c['max_us']:.3g})"
+        else:
+            fig = (f"{_fmt_rate(c['median_gbps'])} per {'direction' if c['probe'] == 'bandwidth' else 'pair, both ways'}"
+                   f" at {size}B ({_fmt_rate(_gbps(c['size_bytes'], c['max_us']))} .. "
+                   f"{_fmt_rate(_gbps(c['size_bytes'], c['min_us']))})")
+        if "of_expected" in c:
+            fig += f" = {c['of_expected']:.0%} of the expected {d.expectation['rate']}"
+        lines.append(f"   {c['class']:<11} {c['probe']:<14} {c['links']:>3} links  {fig}")
+    if d.expectation is None:
+        lines.append("#  no link expectation (EXPECT_LINK_RATE=10gbit, or the compose LINK_RATE): "
+                     "links are compared with their class only")
+    comp = [r for r in d.ranks if r["compute_median_us"] is not None]
+    if comp:
+        meds = [r["compute_median_us"] for r in comp]
+        lines.append(f"   compute probe per rank: {min(meds):.3g} .. {max(meds):.3g} us "
+                     f"(median {statistics.median(meds):.3g} us)")
+    return "\n".join(lines) + "\n"
+
+
+def write(run_dir: str | Path, d: Diagnosis) -> Path:
+    path = Path(run_dir) / "doctor.json"
+    write_json_atomic(path, d.as_dict())
+    return path
+
+
+def run_doctor(run_dir: str | Path, out=sys.stdout) -> int:
+    """Diagnose a stored run: doctor.json, the verdict table; EXIT_FINDING when something is wrong."""
+    d = diagnose(load_run(run_dir))
+    if d.verdict == "no probes":
+        print(f"error: {run_dir} has no doctor probes (run make doctor, or EXPERIMENTS=doctor)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    path = write(run_dir, d)
+    out.write(format_verdict(d))
+    out.write(f"# doctor.json: {path}\n")
+    out.flush()
+    return d.exit_status
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m suite.doctor", description=__doc__.split("\n\n")[0])
+    ap.add_argument("run", help="a run directory (results/<run-id>) or its bench.json")
+    a = ap.parse_args(argv)
+    p = Path(a.run)
+    if not (p / "bench.json").is_file() and not p.is_file():
+        print(f"error: {a.run} is not a run (no bench.json)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return run_doctor(p.parent if p.is_file() else p)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

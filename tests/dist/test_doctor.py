@@ -1,0 +1,61 @@
+"""make doctor on one host: real Gloo ranks, the verdict through the launcher's exit status and doctor.json.
+
+Healthy: 6 ranks on this (2-core, shared) machine must say healthy - the no-false-alarm promise. A rank
+delayed by the suite's fault hook (SUITE_INJECT_DELAY: it sleeps after each of its ops, as a straggler
+would) must be named, and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from suite.failures import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK
+from tests.conftest import all_correct, load_bench, run_suite
+
+pytestmark = pytest.mark.slow
+
+DOCTOR = ["--experiments", "doctor", "--iters", "10", "--warmup", "2"]
+
+
+def _doctor_json(tmp_path) -> dict:
+    return json.loads((tmp_path / "results" / "run" / "doctor.json").read_text())
+
+
+def test_healthy_machine_says_healthy(tmp_path):
+    proc = run_suite(tmp_path, *DOCTOR, nproc=6, timeout=240)
+    assert proc.returncode == EXIT_OK, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "verdict: HEALTHY" in proc.stdout
+    d = _doctor_json(tmp_path)
+    assert d["verdict"] == "healthy" and d["findings"] == [] and d["exit_status"] == 0
+    # every link of both passes measured: 15 pairs latency + bidirectional, 30 directions bandwidth
+    assert {(c["probe"], c["class"], c["links"]) for c in d["classes"]} == {
+        ("latency", "intra-node", 15), ("bidirectional", "intra-node", 15), ("bandwidth", "intra-node", 30)}
+    assert all(len(e["passes"]) == 2 for e in d["links"])
+    recs = [b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]]
+    assert all_correct(recs)
+    assert all(len(r["rank_samples_us"]) == 6 for r in recs)
+    assert load_bench(tmp_path)["suite"]["exit_status"] == EXIT_OK
+
+
+def test_a_delayed_rank_is_named_as_the_straggler(tmp_path):
+    proc = run_suite(tmp_path, *DOCTOR, nproc=4, timeout=240, env={"SUITE_INJECT_DELAY": "2:0.004"})
+    assert proc.returncode == EXIT_FINDING, proc.stdout[-3000:] + proc.stderr[-3000:]
+    d = _doctor_json(tmp_path)
+    assert [s["rank"] for s in d["stragglers"]] == [2]
+    assert [f["kind"] for f in d["findings"]] == ["straggler"]
+    assert d["stragglers"][0]["in_compute"]
+    assert d["stragglers"][0]["holds_back_us"] > 2000  # most of the 4 ms
+    assert "straggler  rank 2" in proc.stdout
+    assert "exit status 8 (the doctor found a problem)" in proc.stderr
+    assert load_bench(tmp_path)["suite"]["exit_status"] == EXIT_FINDING
+
+
+def test_bad_doctor_knobs_stop_before_any_rank(tmp_path):
+    for env, words in (({"DOCTOR_WINDOW": "0"}, "DOCTOR_WINDOW"), ({"EXPECT_LINK_RATE": "fast"}, "EXPECT_LINK_RATE"),
+                       ({"DOCTOR_SIZES": "4K,lots"}, "DOCTOR_SIZES")):
+        proc = run_suite(tmp_path, *DOCTOR, nproc=2, timeout=60, env=env)
+        assert proc.returncode == EXIT_BAD_INPUT, proc.stderr
+        assert words in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+        assert not (tmp_path / "results").exists()
