@@ -45,6 +45,9 @@ EXPERIMENT = "doctor"
 COMPUTE_FEATURES = 128
 """The straggler probe multiplies COMPUTE_FEATURES x COMPUTE_FEATURES float32 matrices (one thread: the
 launcher sets OMP_NUM_THREADS=1), K times per sample."""
+COMPUTE_MIN_MATMULS = 16
+"""At least this many matmuls per sample: a first calibration trial slowed by a hiccup cannot leave a
+sample of one or two matmuls (mostly the cost of calling them)."""
 COMPUTE_MAX_MATMULS = 100_000
 
 COLLECTIVES = ("all_reduce", "all_gather_into_tensor")
@@ -80,7 +83,7 @@ def _compute(ctx: DistContext, k: int) -> Buffers:
 def _resolve_compute(cfg: BenchConfig):
     def resolve(case: Case, ctx: DistContext, _cfg: BenchConfig, session: Session) -> Case:
         k, trial_s = autorange(ctx, _compute(ctx, 1).call, min_sample_s=cfg.doctor.compute_ms / 1e3,
-                               max_repeats=COMPUTE_MAX_MATMULS)
+                               min_repeats=COMPUTE_MIN_MATMULS, max_repeats=COMPUTE_MAX_MATMULS)
         return dataclasses.replace(
             case, build=lambda c: _compute(c, k),
             fields={**case.fields, "matmuls_per_sample": k, "calibration_sample_us": trial_s * 1e6,
@@ -88,7 +91,7 @@ def _resolve_compute(cfg: BenchConfig):
                                  "no communication"},
             provenance={**case.provenance,
                         "matmuls_per_sample": "derived: suite.timing.autorange: the first trial of K matmuls lasting "
-                                              ">= DOCTOR_COMPUTE_MS on the slowest rank",
+                                              f">= DOCTOR_COMPUTE_MS on the slowest rank, K >= {COMPUTE_MIN_MATMULS}",
                         "calibration_sample_us": "measured: that trial's time, maximum over ranks (host clock)"})
     return resolve
 

@@ -3,7 +3,7 @@
 #   make compose-doctor [NNODES=3] [LINK_RATE=200mbit] [LINK_RATES=node2=50mbit] [NODE_CPUS=node1=0.5]
 #   make doctor-verdict RUN=results/<run>      the verdict of a stored run again (no probes run)
 # Knobs: DOCTOR_SMALL_BYTES (64) DOCTOR_LARGE_BYTES (256K) DOCTOR_WINDOW (4) DOCTOR_SIZES (4K,64K,1M)
-#   DOCTOR_COMPUTE_MS (2) EXPECT_LINK_RATE (e.g. 10gbit); ITERS trades time for confidence.
+#   DOCTOR_COMPUTE_MS (50) EXPECT_LINK_RATE (e.g. 10gbit); ITERS trades time for confidence.
 DOCTOR_SMALL_BYTES ?=
 DOCTOR_LARGE_BYTES ?=
 DOCTOR_WINDOW      ?=

@@ -333,6 +333,10 @@ def build_report(run: dict, run_name: str = "") -> Report:
         used_names.add(name)
         return name
 
+    if "doctor" in by_exp:  # the health check's verdict leads the report
+        del by_exp["doctor"]
+        sections.append(doctor_section(run, plot_name))
+
     for exp, groups in by_exp.items():
         sec = Section(title=f"{exp}", anchor=_slug(exp))
         fmt = formatter(exp)
@@ -389,6 +393,31 @@ def build_report(run: dict, run_name: str = "") -> Report:
 
     return Report(run_name=run_name, environment=environment_summary(run), sections=sections, fits=fit_rows,
                   links=links, link_rate=link_rate, n_records=len(recs))
+
+
+def doctor_section(run: dict, plot_name) -> Section:
+    """The doctor's verdicts first (suite.doctor, recomputed from the stored records), then the pair
+    heatmaps with the slow links marked and every rank's time distribution per probe."""
+    from suite import doctor, plots
+
+    d = doctor.diagnose(run)
+    sec = Section(title="doctor: is anything wrong, and where", anchor="doctor")
+    sec.notes.append(doctor.format_verdict(d).rstrip())
+    if d.findings:
+        sec.grids.append((["finding", "where", "measured", "expected", "ratio", "confidence", "evidence"],
+                          [[f.kind, f.where, f.measured, f.expected, f"{f.ratio:.2f}", f.confidence,
+                            ", ".join(f.evidence)] for f in d.findings]))
+    if d.links:
+        sec.plots.append(Plot(name=plot_name("doctor", "links"), title="links: the pair matrices",
+                              png=plots.doctor_heatmaps(d.links, d.hosts)))
+    probes = [(r["label"], r["rank_samples_us"]) for r in results.records(run)
+              if r.get("experiment") == "doctor" and r.get("probe") in doctor.ALL_RANK_PROBES
+              and r.get("rank_samples_us")]
+    if probes:
+        sec.plots.append(Plot(name=plot_name("doctor", "ranks"), title="every rank's own time, per probe",
+                              png=plots.rank_distributions(probes, [s["rank"] for s in d.stragglers])))
+    sec.notes.append(doctor.__doc__.split("\n\n", 2)[2].strip())  # the rules, as the module states them
+    return sec
 
 
 def _fmt(v) -> str:

@@ -91,9 +91,10 @@ class DoctorSettings:
     """DOCTOR_WINDOW: messages in flight per bandwidth sample (OSU osu_bw's window, smaller: time)."""
     collective_bytes: tuple[int, ...] = (4 << 10, 64 << 10, 1 << 20)
     """DOCTOR_SIZES: all_reduce and all_gather sizes whose per-rank times look for a straggler."""
-    compute_ms: int = 2
+    compute_ms: int = 50
     """DOCTOR_COMPUTE_MS: the fixed matmul work of the straggler probe lasts at least this long on the
-    slowest rank (calibrated once, the same work on every rank)."""
+    slowest rank (calibrated once, the same work on every rank). Long enough that a CPU quota (a
+    container's cpus, enforced per 100 ms period) binds within a sample, as it does in a training step."""
     expect_link_rate: str = ""
     """EXPECT_LINK_RATE: what an inter-node link should carry (a tc rate: 10gbit, 200mbit); empty: the
     compose LINK_RATE when the run has one, else no expectation (links are compared with their class)."""

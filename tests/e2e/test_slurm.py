@@ -154,3 +154,16 @@ def test_failed_ranks_fail_the_job(slurm, tmp_path):
     assert "wrong element" in job.output
     _, recs = _records(tmp_path)
     assert recs and all(r["n_wrong"] >= 1 for r in recs)
+
+
+def test_doctor_under_slurm_names_a_delayed_rank(slurm, tmp_path):
+    """The batch script with the doctor selected, two tasks as two nodes: the verdict is the job's
+    exit status (8: a finding) and doctor.json is written next to the results."""
+    job = _sbatch(tmp_path, ["--nodes=1", "--ntasks=2", "--ntasks-per-node=2", "--overcommit"],
+                  ["--experiments", "doctor", "--iters", "10", "--warmup", "2",
+                   "--results-root", str(tmp_path / "results"), "--run-id", "run"],
+                  env={"NPROC": "2", "SUITE_INJECT_DELAY": "3:0.004", "DOCTOR_COMPUTE_MS": "5"})
+    assert job.state == "FAILED" and job.exit_code == "8:0", (job.state, job.exit_code, job.output[-3000:])
+    d = json.loads((tmp_path / "results" / "run" / "doctor.json").read_text())
+    assert [s["rank"] for s in d["stragglers"]] == [3] and [f["kind"] for f in d["findings"]] == ["straggler"]
+    assert "straggler  rank 3" in job.output

@@ -1,0 +1,75 @@
+"""make compose-doctor on 3 simulated nodes x 2 ranks: healthy when every link is alike (3 runs), and
+each fault the simulation can produce named for what it is - one node's egress at a quarter of the
+others' (LINK_RATES), one node's CPU limited (NODE_CPUS). Through docker/compose-run.sh, what
+`make compose-doctor` runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from suite.failures import EXIT_FINDING
+from tests.conftest import all_correct
+from tests.docker.test_compose import _out, image, sim  # noqa: F401  (fixtures)
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+DOCTOR = {"EXPERIMENTS": "doctor", "ITERS": "10", "WARMUP": "2", "LINK_RATE": "200mbit",
+          "DOCTOR_LARGE_BYTES": "64K"}
+"""200 Mbit/s links (25 MB/s: the network, not the two CPUs, sets the inter-node figures), 64 KiB
+messages (a window of 4 is 10 ms at that rate: a run lasts about 100 s)."""
+
+
+def _doctor(sim) -> dict:
+    return json.loads((sim.results / sim.run_id / "doctor.json").read_text())
+
+
+def test_equal_links_are_healthy_in_each_of_three_runs(sim):
+    for i in range(3):
+        sim.run_id = f"healthy{i}"
+        p = sim.run(**DOCTOR)
+        assert p.returncode == 0, _out(p)[-5000:]
+        d = _doctor(sim)
+        assert d["verdict"] == "healthy", d["findings"]
+        assert "verdict: HEALTHY" in p.stdout
+        inter = next(c for c in d["classes"] if (c["probe"], c["class"]) == ("bandwidth", "inter-node"))
+        assert inter["links"] == 24 and 0.8 < inter["of_expected"] < 1.3  # against LINK_RATE
+        assert all_correct([b["extra_info"] for b in sim.bench()["benchmarks"]])
+    sim.assert_clean()
+
+
+def test_a_node_with_slow_egress_is_named_by_its_outgoing_links(sim):
+    p = sim.run(**DOCTOR, LINK_RATES="node2=50mbit")
+    assert p.returncode == EXIT_FINDING, _out(p)[-5000:]
+    assert "# first failure: node0 exited with status 8" in p.stdout
+    d = _doctor(sim)
+    outgoing = {(a, b) for a in (4, 5) for b in range(4)}  # node2 hosts ranks 4 and 5
+    assert {(e["src"], e["dst"]) for e in d["slow_links"] if e["probe"] == "bandwidth"} == outgoing
+    assert [(w["host"], w["affected"]) for w in d["weak_nodes"]] == [("node2", ["outgoing bandwidth"])]
+    assert [f["kind"] for f in d["findings"]] == ["weak_node"]
+    assert 0.15 < d["findings"][0]["ratio"] < 0.35  # a quarter of the class
+    hosts = sim.bench()["machine_info"]["suite"]["hosts"]
+    assert hosts["node2"]["env"]["LINK_RATE_NODE"] == "50mbit" and hosts["node0"]["env"]["LINK_RATE_NODE"] == "200mbit"
+    sim.assert_clean()
+
+
+def test_a_cpu_limited_node_is_named_by_its_ranks(sim):
+    p = sim.run(**DOCTOR, NODE_CPUS="node1=0.4")
+    assert p.returncode == EXIT_FINDING, _out(p)[-5000:]
+    d = _doctor(sim)
+    assert sorted(s["rank"] for s in d["stragglers"]) == [2, 3]  # node1 hosts ranks 2 and 3
+    assert all(s["in_compute"] for s in d["stragglers"])
+    assert [(w["host"], w["affected"]) for w in d["weak_nodes"]] == [("node1", ["compute: every rank a straggler"])]
+    hosts = sim.bench()["machine_info"]["suite"]["hosts"]
+    assert hosts["node1"]["container"]["cgroup_cpus"] == pytest.approx(0.4)
+    assert hosts["node0"]["container"]["cgroup_cpus"] is None
+    sim.assert_clean()
+
+
+@pytest.mark.parametrize("knobs, words", [({"LINK_RATES": "node7=50mbit"}, "LINK_RATES entry 'node7=50mbit'"),
+                                          ({"NODE_CPUS": "node1=lots"}, "NODE_CPUS entry 'node1=lots'")])
+def test_bad_per_node_knobs_stop_before_any_container(sim, knobs, words):
+    p = sim.run(**DOCTOR, **knobs)
+    assert p.returncode == 2 and words in p.stderr, _out(p)
+    assert sim.containers() == []
