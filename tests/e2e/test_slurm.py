@@ -167,3 +167,20 @@ def test_doctor_under_slurm_names_a_delayed_rank(slurm, tmp_path):
     d = json.loads((tmp_path / "results" / "run" / "doctor.json").read_text())
     assert [s["rank"] for s in d["stragglers"]] == [3] and [f["kind"] for f in d["findings"]] == ["straggler"]
     assert "straggler  rank 3" in job.output
+
+
+def test_a_frozen_rank_ends_the_job_within_heartbeat_and_kill_wait(slurm, tmp_path):
+    """Issue "no run waits on a dead node", under Slurm: one rank of the second task freezes (SIGSTOP).
+    The other ranks name it within HEARTBEAT_S and exit 5; srun --kill-on-bad-exit then ends the frozen
+    task (SIGKILL after the cluster's KillWait, whatever its state). The job must end within heartbeat +
+    grace, not at the collective timeout (TIMEOUT_S is 60 s here, the job limit 5 minutes)."""
+    t0 = time.monotonic()
+    job = _sbatch(tmp_path, ["--nodes=1", "--ntasks=2", "--ntasks-per-node=2", "--overcommit"],
+                  [*TINY, "--iters", "3", "--warmup", "1", "--heartbeat-timeout-s", "5", "--timeout-s", "60",
+                   "--results-root", str(tmp_path / "results"), "--run-id", "run"],
+                  env={"NPROC": "2", "SUITE_INJECT_FAULT": "stop:3:2"})
+    elapsed = time.monotonic() - t0
+    assert job.state == "FAILED" and job.exit_code == "5:0", (job.state, job.exit_code, job.output[-3000:])
+    assert "rank 3" in job.output and "stopped responding" in job.output, job.output[-3000:]
+    # start-up (~10 s) + heartbeat 5 s + the launchers' teardown + KillWait 5 s, well under TIMEOUT_S
+    assert elapsed < 55, f"the job outlived its first failure: {elapsed:.0f} s"
