@@ -147,6 +147,9 @@ def main(argv: list[str] | None = None) -> int:
         if unknown or not names:
             raise ConfigError(f"unknown experiment(s) {', '.join(unknown) or '(none)'}; "
                               f"choose from {', '.join(available_experiments())} or all")
+        if "doctor" in names and lay["world_size"] < 2:
+            raise ConfigError(f"the doctor compares ranks and links: it needs at least 2 ranks, got "
+                              f"{lay['world_size']} (NPROC x NNODES)")
         check_run_location(a.results_root, a.run_id)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
