@@ -48,6 +48,11 @@ class costs). Each is a sum of ``Term`` s (α count and bytes over one β, per l
   2(m−1)/m·S/β_e on the node link), intra all-gather ring; all_gather = inter then intra ring,
   reduce_scatter = intra then inter ring; broadcast = chain over the nodes then within each.
   (suite/algorithms.py's hierarchical_all_reduce is the reduce → leaders → broadcast variant.)
+- ``posted_tree`` (broadcast) — Gloo's binomial tree as gloo/broadcast.cc runs it: a rank that has
+  the data posts the sends to all its children at once, so they share its link; with one rank per
+  node its c children finish α + c·S/β after it (the path 0 → 1 → 3 → 7 … costs (log2 n) + … + 1
+  times S/β: 3 S/β at 4 ranks where round-by-round rounds take 2), with several ranks per node a
+  fluid simulation of the shared node links.
 - ``allreduce_slice`` (reduce_scatter) — an all_reduce of the whole S (ring), then each rank
   copies its chunk out: what torch's ProcessGroupGloo does for reduce_scatter_tensor.
 - ``dissemination`` (barrier) — ⌈log2 n⌉ rounds, rank r signals r + 2^k (Hensgen, Finkel,
@@ -180,6 +185,10 @@ class Term:
     alphas: float
     bytes: float
     msg_bytes: float
+    bursts: int = 1
+    """How many senders on the path start with an idle link (a shaper's full burst): 1 where every rank
+    sends from the start (ring, halving/doubling), one per hop where each hop's sender starts when it
+    receives (Gloo's posted-sends tree)."""
 
     def parts_us(self, links: Links) -> tuple[float, float]:
         a, b = links[self.link_class].params(self.msg_bytes)
@@ -251,6 +260,96 @@ def _binomial_rounds(topo: Topology) -> list[tuple[bool, int]]:
         src = np.arange(min(d, n - d))
         out.append(_flows(topo, src, src + d))
         d *= 2
+    return out
+
+
+SIM_MAX_RANKS = 16384
+"""The posted-sends broadcast with several ranks per node is a fluid simulation; beyond this many ranks it
+is not run (one rank per node has a closed recursion at any size)."""
+
+
+def _children(v: int, n: int) -> list[int]:
+    """Gloo's binomial children of virtual rank v (gloo/broadcast.cc): v + 2^j for 2^j above v's top bit."""
+    j = v.bit_length()
+    out = []
+    while v + (1 << j) < n:
+        out.append(v + (1 << j))
+        j += 1
+    return out
+
+
+def _posted_tree(op: str, topo: Topology, links: Links, s: float) -> list[Term] | None:
+    """Broadcast over Gloo's binomial tree as Gloo runs it: a rank posts *all* its sends the moment it has
+    the data (gloo/broadcast.cc waits for its sends only at the end), so they share its link: with c
+    children each gets β/c. One rank per node: rank v's children all finish at R(v) + α + c(v)·S/β,
+    a recursion down the tree; several per node: a fluid simulation in which every node's link is shared
+    equally by the flows leaving (and entering) it. The critical path is the latest leaf's."""
+    n, p = topo.ranks, topo.ranks_per_node
+    if op != "broadcast" or n < 2 or (p > 1 and n > SIM_MAX_RANKS):
+        return None
+    cls = "inter" if topo.nodes > 1 else "intra"
+    if p == 1 or topo.nodes == 1:
+        a, b = links[cls].params(s)
+        unit = 0.0 if math.isinf(b) else s / (b * 1e3)
+        hops, units = [0] * n, [0] * n
+        for v in range(n):
+            kids = _children(v, n)
+            for k in kids:
+                hops[k], units[k] = hops[v] + 1, units[v] + len(kids)
+        last = max(range(n), key=lambda v: hops[v] * a + units[v] * unit)
+        return [Term(cls, hops[last], units[last] * s, s, bursts=max(hops[last], 1))]
+    return _posted_tree_sim(topo, links, s)
+
+
+def _posted_tree_sim(topo: Topology, links: Links, s: float) -> list[Term]:
+    n, p = topo.ranks, topo.ranks_per_node
+    node = [r // p for r in range(n)]
+    have = {0: (0.0, {"intra": [0, 0.0], "inter": [0, 0.0]})}  # rank -> (time it has the data, path tally)
+    pending = []  # (start time, src, dst): flows whose α has not elapsed
+    for k in _children(0, n):
+        c = "intra" if node[k] == node[0] else "inter"
+        pending.append((links[c].params(s)[0], 0, k))
+    active = {}  # dst -> [src, class, bytes left, started]
+    now = 0.0
+    for _ in range(20 * n):  # every event starts or ends a flow: n-1 of each (a guard, never reached)
+        if not (pending or active):
+            break
+        ego, ing = {}, {}
+        for d, (src, c, _, _) in active.items():
+            if c == "inter":
+                ego[node[src]] = ego.get(node[src], 0) + 1
+                ing[node[d]] = ing.get(node[d], 0) + 1
+        rate = {}
+        for d, (src, c, _, _) in active.items():
+            b = links[c].params(s)[1] * 1e3  # bytes per µs
+            share = max(ego[node[src]], ing[node[d]]) if c == "inter" else sum(
+                1 for x in active.values() if x[0] == src and x[1] == "intra")
+            rate[d] = b / share
+        t_done = min((now + (0.0 if math.isinf(rate[d]) else active[d][2] / rate[d]) for d in active),
+                     default=math.inf)
+        t_start = min((x[0] for x in pending), default=math.inf)
+        t = min(t_done, t_start)
+        for d in active:
+            active[d][2] = 0.0 if math.isinf(rate[d]) else active[d][2] - rate[d] * (t - now)
+        now = t
+        for f in [x for x in pending if x[0] <= now]:
+            pending.remove(f)
+            active[f[2]] = [f[1], "intra" if node[f[1]] == node[f[2]] else "inter", s, now]
+        for d in [d for d, x in active.items() if x[2] <= 1e-9 * s]:
+            src, c, _, started = active.pop(d)
+            tally = {k: list(v) for k, v in have[src][1].items()}
+            tally[c][0] += 1
+            tally[c][1] += now - started
+            have[d] = (now, tally)
+            for k in _children(d, n):
+                kc = "intra" if node[k] == node[d] else "inter"
+                pending.append((now + links[kc].params(s)[0], d, k))
+    _, tally = max(have.values(), key=lambda x: x[0])
+    out = []
+    for c, (hops, busy_us) in tally.items():
+        if hops:
+            b = links[c].params(s)[1]
+            out.append(Term(c, hops, 0.0 if math.isinf(b) else busy_us * b * 1e3, s, bursts=hops))
     return out
 
 
@@ -338,6 +437,7 @@ def _dissemination(op: str, topo: Topology, links: Links, s: float) -> list[Term
 ALGORITHMS: dict[str, Callable[[str, Topology, Links, float], list[Term] | None]] = {
     "ring": _ring, "tree": _tree, "halving_doubling": _halving_doubling, "hierarchical": _hierarchical,
     "pairwise": _pairwise, "allreduce_slice": _allreduce_slice, "dissemination": _dissemination,
+    "posted_tree": _posted_tree,
 }
 """Every model (module docstring: derivation and source of each); a model returns None for an op it lacks."""
 
@@ -371,6 +471,8 @@ class Prediction:
     """'bandwidth-bound, inter-node' / 'latency-bound, intra-node': the largest single component."""
     bottleneck_share: float
     """That component's share of the time."""
+    bandwidth_us: float = 0.0
+    """The β part of the time (every class)."""
     backend_choice: bool = False
     """The algorithm the backend runs (``backend_algorithm``)."""
 
@@ -394,7 +496,9 @@ def _evaluate(ts: Sequence[Term], links: Links) -> tuple[float, dict]:
     """(time µs, {(latency|bandwidth, class): µs}) of a critical path, a shaper's burst credited once."""
     comp: dict = {}
     above: dict = {}
+    bursts: dict = {}
     for t in ts:
+        bursts[t.link_class] = max(bursts.get(t.link_class, 1), t.bursts)
         a, b = t.parts_us(links)
         comp[("latency", t.link_class)] = comp.get(("latency", t.link_class), 0.0) + a
         comp[("bandwidth", t.link_class)] = comp.get(("bandwidth", t.link_class), 0.0) + b
@@ -404,7 +508,7 @@ def _evaluate(ts: Sequence[Term], links: Links) -> tuple[float, dict]:
     for c, b in above.items():
         lk = links[c]
         if lk.burst_bytes > 0 and math.isfinite(lk.beta_gbps):
-            comp[("bandwidth", c)] -= min(lk.burst_bytes / (lk.beta_gbps * 1e3), b)
+            comp[("bandwidth", c)] -= min(bursts[c] * lk.burst_bytes / (lk.beta_gbps * 1e3), b)
     return sum(comp.values()), comp
 
 
@@ -425,7 +529,8 @@ def predict(op: str, algorithm: str, topo: Topology, links: Links, size_bytes: i
         ci = (min(ends), max(ends))
     return Prediction(op=op, algorithm=algorithm, size_bytes=int(size_bytes), ranks=topo.ranks,
                       ranks_per_node=topo.ranks_per_node, time_us=total, time_ci_us=ci,
-                      bottleneck=f"{kind}-bound, {cls}-node", bottleneck_share=worst / total if total > 0 else 1.0)
+                      bottleneck=f"{kind}-bound, {cls}-node", bottleneck_share=worst / total if total > 0 else 1.0,
+                      bandwidth_us=sum(v for (k, _), v in comp.items() if k == "bandwidth"))
 
 
 # --- which algorithm the backend runs ----------------------------------------------------------------
@@ -437,7 +542,8 @@ GLOO = {
                            "allgather_coalesced -> gloo::allgather)"),
     "reduce_scatter": ("allreduce_slice", "torch ProcessGroupGloo reduce_scatter_tensor: all_reduce of a clone of "
                                           "the whole input, then the rank's chunk copied out"),
-    "broadcast": ("tree", "gloo/broadcast.cc: binomial tree, the whole buffer in each of ceil(log2 n) rounds"),
+    "broadcast": ("posted_tree", "gloo/broadcast.cc: binomial tree, the whole buffer per hop; each rank posts all its "
+                                 "sends at once and waits for them at the end, so they share its link"),
     "all_to_all": ("pairwise", "gloo/alltoall.cc: every peer's chunk sent directly (all posted at once)"),
     "barrier": ("dissemination", "gloo/barrier.cc: dissemination barrier (Hensgen, Finkel, Manber 1988)"),
 }
@@ -648,7 +754,7 @@ def calibrate(points: Sequence[Point], algorithm: str, base: Links, rounds: int 
             ys.append((p.time_us - f) / a)
             xs.append(x / a)
             sizes.append(p.size_bytes)
-            rows.append((a, x, f, p.time_us))
+            rows.append((a, x, f, p.time_us, max([t.bursts for t in mine] or [1])))
         if not ys:
             return None
         src = (f"{points[0].op} through the {algorithm} model, {len(ys)} point(s) at "
@@ -672,7 +778,7 @@ def calibrate(points: Sequence[Point], algorithm: str, base: Links, rounds: int 
             burst = _fit_burst([r for r, x in zip(rows, xs) if x >= knee], link, n_boot if i == rounds - 1 else 40)
             if burst is not None:
                 link = dataclasses.replace(link, **burst, source=src + "; with a shaper burst of "
-                                           f"{burst['burst_bytes']:.0f} B credited once per op")
+                                           f"{burst['burst_bytes']:.0f} B credited per fresh sender")
         links = {**links, cls: link}
     return link
 
@@ -695,10 +801,10 @@ BURST_GAIN = 0.5
 
 
 def _burst_solve(rows) -> tuple[float, float, float] | None:
-    """(α, k µs/B, c µs) minimising Σ((t − F − Aα − Xk + c)/t)² with α, c >= 0, k > 0; None if none."""
-    a, x, f, t = (np.array([r[i] for r in rows], dtype=float) for i in range(4))
+    """(α, k µs/B, c µs) minimising Σ((t − F − Aα − Xk + c·bursts)/t)² with α, c >= 0, k > 0; None if none."""
+    a, x, f, t, nb = (np.array([r[i] for r in rows], dtype=float) for i in range(5))
     y = (t - f) / t
-    for cols in ((a, x, -np.ones_like(a)), (x, -np.ones_like(a))):  # with α, then α = 0
+    for cols in ((a, x, -nb), (x, -nb)):  # with α, then α = 0
         m = np.stack([c / t for c in cols], axis=1)
         sol, *_ = np.linalg.lstsq(m, y, rcond=None)
         sol = list(sol) if len(cols) == 3 else [0.0, *sol]
@@ -708,7 +814,8 @@ def _burst_solve(rows) -> tuple[float, float, float] | None:
 
 
 def _fit_burst(rows, line: ClassLink, n_boot: int) -> dict | None:
-    """A token-bucket link: time = Aα + X/β − (burst/β once per op) fitted to the points above the knee,
+    """A token-bucket link: time = Aα + X/β − bursts·burst/β (once per op, or per hop: ``Term.bursts``) fitted
+    to the points above the knee,
     with bootstrap intervals; None unless it cuts the line's weighted squared error by BURST_GAIN."""
     if len(rows) < 4 or math.isinf(line.beta_gbps):
         return None
@@ -717,7 +824,7 @@ def _fit_burst(rows, line: ClassLink, n_boot: int) -> dict | None:
         return None
 
     def sse(alpha, k, c):
-        return sum(((t - f - a * alpha - x * k + c) / t) ** 2 for a, x, f, t in rows)
+        return sum(((t - f - a * alpha - x * k + c * nb) / t) ** 2 for a, x, f, t, nb in rows)
 
     k_line = 1.0 / (line.beta_gbps * 1e3)
     if sse(*sol) > BURST_GAIN * sse(line.alpha_us, k_line, 0.0):
@@ -826,6 +933,13 @@ def check_algorithms(points: Sequence[Point], base: Links) -> dict:
         if not mine:
             continue
         worlds = sorted({p.topo.ranks for p in mine})
+        ref = GLOO[op][0] if mine[0].backend == "gloo" else "ring"
+        lk0 = calibrate(mine, ref, base, n_boot=40) if ref in CANDIDATES[op] else None
+        if lk0 is not None and op != "barrier":  # compare the models where bytes, not start-ups, decide
+            at = _complete({**base, lk0.link_class: lk0}, mine[0].topo)
+            bw = [p for p in mine if (q := predict(op, ref, p.topo, at, p.size_bytes)) is not None
+                  and q.bandwidth_us >= BANDWIDTH_BOUND * p.time_us]
+            mine = bw if len(bw) >= 3 else mine
         errs = {}
         for alg in CANDIDATES[op]:
             lk = calibrate(mine, alg, base, n_boot=40)
@@ -1012,6 +1126,59 @@ def ddp_baselines_from(model: RunModel) -> list[dict]:
     return ddp_baselines({"benchmarks": [{"extra_info": r} for r in model.records]})
 
 
+# --- the report's section --------------------------------------------------------------------------
+
+REPORT_NOTE = ("Predicted vs measured at the run's own scale: the backend's algorithm (suite.predict: Gloo's from its "
+               "sources, checked against the run; NCCL's from NCCL_ALGO / its debug lines) over the op's link calibrated "
+               "on these very points (in-sample: how well the model's shape fits), and, where the run has "
+               "point-to-point records, over the link they measured (out-of-sample). error = predicted / measured − 1. "
+               "The extrapolation table is the run's predict.json (make predict RUN=... RANKS=... RANKS_PER_NODE=...); "
+               "* marks the algorithm the backend runs.")
+
+
+def report_parts(run: dict, doc: dict | None = None) -> tuple[list[str], list[tuple[list[str], list[list[str]]]], str] | None:
+    """(notes, grids, text) of the report's prediction section from a stored run and its predict.json; None if
+    the run has nothing to fit."""
+    model = fit_runs([run])
+    if not model.points and not model.p2p:
+        return None
+    notes = [REPORT_NOTE] + [f"{op}: {model.choice(op, 0).algorithm} — {model.choice(op, 0).how}"
+                             + (f"; check: {model.checks[op]}" if op in model.checks else "") for op in OPS]
+    head = ["measured vs predicted at the run's scale", "op", "ranks", "size", "algorithm", "measured", "predicted",
+            "error", "over p2p link", "error (p2p)", "bottleneck"]
+    rows, text = [], ["  ".join(f"{c:>10}" for c in head[1:])]
+    for r in measured_scale(model):
+        q = r.get("predicted_p2p_us")
+        cells = [r["op"], str(r["ranks"]), metrics.format_size(r["size_bytes"]) if r["size_bytes"] else "-",
+                 r["algorithm"], _fmt_t(r["measured_us"]), _fmt_t(r["predicted_us"]) if r["predicted_us"] else "-",
+                 f"{100 * r['error']:+.1f}%" if r["error"] is not None else "-", _fmt_t(q) if q else "-",
+                 f"{100 * r['error_p2p']:+.1f}%" if r.get("error_p2p") is not None else "-", r["bottleneck"]]
+        rows.append([""] + cells)
+        text.append("  ".join(f"{c:>10}" for c in cells))
+    grids = [(head, rows)]
+    if doc:
+        ehead = [f"extrapolation to {doc['ranks']} ranks ({doc['ranks_per_node']} per node)", "op", "size", "algorithm",
+                 "time", "95% interval", "busbw (GB/s)", "bottleneck"]
+        erows = []
+        for p in doc.get("predictions") or []:
+            ci = p.get("time_ci_us")
+            erows.append(["", p["op"], metrics.format_size(p["size_bytes"]) if p["size_bytes"] else "-",
+                          p["algorithm"] + (" *" if p.get("backend_choice") else ""), _fmt_t(p["time_us"]),
+                          f"[{_fmt_t(ci[0])}, {_fmt_t(ci[1])}]" if ci else "-",
+                          f"{p['busbw_gbps']:.4g}" if p.get("busbw_gbps") is not None else "-", p["bottleneck"]])
+        grids.append((ehead, erows))
+        text += ["", ehead[0], format_predictions([Prediction(**{k: v for k, v in p.items() if k != "busbw_gbps"})
+                                                    for p in doc.get("predictions") or []])]
+        for d in doc.get("ddp") or []:
+            notes.append(f"DDP step ({d['model']}) at {doc['ranks']} ranks: {_fmt_t(d['step_us'])}, scaling efficiency "
+                         f"{d['scaling_efficiency']:.3f} (model at the measured {d['measured_ranks']} ranks "
+                         f"{_fmt_t(d['model_step_at_measured_us'])}, measured {_fmt_t(d['measured_step_us'])})")
+    else:
+        notes.append("No predict.json in the run directory: `make predict RUN=<run> RANKS=<n> RANKS_PER_NODE=<p>` adds "
+                     "the extrapolation table.")
+    return notes, grids, "\n".join(text)
+
+
 # --- validation: fit on some runs, predict the others ------------------------------------------------
 
 def geomean_abs(errors: Sequence[float]) -> float | None:
@@ -1036,7 +1203,7 @@ def validate(fit_on: Sequence[dict], check: Sequence[dict], debug_text: str = ""
                          "ranks_per_node": p.topo.ranks_per_node, "algorithm": alg, "predicted_us": pr.time_us,
                          "predicted_ci_us": pr.time_ci_us, "measured_us": p.time_us,
                          "error": (pr.time_us - p.time_us) / p.time_us, "bottleneck": pr.bottleneck,
-                         "bandwidth_bound": pr.bandwidth_bound})
+                         "bandwidth_bound": pr.bandwidth_us >= BANDWIDTH_BOUND * p.time_us})
     summary = {}
     for op in OPS:
         mine = [r for r in rows if r["op"] == op]
@@ -1057,12 +1224,16 @@ def validate(fit_on: Sequence[dict], check: Sequence[dict], debug_text: str = ""
                              model.choice("all_reduce", max(base["bucket_sizes"])).algorithm or "ring")
             ddp_rows.append({"model": rec.get("model"), "ranks": t.ranks, "predicted_us": pr["step_us"],
                              "measured_us": rec["time_us"], "error": (pr["step_us"] - rec["time_us"]) / rec["time_us"]})
-    return {"fit_ranks": sorted({p.topo.ranks for p in model.points}), "links": {
+    everywhere = check_algorithms([p for r in [*fit_on, *check] for p in collective_points(r)], model.p2p)
+    return {"fit_ranks": sorted({p.topo.ranks for p in model.points}), "check_all_runs": everywhere, "links": {
         op: {c: lk.as_dict() for c, lk in ls.items()} for op, ls in model.op_links.items()},
         "algorithms": {op: dataclasses.asdict(model.choice(op, 0)) for op in OPS}, "rows": rows,
         "summary": summary, "ddp": ddp_rows, "target_bandwidth_bound": TARGET}
 
 
+BANDWIDTH_BOUND = 0.5
+"""A measured point is bandwidth-bound when moving its bytes at the links' β (the model's β part) accounts
+for at least this share of the time it took; below, start-up, CPU and scheduling dominate it."""
 TARGET = 0.10
 """Geomean |error| the bandwidth-bound sizes of all_reduce, all_gather, reduce_scatter and broadcast aim at."""
 TARGET_OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
@@ -1070,16 +1241,20 @@ TARGET_OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
 
 def format_validation(v: dict) -> str:
     out = [f"# fitted on {'/'.join(map(str, v['fit_ranks']))} ranks; predicted with the backend's algorithm "
-           f"(error = predicted / measured − 1)"]
+           f"(error = predicted / measured − 1; bandwidth-bound: the model's β part is >= "
+           f"{100 * BANDWIDTH_BOUND:.0f}% of the measured time)"]
     for op, a in v["algorithms"].items():
-        out.append(f"#   {op}: {a['algorithm']} — {a['check'] or a['how']}")
+        out.append(f"#   {op}: {a['algorithm']} — on the fit runs: {a['check'] or a['how']}")
+        if op in v.get("check_all_runs", {}):
+            out.append(f"#   {' ' * len(op)}  on every run: {v['check_all_runs'][op]}")
     head = f"{'op':<15}{'ranks':>6}{'size':>8}  {'algorithm':<16}{'predicted':>11}{'measured':>11}{'error':>9}  bound"
     out += [head, "-" * len(head)]
     for r in sorted(v["rows"], key=lambda r: (OPS.index(r["op"]), r["ranks"], r["size_bytes"])):
-        miss = "" if r["bandwidth_bound"] or abs(r["error"]) <= TARGET else "  (latency-bound: model misses)"
+        bound = "bandwidth-bound" if r["bandwidth_bound"] else "latency-bound"
+        miss = "" if r["bandwidth_bound"] or abs(r["error"]) <= TARGET else "  (model misses)"
         out.append(f"{r['op']:<15}{r['ranks']:>6}{metrics.format_size(r['size_bytes']) if r['size_bytes'] else '-':>8}"
                    f"  {r['algorithm']:<16}{_fmt_t(r['predicted_us']):>11}{_fmt_t(r['measured_us']):>11}"
-                   f"{100 * r['error']:>+8.1f}%  {r['bottleneck'].split(',')[0]}{miss}")
+                   f"{100 * r['error']:>+8.1f}%  {bound}{miss}")
     out += ["", f"{'op':<15}{'geomean |err| all':>18}{'bandwidth-bound':>17}  target ≤ {100 * TARGET:.0f}% (bandwidth-bound)"]
     for op, s in v["summary"].items():
         g, gb = s["geomean_abs_error"], s["geomean_abs_error_bandwidth_bound"]

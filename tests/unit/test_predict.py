@@ -59,6 +59,17 @@ def test_binomial_broadcast_rounds_and_node_link_sharing():
     assert t("broadcast", "tree", 8, 2, TWO) == pytest.approx(101.0 + 2 * 2020.0)
 
 
+def test_gloos_posted_sends_tree_shares_each_senders_link():
+    # one rank per node: the root's two children share its link (2 S/β), then rank 1 forwards to 3:
+    # 2 hops, 3 S/β; at 6 ranks the path 0 -> 1 -> 3 carries 3 + 2 children: 5 S/β
+    assert t("broadcast", "posted_tree", 4, 1, {"inter": INTER}) == pytest.approx(2 * 20 + 3 * 1000.0)
+    assert t("broadcast", "posted_tree", 6, 1, {"inter": INTER}) == pytest.approx(2 * 20 + 5 * 1000.0)
+    assert t("broadcast", "posted_tree", 2, 1, {"inter": INTER}) == t("broadcast", "tree", 2, 1, {"inter": INTER})
+    # 2 nodes x 2 ranks (fluid simulation): 0 -> 1 on the node (1 + 100 µs); 0 -> 2 starts at 20 µs alone,
+    # shares node 0's link with 1 -> 3 from 121 µs, ends at 1919; 1 -> 3 then alone, ends at 2020
+    assert t("broadcast", "posted_tree", 4, 2, TWO) == pytest.approx(2020.0)
+
+
 def test_recursive_halving_doubling_power_of_two_and_folded():
     # 2 log2 n α + 2(n-1)/n S/β = 60 + 1750
     assert t("all_reduce", "halving_doubling", 8, 8, {"intra": ONE}) == pytest.approx(1810.0)
@@ -151,11 +162,11 @@ def test_calibrate_through_the_ring_is_suite_fit_implied_link():
 
 def test_the_check_confirms_the_documented_algorithm_and_catches_another():
     true = ClassLink(link_class="inter", alpha_us=200.0, beta_gbps=0.0125)
-    as_gloo = predict.check_algorithms(_points("broadcast", "tree", (2, 3, 4), true, noise=0.02), {})
-    assert as_gloo["broadcast"].startswith("tree consistent")
-    as_chain = predict.check_algorithms(_points("broadcast", "ring", (2, 3, 4), true, noise=0.02), {})
-    assert as_chain["broadcast"].startswith("measurements favour ring over the documented tree")
-    one_world = predict.check_algorithms(_points("broadcast", "tree", (2,), true), {})
+    as_gloo = predict.check_algorithms(_points("broadcast", "posted_tree", (2, 3, 4), true, noise=0.02), {})
+    assert as_gloo["broadcast"].startswith("posted_tree consistent")
+    rounds = predict.check_algorithms(_points("broadcast", "tree", (2, 3, 4), true, noise=0.02), {})
+    assert rounds["broadcast"].startswith("measurements favour tree over the documented posted_tree")
+    one_world = predict.check_algorithms(_points("broadcast", "posted_tree", (2,), true), {})
     assert one_world["broadcast"].startswith("not testable here")
 
 
@@ -266,7 +277,7 @@ def test_make_predict_prints_the_table_and_writes_predict_json(tmp_path):
     r = _make(f"RUN={run}", "RANKS=1024", "RANKS_PER_NODE=8", "SIZES=1M,64M")
     assert r.returncode == 0, r.stderr
     assert "prediction at 1024 ranks (8 per node, 128 nodes)" in r.stdout
-    assert "ring *" in r.stdout and "tree *" in r.stdout and "allreduce_slice *" in r.stdout
+    assert "ring *" in r.stdout and "posted_tree *" in r.stdout and "allreduce_slice *" in r.stdout
     assert "not measured: taken equal to the intra link" in r.stdout  # a one-host run has no inter-node link
     doc = json.loads((run / "predict.json").read_text())
     assert doc["ranks"] == 1024 and doc["nodes"] == 128 and doc["measured_ranks"] == 2
@@ -297,3 +308,21 @@ def test_make_predict_bad_input_is_one_line_and_exit_2(args, says):
     assert r.returncode == 2, (r.stdout, r.stderr)
     err = [ln for ln in r.stderr.splitlines() if ln.strip() and not ln.startswith("make")]
     assert len(err) == 1 and says in err[0], r.stderr
+
+
+def test_make_report_has_the_prediction_section_with_the_extrapolation(tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURE, run)
+    before = subprocess.run(["make", "-s", "report", f"RUN={run}"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert before.returncode == 0, before.stderr
+    md = (run / "report" / "report.md").read_text()
+    assert "## prediction at scale" in md and "make predict RUN=<run>" in md  # no predict.json yet: says how
+    assert _make(f"RUN={run}", "RANKS=64", "RANKS_PER_NODE=8").returncode == 0
+    after = subprocess.run(["make", "-s", "report", f"RUN={run}"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert after.returncode == 0, after.stderr
+    md = (run / "report" / "report.md").read_text()
+    section = md[md.index("## prediction at scale"):]
+    assert "extrapolation to 64 ranks (8 per node)" in section and "ring *" in section
+    assert "all_reduce           2          1K        ring" in section  # measured vs predicted at the run's scale
+    page = (run / "report" / "index.html").read_text()
+    assert "<h2 id='prediction'>prediction at scale</h2>" in page and "extrapolation to 64 ranks" in page
