@@ -284,8 +284,9 @@ def _links(recs: list[dict], fits_by_group: dict) -> dict:
     return out
 
 
-def build_report(run: dict, run_name: str = "") -> Report:
-    """Analyse a loaded run: sections with plots and tables, α–β fits, ring-model comparison."""
+def build_report(run: dict, run_name: str = "", predict_doc: dict | None = None) -> Report:
+    """Analyse a loaded run: sections with plots and tables, α–β fits, ring-model comparison (and the
+    prediction section, with the extrapolation table of ``predict_doc``, the run's predict.json)."""
     from suite import plots
     from suite.fit import configured_link_rate, ring_coefficients, ring_time_us
 
@@ -390,6 +391,9 @@ def build_report(run: dict, run_name: str = "") -> Report:
                 sec.grids.append(_grid(title, rs))
         sec.text_tables.append(format_tables([r for rs in groups.values() for r in rs]))
         sections.append(sec)
+    pred = prediction_section(run, predict_doc)
+    if pred is not None:
+        sections.append(pred)
 
     return Report(run_name=run_name, environment=environment_summary(run), sections=sections, fits=fit_rows,
                   links=links, link_rate=link_rate, n_records=len(recs))
@@ -418,6 +422,18 @@ def doctor_section(run: dict, plot_name) -> Section:
                               png=plots.rank_distributions(probes, [s["rank"] for s in d.stragglers])))
     sec.notes.append(doctor.__doc__.split("\n\n", 2)[2].strip())  # the rules, as the module states them
     return sec
+
+
+def prediction_section(run: dict, predict_doc: dict | None = None) -> Section | None:
+    """Predicted vs measured at the run's scale and the extrapolation table (suite.predict); None when the
+    run has nothing to fit."""
+    from suite import predict
+
+    parts = predict.report_parts(run, predict_doc)
+    if parts is None:
+        return None
+    notes, grids, text = parts
+    return Section(title="prediction at scale", anchor="prediction", notes=notes, grids=grids, text_tables=[text])
 
 
 def _fmt(v) -> str:

@@ -135,7 +135,8 @@ def write_report(run_path: str | os.PathLike, out_dir: str | os.PathLike | None 
     out = Path(out_dir) if out_dir is not None else rd / "report"
     out.mkdir(parents=True, exist_ok=True)
     name = str((run.get("suite") or {}).get("run_id") or rd.resolve().name)
-    rep = build_report(run, run_name=name)
+    pj = rd / "predict.json"  # make predict's extrapolation, if it ran (suite/predict.py)
+    rep = build_report(run, run_name=name, predict_doc=json.loads(pj.read_text()) if pj.is_file() else None)
 
     def put(fname: str, data: bytes) -> None:
         tmp = out / f".{fname}.tmp"

@@ -1,0 +1,41 @@
+# Predict at scale (suite/predict.py): from a stored run's α–β link fits, every collective and a DDP
+# step at RANKS ranks; then check the models on the compose simulation.
+#   make predict RUN=results/<run> RANKS=1024 RANKS_PER_NODE=8 [SIZES=1M,64M]   table + RUN/predict.json
+#   make validate-predict [VALIDATE_FIT="2 3"] [VALIDATE_CHECK="4 5 6"] [VALIDATE_PPN=1] [VALIDATE_RATE=100mbit]
+#     compose runs at every node count (results/<VALIDATE_ID>-<n>n<ppn>p), fit on VALIDATE_FIT, predict and
+#     measure VALIDATE_CHECK: per op and size predicted / measured / error, geomean |error| per op
+#     (VALIDATE_REUSE=1 keeps runs already stored under those names)
+RANKS          ?=
+RANKS_PER_NODE ?=
+SIZES          ?=
+VALIDATE_FIT   ?= 2 3
+VALIDATE_CHECK ?= 4 5 6
+VALIDATE_PPN   ?= 1
+VALIDATE_RATE  ?= 100mbit
+VALIDATE_MIN   ?= 4K
+VALIDATE_MAX   ?= 4M
+VALIDATE_STEP  ?= 2
+VALIDATE_ITERS ?= 10
+VALIDATE_OPS   ?= all_reduce or (all_gather_into_tensor and oop) or (reduce_scatter_tensor and oop) or broadcast or all_to_all_single or barrier
+VALIDATE_ID    ?= validate-predict
+VALIDATE_REUSE ?=
+
+.PHONY: predict validate-predict
+
+predict: venv
+	@$(PY) -m suite.predict predict "$(RUN)" --ranks "$(RANKS)" --ranks-per-node "$(RANKS_PER_NODE)" $(if $(SIZES),--sizes "$(SIZES)")
+
+validate-predict: venv
+	@case "$(VALIDATE_PPN)" in ''|*[!0-9]*|0) echo "error: VALIDATE_PPN must be a positive integer, got '$(VALIDATE_PPN)'" >&2; exit 2;; esac; \
+	for n in $(VALIDATE_FIT) $(VALIDATE_CHECK); do \
+	  id=$(VALIDATE_ID)-$${n}n$(VALIDATE_PPN)p; \
+	  if [ -n "$(VALIDATE_REUSE)" ] && [ -f "$(RESULTS)/$$id/bench.json" ]; then echo "# reusing $(RESULTS)/$$id"; continue; fi; \
+	  echo "# validate-predict: $$n nodes x $(VALIDATE_PPN) rank(s), LINK_RATE=$(VALIDATE_RATE): run $$id"; \
+	  $(MAKE) -s compose-up NNODES=$$n NPROC_PER_NODE=$(VALIDATE_PPN) LINK_RATE=$(VALIDATE_RATE) EXPERIMENTS=collectives \
+	    REDOPS=sum MIN_BYTES=$(VALIDATE_MIN) MAX_BYTES=$(VALIDATE_MAX) STEP_FACTOR=$(VALIDATE_STEP) ITERS=$(VALIDATE_ITERS) \
+	    WARMUP=2 RESULTS=$(RESULTS) RUN_ID=$$id K="$(VALIDATE_OPS)" > $(RESULTS)/$$id.log 2>&1 \
+	    || { echo "error: compose run $$id failed (log: $(RESULTS)/$$id.log)" >&2; tail -5 $(RESULTS)/$$id.log >&2; exit 1; }; \
+	done; \
+	fit=$$(for n in $(VALIDATE_FIT); do printf '%s,' $(RESULTS)/$(VALIDATE_ID)-$${n}n$(VALIDATE_PPN)p; done); \
+	chk=$$(for n in $(VALIDATE_CHECK); do printf '%s,' $(RESULTS)/$(VALIDATE_ID)-$${n}n$(VALIDATE_PPN)p; done); \
+	$(PY) -m suite.predict validate --fit "$$fit" --check "$$chk" --out $(RESULTS)/$(VALIDATE_ID)-$(VALIDATE_PPN)p.json

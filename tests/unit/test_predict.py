@@ -1,0 +1,328 @@
+"""suite.predict: the α–β models against hand-computed values, link calibration and the algorithm
+check on synthetic runs, NCCL's algorithm from records and debug lines, the DDP step model, the
+validation table, and `make predict` on a stored run (its bad inputs exit 2 with one line)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from suite import fit, predict
+from suite.predict import ClassLink, Topology
+from tests.conftest import ROOT
+
+S = 1e6  # bytes
+INTRA = ClassLink(link_class="intra", alpha_us=1.0, beta_gbps=10.0)   # 1 µs, 10 GB/s: 1e6 B in 100 µs
+INTER = ClassLink(link_class="inter", alpha_us=20.0, beta_gbps=1.0)   # 20 µs, 1 GB/s: 1e6 B in 1000 µs
+ONE = ClassLink(link_class="intra", alpha_us=10.0, beta_gbps=1.0)     # one class: 10 µs, 1 GB/s
+TWO = {"intra": INTRA, "inter": INTER}
+
+
+def t(op, alg, n, p, links, s=S):
+    return predict.predict(op, alg, Topology(n, p), links, s).time_us
+
+
+# --- the models, by hand -------------------------------------------------------------------------
+
+def test_ring_on_one_link_is_suite_fit_ring_model_and_its_hand_value():
+    # 2(n-1)α + 2(n-1)/n S/β = 14·10 + 1.75·1000 = 1890 µs
+    assert t("all_reduce", "ring", 8, 8, {"intra": ONE}) == pytest.approx(1890.0)
+    link = fit.Link(alpha_us=10.0, beta_gbps=1.0, source="x")
+    for op in ("all_reduce", "all_gather", "reduce_scatter", "broadcast"):
+        assert t(op, "ring", 8, 8, {"intra": ONE}) == pytest.approx(float(fit.ring_time_us(op, 8, link, S)))
+    # all_gather (n-1)α + (n-1)/n S/β = 70 + 875; chain broadcast (n-1)α + S/β = 70 + 1000
+    assert t("all_gather", "ring", 8, 8, {"intra": ONE}) == pytest.approx(945.0)
+    assert t("broadcast", "ring", 8, 8, {"intra": ONE}) == pytest.approx(1070.0)
+
+
+def test_ring_over_two_nodes_waits_for_the_inter_node_link():
+    # per class 14α + 1.75 S/β: intra 14 + 175 = 189, inter 280 + 1750 = 2030 -> the slower one
+    pr = predict.predict("all_reduce", "ring", Topology(8, 4), TWO, S)
+    assert pr.time_us == pytest.approx(2030.0)
+    assert pr.bottleneck == "bandwidth-bound, inter-node" and pr.bottleneck_share == pytest.approx(1750 / 2030)
+    tiny = predict.predict("all_reduce", "ring", Topology(8, 4), TWO, 8)
+    assert tiny.bottleneck == "latency-bound, inter-node"
+
+
+def test_binomial_broadcast_rounds_and_node_link_sharing():
+    # ceil(log2 n) rounds of α + S/β: n = 8 and n = 5 both 3 rounds
+    assert t("broadcast", "tree", 8, 8, {"intra": ONE}) == pytest.approx(3 * 1010.0)
+    assert t("broadcast", "tree", 5, 5, {"intra": ONE}) == pytest.approx(3 * 1010.0)
+    # 8 ranks, 2 per node: round 1 (0->1) on a node: 1 + 100; round 2 (0->2, 1->3) and round 4
+    # (0..3 -> 4..7) put two flows on a node's link: 20 + 2·1000 each
+    assert t("broadcast", "tree", 8, 2, TWO) == pytest.approx(101.0 + 2 * 2020.0)
+
+
+def test_gloos_posted_sends_tree_shares_each_senders_link():
+    # one rank per node: the root's two children share its link (2 S/β), then rank 1 forwards to 3:
+    # 2 hops, 3 S/β; at 6 ranks the path 0 -> 1 -> 3 carries 3 + 2 children: 5 S/β
+    assert t("broadcast", "posted_tree", 4, 1, {"inter": INTER}) == pytest.approx(2 * 20 + 3 * 1000.0)
+    assert t("broadcast", "posted_tree", 6, 1, {"inter": INTER}) == pytest.approx(2 * 20 + 5 * 1000.0)
+    assert t("broadcast", "posted_tree", 2, 1, {"inter": INTER}) == t("broadcast", "tree", 2, 1, {"inter": INTER})
+    # 2 nodes x 2 ranks (fluid simulation): 0 -> 1 on the node (1 + 100 µs); 0 -> 2 starts at 20 µs alone,
+    # shares node 0's link with 1 -> 3 from 121 µs, ends at 1919; 1 -> 3 then alone, ends at 2020
+    assert t("broadcast", "posted_tree", 4, 2, TWO) == pytest.approx(2020.0)
+
+
+def test_recursive_halving_doubling_power_of_two_and_folded():
+    # 2 log2 n α + 2(n-1)/n S/β = 60 + 1750
+    assert t("all_reduce", "halving_doubling", 8, 8, {"intra": ONE}) == pytest.approx(1810.0)
+    # n = 6 folds into 4: 2·2·10 + 1.5·1000 = 1540, plus one whole-buffer step each way 2·1010
+    assert t("all_reduce", "halving_doubling", 6, 6, {"intra": ONE}) == pytest.approx(3560.0)
+    # all_gather by recursive doubling: log2 n α + (n-1)/n S/β
+    assert t("all_gather", "halving_doubling", 8, 8, {"intra": ONE}) == pytest.approx(30 + 875.0)
+    # with 2 ranks per node the distance-2 and -4 steps put both ranks of a node on its link
+    # reduce-scatter halving: d=4 (S/2, 2 flows) 20 + 1000, d=2 (S/4, 2 flows) 20 + 500, d=1 (S/8, intra) 1 + 12.5
+    assert t("reduce_scatter", "halving_doubling", 8, 2, TWO) == pytest.approx(1020 + 520 + 13.5)
+
+
+def test_nccl_tree_and_hierarchical_all_reduce():
+    # NCCL tree: 2((P-1)α_intra + log2(m) α_inter) + 2 S/β of the slower class = 2(7 + 20) + 2000
+    assert t("all_reduce", "tree", 16, 8, TWO) == pytest.approx(2054.0)
+    # hierarchical: intra RS 7 + 87.5, inter ring all_reduce over 2 nodes 40 + 1000, intra AG 94.5
+    assert t("all_reduce", "hierarchical", 16, 8, TWO) == pytest.approx(94.5 + 1040 + 94.5)
+    # the flat ring over the same 16 ranks: 30·20 + 1.875·1000
+    assert t("all_reduce", "ring", 16, 8, TWO) == pytest.approx(2475.0)
+    # one level only (one rank per node): hierarchical is the ring
+    assert t("all_reduce", "hierarchical", 4, 1, {"inter": INTER}) == t("all_reduce", "ring", 4, 1, {"inter": INTER})
+
+
+def test_pairwise_all_to_all_and_the_node_link():
+    link = fit.Link(alpha_us=10.0, beta_gbps=1.0, source="x")
+    assert t("all_to_all", "pairwise", 4, 4, {"intra": ONE}) == pytest.approx(float(fit.ring_time_us("all_to_all", 4, link, S)))
+    # 4 ranks, 2 per node: a node's link carries P(n-P)/n S = 1e6 B over the 3 steps (+ 3 α)
+    assert t("all_to_all", "pairwise", 4, 2, TWO) == pytest.approx(1060.0)
+
+
+def test_gloo_reduce_scatter_costs_an_all_reduce_and_barriers_count_rounds():
+    assert t("reduce_scatter", "allreduce_slice", 6, 1, {"inter": INTER}) == t("all_reduce", "ring", 6, 1, {"inter": INTER})
+    assert t("barrier", "dissemination", 8, 8, {"intra": ONE}, 0) == pytest.approx(30.0)
+    assert t("barrier", "dissemination", 5, 5, {"intra": ONE}, 0) == pytest.approx(30.0)
+    assert t("barrier", "tree", 8, 8, {"intra": ONE}, 0) == pytest.approx(60.0)
+    assert predict.predict("all_gather", "tree", Topology(4, 4), {"intra": ONE}, S) is None  # no such model
+
+
+def test_an_unmeasured_class_is_taken_equal_and_says_so():
+    full = predict._complete({"intra": ONE}, Topology(8, 4))
+    assert full["inter"].alpha_us == ONE.alpha_us and "not measured" in full["inter"].source
+
+
+def test_interval_is_the_model_at_the_ends_of_the_link_intervals():
+    lk = ClassLink(link_class="intra", alpha_us=10.0, beta_gbps=1.0, alpha_ci_us=(5.0, 20.0), beta_ci_gbps=(0.5, 2.0))
+    pr = predict.predict("all_reduce", "ring", Topology(8, 8), {"intra": lk}, S)
+    assert pr.time_us == pytest.approx(1890.0)
+    assert pr.time_ci_us == pytest.approx((14 * 5 + 1750 / 2, 14 * 20 + 1750 * 2))
+    assert pr.busbw_gbps == pytest.approx(S / (1890e-6) / 1e9 * 1.75)
+
+
+def test_topology_rejects_partial_nodes():
+    with pytest.raises(ValueError):
+        Topology(10, 4)
+
+
+# --- calibration and the algorithm check on synthetic runs --------------------------------------------
+
+SIZES = [4096 * 4 ** i for i in range(6)]
+
+
+def _points(op, alg, worlds, link, noise=0.0, seed=0, per_node=1):
+    rng = np.random.default_rng(seed)
+    out = []
+    for n in worlds:
+        topo = Topology(n, per_node)
+        for s in SIZES:
+            tt = predict.predict(op, alg, topo, {link.link_class: link}, s).time_us * math.exp(rng.normal(0, noise))
+            out.append(predict.Point(op=op, topo=topo, size_bytes=s, time_us=tt, backend="gloo"))
+    return out
+
+
+def test_calibrate_recovers_the_link_from_two_world_sizes():
+    true = ClassLink(link_class="inter", alpha_us=300.0, beta_gbps=0.0125)
+    got = predict.calibrate(_points("broadcast", "tree", (2, 3), true, noise=0.03), "tree", {})
+    assert got.link_class == "inter"
+    assert got.beta_gbps == pytest.approx(0.0125, rel=0.05) and got.beta_ci_gbps[0] <= 0.0125 <= got.beta_ci_gbps[1]
+    assert got.alpha_us == pytest.approx(300.0, rel=0.3)
+
+
+def test_calibrate_through_the_ring_is_suite_fit_implied_link():
+    true = ClassLink(link_class="intra", alpha_us=50.0, beta_gbps=2.0)
+    pts = _points("all_reduce", "ring", (4,), true, noise=0.05, seed=3, per_node=4)
+    got = predict.calibrate(pts, "ring", {})
+    series = fit.fit_alpha_beta([p.size_bytes for p in pts], [p.time_us for p in pts])
+    implied = fit.implied_link("all_reduce", 4, series)
+    assert got.alpha_us == pytest.approx(implied.alpha_us, rel=1e-6)
+    assert got.beta_gbps == pytest.approx(implied.beta_gbps, rel=1e-6)
+
+
+def test_the_check_confirms_the_documented_algorithm_and_catches_another():
+    true = ClassLink(link_class="inter", alpha_us=200.0, beta_gbps=0.0125)
+    as_gloo = predict.check_algorithms(_points("broadcast", "posted_tree", (2, 3, 4), true, noise=0.02), {})
+    assert as_gloo["broadcast"].startswith("posted_tree consistent")
+    rounds = predict.check_algorithms(_points("broadcast", "tree", (2, 3, 4), true, noise=0.02), {})
+    assert rounds["broadcast"].startswith("measurements favour tree over the documented posted_tree")
+    one_world = predict.check_algorithms(_points("broadcast", "posted_tree", (2,), true), {})
+    assert one_world["broadcast"].startswith("not testable here")
+
+
+# --- NCCL: which algorithm, from records and debug output --------------------------------------------
+
+DEBUG = """node0:1:1 [0] NCCL INFO AllReduce: 4096 Bytes -> Algo Tree proto LL channel{Lo..Hi}={0..1}
+node0:1:1 [0] NCCL INFO AllReduce: 8388608 Bytes -> Algo RING proto Simple channel{Lo..Hi}={0..15}
+node0:1:1 [0] NCCL INFO AllGather: 37756928 Bytes -> Algo 1 proto 2 time 2860.208008
+"""
+
+
+def test_nccl_algorithm_from_debug_lines_in_both_formats():
+    got = predict.nccl_debug_choices(DEBUG)
+    assert got == {("all_reduce", 4096): "tree", ("all_reduce", 8388608): "ring", ("all_gather", 37756928): "1"}
+    recs = [{"backend": "nccl", "op": "all_reduce", "nccl_algo": "default", "nccl_debug": DEBUG}]
+    assert predict.backend_algorithm("nccl", "all_reduce", 2048, recs).algorithm == "tree"
+    c = predict.backend_algorithm("nccl", "all_reduce", 16 << 20, recs)
+    assert c.algorithm == "ring" and "8388608 B -> Algo ring" in c.how
+    assert predict.backend_algorithm("nccl", "all_gather", 1 << 25, recs).algorithm == "ring"  # Algo 1 = ring
+
+
+def test_nccl_algorithm_from_nccl_algo_records_or_unknown():
+    forced = [{"backend": "nccl", "op": "all_reduce", "nccl_algo": "Tree"}]
+    assert predict.backend_algorithm("nccl", "all_reduce", 1 << 20, forced).algorithm == "tree"
+    assert predict.backend_algorithm("nccl", "all_gather", 1 << 20, forced).algorithm == "ring"
+    unknown = predict.backend_algorithm("nccl", "all_reduce", 1 << 20, [{"nccl_algo": "default"}])
+    assert unknown.algorithm is None and "NCCL_DEBUG_SUBSYS=TUNING" in unknown.how
+    nvls = predict.backend_algorithm("nccl", "all_reduce", 1 << 20, [{"nccl_algo": "NVLS"}])
+    assert nvls.algorithm is None and "not modelled" in nvls.how
+
+
+# --- DDP --------------------------------------------------------------------------------------------
+
+def test_ddp_step_model_by_hand():
+    rec = {"model": "mlp", "world_size": 2, "hosts": 2, "time_us": 9000.0, "noop_step_ms": 5.0, "solo_step_ms": 4.0,
+           "allreduce_ms": 3.0, "overlap_saved_ms": 1.5, "ddp_logger_backward_compute_ms": 10.0,
+           "bucket_sizes": [1_000_000, 1_000_000]}
+    links = {"inter": ClassLink(link_class="inter", alpha_us=0.0, beta_gbps=1.0)}
+    d = predict.predict_ddp(rec, Topology(4, 1), links, "ring")
+    # per bucket at 4 ranks: 2·3/4 · 1e6 B / 1 GB/s = 1500 µs; two buckets 3000; hidden half of it
+    assert d["comm_us"] == pytest.approx(3000.0) and d["hidden_fraction"] == 0.5
+    assert d["step_us"] == pytest.approx(5000 + 3000 - 1500)
+    assert d["scaling_efficiency"] == pytest.approx(4000 / 6500)
+    # at the measured 2 ranks: 1000 µs per bucket
+    assert d["model_step_at_measured_us"] == pytest.approx(5000 + 2000 - 1000)
+
+
+# --- the validation table -----------------------------------------------------------------------------
+
+def _run(worlds_per_node, op_algs, link, noise=0.0, seed=0):
+    """A stored run's JSON with collectives records generated by the given models."""
+    n, p = worlds_per_node
+    rng = np.random.default_rng(seed)
+    benches = []
+    for op, alg in op_algs:
+        for s in ([0] if op == "barrier" else SIZES):
+            tt = predict.predict(op, alg, Topology(n, p), {link.link_class: link}, s).time_us * math.exp(
+                rng.normal(0, noise))
+            benches.append({"extra_info": {"experiment": "collectives", "op": op, "variant": predict.FIT_VARIANTS[op],
+                                           "redop": "sum" if op in ("all_reduce", "reduce_scatter") else None,
+                                           "backend": "gloo", "device": "cpu", "world_size": n, "size_bytes": s,
+                                           "time_us": tt, "n_wrong": 0}})
+    hosts = [f"node{r // p}" for r in range(n)]
+    return {"benchmarks": benches, "machine_info": {"suite": {"hostnames": hosts, "world_size": n}},
+            "suite": {"run_id": f"synthetic-{n}"}}
+
+
+GLOO_MODELS = [(op, predict.GLOO[op][0]) for op in ("all_reduce", "all_gather", "reduce_scatter", "broadcast")]
+
+
+def test_validation_of_runs_made_by_the_model_has_no_error_and_the_table_says_met():
+    link = ClassLink(link_class="inter", alpha_us=300.0, beta_gbps=0.0125)
+    v = predict.validate([_run((2, 1), GLOO_MODELS, link, 0.01, 1), _run((3, 1), GLOO_MODELS, link, 0.01, 2)],
+                         [_run((5, 1), GLOO_MODELS, link)])
+    assert v["fit_ranks"] == [2, 3] and {r["ranks"] for r in v["rows"]} == {5}
+    for op, _ in GLOO_MODELS:
+        assert v["summary"][op]["geomean_abs_error_bandwidth_bound"] < 0.05
+    text = predict.format_validation(v)
+    assert "met" in text and "MISSED" not in text and "all_reduce" in text
+
+
+def test_validation_says_missed_when_the_backend_runs_something_else():
+    link = ClassLink(link_class="inter", alpha_us=300.0, beta_gbps=0.0125)
+    chain = [("broadcast", "ring")]  # the data is a chain broadcast; Gloo's table says binomial tree
+    v = predict.validate([_run((2, 1), chain, link), _run((3, 1), chain, link)], [_run((6, 1), chain, link)])
+    assert v["summary"]["broadcast"]["geomean_abs_error_bandwidth_bound"] > 0.3
+    assert "MISSED" in predict.format_validation(v)
+    assert v["algorithms"]["broadcast"]["check"].startswith("measurements favour ring")
+
+
+def test_geomean_abs_error_by_hand():
+    assert predict.geomean_abs([0.1, -0.4]) == pytest.approx(0.2)
+    assert predict.geomean_abs([]) is None
+
+
+# --- make predict --------------------------------------------------------------------------------------
+
+FIXTURE = ROOT / "tests" / "fixtures" / "collectives-gloo-2"
+
+
+def _make(*args, cwd=ROOT):
+    return subprocess.run(["make", "-s", "predict", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def test_make_predict_prints_the_table_and_writes_predict_json(tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURE, run)
+    r = _make(f"RUN={run}", "RANKS=1024", "RANKS_PER_NODE=8", "SIZES=1M,64M")
+    assert r.returncode == 0, r.stderr
+    assert "prediction at 1024 ranks (8 per node, 128 nodes)" in r.stdout
+    assert "ring *" in r.stdout and "posted_tree *" in r.stdout and "allreduce_slice *" in r.stdout
+    assert "not measured: taken equal to the intra link" in r.stdout  # a one-host run has no inter-node link
+    doc = json.loads((run / "predict.json").read_text())
+    assert doc["ranks"] == 1024 and doc["nodes"] == 128 and doc["measured_ranks"] == 2
+    marked = [p for p in doc["predictions"] if p["backend_choice"]]
+    assert {p["op"] for p in marked} == set(predict.OPS)
+    assert {p["size_bytes"] for p in doc["predictions"] if p["op"] == "all_reduce"} == {1 << 20, 64 << 20}
+    big = next(p for p in marked if p["op"] == "all_reduce" and p["size_bytes"] == 64 << 20)
+    assert re.fullmatch(r"(latency|bandwidth)-bound, (intra|inter)-node", big["bottleneck"])
+    assert big["time_ci_us"][0] <= big["time_us"] <= big["time_ci_us"][1]
+    # the fixture's all_reduce is latency-bound at every size it measured: β comes from the other ops, said so
+    assert "no bandwidth term at the sizes measured" in doc["links"]["per_op"]["all_reduce"]["intra"]["source"]
+    assert doc["measured_scale"] and all(row["measured_us"] > 0 for row in doc["measured_scale"])
+    assert not list(run.glob(".predict.json.*"))  # written through a temp file and renamed
+
+
+@pytest.mark.parametrize("args, says", [
+    (["RUN=/nonexistent/run", "RANKS=8", "RANKS_PER_NODE=2"], "no stored run at /nonexistent/run"),
+    (["RANKS=0", "RANKS_PER_NODE=1"], "RANKS must be a positive integer"),
+    (["RANKS=abc", "RANKS_PER_NODE=1"], "RANKS must be a positive integer"),
+    (["RANKS=1024"], "RANKS_PER_NODE must be a positive integer"),
+    (["RANKS=1024", "RANKS_PER_NODE=3"], "RANKS_PER_NODE=3 must divide RANKS=1024"),
+    (["RANKS=16", "RANKS_PER_NODE=4", "SIZES=1Q"], "SIZES: not a byte size"),
+])
+def test_make_predict_bad_input_is_one_line_and_exit_2(args, says):
+    if not any(a.startswith("RUN=") for a in args):
+        args = [f"RUN={FIXTURE}", *args]
+    r = _make(*args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    err = [ln for ln in r.stderr.splitlines() if ln.strip() and not ln.startswith("make")]
+    assert len(err) == 1 and says in err[0], r.stderr
+
+
+def test_make_report_has_the_prediction_section_with_the_extrapolation(tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURE, run)
+    before = subprocess.run(["make", "-s", "report", f"RUN={run}"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert before.returncode == 0, before.stderr
+    md = (run / "report" / "report.md").read_text()
+    assert "## prediction at scale" in md and "make predict RUN=<run>" in md  # no predict.json yet: says how
+    assert _make(f"RUN={run}", "RANKS=64", "RANKS_PER_NODE=8").returncode == 0
+    after = subprocess.run(["make", "-s", "report", f"RUN={run}"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert after.returncode == 0, after.stderr
+    md = (run / "report" / "report.md").read_text()
+    section = md[md.index("## prediction at scale"):]
+    assert "extrapolation to 64 ranks (8 per node)" in section and "ring *" in section
+    assert "all_reduce           2          1K        ring" in section  # measured vs predicted at the run's scale
+    page = (run / "report" / "index.html").read_text()
+    assert "<h2 id='prediction'>prediction at scale</h2>" in page and "extrapolation to 64 ranks" in page
