@@ -38,25 +38,12 @@ PASSTHROUGH = -- $(if $(K),-k "$(K)") $(PYTEST_ARGS)
 # Feature areas add their targets in mk/*.mk (image, compose, report, slurm, ...).
 -include $(sort $(wildcard mk/*.mk))
 
-help:
-	@echo "make bench-cpu   run every experiment on NPROC local ranks (Gloo, CPU)"
-	@echo "make bench-gpu   run every experiment on all local GPUs (NCCL)"
-	@echo "make test        every test of the project (what CI runs)"
-	@echo "make test-cpu    the tests that need no Docker"
-	@echo "make test-fast   the unit tier (tests/unit), in seconds"
-	@echo "make soak        TIER=dist N=20: a test tier N times, failures per test"
-	@echo "make report      HTML/Markdown report of RUN (default results/latest)"
-	@echo "make bench-cpu REPEAT=k  k runs <id>-r1..rk (a side of a comparison with between-run variation)"
-	@echo "make compare     BASE=<run> NEW=<run>: per-case verdicts, non-zero exit on a regression"
-	@echo "                 (a side: a run, runs joined by commas, or results/<id> for its REPEAT runs)"
-	@echo "make image       build the Docker image (local base + wheelhouse where no registry is reachable)"
-	@echo "make compose-up  the 3-node docker compose simulation, results in ./results"
-	@echo "make test-compose  the Docker tests"
-	@echo "make gpu-check   LOG_DIR=dir: the whole GPU side in one call (tests + short reference sweep)"
-	@echo "make bench-slurm / test-slurm / test-gpu / reference-gpu / bench-ddp / ddp-example / teardown-rate (see README)"
+help:  ## every target with its one-line purpose (this list, read from the Makefiles)
+	@echo "make <target> [KNOB=value ...]   (knobs: README \"Knobs\"; each mk/*.mk lists its own)"
+	@awk 'FNR == 1 { file = FILENAME } /^[a-zA-Z0-9_-]+:.*  ## / { split($$0, a, ":"); sub(/^.*  ## /, ""); \
+	  printf "  make %-18s %s\n", a[1], $$0 }' $(MAKEFILE_LIST)
 
-venv: $(VENV)/.installed
-
+venv: $(VENV)/.installed  ## create .venv with the pinned environment (requirements.txt)
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
@@ -65,7 +52,7 @@ $(VENV)/.installed: requirements.txt
 
 # REPEAT=k: k runs one after another, run ids <RUN_ID or a UTC timestamp>-r1 .. -rk; `make compare`
 # takes results/<id> for all of them (a side of several runs: between-run variation is measured).
-bench-cpu: venv
+bench-cpu: venv  ## every experiment on NPROC local ranks (Gloo, CPU); REPEAT=k for k runs
 	@case "$(REPEAT)" in ''|*[!0-9]*|0*) echo "error: REPEAT must be a positive integer, got '$(REPEAT)'" >&2; exit 2;; esac; \
 	if [ "$(REPEAT)" = 1 ]; then set -x; \
 	  $(PY) -m suite.launch --nproc $(NPROC) --backend gloo --device cpu $(SUITE_ARGS) $(PASSTHROUGH); \
@@ -77,27 +64,27 @@ bench-cpu: venv
 
 # GPUS = ranks on this host (default: every GPU torch sees); multi-node: NNODES, NODE_RANK,
 # MASTER_ADDR (and MASTER_PORT) on the make command line of every host.
-bench-gpu: venv
+bench-gpu: venv  ## every experiment on all local GPUs (NCCL)
 	@n=$(or $(GPUS),$$($(PY) -c "import torch; print(torch.cuda.device_count())")); \
 	if [ "$$n" -lt 1 ]; then echo "error: torch sees no CUDA GPU (driver, CUDA_VISIBLE_DEVICES, a CPU-only" \
 	  "torch build?); set GPUS, or run make bench-cpu" >&2; exit 2; fi; set -x; \
 	$(PY) -m suite.launch --nproc $$n --backend nccl --device cuda $(SUITE_ARGS) $(PASSTHROUGH)
 
-test: venv
+test: venv  ## every test of the project (what CI runs)
 	$(PY) -m pytest tests $(PYTEST_ARGS)
 
-test-cpu: venv
+test-cpu: venv  ## the tests that need no Docker
 	$(PY) -m pytest tests -m "not docker" $(PYTEST_ARGS)
 
 # The unit tier: pure logic and one-rank in-process groups, seconds.
-test-fast: venv
+test-fast: venv  ## the unit tier (tests/unit), in seconds
 	$(PY) -m pytest tests/unit -q $(PYTEST_ARGS)
 
 # The flake budget: a tier N times, failures per test (TIER = a folder of tests/, e.g. dist).
 TIER ?= dist
 N    ?= 20
-soak: venv
+soak: venv  ## TIER=dist N=20: a test tier N times, failures per test
 	$(PY) scripts/soak.py $(N) tests/$(TIER) $(if $(PYTEST_ARGS),-- $(PYTEST_ARGS))
 
-clean:
+clean:  ## remove .venv and the pytest cache
 	rm -rf $(VENV) .pytest_cache

@@ -18,17 +18,17 @@ NODE_CPUS      ?=
 # python3 may lack pip); tests pass their own interpreter.
 PIP_PYTHON     ?=
 
-image: $(if $(PIP_PYTHON),,venv)
+image: $(if $(PIP_PYTHON),,venv)  ## build the Docker image (local base + wheelhouse where no registry is reachable)
 	IMAGE=$(IMAGE) VARIANT=$(VARIANT) BASE_IMAGE=$(BASE_IMAGE) PIP_PYTHON=$(or $(PIP_PYTHON),$(PY)) docker/image.sh
 
-base-image:
+base-image:  ## build the local Debian base image (docker/build-base.sh)
 	docker/build-base.sh
 
-wheelhouse: $(if $(PIP_PYTHON),,venv)
+wheelhouse: $(if $(PIP_PYTHON),,venv)  ## fill wheelhouse/ from the package index for an offline image build
 	PIP_PYTHON=$(or $(PIP_PYTHON),$(PY)) docker/wheelhouse.sh
 
 # Same knobs as bench-cpu (sizes, dtypes, iterations, K ...), applied to every node.
-compose-up:
+compose-up:  ## the multi-node simulation (NNODES x NPROC_PER_NODE, shaped links), results in ./results
 	IMAGE=$(IMAGE) NNODES=$(NNODES) NPROC_PER_NODE=$(NPROC_PER_NODE) EXPERIMENTS=$(EXPERIMENTS) \
 	  MIN_BYTES=$(MIN_BYTES) MAX_BYTES=$(MAX_BYTES) STEP_FACTOR=$(STEP_FACTOR) DTYPES=$(DTYPES) \
 	  REDOPS=$(REDOPS) ITERS=$(ITERS) WARMUP=$(WARMUP) TIMING=$(TIMING) PRECISION=$(PRECISION) \
@@ -37,5 +37,5 @@ compose-up:
 	  LINK_RATES=$(LINK_RATES) NODE_CPUS=$(NODE_CPUS) \
 	  docker/compose-run.sh
 
-test-compose: venv
+test-compose: venv  ## the Docker tests (tests -m docker)
 	$(PY) -m pytest tests -m docker $(PYTEST_ARGS)

@@ -16,17 +16,17 @@ DOCTOR_WARMUP ?= 2
 
 .PHONY: doctor compose-doctor doctor-verdict
 
-doctor: venv
+doctor: venv  ## is anything wrong, and where: every link and rank on NPROC local ranks (exit 8 on a finding)
 	$(PY) -m suite.launch --nproc $(NPROC) --backend gloo --device cpu --experiments doctor \
 	  --iters $(if $(filter command line environment,$(origin ITERS)),$(ITERS),$(DOCTOR_ITERS)) \
 	  --warmup $(if $(filter command line environment,$(origin WARMUP)),$(WARMUP),$(DOCTOR_WARMUP)) \
 	  --timeout-s $(TIMEOUT_S) --heartbeat-timeout-s $(HEARTBEAT_S) --results-root $(RESULTS) \
 	  $(if $(RUN_ID),--run-id $(RUN_ID)) $(PASSTHROUGH)
 
-compose-doctor:
+compose-doctor:  ## the doctor across the compose simulation (LINK_RATES=, NODE_CPUS= make faults)
 	$(MAKE) compose-up EXPERIMENTS=doctor \
 	  ITERS=$(if $(filter command line environment,$(origin ITERS)),$(ITERS),$(DOCTOR_ITERS)) \
 	  WARMUP=$(if $(filter command line environment,$(origin WARMUP)),$(WARMUP),$(DOCTOR_WARMUP))
 
-doctor-verdict: venv
+doctor-verdict: venv  ## RUN=results/<run>: the doctor's verdict of a stored run again
 	$(PY) -m suite.doctor $(RUN)

@@ -22,10 +22,10 @@ VALIDATE_REUSE ?=
 
 .PHONY: predict validate-predict
 
-predict: venv
+predict: venv  ## RUN= RANKS= RANKS_PER_NODE=: every collective and a DDP step predicted at scale
 	@$(PY) -m suite.predict predict "$(RUN)" --ranks "$(RANKS)" --ranks-per-node "$(RANKS_PER_NODE)" $(if $(SIZES),--sizes "$(SIZES)")
 
-validate-predict: venv
+validate-predict: venv  ## fit on compose runs of 2-3 nodes, predict and measure 4-6: the error table
 	@case "$(VALIDATE_PPN)" in ''|*[!0-9]*|0) echo "error: VALIDATE_PPN must be a positive integer, got '$(VALIDATE_PPN)'" >&2; exit 2;; esac; \
 	for n in $(VALIDATE_FIT) $(VALIDATE_CHECK); do \
 	  id=$(VALIDATE_ID)-$${n}n$(VALIDATE_PPN)p; \

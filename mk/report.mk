@@ -11,12 +11,12 @@ OUT       ?=
 
 .PHONY: report report-csv compare
 
-report: venv
+report: venv  ## HTML/Markdown report of RUN (default results/latest)
 	$(PY) -m suite.report html $(RUN)
 
-report-csv: venv
+report-csv: venv  ## the records of RUN as CSV on stdout
 	@$(PY) -m suite.report csv $(RUN)
 
-compare: venv
+compare: venv  ## BASE=<run> NEW=<run>: per-case verdicts, non-zero exit on a regression
 	@test -n "$(BASE)" -a -n "$(NEW)" || { echo "usage: make compare BASE=results/<run> NEW=results/<run> [NEW=...]" >&2; exit 2; }
 	$(PY) -m suite.report compare $(BASE) $(NEW) --tolerance $(TOLERANCE) $(if $(OUT),--out $(OUT))
