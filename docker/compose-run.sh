@@ -92,6 +92,15 @@ teardown() { dc down --volumes --remove-orphans --timeout 5 >/dev/null 2>&1; rm 
 trap 'teardown' EXIT
 trap 'echo "interrupted: stopping every node"; teardown; exit 130' INT TERM
 
+# Every knob validated before any node starts, by the launcher itself (the same messages as a local
+# run), in a throwaway node0 container with the run's environment: a bad knob fails here with exit 2.
+check_out=$(dc run --rm --no-deps -T -e SUITE_CHECK_ONLY=1 node0 2>&1); check_rc=$?
+if [ "$check_rc" != 0 ]; then
+  echo "$check_out" | grep -E "^(error|link: error)" >&2 || echo "$check_out" | tail -n 5 >&2
+  echo "# the knobs were refused before any node started (exit $check_rc)" >&2
+  exit "$check_rc"
+fi
+
 echo "# compose project $COMPOSE_PROJECT_NAME: $NNODES node(s) x ${NPROC_PER_NODE:-2} rank(s), run $RUN_ID, results in $RESULTS_DIR"
 t0=$(date +%s)
 limit=${COMPOSE_TIMEOUT_S:-3600}

@@ -13,10 +13,14 @@ if [ "$NODE_RANK" -ge "$NNODES" ]; then
   echo "node $NODE_RANK: not part of a $NNODES-node run; nothing to do"
   exit 0
 fi
+# SUITE_CHECK_ONLY=1 (docker/compose-run.sh, before any node starts): validate every knob exactly as
+# the launcher would, print its one-line verdict and exit (0, or 2 with the message).
+check=""
+if [ "${SUITE_CHECK_ONLY:-0}" = 1 ]; then check=--check; fi
 # Node 0's name resolves once its container exists; give it the rendezvous timeout to appear
 # instead of failing the preflight because this container started first.
 waited=0
-while ! getent hosts "$MASTER_ADDR" >/dev/null 2>&1; do
+while [ -z "$check" ] && ! getent hosts "$MASTER_ADDR" >/dev/null 2>&1; do
   if [ "$waited" -ge "${RDZV_TIMEOUT_S:-120}" ]; then
     echo "node $NODE_RANK: MASTER_ADDR $MASTER_ADDR did not resolve within ${RDZV_TIMEOUT_S:-120} s" >&2
     exit 3
@@ -33,7 +37,7 @@ fi
 set -- python -m suite.launch --nnodes "$NNODES" --node-rank "$NODE_RANK" --nproc "${NPROC_PER_NODE:-2}" \
   --master-addr "$MASTER_ADDR" --master-port "${MASTER_PORT:-29500}" --rdzv-timeout-s "${RDZV_TIMEOUT_S:-120}" \
   --backend "${BACKEND:-gloo}" --device "${DEVICE:-cpu}" --experiments "${EXPERIMENTS:-all}" \
-  --results-root "$results_root"
+  --results-root "$results_root" $check
 # optional knobs: passed only when set, so the harness's own defaults apply otherwise
 for pair in min-bytes:MIN_BYTES max-bytes:MAX_BYTES step-factor:STEP_FACTOR dtypes:DTYPES redops:REDOPS \
             iters:ITERS warmup:WARMUP timing:TIMING pipeline-depth:PIPELINE_DEPTH precision-pct:PRECISION \

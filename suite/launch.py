@@ -60,6 +60,9 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     ap.add_argument("--debug", action="store_true",
                     help="TORCH_DISTRIBUTED_DEBUG=DETAIL: collective shape/order mismatches become named errors")
     ap.add_argument("--run-id", default=None, help="run directory name (default: UTC timestamp)")
+    ap.add_argument("--check", action="store_true",
+                    help="validate the knobs, experiments and run location, then exit (0, or 2 with the message); "
+                         "starts nothing (docker/compose-run.sh checks every compose knob this way first)")
     for k in KNOBS:
         ap.add_argument(f"--{k.flag}", dest=k.field, default=None, help=f"{k.help} ({k.make})")
     return ap.parse_args(argv), passthrough
@@ -154,6 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if a.check:
+        print(f"# check: ok ({lay['nnodes']} node(s) x {lay['nproc']} rank(s), experiments: {', '.join(names)})")
+        return EXIT_OK
     from suite.dist import PreflightError, resolve_backend, resolve_device
 
     try:

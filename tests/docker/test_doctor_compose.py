@@ -67,9 +67,18 @@ def test_a_cpu_limited_node_is_named_by_its_ranks(sim):
     sim.assert_clean()
 
 
-@pytest.mark.parametrize("knobs, words", [({"LINK_RATES": "node7=50mbit"}, "LINK_RATES entry 'node7=50mbit'"),
-                                          ({"NODE_CPUS": "node1=lots"}, "NODE_CPUS entry 'node1=lots'")])
-def test_bad_per_node_knobs_stop_before_any_container(sim, knobs, words):
-    p = sim.run(**DOCTOR, **knobs)
+@pytest.mark.parametrize("knobs, words", [
+    ({"LINK_RATES": "node7=50mbit"}, "LINK_RATES entry 'node7=50mbit'"),
+    ({"NODE_CPUS": "node1=lots"}, "NODE_CPUS entry 'node1=lots'"),
+    # checked by the launcher itself in a throwaway container: the local run's own message
+    ({"ITERS": "0"}, "error: ITERS must be >= 1, got 0"),
+    ({"DOCTOR_WINDOW": "0"}, "error: DOCTOR_WINDOW must be in 1..64, got 0"),
+    ({"RUN_ID": "../x"}, "error: RUN_ID '../x' must be one name")])
+def test_bad_knobs_stop_before_any_node_starts(sim, knobs, words):
+    before = sorted(p.name for p in sim.results.iterdir())
+    p = sim.run(**{**DOCTOR, **knobs})
     assert p.returncode == 2 and words in p.stderr, _out(p)
+    assert "# compose project" not in p.stdout  # no node was started
     assert sim.containers() == []
+    assert sorted(p.name for p in sim.results.iterdir()) == before  # nothing stored was touched
+    sim.assert_clean()
