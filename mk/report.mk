@@ -1,5 +1,6 @@
 # Reports from stored runs (suite/report.py): read result JSON only, never re-run anything.
-#   make report [RUN=results/<id>]          HTML + Markdown + PNGs + CSV in RUN/report/
+#   make report [RUN=results/<id>] [BASE=results/<id>]   HTML + Markdown + PNGs + CSV in RUN/report/
+#                                           (BASE: the summary gives the comparison verdict)
 #   make report-csv [RUN=...]               the run's records as CSV on stdout
 #   make compare BASE=results/<a> NEW=results/<b> [TOLERANCE=0.05] [OUT=dir]   exit 1 on a regression
 #     (a side may be several runs: a,b,c, or results/<id> for the runs <id>-r1..rk of REPEAT=k)
@@ -12,7 +13,7 @@ OUT       ?=
 .PHONY: report report-csv compare
 
 report: venv  ## HTML/Markdown report of RUN (default results/latest)
-	$(PY) -m suite.report html $(RUN)
+	$(PY) -m suite.report html $(RUN) $(if $(BASE),--base $(BASE))
 
 report-csv: venv  ## the records of RUN as CSV on stdout
 	@$(PY) -m suite.report csv $(RUN)

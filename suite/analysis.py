@@ -162,6 +162,8 @@ class Report:
     links: dict
     link_rate: tuple[str, float] | None
     n_records: int
+    summary: list[tuple[str, str]] = field(default_factory=list)
+    """What the run means, first: status, what was measured, peaks, health, unstable, skipped, baseline."""
 
 
 def _slug(text: str) -> str:
@@ -284,7 +286,8 @@ def _links(recs: list[dict], fits_by_group: dict) -> dict:
     return out
 
 
-def build_report(run: dict, run_name: str = "", predict_doc: dict | None = None) -> Report:
+def build_report(run: dict, run_name: str = "", predict_doc: dict | None = None,
+                 base: tuple[str, list[list[dict]]] | None = None) -> Report:
     """Analyse a loaded run: sections with plots and tables, α–β fits, ring-model comparison (and the
     prediction section, with the extrapolation table of ``predict_doc``, the run's predict.json)."""
     from suite import plots
@@ -396,7 +399,102 @@ def build_report(run: dict, run_name: str = "", predict_doc: dict | None = None)
         sections.append(pred)
 
     return Report(run_name=run_name, environment=environment_summary(run), sections=sections, fits=fit_rows,
-                  links=links, link_rate=link_rate, n_records=len(recs))
+                  links=links, link_rate=link_rate, n_records=len(recs), summary=summary_rows(run, base))
+
+
+UNSTABLE_CI_PCT = 10.0
+"""A case is unstable when the 95% confidence interval of its median (the number the tables print) is
+wider than ±10% of it: its p05-p95 band is so wide relative to the median, or its samples so few, that
+the median cannot be trusted to 10%. (The band alone flags almost every case on a shared CPU: p95 tails
+of 2-3x the median are normal there, and the median is still known to a few percent.)"""
+
+
+def _median_ci_pct(r: dict) -> float | None:
+    from suite import metrics
+
+    xs = r.get("samples_us")
+    return metrics.median_ci_halfwidth_pct(xs) if xs and len(xs) >= 2 else None
+
+
+def summary_rows(run: dict, base: tuple[str, list[list[dict]]] | None = None) -> list[tuple[str, str]]:
+    """The report's first screen: (what, finding) rows a reader can act on, before any detail."""
+    from suite.failures import MEANING
+    from suite.fit import configured_link_rate
+
+    recs = results.records(run)
+    st = run.get("suite") or {}
+    su = (run.get("machine_info") or {}).get("suite") or {}
+    status = st.get("exit_status", st.get("exitstatus"))
+    wrong = sum(1 for r in recs if (r.get("n_wrong") or 0) > 0)
+    rows = [("status", f"{'complete' if st.get('complete') else 'PARTIAL (interrupted or still running)'}; exit status "
+                       f"{status} ({MEANING.get(status, 'unknown') if isinstance(status, int) else '?'}); "
+                       f"{len(recs)} cases measured, {wrong} with wrong results, "
+                       f"{sum(1 for r in recs if r.get('checked') is False)} with nothing to check")]
+    hosts = su.get("hostnames") or []
+    exps = OrderedDict()
+    for r in recs:
+        exps[r["experiment"]] = exps.get(r["experiment"], 0) + 1
+    n_hosts = len(set(hosts))
+    rows.append(("measured", f"{', '.join(f'{e} ({n})' for e, n in exps.items()) or 'nothing'}; {len(hosts)} ranks on "
+                             f"{n_hosts} host(s); link classes: "
+                             f"{'intra-node and inter-node' if n_hosts > 1 else 'intra-node only (one host)'}"))
+    rate = configured_link_rate(run.get("machine_info") or {})
+    peaks: dict = {}
+    for r in recs:
+        if r.get("experiment") == "collectives" and r.get("busbw_gbps") and r["op"] != "barrier":
+            if r["op"] not in peaks or r["busbw_gbps"] > peaks[r["op"]]["busbw_gbps"]:
+                peaks[r["op"]] = r
+    for op, r in peaks.items():
+        vs = ""
+        if rate and n_hosts > 1:
+            vs = f" = {r['busbw_gbps'] / rate[1]:.0%} of the inter-node LINK_RATE {rate[0]}"
+        rows.append((f"peak {op}", f"{r['busbw_gbps']:.3g} GB/s busbw at {_fmt_bytes(r['size_bytes'])} "
+                                   f"({r.get('variant', op)}, {r.get('dtype')}, {r['world_size']} ranks){vs}"))
+    if any(r.get("experiment") == "doctor" for r in recs):
+        from suite import doctor
+
+        d = doctor.diagnose(run)
+        rows.append(("health (doctor)", "healthy: no slow link, straggler or weak node" if not d.findings else
+                     "; ".join(f"{f.kind} {f.where}: {f.measured} vs {f.expected}" for f in d.findings)))
+    else:
+        rows.append(("health (doctor)", "no health check in this run (make doctor)"))
+    widths = [(w, r) for r in recs for w in [_median_ci_pct(r)] if w is not None]
+    unstable = sorted([(w, r) for w, r in widths if w > UNSTABLE_CI_PCT], key=lambda x: -x[0])
+    if unstable:
+        rows.append(("unstable cases", f"{len(unstable)} of {len(widths)}: the median is uncertain by more than "
+                                       f"±{UNSTABLE_CI_PCT:.0f}% (95% CI; widest: " +
+                     ", ".join(f"{r['experiment']} {r.get('label') or r['op']} ±{w:.0f}%, p05-p95 band "
+                               f"{(r['p95_us'] - r['p05_us']) / r['p50_us']:.1f}x the median"
+                               for w, r in unstable[:3]) +
+                     "); to act on them: more ITERS, PRECISION=5 (sample until the median's CI is ±5%), "
+                     "or a quieter machine"))
+    else:
+        rows.append(("unstable cases", f"none: every median is known to ±{UNSTABLE_CI_PCT:.0f}% (95% CI)"))
+    skipped = st.get("skipped") or []
+    if skipped:
+        by_reason: OrderedDict = OrderedDict()
+        for sk in skipped:
+            by_reason.setdefault(sk["reason"], []).append(sk["case"])
+        rows.append(("skipped", f"{len(skipped)} cases: " + "; ".join(
+            f"{len(cs)} {_experiment_of(cs)}: {reason}" for reason, cs in
+            sorted(by_reason.items(), key=lambda kv: -len(kv[1])))))
+    else:
+        rows.append(("skipped", "nothing" if "skipped" in st else "not recorded by this run"))
+    if base is not None:
+        from suite.compare import compare_runs
+
+        name, base_runs = base
+        c = compare_runs(base_runs, [recs], base_name=name, new_name="this run")
+        regressions = len(c.regressions)
+        rows.append(("against " + name, f"{c.overall} overall (median case ratio {c.overall_ratio:.3f}, CI "
+                     f"[{c.overall_ci[0]:.3f}, {c.overall_ci[1]:.3f}]); {regressions} case regression(s) of "
+                     f"{len(c.cases)} matched"))
+    return rows
+
+
+def _experiment_of(nodeids: list[str]) -> str:
+    names = sorted({n.split("::")[0].rsplit("/", 1)[-1].removesuffix(".py") for n in nodeids})
+    return "/".join(names) + " case" + ("s" if len(nodeids) > 1 else "")
 
 
 def doctor_section(run: dict, plot_name) -> Section:

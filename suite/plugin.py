@@ -29,6 +29,7 @@ from suite.errors import CaseFailed, CaseSkipped
 
 _KEY_RECORDS = pytest.StashKey[list]()
 _KEY_MACHINE = pytest.StashKey[dict]()
+_KEY_SKIPPED = pytest.StashKey[list]()
 
 
 def _rank_from_env() -> int:
@@ -69,6 +70,7 @@ def pytest_configure(config):
     config._suite_rank = _rank_from_env()
     config._suite_started = time.time()
     config.stash[_KEY_RECORDS] = []
+    config.stash[_KEY_SKIPPED] = []
 
 
 def pytest_sessionstart(session):
@@ -208,6 +210,7 @@ def _output_json(config, complete: bool, exitstatus: int | None) -> dict:
         "config": config._suite_cfg.as_dict(),
         "started_unix": config._suite_started,
         "n_records": len(config.stash[_KEY_RECORDS]),
+        "skipped": list(config.stash.get(_KEY_SKIPPED, [])),
     }
     return out
 
@@ -241,6 +244,10 @@ def _is_distributed_failure(exc: BaseException) -> bool:
 def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
+    if rep.skipped and isinstance(rep.longrepr, tuple):  # every skip, with its reason (the report groups them)
+        reason = str(rep.longrepr[2])
+        item.config.stash.setdefault(_KEY_SKIPPED, []).append(
+            {"case": item.nodeid, "reason": reason[len("Skipped: "):] if reason.startswith("Skipped: ") else reason})
     if call.excinfo is None or not rep.failed or "dist_ctx" not in getattr(item, "fixturenames", ()):
         return
     # pytest.fail/skip are raised by every rank alike (n_wrong is global, probes agree; the

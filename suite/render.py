@@ -43,6 +43,8 @@ def render_html(rep: Report) -> str:
     out = [f"<!doctype html><html><head><meta charset='utf-8'><title>Report {e(rep.run_name)}</title>"
            f"<style>{_CSS}</style><script>{_CHECK_JS}</script></head><body>",
            f"<h1>Communication report: {e(rep.run_name)}</h1>",
+           "<h2 id='summary'>Summary</h2>",
+           _html_table(["", ""], [[k, v] for k, v in rep.summary]),
            "<p><a href='#environment'>environment</a> · <a href='#fits'>α–β fits</a> · " +
            " · ".join(f"<a href='#{s.anchor}'>{e(s.title)}</a>" for s in rep.sections) + "</p>",
            "<h2 id='environment'>Environment</h2>",
@@ -79,7 +81,8 @@ def render_markdown(rep: Report) -> str:
         return "\n".join(["| " + " | ".join(map(esc, head)) + " |", "|" + "---|" * len(head)] +
                          ["| " + " | ".join(map(esc, r)) + " |" for r in rows])
 
-    out = [f"# Communication report: {rep.run_name}", "", "## Environment", "",
+    out = [f"# Communication report: {rep.run_name}", "", "## Summary", "", md_table(["", ""], rep.summary), "",
+           "## Environment", "",
            md_table(["", ""], rep.environment), "", "## α–β fits and the ring model", "", FIT_NOTE, ""]
     for (backend, device, n), link in rep.links.items():
         out.append(f"- reference link {backend}/{device}, {n} ranks: α = {link.alpha_us:.3g} µs, "
@@ -125,7 +128,8 @@ def _run_dir(path: str | os.PathLike) -> Path:
     return p.parent if p.is_file() else p
 
 
-def write_report(run_path: str | os.PathLike, out_dir: str | os.PathLike | None = None) -> Path:
+def write_report(run_path: str | os.PathLike, out_dir: str | os.PathLike | None = None,
+                 base: tuple[str, list[list[dict]]] | None = None) -> Path:
     """Write index.html, report.md, the PNGs and results.csv; return the HTML's path.
 
     Default location: ``<run dir>/report/``. Files are written through temp names and
@@ -136,7 +140,8 @@ def write_report(run_path: str | os.PathLike, out_dir: str | os.PathLike | None 
     out.mkdir(parents=True, exist_ok=True)
     name = str((run.get("suite") or {}).get("run_id") or rd.resolve().name)
     pj = rd / "predict.json"  # make predict's extrapolation, if it ran (suite/predict.py)
-    rep = build_report(run, run_name=name, predict_doc=json.loads(pj.read_text()) if pj.is_file() else None)
+    rep = build_report(run, run_name=name, predict_doc=json.loads(pj.read_text()) if pj.is_file() else None,
+                       base=base)
 
     def put(fname: str, data: bytes) -> None:
         tmp = out / f".{fname}.tmp"

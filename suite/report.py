@@ -52,7 +52,13 @@ def _cmd_tables(args) -> int:
 def _cmd_html(args) -> int:
     if _load(args.run) is None:
         return 2
-    path = write_report(args.run, args.out)
+    base = None
+    if args.base:
+        side = _load_side(args.base)
+        if side is None:
+            return 2
+        base = (args.base, side)
+    path = write_report(args.run, args.out, base=base)
     print(f"report: {path}")
     print(f"markdown: {path.parent / 'report.md'}")
     return 0
@@ -127,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("html", help="write the HTML + Markdown report with plots and fits")
     p.add_argument("run")
     p.add_argument("--out", default=None, help="output directory (default: RUN/report)")
+    p.add_argument("--base", default=None,
+                   help="a baseline run (or runs, as for compare): the summary gives the comparison verdict")
     p.set_defaults(fn=_cmd_html)
     p = sub.add_parser("csv", help="export the run's records as CSV")
     p.add_argument("run")

@@ -326,3 +326,62 @@ def test_html_report_renders_in_headless_browser(fixture_report, tmp_path):
                                                "<script>undefined_function()</script></body>"))
     check = _imgcheck(_render(broken, tmp_path)[0])
     assert check["bad"] == "1" and check["errors"] == "1", check
+
+
+# --- the summary: what the run means, first -------------------------------------------------------
+
+def test_summary_leads_with_what_the_run_means(fixture_report):
+    run, _ = fixture_report
+    md = (run / "report" / "report.md").read_text()
+    assert md.index("## Summary") < md.index("## Environment") < md.index("## α–β fits")
+    rows = dict(analysis.summary_rows(results.load_run(run)))
+    assert rows["status"].startswith("complete; exit status 0 (every case ran and was correct)")
+    assert "collectives (" in rows["measured"] and "2 ranks on 1 host(s)" in rows["measured"]
+    assert rows["peak all_reduce"].endswith("2 ranks)") and "GB/s busbw at" in rows["peak all_reduce"]
+    assert rows["health (doctor)"] == "no health check in this run (make doctor)"
+    assert "unstable cases" in rows and "skipped" in rows
+
+
+def test_summary_groups_skips_by_reason_and_flags_unstable_cases():
+    run = json.loads((FIXTURE / "bench.json").read_text())
+    recs = results.records(run)
+    for r in recs:  # every median known to 1% ...
+        r["samples_us"] = [100.0 + 0.1 * i for i in range(20)]
+    recs[0]["samples_us"] = [10.0 * (1 + i) for i in range(20)]  # ... but this one's to ±45%
+    recs[0].update(p05_us=15.0, p50_us=105.0, p95_us=195.0, label="wild")
+    run["suite"]["skipped"] = [{"case": f"experiments/placement.py::test_placement[gpu-{i}]", "reason": "no CUDA"}
+                               for i in range(3)] + [{"case": "experiments/p2p.py::test_p2p[x]", "reason": "2 ranks"}]
+    rows = dict(analysis.summary_rows(run))
+    assert rows["unstable cases"].startswith(f"1 of {len(recs)}: the median is uncertain by more than ±10%")
+    assert "wild ±4" in rows["unstable cases"] and "band 1.7x the median" in rows["unstable cases"]
+    assert rows["skipped"] == "4 cases: 3 placement cases: no CUDA; 1 p2p case: 2 ranks"
+    rows = dict(analysis.summary_rows(run, base=("base", [recs])))
+    assert rows["against base"].startswith("same overall (median case ratio 1.000")
+
+
+@pytest.mark.skipif(_chromium() is None and os.environ.get("REQUIRE_BROWSER") != "1",
+                    reason="no chromium (CI installs it: .ci/setup.d/20-browser.sh)")
+def test_summary_fills_the_first_screen(fixture_report, tmp_path):
+    """In a 1400x900 window the summary table ends on the first screen (measured in the browser's own
+    layout), and a screenshot of that screen is kept beside the report."""
+    run, _ = fixture_report
+    page = run / "report" / "index.html"
+    probe = tmp_path / "first-screen.html"
+    probe.write_text(page.read_text().replace(
+        "</body>", "<p id='fold'></p><script>window.addEventListener('load', () => {"
+                   "const t = document.getElementById('summary').nextElementSibling.getBoundingClientRect();"
+                   "document.getElementById('fold').setAttribute('data-bottom', Math.round(t.bottom));"
+                   "document.getElementById('fold').setAttribute('data-height', window.innerHeight);});</script>"
+                   "</body>"))
+    r = subprocess.run([_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1400,900",
+                        f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000", "--dump-dom",
+                        probe.resolve().as_uri()], capture_output=True, text=True, timeout=60)
+    m = re.search(r'<p id="fold" data-bottom="(\d+)" data-height="(\d+)"', r.stdout)
+    assert m, r.stderr[-2000:]
+    bottom, height = int(m.group(1)), int(m.group(2))
+    assert 0 < bottom <= height <= 900, (bottom, height)
+    shot = run / "report" / "first-screen.png"
+    subprocess.run([_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1400,900",
+                    f"--user-data-dir={tmp_path / 'profile2'}", f"--screenshot={shot}", page.resolve().as_uri()],
+                   capture_output=True, text=True, timeout=60)
+    assert shot.read_bytes().startswith(PNG_MAGIC)
