@@ -113,14 +113,9 @@ def preflight(cfg, lay: dict) -> None:
 
 
 def _mem_available() -> int | None:
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
+    import psutil
+
+    return psutil.virtual_memory().available
 
 
 def _port_free(port: int) -> bool:

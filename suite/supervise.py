@@ -15,30 +15,20 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
+
 from suite.failures import (EXIT_FAILED, EXIT_NOTHING_SELECTED, EXIT_OK, EXIT_PEER_FAILURE, EXIT_SIGINT,
                             EXIT_SIGTERM, EXIT_WRONG_RESULT)
 from suite.fileio import write_json_atomic
 
 
 def _descendants(pid: int) -> list[int]:
-    """All live descendants of ``pid`` (from /proc; torchrun starts each worker in a
-    session of its own, so killing torchrun's process group does not reach them)."""
-    children: dict[int, list[int]] = {}
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            stat = (d / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
-        children.setdefault(ppid, []).append(int(d.name))
-    out, todo = [], [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
+    """All live descendants of ``pid`` (psutil; torchrun starts each worker in a session of its
+    own, so killing torchrun's process group does not reach them)."""
+    try:
+        return [c.pid for c in psutil.Process(pid).children(recursive=True)]
+    except psutil.Error:  # gone already
+        return []
 
 
 def _kill_tree(proc: subprocess.Popen) -> None:

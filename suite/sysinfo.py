@@ -43,9 +43,9 @@ def cpu_model() -> str:
 
 
 def memory_bytes() -> int | None:
-    text = _read("/proc/meminfo") or ""
-    m = re.search(r"MemTotal:\s+(\d+) kB", text)
-    return int(m.group(1)) * 1024 if m else None
+    import psutil
+
+    return psutil.virtual_memory().total
 
 
 def container_limits() -> dict:
