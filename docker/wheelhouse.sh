@@ -48,7 +48,9 @@ for minor in $(seq 28 -1 17); do
   platforms+=(--platform "manylinux_2_${minor}_$arch")
 done
 platforms+=(--platform "manylinux2014_$arch")
-"$PY" -m pip download --quiet --dest "$DEST" --only-binary=:all: \
+# env -u PIP_PYTHON: pip reads PIP_<OPTION> variables, and PIP_PYTHON is its --python option
+# (pip would look for that interpreter by name and fail: "Could not locate Python interpreter").
+env -u PIP_PYTHON "$PY" -m pip download --quiet --dest "$DEST" --only-binary=:all: \
   "${platforms[@]}" --python-version "$PYVER" --implementation cp --abi "$ABI" \
   -r "$req" 2> >(grep -v "^WARNING: Location '" >&2)
 if [ "$VARIANT" = full ] && ! ls "$DEST"/nvidia_nccl_cu*.whl >/dev/null 2>&1; then
