@@ -61,11 +61,11 @@ FROM ${BASE_IMAGE}
 ARG BASE_IMAGE
 ARG VARIANT=full
 ARG TORCH_VERSION=2.13.0
-ARG GIT_COMMIT=unknown
+# GIT_COMMIT (the revision label) is declared after the copy of the venv: a new commit must not
+# invalidate that layer (5 GB for the CUDA variant, minutes to copy again).
 LABEL org.opencontainers.image.title="torch-comm-suite" \
       org.opencontainers.image.description="Measure, verify and explain torch.distributed communication" \
       org.opencontainers.image.version="0.1.0" \
-      org.opencontainers.image.revision="${GIT_COMMIT}" \
       org.opencontainers.image.base.name="${BASE_IMAGE}" \
       suite.variant="${VARIANT}" \
       suite.torch.version="${TORCH_VERSION}"
@@ -99,6 +99,8 @@ COPY tests/ tests/
 COPY docker/ docker/
 COPY scripts/ scripts/
 COPY examples/ examples/
+ARG GIT_COMMIT=unknown
+LABEL org.opencontainers.image.revision="${GIT_COMMIT}"
 # VERSIONS: what is really inside (the base's torch may differ from TORCH_VERSION; the label says
 # what was asked for, this file what was found).
 RUN set -eu; \
