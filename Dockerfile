@@ -1,6 +1,7 @@
 # The suite in an image: `make bench-gpu` on a GPU host, node of the compose simulation, CI.
 #
 #   make image                                  # picks the base, fills the wheelhouse where needed, builds
+#   make image VARIANT=full BASE_IMAGE=local    # the CUDA image offline: local Debian base + CUDA wheels
 #   docker build -t torch-comm-suite .          # default: public PyTorch CUDA runtime base (NCCL inside)
 #   docker build --build-arg BASE_IMAGE=torch-comm-suite-base:bookworm --build-arg VARIANT=slim .
 #
@@ -10,7 +11,11 @@
 # Build arguments
 #   BASE_IMAGE     any image with python3 (+venv). Its own torch is kept when it has one (PyTorch
 #                  images); otherwise torch==TORCH_VERSION is installed.
-#   VARIANT        full (default) | slim: slim insists on a CPU-only torch (laptops, the simulation).
+#   VARIANT        full (default) | slim: full insists on a CUDA build of torch with NCCL (GPU hosts),
+#                  slim on a CPU-only torch (laptops, the simulation).
+#   WHEELHOUSE_URL a directory of wheels served over HTTP (docker/image.sh serves ./wheelhouse-cuda on
+#                  the host's loopback and builds with --network host): pip installs offline from it.
+#                  Empty: the wheels in ./wheelhouse of the build context, else the network.
 #   TORCH_VERSION  the pinned torch (requirements.txt); recorded in the labels.
 #   GIT_COMMIT     the suite's commit, written to GIT_COMMIT (suite.sysinfo reads it; no .git inside).
 ARG BASE_IMAGE=pytorch/pytorch:2.13.0-cuda12.6-cudnn9-runtime
@@ -18,8 +23,10 @@ ARG BASE_IMAGE=pytorch/pytorch:2.13.0-cuda12.6-cudnn9-runtime
 # ---- stage 1: the Python environment (wheels stay in this stage) --------------------------------
 FROM ${BASE_IMAGE} AS venv
 ARG VARIANT=full
-# lets `make image` find this stage's superseded copies (they are the build cache, left untagged)
-LABEL suite.stage=venv
+ARG WHEELHOUSE_URL=
+# lets `make image` find this stage's superseded copies of the same variant (they are the build
+# cache, left untagged)
+LABEL suite.stage=venv suite.stage.variant=${VARIANT}
 USER root
 # `wheelhouse*` matches nothing when the host made no wheelhouse (then pip uses the network); a plain
 # `COPY wheelhouse/` would fail the build in that case.
@@ -29,7 +36,10 @@ COPY requirements.txt wheelhouse* /tmp/build/
 RUN set -eu; \
     python3 -m venv --system-site-packages /opt/venv; \
     cd /tmp/build; \
-    if ls ./*.whl >/dev/null 2>&1; then \
+    if [ -n "$WHEELHOUSE_URL" ]; then \
+      echo "installing offline from the wheelhouse at $WHEELHOUSE_URL"; \
+      set -- --no-index --find-links "$WHEELHOUSE_URL"; \
+    elif ls ./*.whl >/dev/null 2>&1; then \
       echo "installing offline from the wheelhouse ($(ls ./*.whl | wc -l) wheels)"; \
       set -- --no-index --find-links /tmp/build; \
     else set --; fi; \
@@ -41,6 +51,8 @@ RUN set -eu; \
     /opt/venv/bin/python -c "import torch, numpy, pytest, pytest_benchmark, torch.distributed as d; assert d.is_gloo_available()"; \
     if [ "$VARIANT" = slim ]; then \
       /opt/venv/bin/python -c "import sys, torch; sys.exit(0 if torch.version.cuda is None else 'VARIANT=slim needs a CPU-only torch, but this one is built for CUDA ' + torch.version.cuda + ': use a base image without torch and a CPU wheel (wheelhouse or CPU wheel index)')"; \
+    else \
+      /opt/venv/bin/python -c "import sys, torch, torch.distributed as d; sys.exit(0 if torch.version.cuda and d.is_nccl_available() else 'VARIANT=full needs a CUDA build of torch with NCCL, but this is torch ' + torch.__version__ + ': use a PyTorch CUDA base image or the CUDA wheelhouse (make image VARIANT=full), or VARIANT=slim')"; \
     fi; \
     rm -rf /tmp/build
 
@@ -49,11 +61,11 @@ FROM ${BASE_IMAGE}
 ARG BASE_IMAGE
 ARG VARIANT=full
 ARG TORCH_VERSION=2.13.0
-ARG GIT_COMMIT=unknown
+# GIT_COMMIT (the revision label) is declared after the copy of the venv: a new commit must not
+# invalidate that layer (5 GB for the CUDA variant, minutes to copy again).
 LABEL org.opencontainers.image.title="torch-comm-suite" \
       org.opencontainers.image.description="Measure, verify and explain torch.distributed communication" \
       org.opencontainers.image.version="0.1.0" \
-      org.opencontainers.image.revision="${GIT_COMMIT}" \
       org.opencontainers.image.base.name="${BASE_IMAGE}" \
       suite.variant="${VARIANT}" \
       suite.torch.version="${TORCH_VERSION}"
@@ -87,12 +99,14 @@ COPY tests/ tests/
 COPY docker/ docker/
 COPY scripts/ scripts/
 COPY examples/ examples/
+ARG GIT_COMMIT=unknown
+LABEL org.opencontainers.image.revision="${GIT_COMMIT}"
 # VERSIONS: what is really inside (the base's torch may differ from TORCH_VERSION; the label says
 # what was asked for, this file what was found).
 RUN set -eu; \
     echo "${GIT_COMMIT}" > GIT_COMMIT; \
     touch /opt/venv/.installed; \
-    python -c "import platform, torch, numpy, pytest, pytest_benchmark as pb; print(f'python {platform.python_version()}\ntorch {torch.__version__} (cuda {torch.version.cuda})\nnumpy {numpy.__version__}\npytest {pytest.__version__}\npytest-benchmark {pb.__version__}')" > VERSIONS; \
+    python -c "import platform, torch, numpy, pytest, pytest_benchmark as pb; nccl = '.'.join(map(str, torch.cuda.nccl.version())) if torch.version.cuda else None; print(f'python {platform.python_version()}\ntorch {torch.__version__} (cuda {torch.version.cuda})\nnccl {nccl}\nnumpy {numpy.__version__}\npytest {pytest.__version__}\npytest-benchmark {pb.__version__}')" > VERSIONS; \
     cat VERSIONS; \
     mkdir -p /results results; \
     chown suite:suite /results results; \
