@@ -13,7 +13,7 @@ from pathlib import Path
 
 from suite.fileio import write_json_atomic
 
-# Exit statuses of a rank and of the run (README "Exit statuses"); the most specific cause wins.
+# Exit statuses of a rank and of the run (docs/failures.md, the exit-status table); the most specific cause wins.
 EXIT_OK = 0
 EXIT_FAILED = 1          # a case errored
 EXIT_BAD_INPUT = 2       # a knob has an unusable value; nothing started
@@ -31,7 +31,7 @@ MEANING = {EXIT_OK: "every case ran and was correct", EXIT_FAILED: "a case error
            EXIT_PEER_FAILURE: "a peer was lost mid-run", EXIT_WRONG_RESULT: "wrong results",
            EXIT_NOTHING_SELECTED: "nothing selected", EXIT_FINDING: "the doctor found a problem", EXIT_SIGINT: "interrupted (SIGINT)",
            EXIT_SIGTERM: "interrupted (SIGTERM)"}
-"""One phrase per exit status (README "Exit statuses" has the full table)."""
+"""One phrase per exit status (docs/failures.md has the full table)."""
 
 
 def status_line(status: int) -> str:

@@ -149,7 +149,7 @@ def test_failed_ranks_fail_the_job(slurm, tmp_path):
                   [*TINY, "--max-bytes", "96", "--results-root", str(tmp_path / "results"), "--run-id", "run",
                    "--", "-k", "all_reduce"],
                   env={"NPROC": "2", "SUITE_INJECT_CORRUPTION": "all_reduce"})
-    # exit 6: wrong results (README "Exit statuses")
+    # exit 6: wrong results (docs/failures.md, exit statuses)
     assert job.state == "FAILED" and job.exit_code == "6:0", (job.state, job.exit_code, job.output[-3000:])
     assert "wrong element" in job.output
     _, recs = _records(tmp_path)
