@@ -40,7 +40,7 @@ RUN set -eu; \
       echo "installing offline from the wheelhouse at $WHEELHOUSE_URL"; \
       set -- --no-index --find-links "$WHEELHOUSE_URL"; \
     elif ls ./*.whl >/dev/null 2>&1; then \
-      echo "installing offline from the wheelhouse ($(ls ./*.whl | wc -l) wheels)"; \
+      echo "installing offline from the wheelhouse ($(find . -maxdepth 1 -name "*.whl" | wc -l) wheels)"; \
       set -- --no-index --find-links /tmp/build; \
     else set --; fi; \
     if /opt/venv/bin/python -c "import torch" 2>/dev/null; then \
@@ -91,7 +91,7 @@ ENV PATH=/opt/venv/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     SUITE_VARIANT=${VARIANT}
 WORKDIR /opt/suite
-COPY pyproject.toml requirements.txt Makefile README.md Dockerfile docker-compose.yml docker-compose.gpu.yml ./
+COPY pyproject.toml requirements.txt requirements-dev.txt Makefile README.md Dockerfile docker-compose.yml docker-compose.gpu.yml ./
 COPY mk/ mk/
 COPY suite/ suite/
 COPY experiments/ experiments/

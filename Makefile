@@ -33,7 +33,7 @@ SUITE_ARGS = --experiments $(EXPERIMENTS) --min-bytes $(MIN_BYTES) --max-bytes $
   $(if $(DEBUG),--debug)
 PASSTHROUGH = -- $(if $(K),-k "$(K)") $(PYTEST_ARGS)
 
-.PHONY: help venv bench-cpu bench-gpu test test-cpu test-fast soak clean
+.PHONY: help venv bench-cpu bench-gpu test test-cpu test-fast lint soak clean
 
 # Feature areas add their targets in mk/*.mk (image, compose, report, slurm, ...).
 -include $(sort $(wildcard mk/*.mk))
@@ -44,10 +44,10 @@ help:  ## every target with its one-line purpose (this list, read from the Makef
 	  printf "  make %-18s %s\n", a[1], $$0 }' $(MAKEFILE_LIST)
 
 venv: $(VENV)/.installed  ## create .venv with the pinned environment (requirements.txt)
-$(VENV)/.installed: requirements.txt
+$(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet -r requirements.txt -r requirements-dev.txt
 	touch $@
 
 # REPEAT=k: k runs one after another, run ids <RUN_ID or a UTC timestamp>-r1 .. -rk; `make compare`
@@ -70,8 +70,18 @@ bench-gpu: venv  ## every experiment on all local GPUs (NCCL)
 	  "torch build?); set GPUS, or run make bench-cpu" >&2; exit 2; fi; set -x; \
 	$(PY) -m suite.launch --nproc $$n --backend nccl --device cuda $(SUITE_ARGS) $(PASSTHROUGH)
 
-test: venv  ## every test of the project (what CI runs)
+test: venv lint  ## every test of the project (what CI runs), after make lint
 	$(PY) -m pytest tests $(PYTEST_ARGS)
+
+# The linters, pinned in requirements-dev.txt; each rule that does not fit is disabled where it is
+# configured, with its reason (pyproject.toml [tool.ruff], .hadolint.yaml, .github/actionlint.yaml,
+# `# shellcheck disable=` lines).
+lint: venv  ## ruff (check + format), shellcheck on every shell script, hadolint, actionlint
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/shellcheck $$(git ls-files '*.sh' '*.sbatch' .ci/run)
+	$(VENV)/bin/hadolint Dockerfile
+	$(VENV)/bin/actionlint
 
 test-cpu: venv  ## the tests that need no Docker
 	$(PY) -m pytest tests -m "not docker" $(PYTEST_ARGS)

@@ -23,7 +23,7 @@
 #                          `cpus:` (a cgroup quota; the results record it per host as cgroup_cpus)
 #   LINK_RATES             per-node egress rates, e.g. node2=50mbit (docker/link.sh applies them)
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 if [ -z "${COMPOSE:-}" ]; then
   if docker compose version >/dev/null 2>&1; then COMPOSE="docker compose"; else COMPOSE=docker-compose; fi
 fi
@@ -88,6 +88,7 @@ services=()
 for ((i = 0; i < NNODES; i++)); do services+=("node$i"); done
 
 dc() { $COMPOSE "${files[@]}" "$@"; }
+# shellcheck disable=SC2329  # called from the traps below
 teardown() { dc down --volumes --remove-orphans --timeout 5 >/dev/null 2>&1; rm -f "$nodes_file" "$cpus_file"; }
 trap 'teardown' EXIT
 trap 'echo "interrupted: stopping every node"; teardown; exit 130' INT TERM

@@ -61,7 +61,7 @@ if [ "$fill_wheelhouse" = 1 ]; then
     # The port follows the wheelhouse's contents (names and sizes), so the URL -- a build argument,
     # hence part of the layer cache key -- is the same for the same wheels and the venv stage is
     # reused; other wheels give another port and a fresh install. A taken port: the next one.
-    sum=$(cd "$dir" && ls -l -- *.whl | awk '{print $5, $NF}' | cksum | cut -d' ' -f1)
+    sum=$(find "$dir" -maxdepth 1 -name '*.whl' -printf '%s %f\n' | sort | cksum | cut -d' ' -f1)
     port=$(( 30000 + sum % 20000 ))
     log=$(mktemp /tmp/suite-wheels.XXXXXX)
     for _ in 1 2 3 4 5 6 7 8; do
@@ -110,7 +110,7 @@ printf 'FROM %s\nLABEL suite.torch.build="%s" suite.cuda.version="%s" suite.nccl
 docker image prune -f --filter label=org.opencontainers.image.title=torch-comm-suite >/dev/null
 old_stages=$(docker images -q --filter dangling=true --filter label=suite.stage=venv \
   --filter label=suite.stage.variant="$VARIANT" | tail -n +2)
-[ -z "$old_stages" ] || docker rmi $old_stages >/dev/null 2>&1 || true
+[ -z "$old_stages" ] || echo "$old_stages" | xargs docker rmi >/dev/null 2>&1 || true
 echo "built $IMAGE (variant $VARIANT) in $(( $(date +%s) - t0 )) s:" \
   "$(docker image inspect -f '{{.Size}}' "$IMAGE" | awk '{printf "%.2f GB", $1/1e9}')"
 echo "$versions"

@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # Link profile for one node (sourced by docker/entrypoint.sh; POSIX sh).
 #
 #   LINK_RATE=200mbit   egress rate limit with tbf (tc units: bit kbit mbit gbit, bps kbps mbps gbps)

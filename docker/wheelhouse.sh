@@ -58,4 +58,4 @@ if [ "$VARIANT" = full ] && ! ls "$DEST"/nvidia_nccl_cu*.whl >/dev/null 2>&1; th
        "the CUDA build; check pip's index configuration" >&2
   exit 1
 fi
-echo "wheelhouse: $(ls "$DEST"/*.whl | wc -l) wheels, $(du -sh "$DEST" | cut -f1), $(( $(date +%s) - t0 )) s"
+echo "wheelhouse: $(find "$DEST" -maxdepth 1 -name '*.whl' | wc -l) wheels, $(du -sh "$DEST" | cut -f1), $(( $(date +%s) - t0 )) s"

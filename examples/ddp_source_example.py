@@ -100,13 +100,21 @@ def _free_port():
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--nprocs", type=int, default=None,
-                    help="processes to spawn (default: one per GPU, or 2 on CPU); ignored under torchrun")
+    ap.add_argument(
+        "--nprocs",
+        type=int,
+        default=None,
+        help="processes to spawn (default: one per GPU, or 2 on CPU); ignored under torchrun",
+    )
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--samples", type=int, default=10000)
     ap.add_argument("--out", default=None, help="save each rank's final parameters here")
-    ap.add_argument("--teardown", choices=("as-is", "corrected"), default="as-is",
-                    help="as-is: the article's order; corrected: release DDP before destroy_process_group")
+    ap.add_argument(
+        "--teardown",
+        choices=("as-is", "corrected"),
+        default="as-is",
+        help="as-is: the article's order; corrected: release DDP before destroy_process_group",
+    )
     a = ap.parse_args()
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # started by torchrun: this process is one rank
         train(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), a.epochs, a.samples, a.out, a.teardown)
@@ -114,5 +122,4 @@ if __name__ == "__main__":
         world_size = a.nprocs or (torch.cuda.device_count() or 2)
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         os.environ.setdefault("MASTER_PORT", str(_free_port()))
-        torch.multiprocessing.spawn(train, args=(world_size, a.epochs, a.samples, a.out, a.teardown),
-                                    nprocs=world_size)
+        torch.multiprocessing.spawn(train, args=(world_size, a.epochs, a.samples, a.out, a.teardown), nprocs=world_size)

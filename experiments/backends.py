@@ -66,8 +66,14 @@ from suite.dist import DistContext, PreflightError, backend_available, resolve_d
 
 EXPERIMENT = "backends"
 
-COMPARED_VARIANTS = ("all_reduce", "broadcast", "all_gather_into_tensor", "reduce_scatter_tensor",
-                     "all_to_all_single", "barrier")
+COMPARED_VARIANTS = (
+    "all_reduce",
+    "broadcast",
+    "all_gather_into_tensor",
+    "reduce_scatter_tensor",
+    "all_to_all_single",
+    "barrier",
+)
 """The collectives compared across lanes (the full set runs in the collectives experiment)."""
 N_SIZES = 3
 """The comparisons run at the largest N_SIZES sizes of the sweep (bandwidth-bound sizes)."""
@@ -92,8 +98,14 @@ class Lane:
         return f"{self.backend}/{self.device}"
 
 
-CANDIDATE_LANES = (Lane("nccl", "cuda"), Lane("gloo", "cuda"), Lane("gloo", "cpu"), Lane("mpi", "cpu"),
-                   Lane("ucc", "cpu"), Lane("ucc", "cuda"))
+CANDIDATE_LANES = (
+    Lane("nccl", "cuda"),
+    Lane("gloo", "cuda"),
+    Lane("gloo", "cpu"),
+    Lane("mpi", "cpu"),
+    Lane("ucc", "cpu"),
+    Lane("ucc", "cuda"),
+)
 
 
 def _mpi_launched(env=None) -> bool:
@@ -123,8 +135,13 @@ def plan_lanes(device_type: str, env=None) -> tuple[list[Lane], list[tuple[Lane,
         elif lane.device == "cuda" and device_type != "cuda":
             missing.append((lane, "the run uses CPU tensors (DEVICE=cpu); make bench-gpu runs the CUDA lanes"))
         elif lane.backend == "nccl" and _local_world(env) > torch.cuda.device_count():
-            missing.append((lane, f"NCCL needs one GPU per rank ({_local_world(env)} ranks on this node, "
-                                  f"{torch.cuda.device_count()} GPU(s))"))
+            missing.append(
+                (
+                    lane,
+                    f"NCCL needs one GPU per rank ({_local_world(env)} ranks on this node, "
+                    f"{torch.cuda.device_count()} GPU(s))",
+                )
+            )
         elif lane.backend == "mpi" and not _mpi_launched(env):
             missing.append((lane, "the MPI backend needs ranks started by mpirun (no MPI launcher environment)"))
         else:
@@ -147,6 +164,7 @@ def compared_sizes(cfg: BenchConfig) -> list[int]:
 
 # --- lanes: one process group per backend, created once per session on every rank -------------
 
+
 @dataclass
 class Lanes:
     ctx: dict
@@ -159,6 +177,7 @@ class Lanes:
 
 def lanes_of(ctx: DistContext, session: Session) -> Lanes:
     """The lanes' groups, created on first use (same order on every rank: new_group is collective)."""
+
     def make() -> Lanes:
         planned, missing = plan_lanes(ctx.device.type)
         timeout = datetime.timedelta(seconds=ctx.timeout_s)
@@ -192,6 +211,7 @@ def _on_lane(key: str):
             why = next((r for ln, r in lanes.missing if ln.key == key), "not planned on the ranks")
             raise CaseSkipped(f"{key.replace('-', '/', 1)}: {why}")
         return lanes.ctx[key]
+
     return context
 
 
@@ -210,6 +230,7 @@ def _need_two(ctx: DistContext, cfg: BenchConfig) -> str | None:
 
 # --- capability matrix ---------------------------------------------------------------------
 
+
 def send_recv_exchange(lctx: DistContext, dtype: str, count: int) -> Buffers:
     """Each rank sends ``count`` elements to rank+1 and receives from rank-1 (one batch)."""
     n, me = lctx.world_size, lctx.rank
@@ -217,10 +238,11 @@ def send_recv_exchange(lctx: DistContext, dtype: str, count: int) -> Buffers:
     dt = verify.DTYPE_OF[dtype]
     send = verify.pattern(me, count, dt, world_size=n, device=lctx.device)
     recv = torch.full((count,), -1, dtype=dt, device=lctx.device)
-    return Buffers(call=lambda a: algorithms.exchange(send, recv, right, left, lctx.group, wait=not a),
-                   check=lambda: verify.count_wrong(recv, verify.pattern(left, count, dt, world_size=n,
-                                                                         device=lctx.device)),
-                   outputs=lambda: [recv])
+    return Buffers(
+        call=lambda a: algorithms.exchange(send, recv, right, left, lctx.group, wait=not a),
+        check=lambda: verify.count_wrong(recv, verify.pattern(left, count, dt, world_size=n, device=lctx.device)),
+        outputs=lambda: [recv],
+    )
 
 
 SUITE_BUGS = (AttributeError, NameError, KeyError, IndexError, AssertionError, ZeroDivisionError)
@@ -231,8 +253,7 @@ lets them fail the case instead of marking a cell "not supported"."""
 def _send_recv_support(lctx: DistContext, dtype: str) -> str | None:
     if lctx.world_size < 2:
         return "send_recv needs at least 2 ranks"
-    return support_reason(lctx, lambda: send_recv_exchange(lctx, dtype, 4), f"send_recv ({dtype})",
-                          reraise=SUITE_BUGS)
+    return support_reason(lctx, lambda: send_recv_exchange(lctx, dtype, 4), f"send_recv ({dtype})", reraise=SUITE_BUGS)
 
 
 def capability_matrix(lctx: DistContext, dtypes=ALL_DTYPES) -> list[dict]:
@@ -247,42 +268,90 @@ def capability_matrix(lctx: DistContext, dtypes=ALL_DTYPES) -> list[dict]:
             combos = [(d, r) for d in dtypes for r in redops]
         for dtype, redop in combos:
             for in_place in coll.in_place_forms:
-                a = ops.Args(variant=coll.variant, dtype=dtype, redop=redop, size_bytes=0,
-                             count=4 * lctx.world_size, in_place=in_place, root=0 if coll.rooted else -1)
-                reason = support_reason(lctx, lambda: coll.build(a, lctx), ops.label_of(a).rsplit("-", 2)[0],
-                                        reraise=SUITE_BUGS)
-                rows.append({"op": coll.op, "variant": coll.variant, "backend": lctx.backend, "device": dev,
-                             "dtype": dtype, "redop": redop or "none", "in_place": in_place,
-                             "supported": reason is None, "reason": reason or ""})
+                a = ops.Args(
+                    variant=coll.variant,
+                    dtype=dtype,
+                    redop=redop,
+                    size_bytes=0,
+                    count=4 * lctx.world_size,
+                    in_place=in_place,
+                    root=0 if coll.rooted else -1,
+                )
+                reason = support_reason(
+                    lctx,
+                    lambda coll=coll, a=a: coll.build(a, lctx),
+                    ops.label_of(a).rsplit("-", 2)[0],
+                    reraise=SUITE_BUGS,
+                )
+                rows.append(
+                    {
+                        "op": coll.op,
+                        "variant": coll.variant,
+                        "backend": lctx.backend,
+                        "device": dev,
+                        "dtype": dtype,
+                        "redop": redop or "none",
+                        "in_place": in_place,
+                        "supported": reason is None,
+                        "reason": reason or "",
+                    }
+                )
     for dtype in dtypes:
         reason = _send_recv_support(lctx, dtype)
-        rows.append({"op": "send_recv", "variant": "send_recv", "backend": lctx.backend, "device": dev,
-                     "dtype": dtype, "redop": "none", "in_place": False, "supported": reason is None,
-                     "reason": reason or ""})
+        rows.append(
+            {
+                "op": "send_recv",
+                "variant": "send_recv",
+                "backend": lctx.backend,
+                "device": dev,
+                "dtype": dtype,
+                "redop": "none",
+                "in_place": False,
+                "supported": reason is None,
+                "reason": reason or "",
+            }
+        )
     return rows
 
 
 def _with_capabilities(case: Case, lctx: DistContext, cfg: BenchConfig, session: Session) -> Case:
     lanes = lanes_of(lctx, session)
-    missing = [{"backend": ln.backend, "device": ln.device, "reason": r} for ln, r in lanes.missing] + \
-              [{"backend": k.split("-")[0], "device": k.split("-")[1], "reason": r} for k, r in lanes.failed.items()]
-    return dataclasses.replace(case, fields={**case.fields, "capabilities": capability_matrix(lctx),
-                                             "lanes_missing": missing})
+    missing = [{"backend": ln.backend, "device": ln.device, "reason": r} for ln, r in lanes.missing] + [
+        {"backend": k.split("-")[0], "device": k.split("-")[1], "reason": r} for k, r in lanes.failed.items()
+    ]
+    return dataclasses.replace(
+        case, fields={**case.fields, "capabilities": capability_matrix(lctx), "lanes_missing": missing}
+    )
 
 
 def capability_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     """One record per lane: the capability matrix, timed by the lane's barrier (context, not the point)."""
-    return [Case(experiment=EXPERIMENT, op="capability", label=lane.key, identity={"lane_key": lane.key},
-                 bytes=Bytes(size_bytes=0, count=0, dtype="none", bw_op=None, definition="none: a barrier"),
-                 build=ops.barrier_buffers,
-                 unchecked="the capability matrix is probes; its time is the lane's barrier, which moves no data",
-                 fields={"table": "capability", "timed": "barrier", "torch_version": torch.__version__,
-                         **_lane_fields(lane.key)},
-                 context=_on_lane(lane.key), max_iters=5, warmup=1, resolve=_with_capabilities)
-            for lane in _planned(cfg)]
+    return [
+        Case(
+            experiment=EXPERIMENT,
+            op="capability",
+            label=lane.key,
+            identity={"lane_key": lane.key},
+            bytes=Bytes(size_bytes=0, count=0, dtype="none", bw_op=None, definition="none: a barrier"),
+            build=ops.barrier_buffers,
+            unchecked="the capability matrix is probes; its time is the lane's barrier, which moves no data",
+            fields={
+                "table": "capability",
+                "timed": "barrier",
+                "torch_version": torch.__version__,
+                **_lane_fields(lane.key),
+            },
+            context=_on_lane(lane.key),
+            max_iters=5,
+            warmup=1,
+            resolve=_with_capabilities,
+        )
+        for lane in _planned(cfg)
+    ]
 
 
 # --- side by side: collectives and send_recv on every lane -----------------------------------
+
 
 def collective_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     """A subset of the collectives (sum, the first in-place form) at the largest sizes, on every lane."""
@@ -296,10 +365,18 @@ def collective_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
             coll = ops.BY_VARIANT[v]
             for a in ops.args_for(coll, sub, world_size, sizes):
                 if a.in_place == coll.in_place_forms[0]:
-                    out.append(ops.collective_case(
-                        coll, a, experiment=EXPERIMENT, label=f"{lane.key}-{ops.label_of(a)}",
-                        context=_on_lane(lane.key), identity={"lane_key": lane.key},
-                        fields={"table": "compare", **_lane_fields(lane.key)}, support=(lane.key,)))
+                    out.append(
+                        ops.collective_case(
+                            coll,
+                            a,
+                            experiment=EXPERIMENT,
+                            label=f"{lane.key}-{ops.label_of(a)}",
+                            context=_on_lane(lane.key),
+                            identity={"lane_key": lane.key},
+                            fields={"table": "compare", **_lane_fields(lane.key)},
+                            support=(lane.key,),
+                        )
+                    )
     return out
 
 
@@ -311,19 +388,33 @@ def _sized(cfg: BenchConfig):
 
 def send_recv_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     """The ring send_recv (rank r -> r+1 with batch_isend_irecv, as nccl-tests sendrecv_perf) on every lane."""
-    return [Case(experiment=EXPERIMENT, op="send_recv", label=f"{lane.key}-send_recv-{dtype}-{size}B",
-                 identity={"variant": "send_recv", "lane_key": lane.key},
-                 bytes=Bytes(size_bytes=size, count=count, dtype=dtype, bw_op="send_recv",
-                             definition="bytes each rank sends to rank+1 (and receives from rank-1)"),
-                 build=lambda ctx, d=dtype, c=count: send_recv_exchange(ctx, d, c),
-                 probe=lambda ctx, d=dtype: send_recv_exchange(ctx, d, 4), support=("send_recv", dtype, lane.key),
-                 skip=_need_two, context=_on_lane(lane.key),
-                 fields={"table": "compare", "pattern": "ring: rank r -> r+1 (batch_isend_irecv)",
-                         **_lane_fields(lane.key)})
-            for lane in _planned(cfg) for dtype, size, count in _sized(cfg)]
+    return [
+        Case(
+            experiment=EXPERIMENT,
+            op="send_recv",
+            label=f"{lane.key}-send_recv-{dtype}-{size}B",
+            identity={"variant": "send_recv", "lane_key": lane.key},
+            bytes=Bytes(
+                size_bytes=size,
+                count=count,
+                dtype=dtype,
+                bw_op="send_recv",
+                definition="bytes each rank sends to rank+1 (and receives from rank-1)",
+            ),
+            build=lambda ctx, d=dtype, c=count: send_recv_exchange(ctx, d, c),
+            probe=lambda ctx, d=dtype: send_recv_exchange(ctx, d, 4),
+            support=("send_recv", dtype, lane.key),
+            skip=_need_two,
+            context=_on_lane(lane.key),
+            fields={"table": "compare", "pattern": "ring: rank r -> r+1 (batch_isend_irecv)", **_lane_fields(lane.key)},
+        )
+        for lane in _planned(cfg)
+        for dtype, size, count in _sized(cfg)
+    ]
 
 
 # --- algorithms: backend all_reduce vs ring on p2p vs reduce + broadcast ----------------------
+
 
 def _algorithm_fn(algorithm: str, lctx: DistContext):
     g = lctx.group
@@ -357,8 +448,9 @@ def link_bytes(algorithm: str, count: int, elsize: int, n: int) -> tuple[int | N
     chunks, suite.algorithms.ring_chunks); flat reduce+broadcast moves the whole buffer per message,
     (n-1) into the root and (n-1) out of it; the backend's own: unknown; the p2p step: one chunk."""
     chunk = algorithms.ring_chunks(count, n)[0][1] * elsize if n > 1 else 0
-    return {"ring_p2p": (chunk, 2 * (n - 1)), P2P_STEP: (chunk, 1),
-            "reduce_broadcast": (count * elsize, n - 1)}.get(algorithm, (None, None))
+    return {"ring_p2p": (chunk, 2 * (n - 1)), P2P_STEP: (chunk, 1), "reduce_broadcast": (count * elsize, n - 1)}.get(
+        algorithm, (None, None)
+    )
 
 
 def _algorithm_buffers(algorithm: str, dtype: str, count: int, lctx: DistContext) -> Buffers:
@@ -373,30 +465,42 @@ def _algorithm_buffers(algorithm: str, dtype: str, count: int, lctx: DistContext
     expected = verify.reduce_expected("sum", n, count, dt, device=lctx.device)
     t, pristine = fresh(), fresh()
     # wrong vs the exact answer, plus any element that differs from the backend's result
-    return Buffers(call=lambda a: fn(t), outputs=lambda: [t], reset=lambda: t.copy_(pristine),
-                   check=lambda: verify.count_wrong_any(t, expected, reference))
+    return Buffers(
+        call=lambda a: fn(t),
+        outputs=lambda: [t],
+        reset=lambda: t.copy_(pristine),
+        check=lambda: verify.count_wrong_any(t, expected, reference),
+    )
 
 
 def _algorithm_probe(algorithm: str, dtype: str):
     def probe(lctx: DistContext) -> Buffers:
-        a = ops.Args(variant="all_reduce", dtype=dtype, redop="sum", size_bytes=0, count=4 * lctx.world_size,
-                     in_place=True, root=-1)
+        a = ops.Args(
+            variant="all_reduce",
+            dtype=dtype,
+            redop="sum",
+            size_bytes=0,
+            count=4 * lctx.world_size,
+            in_place=True,
+            root=-1,
+        )
         ar = ops.BY_VARIANT["all_reduce"].build(a, lctx)
         if algorithm != "ring_p2p" or lctx.world_size < 2:
             return ar
         sr = send_recv_exchange(lctx, dtype, 4)
         return Buffers(call=lambda x: [ar.call(False), sr.call(False)])
+
     return probe
 
 
 LINK_PROVENANCE = {
     "model_bytes_busiest_rank": "modelled: ring 2(n-1)/n x S per rank; reduce+broadcast (n-1) x S at the root; "
-                                "none for the backend's own",
+    "none for the backend's own",
     "link_bytes_per_message": "ring and p2p step: exact, the largest ring chunk ceil(count/n) x element size "
-                              "(suite.algorithms.ring_chunks); reduce+broadcast: modelled, the whole buffer (flat); "
-                              "none for the backend's own",
+    "(suite.algorithms.ring_chunks); reduce+broadcast: modelled, the whole buffer (flat); "
+    "none for the backend's own",
     "link_messages": "ring: exact, 2(n-1) sends per rank; reduce+broadcast: modelled, (n-1) into and (n-1) out of "
-                     "the root (flat); p2p step: 1",
+    "the root (flat); p2p step: 1",
 }
 
 
@@ -411,32 +515,71 @@ def algorithm_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
             el = ops.elsize(dtype)
             for alg in ALGORITHMS:
                 per_msg, msgs = link_bytes(alg, count, el, n)
-                out.append(Case(
-                    experiment=EXPERIMENT, op="all_reduce", label=f"{lane.key}-{alg}-{dtype}-{size}B",
-                    identity={"variant": f"all_reduce:{alg}", "algorithm": alg, "redop": "sum", "in_place": True,
-                              "lane_key": lane.key},
-                    bytes=Bytes(size_bytes=size, count=count, dtype=dtype, bw_op="all_reduce"),
-                    build=lambda ctx, a=alg, d=dtype, c=count: _algorithm_buffers(a, d, c, ctx),
-                    probe=_algorithm_probe(alg, dtype), support=("algorithm", alg, dtype, lane.key),
-                    mode="blocking", context=_on_lane(lane.key),
-                    fields={"table": "algorithm", "model_bytes_busiest_rank": model_bytes_busiest_rank(alg, size, n),
-                            "link_bytes_per_message": per_msg, "link_messages": msgs, **_lane_fields(lane.key)},
-                    provenance=LINK_PROVENANCE))
+                out.append(
+                    Case(
+                        experiment=EXPERIMENT,
+                        op="all_reduce",
+                        label=f"{lane.key}-{alg}-{dtype}-{size}B",
+                        identity={
+                            "variant": f"all_reduce:{alg}",
+                            "algorithm": alg,
+                            "redop": "sum",
+                            "in_place": True,
+                            "lane_key": lane.key,
+                        },
+                        bytes=Bytes(size_bytes=size, count=count, dtype=dtype, bw_op="all_reduce"),
+                        build=lambda ctx, a=alg, d=dtype, c=count: _algorithm_buffers(a, d, c, ctx),
+                        probe=_algorithm_probe(alg, dtype),
+                        support=("algorithm", alg, dtype, lane.key),
+                        mode="blocking",
+                        context=_on_lane(lane.key),
+                        fields={
+                            "table": "algorithm",
+                            "model_bytes_busiest_rank": model_bytes_busiest_rank(alg, size, n),
+                            "link_bytes_per_message": per_msg,
+                            "link_messages": msgs,
+                            **_lane_fields(lane.key),
+                        },
+                        provenance=LINK_PROVENANCE,
+                    )
+                )
             per_msg, msgs = link_bytes(P2P_STEP, count, el, n)
             chunk = per_msg // el if n > 1 else 0
-            out.append(Case(
-                experiment=EXPERIMENT, op="send_recv", label=f"{lane.key}-{P2P_STEP}-{dtype}-{size}B",
-                identity={"variant": f"send_recv:{P2P_STEP}", "algorithm": P2P_STEP, "all_reduce_size_bytes": size,
-                          "lane_key": lane.key},
-                bytes=Bytes(size_bytes=per_msg, count=chunk, dtype=dtype, bw_op="send_recv",
-                            definition="one ring chunk (ceil(count/n) elements of the all_reduce of "
-                                       "all_reduce_size_bytes), sent by each rank to rank+1"),
-                build=lambda ctx, d=dtype, c=chunk: send_recv_exchange(ctx, d, c),
-                probe=lambda ctx, d=dtype: send_recv_exchange(ctx, d, 4), support=("send_recv", dtype, lane.key),
-                skip=_need_two, mode="blocking", context=_on_lane(lane.key),
-                fields={"table": "algorithm", "pattern": "ring: rank r -> r+1 (batch_isend_irecv), as one ring step",
-                        "link_bytes_per_message": per_msg, "link_messages": msgs, **_lane_fields(lane.key)},
-                provenance={k: LINK_PROVENANCE[k] for k in ("link_bytes_per_message", "link_messages")}))
+            out.append(
+                Case(
+                    experiment=EXPERIMENT,
+                    op="send_recv",
+                    label=f"{lane.key}-{P2P_STEP}-{dtype}-{size}B",
+                    identity={
+                        "variant": f"send_recv:{P2P_STEP}",
+                        "algorithm": P2P_STEP,
+                        "all_reduce_size_bytes": size,
+                        "lane_key": lane.key,
+                    },
+                    bytes=Bytes(
+                        size_bytes=per_msg,
+                        count=chunk,
+                        dtype=dtype,
+                        bw_op="send_recv",
+                        definition="one ring chunk (ceil(count/n) elements of the all_reduce of "
+                        "all_reduce_size_bytes), sent by each rank to rank+1",
+                    ),
+                    build=lambda ctx, d=dtype, c=chunk: send_recv_exchange(ctx, d, c),
+                    probe=lambda ctx, d=dtype: send_recv_exchange(ctx, d, 4),
+                    support=("send_recv", dtype, lane.key),
+                    skip=_need_two,
+                    mode="blocking",
+                    context=_on_lane(lane.key),
+                    fields={
+                        "table": "algorithm",
+                        "pattern": "ring: rank r -> r+1 (batch_isend_irecv), as one ring step",
+                        "link_bytes_per_message": per_msg,
+                        "link_messages": msgs,
+                        **_lane_fields(lane.key),
+                    },
+                    provenance={k: LINK_PROVENANCE[k] for k in ("link_bytes_per_message", "link_messages")},
+                )
+            )
     return out
 
 
@@ -495,9 +638,14 @@ def local_interfaces() -> list[dict]:
                 flags = struct.unpack("H", fcntl.ioctl(sk.fileno(), _SIOCGIFFLAGS, req)[16:18])[0]
             except OSError:  # no IPv4 address
                 continue
-            out.append({"name": name, "address": addr,
-                        "prefix": ipaddress.IPv4Network(f"0.0.0.0/{mask}").prefixlen,
-                        "loopback": bool(flags & _IFF_LOOPBACK) or ipaddress.IPv4Address(addr).is_loopback})
+            out.append(
+                {
+                    "name": name,
+                    "address": addr,
+                    "prefix": ipaddress.IPv4Network(f"0.0.0.0/{mask}").prefixlen,
+                    "loopback": bool(flags & _IFF_LOOPBACK) or ipaddress.IPv4Address(addr).is_loopback,
+                }
+            )
     return out
 
 
@@ -508,14 +656,16 @@ def interface_paths(ranks: list[dict]) -> tuple[list[dict], str | None]:
     every rank has, not loopback, whose address on every other host each rank routes through it."""
     hosts = {r["host"] for r in ranks}
     if len(hosts) < 2:
-        return [], (f"all {len(ranks)} ranks run on one host: traffic between its own addresses goes through the "
-                    "kernel loopback whatever GLOO_SOCKET_IFNAME names, so there is one path to compare")
+        return [], (
+            f"all {len(ranks)} ranks run on one host: traffic between its own addresses goes through the "
+            "kernel loopback whatever GLOO_SOCKET_IFNAME names, so there is one path to compare"
+        )
     by_rank = [{i["name"]: i for i in r["interfaces"] if not i["loopback"]} for r in ranks]
     names = [n for n in by_rank[0] if all(n in b for b in by_rank[1:])]
     paths, why = [], []
     for name in names:
         ok = True
-        for a, ra in enumerate(ranks):
+        for ra in ranks:
             for b, rb in enumerate(ranks):
                 if ra["host"] == rb["host"]:
                     continue
@@ -535,8 +685,10 @@ def interface_paths(ranks: list[dict]) -> tuple[list[dict], str | None]:
     if len(paths) >= 2:
         return paths, None
     found = ", ".join(f"{p['name']} ({p['network']})" for p in paths) or "none"
-    return [], (f"the ranks share fewer than two interfaces with routes of their own between hosts "
-                f"(found: {found}" + (f"; {'; '.join(why[:3])}" if why else "") + ")")
+    return [], (
+        f"the ranks share fewer than two interfaces with routes of their own between hosts "
+        f"(found: {found}" + (f"; {'; '.join(why[:3])}" if why else "") + ")"
+    )
 
 
 def _gloo_device_ok(iface: str) -> str | None:
@@ -555,6 +707,7 @@ def _offered_paths(ctx: DistContext, session: Session) -> tuple[list[dict], str 
         ranks: list = [None] * ctx.world_size
         dist.all_gather_object(ranks, mine, group=ctx.group)
         return interface_paths(ranks)  # the same inputs on every rank: the same answer
+
     return session.once("backends.gloo_paths", plan)
 
 
@@ -586,14 +739,21 @@ def _gloo_path_context(slot: int):
         if lctx is None:
             raise CaseSkipped(why)
         return lctx
+
     return context
 
 
 def _resolve_gloo_path(case: Case, slot: int, ctx: DistContext, session: Session) -> Case:
     paths, _ = _offered_paths(ctx, session)
-    return dataclasses.replace(case, fields={**case.fields, "gloo_socket_ifname": paths[slot]["name"],
-                                             "gloo_network": paths[slot]["network"],
-                                             "paths_offered": [p["name"] for p in paths]})
+    return dataclasses.replace(
+        case,
+        fields={
+            **case.fields,
+            "gloo_socket_ifname": paths[slot]["name"],
+            "gloo_network": paths[slot]["network"],
+            "paths_offered": [p["name"] for p in paths],
+        },
+    )
 
 
 def gloo_path_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
@@ -605,13 +765,24 @@ def gloo_path_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     dtype = cfg.dtypes[0]
     coll = ops.BY_VARIANT["all_reduce"]
     a = ops.args_for(coll, dataclasses.replace(cfg, redops=("sum",)), world_size, sizes[-1:])
-    return [dataclasses.replace(
-                ops.collective_case(coll, args, experiment=EXPERIMENT, label=f"{path}",
-                                    context=_gloo_path_context(slot), identity={"gloo_path": path},
-                                    fields={"table": "gloo_path", "transport": "tcp", "lane": "gloo/cpu"},
-                                    support=("gloo_path", path)),
-                resolve=lambda case, ctx, cfg, session, slot=slot: _resolve_gloo_path(case, slot, ctx, session))
-            for slot, path in enumerate(GLOO_PATHS) for args in a if args.dtype == dtype]
+    return [
+        dataclasses.replace(
+            ops.collective_case(
+                coll,
+                args,
+                experiment=EXPERIMENT,
+                label=f"{path}",
+                context=_gloo_path_context(slot),
+                identity={"gloo_path": path},
+                fields={"table": "gloo_path", "transport": "tcp", "lane": "gloo/cpu"},
+                support=("gloo_path", path),
+            ),
+            resolve=lambda case, ctx, cfg, session, slot=slot: _resolve_gloo_path(case, slot, ctx, session),
+        )
+        for slot, path in enumerate(GLOO_PATHS)
+        for args in a
+        if args.dtype == dtype
+    ]
 
 
 test_capability = experiment_test(capability_cases)

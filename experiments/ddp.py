@@ -129,9 +129,17 @@ class Variant:
 
     @property
     def op(self) -> str:
-        return {"solo": "solo_step", "local": "local_step", "all_reduce": "all_reduce", "ddp": "ddp_step",
-                "manual": "manual_allreduce_step", "manual_coalesced": "manual_coalesced_step",
-                "accum": "ddp_accum_step", "init_broadcast": "broadcast", "ddp_init": "ddp_init"}[self.kind]
+        return {
+            "solo": "solo_step",
+            "local": "local_step",
+            "all_reduce": "all_reduce",
+            "ddp": "ddp_step",
+            "manual": "manual_allreduce_step",
+            "manual_coalesced": "manual_coalesced_step",
+            "accum": "ddp_accum_step",
+            "init_broadcast": "broadcast",
+            "ddp_init": "ddp_init",
+        }[self.kind]
 
 
 NOOP = "noop"
@@ -142,28 +150,48 @@ def cases(settings: Settings) -> list[Variant]:
     """Every configuration, identical on all ranks."""
     out: list[Variant] = []
     for model in ("source", "mlp"):
-        out += [Variant(model=model, kind="solo", label="solo (1 rank)"),
-                Variant(model=model, kind="local", label="no communication"),
-                Variant(model=model, kind="all_reduce", label="grad all_reduce only"),
-                Variant(model=model, kind="ddp", label="ddp no-op hook (no comm)", hook=NOOP),
-                Variant(model=model, kind="ddp", label="ddp"),
-                Variant(model=model, kind="manual", label="manual all_reduce"),
-                Variant(model=model, kind="manual_coalesced", label="manual coalesced")]
+        out += [
+            Variant(model=model, kind="solo", label="solo (1 rank)"),
+            Variant(model=model, kind="local", label="no communication"),
+            Variant(model=model, kind="all_reduce", label="grad all_reduce only"),
+            Variant(model=model, kind="ddp", label="ddp no-op hook (no comm)", hook=NOOP),
+            Variant(model=model, kind="ddp", label="ddp"),
+            Variant(model=model, kind="manual", label="manual all_reduce"),
+            Variant(model=model, kind="manual_coalesced", label="manual coalesced"),
+        ]
         out += [Variant(model=model, kind="ddp", label=f"ddp hook {h}", hook=h) for h in settings.hooks]
         if model == "mlp":
-            out += [Variant(model=model, kind="ddp", label=f"ddp bucket_cap={f:g}x grad", bucket_fraction=f)
-                    for f in settings.bucket_fractions]
-            out += [Variant(model=model, kind="ddp", label=f"ddp bucket_cap_mb={b:g}",
-                            ddp_kwargs=(("bucket_cap_mb", b),)) for b in settings.buckets_mb]
-            out += [Variant(model=model, kind="ddp", label="ddp gradient_as_bucket_view",
-                            ddp_kwargs=(("gradient_as_bucket_view", True),)),
-                    Variant(model=model, kind="ddp", label="ddp static_graph", ddp_kwargs=(("static_graph", True),)),
-                    Variant(model=model, kind="ddp", label="ddp broadcast_buffers=False",
-                            ddp_kwargs=(("broadcast_buffers", False),))]
-            out += [Variant(model=model, kind="accum", label=f"accum x{settings.accum} no_sync", no_sync=True),
-                    Variant(model=model, kind="accum", label=f"accum x{settings.accum} sync each")]
-        out += [Variant(model=model, kind="init_broadcast", label="init: broadcast per tensor"),
-                Variant(model=model, kind="ddp_init", label="init: DDP constructor")]
+            out += [
+                Variant(model=model, kind="ddp", label=f"ddp bucket_cap={f:g}x grad", bucket_fraction=f)
+                for f in settings.bucket_fractions
+            ]
+            out += [
+                Variant(model=model, kind="ddp", label=f"ddp bucket_cap_mb={b:g}", ddp_kwargs=(("bucket_cap_mb", b),))
+                for b in settings.buckets_mb
+            ]
+            out += [
+                Variant(
+                    model=model,
+                    kind="ddp",
+                    label="ddp gradient_as_bucket_view",
+                    ddp_kwargs=(("gradient_as_bucket_view", True),),
+                ),
+                Variant(model=model, kind="ddp", label="ddp static_graph", ddp_kwargs=(("static_graph", True),)),
+                Variant(
+                    model=model,
+                    kind="ddp",
+                    label="ddp broadcast_buffers=False",
+                    ddp_kwargs=(("broadcast_buffers", False),),
+                ),
+            ]
+            out += [
+                Variant(model=model, kind="accum", label=f"accum x{settings.accum} no_sync", no_sync=True),
+                Variant(model=model, kind="accum", label=f"accum x{settings.accum} sync each"),
+            ]
+        out += [
+            Variant(model=model, kind="init_broadcast", label="init: broadcast per tensor"),
+            Variant(model=model, kind="ddp_init", label="init: DDP constructor"),
+        ]
     return out
 
 
@@ -172,6 +200,7 @@ def case_id(c: Variant) -> str:
 
 
 # --- building blocks ------------------------------------------------------------------------------
+
 
 def _build_model(model: str, settings: Settings, seed: int) -> nn.Module:
     if model == "source":
@@ -200,8 +229,16 @@ class Step:
 def _rank_batches(rank: int, settings: Settings, n: int, device) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Rank ``rank``'s batches (the same on every step). Different data on every rank (seeded by rank), so
     unsynchronised ranks would diverge; the reference draws every rank's from the same seeds."""
-    return [training.random_batch(settings.batch_per_rank, training.SOURCE.in_features, training.SOURCE.classes,
-                                  seed=10_000 * (rank + 1) + i, device=device) for i in range(n)]
+    return [
+        training.random_batch(
+            settings.batch_per_rank,
+            training.SOURCE.in_features,
+            training.SOURCE.classes,
+            seed=10_000 * (rank + 1) + i,
+            device=device,
+        )
+        for i in range(n)
+    ]
 
 
 _HOOKS = {
@@ -230,9 +267,9 @@ def _register_hook(ddp: DDP, hook: str, ctx: DistContext, settings: Settings) ->
     if hook == "powerSGD":
         # start_powerSGD_iter=2 (the least DDP allows with error feedback): the first two
         # steps (warm-up) are vanilla all_reduce, the rest compressed.
-        state = powerSGD_hook.PowerSGDState(process_group=ctx.group,
-                                            matrix_approximation_rank=settings.powersgd_rank,
-                                            start_powerSGD_iter=2)
+        state = powerSGD_hook.PowerSGDState(
+            process_group=ctx.group, matrix_approximation_rank=settings.powersgd_rank, start_powerSGD_iter=2
+        )
         ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
     elif hook == NOOP:
         ddp.register_comm_hook(None, _noop_hook)
@@ -282,7 +319,7 @@ def _accum_step(model: nn.Module, opt, loss_fn, micro, no_sync: Callable | None)
     opt.zero_grad(set_to_none=False)
     for i, (x, y) in enumerate(micro):
         last = i == len(micro) - 1
-        with (no_sync() if no_sync is not None and not last else contextlib.nullcontext()):
+        with no_sync() if no_sync is not None and not last else contextlib.nullcontext():
             (loss_fn(model(x), y) / len(micro)).backward()
     opt.step()
 
@@ -293,7 +330,7 @@ def _prepare(case: Variant, ctx: DistContext, settings: Settings) -> Step:
     b = settings.batch_per_rank
     if case.kind in ("solo", "local", "manual", "manual_coalesced"):
         opt = torch.optim.SGD(model.parameters(), lr=training.SOURCE.lr)
-        (x, y), = _rank_batches(ctx.rank, settings, 1, ctx.device)
+        ((x, y),) = _rank_batches(ctx.rank, settings, 1, ctx.device)
         if case.kind == "local":
             return Step(run=lambda: training.local_step(model, opt, loss_fn, x, y), model=model, samples_per_step=b)
         if case.kind == "solo":
@@ -301,8 +338,11 @@ def _prepare(case: Variant, ctx: DistContext, settings: Settings) -> Step:
             run = (lambda: training.local_step(model, opt, loss_fn, x, y)) if ctx.rank == 0 else (lambda: None)
             return Step(run=run, model=model, samples_per_step=b)
         if case.kind == "manual":
-            return Step(run=lambda: training.manual_allreduce_step(model, opt, loss_fn, x, y, ctx.group), model=model,
-                        samples_per_step=b)
+            return Step(
+                run=lambda: training.manual_allreduce_step(model, opt, loss_fn, x, y, ctx.group),
+                model=model,
+                samples_per_step=b,
+            )
         buf: list = [None]
 
         def coalesced():
@@ -310,6 +350,7 @@ def _prepare(case: Variant, ctx: DistContext, settings: Settings) -> Step:
             loss_fn(model(x), y).backward()
             buf[0] = training.allreduce_gradients_coalesced(model, ctx.group, buf[0])
             opt.step()
+
         return Step(run=coalesced, model=model, samples_per_step=b)
     if case.kind == "all_reduce":
         t = torch.ones(sum(p.numel() for p in model.parameters()), dtype=torch.float32, device=ctx.device)
@@ -323,11 +364,15 @@ def _prepare(case: Variant, ctx: DistContext, settings: Settings) -> Step:
         _register_hook(ddp, case.hook, ctx, settings)
     opt = torch.optim.SGD(ddp.parameters(), lr=training.SOURCE.lr)
     if case.kind == "ddp":
-        (x, y), = _rank_batches(ctx.rank, settings, 1, ctx.device)
+        ((x, y),) = _rank_batches(ctx.rank, settings, 1, ctx.device)
         return Step(run=lambda: training.local_step(ddp, opt, loss_fn, x, y), model=model, ddp=ddp, samples_per_step=b)
     micro = _rank_batches(ctx.rank, settings, settings.accum, ctx.device)
-    return Step(run=lambda: _accum_step(ddp, opt, loss_fn, micro, ddp.no_sync if case.no_sync else None),
-                model=model, ddp=ddp, samples_per_step=b * settings.accum)
+    return Step(
+        run=lambda: _accum_step(ddp, opt, loss_fn, micro, ddp.no_sync if case.no_sync else None),
+        model=model,
+        ddp=ddp,
+        samples_per_step=b * settings.accum,
+    )
 
 
 def _max_over_ranks(ctx: DistContext, values: list[float]) -> list[float]:
@@ -349,29 +394,35 @@ def _cannot_run(case: Variant, ctx: DistContext, settings: Settings) -> str | No
             # different buckets issue them in a different order on each rank, a collective
             # mismatch that aborts the process (gloo "Received data size doesn't match";
             # pytorch/pytorch#58467). A model in one DDP bucket (<= the 1 MiB first bucket) is safe.
-            return (f"PowerSGD on Gloo needs the model in one DDP bucket; {case.model} has {grad} B of gradients "
-                    f"(> {dist._DEFAULT_FIRST_BUCKET_BYTES} B first bucket): use NCCL, or see the source model's case")
+            return (
+                f"PowerSGD on Gloo needs the model in one DDP bucket; {case.model} has {grad} B of gradients "
+                f"(> {dist._DEFAULT_FIRST_BUCKET_BYTES} B first bucket): use NCCL, or see the source model's case"
+            )
     return None
 
 
 # --- the single-process reference and the check rule ---------------------------------------------------
 
-U32 = 2.0 ** -24
+U32 = 2.0**-24
 """Unit roundoff of float32."""
 
-_WIRE = {"fp16_compress": ("float16", 2.0 ** -11, 2.0 ** -24), "bf16_compress": ("bfloat16", 2.0 ** -8, 0.0)}
+_WIRE = {"fp16_compress": ("float16", 2.0**-11, 2.0**-24), "bf16_compress": ("bfloat16", 2.0**-8, 0.0)}
 """Hooks that compress the gradient on the wire: (dtype, unit roundoff, absolute error of its subnormals)."""
 
 
 def _unchecked_reason(v: Variant) -> str | None:
     if v.kind in ("solo", "local"):
-        return ("no communication: a single-process step has nothing to compare with but itself "
-                "(the synchronised cases are checked against single-process training)")
+        return (
+            "no communication: a single-process step has nothing to compare with but itself "
+            "(the synchronised cases are checked against single-process training)"
+        )
     if v.hook == NOOP:
         return "no communication by design: each rank keeps its own gradient, so ranks diverge"
     if v.hook == "powerSGD":
-        return ("PowerSGD is a low-rank approximation with error feedback: its distance from exact averaging "
-                "depends on the gradients' spectrum, no tolerance follows from the compression alone")
+        return (
+            "PowerSGD is a low-rank approximation with error feedback: its distance from exact averaging "
+            "depends on the gradients' spectrum, no tolerance follows from the compression alone"
+        )
     return None
 
 
@@ -459,7 +510,7 @@ class Reference:
             local = [self._local(*self.batches[r][i]) for r in range(self.world)]
             if self.sync_each:  # DDP averages what autograd accumulated: the last average + this gradient
                 avg = self._mean(local if avg is None else [[a + g for a, g in zip(avg, gs)] for gs in local])
-            else:               # no_sync: local accumulation, one average at the end
+            else:  # no_sync: local accumulation, one average at the end
                 acc = local if acc is None else [[a + g for a, g in zip(ar, gs)] for ar, gs in zip(acc, local)]
         if avg is None:
             avg = self._mean(acc)
@@ -487,8 +538,9 @@ def _reference(session: Session, ctx: DistContext, v: Variant, settings: Setting
     return session.once(key, lambda: Reference(v.model, settings, ctx.world_size, ctx.device, micro, sync_each))
 
 
-def _reference_check(v: Variant, step: Step, ctx: DistContext, settings: Settings, session: Session,
-                     seen: dict) -> Callable[[], int]:
+def _reference_check(
+    v: Variant, step: Step, ctx: DistContext, settings: Settings, session: Session, seen: dict
+) -> Callable[[], int]:
     """Wrong elements of this rank's parameters against the reference after ``step.steps`` steps. Rank 0
     trains the reference (shared by every case of the model and kind in this session) and broadcasts it."""
     rule = check_rule(v, ctx.world_size)
@@ -508,10 +560,12 @@ def _reference_check(v: Variant, step: Step, ctx: DistContext, settings: Setting
         diff = (mine - ref).abs()
         seen.update(steps=step.steps, tol=tol, max_abs_diff=diff.max().item(), rule=rule.describe(step.steps, tol))
         return int((~(diff <= tol)).sum().item())  # NaN is wrong
+
     return check
 
 
 # --- one buffer set of a case: the step, its check, its outputs -----------------------------------------
+
 
 def _step_buffers(v: Variant, ctx: DistContext, settings: Settings, session: Session) -> Buffers:
     step = _prepare(v, ctx, settings)
@@ -520,62 +574,83 @@ def _step_buffers(v: Variant, ctx: DistContext, settings: Settings, session: Ses
     def counted():
         run()
         step.steps += 1
+
     step.run = counted
     logger: list[dict] = []  # DDP's logger, read before each timed sample
-    seen: dict = {}          # what the last check found (its rule, tolerance, largest difference)
+    seen: dict = {}  # what the last check found (its rule, tolerance, largest difference)
     b = _step_call_and_check(v, step, ctx, settings, session, logger, seen)
     b.derive = lambda m, around, session: _timed_fields(v, settings, step, ctx, m, around, session, logger, seen)
     return b
 
 
-def _step_call_and_check(v: Variant, step: Step, ctx: DistContext, settings: Settings, session: Session,
-                         logger: list, seen: dict) -> Buffers:
+def _step_call_and_check(
+    v: Variant, step: Step, ctx: DistContext, settings: Settings, session: Session, logger: list, seen: dict
+) -> Buffers:
     if v.kind == "all_reduce":
-        t, = step.keep
+        (t,) = step.keep
         n = ctx.world_size
-        return Buffers(call=lambda a: dist.all_reduce(t, group=ctx.group, async_op=a),
-                       check=lambda: int((t != n).sum().item()), outputs=lambda: (t,), reset=lambda: t.fill_(1))
+        return Buffers(
+            call=lambda a: dist.all_reduce(t, group=ctx.group, async_op=a),
+            check=lambda: int((t != n).sum().item()),
+            outputs=lambda: (t,),
+            reset=lambda: t.fill_(1),
+        )
     reset = None
     if step.ddp is not None and v.kind == "ddp":
         # Not an input reset: before each timed sample (outside the timed interval) read DDP's logger,
         # which by then holds the previous step's interval statistics (DDP logs a step at the next forward).
         reset = lambda: logger.append(step.ddp._get_ddp_logging_data())  # noqa: E731
     check = None if _unchecked_reason(v) else _reference_check(v, step, ctx, settings, session, seen)
-    return Buffers(call=lambda a: step.run(), check=check, reset=reset,
-                   outputs=lambda: [p.detach() for p in step.model.parameters()])
+    return Buffers(
+        call=lambda a: step.run(),
+        check=check,
+        reset=reset,
+        outputs=lambda: [p.detach() for p in step.model.parameters()],
+    )
 
 
 def _init_buffers(v: Variant, ctx: DistContext, settings: Settings) -> Buffers:
     """Initial-state broadcast: rank r starts from seed r; afterwards every rank must hold rank 0's state."""
-    reference = torch.cat([t.detach().reshape(-1).float() for t in
-                           _state(_build_model(v.model, settings, seed=0).to(ctx.device))])
+    reference = torch.cat(
+        [t.detach().reshape(-1).float() for t in _state(_build_model(v.model, settings, seed=0).to(ctx.device))]
+    )
     module = _build_model(v.model, settings, seed=ctx.rank).to(ctx.device)
 
     if v.kind == "init_broadcast":
+
         def sync(a: bool):
             # What the article describes: broadcast is how rank 0's initial state reaches the others.
             for t in _state(module):
                 dist.broadcast(t.detach(), src=0, group=ctx.group)
     else:
+
         def sync(a: bool):
             kw = {"device_ids": [ctx.device.index]} if ctx.device.type == "cuda" else {}
             DDP(module, process_group=ctx.group, **kw)  # construction broadcasts rank 0's state
 
     def check() -> int:
         return verify.count_wrong(torch.cat([t.detach().reshape(-1).float() for t in _state(module)]), reference)
-    return Buffers(call=sync, check=check, outputs=lambda: [t.detach() for t in _state(module)],
-                   derive=lambda m, around, session: _peak_fields(ctx, around))
+
+    return Buffers(
+        call=sync,
+        check=check,
+        outputs=lambda: [t.detach() for t in _state(module)],
+        derive=lambda m, around, session: _peak_fields(ctx, around),
+    )
 
 
 # --- what is derived from the timed steps, and the baselines they are compared with -----------------
+
 
 def _baseline_s(session: Session, ctx: DistContext, settings: Settings, v: Variant) -> float:
     """Median of a baseline step of ``v.model`` (solo, no communication, no-op hook, all_reduce alone): that
     case's own timed run when it ran before (the usual order), else one blocking baseline run by the harness,
     shared by the run."""
+
     def make_call():
         step = _prepare(v, ctx, settings)
         return lambda a: step.run()
+
     return session.baseline(_baseline_key(ctx, v), ctx, make_call).median_s
 
 
@@ -584,10 +659,12 @@ def _baseline_key(ctx: DistContext, v: Variant) -> tuple:
 
 
 def _baselines(model: str) -> dict[str, Variant]:
-    return {"solo": Variant(model=model, kind="solo", label="solo"),
-            "local": Variant(model=model, kind="local", label="local"),
-            "all_reduce": Variant(model=model, kind="all_reduce", label="all_reduce"),
-            "noop": Variant(model=model, kind="ddp", label="noop", hook=NOOP)}
+    return {
+        "solo": Variant(model=model, kind="solo", label="solo"),
+        "local": Variant(model=model, kind="local", label="local"),
+        "all_reduce": Variant(model=model, kind="all_reduce", label="all_reduce"),
+        "noop": Variant(model=model, kind="ddp", label="noop", hook=NOOP),
+    }
 
 
 def _is_baseline(v: Variant) -> bool:
@@ -602,17 +679,23 @@ def _peak_fields(ctx: DistContext, around) -> dict:
     return {"peak_mem_bytes": int(_max_over_ranks(ctx, [float(around.peak_bytes)])[0]), "peak_mem_kind": around.kind}
 
 
-_LOGGER_KEYS = {"ddp_logger_forward_ms": "forward_compute_time", "ddp_logger_backward_compute_ms":
-                "backward_compute_time", "ddp_logger_comm_ms": "backward_comm_time",
-                "ddp_logger_overlap_ms": "backward_compute_comm_overlap_time"}
+_LOGGER_KEYS = {
+    "ddp_logger_forward_ms": "forward_compute_time",
+    "ddp_logger_backward_compute_ms": "backward_compute_time",
+    "ddp_logger_comm_ms": "backward_comm_time",
+    "ddp_logger_overlap_ms": "backward_compute_comm_overlap_time",
+}
 
 
 def _bucket_fields(ddp: DDP) -> dict:
     """The buckets DDP's reducer holds now (after the timed steps: DDP rebuilds them in gradient-ready
     order at the start of its second iteration)."""
     sizes = [int(b.buffer().numel() * b.buffer().element_size()) for b in ddp.reducer._get_zeros_like_grad_buckets()]
-    return {"n_buckets": len(sizes), "bucket_sizes": sizes,
-            "bucket_cap_bytes": ddp._get_ddp_logging_data().get("bucket_cap_bytes")}
+    return {
+        "n_buckets": len(sizes),
+        "bucket_sizes": sizes,
+        "bucket_cap_bytes": ddp._get_ddp_logging_data().get("bucket_cap_bytes"),
+    }
 
 
 def _logger_fields(ctx: DistContext, step: Step, readings: list[dict], timed_steps: int) -> dict:
@@ -637,8 +720,9 @@ def _measured_overlap(v: Variant) -> bool:
     return v.kind == "ddp" and v.hook in (None, "allreduce")
 
 
-def _timed_fields(v: Variant, settings: Settings, step: Step, ctx: DistContext, m, around, session: Session,
-                  logger: list, seen: dict) -> dict:
+def _timed_fields(
+    v: Variant, settings: Settings, step: Step, ctx: DistContext, m, around, session: Session, logger: list, seen: dict
+) -> dict:
     """Fields derived from this case's own timed median ``t`` (the formulas are in the provenance)."""
     t, n, bsz = m.median_s, ctx.world_size, settings.batch_per_rank
     if _is_baseline(v):
@@ -649,17 +733,26 @@ def _timed_fields(v: Variant, settings: Settings, step: Step, ctx: DistContext, 
         k = step.samples_per_step // bsz
         ranks_stepping = 1 if v.kind == "solo" else n
         solo = _baseline_s(session, ctx, settings, base["solo"])
-        fields |= {"solo_step_ms": solo * 1e3, "micro_batches": k,
-                   "samples_per_step": step.samples_per_step * ranks_stepping,
-                   "samples_per_s": step.samples_per_step * ranks_stepping / t, "scaling_efficiency": k * solo / t}
+        fields |= {
+            "solo_step_ms": solo * 1e3,
+            "micro_batches": k,
+            "samples_per_step": step.samples_per_step * ranks_stepping,
+            "samples_per_s": step.samples_per_step * ranks_stepping / t,
+            "scaling_efficiency": k * solo / t,
+        }
         if v.kind != "local" and v.kind != "solo":
             local = _baseline_s(session, ctx, settings, base["local"])
             fields |= {"local_step_ms": local * 1e3, "comm_exposed_ms": (t - k * local) * 1e3}
     if _measured_overlap(v):
         noop = _baseline_s(session, ctx, settings, base["noop"])
         ar = _baseline_s(session, ctx, settings, base["all_reduce"])
-        fields |= {"noop_step_ms": noop * 1e3, "allreduce_ms": ar * 1e3, "comm_added_ms": (t - noop) * 1e3,
-                   "overlap_saved_ms": (noop + ar - t) * 1e3, "overlap_saved_pct": 100.0 * (noop + ar - t) / ar}
+        fields |= {
+            "noop_step_ms": noop * 1e3,
+            "allreduce_ms": ar * 1e3,
+            "comm_added_ms": (t - noop) * 1e3,
+            "overlap_saved_ms": (noop + ar - t) * 1e3,
+            "overlap_saved_pct": 100.0 * (noop + ar - t) / ar,
+        }
     if step.ddp is not None:
         fields |= _bucket_fields(step.ddp)
         if v.kind == "ddp":
@@ -667,8 +760,12 @@ def _timed_fields(v: Variant, settings: Settings, step: Step, ctx: DistContext, 
             fields |= _logger_fields(ctx, step, readings, m.iterations)
     if seen:
         worst = _max_over_ranks(ctx, [seen["max_abs_diff"]])[0]
-        fields |= {"check_rule": seen["rule"], "check_tol": seen["tol"], "check_steps": seen["steps"],
-                   "check_max_abs_diff": worst}
+        fields |= {
+            "check_rule": seen["rule"],
+            "check_tol": seen["tol"],
+            "check_steps": seen["steps"],
+            "check_max_abs_diff": worst,
+        }
     fields |= _peak_fields(ctx, around)
     return fields
 
@@ -689,8 +786,11 @@ _PROV_STEP = {
     "check_max_abs_diff": "measured: max over ranks and parameters of |param - reference param| after the timed steps",
     "check_tol": "modelled: " + CheckRule.FORMULA + " (0 when check_rule is exact)",
 }
-_PROV_LOGGER = {k: f"measured: DDP logger {src} (_get_ddp_logging_data, every iteration), median over the timed "
-                   "steps but the last, max over ranks" for k, src in _LOGGER_KEYS.items()}
+_PROV_LOGGER = {
+    k: f"measured: DDP logger {src} (_get_ddp_logging_data, every iteration), median over the timed "
+    "steps but the last, max over ranks"
+    for k, src in _LOGGER_KEYS.items()
+}
 _PROV_LOGGER["ddp_logger_overlap_pct"] = "derived: 100 x ddp_logger_overlap_ms / ddp_logger_comm_ms"
 
 
@@ -719,13 +819,19 @@ def step_bytes(v: Variant, grad: int, settings: Settings) -> Bytes:
     if v.kind in ("solo", "local") or v.hook == NOOP:
         return Bytes(size_bytes=0, count=0, dtype="float32", bw_op=None, definition="none: no communication")
     per_step = settings.accum if v.kind == "accum" and not v.no_sync else 1
-    return Bytes(size_bytes=per_step * grad, count=per_step * grad // 4, dtype="float32", bw_op="all_reduce",
-                 definition="float32 gradient bytes each rank all-reduces per optimizer step "
-                            f"({per_step} all_reduce(s) of the whole gradient)")
+    return Bytes(
+        size_bytes=per_step * grad,
+        count=per_step * grad // 4,
+        dtype="float32",
+        bw_op="all_reduce",
+        definition="float32 gradient bytes each rank all-reduces per optimizer step "
+        f"({per_step} all_reduce(s) of the whole gradient)",
+    )
 
 
-def _resolve_step(v: Variant, settings: Settings, case: Case, ctx: DistContext, cfg: BenchConfig,
-                  session: Session) -> Case:
+def _resolve_step(
+    v: Variant, settings: Settings, case: Case, ctx: DistContext, cfg: BenchConfig, session: Session
+) -> Case:
     reason = support_reason(ctx, lambda: _step_buffers(v, ctx, settings, session), v.label)
     if reason:  # e.g. the bf16 hook on Gloo/CPU; the backend's words become the skip reason
         raise CaseSkipped(reason)
@@ -733,11 +839,17 @@ def _resolve_step(v: Variant, settings: Settings, case: Case, ctx: DistContext, 
     model = _build_model(v.model, settings, seed=0)
     grad = training.grad_bytes(model)
     byte_model = step_bytes(v, grad, settings)
-    fields: dict = {"table": v.model, "n_params": sum(p.numel() for p in model.parameters()),
-                    "grad_bytes": grad, "batch_per_rank": settings.batch_per_rank,
-                    "check": "all_reduce of ones equals world_size" if v.kind == "all_reduce" else
-                    None if unchecked else
-                    "every rank's params equal single-process training on the global batches (check_rule)"}
+    fields: dict = {
+        "table": v.model,
+        "n_params": sum(p.numel() for p in model.parameters()),
+        "grad_bytes": grad,
+        "batch_per_rank": settings.batch_per_rank,
+        "check": "all_reduce of ones equals world_size"
+        if v.kind == "all_reduce"
+        else None
+        if unchecked
+        else "every rank's params equal single-process training on the global batches (check_rule)",
+    }
     if byte_model.bw_op is not None and v.kind != "all_reduce":
         fields["allreduces_per_step"] = byte_model.size_bytes // grad
     prov = _step_provenance(v, unchecked)
@@ -752,21 +864,36 @@ def _resolve_step(v: Variant, settings: Settings, case: Case, ctx: DistContext, 
     if v.kind == "accum":
         fields["accum_steps"] = settings.accum
         fields["no_sync"] = v.no_sync
-    return dataclasses.replace(case, fields={k: val for k, val in fields.items() if val is not None},
-                               provenance=prov, bytes=byte_model, unchecked=unchecked)
+    return dataclasses.replace(
+        case,
+        fields={k: val for k, val in fields.items() if val is not None},
+        provenance=prov,
+        bytes=byte_model,
+        unchecked=unchecked,
+    )
 
 
-def _resolve_init(v: Variant, settings: Settings, case: Case, ctx: DistContext, cfg: BenchConfig,
-                  session: Session) -> Case:
+def _resolve_init(
+    v: Variant, settings: Settings, case: Case, ctx: DistContext, cfg: BenchConfig, session: Session
+) -> Case:
     module = _build_model(v.model, settings, seed=0)
     size, count = training.state_bytes(module), sum(t.numel() for t in _state(module))
     return dataclasses.replace(
         case,
-        fields={"table": f"{v.model}-init", "n_tensors": len(_state(module)),
-                "check": "state identical to rank 0's after one sync"},
+        fields={
+            "table": f"{v.model}-init",
+            "n_tensors": len(_state(module)),
+            "check": "state identical to rank 0's after one sync",
+        },
         provenance={"peak_mem_bytes": _PROV_STEP["peak_mem_bytes"]},
-        bytes=Bytes(size_bytes=size, count=count, dtype="float32", bw_op="broadcast",
-                    definition="float32 bytes of every parameter and buffer rank 0 broadcasts"))
+        bytes=Bytes(
+            size_bytes=size,
+            count=count,
+            dtype="float32",
+            bw_op="broadcast",
+            definition="float32 bytes of every parameter and buffer rank 0 broadcasts",
+        ),
+    )
 
 
 def _peak_memory(ctx: DistContext):
@@ -780,8 +907,10 @@ def _declare(v: Variant, settings: Settings) -> Case:
     if init:
         build, resolved = (lambda ctx: _init_buffers(v, ctx, settings)), _resolve_init
     else:
+
         def build(ctx):  # the session is the resolved case's (Case.resolve binds it below)
             raise RuntimeError("resolve binds the build of a step case")
+
         resolved = _resolve_step
 
     def resolve(case, ctx, cfg, session):
@@ -789,21 +918,29 @@ def _declare(v: Variant, settings: Settings) -> Case:
         if not init:  # the check trains the session's shared reference
             case = dataclasses.replace(case, build=lambda ctx: _step_buffers(v, ctx, settings, session))
         return case
+
     # The test id is case_id(v) (unique over both models); the tables show the recorded label v.label.
-    return Case(experiment=EXPERIMENT, op=v.op, label=case_id(v), record_label=v.label,
-                identity={"variant": case_id(v), "model": v.model, "in_place": True},
-                # the sizes are the model's, known once it is built (resolve)
-                bytes=Bytes(size_bytes=0, count=0, dtype="float32", bw_op=None), build=build, mode="blocking",
-                around=_peak_memory, names=(v.label,),
-                skip=None if init else (lambda ctx, cfg: _cannot_run(v, ctx, settings)),
-                resolve=resolve)
+    return Case(
+        experiment=EXPERIMENT,
+        op=v.op,
+        label=case_id(v),
+        record_label=v.label,
+        identity={"variant": case_id(v), "model": v.model, "in_place": True},
+        # the sizes are the model's, known once it is built (resolve)
+        bytes=Bytes(size_bytes=0, count=0, dtype="float32", bw_op=None),
+        build=build,
+        mode="blocking",
+        around=_peak_memory,
+        names=(v.label,),
+        skip=None if init else (lambda ctx, cfg: _cannot_run(v, ctx, settings)),
+        resolve=resolve,
+    )
 
 
 def ddp_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     """Every DDP case (the knobs: DDP_PARAMS, DDP_BATCH, DDP_BUCKET_FRACTIONS, DDP_BUCKETS_MB, DDP_HOOKS,
     DDP_ACCUM, DDP_POWERSGD_RANK)."""
     return [_declare(v, cfg.ddp) for v in cases(cfg.ddp)]
-
 
 
 test_ddp = experiment_test(ddp_cases)

@@ -62,9 +62,13 @@ hold in every pass (a burst of noise hits one pass; a slow link or a starved ran
 def _doctor(case: Case, probe: str, pass_no: int = 1) -> Case:
     """A p2p/collectives declaration as one of the doctor's probes (``pass_no``: which pass)."""
     suffix = f"-pass{pass_no}" if probe not in ("all_reduce", "all_gather") else ""
-    return dataclasses.replace(case, experiment=EXPERIMENT, label=case.label + suffix,
-                               identity={"probe": probe, "pass": pass_no, **case.identity},
-                               keep_rank_samples=True)
+    return dataclasses.replace(
+        case,
+        experiment=EXPERIMENT,
+        label=case.label + suffix,
+        identity={"probe": probe, "pass": pass_no, **case.identity},
+        keep_rank_samples=True,
+    )
 
 
 def _compute(ctx: DistContext, k: int) -> Buffers:
@@ -82,37 +86,63 @@ def _compute(ctx: DistContext, k: int) -> Buffers:
 
 def _resolve_compute(cfg: BenchConfig):
     def resolve(case: Case, ctx: DistContext, _cfg: BenchConfig, session: Session) -> Case:
-        k, trial_s = autorange(ctx, _compute(ctx, 1).call, min_sample_s=cfg.doctor.compute_ms / 1e3,
-                               min_repeats=COMPUTE_MIN_MATMULS, max_repeats=COMPUTE_MAX_MATMULS)
+        k, trial_s = autorange(
+            ctx,
+            _compute(ctx, 1).call,
+            min_sample_s=cfg.doctor.compute_ms / 1e3,
+            min_repeats=COMPUTE_MIN_MATMULS,
+            max_repeats=COMPUTE_MAX_MATMULS,
+        )
         return dataclasses.replace(
-            case, build=lambda c: _compute(c, k),
-            fields={**case.fields, "matmuls_per_sample": k, "calibration_sample_us": trial_s * 1e6,
-                    "iteration": f"{k} matmuls of {COMPUTE_FEATURES}x{COMPUTE_FEATURES} float32 on every rank, "
-                                 "no communication"},
-            provenance={**case.provenance,
-                        "matmuls_per_sample": "derived: suite.timing.autorange: the first trial of K matmuls lasting "
-                                              f">= DOCTOR_COMPUTE_MS on the slowest rank, K >= {COMPUTE_MIN_MATMULS}",
-                        "calibration_sample_us": "measured: that trial's time, maximum over ranks (host clock)"})
+            case,
+            build=lambda c: _compute(c, k),
+            fields={
+                **case.fields,
+                "matmuls_per_sample": k,
+                "calibration_sample_us": trial_s * 1e6,
+                "iteration": f"{k} matmuls of {COMPUTE_FEATURES}x{COMPUTE_FEATURES} float32 on every rank, "
+                "no communication",
+            },
+            provenance={
+                **case.provenance,
+                "matmuls_per_sample": "derived: suite.timing.autorange: the first trial of K matmuls lasting "
+                f">= DOCTOR_COMPUTE_MS on the slowest rank, K >= {COMPUTE_MIN_MATMULS}",
+                "calibration_sample_us": "measured: that trial's time, maximum over ranks (host clock)",
+            },
+        )
+
     return resolve
 
 
 def _compute_case(cfg: BenchConfig) -> Case:
-    return Case(experiment=EXPERIMENT, op="compute", label=f"compute-mm{COMPUTE_FEATURES}",
-                identity={"features": COMPUTE_FEATURES},
-                bytes=Bytes(size_bytes=0, count=0, dtype="float32", bw_op=None,
-                            definition="no data moves: a local computation"),
-                build=lambda ctx: _compute(ctx, 1), mode="blocking", keep_rank_samples=True,
-                unchecked="a local matmul with nothing communicated: there is no transfer to check",
-                fields={"compute_ms_target": cfg.doctor.compute_ms},
-                normalisation="none: time of the K matmuls of one sample", resolve=_resolve_compute(cfg))
+    return Case(
+        experiment=EXPERIMENT,
+        op="compute",
+        label=f"compute-mm{COMPUTE_FEATURES}",
+        identity={"features": COMPUTE_FEATURES},
+        bytes=Bytes(
+            size_bytes=0, count=0, dtype="float32", bw_op=None, definition="no data moves: a local computation"
+        ),
+        build=lambda ctx: _compute(ctx, 1),
+        mode="blocking",
+        keep_rank_samples=True,
+        unchecked="a local matmul with nothing communicated: there is no transfer to check",
+        fields={"compute_ms_target": cfg.doctor.compute_ms},
+        normalisation="none: time of the K matmuls of one sample",
+        resolve=_resolve_compute(cfg),
+    )
 
 
 def cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     """Every probe of the doctor for this world size (identical on all ranks)."""
     doc, n = cfg.doctor, world_size
     if n < 2:
-        return [_doctor(p2p.not_runnable(f"the doctor compares ranks and links: it needs at least 2 ranks "
-                                          f"(world size {n})"), "none")]
+        return [
+            _doctor(
+                p2p.not_runnable(f"the doctor compares ranks and links: it needs at least 2 ranks (world size {n})"),
+                "none",
+            )
+        ]
     dtype = "float32"
     el = ops.elsize(dtype)
     out: list[Case] = []
@@ -120,11 +150,22 @@ def cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     pairs = [(a, b) for a in range(n) for b in range(a + 1, n)]
     for pass_no in range(1, PASSES + 1):
         out += [_doctor(c, "latency", pass_no) for c in p2p.pair_latency_cases(pairs, small, dtype)]
-        for variant, links in (("unidirectional", [(a, b) for a in range(n) for b in range(n) if a != b]),
-                               ("bidirectional", pairs)):
+        for variant, links in (
+            ("unidirectional", [(a, b) for a in range(n) for b in range(n) if a != b]),
+            ("bidirectional", pairs),
+        ):
             for a, b in links:
-                c = p2p.window_case(p2p.Spec(pattern="window", variant=variant, size_bytes=large, dtype=dtype,
-                                             src=a, dst=b, window=doc.window))
+                c = p2p.window_case(
+                    p2p.Spec(
+                        pattern="window",
+                        variant=variant,
+                        size_bytes=large,
+                        dtype=dtype,
+                        src=a,
+                        dst=b,
+                        window=doc.window,
+                    )
+                )
                 out.append(_doctor(c, "bandwidth" if variant == "unidirectional" else "bidirectional", pass_no))
         out.append(_doctor(p2p.ring_case("isend_irecv", large, dtype), "ring", pass_no))
         out.append(_doctor(_compute_case(cfg), "compute", pass_no))
@@ -142,8 +183,15 @@ def _collective_cases(doc, n: int, dtype: str) -> list[Case]:
             count = size // el // (n if coll.chunked else 1) * (n if coll.chunked else 1)
             if count == 0:
                 continue
-            a = ops.Args(variant=variant, dtype=dtype, redop="sum" if coll.reduces else None,
-                         size_bytes=count * el, count=count, in_place=coll.in_place_forms[0], root=-1)
+            a = ops.Args(
+                variant=variant,
+                dtype=dtype,
+                redop="sum" if coll.reduces else None,
+                size_bytes=count * el,
+                count=count,
+                in_place=coll.in_place_forms[0],
+                root=-1,
+            )
             out.append(_doctor(ops.collective_case(coll, a, experiment=EXPERIMENT), coll.op))
     return out
 

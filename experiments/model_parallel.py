@@ -52,7 +52,6 @@ timed steps is the same one-step check. ``samples_per_s`` (train steps) = global
 median of the case's own timed samples.
 """
 
-
 from __future__ import annotations
 
 import dataclasses
@@ -71,11 +70,11 @@ from suite.dist import DistContext
 
 EXPERIMENT = "model_parallel"
 LR_EXP = 6
-LR = 2.0 ** -LR_EXP
+LR = 2.0**-LR_EXP
 """SGD learning rate of the train steps: a power of two, so scaling by it never rounds."""
 VMAX = 2
 """Largest |value| of ``_ints`` (weights, inputs, targets of the exact checks)."""
-U_FLOAT32, U_FLOAT64 = 2.0 ** -24, 2.0 ** -53
+U_FLOAT32, U_FLOAT64 = 2.0**-24, 2.0**-53
 """Unit roundoff of float32 (the steps) and float64 (the reference)."""
 EXACT_FLOAT32 = 1 << 24
 """Every integer multiple k·2^e of a power of two with |k| <= 2^24 is exact in float32."""
@@ -124,6 +123,7 @@ def _combine(y_local: torch.Tensor, ctx: DistContext, how: str) -> torch.Tensor 
 
 
 # --- the train steps' check rule ------------------------------------------------------------------
+
 
 def _pow2(v: int) -> bool:
     return v >= 1 and v & (v - 1) == 0
@@ -175,18 +175,27 @@ def train_check_rule(layer: Layer, ranks: int, split: str) -> CheckRule:
         reasons.append(f"DDP divides the gradient by {ranks} ranks, not a power of two")
     y_max = i * VMAX * VMAX + VMAX
     k_max = b * y_max * VMAX
-    if max(y_max, k_max, VMAX * (b * o // 2) * 2 ** LR_EXP + k_max) > EXACT_FLOAT32:
+    if max(y_max, k_max, VMAX * (b * o // 2) * 2**LR_EXP + k_max) > EXACT_FLOAT32:
         reasons.append(f"partial sums exceed 2^24 (MP_IN={i}, MP_OUT={o}, MP_BATCH={b})")
     if not reasons:
-        return CheckRule(True, 0, "exact: equals the unsplit single-process step bit for bit (integer-valued "
-                                  "W0, x, target in float32, LR 2^-6, power-of-two mean: nothing rounds)")
+        return CheckRule(
+            True,
+            0,
+            "exact: equals the unsplit single-process step bit for bit (integer-valued "
+            "W0, x, target in float32, LR 2^-6, power-of-two mean: nothing rounds)",
+        )
     k = i + b + n + 4
-    return CheckRule(False, k, f"within the float32 forward error bound gamma_{k}*LR*(2/N)*((|x||W0|^T+|t|)^T|x|)"
-                               f" + u|w1| per element of the unsplit float64 step ({'; '.join(reasons)})")
+    return CheckRule(
+        False,
+        k,
+        f"within the float32 forward error bound gamma_{k}*LR*(2/N)*((|x||W0|^T+|t|)^T|x|)"
+        f" + u|w1| per element of the unsplit float64 step ({'; '.join(reasons)})",
+    )
 
 
-def train_tolerance(rule: CheckRule, w0: torch.Tensor, x: torch.Tensor, target: torch.Tensor,
-                    expected: torch.Tensor) -> torch.Tensor:
+def train_tolerance(
+    rule: CheckRule, w0: torch.Tensor, x: torch.Tensor, target: torch.Tensor, expected: torch.Tensor
+) -> torch.Tensor:
     """Per-element tolerance (float64) of ``rule`` for the step from ``w0`` on (x, target); zeros if exact."""
     if rule.exact:
         return torch.zeros_like(expected)
@@ -219,14 +228,16 @@ def _mp_step_fn(w_local: torch.nn.Parameter, x, target, ctx: DistContext):
         y_local = x @ w_local.t()
         full = _combine(y_local.detach(), ctx, "all_gather")
         # the local slice carries the autograd graph; the others are constants
-        full = torch.cat([full[:, :ctx.rank * c], y_local, full[:, (ctx.rank + 1) * c:]], dim=1)
+        full = torch.cat([full[:, : ctx.rank * c], y_local, full[:, (ctx.rank + 1) * c :]], dim=1)
         nn.functional.mse_loss(full, target).backward()
         with torch.no_grad():
             w_local.sub_(LR * w_local.grad)
+
     return step
 
 
 # --- the split layer: one buffer set per case ---------------------------------------------------------
+
 
 def _scatter_buffers(layer: Layer, ctx: DistContext) -> Buffers:
     c = _rows(layer, ctx)
@@ -236,22 +247,30 @@ def _scatter_buffers(layer: Layer, ctx: DistContext) -> Buffers:
 
     def call(a: bool):
         got[0] = _scatter_weight(src, layer, ctx)
-    return Buffers(call=call, check=lambda: verify.count_wrong(got[0], w_full[ctx.rank * c:(ctx.rank + 1) * c]),
-                   outputs=lambda: (got[0],))
+
+    return Buffers(
+        call=call,
+        check=lambda: verify.count_wrong(got[0], w_full[ctx.rank * c : (ctx.rank + 1) * c]),
+        outputs=lambda: (got[0],),
+    )
 
 
 def _forward_buffers(layer: Layer, ctx: DistContext, how: str) -> Buffers:
     c = _rows(layer, ctx)
     w_full = _ints((layer.out_features, layer.in_features), 1, ctx.device)
     x = _ints((layer.batch, layer.in_features), 2, ctx.device)
-    w_local = w_full[ctx.rank * c:(ctx.rank + 1) * c].contiguous()
+    w_local = w_full[ctx.rank * c : (ctx.rank + 1) * c].contiguous()
     expected = x @ w_full.t()
     full: list = [None]
 
     def call(a: bool):
         full[0] = _combine(x @ w_local.t(), ctx, how)
-    return Buffers(call=call, check=lambda: verify.count_wrong(full[0], expected) if full[0] is not None else 0,
-                   outputs=lambda: (full[0],) if full[0] is not None else ())
+
+    return Buffers(
+        call=call,
+        check=lambda: verify.count_wrong(full[0], expected) if full[0] is not None else 0,
+        outputs=lambda: (full[0],) if full[0] is not None else (),
+    )
 
 
 def _train_data(layer: Layer, ctx: DistContext, split: str):
@@ -272,7 +291,7 @@ def _rule_fields(tol: torch.Tensor) -> dict:
 def _mp_train_buffers(layer: Layer, ctx: DistContext) -> Buffers:
     c, n = _rows(layer, ctx), ctx.world_size
     w0, x, target, expected, rule, tol = _train_data(layer, ctx, "mp")
-    initial = w0[ctx.rank * c:(ctx.rank + 1) * c].clone()
+    initial = w0[ctx.rank * c : (ctx.rank + 1) * c].clone()
     w = nn.Parameter(initial.clone())
     step = _mp_step_fn(w, x, target, ctx)
 
@@ -285,20 +304,23 @@ def _mp_train_buffers(layer: Layer, ctx: DistContext) -> Buffers:
         parts = [torch.empty_like(w.data) for _ in range(n)]
         dist.all_gather(parts, w.data, group=ctx.group)
         return count_outside(torch.cat(parts), expected, tol) if ctx.rank == 0 else 0
-    return Buffers(call=lambda a: step(), check=check, outputs=lambda: (w.detach(),), reset=reset,
-                   fields=_rule_fields(tol))
+
+    return Buffers(
+        call=lambda a: step(), check=check, outputs=lambda: (w.detach(),), reset=reset, fields=_rule_fields(tol)
+    )
 
 
 def _dp_train_buffers(layer: Layer, ctx: DistContext) -> Buffers:
     n = ctx.world_size
     w0, x, target, expected, rule, tol = _train_data(layer, ctx, "dp")
     b = layer.batch // n
-    xs, ts = x[ctx.rank * b:(ctx.rank + 1) * b], target[ctx.rank * b:(ctx.rank + 1) * b]
+    xs, ts = x[ctx.rank * b : (ctx.rank + 1) * b], target[ctx.rank * b : (ctx.rank + 1) * b]
     lin = nn.Linear(layer.in_features, layer.out_features, bias=False).to(ctx.device)
 
     def reset():
         with torch.no_grad():
             lin.weight.copy_(w0)
+
     reset()
     kw = {"device_ids": [ctx.device.index]} if ctx.device.type == "cuda" else {}
     model = DDP(lin, process_group=ctx.group, **kw)
@@ -308,18 +330,24 @@ def _dp_train_buffers(layer: Layer, ctx: DistContext) -> Buffers:
         opt.zero_grad(set_to_none=False)
         nn.functional.mse_loss(model(xs), ts).backward()
         opt.step()
-    return Buffers(call=step, check=lambda: count_outside(lin.weight.detach(), expected, tol),
-                   outputs=lambda: (lin.weight.detach(),), reset=reset, fields=_rule_fields(tol))
+
+    return Buffers(
+        call=step,
+        check=lambda: count_outside(lin.weight.detach(), expected, tol),
+        outputs=lambda: (lin.weight.detach(),),
+        reset=reset,
+        fields=_rule_fields(tol),
+    )
 
 
 # --- the pipeline ---------------------------------------------------------------------------------------
 
 PIPELINE_MODELS = {
     "blocking": "GPipe fill/drain, forward only, over blocking send/recv (a transfer occupies sender and "
-                "receiver): T = S*c + (S-1)*tau + (M-1)*(c + min(2, S-1)*tau)",
+    "receiver): T = S*c + (S-1)*tau + (M-1)*(c + min(2, S-1)*tau)",
     "overlap": "GPipe fill/drain, forward only, isend/irecv overlapping each transfer with the next "
-               "micro-batch's compute (a transfer needs no stage CPU, one at a time per link): "
-               "T = S*c + (S-1)*tau + (M-1)*max(c, tau)",
+    "micro-batch's compute (a transfer needs no stage CPU, one at a time per link): "
+    "T = S*c + (S-1)*tau + (M-1)*max(c, tau)",
 }
 """The model of each schedule, as recorded (``pipeline_time_s`` evaluates it)."""
 
@@ -422,9 +450,11 @@ def _pipeline_buffers(pipe: Layer, ctx: DistContext, m: int, schedule: str) -> B
         for work in sends:
             work.wait()
 
-    return Buffers(call=blocking if schedule == "blocking" else overlap,
-                   check=lambda: sum(verify.count_wrong(outs[j], expected[j]) for j in range(m)) if last else 0,
-                   outputs=lambda: outs if last else ())
+    return Buffers(
+        call=blocking if schedule == "blocking" else overlap,
+        check=lambda: sum(verify.count_wrong(outs[j], expected[j]) for j in range(m)) if last else 0,
+        outputs=lambda: outs if last else (),
+    )
 
 
 def _compute_buffers(pipe: Layer, ctx: DistContext) -> Buffers:
@@ -433,8 +463,11 @@ def _compute_buffers(pipe: Layer, ctx: DistContext) -> Buffers:
     w = _stage_weight(ctx.rank, pipe.stage_features, ctx.device)
     out = torch.empty_like(x)
     expected = torch.roll(x, shifts=ctx.rank + 1, dims=1) + 1
-    return Buffers(call=lambda a: _stage_forward(x, w, out), check=lambda: verify.count_wrong(out, expected),
-                   outputs=lambda: (out,))
+    return Buffers(
+        call=lambda a: _stage_forward(x, w, out),
+        check=lambda: verify.count_wrong(out, expected),
+        outputs=lambda: (out,),
+    )
 
 
 def _relay_buffers(pipe: Layer, ctx: DistContext) -> Buffers:
@@ -448,8 +481,10 @@ def _relay_buffers(pipe: Layer, ctx: DistContext) -> Buffers:
             dist.recv(buf, s - 1, group=g)
         if s < n - 1:
             dist.send(buf, s + 1, group=g)
-    return Buffers(call=call, check=lambda: verify.count_wrong(buf, sent) if s > 0 else 0,
-                   outputs=lambda: (buf,) if s > 0 else ())
+
+    return Buffers(
+        call=call, check=lambda: verify.count_wrong(buf, sent) if s > 0 else 0, outputs=lambda: (buf,) if s > 0 else ()
+    )
 
 
 def _stage_keys(pipe: Layer, ctx: DistContext) -> tuple:
@@ -462,8 +497,9 @@ def _stage_times_s(pipe: Layer, ctx: DistContext, session: Session) -> tuple[flo
     before (the declared order), else one blocking run of the same calls by the harness's timing loop."""
     kc, khop, krelay = _stage_keys(pipe, ctx)
     c = session.baseline(kc, ctx, lambda: _compute_buffers(pipe, ctx).call).median_s
-    hop = session.once(khop, lambda: session.baseline(krelay, ctx, lambda: _relay_buffers(pipe, ctx).call)
-                       .scaled(ctx.world_size - 1))
+    hop = session.once(
+        khop, lambda: session.baseline(krelay, ctx, lambda: _relay_buffers(pipe, ctx).call).scaled(ctx.world_size - 1)
+    )
     return c, hop.median_s
 
 
@@ -471,17 +507,22 @@ def _pipeline_fields(pipe: Layer, ctx: DistContext, m: int, schedule: str, meas,
     c, tau = _stage_times_s(pipe, ctx, session)
     n, t = ctx.world_size, meas.median_s
     model = pipeline_time_s(schedule, n, m, c, tau)
-    return {"stage_compute_us": c * 1e6, "transfer_us": tau * 1e6, "model_time_us": model * 1e6,
-            "time_over_model": t / model if model > 0 else None,
-            "bubble": pipeline_bubble(m, c, t), "model_bubble": pipeline_bubble(m, c, model),
-            "ideal_bubble": pipeline_bubble(m, c, pipeline_time_s(schedule, n, m, c, 0.0))}
+    return {
+        "stage_compute_us": c * 1e6,
+        "transfer_us": tau * 1e6,
+        "model_time_us": model * 1e6,
+        "time_over_model": t / model if model > 0 else None,
+        "bubble": pipeline_bubble(m, c, t),
+        "model_bubble": pipeline_bubble(m, c, model),
+        "ideal_bubble": pipeline_bubble(m, c, pipeline_time_s(schedule, n, m, c, 0.0)),
+    }
 
 
 PIPELINE_PROVENANCE = {
     "stage_compute_us": "measured: median of pipeline_compute in this run (one stage's layer on one micro-batch, "
-                        "every rank at once; the harness's blocking loop on the same call if that case did not run)",
+    "every rank at once; the harness's blocking loop on the same call if that case did not run)",
     "transfer_us": "measured: median of pipeline_transfer in this run (one micro-batch relayed through the "
-                   "stages with blocking send/recv, divided by the S-1 hops)",
+    "stages with blocking send/recv, divided by the S-1 hops)",
     "model_time_us": "modelled: the schedule's `model` at c = stage_compute_us, tau = transfer_us",
     "time_over_model": "derived: time_us / model_time_us",
     "bubble": "derived: 1 - M * stage_compute_us / time_us",
@@ -499,63 +540,112 @@ def pipeline_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     pipe = cfg.model_parallel
     n = max(world_size, 1)
     mb = pipe.microbatch_rows * pipe.stage_features * 4
-    common = {"table": "pipeline", "stages": n, "stage_features": pipe.stage_features,
-              "microbatch_rows": pipe.microbatch_rows, "microbatch_bytes": mb}
+    common = {
+        "table": "pipeline",
+        "stages": n,
+        "stage_features": pipe.stage_features,
+        "microbatch_rows": pipe.microbatch_rows,
+        "microbatch_bytes": mb,
+    }
 
     def offering(build, offer):
         """``build``'s buffers, whose own timed Measurement is offered as c or τ to the pipeline cases."""
+
         def with_offer(ctx: DistContext) -> Buffers:
             def derive(m, around, session: Session) -> dict:
                 offer(ctx, session, m)
                 return {}
+
             return dataclasses.replace(build(ctx), derive=derive)
+
         return with_offer
 
     out = [
-        Case(experiment=EXPERIMENT, op="pipeline_compute", label="pipeline_compute",
-             identity={"variant": "pipeline_compute"},
-             bytes=Bytes(size_bytes=0, count=0, dtype="float32", bw_op=None,
-                         definition="none: one stage's matmul, no bytes move"),
-             build=offering(lambda ctx: _compute_buffers(pipe, ctx),
-                            lambda ctx, session, m: session.keep_baseline(_stage_keys(pipe, ctx)[0], m)),
-             mode="blocking", skip=_one_stage_each,
-             fields={**common, "check": "exact: x W_s + 1 equals the column roll of x plus 1"}),
-        Case(experiment=EXPERIMENT, op="pipeline_transfer", label="pipeline_transfer",
-             identity={"variant": "pipeline_transfer"},
-             bytes=Bytes(size_bytes=mb, count=mb // 4, dtype="float32", bw_op="send_recv",
-                         definition="one micro-batch (rows x d x 4 B) over one hop"),
-             build=offering(lambda ctx: _relay_buffers(pipe, ctx),
-                            lambda ctx, session, m: session.once(_stage_keys(pipe, ctx)[1], lambda: m)),
-             mode="blocking", skip=_one_stage_each, divisor=max(n - 1, 1),
-             normalisation=f"relay through {n} stages / {max(n - 1, 1)} hops: time of one hop",
-             fields={**common, "check": "exact: the last stage receives stage 0's micro-batch"}),
+        Case(
+            experiment=EXPERIMENT,
+            op="pipeline_compute",
+            label="pipeline_compute",
+            identity={"variant": "pipeline_compute"},
+            bytes=Bytes(
+                size_bytes=0, count=0, dtype="float32", bw_op=None, definition="none: one stage's matmul, no bytes move"
+            ),
+            build=offering(
+                lambda ctx: _compute_buffers(pipe, ctx),
+                lambda ctx, session, m: session.keep_baseline(_stage_keys(pipe, ctx)[0], m),
+            ),
+            mode="blocking",
+            skip=_one_stage_each,
+            fields={**common, "check": "exact: x W_s + 1 equals the column roll of x plus 1"},
+        ),
+        Case(
+            experiment=EXPERIMENT,
+            op="pipeline_transfer",
+            label="pipeline_transfer",
+            identity={"variant": "pipeline_transfer"},
+            bytes=Bytes(
+                size_bytes=mb,
+                count=mb // 4,
+                dtype="float32",
+                bw_op="send_recv",
+                definition="one micro-batch (rows x d x 4 B) over one hop",
+            ),
+            build=offering(
+                lambda ctx: _relay_buffers(pipe, ctx),
+                lambda ctx, session, m: session.once(_stage_keys(pipe, ctx)[1], lambda: m),
+            ),
+            mode="blocking",
+            skip=_one_stage_each,
+            divisor=max(n - 1, 1),
+            normalisation=f"relay through {n} stages / {max(n - 1, 1)} hops: time of one hop",
+            fields={**common, "check": "exact: the last stage receives stage 0's micro-batch"},
+        ),
     ]
     for schedule in SCHEDULES:
         for m in MICROBATCHES:
-            out.append(Case(
-                experiment=EXPERIMENT, op=f"pipeline_{schedule}", label=f"pipeline_{schedule}-M{m}",
-                identity={"variant": f"pipeline_{schedule}", "microbatches": m},
-                bytes=Bytes(size_bytes=m * mb, count=m * mb // 4, dtype="float32", bw_op="send_recv",
-                            definition="micro-batches x micro-batch bytes (what each hop carries)"),
-                build=lambda ctx, m=m, schedule=schedule: dataclasses.replace(
-                    _pipeline_buffers(pipe, ctx, m, schedule),
-                    derive=lambda meas, around, session: _pipeline_fields(pipe, ctx, m, schedule, meas, session)),
-                mode="blocking", skip=_one_stage_each,
-                normalisation="none: time of the whole pipeline (M micro-batches through S stages)",
-                fields={**common, "schedule": schedule, "model": PIPELINE_MODELS[schedule],
+            out.append(
+                Case(
+                    experiment=EXPERIMENT,
+                    op=f"pipeline_{schedule}",
+                    label=f"pipeline_{schedule}-M{m}",
+                    identity={"variant": f"pipeline_{schedule}", "microbatches": m},
+                    bytes=Bytes(
+                        size_bytes=m * mb,
+                        count=m * mb // 4,
+                        dtype="float32",
+                        bw_op="send_recv",
+                        definition="micro-batches x micro-batch bytes (what each hop carries)",
+                    ),
+                    build=lambda ctx, m=m, schedule=schedule: dataclasses.replace(
+                        _pipeline_buffers(pipe, ctx, m, schedule),
+                        derive=lambda meas, around, session: _pipeline_fields(pipe, ctx, m, schedule, meas, session),
+                    ),
+                    mode="blocking",
+                    skip=_one_stage_each,
+                    normalisation="none: time of the whole pipeline (M micro-batches through S stages)",
+                    fields={
+                        **common,
+                        "schedule": schedule,
+                        "model": PIPELINE_MODELS[schedule],
                         "check": "exact: the last stage's outputs equal the unsplit model's (every layer in one "
-                                 "process)"},
-                provenance=PIPELINE_PROVENANCE))
+                        "process)",
+                    },
+                    provenance=PIPELINE_PROVENANCE,
+                )
+            )
     return out
 
 
 # --- the cases --------------------------------------------------------------------------------------
 
+
 def _with_samples_per_s(build, layer: Layer):
     """The train steps' buffers, plus samples_per_s derived from the timed median."""
+
     def with_rate(ctx: DistContext) -> Buffers:
-        return dataclasses.replace(build(ctx), derive=lambda m, around, session: {
-            "samples_per_s": layer.batch / m.median_s})
+        return dataclasses.replace(
+            build(ctx), derive=lambda m, around, session: {"samples_per_s": layer.batch / m.median_s}
+        )
+
     return with_rate
 
 
@@ -565,13 +655,14 @@ def _not_divisible(layer: Layer):
         if layer.out_features % n or layer.batch % n:
             return f"MP_OUT={layer.out_features} and MP_BATCH={layer.batch} must divide by the world size {n}"
         return None
+
     return skip
 
 
 TRAIN_PROVENANCE = {
     "samples_per_s": "derived: global_batch / time_us",
     "check_max_tolerance": "modelled: largest per-element float32 forward error bound of the step "
-                           "(train_check_rule; 0 where the step is exact)",
+    "(train_check_rule; 0 where the step is exact)",
 }
 
 
@@ -581,38 +672,79 @@ def model_parallel_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     n = max(world_size, 1)
     w_bytes = layer.out_features * layer.in_features * 4
     y_bytes = layer.batch * layer.out_features * 4
-    common = {"in_features": layer.in_features, "out_features": layer.out_features, "global_batch": layer.batch,
-              "table": "model_parallel", "rows_per_rank": layer.out_features // n}
+    common = {
+        "in_features": layer.in_features,
+        "out_features": layer.out_features,
+        "global_batch": layer.batch,
+        "table": "model_parallel",
+        "rows_per_rank": layer.out_features // n,
+    }
 
     def train_fields(split: str, grad_bytes: int) -> dict:
         rule = train_check_rule(layer, n, split)
-        return {"check": rule.rule, "check_exact": rule.exact, "check_rounding_ops": rule.ops,
-                "learning_rate": LR, "grad_comm_bytes": grad_bytes}
+        return {
+            "check": rule.rule,
+            "check_exact": rule.exact,
+            "check_rounding_ops": rule.ops,
+            "learning_rate": LR,
+            "grad_comm_bytes": grad_bytes,
+        }
 
     spec = {
-        "scatter": (w_bytes, "scatter", "the whole weight (out x in x 4 B) rank 0 scatters",
-                    lambda ctx: _scatter_buffers(layer, ctx), {"check": "exact rows of rank 0's weight"}),
-        "mp_forward_all_gather": (y_bytes, "all_gather", "the whole output (B x out x 4 B)",
-                                  lambda ctx: _forward_buffers(layer, ctx, "all_gather"),
-                                  {"check": "exact: equals the unsplit x @ W.T on every rank"}),
-        "mp_forward_gather": (y_bytes, "gather", "the whole output (B x out x 4 B)",
-                              lambda ctx: _forward_buffers(layer, ctx, "gather"),
-                              {"check": "exact: equals the unsplit x @ W.T on rank 0"}),
-        "mp_train_step": (y_bytes, "all_gather", "the whole output (B x out x 4 B) all-gathered per step",
-                          lambda ctx: _mp_train_buffers(layer, ctx), train_fields("mp", 0)),
-        "dp_train_step": (w_bytes, "all_reduce", "the whole weight gradient (out x in x 4 B) all-reduced per step",
-                          lambda ctx: _dp_train_buffers(layer, ctx), train_fields("dp", w_bytes)),
+        "scatter": (
+            w_bytes,
+            "scatter",
+            "the whole weight (out x in x 4 B) rank 0 scatters",
+            lambda ctx: _scatter_buffers(layer, ctx),
+            {"check": "exact rows of rank 0's weight"},
+        ),
+        "mp_forward_all_gather": (
+            y_bytes,
+            "all_gather",
+            "the whole output (B x out x 4 B)",
+            lambda ctx: _forward_buffers(layer, ctx, "all_gather"),
+            {"check": "exact: equals the unsplit x @ W.T on every rank"},
+        ),
+        "mp_forward_gather": (
+            y_bytes,
+            "gather",
+            "the whole output (B x out x 4 B)",
+            lambda ctx: _forward_buffers(layer, ctx, "gather"),
+            {"check": "exact: equals the unsplit x @ W.T on rank 0"},
+        ),
+        "mp_train_step": (
+            y_bytes,
+            "all_gather",
+            "the whole output (B x out x 4 B) all-gathered per step",
+            lambda ctx: _mp_train_buffers(layer, ctx),
+            train_fields("mp", 0),
+        ),
+        "dp_train_step": (
+            w_bytes,
+            "all_reduce",
+            "the whole weight gradient (out x in x 4 B) all-reduced per step",
+            lambda ctx: _dp_train_buffers(layer, ctx),
+            train_fields("dp", w_bytes),
+        ),
     }
     out = []
     for op in OPS:
         size, bw_op, definition, build, fields = spec[op]
         train = op in ("mp_train_step", "dp_train_step")
-        out.append(Case(experiment=EXPERIMENT, op=op, label=op, identity={"variant": op},
-                        bytes=Bytes(size_bytes=size, count=size // 4, dtype="float32", bw_op=bw_op,
-                                    definition=definition),
-                        build=_with_samples_per_s(build, layer) if train else build, mode="blocking",
-                        skip=_not_divisible(layer), fields={**common, **fields},
-                        provenance=TRAIN_PROVENANCE if train else {}))
+        out.append(
+            Case(
+                experiment=EXPERIMENT,
+                op=op,
+                label=op,
+                identity={"variant": op},
+                bytes=Bytes(size_bytes=size, count=size // 4, dtype="float32", bw_op=bw_op, definition=definition),
+                build=_with_samples_per_s(build, layer) if train else build,
+                mode="blocking",
+                skip=_not_divisible(layer),
+                fields={**common, **fields},
+                provenance=TRAIN_PROVENANCE if train else {},
+            )
+        )
     return out + pipeline_cases(cfg, world_size)
 
 

@@ -92,16 +92,23 @@ def _summed(ctx: DistContext, t: torch.Tensor, call, *, checked: torch.Tensor | 
     against the sum over the group's ranks (of ``checked``, default ``t``); the reset restores ``t``."""
     out = t if checked is None else checked
     expected = verify.reduce_expected("sum", ctx.world_size, out.numel(), out.dtype, device=out.device)
-    return Buffers(call=call, check=lambda: verify.count_wrong(out, expected), outputs=lambda: [out],
-                   reset=restorer(out))
+    return Buffers(
+        call=call, check=lambda: verify.count_wrong(out, expected), outputs=lambda: [out], reset=restorer(out)
+    )
 
 
 def _all_reduce_case(label: str, identity: dict, count: int, dtype: str, **kw) -> Case:
     """An in-place sum all_reduce case of this experiment (the whole buffer counts, the all_reduce factor)."""
-    return Case(experiment=EXPERIMENT, op="all_reduce", label=label,
-                identity={**identity, "redop": "sum", "in_place": True},
-                bytes=Bytes(size_bytes=count * elsize(dtype), count=count, dtype=dtype, bw_op="all_reduce",
-                            definition=WHOLE_BUFFER), **kw)
+    return Case(
+        experiment=EXPERIMENT,
+        op="all_reduce",
+        label=label,
+        identity={**identity, "redop": "sum", "in_place": True},
+        bytes=Bytes(
+            size_bytes=count * elsize(dtype), count=count, dtype=dtype, bw_op="all_reduce", definition=WHOLE_BUFFER
+        ),
+        **kw,
+    )
 
 
 def compared_sizes(cfg: BenchConfig) -> list[int]:
@@ -113,6 +120,7 @@ def _count(size: int, dtype: str) -> int:
 
 
 # --- groups: created once per session, on every rank, in the same order ---------------------
+
 
 @dataclass
 class Placement:
@@ -137,8 +145,10 @@ def plan_pairs_and_groups(layout: tuple[int, ...]) -> tuple[dict, dict]:
     """Rank pairs and equal-sized groups on one node vs across nodes (pure)."""
     nodes = algorithms.ranks_by_node(layout)
     node0 = nodes[0]
-    pairs = {"intra": (node0[0], node0[1]) if len(node0) > 1 else None,
-             "inter": (node0[0], nodes[1][0]) if len(nodes) > 1 else None}
+    pairs = {
+        "intra": (node0[0], node0[1]) if len(node0) > 1 else None,
+        "inter": (node0[0], nodes[1][0]) if len(nodes) > 1 else None,
+    }
     if len(nodes) > 1:
         m = min(len(node0), len(nodes))
         intra = node0[:m] if m > 1 else None
@@ -165,8 +175,9 @@ def _build_placement(ctx: DistContext, fake: int) -> Placement:
         ranks = granks[kind]
         groups[kind] = (ranks, dist.new_group(list(ranks), timeout=timeout)) if ranks else None
     hierarchy = algorithms.build_hierarchy(grouping, ctx.rank, timeout=timeout)
-    p = Placement(real_layout=real, grouping_layout=grouping, pairs=pairs, groups=groups, hierarchy=hierarchy,
-                  fake_nodes=fake)
+    p = Placement(
+        real_layout=real, grouping_layout=grouping, pairs=pairs, groups=groups, hierarchy=hierarchy, fake_nodes=fake
+    )
     if ctx.device.type == "cuda":
         p.gloo_cuda = ctx.group if ctx.backend == "gloo" else dist.new_group(backend="gloo", timeout=timeout)
         p.gloo_cpu = dist.new_group(backend="gloo", timeout=timeout)
@@ -196,9 +207,15 @@ def _sub_context(ctx: DistContext, ranks, group) -> DistContext:
     hosts = [ctx.hostnames[r] for r in ranks]
     me = ranks.index(ctx.rank)
     mine = hosts[me]
-    return dataclasses.replace(ctx, group=group, rank=me, world_size=len(ranks), hostnames=hosts,
-                               local_rank=sum(1 for h in hosts[:me] if h == mine),
-                               local_world_size=sum(1 for h in hosts if h == mine))
+    return dataclasses.replace(
+        ctx,
+        group=group,
+        rank=me,
+        world_size=len(ranks),
+        hostnames=hosts,
+        local_rank=sum(1 for h in hosts[:me] if h == mine),
+        local_world_size=sum(1 for h in hosts if h == mine),
+    )
 
 
 def _bound_at_run_time(ctx: DistContext) -> Buffers:
@@ -210,6 +227,7 @@ def _bind(case: Case, build, **fields) -> Case:
 
 
 # --- topology -------------------------------------------------------------------------------
+
 
 def _read(path: str) -> str | None:
     try:
@@ -261,10 +279,16 @@ def gpu_numa(device: torch.device) -> dict | None:
 def local_topology(ctx: DistContext) -> dict:
     aff = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     numa = numa_nodes()
-    return {"rank": ctx.rank, "hostname": ctx.hostnames[ctx.rank], "local_rank": ctx.local_rank,
-            "affinity": aff, "numa_nodes_of_affinity": sorted(n for n, cpus in numa.items()
-                                                              if aff and set(cpus) & set(aff)),
-            "numa_nodes": len(numa), "torch_threads": torch.get_num_threads(), "gpu": gpu_numa(ctx.device)}
+    return {
+        "rank": ctx.rank,
+        "hostname": ctx.hostnames[ctx.rank],
+        "local_rank": ctx.local_rank,
+        "affinity": aff,
+        "numa_nodes_of_affinity": sorted(n for n, cpus in numa.items() if aff and set(cpus) & set(aff)),
+        "numa_nodes": len(numa),
+        "torch_threads": torch.get_num_threads(),
+        "gpu": gpu_numa(ctx.device),
+    }
 
 
 def nvidia_topology() -> str | None:
@@ -281,27 +305,44 @@ def _resolve_topology(case: Case, ctx: DistContext, cfg: BenchConfig, session: S
     p = placement_of(ctx, session)
     per_rank: list = [None] * ctx.world_size
     dist.all_gather_object(per_rank, local_topology(ctx), group=ctx.group)
-    return _bind(case, barrier_buffers, ranks=per_rank, nodes=list(p.real_layout),
-                 grouping_nodes=list(p.grouping_layout), fake_nodes=p.fake_nodes,
-                 nvidia_smi_topo=nvidia_topology() if ctx.rank == 0 else None)
+    return _bind(
+        case,
+        barrier_buffers,
+        ranks=per_rank,
+        nodes=list(p.real_layout),
+        grouping_nodes=list(p.grouping_layout),
+        fake_nodes=p.fake_nodes,
+        nvidia_smi_topo=nvidia_topology() if ctx.rank == 0 else None,
+    )
 
 
 def topology_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     """Where every rank runs (host, node, CPUs, NUMA, GPU); timed: a world barrier."""
-    case = Case(experiment=EXPERIMENT, op="topology", label="topology", identity={},
-                bytes=Bytes(size_bytes=0, count=0, dtype="none", bw_op=None,
-                            definition="none: a barrier moves no data"),
-                build=_bound_at_run_time, context=_placed, max_iters=5, warmup=1,
-                unchecked="topology is gathered, not computed; the timed op is a barrier, which moves no data",
-                fields={"table": "topology", "timed": "barrier"}, resolve=_resolve_topology)
+    case = Case(
+        experiment=EXPERIMENT,
+        op="topology",
+        label="topology",
+        identity={},
+        bytes=Bytes(size_bytes=0, count=0, dtype="none", bw_op=None, definition="none: a barrier moves no data"),
+        build=_bound_at_run_time,
+        context=_placed,
+        max_iters=5,
+        warmup=1,
+        unchecked="topology is gathered, not computed; the timed op is a barrier, which moves no data",
+        fields={"table": "topology", "timed": "barrier"},
+        resolve=_resolve_topology,
+    )
     return [case]
 
 
 # --- intra- vs inter-node pairs and groups ----------------------------------------------------
 
+
 def _one_host_reason(ctx: DistContext, what: str) -> str:
-    return (f"all {ctx.world_size} ranks run on one host ({ctx.hostnames[0]}): every {what} is intra-node; "
-            "a multi-node run (docker compose, Slurm) shows inter-node")
+    return (
+        f"all {ctx.world_size} ranks run on one host ({ctx.hostnames[0]}): every {what} is intra-node; "
+        "a multi-node run (docker compose, Slurm) shows inter-node"
+    )
 
 
 def _missing_reason(ctx: DistContext, kind: str, what: str) -> str:
@@ -326,10 +367,14 @@ def _pair_build(kind: str, count: int, dtype: str):
             return Buffers(call=lambda _a: None, check=lambda: 0, fields=fields)
         send = verify.pattern(me, count, dt, world_size=ctx.world_size, device=ctx.device)
         recv = torch.full((count,), -1, dtype=dt, device=ctx.device)
-        return Buffers(call=lambda a: algorithms.exchange(send, recv, peer, peer, ctx.group, wait=not a),
-                       check=lambda: verify.count_wrong(
-                           recv, verify.pattern(peer, count, dt, world_size=ctx.world_size, device=ctx.device)),
-                       outputs=lambda: [recv], fields=fields)
+        return Buffers(
+            call=lambda a: algorithms.exchange(send, recv, peer, peer, ctx.group, wait=not a),
+            check=lambda: verify.count_wrong(
+                recv, verify.pattern(peer, count, dt, world_size=ctx.world_size, device=ctx.device)
+            ),
+            outputs=lambda: [recv],
+            fields=fields,
+        )
 
     return build
 
@@ -340,14 +385,30 @@ def pair_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     out = []
     for kind in ("intra", "inter"):
         for s, count in counts(compared_sizes(cfg), dtype):
-            out.append(Case(
-                experiment=EXPERIMENT, op="send_recv", label=f"{kind}-{s}B", identity={"placement": kind},
-                bytes=Bytes(size_bytes=count * elsize(dtype), count=count, dtype=dtype, bw_op="send_recv",
-                            definition="bytes each rank of the pair sends (per direction)"),
-                build=_pair_build(kind, count, dtype), context=_placed,
-                skip=lambda ctx, cfg, kind=kind: None if _pair_of(ctx, kind) else _missing_reason(ctx, kind, "pair"),
-                fields={"table": "pairs",
-                        "pattern": "both directions at once (batch_isend_irecv); size is per direction"}))
+            out.append(
+                Case(
+                    experiment=EXPERIMENT,
+                    op="send_recv",
+                    label=f"{kind}-{s}B",
+                    identity={"placement": kind},
+                    bytes=Bytes(
+                        size_bytes=count * elsize(dtype),
+                        count=count,
+                        dtype=dtype,
+                        bw_op="send_recv",
+                        definition="bytes each rank of the pair sends (per direction)",
+                    ),
+                    build=_pair_build(kind, count, dtype),
+                    context=_placed,
+                    skip=lambda ctx, cfg, kind=kind: (
+                        None if _pair_of(ctx, kind) else _missing_reason(ctx, kind, "pair")
+                    ),
+                    fields={
+                        "table": "pairs",
+                        "pattern": "both directions at once (batch_isend_irecv); size is per direction",
+                    },
+                )
+            )
     return out
 
 
@@ -377,8 +438,9 @@ def _group_build(count: int, dtype: str):
 def _resolve_group(case: Case, kind: str, ctx: DistContext, session: Session) -> Case:
     p = placement_of(ctx, session)  # built by the context hook, on the session's context
     ranks, _ = p.groups[kind]
-    return dataclasses.replace(case, fields={**case.fields, "ranks": list(ranks),
-                                             "nodes": [p.real_layout[r] for r in ranks]})
+    return dataclasses.replace(
+        case, fields={**case.fields, "ranks": list(ranks), "nodes": [p.real_layout[r] for r in ranks]}
+    )
 
 
 def group_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
@@ -387,15 +449,23 @@ def group_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     out = []
     for kind in ("intra", "inter"):
         for s, count in counts(compared_sizes(cfg), dtype):
-            out.append(_all_reduce_case(
-                f"{kind}-{s}B", {"placement": kind}, count, dtype,
-                build=_group_build(count, dtype), context=_group_context(kind),
-                fields={"table": "groups", "job_world_size": world_size},
-                resolve=lambda case, ctx, cfg, session, kind=kind: _resolve_group(case, kind, ctx, session)))
+            out.append(
+                _all_reduce_case(
+                    f"{kind}-{s}B",
+                    {"placement": kind},
+                    count,
+                    dtype,
+                    build=_group_build(count, dtype),
+                    context=_group_context(kind),
+                    fields={"table": "groups", "job_world_size": world_size},
+                    resolve=lambda case, ctx, cfg, session, kind=kind: _resolve_group(case, kind, ctx, session),
+                )
+            )
     return out
 
 
 # --- hierarchical vs flat all_reduce -------------------------------------------------------------
+
 
 def _hier_build(algo: str, count: int, dtype: str, h: algorithms.Hierarchy):
     dt = verify.DTYPE_OF[dtype]
@@ -427,16 +497,23 @@ def _hier_build(algo: str, count: int, dtype: str, h: algorithms.Hierarchy):
 
 def _resolve_hier(case: Case, algo: str, count: int, dtype: str, ctx: DistContext, session: Session) -> Case:
     p = placement_of(ctx, session)
-    case = _bind(case, _hier_build(algo, count, dtype, p.hierarchy),
-                 grouping_nodes=[list(r) for r in p.hierarchy.nodes], fake_nodes=p.fake_nodes)
+    case = _bind(
+        case,
+        _hier_build(algo, count, dtype, p.hierarchy),
+        grouping_nodes=[list(r) for r in p.hierarchy.nodes],
+        fake_nodes=p.fake_nodes,
+    )
     if algo == "flat":
         return case
     # named by what it does on these nodes: on one node it is reduce + broadcast, with one rank per
     # node the leaders' all_reduce alone; only several nodes with several ranks make two levels
     shape = algorithms.hierarchy_shape(p.hierarchy.nodes)
-    return dataclasses.replace(case, identity={**case.identity, "algorithm": shape, "variant": f"all_reduce:{shape}"},
-                               record_label=case.label.replace("hierarchical", shape, 1),
-                               fields={**case.fields, "hierarchy": algorithms.HIERARCHY_SHAPES[shape]})
+    return dataclasses.replace(
+        case,
+        identity={**case.identity, "algorithm": shape, "variant": f"all_reduce:{shape}"},
+        record_label=case.label.replace("hierarchical", shape, 1),
+        fields={**case.fields, "hierarchy": algorithms.HIERARCHY_SHAPES[shape]},
+    )
 
 
 def hierarchical_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
@@ -446,16 +523,27 @@ def hierarchical_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     for d in cfg.dtypes:
         for s, count in counts(compared_sizes(cfg), d):
             for algo in ("flat", "hierarchical"):
-                out.append(_all_reduce_case(
-                    f"{algo}-{d}-{s}B", {"algorithm": algo, "variant": f"all_reduce:{algo}"}, count, d,
-                    build=_bound_at_run_time, context=_placed, mode="blocking", fields={"table": "hierarchical"},
-                    names=(algo,),  # the fault injection's name, also where the layout renames the algorithm
-                    resolve=lambda case, ctx, cfg, session, algo=algo, count=count, d=d:
-                    _resolve_hier(case, algo, count, d, ctx, session)))
+                out.append(
+                    _all_reduce_case(
+                        f"{algo}-{d}-{s}B",
+                        {"algorithm": algo, "variant": f"all_reduce:{algo}"},
+                        count,
+                        d,
+                        build=_bound_at_run_time,
+                        context=_placed,
+                        mode="blocking",
+                        fields={"table": "hierarchical"},
+                        names=(algo,),  # the fault injection's name, also where the layout renames the algorithm
+                        resolve=lambda case, ctx, cfg, session, algo=algo, count=count, d=d: _resolve_hier(
+                            case, algo, count, d, ctx, session
+                        ),
+                    )
+                )
     return out
 
 
 # --- affinity and thread count ------------------------------------------------------------------
+
 
 def _thread_ids() -> list[int]:
     try:
@@ -509,14 +597,20 @@ class _Pinning:
             cpus = sorted(os.sched_getaffinity(0))
             core = cpus[ctx.local_rank % len(cpus)]
             self.before = cpus
-            self.saved = _pin_process(core) if self.pinning == "pinned" else _SavedPlacement(
-                masks={}, default_mask=frozenset(cpus))
+            self.saved = (
+                _pin_process(core)
+                if self.pinning == "pinned"
+                else _SavedPlacement(masks={}, default_mask=frozenset(cpus))
+            )
             pinned = self.pinning == "pinned"
             # this rank's view (the record is rank 0's): its core, its CPU count; the torch thread count is
             # context only (it sizes ATen's pool, not Gloo's workers)
-            self.fields = {"torch_threads": torch.get_num_threads(), "cpus_available": len(cpus),
-                           "pinned_core": core if pinned else None,
-                           "ranks_per_core": math.ceil(ctx.local_world_size / len(cpus)) if pinned else None}
+            self.fields = {
+                "torch_threads": torch.get_num_threads(),
+                "cpus_available": len(cpus),
+                "pinned_core": core if pinned else None,
+                "ranks_per_core": math.ceil(ctx.local_world_size / len(cpus)) if pinned else None,
+            }
         return self.fields
 
     def undo(self) -> None:
@@ -544,8 +638,14 @@ def _affinity_build(pin: _Pinning, count: int, dtype: str):
             pin.restore(ctx)  # the case's teardown: the next buffer set (or case) starts unpinned
             return wrong
 
-        return Buffers(call=lambda a: dist.all_reduce(t, group=ctx.group, async_op=a), check=check,
-                       outputs=lambda: [t], reset=restorer(t), fields=dict(fields), release=pin.undo)
+        return Buffers(
+            call=lambda a: dist.all_reduce(t, group=ctx.group, async_op=a),
+            check=check,
+            outputs=lambda: [t],
+            reset=restorer(t),
+            fields=dict(fields),
+            release=pin.undo,
+        )
 
     return build
 
@@ -565,12 +665,22 @@ def affinity_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     def skip(ctx, cfg):
         return _affinity_skip(ctx, cfg) or (None if sizes else "no non-zero size in the sweep")
 
-    return [_all_reduce_case(p, {"pinning": p}, count, dtype, build=_affinity_build(_Pinning(p), count, dtype),
-                             skip=skip, fields={"table": "affinity"})
-            for p in ("unpinned", "pinned")]
+    return [
+        _all_reduce_case(
+            p,
+            {"pinning": p},
+            count,
+            dtype,
+            build=_affinity_build(_Pinning(p), count, dtype),
+            skip=skip,
+            fields={"table": "affinity"},
+        )
+        for p in ("unpinned", "pinned")
+    ]
 
 
 # --- contiguous vs non-contiguous -------------------------------------------------------------
+
 
 def matrix_shape(count: int) -> tuple[int, int]:
     """(rows, cols) with rows a power of two near sqrt(count) dividing count; (1, count) if none."""
@@ -629,10 +739,17 @@ def _contig_build(op: str, layout: str, count: int, dtype: str):
             # Non-contiguous: copy out before sending and into the view after receiving,
             # which is what code handing a view to send/recv has to do (explicit copies).
             s = src if src.is_contiguous() else src.contiguous()
-            r = dst_view if dst_view.is_contiguous() else torch.empty_like(dst_view,
-                                                                           memory_format=torch.contiguous_format)
-            works = dist.batch_isend_irecv([dist.P2POp(dist.isend, s, peer=peer, group=ctx.group),
-                                            dist.P2POp(dist.irecv, r, peer=peer, group=ctx.group)])
+            r = (
+                dst_view
+                if dst_view.is_contiguous()
+                else torch.empty_like(dst_view, memory_format=torch.contiguous_format)
+            )
+            works = dist.batch_isend_irecv(
+                [
+                    dist.P2POp(dist.isend, s, peer=peer, group=ctx.group),
+                    dist.P2POp(dist.irecv, r, peer=peer, group=ctx.group),
+                ]
+            )
             for w in works:
                 w.wait()
             if r is not dst_view:
@@ -651,8 +768,10 @@ def _contig_build(op: str, layout: str, count: int, dtype: str):
 
 def _resolve_send(case: Case, ctx: DistContext, session: Session) -> Case:
     reject = session.once("noncontiguous_send", lambda: _probe_noncontiguous_send(ctx))
-    return dataclasses.replace(case, fields={**case.fields, "send_accepts_noncontiguous": reject is None,
-                                             "send_noncontiguous_error": reject or ""})
+    return dataclasses.replace(
+        case,
+        fields={**case.fields, "send_accepts_noncontiguous": reject is None, "send_noncontiguous_error": reject or ""},
+    )
 
 
 def _roundtrip_key(count: int, dtype: str) -> tuple:
@@ -661,9 +780,11 @@ def _roundtrip_key(count: int, dtype: str) -> tuple:
 
 def _roundtrip_call(view: torch.Tensor):
     """The explicit copy round trip of a non-contiguous ``view``: out to a contiguous buffer and back."""
+
     def call(_a):
         view.copy_(view.contiguous())
         return None
+
     return call
 
 
@@ -679,8 +800,12 @@ def _roundtrip_build(count: int, dtype: str):
             session.keep_baseline(_roundtrip_key(count, dtype), m)  # the transposed cases' copy time
             return {}
 
-        return Buffers(call=_roundtrip_call(base.view(rows, cols).t()), outputs=lambda: [base],
-                       check=lambda: verify.count_wrong(base, expected), derive=derive)
+        return Buffers(
+            call=_roundtrip_call(base.view(rows, cols).t()),
+            outputs=lambda: [base],
+            check=lambda: verify.count_wrong(base, expected),
+            derive=derive,
+        )
 
     return build
 
@@ -707,8 +832,8 @@ def _with_copy_share(build, count: int, dtype: str):
 
 COPY_PROVENANCE = {
     "copy_roundtrip_us": "measured: median time (blocking, cross-rank max) of view.copy_(view.contiguous()) on a "
-                         "transposed view of the same shape and size (the copy case of this size, or a session "
-                         "baseline when that case did not run)",
+    "transposed view of the same shape and size (the copy case of this size, or a session "
+    "baseline when that case did not run)",
     "copy_share": "derived: copy_roundtrip_us / time_us",
 }
 
@@ -726,19 +851,35 @@ def contiguity_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
             return f"{count} elements have no 2-D shape whose transpose is non-contiguous"
         return None
 
-    out = [Case(experiment=EXPERIMENT, op="copy", label=f"copy-transposed-{s}B",
-                identity={"layout": "transposed", "copy": "contiguous_roundtrip"},
-                bytes=Bytes(size_bytes=count * elsize(dtype), count=count, dtype=dtype, bw_op=None,
-                            definition="bytes of the view; the round trip copies them twice (out and back)"),
-                build=_roundtrip_build(count, dtype), mode="blocking",
-                skip=lambda ctx, cfg, count=count: no_transpose(count),
-                fields={"table": "contiguity", "shape": list(matrix_shape(count)[::-1]),
-                        "copy_call": "view.copy_(view.contiguous())"})
-           for s, count in sizes]
+    out = [
+        Case(
+            experiment=EXPERIMENT,
+            op="copy",
+            label=f"copy-transposed-{s}B",
+            identity={"layout": "transposed", "copy": "contiguous_roundtrip"},
+            bytes=Bytes(
+                size_bytes=count * elsize(dtype),
+                count=count,
+                dtype=dtype,
+                bw_op=None,
+                definition="bytes of the view; the round trip copies them twice (out and back)",
+            ),
+            build=_roundtrip_build(count, dtype),
+            mode="blocking",
+            skip=lambda ctx, cfg, count=count: no_transpose(count),
+            fields={
+                "table": "contiguity",
+                "shape": list(matrix_shape(count)[::-1]),
+                "copy_call": "view.copy_(view.contiguous())",
+            },
+        )
+        for s, count in sizes
+    ]
     for op in ("all_reduce", "send_recv"):
         for s, count in sizes:
             rows, cols = matrix_shape(count)
             for layout in ("contiguous", "transposed"):
+
                 def skip(ctx, cfg, op=op, layout=layout, count=count):
                     if op == "send_recv" and ctx.world_size < 2:
                         return "send_recv needs at least 2 ranks"
@@ -752,27 +893,44 @@ def contiguity_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
                     fields["explicit_copies"] = ".contiguous() before send, copy_ into the view after recv"
                 build = _contig_build(op, layout, count, dtype)
                 case = Case(
-                    experiment=EXPERIMENT, op=op, label=f"{op}-{layout}-{s}B", identity=identity,
-                    bytes=Bytes(size_bytes=count * elsize(dtype), count=count, dtype=dtype, bw_op=op,
-                                definition=WHOLE_BUFFER if op == "all_reduce" else
-                                "bytes each rank of a pair sends (per direction)"),
-                    build=_with_copy_share(build, count, dtype) if layout == "transposed" else build, skip=skip,
-                    mode="blocking" if op == "send_recv" else None, fields=fields,
-                    provenance=COPY_PROVENANCE if layout == "transposed" else {})
+                    experiment=EXPERIMENT,
+                    op=op,
+                    label=f"{op}-{layout}-{s}B",
+                    identity=identity,
+                    bytes=Bytes(
+                        size_bytes=count * elsize(dtype),
+                        count=count,
+                        dtype=dtype,
+                        bw_op=op,
+                        definition=WHOLE_BUFFER
+                        if op == "all_reduce"
+                        else "bytes each rank of a pair sends (per direction)",
+                    ),
+                    build=_with_copy_share(build, count, dtype) if layout == "transposed" else build,
+                    skip=skip,
+                    mode="blocking" if op == "send_recv" else None,
+                    fields=fields,
+                    provenance=COPY_PROVENANCE if layout == "transposed" else {},
+                )
                 if op == "send_recv":
-                    case = dataclasses.replace(case, resolve=lambda case, ctx, cfg, session:
-                                               _resolve_send(case, ctx, session))
+                    case = dataclasses.replace(
+                        case, resolve=lambda case, ctx, cfg, session: _resolve_send(case, ctx, session)
+                    )
                 out.append(case)
     return out
 
 
 # --- GPU placement ----------------------------------------------------------------------------
 
+
 def gpu_skip_reason(ctx: DistContext) -> str | None:
     """Why the GPU cases cannot run in this run, or None."""
     if not torch.cuda.is_available():
-        build = f"torch {torch.__version__} is a CPU-only build" if torch.version.cuda is None \
+        build = (
+            f"torch {torch.__version__} is a CPU-only build"
+            if torch.version.cuda is None
             else "no CUDA device is visible"
+        )
         return f"GPU placement case: no CUDA ({build})"
     if ctx.device.type != "cuda":
         return "GPU placement case: this run uses CPU tensors (DEVICE=cpu); make bench-gpu runs it"
@@ -793,8 +951,12 @@ def _gpu_context(mode: str):
     def context(ctx: DistContext, session: Session) -> DistContext:
         p = placement_of(ctx, session)
         _skip_without_gpu(ctx)
-        group = {"cuda_tensor_nccl": p.nccl, "cpu_tensor_moved_nccl": p.nccl,
-                 "cuda_tensor_gloo": p.gloo_cuda, "cpu_tensor_gloo": p.gloo_cpu}[mode]
+        group = {
+            "cuda_tensor_nccl": p.nccl,
+            "cpu_tensor_moved_nccl": p.nccl,
+            "cuda_tensor_gloo": p.gloo_cuda,
+            "cpu_tensor_gloo": p.gloo_cpu,
+        }[mode]
         if group is None:
             raise CaseSkipped(f"{mode}: no NCCL group in this run (not built, or more ranks than GPUs on a node)")
         # The case runs (and the harness times and checks) on the mode's group; a CPU tensor on Gloo
@@ -814,14 +976,17 @@ def _gpu_build(mode: str, count: int, dtype: str):
         home = torch.device("cpu") if mode.startswith("cpu_tensor") else dev
         t = verify.pattern(ctx.rank, count, dt, world_size=ctx.world_size, device=home)
         if mode == "cpu_tensor_moved_nccl":
+
             def call(_a):
                 d = t.to(dev)  # H2D every step: what a CPU tensor costs on a GPU backend
                 dist.all_reduce(d, group=ctx.group)
                 t.copy_(d)  # D2H into pageable memory: synchronous
                 return None
         else:
+
             def call(a):
                 return dist.all_reduce(t, group=ctx.group, async_op=a)
+
         return _summed(ctx, t, call)
 
     return build
@@ -833,10 +998,20 @@ def gpu_placement_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     out = []
     for mode in GPU_MODES:
         for s, count in counts(compared_sizes(cfg), dtype):
-            out.append(_all_reduce_case(
-                f"{mode}-{s}B", {"placement": mode}, count, dtype,
-                build=_gpu_build(mode, count, dtype), context=_gpu_context(mode),
-                fields={"table": "gpu_placement", "tensor_home": "cpu" if mode.startswith("cpu_tensor") else "cuda"}))
+            out.append(
+                _all_reduce_case(
+                    f"{mode}-{s}B",
+                    {"placement": mode},
+                    count,
+                    dtype,
+                    build=_gpu_build(mode, count, dtype),
+                    context=_gpu_context(mode),
+                    fields={
+                        "table": "gpu_placement",
+                        "tensor_home": "cpu" if mode.startswith("cpu_tensor") else "cuda",
+                    },
+                )
+            )
     return out
 
 
@@ -877,11 +1052,18 @@ def gpu_staging_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
         count = _count(s, dtype)
         for mem in ("pinned", "pageable"):
             for nb in (False, True):
-                out.append(_all_reduce_case(
-                    f"{mem}-{'non_blocking' if nb else 'blocking'}-{s}B", {"host_memory": mem, "non_blocking": nb},
-                    count, dtype,
-                    build=_staging_build(mem, nb, count, dtype), context=_staging_context, mode="blocking",
-                    fields={"table": "gpu_staging", "pipeline": "D2H -> Gloo all_reduce on host -> H2D"}))
+                out.append(
+                    _all_reduce_case(
+                        f"{mem}-{'non_blocking' if nb else 'blocking'}-{s}B",
+                        {"host_memory": mem, "non_blocking": nb},
+                        count,
+                        dtype,
+                        build=_staging_build(mem, nb, count, dtype),
+                        context=_staging_context,
+                        mode="blocking",
+                        fields={"table": "gpu_staging", "pipeline": "D2H -> Gloo all_reduce on host -> H2D"},
+                    )
+                )
     return out
 
 
@@ -890,8 +1072,18 @@ def pcie_peak_gbps(device_index: int) -> tuple[float | None, str]:
     if not shutil.which("nvidia-smi"):
         return None, "nvidia-smi not found"
     try:
-        r = subprocess.run(["nvidia-smi", "-i", str(device_index), "--query-gpu=pcie.link.gen.max,pcie.link.width.max",
-                            "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=10)
+        r = subprocess.run(
+            [
+                "nvidia-smi",
+                "-i",
+                str(device_index),
+                "--query-gpu=pcie.link.gen.max,pcie.link.width.max",
+                "--format=csv,noheader,nounits",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         gen, width = (int(x) for x in r.stdout.strip().splitlines()[0].split(","))
     except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
         return None, "nvidia-smi gave no PCIe link information"
@@ -942,6 +1134,7 @@ def _copy_build(direction: str, mem: str, count: int):
         if direction == "h2d" and pin:
             src = src.pin_memory()
         dst = torch.empty(count, dtype=dt, device=dst_dev, pin_memory=pin and direction == "d2h")
+
         def call(_a):
             dst.copy_(src, non_blocking=non_blocking)  # blocking mode: the harness syncs the device after it
             return None
@@ -950,8 +1143,9 @@ def _copy_build(direction: str, mem: str, count: int):
             peak, _ = _copy_peak(direction, ctx, session)
             return {"pct_of_peak": 100 * count * 4 * moved / m.median_s / 1e9 / peak if peak else None}
 
-        return Buffers(call=call, check=lambda: verify.count_wrong(dst.cpu(), src.cpu()), outputs=lambda: [dst],
-                       derive=derive)
+        return Buffers(
+            call=call, check=lambda: verify.count_wrong(dst.cpu(), src.cpu()), outputs=lambda: [dst], derive=derive
+        )
 
     return build
 
@@ -971,22 +1165,38 @@ def copy_bandwidth_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
             count = s // 4
             moved = 2 if direction == "d2d" else 1  # a device copy reads and writes every byte
             case = Case(
-                experiment=EXPERIMENT, op="copy", label=f"{direction}-{mem}-{s}B",
+                experiment=EXPERIMENT,
+                op="copy",
+                label=f"{direction}-{mem}-{s}B",
                 identity={"direction": direction, "host_memory": mem},
-                bytes=Bytes(size_bytes=count * 4, count=count, dtype="float32", bw_op=None,
-                            definition="bytes copied (a copy has no bus factor: algbw is the copy rate)"),
-                build=_copy_build(direction, mem, count), context=_copy_context, mode="blocking",
+                bytes=Bytes(
+                    size_bytes=count * 4,
+                    count=count,
+                    dtype="float32",
+                    bw_op=None,
+                    definition="bytes copied (a copy has no bus factor: algbw is the copy rate)",
+                ),
+                build=_copy_build(direction, mem, count),
+                context=_copy_context,
+                mode="blocking",
                 skip=None if count else (lambda ctx, cfg, s=s: f"{s} B is smaller than one float32 element"),
                 fields={"table": "copy", "non_blocking": mem == "pinned", "bytes_moved_factor": moved, "copy_rank": 0},
-                provenance={"nominal_peak_gbps": "modelled: 2 x memory clock x bus width (DDR), from the device "
-                                                 "properties" if direction == "d2d" else
-                            "modelled: PCIe payload GB/s per lane (PCI-SIG, after line encoding) x link width, "
-                            "from nvidia-smi's max link generation and width",
-                            "pct_of_peak": "derived: 100 x size_bytes x bytes_moved_factor / time_us / "
-                                           "nominal_peak_gbps"})
-            out.append(dataclasses.replace(
-                case, resolve=lambda case, ctx, cfg, session, direction=direction:
-                _resolve_copy(case, direction, ctx, session)))
+                provenance={
+                    "nominal_peak_gbps": "modelled: 2 x memory clock x bus width (DDR), from the device properties"
+                    if direction == "d2d"
+                    else "modelled: PCIe payload GB/s per lane (PCI-SIG, after line encoding) x link width, "
+                    "from nvidia-smi's max link generation and width",
+                    "pct_of_peak": "derived: 100 x size_bytes x bytes_moved_factor / time_us / nominal_peak_gbps",
+                },
+            )
+            out.append(
+                dataclasses.replace(
+                    case,
+                    resolve=lambda case, ctx, cfg, session, direction=direction: _resolve_copy(
+                        case, direction, ctx, session
+                    ),
+                )
+            )
     return out
 
 

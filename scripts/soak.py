@@ -33,7 +33,7 @@ def failures(junit: Path) -> tuple[int, list[str]]:
 def main(argv: list[str]) -> int:
     if "--" in argv:
         i = argv.index("--")
-        argv, extra = argv[:i], argv[i + 1:]
+        argv, extra = argv[:i], argv[i + 1 :]
     else:
         extra = []
     if len(argv) < 2 or not argv[0].isdigit() or int(argv[0]) < 1:
@@ -46,8 +46,11 @@ def main(argv: list[str]) -> int:
         for i in range(n):
             junit = Path(d) / f"round{i}.xml"
             t0 = time.monotonic()
-            proc = subprocess.run([sys.executable, "-m", "pytest", *paths, "-q", "-p", "no:randomly",
-                                   f"--junitxml={junit}", *extra], capture_output=True, text=True)
+            proc = subprocess.run(
+                [sys.executable, "-m", "pytest", *paths, "-q", "-p", "no:randomly", f"--junitxml={junit}", *extra],
+                capture_output=True,
+                text=True,
+            )
             if not junit.exists():
                 print(f"round {i + 1}: pytest wrote no report (status {proc.returncode})\n{proc.stdout[-2000:]}")
                 counts["<pytest itself>"] += 1
@@ -55,8 +58,11 @@ def main(argv: list[str]) -> int:
             ran, failed = failures(junit)
             ran_total += ran
             counts.update(failed)
-            print(f"round {i + 1}/{n}: {ran} tests, {len(failed)} failed, {time.monotonic() - t0:.0f} s"
-                  + (": " + ", ".join(failed) if failed else ""), flush=True)
+            print(
+                f"round {i + 1}/{n}: {ran} tests, {len(failed)} failed, {time.monotonic() - t0:.0f} s"
+                + (": " + ", ".join(failed) if failed else ""),
+                flush=True,
+            )
     print(f"soak: {n} rounds of {' '.join(paths)}")
     if not counts:
         print(f"no failures ({ran_total} test runs)")

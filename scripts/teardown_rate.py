@@ -52,8 +52,10 @@ def main(argv: list[str] | None = None) -> int:
             got[t][run_once(t, a.launcher, a.epochs, a.samples)] += 1
         print(f"# {i + 1}/{a.n}: " + "; ".join(f"{t}: {dict(c)}" for t, c in got.items()), flush=True)
     for t, c in got.items():
-        print(f"{t:>9} ({a.launcher}): {a.n} runs, {c['exit 0']} exit 0, {c['teardown abort']} teardown abort "
-              f"({100 * c['teardown abort'] / a.n:.0f}%), {a.n - c['exit 0'] - c['teardown abort']} other")
+        print(
+            f"{t:>9} ({a.launcher}): {a.n} runs, {c['exit 0']} exit 0, {c['teardown abort']} teardown abort "
+            f"({100 * c['teardown abort'] / a.n:.0f}%), {a.n - c['exit 0'] - c['teardown abort']} other"
+        )
     return 0 if got["corrected"]["exit 0"] == a.n else 1
 
 

@@ -34,8 +34,12 @@ import torch.distributed as dist
 
 REDOPS = ("sum", "product", "min", "max")
 
-_REDUCE_OP = {"sum": dist.ReduceOp.SUM, "product": dist.ReduceOp.PRODUCT,
-              "min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX}
+_REDUCE_OP = {
+    "sum": dist.ReduceOp.SUM,
+    "product": dist.ReduceOp.PRODUCT,
+    "min": dist.ReduceOp.MIN,
+    "max": dist.ReduceOp.MAX,
+}
 
 
 def _combine(acc: torch.Tensor, other: torch.Tensor, redop: str) -> None:
@@ -55,8 +59,16 @@ ORDERINGS = ("send_recv_parity", "isend_irecv", "batch_isend_irecv")
 """The ways to swap data with peers that cannot deadlock (a blocking send on both sides can)."""
 
 
-def exchange(send: torch.Tensor | None, recv: torch.Tensor | None, dst: int, src: int, group=None,
-             ordering: str = "batch_isend_irecv", *, wait: bool = True):
+def exchange(
+    send: torch.Tensor | None,
+    recv: torch.Tensor | None,
+    dst: int,
+    src: int,
+    group=None,
+    ordering: str = "batch_isend_irecv",
+    *,
+    wait: bool = True,
+):
     """Send ``send`` to group rank ``dst`` while receiving ``recv`` from group rank ``src``.
 
     ``ordering``: ``batch_isend_irecv`` (both in one batch), ``isend_irecv`` (two async ops), or
@@ -71,17 +83,21 @@ def exchange(send: torch.Tensor | None, recv: torch.Tensor | None, dst: int, src
     recv = recv if recv is not None and recv.numel() else None
     if ordering == "send_recv_parity":
         me = dist.get_rank(group)
-        steps = [lambda: dist.send(send, group=group, group_dst=dst) if send is not None else None,
-                 lambda: dist.recv(recv, group=group, group_src=src) if recv is not None else None]
-        for step in (steps if me % 2 == 0 else steps[::-1]):
+        steps = [
+            lambda: dist.send(send, group=group, group_dst=dst) if send is not None else None,
+            lambda: dist.recv(recv, group=group, group_src=src) if recv is not None else None,
+        ]
+        for step in steps if me % 2 == 0 else steps[::-1]:
             step()
         return []
     if ordering == "isend_irecv":
-        works = ([dist.irecv(recv, group=group, group_src=src)] if recv is not None else []) + \
-                ([dist.isend(send, group=group, group_dst=dst)] if send is not None else [])
+        works = ([dist.irecv(recv, group=group, group_src=src)] if recv is not None else []) + (
+            [dist.isend(send, group=group, group_dst=dst)] if send is not None else []
+        )
     elif ordering == "batch_isend_irecv":
-        ops = ([dist.P2POp(dist.isend, send, group=group, group_peer=dst)] if send is not None else []) + \
-              ([dist.P2POp(dist.irecv, recv, group=group, group_peer=src)] if recv is not None else [])
+        ops = ([dist.P2POp(dist.isend, send, group=group, group_peer=dst)] if send is not None else []) + (
+            [dist.P2POp(dist.irecv, recv, group=group, group_peer=src)] if recv is not None else []
+        )
         works = dist.batch_isend_irecv(ops) if ops else []
     else:
         raise ValueError(f"unknown ordering {ordering!r}; choose from {', '.join(ORDERINGS)}")
@@ -187,8 +203,9 @@ class Hierarchy:
         return self.leaders is not None
 
 
-def build_hierarchy(layout: Sequence[int], rank: int, backend: str | None = None,
-                    timeout: datetime.timedelta | None = None) -> Hierarchy:
+def build_hierarchy(
+    layout: Sequence[int], rank: int, backend: str | None = None, timeout: datetime.timedelta | None = None
+) -> Hierarchy:
     """Create the intra-node groups and the leaders' group. Collective: every rank
     of the world must call it with the same ``layout``, in the same order relative
     to other ``new_group`` calls. Pass ``timeout``: without it a new group waits
@@ -201,16 +218,15 @@ def build_hierarchy(layout: Sequence[int], rank: int, backend: str | None = None
             mine = g
     leaders_ranks = [r[0] for r in nodes]
     lg = dist.new_group(leaders_ranks, backend=backend, timeout=timeout)
-    return Hierarchy(nodes=nodes, node=layout[rank], intra=mine,
-                     leaders=lg if rank in leaders_ranks else None)
+    return Hierarchy(nodes=nodes, node=layout[rank], intra=mine, leaders=lg if rank in leaders_ranks else None)
 
 
 HIERARCHY_SHAPES = {
     "hierarchical": "two levels: intra-node reduce, all_reduce among the node leaders, intra-node broadcast",
     "reduce_broadcast": "one node: reduce to its leader + broadcast from it (the leaders' all_reduce has one "
-                        "rank); not hierarchical",
+    "rank); not hierarchical",
     "leaders_all_reduce": "one rank per node: the leaders' all_reduce alone (the intra-node steps have one rank); "
-                          "a flat all_reduce, not hierarchical",
+    "a flat all_reduce, not hierarchical",
 }
 """What ``hierarchical_all_reduce`` amounts to, by the shape of the nodes (``hierarchy_shape``)."""
 

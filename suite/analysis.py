@@ -51,15 +51,19 @@ def varying_fields(recs: list[dict]) -> list[str]:
                 values.setdefault(k, set()).add(repr(v))
                 per_size.setdefault(k, {}).setdefault(r["size_bytes"], set()).add(repr(v))
     n_sizes = len({r["size_bytes"] for r in recs})
-    fields = [k for k, vs in values.items() if len(vs) > 1
-              and not (n_sizes > 1 and all(len(x) == 1 for x in per_size[k].values()))]
+    fields = [
+        k
+        for k, vs in values.items()
+        if len(vs) > 1 and not (n_sizes > 1 and all(len(x) == 1 for x in per_size[k].values()))
+    ]
     # Free-text descriptions vary with the case but make poor legends: keep them only if
     # nothing else tells the series apart.
     prose = {k for k in fields if any(isinstance(r.get(k), str) and " " in r[k] and len(r[k]) > 24 for r in recs)}
     if len(fields) > len(prose) and prose:
         keep = [k for k in fields if k not in prose]
-        if len({tuple(repr(r.get(k)) for k in keep) for r in recs}) == len({tuple(repr(r.get(k)) for k in fields)
-                                                                              for r in recs}):
+        if len({tuple(repr(r.get(k)) for k in keep) for r in recs}) == len(
+            {tuple(repr(r.get(k)) for k in fields) for r in recs}
+        ):
             fields = keep
     fields = sorted(fields, key=lambda k: (_NICE_ORDER.index(k) if k in _NICE_ORDER else len(_NICE_ORDER), k))
     # the fewest fields that still tell every series apart (variant alone often does)
@@ -68,8 +72,9 @@ def varying_fields(recs: list[dict]) -> list[str]:
     for k in fields:
         if len({tuple(repr(r.get(c)) for c in chosen) for r in recs}) == target:
             break
-        if len({tuple(repr(r.get(c)) for c in chosen + [k]) for r in recs}) > \
-                len({tuple(repr(r.get(c)) for c in chosen) for r in recs}):
+        if len({tuple(repr(r.get(c)) for c in chosen + [k]) for r in recs}) > len(
+            {tuple(repr(r.get(c)) for c in chosen) for r in recs}
+        ):
             chosen.append(k)
     return chosen
 
@@ -85,11 +90,11 @@ def label_of(r: dict, fields: list[str], width: int = 48) -> str:
         else:
             parts.append(f"{k}={v}")
     text = " ".join(parts) or str(r.get("variant") or r["op"])
-    return text if len(text) <= width else text[:width - 1] + "…"
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _series(recs: list[dict], fields: list[str]) -> OrderedDict:
-    full = [label_of(r, fields, width=10 ** 6) for r in recs]
+    full = [label_of(r, fields, width=10**6) for r in recs]
     short = [label_of(r, fields) for r in recs]
     names = short if len(set(short)) == len(set(full)) else full  # never merge series by truncation
     out: OrderedDict = OrderedDict()
@@ -106,8 +111,11 @@ def _extra_numeric_fields(recs: list[dict], varying_only: bool = False) -> list[
         for k, v in r.items():
             if k in MEASUREMENT_FIELDS or k in results.REQUIRED_FIELDS or k in ("src", "dst", "peer", "root"):
                 continue
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and (isinstance(v, float) or k.endswith(
-                    ("_per_s", "_pct", "_us", "_ms", "_s"))):
+            if (
+                isinstance(v, (int, float))
+                and not isinstance(v, bool)
+                and (isinstance(v, float) or k.endswith(("_per_s", "_pct", "_us", "_ms", "_s")))
+            ):
                 seen.setdefault(k, set()).add(v)
     fields = [k for k, vs in seen.items() if not varying_only or len(vs) > 1]
     # headline numbers first: rates, efficiency, overlap, speed-up
@@ -116,6 +124,7 @@ def _extra_numeric_fields(recs: list[dict], varying_only: bool = False) -> list[
 
 
 # --- the report model ------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True, kw_only=True)
 class Plot:
@@ -185,35 +194,66 @@ def environment_summary(run: dict) -> list[tuple[str, str]]:
     su = mi.get("suite") or {}
     st = run.get("suite") or {}
     cfg = st.get("config") or {}
-    rows = [("run id", str(st.get("run_id"))), ("date (UTC)", str(run.get("datetime", "?"))),
-            ("status", f"{'complete' if st.get('complete') else 'PARTIAL (interrupted or still running)'}, "
-                       f"exit status {st.get('exit_status', st.get('exitstatus'))}, {st.get('n_records', '?')} records")]
+    rows = [
+        ("run id", str(st.get("run_id"))),
+        ("date (UTC)", str(run.get("datetime", "?"))),
+        (
+            "status",
+            f"{'complete' if st.get('complete') else 'PARTIAL (interrupted or still running)'}, "
+            f"exit status {st.get('exit_status', st.get('exitstatus'))}, {st.get('n_records', '?')} records",
+        ),
+    ]
     if cfg:
-        rows.append(("config", f"backend={cfg.get('backend')} device={cfg.get('device')} sizes "
-                               f"{_fmt_bytes(cfg.get('min_bytes'))}..{_fmt_bytes(cfg.get('max_bytes'))} x{cfg.get('step_factor')}"
-                               f" dtypes={','.join(cfg.get('dtypes') or [])} iters={cfg.get('iters')} warmup="
-                               f"{cfg.get('warmup_iters')} timing={cfg.get('timing_mode')}"))
+        rows.append(
+            (
+                "config",
+                f"backend={cfg.get('backend')} device={cfg.get('device')} sizes "
+                f"{_fmt_bytes(cfg.get('min_bytes'))}..{_fmt_bytes(cfg.get('max_bytes'))} x{cfg.get('step_factor')}"
+                f" dtypes={','.join(cfg.get('dtypes') or [])} iters={cfg.get('iters')} warmup="
+                f"{cfg.get('warmup_iters')} timing={cfg.get('timing_mode')}",
+            )
+        )
     if su:
-        rows.append(("world", f"{len(su.get('hostnames') or [])} ranks on {su.get('n_hosts')} host(s): "
-                              f"{', '.join(sorted(set(su.get('hostnames') or [])))}"))
+        rows.append(
+            (
+                "world",
+                f"{len(su.get('hostnames') or [])} ranks on {su.get('n_hosts')} host(s): "
+                f"{', '.join(sorted(set(su.get('hostnames') or [])))}",
+            )
+        )
         v = su.get("versions") or {}
-        rows.append(("versions", f"torch {v.get('torch')}, CUDA {v.get('cuda')}, NCCL {v.get('nccl')}, gloo "
-                                 f"{v.get('gloo')}, mpi {v.get('mpi')}, ucc {v.get('ucc')}; python "
-                                 f"{mi.get('python_version')}; torch threads {v.get('num_threads')}"))
+        rows.append(
+            (
+                "versions",
+                f"torch {v.get('torch')}, CUDA {v.get('cuda')}, NCCL {v.get('nccl')}, gloo "
+                f"{v.get('gloo')}, mpi {v.get('mpi')}, ucc {v.get('ucc')}; python "
+                f"{mi.get('python_version')}; torch threads {v.get('num_threads')}",
+            )
+        )
         for name, h in (su.get("hosts") or {}).items():
             c = h.get("container") or {}
-            rows.append((f"host {name}", f"ranks {h.get('ranks')}; {h.get('cpu_model')} x{h.get('cpu_count')} "
-                                         f"(affinity {h.get('affinity_cpus')}), {_fmt_bytes(h.get('memory_bytes'))}"
-                                         f" RAM, kernel {h.get('kernel')}; container={c.get('in_container')} "
-                                         f"cgroup cpus={c.get('cgroup_cpus')} mem={_fmt_bytes(c.get('cgroup_memory_bytes'))}"
-                                         f" /dev/shm={_fmt_bytes(c.get('dev_shm_bytes'))}"))
+            rows.append(
+                (
+                    f"host {name}",
+                    f"ranks {h.get('ranks')}; {h.get('cpu_model')} x{h.get('cpu_count')} "
+                    f"(affinity {h.get('affinity_cpus')}), {_fmt_bytes(h.get('memory_bytes'))}"
+                    f" RAM, kernel {h.get('kernel')}; container={c.get('in_container')} "
+                    f"cgroup cpus={c.get('cgroup_cpus')} mem={_fmt_bytes(c.get('cgroup_memory_bytes'))}"
+                    f" /dev/shm={_fmt_bytes(c.get('dev_shm_bytes'))}",
+                )
+            )
             env = h.get("env") or {}
             if env:
                 rows.append((f"env {name}", " ".join(f"{k}={v}" for k, v in env.items())))
         gpus = (su.get("gpu") or {}).get("gpus") or []
         if gpus:
-            rows.append(("GPUs", "; ".join(f"{g.get('index')}: {g.get('name')} ({_fmt_bytes(g.get('memory_bytes'))})"
-                                           for g in gpus) + f"; driver {(su.get('gpu') or {}).get('driver')}"))
+            rows.append(
+                (
+                    "GPUs",
+                    "; ".join(f"{g.get('index')}: {g.get('name')} ({_fmt_bytes(g.get('memory_bytes'))})" for g in gpus)
+                    + f"; driver {(su.get('gpu') or {}).get('driver')}",
+                )
+            )
         rows.append(("suite commit", str(su.get("suite_commit"))))
     ci = run.get("commit_info") or {}
     if ci.get("id"):
@@ -226,8 +266,11 @@ def _is_sweep(recs: list[dict]) -> bool:
     by_world: dict = {}
     for r in recs:
         by_world.setdefault(r["world_size"], []).append(r)
-    return any(len({r["size_bytes"] for r in s if r["size_bytes"] > 0}) >= 2
-               for rs in by_world.values() for s in _series(rs, varying_fields(rs)).values())
+    return any(
+        len({r["size_bytes"] for r in s if r["size_bytes"] > 0}) >= 2
+        for rs in by_world.values()
+        for s in _series(rs, varying_fields(rs)).values()
+    )
 
 
 def _fit_series(recs: list[dict]):
@@ -256,23 +299,32 @@ def _links(recs: list[dict], fits_by_group: dict) -> dict:
             p2p.setdefault((r["backend"], r["device"], r["world_size"]), []).append(r)
     for key, rs in p2p.items():
         # ping-pong / pair-matrix records time one message on one link; prefer them
-        direct = [r for r in rs if any(w in str(r.get(f, "")).lower() for f in ("table", "pattern", "variant")
-                                       for w in ("ping", "pair"))]
+        direct = [
+            r
+            for r in rs
+            if any(w in str(r.get(f, "")).lower() for f in ("table", "pattern", "variant") for w in ("ping", "pair"))
+        ]
         rs = direct or rs
         groups: OrderedDict = OrderedDict()
         for r in rs:
             groups.setdefault(group_key(r), []).append(r)
-        fs = [f for g in groups.values() for s in _series(g, varying_fields(g)).values()
-              if (f := _fit_series(s)) and f.holds and math.isfinite(f.beta_gbps)]
+        fs = [
+            f
+            for g in groups.values()
+            for s in _series(g, varying_fields(g)).values()
+            if (f := _fit_series(s)) and f.holds and math.isfinite(f.beta_gbps)
+        ]
         if fs:
-            out[key] = Link(alpha_us=statistics.median(f.alpha_us for f in fs),
-                            beta_gbps=statistics.median(f.beta_gbps for f in fs),
-                            source=f"median of {len(fs)} point-to-point fit(s)")
+            out[key] = Link(
+                alpha_us=statistics.median(f.alpha_us for f in fs),
+                beta_gbps=statistics.median(f.beta_gbps for f in fs),
+                source=f"median of {len(fs)} point-to-point fit(s)",
+            )
     implied: dict = {}
     # the collectives experiment runs the library's own algorithms; other experiments' sweeps
     # (hand-made algorithms, training steps) speak for the link only when it is absent
     prefer = [k for k in fits_by_group if k[0] == "collectives"] or list(fits_by_group)
-    for (exp, gk, backend, device, n) in prefer:
+    for exp, gk, backend, device, n in prefer:
         for op, f in fits_by_group[(exp, gk, backend, device, n)].values():
             if f is not None and f.holds and math.isfinite(f.beta_gbps) and f.beta_gbps > 0:
                 link = implied_link(op, n, f)
@@ -280,14 +332,17 @@ def _links(recs: list[dict], fits_by_group: dict) -> dict:
                     implied.setdefault((backend, device, n), []).append(link)
     for key, ls in implied.items():
         if key not in out:
-            out[key] = Link(alpha_us=statistics.median(x.alpha_us for x in ls),
-                            beta_gbps=statistics.median(x.beta_gbps for x in ls),
-                            source=f"median of {len(ls)} fit(s) mapped through the ring model")
+            out[key] = Link(
+                alpha_us=statistics.median(x.alpha_us for x in ls),
+                beta_gbps=statistics.median(x.beta_gbps for x in ls),
+                source=f"median of {len(ls)} fit(s) mapped through the ring model",
+            )
     return out
 
 
-def build_report(run: dict, run_name: str = "", predict_doc: dict | None = None,
-                 base: tuple[str, list[list[dict]]] | None = None) -> Report:
+def build_report(
+    run: dict, run_name: str = "", predict_doc: dict | None = None, base: tuple[str, list[list[dict]]] | None = None
+) -> Report:
     """Analyse a loaded run: sections with plots and tables, α–β fits, ring-model comparison (and the
     prediction section, with the extrapolation table of ``predict_doc``, the run's predict.json)."""
     from suite import plots
@@ -307,7 +362,8 @@ def build_report(run: dict, run_name: str = "", predict_doc: dict | None = None,
         k = (r["experiment"], group_key(r), r["backend"], r["device"])
         split = split_of[k]
         by_exp.setdefault(r["experiment"], OrderedDict()).setdefault(
-            (group_key(r), r["backend"], r["device"], r["world_size"] if split else None), []).append(r)
+            (group_key(r), r["backend"], r["device"], r["world_size"] if split else None), []
+        ).append(r)
     if "collectives" in by_exp:  # collectives first, always
         by_exp.move_to_end("collectives", last=False)
 
@@ -352,8 +408,13 @@ def build_report(run: dict, run_name: str = "", predict_doc: dict | None = None,
             ops = {r["op"] for r in rs}
             op = rs[0]["op"] if len(ops) == 1 else None  # one op: the ring model is drawn with it
             if is_pair_matrix(rs):
-                sec.plots.append(Plot(name=plot_name(exp, gk, backend, device, n, "pairs"), title=title,
-                                      png=plots.pair_matrix_plot(title, rs)))
+                sec.plots.append(
+                    Plot(
+                        name=plot_name(exp, gk, backend, device, n, "pairs"),
+                        title=title,
+                        png=plots.pair_matrix_plot(title, rs),
+                    )
+                )
             elif (exp, gk, backend, device, n) in sweep_series:
                 ser = sweep_series[(exp, gk, backend, device, n)]
                 op_fits = {k: v for k, v in fits_by_group[(exp, gk, backend, device, n)].items() if v[1] is not None}
@@ -362,13 +423,26 @@ def build_report(run: dict, run_name: str = "", predict_doc: dict | None = None,
                 ring = None
                 ring_label = "ring model"
                 if link is not None and op is not None and ring_coefficients(op, n) is not None:
-                    ring = (lambda xs, op=op, n=n, link=link: ring_time_us(op, n, link, xs))
+
+                    def ring(xs, op=op, n=n, link=link):
+                        return ring_time_us(op, n, link, xs)
+
                     ring_label = f"ring model ({link.alpha_us:.3g} µs, {link.beta_gbps:.3g} GB/s per link)"
-                sec.plots.append(Plot(name=plot_name(exp, gk, backend, device, n), title=title,
-                                      png=plots.sweep_plot(title, list(ser.items()), fits=fits, ring=ring,
-                                                           ring_label=ring_label,
-                                                           link_rate_gbps=link_rate[1] if link_rate else None,
-                                                           link_rate_text=link_rate[0] if link_rate else "")))
+                sec.plots.append(
+                    Plot(
+                        name=plot_name(exp, gk, backend, device, n),
+                        title=title,
+                        png=plots.sweep_plot(
+                            title,
+                            list(ser.items()),
+                            fits=fits,
+                            ring=ring,
+                            ring_label=ring_label,
+                            link_rate_gbps=link_rate[1] if link_rate else None,
+                            link_rate_text=link_rate[0] if link_rate else "",
+                        ),
+                    )
+                )
                 for lab, (sop, f) in op_fits.items():
                     srecs = [r for r in ser[lab] if r["size_bytes"] > 0]
                     smax = max(r["size_bytes"] for r in srecs)
@@ -376,20 +450,39 @@ def build_report(run: dict, run_name: str = "", predict_doc: dict | None = None,
                     c = ring_coefficients(sop, n)
                     link_beta = f.beta_gbps * c[1] if c and math.isfinite(f.beta_gbps) else None
                     rt = ring_time_us(sop, n, link, smax) if link is not None and c else None
-                    fit_rows.append(FitRow(experiment=exp, op=sop, series=f"{gk} {lab}" if lab != gk else gk,
-                                           backend=backend, device=device, world_size=n, fit=f,
-                                           link_beta_gbps=link_beta,
-                                           ring_ratio=float(tmax / rt) if rt else None,
-                                           rate_ratio=(link_beta / link_rate[1]) if (link_beta and link_rate) else None))
+                    fit_rows.append(
+                        FitRow(
+                            experiment=exp,
+                            op=sop,
+                            series=f"{gk} {lab}" if lab != gk else gk,
+                            backend=backend,
+                            device=device,
+                            world_size=n,
+                            fit=f,
+                            link_beta_gbps=link_beta,
+                            ring_ratio=float(tmax / rt) if rt else None,
+                            rate_ratio=(link_beta / link_rate[1]) if (link_beta and link_rate) else None,
+                        )
+                    )
             else:
                 fields = varying_fields(rs) + (["world_size"] if len(worlds) > 1 else [])
                 labels = [label_of(r, fields) for r in rs]
-                panels = [("time (µs), p05–p95", [r["time_us"] for r in rs],
-                           [(r.get("p05_us", r["time_us"]), r.get("p95_us", r["time_us"])) for r in rs])]
+                panels = [
+                    (
+                        "time (µs), p05–p95",
+                        [r["time_us"] for r in rs],
+                        [(r.get("p05_us", r["time_us"]), r.get("p95_us", r["time_us"])) for r in rs],
+                    )
+                ]
                 for k in _extra_numeric_fields(rs, varying_only=True)[:4]:
                     panels.append((k, [r.get(k) for r in rs], None))
-                sec.plots.append(Plot(name=plot_name(exp, gk, backend, device, *worlds), title=title,
-                                      png=plots.bar_plot(title, labels, panels)))
+                sec.plots.append(
+                    Plot(
+                        name=plot_name(exp, gk, backend, device, *worlds),
+                        title=title,
+                        png=plots.bar_plot(title, labels, panels),
+                    )
+                )
             if fmt is None and exp != "collectives":
                 sec.grids.append(_grid(title, rs))
         sec.text_tables.append(format_tables([r for rs in groups.values() for r in rs]))
@@ -398,8 +491,16 @@ def build_report(run: dict, run_name: str = "", predict_doc: dict | None = None,
     if pred is not None:
         sections.append(pred)
 
-    return Report(run_name=run_name, environment=environment_summary(run), sections=sections, fits=fit_rows,
-                  links=links, link_rate=link_rate, n_records=len(recs), summary=summary_rows(run, base))
+    return Report(
+        run_name=run_name,
+        environment=environment_summary(run),
+        sections=sections,
+        fits=fit_rows,
+        links=links,
+        link_rate=link_rate,
+        n_records=len(recs),
+        summary=summary_rows(run, base),
+    )
 
 
 UNSTABLE_CI_PCT = 10.0
@@ -426,18 +527,28 @@ def summary_rows(run: dict, base: tuple[str, list[list[dict]]] | None = None) ->
     su = (run.get("machine_info") or {}).get("suite") or {}
     status = st.get("exit_status", st.get("exitstatus"))
     wrong = sum(1 for r in recs if (r.get("n_wrong") or 0) > 0)
-    rows = [("status", f"{'complete' if st.get('complete') else 'PARTIAL (interrupted or still running)'}; exit status "
-                       f"{status} ({MEANING.get(status, 'unknown') if isinstance(status, int) else '?'}); "
-                       f"{len(recs)} cases measured, {wrong} with wrong results, "
-                       f"{sum(1 for r in recs if r.get('checked') is False)} with nothing to check")]
+    rows = [
+        (
+            "status",
+            f"{'complete' if st.get('complete') else 'PARTIAL (interrupted or still running)'}; exit status "
+            f"{status} ({MEANING.get(status, 'unknown') if isinstance(status, int) else '?'}); "
+            f"{len(recs)} cases measured, {wrong} with wrong results, "
+            f"{sum(1 for r in recs if r.get('checked') is False)} with nothing to check",
+        )
+    ]
     hosts = su.get("hostnames") or []
     exps = OrderedDict()
     for r in recs:
         exps[r["experiment"]] = exps.get(r["experiment"], 0) + 1
     n_hosts = len(set(hosts))
-    rows.append(("measured", f"{', '.join(f'{e} ({n})' for e, n in exps.items()) or 'nothing'}; {len(hosts)} ranks on "
-                             f"{n_hosts} host(s); link classes: "
-                             f"{'intra-node and inter-node' if n_hosts > 1 else 'intra-node only (one host)'}"))
+    rows.append(
+        (
+            "measured",
+            f"{', '.join(f'{e} ({n})' for e, n in exps.items()) or 'nothing'}; {len(hosts)} ranks on "
+            f"{n_hosts} host(s); link classes: "
+            f"{'intra-node and inter-node' if n_hosts > 1 else 'intra-node only (one host)'}",
+        )
+    )
     rate = configured_link_rate(run.get("machine_info") or {})
     peaks: dict = {}
     for r in recs:
@@ -448,26 +559,44 @@ def summary_rows(run: dict, base: tuple[str, list[list[dict]]] | None = None) ->
         vs = ""
         if rate and n_hosts > 1:
             vs = f" = {r['busbw_gbps'] / rate[1]:.0%} of the inter-node LINK_RATE {rate[0]}"
-        rows.append((f"peak {op}", f"{r['busbw_gbps']:.3g} GB/s busbw at {_fmt_bytes(r['size_bytes'])} "
-                                   f"({r.get('variant', op)}, {r.get('dtype')}, {r['world_size']} ranks){vs}"))
+        rows.append(
+            (
+                f"peak {op}",
+                f"{r['busbw_gbps']:.3g} GB/s busbw at {_fmt_bytes(r['size_bytes'])} "
+                f"({r.get('variant', op)}, {r.get('dtype')}, {r['world_size']} ranks){vs}",
+            )
+        )
     if any(r.get("experiment") == "doctor" for r in recs):
         from suite import doctor
 
         d = doctor.diagnose(run)
-        rows.append(("health (doctor)", "healthy: no slow link, straggler or weak node" if not d.findings else
-                     "; ".join(f"{f.kind} {f.where}: {f.measured} vs {f.expected}" for f in d.findings)))
+        rows.append(
+            (
+                "health (doctor)",
+                "healthy: no slow link, straggler or weak node"
+                if not d.findings
+                else "; ".join(f"{f.kind} {f.where}: {f.measured} vs {f.expected}" for f in d.findings),
+            )
+        )
     else:
         rows.append(("health (doctor)", "no health check in this run (make doctor)"))
     widths = [(w, r) for r in recs for w in [_median_ci_pct(r)] if w is not None]
     unstable = sorted([(w, r) for w, r in widths if w > UNSTABLE_CI_PCT], key=lambda x: -x[0])
     if unstable:
-        rows.append(("unstable cases", f"{len(unstable)} of {len(widths)}: the median is uncertain by more than "
-                                       f"±{UNSTABLE_CI_PCT:.0f}% (95% CI; widest: " +
-                     ", ".join(f"{r['experiment']} {r.get('label') or r['op']} ±{w:.0f}%, p05-p95 band "
-                               f"{(r['p95_us'] - r['p05_us']) / r['p50_us']:.1f}x the median"
-                               for w, r in unstable[:3]) +
-                     "); to act on them: more ITERS, PRECISION=5 (sample until the median's CI is ±5%), "
-                     "or a quieter machine"))
+        rows.append(
+            (
+                "unstable cases",
+                f"{len(unstable)} of {len(widths)}: the median is uncertain by more than "
+                f"±{UNSTABLE_CI_PCT:.0f}% (95% CI; widest: "
+                + ", ".join(
+                    f"{r['experiment']} {r.get('label') or r['op']} ±{w:.0f}%, p05-p95 band "
+                    f"{(r['p95_us'] - r['p05_us']) / r['p50_us']:.1f}x the median"
+                    for w, r in unstable[:3]
+                )
+                + "); to act on them: more ITERS, PRECISION=5 (sample until the median's CI is ±5%), "
+                "or a quieter machine",
+            )
+        )
     else:
         rows.append(("unstable cases", f"none: every median is known to ±{UNSTABLE_CI_PCT:.0f}% (95% CI)"))
     skipped = st.get("skipped") or []
@@ -475,9 +604,16 @@ def summary_rows(run: dict, base: tuple[str, list[list[dict]]] | None = None) ->
         by_reason: OrderedDict = OrderedDict()
         for sk in skipped:
             by_reason.setdefault(sk["reason"], []).append(sk["case"])
-        rows.append(("skipped", f"{len(skipped)} cases: " + "; ".join(
-            f"{len(cs)} {_experiment_of(cs)}: {reason}" for reason, cs in
-            sorted(by_reason.items(), key=lambda kv: -len(kv[1])))))
+        rows.append(
+            (
+                "skipped",
+                f"{len(skipped)} cases: "
+                + "; ".join(
+                    f"{len(cs)} {_experiment_of(cs)}: {reason}"
+                    for reason, cs in sorted(by_reason.items(), key=lambda kv: -len(kv[1]))
+                ),
+            )
+        )
     else:
         rows.append(("skipped", "nothing" if "skipped" in st else "not recorded by this run"))
     if base is not None:
@@ -486,9 +622,14 @@ def summary_rows(run: dict, base: tuple[str, list[list[dict]]] | None = None) ->
         name, base_runs = base
         c = compare_runs(base_runs, [recs], base_name=name, new_name="this run")
         regressions = len(c.regressions)
-        rows.append(("against " + name, f"{c.overall} overall (median case ratio {c.overall_ratio:.3f}, CI "
-                     f"[{c.overall_ci[0]:.3f}, {c.overall_ci[1]:.3f}]); {regressions} case regression(s) of "
-                     f"{len(c.cases)} matched"))
+        rows.append(
+            (
+                "against " + name,
+                f"{c.overall} overall (median case ratio {c.overall_ratio:.3f}, CI "
+                f"[{c.overall_ci[0]:.3f}, {c.overall_ci[1]:.3f}]); {regressions} case regression(s) of "
+                f"{len(c.cases)} matched",
+            )
+        )
     return rows
 
 
@@ -506,18 +647,36 @@ def doctor_section(run: dict, plot_name) -> Section:
     sec = Section(title="doctor: is anything wrong, and where", anchor="doctor")
     sec.notes.append(doctor.format_verdict(d).rstrip())
     if d.findings:
-        sec.grids.append((["finding", "where", "measured", "expected", "ratio", "confidence", "evidence"],
-                          [[f.kind, f.where, f.measured, f.expected, f"{f.ratio:.2f}", f.confidence,
-                            ", ".join(f.evidence)] for f in d.findings]))
+        sec.grids.append(
+            (
+                ["finding", "where", "measured", "expected", "ratio", "confidence", "evidence"],
+                [
+                    [f.kind, f.where, f.measured, f.expected, f"{f.ratio:.2f}", f.confidence, ", ".join(f.evidence)]
+                    for f in d.findings
+                ],
+            )
+        )
     if d.links:
-        sec.plots.append(Plot(name=plot_name("doctor", "links"), title="links: the pair matrices",
-                              png=plots.doctor_heatmaps(d.links, d.hosts)))
-    probes = [(r["label"], r["rank_samples_us"]) for r in results.records(run)
-              if r.get("experiment") == "doctor" and r.get("probe") in doctor.ALL_RANK_PROBES
-              and r.get("rank_samples_us")]
+        sec.plots.append(
+            Plot(
+                name=plot_name("doctor", "links"),
+                title="links: the pair matrices",
+                png=plots.doctor_heatmaps(d.links, d.hosts),
+            )
+        )
+    probes = [
+        (r["label"], r["rank_samples_us"])
+        for r in results.records(run)
+        if r.get("experiment") == "doctor" and r.get("probe") in doctor.ALL_RANK_PROBES and r.get("rank_samples_us")
+    ]
     if probes:
-        sec.plots.append(Plot(name=plot_name("doctor", "ranks"), title="every rank's own time, per probe",
-                              png=plots.rank_distributions(probes, [s["rank"] for s in d.stragglers])))
+        sec.plots.append(
+            Plot(
+                name=plot_name("doctor", "ranks"),
+                title="every rank's own time, per probe",
+                png=plots.rank_distributions(probes, [s["rank"] for s in d.stragglers]),
+            )
+        )
     sec.notes.append(doctor.__doc__.split("\n\n", 2)[2].strip())  # the rules, as the module states them
     return sec
 
@@ -551,6 +710,7 @@ def _grid(title: str, rs: list[dict]) -> tuple[list[str], list[list[str]]]:
 def _interval(v: float, ci, fmt: str) -> str:
     def f(x):
         return "inf" if math.isinf(x) else format(x, fmt)
+
     return f(v) + ("" if ci is None else f" [{f(ci[0])}, {f(ci[1])}]")
 
 
@@ -560,40 +720,69 @@ def fit_table_rows(rep: Report) -> tuple[list[str], list[list[str]]]:
     from suite.fit import MIN_R2
     from suite.metrics import format_size
 
-    head = ["experiment", "series", "backend", "ranks", "sizes", "α (µs) [95% CI]", "β (GB/s) [95% CI]", "R²",
-            "points", "link β = busbw∞ (GB/s)", "measured / ring at max size"]
+    head = [
+        "experiment",
+        "series",
+        "backend",
+        "ranks",
+        "sizes",
+        "α (µs) [95% CI]",
+        "β (GB/s) [95% CI]",
+        "R²",
+        "points",
+        "link β = busbw∞ (GB/s)",
+        "measured / ring at max size",
+    ]
     if rep.link_rate:
         head.append(f"link β / LINK_RATE ({rep.link_rate[0]})")
     rows = []
     for f in rep.fits:
         pw = f.fit.piecewise
-        pieces = [("all", f.fit.single)] if pw is None else [
-            (f"< {format_size(int(pw.knee_bytes))} (knee)", pw.below), (f">= {format_size(int(pw.knee_bytes))}", pw.above)]
+        pieces = (
+            [("all", f.fit.single)]
+            if pw is None
+            else [
+                (f"< {format_size(int(pw.knee_bytes))} (knee)", pw.below),
+                (f">= {format_size(int(pw.knee_bytes))}", pw.above),
+            ]
+        )
         for i, (sizes, p) in enumerate(pieces):
             last = i == len(pieces) - 1
             if p.holds:
-                nums = [_interval(p.alpha_us, p.alpha_ci_us, ".1f"), _interval(p.beta_gbps, p.beta_ci_gbps, ".4g"),
-                        f"{p.r2:.3f}"]
+                nums = [
+                    _interval(p.alpha_us, p.alpha_ci_us, ".1f"),
+                    _interval(p.beta_gbps, p.beta_ci_gbps, ".4g"),
+                    f"{p.r2:.3f}",
+                ]
             else:
                 nums = ["-", "-", f"model does not fit (R² < {MIN_R2})"]
-            row = [f.experiment, f.series, f"{f.backend}/{f.device}", str(f.world_size), sizes, *nums,
-                   str(p.n_points),
-                   "-" if f.link_beta_gbps is None or not last or not p.holds else f"{f.link_beta_gbps:.4g}",
-                   "-" if f.ring_ratio is None or not last else f"{f.ring_ratio:.2f}"]
+            row = [
+                f.experiment,
+                f.series,
+                f"{f.backend}/{f.device}",
+                str(f.world_size),
+                sizes,
+                *nums,
+                str(p.n_points),
+                "-" if f.link_beta_gbps is None or not last or not p.holds else f"{f.link_beta_gbps:.4g}",
+                "-" if f.ring_ratio is None or not last else f"{f.ring_ratio:.2f}",
+            ]
             if rep.link_rate:
                 row.append("-" if f.rate_ratio is None or not last or not p.holds else f"{f.rate_ratio:.2f}")
             rows.append(row)
     return head, rows
 
 
-FIT_NOTE = ("α–β fit: time(S) = α + S/β per series, weighted least squares on relative error; R² of log(time); "
-            "[95% CI] from a bootstrap over the sizes (fixed seed). Where the protocol changes with size the series "
-            "is fitted as two lines around a knee, kept only if that cuts the weighted squared error to a fifth and one line "
-            "misses by more than 3% rms; a line with R² below 0.8 says 'model does not fit'. "
-            "Ring model: time = a(n)·α_link + f(n)·S/β_link with a(n) latency steps and f(n) the busbw factor "
-            "(all_reduce 2(n−1), 2(n−1)/n; all_gather/reduce_scatter/all_to_all (n−1), (n−1)/n; broadcast/reduce "
-            "(n−1), 1). 'link β' is the large-size β times f(n), i.e. the asymptotic busbw; "
-            "'measured / ring' > 1 means the op is slower than a ring over the reference link would be.")
+FIT_NOTE = (
+    "α–β fit: time(S) = α + S/β per series, weighted least squares on relative error; R² of log(time); "
+    "[95% CI] from a bootstrap over the sizes (fixed seed). Where the protocol changes with size the series "
+    "is fitted as two lines around a knee, kept only if that cuts the weighted squared error to a fifth and one line "
+    "misses by more than 3% rms; a line with R² below 0.8 says 'model does not fit'. "
+    "Ring model: time = a(n)·α_link + f(n)·S/β_link with a(n) latency steps and f(n) the busbw factor "
+    "(all_reduce 2(n−1), 2(n−1)/n; all_gather/reduce_scatter/all_to_all (n−1), (n−1)/n; broadcast/reduce "
+    "(n−1), 1). 'link β' is the large-size β times f(n), i.e. the asymptotic busbw; "
+    "'measured / ring' > 1 means the op is slower than a ring over the reference link would be."
+)
 
 
 # --- writers ---------------------------------------------------------------------------------------

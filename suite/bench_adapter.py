@@ -32,7 +32,8 @@ def check_version(version: str | None = None) -> None:
         raise UnsupportedVersion(
             f"pytest-benchmark {version} is installed; the suite supports {SUPPORTED_VERSION} exactly "
             "(it hands its own samples to pytest-benchmark's private stats API): "
-            f"pip install pytest-benchmark=={SUPPORTED_VERSION}")
+            f"pip install pytest-benchmark=={SUPPORTED_VERSION}"
+        )
 
 
 def store_samples(benchmark, samples_s: Sequence[float], ops_per_sample: int, *, group: str, extra: dict) -> None:

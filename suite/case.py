@@ -192,8 +192,9 @@ def wait_all(work) -> None:
     work.wait()
 
 
-def support_reason(ctx, factory: Callable[[], Buffers], what: str, *,
-                   reraise: tuple[type[BaseException], ...] = ()) -> str | None:
+def support_reason(
+    ctx, factory: Callable[[], Buffers], what: str, *, reraise: tuple[type[BaseException], ...] = ()
+) -> str | None:
     """Run ``factory().call`` once (a tiny op) and agree across ranks whether it worked:
     None if every rank ran it, else the backend's own words (or "on another rank"). Errors of a
     type in ``reraise`` (a bug in the suite, not a limit of the backend) are raised, not reported."""
@@ -209,8 +210,9 @@ def support_reason(ctx, factory: Callable[[], Buffers], what: str, *,
     except Exception as e:  # the backend's own words become the reason
         if isinstance(e, reraise):
             raise
-        reason = f"{ctx.backend} does not support {what}: " + \
-            (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        reason = (
+            f"{ctx.backend} does not support {what}: " + (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        )
     if not ctx.agree_all(reason is None) and reason is None:
         reason = f"{ctx.backend} does not support {what} on another rank"
     return reason

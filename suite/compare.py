@@ -58,14 +58,44 @@ import numpy as np
 from suite import metrics
 
 # Fields that are measurements (or bookkeeping), not part of what a case *is*.
-MEASUREMENT_FIELDS = frozenset({
-    "time_us", "p05_us", "p50_us", "p95_us", "p99_us", "min_us", "max_us", "mean_us", "algbw_gbps",
-    "busbw_gbps", "busbw_factor", "n_wrong", "samples_us", "iterations", "warmup_iters", "ops_per_sample",
-    "precision_reached", "hosts", "label",
-})
+MEASUREMENT_FIELDS = frozenset(
+    {
+        "time_us",
+        "p05_us",
+        "p50_us",
+        "p95_us",
+        "p99_us",
+        "min_us",
+        "max_us",
+        "mean_us",
+        "algbw_gbps",
+        "busbw_gbps",
+        "busbw_factor",
+        "n_wrong",
+        "samples_us",
+        "iterations",
+        "warmup_iters",
+        "ops_per_sample",
+        "precision_reached",
+        "hosts",
+        "label",
+    }
+)
 # Suffixes of measured quantities that experiments add (ddp: samples_per_s, overlap_pct, ...).
-_MEASURED_SUFFIXES = ("_us", "_ms", "_s", "_gbps", "_pct", "_per_s", "_frac", "_fraction", "_ratio", "memory_bytes",
-                      "_mem_bytes", "_peak_bytes")
+_MEASURED_SUFFIXES = (
+    "_us",
+    "_ms",
+    "_s",
+    "_gbps",
+    "_pct",
+    "_per_s",
+    "_frac",
+    "_fraction",
+    "_ratio",
+    "memory_bytes",
+    "_mem_bytes",
+    "_peak_bytes",
+)
 
 DEFAULT_TOLERANCE = 0.05
 DEFAULT_ALPHA = 0.05
@@ -109,8 +139,24 @@ def describe_key(key: tuple) -> str:
         parts.append(f"{d['size_bytes']}B")
     if "in_place" in d:
         parts.append("inplace" if d["in_place"] else "oop")
-    known = {"experiment", "variant", "op", "backend", "device", "dtype", "redop", "src", "dst", "size_bytes",
-             "in_place", "function", "world_size", "timing_mode", "root", "count"}
+    known = {
+        "experiment",
+        "variant",
+        "op",
+        "backend",
+        "device",
+        "dtype",
+        "redop",
+        "src",
+        "dst",
+        "size_bytes",
+        "in_place",
+        "function",
+        "world_size",
+        "timing_mode",
+        "root",
+        "count",
+    }
     extra = [f"{k}={v}" for k, v in key if k not in known]
     return "-".join(p for p in parts if p) + (" " + " ".join(extra) if extra else "")
 
@@ -228,12 +274,14 @@ def _between_run_sd(base_logs: list[np.ndarray], new_logs: list[np.ndarray], dif
     if len(diffs) < 2:
         return 0.0, "one run per side and a single case: between-run variation unknown, not included"
     dev = diffs - np.median(diffs)
-    return float(np.sqrt(np.mean(dev ** 2)) / math.sqrt(2.0)), \
-        "one run per side: between-run sd estimated from the spread of the cases' ratios"
+    return float(
+        np.sqrt(np.mean(dev**2)) / math.sqrt(2.0)
+    ), "one run per side: between-run sd estimated from the spread of the cases' ratios"
 
 
-def _run_shift_boot(rng: np.random.Generator, base_logs: list[np.ndarray], new_logs: list[np.ndarray], kb: int,
-                    kn: int, n_boot: int) -> np.ndarray:
+def _run_shift_boot(
+    rng: np.random.Generator, base_logs: list[np.ndarray], new_logs: list[np.ndarray], kb: int, kn: int, n_boot: int
+) -> np.ndarray:
     """m x n_boot: for each draw, the same runs picked (with replacement) on each side for every case,
     and each case's log ratio of the picked runs' median about its all-runs value. Added to the
     cases' within-run bootstraps, it puts a shift common to a whole run (a busier machine, other
@@ -262,9 +310,18 @@ def compare_records(base: list[dict], new: list[dict], **kw) -> "Comparison":
     return compare_runs([base], [new], **kw)
 
 
-def compare_runs(base_runs: Sequence[Sequence[dict]], new_runs: Sequence[Sequence[dict]], *, base_name: str = "base",
-                 new_name: str = "new", tolerance: float = DEFAULT_TOLERANCE, alpha: float = DEFAULT_ALPHA,
-                 confidence: float = DEFAULT_CONFIDENCE, n_boot: int = N_BOOT, seed: int = 0) -> "Comparison":
+def compare_runs(
+    base_runs: Sequence[Sequence[dict]],
+    new_runs: Sequence[Sequence[dict]],
+    *,
+    base_name: str = "base",
+    new_name: str = "new",
+    tolerance: float = DEFAULT_TOLERANCE,
+    alpha: float = DEFAULT_ALPHA,
+    confidence: float = DEFAULT_CONFIDENCE,
+    n_boot: int = N_BOOT,
+    seed: int = 0,
+) -> "Comparison":
     """Compare the runs of two sides (each a list of runs' records); see the module docstring."""
     bmap, nmap = _runs_of(base_runs), _runs_of(new_runs)
     keys = [k for k in bmap if k in nmap]
@@ -291,15 +348,26 @@ def compare_runs(base_runs: Sequence[Sequence[dict]], new_runs: Sequence[Sequenc
     for (k, mb, mx, lb, lx, boot), di in zip(pts, d):
         # within-run bootstrap + between-run sd^2/k per side: conservative (the between-run estimate
         # already holds within-run noise); sd^2/k is a mean's variance, a median of k <= 2 runs is one
-        se = math.sqrt(float(np.var(boot)) + sd_b ** 2 * (1.0 / len(lb) + 1.0 / len(lx)))
+        se = math.sqrt(float(np.var(boot)) + sd_b**2 * (1.0 / len(lb) + 1.0 / len(lx)))
         p = float(2 * (1 - _NORMAL.cdf(abs(di) / se))) if se > 0 else (1.0 if di == 0 else 0.0)
-        rows.append(CaseComparison(key=k, base_median_us=mb, new_median_us=mx, ratio=mx / mb,
-                                   ci_low=math.exp(di - z_case * se), ci_high=math.exp(di + z_case * se),
-                                   p_value=p, base_runs=len(bmap[k]), new_runs=len(nmap[k])))
+        rows.append(
+            CaseComparison(
+                key=k,
+                base_median_us=mb,
+                new_median_us=mx,
+                ratio=mx / mb,
+                ci_low=math.exp(di - z_case * se),
+                ci_high=math.exp(di + z_case * se),
+                p_value=p,
+                base_runs=len(bmap[k]),
+                new_runs=len(nmap[k]),
+            )
+        )
         log_boot.append(boot)
     adj = holm([r.p_value for r in rows])
-    cases = [dataclasses.replace(r, p_adjusted=a, verdict=verdict(r.ci_low, r.ci_high, tolerance))
-             for r, a in zip(rows, adj)]
+    cases = [
+        dataclasses.replace(r, p_adjusted=a, verdict=verdict(r.ci_low, r.ci_high, tolerance)) for r, a in zip(rows, adj)
+    ]
     if cases:
         # overall: the median case ratio, with a bootstrap that resamples the cases (and, per case,
         # its within-run bootstrap): the spread between cases carries their run-to-run variation,
@@ -314,38 +382,61 @@ def compare_runs(base_runs: Sequence[Sequence[dict]], new_runs: Sequence[Sequenc
         overall = verdict(glo, ghi, tolerance)
     else:
         gm, glo, ghi, overall = math.nan, math.nan, math.nan, "no common cases"
-    return Comparison(base_name=base_name, new_name=new_name, cases=cases, overall_ratio=gm, overall_ci=(glo, ghi),
-                      overall=overall, only_base=[k for k in bmap if k not in nmap],
-                      only_new=[k for k in nmap if k not in bmap], unusable=unusable, tolerance=tolerance, alpha=alpha,
-                      base_runs=kb, new_runs=kn, between_run_sd=sd_b, between_run_note=between_note,
-                      confidence=confidence)
+    return Comparison(
+        base_name=base_name,
+        new_name=new_name,
+        cases=cases,
+        overall_ratio=gm,
+        overall_ci=(glo, ghi),
+        overall=overall,
+        only_base=[k for k in bmap if k not in nmap],
+        only_new=[k for k in nmap if k not in bmap],
+        unusable=unusable,
+        tolerance=tolerance,
+        alpha=alpha,
+        base_runs=kb,
+        new_runs=kn,
+        between_run_sd=sd_b,
+        between_run_note=between_note,
+        confidence=confidence,
+    )
 
 
 def format_comparison(c: Comparison, *, show: str = "all") -> str:
     """Text table of a comparison; ``show='changed'`` lists only cases not judged same."""
     names = {r.key: describe_key(r.key) for r in c.cases}
     w = min(90, max([len(n) for n in names.values()] + [4]))
-    lines = [f"# compare: base={c.base_name} ({c.base_runs} run(s))  new={c.new_name} ({c.new_runs} run(s))  "
-             f"(ratio = new/base median of run medians; >1 slower; CI {c.confidence:.0%} simultaneous over the cases; "
-             f"tolerance ±{c.tolerance:.0%}; p Holm-adjusted)",
-             f"# between-run variation: sd {c.between_run_sd:.3g} of a run's log median; {c.between_run_note}",
-             f"#{'case':<{w}} {'base(us)':>10} {'new(us)':>10} {'ratio':>7} {'CI low':>7} {'CI high':>7}"
-             f" {'p_adj':>7}  verdict"]
+    lines = [
+        f"# compare: base={c.base_name} ({c.base_runs} run(s))  new={c.new_name} ({c.new_runs} run(s))  "
+        f"(ratio = new/base median of run medians; >1 slower; CI {c.confidence:.0%} simultaneous over the cases; "
+        f"tolerance ±{c.tolerance:.0%}; p Holm-adjusted)",
+        f"# between-run variation: sd {c.between_run_sd:.3g} of a run's log median; {c.between_run_note}",
+        f"#{'case':<{w}} {'base(us)':>10} {'new(us)':>10} {'ratio':>7} {'CI low':>7} {'CI high':>7}"
+        f" {'p_adj':>7}  verdict",
+    ]
     for r in c.cases:
         if show == "changed" and r.verdict == "same":
             continue
         mark = " *" if r in c.regressions else ""
-        lines.append(f" {names[r.key][:w]:<{w}} {r.base_median_us:10.1f} {r.new_median_us:10.1f}"
-                     f" {r.ratio:7.3f} {r.ci_low:7.3f} {r.ci_high:7.3f} {r.p_adjusted:7.3g}  {r.verdict}{mark}")
+        lines.append(
+            f" {names[r.key][:w]:<{w}} {r.base_median_us:10.1f} {r.new_median_us:10.1f}"
+            f" {r.ratio:7.3f} {r.ci_low:7.3f} {r.ci_high:7.3f} {r.p_adjusted:7.3g}  {r.verdict}{mark}"
+        )
     n = {v: sum(1 for r in c.cases if r.verdict == v) for v in ("slower", "faster", "same")}
-    lines.append(f"# {len(c.cases)} matched case(s): {n['slower']} slower, {n['faster']} faster, {n['same']} same;"
-                 f" {len(c.regressions)} significant regression(s) (*)")
+    lines.append(
+        f"# {len(c.cases)} matched case(s): {n['slower']} slower, {n['faster']} faster, {n['same']} same;"
+        f" {len(c.regressions)} significant regression(s) (*)"
+    )
     if c.only_base or c.only_new:
         lines.append(f"# unmatched: {len(c.only_base)} only in base, {len(c.only_new)} only in new")
     if c.unusable:
-        lines.append(f"# not compared (no positive median time in some run): "
-                     f"{', '.join(describe_key(k) for k in c.unusable[:5])}{' ...' if len(c.unusable) > 5 else ''}")
-    lines.append(f"# overall (median case ratio): {c.overall_ratio:.3f}  CI [{c.overall_ci[0]:.3f}, "
-                 f"{c.overall_ci[1]:.3f}]  -> {c.overall}")
+        lines.append(
+            f"# not compared (no positive median time in some run): "
+            f"{', '.join(describe_key(k) for k in c.unusable[:5])}{' ...' if len(c.unusable) > 5 else ''}"
+        )
+    lines.append(
+        f"# overall (median case ratio): {c.overall_ratio:.3f}  CI [{c.overall_ci[0]:.3f}, "
+        f"{c.overall_ci[1]:.3f}]  -> {c.overall}"
+    )
     lines.append(f"# gate: {'FAIL (regression)' if c.failed else 'PASS'}")
     return "\n".join(lines) + "\n"

@@ -100,8 +100,12 @@ class DoctorSettings:
     compose LINK_RATE when the run has one, else no expectation (links are compared with their class)."""
 
 
-SECTIONS = {"ddp": DdpSettings, "model_parallel": ModelParallelSettings, "placement": PlacementSettings,
-            "doctor": DoctorSettings}
+SECTIONS = {
+    "ddp": DdpSettings,
+    "model_parallel": ModelParallelSettings,
+    "placement": PlacementSettings,
+    "doctor": DoctorSettings,
+}
 """Experiment settings nested in BenchConfig, by field name."""
 
 
@@ -197,8 +201,12 @@ KNOBS: tuple[Knob, ...] = (
     Knob("backend", "backend", "BACKEND", "auto | gloo | nccl | mpi | ucc"),
     Knob("device", "device", "DEVICE", "auto | cpu | cuda"),
     Knob("timeout_s", "timeout-s", "TIMEOUT_S", "process-group timeout, seconds"),
-    Knob("heartbeat_timeout_s", "heartbeat-timeout-s", "HEARTBEAT_S",
-         "declare a silent rank lost after this long (0 = off)"),
+    Knob(
+        "heartbeat_timeout_s",
+        "heartbeat-timeout-s",
+        "HEARTBEAT_S",
+        "declare a silent rank lost after this long (0 = off)",
+    ),
 )
 """Every run-wide knob, spelled once; the launcher's and the plugin's options are made from it, and a
 test checks the Makefile's SUITE_ARGS against it."""
@@ -280,9 +288,18 @@ def _split(value) -> tuple[str, ...]:
     return tuple(i.strip().lower() for i in items if i.strip())
 
 
-_ALIASES = {"prod": "product", "fp32": "float32", "fp64": "float64", "fp16": "float16",
-            "half": "float16", "bf16": "bfloat16", "float": "float32", "double": "float64",
-            "int": "int32", "long": "int64"}
+_ALIASES = {
+    "prod": "product",
+    "fp32": "float32",
+    "fp64": "float64",
+    "fp16": "float16",
+    "half": "float16",
+    "bf16": "bfloat16",
+    "float": "float32",
+    "double": "float64",
+    "int": "int32",
+    "long": "int64",
+}
 
 
 def _section_value(section: str, name: str, value):
@@ -292,8 +309,13 @@ def _section_value(section: str, name: str, value):
     if isinstance(default, str):
         return str(value).strip()
     if name.endswith("_bytes"):  # sizes as the sweep spells them: 64, 4K, 1M (powers of 1024)
-        items = value.replace(" ", ",").split(",") if isinstance(value, str) else \
-            list(value) if isinstance(value, (list, tuple)) else [value]
+        items = (
+            value.replace(" ", ",").split(",")
+            if isinstance(value, str)
+            else list(value)
+            if isinstance(value, (list, tuple))
+            else [value]
+        )
         try:
             sizes = tuple(metrics.parse_size(str(v).strip()) for v in items if str(v).strip())
         except ValueError as e:
@@ -327,9 +349,17 @@ def build_config(**raw) -> BenchConfig:
     for key in ("dtypes", "redops"):
         if key in raw and raw[key] is not None:
             kw[key] = tuple(_ALIASES.get(v, v) for v in _split(raw[key]))
-    for key, conv in (("step_factor", float), ("root", int), ("warmup_iters", int), ("iters", int),
-                      ("pipeline_depth", int), ("precision_pct", float), ("max_time_s", float),
-                      ("timeout_s", float), ("heartbeat_timeout_s", float)):
+    for key, conv in (
+        ("step_factor", float),
+        ("root", int),
+        ("warmup_iters", int),
+        ("iters", int),
+        ("pipeline_depth", int),
+        ("precision_pct", float),
+        ("max_time_s", float),
+        ("timeout_s", float),
+        ("heartbeat_timeout_s", float),
+    ):
         if key in raw and raw[key] is not None:
             try:
                 kw[key] = conv(raw[key])
@@ -361,6 +391,7 @@ def build_config(**raw) -> BenchConfig:
 
 def validate(cfg: BenchConfig, world_size: int | None = None) -> None:
     """Raise ConfigError naming the knob to change if ``cfg`` cannot run."""
+
     def bad(msg: str):
         raise ConfigError(msg)
 
@@ -373,8 +404,10 @@ def validate(cfg: BenchConfig, world_size: int | None = None) -> None:
     if not (cfg.step_factor > 1) and cfg.min_bytes != cfg.max_bytes:
         bad(f"STEP_FACTOR must be > 1, got {cfg.step_factor}")
     if cfg.step_factor > 1 and len(cfg.sizes()) > 64:
-        bad(f"the sweep {cfg.min_bytes}..{cfg.max_bytes} x{cfg.step_factor} has more than 64 sizes; "
-            "raise STEP_FACTOR or narrow the range")
+        bad(
+            f"the sweep {cfg.min_bytes}..{cfg.max_bytes} x{cfg.step_factor} has more than 64 sizes; "
+            "raise STEP_FACTOR or narrow the range"
+        )
     if not cfg.dtypes:
         bad("DTYPES is empty; choose from " + ", ".join(DTYPES))
     for d in cfg.dtypes:
@@ -414,26 +447,39 @@ def validate(cfg: BenchConfig, world_size: int | None = None) -> None:
     if world_size is not None and cfg.root >= world_size:
         bad(f"ROOT {cfg.root} does not exist in a world of {world_size} ranks")
     d, mp = cfg.ddp, cfg.model_parallel
-    if d.params < 1000 or d.batch_per_rank < 2 or d.accum < 2 or d.powersgd_rank < 1 or \
-            any(not b > 0 for b in d.buckets_mb + d.bucket_fractions):
-        bad(f"bad DDP settings {d}: need DDP_PARAMS >= 1000, DDP_BATCH >= 2 (BatchNorm), "
-            "DDP_ACCUM >= 2, DDP_POWERSGD_RANK >= 1, DDP_BUCKETS_MB and DDP_BUCKET_FRACTIONS > 0")
+    if (
+        d.params < 1000
+        or d.batch_per_rank < 2
+        or d.accum < 2
+        or d.powersgd_rank < 1
+        or any(not b > 0 for b in d.buckets_mb + d.bucket_fractions)
+    ):
+        bad(
+            f"bad DDP settings {d}: need DDP_PARAMS >= 1000, DDP_BATCH >= 2 (BatchNorm), "
+            "DDP_ACCUM >= 2, DDP_POWERSGD_RANK >= 1, DDP_BUCKETS_MB and DDP_BUCKET_FRACTIONS > 0"
+        )
     if set(d.hooks) - set(DDP_HOOK_NAMES):
-        bad(f"DDP_HOOKS {','.join(d.hooks)}: unknown hook(s) {', '.join(sorted(set(d.hooks) - set(DDP_HOOK_NAMES)))}; "
-            f"choose from {', '.join(DDP_HOOK_NAMES)}")
+        bad(
+            f"DDP_HOOKS {','.join(d.hooks)}: unknown hook(s) {', '.join(sorted(set(d.hooks) - set(DDP_HOOK_NAMES)))}; "
+            f"choose from {', '.join(DDP_HOOK_NAMES)}"
+        )
     if min(mp.in_features, mp.out_features, mp.batch) < 1:
         bad(f"MP_IN, MP_OUT and MP_BATCH must be >= 1, got {mp}")
     if min(mp.stage_features, mp.microbatch_rows) < 1:
         bad(f"MP_STAGE_FEATURES and MP_MICROBATCH_ROWS must be >= 1, got {mp}")
     if mp.stage_features > 16384 or mp.microbatch_rows * mp.stage_features > 1 << 28:
-        bad(f"MP_STAGE_FEATURES={mp.stage_features} x MP_MICROBATCH_ROWS={mp.microbatch_rows} is too large "
-            "(a stage's weight is d x d float32: d <= 16384; a micro-batch at most 2^28 elements)")
+        bad(
+            f"MP_STAGE_FEATURES={mp.stage_features} x MP_MICROBATCH_ROWS={mp.microbatch_rows} is too large "
+            "(a stage's weight is d x d float32: d <= 16384; a micro-batch at most 2^28 elements)"
+        )
     if cfg.placement.fake_nodes < 0:
         bad(f"SUITE_FAKE_NODES must be >= 0, got {cfg.placement.fake_nodes}")
     doc = cfg.doctor
     if not (4 <= doc.small_bytes <= doc.large_bytes) or not doc.collective_bytes or min(doc.collective_bytes) < 4:
-        bad(f"DOCTOR_SMALL_BYTES ({doc.small_bytes}) must be >= 4 and <= DOCTOR_LARGE_BYTES ({doc.large_bytes}); "
-            f"DOCTOR_SIZES ({','.join(map(str, doc.collective_bytes))}) non-empty, each >= 4")
+        bad(
+            f"DOCTOR_SMALL_BYTES ({doc.small_bytes}) must be >= 4 and <= DOCTOR_LARGE_BYTES ({doc.large_bytes}); "
+            f"DOCTOR_SIZES ({','.join(map(str, doc.collective_bytes))}) non-empty, each >= 4"
+        )
     if doc.large_bytes * doc.window > 1 << 30:
         bad(f"DOCTOR_LARGE_BYTES x DOCTOR_WINDOW = {doc.large_bytes * doc.window} B is more than 1 GiB in flight")
     if not 1 <= doc.window <= 64:
@@ -458,5 +504,7 @@ def check_timing_mode(timing_mode: str, backend: str, device: str) -> None:
     cannot be captured. Called with the knobs as given (auto passes) and again by
     the launcher's preflight with auto resolved."""
     if timing_mode == "cuda_graph" and (device == "cpu" or backend not in ("auto", "nccl")):
-        raise ConfigError(f"TIMING=cuda_graph needs BACKEND=nccl and DEVICE=cuda (got {backend} on {device}); "
-                          "use TIMING=blocking or pipelined on CPU/Gloo")
+        raise ConfigError(
+            f"TIMING=cuda_graph needs BACKEND=nccl and DEVICE=cuda (got {backend} on {device}); "
+            "use TIMING=blocking or pipelined on CPU/Gloo"
+        )

@@ -38,9 +38,6 @@ from suite.dist import _free_port
 ROOT = Path(__file__).resolve().parent.parent
 
 
-
-
-
 @dataclass(frozen=True, kw_only=True)
 class DeadlockProbe:
     """Bounds of the isolated both-send-first demonstration.
@@ -129,8 +126,18 @@ class ProbeResult:
     naive_ordering: str = "both ranks: blocking send to the other, then recv"
 
 
-_LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK",
-                  "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID", "SLURM_NTASKS")
+_LAUNCHER_VARS = (
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "ROLE_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "SLURM_PROCID",
+    "SLURM_NTASKS",
+)
 _TAG = "P2P-PROBE"
 
 
@@ -172,10 +179,31 @@ def _probe_once(backend: str, device: str, probe: DeadlockProbe, start: float) -
     # ends an orphaned pair on its own if this process dies.
     pg_timeout = probe.total_limit_s + 15
     delay = f"{probe.delay_step}:{probe.delay_s}" if probe.delay_step else "-"
-    procs = [subprocess.Popen([sys.executable, "-m", "suite.deadlock", "--deadlock-child", str(r), str(port),
-                               backend, device, str(big), sizes_arg, str(pg_timeout), delay],
-                              cwd=ROOT, env=_child_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for r in (0, 1)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "suite.deadlock",
+                "--deadlock-child",
+                str(r),
+                str(port),
+                backend,
+                device,
+                str(big),
+                sizes_arg,
+                str(pg_timeout),
+                delay,
+            ],
+            cwd=ROOT,
+            env=_child_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for r in (0, 1)
+    ]
     events: queue.Queue = queue.Queue()
     tails: list[list[str]] = [[], []]
 
@@ -183,7 +211,7 @@ def _probe_once(backend: str, device: str, probe: DeadlockProbe, start: float) -
         for line in stream:
             line = line.strip()
             if line.startswith(_TAG):
-                events.put((r, line[len(_TAG):].split()))
+                events.put((r, line[len(_TAG) :].split()))
             elif line:
                 tails[r] = (tails[r] + [line])[-5:]
         events.put((r, ["eof"]))
@@ -193,8 +221,7 @@ def _probe_once(backend: str, device: str, probe: DeadlockProbe, start: float) -
         t.start()
 
     # The steps both processes must report, in order.
-    steps = [("ready", 0)] + [(o, big) for o in ORDERINGS] + [("naive", s) for s in probe.sizes] + \
-        [("done", 0)]
+    steps = [("ready", 0)] + [(o, big) for o in ORDERINGS] + [("naive", s) for s in probe.sizes] + [("done", 0)]
     seen: dict = {}
     took: dict = {}  # (step, size) -> the slower process's own exchange time, s
     log: list[dict] = []
@@ -219,16 +246,26 @@ def _probe_once(backend: str, device: str, probe: DeadlockProbe, start: float) -
                     error = f"the probe pair did not start within {limit:.0f} s"
                 else:
                     blocked_step, watched_s = step, waited
-                    log.append({"step": steps[step][0], "bytes": steps[step][1], "bound_s": bound,
-                                "outcome": "blocked", "took_s": waited})
+                    log.append(
+                        {
+                            "step": steps[step][0],
+                            "bytes": steps[step][1],
+                            "bound_s": bound,
+                            "outcome": "blocked",
+                            "took_s": waited,
+                        }
+                    )
                 break
             continue
         if words == ["eof"]:
             if r in seen.get(("done", 0), ()):
                 continue  # finished normally; the other one may still be reporting
             code = procs[r].poll()
-            error = (f"{_START_FAILED}: " if step == 0 else "") + \
-                f"probe process {r} exited early (status {code}): " + " | ".join(tails[r])[-400:]
+            error = (
+                (f"{_START_FAILED}: " if step == 0 else "")
+                + f"probe process {r} exited early (status {code}): "
+                + " | ".join(tails[r])[-400:]
+            )
             break
         name, size = words[0], int(words[1]) if len(words) > 1 else 0
         n_wrong += int(words[2]) if len(words) > 2 else 0
@@ -238,16 +275,25 @@ def _probe_once(backend: str, device: str, probe: DeadlockProbe, start: float) -
         while step < len(steps) and seen.get(steps[step]) == {0, 1}:
             elapsed = time.monotonic() - step_start
             if 0 < step < len(steps) - 1:
-                log.append({"step": steps[step][0], "bytes": steps[step][1], "bound_s": bound,
-                            "outcome": "slow" if elapsed > bound else "on_time", "took_s": elapsed})
+                log.append(
+                    {
+                        "step": steps[step][0],
+                        "bytes": steps[step][1],
+                        "bound_s": bound,
+                        "outcome": "slow" if elapsed > bound else "on_time",
+                        "took_s": elapsed,
+                    }
+                )
             step += 1
             step_start = time.monotonic()
             if steps[step - 1][0] in ORDERINGS:
                 fastest = min((took[(o, big)] for o in ORDERINGS if took.get((o, big), 0) > 0), default=None)
                 if fastest is not None:
                     rate = big / fastest
-                    rate_source = (f"measured: {big} B / the fastest correct ordering's exchange time "
-                                   f"in the pair ({fastest * 1e3:.2f} ms, the slower process)")
+                    rate_source = (
+                        f"measured: {big} B / the fastest correct ordering's exchange time "
+                        f"in the pair ({fastest * 1e3:.2f} ms, the slower process)"
+                    )
             if step < len(steps):
                 bound = probe.bound_s(steps[step][1], rate)
 
@@ -274,31 +320,54 @@ def _probe_once(backend: str, device: str, probe: DeadlockProbe, start: float) -
         orderings[o] = {"on_time": "completed", None: "not run"}.get(got, got)
     blocked = stuck[1] if stuck is not None and stuck[0] == "naive" else None
     if stuck is not None and stuck[0] != "naive" and error is None:
-        error = (f"correct ordering {stuck[0]} made no progress within "
-                 f"{probe.blocked_factor:g} x {log[-1]['bound_s']:.1f} s" if log else f"step {stuck[0]} blocked")
-    return ProbeResult(backend=backend, device=device, sizes_probed=probed, completed_bytes=tuple(sorted(done)),
-                       blocked_from_bytes=blocked,
-                       no_progress_within_s=log[-1]["bound_s"] if blocked is not None else None,
-                       no_progress_for_s=watched_s if blocked is not None else None,
-                       steps=tuple(log), slow_steps=tuple(f"{e['step']}@{e['bytes']}" for e in log
-                                                          if e["outcome"] == "slow"),
-                       rate_bytes_per_s=rate, rate_source=rate_source, floor_s=probe.floor_s, slack=probe.slack,
-                       blocked_factor=probe.blocked_factor, probe_sizes=probe.sizes,
-                       start_limit_s=probe.start_limit_s, total_limit_s=probe.total_limit_s,
-                       correct_orderings=orderings,
-                       correct_orderings_bytes=big, n_wrong=n_wrong, elapsed_s=time.monotonic() - start,
-                       killed=killed, error=error)
+        error = (
+            f"correct ordering {stuck[0]} made no progress within {probe.blocked_factor:g} x {log[-1]['bound_s']:.1f} s"
+            if log
+            else f"step {stuck[0]} blocked"
+        )
+    return ProbeResult(
+        backend=backend,
+        device=device,
+        sizes_probed=probed,
+        completed_bytes=tuple(sorted(done)),
+        blocked_from_bytes=blocked,
+        no_progress_within_s=log[-1]["bound_s"] if blocked is not None else None,
+        no_progress_for_s=watched_s if blocked is not None else None,
+        steps=tuple(log),
+        slow_steps=tuple(f"{e['step']}@{e['bytes']}" for e in log if e["outcome"] == "slow"),
+        rate_bytes_per_s=rate,
+        rate_source=rate_source,
+        floor_s=probe.floor_s,
+        slack=probe.slack,
+        blocked_factor=probe.blocked_factor,
+        probe_sizes=probe.sizes,
+        start_limit_s=probe.start_limit_s,
+        total_limit_s=probe.total_limit_s,
+        correct_orderings=orderings,
+        correct_orderings_bytes=big,
+        n_wrong=n_wrong,
+        elapsed_s=time.monotonic() - start,
+        killed=killed,
+        error=error,
+    )
 
 
-def _probe_child(rank: int, port: int, backend: str, device: str, big: int, sizes: list[int],
-                 timeout_s: float, delay: str = "-") -> None:
+def _probe_child(
+    rank: int, port: int, backend: str, device: str, big: int, sizes: list[int], timeout_s: float, delay: str = "-"
+) -> None:
     """One process of the probe pair (``python -m suite.deadlock --deadlock-child ...``)."""
     dev = torch.device("cuda", rank) if device == "cuda" else torch.device("cpu")
     kw = {"device_id": dev} if backend == "nccl" else {}
     if device == "cuda":
         torch.cuda.set_device(dev)
-    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
-                            timeout=datetime.timedelta(seconds=timeout_s), **kw)
+    dist.init_process_group(
+        backend,
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=2,
+        timeout=datetime.timedelta(seconds=timeout_s),
+        **kw,
+    )
     peer, dt = 1 - rank, torch.float32
     delay_step, _, delay_s = delay.partition(":")
 
@@ -342,13 +411,16 @@ def _probe_child(rank: int, port: int, backend: str, device: str, big: int, size
 def _main(argv: list[str]) -> int:
     if len(argv) == 9 and argv[0] == "--deadlock-child":
         _, rank, port, backend, device, big, sizes, timeout_s, delay = argv
-        _probe_child(int(rank), int(port), backend, device, int(big), [int(s) for s in sizes.split(",")],
-                     float(timeout_s), delay)
+        _probe_child(
+            int(rank), int(port), backend, device, int(big), [int(s) for s in sizes.split(",")], float(timeout_s), delay
+        )
         return 0
-    print("usage: python -m suite.deadlock --deadlock-child RANK PORT BACKEND DEVICE BIG SIZES TIMEOUT_S "
-          "DELAY\n"
-          "(internal: one process of the deadlock probe pair; run the experiment with suite.launch)",
-          file=sys.stderr)
+    print(
+        "usage: python -m suite.deadlock --deadlock-child RANK PORT BACKEND DEVICE BIG SIZES TIMEOUT_S "
+        "DELAY\n"
+        "(internal: one process of the deadlock probe pair; run the experiment with suite.launch)",
+        file=sys.stderr,
+    )
     return 2
 
 

@@ -75,8 +75,9 @@ def read_launch_env(env: dict | None = None) -> LaunchEnv:
         raise PreflightError(f"RANK {rank} is outside the world of {world} ranks")
     if not 0 <= local_rank < max(local_world, 1):
         raise PreflightError(f"LOCAL_RANK {local_rank} is outside LOCAL_WORLD_SIZE {local_world}")
-    return LaunchEnv(rank=rank, world_size=world, local_rank=local_rank,
-                     local_world_size=local_world, launcher=launcher)
+    return LaunchEnv(
+        rank=rank, world_size=world, local_rank=local_rank, local_world_size=local_world, launcher=launcher
+    )
 
 
 def resolve_device(requested: str) -> str:
@@ -84,8 +85,10 @@ def resolve_device(requested: str) -> str:
     if requested == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if requested == "cuda" and not torch.cuda.is_available():
-        raise PreflightError("DEVICE=cuda but no CUDA device is visible to this process "
-                             "(check CUDA_VISIBLE_DEVICES / the container's GPU reservation), or use DEVICE=cpu")
+        raise PreflightError(
+            "DEVICE=cuda but no CUDA device is visible to this process "
+            "(check CUDA_VISIBLE_DEVICES / the container's GPU reservation), or use DEVICE=cpu"
+        )
     return requested
 
 
@@ -105,8 +108,10 @@ def resolve_backend(requested: str, device: str) -> str:
         backend = "nccl" if device == "cuda" else "gloo"
     if not backend_available(backend):
         have = [b for b in ("gloo", "nccl", "mpi", "ucc") if backend_available(b)]
-        raise PreflightError(f"backend {backend!r} is not built into this torch {torch.__version__} "
-                             f"(available: {', '.join(have) or 'none'})")
+        raise PreflightError(
+            f"backend {backend!r} is not built into this torch {torch.__version__} "
+            f"(available: {', '.join(have) or 'none'})"
+        )
     if backend == "nccl" and device != "cuda":
         raise PreflightError("backend nccl needs CUDA tensors and a GPU; use BACKEND=gloo on a CPU host")
     return backend
@@ -155,6 +160,7 @@ class DistContext:
 _CONTEXT: DistContext | None = None
 _WATCHDOG: "Watchdog | None" = None
 
+
 class Watchdog:
     """Names a dead, frozen or partitioned rank and ends this rank within a bounded time.
 
@@ -168,15 +174,29 @@ class Watchdog:
     rank exits with EXIT_PEER_FAILURE instead of waiting for the group timeout.
     """
 
-    def __init__(self, *, rank: int, world_size: int, hostnames: list[str], timeout_s: float,
-                 results_dir: str | None, interval_s: float = 1.0):
+    def __init__(
+        self,
+        *,
+        rank: int,
+        world_size: int,
+        hostnames: list[str],
+        timeout_s: float,
+        results_dir: str | None,
+        interval_s: float = 1.0,
+    ):
         self.rank, self.world_size, self.hostnames = rank, world_size, hostnames
         self.timeout_s, self.interval_s, self.results_dir = timeout_s, interval_s, results_dir
         addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
         self.where = f"{addr}:{port}"
         # A separate client: the default group's store must not be shared across threads.
-        base = dist.TCPStore(addr, port, world_size, is_master=False,
-                             timeout=datetime.timedelta(seconds=max(5.0, timeout_s)), wait_for_workers=False)
+        base = dist.TCPStore(
+            addr,
+            port,
+            world_size,
+            is_master=False,
+            timeout=datetime.timedelta(seconds=max(5.0, timeout_s)),
+            wait_for_workers=False,
+        )
         self.store = dist.PrefixStore("suite/watchdog", base)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="suite-watchdog", daemon=True)
@@ -219,15 +239,18 @@ class Watchdog:
             except Exception as e:  # the store's host (node 0) is gone
                 store_down_since = store_down_since or now
                 if now - store_down_since > self.timeout_s:
-                    self._abort(f"lost the rendezvous store at {self.where} (node 0 or its launcher is gone): {e}",
-                                lost=[0])
+                    self._abort(
+                        f"lost the rendezvous store at {self.where} (node 0 or its launcher is gone): {e}", lost=[0]
+                    )
                 continue
-            lost = [r for r, (_, since) in last_seen.items()
-                    if r not in done and now - since > self.timeout_s]
+            lost = [r for r, (_, since) in last_seen.items() if r not in done and now - since > self.timeout_s]
             if lost and not self._stop.is_set():
                 names = ", ".join(f"rank {r} (host {self.hostnames[r]})" for r in lost)
-                self._abort(f"{names} stopped responding: no heartbeat for more than {self.timeout_s:.0f} s "
-                            "(the process is frozen, partitioned from the network, or died)", lost=lost)
+                self._abort(
+                    f"{names} stopped responding: no heartbeat for more than {self.timeout_s:.0f} s "
+                    "(the process is frozen, partitioned from the network, or died)",
+                    lost=lost,
+                )
 
     def _abort(self, cause: str, lost: list[int]) -> None:
         msg = f"[rank {self.rank}] peer failure: {cause}; ending this rank (exit {EXIT_PEER_FAILURE})"
@@ -237,8 +260,13 @@ class Watchdog:
         os._exit(EXIT_PEER_FAILURE)
 
 
-def init_distributed(cfg: BenchConfig, env: dict | None = None, *, results_dir: str | None = None,
-                     heartbeat_timeout_s: float | None = None) -> DistContext:
+def init_distributed(
+    cfg: BenchConfig,
+    env: dict | None = None,
+    *,
+    results_dir: str | None = None,
+    heartbeat_timeout_s: float | None = None,
+) -> DistContext:
     """Start (or return) this process's group as configured.
 
     Validation happens before ``init_process_group``: a bad backend or device
@@ -255,8 +283,10 @@ def init_distributed(cfg: BenchConfig, env: dict | None = None, *, results_dir: 
     if device_type == "cuda":
         n_gpu = torch.cuda.device_count()
         if backend == "nccl" and le.local_world_size > n_gpu:
-            raise PreflightError(f"{le.local_world_size} ranks on this node but only {n_gpu} GPU(s): "
-                                 "NCCL needs one GPU per rank; lower NPROC")
+            raise PreflightError(
+                f"{le.local_world_size} ranks on this node but only {n_gpu} GPU(s): "
+                "NCCL needs one GPU per rank; lower NPROC"
+            )
         device = torch.device("cuda", le.local_rank % max(n_gpu, 1))
         torch.cuda.set_device(device)  # before init, so NCCL binds the right GPU
     else:
@@ -267,8 +297,9 @@ def init_distributed(cfg: BenchConfig, env: dict | None = None, *, results_dir: 
         os.environ.setdefault("MASTER_PORT", str(_free_port()))
         os.environ.setdefault("RANK", "0")
         os.environ.setdefault("WORLD_SIZE", "1")
-    kwargs = dict(backend=backend, rank=le.rank, world_size=le.world_size,
-                  timeout=datetime.timedelta(seconds=cfg.timeout_s))
+    kwargs = dict(
+        backend=backend, rank=le.rank, world_size=le.world_size, timeout=datetime.timedelta(seconds=cfg.timeout_s)
+    )
     if backend == "nccl":
         kwargs["device_id"] = device
     dist.init_process_group(**kwargs)
@@ -276,14 +307,23 @@ def init_distributed(cfg: BenchConfig, env: dict | None = None, *, results_dir: 
     group = dist.group.WORLD
     hostnames: list = [None] * le.world_size
     dist.all_gather_object(hostnames, socket.gethostname(), group=group)
-    _CONTEXT = DistContext(rank=le.rank, world_size=le.world_size, local_rank=le.local_rank,
-                           local_world_size=le.local_world_size, backend=backend, device=device,
-                           group=group, timeout_s=cfg.timeout_s, hostnames=list(hostnames))
+    _CONTEXT = DistContext(
+        rank=le.rank,
+        world_size=le.world_size,
+        local_rank=le.local_rank,
+        local_world_size=le.local_world_size,
+        backend=backend,
+        device=device,
+        group=group,
+        timeout_s=cfg.timeout_s,
+        hostnames=list(hostnames),
+    )
     global _WATCHDOG
     hb = min(cfg.timeout_s, 15.0) if heartbeat_timeout_s is None else heartbeat_timeout_s
     if le.world_size > 1 and hb > 0:
-        _WATCHDOG = Watchdog(rank=le.rank, world_size=le.world_size, hostnames=list(hostnames),
-                             timeout_s=hb, results_dir=results_dir).start()
+        _WATCHDOG = Watchdog(
+            rank=le.rank, world_size=le.world_size, hostnames=list(hostnames), timeout_s=hb, results_dir=results_dir
+        ).start()
     return _CONTEXT
 
 

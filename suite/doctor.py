@@ -136,6 +136,7 @@ class Diagnosis:
 
 # --- slow links -----------------------------------------------------------------------------------
 
+
 def _cls(a_host: str, b_host: str) -> str:
     return "intra-node" if a_host == b_host else "inter-node"
 
@@ -148,10 +149,21 @@ def link_passes(recs: list[dict], hostnames: list[str]) -> list[LinkPass]:
             continue
         a, b = int(r["src"]), int(r["dst"])
         ha, hb = hostnames[a], hostnames[b]
-        out.append(LinkPass(probe=r["probe"], src=a, dst=b, pass_no=int(r.get("pass", 1)),
-                            size_bytes=int(r["size_bytes"]), cls=_cls(ha, hb), src_host=ha, dst_host=hb,
-                            median_us=metrics.percentile(r["samples_us"], 50),
-                            ci_us=metrics.median_ci(r["samples_us"], CONFIDENCE), label=r["label"]))
+        out.append(
+            LinkPass(
+                probe=r["probe"],
+                src=a,
+                dst=b,
+                pass_no=int(r.get("pass", 1)),
+                size_bytes=int(r["size_bytes"]),
+                cls=_cls(ha, hb),
+                src_host=ha,
+                dst_host=hb,
+                median_us=metrics.percentile(r["samples_us"], 50),
+                ci_us=metrics.median_ci(r["samples_us"], CONFIDENCE),
+                label=r["label"],
+            )
+        )
     return out
 
 
@@ -194,9 +206,10 @@ def _what(probe: str, size: int, us: float) -> str:
 
 # --- stragglers -----------------------------------------------------------------------------------
 
+
 def binomial_upper_tail(k: int, n: int, p: float) -> float:
     """P(X >= k) for X ~ Binomial(n, p)."""
-    return min(1.0, sum(math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(k, n + 1)))
+    return min(1.0, sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k, n + 1)))
 
 
 def straggler_in_probe(rank_samples_us: list[list[float]]) -> list[dict]:
@@ -218,13 +231,25 @@ def straggler_in_probe(rank_samples_us: list[list[float]]) -> list[dict]:
         others = statistics.median([meds[j] for j in range(n) if j != r])
         ratio = meds[r] / others if others > 0 else math.inf
         holdback = statistics.median(rank_samples_us[r][i] - others_at[i] for i in range(m))
-        out.append({"rank": r, "slower_than_others": above, "slowest": slowest.count(r), "samples": m,
-                    "p_value": p, "median_us": meds[r], "others_median_us": others, "ratio": ratio,
-                    "holds_back_us": holdback, "flagged": p < ALPHA / n and ratio >= STRAGGLER_FACTOR})
+        out.append(
+            {
+                "rank": r,
+                "slower_than_others": above,
+                "slowest": slowest.count(r),
+                "samples": m,
+                "p_value": p,
+                "median_us": meds[r],
+                "others_median_us": others,
+                "ratio": ratio,
+                "holds_back_us": holdback,
+                "flagged": p < ALPHA / n and ratio >= STRAGGLER_FACTOR,
+            }
+        )
     return out
 
 
 # --- the whole diagnosis ----------------------------------------------------------------------------
+
 
 def expectation(run: dict, recs: list[dict]) -> dict | None:
     """What an inter-node link should carry: EXPECT_LINK_RATE from the run's config, else LINK_RATE."""
@@ -246,11 +271,28 @@ def diagnose(run: dict) -> Diagnosis:
     if len(hosts) < world:
         hosts += [f"rank{r}" for r in range(len(hosts), world)]
     expect = expectation(run, recs)
-    rules = {"slow_factor": SLOW_FACTOR, "latency_factor": LATENCY_FACTOR, "noise_k": NOISE_K,
-             "straggler_factor": STRAGGLER_FACTOR, "alpha": ALPHA, "confidence": CONFIDENCE}
+    rules = {
+        "slow_factor": SLOW_FACTOR,
+        "latency_factor": LATENCY_FACTOR,
+        "noise_k": NOISE_K,
+        "straggler_factor": STRAGGLER_FACTOR,
+        "alpha": ALPHA,
+        "confidence": CONFIDENCE,
+    }
     if not recs:
-        return Diagnosis(verdict="no probes", findings=[], slow_links=[], stragglers=[], weak_nodes=[], classes=[],
-                         ranks=[], links=[], expectation=expect, rules=rules, hosts=hosts)
+        return Diagnosis(
+            verdict="no probes",
+            findings=[],
+            slow_links=[],
+            stragglers=[],
+            weak_nodes=[],
+            classes=[],
+            ranks=[],
+            links=[],
+            expectation=expect,
+            rules=rules,
+            hosts=hosts,
+        )
     passes = link_passes(recs, hosts)
     judge_links(passes, expect["gbps"] if expect else None)
 
@@ -263,16 +305,34 @@ def diagnose(run: dict) -> Diagnosis:
         lps.sort(key=lambda x: x.pass_no)
         med = statistics.median(lp.median_us for lp in lps)
         ref = statistics.median(lp.reference_us for lp in lps)
-        entry = {"probe": probe, "src": a, "dst": b, "src_host": lps[0].src_host, "dst_host": lps[0].dst_host,
-                 "class": lps[0].cls, "size_bytes": lps[0].size_bytes, "median_us": med, "class_median_us": ref,
-                 "ratio": med / ref if ref > 0 else math.inf,
-                 "gbps": None if probe == "latency" else _gbps(lps[0].size_bytes, med),
-                 "expected_us": lps[0].expected_us,
-                 "slow_vs_class": all(lp.slow_vs_class for lp in lps),
-                 "slow_vs_expectation": all(lp.slow_vs_expectation for lp in lps),
-                 "passes": [{"pass": lp.pass_no, "median_us": lp.median_us, "ci_us": list(lp.ci_us),
-                             "class_median_us": lp.reference_us, "threshold": lp.threshold, "slow": lp.slow,
-                             "case": lp.label} for lp in lps]}
+        entry = {
+            "probe": probe,
+            "src": a,
+            "dst": b,
+            "src_host": lps[0].src_host,
+            "dst_host": lps[0].dst_host,
+            "class": lps[0].cls,
+            "size_bytes": lps[0].size_bytes,
+            "median_us": med,
+            "class_median_us": ref,
+            "ratio": med / ref if ref > 0 else math.inf,
+            "gbps": None if probe == "latency" else _gbps(lps[0].size_bytes, med),
+            "expected_us": lps[0].expected_us,
+            "slow_vs_class": all(lp.slow_vs_class for lp in lps),
+            "slow_vs_expectation": all(lp.slow_vs_expectation for lp in lps),
+            "passes": [
+                {
+                    "pass": lp.pass_no,
+                    "median_us": lp.median_us,
+                    "ci_us": list(lp.ci_us),
+                    "class_median_us": lp.reference_us,
+                    "threshold": lp.threshold,
+                    "slow": lp.slow,
+                    "case": lp.label,
+                }
+                for lp in lps
+            ],
+        }
         entry["slow"] = all(lp.slow for lp in lps)
         links.append(entry)
         if entry["slow"]:
@@ -286,8 +346,11 @@ def diagnose(run: dict) -> Diagnosis:
     for r in recs:
         if r.get("probe") in ALL_RANK_PROBES and r.get("rank_samples_us"):
             if r["probe"] == "compute":
-                pooled = [a + b for a, b in zip(pooled, r["rank_samples_us"])] if pooled else \
-                    [list(x) for x in r["rank_samples_us"]]
+                pooled = (
+                    [a + b for a, b in zip(pooled, r["rank_samples_us"])]
+                    if pooled
+                    else [list(x) for x in r["rank_samples_us"]]
+                )
                 labels.append(r["label"])
             else:
                 per_probe.append((r["probe"], r["label"], straggler_in_probe(r["rank_samples_us"])))
@@ -303,25 +366,37 @@ def diagnose(run: dict) -> Diagnosis:
         comm_flags = [s[rank]["flagged"] for _, _, s in comm if len(s) > rank]
         in_comm = bool(comm_flags) and sum(comm_flags) > len(comm_flags) / 2
         comp_rows = [row for p, _, row in rows if p == "compute"]
-        entry = {"rank": rank, "host": hosts[rank],
-                 "compute_median_us": statistics.median(x["median_us"] for x in comp_rows) if comp_rows else None,
-                 "compute_ratio": statistics.median(x["ratio"] for x in comp_rows) if comp_rows else None,
-                 "slowest_in": {label: f"{row['slowest']}/{row['samples']}" for _, label, row in rows},
-                 "slower_than_others_in": {label: f"{row['slower_than_others']}/{row['samples']}"
-                                           for _, label, row in rows},
-                 "straggler": in_compute or in_comm,
-                 "evidence": [label for _, label, row in rows if row["flagged"]]}
+        entry = {
+            "rank": rank,
+            "host": hosts[rank],
+            "compute_median_us": statistics.median(x["median_us"] for x in comp_rows) if comp_rows else None,
+            "compute_ratio": statistics.median(x["ratio"] for x in comp_rows) if comp_rows else None,
+            "slowest_in": {label: f"{row['slowest']}/{row['samples']}" for _, label, row in rows},
+            "slower_than_others_in": {label: f"{row['slower_than_others']}/{row['samples']}" for _, label, row in rows},
+            "straggler": in_compute or in_comm,
+            "evidence": [label for _, label, row in rows if row["flagged"]],
+        }
         ranks.append(entry)
         if entry["straggler"]:
             # the headline: the compute probe when it named the rank (the others wait that long at the next
             # collective), else the communication probe where it stood out most
             pick = [row for p, _, row in rows if row["flagged"] and (p == "compute") == in_compute]
             best = max(pick or [row for _, _, row in rows if row["flagged"]], key=lambda x: x["ratio"])
-            stragglers.append({**entry, "ratio": best["ratio"], "holds_back_us": best["holds_back_us"],
-                               "p_value": best["p_value"], "slowest": best["slowest"], "samples": best["samples"],
-                               "slower_than_others": best["slower_than_others"],
-                               "median_us": best["median_us"], "others_median_us": best["others_median_us"],
-                               "in_compute": in_compute, "in_communication": in_comm})
+            stragglers.append(
+                {
+                    **entry,
+                    "ratio": best["ratio"],
+                    "holds_back_us": best["holds_back_us"],
+                    "p_value": best["p_value"],
+                    "slowest": best["slowest"],
+                    "samples": best["samples"],
+                    "slower_than_others": best["slower_than_others"],
+                    "median_us": best["median_us"],
+                    "others_median_us": best["others_median_us"],
+                    "in_compute": in_compute,
+                    "in_communication": in_comm,
+                }
+            )
 
     # weak nodes: every inter-node link of one direction (or every rank) of a host affected
     weak, used_links, used_ranks = [], set(), set()
@@ -329,11 +404,15 @@ def diagnose(run: dict) -> Diagnosis:
     if len(host_list) > 1:
         for h in host_list:
             reasons = []
-            for what, sel in (("outgoing bandwidth", lambda e: e["probe"] == "bandwidth" and e["src_host"] == h),
-                              ("incoming bandwidth", lambda e: e["probe"] == "bandwidth" and e["dst_host"] == h),
-                              ("latency", lambda e: e["probe"] == "latency" and h in (e["src_host"], e["dst_host"])),
-                              ("both directions at once",
-                               lambda e: e["probe"] == "bidirectional" and h in (e["src_host"], e["dst_host"]))):
+            for what, sel in (
+                ("outgoing bandwidth", lambda e, h=h: e["probe"] == "bandwidth" and e["src_host"] == h),
+                ("incoming bandwidth", lambda e, h=h: e["probe"] == "bandwidth" and e["dst_host"] == h),
+                ("latency", lambda e, h=h: e["probe"] == "latency" and h in (e["src_host"], e["dst_host"])),
+                (
+                    "both directions at once",
+                    lambda e, h=h: e["probe"] == "bidirectional" and h in (e["src_host"], e["dst_host"]),
+                ),
+            ):
                 mine = [e for e in links if e["class"] == "inter-node" and sel(e)]
                 if len(mine) >= 2 and all(e["slow"] for e in mine):
                     reasons.append((what, mine))
@@ -345,14 +424,24 @@ def diagnose(run: dict) -> Diagnosis:
                 used_links |= {(e["probe"], e["src"], e["dst"]) for e in ev_links}
                 if any(w.startswith("compute") for w, _ in reasons):
                     used_ranks |= {e["rank"] for e in my_ranks}
-                weak.append({"host": h, "ranks": [e["rank"] for e in my_ranks], "affected": [w for w, _ in reasons],
-                             "links": [_link_name(e["probe"], e["src"], e["dst"], hosts) + f" [{e['probe']}]"
-                                       for e in ev_links]})
+                weak.append(
+                    {
+                        "host": h,
+                        "ranks": [e["rank"] for e in my_ranks],
+                        "affected": [w for w, _ in reasons],
+                        "links": [
+                            _link_name(e["probe"], e["src"], e["dst"], hosts) + f" [{e['probe']}]" for e in ev_links
+                        ],
+                    }
+                )
 
     findings = []
     for w in weak:
-        ev = [e for e in links if (e["probe"], e["src"], e["dst"]) in used_links and w["host"] in
-              (e["src_host"], e["dst_host"])]
+        ev = [
+            e
+            for e in links
+            if (e["probe"], e["src"], e["dst"]) in used_links and w["host"] in (e["src_host"], e["dst_host"])
+        ]
         bw = [e for e in ev if e["probe"] == "bandwidth"]
         main = bw or ev
         if main:
@@ -365,43 +454,71 @@ def diagnose(run: dict) -> Diagnosis:
             med = statistics.median(x["median_us"] for x in s)
             ref = statistics.median(x["others_median_us"] for x in s)
             measured, expected, ratio = f"{med:.3g} us compute", f"{ref:.3g} us (the other ranks)", ref / med
-        findings.append(Finding(
-            kind="weak_node", where=f"{w['host']} (ranks {', '.join(map(str, w['ranks']))}): "
-                                    + "; ".join(w["affected"]),
-            measured=measured, expected=expected, ratio=ratio,
-            confidence=f"every affected link slow in all {_n_passes(links)} passes (95% CI of each median beyond "
-                       f"the threshold)" if main else "every rank flagged (binomial p < alpha/n, effect >= "
-                                                      f"{STRAGGLER_FACTOR}x)",
-            evidence=w["links"] + [f"rank {r}" for r in w["ranks"] if r in used_ranks], detail=w))
+        findings.append(
+            Finding(
+                kind="weak_node",
+                where=f"{w['host']} (ranks {', '.join(map(str, w['ranks']))}): " + "; ".join(w["affected"]),
+                measured=measured,
+                expected=expected,
+                ratio=ratio,
+                confidence=f"every affected link slow in all {_n_passes(links)} passes (95% CI of each median beyond "
+                f"the threshold)"
+                if main
+                else f"every rank flagged (binomial p < alpha/n, effect >= {STRAGGLER_FACTOR}x)",
+                evidence=w["links"] + [f"rank {r}" for r in w["ranks"] if r in used_ranks],
+                detail=w,
+            )
+        )
     for e in slow:
         if (e["probe"], e["src"], e["dst"]) in used_links:
             continue
         vs_exp = e["slow_vs_expectation"] and not e["slow_vs_class"]
         ref_us = e["expected_us"] if vs_exp else e["class_median_us"]
-        findings.append(Finding(
-            kind="slow_link", where=_link_name(e["probe"], e["src"], e["dst"], hosts) + f" [{e['probe']}, {e['class']}]",
-            measured=_what(e["probe"], e["size_bytes"], e["median_us"]),
-            expected=_what(e["probe"], e["size_bytes"], ref_us) + (" (expected)" if vs_exp else " (its class)"),
-            ratio=ref_us / e["median_us"],
-            confidence=f"slow in all {len(e['passes'])} passes: 95% CI of the median beyond "
-                       f"{e['passes'][0]['threshold']:.2f}x the reference",
-            evidence=[p["case"] for p in e["passes"]], detail=e))
+        findings.append(
+            Finding(
+                kind="slow_link",
+                where=_link_name(e["probe"], e["src"], e["dst"], hosts) + f" [{e['probe']}, {e['class']}]",
+                measured=_what(e["probe"], e["size_bytes"], e["median_us"]),
+                expected=_what(e["probe"], e["size_bytes"], ref_us) + (" (expected)" if vs_exp else " (its class)"),
+                ratio=ref_us / e["median_us"],
+                confidence=f"slow in all {len(e['passes'])} passes: 95% CI of the median beyond "
+                f"{e['passes'][0]['threshold']:.2f}x the reference",
+                evidence=[p["case"] for p in e["passes"]],
+                detail=e,
+            )
+        )
     for s in stragglers:
         if s["rank"] in used_ranks:
             continue
-        findings.append(Finding(
-            kind="straggler", where=f"rank {s['rank']} ({s['host']})",
-            measured=f"{s['median_us']:.3g} us", expected=f"{s['others_median_us']:.3g} us (the other ranks)",
-            ratio=s["others_median_us"] / s["median_us"] if s["median_us"] > 0 else 0.0,
-            confidence=f"slower than the others' median in {s['slower_than_others']}/{s['samples']} samples "
-                       f"(chance 1/2: p = {s['p_value']:.1g}), the slowest in {s['slowest']}; "
-                       f"holds the others back by {s['holds_back_us']:.3g} us per step",
-            evidence=s["evidence"], detail=s))
+        findings.append(
+            Finding(
+                kind="straggler",
+                where=f"rank {s['rank']} ({s['host']})",
+                measured=f"{s['median_us']:.3g} us",
+                expected=f"{s['others_median_us']:.3g} us (the other ranks)",
+                ratio=s["others_median_us"] / s["median_us"] if s["median_us"] > 0 else 0.0,
+                confidence=f"slower than the others' median in {s['slower_than_others']}/{s['samples']} samples "
+                f"(chance 1/2: p = {s['p_value']:.1g}), the slowest in {s['slowest']}; "
+                f"holds the others back by {s['holds_back_us']:.3g} us per step",
+                evidence=s["evidence"],
+                detail=s,
+            )
+        )
 
     classes = _class_figures(links, expect)
-    return Diagnosis(verdict="findings" if findings else "healthy", findings=findings, slow_links=slow,
-                     stragglers=stragglers, weak_nodes=weak, classes=classes, ranks=ranks, links=links,
-                     expectation=expect, rules=rules, hosts=hosts[:n])
+    return Diagnosis(
+        verdict="findings" if findings else "healthy",
+        findings=findings,
+        slow_links=slow,
+        stragglers=stragglers,
+        weak_nodes=weak,
+        classes=classes,
+        ranks=ranks,
+        links=links,
+        expectation=expect,
+        rules=rules,
+        hosts=hosts[:n],
+    )
 
 
 def _n_passes(links: list[dict]) -> int:
@@ -417,8 +534,15 @@ def _class_figures(links: list[dict], expect: dict | None) -> list[dict]:
     for (probe, cls), es in sorted(groups.items()):
         meds = sorted(e["median_us"] for e in es)
         size = es[0]["size_bytes"]
-        row = {"probe": probe, "class": cls, "links": len(es), "size_bytes": size,
-               "median_us": statistics.median(meds), "min_us": meds[0], "max_us": meds[-1]}
+        row = {
+            "probe": probe,
+            "class": cls,
+            "links": len(es),
+            "size_bytes": size,
+            "median_us": statistics.median(meds),
+            "min_us": meds[0],
+            "max_us": meds[-1],
+        }
         if probe != "latency":
             row["median_gbps"] = _gbps(size, row["median_us"])
         if expect and probe == "bandwidth" and cls == "inter-node":
@@ -429,18 +553,24 @@ def _class_figures(links: list[dict], expect: dict | None) -> list[dict]:
 
 # --- output ---------------------------------------------------------------------------------------
 
+
 def format_verdict(d: Diagnosis) -> str:
     lines = []
     n_hosts = len(set(d.hosts))
-    head = (f"# doctor: {len(d.hosts)} ranks on {n_hosts} host(s); verdict: "
-            + ("HEALTHY" if d.verdict == "healthy" else
-               f"{len(d.findings)} FINDING(S) (exit {d.exit_status})" if d.findings else d.verdict))
+    head = f"# doctor: {len(d.hosts)} ranks on {n_hosts} host(s); verdict: " + (
+        "HEALTHY"
+        if d.verdict == "healthy"
+        else f"{len(d.findings)} FINDING(S) (exit {d.exit_status})"
+        if d.findings
+        else d.verdict
+    )
     lines.append(head)
     if d.findings:
         lines.append(f"#  {'finding':<10} {'where':<52} {'measured':>14} {'expected':>26} {'ratio':>6}  confidence")
         for f in d.findings:
-            lines.append(f"   {f.kind:<10} {f.where:<52} {f.measured:>14} {f.expected:>26} {f.ratio:>6.2f}  "
-                         f"{f.confidence}")
+            lines.append(
+                f"   {f.kind:<10} {f.where:<52} {f.measured:>14} {f.expected:>26} {f.ratio:>6.2f}  {f.confidence}"
+            )
             if f.evidence:
                 shown = ", ".join(f.evidence[:6]) + (f", ... ({len(f.evidence)} in all)" if len(f.evidence) > 6 else "")
                 lines.append(f"   {'':<10} evidence: {shown}")
@@ -450,20 +580,26 @@ def format_verdict(d: Diagnosis) -> str:
         if c["probe"] == "latency":
             fig = f"{c['median_us']:.3g} us one-way at {size}B ({c['min_us']:.3g} .. {c['max_us']:.3g})"
         else:
-            fig = (f"{_fmt_rate(c['median_gbps'])} per {'direction' if c['probe'] == 'bandwidth' else 'pair, both ways'}"
-                   f" at {size}B ({_fmt_rate(_gbps(c['size_bytes'], c['max_us']))} .. "
-                   f"{_fmt_rate(_gbps(c['size_bytes'], c['min_us']))})")
+            fig = (
+                f"{_fmt_rate(c['median_gbps'])} per {'direction' if c['probe'] == 'bandwidth' else 'pair, both ways'}"
+                f" at {size}B ({_fmt_rate(_gbps(c['size_bytes'], c['max_us']))} .. "
+                f"{_fmt_rate(_gbps(c['size_bytes'], c['min_us']))})"
+            )
         if "of_expected" in c:
             fig += f" = {c['of_expected']:.0%} of the expected {d.expectation['rate']}"
         lines.append(f"   {c['class']:<11} {c['probe']:<14} {c['links']:>3} links  {fig}")
     if d.expectation is None:
-        lines.append("#  no link expectation (EXPECT_LINK_RATE=10gbit, or the compose LINK_RATE): "
-                     "links are compared with their class only")
+        lines.append(
+            "#  no link expectation (EXPECT_LINK_RATE=10gbit, or the compose LINK_RATE): "
+            "links are compared with their class only"
+        )
     comp = [r for r in d.ranks if r["compute_median_us"] is not None]
     if comp:
         meds = [r["compute_median_us"] for r in comp]
-        lines.append(f"   compute probe per rank: {min(meds):.3g} .. {max(meds):.3g} us "
-                     f"(median {statistics.median(meds):.3g} us)")
+        lines.append(
+            f"   compute probe per rank: {min(meds):.3g} .. {max(meds):.3g} us "
+            f"(median {statistics.median(meds):.3g} us)"
+        )
     return "\n".join(lines) + "\n"
 
 

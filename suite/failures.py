@@ -15,29 +15,39 @@ from suite.fileio import write_json_atomic
 
 # Exit statuses of a rank and of the run (docs/failures.md, the exit-status table); the most specific cause wins.
 EXIT_OK = 0
-EXIT_FAILED = 1          # a case errored
-EXIT_BAD_INPUT = 2       # a knob has an unusable value; nothing started
-EXIT_PREFLIGHT = 3       # this host cannot run it (backend, GPU, memory, /dev/shm, interface)
-EXIT_RENDEZVOUS = 4      # MASTER_ADDR does not resolve, MASTER_PORT in use
-EXIT_PEER_FAILURE = 5    # a rank died, froze or became unreachable mid-run
-EXIT_WRONG_RESULT = 6    # a collective produced wrong elements
+EXIT_FAILED = 1  # a case errored
+EXIT_BAD_INPUT = 2  # a knob has an unusable value; nothing started
+EXIT_PREFLIGHT = 3  # this host cannot run it (backend, GPU, memory, /dev/shm, interface)
+EXIT_RENDEZVOUS = 4  # MASTER_ADDR does not resolve, MASTER_PORT in use
+EXIT_PEER_FAILURE = 5  # a rank died, froze or became unreachable mid-run
+EXIT_WRONG_RESULT = 6  # a collective produced wrong elements
 EXIT_NOTHING_SELECTED = 7  # the case selection (-k / K=...) matched no case; nothing was measured
-EXIT_FINDING = 8         # the doctor found a slow link, a straggler or a weak node (every probe ran and was correct)
+EXIT_FINDING = 8  # the doctor found a slow link, a straggler or a weak node (every probe ran and was correct)
 EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
 
-MEANING = {EXIT_OK: "every case ran and was correct", EXIT_FAILED: "a case errored",
-           EXIT_BAD_INPUT: "bad input", EXIT_PREFLIGHT: "preflight failed", EXIT_RENDEZVOUS: "rendezvous failed",
-           EXIT_PEER_FAILURE: "a peer was lost mid-run", EXIT_WRONG_RESULT: "wrong results",
-           EXIT_NOTHING_SELECTED: "nothing selected", EXIT_FINDING: "the doctor found a problem", EXIT_SIGINT: "interrupted (SIGINT)",
-           EXIT_SIGTERM: "interrupted (SIGTERM)"}
+MEANING = {
+    EXIT_OK: "every case ran and was correct",
+    EXIT_FAILED: "a case errored",
+    EXIT_BAD_INPUT: "bad input",
+    EXIT_PREFLIGHT: "preflight failed",
+    EXIT_RENDEZVOUS: "rendezvous failed",
+    EXIT_PEER_FAILURE: "a peer was lost mid-run",
+    EXIT_WRONG_RESULT: "wrong results",
+    EXIT_NOTHING_SELECTED: "nothing selected",
+    EXIT_FINDING: "the doctor found a problem",
+    EXIT_SIGINT: "interrupted (SIGINT)",
+    EXIT_SIGTERM: "interrupted (SIGTERM)",
+}
 """One phrase per exit status (docs/failures.md has the full table)."""
 
 
 def status_line(status: int) -> str:
     """The launcher's last line for a failed run: make turns every failure into its own 2."""
-    return (f"# exit status {status} ({MEANING.get(status, 'unknown')}); make reports any failure as 2 - "
-            "`python -m suite.launch` returns this status, and bench.json has it as suite.exit_status")
+    return (
+        f"# exit status {status} ({MEANING.get(status, 'unknown')}); make reports any failure as 2 - "
+        "`python -m suite.launch` returns this status, and bench.json has it as suite.exit_status"
+    )
 
 
 def record_failure(results_dir: str | None, rank: int, cause: str, **extra) -> None:
@@ -45,8 +55,9 @@ def record_failure(results_dir: str | None, rank: int, cause: str, **extra) -> N
     if not results_dir:
         return
     try:
-        write_json_atomic(Path(results_dir) / "failures" / f"rank{rank}.json",
-                          {"rank": rank, "host": socket.gethostname(), "cause": cause, "time_unix": time.time(),
-                           **extra})
+        write_json_atomic(
+            Path(results_dir) / "failures" / f"rank{rank}.json",
+            {"rank": rank, "host": socket.gethostname(), "cause": cause, "time_unix": time.time(), **extra},
+        )
     except Exception:  # reporting a failure must never raise a second one
         pass

@@ -60,6 +60,7 @@ import numpy as np
 
 from suite import metrics
 
+
 @dataclass(frozen=True, kw_only=True)
 class AlphaBeta:
     """A fitted ``time(S) = α + S/β``."""
@@ -139,8 +140,7 @@ def fit_alpha_beta(size_bytes: Sequence[float], time_us: Sequence[float]) -> Alp
     r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else (1.0 if ss_res == 0 else 0.0)
     beta = math.inf if k == 0 else 1.0 / (k * 1e3)  # k µs/B -> B/µs = 1/k -> GB/s = 1/(k·1e3)
     rms = float(np.sqrt(np.mean(((pred - t) / t) ** 2)))
-    return AlphaBeta(alpha_us=float(alpha), beta_gbps=float(beta), r2=float(r2), n_points=int(len(s)),
-                     rms_rel_err=rms)
+    return AlphaBeta(alpha_us=float(alpha), beta_gbps=float(beta), r2=float(r2), n_points=int(len(s)), rms_rel_err=rms)
 
 
 def _points(size_bytes, time_us) -> tuple[np.ndarray, np.ndarray]:
@@ -156,8 +156,9 @@ def _wsse(f: AlphaBeta, s: np.ndarray, t: np.ndarray) -> float:
     return float(np.sum(((t - f.time_us(s)) / t) ** 2))
 
 
-def bootstrap_intervals(size_bytes, time_us, *, n_boot: int = N_BOOT, seed: int = 0, confidence: float = 0.95
-                        ) -> tuple[tuple[float, float], tuple[float, float]] | None:
+def bootstrap_intervals(
+    size_bytes, time_us, *, n_boot: int = N_BOOT, seed: int = 0, confidence: float = 0.95
+) -> tuple[tuple[float, float], tuple[float, float]] | None:
     """Percentile intervals (α in µs, β in GB/s) from refitting resampled points; None if too few."""
     s, t = _points(size_bytes, time_us)
     if len(np.unique(s)) < 2:
@@ -204,7 +205,7 @@ def find_knee(size_bytes, time_us) -> Piecewise | None:
     if math.sqrt(err1 / len(s)) <= KNEE_FLOOR_RMS:
         return None
     best = None
-    for knee in sizes[MIN_PIECE_POINTS:len(sizes) - MIN_PIECE_POINTS + 1]:
+    for knee in sizes[MIN_PIECE_POINTS : len(sizes) - MIN_PIECE_POINTS + 1]:
         lo, hi = s < knee, s >= knee
         fl, fh = fit_alpha_beta(s[lo], t[lo]), fit_alpha_beta(s[hi], t[hi])
         err = _wsse(fl, s[lo], t[lo]) + _wsse(fh, s[hi], t[hi])
@@ -267,8 +268,9 @@ def fit_model(size_bytes, time_us, *, n_boot: int = N_BOOT, seed: int = 0) -> Mo
     every = np.ones(len(s), dtype=bool)
     pw = find_knee(s, t)
     if pw is not None:
-        pw = dataclasses.replace(pw, below=with_ci(pw.below, s < pw.knee_bytes),
-                                 above=with_ci(pw.above, s >= pw.knee_bytes))
+        pw = dataclasses.replace(
+            pw, below=with_ci(pw.below, s < pw.knee_bytes), above=with_ci(pw.above, s >= pw.knee_bytes)
+        )
     return Model(single=with_ci(single, every), piecewise=pw)
 
 
@@ -312,8 +314,7 @@ def implied_link(op: str, world_size: int, fit: AlphaBeta) -> Link | None:
 # tc(8) rate units: bit-based (bit, kbit, mbit, gbit, tbit) and byte-based (bps, kbps, ...);
 # SI multipliers (tc's k = 1000), plus the IEC forms (kibit, mibps, ...).
 _RATE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?i?)(bit|bps)?\s*$", re.I)
-_MULT = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "ki": 1024, "mi": 1024 ** 2, "gi": 1024 ** 3,
-         "ti": 1024 ** 4}
+_MULT = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "ki": 1024, "mi": 1024**2, "gi": 1024**3, "ti": 1024**4}
 
 
 def parse_link_rate(text: str) -> float | None:

@@ -44,11 +44,14 @@ def available_experiments() -> list[str]:
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     if "--" in argv:
         i = argv.index("--")
-        argv, passthrough = argv[:i], argv[i + 1:]
+        argv, passthrough = argv[:i], argv[i + 1 :]
     else:
         passthrough = []
-    ap = argparse.ArgumentParser(prog="python -m suite.launch", description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m suite.launch",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--nproc", default=None, help="ranks per node (NPROC_PER_NODE; default 4)")
     ap.add_argument("--nnodes", default=None, help="number of nodes (NNODES; default 1)")
     ap.add_argument("--node-rank", default=None, help="this node's index (NODE_RANK; default 0)")
@@ -57,12 +60,18 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     ap.add_argument("--rdzv-timeout-s", default="120", help="how long nodes wait for each other at start")
     ap.add_argument("--experiments", default="all", help="comma-separated experiment modules, or all")
     ap.add_argument("--results-root", default="results", help="where run directories are created")
-    ap.add_argument("--debug", action="store_true",
-                    help="TORCH_DISTRIBUTED_DEBUG=DETAIL: collective shape/order mismatches become named errors")
+    ap.add_argument(
+        "--debug",
+        action="store_true",
+        help="TORCH_DISTRIBUTED_DEBUG=DETAIL: collective shape/order mismatches become named errors",
+    )
     ap.add_argument("--run-id", default=None, help="run directory name (default: UTC timestamp)")
-    ap.add_argument("--check", action="store_true",
-                    help="validate the knobs, experiments and run location, then exit (0, or 2 with the message); "
-                         "starts nothing (docker/compose-run.sh checks every compose knob this way first)")
+    ap.add_argument(
+        "--check",
+        action="store_true",
+        help="validate the knobs, experiments and run location, then exit (0, or 2 with the message); "
+        "starts nothing (docker/compose-run.sh checks every compose knob this way first)",
+    )
     for k in KNOBS:
         ap.add_argument(f"--{k.flag}", dest=k.field, default=None, help=f"{k.help} ({k.make})")
     return ap.parse_args(argv), passthrough
@@ -78,10 +87,19 @@ def torchrun_command(lay: dict, files: list[str], suite_opts: list[str], passthr
     if lay["nnodes"] == 1:
         cmd += ["--standalone"]
     else:
-        cmd += ["--nnodes", str(lay["nnodes"]), "--node-rank", str(lay["node_rank"]),
-                "--master-addr", lay["master_addr"], "--master-port", str(lay["master_port"]),
-                # static rendezvous waits 30 min for a missing node by default
-                "--rdzv-conf", f"timeout={int(lay['rdzv_timeout_s'])},read_timeout={int(lay['rdzv_timeout_s'])}"]
+        cmd += [
+            "--nnodes",
+            str(lay["nnodes"]),
+            "--node-rank",
+            str(lay["node_rank"]),
+            "--master-addr",
+            lay["master_addr"],
+            "--master-port",
+            str(lay["master_port"]),
+            # static rendezvous waits 30 min for a missing node by default
+            "--rdzv-conf",
+            f"timeout={int(lay['rdzv_timeout_s'])},read_timeout={int(lay['rdzv_timeout_s'])}",
+        ]
     cmd += ["-m", "pytest", "-p", "suite.plugin", "-q", "-rs", *files, *suite_opts, *passthrough]
     return cmd
 
@@ -100,9 +118,10 @@ def flight_recorder_env(env: dict, run_dir: Path, torch_version: str) -> dict[st
     major_minor = tuple(int(x) for x in re.findall(r"\d+", torch_version)[:2])
     new_names = major_minor >= (2, 9)
     out: dict[str, str] = {}
-    for new, old, value in (("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE", "2000"),
-                            ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
-                             str(run_dir.resolve() / "nccl_trace_rank_"))):
+    for new, old, value in (
+        ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE", "2000"),
+        ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", str(run_dir.resolve() / "nccl_trace_rank_")),
+    ):
         if new not in env and old not in env:
             out[new if new_names else old] = value
     if "TORCH_NCCL_DUMP_ON_TIMEOUT" not in env:
@@ -116,8 +135,10 @@ RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 def check_run_location(results_root: str, run_id: str | None) -> None:
     """RESULTS must be a directory (or not exist yet) and RUN_ID one plain name inside it."""
     if run_id is not None and (not RUN_ID_RE.fullmatch(run_id) or run_id == "latest"):
-        raise ConfigError(f"RUN_ID {run_id!r} must be one name of letters, digits, '.', '_' and '-' "
-                          "(no '/', no leading '.', not 'latest'): runs live directly in RESULTS")
+        raise ConfigError(
+            f"RUN_ID {run_id!r} must be one name of letters, digits, '.', '_' and '-' "
+            "(no '/', no leading '.', not 'latest'): runs live directly in RESULTS"
+        )
     root = Path(results_root)
     for p in (root, *root.parents):
         if p.exists():
@@ -144,15 +165,22 @@ def main(argv: list[str] | None = None) -> int:
         a, passthrough = parse_args(argv)
         cfg = config_from_args(a)
         lay = layout(a)
-        names = [e for e in available_experiments() if e not in NOT_IN_ALL] if a.experiments in ("all", "") else \
-            [e.strip() for e in a.experiments.split(",") if e.strip()]
+        names = (
+            [e for e in available_experiments() if e not in NOT_IN_ALL]
+            if a.experiments in ("all", "")
+            else [e.strip() for e in a.experiments.split(",") if e.strip()]
+        )
         unknown = [e for e in names if e not in available_experiments()]
         if unknown or not names:
-            raise ConfigError(f"unknown experiment(s) {', '.join(unknown) or '(none)'}; "
-                              f"choose from {', '.join(available_experiments())} or all")
+            raise ConfigError(
+                f"unknown experiment(s) {', '.join(unknown) or '(none)'}; "
+                f"choose from {', '.join(available_experiments())} or all"
+            )
         if "doctor" in names and lay["world_size"] < 2:
-            raise ConfigError(f"the doctor compares ranks and links: it needs at least 2 ranks, got "
-                              f"{lay['world_size']} (NPROC x NNODES)")
+            raise ConfigError(
+                f"the doctor compares ranks and links: it needs at least 2 ranks, got "
+                f"{lay['world_size']} (NPROC x NNODES)"
+            )
         check_run_location(a.results_root, a.run_id)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -195,8 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     # Every node creates it: ranks leave failure notes (and NCCL flight-recorder dumps) here.
     run_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomic(run_dir / "config.json", cfg.as_dict())
-    print(f"# run {run_id}: {lay['nnodes']} node(s) x {lay['nproc']} rank(s), experiments: {', '.join(names)}",
-          flush=True)
+    print(
+        f"# run {run_id}: {lay['nnodes']} node(s) x {lay['nproc']} rank(s), experiments: {', '.join(names)}", flush=True
+    )
     rc, signum, tail = run_ranks(cmd, env, run_dir, ROOT)
     status = final_status(rc, signum, run_dir, root_cause(tail) if rc != 0 else None)
     if lay["node_rank"] == 0 and (run_dir / "bench.json").exists():
@@ -224,8 +253,12 @@ def write_report(run_dir: Path) -> None:
 
         path = _write(run_dir)
     except Exception as e:  # noqa: BLE001 - any failure of the report is reported, never raised
-        print(f"warning: report not written ({type(e).__name__}: {e}); the results are intact - "
-              f"retry with: python -m suite.report html {run_dir}", file=sys.stderr, flush=True)
+        print(
+            f"warning: report not written ({type(e).__name__}: {e}); the results are intact - "
+            f"retry with: python -m suite.report html {run_dir}",
+            file=sys.stderr,
+            flush=True,
+        )
     else:
         print(f"# report: {path}", flush=True)
 

@@ -29,6 +29,7 @@ from fractions import Fraction
 
 GB = 1e9
 
+
 @dataclass(frozen=True)
 class OpFacts:
     """What the suite knows of an op family, in one place: nccl-tests' bus-bandwidth factor and the
@@ -180,7 +181,7 @@ def sequential_confidence(look: int, confidence: float = 0.95) -> float:
     nonparametric, nonasymptotic confidence sequences", Ann. Statist. 2021, for tighter ones)."""
     if look < 1:
         raise ValueError(f"look must be >= 1, got {look}")
-    return 1.0 - (1.0 - confidence) * 6.0 / (math.pi ** 2 * look ** 2)
+    return 1.0 - (1.0 - confidence) * 6.0 / (math.pi**2 * look**2)
 
 
 def z_two_sided(confidence: float) -> float:

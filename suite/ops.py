@@ -27,16 +27,21 @@ from suite.dist import DistContext
 from suite.timing import barrier
 
 REDUCE_OP = {
-    "sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.AVG, "product": dist.ReduceOp.PRODUCT,
-    "min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX,
+    "sum": dist.ReduceOp.SUM,
+    "avg": dist.ReduceOp.AVG,
+    "product": dist.ReduceOp.PRODUCT,
+    "min": dist.ReduceOp.MIN,
+    "max": dist.ReduceOp.MAX,
 }
 
 # torch 2.13 renamed the tensor forms (all_gather_single, reduce_scatter_single) and
 # deprecated the old names; measure the current function under the familiar name.
 _ALL_GATHER_TENSOR = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 _REDUCE_SCATTER_TENSOR = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
-FUNCTION_OF = {"all_gather_into_tensor": _ALL_GATHER_TENSOR.__name__,
-               "reduce_scatter_tensor": _REDUCE_SCATTER_TENSOR.__name__}
+FUNCTION_OF = {
+    "all_gather_into_tensor": _ALL_GATHER_TENSOR.__name__,
+    "reduce_scatter_tensor": _REDUCE_SCATTER_TENSOR.__name__,
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,8 +87,15 @@ def counts(sizes, dtype: str) -> list[tuple[int, int]]:
 
 
 def _t(ctx: DistContext, a: Args, numel: int, *, rank: int | None = None, offset: int = 0) -> torch.Tensor:
-    return verify.pattern(ctx.rank if rank is None else rank, numel, dtype_of(a.dtype),
-                          redop=a.redop or "sum", world_size=ctx.world_size, offset=offset, device=ctx.device)
+    return verify.pattern(
+        ctx.rank if rank is None else rank,
+        numel,
+        dtype_of(a.dtype),
+        redop=a.redop or "sum",
+        world_size=ctx.world_size,
+        offset=offset,
+        device=ctx.device,
+    )
 
 
 def _blank(ctx: DistContext, a: Args, numel: int) -> torch.Tensor:
@@ -91,8 +103,7 @@ def _blank(ctx: DistContext, a: Args, numel: int) -> torch.Tensor:
 
 
 def _expected_reduce(ctx: DistContext, a: Args, numel: int, offset: int = 0) -> torch.Tensor:
-    return verify.reduce_expected(a.redop, ctx.world_size, numel, dtype_of(a.dtype), offset=offset,
-                                  device=ctx.device)
+    return verify.reduce_expected(a.redop, ctx.world_size, numel, dtype_of(a.dtype), offset=offset, device=ctx.device)
 
 
 def _chunk(ctx: DistContext, a: Args) -> int:
@@ -101,26 +112,35 @@ def _chunk(ctx: DistContext, a: Args) -> int:
 
 # --- builders: inputs, the call, the exact expected output -------------------------------------
 
+
 def _all_reduce(a, ctx):
     t = _t(ctx, a, a.count)
-    return Buffers(call=lambda x: dist.all_reduce(t, op=REDUCE_OP[a.redop], group=ctx.group, async_op=x),
-                   check=lambda: verify.count_wrong(t, _expected_reduce(ctx, a, a.count)),
-                   outputs=lambda: [t], reset=restorer(t))
+    return Buffers(
+        call=lambda x: dist.all_reduce(t, op=REDUCE_OP[a.redop], group=ctx.group, async_op=x),
+        check=lambda: verify.count_wrong(t, _expected_reduce(ctx, a, a.count)),
+        outputs=lambda: [t],
+        reset=restorer(t),
+    )
 
 
 def _broadcast(a, ctx):
     t = _t(ctx, a, a.count, rank=a.root) if ctx.rank == a.root else _blank(ctx, a, a.count)
-    return Buffers(call=lambda x: dist.broadcast(t, src=a.root, group=ctx.group, async_op=x),
-                   check=lambda: verify.count_wrong(t, _t(ctx, a, a.count, rank=a.root)),
-                   outputs=lambda: [t])
+    return Buffers(
+        call=lambda x: dist.broadcast(t, src=a.root, group=ctx.group, async_op=x),
+        check=lambda: verify.count_wrong(t, _t(ctx, a, a.count, rank=a.root)),
+        outputs=lambda: [t],
+    )
 
 
 def _reduce(a, ctx):
     t = _t(ctx, a, a.count)
     is_root = ctx.rank == a.root
-    return Buffers(call=lambda x: dist.reduce(t, dst=a.root, op=REDUCE_OP[a.redop], group=ctx.group, async_op=x),
-                   check=lambda: verify.count_wrong(t, _expected_reduce(ctx, a, a.count)) if is_root else 0,
-                   outputs=lambda: [t] if is_root else [], reset=restorer(t))
+    return Buffers(
+        call=lambda x: dist.reduce(t, dst=a.root, op=REDUCE_OP[a.redop], group=ctx.group, async_op=x),
+        check=lambda: verify.count_wrong(t, _expected_reduce(ctx, a, a.count)) if is_root else 0,
+        outputs=lambda: [t] if is_root else [],
+        reset=restorer(t),
+    )
 
 
 def _gathered(ctx, a, c):
@@ -131,9 +151,11 @@ def _all_gather(a, ctx):
     c = _chunk(ctx, a)
     inp = _t(ctx, a, c)
     outs = [_blank(ctx, a, c) for _ in range(ctx.world_size)]
-    return Buffers(call=lambda x: dist.all_gather(outs, inp, group=ctx.group, async_op=x),
-                   check=lambda: verify.count_wrong(torch.cat(outs), _gathered(ctx, a, c)),
-                   outputs=lambda: outs)
+    return Buffers(
+        call=lambda x: dist.all_gather(outs, inp, group=ctx.group, async_op=x),
+        check=lambda: verify.count_wrong(torch.cat(outs), _gathered(ctx, a, c)),
+        outputs=lambda: outs,
+    )
 
 
 def _all_gather_into_tensor(a, ctx):
@@ -144,9 +166,11 @@ def _all_gather_into_tensor(a, ctx):
         inp.copy_(_t(ctx, a, c))
     else:
         inp = _t(ctx, a, c)
-    return Buffers(call=lambda x: _ALL_GATHER_TENSOR(out, inp, group=ctx.group, async_op=x),
-                   check=lambda: verify.count_wrong(out, _gathered(ctx, a, c)),
-                   outputs=lambda: [out])
+    return Buffers(
+        call=lambda x: _ALL_GATHER_TENSOR(out, inp, group=ctx.group, async_op=x),
+        check=lambda: verify.count_wrong(out, _gathered(ctx, a, c)),
+        outputs=lambda: [out],
+    )
 
 
 def _gather(a, ctx):
@@ -154,28 +178,34 @@ def _gather(a, ctx):
     inp = _t(ctx, a, c)
     is_root = ctx.rank == a.root
     outs = [_blank(ctx, a, c) for _ in range(ctx.world_size)] if is_root else None
-    return Buffers(call=lambda x: dist.gather(inp, gather_list=outs, dst=a.root, group=ctx.group, async_op=x),
-                   check=lambda: verify.count_wrong(torch.cat(outs), _gathered(ctx, a, c)) if is_root else 0,
-                   outputs=lambda: outs if is_root else [])
+    return Buffers(
+        call=lambda x: dist.gather(inp, gather_list=outs, dst=a.root, group=ctx.group, async_op=x),
+        check=lambda: verify.count_wrong(torch.cat(outs), _gathered(ctx, a, c)) if is_root else 0,
+        outputs=lambda: outs if is_root else [],
+    )
 
 
 def _scatter(a, ctx):
     c = _chunk(ctx, a)
     ins = [_t(ctx, a, c, rank=j) for j in range(ctx.world_size)] if ctx.rank == a.root else None
     out = _blank(ctx, a, c)
-    return Buffers(call=lambda x: dist.scatter(out, scatter_list=ins, src=a.root, group=ctx.group, async_op=x),
-                   check=lambda: verify.count_wrong(out, _t(ctx, a, c)),
-                   outputs=lambda: [out])
+    return Buffers(
+        call=lambda x: dist.scatter(out, scatter_list=ins, src=a.root, group=ctx.group, async_op=x),
+        check=lambda: verify.count_wrong(out, _t(ctx, a, c)),
+        outputs=lambda: [out],
+    )
 
 
 def _reduce_scatter(a, ctx):
     c = _chunk(ctx, a)
     ins = [_t(ctx, a, c, offset=j * c) for j in range(ctx.world_size)]
     out = _blank(ctx, a, c)
-    return Buffers(call=lambda x: dist.reduce_scatter(out, ins, op=REDUCE_OP[a.redop], group=ctx.group,
-                                                      async_op=x),
-                   check=lambda: verify.count_wrong(out, _expected_reduce(ctx, a, c, offset=ctx.rank * c)),
-                   outputs=lambda: [out], reset=restorer(*ins))
+    return Buffers(
+        call=lambda x: dist.reduce_scatter(out, ins, op=REDUCE_OP[a.redop], group=ctx.group, async_op=x),
+        check=lambda: verify.count_wrong(out, _expected_reduce(ctx, a, c, offset=ctx.rank * c)),
+        outputs=lambda: [out],
+        reset=restorer(*ins),
+    )
 
 
 def _reduce_scatter_tensor(a, ctx):
@@ -183,10 +213,12 @@ def _reduce_scatter_tensor(a, ctx):
     inp = _t(ctx, a, c * ctx.world_size)
     # in-place: the output is this rank's slice of the input (nccl-tests in-place)
     out = inp.narrow(0, ctx.rank * c, c) if a.in_place else _blank(ctx, a, c)
-    return Buffers(call=lambda x: _REDUCE_SCATTER_TENSOR(out, inp, op=REDUCE_OP[a.redop], group=ctx.group,
-                                                         async_op=x),
-                   check=lambda: verify.count_wrong(out, _expected_reduce(ctx, a, c, offset=ctx.rank * c)),
-                   outputs=lambda: [out], reset=restorer(inp))
+    return Buffers(
+        call=lambda x: _REDUCE_SCATTER_TENSOR(out, inp, op=REDUCE_OP[a.redop], group=ctx.group, async_op=x),
+        check=lambda: verify.count_wrong(out, _expected_reduce(ctx, a, c, offset=ctx.rank * c)),
+        outputs=lambda: [out],
+        reset=restorer(inp),
+    )
 
 
 def _a2a_expected(ctx, a, c):
@@ -198,18 +230,22 @@ def _all_to_all_single(a, ctx):
     c = _chunk(ctx, a)
     inp = _t(ctx, a, c * ctx.world_size)  # chunk j (offset j*c) is addressed to rank j
     out = _blank(ctx, a, c * ctx.world_size)
-    return Buffers(call=lambda x: dist.all_to_all_single(out, inp, group=ctx.group, async_op=x),
-                   check=lambda: verify.count_wrong(out, _a2a_expected(ctx, a, c)),
-                   outputs=lambda: [out])
+    return Buffers(
+        call=lambda x: dist.all_to_all_single(out, inp, group=ctx.group, async_op=x),
+        check=lambda: verify.count_wrong(out, _a2a_expected(ctx, a, c)),
+        outputs=lambda: [out],
+    )
 
 
 def _all_to_all(a, ctx):
     c = _chunk(ctx, a)
     ins = [_t(ctx, a, c, offset=j * c) for j in range(ctx.world_size)]
     outs = [_blank(ctx, a, c) for _ in range(ctx.world_size)]
-    return Buffers(call=lambda x: dist.all_to_all(outs, ins, group=ctx.group, async_op=x),
-                   check=lambda: verify.count_wrong(torch.cat(outs), _a2a_expected(ctx, a, c)),
-                   outputs=lambda: outs)
+    return Buffers(
+        call=lambda x: dist.all_to_all(outs, ins, group=ctx.group, async_op=x),
+        check=lambda: verify.count_wrong(torch.cat(outs), _a2a_expected(ctx, a, c)),
+        outputs=lambda: outs,
+    )
 
 
 def barrier_buffers(ctx: DistContext) -> Buffers:
@@ -226,13 +262,24 @@ REGISTRY: tuple[Collective, ...] = (
     Collective(op="broadcast", variant="broadcast", rooted=True, in_place_forms=(True,), build=_broadcast),
     Collective(op="reduce", variant="reduce", reduces=True, rooted=True, in_place_forms=(True,), build=_reduce),
     Collective(op="all_gather", variant="all_gather", chunked=True, build=_all_gather),
-    Collective(op="all_gather", variant="all_gather_into_tensor", chunked=True, in_place_forms=(False, True),
-               build=_all_gather_into_tensor),
+    Collective(
+        op="all_gather",
+        variant="all_gather_into_tensor",
+        chunked=True,
+        in_place_forms=(False, True),
+        build=_all_gather_into_tensor,
+    ),
     Collective(op="gather", variant="gather", rooted=True, chunked=True, build=_gather),
     Collective(op="scatter", variant="scatter", rooted=True, chunked=True, build=_scatter),
     Collective(op="reduce_scatter", variant="reduce_scatter", reduces=True, chunked=True, build=_reduce_scatter),
-    Collective(op="reduce_scatter", variant="reduce_scatter_tensor", reduces=True, chunked=True,
-               in_place_forms=(False, True), build=_reduce_scatter_tensor),
+    Collective(
+        op="reduce_scatter",
+        variant="reduce_scatter_tensor",
+        reduces=True,
+        chunked=True,
+        in_place_forms=(False, True),
+        build=_reduce_scatter_tensor,
+    ),
     Collective(op="all_to_all", variant="all_to_all_single", chunked=True, build=_all_to_all_single),
     Collective(op="all_to_all", variant="all_to_all", chunked=True, build=_all_to_all),
     Collective(op="barrier", variant="barrier", build=_barrier),
@@ -249,17 +296,26 @@ def args_for(coll: Collective, cfg: BenchConfig, world_size: int, sizes: list[in
     out, seen = [], set()
     for dtype in cfg.dtypes:
         el = elsize(dtype)
-        for redop in (cfg.redops if coll.reduces else (None,)):
+        for redop in cfg.redops if coll.reduces else (None,):
             for in_place in coll.in_place_forms:
-                for size in (cfg.sizes() if sizes is None else sizes):
+                for size in cfg.sizes() if sizes is None else sizes:
                     count = size // el
                     if coll.chunked:
                         count = count // world_size * world_size
                     if count == 0 or (dtype, redop, in_place, count) in seen:
                         continue
                     seen.add((dtype, redop, in_place, count))
-                    out.append(Args(variant=coll.variant, dtype=dtype, redop=redop, size_bytes=count * el,
-                                    count=count, in_place=in_place, root=cfg.root if coll.rooted else -1))
+                    out.append(
+                        Args(
+                            variant=coll.variant,
+                            dtype=dtype,
+                            redop=redop,
+                            size_bytes=count * el,
+                            count=count,
+                            in_place=in_place,
+                            root=cfg.root if coll.rooted else -1,
+                        )
+                    )
     return out
 
 
@@ -275,33 +331,66 @@ def label_of(a: Args) -> str:
 def _root_skip(a: Args):
     def skip(ctx: DistContext, cfg: BenchConfig) -> str | None:
         return f"root {a.root} not in world of {ctx.world_size}" if a.root >= ctx.world_size else None
+
     return skip
 
 
-def collective_case(coll: Collective, a: Args, *, experiment: str, label: str | None = None,
-                    context: Callable | None = None, identity: dict | None = None,
-                    fields: dict | None = None, support: tuple = ()) -> Case:
+def collective_case(
+    coll: Collective,
+    a: Args,
+    *,
+    experiment: str,
+    label: str | None = None,
+    context: Callable | None = None,
+    identity: dict | None = None,
+    fields: dict | None = None,
+    support: tuple = (),
+) -> Case:
     """The declared case of one collective call (``identity``/``fields`` add the experiment's own)."""
+
     def probe(ctx: DistContext) -> Buffers:  # the same form at a few elements per rank
         n = max(ctx.world_size, 1) * 4
         return coll.build(dataclasses.replace(a, count=n, size_bytes=0), ctx)
 
     return Case(
-        experiment=experiment, op=coll.op, label=label or label_of(a),
-        identity={"variant": coll.variant, "redop": a.redop or "none", "in_place": a.in_place, "root": a.root,
-                  **(identity or {})},
-        bytes=Bytes(size_bytes=a.size_bytes, count=a.count, dtype=a.dtype,
-                    bw_op=coll.op, definition="the whole buffer of the collective (nccl-tests S)"),
+        experiment=experiment,
+        op=coll.op,
+        label=label or label_of(a),
+        identity={
+            "variant": coll.variant,
+            "redop": a.redop or "none",
+            "in_place": a.in_place,
+            "root": a.root,
+            **(identity or {}),
+        },
+        bytes=Bytes(
+            size_bytes=a.size_bytes,
+            count=a.count,
+            dtype=a.dtype,
+            bw_op=coll.op,
+            definition="the whole buffer of the collective (nccl-tests S)",
+        ),
         build=lambda ctx: coll.build(a, ctx),
         unchecked=BARRIER_UNCHECKED if coll.variant == "barrier" else None,
         fields={"function": FUNCTION_OF.get(coll.variant, coll.variant), **(fields or {})},
         skip=_root_skip(a) if coll.rooted else None,
         support=(a.variant, a.dtype, a.redop or "none", "inplace" if a.in_place else "oop", *support),
-        probe=probe, context=context)
+        probe=probe,
+        context=context,
+    )
 
 
-def collective_cases(cfg: BenchConfig, world_size: int, *, experiment: str,
-                     registry: tuple[Collective, ...] = REGISTRY, sizes: list[int] | None = None) -> list[Case]:
+def collective_cases(
+    cfg: BenchConfig,
+    world_size: int,
+    *,
+    experiment: str,
+    registry: tuple[Collective, ...] = REGISTRY,
+    sizes: list[int] | None = None,
+) -> list[Case]:
     """Every declared case of ``registry`` for the run's sweep."""
-    return [collective_case(coll, a, experiment=experiment)
-            for coll in registry for a in args_for(coll, cfg, world_size, sizes)]
+    return [
+        collective_case(coll, a, experiment=experiment)
+        for coll in registry
+        for a in args_for(coll, cfg, world_size, sizes)
+    ]

@@ -150,10 +150,10 @@ def label_of(s: Spec) -> str:
 
 # --- helpers ------------------------------------------------------------------------------------
 
+
 def _pat(ctx: DistContext, rank: int, count: int, dtype: torch.dtype, offset: int = 0) -> torch.Tensor:
     # redop "max" keeps values in 1..8: exact in every dtype, and distinct per rank and offset.
-    return verify.pattern(rank, count, dtype, redop="max", world_size=ctx.world_size, offset=offset,
-                          device=ctx.device)
+    return verify.pattern(rank, count, dtype, redop="max", world_size=ctx.world_size, offset=offset, device=ctx.device)
 
 
 def _blank(ctx: DistContext, count: int, dtype: torch.dtype) -> torch.Tensor:
@@ -168,14 +168,15 @@ def _nodes(ctx: DistContext) -> list[int]:
     return [ctx.node_of(r) for r in range(ctx.world_size)]
 
 
-def _buffers(ctx: DistContext, run: Callable[[], None], check: Callable[[], int], received: list,
-             **fields) -> Buffers:
+def _buffers(ctx: DistContext, run: Callable[[], None], check: Callable[[], int], received: list, **fields) -> Buffers:
     """One pattern iteration as the harness calls it (the mode is fixed: blocking)."""
-    return Buffers(call=lambda async_op: run(), check=check, outputs=lambda: received,
-                   fields={"nodes": _nodes(ctx), **fields})
+    return Buffers(
+        call=lambda async_op: run(), check=check, outputs=lambda: received, fields={"nodes": _nodes(ctx), **fields}
+    )
 
 
 # --- builders: inputs, one iteration, the exact expected payload --------------------------------
+
 
 def _pingpong(ctx: DistContext, s: Spec) -> Buffers:
     dt, a, b, count = s.dt, s.src, s.dst, s.count
@@ -194,8 +195,13 @@ def _pingpong(ctx: DistContext, s: Spec) -> Buffers:
                 dist.recv(rbuf, a, group=g)
                 dist.send(sbuf, a, group=g)
 
-    return _buffers(ctx, run, lambda: verify.count_wrong(rbuf, _pat(ctx, peer, count, dt)) if involved else 0,
-                    [rbuf] if involved else [], cross_node=_cross(ctx, a, b))
+    return _buffers(
+        ctx,
+        run,
+        lambda: verify.count_wrong(rbuf, _pat(ctx, peer, count, dt)) if involved else 0,
+        [rbuf] if involved else [],
+        cross_node=_cross(ctx, a, b),
+    )
 
 
 def _window(ctx: DistContext, s: Spec) -> Buffers:
@@ -227,8 +233,9 @@ def _window(ctx: DistContext, s: Spec) -> Buffers:
             n += verify.count_wrong(ack_in, _pat(ctx, b, 1, dt))
         return n
 
-    return _buffers(ctx, run, wrong, recvs + ([ack_in] if involved and not bi and me == a else []),
-                    cross_node=_cross(ctx, a, b))
+    return _buffers(
+        ctx, run, wrong, recvs + ([ack_in] if involved and not bi and me == a else []), cross_node=_cross(ctx, a, b)
+    )
 
 
 def _ring_step(ctx: DistContext, variant: str, sbuf: torch.Tensor, rbuf: torch.Tensor) -> None:
@@ -241,9 +248,13 @@ def _ring(ctx: DistContext, s: Spec) -> Buffers:
     dt, count = s.dt, s.count
     n, me = ctx.world_size, ctx.rank
     sbuf, rbuf = _pat(ctx, me, count, dt), _blank(ctx, count, dt)
-    return _buffers(ctx, lambda: _ring_step(ctx, s.variant, sbuf, rbuf),
-                    lambda: verify.count_wrong(rbuf, _pat(ctx, (me - 1) % n, count, dt)), [rbuf],
-                    cross_node_links=sum(_cross(ctx, r, (r + 1) % n) for r in range(n)))
+    return _buffers(
+        ctx,
+        lambda: _ring_step(ctx, s.variant, sbuf, rbuf),
+        lambda: verify.count_wrong(rbuf, _pat(ctx, (me - 1) % n, count, dt)),
+        [rbuf],
+        cross_node_links=sum(_cross(ctx, r, (r + 1) % n) for r in range(n)),
+    )
 
 
 def _exchange(ctx: DistContext, s: Spec) -> Buffers:
@@ -260,8 +271,13 @@ def _exchange(ctx: DistContext, s: Spec) -> Buffers:
         if involved:
             algorithms.exchange(sbuf, rbuf, peer, peer, g, s.variant)
 
-    return _buffers(ctx, run, lambda: verify.count_wrong(rbuf, _pat(ctx, peer, count, dt)) if involved else 0,
-                    [rbuf] if involved else [], cross_node=_cross(ctx, 0, 1))
+    return _buffers(
+        ctx,
+        run,
+        lambda: verify.count_wrong(rbuf, _pat(ctx, peer, count, dt)) if involved else 0,
+        [rbuf] if involved else [],
+        cross_node=_cross(ctx, 0, 1),
+    )
 
 
 def _distinct(variant: str) -> bool:
@@ -280,12 +296,20 @@ def _producer(ctx: DistContext, s: Spec) -> Buffers:
     if s.variant == "scatter":
         chunks = [expected(r) for r in range(n)] if me == 0 else None
         out = _blank(ctx, count, dt)
-        return _buffers(ctx, lambda: dist.scatter(out, scatter_list=chunks, src=0, group=g),
-                        lambda: verify.count_wrong(out, expected(me)), [out])
+        return _buffers(
+            ctx,
+            lambda: dist.scatter(out, scatter_list=chunks, src=0, group=g),
+            lambda: verify.count_wrong(out, expected(me)),
+            [out],
+        )
     if s.variant == "broadcast":
         buf = expected(0) if me == 0 else _blank(ctx, count, dt)
-        return _buffers(ctx, lambda: dist.broadcast(buf, src=0, group=g),
-                        lambda: verify.count_wrong(buf, expected(0)) if me else 0, [buf] if me else [])
+        return _buffers(
+            ctx,
+            lambda: dist.broadcast(buf, src=0, group=g),
+            lambda: verify.count_wrong(buf, expected(0)) if me else 0,
+            [buf] if me else [],
+        )
     # isend to each consumer: the p2p fan-out the source describes for asymmetric work
     sends: dict = {}
     if me == 0:
@@ -342,8 +366,14 @@ def _barrier_cost(ctx: DistContext, s: Spec) -> Buffers:
             if with_barrier:
                 barrier(ctx)
 
-    return _buffers(ctx, run, lambda: sum(verify.count_wrong(r, _pat(ctx, (me - 1) % n, count, dt, offset=i * count))
-                                          for i, r in enumerate(rbufs)), rbufs)
+    return _buffers(
+        ctx,
+        run,
+        lambda: sum(
+            verify.count_wrong(r, _pat(ctx, (me - 1) % n, count, dt, offset=i * count)) for i, r in enumerate(rbufs)
+        ),
+        rbufs,
+    )
 
 
 def _batching(ctx: DistContext, s: Spec) -> Buffers:
@@ -365,21 +395,30 @@ def _batching(ctx: DistContext, s: Spec) -> Buffers:
         elif v == "isend_each":
             wait_all([dist.isend(t, b, group=g) for t in sends] + [dist.irecv(r, a, group=g) for r in recvs])
         elif v == "batch_isend_irecv":
-            wait_all(dist.batch_isend_irecv([dist.P2POp(dist.isend, t, b, g) for t in sends] +
-                                             [dist.P2POp(dist.irecv, r, a, g) for r in recvs]))
+            wait_all(
+                dist.batch_isend_irecv(
+                    [dist.P2POp(dist.isend, t, b, g) for t in sends] + [dist.P2POp(dist.irecv, r, a, g) for r in recvs]
+                )
+            )
         elif me == a:  # coalesced: pack, one send
             torch.cat(sends, out=flat)
             dist.send(flat, b, group=g)
         else:  # one recv, unpack
             dist.recv(flat, a, group=g)
             for j, r in enumerate(recvs):
-                r.copy_(flat[j * c:(j + 1) * c])
+                r.copy_(flat[j * c : (j + 1) * c])
 
-    return _buffers(ctx, run, lambda: sum(verify.count_wrong(r, _pat(ctx, a, c, dt, offset=j * c))
-                                          for j, r in enumerate(recvs)), recvs, cross_node=_cross(ctx, a, b))
+    return _buffers(
+        ctx,
+        run,
+        lambda: sum(verify.count_wrong(r, _pat(ctx, a, c, dt, offset=j * c)) for j, r in enumerate(recvs)),
+        recvs,
+        cross_node=_cross(ctx, a, b),
+    )
 
 
 # --- the deadlock probe, once per session ---------------------------------------------------------
+
 
 def _probe_backend(ctx: DistContext) -> tuple[str, str]:
     # NCCL needs a GPU per process of the pair; otherwise show it with Gloo on CPU.
@@ -403,6 +442,7 @@ def _deadlock_result(ctx: DistContext) -> dict:
 
 def _resolve_exchange(s: Spec):
     """The exchange case at the size where both-send-first blocked, with the probe's findings."""
+
     def resolve(case: Case, ctx: DistContext, cfg: BenchConfig, session: Session) -> Case:
         probe = session.once("deadlock", lambda: _deadlock_result(ctx))
         if probe["error"]:
@@ -421,34 +461,57 @@ def _resolve_exchange(s: Spec):
                 b.check = lambda: inner() + extra
             return b
 
-        return dataclasses.replace(case, label=label_of(at), bytes=_bytes(at), build=build,
-                                   fields={**case.fields, **{"deadlock_" + k: v for k, v in probe.items()}})
+        return dataclasses.replace(
+            case,
+            label=label_of(at),
+            bytes=_bytes(at),
+            build=build,
+            fields={**case.fields, **{"deadlock_" + k: v for k, v in probe.items()}},
+        )
+
     return resolve
 
 
 def _resolve_pingpong(s: Spec):
     """The ping-pong case with K round trips per sample, K found now on this group (every rank)."""
+
     def resolve(case: Case, ctx: DistContext, cfg: BenchConfig, session: Session) -> Case:
-        k, trial_s = autorange(ctx, _pingpong(ctx, s).call, min_sample_s=PINGPONG_MIN_SAMPLE_S,
-                               min_repeats=PINGPONG_MIN_ROUND_TRIPS, max_repeats=PINGPONG_MAX_ROUND_TRIPS)
+        k, trial_s = autorange(
+            ctx,
+            _pingpong(ctx, s).call,
+            min_sample_s=PINGPONG_MIN_SAMPLE_S,
+            min_repeats=PINGPONG_MIN_ROUND_TRIPS,
+            max_repeats=PINGPONG_MAX_ROUND_TRIPS,
+        )
         at = dataclasses.replace(s, round_trips=k)
         return dataclasses.replace(
-            case, build=lambda c: _pingpong(c, at), divisor=2 * k,
+            case,
+            build=lambda c: _pingpong(c, at),
+            divisor=2 * k,
             normalisation=f"sample / (2K), K = {k}: one-way latency (OSU osu_latency)",
-            fields={**case.fields, "round_trips_per_sample": k, "calibration_sample_us": trial_s * 1e6,
-                    "iteration": f"{k} back-to-back round trips {s.src}->{s.dst}->{s.src}, blocking send/recv, "
-                                 "no barrier between them"},
-            provenance={**case.provenance,
-                        "time_us": "derived: sample / (2K); sample = K back-to-back round trips after one barrier, "
-                                   "the maximum over ranks, median over samples (host or cuda_event clock)",
-                        "round_trips_per_sample": f"derived: the K of suite.timing.autorange: the first trial of K "
-                                                  f"round trips lasting >= min_sample_us on the slowest rank, "
-                                                  f"K in [{PINGPONG_MIN_ROUND_TRIPS}, {PINGPONG_MAX_ROUND_TRIPS}]",
-                        "calibration_sample_us": "measured: that trial's time, maximum over ranks (host clock)"})
+            fields={
+                **case.fields,
+                "round_trips_per_sample": k,
+                "calibration_sample_us": trial_s * 1e6,
+                "iteration": f"{k} back-to-back round trips {s.src}->{s.dst}->{s.src}, blocking send/recv, "
+                "no barrier between them",
+            },
+            provenance={
+                **case.provenance,
+                "time_us": "derived: sample / (2K); sample = K back-to-back round trips after one barrier, "
+                "the maximum over ranks, median over samples (host or cuda_event clock)",
+                "round_trips_per_sample": f"derived: the K of suite.timing.autorange: the first trial of K "
+                f"round trips lasting >= min_sample_us on the slowest rank, "
+                f"K in [{PINGPONG_MIN_ROUND_TRIPS}, {PINGPONG_MAX_ROUND_TRIPS}]",
+                "calibration_sample_us": "measured: that trial's time, maximum over ranks (host clock)",
+            },
+        )
+
     return resolve
 
 
 # --- declarations: one entry per pattern ------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class _Sweep:
@@ -472,9 +535,12 @@ def _skip(s: Spec):
         if max(s.src, s.dst) >= n:
             return f"ranks {s.src}/{s.dst} not in a world of {n}"
         if s.pattern == "exchange" and cfg.timeout_s < PROBE.total_limit_s + 10:
-            return (f"the deadlock probe may take {PROBE.total_limit_s:.0f} s while the other ranks wait; "
-                    f"needs TIMEOUT_S >= {PROBE.total_limit_s + 10:.0f}")
+            return (
+                f"the deadlock probe may take {PROBE.total_limit_s:.0f} s while the other ranks wait; "
+                f"needs TIMEOUT_S >= {PROBE.total_limit_s + 10:.0f}"
+            )
         return None
+
     return skip
 
 
@@ -496,35 +562,62 @@ def _bytes(s: Spec) -> Bytes:
         if s.variant == "barrier":
             return Bytes(size_bytes=0, count=0, dtype="none", bw_op="barrier", definition="a barrier moves no data")
         el = elsize("int32")
-        return Bytes(size_bytes=el, count=1, dtype="int32", bw_op="send_recv",
-                     definition="one int32 signal (4 bytes)")
+        return Bytes(size_bytes=el, count=1, dtype="int32", bw_op="send_recv", definition="one int32 signal (4 bytes)")
     elif s.pattern == "producer":
         if _distinct(s.variant):
-            return Bytes(size_bytes=s.size_bytes, count=s.count, dtype=s.dtype, bw_op="scatter",
-                         definition="the whole scattered buffer: chunk x ranks (nccl-tests S of scatter, as in "
-                                    "the collectives experiment)")
-        return Bytes(size_bytes=s.size_bytes, count=s.count, dtype=s.dtype, bw_op="broadcast",
-                     definition="the buffer every consumer receives (nccl-tests S of broadcast, as in the "
-                                "collectives experiment)")
+            return Bytes(
+                size_bytes=s.size_bytes,
+                count=s.count,
+                dtype=s.dtype,
+                bw_op="scatter",
+                definition="the whole scattered buffer: chunk x ranks (nccl-tests S of scatter, as in "
+                "the collectives experiment)",
+            )
+        return Bytes(
+            size_bytes=s.size_bytes,
+            count=s.count,
+            dtype=s.dtype,
+            bw_op="broadcast",
+            definition="the buffer every consumer receives (nccl-tests S of broadcast, as in the "
+            "collectives experiment)",
+        )
     else:
         size, what = s.size_bytes, "bytes of one message"
     return Bytes(size_bytes=size, count=size // el, dtype=s.dtype, bw_op="send_recv", definition=what)
 
 
-def _case(s: Spec, build: Callable[[DistContext, Spec], Buffers], iteration: str, *, divisor: int = 1,
-          normalisation: str = "none: time of one iteration", fields: dict | None = None,
-          provenance: dict | None = None, unchecked: str | None = None) -> Case:
+def _case(
+    s: Spec,
+    build: Callable[[DistContext, Spec], Buffers],
+    iteration: str,
+    *,
+    divisor: int = 1,
+    normalisation: str = "none: time of one iteration",
+    fields: dict | None = None,
+    provenance: dict | None = None,
+    unchecked: str | None = None,
+) -> Case:
     identity = {"pattern": s.pattern, "variant": s.variant, "src": s.src, "dst": s.dst}
-    for name, v in (("window", s.window), ("k_messages", s.k),
-                    ("steps", s.steps)):
+    for name, v in (("window", s.window), ("k_messages", s.k), ("steps", s.steps)):
         if v:
             identity[name] = v
-    case = Case(experiment=EXPERIMENT, op=OP_OF.get(s.pattern, {}).get(s.variant, "send_recv"), label=label_of(s),
-                identity=identity, bytes=_bytes(s), build=lambda ctx: build(ctx, s), unchecked=unchecked,
-                fields={"iteration": iteration, **(fields or {})}, provenance=provenance or {}, mode="blocking",
-                divisor=divisor, normalisation=normalisation, skip=_skip(s),
-                # the exchange's size and deadlock_* fields are found at run time
-                resolve=_RESOLVE[s.pattern](s) if s.pattern in _RESOLVE else None)
+    case = Case(
+        experiment=EXPERIMENT,
+        op=OP_OF.get(s.pattern, {}).get(s.variant, "send_recv"),
+        label=label_of(s),
+        identity=identity,
+        bytes=_bytes(s),
+        build=lambda ctx: build(ctx, s),
+        unchecked=unchecked,
+        fields={"iteration": iteration, **(fields or {})},
+        provenance=provenance or {},
+        mode="blocking",
+        divisor=divisor,
+        normalisation=normalisation,
+        skip=_skip(s),
+        # the exchange's size and deadlock_* fields are found at run time
+        resolve=_RESOLVE[s.pattern](s) if s.pattern in _RESOLVE else None,
+    )
     return case
 
 
@@ -534,30 +627,54 @@ _RESOLVE = {"exchange": _resolve_exchange, "pingpong": _resolve_pingpong, "pair_
 
 def _pingpong_cases(cfg: BenchConfig, n: int, sw: _Sweep, pattern: str = "pingpong") -> list[Case]:
     if pattern == "pingpong":
-        specs = [Spec(pattern=pattern, variant="send_recv", size_bytes=sz, dtype=sw.dtype, src=0, dst=r)
-                 for r in range(1, n) for sz in sw.sizes]
+        specs = [
+            Spec(pattern=pattern, variant="send_recv", size_bytes=sz, dtype=sw.dtype, src=0, dst=r)
+            for r in range(1, n)
+            for sz in sw.sizes
+        ]
     else:
-        specs = [Spec(pattern=pattern, variant="send_recv", size_bytes=sz, dtype=sw.dtype, src=a, dst=b)
-                 for sz in sw.ends for a in range(n) for b in range(n) if a != b]
+        specs = [
+            Spec(pattern=pattern, variant="send_recv", size_bytes=sz, dtype=sw.dtype, src=a, dst=b)
+            for sz in sw.ends
+            for a in range(n)
+            for b in range(n)
+            if a != b
+        ]
     return pingpong_cases(specs)
 
 
 def pingpong_cases(specs: list[Spec]) -> list[Case]:
     """The ping-pong case of each spec (src initiates; K round trips per sample, found at run time)."""
     # iteration, divisor and normalisation are completed once K is known (_resolve_pingpong)
-    return [_case(s, _pingpong, "K back-to-back round trips", divisor=2, normalisation="sample / (2K)",
-                  fields={"latency_definition": "one-way = sample / (2K), a sample = K back-to-back round trips "
-                                                "after one barrier (OSU osu_latency)",
-                          "latency_formula": "sample / (2K)", "peer": s.dst,
-                          "min_sample_us": PINGPONG_MIN_SAMPLE_S * 1e6,
-                          "min_round_trips": PINGPONG_MIN_ROUND_TRIPS, "max_round_trips": PINGPONG_MAX_ROUND_TRIPS})
-            for s in specs]
+    return [
+        _case(
+            s,
+            _pingpong,
+            "K back-to-back round trips",
+            divisor=2,
+            normalisation="sample / (2K)",
+            fields={
+                "latency_definition": "one-way = sample / (2K), a sample = K back-to-back round trips "
+                "after one barrier (OSU osu_latency)",
+                "latency_formula": "sample / (2K)",
+                "peer": s.dst,
+                "min_sample_us": PINGPONG_MIN_SAMPLE_S * 1e6,
+                "min_round_trips": PINGPONG_MIN_ROUND_TRIPS,
+                "max_round_trips": PINGPONG_MAX_ROUND_TRIPS,
+            },
+        )
+        for s in specs
+    ]
 
 
 def pair_latency_cases(pairs: list[tuple[int, int]], size_bytes: int, dtype: str) -> list[Case]:
     """The pair-matrix ping-pong of each (src, dst) at one size."""
-    return pingpong_cases([Spec(pattern="pair_matrix", variant="send_recv", size_bytes=size_bytes, dtype=dtype,
-                                src=a, dst=b) for a, b in pairs])
+    return pingpong_cases(
+        [
+            Spec(pattern="pair_matrix", variant="send_recv", size_bytes=size_bytes, dtype=dtype, src=a, dst=b)
+            for a, b in pairs
+        ]
+    )
 
 
 def _pair_matrix_cases(cfg: BenchConfig, n: int, sw: _Sweep) -> list[Case]:
@@ -570,25 +687,50 @@ def window_case(s: Spec) -> Case:
     bi = s.variant == "bidirectional"
     dirs = 2 if bi else 1
     return _case(
-        s, _window, (f"{w} isend + {w} irecv each way between {a} and {b}, wait all" if bi else
-                     f"{w} isend {a}->{b} (irecv on {b}), wait all, 1-element ack {b}->{a}"),
+        s,
+        _window,
+        (
+            f"{w} isend + {w} irecv each way between {a} and {b}, wait all"
+            if bi
+            else f"{w} isend {a}->{b} (irecv on {b}), wait all, 1-element ack {b}->{a}"
+        ),
         divisor=w * dirs,
-        normalisation=f"iteration / (window {w} x {dirs} direction(s)): time per message; "
-                      "algbw = aggregate bandwidth",
-        fields={"peer": b, "directions": dirs, "window_default": WINDOW, "window_max_bytes": WINDOW_MAX_BYTES,
-                "window_osu": 64})
+        normalisation=f"iteration / (window {w} x {dirs} direction(s)): time per message; algbw = aggregate bandwidth",
+        fields={
+            "peer": b,
+            "directions": dirs,
+            "window_default": WINDOW,
+            "window_max_bytes": WINDOW_MAX_BYTES,
+            "window_osu": 64,
+        },
+    )
 
 
 def _window_cases(cfg: BenchConfig, n: int, sw: _Sweep) -> list[Case]:
-    return [window_case(Spec(pattern="window", variant=variant, size_bytes=sz, dtype=sw.dtype, src=0, dst=n - 1,
-                             window=max(1, min(WINDOW, WINDOW_MAX_BYTES // sz))))
-            for variant in ("unidirectional", "bidirectional") for sz in sw.sizes]
+    return [
+        window_case(
+            Spec(
+                pattern="window",
+                variant=variant,
+                size_bytes=sz,
+                dtype=sw.dtype,
+                src=0,
+                dst=n - 1,
+                window=max(1, min(WINDOW, WINDOW_MAX_BYTES // sz)),
+            )
+        )
+        for variant in ("unidirectional", "bidirectional")
+        for sz in sw.sizes
+    ]
 
 
 def ring_case(variant: str, size_bytes: int, dtype: str) -> Case:
     """Send to rank+1 while receiving from rank-1, with ``variant`` (one of RING_VARIANTS)."""
-    return _case(Spec(pattern="ring", variant=variant, size_bytes=size_bytes, dtype=dtype), _ring,
-                 "every rank sends to rank+1 and receives from rank-1")
+    return _case(
+        Spec(pattern="ring", variant=variant, size_bytes=size_bytes, dtype=dtype),
+        _ring,
+        "every rank sends to rank+1 and receives from rank-1",
+    )
 
 
 def _ring_cases(cfg: BenchConfig, n: int, sw: _Sweep) -> list[Case]:
@@ -597,9 +739,15 @@ def _ring_cases(cfg: BenchConfig, n: int, sw: _Sweep) -> list[Case]:
 
 def _exchange_cases(cfg: BenchConfig, n: int, sw: _Sweep) -> list[Case]:
     # size 0: decided at run time by the deadlock probe (resolve)
-    return [_case(Spec(pattern="exchange", variant=v, size_bytes=0, dtype=sw.dtype, src=0, dst=1), _exchange,
-                  f"ranks 0 and 1 swap one message ({v})", fields={"peer": 1})
-            for v in EXCHANGE_VARIANTS]
+    return [
+        _case(
+            Spec(pattern="exchange", variant=v, size_bytes=0, dtype=sw.dtype, src=0, dst=1),
+            _exchange,
+            f"ranks 0 and 1 swap one message ({v})",
+            fields={"peer": 1},
+        )
+        for v in EXCHANGE_VARIANTS
+    ]
 
 
 _PRODUCER_ITERATION = {
@@ -622,11 +770,17 @@ def _producer_cases(cfg: BenchConfig, n: int, sw: _Sweep) -> list[Case]:
                 continue
             seen.add((v, size))
             per = size // n if _distinct(v) else size
-            out.append(_case(Spec(pattern="producer", variant=v, size_bytes=size, dtype=sw.dtype, src=0), _producer,
-                             _PRODUCER_ITERATION[v],
-                             fields={"consumers": n - 1, "consumer_bytes": per, "delivered_bytes": (n - 1) * per},
-                             provenance={"delivered_bytes": "derived: consumers x consumer_bytes (what crosses "
-                                                            "the producer's link)"}))
+            out.append(
+                _case(
+                    Spec(pattern="producer", variant=v, size_bytes=size, dtype=sw.dtype, src=0),
+                    _producer,
+                    _PRODUCER_ITERATION[v],
+                    fields={"consumers": n - 1, "consumer_bytes": per, "delivered_bytes": (n - 1) * per},
+                    provenance={
+                        "delivered_bytes": "derived: consumers x consumer_bytes (what crosses the producer's link)"
+                    },
+                )
+            )
     return out
 
 
@@ -639,36 +793,60 @@ _CONTROL_ITERATION = {
 
 def _control_cases(cfg: BenchConfig, n: int, sw: _Sweep) -> list[Case]:
     el = elsize("int32")
-    return [_case(Spec(pattern="control", variant=v, size_bytes=0, dtype=sw.dtype, src=0), _control,
-                  _CONTROL_ITERATION[v], fields={"signal_bytes": 0 if v == "barrier" else el},
-                  unchecked=BARRIER_UNCHECKED if v == "barrier" else None)
-            for v in CONTROL_VARIANTS]
+    return [
+        _case(
+            Spec(pattern="control", variant=v, size_bytes=0, dtype=sw.dtype, src=0),
+            _control,
+            _CONTROL_ITERATION[v],
+            fields={"signal_bytes": 0 if v == "barrier" else el},
+            unchecked=BARRIER_UNCHECKED if v == "barrier" else None,
+        )
+        for v in CONTROL_VARIANTS
+    ]
 
 
 def _barrier_cost_cases(cfg: BenchConfig, n: int, sw: _Sweep) -> list[Case]:
     k = BARRIER_STEPS
-    return [_case(Spec(pattern="barrier_cost", variant=v, size_bytes=sz, dtype=sw.dtype, steps=k), _barrier_cost,
-                  f"{k} ring steps (isend/irecv)" + (", barrier after each" if v == "barrier_each_step" else ""),
-                  divisor=k, normalisation=f"iteration / {k}: time per step",
-                  fields={"barrier_each_step": v == "barrier_each_step"})
-            for sz in sw.ends for v in ("no_barrier", "barrier_each_step")]
+    return [
+        _case(
+            Spec(pattern="barrier_cost", variant=v, size_bytes=sz, dtype=sw.dtype, steps=k),
+            _barrier_cost,
+            f"{k} ring steps (isend/irecv)" + (", barrier after each" if v == "barrier_each_step" else ""),
+            divisor=k,
+            normalisation=f"iteration / {k}: time per step",
+            fields={"barrier_each_step": v == "barrier_each_step"},
+        )
+        for sz in sw.ends
+        for v in ("no_barrier", "barrier_each_step")
+    ]
 
 
 def _batching_cases(cfg: BenchConfig, n: int, sw: _Sweep) -> list[Case]:
     size = sw.sizes[0]
-    return [_case(Spec(pattern="batching", variant=v, size_bytes=size, dtype=sw.dtype, src=0, dst=1, k=k),
-                  _batching,
-                  f"{k} messages of {size} B 0->1 ({v}" + ("; pack + unpack copies included" if v == "coalesced"
-                                                           else "") + ")",
-                  normalisation=f"none: time for all {k} messages; size_bytes = {k} x message bytes",
-                  fields={"peer": 1, "message_bytes": size, "k_counts": list(BATCH_COUNTS)})
-            for k in BATCH_COUNTS for v in BATCHING_VARIANTS]
+    return [
+        _case(
+            Spec(pattern="batching", variant=v, size_bytes=size, dtype=sw.dtype, src=0, dst=1, k=k),
+            _batching,
+            f"{k} messages of {size} B 0->1 ({v}"
+            + ("; pack + unpack copies included" if v == "coalesced" else "")
+            + ")",
+            normalisation=f"none: time for all {k} messages; size_bytes = {k} x message bytes",
+            fields={"peer": 1, "message_bytes": size, "k_counts": list(BATCH_COUNTS)},
+        )
+        for k in BATCH_COUNTS
+        for v in BATCHING_VARIANTS
+    ]
 
 
 PATTERNS: dict[str, Callable[[BenchConfig, int, _Sweep], list[Case]]] = {
-    "pingpong": _pingpong_cases, "pair_matrix": _pair_matrix_cases, "window": _window_cases,
-    "ring": _ring_cases, "exchange": _exchange_cases,
-    "producer": _producer_cases, "control": _control_cases, "barrier_cost": _barrier_cost_cases,
+    "pingpong": _pingpong_cases,
+    "pair_matrix": _pair_matrix_cases,
+    "window": _window_cases,
+    "ring": _ring_cases,
+    "exchange": _exchange_cases,
+    "producer": _producer_cases,
+    "control": _control_cases,
+    "barrier_cost": _barrier_cost_cases,
     "batching": _batching_cases,
 }
 """Pattern -> its declaration: the cases of the pattern for the run's sweep and world size."""
@@ -676,12 +854,19 @@ PATTERNS: dict[str, Callable[[BenchConfig, int, _Sweep], list[Case]]] = {
 
 def not_runnable(reason: str) -> Case:
     """One case that says why nothing can run (instead of pytest's "got empty parameter set")."""
+
     def build(ctx: DistContext) -> Buffers:
         raise CaseFailed(reason)
 
-    return Case(experiment=EXPERIMENT, op="send_recv", label=EXPERIMENT, identity={},
-                bytes=Bytes(size_bytes=0, count=0, dtype="none", bw_op=None), build=build,
-                skip=lambda ctx, cfg: reason)
+    return Case(
+        experiment=EXPERIMENT,
+        op="send_recv",
+        label=EXPERIMENT,
+        identity={},
+        bytes=Bytes(size_bytes=0, count=0, dtype="none", bw_op=None),
+        build=build,
+        skip=lambda ctx, cfg: reason,
+    )
 
 
 def cases(cfg: BenchConfig, world_size: int) -> list[Case]:
@@ -695,4 +880,3 @@ def cases(cfg: BenchConfig, world_size: int) -> list[Case]:
         return [not_runnable(f"no message size of the sweep holds one {dtype} element")]
     sw = _Sweep(dtype=dtype, sizes=sizes, ends=sorted({sizes[0], sizes[-1]}))
     return [c for declare in PATTERNS.values() for c in declare(cfg, world_size, sw)]
-

@@ -40,10 +40,16 @@ def _size_axis(ax) -> None:
     ax.grid(True, which="both", alpha=0.3)
 
 
-def sweep_plot(title: str, series: Sequence[tuple[str, list[dict]]], *,
-               fits: dict[str, AlphaBeta] | None = None,
-               ring: Callable[[np.ndarray], np.ndarray] | None = None, ring_label: str = "ring model",
-               link_rate_gbps: float | None = None, link_rate_text: str = "") -> bytes:
+def sweep_plot(
+    title: str,
+    series: Sequence[tuple[str, list[dict]]],
+    *,
+    fits: dict[str, AlphaBeta] | None = None,
+    ring: Callable[[np.ndarray], np.ndarray] | None = None,
+    ring_label: str = "ring model",
+    link_rate_gbps: float | None = None,
+    link_rate_text: str = "",
+) -> bytes:
     """Two panels, busbw and latency vs size (log-log), one line per series with its
     p05–p95 band; dashed: the series' α–β fit; dotted black: the ring model."""
     fig = Figure(figsize=(11, 4.4))
@@ -65,8 +71,9 @@ def sweep_plot(title: str, series: Sequence[tuple[str, list[dict]]], *,
         ax_t.fill_between(s, p05, p95, color=color, alpha=0.15, lw=0)
         if np.any(bw > 0):
             ax_bw.plot(s, bw, "o-", color=color, label=label, ms=3, lw=1.2)
-            ax_bw.fill_between(s, bw * t / np.maximum(p95, 1e-12), bw * t / np.maximum(p05, 1e-12),
-                               color=color, alpha=0.15, lw=0)
+            ax_bw.fill_between(
+                s, bw * t / np.maximum(p95, 1e-12), bw * t / np.maximum(p05, 1e-12), color=color, alpha=0.15, lw=0
+            )
         fit = (fits or {}).get(label)
         if fit is not None:
             xs = np.geomspace(s.min(), s.max(), 64)
@@ -134,13 +141,23 @@ def pair_matrix_plot(title: str, recs: list[dict]) -> bytes:
                     if np.isfinite(m[i, j]):
                         # viridis is dark at its low end; latency uses it reversed (high = dark)
                         dark_cell = m[i, j] > mid if fieldname == "time_us" else m[i, j] <= mid
-                        ax.text(j, i, f"{m[i, j]:.3g}", ha="center", va="center", fontsize=7,
-                                color="white" if dark_cell else "black")
+                        ax.text(
+                            j,
+                            i,
+                            f"{m[i, j]:.3g}",
+                            ha="center",
+                            va="center",
+                            fontsize=7,
+                            color="white" if dark_cell else "black",
+                        )
     return _png(fig)
 
 
-def bar_plot(title: str, labels: Sequence[str], panels: Sequence[tuple[str, Sequence[float],
-                                                                       Sequence[tuple[float, float]] | None]]) -> bytes:
+def bar_plot(
+    title: str,
+    labels: Sequence[str],
+    panels: Sequence[tuple[str, Sequence[float], Sequence[tuple[float, float]] | None]],
+) -> bytes:
     """One horizontal bar chart per panel (name, values, optional (low, high) error ranges)."""
     n = len(labels)
     fig = Figure(figsize=(min(16.0, 2.5 + 4.0 * len(panels)), max(2.2, 0.32 * n + 1.2)), layout="tight")
@@ -162,8 +179,9 @@ def bar_plot(title: str, labels: Sequence[str], panels: Sequence[tuple[str, Sequ
     return _png(fig)
 
 
-def ratio_grid(title: str, panels: Sequence[tuple[str, list[tuple[int, float, float, float, str]]]],
-               tolerance: float) -> bytes:
+def ratio_grid(
+    title: str, panels: Sequence[tuple[str, list[tuple[int, float, float, float, str]]]], tolerance: float
+) -> bytes:
     """Comparison of two runs: per group, new/base time ratio vs size with its CI; red =
     slower, green = faster, grey = same; the band is 1 ± tolerance."""
     colors = {"slower": "tab:red", "faster": "tab:green", "same": "0.45"}
@@ -176,9 +194,17 @@ def ratio_grid(title: str, panels: Sequence[tuple[str, list[tuple[int, float, fl
         sizes = [max(p[0], 1) for p in pts]
         ax.axhspan(1 - tolerance, 1 + tolerance, color="0.85", alpha=0.6, lw=0)
         ax.axhline(1.0, color="0.3", lw=0.8)
-        for (s, ratio, lo, hi, verdict), x in zip(pts, sizes):
-            ax.errorbar([x], [ratio], yerr=[[max(0.0, ratio - lo)], [max(0.0, hi - ratio)]], fmt="o", ms=3,
-                        color=colors.get(verdict, "0.45"), capsize=2, lw=1)
+        for (_, ratio, lo, hi, verdict), x in zip(pts, sizes):
+            ax.errorbar(
+                [x],
+                [ratio],
+                yerr=[[max(0.0, ratio - lo)], [max(0.0, hi - ratio)]],
+                fmt="o",
+                ms=3,
+                color=colors.get(verdict, "0.45"),
+                capsize=2,
+                lw=1,
+            )
         if len(set(sizes)) > 1:
             _size_axis(ax)
         else:
@@ -189,7 +215,7 @@ def ratio_grid(title: str, panels: Sequence[tuple[str, list[tuple[int, float, fl
         ax.set_title(name, fontsize=8)
         ax.set_ylabel("new / base time", fontsize=8)
         ax.tick_params(labelsize=7)
-    for ax in axes[len(panels):]:
+    for ax in axes[len(panels) :]:
         ax.set_visible(False)
     return _png(fig)
 
@@ -198,8 +224,11 @@ def doctor_heatmaps(links: list[dict], hosts: Sequence[str]) -> bytes:
     """The doctor's pair matrices (src row -> dst column): one-way latency, bandwidth per direction and
     both directions at once, each link's median over its passes; slow links boxed in red, host
     boundaries drawn."""
-    probes = [("latency", "one-way latency (µs)", "viridis_r"), ("bandwidth", "bandwidth src -> dst (MB/s)", "viridis"),
-              ("bidirectional", "both directions at once (MB/s)", "viridis")]
+    probes = [
+        ("latency", "one-way latency (µs)", "viridis_r"),
+        ("bandwidth", "bandwidth src -> dst (MB/s)", "viridis"),
+        ("bidirectional", "both directions at once (MB/s)", "viridis"),
+    ]
     probes = [p for p in probes if any(e["probe"] == p[0] for e in links)]
     n = len(hosts)
     fig = Figure(figsize=(4.6 * max(1, len(probes)), 4.3), layout="tight")
@@ -229,8 +258,7 @@ def doctor_heatmaps(links: list[dict], hosts: Sequence[str]) -> bytes:
         ax.set_yticks(range(n), [t.replace("\n", " ") for t in ticks], fontsize=6)
         ax.set_xlabel("dst rank")
         ax.set_ylabel("src rank")
-        ax.set_title(what + ("; red: slow" if any(e["slow"] for e in links if e["probe"] == probe) else ""),
-                     fontsize=9)
+        ax.set_title(what + ("; red: slow" if any(e["slow"] for e in links if e["probe"] == probe) else ""), fontsize=9)
         if n <= 12:
             for i in range(n):
                 for j in range(n):
@@ -256,6 +284,6 @@ def rank_distributions(probes: Sequence[tuple[str, list[list[float]]]], straggle
         ax.set_title(name, fontsize=8)
         ax.tick_params(labelsize=7)
         ax.grid(True, axis="y", alpha=0.3)
-    for ax in axes[len(probes):]:
+    for ax in axes[len(probes) :]:
         ax.set_visible(False)
     return _png(fig)

@@ -46,12 +46,19 @@ def pytest_addoption(parser):
     g = parser.getgroup("suite", "distributed-communication suite")
     for k in KNOBS:
         g.addoption(f"--{k.flag}", dest=f"suite_{k.field}", default=None, help=k.help)
-    g.addoption("--suite-config", default=None,
-                help="the validated config the launcher wrote (config.json); replaces the options above")
+    g.addoption(
+        "--suite-config",
+        default=None,
+        help="the validated config the launcher wrote (config.json); replaces the options above",
+    )
     g.addoption("--results-dir", default=None, help="directory for bench.json (rank 0 writes it)")
     g.addoption("--run-id", default=None, help="identifier stored with the results")
-    g.addoption("--show-benchmark-table", action="store_true", default=False,
-                help="also print pytest-benchmark's own statistics table")
+    g.addoption(
+        "--show-benchmark-table",
+        action="store_true",
+        default=False,
+        help="also print pytest-benchmark's own statistics table",
+    )
 
 
 def _suite_config(config):
@@ -119,14 +126,15 @@ def dist_ctx(request):
     config = request.config
     cfg = config._suite_cfg
     try:
-        ctx = init_distributed(cfg, results_dir=config.option.results_dir,
-                               heartbeat_timeout_s=cfg.heartbeat_timeout_s)
+        ctx = init_distributed(cfg, results_dir=config.option.results_dir, heartbeat_timeout_s=cfg.heartbeat_timeout_s)
     except (PreflightError, ConfigError) as e:
         pytest.exit(f"preflight failed: {e}", returncode=3)
     per_rank: list = [None] * ctx.world_size
     dist.all_gather_object(per_rank, sysinfo.collect_local(), group=ctx.group)
     config.stash[_KEY_MACHINE] = sysinfo.collect_global(per_rank) | {
-        "backend": ctx.backend, "device": str(ctx.device), "world_size": ctx.world_size,
+        "backend": ctx.backend,
+        "device": str(ctx.device),
+        "world_size": ctx.world_size,
     }
     yield ctx
     destroy_distributed()
@@ -138,15 +146,19 @@ def submit(request, benchmark, m, record: dict) -> None:
     Fails the test (on every rank alike, since ``n_wrong`` is global) when any
     element was wrong.
     """
-    bench_adapter.store_samples(benchmark, m.samples_s, m.ops_per_sample,
-                                group=f"{record['experiment']}:{record['op']}", extra=record)
+    bench_adapter.store_samples(
+        benchmark, m.samples_s, m.ops_per_sample, group=f"{record['experiment']}:{record['op']}", extra=record
+    )
     config = request.config
     config.stash[_KEY_RECORDS].append(record)
     if config._suite_rank == 0:
         _write_results(config, complete=False)
     if (record.get("n_wrong") or 0) > 0:
-        pytest.fail(f"{record['n_wrong']} wrong element(s) in {record['op']} "
-                    f"({record.get('dtype')}, {record.get('size_bytes')} B)", pytrace=False)
+        pytest.fail(
+            f"{record['n_wrong']} wrong element(s) in {record['op']} "
+            f"({record.get('dtype')}, {record.get('size_bytes')} B)",
+            pytrace=False,
+        )
 
 
 @pytest.fixture(scope="session")
@@ -200,9 +212,12 @@ def _output_json(config, complete: bool, exitstatus: int | None) -> dict:
     if getattr(config, "_suite_machine_info", None) is None and config.stash.get(_KEY_MACHINE, None):
         config._suite_machine_info = bs.get_machine_info()
     out = config.hook.pytest_benchmark_generate_json(
-        config=config, benchmarks=bs.benchmarks, include_data=True,
+        config=config,
+        benchmarks=bs.benchmarks,
+        include_data=True,
         machine_info=getattr(config, "_suite_machine_info", None) or bs.get_machine_info(),
-        commit_info=config._suite_commit_info)
+        commit_info=config._suite_commit_info,
+    )
     out["suite"] = {
         "complete": complete,
         "exitstatus": exitstatus,
@@ -235,9 +250,19 @@ def _is_distributed_failure(exc: BaseException) -> bool:
         return True
     text = str(exc)
     # Only phrases of a lost or stuck peer: "ProcessGroupGloo does not support ..." is a local error.
-    return any(k in text for k in ("Connection closed by peer", "Connection reset by peer", "Timed out waiting",
-                                   "Socket Timeout", "Broken pipe", "mismatch between collectives",
-                                   "ncclRemoteError", "Watchdog caught collective operation timeout"))
+    return any(
+        k in text
+        for k in (
+            "Connection closed by peer",
+            "Connection reset by peer",
+            "Timed out waiting",
+            "Socket Timeout",
+            "Broken pipe",
+            "mismatch between collectives",
+            "ncclRemoteError",
+            "Watchdog caught collective operation timeout",
+        )
+    )
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -247,7 +272,8 @@ def pytest_runtest_makereport(item, call):
     if rep.skipped and isinstance(rep.longrepr, tuple):  # every skip, with its reason (the report groups them)
         reason = str(rep.longrepr[2])
         item.config.stash.setdefault(_KEY_SKIPPED, []).append(
-            {"case": item.nodeid, "reason": reason[len("Skipped: "):] if reason.startswith("Skipped: ") else reason})
+            {"case": item.nodeid, "reason": reason[len("Skipped: ") :] if reason.startswith("Skipped: ") else reason}
+        )
     if call.excinfo is None or not rep.failed or "dist_ctx" not in getattr(item, "fixturenames", ()):
         return
     # pytest.fail/skip are raised by every rank alike (n_wrong is global, probes agree; the
@@ -306,8 +332,11 @@ def pytest_runtest_logreport(report):
         # the exception's message (e.g. Gloo naming the lost peer), not just where it was raised
         crash = getattr(report.longrepr, "reprcrash", None)
         msg = report.longreprtext.strip().splitlines()
-        tail = crash.message.strip().splitlines()[0] if crash is not None and crash.message.strip() else \
-            (msg[-1] if msg else "")
+        tail = (
+            crash.message.strip().splitlines()[0]
+            if crash is not None and crash.message.strip()
+            else (msg[-1] if msg else "")
+        )
         sys.stderr.write(f"[rank {_rank_from_env()}] FAILED {report.nodeid} ({report.when}): {tail}\n")
         sys.stderr.flush()
 
@@ -345,8 +374,10 @@ def pytest_runtest_teardown(item, nextitem):
     if tr is not None and capman is not None:
         with capman.global_and_fixture_disabled():  # teardown runs under capture; live-log does the same
             tr.write("\n")  # off the line of dots
-            tr.write_line(f"# progress: {p['done']}/{p['total']} cases, {_fmt_duration(elapsed)} elapsed, "
-                          f"~{_fmt_duration(left)} left")
+            tr.write_line(
+                f"# progress: {p['done']}/{p['total']} cases, {_fmt_duration(elapsed)} elapsed, "
+                f"~{_fmt_duration(left)} left"
+            )
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -357,8 +388,7 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = failures.EXIT_NOTHING_SELECTED
     if getattr(config, "_suite_rank", 1) == 0 and config.stash.get(_KEY_RECORDS, None):
         interrupted = exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR)
-        _write_results(config, complete=not interrupted and session.shouldstop is False,
-                       exitstatus=int(exitstatus))
+        _write_results(config, complete=not interrupted and session.shouldstop is False, exitstatus=int(exitstatus))
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -93,7 +93,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 import re
 import statistics
@@ -108,15 +107,21 @@ from suite import fit, metrics
 
 CLASSES = ("intra", "inter")
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "barrier")
-FIT_VARIANTS = {"all_reduce": "all_reduce", "all_gather": "all_gather_into_tensor",
-                "reduce_scatter": "reduce_scatter_tensor", "broadcast": "broadcast",
-                "all_to_all": "all_to_all_single", "barrier": "barrier"}
+FIT_VARIANTS = {
+    "all_reduce": "all_reduce",
+    "all_gather": "all_gather_into_tensor",
+    "reduce_scatter": "reduce_scatter_tensor",
+    "broadcast": "broadcast",
+    "all_to_all": "all_to_all_single",
+    "barrier": "barrier",
+}
 """The form of each op whose records are fitted (the tensor forms nccl-tests and FSDP use; the
 collectives experiment measures the list forms too, with different costs on Gloo)."""
 MAX_RANKS = 1 << 20
 
 
 # --- links and topology --------------------------------------------------------------------------
+
 
 @dataclass(frozen=True, kw_only=True)
 class ClassLink:
@@ -149,11 +154,17 @@ class ClassLink:
         return dataclasses.replace(self, alpha_us=max(a, 0.0), beta_gbps=b if b > 0 else self.beta_gbps)
 
     def as_dict(self) -> dict:
-        return {"link_class": self.link_class, "alpha_us": self.alpha_us, "beta_gbps": _num(self.beta_gbps),
-                "alpha_ci_us": self.alpha_ci_us and [_num(x) for x in self.alpha_ci_us],
-                "beta_ci_gbps": self.beta_ci_gbps and [_num(x) for x in self.beta_ci_gbps],
-                "knee_bytes": self.knee_bytes, "small": self.small and [_num(x) for x in self.small],
-                "burst_bytes": self.burst_bytes, "source": self.source}
+        return {
+            "link_class": self.link_class,
+            "alpha_us": self.alpha_us,
+            "beta_gbps": _num(self.beta_gbps),
+            "alpha_ci_us": self.alpha_ci_us and [_num(x) for x in self.alpha_ci_us],
+            "beta_ci_gbps": self.beta_ci_gbps and [_num(x) for x in self.beta_ci_gbps],
+            "knee_bytes": self.knee_bytes,
+            "small": self.small and [_num(x) for x in self.small],
+            "burst_bytes": self.burst_bytes,
+            "source": self.source,
+        }
 
 
 Links = Mapping[str, ClassLink]
@@ -217,8 +228,10 @@ def _flows(topo: Topology, src: np.ndarray, dst: np.ndarray) -> tuple[bool, int]
 
 def _step(topo: Topology, alphas: float, msg: float, flows: tuple[bool, int]) -> list[Term]:
     intra, inter = flows
-    return [Term("intra", alphas, alphas * msg, msg) if intra else None,
-            Term("inter", alphas, alphas * msg * inter, msg) if inter else None]
+    return [
+        Term("intra", alphas, alphas * msg, msg) if intra else None,
+        Term("inter", alphas, alphas * msg * inter, msg) if inter else None,
+    ]
 
 
 def _pow2_below(n: int) -> int:
@@ -226,6 +239,7 @@ def _pow2_below(n: int) -> int:
 
 
 # --- the algorithms: op -> Terms ----------------------------------------------------------------
+
 
 def _ring(op: str, topo: Topology, links: Links, s: float) -> list[Term] | None:
     c = fit.ring_coefficients(op, topo.ranks)
@@ -322,11 +336,13 @@ def _posted_tree_sim(topo: Topology, links: Links, s: float) -> list[Term]:
         rate = {}
         for d, (src, c, _, _) in active.items():
             b = links[c].params(s)[1] * 1e3  # bytes per µs
-            share = max(ego[node[src]], ing[node[d]]) if c == "inter" else sum(
-                1 for x in active.values() if x[0] == src and x[1] == "intra")
+            share = (
+                max(ego[node[src]], ing[node[d]])
+                if c == "inter"
+                else sum(1 for x in active.values() if x[0] == src and x[1] == "intra")
+            )
             rate[d] = b / share
-        t_done = min((now + (0.0 if math.isinf(rate[d]) else active[d][2] / rate[d]) for d in active),
-                     default=math.inf)
+        t_done = min((now + (0.0 if math.isinf(rate[d]) else active[d][2] / rate[d]) for d in active), default=math.inf)
         t_start = min((x[0] for x in pending), default=math.inf)
         t = min(t_done, t_start)
         for d in active:
@@ -381,13 +397,13 @@ def _halving_doubling(op: str, topo: Topology, links: Links, s: float) -> list[T
         return _slowest(_step(topo, 1, msg, _flows(topo, ranks, ranks ^ d)), links)
 
     halving = [t for i, d in enumerate(dists) for t in xor_step(d, s / 2 ** (i + 1))]  # reduce-scatter
-    doubling = [t for i, d in enumerate(reversed(dists)) for t in xor_step(d, s / q * 2 ** i)]  # all-gather
+    doubling = [t for i, d in enumerate(reversed(dists)) for t in xor_step(d, s / q * 2**i)]  # all-gather
     terms = {"all_reduce": halving + doubling, "reduce_scatter": halving, "all_gather": doubling}.get(op)
     if op == "broadcast":  # binomial scatter (halves of the buffer, tree pattern) + all-gather
         scatter, d, i = [], q // 2, 1
         while d >= 1:
             src = np.arange(0, q, 2 * d)
-            scatter += _slowest(_step(topo, 1, s / 2 ** i, _flows(topo, src, src + d)), links)
+            scatter += _slowest(_step(topo, 1, s / 2**i, _flows(topo, src, src + d)), links)
             d, i = d // 2, i + 1
         terms = scatter + doubling
     if q < n:  # fold the n-q extra ranks in before and answer them after: one whole-buffer step each way
@@ -435,8 +451,13 @@ def _dissemination(op: str, topo: Topology, links: Links, s: float) -> list[Term
 
 
 ALGORITHMS: dict[str, Callable[[str, Topology, Links, float], list[Term] | None]] = {
-    "ring": _ring, "tree": _tree, "halving_doubling": _halving_doubling, "hierarchical": _hierarchical,
-    "pairwise": _pairwise, "allreduce_slice": _allreduce_slice, "dissemination": _dissemination,
+    "ring": _ring,
+    "tree": _tree,
+    "halving_doubling": _halving_doubling,
+    "hierarchical": _hierarchical,
+    "pairwise": _pairwise,
+    "allreduce_slice": _allreduce_slice,
+    "dissemination": _dissemination,
     "posted_tree": _posted_tree,
 }
 """Every model (module docstring: derivation and source of each); a model returns None for an op it lacks."""
@@ -453,8 +474,9 @@ def _complete(links: Links, topo: Topology) -> dict:
     for c in CLASSES:
         if c not in out:
             other = next(iter(out.values()))
-            out[c] = dataclasses.replace(other, link_class=c, source=f"not measured: taken equal to the "
-                                                                      f"{other.link_class} link ({other.source})")
+            out[c] = dataclasses.replace(
+                other, link_class=c, source=f"not measured: taken equal to the {other.link_class} link ({other.source})"
+            )
     return out
 
 
@@ -527,38 +549,74 @@ def predict(op: str, algorithm: str, topo: Topology, links: Links, size_bytes: i
             at = {c: lk.end(e) for c, lk in full.items()}
             ends.append(_evaluate(terms(op, algorithm, topo, at, size_bytes), at)[0])
         ci = (min(ends), max(ends))
-    return Prediction(op=op, algorithm=algorithm, size_bytes=int(size_bytes), ranks=topo.ranks,
-                      ranks_per_node=topo.ranks_per_node, time_us=total, time_ci_us=ci,
-                      bottleneck=f"{kind}-bound, {cls}-node", bottleneck_share=worst / total if total > 0 else 1.0,
-                      bandwidth_us=sum(v for (k, _), v in comp.items() if k == "bandwidth"))
+    return Prediction(
+        op=op,
+        algorithm=algorithm,
+        size_bytes=int(size_bytes),
+        ranks=topo.ranks,
+        ranks_per_node=topo.ranks_per_node,
+        time_us=total,
+        time_ci_us=ci,
+        bottleneck=f"{kind}-bound, {cls}-node",
+        bottleneck_share=worst / total if total > 0 else 1.0,
+        bandwidth_us=sum(v for (k, _), v in comp.items() if k == "bandwidth"),
+    )
 
 
 # --- which algorithm the backend runs ----------------------------------------------------------------
 
 GLOO = {
-    "all_reduce": ("ring", "gloo/allreduce.cc: AllreduceOptions UNSPECIFIED -> ring (reduce-scatter + all-gather "
-                           "ring in >= 2 segments per chunk); torch's ProcessGroupGloo allreduce calls gloo::allreduce"),
-    "all_gather": ("ring", "gloo/allgather.cc: ring, 2(n-1) half-chunk steps (allgather_into_tensor -> "
-                           "allgather_coalesced -> gloo::allgather)"),
-    "reduce_scatter": ("allreduce_slice", "torch ProcessGroupGloo reduce_scatter_tensor: all_reduce of a clone of "
-                                          "the whole input, then the rank's chunk copied out"),
-    "broadcast": ("posted_tree", "gloo/broadcast.cc: binomial tree, the whole buffer per hop; each rank posts all its "
-                                 "sends at once and waits for them at the end, so they share its link"),
+    "all_reduce": (
+        "ring",
+        "gloo/allreduce.cc: AllreduceOptions UNSPECIFIED -> ring (reduce-scatter + all-gather "
+        "ring in >= 2 segments per chunk); torch's ProcessGroupGloo allreduce calls gloo::allreduce",
+    ),
+    "all_gather": (
+        "ring",
+        "gloo/allgather.cc: ring, 2(n-1) half-chunk steps (allgather_into_tensor -> "
+        "allgather_coalesced -> gloo::allgather)",
+    ),
+    "reduce_scatter": (
+        "allreduce_slice",
+        "torch ProcessGroupGloo reduce_scatter_tensor: all_reduce of a clone of "
+        "the whole input, then the rank's chunk copied out",
+    ),
+    "broadcast": (
+        "posted_tree",
+        "gloo/broadcast.cc: binomial tree, the whole buffer per hop; each rank posts all its "
+        "sends at once and waits for them at the end, so they share its link",
+    ),
     "all_to_all": ("pairwise", "gloo/alltoall.cc: every peer's chunk sent directly (all posted at once)"),
     "barrier": ("dissemination", "gloo/barrier.cc: dissemination barrier (Hensgen, Finkel, Manber 1988)"),
 }
 """Gloo's algorithm per op, read from its sources (gloo main, torch's ProcessGroupGloo.cpp)."""
 
-CANDIDATES = {op: tuple(a for a in ALGORITHMS if ALGORITHMS[a](op, Topology(4, 2), _complete(
-    {"intra": ClassLink(link_class="intra", alpha_us=1.0, beta_gbps=1.0)}, Topology(4, 2)), 1024.0) is not None)
-              for op in OPS}
+CANDIDATES = {
+    op: tuple(
+        a
+        for a in ALGORITHMS
+        if ALGORITHMS[a](
+            op,
+            Topology(4, 2),
+            _complete({"intra": ClassLink(link_class="intra", alpha_us=1.0, beta_gbps=1.0)}, Topology(4, 2)),
+            1024.0,
+        )
+        is not None
+    )
+    for op in OPS
+}
 """The models that have each op."""
 
 NCCL_ALGO_NAMES = {"ring": "ring", "tree": "tree", "0": "tree", "1": "ring"}
 """NCCL's names (NCCL_ALGO values, debug lines; the numbers of older NCCL's TUNING lines:
 NCCL_ALGO_TREE 0, NCCL_ALGO_RING 1) of the algorithms modelled here."""
-NCCL_OPS = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
-            "broadcast": "broadcast", "alltoall": "all_to_all"}
+NCCL_OPS = {
+    "allreduce": "all_reduce",
+    "allgather": "all_gather",
+    "reducescatter": "reduce_scatter",
+    "broadcast": "broadcast",
+    "alltoall": "all_to_all",
+}
 _NCCL_LINE = re.compile(r"(?:(\w+):\s+)?(\d+) Bytes -> Algo (\w+) proto (\w+)")
 
 
@@ -582,8 +640,14 @@ class Choice:
     """What the run's own measurements say of it (``check_algorithms``)."""
 
 
-def backend_algorithm(backend: str, op: str, size_bytes: int, recs: Sequence[dict] = (), debug_text: str = "",
-                      check: Mapping | None = None) -> Choice:
+def backend_algorithm(
+    backend: str,
+    op: str,
+    size_bytes: int,
+    recs: Sequence[dict] = (),
+    debug_text: str = "",
+    check: Mapping | None = None,
+) -> Choice:
     """The algorithm ``backend`` runs for ``op`` at ``size_bytes``: Gloo's from its sources (checked
     against the run by ``check_algorithms`` when given), NCCL's from NCCL_ALGO / its debug lines."""
     chk = (check or {}).get(op, "")
@@ -592,7 +656,9 @@ def backend_algorithm(backend: str, op: str, size_bytes: int, recs: Sequence[dic
         return Choice(algorithm=alg, how=f"gloo source: {src}", check=chk)
     if backend == "nccl":
         if op == "barrier":
-            return Choice(algorithm="ring", how="NCCL's barrier is an all_reduce of one element (torch ProcessGroupNCCL)")
+            return Choice(
+                algorithm="ring", how="NCCL's barrier is an all_reduce of one element (torch ProcessGroupNCCL)"
+            )
         text = debug_text + "".join(str(r.get("nccl_debug") or "") for r in recs)
         seen = nccl_debug_choices(text)
         if seen:
@@ -601,25 +667,40 @@ def backend_algorithm(backend: str, op: str, size_bytes: int, recs: Sequence[dic
                 near = min(sizes, key=lambda s: abs(math.log((s or 1) / max(size_bytes, 1))))
                 name = seen[(op, near)]
                 alg = NCCL_ALGO_NAMES.get(name)
-                return Choice(algorithm=alg, how=f"NCCL debug line: {op} {near} B -> Algo {name}"
-                              + ("" if alg else " (not modelled here)"), check=chk)
+                return Choice(
+                    algorithm=alg,
+                    how=f"NCCL debug line: {op} {near} B -> Algo {name}" + ("" if alg else " (not modelled here)"),
+                    check=chk,
+                )
         forced = {str(r.get("nccl_algo")) for r in recs if r.get("nccl_algo") not in (None, "", "default")}
         if len(forced) == 1:
             val = forced.pop()
             alg = NCCL_ALGO_NAMES.get(val.lower())
             if op != "all_reduce" and alg == "tree":
                 alg = "ring"  # NCCL never disables ring for other ops (tuning.cc); tree is all_reduce's only
-            return Choice(algorithm=alg, how=f"NCCL_ALGO={val} (recorded with the run)"
-                          + ("" if alg else ": not modelled here"), check=chk)
+            return Choice(
+                algorithm=alg,
+                how=f"NCCL_ALGO={val} (recorded with the run)" + ("" if alg else ": not modelled here"),
+                check=chk,
+            )
         if op != "all_reduce":
-            return Choice(algorithm="ring", how="NCCL: ring is its algorithm for this op without NVLS/CollNet/PAT "
-                                                "(no NCCL_ALGO or debug line recorded)", check=chk)
-        return Choice(algorithm=None, how="NCCL picks ring or tree per size from its tuning model and the run did not "
-                                          "record which (rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING)", check=chk)
+            return Choice(
+                algorithm="ring",
+                how="NCCL: ring is its algorithm for this op without NVLS/CollNet/PAT "
+                "(no NCCL_ALGO or debug line recorded)",
+                check=chk,
+            )
+        return Choice(
+            algorithm=None,
+            how="NCCL picks ring or tree per size from its tuning model and the run did not "
+            "record which (rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING)",
+            check=chk,
+        )
     return Choice(algorithm=None, how=f"no algorithm table for backend {backend!r}", check=chk)
 
 
 # --- link parameters from a stored run --------------------------------------------------------------
+
 
 @dataclass(frozen=True, kw_only=True)
 class Point:
@@ -635,7 +716,7 @@ class Point:
 
 def run_topology(run: dict) -> Topology:
     """Ranks and ranks per node of a stored run, from its hostnames (ranks are node-contiguous)."""
-    su = ((run.get("machine_info") or {}).get("suite") or {})
+    su = (run.get("machine_info") or {}).get("suite") or {}
     hosts = list(su.get("hostnames") or [])
     n = len(hosts) or int(su.get("world_size") or 1)
     if not hosts:
@@ -671,16 +752,26 @@ def collective_points(run: dict) -> list[Point]:
                 continue
             if int(r.get("world_size") or topo.ranks) != topo.ranks:
                 continue
-            out.append(Point(op=r["op"], topo=topo, size_bytes=int(r["size_bytes"]), time_us=float(r["time_us"]),
-                             backend=str(r.get("backend")), record=r))
+            out.append(
+                Point(
+                    op=r["op"],
+                    topo=topo,
+                    size_bytes=int(r["size_bytes"]),
+                    time_us=float(r["time_us"]),
+                    backend=str(r.get("backend")),
+                    record=r,
+                )
+            )
         if out:
             break
     # one point per (op, size): the median over forms measured twice (in-place and out-of-place, dtypes)
     grouped: dict = {}
     for p in out:
         grouped.setdefault((p.op, p.size_bytes), []).append(p)
-    return [dataclasses.replace(ps[0], time_us=statistics.median(p.time_us for p in ps))
-            for _, ps in sorted(grouped.items())]
+    return [
+        dataclasses.replace(ps[0], time_us=statistics.median(p.time_us for p in ps))
+        for _, ps in sorted(grouped.items())
+    ]
 
 
 def p2p_links(run: dict) -> dict:
@@ -708,8 +799,9 @@ def p2p_links(run: dict) -> dict:
         m = fit.fit_model([p[0] for p in ps], [p[1] for p in ps])
         if m is None or not m.holds:
             continue
-        out[cls] = _link_of(cls, m, f"point-to-point fit, {len({p[2] for p in ps})} {cls}-node pair(s), "
-                                    f"{len(ps)} points")
+        out[cls] = _link_of(
+            cls, m, f"point-to-point fit, {len({p[2] for p in ps})} {cls}-node pair(s), {len(ps)} points"
+        )
     return out
 
 
@@ -718,13 +810,21 @@ def _link_of(cls: str, m: fit.Model, source: str) -> ClassLink:
     small = None
     if m.piecewise is not None:
         small = (m.piecewise.below.alpha_us, m.piecewise.below.beta_gbps)
-    return ClassLink(link_class=cls, alpha_us=big.alpha_us, beta_gbps=big.beta_gbps, alpha_ci_us=big.alpha_ci_us,
-                     beta_ci_gbps=big.beta_ci_gbps, knee_bytes=m.piecewise.knee_bytes if m.piecewise else None,
-                     small=small, source=source)
+    return ClassLink(
+        link_class=cls,
+        alpha_us=big.alpha_us,
+        beta_gbps=big.beta_gbps,
+        alpha_ci_us=big.alpha_ci_us,
+        beta_ci_gbps=big.beta_ci_gbps,
+        knee_bytes=m.piecewise.knee_bytes if m.piecewise else None,
+        small=small,
+        source=source,
+    )
 
 
-def calibrate(points: Sequence[Point], algorithm: str, base: Links, rounds: int = 3,
-              n_boot: int = fit.N_BOOT) -> ClassLink | None:
+def calibrate(
+    points: Sequence[Point], algorithm: str, base: Links, rounds: int = 3, n_boot: int = fit.N_BOOT
+) -> ClassLink | None:
     """The link (of the class the points' critical paths cross most) with which ``algorithm``
     reproduces the measured points: per point the model's α count A and bytes X of that class and the
     time F of the other class (``base``), then suite.fit.fit_model of (t − F)/A against X/A — per-step
@@ -757,11 +857,18 @@ def calibrate(points: Sequence[Point], algorithm: str, base: Links, rounds: int 
             rows.append((a, x, f, p.time_us, max([t.bursts for t in mine] or [1])))
         if not ys:
             return None
-        src = (f"{points[0].op} through the {algorithm} model, {len(ys)} point(s) at "
-               f"{'/'.join(str(n) for n in sorted({p.topo.ranks for p in points}))} ranks")
+        src = (
+            f"{points[0].op} through the {algorithm} model, {len(ys)} point(s) at "
+            f"{'/'.join(str(n) for n in sorted({p.topo.ranks for p in points}))} ranks"
+        )
         if len(set(xs)) < 2 or max(xs) <= 0:
-            link = ClassLink(link_class=cls, alpha_us=statistics.median(ys), beta_gbps=math.inf,
-                             alpha_ci_us=(min(ys), max(ys)), source=src + " (latency only)")
+            link = ClassLink(
+                link_class=cls,
+                alpha_us=statistics.median(ys),
+                beta_gbps=math.inf,
+                alpha_ci_us=(min(ys), max(ys)),
+                source=src + " (latency only)",
+            )
         else:
             boot = n_boot if i == rounds - 1 else 40
             m = fit.fit_model(xs, ys, n_boot=boot)
@@ -777,8 +884,11 @@ def calibrate(points: Sequence[Point], algorithm: str, base: Links, rounds: int 
             knee = link.knee_bytes or 0.0
             burst = _fit_burst([r for r, x in zip(rows, xs) if x >= knee], link, n_boot if i == rounds - 1 else 40)
             if burst is not None:
-                link = dataclasses.replace(link, **burst, source=src + "; with a shaper burst of "
-                                           f"{burst['burst_bytes']:.0f} B credited per fresh sender")
+                link = dataclasses.replace(
+                    link,
+                    **burst,
+                    source=src + f"; with a shaper burst of {burst['burst_bytes']:.0f} B credited per fresh sender",
+                )
         links = {**links, cls: link}
     return link
 
@@ -830,8 +940,11 @@ def _fit_burst(rows, line: ClassLink, n_boot: int) -> dict | None:
     if sse(*sol) > BURST_GAIN * sse(line.alpha_us, k_line, 0.0):
         return None
     rng = np.random.default_rng(0)
-    boots = [b for idx in rng.integers(0, len(rows), size=(n_boot, len(rows)))
-             if (b := _burst_solve([rows[j] for j in idx])) is not None]
+    boots = [
+        b
+        for idx in rng.integers(0, len(rows), size=(n_boot, len(rows)))
+        if (b := _burst_solve([rows[j] for j in idx])) is not None
+    ]
     out = {"alpha_us": sol[0], "beta_gbps": 1.0 / (sol[1] * 1e3), "burst_bytes": sol[2] / sol[1]}
     if len(boots) >= n_boot // 2:
         al, kl = np.percentile([b[0] for b in boots], [2.5, 97.5]), np.percentile([b[1] for b in boots], [2.5, 97.5])
@@ -897,20 +1010,37 @@ def fit_runs(runs: Sequence[dict], debug_text: str = "") -> RunModel:
         for c in CLASSES:
             ls = [x[c] for x in cal if c in x and math.isfinite(x[c].beta_gbps)]
             if ls:
-                default[c] = ClassLink(link_class=c, alpha_us=statistics.median(x.alpha_us for x in ls),
-                                       beta_gbps=statistics.median(x.beta_gbps for x in ls),
-                                       source=f"median of the {len(ls)} ops' calibrated {c}-node links")
+                default[c] = ClassLink(
+                    link_class=c,
+                    alpha_us=statistics.median(x.alpha_us for x in ls),
+                    beta_gbps=statistics.median(x.beta_gbps for x in ls),
+                    source=f"median of the {len(ls)} ops' calibrated {c}-node links",
+                )
     # an op latency-bound at every size the run measured shows no bandwidth term (β = inf): it gets the
     # β of the other evidence, and says so
     for op, ls in op_links.items():
         for c, lk in ls.items():
             d = default.get(c)
             if op != "barrier" and math.isinf(lk.beta_gbps) and d is not None and math.isfinite(d.beta_gbps):
-                ls[c] = dataclasses.replace(lk, beta_gbps=d.beta_gbps, beta_ci_gbps=d.beta_ci_gbps, knee_bytes=None,
-                                            small=None, source=f"{lk.source}; no bandwidth term at the sizes measured:"
-                                                               f" β from the {d.source}")
-    return RunModel(topo=topo, backend=backend, p2p=p2p, op_links=op_links, default_links=default, checks=checks,
-                    points=points, debug_text=debug_text, records=recs)
+                ls[c] = dataclasses.replace(
+                    lk,
+                    beta_gbps=d.beta_gbps,
+                    beta_ci_gbps=d.beta_ci_gbps,
+                    knee_bytes=None,
+                    small=None,
+                    source=f"{lk.source}; no bandwidth term at the sizes measured: β from the {d.source}",
+                )
+    return RunModel(
+        topo=topo,
+        backend=backend,
+        p2p=p2p,
+        op_links=op_links,
+        default_links=default,
+        checks=checks,
+        points=points,
+        debug_text=debug_text,
+        records=recs,
+    )
 
 
 def _rms_rel(points: Sequence[Point], algorithm: str, links: Links) -> float | None:
@@ -937,8 +1067,12 @@ def check_algorithms(points: Sequence[Point], base: Links) -> dict:
         lk0 = calibrate(mine, ref, base, n_boot=40) if ref in CANDIDATES[op] else None
         if lk0 is not None and op != "barrier":  # compare the models where bytes, not start-ups, decide
             at = _complete({**base, lk0.link_class: lk0}, mine[0].topo)
-            bw = [p for p in mine if (q := predict(op, ref, p.topo, at, p.size_bytes)) is not None
-                  and q.bandwidth_us >= BANDWIDTH_BOUND * p.time_us]
+            bw = [
+                p
+                for p in mine
+                if (q := predict(op, ref, p.topo, at, p.size_bytes)) is not None
+                and q.bandwidth_us >= BANDWIDTH_BOUND * p.time_us
+            ]
             mine = bw if len(bw) >= 3 else mine
         errs = {}
         for alg in CANDIDATES[op]:
@@ -955,8 +1089,10 @@ def check_algorithms(points: Sequence[Point], base: Links) -> dict:
         listing = ", ".join(f"{a} {100 * e:.1f}%" for a, e in sorted(errs.items(), key=lambda kv: kv[1]))
         where = f"{len(worlds)} world size(s) {'/'.join(map(str, worlds))}"
         if max(errs.values()) - min(errs.values()) < 0.005:
-            verdict = (f"not testable here: every model fits alike "
-                       f"({'one world size: each is an α–β line in S' if len(worlds) < 2 else 'same shape at these sizes'})")
+            verdict = (
+                f"not testable here: every model fits alike "
+                f"({'one world size: each is an α–β line in S' if len(worlds) < 2 else 'same shape at these sizes'})"
+            )
         elif doc is None or doc not in errs:
             verdict = f"best fit: {best}"
         elif errs[doc] <= errs[best] * 1.25 + 0.01:
@@ -968,6 +1104,7 @@ def check_algorithms(points: Sequence[Point], base: Links) -> dict:
 
 
 # --- DDP ------------------------------------------------------------------------------------------------
+
 
 def ddp_baselines(run: dict) -> list[dict]:
     """Per model of the ddp experiment: the default-DDP record and the numbers the step model needs."""
@@ -1007,22 +1144,36 @@ def predict_ddp(rec: dict, topo: Topology, links: Links, algorithm: str) -> dict
 
     comm = comm_us(topo)
     step = step_us(comm)
-    return {"model": rec.get("model"), "ranks": topo.ranks, "ranks_per_node": topo.ranks_per_node,
-            "n_buckets": len(buckets), "bucket_sizes": buckets, "compute_us": noop_us, "solo_step_us": solo_us,
-            "comm_us": comm, "hidden_fraction": frac, "hidden_us": min(frac * comm, window_us), "step_us": step,
-            "scaling_efficiency": solo_us / step if step > 0 else None, "algorithm": algorithm,
-            "measured_ranks": measured_topo.ranks, "measured_step_us": rec["time_us"],
-            "model_step_at_measured_us": step_us(comm0), "model_comm_at_measured_us": comm0,
-            "measured_allreduce_us": rec["allreduce_ms"] * 1e3}
+    return {
+        "model": rec.get("model"),
+        "ranks": topo.ranks,
+        "ranks_per_node": topo.ranks_per_node,
+        "n_buckets": len(buckets),
+        "bucket_sizes": buckets,
+        "compute_us": noop_us,
+        "solo_step_us": solo_us,
+        "comm_us": comm,
+        "hidden_fraction": frac,
+        "hidden_us": min(frac * comm, window_us),
+        "step_us": step,
+        "scaling_efficiency": solo_us / step if step > 0 else None,
+        "algorithm": algorithm,
+        "measured_ranks": measured_topo.ranks,
+        "measured_step_us": rec["time_us"],
+        "model_step_at_measured_us": step_us(comm0),
+        "model_comm_at_measured_us": comm0,
+        "measured_allreduce_us": rec["allreduce_ms"] * 1e3,
+    }
 
 
 # --- tables -------------------------------------------------------------------------------------------
+
 
 def extrapolate(model: RunModel, topo: Topology, sizes: Sequence[int]) -> list[Prediction]:
     """Every op, size and model at ``topo``; the backend's algorithm marked."""
     out = []
     for op in OPS:
-        for s in ([0] if op == "barrier" else sizes):
+        for s in [0] if op == "barrier" else sizes:
             choice = model.choice(op, s).algorithm
             for alg in CANDIDATES[op]:
                 pr = predict(op, alg, topo, model.links_for(op), s)
@@ -1038,9 +1189,16 @@ def measured_scale(model: RunModel) -> list[dict]:
     for p in model.points:
         alg = model.choice(p.op, p.size_bytes).algorithm or "ring"
         pr = predict(p.op, alg, p.topo, model.links_for(p.op), p.size_bytes)
-        row = {"op": p.op, "size_bytes": p.size_bytes, "ranks": p.topo.ranks, "algorithm": alg,
-               "measured_us": p.time_us, "predicted_us": pr.time_us if pr else None,
-               "error": (pr.time_us - p.time_us) / p.time_us if pr else None, "bottleneck": pr.bottleneck if pr else ""}
+        row = {
+            "op": p.op,
+            "size_bytes": p.size_bytes,
+            "ranks": p.topo.ranks,
+            "algorithm": alg,
+            "measured_us": p.time_us,
+            "predicted_us": pr.time_us if pr else None,
+            "error": (pr.time_us - p.time_us) / p.time_us if pr else None,
+            "bottleneck": pr.bottleneck if pr else "",
+        }
         if model.p2p:
             q = predict(p.op, alg, p.topo, model.p2p, p.size_bytes)
             row["predicted_p2p_us"] = q.time_us if q else None
@@ -1065,9 +1223,15 @@ def format_links(links: Links, title: str) -> list[str]:
             continue
         ci = "" if not lk.beta_ci_gbps else f" [{lk.beta_ci_gbps[0]:.4g}, {lk.beta_ci_gbps[1]:.4g}]"
         aci = "" if not lk.alpha_ci_us else f" [{lk.alpha_ci_us[0]:.3g}, {lk.alpha_ci_us[1]:.3g}]"
-        knee = f"; below {metrics.format_size(int(lk.knee_bytes))} messages α {lk.small[0]:.3g} µs, β {lk.small[1]:.4g} " \
-               f"GB/s" if lk.small else ""
-        out.append(f"#   {title} {c}-node: α {lk.alpha_us:.3g} µs{aci}, β {lk.beta_gbps:.4g} GB/s{ci}{knee} ({lk.source})")
+        knee = (
+            f"; below {metrics.format_size(int(lk.knee_bytes))} messages α {lk.small[0]:.3g} µs, β {lk.small[1]:.4g} "
+            f"GB/s"
+            if lk.small
+            else ""
+        )
+        out.append(
+            f"#   {title} {c}-node: α {lk.alpha_us:.3g} µs{aci}, β {lk.beta_gbps:.4g} GB/s{ci}{knee} ({lk.source})"
+        )
     return out
 
 
@@ -1078,20 +1242,23 @@ def format_predictions(preds: Sequence[Prediction]) -> str:
         ci = f"[{_fmt_t(p.time_ci_us[0])}, {_fmt_t(p.time_ci_us[1])}]" if p.time_ci_us else "-"
         bw = f"{p.busbw_gbps:.4g}" if p.busbw_gbps is not None else "-"
         mark = " *" if p.backend_choice else ""
-        lines.append(f"{p.op:<15}{metrics.format_size(p.size_bytes) if p.size_bytes else '-':>8}  "
-                     f"{p.algorithm + mark:<18}{_fmt_t(p.time_us):>11}  {ci:<22}{bw:>11}  "
-                     f"{p.bottleneck} ({100 * p.bottleneck_share:.0f}%)")
+        lines.append(
+            f"{p.op:<15}{metrics.format_size(p.size_bytes) if p.size_bytes else '-':>8}  "
+            f"{p.algorithm + mark:<18}{_fmt_t(p.time_us):>11}  {ci:<22}{bw:>11}  "
+            f"{p.bottleneck} ({100 * p.bottleneck_share:.0f}%)"
+        )
     return "\n".join(lines) + "\n"
 
 
 PROVENANCE = {
     "links": "derived: α–β per link class fitted (suite.fit.fit_model, bootstrap 95% intervals) to point-to-point "
-             "records, and per op calibrated through the backend's algorithm model to the op's measured series",
+    "records, and per op calibrated through the backend's algorithm model to the op's measured series",
     "predictions.time_us": "modelled: the named algorithm's α–β model (suite.predict) over the links",
     "predictions.time_ci_us": "modelled: the same model at the slow and fast ends of the links' intervals",
     "predictions.busbw_gbps": "derived: size_bytes / time_us x nccl-tests busbw factor at ranks (suite.metrics)",
     "predictions.bottleneck": "modelled: the largest α or β component of the model's time, with its link class",
-    "predictions.backend_choice": "found: Gloo from its sources checked against the run; NCCL from NCCL_ALGO / debug lines",
+    "predictions.backend_choice": "found: Gloo from its sources checked against the run; "
+    "NCCL from NCCL_ALGO / debug lines",
     "measured_scale.measured_us": "measured: the record's time_us",
     "measured_scale.predicted_us": "modelled: backend's algorithm over the op's calibrated link (in-sample)",
     "measured_scale.predicted_p2p_us": "modelled: backend's algorithm over the point-to-point link (out-of-sample)",
@@ -1107,13 +1274,20 @@ def prediction_document(model: RunModel, topo: Topology, sizes: Sequence[int], r
         alg = model.choice("all_reduce", max(rec["bucket_sizes"])).algorithm or "ring"
         ddp.append(predict_ddp(rec, topo, model.links_for("all_reduce"), alg))
     return {
-        "run": run_name, "ranks": topo.ranks, "ranks_per_node": topo.ranks_per_node, "nodes": topo.nodes,
-        "measured_ranks": model.topo.ranks, "measured_ranks_per_node": model.topo.ranks_per_node,
+        "run": run_name,
+        "ranks": topo.ranks,
+        "ranks_per_node": topo.ranks_per_node,
+        "nodes": topo.nodes,
+        "measured_ranks": model.topo.ranks,
+        "measured_ranks_per_node": model.topo.ranks_per_node,
         "backend": model.backend,
-        "links": {"p2p": {c: lk.as_dict() for c, lk in model.p2p.items()},
-                  "per_op": {op: {c: lk.as_dict() for c, lk in ls.items()} for op, ls in model.op_links.items()},
-                  "default": {c: lk.as_dict() for c, lk in _complete(model.default_links, topo).items()}
-                  if model.default_links else {}},
+        "links": {
+            "p2p": {c: lk.as_dict() for c, lk in model.p2p.items()},
+            "per_op": {op: {c: lk.as_dict() for c, lk in ls.items()} for op, ls in model.op_links.items()},
+            "default": {c: lk.as_dict() for c, lk in _complete(model.default_links, topo).items()}
+            if model.default_links
+            else {},
+        },
         "algorithms": {op: dataclasses.asdict(model.choice(op, max(sizes) if sizes else 0)) for op in OPS},
         "predictions": [p.as_dict() for p in preds],
         "measured_scale": measured_scale(model),
@@ -1128,58 +1302,110 @@ def ddp_baselines_from(model: RunModel) -> list[dict]:
 
 # --- the report's section --------------------------------------------------------------------------
 
-REPORT_NOTE = ("Predicted vs measured at the run's own scale: the backend's algorithm (suite.predict: Gloo's from its "
-               "sources, checked against the run; NCCL's from NCCL_ALGO / its debug lines) over the op's link calibrated "
-               "on these very points (in-sample: how well the model's shape fits), and, where the run has "
-               "point-to-point records, over the link they measured (out-of-sample). error = predicted / measured − 1. "
-               "The extrapolation table is the run's predict.json (make predict RUN=... RANKS=... RANKS_PER_NODE=...); "
-               "* marks the algorithm the backend runs.")
+REPORT_NOTE = (
+    "Predicted vs measured at the run's own scale: the backend's algorithm (suite.predict: Gloo's from its "
+    "sources, checked against the run; NCCL's from NCCL_ALGO / its debug lines) over the op's link calibrated "
+    "on these very points (in-sample: how well the model's shape fits), and, where the run has "
+    "point-to-point records, over the link they measured (out-of-sample). error = predicted / measured − 1. "
+    "The extrapolation table is the run's predict.json (make predict RUN=... RANKS=... RANKS_PER_NODE=...); "
+    "* marks the algorithm the backend runs."
+)
 
 
-def report_parts(run: dict, doc: dict | None = None) -> tuple[list[str], list[tuple[list[str], list[list[str]]]], str] | None:
+def report_parts(
+    run: dict, doc: dict | None = None
+) -> tuple[list[str], list[tuple[list[str], list[list[str]]]], str] | None:
     """(notes, grids, text) of the report's prediction section from a stored run and its predict.json; None if
     the run has nothing to fit."""
     model = fit_runs([run])
     if not model.points and not model.p2p:
         return None
-    notes = [REPORT_NOTE] + [f"{op}: {model.choice(op, 0).algorithm} — {model.choice(op, 0).how}"
-                             + (f"; check: {model.checks[op]}" if op in model.checks else "") for op in OPS]
-    head = ["measured vs predicted at the run's scale", "op", "ranks", "size", "algorithm", "measured", "predicted",
-            "error", "over p2p link", "error (p2p)", "bottleneck"]
+    notes = [REPORT_NOTE] + [
+        f"{op}: {model.choice(op, 0).algorithm} — {model.choice(op, 0).how}"
+        + (f"; check: {model.checks[op]}" if op in model.checks else "")
+        for op in OPS
+    ]
+    head = [
+        "measured vs predicted at the run's scale",
+        "op",
+        "ranks",
+        "size",
+        "algorithm",
+        "measured",
+        "predicted",
+        "error",
+        "over p2p link",
+        "error (p2p)",
+        "bottleneck",
+    ]
     rows, text = [], ["  ".join(f"{c:>10}" for c in head[1:])]
     for r in measured_scale(model):
         q = r.get("predicted_p2p_us")
-        cells = [r["op"], str(r["ranks"]), metrics.format_size(r["size_bytes"]) if r["size_bytes"] else "-",
-                 r["algorithm"], _fmt_t(r["measured_us"]), _fmt_t(r["predicted_us"]) if r["predicted_us"] else "-",
-                 f"{100 * r['error']:+.1f}%" if r["error"] is not None else "-", _fmt_t(q) if q else "-",
-                 f"{100 * r['error_p2p']:+.1f}%" if r.get("error_p2p") is not None else "-", r["bottleneck"]]
+        cells = [
+            r["op"],
+            str(r["ranks"]),
+            metrics.format_size(r["size_bytes"]) if r["size_bytes"] else "-",
+            r["algorithm"],
+            _fmt_t(r["measured_us"]),
+            _fmt_t(r["predicted_us"]) if r["predicted_us"] else "-",
+            f"{100 * r['error']:+.1f}%" if r["error"] is not None else "-",
+            _fmt_t(q) if q else "-",
+            f"{100 * r['error_p2p']:+.1f}%" if r.get("error_p2p") is not None else "-",
+            r["bottleneck"],
+        ]
         rows.append([""] + cells)
         text.append("  ".join(f"{c:>10}" for c in cells))
     grids = [(head, rows)]
     if doc:
-        ehead = [f"extrapolation to {doc['ranks']} ranks ({doc['ranks_per_node']} per node)", "op", "size", "algorithm",
-                 "time", "95% interval", "busbw (GB/s)", "bottleneck"]
+        ehead = [
+            f"extrapolation to {doc['ranks']} ranks ({doc['ranks_per_node']} per node)",
+            "op",
+            "size",
+            "algorithm",
+            "time",
+            "95% interval",
+            "busbw (GB/s)",
+            "bottleneck",
+        ]
         erows = []
         for p in doc.get("predictions") or []:
             ci = p.get("time_ci_us")
-            erows.append(["", p["op"], metrics.format_size(p["size_bytes"]) if p["size_bytes"] else "-",
-                          p["algorithm"] + (" *" if p.get("backend_choice") else ""), _fmt_t(p["time_us"]),
-                          f"[{_fmt_t(ci[0])}, {_fmt_t(ci[1])}]" if ci else "-",
-                          f"{p['busbw_gbps']:.4g}" if p.get("busbw_gbps") is not None else "-", p["bottleneck"]])
+            erows.append(
+                [
+                    "",
+                    p["op"],
+                    metrics.format_size(p["size_bytes"]) if p["size_bytes"] else "-",
+                    p["algorithm"] + (" *" if p.get("backend_choice") else ""),
+                    _fmt_t(p["time_us"]),
+                    f"[{_fmt_t(ci[0])}, {_fmt_t(ci[1])}]" if ci else "-",
+                    f"{p['busbw_gbps']:.4g}" if p.get("busbw_gbps") is not None else "-",
+                    p["bottleneck"],
+                ]
+            )
         grids.append((ehead, erows))
-        text += ["", ehead[0], format_predictions([Prediction(**{k: v for k, v in p.items() if k != "busbw_gbps"})
-                                                    for p in doc.get("predictions") or []])]
+        text += [
+            "",
+            ehead[0],
+            format_predictions(
+                [Prediction(**{k: v for k, v in p.items() if k != "busbw_gbps"}) for p in doc.get("predictions") or []]
+            ),
+        ]
         for d in doc.get("ddp") or []:
-            notes.append(f"DDP step ({d['model']}) at {doc['ranks']} ranks: {_fmt_t(d['step_us'])}, scaling efficiency "
-                         f"{d['scaling_efficiency']:.3f} (model at the measured {d['measured_ranks']} ranks "
-                         f"{_fmt_t(d['model_step_at_measured_us'])}, measured {_fmt_t(d['measured_step_us'])})")
+            notes.append(
+                f"DDP step ({d['model']}) at {doc['ranks']} ranks: {_fmt_t(d['step_us'])}, scaling efficiency "
+                f"{d['scaling_efficiency']:.3f} (model at the measured {d['measured_ranks']} ranks "
+                f"{_fmt_t(d['model_step_at_measured_us'])}, measured {_fmt_t(d['measured_step_us'])})"
+            )
     else:
-        notes.append("No predict.json in the run directory: `make predict RUN=<run> RANKS=<n> RANKS_PER_NODE=<p>` adds "
-                     "the extrapolation table.")
+        notes.append(
+            "No predict.json in the run directory: `make predict RUN=<run> RANKS=<n> RANKS_PER_NODE=<p>` adds "
+            "the extrapolation table."
+        )
     return notes, grids, "\n".join(text)
 
 
 # --- validation: fit on some runs, predict the others ------------------------------------------------
+
 
 def geomean_abs(errors: Sequence[float]) -> float | None:
     """Geometric mean of |error| (each floored at 1e-4, so an exact hit does not zero it)."""
@@ -1199,19 +1425,33 @@ def validate(fit_on: Sequence[dict], check: Sequence[dict], debug_text: str = ""
             pr = predict(p.op, alg, p.topo, model.links_for(p.op), p.size_bytes)
             if pr is None:
                 continue
-            rows.append({"op": p.op, "size_bytes": p.size_bytes, "ranks": p.topo.ranks,
-                         "ranks_per_node": p.topo.ranks_per_node, "algorithm": alg, "predicted_us": pr.time_us,
-                         "predicted_ci_us": pr.time_ci_us, "measured_us": p.time_us,
-                         "error": (pr.time_us - p.time_us) / p.time_us, "bottleneck": pr.bottleneck,
-                         "bandwidth_bound": pr.bandwidth_us >= BANDWIDTH_BOUND * p.time_us})
+            rows.append(
+                {
+                    "op": p.op,
+                    "size_bytes": p.size_bytes,
+                    "ranks": p.topo.ranks,
+                    "ranks_per_node": p.topo.ranks_per_node,
+                    "algorithm": alg,
+                    "predicted_us": pr.time_us,
+                    "predicted_ci_us": pr.time_ci_us,
+                    "measured_us": p.time_us,
+                    "error": (pr.time_us - p.time_us) / p.time_us,
+                    "bottleneck": pr.bottleneck,
+                    "bandwidth_bound": pr.bandwidth_us >= BANDWIDTH_BOUND * p.time_us,
+                }
+            )
     summary = {}
     for op in OPS:
         mine = [r for r in rows if r["op"] == op]
         if not mine:
             continue
         bw = [r["error"] for r in mine if r["bandwidth_bound"]]
-        summary[op] = {"geomean_abs_error": geomean_abs([r["error"] for r in mine]),
-                       "geomean_abs_error_bandwidth_bound": geomean_abs(bw), "n": len(mine), "n_bandwidth_bound": len(bw)}
+        summary[op] = {
+            "geomean_abs_error": geomean_abs([r["error"] for r in mine]),
+            "geomean_abs_error_bandwidth_bound": geomean_abs(bw),
+            "n": len(mine),
+            "n_bandwidth_bound": len(bw),
+        }
     ddp_rows = []
     fit_ddp = ddp_baselines_from(model)
     for run in check:
@@ -1220,15 +1460,32 @@ def validate(fit_on: Sequence[dict], check: Sequence[dict], debug_text: str = ""
             base = next((b for b in fit_ddp if b.get("model") == rec.get("model")), None)
             if base is None:
                 continue
-            pr = predict_ddp(base, t, model.links_for("all_reduce"),
-                             model.choice("all_reduce", max(base["bucket_sizes"])).algorithm or "ring")
-            ddp_rows.append({"model": rec.get("model"), "ranks": t.ranks, "predicted_us": pr["step_us"],
-                             "measured_us": rec["time_us"], "error": (pr["step_us"] - rec["time_us"]) / rec["time_us"]})
+            pr = predict_ddp(
+                base,
+                t,
+                model.links_for("all_reduce"),
+                model.choice("all_reduce", max(base["bucket_sizes"])).algorithm or "ring",
+            )
+            ddp_rows.append(
+                {
+                    "model": rec.get("model"),
+                    "ranks": t.ranks,
+                    "predicted_us": pr["step_us"],
+                    "measured_us": rec["time_us"],
+                    "error": (pr["step_us"] - rec["time_us"]) / rec["time_us"],
+                }
+            )
     everywhere = check_algorithms([p for r in [*fit_on, *check] for p in collective_points(r)], model.p2p)
-    return {"fit_ranks": sorted({p.topo.ranks for p in model.points}), "check_all_runs": everywhere, "links": {
-        op: {c: lk.as_dict() for c, lk in ls.items()} for op, ls in model.op_links.items()},
-        "algorithms": {op: dataclasses.asdict(model.choice(op, 0)) for op in OPS}, "rows": rows,
-        "summary": summary, "ddp": ddp_rows, "target_bandwidth_bound": TARGET}
+    return {
+        "fit_ranks": sorted({p.topo.ranks for p in model.points}),
+        "check_all_runs": everywhere,
+        "links": {op: {c: lk.as_dict() for c, lk in ls.items()} for op, ls in model.op_links.items()},
+        "algorithms": {op: dataclasses.asdict(model.choice(op, 0)) for op in OPS},
+        "rows": rows,
+        "summary": summary,
+        "ddp": ddp_rows,
+        "target_bandwidth_bound": TARGET,
+    }
 
 
 BANDWIDTH_BOUND = 0.5
@@ -1240,9 +1497,11 @@ TARGET_OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
 
 
 def format_validation(v: dict) -> str:
-    out = [f"# fitted on {'/'.join(map(str, v['fit_ranks']))} ranks; predicted with the backend's algorithm "
-           f"(error = predicted / measured − 1; bandwidth-bound: the model's β part is >= "
-           f"{100 * BANDWIDTH_BOUND:.0f}% of the measured time)"]
+    out = [
+        f"# fitted on {'/'.join(map(str, v['fit_ranks']))} ranks; predicted with the backend's algorithm "
+        f"(error = predicted / measured − 1; bandwidth-bound: the model's β part is >= "
+        f"{100 * BANDWIDTH_BOUND:.0f}% of the measured time)"
+    ]
     for op, a in v["algorithms"].items():
         out.append(f"#   {op}: {a['algorithm']} — on the fit runs: {a['check'] or a['how']}")
         if op in v.get("check_all_runs", {}):
@@ -1252,23 +1511,36 @@ def format_validation(v: dict) -> str:
     for r in sorted(v["rows"], key=lambda r: (OPS.index(r["op"]), r["ranks"], r["size_bytes"])):
         bound = "bandwidth-bound" if r["bandwidth_bound"] else "latency-bound"
         miss = "" if r["bandwidth_bound"] or abs(r["error"]) <= TARGET else "  (model misses)"
-        out.append(f"{r['op']:<15}{r['ranks']:>6}{metrics.format_size(r['size_bytes']) if r['size_bytes'] else '-':>8}"
-                   f"  {r['algorithm']:<16}{_fmt_t(r['predicted_us']):>11}{_fmt_t(r['measured_us']):>11}"
-                   f"{100 * r['error']:>+8.1f}%  {bound}{miss}")
-    out += ["", f"{'op':<15}{'geomean |err| all':>18}{'bandwidth-bound':>17}  target ≤ {100 * TARGET:.0f}% (bandwidth-bound)"]
+        out.append(
+            f"{r['op']:<15}{r['ranks']:>6}{metrics.format_size(r['size_bytes']) if r['size_bytes'] else '-':>8}"
+            f"  {r['algorithm']:<16}{_fmt_t(r['predicted_us']):>11}{_fmt_t(r['measured_us']):>11}"
+            f"{100 * r['error']:>+8.1f}%  {bound}{miss}"
+        )
+    out += [
+        "",
+        f"{'op':<15}{'geomean |err| all':>18}{'bandwidth-bound':>17}  target ≤ {100 * TARGET:.0f}% (bandwidth-bound)",
+    ]
     for op, s in v["summary"].items():
         g, gb = s["geomean_abs_error"], s["geomean_abs_error_bandwidth_bound"]
-        verdict = "" if op not in TARGET_OPS else ("  no bandwidth-bound size" if gb is None else
-                                                   "  met" if gb <= TARGET else "  MISSED")
-        out.append(f"{op:<15}{100 * g:>17.1f}%{(f'{100 * gb:.1f}%' if gb is not None else '-'):>17}"
-                   f"  ({s['n_bandwidth_bound']}/{s['n']} sizes){verdict}")
+        verdict = (
+            ""
+            if op not in TARGET_OPS
+            else ("  no bandwidth-bound size" if gb is None else "  met" if gb <= TARGET else "  MISSED")
+        )
+        out.append(
+            f"{op:<15}{100 * g:>17.1f}%{(f'{100 * gb:.1f}%' if gb is not None else '-'):>17}"
+            f"  ({s['n_bandwidth_bound']}/{s['n']} sizes){verdict}"
+        )
     for r in v.get("ddp") or []:
-        out.append(f"ddp step ({r['model']}) at {r['ranks']} ranks: predicted {_fmt_t(r['predicted_us'])}, measured "
-                   f"{_fmt_t(r['measured_us'])}, error {100 * r['error']:+.1f}%")
+        out.append(
+            f"ddp step ({r['model']}) at {r['ranks']} ranks: predicted {_fmt_t(r['predicted_us'])}, measured "
+            f"{_fmt_t(r['measured_us'])}, error {100 * r['error']:+.1f}%"
+        )
     return "\n".join(out) + "\n"
 
 
 # --- command line -----------------------------------------------------------------------------------
+
 
 class InputError(ValueError):
     """Bad input: one line, exit status 2."""
@@ -1293,8 +1565,11 @@ def _positive_int(name: str, text: str) -> int:
 
 
 def _debug_text(run_dir: Path) -> str:
-    return "".join(f.read_text(errors="replace") for f in sorted(run_dir.glob("*.log")) if f.is_file()) \
-        if run_dir.is_dir() else ""
+    return (
+        "".join(f.read_text(errors="replace") for f in sorted(run_dir.glob("*.log")) if f.is_file())
+        if run_dir.is_dir()
+        else ""
+    )
 
 
 def run_sizes(model: RunModel) -> list[int]:
@@ -1324,8 +1599,10 @@ def _cmd_predict(args) -> int:
     topo = Topology(ranks, per)
     sizes = sizes or run_sizes(model)
     doc = prediction_document(model, topo, sizes, str((run.get("suite") or {}).get("run_id") or rd.resolve().name))
-    out = [f"# prediction at {ranks} ranks ({per} per node, {topo.nodes} nodes) from run {args.run} "
-           f"({model.topo.ranks} ranks, {model.topo.ranks_per_node} per node, {model.backend})"]
+    out = [
+        f"# prediction at {ranks} ranks ({per} per node, {topo.nodes} nodes) from run {args.run} "
+        f"({model.topo.ranks} ranks, {model.topo.ranks_per_node} per node, {model.backend})"
+    ]
     shown = set()
     for op in OPS:
         ls = model.links_for(op)
@@ -1335,16 +1612,24 @@ def _cmd_predict(args) -> int:
             out += format_links(_complete(ls, topo), f"{op} link")
     for op in OPS:
         c = model.choice(op, max(sizes))
-        out.append(f"#   {op}: backend runs {c.algorithm or 'unknown'} ({c.how})" + (f"; check: {c.check}" if c.check else ""))
+        out.append(
+            f"#   {op}: backend runs {c.algorithm or 'unknown'} ({c.how})" + (f"; check: {c.check}" if c.check else "")
+        )
     out.append("#   * = the algorithm the backend runs; time interval from the links' 95% intervals")
-    sys.stdout.write("\n".join(out) + "\n" + format_predictions([Prediction(**{k: v for k, v in p.items()
-                                                                              if k != "busbw_gbps"})
-                                                                 for p in doc["predictions"]]))
+    sys.stdout.write(
+        "\n".join(out)
+        + "\n"
+        + format_predictions(
+            [Prediction(**{k: v for k, v in p.items() if k != "busbw_gbps"}) for p in doc["predictions"]]
+        )
+    )
     for d in doc["ddp"]:
-        print(f"ddp step ({d['model']}, {d['n_buckets']} buckets): compute {_fmt_t(d['compute_us'])} + comm "
-              f"{_fmt_t(d['comm_us'])} − hidden {_fmt_t(d['hidden_us'])} = {_fmt_t(d['step_us'])} at {ranks} ranks; "
-              f"scaling efficiency {d['scaling_efficiency']:.3f} (model at the measured {d['measured_ranks']} ranks: "
-              f"{_fmt_t(d['model_step_at_measured_us'])}, measured {_fmt_t(d['measured_step_us'])})")
+        print(
+            f"ddp step ({d['model']}, {d['n_buckets']} buckets): compute {_fmt_t(d['compute_us'])} + comm "
+            f"{_fmt_t(d['comm_us'])} − hidden {_fmt_t(d['hidden_us'])} = {_fmt_t(d['step_us'])} at {ranks} ranks; "
+            f"scaling efficiency {d['scaling_efficiency']:.3f} (model at the measured {d['measured_ranks']} ranks: "
+            f"{_fmt_t(d['model_step_at_measured_us'])}, measured {_fmt_t(d['measured_step_us'])})"
+        )
     from suite.fileio import write_json_atomic
 
     dest = rd / "predict.json"

@@ -59,8 +59,15 @@ def layout(a: argparse.Namespace) -> dict:
         raise ConfigError(f"--rdzv-timeout-s must be a number, got {a.rdzv_timeout_s!r}") from None
     if not (1 <= rdzv_timeout <= 86400):
         raise ConfigError(f"--rdzv-timeout-s must be between 1 and 86400 seconds, got {a.rdzv_timeout_s!r}")
-    return {"nproc": nproc, "nnodes": nnodes, "node_rank": node_rank, "master_addr": addr,
-            "master_port": port, "world_size": nproc * nnodes, "rdzv_timeout_s": rdzv_timeout}
+    return {
+        "nproc": nproc,
+        "nnodes": nnodes,
+        "node_rank": node_rank,
+        "master_addr": addr,
+        "master_port": port,
+        "world_size": nproc * nnodes,
+        "rdzv_timeout_s": rdzv_timeout,
+    }
 
 
 def preflight(cfg, lay: dict) -> None:
@@ -74,8 +81,10 @@ def preflight(cfg, lay: dict) -> None:
         import torch
 
         if lay["nproc"] > torch.cuda.device_count():
-            raise PreflightError(f"NPROC={lay['nproc']} but this node has {torch.cuda.device_count()} GPU(s); "
-                                 "NCCL needs one GPU per rank")
+            raise PreflightError(
+                f"NPROC={lay['nproc']} but this node has {torch.cuda.device_count()} GPU(s); "
+                "NCCL needs one GPU per rank"
+            )
     if cfg.root >= lay["world_size"]:
         raise ConfigError(f"ROOT {cfg.root} does not exist in a world of {lay['world_size']} ranks")
     # Memory: a collective case holds its input, output and expected result, and the
@@ -83,24 +92,30 @@ def preflight(cfg, lay: dict) -> None:
     need = 8 * cfg.max_bytes * lay["nproc"]
     avail = _mem_available()
     if avail is not None and need > 0.9 * avail:
-        raise PreflightError(f"MAX_BYTES={cfg.max_bytes} with {lay['nproc']} ranks needs about "
-                             f"{need / 2**30:.1f} GiB but {avail / 2**30:.1f} GiB is available; lower MAX_BYTES or NPROC")
+        raise PreflightError(
+            f"MAX_BYTES={cfg.max_bytes} with {lay['nproc']} ranks needs about "
+            f"{need / 2**30:.1f} GiB but {avail / 2**30:.1f} GiB is available; lower MAX_BYTES or NPROC"
+        )
     from suite.sysinfo import container_limits
 
     lim = container_limits()
     shm = lim.get("dev_shm_bytes")
     if lim.get("in_container") and shm is not None and shm < 32 * 2**20:
-        raise PreflightError(f"/dev/shm is {shm / 2**20:.0f} MiB in this container; torch.multiprocessing needs more: "
-                             "run it with --shm-size=256m (compose: shm_size: 256m)")
+        raise PreflightError(
+            f"/dev/shm is {shm / 2**20:.0f} MiB in this container; torch.multiprocessing needs more: "
+            "run it with --shm-size=256m (compose: shm_size: 256m)"
+        )
     if lay["nnodes"] > 1:
         try:
             socket.getaddrinfo(lay["master_addr"], lay["master_port"])
         except socket.gaierror as e:
-            raise RendezvousError(f"MASTER_ADDR {lay['master_addr']!r} does not resolve ({e}); "
-                                  "set it to node 0's hostname or IP") from None
+            raise RendezvousError(
+                f"MASTER_ADDR {lay['master_addr']!r} does not resolve ({e}); set it to node 0's hostname or IP"
+            ) from None
         if lay["node_rank"] == 0 and not _port_free(lay["master_port"]):
-            raise RendezvousError(f"MASTER_PORT {lay['master_port']} is already in use on this host; "
-                                  "choose another port")
+            raise RendezvousError(
+                f"MASTER_PORT {lay['master_port']} is already in use on this host; choose another port"
+            )
     for var in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):
         names = os.environ.get(var)
         if names:
@@ -108,8 +123,9 @@ def preflight(cfg, lay: dict) -> None:
             for name in names.split(","):
                 name = name.strip().lstrip("^=")
                 if name and name not in have and not any(h.startswith(name) for h in have):
-                    raise PreflightError(f"{var}={names!r}: no interface {name!r} on this host "
-                                         f"(have: {', '.join(sorted(have))})")
+                    raise PreflightError(
+                        f"{var}={names!r}: no interface {name!r} on this host (have: {', '.join(sorted(have))})"
+                    )
 
 
 def _mem_available() -> int | None:

@@ -71,6 +71,7 @@ def profile_to(path: str | os.PathLike):
 
 # --- peak memory ----------------------------------------------------------------------------------
 
+
 def _vmhwm_bytes() -> int | None:
     try:
         with open("/proc/self/status") as fh:

@@ -18,7 +18,8 @@ from suite.analysis import FIT_NOTE, Report, build_report, fit_table_rows, group
 
 
 _CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222;padding:0 1em}
-table{border-collapse:collapse;font-size:12px;margin:0.5em 0}td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}
+table{border-collapse:collapse;font-size:12px;margin:0.5em 0}
+td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}
 th{background:#f3f3f3}pre{background:#f7f7f7;padding:0.6em;overflow-x:auto;font-size:11px}
 img{max-width:100%;border:1px solid #eee;margin:0.4em 0}.note{color:#555;font-size:13px}
 #imgcheck{color:#888;font-size:11px}h2{border-bottom:1px solid #ddd}"""
@@ -29,7 +30,8 @@ _CHECK_JS = """window.__errors=[];window.addEventListener('error',e=>window.__er
 window.addEventListener('load',()=>{const im=[...document.images];
 const bad=im.filter(i=>!(i.complete&&i.naturalWidth>0)).map(i=>i.alt);const el=document.getElementById('imgcheck');
 el.dataset.total=im.length;el.dataset.bad=bad.length;el.dataset.errors=window.__errors.length;
-el.textContent=`images rendered: ${im.length-bad.length}/${im.length}`+(bad.length?' missing: '+bad.join(', '):'');});"""
+el.textContent=`images rendered: ${im.length-bad.length}/${im.length}`
+  +(bad.length?' missing: '+bad.join(', '):'');});"""
 
 
 def _html_table(head: list[str], rows: list[list[str]]) -> str:
@@ -40,22 +42,32 @@ def _html_table(head: list[str], rows: list[list[str]]) -> str:
 
 def render_html(rep: Report) -> str:
     e = html.escape
-    out = [f"<!doctype html><html><head><meta charset='utf-8'><title>Report {e(rep.run_name)}</title>"
-           f"<style>{_CSS}</style><script>{_CHECK_JS}</script></head><body>",
-           f"<h1>Communication report: {e(rep.run_name)}</h1>",
-           "<h2 id='summary'>Summary</h2>",
-           _html_table(["", ""], [[k, v] for k, v in rep.summary]),
-           "<p><a href='#environment'>environment</a> · <a href='#fits'>α–β fits</a> · " +
-           " · ".join(f"<a href='#{s.anchor}'>{e(s.title)}</a>" for s in rep.sections) + "</p>",
-           "<h2 id='environment'>Environment</h2>",
-           _html_table(["", ""], [[k, v] for k, v in rep.environment])]
+    out = [
+        f"<!doctype html><html><head><meta charset='utf-8'><title>Report {e(rep.run_name)}</title>"
+        f"<style>{_CSS}</style><script>{_CHECK_JS}</script></head><body>",
+        f"<h1>Communication report: {e(rep.run_name)}</h1>",
+        "<h2 id='summary'>Summary</h2>",
+        _html_table(["", ""], [[k, v] for k, v in rep.summary]),
+        "<p><a href='#environment'>environment</a> · <a href='#fits'>α–β fits</a> · "
+        + " · ".join(f"<a href='#{s.anchor}'>{e(s.title)}</a>" for s in rep.sections)
+        + "</p>",
+        "<h2 id='environment'>Environment</h2>",
+        _html_table(["", ""], [[k, v] for k, v in rep.environment]),
+    ]
     out.append("<h2 id='fits'>α–β fits and the ring model</h2>")
     out.append(f"<p class='note'>{e(FIT_NOTE)}</p>")
     for (backend, device, n), link in rep.links.items():
-        out.append(f"<p class='note'>Reference link for {e(backend)}/{e(device)}, {n} ranks: α = {link.alpha_us:.3g} µs,"
-                   f" β = {link.beta_gbps:.4g} GB/s ({e(link.source)})"
-                   + (f"; configured LINK_RATE {e(rep.link_rate[0])} = {rep.link_rate[1]:.4g} GB/s, "
-                      f"ratio {link.beta_gbps / rep.link_rate[1]:.2f}" if rep.link_rate else "") + "</p>")
+        out.append(
+            f"<p class='note'>Reference link for {e(backend)}/{e(device)}, {n} ranks: α = {link.alpha_us:.3g} µs,"
+            f" β = {link.beta_gbps:.4g} GB/s ({e(link.source)})"
+            + (
+                f"; configured LINK_RATE {e(rep.link_rate[0])} = {rep.link_rate[1]:.4g} GB/s, "
+                f"ratio {link.beta_gbps / rep.link_rate[1]:.2f}"
+                if rep.link_rate
+                else ""
+            )
+            + "</p>"
+        )
     if rep.fits:
         out.append(_html_table(*fit_table_rows(rep)))
     else:
@@ -77,16 +89,35 @@ def render_html(rep: Report) -> str:
 
 def render_markdown(rep: Report) -> str:
     def md_table(head, rows):
-        esc = (lambda c: str(c).replace("|", "\\|"))
-        return "\n".join(["| " + " | ".join(map(esc, head)) + " |", "|" + "---|" * len(head)] +
-                         ["| " + " | ".join(map(esc, r)) + " |" for r in rows])
+        def esc(c):
+            return str(c).replace("|", "\\|")
 
-    out = [f"# Communication report: {rep.run_name}", "", "## Summary", "", md_table(["", ""], rep.summary), "",
-           "## Environment", "",
-           md_table(["", ""], rep.environment), "", "## α–β fits and the ring model", "", FIT_NOTE, ""]
+        return "\n".join(
+            ["| " + " | ".join(map(esc, head)) + " |", "|" + "---|" * len(head)]
+            + ["| " + " | ".join(map(esc, r)) + " |" for r in rows]
+        )
+
+    out = [
+        f"# Communication report: {rep.run_name}",
+        "",
+        "## Summary",
+        "",
+        md_table(["", ""], rep.summary),
+        "",
+        "## Environment",
+        "",
+        md_table(["", ""], rep.environment),
+        "",
+        "## α–β fits and the ring model",
+        "",
+        FIT_NOTE,
+        "",
+    ]
     for (backend, device, n), link in rep.links.items():
-        out.append(f"- reference link {backend}/{device}, {n} ranks: α = {link.alpha_us:.3g} µs, "
-                   f"β = {link.beta_gbps:.4g} GB/s ({link.source})")
+        out.append(
+            f"- reference link {backend}/{device}, {n} ranks: α = {link.alpha_us:.3g} µs, "
+            f"β = {link.beta_gbps:.4g} GB/s ({link.source})"
+        )
     if rep.fits:
         out += ["", md_table(*fit_table_rows(rep))]
     for s in rep.sections:
@@ -128,8 +159,11 @@ def _run_dir(path: str | os.PathLike) -> Path:
     return p.parent if p.is_file() else p
 
 
-def write_report(run_path: str | os.PathLike, out_dir: str | os.PathLike | None = None,
-                 base: tuple[str, list[list[dict]]] | None = None) -> Path:
+def write_report(
+    run_path: str | os.PathLike,
+    out_dir: str | os.PathLike | None = None,
+    base: tuple[str, list[list[dict]]] | None = None,
+) -> Path:
     """Write index.html, report.md, the PNGs and results.csv; return the HTML's path.
 
     Default location: ``<run dir>/report/``. Files are written through temp names and
@@ -140,8 +174,7 @@ def write_report(run_path: str | os.PathLike, out_dir: str | os.PathLike | None 
     out.mkdir(parents=True, exist_ok=True)
     name = str((run.get("suite") or {}).get("run_id") or rd.resolve().name)
     pj = rd / "predict.json"  # make predict's extrapolation, if it ran (suite/predict.py)
-    rep = build_report(run, run_name=name, predict_doc=json.loads(pj.read_text()) if pj.is_file() else None,
-                       base=base)
+    rep = build_report(run, run_name=name, predict_doc=json.loads(pj.read_text()) if pj.is_file() else None, base=base)
 
     def put(fname: str, data: bytes) -> None:
         tmp = out / f".{fname}.tmp"
@@ -168,22 +201,38 @@ def write_comparison(c, out_dir: str | os.PathLike, stem: str = "compare") -> Pa
     groups: OrderedDict = OrderedDict()
     for r in c.cases:
         d = dict(r.key)
-        name = f"{d.get('experiment')}: {group_key(d) if 'op' in d else '?'} ({d.get('backend')}, " \
-               f"{d.get('device')}, {d.get('world_size')} ranks)"
+        name = (
+            f"{d.get('experiment')}: {group_key(d) if 'op' in d else '?'} ({d.get('backend')}, "
+            f"{d.get('device')}, {d.get('world_size')} ranks)"
+        )
         groups.setdefault(name, []).append((int(d.get("size_bytes") or 0), r.ratio, r.ci_low, r.ci_high, r.verdict))
-    png = plots.ratio_grid(f"{c.new_name} vs {c.base_name}: {c.overall} (median case ratio {c.overall_ratio:.3f})",
-                           list(groups.items()), c.tolerance)
+    png = plots.ratio_grid(
+        f"{c.new_name} vs {c.base_name}: {c.overall} (median case ratio {c.overall_ratio:.3f})",
+        list(groups.items()),
+        c.tolerance,
+    )
     (out / f"{stem}.png").write_bytes(png)
     e = html.escape
-    rows = [[describe_key(r.key), f"{r.base_median_us:.1f}", f"{r.new_median_us:.1f}", f"{r.ratio:.3f}",
-             f"[{r.ci_low:.3f}, {r.ci_high:.3f}]", f"{r.p_adjusted:.3g}",
-             r.verdict + (" (significant)" if r in c.regressions else "")] for r in c.cases]
-    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>compare</title><style>{_CSS}</style>"
-            f"<script>{_CHECK_JS}</script></head><body><h1>Comparison</h1>"
-            f"<p>base: {e(c.base_name)}<br>new: {e(c.new_name)}</p><pre>{e(format_comparison_summary(c))}</pre>"
-            f"<img alt='{stem}' src='data:image/png;base64,{base64.b64encode(png).decode()}'>"
-            + _html_table(["case", "base (µs)", "new (µs)", "ratio", "95% CI", "p (Holm)", "verdict"], rows)
-            + "<p id='imgcheck'></p></body></html>")
+    rows = [
+        [
+            describe_key(r.key),
+            f"{r.base_median_us:.1f}",
+            f"{r.new_median_us:.1f}",
+            f"{r.ratio:.3f}",
+            f"[{r.ci_low:.3f}, {r.ci_high:.3f}]",
+            f"{r.p_adjusted:.3g}",
+            r.verdict + (" (significant)" if r in c.regressions else ""),
+        ]
+        for r in c.cases
+    ]
+    page = (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>compare</title><style>{_CSS}</style>"
+        f"<script>{_CHECK_JS}</script></head><body><h1>Comparison</h1>"
+        f"<p>base: {e(c.base_name)}<br>new: {e(c.new_name)}</p><pre>{e(format_comparison_summary(c))}</pre>"
+        f"<img alt='{stem}' src='data:image/png;base64,{base64.b64encode(png).decode()}'>"
+        + _html_table(["case", "base (µs)", "new (µs)", "ratio", "95% CI", "p (Holm)", "verdict"], rows)
+        + "<p id='imgcheck'></p></body></html>"
+    )
     (out / f"{stem}.html").write_text(page)
     return out / f"{stem}.html"
 

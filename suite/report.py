@@ -33,6 +33,7 @@ from suite.tables import format_tables
 
 # --- command line ------------------------------------------------------------------------------------
 
+
 def _load(path: str):
     try:
         return results.load_run(path)
@@ -82,8 +83,15 @@ def run_set(arg: str) -> list[str]:
     that is not itself a run stands for its repeats ``<id>-r1`` .. ``<id>-rk`` (make bench-cpu REPEAT=k)."""
     out = []
     for p in (x for x in arg.split(",") if x):
-        reps = [] if Path(p).exists() else [q for q in Path(p).parent.glob(Path(p).name + "-r*")
-                                             if re.fullmatch(r"r\d+", q.name[len(Path(p).name) + 1:])]
+        reps = (
+            []
+            if Path(p).exists()
+            else [
+                q
+                for q in Path(p).parent.glob(Path(p).name + "-r*")
+                if re.fullmatch(r"r\d+", q.name[len(Path(p).name) + 1 :])
+            ]
+        )
         out += [str(q) for q in sorted(reps, key=lambda q: int(q.name.rsplit("-r", 1)[1]))] or [p]
     return out
 
@@ -123,9 +131,12 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] not in SUBCOMMANDS and not argv[0].startswith("-"):
         argv = ["tables", *argv]  # `python -m suite.report RUN` prints the tables, as before
-    ap = argparse.ArgumentParser(prog="python -m suite.report", description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog="\n\n".join(__doc__.split("\n\n")[1:3]))
+    ap = argparse.ArgumentParser(
+        prog="python -m suite.report",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="\n\n".join(__doc__.split("\n\n")[1:3]),
+    )
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("tables", help="print nccl-tests-style tables")
     p.add_argument("run", help="results directory (e.g. results/latest) or bench.json")
@@ -133,8 +144,11 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("html", help="write the HTML + Markdown report with plots and fits")
     p.add_argument("run")
     p.add_argument("--out", default=None, help="output directory (default: RUN/report)")
-    p.add_argument("--base", default=None,
-                   help="a baseline run (or runs, as for compare): the summary gives the comparison verdict")
+    p.add_argument(
+        "--base",
+        default=None,
+        help="a baseline run (or runs, as for compare): the summary gives the comparison verdict",
+    )
     p.set_defaults(fn=_cmd_html)
     p = sub.add_parser("csv", help="export the run's records as CSV")
     p.add_argument("run")

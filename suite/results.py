@@ -24,9 +24,25 @@ if TYPE_CHECKING:  # records need no torch: reports read them on any machine
     from suite.timing import Measurement
 
 REQUIRED_FIELDS = (
-    "experiment", "op", "backend", "device", "dtype", "world_size", "size_bytes", "count",
-    "in_place", "timing_mode", "iterations", "time_us", "p05_us", "p50_us", "p95_us", "p99_us",
-    "algbw_gbps", "busbw_gbps", "n_wrong",
+    "experiment",
+    "op",
+    "backend",
+    "device",
+    "dtype",
+    "world_size",
+    "size_bytes",
+    "count",
+    "in_place",
+    "timing_mode",
+    "iterations",
+    "time_us",
+    "p05_us",
+    "p50_us",
+    "p95_us",
+    "p99_us",
+    "algbw_gbps",
+    "busbw_gbps",
+    "n_wrong",
 )
 
 
@@ -48,7 +64,7 @@ PROVENANCE = {
     "busbw_gbps": "derived: algbw_gbps x busbw_factor (nccl-tests busbw)",
     "busbw_factor": "modelled: nccl-tests bus factor of {bw_op} at world_size ranks (ring/flat algorithm)",
     "n_wrong": "measured: elements that differ from the exact expected result, summed over ranks, "
-               "in the check run and in every timed buffer set",
+    "in the check run and in every timed buffer set",
     "n_wrong_check": "measured: the wrong elements of the check run, summed over ranks",
     "n_wrong_timed": "measured: the wrong elements of every timed buffer set after the timed region, summed over ranks",
 }
@@ -56,18 +72,34 @@ PROVENANCE = {
 
 TIMER_DEFINITIONS = {
     "host": "host perf_counter from after the barrier to after the op(s) completed and the device synced; "
-            "includes the host's cost of issuing the op(s)",
+    "includes the host's cost of issuing the op(s)",
     "cuda_event": "CUDA events on the current stream around the op(s); the start event is recorded on an idle "
-                  "stream after the barrier, so the sample includes the host's launch overhead of the op(s) and "
-                  "the device's execution, not the synchronize after the end event",
+    "stream after the barrier, so the sample includes the host's launch overhead of the op(s) and "
+    "the device's execution, not the synchronize after the end event",
 }
 """What a sample of each timer includes (recorded as ``timer_definition``; suite/timing.py has the detail)."""
 
 
-def make_record(*, experiment: str, op: str, backend: str, device: str, dtype: str, world_size: int,
-                size_bytes: int, count: int, in_place: bool, m: Measurement, n_wrong: int | None,
-                bw_op: str | None = None, busbw: bool = True, checked: bool = True,
-                unchecked_reason: str | None = None, case_provenance: dict | None = None, **extra) -> dict:
+def make_record(
+    *,
+    experiment: str,
+    op: str,
+    backend: str,
+    device: str,
+    dtype: str,
+    world_size: int,
+    size_bytes: int,
+    count: int,
+    in_place: bool,
+    m: Measurement,
+    n_wrong: int | None,
+    bw_op: str | None = None,
+    busbw: bool = True,
+    checked: bool = True,
+    unchecked_reason: str | None = None,
+    case_provenance: dict | None = None,
+    **extra,
+) -> dict:
     """Build the shared record. ``bw_op`` selects the busbw factor (defaults to ``op``); ``busbw=False``:
     the case has no bus bandwidth (no factor applies), so busbw_gbps and busbw_factor are None.
     ``checked=False``: nothing was checked (``unchecked_reason`` says why) and ``n_wrong`` is None."""
@@ -80,13 +112,28 @@ def make_record(*, experiment: str, op: str, backend: str, device: str, dtype: s
     algbw = metrics.algbw_gbps(size_bytes, t) if size_bytes > 0 and t > 0 else 0.0
     busbw_v = algbw * factor if factor is not None else (0.0 if busbw else None)
     rec = {
-        "experiment": experiment, "op": op, "backend": backend, "device": device, "dtype": dtype,
-        "world_size": world_size, "size_bytes": int(size_bytes), "count": int(count),
-        "in_place": bool(in_place), "timing_mode": m.timing_mode, "timer": m.timer,
-        "timer_definition": TIMER_DEFINITIONS[m.timer], "iterations": m.iterations,
-        "ops_per_sample": m.ops_per_sample, "buffer_sets": m.buffer_sets, "warmup_iters": m.warmup_iters,
-        "time_us": t * 1e6, **stats, "algbw_gbps": algbw, "busbw_gbps": busbw_v,
-        "busbw_factor": factor, "checked": bool(checked),
+        "experiment": experiment,
+        "op": op,
+        "backend": backend,
+        "device": device,
+        "dtype": dtype,
+        "world_size": world_size,
+        "size_bytes": int(size_bytes),
+        "count": int(count),
+        "in_place": bool(in_place),
+        "timing_mode": m.timing_mode,
+        "timer": m.timer,
+        "timer_definition": TIMER_DEFINITIONS[m.timer],
+        "iterations": m.iterations,
+        "ops_per_sample": m.ops_per_sample,
+        "buffer_sets": m.buffer_sets,
+        "warmup_iters": m.warmup_iters,
+        "time_us": t * 1e6,
+        **stats,
+        "algbw_gbps": algbw,
+        "busbw_gbps": busbw_v,
+        "busbw_factor": factor,
+        "checked": bool(checked),
         "n_wrong": None if not checked else int(n_wrong or 0),
         "samples_us": [s * 1e6 for s in m.samples_s],
     }
@@ -98,8 +145,9 @@ def make_record(*, experiment: str, op: str, backend: str, device: str, dtype: s
     if m.precision_reached is not None:
         rec["precision_reached"] = m.precision_reached
     rec.update(extra)
-    prov = {k: v.format(timer=m.timer, bw_op=bw_op) for k, v in PROVENANCE.items()
-            if rec.get(k) is not None}  # no claim for a number the record does not have (busbw, n_wrong)
+    prov = {
+        k: v.format(timer=m.timer, bw_op=bw_op) for k, v in PROVENANCE.items() if rec.get(k) is not None
+    }  # no claim for a number the record does not have (busbw, n_wrong)
     per_op = []
     if m.ops_per_sample > 1:
         per_op.append(f"divided by the {m.ops_per_sample} ops of a sample")
@@ -107,8 +155,18 @@ def make_record(*, experiment: str, op: str, backend: str, device: str, dtype: s
     if divisor != 1:
         per_op.append(f"divided by {divisor:g} ({extra.get('time_normalisation', 'see time_normalisation')})")
     if per_op:
-        for k in ("time_us", "p05_us", "p50_us", "p95_us", "p99_us", "min_us", "max_us", "mean_us", "samples_us",
-                  "rank_median_us"):
+        for k in (
+            "time_us",
+            "p05_us",
+            "p50_us",
+            "p95_us",
+            "p99_us",
+            "min_us",
+            "max_us",
+            "mean_us",
+            "samples_us",
+            "rank_median_us",
+        ):
             if k in prov:
                 prov[k] += "; " + ", ".join(per_op)
     prov.update(case_provenance or {})
@@ -124,8 +182,12 @@ def per_rank_fields(m: Measurement, world_size: int) -> dict:
     hist = [0] * world_size
     for r in m.slowest_rank:
         hist[r] += 1
-    out = {"rank_median_us": med, "slowest_rank": list(m.slowest_rank), "slowest_rank_hist": hist,
-           "rank_spread_us": {"min": min(med), "median": metrics.percentile(med, 50), "max": max(med)}}
+    out = {
+        "rank_median_us": med,
+        "slowest_rank": list(m.slowest_rank),
+        "slowest_rank_hist": hist,
+        "rank_spread_us": {"min": min(med), "median": metrics.percentile(med, 50), "max": max(med)},
+    }
     if m.rank_samples_s is not None:
         out["rank_samples_us"] = [[x * 1e6 for x in r] for r in m.rank_samples_s]
     return out

@@ -45,8 +45,14 @@ from suite.timing import Measurement, measure
 class Harness:
     """One per session: the group, the run's config, and what probes found out."""
 
-    def __init__(self, ctx: DistContext, cfg: BenchConfig, *, env: Mapping[str, str] | None = None,
-                 keep_rank_samples: bool = False):
+    def __init__(
+        self,
+        ctx: DistContext,
+        cfg: BenchConfig,
+        *,
+        env: Mapping[str, str] | None = None,
+        keep_rank_samples: bool = False,
+    ):
         self.ctx, self.cfg = ctx, cfg
         self.env = os.environ if env is None else env
         self.keep_rank_samples = keep_rank_samples
@@ -95,7 +101,7 @@ class Harness:
             built.remove(once)
             del once
             if case.around is not None:  # what `around` measures (peak memory) must not see the check run's
-                gc.collect()             # buffers: a DDP model sits in reference cycles
+                gc.collect()  # buffers: a DDP model sits in reference cycles
             # 2. one buffer set per in-flight op, timed
             depth = cfg.pipeline_depth if mode in ("pipelined", "cuda_graph") else 1
             # one buffer set per op in flight (pipelined) or per op in the captured graph (cuda_graph)
@@ -104,11 +110,17 @@ class Harness:
             before = (lambda: [r() for r in resets]) if resets else None
             around = case.around(ctx) if case.around is not None else contextlib.nullcontext()
             with around:
-                m = measure(ctx, cfg, [self._delayed(ctx, case, b.call) for b in sets], mode=mode,
-                            iters=None if case.max_iters is None else min(cfg.iters, case.max_iters),
-                            warmup_iters=case.warmup, before_sample=before,
-                            keep_rank_samples=self.keep_rank_samples or case.keep_rank_samples,
-                            started_at=started)
+                m = measure(
+                    ctx,
+                    cfg,
+                    [self._delayed(ctx, case, b.call) for b in sets],
+                    mode=mode,
+                    iters=None if case.max_iters is None else min(cfg.iters, case.max_iters),
+                    warmup_iters=case.warmup,
+                    before_sample=before,
+                    keep_rank_samples=self.keep_rank_samples or case.keep_rank_samples,
+                    started_at=started,
+                )
                 ctx.sync_device()
             # 3. the buffers that were timed hold exactly one op's result (reset before each sample)
             if self._corrupt_target(case, timed=True):
@@ -124,22 +136,38 @@ class Harness:
         finally:
             for b in built:
                 _release(b)
-        extra = _merge_fields({k: v for k, v in case.identity.items() if k != "in_place"}, dict(case.fields), fields,
-                              label=case.label)
+        extra = _merge_fields(
+            {k: v for k, v in case.identity.items() if k != "in_place"}, dict(case.fields), fields, label=case.label
+        )
         rec = results.make_record(
-            experiment=case.experiment, op=case.op, backend=ctx.backend, device=ctx.device.type,
-            dtype=case.bytes.dtype, world_size=ctx.world_size, size_bytes=case.bytes.size_bytes,
-            count=case.bytes.count, in_place=bool(case.identity.get("in_place", False)), m=m,
-            n_wrong=sum(totals) if checked else None, bw_op=case.bytes.bw_op, busbw=case.bytes.bw_op is not None,
-            checked=checked, unchecked_reason=case.unchecked,
-            n_wrong_check=totals[0] if checked else None, n_wrong_timed=totals[1] if checked else None,
+            experiment=case.experiment,
+            op=case.op,
+            backend=ctx.backend,
+            device=ctx.device.type,
+            dtype=case.bytes.dtype,
+            world_size=ctx.world_size,
+            size_bytes=case.bytes.size_bytes,
+            count=case.bytes.count,
+            in_place=bool(case.identity.get("in_place", False)),
+            m=m,
+            n_wrong=sum(totals) if checked else None,
+            bw_op=case.bytes.bw_op,
+            busbw=case.bytes.bw_op is not None,
+            checked=checked,
+            unchecked_reason=case.unchecked,
+            n_wrong_check=totals[0] if checked else None,
+            n_wrong_timed=totals[1] if checked else None,
             buffer_sets_checked=n_sets if checked else 0,
-            identity=sorted(case.identity), label=case.record_label or case.label,
+            identity=sorted(case.identity),
+            label=case.record_label or case.label,
             size_definition=case.bytes.definition,
-            time_normalisation=case.normalisation, time_divisor=case.divisor,
-            requested_timing_mode=cfg.timing_mode, hosts=len(set(ctx.hostnames)),
+            time_normalisation=case.normalisation,
+            time_divisor=case.divisor,
+            requested_timing_mode=cfg.timing_mode,
+            hosts=len(set(ctx.hostnames)),
             case_provenance=dict(case.provenance),
-            **extra)
+            **extra,
+        )
         return m, rec
 
     # --- support probes ----------------------------------------------------------------------------
@@ -194,8 +222,10 @@ def _merge_fields(identity: dict, declared: dict, built: dict, *, label: str) ->
     for part in (identity, declared, built):
         both = set(seen) & set(part)
         if both:
-            raise ValueError(f"case {label}: field(s) {', '.join(sorted(both))} declared twice "
-                             "(identity, Case.fields and Buffers.fields/derive must not overlap)")
+            raise ValueError(
+                f"case {label}: field(s) {', '.join(sorted(both))} declared twice "
+                "(identity, Case.fields and Buffers.fields/derive must not overlap)"
+            )
         seen.update(part)
     return seen
 

@@ -17,8 +17,15 @@ from pathlib import Path
 
 import psutil
 
-from suite.failures import (EXIT_FAILED, EXIT_NOTHING_SELECTED, EXIT_OK, EXIT_PEER_FAILURE, EXIT_SIGINT,
-                            EXIT_SIGTERM, EXIT_WRONG_RESULT)
+from suite.failures import (
+    EXIT_FAILED,
+    EXIT_NOTHING_SELECTED,
+    EXIT_OK,
+    EXIT_PEER_FAILURE,
+    EXIT_SIGINT,
+    EXIT_SIGTERM,
+    EXIT_WRONG_RESULT,
+)
 from suite.fileio import write_json_atomic
 
 
@@ -44,8 +51,9 @@ def run_ranks(cmd: list[str], env: dict, run_dir: Path, cwd: Path) -> tuple[int,
 
     torchrun's stderr passes through a thread that keeps its tail, so the
     launcher can name the rank torchrun saw fail first."""
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, start_new_session=True, stderr=subprocess.PIPE,
-                            text=True, errors="replace", bufsize=1)
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, env=env, start_new_session=True, stderr=subprocess.PIPE, text=True, errors="replace", bufsize=1
+    )
     tail: collections.deque = collections.deque(maxlen=400)
 
     def pump():
@@ -109,8 +117,12 @@ def root_cause(lines: list[str]) -> dict | None:
     code = re.search(r"exitcode\s*:\s*(-?\d+)(?:.*?\((SIG\w+)\))?", block)
     if not rank or not code:
         return None
-    return {"rank": int(rank.group(1)), "host": host.group(1) if host else "?", "exitcode": int(code.group(1)),
-            "signal": code.group(2)}
+    return {
+        "rank": int(rank.group(1)),
+        "host": host.group(1) if host else "?",
+        "exitcode": int(code.group(1)),
+        "signal": code.group(2),
+    }
 
 
 GRACE_S = 20.0

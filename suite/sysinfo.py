@@ -15,16 +15,27 @@ import socket
 import subprocess
 from pathlib import Path
 
-ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_", "MASTER_", "OMP_", "MKL_", "CUDA_", "SLURM_", "LINK_",
-                "NNODES", "NODE_RANK", "NPROC")
+ENV_PREFIXES = (
+    "NCCL_",
+    "GLOO_",
+    "TORCH_",
+    "MASTER_",
+    "OMP_",
+    "MKL_",
+    "CUDA_",
+    "SLURM_",
+    "LINK_",
+    "NNODES",
+    "NODE_RANK",
+    "NPROC",
+)
 # Never record secrets that happen to share a prefix.
 _SECRET = re.compile(r"(TOKEN|SECRET|PASSWORD|KEY)", re.I)
 
 
 def relevant_env(env: dict | None = None) -> dict[str, str]:
     env = os.environ if env is None else env
-    return {k: v for k, v in sorted(env.items())
-            if k.startswith(ENV_PREFIXES) and not _SECRET.search(k)}
+    return {k: v for k, v in sorted(env.items()) if k.startswith(ENV_PREFIXES) and not _SECRET.search(k)}
 
 
 def _read(path: str) -> str | None:
@@ -121,8 +132,7 @@ def gpu_info() -> dict:
     gpus = []
     for i in range(torch.cuda.device_count()):
         p = torch.cuda.get_device_properties(i)
-        gpus.append({"index": i, "name": p.name, "memory_bytes": p.total_memory,
-                     "capability": f"{p.major}.{p.minor}"})
+        gpus.append({"index": i, "name": p.name, "memory_bytes": p.total_memory, "capability": f"{p.major}.{p.minor}"})
     out: dict = {"gpus": gpus, "nccl_conf": nccl_conf_files()}
     if shutil.which("nvidia-smi"):
         for key, args in (("driver", ["--query-gpu=driver_version", "--format=csv,noheader"]),):

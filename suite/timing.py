@@ -110,11 +110,12 @@ class Measurement:
         def div(xs):
             return None if xs is None else [x / divisor for x in xs]
 
-        return dataclasses.replace(self, samples_s=div(self.samples_s), rank_median_s=div(self.rank_median_s),
-                                   rank_samples_s=None if self.rank_samples_s is None else
-                                   [div(r) for r in self.rank_samples_s])
-
-
+        return dataclasses.replace(
+            self,
+            samples_s=div(self.samples_s),
+            rank_median_s=div(self.rank_median_s),
+            rank_samples_s=None if self.rank_samples_s is None else [div(r) for r in self.rank_samples_s],
+        )
 
 
 def barrier(ctx: DistContext, async_op: bool = False):
@@ -127,8 +128,15 @@ def _issue(ops: Sequence[OpFn], depth: int, async_op: bool) -> list:
     return [ops[i % len(ops)](async_op) for i in range(depth)]
 
 
-def _run_samples(ctx: DistContext, ops: Sequence[OpFn], n: int, mode: str, depth: int, graph=None,
-                 before_sample: Callable[[], None] | None = None) -> list[float]:
+def _run_samples(
+    ctx: DistContext,
+    ops: Sequence[OpFn],
+    n: int,
+    mode: str,
+    depth: int,
+    graph=None,
+    before_sample: Callable[[], None] | None = None,
+) -> list[float]:
     if ctx.device.type == "cuda":
         return _run_samples_cuda(ctx, ops, n, mode, depth, graph, before_sample)
     # CPU: host clock (unchanged by the CUDA paths above and below).
@@ -148,8 +156,15 @@ def _run_samples(ctx: DistContext, ops: Sequence[OpFn], n: int, mode: str, depth
     return out
 
 
-def _run_samples_cuda(ctx: DistContext, ops: Sequence[OpFn], n: int, mode: str, depth: int, graph,
-                      before_sample: Callable[[], None] | None = None) -> list[float]:
+def _run_samples_cuda(
+    ctx: DistContext,
+    ops: Sequence[OpFn],
+    n: int,
+    mode: str,
+    depth: int,
+    graph,
+    before_sample: Callable[[], None] | None = None,
+) -> list[float]:
     """Same samples as the host path, timed by CUDA events on the current stream.
 
     With async_op=False (and after ``wait()`` of an async Work) NCCL makes the
@@ -218,8 +233,10 @@ def _capture_graph(ctx: DistContext, ops: Sequence[OpFn], depth: int):
             problem = graph_problem([str(w.message) for w in caught], kernels)
         except Exception as e:  # the op does something a graph cannot hold (host sync, allocation)
             graph = None
-            reason = "this op cannot be captured in a CUDA graph: " + \
-                     ((str(e).strip().splitlines() or [type(e).__name__])[0][:200])
+            reason = (
+                "this op cannot be captured in a CUDA graph: "
+                + ((str(e).strip().splitlines() or [type(e).__name__])[0][:200])
+            )
     if not ctx.agree_all(reason is None):
         raise CaseSkipped(reason or "another rank could not capture this op in a CUDA graph")
     if not ctx.agree_all(problem is None):
@@ -235,11 +252,15 @@ def graph_problem(capture_warnings: Sequence[str], kernel_nodes: int | None) -> 
     ``kernel_nodes`` the graph's kernel nodes where they could be counted (else None).
     """
     if any("graph is empty" in w.lower() for w in capture_warnings):
-        return ("the captured CUDA graph is empty: the op ran eagerly during capture (host work, a CPU tensor or a "
-                "non-NCCL group), so its replays would time nothing")
+        return (
+            "the captured CUDA graph is empty: the op ran eagerly during capture (host work, a CPU tensor or a "
+            "non-NCCL group), so its replays would time nothing"
+        )
     if kernel_nodes == 0:
-        return ("the captured CUDA graph has no kernel: the op's work is not on the GPU stream, so its replays "
-                "would time nothing")
+        return (
+            "the captured CUDA graph has no kernel: the op's work is not on the GPU stream, so its replays "
+            "would time nothing"
+        )
     return None
 
 
@@ -255,6 +276,7 @@ def _kernel_nodes(graph) -> int | None:
     """Kernel nodes of a captured graph via cuda.bindings (the package torch's get_graph_data uses), or None."""
     try:
         from cuda.bindings import runtime as rt
+
         raw = graph.raw_cuda_graph()
         err, _, n = rt.cudaGraphGetNodes(raw, numNodes=0)
         err, nodes, n = rt.cudaGraphGetNodes(raw, numNodes=n)
@@ -290,10 +312,18 @@ def _broadcast_flag(ctx: DistContext, flag: bool) -> bool:
     return bool(t.item())
 
 
-def measure(ctx: DistContext, cfg: BenchConfig, op: OpFn | Sequence[OpFn], *, mode: str | None = None,
-            iters: int | None = None, warmup_iters: int | None = None,
-            before_sample: Callable[[], None] | None = None, keep_rank_samples: bool = False,
-            started_at: float | None = None) -> Measurement:
+def measure(
+    ctx: DistContext,
+    cfg: BenchConfig,
+    op: OpFn | Sequence[OpFn],
+    *,
+    mode: str | None = None,
+    iters: int | None = None,
+    warmup_iters: int | None = None,
+    before_sample: Callable[[], None] | None = None,
+    keep_rank_samples: bool = False,
+    started_at: float | None = None,
+) -> Measurement:
     """Warm up, time, and reduce across ranks. The only timing loop of the suite.
 
     ``op`` is one OpFn, or one per in-flight op (pipelined mode issues
@@ -356,13 +386,20 @@ def measure(ctx: DistContext, cfg: BenchConfig, op: OpFn | Sequence[OpFn], *, mo
     per_rank = got.per_rank
     iters_ = range(len(per_rank[0]))
     slowest = [max(range(len(per_rank)), key=lambda r: per_rank[r][i]) for i in iters_]
-    return Measurement(samples_s=_max_over_ranks(got), timing_mode=mode, ops_per_sample=depth,
-                       warmup_iters=warm, precision_reached=reached,
-                       timer="cuda_event" if ctx.device.type == "cuda" else "host",
-                       slowest_rank=slowest, rank_median_s=[metrics.percentile(r, 50) for r in per_rank],
-                       rank_samples_s=per_rank if keep_rank_samples else None,
-                       buffer_sets=min(len(ops), depth), group_ranks=_group_ranks(ctx),
-                       graph_kernel_nodes=kernels)
+    return Measurement(
+        samples_s=_max_over_ranks(got),
+        timing_mode=mode,
+        ops_per_sample=depth,
+        warmup_iters=warm,
+        precision_reached=reached,
+        timer="cuda_event" if ctx.device.type == "cuda" else "host",
+        slowest_rank=slowest,
+        rank_median_s=[metrics.percentile(r, 50) for r in per_rank],
+        rank_samples_s=per_rank if keep_rank_samples else None,
+        buffer_sets=min(len(ops), depth),
+        group_ranks=_group_ranks(ctx),
+        graph_kernel_nodes=kernels,
+    )
 
 
 def _group_ranks(ctx: DistContext) -> list[int] | None:
@@ -377,8 +414,9 @@ def _max_over_ranks(got: _RankSamples) -> list[float]:
     return [max(col) for col in zip(*got.per_rank)]
 
 
-def autorange(ctx: DistContext, op: OpFn, *, min_sample_s: float, min_repeats: int = 1,
-              max_repeats: int = 10_000) -> tuple[int, float]:
+def autorange(
+    ctx: DistContext, op: OpFn, *, min_sample_s: float, min_repeats: int = 1, max_repeats: int = 10_000
+) -> tuple[int, float]:
     """How many back-to-back calls of ``op`` make one sample last at least ``min_sample_s``.
 
     For cases whose one op is too short to time alone (a small-message round trip): like
@@ -390,8 +428,10 @@ def autorange(ctx: DistContext, op: OpFn, *, min_sample_s: float, min_repeats: i
     ranks not involved.
     """
     if not (min_sample_s > 0) or not (1 <= min_repeats <= max_repeats):
-        raise ValueError(f"autorange needs min_sample_s > 0 and 1 <= min_repeats <= max_repeats, got "
-                         f"{min_sample_s}, {min_repeats}, {max_repeats}")
+        raise ValueError(
+            f"autorange needs min_sample_s > 0 and 1 <= min_repeats <= max_repeats, got "
+            f"{min_sample_s}, {min_repeats}, {max_repeats}"
+        )
     wait_all(op(False))
     ctx.sync_device()
     n = min_repeats

@@ -91,16 +91,22 @@ def mlp(spec: MLPSpec, seed: int = 0) -> nn.Module:
         return nn.Sequential(*layers)
 
 
-def make_dataset(n_samples: int = SOURCE.n_samples, in_features: int = SOURCE.in_features,
-                 classes: int = SOURCE.classes, seed: int = DEFAULT_DATA_SEED) -> torch.utils.data.TensorDataset:
+def make_dataset(
+    n_samples: int = SOURCE.n_samples,
+    in_features: int = SOURCE.in_features,
+    classes: int = SOURCE.classes,
+    seed: int = DEFAULT_DATA_SEED,
+) -> torch.utils.data.TensorDataset:
     """The article's dataset (randn inputs, random labels), seeded: identical on every rank."""
     g = torch.Generator().manual_seed(seed)
-    return torch.utils.data.TensorDataset(torch.randn(n_samples, in_features, generator=g),
-                                          torch.randint(0, classes, (n_samples,), generator=g))
+    return torch.utils.data.TensorDataset(
+        torch.randn(n_samples, in_features, generator=g), torch.randint(0, classes, (n_samples,), generator=g)
+    )
 
 
-def random_batch(batch: int, in_features: int, classes: int, *, seed: int,
-                 device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+def random_batch(
+    batch: int, in_features: int, classes: int, *, seed: int, device: torch.device | str = "cpu"
+) -> tuple[torch.Tensor, torch.Tensor]:
     """One synthetic batch; callers pass a rank-dependent seed so ranks see different data."""
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(batch, in_features, generator=g)
@@ -125,8 +131,9 @@ def flat_params(model: nn.Module) -> torch.Tensor:
 # --- one optimizer step ---------------------------------------------------------------------------
 
 
-def local_step(model: nn.Module, opt: torch.optim.Optimizer, loss_fn: nn.Module,
-               x: torch.Tensor, y: torch.Tensor) -> None:
+def local_step(
+    model: nn.Module, opt: torch.optim.Optimizer, loss_fn: nn.Module, x: torch.Tensor, y: torch.Tensor
+) -> None:
     """zero_grad, forward, loss, backward, step: no communication (what DDP adds to)."""
     opt.zero_grad(set_to_none=False)
     loss_fn(model(x), y).backward()
@@ -151,13 +158,13 @@ def allreduce_gradients_coalesced(model: nn.Module, group=None, buffer: torch.Te
         buffer = torch.empty(total, dtype=grads[0].dtype, device=grads[0].device)
     off = 0
     for g in grads:
-        buffer[off:off + g.numel()].copy_(g.reshape(-1))
+        buffer[off : off + g.numel()].copy_(g.reshape(-1))
         off += g.numel()
     dist.all_reduce(buffer, op=dist.ReduceOp.SUM, group=group)
     buffer.div_(n)
     off = 0
     for g in grads:
-        g.copy_(buffer[off:off + g.numel()].view_as(g))
+        g.copy_(buffer[off : off + g.numel()].view_as(g))
         off += g.numel()
     return buffer
 
@@ -173,11 +180,12 @@ def sampler_batches(dataset, sampler, batch_size: int) -> Iterator[list[int]]:
     """The index batches a DataLoader(batch_size, sampler) yields, in order."""
     idx = list(iter(sampler))
     for i in range(0, len(idx), batch_size):
-        yield idx[i:i + batch_size]
+        yield idx[i : i + batch_size]
 
 
-def train_ddp_epochs(ddp_model: nn.Module, dataset, sampler, *, batch_size: int, epochs: int, lr: float,
-                     device: torch.device) -> None:
+def train_ddp_epochs(
+    ddp_model: nn.Module, dataset, sampler, *, batch_size: int, epochs: int, lr: float, device: torch.device
+) -> None:
     """The article's loop: set_epoch, then zero_grad/forward/loss/backward/step per batch."""
     opt = torch.optim.SGD(ddp_model.parameters(), lr=lr)
     loss_fn = nn.CrossEntropyLoss()
@@ -191,8 +199,9 @@ def train_ddp_epochs(ddp_model: nn.Module, dataset, sampler, *, batch_size: int,
             opt.step()
 
 
-def train_single_process_equivalent(model: nn.Module, dataset, *, world_size: int, batch_per_rank: int, epochs: int,
-                                    lr: float, seed: int = 0) -> None:
+def train_single_process_equivalent(
+    model: nn.Module, dataset, *, world_size: int, batch_per_rank: int, epochs: int, lr: float, seed: int = 0
+) -> None:
     """One process reproducing DDP over ``world_size`` ranks: step k uses the union of every
     rank's k-th batch (batch ``world_size * batch_per_rank``) in one CrossEntropy mean.
 

@@ -17,14 +17,22 @@ import torch
 import torch.distributed as dist
 
 DTYPE_OF = {
-    "float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
-    "bfloat16": torch.bfloat16, "int32": torch.int32, "int64": torch.int64,
+    "float32": torch.float32,
+    "float64": torch.float64,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "int32": torch.int32,
+    "int64": torch.int64,
 }
 
 # Largest M such that every integer in [-M, M] is exact in the dtype.
 _EXACT = {
-    torch.float16: 2048, torch.bfloat16: 256, torch.float32: 1 << 24, torch.float64: 1 << 53,
-    torch.int32: (1 << 31) - 1, torch.int64: (1 << 63) - 1,
+    torch.float16: 2048,
+    torch.bfloat16: 256,
+    torch.float32: 1 << 24,
+    torch.float64: 1 << 53,
+    torch.int32: (1 << 31) - 1,
+    torch.int64: (1 << 63) - 1,
 }
 
 
@@ -42,8 +50,16 @@ def value_range(redop: str, world_size: int, dtype: torch.dtype) -> int:
     return 8
 
 
-def pattern(rank: int, numel: int, dtype: torch.dtype, *, redop: str = "sum", world_size: int = 1,
-            offset: int = 0, device: torch.device | str = "cpu") -> torch.Tensor:
+def pattern(
+    rank: int,
+    numel: int,
+    dtype: torch.dtype,
+    *,
+    redop: str = "sum",
+    world_size: int = 1,
+    offset: int = 0,
+    device: torch.device | str = "cpu",
+) -> torch.Tensor:
     """The value rank ``rank`` contributes at element indices offset..offset+numel-1."""
     idx = torch.arange(offset, offset + numel, dtype=torch.int64, device=device)
     if redop == "product":
@@ -59,8 +75,9 @@ def pattern(rank: int, numel: int, dtype: torch.dtype, *, redop: str = "sum", wo
     return v.to(dtype)
 
 
-def reduce_expected(redop: str, world_size: int, numel: int, dtype: torch.dtype, *, offset: int = 0,
-                    device: torch.device | str = "cpu") -> torch.Tensor:
+def reduce_expected(
+    redop: str, world_size: int, numel: int, dtype: torch.dtype, *, offset: int = 0, device: torch.device | str = "cpu"
+) -> torch.Tensor:
     """The exact result of reducing every rank's pattern with ``redop``."""
     acc = None
     for r in range(world_size):

@@ -13,11 +13,26 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_suite(tmp_path: Path, *args: str, nproc: int = 2, timeout: float = 300, env: dict | None = None,
-              run_id: str = "run") -> subprocess.CompletedProcess:
+def run_suite(
+    tmp_path: Path, *args: str, nproc: int = 2, timeout: float = 300, env: dict | None = None, run_id: str = "run"
+) -> subprocess.CompletedProcess:
     """Run ``python -m suite.launch`` exactly as ``make bench-cpu`` does."""
-    cmd = [sys.executable, "-m", "suite.launch", "--nproc", str(nproc), "--backend", "gloo", "--device", "cpu",
-           "--results-root", str(tmp_path / "results"), "--run-id", run_id, *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "suite.launch",
+        "--nproc",
+        str(nproc),
+        "--backend",
+        "gloo",
+        "--device",
+        "cpu",
+        "--results-root",
+        str(tmp_path / "results"),
+        "--run-id",
+        run_id,
+        *args,
+    ]
     e = dict(os.environ)
     e.setdefault("SUITE_REPORT", "0")  # the HTML report costs seconds; tests of the report turn it on
     e.update(env or {})
@@ -31,12 +46,14 @@ def load_bench(tmp_path: Path, run_id: str = "run") -> dict:
 
 def all_correct(recs: list[dict]) -> bool:
     """Every checked record has no wrong element; every unchecked one says why (e.g. a barrier)."""
-    return all(r["n_wrong"] == 0 if r.get("checked", True) else (r["n_wrong"] is None and r["unchecked_reason"])
-               for r in recs)
+    return all(
+        r["n_wrong"] == 0 if r.get("checked", True) else (r["n_wrong"] is None and r["unchecked_reason"]) for r in recs
+    )
 
 
 @pytest.fixture
 def suite_runner(tmp_path):
     def _run(*args, **kw):
         return run_suite(tmp_path, *args, **kw)
+
     return _run

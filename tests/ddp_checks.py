@@ -68,8 +68,12 @@ def run_checks(samples: int, epochs: int) -> dict:
     training.train_single_process_equivalent(single, dataset, world_size=n, batch_per_rank=b, epochs=epochs, lr=lr)
     d = (training.flat_params(single) - p_ddp).abs().max().item()
     moved = (training.flat_params(single) - training.flat_params(training.source_model(seed=0))).abs().max().item()
-    out["ddp_matches_single_process"] = {"ok": d <= EQUIV_ATOL and moved > 100 * EQUIV_ATOL, "max_abs_diff": d,
-                                         "atol": EQUIV_ATOL, "max_param_change": moved}
+    out["ddp_matches_single_process"] = {
+        "ok": d <= EQUIV_ATOL and moved > 100 * EQUIV_ATOL,
+        "max_abs_diff": d,
+        "atol": EQUIV_ATOL,
+        "max_param_change": moved,
+    }
 
     # DistributedSampler: shards disjoint + covering, set_epoch reshuffles, same order everywhere
     for epoch in (0, 1):
@@ -80,7 +84,9 @@ def run_checks(samples: int, epochs: int) -> dict:
         flat = [i for sh in shards for i in sh]
         out[f"sampler_disjoint_cover_epoch{epoch}"] = {
             "ok": len(flat) == len(set(flat)) == len(dataset) and set(flat) == set(range(len(dataset))),
-            "n_indices": len(flat), "n_unique": len(set(flat))}
+            "n_indices": len(flat),
+            "n_unique": len(set(flat)),
+        }
         view0 = DistributedSampler(dataset, num_replicas=n, rank=0)
         view0.set_epoch(epoch)
         views: list = [None] * n
@@ -102,8 +108,11 @@ def run_checks(samples: int, epochs: int) -> dict:
             training.manual_allreduce_step(manual, opt, loss_fn, x, y, ctx.group)
     p_man = training.flat_params(manual)
     d = (p_man - p_ddp).abs().max().item()
-    out["manual_matches_ddp"] = {"ok": d <= MANUAL_ATOL and _all_same(ctx, p_man) == 0.0, "max_abs_diff": d,
-                                 "atol": MANUAL_ATOL}
+    out["manual_matches_ddp"] = {
+        "ok": d <= MANUAL_ATOL and _all_same(ctx, p_man) == 0.0,
+        "max_abs_diff": d,
+        "atol": MANUAL_ATOL,
+    }
 
     # model parallelism: split layer == unsplit layer, exactly (integer-valued data)
     layer = mp.Layer(in_features=512, out_features=64 * n, batch=8)
@@ -111,7 +120,7 @@ def run_checks(samples: int, epochs: int) -> dict:
     w = mp._ints((layer.out_features, layer.in_features), 1, ctx.device)
     x = mp._ints((layer.batch, layer.in_features), 2, ctx.device)
     w_local = mp._scatter_weight(w if r == 0 else None, layer, ctx)
-    out["model_parallel_scatter"] = {"ok": torch.equal(w_local, w[r * c:(r + 1) * c])}
+    out["model_parallel_scatter"] = {"ok": torch.equal(w_local, w[r * c : (r + 1) * c])}
     y = mp._combine(x @ w_local.t(), ctx, "all_gather")
     out["model_parallel_all_gather_equals_unsplit"] = {"ok": torch.equal(y, x @ w.t())}
     yg = mp._combine(x @ w_local.t(), ctx, "gather")

@@ -22,9 +22,10 @@ if ! engine_up && [ ${#need[@]} -gt 0 ]; then
   apt-get -o DPkg::Lock::Timeout=120 install -y -qq --no-install-recommends "${need[@]}" iptables ca-certificates >/dev/null
 elif [ ${#need[@]} -gt 0 ] && command -v apt-get >/dev/null 2>&1; then
   # an engine runs already: add only the compose tool and debootstrap (for the local base) if missing
-  need=("${need[@]/docker.io/}")
-  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=120 install -y -qq --no-install-recommends \
-    ${need[@]} >/dev/null || true
+  rest=()
+  for p in "${need[@]}"; do [ "$p" = docker.io ] || rest+=("$p"); done
+  [ ${#rest[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=120 install -y -qq \
+    --no-install-recommends "${rest[@]}" >/dev/null || true
 fi
 
 if ! engine_up; then

@@ -24,25 +24,52 @@ def num(v, fmt: str, width: int) -> str:
     """A number in a table, or "-" where the record has none (e.g. no bus bandwidth)."""
     return f"{'-':>{width}}" if v is None else f"{v:{width}{fmt}}"
 
-DTYPE_NCCL_TESTS = {"float32": "float", "float64": "double", "float16": "half", "bfloat16": "bfloat16",
-                    "int32": "int32", "int64": "int64"}
+
+DTYPE_NCCL_TESTS = {
+    "float32": "float",
+    "float64": "double",
+    "float16": "half",
+    "bfloat16": "bfloat16",
+    "int32": "int32",
+    "int64": "int64",
+}
 """Type names as nccl-tests prints them (the collectives table imitates its layout)."""
-DTYPE_SHORT = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16", "int32": "i32",
-          "int64": "i64", "none": "-"}
+DTYPE_SHORT = {
+    "float32": "f32",
+    "float64": "f64",
+    "float16": "f16",
+    "bfloat16": "bf16",
+    "int32": "i32",
+    "int64": "i64",
+    "none": "-",
+}
 
 
-def pivot(title: str, recs: list[dict], col, row=lambda r: (r["op"], r["size_bytes"], r["dtype"]),
-          notes: tuple[str, ...] = (), op_width: int = 12, footer: str = "") -> str:
+def pivot(
+    title: str,
+    recs: list[dict],
+    col,
+    row=lambda r: (r["op"], r["size_bytes"], r["dtype"]),
+    notes: tuple[str, ...] = (),
+    op_width: int = 12,
+    footer: str = "",
+) -> str:
     """One comparison pivoted into columns: rows by ``row(rec)`` = (op, size, dtype), columns by
     ``col(rec)``, each with time (µs) and busbw (GB/s), then each column's time relative to the
     first ("x first": > 1 is slower)."""
     cols = list(OrderedDict.fromkeys(col(r) for r in recs))
     lines = [f"# {title}", *(f"# {n}" for n in notes)]
     w = op_width
-    lines.append(f"#{'op':>{w}} {'size(B)':>9} {'type':>5}" + "".join(f" {c[:19]:>19}" for c in cols)
-                 + "".join(f" {'x first':>10}" for _ in cols[1:]))
-    lines.append(f"#{'':>{w}} {'':>9} {'':>5}" + "".join(f" {'time(us)':>10} {'busbw':>8}" for _ in cols)
-                 + "".join(f" {c[:10]:>10}" for c in cols[1:]))
+    lines.append(
+        f"#{'op':>{w}} {'size(B)':>9} {'type':>5}"
+        + "".join(f" {c[:19]:>19}" for c in cols)
+        + "".join(f" {'x first':>10}" for _ in cols[1:])
+    )
+    lines.append(
+        f"#{'':>{w}} {'':>9} {'':>5}"
+        + "".join(f" {'time(us)':>10} {'busbw':>8}" for _ in cols)
+        + "".join(f" {c[:10]:>10}" for c in cols[1:])
+    )
     table: OrderedDict = OrderedDict()
     for r in recs:
         table.setdefault(row(r), {})[col(r)] = r
@@ -56,8 +83,9 @@ def pivot(title: str, recs: list[dict], col, row=lambda r: (r["op"], r["size_byt
         first = by.get(cols[0])
         for c in cols[1:]:
             r = by.get(c)
-            cells.append(f" {r['time_us'] / first['time_us']:10.2f}" if r and first and first["time_us"] > 0
-                         else f" {'-':>10}")
+            cells.append(
+                f" {r['time_us'] / first['time_us']:10.2f}" if r and first and first["time_us"] > 0 else f" {'-':>10}"
+            )
         lines.append(f" {op[:w]:>{w}} {size:>9} {DTYPE_SHORT.get(dtype, dtype):>5}" + "".join(cells))
     lines.append(f"# {footer}#wrong total: {n_wrong} [{'OK' if n_wrong == 0 else 'FAILED'}]")
     return "\n".join(lines) + "\n"
@@ -65,11 +93,11 @@ def pivot(title: str, recs: list[dict], col, row=lambda r: (r["op"], r["size_byt
 
 # --- the run-time text tables (rank 0 prints them; `python -m suite.report RUN` too) ---------------
 
+
 def _cell(rec: dict | None) -> str:
     if rec is None:
         return f"{'-':>9} {'-':>7} {'-':>7} {'-':>6}"
-    return (f"{rec['time_us']:9.1f} {rec['algbw_gbps']:7.3f} {num(rec['busbw_gbps'], '.3f', 7)} "
-            f"{wrong_cell(rec)}")
+    return f"{rec['time_us']:9.1f} {rec['algbw_gbps']:7.3f} {num(rec['busbw_gbps'], '.3f', 7)} {wrong_cell(rec)}"
 
 
 def collective_table(recs: list[dict]) -> str:
@@ -93,26 +121,34 @@ def collective_table(recs: list[dict]) -> str:
         key = (r["size_bytes"], r["count"], r["dtype"], r.get("redop") or "none", r.get("root", -1))
         rows.setdefault(key, {})[bool(r["in_place"])] = r
     for (size, count, dtype, redop, root), pair in rows.items():
-        lines.append(f" {size:>11} {count:>12} {DTYPE_NCCL_TESTS.get(dtype, dtype):>8} {redop:>7} {root:>5}"
-                     f" {_cell(pair.get(False))}  {_cell(pair.get(True))}")
+        lines.append(
+            f" {size:>11} {count:>12} {DTYPE_NCCL_TESTS.get(dtype, dtype):>8} {redop:>7} {root:>5}"
+            f" {_cell(pair.get(False))}  {_cell(pair.get(True))}"
+        )
     bus = [r["busbw_gbps"] for r in recs if r["size_bytes"] > 0]
     n_wrong = sum(wrong(r) for r in recs)
     if bus:
-        lines.append(f"# Avg bus bandwidth : {sum(bus) / len(bus):.4f} GB/s   "
-                     f"#wrong total: {n_wrong} [{'OK' if n_wrong == 0 else 'FAILED'}]")
+        lines.append(
+            f"# Avg bus bandwidth : {sum(bus) / len(bus):.4f} GB/s   "
+            f"#wrong total: {n_wrong} [{'OK' if n_wrong == 0 else 'FAILED'}]"
+        )
     return "\n".join(line.rstrip() for line in lines) + "\n"
 
 
 def generic_table(title: str, recs: list[dict]) -> str:
     """A compact table for experiments without a dedicated formatter."""
-    lines = [f"# {title}",
-             f"#{'case':>34} {'size(B)':>11} {'type':>8} {'time(us)':>10} {'p95(us)':>10}"
-             f" {'algbw':>8} {'busbw':>8} {'#wrong':>6}"]
+    lines = [
+        f"# {title}",
+        f"#{'case':>34} {'size(B)':>11} {'type':>8} {'time(us)':>10} {'p95(us)':>10}"
+        f" {'algbw':>8} {'busbw':>8} {'#wrong':>6}",
+    ]
     for r in recs:
         label = str(r.get("label") or r["op"])[:34]
-        lines.append(f" {label:>34} {r['size_bytes']:>11} {DTYPE_NCCL_TESTS.get(r['dtype'], r['dtype']):>8}"
-                     f" {r['time_us']:10.1f} {r['p95_us']:10.1f} {r['algbw_gbps']:8.3f} {num(r['busbw_gbps'], '.3f', 8)}"
-                     f" {wrong_cell(r)}")
+        lines.append(
+            f" {label:>34} {r['size_bytes']:>11} {DTYPE_NCCL_TESTS.get(r['dtype'], r['dtype']):>8}"
+            f" {r['time_us']:10.1f} {r['p95_us']:10.1f} {r['algbw_gbps']:8.3f} {num(r['busbw_gbps'], '.3f', 8)}"
+            f" {wrong_cell(r)}"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -143,11 +179,15 @@ def format_tables(recs: list[dict]) -> str:
             except (KeyError, ValueError, TypeError, ZeroDivisionError) as e:
                 # Records from another version of the experiment (or hand-made ones) may lack
                 # fields its formatter needs: show them generically rather than not at all.
-                out.append(f"# {experiment}: its table formatter could not read these records "
-                           f"({type(e).__name__}: {e}); generic table follows\n")
+                out.append(
+                    f"# {experiment}: its table formatter could not read these records "
+                    f"({type(e).__name__}: {e}); generic table follows\n"
+                )
         groups: OrderedDict = OrderedDict()
         for r in ers:
             groups.setdefault(r.get("table") or r.get("variant") or r["op"], []).append(r)
         for table, rs in groups.items():
-            out.append(collective_table(rs) if experiment == "collectives" else generic_table(f"{experiment}: {table}", rs))
+            out.append(
+                collective_table(rs) if experiment == "collectives" else generic_table(f"{experiment}: {table}", rs)
+            )
     return "\n".join(out)

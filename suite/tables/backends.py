@@ -34,18 +34,23 @@ def capability_table(caps: list[dict]) -> str:
     for rec in caps:
         rows = rec.get("capabilities", [])
         dtypes = list(OrderedDict.fromkeys(r["dtype"] for r in rows if r["dtype"] != "none"))
-        lines.append(f"# capability matrix: {_lane(rec)}, {rec['world_size']} ranks "
-                     f"(probed at run time: one tiny op per cell; yes = runs, NO[k] = rejected, reason k below)")
+        lines.append(
+            f"# capability matrix: {_lane(rec)}, {rec['world_size']} ranks "
+            f"(probed at run time: one tiny op per cell; yes = runs, NO[k] = rejected, reason k below)"
+        )
         lines.append(f"#{'op':>34} " + " ".join(f"{DTYPE_SHORT.get(d, d):>6}" for d in dtypes))
         table: OrderedDict = OrderedDict()
         for r in rows:
-            name = r["variant"] + (f"({r['redop']})" if r["redop"] != "none" else "") + \
-                (" in-place" if r["in_place"] and r["variant"] not in ("all_reduce", "broadcast", "reduce") else "")
+            name = (
+                r["variant"]
+                + (f"({r['redop']})" if r["redop"] != "none" else "")
+                + (" in-place" if r["in_place"] and r["variant"] not in ("all_reduce", "broadcast", "reduce") else "")
+            )
             table.setdefault(name, {})[r["dtype"]] = r
         reasons: OrderedDict = OrderedDict()
         for name, cells in table.items():
             out = []
-            for d in (dtypes if "none" not in cells else ["none"]):
+            for d in dtypes if "none" not in cells else ["none"]:
                 c = cells.get(d)
                 if c is None:
                     out.append(f"{'':>6}")
@@ -69,14 +74,25 @@ def compare_table(recs: list[dict], missing: list[str]) -> str:
     lanes = _lanes(recs)
     world = recs[0]["world_size"]
     sizes = sorted({r["size_bytes"] for r in recs if r["size_bytes"]})
-    head = (f"backends side by side ({world} ranks, timing={recs[0]['timing_mode']}, largest "
-            f"{len(sizes)} sizes of the sweep; ratio = time(lane) / time({lanes[0]}), < 1 is faster)")
+    head = (
+        f"backends side by side ({world} ranks, timing={recs[0]['timing_mode']}, largest "
+        f"{len(sizes)} sizes of the sweep; ratio = time(lane) / time({lanes[0]}), < 1 is faster)"
+    )
     notes = ()
     if len(lanes) < 2:
-        notes = (f"only one lane ran ({lanes[0]}): ratios need at least two backends. "
-                 + ("Not available here: " + "; ".join(missing) if missing else ""),)
-    return pivot(head, recs, col=_lane, row=lambda r: (r.get("variant", r["op"]), r["size_bytes"], r["dtype"]),
-                 notes=notes, op_width=22, footer="busbw in GB/s (nccl-tests factors); ")
+        notes = (
+            f"only one lane ran ({lanes[0]}): ratios need at least two backends. "
+            + ("Not available here: " + "; ".join(missing) if missing else ""),
+        )
+    return pivot(
+        head,
+        recs,
+        col=_lane,
+        row=lambda r: (r.get("variant", r["op"]), r["size_bytes"], r["dtype"]),
+        notes=notes,
+        op_width=22,
+        footer="busbw in GB/s (nccl-tests factors); ",
+    )
 
 
 def algorithm_table(recs: list[dict]) -> str:
@@ -99,10 +115,14 @@ def algorithm_table(recs: list[dict]) -> str:
     ]
     algos = list(OrderedDict.fromkeys(r["algorithm"] for r in recs))
     cols = "".join(f" {a[:19]:>19}" for a in algos)
-    lines.append(f"#{'lane':>12} {'size(B)':>9} {'type':>5}{cols} {'ring/ar':>8} {'naive/ar':>8} "
-                 f"{'p2p step':>28} {'ring/':>6}")
-    lines.append(f"#{'':>12} {'':>9} {'':>5}" + "".join(f" {'time(us)':>10} {'busbw':>8}" for _ in algos)
-                 + f" {'(time)':>8} {'(time)':>8} {'chunk(B)':>9} {'time(us)':>10} {'GB/s':>7} {'steps':>6}")
+    lines.append(
+        f"#{'lane':>12} {'size(B)':>9} {'type':>5}{cols} {'ring/ar':>8} {'naive/ar':>8} {'p2p step':>28} {'ring/':>6}"
+    )
+    lines.append(
+        f"#{'':>12} {'':>9} {'':>5}"
+        + "".join(f" {'time(us)':>10} {'busbw':>8}" for _ in algos)
+        + f" {'(time)':>8} {'(time)':>8} {'chunk(B)':>9} {'time(us)':>10} {'GB/s':>7} {'steps':>6}"
+    )
     rows: OrderedDict = OrderedDict()
     for r in recs:
         rows.setdefault((_lane(r), r["dtype"], r["size_bytes"]), {})[r["algorithm"]] = r
@@ -115,31 +135,45 @@ def algorithm_table(recs: list[dict]) -> str:
             n_wrong += wrong(r)
         ar = by.get("all_reduce")
 
-        def ratio(a):
+        def ratio(a, by=by, ar=ar):
             r = by.get(a)
             return f" {r['time_us'] / ar['time_us']:8.2f}" if r and ar and ar["time_us"] > 0 else f" {'-':>8}"
+
         step, ring = steps.get((lane, dtype, size)), by.get("ring_p2p")
         if step:
             cells.append(f" {step['size_bytes']:>9} {step['time_us']:10.1f} {num(step['busbw_gbps'], '.3f', 7)}")
         else:
             cells.append(f" {'-':>9} {'-':>10} {'-':>7}")
-        per_ring = (ring["time_us"] / (ring["link_messages"] * step["time_us"])
-                    if step and ring and ring.get("link_messages") and step["time_us"] > 0 else None)
-        lines.append(f" {lane[:12]:>12} {size:>9} {DTYPE_SHORT.get(dtype, dtype):>5}" + "".join(cells[:len(algos)])
-                     + ratio("ring_p2p") + ratio("reduce_broadcast") + cells[-1] + f" {num(per_ring, '.2f', 6)}")
+        per_ring = (
+            ring["time_us"] / (ring["link_messages"] * step["time_us"])
+            if step and ring and ring.get("link_messages") and step["time_us"] > 0
+            else None
+        )
+        lines.append(
+            f" {lane[:12]:>12} {size:>9} {DTYPE_SHORT.get(dtype, dtype):>5}"
+            + "".join(cells[: len(algos)])
+            + ratio("ring_p2p")
+            + ratio("reduce_broadcast")
+            + cells[-1]
+            + f" {num(per_ring, '.2f', 6)}"
+        )
     lines.append(f"# #wrong total: {n_wrong} [{'OK' if n_wrong == 0 else 'FAILED'}]")
     return "\n".join(lines) + "\n"
 
 
 def gloo_path_table(recs: list[dict]) -> str:
-    lines = ["# Gloo TCP transport by interface (GLOO_SOCKET_IFNAME, read when a group is created): all_reduce sum "
-             "through each interface that leads to the other hosts over a path of its own",
-             f"#{'path':>12} {'iface':>8} {'network':>18} {'size(B)':>9} {'type':>5} {'time(us)':>10} {'p95(us)':>10} "
-             f"{'busbw':>8} {'#wrong':>6}"]
+    lines = [
+        "# Gloo TCP transport by interface (GLOO_SOCKET_IFNAME, read when a group is created): all_reduce sum "
+        "through each interface that leads to the other hosts over a path of its own",
+        f"#{'path':>12} {'iface':>8} {'network':>18} {'size(B)':>9} {'type':>5} {'time(us)':>10} {'p95(us)':>10} "
+        f"{'busbw':>8} {'#wrong':>6}",
+    ]
     for r in recs:
-        lines.append(f" {r['gloo_path']:>12} {r['gloo_socket_ifname']:>8} {r.get('gloo_network', '?'):>18} "
-                     f"{r['size_bytes']:>9} {DTYPE_SHORT.get(r['dtype'], r['dtype']):>5} {r['time_us']:10.1f} "
-                     f"{r['p95_us']:10.1f} {num(r['busbw_gbps'], '.3f', 8)} {wrong_cell(r)}")
+        lines.append(
+            f" {r['gloo_path']:>12} {r['gloo_socket_ifname']:>8} {r.get('gloo_network', '?'):>18} "
+            f"{r['size_bytes']:>9} {DTYPE_SHORT.get(r['dtype'], r['dtype']):>5} {r['time_us']:10.1f} "
+            f"{r['p95_us']:10.1f} {num(r['busbw_gbps'], '.3f', 8)} {wrong_cell(r)}"
+        )
     return "\n".join(lines) + "\n"
 
 

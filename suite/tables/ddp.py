@@ -59,25 +59,34 @@ def _step_table(model: str, recs: list[dict]) -> str:
             f" {num(r.get('overlap_saved_ms'), '.2f', 7)} {num(r.get('overlap_saved_pct'), '.0f', 5)}"
             f" {num(r.get('ddp_logger_comm_ms'), '.2f', 9)} {num(r.get('ddp_logger_overlap_pct'), '.0f', 8)}"
             f" {num(r['busbw_gbps'] if r['size_bytes'] else None, '.3f', 7)} {num(r.get('n_buckets'), 'd', 5)}"
-            f" {num(peak / 2**20 if peak else None, '.0f', 9)} {wrong_cell(r)}  {_check_cell(r)}")
+            f" {num(peak / 2**20 if peak else None, '.0f', 9)} {wrong_cell(r)}  {_check_cell(r)}"
+        )
     n_wrong = sum(wrong(r) for r in recs)
-    lines.append(f"# #wrong: parameter elements differing from single-process training on the global batches "
-                 f"beyond the case's rule, after the check step and the timed steps, all ranks: "
-                 f"{n_wrong} [{'OK' if n_wrong == 0 else 'FAILED'}]")
-    lines.append("# +comm = t - t(no-op hook); saved = t(no-op hook) + t(all_reduce alone) - t; hid = saved / "
-                 "t(all_reduce alone); log comm/ovl: DDP logger intervals, timed steps only")
+    lines.append(
+        f"# #wrong: parameter elements differing from single-process training on the global batches "
+        f"beyond the case's rule, after the check step and the timed steps, all ranks: "
+        f"{n_wrong} [{'OK' if n_wrong == 0 else 'FAILED'}]"
+    )
+    lines.append(
+        "# +comm = t - t(no-op hook); saved = t(no-op hook) + t(all_reduce alone) - t; hid = saved / "
+        "t(all_reduce alone); log comm/ovl: DDP logger intervals, timed steps only"
+    )
     return "\n".join(lines) + "\n"
 
 
 def _init_table(model: str, recs: list[dict]) -> str:
     first = recs[0]
-    lines = [f"# ddp: initial-state broadcast from rank 0, {model} model ({first['size_bytes']} B in "
-             f"{first.get('n_tensors')} tensors), {first['backend']}, {first['world_size']} ranks",
-             f"#{'case':>30} {'time':>9} {'p95':>9} {'algbw':>8} {'busbw':>8} {'#wrong':>6}",
-             f"#{'':>30} {'(ms)':>9} {'(ms)':>9} {'(GB/s)':>8} {'(GB/s)':>8} {'':>6}"]
+    lines = [
+        f"# ddp: initial-state broadcast from rank 0, {model} model ({first['size_bytes']} B in "
+        f"{first.get('n_tensors')} tensors), {first['backend']}, {first['world_size']} ranks",
+        f"#{'case':>30} {'time':>9} {'p95':>9} {'algbw':>8} {'busbw':>8} {'#wrong':>6}",
+        f"#{'':>30} {'(ms)':>9} {'(ms)':>9} {'(GB/s)':>8} {'(GB/s)':>8} {'':>6}",
+    ]
     for r in recs:
-        lines.append(f" {str(r.get('label', r['op']))[:30]:>30} {r['p50_us'] / 1e3:9.3f} {r['p95_us'] / 1e3:9.3f}"
-                     f" {r['algbw_gbps']:8.3f} {num(r['busbw_gbps'], '.3f', 8)} {wrong_cell(r)}")
+        lines.append(
+            f" {str(r.get('label', r['op']))[:30]:>30} {r['p50_us'] / 1e3:9.3f} {r['p95_us'] / 1e3:9.3f}"
+            f" {r['algbw_gbps']:8.3f} {num(r['busbw_gbps'], '.3f', 8)} {wrong_cell(r)}"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -19,16 +19,20 @@ from suite.tables import num, wrong, wrong_cell
 
 def _split_table(records: list[dict]) -> list[str]:
     first = records[0]
-    lines = [f"# model_parallel: Linear({first.get('in_features')}, {first.get('out_features')}) split by output rows "
-             f"over {first['world_size']} ranks, global batch {first.get('global_batch')}, {first['backend']}, "
-             f"{first['device']}, timing={first['timing_mode']}, {first['iterations']} iters",
-             f"#{'case':>24} {'bytes':>11} {'time':>9} {'p95':>9} {'samples/s':>10} {'algbw':>8} {'busbw':>8} {'#wrong':>6}",
-             f"#{'':>24} {'(B)':>11} {'(ms)':>9} {'(ms)':>9} {'':>10} {'(GB/s)':>8} {'(GB/s)':>8} {'':>6}"]
+    lines = [
+        f"# model_parallel: Linear({first.get('in_features')}, {first.get('out_features')}) split by output rows "
+        f"over {first['world_size']} ranks, global batch {first.get('global_batch')}, {first['backend']}, "
+        f"{first['device']}, timing={first['timing_mode']}, {first['iterations']} iters",
+        f"#{'case':>24} {'bytes':>11} {'time':>9} {'p95':>9} {'samples/s':>10} {'algbw':>8} {'busbw':>8} {'#wrong':>6}",
+        f"#{'':>24} {'(B)':>11} {'(ms)':>9} {'(ms)':>9} {'':>10} {'(GB/s)':>8} {'(GB/s)':>8} {'':>6}",
+    ]
     for r in records:
         sps = r.get("samples_per_s")
-        lines.append(f" {r['op'][:24]:>24} {r['size_bytes']:>11} {r['p50_us'] / 1e3:9.3f} {r['p95_us'] / 1e3:9.3f}"
-                     f" {(f'{sps:10.0f}' if sps else f'{chr(45):>10}')} {r['algbw_gbps']:8.3f} {num(r['busbw_gbps'], '.3f', 8)}"
-                     f" {wrong_cell(r)}")
+        lines.append(
+            f" {r['op'][:24]:>24} {r['size_bytes']:>11} {r['p50_us'] / 1e3:9.3f} {r['p95_us'] / 1e3:9.3f}"
+            f" {(f'{sps:10.0f}' if sps else f'{chr(45):>10}')} {r['algbw_gbps']:8.3f} {num(r['busbw_gbps'], '.3f', 8)}"
+            f" {wrong_cell(r)}"
+        )
     for r in records:
         if "check_exact" in r:
             tol = "" if r["check_exact"] else f" (largest tolerance {r.get('check_max_tolerance', 0):.3g})"
@@ -42,34 +46,45 @@ def _ms(us) -> str:
 
 def _pipeline_table(records: list[dict]) -> list[str]:
     by_op = {r["op"]: r for r in records}
-    runs = sorted((r for r in records if "schedule" in r), key=lambda r: (r["schedule"] != "blocking",
-                                                                            r["microbatches"]))
+    runs = sorted(
+        (r for r in records if "schedule" in r), key=lambda r: (r["schedule"] != "blocking", r["microbatches"])
+    )
     first = records[0]
-    lines = [f"# pipeline: {first['stages']} stages (rank i -> i+1), stage = {first['stage_features']}x"
-             f"{first['stage_features']} matmul on {first['microbatch_rows']}-row micro-batches "
-             f"({first['microbatch_bytes']} B), {first['backend']}, {first['device']}, {first['iterations']} iters"]
+    lines = [
+        f"# pipeline: {first['stages']} stages (rank i -> i+1), stage = {first['stage_features']}x"
+        f"{first['stage_features']} matmul on {first['microbatch_rows']}-row micro-batches "
+        f"({first['microbatch_bytes']} B), {first['backend']}, {first['device']}, {first['iterations']} iters"
+    ]
     comp, hop = by_op.get("pipeline_compute"), by_op.get("pipeline_transfer")
     c = runs[0]["stage_compute_us"] if runs else (comp or {}).get("time_us")
     tau = runs[0]["transfer_us"] if runs else (hop or {}).get("time_us")
-    lines.append(f"# measured alone in this run: c = {_ms(c).strip()} ms compute per micro-batch per stage "
-                 f"(pipeline_compute), tau = {_ms(tau).strip()} ms per hop (pipeline_transfer)")
+    lines.append(
+        f"# measured alone in this run: c = {_ms(c).strip()} ms compute per micro-batch per stage "
+        f"(pipeline_compute), tau = {_ms(tau).strip()} ms per hop (pipeline_transfer)"
+    )
     for schedule in dict.fromkeys(r["schedule"] for r in runs):
         model = next(r["model"] for r in runs if r["schedule"] == schedule)
         lines.append(f"# {schedule}: {model}")
-    lines += ["# bubble = 1 - M*c/T (share of T a stage does not compute), one definition for measured, "
-              "modelled and ideal (tau = 0: (S-1)/(M+S-1))",
-              f"#{'schedule':>9} {'M':>3} {'T meas':>9} {'T model':>9} {'meas/':>7} {'bubble':>7} {'bubble':>7}"
-              f" {'bubble':>7} {'#wrong':>6}",
-              f"#{'':>9} {'':>3} {'(ms)':>9} {'(ms)':>9} {'model':>7} {'meas':>7} {'model':>7} {'ideal':>7} {'':>6}"]
+    lines += [
+        "# bubble = 1 - M*c/T (share of T a stage does not compute), one definition for measured, "
+        "modelled and ideal (tau = 0: (S-1)/(M+S-1))",
+        f"#{'schedule':>9} {'M':>3} {'T meas':>9} {'T model':>9} {'meas/':>7} {'bubble':>7} {'bubble':>7}"
+        f" {'bubble':>7} {'#wrong':>6}",
+        f"#{'':>9} {'':>3} {'(ms)':>9} {'(ms)':>9} {'model':>7} {'meas':>7} {'model':>7} {'ideal':>7} {'':>6}",
+    ]
     for r in runs:
         ratio = r.get("time_over_model")
-        lines.append(f" {r['schedule']:>9} {r['microbatches']:>3} {_ms(r['time_us'])} {_ms(r.get('model_time_us'))}"
-                     f" {num(ratio, '.2f', 7)} {num(r.get('bubble'), '.3f', 7)} {num(r.get('model_bubble'), '.3f', 7)}"
-                     f" {num(r.get('ideal_bubble'), '.3f', 7)} {wrong_cell(r)}")
+        lines.append(
+            f" {r['schedule']:>9} {r['microbatches']:>3} {_ms(r['time_us'])} {_ms(r.get('model_time_us'))}"
+            f" {num(ratio, '.2f', 7)} {num(r.get('bubble'), '.3f', 7)} {num(r.get('model_bubble'), '.3f', 7)}"
+            f" {num(r.get('ideal_bubble'), '.3f', 7)} {wrong_cell(r)}"
+        )
     for r in (comp, hop):
         if r is not None:
-            lines.append(f"# {r['op']}: {_ms(r['time_us']).strip()} ms (p95 {_ms(r['p95_us']).strip()}), #wrong "
-                         f"{wrong_cell(r).strip()}")
+            lines.append(
+                f"# {r['op']}: {_ms(r['time_us']).strip()} ms (p95 {_ms(r['p95_us']).strip()}), #wrong "
+                f"{wrong_cell(r).strip()}"
+            )
     return lines
 
 

@@ -39,8 +39,10 @@ def _by(recs: list[dict], pattern: str) -> list[dict]:
 
 def _header(recs: list[dict], title: str) -> str:
     r = recs[0]
-    return (f"# p2p {title}  ({r['backend']}, {r['device']}, {r['world_size']} ranks, "
-            f"{r['iterations']} iters, {r['dtype']})")
+    return (
+        f"# p2p {title}  ({r['backend']}, {r['device']}, {r['world_size']} ranks, "
+        f"{r['iterations']} iters, {r['dtype']})"
+    )
 
 
 def _wrong_line(recs: list[dict]) -> str:
@@ -53,10 +55,15 @@ def pingpong_table(recs: list[dict]) -> str:
     cross = {r["dst"]: r.get("cross_node", False) for r in recs}
     cell = {(r["size_bytes"], r["dst"]): r for r in recs}
     names = [f"0<->{p}{' x' if cross[p] else ''}" for p in peers]
-    lines = [_header(recs, "ping-pong: one-way latency = sample / (2K), a sample = K back-to-back round trips "
-                           "(OSU osu_latency); bandwidth = size / one-way time"),
-             f"#{'size':>11} " + " ".join(f"{n:>26}" for n in names),
-             f"#{'(B)':>11} " + " ".join(f"{'lat(us)':>10} {'GB/s':>8} {'K':>6}" for _ in peers)]
+    lines = [
+        _header(
+            recs,
+            "ping-pong: one-way latency = sample / (2K), a sample = K back-to-back round trips "
+            "(OSU osu_latency); bandwidth = size / one-way time",
+        ),
+        f"#{'size':>11} " + " ".join(f"{n:>26}" for n in names),
+        f"#{'(B)':>11} " + " ".join(f"{'lat(us)':>10} {'GB/s':>8} {'K':>6}" for _ in peers),
+    ]
     for size in sorted({r["size_bytes"] for r in recs}):
         row = []
         for p in peers:
@@ -74,14 +81,22 @@ def pair_matrix_table(recs: list[dict]) -> str:
     for size in sizes:
         rs = [r for r in recs if r["size_bytes"] == size]
         # the smallest size shows latency, the largest bandwidth
-        key, unit = ("algbw_gbps", "bandwidth, GB/s") if len(sizes) > 1 and size == sizes[-1] else \
-            ("time_us", "one-way latency, us")
+        key, unit = (
+            ("algbw_gbps", "bandwidth, GB/s")
+            if len(sizes) > 1 and size == sizes[-1]
+            else ("time_us", "one-way latency, us")
+        )
         cell = {(r["src"], r["dst"]): r for r in rs}
         vals = [r[key] for r in rs]
         med = percentile(vals, 50) if vals else 0.0
-        lines = [_header(rs, f"pair matrix at {format_size(size)}B: {unit} (row = initiator, "
-                             "* cross-node, ! >1.5x slower than the median pair)"),
-                 "#" + f"{'src/dst':>7} " + " ".join(f"{d:>10}" for d in range(n))]
+        lines = [
+            _header(
+                rs,
+                f"pair matrix at {format_size(size)}B: {unit} (row = initiator, "
+                "* cross-node, ! >1.5x slower than the median pair)",
+            ),
+            "#" + f"{'src/dst':>7} " + " ".join(f"{d:>10}" for d in range(n)),
+        ]
         for a in range(n):
             row = []
             for b in range(n):
@@ -102,26 +117,35 @@ def pair_matrix_table(recs: list[dict]) -> str:
 def window_table(recs: list[dict]) -> str:
     cell = {(r["size_bytes"], r["variant"]): r for r in recs}
     r0 = recs[0]
-    lines = [_header(recs, f"window: isend/irecv window, ranks {r0['src']}<->{r0['dst']}"
-                           f"{' (cross-node)' if r0.get('cross_node') else ''}; time per message, "
-                           "aggregate bandwidth"),
-             f"#{'size':>11} {'window':>6} {'uni(us)':>10} {'uni GB/s':>8} {'bi(us)':>10} {'bi GB/s':>8}"]
+    lines = [
+        _header(
+            recs,
+            f"window: isend/irecv window, ranks {r0['src']}<->{r0['dst']}"
+            f"{' (cross-node)' if r0.get('cross_node') else ''}; time per message, "
+            "aggregate bandwidth",
+        ),
+        f"#{'size':>11} {'window':>6} {'uni(us)':>10} {'uni GB/s':>8} {'bi(us)':>10} {'bi GB/s':>8}",
+    ]
     for size in sorted({r["size_bytes"] for r in recs}):
         u, b = cell.get((size, "unidirectional")), cell.get((size, "bidirectional"))
         w = (u or b)["window"]
-        lines.append(f" {size:>11} {w:>6} {_us(u and u['time_us'])} {_gb(u and u['algbw_gbps'])}"
-                     f" {_us(b and b['time_us'])} {_gb(b and b['algbw_gbps'])}")
+        lines.append(
+            f" {size:>11} {w:>6} {_us(u and u['time_us'])} {_gb(u and u['algbw_gbps'])}"
+            f" {_us(b and b['time_us'])} {_gb(b and b['algbw_gbps'])}"
+        )
     return "\n".join(lines + [_wrong_line(recs)]) + "\n"
 
 
-def comparison_table(recs: list[dict], title: str, variants: list[str], row_key: str = "size_bytes",
-                     row_name: str = "size(B)") -> str:
+def comparison_table(
+    recs: list[dict], title: str, variants: list[str], row_key: str = "size_bytes", row_name: str = "size(B)"
+) -> str:
     """Rows by ``row_key``, one time column per variant, the fastest marked, speed-up vs the first."""
     cell = {(r[row_key], r["variant"]): r for r in recs}
-    lines = [_header(recs, title),
-             f"#{row_name:>11} " + " ".join(f"{v[:20]:>21}" for v in variants)
-             + f" {'fastest':>21} {'speed-up':>9}",
-             f"#{'':>11} " + " ".join(f"{'time(us)':>21}" for _ in variants)]
+    lines = [
+        _header(recs, title),
+        f"#{row_name:>11} " + " ".join(f"{v[:20]:>21}" for v in variants) + f" {'fastest':>21} {'speed-up':>9}",
+        f"#{'':>11} " + " ".join(f"{'time(us)':>21}" for _ in variants),
+    ]
     for key in sorted({r[row_key] for r in recs}):
         times = {v: cell[(key, v)]["time_us"] for v in variants if (key, v) in cell}
         best = min(times, key=times.get) if times else None
@@ -137,9 +161,14 @@ def comparison_table(recs: list[dict], title: str, variants: list[str], row_key:
 
 def barrier_table(recs: list[dict]) -> str:
     cell = {(r["size_bytes"], r["variant"]): r for r in recs}
-    lines = [_header(recs, f"barrier cost: ring steps (isend/irecv) with and without a barrier after each "
-                           f"({recs[0]['steps']} steps); time per step"),
-             f"#{'size':>11} {'no barrier':>10} {'barrier':>10} {'overhead':>10} {'ratio':>7}"]
+    lines = [
+        _header(
+            recs,
+            f"barrier cost: ring steps (isend/irecv) with and without a barrier after each "
+            f"({recs[0]['steps']} steps); time per step",
+        ),
+        f"#{'size':>11} {'no barrier':>10} {'barrier':>10} {'overhead':>10} {'ratio':>7}",
+    ]
     for size in sorted({r["size_bytes"] for r in recs}):
         a, b = cell.get((size, "no_barrier")), cell.get((size, "barrier_each_step"))
         over = f"{b['time_us'] - a['time_us']:10.1f}" if a and b else f"{'-':>10}"
@@ -153,31 +182,47 @@ def deadlock_table(recs: list[dict]) -> str:
     blocked = r.get("deadlock_blocked_from_bytes")
     completed = r.get("deadlock_completed_bytes") or []
     lines = [_header(recs, "deadlock demonstration: both ranks call blocking send first")]
-    lines.append(f"# isolated pair ({r.get('deadlock_backend')}, {r.get('deadlock_device')}), sizes probed "
-                 f"ascending: {', '.join(format_size(s) for s in r.get('deadlock_sizes_probed') or []) or '-'}")
+    lines.append(
+        f"# isolated pair ({r.get('deadlock_backend')}, {r.get('deadlock_device')}), sizes probed "
+        f"ascending: {', '.join(format_size(s) for s in r.get('deadlock_sizes_probed') or []) or '-'}"
+    )
     lines.append(f"#   completed at: {', '.join(format_size(s) for s in completed) or 'no size'}")
-    lines.append(f"#   bound per step T = max({r.get('deadlock_floor_s', 0):g} s, {r.get('deadlock_slack', 0):g} x "
-                 f"size / rate); rate {(r.get('deadlock_rate_bytes_per_s') or 0) / 1e6:.1f} MB/s "
-                 f"({(r.get('deadlock_rate_source') or '-').split(':')[0]}); slow = progress only after T, "
-                 f"blocked = none within {r.get('deadlock_blocked_factor', 0):g} x T")
+    lines.append(
+        f"#   bound per step T = max({r.get('deadlock_floor_s', 0):g} s, {r.get('deadlock_slack', 0):g} x "
+        f"size / rate); rate {(r.get('deadlock_rate_bytes_per_s') or 0) / 1e6:.1f} MB/s "
+        f"({(r.get('deadlock_rate_source') or '-').split(':')[0]}); slow = progress only after T, "
+        f"blocked = none within {r.get('deadlock_blocked_factor', 0):g} x T"
+    )
     if blocked is not None:
-        lines.append(f"#   BLOCKED from {format_size(blocked)}B: no progress within "
-                     f"{r['deadlock_no_progress_within_s']:.1f} s, none after {r['deadlock_no_progress_for_s']:.1f} s "
-                     f"either; pair killed")
+        lines.append(
+            f"#   BLOCKED from {format_size(blocked)}B: no progress within "
+            f"{r['deadlock_no_progress_within_s']:.1f} s, none after {r['deadlock_no_progress_for_s']:.1f} s "
+            f"either; pair killed"
+        )
     else:
         lines.append("#   no probed size blocked")
     slow = [e for e in r.get("deadlock_steps") or [] if e["outcome"] == "slow"]
-    lines.append("#   slow (late, then completed): " + (", ".join(
-        f"{e['step']} at {format_size(e['bytes'])}B took {e['took_s']:.1f} s (T {e['bound_s']:.1f} s)"
-        for e in slow) or "none"))
+    lines.append(
+        "#   slow (late, then completed): "
+        + (
+            ", ".join(
+                f"{e['step']} at {format_size(e['bytes'])}B took {e['took_s']:.1f} s (T {e['bound_s']:.1f} s)"
+                for e in slow
+            )
+            or "none"
+        )
+    )
     orders = r.get("deadlock_correct_orderings") or {}
-    lines.append(f"#   correct orderings at {format_size(r.get('deadlock_correct_orderings_bytes') or 0)}B in the "
-                 "pair: " + ", ".join(f"{k} {v}" for k, v in orders.items()))
+    lines.append(
+        f"#   correct orderings at {format_size(r.get('deadlock_correct_orderings_bytes') or 0)}B in the "
+        "pair: " + ", ".join(f"{k} {v}" for k, v in orders.items())
+    )
     lines.append(f"#   probe wall time {r.get('deadlock_elapsed_s', 0):.1f} s")
     lines.append(f"#{'ordering (ranks 0<->1)':>24} {'size(B)':>11} {'time(us)':>10} {'GB/s':>8} {'#wrong':>6}")
     for x in recs:
-        lines.append(f" {x['variant']:>24} {x['size_bytes']:>11} {_us(x['time_us'])} {_gb(x['algbw_gbps'])}"
-                     f" {wrong_cell(x)}")
+        lines.append(
+            f" {x['variant']:>24} {x['size_bytes']:>11} {_us(x['time_us'])} {_gb(x['algbw_gbps'])} {wrong_cell(x)}"
+        )
     return "\n".join(lines + [_wrong_line(recs)]) + "\n"
 
 
@@ -188,37 +233,62 @@ def format_tables(records: list[dict]) -> str:
     for r in records:
         by_ws.setdefault(r["world_size"], []).append(r)
     for recs in by_ws.values():
-        if (rs := _by(recs, "pingpong")):
+        if rs := _by(recs, "pingpong"):
             out.append(pingpong_table(rs))
-        if (rs := _by(recs, "pair_matrix")):
+        if rs := _by(recs, "pair_matrix"):
             out.append(pair_matrix_table(rs))
-        if (rs := _by(recs, "window")):
+        if rs := _by(recs, "window"):
             out.append(window_table(rs))
-        if (rs := _by(recs, "ring")):
-            out.append(comparison_table(rs, "ring: send to next, receive from previous (time per step)",
-                                        ["send_recv_parity", "isend_irecv", "batch_isend_irecv"]))
-        if (rs := _by(recs, "exchange")):
+        if rs := _by(recs, "ring"):
+            out.append(
+                comparison_table(
+                    rs,
+                    "ring: send to next, receive from previous (time per step)",
+                    ["send_recv_parity", "isend_irecv", "batch_isend_irecv"],
+                )
+            )
+        if rs := _by(recs, "exchange"):
             out.append(deadlock_table(rs))
-        if (rs := _by(recs, "producer")):
-            out.append(comparison_table([r for r in rs if r["variant"] in ("isend_each_same", "broadcast")],
-                                        "producer -> consumers, same data for all: isend to each vs broadcast "
-                                        "(size = the broadcast buffer, as in collectives)",
-                                        ["isend_each_same", "broadcast"]))
-            out.append(comparison_table([r for r in rs if r["variant"] in ("isend_each_distinct", "scatter")],
-                                        "producer -> consumers, a chunk each: isend to each vs scatter "
-                                        "(size = the whole scattered buffer, chunk x ranks, as in collectives)",
-                                        ["isend_each_distinct", "scatter"]))
-        if (rs := _by(recs, "control")):
-            out.append(comparison_table(rs, "control messages: 4-byte signal vs p2p ready/go vs barrier",
-                                        ["signal", "ready_go", "barrier"], row_key="world_size",
-                                        row_name="ranks"))
-        if (rs := _by(recs, "barrier_cost")):
+        if rs := _by(recs, "producer"):
+            out.append(
+                comparison_table(
+                    [r for r in rs if r["variant"] in ("isend_each_same", "broadcast")],
+                    "producer -> consumers, same data for all: isend to each vs broadcast "
+                    "(size = the broadcast buffer, as in collectives)",
+                    ["isend_each_same", "broadcast"],
+                )
+            )
+            out.append(
+                comparison_table(
+                    [r for r in rs if r["variant"] in ("isend_each_distinct", "scatter")],
+                    "producer -> consumers, a chunk each: isend to each vs scatter "
+                    "(size = the whole scattered buffer, chunk x ranks, as in collectives)",
+                    ["isend_each_distinct", "scatter"],
+                )
+            )
+        if rs := _by(recs, "control"):
+            out.append(
+                comparison_table(
+                    rs,
+                    "control messages: 4-byte signal vs p2p ready/go vs barrier",
+                    ["signal", "ready_go", "barrier"],
+                    row_key="world_size",
+                    row_name="ranks",
+                )
+            )
+        if rs := _by(recs, "barrier_cost"):
             out.append(barrier_table(rs))
-        if (rs := _by(recs, "batching")):
+        if rs := _by(recs, "batching"):
             for k in sorted({r["k_messages"] for r in rs}):
                 ks = [r for r in rs if r["k_messages"] == k]
-                out.append(comparison_table(ks, f"batching: {k} messages of {format_size(ks[0]['message_bytes'])}B "
-                                                f"rank {ks[0]['src']}->{ks[0]['dst']} (time for all {k})",
-                                            ["send_each", "isend_each", "batch_isend_irecv", "coalesced"],
-                                            row_key="message_bytes", row_name="msg(B)"))
+                out.append(
+                    comparison_table(
+                        ks,
+                        f"batching: {k} messages of {format_size(ks[0]['message_bytes'])}B "
+                        f"rank {ks[0]['src']}->{ks[0]['dst']} (time for all {k})",
+                        ["send_each", "isend_each", "batch_isend_irecv", "coalesced"],
+                        row_key="message_bytes",
+                        row_name="msg(B)",
+                    )
+                )
     return "\n".join(o for o in out if o)

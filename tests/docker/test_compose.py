@@ -27,8 +27,15 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 IMAGE = os.environ.get("IMAGE", "torch-comm-suite:latest")
 # Tiny, fast sweeps: the point is the multi-node plumbing, not the numbers.
-TINY = {"EXPERIMENTS": "collectives", "MIN_BYTES": "1K", "MAX_BYTES": "4K", "STEP_FACTOR": "4",
-        "REDOPS": "sum", "ITERS": "3", "WARMUP": "1"}
+TINY = {
+    "EXPERIMENTS": "collectives",
+    "MIN_BYTES": "1K",
+    "MAX_BYTES": "4K",
+    "STEP_FACTOR": "4",
+    "REDOPS": "sum",
+    "ITERS": "3",
+    "WARMUP": "1",
+}
 
 
 def _docker(*args: str, timeout: float = 60, check: bool = False) -> subprocess.CompletedProcess:
@@ -67,8 +74,13 @@ def image() -> str:
             pytest.fail(reason)
         pytest.skip(reason)
     t0 = time.monotonic()
-    r = subprocess.run(["make", "-s", "image", f"IMAGE={IMAGE}", f"PIP_PYTHON={sys.executable}"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=900)
+    r = subprocess.run(
+        ["make", "-s", "image", f"IMAGE={IMAGE}", f"PIP_PYTHON={sys.executable}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert r.returncode == 0, f"make image failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
     print(f"make image: {time.monotonic() - t0:.0f} s")
     return IMAGE
@@ -88,19 +100,38 @@ class Sim:
         e = dict(os.environ)
         for k in ("NNODES", "NPROC_PER_NODE", "LINK_RATE", "LINK_DELAY", "K", "PYTEST_ARGS", "RUN_ID"):
             e.pop(k, None)
-        e.update({"COMPOSE_PROJECT_NAME": self.project, "RESULTS_DIR": str(self.results), "RUN_ID": self.run_id,
-                  "IMAGE": self.image, "COMPOSE_TIMEOUT_S": "300"})
+        e.update(
+            {
+                "COMPOSE_PROJECT_NAME": self.project,
+                "RESULTS_DIR": str(self.results),
+                "RUN_ID": self.run_id,
+                "IMAGE": self.image,
+                "COMPOSE_TIMEOUT_S": "300",
+            }
+        )
         e.update(knobs)
         return e
 
     def run(self, timeout: float = 400, **knobs: str) -> subprocess.CompletedProcess:
-        return subprocess.run([str(ROOT / "docker" / "compose-run.sh")], cwd=ROOT, env=self.env(**knobs),
-                              capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(
+            [str(ROOT / "docker" / "compose-run.sh")],
+            cwd=ROOT,
+            env=self.env(**knobs),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
 
     def start(self, log: Path, **knobs: str) -> subprocess.Popen:
         fh = open(log, "w")
-        return subprocess.Popen([str(ROOT / "docker" / "compose-run.sh")], cwd=ROOT, env=self.env(**knobs),
-                                stdout=fh, stderr=subprocess.STDOUT, text=True)
+        return subprocess.Popen(
+            [str(ROOT / "docker" / "compose-run.sh")],
+            cwd=ROOT,
+            env=self.env(**knobs),
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
 
     def bench(self) -> dict:
         return json.loads((self.results / self.run_id / "bench.json").read_text())
@@ -144,12 +175,15 @@ def _out(p) -> str:
 
 # --- the image ----------------------------------------------------------------------------------
 
+
 def test_image_runs_make_test_cpu(image):
     """The image's own tests (the fast tier: no Docker, no multi-process tests) and a 2-rank
     bench-cpu run inside it, as the image's non-root user."""
-    cmd = ("make -s test-cpu PYTEST_ARGS='-q -m \"not docker and not slow\"' && "
-           "make -s bench-cpu NPROC=2 EXPERIMENTS=collectives MAX_BYTES=4K ITERS=3 WARMUP=1 RESULTS=/tmp/r "
-           "K=all_reduce-sum && id -un")
+    cmd = (
+        "make -s test-cpu PYTEST_ARGS='-q -m \"not docker and not slow\"' && "
+        "make -s bench-cpu NPROC=2 EXPERIMENTS=collectives MAX_BYTES=4K ITERS=3 WARMUP=1 RESULTS=/tmp/r "
+        "K=all_reduce-sum && id -un"
+    )
     r = _container(image, "sh", "-c", cmd, timeout=300)
     assert r.returncode == 0, _out(r)[-4000:]
     assert " passed" in r.stdout
@@ -161,6 +195,7 @@ def test_image_runs_make_test_cpu(image):
 
 
 # --- the simulation -----------------------------------------------------------------------------
+
 
 def test_three_nodes_merged_results(sim):
     p = sim.run(**TINY)
@@ -189,8 +224,16 @@ def _busbw_bps(recs: list[dict], op: str = "all_reduce") -> float:
 
 
 RATE_BPS = 200e6
-SHAPED = {"LINK_RATE": "200mbit", "EXPERIMENTS": "collectives", "K": "all_reduce-sum", "REDOPS": "sum",
-          "MIN_BYTES": "4M", "MAX_BYTES": "4M", "ITERS": "5", "WARMUP": "1"}
+SHAPED = {
+    "LINK_RATE": "200mbit",
+    "EXPERIMENTS": "collectives",
+    "K": "all_reduce-sum",
+    "REDOPS": "sum",
+    "MIN_BYTES": "4M",
+    "MAX_BYTES": "4M",
+    "ITERS": "5",
+    "WARMUP": "1",
+}
 
 
 def test_shaped_link_sets_all_reduce_busbw(sim):
@@ -214,8 +257,18 @@ def test_shaped_link_cross_node_pairs_slower_than_intra_node(tmp_path, image):
     if (ROOT / "experiments" / "p2p.py").exists():
         s = Sim(tmp_path, image)
         try:
-            p = s.run(**{**SHAPED, "EXPERIMENTS": "p2p", "K": "pair_matrix", "MIN_BYTES": "1M", "MAX_BYTES": "1M",
-                         "ITERS": "3", "NNODES": "2", "NPROC_PER_NODE": "2"})
+            p = s.run(
+                **{
+                    **SHAPED,
+                    "EXPERIMENTS": "p2p",
+                    "K": "pair_matrix",
+                    "MIN_BYTES": "1M",
+                    "MAX_BYTES": "1M",
+                    "ITERS": "3",
+                    "NNODES": "2",
+                    "NPROC_PER_NODE": "2",
+                }
+            )
             assert p.returncode == 0, _out(p)[-5000:]
             recs = [r for r in _records(s.bench()) if "cross_node" in r]
             assert recs, "the p2p experiment recorded no pair with a cross_node mark"
@@ -236,8 +289,7 @@ def test_shaped_link_cross_node_pairs_slower_than_intra_node(tmp_path, image):
         (tmp_path / label).mkdir()
         s = Sim(tmp_path / label, image)
         try:
-            p = s.run(**{**SHAPED, "MIN_BYTES": "1M", "MAX_BYTES": "1M", "NNODES": nnodes,
-                         "NPROC_PER_NODE": nproc})
+            p = s.run(**{**SHAPED, "MIN_BYTES": "1M", "MAX_BYTES": "1M", "NNODES": nnodes, "NPROC_PER_NODE": nproc})
             assert p.returncode == 0, _out(p)[-5000:]
             busbw[label] = _busbw_bps(_records(s.bench()))
             assert s.bench()["machine_info"]["suite"]["n_hosts"] == int(nnodes)
@@ -250,8 +302,18 @@ def test_shaped_link_cross_node_pairs_slower_than_intra_node(tmp_path, image):
 
 
 def _start_and_wait_for_a_result(sim, log, **knobs):
-    proc = sim.start(log, **{**TINY, "K": "all_reduce-sum", "MIN_BYTES": "64K", "MAX_BYTES": "4M",
-                             "ITERS": "200", "WARMUP": "2", **knobs})
+    proc = sim.start(
+        log,
+        **{
+            **TINY,
+            "K": "all_reduce-sum",
+            "MIN_BYTES": "64K",
+            "MAX_BYTES": "4M",
+            "ITERS": "200",
+            "WARMUP": "2",
+            **knobs,
+        },
+    )
     bench = sim.results / sim.run_id / "bench.json"
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:
@@ -334,6 +396,7 @@ def test_frozen_node_is_killed_after_the_grace_period(sim, tmp_path):
 
 # --- link profile edge cases (single containers, seconds) ----------------------------------------
 
+
 def _link_env_run(image: str, *env: str) -> subprocess.CompletedProcess:
     args = ["--user", "root", "--cap-add", "NET_ADMIN", "-e", "RUN_AS=0:0"]
     for e in env:
@@ -342,8 +405,23 @@ def _link_env_run(image: str, *env: str) -> subprocess.CompletedProcess:
 
 
 def _kernel_has_netem(image: str) -> bool:
-    r = _container("--user", "root", "--cap-add", "NET_ADMIN", "--entrypoint", "tc", image,
-                   "qdisc", "add", "dev", "eth0", "root", "netem", "delay", "1ms")
+    r = _container(
+        "--user",
+        "root",
+        "--cap-add",
+        "NET_ADMIN",
+        "--entrypoint",
+        "tc",
+        image,
+        "qdisc",
+        "add",
+        "dev",
+        "eth0",
+        "root",
+        "netem",
+        "delay",
+        "1ms",
+    )
     return r.returncode == 0
 
 
@@ -365,10 +443,13 @@ def test_link_delay_is_applied_or_refused_clearly(image):
     assert "LINK_RATE_APPLIED=yes" in r.stdout and "tbf" in r.stdout
 
 
-@pytest.mark.parametrize("env,code,match", [
-    (["LINK_RATE=fast"], 2, "not a tc rate"),
-    (["LINK_DELAY=1 ms"], 2, "not a tc time"),
-])
+@pytest.mark.parametrize(
+    "env,code,match",
+    [
+        (["LINK_RATE=fast"], 2, "not a tc rate"),
+        (["LINK_DELAY=1 ms"], 2, "not a tc time"),
+    ],
+)
 def test_bad_link_profile_is_rejected(image, env, code, match):
     r = _link_env_run(image, *env)
     assert r.returncode == code and match in r.stderr, _out(r)

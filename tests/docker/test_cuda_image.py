@@ -39,8 +39,21 @@ def cuda_image() -> str:
             pytest.fail(reason)
         pytest.skip(reason)
     t0 = time.monotonic()
-    r = subprocess.run(["make", "-s", "image", "VARIANT=full", "BASE_IMAGE=local", f"IMAGE={CUDA_IMAGE}",
-                        f"PIP_PYTHON={sys.executable}"], cwd=ROOT, capture_output=True, text=True, timeout=2200)
+    r = subprocess.run(
+        [
+            "make",
+            "-s",
+            "image",
+            "VARIANT=full",
+            "BASE_IMAGE=local",
+            f"IMAGE={CUDA_IMAGE}",
+            f"PIP_PYTHON={sys.executable}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=2200,
+    )
     assert r.returncode == 0, f"make image VARIANT=full failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
     built = [ln for ln in r.stdout.splitlines() if ln.startswith("built ")]
     assert built and re.search(r" in \d+ s: \d+\.\d\d GB$", built[0]), r.stdout[-2000:]
@@ -56,9 +69,11 @@ def _wheel_version(name: str) -> tuple[str, str]:
 
 
 def _facts(image: str) -> dict:
-    code = ("import json, torch, torch.distributed as d; print(json.dumps({'torch': torch.__version__, "
-            "'cuda': torch.version.cuda, 'nccl': list(torch.cuda.nccl.version()), 'gloo': d.is_gloo_available(), "
-            "'nccl_backend': d.is_nccl_available(), 'gpus': torch.cuda.device_count()}))")
+    code = (
+        "import json, torch, torch.distributed as d; print(json.dumps({'torch': torch.__version__, "
+        "'cuda': torch.version.cuda, 'nccl': list(torch.cuda.nccl.version()), 'gloo': d.is_gloo_available(), "
+        "'nccl_backend': d.is_nccl_available(), 'gpus': torch.cuda.device_count()}))"
+    )
     r = _container("--entrypoint", "python", image, "-c", code)
     assert r.returncode == 0, _out(r)[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -93,15 +108,20 @@ def test_labels_record_torch_cuda_and_nccl(cuda_image):
     assert size_gb > 3, f"{size_gb:.2f} GB is too small for torch's CUDA libraries"
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--backend", "nccl", "--device", "cuda"], "preflight failed: DEVICE=cuda but no CUDA device is visible"),
-    (["--backend", "nccl"], "preflight failed: backend nccl needs CUDA tensors and a GPU"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--backend", "nccl", "--device", "cuda"], "preflight failed: DEVICE=cuda but no CUDA device is visible"),
+        (["--backend", "nccl"], "preflight failed: backend nccl needs CUDA tensors and a GPU"),
+    ],
+)
 def test_nccl_preflight_fails_cleanly_without_gpus(cuda_image, args, message):
     """The documented status 3 and one line that says what to change, in seconds, and nothing
     started or written."""
-    cmd = ("python -m suite.launch --nproc 2 " + " ".join(args) + " --results-root /tmp/r; rc=$?; "
-           "[ ! -e /tmp/r ] || echo 'the failed preflight left /tmp/r' >&2; exit $rc")
+    cmd = (
+        "python -m suite.launch --nproc 2 " + " ".join(args) + " --results-root /tmp/r; rc=$?; "
+        "[ ! -e /tmp/r ] || echo 'the failed preflight left /tmp/r' >&2; exit $rc"
+    )
     t0 = time.monotonic()
     r = _container(cuda_image, "sh", "-c", cmd)
     elapsed = time.monotonic() - t0
@@ -121,10 +141,12 @@ def test_make_bench_gpu_refuses_without_gpus(cuda_image):
 def test_fast_tier_and_a_gloo_run_pass_inside(cuda_image):
     """The CUDA torch runs the CPU side too: the image's fast test tier (no Docker, no multi-process
     tests; `make test-cpu` in full was run by hand, README) and a 2-rank Gloo run."""
-    cmd = ("make -s test-cpu PYTEST_ARGS='-q -m \"not docker and not slow\"' && "
-           "make -s bench-cpu NPROC=2 EXPERIMENTS=collectives MAX_BYTES=4K ITERS=3 WARMUP=1 RESULTS=/tmp/r "
-           "K=all_reduce-sum && python -c \"import json; r = json.load(open('/tmp/r/latest/bench.json')); "
-           "print('records', {(b['extra_info']['backend'], b['extra_info']['device']) for b in r['benchmarks']})\"")
+    cmd = (
+        "make -s test-cpu PYTEST_ARGS='-q -m \"not docker and not slow\"' && "
+        "make -s bench-cpu NPROC=2 EXPERIMENTS=collectives MAX_BYTES=4K ITERS=3 WARMUP=1 RESULTS=/tmp/r "
+        "K=all_reduce-sum && python -c \"import json; r = json.load(open('/tmp/r/latest/bench.json')); "
+        "print('records', {(b['extra_info']['backend'], b['extra_info']['device']) for b in r['benchmarks']})\""
+    )
     r = _container(cuda_image, "sh", "-c", cmd, timeout=900)
     assert r.returncode == 0, _out(r)[-4000:]
     summary = [ln for ln in r.stdout.splitlines() if re.search(r"\d+ passed", ln)]

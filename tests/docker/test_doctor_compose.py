@@ -15,8 +15,7 @@ from tests.docker.test_compose import _out, image, sim  # noqa: F401  (fixtures)
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-DOCTOR = {"EXPERIMENTS": "doctor", "ITERS": "10", "WARMUP": "2", "LINK_RATE": "200mbit",
-          "DOCTOR_LARGE_BYTES": "64K"}
+DOCTOR = {"EXPERIMENTS": "doctor", "ITERS": "10", "WARMUP": "2", "LINK_RATE": "200mbit", "DOCTOR_LARGE_BYTES": "64K"}
 """200 Mbit/s links (25 MB/s: the network, not the two CPUs, sets the inter-node figures), 64 KiB
 messages (a window of 4 is 10 ms at that rate: a run lasts about 100 s)."""
 
@@ -67,13 +66,17 @@ def test_a_cpu_limited_node_is_named_by_its_ranks(sim):
     sim.assert_clean()
 
 
-@pytest.mark.parametrize("knobs, words", [
-    ({"LINK_RATES": "node7=50mbit"}, "LINK_RATES entry 'node7=50mbit'"),
-    ({"NODE_CPUS": "node1=lots"}, "NODE_CPUS entry 'node1=lots'"),
-    # checked by the launcher itself in a throwaway container: the local run's own message
-    ({"ITERS": "0"}, "error: ITERS must be >= 1, got 0"),
-    ({"DOCTOR_WINDOW": "0"}, "error: DOCTOR_WINDOW must be in 1..64, got 0"),
-    ({"RUN_ID": "../x"}, "error: RUN_ID '../x' must be one name")])
+@pytest.mark.parametrize(
+    "knobs, words",
+    [
+        ({"LINK_RATES": "node7=50mbit"}, "LINK_RATES entry 'node7=50mbit'"),
+        ({"NODE_CPUS": "node1=lots"}, "NODE_CPUS entry 'node1=lots'"),
+        # checked by the launcher itself in a throwaway container: the local run's own message
+        ({"ITERS": "0"}, "error: ITERS must be >= 1, got 0"),
+        ({"DOCTOR_WINDOW": "0"}, "error: DOCTOR_WINDOW must be in 1..64, got 0"),
+        ({"RUN_ID": "../x"}, "error: RUN_ID '../x' must be one name"),
+    ],
+)
 def test_bad_knobs_stop_before_any_node_starts(sim, knobs, words):
     before = sorted(p.name for p in sim.results.iterdir())
     p = sim.run(**{**DOCTOR, **knobs})

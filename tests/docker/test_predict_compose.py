@@ -19,14 +19,34 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 def test_validate_predict_table_and_all_reduce_error_at_a_reduced_size(tmp_path, image):  # noqa: F811
     project = f"suitetest{uuid.uuid4().hex[:8]}"
-    knobs = {"VALIDATE_FIT": "2 3", "VALIDATE_CHECK": "4", "VALIDATE_OPS": "all_reduce", "VALIDATE_MIN": "256K",
-             "VALIDATE_MAX": "1M", "VALIDATE_ITERS": "5", "VALIDATE_RATE": "100mbit", "VALIDATE_ID": "v",
-             "RESULTS": str(tmp_path), "IMAGE": image, "PIP_PYTHON": sys.executable}
-    env = {"COMPOSE_PROJECT_NAME": project, "COMPOSE_TIMEOUT_S": "300", "PATH": __import__("os").environ["PATH"],
-           "HOME": __import__("os").environ.get("HOME", "/root")}
+    knobs = {
+        "VALIDATE_FIT": "2 3",
+        "VALIDATE_CHECK": "4",
+        "VALIDATE_OPS": "all_reduce",
+        "VALIDATE_MIN": "256K",
+        "VALIDATE_MAX": "1M",
+        "VALIDATE_ITERS": "5",
+        "VALIDATE_RATE": "100mbit",
+        "VALIDATE_ID": "v",
+        "RESULTS": str(tmp_path),
+        "IMAGE": image,
+        "PIP_PYTHON": sys.executable,
+    }
+    env = {
+        "COMPOSE_PROJECT_NAME": project,
+        "COMPOSE_TIMEOUT_S": "300",
+        "PATH": __import__("os").environ["PATH"],
+        "HOME": __import__("os").environ.get("HOME", "/root"),
+    }
     try:
-        r = subprocess.run(["make", "-s", "validate-predict", *(f"{k}={v}" for k, v in knobs.items())], cwd=ROOT,
-                           env=env, capture_output=True, text=True, timeout=1200)
+        r = subprocess.run(
+            ["make", "-s", "validate-predict", *(f"{k}={v}" for k, v in knobs.items())],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1200,
+        )
     finally:
         left = _docker("ps", "-aq", "--filter", f"label=com.docker.compose.project={project}").stdout.split()
         if left:
@@ -40,4 +60,7 @@ def test_validate_predict_table_and_all_reduce_error_at_a_reduced_size(tmp_path,
     assert s["n_bandwidth_bound"] >= 2, r.stdout
     assert s["geomean_abs_error_bandwidth_bound"] < 0.15, r.stdout
     # the table names the algorithm Gloo runs and says how it was found
-    assert v["algorithms"]["all_reduce"]["algorithm"] == "ring" and "gloo/allreduce.cc" in v["algorithms"]["all_reduce"]["how"]
+    assert (
+        v["algorithms"]["all_reduce"]["algorithm"] == "ring"
+        and "gloo/allreduce.cc" in v["algorithms"]["all_reduce"]["how"]
+    )

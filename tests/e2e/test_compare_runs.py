@@ -25,15 +25,31 @@ from suite import compare, launch, report, results
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-KNOBS = ["NPROC=2", "EXPERIMENTS=all", "MIN_BYTES=1K", "MAX_BYTES=4K", "ITERS=5", "WARMUP=1", "DDP_PARAMS=50K",
-         "DDP_BATCH=8", "MP_IN=64", "MP_OUT=64", "MP_BATCH=8"]
+KNOBS = [
+    "NPROC=2",
+    "EXPERIMENTS=all",
+    "MIN_BYTES=1K",
+    "MAX_BYTES=4K",
+    "ITERS=5",
+    "WARMUP=1",
+    "DDP_PARAMS=50K",
+    "DDP_BATCH=8",
+    "MP_IN=64",
+    "MP_OUT=64",
+    "MP_BATCH=8",
+]
 
 
 def _make(*args: str, timeout: float) -> subprocess.CompletedProcess:
     venv = Path(sys.executable).parent.parent
-    return subprocess.run(["make", "--no-print-directory", "-o", f"{venv}/.installed", f"VENV={venv}", *args],
-                          cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "SUITE_REPORT": "0", "OMP_NUM_THREADS": "1"})
+    return subprocess.run(
+        ["make", "--no-print-directory", "-o", f"{venv}/.installed", f"VENV={venv}", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "SUITE_REPORT": "0", "OMP_NUM_THREADS": "1"},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +63,10 @@ def two_runs(tmp_path_factory):
 
 def test_repeat_makes_k_runs_and_a_side_names_them(two_runs):
     assert [Path(p).name for p in report.run_set(str(two_runs / "t"))] == ["t-r1", "t-r2", "t-r3", "t-r4"]
-    assert report.run_set(f"{two_runs / 't-r2'},{two_runs / 't-r1'}") == [str(two_runs / "t-r2"),
-                                                                            str(two_runs / "t-r1")]
+    assert report.run_set(f"{two_runs / 't-r2'},{two_runs / 't-r1'}") == [
+        str(two_runs / "t-r2"),
+        str(two_runs / "t-r1"),
+    ]
     for r in ("t-r1", "t-r2", "t-r3", "t-r4"):
         run = results.load_run(two_runs / r)
         assert run["suite"]["complete"] is True
@@ -74,8 +92,11 @@ def test_interleaved_runs_of_one_commit_are_same_for_every_case(two_runs):
     c = compare.compare_runs(base, new)
     assert c.base_runs == c.new_runs == 2 and "from the runs' medians" in c.between_run_note
     assert not c.only_base and not c.only_new and len(c.cases) == len(base[0])
-    not_same = [(compare.describe_key(x.key), round(x.ratio, 2), round(x.ci_low, 2), round(x.ci_high, 2))
-                for x in c.cases if x.verdict != "same"]
+    not_same = [
+        (compare.describe_key(x.key), round(x.ratio, 2), round(x.ci_low, 2), round(x.ci_high, 2))
+        for x in c.cases
+        if x.verdict != "same"
+    ]
     assert not not_same, not_same
     assert c.overall == "same" and not c.failed, (c.overall_ratio, c.overall_ci)
 

@@ -19,8 +19,25 @@ from tests.conftest import ROOT, all_correct, run_suite
 pytestmark = pytest.mark.slow
 
 # Enough small cases that a fault after the 3rd lands mid-run.
-SMALL = ["--experiments", "collectives", "--min-bytes", "256", "--max-bytes", "1K", "--iters", "3", "--warmup", "1",
-         "--heartbeat-timeout-s", "5", "--timeout-s", "30", "--", "-k", "all_reduce or broadcast or all_gather"]
+SMALL = [
+    "--experiments",
+    "collectives",
+    "--min-bytes",
+    "256",
+    "--max-bytes",
+    "1K",
+    "--iters",
+    "3",
+    "--warmup",
+    "1",
+    "--heartbeat-timeout-s",
+    "5",
+    "--timeout-s",
+    "30",
+    "--",
+    "-k",
+    "all_reduce or broadcast or all_gather",
+]
 
 
 def _bench(tmp_path):
@@ -81,8 +98,16 @@ def test_exception_on_one_rank_stops_the_run(tmp_path):
 
 
 def test_shape_mismatch_is_a_named_error_in_debug_mode(tmp_path):
-    proc, took = _timed(tmp_path, "--debug", *SMALL[:-3], "--", "-k", "all_reduce-sum",
-                        env={"SUITE_INJECT_MISMATCH": "all_reduce"}, nproc=2)
+    proc, took = _timed(
+        tmp_path,
+        "--debug",
+        *SMALL[:-3],
+        "--",
+        "-k",
+        "all_reduce-sum",
+        env={"SUITE_INJECT_MISMATCH": "all_reduce"},
+        nproc=2,
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert "mismatch" in out.lower() and "CollectiveFingerPrint" in out, out[-3000:]
@@ -90,9 +115,29 @@ def test_shape_mismatch_is_a_named_error_in_debug_mode(tmp_path):
 
 
 def test_interrupt_keeps_completed_cases_and_leaves_nothing_running(tmp_path):
-    cmd = [sys.executable, "-m", "suite.launch", "--nproc", "2", "--backend", "gloo", "--device", "cpu",
-           "--results-root", str(tmp_path / "results"), "--run-id", "run", "--experiments", "collectives",
-           "--min-bytes", "1K", "--max-bytes", "64K", "--iters", "20"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "suite.launch",
+        "--nproc",
+        "2",
+        "--backend",
+        "gloo",
+        "--device",
+        "cpu",
+        "--results-root",
+        str(tmp_path / "results"),
+        "--run-id",
+        "run",
+        "--experiments",
+        "collectives",
+        "--min-bytes",
+        "1K",
+        "--max-bytes",
+        "64K",
+        "--iters",
+        "20",
+    ]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     bench = tmp_path / "results" / "run" / "bench.json"
     deadline = time.monotonic() + 120
@@ -122,8 +167,9 @@ def test_port_in_use_exit_4(tmp_path):
         s.bind(("", 0))
         s.listen()
         port = s.getsockname()[1]
-        proc, _ = _timed(tmp_path, "--nnodes", "2", "--node-rank", "0", "--master-addr", "127.0.0.1",
-                         "--master-port", str(port))
+        proc, _ = _timed(
+            tmp_path, "--nnodes", "2", "--node-rank", "0", "--master-addr", "127.0.0.1", "--master-port", str(port)
+        )
     assert proc.returncode == 4 and "already in use" in proc.stderr
 
 
@@ -131,9 +177,23 @@ def test_missing_node_fails_within_rendezvous_timeout(tmp_path):
     with socket.socket() as s:
         s.bind(("", 0))
         port = s.getsockname()[1]
-    proc, took = _timed(tmp_path, "--nnodes", "2", "--node-rank", "0", "--master-addr", "127.0.0.1",
-                        "--master-port", str(port), "--rdzv-timeout-s", "10", "--experiments", "collectives",
-                        nproc=1, timeout=120)
+    proc, took = _timed(
+        tmp_path,
+        "--nnodes",
+        "2",
+        "--node-rank",
+        "0",
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(port),
+        "--rdzv-timeout-s",
+        "10",
+        "--experiments",
+        "collectives",
+        nproc=1,
+        timeout=120,
+    )
     assert proc.returncode != 0
     assert took < 60, f"a missing node held the run for {took:.0f} s"
 
@@ -157,8 +217,20 @@ def test_unknown_backend_exit_2(tmp_path):
 
 def test_a_selection_that_matches_nothing_exits_7_not_5(tmp_path):
     """pytest's 'no tests collected' (5) must not read as the suite's 'lost a peer' (5)."""
-    proc = run_suite(tmp_path, "--experiments", "collectives", "--max-bytes", "1K", "--iters", "2", "--warmup", "1",
-                     "--", "-k", "no_case_is_called_this")
+    proc = run_suite(
+        tmp_path,
+        "--experiments",
+        "collectives",
+        "--max-bytes",
+        "1K",
+        "--iters",
+        "2",
+        "--warmup",
+        "1",
+        "--",
+        "-k",
+        "no_case_is_called_this",
+    )
     assert proc.returncode == 7, proc.stderr[-2000:]
     assert "matched no case" in proc.stderr
     assert proc.stderr.rstrip().splitlines()[-1].startswith("# exit status 7 (nothing selected); make reports")

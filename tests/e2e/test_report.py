@@ -54,11 +54,17 @@ def _save(run: dict, d: Path) -> Path:
 def _make(*args: str) -> subprocess.CompletedProcess:
     """`make` with this interpreter's environment as the venv (never rebuilt by the test)."""
     venv = Path(sys.executable).parent.parent
-    return subprocess.run(["make", "--no-print-directory", "-o", f"{venv}/.installed", f"VENV={venv}", *args],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        ["make", "--no-print-directory", "-o", f"{venv}/.installed", f"VENV={venv}", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 # --- α–β fit -----------------------------------------------------------------------------------
+
 
 def test_fit_recovers_known_alpha_beta_from_noisy_samples():
     alpha_us, beta_gbps = 35.0, 2.5
@@ -113,9 +119,19 @@ def test_link_rate_parsing_follows_tc_units():
 
 # --- comparison ---------------------------------------------------------------------------------
 
+
 def test_case_key_is_identity_not_measurement():
-    a = {"experiment": "p2p", "op": "send_recv", "src": 0, "dst": 1, "size_bytes": 8, "time_us": 5.0,
-         "samples_us": [5.0], "samples_per_s": 3.2, "peak_memory_bytes": 100}
+    a = {
+        "experiment": "p2p",
+        "op": "send_recv",
+        "src": 0,
+        "dst": 1,
+        "size_bytes": 8,
+        "time_us": 5.0,
+        "samples_us": [5.0],
+        "samples_per_s": 3.2,
+        "peak_memory_bytes": 100,
+    }
     b = dict(a, src=1, dst=0, time_us=9.0, samples_per_s=1.0, peak_memory_bytes=999)
     assert compare.case_key(a) != compare.case_key(b)
     assert compare.case_key(a) == compare.case_key(dict(a, time_us=7.0, samples_per_s=9.9, peak_memory_bytes=1))
@@ -163,6 +179,7 @@ def test_make_compare_is_a_regression_gate(tmp_path):
 
 # --- the report ---------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def fixture_report(tmp_path_factory):
     """`make report` on a copy of the fixture run (reports go beside the run)."""
@@ -207,8 +224,11 @@ def mixed_report():
     """Part of the fixture plus records of experiments the report has never heard of: a p2p
     pair matrix (src/dst), a DDP-like table with its own numeric fields, and a LINK_RATE."""
     run = _fixture()
-    run["benchmarks"] = [b for b in run["benchmarks"]
-                         if b["extra_info"]["variant"] in ("all_reduce", "all_gather_into_tensor", "barrier")]
+    run["benchmarks"] = [
+        b
+        for b in run["benchmarks"]
+        if b["extra_info"]["variant"] in ("all_reduce", "all_gather_into_tensor", "barrier")
+    ]
     tmpl = results.records(run)[0]
     extra = []
     for size in (1024, 65536):
@@ -216,18 +236,59 @@ def mixed_report():
             for dst in range(3):
                 if src != dst:
                     t = 20.0 + size / 1e3 * (1 + (src == 2))  # rank 2's links are slow
-                    extra.append(dict(tmpl, experiment="p2p", op="send_recv", variant="ping_pong", src=src, dst=dst,
-                                      world_size=3, size_bytes=size, time_us=t, p05_us=t * 0.9, p95_us=t * 1.2,
-                                      algbw_gbps=size / t / 1e3, busbw_gbps=size / t / 1e3, samples_us=[t] * 5))
+                    extra.append(
+                        dict(
+                            tmpl,
+                            experiment="p2p",
+                            op="send_recv",
+                            variant="ping_pong",
+                            src=src,
+                            dst=dst,
+                            world_size=3,
+                            size_bytes=size,
+                            time_us=t,
+                            p05_us=t * 0.9,
+                            p95_us=t * 1.2,
+                            algbw_gbps=size / t / 1e3,
+                            busbw_gbps=size / t / 1e3,
+                            samples_us=[t] * 5,
+                        )
+                    )
     for m in (1, 2, 4):  # a pipeline: the micro-batch count sets the size, one curve
         t = 100.0 * m
-        extra.append(dict(tmpl, experiment="p2p", op="send_recv", variant="send_recv", pattern="pipeline", src=-1,
-                          dst=-1, world_size=3, size_bytes=m * 4096, microbatches=m, time_us=t, samples_us=[t] * 5,
-                          iteration=f"{m} micro-batch(es) through 3 stages"))
+        extra.append(
+            dict(
+                tmpl,
+                experiment="p2p",
+                op="send_recv",
+                variant="send_recv",
+                pattern="pipeline",
+                src=-1,
+                dst=-1,
+                world_size=3,
+                size_bytes=m * 4096,
+                microbatches=m,
+                time_us=t,
+                samples_us=[t] * 5,
+                iteration=f"{m} micro-batch(es) through 3 stages",
+            )
+        )
     for ws in (1, 2):
-        extra.append(dict(tmpl, experiment="ddp", op="train_step", variant="ddp", table="scaling", world_size=ws,
-                          size_bytes=0, time_us=1000.0 * ws, samples_per_s=64.0 * ws * 0.9,
-                          scaling_efficiency=0.9, overlap_pct=40.0))
+        extra.append(
+            dict(
+                tmpl,
+                experiment="ddp",
+                op="train_step",
+                variant="ddp",
+                table="scaling",
+                world_size=ws,
+                size_bytes=0,
+                time_us=1000.0 * ws,
+                samples_per_s=64.0 * ws * 0.9,
+                scaling_efficiency=0.9,
+                overlap_pct=40.0,
+            )
+        )
     run["benchmarks"] += [{"extra_info": e} for e in extra]
     run["machine_info"]["suite"]["hosts"]["vm"]["env"]["LINK_RATE"] = "1gbit"
     rep = analysis.build_report(run, "mixed")
@@ -287,17 +348,35 @@ def test_launcher_report_failure_only_warns(tmp_path, capsys, monkeypatch):
 
 # --- the HTML in a real browser ----------------------------------------------------------------
 
+
 def _chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
 
 def _render(page: Path, tmp_path: Path) -> tuple[str, str]:
     """Load ``page`` in headless chromium; return (DOM after load, browser log)."""
-    r = subprocess.run([_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                        "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
-                        f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr", "--v=0",
-                        "--virtual-time-budget=5000", "--dump-dom", page.resolve().as_uri()],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [
+            _chromium(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--disable-dev-shm-usage",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+            page.resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     return r.stdout, r.stderr
 
@@ -308,8 +387,10 @@ def _imgcheck(dom: str) -> dict:
     return dict(re.findall(r'data-(\w+)="(\d+)"', m.group(1)))
 
 
-@pytest.mark.skipif(_chromium() is None and os.environ.get("REQUIRE_BROWSER") != "1",
-                    reason="no chromium (CI installs it: .ci/setup.d/20-browser.sh)")
+@pytest.mark.skipif(
+    _chromium() is None and os.environ.get("REQUIRE_BROWSER") != "1",
+    reason="no chromium (CI installs it: .ci/setup.d/20-browser.sh)",
+)
 def test_html_report_renders_in_headless_browser(fixture_report, tmp_path):
     assert _chromium() is not None, "REQUIRE_BROWSER=1 but chromium is not installed"
     run, _ = fixture_report
@@ -322,13 +403,17 @@ def test_html_report_renders_in_headless_browser(fixture_report, tmp_path):
     assert not console_errors, console_errors
     # the check itself is not blind: a broken image and a script error are caught
     broken = tmp_path / "broken.html"
-    broken.write_text(page.read_text().replace("</body>", "<img alt='gone' src='missing.png'>"
-                                               "<script>undefined_function()</script></body>"))
+    broken.write_text(
+        page.read_text().replace(
+            "</body>", "<img alt='gone' src='missing.png'><script>undefined_function()</script></body>"
+        )
+    )
     check = _imgcheck(_render(broken, tmp_path)[0])
     assert check["bad"] == "1" and check["errors"] == "1", check
 
 
 # --- the summary: what the run means, first -------------------------------------------------------
+
 
 def test_summary_leads_with_what_the_run_means(fixture_report):
     run, _ = fixture_report
@@ -349,8 +434,9 @@ def test_summary_groups_skips_by_reason_and_flags_unstable_cases():
         r["samples_us"] = [100.0 + 0.1 * i for i in range(20)]
     recs[0]["samples_us"] = [10.0 * (1 + i) for i in range(20)]  # ... but this one's to ±45%
     recs[0].update(p05_us=15.0, p50_us=105.0, p95_us=195.0, label="wild")
-    run["suite"]["skipped"] = [{"case": f"experiments/placement.py::test_placement[gpu-{i}]", "reason": "no CUDA"}
-                               for i in range(3)] + [{"case": "experiments/p2p.py::test_p2p[x]", "reason": "2 ranks"}]
+    run["suite"]["skipped"] = [
+        {"case": f"experiments/placement.py::test_placement[gpu-{i}]", "reason": "no CUDA"} for i in range(3)
+    ] + [{"case": "experiments/p2p.py::test_p2p[x]", "reason": "2 ranks"}]
     rows = dict(analysis.summary_rows(run))
     assert rows["unstable cases"].startswith(f"1 of {len(recs)}: the median is uncertain by more than ±10%")
     assert "wild ±4" in rows["unstable cases"] and "band 1.7x the median" in rows["unstable cases"]
@@ -359,29 +445,60 @@ def test_summary_groups_skips_by_reason_and_flags_unstable_cases():
     assert rows["against base"].startswith("same overall (median case ratio 1.000")
 
 
-@pytest.mark.skipif(_chromium() is None and os.environ.get("REQUIRE_BROWSER") != "1",
-                    reason="no chromium (CI installs it: .ci/setup.d/20-browser.sh)")
+@pytest.mark.skipif(
+    _chromium() is None and os.environ.get("REQUIRE_BROWSER") != "1",
+    reason="no chromium (CI installs it: .ci/setup.d/20-browser.sh)",
+)
 def test_summary_fills_the_first_screen(fixture_report, tmp_path):
     """In a 1400x900 window the summary table ends on the first screen (measured in the browser's own
     layout), and a screenshot of that screen is kept beside the report."""
     run, _ = fixture_report
     page = run / "report" / "index.html"
     probe = tmp_path / "first-screen.html"
-    probe.write_text(page.read_text().replace(
-        "</body>", "<p id='fold'></p><script>window.addEventListener('load', () => {"
-                   "const t = document.getElementById('summary').nextElementSibling.getBoundingClientRect();"
-                   "document.getElementById('fold').setAttribute('data-bottom', Math.round(t.bottom));"
-                   "document.getElementById('fold').setAttribute('data-height', window.innerHeight);});</script>"
-                   "</body>"))
-    r = subprocess.run([_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1400,900",
-                        f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000", "--dump-dom",
-                        probe.resolve().as_uri()], capture_output=True, text=True, timeout=60)
+    probe.write_text(
+        page.read_text().replace(
+            "</body>",
+            "<p id='fold'></p><script>window.addEventListener('load', () => {"
+            "const t = document.getElementById('summary').nextElementSibling.getBoundingClientRect();"
+            "document.getElementById('fold').setAttribute('data-bottom', Math.round(t.bottom));"
+            "document.getElementById('fold').setAttribute('data-height', window.innerHeight);});</script>"
+            "</body>",
+        )
+    )
+    r = subprocess.run(
+        [
+            _chromium(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--window-size=1400,900",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+            probe.resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     m = re.search(r'<p id="fold" data-bottom="(\d+)" data-height="(\d+)"', r.stdout)
     assert m, r.stderr[-2000:]
     bottom, height = int(m.group(1)), int(m.group(2))
     assert 0 < bottom <= height <= 900, (bottom, height)
     shot = run / "report" / "first-screen.png"
-    subprocess.run([_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1400,900",
-                    f"--user-data-dir={tmp_path / 'profile2'}", f"--screenshot={shot}", page.resolve().as_uri()],
-                   capture_output=True, text=True, timeout=60)
+    subprocess.run(
+        [
+            _chromium(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--window-size=1400,900",
+            f"--user-data-dir={tmp_path / 'profile2'}",
+            f"--screenshot={shot}",
+            page.resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert shot.read_bytes().startswith(PNG_MAGIC)

@@ -15,10 +15,20 @@ from tests.conftest import run_suite
 def test_fresh_run_writes_report_and_progress(tmp_path):
     """Also when a case fails: the report is written, shows the failure, and the bench's
     exit status stays the ranks' (1)."""
-    r = run_suite(tmp_path, "--experiments", "collectives", "--max-bytes", "4K", "--iters", "5", "--",
-                  "-k", "all_reduce and sum or all_gather_into_tensor", timeout=240,
-                  env={"SUITE_REPORT": "1", "SUITE_PROGRESS_S": "0",
-                       "SUITE_INJECT_CORRUPTION": "all_gather_into_tensor"})
+    r = run_suite(
+        tmp_path,
+        "--experiments",
+        "collectives",
+        "--max-bytes",
+        "4K",
+        "--iters",
+        "5",
+        "--",
+        "-k",
+        "all_reduce and sum or all_gather_into_tensor",
+        timeout=240,
+        env={"SUITE_REPORT": "1", "SUITE_PROGRESS_S": "0", "SUITE_INJECT_CORRUPTION": "all_gather_into_tensor"},
+    )
     assert r.returncode == 6, r.stdout[-3000:] + r.stderr[-3000:]  # EXIT_WRONG_RESULT
     m = re.search(r"^# report: (.+index\.html)$", r.stdout, re.M)
     assert m, r.stdout[-2000:]
@@ -26,7 +36,8 @@ def test_fresh_run_writes_report_and_progress(tmp_path):
     if not page.is_absolute():
         page = Path(__file__).resolve().parents[2] / page
     assert page == tmp_path / "results" / "run" / "report" / "index.html" or page.samefile(
-        tmp_path / "results" / "run" / "report" / "index.html")
+        tmp_path / "results" / "run" / "report" / "index.html"
+    )
     recs = results.records(results.load_run(tmp_path / "results" / "run"))
     pngs = list(page.parent.glob("*.png"))
     assert len(pngs) == len({r["variant"] for r in recs}) == 2

@@ -25,9 +25,28 @@ pytestmark = pytest.mark.slow
 
 SCRIPT = ROOT / "scripts" / "slurm" / "suite.sbatch"
 SETUP = ROOT / ".ci" / "setup.d" / "30-slurm.sh"
-TINY = ["--experiments", "collectives", "--min-bytes", "96", "--max-bytes", "384", "--step-factor", "4",
-        "--iters", "3", "--warmup", "1", "--redops", "sum", "--dtypes", "float32",
-        "--backend", "gloo", "--device", "cpu"]
+TINY = [
+    "--experiments",
+    "collectives",
+    "--min-bytes",
+    "96",
+    "--max-bytes",
+    "384",
+    "--step-factor",
+    "4",
+    "--iters",
+    "3",
+    "--warmup",
+    "1",
+    "--redops",
+    "sum",
+    "--dtypes",
+    "float32",
+    "--backend",
+    "gloo",
+    "--device",
+    "cpu",
+]
 JOB_TIMEOUT_S = 90
 
 
@@ -41,8 +60,10 @@ def slurm():
     """A Slurm cluster with an idle node, or a skip that says why there is none."""
     if shutil.which("sbatch") is None or shutil.which("slurmctld") is None:
         assert os.environ.get("REQUIRE_SLURM") != "1", "REQUIRE_SLURM=1 but Slurm is not installed"
-        pytest.skip("Slurm is not installed; as root run .ci/setup.d/30-slurm.sh (CI does) to install "
-                    "and start a single-node cluster")
+        pytest.skip(
+            "Slurm is not installed; as root run .ci/setup.d/30-slurm.sh (CI does) to install "
+            "and start a single-node cluster"
+        )
     if _node_state() not in ("idle", "mix"):
         if os.geteuid() != 0:
             pytest.skip("no idle Slurm node and not root to start one; run sudo .ci/setup.d/30-slurm.sh")
@@ -61,8 +82,17 @@ class Job:
     """The job's stdout/stderr file."""
 
 
-_FINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
-          "BOOT_FAIL", "DEADLINE")
+_FINAL = (
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
+)
 
 
 def _sbatch(tmp_path, sbatch_args: list[str], suite_args: list[str], env: dict) -> Job:
@@ -90,8 +120,12 @@ def _sbatch(tmp_path, sbatch_args: list[str], suite_args: list[str], env: dict) 
         subprocess.run(["scancel", job_id], timeout=15)
         pytest.fail(f"job {job_id} did not finish within {JOB_TIMEOUT_S} s (state {fields.get('JobState')})")
     p = tmp_path / f"slurm-{job_id}.out"
-    return Job(job_id=job_id, state=fields["JobState"], exit_code=fields.get("ExitCode", "?"),
-               output=p.read_text() if p.exists() else "")
+    return Job(
+        job_id=job_id,
+        state=fields["JobState"],
+        exit_code=fields.get("ExitCode", "?"),
+        output=p.read_text() if p.exists() else "",
+    )
 
 
 def _records(tmp_path, run_id: str = "run") -> tuple[dict, list[dict]]:
@@ -102,10 +136,12 @@ def _records(tmp_path, run_id: str = "run") -> tuple[dict, list[dict]]:
 
 def test_batch_job_runs_the_suite_on_one_node(slurm, tmp_path):
     """One node, one launcher with NPROC=2 ranks: the plain single-node job."""
-    job = _sbatch(tmp_path, ["--nodes=1"],
-                            [*TINY, "--results-root", str(tmp_path / "results"), "--run-id", "run",
-                             "--", "-k", "all_reduce"],
-                            env={"NPROC": "2"})
+    job = _sbatch(
+        tmp_path,
+        ["--nodes=1"],
+        [*TINY, "--results-root", str(tmp_path / "results"), "--run-id", "run", "--", "-k", "all_reduce"],
+        env={"NPROC": "2"},
+    )
     assert (job.state, job.exit_code) == ("COMPLETED", "0:0"), job.output[-4000:]
     run, recs = _records(tmp_path)
     assert run["suite"]["complete"] is True
@@ -122,10 +158,12 @@ def test_batch_job_runs_the_suite_on_one_node(slurm, tmp_path):
 def test_two_tasks_rendezvous_like_two_nodes(slurm, tmp_path):
     """Two srun tasks, one rank each: the multi-node path (static rendezvous on
     MASTER_ADDR:MASTER_PORT, NODE_RANK from the task) on a single machine."""
-    job = _sbatch(tmp_path, ["--nodes=1", "--ntasks=2", "--ntasks-per-node=2", "--overcommit"],
-                            [*TINY, "--results-root", str(tmp_path / "results"), "--run-id", "run",
-                             "--", "-k", "all_reduce"],
-                            env={"NPROC": "1"})
+    job = _sbatch(
+        tmp_path,
+        ["--nodes=1", "--ntasks=2", "--ntasks-per-node=2", "--overcommit"],
+        [*TINY, "--results-root", str(tmp_path / "results"), "--run-id", "run", "--", "-k", "all_reduce"],
+        env={"NPROC": "1"},
+    )
     assert (job.state, job.exit_code) == ("COMPLETED", "0:0"), job.output[-4000:]
     run, recs = _records(tmp_path)
     assert recs and all(r["world_size"] == 2 for r in recs) and all_correct(recs)
@@ -145,10 +183,23 @@ def test_script_refuses_to_run_outside_slurm(tmp_path):
 
 def test_failed_ranks_fail_the_job(slurm, tmp_path):
     """A wrong result on one rank must end the Slurm job as FAILED, not COMPLETED."""
-    job = _sbatch(tmp_path, ["--nodes=1"],
-                  [*TINY, "--max-bytes", "96", "--results-root", str(tmp_path / "results"), "--run-id", "run",
-                   "--", "-k", "all_reduce"],
-                  env={"NPROC": "2", "SUITE_INJECT_CORRUPTION": "all_reduce"})
+    job = _sbatch(
+        tmp_path,
+        ["--nodes=1"],
+        [
+            *TINY,
+            "--max-bytes",
+            "96",
+            "--results-root",
+            str(tmp_path / "results"),
+            "--run-id",
+            "run",
+            "--",
+            "-k",
+            "all_reduce",
+        ],
+        env={"NPROC": "2", "SUITE_INJECT_CORRUPTION": "all_reduce"},
+    )
     # exit 6: wrong results (docs/failures.md, exit statuses)
     assert job.state == "FAILED" and job.exit_code == "6:0", (job.state, job.exit_code, job.output[-3000:])
     assert "wrong element" in job.output
@@ -159,10 +210,23 @@ def test_failed_ranks_fail_the_job(slurm, tmp_path):
 def test_doctor_under_slurm_names_a_delayed_rank(slurm, tmp_path):
     """The batch script with the doctor selected, two tasks as two nodes: the verdict is the job's
     exit status (8: a finding) and doctor.json is written next to the results."""
-    job = _sbatch(tmp_path, ["--nodes=1", "--ntasks=2", "--ntasks-per-node=2", "--overcommit"],
-                  ["--experiments", "doctor", "--iters", "10", "--warmup", "2",
-                   "--results-root", str(tmp_path / "results"), "--run-id", "run"],
-                  env={"NPROC": "2", "SUITE_INJECT_DELAY": "3:0.004", "DOCTOR_COMPUTE_MS": "5"})
+    job = _sbatch(
+        tmp_path,
+        ["--nodes=1", "--ntasks=2", "--ntasks-per-node=2", "--overcommit"],
+        [
+            "--experiments",
+            "doctor",
+            "--iters",
+            "10",
+            "--warmup",
+            "2",
+            "--results-root",
+            str(tmp_path / "results"),
+            "--run-id",
+            "run",
+        ],
+        env={"NPROC": "2", "SUITE_INJECT_DELAY": "3:0.004", "DOCTOR_COMPUTE_MS": "5"},
+    )
     assert job.state == "FAILED" and job.exit_code == "8:0", (job.state, job.exit_code, job.output[-3000:])
     d = json.loads((tmp_path / "results" / "run" / "doctor.json").read_text())
     assert [s["rank"] for s in d["stragglers"]] == [3] and [f["kind"] for f in d["findings"]] == ["straggler"]
@@ -175,10 +239,26 @@ def test_a_frozen_rank_ends_the_job_within_heartbeat_and_kill_wait(slurm, tmp_pa
     task (SIGKILL after the cluster's KillWait, whatever its state). The job must end within heartbeat +
     grace, not at the collective timeout (TIMEOUT_S is 60 s here, the job limit 5 minutes)."""
     t0 = time.monotonic()
-    job = _sbatch(tmp_path, ["--nodes=1", "--ntasks=2", "--ntasks-per-node=2", "--overcommit"],
-                  [*TINY, "--iters", "3", "--warmup", "1", "--heartbeat-timeout-s", "5", "--timeout-s", "60",
-                   "--results-root", str(tmp_path / "results"), "--run-id", "run"],
-                  env={"NPROC": "2", "SUITE_INJECT_FAULT": "stop:3:2"})
+    job = _sbatch(
+        tmp_path,
+        ["--nodes=1", "--ntasks=2", "--ntasks-per-node=2", "--overcommit"],
+        [
+            *TINY,
+            "--iters",
+            "3",
+            "--warmup",
+            "1",
+            "--heartbeat-timeout-s",
+            "5",
+            "--timeout-s",
+            "60",
+            "--results-root",
+            str(tmp_path / "results"),
+            "--run-id",
+            "run",
+        ],
+        env={"NPROC": "2", "SUITE_INJECT_FAULT": "stop:3:2"},
+    )
     elapsed = time.monotonic() - t0
     assert job.state == "FAILED" and job.exit_code == "5:0", (job.state, job.exit_code, job.output[-3000:])
     assert "rank 3" in job.output and "stopped responding" in job.output, job.output[-3000:]

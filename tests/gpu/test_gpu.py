@@ -25,21 +25,38 @@ HAS_CUDA = torch.cuda.is_available()
 N_GPUS = torch.cuda.device_count() if HAS_CUDA else 0
 needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU (torch.cuda.is_available() is False here)")
 
-TINY = ["--experiments", "collectives", "--min-bytes", "1K", "--max-bytes", "64K", "--step-factor", "8",
-        "--iters", "5", "--warmup", "2", "--redops", "sum", "--dtypes", "float32"]
+TINY = [
+    "--experiments",
+    "collectives",
+    "--min-bytes",
+    "1K",
+    "--max-bytes",
+    "64K",
+    "--step-factor",
+    "8",
+    "--iters",
+    "5",
+    "--warmup",
+    "2",
+    "--redops",
+    "sum",
+    "--dtypes",
+    "float32",
+]
 
 
 def _launch(tmp_path, *args, timeout=300) -> subprocess.CompletedProcess:
     """python -m suite.launch with the given backend/device/knobs (no defaults added)."""
-    cmd = [sys.executable, "-m", "suite.launch", "--results-root", str(tmp_path / "results"), "--run-id", "run",
-           *args]
+    cmd = [sys.executable, "-m", "suite.launch", "--results-root", str(tmp_path / "results"), "--run-id", "run", *args]
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
 
 # --- CPU side: validation and settings (run everywhere) ---------------------------------------
 
-@pytest.mark.parametrize("kw", [{"device": "cpu"}, {"backend": "gloo"}, {"backend": "gloo", "device": "cuda"},
-                                {"backend": "mpi"}])
+
+@pytest.mark.parametrize(
+    "kw", [{"device": "cpu"}, {"backend": "gloo"}, {"backend": "gloo", "device": "cuda"}, {"backend": "mpi"}]
+)
 def test_cuda_graph_config_needs_nccl_on_cuda(kw):
     with pytest.raises(ConfigError, match="TIMING=cuda_graph needs BACKEND=nccl and DEVICE=cuda"):
         build_config(timing_mode="cuda_graph", **kw)
@@ -49,8 +66,9 @@ def test_cuda_graph_config_needs_nccl_on_cuda(kw):
 
 
 def test_cuda_graph_on_cpu_exits_2_before_starting(tmp_path):
-    proc = _launch(tmp_path, "--nproc", "2", "--backend", "gloo", "--device", "cpu", "--timing", "cuda_graph",
-                   timeout=60)
+    proc = _launch(
+        tmp_path, "--nproc", "2", "--backend", "gloo", "--device", "cpu", "--timing", "cuda_graph", timeout=60
+    )
     assert proc.returncode == 2, proc.stderr
     assert "TIMING=cuda_graph needs BACKEND=nccl and DEVICE=cuda" in proc.stderr
     assert not (tmp_path / "results").exists()
@@ -67,15 +85,19 @@ def test_cuda_graph_with_auto_on_a_cpu_host_exits_2(tmp_path):
 def test_flight_recorder_env_names_follow_torch_version(tmp_path):
     run_dir = tmp_path / "results" / "r1"
     new = flight_recorder_env({}, run_dir, "2.13.0+cu128")
-    assert new == {"TORCH_FR_BUFFER_SIZE": "2000",
-                   "TORCH_FR_DUMP_TEMP_FILE": str(run_dir.resolve() / "nccl_trace_rank_"),
-                   "TORCH_NCCL_DUMP_ON_TIMEOUT": "1"}
+    assert new == {
+        "TORCH_FR_BUFFER_SIZE": "2000",
+        "TORCH_FR_DUMP_TEMP_FILE": str(run_dir.resolve() / "nccl_trace_rank_"),
+        "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
+    }
     old = flight_recorder_env({}, run_dir, "2.4.1")
-    assert set(old) == {"TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
-                        "TORCH_NCCL_DUMP_ON_TIMEOUT"}
+    assert set(old) == {"TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "TORCH_NCCL_DUMP_ON_TIMEOUT"}
     # the user's own settings win, under either name
-    mine = flight_recorder_env({"TORCH_NCCL_TRACE_BUFFER_SIZE": "0", "TORCH_FR_DUMP_TEMP_FILE": "/x/t_",
-                                "TORCH_NCCL_DUMP_ON_TIMEOUT": "0"}, run_dir, "2.13.0")
+    mine = flight_recorder_env(
+        {"TORCH_NCCL_TRACE_BUFFER_SIZE": "0", "TORCH_FR_DUMP_TEMP_FILE": "/x/t_", "TORCH_NCCL_DUMP_ON_TIMEOUT": "0"},
+        run_dir,
+        "2.13.0",
+    )
     assert mine == {}
 
 
@@ -93,15 +115,20 @@ def test_cpu_runs_keep_the_host_clock_and_no_flight_recorder(tmp_path):
 @pytest.mark.skipif(HAS_CUDA, reason="this host has a GPU; the no-GPU message cannot be shown here")
 def test_make_bench_gpu_without_gpu_says_so(tmp_path):
     venv = os.path.dirname(os.path.dirname(sys.executable))
-    proc = subprocess.run(["make", "-s", "-o", f"{venv}/.installed", "bench-gpu", f"VENV={venv}",
-                           f"RESULTS={tmp_path / 'res'}"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        ["make", "-s", "-o", f"{venv}/.installed", "bench-gpu", f"VENV={venv}", f"RESULTS={tmp_path / 'res'}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2  # the recipe's exit 2 (bad input), which make passes on as 2
     assert "torch sees no CUDA GPU" in proc.stderr and "make bench-cpu" in proc.stderr
     assert not (tmp_path / "res").exists()
 
 
 # --- GPU: need CUDA ---------------------------------------------------------------------------
+
 
 def _gpu_run(tmp_path, nproc: int, *args) -> tuple[subprocess.CompletedProcess, dict, list[dict]]:
     if N_GPUS < nproc:
@@ -141,8 +168,9 @@ def test_nccl_all_reduce_through_the_launcher(tmp_path, nproc):
 @needs_cuda
 def test_cuda_graph_timing_mode(tmp_path):
     """Small-message latency from CUDA-graph replays: labelled, exact, positive."""
-    _, _, recs = _gpu_run(tmp_path, 1, "--timing", "cuda_graph", "--pipeline-depth", "4",
-                          "--", "-k", "all_reduce or broadcast")
+    _, _, recs = _gpu_run(
+        tmp_path, 1, "--timing", "cuda_graph", "--pipeline-depth", "4", "--", "-k", "all_reduce or broadcast"
+    )
     assert recs
     for r in recs:
         assert r["timing_mode"] == "cuda_graph" and r["ops_per_sample"] == 4 and r["timer"] == "cuda_event"
@@ -155,12 +183,29 @@ def test_cuda_graph_timing_mode(tmp_path):
 @pytest.mark.parametrize("mode", ["blocking", "pipelined"])
 def test_gloo_on_cuda_uses_cuda_events(tmp_path, mode):
     """Gloo with CUDA tensors (the backend comparison): exact, timed by CUDA events."""
-    proc = _launch(tmp_path, "--nproc", "2", "--backend", "gloo", "--device", "cuda", *TINY, "--max-bytes", "1K",
-                   "--timing", mode, "--", "-k", "all_reduce")
+    proc = _launch(
+        tmp_path,
+        "--nproc",
+        "2",
+        "--backend",
+        "gloo",
+        "--device",
+        "cuda",
+        *TINY,
+        "--max-bytes",
+        "1K",
+        "--timing",
+        mode,
+        "--",
+        "-k",
+        "all_reduce",
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     recs = [b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]]
-    assert recs and all(r["backend"] == "gloo" and r["device"] == "cuda" and r["timer"] == "cuda_event"
-                        and r["n_wrong"] == 0 for r in recs)
+    assert recs and all(
+        r["backend"] == "gloo" and r["device"] == "cuda" and r["timer"] == "cuda_event" and r["n_wrong"] == 0
+        for r in recs
+    )
 
 
 @pytest.mark.gpu
@@ -200,8 +245,7 @@ else:
 @pytest.mark.gpu
 @needs_cuda
 def test_cuda_graph_of_host_work_is_an_error_and_nccl_is_captured(tmp_path):
-    proc = subprocess.run([sys.executable, "-c", _GRAPH_SCRIPT], cwd=ROOT, capture_output=True, text=True,
-                          timeout=180)
+    proc = subprocess.run([sys.executable, "-c", _GRAPH_SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert "real" in proc.stdout and "empty the captured CUDA graph" in proc.stdout
 
@@ -212,9 +256,24 @@ def test_cuda_graph_of_host_work_is_an_error_and_nccl_is_captured(tmp_path):
 def test_nccl_algo_is_recorded_as_run(tmp_path):
     """NCCL_ALGO reaches NCCL through the launcher and the backends records name it."""
     env = dict(os.environ, NCCL_ALGO="Ring")  # one GPU: a world of 1 still runs (and records) the NCCL lane
-    cmd = [sys.executable, "-m", "suite.launch", "--results-root", str(tmp_path / "results"), "--run-id", "run",
-           "--nproc", str(min(2, N_GPUS)), "--backend", "nccl", "--device", "cuda", *TINY[2:],
-           "--experiments", "backends"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "suite.launch",
+        "--results-root",
+        str(tmp_path / "results"),
+        "--run-id",
+        "run",
+        "--nproc",
+        str(min(2, N_GPUS)),
+        "--backend",
+        "nccl",
+        "--device",
+        "cuda",
+        *TINY[2:],
+        "--experiments",
+        "backends",
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     recs = [b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]]
@@ -225,8 +284,14 @@ def test_nccl_algo_is_recorded_as_run(tmp_path):
 @pytest.mark.skipif(HAS_CUDA, reason="this host has a GPU; the no-GPU outcome cannot be shown here")
 def test_gpu_check_without_gpu_fails_the_reference_step_and_keeps_its_logs(tmp_path):
     log = tmp_path / "logs"
-    proc = subprocess.run(["make", "-s", "gpu-check", f"LOG_DIR={log}"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300, env=dict(os.environ, PY=sys.executable))
+    proc = subprocess.run(
+        ["make", "-s", "gpu-check", f"LOG_DIR={log}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, PY=sys.executable),
+    )
     assert proc.returncode != 0, proc.stdout
     summary = (log / "summary.txt").read_text()
     assert "== gpu-tests" in summary and "skipped" in summary  # the gpu tests ran (and skipped, no CUDA)
@@ -241,13 +306,46 @@ def test_gpu_check_without_gpu_fails_the_reference_step_and_keeps_its_logs(tmp_p
 def test_every_experiment_runs_and_checks_on_nccl(tmp_path):
     """Every experiment's GPU path (NCCL groups, CUDA tensors, the DDP reference, the pipeline's
     compute, p2p's calibrated ping-pong) runs, and every record is correct or says why it is not checked."""
-    env = {"DDP_PARAMS": "300K", "MP_IN": "256", "MP_OUT": "256", "MP_BATCH": "16", "MP_STAGE_FEATURES": "128",
-           "MP_MICROBATCH_ROWS": "16"}
+    env = {
+        "DDP_PARAMS": "300K",
+        "MP_IN": "256",
+        "MP_OUT": "256",
+        "MP_BATCH": "16",
+        "MP_STAGE_FEATURES": "128",
+        "MP_MICROBATCH_ROWS": "16",
+    }
     nproc = min(2, N_GPUS)
-    cmd = [sys.executable, "-m", "suite.launch", "--results-root", str(tmp_path / "results"), "--run-id", "run",
-           "--nproc", str(nproc), "--backend", "nccl", "--device", "cuda", "--experiments", "all",
-           "--min-bytes", "1K", "--max-bytes", "64K", "--step-factor", "8", "--iters", "3", "--warmup", "1",
-           "--redops", "sum", "--dtypes", "float32"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "suite.launch",
+        "--results-root",
+        str(tmp_path / "results"),
+        "--run-id",
+        "run",
+        "--nproc",
+        str(nproc),
+        "--backend",
+        "nccl",
+        "--device",
+        "cuda",
+        "--experiments",
+        "all",
+        "--min-bytes",
+        "1K",
+        "--max-bytes",
+        "64K",
+        "--step-factor",
+        "8",
+        "--iters",
+        "3",
+        "--warmup",
+        "1",
+        "--redops",
+        "sum",
+        "--dtypes",
+        "float32",
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=420, env=dict(os.environ, **env))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     recs = [b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]]

@@ -31,6 +31,7 @@ def test_mpi_lane_needs_an_mpi_launcher():
 
 def _route(iface, net, metric=0):
     import ipaddress
+
     n = ipaddress.IPv4Network(net)
     le = [int(x).to_bytes(4, "little").hex().upper() for x in (n.network_address, n.netmask)]
     return f"{iface}\t{le[0]}\t00000000\t0001\t0\t0\t{metric}\t{le[1]}\t0\t0\t0"
@@ -49,9 +50,11 @@ def test_route_interface_takes_the_longest_prefix():
 
 def _rank(host, *ifaces, routes=()):
     lo = {"name": "lo", "address": "127.0.0.1", "prefix": 8, "loopback": True}
-    return {"host": host, "interfaces": [lo] + [{"name": n, "address": a, "prefix": p, "loopback": False}
-                                                for n, a, p in ifaces],
-            "routes": "\n".join([HEAD, *routes])}
+    return {
+        "host": host,
+        "interfaces": [lo] + [{"name": n, "address": a, "prefix": p, "loopback": False} for n, a, p in ifaces],
+        "routes": "\n".join([HEAD, *routes]),
+    }
 
 
 def test_interface_paths_are_not_offered_on_one_host():
@@ -65,8 +68,10 @@ def test_interface_paths_need_two_interfaces_with_routes_of_their_own():
     a = _rank("a", ("eth0", "10.0.0.1", 24), ("eth1", "10.1.0.1", 24), routes=two_nets)
     b = _rank("b", ("eth0", "10.0.0.2", 24), ("eth1", "10.1.0.2", 24), routes=two_nets)
     paths, why = backends.interface_paths([a, a, b, b])
-    assert why is None and paths == [{"name": "eth0", "network": "10.0.0.0/24"},
-                                     {"name": "eth1", "network": "10.1.0.0/24"}]
+    assert why is None and paths == [
+        {"name": "eth0", "network": "10.0.0.0/24"},
+        {"name": "eth1", "network": "10.1.0.0/24"},
+    ]
     # one network per host: nothing to compare
     one = [_rank(h, ("eth0", f"10.0.0.{i}", 24), routes=two_nets[:1]) for i, h in ((1, "a"), (2, "b"))]
     paths, why = backends.interface_paths(one)
@@ -88,6 +93,7 @@ def test_local_interfaces_mark_the_loopback():
 
 def test_model_bytes_match_the_all_reduce_busbw_factor():
     from suite import metrics
+
     for n in (2, 3, 4, 8):
         s = 1 << 20
         ring = backends.model_bytes_busiest_rank("ring_p2p", s, n)
@@ -107,6 +113,7 @@ def test_ring_chunks_cover_the_buffer_like_tensor_split(numel, n):
 
 def test_compared_sizes_are_the_largest_of_the_sweep():
     from suite.config import build_config
+
     cfg = build_config(min_bytes="1K", max_bytes="1M", step_factor=4)
     assert backends.compared_sizes(cfg) == [64 << 10, 256 << 10, 1 << 20]
     cfg = build_config(min_bytes="1", max_bytes="16", step_factor=2)
@@ -116,23 +123,48 @@ def test_compared_sizes_are_the_largest_of_the_sweep():
 
 def _rec(lane, variant, size, time_us, **kw):
     backend, device = lane.split("/")
-    return {"experiment": "backends", "op": variant.split(":")[0], "variant": variant, "backend": backend,
-            "device": device, "lane": lane, "dtype": "float32", "world_size": 4, "size_bytes": size,
-            "count": size // 4, "in_place": True, "timing_mode": "blocking", "iterations": 3,
-            "time_us": time_us, "p95_us": time_us, "algbw_gbps": size / time_us / 1e3,
-            "busbw_gbps": 1.5 * size / time_us / 1e3, "n_wrong": 0, **kw}
+    return {
+        "experiment": "backends",
+        "op": variant.split(":")[0],
+        "variant": variant,
+        "backend": backend,
+        "device": device,
+        "lane": lane,
+        "dtype": "float32",
+        "world_size": 4,
+        "size_bytes": size,
+        "count": size // 4,
+        "in_place": True,
+        "timing_mode": "blocking",
+        "iterations": 3,
+        "time_us": time_us,
+        "p95_us": time_us,
+        "algbw_gbps": size / time_us / 1e3,
+        "busbw_gbps": 1.5 * size / time_us / 1e3,
+        "n_wrong": 0,
+        **kw,
+    }
 
 
 def test_compare_table_single_lane_says_why_there_are_no_ratios():
-    cap = _rec("gloo/cpu", "capability", 0, 10.0, table="capability", capabilities=[],
-               lanes_missing=[{"backend": "nccl", "device": "cuda", "reason": "nccl is not built into torch X"}])
+    cap = _rec(
+        "gloo/cpu",
+        "capability",
+        0,
+        10.0,
+        table="capability",
+        capabilities=[],
+        lanes_missing=[{"backend": "nccl", "device": "cuda", "reason": "nccl is not built into torch X"}],
+    )
     out = tables.format_tables([cap, _rec("gloo/cpu", "all_reduce", 1024, 100.0, table="compare")])
     assert "only one lane ran (gloo/cpu)" in out and "nccl/cuda (nccl is not built into torch X)" in out
 
 
 def test_compare_table_shows_ratio_to_the_first_lane():
-    recs = [_rec("nccl/cuda", "all_reduce", 1024, 50.0, table="compare"),
-            _rec("gloo/cuda", "all_reduce", 1024, 200.0, table="compare")]
+    recs = [
+        _rec("nccl/cuda", "all_reduce", 1024, 50.0, table="compare"),
+        _rec("gloo/cuda", "all_reduce", 1024, 200.0, table="compare"),
+    ]
     out = tables.format_tables(recs)
     row = [ln for ln in out.splitlines() if ln.strip().startswith("all_reduce")][0]
     assert row.split()[-1] == "4.00"
@@ -140,9 +172,20 @@ def test_compare_table_shows_ratio_to_the_first_lane():
 
 
 def test_capability_table_numbers_reasons():
-    rows = [{"op": "all_reduce", "variant": "all_reduce", "backend": "gloo", "device": "cpu", "dtype": d,
-             "redop": "avg", "in_place": True, "supported": d == "float32",
-             "reason": "" if d == "float32" else f"no avg for {d}"} for d in ("float32", "int32")]
+    rows = [
+        {
+            "op": "all_reduce",
+            "variant": "all_reduce",
+            "backend": "gloo",
+            "device": "cpu",
+            "dtype": d,
+            "redop": "avg",
+            "in_place": True,
+            "supported": d == "float32",
+            "reason": "" if d == "float32" else f"no avg for {d}",
+        }
+        for d in ("float32", "int32")
+    ]
     cap = _rec("gloo/cpu", "capability", 0, 10.0, table="capability", capabilities=rows, lanes_missing=[])
     out = tables.format_tables([cap])
     line = [ln for ln in out.splitlines() if "all_reduce(avg)" in ln][0]
@@ -151,11 +194,27 @@ def test_capability_table_numbers_reasons():
 
 
 def _algorithm_recs():
-    recs = [_rec("gloo/cpu", f"all_reduce:{a}", 4096, t, table="algorithm", algorithm=a,
-                 link_messages=backends.link_bytes(a, 1024, 4, 4)[1])
-            for a, t in (("all_reduce", 100.0), ("ring_p2p", 150.0), ("reduce_broadcast", 300.0))]
-    step = _rec("gloo/cpu", "send_recv:p2p_step", 1024, 20.0, table="algorithm", algorithm="p2p_step",
-                all_reduce_size_bytes=4096)
+    recs = [
+        _rec(
+            "gloo/cpu",
+            f"all_reduce:{a}",
+            4096,
+            t,
+            table="algorithm",
+            algorithm=a,
+            link_messages=backends.link_bytes(a, 1024, 4, 4)[1],
+        )
+        for a, t in (("all_reduce", 100.0), ("ring_p2p", 150.0), ("reduce_broadcast", 300.0))
+    ]
+    step = _rec(
+        "gloo/cpu",
+        "send_recv:p2p_step",
+        1024,
+        20.0,
+        table="algorithm",
+        algorithm="p2p_step",
+        all_reduce_size_bytes=4096,
+    )
     return recs, step
 
 
@@ -179,6 +238,7 @@ def test_algorithm_table_says_the_timing_modes_it_mixes():
 @pytest.mark.parametrize("n", [2, 3, 4])
 def test_algorithm_cases_time_the_ring_step_at_its_chunk_and_blocking(n):
     from suite.config import build_config
+
     cfg = build_config(min_bytes="100", max_bytes="400", step_factor=2, timing_mode="pipelined")
     cases = backends.algorithm_cases(cfg, n)
     assert all(c.mode == "blocking" for c in cases)
@@ -197,6 +257,7 @@ def test_a_lane_the_ranks_did_not_plan_skips_with_its_reason():
     """Cases are declared from the run's config; a lane the ranks' own plan lacks skips with the reason
     (not a KeyError)."""
     from suite.case import CaseSkipped, Session
+
     session = Session()
     nccl = backends.Lane("nccl", "cuda")
     session.once("backends.lanes", lambda: backends.Lanes(ctx={}, failed={}, missing=[(nccl, "no CUDA here")]))
@@ -205,10 +266,15 @@ def test_a_lane_the_ranks_did_not_plan_skips_with_its_reason():
 
 
 def test_gloo_path_table_names_interface_and_network():
-    recs = [_rec("gloo/cpu", "all_reduce", 1 << 20, t, table="gloo_path", gloo_path=p, gloo_socket_ifname=i,
-                 gloo_network=net)
-            for p, i, net, t in (("interface_1", "eth0", "10.0.0.0/24", 900.0),
-                                 ("interface_2", "eth1", "10.1.0.0/24", 450.0))]
+    recs = [
+        _rec(
+            "gloo/cpu", "all_reduce", 1 << 20, t, table="gloo_path", gloo_path=p, gloo_socket_ifname=i, gloo_network=net
+        )
+        for p, i, net, t in (
+            ("interface_1", "eth0", "10.0.0.0/24", 900.0),
+            ("interface_2", "eth1", "10.1.0.0/24", 450.0),
+        )
+    ]
     out = tables.format_tables(recs)
     rows = [ln.split() for ln in out.splitlines() if ln.strip().startswith("interface_")]
     assert [r[:3] for r in rows] == [["interface_1", "eth0", "10.0.0.0/24"], ["interface_2", "eth1", "10.1.0.0/24"]]

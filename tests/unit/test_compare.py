@@ -15,18 +15,32 @@ N_CASES = 60
 
 def _rec(i: int, samples) -> dict:
     s = [float(v) for v in samples]
-    return {"experiment": "synthetic", "op": "all_reduce", "backend": "gloo", "device": "cpu", "world_size": 2,
-            "timing_mode": "blocking", "dtype": "float32", "size_bytes": 1024 * (i + 1), "identity": [],
-            "samples_us": s, "time_us": float(np.median(s)), "peak_mem_bytes": int(1e6 + 1000 * s[0])}
+    return {
+        "experiment": "synthetic",
+        "op": "all_reduce",
+        "backend": "gloo",
+        "device": "cpu",
+        "world_size": 2,
+        "timing_mode": "blocking",
+        "dtype": "float32",
+        "size_bytes": 1024 * (i + 1),
+        "identity": [],
+        "samples_us": s,
+        "time_us": float(np.median(s)),
+        "peak_mem_bytes": int(1e6 + 1000 * s[0]),
+    }
 
 
-def _run(rng, run_sd: float, factor=lambda i: 1.0, n: int = 20, within_sd: float = 0.02,
-         n_cases: int = N_CASES) -> list[dict]:
+def _run(
+    rng, run_sd: float, factor=lambda i: 1.0, n: int = 20, within_sd: float = 0.02, n_cases: int = N_CASES
+) -> list[dict]:
     """One run: every case's samples around 100·(i+1) µs, each case's run median shifted by its own
     lognormal(run_sd) factor (between-run variation case by case; ``_shifted_runs`` shifts whole
     runs), times ``factor(i)``."""
-    return [_rec(i, 100.0 * (i + 1) * factor(i) * math.exp(rng.normal(0, run_sd))
-                 * np.exp(rng.normal(0, within_sd, n))) for i in range(n_cases)]
+    return [
+        _rec(i, 100.0 * (i + 1) * factor(i) * math.exp(rng.normal(0, run_sd)) * np.exp(rng.normal(0, within_sd, n)))
+        for i in range(n_cases)
+    ]
 
 
 def test_one_run_each_with_between_run_noise_is_same_for_every_case():

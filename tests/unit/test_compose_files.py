@@ -28,10 +28,11 @@ def test_node_services_differ_only_in_rank_and_hostname():
     blocks = re.findall(r"^  (node\d+):\n((?:    .*\n)+)", text, re.M)
     assert [b[0] for b in blocks] == ["node0", "node1", "node2"]
     for name, body in blocks:
-        n = name[len("node"):]
+        n = name[len("node") :]
         normal = body.replace(f"hostname: node{n}", "hostname: nodeN").replace(f'NODE_RANK: "{n}"', 'NODE_RANK: "N"')
-        assert normal == blocks[0][1].replace("hostname: node0", "hostname: nodeN").replace('NODE_RANK: "0"',
-                                                                                            'NODE_RANK: "N"')
+        assert normal == blocks[0][1].replace("hostname: node0", "hostname: nodeN").replace(
+            'NODE_RANK: "0"', 'NODE_RANK: "N"'
+        )
 
 
 def test_torch_pin_matches_the_base_image_tag():
@@ -49,6 +50,7 @@ def test_scripts_parse(script):
 
 
 # --- docker-compose.gpu.yml against docker-compose.yml -------------------------------------------
+
 
 def _compose(name: str) -> dict:
     """A compose file as compose reads it (anchors and `<<` merge keys resolved)."""
@@ -68,8 +70,9 @@ DEVICE_KEYS = {"driver", "count", "device_ids", "capabilities", "options"}
 def test_gpu_override_has_the_same_services_and_version():
     assert list(GPU["services"]) == list(BASE["services"])
     assert GPU["version"] == BASE["version"]
-    assert set(GPU) <= {"version", "services"} | {k for k in GPU if k.startswith("x-")}, \
+    assert set(GPU) <= {"version", "services"} | {k for k in GPU if k.startswith("x-")}, (
         "the override adds no networks or volumes of its own"
+    )
 
 
 @pytest.mark.parametrize("service", list(GPU["services"]))
@@ -104,7 +107,7 @@ def test_gpu_nodes_run_nccl_on_disjoint_gpus_one_per_rank():
         assert len(gpus) == nproc and all(g.isdigit() for g in gpus), (name, gpus)
         assert not seen & set(gpus), f"{name} shares GPUs {seen & set(gpus)}"
         seen |= set(gpus)
-        assert name in BASE["services"] and BASE["services"][name]["environment"]["NODE_RANK"] == name[len("node"):]
+        assert name in BASE["services"] and BASE["services"][name]["environment"]["NODE_RANK"] == name[len("node") :]
 
 
 @pytest.mark.docker
@@ -115,9 +118,19 @@ def test_compose_cli_accepts_both_files():
         if os.environ.get("REQUIRE_DOCKER") == "1":
             pytest.fail("no compose CLI (.ci/setup.d/10-docker.sh installs docker-compose)")
         pytest.skip("no compose CLI")
-    r = subprocess.run([*cli, "-f", "docker-compose.yml", "-f", "docker-compose.gpu.yml", "config", "-q"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [*cli, "-f", "docker-compose.yml", "-f", "docker-compose.gpu.yml", "config", "-q"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
-    r = subprocess.run([*cli, "-f", "docker-compose.yml", "-f", "docker-compose.gpu.yml", "config", "--services"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [*cli, "-f", "docker-compose.yml", "-f", "docker-compose.gpu.yml", "config", "--services"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0 and sorted(r.stdout.split()) == sorted(BASE["services"]), r.stdout + r.stderr

@@ -21,27 +21,30 @@ def test_aliases_and_lists():
     assert cfg.min_bytes == 4096
 
 
-@pytest.mark.parametrize("kw,match", [
-    ({"dtypes": "float8"}, "unknown dtype"),
-    ({"dtypes": ""}, "DTYPES is empty"),
-    ({"redops": "xor"}, "unknown reduce op"),
-    ({"min_bytes": "2M", "max_bytes": "1M"}, "MAX_BYTES"),
-    ({"min_bytes": "lots"}, "not a byte size"),
-    ({"step_factor": "1"}, "STEP_FACTOR"),
-    ({"step_factor": "x"}, "step_factor must be a number"),
-    ({"min_bytes": "1", "max_bytes": "1T", "step_factor": "1.1"}, "more than 64 sizes"),
-    ({"iters": "0"}, "ITERS"),
-    ({"warmup_iters": "-1"}, "WARMUP"),
-    ({"timing_mode": "async"}, "timing mode"),
-    ({"backend": "nccl2"}, "unknown backend"),
-    ({"device": "tpu"}, "unknown device"),
-    ({"precision_pct": "150"}, "PRECISION"),
-    ({"timeout_s": "0"}, "TIMEOUT_S"),
-    ({"timeout_s": "nan"}, "TIMEOUT_S"),
-    ({"root": "-1"}, "ROOT"),
-    ({"backend": "nccl", "device": "cpu"}, "nccl needs DEVICE=cuda"),
-    ({"bogus": 1}, "unknown setting"),
-])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        ({"dtypes": "float8"}, "unknown dtype"),
+        ({"dtypes": ""}, "DTYPES is empty"),
+        ({"redops": "xor"}, "unknown reduce op"),
+        ({"min_bytes": "2M", "max_bytes": "1M"}, "MAX_BYTES"),
+        ({"min_bytes": "lots"}, "not a byte size"),
+        ({"step_factor": "1"}, "STEP_FACTOR"),
+        ({"step_factor": "x"}, "step_factor must be a number"),
+        ({"min_bytes": "1", "max_bytes": "1T", "step_factor": "1.1"}, "more than 64 sizes"),
+        ({"iters": "0"}, "ITERS"),
+        ({"warmup_iters": "-1"}, "WARMUP"),
+        ({"timing_mode": "async"}, "timing mode"),
+        ({"backend": "nccl2"}, "unknown backend"),
+        ({"device": "tpu"}, "unknown device"),
+        ({"precision_pct": "150"}, "PRECISION"),
+        ({"timeout_s": "0"}, "TIMEOUT_S"),
+        ({"timeout_s": "nan"}, "TIMEOUT_S"),
+        ({"root": "-1"}, "ROOT"),
+        ({"backend": "nccl", "device": "cpu"}, "nccl needs DEVICE=cuda"),
+        ({"bogus": 1}, "unknown setting"),
+    ],
+)
 def test_rejects(kw, match):
     with pytest.raises(ConfigError, match=match):
         build_config(**kw)

@@ -18,18 +18,37 @@ from tests.unit.test_harness_inprocess import CFG, ctx  # noqa: F401  (the one-r
 
 
 def _m(**kw):
-    return Measurement(samples_s=[1e-3, 2e-3], timing_mode=kw.pop("timing_mode", "blocking"), ops_per_sample=1,
-                       warmup_iters=0, precision_reached=None, **kw)
+    return Measurement(
+        samples_s=[1e-3, 2e-3],
+        timing_mode=kw.pop("timing_mode", "blocking"),
+        ops_per_sample=1,
+        warmup_iters=0,
+        precision_reached=None,
+        **kw,
+    )
 
 
 def _rec(m):
-    return results.make_record(experiment="x", op="all_reduce", backend="nccl", device="cuda", dtype="float32",
-                               world_size=2, size_bytes=1024, count=256, in_place=True, m=m, n_wrong=0)
+    return results.make_record(
+        experiment="x",
+        op="all_reduce",
+        backend="nccl",
+        device="cuda",
+        dtype="float32",
+        world_size=2,
+        size_bytes=1024,
+        count=256,
+        in_place=True,
+        m=m,
+        n_wrong=0,
+    )
 
 
 def test_empty_capture_is_a_problem_and_a_graph_with_kernels_is_not():
-    torch_warning = ("The CUDA Graph is empty. This usually means that the graph was attempted to be captured "
-                     "on wrong device or stream.")
+    torch_warning = (
+        "The CUDA Graph is empty. This usually means that the graph was attempted to be captured "
+        "on wrong device or stream."
+    )
     assert "empty" in graph_problem([torch_warning], None)
     assert "no kernel" in graph_problem([], 0)
     assert graph_problem(["some other warning"], 3) is None

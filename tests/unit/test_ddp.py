@@ -31,26 +31,39 @@ def test_models_are_deterministic_per_seed():
     assert torch.equal(d1.tensors[0], d2.tensors[0]) and torch.equal(d1.tensors[1], d2.tensors[1])
 
 
-@pytest.mark.parametrize("raw,expected", [("25M", 25_000_000), ("300k", 300_000), ("1.5M", 1_500_000),
-                                          ("4096", 4096)])
+@pytest.mark.parametrize("raw,expected", [("25M", 25_000_000), ("300k", 300_000), ("1.5M", 1_500_000), ("4096", 4096)])
 def test_counts_take_suffixes(raw, expected):
     assert parse_count(raw, "X_SIZE") == expected
 
 
-@pytest.mark.parametrize("env,match", [({"DDP_PARAMS": "lots"}, "DDP_PARAMS"),
-                                       ({"DDP_BUCKETS_MB": "1,x"}, "DDP_BUCKETS_MB"),
-                                       ({"DDP_ACCUM": "1"}, "DDP_ACCUM"),
-                                       ({"DDP_HOOKS": "allreduce,nope"}, "DDP_HOOKS"),
-                                       ({"DDP_BUCKET_FRACTIONS": "0.5,0"}, "DDP_BUCKET_FRACTIONS"),
-                                       ({"MP_BATCH": "0"}, "MP_BATCH")])
+@pytest.mark.parametrize(
+    "env,match",
+    [
+        ({"DDP_PARAMS": "lots"}, "DDP_PARAMS"),
+        ({"DDP_BUCKETS_MB": "1,x"}, "DDP_BUCKETS_MB"),
+        ({"DDP_ACCUM": "1"}, "DDP_ACCUM"),
+        ({"DDP_HOOKS": "allreduce,nope"}, "DDP_HOOKS"),
+        ({"DDP_BUCKET_FRACTIONS": "0.5,0"}, "DDP_BUCKET_FRACTIONS"),
+        ({"MP_BATCH": "0"}, "MP_BATCH"),
+    ],
+)
 def test_bad_knobs_are_rejected(env, match):
     with pytest.raises(ConfigError, match=match):
         build_config(**settings_from_env(env))
 
 
 def test_knobs_reach_the_config_typed():
-    cfg = build_config(**settings_from_env({"DDP_PARAMS": "25M", "DDP_BUCKETS_MB": "1 2.5", "MP_IN": "64",
-                                            "DDP_HOOKS": "sum, fp16_compress", "DDP_BUCKET_FRACTIONS": "0.25,4"}))
+    cfg = build_config(
+        **settings_from_env(
+            {
+                "DDP_PARAMS": "25M",
+                "DDP_BUCKETS_MB": "1 2.5",
+                "MP_IN": "64",
+                "DDP_HOOKS": "sum, fp16_compress",
+                "DDP_BUCKET_FRACTIONS": "0.25,4",
+            }
+        )
+    )
     assert cfg.ddp.params == 25_000_000 and cfg.ddp.buckets_mb == (1.0, 2.5) and cfg.ddp.batch_per_rank == 32
     assert cfg.ddp.hooks == ("sum", "fp16_compress") and cfg.ddp.bucket_fractions == (0.25, 4.0)
     assert build_config(ddp=dict(cfg.as_dict()["ddp"])).ddp == cfg.ddp  # config.json round trip (lists)
@@ -62,16 +75,38 @@ def test_case_list_covers_the_issue():
     ids = [ddp_exp.case_id(c) for c in cases]
     assert len(ids) == len(set(ids))
     mlp = {c.label for c in cases if c.model == "mlp"}
-    assert {"solo (1 rank)", "no communication", "ddp", "manual all_reduce", "manual coalesced",
-            "ddp no-op hook (no comm)", "ddp bucket_cap=0.125x grad", "ddp bucket_cap=0.5x grad",
-            "ddp bucket_cap=1x grad", "ddp bucket_cap=2x grad",
-            "ddp bucket_cap_mb=1", "ddp bucket_cap_mb=100", "ddp gradient_as_bucket_view", "ddp static_graph",
-            "ddp broadcast_buffers=False", "ddp hook allreduce", "ddp hook fp16_compress", "ddp hook bf16_compress",
-            "ddp hook powerSGD", "accum x4 no_sync", "accum x4 sync each", "init: broadcast per tensor",
-            "init: DDP constructor"} <= mlp
+    assert {
+        "solo (1 rank)",
+        "no communication",
+        "ddp",
+        "manual all_reduce",
+        "manual coalesced",
+        "ddp no-op hook (no comm)",
+        "ddp bucket_cap=0.125x grad",
+        "ddp bucket_cap=0.5x grad",
+        "ddp bucket_cap=1x grad",
+        "ddp bucket_cap=2x grad",
+        "ddp bucket_cap_mb=1",
+        "ddp bucket_cap_mb=100",
+        "ddp gradient_as_bucket_view",
+        "ddp static_graph",
+        "ddp broadcast_buffers=False",
+        "ddp hook allreduce",
+        "ddp hook fp16_compress",
+        "ddp hook bf16_compress",
+        "ddp hook powerSGD",
+        "accum x4 no_sync",
+        "accum x4 sync each",
+        "init: broadcast per tensor",
+        "init: DDP constructor",
+    } <= mlp
     # baselines come first so later cases can use them
-    assert [(c.kind, c.hook) for c in cases[:4]] == [("solo", None), ("local", None), ("all_reduce", None),
-                                                     ("ddp", ddp_exp.NOOP)]
+    assert [(c.kind, c.hook) for c in cases[:4]] == [
+        ("solo", None),
+        ("local", None),
+        ("all_reduce", None),
+        ("ddp", ddp_exp.NOOP),
+    ]
 
 
 def test_every_hook_choice_is_registered():
@@ -83,8 +118,11 @@ def test_every_hook_choice_is_registered():
 def test_bucket_caps_are_fractions_of_the_gradient():
     s = ddp_exp.Settings(params=2_000_000)
     grad = training.mlp_spec_for(s.params).n_params * 4
-    caps = {c.bucket_fraction: ddp_exp._ddp_kwargs(c, s)["bucket_cap_mb"] for c in ddp_exp.cases(s)
-            if c.bucket_fraction is not None}
+    caps = {
+        c.bucket_fraction: ddp_exp._ddp_kwargs(c, s)["bucket_cap_mb"]
+        for c in ddp_exp.cases(s)
+        if c.bucket_fraction is not None
+    }
     assert sorted(caps) == [0.125, 0.5, 1.0, 2.0]
     assert all(mb * 2**20 == pytest.approx(f * grad) for f, mb in caps.items())
 
@@ -130,30 +168,100 @@ def test_powersgd_wire_bytes_estimate():
 
 
 def _rec(**kw):
-    base = dict(experiment="ddp", op="ddp_step", backend="gloo", device="cpu", dtype="float32", world_size=4,
-                size_bytes=4000, count=1000, in_place=True, timing_mode="blocking", iterations=20, time_us=2000.0,
-                p05_us=1900.0, p50_us=2000.0, p95_us=2500.0, p99_us=2600.0, algbw_gbps=0.002, busbw_gbps=0.003,
-                n_wrong=0, checked=True, model="mlp", label="ddp", n_params=1000, batch_per_rank=32,
-                samples_per_s=64000.0, scaling_efficiency=0.5, comm_exposed_ms=1.0, comm_added_ms=0.8,
-                overlap_saved_ms=0.3, overlap_saved_pct=30.0, ddp_logger_comm_ms=1.5, ddp_logger_overlap_pct=40.0,
-                n_buckets=3, peak_mem_bytes=300 * 2**20, check_rule="exact", check_tol=0.0)
+    base = dict(
+        experiment="ddp",
+        op="ddp_step",
+        backend="gloo",
+        device="cpu",
+        dtype="float32",
+        world_size=4,
+        size_bytes=4000,
+        count=1000,
+        in_place=True,
+        timing_mode="blocking",
+        iterations=20,
+        time_us=2000.0,
+        p05_us=1900.0,
+        p50_us=2000.0,
+        p95_us=2500.0,
+        p99_us=2600.0,
+        algbw_gbps=0.002,
+        busbw_gbps=0.003,
+        n_wrong=0,
+        checked=True,
+        model="mlp",
+        label="ddp",
+        n_params=1000,
+        batch_per_rank=32,
+        samples_per_s=64000.0,
+        scaling_efficiency=0.5,
+        comm_exposed_ms=1.0,
+        comm_added_ms=0.8,
+        overlap_saved_ms=0.3,
+        overlap_saved_pct=30.0,
+        ddp_logger_comm_ms=1.5,
+        ddp_logger_overlap_pct=40.0,
+        n_buckets=3,
+        peak_mem_bytes=300 * 2**20,
+        check_rule="exact",
+        check_tol=0.0,
+    )
     base.update(kw)
     return base
 
 
 def test_ddp_table_rows_and_units():
-    none = dict(comm_added_ms=None, overlap_saved_ms=None, overlap_saved_pct=None, ddp_logger_comm_ms=None,
-                ddp_logger_overlap_pct=None, n_buckets=None, comm_exposed_ms=None, check_rule=None)
-    recs = [_rec(op="solo_step", label="solo (1 rank)", size_bytes=0, peak_mem_bytes=None, checked=False,
-                 n_wrong=None, **none),
-            _rec(), _rec(label="manual all_reduce", op="manual_allreduce_step", n_wrong=3,
-                         check_rule="tol 1.2e-06 (float32 sum order, 4 ranks, 25 steps)", check_tol=1.2e-6),
-            _rec(op="broadcast", label="init: broadcast per tensor", n_tensors=8)]
+    none = dict(
+        comm_added_ms=None,
+        overlap_saved_ms=None,
+        overlap_saved_pct=None,
+        ddp_logger_comm_ms=None,
+        ddp_logger_overlap_pct=None,
+        n_buckets=None,
+        comm_exposed_ms=None,
+        check_rule=None,
+    )
+    recs = [
+        _rec(
+            op="solo_step",
+            label="solo (1 rank)",
+            size_bytes=0,
+            peak_mem_bytes=None,
+            checked=False,
+            n_wrong=None,
+            **none,
+        ),
+        _rec(),
+        _rec(
+            label="manual all_reduce",
+            op="manual_allreduce_step",
+            n_wrong=3,
+            check_rule="tol 1.2e-06 (float32 sum order, 4 ranks, 25 steps)",
+            check_tol=1.2e-6,
+        ),
+        _rec(op="broadcast", label="init: broadcast per tensor", n_tensors=8),
+    ]
     text = ddp_tables.format_tables(recs)
     assert "# ddp: mlp model (0.00M params, 0.00 MB gradient/step), gloo, cpu, 4 ranks" in text
     row = next(line for line in text.splitlines() if line.strip().startswith("ddp "))
-    assert row.split() == ["ddp", "2.00", "2.50", "64000", "0.50", "1.00", "0.80", "0.30", "30", "1.50", "40",
-                           "0.003", "3", "300", "0", "exact"]
+    assert row.split() == [
+        "ddp",
+        "2.00",
+        "2.50",
+        "64000",
+        "0.50",
+        "1.00",
+        "0.80",
+        "0.30",
+        "30",
+        "1.50",
+        "40",
+        "0.003",
+        "3",
+        "300",
+        "0",
+        "exact",
+    ]
     solo = next(line for line in text.splitlines() if "solo" in line)
     assert solo.split()[-12:] == ["-"] * 10 + ["not", "checked"]
     manual = next(line for line in text.splitlines() if "manual" in line)
@@ -163,16 +271,26 @@ def test_ddp_table_rows_and_units():
 
 
 def test_model_parallel_table():
-    recs = [_rec(experiment="model_parallel", op=op, in_features=8, out_features=8, global_batch=4)
-            for op in ("scatter", "mp_train_step")]
+    recs = [
+        _rec(experiment="model_parallel", op=op, in_features=8, out_features=8, global_batch=4)
+        for op in ("scatter", "mp_train_step")
+    ]
     text = mp_tables.format_tables(recs)
     assert "Linear(8, 8) split by output rows over 4 ranks, global batch 4" in text
     assert "#wrong total: 0 [OK]" in text
 
 
-@pytest.mark.parametrize("setting,nodeid,want", [
-    ("", "x.py::t[a]", False), ("0", "x.py::t[a]", False), ("1", "x.py::t[a]", True),
-    ("all", "x.py::t[a]", True), ("t[a", "x.py::t[a]", True), ("t[b", "x.py::t[a]", False)])
+@pytest.mark.parametrize(
+    "setting,nodeid,want",
+    [
+        ("", "x.py::t[a]", False),
+        ("0", "x.py::t[a]", False),
+        ("1", "x.py::t[a]", True),
+        ("all", "x.py::t[a]", True),
+        ("t[a", "x.py::t[a]", True),
+        ("t[b", "x.py::t[a]", False),
+    ],
+)
 def test_profile_selection(setting, nodeid, want):
     assert profiling.wanted(nodeid, setting) is want
 

@@ -161,8 +161,9 @@ def check(words: list[str], variables: set[str], tmp: str) -> tuple[str, str]:
         if tuple(words) in CHEAP:
             r = subprocess.run(words, cwd=ROOT, capture_output=True, text=True, timeout=60)
             return ("ok", "ran") if r.returncode == 0 else ("fail", f"exit {r.returncode}: {r.stderr[-300:]}")
-        r = subprocess.run(["make", "-n", "SHELL=/bin/true", *targets, *assigns], cwd=ROOT,
-                           capture_output=True, text=True, timeout=60)
+        r = subprocess.run(
+            ["make", "-n", "SHELL=/bin/true", *targets, *assigns], cwd=ROOT, capture_output=True, text=True, timeout=60
+        )
         return ("ok", "make -n") if r.returncode == 0 else ("fail", f"make -n exit {r.returncode}: {r.stderr[-300:]}")
     py = {"python", "python3", ".venv/bin/python"}
     if words[0] in py and len(words) > 2 and words[1] == "-m" and words[2].startswith("suite."):
@@ -215,36 +216,37 @@ def test_pass_through_variables_are_read():
 
 # --- the checker itself, on synthetic doc lines ---------------------------------------------------
 
+
 def _check_line(line, tmp_path):
     return [check(c, make_variables(), str(tmp_path)) for c in simple_commands(line, str(tmp_path / "run"))]
 
 
 def test_checker_rejects_nonexistent_target(tmp_path):
-    (s, d), = _check_line("make no-such-target-xyz NPROC=2   # a comment", tmp_path)
+    ((s, d),) = _check_line("make no-such-target-xyz NPROC=2   # a comment", tmp_path)
     assert s == "fail" and "make -n" in d
 
 
 def test_checker_rejects_unknown_variable(tmp_path):
-    (s, d), = _check_line("make bench-cpu NO_SUCH_KNOB=3", tmp_path)
+    ((s, d),) = _check_line("make bench-cpu NO_SUCH_KNOB=3", tmp_path)
     assert s == "fail" and "NO_SUCH_KNOB" in d
 
 
 def test_checker_rejects_bad_python_arguments(tmp_path):
-    (s, d), = _check_line("python -m suite.report compare --no-such-flag", tmp_path)
+    ((s, d),) = _check_line("python -m suite.report compare --no-such-flag", tmp_path)
     assert s == "fail"
-    (s, d), = _check_line("python -m suite.launch --nproc 2 --no-such-option", tmp_path)
+    ((s, d),) = _check_line("python -m suite.launch --nproc 2 --no-such-option", tmp_path)
     assert s == "fail"
 
 
 def test_checker_accepts_and_splits(tmp_path):
     out = _check_line("make report [RUN=results/<run-id>] && docker compose up > x.log", tmp_path)
     assert [s for s, _ in out] == ["ok", "skip"]
-    (s, _), = _check_line("python -m suite.report compare BASE NEW [NEW ...] [--show changed]", tmp_path)
+    ((s, _),) = _check_line("python -m suite.report compare BASE NEW [NEW ...] [--show changed]", tmp_path)
     assert s == "ok"
 
 
 def test_checker_fails_uncovered_command(tmp_path):
-    (s, d), = _check_line("curl http://example.invalid", tmp_path)
+    ((s, d),) = _check_line("curl http://example.invalid", tmp_path)
     assert s == "fail" and "SKIPS" in d
 
 

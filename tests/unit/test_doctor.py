@@ -20,13 +20,29 @@ def _samples(rng, median_us: float, noise: float, n: int = N_SAMPLES) -> list[fl
 
 
 def _link(rng, probe, a, b, pass_no, us, noise):
-    return {"experiment": "doctor", "probe": probe, "src": a, "dst": b, "pass": pass_no, "world_size": 0,
-            "size_bytes": 64 if probe == "latency" else SIZE, "label": f"{probe}-{a}to{b}-pass{pass_no}",
-            "samples_us": _samples(rng, us, noise)}
+    return {
+        "experiment": "doctor",
+        "probe": probe,
+        "src": a,
+        "dst": b,
+        "pass": pass_no,
+        "world_size": 0,
+        "size_bytes": 64 if probe == "latency" else SIZE,
+        "label": f"{probe}-{a}to{b}-pass{pass_no}",
+        "samples_us": _samples(rng, us, noise),
+    }
 
 
-def _run(hosts, *, slow=lambda probe, a, b, pass_no: 1.0, rank_slow=lambda r: 1.0, noise=0.1, seed=0,
-         expect=None, link_rate=None):
+def _run(
+    hosts,
+    *,
+    slow=lambda probe, a, b, pass_no: 1.0,
+    rank_slow=lambda r: 1.0,
+    noise=0.1,
+    seed=0,
+    expect=None,
+    link_rate=None,
+):
     """A run of the doctor's probes on ``hosts`` (one entry per rank): links ~1 ms per message inter-node,
     0.2 ms intra-node, times ``slow(...)``; every all-rank probe with rank r's time x ``rank_slow(r)``."""
     rng = random.Random(seed)
@@ -40,22 +56,51 @@ def _run(hosts, *, slow=lambda probe, a, b, pass_no: 1.0, rank_slow=lambda r: 1.
                 base = 1000.0 if hosts[a] != hosts[b] else 200.0
                 recs.append(_link(rng, "bandwidth", a, b, pass_no, base * slow("bandwidth", a, b, pass_no), noise))
                 if a < b:
-                    recs.append(_link(rng, "latency", a, b, pass_no, base / 10 * slow("latency", a, b, pass_no),
-                                      noise))
-                    recs.append(_link(rng, "bidirectional", a, b, pass_no,
-                                      base * 0.6 * slow("bidirectional", a, b, pass_no), noise))
-        recs.append({"experiment": "doctor", "probe": "compute", "pass": pass_no, "world_size": n,
-                     "label": f"compute-pass{pass_no}",
-                     "rank_samples_us": [_samples(rng, 2000 * rank_slow(r), noise) for r in range(n)]})
+                    recs.append(_link(rng, "latency", a, b, pass_no, base / 10 * slow("latency", a, b, pass_no), noise))
+                    recs.append(
+                        _link(
+                            rng,
+                            "bidirectional",
+                            a,
+                            b,
+                            pass_no,
+                            base * 0.6 * slow("bidirectional", a, b, pass_no),
+                            noise,
+                        )
+                    )
+        recs.append(
+            {
+                "experiment": "doctor",
+                "probe": "compute",
+                "pass": pass_no,
+                "world_size": n,
+                "label": f"compute-pass{pass_no}",
+                "rank_samples_us": [_samples(rng, 2000 * rank_slow(r), noise) for r in range(n)],
+            }
+        )
     for size in (4096, 65536):
-        recs.append({"experiment": "doctor", "probe": "all_reduce", "world_size": n, "label": f"all_reduce-{size}",
-                     "rank_samples_us": [_samples(rng, 500 * rank_slow(r), noise) for r in range(n)]})
+        recs.append(
+            {
+                "experiment": "doctor",
+                "probe": "all_reduce",
+                "world_size": n,
+                "label": f"all_reduce-{size}",
+                "rank_samples_us": [_samples(rng, 500 * rank_slow(r), noise) for r in range(n)],
+            }
+        )
     for r in recs:
         r["world_size"] = n
-    machine = {"suite": {"hostnames": list(hosts), "hosts": {h: {"env": {"LINK_RATE": link_rate} if link_rate else {}}
-                                                               for h in set(hosts)}}}
-    return {"benchmarks": [{"extra_info": r} for r in recs], "machine_info": machine,
-            "suite": {"config": {"doctor": {"expect_link_rate": expect or ""}}}}
+    machine = {
+        "suite": {
+            "hostnames": list(hosts),
+            "hosts": {h: {"env": {"LINK_RATE": link_rate} if link_rate else {}} for h in set(hosts)},
+        }
+    }
+    return {
+        "benchmarks": [{"extra_info": r} for r in recs],
+        "machine_info": machine,
+        "suite": {"config": {"doctor": {"expect_link_rate": expect or ""}}},
+    }
 
 
 THREE_NODES = ["node0", "node0", "node1", "node1", "node2", "node2"]
@@ -67,12 +112,14 @@ def test_healthy_noisy_links_and_ranks_are_healthy(seed):
     assert d.verdict == "healthy", [f.where for f in d.findings]
     assert d.exit_status == EXIT_OK
     assert {(c["probe"], c["class"]) for c in d.classes} == {
-        (p, c) for p in ("latency", "bandwidth", "bidirectional") for c in ("intra-node", "inter-node")}
+        (p, c) for p in ("latency", "bandwidth", "bidirectional") for c in ("intra-node", "inter-node")
+    }
 
 
 def test_a_link_just_under_the_threshold_stays_healthy():
-    d = doctor.diagnose(_run(THREE_NODES, slow=lambda p, a, b, k: 1.35 if (p, a, b) == ("bandwidth", 0, 2) else 1.0,
-                             noise=0.05))
+    d = doctor.diagnose(
+        _run(THREE_NODES, slow=lambda p, a, b, k: 1.35 if (p, a, b) == ("bandwidth", 0, 2) else 1.0, noise=0.05)
+    )
     assert d.verdict == "healthy"
     e = next(x for x in d.links if (x["probe"], x["src"], x["dst"]) == ("bandwidth", 0, 2))
     assert 1.25 < e["ratio"] < 1.45 and not e["slow"]
@@ -89,14 +136,16 @@ def test_one_slow_link_is_named_with_its_direction():
 
 
 def test_a_link_slow_in_one_pass_only_is_noise():
-    d = doctor.diagnose(_run(THREE_NODES, slow=lambda p, a, b, k: 4.0 if (p, a, b, k) == ("bandwidth", 1, 3, 1)
-                             else 1.0))
+    d = doctor.diagnose(
+        _run(THREE_NODES, slow=lambda p, a, b, k: 4.0 if (p, a, b, k) == ("bandwidth", 1, 3, 1) else 1.0)
+    )
     assert d.verdict == "healthy"
 
 
 def test_a_node_whose_outgoing_links_are_slow_is_one_weak_node():
-    d = doctor.diagnose(_run(THREE_NODES, slow=lambda p, a, b, k: 4.0 if p == "bandwidth" and a in (4, 5)
-                             and b < 4 else 1.0))
+    d = doctor.diagnose(
+        _run(THREE_NODES, slow=lambda p, a, b, k: 4.0 if p == "bandwidth" and a in (4, 5) and b < 4 else 1.0)
+    )
     outgoing = {(a, b) for a in (4, 5) for b in range(4)}
     assert {(e["src"], e["dst"]) for e in d.slow_links} == outgoing
     assert [w["host"] for w in d.weak_nodes] == ["node2"]
@@ -107,8 +156,9 @@ def test_a_node_whose_outgoing_links_are_slow_is_one_weak_node():
 
 
 def test_incoming_slowness_is_told_from_outgoing():
-    d = doctor.diagnose(_run(THREE_NODES, slow=lambda p, a, b, k: 4.0 if p == "bandwidth" and b in (0, 1)
-                             and a >= 2 else 1.0))
+    d = doctor.diagnose(
+        _run(THREE_NODES, slow=lambda p, a, b, k: 4.0 if p == "bandwidth" and b in (0, 1) and a >= 2 else 1.0)
+    )
     assert [(w["host"], w["affected"]) for w in d.weak_nodes] == [("node0", ["incoming bandwidth"])]
 
 
@@ -149,7 +199,7 @@ def test_links_below_the_expectation_are_slow_even_when_all_alike():
 
 
 def test_binomial_upper_tail_hand_values():
-    assert doctor.binomial_upper_tail(10, 10, 0.25) == pytest.approx(0.25 ** 10)
+    assert doctor.binomial_upper_tail(10, 10, 0.25) == pytest.approx(0.25**10)
     assert doctor.binomial_upper_tail(0, 10, 0.25) == pytest.approx(1.0)
     # P(X >= 2), n = 3, p = 1/2: (3 + 1) / 8
     assert doctor.binomial_upper_tail(2, 3, 0.5) == pytest.approx(0.5)
@@ -164,8 +214,9 @@ def test_a_run_without_probes_says_so(tmp_path):
 
 
 def test_the_verdict_table_leads_with_the_findings():
-    d = doctor.diagnose(_run(THREE_NODES, slow=lambda p, a, b, k: 4.0 if p == "bandwidth" and a in (4, 5)
-                             and b < 4 else 1.0))
+    d = doctor.diagnose(
+        _run(THREE_NODES, slow=lambda p, a, b, k: 4.0 if p == "bandwidth" and a in (4, 5) and b < 4 else 1.0)
+    )
     text = doctor.format_verdict(d)
     first, second, third = text.splitlines()[:3]
     assert "1 FINDING(S) (exit 8)" in first

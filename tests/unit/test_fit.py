@@ -10,7 +10,7 @@ import pytest
 
 from suite import analysis, fit
 
-SIZES = np.array([256 * 4 ** i for i in range(10)], dtype=float)  # 256 B .. 64 MiB
+SIZES = np.array([256 * 4**i for i in range(10)], dtype=float)  # 256 B .. 64 MiB
 
 
 def _line(alpha_us, beta_gbps, sizes=SIZES):
@@ -51,8 +51,10 @@ def test_a_known_knee_is_found_and_each_piece_recovers_its_line():
     assert m.time_us(1 << 20) == pytest.approx(float(pw.above.time_us(1 << 20)))
     assert m.time_us(1024) == pytest.approx(float(pw.below.time_us(1024)))
     # the one line through both regimes misses by far more
-    assert fit._wsse(m.single, SIZES, t) > 5 * (fit._wsse(pw.below, SIZES[SIZES < 65536], t[SIZES < 65536])
-                                                + fit._wsse(pw.above, SIZES[SIZES >= 65536], t[SIZES >= 65536]))
+    assert fit._wsse(m.single, SIZES, t) > 5 * (
+        fit._wsse(pw.below, SIZES[SIZES < 65536], t[SIZES < 65536])
+        + fit._wsse(pw.above, SIZES[SIZES >= 65536], t[SIZES >= 65536])
+    )
 
 
 def test_no_knee_on_one_straight_line():
@@ -67,11 +69,28 @@ def test_where_the_model_does_not_hold_the_table_says_so():
     flat = 100.0 * _noise(4, 0.3)
     m = fit.fit_model(SIZES, flat)
     assert m.r2 < fit.MIN_R2 and not m.holds
-    row = analysis.FitRow(experiment="x", op="all_reduce", series="all_reduce sum", backend="gloo", device="cpu",
-                          world_size=2, fit=m, link_beta_gbps=1.0, ring_ratio=1.5, rate_ratio=None)
+    row = analysis.FitRow(
+        experiment="x",
+        op="all_reduce",
+        series="all_reduce sum",
+        backend="gloo",
+        device="cpu",
+        world_size=2,
+        fit=m,
+        link_beta_gbps=1.0,
+        ring_ratio=1.5,
+        rate_ratio=None,
+    )
     good = dict(row.__dict__, fit=fit.fit_model(SIZES, _line(35.0, 2.5) * _noise(5, 0.02)), series="good")
-    rep = analysis.Report(run_name="r", environment=[], sections=[], fits=[row, analysis.FitRow(**good)], links={},
-                          link_rate=None, n_records=0)
+    rep = analysis.Report(
+        run_name="r",
+        environment=[],
+        sections=[],
+        fits=[row, analysis.FitRow(**good)],
+        links={},
+        link_rate=None,
+        n_records=0,
+    )
     head, rows = analysis.fit_table_rows(rep)
     bad, ok = rows
     col = {h: i for i, h in enumerate(head)}
@@ -82,11 +101,19 @@ def test_where_the_model_does_not_hold_the_table_says_so():
 
 def test_a_knee_prints_two_rows():
     t = np.where(SIZES < 65536, _line(10.0, 0.5), _line(200.0, 4.0)) * _noise(2, 0.03)
-    row = analysis.FitRow(experiment="x", op="send_recv", series="ping_pong", backend="gloo", device="cpu",
-                          world_size=2, fit=fit.fit_model(SIZES, t), link_beta_gbps=4.0, ring_ratio=1.0,
-                          rate_ratio=None)
-    rep = analysis.Report(run_name="r", environment=[], sections=[], fits=[row], links={}, link_rate=None,
-                          n_records=0)
+    row = analysis.FitRow(
+        experiment="x",
+        op="send_recv",
+        series="ping_pong",
+        backend="gloo",
+        device="cpu",
+        world_size=2,
+        fit=fit.fit_model(SIZES, t),
+        link_beta_gbps=4.0,
+        ring_ratio=1.0,
+        rate_ratio=None,
+    )
+    rep = analysis.Report(run_name="r", environment=[], sections=[], fits=[row], links={}, link_rate=None, n_records=0)
     head, rows = analysis.fit_table_rows(rep)
     assert [r[head.index("sizes")] for r in rows] == ["< 64K (knee)", ">= 64K"]
     assert [r[head.index("points")] for r in rows] == ["4", "6"]

@@ -13,15 +13,55 @@ from tests.conftest import ROOT
 
 junk = st.one_of(
     st.text(max_size=12),
-    st.sampled_from(["", " ", "-1", "0", "1e309", "nan", "inf", "-inf", "1K", "1G", "2.5", "abc", "NCCL ", "gloo;nccl",
-                     "float8", "0x10", "1_000", "10**9", "\x00", "🚀", "None", "1M", "64"]),
-    st.integers(min_value=-10**12, max_value=10**12).map(str),
+    st.sampled_from(
+        [
+            "",
+            " ",
+            "-1",
+            "0",
+            "1e309",
+            "nan",
+            "inf",
+            "-inf",
+            "1K",
+            "1G",
+            "2.5",
+            "abc",
+            "NCCL ",
+            "gloo;nccl",
+            "float8",
+            "0x10",
+            "1_000",
+            "10**9",
+            "\x00",
+            "🚀",
+            "None",
+            "1M",
+            "64",
+        ]
+    ),
+    st.integers(min_value=-(10**12), max_value=10**12).map(str),
     st.floats(allow_nan=True, allow_infinity=True).map(str),
 )
 
-KNOBS = ["min_bytes", "max_bytes", "step_factor", "dtypes", "redops", "root", "warmup_iters", "iters",
-         "timing_mode", "pipeline_depth", "precision_pct", "max_time_s", "backend", "device", "timeout_s",
-         "heartbeat_timeout_s"]
+KNOBS = [
+    "min_bytes",
+    "max_bytes",
+    "step_factor",
+    "dtypes",
+    "redops",
+    "root",
+    "warmup_iters",
+    "iters",
+    "timing_mode",
+    "pipeline_depth",
+    "precision_pct",
+    "max_time_s",
+    "backend",
+    "device",
+    "timeout_s",
+    "heartbeat_timeout_s",
+]
 
 
 # derandomize: CI must be reproducible; the examples still cover the junk strategies broadly
@@ -38,8 +78,19 @@ def test_config_is_valid_or_a_clear_error(raw):
     assert cfg.iters >= 1 and cfg.timeout_s > 0 and cfg.max_time_s > 0
 
 
-LAUNCH_FLAGS = ["--nproc", "--nnodes", "--node-rank", "--master-port", "--rdzv-timeout-s", "--experiments",
-                "--min-bytes", "--iters", "--backend", "--timing", "--dtypes"]
+LAUNCH_FLAGS = [
+    "--nproc",
+    "--nnodes",
+    "--node-rank",
+    "--master-port",
+    "--rdzv-timeout-s",
+    "--experiments",
+    "--min-bytes",
+    "--iters",
+    "--backend",
+    "--timing",
+    "--dtypes",
+]
 
 
 @settings(max_examples=300, deadline=None, derandomize=True, database=None)
@@ -62,43 +113,75 @@ def test_launcher_validation_is_total(pairs):
 
 
 def test_cli_bad_values_exit_2_fast(tmp_path):
-    for args in (["--nproc", "0"], ["--nproc", "abc"], ["--nnodes", "2", "--node-rank", "2"],
-                 ["--master-port", "70000"], ["--timing", "fast"], ["--min-bytes", "-5"], ["--warmup", "x"],
-                 ["--timeout-s", "-1"], ["--heartbeat-timeout-s", "1"]):
-        proc = subprocess.run([sys.executable, "-m", "suite.launch", *args, "--results-root", str(tmp_path / "r")],
-                              cwd=ROOT, capture_output=True, text=True, timeout=60)
+    for args in (
+        ["--nproc", "0"],
+        ["--nproc", "abc"],
+        ["--nnodes", "2", "--node-rank", "2"],
+        ["--master-port", "70000"],
+        ["--timing", "fast"],
+        ["--min-bytes", "-5"],
+        ["--warmup", "x"],
+        ["--timeout-s", "-1"],
+        ["--heartbeat-timeout-s", "1"],
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "suite.launch", *args, "--results-root", str(tmp_path / "r")],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert proc.returncode == 2, (args, proc.stderr)
         assert proc.stderr.startswith("error:"), (args, proc.stderr)
         assert not (tmp_path / "r").exists()
 
 
 def test_experiment_knobs_are_checked_before_start(tmp_path):
-    for env, match in (({"DDP_PARAMS": "lots"}, "DDP_PARAMS"), ({"DDP_BUCKETS_MB": "1,x"}, "DDP_BUCKETS_MB"),
-                       ({"MP_IN": "0"}, "MP_IN")):
-        proc = subprocess.run([sys.executable, "-m", "suite.launch", "--nproc", "2", "--results-root",
-                               str(tmp_path / "r")], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                              env={**__import__("os").environ, **env})
+    for env, match in (
+        ({"DDP_PARAMS": "lots"}, "DDP_PARAMS"),
+        ({"DDP_BUCKETS_MB": "1,x"}, "DDP_BUCKETS_MB"),
+        ({"MP_IN": "0"}, "MP_IN"),
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "suite.launch", "--nproc", "2", "--results-root", str(tmp_path / "r")],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**__import__("os").environ, **env},
+        )
         assert proc.returncode == 2 and match in proc.stderr, (env, proc.stderr)
         assert not (tmp_path / "r").exists()
 
 
 def test_run_location_outside_results_or_on_a_file_exits_2(tmp_path):
     (tmp_path / "afile").write_text("")
-    for args, match in ((["--run-id", "../../x"], "RUN_ID '../../x' must be one name"),
-                        (["--run-id", "a/b"], "RUN_ID 'a/b'"), (["--run-id", "latest"], "not 'latest'"),
-                        (["--run-id", ".hidden"], "no leading '.'"),
-                        (["--results-root", str(tmp_path / "afile")], "is not a directory"),
-                        (["--results-root", str(tmp_path / "afile" / "sub")], "is not a directory")):
+    for args, match in (
+        (["--run-id", "../../x"], "RUN_ID '../../x' must be one name"),
+        (["--run-id", "a/b"], "RUN_ID 'a/b'"),
+        (["--run-id", "latest"], "not 'latest'"),
+        (["--run-id", ".hidden"], "no leading '.'"),
+        (["--results-root", str(tmp_path / "afile")], "is not a directory"),
+        (["--results-root", str(tmp_path / "afile" / "sub")], "is not a directory"),
+    ):
         root = args[1] if args[0] == "--results-root" else str(tmp_path / "r")
-        proc = subprocess.run([sys.executable, "-m", "suite.launch", "--nproc", "2", "--results-root", root, *args],
-                              cwd=ROOT, capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            [sys.executable, "-m", "suite.launch", "--nproc", "2", "--results-root", root, *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert proc.returncode == 2, (args, proc.stderr)
-        assert proc.stderr.startswith("error:") and match in proc.stderr and "Traceback" not in proc.stderr, \
-            (args, proc.stderr)
+        assert proc.stderr.startswith("error:") and match in proc.stderr and "Traceback" not in proc.stderr, (
+            args,
+            proc.stderr,
+        )
         assert not (tmp_path / "r").exists() and not (tmp_path.parent / "x").exists()
 
 
 def test_teardown_rate_refuses_zero_runs():
-    proc = subprocess.run([sys.executable, "scripts/teardown_rate.py", "0"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "scripts/teardown_rate.py", "0"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 2 and "N must be at least 1" in proc.stderr

@@ -123,18 +123,29 @@ def test_in_place_inputs_are_reset_so_the_timed_result_is_one_op(ctx):
     def inc(async_op):
         t.add_(1)
 
-    case = Case(experiment="x", op="inc", label="inc", identity={},
-                bytes=Bytes(size_bytes=16, count=4, dtype="float32", bw_op=None),
-                build=lambda c: Buffers(call=inc, check=lambda: int((t != 1).sum()),
-                                        outputs=lambda: [t], reset=lambda: t.copy_(pristine)))
+    case = Case(
+        experiment="x",
+        op="inc",
+        label="inc",
+        identity={},
+        bytes=Bytes(size_bytes=16, count=4, dtype="float32", bw_op=None),
+        build=lambda c: Buffers(
+            call=inc, check=lambda: int((t != 1).sum()), outputs=lambda: [t], reset=lambda: t.copy_(pristine)
+        ),
+    )
     _, rec = Harness(ctx, CFG, env={}).run(case)
     assert rec["n_wrong"] == 0 and rec["busbw_gbps"] is None and rec["busbw_factor"] is None
 
 
 def test_unchecked_and_skipped_cases_say_why(ctx):
-    base = dict(experiment="x", op="noop", label="noop", identity={},
-                bytes=Bytes(size_bytes=0, count=0, dtype="none", bw_op=None),
-                build=lambda c: Buffers(call=lambda a: None))
+    base = dict(
+        experiment="x",
+        op="noop",
+        label="noop",
+        identity={},
+        bytes=Bytes(size_bytes=0, count=0, dtype="none", bw_op=None),
+        build=lambda c: Buffers(call=lambda a: None),
+    )
     _, rec = Harness(ctx, CFG, env={}).run(Case(**base, unchecked="nothing moves"))
     assert rec["checked"] is False and rec["unchecked_reason"] == "nothing moves" and rec["n_wrong"] is None
     with pytest.raises(CaseSkipped, match="not here"):
@@ -145,9 +156,15 @@ def test_support_probe_failure_skips_with_the_backends_words(ctx):
     def broken(c):
         raise RuntimeError("no such op on this backend")
 
-    case = Case(experiment="x", op="weird", label="weird", identity={},
-                bytes=Bytes(size_bytes=0, count=0, dtype="none", bw_op=None), build=broken,
-                support=("weird_op", "float32"))
+    case = Case(
+        experiment="x",
+        op="weird",
+        label="weird",
+        identity={},
+        bytes=Bytes(size_bytes=0, count=0, dtype="none", bw_op=None),
+        build=broken,
+        support=("weird_op", "float32"),
+    )
     with pytest.raises(CaseSkipped, match="gloo does not support weird_op \\(float32\\): no such op"):
         Harness(ctx, CFG, env={}).run(case)
 
@@ -176,8 +193,9 @@ def test_watchdog_stop_waits_for_its_thread_to_leave_the_store(monkeypatch):
     from suite.dist import Watchdog, _free_port
 
     port = _free_port()
-    server = dist.TCPStore("127.0.0.1", port, 1, is_master=True, wait_for_workers=False,
-                           timeout=datetime.timedelta(seconds=10))
+    server = dist.TCPStore(
+        "127.0.0.1", port, 1, is_master=True, wait_for_workers=False, timeout=datetime.timedelta(seconds=10)
+    )
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
     monkeypatch.setenv("MASTER_PORT", str(port))
     wd = Watchdog(rank=0, world_size=2, hostnames=["a", "b"], timeout_s=60, results_dir=None, interval_s=0.05)
@@ -204,9 +222,16 @@ def test_watchdog_stop_waits_for_its_thread_to_leave_the_store(monkeypatch):
 
 
 def test_a_field_declared_twice_is_an_error_not_a_lost_value(ctx):
-    case = Case(experiment="x", op="noop", label="twice", identity={"peer": 1}, fields={"peer": 2},
-                bytes=Bytes(size_bytes=0, count=0, dtype="none", bw_op=None),
-                build=lambda c: Buffers(call=lambda a: None), unchecked="nothing moves")
+    case = Case(
+        experiment="x",
+        op="noop",
+        label="twice",
+        identity={"peer": 1},
+        fields={"peer": 2},
+        bytes=Bytes(size_bytes=0, count=0, dtype="none", bw_op=None),
+        build=lambda c: Buffers(call=lambda a: None),
+        unchecked="nothing moves",
+    )
     with pytest.raises(ValueError, match="case twice: field\\(s\\) peer declared twice"):
         Harness(ctx, CFG, env={}).run(case)
 
@@ -218,9 +243,17 @@ def test_resolve_gets_its_own_case_and_returns_the_concrete_one(ctx):
         seen.append(case.label)
         return dataclasses.replace(case, fields={**case.fields, "found": session.once("probe", lambda: 7)})
 
-    case = Case(experiment="x", op="noop", label="late", identity={}, fields={"table": "t"},
-                bytes=Bytes(size_bytes=0, count=0, dtype="none", bw_op=None),
-                build=lambda c: Buffers(call=lambda a: None), unchecked="nothing moves", resolve=resolve)
+    case = Case(
+        experiment="x",
+        op="noop",
+        label="late",
+        identity={},
+        fields={"table": "t"},
+        bytes=Bytes(size_bytes=0, count=0, dtype="none", bw_op=None),
+        build=lambda c: Buffers(call=lambda a: None),
+        unchecked="nothing moves",
+        resolve=resolve,
+    )
     _, rec = Harness(ctx, CFG, env={}).run(case)
     assert seen == ["late"] and rec["found"] == 7 and rec["table"] == "t"
 

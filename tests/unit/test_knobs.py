@@ -45,11 +45,29 @@ def test_ranks_read_experiment_knobs_from_the_config_not_the_environment():
 def test_launcher_options_land_in_their_fields():
     argv = []
     for k in KNOBS:
-        argv += [f"--{k.flag}", "7" if k.field not in ("dtypes", "redops", "timing_mode", "backend", "device")
-                 else {"dtypes": "float64", "redops": "max", "timing_mode": "pipelined", "backend": "gloo",
-                       "device": "cpu"}[k.field]]
-    a, _ = launch.parse_args(argv + ["--min-bytes", "1", "--max-bytes", "64", "--step-factor", "2",
-                                     "--heartbeat-timeout-s", "5", "--precision-pct", "1"])
+        argv += [
+            f"--{k.flag}",
+            "7"
+            if k.field not in ("dtypes", "redops", "timing_mode", "backend", "device")
+            else {"dtypes": "float64", "redops": "max", "timing_mode": "pipelined", "backend": "gloo", "device": "cpu"}[
+                k.field
+            ],
+        ]
+    a, _ = launch.parse_args(
+        argv
+        + [
+            "--min-bytes",
+            "1",
+            "--max-bytes",
+            "64",
+            "--step-factor",
+            "2",
+            "--heartbeat-timeout-s",
+            "5",
+            "--precision-pct",
+            "1",
+        ]
+    )
     cfg = launch.config_from_args(a)
     assert (cfg.iters, cfg.warmup_iters, cfg.root, cfg.pipeline_depth) == (7, 7, 7, 7)
     assert (cfg.dtypes, cfg.redops, cfg.timing_mode) == (("float64",), ("max",), "pipelined")

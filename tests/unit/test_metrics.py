@@ -53,6 +53,7 @@ def test_percentiles_match_numpy_linear():
 
 def test_median_ci_brackets_median_and_shrinks():
     import random
+
     rng = random.Random(0)
     small = [rng.gauss(100, 10) for _ in range(20)]
     big = [rng.gauss(100, 10) for _ in range(2000)]
@@ -63,8 +64,19 @@ def test_median_ci_brackets_median_and_shrinks():
     assert metrics.z_two_sided(0.95) == pytest.approx(1.959964, abs=1e-5)
 
 
-@pytest.mark.parametrize("text,value", [("8", 8), ("1K", 1024), ("4k", 4096), ("64M", 64 << 20), ("1G", 1 << 30),
-                                        ("2MiB", 2 << 20), ("1.5K", 1536), ("0", 0)])
+@pytest.mark.parametrize(
+    "text,value",
+    [
+        ("8", 8),
+        ("1K", 1024),
+        ("4k", 4096),
+        ("64M", 64 << 20),
+        ("1G", 1 << 30),
+        ("2MiB", 2 << 20),
+        ("1.5K", 1536),
+        ("0", 0),
+    ],
+)
 def test_parse_size(text, value):
     assert metrics.parse_size(text) == value
 

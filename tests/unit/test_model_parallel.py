@@ -15,21 +15,25 @@ from suite.tables import model_parallel as tables
 
 # --- pipeline models ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("schedule,s,m,c,tau,want", [
-    # blocking, S = 3, M = 2 (the timeline in pipeline_time_s's docstring): 4c + 4tau
-    ("blocking", 3, 2, 1.0, 0.5, 6.0),
-    # blocking, S = 2: each stage one transfer per micro-batch: 2c + tau + (M-1)(c + tau)
-    ("blocking", 2, 3, 1.0, 1.0, 7.0),
-    # blocking, S = 4, M = 8: 4c + 3tau + 7(c + 2tau) = 11c + 17tau
-    ("blocking", 4, 8, 2.0, 1.0, 39.0),
-    # overlap, compute-bound: (M + S - 1)c + (S - 1)tau
-    ("overlap", 3, 4, 2.0, 1.0, 14.0),
-    # overlap, transfer-bound: S c + (S - 1)tau + (M - 1)tau
-    ("overlap", 3, 4, 1.0, 2.0, 13.0),
-    # one stage: M computes, no transfer
-    ("blocking", 1, 5, 1.5, 9.0, 7.5),
-    ("overlap", 1, 5, 1.5, 9.0, 7.5),
-])
+
+@pytest.mark.parametrize(
+    "schedule,s,m,c,tau,want",
+    [
+        # blocking, S = 3, M = 2 (the timeline in pipeline_time_s's docstring): 4c + 4tau
+        ("blocking", 3, 2, 1.0, 0.5, 6.0),
+        # blocking, S = 2: each stage one transfer per micro-batch: 2c + tau + (M-1)(c + tau)
+        ("blocking", 2, 3, 1.0, 1.0, 7.0),
+        # blocking, S = 4, M = 8: 4c + 3tau + 7(c + 2tau) = 11c + 17tau
+        ("blocking", 4, 8, 2.0, 1.0, 39.0),
+        # overlap, compute-bound: (M + S - 1)c + (S - 1)tau
+        ("overlap", 3, 4, 2.0, 1.0, 14.0),
+        # overlap, transfer-bound: S c + (S - 1)tau + (M - 1)tau
+        ("overlap", 3, 4, 1.0, 2.0, 13.0),
+        # one stage: M computes, no transfer
+        ("blocking", 1, 5, 1.5, 9.0, 7.5),
+        ("overlap", 1, 5, 1.5, 9.0, 7.5),
+    ],
+)
 def test_pipeline_time_matches_hand_computed_timelines(schedule, s, m, c, tau, want):
     assert mp.pipeline_time_s(schedule, s, m, c, tau) == pytest.approx(want)
 
@@ -67,8 +71,13 @@ def _simulate(schedule: str, stages: int, microbatches: int, c: float, tau: floa
 @pytest.mark.parametrize("schedule", mp.SCHEDULES)
 def test_pipeline_time_agrees_with_an_event_simulation(schedule):
     for s, m, (c, tau) in itertools.product(range(1, 6), range(1, 9), [(1.0, 0.3), (1.0, 1.0), (0.4, 1.0)]):
-        assert mp.pipeline_time_s(schedule, s, m, c, tau) == pytest.approx(_simulate(schedule, s, m, c, tau)), \
-            (schedule, s, m, c, tau)
+        assert mp.pipeline_time_s(schedule, s, m, c, tau) == pytest.approx(_simulate(schedule, s, m, c, tau)), (
+            schedule,
+            s,
+            m,
+            c,
+            tau,
+        )
 
 
 @pytest.mark.parametrize("s,m", [(2, 1), (3, 4), (4, 8)])
@@ -93,6 +102,7 @@ def test_pipeline_model_rejects_what_it_does_not_model():
 
 # --- the stage layer --------------------------------------------------------------------------------
 
+
 def test_stage_layer_is_a_dense_matmul_equal_to_the_unsplit_roll():
     pipe = ModelParallelSettings(stage_features=16, microbatch_rows=4)
     x = mp._microbatch(pipe, 0, "cpu")
@@ -109,6 +119,7 @@ def test_stage_layer_is_a_dense_matmul_equal_to_the_unsplit_roll():
 
 # --- the train steps' check rule ------------------------------------------------------------------
 
+
 def test_default_train_steps_are_exact_at_power_of_two_worlds():
     layer = ModelParallelSettings()
     for n in (1, 2, 4):
@@ -116,11 +127,14 @@ def test_default_train_steps_are_exact_at_power_of_two_worlds():
         assert mp.train_check_rule(layer, n, "dp").exact
 
 
-@pytest.mark.parametrize("layer,n,split,why", [
-    (ModelParallelSettings(out_features=96, batch=12), 3, "mp", "not a power of two"),
-    (ModelParallelSettings(out_features=96, batch=12), 3, "dp", "ranks, not a power of two"),
-    (ModelParallelSettings(in_features=1 << 22, out_features=64, batch=8), 2, "mp", "exceed 2^24"),
-])
+@pytest.mark.parametrize(
+    "layer,n,split,why",
+    [
+        (ModelParallelSettings(out_features=96, batch=12), 3, "mp", "not a power of two"),
+        (ModelParallelSettings(out_features=96, batch=12), 3, "dp", "ranks, not a power of two"),
+        (ModelParallelSettings(in_features=1 << 22, out_features=64, batch=8), 2, "mp", "exceed 2^24"),
+    ],
+)
 def test_inexact_steps_get_a_tolerance_and_say_why(layer, n, split, why):
     rule = mp.train_check_rule(layer, n, split)
     assert not rule.exact and rule.ops == layer.in_features + layer.batch + (n if split == "dp" else 1) + 4
@@ -138,8 +152,11 @@ def _float32_step(w0, x, target, drop_last_sample=False):
 
 
 def _data(layer):
-    return (mp._ints((layer.out_features, layer.in_features), 3, "cpu"),
-            mp._ints((layer.batch, layer.in_features), 4, "cpu"), mp._ints((layer.batch, layer.out_features), 5, "cpu"))
+    return (
+        mp._ints((layer.out_features, layer.in_features), 3, "cpu"),
+        mp._ints((layer.batch, layer.in_features), 4, "cpu"),
+        mp._ints((layer.batch, layer.out_features), 5, "cpu"),
+    )
 
 
 def test_an_exact_step_is_bit_identical_to_the_float64_reference():
@@ -173,6 +190,7 @@ def test_count_outside_counts_nan_and_shape_mismatch():
 
 # --- knobs and cases ---------------------------------------------------------------------------------
 
+
 def test_pipeline_knobs_reach_the_config_and_bad_ones_are_rejected():
     cfg = build_config(**settings_from_env({"MP_STAGE_FEATURES": "256", "MP_MICROBATCH_ROWS": "32"}))
     assert (cfg.model_parallel.stage_features, cfg.model_parallel.microbatch_rows) == (256, 32)
@@ -186,8 +204,9 @@ def test_cases_declare_both_schedules_and_name_every_modelled_number():
     labels = [c.label for c in cases]
     assert len(labels) == len(set(labels))
     pipe = [c for c in cases if c.op in ("pipeline_blocking", "pipeline_overlap")]
-    assert {(c.fields["schedule"], c.identity["microbatches"]) for c in pipe} == \
-        set(itertools.product(mp.SCHEDULES, mp.MICROBATCHES))
+    assert {(c.fields["schedule"], c.identity["microbatches"]) for c in pipe} == set(
+        itertools.product(mp.SCHEDULES, mp.MICROBATCHES)
+    )
     for c in pipe:
         assert c.fields["model"] == mp.PIPELINE_MODELS[c.fields["schedule"]]
         for k in ("model_time_us", "model_bubble", "ideal_bubble"):
@@ -202,10 +221,24 @@ def test_cases_declare_both_schedules_and_name_every_modelled_number():
 
 # --- tables -------------------------------------------------------------------------------------------
 
+
 def _rec(**kw):
-    base = {"experiment": "model_parallel", "backend": "gloo", "device": "cpu", "world_size": 3, "timing_mode":
-            "blocking", "iterations": 5, "n_wrong": 0, "checked": True, "p95_us": 10.0, "table": "pipeline",
-            "stages": 3, "stage_features": 512, "microbatch_rows": 128, "microbatch_bytes": 262144}
+    base = {
+        "experiment": "model_parallel",
+        "backend": "gloo",
+        "device": "cpu",
+        "world_size": 3,
+        "timing_mode": "blocking",
+        "iterations": 5,
+        "n_wrong": 0,
+        "checked": True,
+        "p95_us": 10.0,
+        "table": "pipeline",
+        "stages": 3,
+        "stage_features": 512,
+        "microbatch_rows": 128,
+        "microbatch_bytes": 262144,
+    }
     return {**base, **kw}
 
 
@@ -215,28 +248,62 @@ def test_pipeline_table_shows_both_schedules_measured_against_their_models():
     for schedule in mp.SCHEDULES:
         for m in (1, 8):
             model = mp.pipeline_time_s(schedule, 3, m, c, tau)
-            recs.append(_rec(op=f"pipeline_{schedule}", schedule=schedule, microbatches=m,
-                             model=mp.PIPELINE_MODELS[schedule], time_us=1.1 * model, model_time_us=model,
-                             time_over_model=1.1, stage_compute_us=c, transfer_us=tau,
-                             bubble=mp.pipeline_bubble(m, c, 1.1 * model), model_bubble=mp.pipeline_bubble(m, c, model),
-                             ideal_bubble=2 / (m + 2)))
+            recs.append(
+                _rec(
+                    op=f"pipeline_{schedule}",
+                    schedule=schedule,
+                    microbatches=m,
+                    model=mp.PIPELINE_MODELS[schedule],
+                    time_us=1.1 * model,
+                    model_time_us=model,
+                    time_over_model=1.1,
+                    stage_compute_us=c,
+                    transfer_us=tau,
+                    bubble=mp.pipeline_bubble(m, c, 1.1 * model),
+                    model_bubble=mp.pipeline_bubble(m, c, model),
+                    ideal_bubble=2 / (m + 2),
+                )
+            )
     text = tables.format_tables(recs)
     assert "c = 0.600 ms" in text and "tau = 0.400 ms" in text
     assert mp.PIPELINE_MODELS["blocking"] in text and mp.PIPELINE_MODELS["overlap"] in text
-    rows = {tuple(line.split()[:2]): line.split() for line in text.splitlines()
-            if line.split()[:1] in (["blocking"], ["overlap"])}
+    rows = {
+        tuple(line.split()[:2]): line.split()
+        for line in text.splitlines()
+        if line.split()[:1] in (["blocking"], ["overlap"])
+    }
     # blocking M = 8: T = 3c + 2tau + 7(c + 2tau) = 2.6 + 9.8 = 12.4 ms modelled; bubble = 1 - 8c/T
-    assert rows[("blocking", "8")][2:8] == ["13.640", "12.400", "1.10", f"{1 - 4.8 / 13.64:.3f}",
-                                           f"{1 - 4.8 / 12.4:.3f}", "0.200"]
+    assert rows[("blocking", "8")][2:8] == [
+        "13.640",
+        "12.400",
+        "1.10",
+        f"{1 - 4.8 / 13.64:.3f}",
+        f"{1 - 4.8 / 12.4:.3f}",
+        "0.200",
+    ]
     # overlap M = 8, compute-bound: T = 10c + 2tau = 6.8 ms
     assert rows[("overlap", "8")][3] == "6.800"
     assert "#wrong total: 0 [OK]" in text
 
 
 def test_split_table_prints_the_check_rule():
-    recs = [_rec(op="mp_train_step", table="model_parallel", in_features=8, out_features=8, global_batch=4,
-                 size_bytes=128, p50_us=5.0, algbw_gbps=0.1, busbw_gbps=0.1, samples_per_s=10.0,
-                 check="within the float32 forward error bound ...", check_exact=False, check_max_tolerance=2e-7)]
+    recs = [
+        _rec(
+            op="mp_train_step",
+            table="model_parallel",
+            in_features=8,
+            out_features=8,
+            global_batch=4,
+            size_bytes=128,
+            p50_us=5.0,
+            algbw_gbps=0.1,
+            busbw_gbps=0.1,
+            samples_per_s=10.0,
+            check="within the float32 forward error bound ...",
+            check_exact=False,
+            check_max_tolerance=2e-7,
+        )
+    ]
     text = tables.format_tables(recs)
     assert "# check mp_train_step: within the float32 forward error bound ... (largest tolerance 2e-07)" in text
     assert math.isfinite(len(text))

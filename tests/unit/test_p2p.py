@@ -16,14 +16,20 @@ from suite.tables.p2p import format_tables
 TINY = ["--experiments", "p2p", "--iters", "3", "--warmup", "1"]
 
 EXPECTED_VARIANTS = {
-    "pingpong": {"send_recv"}, "pair_matrix": {"send_recv"}, "window": {"unidirectional", "bidirectional"},
-    "ring": set(p2p.RING_VARIANTS), "exchange": set(p2p.EXCHANGE_VARIANTS),
-    "producer": set(p2p.PRODUCER_VARIANTS), "control": set(p2p.CONTROL_VARIANTS),
-    "barrier_cost": {"no_barrier", "barrier_each_step"}, "batching": set(p2p.BATCHING_VARIANTS),
+    "pingpong": {"send_recv"},
+    "pair_matrix": {"send_recv"},
+    "window": {"unidirectional", "bidirectional"},
+    "ring": set(p2p.RING_VARIANTS),
+    "exchange": set(p2p.EXCHANGE_VARIANTS),
+    "producer": set(p2p.PRODUCER_VARIANTS),
+    "control": set(p2p.CONTROL_VARIANTS),
+    "barrier_cost": {"no_barrier", "barrier_each_step"},
+    "batching": set(p2p.BATCHING_VARIANTS),
 }
 
 
 # --- pure logic -----------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("world", [2, 3, 4])
 def test_cases_cover_every_pattern_and_are_unique(world):
@@ -45,28 +51,66 @@ def test_cases_cover_every_pattern_and_are_unique(world):
 
 
 def _rec(**kw) -> dict:
-    base = {"experiment": "p2p", "op": "send_recv", "backend": "gloo", "device": "cpu", "dtype": "float32",
-            "world_size": 3, "iterations": 5, "n_wrong": 0, "algbw_gbps": 1.0, "busbw_gbps": 1.0}
+    base = {
+        "experiment": "p2p",
+        "op": "send_recv",
+        "backend": "gloo",
+        "device": "cpu",
+        "dtype": "float32",
+        "world_size": 3,
+        "iterations": 5,
+        "n_wrong": 0,
+        "algbw_gbps": 1.0,
+        "busbw_gbps": 1.0,
+    }
     return base | kw
 
 
 def test_cross_node_pairs_and_slow_links_are_marked():
     # ranks 0 and 1 share a host, rank 2 is on another: as ctx.node_of() decides it
-    ctx = DistContext(rank=0, world_size=3, local_rank=0, local_world_size=2, backend="gloo",
-                      device=torch.device("cpu"), group=None, timeout_s=1.0, hostnames=["a", "a", "b"])
+    ctx = DistContext(
+        rank=0,
+        world_size=3,
+        local_rank=0,
+        local_world_size=2,
+        backend="gloo",
+        device=torch.device("cpu"),
+        group=None,
+        timeout_s=1.0,
+        hostnames=["a", "a", "b"],
+    )
     assert [p2p._cross(ctx, 0, b) for b in (1, 2)] == [False, True]
-    recs = [_rec(pattern="pair_matrix", variant="send_recv", size_bytes=64, src=a, dst=b,
-                 cross_node=p2p._cross(ctx, a, b), time_us=500.0 if (a, b) == (2, 0) else 100.0)
-            for a in range(3) for b in range(3) if a != b]
-    recs += [_rec(pattern="pingpong", variant="send_recv", size_bytes=64, src=0, dst=b, time_us=10.0,
-                  cross_node=p2p._cross(ctx, 0, b)) for b in (1, 2)]
+    recs = [
+        _rec(
+            pattern="pair_matrix",
+            variant="send_recv",
+            size_bytes=64,
+            src=a,
+            dst=b,
+            cross_node=p2p._cross(ctx, a, b),
+            time_us=500.0 if (a, b) == (2, 0) else 100.0,
+        )
+        for a in range(3)
+        for b in range(3)
+        if a != b
+    ]
+    recs += [
+        _rec(
+            pattern="pingpong",
+            variant="send_recv",
+            size_bytes=64,
+            src=0,
+            dst=b,
+            time_us=10.0,
+            cross_node=p2p._cross(ctx, 0, b),
+        )
+        for b in (1, 2)
+    ]
     text = format_tables(recs)
     rows = {line.split()[0]: line for line in text.splitlines() if line.startswith("       ")}
     assert "500.0*!" in rows["2"]  # cross-node and > 1.5x the median
     assert "100.0*" in rows["0"] and "100.0  " in rows["0"]  # 0->2 cross-node, 0->1 not
     assert "0<->2 x" in text and "0<->1 x" not in text
-
-
 
 
 @pytest.mark.parametrize("world", [2, 3, 4])
@@ -80,30 +124,58 @@ def test_producer_records_use_the_collectives_size_and_factor(world):
     from suite.timing import Measurement
 
     cfg = build_config(min_bytes="1K", max_bytes="64K", step_factor="4", dtypes="float32")
-    coll = {(c.identity["variant"], c.bytes.size_bytes): c for c in collectives.cases(cfg, world)
-            if c.identity["variant"] in ("scatter", "broadcast")}
+    coll = {
+        (c.identity["variant"], c.bytes.size_bytes): c
+        for c in collectives.cases(cfg, world)
+        if c.identity["variant"] in ("scatter", "broadcast")
+    }
     prod = [c for c in p2p.cases(cfg, world) if c.identity["pattern"] == "producer"]
-    m = Measurement(samples_s=[1e-4] * 5, timing_mode="blocking", ops_per_sample=1, warmup_iters=0,
-                    precision_reached=None)
-    like = {"scatter": "scatter", "isend_each_distinct": "scatter",
-            "broadcast": "broadcast", "isend_each_same": "broadcast"}
+    m = Measurement(
+        samples_s=[1e-4] * 5, timing_mode="blocking", ops_per_sample=1, warmup_iters=0, precision_reached=None
+    )
+    like = {
+        "scatter": "scatter",
+        "isend_each_distinct": "scatter",
+        "broadcast": "broadcast",
+        "isend_each_same": "broadcast",
+    }
     matched = 0
     for c in prod:
         ref = coll.get((like[c.identity["variant"]], c.bytes.size_bytes))
         assert ref is not None, f"{c.label}: no collectives case with the same whole buffer"
-        assert (c.bytes.size_bytes, c.bytes.count, c.bytes.bw_op) == \
-            (ref.bytes.size_bytes, ref.bytes.count, ref.bytes.bw_op), c.label
-        recs = [make_record(experiment=x.experiment, op=x.op, backend="gloo", device="cpu", dtype="float32",
-                            world_size=world, size_bytes=x.bytes.size_bytes, count=x.bytes.count, in_place=False,
-                            m=m, n_wrong=0, bw_op=x.bytes.bw_op) for x in (c, ref)]
+        assert (c.bytes.size_bytes, c.bytes.count, c.bytes.bw_op) == (
+            ref.bytes.size_bytes,
+            ref.bytes.count,
+            ref.bytes.bw_op,
+        ), c.label
+        recs = [
+            make_record(
+                experiment=x.experiment,
+                op=x.op,
+                backend="gloo",
+                device="cpu",
+                dtype="float32",
+                world_size=world,
+                size_bytes=x.bytes.size_bytes,
+                count=x.bytes.count,
+                in_place=False,
+                m=m,
+                n_wrong=0,
+                bw_op=x.bytes.bw_op,
+            )
+            for x in (c, ref)
+        ]
         assert recs[0]["busbw_gbps"] == pytest.approx(recs[1]["busbw_gbps"]), c.label
         assert recs[0]["busbw_factor"] == pytest.approx(metrics.busbw_factor(like[c.identity["variant"]], world))
         matched += 1
     assert matched == len(prod) > 0
     # each consumer of a scatter gets size / world bytes, of a broadcast the whole buffer
     for c in prod:
-        per = c.bytes.size_bytes // world if c.identity["variant"] in ("scatter", "isend_each_distinct") \
+        per = (
+            c.bytes.size_bytes // world
+            if c.identity["variant"] in ("scatter", "isend_each_distinct")
             else c.bytes.size_bytes
+        )
         assert c.fields["consumer_bytes"] == per and c.fields["delivered_bytes"] == (world - 1) * per
 
 
@@ -113,8 +185,10 @@ def test_pingpong_and_constants_are_named_in_the_declaration():
     pp = [c for c in cs if c.identity["pattern"] in ("pingpong", "pair_matrix")]
     assert pp and all(c.resolve is not None and c.fields["latency_formula"] == "sample / (2K)" for c in pp)
     win = [c for c in cs if c.identity["pattern"] == "window"]
-    assert all(c.fields["window_default"] == p2p.WINDOW == 64 and c.fields["window_max_bytes"] == p2p.WINDOW_MAX_BYTES
-               for c in win)
+    assert all(
+        c.fields["window_default"] == p2p.WINDOW == 64 and c.fields["window_max_bytes"] == p2p.WINDOW_MAX_BYTES
+        for c in win
+    )
     assert {c.identity["window"] for c in win} == {min(64, p2p.WINDOW_MAX_BYTES // (1 << 20)), 64}
     assert all(c.fields["k_counts"] == list(p2p.BATCH_COUNTS) for c in cs if c.identity["pattern"] == "batching")
 

@@ -57,8 +57,17 @@ def test_parse_cpulist():
 
 
 def test_gpu_cases_skip_reason_without_cuda():
-    ctx = DistContext(rank=0, world_size=1, local_rank=0, local_world_size=1, backend="gloo",
-                      device=torch.device("cpu"), group=None, timeout_s=10, hostnames=["h"])
+    ctx = DistContext(
+        rank=0,
+        world_size=1,
+        local_rank=0,
+        local_world_size=1,
+        backend="gloo",
+        device=torch.device("cpu"),
+        group=None,
+        timeout_s=10,
+        hostnames=["h"],
+    )
     reason = placement.gpu_skip_reason(ctx)
     if torch.cuda.is_available():
         assert "DEVICE=cpu" in reason
@@ -131,18 +140,31 @@ def test_affinity_has_no_torch_threads_axis():
 
 def test_declared_cases_keep_the_test_ids():
     cfg = build_config(max_bytes="64K")
-    ids = {name: [c.label for c in provider(cfg, 4)] for name, provider in [
-        ("topology", placement.topology_cases), ("pair", placement.pair_cases), ("group", placement.group_cases),
-        ("hier", placement.hierarchical_cases), ("affinity", placement.affinity_cases),
-        ("contig", placement.contiguity_cases), ("gpu", placement.gpu_placement_cases),
-        ("staging", placement.gpu_staging_cases), ("copy", placement.copy_bandwidth_cases)]}
+    ids = {
+        name: [c.label for c in provider(cfg, 4)]
+        for name, provider in [
+            ("topology", placement.topology_cases),
+            ("pair", placement.pair_cases),
+            ("group", placement.group_cases),
+            ("hier", placement.hierarchical_cases),
+            ("affinity", placement.affinity_cases),
+            ("contig", placement.contiguity_cases),
+            ("gpu", placement.gpu_placement_cases),
+            ("staging", placement.gpu_staging_cases),
+            ("copy", placement.copy_bandwidth_cases),
+        ]
+    }
     assert ids["topology"] == ["topology"]
     assert ids["pair"] == ids["group"] == [f"{k}-{s}B" for k in ("intra", "inter") for s in (4096, 16384, 65536)]
     assert ids["hier"][:2] == ["flat-float32-4096B", "hierarchical-float32-4096B"] and len(ids["hier"]) == 6
     assert ids["affinity"] == ["unpinned", "pinned"]
     # the copy round trip of each size first (the transposed cases take its time as their copy time)
-    assert ids["contig"][:4] == ["copy-transposed-4096B", "copy-transposed-16384B", "copy-transposed-65536B",
-                                 "all_reduce-contiguous-4096B"]
+    assert ids["contig"][:4] == [
+        "copy-transposed-4096B",
+        "copy-transposed-16384B",
+        "copy-transposed-65536B",
+        "all_reduce-contiguous-4096B",
+    ]
     assert len(ids["contig"]) == 3 + 12
     assert len(ids["gpu"]) == 4 * 3 and len(ids["staging"]) == 4 * 3 and len(ids["copy"]) == 5 * 4
     assert ids["staging"][:2] == ["pinned-blocking-4096B", "pinned-non_blocking-4096B"]
@@ -157,13 +179,31 @@ def test_declared_cases_keep_the_test_ids():
 
 def test_pivot_ratio_and_copy_table():
     def rec(col, t, **kw):
-        return {"op": "all_reduce", "size_bytes": 4096, "dtype": "float32", "time_us": t, "busbw_gbps": 1.0,
-                "n_wrong": 0, "algorithm": col, **kw}
+        return {
+            "op": "all_reduce",
+            "size_bytes": 4096,
+            "dtype": "float32",
+            "time_us": t,
+            "busbw_gbps": 1.0,
+            "n_wrong": 0,
+            "algorithm": col,
+            **kw,
+        }
+
     out = tables.pivot("t", [rec("flat", 100.0), rec("hierarchical", 250.0)], lambda r: r["algorithm"])
     assert out.splitlines()[-2].split()[-1] == "2.50" and "[OK]" in out
-    c = {"direction": "h2d", "host_memory": "pinned", "size_bytes": 1 << 20, "time_us": 100.0,
-         "algbw_gbps": 10.0, "nominal_peak_gbps": 25.2, "pct_of_peak": 39.7, "link": "PCIe gen4 x16",
-         "n_wrong": 0, "bytes_moved_factor": 1}
+    c = {
+        "direction": "h2d",
+        "host_memory": "pinned",
+        "size_bytes": 1 << 20,
+        "time_us": 100.0,
+        "algbw_gbps": 10.0,
+        "nominal_peak_gbps": 25.2,
+        "pct_of_peak": 39.7,
+        "link": "PCIe gen4 x16",
+        "n_wrong": 0,
+        "bytes_moved_factor": 1,
+    }
     assert "PCIe gen4 x16" in tables.copy_table([c])
     # records of the case protocol carry no pct_of_peak: the table derives it (10 GB/s of 25 = 40%)
     derived = {k: v for k, v in c.items() if k != "pct_of_peak"} | {"nominal_peak_gbps": 25.0}
@@ -177,6 +217,7 @@ def test_pcie_lane_rates_are_per_direction_payload():
 
 def test_hierarchy_shape_names_what_the_two_level_all_reduce_does():
     from suite import algorithms
+
     assert algorithms.hierarchy_shape(((0, 1, 2, 3),)) == "reduce_broadcast"  # one node
     assert algorithms.hierarchy_shape(((0,), (1,))) == "leaders_all_reduce"  # one rank per node
     assert algorithms.hierarchy_shape(((0, 1), (2, 3))) == "hierarchical"
@@ -186,9 +227,20 @@ def test_hierarchy_shape_names_what_the_two_level_all_reduce_does():
 
 def test_hierarchical_table_on_one_node_says_reduce_broadcast():
     def rec(algo, t, **kw):
-        return {"op": "all_reduce", "size_bytes": 4096, "dtype": "float32", "time_us": t, "busbw_gbps": 1.0,
-                "n_wrong": 0, "algorithm": algo, "table": "hierarchical", "grouping_nodes": [[0, 1]],
-                "fake_nodes": 0, **kw}
+        return {
+            "op": "all_reduce",
+            "size_bytes": 4096,
+            "dtype": "float32",
+            "time_us": t,
+            "busbw_gbps": 1.0,
+            "n_wrong": 0,
+            "algorithm": algo,
+            "table": "hierarchical",
+            "grouping_nodes": [[0, 1]],
+            "fake_nodes": 0,
+            **kw,
+        }
+
     out = tables.format_tables([rec("flat", 100.0), rec("reduce_broadcast", 120.0, hierarchy="one node: ...")])
     assert "flat all_reduce vs reduce + broadcast (one node: no hierarchy" in out
     assert "hierarchical all_reduce" not in out and "reduce_broadcast" in out
@@ -196,11 +248,23 @@ def test_hierarchical_table_on_one_node_says_reduce_broadcast():
 
 def test_contiguity_table_shows_the_measured_copy_and_its_share():
     def rec(op, layout, t, **kw):
-        return {"op": op, "layout": layout, "size_bytes": 4096, "dtype": "float32", "time_us": t,
-                "busbw_gbps": 1.0, "n_wrong": 0, "table": "contiguity", **kw}
-    recs = [rec("copy", "transposed", 30.0, busbw_gbps=None),
-            rec("all_reduce", "contiguous", 100.0), rec("all_reduce", "transposed", 120.0,
-                                                        copy_roundtrip_us=30.0, copy_share=0.25)]
+        return {
+            "op": op,
+            "layout": layout,
+            "size_bytes": 4096,
+            "dtype": "float32",
+            "time_us": t,
+            "busbw_gbps": 1.0,
+            "n_wrong": 0,
+            "table": "contiguity",
+            **kw,
+        }
+
+    recs = [
+        rec("copy", "transposed", 30.0, busbw_gbps=None),
+        rec("all_reduce", "contiguous", 100.0),
+        rec("all_reduce", "transposed", 120.0, copy_roundtrip_us=30.0, copy_share=0.25),
+    ]
     out = tables.format_tables(recs)
     row = [ln for ln in out.splitlines() if ln.strip().startswith("all_reduce")][0].split()
     assert row[-4:] == ["1.20", "20.0", "30.0", "25%"]  # x first, transposed - contiguous, copy, share

@@ -10,14 +10,25 @@ from suite.timing import Measurement
 
 
 def _m(samples):
-    return Measurement(samples_s=samples, timing_mode="blocking", ops_per_sample=1, warmup_iters=2,
-                       precision_reached=None)
+    return Measurement(
+        samples_s=samples, timing_mode="blocking", ops_per_sample=1, warmup_iters=2, precision_reached=None
+    )
 
 
 def test_record_has_every_field_and_consistent_bandwidth():
-    rec = results.make_record(experiment="collectives", op="all_reduce", backend="gloo", device="cpu",
-                              dtype="float32", world_size=4, size_bytes=4_000_000, count=1_000_000,
-                              in_place=True, m=_m([1e-3, 2e-3, 3e-3]), n_wrong=0)
+    rec = results.make_record(
+        experiment="collectives",
+        op="all_reduce",
+        backend="gloo",
+        device="cpu",
+        dtype="float32",
+        world_size=4,
+        size_bytes=4_000_000,
+        count=1_000_000,
+        in_place=True,
+        m=_m([1e-3, 2e-3, 3e-3]),
+        n_wrong=0,
+    )
     for f in results.REQUIRED_FIELDS:
         assert f in rec, f
     assert rec["time_us"] == pytest.approx(2000.0)
@@ -52,8 +63,13 @@ def test_atomic_write_failure_keeps_previous_file(tmp_path):
 
 
 def test_env_capture_filters_and_hides_secrets():
-    env = {"NCCL_DEBUG": "INFO", "GLOO_SOCKET_IFNAME": "eth0", "HOME": "/root", "TORCH_API_TOKEN": "x",
-           "MASTER_ADDR": "node0"}
+    env = {
+        "NCCL_DEBUG": "INFO",
+        "GLOO_SOCKET_IFNAME": "eth0",
+        "HOME": "/root",
+        "TORCH_API_TOKEN": "x",
+        "MASTER_ADDR": "node0",
+    }
     got = sysinfo.relevant_env(env)
     assert got == {"GLOO_SOCKET_IFNAME": "eth0", "MASTER_ADDR": "node0", "NCCL_DEBUG": "INFO"}
 
@@ -70,15 +86,37 @@ def test_collect_local_and_global():
 
 
 def test_record_says_how_every_number_was_obtained():
-    m = Measurement(samples_s=[1e-3, 4e-3, 2e-3], timing_mode="pipelined", ops_per_sample=2, warmup_iters=1,
-                    precision_reached=None, slowest_rank=[2, 2, 0], rank_median_s=[1e-3, 1.5e-3, 2e-3],
-                    buffer_sets=2)
-    rec = results.make_record(experiment="collectives", op="all_gather", backend="gloo", device="cpu",
-                              dtype="float32", world_size=3, size_bytes=3000, count=750, in_place=False, m=m,
-                              n_wrong=0)
-    numeric = [k for k, v in rec.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
-               and k not in ("world_size", "size_bytes", "count", "iterations", "ops_per_sample", "warmup_iters",
-                             "buffer_sets")]
+    m = Measurement(
+        samples_s=[1e-3, 4e-3, 2e-3],
+        timing_mode="pipelined",
+        ops_per_sample=2,
+        warmup_iters=1,
+        precision_reached=None,
+        slowest_rank=[2, 2, 0],
+        rank_median_s=[1e-3, 1.5e-3, 2e-3],
+        buffer_sets=2,
+    )
+    rec = results.make_record(
+        experiment="collectives",
+        op="all_gather",
+        backend="gloo",
+        device="cpu",
+        dtype="float32",
+        world_size=3,
+        size_bytes=3000,
+        count=750,
+        in_place=False,
+        m=m,
+        n_wrong=0,
+    )
+    numeric = [
+        k
+        for k, v in rec.items()
+        if isinstance(v, (int, float))
+        and not isinstance(v, bool)
+        and k
+        not in ("world_size", "size_bytes", "count", "iterations", "ops_per_sample", "warmup_iters", "buffer_sets")
+    ]
     assert set(numeric) <= set(rec["provenance"]), set(numeric) - set(rec["provenance"])
     assert all(v.split(":")[0] in ("measured", "derived", "modelled") for v in rec["provenance"].values())
     assert rec["provenance"]["busbw_factor"].startswith("modelled: nccl-tests bus factor of all_gather")
@@ -90,30 +128,77 @@ def test_record_says_how_every_number_was_obtained():
 
 
 def test_unchecked_record_has_no_count_and_a_reason():
-    rec = results.make_record(experiment="x", op="barrier", backend="gloo", device="cpu", dtype="none",
-                              world_size=2, size_bytes=0, count=0, in_place=False, m=_m([1e-4]), n_wrong=None,
-                              checked=False, unchecked_reason="no data")
+    rec = results.make_record(
+        experiment="x",
+        op="barrier",
+        backend="gloo",
+        device="cpu",
+        dtype="none",
+        world_size=2,
+        size_bytes=0,
+        count=0,
+        in_place=False,
+        m=_m([1e-4]),
+        n_wrong=None,
+        checked=False,
+        unchecked_reason="no data",
+    )
     assert rec["checked"] is False and rec["n_wrong"] is None and rec["unchecked_reason"] == "no data"
     assert rec["busbw_factor"] == 0.0 and rec["algbw_gbps"] == 0.0
 
 
 def test_an_op_without_a_bus_factor_has_no_bus_bandwidth():
-    rec = results.make_record(experiment="x", op="step", backend="gloo", device="cpu", dtype="float32",
-                              world_size=2, size_bytes=100, count=25, in_place=False, m=_m([1e-3]), n_wrong=0,
-                              busbw=False)
+    rec = results.make_record(
+        experiment="x",
+        op="step",
+        backend="gloo",
+        device="cpu",
+        dtype="float32",
+        world_size=2,
+        size_bytes=100,
+        count=25,
+        in_place=False,
+        m=_m([1e-3]),
+        n_wrong=0,
+        busbw=False,
+    )
     assert rec["busbw_gbps"] is None and rec["busbw_factor"] is None and rec["algbw_gbps"] == pytest.approx(1e-4)
     with pytest.raises(ValueError, match="no bus-bandwidth factor for op 'step'"):
-        results.make_record(experiment="x", op="step", backend="gloo", device="cpu", dtype="float32",
-                            world_size=2, size_bytes=100, count=25, in_place=False, m=_m([1e-3]), n_wrong=0)
+        results.make_record(
+            experiment="x",
+            op="step",
+            backend="gloo",
+            device="cpu",
+            dtype="float32",
+            world_size=2,
+            size_bytes=100,
+            count=25,
+            in_place=False,
+            m=_m([1e-3]),
+            n_wrong=0,
+        )
 
 
 def test_provenance_names_the_divisions_and_claims_nothing_absent():
-    m = Measurement(samples_s=[2e-3], timing_mode="pipelined", ops_per_sample=4, warmup_iters=1,
-                    precision_reached=None)
-    rec = results.make_record(experiment="p2p", op="send_recv", backend="gloo", device="cpu", dtype="float32",
-                              world_size=2, size_bytes=64, count=16, in_place=False, m=m, n_wrong=None,
-                              checked=False, unchecked_reason="x", busbw=False, time_divisor=2,
-                              time_normalisation="round trip / 2")
+    m = Measurement(samples_s=[2e-3], timing_mode="pipelined", ops_per_sample=4, warmup_iters=1, precision_reached=None)
+    rec = results.make_record(
+        experiment="p2p",
+        op="send_recv",
+        backend="gloo",
+        device="cpu",
+        dtype="float32",
+        world_size=2,
+        size_bytes=64,
+        count=16,
+        in_place=False,
+        m=m,
+        n_wrong=None,
+        checked=False,
+        unchecked_reason="x",
+        busbw=False,
+        time_divisor=2,
+        time_normalisation="round trip / 2",
+    )
     t = rec["provenance"]["time_us"]
     assert "divided by the 4 ops of a sample" in t and "divided by 2 (round trip / 2)" in t
     assert not {"busbw_gbps", "busbw_factor", "n_wrong"} & set(rec["provenance"])

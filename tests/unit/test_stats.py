@@ -16,19 +16,27 @@ from suite import metrics
 # agree (Conover 1999, Table A3 / the classic n = 100 -> x_(40), x_(61)). For n <= 5 even the full
 # range misses 95% (1 - 2/2^n): the interval is the full range.
 TABLE_95 = [
-    (1, 1, 1), (5, 1, 5),
-    (6, 1, 6),      # 2·P(B<=0) = 2/64 = 0.031; 2·P(B<=1) = 14/64 = 0.22
-    (8, 1, 8),      # 2·P(B<=1) = 18/256 = 0.070 > 0.05
-    (9, 2, 8),      # 2·P(B<=1) = 20/512 = 0.039; 2·P(B<=2) = 92/512 = 0.18
-    (10, 2, 9), (12, 3, 10), (15, 4, 12), (17, 5, 13), (20, 6, 15),
-    (21, 6, 16),    # the normal approximation chose (7, 15): coverage 0.922
-    (25, 8, 18), (30, 10, 21), (50, 18, 33), (100, 40, 61),
+    (1, 1, 1),
+    (5, 1, 5),
+    (6, 1, 6),  # 2·P(B<=0) = 2/64 = 0.031; 2·P(B<=1) = 14/64 = 0.22
+    (8, 1, 8),  # 2·P(B<=1) = 18/256 = 0.070 > 0.05
+    (9, 2, 8),  # 2·P(B<=1) = 20/512 = 0.039; 2·P(B<=2) = 92/512 = 0.18
+    (10, 2, 9),
+    (12, 3, 10),
+    (15, 4, 12),
+    (17, 5, 13),
+    (20, 6, 15),
+    (21, 6, 16),  # the normal approximation chose (7, 15): coverage 0.922
+    (25, 8, 18),
+    (30, 10, 21),
+    (50, 18, 33),
+    (100, 40, 61),
 ]
 
 
 def _exact_coverage(n: int, k: int) -> Fraction:
     """P(x_(k) <= median <= x_(n+1-k)) = P(k <= B <= n-k), B ~ Binomial(n, 1/2), by direct summation."""
-    return Fraction(sum(math.comb(n, i) for i in range(k, n - k + 1)), 2 ** n)
+    return Fraction(sum(math.comb(n, i) for i in range(k, n - k + 1)), 2**n)
 
 
 @pytest.mark.parametrize("n,lo,hi", TABLE_95)
@@ -83,7 +91,7 @@ def test_normal_quantile_is_the_standard_librarys():
 
 def test_sequential_levels_spend_at_most_the_miss_probability_over_all_looks():
     levels = [metrics.sequential_confidence(j) for j in range(1, 100001)]
-    assert levels[0] == pytest.approx(1 - 0.05 * 6 / math.pi ** 2)
+    assert levels[0] == pytest.approx(1 - 0.05 * 6 / math.pi**2)
     assert all(a < b for a, b in zip(levels[:1000], levels[1:1000]))  # later looks are stricter
     assert sum(1 - lv for lv in levels) <= 0.05
     assert sum(1 - lv for lv in levels) > 0.0499  # and spend nearly all of it

@@ -13,16 +13,27 @@ def test_sum_expected_by_hand():
 
 
 # avg is defined for floating types only (torch rejects it for integers)
-@pytest.mark.parametrize("dtype,redop", [(d, r) for d in verify.DTYPE_OF.values()
-                                         for r in ("sum", "avg", "product", "min", "max")
-                                         if r != "avg" or d.is_floating_point])
+@pytest.mark.parametrize(
+    "dtype,redop",
+    [
+        (d, r)
+        for d in verify.DTYPE_OF.values()
+        for r in ("sum", "avg", "product", "min", "max")
+        if r != "avg" or d.is_floating_point
+    ],
+)
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 8, 16])
 def test_expected_is_exact(dtype, redop, n):
     numel = 97
     inputs = [verify.pattern(r, numel, dtype, redop=redop, world_size=n).to(torch.float64) for r in range(n)]
     stacked = torch.stack(inputs)
-    ref = {"sum": stacked.sum(0), "avg": stacked.mean(0), "product": stacked.prod(0),
-           "min": stacked.min(0).values, "max": stacked.max(0).values}[redop]
+    ref = {
+        "sum": stacked.sum(0),
+        "avg": stacked.mean(0),
+        "product": stacked.prod(0),
+        "min": stacked.min(0).values,
+        "max": stacked.max(0).values,
+    }[redop]
     # inputs themselves are integers exactly representable in the dtype
     for t in inputs:
         assert torch.equal(t, t.round()) and t.abs().max() <= verify.exact_limit(dtype)
