@@ -54,14 +54,20 @@ def test_a_node_with_slow_egress_is_named_by_its_outgoing_links(sim):
 
 
 def test_a_cpu_limited_node_is_named_by_its_ranks(sim):
-    p = sim.run(**DOCTOR, NODE_CPUS="node1=0.4")
+    """node1 limited to a quarter of a CPU (its two ranks an eighth each; the other four share the
+    rest of the two cores): both its ranks are stragglers and node1 is the weak node. A CPU quota
+    only binds below the fair share, so the limit is well below it (0.4 did not bind while other
+    tests loaded this machine). Its links may be affected too (a starved rank also answers late):
+    then they are part of the same weak-node finding."""
+    p = sim.run(**DOCTOR, NODE_CPUS="node1=0.25")
     assert p.returncode == EXIT_FINDING, _out(p)[-5000:]
     d = _doctor(sim)
     assert sorted(s["rank"] for s in d["stragglers"]) == [2, 3]  # node1 hosts ranks 2 and 3
-    assert all(s["in_compute"] for s in d["stragglers"])
-    assert [(w["host"], w["affected"]) for w in d["weak_nodes"]] == [("node1", ["compute: every rank a straggler"])]
+    assert [w["host"] for w in d["weak_nodes"]] == ["node1"]
+    assert "compute: every rank a straggler" in d["weak_nodes"][0]["affected"]
+    assert [f["kind"] for f in d["findings"] if "node1" not in f["where"]] == []  # nothing else named
     hosts = sim.bench()["machine_info"]["suite"]["hosts"]
-    assert hosts["node1"]["container"]["cgroup_cpus"] == pytest.approx(0.4)
+    assert hosts["node1"]["container"]["cgroup_cpus"] == pytest.approx(0.25)
     assert hosts["node0"]["container"]["cgroup_cpus"] is None
     sim.assert_clean()
 
