@@ -99,6 +99,7 @@ COPY tests/ tests/
 COPY docker/ docker/
 COPY scripts/ scripts/
 COPY examples/ examples/
+COPY docs/ docs/
 ARG GIT_COMMIT=unknown
 LABEL org.opencontainers.image.revision="${GIT_COMMIT}"
 # VERSIONS: what is really inside (the base's torch may differ from TORCH_VERSION; the label says

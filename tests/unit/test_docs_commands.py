@@ -172,7 +172,9 @@ def check(words: list[str], variables: set[str], tmp: str) -> tuple[str, str]:
     if words[0] in py and len(words) > 1 and words[1].endswith(".py"):
         cmd = [sys.executable, words[1], "--help"]
     elif words[0].startswith(".venv/bin/"):
-        cmd = [str(ROOT / words[0]), *[w for w in words[1:2] if not w.startswith("-")], "--help"]
+        # the project's venv, wherever it is (.venv here, /opt/venv in the image): this interpreter's bin
+        tool = Path(sys.executable).parent / words[0].removeprefix(".venv/bin/")
+        cmd = [str(tool), *[w for w in words[1:2] if not w.startswith("-")], "--help"]
     else:
         return "fail", f"no rule checks {words[0]!r}: add one, or a named entry in SKIPS"
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
