@@ -41,6 +41,11 @@ def available_experiments() -> list[str]:
     return sorted(p.stem for p in EXPERIMENTS_DIR.glob("*.py") if not p.stem.startswith("_") and p.stem != "conftest")
 
 
+def all_experiments() -> list[str]:
+    """What EXPERIMENTS=all runs: every experiment but the health check (NOT_IN_ALL)."""
+    return [e for e in available_experiments() if e not in NOT_IN_ALL]
+
+
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     if "--" in argv:
         i = argv.index("--")
@@ -166,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg = config_from_args(a)
         lay = layout(a)
         names = (
-            [e for e in available_experiments() if e not in NOT_IN_ALL]
+            all_experiments()
             if a.experiments in ("all", "")
             else [e.strip() for e in a.experiments.split(",") if e.strip()]
         )

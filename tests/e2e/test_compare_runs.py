@@ -79,11 +79,11 @@ def _sides(two_runs) -> tuple[list[list[dict]], list[list[dict]]]:
 
 def test_every_case_of_every_experiment_is_matched(two_runs):
     (a, _), (b, _) = _sides(two_runs)
-    assert {r["experiment"] for r in a} == set(launch.available_experiments())
+    assert {r["experiment"] for r in a} == set(launch.all_experiments())
     c = compare.compare_records(a, b)
     assert not c.only_base and not c.only_new, [compare.describe_key(k) for k in c.only_base + c.only_new]
     assert len(c.cases) == len(a) == len(b)  # nothing dropped, not even a case with no positive time
-    assert {dict(k)["experiment"] for k in (x.key for x in c.cases)} == set(launch.available_experiments())
+    assert {dict(k)["experiment"] for k in (x.key for x in c.cases)} == set(launch.all_experiments())
     assert c.base_runs == c.new_runs == 1 and "one run per side" in c.between_run_note
 
 
