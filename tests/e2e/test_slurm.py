@@ -264,3 +264,6 @@ def test_a_frozen_rank_ends_the_job_within_heartbeat_and_kill_wait(slurm, tmp_pa
     assert "rank 3" in job.output and "stopped responding" in job.output, job.output[-3000:]
     # start-up (~10 s) + heartbeat 5 s + the launchers' teardown + KillWait 5 s, well under TIMEOUT_S
     assert elapsed < 55, f"the job outlived its first failure: {elapsed:.0f} s"
+    assert "# first failure: task" in job.output and "exited with status 5" in job.output
+    # the tasks' status notes lived beside the runs and are gone; the run itself holds only the run
+    assert not list((tmp_path / "results").glob(".tasks-*")) and not (tmp_path / "results" / "run" / "tasks").exists()
