@@ -2,12 +2,13 @@
 #   make report [RUN=results/<id>] [BASE=results/<id>]   HTML + Markdown + PNGs + CSV in RUN/report/
 #                                           (BASE: the summary gives the comparison verdict)
 #   make report-csv [RUN=...]               the run's records as CSV on stdout
-#   make compare BASE=results/<a> NEW=results/<b> [TOLERANCE=0.05] [OUT=dir]   exit 1 on a regression
+#   make compare BASE=results/<a> NEW=results/<b> [TOLERANCE=0.05] [ALPHA=0.05] [OUT=dir]   exit 1 on a regression
 #     (a side may be several runs: a,b,c, or results/<id> for the runs <id>-r1..rk of REPEAT=k)
 RUN       ?= $(RESULTS)/latest
 BASE      ?=
 NEW       ?=
 TOLERANCE ?= 0.05
+ALPHA     ?= 0.05
 OUT       ?=
 
 .PHONY: report report-csv compare
@@ -20,4 +21,4 @@ report-csv: venv  ## the records of RUN as CSV on stdout
 
 compare: venv  ## BASE=<run> NEW=<run>: per-case verdicts, non-zero exit on a regression
 	@test -n "$(BASE)" -a -n "$(NEW)" || { echo "usage: make compare BASE=results/<run> NEW=results/<run> [NEW=...]" >&2; exit 2; }
-	$(PY) -m suite.report compare $(BASE) $(NEW) --tolerance $(TOLERANCE) $(if $(OUT),--out $(OUT))
+	$(PY) -m suite.report compare $(BASE) $(NEW) --tolerance $(TOLERANCE) --alpha $(ALPHA) $(if $(OUT),--out $(OUT))

@@ -87,9 +87,15 @@ def test_every_case_of_every_experiment_is_matched(two_runs):
     assert c.base_runs == c.new_runs == 1 and "one run per side" in c.between_run_note
 
 
+IDENTITY_ALPHA = 0.001
+"""The identity checks test the comparison at a 0.1% family-wise level: at the default 5% a correct
+procedure calls some case of one commit "different" in up to 1 run in 20, by design (a soak saw it:
+1 failure in rounds 17-20), and a test may not fail 1 in 20."""
+
+
 def test_interleaved_runs_of_one_commit_are_same_for_every_case(two_runs):
     base, new = _sides(two_runs)
-    c = compare.compare_runs(base, new)
+    c = compare.compare_runs(base, new, alpha=IDENTITY_ALPHA)
     assert c.base_runs == c.new_runs == 2 and "from the runs' medians" in c.between_run_note
     assert not c.only_base and not c.only_new and len(c.cases) == len(base[0])
     not_same = [
@@ -103,7 +109,7 @@ def test_interleaved_runs_of_one_commit_are_same_for_every_case(two_runs):
 
 def test_make_compare_of_interleaved_runs_passes(two_runs):
     r = lambda i: str(two_runs / f"t-r{i}")  # noqa: E731
-    proc = _make("compare", f"BASE={r(1)},{r(3)}", f"NEW={r(2)},{r(4)}", timeout=120)
+    proc = _make("compare", f"BASE={r(1)},{r(3)}", f"NEW={r(2)},{r(4)}", f"ALPHA={IDENTITY_ALPHA}", timeout=120)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = proc.stdout
     assert "(2 run(s))" in out and "unmatched" not in out and "gate: PASS" in out
