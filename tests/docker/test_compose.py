@@ -65,9 +65,9 @@ def _engine_reason() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
-def image() -> str:
-    """`make image`, once per session (seconds when cached, ~3 min cold with the base)."""
+def make_image(*args: str, timeout: float) -> subprocess.CompletedProcess:
+    """`make -s image ARGS...` once the engine is reachable (skip, or fail under REQUIRE_DOCKER=1, when not);
+    asserts it built and prints how long it took."""
     reason = _engine_reason()
     if reason:
         if os.environ.get("REQUIRE_DOCKER") == "1":
@@ -75,14 +75,21 @@ def image() -> str:
         pytest.skip(reason)
     t0 = time.monotonic()
     r = subprocess.run(
-        ["make", "-s", "image", f"IMAGE={IMAGE}", f"PIP_PYTHON={sys.executable}"],
+        ["make", "-s", "image", *args, f"PIP_PYTHON={sys.executable}"],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=timeout,
     )
-    assert r.returncode == 0, f"make image failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
-    print(f"make image: {time.monotonic() - t0:.0f} s")
+    assert r.returncode == 0, f"make image {' '.join(args)} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    print(f"make image {' '.join(args)}: {time.monotonic() - t0:.0f} s")
+    return r
+
+
+@pytest.fixture(scope="session")
+def image() -> str:
+    """`make image`, once per session (seconds when cached, ~3 min cold with the base)."""
+    make_image(f"IMAGE={IMAGE}", timeout=900)
     return IMAGE
 
 

@@ -14,14 +14,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 import time
 
 import pytest
 
 from tests.conftest import ROOT
-from tests.docker.test_compose import _container, _docker, _engine_reason, _out
+from tests.docker.test_compose import _container, _docker, _out, make_image
 
 # cold: ~3 min for the image (+1 min for the base where it is missing); the timeout covers the
 # fixture's build, which runs inside the first test
@@ -33,31 +31,10 @@ PIN = re.search(r"^torch==(\S+)$", (ROOT / "requirements.txt").read_text(), re.M
 
 @pytest.fixture(scope="module")
 def cuda_image() -> str:
-    reason = _engine_reason()
-    if reason:
-        if os.environ.get("REQUIRE_DOCKER") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    t0 = time.monotonic()
-    r = subprocess.run(
-        [
-            "make",
-            "-s",
-            "image",
-            "VARIANT=full",
-            "BASE_IMAGE=local",
-            f"IMAGE={CUDA_IMAGE}",
-            f"PIP_PYTHON={sys.executable}",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=2200,
-    )
-    assert r.returncode == 0, f"make image VARIANT=full failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    r = make_image("VARIANT=full", "BASE_IMAGE=local", f"IMAGE={CUDA_IMAGE}", timeout=2200)
     built = [ln for ln in r.stdout.splitlines() if ln.startswith("built ")]
     assert built and re.search(r" in \d+ s: \d+\.\d\d GB$", built[0]), r.stdout[-2000:]
-    print(f"make image VARIANT=full BASE_IMAGE=local: {time.monotonic() - t0:.0f} s; {built[0]}")
+    print(built[0])
     return CUDA_IMAGE
 
 
