@@ -134,3 +134,33 @@ def test_compose_cli_accepts_both_files():
         timeout=60,
     )
     assert r.returncode == 0 and sorted(r.stdout.split()) == sorted(BASE["services"]), r.stdout + r.stderr
+
+
+# --- every knob reaches the nodes ------------------------------------------------------------------
+
+NOT_FOR_COMPOSE = {
+    "SUITE_FAKE_NODES": "pretends one host is several; compose nodes are real hosts",
+}
+
+
+def test_every_knob_reaches_the_compose_nodes():
+    """A knob set on `make compose-up` must arrive in every node's environment (compose passes only the
+    variables its file names), else the nodes silently run with the default (DDP_PARAMS once did)."""
+    from suite import config
+
+    env = set(BASE["services"]["node0"]["environment"])
+    wanted = {k.make for k in config.KNOBS} | {e.env for e in config.ENV_KNOBS}
+    missing = sorted(wanted - env - set(NOT_FOR_COMPOSE))
+    assert not missing, f"docker-compose.yml does not pass {missing} to the nodes"
+    for svc in BASE["services"].values():
+        assert set(svc["environment"]) == set(BASE["services"]["node0"]["environment"]) | {"NODE_RANK"}
+
+
+def test_every_run_wide_knob_is_a_node_flag():
+    """docker/node.sh turns each run-wide knob into the launcher's flag (config.KNOBS: the one spelling)."""
+    from suite import config
+
+    text = (ROOT / "docker" / "node.sh").read_text()
+    pairs = set(re.findall(r"([a-z-]+):([A-Z_]+)", text)) | set(re.findall(r'--([a-z-]+) "\$\{([A-Z_]+)', text))
+    missing = sorted(f"{k.flag}:{k.make}" for k in config.KNOBS if (k.flag, k.make) not in pairs)
+    assert not missing, f"docker/node.sh does not pass {missing}"
