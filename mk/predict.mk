@@ -4,7 +4,9 @@
 #   make validate-predict [VALIDATE_FIT="2 3"] [VALIDATE_CHECK="4 5 6"] [VALIDATE_PPN=1] [VALIDATE_RATE=100mbit]
 #     compose runs at every node count (results/<VALIDATE_ID>-<n>n<ppn>p), fit on VALIDATE_FIT, predict and
 #     measure VALIDATE_CHECK: per op and size predicted / measured / error, geomean |error| per op
-#     (VALIDATE_REUSE=1 keeps runs already stored under those names)
+#     (VALIDATE_REUSE=1 keeps runs already stored under those names); VALIDATE_DDP=1 (default) also runs the
+#     DDP step of a VALIDATE_DDP_PARAMS-parameter MLP (its default DDP, no-op-hook, solo and all_reduce cases)
+#     at every node count and checks the step prediction the same way (VALIDATE_DDP= leaves it out)
 RANKS          ?=
 RANKS_PER_NODE ?=
 SIZES          ?=
@@ -19,6 +21,10 @@ VALIDATE_ITERS ?= 10
 VALIDATE_OPS   ?= all_reduce or (all_gather_into_tensor and oop) or (reduce_scatter_tensor and oop) or broadcast or all_to_all_single or barrier
 VALIDATE_ID    ?= validate-predict
 VALIDATE_REUSE ?=
+VALIDATE_DDP   ?= 1
+VALIDATE_DDP_PARAMS ?= 500K
+VALIDATE_DDP_K := test_ddp and mlp- and (ddp] or solo or no-op or grad_all)
+_comma := ,
 
 .PHONY: predict validate-predict
 
@@ -31,9 +37,9 @@ validate-predict: venv  ## fit on compose runs of 2-3 nodes, predict and measure
 	  id=$(VALIDATE_ID)-$${n}n$(VALIDATE_PPN)p; \
 	  if [ -n "$(VALIDATE_REUSE)" ] && [ -f "$(RESULTS)/$$id/bench.json" ]; then echo "# reusing $(RESULTS)/$$id"; continue; fi; \
 	  echo "# validate-predict: $$n nodes x $(VALIDATE_PPN) rank(s), LINK_RATE=$(VALIDATE_RATE): run $$id"; \
-	  $(MAKE) -s compose-up NNODES=$$n NPROC_PER_NODE=$(VALIDATE_PPN) LINK_RATE=$(VALIDATE_RATE) EXPERIMENTS=collectives \
-	    REDOPS=sum MIN_BYTES=$(VALIDATE_MIN) MAX_BYTES=$(VALIDATE_MAX) STEP_FACTOR=$(VALIDATE_STEP) ITERS=$(VALIDATE_ITERS) \
-	    WARMUP=2 RESULTS=$(RESULTS) RUN_ID=$$id K="$(VALIDATE_OPS)" > $(RESULTS)/$$id.log 2>&1 \
+	  $(MAKE) -s compose-up NNODES=$$n NPROC_PER_NODE=$(VALIDATE_PPN) LINK_RATE=$(VALIDATE_RATE) EXPERIMENTS=collectives$(if $(VALIDATE_DDP),$(_comma)ddp) \
+	    DDP_PARAMS=$(VALIDATE_DDP_PARAMS) REDOPS=sum MIN_BYTES=$(VALIDATE_MIN) MAX_BYTES=$(VALIDATE_MAX) STEP_FACTOR=$(VALIDATE_STEP) ITERS=$(VALIDATE_ITERS) \
+	    WARMUP=2 RESULTS=$(RESULTS) RUN_ID=$$id K="(test_collective and ($(VALIDATE_OPS)))$(if $(VALIDATE_DDP), or ($(VALIDATE_DDP_K)))" > $(RESULTS)/$$id.log 2>&1 \
 	    || { echo "error: compose run $$id failed (log: $(RESULTS)/$$id.log)" >&2; tail -5 $(RESULTS)/$$id.log >&2; exit 1; }; \
 	done; \
 	fit=$$(for n in $(VALIDATE_FIT); do printf '%s,' $(RESULTS)/$(VALIDATE_ID)-$${n}n$(VALIDATE_PPN)p; done); \

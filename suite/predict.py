@@ -1457,9 +1457,11 @@ def validate(fit_on: Sequence[dict], check: Sequence[dict], debug_text: str = ""
     for run in check:
         t = run_topology(run)
         for rec in ddp_baselines(run):
-            base = next((b for b in fit_ddp if b.get("model") == rec.get("model")), None)
-            if base is None:
+            # the fit run nearest the check scale: its compute, buckets and overlap
+            same = [b for b in fit_ddp if b.get("model") == rec.get("model")]
+            if not same:
                 continue
+            base = max(same, key=lambda b: int(b["world_size"]))
             pr = predict_ddp(
                 base,
                 t,
@@ -1470,7 +1472,11 @@ def validate(fit_on: Sequence[dict], check: Sequence[dict], debug_text: str = ""
                 {
                     "model": rec.get("model"),
                     "ranks": t.ranks,
+                    "fit_ranks": int(base["world_size"]),
                     "predicted_us": pr["step_us"],
+                    "predicted_comm_us": pr["comm_us"],
+                    "predicted_hidden_us": pr["hidden_us"],
+                    "compute_us": pr["compute_us"],
                     "measured_us": rec["time_us"],
                     "error": (pr["step_us"] - rec["time_us"]) / rec["time_us"],
                 }
@@ -1484,6 +1490,9 @@ def validate(fit_on: Sequence[dict], check: Sequence[dict], debug_text: str = ""
         "rows": rows,
         "summary": summary,
         "ddp": ddp_rows,
+        "ddp_summary": {"geomean_abs_error": geomean_abs([r["error"] for r in ddp_rows]), "n": len(ddp_rows)}
+        if ddp_rows
+        else None,
         "target_bandwidth_bound": TARGET,
     }
 
@@ -1533,9 +1542,14 @@ def format_validation(v: dict) -> str:
         )
     for r in v.get("ddp") or []:
         out.append(
-            f"ddp step ({r['model']}) at {r['ranks']} ranks: predicted {_fmt_t(r['predicted_us'])}, measured "
+            f"ddp step ({r['model']}) at {r['ranks']} ranks: predicted {_fmt_t(r['predicted_us'])} (compute "
+            f"{_fmt_t(r['compute_us'])} + all_reduce {_fmt_t(r['predicted_comm_us'])} − hidden "
+            f"{_fmt_t(r['predicted_hidden_us'])}, from the {r['fit_ranks']}-rank run), measured "
             f"{_fmt_t(r['measured_us'])}, error {100 * r['error']:+.1f}%"
         )
+    if v.get("ddp_summary"):
+        d = v["ddp_summary"]
+        out.append(f"ddp step: geomean |err| {100 * d['geomean_abs_error']:.1f}% over {d['n']} scales")
     return "\n".join(out) + "\n"
 
 

@@ -291,6 +291,42 @@ def test_validation_says_missed_when_the_backend_runs_something_else():
     assert v["algorithms"]["broadcast"]["check"].startswith("measurements favour ring")
 
 
+def _ddp_rec(n, noop_ms, time_us):
+    return {
+        "experiment": "ddp",
+        "op": "ddp_step",
+        "label": "ddp",
+        "model": "mlp",
+        "backend": "gloo",
+        "world_size": n,
+        "hosts": n,
+        "time_us": time_us,
+        "n_wrong": 0,
+        "noop_step_ms": noop_ms,
+        "solo_step_ms": 4.0,
+        "allreduce_ms": 3.0,
+        "overlap_saved_ms": 0.0,
+        "bucket_sizes": [1_000_000],
+    }
+
+
+def test_validation_checks_the_ddp_step_from_the_largest_fit_run():
+    """The DDP step at the check scale is predicted from the fit run nearest to it (its compute, buckets and
+    overlap), and the table gives its error and their geomean."""
+    link = ClassLink(link_class="inter", alpha_us=300.0, beta_gbps=0.0125)
+    fit2, fit3, chk = _run((2, 1), GLOO_MODELS, link), _run((3, 1), GLOO_MODELS, link), _run((5, 1), GLOO_MODELS, link)
+    ring5 = predict.predict("all_reduce", "ring", Topology(5, 1), {"inter": link}, 1_000_000).time_us
+    fit2["benchmarks"].append({"extra_info": _ddp_rec(2, 50.0, 1e5)})  # a different compute: not the base
+    fit3["benchmarks"].append({"extra_info": _ddp_rec(3, 5.0, 1e5)})
+    chk["benchmarks"].append({"extra_info": _ddp_rec(5, 5.0, 5000.0 + ring5)})
+    v = predict.validate([fit2, fit3], [chk])
+    (row,) = v["ddp"]
+    assert row["ranks"] == 5 and row["fit_ranks"] == 3
+    assert row["predicted_us"] == pytest.approx(5000.0 + ring5, rel=0.02)
+    assert v["ddp_summary"]["geomean_abs_error"] < 0.02
+    assert "ddp step (mlp) at 5 ranks" in predict.format_validation(v)
+
+
 def test_geomean_abs_error_by_hand():
     assert predict.geomean_abs([0.1, -0.4]) == pytest.approx(0.2)
     assert predict.geomean_abs([]) is None
