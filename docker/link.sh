@@ -72,12 +72,15 @@ else
     fi
   fi
   if [ -n "$rate" ]; then
-    # tbf needs burst >= rate / HZ; rate/250 bytes covers HZ >= 250, 32 KiB floor for slow links.
+    # burst: half a millisecond of traffic at the rate (4 KiB floor: two full frames), so the link behaves
+    # like a wire: tbf's hrtimer keeps the rate with it (measured here: 100mbit at 5 KB burst sustains the
+    # same 11.8 MB/s as at 50 KB). The old rate/250 (50 KB at 100mbit, 32 KiB floor) let a 64 KiB message
+    # through at 3x the link's rate, and the tree broadcast's small sizes ran faster than any link model.
     burst=$(echo "$rate" | awk '{
       n = $0 + 0; u = $0; sub(/^[0-9.]+/, "", u)
       m = 1; if (u ~ /^k/) m = 1e3; else if (u ~ /^m/) m = 1e6; else if (u ~ /^g/) m = 1e9; else if (u ~ /^t/) m = 1e12
       bits = n * m; if (u ~ /bps$/) bits *= 8
-      b = int(bits / 8 / 250); if (b < 32768) b = 32768; print b }')
+      b = int(bits / 8 / 2000); if (b < 4096) b = 4096; print b }')
     if [ "$parent" = root ]; then where="root handle 1:"; else where="parent 1:1 handle 10:"; fi
     # shellcheck disable=SC2086  # $where is several words on purpose
     if err=$(tc qdisc replace dev "$iface" $where tbf rate "$rate" burst "$burst" latency 50ms 2>&1); then

@@ -260,7 +260,9 @@ def test_shaped_link_sets_all_reduce_busbw(sim):
 
 
 def test_shaped_link_cross_node_pairs_slower_than_intra_node(tmp_path, image):
-    """Ranks on one node talk over loopback (unshaped); ranks on two nodes cross the shaped link."""
+    """Ranks on one node talk over loopback (unshaped); ranks on two nodes cross the shaped link, and
+    at the link's rate from the first byte: a 256 KiB ping-pong message is not let through faster by
+    the shaper's burst (docker/link.sh's old rate/250 burst, 100 KB at 200mbit, passed it at 1.45x)."""
     if (ROOT / "experiments" / "p2p.py").exists():
         s = Sim(tmp_path, image)
         try:
@@ -269,7 +271,7 @@ def test_shaped_link_cross_node_pairs_slower_than_intra_node(tmp_path, image):
                     **SHAPED,
                     "EXPERIMENTS": "p2p",
                     "K": "pair_matrix",
-                    "MIN_BYTES": "1M",
+                    "MIN_BYTES": "256K",
                     "MAX_BYTES": "1M",
                     "ITERS": "3",
                     "NNODES": "2",
@@ -285,6 +287,14 @@ def test_shaped_link_cross_node_pairs_slower_than_intra_node(tmp_path, image):
             assert cross and intra, "need both intra- and cross-node pairs (2 nodes x 2 ranks)"
             assert min(cross) > max(intra), f"cross-node {cross} us vs intra-node {intra} us"
             print(f"p2p pair_matrix {big} B one-way: cross-node {sorted(cross)} us, intra-node {sorted(intra)} us")
+            for size in sorted({r["size_bytes"] for r in recs}):
+                rates = [
+                    size * 8 / (r["time_us"] * 1e-6) / RATE_BPS
+                    for r in recs
+                    if r["cross_node"] and r["size_bytes"] == size
+                ]
+                print(f"cross-node one-way {size} B: {sorted(round(x, 2) for x in rates)} x the rate")
+                assert rates and max(rates) < 1.2, f"{size} B crossed the {RATE_BPS:g} bit/s link at {max(rates):.2f}x"
             s.assert_clean()
         finally:
             s.cleanup()
