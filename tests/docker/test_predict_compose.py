@@ -28,6 +28,8 @@ def test_validate_predict_table_and_all_reduce_error_at_a_reduced_size(tmp_path,
         "VALIDATE_ITERS": "5",
         "VALIDATE_RATE": "100mbit",
         "VALIDATE_ID": "v",
+        "VALIDATE_DDP": "1",
+        "VALIDATE_DDP_PARAMS": "100K",
         "RESULTS": str(tmp_path),
         "IMAGE": image,
         "PIP_PYTHON": sys.executable,
@@ -59,6 +61,11 @@ def test_validate_predict_table_and_all_reduce_error_at_a_reduced_size(tmp_path,
     s = v["summary"]["all_reduce"]
     assert s["n_bandwidth_bound"] >= 2, r.stdout
     assert s["geomean_abs_error_bandwidth_bound"] < 0.15, r.stdout
+    # the DDP step is checked the same way: predicted at 4 ranks from the 3-rank run's compute, buckets
+    # and overlap, compared with the 4-rank measurement
+    (ddp,) = v["ddp"]
+    assert ddp["ranks"] == 4 and ddp["fit_ranks"] == 3 and ddp["model"] == "mlp", ddp
+    assert ddp["predicted_us"] > 0 and ddp["measured_us"] > 0 and "ddp step (mlp) at 4 ranks" in r.stdout
     # the table names the algorithm Gloo runs and says how it was found
     assert (
         v["algorithms"]["all_reduce"]["algorithm"] == "ring"
