@@ -10,6 +10,8 @@ import math
 import re
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -302,8 +304,13 @@ def test_geomean_abs_error_by_hand():
 FIXTURE = ROOT / "tests" / "fixtures" / "collectives-gloo-2"
 
 
+VENV = Path(sys.executable).parent.parent
+MAKE = ["make", "-o", f"{VENV}/.installed", f"VENV={VENV}"]
+"""`make` with this interpreter's environment as the venv (never rebuilt by the test)."""
+
+
 def _make(*args, cwd=ROOT):
-    return subprocess.run(["make", "-s", "predict", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+    return subprocess.run([*MAKE, "-s", "predict", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
 def test_make_predict_prints_the_table_and_writes_predict_json(tmp_path):
@@ -350,13 +357,7 @@ def test_predict_bad_input_is_one_line_and_exit_2(args, says, capsys):
 
 def test_make_predict_passes_its_variables_and_a_bad_one_exits_2_with_one_line():
     # what each make variable becomes on the command line (the in-process test above checks the messages)
-    r = subprocess.run(
-        ["make", "-n", "predict", "RUN=R", "RANKS=64", "RANKS_PER_NODE=8", "SIZES=1M,64M"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    r = _make("-n", "RUN=R", "RANKS=64", "RANKS_PER_NODE=8", "SIZES=1M,64M")  # -n: the command, not run
     assert (
         r.returncode == 0
         and '-m suite.predict predict "R" --ranks "64" --ranks-per-node "8" --sizes "1M,64M"' in r.stdout
