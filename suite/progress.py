@@ -24,11 +24,14 @@ MODES = ("auto", "plain", "off")
 ENV = "SUITE_PROGRESS"
 EVERY_ENV = "SUITE_PROGRESS_S"
 
-# What a terminal needs after a live line's process died without erasing it (killed): the line erased
-# and the cursor shown again (rich hides it while the line is live).
 ERASE_LINE = "\r\x1b[2K"
+"""Back to the start of the terminal's current line, and clear it (what precedes a line printed over the live one)."""
 HIDE_CURSOR, SHOW_CURSOR = "\x1b[?25l", "\x1b[?25h"
 RESET_TERMINAL = ERASE_LINE + SHOW_CURSOR
+"""What a terminal needs after a live line's process died without erasing it (killed): the line erased
+and the cursor shown again (rich hides it while the line is live)."""
+BAR_WIDTH = 12
+"""Columns of the live line's bar; the text after it takes the rest of the terminal's width."""
 
 
 def mode(env=None, stdout_is_terminal: bool = False) -> str:
@@ -102,9 +105,6 @@ def live_text(done: int, total: int, elapsed_s: float, case: str, width: int) ->
     if case and room >= 8:
         text += "  " + short_case(case, room)
     return text[:width]
-
-
-BAR_WIDTH = 12
 
 
 class _Above(io.TextIOBase):
