@@ -23,6 +23,7 @@ import re
 import sys
 from pathlib import Path
 
+from suite import progress
 from suite.config import KNOBS, ConfigError, build_config, settings_from_env
 from suite.failures import EXIT_BAD_INPUT, EXIT_OK, EXIT_PREFLIGHT, EXIT_RENDEZVOUS, status_line
 from suite.fileio import write_json_atomic
@@ -187,6 +188,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"{lay['world_size']} (NPROC x NNODES)"
             )
         check_run_location(a.results_root, a.run_id)
+        try:
+            live = progress.mode(os.environ, sys.stdout.isatty()) == "live"
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -231,7 +236,12 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"# run {run_id}: {lay['nnodes']} node(s) x {lay['nproc']} rank(s), experiments: {', '.join(names)}", flush=True
     )
-    rc, signum, tail = run_ranks(cmd, env, run_dir, ROOT)
+    # rank 0's live progress line shares this terminal: torchrun's stderr lines erase it before they print
+    # (rich draws it again below them), and a line left by a killed rank 0 is erased after the run
+    rc, signum, tail = run_ranks(cmd, env, run_dir, ROOT, erase_line=live and sys.stderr.isatty())
+    if live:
+        sys.stdout.write(progress.RESET_TERMINAL)
+        sys.stdout.flush()
     status = final_status(rc, signum, run_dir, root_cause(tail) if rc != 0 else None)
     if lay["node_rank"] == 0 and (run_dir / "bench.json").exists():
         if "doctor" in names and status == EXIT_OK:

@@ -27,6 +27,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
+import numpy as np
+
 GB = 1e9
 
 
@@ -86,16 +88,12 @@ def busbw_gbps(op: str, size_bytes: int, time_s: float, world_size: int) -> floa
 
 
 def percentile(samples: Sequence[float], q: float) -> float:
-    """Linear-interpolated percentile (numpy's default method), q in [0, 100]."""
-    if not samples:
+    """Linear-interpolated percentile (numpy's ``method="linear"``, its default), q in [0, 100]."""
+    if len(samples) == 0:
         raise ValueError("percentile of no samples")
     if not 0 <= q <= 100:
         raise ValueError(f"q must be in [0, 100], got {q}")
-    xs = sorted(samples)
-    pos = (len(xs) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+    return float(np.percentile(np.asarray(samples, dtype=float), q, method="linear"))
 
 
 def latency_stats_us(samples_s: Sequence[float]) -> dict[str, float]:

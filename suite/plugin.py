@@ -9,7 +9,8 @@ Every rank runs the same collection with the same options. This plugin
   the stats pytest-benchmark stores and compares are the cross-rank samples,
   and ``extra_info`` is the suite's record;
 - on rank 0 only: rewrites ``<results-dir>/bench.json`` atomically after every
-  case (marked incomplete until the session ends) and prints nccl-tests-style
+  case (marked incomplete until the session ends), shows its progress (suite/progress.py:
+  a live line on a terminal, periodic lines elsewhere) and prints nccl-tests-style
   tables; other ranks keep quiet except for failures, which they print to stderr.
 """
 
@@ -21,7 +22,7 @@ import time
 
 import pytest
 
-from suite import bench_adapter, failures, fileio, profiling, sysinfo
+from suite import bench_adapter, failures, fileio, profiling, progress, sysinfo
 from suite.tables import format_tables
 from suite.config import KNOBS, ConfigError, build_config, config_from_json, settings_from_env
 from suite.errors import CaseFailed, CaseSkipped
@@ -75,6 +76,15 @@ def pytest_configure(config):
     except (ConfigError, bench_adapter.UnsupportedVersion, OSError, ValueError) as e:
         raise pytest.UsageError(str(e)) from None
     config._suite_rank = _rank_from_env()
+    try:
+        # fd 1 is still the real stdout here: pytest's capture is suspended between its phases
+        mode = progress.mode(stdout_is_terminal=os.isatty(1))
+    except ValueError as e:
+        raise pytest.UsageError(str(e)) from None
+    config._suite_progress_mode = mode if config._suite_rank == 0 else "off"
+    if config._suite_progress_mode == "live":
+        # the live line's own handle on the terminal: while a test runs, pytest points fd 1 at its capture
+        config._suite_tty = os.fdopen(os.dup(1), "w", encoding=sys.stdout.encoding or "utf-8", errors="replace")
     config._suite_started = time.time()
     config.stash[_KEY_RECORDS] = []
     config.stash[_KEY_SKIPPED] = []
@@ -324,6 +334,9 @@ def _inject_fault(item) -> None:
 
 
 def pytest_runtest_setup(item):
+    live = getattr(item.config, "_suite_live", None)
+    if live is not None:
+        live.update(case=item.nodeid)
     _inject_fault(item)
 
 
@@ -341,47 +354,71 @@ def pytest_runtest_logreport(report):
         sys.stderr.flush()
 
 
-def _fmt_duration(s: float) -> str:
-    s = int(round(s))
-    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else (f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s")
-
-
 def pytest_collection_finish(session):
     config = session.config
     config._suite_progress = {"total": len(session.items), "done": 0, "t0": time.time(), "last": time.time()}
+    if getattr(config, "_suite_progress_mode", "off") == "live" and session.items:
+        _start_live(config, len(session.items))
+
+
+def _start_live(config, total: int) -> None:
+    """The live line, with pytest's terminal output redirected above it."""
+    from _pytest.terminal import TerminalWriter
+
+    tr = config.pluginmanager.getplugin("terminalreporter")
+    if tr is None:
+        return
+    live = progress.LiveLine(config._suite_tty, total)
+    tw = TerminalWriter(live.stream)
+    tw.hasmarkup, tw.code_highlight, tw.fullwidth = tr._tw.hasmarkup, tr._tw.code_highlight, tr._tw.fullwidth
+    config._suite_live, config._suite_saved_tw = live, tr._tw
+    tr._tw = tw
+    live.start()
+
+
+def _stop_live(config) -> None:
+    """Erase the live line and give pytest its terminal back (idempotent: session end, unconfigure)."""
+    live = getattr(config, "_suite_live", None)
+    if live is None:
+        return
+    config._suite_live = None
+    pending = live.stop()
+    tr = config.pluginmanager.getplugin("terminalreporter")
+    if tr is not None:
+        tr._tw = config._suite_saved_tw
+        if pending:
+            tr._tw.write(pending)  # a partial line of dots, through the writer that tracks the line
 
 
 def pytest_runtest_teardown(item, nextitem):
-    """Rank 0, long runs: every SUITE_PROGRESS_S seconds (default 30) a line with cases done of
-    total and the time left, extrapolated from the mean time per case so far."""
+    """Rank 0: the live line moves on; or, in plain mode, every SUITE_PROGRESS_S seconds (default 30)
+    a line with cases done of total and the time left (suite/progress.py)."""
     config = item.config
     p = getattr(config, "_suite_progress", None)
     if p is None or getattr(config, "_suite_rank", 1) != 0:
         return
     p["done"] += 1
+    live = getattr(config, "_suite_live", None)
+    if live is not None:
+        live.update(done=p["done"])
+    if getattr(config, "_suite_progress_mode", "off") != "plain":
+        return
     now = time.time()
-    try:
-        every = float(os.environ.get("SUITE_PROGRESS_S", "30"))
-    except ValueError:
-        every = 30.0
-    if nextitem is None or now - p["last"] < every:
+    if nextitem is None or now - p["last"] < progress.every_s():
         return
     p["last"] = now
-    elapsed = now - p["t0"]
-    left = elapsed / p["done"] * (p["total"] - p["done"])
     tr = config.pluginmanager.getplugin("terminalreporter")
     capman = config.pluginmanager.getplugin("capturemanager")
     if tr is not None and capman is not None:
         with capman.global_and_fixture_disabled():  # teardown runs under capture; live-log does the same
             tr.write("\n")  # off the line of dots
-            tr.write_line(
-                f"# progress: {p['done']}/{p['total']} cases, {_fmt_duration(elapsed)} elapsed, "
-                f"~{_fmt_duration(left)} left"
-            )
+            tr.write_line(progress.plain_line(p["done"], p["total"], now - p["t0"]))
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session, exitstatus):
     config = session.config
+    _stop_live(config)  # before anything prints the summary (also after a failure or Ctrl-C)
     if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
         # pytest's 5 would read as the suite's "lost a peer"; say what happened instead
         sys.stderr.write("error: the case selection (K= / -k) matched no case of the chosen experiments\n")
@@ -405,3 +442,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         bs = bench_adapter.session(config)
         if bs is not None:
             bs.groups = None
+
+
+def pytest_unconfigure(config):
+    _stop_live(config)
+    tty = getattr(config, "_suite_tty", None)
+    if tty is not None:
+        config._suite_tty = None
+        tty.close()

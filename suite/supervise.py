@@ -27,6 +27,7 @@ from suite.failures import (
     EXIT_WRONG_RESULT,
 )
 from suite.fileio import write_json_atomic
+from suite.progress import ERASE_LINE
 
 
 def _descendants(pid: int) -> list[int]:
@@ -46,11 +47,15 @@ def _kill_tree(proc: subprocess.Popen) -> None:
             pass
 
 
-def run_ranks(cmd: list[str], env: dict, run_dir: Path, cwd: Path) -> tuple[int, int | None, list[str]]:
+def run_ranks(
+    cmd: list[str], env: dict, run_dir: Path, cwd: Path, erase_line: bool = False
+) -> tuple[int, int | None, list[str]]:
     """Run torchrun in its own session; forward SIGINT/SIGTERM; never leave it behind.
 
     torchrun's stderr passes through a thread that keeps its tail, so the
-    launcher can name the rank torchrun saw fail first."""
+    launcher can name the rank torchrun saw fail first. ``erase_line``: each line
+    first erases the terminal's current line (rank 0's live progress line, drawn
+    again below it), instead of being appended to it."""
     proc = subprocess.Popen(
         cmd, cwd=cwd, env=env, start_new_session=True, stderr=subprocess.PIPE, text=True, errors="replace", bufsize=1
     )
@@ -59,7 +64,7 @@ def run_ranks(cmd: list[str], env: dict, run_dir: Path, cwd: Path) -> tuple[int,
     def pump():
         for line in proc.stderr:
             tail.append(line)
-            sys.stderr.write(line)
+            sys.stderr.write(ERASE_LINE + line if erase_line else line)
             sys.stderr.flush()
 
     reader = threading.Thread(target=pump, daemon=True)

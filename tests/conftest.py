@@ -13,11 +13,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_suite(
-    tmp_path: Path, *args: str, nproc: int = 2, timeout: float = 300, env: dict | None = None, run_id: str = "run"
-) -> subprocess.CompletedProcess:
-    """Run ``python -m suite.launch`` exactly as ``make bench-cpu`` does."""
-    cmd = [
+def launch_command(tmp_path: Path, *args: str, nproc: int = 2, run_id: str = "run") -> list[str]:
+    """``python -m suite.launch`` on ``nproc`` local Gloo ranks, as ``make bench-cpu`` runs it, with
+    the run in ``tmp_path/results/<run_id>``."""
+    return [
         sys.executable,
         "-m",
         "suite.launch",
@@ -33,6 +32,13 @@ def run_suite(
         run_id,
         *args,
     ]
+
+
+def run_suite(
+    tmp_path: Path, *args: str, nproc: int = 2, timeout: float = 300, env: dict | None = None, run_id: str = "run"
+) -> subprocess.CompletedProcess:
+    """Run ``python -m suite.launch`` exactly as ``make bench-cpu`` does."""
+    cmd = launch_command(tmp_path, *args, nproc=nproc, run_id=run_id)
     e = dict(os.environ)
     e.setdefault("SUITE_REPORT", "0")  # the HTML report costs seconds; tests of the report turn it on
     e.update(env or {})

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from tests.conftest import ROOT, all_correct, run_suite
+from tests.conftest import ROOT, all_correct, launch_command, run_suite
 
 pytestmark = pytest.mark.slow
 
@@ -115,29 +115,9 @@ def test_shape_mismatch_is_a_named_error_in_debug_mode(tmp_path):
 
 
 def test_interrupt_keeps_completed_cases_and_leaves_nothing_running(tmp_path):
-    cmd = [
-        sys.executable,
-        "-m",
-        "suite.launch",
-        "--nproc",
-        "2",
-        "--backend",
-        "gloo",
-        "--device",
-        "cpu",
-        "--results-root",
-        str(tmp_path / "results"),
-        "--run-id",
-        "run",
-        "--experiments",
-        "collectives",
-        "--min-bytes",
-        "1K",
-        "--max-bytes",
-        "64K",
-        "--iters",
-        "20",
-    ]
+    cmd = launch_command(
+        tmp_path, "--experiments", "collectives", "--min-bytes", "1K", "--max-bytes", "64K", "--iters", "20"
+    )
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     bench = tmp_path / "results" / "run" / "bench.json"
     deadline = time.monotonic() + 120

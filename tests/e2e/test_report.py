@@ -502,3 +502,22 @@ def test_summary_fills_the_first_screen(fixture_report, tmp_path):
         timeout=60,
     )
     assert shot.read_bytes().startswith(PNG_MAGIC)
+
+
+@pytest.mark.slow
+def test_make_report_has_the_prediction_section_with_the_extrapolation(tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURE, run)
+    before = _make("-s", "report", f"RUN={run}")
+    assert before.returncode == 0, before.stderr
+    md = (run / "report" / "report.md").read_text()
+    assert "## prediction at scale" in md and "make predict RUN=<run>" in md  # no predict.json yet: says how
+    assert _make("-s", "predict", f"RUN={run}", "RANKS=64", "RANKS_PER_NODE=8").returncode == 0
+    after = _make("-s", "report", f"RUN={run}")
+    assert after.returncode == 0, after.stderr
+    md = (run / "report" / "report.md").read_text()
+    section = md[md.index("## prediction at scale") :]
+    assert "extrapolation to 64 ranks (8 per node)" in section and "ring *" in section
+    assert "all_reduce           2          1K        ring" in section  # measured vs predicted at the run's scale
+    page = (run / "report" / "index.html").read_text()
+    assert "<h2 id='prediction'>prediction at scale</h2>" in page and "extrapolation to 64 ranks" in page

@@ -5,7 +5,9 @@
   or a named pass-through variable (PASS_THROUGH, each with the file that reads it);
 - ``python -m suite.<mod> ...``: the module's own argparse accepts the arguments (its ``main`` is
   called with ``parse_args`` stopped right after parsing, so nothing runs);
-- ``.venv/bin/<tool> <sub> ...`` and ``python <script>``: ``--help`` exits 0;
+- ``python <script> ...`` with an argparse parser: the same, the script run as ``__main__`` in this
+  process (no second interpreter to import torch into) and stopped right after parsing;
+- ``.venv/bin/<tool> <sub> ...``, and ``python <script>`` without argparse: ``--help`` exits 0;
 - cheap commands without side effects (CHEAP) run for real;
 - everything else is in SKIPS with its reason, and a line no rule covers fails.
 
@@ -16,8 +18,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import re
+import runpy
 import shlex
 import subprocess
 import sys
@@ -121,14 +125,20 @@ class _Parsed(BaseException):
     """Raised by the patched parse_args once the arguments parsed: main stops before doing anything."""
 
 
-def argparse_accepts(module: str, args: list[str]) -> tuple[bool, str]:
-    mod = importlib.import_module(module)
+@contextlib.contextmanager
+def _stop_at_parse_args():
     orig = argparse.ArgumentParser.parse_args
 
     def stop(self, a=None, ns=None):
         raise _Parsed(orig(self, a, ns))
 
     with mock.patch.object(argparse.ArgumentParser, "parse_args", stop):
+        yield
+
+
+def argparse_accepts(module: str, args: list[str]) -> tuple[bool, str]:
+    mod = importlib.import_module(module)
+    with _stop_at_parse_args():
         try:
             mod.main(list(args))
         except _Parsed:
@@ -136,6 +146,18 @@ def argparse_accepts(module: str, args: list[str]) -> tuple[bool, str]:
         except SystemExit as e:
             return False, f"argparse exited {e.code}"
     return False, "main returned without calling parse_args"
+
+
+def script_accepts(path: Path, args: list[str]) -> tuple[bool, str]:
+    """A script with an argparse parser, run as ``__main__`` until its arguments are parsed."""
+    with _stop_at_parse_args(), mock.patch.object(sys, "argv", [str(path), *args]):
+        try:
+            runpy.run_path(str(path), run_name="__main__")
+        except _Parsed:
+            return True, ""
+        except SystemExit as e:
+            return False, f"argparse exited {e.code}"
+    return False, "the script ran to its end without calling parse_args"
 
 
 def check(words: list[str], variables: set[str], tmp: str) -> tuple[str, str]:
@@ -170,6 +192,10 @@ def check(words: list[str], variables: set[str], tmp: str) -> tuple[str, str]:
         ok, why = argparse_accepts(words[2], words[3:])
         return ("ok", "parsed") if ok else ("fail", why)
     if words[0] in py and len(words) > 1 and words[1].endswith(".py"):
+        script = ROOT / words[1]
+        if "ArgumentParser(" in script.read_text():
+            ok, why = script_accepts(script, words[2:])
+            return ("ok", "parsed") if ok else ("fail", why)
         cmd = [sys.executable, words[1], "--help"]
     elif words[0].startswith(".venv/bin/"):
         # the project's venv, wherever it is (.venv here, /opt/venv in the image): this interpreter's bin
@@ -245,6 +271,13 @@ def test_checker_accepts_and_splits(tmp_path):
     assert [s for s, _ in out] == ["ok", "skip"]
     ((s, _),) = _check_line("python -m suite.report compare BASE NEW [NEW ...] [--show changed]", tmp_path)
     assert s == "ok"
+
+
+def test_checker_parses_a_scripts_arguments_in_process(tmp_path):
+    ((s, d),) = _check_line("python examples/ddp_source_example.py --nprocs 2", tmp_path)
+    assert (s, d) == ("ok", "parsed")
+    ((s, d),) = _check_line("python examples/ddp_source_example.py --no-such-flag", tmp_path)
+    assert s == "fail" and "argparse exited 2" in d
 
 
 def test_checker_fails_uncovered_command(tmp_path):

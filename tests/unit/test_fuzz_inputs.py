@@ -112,7 +112,29 @@ def test_launcher_validation_is_total(pairs):
     launch.torchrun_command(lay, ["experiments/collectives.py"], [], [])  # builds without error
 
 
-def test_cli_bad_values_exit_2_fast(tmp_path):
+def _launch(argv, capsys) -> tuple[int, str]:
+    """``python -m suite.launch ARGV`` in this process: (exit status, stderr). Only bad input may be
+    given: the launcher stops at validation, before it starts anything."""
+    try:
+        code = launch.main(list(argv))
+    except SystemExit as e:  # argparse's own usage error
+        code = e.code
+    return code, capsys.readouterr().err
+
+
+def test_cli_bad_value_exits_2_in_a_real_process(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "suite.launch", "--nproc", "0", "--results-root", str(tmp_path / "r")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2 and proc.stderr.startswith("error:"), proc.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_cli_bad_values_exit_2_fast(tmp_path, capsys):
     for args in (
         ["--nproc", "0"],
         ["--nproc", "abc"],
@@ -124,37 +146,27 @@ def test_cli_bad_values_exit_2_fast(tmp_path):
         ["--timeout-s", "-1"],
         ["--heartbeat-timeout-s", "1"],
     ):
-        proc = subprocess.run(
-            [sys.executable, "-m", "suite.launch", *args, "--results-root", str(tmp_path / "r")],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert proc.returncode == 2, (args, proc.stderr)
-        assert proc.stderr.startswith("error:"), (args, proc.stderr)
+        code, err = _launch([*args, "--results-root", str(tmp_path / "r")], capsys)
+        assert code == 2, (args, err)
+        assert err.startswith("error:"), (args, err)
         assert not (tmp_path / "r").exists()
 
 
-def test_experiment_knobs_are_checked_before_start(tmp_path):
+def test_experiment_knobs_are_checked_before_start(tmp_path, capsys, monkeypatch):
     for env, match in (
         ({"DDP_PARAMS": "lots"}, "DDP_PARAMS"),
         ({"DDP_BUCKETS_MB": "1,x"}, "DDP_BUCKETS_MB"),
         ({"MP_IN": "0"}, "MP_IN"),
     ):
-        proc = subprocess.run(
-            [sys.executable, "-m", "suite.launch", "--nproc", "2", "--results-root", str(tmp_path / "r")],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env={**__import__("os").environ, **env},
-        )
-        assert proc.returncode == 2 and match in proc.stderr, (env, proc.stderr)
+        with monkeypatch.context() as m:
+            for k, v in env.items():
+                m.setenv(k, v)
+            code, err = _launch(["--nproc", "2", "--results-root", str(tmp_path / "r")], capsys)
+        assert code == 2 and match in err, (env, err)
         assert not (tmp_path / "r").exists()
 
 
-def test_run_location_outside_results_or_on_a_file_exits_2(tmp_path):
+def test_run_location_outside_results_or_on_a_file_exits_2(tmp_path, capsys):
     (tmp_path / "afile").write_text("")
     for args, match in (
         (["--run-id", "../../x"], "RUN_ID '../../x' must be one name"),
@@ -165,18 +177,9 @@ def test_run_location_outside_results_or_on_a_file_exits_2(tmp_path):
         (["--results-root", str(tmp_path / "afile" / "sub")], "is not a directory"),
     ):
         root = args[1] if args[0] == "--results-root" else str(tmp_path / "r")
-        proc = subprocess.run(
-            [sys.executable, "-m", "suite.launch", "--nproc", "2", "--results-root", root, *args],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert proc.returncode == 2, (args, proc.stderr)
-        assert proc.stderr.startswith("error:") and match in proc.stderr and "Traceback" not in proc.stderr, (
-            args,
-            proc.stderr,
-        )
+        code, err = _launch(["--nproc", "2", "--results-root", root, *args], capsys)
+        assert code == 2, (args, err)
+        assert err.startswith("error:") and match in err and "Traceback" not in err, (args, err)
         assert not (tmp_path / "r").exists() and not (tmp_path.parent / "x").exists()
 
 

@@ -4,11 +4,11 @@ bridge, the harness or each other, and suite/ + experiments/ have no import circ
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("suite", "experiments")
@@ -21,7 +21,8 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def import_graph() -> dict[str, set[str]]:
+@functools.cache  # parsing every module takes a while; two tests read the graph
+def import_graph() -> dict[str, frozenset[str]]:
     """Module -> the project modules it imports (top level and inside functions alike)."""
     mods = {_module_name(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
     graph: dict[str, set[str]] = {m: set() for m in mods}
@@ -35,7 +36,7 @@ def import_graph() -> dict[str, set[str]]:
             for n in names:
                 if n in mods and n != mod:
                     graph[mod].add(n)
-    return graph
+    return {m: frozenset(deps) for m, deps in graph.items()}
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -86,12 +87,37 @@ def _experiment_modules() -> list[str]:
     return sorted(_module_name(p) for p in (ROOT / "experiments").glob("*.py") if p.name != "__init__.py")
 
 
-# every experiment, and the deadlock pair's child process (it imports no experiment)
-@pytest.mark.parametrize("mod", _experiment_modules() + ["suite.deadlock"])
-def test_experiment_imports_without_pytest(mod):
-    code = f"import sys, {mod}; assert 'pytest' not in sys.modules, 'pytest was imported'"
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+# Every experiment, and the deadlock pair's child process (it imports no experiment), imported one after
+# another in one fresh interpreter (one torch import instead of one per module): the first module whose
+# import brings pytest in is named.
+IMPORTS_WITHOUT_PYTEST = """
+import importlib, sys
+for mod in sys.argv[1:]:
+    importlib.import_module(mod)
+    if "pytest" in sys.modules:
+        sys.exit(f"importing {mod} imported pytest")
+"""
+
+
+def test_experiments_import_without_pytest():
+    mods = _experiment_modules() + ["suite.deadlock"]
+    assert len(mods) > 5 and "experiments.collectives" in mods
+    proc = subprocess.run(
+        [sys.executable, "-c", IMPORTS_WITHOUT_PYTEST, *mods], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_the_import_check_names_a_module_that_imports_pytest(tmp_path):
+    (tmp_path / "uses_pytest.py").write_text("import pytest\n")
+    proc = subprocess.run(
+        [sys.executable, "-c", IMPORTS_WITHOUT_PYTEST, "json", "uses_pytest", "csv"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 1 and "importing uses_pytest imported pytest" in proc.stderr, proc.stderr
 
 
 def test_no_experiment_holds_the_measurement_sequence():

@@ -49,6 +49,15 @@ def test_percentiles_match_numpy_linear():
     assert metrics.percentile([1.0, 2.0], 50) == 1.5
     s = metrics.latency_stats_us([1e-6, 2e-6, 3e-6])
     assert s["p50_us"] == pytest.approx(2.0) and s["min_us"] == pytest.approx(1.0)
+    assert metrics.percentile((2.0, 8.0), 30) == 3.8 and type(metrics.percentile([1, 2], 50)) is float
+
+
+def test_percentile_rejects_no_samples_and_q_outside_0_100():
+    with pytest.raises(ValueError, match="no samples"):
+        metrics.percentile([], 50)
+    for q in (-1, 100.5, float("nan")):
+        with pytest.raises(ValueError, match=r"q must be in \[0, 100\]"):
+            metrics.percentile([1.0], q)
 
 
 def test_median_ci_brackets_median_and_shrinks():

@@ -1,6 +1,7 @@
 """suite.predict: the α–β models against hand-computed values, link calibration and the algorithm
 check on synthetic runs, NCCL's algorithm from records and debug lines, the DDP step model, the
-validation table, and `make predict` on a stored run (its bad inputs exit 2 with one line)."""
+validation table, and `make predict` on a stored run (its bad inputs exit 2 with one line); the report's
+prediction section is tests/e2e/test_report.py's."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import math
 import re
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -337,8 +340,13 @@ def test_geomean_abs_error_by_hand():
 FIXTURE = ROOT / "tests" / "fixtures" / "collectives-gloo-2"
 
 
+VENV = Path(sys.executable).parent.parent
+MAKE = ["make", "-o", f"{VENV}/.installed", f"VENV={VENV}"]
+"""`make` with this interpreter's environment as the venv (never rebuilt by the test)."""
+
+
 def _make(*args, cwd=ROOT):
-    return subprocess.run(["make", "-s", "predict", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+    return subprocess.run([*MAKE, "-s", "predict", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
 def test_make_predict_prints_the_table_and_writes_predict_json(tmp_path):
@@ -366,40 +374,31 @@ def test_make_predict_prints_the_table_and_writes_predict_json(tmp_path):
 @pytest.mark.parametrize(
     "args, says",
     [
-        (["RUN=/nonexistent/run", "RANKS=8", "RANKS_PER_NODE=2"], "no stored run at /nonexistent/run"),
-        (["RANKS=0", "RANKS_PER_NODE=1"], "RANKS must be a positive integer"),
-        (["RANKS=abc", "RANKS_PER_NODE=1"], "RANKS must be a positive integer"),
-        (["RANKS=1024"], "RANKS_PER_NODE must be a positive integer"),
-        (["RANKS=1024", "RANKS_PER_NODE=3"], "RANKS_PER_NODE=3 must divide RANKS=1024"),
-        (["RANKS=16", "RANKS_PER_NODE=4", "SIZES=1Q"], "SIZES: not a byte size"),
+        (["/nonexistent/run", "--ranks", "8", "--ranks-per-node", "2"], "no stored run at /nonexistent/run"),
+        (["--ranks", "0", "--ranks-per-node", "1"], "RANKS must be a positive integer"),
+        (["--ranks", "abc", "--ranks-per-node", "1"], "RANKS must be a positive integer"),
+        (["--ranks", "1024", "--ranks-per-node", ""], "RANKS_PER_NODE must be a positive integer"),
+        (["--ranks", "1024", "--ranks-per-node", "3"], "RANKS_PER_NODE=3 must divide RANKS=1024"),
+        (["--ranks", "16", "--ranks-per-node", "4", "--sizes", "1Q"], "SIZES: not a byte size"),
     ],
 )
-def test_make_predict_bad_input_is_one_line_and_exit_2(args, says):
-    if not any(a.startswith("RUN=") for a in args):
-        args = [f"RUN={FIXTURE}", *args]
-    r = _make(*args)
+def test_predict_bad_input_is_one_line_and_exit_2(args, says, capsys):
+    if not args[0].startswith("/"):
+        args = [str(FIXTURE), *args]
+    assert predict.main(["predict", *args]) == 2
+    out, err = capsys.readouterr()
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], err
+
+
+def test_make_predict_passes_its_variables_and_a_bad_one_exits_2_with_one_line():
+    # what each make variable becomes on the command line (the in-process test above checks the messages)
+    r = _make("-n", "RUN=R", "RANKS=64", "RANKS_PER_NODE=8", "SIZES=1M,64M")  # -n: the command, not run
+    assert (
+        r.returncode == 0
+        and '-m suite.predict predict "R" --ranks "64" --ranks-per-node "8" --sizes "1M,64M"' in r.stdout
+    )
+    r = _make(f"RUN={FIXTURE}", "RANKS=1024")  # RANKS_PER_NODE unset: an empty string
     assert r.returncode == 2, (r.stdout, r.stderr)
     err = [ln for ln in r.stderr.splitlines() if ln.strip() and not ln.startswith("make")]
-    assert len(err) == 1 and says in err[0], r.stderr
-
-
-def test_make_report_has_the_prediction_section_with_the_extrapolation(tmp_path):
-    run = tmp_path / "run"
-    shutil.copytree(FIXTURE, run)
-    before = subprocess.run(
-        ["make", "-s", "report", f"RUN={run}"], cwd=ROOT, capture_output=True, text=True, timeout=300
-    )
-    assert before.returncode == 0, before.stderr
-    md = (run / "report" / "report.md").read_text()
-    assert "## prediction at scale" in md and "make predict RUN=<run>" in md  # no predict.json yet: says how
-    assert _make(f"RUN={run}", "RANKS=64", "RANKS_PER_NODE=8").returncode == 0
-    after = subprocess.run(
-        ["make", "-s", "report", f"RUN={run}"], cwd=ROOT, capture_output=True, text=True, timeout=300
-    )
-    assert after.returncode == 0, after.stderr
-    md = (run / "report" / "report.md").read_text()
-    section = md[md.index("## prediction at scale") :]
-    assert "extrapolation to 64 ranks (8 per node)" in section and "ring *" in section
-    assert "all_reduce           2          1K        ring" in section  # measured vs predicted at the run's scale
-    page = (run / "report" / "index.html").read_text()
-    assert "<h2 id='prediction'>prediction at scale</h2>" in page and "extrapolation to 64 ranks" in page
+    assert len(err) == 1 and "RANKS_PER_NODE must be a positive integer" in err[0], r.stderr

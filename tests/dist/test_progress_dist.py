@@ -1,0 +1,147 @@
+"""Rank 0's progress on a real 2-rank run through the launcher (suite/progress.py): on a terminal (a
+pseudo-terminal here) one live line with cases done of total, elapsed, time left and the case, erased
+at the end and after a failure, Ctrl-C or a killed rank 0; without a terminal the periodic
+``# progress:`` lines and not one control sequence."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import select
+import signal
+import struct
+import subprocess
+import sys
+import termios
+import time
+
+import pytest
+
+from tests.conftest import ROOT, launch_command, run_suite
+
+pytestmark = pytest.mark.slow
+
+TINY = ["--experiments", "collectives", "--min-bytes", "1K", "--max-bytes", "4K", "--iters", "3", "--warmup", "1"]
+CASES = ["--", "-k", "all_reduce-sum or broadcast"]  # 4 cases: all_reduce-sum and broadcast, in place, 1K and 4K
+LIVE = re.compile(r"(\d+)/(\d+) cases  \d+s elapsed  (?:\?|~\d+s) left")  # the live line's text
+HIDE_CURSOR, SHOW_CURSOR = "\x1b[?25l", "\x1b[?25h"
+# what a terminal shows on its own; rich and the progress line are judged apart from these
+_ENV_DROP = ("NO_COLOR", "FORCE_COLOR", "COLUMNS", "LINES", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "SUITE_PROGRESS")
+
+
+def on_terminal(cmd, env=None, cols=120, interrupt_when=None, timeout=240, cwd=ROOT):
+    """``cmd`` with stdin, stdout and stderr on a pseudo-terminal of ``cols`` columns, as typed in a
+    shell: (exit status, everything the terminal received). ``interrupt_when``: a text; once the output
+    holds it, SIGINT goes to the command's process group (what Ctrl-C does)."""
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, cols, 0, 0))
+    e = {k: v for k, v in os.environ.items() if k not in _ENV_DROP}
+    e.update({"TERM": "xterm-256color", "SUITE_REPORT": "0", **(env or {})})
+    proc = subprocess.Popen(cmd, cwd=cwd, env=e, stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
+    os.close(slave)
+    out, sent, deadline = b"", False, time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if interrupt_when and not sent and interrupt_when.encode() in out:
+                os.killpg(proc.pid, signal.SIGINT)
+                sent = True
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if not ready:
+                if proc.poll() is not None:
+                    break
+                continue
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: every holder of the terminal's other end has closed it
+                break
+            if not chunk:
+                break
+            out += chunk
+        else:
+            proc.kill()
+            pytest.fail(f"no end within {timeout} s:\n{out.decode(errors='replace')[-3000:]}")
+        return proc.wait(timeout=60), out.decode(errors="replace")
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+
+
+def launch_on_terminal(tmp_path, *args, **kw):
+    """``python -m suite.launch`` on 2 Gloo ranks (``on_terminal``)."""
+    return on_terminal(launch_command(tmp_path, *args), **kw)
+
+
+_SGR = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def words(term: str) -> str:
+    """The terminal's text without colours (pytest's "4 passed" is coloured on a terminal)."""
+    return _SGR.sub("", term)
+
+
+def live_states(term: str) -> list[tuple[int, int]]:
+    """(cases done, total) of every drawing of the live line."""
+    return [(int(d), int(t)) for d, t in LIVE.findall(term)]
+
+
+def ends_clean(term: str) -> bool:
+    """The cursor rich hid is shown again, and after the last drawing of the line comes an erase."""
+    last = list(LIVE.finditer(term))[-1].end()
+    return SHOW_CURSOR in term[term.rindex(HIDE_CURSOR) :] and "\x1b[2K" in term[last:]
+
+
+def test_live_line_on_a_terminal_and_plain_lines_without_one(tmp_path):
+    rc, term = launch_on_terminal(tmp_path / "tty", *TINY, *CASES)
+    assert rc == 0, term[-3000:]
+    states = live_states(term)
+    assert states and states[0] == (0, 4) and states[-1] == (4, 4), term[-3000:]  # drawn from 0/4 to 4/4
+    assert states == sorted(states)
+    assert re.search(r"left  collectives\[(all_reduce-sum|broadcast)-float32-(1024|4096)B-inplace\]", term)  # the case
+    assert HIDE_CURSOR in term and SHOW_CURSOR in term[term.rindex(HIDE_CURSOR) :]
+    assert "# progress:" not in term  # the live line replaces the periodic lines
+    assert re.search(r"\b4 passed\b", words(term)) and "# Avg bus bandwidth" in term  # pytest's and the suite's output
+    # after the last drawing the line is erased, and what pytest prints comes below it
+    assert ends_clean(term) and "4 passed" in words(term[list(LIVE.finditer(term))[-1].end() :])
+
+    proc = run_suite(tmp_path / "pipe", *TINY, *CASES, env={"SUITE_PROGRESS_S": "0"})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "\x1b" not in proc.stdout + proc.stderr  # no control sequence in a log
+    done = re.findall(r"^# progress: (\d)/4 cases, \d+s elapsed, ~\d+s left$", proc.stdout, re.M)
+    assert done == ["1", "2", "3"], proc.stdout[-3000:]  # after every case but the last (SUITE_PROGRESS_S=0)
+
+
+def test_the_live_line_gives_way_to_failures_and_is_erased_when_rank_0_is_killed(tmp_path):
+    rc, term = launch_on_terminal(tmp_path / "wrong", *TINY, *CASES, env={"SUITE_INJECT_CORRUPTION": "broadcast"})
+    assert rc == 6, term[-3000:]  # EXIT_WRONG_RESULT
+    # rank 1's failure lines come through the launcher's stderr: each erases the live line first
+    assert re.search(r"\r\x1b\[2K\[rank 1\] FAILED experiments/collectives.py::test_collective\[broadcast", term)
+    assert "FAILURES" in term and re.search(r"\b2 failed\b", words(term)) and ends_clean(term), term[-3000:]
+    assert live_states(term)[-1] == (4, 4)
+
+    rc, term = launch_on_terminal(tmp_path / "kill", *TINY, *CASES, env={"SUITE_INJECT_FAULT": "kill:0:2"})
+    assert rc == 5, term[-3000:]  # EXIT_PEER_FAILURE
+    assert live_states(term) and ends_clean(term), term[-3000:]  # the launcher erased what rank 0 left
+
+
+def test_the_live_line_stops_on_ctrl_c_and_each_mode_shows_what_it_says(tmp_path):
+    # rank 0 alone (no torchrun): pytest with the plugin, a KeyboardInterrupt in the second test
+    (tmp_path / "test_k.py").write_text(
+        "import time\n\ndef test_a():\n    time.sleep(0.5)\n\n"
+        "def test_b():\n    raise KeyboardInterrupt\n\ndef test_c():\n    pass\n"
+    )
+    cmd = [sys.executable, "-m", "pytest", "-p", "suite.plugin", "-q", "-p", "no:randomly", "test_k.py"]
+    env = {"PYTHONPATH": str(ROOT), "SUITE_PROGRESS_S": "0"}
+    rc, term = on_terminal(cmd, env=env, cwd=tmp_path, timeout=120)
+    assert rc == 2, term[-3000:]  # pytest's "interrupted"
+    states = live_states(term)
+    assert states and states[-1] == (1, 3) and ends_clean(term), term[-3000:]
+    assert "KeyboardInterrupt" in term[list(LIVE.finditer(term))[-1].end() :]  # pytest's report, below the line
+
+    rc, term = on_terminal(cmd, env={**env, "SUITE_PROGRESS": "plain"}, cwd=tmp_path, timeout=120)
+    assert rc == 2 and "# progress: 1/3 cases" in term and HIDE_CURSOR not in term, term[-3000:]
+    rc, term = on_terminal(cmd, env={**env, "SUITE_PROGRESS": "off"}, cwd=tmp_path, timeout=120)
+    assert rc == 2 and "progress" not in term and HIDE_CURSOR not in term and "1/3 cases" not in term, term[-3000:]
+    rc, term = on_terminal(cmd, env={**env, "SUITE_PROGRESS": "fancy"}, cwd=tmp_path, timeout=120)
+    assert rc == 4 and "SUITE_PROGRESS='fancy': choose auto" in term, term[-3000:]  # pytest's usage error
