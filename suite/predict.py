@@ -838,8 +838,15 @@ def calibrate(
     links = _complete(base, topo0) if base else None
     link = None
     for i in range(rounds):
-        if links is None:  # no other evidence yet: a unit link of each class to find the structure
-            links = {c: ClassLink(link_class=c, alpha_us=100.0, beta_gbps=0.1, source="start") for c in CLASSES}
+        if links is None:  # no other evidence: a unit link for this class to find the structure, the
+            # other class free (its time is put on this one; at one unit link each, a step's tie went to
+            # intra and left no inter-node term to fit)
+            links = {
+                c: ClassLink(link_class=c, alpha_us=100.0, beta_gbps=0.1, source="start")
+                if c == cls
+                else ClassLink(link_class=c, alpha_us=0.0, beta_gbps=math.inf, source="no evidence: free")
+                for c in CLASSES
+            }
         ys, xs, sizes, rows = [], [], [], []
         for p in points:
             ts = terms(p.op, algorithm, p.topo, links, p.size_bytes)

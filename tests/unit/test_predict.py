@@ -158,6 +158,31 @@ def test_calibrate_recovers_the_link_from_two_world_sizes():
     assert got.alpha_us == pytest.approx(300.0, rel=0.3)
 
 
+def test_calibrate_with_two_ranks_per_node_and_no_intra_evidence_finds_the_inter_link():
+    """Two ranks per node, no point-to-point records: the op's time is put on the inter-node link (the
+    unmeasured intra-node one taken as free while calibrating). It returned None here once (both classes
+    started at one unit link, the tie went to intra, and no inter-node term was left to fit), so every
+    2-ranks-per-node all_reduce was predicted over other ops' links."""
+    inter = ClassLink(link_class="inter", alpha_us=300.0, beta_gbps=0.0125)
+    intra = ClassLink(link_class="intra", alpha_us=20.0, beta_gbps=1.0)
+    pts = []
+    for n in (4, 6):
+        topo = Topology(n, 2)
+        for s in SIZES:
+            pts.append(
+                predict.Point(
+                    op="all_reduce",
+                    topo=topo,
+                    size_bytes=s,
+                    time_us=predict.predict("all_reduce", "ring", topo, {"inter": inter, "intra": intra}, s).time_us,
+                    backend="gloo",
+                )
+            )
+    got = predict.calibrate(pts, "ring", {})
+    assert got is not None and got.link_class == "inter"
+    assert got.beta_gbps == pytest.approx(0.0125, rel=0.05) and got.alpha_us == pytest.approx(300.0, rel=0.2)
+
+
 def test_calibrate_through_the_ring_is_suite_fit_implied_link():
     true = ClassLink(link_class="intra", alpha_us=50.0, beta_gbps=2.0)
     pts = _points("all_reduce", "ring", (4,), true, noise=0.05, seed=3, per_node=4)
