@@ -461,7 +461,10 @@ def build_report(
                             fit=f,
                             link_beta_gbps=link_beta,
                             ring_ratio=float(tmax / rt) if rt else None,
-                            rate_ratio=(link_beta / link_rate[1]) if (link_beta and link_rate) else None,
+                            # LINK_RATE shapes the links between hosts: a one-host series has none
+                            rate_ratio=(link_beta / link_rate[1])
+                            if (link_beta and link_rate and max(int(r.get("hosts") or 1) for r in srecs) > 1)
+                            else None,
                         )
                     )
             else:

@@ -313,8 +313,7 @@ def test_report_fits_and_ring_model(mixed_report):
     for f in rep.fits:
         assert f.fit.alpha_us >= 0 and f.fit.beta_gbps > 0 and f.fit.r2 <= 1.0
         assert f.ring_ratio is None if f.world_size == 2 else f.ring_ratio > 0
-        if math.isfinite(f.fit.beta_gbps):  # (a noisy latency-bound series has no bandwidth term)
-            assert f.rate_ratio == pytest.approx(f.link_beta_gbps / 0.125)
+        assert f.rate_ratio is None  # one host ("vm"): LINK_RATE shapes none of its links
     assert rep.link_rate == ("1gbit", pytest.approx(0.125))
     assert "LINK_RATE (1gbit)" in page and "ring model" in page
 
@@ -521,3 +520,20 @@ def test_make_report_has_the_prediction_section_with_the_extrapolation(tmp_path)
     assert "all_reduce           2          1K        ring" in section  # measured vs predicted at the run's scale
     page = (run / "report" / "index.html").read_text()
     assert "<h2 id='prediction'>prediction at scale</h2>" in page and "extrapolation to 64 ranks" in page
+
+
+def test_link_rate_ratio_only_for_series_that_cross_hosts():
+    """LINK_RATE shapes the links between hosts: a one-host series (loopback) compared with it read as
+    "266x the link rate" once. Its ratio is "-"; the same records marked as spanning two hosts get one."""
+    run = copy.deepcopy(_fixture())
+    run["machine_info"]["suite"]["hosts"] = {"node0": {"env": {"LINK_RATE": "1gbit"}}}
+    rep = analysis.build_report(run, "one-host")
+    assert rep.link_rate and rep.fits
+    assert all(f.rate_ratio is None for f in rep.fits)
+    head, rows = analysis.fit_table_rows(rep)
+    col = head.index("link β / LINK_RATE (1gbit)")
+    assert {r[col] for r in rows} == {"-"}
+    for b in run["benchmarks"]:
+        b["extra_info"]["hosts"] = 2
+    rep2 = analysis.build_report(run, "two-hosts")
+    assert any(f.rate_ratio is not None for f in rep2.fits)
