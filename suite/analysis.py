@@ -393,9 +393,13 @@ def build_report(
         used_names.add(name)
         return name
 
+    diagnosis = None
     if "doctor" in by_exp:  # the health check's verdict leads the report
+        from suite import doctor
+
         del by_exp["doctor"]
-        sections.append(doctor_section(run, plot_name))
+        diagnosis = doctor.diagnose(run)
+        sections.append(doctor_section(run, plot_name, diagnosis))
 
     for exp, groups in by_exp.items():
         sec = Section(title=f"{exp}", anchor=_slug(exp))
@@ -502,7 +506,7 @@ def build_report(
         links=links,
         link_rate=link_rate,
         n_records=len(recs),
-        summary=summary_rows(run, base),
+        summary=summary_rows(run, base, diagnosis),
     )
 
 
@@ -520,8 +524,9 @@ def _median_ci_pct(r: dict) -> float | None:
     return metrics.median_ci_halfwidth_pct(xs) if xs and len(xs) >= 2 else None
 
 
-def summary_rows(run: dict, base: tuple[str, list[list[dict]]] | None = None) -> list[tuple[str, str]]:
-    """The report's first screen: (what, finding) rows a reader can act on, before any detail."""
+def summary_rows(run: dict, base: tuple[str, list[list[dict]]] | None = None, diagnosis=None) -> list[tuple[str, str]]:
+    """The report's first screen: (what, finding) rows a reader can act on, before any detail
+    (``diagnosis``: the doctor's, when the caller has it already)."""
     from suite.failures import MEANING
     from suite.fit import configured_link_rate
 
@@ -572,7 +577,7 @@ def summary_rows(run: dict, base: tuple[str, list[list[dict]]] | None = None) ->
     if any(r.get("experiment") == "doctor" for r in recs):
         from suite import doctor
 
-        d = doctor.diagnose(run)
+        d = diagnosis or doctor.diagnose(run)
         rows.append(
             (
                 "health (doctor)",
@@ -641,12 +646,11 @@ def _experiment_of(nodeids: list[str]) -> str:
     return "/".join(names) + " case" + ("s" if len(nodeids) > 1 else "")
 
 
-def doctor_section(run: dict, plot_name) -> Section:
-    """The doctor's verdicts first (suite.doctor, recomputed from the stored records), then the pair
+def doctor_section(run: dict, plot_name, d) -> Section:
+    """The doctor's verdicts first (``d``: suite.doctor.diagnose of the stored records), then the pair
     heatmaps with the slow links marked and every rank's time distribution per probe."""
     from suite import doctor, plots
 
-    d = doctor.diagnose(run)
     sec = Section(title="doctor: is anything wrong, and where", anchor="doctor")
     sec.notes.append(doctor.format_verdict(d).rstrip())
     if d.findings:

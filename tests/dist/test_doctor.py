@@ -52,6 +52,13 @@ def test_a_delayed_rank_is_named_as_the_straggler(tmp_path):
     assert "straggler  rank 2" in proc.stdout
     assert "exit status 8 (the doctor found a problem)" in proc.stderr
     assert load_bench(tmp_path)["suite"]["exit_status"] == EXIT_FINDING
+    # the report leads with it: the summary's health row and the doctor section first, one diagnosis
+    from suite import analysis, results
+
+    rep = analysis.build_report(results.load_run(tmp_path / "results" / "run"), "run")
+    health = dict(rep.summary)["health (doctor)"]
+    assert "straggler" in health and "rank 2" in health, health
+    assert rep.sections[0].anchor == "doctor" and "straggler" in rep.sections[0].notes[0]
 
 
 def test_bad_doctor_knobs_stop_before_any_rank(tmp_path):
