@@ -6,7 +6,8 @@
 #     measure VALIDATE_CHECK: per op and size predicted / measured / error, geomean |error| per op
 #     (VALIDATE_REUSE=1 keeps runs already stored under those names); VALIDATE_DDP=1 (default) also runs the
 #     DDP step of a VALIDATE_DDP_PARAMS-parameter MLP (its default DDP, no-op-hook, solo and all_reduce cases)
-#     at every node count and checks the step prediction the same way (VALIDATE_DDP= leaves it out)
+#     at every node count and checks the step prediction the same way (VALIDATE_DDP= empty leaves it out);
+#     VALIDATE_OPS= empty: every collective
 RANKS          ?=
 RANKS_PER_NODE ?=
 SIZES          ?=
@@ -39,7 +40,7 @@ validate-predict: venv  ## fit on compose runs of 2-3 nodes, predict and measure
 	  echo "# validate-predict: $$n nodes x $(VALIDATE_PPN) rank(s), LINK_RATE=$(VALIDATE_RATE): run $$id"; \
 	  $(MAKE) -s compose-up NNODES=$$n NPROC_PER_NODE=$(VALIDATE_PPN) LINK_RATE=$(VALIDATE_RATE) EXPERIMENTS=collectives$(if $(VALIDATE_DDP),$(_comma)ddp) \
 	    DDP_PARAMS=$(VALIDATE_DDP_PARAMS) REDOPS=sum MIN_BYTES=$(VALIDATE_MIN) MAX_BYTES=$(VALIDATE_MAX) STEP_FACTOR=$(VALIDATE_STEP) ITERS=$(VALIDATE_ITERS) \
-	    WARMUP=2 RESULTS=$(RESULTS) RUN_ID=$$id K="(test_collective and ($(VALIDATE_OPS)))$(if $(VALIDATE_DDP), or ($(VALIDATE_DDP_K)))" > $(RESULTS)/$$id.log 2>&1 \
+	    WARMUP=2 RESULTS=$(RESULTS) RUN_ID=$$id K="$(if $(strip $(VALIDATE_OPS)),(test_collective and ($(VALIDATE_OPS))),test_collective)$(if $(VALIDATE_DDP), or ($(VALIDATE_DDP_K)))" > $(RESULTS)/$$id.log 2>&1 \
 	    || { echo "error: compose run $$id failed (log: $(RESULTS)/$$id.log)" >&2; tail -5 $(RESULTS)/$$id.log >&2; exit 1; }; \
 	done; \
 	fit=$$(for n in $(VALIDATE_FIT); do printf '%s,' $(RESULTS)/$(VALIDATE_ID)-$${n}n$(VALIDATE_PPN)p; done); \

@@ -190,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         check_run_location(a.results_root, a.run_id)
         try:
             live = progress.mode(os.environ, sys.stdout.isatty()) == "live"
+            progress.every_s(os.environ)
         except ValueError as e:
             raise ConfigError(str(e)) from None
     except ConfigError as e:
@@ -236,10 +237,11 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"# run {run_id}: {lay['nnodes']} node(s) x {lay['nproc']} rank(s), experiments: {', '.join(names)}", flush=True
     )
-    # rank 0's live progress line shares this terminal: torchrun's stderr lines erase it before they print
-    # (rich draws it again below them), and a line left by a killed rank 0 is erased after the run
+    # rank 0's live progress line shares this terminal (on node 0): torchrun's stderr lines erase it before
+    # they print (rich draws it again below them), and a line left by a killed rank 0 is erased after the run
+    live = live and lay["node_rank"] == 0
     rc, signum, tail = run_ranks(cmd, env, run_dir, ROOT, erase_line=live and sys.stderr.isatty())
-    if live:
+    if live and (rc != 0 or signum):  # rank 0 may not have erased its line itself
         sys.stdout.write(progress.RESET_TERMINAL)
         sys.stdout.flush()
     status = final_status(rc, signum, run_dir, root_cause(tail) if rc != 0 else None)

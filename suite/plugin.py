@@ -79,8 +79,11 @@ def pytest_configure(config):
     try:
         # fd 1 is still the real stdout here: pytest's capture is suspended between its phases
         mode = progress.mode(stdout_is_terminal=os.isatty(1))
+        config._suite_progress_every = progress.every_s()
     except ValueError as e:
         raise pytest.UsageError(str(e)) from None
+    if mode == "live" and (config.getoption("capture", "fd") == "no" or os.environ.get("SUITE_ALL_RANKS_OUTPUT")):
+        mode = "plain"  # the tests' prints (-s) or the other ranks' output would write over the line
     config._suite_progress_mode = mode if config._suite_rank == 0 else "off"
     if config._suite_progress_mode == "live":
         # the live line's own handle on the terminal: while a test runs, pytest points fd 1 at its capture
@@ -404,7 +407,7 @@ def pytest_runtest_teardown(item, nextitem):
     if getattr(config, "_suite_progress_mode", "off") != "plain":
         return
     now = time.time()
-    if nextitem is None or now - p["last"] < progress.every_s():
+    if nextitem is None or now - p["last"] < config._suite_progress_every:
         return
     p["last"] = now
     tr = config.pluginmanager.getplugin("terminalreporter")

@@ -1468,7 +1468,7 @@ def validate(fit_on: Sequence[dict], check: Sequence[dict], debug_text: str = ""
             same = [b for b in fit_ddp if b.get("model") == rec.get("model")]
             if not same:
                 continue
-            base = max(same, key=lambda b: int(b["world_size"]))
+            base = min(same, key=lambda b: (abs(int(b["world_size"]) - t.ranks), -int(b["world_size"])))
             pr = predict_ddp(
                 base,
                 t,

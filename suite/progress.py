@@ -6,7 +6,7 @@
   workers inherit the launcher's stdout), one live line drawn with rich at the bottom of the screen:
   a bar, cases done of total, elapsed, the time left and the case running now. Anywhere else (logs, CI,
   the compose nodes, Slurm) the periodic lines below;
-- ``plain``: the periodic lines also on a terminal: ``# progress: 40/133 cases, 1m10s elapsed, ~2m03s
+- ``plain``: the periodic lines also on a terminal: ``# progress: 40/133 cases, 1m10s elapsed, ~2m43s
   left`` every ``SUITE_PROGRESS_S`` seconds (default 30);
 - ``off``: neither.
 
@@ -48,12 +48,17 @@ def mode(env=None, stdout_is_terminal: bool = False) -> str:
 
 
 def every_s(env=None) -> float:
-    """The period of the plain lines, seconds (``SUITE_PROGRESS_S``, default 30)."""
+    """The period of the plain lines, seconds (``SUITE_PROGRESS_S``, default 30); ValueError for anything
+    but a number >= 0."""
     env = os.environ if env is None else env
+    raw = str(env.get(EVERY_ENV, "")).strip() or "30"
     try:
-        return float(env.get(EVERY_ENV, "30"))
+        s = float(raw)
     except ValueError:
-        return 30.0
+        s = -1.0
+    if not s >= 0 or s == float("inf"):
+        raise ValueError(f"{EVERY_ENV}={env.get(EVERY_ENV)!r}: seconds between progress lines, a number >= 0")
+    return s
 
 
 def fmt_duration(s: float) -> str:

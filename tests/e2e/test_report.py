@@ -536,4 +536,5 @@ def test_link_rate_ratio_only_for_series_that_cross_hosts():
     for b in run["benchmarks"]:
         b["extra_info"]["hosts"] = 2
     rep2 = analysis.build_report(run, "two-hosts")
-    assert any(f.rate_ratio is not None for f in rep2.fits)
+    rated = [f for f in rep2.fits if f.link_beta_gbps]
+    assert rated and all(f.rate_ratio == pytest.approx(f.link_beta_gbps / 0.125) for f in rated)

@@ -149,7 +149,9 @@ def test_every_knob_reaches_the_compose_nodes():
     from suite import config
 
     env = set(BASE["services"]["node0"]["environment"])
-    wanted = {k.make for k in config.KNOBS} | {e.env for e in config.ENV_KNOBS}
+    from suite import progress
+
+    wanted = {k.make for k in config.KNOBS} | {e.env for e in config.ENV_KNOBS} | {progress.ENV, progress.EVERY_ENV}
     missing = sorted(wanted - env - set(NOT_FOR_COMPOSE))
     assert not missing, f"docker-compose.yml does not pass {missing} to the nodes"
     for svc in BASE["services"].values():

@@ -4,6 +4,7 @@ with a message — never another exception, never a started process (reliability
 import subprocess
 import sys
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -115,8 +116,8 @@ def test_launcher_validation_is_total(pairs):
 def _launch(argv, capsys) -> tuple[int, str]:
     """``python -m suite.launch ARGV`` in this process: (exit status, stderr). Only bad input may be
     given: the launcher stops at validation, before it starts anything."""
-    try:
-        code = launch.main(list(argv))
+    try:  # --check: were a bad value ever let through, it returns 0 at once instead of starting a run
+        code = launch.main(["--check", *argv])
     except SystemExit as e:  # argparse's own usage error
         code = e.code
     return code, capsys.readouterr().err
@@ -188,3 +189,18 @@ def test_teardown_rate_refuses_zero_runs():
         [sys.executable, "scripts/teardown_rate.py", "0"], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
     assert proc.returncode == 2 and "N must be at least 1" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "env, words",
+    [
+        ({"SUITE_PROGRESS": "fancy"}, "SUITE_PROGRESS='fancy'"),
+        ({"SUITE_PROGRESS_S": "soon"}, "SUITE_PROGRESS_S='soon'"),
+        ({"SUITE_PROGRESS_S": "-5"}, "SUITE_PROGRESS_S='-5'"),
+    ],
+)
+def test_bad_progress_settings_exit_2_before_any_rank(env, words, monkeypatch, capsys, tmp_path):
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    code, err = _launch(["--nproc", "2", "--results-root", str(tmp_path / "r")], capsys)
+    assert code == 2 and words in err and err.count("\n") == 1, err

@@ -338,7 +338,7 @@ def _ddp_rec(n, noop_ms, time_us):
     }
 
 
-def test_validation_checks_the_ddp_step_from_the_largest_fit_run():
+def test_validation_checks_the_ddp_step_from_the_nearest_fit_run():
     """The DDP step at the check scale is predicted from the fit run nearest to it (its compute, buckets and
     overlap), and the table gives its error and their geomean."""
     link = ClassLink(link_class="inter", alpha_us=300.0, beta_gbps=0.0125)
@@ -353,6 +353,15 @@ def test_validation_checks_the_ddp_step_from_the_largest_fit_run():
     assert row["predicted_us"] == pytest.approx(5000.0 + ring5, rel=0.02)
     assert v["ddp_summary"]["geomean_abs_error"] < 0.02
     assert "ddp step (mlp) at 5 ranks" in predict.format_validation(v)
+    # a check scale between the fits takes the nearer one (2 for 3 ranks, not the larger 5)
+    fit5 = _run((5, 1), GLOO_MODELS, link)
+    fit5["benchmarks"].append({"extra_info": _ddp_rec(5, 50.0, 1e5)})
+    chk3 = _run((3, 1), GLOO_MODELS, link)
+    chk3["benchmarks"].append({"extra_info": _ddp_rec(3, 50.0, 1e5)})
+    fit2 = _run((2, 1), GLOO_MODELS, link)
+    fit2["benchmarks"].append({"extra_info": _ddp_rec(2, 5.0, 1e5)})
+    (row,) = predict.validate([fit2, fit5], [chk3])["ddp"]
+    assert row["fit_ranks"] == 2 and row["compute_us"] == 5000.0
 
 
 def test_geomean_abs_error_by_hand():
@@ -427,3 +436,21 @@ def test_make_predict_passes_its_variables_and_a_bad_one_exits_2_with_one_line()
     assert r.returncode == 2, (r.stdout, r.stderr)
     err = [ln for ln in r.stderr.splitlines() if ln.strip() and not ln.startswith("make")]
     assert len(err) == 1 and "RANKS_PER_NODE must be a positive integer" in err[0], r.stderr
+
+
+@pytest.mark.parametrize(
+    "knobs", [[], ["VALIDATE_OPS="], ["VALIDATE_DDP="], ["VALIDATE_OPS=all_reduce", "VALIDATE_DDP="]]
+)
+def test_validate_predict_selects_cases_with_a_valid_k_expression(knobs):
+    """The -k expression the validation's compose runs get parses (an empty VALIDATE_OPS once made it
+    "(test_collective and ())", which pytest rejects only after every container has started)."""
+    from _pytest.mark.expression import Expression
+
+    r = subprocess.run(
+        [*MAKE, "-n", "validate-predict", "RESULTS=/nonexistent", *knobs], cwd=ROOT, capture_output=True, text=True
+    )
+    ks = re.findall(r' K="([^"]*)"', r.stdout)
+    assert ks, r.stdout + r.stderr
+    for k in ks:
+        Expression.compile(k)  # raises ParseError on a bad expression
+        assert "test_collective" in k and ("test_ddp" in k) == ("VALIDATE_DDP=" not in knobs)
