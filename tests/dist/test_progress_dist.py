@@ -156,3 +156,15 @@ def test_the_live_line_stops_on_ctrl_c_and_each_mode_shows_what_it_says(tmp_path
     assert rc == 2 and "progress" not in term and HIDE_CURSOR not in term and "1/3 cases" not in term, term[-3000:]
     rc, term = on_terminal(cmd, env={**env, "SUITE_PROGRESS": "fancy"}, cwd=tmp_path, timeout=120)
     assert rc == 4 and "SUITE_PROGRESS='fancy': choose auto" in term, term[-3000:]  # pytest's usage error
+
+
+def test_ctrl_c_through_the_launcher_leaves_the_terminal_clean(tmp_path):
+    """Ctrl-C (SIGINT to the launcher's process group, as a shell sends it) after the first case: the
+    launcher stops the ranks, says what was kept, and the terminal has no live line or hidden cursor."""
+    slow = ["--iters", "10", *CASES]  # rank 1 sleeps 0.1 s after each op: ~1 s per case
+    rc, term = launch_on_terminal(
+        tmp_path, *TINY[:-4], *slow, env={"SUITE_INJECT_DELAY": "1:0.1"}, interrupt_when="1/4 cases"
+    )
+    assert rc == 130, term[-3000:]  # EXIT_SIGINT
+    assert live_states(term) and live_states(term)[-1][0] < 4, term[-3000:]  # stopped mid-run
+    assert ends_clean(term, by_rank_0=False) and "interrupted by signal 2" in term, term[-3000:]
