@@ -87,23 +87,31 @@ def busbw_gbps(op: str, size_bytes: int, time_s: float, world_size: int) -> floa
     return algbw_gbps(size_bytes, time_s) * busbw_factor(op, world_size)
 
 
-def percentile(samples: Sequence[float], q: float) -> float:
-    """Linear-interpolated percentile (numpy's ``method="linear"``, its default), q in [0, 100]."""
+def percentiles(samples: Sequence[float], qs: Sequence[float]) -> list[float]:
+    """Linear-interpolated percentiles (numpy's ``method="linear"``, its default), each q in [0, 100]:
+    one sort for all of them."""
     if len(samples) == 0:
         raise ValueError("percentile of no samples")
-    if not 0 <= q <= 100:
-        raise ValueError(f"q must be in [0, 100], got {q}")
-    return float(np.percentile(np.asarray(samples, dtype=float), q, method="linear"))
+    for q in qs:
+        if not 0 <= q <= 100:
+            raise ValueError(f"q must be in [0, 100], got {q}")
+    return [float(x) for x in np.percentile(np.asarray(samples, dtype=float), list(qs), method="linear")]
+
+
+def percentile(samples: Sequence[float], q: float) -> float:
+    """One linear-interpolated percentile (``percentiles``)."""
+    return percentiles(samples, [q])[0]
 
 
 def latency_stats_us(samples_s: Sequence[float]) -> dict[str, float]:
     """p05/p50/p95/p99, min, max and mean of per-iteration samples, in µs."""
     us = [s * 1e6 for s in samples_s]
+    p05, p50, p95, p99 = percentiles(us, [5, 50, 95, 99])
     return {
-        "p05_us": percentile(us, 5),
-        "p50_us": percentile(us, 50),
-        "p95_us": percentile(us, 95),
-        "p99_us": percentile(us, 99),
+        "p05_us": p05,
+        "p50_us": p50,
+        "p95_us": p95,
+        "p99_us": p99,
         "min_us": min(us),
         "max_us": max(us),
         "mean_us": sum(us) / len(us),
