@@ -91,7 +91,7 @@ def _t(ctx: DistContext, a: Args, numel: int, *, rank: int | None = None, offset
         ctx.rank if rank is None else rank,
         numel,
         dtype_of(a.dtype),
-        redop=a.redop or "sum",
+        redop=a.redop or "none",  # data that only moves may take any exact value
         world_size=ctx.world_size,
         offset=offset,
         device=ctx.device,
@@ -328,11 +328,31 @@ def label_of(a: Args) -> str:
     return "-".join(parts)
 
 
-def _root_skip(a: Args):
+def _skip(a: Args, rooted: bool):
     def skip(ctx: DistContext, cfg: BenchConfig) -> str | None:
-        return f"root {a.root} not in world of {ctx.world_size}" if a.root >= ctx.world_size else None
+        if rooted and a.root >= ctx.world_size:
+            return f"root {a.root} not in world of {ctx.world_size}"
+        if a.redop and not verify.exactly_checkable(a.redop, ctx.world_size, dtype_of(a.dtype)):
+            return (
+                f"no exact {a.redop} of {ctx.world_size} ranks in {a.dtype} (its integers end at "
+                f"{verify.exact_limit(dtype_of(a.dtype))}): the result could not be checked"
+            )
+        return None
 
     return skip
+
+
+CHECK_VALUES_PROVENANCE = (
+    "modelled: distinct input values per element (suite/verify.py value_range, from the dtype's exact-integer "
+    "bound and the world size); one wrong element escapes the check with probability about 1/check_values"
+)
+
+
+def _with_check_strength(b: Buffers, a: Args, ctx: DistContext) -> Buffers:
+    """Record how strong the exact check is: bfloat16 at many ranks leaves few exact values."""
+    if a.variant != "barrier":
+        b.fields["check_values"] = verify.value_range(a.redop or "none", ctx.world_size, dtype_of(a.dtype))
+    return b
 
 
 def collective_case(
@@ -370,10 +390,11 @@ def collective_case(
             bw_op=coll.op,
             definition="the whole buffer of the collective (nccl-tests S)",
         ),
-        build=lambda ctx: coll.build(a, ctx),
+        build=lambda ctx: _with_check_strength(coll.build(a, ctx), a, ctx),
         unchecked=BARRIER_UNCHECKED if coll.variant == "barrier" else None,
         fields={"function": FUNCTION_OF.get(coll.variant, coll.variant), **(fields or {})},
-        skip=_root_skip(a) if coll.rooted else None,
+        skip=_skip(a, coll.rooted),
+        provenance={} if coll.variant == "barrier" else {"check_values": CHECK_VALUES_PROVENANCE},
         support=(a.variant, a.dtype, a.redop or "none", "inplace" if a.in_place else "oop", *support),
         probe=probe,
         context=context,

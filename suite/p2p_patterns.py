@@ -152,8 +152,9 @@ def label_of(s: Spec) -> str:
 
 
 def _pat(ctx: DistContext, rank: int, count: int, dtype: torch.dtype, offset: int = 0) -> torch.Tensor:
-    # redop "max" keeps values in 1..8: exact in every dtype, and distinct per rank and offset.
-    return verify.pattern(rank, count, dtype, redop="max", world_size=ctx.world_size, offset=offset, device=ctx.device)
+    # Messages only move: any exact value, distinct per (sender, global element index), so a
+    # dropped, duplicated or reordered message (message j sits at offset j * count) is seen.
+    return verify.pattern(rank, count, dtype, redop="none", world_size=ctx.world_size, offset=offset, device=ctx.device)
 
 
 def _blank(ctx: DistContext, count: int, dtype: torch.dtype) -> torch.Tensor:

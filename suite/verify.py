@@ -1,9 +1,17 @@
 """Exact correctness checks.
 
-Inputs are small integers chosen per (rank, element index) so that every
+Inputs are integers chosen per (rank, global element index) so that every
 reduction is exact in every dtype, as nccl-tests does: no rounding, no
 overflow, so a check is ``==``, never a tolerance. ``n_wrong`` counts wrong
 elements on every rank and sums them across ranks.
+
+The value at (rank, index) is a 32-bit hash of both (no period in either),
+reduced to 1..hi. A periodic pattern would let misrouted data pass: with
+``(index + 3 rank) % 8`` every chunk of a multiple of 8 elements was the same, and
+rank r's data equalled rank r+8's. ``hi`` is as large as exactness allows, from the
+dtype's exact-integer bound and the world size (``value_range``): a single wrong
+element escapes the check with probability about 1/hi, recorded per case as
+``check_values`` (bfloat16 at many ranks leaves few values: the record says so).
 
 Exactness bounds: every intermediate of a sum stays below the largest integer
 the dtype represents exactly (bfloat16 256, float16 2048, float32 2^24); a
@@ -40,14 +48,79 @@ def exact_limit(dtype: torch.dtype) -> int:
     return _EXACT[dtype]
 
 
+_HASH_MAX = 1 << 31
+"""Values never exceed 2^31 (the hash has 32 bits); int and float64 sums stay exact below it."""
+
+_MASK32 = 0xFFFFFFFF
+
+
 def value_range(redop: str, world_size: int, dtype: torch.dtype) -> int:
-    """Values are drawn from 1..hi; hi keeps the reduction exact (at least 1)."""
-    m = exact_limit(dtype)
+    """Values are drawn from 1..hi, the widest range that keeps the reduction exact (at least 1).
+
+    sum: n values of at most hi stay exact (n * hi <= bound); avg: the inputs are multiples of
+    n so n * n * hi <= bound; min/max and ``none`` (data that only moves: broadcast, gathers,
+    all_to_all, p2p): any exact value; product: three values (1, -1, 2)."""
+    m = min(exact_limit(dtype), _HASH_MAX)
+    n = max(world_size, 1)
+    if redop == "product":
+        return 3
     if redop == "avg":
-        return max(1, min(8, m // (world_size * world_size)))
-    if redop in ("sum",):
-        return max(1, min(8, m // world_size))
-    return 8
+        return max(1, m // (n * n))
+    if redop == "sum":
+        return max(1, m // n)
+    if redop in ("min", "max", "none"):
+        return m
+    raise ValueError(f"unknown reduce op {redop!r}")
+
+
+def exactly_checkable(redop: str, world_size: int, dtype: torch.dtype) -> bool:
+    """Whether a reduction of ``world_size`` positive integers stays exact in ``dtype`` (a bfloat16
+    sum of 257 ones is not); where it does not, no exact expected result exists."""
+    n = max(world_size, 1)
+    if redop == "sum":
+        return n <= exact_limit(dtype)
+    if redop == "avg":
+        return n * n <= exact_limit(dtype)
+    return True
+
+
+def _hash32(x: torch.Tensor) -> torch.Tensor:
+    """Thomas Mueller's 32-bit integer hash (0x45d9f3b, two rounds of xorshift-multiply), on int64
+    tensors holding 32 bits: the constant is below 2^28, so no product leaves int64 on any device."""
+    x = x & _MASK32
+    x = (((x >> 16) ^ x) * 0x45D9F3B) & _MASK32
+    x = (((x >> 16) ^ x) * 0x45D9F3B) & _MASK32
+    return (x >> 16) ^ x
+
+
+def _mix(ranks: torch.Tensor, idx: torch.Tensor, salt: int = 0) -> torch.Tensor:
+    """32 well-mixed bits of (salt, rank, index) for every rank (rows) and index (columns): no period
+    in the index, none across ranks."""
+    key = _hash32(ranks * 0x9E3779B1 + (salt * 0x85EBCA6B + 1))
+    # Hash the index before the rank's key enters: with hash(index ^ key) rank s's data would be rank
+    # r's at the index XOR-ed with key_r ^ key_s, which among many ranks is a few elements away.
+    return _hash32(_hash32(idx)[None, :] ^ key[:, None])
+
+
+def _values(ranks: torch.Tensor, idx: torch.Tensor, redop: str, world_size: int, dtype: torch.dtype) -> torch.Tensor:
+    """The int64 value of each rank (rows) at each global element index (columns)."""
+    if redop == "product":
+        # Signs vary per (rank, index); at most one rank (the index's hash mod n+1; n: nobody)
+        # holds 2 at each index. The product is exact.
+        v = torch.where(_mix(ranks, idx) & 1 == 1, -1, 1)
+        holder = _mix(torch.zeros(1, dtype=torch.int64, device=idx.device), idx, salt=1) % (world_size + 1)
+        return torch.where(holder == ranks[:, None], 2 * v, v)
+    hi = value_range(redop, world_size, dtype)
+    if redop in ("min", "max") and hi >= 2:
+        # One rank (the index's hash mod n) holds the extreme: the others' values lie in the other
+        # half of 1..hi. Uniform values would make the min of many ranks 1 almost everywhere, and a
+        # result that is the same at every index cannot show a misplaced chunk.
+        half = hi // 2
+        holder = _mix(torch.zeros(1, dtype=torch.int64, device=idx.device), idx, salt=2) % world_size
+        lower = (holder == ranks[:, None]) == (redop == "min")
+        return _mix(ranks, idx) % half + 1 + torch.where(lower, 0, half)
+    v = _mix(ranks, idx) % hi + 1
+    return v * world_size if redop == "avg" else v
 
 
 def pattern(
@@ -62,39 +135,43 @@ def pattern(
 ) -> torch.Tensor:
     """The value rank ``rank`` contributes at element indices offset..offset+numel-1."""
     idx = torch.arange(offset, offset + numel, dtype=torch.int64, device=device)
-    if redop == "product":
-        # At most one rank holds 2 at each index; signs vary. Product is exact.
-        v = torch.ones_like(idx)
-        v = torch.where((idx + rank) % 3 == 1, -v, v)
-        v = torch.where((idx + rank) % (world_size + 1) == 0, 2 * v, v)
-        return v.to(dtype)
-    hi = value_range(redop, world_size, dtype)
-    v = (idx + 3 * rank) % hi + 1
-    if redop == "avg":
-        v = v * world_size
-    return v.to(dtype)
+    ranks = torch.tensor([rank], dtype=torch.int64, device=device)
+    return _values(ranks, idx, redop, world_size, dtype)[0].to(dtype)
+
+
+_BLOCK_ELEMENTS = 1 << 22
+"""reduce_expected builds the patterns of this many (rank, element) pairs at a time."""
+
+_FOLD = {
+    "sum": lambda block: block.sum(0),
+    "avg": lambda block: block.sum(0),
+    "product": lambda block: block.prod(0),
+    "min": lambda block: block.amin(0),
+    "max": lambda block: block.amax(0),
+}
+_COMBINE = {
+    "sum": torch.add,
+    "avg": torch.add,
+    "product": torch.mul,
+    "min": torch.minimum,
+    "max": torch.maximum,
+}
 
 
 def reduce_expected(
     redop: str, world_size: int, numel: int, dtype: torch.dtype, *, offset: int = 0, device: torch.device | str = "cpu"
 ) -> torch.Tensor:
     """The exact result of reducing every rank's pattern with ``redop``."""
+    if redop not in _FOLD:
+        raise ValueError(f"unknown reduce op {redop!r}")
+    idx = torch.arange(offset, offset + numel, dtype=torch.int64, device=device)
     acc = None
-    for r in range(world_size):
-        v = pattern(r, numel, dtype, redop=redop, world_size=world_size, offset=offset, device=device)
-        v = v.to(torch.float64) if dtype.is_floating_point else v.to(torch.int64)
-        if acc is None:
-            acc = v
-        elif redop in ("sum", "avg"):
-            acc = acc + v
-        elif redop == "product":
-            acc = acc * v
-        elif redop == "min":
-            acc = torch.minimum(acc, v)
-        elif redop == "max":
-            acc = torch.maximum(acc, v)
-        else:
-            raise ValueError(f"unknown reduce op {redop!r}")
+    step = max(1, _BLOCK_ELEMENTS // max(numel, 1))
+    for first in range(0, world_size, step):  # blocks of ranks: memory stays bounded at any world size
+        ranks = torch.arange(first, min(first + step, world_size), dtype=torch.int64, device=device)
+        part = _FOLD[redop](_values(ranks, idx, redop, world_size, dtype))
+        acc = part if acc is None else _COMBINE[redop](acc, part)
+    acc = acc.to(torch.float64) if dtype.is_floating_point else acc
     if redop == "avg":
         acc = acc / world_size
     return acc.to(dtype)

@@ -6,24 +6,51 @@ import torch
 from suite import verify
 
 
-def test_sum_expected_by_hand():
-    # rank r, index i: (i + 3r) % hi + 1 with hi = 8 for float32
-    exp = verify.reduce_expected("sum", 2, 4, torch.float32)
-    assert exp.tolist() == [1 + 4, 2 + 5, 3 + 6, 4 + 7]
+def _hash32(x: int) -> int:
+    """Thomas Mueller's integer hash in plain Python integers (the reference for suite.verify's)."""
+    x &= 0xFFFFFFFF
+    x = (((x >> 16) ^ x) * 0x45D9F3B) & 0xFFFFFFFF
+    x = (((x >> 16) ^ x) * 0x45D9F3B) & 0xFFFFFFFF
+    return (x >> 16) ^ x
 
 
-# avg is defined for floating types only (torch rejects it for integers)
-@pytest.mark.parametrize(
-    "dtype,redop",
-    [
-        (d, r)
-        for d in verify.DTYPE_OF.values()
-        for r in ("sum", "avg", "product", "min", "max")
-        if r != "avg" or d.is_floating_point
-    ],
-)
-@pytest.mark.parametrize("n", [1, 2, 3, 4, 8, 16])
+def test_pattern_by_hand():
+    # value(rank, i) = hash32(hash32(i) ^ hash32(key(rank))) % hi + 1, hi = 2^24 // n for a
+    # float32 sum; the int64 tensor arithmetic must equal 32-bit unsigned arithmetic exactly
+    n, hi = 3, (1 << 24) // 3
+    for rank in range(n):
+        key = _hash32(rank * 0x9E3779B1 + 1)
+        want = [_hash32(_hash32(i) ^ key) % hi + 1 for i in range(1000, 1064)]
+        got = verify.pattern(rank, 64, torch.float32, world_size=n, offset=1000).tolist()
+        assert got == want
+    exp = verify.reduce_expected("sum", n, 4, torch.float32)
+    assert exp.tolist() == [
+        sum(verify.pattern(r, 4, torch.float32, world_size=n)[i].item() for r in range(n)) for i in range(4)
+    ]
+
+
+def test_value_range_is_the_exactness_bound_not_a_constant():
+    assert verify.value_range("sum", 4, torch.float32) == (1 << 22)
+    assert verify.value_range("avg", 4, torch.float32) == (1 << 20)
+    assert verify.value_range("max", 1024, torch.float16) == 2048
+    assert verify.value_range("sum", 64, torch.bfloat16) == 4
+    assert verify.value_range("sum", 1024, torch.bfloat16) == 1  # the check then sees no routing: recorded
+
+
+def _exact_combos():
+    """(dtype, redop, n) where an exact reduction of n positive values exists (avg: floating types
+    only, as torch defines it); the others are exactly_checkable() == False, tested below."""
+    for d in verify.DTYPE_OF.values():
+        for r in ("sum", "avg", "product", "min", "max"):
+            for n in (1, 2, 3, 9, 17, 257, 1024):
+                if (r != "avg" or d.is_floating_point) and verify.exactly_checkable(r, n, d):
+                    yield d, r, n
+
+
+@pytest.mark.parametrize("dtype,redop,n", list(_exact_combos()))
 def test_expected_is_exact(dtype, redop, n):
+    if redop in ("sum", "avg") and (n if redop == "sum" else n * n) > verify.exact_limit(dtype):
+        pytest.skip(f"no exact {redop} of {n} positive values in {dtype}: the suite cannot check it either")
     numel = 97
     inputs = [verify.pattern(r, numel, dtype, redop=redop, world_size=n).to(torch.float64) for r in range(n)]
     stacked = torch.stack(inputs)
@@ -40,6 +67,15 @@ def test_expected_is_exact(dtype, redop, n):
     exp = verify.reduce_expected(redop, n, numel, dtype)
     assert torch.equal(exp.to(torch.float64), ref), f"{redop} {dtype} n={n} not exact"
     assert ref.abs().max() <= verify.exact_limit(dtype)
+
+
+def test_exactly_checkable_bounds():
+    assert verify.exactly_checkable("sum", 256, torch.bfloat16)
+    assert not verify.exactly_checkable("sum", 257, torch.bfloat16)
+    assert verify.exactly_checkable("avg", 16, torch.bfloat16)
+    assert not verify.exactly_checkable("avg", 17, torch.bfloat16)
+    assert verify.exactly_checkable("max", 1 << 20, torch.bfloat16)
+    assert verify.exactly_checkable("sum", 1024, torch.float16)
 
 
 def test_ranks_contribute_different_values():
