@@ -12,9 +12,13 @@ every rank alike, so the ranks never part ways.
 The suite's own fault injection lives here, once, with one grammar (names are
 matched by ``Case.answers_to``: an experiment, op, label, identity value, or ``all``):
 
-- ``SUITE_INJECT_CORRUPTION=<name>[,<name>...][@timed]``: after the check run (or,
-  with ``@timed``, after the timed region, in the last in-flight buffer set) every
-  rank that holds an output flips its first element; the check must count it.
+- ``SUITE_INJECT_CORRUPTION=[<fault>:]<name>[,<name>...][@timed]``: after the check run
+  (or, with ``@timed``, after the timed region, in the last in-flight buffer set) every
+  rank that holds an output damages it; the check must count it. ``<fault>``:
+  ``flip`` (the default) adds 1 to the first element; ``misroute`` delivers the right
+  values to the wrong place, as a routing bug does: two outputs of one shape (chunks,
+  messages) swap contents, or a single output is rotated by one chunk
+  (numel / world size elements; one element when that is the whole tensor).
 - ``SUITE_INJECT_DELAY=<rank>:<seconds>[:<name>]``: that rank sleeps after each
   timed op completes (inside the op, as a straggler would); the record must name it
   as the slowest rank.
@@ -93,8 +97,7 @@ class Harness:
                 raise ValueError(f"case {case.label} is checked (no `unchecked` reason) but its Buffers have no check")
             wait_all(once.call(False))
             ctx.sync_device()
-            if self._corrupt_target(case, timed=False):
-                _corrupt(once)
+            self._corrupt(ctx, case, once, timed=False)
             wrong_once = once.check() if checked and once.check is not None else 0
             fields = dict(once.fields)
             _release(once)
@@ -123,8 +126,7 @@ class Harness:
                 )
                 ctx.sync_device()
             # 3. the buffers that were timed hold exactly one op's result (reset before each sample)
-            if self._corrupt_target(case, timed=True):
-                _corrupt(sets[-1])
+            self._corrupt(ctx, case, sets[-1], timed=True)
             wrong_timed = sum(b.check() for b in sets if b.check is not None) if checked else 0
             totals = verify.global_wrong_many([wrong_once, wrong_timed], ctx.group, ctx.device)
             m = m.scaled(case.divisor)
@@ -183,14 +185,15 @@ class Harness:
 
     # --- the suite's own fault injection -------------------------------------------------------------
 
-    def _corrupt_target(self, case: Case, *, timed: bool) -> bool:
-        spec = self.env.get("SUITE_INJECT_CORRUPTION", "")
-        if not spec:
-            return False
-        names, _, phase = spec.partition("@")
-        if (phase == "timed") != timed:
-            return False
-        return any(case.answers_to(n.strip()) for n in names.split(",") if n.strip())
+    def _corrupt(self, ctx: DistContext, case: Case, b: Buffers, *, timed: bool) -> None:
+        """Plant SUITE_INJECT_CORRUPTION's fault in ``b`` when it names this case and phase."""
+        fault, names, phase = parse_corruption(self.env.get("SUITE_INJECT_CORRUPTION", ""))
+        if (phase == "timed") != timed or not any(case.answers_to(n) for n in names):
+            return
+        if fault == "misroute":
+            _misroute(b, ctx.world_size)
+        else:
+            _flip(b)
 
     def _delayed(self, ctx: DistContext, case: Case, call):
         spec = self.env.get("SUITE_INJECT_DELAY", "")
@@ -237,8 +240,44 @@ def _release(b: Buffers) -> None:
         release()
 
 
-def _corrupt(b: Buffers) -> None:
+CORRUPTION_FAULTS = ("flip", "misroute")
+
+
+def parse_corruption(spec: str) -> tuple[str, list[str], str]:
+    """``[<fault>:]<name>[,<name>...][@timed]`` -> (fault, names, phase); no spec: no names."""
+    body, _, phase = spec.partition("@")
+    fault, sep, names = body.partition(":")
+    if not sep:
+        fault, names = "flip", body
+    if fault not in CORRUPTION_FAULTS:
+        raise ValueError(
+            f"SUITE_INJECT_CORRUPTION: unknown fault {fault!r}; choose from {', '.join(CORRUPTION_FAULTS)}"
+        )
+    return fault, [n.strip() for n in names.split(",") if n.strip()], phase
+
+
+def _flip(b: Buffers) -> None:
     for t in b.outputs():
         if t is not None and t.numel():
             t.view(-1)[0] = t.view(-1)[0] + 1
+            return
+
+
+def _misroute(b: Buffers, world_size: int) -> None:
+    """Deliver the right values to the wrong place: swap the first two outputs of one shape (two
+    chunks or messages trade places), else rotate the first output of two or more elements by one
+    chunk, as a wrong chunk or peer index would."""
+    outs = [t for t in b.outputs() if t is not None and t.numel()]
+    for i, a in enumerate(outs):
+        for other in outs[i + 1 :]:
+            if other.shape == a.shape and other.dtype == a.dtype:
+                held = a.clone()
+                a.copy_(other)
+                other.copy_(held)
+                return
+    for t in outs:
+        n = t.numel()
+        if n >= 2:
+            chunk = n // world_size
+            t.copy_(torch.roll(t.reshape(-1), chunk if 0 < chunk < n else 1).view_as(t))
             return

@@ -180,6 +180,24 @@ def test_p2p_messages_differ(n, dtype):
     assert _distinct_rows(msgs)
 
 
+@pytest.mark.parametrize("op", ("all_gather", "all_to_all", "reduce_scatter", "all_reduce", "broadcast"))
+@pytest.mark.parametrize("n", (2, 3, 4))
+def test_the_misroute_fault_is_seen(op, n):
+    """The suite's misroute fault (SUITE_INJECT_CORRUPTION=misroute:...) applied to the expected
+    outputs themselves leaves wrong elements on at least one rank."""
+    from suite.case import Buffers
+    from suite.runner import _misroute
+
+    a = _args("float32", "sum" if op in REDUCING else None, n * 16)
+    out = _expected_chunks(op, n, a, 16)
+    wrong = 0
+    for r in range(n):
+        chunks = [t.clone() for t in out[r]] if op != "all_reduce" else [out[r].reshape(-1).clone()]
+        _misroute(Buffers(call=lambda x: None, outputs=lambda ch=chunks: ch), n)
+        wrong += verify.count_wrong(torch.cat(chunks), out[r].reshape(-1))
+    assert wrong > 0
+
+
 def test_a_reduction_with_no_exact_answer_is_skipped_with_its_reason():
     """A bfloat16 sum over 257 ranks has no exact answer: the case says so instead of failing."""
     coll = ops.BY_VARIANT["all_reduce"]
