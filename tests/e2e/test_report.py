@@ -231,7 +231,7 @@ def mixed_report():
     ]
     tmpl = results.records(run)[0]
     extra = []
-    for size in (1024, 65536):
+    for size in (1024, 8192, 65536):  # three sizes: a line through two cannot fail, so is no link
         for src in range(3):
             for dst in range(3):
                 if src != dst:
@@ -310,12 +310,39 @@ def test_report_fits_and_ring_model(mixed_report):
     link = rep.links[("gloo", "cpu", 3)]
     assert "point-to-point" in link.source
     assert (link.alpha_us, link.beta_gbps) == (pytest.approx(20.0), pytest.approx(1.0))
+    # the one 3-rank fit is the pipeline: t = 100 µs per 4096 B exactly, so α = 0 and β = 4096 B / 100 µs
+    (pipe,) = [f for f in rep.fits if f.world_size == 3]
+    assert (pipe.fit.alpha_us, pipe.fit.beta_gbps, pipe.fit.r2) == (0.0, pytest.approx(0.04096), pytest.approx(1.0))
+    assert pipe.fit.n_sizes == 3 and pipe.fit.holds and pipe.link_beta_gbps == pytest.approx(0.04096)
+    (row,) = [row for row in rows if row[3] == "3"]
+    assert row[r2 - 2 : r2 + 2] == ["0.0 [0.0, 0.0]", "0.04096 [0.04096, 0.04096]", "1.000", "3"]
+    # measured / ring at 16 KiB: 400 µs against the send_recv ring (α + S/β) over the 20 µs, 1 GB/s link
+    assert pipe.ring_ratio == pytest.approx(400.0 / (20.0 + 16384 / 1e3))
     for f in rep.fits:
-        assert f.fit.alpha_us >= 0 and f.fit.beta_gbps > 0 and f.fit.r2 <= 1.0
         assert f.ring_ratio is None if f.world_size == 2 else f.ring_ratio > 0
         assert f.rate_ratio is None  # one host ("vm"): LINK_RATE shapes none of its links
     assert rep.link_rate == ("1gbit", pytest.approx(0.125))
     assert "LINK_RATE (1gbit)" in page and "ring model" in page
+
+
+def test_a_sweep_of_two_sizes_is_reported_as_too_few_sizes_not_as_a_fit():
+    """A line through two sizes has R² = 1 by construction: the report shows no α, β, R² or link for it,
+    draws no fitted line, and says why."""
+    run = _fixture()
+    run["benchmarks"] = [
+        b
+        for b in run["benchmarks"]
+        if b["extra_info"]["variant"] == "all_reduce" and b["extra_info"]["size_bytes"] in (1024, 65536)
+    ]
+    rep = analysis.build_report(run, "two sizes")
+    assert rep.fits and all(f.fit.n_sizes == 2 and not f.fit.holds for f in rep.fits)
+    assert rep.links == {}  # no reference link (and no ring model) from fits that cannot fail
+    head, rows = analysis.fit_table_rows(rep)
+    r2 = head.index("R²")
+    for row in rows:
+        assert row[r2 - 2 : r2 + 1] == ["-", "-", "too few sizes (2; a line needs 3 to be tested)"]
+        assert row[head.index("link β = busbw∞ (GB/s)")] == "-"
+    assert "too few sizes" in render.render_markdown(rep)
 
 
 def test_report_covers_other_experiments_generically(mixed_report):
