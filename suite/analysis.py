@@ -476,9 +476,9 @@ def build_report(
                 labels = [label_of(r, fields) for r in rs]
                 panels = [
                     (
-                        "time (µs), p05–p95",
+                        f"time (µs), {results.BAND_LABEL}",
                         [r["time_us"] for r in rs],
-                        [(r.get("p05_us", r["time_us"]), r.get("p95_us", r["time_us"])) for r in rs],
+                        [results.band_us(r) for r in rs],
                     )
                 ]
                 for k in _extra_numeric_fields(rs, varying_only=True)[:4]:
@@ -522,6 +522,15 @@ def _median_ci_pct(r: dict) -> float | None:
 
     xs = r.get("samples_us")
     return metrics.median_ci_halfwidth_pct(xs) if xs and len(xs) >= 2 else None
+
+
+def _spread_text(r: dict) -> str:
+    """How wide a record's samples are around its median, with how many there were."""
+    lo, hi = results.tail_us(r, "p05_us"), results.tail_us(r, "p95_us")
+    n = results.n_samples(r)
+    if lo is not None and hi is not None:
+        return f"p05-p95 band {(hi - lo) / r['p50_us']:.1f}x the median ({n} samples)"
+    return f"min-max {(r['max_us'] - r['min_us']) / r['p50_us']:.1f}x the median ({n} samples, too few for a p95)"
 
 
 def summary_rows(run: dict, base: tuple[str, list[list[dict]]] | None = None, diagnosis=None) -> list[tuple[str, str]]:
@@ -597,8 +606,7 @@ def summary_rows(run: dict, base: tuple[str, list[list[dict]]] | None = None, di
                 f"{len(unstable)} of {len(widths)}: the median is uncertain by more than "
                 f"±{UNSTABLE_CI_PCT:.0f}% (95% CI; widest: "
                 + ", ".join(
-                    f"{r['experiment']} {r.get('label') or r['op']} ±{w:.0f}%, p05-p95 band "
-                    f"{(r['p95_us'] - r['p05_us']) / r['p50_us']:.1f}x the median"
+                    f"{r['experiment']} {r.get('label') or r['op']} ±{w:.0f}%, " + _spread_text(r)
                     for w, r in unstable[:3]
                 )
                 + "); to act on them: more ITERS, PRECISION=5 (sample until the median's CI is ±5%), "
@@ -710,8 +718,16 @@ def _grid(title: str, rs: list[dict]) -> tuple[list[str], list[list[str]]]:
     """An HTML table of a generic group: varying identity fields, the shared measurements, added numbers."""
     ident = varying_fields(rs) + (["world_size"] if len({r["world_size"] for r in rs}) > 1 else [])
     extra = _extra_numeric_fields(rs)
-    cols = ident + ["size_bytes", "time_us", "p05_us", "p95_us", "algbw_gbps", "busbw_gbps", "n_wrong"] + extra
-    return [title] + cols, [[""] + [_fmt(r.get(c, "")) for c in cols] for r in rs]
+    cols = ident + ["size_bytes", "time_us", "iterations", "p05_us", "p95_us", "algbw_gbps", "busbw_gbps", "n_wrong"]
+    cols += extra
+
+    def cell(r, c):
+        if c in results.TAIL_PERCENTILES:
+            v = results.tail_us(r, c)
+            return f"- (n={results.n_samples(r)})" if v is None else _fmt(v)
+        return _fmt(r.get(c, ""))
+
+    return [title] + cols, [[""] + [cell(r, c) for c in cols] for r in rs]
 
 
 def _interval(v: float, ci, fmt: str) -> str:

@@ -48,10 +48,13 @@ REQUIRED_FIELDS = (
 
 PROVENANCE = {
     "time_us": "measured: median over iterations of the per-iteration maximum over ranks ({timer} clock)",
-    "p05_us": "measured: percentile over iterations of the per-iteration maximum over ranks",
+    "p05_us": "measured: percentile over iterations of the per-iteration maximum over ranks (over {n} samples; "
+    "reported with >= 20)",
     "p50_us": "measured: percentile over iterations of the per-iteration maximum over ranks",
-    "p95_us": "measured: percentile over iterations of the per-iteration maximum over ranks",
-    "p99_us": "measured: percentile over iterations of the per-iteration maximum over ranks",
+    "p95_us": "measured: percentile over iterations of the per-iteration maximum over ranks (over {n} samples; "
+    "reported with >= 20)",
+    "p99_us": "measured: percentile over iterations of the per-iteration maximum over ranks (over {n} samples; "
+    "reported with >= 100)",
     "min_us": "measured: minimum over iterations of the per-iteration maximum over ranks",
     "max_us": "measured: maximum over iterations of the per-iteration maximum over ranks",
     "mean_us": "derived: mean over iterations of the per-iteration maximum over ranks",
@@ -146,8 +149,8 @@ def make_record(
         rec["precision_reached"] = m.precision_reached
     rec.update(extra)
     prov = {
-        k: v.format(timer=m.timer, bw_op=bw_op) for k, v in PROVENANCE.items() if rec.get(k) is not None
-    }  # no claim for a number the record does not have (busbw, n_wrong)
+        k: v.format(timer=m.timer, bw_op=bw_op, n=m.iterations) for k, v in PROVENANCE.items() if rec.get(k) is not None
+    }  # no claim for a number the record does not have (busbw, n_wrong) ...
     per_op = []
     if m.ops_per_sample > 1:
         per_op.append(f"divided by the {m.ops_per_sample} ops of a sample")
@@ -169,9 +172,47 @@ def make_record(
         ):
             if k in prov:
                 prov[k] += "; " + ", ".join(per_op)
+    for k, q in TAIL_PERCENTILES.items():  # ... but a tail left out says why
+        if rec[k] is None:
+            prov[k] = (
+                f"measured: null, not reported from {m.iterations} sample(s): a p{q:02d} needs >= "
+                f"{metrics.tail_min_samples(q)} "
+                "(with fewer it is the sample maximum or minimum, not a tail)"
+            )
     prov.update(case_provenance or {})
     rec["provenance"] = prov
     return rec
+
+
+TAIL_PERCENTILES = {"p05_us": 5, "p95_us": 95, "p99_us": 99}
+"""The tail percentiles of a record and their q: null with fewer samples than suite.metrics.tail_min_samples(q)."""
+
+
+def n_samples(rec: dict) -> int:
+    """How many per-iteration samples a record's statistics are over (its ``samples_us``, else ``iterations``)."""
+    return len(rec.get("samples_us") or ()) or int(rec.get("iterations") or 0)
+
+
+def tail_us(rec: dict, key: str) -> float | None:
+    """A tail percentile (``p05_us``, ``p95_us``, ``p99_us``) of a record, None where its samples are too
+    few for it (records stored before the rule carry one anyway; readers ask here)."""
+    v = rec.get(key)
+    n = n_samples(rec)
+    return v if v is not None and n >= metrics.tail_min_samples(TAIL_PERCENTILES[key]) else None
+
+
+def band_us(rec: dict) -> tuple[float, float]:
+    """The spread a plot draws around a record's median: p05–p95 where its samples are enough for them,
+    else min–max (fewer than 20 samples), else the median itself."""
+    lo, hi = tail_us(rec, "p05_us"), tail_us(rec, "p95_us")
+    if lo is None or hi is None:
+        lo, hi = rec.get("min_us"), rec.get("max_us")
+    t = rec["time_us"]
+    return (t, t) if lo is None or hi is None else (lo, hi)
+
+
+BAND_LABEL = "p05–p95 (min–max with < 20 samples)"
+"""What ``band_us`` is, for axis titles and legends."""
 
 
 def per_rank_fields(m: Measurement, world_size: int) -> dict:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from suite.tables import num, wrong, wrong_cell
+from suite.tables import num, tail_cell, wrong, wrong_cell
 
 
 def _check_cell(r: dict) -> str:
@@ -53,7 +53,7 @@ def _step_table(model: str, recs: list[dict]) -> str:
     for r in recs:
         peak = r.get("peak_mem_bytes")
         lines.append(
-            f" {str(r.get('label', r['op']))[:30]:>30} {r['p50_us'] / 1e3:9.2f} {r['p95_us'] / 1e3:8.2f}"
+            f" {str(r.get('label', r['op']))[:30]:>30} {r['p50_us'] / 1e3:9.2f} {tail_cell(r, 'p95_us', '.2f', 8, 1e3)}"
             f" {num(r.get('samples_per_s'), '.0f', 10)} {num(r.get('scaling_efficiency'), '.2f', 6)}"
             f" {num(r.get('comm_exposed_ms'), '.2f', 8)} {num(r.get('comm_added_ms'), '.2f', 7)}"
             f" {num(r.get('overlap_saved_ms'), '.2f', 7)} {num(r.get('overlap_saved_pct'), '.0f', 5)}"
@@ -84,7 +84,7 @@ def _init_table(model: str, recs: list[dict]) -> str:
     ]
     for r in recs:
         lines.append(
-            f" {str(r.get('label', r['op']))[:30]:>30} {r['p50_us'] / 1e3:9.3f} {r['p95_us'] / 1e3:9.3f}"
+            f" {str(r.get('label', r['op']))[:30]:>30} {r['p50_us'] / 1e3:9.3f} {tail_cell(r, 'p95_us', '.3f', 9, 1e3)}"
             f" {r['algbw_gbps']:8.3f} {num(r['busbw_gbps'], '.3f', 8)} {wrong_cell(r)}"
         )
     return "\n".join(lines) + "\n"

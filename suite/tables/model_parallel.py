@@ -14,7 +14,7 @@ definition, so the three columns are comparable.
 
 from __future__ import annotations
 
-from suite.tables import num, wrong, wrong_cell
+from suite.tables import num, tail_cell, wrong, wrong_cell
 
 
 def _split_table(records: list[dict]) -> list[str]:
@@ -29,7 +29,8 @@ def _split_table(records: list[dict]) -> list[str]:
     for r in records:
         sps = r.get("samples_per_s")
         lines.append(
-            f" {r['op'][:24]:>24} {r['size_bytes']:>11} {r['p50_us'] / 1e3:9.3f} {r['p95_us'] / 1e3:9.3f}"
+            f" {r['op'][:24]:>24} {r['size_bytes']:>11} {r['p50_us'] / 1e3:9.3f}"
+            f" {tail_cell(r, 'p95_us', '.3f', 9, 1e3)}"
             f" {(f'{sps:10.0f}' if sps else f'{chr(45):>10}')} {r['algbw_gbps']:8.3f} {num(r['busbw_gbps'], '.3f', 8)}"
             f" {wrong_cell(r)}"
         )
@@ -82,7 +83,7 @@ def _pipeline_table(records: list[dict]) -> list[str]:
     for r in (comp, hop):
         if r is not None:
             lines.append(
-                f"# {r['op']}: {_ms(r['time_us']).strip()} ms (p95 {_ms(r['p95_us']).strip()}), #wrong "
+                f"# {r['op']}: {_ms(r['time_us']).strip()} ms (p95 {tail_cell(r, 'p95_us', '.3f', 0, 1e3)}), #wrong "
                 f"{wrong_cell(r).strip()}"
             )
     return lines

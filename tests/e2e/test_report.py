@@ -565,3 +565,19 @@ def test_link_rate_ratio_only_for_series_that_cross_hosts():
     rep2 = analysis.build_report(run, "two-hosts")
     rated = [f for f in rep2.fits if f.link_beta_gbps]
     assert rated and all(f.rate_ratio == pytest.approx(f.link_beta_gbps / 0.125) for f in rated)
+
+
+def test_tail_latencies_of_too_few_samples_are_not_shown_and_the_count_is():
+    """The fixture's records hold 10 samples each (and, stored before the rule, a p95 of them: the
+    sample maximum): tables, grids and the summary give the count instead of a tail latency."""
+    from suite.tables import generic_table
+
+    recs = [r for r in results.records(_fixture()) if r["variant"] == "all_reduce"][:2]
+    assert all(r["p95_us"] is not None and len(r["samples_us"]) == 10 for r in recs)
+    lines = generic_table("t", recs).splitlines()[2:]
+    assert [line.split()[4] for line in lines] == ["n=10", "n=10"]
+    head, rows = analysis._grid("g", recs)
+    assert {row[head.index("p95_us")] for row in rows} == {"- (n=10)"}
+    assert {row[head.index("iterations")] for row in rows} == {"10"}
+    wild = dict(recs[0], samples_us=[10.0 * (1 + i) for i in range(10)], p50_us=55.0, min_us=10.0, max_us=100.0)
+    assert analysis._spread_text(wild) == "min-max 1.6x the median (10 samples, too few for a p95)"
