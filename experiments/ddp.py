@@ -81,9 +81,10 @@ iteration).
 and timed steps (``Case.around``).
 ``size_bytes`` is the float32 gradient bytes each rank all-reduces per optimizer step, every
 all_reduce counted (``sync each`` accumulation: accum x the gradient; ``allreduces_per_step``
-says how many), so busbw (all_reduce factor) is the *effective* gradient bandwidth of the whole
-step; hooks that compress report ``wire_bytes`` (fp16: half; PowerSGD: the low-rank factors, an
-estimate).
+says how many), so ``effective_busbw_gbps`` (all_reduce factor over the whole step's time, compute
+included; ``busbw_gbps`` is null, as for every record whose time includes compute) is the effective
+gradient bandwidth of the whole step; hooks that compress report ``wire_bytes`` (fp16: half;
+PowerSGD: the low-rank factors, an estimate).
 """
 
 from __future__ import annotations
@@ -826,6 +827,7 @@ def step_bytes(v: Variant, grad: int, settings: Settings) -> Bytes:
         bw_op="all_reduce",
         definition="float32 gradient bytes each rank all-reduces per optimizer step "
         f"({per_step} all_reduce(s) of the whole gradient)",
+        time_includes=None if v.kind == "all_reduce" else "forward, backward and the optimizer step",
     )
 
 
@@ -892,6 +894,9 @@ def _resolve_init(
             dtype="float32",
             bw_op="broadcast",
             definition="float32 bytes of every parameter and buffer rank 0 broadcasts",
+            time_includes="the rest of DDP's constructor (parameter checks across ranks, the reducer and its buckets)"
+            if v.kind == "ddp_init"
+            else None,
         ),
     )
 

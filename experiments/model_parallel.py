@@ -614,6 +614,7 @@ def pipeline_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
                         dtype="float32",
                         bw_op="send_recv",
                         definition="micro-batches x micro-batch bytes (what each hop carries)",
+                        time_includes="every stage's matmul of every micro-batch",
                     ),
                     build=lambda ctx, m=m, schedule=schedule: dataclasses.replace(
                         _pipeline_buffers(pipe, ctx, m, schedule),
@@ -658,6 +659,15 @@ def _not_divisible(layer: Layer):
 
     return skip
 
+
+TIME_INCLUDES = {
+    "mp_forward_all_gather": "each rank's matmul of its rows",
+    "mp_forward_gather": "each rank's matmul of its rows",
+    "mp_train_step": "forward, backward and the SGD update",
+    "dp_train_step": "forward, backward and the SGD update",
+}
+"""The compute inside the timed call of each split-layer op (scatter moves data only): their
+bandwidths are effective rates (suite.case.Bytes.time_includes)."""
 
 TRAIN_PROVENANCE = {
     "samples_per_s": "derived: global_batch / time_us",
@@ -731,13 +741,21 @@ def model_parallel_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     for op in OPS:
         size, bw_op, definition, build, fields = spec[op]
         train = op in ("mp_train_step", "dp_train_step")
+        bytes_ = Bytes(
+            size_bytes=size,
+            count=size // 4,
+            dtype="float32",
+            bw_op=bw_op,
+            definition=definition,
+            time_includes=TIME_INCLUDES.get(op),
+        )
         out.append(
             Case(
                 experiment=EXPERIMENT,
                 op=op,
                 label=op,
                 identity={"variant": op},
-                bytes=Bytes(size_bytes=size, count=size // 4, dtype="float32", bw_op=bw_op, definition=definition),
+                bytes=bytes_,
                 build=_with_samples_per_s(build, layer) if train else build,
                 mode="blocking",
                 skip=_not_divisible(layer),

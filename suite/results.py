@@ -98,6 +98,7 @@ def make_record(
     n_wrong: int | None,
     bw_op: str | None = None,
     busbw: bool = True,
+    time_includes: str | None = None,
     checked: bool = True,
     unchecked_reason: str | None = None,
     case_provenance: dict | None = None,
@@ -105,7 +106,9 @@ def make_record(
 ) -> dict:
     """Build the shared record. ``bw_op`` selects the busbw factor (defaults to ``op``); ``busbw=False``:
     the case has no bus bandwidth (no factor applies), so busbw_gbps and busbw_factor are None.
-    ``checked=False``: nothing was checked (``unchecked_reason`` says why) and ``n_wrong`` is None."""
+    ``checked=False``: nothing was checked (``unchecked_reason`` says why) and ``n_wrong`` is None.
+    ``time_includes``: the compute the time includes (suite.case.Bytes): busbw_gbps is then None and the
+    factor's rate is ``effective_busbw_gbps``, an effective rate of the whole step."""
     stats = metrics.latency_stats_us(m.samples_s)
     t = m.median_s
     bw_op = bw_op or op
@@ -114,6 +117,10 @@ def make_record(
         raise ValueError(f"no bus-bandwidth factor for op {bw_op!r}; known: {', '.join(metrics.OPS_WITH_FACTOR)}")
     algbw = metrics.algbw_gbps(size_bytes, t) if size_bytes > 0 and t > 0 else 0.0
     busbw_v = algbw * factor if factor is not None else (0.0 if busbw else None)
+    effective = {}
+    if time_includes is not None:  # not nccl-tests busbw: the time is not the communication's alone
+        effective = {"effective_busbw_gbps": busbw_v, "time_includes": time_includes}
+        busbw_v = factor = None
     rec = {
         "experiment": experiment,
         "op": op,
@@ -139,6 +146,7 @@ def make_record(
         "checked": bool(checked),
         "n_wrong": None if not checked else int(n_wrong or 0),
         "samples_us": [s * 1e6 for s in m.samples_s],
+        **effective,
     }
     if not checked:
         rec["unchecked_reason"] = unchecked_reason or "not stated"
@@ -179,6 +187,12 @@ def make_record(
                 f"{metrics.tail_min_samples(q)} "
                 "(with fewer it is the sample maximum or minimum, not a tail)"
             )
+    if effective:
+        prov["algbw_gbps"] = f"derived: size_bytes / time_us, a time that includes {time_includes} (an effective rate)"
+        prov["effective_busbw_gbps"] = (
+            f"derived: algbw_gbps x the {bw_op} bus factor, over a time that includes {time_includes}: an "
+            "effective rate of the whole step (at most the communication's own busbw), not nccl-tests busbw"
+        )
     prov.update(case_provenance or {})
     rec["provenance"] = prov
     return rec

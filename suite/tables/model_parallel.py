@@ -3,7 +3,10 @@ pipeline's two schedules, measured against their models.
 
 Split layer: ``bytes`` is what the op moves per call: the whole weight for ``scatter`` and
 ``dp_train_step`` (its gradient all_reduce), the whole output B·out for the split
-forward and ``mp_train_step``; busbw uses the factor of the op's collective. The train steps'
+forward and ``mp_train_step``; busbw uses the factor of the op's collective. The split forward and
+the train steps time their compute too, so they have no busbw: their record carries
+``effective_busbw_gbps`` (the same factor over a time that includes compute), shown in the busbw
+column with a trailing ``*``. The train steps'
 check rule (exact, or the derived float32 tolerance) is printed under the table.
 
 Pipeline: one row per schedule and micro-batch count M: the measured time T and the time its
@@ -15,6 +18,12 @@ definition, so the three columns are comparable.
 from __future__ import annotations
 
 from suite.tables import num, tail_cell, wrong, wrong_cell
+
+
+def _busbw_cell(r: dict) -> str:
+    """busbw, or the effective rate of a record whose time includes compute, marked ``*``."""
+    eff = r.get("effective_busbw_gbps")
+    return num(r["busbw_gbps"], ".3f", 8) if eff is None else f"{eff:7.3f}*"
 
 
 def _split_table(records: list[dict]) -> list[str]:
@@ -31,7 +40,7 @@ def _split_table(records: list[dict]) -> list[str]:
         lines.append(
             f" {r['op'][:24]:>24} {r['size_bytes']:>11} {r['p50_us'] / 1e3:9.3f}"
             f" {tail_cell(r, 'p95_us', '.3f', 9, 1e3)}"
-            f" {(f'{sps:10.0f}' if sps else f'{chr(45):>10}')} {r['algbw_gbps']:8.3f} {num(r['busbw_gbps'], '.3f', 8)}"
+            f" {(f'{sps:10.0f}' if sps else f'{chr(45):>10}')} {r['algbw_gbps']:8.3f} {_busbw_cell(r)}"
             f" {wrong_cell(r)}"
         )
     for r in records:

@@ -54,6 +54,16 @@ def test_experiments_through_launcher_with_profile(tmp_path):
     recs = [b["extra_info"] for b in run["benchmarks"]]
     assert all_correct(recs)
     ddp = [r for r in recs if r["experiment"] == "ddp"]
+    # a training step (or DDP's constructor) times more than its all_reduce: an effective rate, never
+    # an nccl-tests busbw; the bare all_reduce and the initial broadcast time communication alone
+    for r in ddp:
+        if not r["size_bytes"]:
+            continue
+        if r["op"] in ("all_reduce", "broadcast"):
+            assert "time_includes" not in r and r["busbw_gbps"] == pytest.approx(r["algbw_gbps"]), r["label"]
+        else:
+            assert r["busbw_gbps"] is None and "busbw_gbps" not in r["provenance"], r["label"]
+            assert r["effective_busbw_gbps"] == pytest.approx(r["algbw_gbps"]) and r["time_includes"], r["label"]
     ops = {(r["model"], r["op"]) for r in ddp}
     for model in ("source", "mlp"):
         for op in ("solo_step", "local_step", "all_reduce", "ddp_step", "manual_allreduce_step",

@@ -40,6 +40,13 @@ def test_pipeline_records_carry_their_model_at_this_runs_c_and_tau(tmp_path):
     recs = [b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]]
     assert all_correct(recs)
     by = {r["label"]: r for r in recs}
+    # a time that includes compute gives an effective rate, never an nccl-tests busbw
+    for r in recs:
+        if r["op"] in mp.TIME_INCLUDES or r["op"] in ("pipeline_blocking", "pipeline_overlap"):
+            assert r["busbw_gbps"] is None and r["effective_busbw_gbps"] > 0 and r["time_includes"]
+            assert "busbw_gbps" not in r["provenance"]
+        elif r["size_bytes"]:  # scatter, pipeline_transfer: communication alone
+            assert "time_includes" not in r and r["provenance"]["busbw_gbps"].endswith("(nccl-tests busbw)")
     # the split layer: N = 12 x 96 is not a power of two, so the steps get a stated, non-zero tolerance
     for op in ("mp_train_step", "dp_train_step"):
         r = by[op]

@@ -141,6 +141,9 @@ def test_byte_model_counts_every_all_reduce_of_the_step():
     assert (once.size_bytes, once.count) == (grad, grad // 4)
     assert "4 all_reduce(s)" in each.definition
     assert ddp_exp.step_bytes(_variant("ddp no-op hook (no comm)", s), grad, s).size_bytes == 0
+    # a training step's time includes forward and backward: no nccl-tests busbw, an effective rate
+    assert each.time_includes == once.time_includes == "forward, backward and the optimizer step"
+    assert ddp_exp.step_bytes(_variant("grad all_reduce only", s), grad, s).time_includes is None
 
 
 def test_check_rule_is_exact_only_where_the_average_is():

@@ -199,6 +199,19 @@ def test_pipeline_knobs_reach_the_config_and_bad_ones_are_rejected():
             build_config(**settings_from_env(env))
 
 
+def test_cases_whose_time_includes_compute_say_so():
+    """Their size / time is an effective rate, so the harness records no nccl-tests busbw for them."""
+    by_op = {}
+    for c in mp.model_parallel_cases(BenchConfig(), 4):
+        by_op.setdefault(c.op, set()).add(c.bytes.time_includes)
+    assert by_op["scatter"] == by_op["pipeline_transfer"] == {None}  # communication alone
+    assert by_op["pipeline_compute"] == {None}  # no bytes: no bandwidth at all
+    for op in ("pipeline_blocking", "pipeline_overlap"):
+        assert by_op[op] == {"every stage's matmul of every micro-batch"}
+    for op in ("mp_forward_all_gather", "mp_forward_gather", "mp_train_step", "dp_train_step"):
+        assert by_op[op] == {mp.TIME_INCLUDES[op]} and mp.TIME_INCLUDES[op]
+
+
 def test_cases_declare_both_schedules_and_name_every_modelled_number():
     cases = mp.model_parallel_cases(BenchConfig(), 4)
     labels = [c.label for c in cases]

@@ -228,3 +228,29 @@ def test_tail_percentiles_are_null_with_too_few_samples_and_say_how_many():
     old = dict(few, p95_us=1000.0)
     assert results.tail_us(old, "p95_us") is None and results.tail_us(enough, "p95_us") == pytest.approx(1000.0)
     assert results.band_us(old) == (pytest.approx(1000.0), pytest.approx(1000.0))  # min-max
+
+
+def test_a_record_whose_time_includes_compute_has_no_nccl_tests_busbw():
+    rec = results.make_record(
+        experiment="ddp",
+        op="train_step",
+        backend="gloo",
+        device="cpu",
+        dtype="float32",
+        world_size=4,
+        size_bytes=4_000_000,
+        count=1_000_000,
+        in_place=False,
+        m=_m([1e-3, 2e-3, 3e-3]),
+        n_wrong=0,
+        bw_op="all_reduce",
+        time_includes="forward, backward and the optimizer step",
+    )
+    assert rec["busbw_gbps"] is None and rec["busbw_factor"] is None
+    assert rec["algbw_gbps"] == pytest.approx(2.0) and rec["effective_busbw_gbps"] == pytest.approx(3.0)
+    assert rec["time_includes"] == "forward, backward and the optimizer step"
+    prov = rec["provenance"]
+    assert "busbw_gbps" not in prov
+    assert not any("nccl-tests busbw" in v and "not nccl-tests" not in v for v in prov.values())
+    assert "includes forward, backward" in prov["effective_busbw_gbps"] and "an effective rate" in prov["algbw_gbps"]
+
