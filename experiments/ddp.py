@@ -784,6 +784,12 @@ _PROV_STEP = {
     "overlap_saved_ms": "derived: noop_step_ms + allreduce_ms - time_us",
     "overlap_saved_pct": "derived: 100 x overlap_saved_ms / allreduce_ms",
     "n_buckets": "measured: buckets of the timed module's reducer after the timed steps",
+    "bucket_sizes": "measured: bytes of each bucket of the timed module's reducer after the timed steps "
+    "(its gradient buffers, rank 0's; every rank builds the same buckets)",
+    "bucket_cap_bytes": "measured: the bucket cap DDP's logger reports for the timed module "
+    "(_get_ddp_logging_data: what bucket_cap_mb became)",
+    "check_steps": "measured: optimizer steps the checked module had taken when it was compared with the "
+    "single-process reference (warm-up and timed steps)",
     "check_max_abs_diff": "measured: max over ranks and parameters of |param - reference param| after the timed steps",
     "check_tol": "modelled: " + CheckRule.FORMULA + " (0 when check_rule is exact)",
 }
@@ -793,6 +799,10 @@ _PROV_LOGGER = {
     for k, src in _LOGGER_KEYS.items()
 }
 _PROV_LOGGER["ddp_logger_overlap_pct"] = "derived: 100 x ddp_logger_overlap_ms / ddp_logger_comm_ms"
+_PROV_LOGGER["ddp_logger_steps"] = (
+    "measured: timed steps DDP's logger reported on every rank (the fewest over ranks; a step is logged at "
+    "the next forward, so the last timed step is not among them)"
+)
 
 
 def _step_provenance(v: Variant, unchecked: str | None) -> dict:
@@ -805,9 +815,9 @@ def _step_provenance(v: Variant, unchecked: str | None) -> dict:
     if _measured_overlap(v):
         names += ["noop_step_ms", "allreduce_ms", "comm_added_ms", "overlap_saved_ms", "overlap_saved_pct"]
     if v.kind in ("ddp", "accum"):
-        names.append("n_buckets")
+        names += ["n_buckets", "bucket_sizes", "bucket_cap_bytes"]
     if v.kind != "all_reduce" and not unchecked:
-        names += ["check_max_abs_diff", "check_tol"]
+        names += ["check_max_abs_diff", "check_tol", "check_steps"]
     prov = {k: _PROV_STEP[k] for k in names}
     if v.kind == "ddp":
         prov |= _PROV_LOGGER

@@ -478,6 +478,7 @@ def _resolve_exchange(s: Spec):
             bytes=_bytes(at),
             build=build,
             fields={**case.fields, **{"deadlock_" + k: v for k, v in probe.items()}},
+            provenance={**case.provenance, **deadlock.PROVENANCE},
         )
 
     return resolve

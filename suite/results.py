@@ -73,6 +73,12 @@ PROVENANCE = {
 }
 """How each shared number of a record was obtained (stored with the record as ``provenance``)."""
 
+N_WRONG_TOLERANCE = (
+    "measured: elements farther from the expected result than the case's stated tolerance (check_rule, "
+    "check_tol / check_max_tolerance), summed over ranks, in the check run and in every timed buffer set"
+)
+"""``n_wrong``'s provenance where the check allows a tolerance (``checked_with_tolerance``)."""
+
 TIMER_DEFINITIONS = {
     "host": "host perf_counter from after the barrier to after the op(s) completed and the device synced; "
     "includes the host's cost of issuing the op(s)",
@@ -180,6 +186,8 @@ def make_record(
         ):
             if k in prov:
                 prov[k] += "; " + ", ".join(per_op)
+    if "n_wrong" in prov and checked_with_tolerance(rec):  # not "differ from the exact result"
+        prov["n_wrong"] = N_WRONG_TOLERANCE
     for k, q in TAIL_PERCENTILES.items():  # ... but a tail left out says why
         if rec[k] is None:
             prov[k] = (
@@ -196,6 +204,12 @@ def make_record(
     prov.update(case_provenance or {})
     rec["provenance"] = prov
     return rec
+
+
+def checked_with_tolerance(rec: dict) -> bool:
+    """Whether the record's check allowed a stated tolerance instead of exact equality (DDP's
+    ``check_rule`` "tol ...", model_parallel's ``check_exact: false``)."""
+    return rec.get("check_exact") is False or str(rec.get("check_rule", "exact")) != "exact"
 
 
 TAIL_PERCENTILES = {"p05_us": 5, "p95_us": 95, "p99_us": 99}

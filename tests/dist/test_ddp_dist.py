@@ -76,6 +76,11 @@ def test_experiments_through_launcher_with_profile(tmp_path):
     assert 0 <= mlp_ddp["ddp_logger_overlap_pct"] <= 100 and mlp_ddp["scaling_efficiency"] > 0
     assert mlp_ddp["peak_mem_bytes"] > 0 and mlp_ddp["samples_per_s"] > 0
     assert {"noop_step_ms", "allreduce_ms", "comm_added_ms", "overlap_saved_ms", "overlap_saved_pct"} <= set(mlp_ddp)
+    for k in ("bucket_sizes", "bucket_cap_bytes", "ddp_logger_steps", "check_steps", "n_buckets"):
+        assert k in mlp_ddp and mlp_ddp["provenance"][k].startswith("measured:"), k
+    assert sum(mlp_ddp["bucket_sizes"]) == mlp_ddp["grad_bytes"]
+    assert len(mlp_ddp["bucket_sizes"]) == mlp_ddp["n_buckets"]
+    assert "exact expected result" in mlp_ddp["provenance"]["n_wrong"]  # 2 ranks, float32: exact
     # every synchronised case is compared with single-process training: 2 ranks, float32 -> exact
     for r in ddp:
         if r["op"] in ("ddp_step", "manual_allreduce_step", "manual_coalesced_step", "ddp_accum_step") and \
@@ -86,6 +91,7 @@ def test_experiments_through_launcher_with_profile(tmp_path):
             assert r["checked"] is False and r["n_wrong"] is None and r["unchecked_reason"], r["label"]
     fp16 = next(r for r in ddp if r["variant"] == "mlp-ddp_hook_fp16_compress")
     assert fp16["check_rule"].startswith("tol ") and 0 < fp16["check_max_abs_diff"] <= fp16["check_tol"]
+    assert "stated tolerance" in fp16["provenance"]["n_wrong"] and "exact" not in fp16["provenance"]["n_wrong"]
     # accumulation without no_sync all-reduces the gradient once per micro-batch
     each = next(r for r in ddp if r["label"] == "accum x2 sync each")
     assert each["size_bytes"] == 2 * mlp_ddp["size_bytes"] and each["allreduces_per_step"] == 2

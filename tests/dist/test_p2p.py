@@ -100,6 +100,10 @@ def _check_run(tmp_path, proc, world):
         # a correct ordering may be slow on a loaded host, never blocked
         assert set(r["deadlock_correct_orderings"].values()) <= {"completed", "slow"}
         assert r["size_bytes"] >= r["deadlock_blocked_from_bytes"]
+        for k in ("deadlock_elapsed_s", "deadlock_no_progress_for_s", "deadlock_blocked_from_bytes",
+                  "deadlock_correct_orderings_bytes"):  # measured in the isolated pair, and says so
+            assert r["provenance"][k] == deadlock.PROVENANCE[k] and r["provenance"][k].split(":")[0] in (
+                "measured", "derived"), k
     assert _no_probe_children_left()
     for title in ("# p2p ping-pong", "# p2p pair matrix", "# p2p window", "# p2p ring",
                   "# p2p deadlock demonstration", "BLOCKED from", "# p2p producer",

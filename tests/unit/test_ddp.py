@@ -146,6 +146,18 @@ def test_byte_model_counts_every_all_reduce_of_the_step():
     assert ddp_exp.step_bytes(_variant("grad all_reduce only", s), grad, s).time_includes is None
 
 
+def test_every_number_a_ddp_step_records_has_its_provenance():
+    s = ddp_exp.Settings(accum=4)
+    ddp = ddp_exp._step_provenance(_variant("ddp", s), None)
+    for k in ("n_buckets", "bucket_sizes", "bucket_cap_bytes", "check_steps", "ddp_logger_steps", "check_tol"):
+        assert ddp[k].split(":")[0] in ("measured", "derived", "modelled"), k
+    accum = ddp_exp._step_provenance(_variant("accum x4 no_sync", s), None)
+    assert {"bucket_sizes", "bucket_cap_bytes", "check_steps"} <= set(accum) and "ddp_logger_steps" not in accum
+    # no claim for numbers a case does not record: the bare all_reduce has no buckets and no reference check
+    bare = ddp_exp._step_provenance(_variant("grad all_reduce only", s), None)
+    assert not {"bucket_sizes", "bucket_cap_bytes", "check_steps", "ddp_logger_steps"} & set(bare)
+
+
 def test_check_rule_is_exact_only_where_the_average_is():
     s = ddp_exp.Settings()
     plain, fp16 = _variant("ddp", s), _variant("ddp hook fp16_compress", s)

@@ -254,3 +254,24 @@ def test_a_record_whose_time_includes_compute_has_no_nccl_tests_busbw():
     assert not any("nccl-tests busbw" in v and "not nccl-tests" not in v for v in prov.values())
     assert "includes forward, backward" in prov["effective_busbw_gbps"] and "an effective rate" in prov["algbw_gbps"]
 
+
+def test_n_wrong_says_tolerance_where_the_check_allowed_one():
+    kw = dict(
+        experiment="x",
+        op="train_step",
+        backend="gloo",
+        device="cpu",
+        dtype="float32",
+        world_size=4,
+        size_bytes=0,
+        count=0,
+        in_place=False,
+        m=_m([1e-3]),
+        n_wrong=0,
+        busbw=False,
+    )
+    exact = results.make_record(check_rule="exact", **kw)["provenance"]["n_wrong"]
+    assert exact.startswith("measured: elements that differ from the exact expected result")
+    for extra in ({"check_rule": "tol 1.7e-04 per element"}, {"check_exact": False}):
+        prov = results.make_record(**extra, **kw)["provenance"]["n_wrong"]
+        assert prov == results.N_WRONG_TOLERANCE and "exact" not in prov and "stated tolerance" in prov
