@@ -12,7 +12,10 @@ check rule (exact, or the derived float32 tolerance) is printed under the table.
 Pipeline: one row per schedule and micro-batch count M: the measured time T and the time its
 schedule's model gives at this run's measured c (pipeline_compute) and τ (pipeline_transfer), and the
 bubble 1 − M·c/T of the measurement, of the model and of the compute-only ideal (τ = 0) — one
-definition, so the three columns are comparable.
+definition, so the three columns are comparable. c and τ are each sampled as M + S − 1 of them back to
+back (``stage_repeats``), as long as the longest schedule's samples, so that they meet the same
+interruptions as T. ``meas/model`` ends in ``!`` where the model does not hold for the run (the
+record's ``model_holds``: T within ±25% of the model), and a line under the table names them.
 """
 
 from __future__ import annotations
@@ -84,10 +87,17 @@ def _pipeline_table(records: list[dict]) -> list[str]:
     ]
     for r in runs:
         ratio = r.get("time_over_model")
+        ratio_cell = num(ratio, ".2f", 7) if r.get("model_holds", True) else f"{num(ratio, '.2f', 6).strip():>6}!"
         lines.append(
             f" {r['schedule']:>9} {r['microbatches']:>3} {_ms(r['time_us'])} {_ms(r.get('model_time_us'))}"
-            f" {num(ratio, '.2f', 7)} {num(r.get('bubble'), '.3f', 7)} {num(r.get('model_bubble'), '.3f', 7)}"
+            f" {ratio_cell} {num(r.get('bubble'), '.3f', 7)} {num(r.get('model_bubble'), '.3f', 7)}"
             f" {num(r.get('ideal_bubble'), '.3f', 7)} {wrong_cell(r)}"
+        )
+    off = [f"{r['schedule']} M={r['microbatches']}" for r in runs if r.get("model_holds") is False]
+    if off:
+        lines.append(
+            f"# ! model does not hold (model_holds: false, T too far from it): {', '.join(off)}; "
+            "its model bubble is not this run's"
         )
     for r in (comp, hop):
         if r is not None:

@@ -55,7 +55,9 @@ def test_pipeline_records_carry_their_model_at_this_runs_c_and_tau(tmp_path):
         assert "stated tolerance" in r["provenance"]["n_wrong"]  # not "differ from the exact result"
         assert r["provenance"]["check_max_tolerance"].startswith("modelled:")
     c, tau = by["pipeline_compute"]["time_us"], by["pipeline_transfer"]["time_us"]
-    assert by["pipeline_transfer"]["time_divisor"] == 2  # 3 stages: 2 hops
+    # c and τ sampled as long as the longest schedule (8 + 3 - 1 = 10 computes or relays back to back)
+    assert by["pipeline_transfer"]["time_divisor"] == 10 * 2 and by["pipeline_compute"]["time_divisor"] == 10
+    assert by["pipeline_transfer"]["stage_repeats"] == by["pipeline_compute"]["stage_repeats"] == 10
     for schedule in mp.SCHEDULES:
         for m in mp.MICROBATCHES:
             r = by[f"pipeline_{schedule}-M{m}"]
@@ -66,6 +68,7 @@ def test_pipeline_records_carry_their_model_at_this_runs_c_and_tau(tmp_path):
             assert r["model_bubble"] == pytest.approx(1 - m * c / r["model_time_us"])
             assert r["ideal_bubble"] == pytest.approx(2 / (m + 2))
             assert r["provenance"]["model_time_us"].startswith("modelled:")
+            assert r["model_holds"] is (abs(r["time_us"] / r["model_time_us"] - 1) <= mp.MODEL_HOLDS_WITHIN)
             assert r["provenance"]["bubble"].startswith("derived:")
             assert r["checked"] is True and r["n_wrong"] == 0
     assert "# pipeline: 3 stages" in proc.stdout and "T meas" in proc.stdout
