@@ -49,12 +49,14 @@ DDP averages), then the same SGD step. Rule (``check_rule`` in the record):
 - ``exact`` for 1 or 2 ranks and a float32 wire: the all_reduce of two terms does not depend
   on their order (a + b = b + a) and the division by 2 is exact, so a correct DDP equals the
   reference bit for bit; a hook that sums instead of averaging fails on every element.
-- otherwise ``tol`` = 2 x steps x (lr x 2N x (u x max|g| + a) + 2 x 2^-24 x max|p|): per step
+- otherwise ``tol``, per parameter element, = 2 x steps x (lr x 2N x (u x max|g| + a) + 2 x 2^-24 x max|p|): per step
   the average of N terms summed in another order (float32, u = 2^-24) or compressed on the
   wire (fp16: u = 2^-11, a = 2^-24 for its subnormals; bf16: u = 2^-8) moves an element of the
   averaged gradient by at most 2N(u max|g| + a), the SGD update by lr times that, and the
   float32 rounding of the update by one ulp of the parameter; x2 for propagation through
-  later steps. max|g| (the largest element averaged) and max|p| are the reference's.
+  later steps. max|g| (that element's largest gradient term averaged so far) and max|p| (that
+  element's largest value) are the reference's: one bound for all elements, from the largest of
+  them, let an fp16 average 1.01 times too large through at 4 ranks.
 
 Not checked (``checked: false`` with the reason): ``solo_step`` and ``local_step`` (no
 communication: nothing but the step compared with itself), the no-op hook (no
@@ -81,9 +83,10 @@ iteration).
 and timed steps (``Case.around``).
 ``size_bytes`` is the float32 gradient bytes each rank all-reduces per optimizer step, every
 all_reduce counted (``sync each`` accumulation: accum x the gradient; ``allreduces_per_step``
-says how many), so busbw (all_reduce factor) is the *effective* gradient bandwidth of the whole
-step; hooks that compress report ``wire_bytes`` (fp16: half; PowerSGD: the low-rank factors, an
-estimate).
+says how many), so ``effective_busbw_gbps`` (all_reduce factor over the whole step's time, compute
+included; ``busbw_gbps`` is null, as for every record whose time includes compute) is the effective
+gradient bandwidth of the whole step; hooks that compress report ``wire_bytes`` (fp16: half;
+PowerSGD: the low-rank factors, an estimate).
 """
 
 from __future__ import annotations
@@ -261,6 +264,14 @@ def _sum_hook(group, bucket):
     return dist.all_reduce(bucket.buffer(), group=group, async_op=True).get_future().then(lambda f: f.value()[0])
 
 
+def _fp16_scaled_hook(group, bucket):
+    """fp16 compression whose average comes back 1.01 times too large: wrong on purpose
+    (DDP_HOOKS=fp16_scaled), so that a small-factor error can be seen to fail the per-element tolerance."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    return default_hooks.fp16_compress_hook(group, bucket).then(lambda f: f.value().mul_(1.01))
+
+
 def _register_hook(ddp: DDP, hook: str, ctx: DistContext, settings: Settings) -> None:
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 
@@ -275,6 +286,8 @@ def _register_hook(ddp: DDP, hook: str, ctx: DistContext, settings: Settings) ->
         ddp.register_comm_hook(None, _noop_hook)
     elif hook == "sum":
         ddp.register_comm_hook(ctx.group, _sum_hook)
+    elif hook == "fp16_scaled":
+        ddp.register_comm_hook(ctx.group, _fp16_scaled_hook)
     else:
         ddp.register_comm_hook(ctx.group, getattr(default_hooks, _HOOKS[hook]))
 
@@ -406,7 +419,11 @@ def _cannot_run(case: Variant, ctx: DistContext, settings: Settings) -> str | No
 U32 = 2.0**-24
 """Unit roundoff of float32."""
 
-_WIRE = {"fp16_compress": ("float16", 2.0**-11, 2.0**-24), "bf16_compress": ("bfloat16", 2.0**-8, 0.0)}
+_WIRE = {
+    "fp16_compress": ("float16", 2.0**-11, 2.0**-24),
+    "fp16_scaled": ("float16", 2.0**-11, 2.0**-24),
+    "bf16_compress": ("bfloat16", 2.0**-8, 0.0),
+}
 """Hooks that compress the gradient on the wire: (dtype, unit roundoff, absolute error of its subnormals)."""
 
 
@@ -441,7 +458,8 @@ class CheckRule:
     def exact(self) -> bool:
         return self.wire == "float32" and self.world <= 2
 
-    def tol(self, steps: int, g_max: float, p_max: float) -> float:
+    def tol(self, steps: int, g_max, p_max):
+        """The bound (module docstring); per element when max|g| and max|p| are tensors of elements."""
         if self.exact:
             return 0.0
         n = self.world
@@ -451,9 +469,12 @@ class CheckRule:
         if self.exact:
             return "exact"
         why = "float32 sum order" if self.wire == "float32" else f"{self.wire} wire"
-        return f"tol {tol:.2g} ({why}, {self.world} ranks, {steps} steps)"
+        return f"tol per element, up to {tol:.2g} ({why}, {self.world} ranks, {steps} steps)"
 
-    FORMULA = "2 x steps x (lr x 2N x (u x max|g| + a) + 2 x 2^-24 x max|p|)"
+    FORMULA = (
+        "per element: 2 x steps x (lr x 2N x (u x max|g| + a) + 2 x 2^-24 x max|p|), max|g| and max|p| that "
+        "element's largest averaged gradient term and parameter so far"
+    )
 
 
 def check_rule(v: Variant, world: int) -> CheckRule:
@@ -480,11 +501,13 @@ class Reference:
         self.loss_fn = nn.CrossEntropyLoss()
         self.batches = [_rank_batches(r, settings, micro, device) for r in range(world)]
         self.world, self.micro, self.sync_each = world, micro, sync_each
-        self.steps, self.g_max = 0, 0.0
-        self.p_max = self._p_max()
+        self.steps = 0
+        self.p_max = training.flat_params(self.net).abs()
+        self.g_max = torch.zeros_like(self.p_max)
 
-    def _p_max(self) -> float:
-        return max(p.detach().abs().max().item() for p in self.net.parameters())
+    def _p_max(self) -> torch.Tensor:
+        """Per element: the largest |parameter| so far."""
+        return torch.maximum(self.p_max, training.flat_params(self.net).abs())
 
     def _local(self, x, y) -> list[torch.Tensor]:
         self.net.zero_grad(set_to_none=False)
@@ -494,7 +517,8 @@ class Reference:
 
     def _mean(self, per_rank: list[list[torch.Tensor]]) -> list[torch.Tensor]:
         inv = 1.0 / self.world
-        self.g_max = max([self.g_max] + [t.abs().max().item() for ts in per_rank for t in ts])
+        for ts in per_rank:  # per element: the largest |term| ever averaged
+            self.g_max = torch.maximum(self.g_max, torch.cat([t.reshape(-1) for t in ts]).abs())
         out = []
         for ts in zip(*per_rank):
             acc = ts[0] * inv
@@ -518,16 +542,17 @@ class Reference:
             p.grad.copy_(g)
         self.opt.step()
         self.steps += 1
-        self.p_max = max(self.p_max, self._p_max())
+        self.p_max = self._p_max()
 
-    def at(self, steps: int) -> tuple[torch.Tensor, float, float]:
-        """Flat parameters after ``steps`` steps, and max|g|, max|p| up to then (snapshots are kept)."""
+    def at(self, steps: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Flat parameters after ``steps`` steps, and per element max|g|, max|p| up to then (snapshots
+        are kept)."""
         if steps not in self._snapshots:
             if steps < self.steps:  # e.g. precision mode: this case ran fewer steps than an earlier one
                 self._start()
             while self.steps < steps:
                 self._step()
-            self._snapshots[steps] = (training.flat_params(self.net).clone(), self.g_max, self.p_max)
+            self._snapshots[steps] = (training.flat_params(self.net).clone(), self.g_max.clone(), self.p_max.clone())
         return self._snapshots[steps]
 
 
@@ -547,19 +572,17 @@ def _reference_check(
 
     def check() -> int:
         mine = training.flat_params(step.model)
-        stats = torch.zeros(2, dtype=torch.float64, device=ctx.device)
-        if ctx.rank == 0:
-            ref, g_max, p_max = _reference(session, ctx, v, settings).at(step.steps)
-            ref = ref.clone()
-            stats = torch.tensor([g_max, p_max], dtype=torch.float64, device=ctx.device)
+        if ctx.rank == 0:  # parameters, per element max|g| and max|p|, in one broadcast
+            ref = torch.cat([t.to(mine) for t in _reference(session, ctx, v, settings).at(step.steps)])
         else:
-            ref = torch.empty_like(mine)
+            ref = torch.empty(3 * mine.numel(), dtype=mine.dtype, device=mine.device)
         dist.broadcast(ref, src=0, group=ctx.group)
-        dist.broadcast(stats, src=0, group=ctx.group)
-        tol = rule.tol(step.steps, *stats.tolist())
+        ref, g_max, p_max = ref.split(mine.numel())
+        tol = rule.tol(step.steps, g_max.double(), p_max.double())  # per element (0 where exact)
         diff = (mine - ref).abs()
-        seen.update(steps=step.steps, tol=tol, max_abs_diff=diff.max().item(), rule=rule.describe(step.steps, tol))
-        return int((~(diff <= tol)).sum().item())  # NaN is wrong
+        worst = float(torch.as_tensor(tol).max().item())
+        seen.update(steps=step.steps, tol=worst, max_abs_diff=diff.max().item(), rule=rule.describe(step.steps, worst))
+        return int((~(diff.double() <= tol)).sum().item())  # NaN is wrong
 
     return check
 
@@ -783,8 +806,14 @@ _PROV_STEP = {
     "overlap_saved_ms": "derived: noop_step_ms + allreduce_ms - time_us",
     "overlap_saved_pct": "derived: 100 x overlap_saved_ms / allreduce_ms",
     "n_buckets": "measured: buckets of the timed module's reducer after the timed steps",
+    "bucket_sizes": "measured: bytes of each bucket of the timed module's reducer after the timed steps "
+    "(its gradient buffers, rank 0's; every rank builds the same buckets)",
+    "bucket_cap_bytes": "measured: the bucket cap DDP's logger reports for the timed module "
+    "(_get_ddp_logging_data: what bucket_cap_mb became)",
+    "check_steps": "measured: optimizer steps the checked module had taken when it was compared with the "
+    "single-process reference (warm-up and timed steps)",
     "check_max_abs_diff": "measured: max over ranks and parameters of |param - reference param| after the timed steps",
-    "check_tol": "modelled: " + CheckRule.FORMULA + " (0 when check_rule is exact)",
+    "check_tol": "modelled: the largest over elements of " + CheckRule.FORMULA + " (0 when check_rule is exact)",
 }
 _PROV_LOGGER = {
     k: f"measured: DDP logger {src} (_get_ddp_logging_data, every iteration), median over the timed "
@@ -792,6 +821,10 @@ _PROV_LOGGER = {
     for k, src in _LOGGER_KEYS.items()
 }
 _PROV_LOGGER["ddp_logger_overlap_pct"] = "derived: 100 x ddp_logger_overlap_ms / ddp_logger_comm_ms"
+_PROV_LOGGER["ddp_logger_steps"] = (
+    "measured: timed steps DDP's logger reported on every rank (the fewest over ranks; a step is logged at "
+    "the next forward, so the last timed step is not among them)"
+)
 
 
 def _step_provenance(v: Variant, unchecked: str | None) -> dict:
@@ -804,9 +837,9 @@ def _step_provenance(v: Variant, unchecked: str | None) -> dict:
     if _measured_overlap(v):
         names += ["noop_step_ms", "allreduce_ms", "comm_added_ms", "overlap_saved_ms", "overlap_saved_pct"]
     if v.kind in ("ddp", "accum"):
-        names.append("n_buckets")
+        names += ["n_buckets", "bucket_sizes", "bucket_cap_bytes"]
     if v.kind != "all_reduce" and not unchecked:
-        names += ["check_max_abs_diff", "check_tol"]
+        names += ["check_max_abs_diff", "check_tol", "check_steps"]
     prov = {k: _PROV_STEP[k] for k in names}
     if v.kind == "ddp":
         prov |= _PROV_LOGGER
@@ -826,6 +859,7 @@ def step_bytes(v: Variant, grad: int, settings: Settings) -> Bytes:
         bw_op="all_reduce",
         definition="float32 gradient bytes each rank all-reduces per optimizer step "
         f"({per_step} all_reduce(s) of the whole gradient)",
+        time_includes=None if v.kind == "all_reduce" else "forward, backward and the optimizer step",
     )
 
 
@@ -892,6 +926,9 @@ def _resolve_init(
             dtype="float32",
             bw_op="broadcast",
             definition="float32 bytes of every parameter and buffer rank 0 broadcasts",
+            time_includes="the rest of DDP's constructor (parameter checks across ranks, the reducer and its buckets)"
+            if v.kind == "ddp_init"
+            else None,
         ),
     )
 

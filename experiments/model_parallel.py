@@ -457,30 +457,45 @@ def _pipeline_buffers(pipe: Layer, ctx: DistContext, m: int, schedule: str) -> B
     )
 
 
-def _compute_buffers(pipe: Layer, ctx: DistContext) -> Buffers:
-    """One stage's layer on one micro-batch, on every rank at once (c)."""
+def stage_repeats(stages: int) -> int:
+    """Back-to-back repetitions in one sample of c and of τ: the micro-batch slots of the longest schedule
+    measured (max M + S − 1), so that a c or τ sample lasts about as long as the pipeline's samples and
+    meets the same interruptions of a shared machine (samples of one matmul, 10-40x shorter than T,
+    gave a c that T exceeded 2-3x at M >= 4 in every run of review_verification_2.md)."""
+    return max(MICROBATCHES) + max(stages, 1) - 1
+
+
+def _compute_buffers(pipe: Layer, ctx: DistContext, repeats: int = 1) -> Buffers:
+    """One stage's layer on one micro-batch, ``repeats`` times back to back, on every rank at once (c)."""
     x = _microbatch(pipe, 0, ctx.device)
     w = _stage_weight(ctx.rank, pipe.stage_features, ctx.device)
     out = torch.empty_like(x)
     expected = torch.roll(x, shifts=ctx.rank + 1, dims=1) + 1
+
+    def call(a: bool):
+        for _ in range(repeats):
+            _stage_forward(x, w, out)
+
     return Buffers(
-        call=lambda a: _stage_forward(x, w, out),
+        call=call,
         check=lambda: verify.count_wrong(out, expected),
         outputs=lambda: (out,),
     )
 
 
-def _relay_buffers(pipe: Layer, ctx: DistContext) -> Buffers:
-    """One micro-batch relayed 0 -> 1 -> ... -> S−1, blocking, no compute (S−1 hops of τ)."""
+def _relay_buffers(pipe: Layer, ctx: DistContext, repeats: int = 1) -> Buffers:
+    """One micro-batch relayed 0 -> 1 -> ... -> S−1, blocking, no compute (S−1 hops of τ), ``repeats``
+    times back to back."""
     n, s, g = ctx.world_size, ctx.rank, ctx.group
     sent = _microbatch(pipe, 0, ctx.device)
     buf = sent.clone() if s == 0 else torch.empty_like(sent)
 
     def call(a: bool):
-        if s > 0:
-            dist.recv(buf, s - 1, group=g)
-        if s < n - 1:
-            dist.send(buf, s + 1, group=g)
+        for _ in range(repeats):
+            if s > 0:
+                dist.recv(buf, s - 1, group=g)
+            if s < n - 1:
+                dist.send(buf, s + 1, group=g)
 
     return Buffers(
         call=call, check=lambda: verify.count_wrong(buf, sent) if s > 0 else 0, outputs=lambda: (buf,) if s > 0 else ()
@@ -489,16 +504,22 @@ def _relay_buffers(pipe: Layer, ctx: DistContext) -> Buffers:
 
 def _stage_keys(pipe: Layer, ctx: DistContext) -> tuple:
     shape = (id(ctx.group), pipe.microbatch_rows, pipe.stage_features)
-    return (EXPERIMENT, "compute", *shape), (EXPERIMENT, "hop", *shape), (EXPERIMENT, "relay", *shape)
+    return tuple((EXPERIMENT, what, *shape) for what in ("compute", "hop", "relay", "computes"))
 
 
 def _stage_times_s(pipe: Layer, ctx: DistContext, session: Session) -> tuple[float, float]:
     """(c, τ) of this run: the pipeline_compute / pipeline_transfer cases' own medians when they ran
     before (the declared order), else one blocking run of the same calls by the harness's timing loop."""
-    kc, khop, krelay = _stage_keys(pipe, ctx)
-    c = session.baseline(kc, ctx, lambda: _compute_buffers(pipe, ctx).call).median_s
+    kc, khop, krelay, kcomputes = _stage_keys(pipe, ctx)
+    k = stage_repeats(ctx.world_size)
+    c = session.once(
+        kc, lambda: session.baseline(kcomputes, ctx, lambda: _compute_buffers(pipe, ctx, k).call).scaled(k)
+    ).median_s
     hop = session.once(
-        khop, lambda: session.baseline(krelay, ctx, lambda: _relay_buffers(pipe, ctx).call).scaled(ctx.world_size - 1)
+        khop,
+        lambda: session.baseline(krelay, ctx, lambda: _relay_buffers(pipe, ctx, k).call).scaled(
+            k * (ctx.world_size - 1)
+        ),
     )
     return c, hop.median_s
 
@@ -512,19 +533,27 @@ def _pipeline_fields(pipe: Layer, ctx: DistContext, m: int, schedule: str, meas,
         "transfer_us": tau * 1e6,
         "model_time_us": model * 1e6,
         "time_over_model": t / model if model > 0 else None,
+        "model_holds": model > 0 and abs(t / model - 1) <= MODEL_HOLDS_WITHIN,
         "bubble": pipeline_bubble(m, c, t),
         "model_bubble": pipeline_bubble(m, c, model),
         "ideal_bubble": pipeline_bubble(m, c, pipeline_time_s(schedule, n, m, c, 0.0)),
     }
 
 
+MODEL_HOLDS_WITHIN = 0.25
+"""A schedule's model holds for a run when the measured T is within ±25% of it (``model_holds``); beyond,
+the model does not describe what ran (cores shared by more stages than the model assumes, a transfer
+that needs the CPU it computes on) and its bubble is not the run's."""
+
 PIPELINE_PROVENANCE = {
-    "stage_compute_us": "measured: median of pipeline_compute in this run (one stage's layer on one micro-batch, "
-    "every rank at once; the harness's blocking loop on the same call if that case did not run)",
-    "transfer_us": "measured: median of pipeline_transfer in this run (one micro-batch relayed through the "
-    "stages with blocking send/recv, divided by the S-1 hops)",
+    "stage_compute_us": "measured: median of pipeline_compute in this run (a sample: one stage's layer on one "
+    "micro-batch, stage_repeats times back to back, every rank at once, divided by stage_repeats; the harness's "
+    "blocking loop on the same call if that case did not run)",
+    "transfer_us": "measured: median of pipeline_transfer in this run (a sample: one micro-batch relayed through "
+    "the stages with blocking send/recv, stage_repeats times back to back, divided by stage_repeats x (S-1) hops)",
     "model_time_us": "modelled: the schedule's `model` at c = stage_compute_us, tau = transfer_us",
     "time_over_model": "derived: time_us / model_time_us",
+    "model_holds": "derived: |time_over_model - 1| <= MODEL_HOLDS_WITHIN (0.25)",
     "bubble": "derived: 1 - M * stage_compute_us / time_us",
     "model_bubble": "modelled: 1 - M * stage_compute_us / model_time_us",
     "ideal_bubble": "modelled: 1 - M*c / T with tau = 0 (compute-only GPipe) = (S-1)/(M+S-1)",
@@ -540,6 +569,7 @@ def pipeline_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     pipe = cfg.model_parallel
     n = max(world_size, 1)
     mb = pipe.microbatch_rows * pipe.stage_features * 4
+    k = stage_repeats(n)
     common = {
         "table": "pipeline",
         "stages": n,
@@ -570,12 +600,14 @@ def pipeline_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
                 size_bytes=0, count=0, dtype="float32", bw_op=None, definition="none: one stage's matmul, no bytes move"
             ),
             build=offering(
-                lambda ctx: _compute_buffers(pipe, ctx),
-                lambda ctx, session, m: session.keep_baseline(_stage_keys(pipe, ctx)[0], m),
+                lambda ctx: _compute_buffers(pipe, ctx, k),
+                lambda ctx, session, m: session.once(_stage_keys(pipe, ctx)[0], lambda: m),
             ),
             mode="blocking",
             skip=_one_stage_each,
-            fields={**common, "check": "exact: x W_s + 1 equals the column roll of x plus 1"},
+            divisor=k,
+            normalisation=f"{k} stage computes back to back (stage_repeats) / {k}: one stage's compute",
+            fields={**common, "stage_repeats": k, "check": "exact: x W_s + 1 equals the column roll of x plus 1"},
         ),
         Case(
             experiment=EXPERIMENT,
@@ -590,14 +622,15 @@ def pipeline_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
                 definition="one micro-batch (rows x d x 4 B) over one hop",
             ),
             build=offering(
-                lambda ctx: _relay_buffers(pipe, ctx),
+                lambda ctx: _relay_buffers(pipe, ctx, k),
                 lambda ctx, session, m: session.once(_stage_keys(pipe, ctx)[1], lambda: m),
             ),
             mode="blocking",
             skip=_one_stage_each,
-            divisor=max(n - 1, 1),
-            normalisation=f"relay through {n} stages / {max(n - 1, 1)} hops: time of one hop",
-            fields={**common, "check": "exact: the last stage receives stage 0's micro-batch"},
+            divisor=k * max(n - 1, 1),
+            normalisation=f"{k} relays through {n} stages back to back (stage_repeats) / ({k} x {max(n - 1, 1)} "
+            "hops): time of one hop",
+            fields={**common, "stage_repeats": k, "check": "exact: the last stage receives stage 0's micro-batch"},
         ),
     ]
     for schedule in SCHEDULES:
@@ -614,6 +647,7 @@ def pipeline_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
                         dtype="float32",
                         bw_op="send_recv",
                         definition="micro-batches x micro-batch bytes (what each hop carries)",
+                        time_includes="every stage's matmul of every micro-batch",
                     ),
                     build=lambda ctx, m=m, schedule=schedule: dataclasses.replace(
                         _pipeline_buffers(pipe, ctx, m, schedule),
@@ -658,6 +692,15 @@ def _not_divisible(layer: Layer):
 
     return skip
 
+
+TIME_INCLUDES = {
+    "mp_forward_all_gather": "each rank's matmul of its rows",
+    "mp_forward_gather": "each rank's matmul of its rows",
+    "mp_train_step": "forward, backward and the SGD update",
+    "dp_train_step": "forward, backward and the SGD update",
+}
+"""The compute inside the timed call of each split-layer op (scatter moves data only): their
+bandwidths are effective rates (suite.case.Bytes.time_includes)."""
 
 TRAIN_PROVENANCE = {
     "samples_per_s": "derived: global_batch / time_us",
@@ -731,13 +774,21 @@ def model_parallel_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     for op in OPS:
         size, bw_op, definition, build, fields = spec[op]
         train = op in ("mp_train_step", "dp_train_step")
+        bytes_ = Bytes(
+            size_bytes=size,
+            count=size // 4,
+            dtype="float32",
+            bw_op=bw_op,
+            definition=definition,
+            time_includes=TIME_INCLUDES.get(op),
+        )
         out.append(
             Case(
                 experiment=EXPERIMENT,
                 op=op,
                 label=op,
                 identity={"variant": op},
-                bytes=Bytes(size_bytes=size, count=size // 4, dtype="float32", bw_op=bw_op, definition=definition),
+                bytes=bytes_,
                 build=_with_samples_per_s(build, layer) if train else build,
                 mode="blocking",
                 skip=_not_divisible(layer),

@@ -422,7 +422,7 @@ def build_report(
             elif (exp, gk, backend, device, n) in sweep_series:
                 ser = sweep_series[(exp, gk, backend, device, n)]
                 op_fits = {k: v for k, v in fits_by_group[(exp, gk, backend, device, n)].items() if v[1] is not None}
-                fits = {k: f for k, (_, f) in op_fits.items()}
+                fits = {k: f for k, (_, f) in op_fits.items() if f.holds}  # only lines that could fail and did not
                 link = links.get((backend, device, n))
                 ring = None
                 ring_label = "ring model"
@@ -476,9 +476,9 @@ def build_report(
                 labels = [label_of(r, fields) for r in rs]
                 panels = [
                     (
-                        "time (µs), p05–p95",
+                        f"time (µs), {results.BAND_LABEL}",
                         [r["time_us"] for r in rs],
-                        [(r.get("p05_us", r["time_us"]), r.get("p95_us", r["time_us"])) for r in rs],
+                        [results.band_us(r) for r in rs],
                     )
                 ]
                 for k in _extra_numeric_fields(rs, varying_only=True)[:4]:
@@ -522,6 +522,15 @@ def _median_ci_pct(r: dict) -> float | None:
 
     xs = r.get("samples_us")
     return metrics.median_ci_halfwidth_pct(xs) if xs and len(xs) >= 2 else None
+
+
+def _spread_text(r: dict) -> str:
+    """How wide a record's samples are around its median, with how many there were."""
+    lo, hi = results.tail_us(r, "p05_us"), results.tail_us(r, "p95_us")
+    n = results.n_samples(r)
+    if lo is not None and hi is not None:
+        return f"p05-p95 band {(hi - lo) / r['p50_us']:.1f}x the median ({n} samples)"
+    return f"min-max {(r['max_us'] - r['min_us']) / r['p50_us']:.1f}x the median ({n} samples, too few for a p95)"
 
 
 def summary_rows(run: dict, base: tuple[str, list[list[dict]]] | None = None, diagnosis=None) -> list[tuple[str, str]]:
@@ -597,8 +606,7 @@ def summary_rows(run: dict, base: tuple[str, list[list[dict]]] | None = None, di
                 f"{len(unstable)} of {len(widths)}: the median is uncertain by more than "
                 f"±{UNSTABLE_CI_PCT:.0f}% (95% CI; widest: "
                 + ", ".join(
-                    f"{r['experiment']} {r.get('label') or r['op']} ±{w:.0f}%, p05-p95 band "
-                    f"{(r['p95_us'] - r['p05_us']) / r['p50_us']:.1f}x the median"
+                    f"{r['experiment']} {r.get('label') or r['op']} ±{w:.0f}%, " + _spread_text(r)
                     for w, r in unstable[:3]
                 )
                 + "); to act on them: more ITERS, PRECISION=5 (sample until the median's CI is ±5%), "
@@ -710,21 +718,45 @@ def _grid(title: str, rs: list[dict]) -> tuple[list[str], list[list[str]]]:
     """An HTML table of a generic group: varying identity fields, the shared measurements, added numbers."""
     ident = varying_fields(rs) + (["world_size"] if len({r["world_size"] for r in rs}) > 1 else [])
     extra = _extra_numeric_fields(rs)
-    cols = ident + ["size_bytes", "time_us", "p05_us", "p95_us", "algbw_gbps", "busbw_gbps", "n_wrong"] + extra
-    return [title] + cols, [[""] + [_fmt(r.get(c, "")) for c in cols] for r in rs]
+    cols = ident + ["size_bytes", "time_us", "iterations", "p05_us", "p95_us", "algbw_gbps", "busbw_gbps", "n_wrong"]
+    cols += extra
+
+    def cell(r, c):
+        if c in results.TAIL_PERCENTILES:
+            v = results.tail_us(r, c)
+            return f"- (n={results.n_samples(r)})" if v is None else _fmt(v)
+        return _fmt(r.get(c, ""))
+
+    return [title] + cols, [[""] + [cell(r, c) for c in cols] for r in rs]
 
 
 def _interval(v: float, ci, fmt: str) -> str:
+    """``v [lo, hi]``; an infinite end (a resample with no bandwidth term) reads "unbounded"."""
+
     def f(x):
-        return "inf" if math.isinf(x) else format(x, fmt)
+        return "unbounded" if math.isinf(x) else format(x, fmt)
 
     return f(v) + ("" if ci is None else f" [{f(ci[0])}, {f(ci[1])}]")
 
 
+def fit_cells(p) -> list[str]:
+    """The α, β and R² cells of one fitted line (a suite.fit.AlphaBeta): numbers only where the line
+    could have failed and did not. Fewer than suite.fit.MIN_FIT_SIZES sizes: "too few sizes" (a line
+    through two passes exactly); R² below MIN_R2 and off by more than MAX_RMS_REL: "model does not
+    fit"; no bandwidth term (time flat in size): no β, and the rms error where R² has no meaning."""
+    from suite.fit import MIN_FIT_SIZES, MIN_R2
+
+    if not p.testable:
+        return ["-", "-", f"too few sizes ({p.n_sizes}; a line needs {MIN_FIT_SIZES} to be tested)"]
+    if not p.holds:
+        return ["-", "-", f"model does not fit (R² < {MIN_R2})"]
+    beta = "- (time flat in size)" if p.latency_only else _interval(p.beta_gbps, p.beta_ci_gbps, ".4g")
+    r2 = f"{p.r2:.3f}" if p.r2 >= MIN_R2 else f"- (flat: within {p.rms_rel_err:.1%} rms)"
+    return [_interval(p.alpha_us, p.alpha_ci_us, ".1f"), beta, r2]
+
+
 def fit_table_rows(rep: Report) -> tuple[list[str], list[list[str]]]:
-    """One row per line of each series' model (two around a knee); a line whose R² is below
-    suite.fit.MIN_R2 says "model does not fit" instead of numbers."""
-    from suite.fit import MIN_R2
+    """One row per line of each series' model (two around a knee), cells as ``fit_cells``."""
     from suite.metrics import format_size
 
     head = [
@@ -755,14 +787,7 @@ def fit_table_rows(rep: Report) -> tuple[list[str], list[list[str]]]:
         )
         for i, (sizes, p) in enumerate(pieces):
             last = i == len(pieces) - 1
-            if p.holds:
-                nums = [
-                    _interval(p.alpha_us, p.alpha_ci_us, ".1f"),
-                    _interval(p.beta_gbps, p.beta_ci_gbps, ".4g"),
-                    f"{p.r2:.3f}",
-                ]
-            else:
-                nums = ["-", "-", f"model does not fit (R² < {MIN_R2})"]
+            nums = fit_cells(p)
             row = [
                 f.experiment,
                 f.series,
@@ -784,7 +809,9 @@ FIT_NOTE = (
     "α–β fit: time(S) = α + S/β per series, weighted least squares on relative error; R² of log(time); "
     "[95% CI] from a bootstrap over the sizes (fixed seed). Where the protocol changes with size the series "
     "is fitted as two lines around a knee, kept only if that cuts the weighted squared error to a fifth and one line "
-    "misses by more than 3% rms; a line with R² below 0.8 says 'model does not fit'. "
+    "misses by more than 3% rms; a line with R² below 0.8 says 'model does not fit', and a line of fewer than "
+    "3 sizes says 'too few sizes' (through two sizes any line passes exactly: R² = 1 by construction). "
+    "A series whose time does not grow with size has no β ('time flat in size'). "
     "Ring model: time = a(n)·α_link + f(n)·S/β_link with a(n) latency steps and f(n) the busbw factor "
     "(all_reduce 2(n−1), 2(n−1)/n; all_gather/reduce_scatter/all_to_all (n−1), (n−1)/n; broadcast/reduce "
     "(n−1), 1). 'link β' is the large-size β times f(n), i.e. the asymptotic busbw; "

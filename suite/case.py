@@ -81,6 +81,10 @@ class Bytes:
     """Op-table key of the busbw factor (suite.metrics); None: no bus bandwidth for this case."""
     definition: str = "the whole buffer of the collective (nccl-tests S)"
     """What size_bytes is, in words (recorded)."""
+    time_includes: str | None = None
+    """The computation the timed interval includes besides communication (e.g. "forward, backward and
+    optimizer step"); None: communication only. With compute in the time, size / time is an effective
+    rate of the whole step: the record carries ``effective_busbw_gbps``, never an nccl-tests busbw."""
 
 
 @dataclass

@@ -126,6 +126,27 @@ class ProbeResult:
     naive_ordering: str = "both ranks: blocking send to the other, then recv"
 
 
+PROVENANCE = {
+    "deadlock_blocked_from_bytes": "measured: the smallest probed size at which both-send-first made no progress "
+    "within its bound in the isolated pair (null: none blocked)",
+    "deadlock_completed_bytes": "measured: the probed sizes at which both-send-first completed in the isolated pair",
+    "deadlock_sizes_probed": "measured: the sizes both-send-first was tried at, up to the first that blocked",
+    "deadlock_no_progress_within_s": "derived: the blocked step's bound T = max(floor_s, slack x size / "
+    "rate_bytes_per_s) (DeadlockProbe.bound_s)",
+    "deadlock_no_progress_for_s": "measured: seconds the blocked step was watched without progress before "
+    "the pair was killed (monotonic clock of the watching process)",
+    "deadlock_rate_bytes_per_s": "measured: the rate the bounds used, as deadlock_rate_source says (the configured "
+    "assumed_rate_bytes_per_s until a correct ordering had completed)",
+    "deadlock_correct_orderings_bytes": "derived: the probe's largest size (DeadlockProbe.sizes[-1]), where "
+    "the correct orderings ran in the pair",
+    "deadlock_n_wrong": "measured: wrong elements the pair counted in every exchange that completed",
+    "deadlock_elapsed_s": "measured: wall time of the whole isolated probe, the pair's start-up included "
+    "(monotonic clock of rank 0)",
+}
+"""How each number of a ProbeResult was obtained, under the record's ``deadlock_`` names (the p2p
+exchange case records them)."""
+
+
 _LAUNCHER_VARS = (
     "RANK",
     "WORLD_SIZE",

@@ -46,6 +46,9 @@ asymptotic busbw. The α coefficient is the op table's ``ring_latency_steps`` (s
   relative error above ``MAX_RMS_REL`` says "model does not fit" instead of printing α and β as if
   they meant something. (R² alone would reject a flat, latency-bound series that α describes to
   1%: its log-time variance is tiny, so R² is near 0 however good the fit.)
+- **where the model cannot be tested**: a line has two parameters, so through two sizes it passes
+  exactly (R² = 1 by construction, whatever the measurement). A fit (or a piece) of fewer than
+  ``MIN_FIT_SIZES`` distinct sizes does not hold; the report says "too few sizes" instead.
 """
 
 from __future__ import annotations
@@ -73,6 +76,8 @@ class AlphaBeta:
     """Coefficient of determination of log(time) under the model (1 = perfect)."""
     n_points: int
     """How many (size, time) points were fitted."""
+    n_sizes: int = 0
+    """How many distinct sizes among them (a line through fewer than MIN_FIT_SIZES cannot fail)."""
     rms_rel_err: float = 0.0
     """Root mean square of (model − time) / time over the points."""
     alpha_ci_us: tuple[float, float] | None = None
@@ -81,9 +86,20 @@ class AlphaBeta:
     """95% bootstrap interval of β over the sizes; the upper end is inf when some resample has no bandwidth term."""
 
     @property
+    def testable(self) -> bool:
+        """Whether the points could contradict the line (MIN_FIT_SIZES distinct sizes or more)."""
+        return self.n_sizes >= MIN_FIT_SIZES
+
+    @property
     def holds(self) -> bool:
-        """Whether the model describes the points at all (R² >= MIN_R2, or within MAX_RMS_REL of them)."""
-        return self.r2 >= MIN_R2 or self.rms_rel_err <= MAX_RMS_REL
+        """Whether the model describes the points at all: they could contradict it (``testable``) and
+        do not (R² >= MIN_R2, or within MAX_RMS_REL of them)."""
+        return self.testable and (self.r2 >= MIN_R2 or self.rms_rel_err <= MAX_RMS_REL)
+
+    @property
+    def latency_only(self) -> bool:
+        """No bandwidth term: time does not grow over the sizes measured (β is then inf, not a number to show)."""
+        return math.isinf(self.beta_gbps)
 
     def time_us(self, size_bytes):
         """Model time in µs for a size (scalar or array) in bytes."""
@@ -96,7 +112,10 @@ MIN_R2 = 0.8
 MAX_RMS_REL of every point, as a flat series can be): no α, β printed."""
 MAX_RMS_REL = 0.05
 """A line within 5% rms relative error of the points describes them, whatever its R²."""
-MIN_PIECE_POINTS = 3
+MIN_FIT_SIZES = 3
+"""Distinct sizes a line needs before it can be tested: through two it passes exactly (R² = 1 by
+construction), so a fit of two sizes is no evidence of α and β and is not shown as a fit."""
+MIN_PIECE_POINTS = MIN_FIT_SIZES
 """Distinct sizes each piece of a piecewise fit needs (two would fit exactly: no evidence)."""
 KNEE_MARGIN = 0.2
 """A knee is accepted when two pieces cut the one line's weighted squared error to a fifth or less
@@ -140,7 +159,14 @@ def fit_alpha_beta(size_bytes: Sequence[float], time_us: Sequence[float]) -> Alp
     r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else (1.0 if ss_res == 0 else 0.0)
     beta = math.inf if k == 0 else 1.0 / (k * 1e3)  # k µs/B -> B/µs = 1/k -> GB/s = 1/(k·1e3)
     rms = float(np.sqrt(np.mean(((pred - t) / t) ** 2)))
-    return AlphaBeta(alpha_us=float(alpha), beta_gbps=float(beta), r2=float(r2), n_points=int(len(s)), rms_rel_err=rms)
+    return AlphaBeta(
+        alpha_us=float(alpha),
+        beta_gbps=float(beta),
+        r2=float(r2),
+        n_points=int(len(s)),
+        n_sizes=int(len(np.unique(s))),
+        rms_rel_err=rms,
+    )
 
 
 def _points(size_bytes, time_us) -> tuple[np.ndarray, np.ndarray]:
@@ -245,6 +271,14 @@ class Model:
     @property
     def n_points(self) -> int:
         return self.single.n_points
+
+    @property
+    def n_sizes(self) -> int:
+        return self.single.n_sizes
+
+    @property
+    def testable(self) -> bool:
+        return self.single.testable
 
     @property
     def holds(self) -> bool:

@@ -103,15 +103,29 @@ def percentile(samples: Sequence[float], q: float) -> float:
     return percentiles(samples, [q])[0]
 
 
-def latency_stats_us(samples_s: Sequence[float]) -> dict[str, float]:
-    """p05/p50/p95/p99, min, max and mean of per-iteration samples, in µs."""
+def tail_min_samples(q: float) -> int:
+    """Fewest samples with which percentile ``q`` is reported: 1/f for the tail fraction f = min(q, 100−q)/100
+    (p05 and p95: 20, p99: 100, p50: 2). With fewer, no sample is expected beyond the percentile: the p95 of
+    5-19 samples (the p99 of fewer than 100) is interpolated between the largest ones, the sample
+    maximum rather than a tail latency."""
+    f = min(q, 100.0 - q) / 100.0
+    return 1 if f <= 0 else math.ceil(round(1.0 / f, 9))
+
+
+def latency_stats_us(samples_s: Sequence[float]) -> dict[str, float | None]:
+    """p05/p50/p95/p99, min, max and mean of per-iteration samples, in µs; a percentile with fewer
+    samples than ``tail_min_samples`` is None (the median, min and max are always there)."""
     us = [s * 1e6 for s in samples_s]
     p05, p50, p95, p99 = percentiles(us, [5, 50, 95, 99])
+
+    def tail(q, v):
+        return v if len(us) >= tail_min_samples(q) else None
+
     return {
-        "p05_us": p05,
+        "p05_us": tail(5, p05),
         "p50_us": p50,
-        "p95_us": p95,
-        "p99_us": p99,
+        "p95_us": tail(95, p95),
+        "p99_us": tail(99, p99),
         "min_us": min(us),
         "max_us": max(us),
         "mean_us": sum(us) / len(us),

@@ -19,8 +19,10 @@ counts wrong elements across ranks):
   pairs on different hosts.
 - ``window``: streaming bandwidth, OSU ``osu_bw``/``osu_bibw`` style: a window of
   ``isend``/``irecv`` (uni: rank 0 -> last rank, then a small ack; bi: both ways).
-  Time is per message (iteration / (window x directions)), so ``algbw`` is the
-  aggregate bandwidth.
+  Time is per message of one direction (iteration / window; bi: both directions at
+  once), so ``algbw`` is the bandwidth of one direction, as in every p2p record; the
+  bidirectional records add ``aggregate_algbw_gbps`` (both directions together, what
+  ``osu_bibw`` prints).
 - ``ring``: send to next, receive from previous (nccl-tests ``sendrecv_perf``),
   with blocking ``send``/``recv`` in parity order, with ``isend``/``irecv``, and
   with ``batch_isend_irecv``.
@@ -48,8 +50,12 @@ one rank and a ``call`` performing one whole pattern iteration, returning when i
 is complete, so the timing mode is always ``blocking`` (the pipelining, when there
 is any, is inside the pattern). The divisor applied to the samples and what one
 iteration is are recorded in ``time_divisor``, ``iteration`` and
-``time_normalisation``. ``busbw`` uses the send/recv factor 1 (nccl-tests
-``sendrecv.cu``), except the producer pattern (the broadcast and scatter factors).
+``time_normalisation``. One bandwidth convention: ``algbw`` and ``busbw`` count the
+bytes of **one direction** (a message, or what one rank sends to its ring neighbour;
+patterns that move data both ways at once, window bidirectional, ring and exchange, do
+not add the directions up; an aggregate has its own named field). ``busbw`` uses the
+send/recv factor 1 (nccl-tests ``sendrecv.cu``), except the producer pattern (the
+broadcast and scatter factors).
 The constants of each pattern (window, micro-batch and message counts, probe bounds)
 are recorded with its cases. The harness (suite/runner.py) does the rest.
 
@@ -67,7 +73,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from suite import algorithms, deadlock, verify
+from suite import algorithms, deadlock, metrics, verify
 from suite.case import Buffers, Bytes, Case, CaseFailed, Session, wait_all
 from suite.config import BenchConfig
 from suite.dist import DistContext
@@ -234,9 +240,14 @@ def _window(ctx: DistContext, s: Spec) -> Buffers:
             n += verify.count_wrong(ack_in, _pat(ctx, b, 1, dt))
         return n
 
-    return _buffers(
+    buf = _buffers(
         ctx, run, wrong, recvs + ([ack_in] if involved and not bi and me == a else []), cross_node=_cross(ctx, a, b)
     )
+    if bi:  # algbw is one direction's; the aggregate is named (OSU osu_bibw prints it)
+        buf.derive = lambda m, around, session: {
+            "aggregate_algbw_gbps": metrics.algbw_gbps(2 * s.size_bytes, m.median_s)
+        }
+    return buf
 
 
 def _ring_step(ctx: DistContext, variant: str, sbuf: torch.Tensor, rbuf: torch.Tensor) -> None:
@@ -468,6 +479,7 @@ def _resolve_exchange(s: Spec):
             bytes=_bytes(at),
             build=build,
             fields={**case.fields, **{"deadlock_" + k: v for k, v in probe.items()}},
+            provenance={**case.provenance, **deadlock.PROVENANCE},
         )
 
     return resolve
@@ -695,8 +707,14 @@ def window_case(s: Spec) -> Case:
             if bi
             else f"{w} isend {a}->{b} (irecv on {b}), wait all, 1-element ack {b}->{a}"
         ),
-        divisor=w * dirs,
-        normalisation=f"iteration / (window {w} x {dirs} direction(s)): time per message; algbw = aggregate bandwidth",
+        divisor=w,
+        normalisation=f"iteration / window {w}: time per message of one direction"
+        + (" (both directions at once); algbw = one direction, aggregate_algbw_gbps = both" if bi else ""),
+        provenance={
+            "aggregate_algbw_gbps": "derived: 2 x size_bytes / time_us (both directions together, OSU osu_bibw)"
+        }
+        if bi
+        else None,
         fields={
             "peer": b,
             "directions": dirs,

@@ -19,6 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
+from suite import results
 from suite.fit import AlphaBeta
 from suite.metrics import format_size
 
@@ -64,8 +65,7 @@ def sweep_plot(
         s = np.array([r["size_bytes"] for r in recs], float)
         all_sizes += list(s)
         t = np.array([r["time_us"] for r in recs])
-        p05 = np.array([r.get("p05_us", r["time_us"]) for r in recs])
-        p95 = np.array([r.get("p95_us", r["time_us"]) for r in recs])
+        p05, p95 = (np.array(b) for b in zip(*(results.band_us(r) for r in recs)))
         bw = np.array([r.get("busbw_gbps") or r.get("algbw_gbps") or 0.0 for r in recs])
         ax_t.plot(s, t, "o-", color=color, label=label, ms=3, lw=1.2)
         ax_t.fill_between(s, p05, p95, color=color, alpha=0.15, lw=0)
@@ -88,7 +88,7 @@ def sweep_plot(
             ax_t.plot(xs, rt, ":", color="black", lw=1.5, label=ring_label)
     if link_rate_gbps:
         ax_bw.axhline(link_rate_gbps, color="red", ls="-.", lw=1, label=f"LINK_RATE {link_rate_text}")
-    for ax, ylabel in ((ax_bw, "busbw (GB/s)"), (ax_t, "time (µs), band p05–p95")):
+    for ax, ylabel in ((ax_bw, "busbw (GB/s)"), (ax_t, f"time (µs), band {results.BAND_LABEL}")):
         _size_axis(ax)
         ax.set_yscale("log")
         ax.set_ylabel(ylabel)

@@ -48,10 +48,13 @@ REQUIRED_FIELDS = (
 
 PROVENANCE = {
     "time_us": "measured: median over iterations of the per-iteration maximum over ranks ({timer} clock)",
-    "p05_us": "measured: percentile over iterations of the per-iteration maximum over ranks",
+    "p05_us": "measured: percentile over iterations of the per-iteration maximum over ranks (over {n} samples; "
+    "reported with >= 20)",
     "p50_us": "measured: percentile over iterations of the per-iteration maximum over ranks",
-    "p95_us": "measured: percentile over iterations of the per-iteration maximum over ranks",
-    "p99_us": "measured: percentile over iterations of the per-iteration maximum over ranks",
+    "p95_us": "measured: percentile over iterations of the per-iteration maximum over ranks (over {n} samples; "
+    "reported with >= 20)",
+    "p99_us": "measured: percentile over iterations of the per-iteration maximum over ranks (over {n} samples; "
+    "reported with >= 100)",
     "min_us": "measured: minimum over iterations of the per-iteration maximum over ranks",
     "max_us": "measured: maximum over iterations of the per-iteration maximum over ranks",
     "mean_us": "derived: mean over iterations of the per-iteration maximum over ranks",
@@ -69,6 +72,12 @@ PROVENANCE = {
     "n_wrong_timed": "measured: the wrong elements of every timed buffer set after the timed region, summed over ranks",
 }
 """How each shared number of a record was obtained (stored with the record as ``provenance``)."""
+
+N_WRONG_TOLERANCE = (
+    "measured: elements farther from the expected result than the case's stated tolerance (check_rule, "
+    "check_tol / check_max_tolerance), summed over ranks, in the check run and in every timed buffer set"
+)
+"""``n_wrong``'s provenance where the check allows a tolerance (``checked_with_tolerance``)."""
 
 TIMER_DEFINITIONS = {
     "host": "host perf_counter from after the barrier to after the op(s) completed and the device synced; "
@@ -95,6 +104,7 @@ def make_record(
     n_wrong: int | None,
     bw_op: str | None = None,
     busbw: bool = True,
+    time_includes: str | None = None,
     checked: bool = True,
     unchecked_reason: str | None = None,
     case_provenance: dict | None = None,
@@ -102,7 +112,9 @@ def make_record(
 ) -> dict:
     """Build the shared record. ``bw_op`` selects the busbw factor (defaults to ``op``); ``busbw=False``:
     the case has no bus bandwidth (no factor applies), so busbw_gbps and busbw_factor are None.
-    ``checked=False``: nothing was checked (``unchecked_reason`` says why) and ``n_wrong`` is None."""
+    ``checked=False``: nothing was checked (``unchecked_reason`` says why) and ``n_wrong`` is None.
+    ``time_includes``: the compute the time includes (suite.case.Bytes): busbw_gbps is then None and the
+    factor's rate is ``effective_busbw_gbps``, an effective rate of the whole step."""
     stats = metrics.latency_stats_us(m.samples_s)
     t = m.median_s
     bw_op = bw_op or op
@@ -111,6 +123,10 @@ def make_record(
         raise ValueError(f"no bus-bandwidth factor for op {bw_op!r}; known: {', '.join(metrics.OPS_WITH_FACTOR)}")
     algbw = metrics.algbw_gbps(size_bytes, t) if size_bytes > 0 and t > 0 else 0.0
     busbw_v = algbw * factor if factor is not None else (0.0 if busbw else None)
+    effective = {}
+    if time_includes is not None:  # not nccl-tests busbw: the time is not the communication's alone
+        effective = {"effective_busbw_gbps": busbw_v, "time_includes": time_includes}
+        busbw_v = factor = None
     rec = {
         "experiment": experiment,
         "op": op,
@@ -136,6 +152,7 @@ def make_record(
         "checked": bool(checked),
         "n_wrong": None if not checked else int(n_wrong or 0),
         "samples_us": [s * 1e6 for s in m.samples_s],
+        **effective,
     }
     if not checked:
         rec["unchecked_reason"] = unchecked_reason or "not stated"
@@ -146,8 +163,8 @@ def make_record(
         rec["precision_reached"] = m.precision_reached
     rec.update(extra)
     prov = {
-        k: v.format(timer=m.timer, bw_op=bw_op) for k, v in PROVENANCE.items() if rec.get(k) is not None
-    }  # no claim for a number the record does not have (busbw, n_wrong)
+        k: v.format(timer=m.timer, bw_op=bw_op, n=m.iterations) for k, v in PROVENANCE.items() if rec.get(k) is not None
+    }  # no claim for a number the record does not have (busbw, n_wrong) ...
     per_op = []
     if m.ops_per_sample > 1:
         per_op.append(f"divided by the {m.ops_per_sample} ops of a sample")
@@ -169,9 +186,61 @@ def make_record(
         ):
             if k in prov:
                 prov[k] += "; " + ", ".join(per_op)
+    if "n_wrong" in prov and checked_with_tolerance(rec):  # not "differ from the exact result"
+        prov["n_wrong"] = N_WRONG_TOLERANCE
+    for k, q in TAIL_PERCENTILES.items():  # ... but a tail left out says why
+        if rec[k] is None:
+            prov[k] = (
+                f"measured: null, not reported from {m.iterations} sample(s): a p{q:02d} needs >= "
+                f"{metrics.tail_min_samples(q)} "
+                "(with fewer it is the sample maximum or minimum, not a tail)"
+            )
+    if effective:
+        prov["algbw_gbps"] = f"derived: size_bytes / time_us, a time that includes {time_includes} (an effective rate)"
+        prov["effective_busbw_gbps"] = (
+            f"derived: algbw_gbps x the {bw_op} bus factor, over a time that includes {time_includes}: an "
+            "effective rate of the whole step (at most the communication's own busbw), not nccl-tests busbw"
+        )
     prov.update(case_provenance or {})
     rec["provenance"] = prov
     return rec
+
+
+def checked_with_tolerance(rec: dict) -> bool:
+    """Whether the record's check allowed a stated tolerance instead of exact equality (DDP's
+    ``check_rule`` "tol ...", model_parallel's ``check_exact: false``)."""
+    return rec.get("check_exact") is False or str(rec.get("check_rule", "exact")) != "exact"
+
+
+TAIL_PERCENTILES = {"p05_us": 5, "p95_us": 95, "p99_us": 99}
+"""The tail percentiles of a record and their q: null with fewer samples than suite.metrics.tail_min_samples(q)."""
+
+
+def n_samples(rec: dict) -> int:
+    """How many per-iteration samples a record's statistics are over (its ``samples_us``, else ``iterations``)."""
+    return len(rec.get("samples_us") or ()) or int(rec.get("iterations") or 0)
+
+
+def tail_us(rec: dict, key: str) -> float | None:
+    """A tail percentile (``p05_us``, ``p95_us``, ``p99_us``) of a record, None where its samples are too
+    few for it (records stored before the rule carry one anyway; readers ask here)."""
+    v = rec.get(key)
+    n = n_samples(rec)
+    return v if v is not None and n >= metrics.tail_min_samples(TAIL_PERCENTILES[key]) else None
+
+
+def band_us(rec: dict) -> tuple[float, float]:
+    """The spread a plot draws around a record's median: p05–p95 where its samples are enough for them,
+    else min–max (fewer than 20 samples), else the median itself."""
+    lo, hi = tail_us(rec, "p05_us"), tail_us(rec, "p95_us")
+    if lo is None or hi is None:
+        lo, hi = rec.get("min_us"), rec.get("max_us")
+    t = rec["time_us"]
+    return (t, t) if lo is None or hi is None else (lo, hi)
+
+
+BAND_LABEL = "p05–p95 (min–max with < 20 samples)"
+"""What ``band_us`` is, for axis titles and legends."""
 
 
 def per_rank_fields(m: Measurement, world_size: int) -> dict:

@@ -155,6 +155,7 @@ class Harness:
             n_wrong=sum(totals) if checked else None,
             bw_op=case.bytes.bw_op,
             busbw=case.bytes.bw_op is not None,
+            time_includes=case.bytes.time_includes,
             checked=checked,
             unchecked_reason=case.unchecked,
             n_wrong_check=totals[0] if checked else None,

@@ -7,6 +7,8 @@ falls back to a generic table. Formatters read records only; they never measure.
 import importlib
 from collections import OrderedDict
 
+from suite import results
+
 
 def wrong(rec: dict | None) -> int:
     """Wrong elements of a record; 0 for a record that had nothing to check (``checked: false``)."""
@@ -23,6 +25,13 @@ def wrong_cell(rec: dict, width: int = 6) -> str:
 def num(v, fmt: str, width: int) -> str:
     """A number in a table, or "-" where the record has none (e.g. no bus bandwidth)."""
     return f"{'-':>{width}}" if v is None else f"{v:{width}{fmt}}"
+
+
+def tail_cell(rec: dict, key: str, fmt: str, width: int, scale: float = 1.0) -> str:
+    """A tail percentile (``p95_us``, ...) divided by ``scale``, or ``n=K`` where the record's K samples are
+    too few for it (suite.metrics.tail_min_samples: p95 needs 20, p99 100)."""
+    v = results.tail_us(rec, key)
+    return f"{'n=' + str(results.n_samples(rec)):>{width}}" if v is None else f"{v / scale:{width}{fmt}}"
 
 
 DTYPE_NCCL_TESTS = {
@@ -146,7 +155,8 @@ def generic_table(title: str, recs: list[dict]) -> str:
         label = str(r.get("label") or r["op"])[:34]
         lines.append(
             f" {label:>34} {r['size_bytes']:>11} {DTYPE_NCCL_TESTS.get(r['dtype'], r['dtype']):>8}"
-            f" {r['time_us']:10.1f} {r['p95_us']:10.1f} {r['algbw_gbps']:8.3f} {num(r['busbw_gbps'], '.3f', 8)}"
+            f" {r['time_us']:10.1f} {tail_cell(r, 'p95_us', '.1f', 10)} {r['algbw_gbps']:8.3f}"
+            f" {num(r['busbw_gbps'], '.3f', 8)}"
             f" {wrong_cell(r)}"
         )
     return "\n".join(lines) + "\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from suite.tables import DTYPE_SHORT, num, pivot, wrong, wrong_cell
+from suite.tables import DTYPE_SHORT, num, pivot, tail_cell, wrong, wrong_cell
 
 
 def _lanes(recs: list[dict]) -> list[str]:
@@ -172,7 +172,7 @@ def gloo_path_table(recs: list[dict]) -> str:
         lines.append(
             f" {r['gloo_path']:>12} {r['gloo_socket_ifname']:>8} {r.get('gloo_network', '?'):>18} "
             f"{r['size_bytes']:>9} {DTYPE_SHORT.get(r['dtype'], r['dtype']):>5} {r['time_us']:10.1f} "
-            f"{r['p95_us']:10.1f} {num(r['busbw_gbps'], '.3f', 8)} {wrong_cell(r)}"
+            f"{tail_cell(r, 'p95_us', '.1f', 10)} {num(r['busbw_gbps'], '.3f', 8)} {wrong_cell(r)}"
         )
     return "\n".join(lines) + "\n"
 

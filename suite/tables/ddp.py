@@ -13,7 +13,9 @@ is measured):
 - log comm / log ovl: DDP logger's interval statistics, median over the timed steps: backward
   comm time (first bucket ready → last all_reduce done), ms, and the % of it overlapping
   backward compute
-- GB/s: effective all_reduce bus bandwidth of every gradient all_reduce of the step
+- GB/s eff.: the gradient bytes all-reduced per step over the whole step's time (compute included),
+  times the all_reduce bus factor: ``effective_busbw_gbps``, not nccl-tests busbw (the bare
+  all_reduce row, which times communication alone, shows its busbw)
 - bkts: buckets DDP built
 - peak mem: high-water mark during the timed steps, MiB (CPU: peak RSS of the process)
 - #wrong / check: elements differing from single-process training beyond the case's rule
@@ -24,7 +26,12 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from suite.tables import num, wrong, wrong_cell
+from suite.tables import num, tail_cell, wrong, wrong_cell
+
+
+def _gbps(r: dict) -> float | None:
+    """The step's effective bus bandwidth (its time includes compute), or a bare all_reduce's busbw."""
+    return r.get("effective_busbw_gbps", r.get("busbw_gbps"))
 
 
 def _check_cell(r: dict) -> str:
@@ -48,17 +55,17 @@ def _step_table(model: str, recs: list[dict]) -> str:
         f" {'saved':>7} {'hid':>5} {'log comm':>9} {'log ovl':>8} {'GB/s':>7} {'bkts':>5} {'peak mem':>9}"
         f" {'#wrong':>6}  check",
         f"#{'':>30} {'(ms)':>9} {'(ms)':>8} {'':>10} {'eff.':>6} {'(ms)':>8} {'(ms)':>7}"
-        f" {'(ms)':>7} {'(%)':>5} {'(ms)':>9} {'(%)':>8} {'busbw':>7} {'':>5} {'(MiB)':>9} {'':>6}",
+        f" {'(ms)':>7} {'(%)':>5} {'(ms)':>9} {'(%)':>8} {'eff.':>7} {'':>5} {'(MiB)':>9} {'':>6}",
     ]
     for r in recs:
         peak = r.get("peak_mem_bytes")
         lines.append(
-            f" {str(r.get('label', r['op']))[:30]:>30} {r['p50_us'] / 1e3:9.2f} {r['p95_us'] / 1e3:8.2f}"
+            f" {str(r.get('label', r['op']))[:30]:>30} {r['p50_us'] / 1e3:9.2f} {tail_cell(r, 'p95_us', '.2f', 8, 1e3)}"
             f" {num(r.get('samples_per_s'), '.0f', 10)} {num(r.get('scaling_efficiency'), '.2f', 6)}"
             f" {num(r.get('comm_exposed_ms'), '.2f', 8)} {num(r.get('comm_added_ms'), '.2f', 7)}"
             f" {num(r.get('overlap_saved_ms'), '.2f', 7)} {num(r.get('overlap_saved_pct'), '.0f', 5)}"
             f" {num(r.get('ddp_logger_comm_ms'), '.2f', 9)} {num(r.get('ddp_logger_overlap_pct'), '.0f', 8)}"
-            f" {num(r['busbw_gbps'] if r['size_bytes'] else None, '.3f', 7)} {num(r.get('n_buckets'), 'd', 5)}"
+            f" {num(_gbps(r) if r['size_bytes'] else None, '.3f', 7)} {num(r.get('n_buckets'), 'd', 5)}"
             f" {num(peak / 2**20 if peak else None, '.0f', 9)} {wrong_cell(r)}  {_check_cell(r)}"
         )
     n_wrong = sum(wrong(r) for r in recs)
@@ -84,7 +91,7 @@ def _init_table(model: str, recs: list[dict]) -> str:
     ]
     for r in recs:
         lines.append(
-            f" {str(r.get('label', r['op']))[:30]:>30} {r['p50_us'] / 1e3:9.3f} {r['p95_us'] / 1e3:9.3f}"
+            f" {str(r.get('label', r['op']))[:30]:>30} {r['p50_us'] / 1e3:9.3f} {tail_cell(r, 'p95_us', '.3f', 9, 1e3)}"
             f" {r['algbw_gbps']:8.3f} {num(r['busbw_gbps'], '.3f', 8)} {wrong_cell(r)}"
         )
     return "\n".join(lines) + "\n"

@@ -3,18 +3,30 @@ pipeline's two schedules, measured against their models.
 
 Split layer: ``bytes`` is what the op moves per call: the whole weight for ``scatter`` and
 ``dp_train_step`` (its gradient all_reduce), the whole output B·out for the split
-forward and ``mp_train_step``; busbw uses the factor of the op's collective. The train steps'
+forward and ``mp_train_step``; busbw uses the factor of the op's collective. The split forward and
+the train steps time their compute too, so they have no busbw: their record carries
+``effective_busbw_gbps`` (the same factor over a time that includes compute), shown in the busbw
+column with a trailing ``*``. The train steps'
 check rule (exact, or the derived float32 tolerance) is printed under the table.
 
 Pipeline: one row per schedule and micro-batch count M: the measured time T and the time its
 schedule's model gives at this run's measured c (pipeline_compute) and τ (pipeline_transfer), and the
 bubble 1 − M·c/T of the measurement, of the model and of the compute-only ideal (τ = 0) — one
-definition, so the three columns are comparable.
+definition, so the three columns are comparable. c and τ are each sampled as M + S − 1 of them back to
+back (``stage_repeats``), as long as the longest schedule's samples, so that they meet the same
+interruptions as T. ``meas/model`` ends in ``!`` where the model does not hold for the run (the
+record's ``model_holds``: T within ±25% of the model), and a line under the table names them.
 """
 
 from __future__ import annotations
 
-from suite.tables import num, wrong, wrong_cell
+from suite.tables import num, tail_cell, wrong, wrong_cell
+
+
+def _busbw_cell(r: dict) -> str:
+    """busbw, or the effective rate of a record whose time includes compute, marked ``*``."""
+    eff = r.get("effective_busbw_gbps")
+    return num(r["busbw_gbps"], ".3f", 8) if eff is None else f"{eff:7.3f}*"
 
 
 def _split_table(records: list[dict]) -> list[str]:
@@ -29,8 +41,9 @@ def _split_table(records: list[dict]) -> list[str]:
     for r in records:
         sps = r.get("samples_per_s")
         lines.append(
-            f" {r['op'][:24]:>24} {r['size_bytes']:>11} {r['p50_us'] / 1e3:9.3f} {r['p95_us'] / 1e3:9.3f}"
-            f" {(f'{sps:10.0f}' if sps else f'{chr(45):>10}')} {r['algbw_gbps']:8.3f} {num(r['busbw_gbps'], '.3f', 8)}"
+            f" {r['op'][:24]:>24} {r['size_bytes']:>11} {r['p50_us'] / 1e3:9.3f}"
+            f" {tail_cell(r, 'p95_us', '.3f', 9, 1e3)}"
+            f" {(f'{sps:10.0f}' if sps else f'{chr(45):>10}')} {r['algbw_gbps']:8.3f} {_busbw_cell(r)}"
             f" {wrong_cell(r)}"
         )
     for r in records:
@@ -74,15 +87,22 @@ def _pipeline_table(records: list[dict]) -> list[str]:
     ]
     for r in runs:
         ratio = r.get("time_over_model")
+        ratio_cell = num(ratio, ".2f", 7) if r.get("model_holds", True) else f"{num(ratio, '.2f', 6).strip():>6}!"
         lines.append(
             f" {r['schedule']:>9} {r['microbatches']:>3} {_ms(r['time_us'])} {_ms(r.get('model_time_us'))}"
-            f" {num(ratio, '.2f', 7)} {num(r.get('bubble'), '.3f', 7)} {num(r.get('model_bubble'), '.3f', 7)}"
+            f" {ratio_cell} {num(r.get('bubble'), '.3f', 7)} {num(r.get('model_bubble'), '.3f', 7)}"
             f" {num(r.get('ideal_bubble'), '.3f', 7)} {wrong_cell(r)}"
+        )
+    off = [f"{r['schedule']} M={r['microbatches']}" for r in runs if r.get("model_holds") is False]
+    if off:
+        lines.append(
+            f"# ! model does not hold (model_holds: false, T too far from it): {', '.join(off)}; "
+            "its model bubble is not this run's"
         )
     for r in (comp, hop):
         if r is not None:
             lines.append(
-                f"# {r['op']}: {_ms(r['time_us']).strip()} ms (p95 {_ms(r['p95_us']).strip()}), #wrong "
+                f"# {r['op']}: {_ms(r['time_us']).strip()} ms (p95 {tail_cell(r, 'p95_us', '.3f', 0, 1e3)}), #wrong "
                 f"{wrong_cell(r).strip()}"
             )
     return lines

@@ -8,7 +8,8 @@ How to read them:
 - *pair matrix*: one-way latency (small size) and bandwidth (large size) for every
   ordered pair (row = initiator); ``*`` marks cross-node pairs, ``!`` a pair more than
   1.5x slower than the median pair (a slow link).
-- *window*: time per message and aggregate bandwidth of a window of isend/irecv.
+- *window*: time per message of one direction and its bandwidth (bi: both directions at once, each
+  direction's bandwidth, and ``bi both`` = the two together, OSU ``osu_bibw``).
 - *ring*, *producer*, *control*, *batching*: the same work done different ways; the
   fastest is marked ``<``; ``speed-up`` is relative to the first column.
 - *deadlock*: where both-ranks-send-first blocks in the backend (no progress within a
@@ -121,17 +122,17 @@ def window_table(recs: list[dict]) -> str:
         _header(
             recs,
             f"window: isend/irecv window, ranks {r0['src']}<->{r0['dst']}"
-            f"{' (cross-node)' if r0.get('cross_node') else ''}; time per message, "
-            "aggregate bandwidth",
+            f"{' (cross-node)' if r0.get('cross_node') else ''}; time per message and bandwidth of one "
+            "direction; bi both = both directions together",
         ),
-        f"#{'size':>11} {'window':>6} {'uni(us)':>10} {'uni GB/s':>8} {'bi(us)':>10} {'bi GB/s':>8}",
+        f"#{'size':>11} {'window':>6} {'uni(us)':>10} {'uni GB/s':>8} {'bi(us)':>10} {'bi GB/s':>8} {'bi both':>8}",
     ]
     for size in sorted({r["size_bytes"] for r in recs}):
         u, b = cell.get((size, "unidirectional")), cell.get((size, "bidirectional"))
         w = (u or b)["window"]
         lines.append(
             f" {size:>11} {w:>6} {_us(u and u['time_us'])} {_gb(u and u['algbw_gbps'])}"
-            f" {_us(b and b['time_us'])} {_gb(b and b['algbw_gbps'])}"
+            f" {_us(b and b['time_us'])} {_gb(b and b['algbw_gbps'])} {_gb(b and b.get('aggregate_algbw_gbps'))}"
         )
     return "\n".join(lines + [_wrong_line(recs)]) + "\n"
 

@@ -54,6 +54,16 @@ def test_experiments_through_launcher_with_profile(tmp_path):
     recs = [b["extra_info"] for b in run["benchmarks"]]
     assert all_correct(recs)
     ddp = [r for r in recs if r["experiment"] == "ddp"]
+    # a training step (or DDP's constructor) times more than its all_reduce: an effective rate, never
+    # an nccl-tests busbw; the bare all_reduce and the initial broadcast time communication alone
+    for r in ddp:
+        if not r["size_bytes"]:
+            continue
+        if r["op"] in ("all_reduce", "broadcast"):
+            assert "time_includes" not in r and r["busbw_gbps"] == pytest.approx(r["algbw_gbps"]), r["label"]
+        else:
+            assert r["busbw_gbps"] is None and "busbw_gbps" not in r["provenance"], r["label"]
+            assert r["effective_busbw_gbps"] == pytest.approx(r["algbw_gbps"]) and r["time_includes"], r["label"]
     ops = {(r["model"], r["op"]) for r in ddp}
     for model in ("source", "mlp"):
         for op in ("solo_step", "local_step", "all_reduce", "ddp_step", "manual_allreduce_step",
@@ -62,10 +72,32 @@ def test_experiments_through_launcher_with_profile(tmp_path):
     assert ("mlp", "ddp_accum_step") in ops
     mlp_ddp = next(r for r in ddp if r["variant"] == "mlp-ddp")
     assert 250_000 < mlp_ddp["n_params"] < 350_000 and mlp_ddp["size_bytes"] == 4 * mlp_ddp["n_params"]
-    assert mlp_ddp["ddp_logger_comm_ms"] > 0 and mlp_ddp["ddp_logger_steps"] == 2  # 3 timed steps but the last
-    assert 0 <= mlp_ddp["ddp_logger_overlap_pct"] <= 100 and mlp_ddp["scaling_efficiency"] > 0
-    assert mlp_ddp["peak_mem_bytes"] > 0 and mlp_ddp["samples_per_s"] > 0
-    assert {"noop_step_ms", "allreduce_ms", "comm_added_ms", "overlap_saved_ms", "overlap_saved_pct"} <= set(mlp_ddp)
+    # every derived number is its formula over the measured ones, the baselines are those cases' own medians
+    base = {k: next(r for r in ddp if r["model"] == "mlp" and sel(r)) for k, sel in (
+        ("solo", lambda r: r["op"] == "solo_step"), ("local", lambda r: r["op"] == "local_step"),
+        ("noop", lambda r: r.get("hook") == "noop"), ("all_reduce", lambda r: r["op"] == "all_reduce"))}
+    t_ms = mlp_ddp["time_us"] / 1e3
+    approx = lambda v: pytest.approx(v, rel=1e-9)  # noqa: E731
+    assert mlp_ddp["samples_per_step"] == 2 * mlp_ddp["batch_per_rank"] and mlp_ddp["micro_batches"] == 1
+    assert mlp_ddp["samples_per_s"] == approx(mlp_ddp["samples_per_step"] / (t_ms / 1e3))
+    assert mlp_ddp["solo_step_ms"] == approx(base["solo"]["time_us"] / 1e3)
+    assert mlp_ddp["scaling_efficiency"] == approx(mlp_ddp["solo_step_ms"] / t_ms)
+    assert mlp_ddp["local_step_ms"] == approx(base["local"]["time_us"] / 1e3)
+    assert mlp_ddp["comm_exposed_ms"] == approx(t_ms - mlp_ddp["local_step_ms"])
+    noop, ar = base["noop"]["time_us"] / 1e3, base["all_reduce"]["time_us"] / 1e3
+    assert (mlp_ddp["noop_step_ms"], mlp_ddp["allreduce_ms"]) == (approx(noop), approx(ar))
+    assert mlp_ddp["comm_added_ms"] == approx(t_ms - noop) and mlp_ddp["overlap_saved_ms"] == approx(noop + ar - t_ms)
+    assert mlp_ddp["overlap_saved_pct"] == approx(100 * (noop + ar - t_ms) / ar)
+    # DDP's logger: 3 timed steps but the last; its intervals lie inside a step, the overlap inside the comm
+    comm, ovl = mlp_ddp["ddp_logger_comm_ms"], mlp_ddp["ddp_logger_overlap_ms"]
+    assert mlp_ddp["ddp_logger_steps"] == 2 and 0 < comm <= mlp_ddp["max_us"] / 1e3 and 0 <= ovl <= comm
+    assert mlp_ddp["ddp_logger_overlap_pct"] == approx(100 * ovl / comm)
+    assert mlp_ddp["peak_mem_bytes"] >= 4 * mlp_ddp["n_params"]  # the parameters alone are that much
+    for k in ("bucket_sizes", "bucket_cap_bytes", "ddp_logger_steps", "check_steps", "n_buckets"):
+        assert k in mlp_ddp and mlp_ddp["provenance"][k].startswith("measured:"), k
+    assert sum(mlp_ddp["bucket_sizes"]) == mlp_ddp["grad_bytes"]
+    assert len(mlp_ddp["bucket_sizes"]) == mlp_ddp["n_buckets"]
+    assert "exact expected result" in mlp_ddp["provenance"]["n_wrong"]  # 2 ranks, float32: exact
     # every synchronised case is compared with single-process training: 2 ranks, float32 -> exact
     for r in ddp:
         if r["op"] in ("ddp_step", "manual_allreduce_step", "manual_coalesced_step", "ddp_accum_step") and \
@@ -76,6 +108,7 @@ def test_experiments_through_launcher_with_profile(tmp_path):
             assert r["checked"] is False and r["n_wrong"] is None and r["unchecked_reason"], r["label"]
     fp16 = next(r for r in ddp if r["variant"] == "mlp-ddp_hook_fp16_compress")
     assert fp16["check_rule"].startswith("tol ") and 0 < fp16["check_max_abs_diff"] <= fp16["check_tol"]
+    assert "stated tolerance" in fp16["provenance"]["n_wrong"] and "exact" not in fp16["provenance"]["n_wrong"]
     # accumulation without no_sync all-reduces the gradient once per micro-batch
     each = next(r for r in ddp if r["label"] == "accum x2 sync each")
     assert each["size_bytes"] == 2 * mlp_ddp["size_bytes"] and each["allreduces_per_step"] == 2
@@ -124,6 +157,23 @@ def test_a_hook_that_sums_instead_of_averaging_fails_the_reference_check(tmp_pat
     for accum in ("mlp-accum_x2_no_sync", "mlp-accum_x2_sync_each"):
         assert recs[accum]["n_wrong"] == 0 and recs[accum]["checked"]
     assert "produced wrong elements" in proc.stderr and "ddp_hook_sum" in proc.stderr
+
+
+def test_an_fp16_average_1_01_too_large_fails_the_per_element_tolerance(tmp_path):
+    """4 ranks, fp16 wire: the tolerance is per element (each parameter's own max|g| and max|p|), so a hook
+    whose average is 1.01 times too large fails while the honest fp16 hook passes. (One scalar for every
+    parameter, the largest, let it through: tests/unit/test_ddp.py shows it on the reference.)"""
+    env = {"DDP_PARAMS": "20K", "DDP_HOOKS": "fp16_compress,fp16_scaled"}
+    proc = run_suite(tmp_path, "--experiments", "ddp", "--iters", "3", "--warmup", "2", "--", "-k",
+                     "hook_fp16", nproc=4, env=env, timeout=400)
+    assert proc.returncode == 6, proc.stdout[-3000:] + proc.stderr[-3000:]  # EXIT_WRONG_RESULT
+    recs = {r["variant"]: r for r in (b["extra_info"] for b in load_bench(tmp_path)["benchmarks"])}
+    for model in ("source", "mlp"):
+        honest, scaled = recs[f"{model}-ddp_hook_fp16_compress"], recs[f"{model}-ddp_hook_fp16_scaled"]
+        assert honest["checked"] and honest["n_wrong"] == 0 and honest["check_rule"].startswith("tol per element")
+        assert scaled["checked"] and scaled["n_wrong"] > 0, scaled["n_wrong"]
+        assert scaled["check_max_abs_diff"] > honest["check_max_abs_diff"]
+    assert "produced wrong elements" in proc.stderr and "ddp_hook_fp16_scaled" in proc.stderr
 
 
 def _load(path):

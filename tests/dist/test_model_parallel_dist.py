@@ -40,14 +40,24 @@ def test_pipeline_records_carry_their_model_at_this_runs_c_and_tau(tmp_path):
     recs = [b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]]
     assert all_correct(recs)
     by = {r["label"]: r for r in recs}
+    # a time that includes compute gives an effective rate, never an nccl-tests busbw
+    for r in recs:
+        if r["op"] in mp.TIME_INCLUDES or r["op"] in ("pipeline_blocking", "pipeline_overlap"):
+            assert r["busbw_gbps"] is None and r["effective_busbw_gbps"] > 0 and r["time_includes"]
+            assert "busbw_gbps" not in r["provenance"]
+        elif r["size_bytes"]:  # scatter, pipeline_transfer: communication alone
+            assert "time_includes" not in r and r["provenance"]["busbw_gbps"].endswith("(nccl-tests busbw)")
     # the split layer: N = 12 x 96 is not a power of two, so the steps get a stated, non-zero tolerance
     for op in ("mp_train_step", "dp_train_step"):
         r = by[op]
         assert r["check_exact"] is False and "forward error bound" in r["check"] and "not a power of two" in r["check"]
         assert 0 < r["check_max_tolerance"] < 1e-3 and r["n_wrong"] == 0
+        assert "stated tolerance" in r["provenance"]["n_wrong"]  # not "differ from the exact result"
         assert r["provenance"]["check_max_tolerance"].startswith("modelled:")
     c, tau = by["pipeline_compute"]["time_us"], by["pipeline_transfer"]["time_us"]
-    assert by["pipeline_transfer"]["time_divisor"] == 2  # 3 stages: 2 hops
+    # c and τ sampled as long as the longest schedule (8 + 3 - 1 = 10 computes or relays back to back)
+    assert by["pipeline_transfer"]["time_divisor"] == 10 * 2 and by["pipeline_compute"]["time_divisor"] == 10
+    assert by["pipeline_transfer"]["stage_repeats"] == by["pipeline_compute"]["stage_repeats"] == 10
     for schedule in mp.SCHEDULES:
         for m in mp.MICROBATCHES:
             r = by[f"pipeline_{schedule}-M{m}"]
@@ -58,6 +68,7 @@ def test_pipeline_records_carry_their_model_at_this_runs_c_and_tau(tmp_path):
             assert r["model_bubble"] == pytest.approx(1 - m * c / r["model_time_us"])
             assert r["ideal_bubble"] == pytest.approx(2 / (m + 2))
             assert r["provenance"]["model_time_us"].startswith("modelled:")
+            assert r["model_holds"] is (abs(r["time_us"] / r["model_time_us"] - 1) <= mp.MODEL_HOLDS_WITHIN)
             assert r["provenance"]["bubble"].startswith("derived:")
             assert r["checked"] is True and r["n_wrong"] == 0
     assert "# pipeline: 3 stages" in proc.stdout and "T meas" in proc.stdout

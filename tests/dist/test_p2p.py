@@ -49,6 +49,14 @@ def _check_run(tmp_path, proc, world):
         assert r["time_us"] > 0 and r["time_divisor"] >= 1 and r["iteration"]
         if r["op"] == "send_recv" and r["pattern"] != "producer":  # busbw factor 1
             assert r["busbw_gbps"] == pytest.approx(r["algbw_gbps"])
+        if r["size_bytes"]:  # one direction's bytes over the recorded time, in every pattern
+            assert r["algbw_gbps"] == pytest.approx(r["size_bytes"] / r["time_us"] / 1e3)
+        if r["pattern"] == "window":  # both ways at once: algbw one direction, the sum named apart
+            bi = r["variant"] == "bidirectional"
+            assert r["time_divisor"] == r["window"] and ("aggregate_algbw_gbps" in r) is bi
+            if bi:
+                assert r["aggregate_algbw_gbps"] == pytest.approx(2 * r["algbw_gbps"])
+                assert r["provenance"]["aggregate_algbw_gbps"].startswith("derived: 2 x size_bytes / time_us")
         by.setdefault(r["pattern"], set()).add(r["variant"])
     assert by == EXPECTED_VARIANTS
     # ping-pong: rank 0 to every peer, one-way latency, peers recorded, one host
@@ -92,6 +100,10 @@ def _check_run(tmp_path, proc, world):
         # a correct ordering may be slow on a loaded host, never blocked
         assert set(r["deadlock_correct_orderings"].values()) <= {"completed", "slow"}
         assert r["size_bytes"] >= r["deadlock_blocked_from_bytes"]
+        for k in ("deadlock_elapsed_s", "deadlock_no_progress_for_s", "deadlock_blocked_from_bytes",
+                  "deadlock_correct_orderings_bytes"):  # measured in the isolated pair, and says so
+            assert r["provenance"][k] == deadlock.PROVENANCE[k] and r["provenance"][k].split(":")[0] in (
+                "measured", "derived"), k
     assert _no_probe_children_left()
     for title in ("# p2p ping-pong", "# p2p pair matrix", "# p2p window", "# p2p ring",
                   "# p2p deadlock demonstration", "BLOCKED from", "# p2p producer",

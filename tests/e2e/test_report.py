@@ -231,7 +231,7 @@ def mixed_report():
     ]
     tmpl = results.records(run)[0]
     extra = []
-    for size in (1024, 65536):
+    for size in (1024, 8192, 65536):  # three sizes: a line through two cannot fail, so is no link
         for src in range(3):
             for dst in range(3):
                 if src != dst:
@@ -310,12 +310,39 @@ def test_report_fits_and_ring_model(mixed_report):
     link = rep.links[("gloo", "cpu", 3)]
     assert "point-to-point" in link.source
     assert (link.alpha_us, link.beta_gbps) == (pytest.approx(20.0), pytest.approx(1.0))
+    # the one 3-rank fit is the pipeline: t = 100 µs per 4096 B exactly, so α = 0 and β = 4096 B / 100 µs
+    (pipe,) = [f for f in rep.fits if f.world_size == 3]
+    assert (pipe.fit.alpha_us, pipe.fit.beta_gbps, pipe.fit.r2) == (0.0, pytest.approx(0.04096), pytest.approx(1.0))
+    assert pipe.fit.n_sizes == 3 and pipe.fit.holds and pipe.link_beta_gbps == pytest.approx(0.04096)
+    (row,) = [row for row in rows if row[3] == "3"]
+    assert row[r2 - 2 : r2 + 2] == ["0.0 [0.0, 0.0]", "0.04096 [0.04096, 0.04096]", "1.000", "3"]
+    # measured / ring at 16 KiB: 400 µs against the send_recv ring (α + S/β) over the 20 µs, 1 GB/s link
+    assert pipe.ring_ratio == pytest.approx(400.0 / (20.0 + 16384 / 1e3))
     for f in rep.fits:
-        assert f.fit.alpha_us >= 0 and f.fit.beta_gbps > 0 and f.fit.r2 <= 1.0
         assert f.ring_ratio is None if f.world_size == 2 else f.ring_ratio > 0
         assert f.rate_ratio is None  # one host ("vm"): LINK_RATE shapes none of its links
     assert rep.link_rate == ("1gbit", pytest.approx(0.125))
     assert "LINK_RATE (1gbit)" in page and "ring model" in page
+
+
+def test_a_sweep_of_two_sizes_is_reported_as_too_few_sizes_not_as_a_fit():
+    """A line through two sizes has R² = 1 by construction: the report shows no α, β, R² or link for it,
+    draws no fitted line, and says why."""
+    run = _fixture()
+    run["benchmarks"] = [
+        b
+        for b in run["benchmarks"]
+        if b["extra_info"]["variant"] == "all_reduce" and b["extra_info"]["size_bytes"] in (1024, 65536)
+    ]
+    rep = analysis.build_report(run, "two sizes")
+    assert rep.fits and all(f.fit.n_sizes == 2 and not f.fit.holds for f in rep.fits)
+    assert rep.links == {}  # no reference link (and no ring model) from fits that cannot fail
+    head, rows = analysis.fit_table_rows(rep)
+    r2 = head.index("R²")
+    for row in rows:
+        assert row[r2 - 2 : r2 + 1] == ["-", "-", "too few sizes (2; a line needs 3 to be tested)"]
+        assert row[head.index("link β = busbw∞ (GB/s)")] == "-"
+    assert "too few sizes" in render.render_markdown(rep)
 
 
 def test_report_covers_other_experiments_generically(mixed_report):
@@ -538,3 +565,19 @@ def test_link_rate_ratio_only_for_series_that_cross_hosts():
     rep2 = analysis.build_report(run, "two-hosts")
     rated = [f for f in rep2.fits if f.link_beta_gbps]
     assert rated and all(f.rate_ratio == pytest.approx(f.link_beta_gbps / 0.125) for f in rated)
+
+
+def test_tail_latencies_of_too_few_samples_are_not_shown_and_the_count_is():
+    """The fixture's records hold 10 samples each (and, stored before the rule, a p95 of them: the
+    sample maximum): tables, grids and the summary give the count instead of a tail latency."""
+    from suite.tables import generic_table
+
+    recs = [r for r in results.records(_fixture()) if r["variant"] == "all_reduce"][:2]
+    assert all(r["p95_us"] is not None and len(r["samples_us"]) == 10 for r in recs)
+    lines = generic_table("t", recs).splitlines()[2:]
+    assert [line.split()[4] for line in lines] == ["n=10", "n=10"]
+    head, rows = analysis._grid("g", recs)
+    assert {row[head.index("p95_us")] for row in rows} == {"- (n=10)"}
+    assert {row[head.index("iterations")] for row in rows} == {"10"}
+    wild = dict(recs[0], samples_us=[10.0 * (1 + i) for i in range(10)], p50_us=55.0, min_us=10.0, max_us=100.0)
+    assert analysis._spread_text(wild) == "min-max 1.6x the median (10 samples, too few for a p95)"

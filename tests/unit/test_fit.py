@@ -128,3 +128,31 @@ def test_a_flat_latency_bound_series_holds_although_its_r2_is_near_zero():
     assert f.holds and f.alpha_us == pytest.approx(10.05, rel=0.01)
     noisy = fit.fit_alpha_beta(sizes, [10.0, 14.0, 8.0, 13.0, 7.5, 12.0])  # +-30%: noise, not a model
     assert not noisy.holds
+
+
+def test_a_line_through_two_sizes_is_too_few_sizes_not_a_fit():
+    # any two points lie on a line: R² = 1 whatever was measured, so it proves nothing about α and β
+    two = fit.fit_model([1024.0, 65536.0], [20.0, 90.0])
+    assert two.r2 == pytest.approx(1.0) and not two.testable and not two.holds
+    cells = analysis.fit_cells(two.single)
+    assert cells[:2] == ["-", "-"] and cells[2].startswith("too few sizes (2;")
+    # three sizes can contradict a line: the same rule shows a line that fits them
+    three = fit.fit_model([1024.0, 4096.0, 65536.0], _line(19.0, 1.0, np.array([1024.0, 4096.0, 65536.0])))
+    assert three.testable and three.holds and analysis.fit_cells(three.single)[2] == "1.000"
+    # pieces of a knee follow the same rule
+    assert fit.MIN_PIECE_POINTS >= fit.MIN_FIT_SIZES
+
+
+def test_inf_bandwidth_and_negative_r2_never_reach_the_fit_table():
+    sizes = np.array([1e3, 1e4, 1e5, 1e6])
+    flat = fit.fit_model(sizes, [51.0, 50.5, 50.0, 49.5])  # time falls with size: α alone, no β
+    assert flat.holds and flat.single.latency_only and math.isinf(flat.beta_gbps) and flat.r2 < 0
+    alpha, beta, r2 = analysis.fit_cells(flat.single)
+    assert alpha.startswith("50.") and beta == "- (time flat in size)" and r2 == "- (flat: within 1.1% rms)"
+    # a flat series with a finite β whose bootstrap interval has no upper end
+    nearly = fit.fit_model([4, 16, 64, 256, 1024, 4096], [10.0, 10.1, 9.9, 10.05, 10.2, 10.1])
+    assert nearly.holds and math.isinf(nearly.single.beta_ci_gbps[1])
+    cells = analysis.fit_cells(nearly.single)
+    assert cells[1].endswith(", unbounded]") and cells[2].startswith("- (flat: within")
+    for c in cells + [alpha, beta, r2]:
+        assert "inf" not in c and not c.startswith("-0") and "nan" not in c

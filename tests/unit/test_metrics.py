@@ -104,3 +104,16 @@ def test_size_sweep():
     with pytest.raises(ValueError):
         metrics.size_sweep(10, 5, 2)
     assert metrics.busbw_factor("barrier", 4) == 0.0  # a barrier moves no payload
+
+
+def test_tail_percentiles_need_enough_samples():
+    # the rule: a percentile q needs 1/f samples, f = min(q, 100-q)/100 (p05/p95 20, p99 100)
+    assert [metrics.tail_min_samples(q) for q in (5, 95, 99)] == [20, 20, 100]
+    few = metrics.latency_stats_us([i * 1e-6 for i in range(1, 20)])  # 19 samples: the p95 is the maximum
+    assert few["p05_us"] is None and few["p95_us"] is None and few["p99_us"] is None
+    assert few["p50_us"] == pytest.approx(10.0) and few["max_us"] == pytest.approx(19.0)
+    enough = metrics.latency_stats_us([i * 1e-6 for i in range(1, 21)])
+    assert enough["p95_us"] == pytest.approx(19.05) and enough["p05_us"] == pytest.approx(1.95)
+    assert enough["p99_us"] is None
+    hundred = metrics.latency_stats_us([i * 1e-6 for i in range(1, 101)])
+    assert hundred["p99_us"] == pytest.approx(99.01)

@@ -199,6 +199,19 @@ def test_pipeline_knobs_reach_the_config_and_bad_ones_are_rejected():
             build_config(**settings_from_env(env))
 
 
+def test_cases_whose_time_includes_compute_say_so():
+    """Their size / time is an effective rate, so the harness records no nccl-tests busbw for them."""
+    by_op = {}
+    for c in mp.model_parallel_cases(BenchConfig(), 4):
+        by_op.setdefault(c.op, set()).add(c.bytes.time_includes)
+    assert by_op["scatter"] == by_op["pipeline_transfer"] == {None}  # communication alone
+    assert by_op["pipeline_compute"] == {None}  # no bytes: no bandwidth at all
+    for op in ("pipeline_blocking", "pipeline_overlap"):
+        assert by_op[op] == {"every stage's matmul of every micro-batch"}
+    for op in ("mp_forward_all_gather", "mp_forward_gather", "mp_train_step", "dp_train_step"):
+        assert by_op[op] == {mp.TIME_INCLUDES[op]} and mp.TIME_INCLUDES[op]
+
+
 def test_cases_declare_both_schedules_and_name_every_modelled_number():
     cases = mp.model_parallel_cases(BenchConfig(), 4)
     labels = [c.label for c in cases]
@@ -216,7 +229,13 @@ def test_cases_declare_both_schedules_and_name_every_modelled_number():
     train = {c.op: c for c in cases if c.op.endswith("train_step")}
     assert all(c.fields["check_exact"] and c.fields["check"].startswith("exact") for c in train.values())
     hop = next(c for c in cases if c.op == "pipeline_transfer")
-    assert hop.divisor == 3  # 4 stages, 3 hops
+    comp = next(c for c in cases if c.op == "pipeline_compute")
+    # c and τ are sampled as long as the longest schedule's M + S - 1 slots (8 + 4 - 1 at 4 ranks), not one op
+    assert mp.stage_repeats(4) == max(mp.MICROBATCHES) + 3 == 11
+    assert hop.divisor == 11 * 3 and comp.divisor == 11  # 4 stages, 3 hops, 11 repeats per sample
+    assert hop.fields["stage_repeats"] == comp.fields["stage_repeats"] == 11
+    assert "stage_repeats times back to back" in pipe[0].provenance["stage_compute_us"]
+    assert pipe[0].provenance["model_holds"].startswith("derived: |time_over_model - 1| <= ")
 
 
 # --- tables -------------------------------------------------------------------------------------------
@@ -284,6 +303,32 @@ def test_pipeline_table_shows_both_schedules_measured_against_their_models():
     # overlap M = 8, compute-bound: T = 10c + 2tau = 6.8 ms
     assert rows[("overlap", "8")][3] == "6.800"
     assert "#wrong total: 0 [OK]" in text
+    assert "does not hold" not in text  # records without model_holds (stored before it) are not flagged
+
+
+def test_a_pipeline_model_that_does_not_hold_is_flagged():
+    c, tau = 600.0, 400.0
+    recs = [_rec(op="pipeline_compute", time_us=c), _rec(op="pipeline_transfer", time_us=tau)]
+    for m, ratio in ((1, 1.1), (8, 3.0)):
+        model = mp.pipeline_time_s("blocking", 3, m, c, tau)
+        recs.append(
+            _rec(
+                op="pipeline_blocking",
+                schedule="blocking",
+                microbatches=m,
+                model=mp.PIPELINE_MODELS["blocking"],
+                time_us=ratio * model,
+                model_time_us=model,
+                time_over_model=ratio,
+                model_holds=abs(ratio - 1) <= mp.MODEL_HOLDS_WITHIN,
+                stage_compute_us=c,
+                transfer_us=tau,
+            )
+        )
+    text = tables.format_tables(recs)
+    rows = {line.split()[1]: line.split() for line in text.splitlines() if line.split()[:1] == ["blocking"]}
+    assert rows["1"][4] == "1.10" and rows["8"][4] == "3.00!"
+    assert "# ! model does not hold (model_holds: false, T too far from it): blocking M=8;" in text
 
 
 def test_split_table_prints_the_check_rule():

@@ -3,6 +3,7 @@ Gloo groups are tests/dist/test_p2p.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 
 import pytest
 import torch
@@ -191,6 +192,36 @@ def test_pingpong_and_constants_are_named_in_the_declaration():
     )
     assert {c.identity["window"] for c in win} == {min(64, p2p.WINDOW_MAX_BYTES // (1 << 20)), 64}
     assert all(c.fields["k_counts"] == list(p2p.BATCH_COUNTS) for c in cs if c.identity["pattern"] == "batching")
+
+
+def test_window_bandwidth_counts_one_direction_and_names_the_aggregate():
+    """Every p2p record's algbw counts one direction (as ring, exchange and placement pairs do): the
+    bidirectional window's time is per message of one direction (iteration / window, both directions at
+    once) and its both-ways bandwidth is a named field, not algbw."""
+    cfg = build_config(min_bytes="1K", max_bytes="4K", step_factor="4")
+    win = [c for c in p2p.cases(cfg, 2) if c.identity["pattern"] == "window"]
+    assert {c.identity["variant"] for c in win} == {"unidirectional", "bidirectional"}
+    for c in win:
+        assert c.divisor == c.identity["window"] and c.bytes.bw_op == "send_recv"
+        bi = c.identity["variant"] == "bidirectional"
+        assert ("aggregate_algbw_gbps" in c.provenance) is bi
+        assert ("both directions at once" in c.normalisation) is bi
+
+
+def test_every_number_of_the_deadlock_probe_has_its_provenance():
+    """The exchange record holds the probe's results as deadlock_<field>: each number says how it was obtained
+    (the probe's configuration, floor_s, slack, limits, is recorded as such and claims nothing)."""
+    from suite import deadlock
+
+    config = {"floor_s", "slack", "blocked_factor", "probe_sizes", "start_limit_s", "total_limit_s"}
+    numeric = {
+        f.name
+        for f in dataclasses.fields(deadlock.ProbeResult)
+        if any(t in str(f.type) for t in ("int", "float")) and f.name not in config
+    }
+    assert {"elapsed_s", "no_progress_for_s", "blocked_from_bytes", "correct_orderings_bytes"} <= numeric
+    assert {"deadlock_" + n for n in numeric} <= set(deadlock.PROVENANCE)
+    assert all(v.split(":")[0] in ("measured", "derived", "modelled") for v in deadlock.PROVENANCE.values())
 
 
 def test_deadlock_bound_scales_with_the_expected_transfer_time():

@@ -202,3 +202,76 @@ def test_provenance_names_the_divisions_and_claims_nothing_absent():
     t = rec["provenance"]["time_us"]
     assert "divided by the 4 ops of a sample" in t and "divided by 2 (round trip / 2)" in t
     assert not {"busbw_gbps", "busbw_factor", "n_wrong"} & set(rec["provenance"])
+
+
+def test_tail_percentiles_are_null_with_too_few_samples_and_say_how_many():
+    kw = dict(
+        experiment="x",
+        op="all_reduce",
+        backend="gloo",
+        device="cpu",
+        dtype="float32",
+        world_size=2,
+        size_bytes=4,
+        count=1,
+        in_place=True,
+        n_wrong=0,
+    )
+    few = results.make_record(m=_m([1e-3] * 5), **kw)
+    assert few["p95_us"] is None and few["p99_us"] is None and few["p05_us"] is None and few["iterations"] == 5
+    assert "from 5 sample(s): a p95 needs >= 20" in few["provenance"]["p95_us"]
+    assert "a p99 needs >= 100" in few["provenance"]["p99_us"]
+    enough = results.make_record(m=_m([1e-3] * 20), **kw)
+    assert enough["p95_us"] == pytest.approx(1000.0) and enough["p99_us"] is None
+    assert "over 20 samples; reported with >= 20" in enough["provenance"]["p95_us"]
+    # records stored before the rule carry a p95 of 5 samples: readers leave it out all the same
+    old = dict(few, p95_us=1000.0)
+    assert results.tail_us(old, "p95_us") is None and results.tail_us(enough, "p95_us") == pytest.approx(1000.0)
+    assert results.band_us(old) == (pytest.approx(1000.0), pytest.approx(1000.0))  # min-max
+
+
+def test_a_record_whose_time_includes_compute_has_no_nccl_tests_busbw():
+    rec = results.make_record(
+        experiment="ddp",
+        op="train_step",
+        backend="gloo",
+        device="cpu",
+        dtype="float32",
+        world_size=4,
+        size_bytes=4_000_000,
+        count=1_000_000,
+        in_place=False,
+        m=_m([1e-3, 2e-3, 3e-3]),
+        n_wrong=0,
+        bw_op="all_reduce",
+        time_includes="forward, backward and the optimizer step",
+    )
+    assert rec["busbw_gbps"] is None and rec["busbw_factor"] is None
+    assert rec["algbw_gbps"] == pytest.approx(2.0) and rec["effective_busbw_gbps"] == pytest.approx(3.0)
+    assert rec["time_includes"] == "forward, backward and the optimizer step"
+    prov = rec["provenance"]
+    assert "busbw_gbps" not in prov
+    assert not any("nccl-tests busbw" in v and "not nccl-tests" not in v for v in prov.values())
+    assert "includes forward, backward" in prov["effective_busbw_gbps"] and "an effective rate" in prov["algbw_gbps"]
+
+
+def test_n_wrong_says_tolerance_where_the_check_allowed_one():
+    kw = dict(
+        experiment="x",
+        op="train_step",
+        backend="gloo",
+        device="cpu",
+        dtype="float32",
+        world_size=4,
+        size_bytes=0,
+        count=0,
+        in_place=False,
+        m=_m([1e-3]),
+        n_wrong=0,
+        busbw=False,
+    )
+    exact = results.make_record(check_rule="exact", **kw)["provenance"]["n_wrong"]
+    assert exact.startswith("measured: elements that differ from the exact expected result")
+    for extra in ({"check_rule": "tol 1.7e-04 per element"}, {"check_exact": False}):
+        prov = results.make_record(**extra, **kw)["provenance"]["n_wrong"]
+        assert prov == results.N_WRONG_TOLERANCE and "exact" not in prov and "stated tolerance" in prov
