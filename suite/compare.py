@@ -13,11 +13,12 @@ iterations within one run do. For each matched case, with k_b base and k_n new r
 
 - ratio r = median of the new run medians / median of the base run medians (> 1:
   the new side is slower); with one run per side, the ratio of the two medians;
-- in log space, var(log r) = within + between: *within* is the bootstrap variance of
-  log r from resampling every run's samples (fixed seed, so reports are reproducible;
-  Efron & Tibshirani, An Introduction to the Bootstrap, 1993, ch. 13); *between* is
-  σ_i²·(c(k_b)/k_b + c(k_n)/k_n), σ_i the between-run sd of one run's log median **of this
-  case** (c(k) = 1 for k <= 2, else π/2: a median of k runs, not a mean):
+- in log space, var(log r) = max(within, between): *between* is σ_i²·(c(k_b)/k_b + c(k_n)/k_n),
+  σ_i the between-run sd of one run's log median **of this case** (c(k) = 1 for k <= 2, else
+  π/2: a median of k runs, not a mean); a run median's spread already holds its samples' noise,
+  so *within*, the bootstrap variance of log r from resampling every run's samples (fixed seed,
+  so reports are reproducible; Efron & Tibshirani, An Introduction to the Bootstrap, 1993,
+  ch. 13), is only a floor: a run is never more precise than its samples say;
   - with two or more runs on a side, σ_i² is the case's own spread of run medians about each
     side's mean, shrunk toward the value pooled over the cases (an empirical-Bayes scaled
     inverse chi-square prior fitted to all the cases' spreads; Smyth 2004, see
@@ -393,7 +394,7 @@ def _runs_needed(di: float, boot_var: float, k_now: float, var: float, d0: float
 
     def enough(k: int) -> bool:
         df = d0 + 2 * (k - 1) if not math.isinf(d0) else math.inf
-        se = math.sqrt(boot_var * k_now / k + var * 2 * _median_factor(k) / k)
+        se = math.sqrt(max(boot_var * k_now / k, var * 2 * _median_factor(k) / k))
         return (_quantile(level, df) + z) * se <= dist
 
     for k in range(1, 33):  # the median's factor makes small k non-monotone: walk them
@@ -549,10 +550,10 @@ def _judge_cases(pts, noise, d0: float, alpha: float, tolerance: float) -> list[
     rows = []
     for (k, mb, mx, lb, lx, boot), (var, df) in zip(pts, noise):
         di = math.log(mx / mb)
-        # within-run bootstrap + the case's between-run variance per side: conservative (a run
-        # median's spread already holds within-run noise)
+        # the case's between-run variance per side; a run median's spread already holds its samples'
+        # noise, so the within-run bootstrap is a floor (a run is never more precise than its samples)
         boot_var = float(np.var(boot))
-        se = math.sqrt(boot_var + var * (_median_factor(len(lb)) / len(lb) + _median_factor(len(lx)) / len(lx)))
+        se = math.sqrt(max(boot_var, var * (_median_factor(len(lb)) / len(lb) + _median_factor(len(lx)) / len(lx))))
         q = _quantile(level, df)
         p = shrinkage.t_two_sided_p(di / se, max(df, 1.0)) if se > 0 else (1.0 if di == 0 else 0.0)
         lo, hi = math.exp(di - q * se), math.exp(di + q * se)

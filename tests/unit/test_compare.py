@@ -210,6 +210,20 @@ def test_a_noisy_run_widens_its_case_beyond_what_its_samples_say():
     assert width > 0.3  # from the between-run sd 0.15, not the ~0.003 of a 200-sample median
 
 
+def test_a_run_medians_spread_is_not_counted_twice():
+    # runs that differ only by their samples' noise (5 samples, 20%): the spread of the run medians
+    # already holds it, so the interval is the between-run one; the within-run bootstrap is a floor,
+    # not added on top (that widened every interval by up to sqrt(2))
+    rng = np.random.default_rng(15)
+    base = [_run(rng, 0.0, n=5, within_sd=0.2, n_cases=10) for _ in range(2)]
+    new = [_run(rng, 0.0, n=5, within_sd=0.2, n_cases=10) for _ in range(2)]
+    c = compare.compare_runs(base, new, n_boot=500)
+    halves = [math.log(x.ci_high / x.ci_low) / 2 for x in c.cases]
+    between = [x.noise_sd * shrinkage.t_two_sided(1 - c.alpha / len(c.cases), x.noise_df) for x in c.cases]
+    assert all(h >= b * (1 - 1e-9) for h, b in zip(halves, between))
+    assert sum(h == pytest.approx(b, rel=1e-9) for h, b in zip(halves, between)) >= 5  # the rest: the floor
+
+
 def test_the_ratio_is_the_median_of_run_medians():
     # base: one long run at 100 µs and two short runs at 200 µs; pooled samples would say 100
     base = [[_rec(0, [100.0] * 20)], [_rec(0, [200.0] * 5)], [_rec(0, [200.0] * 5)]]
