@@ -663,6 +663,11 @@ def runs_text(k: int | None) -> str:
     return "" if k is None else (f">{MAX_RUNS}" if k > MAX_RUNS else str(k))
 
 
+def _bound(x: float) -> str:
+    """An interval bound in 7 characters (a case that cannot tell can have bounds like 1e-13 and 1e13)."""
+    return f"{x:7.3f}" if 1e-3 <= x < 1e3 else f"{x:7.1e}"
+
+
 def count_line(c: Comparison) -> str:
     """'N matched case(s): a slower, b faster, c same, d inconclusive' (+ the refused ones)."""
     n = {v: sum(1 for r in c.cases if r.verdict == v) for v in VERDICTS}
@@ -717,8 +722,8 @@ def format_comparison(c: Comparison, *, show: str = "all") -> str:
         lines += [f"#   {s}" for s in c.settings_diffs]
     lines += [
         f"# compare: base={c.base_name} ({c.base_runs} run(s))  new={c.new_name} ({c.new_runs} run(s))  "
-        f"(ratio = new/base median of run medians; >1 slower; CI {c.confidence:.0%} simultaneous over the cases; "
-        f"tolerance ±{c.tolerance:.0%}; p Holm-adjusted)",
+        f"(ratio = new/base median of run medians; >1 slower; CI {100 - c.alpha * 100:.10g}% simultaneous over the "
+        f"cases; tolerance ±{c.tolerance:.0%}; p Holm-adjusted)",
         f"# between-run variation: pooled sd {c.between_run_sd:.3g} of a run's log median; {c.between_run_note}",
         f"#{'case':<{w}} {'base(us)':>10} {'new(us)':>10} {'ratio':>7} {'CI low':>7} {'CI high':>7}"
         f" {'p_adj':>7} {'noise':>6} {'runs':>5}  verdict",
@@ -728,7 +733,7 @@ def format_comparison(c: Comparison, *, show: str = "all") -> str:
             continue
         lines.append(
             f" {names[r.key][:w]:<{w}} {r.base_median_us:10.1f} {r.new_median_us:10.1f}"
-            f" {r.ratio:7.3f} {r.ci_low:7.3f} {r.ci_high:7.3f} {r.p_adjusted:7.3g} {r.noise_sd:6.3f}"
+            f" {r.ratio:7.3f} {_bound(r.ci_low)} {_bound(r.ci_high)} {r.p_adjusted:7.3g} {r.noise_sd:6.3f}"
             f" {runs_text(r.runs_needed):>5}  {r.verdict}"
         )
     lines.append(f"# {count_line(c)}  (noise: the case's between-run sd; runs: REPEAT that would resolve it)")

@@ -233,7 +233,7 @@ def write_comparison(c, out_dir: str | os.PathLike, stem: str = "compare") -> Pa
         f"<p>base: {e(c.base_name)}<br>new: {e(c.new_name)}</p><pre>{e(format_comparison_summary(c))}</pre>"
         f"<img alt='{stem}' src='data:image/png;base64,{base64.b64encode(png).decode()}'>"
         + _html_table(
-            ["case", "base (µs)", "new (µs)", "ratio", f"{c.confidence:.0%} CI", "p (Holm)", "noise", "runs"]
+            ["case", "base (µs)", "new (µs)", "ratio", f"{100 - c.alpha * 100:.10g}% CI", "p (Holm)", "noise", "runs"]
             + ["verdict"],
             rows,
         )

@@ -106,6 +106,8 @@ def test_alpha_sets_the_level_of_the_verdicts():
     assert loose.cases[0].verdict == "slower" and strict.cases[0].verdict == "inconclusive"
     assert all(s.ci_high - s.ci_low > x.ci_high - x.ci_low for s, x in zip(strict.cases, loose.cases))
     assert loose.confidence == 0.95 and "CI 95% simultaneous" in compare.format_comparison(loose)
+    assert "CI 99.9999% simultaneous" in compare.format_comparison(strict)  # was "100%"
+    assert compare._bound(2.5e13) == "2.5e+13" and compare._bound(0.5) == "  0.500"
 
 
 # --- each case's own noise -----------------------------------------------------------------------
