@@ -4,12 +4,16 @@ intervals, the four verdicts, the gate and the runs it asks for, and settings th
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from suite import compare, shrinkage
+from suite import compare, report, shrinkage
 
 N_CASES = 60
 
@@ -348,3 +352,43 @@ def test_student_t_quantiles_and_the_fitted_prior():
     s0_sq, d0 = shrinkage.fit_prior(list(0.01 * rng.chisquare(3, 4000) / 3), [3] * 4000)
     assert math.isinf(d0) or d0 > 100
     assert shrinkage.posterior(0.04, 2, 0.01, 2.0) == (pytest.approx(0.025), 4.0)
+
+
+# --- through the CLI and make ---------------------------------------------------------------------
+
+
+def _save_run(path, recs, torch_version="2.13.0+cpu"):
+    path.mkdir(parents=True)
+    run = {
+        "machine_info": {"suite": {"n_hosts": 1, "versions": {"torch": torch_version}}},
+        "suite": {"config": {"iters": 20, "warmup_iters": 1}},
+        "benchmarks": [{"extra_info": r} for r in recs],
+    }
+    (path / "bench.json").write_text(json.dumps(run))
+    return str(path)
+
+
+def test_the_cli_refuses_cases_whose_settings_differ_unless_asked(tmp_path, capsys):
+    rng = np.random.default_rng(16)
+    a = _save_run(tmp_path / "a", _run(rng, 0.0, within_sd=0.001, n_cases=5))
+    b = _save_run(tmp_path / "b", _run(rng, 0.0, within_sd=0.001, n_cases=5), torch_version="2.12.0")
+    assert report.main(["compare", a, b]) == 3  # nothing judged: no pass
+    out = capsys.readouterr().out
+    assert out.startswith("# settings differ between the sides: 5 case(s) they affect get no verdict")
+    assert "torch: 2.13.0+cpu vs 2.12.0 (every case)" in out and "5 not compared (settings differ)" in out
+    assert report.main(["compare", a, b, "--allow-settings-diff"]) == 0
+    assert "gate: PASS" in capsys.readouterr().out
+    assert report.main(["compare", a, b, "--max-inconclusive", "2"]) == 2  # a bad knob: one line, exit 2
+    assert "--max-inconclusive in [0, 1]" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("value", "passed"), [("1", True), ("0", False), ("", False)])
+def test_make_compare_passes_allow_config_diff(value, passed):
+    venv = Path(sys.executable).parent.parent
+    r = subprocess.run(
+        ["make", "-n", "-o", f"{venv}/.installed", f"VENV={venv}", "compare", "BASE=a", "NEW=b",
+         f"ALLOW_CONFIG_DIFF={value}", "MAX_INCONCLUSIVE=0.3"],
+        cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True,
+    )  # fmt: skip
+    assert r.returncode == 0 and "--max-inconclusive 0.3" in r.stdout, r.stdout + r.stderr
+    assert ("--allow-settings-diff" in r.stdout) == passed
