@@ -447,6 +447,8 @@ def test_summary_groups_skips_by_reason_and_flags_unstable_cases():
     assert rows["skipped"] == "4 cases: 3 placement cases: no CUDA; 1 p2p case: 2 ranks"
     rows = dict(analysis.summary_rows(run, base=("base", [recs])))
     assert rows["against base"].startswith("same overall (median case ratio 1.000")
+    n = len(recs)  # every case told same but the wild one, which cannot be: within MAX_INCONCLUSIVE
+    assert f"{n} matched case(s): 0 slower, 0 faster, {n - 1} same, 1 inconclusive; gate: PASS" in rows["against base"]
 
 
 @pytest.mark.skipif(
