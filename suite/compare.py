@@ -696,6 +696,11 @@ def gate_line(c: Comparison) -> str:
     if c.gate == "FAIL":
         what = [f"{len(c.regressions)} case(s) slower beyond the tolerance"] if c.regressions else []
         what += ["the overall ratio slower beyond the tolerance"] if c.overall == "slower" else []
+        if c.regressions and max(c.base_runs, c.new_runs) == 1:
+            what.append(
+                "one run per side: each case was assumed as noisy as the others, so a noisier case can be "
+                "slower by chance; confirm with REPEAT=2 or more"
+            )
         return f"gate: FAIL (regression: {'; '.join(what)})"
     if c.gate == "INCONCLUSIVE":
         why = [
