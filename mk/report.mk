@@ -2,13 +2,16 @@
 #   make report [RUN=results/<id>] [BASE=results/<id>]   HTML + Markdown + PNGs + CSV in RUN/report/
 #                                           (BASE: the summary gives the comparison verdict)
 #   make report-csv [RUN=...]               the run's records as CSV on stdout
-#   make compare BASE=results/<a> NEW=results/<b> [TOLERANCE=0.05] [ALPHA=0.05] [OUT=dir]   exit 1 on a regression
+#   make compare BASE=results/<a> NEW=results/<b> [TOLERANCE=0.05] [ALPHA=0.05] [MAX_INCONCLUSIVE=0.1]
+#     [ALLOW_CONFIG_DIFF=1] [OUT=dir]   exit 1 on a regression, 3 when too many cases are inconclusive
 #     (a side may be several runs: a,b,c, or results/<id> for the runs <id>-r1..rk of REPEAT=k)
 RUN       ?= $(RESULTS)/latest
 BASE      ?=
 NEW       ?=
 TOLERANCE ?= 0.05
 ALPHA     ?= 0.05
+MAX_INCONCLUSIVE ?= 0.1
+ALLOW_CONFIG_DIFF ?=
 OUT       ?=
 
 .PHONY: report report-csv compare
@@ -19,6 +22,8 @@ report: venv  ## HTML/Markdown report of RUN (default results/latest)
 report-csv: venv  ## the records of RUN as CSV on stdout
 	@$(PY) -m suite.report csv $(RUN)
 
-compare: venv  ## BASE=<run> NEW=<run>: per-case verdicts, non-zero exit on a regression
+compare: venv  ## BASE=<run> NEW=<run>: per-case verdicts; exit 1 on a regression, 3 if it cannot tell
 	@test -n "$(BASE)" -a -n "$(NEW)" || { echo "usage: make compare BASE=results/<run> NEW=results/<run> [NEW=...]" >&2; exit 2; }
-	$(PY) -m suite.report compare $(BASE) $(NEW) --tolerance $(TOLERANCE) --alpha $(ALPHA) $(if $(OUT),--out $(OUT))
+	$(PY) -m suite.report compare $(BASE) $(NEW) --tolerance $(TOLERANCE) --alpha $(ALPHA) \
+	  --max-inconclusive $(MAX_INCONCLUSIVE) $(if $(filter-out 0,$(ALLOW_CONFIG_DIFF)),--allow-settings-diff) \
+	  $(if $(OUT),--out $(OUT))

@@ -633,17 +633,15 @@ def summary_rows(run: dict, base: tuple[str, list[list[dict]]] | None = None, di
     else:
         rows.append(("skipped", "nothing" if "skipped" in st else "not recorded by this run"))
     if base is not None:
-        from suite.compare import compare_runs
+        from suite.compare import compare_runs, count_line, gate_line
 
         name, base_runs = base
         c = compare_runs(base_runs, [recs], base_name=name, new_name="this run")
-        regressions = len(c.regressions)
         rows.append(
             (
                 "against " + name,
                 f"{c.overall} overall (median case ratio {c.overall_ratio:.3f}, CI "
-                f"[{c.overall_ci[0]:.3f}, {c.overall_ci[1]:.3f}]); {regressions} case regression(s) of "
-                f"{len(c.cases)} matched",
+                f"[{c.overall_ci[0]:.3f}, {c.overall_ci[1]:.3f}]); {count_line(c)}; {gate_line(c)}",
             )
         )
     return rows

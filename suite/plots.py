@@ -183,8 +183,8 @@ def ratio_grid(
     title: str, panels: Sequence[tuple[str, list[tuple[int, float, float, float, str]]]], tolerance: float
 ) -> bytes:
     """Comparison of two runs: per group, new/base time ratio vs size with its CI; red =
-    slower, green = faster, grey = same; the band is 1 ± tolerance."""
-    colors = {"slower": "tab:red", "faster": "tab:green", "same": "0.45"}
+    slower, green = faster, grey = same, orange = inconclusive; the band is 1 ± tolerance."""
+    colors = {"slower": "tab:red", "faster": "tab:green", "same": "0.45", "inconclusive": "tab:orange"}
     cols = min(3, max(1, len(panels)))
     rows = math.ceil(len(panels) / cols)
     fig = Figure(figsize=(4.2 * cols, 2.9 * rows + 0.6), layout="tight")

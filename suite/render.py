@@ -194,7 +194,7 @@ def write_comparison(c, out_dir: str | os.PathLike, stem: str = "compare") -> Pa
     """``<stem>.html`` (self-contained) and ``<stem>.png`` of a comparison: per group, the
     new/base ratio vs size with its CI, and the table of cases."""
     from suite import plots
-    from suite.compare import describe_key
+    from suite.compare import describe_key, runs_text
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -221,7 +221,9 @@ def write_comparison(c, out_dir: str | os.PathLike, stem: str = "compare") -> Pa
             f"{r.ratio:.3f}",
             f"[{r.ci_low:.3f}, {r.ci_high:.3f}]",
             f"{r.p_adjusted:.3g}",
-            r.verdict + (" (significant)" if r in c.regressions else ""),
+            f"{r.noise_sd:.3f}",
+            runs_text(r.runs_needed),
+            r.verdict,
         ]
         for r in c.cases
     ]
@@ -230,7 +232,11 @@ def write_comparison(c, out_dir: str | os.PathLike, stem: str = "compare") -> Pa
         f"<script>{_CHECK_JS}</script></head><body><h1>Comparison</h1>"
         f"<p>base: {e(c.base_name)}<br>new: {e(c.new_name)}</p><pre>{e(format_comparison_summary(c))}</pre>"
         f"<img alt='{stem}' src='data:image/png;base64,{base64.b64encode(png).decode()}'>"
-        + _html_table(["case", "base (µs)", "new (µs)", "ratio", "95% CI", "p (Holm)", "verdict"], rows)
+        + _html_table(
+            ["case", "base (µs)", "new (µs)", "ratio", f"{100 - c.alpha * 100:.10g}% CI", "p (Holm)", "noise", "runs"]
+            + ["verdict"],
+            rows,
+        )
         + "<p id='imgcheck'></p></body></html>"
     )
     (out / f"{stem}.html").write_text(page)

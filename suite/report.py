@@ -6,7 +6,8 @@ a run); never measures.
     python -m suite.report RUN                  nccl-tests-style tables (RUN: results/latest, a run dir or bench.json)
     python -m suite.report html RUN [--out D]   D/index.html (self-contained), D/report.md, D/*.png, D/results.csv
     python -m suite.report csv RUN [--out F]    one row per record
-    python -m suite.report compare BASE NEW...  per-case ratios with CIs; exit 1 on a regression (suite.compare)
+    python -m suite.report compare BASE NEW...  per-case ratios with CIs; exit 1 on a regression, 3 if too
+                                                many cases are inconclusive (suite.compare)
                                                 (a side: a run, runs joined by commas, or results/<id> for
                                                 the repeats <id>-r1..rk of make bench-cpu REPEAT=k)
 
@@ -96,32 +97,55 @@ def run_set(arg: str) -> list[str]:
     return out
 
 
-def _load_side(arg: str) -> list[list[dict]] | None:
+def _load_runs(arg: str) -> list[dict] | None:
     runs = [_load(p) for p in run_set(arg)]
-    return None if any(r is None for r in runs) else [results.records(r) for r in runs]
+    return None if any(r is None for r in runs) else runs
+
+
+def _load_side(arg: str) -> list[list[dict]] | None:
+    runs = _load_runs(arg)
+    return None if runs is None else [results.records(r) for r in runs]
 
 
 def _cmd_compare(args) -> int:
-    from suite.compare import compare_runs, format_comparison
+    from suite.compare import compare_runs, format_comparison, run_settings
 
-    base = _load_side(args.base)
+    if not 0 < args.alpha < 1 or args.tolerance < 0 or not 0 <= args.max_inconclusive <= 1:
+        print(
+            "error: --alpha must be in (0, 1), --tolerance >= 0 and --max-inconclusive in [0, 1]; got "
+            f"{args.alpha}, {args.tolerance}, {args.max_inconclusive}",
+            file=sys.stderr,
+        )
+        return 2
+    base = _load_runs(args.base)
     if base is None:
         return 2
-    failed = False
+    status = 0
     for new_path in args.new:
-        new = _load_side(new_path)
+        new = _load_runs(new_path)
         if new is None:
             return 2
-        c = compare_runs(base, new, base_name=args.base, new_name=new_path, tolerance=args.tolerance, alpha=args.alpha)
-        if not c.cases:
+        c = compare_runs(
+            [results.records(r) for r in base],
+            [results.records(r) for r in new],
+            base_name=args.base,
+            new_name=new_path,
+            tolerance=args.tolerance,
+            alpha=args.alpha,
+            max_inconclusive=args.max_inconclusive,
+            base_settings=[run_settings(r) for r in base],
+            new_settings=[run_settings(r) for r in new],
+            allow_settings_diff=args.allow_settings_diff,
+        )
+        if not c.cases and not c.refused:
             print(f"error: {args.base} and {new_path} have no case in common", file=sys.stderr)
             return 2
         sys.stdout.write(format_comparison(c, show=args.show))
         if args.out:
             stem = "compare" if len(args.new) == 1 else f"compare-{args.new.index(new_path) + 1}"
             print(f"comparison report: {write_comparison(c, args.out, stem)}")
-        failed |= c.failed
-    return 1 if failed else 0
+        status = max(status, c.exit_status, key=lambda s: (s == 1, s == 3))  # a regression first, then "could not tell"
+    return status
 
 
 SUBCOMMANDS = ("tables", "html", "csv", "compare")
@@ -154,11 +178,29 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("run")
     p.add_argument("--out", default=None, help="file (default: stdout)")
     p.set_defaults(fn=_cmd_csv)
-    p = sub.add_parser("compare", help="compare runs case by case; exit 1 on a regression")
+    p = sub.add_parser("compare", help="compare runs case by case; exit 1 on a regression, 3 if it cannot tell")
     p.add_argument("base", help="a run, comma-separated runs, or results/<id> for its repeats <id>-r1..rk")
     p.add_argument("new", nargs="+", help="one side per argument, each compared with base (same forms)")
     p.add_argument("--tolerance", type=float, default=0.05, help="practical margin, fraction (default 0.05)")
-    p.add_argument("--alpha", type=float, default=0.05, help="family-wise significance level (default 0.05)")
+    p.add_argument(
+        "--alpha",
+        type=float,
+        default=0.05,
+        help="family-wise error rate of the case verdicts: runs of one commit call any case slower or faster "
+        "with at most this probability (default 0.05)",
+    )
+    p.add_argument(
+        "--max-inconclusive",
+        type=float,
+        default=0.1,
+        help="the gate is INCONCLUSIVE (exit 3), not PASS, when more than this fraction of the cases could not be "
+        "judged (default 0.1)",
+    )
+    p.add_argument(
+        "--allow-settings-diff",
+        action="store_true",
+        help="give a verdict also for cases whose settings (versions, pipeline depth, iterations, ...) differ",
+    )
     p.add_argument("--show", choices=("all", "changed"), default="all", help="which cases to list")
     p.add_argument("--out", default=None, help="also write DIR/compare.html and compare.png")
     p.set_defaults(fn=_cmd_compare)

@@ -150,16 +150,19 @@ def test_compare_flags_planted_20pct_slowdown_not_1pct_noise(tmp_path):
     assert not any(r.verdict == "faster" for r in c.cases)
     assert len(c.cases) == len(recs) and not c.only_base and not c.only_new
 
+    # one run a side whose 10 samples spread 20x: no case can be told same within 5%, none is flagged
     c = compare.compare_records(recs, results.records(noise))
     assert not c.failed and c.overall == "same"
-    assert all(r.verdict == "same" for r in c.cases)
+    assert all(r.verdict == "inconclusive" for r in c.cases) and c.gate == "INCONCLUSIVE"
 
-    # the CLI gate: exit 1 on the regression, 0 on noise, 2 on unreadable input
+    # the CLI gate: exit 1 on the regression, 3 when it cannot tell, 0 when it may pass, 2 on unreadable input
     b, s, n = _save(base, tmp_path / "base"), _save(slow, tmp_path / "slow"), _save(noise, tmp_path / "noise")
     assert report.main(["compare", str(b), str(s), "--out", str(tmp_path / "cmp")]) == 1
     assert (tmp_path / "cmp" / "compare.png").read_bytes().startswith(PNG_MAGIC)
     assert "-&gt; slower" in (tmp_path / "cmp" / "compare.html").read_text()
-    assert report.main(["compare", str(b), str(n)]) == 0
+    assert report.main(["compare", str(b), str(n)]) == 3
+    assert report.main(["compare", str(b), str(n), "--max-inconclusive", "1"]) == 0
+    assert report.main(["compare", str(b), str(n), "--alpha", "0"]) == 2
     assert report.main(["compare", str(b), str(tmp_path / "missing")]) == 2
 
 
@@ -170,7 +173,9 @@ def test_make_compare_is_a_regression_gate(tmp_path):
     r = _make("compare", f"BASE={FIXTURE}", f"NEW={slow}")
     assert r.returncode != 0, r.stdout + r.stderr
     assert "gate: FAIL" in r.stdout and "-> slower" in r.stdout
-    r = _make("compare", f"BASE={FIXTURE}", f"NEW={FIXTURE}")
+    r = _make("compare", f"BASE={FIXTURE}", f"NEW={FIXTURE}")  # 10 samples spread 20x: cannot tell
+    assert r.returncode == 2 and "gate: INCONCLUSIVE" in r.stdout, r.stdout + r.stderr  # make: exit 3 -> 2
+    r = _make("compare", f"BASE={FIXTURE}", f"NEW={FIXTURE}", "MAX_INCONCLUSIVE=1")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "gate: PASS" in r.stdout
     r = _make("compare")
@@ -469,6 +474,8 @@ def test_summary_groups_skips_by_reason_and_flags_unstable_cases():
     assert rows["skipped"] == "4 cases: 3 placement cases: no CUDA; 1 p2p case: 2 ranks"
     rows = dict(analysis.summary_rows(run, base=("base", [recs])))
     assert rows["against base"].startswith("same overall (median case ratio 1.000")
+    n = len(recs)  # every case told same but the wild one, which cannot be: within MAX_INCONCLUSIVE
+    assert f"{n} matched case(s): 0 slower, 0 faster, {n - 1} same, 1 inconclusive; gate: PASS" in rows["against base"]
 
 
 @pytest.mark.skipif(
