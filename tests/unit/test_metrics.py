@@ -104,3 +104,11 @@ def test_size_sweep():
     with pytest.raises(ValueError):
         metrics.size_sweep(10, 5, 2)
     assert metrics.busbw_factor("barrier", 4) == 0.0  # a barrier moves no payload
+
+
+def test_last_per_sample_names_the_largest_and_its_lead_over_the_others_median():
+    # 3 ranks x 3 samples: rank 1 late in sample 0 (9 vs 1 and 3), a tie in sample 1, none in sample 2
+    ranks, by = metrics.last_per_sample([[1, 5, 2], [9, 5, 2], [3, 4, 2]])
+    assert ranks == [1, 0, 0]  # the lowest rank on a tie
+    assert by == pytest.approx([9 - 2, 5 - 4.5, 0.0])
+    assert metrics.last_per_sample([[4.0, 1.0]]) == ([0, 0], [0.0, 0.0])  # one rank: nothing to lead

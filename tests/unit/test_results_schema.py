@@ -92,8 +92,11 @@ def test_record_says_how_every_number_was_obtained():
         ops_per_sample=2,
         warmup_iters=1,
         precision_reached=None,
-        slowest_rank=[2, 2, 0],
+        last_done_rank=[2, 2, 0],
         rank_median_s=[1e-3, 1.5e-3, 2e-3],
+        late_arrival_rank=[1, 1, 1],
+        late_arrival_by_s=[3e-3, 2e-3, 4e-3],
+        rank_arrival_median_s=[1e-6, 3e-3, 2e-6],
         buffer_sets=2,
     )
     rec = results.make_record(
@@ -120,9 +123,13 @@ def test_record_says_how_every_number_was_obtained():
     assert set(numeric) <= set(rec["provenance"]), set(numeric) - set(rec["provenance"])
     assert all(v.split(":")[0] in ("measured", "derived", "modelled") for v in rec["provenance"].values())
     assert rec["provenance"]["busbw_factor"].startswith("modelled: nccl-tests bus factor of all_gather")
-    # per-rank: medians, who was slowest how often, the spread
+    # per-rank: medians, who finished last and who entered the op last how often, the spread
     assert rec["rank_median_us"] == pytest.approx([1000.0, 1500.0, 2000.0])
-    assert rec["slowest_rank"] == [2, 2, 0] and rec["slowest_rank_hist"] == [1, 0, 2]
+    assert rec["last_done_rank"] == [2, 2, 0] and rec["last_done_rank_hist"] == [1, 0, 2]
+    assert rec["late_arrival_rank"] == [1, 1, 1] and rec["late_arrival_rank_hist"] == [0, 3, 0]
+    assert rec["late_arrival_by_us"] == pytest.approx([3000.0, 2000.0, 4000.0])
+    assert rec["rank_arrival_us"] == pytest.approx([1.0, 3000.0, 2.0])
+    assert "slowest_rank" not in rec  # it named whoever finished last, not who held the others back
     assert rec["rank_spread_us"] == pytest.approx({"min": 1000.0, "median": 1500.0, "max": 2000.0})
     assert rec["checked"] is True and rec["buffer_sets"] == 2 and "rank_samples_us" not in rec
 
