@@ -272,3 +272,29 @@ def test_the_wrong_counts_say_how_they_were_obtained(ctx):
     _, rec = Harness(ctx, CFG, env={}).run(ops.collective_cases(CFG, 1, experiment="collectives")[0])
     assert {"n_wrong", "n_wrong_check", "n_wrong_timed"} <= set(rec["provenance"])
 
+
+def test_injected_delay_lands_before_or_after_the_op_call(ctx):
+    # @before: between the barrier and the op call (the rank's arrival); @after (the default): after the
+    # op completed, so not in the arrival. Both are in the sample.
+    case = ops.collective_cases(CFG, 1, experiment="collectives")[0]  # all_reduce sum, in place
+    _, before = Harness(ctx, CFG, env={"SUITE_INJECT_DELAY": "0:0.003:all_reduce@before"}).run(case)
+    _, after = Harness(ctx, CFG, env={"SUITE_INJECT_DELAY": "0:0.003:all_reduce"}).run(case)
+    assert before["rank_arrival_us"][0] >= 3000 and before["time_us"] >= 3000
+    # every sample >= its arrival + the sleep, so the medians are too
+    assert after["time_us"] >= 3000 and after["rank_arrival_us"][0] <= after["time_us"] - 3000
+
+
+@pytest.mark.parametrize("spec", ["1", "x:0.1", "1:fast", "-1:0.1", "1:-0.5", "1:0.1@during", "1:0.1:a:b", "1:nan"])
+def test_a_bad_delay_spec_is_one_clear_line(spec):
+    from suite.runner import parse_delay
+
+    with pytest.raises(ValueError, match="SUITE_INJECT_DELAY=.*expected <rank>:<seconds>"):
+        parse_delay(spec)
+
+
+def test_a_delay_spec_reads_rank_seconds_name_and_where():
+    from suite.runner import parse_delay
+
+    assert parse_delay("2:0.015") == (2, 0.015, "", "after")
+    assert parse_delay("1:0.05:all_reduce@before") == (1, 0.05, "all_reduce", "before")
+    assert parse_delay("0:1@after") == (0, 1.0, "", "after")
