@@ -147,7 +147,7 @@ def make_record(
     }
     if not checked:
         rec["unchecked_reason"] = unchecked_reason or "not stated"
-    rec.update(per_rank_fields(m, world_size))
+    rec.update(per_rank_fields(m))
     if m.timing_mode == "cuda_graph":
         rec["graph_kernel_nodes"] = m.graph_kernel_nodes  # None: not counted (no cuda.bindings)
     if m.precision_reached is not None:
@@ -182,22 +182,25 @@ def make_record(
     return rec
 
 
-def per_rank_fields(m: Measurement, world_size: int) -> dict:
+def per_rank_fields(m: Measurement) -> dict:
     """Per-rank medians, per iteration the rank that finished last and the one that entered the op last
     (with their histograms), each rank's median arrival (empty when not measured)."""
     if m.rank_median_s is None or m.last_done_rank is None:
         return {}
     med = [x * 1e6 for x in m.rank_median_s]
+    n = len(med)  # the group's ranks, or those that take part (Case.rank_fields_of; group_ranks)
     out = {
         "rank_median_us": med,
-        "last_done_rank": list(m.last_done_rank),
-        "last_done_rank_hist": _hist(m.last_done_rank, world_size),
         "rank_spread_us": {"min": min(med), "median": metrics.percentile(med, 50), "max": max(med)},
     }
+    if n > 1:  # one rank timed: nothing to rank
+        out["last_done_rank"] = list(m.last_done_rank)
+        out["last_done_rank_hist"] = _hist(m.last_done_rank, n)
     if m.late_arrival_rank is not None:
-        out["late_arrival_rank"] = list(m.late_arrival_rank)
-        out["late_arrival_rank_hist"] = _hist(m.late_arrival_rank, world_size)
-        out["late_arrival_by_us"] = [x * 1e6 for x in m.late_arrival_by_s or []]
+        if n > 1:
+            out["late_arrival_rank"] = list(m.late_arrival_rank)
+            out["late_arrival_rank_hist"] = _hist(m.late_arrival_rank, n)
+            out["late_arrival_by_us"] = [x * 1e6 for x in m.late_arrival_by_s or []]
         out["rank_arrival_us"] = [x * 1e6 for x in m.rank_arrival_median_s or []]
     if m.rank_samples_s is not None:
         out["rank_samples_us"] = [[x * 1e6 for x in r] for r in m.rank_samples_s]
@@ -206,9 +209,9 @@ def per_rank_fields(m: Measurement, world_size: int) -> dict:
     return out
 
 
-def _hist(ranks: list[int], world_size: int) -> list[int]:
-    """Per rank, how many entries of ``ranks`` name it."""
-    hist = [0] * world_size
+def _hist(ranks: list[int], n: int) -> list[int]:
+    """Per position 0..n-1, how many entries of ``ranks`` name it."""
+    hist = [0] * n
     for r in ranks:
         hist[r] += 1
     return hist

@@ -125,6 +125,7 @@ class Harness:
                     before_op=_delay_before(delay),
                     keep_rank_samples=self.keep_rank_samples or case.keep_rank_samples,
                     started_at=started,
+                    rank_fields_of=case.rank_fields_of,
                 )
                 ctx.sync_device()
             # 3. the buffers that were timed hold exactly one op's result (reset before each sample)

@@ -108,7 +108,8 @@ class Measurement:
     """Distinct buffer sets the in-flight ops of one sample used."""
     group_ranks: list[int] | None = None
     """Global rank of each position of ``rank_median_s`` and of the ``*_rank`` fields when the group is
-    not the whole job (a subgroup); None when they are the global ranks themselves."""
+    not the whole job (a subgroup) or only the ranks that take part are reported (``rank_fields_of``);
+    None when they are the global ranks themselves."""
     graph_kernel_nodes: int | None = None
     """cuda_graph mode: kernel nodes of the captured graph (None when not counted: no cuda.bindings)."""
 
@@ -367,6 +368,7 @@ def measure(
     before_op: Callable[[], None] | None = None,
     keep_rank_samples: bool = False,
     started_at: float | None = None,
+    rank_fields_of: Sequence[int] | None = None,
 ) -> Measurement:
     """Warm up, time, and reduce across ranks. The only timing loop of the suite.
 
@@ -377,6 +379,8 @@ def measure(
     sample, outside the timed interval. ``before_op`` runs after each sample's
     barrier, before the op call: inside the sample and in this rank's arrival (what
     keeps a rank from reaching the op; the suite's ``SUITE_INJECT_DELAY=...@before``).
+    ``rank_fields_of``: the positions whose own times the per-rank fields cover (the ranks that take
+    part in a pair pattern); the samples are the maximum over every rank either way.
 
     Precision mode (``cfg.precision_pct`` > 0) adds rounds of ``iters`` samples until the
     median's CI is within ±precision_pct % or ``cfg.max_time_s`` has passed since
@@ -429,7 +433,8 @@ def measure(
                 break
             got = got.merge(round_())
         reached = _broadcast_flag(ctx, bool(reached))
-    per_rank, arrivals = got.per_rank, got.arrivals
+    mine = list(range(ctx.world_size)) if rank_fields_of is None else list(rank_fields_of)
+    per_rank, arrivals = [got.per_rank[r] for r in mine], [got.arrivals[r] for r in mine]
     late, late_by = metrics.last_per_sample(arrivals)
     return Measurement(
         samples_s=_max_over_ranks(got),
@@ -446,16 +451,17 @@ def measure(
         rank_arrival_median_s=[metrics.percentile(r, 50) for r in arrivals],
         rank_arrivals_s=arrivals if keep_rank_samples else None,
         buffer_sets=min(len(ops), depth),
-        group_ranks=_group_ranks(ctx),
+        group_ranks=_group_ranks(ctx, rank_fields_of),
         graph_kernel_nodes=kernels,
     )
 
 
-def _group_ranks(ctx: DistContext) -> list[int] | None:
-    """Global ranks of the group's positions, or None for the whole job (positions are global ranks)."""
-    if ctx.group is None or ctx.group is dist.group.WORLD:
-        return None
-    ranks = [dist.get_global_rank(ctx.group, r) for r in range(ctx.world_size)]
+def _group_ranks(ctx: DistContext, positions: Sequence[int] | None = None) -> list[int] | None:
+    """Global ranks of the per-rank fields' positions (the group's, or ``positions`` of it), or None when
+    they are the whole job's ranks in order."""
+    whole = ctx.group is None or ctx.group is dist.group.WORLD
+    pos = list(range(ctx.world_size)) if positions is None else list(positions)
+    ranks = pos if whole else [dist.get_global_rank(ctx.group, r) for r in pos]
     return None if ranks == list(range(dist.get_world_size())) else ranks
 
 

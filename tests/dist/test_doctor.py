@@ -36,7 +36,11 @@ def test_healthy_machine_says_healthy(tmp_path):
     assert all(len(e["passes"]) == 2 for e in d["links"])
     recs = [b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]]
     assert all_correct(recs)
-    assert all(len(r["rank_samples_us"]) == 6 for r in recs)
+    # every rank's own time in the all-rank probes; a pair probe's only of the ranks that take part
+    # (latency: the initiator's clock), group_ranks naming them
+    ranks_of = {"latency": 1, "bandwidth": 2, "bidirectional": 2}
+    assert all(len(r["rank_samples_us"]) == ranks_of.get(r["probe"], 6) for r in recs)
+    assert all(r["group_ranks"] == [r["src"], r["dst"]][: ranks_of[r["probe"]]] for r in recs if r["probe"] in ranks_of)
     assert load_bench(tmp_path)["suite"]["exit_status"] == EXIT_OK
 
 
