@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import os
 import time
 from collections.abc import Mapping
@@ -224,12 +225,12 @@ def parse_delay(spec: str) -> tuple[int, float, str, str]:
         if where not in ("after", "before") or len(parts) not in (2, 3):
             raise ValueError
         rank, seconds = int(parts[0]), float(parts[1])
-        if rank < 0 or not seconds >= 0:
+        if rank < 0 or not 0 <= seconds < math.inf:
             raise ValueError
     except ValueError:
         raise ValueError(
             f"SUITE_INJECT_DELAY={spec!r}: expected <rank>:<seconds>[:<name>][@after|@before], "
-            "a rank >= 0 and seconds >= 0"
+            "a rank >= 0 and finite seconds >= 0"
         ) from None
     return rank, seconds, parts[2] if len(parts) == 3 else "", where
 

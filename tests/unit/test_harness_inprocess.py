@@ -284,7 +284,9 @@ def test_injected_delay_lands_before_or_after_the_op_call(ctx):
     assert after["time_us"] >= 3000 and after["rank_arrival_us"][0] <= after["time_us"] - 3000
 
 
-@pytest.mark.parametrize("spec", ["1", "x:0.1", "1:fast", "-1:0.1", "1:-0.5", "1:0.1@during", "1:0.1:a:b", "1:nan"])
+@pytest.mark.parametrize(
+    "spec", ["1", "x:0.1", "1:fast", "-1:0.1", "1:-0.5", "1:0.1@during", "1:0.1:a:b", "1:nan", "1:inf"]
+)
 def test_a_bad_delay_spec_is_one_clear_line(spec):
     from suite.runner import parse_delay
 
