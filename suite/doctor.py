@@ -230,6 +230,16 @@ def own_times_us(rec: dict) -> list[list[float]]:
     return [[t - (latest[i] - a[i]) / per for i, t in enumerate(row)] for row, a in zip(samples, arrivals)]
 
 
+def rank_time_probes(recs: list[dict]) -> list[tuple[str, list[list[float]]]]:
+    """(label, every rank's own time of every sample) of each stored probe where every rank works at once:
+    the samples of the compute probe (no op to wait in), ``own_times_us`` of the communication probes."""
+    return [
+        (r["label"], r["rank_samples_us"] if r["probe"] == "compute" else own_times_us(r))
+        for r in recs
+        if r.get("experiment") == EXPERIMENT and r.get("probe") in ALL_RANK_PROBES and r.get("rank_samples_us")
+    ]
+
+
 def straggler_in_probe(
     rank_samples_us: list[list[float]], rank_arrivals_us: list[list[float]] | None = None
 ) -> list[dict]:

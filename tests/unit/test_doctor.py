@@ -193,6 +193,16 @@ def test_a_rank_that_arrives_late_is_named_by_the_communication_probes():
     assert f.kind == "straggler" and f.where == "rank 4 (node2)" and "entered the op last in 10" in f.confidence
 
 
+def test_the_per_rank_plot_shows_the_late_rank_in_the_communication_probes():
+    # what the report's box plot draws: every all-rank probe, the communication ones as own times
+    run = _run(THREE_NODES, late_us=lambda r: 1000.0 if r == 4 else 0.0, noise=0.05)
+    probes = dict(doctor.rank_time_probes([b["extra_info"] for b in run["benchmarks"]]))
+    assert set(probes) == {"compute-pass1", "compute-pass2", "all_reduce-4096", "all_reduce-65536"}
+    for label in ("all_reduce-4096", "all_reduce-65536"):
+        meds = [sorted(r)[len(r) // 2] for r in probes[label]]
+        assert max(range(6), key=meds.__getitem__) == 4 and meds[4] > 1.5 * sorted(meds)[2], meds
+
+
 def test_own_time_is_the_sample_less_the_wait_for_the_last_arrival():
     # 3 ranks, 1 sample: rank 1 arrived 100 us after rank 0 and 99 us after rank 2
     rec = {"rank_samples_us": [[110.0], [110.0], [110.0]], "rank_arrivals_us": [[0.0], [100.0], [1.0]]}
