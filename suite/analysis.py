@@ -677,16 +677,12 @@ def doctor_section(run: dict, plot_name, d) -> Section:
                 png=plots.doctor_heatmaps(d.links, d.hosts),
             )
         )
-    probes = [
-        (r["label"], r["rank_samples_us"])
-        for r in results.records(run)
-        if r.get("experiment") == "doctor" and r.get("probe") in doctor.ALL_RANK_PROBES and r.get("rank_samples_us")
-    ]
+    probes = doctor.rank_time_probes(results.records(run))
     if probes:
         sec.plots.append(
             Plot(
                 name=plot_name("doctor", "ranks"),
-                title="every rank's own time, per probe",
+                title="every rank's own time, per probe (communication: less its wait for the last to arrive)",
                 png=plots.rank_distributions(probes, [s["rank"] for s in d.stragglers]),
             )
         )

@@ -161,6 +161,10 @@ class Case:
     keep_rank_samples: bool = False
     """Record every rank's own time of every sample (``rank_samples_us``), not only the per-rank medians
     (the doctor's straggler and per-rank distributions need them)."""
+    rank_fields_of: tuple[int, ...] | None = None
+    """The ranks (positions in the case's group) whose own times the per-rank fields report, e.g. a pair
+    pattern's two ranks, or ping-pong's initiator alone (its clock, as OSU times it); the others take no
+    part and are in none of them (the sample is still the maximum over every rank). None: every rank."""
     resolve: Callable[..., "Case"] | None = None
     """resolve(case, ctx, cfg, session) -> the concrete case (e.g. ``dataclasses.replace(case, ...)``), for a
     case whose size or fields are found at run time (e.g. by a probe); may raise CaseSkipped or CaseFailed

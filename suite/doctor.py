@@ -30,7 +30,12 @@ ranks) *and* its median time is at least ``STRAGGLER_FACTOR`` (1.25) times the m
 medians. (Counting only how often a rank is *the* slowest would miss two starved ranks that share that
 place.) It is named a straggler when flagged in the compute probe (its passes pooled), or in most of
 the communication probes; "holds the others back by" is the median over samples of its time minus the
-others' median, what the group waits at the next collective.
+others' median, what the group waits at the next collective. In a communication probe a rank that
+*arrives late* (slow before the op) makes every rank wait inside the op, so all their times are equal;
+there a rank's time is its own: its sample minus how long it waited inside the op for the last rank to
+arrive (``own_times_us``: the latest arrival minus its own, each rank's time from its barrier exit to
+its op call, ``rank_arrivals_us``). The late rank keeps its whole time, the others lose their wait, and
+the same sign test names it; a rank slow after its op has no wait to lose either way.
 
 **Weak node.** A host with at least two inter-node links (or ranks) in one direction, all of them
 affected: all its outgoing bandwidth links slow, all incoming, all its latency pairs, or all its ranks
@@ -212,16 +217,43 @@ def binomial_upper_tail(k: int, n: int, p: float) -> float:
     return min(1.0, sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k, n + 1)))
 
 
-def straggler_in_probe(rank_samples_us: list[list[float]]) -> list[dict]:
+def own_times_us(rec: dict) -> list[list[float]]:
+    """Each rank's own time of each sample of a communication probe's record: its sample minus how long it
+    waited inside the op for the last rank to arrive (the latest arrival minus its own, in the samples'
+    units: arrivals are per sample, samples are divided by ops_per_sample and time_divisor). The samples
+    themselves when the record has no arrivals (runs stored before they were recorded)."""
+    samples, arrivals = rec["rank_samples_us"], rec.get("rank_arrivals_us")
+    if not arrivals:
+        return samples
+    per = rec.get("ops_per_sample", 1) * rec.get("time_divisor", 1)
+    latest = [max(col) for col in zip(*arrivals)]
+    return [[t - (latest[i] - a[i]) / per for i, t in enumerate(row)] for row, a in zip(samples, arrivals)]
+
+
+def rank_time_probes(recs: list[dict]) -> list[tuple[str, list[list[float]]]]:
+    """(label, every rank's own time of every sample) of each stored probe where every rank works at once:
+    the samples of the compute probe (no op to wait in), ``own_times_us`` of the communication probes."""
+    return [
+        (r["label"], r["rank_samples_us"] if r["probe"] == "compute" else own_times_us(r))
+        for r in recs
+        if r.get("experiment") == EXPERIMENT and r.get("probe") in ALL_RANK_PROBES and r.get("rank_samples_us")
+    ]
+
+
+def straggler_in_probe(
+    rank_samples_us: list[list[float]], rank_arrivals_us: list[list[float]] | None = None
+) -> list[dict]:
     """Per rank: in how many samples it was slower than the median of the others (a sign test: without a
     straggler, 1/2 per sample whatever the distribution), the one-sided p-value, how often it was the
-    slowest, its median over the others' and how long the others waited for it; ``flagged`` when both the
-    count (p < ALPHA / n) and the effect (ratio >= STRAGGLER_FACTOR) hold."""
+    slowest (and, with arrivals, how often it entered the op last), its median over the others' and how
+    long the others waited for it; ``flagged`` when both the count (p < ALPHA / n) and the effect
+    (ratio >= STRAGGLER_FACTOR) hold."""
     n = len(rank_samples_us)
     m = min(len(r) for r in rank_samples_us) if n else 0
     if n < 2 or m < 1:
         return []
-    slowest = [max(range(n), key=lambda r: rank_samples_us[r][i]) for i in range(m)]
+    slowest = metrics.last_per_sample([r[:m] for r in rank_samples_us])[0]
+    late = metrics.last_per_sample([r[:m] for r in rank_arrivals_us])[0] if rank_arrivals_us else None
     meds = [statistics.median(r[:m]) for r in rank_samples_us]
     out = []
     for r in range(n):
@@ -236,6 +268,7 @@ def straggler_in_probe(rank_samples_us: list[list[float]]) -> list[dict]:
                 "rank": r,
                 "slower_than_others": above,
                 "slowest": slowest.count(r),
+                "late_arrival": None if late is None else late.count(r),
                 "samples": m,
                 "p_value": p,
                 "median_us": meds[r],
@@ -353,7 +386,9 @@ def diagnose(run: dict) -> Diagnosis:
                 )
                 labels.append(r["label"])
             else:
-                per_probe.append((r["probe"], r["label"], straggler_in_probe(r["rank_samples_us"])))
+                per_probe.append(
+                    (r["probe"], r["label"], straggler_in_probe(own_times_us(r), r.get("rank_arrivals_us")))
+                )
     if pooled:
         per_probe.insert(0, ("compute", " + ".join(labels), straggler_in_probe(pooled)))
     n = world
@@ -372,6 +407,11 @@ def diagnose(run: dict) -> Diagnosis:
             "compute_median_us": statistics.median(x["median_us"] for x in comp_rows) if comp_rows else None,
             "compute_ratio": statistics.median(x["ratio"] for x in comp_rows) if comp_rows else None,
             "slowest_in": {label: f"{row['slowest']}/{row['samples']}" for _, label, row in rows},
+            "late_arrival_in": {
+                label: f"{row['late_arrival']}/{row['samples']}"
+                for _, label, row in rows
+                if row["late_arrival"] is not None
+            },
             "slower_than_others_in": {label: f"{row['slower_than_others']}/{row['samples']}" for _, label, row in rows},
             "straggler": in_compute or in_comm,
             "evidence": [label for _, label, row in rows if row["flagged"]],
@@ -389,6 +429,7 @@ def diagnose(run: dict) -> Diagnosis:
                     "holds_back_us": best["holds_back_us"],
                     "p_value": best["p_value"],
                     "slowest": best["slowest"],
+                    "late_arrival": best["late_arrival"],
                     "samples": best["samples"],
                     "slower_than_others": best["slower_than_others"],
                     "median_us": best["median_us"],
@@ -498,8 +539,9 @@ def diagnose(run: dict) -> Diagnosis:
                 expected=f"{s['others_median_us']:.3g} us (the other ranks)",
                 ratio=s["others_median_us"] / s["median_us"] if s["median_us"] > 0 else 0.0,
                 confidence=f"slower than the others' median in {s['slower_than_others']}/{s['samples']} samples "
-                f"(chance 1/2: p = {s['p_value']:.1g}), the slowest in {s['slowest']}; "
-                f"holds the others back by {s['holds_back_us']:.3g} us per step",
+                f"(chance 1/2: p = {s['p_value']:.1g}), the slowest in {s['slowest']}"
+                + ("" if s["late_arrival"] is None else f", entered the op last in {s['late_arrival']}")
+                + f"; holds the others back by {s['holds_back_us']:.3g} us per step",
                 evidence=s["evidence"],
                 detail=s,
             )

@@ -191,6 +191,10 @@ def main(argv: list[str] | None = None) -> int:
         try:
             live = progress.mode(os.environ, sys.stdout.isatty()) == "live"
             progress.every_s(os.environ)
+            if os.environ.get("SUITE_INJECT_DELAY"):  # the suite's own fault (tests): imports torch only then
+                from suite.runner import parse_delay
+
+                parse_delay(os.environ["SUITE_INJECT_DELAY"])
         except ValueError as e:
             raise ConfigError(str(e)) from None
     except ConfigError as e:

@@ -112,6 +112,22 @@ def tail_min_samples(q: float) -> int:
     return 1 if f <= 0 else math.ceil(round(1.0 / f, 9))
 
 
+def last_per_sample(per_rank: Sequence[Sequence[float]]) -> tuple[list[int], list[float]]:
+    """Per sample ``i``: the rank ``r`` with the largest ``per_rank[r][i]`` (the lowest on a tie) and by how
+    much it exceeds the median of the other ranks' values (0.0 with one rank).
+
+    On each rank's time from the barrier exit to its op call, that is the rank that entered the op last
+    (the late arrival) and how late; on each rank's whole time, the rank that finished last."""
+    n = len(per_rank)
+    ranks, by = [], []
+    for col in zip(*per_rank):
+        r = max(range(n), key=col.__getitem__)
+        others = [col[j] for j in range(n) if j != r]
+        ranks.append(r)
+        by.append(float(col[r] - np.median(others)) if others else 0.0)
+    return ranks, by
+
+
 def latency_stats_us(samples_s: Sequence[float]) -> dict[str, float | None]:
     """p05/p50/p95/p99, min, max and mean of per-iteration samples, in µs; a percentile with fewer
     samples than ``tail_min_samples`` is None (the median, min and max are always there)."""

@@ -631,7 +631,33 @@ def _case(
         # the exchange's size and deadlock_* fields are found at run time
         resolve=_RESOLVE[s.pattern](s) if s.pattern in _RESOLVE else None,
     )
-    return case
+    return _rank_fields(case, s)
+
+
+_PAIR_PATTERNS = ("pingpong", "pair_matrix", "window", "batching", "exchange")
+"""Patterns in which only two ranks take part (src and dst; the exchange: 0 and 1)."""
+
+
+def _rank_fields(case: Case, s: Spec) -> Case:
+    """Whose own times the per-rank fields of a pair pattern report: ping-pong's initiator alone (its clock,
+    as OSU osu_latency times it: the responder's time is the same round trips seen from the other end), the
+    two ranks of the other pair patterns; the ranks that take no part in none (their time is ~0)."""
+    if s.pattern not in _PAIR_PATTERNS:
+        return case
+    pair = (0, 1) if s.pattern == "exchange" else (s.src, s.dst)
+    if s.pattern in ("pingpong", "pair_matrix"):
+        ranks, what = pair[:1], f"the initiator's own clock (rank {pair[0]}, as OSU osu_latency times it)"
+    else:
+        ranks, what = pair, f"per rank that takes part (ranks {pair[0]} and {pair[1]})"
+    return dataclasses.replace(
+        case,
+        rank_fields_of=ranks,
+        provenance={
+            "rank_median_us": f"measured: {what}, the median over iterations of its own time, divided as "
+            "time_us is; the ranks that take no part are not in it (group_ranks: the ranks reported)",
+            **case.provenance,
+        },
+    )
 
 
 _RESOLVE = {"exchange": _resolve_exchange, "pingpong": _resolve_pingpong, "pair_matrix": _resolve_pingpong}

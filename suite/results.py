@@ -61,8 +61,16 @@ PROVENANCE = {
     "samples_us": "measured: per iteration, the maximum over ranks of each rank's time",
     "rank_median_us": "measured: per rank, the median over iterations of that rank's own time",
     "rank_spread_us": "derived: min / median / max over ranks of rank_median_us",
-    "slowest_rank": "measured: per iteration, the rank whose time was the maximum",
-    "slowest_rank_hist": "derived: per rank, how many iterations it was the slowest",
+    "last_done_rank": "measured: per iteration, the rank whose time was the maximum (it finished last; a rank "
+    "that arrives late makes every rank wait, so it is not this but late_arrival_rank)",
+    "last_done_rank_hist": "derived: per rank, how many iterations it finished last",
+    "late_arrival_rank": "measured: per iteration, the rank that entered the op last: the largest time from its "
+    "own barrier exit to its op call (the others waited for it inside the op)",
+    "late_arrival_rank_hist": "derived: per rank, how many iterations it entered the op last",
+    "late_arrival_by_us": "derived: per iteration, the late arrival's time from barrier exit to op call minus "
+    "the median of the other ranks' (per sample, not divided)",
+    "rank_arrival_us": "measured: per rank, the median over iterations of its time from its barrier exit to its "
+    "op call (per sample, not divided)",
     "algbw_gbps": "derived: size_bytes / time_us (nccl-tests algbw, GB = 1e9 B)",
     "busbw_gbps": "derived: algbw_gbps x busbw_factor (nccl-tests busbw)",
     "busbw_factor": "modelled: nccl-tests bus factor of {bw_op} at world_size ranks (ring/flat algorithm)",
@@ -156,7 +164,7 @@ def make_record(
     }
     if not checked:
         rec["unchecked_reason"] = unchecked_reason or "not stated"
-    rec.update(per_rank_fields(m, world_size))
+    rec.update(per_rank_fields(m))
     if m.timing_mode == "cuda_graph":
         rec["graph_kernel_nodes"] = m.graph_kernel_nodes  # None: not counted (no cuda.bindings)
     if m.precision_reached is not None:
@@ -243,23 +251,39 @@ BAND_LABEL = "p05–p95 (min–max with < 20 samples)"
 """What ``band_us`` is, for axis titles and legends."""
 
 
-def per_rank_fields(m: Measurement, world_size: int) -> dict:
-    """Per-rank medians, the slowest rank per iteration and its histogram (empty when not measured)."""
-    if m.rank_median_s is None or m.slowest_rank is None:
+def per_rank_fields(m: Measurement) -> dict:
+    """Per-rank medians, per iteration the rank that finished last and the one that entered the op last
+    (with their histograms), each rank's median arrival (empty when not measured)."""
+    if m.rank_median_s is None or m.last_done_rank is None:
         return {}
     med = [x * 1e6 for x in m.rank_median_s]
-    hist = [0] * world_size
-    for r in m.slowest_rank:
-        hist[r] += 1
+    n = len(med)  # the group's ranks, or those that take part (Case.rank_fields_of; group_ranks)
     out = {
         "rank_median_us": med,
-        "slowest_rank": list(m.slowest_rank),
-        "slowest_rank_hist": hist,
         "rank_spread_us": {"min": min(med), "median": metrics.percentile(med, 50), "max": max(med)},
     }
+    if n > 1:  # one rank timed: nothing to rank
+        out["last_done_rank"] = list(m.last_done_rank)
+        out["last_done_rank_hist"] = _hist(m.last_done_rank, n)
+    if m.late_arrival_rank is not None:
+        if n > 1:
+            out["late_arrival_rank"] = list(m.late_arrival_rank)
+            out["late_arrival_rank_hist"] = _hist(m.late_arrival_rank, n)
+            out["late_arrival_by_us"] = [x * 1e6 for x in m.late_arrival_by_s or []]
+        out["rank_arrival_us"] = [x * 1e6 for x in m.rank_arrival_median_s or []]
     if m.rank_samples_s is not None:
         out["rank_samples_us"] = [[x * 1e6 for x in r] for r in m.rank_samples_s]
+    if m.rank_arrivals_s is not None:
+        out["rank_arrivals_us"] = [[x * 1e6 for x in r] for r in m.rank_arrivals_s]
     return out
+
+
+def _hist(ranks: list[int], n: int) -> list[int]:
+    """Per position 0..n-1, how many entries of ``ranks`` name it."""
+    hist = [0] * n
+    for r in ranks:
+        hist[r] += 1
+    return hist
 
 
 def load_run(path: str | os.PathLike) -> dict:

@@ -19,9 +19,12 @@ matched by ``Case.answers_to``: an experiment, op, label, identity value, or ``a
   values to the wrong place, as a routing bug does: two outputs of one shape (chunks,
   messages) swap contents, or a single output is rotated by one chunk
   (numel / world size elements; one element when that is the whole tensor).
-- ``SUITE_INJECT_DELAY=<rank>:<seconds>[:<name>]``: that rank sleeps after each
-  timed op completes (inside the op, as a straggler would); the record must name it
-  as the slowest rank.
+- ``SUITE_INJECT_DELAY=<rank>:<seconds>[:<name>][@after|@before]``: that rank sleeps
+  after each timed op completes (``@after``, the default: inside its sample, a rank slow
+  in or after the op; the record must name it as ``last_done_rank``), or before each
+  timed sample's op call (``@before``: a slow rank that arrives late, so every rank
+  waits for it inside the op and all finish at once; the record must name it as
+  ``late_arrival_rank``).
 - ``SUITE_INJECT_MISMATCH=<name>``: the last rank issues one extra 1-element
   all_reduce before the case (a collective the others do not call);
   TORCH_DISTRIBUTED_DEBUG=DETAIL must name the mismatch.
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import os
 import time
 from collections.abc import Mapping
@@ -112,17 +116,20 @@ class Harness:
             resets = [b.reset for b in sets if b.reset is not None]
             before = (lambda: [r() for r in resets]) if resets else None
             around = case.around(ctx) if case.around is not None else contextlib.nullcontext()
+            delay = self._delay(ctx, case)
             with around:
                 m = measure(
                     ctx,
                     cfg,
-                    [self._delayed(ctx, case, b.call) for b in sets],
+                    [_delayed_after(ctx, b.call, delay) for b in sets],
                     mode=mode,
                     iters=None if case.max_iters is None else min(cfg.iters, case.max_iters),
                     warmup_iters=case.warmup,
                     before_sample=before,
+                    before_op=_delay_before(delay),
                     keep_rank_samples=self.keep_rank_samples or case.keep_rank_samples,
                     started_at=started,
+                    rank_fields_of=case.rank_fields_of,
                 )
                 ctx.sync_device()
             # 3. the buffers that were timed hold exactly one op's result (reset before each sample)
@@ -196,27 +203,63 @@ class Harness:
         else:
             _flip(b)
 
-    def _delayed(self, ctx: DistContext, case: Case, call):
+    def _delay(self, ctx: DistContext, case: Case) -> tuple[float, str] | None:
+        """(seconds, "after" | "before") when SUITE_INJECT_DELAY delays this rank in this case, else None."""
         spec = self.env.get("SUITE_INJECT_DELAY", "")
         if not spec:
-            return call
-        parts = spec.split(":")
-        rank, seconds = int(parts[0]), float(parts[1])
-        if rank != ctx.rank or (len(parts) > 2 and not case.answers_to(parts[2])):
-            return call
-
-        def slow(async_op: bool):
-            wait_all(call(async_op))
-            ctx.sync_device()
-            time.sleep(seconds)
             return None
-
-        return slow
+        rank, seconds, name, where = parse_delay(spec)
+        if rank != ctx.rank or (name and not case.answers_to(name)):
+            return None
+        return seconds, where
 
     def _maybe_mismatch(self, ctx: DistContext, case: Case) -> None:
         target = self.env.get("SUITE_INJECT_MISMATCH")
         if target and case.answers_to(target) and ctx.rank == ctx.world_size - 1:
             dist.all_reduce(torch.zeros(1, device=ctx.device), group=ctx.group)
+
+
+def parse_delay(spec: str) -> tuple[int, float, str, str]:
+    """``<rank>:<seconds>[:<name>][@after|@before]`` as (rank, seconds, name or "", where); ValueError
+    with one line saying what is wrong."""
+    body, at, where = spec.partition("@")
+    where = where if at else "after"
+    parts = body.split(":")
+    try:
+        if where not in ("after", "before") or len(parts) not in (2, 3):
+            raise ValueError
+        rank, seconds = int(parts[0]), float(parts[1])
+        if rank < 0 or not 0 <= seconds < math.inf:
+            raise ValueError
+    except ValueError:
+        raise ValueError(
+            f"SUITE_INJECT_DELAY={spec!r}: expected <rank>:<seconds>[:<name>][@after|@before], "
+            "a rank >= 0 and finite seconds >= 0"
+        ) from None
+    return rank, seconds, parts[2] if len(parts) == 3 else "", where
+
+
+def _delayed_after(ctx: DistContext, call, delay: tuple[float, str] | None):
+    """``call``, then a sleep inside the op's sample (a rank slow in or after the op), when asked."""
+    if delay is None or delay[1] != "after":
+        return call
+    seconds = delay[0]
+
+    def slow(async_op: bool):
+        wait_all(call(async_op))
+        ctx.sync_device()
+        time.sleep(seconds)
+        return None
+
+    return slow
+
+
+def _delay_before(delay: tuple[float, str] | None):
+    """A sleep between the sample's barrier and the op call (a rank that arrives late), when asked."""
+    if delay is None or delay[1] != "before":
+        return None
+    seconds = delay[0]
+    return lambda: time.sleep(seconds)
 
 
 def _merge_fields(identity: dict, declared: dict, built: dict, *, label: str) -> dict:

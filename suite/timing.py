@@ -33,10 +33,18 @@ execution, and nothing of the ``synchronize`` after the end event. (Only in
 capture: a CPU tensor, a Gloo group) is an error, not a measurement.
 
 A sample is the *maximum over ranks* of that iteration's time (the collective
-is done only when its slowest rank is done). The per-rank samples are gathered
+is done only when its last rank is done). Each rank also takes its *arrival*: the
+time from its barrier exit to its op call (the sample's common start to the moment it
+entered the op; on CUDA an event pair on the idle stream, so the same host interval).
+Nothing runs there but ``before_op`` (the suite's late-arrival fault), so it costs one
+clock read per sample, outside the op. The per-rank samples and arrivals are gathered
 with one all_gather after the timed region, so the Measurement also knows, per
-iteration, which rank was slowest, and each rank's median (a straggler can be
-named later: ``make doctor``).
+iteration, which rank entered the op last (``late_arrival_rank``: a rank that arrives
+late makes every rank wait inside the op, so all ranks' times are equal and only the
+arrival names it), which rank finished last (``last_done_rank``: names a rank slow
+inside or after the op), and each rank's median (a straggler can be named later:
+``make doctor``). Arrivals are measured from each rank's own barrier exit: the
+barrier's exit skew (tens of microseconds on Gloo) is not in them.
 
 Pipelined mode issues ``depth`` ops back to back on ``depth`` distinct buffer
 sets (one per in-flight op; Gloo runs async ops concurrently on its worker
@@ -80,17 +88,28 @@ class Measurement:
     """Precision mode only: whether the CI target was met before the time cap."""
     timer: str = "host"
     """What clock took the samples: host (perf_counter) or cuda_event."""
-    slowest_rank: list[int] | None = None
-    """Per iteration: the rank whose time was the maximum (the sample)."""
+    last_done_rank: list[int] | None = None
+    """Per iteration: the rank whose time was the maximum (the sample): the one that finished last."""
     rank_median_s: list[float] | None = None
     """Per rank: the median over iterations of that rank's own times."""
     rank_samples_s: list[list[float]] | None = None
     """Every rank x iteration time, seconds (only when the run asks to keep them)."""
+    late_arrival_rank: list[int] | None = None
+    """Per iteration: the rank that entered the op last (the largest time from its barrier exit to its op
+    call); the others waited for it inside the op."""
+    late_arrival_by_s: list[float] | None = None
+    """Per iteration: how much later than the median of the other ranks that rank entered the op, seconds
+    (per sample: not divided by ``ops_per_sample`` nor by ``scaled``)."""
+    rank_arrival_median_s: list[float] | None = None
+    """Per rank: the median over iterations of its time from its barrier exit to its op call, seconds."""
+    rank_arrivals_s: list[list[float]] | None = None
+    """Every rank x iteration arrival, seconds (only when the run asks to keep the rank samples)."""
     buffer_sets: int = 1
     """Distinct buffer sets the in-flight ops of one sample used."""
     group_ranks: list[int] | None = None
-    """Global rank of each position of ``rank_median_s`` and of ``slowest_rank`` when the group is
-    not the whole job (a subgroup); None when they are the global ranks themselves."""
+    """Global rank of each position of ``rank_median_s`` and of the ``*_rank`` fields when the group is
+    not the whole job (a subgroup) or only the ranks that take part are reported (``rank_fields_of``);
+    None when they are the global ranks themselves."""
     graph_kernel_nodes: int | None = None
     """cuda_graph mode: kernel nodes of the captured graph (None when not counted: no cuda.bindings)."""
 
@@ -110,6 +129,7 @@ class Measurement:
         def div(xs):
             return None if xs is None else [x / divisor for x in xs]
 
+        # arrivals stay per sample: they are the time before the op, not the op's
         return dataclasses.replace(
             self,
             samples_s=div(self.samples_s),
@@ -136,24 +156,31 @@ def _run_samples(
     depth: int,
     graph=None,
     before_sample: Callable[[], None] | None = None,
-) -> list[float]:
+    before_op: Callable[[], None] | None = None,
+) -> tuple[list[float], list[float]]:
+    """(samples, arrivals): per sample, this rank's time from its barrier exit to the op(s) done / depth,
+    and from its barrier exit to its (first) op call."""
     if ctx.device.type == "cuda":
-        return _run_samples_cuda(ctx, ops, n, mode, depth, graph, before_sample)
+        return _run_samples_cuda(ctx, ops, n, mode, depth, graph, before_sample, before_op)
     # CPU: host clock (unchanged by the CUDA paths above and below).
-    out = []
+    out, arrived = [], []
     clock = time.perf_counter
     for _ in range(n):
         if before_sample is not None:
             before_sample()
         barrier(ctx)
         t0 = clock()
+        if before_op is not None:
+            before_op()
+        t1 = clock()
         if mode == "blocking":
             wait_all(ops[0](False))
         else:
             wait_all(_issue(ops, depth, True))
         ctx.sync_device()
         out.append((clock() - t0) / depth)
-    return out
+        arrived.append(t1 - t0)
+    return out, arrived
 
 
 def _run_samples_cuda(
@@ -164,8 +191,9 @@ def _run_samples_cuda(
     depth: int,
     graph,
     before_sample: Callable[[], None] | None = None,
-) -> list[float]:
-    """Same samples as the host path, timed by CUDA events on the current stream.
+    before_op: Callable[[], None] | None = None,
+) -> tuple[list[float], list[float]]:
+    """Same samples (and arrivals) as the host path, timed by CUDA events on the current stream.
 
     With async_op=False (and after ``wait()`` of an async Work) NCCL makes the
     current stream wait for the collective's stream, so an event recorded after
@@ -175,9 +203,12 @@ def _run_samples_cuda(
     Gloo on CUDA ``wait()`` blocks the host until the op is done, so the events
     bracket the same interval as the host clock would. One event pair per
     sample; the device is synced after each sample (as on the host path), and
-    the elapsed times are read after the loop.
+    the elapsed times are read after the loop. A third event, recorded just before
+    the op is issued, gives the arrival: the stream is still idle there, so it
+    completes when the host reaches it (after ``before_op``).
     """
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    calls = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     for i in range(n):
         if before_sample is not None:  # eager, outside the graph and before the start event
@@ -185,6 +216,9 @@ def _run_samples_cuda(
             ctx.sync_device()
         barrier(ctx)
         starts[i].record()
+        if before_op is not None:
+            before_op()
+        calls[i].record()
         if graph is not None:
             graph.replay()
         elif mode == "blocking":
@@ -194,7 +228,10 @@ def _run_samples_cuda(
         ends[i].record()
         ctx.sync_device()
     # elapsed_time is in milliseconds
-    return [s.elapsed_time(e) / 1e3 / depth for s, e in zip(starts, ends)]
+    return (
+        [s.elapsed_time(e) / 1e3 / depth for s, e in zip(starts, ends)],
+        [s.elapsed_time(c) / 1e3 for s, c in zip(starts, calls)],
+    )
 
 
 def _capture_graph(ctx: DistContext, ops: Sequence[OpFn], depth: int):
@@ -290,20 +327,27 @@ def _kernel_nodes(graph) -> int | None:
 
 @dataclass(frozen=True)
 class _RankSamples:
-    """Every rank's samples of one round, gathered: ``per_rank[r][i]``."""
+    """Every rank's samples and arrivals of one round, gathered: ``per_rank[r][i]``, ``arrivals[r][i]``."""
 
     per_rank: list[list[float]]
+    arrivals: list[list[float]]
 
     def merge(self, other: "_RankSamples") -> "_RankSamples":
-        return _RankSamples([a + b for a, b in zip(self.per_rank, other.per_rank)])
+        return _RankSamples(
+            [a + b for a, b in zip(self.per_rank, other.per_rank)],
+            [a + b for a, b in zip(self.arrivals, other.arrivals)],
+        )
 
 
-def _gather_ranks(ctx: DistContext, samples: list[float]) -> _RankSamples:
-    """All ranks' samples on every rank (one all_gather; every rank has the same count)."""
-    t = torch.tensor(samples, dtype=torch.float64, device=ctx.device)
+def _gather_ranks(ctx: DistContext, got: tuple[list[float], list[float]]) -> _RankSamples:
+    """All ranks' samples and arrivals on every rank (one all_gather; every rank has the same count)."""
+    samples, arrivals = got
+    t = torch.tensor(samples + arrivals, dtype=torch.float64, device=ctx.device)
     out = [torch.empty_like(t) for _ in range(ctx.world_size)]
     dist.all_gather(out, t, group=ctx.group)
-    return _RankSamples([o.cpu().tolist() for o in out])
+    rows = [o.cpu().tolist() for o in out]
+    n = len(samples)
+    return _RankSamples([r[:n] for r in rows], [r[n:] for r in rows])
 
 
 def _broadcast_flag(ctx: DistContext, flag: bool) -> bool:
@@ -321,8 +365,10 @@ def measure(
     iters: int | None = None,
     warmup_iters: int | None = None,
     before_sample: Callable[[], None] | None = None,
+    before_op: Callable[[], None] | None = None,
     keep_rank_samples: bool = False,
     started_at: float | None = None,
+    rank_fields_of: Sequence[int] | None = None,
 ) -> Measurement:
     """Warm up, time, and reduce across ranks. The only timing loop of the suite.
 
@@ -330,7 +376,11 @@ def measure(
     ``pipeline_depth`` ops, cycling over them). ``mode``/``iters``/``warmup_iters``
     override the run's config for cases that need a fixed mode (e.g. a
     barrier-per-step comparison). ``before_sample`` runs before each timed
-    sample, outside the timed interval.
+    sample, outside the timed interval. ``before_op`` runs after each sample's
+    barrier, before the op call: inside the sample and in this rank's arrival (what
+    keeps a rank from reaching the op; the suite's ``SUITE_INJECT_DELAY=...@before``).
+    ``rank_fields_of``: the positions whose own times the per-rank fields cover (the ranks that take
+    part in a pair pattern); the samples are the maximum over every rank either way.
 
     Precision mode (``cfg.precision_pct`` > 0) adds rounds of ``iters`` samples until the
     median's CI is within ±precision_pct % or ``cfg.max_time_s`` has passed since
@@ -363,7 +413,7 @@ def measure(
         ctx.sync_device()
 
     def round_() -> _RankSamples:
-        return _gather_ranks(ctx, _run_samples(ctx, ops, n, mode, depth, graph, before_sample))
+        return _gather_ranks(ctx, _run_samples(ctx, ops, n, mode, depth, graph, before_sample, before_op))
 
     got = round_()
     reached = None
@@ -383,9 +433,9 @@ def measure(
                 break
             got = got.merge(round_())
         reached = _broadcast_flag(ctx, bool(reached))
-    per_rank = got.per_rank
-    iters_ = range(len(per_rank[0]))
-    slowest = [max(range(len(per_rank)), key=lambda r: per_rank[r][i]) for i in iters_]
+    mine = list(range(ctx.world_size)) if rank_fields_of is None else list(rank_fields_of)
+    per_rank, arrivals = [got.per_rank[r] for r in mine], [got.arrivals[r] for r in mine]
+    late, late_by = metrics.last_per_sample(arrivals)
     return Measurement(
         samples_s=_max_over_ranks(got),
         timing_mode=mode,
@@ -393,20 +443,25 @@ def measure(
         warmup_iters=warm,
         precision_reached=reached,
         timer="cuda_event" if ctx.device.type == "cuda" else "host",
-        slowest_rank=slowest,
+        last_done_rank=metrics.last_per_sample(per_rank)[0],
         rank_median_s=[metrics.percentile(r, 50) for r in per_rank],
         rank_samples_s=per_rank if keep_rank_samples else None,
+        late_arrival_rank=late,
+        late_arrival_by_s=late_by,
+        rank_arrival_median_s=[metrics.percentile(r, 50) for r in arrivals],
+        rank_arrivals_s=arrivals if keep_rank_samples else None,
         buffer_sets=min(len(ops), depth),
-        group_ranks=_group_ranks(ctx),
+        group_ranks=_group_ranks(ctx, rank_fields_of),
         graph_kernel_nodes=kernels,
     )
 
 
-def _group_ranks(ctx: DistContext) -> list[int] | None:
-    """Global ranks of the group's positions, or None for the whole job (positions are global ranks)."""
-    if ctx.group is None or ctx.group is dist.group.WORLD:
-        return None
-    ranks = [dist.get_global_rank(ctx.group, r) for r in range(ctx.world_size)]
+def _group_ranks(ctx: DistContext, positions: Sequence[int] | None = None) -> list[int] | None:
+    """Global ranks of the per-rank fields' positions (the group's, or ``positions`` of it), or None when
+    they are the whole job's ranks in order."""
+    whole = ctx.group is None or ctx.group is dist.group.WORLD
+    pos = list(range(ctx.world_size)) if positions is None else list(positions)
+    ranks = pos if whole else [dist.get_global_rank(ctx.group, r) for r in pos]
     return None if ranks == list(range(dist.get_world_size())) else ranks
 
 

@@ -1,8 +1,9 @@
 """make doctor on one host: real Gloo ranks, the verdict through the launcher's exit status and doctor.json.
 
 Healthy: 6 ranks on this (2-core, shared) machine must say healthy - the no-false-alarm promise. A rank
-delayed by the suite's fault hook (SUITE_INJECT_DELAY: it sleeps after each of its ops, as a straggler
-would) must be named, and nothing else.
+delayed by the suite's fault hook before each of its ops (SUITE_INJECT_DELAY=...@before: a slow rank
+that arrives late, so the others wait for it inside every collective) must be named, in the
+communication probes too, and nothing else.
 """
 
 from __future__ import annotations
@@ -35,19 +36,26 @@ def test_healthy_machine_says_healthy(tmp_path):
     assert all(len(e["passes"]) == 2 for e in d["links"])
     recs = [b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]]
     assert all_correct(recs)
-    assert all(len(r["rank_samples_us"]) == 6 for r in recs)
+    # every rank's own time in the all-rank probes; a pair probe's only of the ranks that take part
+    # (latency: the initiator's clock), group_ranks naming them
+    ranks_of = {"latency": 1, "bandwidth": 2, "bidirectional": 2}
+    assert all(len(r["rank_samples_us"]) == ranks_of.get(r["probe"], 6) for r in recs)
+    assert all(r["group_ranks"] == [r["src"], r["dst"]][: ranks_of[r["probe"]]] for r in recs if r["probe"] in ranks_of)
     assert load_bench(tmp_path)["suite"]["exit_status"] == EXIT_OK
 
 
-def test_a_delayed_rank_is_named_as_the_straggler(tmp_path):
-    proc = run_suite(tmp_path, *DOCTOR, nproc=4, timeout=240, env={"SUITE_INJECT_DELAY": "2:0.015"})
+def test_a_rank_that_arrives_late_is_named_as_the_straggler(tmp_path):
+    proc = run_suite(tmp_path, *DOCTOR, nproc=4, timeout=240, env={"SUITE_INJECT_DELAY": "2:0.015@before"})
     assert proc.returncode == EXIT_FINDING, proc.stdout[-3000:] + proc.stderr[-3000:]
     d = _doctor_json(tmp_path)
     assert [s["rank"] for s in d["stragglers"]] == [2]
     assert [f["kind"] for f in d["findings"]] == ["straggler"]
-    # named by most communication probes: 15 ms after each op is several times a loaded 2-core machine's
-    # op times (4 ms was missed once in a soak while other tests ran: ops took 8-10 ms, p95 180 ms)
+    # named by most communication probes, where every rank waits for it inside the op (their times are
+    # all ~15 ms longer): by its arrival. 15 ms is several times a loaded 2-core machine's op times (4 ms
+    # was missed once in a soak while other tests ran: ops took 8-10 ms, p95 180 ms)
     assert d["stragglers"][0]["in_communication"]
+    comm = {k: v for k, v in d["ranks"][2]["late_arrival_in"].items() if not k.startswith("compute")}
+    assert comm and all(int(v.split("/")[0]) >= 8 for v in comm.values()), comm  # it entered the ops last
     assert d["stragglers"][0]["holds_back_us"] > 7500  # most of the 15 ms
     assert "straggler  rank 2" in proc.stdout
     assert "exit status 8 (the doctor found a problem)" in proc.stderr

@@ -1,6 +1,6 @@
 """The harness (suite/runner.py) on real Gloo groups, through the launcher users run: timed
-buffers are checked (one buffer set per in-flight op in pipelined mode), per-rank samples
-name a straggler, and a case with nothing to check says so."""
+buffers are checked (one buffer set per in-flight op in pipelined mode), a rank that arrives late
+at the op and one slow after it are both named, and a case with nothing to check says so."""
 
 from __future__ import annotations
 
@@ -42,20 +42,45 @@ def test_a_corrupted_in_flight_buffer_fails_the_case(tmp_path):
     assert good and all(r["n_wrong"] == 0 for r in good)
 
 
-def test_a_delayed_rank_is_named_the_slowest(tmp_path):
-    # Rank 1 sleeps 100 ms after each timed op completes (inside its op): it is the slowest rank of
-    # every iteration and its median is the largest (100 ms: far above any scheduling jitter here).
-    proc = run_suite(tmp_path, *TINY, "--", "-k", "all_reduce-sum or all_gather_into_tensor", nproc=3,
-                     env={"SUITE_INJECT_DELAY": "1:0.1"})
+def _delayed_run(tmp_path, spec: str, *opts: str) -> list[dict]:
+    """all_reduce and all_gather_into_tensor on 3 ranks with SUITE_INJECT_DELAY=spec: their records."""
+    proc = run_suite(tmp_path, *TINY, *opts, "--", "-k", "all_reduce-sum or all_gather_into_tensor", nproc=3,
+                     env={"SUITE_INJECT_DELAY": spec})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     recs = _recs(tmp_path)
-    assert recs
-    for r in recs:
-        assert r["slowest_rank"] == [1] * r["iterations"], r["label"]
-        assert r["slowest_rank_hist"] == [0, r["iterations"], 0]
+    assert {r["variant"] for r in recs} == {"all_reduce", "all_gather_into_tensor"}
+    return recs
+
+
+@pytest.mark.parametrize("timing", ["blocking", "pipelined"])
+def test_a_rank_that_arrives_late_is_named_the_late_arrival(tmp_path, timing):
+    # Rank 1 sleeps 100 ms after each sample's barrier, before its op call (a slow rank): the others wait
+    # for it inside the op, so every rank's time is >= 100 ms and the rank medians cannot tell who it
+    # was; its arrival (barrier exit -> op call) names it in every iteration. Pipelined: before the
+    # first of the sample's ops.
+    for r in _delayed_run(tmp_path, "1:0.1@before", "--timing", timing, "--pipeline-depth", "2"):
+        n, depth = r["iterations"], r["ops_per_sample"]
+        assert depth == (2 if timing == "pipelined" else 1)
+        assert r["late_arrival_rank"] == [1] * n, r["label"]
+        assert r["late_arrival_rank_hist"] == [0, n, 0]
+        assert min(r["late_arrival_by_us"]) >= 50_000  # most of the 100 ms, in every iteration
+        arr = r["rank_arrival_us"]
+        assert arr[1] >= 100_000 and arr[1] == max(arr)
+        # everyone waited for it: each rank's own time holds the 100 ms (per op: / depth)
+        assert min(r["rank_median_us"]) >= 100_000 / depth * 0.9, r["rank_median_us"]
+        assert r["provenance"]["late_arrival_rank"].startswith("measured:")
+
+
+def test_a_rank_slow_after_its_op_is_named_the_last_done(tmp_path):
+    # Rank 1 sleeps 100 ms after each timed op completes (inside its sample, not before its op call):
+    # it finishes last in every iteration and its median is the largest; it did not arrive late.
+    for r in _delayed_run(tmp_path, "1:0.1@after"):
+        assert r["last_done_rank"] == [1] * r["iterations"], r["label"]
+        assert r["last_done_rank_hist"] == [0, r["iterations"], 0]
         med = r["rank_median_us"]
         assert len(med) == 3 and med[1] >= 100_000 and med[1] == max(med)
         assert r["rank_spread_us"]["max"] == med[1]
+        assert max(r["rank_arrival_us"]) < 50_000  # nobody was held up before the op
 
 
 def test_a_barrier_says_it_has_nothing_to_check(tmp_path):

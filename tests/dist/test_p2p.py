@@ -160,23 +160,33 @@ def test_probe_pair_that_cannot_start_reports_an_error_and_leaves_no_process():
 
 
 @pytest.mark.slow
-def test_pingpong_sample_is_k_round_trips_with_no_barrier_between_them(tmp_path):
-    # Rank 1 sleeps D after every timed op, inside its sample: D stands for what lies between
-    # samples (the barrier, the lag of the last rank to leave it). Timed OSU-style, one sample is
-    # K back-to-back round trips, so D enters the one-way time once per 2K: between D/(2K) and
-    # D/8 here (K >= 10), whatever the load. With a barrier before every round trip (one round
-    # trip per sample, the old timing) the one-way time is at least D/2.
+def test_pair_records_time_only_the_ranks_that_take_part(tmp_path):
+    # 3 ranks; rank 1 reaches each timed sample of the ping-pong and window cases D late (after the
+    # barrier, before its op call). Ping-pong's per-rank fields are the initiator's clock (OSU
+    # osu_latency times rank src), a window's cover its pair: a rank that takes no part is in neither.
     d = 0.2
-    proc = run_suite(tmp_path, *TINY, "--min-bytes", "64", "--max-bytes", "64", "--", "-k", "pingpong",
-                     nproc=2, env={"SUITE_INJECT_DELAY": f"1:{d}:pingpong"}, timeout=300)
+    proc = run_suite(tmp_path, *TINY, "--min-bytes", "64", "--max-bytes", "64", "--", "-k", "pingpong or window",
+                     nproc=3, env={"SUITE_INJECT_DELAY": f"1:{d}@before"}, timeout=300)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
-    (r,) = [b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]]
-    one_way_s = r["time_us"] * 1e-6
-    assert one_way_s < d / 8, r["time_us"]  # the delay is not in every round trip ...
-    k = r["round_trips_per_sample"]
-    assert k >= p2p.PINGPONG_MIN_ROUND_TRIPS and r["time_divisor"] == 2 * k
-    assert one_way_s >= d / (2 * k) * 0.99  # ... but in each sample once
-    assert all(s == 1 for s in r["slowest_rank"])  # the delayed rank is named
+    got = [b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]]
+    recs = {(r["pattern"], r["variant"], r["dst"]): r for r in got}
+    assert set(recs) == {("pingpong", "send_recv", 1), ("pingpong", "send_recv", 2),
+                         ("window", "unidirectional", 2), ("window", "bidirectional", 2)}
+    for (pattern, _, dst), r in recs.items():
+        assert r["group_ranks"] == ([0] if pattern == "pingpong" else [0, dst]), r["label"]
+        assert len(r["rank_median_us"]) == len(r["group_ranks"])
+        assert ("initiator" if pattern == "pingpong" else "takes part") in r["provenance"]["rank_median_us"]
+    # 0 <-> 1: the initiator's clock holds its late peer, once per sample of K back-to-back round
+    # trips (between D/(2K) and D/8: no barrier between the round trips), and nothing else is timed
+    near = recs[("pingpong", "send_recv", 1)]
+    k = near["round_trips_per_sample"]
+    assert k >= p2p.PINGPONG_MIN_ROUND_TRIPS and near["time_divisor"] == 2 * k
+    assert d / (2 * k) * 0.99 <= near["rank_median_us"][0] * 1e-6 < d / 8, near["rank_median_us"]
+    assert "last_done_rank" not in near and "late_arrival_rank" not in near  # one rank timed: nothing to rank
+    # rank 1 takes no part in 0 <-> 2 or in the 0 -> 2 windows: its D per sample is in no per-rank field
+    for key in (("pingpong", "send_recv", 2), ("window", "unidirectional", 2), ("window", "bidirectional", 2)):
+        r = recs[key]
+        assert r["rank_spread_us"]["max"] * 1e-6 < d / r["time_divisor"] / 2, (key, r["rank_median_us"])
 
 
 @pytest.mark.slow

@@ -38,13 +38,16 @@ def _run(
     *,
     slow=lambda probe, a, b, pass_no: 1.0,
     rank_slow=lambda r: 1.0,
+    late_us=lambda r: 0.0,
     noise=0.1,
     seed=0,
     expect=None,
     link_rate=None,
 ):
     """A run of the doctor's probes on ``hosts`` (one entry per rank): links ~1 ms per message inter-node,
-    0.2 ms intra-node, times ``slow(...)``; every all-rank probe with rank r's time x ``rank_slow(r)``."""
+    0.2 ms intra-node, times ``slow(...)``; every all-rank probe with rank r's time x ``rank_slow(r)``.
+    In the all_reduce probes rank r also reaches the op ``late_us(r)`` after its barrier exit (its
+    arrival, besides a few us of noise), and every rank waits inside the op for the last to arrive."""
     rng = random.Random(seed)
     n = len(hosts)
     recs = []
@@ -79,13 +82,20 @@ def _run(
             }
         )
     for size in (4096, 65536):
+        own = [_samples(rng, 500 * rank_slow(r), noise) for r in range(n)]
+        arrivals = [[late_us(r) + rng.uniform(1, 5) for _ in range(N_SAMPLES)] for r in range(n)]
+        last = [max(col) for col in zip(*arrivals)]
         recs.append(
             {
                 "experiment": "doctor",
                 "probe": "all_reduce",
                 "world_size": n,
                 "label": f"all_reduce-{size}",
-                "rank_samples_us": [_samples(rng, 500 * rank_slow(r), noise) for r in range(n)],
+                # from the barrier exit: its arrival, its wait inside the op for the last arrival, its op
+                "rank_samples_us": [
+                    [a[i] + (last[i] - a[i]) + t for i, t in enumerate(o)] for o, a in zip(own, arrivals)
+                ],
+                "rank_arrivals_us": arrivals,
             }
         )
     for r in recs:
@@ -168,6 +178,39 @@ def test_a_straggler_rank_is_named_with_how_much_it_holds_back():
     (f,) = d.findings
     assert f.kind == "straggler" and f.where == "rank 3 (node1)"
     assert d.stragglers[0]["holds_back_us"] == pytest.approx(1000, rel=0.3)  # 1.5 x 2000 us - 2000 us
+
+
+def test_a_rank_that_arrives_late_is_named_by_the_communication_probes():
+    # Rank 4 reaches each all_reduce 1 ms after the others: they all wait for it inside the op, so every
+    # rank's time is ~1.5 ms and only the arrivals tell who it was. Its compute is normal.
+    d = doctor.diagnose(_run(THREE_NODES, late_us=lambda r: 1000.0 if r == 4 else 0.0, noise=0.05))
+    assert [s["rank"] for s in d.stragglers] == [4]
+    s = d.stragglers[0]
+    assert s["in_communication"] and not s["in_compute"]
+    assert s["holds_back_us"] == pytest.approx(1000, rel=0.2) and s["late_arrival"] == N_SAMPLES
+    assert d.ranks[4]["late_arrival_in"] == {"all_reduce-4096": "10/10", "all_reduce-65536": "10/10"}
+    (f,) = d.findings
+    assert f.kind == "straggler" and f.where == "rank 4 (node2)" and "entered the op last in 10" in f.confidence
+
+
+def test_the_per_rank_plot_shows_the_late_rank_in_the_communication_probes():
+    # what the report's box plot draws: every all-rank probe, the communication ones as own times
+    run = _run(THREE_NODES, late_us=lambda r: 1000.0 if r == 4 else 0.0, noise=0.05)
+    probes = dict(doctor.rank_time_probes([b["extra_info"] for b in run["benchmarks"]]))
+    assert set(probes) == {"compute-pass1", "compute-pass2", "all_reduce-4096", "all_reduce-65536"}
+    for label in ("all_reduce-4096", "all_reduce-65536"):
+        meds = [sorted(r)[len(r) // 2] for r in probes[label]]
+        assert max(range(6), key=meds.__getitem__) == 4 and meds[4] > 1.5 * sorted(meds)[2], meds
+
+
+def test_own_time_is_the_sample_less_the_wait_for_the_last_arrival():
+    # 3 ranks, 1 sample: rank 1 arrived 100 us after rank 0 and 99 us after rank 2
+    rec = {"rank_samples_us": [[110.0], [110.0], [110.0]], "rank_arrivals_us": [[0.0], [100.0], [1.0]]}
+    assert doctor.own_times_us(rec) == [[10.0], [110.0], [11.0]]
+    # samples per op (2 ops per sample) and divided by a time divisor of 5: the wait is too
+    rec |= {"ops_per_sample": 2, "time_divisor": 5}
+    assert doctor.own_times_us(rec) == [[100.0], [110.0], [pytest.approx(100.1)]]
+    assert doctor.own_times_us({"rank_samples_us": [[3.0], [4.0]]}) == [[3.0], [4.0]]  # stored before arrivals
 
 
 def test_a_rank_always_a_little_slowest_is_not_a_straggler():

@@ -197,9 +197,11 @@ def test_teardown_rate_refuses_zero_runs():
         ({"SUITE_PROGRESS": "fancy"}, "SUITE_PROGRESS='fancy'"),
         ({"SUITE_PROGRESS_S": "soon"}, "SUITE_PROGRESS_S='soon'"),
         ({"SUITE_PROGRESS_S": "-5"}, "SUITE_PROGRESS_S='-5'"),
+        ({"SUITE_INJECT_DELAY": "1:0.1@during"}, "SUITE_INJECT_DELAY='1:0.1@during'"),
+        ({"SUITE_INJECT_DELAY": "one:0.1"}, "SUITE_INJECT_DELAY='one:0.1'"),
     ],
 )
-def test_bad_progress_settings_exit_2_before_any_rank(env, words, monkeypatch, capsys, tmp_path):
+def test_bad_progress_and_fault_settings_exit_2_before_any_rank(env, words, monkeypatch, capsys, tmp_path):
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     code, err = _launch(["--nproc", "2", "--results-root", str(tmp_path / "r")], capsys)

@@ -47,18 +47,28 @@ def test_init_distributed_starts_a_lone_gloo_group(ctx):
     assert init_distributed(CFG) is ctx  # once per process
 
 
-def test_measure_times_every_iteration_and_names_the_slowest_rank(ctx):
+def test_measure_times_every_iteration_and_each_ranks_arrival_at_the_op(ctx):
+    # before_op runs once per timed sample, after the barrier and before the op call: it is in the
+    # sample and in the rank's arrival (barrier exit -> op call); the op's own time is not in the arrival.
     calls = []
 
     def op(async_op):
-        calls.append(async_op)
+        calls.append("op")
         time.sleep(0.002)
 
-    m = measure(ctx, CFG, op)
-    assert len(calls) == CFG.warmup_iters + CFG.iters and m.iterations == CFG.iters
-    assert all(s >= 0.002 for s in m.samples_s)
-    assert m.slowest_rank == [0] * CFG.iters and m.rank_median_s == [m.median_s]
+    def late():
+        calls.append("before")
+        time.sleep(0.003)
+
+    m = measure(ctx, CFG, op, before_op=late)
+    assert calls == ["op"] * CFG.warmup_iters + ["before", "op"] * CFG.iters and m.iterations == CFG.iters
+    assert all(s >= 0.005 for s in m.samples_s)
+    assert m.rank_median_s == [m.median_s] and len(m.rank_arrival_median_s) == 1
+    assert m.rank_arrival_median_s[0] >= 0.003
+    assert m.late_arrival_by_s == [0.0] * CFG.iters  # no other rank to be late against
     assert m.timing_mode == "blocking" and m.ops_per_sample == 1 and m.timer == "host"
+    plain = measure(ctx, CFG, op)  # without before_op nothing stands between the barrier and the op
+    assert all(a < s for a, s in zip(plain.rank_arrival_median_s, plain.rank_median_s))
 
 
 def test_pipelined_cycles_over_one_op_per_buffer_set_and_resets_before_each_sample(ctx):
@@ -261,3 +271,32 @@ def test_resolve_gets_its_own_case_and_returns_the_concrete_one(ctx):
 def test_the_wrong_counts_say_how_they_were_obtained(ctx):
     _, rec = Harness(ctx, CFG, env={}).run(ops.collective_cases(CFG, 1, experiment="collectives")[0])
     assert {"n_wrong", "n_wrong_check", "n_wrong_timed"} <= set(rec["provenance"])
+
+
+def test_injected_delay_lands_before_or_after_the_op_call(ctx):
+    # @before: between the barrier and the op call (the rank's arrival); @after (the default): after the
+    # op completed, so not in the arrival. Both are in the sample.
+    case = ops.collective_cases(CFG, 1, experiment="collectives")[0]  # all_reduce sum, in place
+    _, before = Harness(ctx, CFG, env={"SUITE_INJECT_DELAY": "0:0.003:all_reduce@before"}).run(case)
+    _, after = Harness(ctx, CFG, env={"SUITE_INJECT_DELAY": "0:0.003:all_reduce"}).run(case)
+    assert before["rank_arrival_us"][0] >= 3000 and before["time_us"] >= 3000
+    # every sample >= its arrival + the sleep, so the medians are too
+    assert after["time_us"] >= 3000 and after["rank_arrival_us"][0] <= after["time_us"] - 3000
+
+
+@pytest.mark.parametrize(
+    "spec", ["1", "x:0.1", "1:fast", "-1:0.1", "1:-0.5", "1:0.1@during", "1:0.1:a:b", "1:nan", "1:inf"]
+)
+def test_a_bad_delay_spec_is_one_clear_line(spec):
+    from suite.runner import parse_delay
+
+    with pytest.raises(ValueError, match="SUITE_INJECT_DELAY=.*expected <rank>:<seconds>"):
+        parse_delay(spec)
+
+
+def test_a_delay_spec_reads_rank_seconds_name_and_where():
+    from suite.runner import parse_delay
+
+    assert parse_delay("2:0.015") == (2, 0.015, "", "after")
+    assert parse_delay("1:0.05:all_reduce@before") == (1, 0.05, "all_reduce", "before")
+    assert parse_delay("0:1@after") == (0, 1.0, "", "after")

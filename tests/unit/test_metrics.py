@@ -117,3 +117,11 @@ def test_tail_percentiles_need_enough_samples():
     assert enough["p99_us"] is None
     hundred = metrics.latency_stats_us([i * 1e-6 for i in range(1, 101)])
     assert hundred["p99_us"] == pytest.approx(99.01)
+
+
+def test_last_per_sample_names_the_largest_and_its_lead_over_the_others_median():
+    # 3 ranks x 3 samples: rank 1 late in sample 0 (9 vs 1 and 3), a tie in sample 1, none in sample 2
+    ranks, by = metrics.last_per_sample([[1, 5, 2], [9, 5, 2], [3, 4, 2]])
+    assert ranks == [1, 0, 0]  # the lowest rank on a tie
+    assert by == pytest.approx([9 - 2, 5 - 4.5, 0.0])
+    assert metrics.last_per_sample([[4.0, 1.0]]) == ([0, 0], [0.0, 0.0])  # one rank: nothing to lead

@@ -224,6 +224,21 @@ def test_every_number_of_the_deadlock_probe_has_its_provenance():
     assert all(v.split(":")[0] in ("measured", "derived", "modelled") for v in deadlock.PROVENANCE.values())
 
 
+@pytest.mark.parametrize("world", [3, 4])
+def test_pair_patterns_report_only_the_ranks_that_take_part(world):
+    # ping-pong: the initiator's clock (OSU); other pair patterns: their two ranks; the rest: every rank
+    cfg = build_config(min_bytes="1K", max_bytes="1M", step_factor="4")
+    for c in p2p.cases(cfg, world):
+        pattern, src, dst = c.identity["pattern"], c.identity["src"], c.identity["dst"]
+        if pattern in ("pingpong", "pair_matrix"):
+            assert c.rank_fields_of == (src,) and "initiator" in c.provenance["rank_median_us"], c.label
+        elif pattern in ("window", "batching", "exchange"):
+            assert c.rank_fields_of == ((0, 1) if pattern == "exchange" else (src, dst)), c.label
+            assert "takes part" in c.provenance["rank_median_us"]
+        else:
+            assert c.rank_fields_of is None, c.label
+
+
 def test_deadlock_bound_scales_with_the_expected_transfer_time():
     from suite.deadlock import DeadlockProbe
 

@@ -1,5 +1,6 @@
 """Records carry the schema fields; JSON is written atomically; env capture is sane."""
 
+import dataclasses
 import json
 import os
 
@@ -13,6 +14,23 @@ def _m(samples):
     return Measurement(
         samples_s=samples, timing_mode="blocking", ops_per_sample=1, warmup_iters=2, precision_reached=None
     )
+
+
+def _rec(m, **kw) -> dict:
+    """A record of ``m`` for a 3-rank all_gather of 3000 B (``kw`` overrides)."""
+    base = dict(
+        experiment="collectives",
+        op="all_gather",
+        backend="gloo",
+        device="cpu",
+        dtype="float32",
+        world_size=3,
+        size_bytes=3000,
+        count=750,
+        in_place=False,
+        n_wrong=0,
+    )
+    return results.make_record(m=m, **(base | kw))
 
 
 def test_record_has_every_field_and_consistent_bandwidth():
@@ -92,23 +110,14 @@ def test_record_says_how_every_number_was_obtained():
         ops_per_sample=2,
         warmup_iters=1,
         precision_reached=None,
-        slowest_rank=[2, 2, 0],
+        last_done_rank=[2, 2, 0],
         rank_median_s=[1e-3, 1.5e-3, 2e-3],
+        late_arrival_rank=[1, 1, 1],
+        late_arrival_by_s=[3e-3, 2e-3, 4e-3],
+        rank_arrival_median_s=[1e-6, 3e-3, 2e-6],
         buffer_sets=2,
     )
-    rec = results.make_record(
-        experiment="collectives",
-        op="all_gather",
-        backend="gloo",
-        device="cpu",
-        dtype="float32",
-        world_size=3,
-        size_bytes=3000,
-        count=750,
-        in_place=False,
-        m=m,
-        n_wrong=0,
-    )
+    rec = _rec(m)
     numeric = [
         k
         for k, v in rec.items()
@@ -120,11 +129,30 @@ def test_record_says_how_every_number_was_obtained():
     assert set(numeric) <= set(rec["provenance"]), set(numeric) - set(rec["provenance"])
     assert all(v.split(":")[0] in ("measured", "derived", "modelled") for v in rec["provenance"].values())
     assert rec["provenance"]["busbw_factor"].startswith("modelled: nccl-tests bus factor of all_gather")
-    # per-rank: medians, who was slowest how often, the spread
+    # per-rank: medians, who finished last and who entered the op last how often, the spread
     assert rec["rank_median_us"] == pytest.approx([1000.0, 1500.0, 2000.0])
-    assert rec["slowest_rank"] == [2, 2, 0] and rec["slowest_rank_hist"] == [1, 0, 2]
+    assert rec["last_done_rank"] == [2, 2, 0] and rec["last_done_rank_hist"] == [1, 0, 2]
+    assert rec["late_arrival_rank"] == [1, 1, 1] and rec["late_arrival_rank_hist"] == [0, 3, 0]
+    assert rec["late_arrival_by_us"] == pytest.approx([3000.0, 2000.0, 4000.0])
+    assert rec["rank_arrival_us"] == pytest.approx([1.0, 3000.0, 2.0])
+    assert "slowest_rank" not in rec  # it named whoever finished last, not who held the others back
     assert rec["rank_spread_us"] == pytest.approx({"min": 1000.0, "median": 1500.0, "max": 2000.0})
     assert rec["checked"] is True and rec["buffer_sets"] == 2 and "rank_samples_us" not in rec
+
+
+def test_one_timed_rank_has_no_rank_to_name():
+    # e.g. ping-pong's per-rank fields: the initiator's clock alone; "last" / "late" of one rank say nothing
+    m = dataclasses.replace(
+        _m([1e-3, 2e-3]),
+        last_done_rank=[0, 0],
+        rank_median_s=[1.5e-3],
+        late_arrival_rank=[0, 0],
+        late_arrival_by_s=[0.0, 0.0],
+        rank_arrival_median_s=[2e-6],
+    )
+    rec = _rec(m, experiment="p2p", op="send_recv", size_bytes=64, count=16)
+    assert rec["rank_median_us"] == pytest.approx([1500.0]) and rec["rank_arrival_us"] == pytest.approx([2.0])
+    assert not {"last_done_rank", "last_done_rank_hist", "late_arrival_rank", "late_arrival_by_us"} & set(rec)
 
 
 def test_unchecked_record_has_no_count_and_a_reason():
