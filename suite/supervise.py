@@ -131,8 +131,8 @@ def _diagnose(run_dir: Path, world_size: int, why: str, ask: bool = True, stuck_
     except Exception as e:  # noqa: BLE001 - a broken diagnosis must not keep the ranks running
         print(f"# hang diagnosis failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
         return
-    if diag is not None:
-        print(hang.render(diag), file=sys.stderr, flush=True)
+    if diag is not None:  # on a line of its own (rank 0's progress dots may not have ended theirs)
+        print("\n" + hang.render(diag), file=sys.stderr, flush=True)
 
 
 def root_cause(lines: list[str]) -> dict | None:
@@ -218,6 +218,9 @@ def stamp_status(run_dir: Path, status: int, signum: int | None) -> None:
     s = run.setdefault("suite", {})
     s["exit_status"] = status
     s["interrupted_by_signal"] = signum
+    diag = hang.read_verdict(run_dir)
+    if diag is not None:  # the launcher's hang diagnosis (failures/hang.txt has the per-rank lines)
+        s["hang_diagnosis"] = {"kind": diag.get("kind"), "verdict": diag.get("verdict")}
     if status != EXIT_OK:
         s["complete"] = False if signum is not None or status == EXIT_PEER_FAILURE else s.get("complete", False)
     write_json_atomic(path, run)

@@ -95,5 +95,6 @@ def test_a_planted_divergence_is_named(tmp_path, action):
     assert took < 60, f"took {took:.0f} s"
     run = json.loads((run_dir / "bench.json").read_text())
     assert run["suite"]["complete"] is False and run["suite"]["exit_status"] == status
+    assert run["suite"]["hang_diagnosis"] == {"kind": diag["kind"], "verdict": diag["verdict"]}  # marked
     recs = [b["extra_info"] for b in run["benchmarks"]]
     assert len(recs) == 1 and all_correct(recs), "the case measured before the divergence was lost"
