@@ -179,6 +179,17 @@ class Journal:
         self.entries.append(e)
         return e
 
+    def _uncount_if_not_issued(self, op: str, group, e: list) -> None:
+        """An op rejected before it reached the process group (a non-contiguous tensor) did not move c10d's
+        sequence number: it must not count as issued either (the after-case check compares the two)."""
+        name, get = self._known[group]
+        if get is not None and e[2] is not None and get() == e[2] - 1:
+            self.count[name] -= 1
+            self.case_ops[op] -= 1
+            if op in P2P:
+                self.p2p[name] -= 1
+            e[7] = "rejected"
+
     def wrap(self, op: str, fn):
         group_at, async_at, peer_key = _OPS[op]
 
@@ -191,6 +202,7 @@ class Journal:
                 out = fn(*args, **kwargs)
             except BaseException:
                 e[7] = "failed"
+                self._uncount_if_not_issued(op, group, e)
                 raise
             is_async = (async_at is None and op in ("isend", "irecv")) or (
                 async_at is not None and kwargs.get("async_op", len(args) > async_at and args[async_at])
@@ -199,6 +211,7 @@ class Journal:
             return out
 
         journaled.__suite_journaled__ = True
+        journaled.__suite_original__ = fn
         return journaled
 
     def wrap_batch(self, fn):
@@ -358,6 +371,25 @@ def divergence(counts: list[dict], case: str) -> str | None:
     return None
 
 
+def _p2p_op_class(base):
+    """P2POp accepting the journaled isend/irecv: torch checks ``op in [isend, irecv]`` against its own
+    functions (and ``op is isend``), so the op is unwrapped; batch_isend_irecv journals each op itself."""
+
+    def original(op):
+        return op.__suite_original__ if getattr(op, "__suite_journaled__", False) else op
+
+    class P2POp(base):
+        __doc__ = base.__doc__
+
+        def __new__(cls, op, *args, **kwargs):
+            return base.__new__(cls, original(op), *args, **kwargs)
+
+        def __init__(self, op, *args, **kwargs):
+            super().__init__(original(op), *args, **kwargs)
+
+    return P2POp
+
+
 _JOURNAL: Journal | None = None
 
 
@@ -378,6 +410,7 @@ def install(rank: int, run_dir: str | None) -> Journal:
             setattr(dist, op, j.wrap(op, fn))
     if not getattr(dist.batch_isend_irecv, "__suite_journaled__", False):
         dist.batch_isend_irecv = j.wrap_batch(dist.batch_isend_irecv)
+        dist.P2POp = _p2p_op_class(dist.P2POp)
     failures.BEFORE_RECORD.append(lambda cause: j.dump(f"this rank failed: {cause}", failed=True))
     if run_dir:
         try:
