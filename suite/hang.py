@@ -262,7 +262,13 @@ def write(run_dir: Path, diag: dict, why: str) -> None:
         (run_dir / "failures" / "hang.txt").write_text(text + "\n")
         write_json_atomic(
             run_dir / "failures" / "hang.json",
-            {"why": why, "kind": diag["kind"], "verdict": diag["verdict"], "ranks": diag["ranks"]},
+            {
+                "why": why,
+                "kind": diag["kind"],
+                "verdict": diag["verdict"],
+                "ranks": diag["ranks"],
+                "time_unix": time.time(),
+            },
         )
     except OSError:
         pass

@@ -92,7 +92,17 @@ def test_a_planted_divergence_is_named(tmp_path, action):
     if action == "stray":  # found by the after-case check at once, not by a timeout
         n = re.search(r"rank 1 issued (\d+) collective\(s\) on process group 0 where rank\(s\) 0 issued (\d+)", out)
         assert n and int(n.group(1)) == int(n.group(2)) + 1, out[-4000:]
-    assert took < 60, f"took {took:.0f} s"
+    # named within TIMEOUT_S + a few seconds of the first op left waiting (start-up excluded: this
+    # machine's load makes it vary), and the whole run bounded
+    waited = [
+        e["time_unix"]
+        for p in (run_dir / "hang").glob("rank*.json")
+        for e in json.loads(p.read_text())["tail"]
+        if e["state"] in ("entered", "failed")
+    ]
+    if waited:
+        assert diag["time_unix"] - min(waited) < TIMEOUT_S + 10, diag
+    assert took < 120, f"took {took:.0f} s"
     run = json.loads((run_dir / "bench.json").read_text())
     assert run["suite"]["complete"] is False and run["suite"]["exit_status"] == status
     assert run["suite"]["hang_diagnosis"] == {"kind": diag["kind"], "verdict": diag["verdict"]}  # marked
