@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import json
+import pickle
 import re
 import time
 from pathlib import Path
@@ -256,7 +257,7 @@ def _shape(s: dict) -> str:
 
 def write(run_dir: Path, diag: dict, why: str) -> None:
     """``failures/hang.txt`` (what the launcher printed) and ``failures/hang.json`` (best effort)."""
-    text = "\n".join([f"# hang diagnosis ({why}):", *[f"#   {x}" for x in diag["ranks"]], f"# {diag['verdict']}"])
+    text = f"# hang diagnosis ({why}):\n" + render(diag).partition("\n")[2]
     try:
         (run_dir / "failures").mkdir(parents=True, exist_ok=True)
         (run_dir / "failures" / "hang.txt").write_text(text + "\n")
@@ -267,11 +268,85 @@ def write(run_dir: Path, diag: dict, why: str) -> None:
                 "kind": diag["kind"],
                 "verdict": diag["verdict"],
                 "ranks": diag["ranks"],
+                "flight_recorder": diag.get("flight_recorder"),
                 "time_unix": time.time(),
             },
         )
     except OSError:
         pass
+
+
+FR_PREFIX = "nccl_trace_rank_"
+"""The flight-recorder dumps' names in the run directory (suite/launch.py flight_recorder_env)."""
+
+
+def journal_from_flight_recorder(dump: dict, rank: int) -> dict:
+    """One rank's flight-recorder dump (NCCL; torch's pickled dict of ``entries``) in the journal's form,
+    so ``diagnose`` reads it: collectives only (their ``collective_seq_id`` is per process group; p2p has
+    its own counter), the op from ``profiling_name`` ("nccl:all_reduce"), the first input's size, entered
+    until ``state`` is completed, and the last entry's Python frames (innermost first in the dump)."""
+    entries = sorted(
+        (e for e in dump.get("entries") or [] if not e.get("is_p2p") and e.get("collective_seq_id")),
+        key=lambda e: e.get("record_id", 0),
+    )
+    tail, seq, ops = [], {}, {}
+    for e in entries:
+        group = str((e.get("process_group") or ["0"])[0])
+        op = str(e.get("profiling_name", "?")).rpartition(":")[2]
+        sizes, dtypes = e.get("input_sizes") or [], e.get("input_dtypes") or []
+        n = int(e["collective_seq_id"])
+        tail.append(
+            {
+                "op": op,
+                "group": group,
+                "seq": n,
+                "shape": list(sizes[0]) if sizes else None,
+                "dtype": dtypes[0] if dtypes else None,
+                "peer": None,
+                "case": "",
+                "state": "completed" if e.get("state") == "completed" else "entered",
+                "time_unix": (e.get("time_created_ns") or 0) / 1e9,
+            }
+        )
+        seq[group] = max(seq.get(group, 0), n)
+        ops[op] = ops.get(op, 0) + 1
+    frames = (
+        [[f.get("filename", "?"), f.get("line", 0), f.get("name", "?")] for f in (entries[-1].get("frames") or [])][
+            ::-1
+        ]
+        if entries
+        else []
+    )
+    return {
+        "rank": rank,
+        "host": dump.get("hostname", "?"),
+        "time_unix": max((t["time_unix"] for t in tail), default=0.0),
+        "case": "",
+        "seq": seq,
+        "tail": tail,
+        "case_ops": ops,
+        "threads": [{"name": "flight recorder: last collective", "main": True, "frames": frames}],
+    }
+
+
+def read_flight_recorder(run_dir: Path) -> dict[int, dict]:
+    """The NCCL flight-recorder dumps the ranks left in ``run_dir`` (only this suite's own ranks write
+    them there), each in the journal's form."""
+    out = {}
+    for p in sorted(run_dir.glob(f"{FR_PREFIX}*")):
+        rank = p.name[len(FR_PREFIX) :]
+        if not rank.isdigit():
+            continue
+        try:
+            raw = p.read_bytes()
+            try:
+                dump = json.loads(raw)
+            except ValueError:
+                dump = pickle.loads(raw)  # noqa: S301 - written by this run's own ranks (torch's format)
+            out[int(rank)] = journal_from_flight_recorder(dump, int(rank))
+        except Exception:  # noqa: BLE001 - a truncated or foreign dump is skipped, not fatal
+            continue
+    return out
 
 
 def diagnose_run(run_dir: Path, world_size: int, why: str, ask: bool = True, stuck_s: float = 0.0) -> dict | None:
@@ -281,15 +356,19 @@ def diagnose_run(run_dir: Path, world_size: int, why: str, ask: bool = True, stu
         dumps, fatal = collect(run_dir, world_size, why) if ask else read_dumps(run_dir)
     except OSError:
         return None
-    if not dumps and not fatal:
+    if not dumps and not fatal and not list(run_dir.glob(f"{FR_PREFIX}*")):
         return None
     diag = diagnose(dumps, fatal, world_size, stuck_s)
+    fr = read_flight_recorder(run_dir)
+    if fr:  # NCCL: what the backend itself recorded, read the same way
+        diag["flight_recorder"] = diagnose(fr, {}, world_size)["verdict"]
     write(run_dir, diag, why)
     return diag
 
 
 def render(diag: dict) -> str:
-    return "\n".join(["# hang diagnosis:", *[f"#   {x}" for x in diag["ranks"]], f"# {diag['verdict']}"])
+    fr = [f"# flight recorder (NCCL): {diag['flight_recorder']}"] if diag.get("flight_recorder") else []
+    return "\n".join(["# hang diagnosis:", *[f"#   {x}" for x in diag["ranks"]], f"# {diag['verdict']}", *fr])
 
 
 def read_verdict(run_dir: Path) -> dict | None:

@@ -154,3 +154,43 @@ def test_a_divergence_is_its_own_exit_status_not_a_lost_peer(tmp_path, capsys):
     hang.write(tmp_path, {"kind": "divergence", "verdict": "rank 1 never entered it", "ranks": []}, "test")
     assert final_status(1, None, tmp_path, first) == EXIT_DIVERGED
     assert "# hang diagnosis: rank 1 never entered it" in capsys.readouterr().err
+
+
+def _fr_entry(record_id, seq, state, line):
+    # the fields torch's flight recorder writes for a collective (torch/distributed/flight_recorder)
+    return {
+        "record_id": record_id,
+        "process_group": ("0", "default_pg"),
+        "collective_seq_id": seq,
+        "p2p_seq_id": 0,
+        "is_p2p": False,
+        "profiling_name": "nccl:all_reduce",
+        "input_sizes": [[1024]],
+        "input_dtypes": ["Float"],
+        "state": state,
+        "time_created_ns": 1_000_000_000 * (100 + seq),
+        "frames": [  # innermost first
+            {"name": "all_reduce", "filename": TORCH, "line": 3252},
+            {"name": "train_step", "filename": str(hang.ROOT / "experiments" / "ddp.py"), "line": line},
+            {"name": "<module>", "filename": "/usr/lib/python3.11/runpy.py", "line": 88},
+        ],
+    }
+
+
+def test_nccl_flight_recorder_dumps_are_read_by_the_same_diagnosis(tmp_path):
+    import pickle
+
+    last = {0: (57, "scheduled"), 1: (56, "completed"), 2: (57, "started")}
+    for rank, (seq, state) in last.items():
+        line = 130 if rank == 1 else 123  # where each rank issued its last collective (rank 1: elsewhere)
+        entries = [_fr_entry(i, i, "completed", 120) for i in range(1, seq)] + [_fr_entry(seq, seq, state, line)]
+        entries.append({**_fr_entry(seq + 1, 0, "scheduled", 9), "is_p2p": True, "p2p_seq_id": 4})  # p2p: not counted
+        dump = {"version": "2.10", "pg_config": {}, "pg_status": {}, "entries": entries}
+        (tmp_path / f"{hang.FR_PREFIX}{rank}").write_bytes(pickle.dumps(dump))
+    (tmp_path / f"{hang.FR_PREFIX}2.tmp").write_bytes(b"half a file")  # torch's temp file: ignored
+    d = hang.diagnose_run(tmp_path, 3, "test", ask=False)
+    assert d["flight_recorder"] == (
+        "ranks 0,2 wait in all_reduce #57; rank 1 never entered it: rank 1 at experiments/ddp.py:130 in train_step"
+    )
+    assert json.loads((tmp_path / "failures" / "hang.json").read_text())["flight_recorder"] == d["flight_recorder"]
+    assert f"# flight recorder (NCCL): {d['flight_recorder']}" in (tmp_path / "failures" / "hang.txt").read_text()
