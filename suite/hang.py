@@ -371,6 +371,18 @@ def render(diag: dict) -> str:
     return "\n".join(["# hang diagnosis:", *[f"#   {x}" for x in diag["ranks"]], f"# {diag['verdict']}", *fr])
 
 
+def tidy(run_dir: Path) -> None:
+    """Remove what a run without a hang leaves in ``<run>/hang``: the empty fatal-signal files."""
+    d = run_dir / "hang"
+    try:
+        for p in d.glob("rank*.fatal"):
+            if p.stat().st_size == 0:
+                p.unlink()
+        d.rmdir()  # only if nothing else is left
+    except OSError:
+        pass
+
+
 def read_verdict(run_dir: Path) -> dict | None:
     """The diagnosis the launcher wrote for this run, if any."""
     try:

@@ -121,6 +121,7 @@ def run_ranks(
         reader.join(timeout=5)
     if rc != 0 and not diagnosed and world_size and not received:  # a rank died (SIGABRT): what it left
         _diagnose(run_dir, world_size, f"the ranks ended with status {rc}", ask=False)
+    hang.tidy(run_dir)
     return rc, (received[0] if received else None), list(tail)
 
 

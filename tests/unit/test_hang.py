@@ -194,3 +194,17 @@ def test_nccl_flight_recorder_dumps_are_read_by_the_same_diagnosis(tmp_path):
     )
     assert json.loads((tmp_path / "failures" / "hang.json").read_text())["flight_recorder"] == d["flight_recorder"]
     assert f"# flight recorder (NCCL): {d['flight_recorder']}" in (tmp_path / "failures" / "hang.txt").read_text()
+
+
+def test_a_run_without_a_hang_leaves_no_hang_folder_and_a_hung_one_keeps_it(tmp_path):
+    (tmp_path / "hang").mkdir()
+    for r in range(2):
+        (tmp_path / "hang" / f"rank{r}.fatal").write_text("")
+    hang.tidy(tmp_path)
+    assert not (tmp_path / "hang").exists()
+    (tmp_path / "hang").mkdir()
+    (tmp_path / "hang" / "rank0.fatal").write_text("")
+    (tmp_path / "hang" / "rank1.fatal").write_text("Fatal Python error: Aborted\n")
+    (tmp_path / "hang" / "rank0.json").write_text("{}")
+    hang.tidy(tmp_path)
+    assert sorted(p.name for p in (tmp_path / "hang").iterdir()) == ["rank0.json", "rank1.fatal"]
