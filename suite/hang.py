@@ -213,7 +213,7 @@ def _verdict(states: list[dict], dead: list[int], stuck_s: float = 0.0) -> tuple
         )
     case = f" (case {head['case']})" if head["case"] else ""
     if behind:
-        where_ = "; ".join(f"rank {s['rank']} at {s['where']}" for s in behind)
+        where_ = "; ".join(f"{_who(s, states)} at {s['where']}" for s in behind)
         return "divergence", (
             f"{_wait(s['rank'] for s in front)} in {_op(head)}{case}; "
             f"{_ranks(s['rank'] for s in behind)} never entered it: {where_}"
@@ -231,7 +231,7 @@ def _verdict(states: list[dict], dead: list[int], stuck_s: float = 0.0) -> tuple
         ref = [s for s in front if s["rank"] not in odd_ranks]
         odd = [s for s in front if s["rank"] in odd_ranks]
         r0 = ref[0]
-        what = "; ".join(f"rank {s['rank']} is in {_op(s)}{_shape(s)} at {s['where']}" for s in odd)
+        what = "; ".join(f"{_who(s, states)} is in {_op(s)}{_shape(s)} at {s['where']}" for s in odd)
         return "divergence", (
             f"{_wait(s['rank'] for s in ref)} in {_op(r0)}{_shape(r0)} (case {r0['case']}); "
             f"{_ranks(odd_ranks)} issued a different op there: {what}"
@@ -244,6 +244,12 @@ def _verdict(states: list[dict], dead: list[int], stuck_s: float = 0.0) -> tuple
             "(a slow or partitioned peer, or a deadlock inside the backend)"
         )
     return "unknown", f"no rank waits on another: every rank that answered is past {_op(head)}"
+
+
+def _who(s: dict, states: list[dict]) -> str:
+    """``rank 1``, with its host when the ranks run on several (compose, Slurm): the node to look at."""
+    several = len({x["host"] for x in states}) > 1
+    return f"rank {s['rank']} (host {s['host']})" if several else f"rank {s['rank']}"
 
 
 def _usual(s: dict) -> int:

@@ -29,10 +29,10 @@ def entry(op, seq, state="completed", shape=(64,), t=100.0, peer=None):
     }
 
 
-def dump(rank, seq, tail, frames, case_ops=None, t=110.0):
+def dump(rank, seq, tail, frames, case_ops=None, t=110.0, host="vm"):
     return {
         "rank": rank,
-        "host": f"node{rank}",
+        "host": host,
         "time_unix": t,
         "case": CASE,
         "seq": {"0": seq},
@@ -58,7 +58,7 @@ def test_a_rank_that_never_entered_the_op_is_named_with_where_it_is():
         f"ranks 0,2 wait in all_reduce #57 (case {CASE}); rank 1 never entered it: "
         "rank 1 at suite/runner.py:236 in diverge"
     )
-    assert any(line.startswith("rank 1 (node1): last issued all_reduce #56 (completed)") for line in d["ranks"])
+    assert any(line.startswith("rank 1 (vm): last issued all_reduce #56 (completed)") for line in d["ranks"])
 
 
 def test_a_rank_in_a_different_op_is_named_by_its_missing_case_op():
@@ -208,3 +208,18 @@ def test_a_run_without_a_hang_leaves_no_hang_folder_and_a_hung_one_keeps_it(tmp_
     (tmp_path / "hang" / "rank0.json").write_text("{}")
     hang.tidy(tmp_path)
     assert sorted(p.name for p in (tmp_path / "hang").iterdir()) == ["rank0.json", "rank1.fatal"]
+
+
+def test_on_several_hosts_the_verdict_names_the_node():
+    # compose / Slurm: ranks on two nodes; the rank that never entered the op is named with its host
+    dumps = {
+        0: dump(0, 57, [entry("all_reduce", 57, "failed")], IN_OP, host="node0"),
+        1: dump(1, 56, [entry("all_reduce", 56)], IN_SLEEP, host="node1"),
+    }
+    assert (
+        "rank 1 never entered it: rank 1 (host node1) at suite/runner.py:236 in diverge"
+        in (hang.diagnose(dumps, {}, 2)["verdict"])
+    )
+    for d in dumps.values():
+        d["host"] = "one-host"
+    assert "rank 1 never entered it: rank 1 at suite/runner.py" in hang.diagnose(dumps, {}, 2)["verdict"]
