@@ -136,8 +136,7 @@ class Journal:
         self._known: dict = {}  # group object (None: the default) -> (name, sequence getter)
         self.count: dict[str, int] = {}  # ops journaled per group name (plain dicts: a Counter costs 3x)
         self.p2p: dict[str, int] = {}  # p2p ops journaled per group name
-        self._checks = 0
-        self._last: dict[str, int] = {}
+        self._checks: dict[str, int] = {}  # checks per case label (the store key: the same on every rank)
         self._store = None
         self._dumped_request = None
         self.case_ops: dict[str, int] = {}  # ops of the current case, by name
@@ -237,27 +236,29 @@ class Journal:
         return out
 
     def agree(self, ctx, case: str) -> None:
-        """Raise ``Diverged`` (on every rank alike) if the ranks issued different numbers of collectives
-        on a group since the previous check; outside any timed region. Uses the rendezvous store."""
-        if ctx.world_size < 2 or self._connect(ctx) is None:
+        """Raise ``Diverged`` (on every rank of the case alike) if its ranks have issued different numbers
+        of collectives on a group they share; outside any timed region. Uses the rendezvous store.
+
+        The ranks compared are those of the case's group (a subgroup case runs on its members only);
+        the counts are cumulative since each group was created: at the same case, ranks that issued the
+        same collectives have the same counts, whatever cases some of them sat out."""
+        ranks = _global_ranks(ctx.group)
+        if len(ranks) < 2 or self._connect(ctx) is None:
             return
-        now = self.collectives()
-        mine = {g: n - self._last.get(g, 0) for g, n in now.items()}
-        self._last = now
-        key = f"check/{self._checks}"
-        self._checks += 1
-        self._store.set(f"{key}/{ctx.rank}", json.dumps(mine))
-        keys = [f"{key}/{r}" for r in range(ctx.world_size)]
+        me = dist.get_rank()
+        n = self._checks[case] = self._checks.get(case, 0) + 1
+        key = f"check/{case}/{n}"
+        self._store.set(f"{key}/{me}", json.dumps(self.collectives()))
+        keys = [f"{key}/{r}" for r in ranks]
         try:
             self._store.wait(keys, datetime.timedelta(seconds=ctx.timeout_s))
         except Exception:
-            missing = [r for r, k in enumerate(keys) if not self._store.check([k])]
+            missing = [r for r, k in zip(ranks, keys) if not self._store.check([k])]
             raise CheckTimedOut(
                 f"Timed out waiting {ctx.timeout_s:.0f} s for rank(s) {', '.join(map(str, missing))} at the "
                 f"sequence check after {case} (they are elsewhere: see the launcher's hang diagnosis)"
             ) from None
-        counts = [json.loads(self._store.get(k)) for k in keys]
-        problem = divergence(counts, case)
+        problem = divergence({r: json.loads(self._store.get(k)) for r, k in zip(ranks, keys)}, case)
         if problem:
             raise Diverged(problem)
 
@@ -345,15 +346,15 @@ def _entry_json(e: dict) -> dict:
     return e
 
 
-def divergence(counts: list[dict], case: str) -> str | None:
+def divergence(counts: dict[int, dict], case: str) -> str | None:
     """The message naming the rank(s) whose collective counts differ, or None if all agree.
 
-    ``counts[r]`` maps group name -> collectives rank r issued on it since the last check; a
-    group a rank does not know (a subgroup it is not in) is not compared for that rank. Per
-    group, the count most ranks have is the reference (ties: rank 0's); the others are named."""
-    groups = sorted({g for c in counts for g in c})
+    ``counts[r]`` maps group name -> collectives global rank r has issued on it so far; a group a
+    rank does not know (a subgroup it is not in) is not compared for that rank. Per group, the
+    count most ranks have is the reference (ties: the lowest rank's); the others are named."""
+    groups = sorted({g for c in counts.values() for g in c})
     for g in groups:
-        have = {r: c[g] for r, c in enumerate(counts) if g in c}
+        have = {r: c[g] for r, c in sorted(counts.items()) if g in c}
         if len(set(have.values())) < 2:
             continue
         tally = collections.Counter(have.values())
@@ -362,13 +363,20 @@ def divergence(counts: list[dict], case: str) -> str | None:
         ref = have[first]
         odd = [r for r in have if have[r] != ref]
         same = [r for r in have if have[r] == ref]
-        detail = "; ".join(f"rank {r} issued {have[r]}" for r in odd)
+        detail = "; ".join(f"rank {r} had issued {have[r]}" for r in odd)
         return (
-            f"ranks diverged in {case}: {detail} collective(s) on process group {g} where rank(s) "
-            f"{','.join(map(str, same))} issued {ref} (c10d's per-group sequence numbers; "
-            f"any later op on this group would pair with the wrong partner)"
+            f"ranks diverged by the end of {case}: {detail} collective(s) on process group {g} where rank(s) "
+            f"{','.join(map(str, same))} had issued {ref} (c10d's per-group sequence numbers; any later op on "
+            f"this group would pair with the wrong partner)"
         )
     return None
+
+
+def _global_ranks(group) -> list[int]:
+    """The global ranks of ``group`` (the default group: every rank)."""
+    if group is None or group is dist.group.WORLD:
+        return list(range(dist.get_world_size()))
+    return list(dist.get_process_group_ranks(group))
 
 
 def _p2p_op_class(base):

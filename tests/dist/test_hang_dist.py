@@ -90,7 +90,9 @@ def test_a_planted_divergence_is_named(tmp_path, action):
         assert "a peer was lost" not in out
     status = proc.returncode
     if action == "stray":  # found by the after-case check at once, not by a timeout
-        n = re.search(r"rank 1 issued (\d+) collective\(s\) on process group 0 where rank\(s\) 0 issued (\d+)", out)
+        n = re.search(
+            r"rank 1 had issued (\d+) collective\(s\) on process group 0 where rank\(s\) 0 had issued (\d+)", out
+        )
         assert n and int(n.group(1)) == int(n.group(2)) + 1, out[-4000:]
     # named within TIMEOUT_S + a few seconds of the first op left waiting (start-up excluded: this
     # machine's load makes it vary), and the whole run bounded

@@ -120,16 +120,20 @@ def test_an_interrupted_run_whose_ranks_were_moving_is_not_called_a_divergence()
 
 
 def test_the_sequence_check_names_the_odd_rank_per_group():
-    assert journal.divergence([{"0": 40}, {"0": 40}, {"0": 40}], "c") is None
-    msg = journal.divergence([{"0": 40}, {"0": 39}, {"0": 40}], "c")
-    assert msg.startswith("ranks diverged in c: rank 1 issued 39 collective(s) on process group 0 where rank(s) 0,2")
-    # a tie of two: rank 0's count is the reference
-    assert "rank 1 issued 41" in journal.divergence([{"0": 40}, {"0": 41}], "c")
-    # a subgroup only some ranks are in is compared among its members
-    assert journal.divergence([{"0": 5, "1": 3}, {"0": 5, "1": 3}, {"0": 5}], "c") is None
-    assert "rank 1 issued 2 collective(s) on process group 1" in journal.divergence(
-        [{"0": 5, "1": 3}, {"0": 5, "1": 2}, {"0": 5, "1": 3}], "c"
+    def check(*counts):
+        return journal.divergence(dict(enumerate(counts)), "c")
+
+    assert check({"0": 40}, {"0": 40}, {"0": 40}) is None
+    assert check({"0": 40}, {"0": 39}, {"0": 40}).startswith(
+        "ranks diverged by the end of c: rank 1 had issued 39 collective(s) on process group 0 where rank(s) 0,2 "
+        "had issued 40"
     )
+    assert "rank 1 had issued 41" in check({"0": 40}, {"0": 41})  # a tie of two: the lowest rank is the reference
+    # a subgroup only some ranks are in is compared among its members
+    assert check({"0": 5, "1": 3}, {"0": 5, "1": 3}, {"0": 5}) is None
+    assert "rank 1 had issued 2 collective(s) on process group 1" in check({"0": 5, "1": 3}, {"0": 5, "1": 2}, {"0": 5})
+    # a subgroup case: only its members (global ranks 2 and 3) take part in the check
+    assert "rank 3 had issued 6" in journal.divergence({2: {"0": 5}, 3: {"0": 6}}, "c")
 
 
 def test_the_sequence_adapter_falls_back_to_none_without_the_private_api():
