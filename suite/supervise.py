@@ -78,8 +78,8 @@ def run_ranks(
     def forward(signum, _frame):
         nonlocal diagnosed
         if not received and not diagnosed and world_size:
+            diagnosed = True  # first: a second Ctrl-C during the diagnosis must not start another
             _diagnose(run_dir, world_size, f"interrupted by signal {signum}", stuck_s=1.0)
-            diagnosed = True
         received.append(signum)
         try:
             proc.send_signal(signum)  # torchrun stops its workers on SIGINT/SIGTERM
