@@ -23,6 +23,7 @@ EXIT_PEER_FAILURE = 5  # a rank died, froze or became unreachable mid-run
 EXIT_WRONG_RESULT = 6  # a collective produced wrong elements
 EXIT_NOTHING_SELECTED = 7  # the case selection (-k / K=...) matched no case; nothing was measured
 EXIT_FINDING = 8  # the doctor found a slow link, a straggler or a weak node (every probe ran and was correct)
+EXIT_DIVERGED = 9  # the ranks issued different collectives: one skipped, reordered or never reached one
 EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
 
@@ -36,6 +37,7 @@ MEANING = {
     EXIT_WRONG_RESULT: "wrong results",
     EXIT_NOTHING_SELECTED: "nothing selected",
     EXIT_FINDING: "the doctor found a problem",
+    EXIT_DIVERGED: "the ranks diverged",
     EXIT_SIGINT: "interrupted (SIGINT)",
     EXIT_SIGTERM: "interrupted (SIGTERM)",
 }
@@ -50,8 +52,17 @@ def status_line(status: int) -> str:
     )
 
 
+BEFORE_RECORD: list = []
+"""Called with the cause before a rank records its failure (suite/journal.py dumps the rank's journal)."""
+
+
 def record_failure(results_dir: str | None, rank: int, cause: str, **extra) -> None:
     """Leave ``<results_dir>/failures/rank<r>.json`` for the launcher's summary (best effort)."""
+    for hook in BEFORE_RECORD:
+        try:
+            hook(cause)
+        except Exception:  # reporting a failure must never raise a second one
+            pass
     if not results_dir:
         return
     try:

@@ -244,7 +244,9 @@ def main(argv: list[str] | None = None) -> int:
     # rank 0's live progress line shares this terminal (on node 0): torchrun's stderr lines erase it before
     # they print (rich draws it again below them), and a line left by a killed rank 0 is erased after the run
     live = live and lay["node_rank"] == 0
-    rc, signum, tail = run_ranks(cmd, env, run_dir, ROOT, erase_line=live and sys.stderr.isatty())
+    rc, signum, tail = run_ranks(
+        cmd, env, run_dir, ROOT, erase_line=live and sys.stderr.isatty(), world_size=lay["world_size"]
+    )
     if live and (rc != 0 or signum):  # rank 0 may not have erased its line itself
         sys.stdout.write(progress.RESET_TERMINAL)
         sys.stdout.flush()

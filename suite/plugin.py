@@ -142,6 +142,9 @@ def dist_ctx(request):
         ctx = init_distributed(cfg, results_dir=config.option.results_dir, heartbeat_timeout_s=cfg.heartbeat_timeout_s)
     except (PreflightError, ConfigError) as e:
         pytest.exit(f"preflight failed: {e}", returncode=3)
+    from suite import journal
+
+    journal.install(ctx.rank, config.option.results_dir)  # every op recorded; dumps for the hang diagnosis
     per_rank: list = [None] * ctx.world_size
     dist.all_gather_object(per_rank, sysinfo.collect_local(), group=ctx.group)
     config.stash[_KEY_MACHINE] = sysinfo.collect_global(per_rank) | {
@@ -279,6 +282,19 @@ def _is_distributed_failure(exc: BaseException) -> bool:
 
 
 @pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    """A case that raised leaves its journal at once (suite/journal.py), before pytest formats the
+    traceback: when a peer died, torchrun ends this rank within a second."""
+    outcome = yield
+    exc = outcome.excinfo[1] if outcome.excinfo else None
+    j = sys.modules.get("suite.journal")
+    if exc is not None and j is not None and j.current() is not None:
+        if not isinstance(exc, (pytest.fail.Exception, pytest.skip.Exception)):
+            j.current().exc = exc
+            j.current().dump(f"this rank failed: {type(exc).__name__}: {str(exc)[:300]}", failed=True)
+
+
+@pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
@@ -297,11 +313,14 @@ def pytest_runtest_makereport(item, call):
     if call.excinfo.errisinstance((pytest.fail.Exception, pytest.skip.Exception)):
         return
     exc = call.excinfo.value
-    kind = "peer_failure" if _is_distributed_failure(exc) else "rank_error"
+    kind = getattr(exc, "failure_kind", None) or ("peer_failure" if _is_distributed_failure(exc) else "rank_error")
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
     cause = f"{type(exc).__name__} in {item.nodeid}: {first}"
     from suite.failures import record_failure
 
+    j = sys.modules.get("suite.journal")
+    if j is not None and j.current() is not None and j.current().exc is None:
+        j.current().exc = exc  # a failure outside the call phase: its dump shows where it was raised
     record_failure(item.config.option.results_dir, _rank_from_env(), cause, kind=kind)
     item.session.shouldstop = f"rank {_rank_from_env()} stopped the run: {cause}"
 
@@ -337,6 +356,9 @@ def _inject_fault(item) -> None:
 
 
 def pytest_runtest_setup(item):
+    j = sys.modules.get("suite.journal")
+    if j is not None and j.current() is not None:
+        j.current().set_case(item.nodeid)  # the case a hung op belongs to
     live = getattr(item.config, "_suite_live", None)
     if live is not None:
         live.update(case=item.nodeid)

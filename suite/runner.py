@@ -28,6 +28,13 @@ matched by ``Case.answers_to``: an experiment, op, label, identity value, or ``a
 - ``SUITE_INJECT_MISMATCH=<name>``: the last rank issues one extra 1-element
   all_reduce before the case (a collective the others do not call);
   TORCH_DISTRIBUTED_DEBUG=DETAIL must name the mismatch.
+- ``SUITE_INJECT_DIVERGE=<action>:<rank>:<k>[:<name>]``: that rank's k-th call (1-based, counted
+  over the calls the harness makes of matching cases' ops) does something else: ``skip`` (issues
+  nothing), ``other`` (a 1-element broadcast instead), ``size`` (an all_reduce one element longer),
+  ``sleep`` (sleeps an hour outside any op), ``recv`` (a recv from the next rank, which never
+  sends), ``stray`` (the call, then after the case's last op one more of it, async and never waited
+  for: what a library can leave behind). The after-case sequence check or the launcher's hang
+  diagnosis must name that rank.
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ from collections.abc import Mapping
 import torch
 import torch.distributed as dist
 
-from suite import results, verify
+from suite import journal, results, verify
 from suite.case import Buffers, Case, Session, support_reason, wait_all
 from suite.config import BenchConfig
 from suite.dist import DistContext
@@ -121,7 +128,7 @@ class Harness:
                 m = measure(
                     ctx,
                     cfg,
-                    [_delayed_after(ctx, b.call, delay) for b in sets],
+                    [self._diverging(ctx, case, _delayed_after(ctx, b.call, delay)) for b in sets],
                     mode=mode,
                     iters=None if case.max_iters is None else min(cfg.iters, case.max_iters),
                     warmup_iters=case.warmup,
@@ -132,6 +139,11 @@ class Harness:
                     rank_fields_of=case.rank_fields_of,
                 )
                 ctx.sync_device()
+            if getattr(self, "_stray", None) is not None:
+                self._stray, stray = None, self._stray
+                stray()  # SUITE_INJECT_DIVERGE=stray: an op left in flight, after this case's last one
+            if journal.current() is not None:  # the ranks issued the same collectives (not a collective itself)
+                journal.current().agree(ctx, case.label)
             # 3. the buffers that were timed hold exactly one op's result (reset before each sample)
             self._corrupt(ctx, case, sets[-1], timed=True)
             wrong_timed = sum(b.check() for b in sets if b.check is not None) if checked else 0
@@ -212,6 +224,35 @@ class Harness:
         if rank != ctx.rank or (name and not case.answers_to(name)):
             return None
         return seconds, where
+
+    def _diverging(self, ctx: DistContext, case: Case, call):
+        spec = self.env.get("SUITE_INJECT_DIVERGE", "")
+        if not spec:
+            return call
+        action, rank, k, *name = spec.split(":")
+        if int(rank) != ctx.rank or (name and not case.answers_to(name[0])):
+            return call
+
+        def diverge(async_op: bool):
+            self._calls = getattr(self, "_calls", 0) + 1
+            if self._calls != int(k):
+                return call(async_op)
+            if action == "sleep":
+                time.sleep(3600)
+            elif action == "other":
+                dist.broadcast(torch.zeros(1, device=ctx.device), src=0, group=ctx.group)
+            elif action == "size":
+                dist.all_reduce(torch.zeros(case.bytes.count + 1, device=ctx.device), group=ctx.group)
+            elif action == "stray":
+                self._stray = lambda: call(True)
+                return call(async_op)
+            elif action == "recv":
+                dist.recv(torch.zeros(1, device=ctx.device), src=(ctx.rank + 1) % ctx.world_size, group=ctx.group)
+            elif action != "skip":
+                raise ValueError(f"SUITE_INJECT_DIVERGE: unknown action {action!r}")
+            return None
+
+        return diverge
 
     def _maybe_mismatch(self, ctx: DistContext, case: Case) -> None:
         target = self.env.get("SUITE_INJECT_MISMATCH")

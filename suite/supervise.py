@@ -18,6 +18,7 @@ from pathlib import Path
 import psutil
 
 from suite.failures import (
+    EXIT_DIVERGED,
     EXIT_FAILED,
     EXIT_NOTHING_SELECTED,
     EXIT_OK,
@@ -26,6 +27,7 @@ from suite.failures import (
     EXIT_SIGTERM,
     EXIT_WRONG_RESULT,
 )
+from suite import hang
 from suite.fileio import write_json_atomic
 from suite.progress import ERASE_LINE
 
@@ -48,14 +50,16 @@ def _kill_tree(proc: subprocess.Popen) -> None:
 
 
 def run_ranks(
-    cmd: list[str], env: dict, run_dir: Path, cwd: Path, erase_line: bool = False
+    cmd: list[str], env: dict, run_dir: Path, cwd: Path, erase_line: bool = False, world_size: int = 0
 ) -> tuple[int, int | None, list[str]]:
     """Run torchrun in its own session; forward SIGINT/SIGTERM; never leave it behind.
 
     torchrun's stderr passes through a thread that keeps its tail, so the
     launcher can name the rank torchrun saw fail first. ``erase_line``: each line
     first erases the terminal's current line (rank 0's live progress line, drawn
-    again below it), instead of being appended to it."""
+    again below it), instead of being appended to it. ``world_size``: the ranks asked
+    for a hang diagnosis (suite/hang.py) when one fails or the run is interrupted, before
+    anything is ended (0: none)."""
     proc = subprocess.Popen(
         cmd, cwd=cwd, env=env, start_new_session=True, stderr=subprocess.PIPE, text=True, errors="replace", bufsize=1
     )
@@ -72,6 +76,10 @@ def run_ranks(
     received: list[int] = []
 
     def forward(signum, _frame):
+        nonlocal diagnosed
+        if not received and not diagnosed and world_size:
+            diagnosed = True  # first: a second Ctrl-C during the diagnosis must not start another
+            _diagnose(run_dir, world_size, f"interrupted by signal {signum}", stuck_s=1.0)
         received.append(signum)
         try:
             proc.send_signal(signum)  # torchrun stops its workers on SIGINT/SIGTERM
@@ -81,6 +89,7 @@ def run_ranks(
     old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
     failures_dir = run_dir / "failures"
     failed_since = None
+    diagnosed = False
     try:
         while True:
             try:
@@ -93,6 +102,9 @@ def run_ranks(
                 _kill_tree(proc)
                 continue
             if failed_since is None and failures_dir.is_dir() and any(failures_dir.iterdir()):
+                if world_size:
+                    _diagnose(run_dir, world_size, "a rank reported a failure")
+                    diagnosed = True
                 failed_since = time.monotonic()
             if failed_since is not None and time.monotonic() - failed_since > FAILURE_GRACE_S:
                 # A rank reported a fatal failure, but torchrun is still waiting on a rank
@@ -107,7 +119,21 @@ def run_ranks(
             except (ProcessLookupError, PermissionError):
                 pass
         reader.join(timeout=5)
+    if rc != 0 and not diagnosed and world_size and not received:  # a rank died (SIGABRT): what it left
+        _diagnose(run_dir, world_size, f"the ranks ended with status {rc}", ask=False)
+    hang.tidy(run_dir)
     return rc, (received[0] if received else None), list(tail)
+
+
+def _diagnose(run_dir: Path, world_size: int, why: str, ask: bool = True, stuck_s: float = 0.0) -> None:
+    """Ask the ranks where they are and print the diagnosis (never raises: the run must still end)."""
+    try:
+        diag = hang.diagnose_run(run_dir, world_size, why, ask=ask, stuck_s=stuck_s)
+    except Exception as e:  # noqa: BLE001 - a broken diagnosis must not keep the ranks running
+        print(f"# hang diagnosis failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+        return
+    if diag is not None:  # on a line of its own (rank 0's progress dots may not have ended theirs)
+        print("\n" + hang.render(diag), file=sys.stderr, flush=True)
 
 
 def root_cause(lines: list[str]) -> dict | None:
@@ -155,8 +181,15 @@ def final_status(rc: int, signum: int | None, run_dir: Path, first: dict | None 
     if first is not None and not failures:
         how = f"killed by {first['signal']}" if first["exitcode"] < 0 else f"exited with status {first['exitcode']}"
         print(f"# first failure: rank {first['rank']} on host {first['host']} {how}", file=sys.stderr)
+    diag = hang.read_verdict(run_dir)
+    if diag is not None:
+        print(f"# hang diagnosis: {diag['verdict']} ({run_dir / 'failures' / 'hang.txt'})", file=sys.stderr)
+    if any(fl.get("kind") == "divergence" for fl in failures):
+        return EXIT_DIVERGED  # the sequence check: the ranks issued different collectives
     if any(fl.get("kind") == "rank_error" for fl in failures):
-        return EXIT_FAILED  # a rank raised; the others' lost-peer errors are its consequence
+        return EXIT_FAILED  # a rank raised; the others' lost-peer errors (and where they wait) are its consequence
+    if (diag or {}).get("kind") == "divergence":
+        return EXIT_DIVERGED  # alive ranks at different ops: not a lost peer
     if any(fl.get("kind") == "peer_failure" for fl in failures):
         return EXIT_PEER_FAILURE
     if first is not None and first["exitcode"] < 0:
@@ -186,6 +219,9 @@ def stamp_status(run_dir: Path, status: int, signum: int | None) -> None:
     s = run.setdefault("suite", {})
     s["exit_status"] = status
     s["interrupted_by_signal"] = signum
+    diag = hang.read_verdict(run_dir)
+    if diag is not None:  # the launcher's hang diagnosis (failures/hang.txt has the per-rank lines)
+        s["hang_diagnosis"] = {"kind": diag.get("kind"), "verdict": diag.get("verdict")}
     if status != EXIT_OK:
         s["complete"] = False if signum is not None or status == EXIT_PEER_FAILURE else s.get("complete", False)
     write_json_atomic(path, run)

@@ -1,0 +1,397 @@
+"""The launcher's hang diagnosis: which rank is where, and the one line that names the divergence.
+
+When a rank reports a failure (an op timed out, a peer went silent) or the run is
+interrupted, the launcher asks every rank for its journal (suite/journal.py:
+``<run>/hang/request``), waits a few seconds for ``<run>/hang/rank<r>.json`` (and for the
+faulthandler stacks a rank killed by a fatal signal left in ``rank<r>.fatal``), then writes
+ONE diagnosis, before the processes are ended, to ``<run>/failures/hang.txt`` and
+``hang.json``: per rank the last op it issued (process group, c10d sequence number, op,
+shape, case), whether it completed, and where the rank is (its innermost frame in the
+suite or an experiment); then a verdict such as::
+
+    ranks 0,2 wait in all_reduce #57 (case ...); rank 1 never entered it: at suite/runner.py:240 in diverge
+
+``diagnose`` is a pure function of the dumps (unit-tested on synthetic ones).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import pickle
+import re
+import time
+from pathlib import Path
+
+from suite.fileio import write_json_atomic
+
+ROOT = Path(__file__).resolve().parent.parent
+DUMP_WAIT_S = 4.0
+"""How long the launcher waits for the ranks' dumps (a rank's journal thread answers within 0.25 s)."""
+_SKIP_FILES = ("suite/journal.py", "suite/failures.py")  # the dump's own frames say nothing of the hang
+
+
+def request_dumps(run_dir: Path, why: str) -> None:
+    """Ask every rank that watches ``run_dir`` for its journal (a new stamp is a new request)."""
+    d = run_dir / "hang"
+    d.mkdir(parents=True, exist_ok=True)
+    tmp = d / ".request.tmp"
+    tmp.write_text(f"{time.time():.3f} {why}\n")
+    tmp.replace(d / "request")
+
+
+def read_dumps(run_dir: Path) -> tuple[dict[int, dict], dict[int, list]]:
+    """The ranks' journal dumps and, for ranks that died of a fatal signal, faulthandler's main-thread frames."""
+    dumps, fatal = {}, {}
+    for p in sorted((run_dir / "hang").glob("rank*.json")):
+        try:
+            d = json.loads(p.read_text())
+            dumps[int(d["rank"])] = d
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    for p in sorted((run_dir / "hang").glob("rank*.fatal")):
+        try:
+            text = p.read_text(errors="replace")
+        except OSError:
+            continue
+        if text.strip():
+            fatal[int(p.stem.removeprefix("rank"))] = parse_faulthandler(text)
+    for r in dumps:  # a rank that answered and was ended afterwards (SIGTERM) is described by its journal
+        if r in fatal and fatal[r]["error"] is None:
+            del fatal[r]
+    return dumps, fatal
+
+
+def collect(run_dir: Path, world_size: int, why: str, wait_s: float = DUMP_WAIT_S) -> tuple[dict, dict]:
+    """Request the dumps and wait (at most ``wait_s``) until every rank has answered or died."""
+    request_dumps(run_dir, why)
+    deadline = time.monotonic() + wait_s
+    while True:
+        dumps, fatal = read_dumps(run_dir)
+        if len(set(dumps) | set(fatal)) >= world_size or time.monotonic() > deadline:
+            return dumps, fatal
+        time.sleep(0.2)
+
+
+def parse_faulthandler(text: str) -> dict:
+    """What faulthandler wrote: the fatal error (None for a registered signal such as SIGTERM) and the
+    frames ``[file, line, function]`` (outermost first) of the main thread (the one not started by
+    ``threading``)."""
+    fatal = re.search(r"Fatal Python error: (.+)", text)
+    blocks = re.split(r"\n\s*\n(?=(?:Current thread|Thread) 0x)", text)
+    stacks = [list(reversed(re.findall(r'File "([^"]+)", line (\d+) in (\S+)', b))) for b in blocks]
+    stacks = [st for st in stacks if st]
+    main = next((st for st in stacks if st[0][2] != "_bootstrap"), stacks[-1] if stacks else [])
+    return {"error": fatal.group(1).strip() if fatal else None, "frames": [[f, int(n), fn] for f, n, fn in main]}
+
+
+def where(frames: list) -> str:
+    """The innermost frame in the project (an experiment or the suite), else the innermost one."""
+
+    def rel(f: str) -> str:
+        try:
+            return str(Path(f).resolve().relative_to(ROOT))
+        except ValueError:
+            return f
+
+    for f, line, fn in reversed(frames):
+        r = rel(f)
+        if not r.startswith("/") and not r.startswith(".venv") and not r.endswith(_SKIP_FILES):
+            return f"{r}:{line} in {fn}"
+    return f"{rel(frames[-1][0])}:{frames[-1][1]} in {frames[-1][2]}" if frames else "?"
+
+
+def _main_frames(d: dict) -> list:
+    threads = d.get("threads") or []
+    main = next((t for t in threads if t.get("main")), None)
+    return main["frames"] if main else []
+
+
+def rank_state(d: dict, group: str | None = None) -> dict:
+    """One rank's position on ``group`` (default: the group of its last op): live sequence number, the op
+    at it (if journaled), waiting or not, and for how long (seconds before the dump)."""
+    tail = d.get("tail") or []
+    group = group or (tail[-1]["group"] if tail else "0")
+    seq = (d.get("seq") or {}).get(group)
+    at = next((e for e in reversed(tail) if e.get("group") == group and e.get("seq") == seq), None)
+    waiting = at is None or at.get("state") in ("entered", "failed", "issued")
+    return {
+        "rank": d["rank"],
+        "host": d.get("host", "?"),
+        "group": group,
+        "seq": seq,
+        "op": at.get("op") if at else None,
+        "shape": at.get("shape") if at else None,
+        "peer": at.get("peer") if at else None,
+        "case": (at or {}).get("case") or d.get("case", ""),
+        "state": at.get("state") if at else None,
+        "waiting": waiting and seq is not None and seq > 0,
+        "age_s": d.get("time_unix", 0) - at["time_unix"] if at and at.get("time_unix") else None,
+        "where": where(_main_frames(d)),
+        "case_ops": d.get("case_ops") or {},
+        "tail": tail,
+    }
+
+
+def _op(s: dict) -> str:
+    if s["op"] is None:
+        return f"an op the journal did not see #{s['seq']}"
+    peer = f" (peer {s['peer']})" if s["peer"] is not None else ""
+    return f"{s['op']} #{s['seq']}{peer}"
+
+
+def _ranks(rs) -> str:
+    rs = sorted(rs)
+    return f"rank{'s' if len(rs) > 1 else ''} {','.join(map(str, rs))}"
+
+
+def _wait(rs, verb: str = "wait") -> str:
+    rs = sorted(rs)
+    return f"{_ranks(rs)} {verb}{'s' if len(rs) == 1 and verb == 'wait' else ''}"
+
+
+def _odd_by_case_ops(states: list[dict]) -> list[int]:
+    """Ranks that issued fewer of the case's most issued op than the others (they skipped or replaced one)."""
+    total: collections.Counter = collections.Counter()
+    for s in states:
+        total.update(s["case_ops"])
+    if not total:
+        return []
+    op = total.most_common(1)[0][0]
+    have = {s["rank"]: s["case_ops"].get(op, 0) for s in states}
+    top = max(have.values())
+    return [r for r, n in have.items() if n < top]
+
+
+def diagnose(dumps: dict[int, dict], fatal: dict[int, dict], world_size: int, stuck_s: float = 0.0) -> dict:
+    """Per-rank lines and one verdict from the ranks' dumps; ``kind`` is divergence, died, hang, running
+    or unknown. ``stuck_s``: a rank must have waited this long in its op to count as stuck (an interrupted
+    run's ranks may just be running: their snapshots are a few milliseconds apart)."""
+    states = [rank_state(dumps[r]) for r in sorted(dumps)]
+    if len({s["group"] for s in states}) > 1:  # the ranks' last ops are on different groups: compare the default one
+        states = [rank_state(dumps[r], "0") for r in sorted(dumps)]
+    lines = []
+    for s in states:
+        now = f"waits in {_op(s)}" if s["waiting"] else f"last issued {_op(s)} (completed)"
+        lines.append(f"rank {s['rank']} ({s['host']}): {now}, case {s['case'] or '?'}; at {s['where']}")
+    dead = sorted(fatal)
+    silent = [r for r in range(world_size) if r not in dumps and r not in fatal]
+    lines += [f"rank {r}: {_ended(fatal[r])}" for r in dead]
+    lines += [f"rank {r}: did not answer (frozen, or ended before it could)" for r in silent]
+    kind, verdict = _verdict(states, dead, stuck_s)
+    gone = [f"rank {r} {_ended(fatal[r])}" for r in dead]
+    if silent:
+        gone.append(f"{_ranks(silent)} did not answer (frozen or gone)")
+    if gone:
+        kind = "died" if kind != "divergence" else kind
+        verdict = "; ".join(gone) + (f"; {verdict}" if verdict else "")
+    return {"kind": kind, "verdict": verdict or "no rank left a journal", "ranks": lines, "states": states}
+
+
+def _ended(f: dict) -> str:
+    """How a rank that left only faulthandler's stacks ended, and in what (its innermost function)."""
+    frames = f["frames"]
+    inner = f" in {frames[-1][2]}" if frames else ""
+    if f["error"]:
+        return f"died ({f['error']}){inner} at {where(frames)}"
+    return f"was ended by a signal (SIGTERM){inner} at {where(frames)}"
+
+
+def _verdict(states: list[dict], dead: list[int], stuck_s: float = 0.0) -> tuple[str, str]:
+    live = [s for s in states if s["seq"] is not None]
+    if not live:
+        return "unknown", ""
+    top = max(s["seq"] for s in live)
+    front = [s for s in live if s["seq"] == top]
+    behind = [s for s in live if s["seq"] < top]
+    head = front[0]
+    ages = [s["age_s"] for s in front if s["waiting"] and s["age_s"] is not None]
+    if stuck_s and not dead and ages and max(ages) < stuck_s:
+        return (
+            "running",
+            f"no rank was stuck: the ranks were running (the latest op, {_op(head)}, began {max(ages):.2f} s before)",
+        )
+    case = f" (case {head['case']})" if head["case"] else ""
+    if behind:
+        where_ = "; ".join(f"{_who(s, states)} at {s['where']}" for s in behind)
+        return "divergence", (
+            f"{_wait(s['rank'] for s in front)} in {_op(head)}{case}; "
+            f"{_ranks(s['rank'] for s in behind)} never entered it: {where_}"
+        )
+    kinds = collections.defaultdict(list)
+    for s in front:
+        kinds[(s["op"], json.dumps(s["shape"]))].append(s)
+    if len(kinds) > 1:
+        odd_ranks = set(_odd_by_case_ops(front))
+        if not odd_ranks or len(odd_ranks) == len(front):  # no op count tells them apart: the minority is odd
+            ref = max(kinds.values(), key=len)
+            if sum(len(v) == len(ref) for v in kinds.values()) > 1:  # a tie: the op unusual for its own rank
+                ref = max(kinds.values(), key=lambda v: min(_usual(s) for s in v))
+            odd_ranks = {s["rank"] for s in front if s not in ref}
+        ref = [s for s in front if s["rank"] not in odd_ranks]
+        odd = [s for s in front if s["rank"] in odd_ranks]
+        r0 = ref[0]
+        what = "; ".join(f"{_who(s, states)} is in {_op(s)}{_shape(s)} at {s['where']}" for s in odd)
+        return "divergence", (
+            f"{_wait(s['rank'] for s in ref)} in {_op(r0)}{_shape(r0)} (case {r0['case']}); "
+            f"{_ranks(odd_ranks)} issued a different op there: {what}"
+        )
+    if all(s["waiting"] for s in front):
+        if dead:
+            return "died", f"{_wait((s['rank'] for s in front), 'waited')} in {_op(head)}{_shape(head)}{case}"
+        return "hang", (
+            f"every rank that answered waits in {_op(head)}{case}: none is missing from it "
+            "(a slow or partitioned peer, or a deadlock inside the backend)"
+        )
+    return "unknown", f"no rank waits on another: every rank that answered is past {_op(head)}"
+
+
+def _who(s: dict, states: list[dict]) -> str:
+    """``rank 1``, with its host when the ranks run on several (compose, Slurm): the node to look at."""
+    several = len({x["host"] for x in states}) > 1
+    return f"rank {s['rank']} (host {s['host']})" if several else f"rank {s['rank']}"
+
+
+def _usual(s: dict) -> int:
+    """How many ops of the rank's journal tail were the same op with the same shape as its current one."""
+    return sum(1 for e in s["tail"] if e.get("op") == s["op"] and e.get("shape") == s["shape"])
+
+
+def _shape(s: dict) -> str:
+    return f" {s['shape']}" if s["shape"] is not None else ""
+
+
+def write(run_dir: Path, diag: dict, why: str) -> None:
+    """``failures/hang.txt`` (what the launcher printed) and ``failures/hang.json`` (best effort)."""
+    text = f"# hang diagnosis ({why}):\n" + render(diag).partition("\n")[2]
+    try:
+        (run_dir / "failures").mkdir(parents=True, exist_ok=True)
+        (run_dir / "failures" / "hang.txt").write_text(text + "\n")
+        write_json_atomic(
+            run_dir / "failures" / "hang.json",
+            {
+                "why": why,
+                "kind": diag["kind"],
+                "verdict": diag["verdict"],
+                "ranks": diag["ranks"],
+                "flight_recorder": diag.get("flight_recorder"),
+                "time_unix": time.time(),
+            },
+        )
+    except OSError:
+        pass
+
+
+FR_PREFIX = "nccl_trace_rank_"
+"""The flight-recorder dumps' names in the run directory (suite/launch.py flight_recorder_env)."""
+
+
+def journal_from_flight_recorder(dump: dict, rank: int) -> dict:
+    """One rank's flight-recorder dump (NCCL; torch's pickled dict of ``entries``) in the journal's form,
+    so ``diagnose`` reads it: collectives only (their ``collective_seq_id`` is per process group; p2p has
+    its own counter), the op from ``profiling_name`` ("nccl:all_reduce"), the first input's size, entered
+    until ``state`` is completed, and the last entry's Python frames (innermost first in the dump)."""
+    entries = sorted(
+        (e for e in dump.get("entries") or [] if not e.get("is_p2p") and e.get("collective_seq_id")),
+        key=lambda e: e.get("record_id", 0),
+    )
+    tail, seq, ops = [], {}, {}
+    for e in entries:
+        group = str((e.get("process_group") or ["0"])[0])
+        op = str(e.get("profiling_name", "?")).rpartition(":")[2]
+        sizes, dtypes = e.get("input_sizes") or [], e.get("input_dtypes") or []
+        n = int(e["collective_seq_id"])
+        tail.append(
+            {
+                "op": op,
+                "group": group,
+                "seq": n,
+                "shape": list(sizes[0]) if sizes else None,
+                "dtype": dtypes[0] if dtypes else None,
+                "peer": None,
+                "case": "",
+                "state": "completed" if e.get("state") == "completed" else "entered",
+                "time_unix": (e.get("time_created_ns") or 0) / 1e9,
+            }
+        )
+        seq[group] = max(seq.get(group, 0), n)
+        ops[op] = ops.get(op, 0) + 1
+    frames = (
+        [[f.get("filename", "?"), f.get("line", 0), f.get("name", "?")] for f in (entries[-1].get("frames") or [])][
+            ::-1
+        ]
+        if entries
+        else []
+    )
+    return {
+        "rank": rank,
+        "host": dump.get("hostname", "?"),
+        "time_unix": max((t["time_unix"] for t in tail), default=0.0),
+        "case": "",
+        "seq": seq,
+        "tail": tail,
+        "case_ops": ops,
+        "threads": [{"name": "flight recorder: last collective", "main": True, "frames": frames}],
+    }
+
+
+def read_flight_recorder(run_dir: Path) -> dict[int, dict]:
+    """The NCCL flight-recorder dumps the ranks left in ``run_dir`` (only this suite's own ranks write
+    them there), each in the journal's form."""
+    out = {}
+    for p in sorted(run_dir.glob(f"{FR_PREFIX}*")):
+        rank = p.name[len(FR_PREFIX) :]
+        if not rank.isdigit():
+            continue
+        try:
+            raw = p.read_bytes()
+            try:
+                dump = json.loads(raw)
+            except ValueError:
+                dump = pickle.loads(raw)  # noqa: S301 - written by this run's own ranks (torch's format)
+            out[int(rank)] = journal_from_flight_recorder(dump, int(rank))
+        except Exception:  # noqa: BLE001 - a truncated or foreign dump is skipped, not fatal
+            continue
+    return out
+
+
+def diagnose_run(run_dir: Path, world_size: int, why: str, ask: bool = True, stuck_s: float = 0.0) -> dict | None:
+    """Collect the dumps (``ask``: request them first; else read what the ranks left), diagnose, write and
+    return the diagnosis (None when no rank left anything)."""
+    try:
+        dumps, fatal = collect(run_dir, world_size, why) if ask else read_dumps(run_dir)
+    except OSError:
+        return None
+    if not dumps and not fatal and not list(run_dir.glob(f"{FR_PREFIX}*")):
+        return None
+    diag = diagnose(dumps, fatal, world_size, stuck_s)
+    fr = read_flight_recorder(run_dir)
+    if fr:  # NCCL: what the backend itself recorded, read the same way
+        diag["flight_recorder"] = diagnose(fr, {}, world_size)["verdict"]
+    write(run_dir, diag, why)
+    return diag
+
+
+def render(diag: dict) -> str:
+    fr = [f"# flight recorder (NCCL): {diag['flight_recorder']}"] if diag.get("flight_recorder") else []
+    return "\n".join(["# hang diagnosis:", *[f"#   {x}" for x in diag["ranks"]], f"# {diag['verdict']}", *fr])
+
+
+def tidy(run_dir: Path) -> None:
+    """Remove what a run without a hang leaves in ``<run>/hang``: the empty fatal-signal files."""
+    d = run_dir / "hang"
+    try:
+        for p in d.glob("rank*.fatal"):
+            if p.stat().st_size == 0:
+                p.unlink()
+        d.rmdir()  # only if nothing else is left
+    except OSError:
+        pass
+
+
+def read_verdict(run_dir: Path) -> dict | None:
+    """The diagnosis the launcher wrote for this run, if any."""
+    try:
+        return json.loads((run_dir / "failures" / "hang.json").read_text())
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,112 @@
+"""A hung or diverged run names the rank, the op and the line (suite/journal.py, suite/hang.py), through
+the launcher users run, on real Gloo groups: each kind of divergence is planted on rank 1 inside the
+timed iterations of the second case (SUITE_INJECT_DIVERGE, suite/runner.py), with TIMEOUT_S=5.
+
+What each run must show: the exit status (9 for a divergence, never 5 "a peer was lost" for a rank
+that is alive), the one-line verdict naming rank 1 (or, for a size mismatch that Gloo aborts on, the
+rank that died and what the others waited in), the diagnosis in failures/, and the first case kept.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+
+from tests.conftest import all_correct, run_suite
+
+pytestmark = pytest.mark.slow
+
+TIMEOUT_S = 5
+# two cases (256 B, 1 KiB) of 1 warm-up + 5 timed calls: call 9 is the 2nd timed one of the 2nd case
+TWO_SIZES = [
+    "--experiments",
+    "collectives",
+    "--min-bytes",
+    "256",
+    "--max-bytes",
+    "1K",
+    "--iters",
+    "5",
+    "--warmup",
+    "1",
+    "--timeout-s",
+    str(TIMEOUT_S),
+    "--",
+    "-k",
+    "all_reduce-sum",
+]
+
+PLANTS = {
+    # action: (ranks, exit status, what the verdict says)
+    "skip": (
+        2,
+        9,
+        r"rank 0 waits in all_reduce #\d+ \[256\] \(case [^)]+\); rank 1 issued a different op there: "
+        r"rank 1 is in barrier #\d+ at suite/timing\.py:\d+ in barrier",
+    ),
+    "other": (
+        2,
+        9,
+        r"rank 0 waits in all_reduce #\d+ \[256\] .*; rank 1 issued a different op there: "
+        r"rank 1 is in broadcast #\d+ \[1\] at suite/runner\.py:\d+ in diverge",
+    ),
+    "sleep": (
+        2,
+        9,
+        r"rank 0 waits in all_reduce #\d+ \(case .*\); rank 1 never entered it: "
+        r"rank 1 at suite/runner\.py:\d+ in diverge",
+    ),
+    "recv": (
+        2,
+        9,
+        r"rank 0 waits in all_reduce #\d+ \[256\] .*; rank 1 issued a different op there: "
+        r"rank 1 is in recv #\d+ \(peer 0\) \[1\] at suite/runner\.py:\d+ in diverge",
+    ),
+    "stray": (2, 9, r"rank 1 waits in all_reduce #\d+ .*; rank 0 never entered it"),
+    # Gloo aborts (SIGABRT) on the size mismatch: status 5, or 9 when rank 1's journal came in before torchrun
+    # ended it (then it is named as the rank whose all_reduce has 257 elements)
+    "size": (3, (5, 9), r"rank \d died \(Aborted\) in all_reduce at suite/(ops|runner)\.py:\d+ in"),
+}
+
+
+@pytest.mark.parametrize("action", list(PLANTS))
+def test_a_planted_divergence_is_named(tmp_path, action):
+    nproc, status, verdict = PLANTS[action]
+    t0 = time.monotonic()
+    proc = run_suite(tmp_path, *TWO_SIZES, nproc=nproc, env={"SUITE_INJECT_DIVERGE": f"{action}:1:9"}, timeout=120)
+    took = time.monotonic() - t0
+    out = proc.stdout + proc.stderr
+    assert proc.returncode in (status if isinstance(status, tuple) else (status,)), out[-4000:]
+    run_dir = tmp_path / "results" / "run"
+    diag = json.loads((run_dir / "failures" / "hang.json").read_text())
+    assert diag["verdict"] == diag["verdict"].strip() and "\n" not in diag["verdict"]
+    assert re.search(verdict, diag["verdict"]), diag
+    assert f"# hang diagnosis: {diag['verdict']}" in out  # the launcher's last lines say it
+    assert (run_dir / "failures" / "hang.txt").read_text().count("\n") >= 2  # per-rank lines and the verdict
+    if status == 9:
+        assert "a peer was lost" not in out
+    status = proc.returncode
+    if action == "stray":  # found by the after-case check at once, not by a timeout
+        n = re.search(
+            r"rank 1 had issued (\d+) collective\(s\) on process group 0 where rank\(s\) 0 had issued (\d+)", out
+        )
+        assert n and int(n.group(1)) == int(n.group(2)) + 1, out[-4000:]
+    # named within TIMEOUT_S + a few seconds of the first op left waiting (start-up excluded: this
+    # machine's load makes it vary), and the whole run bounded
+    waited = [
+        e["time_unix"]
+        for p in (run_dir / "hang").glob("rank*.json")
+        for e in json.loads(p.read_text())["tail"]
+        if e["state"] in ("entered", "failed")
+    ]
+    if waited:
+        assert diag["time_unix"] - min(waited) < TIMEOUT_S + 10, diag
+    assert took < 120, f"took {took:.0f} s"
+    run = json.loads((run_dir / "bench.json").read_text())
+    assert run["suite"]["complete"] is False and run["suite"]["exit_status"] == status
+    assert run["suite"]["hang_diagnosis"] == {"kind": diag["kind"], "verdict": diag["verdict"]}  # marked
+    recs = [b["extra_info"] for b in run["benchmarks"]]
+    assert len(recs) == 1 and all_correct(recs), "the case measured before the divergence was lost"

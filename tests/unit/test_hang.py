@@ -1,0 +1,229 @@
+"""The hang diagnosis (suite/hang.py) and the after-case sequence check's verdict (suite/journal.py)
+as pure functions of synthetic per-rank dumps: which rank each kind of divergence names."""
+
+from __future__ import annotations
+
+import json
+
+from suite import hang, journal
+from suite.failures import EXIT_DIVERGED, EXIT_PEER_FAILURE, MEANING
+from suite.supervise import final_status
+
+CASE = "experiments/collectives.py::test_collective[all_reduce-sum-float32-256B-inplace]"
+RUNNER = str(hang.ROOT / "suite" / "runner.py")
+OPS = str(hang.ROOT / "suite" / "ops.py")
+TORCH = "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py"
+
+
+def entry(op, seq, state="completed", shape=(64,), t=100.0, peer=None):
+    return {
+        "op": op,
+        "group": "0",
+        "seq": seq,
+        "shape": list(shape) if shape else None,
+        "dtype": "float32",
+        "peer": peer,
+        "case": CASE,
+        "state": state,
+        "time_unix": t,
+    }
+
+
+def dump(rank, seq, tail, frames, case_ops=None, t=110.0, host="vm"):
+    return {
+        "rank": rank,
+        "host": host,
+        "time_unix": t,
+        "case": CASE,
+        "seq": {"0": seq},
+        "tail": tail,
+        "case_ops": case_ops or {},
+        "threads": [{"name": "MainThread", "main": True, "frames": frames}],
+    }
+
+
+IN_OP = [[RUNNER, 118, "run"], [OPS, 119, "<lambda>"], [TORCH, 3252, "all_reduce"]]
+IN_SLEEP = [[RUNNER, 118, "run"], [RUNNER, 236, "diverge"]]
+
+
+def test_a_rank_that_never_entered_the_op_is_named_with_where_it_is():
+    dumps = {
+        0: dump(0, 57, [entry("all_reduce", 56), entry("all_reduce", 57, "failed")], IN_OP),
+        1: dump(1, 56, [entry("all_reduce", 56)], IN_SLEEP),
+        2: dump(2, 57, [entry("all_reduce", 56), entry("all_reduce", 57, "entered")], IN_OP),
+    }
+    d = hang.diagnose(dumps, {}, 3)
+    assert d["kind"] == "divergence"
+    assert d["verdict"] == (
+        f"ranks 0,2 wait in all_reduce #57 (case {CASE}); rank 1 never entered it: "
+        "rank 1 at suite/runner.py:236 in diverge"
+    )
+    assert any(line.startswith("rank 1 (vm): last issued all_reduce #56 (completed)") for line in d["ranks"])
+
+
+def test_a_rank_in_a_different_op_is_named_by_its_missing_case_op():
+    # rank 1 skipped an all_reduce: both are at #80, rank 1 in the next barrier, one all_reduce short
+    dumps = {
+        0: dump(0, 80, [entry("all_reduce", 80, "failed")], IN_OP, {"all_reduce": 40, "barrier": 39}),
+        1: dump(1, 80, [entry("barrier", 80, "failed", shape=None)], IN_OP, {"all_reduce": 39, "barrier": 40}),
+    }
+    d = hang.diagnose(dumps, {}, 2)
+    assert d["kind"] == "divergence"
+    assert d["verdict"].startswith(f"rank 0 waits in all_reduce #80 [64] (case {CASE}); rank 1 issued a different op")
+    assert "rank 1 is in barrier #80 at suite/ops.py:119" in d["verdict"]
+
+
+def test_a_tie_of_ops_names_the_rank_whose_op_is_unusual_for_itself():
+    # same op counts (the size plant): rank 0's [65] is the one its own journal never saw before
+    tail0 = [entry("all_reduce", s) for s in range(70, 80)] + [entry("all_reduce", 80, "entered", shape=(65,))]
+    tail1 = [entry("all_reduce", s) for s in range(70, 81)]
+    tail1[-1]["state"] = "entered"
+    counts = {"all_reduce": 11}
+    d = hang.diagnose({0: dump(0, 80, tail0, IN_OP, counts), 1: dump(1, 80, tail1, IN_OP, counts)}, {}, 2)
+    assert "; rank 0 issued a different op there: rank 0 is in all_reduce #80 [65]" in d["verdict"]
+
+
+def test_every_rank_in_the_same_op_is_a_hang_not_a_divergence():
+    dumps = {r: dump(r, 12, [entry("all_reduce", 12, "entered")], IN_OP) for r in range(2)}
+    d = hang.diagnose(dumps, {}, 2)
+    assert d["kind"] == "hang" and d["verdict"].startswith("every rank that answered waits in all_reduce #12")
+
+
+def test_a_rank_killed_by_a_fatal_signal_is_named_with_what_the_others_waited_in():
+    fatal = hang.parse_faulthandler(
+        "Fatal Python error: Aborted\n\n"
+        "Thread 0x00007f01 (most recent call first):\n"
+        '  File "/x/threading.py", line 982 in run\n'
+        '  File "/x/threading.py", line 1002 in _bootstrap\n\n'
+        "Thread 0x00007f02 (most recent call first):\n"
+        f'  File "{TORCH}", line 3252 in all_reduce\n'
+        f'  File "{OPS}", line 119 in <lambda>\n'
+        f'  File "{RUNNER}", line 118 in run\n'
+    )
+    assert fatal["error"] == "Aborted" and fatal["frames"][-1][2] == "all_reduce"
+    dumps = {1: dump(1, 80, [entry("all_reduce", 80, "failed")], IN_OP)}
+    d = hang.diagnose(dumps, {0: fatal}, 3)
+    assert d["kind"] == "died"
+    assert d["verdict"] == (
+        "rank 0 died (Aborted) in all_reduce at suite/ops.py:119 in <lambda>; rank 2 did not answer (frozen or gone); "
+        f"rank 1 waited in all_reduce #80 [64] (case {CASE})"
+    )
+
+
+def test_an_interrupted_run_whose_ranks_were_moving_is_not_called_a_divergence():
+    dumps = {
+        0: dump(0, 57, [entry("all_reduce", 57, "entered", t=109.999)], IN_OP),
+        1: dump(1, 56, [entry("all_reduce", 56, t=109.998)], IN_OP),
+    }
+    assert hang.diagnose(dumps, {}, 2, stuck_s=1.0)["kind"] == "running"
+    assert hang.diagnose(dumps, {}, 2)["kind"] == "divergence"
+
+
+def test_the_sequence_check_names_the_odd_rank_per_group():
+    def check(*counts):
+        return journal.divergence(dict(enumerate(counts)), "c")
+
+    assert check({"0": 40}, {"0": 40}, {"0": 40}) is None
+    assert check({"0": 40}, {"0": 39}, {"0": 40}).startswith(
+        "ranks diverged by the end of c: rank 1 had issued 39 collective(s) on process group 0 where rank(s) 0,2 "
+        "had issued 40"
+    )
+    assert "rank 1 had issued 41" in check({"0": 40}, {"0": 41})  # a tie of two: the lowest rank is the reference
+    # a subgroup only some ranks are in is compared among its members
+    assert check({"0": 5, "1": 3}, {"0": 5, "1": 3}, {"0": 5}) is None
+    assert "rank 1 had issued 2 collective(s) on process group 1" in check({"0": 5, "1": 3}, {"0": 5, "1": 2}, {"0": 5})
+    # a subgroup case: only its members (global ranks 2 and 3) take part in the check
+    assert "rank 3 had issued 6" in journal.divergence({2: {"0": 5}, 3: {"0": 6}}, "c")
+
+
+def test_the_sequence_adapter_falls_back_to_none_without_the_private_api():
+    assert journal.sequence_number(object()) is None
+
+
+def test_a_divergence_is_its_own_exit_status_not_a_lost_peer(tmp_path, capsys):
+    assert MEANING[EXIT_DIVERGED] == "the ranks diverged"
+    (tmp_path / "failures").mkdir()
+    for r in range(2):
+        (tmp_path / "failures" / f"rank{r}.json").write_text(
+            json.dumps({"rank": r, "host": "h", "cause": "Diverged in x: ranks diverged", "kind": "divergence"})
+        )
+    first = {"rank": 0, "host": "h", "exitcode": 1, "signal": None}
+    assert final_status(1, None, tmp_path, first) == EXIT_DIVERGED
+    # a hang the diagnosis found to be a divergence (the ranks' notes say only "timed out")
+    for r in range(2):
+        (tmp_path / "failures" / f"rank{r}.json").write_text(
+            json.dumps({"rank": r, "host": "h", "cause": "Timed out waiting", "kind": "peer_failure"})
+        )
+    assert final_status(1, None, tmp_path, first) == EXIT_PEER_FAILURE
+    hang.write(tmp_path, {"kind": "divergence", "verdict": "rank 1 never entered it", "ranks": []}, "test")
+    assert final_status(1, None, tmp_path, first) == EXIT_DIVERGED
+    assert "# hang diagnosis: rank 1 never entered it" in capsys.readouterr().err
+
+
+def _fr_entry(record_id, seq, state, line):
+    # the fields torch's flight recorder writes for a collective (torch/distributed/flight_recorder)
+    return {
+        "record_id": record_id,
+        "process_group": ("0", "default_pg"),
+        "collective_seq_id": seq,
+        "p2p_seq_id": 0,
+        "is_p2p": False,
+        "profiling_name": "nccl:all_reduce",
+        "input_sizes": [[1024]],
+        "input_dtypes": ["Float"],
+        "state": state,
+        "time_created_ns": 1_000_000_000 * (100 + seq),
+        "frames": [  # innermost first
+            {"name": "all_reduce", "filename": TORCH, "line": 3252},
+            {"name": "train_step", "filename": str(hang.ROOT / "experiments" / "ddp.py"), "line": line},
+            {"name": "<module>", "filename": "/usr/lib/python3.11/runpy.py", "line": 88},
+        ],
+    }
+
+
+def test_nccl_flight_recorder_dumps_are_read_by_the_same_diagnosis(tmp_path):
+    import pickle
+
+    last = {0: (57, "scheduled"), 1: (56, "completed"), 2: (57, "started")}
+    for rank, (seq, state) in last.items():
+        line = 130 if rank == 1 else 123  # where each rank issued its last collective (rank 1: elsewhere)
+        entries = [_fr_entry(i, i, "completed", 120) for i in range(1, seq)] + [_fr_entry(seq, seq, state, line)]
+        entries.append({**_fr_entry(seq + 1, 0, "scheduled", 9), "is_p2p": True, "p2p_seq_id": 4})  # p2p: not counted
+        dump = {"version": "2.10", "pg_config": {}, "pg_status": {}, "entries": entries}
+        (tmp_path / f"{hang.FR_PREFIX}{rank}").write_bytes(pickle.dumps(dump))
+    (tmp_path / f"{hang.FR_PREFIX}2.tmp").write_bytes(b"half a file")  # torch's temp file: ignored
+    d = hang.diagnose_run(tmp_path, 3, "test", ask=False)
+    assert d["flight_recorder"] == (
+        "ranks 0,2 wait in all_reduce #57; rank 1 never entered it: rank 1 at experiments/ddp.py:130 in train_step"
+    )
+    assert json.loads((tmp_path / "failures" / "hang.json").read_text())["flight_recorder"] == d["flight_recorder"]
+    assert f"# flight recorder (NCCL): {d['flight_recorder']}" in (tmp_path / "failures" / "hang.txt").read_text()
+
+
+def test_a_run_without_a_hang_leaves_no_hang_folder_and_a_hung_one_keeps_it(tmp_path):
+    (tmp_path / "hang").mkdir()
+    for r in range(2):
+        (tmp_path / "hang" / f"rank{r}.fatal").write_text("")
+    hang.tidy(tmp_path)
+    assert not (tmp_path / "hang").exists()
+    (tmp_path / "hang").mkdir()
+    (tmp_path / "hang" / "rank0.fatal").write_text("")
+    (tmp_path / "hang" / "rank1.fatal").write_text("Fatal Python error: Aborted\n")
+    (tmp_path / "hang" / "rank0.json").write_text("{}")
+    hang.tidy(tmp_path)
+    assert sorted(p.name for p in (tmp_path / "hang").iterdir()) == ["rank0.json", "rank1.fatal"]
+
+
+def test_on_several_hosts_the_verdict_names_the_node():
+    # compose / Slurm: ranks on two nodes; the rank that never entered the op is named with its host
+    dumps = {
+        0: dump(0, 57, [entry("all_reduce", 57, "failed")], IN_OP, host="node0"),
+        1: dump(1, 56, [entry("all_reduce", 56)], IN_SLEEP, host="node1"),
+    }
+    assert (
+        "rank 1 never entered it: rank 1 (host node1) at suite/runner.py:236 in diverge"
+        in (hang.diagnose(dumps, {}, 2)["verdict"])
+    )
+    for d in dumps.values():
+        d["host"] = "one-host"
+    assert "rank 1 never entered it: rank 1 at suite/runner.py" in hang.diagnose(dumps, {}, 2)["verdict"]
