@@ -408,23 +408,26 @@ def _probe_child(
             delay_step = ""  # once
             time.sleep(float(delay_s))
 
+    # Every step's input and expected output is built before "ready": the parent's no-progress clock
+    # runs between lines, and building a 16 MiB pattern on a loaded host must not read as a stall.
+    counts = {size: max(1, size // 4) for size in (big, *sizes)}
+    mine = {size: pat(rank, c) for size, c in counts.items()}
+    want = {size: pat(peer, c) for size, c in counts.items()}
     say("ready")
-    count = big // 4
     for ordering in ORDERINGS:
-        s, r = pat(rank, count), torch.full((count,), -1, dtype=dt, device=dev)
+        r = torch.full((counts[big],), -1, dtype=dt, device=dev)
         maybe_delay(ordering)
         t0 = time.perf_counter()
-        exchange(s, r, peer, peer, ordering=ordering)
+        exchange(mine[big], r, peer, peer, ordering=ordering)
         sync()
-        say(ordering, big, verify.count_wrong(r, pat(peer, count)), f"{time.perf_counter() - t0:.6f}")
+        say(ordering, big, verify.count_wrong(r, want[big]), f"{time.perf_counter() - t0:.6f}")
     for size in sizes:
-        count = max(1, size // 4)
-        s, r = pat(rank, count), torch.full((count,), -1, dtype=dt, device=dev)
+        r = torch.full((counts[size],), -1, dtype=dt, device=dev)
         maybe_delay("naive")
-        dist.send(s, peer)  # both ranks send first: the deadlock under test
+        dist.send(mine[size], peer)  # both ranks send first: the deadlock under test
         dist.recv(r, peer)
         sync()
-        say("naive", size, verify.count_wrong(r, pat(peer, count)))
+        say("naive", size, verify.count_wrong(r, want[size]))
     say("done")
     dist.destroy_process_group()
 
