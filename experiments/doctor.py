@@ -14,7 +14,8 @@ every sample kept (``keep_rank_samples``). The probes, each ``probe`` in the rec
 - ``bandwidth``: for every ordered pair a -> b, a window of DOCTOR_WINDOW messages of
   DOCTOR_LARGE_BYTES from a to b and a 1-element acknowledgement (OSU ``osu_bw``); time per message,
   so algbw is the bandwidth of that direction.
-- ``bidirectional``: for every pair, both directions at once (OSU ``osu_bibw``), time per message.
+- ``bidirectional``: for every pair, both directions at once (OSU ``osu_bibw``), time per message of
+  one direction (both move at once; the p2p convention: algbw counts one direction).
 - ``ring``: every rank sends DOCTOR_LARGE_BYTES to rank+1 while receiving from rank-1 (isend/irecv):
   every link of the ring loaded at once; each rank's own time says which rank waited.
 - ``compute``: the same fixed matmul work on every rank (calibrated once: at least DOCTOR_COMPUTE_MS on
