@@ -176,6 +176,30 @@ def test_an_fp16_average_1_01_too_large_fails_the_per_element_tolerance(tmp_path
     assert "produced wrong elements" in proc.stderr and "ddp_hook_fp16_scaled" in proc.stderr
 
 
+
+def test_buffers_off_by_2_pow_minus_10_fail_and_every_buffer_mode_passes(tmp_path):
+    """2 ranks, exact: every rank's BatchNorm buffers are compared with what the reference says that rank holds
+    (rank 0's broadcast before each forward, or, with broadcast_buffers=False and in the manual cases, the
+    rank's own running stats). A hook that averages correctly but moves running_mean by 2^-10 fails on the
+    buffers alone (exit 6); the honest cases, rank 1's buffers different from rank 0's, pass."""
+    env = {"DDP_PARAMS": "20K", "DDP_ACCUM": "2", "DDP_HOOKS": "allreduce,bn_skew"}
+    proc = run_suite(tmp_path, "--experiments", "ddp", "--iters", "3", "--warmup", "2", "--", "-k",
+                     "mlp and (hook or broadcast_buffers or accum or manual)", nproc=2, env=env, timeout=400)
+    assert proc.returncode == 6, proc.stdout[-3000:] + proc.stderr[-3000:]  # EXIT_WRONG_RESULT
+    recs = {r["variant"]: r for r in (b["extra_info"] for b in load_bench(tmp_path)["benchmarks"])}
+    skew = recs["mlp-ddp_hook_bn_skew"]
+    assert skew["checked"] and skew["check_max_abs_diff"] == 0  # the parameters are right
+    assert skew["n_wrong"] > 0 and skew["check_buffer_max_abs_diff"] >= 2**-10, skew
+    honest = ["mlp-ddp_hook_allreduce", "mlp-ddp_broadcast_buffers=False", "mlp-manual_all_reduce",
+              "mlp-manual_coalesced", "mlp-accum_x2_no_sync", "mlp-accum_x2_sync_each"]
+    for v in honest:
+        r = recs[v]
+        assert r["checked"] and r["n_wrong"] == 0 and r["check_buffer_max_abs_diff"] == 0, (v, r.get("n_wrong"))
+        assert r["check_buffers"].startswith("exact"), v
+    assert "rank 0's" in recs["mlp-ddp_hook_allreduce"]["check_buffers"]
+    assert "own batches" in recs["mlp-ddp_broadcast_buffers=False"]["check_buffers"]
+    assert "produced wrong elements" in proc.stderr and "ddp_hook_bn_skew" in proc.stderr
+
 def _load(path):
     return training.flat_params_from_state(torch.load(path))
 
