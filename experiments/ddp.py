@@ -983,8 +983,7 @@ def _resolve_step(
         if v.kind == "all_reduce"
         else None
         if unchecked
-        else "every rank's params equal single-process training on the global batches (check_rule), "
-        "its buffers that rank's in it (check_buffers)",
+        else "every rank's params equal single-process training on the global batches (check_rule)",
     }
     if byte_model.bw_op is not None and v.kind != "all_reduce":
         fields["allreduces_per_step"] = byte_model.size_bytes // grad
@@ -992,6 +991,8 @@ def _resolve_step(
     rule = check_rule(v, ctx.world_size)
     if has_buffers and not unchecked and v.kind != "all_reduce":
         fields["check_buffers"] = buffer_rule(v, rule)
+        if rule.exact:
+            fields["check"] += "; its buffers that rank's in it (check_buffers)"
     prov = _step_provenance(v, unchecked, has_buffers and rule.exact)
     fields.update(_ddp_kwargs(v, settings))
     if v.bucket_fraction is not None:
