@@ -104,6 +104,8 @@ def test_experiments_through_launcher_with_profile(tmp_path):
                 r.get("hook") not in ("noop", "powerSGD", "fp16_compress", "bf16_compress"):
             assert r["checked"] and r["n_wrong"] == 0 and r["check_rule"] == "exact", r["label"]
             assert r["check_max_abs_diff"] == 0 and r["check_steps"] == 5, r["label"]  # 2 warm-up + 3 timed
+            if r["model"] == "mlp":  # and every rank's BatchNorm buffers, exactly (the source model has none)
+                assert r["check_buffers"].startswith("exact") and r["check_buffer_max_abs_diff"] == 0, r["label"]
         if r["op"] in ("solo_step", "local_step") or r.get("hook") in ("noop", "powerSGD"):
             assert r["checked"] is False and r["n_wrong"] is None and r["unchecked_reason"], r["label"]
     fp16 = next(r for r in ddp if r["variant"] == "mlp-ddp_hook_fp16_compress")
@@ -153,6 +155,8 @@ def test_a_hook_that_sums_instead_of_averaging_fails_the_reference_check(tmp_pat
         right = recs[f"{model}-ddp_hook_allreduce"]
         assert right["n_wrong"] == 0 and right["check_rule"].split()[0] == rule
         assert right["check_max_abs_diff"] <= right["check_tol"] < wrong["check_max_abs_diff"] / 100
+        if model == "mlp":  # buffers: exact where the parameters are, else stated as not compared
+            assert right["check_buffers"].split()[0] == ("exact" if world == 2 else "not")
         assert recs[f"{model}-ddp_hook_fp16_compress"]["n_wrong"] == 0
     for accum in ("mlp-accum_x2_no_sync", "mlp-accum_x2_sync_each"):
         assert recs[accum]["n_wrong"] == 0 and recs[accum]["checked"]
