@@ -634,7 +634,11 @@ def _reference(session: Session, ctx: DistContext, v: Variant, settings: Setting
 
 def buffer_rule(v: Variant, rule: CheckRule) -> str:
     """How a rank's buffers are compared with the reference's for that rank (module docstring)."""
-    whose = "rank 0's before each forward, then the rank's own batch" if syncs_buffers(v) else "the rank's own batches"
+    whose = (
+        "rank 0's broadcast before each forward that follows a gradient sync, then the rank's own batches"
+        if syncs_buffers(v)
+        else "the rank's own batches"
+    )
     if rule.exact:
         return f"exact ({whose})"
     return "not compared (parameters within tol: no bound for the running stats derived)"
