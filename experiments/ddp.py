@@ -58,6 +58,20 @@ DDP averages), then the same SGD step. Rule (``check_rule`` in the record):
   element's largest value) are the reference's: one bound for all elements, from the largest of
   them, let an fp16 average 1.01 times too large through at 4 ranks.
 
+Buffers (the MLP's BatchNorm1d running mean, variance and count; ``check_buffers`` in the record): the
+reference keeps every rank's buffers as that rank holds them. In training mode BatchNorm normalises with
+the batch's own statistics, so buffers never change the parameters; each forward moves the running stats
+from the buffers it starts with by that rank's batch. With ``broadcast_buffers`` (DDP's default) a forward
+starts from rank 0's buffers (DDP broadcasts them before it, when the previous forward synchronised
+gradients: every micro-batch, or only the first of a step under ``no_sync``), so after a step rank r holds
+rank 0's previous buffers moved by rank r's batch; with ``broadcast_buffers=False``, and in the manual
+cases (no DDP), each rank's running stats evolve from its own batches alone (local BatchNorm). Rule:
+``exact`` wherever the parameters' rule is (the forward then sees bit-identical parameters and batches, and
+the update is the same operation), compared element by element after every check, wrong buffer elements
+added to ``n_wrong``; under the tolerance rule the buffers are not compared (``not compared``: no bound on the
+running stats follows from the parameters' tolerance here). ``DDP_HOOKS=bn_skew`` averages correctly but moves
+running_mean by 2^-10: the buffers alone fail.
+
 Not checked (``checked: false`` with the reason): ``solo_step`` and ``local_step`` (no
 communication: nothing but the step compared with itself), the no-op hook (no
 communication by design, ranks diverge) and PowerSGD (a low-rank approximation with error
@@ -272,6 +286,23 @@ def _fp16_scaled_hook(group, bucket):
     return default_hooks.fp16_compress_hook(group, bucket).then(lambda f: f.value().mul_(1.01))
 
 
+def _bn_skew_hook(state, bucket):
+    """The allreduce hook (a correct average) that also moves every BatchNorm running_mean by 2^-10: buffers
+    wrong on purpose (DDP_HOOKS=bn_skew), so that the buffer check can be seen to fail while parameters pass."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    group, module = state
+
+    def skew(fut):
+        with torch.no_grad():
+            for m in module.modules():
+                if isinstance(m, nn.modules.batchnorm._BatchNorm):
+                    m.running_mean.add_(2.0**-10)
+        return fut.value()
+
+    return default_hooks.allreduce_hook(group, bucket).then(skew)
+
+
 def _register_hook(ddp: DDP, hook: str, ctx: DistContext, settings: Settings) -> None:
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 
@@ -288,6 +319,8 @@ def _register_hook(ddp: DDP, hook: str, ctx: DistContext, settings: Settings) ->
         ddp.register_comm_hook(ctx.group, _sum_hook)
     elif hook == "fp16_scaled":
         ddp.register_comm_hook(ctx.group, _fp16_scaled_hook)
+    elif hook == "bn_skew":
+        ddp.register_comm_hook((ctx.group, ddp.module), _bn_skew_hook)
     else:
         ddp.register_comm_hook(ctx.group, getattr(default_hooks, _HOOKS[hook]))
 
@@ -488,32 +521,48 @@ class Reference:
     g_r x 1/N, the value a correct all_reduce average has), where DDP averages them (every micro-batch
     with ``sync_each``, else once per step), then the same SGD step. No torch.distributed."""
 
-    def __init__(self, model: str, settings: Settings, world: int, device, micro: int, sync_each: bool):
-        self._args = (model, settings, world, device, micro, sync_each)
+    def __init__(
+        self, model: str, settings: Settings, world: int, device, micro: int, sync_each: bool, sync_buffers: bool
+    ):
+        self._args = (model, settings, world, device, micro, sync_each, sync_buffers)
         self._start()
-        self._snapshots: dict[int, tuple[torch.Tensor, float, float]] = {}
+        self._snapshots: dict[int, tuple[torch.Tensor, ...]] = {}
 
     def _start(self) -> None:
         """A fresh model at step 0."""
-        model, settings, world, device, micro, sync_each = self._args
+        model, settings, world, device, micro, sync_each, sync_buffers = self._args
         self.net = _build_model(model, settings, seed=0).to(device)
         self.opt = torch.optim.SGD(self.net.parameters(), lr=training.SOURCE.lr)
         self.loss_fn = nn.CrossEntropyLoss()
         self.batches = [_rank_batches(r, settings, micro, device) for r in range(world)]
-        self.world, self.micro, self.sync_each = world, micro, sync_each
+        self.world, self.micro, self.sync_each, self.sync_buffers = world, micro, sync_each, sync_buffers
         self.steps = 0
         self.p_max = training.flat_params(self.net).abs()
         self.g_max = torch.zeros_like(self.p_max)
+        self.bufs = [[b.detach().clone() for b in self.net.buffers()] for _ in range(world)]
+        """Each rank's buffers (BatchNorm running stats and count) as that rank holds them."""
 
     def _p_max(self) -> torch.Tensor:
         """Per element: the largest |parameter| so far."""
         return torch.maximum(self.p_max, training.flat_params(self.net).abs())
 
-    def _local(self, x, y) -> list[torch.Tensor]:
+    def _local(self, r: int, x, y) -> list[torch.Tensor]:
+        """Rank ``r``'s forward (from and into its own buffers) and backward; its gradients."""
+        with torch.no_grad():
+            for b, mine in zip(self.net.buffers(), self.bufs[r]):
+                b.copy_(mine)
         self.net.zero_grad(set_to_none=False)
         loss = self.loss_fn(self.net(x), y)
         (loss / self.micro if self.micro > 1 else loss).backward()  # as training.local_step / _accum_step
+        self.bufs[r] = [b.detach().clone() for b in self.net.buffers()]
         return [p.grad.clone() for p in self.net.parameters()]
+
+    def _broadcast_buffers(self, i: int) -> None:
+        """DDP's buffer sync before micro-batch ``i``'s forward: every rank takes rank 0's buffers when
+        ``sync_buffers`` and the previous forward synchronised gradients (DDP's require_forward_param_sync:
+        every micro-batch with sync_each, only the first under no_sync)."""
+        if self.sync_buffers and (i == 0 or self.sync_each):
+            self.bufs = [[b.clone() for b in self.bufs[0]] for _ in range(self.world)]
 
     def _mean(self, per_rank: list[list[torch.Tensor]]) -> list[torch.Tensor]:
         inv = 1.0 / self.world
@@ -531,7 +580,8 @@ class Reference:
         avg: list | None = None
         acc: list | None = None
         for i in range(self.micro):
-            local = [self._local(*self.batches[r][i]) for r in range(self.world)]
+            self._broadcast_buffers(i)
+            local = [self._local(r, *self.batches[r][i]) for r in range(self.world)]
             if self.sync_each:  # DDP averages what autograd accumulated: the last average + this gradient
                 avg = self._mean(local if avg is None else [[a + g for a, g in zip(avg, gs)] for gs in local])
             else:  # no_sync: local accumulation, one average at the end
@@ -544,23 +594,69 @@ class Reference:
         self.steps += 1
         self.p_max = self._p_max()
 
-    def at(self, steps: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Flat parameters after ``steps`` steps, and per element max|g|, max|p| up to then (snapshots
-        are kept)."""
+    def at(self, steps: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Flat parameters after ``steps`` steps, per element max|g|, max|p| up to then, and every rank's
+        flat buffers (float64, one row per rank: ``flat_buffers``) (snapshots are kept)."""
         if steps not in self._snapshots:
             if steps < self.steps:  # e.g. precision mode: this case ran fewer steps than an earlier one
                 self._start()
             while self.steps < steps:
                 self._step()
-            self._snapshots[steps] = (training.flat_params(self.net).clone(), self.g_max.clone(), self.p_max.clone())
+            bufs = torch.stack([flat_buffers(bs) for bs in self.bufs])
+            self._snapshots[steps] = (
+                training.flat_params(self.net).clone(),
+                self.g_max.clone(),
+                self.p_max.clone(),
+                bufs,
+            )
         return self._snapshots[steps]
+
+
+def flat_buffers(buffers) -> torch.Tensor:
+    """Buffers (float32 running stats, int64 counts) as one float64 vector: every value exactly."""
+    return torch.cat([b.detach().reshape(-1).double() for b in buffers]) if buffers else torch.zeros(0).double()
+
+
+def syncs_buffers(v: Variant) -> bool:
+    """Whether every forward of ``v`` starts from rank 0's buffers: DDP's default (``broadcast_buffers``);
+    without it, and in the manual cases (no DDP), each rank's BatchNorm keeps its own running stats."""
+    return v.kind in ("ddp", "accum") and dict(v.ddp_kwargs).get("broadcast_buffers", True)
 
 
 def _reference(session: Session, ctx: DistContext, v: Variant, settings: Settings) -> Reference:
     micro = _micro_batches(v, settings)
     sync_each = v.kind == "accum" and not v.no_sync
-    key = (EXPERIMENT, "reference", id(ctx.group), v.model, micro, sync_each)
-    return session.once(key, lambda: Reference(v.model, settings, ctx.world_size, ctx.device, micro, sync_each))
+    key = (EXPERIMENT, "reference", id(ctx.group), v.model, micro, sync_each, syncs_buffers(v))
+    return session.once(
+        key, lambda: Reference(v.model, settings, ctx.world_size, ctx.device, micro, sync_each, syncs_buffers(v))
+    )
+
+
+def buffer_rule(v: Variant, rule: CheckRule) -> str:
+    """How a rank's buffers are compared with the reference's for that rank (module docstring)."""
+    whose = (
+        "rank 0's broadcast before each forward that follows a gradient sync, then the rank's own batches"
+        if syncs_buffers(v)
+        else "the rank's own batches"
+    )
+    if rule.exact:
+        return f"exact ({whose})"
+    return "not compared (parameters within tol: no bound for the running stats derived)"
+
+
+def _buffer_check(ctx: DistContext, ref_bufs, module: nn.Module, rule: CheckRule, seen: dict) -> int:
+    """Wrong elements of this rank's buffers against the reference's for this rank (exact rule only)."""
+    mine = flat_buffers(list(module.buffers()))
+    if not rule.exact or mine.numel() == 0:
+        return 0
+    if ctx.rank != 0:
+        ref_bufs = torch.empty(ctx.world_size, mine.numel(), dtype=mine.dtype, device=mine.device)
+    else:
+        ref_bufs = ref_bufs.to(mine)
+    dist.broadcast(ref_bufs, src=0, group=ctx.group)
+    diff = (mine - ref_bufs[ctx.rank]).abs()
+    seen.update(buffer_max_abs_diff=diff.max().item())
+    return int((~(diff == 0)).sum().item())  # NaN is wrong
 
 
 def _reference_check(
@@ -572,8 +668,10 @@ def _reference_check(
 
     def check() -> int:
         mine = training.flat_params(step.model)
+        ref_bufs = None
         if ctx.rank == 0:  # parameters, per element max|g| and max|p|, in one broadcast
-            ref = torch.cat([t.to(mine) for t in _reference(session, ctx, v, settings).at(step.steps)])
+            *ref, ref_bufs = _reference(session, ctx, v, settings).at(step.steps)
+            ref = torch.cat([t.to(mine) for t in ref])
         else:
             ref = torch.empty(3 * mine.numel(), dtype=mine.dtype, device=mine.device)
         dist.broadcast(ref, src=0, group=ctx.group)
@@ -582,7 +680,8 @@ def _reference_check(
         diff = (mine - ref).abs()
         worst = float(torch.as_tensor(tol).max().item())
         seen.update(steps=step.steps, tol=worst, max_abs_diff=diff.max().item(), rule=rule.describe(step.steps, worst))
-        return int((~(diff.double() <= tol)).sum().item())  # NaN is wrong
+        wrong = int((~(diff.double() <= tol)).sum().item())  # NaN is wrong
+        return wrong + _buffer_check(ctx, ref_bufs, step.model, rule, seen)
 
     return check
 
@@ -789,6 +888,8 @@ def _timed_fields(
             "check_steps": seen["steps"],
             "check_max_abs_diff": worst,
         }
+        if "buffer_max_abs_diff" in seen:
+            fields["check_buffer_max_abs_diff"] = _max_over_ranks(ctx, [seen["buffer_max_abs_diff"]])[0]
     fields |= _peak_fields(ctx, around)
     return fields
 
@@ -814,6 +915,8 @@ _PROV_STEP = {
     "single-process reference (warm-up and timed steps)",
     "check_max_abs_diff": "measured: max over ranks and parameters of |param - reference param| after the timed steps",
     "check_tol": "modelled: the largest over elements of " + CheckRule.FORMULA + " (0 when check_rule is exact)",
+    "check_buffer_max_abs_diff": "measured: max over ranks and buffer elements of |buffer - the reference's "
+    "buffer for that rank| after the timed steps (BatchNorm running stats and count; check_buffers)",
 }
 _PROV_LOGGER = {
     k: f"measured: DDP logger {src} (_get_ddp_logging_data, every iteration), median over the timed "
@@ -827,7 +930,7 @@ _PROV_LOGGER["ddp_logger_steps"] = (
 )
 
 
-def _step_provenance(v: Variant, unchecked: str | None) -> dict:
+def _step_provenance(v: Variant, unchecked: str | None, buffers_compared: bool = False) -> dict:
     """The formulas of the numbers this case's records hold (no claim for an absent number)."""
     names = ["peak_mem_bytes"]
     if v.kind != "all_reduce":
@@ -840,6 +943,8 @@ def _step_provenance(v: Variant, unchecked: str | None) -> dict:
         names += ["n_buckets", "bucket_sizes", "bucket_cap_bytes"]
     if v.kind != "all_reduce" and not unchecked:
         names += ["check_max_abs_diff", "check_tol", "check_steps"]
+        if buffers_compared:
+            names.append("check_buffer_max_abs_diff")
     prov = {k: _PROV_STEP[k] for k in names}
     if v.kind == "ddp":
         prov |= _PROV_LOGGER
@@ -886,7 +991,13 @@ def _resolve_step(
     }
     if byte_model.bw_op is not None and v.kind != "all_reduce":
         fields["allreduces_per_step"] = byte_model.size_bytes // grad
-    prov = _step_provenance(v, unchecked)
+    has_buffers = any(True for _ in model.buffers())
+    rule = check_rule(v, ctx.world_size)
+    if has_buffers and not unchecked and v.kind != "all_reduce":
+        fields["check_buffers"] = buffer_rule(v, rule)
+        if rule.exact:
+            fields["check"] += "; its buffers that rank's in it (check_buffers)"
+    prov = _step_provenance(v, unchecked, has_buffers and rule.exact)
     fields.update(_ddp_kwargs(v, settings))
     if v.bucket_fraction is not None:
         fields["bucket_fraction"] = v.bucket_fraction

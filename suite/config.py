@@ -29,9 +29,10 @@ class ConfigError(ValueError):
     """A knob has a value the suite cannot run with; the message names the fix."""
 
 
-DDP_HOOK_NAMES = ("allreduce", "fp16_compress", "bf16_compress", "powerSGD", "sum", "fp16_scaled")
+DDP_HOOK_NAMES = ("allreduce", "fp16_compress", "bf16_compress", "powerSGD", "sum", "fp16_scaled", "bn_skew")
 """DDP_HOOKS choices (experiments/ddp.py registers each); ``sum`` all-reduces without dividing by the world size,
-``fp16_scaled`` is fp16 compression whose average comes back 1.01 times too large (both wrong on purpose)."""
+``fp16_scaled`` is fp16 compression whose average comes back 1.01 times too large, ``bn_skew`` averages correctly
+but moves BatchNorm running_mean by 2^-10 (all three wrong on purpose)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,8 +48,8 @@ class DdpSettings:
     buckets_mb: tuple[float, ...] = ()
     """DDP_BUCKETS_MB: absolute bucket_cap_mb values swept besides the fractions (and DDP's default 25)."""
     hooks: tuple[str, ...] = ("allreduce", "fp16_compress", "bf16_compress", "powerSGD")
-    """DDP_HOOKS: communication hooks to run (DDP_HOOK_NAMES; ``sum`` and ``fp16_scaled`` are wrong on purpose:
-    the check's own tests)."""
+    """DDP_HOOKS: communication hooks to run (DDP_HOOK_NAMES; ``sum``, ``fp16_scaled`` and ``bn_skew`` are wrong on
+    purpose: the check's own tests)."""
     accum: int = 4
     """DDP_ACCUM: micro-batches per optimizer step in the gradient-accumulation cases."""
     powersgd_rank: int = 1

@@ -104,6 +104,8 @@ def test_experiments_through_launcher_with_profile(tmp_path):
                 r.get("hook") not in ("noop", "powerSGD", "fp16_compress", "bf16_compress"):
             assert r["checked"] and r["n_wrong"] == 0 and r["check_rule"] == "exact", r["label"]
             assert r["check_max_abs_diff"] == 0 and r["check_steps"] == 5, r["label"]  # 2 warm-up + 3 timed
+            if r["model"] == "mlp":  # and every rank's BatchNorm buffers, exactly (the source model has none)
+                assert r["check_buffers"].startswith("exact") and r["check_buffer_max_abs_diff"] == 0, r["label"]
         if r["op"] in ("solo_step", "local_step") or r.get("hook") in ("noop", "powerSGD"):
             assert r["checked"] is False and r["n_wrong"] is None and r["unchecked_reason"], r["label"]
     fp16 = next(r for r in ddp if r["variant"] == "mlp-ddp_hook_fp16_compress")
@@ -153,6 +155,8 @@ def test_a_hook_that_sums_instead_of_averaging_fails_the_reference_check(tmp_pat
         right = recs[f"{model}-ddp_hook_allreduce"]
         assert right["n_wrong"] == 0 and right["check_rule"].split()[0] == rule
         assert right["check_max_abs_diff"] <= right["check_tol"] < wrong["check_max_abs_diff"] / 100
+        if model == "mlp":  # buffers: exact where the parameters are, else stated as not compared
+            assert right["check_buffers"].split()[0] == ("exact" if world == 2 else "not")
         assert recs[f"{model}-ddp_hook_fp16_compress"]["n_wrong"] == 0
     for accum in ("mlp-accum_x2_no_sync", "mlp-accum_x2_sync_each"):
         assert recs[accum]["n_wrong"] == 0 and recs[accum]["checked"]
@@ -175,6 +179,30 @@ def test_an_fp16_average_1_01_too_large_fails_the_per_element_tolerance(tmp_path
         assert scaled["check_max_abs_diff"] > honest["check_max_abs_diff"]
     assert "produced wrong elements" in proc.stderr and "ddp_hook_fp16_scaled" in proc.stderr
 
+
+
+def test_buffers_off_by_2_pow_minus_10_fail_and_every_buffer_mode_passes(tmp_path):
+    """2 ranks, exact: every rank's BatchNorm buffers are compared with what the reference says that rank holds
+    (rank 0's broadcast before each forward, or, with broadcast_buffers=False and in the manual cases, the
+    rank's own running stats). A hook that averages correctly but moves running_mean by 2^-10 fails on the
+    buffers alone (exit 6); the honest cases, rank 1's buffers different from rank 0's, pass."""
+    env = {"DDP_PARAMS": "20K", "DDP_ACCUM": "2", "DDP_HOOKS": "allreduce,bn_skew"}
+    proc = run_suite(tmp_path, "--experiments", "ddp", "--iters", "3", "--warmup", "2", "--", "-k",
+                     "mlp and (hook or broadcast_buffers or accum or manual)", nproc=2, env=env, timeout=400)
+    assert proc.returncode == 6, proc.stdout[-3000:] + proc.stderr[-3000:]  # EXIT_WRONG_RESULT
+    recs = {r["variant"]: r for r in (b["extra_info"] for b in load_bench(tmp_path)["benchmarks"])}
+    skew = recs["mlp-ddp_hook_bn_skew"]
+    assert skew["checked"] and skew["check_max_abs_diff"] == 0  # the parameters are right
+    assert skew["n_wrong"] > 0 and skew["check_buffer_max_abs_diff"] >= 2**-10, skew
+    honest = ["mlp-ddp_hook_allreduce", "mlp-ddp_broadcast_buffers=False", "mlp-manual_all_reduce",
+              "mlp-manual_coalesced", "mlp-accum_x2_no_sync", "mlp-accum_x2_sync_each"]
+    for v in honest:
+        r = recs[v]
+        assert r["checked"] and r["n_wrong"] == 0 and r["check_buffer_max_abs_diff"] == 0, (v, r.get("n_wrong"))
+        assert r["check_buffers"].startswith("exact"), v
+    assert "rank 0's" in recs["mlp-ddp_hook_allreduce"]["check_buffers"]
+    assert recs["mlp-ddp_broadcast_buffers=False"]["check_buffers"] == "exact (the rank's own batches)"
+    assert "produced wrong elements" in proc.stderr and "ddp_hook_bn_skew" in proc.stderr
 
 def _load(path):
     return training.flat_params_from_state(torch.load(path))

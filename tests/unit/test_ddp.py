@@ -112,7 +112,7 @@ def test_case_list_covers_the_issue():
 def test_every_hook_choice_is_registered():
     from suite.config import DDP_HOOK_NAMES
 
-    assert set(DDP_HOOK_NAMES) == {*ddp_exp._HOOKS, "powerSGD", "sum", "fp16_scaled"}
+    assert set(DDP_HOOK_NAMES) == {*ddp_exp._HOOKS, "powerSGD", "sum", "fp16_scaled", "bn_skew"}
 
 
 def test_bucket_caps_are_fractions_of_the_gradient():
@@ -160,7 +160,7 @@ def test_every_number_a_ddp_step_records_has_its_provenance():
 
 def _reference_at(s, steps: int, wire=lambda t: t):
     """The 4-rank single-process reference of the MLP after ``steps``, its average passed through ``wire``."""
-    ref = ddp_exp.Reference("mlp", s, 4, torch.device("cpu"), 1, False)
+    ref = ddp_exp.Reference("mlp", s, 4, torch.device("cpu"), 1, False, True)
     mean = ref._mean
     ref._mean = lambda per_rank: [wire(t) for t in mean(per_rank)]
     return ref.at(steps)
@@ -170,7 +170,7 @@ def test_per_element_tolerance_fails_an_average_1_01_too_large_and_passes_the_fp
     """A single tolerance for every parameter (its largest max|g| and max|p|) let an fp16-compressed average
     scaled by 1.01 through at 4 ranks; per element, the bound of each parameter catches it."""
     s = ddp_exp.Settings(params=20_000)
-    good, g_max, p_max = _reference_at(s, 5)
+    good, g_max, p_max, _ = _reference_at(s, 5)
     assert g_max.shape == p_max.shape == good.shape  # per element
     fp16 = _reference_at(s, 5, lambda t: t.half().float())[0]
     scaled = _reference_at(s, 5, lambda t: t.half().float() * 1.01)[0]
@@ -362,9 +362,75 @@ def test_peak_memory_sees_an_allocation():
 def test_reference_replays_steps_it_has_passed():
     # Reference is pure single-process training: asking for fewer steps than it has taken restarts it
     s = ddp_exp.Settings(params=20_000)
-    ref = ddp_exp.Reference("mlp", s, 2, "cpu", 1, False)
-    p1, g1, _ = (t.clone() if hasattr(t, "clone") else t for t in ref.at(1))
+    ref = ddp_exp.Reference("mlp", s, 2, "cpu", 1, False, True)
+    p1, g1, _, _ = (t.clone() for t in ref.at(1))
     p3 = ref.at(3)[0].clone()
     ref._snapshots.clear()
     assert torch.equal(ref.at(1)[0], p1) and torch.equal(ref.at(3)[0], p3) and not torch.equal(p1, p3)
     assert (g1 >= 0).all() and g1.max() > 0  # per element: the largest averaged term so far
+
+
+def _forwards_from(s, params, bufs, batches):
+    """An independent replay of one rank's forwards: the MLP at flat ``params``, its buffers set to the flat
+    ``bufs``, then a training-mode forward of each batch; its flat buffers afterwards."""
+    net = ddp_exp._build_model("mlp", s, seed=0)
+    torch.nn.utils.vector_to_parameters(params, net.parameters())
+    i = 0
+    with torch.no_grad():
+        for b in net.buffers():
+            b.copy_(bufs[i : i + b.numel()].view_as(b).to(b.dtype))
+            i += b.numel()
+        for x, _ in batches:
+            net(x)
+    return ddp_exp.flat_buffers(list(net.buffers()))
+
+
+@pytest.mark.parametrize("sync", [True, False])
+def test_reference_buffers_are_each_ranks_own_or_start_from_rank_0s_at_every_forward(sync):
+    """broadcast_buffers: every forward starts from rank 0's buffers, then the rank's own batch moves them;
+    without it (and in the manual cases) each rank's running stats evolve from its own batches alone."""
+    s = ddp_exp.Settings(params=20_000)
+    ref = ddp_exp.Reference("mlp", s, 2, "cpu", 1, False, sync)
+    batches = [ddp_exp._rank_batches(r, s, 1, "cpu") for r in range(2)]
+    for k in (1, 2, 3):
+        before, after = (tuple(t.clone() for t in ref.at(j)) for j in (k - 1, k))
+        for r in range(2):
+            start = before[3][0] if sync else before[3][r]
+            assert torch.equal(after[3][r], _forwards_from(s, before[0], start, batches[r])), (k, r)
+    bufs = ref.at(3)[3]
+    assert not torch.equal(bufs[0], bufs[1])  # different batches, different running stats
+    assert (bufs[:, -1] == 3).all()  # num_batches_tracked (the last buffer): one forward per step
+
+
+def test_the_two_buffer_modes_differ_only_in_the_other_ranks_buffers():
+    """What a check expecting broadcast buffers would see of broadcast_buffers=False: the same parameters and
+    rank 0's buffers, rank 1's running stats different from the second step on."""
+    s = ddp_exp.Settings(params=20_000)
+    synced, local = (ddp_exp.Reference("mlp", s, 2, "cpu", 1, False, m) for m in (True, False))
+    for k in (1, 3):
+        a, b = synced.at(k), local.at(k)
+        assert torch.equal(a[0], b[0]) and torch.equal(a[3][0], b[3][0])
+        assert torch.equal(a[3][1], b[3][1]) == (k == 1)  # the first forward starts from the same init
+
+
+def test_under_no_sync_buffers_are_broadcast_before_the_first_micro_batch_only():
+    """DDP syncs buffers at a forward only when the previous forward synchronised gradients: under no_sync,
+    before the first micro-batch of a step; without no_sync, before every one."""
+    s = ddp_exp.Settings(params=20_000)
+    batches = ddp_exp._rank_batches(1, s, 2, "cpu")
+    ref = ddp_exp.Reference("mlp", s, 2, "cpu", 2, False, True)
+    before, after = (tuple(t.clone() for t in ref.at(j)) for j in (1, 2))
+    assert torch.equal(after[3][1], _forwards_from(s, before[0], before[3][0], batches))
+    each = ddp_exp.Reference("mlp", s, 2, "cpu", 2, True, True)
+    before, after = (tuple(t.clone() for t in each.at(j)) for j in (1, 2))
+    assert not torch.equal(after[3][1], _forwards_from(s, before[0], before[3][0], batches))
+    assert (after[3][:, -1] == 4).all()
+
+
+def test_buffer_rule_is_exact_where_the_parameters_are_and_says_whose_buffers():
+    s = ddp_exp.Settings()
+    plain, local, manual = (_variant(x, s) for x in ("ddp", "ddp broadcast_buffers=False", "manual all_reduce"))
+    assert ddp_exp.syncs_buffers(plain) and not ddp_exp.syncs_buffers(local) and not ddp_exp.syncs_buffers(manual)
+    assert ddp_exp.buffer_rule(plain, ddp_exp.check_rule(plain, 2)).startswith("exact (rank 0's")
+    assert ddp_exp.buffer_rule(local, ddp_exp.check_rule(local, 2)) == "exact (the rank's own batches)"
+    assert ddp_exp.buffer_rule(plain, ddp_exp.check_rule(plain, 4)).startswith("not compared")

@@ -40,6 +40,9 @@ def test_accumulation_without_no_sync_counts_every_all_reduce(ctx):
     assert each["algbw_gbps"] == pytest.approx(2 * grad / (each["time_us"] * 1e-6) / 1e9, rel=1e-6)
     for r in recs.values():
         assert r["checked"] and r["n_wrong"] == 0 and r["check_rule"] == "exact" and r["check_max_abs_diff"] == 0
+        # the MLP's BatchNorm buffers are compared too (one rank: its own, broadcast from itself)
+        assert r["check_buffers"].startswith("exact (rank 0's") and r["check_buffer_max_abs_diff"] == 0
+        assert "check_buffers" in r["check"] and "check_buffer_max_abs_diff" in r["provenance"]
 
 
 def test_bucket_caps_relative_to_the_gradient_change_the_buckets_ddp_builds(ctx):
