@@ -259,18 +259,13 @@ def test_tail_percentiles_are_null_with_too_few_samples_and_say_how_many():
 
 
 def test_a_record_whose_time_includes_compute_has_no_nccl_tests_busbw():
-    rec = results.make_record(
+    rec = _rec(
+        _m([1e-3, 2e-3, 3e-3]),
         experiment="ddp",
         op="train_step",
-        backend="gloo",
-        device="cpu",
-        dtype="float32",
         world_size=4,
         size_bytes=4_000_000,
         count=1_000_000,
-        in_place=False,
-        m=_m([1e-3, 2e-3, 3e-3]),
-        n_wrong=0,
         bw_op="all_reduce",
         time_includes="forward, backward and the optimizer step",
     )
