@@ -183,7 +183,10 @@ def diagnose(dumps: dict[int, dict], fatal: dict[int, dict], world_size: int, st
     if silent:
         gone.append(f"{_ranks(silent)} did not answer (frozen or gone)")
     if gone:
-        kind = "died" if kind != "divergence" else kind
+        # A rank that did not answer is frozen or gone (heartbeat's "a peer was lost"): where the others
+        # stopped follows from it, so their different ops are not a divergence. A rank that died
+        # answering (its stacks) after the others diverged keeps the divergence.
+        kind = "died" if silent or kind != "divergence" else kind
         verdict = "; ".join(gone) + (f"; {verdict}" if verdict else "")
     return {"kind": kind, "verdict": verdict or "no rank left a journal", "ranks": lines, "states": states}
 

@@ -61,6 +61,20 @@ def test_a_rank_that_never_entered_the_op_is_named_with_where_it_is():
     assert any(line.startswith("rank 1 (vm): last issued all_reduce #56 (completed)") for line in d["ranks"])
 
 
+def test_a_frozen_rank_is_a_lost_peer_even_when_the_others_stopped_at_different_ops():
+    """Rank 3 froze (SIGSTOP: no journal, no stacks); the others stopped where it left them, at
+    different ops. That is a lost peer (status 5), not a divergence (9): found under Slurm, where the
+    frozen rank's node-mate had not reached the op the others wait in."""
+    dumps = {
+        0: dump(0, 57, [entry("all_reduce", 56), entry("all_reduce", 57, "entered")], IN_OP),
+        1: dump(1, 57, [entry("all_reduce", 56), entry("all_reduce", 57, "entered")], IN_OP),
+        2: dump(2, 56, [entry("all_reduce", 56, "entered")], IN_OP),
+    }
+    d = hang.diagnose(dumps, {}, 4)
+    assert d["kind"] == "died"
+    assert d["verdict"].startswith("rank 3 did not answer (frozen or gone); ")
+
+
 def test_a_rank_in_a_different_op_is_named_by_its_missing_case_op():
     # rank 1 skipped an all_reduce: both are at #80, rank 1 in the next barrier, one all_reduce short
     dumps = {
