@@ -297,6 +297,7 @@ def expectation(run: dict, recs: list[dict]) -> dict | None:
 
 
 def diagnose(run: dict) -> Diagnosis:
+    """The doctor's verdict on a stored run: slow links, stragglers and weak nodes, each with its evidence."""
     recs = [r for r in records(run) if r.get("experiment") == EXPERIMENT]
     suite_info = (run.get("machine_info") or {}).get("suite") or {}
     hosts = list(suite_info.get("hostnames") or [])
@@ -328,12 +329,36 @@ def diagnose(run: dict) -> Diagnosis:
         )
     passes = link_passes(recs, hosts)
     judge_links(passes, expect["gbps"] if expect else None)
+    links = link_entries(passes)
+    slow = [e for e in links if e["slow"]]
+    ranks, stragglers = rank_entries(recs, world, hosts)
+    weak, used_links, used_ranks = weak_nodes(links, ranks, hosts[:world])
+    findings = (
+        _weak_node_findings(weak, links, stragglers, used_links, used_ranks, hosts)
+        + _slow_link_findings(slow, used_links, hosts)
+        + _straggler_findings(stragglers, used_ranks)
+    )
+    return Diagnosis(
+        verdict="findings" if findings else "healthy",
+        findings=findings,
+        slow_links=slow,
+        stragglers=stragglers,
+        weak_nodes=weak,
+        classes=_class_figures(links, expect),
+        ranks=ranks,
+        links=links,
+        expectation=expect,
+        rules=rules,
+        hosts=hosts[:world],
+    )
 
-    # links slow in every pass
+
+def link_entries(passes: list[LinkPass]) -> list[dict]:
+    """One entry per link (probe, src, dst) over its passes; slow only when slow in every pass."""
     by_link: dict[tuple, list[LinkPass]] = defaultdict(list)
     for lp in passes:
         by_link[(lp.probe, lp.src, lp.dst)].append(lp)
-    links, slow = [], []
+    links = []
     for (probe, a, b), lps in sorted(by_link.items()):
         lps.sort(key=lambda x: x.pass_no)
         med = statistics.median(lp.median_us for lp in lps)
@@ -368,11 +393,12 @@ def diagnose(run: dict) -> Diagnosis:
         }
         entry["slow"] = all(lp.slow for lp in lps)
         links.append(entry)
-        if entry["slow"]:
-            slow.append(entry)
+    return links
 
-    # per-rank evidence from the probes where every rank works at once
-    # (the compute probe's passes pooled: each sample is compared within its own iteration)
+
+def _per_probe_evidence(recs: list[dict]) -> list[tuple[str, str, list[dict]]]:
+    """(probe, label, per-rank straggler evidence) for the probes where every rank works at once; the compute
+    probe's passes are pooled (each sample is compared within its own iteration) and come first."""
     per_probe: list[tuple[str, str, list[dict]]] = []
     pooled: list[list[float]] = []
     labels = []
@@ -391,11 +417,17 @@ def diagnose(run: dict) -> Diagnosis:
                 )
     if pooled:
         per_probe.insert(0, ("compute", " + ".join(labels), straggler_in_probe(pooled)))
-    n = world
+    return per_probe
+
+
+def rank_entries(recs: list[dict], world: int, hosts: list[str]) -> tuple[list[dict], list[dict]]:
+    """Per rank: its evidence in every all-rank probe; a straggler when every compute pass or most
+    communication probes flag it. Returns (ranks, stragglers)."""
+    per_probe = _per_probe_evidence(recs)
     ranks, stragglers = [], []
     compute = [p for p in per_probe if p[0] == "compute"]
     comm = [p for p in per_probe if p[0] != "compute"]
-    for rank in range(n):
+    for rank in range(world):
         rows = [(probe, label, s[rank]) for probe, label, s in per_probe if len(s) > rank]
         in_compute = bool(compute) and all(s[rank]["flagged"] for _, _, s in compute if len(s) > rank)
         comm_flags = [s[rank]["flagged"] for _, _, s in comm if len(s) > rank]
@@ -425,57 +457,72 @@ def diagnose(run: dict) -> Diagnosis:
             stragglers.append(
                 {
                     **entry,
-                    "ratio": best["ratio"],
-                    "holds_back_us": best["holds_back_us"],
-                    "p_value": best["p_value"],
-                    "slowest": best["slowest"],
-                    "late_arrival": best["late_arrival"],
-                    "samples": best["samples"],
-                    "slower_than_others": best["slower_than_others"],
-                    "median_us": best["median_us"],
-                    "others_median_us": best["others_median_us"],
+                    **{
+                        k: best[k]
+                        for k in (
+                            "ratio",
+                            "holds_back_us",
+                            "p_value",
+                            "slowest",
+                            "late_arrival",
+                            "samples",
+                            "slower_than_others",
+                            "median_us",
+                            "others_median_us",
+                        )
+                    },
                     "in_compute": in_compute,
                     "in_communication": in_comm,
                 }
             )
+    return ranks, stragglers
 
-    # weak nodes: every inter-node link of one direction (or every rank) of a host affected
+
+_WEAK_NODE_SIGNS = (
+    ("outgoing bandwidth", lambda e, h: e["probe"] == "bandwidth" and e["src_host"] == h),
+    ("incoming bandwidth", lambda e, h: e["probe"] == "bandwidth" and e["dst_host"] == h),
+    ("latency", lambda e, h: e["probe"] == "latency" and h in (e["src_host"], e["dst_host"])),
+    ("both directions at once", lambda e, h: e["probe"] == "bidirectional" and h in (e["src_host"], e["dst_host"])),
+)
+"""What makes a host weak: every inter-node link of one of these kinds (at least two) is slow."""
+
+
+def weak_nodes(links: list[dict], ranks: list[dict], hosts: list[str]) -> tuple[list[dict], set, set]:
+    """Hosts where every inter-node link of one direction (or every rank) is affected.
+    Returns (weak, the links and the ranks used as their evidence)."""
     weak, used_links, used_ranks = [], set(), set()
-    host_list = sorted(set(hosts[:n]))
-    if len(host_list) > 1:
-        for h in host_list:
-            reasons = []
-            for what, sel in (
-                ("outgoing bandwidth", lambda e, h=h: e["probe"] == "bandwidth" and e["src_host"] == h),
-                ("incoming bandwidth", lambda e, h=h: e["probe"] == "bandwidth" and e["dst_host"] == h),
-                ("latency", lambda e, h=h: e["probe"] == "latency" and h in (e["src_host"], e["dst_host"])),
-                (
-                    "both directions at once",
-                    lambda e, h=h: e["probe"] == "bidirectional" and h in (e["src_host"], e["dst_host"]),
-                ),
-            ):
-                mine = [e for e in links if e["class"] == "inter-node" and sel(e)]
-                if len(mine) >= 2 and all(e["slow"] for e in mine):
-                    reasons.append((what, mine))
-            my_ranks = [e for e in ranks if e["host"] == h]
-            if len(my_ranks) >= 2 and all(e["straggler"] for e in my_ranks):
-                reasons.append(("compute: every rank a straggler", []))
-            if reasons:
-                ev_links = [e for _, es in reasons for e in es]
-                used_links |= {(e["probe"], e["src"], e["dst"]) for e in ev_links}
-                if any(w.startswith("compute") for w, _ in reasons):
-                    used_ranks |= {e["rank"] for e in my_ranks}
-                weak.append(
-                    {
-                        "host": h,
-                        "ranks": [e["rank"] for e in my_ranks],
-                        "affected": [w for w, _ in reasons],
-                        "links": [
-                            _link_name(e["probe"], e["src"], e["dst"], hosts) + f" [{e['probe']}]" for e in ev_links
-                        ],
-                    }
-                )
+    host_list = sorted(set(hosts))
+    if len(host_list) < 2:
+        return weak, used_links, used_ranks
+    for h in host_list:
+        reasons = []
+        for what, sel in _WEAK_NODE_SIGNS:
+            mine = [e for e in links if e["class"] == "inter-node" and sel(e, h)]
+            if len(mine) >= 2 and all(e["slow"] for e in mine):
+                reasons.append((what, mine))
+        my_ranks = [e for e in ranks if e["host"] == h]
+        if len(my_ranks) >= 2 and all(e["straggler"] for e in my_ranks):
+            reasons.append(("compute: every rank a straggler", []))
+        if not reasons:
+            continue
+        ev_links = [e for _, es in reasons for e in es]
+        used_links |= {(e["probe"], e["src"], e["dst"]) for e in ev_links}
+        if any(w.startswith("compute") for w, _ in reasons):
+            used_ranks |= {e["rank"] for e in my_ranks}
+        weak.append(
+            {
+                "host": h,
+                "ranks": [e["rank"] for e in my_ranks],
+                "affected": [w for w, _ in reasons],
+                "links": [_link_name(e["probe"], e["src"], e["dst"], hosts) + f" [{e['probe']}]" for e in ev_links],
+            }
+        )
+    return weak, used_links, used_ranks
 
+
+def _weak_node_findings(
+    weak: list[dict], links: list[dict], stragglers: list[dict], used_links: set, used_ranks: set, hosts: list[str]
+) -> list[Finding]:
     findings = []
     for w in weak:
         ev = [
@@ -510,6 +557,11 @@ def diagnose(run: dict) -> Diagnosis:
                 detail=w,
             )
         )
+    return findings
+
+
+def _slow_link_findings(slow: list[dict], used_links: set, hosts: list[str]) -> list[Finding]:
+    findings = []
     for e in slow:
         if (e["probe"], e["src"], e["dst"]) in used_links:
             continue
@@ -528,39 +580,27 @@ def diagnose(run: dict) -> Diagnosis:
                 detail=e,
             )
         )
-    for s in stragglers:
-        if s["rank"] in used_ranks:
-            continue
-        findings.append(
-            Finding(
-                kind="straggler",
-                where=f"rank {s['rank']} ({s['host']})",
-                measured=f"{s['median_us']:.3g} us",
-                expected=f"{s['others_median_us']:.3g} us (the other ranks)",
-                ratio=s["others_median_us"] / s["median_us"] if s["median_us"] > 0 else 0.0,
-                confidence=f"slower than the others' median in {s['slower_than_others']}/{s['samples']} samples "
-                f"(chance 1/2: p = {s['p_value']:.1g}), the slowest in {s['slowest']}"
-                + ("" if s["late_arrival"] is None else f", entered the op last in {s['late_arrival']}")
-                + f"; holds the others back by {s['holds_back_us']:.3g} us per step",
-                evidence=s["evidence"],
-                detail=s,
-            )
-        )
+    return findings
 
-    classes = _class_figures(links, expect)
-    return Diagnosis(
-        verdict="findings" if findings else "healthy",
-        findings=findings,
-        slow_links=slow,
-        stragglers=stragglers,
-        weak_nodes=weak,
-        classes=classes,
-        ranks=ranks,
-        links=links,
-        expectation=expect,
-        rules=rules,
-        hosts=hosts[:n],
-    )
+
+def _straggler_findings(stragglers: list[dict], used_ranks: set) -> list[Finding]:
+    return [
+        Finding(
+            kind="straggler",
+            where=f"rank {s['rank']} ({s['host']})",
+            measured=f"{s['median_us']:.3g} us",
+            expected=f"{s['others_median_us']:.3g} us (the other ranks)",
+            ratio=s["others_median_us"] / s["median_us"] if s["median_us"] > 0 else 0.0,
+            confidence=f"slower than the others' median in {s['slower_than_others']}/{s['samples']} samples "
+            f"(chance 1/2: p = {s['p_value']:.1g}), the slowest in {s['slowest']}"
+            + ("" if s["late_arrival"] is None else f", entered the op last in {s['late_arrival']}")
+            + f"; holds the others back by {s['holds_back_us']:.3g} us per step",
+            evidence=s["evidence"],
+            detail=s,
+        )
+        for s in stragglers
+        if s["rank"] not in used_ranks
+    ]
 
 
 def _n_passes(links: list[dict]) -> int:
