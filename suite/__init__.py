@@ -1,10 +1,12 @@
 """Harness for the distributed-communication experiment suite.
 
-Every experiment builds on these modules: ``config`` (typed knobs), ``dist``
-(process-group lifecycle), ``timing`` (the only timing loop), ``metrics``
-(pure bandwidth/latency math), ``verify`` (exact checks), ``results`` (records
-and atomic JSON), ``sysinfo`` (environment capture), ``plugin`` (pytest glue),
-``report`` (tables from stored JSON) and ``launch`` (the command-line front door).
+What runs on every rank: ``case`` (the case protocol), ``runner`` (the one harness), ``timing``,
+``verify`` (exact checks), ``ops`` (the collective op table), ``dist`` (process groups, heartbeat),
+``journal`` (the per-rank op journal), ``plugin`` (pytest glue), ``results`` (records).
+Around torchrun on the host: ``launch``, ``config``, ``preflight``, ``supervise``, ``hang``,
+``failures``, ``fileio``. Offline, from stored JSON: ``report``, ``analysis``, ``render``, ``plots``,
+``compare``, ``predict``, ``fit``, ``doctor``. Pure math: ``metrics``, ``shrinkage``.
+The README's code tour lists every module.
 """
 
 __version__ = "0.1.0"
