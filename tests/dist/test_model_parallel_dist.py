@@ -11,6 +11,11 @@
   the old fixed rtol=1e-4 check let through —, a rank that skips its slice of the layer, a pipeline
   stage that skips its matmul) and writes rank 0's records; the test asserts the records show wrong
   elements exactly where a fault was planted.
+- The pipeline model must describe what ran: the same worker (``--mode model``, 3 ranks) paces every
+  stage's layer with a sleep (a compute time the shared machine's load barely stretches), so a correct
+  schedule's T is within ``MODEL_HOLDS_WITHIN`` of the model at the c and τ measured in the run, and a
+  stage planted to take three times as long inside the schedule only (extra work per micro-batch that c does
+  not see) is flagged ``model_holds: false``.
 """
 
 from __future__ import annotations
@@ -82,12 +87,7 @@ WRONG = {"none": (), "drop_sample": ("mp_train_step",), "wrong_scale": ("mp_trai
 
 
 def test_a_wrong_split_fails_the_check(tmp_path):
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-           "-m", "tests.dist.test_model_parallel_dist", "--out", str(tmp_path)]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, OMP_NUM_THREADS="1"))
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    got = json.loads((tmp_path / "records.json").read_text())
+    got = _worker_run(tmp_path, "faults", 2)
     assert set(got) == set(FAULTS)
     for fault, recs in got.items():
         assert {r["label"] for r in recs} == set(WORKER_CASES), fault
@@ -96,6 +96,40 @@ def test_a_wrong_split_fails_the_check(tmp_path):
                 assert r["n_wrong"] > 0, (fault, r["label"])
             else:
                 assert r["n_wrong"] == 0, (fault, r["label"], r["n_wrong"])
+
+
+MODEL_CASES = ("pipeline_compute", "pipeline_transfer", "pipeline_blocking-M4", "pipeline_overlap-M4")
+STAGE_S = 0.02
+"""Each stage's layer sleeps this long before its matmul in the model check (c ~ 20 ms, tau << c)."""
+
+
+def _worker_run(tmp_path, mode: str, nproc: int) -> dict:
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
+           "-m", "tests.dist.test_model_parallel_dist", "--out", str(tmp_path), "--mode", mode]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return json.loads((tmp_path / "records.json").read_text())
+
+
+def test_pipeline_time_is_near_its_model_and_a_slow_stage_is_flagged(tmp_path):
+    from experiments import model_parallel as mp
+
+    got = _worker_run(tmp_path, "model", 3)
+    assert set(got) == {"paced", "slow_stage"}
+    for plant, recs in got.items():
+        by = {r["label"]: r for r in recs}
+        assert set(by) == set(MODEL_CASES) and all(r["n_wrong"] == 0 for r in recs), plant
+        c = by["pipeline_compute"]["time_us"] * 1e-6
+        assert STAGE_S <= c < 1.5 * STAGE_S, c  # c is one paced layer (stage_repeats of them / stage_repeats)
+        for schedule in mp.SCHEDULES:
+            r = by[f"pipeline_{schedule}-M4"]
+            ratio = r["time_us"] / r["model_time_us"]
+            if plant == "paced":  # the schedule does what its model says: T within +-25% of the model
+                assert r["model_holds"] is True and abs(ratio - 1) <= mp.MODEL_HOLDS_WITHIN, (schedule, ratio)
+            else:  # stage 1 takes 3c a micro-batch inside the schedule: T ~ 14c against the model's ~6c
+                assert r["model_holds"] is False and ratio > 1 + mp.MODEL_HOLDS_WITHIN, (schedule, ratio)
+            assert r["time_over_model"] == pytest.approx(ratio)
 
 
 # --- the torchrun worker ----------------------------------------------------------------------------
@@ -140,7 +174,38 @@ def _plant(fault: str, ctx) -> dict:
     return saved
 
 
-def _worker(out_dir: str) -> None:
+def _pace(slow_stage: bool, ctx) -> dict:
+    """Every stage's layer sleeps STAGE_S before its matmul (in c's cases and in the schedules alike);
+    with ``slow_stage`` stage 1 sleeps three times as long inside the schedules only. Returns what to restore."""
+    import dataclasses
+    import time
+
+    from experiments import model_parallel as mp
+
+    saved = {"_stage_forward": mp._stage_forward, "_pipeline_buffers": mp._pipeline_buffers}
+    forward, build, in_schedule = mp._stage_forward, mp._pipeline_buffers, [False]
+
+    def paced(x, w, out):
+        time.sleep(STAGE_S * (3 if slow_stage and in_schedule[0] and ctx.rank == 1 else 1))
+        forward(x, w, out)
+
+    def pipeline_buffers(*args, **kwargs):
+        b = build(*args, **kwargs)
+
+        def call(async_op, inner=b.call):
+            in_schedule[0] = True
+            try:
+                return inner(async_op)
+            finally:
+                in_schedule[0] = False
+
+        return dataclasses.replace(b, call=call)
+
+    mp._stage_forward, mp._pipeline_buffers = paced, pipeline_buffers
+    return saved
+
+
+def _worker(out_dir: str, mode: str = "faults") -> None:
     from experiments import model_parallel as mp
     from suite.config import build_config
     from suite.dist import destroy_distributed, init_distributed
@@ -151,14 +216,19 @@ def _worker(out_dir: str) -> None:
                        model_parallel={"stage_features": 128, "microbatch_rows": 16})
     ctx = init_distributed(cfg)
     try:
-        harness = Harness(ctx, cfg, env={})
         out = {}
-        for fault in FAULTS:
-            saved = _plant(fault, ctx)
-            out[fault] = [harness.run(case)[1] for case in mp.model_parallel_cases(cfg, ctx.world_size)
-                          if case.label in WORKER_CASES]
-            for name, fn in saved.items():
-                setattr(mp, name, fn)
+        plants = {"faults": {f: lambda f=f: _plant(f, ctx) for f in FAULTS},
+                  "model": {"paced": lambda: _pace(False, ctx), "slow_stage": lambda: _pace(True, ctx)}}[mode]
+        wanted = WORKER_CASES if mode == "faults" else MODEL_CASES
+        harness = Harness(ctx, cfg, env={})
+        for name, plant in plants.items():
+            if mode == "model":  # c and tau measured afresh under each plant (a session keeps them)
+                harness = Harness(ctx, cfg, env={})
+            saved = plant()
+            out[name] = [harness.run(case)[1] for case in mp.model_parallel_cases(cfg, ctx.world_size)
+                         if case.label in wanted]
+            for attr, fn in saved.items():
+                setattr(mp, attr, fn)
         if ctx.rank == 0:
             with open(os.path.join(out_dir, "records.json"), "w") as fh:
                 json.dump(out, fh)
@@ -169,4 +239,6 @@ def _worker(out_dir: str) -> None:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
-    _worker(ap.parse_args().out)
+    ap.add_argument("--mode", choices=("faults", "model"), default="faults")
+    args = ap.parse_args()
+    _worker(args.out, args.mode)

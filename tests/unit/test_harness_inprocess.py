@@ -65,7 +65,6 @@ def test_measure_times_every_iteration_and_each_ranks_arrival_at_the_op(ctx):
     assert all(s >= 0.005 for s in m.samples_s)
     assert m.rank_median_s == [m.median_s] and len(m.rank_arrival_median_s) == 1
     assert m.rank_arrival_median_s[0] >= 0.003
-    assert m.late_arrival_by_s == [0.0] * CFG.iters  # no other rank to be late against
     assert m.timing_mode == "blocking" and m.ops_per_sample == 1 and m.timer == "host"
     plain = measure(ctx, CFG, op)  # without before_op nothing stands between the barrier and the op
     assert all(a < s for a, s in zip(plain.rank_arrival_median_s, plain.rank_median_s))

@@ -37,18 +37,25 @@ def test_value_range_is_the_exactness_bound_not_a_constant():
     assert verify.value_range("sum", 1024, torch.bfloat16) == 1  # the check then sees no routing: recorded
 
 
-def _exact_combos():
+UNIT_WORLDS = (1, 2, 3, 9, 17)
+SCALE_WORLDS = (257, 1024)
+"""World sizes of the unit tier; tests/e2e/test_verify_routing_scale.py runs 257 and 1024 (1024 patterns
+a case: tens of seconds in all)."""
+
+
+def exact_combos(worlds=UNIT_WORLDS):
     """(dtype, redop, n) where an exact reduction of n positive values exists (avg: floating types
     only, as torch defines it); the others are exactly_checkable() == False, tested below."""
     for d in verify.DTYPE_OF.values():
         for r in ("sum", "avg", "product", "min", "max"):
-            for n in (1, 2, 3, 9, 17, 257, 1024):
+            for n in worlds:
                 if (r != "avg" or d.is_floating_point) and verify.exactly_checkable(r, n, d):
                     yield d, r, n
 
 
-@pytest.mark.parametrize("dtype,redop,n", list(_exact_combos()))
-def test_expected_is_exact(dtype, redop, n):
+def check_expected_is_exact(dtype, redop, n):
+    """reduce_expected equals the float64 reduction of every rank's own pattern, and every value (input
+    and result) is an integer the dtype holds exactly."""
     if redop in ("sum", "avg") and (n if redop == "sum" else n * n) > verify.exact_limit(dtype):
         pytest.skip(f"no exact {redop} of {n} positive values in {dtype}: the suite cannot check it either")
     numel = 97
@@ -62,11 +69,15 @@ def test_expected_is_exact(dtype, redop, n):
         "max": stacked.max(0).values,
     }[redop]
     # inputs themselves are integers exactly representable in the dtype
-    for t in inputs:
-        assert torch.equal(t, t.round()) and t.abs().max() <= verify.exact_limit(dtype)
+    assert torch.equal(stacked, stacked.round()) and stacked.abs().max() <= verify.exact_limit(dtype)
     exp = verify.reduce_expected(redop, n, numel, dtype)
     assert torch.equal(exp.to(torch.float64), ref), f"{redop} {dtype} n={n} not exact"
     assert ref.abs().max() <= verify.exact_limit(dtype)
+
+
+@pytest.mark.parametrize("dtype,redop,n", list(exact_combos()))
+def test_expected_is_exact(dtype, redop, n):
+    check_expected_is_exact(dtype, redop, n)
 
 
 def test_exactly_checkable_bounds():
