@@ -182,6 +182,35 @@ def _wsse(f: AlphaBeta, s: np.ndarray, t: np.ndarray) -> float:
     return float(np.sum(((t - f.time_us(s)) / t) ** 2))
 
 
+def _resampled_fits(s: np.ndarray, t: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``fit_alpha_beta`` on every row of resampled indices at once: (α in µs, 1/β in 1/(GB/s), valid).
+
+    The same weighted least squares, clamps included, with each resample as multiplicities of the
+    points (a batched QR of the weighted design matrix); sizes are scaled to at most 1 so the problem
+    stays well conditioned. A resample with fewer than two distinct sizes is not valid (None there)."""
+    n_boot, n = idx.shape
+    counts = np.zeros((n_boot, n))
+    np.add.at(counts, (np.repeat(np.arange(n_boot), n), idx.ravel()), 1.0)
+    _, group = np.unique(s, return_inverse=True)
+    distinct = (np.stack([counts[:, group == g].sum(axis=1) for g in range(group.max() + 1)], axis=1) > 0).sum(1)
+    scale = float(s.max()) or 1.0
+    w = np.sqrt(counts) / t  # per-row weight: multiplicity, and residual / t
+    A = np.stack([w, w * (s / scale)], axis=2)  # (n_boot, n, 2)
+    q, r = np.linalg.qr(A)
+    valid = distinct >= 2
+    r[~valid] = np.eye(2)  # solved but discarded
+    x = np.linalg.solve(r, np.einsum("bni,bn->bi", q, w * t)[..., None])[..., 0]
+    alpha, k = x[:, 0], x[:, 1] / scale
+    ww = counts / (t * t)  # the clamped refits' sums, with multiplicities
+    lat = k <= 0  # latency-bound over the whole range: α alone (weighted mean)
+    alpha = np.where(lat, (ww * t).sum(1) / np.maximum(ww.sum(1), 1e-300), alpha)
+    k = np.where(lat, 0.0, k)
+    bw = ~lat & (alpha < 0)  # bandwidth-bound: S/β alone, through the origin
+    k = np.where(bw, (ww * s * t).sum(1) / np.maximum((ww * s * s).sum(1), 1e-300), k)
+    alpha = np.where(bw, 0.0, alpha)
+    return alpha, k * 1e3, valid  # 1/β in 1/(GB/s) = k (µs/B) x 1e3
+
+
 def bootstrap_intervals(
     size_bytes, time_us, *, n_boot: int = N_BOOT, seed: int = 0, confidence: float = 0.95
 ) -> tuple[tuple[float, float], tuple[float, float]] | None:
@@ -190,12 +219,8 @@ def bootstrap_intervals(
     if len(np.unique(s)) < 2:
         return None
     rng = np.random.default_rng(seed)
-    alphas, ks = [], []
-    for idx in rng.integers(0, len(s), size=(n_boot, len(s))):
-        f = fit_alpha_beta(s[idx], t[idx])
-        if f is not None:
-            alphas.append(f.alpha_us)
-            ks.append(0.0 if math.isinf(f.beta_gbps) else 1.0 / f.beta_gbps)  # 1/β: finite where β is not
+    alphas, ks, valid = _resampled_fits(s, t, rng.integers(0, len(s), size=(n_boot, len(s))))
+    alphas, ks = alphas[valid], ks[valid]  # ks: 1/β, finite where β is not
     if len(alphas) < n_boot // 2:
         return None
     q = [50 * (1 - confidence), 50 * (1 + confidence)]

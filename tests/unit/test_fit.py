@@ -156,3 +156,26 @@ def test_inf_bandwidth_and_negative_r2_never_reach_the_fit_table():
     assert cells[1].endswith(", unbounded]") and cells[2].startswith("- (flat: within")
     for c in cells + [alpha, beta, r2]:
         assert "inf" not in c and not c.startswith("-0") and "nan" not in c
+
+
+@pytest.mark.parametrize("shape", ["alpha_beta", "flat", "through_origin", "noisy"])
+def test_batched_bootstrap_refits_equal_one_fit_per_resample(shape):
+    """The bootstrap refits every resample at once; each must equal fit_alpha_beta on that resample,
+    the clamps (latency-bound, bandwidth-bound) and the too-few-sizes case included."""
+    rng = np.random.default_rng(7)
+    sizes = np.array([1, 1, 8, 64, 512, 4096, 32768, 1 << 18, 1 << 21, 1 << 24], dtype=float)
+    t = {
+        "alpha_beta": 20 + sizes / 1e3,
+        "flat": np.full(len(sizes), 30.0),
+        "through_origin": sizes / 1e3 + 1e-3,
+        "noisy": 5 + sizes / 5e3,
+    }[shape] * rng.lognormal(0, 0.5 if shape == "noisy" else 0.05, len(sizes))
+    idx = rng.integers(0, len(sizes), size=(300, len(sizes)))
+    idx[0] = 0  # one size only: no fit
+    alphas, inv_betas, valid = fit._resampled_fits(sizes, t, idx)
+    for row, a, ib, ok in zip(idx, alphas, inv_betas, valid):
+        one = fit.fit_alpha_beta(sizes[row], t[row])
+        assert ok == (one is not None)
+        if one is not None:
+            assert a == pytest.approx(one.alpha_us, rel=1e-9, abs=1e-9)
+            assert ib == pytest.approx(0.0 if math.isinf(one.beta_gbps) else 1 / one.beta_gbps, rel=1e-9, abs=1e-12)
