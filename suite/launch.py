@@ -27,7 +27,7 @@ from suite import progress
 from suite.config import KNOBS, ConfigError, build_config, settings_from_env
 from suite.failures import EXIT_BAD_INPUT, EXIT_OK, EXIT_PREFLIGHT, EXIT_RENDEZVOUS, status_line
 from suite.fileio import write_json_atomic
-from suite.preflight import RendezvousError, layout, preflight
+from suite.preflight import RendezvousError, check_injections, layout, preflight
 from suite.supervise import final_status, root_cause, run_ranks, stamp_status
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -191,12 +191,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             live = progress.mode(os.environ, sys.stdout.isatty()) == "live"
             progress.every_s(os.environ)
-            if os.environ.get("SUITE_INJECT_DELAY"):  # the suite's own fault (tests): imports torch only then
-                from suite.runner import parse_delay
-
-                parse_delay(os.environ["SUITE_INJECT_DELAY"])
         except ValueError as e:
             raise ConfigError(str(e)) from None
+        check_injections(os.environ)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -6,6 +6,8 @@ the checks are the user's view: exit status, message, time, and the results file
 """
 
 import json
+import os
+import resource
 import signal
 import socket
 import subprocess
@@ -214,3 +216,43 @@ def test_a_selection_that_matches_nothing_exits_7_not_5(tmp_path):
     assert proc.returncode == 7, proc.stderr[-2000:]
     assert "matched no case" in proc.stderr
     assert proc.stderr.rstrip().splitlines()[-1].startswith("# exit status 7 (nothing selected); make reports")
+
+
+# The launcher's own failures (issue 27): whatever goes wrong around the ranks ends in one line
+# naming the cause and its status, never a traceback, and the measured cases stay valid and marked.
+
+FEW = ["--experiments", "collectives", "--min-bytes", "256", "--max-bytes", "1K", "--iters", "3", "--warmup", "1"]
+
+
+def _run_limited(tmp_path, *args, fsize=None, nproc=2, env=None, timeout=180):
+    """``python -m suite.launch`` under a file-size limit of ``fsize`` bytes (``ulimit -f``), if given."""
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+    e = {**os.environ, "SUITE_REPORT": "0", **(env or {})}
+    return subprocess.run(
+        launch_command(tmp_path, *args, nproc=nproc),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=e,
+        preexec_fn=limit if fsize is not None else None,
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ("flop:all_reduce", "unknown fault 'flop'; choose from flip, misroute"),
+        ("all_reduce@timd", "unknown phase @timd; the only one is @timed"),
+        ("misroute:", "names no case"),
+    ],
+)
+def test_a_bad_corruption_switch_exit_2_before_any_rank(tmp_path, spec, says):
+    proc = _run_limited(tmp_path, *FEW, env={"SUITE_INJECT_CORRUPTION": spec})
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: SUITE_INJECT_CORRUPTION")
+    assert says in proc.stderr
+    assert not (tmp_path / "results").exists()
