@@ -49,6 +49,42 @@ def _kill_tree(proc: subprocess.Popen) -> None:
             pass
 
 
+class ElasticTraceback:
+    """Keeps torchrun's own Python traceback off the terminal. When a rank fails, torchrun ends by
+    raising ChildFailedError (SignalException when interrupted): a wall of frames of torchrun itself
+    above its failure summary, which the launcher's lines say better. A traceback block (from an
+    unprefixed ``Traceback (most recent call last):`` to its exception line) is held back until its
+    exception line shows whose it is: torch.distributed.elastic's goes to ``held`` (the launcher writes it
+    to failures/torchrun.log); any other (a rank's own crash) passes through unchanged."""
+
+    START = "Traceback (most recent call last):"
+
+    def __init__(self):
+        self.block: list[str] | None = None
+        self.held: list[str] = []
+
+    def feed(self, line: str) -> list[str]:
+        """The lines to show now, given the next line of torchrun's stderr."""
+        if self.block is None:
+            if line.rstrip("\n") != self.START:
+                return [line]
+            self.block = [line]
+            return []
+        self.block.append(line)
+        body = line.rstrip("\n")
+        if not body or body[0].isspace() or body.startswith(("During handling", "The above exception", self.START)):
+            return []
+        block, self.block = self.block, None  # the exception line ends the block
+        if body.startswith("torch.distributed.elastic."):
+            self.held += block
+            return []
+        return block
+
+    def flush(self) -> list[str]:
+        block, self.block = self.block or [], None
+        return block
+
+
 def run_ranks(
     cmd: list[str], env: dict, run_dir: Path, cwd: Path, erase_line: bool = False, world_size: int = 0
 ) -> tuple[int, int | None, list[str]]:
@@ -64,12 +100,18 @@ def run_ranks(
         cmd, cwd=cwd, env=env, start_new_session=True, stderr=subprocess.PIPE, text=True, errors="replace", bufsize=1
     )
     tail: collections.deque = collections.deque(maxlen=400)
+    elastic = ElasticTraceback()
 
     def pump():
+        def show(lines):
+            for line in lines:
+                sys.stderr.write(ERASE_LINE + line if erase_line else line)
+            sys.stderr.flush()
+
         for line in proc.stderr:
             tail.append(line)
-            sys.stderr.write(ERASE_LINE + line if erase_line else line)
-            sys.stderr.flush()
+            show(elastic.feed(line))
+        show(elastic.flush())
 
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()
@@ -119,10 +161,21 @@ def run_ranks(
             except (ProcessLookupError, PermissionError):
                 pass
         reader.join(timeout=5)
+    if elastic.held:
+        _save_log(failures_dir / "torchrun.log", elastic.held)
     if rc != 0 and not diagnosed and world_size and not received:  # a rank died (SIGABRT): what it left
         _diagnose(run_dir, world_size, f"the ranks ended with status {rc}", ask=False)
     hang.tidy(run_dir)
     return rc, (received[0] if received else None), list(tail)
+
+
+def _save_log(path: Path, lines: list[str]) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as fh:
+            fh.writelines(lines)
+    except OSError:
+        pass  # a log of torchrun's own frames: nothing the verdict needs
 
 
 def _diagnose(run_dir: Path, world_size: int, why: str, ask: bool = True, stuck_s: float = 0.0) -> None:
