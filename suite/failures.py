@@ -24,6 +24,7 @@ EXIT_WRONG_RESULT = 6  # a collective produced wrong elements
 EXIT_NOTHING_SELECTED = 7  # the case selection (-k / K=...) matched no case; nothing was measured
 EXIT_FINDING = 8  # the doctor found a slow link, a straggler or a weak node (every probe ran and was correct)
 EXIT_DIVERGED = 9  # the ranks issued different collectives: one skipped, reordered or never reached one
+EXIT_IO = 10  # the run's files could not be written or read (disk full, file-size limit, permissions)
 EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
 
@@ -38,6 +39,7 @@ MEANING = {
     EXIT_NOTHING_SELECTED: "nothing selected",
     EXIT_FINDING: "the doctor found a problem",
     EXIT_DIVERGED: "the ranks diverged",
+    EXIT_IO: "the run's files could not be written or read",
     EXIT_SIGINT: "interrupted (SIGINT)",
     EXIT_SIGTERM: "interrupted (SIGTERM)",
 }

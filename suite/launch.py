@@ -25,8 +25,8 @@ from pathlib import Path
 
 from suite import progress
 from suite.config import KNOBS, ConfigError, build_config, settings_from_env
-from suite.failures import EXIT_BAD_INPUT, EXIT_OK, EXIT_PREFLIGHT, EXIT_RENDEZVOUS, status_line
-from suite.fileio import write_json_atomic
+from suite.failures import EXIT_BAD_INPUT, EXIT_IO, EXIT_OK, EXIT_PREFLIGHT, EXIT_RENDEZVOUS, status_line
+from suite.fileio import write_error, write_json_atomic
 from suite.preflight import RendezvousError, check_injections, layout, preflight
 from suite.supervise import final_status, root_cause, run_ranks, stamp_status
 
@@ -154,15 +154,18 @@ def check_run_location(results_root: str, run_id: str | None) -> None:
 
 
 def update_latest(results_root: Path, run_dir: Path) -> None:
-    """Point results_root/latest at run_dir (atomic symlink swap)."""
+    """Point results_root/latest at run_dir (atomic symlink swap); ResultsWriteError names the link."""
     link = results_root / "latest"
     tmp = results_root / f".latest.{os.getpid()}"
     try:
-        tmp.unlink()
-    except FileNotFoundError:
-        pass
-    os.symlink(run_dir.name, tmp)
-    os.replace(tmp, link)
+        try:
+            tmp.unlink()
+        except FileNotFoundError:
+            pass
+        os.symlink(run_dir.name, tmp)
+        os.replace(tmp, link)
+    except OSError as e:
+        raise write_error(link, e) from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -233,8 +236,15 @@ def main(argv: list[str] | None = None) -> int:
 
         env.update(flight_recorder_env(env, run_dir, torch.__version__))
     # Every node creates it: ranks leave failure notes (and NCCL flight-recorder dumps) here.
-    run_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(run_dir / "config.json", cfg.as_dict())
+    try:
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise write_error(run_dir, e) from None
+        write_json_atomic(run_dir / "config.json", cfg.as_dict())
+    except OSError as e:
+        print(f"error: {e}; nothing started", file=sys.stderr)
+        return EXIT_IO
     print(
         f"# run {run_id}: {lay['nnodes']} node(s) x {lay['nproc']} rank(s), experiments: {', '.join(names)}", flush=True
     )
@@ -247,16 +257,21 @@ def main(argv: list[str] | None = None) -> int:
     if live and (rc != 0 or signum):  # rank 0 may not have erased its line itself
         sys.stdout.write(progress.RESET_TERMINAL)
         sys.stdout.flush()
-    status = final_status(rc, signum, run_dir, root_cause(tail) if rc != 0 else None)
+    status, cause = final_status(rc, signum, run_dir, root_cause(tail) if rc != 0 else None, with_cause=True)
     if lay["node_rank"] == 0 and (run_dir / "bench.json").exists():
         if "doctor" in names and status == EXIT_OK:
             from suite.doctor import run_doctor
 
             status = run_doctor(run_dir)  # the verdict: 0 healthy, EXIT_FINDING when something is wrong
-        stamp_status(run_dir, status, signum)
-        update_latest(results_root, run_dir)
-        print(f"# results: {run_dir / 'bench.json'} (also {results_root / 'latest'})", flush=True)
-        write_report(run_dir)
+        try:
+            stamp_status(run_dir, status, signum, cause)
+            update_latest(results_root, run_dir)
+        except OSError as e:  # the ranks' own bench.json stays: valid JSON, marked incomplete until the end
+            print(f"# error: {e}; {run_dir / 'bench.json'} is as the ranks left it", file=sys.stderr, flush=True)
+            status = status or EXIT_IO
+        else:
+            print(f"# results: {run_dir / 'bench.json'} (also {results_root / 'latest'})", flush=True)
+            write_report(run_dir)
     if status != EXIT_OK:
         print(status_line(status), file=sys.stderr, flush=True)
     return status

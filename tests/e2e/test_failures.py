@@ -242,6 +242,52 @@ def _run_limited(tmp_path, *args, fsize=None, nproc=2, env=None, timeout=180):
     )
 
 
+def _no_traceback(proc):
+    assert "Traceback" not in proc.stderr, proc.stderr[-4000:]
+
+
+def _marked(tmp_path, status, n_at_least):
+    run = _bench(tmp_path)
+    assert run is not None, "the measured cases were lost"
+    assert run["suite"]["complete"] is False and run["suite"]["exit_status"] == status, run["suite"]
+    assert len(run["benchmarks"]) >= n_at_least and all_correct([b["extra_info"] for b in run["benchmarks"]])
+    return run
+
+
+def test_results_that_cannot_be_written_mid_run_exit_10_and_keep_the_cases(tmp_path):
+    # rank 0 hits a real file-size limit (EFBIG, as a full disk's ENOSPC) rewriting bench.json after case 3
+    proc = _run_limited(tmp_path, *FEW, "--", "-p", "tests.plants.results_file_limit", "-k", "all_reduce")
+    bench = tmp_path / "results" / "run" / "bench.json"
+    line = f"cannot write {bench}: File too large"
+    assert proc.returncode == 10, proc.stderr[-4000:]
+    assert "# failure on rank 0 (" in proc.stderr and line in proc.stderr, proc.stderr[-4000:]
+    _no_traceback(proc)
+    run = _marked(tmp_path, 10, 3)
+    assert len(run["benchmarks"]) == 3 and line in run["suite"]["cause"]
+    assert proc.stderr.rstrip().splitlines()[-1].startswith("# exit status 10 (the run's files could not be")
+
+
+def test_bench_json_the_launcher_cannot_rewrite_exit_10_with_the_ranks_file_intact(tmp_path):
+    # the launcher (not the ranks) is under an 8 KiB file limit: config.json fits, its rewrite of bench.json not
+    proc = _run_limited(
+        tmp_path, *FEW, "--", "-p", "tests.plants.ranks_without_file_limit", "-k", "all_reduce-sum", fsize=8192
+    )
+    bench = tmp_path / "results" / "run" / "bench.json"
+    assert proc.returncode == 10, proc.stderr[-4000:]
+    assert f"# error: cannot write {bench}: File too large; {bench} is as the ranks left it" in proc.stderr
+    _no_traceback(proc)
+    run = json.loads(bench.read_text())  # the ranks' complete file, without the launcher's stamp
+    assert run["suite"]["complete"] is True and len(run["benchmarks"]) == 2 and "exit_status" not in run["suite"]
+
+
+def test_a_run_directory_that_cannot_be_written_exit_10_before_any_rank(tmp_path):
+    proc = _run_limited(tmp_path, *FEW, fsize=100)  # config.json (about 1 KB) does not fit
+    config = tmp_path / "results" / "run" / "config.json"
+    assert proc.returncode == 10, proc.stderr[-3000:]
+    assert proc.stderr.strip() == f"error: cannot write {config}: File too large; nothing started"
+    assert "# run " not in proc.stdout
+
+
 @pytest.mark.parametrize(
     ("spec", "says"),
     [

@@ -1,12 +1,15 @@
 """The launcher's own failures (issue 27), pure logic: torchrun's traceback held back, the fault
 switches checked before start, a results file that cannot be written or read named in one line."""
 
+import json
+
 import pytest
 
 from suite.config import ConfigError
+from suite.failures import EXIT_FAILED
+from suite.fileio import ResultsWriteError, write_json_atomic
 from suite.preflight import check_injections
-from suite.supervise import ElasticTraceback
-
+from suite.supervise import ElasticTraceback, final_status, stamp_status
 
 TORCHRUN_WALL = [
     "Traceback (most recent call last):\n",
@@ -59,3 +62,38 @@ def test_fault_switches_are_checked_before_start():
     ):
         with pytest.raises(ConfigError, match=says):
             check_injections(env)
+
+
+def test_a_write_that_fails_names_the_file_and_leaves_the_old_one(tmp_path):
+    blocker = tmp_path / "results"
+    blocker.write_text("a file where a directory should be")
+    with pytest.raises(ResultsWriteError) as e:
+        write_json_atomic(blocker / "run" / "bench.json", {})
+    assert str(e.value).startswith(f"cannot write {blocker / 'run' / 'bench.json'}: ")
+    good = tmp_path / "bench.json"
+    write_json_atomic(good, {"benchmarks": [1]})
+    with pytest.raises(ResultsWriteError, match=f"cannot write {good}: "):
+        write_json_atomic(good, {"x": object.__new__(_Unwritable)})
+    assert json.loads(good.read_text()) == {"benchmarks": [1]}
+
+
+class _Unwritable:
+    def __str__(self):
+        raise OSError(28, "No space left on device")
+
+
+def test_an_unreadable_failure_note_is_named_and_the_others_still_count(tmp_path, capsys):
+    notes = tmp_path / "failures"
+    notes.mkdir()
+    (notes / "rank0.json").write_text('{"rank": 0, "host": "h", "cau')  # cut short
+    (notes / "rank1.json").write_text(json.dumps({"rank": 1, "host": "h", "cause": "boom", "kind": "rank_error"}))
+    assert final_status(1, None, tmp_path, with_cause=True) == (EXIT_FAILED, "failure on rank 1 (h): boom")
+    err = capsys.readouterr().err
+    assert f"# failure note {notes / 'rank0.json'} unreadable (" in err and "Traceback" not in err
+
+
+def test_a_bench_json_that_is_not_json_is_named_not_stamped(tmp_path):
+    (tmp_path / "bench.json").write_text('{"benchmarks": [')
+    with pytest.raises(ResultsWriteError, match=f"cannot record the exit status in {tmp_path / 'bench.json'}: not"):
+        stamp_status(tmp_path, 1, None, "x")
+    assert (tmp_path / "bench.json").read_text() == '{"benchmarks": ['
