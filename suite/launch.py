@@ -138,8 +138,14 @@ def flight_recorder_env(env: dict, run_dir: Path, torch_version: str) -> dict[st
 RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
+STARTED_MARKS = ("bench.json", "failures", "hang")
+"""What only a started run leaves in its directory: no rank of a new run can have written them before this
+node's torchrun starts (every node must join the rendezvous first), so finding one means an earlier run."""
+
+
 def check_run_location(results_root: str, run_id: str | None) -> None:
-    """RESULTS must be a directory (or not exist yet) and RUN_ID one plain name inside it."""
+    """RESULTS must be a directory (or not exist yet) and RUN_ID one plain name inside it, naming no
+    earlier run: its bench.json or failure notes would be read as this run's."""
     if run_id is not None and (not RUN_ID_RE.fullmatch(run_id) or run_id == "latest"):
         raise ConfigError(
             f"RUN_ID {run_id!r} must be one name of letters, digits, '.', '_' and '-' "
@@ -151,6 +157,16 @@ def check_run_location(results_root: str, run_id: str | None) -> None:
             if not p.is_dir():
                 raise ConfigError(f"RESULTS {results_root!r}: {p} exists and is not a directory")
             break
+    if run_id is None:
+        return
+    run_dir = root / run_id
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ConfigError(f"RUN_ID {run_id!r}: {run_dir} exists and is not a directory; choose another RUN_ID")
+    left = [m for m in STARTED_MARKS if (run_dir / m).exists()]
+    if left:
+        raise ConfigError(
+            f"{run_dir} already holds a run ({', '.join(left)}); choose another RUN_ID or remove that directory"
+        )
 
 
 def update_latest(results_root: Path, run_dir: Path) -> None:
@@ -228,9 +244,12 @@ def main(argv: list[str] | None = None) -> int:
     env.setdefault("OMP_NUM_THREADS", "1")  # torchrun's default, set quietly and recorded
     if a.debug:
         env["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"
-    if (run_dir / "bench.json").exists():
-        print(f"error: {run_dir} already holds a run; choose another RUN_ID", file=sys.stderr)
-        return EXIT_BAD_INPUT
+    if a.run_id is None:  # a timestamp: checked here (RUN_ID was checked with the other input)
+        try:
+            check_run_location(a.results_root, run_id)
+        except ConfigError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return EXIT_BAD_INPUT
     if resolve_backend(cfg.backend, resolve_device(cfg.device)) == "nccl":
         import torch
 

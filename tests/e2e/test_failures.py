@@ -288,6 +288,30 @@ def test_a_run_directory_that_cannot_be_written_exit_10_before_any_rank(tmp_path
     assert "# run " not in proc.stdout
 
 
+def test_a_run_id_that_is_a_file_exit_2(tmp_path):
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "run").write_text("not a run\n")
+    proc = _run_limited(tmp_path, *FEW)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.strip() == (
+        f"error: RUN_ID 'run': {tmp_path / 'results' / 'run'} exists and is not a directory; choose another RUN_ID"
+    )
+
+
+def test_a_leftover_run_directory_is_not_read_as_this_run_exit_2(tmp_path):
+    # a run killed before its first case left its failure notes: a new run must not report them as its own
+    notes = tmp_path / "results" / "run" / "failures"
+    notes.mkdir(parents=True)
+    (notes / "rank1.json").write_text(json.dumps({"rank": 1, "host": "h", "cause": "old", "kind": "peer_failure"}))
+    proc = _run_limited(tmp_path, *FEW)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.strip() == (
+        f"error: {tmp_path / 'results' / 'run'} already holds a run (failures); "
+        "choose another RUN_ID or remove that directory"
+    )
+    assert "# run " not in proc.stdout
+
+
 @pytest.mark.parametrize(
     ("spec", "says"),
     [
