@@ -51,6 +51,24 @@ def _kill_tree(proc: subprocess.Popen) -> None:
             pass
 
 
+def _children(pid: int) -> set:
+    """The live descendants of ``pid`` as psutil processes (which know their start time, so a
+    recycled pid is never mistaken for one of them)."""
+    try:
+        return set(psutil.Process(pid).children(recursive=True))
+    except psutil.Error:
+        return set()
+
+
+def _kill_all(procs) -> None:
+    for p in procs:
+        try:
+            if p.is_running():
+                p.kill()
+        except psutil.Error:
+            pass
+
+
 class ElasticTraceback:
     """Keeps torchrun's own Python traceback off the terminal. When a rank fails, torchrun ends by
     raising ChildFailedError (SignalException when interrupted): a wall of frames of torchrun itself
@@ -134,6 +152,7 @@ def run_ranks(
     failures_dir = run_dir / "failures"
     failed_since = None
     diagnosed = False
+    started: set = set()  # every process torchrun started: they outlive it when it is killed
     try:
         while True:
             try:
@@ -141,6 +160,7 @@ def run_ranks(
                 break
             except subprocess.TimeoutExpired:
                 pass
+            started |= _children(proc.pid)
             if received:
                 # torchrun did not finish within the grace period: end the whole tree.
                 _kill_tree(proc)
@@ -157,11 +177,8 @@ def run_ranks(
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-        for pid in _descendants(proc.pid):  # workers that outlived torchrun (e.g. a frozen one)
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        # workers that outlived torchrun (a frozen one; all of them when torchrun itself was killed)
+        _kill_all(started | _children(proc.pid))
         reader.join(timeout=5)
     if elastic.held:
         _save_log(failures_dir / "torchrun.log", elastic.held)
@@ -264,12 +281,21 @@ def _verdict(rc: int, signum: int | None, run_dir: Path, first: dict | None) -> 
         return EXIT_PEER_FAILURE, cause
     if first is not None and first["exitcode"] < 0:
         return EXIT_PEER_FAILURE, cause  # a rank was killed or died of a signal: the others lost a peer
+    if rc < 0:  # torchrun itself died of a signal (the OOM killer, a kill -9): its ranks went with it
+        return EXIT_PEER_FAILURE, _say(f"error: torchrun died of {_signal_name(-rc)}; the ranks it started were ended")
     wrong = _wrong_cases(run_dir)
     if wrong:
         return EXIT_WRONG_RESULT, _say(f"{len(wrong)} case(s) produced wrong elements: {', '.join(wrong[:5])}")
     if rc == 0:
         return EXIT_OK, None
     return EXIT_FAILED, cause or _say(f"error: torchrun exited with status {rc} and no rank named a cause")
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
 
 
 def _wrong_cases(run_dir: Path) -> list[str]:

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 
 from tests.conftest import ROOT, all_correct, launch_command, run_suite
@@ -310,6 +311,28 @@ def test_a_leftover_run_directory_is_not_read_as_this_run_exit_2(tmp_path):
         "choose another RUN_ID or remove that directory"
     )
     assert "# run " not in proc.stdout
+
+
+def test_torchrun_killed_ends_its_ranks_exit_5(tmp_path):
+    cmd = launch_command(tmp_path, *FEW[:-4], "--iters", "20", "--warmup", "1", "--", "-k", "all_reduce")
+    env = {**os.environ, "SUITE_REPORT": "0"}
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    bench = tmp_path / "results" / "run" / "bench.json"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not bench.exists():
+        time.sleep(0.2)
+    assert bench.exists(), "no case finished in time"
+    (torchrun,) = psutil.Process(proc.pid).children()  # the OOM killer's choice, or a kill -9
+    torchrun.kill()
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 5, err[-3000:]
+    assert "# error: torchrun died of SIGKILL; the ranks it started were ended" in err, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    time.sleep(0.5)
+    leftover = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout.split()
+    assert leftover == [], f"processes left behind: {leftover}"
+    run = _marked(tmp_path, 5, 1)
+    assert run["suite"]["cause"] == "error: torchrun died of SIGKILL; the ranks it started were ended"
 
 
 @pytest.mark.parametrize(
