@@ -21,11 +21,21 @@ import datetime
 import os
 import re
 import sys
+import traceback
 from pathlib import Path
 
 from suite import progress
 from suite.config import KNOBS, ConfigError, build_config, settings_from_env
-from suite.failures import EXIT_BAD_INPUT, EXIT_IO, EXIT_OK, EXIT_PREFLIGHT, EXIT_RENDEZVOUS, status_line
+from suite.failures import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_IO,
+    EXIT_OK,
+    EXIT_PREFLIGHT,
+    EXIT_RENDEZVOUS,
+    EXIT_SIGINT,
+    status_line,
+)
 from suite.fileio import write_error, write_json_atomic
 from suite.preflight import RendezvousError, check_injections, layout, preflight
 from suite.supervise import final_status, root_cause, run_ranks, stamp_status
@@ -185,7 +195,45 @@ def update_latest(results_root: Path, run_dir: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The run's exit status (docs/failures.md). Whatever fails around the ranks ends in one line naming
+    the cause, never a traceback (a launcher bug leaves its traceback in failures/launcher.log)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    where: dict = {}
+    try:
+        return _main(argv, where)
+    except KeyboardInterrupt:  # before the ranks started or after they ended: run_ranks forwards it between
+        done = where.get("ranks_ended")
+        print(
+            f"# interrupted by SIGINT after the ranks ended: {done / 'bench.json'} has their results; "
+            f"the report was not written - retry with: python -m suite.report html {done}"
+            if done is not None
+            else "# interrupted by SIGINT before any rank started",
+            file=sys.stderr,
+            flush=True,
+        )
+        print(status_line(EXIT_SIGINT), file=sys.stderr, flush=True)
+        return EXIT_SIGINT
+    except Exception as e:  # noqa: BLE001 - the launcher's own bug: one line, the traceback in a file
+        print(f"# error: the launcher failed: {type(e).__name__}: {e}{_save_traceback(where)}", file=sys.stderr)
+        print(status_line(EXIT_FAILED), file=sys.stderr, flush=True)
+        return EXIT_FAILED
+
+
+def _save_traceback(where: dict) -> str:
+    """Write the current exception's traceback to <run>/failures/launcher.log; where it went, or ''."""
+    run_dir = where.get("run_dir")
+    if run_dir is None:
+        return ""
+    path = run_dir / "failures" / "launcher.log"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(traceback.format_exc())
+    except OSError:
+        return ""
+    return f" (traceback in {path})"
+
+
+def _main(argv: list[str], where: dict) -> int:
     try:
         a, passthrough = parse_args(argv)
         cfg = config_from_args(a)
@@ -264,6 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:
         print(f"error: {e}; nothing started", file=sys.stderr)
         return EXIT_IO
+    where["run_dir"] = run_dir
     print(
         f"# run {run_id}: {lay['nnodes']} node(s) x {lay['nproc']} rank(s), experiments: {', '.join(names)}", flush=True
     )
@@ -273,6 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     rc, signum, tail = run_ranks(
         cmd, env, run_dir, ROOT, erase_line=live and sys.stderr.isatty(), world_size=lay["world_size"]
     )
+    where["ranks_ended"] = run_dir
     if live and (rc != 0 or signum):  # rank 0 may not have erased its line itself
         sys.stdout.write(progress.RESET_TERMINAL)
         sys.stdout.flush()

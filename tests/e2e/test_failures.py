@@ -349,3 +349,25 @@ def test_a_bad_corruption_switch_exit_2_before_any_rank(tmp_path, spec, says):
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: SUITE_INJECT_CORRUPTION")
     assert says in proc.stderr
     assert not (tmp_path / "results").exists()
+
+
+def test_ctrl_c_while_the_report_is_written_one_line_exit_130(tmp_path):
+    # after the ranks ended no handler forwards SIGINT: the launcher itself must say what it means
+    cmd = launch_command(tmp_path, *FEW, "--", "-k", "all_reduce-sum")
+    env = {**os.environ, "SUITE_REPORT": "1"}  # the report takes seconds: the interrupt lands in it
+    with open(tmp_path / "stderr.txt", "w+") as err:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
+        for line in proc.stdout:
+            if line.startswith("# results:"):
+                proc.send_signal(signal.SIGINT)
+                break
+        proc.stdout.read()
+        proc.wait(timeout=60)
+        err.seek(0)
+        stderr = err.read()
+    run_dir = tmp_path / "results" / "run"
+    assert proc.returncode == 130, stderr[-3000:]
+    assert f"# interrupted by SIGINT after the ranks ended: {run_dir / 'bench.json'} has their results" in stderr
+    assert "Traceback" not in stderr, stderr[-3000:]
+    run = _bench(tmp_path)
+    assert run["suite"]["complete"] is True and len(run["benchmarks"]) == 2
