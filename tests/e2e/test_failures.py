@@ -371,3 +371,24 @@ def test_ctrl_c_while_the_report_is_written_one_line_exit_130(tmp_path):
     assert "Traceback" not in stderr, stderr[-3000:]
     run = _bench(tmp_path)
     assert run["suite"]["complete"] is True and len(run["benchmarks"]) == 2
+
+
+def test_sigterm_between_cases_is_one_line_exit_143(tmp_path):
+    # a batch system's SIGTERM: forwarded to the ranks, torchrun's own SignalException traceback held back
+    cmd = launch_command(tmp_path, *FEW[:-4], "--iters", "20", "--warmup", "1", "--", "-k", "all_reduce")
+    env = {**os.environ, "SUITE_REPORT": "0"}
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    bench = tmp_path / "results" / "run" / "bench.json"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not bench.exists():
+        time.sleep(0.2)
+    assert bench.exists(), "no case finished in time"
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err[-3000:]
+    assert f"# interrupted by signal 15; completed cases are in {bench}" in err, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    run = _marked(tmp_path, 143, 1)
+    assert (
+        run["suite"]["interrupted_by_signal"] == signal.SIGTERM and run["suite"]["cause"] == "interrupted by signal 15"
+    )
