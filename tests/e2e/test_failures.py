@@ -313,7 +313,8 @@ def test_a_leftover_run_directory_is_not_read_as_this_run_exit_2(tmp_path):
     assert "# run " not in proc.stdout
 
 
-def test_torchrun_killed_ends_its_ranks_exit_5(tmp_path):
+def _mid_run(tmp_path):
+    """A run of 2 ranks started, once its first case is in bench.json: (the launcher, bench.json)."""
     cmd = launch_command(tmp_path, *FEW[:-4], "--iters", "20", "--warmup", "1", "--", "-k", "all_reduce")
     env = {**os.environ, "SUITE_REPORT": "0"}
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -322,6 +323,11 @@ def test_torchrun_killed_ends_its_ranks_exit_5(tmp_path):
     while time.monotonic() < deadline and not bench.exists():
         time.sleep(0.2)
     assert bench.exists(), "no case finished in time"
+    return proc, bench
+
+
+def test_torchrun_killed_ends_its_ranks_exit_5(tmp_path):
+    proc, _ = _mid_run(tmp_path)
     (torchrun,) = psutil.Process(proc.pid).children()  # the OOM killer's choice, or a kill -9
     torchrun.kill()
     out, err = proc.communicate(timeout=60)
@@ -375,14 +381,7 @@ def test_ctrl_c_while_the_report_is_written_one_line_exit_130(tmp_path):
 
 def test_sigterm_between_cases_is_one_line_exit_143(tmp_path):
     # a batch system's SIGTERM: forwarded to the ranks, torchrun's own SignalException traceback held back
-    cmd = launch_command(tmp_path, *FEW[:-4], "--iters", "20", "--warmup", "1", "--", "-k", "all_reduce")
-    env = {**os.environ, "SUITE_REPORT": "0"}
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    bench = tmp_path / "results" / "run" / "bench.json"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not bench.exists():
-        time.sleep(0.2)
-    assert bench.exists(), "no case finished in time"
+    proc, bench = _mid_run(tmp_path)
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err[-3000:]
