@@ -15,7 +15,7 @@ from suite.fileio import write_json_atomic
 
 # Exit statuses of a rank and of the run (docs/failures.md, the exit-status table); the most specific cause wins.
 EXIT_OK = 0
-EXIT_FAILED = 1  # a case errored
+EXIT_FAILED = 1  # a case errored, or torchrun failed before any rank could name a cause
 EXIT_BAD_INPUT = 2  # a knob has an unusable value; nothing started
 EXIT_PREFLIGHT = 3  # this host cannot run it (backend, GPU, memory, /dev/shm, interface)
 EXIT_RENDEZVOUS = 4  # MASTER_ADDR does not resolve, MASTER_PORT in use
@@ -30,7 +30,7 @@ EXIT_SIGTERM = 143
 
 MEANING = {
     EXIT_OK: "every case ran and was correct",
-    EXIT_FAILED: "a case errored",
+    EXIT_FAILED: "a case or the launch failed",
     EXIT_BAD_INPUT: "bad input",
     EXIT_PREFLIGHT: "preflight failed",
     EXIT_RENDEZVOUS: "rendezvous failed",

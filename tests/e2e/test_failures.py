@@ -391,3 +391,13 @@ def test_sigterm_between_cases_is_one_line_exit_143(tmp_path):
     assert (
         run["suite"]["interrupted_by_signal"] == signal.SIGTERM and run["suite"]["cause"] == "interrupted by signal 15"
     )
+
+
+def test_torchrun_that_cannot_start_the_ranks_is_named(tmp_path):
+    # torchrun reads PET_<OPTION> as its own options: an unusable one stops it before any rank starts
+    proc = _run_limited(tmp_path, *FEW, env={"PET_MAX_RESTARTS": "x"})
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "# error: torchrun exited with status 2 and no rank named a cause" in proc.stderr, proc.stderr[-3000:]
+    assert proc.stderr.rstrip().splitlines()[-1].startswith("# exit status 1 (a case or the launch failed)")
+    _no_traceback(proc)
+    assert not (tmp_path / "results" / "run" / "bench.json").exists()
