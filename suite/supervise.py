@@ -73,11 +73,14 @@ class ElasticTraceback:
     """Keeps torchrun's own Python traceback off the terminal. When a rank fails, torchrun ends by
     raising ChildFailedError (SignalException when interrupted): a wall of frames of torchrun itself
     above its failure summary, which the launcher's lines say better. A traceback block (from an
-    unprefixed ``Traceback (most recent call last):`` to its exception line) is held back until its
-    exception line shows whose it is: torch.distributed.elastic's goes to ``held`` (the launcher writes it
-    to failures/torchrun.log); any other (a rank's own crash) passes through unchanged."""
+    unprefixed ``Traceback (most recent call last):`` to its exception line) is held back until it ends;
+    torchrun's (a frame of torch/distributed/run.py, or a torch.distributed.elastic exception) goes to
+    ``held`` (the launcher writes it to failures/torchrun.log), also when torchrun was killed before it
+    finished printing it; any other (a rank's own crash) passes through unchanged. A rank's
+    ``[rank<r>]:`` line in between is shown at once."""
 
     START = "Traceback (most recent call last):"
+    FRAME = 'torch/distributed/run.py", line'
 
     def __init__(self):
         self.block: list[str] | None = None
@@ -85,23 +88,28 @@ class ElasticTraceback:
 
     def feed(self, line: str) -> list[str]:
         """The lines to show now, given the next line of torchrun's stderr."""
+        body = line.rstrip("\n")
         if self.block is None:
-            if line.rstrip("\n") != self.START:
+            if body != self.START:
                 return [line]
             self.block = [line]
             return []
+        if body.startswith("[rank"):  # a rank's line, interleaved: not part of the block
+            return [line]
         self.block.append(line)
-        body = line.rstrip("\n")
         if not body or body[0].isspace() or body.startswith(("During handling", "The above exception", self.START)):
             return []
-        block, self.block = self.block, None  # the exception line ends the block
-        if body.startswith("torch.distributed.elastic."):
-            self.held += block
-            return []
-        return block
+        return self._end()  # the exception line ends the block
 
     def flush(self) -> list[str]:
+        """At the end of the stream: a block left open (torchrun killed while it printed) ends here."""
+        return self._end() if self.block else []
+
+    def _end(self) -> list[str]:
         block, self.block = self.block or [], None
+        if block[-1].startswith("torch.distributed.elastic.") or any(self.FRAME in line for line in block):
+            self.held += block
+            return []
         return block
 
 

@@ -14,6 +14,9 @@ from suite.supervise import ElasticTraceback, final_status, stamp_status
 TORCHRUN_WALL = [
     "Traceback (most recent call last):\n",
     '  File "<frozen runpy>", line 198, in _run_module_as_main\n',
+    '  File "/venv/lib/python3.11/site-packages/torch/distributed/run.py", line 1032, in <module>\n',
+    "    main()\n",
+    '  File "/venv/lib/python3.11/site-packages/torch/distributed/launcher/api.py", line 383, in launch_agent\n',
     "    raise ChildFailedError(\n",
     "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n",
 ]
@@ -31,6 +34,14 @@ def test_torchruns_own_traceback_is_held_back_and_the_rest_shown():
     shown, held = _shown(["W warning\n", *rank, *TORCHRUN_WALL, *box])
     assert shown == ["W warning\n", *rank, *box]
     assert held == TORCHRUN_WALL
+    # a rank's line printed in the middle of it is shown, and the rest is still held
+    shown, held = _shown([*TORCHRUN_WALL[:3], "[rank1]: bye\n", *TORCHRUN_WALL[3:]])
+    assert (shown, held) == (["[rank1]: bye\n"], TORCHRUN_WALL)
+
+
+def test_torchrun_killed_while_it_prints_its_traceback_leaves_nothing_shown():
+    cut = TORCHRUN_WALL[:4]  # the launcher ended torchrun after its grace period, mid-traceback
+    assert _shown(cut) == ([], cut)
 
 
 def test_a_traceback_that_is_not_torchruns_passes_unchanged():
@@ -47,7 +58,7 @@ def test_a_traceback_that_is_not_torchruns_passes_unchanged():
         "ImportError: no module named y\n",
     ]
     assert _shown([*chained, *crash]) == ([*chained, *crash], [])
-    cut = TORCHRUN_WALL[:2]  # the stream ended inside a block: it is shown, not lost
+    cut = crash[:2]  # the stream ended inside a rank's block: it is shown, not lost
     assert _shown(cut) == (cut, [])
 
 
