@@ -15,7 +15,7 @@ from suite.fileio import write_json_atomic
 
 # Exit statuses of a rank and of the run (docs/failures.md, the exit-status table); the most specific cause wins.
 EXIT_OK = 0
-EXIT_FAILED = 1  # a case errored
+EXIT_FAILED = 1  # a case errored, or torchrun failed before any rank could name a cause
 EXIT_BAD_INPUT = 2  # a knob has an unusable value; nothing started
 EXIT_PREFLIGHT = 3  # this host cannot run it (backend, GPU, memory, /dev/shm, interface)
 EXIT_RENDEZVOUS = 4  # MASTER_ADDR does not resolve, MASTER_PORT in use
@@ -24,12 +24,13 @@ EXIT_WRONG_RESULT = 6  # a collective produced wrong elements
 EXIT_NOTHING_SELECTED = 7  # the case selection (-k / K=...) matched no case; nothing was measured
 EXIT_FINDING = 8  # the doctor found a slow link, a straggler or a weak node (every probe ran and was correct)
 EXIT_DIVERGED = 9  # the ranks issued different collectives: one skipped, reordered or never reached one
+EXIT_IO = 10  # the run's files could not be written or read (disk full, file-size limit, permissions)
 EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
 
 MEANING = {
     EXIT_OK: "every case ran and was correct",
-    EXIT_FAILED: "a case errored",
+    EXIT_FAILED: "a case or the launch failed",
     EXIT_BAD_INPUT: "bad input",
     EXIT_PREFLIGHT: "preflight failed",
     EXIT_RENDEZVOUS: "rendezvous failed",
@@ -38,6 +39,7 @@ MEANING = {
     EXIT_NOTHING_SELECTED: "nothing selected",
     EXIT_FINDING: "the doctor found a problem",
     EXIT_DIVERGED: "the ranks diverged",
+    EXIT_IO: "the run's files could not be written or read",
     EXIT_SIGINT: "interrupted (SIGINT)",
     EXIT_SIGTERM: "interrupted (SIGTERM)",
 }

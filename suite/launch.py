@@ -21,13 +21,23 @@ import datetime
 import os
 import re
 import sys
+import traceback
 from pathlib import Path
 
 from suite import progress
 from suite.config import KNOBS, ConfigError, build_config, settings_from_env
-from suite.failures import EXIT_BAD_INPUT, EXIT_OK, EXIT_PREFLIGHT, EXIT_RENDEZVOUS, status_line
-from suite.fileio import write_json_atomic
-from suite.preflight import RendezvousError, layout, preflight
+from suite.failures import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_IO,
+    EXIT_OK,
+    EXIT_PREFLIGHT,
+    EXIT_RENDEZVOUS,
+    EXIT_SIGINT,
+    status_line,
+)
+from suite.fileio import write_error, write_json_atomic
+from suite.preflight import RendezvousError, check_injections, layout, preflight
 from suite.supervise import final_status, root_cause, run_ranks, stamp_status
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -138,8 +148,14 @@ def flight_recorder_env(env: dict, run_dir: Path, torch_version: str) -> dict[st
 RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
+STARTED_MARKS = ("bench.json", "failures", "hang")
+"""What only a started run leaves in its directory: no rank of a new run can have written them before this
+node's torchrun starts (every node must join the rendezvous first), so finding one means an earlier run."""
+
+
 def check_run_location(results_root: str, run_id: str | None) -> None:
-    """RESULTS must be a directory (or not exist yet) and RUN_ID one plain name inside it."""
+    """RESULTS must be a directory (or not exist yet) and RUN_ID one plain name inside it, naming no
+    earlier run: its bench.json or failure notes would be read as this run's."""
     if run_id is not None and (not RUN_ID_RE.fullmatch(run_id) or run_id == "latest"):
         raise ConfigError(
             f"RUN_ID {run_id!r} must be one name of letters, digits, '.', '_' and '-' "
@@ -151,22 +167,73 @@ def check_run_location(results_root: str, run_id: str | None) -> None:
             if not p.is_dir():
                 raise ConfigError(f"RESULTS {results_root!r}: {p} exists and is not a directory")
             break
+    if run_id is None:
+        return
+    run_dir = root / run_id
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ConfigError(f"RUN_ID {run_id!r}: {run_dir} exists and is not a directory; choose another RUN_ID")
+    left = [m for m in STARTED_MARKS if (run_dir / m).exists()]
+    if left:
+        raise ConfigError(
+            f"{run_dir} already holds a run ({', '.join(left)}); choose another RUN_ID or remove that directory"
+        )
 
 
 def update_latest(results_root: Path, run_dir: Path) -> None:
-    """Point results_root/latest at run_dir (atomic symlink swap)."""
+    """Point results_root/latest at run_dir (atomic symlink swap); ResultsWriteError names the link."""
     link = results_root / "latest"
     tmp = results_root / f".latest.{os.getpid()}"
     try:
-        tmp.unlink()
-    except FileNotFoundError:
-        pass
-    os.symlink(run_dir.name, tmp)
-    os.replace(tmp, link)
+        try:
+            tmp.unlink()
+        except FileNotFoundError:
+            pass
+        os.symlink(run_dir.name, tmp)
+        os.replace(tmp, link)
+    except OSError as e:
+        raise write_error(link, e) from None
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The run's exit status (docs/failures.md). Whatever fails around the ranks ends in one line naming
+    the cause, never a traceback (a launcher bug leaves its traceback in failures/launcher.log)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    where: dict = {}
+    try:
+        return _main(argv, where)
+    except KeyboardInterrupt:  # before the ranks started or after they ended: run_ranks forwards it between
+        done = where.get("ranks_ended")
+        print(
+            f"# interrupted by SIGINT after the ranks ended: {done / 'bench.json'} has their results; "
+            f"the report was not written - retry with: python -m suite.report html {done}"
+            if done is not None
+            else "# interrupted by SIGINT before any rank started",
+            file=sys.stderr,
+            flush=True,
+        )
+        print(status_line(EXIT_SIGINT), file=sys.stderr, flush=True)
+        return EXIT_SIGINT
+    except Exception as e:  # noqa: BLE001 - the launcher's own bug: one line, the traceback in a file
+        print(f"# error: the launcher failed: {type(e).__name__}: {e}{_save_traceback(where)}", file=sys.stderr)
+        print(status_line(EXIT_FAILED), file=sys.stderr, flush=True)
+        return EXIT_FAILED
+
+
+def _save_traceback(where: dict) -> str:
+    """Write the current exception's traceback to <run>/failures/launcher.log; where it went, or ''."""
+    run_dir = where.get("run_dir")
+    if run_dir is None:
+        return ""
+    path = run_dir / "failures" / "launcher.log"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(traceback.format_exc())
+    except OSError:
+        return ""
+    return f" (traceback in {path})"
+
+
+def _main(argv: list[str], where: dict) -> int:
     try:
         a, passthrough = parse_args(argv)
         cfg = config_from_args(a)
@@ -191,12 +258,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             live = progress.mode(os.environ, sys.stdout.isatty()) == "live"
             progress.every_s(os.environ)
-            if os.environ.get("SUITE_INJECT_DELAY"):  # the suite's own fault (tests): imports torch only then
-                from suite.runner import parse_delay
-
-                parse_delay(os.environ["SUITE_INJECT_DELAY"])
         except ValueError as e:
             raise ConfigError(str(e)) from None
+        check_injections(os.environ)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -228,16 +292,27 @@ def main(argv: list[str] | None = None) -> int:
     env.setdefault("OMP_NUM_THREADS", "1")  # torchrun's default, set quietly and recorded
     if a.debug:
         env["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"
-    if (run_dir / "bench.json").exists():
-        print(f"error: {run_dir} already holds a run; choose another RUN_ID", file=sys.stderr)
-        return EXIT_BAD_INPUT
+    if a.run_id is None:  # a timestamp: checked here (RUN_ID was checked with the other input)
+        try:
+            check_run_location(a.results_root, run_id)
+        except ConfigError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return EXIT_BAD_INPUT
     if resolve_backend(cfg.backend, resolve_device(cfg.device)) == "nccl":
         import torch
 
         env.update(flight_recorder_env(env, run_dir, torch.__version__))
     # Every node creates it: ranks leave failure notes (and NCCL flight-recorder dumps) here.
-    run_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(run_dir / "config.json", cfg.as_dict())
+    try:
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise write_error(run_dir, e) from None
+        write_json_atomic(run_dir / "config.json", cfg.as_dict())
+    except OSError as e:
+        print(f"error: {e}; nothing started", file=sys.stderr)
+        return EXIT_IO
+    where["run_dir"] = run_dir
     print(
         f"# run {run_id}: {lay['nnodes']} node(s) x {lay['nproc']} rank(s), experiments: {', '.join(names)}", flush=True
     )
@@ -247,19 +322,25 @@ def main(argv: list[str] | None = None) -> int:
     rc, signum, tail = run_ranks(
         cmd, env, run_dir, ROOT, erase_line=live and sys.stderr.isatty(), world_size=lay["world_size"]
     )
+    where["ranks_ended"] = run_dir
     if live and (rc != 0 or signum):  # rank 0 may not have erased its line itself
         sys.stdout.write(progress.RESET_TERMINAL)
         sys.stdout.flush()
-    status = final_status(rc, signum, run_dir, root_cause(tail) if rc != 0 else None)
+    status, cause = final_status(rc, signum, run_dir, root_cause(tail) if rc != 0 else None, with_cause=True)
     if lay["node_rank"] == 0 and (run_dir / "bench.json").exists():
         if "doctor" in names and status == EXIT_OK:
             from suite.doctor import run_doctor
 
             status = run_doctor(run_dir)  # the verdict: 0 healthy, EXIT_FINDING when something is wrong
-        stamp_status(run_dir, status, signum)
-        update_latest(results_root, run_dir)
-        print(f"# results: {run_dir / 'bench.json'} (also {results_root / 'latest'})", flush=True)
-        write_report(run_dir)
+        try:
+            stamp_status(run_dir, status, signum, cause)
+            update_latest(results_root, run_dir)
+        except OSError as e:  # the ranks' own bench.json stays: valid JSON, marked incomplete until the end
+            print(f"# error: {e}; {run_dir / 'bench.json'} is as the ranks left it", file=sys.stderr, flush=True)
+            status = status or EXIT_IO
+        else:
+            print(f"# results: {run_dir / 'bench.json'} (also {results_root / 'latest'})", flush=True)
+            write_report(run_dir)
     if status != EXIT_OK:
         print(status_line(status), file=sys.stderr, flush=True)
     return status

@@ -450,7 +450,12 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = failures.EXIT_NOTHING_SELECTED
     if getattr(config, "_suite_rank", 1) == 0 and config.stash.get(_KEY_RECORDS, None):
         interrupted = exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR)
-        _write_results(config, complete=not interrupted and session.shouldstop is False, exitstatus=int(exitstatus))
+        try:
+            _write_results(config, complete=not interrupted and session.shouldstop is False, exitstatus=int(exitstatus))
+        except fileio.ResultsWriteError as e:  # one line (the launcher names it too); bench.json keeps its last cases
+            sys.stderr.write(f"error: {e}\n")
+            failures.record_failure(config.option.results_dir, 0, str(e), kind=e.failure_kind)
+            session.exitstatus = failures.EXIT_IO
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -128,6 +128,24 @@ def preflight(cfg, lay: dict) -> None:
                     )
 
 
+def check_injections(env) -> None:
+    """The suite's own fault switches (SUITE_INJECT_DELAY, SUITE_INJECT_CORRUPTION; their grammar is in
+    suite/runner.py), checked before any rank starts: a typo would otherwise run a clean benchmark that
+    a test reads as the fault's outcome, or fail on every rank at once. ConfigError with one line."""
+    delay, corruption = env.get("SUITE_INJECT_DELAY"), env.get("SUITE_INJECT_CORRUPTION")
+    if not (delay or corruption):
+        return
+    from suite.runner import parse_corruption, parse_delay  # imports torch: only when a switch is set
+
+    try:
+        if delay:
+            parse_delay(delay)
+        if corruption and not parse_corruption(corruption)[1]:
+            raise ValueError(f"SUITE_INJECT_CORRUPTION={corruption!r} names no case: [<fault>:]<name>[,<name>...]")
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
 def _mem_available() -> int | None:
     import psutil
 

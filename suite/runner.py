@@ -338,6 +338,8 @@ def parse_corruption(spec: str) -> tuple[str, list[str], str]:
         raise ValueError(
             f"SUITE_INJECT_CORRUPTION: unknown fault {fault!r}; choose from {', '.join(CORRUPTION_FAULTS)}"
         )
+    if phase not in ("", "timed"):
+        raise ValueError(f"SUITE_INJECT_CORRUPTION: unknown phase @{phase}; the only one is @timed")
     return fault, [n.strip() for n in names.split(",") if n.strip()], phase
 
 

@@ -5,6 +5,7 @@ outcome mapped to the documented exit status (suite.failures)."""
 from __future__ import annotations
 
 import collections
+import errno
 import json
 import os
 import re
@@ -20,6 +21,7 @@ import psutil
 from suite.failures import (
     EXIT_DIVERGED,
     EXIT_FAILED,
+    EXIT_IO,
     EXIT_NOTHING_SELECTED,
     EXIT_OK,
     EXIT_PEER_FAILURE,
@@ -28,7 +30,7 @@ from suite.failures import (
     EXIT_WRONG_RESULT,
 )
 from suite import hang
-from suite.fileio import write_json_atomic
+from suite.fileio import ResultsWriteError, write_error, write_json_atomic
 from suite.progress import ERASE_LINE
 
 
@@ -49,6 +51,68 @@ def _kill_tree(proc: subprocess.Popen) -> None:
             pass
 
 
+def _children(pid: int) -> set:
+    """The live descendants of ``pid`` as psutil processes (which know their start time, so a
+    recycled pid is never mistaken for one of them)."""
+    try:
+        return set(psutil.Process(pid).children(recursive=True))
+    except psutil.Error:
+        return set()
+
+
+def _kill_all(procs) -> None:
+    for p in procs:
+        try:
+            if p.is_running():
+                p.kill()
+        except psutil.Error:
+            pass
+
+
+class ElasticTraceback:
+    """Keeps torchrun's own Python traceback off the terminal. When a rank fails, torchrun ends by
+    raising ChildFailedError (SignalException when interrupted): a wall of frames of torchrun itself
+    above its failure summary, which the launcher's lines say better. A traceback block (from an
+    unprefixed ``Traceback (most recent call last):`` to its exception line) is held back until it ends;
+    torchrun's (a frame of torch/distributed/run.py, or a torch.distributed.elastic exception) goes to
+    ``held`` (the launcher writes it to failures/torchrun.log), also when torchrun was killed before it
+    finished printing it; any other (a rank's own crash) passes through unchanged. A rank's
+    ``[rank<r>]:`` line in between is shown at once."""
+
+    START = "Traceback (most recent call last):"
+    FRAME = 'torch/distributed/run.py", line'
+
+    def __init__(self):
+        self.block: list[str] | None = None
+        self.held: list[str] = []
+
+    def feed(self, line: str) -> list[str]:
+        """The lines to show now, given the next line of torchrun's stderr."""
+        body = line.rstrip("\n")
+        if self.block is None:
+            if body != self.START:
+                return [line]
+            self.block = [line]
+            return []
+        if body.startswith("[rank"):  # a rank's line, interleaved: not part of the block
+            return [line]
+        self.block.append(line)
+        if not body or body[0].isspace() or body.startswith(("During handling", "The above exception", self.START)):
+            return []
+        return self._end()  # the exception line ends the block
+
+    def flush(self) -> list[str]:
+        """At the end of the stream: a block left open (torchrun killed while it printed) ends here."""
+        return self._end() if self.block else []
+
+    def _end(self) -> list[str]:
+        block, self.block = self.block or [], None
+        if block[-1].startswith("torch.distributed.elastic.") or any(self.FRAME in line for line in block):
+            self.held += block
+            return []
+        return block
+
+
 def run_ranks(
     cmd: list[str], env: dict, run_dir: Path, cwd: Path, erase_line: bool = False, world_size: int = 0
 ) -> tuple[int, int | None, list[str]]:
@@ -64,12 +128,18 @@ def run_ranks(
         cmd, cwd=cwd, env=env, start_new_session=True, stderr=subprocess.PIPE, text=True, errors="replace", bufsize=1
     )
     tail: collections.deque = collections.deque(maxlen=400)
+    elastic = ElasticTraceback()
 
     def pump():
+        def show(lines):
+            for line in lines:
+                sys.stderr.write(ERASE_LINE + line if erase_line else line)
+            sys.stderr.flush()
+
         for line in proc.stderr:
             tail.append(line)
-            sys.stderr.write(ERASE_LINE + line if erase_line else line)
-            sys.stderr.flush()
+            show(elastic.feed(line))
+        show(elastic.flush())
 
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()
@@ -90,6 +160,7 @@ def run_ranks(
     failures_dir = run_dir / "failures"
     failed_since = None
     diagnosed = False
+    started: set = set()  # every process torchrun started: they outlive it when it is killed
     try:
         while True:
             try:
@@ -97,6 +168,7 @@ def run_ranks(
                 break
             except subprocess.TimeoutExpired:
                 pass
+            started |= _children(proc.pid)
             if received:
                 # torchrun did not finish within the grace period: end the whole tree.
                 _kill_tree(proc)
@@ -113,16 +185,24 @@ def run_ranks(
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-        for pid in _descendants(proc.pid):  # workers that outlived torchrun (e.g. a frozen one)
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        # workers that outlived torchrun (a frozen one; all of them when torchrun itself was killed)
+        _kill_all(started | _children(proc.pid))
         reader.join(timeout=5)
+    if elastic.held:
+        _save_log(failures_dir / "torchrun.log", elastic.held)
     if rc != 0 and not diagnosed and world_size and not received:  # a rank died (SIGABRT): what it left
         _diagnose(run_dir, world_size, f"the ranks ended with status {rc}", ask=False)
     hang.tidy(run_dir)
     return rc, (received[0] if received else None), list(tail)
+
+
+def _save_log(path: Path, lines: list[str]) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as fh:
+            fh.writelines(lines)
+    except OSError:
+        pass  # a log of torchrun's own frames: nothing the verdict needs
 
 
 def _diagnose(run_dir: Path, world_size: int, why: str, ask: bool = True, stuck_s: float = 0.0) -> None:
@@ -162,43 +242,68 @@ FAILURE_GRACE_S = 5.0
 """How long ranks get to exit on their own after one reported a fatal failure."""
 
 
-def final_status(rc: int, signum: int | None, run_dir: Path, first: dict | None = None) -> int:
-    """Map the ranks' outcome to the documented exit status, printing the cause."""
-    failures = []
+def final_status(rc: int, signum: int | None, run_dir: Path, first: dict | None = None, with_cause: bool = False):
+    """Map the ranks' outcome to the documented exit status, printing the cause; with ``with_cause``,
+    (status, the line naming the cause or None) for bench.json's ``suite.cause``."""
+    status, cause = _verdict(rc, signum, run_dir, first)
+    return (status, cause) if with_cause else status
+
+
+def _say(line: str) -> str:
+    print(f"# {line}", file=sys.stderr)
+    return line
+
+
+def _verdict(rc: int, signum: int | None, run_dir: Path, first: dict | None) -> tuple[int, str | None]:
+    failures, causes = [], []
     for f in sorted((run_dir / "failures").glob("rank*.json")):
         try:
             failures.append(json.loads(f.read_text()))
-        except (OSError, ValueError):
-            pass
+        except (OSError, ValueError) as e:  # a note cut short: say so, the others still count
+            _say(f"failure note {f} unreadable ({getattr(e, 'strerror', None) or e}): that rank's cause is lost")
     for fl in failures:
-        print(f"# failure on rank {fl.get('rank')} ({fl.get('host')}): {fl.get('cause')}", file=sys.stderr)
+        causes.append(_say(f"failure on rank {fl.get('rank')} ({fl.get('host')}): {fl.get('cause')}"))
+    cause = causes[0] if causes else None
     if signum is not None:
-        print(f"# interrupted by signal {signum}; completed cases are in {run_dir / 'bench.json'}", file=sys.stderr)
-        return EXIT_SIGINT if signum == signal.SIGINT else EXIT_SIGTERM
+        _say(f"interrupted by signal {signum}; completed cases are in {run_dir / 'bench.json'}")
+        return (EXIT_SIGINT if signum == signal.SIGINT else EXIT_SIGTERM), f"interrupted by signal {signum}"
     if first is not None and not failures and first["exitcode"] == EXIT_NOTHING_SELECTED:
-        print("# nothing measured: the case selection (K= / -k) matched no case", file=sys.stderr)
-        return EXIT_NOTHING_SELECTED
+        return EXIT_NOTHING_SELECTED, _say("nothing measured: the case selection (K= / -k) matched no case")
     if first is not None and not failures:
         how = f"killed by {first['signal']}" if first["exitcode"] < 0 else f"exited with status {first['exitcode']}"
-        print(f"# first failure: rank {first['rank']} on host {first['host']} {how}", file=sys.stderr)
+        cause = _say(f"first failure: rank {first['rank']} on host {first['host']} {how}")
     diag = hang.read_verdict(run_dir)
     if diag is not None:
-        print(f"# hang diagnosis: {diag['verdict']} ({run_dir / 'failures' / 'hang.txt'})", file=sys.stderr)
+        _say(f"hang diagnosis: {diag['verdict']} ({run_dir / 'failures' / 'hang.txt'})")
+    io = [fl for fl in failures if fl.get("kind") == "io_error"]
+    if io or (first is not None and first["exitcode"] == EXIT_IO):
+        # a rank could not write its results: the others' lost peer (and where they wait) is its consequence
+        return EXIT_IO, f"failure on rank {io[0].get('rank')}: {io[0].get('cause')}" if io else cause
     if any(fl.get("kind") == "divergence" for fl in failures):
-        return EXIT_DIVERGED  # the sequence check: the ranks issued different collectives
+        return EXIT_DIVERGED, cause  # the sequence check: the ranks issued different collectives
     if any(fl.get("kind") == "rank_error" for fl in failures):
-        return EXIT_FAILED  # a rank raised; the others' lost-peer errors (and where they wait) are its consequence
+        return EXIT_FAILED, cause  # a rank raised; the others' lost-peer errors (and where they wait) follow
     if (diag or {}).get("kind") == "divergence":
-        return EXIT_DIVERGED  # alive ranks at different ops: not a lost peer
+        return EXIT_DIVERGED, diag["verdict"]  # alive ranks at different ops: not a lost peer
     if any(fl.get("kind") == "peer_failure" for fl in failures):
-        return EXIT_PEER_FAILURE
+        return EXIT_PEER_FAILURE, cause
     if first is not None and first["exitcode"] < 0:
-        return EXIT_PEER_FAILURE  # a rank was killed or died of a signal: the others lost a peer
+        return EXIT_PEER_FAILURE, cause  # a rank was killed or died of a signal: the others lost a peer
+    if rc < 0:  # torchrun itself died of a signal (the OOM killer, a kill -9): its ranks went with it
+        return EXIT_PEER_FAILURE, _say(f"error: torchrun died of {_signal_name(-rc)}; the ranks it started were ended")
     wrong = _wrong_cases(run_dir)
     if wrong:
-        print(f"# {len(wrong)} case(s) produced wrong elements: {', '.join(wrong[:5])}", file=sys.stderr)
-        return EXIT_WRONG_RESULT
-    return EXIT_OK if rc == 0 else EXIT_FAILED
+        return EXIT_WRONG_RESULT, _say(f"{len(wrong)} case(s) produced wrong elements: {', '.join(wrong[:5])}")
+    if rc == 0:
+        return EXIT_OK, None
+    return EXIT_FAILED, cause or _say(f"error: torchrun exited with status {rc} and no rank named a cause")
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
 
 
 def _wrong_cases(run_dir: Path) -> list[str]:
@@ -209,16 +314,22 @@ def _wrong_cases(run_dir: Path) -> list[str]:
     return [b["name"] for b in run.get("benchmarks", []) if (b.get("extra_info", {}).get("n_wrong") or 0) > 0]
 
 
-def stamp_status(run_dir: Path, status: int, signum: int | None) -> None:
-    """Record the launcher's verdict in bench.json (atomically)."""
+def stamp_status(run_dir: Path, status: int, signum: int | None, cause: str | None = None) -> None:
+    """Record the launcher's verdict (and the line naming its cause) in bench.json, atomically.
+    ResultsWriteError (an OSError) when bench.json cannot be read back or written: the file is unchanged."""
     path = run_dir / "bench.json"
     try:
         run = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return
+    except ValueError as e:
+        why = f"cannot record the exit status in {path}: not valid JSON ({e})"
+        raise ResultsWriteError(errno.EINVAL, why) from None
+    except OSError as e:
+        raise write_error(path, e) from None
     s = run.setdefault("suite", {})
     s["exit_status"] = status
     s["interrupted_by_signal"] = signum
+    if cause is not None:
+        s["cause"] = cause
     diag = hang.read_verdict(run_dir)
     if diag is not None:  # the launcher's hang diagnosis (failures/hang.txt has the per-rank lines)
         s["hang_diagnosis"] = {"kind": diag.get("kind"), "verdict": diag.get("verdict")}

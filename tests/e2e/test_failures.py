@@ -6,12 +6,15 @@ the checks are the user's view: exit status, message, time, and the results file
 """
 
 import json
+import os
+import resource
 import signal
 import socket
 import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 
 from tests.conftest import ROOT, all_correct, launch_command, run_suite
@@ -214,3 +217,187 @@ def test_a_selection_that_matches_nothing_exits_7_not_5(tmp_path):
     assert proc.returncode == 7, proc.stderr[-2000:]
     assert "matched no case" in proc.stderr
     assert proc.stderr.rstrip().splitlines()[-1].startswith("# exit status 7 (nothing selected); make reports")
+
+
+# The launcher's own failures (issue 27): whatever goes wrong around the ranks ends in one line
+# naming the cause and its status, never a traceback, and the measured cases stay valid and marked.
+
+FEW = ["--experiments", "collectives", "--min-bytes", "256", "--max-bytes", "1K", "--iters", "3", "--warmup", "1"]
+
+
+def _run_limited(tmp_path, *args, fsize=None, nproc=2, env=None, timeout=180):
+    """``python -m suite.launch`` under a file-size limit of ``fsize`` bytes (``ulimit -f``), if given."""
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+    e = {**os.environ, "SUITE_REPORT": "0", **(env or {})}
+    return subprocess.run(
+        launch_command(tmp_path, *args, nproc=nproc),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=e,
+        preexec_fn=limit if fsize is not None else None,
+    )
+
+
+def _no_traceback(proc):
+    assert "Traceback" not in proc.stderr, proc.stderr[-4000:]
+
+
+def _marked(tmp_path, status, n_at_least):
+    run = _bench(tmp_path)
+    assert run is not None, "the measured cases were lost"
+    assert run["suite"]["complete"] is False and run["suite"]["exit_status"] == status, run["suite"]
+    assert len(run["benchmarks"]) >= n_at_least and all_correct([b["extra_info"] for b in run["benchmarks"]])
+    return run
+
+
+def test_results_that_cannot_be_written_mid_run_exit_10_and_keep_the_cases(tmp_path):
+    # rank 0 hits a real file-size limit (EFBIG, as a full disk's ENOSPC) rewriting bench.json after case 3
+    proc = _run_limited(tmp_path, *FEW, "--", "-p", "tests.plants.results_file_limit", "-k", "all_reduce")
+    bench = tmp_path / "results" / "run" / "bench.json"
+    line = f"cannot write {bench}: File too large"
+    assert proc.returncode == 10, proc.stderr[-4000:]
+    assert "# failure on rank 0 (" in proc.stderr and line in proc.stderr, proc.stderr[-4000:]
+    _no_traceback(proc)
+    run = _marked(tmp_path, 10, 3)
+    assert len(run["benchmarks"]) == 3 and line in run["suite"]["cause"]
+    assert proc.stderr.rstrip().splitlines()[-1].startswith("# exit status 10 (the run's files could not be")
+
+
+def test_bench_json_the_launcher_cannot_rewrite_exit_10_with_the_ranks_file_intact(tmp_path):
+    # the launcher (not the ranks) is under an 8 KiB file limit: config.json fits, its rewrite of bench.json not
+    proc = _run_limited(
+        tmp_path, *FEW, "--", "-p", "tests.plants.ranks_without_file_limit", "-k", "all_reduce-sum", fsize=8192
+    )
+    bench = tmp_path / "results" / "run" / "bench.json"
+    assert proc.returncode == 10, proc.stderr[-4000:]
+    assert f"# error: cannot write {bench}: File too large; {bench} is as the ranks left it" in proc.stderr
+    _no_traceback(proc)
+    run = json.loads(bench.read_text())  # the ranks' complete file, without the launcher's stamp
+    assert run["suite"]["complete"] is True and len(run["benchmarks"]) == 2 and "exit_status" not in run["suite"]
+
+
+def test_a_run_directory_that_cannot_be_written_exit_10_before_any_rank(tmp_path):
+    proc = _run_limited(tmp_path, *FEW, fsize=100)  # config.json (about 1 KB) does not fit
+    config = tmp_path / "results" / "run" / "config.json"
+    assert proc.returncode == 10, proc.stderr[-3000:]
+    assert proc.stderr.strip() == f"error: cannot write {config}: File too large; nothing started"
+    assert "# run " not in proc.stdout
+
+
+def test_a_run_id_that_is_a_file_exit_2(tmp_path):
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "run").write_text("not a run\n")
+    proc = _run_limited(tmp_path, *FEW)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.strip() == (
+        f"error: RUN_ID 'run': {tmp_path / 'results' / 'run'} exists and is not a directory; choose another RUN_ID"
+    )
+
+
+def test_a_leftover_run_directory_is_not_read_as_this_run_exit_2(tmp_path):
+    # a run killed before its first case left its failure notes: a new run must not report them as its own
+    notes = tmp_path / "results" / "run" / "failures"
+    notes.mkdir(parents=True)
+    (notes / "rank1.json").write_text(json.dumps({"rank": 1, "host": "h", "cause": "old", "kind": "peer_failure"}))
+    proc = _run_limited(tmp_path, *FEW)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.strip() == (
+        f"error: {tmp_path / 'results' / 'run'} already holds a run (failures); "
+        "choose another RUN_ID or remove that directory"
+    )
+    assert "# run " not in proc.stdout
+
+
+def _mid_run(tmp_path):
+    """A run of 2 ranks started, once its first case is in bench.json: (the launcher, bench.json)."""
+    cmd = launch_command(tmp_path, *FEW[:-4], "--iters", "20", "--warmup", "1", "--", "-k", "all_reduce")
+    env = {**os.environ, "SUITE_REPORT": "0"}
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    bench = tmp_path / "results" / "run" / "bench.json"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not bench.exists():
+        time.sleep(0.2)
+    assert bench.exists(), "no case finished in time"
+    return proc, bench
+
+
+def test_torchrun_killed_ends_its_ranks_exit_5(tmp_path):
+    proc, _ = _mid_run(tmp_path)
+    (torchrun,) = psutil.Process(proc.pid).children()  # the OOM killer's choice, or a kill -9
+    torchrun.kill()
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 5, err[-3000:]
+    assert "# error: torchrun died of SIGKILL; the ranks it started were ended" in err, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    time.sleep(0.5)
+    leftover = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout.split()
+    assert leftover == [], f"processes left behind: {leftover}"
+    run = _marked(tmp_path, 5, 1)
+    assert run["suite"]["cause"] == "error: torchrun died of SIGKILL; the ranks it started were ended"
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ("flop:all_reduce", "unknown fault 'flop'; choose from flip, misroute"),
+        ("all_reduce@timd", "unknown phase @timd; the only one is @timed"),
+        ("misroute:", "names no case"),
+    ],
+)
+def test_a_bad_corruption_switch_exit_2_before_any_rank(tmp_path, spec, says):
+    proc = _run_limited(tmp_path, *FEW, env={"SUITE_INJECT_CORRUPTION": spec})
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: SUITE_INJECT_CORRUPTION")
+    assert says in proc.stderr
+    assert not (tmp_path / "results").exists()
+
+
+def test_ctrl_c_while_the_report_is_written_one_line_exit_130(tmp_path):
+    # after the ranks ended no handler forwards SIGINT: the launcher itself must say what it means
+    cmd = launch_command(tmp_path, *FEW, "--", "-k", "all_reduce-sum")
+    env = {**os.environ, "SUITE_REPORT": "1"}  # the report takes seconds: the interrupt lands in it
+    with open(tmp_path / "stderr.txt", "w+") as err:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
+        for line in proc.stdout:
+            if line.startswith("# results:"):
+                proc.send_signal(signal.SIGINT)
+                break
+        proc.stdout.read()
+        proc.wait(timeout=60)
+        err.seek(0)
+        stderr = err.read()
+    run_dir = tmp_path / "results" / "run"
+    assert proc.returncode == 130, stderr[-3000:]
+    assert f"# interrupted by SIGINT after the ranks ended: {run_dir / 'bench.json'} has their results" in stderr
+    assert "Traceback" not in stderr, stderr[-3000:]
+    run = _bench(tmp_path)
+    assert run["suite"]["complete"] is True and len(run["benchmarks"]) == 2
+
+
+def test_sigterm_between_cases_is_one_line_exit_143(tmp_path):
+    # a batch system's SIGTERM: forwarded to the ranks, torchrun's own SignalException traceback held back
+    proc, bench = _mid_run(tmp_path)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err[-3000:]
+    assert f"# interrupted by signal 15; completed cases are in {bench}" in err, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    run = _marked(tmp_path, 143, 1)
+    assert (
+        run["suite"]["interrupted_by_signal"] == signal.SIGTERM and run["suite"]["cause"] == "interrupted by signal 15"
+    )
+
+
+def test_torchrun_that_cannot_start_the_ranks_is_named(tmp_path):
+    # torchrun reads PET_<OPTION> as its own options: an unusable one stops it before any rank starts
+    proc = _run_limited(tmp_path, *FEW, env={"PET_MAX_RESTARTS": "x"})
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "# error: torchrun exited with status 2 and no rank named a cause" in proc.stderr, proc.stderr[-3000:]
+    assert proc.stderr.rstrip().splitlines()[-1].startswith("# exit status 1 (a case or the launch failed)")
+    _no_traceback(proc)
+    assert not (tmp_path / "results" / "run" / "bench.json").exists()

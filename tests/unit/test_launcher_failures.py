@@ -1,0 +1,110 @@
+"""The launcher's own failures (issue 27), pure logic: torchrun's traceback held back, the fault
+switches checked before start, a results file that cannot be written or read named in one line."""
+
+import json
+
+import pytest
+
+from suite.config import ConfigError
+from suite.failures import EXIT_FAILED
+from suite.fileio import ResultsWriteError, write_json_atomic
+from suite.preflight import check_injections
+from suite.supervise import ElasticTraceback, final_status, stamp_status
+
+TORCHRUN_WALL = [
+    "Traceback (most recent call last):\n",
+    '  File "<frozen runpy>", line 198, in _run_module_as_main\n',
+    '  File "/venv/lib/python3.11/site-packages/torch/distributed/run.py", line 1032, in <module>\n',
+    "    main()\n",
+    '  File "/venv/lib/python3.11/site-packages/torch/distributed/launcher/api.py", line 383, in launch_agent\n',
+    "    raise ChildFailedError(\n",
+    "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n",
+]
+
+
+def _shown(lines):
+    f = ElasticTraceback()
+    out = [s for line in lines for s in f.feed(line)]
+    return out + f.flush(), f.held
+
+
+def test_torchruns_own_traceback_is_held_back_and_the_rest_shown():
+    rank = ["[rank0]: Traceback (most recent call last):\n", "[rank0]: OSError: x\n"]
+    box = ["=====\n", "Root Cause (first observed failure):\n"]
+    shown, held = _shown(["W warning\n", *rank, *TORCHRUN_WALL, *box])
+    assert shown == ["W warning\n", *rank, *box]
+    assert held == TORCHRUN_WALL
+    # a rank's line printed in the middle of it is shown, and the rest is still held
+    shown, held = _shown([*TORCHRUN_WALL[:3], "[rank1]: bye\n", *TORCHRUN_WALL[3:]])
+    assert (shown, held) == (["[rank1]: bye\n"], TORCHRUN_WALL)
+
+
+def test_torchrun_killed_while_it_prints_its_traceback_leaves_nothing_shown():
+    cut = TORCHRUN_WALL[:4]  # the launcher ended torchrun after its grace period, mid-traceback
+    assert _shown(cut) == ([], cut)
+
+
+def test_a_traceback_that_is_not_torchruns_passes_unchanged():
+    chained = [
+        "Traceback (most recent call last):\n",
+        '  File "x.py", line 1, in <module>\n',
+        "KeyError: 'a'\n",
+    ]
+    crash = [
+        "Traceback (most recent call last):\n",
+        '  File "experiments/x.py", line 3, in <module>\n',
+        "\n",
+        "During handling of the above exception, another exception occurred:\n",
+        "ImportError: no module named y\n",
+    ]
+    assert _shown([*chained, *crash]) == ([*chained, *crash], [])
+    cut = crash[:2]  # the stream ended inside a rank's block: it is shown, not lost
+    assert _shown(cut) == (cut, [])
+
+
+def test_fault_switches_are_checked_before_start():
+    check_injections({})
+    check_injections({"SUITE_INJECT_CORRUPTION": "misroute:all_reduce,broadcast@timed", "SUITE_INJECT_DELAY": "1:0.5"})
+    for env, says in (
+        ({"SUITE_INJECT_CORRUPTION": "flop:all_reduce"}, "unknown fault 'flop'"),
+        ({"SUITE_INJECT_CORRUPTION": "all_reduce@later"}, "unknown phase @later"),
+        ({"SUITE_INJECT_CORRUPTION": "flip:,"}, "names no case"),
+        ({"SUITE_INJECT_DELAY": "1"}, "SUITE_INJECT_DELAY='1': expected"),
+    ):
+        with pytest.raises(ConfigError, match=says):
+            check_injections(env)
+
+
+def test_a_write_that_fails_names_the_file_and_leaves_the_old_one(tmp_path):
+    blocker = tmp_path / "results"
+    blocker.write_text("a file where a directory should be")
+    with pytest.raises(ResultsWriteError) as e:
+        write_json_atomic(blocker / "run" / "bench.json", {})
+    assert str(e.value).startswith(f"cannot write {blocker / 'run' / 'bench.json'}: ")
+    good = tmp_path / "bench.json"
+    write_json_atomic(good, {"benchmarks": [1]})
+    with pytest.raises(ResultsWriteError, match=f"cannot write {good}: "):
+        write_json_atomic(good, {"x": object.__new__(_Unwritable)})
+    assert json.loads(good.read_text()) == {"benchmarks": [1]}
+
+
+class _Unwritable:
+    def __str__(self):
+        raise OSError(28, "No space left on device")
+
+
+def test_an_unreadable_failure_note_is_named_and_the_others_still_count(tmp_path, capsys):
+    notes = tmp_path / "failures"
+    notes.mkdir()
+    (notes / "rank0.json").write_text('{"rank": 0, "host": "h", "cau')  # cut short
+    (notes / "rank1.json").write_text(json.dumps({"rank": 1, "host": "h", "cause": "boom", "kind": "rank_error"}))
+    assert final_status(1, None, tmp_path, with_cause=True) == (EXIT_FAILED, "failure on rank 1 (h): boom")
+    err = capsys.readouterr().err
+    assert f"# failure note {notes / 'rank0.json'} unreadable (" in err and "Traceback" not in err
+
+
+def test_a_bench_json_that_is_not_json_is_named_not_stamped(tmp_path):
+    (tmp_path / "bench.json").write_text('{"benchmarks": [')
+    with pytest.raises(ResultsWriteError, match=f"cannot record the exit status in {tmp_path / 'bench.json'}: not"):
+        stamp_status(tmp_path, 1, None, "x")
+    assert (tmp_path / "bench.json").read_text() == '{"benchmarks": ['
