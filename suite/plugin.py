@@ -16,6 +16,7 @@ Every rank runs the same collection with the same options. This plugin
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -229,7 +230,7 @@ def _output_json(config, complete: bool, exitstatus: int | None) -> dict:
         config._suite_machine_info = bs.get_machine_info()
     out = config.hook.pytest_benchmark_generate_json(
         config=config,
-        benchmarks=bs.benchmarks,
+        benchmarks=[],  # the entries: _encoded_benchmarks, each encoded once
         include_data=True,
         machine_info=getattr(config, "_suite_machine_info", None) or bs.get_machine_info(),
         commit_info=config._suite_commit_info,
@@ -246,11 +247,29 @@ def _output_json(config, complete: bool, exitstatus: int | None) -> dict:
     return out
 
 
+def _encoded_benchmarks(config) -> list[str]:
+    """Each stored benchmark as pytest-benchmark's JSON entry (``as_dict(include_data=True)``, what its
+    pytest_benchmark_generate_json lists), encoded once: bench.json is rewritten after every case, and
+    encoding every entry each time made writing it the largest cost of a run (docs/reports.md)."""
+    bs = bench_adapter.session(config)
+    cache = config.__dict__.setdefault("_suite_encoded", {})  # id(bench) -> (bench, its JSON text)
+    out = []
+    for bench in bs.benchmarks:
+        if bench.has_error:
+            continue
+        hit = cache.get(id(bench))
+        if hit is None or hit[0] is not bench:
+            hit = cache[id(bench)] = (bench, json.dumps(bench.as_dict(include_data=True), indent=1, default=str))
+        out.append(hit[1])
+    return out
+
+
 def _write_results(config, complete: bool, exitstatus: int | None = None) -> None:
     d = config.option.results_dir
     if not d:
         return
-    fileio.write_json_atomic(os.path.join(d, "bench.json"), _output_json(config, complete, exitstatus))
+    text = fileio.dumps_with_list(_output_json(config, complete, exitstatus), "benchmarks", _encoded_benchmarks(config))
+    fileio.write_text_atomic(os.path.join(d, "bench.json"), text, durable=complete or exitstatus is not None)
 
 
 def pytest_benchmark_update_machine_info(config, machine_info):
