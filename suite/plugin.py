@@ -16,6 +16,7 @@ Every rank runs the same collection with the same options. This plugin
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -148,6 +149,11 @@ def dist_ctx(request):
     journal.install(ctx.rank, config.option.results_dir)  # every op recorded; dumps for the hang diagnosis
     per_rank: list = [None] * ctx.world_size
     dist.all_gather_object(per_rank, sysinfo.collect_local(), group=ctx.group)
+    # What exists now (torch, pytest, the group) lives as long as the session: moved out of the collector's
+    # sight, a full collection (the harness's before a case that measures peak memory) scans only what the
+    # cases made: about 1 s less per such case on a loaded 2-core machine (docs/reports.md).
+    gc.collect()
+    gc.freeze()
     config.stash[_KEY_MACHINE] = sysinfo.collect_global(per_rank) | {
         "backend": ctx.backend,
         "device": str(ctx.device),
