@@ -24,7 +24,7 @@ import time
 
 import pytest
 
-from suite import bench_adapter, failures, fileio, profiling, progress, sysinfo
+from suite import bench_adapter, failures, fileio, phases, profiling, progress, sysinfo
 from suite.tables import format_tables
 from suite.config import KNOBS, ConfigError, build_config, config_from_json, settings_from_env
 from suite.errors import CaseFailed, CaseSkipped
@@ -91,6 +91,7 @@ def pytest_configure(config):
         # the live line's own handle on the terminal: while a test runs, pytest points fd 1 at its capture
         config._suite_tty = os.fdopen(os.dup(1), "w", encoding=sys.stdout.encoding or "utf-8", errors="replace")
     config._suite_started = time.time()
+    config._suite_phases = phases.Phases()  # where this rank's time goes (suite.phase_seconds)
     config.stash[_KEY_RECORDS] = []
     config.stash[_KEY_SKIPPED] = []
 
@@ -140,6 +141,7 @@ def dist_ctx(request):
 
     config = request.config
     cfg = config._suite_cfg
+    started = time.perf_counter()
     try:
         ctx = init_distributed(cfg, results_dir=config.option.results_dir, heartbeat_timeout_s=cfg.heartbeat_timeout_s)
     except (PreflightError, ConfigError) as e:
@@ -154,6 +156,7 @@ def dist_ctx(request):
     # cases made: about 1 s less per such case on a loaded 2-core machine (docs/reports.md).
     gc.collect()
     gc.freeze()
+    config._suite_phases.add("start", time.perf_counter() - started)
     config.stash[_KEY_MACHINE] = sysinfo.collect_global(per_rank) | {
         "backend": ctx.backend,
         "device": str(ctx.device),
@@ -175,7 +178,8 @@ def submit(request, benchmark, m, record: dict) -> None:
     config = request.config
     config.stash[_KEY_RECORDS].append(record)
     if config._suite_rank == 0:
-        _write_results(config, complete=False)
+        with config._suite_phases("write"):
+            _write_results(config, complete=False)
     if (record.get("n_wrong") or 0) > 0:
         pytest.fail(
             f"{record['n_wrong']} wrong element(s) in {record['op']} "
@@ -185,10 +189,15 @@ def submit(request, benchmark, m, record: dict) -> None:
 
 
 @pytest.fixture(scope="session")
-def _suite_harness(dist_ctx, bench_cfg):
+def _suite_harness(request, dist_ctx, bench_cfg):
     from suite.runner import Harness
 
-    return Harness(dist_ctx, bench_cfg, keep_rank_samples=bool(os.environ.get("SUITE_KEEP_RANK_SAMPLES")))
+    return Harness(
+        dist_ctx,
+        bench_cfg,
+        keep_rank_samples=bool(os.environ.get("SUITE_KEEP_RANK_SAMPLES")),
+        phases=request.config._suite_phases,
+    )
 
 
 class _Bridge:
@@ -249,6 +258,8 @@ def _output_json(config, complete: bool, exitstatus: int | None) -> dict:
         "started_unix": config._suite_started,
         "n_records": len(config.stash[_KEY_RECORDS]),
         "skipped": list(config.stash.get(_KEY_SKIPPED, [])),
+        # rank 0's seconds per phase of the session so far (suite/phases.py says what each covers)
+        "phase_seconds": config._suite_phases.breakdown(time.time() - config._suite_started),
     }
     return out
 
@@ -486,6 +497,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if recs:
         terminalreporter.write_line("")
         terminalreporter.write(format_tables(recs))
+        terminalreporter.write_line(
+            phases.summary_line(config._suite_phases.breakdown(time.time() - config._suite_started))
+        )
         if config.option.results_dir:
             terminalreporter.write_line(f"results: {os.path.join(config.option.results_dir, 'bench.json')}")
     if not config.option.show_benchmark_table:
