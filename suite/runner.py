@@ -58,6 +58,13 @@ from suite.phases import Phases
 from suite.timing import Measurement, measure
 
 
+JOURNAL_PROVENANCE = (
+    "measured: seconds the op journal (suite/journal.py) adds to each op it records, on this rank, once per "
+    "session (journal.record_cost_s: a no-op wrapped as every torch.distributed function is, less the bare "
+    "call); each timed sample includes it once per op issued"
+)
+
+
 class Harness:
     """One per session: the group, the run's config, and what probes found out."""
 
@@ -75,6 +82,7 @@ class Harness:
         self.keep_rank_samples = keep_rank_samples
         self.phases = Phases() if phases is None else phases
         self._support: dict = {}
+        self._journal_s: float | None = None
         self.session = Session(cfg, measure=lambda ctx, call: measure(ctx, cfg, call, mode="blocking"))
 
     # --- the protocol ----------------------------------------------------------------------------
@@ -173,6 +181,12 @@ class Harness:
             for b in built:
                 _release(b)
         record_started = time.perf_counter()
+        provenance = dict(case.provenance)
+        if journal.current() is not None:  # what recording each op costs, inside every timed sample
+            if self._journal_s is None:
+                self._journal_s = journal.record_cost_s()
+            fields["journal_us_per_op"] = round(self._journal_s * 1e6, 3)
+            provenance["journal_us_per_op"] = JOURNAL_PROVENANCE
         extra = _merge_fields(
             {k: v for k, v in case.identity.items() if k != "in_place"}, dict(case.fields), fields, label=case.label
         )
@@ -203,7 +217,7 @@ class Harness:
             time_divisor=case.divisor,
             requested_timing_mode=cfg.timing_mode,
             hosts=len(set(ctx.hostnames)),
-            case_provenance=dict(case.provenance),
+            case_provenance=provenance,
             **extra,
         )
         phase.add("record", time.perf_counter() - record_started)
