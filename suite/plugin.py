@@ -16,13 +16,15 @@ Every rank runs the same collection with the same options. This plugin
 
 from __future__ import annotations
 
+import gc
+import json
 import os
 import sys
 import time
 
 import pytest
 
-from suite import bench_adapter, failures, fileio, profiling, progress, sysinfo
+from suite import bench_adapter, failures, fileio, phases, profiling, progress, sysinfo
 from suite.tables import format_tables
 from suite.config import KNOBS, ConfigError, build_config, config_from_json, settings_from_env
 from suite.errors import CaseFailed, CaseSkipped
@@ -89,6 +91,7 @@ def pytest_configure(config):
         # the live line's own handle on the terminal: while a test runs, pytest points fd 1 at its capture
         config._suite_tty = os.fdopen(os.dup(1), "w", encoding=sys.stdout.encoding or "utf-8", errors="replace")
     config._suite_started = time.time()
+    config._suite_phases = phases.Phases()  # where this rank's time goes (suite.phase_seconds)
     config.stash[_KEY_RECORDS] = []
     config.stash[_KEY_SKIPPED] = []
 
@@ -138,6 +141,7 @@ def dist_ctx(request):
 
     config = request.config
     cfg = config._suite_cfg
+    started = time.perf_counter()
     try:
         ctx = init_distributed(cfg, results_dir=config.option.results_dir, heartbeat_timeout_s=cfg.heartbeat_timeout_s)
     except (PreflightError, ConfigError) as e:
@@ -147,6 +151,12 @@ def dist_ctx(request):
     journal.install(ctx.rank, config.option.results_dir)  # every op recorded; dumps for the hang diagnosis
     per_rank: list = [None] * ctx.world_size
     dist.all_gather_object(per_rank, sysinfo.collect_local(), group=ctx.group)
+    # What exists now (torch, pytest, the group) lives as long as the session: moved out of the collector's
+    # sight, a full collection (the harness's before a case that measures peak memory) scans only what the
+    # cases made: about 1 s less per such case on a loaded 2-core machine (docs/reports.md).
+    gc.collect()
+    gc.freeze()
+    config._suite_phases.add("start", time.perf_counter() - started)
     config.stash[_KEY_MACHINE] = sysinfo.collect_global(per_rank) | {
         "backend": ctx.backend,
         "device": str(ctx.device),
@@ -168,7 +178,8 @@ def submit(request, benchmark, m, record: dict) -> None:
     config = request.config
     config.stash[_KEY_RECORDS].append(record)
     if config._suite_rank == 0:
-        _write_results(config, complete=False)
+        with config._suite_phases("write"):
+            _write_results(config, complete=False)
     if (record.get("n_wrong") or 0) > 0:
         pytest.fail(
             f"{record['n_wrong']} wrong element(s) in {record['op']} "
@@ -178,10 +189,15 @@ def submit(request, benchmark, m, record: dict) -> None:
 
 
 @pytest.fixture(scope="session")
-def _suite_harness(dist_ctx, bench_cfg):
+def _suite_harness(request, dist_ctx, bench_cfg):
     from suite.runner import Harness
 
-    return Harness(dist_ctx, bench_cfg, keep_rank_samples=bool(os.environ.get("SUITE_KEEP_RANK_SAMPLES")))
+    return Harness(
+        dist_ctx,
+        bench_cfg,
+        keep_rank_samples=bool(os.environ.get("SUITE_KEEP_RANK_SAMPLES")),
+        phases=request.config._suite_phases,
+    )
 
 
 class _Bridge:
@@ -229,7 +245,7 @@ def _output_json(config, complete: bool, exitstatus: int | None) -> dict:
         config._suite_machine_info = bs.get_machine_info()
     out = config.hook.pytest_benchmark_generate_json(
         config=config,
-        benchmarks=bs.benchmarks,
+        benchmarks=[],  # the entries: _encoded_benchmarks, each encoded once
         include_data=True,
         machine_info=getattr(config, "_suite_machine_info", None) or bs.get_machine_info(),
         commit_info=config._suite_commit_info,
@@ -242,7 +258,26 @@ def _output_json(config, complete: bool, exitstatus: int | None) -> dict:
         "started_unix": config._suite_started,
         "n_records": len(config.stash[_KEY_RECORDS]),
         "skipped": list(config.stash.get(_KEY_SKIPPED, [])),
+        # rank 0's seconds per phase of the session so far (suite/phases.py says what each covers)
+        "phase_seconds": config._suite_phases.breakdown(time.time() - config._suite_started),
     }
+    return out
+
+
+def _encoded_benchmarks(config) -> list[str]:
+    """Each stored benchmark as pytest-benchmark's JSON entry (``as_dict(include_data=True)``, what its
+    pytest_benchmark_generate_json lists), encoded once: bench.json is rewritten after every case, and
+    encoding every entry each time made writing it the largest cost of a run (docs/reports.md)."""
+    bs = bench_adapter.session(config)
+    cache = config.__dict__.setdefault("_suite_encoded", {})  # id(bench) -> (bench, its JSON text)
+    out = []
+    for bench in bs.benchmarks:
+        if bench.has_error:
+            continue
+        hit = cache.get(id(bench))
+        if hit is None or hit[0] is not bench:
+            hit = cache[id(bench)] = (bench, json.dumps(bench.as_dict(include_data=True), indent=1, default=str))
+        out.append(hit[1])
     return out
 
 
@@ -250,7 +285,8 @@ def _write_results(config, complete: bool, exitstatus: int | None = None) -> Non
     d = config.option.results_dir
     if not d:
         return
-    fileio.write_json_atomic(os.path.join(d, "bench.json"), _output_json(config, complete, exitstatus))
+    text = fileio.dumps_with_list(_output_json(config, complete, exitstatus), "benchmarks", _encoded_benchmarks(config))
+    fileio.write_text_atomic(os.path.join(d, "bench.json"), text, durable=complete or exitstatus is not None)
 
 
 def pytest_benchmark_update_machine_info(config, machine_info):
@@ -466,6 +502,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if recs:
         terminalreporter.write_line("")
         terminalreporter.write(format_tables(recs))
+        terminalreporter.write_line(
+            phases.summary_line(config._suite_phases.breakdown(time.time() - config._suite_started))
+        )
         if config.option.results_dir:
             terminalreporter.write_line(f"results: {os.path.join(config.option.results_dir, 'bench.json')}")
     if not config.option.show_benchmark_table:

@@ -54,7 +54,15 @@ from suite.case import Buffers, Case, Session, support_reason, wait_all
 from suite.config import BenchConfig
 from suite.dist import DistContext
 from suite.errors import CaseSkipped
+from suite.phases import Phases
 from suite.timing import Measurement, measure
+
+
+JOURNAL_PROVENANCE = (
+    "measured: seconds the op journal (suite/journal.py) adds to each op it records, on this rank, once per "
+    "session (journal.record_cost_s: a no-op wrapped as every torch.distributed function is, less the bare "
+    "call); each timed sample includes it once per op issued"
+)
 
 
 class Harness:
@@ -67,37 +75,45 @@ class Harness:
         *,
         env: Mapping[str, str] | None = None,
         keep_rank_samples: bool = False,
+        phases: Phases | None = None,
     ):
         self.ctx, self.cfg = ctx, cfg
         self.env = os.environ if env is None else env
         self.keep_rank_samples = keep_rank_samples
+        self.phases = Phases() if phases is None else phases
         self._support: dict = {}
+        self._journal_s: float | None = None
         self.session = Session(cfg, measure=lambda ctx, call: measure(ctx, cfg, call, mode="blocking"))
 
     # --- the protocol ----------------------------------------------------------------------------
 
     def run(self, case: Case) -> tuple[Measurement, dict]:
         started = time.monotonic()  # precision mode's time cap covers the whole case
-        ctx = case.context(self.ctx, self.session) if case.context is not None else self.ctx
-        cfg = self.cfg
-        if case.skip is not None:
-            reason = case.skip(ctx, cfg)
-            if reason:
-                raise CaseSkipped(reason)
-        if case.resolve is not None:
-            case = case.resolve(case, ctx, cfg, self.session)
+        phase = self.phases
+        with phase("setup"):
+            ctx = case.context(self.ctx, self.session) if case.context is not None else self.ctx
+            cfg = self.cfg
+            if case.skip is not None:
+                reason = case.skip(ctx, cfg)
+                if reason:
+                    raise CaseSkipped(reason)
+            if case.resolve is not None:
+                case = case.resolve(case, ctx, cfg, self.session)
         if case.support is not None:
-            reason = self._supported(ctx, case)
+            with phase("probe"):
+                reason = self._supported(ctx, case)
             if reason:
                 raise CaseSkipped(reason)
-        self._maybe_mismatch(ctx, case)
+        with phase("setup"):
+            self._maybe_mismatch(ctx, case)
 
         mode = case.mode or cfg.timing_mode
         checked = case.unchecked is None
         built: list[Buffers] = []
 
         def build() -> Buffers:
-            b = case.build(ctx)
+            with phase("build"):
+                b = case.build(ctx)
             built.append(b)
             return b
 
@@ -106,10 +122,12 @@ class Harness:
             once = build()
             if checked and once.check is None:
                 raise ValueError(f"case {case.label} is checked (no `unchecked` reason) but its Buffers have no check")
-            wait_all(once.call(False))
-            ctx.sync_device()
+            with phase("check_run"):
+                wait_all(once.call(False))
+                ctx.sync_device()
             self._corrupt(ctx, case, once, timed=False)
-            wrong_once = once.check() if checked and once.check is not None else 0
+            with phase("check"):
+                wrong_once = once.check() if checked and once.check is not None else 0
             fields = dict(once.fields)
             _release(once)
             built.remove(once)
@@ -137,26 +155,38 @@ class Harness:
                     keep_rank_samples=self.keep_rank_samples or case.keep_rank_samples,
                     started_at=started,
                     rank_fields_of=case.rank_fields_of,
+                    phases=phase,
                 )
                 ctx.sync_device()
             if getattr(self, "_stray", None) is not None:
                 self._stray, stray = None, self._stray
                 stray()  # SUITE_INJECT_DIVERGE=stray: an op left in flight, after this case's last one
             if journal.current() is not None:  # the ranks issued the same collectives (not a collective itself)
-                journal.current().agree(ctx, case.label)
+                with phase("sequence_check"):
+                    journal.current().agree(ctx, case.label)
             # 3. the buffers that were timed hold exactly one op's result (reset before each sample)
             self._corrupt(ctx, case, sets[-1], timed=True)
-            wrong_timed = sum(b.check() for b in sets if b.check is not None) if checked else 0
-            totals = verify.global_wrong_many([wrong_once, wrong_timed], ctx.group, ctx.device)
+            with phase("check"):
+                wrong_timed = sum(b.check() for b in sets if b.check is not None) if checked else 0
+            with phase("gather"):
+                totals = verify.global_wrong_many([wrong_once, wrong_timed], ctx.group, ctx.device)
             m = m.scaled(case.divisor)
-            if sets[-1].derive is not None:
-                fields.update(sets[-1].derive(m, around, self.session))
+            with phase("record"):
+                if sets[-1].derive is not None:
+                    fields.update(sets[-1].derive(m, around, self.session))
             if m.group_ranks is not None:
                 fields["group_ranks"] = m.group_ranks  # the global rank of each rank_median_us entry
             n_sets = len(sets)
         finally:
             for b in built:
                 _release(b)
+        record_started = time.perf_counter()
+        provenance = dict(case.provenance)
+        if journal.current() is not None:  # what recording each op costs, inside every timed sample
+            if self._journal_s is None:
+                self._journal_s = journal.record_cost_s()
+            fields["journal_us_per_op"] = round(self._journal_s * 1e6, 3)
+            provenance["journal_us_per_op"] = JOURNAL_PROVENANCE
         extra = _merge_fields(
             {k: v for k, v in case.identity.items() if k != "in_place"}, dict(case.fields), fields, label=case.label
         )
@@ -187,9 +217,10 @@ class Harness:
             time_divisor=case.divisor,
             requested_timing_mode=cfg.timing_mode,
             hosts=len(set(ctx.hostnames)),
-            case_provenance=dict(case.provenance),
+            case_provenance=provenance,
             **extra,
         )
+        phase.add("record", time.perf_counter() - record_started)
         return m, rec
 
     # --- support probes ----------------------------------------------------------------------------

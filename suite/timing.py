@@ -73,6 +73,7 @@ from suite.config import BenchConfig
 from suite.dist import DistContext
 from suite.case import OpFn, wait_all
 from suite.errors import CaseFailed, CaseSkipped
+from suite.phases import Phases
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -369,6 +370,7 @@ def measure(
     keep_rank_samples: bool = False,
     started_at: float | None = None,
     rank_fields_of: Sequence[int] | None = None,
+    phases: Phases | None = None,
 ) -> Measurement:
     """Warm up, time, and reduce across ranks. The only timing loop of the suite.
 
@@ -381,6 +383,7 @@ def measure(
     keeps a rank from reaching the op; the suite's ``SUITE_INJECT_DELAY=...@before``).
     ``rank_fields_of``: the positions whose own times the per-rank fields cover (the ranks that take
     part in a pair pattern); the samples are the maximum over every rank either way.
+    ``phases``: where the seconds of warm-up, timed samples and the cross-rank reduction are added.
 
     Precision mode (``cfg.precision_pct`` > 0) adds rounds of ``iters`` samples until the
     median's CI is within ±precision_pct % or ``cfg.max_time_s`` has passed since
@@ -397,23 +400,28 @@ def measure(
     warm = cfg.warmup_iters if warmup_iters is None else warmup_iters
     depth = cfg.pipeline_depth if mode in ("pipelined", "cuda_graph") else 1
 
-    for _ in range(warm):  # untimed samples: one op per buffer set, as the timed samples issue them
-        if mode == "pipelined":
-            wait_all(_issue(ops, depth, True))
-        else:
-            for o in ops:
-                wait_all(o(False))
-    ctx.sync_device()
-    graph = kernels = None
-    if mode == "cuda_graph":
-        if before_sample is not None:
-            before_sample()
-        graph, kernels = _capture_graph(ctx, ops, depth)
-        graph.replay()  # the first replay uploads the graph; keep it out of the samples
+    phase = Phases() if phases is None else phases
+    with phase("warmup"):
+        for _ in range(warm):  # untimed samples: one op per buffer set, as the timed samples issue them
+            if mode == "pipelined":
+                wait_all(_issue(ops, depth, True))
+            else:
+                for o in ops:
+                    wait_all(o(False))
         ctx.sync_device()
+        graph = kernels = None
+        if mode == "cuda_graph":
+            if before_sample is not None:
+                before_sample()
+            graph, kernels = _capture_graph(ctx, ops, depth)
+            graph.replay()  # the first replay uploads the graph; keep it out of the samples
+            ctx.sync_device()
 
     def round_() -> _RankSamples:
-        return _gather_ranks(ctx, _run_samples(ctx, ops, n, mode, depth, graph, before_sample, before_op))
+        with phase("timed"):
+            got = _run_samples(ctx, ops, n, mode, depth, graph, before_sample, before_op)
+        with phase("gather"):
+            return _gather_ranks(ctx, got)
 
     got = round_()
     reached = None
@@ -429,10 +437,13 @@ def measure(
                 precise = metrics.median_ci_halfwidth_pct(_max_over_ranks(got), level) <= cfg.precision_pct
                 done = precise or (time.monotonic() - start) >= cfg.max_time_s
                 reached = precise
-            if _broadcast_flag(ctx, done):
+            with phase("gather"):
+                stop = _broadcast_flag(ctx, done)
+            if stop:
                 break
             got = got.merge(round_())
-        reached = _broadcast_flag(ctx, bool(reached))
+        with phase("gather"):
+            reached = _broadcast_flag(ctx, bool(reached))
     mine = list(range(ctx.world_size)) if rank_fields_of is None else list(rank_fields_of)
     per_rank, arrivals = [got.per_rank[r] for r in mine], [got.arrivals[r] for r in mine]
     late, late_by = metrics.last_per_sample(arrivals)

@@ -21,6 +21,8 @@ average sums multiples of the world size so the division is exact.
 
 from __future__ import annotations
 
+import collections
+
 import torch
 import torch.distributed as dist
 
@@ -123,6 +125,45 @@ def _values(ranks: torch.Tensor, idx: torch.Tensor, redop: str, world_size: int,
     return v * world_size if redop == "avg" else v
 
 
+_MEMO_BYTES = 64 << 20
+"""Patterns and expected results kept for reuse (CPU only), at most this many bytes in all."""
+_memo: collections.OrderedDict = collections.OrderedDict()
+_memo_held = [0]  # bytes in _memo
+
+
+def _memoised(key: tuple, device: torch.device | str, make) -> torch.Tensor:
+    """``make()``, or a copy of what it returned for the same ``key`` before (CPU tensors only).
+
+    A case builds the same inputs for its check run and again for each timed buffer set, and checks
+    each against the same expected result: hashing them anew each time was a large share of a
+    run. ``key`` holds every argument the values depend on; the caller gets a copy (an op that
+    writes into its inputs cannot change what a later build is given). Device tensors are made
+    anew (on a GPU that is cheap, and cached copies would hold device memory)."""
+    if torch.device(device).type != "cpu":
+        return make()
+    hit = _memo.get(key)
+    if hit is None:
+        hit = make()
+        if _nbytes(hit) <= _MEMO_BYTES:
+            _memo[key] = hit
+            _memo_held[0] += _nbytes(hit)
+            while _memo_held[0] > _MEMO_BYTES:
+                _memo_held[0] -= _nbytes(_memo.popitem(last=False)[1])
+    else:
+        _memo.move_to_end(key)
+    return hit.clone()
+
+
+def _forget() -> None:
+    """Empty the memo (tests)."""
+    _memo.clear()
+    _memo_held[0] = 0
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
 def pattern(
     rank: int,
     numel: int,
@@ -134,6 +175,11 @@ def pattern(
     device: torch.device | str = "cpu",
 ) -> torch.Tensor:
     """The value rank ``rank`` contributes at element indices offset..offset+numel-1."""
+    key = ("pattern", rank, numel, dtype, redop, world_size, offset)
+    return _memoised(key, device, lambda: _pattern(rank, numel, dtype, redop, world_size, offset, device))
+
+
+def _pattern(rank, numel, dtype, redop, world_size, offset, device) -> torch.Tensor:
     idx = torch.arange(offset, offset + numel, dtype=torch.int64, device=device)
     ranks = torch.tensor([rank], dtype=torch.int64, device=device)
     return _values(ranks, idx, redop, world_size, dtype)[0].to(dtype)
@@ -164,6 +210,11 @@ def reduce_expected(
     """The exact result of reducing every rank's pattern with ``redop``."""
     if redop not in _FOLD:
         raise ValueError(f"unknown reduce op {redop!r}")
+    key = ("reduce", redop, world_size, numel, dtype, offset)
+    return _memoised(key, device, lambda: _reduce_expected(redop, world_size, numel, dtype, offset, device))
+
+
+def _reduce_expected(redop, world_size, numel, dtype, offset, device) -> torch.Tensor:
     idx = torch.arange(offset, offset + numel, dtype=torch.int64, device=device)
     acc = None
     step = max(1, _BLOCK_ELEMENTS // max(numel, 1))

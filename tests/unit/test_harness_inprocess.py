@@ -299,3 +299,20 @@ def test_a_delay_spec_reads_rank_seconds_name_and_where():
     assert parse_delay("2:0.015") == (2, 0.015, "", "after")
     assert parse_delay("1:0.05:all_reduce@before") == (1, 0.05, "all_reduce", "before")
     assert parse_delay("0:1@after") == (0, 1.0, "", "after")
+
+
+def test_each_record_says_what_the_journal_costs_and_the_harness_times_each_phase(ctx, monkeypatch):
+    from suite import journal
+
+    case = ops.collective_cases(CFG, 1, experiment="collectives")[0]
+    h = Harness(ctx, CFG, env={})
+    _, rec = h.run(case)
+    assert "journal_us_per_op" not in rec  # no journal: nothing to say
+    monkeypatch.setattr(journal, "_JOURNAL", journal.Journal(0, None))  # as journal.install leaves it
+    _, rec = h.run(case)
+    assert 0 <= rec["journal_us_per_op"] < 10_000
+    assert rec["provenance"]["journal_us_per_op"].startswith("measured: ")
+    assert {"build", "check_run", "check", "warmup", "timed", "gather", "sequence_check", "record"} <= set(
+        h.phases.seconds
+    )
+    assert all(s >= 0 for s in h.phases.seconds.values())

@@ -114,3 +114,66 @@ def test_count_wrong_any_counts_an_element_once():
     assert count_wrong_any(a, a.clone(), a.clone()) == 0
     assert count_wrong_any(a, torch.tensor([1.0, 0.0, 3.0, 4.0]), torch.tensor([1.0, 0.0, 0.0, 4.0])) == 2
     assert count_wrong_any(a, torch.zeros(3)) == 4
+
+
+def _fresh_pattern(rank, numel, dtype, redop, world, offset):
+    return verify._pattern(rank, numel, dtype, redop, world, offset, "cpu")
+
+
+def _fresh_expected(redop, world, numel, dtype, offset):
+    return verify._reduce_expected(redop, world, numel, dtype, offset, "cpu")
+
+
+# Each row differs from the first in one argument: a memo key that left it out would serve the first's tensor.
+_VARIANTS = [
+    # (rank, numel, dtype, redop, world, offset)
+    (1, 64, torch.float32, "sum", 4, 0),
+    (2, 64, torch.float32, "sum", 4, 0),  # rank
+    (1, 48, torch.float32, "sum", 4, 0),  # size
+    (1, 64, torch.float64, "sum", 4, 0),  # dtype (float64: another value range, not only another type)
+    (1, 64, torch.float32, "max", 4, 0),  # redop
+    (1, 64, torch.float32, "sum", 3, 0),  # world size
+    (1, 64, torch.float32, "sum", 4, 64),  # offset
+]
+
+
+def test_memo_never_serves_another_arguments_pattern_or_expected():
+    verify._forget()
+    for rank, numel, dtype, redop, world, offset in _VARIANTS:
+        got = verify.pattern(rank, numel, dtype, redop=redop, world_size=world, offset=offset)
+        want = _fresh_pattern(rank, numel, dtype, redop, world, offset)
+        assert got.dtype == want.dtype and torch.equal(got, want), (rank, numel, dtype, redop, world, offset)
+        exp = verify.reduce_expected(redop, world, numel, dtype, offset=offset)
+        assert torch.equal(exp, _fresh_expected(redop, world, numel, dtype, offset)), (redop, world, numel, dtype)
+    # one entry per distinct argument set: every argument is in the key (the expected result has no rank)
+    assert len(verify._memo) == len(_VARIANTS) + len({v[1:] for v in _VARIANTS})
+
+
+def test_memo_hands_out_copies():
+    verify._forget()
+    a = verify.pattern(0, 32, torch.float32, world_size=2)
+    e = verify.reduce_expected("sum", 2, 32, torch.float32)
+    want_a, want_e = a.clone(), e.clone()
+    a.add_(1)  # an op that writes into its inputs (all_reduce in place), a caller that edits a result
+    e.zero_()
+    assert torch.equal(verify.pattern(0, 32, torch.float32, world_size=2), want_a)
+    assert torch.equal(verify.reduce_expected("sum", 2, 32, torch.float32), want_e)
+
+
+def test_memo_is_bounded(monkeypatch):
+    verify._forget()
+    monkeypatch.setattr(verify, "_MEMO_BYTES", 3 * 64 * 4)  # three 64-element float32 tensors
+    for offset in range(0, 5 * 64, 64):
+        verify.pattern(0, 64, torch.float32, offset=offset)
+    assert len(verify._memo) == 3
+    assert [k[-1] for k in verify._memo] == [128, 192, 256]  # the oldest went first
+    verify._forget()
+
+
+def test_check_still_counts_a_planted_fault_with_the_memo():
+    # the check run and the timed buffer set share one memo entry; a wrong element is still counted in each
+    verify._forget()
+    for _ in range(2):
+        out = verify.reduce_expected("sum", 4, 100, torch.float32)
+        out[7] += 1
+        assert verify.count_wrong(out, verify.reduce_expected("sum", 4, 100, torch.float32)) == 1

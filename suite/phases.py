@@ -1,0 +1,82 @@
+"""Where a run's time goes: seconds per phase on this rank, in bench.json and one summary line.
+
+The harness (suite/runner.py) and the timing loop (suite/timing.py) add each phase of each case
+(group and probe, building buffers, the check run, checks, warm-up, the timed samples, the
+cross-rank reduction, the after-case sequence check); the pytest bridge (suite/plugin.py) adds
+starting the process group and writing bench.json, and the rest of the session's wall time
+is ``other`` (pytest's own work, collection, fixtures, reports). Rank 0's are recorded as
+``suite.phase_seconds``; ``docs/reports.md`` shows the breakdown of ``make bench-cpu``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+ORDER = (
+    "start",
+    "setup",
+    "probe",
+    "build",
+    "check_run",
+    "check",
+    "warmup",
+    "timed",
+    "gather",
+    "sequence_check",
+    "record",
+    "write",
+    "other",
+)
+"""Every phase, in the order of a case (``other``: the session's wall time no phase claims)."""
+
+MEANING = {
+    "start": "process group started, journal installed, machine info gathered (once per session)",
+    "setup": "the case's context (e.g. a new process group), skip, resolve, and the injected-fault hooks",
+    "probe": "support probes (one tiny op per op form, cached per group)",
+    "build": "buffer sets built: input patterns, outputs, models",
+    "check_run": "the untimed op whose result is checked first",
+    "check": "comparing outputs with the exact expected results (check run and every timed buffer set)",
+    "warmup": "untimed warm-up iterations (and a CUDA graph's capture)",
+    "timed": "the timed samples, with their barriers and input resets",
+    "gather": "samples and wrong-element counts reduced across ranks",
+    "sequence_check": "after-case comparison of the ranks' collective counts through the store",
+    "record": "derived fields and the record",
+    "write": "bench.json rewritten (rank 0, after every case)",
+    "other": "the rest of the session: pytest (collection, fixtures, reports), skipped cases' bookkeeping",
+}
+
+
+class Phases:
+    """Seconds this rank spent in each phase (a ``with phases("timed"):`` block adds its time)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def add(self, name: str, seconds: float) -> None:
+        if name not in MEANING:
+            raise ValueError(f"unknown phase {name!r}; known: {', '.join(ORDER)}")
+        self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+
+    @contextlib.contextmanager
+    def __call__(self, name: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.add(name, time.perf_counter() - t0)
+
+    def breakdown(self, wall_s: float) -> dict[str, float]:
+        """Every phase's seconds (rounded to ms), ``other`` = ``wall_s`` less the phases measured."""
+        out = {k: round(self.seconds[k], 3) for k in ORDER if k in self.seconds}
+        out["other"] = round(max(0.0, wall_s - sum(self.seconds.values())), 3)
+        return out
+
+
+def summary_line(breakdown: dict[str, float]) -> str:
+    """``time by phase (rank 0): timed 94.1 s (23%), ...``, largest first."""
+    total = sum(breakdown.values()) or 1.0
+    parts = [
+        f"{k} {v:.1f} s ({100 * v / total:.0f}%)" for k, v in sorted(breakdown.items(), key=lambda kv: -kv[1]) if v
+    ]
+    return f"time by phase (rank 0, {total:.0f} s): " + ", ".join(parts)

@@ -1,0 +1,38 @@
+"""The run's time by phase (suite.phase_seconds in bench.json, one summary line)."""
+
+import pytest
+
+from suite import phases
+
+
+def test_breakdown_adds_phases_and_leaves_the_rest_to_other():
+    p = phases.Phases()
+    p.add("timed", 2.0)
+    p.add("check", 0.5)
+    p.add("timed", 1.0)
+    with p("write"):
+        pass
+    out = p.breakdown(wall_s=10.0)
+    assert out["timed"] == 3.0 and out["check"] == 0.5 and "write" in out
+    assert out["other"] == pytest.approx(10.0 - 3.5 - out["write"], abs=1e-3)
+    assert list(out) == [k for k in phases.ORDER if k in out]  # the order of a case
+
+
+def test_other_is_never_negative():
+    p = phases.Phases()
+    p.add("timed", 5.0)
+    assert p.breakdown(wall_s=4.0)["other"] == 0.0
+
+
+def test_unknown_phase_is_an_error():
+    with pytest.raises(ValueError, match="unknown phase 'timing'"):
+        phases.Phases().add("timing", 1.0)
+
+
+def test_every_phase_is_explained():
+    assert set(phases.ORDER) == set(phases.MEANING)
+
+
+def test_summary_line_largest_first_with_shares():
+    line = phases.summary_line({"timed": 30.0, "write": 10.0, "other": 60.0})
+    assert line == "time by phase (rank 0, 100 s): other 60.0 s (60%), timed 30.0 s (30%), write 10.0 s (10%)"
