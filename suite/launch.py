@@ -195,6 +195,10 @@ def main(argv: list[str] | None = None) -> int:
                 from suite.runner import parse_delay
 
                 parse_delay(os.environ["SUITE_INJECT_DELAY"])
+            if os.environ.get("SUITE_INJECT_DIVERGE"):
+                from suite.runner import parse_diverge
+
+                parse_diverge(os.environ["SUITE_INJECT_DIVERGE"], lay["world_size"])
         except ValueError as e:
             raise ConfigError(str(e)) from None
     except ConfigError as e:
