@@ -178,6 +178,17 @@ def diagnose(dumps: dict[int, dict], fatal: dict[int, dict], world_size: int, st
     silent = [r for r in range(world_size) if r not in dumps and r not in fatal]
     lines += [f"rank {r}: {_ended(fatal[r])}" for r in dead]
     lines += [f"rank {r}: did not answer (frozen, or ended before it could)" for r in silent]
+
+    def row(rank, host, state, op="", case="", at="?"):
+        return {"rank": rank, "host": host, "state": state, "op": op, "case": case, "where": at}
+
+    table = [
+        row(s["rank"], s["host"], "waiting" if s["waiting"] else "completed", _op(s), s["case"], s["where"])
+        for s in states
+    ]
+    table += [row(r, "?", _how(fatal[r]), at=where(fatal[r]["frames"])) for r in dead]
+    table += [row(r, "?", "did not answer") for r in silent]
+    table.sort(key=lambda row: row["rank"])
     kind, verdict = _verdict(states, dead, stuck_s)
     gone = [f"rank {r} {_ended(fatal[r])}" for r in dead]
     if silent:
@@ -188,16 +199,19 @@ def diagnose(dumps: dict[int, dict], fatal: dict[int, dict], world_size: int, st
         # answering (its stacks) after the others diverged keeps the divergence.
         kind = "died" if silent or kind != "divergence" else kind
         verdict = "; ".join(gone) + (f"; {verdict}" if verdict else "")
-    return {"kind": kind, "verdict": verdict or "no rank left a journal", "ranks": lines, "states": states}
+    verdict = verdict or "no rank left a journal"
+    return {"kind": kind, "verdict": verdict, "ranks": lines, "table": table, "states": states}
 
 
-def _ended(f: dict) -> str:
+def _how(f: dict) -> str:
     """How a rank that left only faulthandler's stacks ended, and in what (its innermost function)."""
     frames = f["frames"]
     inner = f" in {frames[-1][2]}" if frames else ""
-    if f["error"]:
-        return f"died ({f['error']}){inner} at {where(frames)}"
-    return f"was ended by a signal (SIGTERM){inner} at {where(frames)}"
+    return f"died ({f['error']}){inner}" if f["error"] else f"was ended by a signal (SIGTERM){inner}"
+
+
+def _ended(f: dict) -> str:
+    return f"{_how(f)} at {where(f['frames'])}"
 
 
 def _verdict(states: list[dict], dead: list[int], stuck_s: float = 0.0) -> tuple[str, str]:
@@ -277,6 +291,7 @@ def write(run_dir: Path, diag: dict, why: str) -> None:
                 "kind": diag["kind"],
                 "verdict": diag["verdict"],
                 "ranks": diag["ranks"],
+                "table": diag.get("table", []),
                 "flight_recorder": diag.get("flight_recorder"),
                 "time_unix": time.time(),
             },

@@ -9,13 +9,16 @@ rank that died and what the others waited in), the diagnosis in failures/, and t
 
 from __future__ import annotations
 
+import html
 import json
 import re
+import subprocess
+import sys
 import time
 
 import pytest
 
-from tests.conftest import all_correct, run_suite
+from tests.conftest import ROOT, all_correct, run_suite
 
 pytestmark = pytest.mark.slow
 
@@ -110,3 +113,20 @@ def test_a_planted_divergence_is_named(tmp_path, action):
     assert run["suite"]["hang_diagnosis"] == {"kind": diag["kind"], "verdict": diag["verdict"]}  # marked
     recs = [b["extra_info"] for b in run["benchmarks"]]
     assert len(recs) == 1 and all_correct(recs), "the case measured before the divergence was lost"
+    if action == "sleep":  # the report of the stored run leads with the diagnosis and its per-rank table
+        _assert_the_report_shows(run_dir, diag)
+
+
+def _assert_the_report_shows(run_dir, diag):
+    proc = subprocess.run(
+        [sys.executable, "-m", "suite.report", "html", str(run_dir)], cwd=ROOT, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    md = (run_dir / "report" / "report.md").read_text()
+    head, _, rest = md.partition("## Hang diagnosis\n\n")
+    assert rest and "## Summary" not in head, md[:2000]
+    assert rest.startswith(f"**divergence**: {diag['verdict']}\n"), rest[:2000]
+    rows = re.findall(r"^\| (\d+) \| [^|]+ \| (waiting|completed) \| (\w+) #\d+ \|", rest.partition("## ")[0], re.M)
+    assert [(r, op) for r, _, op in rows] == [("0", "all_reduce"), ("1", "barrier")], rest[:2000]
+    page = (run_dir / "report" / "index.html").read_text()
+    assert "<h2 id='hang'>Hang diagnosis</h2>" in page and html.escape(diag["verdict"]) in page
