@@ -105,6 +105,7 @@ def _sbatch(tmp_path, sbatch_args: list[str], suite_args: list[str], env: dict) 
     out = tmp_path / "slurm-%j.out"
     cmd = ["sbatch", "--parsable", f"--output={out}", "--time=5", *sbatch_args, str(SCRIPT), *suite_args]
     e = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_"))}
+    e.setdefault("SUITE_REPORT", "0")  # the HTML report costs seconds a job; no test here reads it
     e.update(PYTHON=sys.executable, **env)
     sub = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=30, env=e)
     assert sub.returncode == 0, f"sbatch failed: {sub.stderr}"
