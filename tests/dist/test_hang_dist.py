@@ -79,7 +79,10 @@ PLANTS = {
 def test_a_planted_divergence_is_named(tmp_path, action):
     nproc, status, verdict = PLANTS[action]
     t0 = time.monotonic()
-    proc = run_suite(tmp_path, *TWO_SIZES, nproc=nproc, env={"SUITE_INJECT_DIVERGE": f"{action}:1:9"}, timeout=120)
+    env = {"SUITE_INJECT_DIVERGE": f"{action}:1:9"}
+    if action == "sleep":  # torch's flight recorder on (NCCL runs have it; Gloo fills it too): its dumps are read
+        env["TORCH_FR_BUFFER_SIZE"] = "2000"
+    proc = run_suite(tmp_path, *TWO_SIZES, nproc=nproc, env=env, timeout=120)
     took = time.monotonic() - t0
     out = proc.stdout + proc.stderr
     assert proc.returncode in (status if isinstance(status, tuple) else (status,)), out[-4000:]
@@ -113,8 +116,18 @@ def test_a_planted_divergence_is_named(tmp_path, action):
     assert run["suite"]["hang_diagnosis"] == {"kind": diag["kind"], "verdict": diag["verdict"]}  # marked
     recs = [b["extra_info"] for b in run["benchmarks"]]
     assert len(recs) == 1 and all_correct(recs), "the case measured before the divergence was lost"
-    if action == "sleep":  # the report of the stored run leads with the diagnosis and its per-rank table
-        _assert_the_report_shows(run_dir, diag)
+    if action == "sleep":
+        # every rank's real flight-recorder dump is in failures/, and the same diagnosis reads them
+        assert sorted(p.name for p in (run_dir / "failures").glob("nccl_trace_rank_*")) == [
+            "nccl_trace_rank_0",
+            "nccl_trace_rank_1",
+        ]
+        assert re.fullmatch(
+            r"rank 0 waits in all_reduce #\d+; rank 1 never entered it: rank 1 at suite/runner\.py:\d+ in diverge",
+            diag["flight_recorder"] or "",
+        ), diag
+        assert f"# flight recorder: {diag['flight_recorder']}" in out
+        _assert_the_report_shows(run_dir, diag)  # the report of the stored run leads with the diagnosis
 
 
 def _assert_the_report_shows(run_dir, diag):
