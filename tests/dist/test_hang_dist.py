@@ -18,29 +18,13 @@ import time
 
 import pytest
 
-from tests.conftest import ROOT, all_correct, run_suite
+from tests.conftest import ROOT, all_correct, run_suite, small_run
 
 pytestmark = pytest.mark.slow
 
 TIMEOUT_S = 5
 # two cases (256 B, 1 KiB) of 1 warm-up + 5 timed calls: call 9 is the 2nd timed one of the 2nd case
-TWO_SIZES = [
-    "--experiments",
-    "collectives",
-    "--min-bytes",
-    "256",
-    "--max-bytes",
-    "1K",
-    "--iters",
-    "5",
-    "--warmup",
-    "1",
-    "--timeout-s",
-    str(TIMEOUT_S),
-    "--",
-    "-k",
-    "all_reduce-sum",
-]
+TWO_SIZES = small_run("all_reduce-sum", timeout_s=TIMEOUT_S)
 
 PLANTS = {
     # action: (ranks, exit status, what the verdict says)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.conftest import ROOT, all_correct
+from tests.conftest import ROOT, all_correct, small_run
 
 pytestmark = pytest.mark.slow
 
@@ -280,24 +280,14 @@ def test_a_planted_divergence_is_named_with_its_node(slurm, tmp_path):
     job = _sbatch(
         tmp_path,
         ["--nodes=1", "--ntasks=2", "--ntasks-per-node=2", "--overcommit"],
-        [
-            *TINY,
-            "--min-bytes",
-            "256",
-            "--max-bytes",
-            "1K",
-            "--iters",
-            "5",
-            "--timeout-s",
-            "5",
-            "--results-root",
-            str(tmp_path / "results"),
-            "--run-id",
-            "run",
-            "--",
-            "-k",
+        small_run(
             "all_reduce-sum",
-        ],
+            backend="gloo",
+            device="cpu",
+            timeout_s=5,
+            results_root=tmp_path / "results",
+            run_id="run",
+        ),
         env={"NPROC": "1", "SUITE_INJECT_DIVERGE": "sleep:1:9"},  # the 2nd timed call of the 2nd case
     )
     assert job.state == "FAILED" and job.exit_code == "9:0", (job.state, job.exit_code, job.output[-3000:])
