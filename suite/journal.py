@@ -55,22 +55,11 @@ POLL_S = 0.25
 
 # name -> (index of the group argument, index of async_op (None: always async / never), p2p peer argument)
 _OPS = {
-    "all_reduce": (2, 3, None),
-    "broadcast": (2, 3, None),
-    "reduce": (3, 4, None),
-    "all_gather": (2, 3, None),
-    "all_gather_into_tensor": (2, 3, None),
-    "reduce_scatter": (3, 4, None),
-    "reduce_scatter_tensor": (3, 4, None),
-    "all_to_all": (2, 3, None),
+    **dict.fromkeys(("all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "all_to_all"), (2, 3, None)),
+    **dict.fromkeys(("reduce", "reduce_scatter", "reduce_scatter_tensor", "gather", "scatter"), (3, 4, None)),
     "all_to_all_single": (4, 5, None),
-    "gather": (3, 4, None),
-    "scatter": (3, 4, None),
     "barrier": (0, 1, None),
-    "send": (2, None, "dst"),
-    "recv": (2, None, "src"),
-    "isend": (2, None, "dst"),
-    "irecv": (2, None, "src"),
+    **{op: (2, None, peer) for op, peer in (("send", "dst"), ("recv", "src"), ("isend", "dst"), ("irecv", "src"))},
 }
 P2P = frozenset({"send", "recv", "isend", "irecv"})
 
