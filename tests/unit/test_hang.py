@@ -122,6 +122,12 @@ def test_a_rank_killed_by_a_fatal_signal_is_named_with_what_the_others_waited_in
         "rank 0 died (Aborted) in all_reduce at suite/ops.py:119 in <lambda>; rank 2 did not answer (frozen or gone); "
         f"rank 1 waited in all_reduce #80 [64] (case {CASE})"
     )
+    # the report's per-rank table (failures/hang.json): one row a rank, the dead and the silent included
+    assert [(r["rank"], r["state"], r["op"], r["where"]) for r in d["table"]] == [
+        (0, "died (Aborted) in all_reduce", "", "suite/ops.py:119 in <lambda>"),
+        (1, "waiting", "all_reduce #80", "suite/ops.py:119 in <lambda>"),
+        (2, "did not answer", "", "?"),
+    ]
 
 
 def test_an_interrupted_run_whose_ranks_were_moving_is_not_called_a_divergence():
@@ -243,3 +249,21 @@ def test_on_several_hosts_the_verdict_names_the_node():
     for d in dumps.values():
         d["host"] = "one-host"
     assert "rank 1 never entered it: rank 1 at suite/runner.py" in hang.diagnose(dumps, {}, 2)["verdict"]
+
+
+def test_the_report_section_reads_the_verdict_and_the_table_beside_the_run(tmp_path):
+    from suite.render import hang_section
+
+    run = {"suite": {"hang_diagnosis": {"kind": "divergence", "verdict": "rank 1 never entered it"}}}
+    assert hang_section({"suite": {}}, tmp_path) is None  # a run that did not hang: no section
+    # a bench.json copied without its failures/: the verdict alone
+    assert hang_section(run, tmp_path) == {"kind": "divergence", "verdict": "rank 1 never entered it", "rows": []}
+    dumps = {
+        0: dump(0, 57, [entry("all_reduce", 57, "failed")], IN_OP),
+        1: dump(1, 56, [entry("all_reduce", 56)], IN_SLEEP),
+    }
+    hang.write(tmp_path, hang.diagnose(dumps, {}, 2), "test")
+    assert hang_section(run, tmp_path)["rows"] == [
+        ["0", "vm", "waiting", "all_reduce #57", CASE, "suite/ops.py:119 in <lambda>"],
+        ["1", "vm", "completed", "all_reduce #56", CASE, "suite/runner.py:236 in diverge"],
+    ]
