@@ -178,6 +178,17 @@ def diagnose(dumps: dict[int, dict], fatal: dict[int, dict], world_size: int, st
     silent = [r for r in range(world_size) if r not in dumps and r not in fatal]
     lines += [f"rank {r}: {_ended(fatal[r])}" for r in dead]
     lines += [f"rank {r}: did not answer (frozen, or ended before it could)" for r in silent]
+
+    def row(rank, host, state, op="", case="", at="?"):
+        return {"rank": rank, "host": host, "state": state, "op": op, "case": case, "where": at}
+
+    table = [
+        row(s["rank"], s["host"], "waiting" if s["waiting"] else "completed", _op(s), s["case"], s["where"])
+        for s in states
+    ]
+    table += [row(r, "?", _how(fatal[r]), at=where(fatal[r]["frames"])) for r in dead]
+    table += [row(r, "?", "did not answer") for r in silent]
+    table.sort(key=lambda row: row["rank"])
     kind, verdict = _verdict(states, dead, stuck_s)
     gone = [f"rank {r} {_ended(fatal[r])}" for r in dead]
     if silent:
@@ -188,16 +199,19 @@ def diagnose(dumps: dict[int, dict], fatal: dict[int, dict], world_size: int, st
         # answering (its stacks) after the others diverged keeps the divergence.
         kind = "died" if silent or kind != "divergence" else kind
         verdict = "; ".join(gone) + (f"; {verdict}" if verdict else "")
-    return {"kind": kind, "verdict": verdict or "no rank left a journal", "ranks": lines, "states": states}
+    verdict = verdict or "no rank left a journal"
+    return {"kind": kind, "verdict": verdict, "ranks": lines, "table": table, "states": states}
 
 
-def _ended(f: dict) -> str:
+def _how(f: dict) -> str:
     """How a rank that left only faulthandler's stacks ended, and in what (its innermost function)."""
     frames = f["frames"]
     inner = f" in {frames[-1][2]}" if frames else ""
-    if f["error"]:
-        return f"died ({f['error']}){inner} at {where(frames)}"
-    return f"was ended by a signal (SIGTERM){inner} at {where(frames)}"
+    return f"died ({f['error']}){inner}" if f["error"] else f"was ended by a signal (SIGTERM){inner}"
+
+
+def _ended(f: dict) -> str:
+    return f"{_how(f)} at {where(f['frames'])}"
 
 
 def _verdict(states: list[dict], dead: list[int], stuck_s: float = 0.0) -> tuple[str, str]:
@@ -277,6 +291,7 @@ def write(run_dir: Path, diag: dict, why: str) -> None:
                 "kind": diag["kind"],
                 "verdict": diag["verdict"],
                 "ranks": diag["ranks"],
+                "table": diag.get("table", []),
                 "flight_recorder": diag.get("flight_recorder"),
                 "time_unix": time.time(),
             },
@@ -286,21 +301,30 @@ def write(run_dir: Path, diag: dict, why: str) -> None:
 
 
 FR_PREFIX = "nccl_trace_rank_"
-"""The flight-recorder dumps' names in the run directory (suite/launch.py flight_recorder_env)."""
+"""The flight-recorder dumps' names in ``<run>/failures/`` (suite/launch.py flight_recorder_env: NCCL's own
+dump on a timeout; suite/journal.py: every rank's dump when the launcher asks, on any backend)."""
+
+
+def fr_path(run_dir, rank: int) -> Path:
+    return Path(run_dir) / "failures" / f"{FR_PREFIX}{rank}"
 
 
 def journal_from_flight_recorder(dump: dict, rank: int) -> dict:
-    """One rank's flight-recorder dump (NCCL; torch's pickled dict of ``entries``) in the journal's form,
-    so ``diagnose`` reads it: collectives only (their ``collective_seq_id`` is per process group; p2p has
-    its own counter), the op from ``profiling_name`` ("nccl:all_reduce"), the first input's size, entered
-    until ``state`` is completed, and the last entry's Python frames (innermost first in the dump)."""
+    """One rank's flight-recorder dump (torch's pickled dict of ``entries``, version 2.10 on torch 2.13) in
+    the journal's form, so ``diagnose`` reads it: collectives only (their ``collective_seq_id`` is per
+    process group; p2p has its own counter), the op from ``profiling_name`` ("nccl:all_reduce",
+    "gloo:all_reduce"), the first input's size, completed when its ``state`` says so (NCCL's watchdog) or
+    when ``pg_status`` counts it completed (``last_completed_collective`` of its group: Gloo leaves every
+    entry "scheduled"), and the last entry's Python frames (innermost first in the dump)."""
     entries = sorted(
         (e for e in dump.get("entries") or [] if not e.get("is_p2p") and e.get("collective_seq_id")),
         key=lambda e: e.get("record_id", 0),
     )
     tail, seq, ops = [], {}, {}
+    status = dump.get("pg_status") or {}
     for e in entries:
         group = str((e.get("process_group") or ["0"])[0])
+        done = int((status.get(group) or {}).get("last_completed_collective", -1))
         op = str(e.get("profiling_name", "?")).rpartition(":")[2]
         sizes, dtypes = e.get("input_sizes") or [], e.get("input_dtypes") or []
         n = int(e["collective_seq_id"])
@@ -313,7 +337,7 @@ def journal_from_flight_recorder(dump: dict, rank: int) -> dict:
                 "dtype": dtypes[0] if dtypes else None,
                 "peer": None,
                 "case": "",
-                "state": "completed" if e.get("state") == "completed" else "entered",
+                "state": "completed" if e.get("state") == "completed" or n <= done else "entered",
                 "time_unix": (e.get("time_created_ns") or 0) / 1e9,
             }
         )
@@ -342,7 +366,7 @@ def read_flight_recorder(run_dir: Path) -> dict[int, dict]:
     """The NCCL flight-recorder dumps the ranks left in ``run_dir`` (only this suite's own ranks write
     them there), each in the journal's form."""
     out = {}
-    for p in sorted(run_dir.glob(f"{FR_PREFIX}*")):
+    for p in sorted((run_dir / "failures").glob(f"{FR_PREFIX}*")):
         rank = p.name[len(FR_PREFIX) :]
         if not rank.isdigit():
             continue
@@ -365,18 +389,22 @@ def diagnose_run(run_dir: Path, world_size: int, why: str, ask: bool = True, stu
         dumps, fatal = collect(run_dir, world_size, why) if ask else read_dumps(run_dir)
     except OSError:
         return None
-    if not dumps and not fatal and not list(run_dir.glob(f"{FR_PREFIX}*")):
+    fr = read_flight_recorder(run_dir)
+    if not dumps and not fatal and not fr:
         return None
     diag = diagnose(dumps, fatal, world_size, stuck_s)
-    fr = read_flight_recorder(run_dir)
-    if fr:  # NCCL: what the backend itself recorded, read the same way
+    if fr:  # what the backend itself recorded (NCCL; Gloo's collectives too), read the same way
+        for r, d in fr.items():  # the dump does not name the host; without its stack traces, the journal's
+            d["host"] = (dumps.get(r) or {}).get("host", d["host"])
+            if not _main_frames(d) and r in dumps:
+                d["threads"] = dumps[r].get("threads")
         diag["flight_recorder"] = diagnose(fr, {}, world_size)["verdict"]
     write(run_dir, diag, why)
     return diag
 
 
 def render(diag: dict) -> str:
-    fr = [f"# flight recorder (NCCL): {diag['flight_recorder']}"] if diag.get("flight_recorder") else []
+    fr = [f"# flight recorder: {diag['flight_recorder']}"] if diag.get("flight_recorder") else []
     return "\n".join(["# hang diagnosis:", *[f"#   {x}" for x in diag["ranks"]], f"# {diag['verdict']}", *fr])
 
 
@@ -388,6 +416,10 @@ def tidy(run_dir: Path) -> None:
             if p.stat().st_size == 0:
                 p.unlink()
         d.rmdir()  # only if nothing else is left
+    except OSError:
+        pass
+    try:
+        (run_dir / "failures").rmdir()  # made for NCCL's dump on a timeout (suite/journal.py), left empty
     except OSError:
         pass
 

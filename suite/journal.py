@@ -45,7 +45,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from suite import failures
+from suite import failures, hang
 from suite.fileio import write_json_atomic
 
 TAIL = 64
@@ -55,22 +55,11 @@ POLL_S = 0.25
 
 # name -> (index of the group argument, index of async_op (None: always async / never), p2p peer argument)
 _OPS = {
-    "all_reduce": (2, 3, None),
-    "broadcast": (2, 3, None),
-    "reduce": (3, 4, None),
-    "all_gather": (2, 3, None),
-    "all_gather_into_tensor": (2, 3, None),
-    "reduce_scatter": (3, 4, None),
-    "reduce_scatter_tensor": (3, 4, None),
-    "all_to_all": (2, 3, None),
+    **dict.fromkeys(("all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "all_to_all"), (2, 3, None)),
+    **dict.fromkeys(("reduce", "reduce_scatter", "reduce_scatter_tensor", "gather", "scatter"), (3, 4, None)),
     "all_to_all_single": (4, 5, None),
-    "gather": (3, 4, None),
-    "scatter": (3, 4, None),
     "barrier": (0, 1, None),
-    "send": (2, None, "dst"),
-    "recv": (2, None, "src"),
-    "isend": (2, None, "dst"),
-    "irecv": (2, None, "src"),
+    **{op: (2, None, peer) for op, peer in (("send", "dst"), ("recv", "src"), ("isend", "dst"), ("irecv", "src"))},
 }
 P2P = frozenset({"send", "recv", "isend", "irecv"})
 
@@ -284,6 +273,8 @@ class Journal:
         if not self.run_dir or (self._failed and not failed):
             return
         self._failed = self._failed or failed
+        if flight_recorder_on():  # first: the launcher reads the dumps as soon as every journal is there
+            dump_flight_recorder(hang.fr_path(self.run_dir, self.rank))
         try:
             write_json_atomic(Path(self.run_dir) / "hang" / f"rank{self.rank}.json", self.snapshot(reason))
         except Exception:  # a dump must never raise in a failing rank
@@ -336,6 +327,32 @@ class Journal:
                     self.dump(f"requested by the launcher: {stamp.strip()}")
 
         threading.Thread(target=run, name="suite-journal", daemon=True).start()
+
+
+def flight_recorder_on(env=os.environ) -> bool:
+    """Whether torch's flight recorder records this process's collectives (a buffer size > 0, under the
+    name of torch >= 2.9 or the older one; suite/launch.py sets it for NCCL runs)."""
+    size = env.get("TORCH_FR_BUFFER_SIZE") or env.get("TORCH_NCCL_TRACE_BUFFER_SIZE") or "0"
+    return size.strip().isdigit() and int(size) > 0
+
+
+def dump_flight_recorder(path: Path) -> bool:
+    """Write this process's flight-recorder dump (torch's pickle, what NCCL writes on a timeout) to ``path``
+    through a temp name; False where torch has no dump call (private API) or it fails. Without the entries'
+    stack traces: symbolising them took 6.5 s for 60 entries here (torch 2.13, Gloo), longer than the
+    launcher waits; the journal's own stacks say where the rank is."""
+    fn = getattr(torch._C._distributed_c10d, "_dump_fr_trace", None)
+    if fn is None:
+        return False
+    try:
+        raw = fn(includeStackTraces=False)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.tmp")
+        tmp.write_bytes(raw)
+        tmp.replace(path)
+        return True
+    except Exception:  # a dump must never raise in a failing rank
+        return False
 
 
 def _entry_json(e: dict) -> dict:
@@ -455,5 +472,7 @@ def install(rank: int, run_dir: str | None) -> Journal:
             faulthandler.register(signal.SIGTERM, file=j._fatal, all_threads=True, chain=True)
         except OSError:
             pass
+    if run_dir and flight_recorder_on():  # NCCL's own dump on a timeout lands in <run>/failures/ (launch.py)
+        Path(run_dir, "failures").mkdir(parents=True, exist_ok=True)
     j.watch()
     return j

@@ -125,7 +125,7 @@ def flight_recorder_env(env: dict, run_dir: Path, torch_version: str) -> dict[st
 
     The flight recorder keeps the last collectives of each rank in a ring buffer;
     with dump-on-timeout a hung or failed NCCL run leaves one trace per rank
-    (``<run_dir>/nccl_trace_rank_<rank>``) for ``torchfrtrace <run_dir> -p nccl_trace_rank_``.
+    (``<run_dir>/failures/nccl_trace_rank_<rank>``, read by the hang diagnosis, suite/hang.py).
     torch 2.9 renamed TORCH_NCCL_TRACE_BUFFER_SIZE / TORCH_NCCL_DEBUG_INFO_TEMP_FILE to
     TORCH_FR_BUFFER_SIZE / TORCH_FR_DUMP_TEMP_FILE (the old names still work, with a
     deprecation warning; torchtitan switches on the same version). Dumps need
@@ -136,7 +136,11 @@ def flight_recorder_env(env: dict, run_dir: Path, torch_version: str) -> dict[st
     out: dict[str, str] = {}
     for new, old, value in (
         ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE", "2000"),
-        ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", str(run_dir.resolve() / "nccl_trace_rank_")),
+        (
+            "TORCH_FR_DUMP_TEMP_FILE",
+            "TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
+            str(run_dir.resolve() / "failures" / "nccl_trace_rank_"),
+        ),
     ):
         if new not in env and old not in env:
             out[new if new_names else old] = value
@@ -260,7 +264,7 @@ def _main(argv: list[str], where: dict) -> int:
             progress.every_s(os.environ)
         except ValueError as e:
             raise ConfigError(str(e)) from None
-        check_injections(os.environ)
+        check_injections(os.environ, lay["world_size"])
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

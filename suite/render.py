@@ -40,12 +40,39 @@ def _html_table(head: list[str], rows: list[list[str]]) -> str:
     return f"<table><tr>{h}</tr>{body}</table>"
 
 
-def render_html(rep: Report) -> str:
+HANG_HEAD = ["rank", "host", "state", "op", "case", "where"]
+
+
+def hang_section(run: dict, run_dir: Path) -> dict | None:
+    """The launcher's hang diagnosis of the run (bench.json ``suite.hang_diagnosis``), with the per-rank
+    table of ``failures/hang.json`` where it is next to the run; None for a run without one."""
+    verdict = (run.get("suite") or {}).get("hang_diagnosis")
+    if not verdict:
+        return None
+    try:
+        table = json.loads((run_dir / "failures" / "hang.json").read_text()).get("table") or []
+    except (OSError, ValueError, AttributeError):
+        table = []
+    rows = [[str(r.get(k, "")) for k in HANG_HEAD] for r in table if isinstance(r, dict)]
+    return {"kind": verdict.get("kind") or "?", "verdict": verdict.get("verdict") or "?", "rows": rows}
+
+
+def render_html(rep: Report, hang: dict | None = None) -> str:
     e = html.escape
     out = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>Report {e(rep.run_name)}</title>"
         f"<style>{_CSS}</style><script>{_CHECK_JS}</script></head><body>",
         f"<h1>Communication report: {e(rep.run_name)}</h1>",
+        *(
+            [
+                "<h2 id='hang'>Hang diagnosis</h2>",
+                f"<p><b>{e(hang['kind'])}</b>: {e(hang['verdict'])}</p>",
+                _html_table(HANG_HEAD, hang["rows"]) if hang["rows"] else "",
+                "<p class='note'>failures/hang.txt and hang.json of the run (docs/failures.md, Debugging a hang)</p>",
+            ]
+            if hang
+            else []
+        ),
         "<h2 id='summary'>Summary</h2>",
         _html_table(["", ""], [[k, v] for k, v in rep.summary]),
         "<p><a href='#environment'>environment</a> · <a href='#fits'>α–β fits</a> · "
@@ -87,7 +114,7 @@ def render_html(rep: Report) -> str:
     return "\n".join(out)
 
 
-def render_markdown(rep: Report) -> str:
+def render_markdown(rep: Report, hang: dict | None = None) -> str:
     def md_table(head, rows):
         def esc(c):
             return str(c).replace("|", "\\|")
@@ -100,6 +127,12 @@ def render_markdown(rep: Report) -> str:
     out = [
         f"# Communication report: {rep.run_name}",
         "",
+        *(
+            ["## Hang diagnosis", "", f"**{hang['kind']}**: {hang['verdict']}", ""]
+            + ([md_table(HANG_HEAD, [[*r[:-1], f"`{r[-1]}`"] for r in hang["rows"]]), ""] if hang["rows"] else [])
+            if hang
+            else []
+        ),
         "## Summary",
         "",
         md_table(["", ""], rep.summary),
@@ -185,8 +218,9 @@ def write_report(
         for p in s.plots:
             put(f"{p.name}.png", p.png)
     put("results.csv", to_csv(run).encode())
-    put("report.md", render_markdown(rep).encode())
-    put("index.html", render_html(rep).encode())
+    hang = hang_section(run, rd)
+    put("report.md", render_markdown(rep, hang).encode())
+    put("index.html", render_html(rep, hang).encode())
     return out / "index.html"
 
 

@@ -260,13 +260,13 @@ class Harness:
         spec = self.env.get("SUITE_INJECT_DIVERGE", "")
         if not spec:
             return call
-        action, rank, k, *name = spec.split(":")
-        if int(rank) != ctx.rank or (name and not case.answers_to(name[0])):
+        action, rank, k, name = parse_diverge(spec)
+        if rank != ctx.rank or (name and not case.answers_to(name)):
             return call
 
         def diverge(async_op: bool):
             self._calls = getattr(self, "_calls", 0) + 1
-            if self._calls != int(k):
+            if self._calls != k:
                 return call(async_op)
             if action == "sleep":
                 time.sleep(3600)
@@ -279,8 +279,6 @@ class Harness:
                 return call(async_op)
             elif action == "recv":
                 dist.recv(torch.zeros(1, device=ctx.device), src=(ctx.rank + 1) % ctx.world_size, group=ctx.group)
-            elif action != "skip":
-                raise ValueError(f"SUITE_INJECT_DIVERGE: unknown action {action!r}")
             return None
 
         return diverge
@@ -309,6 +307,28 @@ def parse_delay(spec: str) -> tuple[int, float, str, str]:
             "a rank >= 0 and finite seconds >= 0"
         ) from None
     return rank, seconds, parts[2] if len(parts) == 3 else "", where
+
+
+DIVERGE_ACTIONS = ("skip", "other", "size", "sleep", "recv", "stray")
+
+
+def parse_diverge(spec: str, world_size: int | None = None) -> tuple[str, int, int, str]:
+    """``<action>:<rank>:<k>[:<name>]`` as (action, rank, k, name or ""); ValueError with one line saying
+    what is wrong (a rank the run does not have, given ``world_size``, included: it would plant nothing)."""
+    parts = spec.split(":")
+    try:
+        if len(parts) not in (3, 4) or parts[0] not in DIVERGE_ACTIONS:
+            raise ValueError
+        rank, k = int(parts[1]), int(parts[2])
+        if rank < 0 or k < 1 or (world_size is not None and rank >= world_size):
+            raise ValueError
+    except ValueError:
+        ranks = f"a rank of 0..{world_size - 1}" if world_size else "a rank >= 0"
+        raise ValueError(
+            f"SUITE_INJECT_DIVERGE={spec!r}: expected <action>:<rank>:<k>[:<name>], an action of "
+            f"{'|'.join(DIVERGE_ACTIONS)}, {ranks} and a call number k >= 1"
+        ) from None
+    return parts[0], rank, k, parts[3] if len(parts) == 4 else ""
 
 
 def _delayed_after(ctx: DistContext, call, delay: tuple[float, str] | None):

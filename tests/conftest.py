@@ -34,6 +34,17 @@ def launch_command(tmp_path: Path, *args: str, nproc: int = 2, run_id: str = "ru
     ]
 
 
+def small_run(k: str, *, min_bytes: str = "256", max_bytes: str = "1K", iters: int = 5, **flags) -> list[str]:
+    """``python -m suite.launch`` options for a small collectives run (1 warm-up call, ``iters`` timed) of
+    the cases ``-k k`` selects; ``flags`` add launcher options in order (``timeout_s=5``: ``--timeout-s 5``).
+    The pytest selection comes last: ``[:-3]`` leaves it off."""
+    args = ["--experiments", "collectives", "--min-bytes", min_bytes, "--max-bytes", max_bytes]
+    args += ["--iters", str(iters), "--warmup", "1"]
+    for name, value in flags.items():
+        args += [f"--{name.replace('_', '-')}", str(value)]
+    return [*args, "--", "-k", k]
+
+
 def run_suite(
     tmp_path: Path, *args: str, nproc: int = 2, timeout: float = 300, env: dict | None = None, run_id: str = "run"
 ) -> subprocess.CompletedProcess:

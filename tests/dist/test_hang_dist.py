@@ -9,35 +9,22 @@ rank that died and what the others waited in), the diagnosis in failures/, and t
 
 from __future__ import annotations
 
+import html
 import json
 import re
+import subprocess
+import sys
 import time
 
 import pytest
 
-from tests.conftest import all_correct, run_suite
+from tests.conftest import ROOT, all_correct, run_suite, small_run
 
 pytestmark = pytest.mark.slow
 
 TIMEOUT_S = 5
 # two cases (256 B, 1 KiB) of 1 warm-up + 5 timed calls: call 9 is the 2nd timed one of the 2nd case
-TWO_SIZES = [
-    "--experiments",
-    "collectives",
-    "--min-bytes",
-    "256",
-    "--max-bytes",
-    "1K",
-    "--iters",
-    "5",
-    "--warmup",
-    "1",
-    "--timeout-s",
-    str(TIMEOUT_S),
-    "--",
-    "-k",
-    "all_reduce-sum",
-]
+TWO_SIZES = small_run("all_reduce-sum", timeout_s=TIMEOUT_S)
 
 PLANTS = {
     # action: (ranks, exit status, what the verdict says)
@@ -76,7 +63,10 @@ PLANTS = {
 def test_a_planted_divergence_is_named(tmp_path, action):
     nproc, status, verdict = PLANTS[action]
     t0 = time.monotonic()
-    proc = run_suite(tmp_path, *TWO_SIZES, nproc=nproc, env={"SUITE_INJECT_DIVERGE": f"{action}:1:9"}, timeout=120)
+    env = {"SUITE_INJECT_DIVERGE": f"{action}:1:9"}
+    if action == "sleep":  # torch's flight recorder on (NCCL runs have it; Gloo fills it too): its dumps are read
+        env["TORCH_FR_BUFFER_SIZE"] = "2000"
+    proc = run_suite(tmp_path, *TWO_SIZES, nproc=nproc, env=env, timeout=120)
     took = time.monotonic() - t0
     out = proc.stdout + proc.stderr
     assert proc.returncode in (status if isinstance(status, tuple) else (status,)), out[-4000:]
@@ -110,3 +100,30 @@ def test_a_planted_divergence_is_named(tmp_path, action):
     assert run["suite"]["hang_diagnosis"] == {"kind": diag["kind"], "verdict": diag["verdict"]}  # marked
     recs = [b["extra_info"] for b in run["benchmarks"]]
     assert len(recs) == 1 and all_correct(recs), "the case measured before the divergence was lost"
+    if action == "sleep":
+        # every rank's real flight-recorder dump is in failures/, and the same diagnosis reads them
+        assert sorted(p.name for p in (run_dir / "failures").glob("nccl_trace_rank_*")) == [
+            "nccl_trace_rank_0",
+            "nccl_trace_rank_1",
+        ]
+        assert re.fullmatch(
+            r"rank 0 waits in all_reduce #\d+; rank 1 never entered it: rank 1 at suite/runner\.py:\d+ in diverge",
+            diag["flight_recorder"] or "",
+        ), diag
+        assert f"# flight recorder: {diag['flight_recorder']}" in out
+        _assert_the_report_shows(run_dir, diag)  # the report of the stored run leads with the diagnosis
+
+
+def _assert_the_report_shows(run_dir, diag):
+    proc = subprocess.run(
+        [sys.executable, "-m", "suite.report", "html", str(run_dir)], cwd=ROOT, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    md = (run_dir / "report" / "report.md").read_text()
+    head, _, rest = md.partition("## Hang diagnosis\n\n")
+    assert rest and "## Summary" not in head, md[:2000]
+    assert rest.startswith(f"**divergence**: {diag['verdict']}\n"), rest[:2000]
+    rows = re.findall(r"^\| (\d+) \| [^|]+ \| (waiting|completed) \| (\w+) #\d+ \|", rest.partition("## ")[0], re.M)
+    assert [(r, op) for r, _, op in rows] == [("0", "all_reduce"), ("1", "barrier")], rest[:2000]
+    page = (run_dir / "report" / "index.html").read_text()
+    assert "<h2 id='hang'>Hang diagnosis</h2>" in page and html.escape(diag["verdict"]) in page

@@ -11,6 +11,7 @@ skip into a failure).
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -114,6 +115,7 @@ class Sim:
                 "RUN_ID": self.run_id,
                 "IMAGE": self.image,
                 "COMPOSE_TIMEOUT_S": "300",
+                "SUITE_REPORT": "0",  # node 0's HTML report costs seconds a run; no test here reads it
             }
         )
         e.update(knobs)
@@ -475,3 +477,34 @@ def test_bad_link_profile_is_rejected(image, env, code, match):
 def test_link_profile_without_net_admin_fails_clearly(image):
     r = _container("--user", "root", "-e", "LINK_RATE=100mbit", image, "true")
     assert r.returncode == 3 and "NET_ADMIN" in r.stderr, _out(r)
+
+
+def test_a_planted_divergence_is_named_with_its_node(sim):
+    """Rank 1 (alone on node1) sleeps in its own code inside the second case while rank 0 waits in the
+    all_reduce: both nodes' launchers end with the hang diagnosis naming rank 1 AND node1, written once to
+    failures/ on the shared results directory, status 9 (a divergence, not a lost peer), the first case kept.
+    Kept cheap: 2 nodes x 1 rank, two small cases, TIMEOUT_S=5."""
+    p = sim.run(
+        **{**TINY, "NNODES": "2", "NPROC_PER_NODE": "1", "MIN_BYTES": "256", "MAX_BYTES": "1K", "ITERS": "5"},
+        K="all_reduce-sum",
+        TIMEOUT_S="5",
+        SUITE_INJECT_DIVERGE="sleep:1:9",  # call 9: the 2nd timed call of the 2nd case (1 warm-up + 5 timed)
+    )
+    out = _out(p)
+    assert p.returncode == 9, out[-5000:]
+    verdict = r"rank 0 waits in all_reduce #\d+ \(case [^)]+\); rank 1 never entered it: rank 1 \(host node1\) at "
+    for node in ("node0", "node1"):  # each node's launcher prints it, before it ends its ranks
+        lines = [
+            ln for ln in out.splitlines() if ln.startswith((f"{node}_", f"{node}-")) and "# hang diagnosis: " in ln
+        ]
+        assert lines and re.search(verdict + r"suite/runner\.py:\d+ in diverge", lines[-1]), (node, out[-5000:])
+    failures = sim.results / sim.run_id / "failures"
+    diag = json.loads((failures / "hang.json").read_text())
+    assert diag["kind"] == "divergence" and re.search(verdict, diag["verdict"]), diag
+    assert [(r["rank"], r["host"]) for r in diag["table"]] == [(0, "node0"), (1, "node1")], diag
+    assert "#   rank 1 (node1): " in (failures / "hang.txt").read_text()
+    run = sim.bench()
+    assert run["suite"]["exit_status"] == 9 and run["suite"]["hang_diagnosis"]["verdict"] == diag["verdict"]
+    recs = _records(run)
+    assert len(recs) == 1 and all_correct(recs), "the case measured before the divergence was lost"
+    sim.assert_clean()

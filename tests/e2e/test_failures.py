@@ -17,30 +17,12 @@ import time
 import psutil
 import pytest
 
-from tests.conftest import ROOT, all_correct, launch_command, run_suite
+from tests.conftest import ROOT, all_correct, launch_command, run_suite, small_run
 
 pytestmark = pytest.mark.slow
 
 # Enough small cases that a fault after the 3rd lands mid-run.
-SMALL = [
-    "--experiments",
-    "collectives",
-    "--min-bytes",
-    "256",
-    "--max-bytes",
-    "1K",
-    "--iters",
-    "3",
-    "--warmup",
-    "1",
-    "--heartbeat-timeout-s",
-    "5",
-    "--timeout-s",
-    "30",
-    "--",
-    "-k",
-    "all_reduce or broadcast or all_gather",
-]
+SMALL = small_run("all_reduce or broadcast or all_gather", iters=3, heartbeat_timeout_s=5, timeout_s=30)
 
 
 def _bench(tmp_path):

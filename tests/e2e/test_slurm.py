@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.conftest import ROOT, all_correct
+from tests.conftest import ROOT, all_correct, small_run
 
 pytestmark = pytest.mark.slow
 
@@ -104,6 +105,7 @@ def _sbatch(tmp_path, sbatch_args: list[str], suite_args: list[str], env: dict) 
     out = tmp_path / "slurm-%j.out"
     cmd = ["sbatch", "--parsable", f"--output={out}", "--time=5", *sbatch_args, str(SCRIPT), *suite_args]
     e = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_"))}
+    e.setdefault("SUITE_REPORT", "0")  # the HTML report costs seconds a job; no test here reads it
     e.update(PYTHON=sys.executable, **env)
     sub = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=30, env=e)
     assert sub.returncode == 0, f"sbatch failed: {sub.stderr}"
@@ -267,3 +269,36 @@ def test_a_frozen_rank_ends_the_job_within_heartbeat_and_kill_wait(slurm, tmp_pa
     assert "# first failure: task" in job.output and "exited with status 5" in job.output
     # the tasks' status notes lived beside the runs and are gone; the run itself holds only the run
     assert not list((tmp_path / "results").glob(".tasks-*")) and not (tmp_path / "results" / "run" / "tasks").exists()
+
+
+def test_a_planted_divergence_is_named_with_its_node(slurm, tmp_path):
+    """Two srun tasks as two nodes, one rank each; rank 1 (task 1) sleeps in its own code inside the second
+    case while rank 0 waits in the all_reduce. The job fails with status 9 (a divergence, not a lost peer)
+    and its output and failures/ on the shared results directory name rank 1 and its node (Slurm's node
+    name: on this one-machine cluster both tasks share it, so the per-rank lines carry it). Kept cheap:
+    two small cases, TIMEOUT_S=5."""
+    job = _sbatch(
+        tmp_path,
+        ["--nodes=1", "--ntasks=2", "--ntasks-per-node=2", "--overcommit"],
+        small_run(
+            "all_reduce-sum",
+            backend="gloo",
+            device="cpu",
+            timeout_s=5,
+            results_root=tmp_path / "results",
+            run_id="run",
+        ),
+        env={"NPROC": "1", "SUITE_INJECT_DIVERGE": "sleep:1:9"},  # the 2nd timed call of the 2nd case
+    )
+    assert job.state == "FAILED" and job.exit_code == "9:0", (job.state, job.exit_code, job.output[-3000:])
+    node = subprocess.run(["sinfo", "-h", "-o", "%N"], capture_output=True, text=True, timeout=15).stdout.strip()
+    verdict = r"rank 0 waits in all_reduce #\d+ \(case [^)]+\); rank 1 never entered it: rank 1 at suite/runner\.py:\d+"
+    assert re.search("# hang diagnosis: " + verdict, job.output), job.output[-3000:]
+    failures = tmp_path / "results" / "run" / "failures"
+    diag = json.loads((failures / "hang.json").read_text())
+    assert diag["kind"] == "divergence" and re.search(verdict, diag["verdict"]), diag
+    assert [(r["rank"], r["host"]) for r in diag["table"]] == [(0, node), (1, node)], (diag, node)
+    assert f"#   rank 1 ({node}): " in (failures / "hang.txt").read_text()
+    run, recs = _records(tmp_path)
+    assert run["suite"]["hang_diagnosis"]["verdict"] == diag["verdict"]
+    assert len(recs) == 1 and all_correct(recs), "the case measured before the divergence was lost"

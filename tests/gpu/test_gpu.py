@@ -87,7 +87,7 @@ def test_flight_recorder_env_names_follow_torch_version(tmp_path):
     new = flight_recorder_env({}, run_dir, "2.13.0+cu128")
     assert new == {
         "TORCH_FR_BUFFER_SIZE": "2000",
-        "TORCH_FR_DUMP_TEMP_FILE": str(run_dir.resolve() / "nccl_trace_rank_"),
+        "TORCH_FR_DUMP_TEMP_FILE": str(run_dir.resolve() / "failures" / "nccl_trace_rank_"),
         "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
     }
     old = flight_recorder_env({}, run_dir, "2.4.1")
@@ -157,10 +157,10 @@ def test_nccl_all_reduce_through_the_launcher(tmp_path, nproc):
     assert mi["versions"]["cuda"] and mi["versions"]["nccl"]
     if gpu.get("driver") is not None:  # nvidia-smi present
         assert gpu["driver"][0].isdigit() and "GPU0" in (gpu.get("topology") or "")
-    # the flight recorder dumps into this run's directory
+    # the flight recorder dumps into this run's failures/, next to the hang diagnosis
     env = next(iter(mi["hosts"].values()))["env"]
     dump = env.get("TORCH_FR_DUMP_TEMP_FILE") or env.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
-    assert dump and Path(dump).parent == (tmp_path / "results" / "run").resolve()
+    assert dump and Path(dump).parent == (tmp_path / "results" / "run" / "failures").resolve()
 
 
 @pytest.mark.gpu

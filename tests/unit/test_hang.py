@@ -122,6 +122,12 @@ def test_a_rank_killed_by_a_fatal_signal_is_named_with_what_the_others_waited_in
         "rank 0 died (Aborted) in all_reduce at suite/ops.py:119 in <lambda>; rank 2 did not answer (frozen or gone); "
         f"rank 1 waited in all_reduce #80 [64] (case {CASE})"
     )
+    # the report's per-rank table (failures/hang.json): one row a rank, the dead and the silent included
+    assert [(r["rank"], r["state"], r["op"], r["where"]) for r in d["table"]] == [
+        (0, "died (Aborted) in all_reduce", "", "suite/ops.py:119 in <lambda>"),
+        (1, "waiting", "all_reduce #80", "suite/ops.py:119 in <lambda>"),
+        (2, "did not answer", "", "?"),
+    ]
 
 
 def test_an_interrupted_run_whose_ranks_were_moving_is_not_called_a_divergence():
@@ -204,22 +210,24 @@ def test_nccl_flight_recorder_dumps_are_read_by_the_same_diagnosis(tmp_path):
         entries = [_fr_entry(i, i, "completed", 120) for i in range(1, seq)] + [_fr_entry(seq, seq, state, line)]
         entries.append({**_fr_entry(seq + 1, 0, "scheduled", 9), "is_p2p": True, "p2p_seq_id": 4})  # p2p: not counted
         dump = {"version": "2.10", "pg_config": {}, "pg_status": {}, "entries": entries}
-        (tmp_path / f"{hang.FR_PREFIX}{rank}").write_bytes(pickle.dumps(dump))
-    (tmp_path / f"{hang.FR_PREFIX}2.tmp").write_bytes(b"half a file")  # torch's temp file: ignored
+        hang.fr_path(tmp_path, rank).parent.mkdir(exist_ok=True)
+        hang.fr_path(tmp_path, rank).write_bytes(pickle.dumps(dump))
+    (tmp_path / "failures" / f"{hang.FR_PREFIX}2.tmp").write_bytes(b"half a file")  # a temp file: ignored
     d = hang.diagnose_run(tmp_path, 3, "test", ask=False)
     assert d["flight_recorder"] == (
         "ranks 0,2 wait in all_reduce #57; rank 1 never entered it: rank 1 at experiments/ddp.py:130 in train_step"
     )
     assert json.loads((tmp_path / "failures" / "hang.json").read_text())["flight_recorder"] == d["flight_recorder"]
-    assert f"# flight recorder (NCCL): {d['flight_recorder']}" in (tmp_path / "failures" / "hang.txt").read_text()
+    assert f"# flight recorder: {d['flight_recorder']}" in (tmp_path / "failures" / "hang.txt").read_text()
 
 
 def test_a_run_without_a_hang_leaves_no_hang_folder_and_a_hung_one_keeps_it(tmp_path):
     (tmp_path / "hang").mkdir()
+    (tmp_path / "failures").mkdir()  # made at start for NCCL's dump on a timeout (suite/journal.py)
     for r in range(2):
         (tmp_path / "hang" / f"rank{r}.fatal").write_text("")
     hang.tidy(tmp_path)
-    assert not (tmp_path / "hang").exists()
+    assert not (tmp_path / "hang").exists() and not (tmp_path / "failures").exists()
     (tmp_path / "hang").mkdir()
     (tmp_path / "hang" / "rank0.fatal").write_text("")
     (tmp_path / "hang" / "rank1.fatal").write_text("Fatal Python error: Aborted\n")
@@ -241,3 +249,21 @@ def test_on_several_hosts_the_verdict_names_the_node():
     for d in dumps.values():
         d["host"] = "one-host"
     assert "rank 1 never entered it: rank 1 at suite/runner.py" in hang.diagnose(dumps, {}, 2)["verdict"]
+
+
+def test_the_report_section_reads_the_verdict_and_the_table_beside_the_run(tmp_path):
+    from suite.render import hang_section
+
+    run = {"suite": {"hang_diagnosis": {"kind": "divergence", "verdict": "rank 1 never entered it"}}}
+    assert hang_section({"suite": {}}, tmp_path) is None  # a run that did not hang: no section
+    # a bench.json copied without its failures/: the verdict alone
+    assert hang_section(run, tmp_path) == {"kind": "divergence", "verdict": "rank 1 never entered it", "rows": []}
+    dumps = {
+        0: dump(0, 57, [entry("all_reduce", 57, "failed")], IN_OP),
+        1: dump(1, 56, [entry("all_reduce", 56)], IN_SLEEP),
+    }
+    hang.write(tmp_path, hang.diagnose(dumps, {}, 2), "test")
+    assert hang_section(run, tmp_path)["rows"] == [
+        ["0", "vm", "waiting", "all_reduce #57", CASE, "suite/ops.py:119 in <lambda>"],
+        ["1", "vm", "completed", "all_reduce #56", CASE, "suite/runner.py:236 in diverge"],
+    ]
