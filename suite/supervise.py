@@ -164,7 +164,7 @@ def run_ranks(
     try:
         while True:
             try:
-                rc = proc.wait(timeout=GRACE_S if received else 1.0)
+                rc = proc.wait(timeout=GRACE_S if received else POLL_S)
                 break
             except subprocess.TimeoutExpired:
                 pass
@@ -190,8 +190,11 @@ def run_ranks(
         reader.join(timeout=5)
     if elastic.held:
         _save_log(failures_dir / "torchrun.log", elastic.held)
-    if rc != 0 and not diagnosed and world_size and not received:  # a rank died (SIGABRT): what it left
-        _diagnose(run_dir, world_size, f"the ranks ended with status {rc}", ask=False)
+    if rc != 0 and not diagnosed and world_size and not received:
+        # A rank died (SIGABRT): read what it left. Or a rank reported a failure and torchrun ended before
+        # the loop above looked: ranks on other nodes may still be alive, so ask them where they are.
+        reported = failures_dir.is_dir() and any(failures_dir.glob("rank*.json"))
+        _diagnose(run_dir, world_size, f"the ranks ended with status {rc}", ask=reported)
     hang.tidy(run_dir)
     return rc, (received[0] if received else None), list(tail)
 
@@ -238,6 +241,9 @@ def root_cause(lines: list[str]) -> dict | None:
 
 GRACE_S = 20.0
 """How long torchrun gets to stop its workers after SIGINT/SIGTERM before they are killed."""
+POLL_S = 0.1
+"""How often the launcher looks for a rank's failure note while torchrun runs: it must ask the other ranks
+where they are before torchrun, seeing the failed rank exit, ends them (that takes well under a second)."""
 FAILURE_GRACE_S = 5.0
 """How long ranks get to exit on their own after one reported a fatal failure."""
 
