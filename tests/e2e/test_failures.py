@@ -339,10 +339,22 @@ def test_a_bad_corruption_switch_exit_2_before_any_rank(tmp_path, spec, says):
     assert not (tmp_path / "results").exists()
 
 
+_SLOW_REPORT = (
+    "import runpy, time, suite.report as r; w = r.write_report; "
+    "r.write_report = lambda *a, **k: (time.sleep(60), w(*a, **k))[1]; "
+    "runpy.run_module('suite.launch', run_name='__main__', alter_sys=True)"
+)
+"""``python -m suite.launch`` whose report first sleeps a minute (a Ctrl-C ends the sleep)."""
+
+
 def test_ctrl_c_while_the_report_is_written_one_line_exit_130(tmp_path):
     # after the ranks ended no handler forwards SIGINT: the launcher itself must say what it means
-    cmd = launch_command(tmp_path, *FEW, "--", "-k", "all_reduce-sum")
-    env = {**os.environ, "SUITE_REPORT": "1"}  # the report takes seconds: the interrupt lands in it
+    # The launcher as users run it, its report held for a minute (it takes about a second here, so a
+    # Ctrl-C sent on "# results:" could land after it): the interrupt always lands in the report.
+    cmd = [*launch_command(tmp_path, *FEW, "--", "-k", "all_reduce-sum")]
+    assert cmd[1:3] == ["-m", "suite.launch"]
+    cmd[1:3] = ["-c", _SLOW_REPORT]
+    env = {**os.environ, "SUITE_REPORT": "1"}
     with open(tmp_path / "stderr.txt", "w+") as err:
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
         for line in proc.stdout:
