@@ -361,6 +361,18 @@ def test_peak_memory_sees_an_allocation():
         assert big.peak_bytes >= small.peak_bytes + 32 * 2**20
 
 
+def test_a_reset_that_does_not_take_effect_is_not_called_a_region_peak(tmp_path, monkeypatch):
+    # A sandbox that accepts the write to clear_refs and ignores it (CI's Docker run) leaves the
+    # process's earlier peak in place: the region's number must then say "since start".
+    x = torch.ones(96 * 2**20 // 4)  # raise this process's peak well above what stays resident
+    del x
+    monkeypatch.setattr(profiling, "_CLEAR_REFS", str(tmp_path / "clear_refs"))  # accepted, no effect
+    with profiling.PeakMemory(torch.device("cpu")) as pm:
+        pass
+    assert pm.kind == "cpu_peak_rss_since_start"
+    assert pm.peak_bytes >= 96 * 2**20
+
+
 def test_reference_replays_steps_it_has_passed():
     # Reference is pure single-process training: asking for fewer steps than it has taken restarts it
     s = ddp_exp.Settings(params=20_000)
