@@ -1,4 +1,4 @@
-# The doctor (experiments/doctor.py probes, suite/doctor.py verdicts): is anything wrong, and where.
+# The doctor (experiments/doctor/cases.py probes, suite/doctor.py verdicts): is anything wrong, and where.
 #   make doctor [NPROC=6] [ITERS=20]            local ranks; exit 0 healthy, 8 a finding (make says 2)
 #   make compose-doctor [NNODES=3] [LINK_RATE=200mbit] [LINK_RATES=node2=50mbit] [NODE_CPUS=node1=0.5]
 #   make doctor-verdict RUN=results/<run>      the verdict of a stored run again (no probes run)

@@ -9,7 +9,7 @@ import statistics
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from suite import results
+from suite import registry, results
 from suite.compare import MEASUREMENT_FIELDS, case_key
 from suite.fit import Model
 from suite.tables import format_tables, formatter
@@ -648,7 +648,7 @@ def summary_rows(run: dict, base: tuple[str, list[list[dict]]] | None = None, di
 
 
 def _experiment_of(nodeids: list[str]) -> str:
-    names = sorted({n.split("::")[0].rsplit("/", 1)[-1].removesuffix(".py") for n in nodeids})
+    names = sorted({registry.experiment_of(n) for n in nodeids})
     return "/".join(names) + " case" + ("s" if len(nodeids) > 1 else "")
 
 

@@ -30,7 +30,7 @@ class ConfigError(ValueError):
 
 
 DDP_HOOK_NAMES = ("allreduce", "fp16_compress", "bf16_compress", "powerSGD", "sum", "fp16_scaled", "bn_skew")
-"""DDP_HOOKS choices (experiments/ddp.py registers each); ``sum`` all-reduces without dividing by the world size,
+"""DDP_HOOKS choices (experiments/ddp/cases.py registers each); ``sum`` all-reduces without dividing by the world size,
 ``fp16_scaled`` is fp16 compression whose average comes back 1.01 times too large, ``bn_skew`` averages correctly
 but moves BatchNorm running_mean by 2^-10 (all three wrong on purpose)."""
 
@@ -84,7 +84,7 @@ class PlacementSettings:
 
 @dataclass(frozen=True, kw_only=True)
 class DoctorSettings:
-    """The doctor's probes (make variables DOCTOR_*, EXPECT_LINK_RATE; experiments/doctor.py)."""
+    """The doctor's probes (make variables DOCTOR_*, EXPECT_LINK_RATE; experiments/doctor/cases.py)."""
 
     small_bytes: int = 64
     """DOCTOR_SMALL_BYTES: the message of the pairwise latency probe (ping-pong)."""

@@ -2,7 +2,7 @@
 
     python -m suite.doctor results/<run>      (make doctor runs the probes, then this)
 
-Reads only the run's stored records (experiments/doctor.py's probes, every rank's own time of every
+Reads only the run's stored records (experiments/doctor/cases.py's probes, every rank's own time of every
 sample kept), writes ``<run>/doctor.json`` atomically, prints the verdict table, and exits
 ``EXIT_OK`` (0) when healthy or ``EXIT_FINDING`` (8) when something is wrong. The rules, each a pure
 function of the samples (unit-tested on synthetic samples):

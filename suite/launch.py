@@ -24,7 +24,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from suite import progress
+from suite import progress, registry
 from suite.config import KNOBS, ConfigError, build_config, settings_from_env
 from suite.failures import (
     EXIT_BAD_INPUT,
@@ -41,20 +41,16 @@ from suite.preflight import RendezvousError, check_injections, layout, preflight
 from suite.supervise import final_status, root_cause, run_ranks, stamp_status
 
 ROOT = Path(__file__).resolve().parent.parent
-EXPERIMENTS_DIR = ROOT / "experiments"
-
-
-NOT_IN_ALL = ("doctor",)
-"""Experiments that EXPERIMENTS=all leaves out: the doctor is a health check (``make doctor``), not a benchmark."""
 
 
 def available_experiments() -> list[str]:
-    return sorted(p.stem for p in EXPERIMENTS_DIR.glob("*.py") if not p.stem.startswith("_") and p.stem != "conftest")
+    return list(registry.discover())
 
 
 def all_experiments() -> list[str]:
-    """What EXPERIMENTS=all runs: every experiment but the health check (NOT_IN_ALL)."""
-    return [e for e in available_experiments() if e not in NOT_IN_ALL]
+    """What EXPERIMENTS=all runs: every experiment but those whose spec says otherwise (``in_all``: the
+    doctor is a health check, ``make doctor``, not a benchmark)."""
+    return [name for name, spec in registry.discover().items() if spec.in_all]
 
 
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -290,7 +286,7 @@ def _main(argv: list[str], where: dict) -> int:
     run_dir = results_root / run_id
     # The ranks get the validated config itself, not the raw strings to parse again.
     suite_opts = ["--results-dir", str(run_dir), "--run-id", run_id, "--suite-config", str(run_dir / "config.json")]
-    files = [str((EXPERIMENTS_DIR / f"{n}.py").relative_to(ROOT)) for n in names]
+    files = [str(registry.cases_file(n).relative_to(ROOT)) for n in names]
     cmd = torchrun_command(lay, files, suite_opts, passthrough)
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", "1")  # torchrun's default, set quietly and recorded

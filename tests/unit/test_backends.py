@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from experiments import backends
+from experiments.backends import cases as backends
 from suite import algorithms
 from suite.tables import backends as tables
 

@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from experiments import ddp as ddp_exp
+from experiments.ddp import cases as ddp_exp
 from suite import profiling, training
 from suite.config import ConfigError, build_config, parse_count, settings_from_env
 from suite.tables import ddp as ddp_tables
@@ -336,7 +336,7 @@ def test_profile_selection(setting, nodeid, want):
 
 
 def test_trace_path_is_per_rank_and_safe(tmp_path):
-    p = profiling.trace_path(tmp_path, "experiments/ddp.py::test_ddp[mlp-ddp bucket/1]", 3)
+    p = profiling.trace_path(tmp_path, "experiments/ddp/cases.py::test_ddp[mlp-ddp bucket/1]", 3)
     assert p.parent == tmp_path / "profiles" and p.name == "test_ddp_mlp-ddp_bucket_1.rank3.json"
 
 

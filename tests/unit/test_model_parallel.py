@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from experiments import model_parallel as mp
+from experiments.model_parallel import cases as mp
 from suite.config import BenchConfig, ConfigError, ModelParallelSettings, build_config, settings_from_env
 from suite.tables import model_parallel as tables
 

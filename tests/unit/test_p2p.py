@@ -120,7 +120,7 @@ def test_producer_records_use_the_collectives_size_and_factor(world):
     # recorded as the collectives experiment records scatter and broadcast: size_bytes = the whole
     # buffer S, busbw = S / t x the nccl-tests factor of OP_TABLE, so the two busbw agree for the
     # same buffer and the same time.
-    from experiments import collectives
+    from experiments.collectives import cases as collectives
     from suite.results import make_record
     from suite.timing import Measurement
 

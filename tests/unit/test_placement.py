@@ -5,7 +5,7 @@ import os
 import pytest
 import torch
 
-from experiments import placement
+from experiments.placement import cases as placement
 from suite import algorithms
 from suite.case import CaseFailed
 from suite.config import ConfigError, build_config, settings_from_env

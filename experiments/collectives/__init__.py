@@ -1,0 +1,8 @@
+"""Collectives: time, bandwidth and exact correctness of every torch.distributed collective."""
+
+from suite.case import ExperimentSpec, collected
+
+SPEC = ExperimentSpec(
+    name="collectives",
+    cases=collected(f"{__name__}.cases"),
+)
