@@ -3,7 +3,6 @@ link figures, the environment summary. Reads records only; renders nothing (suit
 
 from __future__ import annotations
 
-import importlib
 import math
 import statistics
 from collections import OrderedDict
@@ -404,8 +403,9 @@ def build_report(
     for exp, groups in by_exp.items():
         sec = Section(title=f"{exp}", anchor=_slug(exp))
         fmt = formatter(exp)
-        if fmt is not None and getattr(importlib.import_module(fmt.__module__), "__doc__", None):
-            sec.notes.append(importlib.import_module(fmt.__module__).__doc__.strip())  # "how to read" of its tables
+        spec = registry.spec(exp)
+        if spec is not None and spec.guide:
+            sec.notes.append(spec.guide.strip())  # "how to read" of its tables
         for (gk, backend, device, n), rs in groups.items():
             worlds = sorted({r["world_size"] for r in rs})
             title = f"{exp}: {gk} ({backend}, {device}, {'/'.join(map(str, worlds))} ranks)"
@@ -490,7 +490,7 @@ def build_report(
                         png=plots.bar_plot(title, labels, panels),
                     )
                 )
-            if fmt is None and exp != "collectives":
+            if fmt is None:
                 sec.grids.append(_grid(title, rs))
         sec.text_tables.append(format_tables([r for rs in groups.values() for r in rs]))
         sections.append(sec)

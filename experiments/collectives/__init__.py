@@ -2,7 +2,10 @@
 
 from suite.case import ExperimentSpec, collected
 
+from . import table
+
 SPEC = ExperimentSpec(
     name="collectives",
     cases=collected(f"{__name__}.cases"),
+    table=table.format_tables,
 )

@@ -2,7 +2,11 @@
 
 from suite.case import ExperimentSpec, collected
 
+from . import table
+
 SPEC = ExperimentSpec(
     name="model_parallel",
     cases=collected(f"{__name__}.cases"),
+    table=table.format_tables,
+    guide=table.__doc__,
 )

@@ -11,7 +11,7 @@ import pytest
 from suite import p2p_patterns as p2p
 from suite import deadlock
 from suite.results import REQUIRED_FIELDS
-from suite.tables.p2p import format_tables
+from experiments.p2p.table import format_tables
 from tests.conftest import load_bench, run_suite
 from tests.unit.test_p2p import EXPECTED_VARIANTS, TINY
 

@@ -359,7 +359,7 @@ def test_report_covers_other_experiments_generically(mixed_report):
     assert [f.series for f in rep.fits if f.experiment == "p2p"] == ["pipeline send_recv"]  # not one per M
     assert ("gloo", "cpu", 3) in rep.links and "point-to-point" in rep.links[("gloo", "cpu", 3)].source
     ddp = next(s for s in rep.sections if s.title == "ddp")
-    # ddp has its own table module (suite/tables/ddp.py), so no generic grid; its bar chart stays
+    # ddp has its own table module (experiments/ddp/table.py), so no generic grid; its bar chart stays
     assert ddp.plots and not ddp.grids
     # p2p and ddp records go through their own table modules (with a generic fallback when
     # hand-made records lack fields); their sections and charts are in the page

@@ -6,7 +6,7 @@ import torch.distributed as dist
 
 from experiments.backends import cases as backends
 from suite import algorithms
-from suite.tables import backends as tables
+from experiments.backends import table as tables
 
 
 def test_plan_lanes_reports_every_missing_lane_with_a_reason():

@@ -9,8 +9,8 @@ import torch
 from experiments.ddp import cases as ddp_exp
 from suite import profiling, training
 from suite.config import ConfigError, build_config, parse_count, settings_from_env
-from suite.tables import ddp as ddp_tables
-from suite.tables import model_parallel as mp_tables
+from experiments.ddp import table as ddp_tables
+from experiments.model_parallel import table as mp_tables
 
 
 @pytest.mark.parametrize("params", [300_000, 2_000_000, 25_000_000])

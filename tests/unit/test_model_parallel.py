@@ -10,7 +10,7 @@ import torch
 
 from experiments.model_parallel import cases as mp
 from suite.config import BenchConfig, ConfigError, ModelParallelSettings, build_config, settings_from_env
-from suite.tables import model_parallel as tables
+from experiments.model_parallel import table as tables
 
 
 # --- pipeline models ------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from suite import p2p_patterns as p2p
 from suite import metrics
 from suite.config import build_config
 from suite.dist import DistContext
-from suite.tables.p2p import format_tables
+from experiments.p2p.table import format_tables
 
 TINY = ["--experiments", "p2p", "--iters", "3", "--warmup", "1"]
 

@@ -10,7 +10,7 @@ from suite import algorithms
 from suite.case import CaseFailed
 from suite.config import ConfigError, build_config, settings_from_env
 from suite.dist import DistContext
-from suite.tables import placement as tables
+from experiments.placement import table as tables
 
 
 def test_node_layout_from_hostnames_and_fake_blocks():
