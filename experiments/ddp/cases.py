@@ -127,8 +127,10 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from suite import training, verify
 from suite.case import Buffers, Bytes, Case, CaseSkipped, Session, experiment_test, support_reason
-from suite.config import BenchConfig, DdpSettings
+from suite.config import BenchConfig
 from suite.dist import DistContext
+
+from .settings import DdpSettings
 
 EXPERIMENT = "ddp"
 

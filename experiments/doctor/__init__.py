@@ -2,8 +2,11 @@
 
 from suite.case import ExperimentSpec, collected
 
+from .settings import DoctorSettings
+
 SPEC = ExperimentSpec(
     name="doctor",
     cases=collected(f"{__name__}.cases"),
+    settings=DoctorSettings,
     in_all=False,
 )

@@ -110,7 +110,7 @@ def test_case_list_covers_the_issue():
 
 
 def test_every_hook_choice_is_registered():
-    from suite.config import DDP_HOOK_NAMES
+    from experiments.ddp.settings import DDP_HOOK_NAMES
 
     assert set(DDP_HOOK_NAMES) == {*ddp_exp._HOOKS, "powerSGD", "sum", "fp16_scaled", "bn_skew"}
 

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from experiments.model_parallel import cases as mp
-from suite.config import BenchConfig, ConfigError, ModelParallelSettings, build_config, settings_from_env
+from experiments.model_parallel.settings import ModelParallelSettings
+from suite.config import BenchConfig, ConfigError, build_config, settings_from_env
 from experiments.model_parallel import table as tables
 
 
