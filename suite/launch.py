@@ -249,11 +249,13 @@ def _main(argv: list[str], where: dict) -> int:
                 f"unknown experiment(s) {', '.join(unknown) or '(none)'}; "
                 f"choose from {', '.join(available_experiments())} or all"
             )
-        if "doctor" in names and lay["world_size"] < 2:
-            raise ConfigError(
-                f"the doctor compares ranks and links: it needs at least 2 ranks, got "
-                f"{lay['world_size']} (NPROC x NNODES)"
-            )
+        for name in names:
+            spec = registry.discover()[name]
+            if lay["world_size"] < spec.min_world_size:
+                raise ConfigError(
+                    f"{spec.needs_ranks_because or name}: it needs at least {spec.min_world_size} ranks, got "
+                    f"{lay['world_size']} (NPROC x NNODES)"
+                )
         check_run_location(a.results_root, a.run_id)
         try:
             live = progress.mode(os.environ, sys.stdout.isatty()) == "live"
@@ -328,10 +330,10 @@ def _main(argv: list[str], where: dict) -> int:
         sys.stdout.flush()
     status, cause = final_status(rc, signum, run_dir, root_cause(tail) if rc != 0 else None, with_cause=True)
     if lay["node_rank"] == 0 and (run_dir / "bench.json").exists():
-        if "doctor" in names and status == EXIT_OK:
-            from suite.doctor import run_doctor
-
-            status = run_doctor(run_dir)  # the verdict: 0 healthy, EXIT_FINDING when something is wrong
+        for name in names:  # a health check's verdict: 0 healthy, EXIT_FINDING when something is wrong
+            verdict = registry.discover()[name].verdict
+            if verdict is not None and status == EXIT_OK:
+                status = verdict(run_dir)
         try:
             stamp_status(run_dir, status, signum, cause)
             update_latest(results_root, run_dir)

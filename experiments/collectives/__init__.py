@@ -8,4 +8,6 @@ SPEC = ExperimentSpec(
     name="collectives",
     cases=collected(f"{__name__}.cases"),
     table=table.format_tables,
+    report_order=-1,
+    library_collectives=True,
 )

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from experiments.ddp import cases as ddp_exp
-from suite import profiling, training
+from experiments.ddp import models as training
+from suite import profiling
 from suite.config import ConfigError, build_config, parse_count, settings_from_env
 from experiments.ddp import table as ddp_tables
 from experiments.model_parallel import table as mp_tables

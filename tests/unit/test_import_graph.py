@@ -13,12 +13,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("suite", "experiments")
 FORBIDDEN_FOR_EXPERIMENTS = {"suite.plugin", "suite.runner", "suite.results", "suite.bench_adapter"}
+OFFLINE_FILES = {"verdict", "report"}
+"""An experiment's modules that read a stored run (never on a rank) may use suite.results' readers."""
 
 
 def _module_name(path: Path) -> str:
     rel = path.relative_to(ROOT).with_suffix("")
     parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
     return ".".join(parts)
+
+
+def _absolute(mod: str, path: Path, node: ast.ImportFrom) -> str:
+    """The module an ``from X import`` names, relative ones (``from . import table``) resolved."""
+    if node.level == 0:
+        return node.module
+    package = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
+    package = package[: len(package) - (node.level - 1)]
+    return ".".join(package + ([node.module] if node.module else []))
 
 
 @functools.cache  # parsing every module takes a while; two tests read the graph
@@ -31,8 +42,9 @@ def import_graph() -> dict[str, frozenset[str]]:
             names = []
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and (node.module or node.level):
+                base = _absolute(mod, path, node)
+                names = [base] + [f"{base}.{a.name}" for a in node.names]
             for n in names:
                 if n in mods and n != mod:
                     graph[mod].add(n)
@@ -74,13 +86,23 @@ def test_no_import_circle_in_suite_and_experiments():
     assert find_cycle(import_graph()) is None
 
 
+def test_relative_imports_count_as_edges():
+    graph = import_graph()
+    assert "experiments.doctor.verdict" in graph["experiments.doctor.report"]  # from . import verdict
+    assert "experiments.ddp.settings" in graph["experiments.ddp"]  # from .settings import DdpSettings
+
+
 def test_experiments_import_neither_each_other_nor_the_runner():
     graph = import_graph()
     for mod, deps in graph.items():
         if not mod.startswith("experiments."):
             continue
-        assert not {d for d in deps if d.startswith("experiments.")}, (mod, deps)
-        assert not deps & FORBIDDEN_FOR_EXPERIMENTS, (mod, deps & FORBIDDEN_FOR_EXPERIMENTS)
+        folder = ".".join(mod.split(".")[:2])  # experiments.<name>: its own folder's modules are its own
+        others = {d for d in deps if d.startswith("experiments") and d != folder and not d.startswith(folder + ".")}
+        assert not others, (mod, others)
+        offline = mod.rsplit(".", 1)[-1] in OFFLINE_FILES
+        forbidden = FORBIDDEN_FOR_EXPERIMENTS - ({"suite.results"} if offline else set())
+        assert not deps & forbidden, (mod, deps & forbidden)
 
 
 def _experiment_modules() -> list[str]:
