@@ -368,10 +368,13 @@ def _inject_fault(item) -> None:
     spec = os.environ.get("SUITE_INJECT_FAULT")
     if not spec:
         return
-    action, rank, nth = spec.split(":")
+    from suite import faults
+
+    inj = faults.parse("SUITE_INJECT_FAULT", spec)  # checked before the ranks started (suite/preflight.py)
+    action, rank = inj.action, inj.rank
     config = item.config
     config._suite_ntests = getattr(config, "_suite_ntests", -1) + 1
-    if int(rank) != _rank_from_env() or config._suite_ntests != int(nth):
+    if rank != _rank_from_env() or config._suite_ntests != inj.n:
         return
     import signal
 
@@ -387,8 +390,6 @@ def _inject_fault(item) -> None:
         os._exit(3)
     elif action == "raise":
         raise RuntimeError(f"injected error on rank {rank}")
-    else:
-        raise ValueError(f"unknown fault action {action!r}")
 
 
 def pytest_runtest_setup(item):

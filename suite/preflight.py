@@ -129,22 +129,14 @@ def preflight(cfg, lay: dict) -> None:
 
 
 def check_injections(env, world_size: int | None = None) -> None:
-    """The suite's own fault switches (SUITE_INJECT_DELAY, SUITE_INJECT_CORRUPTION, SUITE_INJECT_DIVERGE;
-    their grammar is in suite/runner.py), checked before any rank starts: a typo would otherwise run a clean
-    benchmark that a test reads as the fault's outcome, or fail on every rank at once. ConfigError with one
-    line (a rank the run does not have, given ``world_size``, included: it would plant nothing)."""
-    delay, corruption, diverge = (env.get(f"SUITE_INJECT_{k}") for k in ("DELAY", "CORRUPTION", "DIVERGE"))
-    if not (delay or corruption or diverge):
-        return
-    from suite.runner import parse_corruption, parse_delay, parse_diverge  # imports torch: only when set
+    """The suite's own fault switches (every ``SUITE_INJECT_*``; their one grammar is suite/faults.py),
+    checked before any rank starts: a typo would otherwise run a clean benchmark that a test reads as the
+    fault's outcome, or fail on every rank at once. ConfigError with one line (a rank the run does not
+    have, given ``world_size``, included: it would plant nothing)."""
+    from suite import faults
 
     try:
-        if delay:
-            parse_delay(delay)
-        if corruption and not parse_corruption(corruption)[1]:
-            raise ValueError(f"SUITE_INJECT_CORRUPTION={corruption!r} names no case: [<fault>:]<name>[,<name>...]")
-        if diverge:
-            parse_diverge(diverge, world_size)
+        faults.check(env, world_size)
     except ValueError as e:
         raise ConfigError(str(e)) from None
 

@@ -9,8 +9,9 @@
 ``n_wrong > 0``. Every cross-rank decision (skip after a probe, n_wrong) is made by
 every rank alike, so the ranks never part ways.
 
-The suite's own fault injection lives here, once, with one grammar (names are
-matched by ``Case.answers_to``: an experiment, op, label, identity value, or ``all``):
+The suite's own case-level fault injection is applied here; every switch's grammar and
+validation is ``suite/faults.py`` (names are matched by ``Case.answers_to``: an experiment,
+op, label, identity value, or ``all``):
 
 - ``SUITE_INJECT_CORRUPTION=[<fault>:]<name>[,<name>...][@timed]``: after the check run
   (or, with ``@timed``, after the timed region, in the last in-flight buffer set) every
@@ -41,7 +42,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import math
 import os
 import time
 from collections.abc import Mapping
@@ -49,7 +49,7 @@ from collections.abc import Mapping
 import torch
 import torch.distributed as dist
 
-from suite import journal, results, verify
+from suite import faults, journal, results, verify
 from suite.case import Buffers, Case, Session, support_reason, wait_all
 from suite.config import BenchConfig
 from suite.dist import DistContext
@@ -238,10 +238,13 @@ class Harness:
 
     def _corrupt(self, ctx: DistContext, case: Case, b: Buffers, *, timed: bool) -> None:
         """Plant SUITE_INJECT_CORRUPTION's fault in ``b`` when it names this case and phase."""
-        fault, names, phase = parse_corruption(self.env.get("SUITE_INJECT_CORRUPTION", ""))
-        if (phase == "timed") != timed or not any(case.answers_to(n) for n in names):
+        spec = self.env.get("SUITE_INJECT_CORRUPTION", "")
+        if not spec:
             return
-        if fault == "misroute":
+        inj = faults.parse("SUITE_INJECT_CORRUPTION", spec)
+        if (inj.when == "timed") != timed or not faults.targets(inj.name, case):
+            return
+        if inj.fault == "misroute":
             _misroute(b, ctx.world_size)
         else:
             _flip(b)
@@ -251,18 +254,19 @@ class Harness:
         spec = self.env.get("SUITE_INJECT_DELAY", "")
         if not spec:
             return None
-        rank, seconds, name, where = parse_delay(spec)
-        if rank != ctx.rank or (name and not case.answers_to(name)):
+        inj = faults.parse("SUITE_INJECT_DELAY", spec)
+        if inj.rank != ctx.rank or not faults.targets(inj.name, case):
             return None
-        return seconds, where
+        return inj.seconds, inj.when
 
     def _diverging(self, ctx: DistContext, case: Case, call):
         spec = self.env.get("SUITE_INJECT_DIVERGE", "")
         if not spec:
             return call
-        action, rank, k, name = parse_diverge(spec)
-        if rank != ctx.rank or (name and not case.answers_to(name)):
+        inj = faults.parse("SUITE_INJECT_DIVERGE", spec)
+        if inj.rank != ctx.rank or not faults.targets(inj.name, case):
             return call
+        action, k = inj.action, inj.k
 
         def diverge(async_op: bool):
             self._calls = getattr(self, "_calls", 0) + 1
@@ -284,51 +288,13 @@ class Harness:
         return diverge
 
     def _maybe_mismatch(self, ctx: DistContext, case: Case) -> None:
-        target = self.env.get("SUITE_INJECT_MISMATCH")
-        if target and case.answers_to(target) and ctx.rank == ctx.world_size - 1:
+        spec = self.env.get("SUITE_INJECT_MISMATCH")
+        if (
+            spec
+            and faults.targets(faults.parse("SUITE_INJECT_MISMATCH", spec).name, case)
+            and ctx.rank == ctx.world_size - 1
+        ):
             dist.all_reduce(torch.zeros(1, device=ctx.device), group=ctx.group)
-
-
-def parse_delay(spec: str) -> tuple[int, float, str, str]:
-    """``<rank>:<seconds>[:<name>][@after|@before]`` as (rank, seconds, name or "", where); ValueError
-    with one line saying what is wrong."""
-    body, at, where = spec.partition("@")
-    where = where if at else "after"
-    parts = body.split(":")
-    try:
-        if where not in ("after", "before") or len(parts) not in (2, 3):
-            raise ValueError
-        rank, seconds = int(parts[0]), float(parts[1])
-        if rank < 0 or not 0 <= seconds < math.inf:
-            raise ValueError
-    except ValueError:
-        raise ValueError(
-            f"SUITE_INJECT_DELAY={spec!r}: expected <rank>:<seconds>[:<name>][@after|@before], "
-            "a rank >= 0 and finite seconds >= 0"
-        ) from None
-    return rank, seconds, parts[2] if len(parts) == 3 else "", where
-
-
-DIVERGE_ACTIONS = ("skip", "other", "size", "sleep", "recv", "stray")
-
-
-def parse_diverge(spec: str, world_size: int | None = None) -> tuple[str, int, int, str]:
-    """``<action>:<rank>:<k>[:<name>]`` as (action, rank, k, name or ""); ValueError with one line saying
-    what is wrong (a rank the run does not have, given ``world_size``, included: it would plant nothing)."""
-    parts = spec.split(":")
-    try:
-        if len(parts) not in (3, 4) or parts[0] not in DIVERGE_ACTIONS:
-            raise ValueError
-        rank, k = int(parts[1]), int(parts[2])
-        if rank < 0 or k < 1 or (world_size is not None and rank >= world_size):
-            raise ValueError
-    except ValueError:
-        ranks = f"a rank of 0..{world_size - 1}" if world_size else "a rank >= 0"
-        raise ValueError(
-            f"SUITE_INJECT_DIVERGE={spec!r}: expected <action>:<rank>:<k>[:<name>], an action of "
-            f"{'|'.join(DIVERGE_ACTIONS)}, {ranks} and a call number k >= 1"
-        ) from None
-    return parts[0], rank, k, parts[3] if len(parts) == 4 else ""
 
 
 def _delayed_after(ctx: DistContext, call, delay: tuple[float, str] | None):
@@ -374,24 +340,6 @@ def _release(b: Buffers) -> None:
     if b.release is not None:
         release, b.release = b.release, None
         release()
-
-
-CORRUPTION_FAULTS = ("flip", "misroute")
-
-
-def parse_corruption(spec: str) -> tuple[str, list[str], str]:
-    """``[<fault>:]<name>[,<name>...][@timed]`` -> (fault, names, phase); no spec: no names."""
-    body, _, phase = spec.partition("@")
-    fault, sep, names = body.partition(":")
-    if not sep:
-        fault, names = "flip", body
-    if fault not in CORRUPTION_FAULTS:
-        raise ValueError(
-            f"SUITE_INJECT_CORRUPTION: unknown fault {fault!r}; choose from {', '.join(CORRUPTION_FAULTS)}"
-        )
-    if phase not in ("", "timed"):
-        raise ValueError(f"SUITE_INJECT_CORRUPTION: unknown phase @{phase}; the only one is @timed")
-    return fault, [n.strip() for n in names.split(",") if n.strip()], phase
 
 
 def _flip(b: Buffers) -> None:

@@ -91,6 +91,20 @@ def test_every_case_of_every_experiment_is_matched(two_runs):
     assert c.base_runs == c.new_runs == 1 and "one run per side" in c.between_run_note
 
 
+STORED = ROOT / "tests" / "fixtures" / "all-gloo-2"
+"""A run of every experiment made with KNOBS at 8e9fe02, before the experiments became folders (issue 25):
+runs stored before a restructuring must compare with runs after it, case for case."""
+
+
+def test_a_run_stored_before_the_restructuring_matches_every_case(two_runs):
+    stored = results.records(results.load_run(STORED))
+    now = results.records(results.load_run(two_runs / "t-r1"))
+    c = compare.compare_records(stored, now)
+    assert not c.only_base and not c.only_new, [compare.describe_key(k) for k in c.only_base + c.only_new]
+    assert len(c.cases) == len(stored) == len(now)
+    assert {dict(x.key)["experiment"] for x in c.cases} == set(launch.all_experiments())
+
+
 IDENTITY_ALPHA = 0.001
 """The identity checks test the comparison at a 0.1% family-wise level: alpha is the level of the case
 verdicts (the intervals are simultaneous at 1 - alpha), so at the default 5% a correct procedure calls

@@ -10,7 +10,7 @@ import time
 import pytest
 import torch
 
-from suite import bench_adapter, ops
+from suite import bench_adapter, faults, ops
 from suite.case import Buffers, Bytes, Case, CaseSkipped
 from suite.config import BenchConfig
 from suite.dist import destroy_distributed, init_distributed
@@ -287,18 +287,16 @@ def test_injected_delay_lands_before_or_after_the_op_call(ctx):
     "spec", ["1", "x:0.1", "1:fast", "-1:0.1", "1:-0.5", "1:0.1@during", "1:0.1:a:b", "1:nan", "1:inf"]
 )
 def test_a_bad_delay_spec_is_one_clear_line(spec):
-    from suite.runner import parse_delay
-
-    with pytest.raises(ValueError, match="SUITE_INJECT_DELAY=.*expected <rank>:<seconds>"):
-        parse_delay(spec)
+    with pytest.raises(ValueError, match=r"SUITE_INJECT_DELAY=.*expected <rank>:<seconds>"):
+        faults.parse("SUITE_INJECT_DELAY", spec)
 
 
 def test_a_delay_spec_reads_rank_seconds_name_and_where():
-    from suite.runner import parse_delay
-
-    assert parse_delay("2:0.015") == (2, 0.015, "", "after")
-    assert parse_delay("1:0.05:all_reduce@before") == (1, 0.05, "all_reduce", "before")
-    assert parse_delay("0:1@after") == (0, 1.0, "", "after")
+    d = faults.parse("SUITE_INJECT_DELAY", "2:0.015")
+    assert (d.rank, d.seconds, d.name, d.when) == (2, 0.015, (), "after")
+    d = faults.parse("SUITE_INJECT_DELAY", "1:0.05:all_reduce@before")
+    assert (d.rank, d.seconds, d.name, d.when) == (1, 0.05, ("all_reduce",), "before")
+    assert faults.parse("SUITE_INJECT_DELAY", "0:1@after").when == "after"
 
 
 def test_each_record_says_what_the_journal_costs_and_the_harness_times_each_phase(ctx, monkeypatch):
