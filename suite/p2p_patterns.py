@@ -1,5 +1,5 @@
-"""Point-to-point patterns: builders and declarations of the p2p experiment (experiments/p2p/cases.py), and the
-link probes the doctor (experiments/doctor/cases.py) reuses. Latency, bandwidth, the patterns people build with
+"""Point-to-point patterns: builders and declarations of the p2p experiment (experiments/p2p.py), and the
+link probes the doctor (experiments/doctor.py) reuses. Latency, bandwidth, the patterns people build with
 send/recv, and their pitfalls.
 
 What is measured (one ``PATTERNS`` entry each; every case checks the exact payload
