@@ -1,6 +1,7 @@
 """The case protocol: what an experiment declares. The harness (suite/runner.py) does the rest.
 
-An experiment module declares its cases and nothing about how they are run::
+An experiment's ``cases.py`` (``experiments/<name>/``) declares its cases and nothing about how they are
+run; its ``__init__.py`` declares the experiment itself (``ExperimentSpec``, at the end of this module)::
 
     def my_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
         return [Case(experiment="mine", op="all_reduce", label=..., identity={...},
@@ -23,7 +24,7 @@ time → check every timed buffer set → reduce across ranks → record → sub
 - ``unchecked``: a case with genuinely nothing to check says why; the record then has
   ``checked: false`` and that reason, never a silent ``n_wrong = 0``.
 
-This module imports neither pytest nor the harness: ``import experiments.x`` works
+This module imports neither pytest nor the harness: ``import experiments.<name>`` works
 anywhere.
 """
 
