@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from suite import registry
 from suite.case import ExperimentSpec
 from suite.config import BenchConfig
+
+ROOT = Path(__file__).resolve().parents[2]
 
 SPEC_TEXT = """from suite.case import ExperimentSpec, collected
 
@@ -62,3 +67,24 @@ def test_experiment_of_a_test_id():
     assert registry.experiment_of("experiments/ddp/cases.py::test_ddp[mlp]") == "ddp"
     assert registry.experiment_of("experiments/ddp.py::test_ddp[mlp]") == "ddp"  # a run stored before the folders
     assert registry.experiment_of("tests/unit/test_x.py::test_y") == "test_x"
+
+
+READ_SPECS_WITHOUT_TORCH = """
+import sys
+from suite import registry
+specs = registry.discover()
+for spec in specs.values():
+    spec.table and spec.guide  # what the report reads of a spec
+import suite.config, suite.compare, suite.tables, suite.report
+heavy = sorted(m for m in ("torch", "torch.distributed") if m in sys.modules)
+sys.exit(f"reading the specs imported {heavy}" if heavy else 0)
+"""
+
+
+def test_reading_the_specs_imports_no_torch():
+    # offline code (report, compare, tables) reads the specs: an experiment's __init__.py must stay light,
+    # its cases and heavy hooks resolved only when called (collected, later)
+    proc = subprocess.run(
+        [sys.executable, "-c", READ_SPECS_WITHOUT_TORCH], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
