@@ -1,4 +1,4 @@
-"""suite.predict: the α–β models against hand-computed values, link calibration and the algorithm
+"""suite.model (make predict): the α–β models against hand-computed values, link calibration and the algorithm
 check on synthetic runs, NCCL's algorithm from records and debug lines, the DDP step model, the
 validation table, and `make predict` on a stored run (its bad inputs exit 2 with one line); the report's
 prediction section is tests/e2e/test_report.py's."""
@@ -16,8 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from suite import fit, predict
-from suite.predict import ClassLink, Topology
+from suite.model import calibrate as predict
+from suite.model import fit
+from suite.model.calibrate import ClassLink, Topology
 from tests.conftest import ROOT
 
 S = 1e6  # bytes
@@ -430,7 +431,7 @@ def test_make_predict_passes_its_variables_and_a_bad_one_exits_2_with_one_line()
     r = _make("-n", "RUN=R", "RANKS=64", "RANKS_PER_NODE=8", "SIZES=1M,64M")  # -n: the command, not run
     assert (
         r.returncode == 0
-        and '-m suite.predict predict "R" --ranks "64" --ranks-per-node "8" --sizes "1M,64M"' in r.stdout
+        and '-m suite.model predict "R" --ranks "64" --ranks-per-node "8" --sizes "1M,64M"' in r.stdout
     )
     r = _make(f"RUN={FIXTURE}", "RANKS=1024")  # RANKS_PER_NODE unset: an empty string
     assert r.returncode == 2, (r.stdout, r.stderr)

@@ -2,15 +2,15 @@
 
 Reads stored runs only (bench.json); measures nothing.
 
-    python -m suite.predict RUN --ranks 1024 --ranks-per-node 8 [--sizes 1M,64M]
+    python -m suite.model RUN --ranks 1024 --ranks-per-node 8 [--sizes 1M,64M]
         the extrapolation table; writes RUN/predict.json (atomically)
-    python -m suite.predict validate --fit RUN,RUN --check RUN,RUN [--out FILE]
+    python -m suite.model validate --fit RUN,RUN --check RUN,RUN [--out FILE]
         fit on some runs (e.g. 2 and 3 compose nodes), predict the others' sizes (4, 5, 6 nodes),
         print predicted / measured / error per op and size and the geomean |error| per op
 
 **Link classes.** Ranks sit ``ranks_per_node`` to a node, node by node (torchrun's numbering).
 A message between two ranks of one node crosses an *intra*-node link, between nodes an
-*inter*-node link; each class has its own Hockney α–β (suite/fit.py). Inter-node flows that
+*inter*-node link; each class has its own Hockney α–β (suite/model/fit.py). Inter-node flows that
 leave (or enter) one node at the same time share its link: f flows of b bytes cost α + f·b/β.
 
 **Models** (S = nccl-tests' buffer size of the op, suite/metrics.py; n ranks, P per node,
@@ -21,11 +21,11 @@ class costs). Each is a sum of ``Term`` s (α count and bytes over one β, per l
   in MPICH", IJHPCA 2005 (ring all_gather, reduce_scatter = ring reduce-scatter, all_reduce =
   reduce-scatter + all-gather, Patarasuk & Yuan JPDC 2009) and the pipelined chain broadcast
   (Chan et al., "Collective communication: theory, practice, and experience", CCPE 2007; NCCL's
-  ring broadcast). The coefficients are suite.fit's ring model (``fit.ring_coefficients``:
+  ring broadcast). The coefficients are suite.model.fit's ring model (``fit.ring_coefficients``:
   all_reduce 2(n−1)α + 2(n−1)/n·S/β; all_gather, reduce_scatter (n−1)α + (n−1)/n·S/β; broadcast
   (n−1)α + S/β); node-contiguous ring order puts one flow on each node's link.
 - ``pairwise`` (all_to_all) — n−1 shifted exchanges of S/n (Thakur et al. 2005 §all-to-all;
-  suite.fit's all_to_all line): (n−1)α + (n−1)/n·S/β on one link; with P ranks per node the step
+  suite.model.fit's all_to_all line): (n−1)α + (n−1)/n·S/β on one link; with P ranks per node the step
   of shift k puts min(k, n−k, P) flows on a node's link.
 - ``tree`` — broadcast: binomial tree, ⌈log2 n⌉ rounds of the whole buffer, ⌈log2 n⌉(α + S/β)
   (Chan et al. 2007 "MST broadcast"; Thakur et al. 2005 short-message broadcast); all_reduce:
@@ -71,9 +71,9 @@ from ``NCCL_ALGO`` (records carry ``nccl_algo``) and from its debug lines ("AllR
 
 **Link parameters** (``run_links``): per class from the run's point-to-point records (ping-pong
 and pair-matrix ``send_recv``, each pair classified by its two ranks' hosts), α–β fitted with
-suite.fit.fit_model (bootstrap 95% intervals); and per op, the link that makes the backend's
+suite.model.fit.fit_model (bootstrap 95% intervals); and per op, the link that makes the backend's
 algorithm reproduce that op's own measured series (``calibrate``: the implied link of
-suite.fit.implied_link, generalised to any algorithm and to several world sizes; the same
+suite.model.fit.implied_link, generalised to any algorithm and to several world sizes; the same
 weighted fit and bootstrap, on per-step time against per-step bytes). An op is predicted over
 its own calibrated link; ops the run did not measure over the point-to-point link, else the
 median of the calibrated ones. A class the run never crossed (a one-host run has no inter-node
@@ -103,7 +103,8 @@ from pathlib import Path
 
 import numpy as np
 
-from suite import fit, metrics
+from suite import metrics
+from suite.model import fit
 
 CLASSES = ("intra", "inter")
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "barrier")
@@ -125,7 +126,7 @@ MAX_RANKS = 1 << 20
 
 @dataclass(frozen=True, kw_only=True)
 class ClassLink:
-    """α–β of one link class. With a knee (suite.fit.find_knee on per-step message bytes, e.g. a
+    """α–β of one link class. With a knee (suite.model.fit.find_knee on per-step message bytes, e.g. a
     token bucket's burst or an eager/rendezvous switch) messages below ``knee_bytes`` use ``small``."""
 
     link_class: str
@@ -775,7 +776,7 @@ def collective_points(run: dict) -> list[Point]:
 
 
 def p2p_links(run: dict) -> dict:
-    """Per link class, α–β fitted (suite.fit.fit_model) to the run's point-to-point ping-pong and
+    """Per link class, α–β fitted (suite.model.fit.fit_model) to the run's point-to-point ping-pong and
     pair-matrix records (one-way times), each pair classified by its ranks' hosts."""
     from suite import results
 
@@ -827,9 +828,9 @@ def calibrate(
 ) -> ClassLink | None:
     """The link (of the class the points' critical paths cross most) with which ``algorithm``
     reproduces the measured points: per point the model's α count A and bytes X of that class and the
-    time F of the other class (``base``), then suite.fit.fit_model of (t − F)/A against X/A — per-step
+    time F of the other class (``base``), then suite.model.fit.fit_model of (t − F)/A against X/A — per-step
     time against per-step bytes, the same relative-error fit and bootstrap as a series'; for the ring
-    and one class exactly suite.fit.implied_link. Repeated ``rounds`` times (a step's slowest class
+    and one class exactly suite.model.fit.implied_link. Repeated ``rounds`` times (a step's slowest class
     depends on the links). Latency-only ops (barrier) get α alone (the median per-step time)."""
     if not points:
         return None
@@ -1258,9 +1259,9 @@ def format_predictions(preds: Sequence[Prediction]) -> str:
 
 
 PROVENANCE = {
-    "links": "derived: α–β per link class fitted (suite.fit.fit_model, bootstrap 95% intervals) to point-to-point "
-    "records, and per op calibrated through the backend's algorithm model to the op's measured series",
-    "predictions.time_us": "modelled: the named algorithm's α–β model (suite.predict) over the links",
+    "links": "derived: α–β per link class fitted (suite.model.fit.fit_model, bootstrap 95% intervals) to "
+    "point-to-point records, and per op calibrated through the backend's algorithm model to the op's measured series",
+    "predictions.time_us": "modelled: the named algorithm's α–β model (suite.model) over the links",
     "predictions.time_ci_us": "modelled: the same model at the slow and fast ends of the links' intervals",
     "predictions.busbw_gbps": "derived: size_bytes / time_us x nccl-tests busbw factor at ranks (suite.metrics)",
     "predictions.bottleneck": "modelled: the largest α or β component of the model's time, with its link class",
@@ -1310,7 +1311,7 @@ def ddp_baselines_from(model: RunModel) -> list[dict]:
 # --- the report's section --------------------------------------------------------------------------
 
 REPORT_NOTE = (
-    "Predicted vs measured at the run's own scale: the backend's algorithm (suite.predict: Gloo's from its "
+    "Predicted vs measured at the run's own scale: the backend's algorithm (suite.model: Gloo's from its "
     "sources, checked against the run; NCCL's from NCCL_ALGO / its debug lines) over the op's link calibrated "
     "on these very points (in-sample: how well the model's shape fits), and, where the run has "
     "point-to-point records, over the link they measured (out-of-sample). error = predicted / measured − 1. "
@@ -1678,7 +1679,7 @@ def _cmd_validate(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    ap = argparse.ArgumentParser(prog="python -m suite.predict", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m suite.model", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd")
     p = sub.add_parser("predict", help="the extrapolation table of a stored run; writes RUN/predict.json")
     p.add_argument("run")
