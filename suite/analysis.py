@@ -693,9 +693,9 @@ def doctor_section(run: dict, plot_name, d) -> Section:
 def prediction_section(run: dict, predict_doc: dict | None = None) -> Section | None:
     """Predicted vs measured at the run's scale and the extrapolation table (suite.predict); None when the
     run has nothing to fit."""
-    from suite.model import calibrate
+    from suite.model import report_section
 
-    parts = calibrate.report_parts(run, predict_doc)
+    parts = report_section.report_parts(run, predict_doc)
     if parts is None:
         return None
     notes, grids, text = parts

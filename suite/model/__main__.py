@@ -2,6 +2,6 @@
 
 import sys
 
-from suite.model.calibrate import main
+from suite.model.cli import main
 
 sys.exit(main())
