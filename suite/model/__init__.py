@@ -8,8 +8,9 @@ Modules: ``fit`` (α–β lines, ring coefficients, LINK_RATE), ``links`` (link 
 ``Term`` of a critical path), ``algorithms`` and ``posted_tree`` (op -> Terms per algorithm),
 ``prediction`` (Terms -> time, interval, bottleneck), ``backend_choice`` (which algorithm the backend
 runs), ``runs`` (points of a stored run), ``calibrate`` (links fitted to a run), ``run_model`` (what a
-run says, the algorithm check), ``ddp_step`` (the DDP step), ``document`` (tables, predict.json),
-``report_section`` (the report's section), ``validate``, ``cli``.
+run says, the algorithm check), ``ddp_step`` (the DDP step: the one module that knows the ddp
+experiment's records), ``document`` (tables, predict.json), ``report_section`` (the report's section),
+``validate``, ``cli``, ``units``.
 
 **Link classes.** Ranks sit ``ranks_per_node`` to a node, node by node (torchrun's numbering).
 A message between two ranks of one node crosses an *intra*-node link, between nodes an

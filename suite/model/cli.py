@@ -17,8 +17,9 @@ import sys
 from pathlib import Path
 
 from suite import metrics
+from suite.model import ddp_step
 from suite.model.algorithms import OPS
-from suite.model.document import format_links, format_predictions, fmt_time, prediction_document, stored_predictions
+from suite.model.document import format_links, format_predictions, prediction_document, stored_predictions
 from suite.model.links import Topology, complete_links
 from suite.model.run_model import RunModel, fit_runs
 from suite.model.validate import format_validation, validate
@@ -102,13 +103,7 @@ def _cmd_predict(args) -> int:
     out.append("#   * = the algorithm the backend runs; time interval from the links' 95% intervals")
     sys.stdout.write("\n".join(out) + "\n" + format_predictions(stored_predictions(doc)))
     for d in doc["ddp"]:
-        print(
-            f"ddp step ({d['model']}, {d['n_buckets']} buckets): compute {fmt_time(d['compute_us'])} + comm "
-            f"{fmt_time(d['comm_us'])} − hidden {fmt_time(d['hidden_us'])} = {fmt_time(d['step_us'])} "
-            f"at {ranks} ranks; "
-            f"scaling efficiency {d['scaling_efficiency']:.3f} (model at the measured {d['measured_ranks']} ranks: "
-            f"{fmt_time(d['model_step_at_measured_us'])}, measured {fmt_time(d['measured_step_us'])})"
-        )
+        print(ddp_step.step_line(d, ranks))
     from suite.fileio import write_json_atomic
 
     dest = rd / "predict.json"

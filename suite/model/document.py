@@ -6,11 +6,12 @@ import dataclasses
 from collections.abc import Sequence
 
 from suite import metrics
+from suite.model import ddp_step
 from suite.model.algorithms import CANDIDATES, OPS
-from suite.model.ddp_step import ddp_baselines_from, predict_ddp
 from suite.model.links import CLASSES, Links, Topology, complete_links
 from suite.model.prediction import Prediction, predict
 from suite.model.run_model import RunModel
+from suite.model.units import fmt_time
 
 
 def extrapolate(model: RunModel, topo: Topology, sizes: Sequence[int]) -> list[Prediction]:
@@ -49,10 +50,6 @@ def measured_scale(model: RunModel) -> list[dict]:
             row["error_p2p"] = (q.time_us - p.time_us) / p.time_us if q else None
         rows.append(row)
     return rows
-
-
-def fmt_time(us: float) -> str:
-    return f"{us / 1e6:.3g} s" if us >= 1e6 else f"{us / 1e3:.3g} ms" if us >= 1e3 else f"{us:.3g} µs"
 
 
 def format_links(links: Links, title: str) -> list[str]:
@@ -102,8 +99,7 @@ PROVENANCE = {
     "measured_scale.measured_us": "measured: the record's time_us",
     "measured_scale.predicted_us": "modelled: backend's algorithm over the op's calibrated link (in-sample)",
     "measured_scale.predicted_p2p_us": "modelled: backend's algorithm over the point-to-point link (out-of-sample)",
-    "ddp.step_us": "modelled: measured no-op-hook step + modelled bucket all_reduces − the measured hidden share",
-    "ddp.scaling_efficiency": "derived: measured solo step / modelled step",
+    **ddp_step.PROVENANCE,
 }
 
 
@@ -114,10 +110,6 @@ def stored_predictions(doc: dict) -> list[Prediction]:
 
 def prediction_document(model: RunModel, topo: Topology, sizes: Sequence[int], run_name: str) -> dict:
     preds = extrapolate(model, topo, sizes)
-    ddp = []
-    for rec in ddp_baselines_from(model):
-        alg = model.choice("all_reduce", max(rec["bucket_sizes"])).algorithm or "ring"
-        ddp.append(predict_ddp(rec, topo, model.links_for("all_reduce"), alg))
     return {
         "run": run_name,
         "ranks": topo.ranks,
@@ -136,6 +128,6 @@ def prediction_document(model: RunModel, topo: Topology, sizes: Sequence[int], r
         "algorithms": {op: dataclasses.asdict(model.choice(op, max(sizes) if sizes else 0)) for op in OPS},
         "predictions": [p.as_dict() for p in preds],
         "measured_scale": measured_scale(model),
-        "ddp": ddp,
+        "ddp": ddp_step.predict_at(model, topo),
         "provenance": PROVENANCE,
     }

@@ -4,9 +4,11 @@ the extrapolation table."""
 from __future__ import annotations
 
 from suite import metrics
+from suite.model import ddp_step
 from suite.model.algorithms import OPS
-from suite.model.document import format_predictions, fmt_time, measured_scale, stored_predictions
+from suite.model.document import format_predictions, measured_scale, stored_predictions
 from suite.model.run_model import RunModel, fit_runs
+from suite.model.units import fmt_time
 
 REPORT_NOTE = (
     "Predicted vs measured at the run's own scale: the backend's algorithm (suite.model: Gloo's from its "
@@ -37,12 +39,7 @@ def report_parts(
         ehead, erows, etext = _extrapolation_grid(doc)
         grids.append((ehead, erows))
         text += etext
-        for d in doc.get("ddp") or []:
-            notes.append(
-                f"DDP step ({d['model']}) at {doc['ranks']} ranks: {fmt_time(d['step_us'])}, scaling efficiency "
-                f"{d['scaling_efficiency']:.3f} (model at the measured {d['measured_ranks']} ranks "
-                f"{fmt_time(d['model_step_at_measured_us'])}, measured {fmt_time(d['measured_step_us'])})"
-            )
+        notes += [ddp_step.report_note(d, doc["ranks"]) for d in doc.get("ddp") or []]
     else:
         notes.append(
             "No predict.json in the run directory: `make predict RUN=<run> RANKS=<n> RANKS_PER_NODE=<p>` adds "

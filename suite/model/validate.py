@@ -7,12 +7,12 @@ import math
 from collections.abc import Sequence
 
 from suite import metrics
+from suite.model import ddp_step
 from suite.model.algorithms import OPS
-from suite.model.ddp_step import ddp_baselines, ddp_baselines_from, predict_ddp
-from suite.model.document import fmt_time
 from suite.model.prediction import BANDWIDTH_BOUND, predict
 from suite.model.run_model import check_algorithms, fit_runs
-from suite.model.runs import collective_points, run_topology
+from suite.model.runs import collective_points
+from suite.model.units import fmt_time
 
 
 def geomean_abs(errors: Sequence[float]) -> float | None:
@@ -60,35 +60,7 @@ def validate(fit_on: Sequence[dict], check: Sequence[dict], debug_text: str = ""
             "n": len(mine),
             "n_bandwidth_bound": len(bw),
         }
-    ddp_rows = []
-    fit_ddp = ddp_baselines_from(model)
-    for run in check:
-        t = run_topology(run)
-        for rec in ddp_baselines(run):
-            # the fit run nearest the check scale: its compute, buckets and overlap
-            same = [b for b in fit_ddp if b.get("model") == rec.get("model")]
-            if not same:
-                continue
-            base = min(same, key=lambda b: (abs(int(b["world_size"]) - t.ranks), -int(b["world_size"])))
-            pr = predict_ddp(
-                base,
-                t,
-                model.links_for("all_reduce"),
-                model.choice("all_reduce", max(base["bucket_sizes"])).algorithm or "ring",
-            )
-            ddp_rows.append(
-                {
-                    "model": rec.get("model"),
-                    "ranks": t.ranks,
-                    "fit_ranks": int(base["world_size"]),
-                    "predicted_us": pr["step_us"],
-                    "predicted_comm_us": pr["comm_us"],
-                    "predicted_hidden_us": pr["hidden_us"],
-                    "compute_us": pr["compute_us"],
-                    "measured_us": rec["time_us"],
-                    "error": (pr["step_us"] - rec["time_us"]) / rec["time_us"],
-                }
-            )
+    ddp_rows = ddp_step.validation_rows(model, check)
     everywhere = check_algorithms([p for r in [*fit_on, *check] for p in collective_points(r)], model.p2p)
     return {
         "fit_ranks": sorted({p.topo.ranks for p in model.points}),
@@ -145,14 +117,5 @@ def format_validation(v: dict) -> str:
             f"{op:<15}{100 * g:>17.1f}%{(f'{100 * gb:.1f}%' if gb is not None else '-'):>17}"
             f"  ({s['n_bandwidth_bound']}/{s['n']} sizes){verdict}"
         )
-    for r in v.get("ddp") or []:
-        out.append(
-            f"ddp step ({r['model']}) at {r['ranks']} ranks: predicted {fmt_time(r['predicted_us'])} (compute "
-            f"{fmt_time(r['compute_us'])} + all_reduce {fmt_time(r['predicted_comm_us'])} − hidden "
-            f"{fmt_time(r['predicted_hidden_us'])}, from the {r['fit_ranks']}-rank run), measured "
-            f"{fmt_time(r['measured_us'])}, error {100 * r['error']:+.1f}%"
-        )
-    if v.get("ddp_summary"):
-        d = v["ddp_summary"]
-        out.append(f"ddp step: geomean |err| {100 * d['geomean_abs_error']:.1f}% over {d['n']} scales")
+    out += ddp_step.validation_lines(v)
     return "\n".join(out) + "\n"
