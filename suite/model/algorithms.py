@@ -13,6 +13,10 @@ from suite.model.links import ClassLink, Links, Term, Topology, complete_links, 
 from suite.model.posted_tree import posted_tree
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "barrier")
+"""The ops the models cover, in the order of their tables: a subset of the one op table, metrics.OP_TABLE,
+whose busbw factor and ring latency steps are the ring model's coefficients (fit.ring_coefficients)."""
+RING_OPS = OPS[:4]
+"""The ops with a ring and a recursive halving/doubling model (all_to_all has pairwise, barrier no bytes)."""
 
 
 def _pow2_below(n: int) -> int:
@@ -24,7 +28,7 @@ def _pow2_below(n: int) -> int:
 
 def _ring(op: str, topo: Topology, links: Links, s: float) -> list[Term] | None:
     c = fit.ring_coefficients(op, topo.ranks)
-    if c is None or op not in ("all_reduce", "all_gather", "reduce_scatter", "broadcast"):
+    if c is None or op not in RING_OPS:
         return None
     a, b = c
     msg = b * s / a  # one step's message: S/n (the chain broadcast: S in n-1 pipelined segments)
@@ -76,7 +80,7 @@ def _tree(op: str, topo: Topology, links: Links, s: float) -> list[Term] | None:
 
 def _halving_doubling(op: str, topo: Topology, links: Links, s: float) -> list[Term] | None:
     n = topo.ranks
-    if n < 2 or op not in ("all_reduce", "all_gather", "reduce_scatter", "broadcast"):
+    if n < 2 or op not in RING_OPS:
         return None
     q = _pow2_below(n)
     ranks = np.arange(q)

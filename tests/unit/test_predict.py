@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from suite import metrics
 from suite.model import (
     algorithms,
     backend_choice,
@@ -55,6 +56,26 @@ def test_ring_on_one_link_is_suite_fit_ring_model_and_its_hand_value():
     # all_gather (n-1)α + (n-1)/n S/β = 70 + 875; chain broadcast (n-1)α + S/β = 70 + 1000
     assert t("all_gather", "ring", 8, 8, {"intra": ONE}) == pytest.approx(945.0)
     assert t("broadcast", "ring", 8, 8, {"intra": ONE}) == pytest.approx(1070.0)
+
+
+def test_the_models_take_their_op_facts_from_the_one_op_table():
+    """The ring's α steps and bytes, pairwise all_to_all's and recursive halving/doubling's bytes (at a power
+    of two) on one link are metrics.OP_TABLE's ring latency steps and busbw factor, at every n; a
+    prediction's busbw is metrics.busbw_gbps."""
+    assert set(algorithms.OPS) <= set(metrics.OP_TABLE)
+    for n in range(2, 17):
+        topo = Topology(n, n)
+        for op in algorithms.OPS[:-1]:
+            factor = metrics.busbw_factor(op, n)
+            flat = "pairwise" if op == "all_to_all" else "ring"
+            ts = algorithms.terms(op, flat, topo, {"intra": ONE}, S)
+            assert sum(x.alphas for x in ts) == metrics.ring_latency_steps(op, n), (op, n)
+            assert sum(x.bytes for x in ts) == pytest.approx(factor * S), (op, n)
+            if op in ("all_reduce", "all_gather", "reduce_scatter") and n & (n - 1) == 0:
+                hd = algorithms.terms(op, "halving_doubling", topo, {"intra": ONE}, S)
+                assert sum(x.bytes for x in hd) == pytest.approx(factor * S), (op, n)
+            pr = prediction.predict(op, flat, topo, {"intra": ONE}, int(S))
+            assert pr.busbw_gbps == metrics.busbw_gbps(op, int(S), pr.time_us * 1e-6, n)
 
 
 def test_ring_over_two_nodes_waits_for_the_inter_node_link():
