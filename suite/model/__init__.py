@@ -44,7 +44,9 @@ class costs). Each is a sum of ``Term`` s (α count and bytes over one β, per l
   halving) log2 n·α + (n−1)/n·S/β; broadcast = binomial scatter + recursive-doubling all-gather
   (van de Geijn), 2·log2 n·α + 2(n−1)/n·S/β. For n not a power of two the extra ranks first fold
   into the largest power of two below n and are answered after it (Thakur et al. 2005 §4): one
-  step of the whole buffer each way. Partners at distance ≥ P are on other nodes, all P ranks of
+  step each way, of the whole buffer for all_reduce, of the whole buffer in and the extra rank's
+  chunk S/n out for reduce_scatter, the reverse for all_gather, and the whole buffer out only for
+  broadcast (``FOLD_BYTES``). Partners at distance ≥ P are on other nodes, all P ranks of
   a node at once: the node link carries P flows.
 - ``hierarchical`` — intra + inter (two-level; the 2D ring of hierarchical all-reduce, e.g.
   Horovod's and NCCL's intra-node/inter-node split): all_reduce = intra reduce-scatter ring

@@ -99,11 +99,22 @@ def _halving_doubling(op: str, topo: Topology, links: Links, s: float) -> list[T
             scatter += slowest(step_terms(topo, 1, s / 2**i, node_flows(topo, src, src + d)), links)
             d, i = d // 2, i + 1
         terms = scatter + doubling
-    if q < n:  # fold the n-q extra ranks in before and answer them after: one whole-buffer step each way
-        extra = np.arange(q, n)
-        fold = slowest(step_terms(topo, 1, s, node_flows(topo, extra, extra - q)), links)
-        terms = terms + fold * (1 if op == "broadcast" else 2)
+    if q < n:  # fold the n-q extra ranks in before and answer them after: one step each way
+        flows = node_flows(topo, np.arange(q, n), np.arange(q, n) - q)
+        for msg in FOLD_BYTES[op](s, n):
+            terms = terms + slowest(step_terms(topo, 1, msg, flows), links)
     return terms
+
+
+FOLD_BYTES = {
+    "all_reduce": lambda s, n: (s, s),
+    "reduce_scatter": lambda s, n: (s, s / n),
+    "all_gather": lambda s, n: (s / n, s),
+    "broadcast": lambda s, n: (s,),
+}
+"""What an extra rank of a folded halving/doubling sends in before and receives after (Thakur et al. 2005
+§4): its whole buffer in and its result out; reduce_scatter's result is its own chunk, all_gather sends in
+only its own chunk, a broadcast's extra rank is only answered."""
 
 
 def _hierarchical(op: str, topo: Topology, links: Links, s: float) -> list[Term] | None:

@@ -119,6 +119,16 @@ def test_recursive_halving_doubling_power_of_two_and_folded():
     assert t("reduce_scatter", "halving_doubling", 8, 2, TWO) == pytest.approx(1020 + 520 + 13.5)
 
 
+def test_folded_halving_doubling_moves_the_whole_buffer_only_where_the_op_does():
+    # n = 6 folds 2 extra ranks into 4 (Thakur et al. 2005 §4). reduce_scatter: each extra sends its whole
+    # buffer in (10 + 1000) and receives only its own chunk S/6 after (10 + 166.7), around the halving of 4
+    # (S/2 and S/4: 20 + 750); all_gather is its mirror: the chunk in, the whole buffer out
+    assert t("reduce_scatter", "halving_doubling", 6, 6, {"intra": ONE}) == pytest.approx(770 + 1010 + 10 + S / 6e3)
+    assert t("all_gather", "halving_doubling", 6, 6, {"intra": ONE}) == pytest.approx(770 + 10 + S / 6e3 + 1010)
+    # broadcast: the extras are only answered (one whole-buffer step after scatter + all-gather: 2·20 + 1500)
+    assert t("broadcast", "halving_doubling", 6, 6, {"intra": ONE}) == pytest.approx(40 + 1500 + 1010)
+
+
 def test_nccl_tree_and_hierarchical_all_reduce():
     # NCCL tree: 2((P-1)α_intra + log2(m) α_inter) + 2 S/β of the slower class = 2(7 + 20) + 2000
     assert t("all_reduce", "tree", 16, 8, TWO) == pytest.approx(2054.0)
