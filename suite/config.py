@@ -497,7 +497,7 @@ def validate(cfg: BenchConfig, world_size: int | None = None) -> None:
 
 
 def _link_rate_gbps(text: str):
-    from suite.fit import parse_link_rate  # numpy: imported only when a rate is given
+    from suite.model.fit import parse_link_rate  # numpy: imported only when a rate is given
 
     return parse_link_rate(text)
 
