@@ -42,19 +42,17 @@ What is measured, in one run (one process group per backend, ``new_group(backend
   NCCL_PROTO=Simple|LL|LL128); every NCCL record carries the values it ran with.
 
 Every case is a declaration (suite/case.py); the harness builds, checks, times and
-records. The lanes' process groups are made once per session (``lanes_of``).
+records. The lanes' process groups are made once per session (``suite.harness.groups.lanes_of``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import fcntl
 import ipaddress
 import os
 import socket
 import struct
-from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -62,7 +60,8 @@ import torch.distributed as dist
 from suite import algorithms, ops, verify
 from suite.case import Buffers, Bytes, Case, CaseSkipped, Session, experiment_test, support_reason
 from suite.config import BenchConfig
-from suite.dist import DistContext, PreflightError, backend_available, resolve_device
+from suite.dist import DistContext, PreflightError, resolve_device
+from suite.harness import groups
 
 EXPERIMENT = "backends"
 
@@ -82,79 +81,12 @@ GLOO_PATHS = ("loopback", "default_route")
 ALL_DTYPES = tuple(verify.DTYPE_OF)
 
 
-@dataclass(frozen=True)
-class Lane:
-    """One (backend, device) combination."""
-
-    backend: str
-    device: str
-
-    @property
-    def key(self) -> str:
-        return f"{self.backend}-{self.device}"
-
-    @property
-    def label(self) -> str:
-        return f"{self.backend}/{self.device}"
-
-
-CANDIDATE_LANES = (
-    Lane("nccl", "cuda"),
-    Lane("gloo", "cuda"),
-    Lane("gloo", "cpu"),
-    Lane("mpi", "cpu"),
-    Lane("ucc", "cpu"),
-    Lane("ucc", "cuda"),
-)
-
-
-def _mpi_launched(env=None) -> bool:
-    env = os.environ if env is None else env
-    return any(k in env for k in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MV2_COMM_WORLD_SIZE"))
-
-
-def _local_world(env=None) -> int:
-    env = os.environ if env is None else env
-    try:
-        return int(env.get("LOCAL_WORLD_SIZE", "1"))
-    except ValueError:
-        return 1
-
-
-def plan_lanes(device_type: str, env=None) -> tuple[list[Lane], list[tuple[Lane, str]]]:
-    """Lanes to run and lanes that cannot run with the reason. Depends only on the
-    build, the host and the run's device, so it is the same on every rank."""
-    run, missing = [], []
-    ver = torch.__version__
-    for lane in CANDIDATE_LANES:
-        if not backend_available(lane.backend):
-            missing.append((lane, f"{lane.backend} is not built into torch {ver}"))
-        elif lane.device == "cuda" and not torch.cuda.is_available():
-            why = "no CUDA device visible" if torch.version.cuda else f"torch {ver} is a CPU-only build"
-            missing.append((lane, why))
-        elif lane.device == "cuda" and device_type != "cuda":
-            missing.append((lane, "the run uses CPU tensors (DEVICE=cpu); make bench-gpu runs the CUDA lanes"))
-        elif lane.backend == "nccl" and _local_world(env) > torch.cuda.device_count():
-            missing.append(
-                (
-                    lane,
-                    f"NCCL needs one GPU per rank ({_local_world(env)} ranks on this node, "
-                    f"{torch.cuda.device_count()} GPU(s))",
-                )
-            )
-        elif lane.backend == "mpi" and not _mpi_launched(env):
-            missing.append((lane, "the MPI backend needs ranks started by mpirun (no MPI launcher environment)"))
-        else:
-            run.append(lane)
-    return run, missing
-
-
-def _planned(cfg: BenchConfig) -> list[Lane]:
+def _planned(cfg: BenchConfig) -> list[groups.Lane]:
     try:
         device_type = resolve_device(cfg.device)
     except PreflightError:  # the launcher reports this before any rank starts
         device_type = "cpu"
-    return plan_lanes(device_type)[0]
+    return groups.plan_lanes(device_type)[0]
 
 
 def compared_sizes(cfg: BenchConfig) -> list[int]:
@@ -162,49 +94,12 @@ def compared_sizes(cfg: BenchConfig) -> list[int]:
     return cfg.largest_sizes(N_SIZES)
 
 
-# --- lanes: one process group per backend, created once per session on every rank -------------
-
-
-@dataclass
-class Lanes:
-    ctx: dict
-    """lane key -> DistContext for that lane's group and device (lanes that started)."""
-    failed: dict
-    """lane key -> why the group could not be created."""
-    missing: list
-    """(Lane, reason) for lanes the build or host lacks."""
-
-
-def lanes_of(ctx: DistContext, session: Session) -> Lanes:
-    """The lanes' groups, created on first use (same order on every rank: new_group is collective)."""
-
-    def make() -> Lanes:
-        planned, missing = plan_lanes(ctx.device.type)
-        timeout = datetime.timedelta(seconds=ctx.timeout_s)
-        out, failed = {}, {}
-        for lane in planned:
-            reason, group = None, None
-            if lane.backend == ctx.backend and lane.device == ctx.device.type:
-                group = ctx.group
-            else:
-                try:
-                    group = dist.new_group(backend=lane.backend, timeout=timeout)
-                except Exception as e:  # e.g. UCC built but its library missing at run time
-                    reason = f"{lane.label}: group creation failed: {str(e).strip()[:200]}"
-            if not ctx.agree_all(reason is None):
-                failed[lane.key] = reason or f"{lane.label}: group creation failed on another rank"
-                continue
-            device = ctx.device if lane.device == ctx.device.type else torch.device(lane.device)
-            # A DistContext per lane: builders, probes and the timing loop take group, device, backend from it.
-            out[lane.key] = dataclasses.replace(ctx, backend=lane.backend, device=device, group=group)
-        return Lanes(ctx=out, failed=failed, missing=missing)
-
-    return session.once("backends.lanes", make)
+# --- lanes: one process group per backend (suite.harness.groups), a case runs on its lane's ---------
 
 
 def _on_lane(key: str):
     def context(ctx: DistContext, session: Session) -> DistContext:
-        lanes = lanes_of(ctx, session)
+        lanes = groups.lanes_of(ctx, session)
         if key in lanes.failed:
             raise CaseSkipped(lanes.failed[key])
         if key not in lanes.ctx:  # declared from the run's config, but the ranks' own plan lacks it
@@ -315,7 +210,7 @@ def capability_matrix(lctx: DistContext, dtypes=ALL_DTYPES) -> list[dict]:
 
 
 def _with_capabilities(case: Case, lctx: DistContext, cfg: BenchConfig, session: Session) -> Case:
-    lanes = lanes_of(lctx, session)
+    lanes = groups.lanes_of(lctx, session)
     missing = [{"backend": ln.backend, "device": ln.device, "reason": r} for ln, r in lanes.missing] + [
         {"backend": k.split("-")[0], "device": k.split("-")[1], "reason": r} for k, r in lanes.failed.items()
     ]
@@ -724,16 +619,7 @@ def _gloo_path_context(slot: int):
             reason = _gloo_device_ok(iface)
             if not ctx.agree_all(reason is None):
                 return None, reason or f"interface {iface} not usable on another rank"
-            old = os.environ.get("GLOO_SOCKET_IFNAME")
-            os.environ["GLOO_SOCKET_IFNAME"] = iface  # Gloo reads it when the group's device is created
-            try:
-                group = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=ctx.timeout_s))
-            finally:
-                if old is None:
-                    del os.environ["GLOO_SOCKET_IFNAME"]
-                else:
-                    os.environ["GLOO_SOCKET_IFNAME"] = old
-            return dataclasses.replace(ctx, backend="gloo", device=torch.device("cpu"), group=group), None
+            return groups.gloo_on_interface(ctx, iface), None
 
         lctx, why = session.once(("backends.gloo_path", iface), make)
         if lctx is None:

@@ -59,7 +59,6 @@ the process groups the cases share are built once per session (``placement_of``)
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import glob
 import math
 import os
@@ -74,6 +73,7 @@ from suite import algorithms, verify
 from suite.case import Buffers, Bytes, Case, CaseFailed, CaseSkipped, Session, experiment_test, restorer
 from suite.config import BenchConfig
 from suite.dist import DistContext
+from suite.harness import groups
 from suite.ops import barrier_buffers, counts, elsize
 
 EXPERIMENT = "placement"
@@ -158,35 +158,21 @@ def plan_pairs_and_groups(layout: tuple[int, ...]) -> tuple[dict, dict]:
     return pairs, {"intra": intra, "inter": inter}
 
 
-def _timeout(ctx: DistContext) -> datetime.timedelta:
-    return datetime.timedelta(seconds=ctx.timeout_s)
-
-
 def _build_placement(ctx: DistContext, fake: int) -> Placement:
-    timeout = _timeout(ctx)
+    timeout = groups.timeout_of(ctx)
     try:
         grouping = algorithms.node_layout(ctx.hostnames, fake)
     except ValueError as e:  # the same config on every rank: every rank fails alike, before any new_group
         raise CaseFailed(str(e)) from None
     real = algorithms.node_layout(ctx.hostnames)
     pairs, granks = plan_pairs_and_groups(real)
-    groups = {}
-    for kind in ("intra", "inter"):
-        ranks = granks[kind]
-        groups[kind] = (ranks, dist.new_group(list(ranks), timeout=timeout)) if ranks else None
+    subgroups = groups.subgroups(ctx, granks)
     hierarchy = algorithms.build_hierarchy(grouping, ctx.rank, timeout=timeout)
     p = Placement(
-        real_layout=real, grouping_layout=grouping, pairs=pairs, groups=groups, hierarchy=hierarchy, fake_nodes=fake
+        real_layout=real, grouping_layout=grouping, pairs=pairs, groups=subgroups, hierarchy=hierarchy, fake_nodes=fake
     )
     if ctx.device.type == "cuda":
-        p.gloo_cuda = ctx.group if ctx.backend == "gloo" else dist.new_group(backend="gloo", timeout=timeout)
-        p.gloo_cpu = dist.new_group(backend="gloo", timeout=timeout)
-        if ctx.backend == "nccl":
-            p.nccl = ctx.group
-        elif ctx.agree_all(dist.is_nccl_available() and ctx.local_world_size <= torch.cuda.device_count()):
-            # (NCCL refuses two ranks on one GPU: Gloo-on-CUDA runs with several ranks per GPU skip NCCL
-            # modes; every rank must agree before new_group, which is collective)
-            p.nccl = dist.new_group(backend="nccl", timeout=timeout)
+        p.gloo_cpu, p.gloo_cuda, p.nccl = groups.gpu_side_groups(ctx)
     return p
 
 
@@ -200,22 +186,6 @@ def _placed(ctx: DistContext, session: Session) -> DistContext:
     """``Case.context`` of cases that use the placement: build it (once), run on the session's context."""
     placement_of(ctx, session)
     return ctx
-
-
-def _sub_context(ctx: DistContext, ranks, group) -> DistContext:
-    """The context of a subgroup ``ranks`` (global ranks, ascending) as seen from a member."""
-    hosts = [ctx.hostnames[r] for r in ranks]
-    me = ranks.index(ctx.rank)
-    mine = hosts[me]
-    return dataclasses.replace(
-        ctx,
-        group=group,
-        rank=me,
-        world_size=len(ranks),
-        hostnames=hosts,
-        local_rank=sum(1 for h in hosts[:me] if h == mine),
-        local_world_size=sum(1 for h in hosts if h == mine),
-    )
 
 
 def _bound_at_run_time(ctx: DistContext) -> Buffers:
@@ -420,7 +390,7 @@ def _group_context(kind: str):
         ranks, group = entry
         if ctx.rank not in ranks:  # the group's own collectives exclude this rank
             raise CaseSkipped(f"rank {ctx.rank} is not in the {kind}-node group {list(ranks)}: it sits this case out")
-        return _sub_context(ctx, ranks, group)
+        return groups.sub_context(ctx, ranks, group)
 
     return context
 
@@ -963,7 +933,7 @@ def _gpu_context(mode: str):
         # is a CPU case. A CPU tensor moved for NCCL keeps the GPU context (NCCL's own collectives
         # need CUDA tensors); its record says tensor_home=cpu.
         device = torch.device("cpu") if mode == "cpu_tensor_gloo" else ctx.device
-        return dataclasses.replace(ctx, group=group, backend="gloo" if "gloo" in mode else "nccl", device=device)
+        return groups.with_group(ctx, group, backend="gloo" if "gloo" in mode else "nccl", device=device)
 
     return context
 
@@ -1018,7 +988,7 @@ def gpu_placement_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
 def _staging_context(ctx: DistContext, session: Session) -> DistContext:
     p = placement_of(ctx, session)
     _skip_without_gpu(ctx)
-    return dataclasses.replace(ctx, group=p.gloo_cpu, backend="gloo")
+    return groups.with_group(ctx, p.gloo_cpu, backend="gloo")
 
 
 def _staging_build(mem: str, non_blocking: bool, count: int, dtype: str):
@@ -1108,10 +1078,10 @@ COPY_KINDS = (("h2d", "pinned"), ("h2d", "pageable"), ("d2h", "pinned"), ("d2h",
 def _copy_context(ctx: DistContext, session: Session) -> DistContext:
     _skip_without_gpu(ctx)
     # One copy at a time on one GPU: the link's own bandwidth, on rank 0 alone (a one-rank group).
-    group = session.once("rank0_group", lambda: dist.new_group([0], timeout=_timeout(ctx)))
+    group = groups.one_rank_group(ctx, session)
     if ctx.rank != 0:
         raise CaseSkipped(f"copy bandwidth is measured on rank 0 alone: rank {ctx.rank} sits this case out")
-    return _sub_context(ctx, [0], group)
+    return groups.sub_context(ctx, [0], group)
 
 
 def _copy_peak(direction: str, ctx: DistContext, session: Session) -> tuple[float | None, str]:

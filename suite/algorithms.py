@@ -32,6 +32,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from suite.harness import groups
+
 REDOPS = ("sum", "product", "min", "max")
 
 _REDUCE_OP = {
@@ -211,14 +213,8 @@ def build_hierarchy(
     to other ``new_group`` calls. Pass ``timeout``: without it a new group waits
     torch's default of 30 minutes for a missing peer."""
     nodes = ranks_by_node(layout)
-    mine = None
-    for ranks in nodes:  # every rank creates every group, in the same order
-        g = dist.new_group(list(ranks), backend=backend, timeout=timeout)
-        if rank in ranks:
-            mine = g
-    leaders_ranks = [r[0] for r in nodes]
-    lg = dist.new_group(leaders_ranks, backend=backend, timeout=timeout)
-    return Hierarchy(nodes=nodes, node=layout[rank], intra=mine, leaders=lg if rank in leaders_ranks else None)
+    intra, leaders = groups.node_groups(nodes, rank, backend=backend, timeout=timeout)
+    return Hierarchy(nodes=nodes, node=layout[rank], intra=intra, leaders=leaders)
 
 
 HIERARCHY_SHAPES = {

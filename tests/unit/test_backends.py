@@ -6,16 +6,17 @@ import torch.distributed as dist
 
 from experiments import backends
 from suite import algorithms
+from suite.harness import groups
 from suite.tables import backends as tables
 
 
 def test_plan_lanes_reports_every_missing_lane_with_a_reason():
-    run, missing = backends.plan_lanes("cpu", env={})
+    run, missing = groups.plan_lanes("cpu", env={})
     keys = {ln.key for ln in run}
     assert ("gloo-cpu" in keys) == dist.is_gloo_available()
     assert not any(ln.device == "cuda" for ln in run)  # a CPU run never gets CUDA lanes
     reasons = {ln.key: r for ln, r in missing}
-    assert keys.isdisjoint(reasons) and keys | set(reasons) == {ln.key for ln in backends.CANDIDATE_LANES}
+    assert keys.isdisjoint(reasons) and keys | set(reasons) == {ln.key for ln in groups.CANDIDATE_LANES}
     if not dist.is_nccl_available():
         assert "not built into torch" in reasons["nccl-cuda"]
     if not torch.cuda.is_available():
@@ -25,8 +26,8 @@ def test_plan_lanes_reports_every_missing_lane_with_a_reason():
 
 
 def test_mpi_lane_needs_an_mpi_launcher():
-    assert not backends._mpi_launched({})
-    assert backends._mpi_launched({"OMPI_COMM_WORLD_SIZE": "4"})
+    assert not groups._mpi_launched({})
+    assert groups._mpi_launched({"OMPI_COMM_WORLD_SIZE": "4"})
 
 
 def _route(iface, net, metric=0):
@@ -259,8 +260,8 @@ def test_a_lane_the_ranks_did_not_plan_skips_with_its_reason():
     from suite.case import CaseSkipped, Session
 
     session = Session()
-    nccl = backends.Lane("nccl", "cuda")
-    session.once("backends.lanes", lambda: backends.Lanes(ctx={}, failed={}, missing=[(nccl, "no CUDA here")]))
+    nccl = groups.Lane("nccl", "cuda")
+    session.once("backends.lanes", lambda: groups.Lanes(ctx={}, failed={}, missing=[(nccl, "no CUDA here")]))
     with pytest.raises(CaseSkipped, match="nccl/cuda: no CUDA here"):
         backends._on_lane("nccl-cuda")(None, session)
 
