@@ -48,11 +48,7 @@ records. The lanes' process groups are made once per session (``suite.harness.gr
 from __future__ import annotations
 
 import dataclasses
-import fcntl
-import ipaddress
 import os
-import socket
-import struct
 
 import torch
 import torch.distributed as dist
@@ -62,6 +58,7 @@ from suite.case import Buffers, Bytes, Case, CaseSkipped, Session, experiment_te
 from suite.config import BenchConfig
 from suite.dist import DistContext, PreflightError, resolve_device
 from suite.harness import groups
+from suite.system import network
 
 EXPERIMENT = "backends"
 
@@ -488,102 +485,7 @@ def algorithm_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
 # (e.g. compose nodes attached to two networks); otherwise its cases skip with the reason.
 
 GLOO_PATHS = ("interface_1", "interface_2")
-"""Case slots of the interface comparison, filled by ``interface_paths`` at run time."""
-
-_SIOCGIFFLAGS, _SIOCGIFADDR, _SIOCGIFNETMASK, _IFF_LOOPBACK = 0x8913, 0x8915, 0x891B, 0x8
-
-
-def _route_table(route_table: str | None) -> str:
-    if route_table is not None:
-        return route_table
-    try:
-        with open("/proc/net/route") as fh:
-            return fh.read()
-    except OSError:
-        return ""
-
-
-def route_interface(address: str, route_table: str | None = None) -> str | None:
-    """The interface the kernel's main IPv4 table (/proc/net/route: little-endian hex destination and
-    mask) sends ``address`` through: the longest matching prefix, the lowest metric among equals."""
-    want = int(ipaddress.IPv4Address(address))
-    best = None
-    for line in _route_table(route_table).splitlines()[1:]:
-        f = line.split()
-        if len(f) < 8:
-            continue
-        dest, mask = (int.from_bytes(bytes.fromhex(x), "little") for x in (f[1], f[7]))
-        if want & mask == dest:
-            key = (bin(mask).count("1"), -int(f[6]))
-            if best is None or key > best[0]:
-                best = (key, f[0])
-    return best[1] if best else None
-
-
-def local_interfaces() -> list[dict]:
-    """This host's interfaces with an IPv4 address: name, address, prefix length, loopback flag
-    (SIOCGIFADDR/SIOCGIFNETMASK/SIOCGIFFLAGS; interfaces without an IPv4 address are left out)."""
-    out = []
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sk:
-        for _, name in socket.if_nameindex():
-            req = struct.pack("256s", name.encode()[:15])
-            try:
-                addr = socket.inet_ntoa(fcntl.ioctl(sk.fileno(), _SIOCGIFADDR, req)[20:24])
-                mask = socket.inet_ntoa(fcntl.ioctl(sk.fileno(), _SIOCGIFNETMASK, req)[20:24])
-                flags = struct.unpack("H", fcntl.ioctl(sk.fileno(), _SIOCGIFFLAGS, req)[16:18])[0]
-            except OSError:  # no IPv4 address
-                continue
-            out.append(
-                {
-                    "name": name,
-                    "address": addr,
-                    "prefix": ipaddress.IPv4Network(f"0.0.0.0/{mask}").prefixlen,
-                    "loopback": bool(flags & _IFF_LOOPBACK) or ipaddress.IPv4Address(addr).is_loopback,
-                }
-            )
-    return out
-
-
-def interface_paths(ranks: list[dict]) -> tuple[list[dict], str | None]:
-    """The interfaces that lead over paths of their own, from every rank's ``{"host", "interfaces"
-    (local_interfaces()), "routes" (/proc/net/route text)}``: (paths, None) when there are at least two
-    on different networks, else ([], why the comparison is not offered). A path: an interface name
-    every rank has, not loopback, whose address on every other host each rank routes through it."""
-    hosts = {r["host"] for r in ranks}
-    if len(hosts) < 2:
-        return [], (
-            f"all {len(ranks)} ranks run on one host: traffic between its own addresses goes through the "
-            "kernel loopback whatever GLOO_SOCKET_IFNAME names, so there is one path to compare"
-        )
-    by_rank = [{i["name"]: i for i in r["interfaces"] if not i["loopback"]} for r in ranks]
-    names = [n for n in by_rank[0] if all(n in b for b in by_rank[1:])]
-    paths, why = [], []
-    for name in names:
-        ok = True
-        for ra in ranks:
-            for b, rb in enumerate(ranks):
-                if ra["host"] == rb["host"]:
-                    continue
-                peer = by_rank[b][name]["address"]
-                via = route_interface(peer, ra["routes"])
-                if via != name:
-                    why.append(f"{name}: {ra['host']} reaches {rb['host']}'s {peer} via {via or 'no route'}")
-                    ok = False
-                    break
-            if not ok:
-                break
-        if ok:
-            own = by_rank[0][name]
-            net = str(ipaddress.IPv4Network(f"{own['address']}/{own['prefix']}", strict=False))
-            if net not in {p["network"] for p in paths}:
-                paths.append({"name": name, "network": net})
-    if len(paths) >= 2:
-        return paths, None
-    found = ", ".join(f"{p['name']} ({p['network']})" for p in paths) or "none"
-    return [], (
-        f"the ranks share fewer than two interfaces with routes of their own between hosts "
-        f"(found: {found}" + (f"; {'; '.join(why[:3])}" if why else "") + ")"
-    )
+"""Case slots of the interface comparison, filled by ``suite.system.network.interface_paths`` at run time."""
 
 
 def _gloo_device_ok(iface: str) -> str | None:
@@ -598,10 +500,14 @@ def _offered_paths(ctx: DistContext, session: Session) -> tuple[list[dict], str 
     def plan():
         if not dist.is_gloo_available():
             return [], "gloo is not built into this torch"
-        mine = {"host": ctx.hostnames[ctx.rank], "interfaces": local_interfaces(), "routes": _route_table(None)}
+        mine = {
+            "host": ctx.hostnames[ctx.rank],
+            "interfaces": network.local_interfaces(),
+            "routes": network.route_table_text(),
+        }
         ranks: list = [None] * ctx.world_size
         dist.all_gather_object(ranks, mine, group=ctx.group)
-        return interface_paths(ranks)  # the same inputs on every rank: the same answer
+        return network.interface_paths(ranks)  # the same inputs on every rank: the same answer
 
     return session.once("backends.gloo_paths", plan)
 

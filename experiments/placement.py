@@ -59,11 +59,8 @@ the process groups the cases share are built once per session (``placement_of``)
 from __future__ import annotations
 
 import dataclasses
-import glob
 import math
 import os
-import shutil
-import subprocess
 from dataclasses import dataclass
 
 import torch
@@ -74,15 +71,12 @@ from suite.case import Buffers, Bytes, Case, CaseFailed, CaseSkipped, Session, e
 from suite.config import BenchConfig
 from suite.dist import DistContext
 from suite.harness import groups
+from suite.system import affinity, topology
 from suite.ops import barrier_buffers, counts, elsize
 
 EXPERIMENT = "placement"
 N_SIZES = 3
 """Pair, group, hierarchy and contiguity cases run at the largest N_SIZES sizes of the sweep."""
-
-# PCIe payload bandwidth per lane and direction, GB/s, after line encoding
-# (PCI-SIG: 2.5/5 GT/s 8b/10b, 8/16/32 GT/s 128b/130b, 64 GT/s PAM4/FLIT ~ 7.56).
-PCIE_GBPS_PER_LANE = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 
 WHOLE_BUFFER = "the whole buffer of the collective (nccl-tests S)"
 
@@ -196,85 +190,13 @@ def _bind(case: Case, build, **fields) -> Case:
     return dataclasses.replace(case, build=build, fields={**case.fields, **fields})
 
 
-# --- topology -------------------------------------------------------------------------------
-
-
-def _read(path: str) -> str | None:
-    try:
-        with open(path) as fh:
-            return fh.read().strip()
-    except OSError:
-        return None
-
-
-def parse_cpulist(text: str) -> list[int]:
-    """Kernel cpulist format ("0-3,8,10-11") to a list of CPU numbers."""
-    out: list[int] = []
-    for part in (text or "").split(","):
-        part = part.strip()
-        if not part:
-            continue
-        if "-" in part:
-            a, b = part.split("-", 1)
-            out.extend(range(int(a), int(b) + 1))
-        else:
-            out.append(int(part))
-    return out
-
-
-def numa_nodes() -> dict[int, list[int]]:
-    """NUMA node -> CPUs, from sysfs (empty where the kernel does not expose it)."""
-    out = {}
-    for d in sorted(glob.glob("/sys/devices/system/node/node[0-9]*")):
-        cpus = _read(os.path.join(d, "cpulist"))
-        if cpus is not None:
-            out[int(os.path.basename(d)[4:])] = parse_cpulist(cpus)
-    return out
-
-
-def gpu_numa(device: torch.device) -> dict | None:
-    if device.type != "cuda":
-        return None
-    p = torch.cuda.get_device_properties(device)
-    dom, bus, dev = (getattr(p, k, None) for k in ("pci_domain_id", "pci_bus_id", "pci_device_id"))
-    info = {"index": device.index, "name": p.name}
-    if None not in (dom, bus, dev):
-        addr = f"{dom:04x}:{bus:02x}:{dev:02x}.0"
-        info["pci"] = addr
-        node = _read(f"/sys/bus/pci/devices/{addr}/numa_node")
-        info["numa_node"] = int(node) if node not in (None, "") else None
-    return info
-
-
-def local_topology(ctx: DistContext) -> dict:
-    aff = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-    numa = numa_nodes()
-    return {
-        "rank": ctx.rank,
-        "hostname": ctx.hostnames[ctx.rank],
-        "local_rank": ctx.local_rank,
-        "affinity": aff,
-        "numa_nodes_of_affinity": sorted(n for n, cpus in numa.items() if aff and set(cpus) & set(aff)),
-        "numa_nodes": len(numa),
-        "torch_threads": torch.get_num_threads(),
-        "gpu": gpu_numa(ctx.device),
-    }
-
-
-def nvidia_topology() -> str | None:
-    if not shutil.which("nvidia-smi"):
-        return None
-    try:
-        r = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return r.stdout if r.returncode == 0 else None
+# --- topology (read by suite.system.topology) --------------------------------------------------------
 
 
 def _resolve_topology(case: Case, ctx: DistContext, cfg: BenchConfig, session: Session) -> Case:
     p = placement_of(ctx, session)
     per_rank: list = [None] * ctx.world_size
-    dist.all_gather_object(per_rank, local_topology(ctx), group=ctx.group)
+    dist.all_gather_object(per_rank, topology.local_topology(ctx), group=ctx.group)
     return _bind(
         case,
         barrier_buffers,
@@ -282,7 +204,7 @@ def _resolve_topology(case: Case, ctx: DistContext, cfg: BenchConfig, session: S
         nodes=list(p.real_layout),
         grouping_nodes=list(p.grouping_layout),
         fake_nodes=p.fake_nodes,
-        nvidia_smi_topo=nvidia_topology() if ctx.rank == 0 else None,
+        nvidia_smi_topo=topology.nvidia_topology() if ctx.rank == 0 else None,
     )
 
 
@@ -515,42 +437,6 @@ def hierarchical_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
 # --- affinity and thread count ------------------------------------------------------------------
 
 
-def _thread_ids() -> list[int]:
-    try:
-        return [int(t) for t in os.listdir("/proc/self/task")]
-    except OSError:
-        return [0]
-
-
-@dataclass(frozen=True)
-class _SavedPlacement:
-    masks: dict
-    """thread id -> CPU mask before pinning (empty: nothing was pinned)."""
-    default_mask: frozenset
-    """The process's mask, for threads started while pinned."""
-
-
-def _pin_process(cpu: int) -> _SavedPlacement:
-    """Pin every thread of this process (Gloo's workers included) to ``cpu``."""
-    masks, default = {}, frozenset(os.sched_getaffinity(0))
-    for tid in _thread_ids():
-        try:
-            masks[tid] = os.sched_getaffinity(tid)
-            os.sched_setaffinity(tid, {cpu})
-        except OSError:  # a thread that exited meanwhile
-            pass
-    return _SavedPlacement(masks=masks, default_mask=default)
-
-
-def _restore(saved: _SavedPlacement) -> None:
-    if saved.masks:
-        for tid in _thread_ids():  # threads started while pinned get the process's old mask
-            try:
-                os.sched_setaffinity(tid, saved.masks.get(tid, saved.default_mask))
-            except OSError:
-                pass
-
-
 class _Pinning:
     """One affinity case's pinning, shared by its buffer sets: the first build pins, the first check
     after it restores; every check then verifies, on every rank, that the process finds its masks as
@@ -558,7 +444,7 @@ class _Pinning:
 
     def __init__(self, pinning: str):
         self.pinning = pinning
-        self.saved: _SavedPlacement | None = None
+        self.saved: affinity.SavedAffinity | None = None
         self.before: list[int] | None = None
         self.fields: dict = {}
 
@@ -568,9 +454,9 @@ class _Pinning:
             core = cpus[ctx.local_rank % len(cpus)]
             self.before = cpus
             self.saved = (
-                _pin_process(core)
+                affinity.pin_process(core)
                 if self.pinning == "pinned"
-                else _SavedPlacement(masks={}, default_mask=frozenset(cpus))
+                else affinity.SavedAffinity(masks={}, default_mask=frozenset(cpus))
             )
             pinned = self.pinning == "pinned"
             # this rank's view (the record is rank 0's): its core, its CPU count; the torch thread count is
@@ -586,7 +472,7 @@ class _Pinning:
     def undo(self) -> None:
         """Put the masks back (no collective: also safe when the case fails or skips)."""
         if self.saved is not None:
-            _restore(self.saved)
+            affinity.restore(self.saved)
             self.saved = None
 
     def restore(self, ctx: DistContext) -> None:
@@ -1037,41 +923,6 @@ def gpu_staging_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     return out
 
 
-def pcie_peak_gbps(device_index: int) -> tuple[float | None, str]:
-    """Nominal PCIe bandwidth per direction from nvidia-smi's max link generation and width."""
-    if not shutil.which("nvidia-smi"):
-        return None, "nvidia-smi not found"
-    try:
-        r = subprocess.run(
-            [
-                "nvidia-smi",
-                "-i",
-                str(device_index),
-                "--query-gpu=pcie.link.gen.max,pcie.link.width.max",
-                "--format=csv,noheader,nounits",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-        gen, width = (int(x) for x in r.stdout.strip().splitlines()[0].split(","))
-    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
-        return None, "nvidia-smi gave no PCIe link information"
-    per_lane = PCIE_GBPS_PER_LANE.get(gen)
-    if per_lane is None:
-        return None, f"unknown PCIe generation {gen}"
-    return per_lane * width, f"PCIe gen{gen} x{width}"
-
-
-def memory_peak_gbps(device: torch.device) -> tuple[float | None, str]:
-    """Nominal device memory bandwidth: 2 (double data rate) x memory clock x bus width."""
-    p = torch.cuda.get_device_properties(device)
-    clock_khz, bus_bits = getattr(p, "memory_clock_rate", 0), getattr(p, "memory_bus_width", 0)
-    if not clock_khz or not bus_bits:
-        return None, "memory clock/bus width not reported"
-    return 2 * clock_khz * 1e3 * bus_bits / 8 / 1e9, f"{bus_bits}-bit at {clock_khz / 1e6:.2f} GHz"
-
-
 COPY_KINDS = (("h2d", "pinned"), ("h2d", "pageable"), ("d2h", "pinned"), ("d2h", "pageable"), ("d2d", "device"))
 
 
@@ -1086,8 +937,8 @@ def _copy_context(ctx: DistContext, session: Session) -> DistContext:
 
 def _copy_peak(direction: str, ctx: DistContext, session: Session) -> tuple[float | None, str]:
     if direction == "d2d":
-        return session.once(("memory_peak", ctx.device.index), lambda: memory_peak_gbps(ctx.device))
-    return session.once(("pcie_peak", ctx.device.index), lambda: pcie_peak_gbps(ctx.device.index))
+        return session.once(("memory_peak", ctx.device.index), lambda: topology.memory_peak_gbps(ctx.device))
+    return session.once(("pcie_peak", ctx.device.index), lambda: topology.pcie_peak_gbps(ctx.device.index))
 
 
 def _copy_build(direction: str, mem: str, count: int):

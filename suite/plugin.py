@@ -24,7 +24,8 @@ import time
 
 import pytest
 
-from suite import bench_adapter, failures, fileio, phases, profiling, progress, sysinfo
+from suite import bench_adapter, failures, fileio, phases, profiling, progress
+from suite.system import sysinfo
 from suite.tables import format_tables
 from suite.config import KNOBS, ConfigError, build_config, config_from_json, settings_from_env
 from suite.errors import CaseFailed, CaseSkipped

@@ -7,6 +7,7 @@ import torch.distributed as dist
 from experiments import backends
 from suite import algorithms
 from suite.harness import groups
+from suite.system import network
 from suite.tables import backends as tables
 
 
@@ -43,10 +44,10 @@ HEAD = "Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\tMTU\tWind
 
 def test_route_interface_takes_the_longest_prefix():
     table = "\n".join([HEAD, _route("eth0", "0.0.0.0/0"), _route("eth0", "10.0.0.0/16"), _route("eth1", "10.0.1.0/24")])
-    assert backends.route_interface("10.0.1.7", table) == "eth1"
-    assert backends.route_interface("10.0.2.7", table) == "eth0"
-    assert backends.route_interface("8.8.8.8", table) == "eth0"
-    assert backends.route_interface("8.8.8.8", "\n".join([HEAD, _route("eth1", "10.0.1.0/24")])) is None
+    assert network.route_interface("10.0.1.7", table) == "eth1"
+    assert network.route_interface("10.0.2.7", table) == "eth0"
+    assert network.route_interface("8.8.8.8", table) == "eth0"
+    assert network.route_interface("8.8.8.8", "\n".join([HEAD, _route("eth1", "10.0.1.0/24")])) is None
 
 
 def _rank(host, *ifaces, routes=()):
@@ -60,7 +61,7 @@ def _rank(host, *ifaces, routes=()):
 
 def test_interface_paths_are_not_offered_on_one_host():
     ranks = [_rank("h", ("eth0", "10.0.0.1", 24), ("eth1", "10.1.0.1", 24))] * 2
-    paths, why = backends.interface_paths(ranks)
+    paths, why = network.interface_paths(ranks)
     assert paths == [] and "one host" in why and "loopback" in why
 
 
@@ -68,25 +69,25 @@ def test_interface_paths_need_two_interfaces_with_routes_of_their_own():
     two_nets = [_route("eth0", "10.0.0.0/24"), _route("eth1", "10.1.0.0/24")]
     a = _rank("a", ("eth0", "10.0.0.1", 24), ("eth1", "10.1.0.1", 24), routes=two_nets)
     b = _rank("b", ("eth0", "10.0.0.2", 24), ("eth1", "10.1.0.2", 24), routes=two_nets)
-    paths, why = backends.interface_paths([a, a, b, b])
+    paths, why = network.interface_paths([a, a, b, b])
     assert why is None and paths == [
         {"name": "eth0", "network": "10.0.0.0/24"},
         {"name": "eth1", "network": "10.1.0.0/24"},
     ]
     # one network per host: nothing to compare
     one = [_rank(h, ("eth0", f"10.0.0.{i}", 24), routes=two_nets[:1]) for i, h in ((1, "a"), (2, "b"))]
-    paths, why = backends.interface_paths(one)
+    paths, why = network.interface_paths(one)
     assert paths == [] and "fewer than two" in why and "eth0 (10.0.0.0/24)" in why
     # a second interface on the same network: the kernel sends the peer's address through the first one
     same = [_route("eth0", "10.0.0.0/24"), _route("eth1", "10.0.0.0/24", metric=10)]
     c = _rank("a", ("eth0", "10.0.0.1", 24), ("eth1", "10.0.0.11", 24), routes=same)
     d = _rank("b", ("eth0", "10.0.0.2", 24), ("eth1", "10.0.0.12", 24), routes=same)
-    paths, why = backends.interface_paths([c, d])
+    paths, why = network.interface_paths([c, d])
     assert paths == [] and "eth1: a reaches b's 10.0.0.12 via eth0" in why
 
 
 def test_local_interfaces_mark_the_loopback():
-    ifaces = backends.local_interfaces()
+    ifaces = network.local_interfaces()
     lo = [i for i in ifaces if i["address"].startswith("127.")]
     assert lo and all(i["loopback"] for i in lo)
     assert all(0 <= i["prefix"] <= 32 for i in ifaces)

@@ -14,6 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("suite", "experiments")
 GROUPS_HOME = "suite/harness/groups.py"
+SYSTEM_HOME = "suite/system/"
 
 
 def _sources() -> dict[str, str]:
@@ -44,3 +45,72 @@ def test_the_new_group_check_sees_calls_and_ignores_prose():
     assert new_group_calls(src) == [4]
     assert new_group_calls("from torch.distributed import new_group\ng = new_group(backend='gloo')\n") == [2]
     assert new_group_calls("x = 'new_group('\n") == []
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """ids of the string constants that are docstrings (of a module, class or function, or of an attribute)."""
+    out = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if not isinstance(body, list):
+            continue
+        for stmt in body:
+            if (
+                isinstance(stmt, ast.Expr)
+                and isinstance(stmt.value, ast.Constant)
+                and isinstance(stmt.value.value, str)
+            ):
+                out.add(id(stmt.value))
+    return out
+
+
+def host_reads(source: str) -> list[tuple[int, str]]:
+    """(line, what) for each use that reads the host: a string that starts with /proc/ or /sys/ (an
+    f-string's leading part too) or is the nvidia-smi command, and any use of the name ``ioctl``.
+    Docstrings and comments do not count, nor does prose that merely mentions them."""
+    tree = ast.parse(source)
+    skip = _docstrings(tree)
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
+            if node.value.startswith(("/proc/", "/sys/")) or node.value == "nvidia-smi":
+                out.append((node.lineno, node.value))
+        elif isinstance(node, ast.Attribute) and node.attr == "ioctl":
+            out.append((node.lineno, "ioctl"))
+        elif isinstance(node, ast.Name) and node.id == "ioctl":
+            out.append((node.lineno, "ioctl"))
+        elif isinstance(node, ast.ImportFrom) and any(a.name == "ioctl" for a in node.names):
+            out.append((node.lineno, "ioctl"))
+    return sorted(out)
+
+
+def test_the_host_is_read_only_under_suite_system():
+    found = {
+        path: reads
+        for path, src in _sources().items()
+        if not path.startswith(SYSTEM_HOME) and (reads := host_reads(src))
+    }
+    assert not found, found
+
+
+HOST_READS_AND_PROSE = '''"""Reads /proc/self/status and runs nvidia-smi."""
+import fcntl, os, shutil
+# open('/proc/net/route')
+a = open('/proc/net/route')
+b = f'/sys/bus/pci/devices/{x}/numa_node'
+c = shutil.which('nvidia-smi')
+d = fcntl.ioctl(0, 1, b'')
+e = 'from nvidia-smi topo -m'
+def f():
+    "lists /proc/self/task"
+'''
+
+
+def test_the_host_read_check_sees_reads_and_ignores_prose():
+    assert host_reads(HOST_READS_AND_PROSE) == [
+        (4, "/proc/net/route"),
+        (5, "/sys/bus/pci/devices/"),
+        (6, "nvidia-smi"),
+        (7, "ioctl"),
+    ]
+    assert host_reads("from fcntl import ioctl\n") == [(1, "ioctl")]

@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from suite import results, sysinfo
+from suite import results
+from suite.system import sysinfo
 from suite.timing import Measurement
 
 

@@ -83,7 +83,7 @@ def container_limits() -> dict:
 
 
 def git_commit(repo: Path | None = None) -> str | None:
-    repo = repo or Path(__file__).resolve().parent.parent
+    repo = repo or Path(__file__).resolve().parents[2]  # the checkout: suite/system/ is two levels down
     try:
         r = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.TimeoutExpired):
