@@ -74,7 +74,6 @@ COMPARED_VARIANTS = (
 N_SIZES = 3
 """The comparisons run at the largest N_SIZES sizes of the sweep (bandwidth-bound sizes)."""
 ALGORITHMS = ("all_reduce", "ring_p2p", "reduce_broadcast")
-GLOO_PATHS = ("loopback", "default_route")
 ALL_DTYPES = tuple(verify.DTYPE_OF)
 
 

@@ -3,7 +3,8 @@
 - ``dist.new_group`` is called only in suite/harness/groups.py;
 - the host is read (``/proc``, ``/sys/``, ``ioctl``, ``nvidia-smi``) only under suite/system/.
 
-Checked on the syntax tree, so comments and docstrings that name them do not count.
+Checked on the syntax tree, so comments and docstrings that name them do not count. Also: no module
+binds a top-level name twice (the first binding would be dead, as ``GLOO_PATHS`` once was).
 """
 
 from __future__ import annotations
@@ -114,3 +115,26 @@ def test_the_host_read_check_sees_reads_and_ignores_prose():
         (7, "ioctl"),
     ]
     assert host_reads("from fcntl import ioctl\n") == [(1, "ioctl")]
+
+
+def rebound_names(source: str) -> list[str]:
+    """Names a module binds more than once at its top level (``X = ...`` twice: the first is dead)."""
+    seen: list[str] = []
+    for stmt in ast.parse(source).body:
+        targets = (
+            stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
+        )
+        for t in targets:
+            for n in t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]:
+                if isinstance(n, ast.Name):
+                    seen.append(n.id)
+    return sorted({n for n in seen if seen.count(n) > 1})
+
+
+def test_no_module_binds_a_top_level_name_twice():
+    found = {path: names for path, src in _sources().items() if (names := rebound_names(src))}
+    assert not found, found
+
+
+def test_the_rebinding_check_sees_a_second_binding_only():
+    assert rebound_names("A = 1\nB: int = 2\nA, C = 3, 4\nD = {}\nD['k'] = 5\n") == ["A"]
