@@ -14,7 +14,7 @@ What is measured, in one run (one process group per backend, ``new_group(backend
 - *side by side*: a subset of the collectives (sum for reducing ops, the
   first in-place form) and a ring ``send_recv`` (each rank sends to rank+1
   and receives from rank-1 with ``batch_isend_irecv``, as nccl-tests'
-  sendrecv_perf), at the largest ``N_SIZES`` sizes of the sweep, on every
+  sendrecv_perf), at the largest ``COMPARED_SIZES`` sizes of the sweep (``cfg.compared_sizes()``), on every
   lane; the table shows each lane's time and busbw and the ratio to the first
   lane when at least two lanes ran.
 - *algorithms*: the backend's ``all_reduce`` vs a ring all_reduce written with
@@ -71,8 +71,6 @@ COMPARED_VARIANTS = (
     "barrier",
 )
 """The collectives compared across lanes (the full set runs in the collectives experiment)."""
-N_SIZES = 3
-"""The comparisons run at the largest N_SIZES sizes of the sweep (bandwidth-bound sizes)."""
 ALGORITHMS = ("all_reduce", "ring_p2p", "reduce_broadcast")
 ALL_DTYPES = tuple(verify.DTYPE_OF)
 
@@ -83,11 +81,6 @@ def _planned(cfg: BenchConfig) -> list[groups.Lane]:
     except PreflightError:  # the launcher reports this before any rank starts
         device_type = "cpu"
     return groups.plan_lanes(device_type)[0]
-
-
-def compared_sizes(cfg: BenchConfig) -> list[int]:
-    """The largest N_SIZES (non-zero) sizes of the run's sweep, bytes."""
-    return cfg.largest_sizes(N_SIZES)
 
 
 # --- lanes: one process group per backend (suite.harness.groups), a case runs on its lane's ---------
@@ -246,7 +239,7 @@ def capability_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
 
 def collective_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     """A subset of the collectives (sum, the first in-place form) at the largest sizes, on every lane."""
-    sizes = compared_sizes(cfg)
+    sizes = cfg.compared_sizes()
     if not sizes:
         return []
     sub = dataclasses.replace(cfg, redops=("sum",))
@@ -273,7 +266,7 @@ def collective_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
 
 def _sized(cfg: BenchConfig):
     for dtype in cfg.dtypes:
-        for _, count in ops.counts(compared_sizes(cfg), dtype):
+        for _, count in ops.counts(cfg.compared_sizes(), dtype):
             yield dtype, count * ops.elsize(dtype), count
 
 
@@ -550,7 +543,7 @@ def _resolve_gloo_path(case: Case, slot: int, ctx: DistContext, session: Session
 def gloo_path_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     """all_reduce over Gloo's TCP transport through each of two interfaces that lead over different paths
     (skipped with the reason where the ranks have no two such interfaces)."""
-    sizes = compared_sizes(cfg)
+    sizes = cfg.compared_sizes()
     if not sizes:
         return []
     dtype = cfg.dtypes[0]

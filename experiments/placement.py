@@ -75,8 +75,6 @@ from suite.system import affinity, topology
 from suite.ops import barrier_buffers, counts, elsize
 
 EXPERIMENT = "placement"
-N_SIZES = 3
-"""Pair, group, hierarchy and contiguity cases run at the largest N_SIZES sizes of the sweep."""
 
 WHOLE_BUFFER = "the whole buffer of the collective (nccl-tests S)"
 
@@ -103,10 +101,6 @@ def _all_reduce_case(label: str, identity: dict, count: int, dtype: str, **kw) -
         ),
         **kw,
     )
-
-
-def compared_sizes(cfg: BenchConfig) -> list[int]:
-    return cfg.largest_sizes(N_SIZES)
 
 
 def _count(size: int, dtype: str) -> int:
@@ -276,7 +270,7 @@ def pair_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     dtype = cfg.dtypes[0]
     out = []
     for kind in ("intra", "inter"):
-        for s, count in counts(compared_sizes(cfg), dtype):
+        for s, count in counts(cfg.compared_sizes(), dtype):
             out.append(
                 Case(
                     experiment=EXPERIMENT,
@@ -340,7 +334,7 @@ def group_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     dtype = cfg.dtypes[0]
     out = []
     for kind in ("intra", "inter"):
-        for s, count in counts(compared_sizes(cfg), dtype):
+        for s, count in counts(cfg.compared_sizes(), dtype):
             out.append(
                 _all_reduce_case(
                     f"{kind}-{s}B",
@@ -413,7 +407,7 @@ def hierarchical_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     the hierarchical form completes inside one call)."""
     out = []
     for d in cfg.dtypes:
-        for s, count in counts(compared_sizes(cfg), d):
+        for s, count in counts(cfg.compared_sizes(), d):
             for algo in ("flat", "hierarchical"):
                 out.append(
                     _all_reduce_case(
@@ -514,7 +508,7 @@ def _affinity_skip(ctx: DistContext, cfg: BenchConfig) -> str | None:
 
 def affinity_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     """all_reduce at the largest compared size, every thread pinned to one core vs not."""
-    sizes = compared_sizes(cfg)
+    sizes = cfg.compared_sizes()
     dtype = cfg.dtypes[0]
     count = _count(sizes[-1], dtype) if sizes else 0
 
@@ -699,7 +693,7 @@ def contiguity_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     tensor through all_reduce and through send/recv; the transposed records carry the measured copy time
     and its share of their own time (whether the backend copies is for the numbers to show, not assumed)."""
     dtype = cfg.dtypes[0]
-    sizes = counts(compared_sizes(cfg), dtype)
+    sizes = counts(cfg.compared_sizes(), dtype)
 
     def no_transpose(count):
         rows, cols = matrix_shape(count)
@@ -853,7 +847,7 @@ def gpu_placement_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     dtype = cfg.dtypes[0]
     out = []
     for mode in GPU_MODES:
-        for s, count in counts(compared_sizes(cfg), dtype):
+        for s, count in counts(cfg.compared_sizes(), dtype):
             out.append(
                 _all_reduce_case(
                     f"{mode}-{s}B",
@@ -904,7 +898,7 @@ def gpu_staging_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     """D2H -> Gloo all_reduce on host -> H2D, pinned vs pageable host memory, non_blocking on/off."""
     dtype = cfg.dtypes[0]
     out = []
-    for s in compared_sizes(cfg):
+    for s in cfg.compared_sizes():
         count = _count(s, dtype)
         for mem in ("pinned", "pageable"):
             for nb in (False, True):

@@ -113,16 +113,6 @@ def test_ring_chunks_cover_the_buffer_like_tensor_split(numel, n):
     assert all(chunks[i][0] + chunks[i][1] == chunks[i + 1][0] for i in range(n - 1))
 
 
-def test_compared_sizes_are_the_largest_of_the_sweep():
-    from suite.config import build_config
-
-    cfg = build_config(min_bytes="1K", max_bytes="1M", step_factor=4)
-    assert backends.compared_sizes(cfg) == [64 << 10, 256 << 10, 1 << 20]
-    cfg = build_config(min_bytes="1", max_bytes="16", step_factor=2)
-    assert backends.compared_sizes(cfg) == [4, 8, 16]
-    assert backends.compared_sizes(build_config(min_bytes="0", max_bytes="0")) == []  # no zero-byte comparisons
-
-
 def _rec(lane, variant, size, time_us, **kw):
     backend, device = lane.split("/")
     return {
