@@ -33,15 +33,9 @@ import torch
 import torch.distributed as dist
 
 from suite.harness import groups
+from suite.ops import REDUCE_OP
 
 REDOPS = ("sum", "product", "min", "max")
-
-_REDUCE_OP = {
-    "sum": dist.ReduceOp.SUM,
-    "product": dist.ReduceOp.PRODUCT,
-    "min": dist.ReduceOp.MIN,
-    "max": dist.ReduceOp.MAX,
-}
 
 
 def _combine(acc: torch.Tensor, other: torch.Tensor, redop: str) -> None:
@@ -155,7 +149,7 @@ def ring_all_reduce(t: torch.Tensor, group=None, redop: str = "sum") -> None:
 
 def naive_all_reduce(t: torch.Tensor, group=None, redop: str = "sum", root: int = 0) -> None:
     """In-place all_reduce as ``reduce`` to group rank ``root`` then ``broadcast`` from it."""
-    dist.reduce(t, op=_REDUCE_OP[redop], group=group, group_dst=root)
+    dist.reduce(t, op=REDUCE_OP[redop], group=group, group_dst=root)
     dist.broadcast(t, group=group, group_src=root)
 
 
@@ -240,7 +234,7 @@ def hierarchy_shape(nodes: Sequence[Sequence[int]]) -> str:
 def hierarchical_all_reduce(t: torch.Tensor, h: Hierarchy, redop: str = "sum") -> None:
     """In-place all_reduce: intra-node reduce to the leader, all_reduce among the
     leaders, intra-node broadcast from the leader."""
-    op = _REDUCE_OP[redop]
+    op = REDUCE_OP[redop]
     dist.reduce(t, op=op, group=h.intra, group_dst=0)
     if h.is_leader:
         dist.all_reduce(t, op=op, group=h.leaders)

@@ -4,7 +4,8 @@
 - the host is read (``/proc``, ``/sys/``, ``ioctl``, ``nvidia-smi``) only under suite/system/.
 
 Checked on the syntax tree, so comments and docstrings that name them do not count. Also: no module
-binds a top-level name twice (the first binding would be dead, as ``GLOO_PATHS`` once was).
+binds a top-level name twice (the first binding would be dead, as ``GLOO_PATHS`` once was), and one
+table maps names to ``ReduceOp`` (suite/ops.py's ``REDUCE_OP``).
 """
 
 from __future__ import annotations
@@ -138,3 +139,23 @@ def test_no_module_binds_a_top_level_name_twice():
 
 def test_the_rebinding_check_sees_a_second_binding_only():
     assert rebound_names("A = 1\nB: int = 2\nA, C = 3, 4\nD = {}\nD['k'] = 5\n") == ["A"]
+
+
+def reduce_op_tables(source: str) -> list[int]:
+    """Lines of dict literals mapping names to ``ReduceOp`` members (a str -> ReduceOp table)."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Dict) and node.values:
+            if all(isinstance(v, ast.Attribute) and "ReduceOp" in ast.unparse(v.value) for v in node.values):
+                out.append(node.lineno)
+    return out
+
+
+def test_one_table_maps_reduce_op_names():
+    found = {path: lines for path, src in _sources().items() if (lines := reduce_op_tables(src))}
+    assert sum(len(v) for v in found.values()) == 1, found
+
+
+def test_the_reduce_op_table_check_sees_tables_only():
+    src = "import torch.distributed as dist\nT = {'sum': dist.ReduceOp.SUM, 'max': dist.ReduceOp.MAX}\nU = {'a': 1}\n"
+    assert reduce_op_tables(src) == [2]
