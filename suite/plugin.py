@@ -37,13 +37,14 @@ _KEY_SKIPPED = pytest.StashKey[list]()
 
 
 def _rank_from_env() -> int:
-    for name in ("RANK", "SLURM_PROCID"):
-        if name in os.environ:
-            try:
-                return int(os.environ[name])
-            except ValueError:
-                return 0
-    return 0
+    """This process's rank as init_distributed reads it (``read_launch_env``); 0 where the launcher's
+    variables are malformed (the session's init_distributed reports that)."""
+    from suite.dist import PreflightError, read_launch_env
+
+    try:
+        return read_launch_env().rank
+    except PreflightError:
+        return 0
 
 
 def pytest_addoption(parser):

@@ -27,7 +27,7 @@ import torch
 import torch.distributed as dist
 
 from suite.case import Session
-from suite.dist import DistContext, backend_available
+from suite.dist import DistContext, PreflightError, backend_available, read_launch_env
 
 
 def timeout_of(ctx: DistContext) -> datetime.timedelta:
@@ -164,10 +164,11 @@ def _mpi_launched(env=None) -> bool:
 
 
 def _local_world(env=None) -> int:
-    env = os.environ if env is None else env
+    """Ranks on this node as init_distributed reads them (torchrun or Slurm); 1 where the launcher's
+    variables are malformed (the launcher reports that before any rank starts)."""
     try:
-        return int(env.get("LOCAL_WORLD_SIZE", "1"))
-    except ValueError:
+        return read_launch_env(env).local_world_size
+    except PreflightError:
         return 1
 
 

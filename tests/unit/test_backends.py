@@ -26,6 +26,17 @@ def test_plan_lanes_reports_every_missing_lane_with_a_reason():
         assert "mpirun" in reasons["mpi-cpu"]
 
 
+def test_lanes_count_the_ranks_on_this_node_as_init_distributed_does():
+    # NCCL's one-GPU-per-rank rule needs the ranks on this node: torchrun's LOCAL_WORLD_SIZE, or Slurm's
+    # SLURM_NTASKS_PER_NODE when srun starts the ranks itself (read_launch_env, as init_distributed)
+    torchrun = {"RANK": "0", "WORLD_SIZE": "4", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2"}
+    assert groups._local_world(torchrun) == 2
+    slurm = {"SLURM_PROCID": "0", "SLURM_NTASKS": "8", "SLURM_LOCALID": "0", "SLURM_NTASKS_PER_NODE": "4(x2)"}
+    assert groups._local_world(slurm) == 4
+    assert groups._local_world({}) == 1
+    assert groups._local_world({"RANK": "0", "WORLD_SIZE": "two"}) == 1  # the launcher reports it
+
+
 def test_mpi_lane_needs_an_mpi_launcher():
     assert not groups._mpi_launched({})
     assert groups._mpi_launched({"OMPI_COMM_WORLD_SIZE": "4"})
