@@ -71,7 +71,7 @@ from suite.case import Buffers, Bytes, Case, CaseFailed, CaseSkipped, Session, e
 from suite.config import BenchConfig
 from suite.dist import DistContext
 from suite.harness import groups
-from suite.system import affinity, topology
+from suite.system import affinity, sysinfo, topology
 from suite.ops import barrier_buffers, counts, elsize
 
 EXPERIMENT = "placement"
@@ -198,7 +198,7 @@ def _resolve_topology(case: Case, ctx: DistContext, cfg: BenchConfig, session: S
         nodes=list(p.real_layout),
         grouping_nodes=list(p.grouping_layout),
         fake_nodes=p.fake_nodes,
-        nvidia_smi_topo=topology.nvidia_topology() if ctx.rank == 0 else None,
+        nvidia_smi_topo=sysinfo.nvidia_topology() if ctx.rank == 0 else None,
     )
 
 

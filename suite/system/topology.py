@@ -1,6 +1,6 @@
-"""Where this rank runs: NUMA nodes and their CPUs, the GPU's PCI address and NUMA node,
-``nvidia-smi topo -m``, and the nominal PCIe and device-memory peaks (from sysfs, nvidia-smi
-and the device properties). Reads only; starts no group."""
+"""Where this rank runs: NUMA nodes and their CPUs, the GPU's PCI address and NUMA node, and the
+nominal PCIe and device-memory peaks (from sysfs, nvidia-smi and the device properties; ``nvidia-smi
+topo -m`` is sysinfo's). Reads only; starts no group."""
 
 from __future__ import annotations
 
@@ -12,14 +12,7 @@ import subprocess
 import torch
 
 from suite.dist import DistContext
-
-
-def _read(path: str) -> str | None:
-    try:
-        with open(path) as fh:
-            return fh.read().strip()
-    except OSError:
-        return None
+from suite.system.sysinfo import read_text
 
 
 def parse_cpulist(text: str) -> list[int]:
@@ -41,7 +34,7 @@ def numa_nodes() -> dict[int, list[int]]:
     """NUMA node -> CPUs, from sysfs (empty where the kernel does not expose it)."""
     out = {}
     for d in sorted(glob.glob("/sys/devices/system/node/node[0-9]*")):
-        cpus = _read(os.path.join(d, "cpulist"))
+        cpus = read_text(os.path.join(d, "cpulist"))
         if cpus is not None:
             out[int(os.path.basename(d)[4:])] = parse_cpulist(cpus)
     return out
@@ -56,7 +49,7 @@ def gpu_numa(device: torch.device) -> dict | None:
     if None not in (dom, bus, dev):
         addr = f"{dom:04x}:{bus:02x}:{dev:02x}.0"
         info["pci"] = addr
-        node = _read(f"/sys/bus/pci/devices/{addr}/numa_node")
+        node = read_text(f"/sys/bus/pci/devices/{addr}/numa_node")
         info["numa_node"] = int(node) if node not in (None, "") else None
     return info
 
@@ -74,16 +67,6 @@ def local_topology(ctx: DistContext) -> dict:
         "torch_threads": torch.get_num_threads(),
         "gpu": gpu_numa(ctx.device),
     }
-
-
-def nvidia_topology() -> str | None:
-    if not shutil.which("nvidia-smi"):
-        return None
-    try:
-        r = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return r.stdout if r.returncode == 0 else None
 
 
 # PCIe payload bandwidth per lane and direction, GB/s, after line encoding

@@ -5,7 +5,8 @@
 
 Checked on the syntax tree, so comments and docstrings that name them do not count. Also: no module
 binds a top-level name twice (the first binding would be dead, as ``GLOO_PATHS`` once was), and one
-table maps names to ``ReduceOp`` (suite/ops.py's ``REDUCE_OP``).
+table maps names to ``ReduceOp`` (suite/ops.py's ``REDUCE_OP``); within suite/system/ no function is
+defined twice and ``nvidia-smi topo -m`` runs in one place.
 """
 
 from __future__ import annotations
@@ -159,3 +160,32 @@ def test_one_table_maps_reduce_op_names():
 def test_the_reduce_op_table_check_sees_tables_only():
     src = "import torch.distributed as dist\nT = {'sum': dist.ReduceOp.SUM, 'max': dist.ReduceOp.MAX}\nU = {'a': 1}\n"
     assert reduce_op_tables(src) == [2]
+
+
+def top_level_functions(source: str) -> set[str]:
+    return {n.name for n in ast.parse(source).body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def test_no_two_host_probe_modules_define_the_same_function():
+    # one reader per thing under suite/system/ (placement once kept its own copy of sysinfo's file reader
+    # and of its nvidia-smi topo call)
+    seen: dict[str, str] = {}
+    twice = []
+    for path, src in _sources().items():
+        if path.startswith(SYSTEM_HOME):
+            for name in top_level_functions(src):
+                if name in seen:
+                    twice.append((name, seen[name], path))
+                seen.setdefault(name, path)
+    assert not twice, twice
+
+
+def test_nvidia_smi_topo_is_run_in_one_place():
+    argv = "['nvidia-smi', 'topo', '-m']"
+    found = [
+        (path, node.lineno)
+        for path, src in _sources().items()
+        for node in ast.walk(ast.parse(src))
+        if isinstance(node, ast.List) and ast.unparse(node).replace('"', "'") == argv
+    ]
+    assert len(found) == 1, found
