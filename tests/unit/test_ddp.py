@@ -9,6 +9,7 @@ import torch
 from experiments import ddp as ddp_exp
 from suite import profiling, training
 from suite.config import ConfigError, build_config, parse_count, settings_from_env
+from suite.system import memory
 from suite.tables import ddp as ddp_tables
 from suite.tables import model_parallel as mp_tables
 
@@ -366,7 +367,7 @@ def test_a_reset_that_does_not_take_effect_is_not_called_a_region_peak(tmp_path,
     # process's earlier peak in place: the region's number must then say "since start".
     x = torch.ones(96 * 2**20 // 4)  # raise this process's peak well above what stays resident
     del x
-    monkeypatch.setattr(profiling, "_CLEAR_REFS", str(tmp_path / "clear_refs"))  # accepted, no effect
+    monkeypatch.setattr(memory, "_CLEAR_REFS", str(tmp_path / "clear_refs"))  # accepted, no effect
     with profiling.PeakMemory(torch.device("cpu")) as pm:
         pass
     assert pm.kind == "cpu_peak_rss_since_start"
