@@ -17,7 +17,7 @@
 #                  the host's loopback and builds with --network host): pip installs offline from it.
 #                  Empty: the wheels in ./wheelhouse of the build context, else the network.
 #   TORCH_VERSION  the pinned torch (requirements.txt); recorded in the labels.
-#   GIT_COMMIT     the suite's commit, written to GIT_COMMIT (suite.sysinfo reads it; no .git inside).
+#   GIT_COMMIT     the suite's commit, written to GIT_COMMIT (suite.system.sysinfo reads it; no .git inside).
 ARG BASE_IMAGE=pytorch/pytorch:2.13.0-cuda12.6-cudnn9-runtime
 
 # ---- stage 1: the Python environment (wheels stay in this stage) --------------------------------

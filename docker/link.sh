@@ -9,7 +9,7 @@
 #   LINK_IFACE=eth0     the interface (the compose network's)
 #   LINK_STRICT=1       a profile that cannot be applied fails the node (exit 3); 0: warn and go on
 #
-# Exports what was really applied (suite.sysinfo records LINK_* per host in the results):
+# Exports what was really applied (suite.system.sysinfo records LINK_* per host in the results):
 #   LINK_QDISC          `tc qdisc show` of the interface after shaping
 #   LINK_RATE_NODE      the rate this node's egress was given (LINK_RATES entry, else LINK_RATE)
 #   LINK_RATE_APPLIED   yes | no: <why>

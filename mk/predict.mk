@@ -1,4 +1,4 @@
-# Predict at scale (suite/predict.py): from a stored run's α–β link fits, every collective and a DDP
+# Predict at scale (suite/model/): from a stored run's α–β link fits, every collective and a DDP
 # step at RANKS ranks; then check the models on the compose simulation.
 #   make predict RUN=results/<run> RANKS=1024 RANKS_PER_NODE=8 [SIZES=1M,64M]   table + RUN/predict.json
 #   make validate-predict [VALIDATE_FIT="2 3"] [VALIDATE_CHECK="4 5 6"] [VALIDATE_PPN=1] [VALIDATE_RATE=100mbit]
@@ -30,7 +30,7 @@ _comma := ,
 .PHONY: predict validate-predict
 
 predict: venv  ## RUN= RANKS= RANKS_PER_NODE=: every collective and a DDP step predicted at scale
-	@$(PY) -m suite.predict predict "$(RUN)" --ranks "$(RANKS)" --ranks-per-node "$(RANKS_PER_NODE)" $(if $(SIZES),--sizes "$(SIZES)")
+	@$(PY) -m suite.model predict "$(RUN)" --ranks "$(RANKS)" --ranks-per-node "$(RANKS_PER_NODE)" $(if $(SIZES),--sizes "$(SIZES)")
 
 validate-predict: venv  ## fit on compose runs of 2-3 nodes, predict and measure 4-6: the error table
 	@case "$(VALIDATE_PPN)" in ''|*[!0-9]*|0) echo "error: VALIDATE_PPN must be a positive integer, got '$(VALIDATE_PPN)'" >&2; exit 2;; esac; \
@@ -45,4 +45,4 @@ validate-predict: venv  ## fit on compose runs of 2-3 nodes, predict and measure
 	done; \
 	fit=$$(for n in $(VALIDATE_FIT); do printf '%s,' $(RESULTS)/$(VALIDATE_ID)-$${n}n$(VALIDATE_PPN)p; done); \
 	chk=$$(for n in $(VALIDATE_CHECK); do printf '%s,' $(RESULTS)/$(VALIDATE_ID)-$${n}n$(VALIDATE_PPN)p; done); \
-	$(PY) -m suite.predict validate --fit "$$fit" --check "$$chk" --out $(RESULTS)/$(VALIDATE_ID)-$(VALIDATE_PPN)p.json
+	$(PY) -m suite.model validate --fit "$$fit" --check "$$chk" --out $(RESULTS)/$(VALIDATE_ID)-$(VALIDATE_PPN)p.json

@@ -5,7 +5,7 @@ What runs on every rank: ``case`` (the case protocol), ``runner`` (the one harne
 ``journal`` (the per-rank op journal), ``plugin`` (pytest glue), ``results`` (records).
 Around torchrun on the host: ``launch``, ``config``, ``preflight``, ``supervise``, ``hang``,
 ``failures``, ``fileio``. Offline, from stored JSON: ``report``, ``analysis``, ``render``, ``plots``,
-``compare``, ``predict``, ``fit``, ``doctor``. Pure math: ``metrics``, ``shrinkage``.
+``compare``, ``model`` (fits and predictions), ``doctor``. Pure math: ``metrics``, ``shrinkage``.
 The README's code tour lists every module.
 """
 

@@ -32,14 +32,10 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-REDOPS = ("sum", "product", "min", "max")
+from suite.harness import groups
+from suite.ops import REDUCE_OP
 
-_REDUCE_OP = {
-    "sum": dist.ReduceOp.SUM,
-    "product": dist.ReduceOp.PRODUCT,
-    "min": dist.ReduceOp.MIN,
-    "max": dist.ReduceOp.MAX,
-}
+REDOPS = ("sum", "product", "min", "max")
 
 
 def _combine(acc: torch.Tensor, other: torch.Tensor, redop: str) -> None:
@@ -153,7 +149,7 @@ def ring_all_reduce(t: torch.Tensor, group=None, redop: str = "sum") -> None:
 
 def naive_all_reduce(t: torch.Tensor, group=None, redop: str = "sum", root: int = 0) -> None:
     """In-place all_reduce as ``reduce`` to group rank ``root`` then ``broadcast`` from it."""
-    dist.reduce(t, op=_REDUCE_OP[redop], group=group, group_dst=root)
+    dist.reduce(t, op=REDUCE_OP[redop], group=group, group_dst=root)
     dist.broadcast(t, group=group, group_src=root)
 
 
@@ -211,14 +207,8 @@ def build_hierarchy(
     to other ``new_group`` calls. Pass ``timeout``: without it a new group waits
     torch's default of 30 minutes for a missing peer."""
     nodes = ranks_by_node(layout)
-    mine = None
-    for ranks in nodes:  # every rank creates every group, in the same order
-        g = dist.new_group(list(ranks), backend=backend, timeout=timeout)
-        if rank in ranks:
-            mine = g
-    leaders_ranks = [r[0] for r in nodes]
-    lg = dist.new_group(leaders_ranks, backend=backend, timeout=timeout)
-    return Hierarchy(nodes=nodes, node=layout[rank], intra=mine, leaders=lg if rank in leaders_ranks else None)
+    intra, leaders = groups.node_groups(nodes, rank, backend=backend, timeout=timeout)
+    return Hierarchy(nodes=nodes, node=layout[rank], intra=intra, leaders=leaders)
 
 
 HIERARCHY_SHAPES = {
@@ -244,7 +234,7 @@ def hierarchy_shape(nodes: Sequence[Sequence[int]]) -> str:
 def hierarchical_all_reduce(t: torch.Tensor, h: Hierarchy, redop: str = "sum") -> None:
     """In-place all_reduce: intra-node reduce to the leader, all_reduce among the
     leaders, intra-node broadcast from the leader."""
-    op = _REDUCE_OP[redop]
+    op = REDUCE_OP[redop]
     dist.reduce(t, op=op, group=h.intra, group_dst=0)
     if h.is_leader:
         dist.all_reduce(t, op=op, group=h.leaders)

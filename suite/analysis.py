@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from suite import registry, results
 from suite.compare import MEASUREMENT_FIELDS, case_key
-from suite.fit import Model
+from suite.model.fit import Model
 from suite.tables import format_tables, formatter
 
 
@@ -273,7 +273,7 @@ def _is_sweep(recs: list[dict]) -> bool:
 
 
 def _fit_series(recs: list[dict]):
-    from suite.fit import fit_model
+    from suite.model.fit import fit_model
 
     pts = [(r["size_bytes"], r["time_us"]) for r in recs if r["size_bytes"] > 0 and r.get("time_us", 0) > 0]
     if len(pts) < 2:
@@ -289,7 +289,7 @@ def _links(recs: list[dict], fits_by_group: dict) -> dict:
     parameters implied by every collective's fit: the ring prediction is then the
     consensus of the ops, and an op far from it runs a different algorithm or a slower path.
     """
-    from suite.fit import Link, implied_link
+    from suite.model.fit import Link, implied_link
 
     out = {}
     p2p: dict = {}
@@ -345,7 +345,7 @@ def build_report(
     """Analyse a loaded run: sections with plots and tables, α–β fits, ring-model comparison (and the
     prediction section, with the extrapolation table of ``predict_doc``, the run's predict.json)."""
     from suite import plots
-    from suite.fit import configured_link_rate, ring_coefficients, ring_time_us
+    from suite.model.fit import configured_link_rate, ring_coefficients, ring_time_us
 
     recs = results.records(run)
     link_rate = configured_link_rate(run.get("machine_info") or {})
@@ -537,7 +537,7 @@ def summary_rows(
     """The report's first screen: (what, finding) rows a reader can act on, before any detail
     (``memo``: what the experiments' report hooks found already, by experiment)."""
     from suite.failures import MEANING
-    from suite.fit import configured_link_rate
+    from suite.model.fit import configured_link_rate
 
     recs = results.records(run)
     st = run.get("suite") or {}
@@ -656,9 +656,9 @@ def _experiment_of(nodeids: list[str]) -> str:
 def prediction_section(run: dict, predict_doc: dict | None = None) -> Section | None:
     """Predicted vs measured at the run's scale and the extrapolation table (suite.predict); None when the
     run has nothing to fit."""
-    from suite import predict
+    from suite.model import report_section
 
-    parts = predict.report_parts(run, predict_doc)
+    parts = report_section.report_parts(run, predict_doc)
     if parts is None:
         return None
     notes, grids, text = parts
@@ -701,7 +701,7 @@ def fit_cells(p) -> list[str]:
     could have failed and did not. Fewer than suite.fit.MIN_FIT_SIZES sizes: "too few sizes" (a line
     through two passes exactly); R² below MIN_R2 and off by more than MAX_RMS_REL: "model does not
     fit"; no bandwidth term (time flat in size): no β, and the rms error where R² has no meaning."""
-    from suite.fit import MIN_FIT_SIZES, MIN_R2
+    from suite.model.fit import MIN_FIT_SIZES, MIN_R2
 
     if not p.testable:
         return ["-", "-", f"too few sizes ({p.n_sizes}; a line needs {MIN_FIT_SIZES} to be tested)"]

@@ -20,6 +20,8 @@ REDOPS = ("sum", "avg", "product", "min", "max")
 BACKENDS = ("auto", "gloo", "nccl", "mpi", "ucc")
 DEVICES = ("auto", "cpu", "cuda")
 TIMING_MODES = ("blocking", "pipelined", "cuda_graph")
+COMPARED_SIZES = 3
+"""Side-by-side comparisons (placement, backends) run at this many of the sweep's largest sizes."""
 
 TimingMode = Literal["blocking", "pipelined", "cuda_graph"]
 Backend = Literal["auto", "gloo", "nccl", "mpi", "ucc"]
@@ -83,6 +85,11 @@ class RunKnobs:
     def largest_sizes(self, n: int) -> list[int]:
         """The largest ``n`` non-zero sizes of the sweep (the bandwidth-bound end), bytes."""
         return [s for s in self.sizes() if s > 0][-n:]
+
+    def compared_sizes(self) -> list[int]:
+        """The sizes side-by-side comparisons run at (placement, backends): the largest
+        ``COMPARED_SIZES`` non-zero sizes of the sweep, bytes."""
+        return self.largest_sizes(COMPARED_SIZES)
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)

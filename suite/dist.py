@@ -157,6 +157,23 @@ class DistContext:
         return bool(t.item())
 
 
+def _reduced(ctx: DistContext, values, op) -> list[float]:
+    t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=ctx.device)
+    dist.all_reduce(t, op=op, group=ctx.group)
+    return t.cpu().tolist()
+
+
+def dist_max(ctx: DistContext, values) -> list[float]:
+    """Element-wise maximum of ``values`` over the ranks of ``ctx.group`` (float64), the same list on
+    every rank. Collective: every rank of the group calls it with as many values."""
+    return _reduced(ctx, values, dist.ReduceOp.MAX)
+
+
+def dist_min(ctx: DistContext, values) -> list[float]:
+    """Element-wise minimum of ``values`` over the ranks of ``ctx.group`` (float64), like ``dist_max``."""
+    return _reduced(ctx, values, dist.ReduceOp.MIN)
+
+
 _CONTEXT: DistContext | None = None
 _WATCHDOG: "Watchdog | None" = None
 

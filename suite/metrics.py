@@ -35,7 +35,7 @@ GB = 1e9
 @dataclass(frozen=True)
 class OpFacts:
     """What the suite knows of an op family, in one place: nccl-tests' bus-bandwidth factor and the
-    ring algorithm's number of sequential latency steps (the α coefficient of suite.fit), both as
+    ring algorithm's number of sequential latency steps (the α coefficient of suite.model.fit), both as
     functions of the world size n."""
 
     busbw_factor: Callable[[int], float]
@@ -54,7 +54,7 @@ OP_TABLE: dict[str, OpFacts] = {
     "send_recv": OpFacts(lambda n: 1.0, lambda n: 1.0),
     "barrier": OpFacts(lambda n: 0.0, None),
 }
-"""The one op table (see the module docstring for the factors and suite/fit.py for the steps)."""
+"""The one op table (see the module docstring for the factors and suite/model/fit.py for the steps)."""
 
 OPS_WITH_FACTOR = tuple(OP_TABLE)
 

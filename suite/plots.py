@@ -20,7 +20,7 @@ from matplotlib.patches import Rectangle
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from suite import results
-from suite.fit import AlphaBeta
+from suite.model.fit import AlphaBeta
 from suite.metrics import format_size
 
 DPI = 110

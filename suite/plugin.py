@@ -24,7 +24,8 @@ import time
 
 import pytest
 
-from suite import bench_adapter, failures, fileio, phases, profiling, progress, sysinfo
+from suite import bench_adapter, failures, fileio, phases, profiling, progress
+from suite.system import sysinfo
 from suite.tables import format_tables
 from suite.config import KNOBS, ConfigError, build_config, config_from_json, settings_from_env
 from suite.errors import CaseFailed, CaseSkipped
@@ -36,13 +37,14 @@ _KEY_SKIPPED = pytest.StashKey[list]()
 
 
 def _rank_from_env() -> int:
-    for name in ("RANK", "SLURM_PROCID"):
-        if name in os.environ:
-            try:
-                return int(os.environ[name])
-            except ValueError:
-                return 0
-    return 0
+    """This process's rank as init_distributed reads it (``read_launch_env``); 0 where the launcher's
+    variables are malformed (the session's init_distributed reports that)."""
+    from suite.dist import PreflightError, read_launch_env
+
+    try:
+        return read_launch_env().rank
+    except PreflightError:
+        return 0
 
 
 def pytest_addoption(parser):

@@ -96,7 +96,7 @@ def preflight(cfg, lay: dict) -> None:
             f"MAX_BYTES={cfg.max_bytes} with {lay['nproc']} ranks needs about "
             f"{need / 2**30:.1f} GiB but {avail / 2**30:.1f} GiB is available; lower MAX_BYTES or NPROC"
         )
-    from suite.sysinfo import container_limits
+    from suite.system.sysinfo import container_limits
 
     lim = container_limits()
     shm = lim.get("dev_shm_bytes")

@@ -33,6 +33,8 @@ from pathlib import Path
 
 import torch
 
+from suite.system import memory
+
 PROFILE_ENV = "SUITE_PROFILE"
 
 
@@ -72,43 +74,6 @@ def profile_to(path: str | os.PathLike):
 # --- peak memory ----------------------------------------------------------------------------------
 
 
-_STATUS = "/proc/self/status"
-_CLEAR_REFS = "/proc/self/clear_refs"
-_RESET_SLACK_BYTES = 8 * 2**20
-"""After a reset the high-water mark equals the resident size, give or take what Python allocates
-between the write and the read; more than this means the reset did not happen."""
-
-
-def _status_bytes(field: str) -> int | None:
-    try:
-        with open(_STATUS) as fh:
-            for line in fh:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
-
-
-def _vmhwm_bytes() -> int | None:
-    return _status_bytes("VmHWM")
-
-
-def _reset_vmhwm() -> bool:
-    """Reset the process's peak RSS to its current RSS; True only if the reset took effect.
-
-    Some kernels and sandboxes accept the write to ``clear_refs`` and ignore it (seen in CI's
-    Docker run: the peak stayed at the process's earlier 0.9 GB). A peak that is still above the
-    resident size after the write is not the region's own, so the caller must say so."""
-    try:
-        with open(_CLEAR_REFS, "w") as fh:
-            fh.write("5")
-    except OSError:
-        return False
-    hwm, rss = _vmhwm_bytes(), _status_bytes("VmRSS")
-    return hwm is not None and rss is not None and hwm <= rss + _RESET_SLACK_BYTES
-
-
 @dataclass
 class PeakMemory:
     """High-water mark of one region: ``with PeakMemory(device) as pm: ...; pm.peak_bytes``."""
@@ -125,7 +90,7 @@ class PeakMemory:
             torch.cuda.reset_peak_memory_stats(self.device)
             self.kind = "cuda_max_memory_allocated"
         else:
-            self.kind = "cpu_peak_rss" if _reset_vmhwm() else "cpu_peak_rss_since_start"
+            self.kind = "cpu_peak_rss" if memory.reset_vmhwm() else "cpu_peak_rss_since_start"
         return self
 
     def __exit__(self, *exc) -> None:
@@ -133,6 +98,6 @@ class PeakMemory:
             torch.cuda.synchronize(self.device)
             self.peak_bytes = int(torch.cuda.max_memory_allocated(self.device))
         elif self.kind == "cpu_peak_rss":
-            self.peak_bytes = _vmhwm_bytes() or 0
+            self.peak_bytes = memory.vmhwm_bytes() or 0
         else:
             self.peak_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux

@@ -206,7 +206,7 @@ def write_report(
     out = Path(out_dir) if out_dir is not None else rd / "report"
     out.mkdir(parents=True, exist_ok=True)
     name = str((run.get("suite") or {}).get("run_id") or rd.resolve().name)
-    pj = rd / "predict.json"  # make predict's extrapolation, if it ran (suite/predict.py)
+    pj = rd / "predict.json"  # make predict's extrapolation, if it ran (suite/model/)
     rep = build_report(run, run_name=name, predict_doc=json.loads(pj.read_text()) if pj.is_file() else None, base=base)
 
     def put(fname: str, data: bytes) -> None:

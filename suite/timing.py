@@ -70,7 +70,7 @@ import torch.distributed as dist
 
 from suite import metrics
 from suite.config import BenchConfig
-from suite.dist import DistContext
+from suite.dist import DistContext, dist_max
 from suite.case import OpFn, wait_all
 from suite.errors import CaseFailed, CaseSkipped
 from suite.phases import Phases
@@ -507,9 +507,7 @@ def autorange(
         for _ in range(n):
             wait_all(op(False))
         ctx.sync_device()
-        t = torch.tensor([time.perf_counter() - t0], dtype=torch.float64, device=ctx.device)
-        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=ctx.group)
-        elapsed = float(t.item())
+        elapsed = dist_max(ctx, [time.perf_counter() - t0])[0]
         if elapsed >= min_sample_s or n >= max_repeats:
             return n, elapsed
         # aim at the target with 20% headroom, at least doubling (the same on every rank: elapsed is agreed)

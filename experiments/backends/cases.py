@@ -14,7 +14,7 @@ What is measured, in one run (one process group per backend, ``new_group(backend
 - *side by side*: a subset of the collectives (sum for reducing ops, the
   first in-place form) and a ring ``send_recv`` (each rank sends to rank+1
   and receives from rank-1 with ``batch_isend_irecv``, as nccl-tests'
-  sendrecv_perf), at the largest ``N_SIZES`` sizes of the sweep, on every
+  sendrecv_perf), at the largest ``COMPARED_SIZES`` sizes of the sweep (``cfg.compared_sizes()``), on every
   lane; the table shows each lane's time and busbw and the ratio to the first
   lane when at least two lanes ran.
 - *algorithms*: the backend's ``all_reduce`` vs a ring all_reduce written with
@@ -42,19 +42,13 @@ What is measured, in one run (one process group per backend, ``new_group(backend
   NCCL_PROTO=Simple|LL|LL128); every NCCL record carries the values it ran with.
 
 Every case is a declaration (suite/case.py); the harness builds, checks, times and
-records. The lanes' process groups are made once per session (``lanes_of``).
+records. The lanes' process groups are made once per session (``suite.harness.groups.lanes_of``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime
-import fcntl
-import ipaddress
 import os
-import socket
-import struct
-from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -62,7 +56,9 @@ import torch.distributed as dist
 from suite import algorithms, ops, verify
 from suite.case import Buffers, Bytes, Case, CaseSkipped, Session, experiment_test, support_reason
 from suite.config import BenchConfig
-from suite.dist import DistContext, PreflightError, backend_available, resolve_device
+from suite.dist import DistContext, PreflightError, resolve_device
+from suite.harness import groups
+from suite.system import network
 
 EXPERIMENT = "backends"
 
@@ -75,136 +71,24 @@ COMPARED_VARIANTS = (
     "barrier",
 )
 """The collectives compared across lanes (the full set runs in the collectives experiment)."""
-N_SIZES = 3
-"""The comparisons run at the largest N_SIZES sizes of the sweep (bandwidth-bound sizes)."""
 ALGORITHMS = ("all_reduce", "ring_p2p", "reduce_broadcast")
-GLOO_PATHS = ("loopback", "default_route")
 ALL_DTYPES = tuple(verify.DTYPE_OF)
 
 
-@dataclass(frozen=True)
-class Lane:
-    """One (backend, device) combination."""
-
-    backend: str
-    device: str
-
-    @property
-    def key(self) -> str:
-        return f"{self.backend}-{self.device}"
-
-    @property
-    def label(self) -> str:
-        return f"{self.backend}/{self.device}"
-
-
-CANDIDATE_LANES = (
-    Lane("nccl", "cuda"),
-    Lane("gloo", "cuda"),
-    Lane("gloo", "cpu"),
-    Lane("mpi", "cpu"),
-    Lane("ucc", "cpu"),
-    Lane("ucc", "cuda"),
-)
-
-
-def _mpi_launched(env=None) -> bool:
-    env = os.environ if env is None else env
-    return any(k in env for k in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MV2_COMM_WORLD_SIZE"))
-
-
-def _local_world(env=None) -> int:
-    env = os.environ if env is None else env
-    try:
-        return int(env.get("LOCAL_WORLD_SIZE", "1"))
-    except ValueError:
-        return 1
-
-
-def plan_lanes(device_type: str, env=None) -> tuple[list[Lane], list[tuple[Lane, str]]]:
-    """Lanes to run and lanes that cannot run with the reason. Depends only on the
-    build, the host and the run's device, so it is the same on every rank."""
-    run, missing = [], []
-    ver = torch.__version__
-    for lane in CANDIDATE_LANES:
-        if not backend_available(lane.backend):
-            missing.append((lane, f"{lane.backend} is not built into torch {ver}"))
-        elif lane.device == "cuda" and not torch.cuda.is_available():
-            why = "no CUDA device visible" if torch.version.cuda else f"torch {ver} is a CPU-only build"
-            missing.append((lane, why))
-        elif lane.device == "cuda" and device_type != "cuda":
-            missing.append((lane, "the run uses CPU tensors (DEVICE=cpu); make bench-gpu runs the CUDA lanes"))
-        elif lane.backend == "nccl" and _local_world(env) > torch.cuda.device_count():
-            missing.append(
-                (
-                    lane,
-                    f"NCCL needs one GPU per rank ({_local_world(env)} ranks on this node, "
-                    f"{torch.cuda.device_count()} GPU(s))",
-                )
-            )
-        elif lane.backend == "mpi" and not _mpi_launched(env):
-            missing.append((lane, "the MPI backend needs ranks started by mpirun (no MPI launcher environment)"))
-        else:
-            run.append(lane)
-    return run, missing
-
-
-def _planned(cfg: BenchConfig) -> list[Lane]:
+def _planned(cfg: BenchConfig) -> list[groups.Lane]:
     try:
         device_type = resolve_device(cfg.device)
     except PreflightError:  # the launcher reports this before any rank starts
         device_type = "cpu"
-    return plan_lanes(device_type)[0]
+    return groups.plan_lanes(device_type)[0]
 
 
-def compared_sizes(cfg: BenchConfig) -> list[int]:
-    """The largest N_SIZES (non-zero) sizes of the run's sweep, bytes."""
-    return cfg.largest_sizes(N_SIZES)
-
-
-# --- lanes: one process group per backend, created once per session on every rank -------------
-
-
-@dataclass
-class Lanes:
-    ctx: dict
-    """lane key -> DistContext for that lane's group and device (lanes that started)."""
-    failed: dict
-    """lane key -> why the group could not be created."""
-    missing: list
-    """(Lane, reason) for lanes the build or host lacks."""
-
-
-def lanes_of(ctx: DistContext, session: Session) -> Lanes:
-    """The lanes' groups, created on first use (same order on every rank: new_group is collective)."""
-
-    def make() -> Lanes:
-        planned, missing = plan_lanes(ctx.device.type)
-        timeout = datetime.timedelta(seconds=ctx.timeout_s)
-        out, failed = {}, {}
-        for lane in planned:
-            reason, group = None, None
-            if lane.backend == ctx.backend and lane.device == ctx.device.type:
-                group = ctx.group
-            else:
-                try:
-                    group = dist.new_group(backend=lane.backend, timeout=timeout)
-                except Exception as e:  # e.g. UCC built but its library missing at run time
-                    reason = f"{lane.label}: group creation failed: {str(e).strip()[:200]}"
-            if not ctx.agree_all(reason is None):
-                failed[lane.key] = reason or f"{lane.label}: group creation failed on another rank"
-                continue
-            device = ctx.device if lane.device == ctx.device.type else torch.device(lane.device)
-            # A DistContext per lane: builders, probes and the timing loop take group, device, backend from it.
-            out[lane.key] = dataclasses.replace(ctx, backend=lane.backend, device=device, group=group)
-        return Lanes(ctx=out, failed=failed, missing=missing)
-
-    return session.once("backends.lanes", make)
+# --- lanes: one process group per backend (suite.harness.groups), a case runs on its lane's ---------
 
 
 def _on_lane(key: str):
     def context(ctx: DistContext, session: Session) -> DistContext:
-        lanes = lanes_of(ctx, session)
+        lanes = groups.lanes_of(ctx, session)
         if key in lanes.failed:
             raise CaseSkipped(lanes.failed[key])
         if key not in lanes.ctx:  # declared from the run's config, but the ranks' own plan lacks it
@@ -315,7 +199,7 @@ def capability_matrix(lctx: DistContext, dtypes=ALL_DTYPES) -> list[dict]:
 
 
 def _with_capabilities(case: Case, lctx: DistContext, cfg: BenchConfig, session: Session) -> Case:
-    lanes = lanes_of(lctx, session)
+    lanes = groups.lanes_of(lctx, session)
     missing = [{"backend": ln.backend, "device": ln.device, "reason": r} for ln, r in lanes.missing] + [
         {"backend": k.split("-")[0], "device": k.split("-")[1], "reason": r} for k, r in lanes.failed.items()
     ]
@@ -355,7 +239,7 @@ def capability_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
 
 def collective_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     """A subset of the collectives (sum, the first in-place form) at the largest sizes, on every lane."""
-    sizes = compared_sizes(cfg)
+    sizes = cfg.compared_sizes()
     if not sizes:
         return []
     sub = dataclasses.replace(cfg, redops=("sum",))
@@ -382,7 +266,7 @@ def collective_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
 
 def _sized(cfg: BenchConfig):
     for dtype in cfg.dtypes:
-        for _, count in ops.counts(compared_sizes(cfg), dtype):
+        for _, count in ops.counts(cfg.compared_sizes(), dtype):
             yield dtype, count * ops.elsize(dtype), count
 
 
@@ -593,102 +477,7 @@ def algorithm_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
 # (e.g. compose nodes attached to two networks); otherwise its cases skip with the reason.
 
 GLOO_PATHS = ("interface_1", "interface_2")
-"""Case slots of the interface comparison, filled by ``interface_paths`` at run time."""
-
-_SIOCGIFFLAGS, _SIOCGIFADDR, _SIOCGIFNETMASK, _IFF_LOOPBACK = 0x8913, 0x8915, 0x891B, 0x8
-
-
-def _route_table(route_table: str | None) -> str:
-    if route_table is not None:
-        return route_table
-    try:
-        with open("/proc/net/route") as fh:
-            return fh.read()
-    except OSError:
-        return ""
-
-
-def route_interface(address: str, route_table: str | None = None) -> str | None:
-    """The interface the kernel's main IPv4 table (/proc/net/route: little-endian hex destination and
-    mask) sends ``address`` through: the longest matching prefix, the lowest metric among equals."""
-    want = int(ipaddress.IPv4Address(address))
-    best = None
-    for line in _route_table(route_table).splitlines()[1:]:
-        f = line.split()
-        if len(f) < 8:
-            continue
-        dest, mask = (int.from_bytes(bytes.fromhex(x), "little") for x in (f[1], f[7]))
-        if want & mask == dest:
-            key = (bin(mask).count("1"), -int(f[6]))
-            if best is None or key > best[0]:
-                best = (key, f[0])
-    return best[1] if best else None
-
-
-def local_interfaces() -> list[dict]:
-    """This host's interfaces with an IPv4 address: name, address, prefix length, loopback flag
-    (SIOCGIFADDR/SIOCGIFNETMASK/SIOCGIFFLAGS; interfaces without an IPv4 address are left out)."""
-    out = []
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sk:
-        for _, name in socket.if_nameindex():
-            req = struct.pack("256s", name.encode()[:15])
-            try:
-                addr = socket.inet_ntoa(fcntl.ioctl(sk.fileno(), _SIOCGIFADDR, req)[20:24])
-                mask = socket.inet_ntoa(fcntl.ioctl(sk.fileno(), _SIOCGIFNETMASK, req)[20:24])
-                flags = struct.unpack("H", fcntl.ioctl(sk.fileno(), _SIOCGIFFLAGS, req)[16:18])[0]
-            except OSError:  # no IPv4 address
-                continue
-            out.append(
-                {
-                    "name": name,
-                    "address": addr,
-                    "prefix": ipaddress.IPv4Network(f"0.0.0.0/{mask}").prefixlen,
-                    "loopback": bool(flags & _IFF_LOOPBACK) or ipaddress.IPv4Address(addr).is_loopback,
-                }
-            )
-    return out
-
-
-def interface_paths(ranks: list[dict]) -> tuple[list[dict], str | None]:
-    """The interfaces that lead over paths of their own, from every rank's ``{"host", "interfaces"
-    (local_interfaces()), "routes" (/proc/net/route text)}``: (paths, None) when there are at least two
-    on different networks, else ([], why the comparison is not offered). A path: an interface name
-    every rank has, not loopback, whose address on every other host each rank routes through it."""
-    hosts = {r["host"] for r in ranks}
-    if len(hosts) < 2:
-        return [], (
-            f"all {len(ranks)} ranks run on one host: traffic between its own addresses goes through the "
-            "kernel loopback whatever GLOO_SOCKET_IFNAME names, so there is one path to compare"
-        )
-    by_rank = [{i["name"]: i for i in r["interfaces"] if not i["loopback"]} for r in ranks]
-    names = [n for n in by_rank[0] if all(n in b for b in by_rank[1:])]
-    paths, why = [], []
-    for name in names:
-        ok = True
-        for ra in ranks:
-            for b, rb in enumerate(ranks):
-                if ra["host"] == rb["host"]:
-                    continue
-                peer = by_rank[b][name]["address"]
-                via = route_interface(peer, ra["routes"])
-                if via != name:
-                    why.append(f"{name}: {ra['host']} reaches {rb['host']}'s {peer} via {via or 'no route'}")
-                    ok = False
-                    break
-            if not ok:
-                break
-        if ok:
-            own = by_rank[0][name]
-            net = str(ipaddress.IPv4Network(f"{own['address']}/{own['prefix']}", strict=False))
-            if net not in {p["network"] for p in paths}:
-                paths.append({"name": name, "network": net})
-    if len(paths) >= 2:
-        return paths, None
-    found = ", ".join(f"{p['name']} ({p['network']})" for p in paths) or "none"
-    return [], (
-        f"the ranks share fewer than two interfaces with routes of their own between hosts "
-        f"(found: {found}" + (f"; {'; '.join(why[:3])}" if why else "") + ")"
-    )
+"""Case slots of the interface comparison, filled by ``suite.system.network.interface_paths`` at run time."""
 
 
 def _gloo_device_ok(iface: str) -> str | None:
@@ -703,10 +492,14 @@ def _offered_paths(ctx: DistContext, session: Session) -> tuple[list[dict], str 
     def plan():
         if not dist.is_gloo_available():
             return [], "gloo is not built into this torch"
-        mine = {"host": ctx.hostnames[ctx.rank], "interfaces": local_interfaces(), "routes": _route_table(None)}
+        mine = {
+            "host": ctx.hostnames[ctx.rank],
+            "interfaces": network.local_interfaces(),
+            "routes": network.route_table_text(),
+        }
         ranks: list = [None] * ctx.world_size
         dist.all_gather_object(ranks, mine, group=ctx.group)
-        return interface_paths(ranks)  # the same inputs on every rank: the same answer
+        return network.interface_paths(ranks)  # the same inputs on every rank: the same answer
 
     return session.once("backends.gloo_paths", plan)
 
@@ -724,16 +517,7 @@ def _gloo_path_context(slot: int):
             reason = _gloo_device_ok(iface)
             if not ctx.agree_all(reason is None):
                 return None, reason or f"interface {iface} not usable on another rank"
-            old = os.environ.get("GLOO_SOCKET_IFNAME")
-            os.environ["GLOO_SOCKET_IFNAME"] = iface  # Gloo reads it when the group's device is created
-            try:
-                group = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=ctx.timeout_s))
-            finally:
-                if old is None:
-                    del os.environ["GLOO_SOCKET_IFNAME"]
-                else:
-                    os.environ["GLOO_SOCKET_IFNAME"] = old
-            return dataclasses.replace(ctx, backend="gloo", device=torch.device("cpu"), group=group), None
+            return groups.gloo_on_interface(ctx, iface), None
 
         lctx, why = session.once(("backends.gloo_path", iface), make)
         if lctx is None:
@@ -759,7 +543,7 @@ def _resolve_gloo_path(case: Case, slot: int, ctx: DistContext, session: Session
 def gloo_path_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     """all_reduce over Gloo's TCP transport through each of two interfaces that lead over different paths
     (skipped with the reason where the ranks have no two such interfaces)."""
-    sizes = compared_sizes(cfg)
+    sizes = cfg.compared_sizes()
     if not sizes:
         return []
     dtype = cfg.dtypes[0]

@@ -128,7 +128,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from suite import verify
 from suite.case import Buffers, Bytes, Case, CaseSkipped, Session, experiment_test, support_reason
 from suite.config import BenchConfig
-from suite.dist import DistContext
+from suite.dist import DistContext, dist_max, dist_min
 
 from . import models as training
 from .settings import DdpSettings
@@ -430,12 +430,6 @@ def _prepare(case: Variant, ctx: DistContext, settings: Settings) -> Step:
         ddp=ddp,
         samples_per_step=b * settings.accum,
     )
-
-
-def _max_over_ranks(ctx: DistContext, values: list[float]) -> list[float]:
-    t = torch.tensor(values, dtype=torch.float64, device=ctx.device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=ctx.group)
-    return t.cpu().tolist()
 
 
 def _state(module: nn.Module) -> list[torch.Tensor]:
@@ -821,7 +815,7 @@ def _peak_fields(ctx: DistContext, around) -> dict:
 
     if not isinstance(around, PeakMemory):
         return {}
-    return {"peak_mem_bytes": int(_max_over_ranks(ctx, [float(around.peak_bytes)])[0]), "peak_mem_kind": around.kind}
+    return {"peak_mem_bytes": int(dist_max(ctx, [float(around.peak_bytes)])[0]), "peak_mem_kind": around.kind}
 
 
 _LOGGER_KEYS = {
@@ -849,11 +843,11 @@ def _logger_fields(ctx: DistContext, step: Step, readings: list[dict], timed_ste
     first_timed = step.steps - timed_steps
     by_step = {int(d["iteration"]) - 1: d for d in readings if "backward_comm_time" in d}
     timed = [d for k, d in sorted(by_step.items()) if k >= first_timed]
-    n = int(_max_over_ranks(ctx, [-float(len(timed))])[0] * -1)  # the fewest any rank has (same everywhere)
+    n = int(dist_min(ctx, [len(timed)])[0])  # the fewest any rank has (same everywhere)
     if n == 0:
         return {"ddp_logger_steps": 0}
     values = [statistics.median(float(d[k]) for d in timed[:n]) / 1e6 for k in _LOGGER_KEYS.values()]  # ns -> ms
-    out = dict(zip(_LOGGER_KEYS, _max_over_ranks(ctx, values)))
+    out = dict(zip(_LOGGER_KEYS, dist_max(ctx, values)))
     comm, ovl = out["ddp_logger_comm_ms"], out["ddp_logger_overlap_ms"]
     out["ddp_logger_overlap_pct"] = 100.0 * ovl / comm if comm > 0 else None
     out["ddp_logger_steps"] = n
@@ -904,7 +898,7 @@ def _timed_fields(
             readings = logger + [step.ddp._get_ddp_logging_data()]
             fields |= _logger_fields(ctx, step, readings, m.iterations)
     if seen:
-        worst = _max_over_ranks(ctx, [seen["max_abs_diff"]])[0]
+        worst = dist_max(ctx, [seen["max_abs_diff"]])[0]
         fields |= {
             "check_rule": seen["rule"],
             "check_tol": seen["tol"],
@@ -912,7 +906,7 @@ def _timed_fields(
             "check_max_abs_diff": worst,
         }
         if "buffer_max_abs_diff" in seen:
-            fields["check_buffer_max_abs_diff"] = _max_over_ranks(ctx, [seen["buffer_max_abs_diff"]])[0]
+            fields["check_buffer_max_abs_diff"] = dist_max(ctx, [seen["buffer_max_abs_diff"]])[0]
     fields |= _peak_fields(ctx, around)
     return fields
 

@@ -51,6 +51,6 @@ class DoctorSettings:
 
 
 def _link_rate_gbps(text: str):
-    from suite.fit import parse_link_rate  # numpy: imported only when a rate is given
+    from suite.model.fit import parse_link_rate  # numpy: imported only when a rate is given
 
     return parse_link_rate(text)

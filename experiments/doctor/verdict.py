@@ -57,7 +57,7 @@ from pathlib import Path
 from suite import metrics
 from suite.failures import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK
 from suite.fileio import write_json_atomic
-from suite.fit import configured_link_rate, parse_link_rate
+from suite.model.fit import configured_link_rate, parse_link_rate
 from suite.results import load_run, records
 
 EXPERIMENT = "doctor"

@@ -59,12 +59,8 @@ the process groups the cases share are built once per session (``placement_of``)
 from __future__ import annotations
 
 import dataclasses
-import datetime
-import glob
 import math
 import os
-import shutil
-import subprocess
 from dataclasses import dataclass
 
 import torch
@@ -74,15 +70,11 @@ from suite import algorithms, verify
 from suite.case import Buffers, Bytes, Case, CaseFailed, CaseSkipped, Session, experiment_test, restorer
 from suite.config import BenchConfig
 from suite.dist import DistContext
+from suite.harness import groups
+from suite.system import affinity, sysinfo, topology
 from suite.ops import barrier_buffers, counts, elsize
 
 EXPERIMENT = "placement"
-N_SIZES = 3
-"""Pair, group, hierarchy and contiguity cases run at the largest N_SIZES sizes of the sweep."""
-
-# PCIe payload bandwidth per lane and direction, GB/s, after line encoding
-# (PCI-SIG: 2.5/5 GT/s 8b/10b, 8/16/32 GT/s 128b/130b, 64 GT/s PAM4/FLIT ~ 7.56).
-PCIE_GBPS_PER_LANE = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 
 WHOLE_BUFFER = "the whole buffer of the collective (nccl-tests S)"
 
@@ -109,10 +101,6 @@ def _all_reduce_case(label: str, identity: dict, count: int, dtype: str, **kw) -
         ),
         **kw,
     )
-
-
-def compared_sizes(cfg: BenchConfig) -> list[int]:
-    return cfg.largest_sizes(N_SIZES)
 
 
 def _count(size: int, dtype: str) -> int:
@@ -158,35 +146,21 @@ def plan_pairs_and_groups(layout: tuple[int, ...]) -> tuple[dict, dict]:
     return pairs, {"intra": intra, "inter": inter}
 
 
-def _timeout(ctx: DistContext) -> datetime.timedelta:
-    return datetime.timedelta(seconds=ctx.timeout_s)
-
-
 def _build_placement(ctx: DistContext, fake: int) -> Placement:
-    timeout = _timeout(ctx)
+    timeout = groups.timeout_of(ctx)
     try:
         grouping = algorithms.node_layout(ctx.hostnames, fake)
     except ValueError as e:  # the same config on every rank: every rank fails alike, before any new_group
         raise CaseFailed(str(e)) from None
     real = algorithms.node_layout(ctx.hostnames)
     pairs, granks = plan_pairs_and_groups(real)
-    groups = {}
-    for kind in ("intra", "inter"):
-        ranks = granks[kind]
-        groups[kind] = (ranks, dist.new_group(list(ranks), timeout=timeout)) if ranks else None
+    subgroups = groups.subgroups(ctx, granks)
     hierarchy = algorithms.build_hierarchy(grouping, ctx.rank, timeout=timeout)
     p = Placement(
-        real_layout=real, grouping_layout=grouping, pairs=pairs, groups=groups, hierarchy=hierarchy, fake_nodes=fake
+        real_layout=real, grouping_layout=grouping, pairs=pairs, groups=subgroups, hierarchy=hierarchy, fake_nodes=fake
     )
     if ctx.device.type == "cuda":
-        p.gloo_cuda = ctx.group if ctx.backend == "gloo" else dist.new_group(backend="gloo", timeout=timeout)
-        p.gloo_cpu = dist.new_group(backend="gloo", timeout=timeout)
-        if ctx.backend == "nccl":
-            p.nccl = ctx.group
-        elif ctx.agree_all(dist.is_nccl_available() and ctx.local_world_size <= torch.cuda.device_count()):
-            # (NCCL refuses two ranks on one GPU: Gloo-on-CUDA runs with several ranks per GPU skip NCCL
-            # modes; every rank must agree before new_group, which is collective)
-            p.nccl = dist.new_group(backend="nccl", timeout=timeout)
+        p.gloo_cpu, p.gloo_cuda, p.nccl = groups.gpu_side_groups(ctx)
     return p
 
 
@@ -202,22 +176,6 @@ def _placed(ctx: DistContext, session: Session) -> DistContext:
     return ctx
 
 
-def _sub_context(ctx: DistContext, ranks, group) -> DistContext:
-    """The context of a subgroup ``ranks`` (global ranks, ascending) as seen from a member."""
-    hosts = [ctx.hostnames[r] for r in ranks]
-    me = ranks.index(ctx.rank)
-    mine = hosts[me]
-    return dataclasses.replace(
-        ctx,
-        group=group,
-        rank=me,
-        world_size=len(ranks),
-        hostnames=hosts,
-        local_rank=sum(1 for h in hosts[:me] if h == mine),
-        local_world_size=sum(1 for h in hosts if h == mine),
-    )
-
-
 def _bound_at_run_time(ctx: DistContext) -> Buffers:
     raise RuntimeError("this case's build is bound by its resolve hook (it needs the session's groups)")
 
@@ -226,85 +184,13 @@ def _bind(case: Case, build, **fields) -> Case:
     return dataclasses.replace(case, build=build, fields={**case.fields, **fields})
 
 
-# --- topology -------------------------------------------------------------------------------
-
-
-def _read(path: str) -> str | None:
-    try:
-        with open(path) as fh:
-            return fh.read().strip()
-    except OSError:
-        return None
-
-
-def parse_cpulist(text: str) -> list[int]:
-    """Kernel cpulist format ("0-3,8,10-11") to a list of CPU numbers."""
-    out: list[int] = []
-    for part in (text or "").split(","):
-        part = part.strip()
-        if not part:
-            continue
-        if "-" in part:
-            a, b = part.split("-", 1)
-            out.extend(range(int(a), int(b) + 1))
-        else:
-            out.append(int(part))
-    return out
-
-
-def numa_nodes() -> dict[int, list[int]]:
-    """NUMA node -> CPUs, from sysfs (empty where the kernel does not expose it)."""
-    out = {}
-    for d in sorted(glob.glob("/sys/devices/system/node/node[0-9]*")):
-        cpus = _read(os.path.join(d, "cpulist"))
-        if cpus is not None:
-            out[int(os.path.basename(d)[4:])] = parse_cpulist(cpus)
-    return out
-
-
-def gpu_numa(device: torch.device) -> dict | None:
-    if device.type != "cuda":
-        return None
-    p = torch.cuda.get_device_properties(device)
-    dom, bus, dev = (getattr(p, k, None) for k in ("pci_domain_id", "pci_bus_id", "pci_device_id"))
-    info = {"index": device.index, "name": p.name}
-    if None not in (dom, bus, dev):
-        addr = f"{dom:04x}:{bus:02x}:{dev:02x}.0"
-        info["pci"] = addr
-        node = _read(f"/sys/bus/pci/devices/{addr}/numa_node")
-        info["numa_node"] = int(node) if node not in (None, "") else None
-    return info
-
-
-def local_topology(ctx: DistContext) -> dict:
-    aff = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-    numa = numa_nodes()
-    return {
-        "rank": ctx.rank,
-        "hostname": ctx.hostnames[ctx.rank],
-        "local_rank": ctx.local_rank,
-        "affinity": aff,
-        "numa_nodes_of_affinity": sorted(n for n, cpus in numa.items() if aff and set(cpus) & set(aff)),
-        "numa_nodes": len(numa),
-        "torch_threads": torch.get_num_threads(),
-        "gpu": gpu_numa(ctx.device),
-    }
-
-
-def nvidia_topology() -> str | None:
-    if not shutil.which("nvidia-smi"):
-        return None
-    try:
-        r = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return r.stdout if r.returncode == 0 else None
+# --- topology (read by suite.system.topology) --------------------------------------------------------
 
 
 def _resolve_topology(case: Case, ctx: DistContext, cfg: BenchConfig, session: Session) -> Case:
     p = placement_of(ctx, session)
     per_rank: list = [None] * ctx.world_size
-    dist.all_gather_object(per_rank, local_topology(ctx), group=ctx.group)
+    dist.all_gather_object(per_rank, topology.local_topology(ctx), group=ctx.group)
     return _bind(
         case,
         barrier_buffers,
@@ -312,7 +198,7 @@ def _resolve_topology(case: Case, ctx: DistContext, cfg: BenchConfig, session: S
         nodes=list(p.real_layout),
         grouping_nodes=list(p.grouping_layout),
         fake_nodes=p.fake_nodes,
-        nvidia_smi_topo=nvidia_topology() if ctx.rank == 0 else None,
+        nvidia_smi_topo=sysinfo.nvidia_topology() if ctx.rank == 0 else None,
     )
 
 
@@ -384,7 +270,7 @@ def pair_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     dtype = cfg.dtypes[0]
     out = []
     for kind in ("intra", "inter"):
-        for s, count in counts(compared_sizes(cfg), dtype):
+        for s, count in counts(cfg.compared_sizes(), dtype):
             out.append(
                 Case(
                     experiment=EXPERIMENT,
@@ -420,7 +306,7 @@ def _group_context(kind: str):
         ranks, group = entry
         if ctx.rank not in ranks:  # the group's own collectives exclude this rank
             raise CaseSkipped(f"rank {ctx.rank} is not in the {kind}-node group {list(ranks)}: it sits this case out")
-        return _sub_context(ctx, ranks, group)
+        return groups.sub_context(ctx, ranks, group)
 
     return context
 
@@ -448,7 +334,7 @@ def group_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     dtype = cfg.dtypes[0]
     out = []
     for kind in ("intra", "inter"):
-        for s, count in counts(compared_sizes(cfg), dtype):
+        for s, count in counts(cfg.compared_sizes(), dtype):
             out.append(
                 _all_reduce_case(
                     f"{kind}-{s}B",
@@ -521,7 +407,7 @@ def hierarchical_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     the hierarchical form completes inside one call)."""
     out = []
     for d in cfg.dtypes:
-        for s, count in counts(compared_sizes(cfg), d):
+        for s, count in counts(cfg.compared_sizes(), d):
             for algo in ("flat", "hierarchical"):
                 out.append(
                     _all_reduce_case(
@@ -545,42 +431,6 @@ def hierarchical_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
 # --- affinity and thread count ------------------------------------------------------------------
 
 
-def _thread_ids() -> list[int]:
-    try:
-        return [int(t) for t in os.listdir("/proc/self/task")]
-    except OSError:
-        return [0]
-
-
-@dataclass(frozen=True)
-class _SavedPlacement:
-    masks: dict
-    """thread id -> CPU mask before pinning (empty: nothing was pinned)."""
-    default_mask: frozenset
-    """The process's mask, for threads started while pinned."""
-
-
-def _pin_process(cpu: int) -> _SavedPlacement:
-    """Pin every thread of this process (Gloo's workers included) to ``cpu``."""
-    masks, default = {}, frozenset(os.sched_getaffinity(0))
-    for tid in _thread_ids():
-        try:
-            masks[tid] = os.sched_getaffinity(tid)
-            os.sched_setaffinity(tid, {cpu})
-        except OSError:  # a thread that exited meanwhile
-            pass
-    return _SavedPlacement(masks=masks, default_mask=default)
-
-
-def _restore(saved: _SavedPlacement) -> None:
-    if saved.masks:
-        for tid in _thread_ids():  # threads started while pinned get the process's old mask
-            try:
-                os.sched_setaffinity(tid, saved.masks.get(tid, saved.default_mask))
-            except OSError:
-                pass
-
-
 class _Pinning:
     """One affinity case's pinning, shared by its buffer sets: the first build pins, the first check
     after it restores; every check then verifies, on every rank, that the process finds its masks as
@@ -588,7 +438,7 @@ class _Pinning:
 
     def __init__(self, pinning: str):
         self.pinning = pinning
-        self.saved: _SavedPlacement | None = None
+        self.saved: affinity.SavedAffinity | None = None
         self.before: list[int] | None = None
         self.fields: dict = {}
 
@@ -598,9 +448,9 @@ class _Pinning:
             core = cpus[ctx.local_rank % len(cpus)]
             self.before = cpus
             self.saved = (
-                _pin_process(core)
+                affinity.pin_process(core)
                 if self.pinning == "pinned"
-                else _SavedPlacement(masks={}, default_mask=frozenset(cpus))
+                else affinity.SavedAffinity(masks={}, default_mask=frozenset(cpus))
             )
             pinned = self.pinning == "pinned"
             # this rank's view (the record is rank 0's): its core, its CPU count; the torch thread count is
@@ -616,7 +466,7 @@ class _Pinning:
     def undo(self) -> None:
         """Put the masks back (no collective: also safe when the case fails or skips)."""
         if self.saved is not None:
-            _restore(self.saved)
+            affinity.restore(self.saved)
             self.saved = None
 
     def restore(self, ctx: DistContext) -> None:
@@ -658,7 +508,7 @@ def _affinity_skip(ctx: DistContext, cfg: BenchConfig) -> str | None:
 
 def affinity_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     """all_reduce at the largest compared size, every thread pinned to one core vs not."""
-    sizes = compared_sizes(cfg)
+    sizes = cfg.compared_sizes()
     dtype = cfg.dtypes[0]
     count = _count(sizes[-1], dtype) if sizes else 0
 
@@ -843,7 +693,7 @@ def contiguity_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     tensor through all_reduce and through send/recv; the transposed records carry the measured copy time
     and its share of their own time (whether the backend copies is for the numbers to show, not assumed)."""
     dtype = cfg.dtypes[0]
-    sizes = counts(compared_sizes(cfg), dtype)
+    sizes = counts(cfg.compared_sizes(), dtype)
 
     def no_transpose(count):
         rows, cols = matrix_shape(count)
@@ -963,7 +813,7 @@ def _gpu_context(mode: str):
         # is a CPU case. A CPU tensor moved for NCCL keeps the GPU context (NCCL's own collectives
         # need CUDA tensors); its record says tensor_home=cpu.
         device = torch.device("cpu") if mode == "cpu_tensor_gloo" else ctx.device
-        return dataclasses.replace(ctx, group=group, backend="gloo" if "gloo" in mode else "nccl", device=device)
+        return groups.with_group(ctx, group, backend="gloo" if "gloo" in mode else "nccl", device=device)
 
     return context
 
@@ -997,7 +847,7 @@ def gpu_placement_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     dtype = cfg.dtypes[0]
     out = []
     for mode in GPU_MODES:
-        for s, count in counts(compared_sizes(cfg), dtype):
+        for s, count in counts(cfg.compared_sizes(), dtype):
             out.append(
                 _all_reduce_case(
                     f"{mode}-{s}B",
@@ -1018,7 +868,7 @@ def gpu_placement_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
 def _staging_context(ctx: DistContext, session: Session) -> DistContext:
     p = placement_of(ctx, session)
     _skip_without_gpu(ctx)
-    return dataclasses.replace(ctx, group=p.gloo_cpu, backend="gloo")
+    return groups.with_group(ctx, p.gloo_cpu, backend="gloo")
 
 
 def _staging_build(mem: str, non_blocking: bool, count: int, dtype: str):
@@ -1048,7 +898,7 @@ def gpu_staging_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     """D2H -> Gloo all_reduce on host -> H2D, pinned vs pageable host memory, non_blocking on/off."""
     dtype = cfg.dtypes[0]
     out = []
-    for s in compared_sizes(cfg):
+    for s in cfg.compared_sizes():
         count = _count(s, dtype)
         for mem in ("pinned", "pageable"):
             for nb in (False, True):
@@ -1067,57 +917,22 @@ def gpu_staging_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     return out
 
 
-def pcie_peak_gbps(device_index: int) -> tuple[float | None, str]:
-    """Nominal PCIe bandwidth per direction from nvidia-smi's max link generation and width."""
-    if not shutil.which("nvidia-smi"):
-        return None, "nvidia-smi not found"
-    try:
-        r = subprocess.run(
-            [
-                "nvidia-smi",
-                "-i",
-                str(device_index),
-                "--query-gpu=pcie.link.gen.max,pcie.link.width.max",
-                "--format=csv,noheader,nounits",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-        gen, width = (int(x) for x in r.stdout.strip().splitlines()[0].split(","))
-    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
-        return None, "nvidia-smi gave no PCIe link information"
-    per_lane = PCIE_GBPS_PER_LANE.get(gen)
-    if per_lane is None:
-        return None, f"unknown PCIe generation {gen}"
-    return per_lane * width, f"PCIe gen{gen} x{width}"
-
-
-def memory_peak_gbps(device: torch.device) -> tuple[float | None, str]:
-    """Nominal device memory bandwidth: 2 (double data rate) x memory clock x bus width."""
-    p = torch.cuda.get_device_properties(device)
-    clock_khz, bus_bits = getattr(p, "memory_clock_rate", 0), getattr(p, "memory_bus_width", 0)
-    if not clock_khz or not bus_bits:
-        return None, "memory clock/bus width not reported"
-    return 2 * clock_khz * 1e3 * bus_bits / 8 / 1e9, f"{bus_bits}-bit at {clock_khz / 1e6:.2f} GHz"
-
-
 COPY_KINDS = (("h2d", "pinned"), ("h2d", "pageable"), ("d2h", "pinned"), ("d2h", "pageable"), ("d2d", "device"))
 
 
 def _copy_context(ctx: DistContext, session: Session) -> DistContext:
     _skip_without_gpu(ctx)
     # One copy at a time on one GPU: the link's own bandwidth, on rank 0 alone (a one-rank group).
-    group = session.once("rank0_group", lambda: dist.new_group([0], timeout=_timeout(ctx)))
+    group = groups.one_rank_group(ctx, session)
     if ctx.rank != 0:
         raise CaseSkipped(f"copy bandwidth is measured on rank 0 alone: rank {ctx.rank} sits this case out")
-    return _sub_context(ctx, [0], group)
+    return groups.sub_context(ctx, [0], group)
 
 
 def _copy_peak(direction: str, ctx: DistContext, session: Session) -> tuple[float | None, str]:
     if direction == "d2d":
-        return session.once(("memory_peak", ctx.device.index), lambda: memory_peak_gbps(ctx.device))
-    return session.once(("pcie_peak", ctx.device.index), lambda: pcie_peak_gbps(ctx.device.index))
+        return session.once(("memory_peak", ctx.device.index), lambda: topology.memory_peak_gbps(ctx.device))
+    return session.once(("pcie_peak", ctx.device.index), lambda: topology.pcie_peak_gbps(ctx.device.index))
 
 
 def _copy_build(direction: str, mem: str, count: int):

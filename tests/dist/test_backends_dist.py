@@ -16,6 +16,7 @@ import torch
 from experiments.backends import cases as backends
 from suite.ops import REGISTRY
 from suite import metrics
+from suite.harness import groups
 from suite.results import REQUIRED_FIELDS
 from tests.conftest import load_bench, run_suite
 
@@ -52,7 +53,7 @@ def test_backends_records_lanes_and_capability_matrix(world4):
     recs = [r for r in recs if r["experiment"] == "backends"]
     _valid(recs)
     caps = [r for r in recs if r["op"] == "capability"]
-    planned, missing = backends.plan_lanes("cpu")
+    planned, missing = groups.plan_lanes("cpu")
     assert [c["lane"] for c in caps] == [ln.label for ln in planned]
     rows = caps[0]["capabilities"]
     # every registered variant and send_recv, for every dtype, probed

@@ -1,4 +1,4 @@
-"""Reports, fits and comparisons from stored runs (suite.report, suite.fit, suite.compare).
+"""Reports, fits and comparisons from stored runs (suite.report, suite.model.fit, suite.compare).
 
 The committed fixture ``tests/fixtures/collectives-gloo-2/bench.json`` is a real run:
 ``python -m suite.launch --nproc 2 --backend gloo --device cpu --experiments collectives
@@ -23,7 +23,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from suite import analysis, compare, fit, launch, render, report, results
+from suite import analysis, compare, launch, render, report, results
+from suite.model import fit
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "collectives-gloo-2"

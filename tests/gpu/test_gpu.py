@@ -211,7 +211,7 @@ def test_gloo_on_cuda_uses_cuda_events(tmp_path, mode):
 @pytest.mark.gpu
 @needs_cuda
 def test_sysinfo_gpu_facts():
-    from suite import sysinfo
+    from suite.system import sysinfo
 
     info = sysinfo.gpu_info()
     assert len(info["gpus"]) == N_GPUS

@@ -7,15 +7,17 @@ import torch.distributed as dist
 from experiments.backends import cases as backends
 from suite import algorithms
 from experiments.backends import table as tables
+from suite.harness import groups
+from suite.system import network
 
 
 def test_plan_lanes_reports_every_missing_lane_with_a_reason():
-    run, missing = backends.plan_lanes("cpu", env={})
+    run, missing = groups.plan_lanes("cpu", env={})
     keys = {ln.key for ln in run}
     assert ("gloo-cpu" in keys) == dist.is_gloo_available()
     assert not any(ln.device == "cuda" for ln in run)  # a CPU run never gets CUDA lanes
     reasons = {ln.key: r for ln, r in missing}
-    assert keys.isdisjoint(reasons) and keys | set(reasons) == {ln.key for ln in backends.CANDIDATE_LANES}
+    assert keys.isdisjoint(reasons) and keys | set(reasons) == {ln.key for ln in groups.CANDIDATE_LANES}
     if not dist.is_nccl_available():
         assert "not built into torch" in reasons["nccl-cuda"]
     if not torch.cuda.is_available():
@@ -24,9 +26,20 @@ def test_plan_lanes_reports_every_missing_lane_with_a_reason():
         assert "mpirun" in reasons["mpi-cpu"]
 
 
+def test_lanes_count_the_ranks_on_this_node_as_init_distributed_does():
+    # NCCL's one-GPU-per-rank rule needs the ranks on this node: torchrun's LOCAL_WORLD_SIZE, or Slurm's
+    # SLURM_NTASKS_PER_NODE when srun starts the ranks itself (read_launch_env, as init_distributed)
+    torchrun = {"RANK": "0", "WORLD_SIZE": "4", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2"}
+    assert groups._local_world(torchrun) == 2
+    slurm = {"SLURM_PROCID": "0", "SLURM_NTASKS": "8", "SLURM_LOCALID": "0", "SLURM_NTASKS_PER_NODE": "4(x2)"}
+    assert groups._local_world(slurm) == 4
+    assert groups._local_world({}) == 1
+    assert groups._local_world({"RANK": "0", "WORLD_SIZE": "two"}) == 1  # the launcher reports it
+
+
 def test_mpi_lane_needs_an_mpi_launcher():
-    assert not backends._mpi_launched({})
-    assert backends._mpi_launched({"OMPI_COMM_WORLD_SIZE": "4"})
+    assert not groups._mpi_launched({})
+    assert groups._mpi_launched({"OMPI_COMM_WORLD_SIZE": "4"})
 
 
 def _route(iface, net, metric=0):
@@ -42,10 +55,10 @@ HEAD = "Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\tMTU\tWind
 
 def test_route_interface_takes_the_longest_prefix():
     table = "\n".join([HEAD, _route("eth0", "0.0.0.0/0"), _route("eth0", "10.0.0.0/16"), _route("eth1", "10.0.1.0/24")])
-    assert backends.route_interface("10.0.1.7", table) == "eth1"
-    assert backends.route_interface("10.0.2.7", table) == "eth0"
-    assert backends.route_interface("8.8.8.8", table) == "eth0"
-    assert backends.route_interface("8.8.8.8", "\n".join([HEAD, _route("eth1", "10.0.1.0/24")])) is None
+    assert network.route_interface("10.0.1.7", table) == "eth1"
+    assert network.route_interface("10.0.2.7", table) == "eth0"
+    assert network.route_interface("8.8.8.8", table) == "eth0"
+    assert network.route_interface("8.8.8.8", "\n".join([HEAD, _route("eth1", "10.0.1.0/24")])) is None
 
 
 def _rank(host, *ifaces, routes=()):
@@ -59,7 +72,7 @@ def _rank(host, *ifaces, routes=()):
 
 def test_interface_paths_are_not_offered_on_one_host():
     ranks = [_rank("h", ("eth0", "10.0.0.1", 24), ("eth1", "10.1.0.1", 24))] * 2
-    paths, why = backends.interface_paths(ranks)
+    paths, why = network.interface_paths(ranks)
     assert paths == [] and "one host" in why and "loopback" in why
 
 
@@ -67,25 +80,25 @@ def test_interface_paths_need_two_interfaces_with_routes_of_their_own():
     two_nets = [_route("eth0", "10.0.0.0/24"), _route("eth1", "10.1.0.0/24")]
     a = _rank("a", ("eth0", "10.0.0.1", 24), ("eth1", "10.1.0.1", 24), routes=two_nets)
     b = _rank("b", ("eth0", "10.0.0.2", 24), ("eth1", "10.1.0.2", 24), routes=two_nets)
-    paths, why = backends.interface_paths([a, a, b, b])
+    paths, why = network.interface_paths([a, a, b, b])
     assert why is None and paths == [
         {"name": "eth0", "network": "10.0.0.0/24"},
         {"name": "eth1", "network": "10.1.0.0/24"},
     ]
     # one network per host: nothing to compare
     one = [_rank(h, ("eth0", f"10.0.0.{i}", 24), routes=two_nets[:1]) for i, h in ((1, "a"), (2, "b"))]
-    paths, why = backends.interface_paths(one)
+    paths, why = network.interface_paths(one)
     assert paths == [] and "fewer than two" in why and "eth0 (10.0.0.0/24)" in why
     # a second interface on the same network: the kernel sends the peer's address through the first one
     same = [_route("eth0", "10.0.0.0/24"), _route("eth1", "10.0.0.0/24", metric=10)]
     c = _rank("a", ("eth0", "10.0.0.1", 24), ("eth1", "10.0.0.11", 24), routes=same)
     d = _rank("b", ("eth0", "10.0.0.2", 24), ("eth1", "10.0.0.12", 24), routes=same)
-    paths, why = backends.interface_paths([c, d])
+    paths, why = network.interface_paths([c, d])
     assert paths == [] and "eth1: a reaches b's 10.0.0.12 via eth0" in why
 
 
 def test_local_interfaces_mark_the_loopback():
-    ifaces = backends.local_interfaces()
+    ifaces = network.local_interfaces()
     lo = [i for i in ifaces if i["address"].startswith("127.")]
     assert lo and all(i["loopback"] for i in lo)
     assert all(0 <= i["prefix"] <= 32 for i in ifaces)
@@ -109,16 +122,6 @@ def test_ring_chunks_cover_the_buffer_like_tensor_split(numel, n):
     assert [ln for _, ln in chunks] == want
     assert sum(ln for _, ln in chunks) == numel
     assert all(chunks[i][0] + chunks[i][1] == chunks[i + 1][0] for i in range(n - 1))
-
-
-def test_compared_sizes_are_the_largest_of_the_sweep():
-    from suite.config import build_config
-
-    cfg = build_config(min_bytes="1K", max_bytes="1M", step_factor=4)
-    assert backends.compared_sizes(cfg) == [64 << 10, 256 << 10, 1 << 20]
-    cfg = build_config(min_bytes="1", max_bytes="16", step_factor=2)
-    assert backends.compared_sizes(cfg) == [4, 8, 16]
-    assert backends.compared_sizes(build_config(min_bytes="0", max_bytes="0")) == []  # no zero-byte comparisons
 
 
 def _rec(lane, variant, size, time_us, **kw):
@@ -259,8 +262,8 @@ def test_a_lane_the_ranks_did_not_plan_skips_with_its_reason():
     from suite.case import CaseSkipped, Session
 
     session = Session()
-    nccl = backends.Lane("nccl", "cuda")
-    session.once("backends.lanes", lambda: backends.Lanes(ctx={}, failed={}, missing=[(nccl, "no CUDA here")]))
+    nccl = groups.Lane("nccl", "cuda")
+    session.once("backends.lanes", lambda: groups.Lanes(ctx={}, failed={}, missing=[(nccl, "no CUDA here")]))
     with pytest.raises(CaseSkipped, match="nccl/cuda: no CUDA here"):
         backends._on_lane("nccl-cuda")(None, session)
 

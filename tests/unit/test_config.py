@@ -55,3 +55,12 @@ def test_root_checked_against_world():
     validate(cfg, world_size=4)
     with pytest.raises(ConfigError, match="ROOT 3"):
         validate(cfg, world_size=2)
+
+
+def test_compared_sizes_are_the_largest_of_the_sweep():
+    """The sizes placement and backends compare at, named once (review §6 item 1)."""
+    cfg = build_config(min_bytes="1K", max_bytes="1M", step_factor=4)
+    assert cfg.compared_sizes() == [64 << 10, 256 << 10, 1 << 20]
+    cfg = build_config(min_bytes="1", max_bytes="16", step_factor=2)
+    assert cfg.compared_sizes() == [4, 8, 16]
+    assert build_config(min_bytes="0", max_bytes="0").compared_sizes() == []  # no zero-byte comparisons

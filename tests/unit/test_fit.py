@@ -1,4 +1,4 @@
-"""suite.fit's model of a series on synthetic data: bootstrap intervals of α and β, the piecewise
+"""suite.model.fit's model of a series on synthetic data: bootstrap intervals of α and β, the piecewise
 fit at a protocol knee, and series where α–β does not hold."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from suite import analysis, fit
+from suite import analysis
+from suite.model import fit
 
 SIZES = np.array([256 * 4**i for i in range(10)], dtype=float)  # 256 B .. 64 MiB
 

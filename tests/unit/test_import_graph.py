@@ -1,5 +1,6 @@
 """The layers point one way: experiments import only suite's public case API, never the pytest
-bridge, the harness or each other, and suite/ + experiments/ have no import circle."""
+bridge, the harness or each other; suite/model/ reads stored JSON only (no torch, no harness); and
+suite/ + experiments/ have no import circle."""
 
 from __future__ import annotations
 
@@ -152,8 +153,12 @@ def test_no_experiment_holds_the_measurement_sequence():
 # --- rule R1: the core names no experiment (review_structure_2.md §5.2) ---------------------------
 
 R1_MOVING = {
-    "suite/predict.py": "becomes suite/model/ this round (part D); the lead turns its names into hooks after",
-    "suite/fit.py": "becomes suite/model/ this round (part D)",
+    "suite/model/cli.py": "from predict.py (part D, this round); the lead turns its names into hooks",
+    "suite/model/ddp_step.py": "from predict.py (part D, this round); the lead turns its names into hooks",
+    "suite/model/document.py": "from predict.py (part D, this round); the lead turns its names into hooks",
+    "suite/model/report_section.py": "from predict.py (part D, this round); the lead turns its names into hooks",
+    "suite/model/runs.py": "from predict.py (part D, this round); the lead turns its names into hooks",
+    "suite/model/validate.py": "from predict.py (part D, this round); the lead turns its names into hooks",
     "suite/p2p_patterns.py": "becomes suite/ops/p2p/ this round (part C)",
     "suite/deadlock.py": "becomes suite/ops/p2p/ this round (part C)",
     "suite/ops.py": "becomes suite/ops/ this round (part C)",
@@ -220,3 +225,111 @@ def test_every_experiment_folder_has_its_spec_and_cases():
     assert not [p.name for p in (ROOT / "experiments").glob("*.py") if p.name != "__init__.py"], "a loose module"
     for name, spec in registry.discover().items():
         assert spec.name == name and (ROOT / "experiments" / name / "cases.py").is_file(), name
+
+
+# Rule R3's last bullet (review_structure_2.md §5.2): the offline models read stored JSON only. Nothing
+# suite/model/ reaches through its imports -- the graph below follows imports at any depth, skipping
+# `if TYPE_CHECKING:` blocks, which never run -- imports torch or pytest or is a module of the harness.
+MODEL_PACKAGE = "suite.model"
+HARNESS = {
+    "suite.runner",
+    "suite.plugin",
+    "suite.dist",
+    "suite.case",
+    "suite.timing",
+    "suite.bench_adapter",
+    "suite.journal",
+    "suite.deadlock",
+    "suite.launch",
+    "suite.supervise",
+    "suite.preflight",
+}
+OFFLINE_FORBIDDEN_EXTERNAL = ("torch", "pytest")
+
+
+def _runtime_imports(tree: ast.AST) -> list[str]:
+    """Every module name an import statement of ``tree`` names (``from a import b`` names a and a.b),
+    leaving out the bodies of ``if TYPE_CHECKING:``."""
+    out: list[str] = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            stack.extend(node.orelse)
+            continue
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out += [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        stack.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def offline_violations(sources: dict[str, str], roots: str) -> list[str]:
+    """'a -> b -> c: why' for each module reachable from a module under ``roots`` (by runtime imports among
+    ``sources``, module name -> its text) that is a harness module or imports torch or pytest."""
+    imports = {m: _runtime_imports(ast.parse(text)) for m, text in sources.items()}
+    out = []
+    for root in sorted(m for m in sources if m == roots or m.startswith(roots + ".")):
+        seen, queue = {root: [root]}, [root]
+        while queue:
+            mod = queue.pop(0)
+            path = " -> ".join(seen[mod])
+            if mod in HARNESS or mod.startswith("suite.harness"):
+                out.append(f"{path}: a harness module")
+            bad = sorted({n for n in imports[mod] if n.split(".")[0] in OFFLINE_FORBIDDEN_EXTERNAL})
+            if bad:
+                out.append(f"{path}: imports {', '.join(bad)}")
+            for n in imports[mod]:
+                if n in sources and n not in seen:
+                    seen[n] = seen[mod] + [n]
+                    queue.append(n)
+    return out
+
+
+def test_the_model_package_imports_neither_torch_nor_the_harness():
+    mods = {_module_name(p): p.read_text() for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
+    assert len([m for m in mods if m.startswith(MODEL_PACKAGE + ".")]) > 5
+    assert offline_violations(mods, MODEL_PACKAGE) == []
+
+
+def test_the_offline_check_names_the_path_to_torch_and_to_the_harness():
+    mods = {
+        "suite.model": "",
+        "suite.model.a": "from suite import results\nfrom suite.model import b\n",
+        "suite.model.b": "def f():\n    from suite.runner import run\n",
+        "suite.results": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from suite.timing import M\n",
+        "suite.runner": "import torch.distributed as dist\n",
+        "suite.timing": "import torch\n",
+    }
+    found = offline_violations(mods, "suite.model")
+    assert "suite.model.a -> suite.model.b -> suite.runner: imports torch.distributed" in found, found
+    assert "suite.model.b -> suite.runner: a harness module" in found, found
+    assert not [f for f in found if "suite.timing" in f], found  # a TYPE_CHECKING import never runs
+
+
+# The same at run time: the two commands of python -m suite.model, on the committed fixture, in a fresh
+# interpreter, load no torch and no harness module (function-level imports included).
+MODEL_COMMANDS_WITHOUT_TORCH = """
+import shutil, sys, tempfile
+from pathlib import Path
+from suite.model import cli
+run = Path(tempfile.mkdtemp()) / "run"
+shutil.copytree(sys.argv[1], run)
+assert cli.main(["predict", str(run), "--ranks", "16", "--ranks-per-node", "4"]) == 0
+assert cli.main(["validate", "--fit", str(run), "--check", str(run)]) == 0
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "pytest") or m in set(sys.argv[2:]))
+sys.exit(f"python -m suite.model loaded {loaded}" if loaded else 0)
+"""
+
+
+def test_the_model_commands_load_neither_torch_nor_the_harness():
+    fixture = ROOT / "tests" / "fixtures" / "collectives-gloo-2"
+    proc = subprocess.run(
+        [sys.executable, "-c", MODEL_COMMANDS_WITHOUT_TORCH, str(fixture), *sorted(HARNESS)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]

@@ -11,6 +11,7 @@ from suite.case import CaseFailed
 from suite.config import ConfigError, build_config, settings_from_env
 from suite.dist import DistContext
 from experiments.placement import table as tables
+from suite.system import affinity, topology
 
 
 def test_node_layout_from_hostnames_and_fake_blocks():
@@ -51,8 +52,8 @@ def test_matrix_shape(count, shape):
 
 
 def test_parse_cpulist():
-    assert placement.parse_cpulist("0-3,8,10-11") == [0, 1, 2, 3, 8, 10, 11]
-    assert placement.parse_cpulist("") == []
+    assert topology.parse_cpulist("0-3,8,10-11") == [0, 1, 2, 3, 8, 10, 11]
+    assert topology.parse_cpulist("") == []
     assert tables._cpulist([0, 1, 2, 3, 8, 10, 11]) == "0-3,8,10-11"
 
 
@@ -80,11 +81,11 @@ def test_pin_and_restore_every_thread():
         pytest.skip("no sched_setaffinity on this platform")
     before = os.sched_getaffinity(0)
     threads = torch.get_num_threads()
-    saved = placement._pin_process(min(before))
+    saved = affinity.pin_process(min(before))
     try:
         assert os.sched_getaffinity(0) == {min(before)}
     finally:
-        placement._restore(saved)
+        affinity.restore(saved)
     assert os.sched_getaffinity(0) == before and torch.get_num_threads() == threads
 
 
@@ -212,7 +213,7 @@ def test_pivot_ratio_and_copy_table():
 
 def test_pcie_lane_rates_are_per_direction_payload():
     # 16 lanes of gen4 = 31.5 GB/s per direction (PCI-SIG 16 GT/s, 128b/130b)
-    assert placement.PCIE_GBPS_PER_LANE[4] * 16 == pytest.approx(31.5, rel=0.01)
+    assert topology.PCIE_GBPS_PER_LANE[4] * 16 == pytest.approx(31.5, rel=0.01)
 
 
 def test_hierarchy_shape_names_what_the_two_level_all_reduce_does():

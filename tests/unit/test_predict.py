@@ -1,4 +1,4 @@
-"""suite.predict: the α–β models against hand-computed values, link calibration and the algorithm
+"""suite.model (make predict): the α–β models against hand-computed values, link calibration and the algorithm
 check on synthetic runs, NCCL's algorithm from records and debug lines, the DDP step model, the
 validation table, and `make predict` on a stored run (its bad inputs exit 2 with one line); the report's
 prediction section is tests/e2e/test_report.py's."""
@@ -16,8 +16,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from suite import fit, predict
-from suite.predict import ClassLink, Topology
+from suite import metrics
+from suite.model import (
+    algorithms,
+    backend_choice,
+    calibrate,
+    cli,
+    ddp_step,
+    fit,
+    links,
+    prediction,
+    run_model,
+    runs,
+    validate,
+)
+from suite.model.links import ClassLink, Topology
 from tests.conftest import ROOT
 
 S = 1e6  # bytes
@@ -28,7 +41,7 @@ TWO = {"intra": INTRA, "inter": INTER}
 
 
 def t(op, alg, n, p, links, s=S):
-    return predict.predict(op, alg, Topology(n, p), links, s).time_us
+    return prediction.predict(op, alg, Topology(n, p), links, s).time_us
 
 
 # --- the models, by hand -------------------------------------------------------------------------
@@ -45,12 +58,32 @@ def test_ring_on_one_link_is_suite_fit_ring_model_and_its_hand_value():
     assert t("broadcast", "ring", 8, 8, {"intra": ONE}) == pytest.approx(1070.0)
 
 
+def test_the_models_take_their_op_facts_from_the_one_op_table():
+    """The ring's α steps and bytes, pairwise all_to_all's and recursive halving/doubling's bytes (at a power
+    of two) on one link are metrics.OP_TABLE's ring latency steps and busbw factor, at every n; a
+    prediction's busbw is metrics.busbw_gbps."""
+    assert set(algorithms.OPS) <= set(metrics.OP_TABLE)
+    for n in range(2, 17):
+        topo = Topology(n, n)
+        for op in algorithms.OPS[:-1]:
+            factor = metrics.busbw_factor(op, n)
+            flat = "pairwise" if op == "all_to_all" else "ring"
+            ts = algorithms.terms(op, flat, topo, {"intra": ONE}, S)
+            assert sum(x.alphas for x in ts) == metrics.ring_latency_steps(op, n), (op, n)
+            assert sum(x.bytes for x in ts) == pytest.approx(factor * S), (op, n)
+            if op in ("all_reduce", "all_gather", "reduce_scatter") and n & (n - 1) == 0:
+                hd = algorithms.terms(op, "halving_doubling", topo, {"intra": ONE}, S)
+                assert sum(x.bytes for x in hd) == pytest.approx(factor * S), (op, n)
+            pr = prediction.predict(op, flat, topo, {"intra": ONE}, int(S))
+            assert pr.busbw_gbps == metrics.busbw_gbps(op, int(S), pr.time_us * 1e-6, n)
+
+
 def test_ring_over_two_nodes_waits_for_the_inter_node_link():
     # per class 14α + 1.75 S/β: intra 14 + 175 = 189, inter 280 + 1750 = 2030 -> the slower one
-    pr = predict.predict("all_reduce", "ring", Topology(8, 4), TWO, S)
+    pr = prediction.predict("all_reduce", "ring", Topology(8, 4), TWO, S)
     assert pr.time_us == pytest.approx(2030.0)
     assert pr.bottleneck == "bandwidth-bound, inter-node" and pr.bottleneck_share == pytest.approx(1750 / 2030)
-    tiny = predict.predict("all_reduce", "ring", Topology(8, 4), TWO, 8)
+    tiny = prediction.predict("all_reduce", "ring", Topology(8, 4), TWO, 8)
     assert tiny.bottleneck == "latency-bound, inter-node"
 
 
@@ -86,6 +119,16 @@ def test_recursive_halving_doubling_power_of_two_and_folded():
     assert t("reduce_scatter", "halving_doubling", 8, 2, TWO) == pytest.approx(1020 + 520 + 13.5)
 
 
+def test_folded_halving_doubling_moves_the_whole_buffer_only_where_the_op_does():
+    # n = 6 folds 2 extra ranks into 4 (Thakur et al. 2005 §4). reduce_scatter: each extra sends its whole
+    # buffer in (10 + 1000) and receives only its own chunk S/6 after (10 + 166.7), around the halving of 4
+    # (S/2 and S/4: 20 + 750); all_gather is its mirror: the chunk in, the whole buffer out
+    assert t("reduce_scatter", "halving_doubling", 6, 6, {"intra": ONE}) == pytest.approx(770 + 1010 + 10 + S / 6e3)
+    assert t("all_gather", "halving_doubling", 6, 6, {"intra": ONE}) == pytest.approx(770 + 10 + S / 6e3 + 1010)
+    # broadcast: the extras are only answered (one whole-buffer step after scatter + all-gather: 2·20 + 1500)
+    assert t("broadcast", "halving_doubling", 6, 6, {"intra": ONE}) == pytest.approx(40 + 1500 + 1010)
+
+
 def test_nccl_tree_and_hierarchical_all_reduce():
     # NCCL tree: 2((P-1)α_intra + log2(m) α_inter) + 2 S/β of the slower class = 2(7 + 20) + 2000
     assert t("all_reduce", "tree", 16, 8, TWO) == pytest.approx(2054.0)
@@ -113,17 +156,17 @@ def test_gloo_reduce_scatter_costs_an_all_reduce_and_barriers_count_rounds():
     assert t("barrier", "dissemination", 8, 8, {"intra": ONE}, 0) == pytest.approx(30.0)
     assert t("barrier", "dissemination", 5, 5, {"intra": ONE}, 0) == pytest.approx(30.0)
     assert t("barrier", "tree", 8, 8, {"intra": ONE}, 0) == pytest.approx(60.0)
-    assert predict.predict("all_gather", "tree", Topology(4, 4), {"intra": ONE}, S) is None  # no such model
+    assert prediction.predict("all_gather", "tree", Topology(4, 4), {"intra": ONE}, S) is None  # no such model
 
 
 def test_an_unmeasured_class_is_taken_equal_and_says_so():
-    full = predict._complete({"intra": ONE}, Topology(8, 4))
+    full = links.complete_links({"intra": ONE}, Topology(8, 4))
     assert full["inter"].alpha_us == ONE.alpha_us and "not measured" in full["inter"].source
 
 
 def test_interval_is_the_model_at_the_ends_of_the_link_intervals():
     lk = ClassLink(link_class="intra", alpha_us=10.0, beta_gbps=1.0, alpha_ci_us=(5.0, 20.0), beta_ci_gbps=(0.5, 2.0))
-    pr = predict.predict("all_reduce", "ring", Topology(8, 8), {"intra": lk}, S)
+    pr = prediction.predict("all_reduce", "ring", Topology(8, 8), {"intra": lk}, S)
     assert pr.time_us == pytest.approx(1890.0)
     assert pr.time_ci_us == pytest.approx((14 * 5 + 1750 / 2, 14 * 20 + 1750 * 2))
     assert pr.busbw_gbps == pytest.approx(S / (1890e-6) / 1e9 * 1.75)
@@ -145,14 +188,14 @@ def _points(op, alg, worlds, link, noise=0.0, seed=0, per_node=1):
     for n in worlds:
         topo = Topology(n, per_node)
         for s in SIZES:
-            tt = predict.predict(op, alg, topo, {link.link_class: link}, s).time_us * math.exp(rng.normal(0, noise))
-            out.append(predict.Point(op=op, topo=topo, size_bytes=s, time_us=tt, backend="gloo"))
+            tt = prediction.predict(op, alg, topo, {link.link_class: link}, s).time_us * math.exp(rng.normal(0, noise))
+            out.append(runs.Point(op=op, topo=topo, size_bytes=s, time_us=tt, backend="gloo"))
     return out
 
 
 def test_calibrate_recovers_the_link_from_two_world_sizes():
     true = ClassLink(link_class="inter", alpha_us=300.0, beta_gbps=0.0125)
-    got = predict.calibrate(_points("broadcast", "tree", (2, 3), true, noise=0.03), "tree", {})
+    got = calibrate.calibrate(_points("broadcast", "tree", (2, 3), true, noise=0.03), "tree", {})
     assert got.link_class == "inter"
     assert got.beta_gbps == pytest.approx(0.0125, rel=0.05) and got.beta_ci_gbps[0] <= 0.0125 <= got.beta_ci_gbps[1]
     assert got.alpha_us == pytest.approx(300.0, rel=0.3)
@@ -170,15 +213,15 @@ def test_calibrate_with_two_ranks_per_node_and_no_intra_evidence_finds_the_inter
         topo = Topology(n, 2)
         for s in SIZES:
             pts.append(
-                predict.Point(
+                runs.Point(
                     op="all_reduce",
                     topo=topo,
                     size_bytes=s,
-                    time_us=predict.predict("all_reduce", "ring", topo, {"inter": inter, "intra": intra}, s).time_us,
+                    time_us=prediction.predict("all_reduce", "ring", topo, {"inter": inter, "intra": intra}, s).time_us,
                     backend="gloo",
                 )
             )
-    got = predict.calibrate(pts, "ring", {})
+    got = calibrate.calibrate(pts, "ring", {})
     assert got is not None and got.link_class == "inter"
     assert got.beta_gbps == pytest.approx(0.0125, rel=0.05) and got.alpha_us == pytest.approx(300.0, rel=0.2)
 
@@ -186,7 +229,7 @@ def test_calibrate_with_two_ranks_per_node_and_no_intra_evidence_finds_the_inter
 def test_calibrate_through_the_ring_is_suite_fit_implied_link():
     true = ClassLink(link_class="intra", alpha_us=50.0, beta_gbps=2.0)
     pts = _points("all_reduce", "ring", (4,), true, noise=0.05, seed=3, per_node=4)
-    got = predict.calibrate(pts, "ring", {})
+    got = calibrate.calibrate(pts, "ring", {})
     series = fit.fit_alpha_beta([p.size_bytes for p in pts], [p.time_us for p in pts])
     implied = fit.implied_link("all_reduce", 4, series)
     assert got.alpha_us == pytest.approx(implied.alpha_us, rel=1e-6)
@@ -195,11 +238,11 @@ def test_calibrate_through_the_ring_is_suite_fit_implied_link():
 
 def test_the_check_confirms_the_documented_algorithm_and_catches_another():
     true = ClassLink(link_class="inter", alpha_us=200.0, beta_gbps=0.0125)
-    as_gloo = predict.check_algorithms(_points("broadcast", "posted_tree", (2, 3, 4), true, noise=0.02), {})
+    as_gloo = run_model.check_algorithms(_points("broadcast", "posted_tree", (2, 3, 4), true, noise=0.02), {})
     assert as_gloo["broadcast"].startswith("posted_tree consistent")
-    rounds = predict.check_algorithms(_points("broadcast", "tree", (2, 3, 4), true, noise=0.02), {})
+    rounds = run_model.check_algorithms(_points("broadcast", "tree", (2, 3, 4), true, noise=0.02), {})
     assert rounds["broadcast"].startswith("measurements favour tree over the documented posted_tree")
-    one_world = predict.check_algorithms(_points("broadcast", "posted_tree", (2,), true), {})
+    one_world = run_model.check_algorithms(_points("broadcast", "posted_tree", (2,), true), {})
     assert one_world["broadcast"].startswith("not testable here")
 
 
@@ -212,22 +255,22 @@ node0:1:1 [0] NCCL INFO AllGather: 37756928 Bytes -> Algo 1 proto 2 time 2860.20
 
 
 def test_nccl_algorithm_from_debug_lines_in_both_formats():
-    got = predict.nccl_debug_choices(DEBUG)
+    got = backend_choice.nccl_debug_choices(DEBUG)
     assert got == {("all_reduce", 4096): "tree", ("all_reduce", 8388608): "ring", ("all_gather", 37756928): "1"}
     recs = [{"backend": "nccl", "op": "all_reduce", "nccl_algo": "default", "nccl_debug": DEBUG}]
-    assert predict.backend_algorithm("nccl", "all_reduce", 2048, recs).algorithm == "tree"
-    c = predict.backend_algorithm("nccl", "all_reduce", 16 << 20, recs)
+    assert backend_choice.backend_algorithm("nccl", "all_reduce", 2048, recs).algorithm == "tree"
+    c = backend_choice.backend_algorithm("nccl", "all_reduce", 16 << 20, recs)
     assert c.algorithm == "ring" and "8388608 B -> Algo ring" in c.how
-    assert predict.backend_algorithm("nccl", "all_gather", 1 << 25, recs).algorithm == "ring"  # Algo 1 = ring
+    assert backend_choice.backend_algorithm("nccl", "all_gather", 1 << 25, recs).algorithm == "ring"  # Algo 1 = ring
 
 
 def test_nccl_algorithm_from_nccl_algo_records_or_unknown():
     forced = [{"backend": "nccl", "op": "all_reduce", "nccl_algo": "Tree"}]
-    assert predict.backend_algorithm("nccl", "all_reduce", 1 << 20, forced).algorithm == "tree"
-    assert predict.backend_algorithm("nccl", "all_gather", 1 << 20, forced).algorithm == "ring"
-    unknown = predict.backend_algorithm("nccl", "all_reduce", 1 << 20, [{"nccl_algo": "default"}])
+    assert backend_choice.backend_algorithm("nccl", "all_reduce", 1 << 20, forced).algorithm == "tree"
+    assert backend_choice.backend_algorithm("nccl", "all_gather", 1 << 20, forced).algorithm == "ring"
+    unknown = backend_choice.backend_algorithm("nccl", "all_reduce", 1 << 20, [{"nccl_algo": "default"}])
     assert unknown.algorithm is None and "NCCL_DEBUG_SUBSYS=TUNING" in unknown.how
-    nvls = predict.backend_algorithm("nccl", "all_reduce", 1 << 20, [{"nccl_algo": "NVLS"}])
+    nvls = backend_choice.backend_algorithm("nccl", "all_reduce", 1 << 20, [{"nccl_algo": "NVLS"}])
     assert nvls.algorithm is None and "not modelled" in nvls.how
 
 
@@ -248,7 +291,7 @@ def test_ddp_step_model_by_hand():
         "bucket_sizes": [1_000_000, 1_000_000],
     }
     links = {"inter": ClassLink(link_class="inter", alpha_us=0.0, beta_gbps=1.0)}
-    d = predict.predict_ddp(rec, Topology(4, 1), links, "ring")
+    d = ddp_step.predict_ddp(rec, Topology(4, 1), links, "ring")
     # per bucket at 4 ranks: 2·3/4 · 1e6 B / 1 GB/s = 1500 µs; two buckets 3000; hidden half of it
     assert d["comm_us"] == pytest.approx(3000.0) and d["hidden_fraction"] == 0.5
     assert d["step_us"] == pytest.approx(5000 + 3000 - 1500)
@@ -267,7 +310,7 @@ def _run(worlds_per_node, op_algs, link, noise=0.0, seed=0):
     benches = []
     for op, alg in op_algs:
         for s in [0] if op == "barrier" else SIZES:
-            tt = predict.predict(op, alg, Topology(n, p), {link.link_class: link}, s).time_us * math.exp(
+            tt = prediction.predict(op, alg, Topology(n, p), {link.link_class: link}, s).time_us * math.exp(
                 rng.normal(0, noise)
             )
             benches.append(
@@ -275,7 +318,7 @@ def _run(worlds_per_node, op_algs, link, noise=0.0, seed=0):
                     "extra_info": {
                         "experiment": "collectives",
                         "op": op,
-                        "variant": predict.FIT_VARIANTS[op],
+                        "variant": runs.FIT_VARIANTS[op],
                         "redop": "sum" if op in ("all_reduce", "reduce_scatter") else None,
                         "backend": "gloo",
                         "device": "cpu",
@@ -294,28 +337,28 @@ def _run(worlds_per_node, op_algs, link, noise=0.0, seed=0):
     }
 
 
-GLOO_MODELS = [(op, predict.GLOO[op][0]) for op in ("all_reduce", "all_gather", "reduce_scatter", "broadcast")]
+GLOO_MODELS = [(op, backend_choice.GLOO[op][0]) for op in ("all_reduce", "all_gather", "reduce_scatter", "broadcast")]
 
 
 def test_validation_of_runs_made_by_the_model_has_no_error_and_the_table_says_met():
     link = ClassLink(link_class="inter", alpha_us=300.0, beta_gbps=0.0125)
-    v = predict.validate(
+    v = validate.validate(
         [_run((2, 1), GLOO_MODELS, link, 0.01, 1), _run((3, 1), GLOO_MODELS, link, 0.01, 2)],
         [_run((5, 1), GLOO_MODELS, link)],
     )
     assert v["fit_ranks"] == [2, 3] and {r["ranks"] for r in v["rows"]} == {5}
     for op, _ in GLOO_MODELS:
         assert v["summary"][op]["geomean_abs_error_bandwidth_bound"] < 0.05
-    text = predict.format_validation(v)
+    text = validate.format_validation(v)
     assert "met" in text and "MISSED" not in text and "all_reduce" in text
 
 
 def test_validation_says_missed_when_the_backend_runs_something_else():
     link = ClassLink(link_class="inter", alpha_us=300.0, beta_gbps=0.0125)
     chain = [("broadcast", "ring")]  # the data is a chain broadcast; Gloo's table says binomial tree
-    v = predict.validate([_run((2, 1), chain, link), _run((3, 1), chain, link)], [_run((6, 1), chain, link)])
+    v = validate.validate([_run((2, 1), chain, link), _run((3, 1), chain, link)], [_run((6, 1), chain, link)])
     assert v["summary"]["broadcast"]["geomean_abs_error_bandwidth_bound"] > 0.3
-    assert "MISSED" in predict.format_validation(v)
+    assert "MISSED" in validate.format_validation(v)
     assert v["algorithms"]["broadcast"]["check"].startswith("measurements favour ring")
 
 
@@ -343,16 +386,16 @@ def test_validation_checks_the_ddp_step_from_the_nearest_fit_run():
     overlap), and the table gives its error and their geomean."""
     link = ClassLink(link_class="inter", alpha_us=300.0, beta_gbps=0.0125)
     fit2, fit3, chk = _run((2, 1), GLOO_MODELS, link), _run((3, 1), GLOO_MODELS, link), _run((5, 1), GLOO_MODELS, link)
-    ring5 = predict.predict("all_reduce", "ring", Topology(5, 1), {"inter": link}, 1_000_000).time_us
+    ring5 = prediction.predict("all_reduce", "ring", Topology(5, 1), {"inter": link}, 1_000_000).time_us
     fit2["benchmarks"].append({"extra_info": _ddp_rec(2, 50.0, 1e5)})  # a different compute: not the base
     fit3["benchmarks"].append({"extra_info": _ddp_rec(3, 5.0, 1e5)})
     chk["benchmarks"].append({"extra_info": _ddp_rec(5, 5.0, 5000.0 + ring5)})
-    v = predict.validate([fit2, fit3], [chk])
+    v = validate.validate([fit2, fit3], [chk])
     (row,) = v["ddp"]
     assert row["ranks"] == 5 and row["fit_ranks"] == 3
     assert row["predicted_us"] == pytest.approx(5000.0 + ring5, rel=0.02)
     assert v["ddp_summary"]["geomean_abs_error"] < 0.02
-    assert "ddp step (mlp) at 5 ranks" in predict.format_validation(v)
+    assert "ddp step (mlp) at 5 ranks" in validate.format_validation(v)
     # a check scale between the fits takes the nearer one (2 for 3 ranks, not the larger 5)
     fit5 = _run((5, 1), GLOO_MODELS, link)
     fit5["benchmarks"].append({"extra_info": _ddp_rec(5, 50.0, 1e5)})
@@ -360,13 +403,13 @@ def test_validation_checks_the_ddp_step_from_the_nearest_fit_run():
     chk3["benchmarks"].append({"extra_info": _ddp_rec(3, 50.0, 1e5)})
     fit2 = _run((2, 1), GLOO_MODELS, link)
     fit2["benchmarks"].append({"extra_info": _ddp_rec(2, 5.0, 1e5)})
-    (row,) = predict.validate([fit2, fit5], [chk3])["ddp"]
+    (row,) = validate.validate([fit2, fit5], [chk3])["ddp"]
     assert row["fit_ranks"] == 2 and row["compute_us"] == 5000.0
 
 
 def test_geomean_abs_error_by_hand():
-    assert predict.geomean_abs([0.1, -0.4]) == pytest.approx(0.2)
-    assert predict.geomean_abs([]) is None
+    assert validate.geomean_abs([0.1, -0.4]) == pytest.approx(0.2)
+    assert validate.geomean_abs([]) is None
 
 
 # --- make predict --------------------------------------------------------------------------------------
@@ -394,7 +437,7 @@ def test_make_predict_prints_the_table_and_writes_predict_json(tmp_path):
     doc = json.loads((run / "predict.json").read_text())
     assert doc["ranks"] == 1024 and doc["nodes"] == 128 and doc["measured_ranks"] == 2
     marked = [p for p in doc["predictions"] if p["backend_choice"]]
-    assert {p["op"] for p in marked} == set(predict.OPS)
+    assert {p["op"] for p in marked} == set(algorithms.OPS)
     assert {p["size_bytes"] for p in doc["predictions"] if p["op"] == "all_reduce"} == {1 << 20, 64 << 20}
     big = next(p for p in marked if p["op"] == "all_reduce" and p["size_bytes"] == 64 << 20)
     assert re.fullmatch(r"(latency|bandwidth)-bound, (intra|inter)-node", big["bottleneck"])
@@ -419,7 +462,7 @@ def test_make_predict_prints_the_table_and_writes_predict_json(tmp_path):
 def test_predict_bad_input_is_one_line_and_exit_2(args, says, capsys):
     if not args[0].startswith("/"):
         args = [str(FIXTURE), *args]
-    assert predict.main(["predict", *args]) == 2
+    assert cli.main(["predict", *args]) == 2
     out, err = capsys.readouterr()
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], err
@@ -430,7 +473,7 @@ def test_make_predict_passes_its_variables_and_a_bad_one_exits_2_with_one_line()
     r = _make("-n", "RUN=R", "RANKS=64", "RANKS_PER_NODE=8", "SIZES=1M,64M")  # -n: the command, not run
     assert (
         r.returncode == 0
-        and '-m suite.predict predict "R" --ranks "64" --ranks-per-node "8" --sizes "1M,64M"' in r.stdout
+        and '-m suite.model predict "R" --ranks "64" --ranks-per-node "8" --sizes "1M,64M"' in r.stdout
     )
     r = _make(f"RUN={FIXTURE}", "RANKS=1024")  # RANKS_PER_NODE unset: an empty string
     assert r.returncode == 2, (r.stdout, r.stderr)

@@ -3,10 +3,12 @@
 import dataclasses
 import json
 import os
+from pathlib import Path
 
 import pytest
 
-from suite import results, sysinfo
+from suite import results
+from suite.system import sysinfo
 from suite.timing import Measurement
 
 
@@ -101,6 +103,22 @@ def test_collect_local_and_global():
     assert g["hostnames"] == [info["hostname"], "other"] and g["n_hosts"] == 2
     assert g["versions"]["torch"]
     assert g["hosts"]["other"]["ranks"] == [1]
+
+
+def test_git_commit_asks_the_checkout_root(monkeypatch):
+    # inside the image there is no git: the commit then comes from SUITE_GIT_COMMIT or the GIT_COMMIT file
+    # the build writes at the checkout root, so the default folder must be the root, not suite/system/
+    asked = []
+
+    def no_git(args, **kw):
+        asked.append(args)
+        raise OSError("no git here")
+
+    monkeypatch.setattr(sysinfo.subprocess, "run", no_git)
+    monkeypatch.setenv("SUITE_GIT_COMMIT", "abc123")
+    assert sysinfo.git_commit() == "abc123"
+    root = Path(__file__).resolve().parents[2]
+    assert asked and asked[0][:3] == ["git", "-C", str(root)]
 
 
 def test_record_says_how_every_number_was_obtained():

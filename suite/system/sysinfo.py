@@ -38,7 +38,8 @@ def relevant_env(env: dict | None = None) -> dict[str, str]:
     return {k: v for k, v in sorted(env.items()) if k.startswith(ENV_PREFIXES) and not _SECRET.search(k)}
 
 
-def _read(path: str) -> str | None:
+def read_text(path: str) -> str | None:
+    """A small text file's stripped content (/proc, /sys, cgroup files), None where it cannot be read."""
     try:
         return Path(path).read_text().strip()
     except OSError:
@@ -46,7 +47,7 @@ def _read(path: str) -> str | None:
 
 
 def cpu_model() -> str:
-    text = _read("/proc/cpuinfo") or ""
+    text = read_text("/proc/cpuinfo") or ""
     for line in text.splitlines():
         if line.lower().startswith("model name"):
             return line.split(":", 1)[1].strip()
@@ -62,28 +63,31 @@ def memory_bytes() -> int | None:
 def container_limits() -> dict:
     """cgroup v2/v1 CPU and memory limits and the /dev/shm size."""
     out: dict = {}
-    cpu_max = _read("/sys/fs/cgroup/cpu.max")  # v2: "quota period" or "max period"
+    cpu_max = read_text("/sys/fs/cgroup/cpu.max")  # v2: "quota period" or "max period"
     if cpu_max:
         quota, period = cpu_max.split()[:2]
         out["cgroup_cpus"] = None if quota == "max" else int(quota) / int(period)
     else:
-        quota, period = _read("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"), _read("/sys/fs/cgroup/cpu/cpu.cfs_period_us")
+        quota, period = (
+            read_text("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"),
+            read_text("/sys/fs/cgroup/cpu/cpu.cfs_period_us"),
+        )
         if quota and period and int(quota) > 0:
             out["cgroup_cpus"] = int(quota) / int(period)
         else:
             out["cgroup_cpus"] = None
-    mem = _read("/sys/fs/cgroup/memory.max") or _read("/sys/fs/cgroup/memory/memory.limit_in_bytes")
+    mem = read_text("/sys/fs/cgroup/memory.max") or read_text("/sys/fs/cgroup/memory/memory.limit_in_bytes")
     out["cgroup_memory_bytes"] = None if not mem or mem == "max" or int(mem) >= 1 << 60 else int(mem)
     try:
         out["dev_shm_bytes"] = shutil.disk_usage("/dev/shm").total
     except OSError:
         out["dev_shm_bytes"] = None
-    out["in_container"] = Path("/.dockerenv").exists() or "docker" in (_read("/proc/1/cgroup") or "")
+    out["in_container"] = Path("/.dockerenv").exists() or "docker" in (read_text("/proc/1/cgroup") or "")
     return out
 
 
 def git_commit(repo: Path | None = None) -> str | None:
-    repo = repo or Path(__file__).resolve().parent.parent
+    repo = repo or Path(__file__).resolve().parents[2]  # the checkout: suite/system/ is two levels down
     try:
         r = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.TimeoutExpired):
@@ -91,7 +95,7 @@ def git_commit(repo: Path | None = None) -> str | None:
     if r is not None and r.returncode == 0:
         return r.stdout.strip()
     # Inside the image there is no .git; the build records the commit instead.
-    return os.environ.get("SUITE_GIT_COMMIT") or _read(str(repo / "GIT_COMMIT"))
+    return os.environ.get("SUITE_GIT_COMMIT") or read_text(str(repo / "GIT_COMMIT"))
 
 
 def torch_versions() -> dict:
@@ -121,7 +125,18 @@ def nccl_conf_files() -> dict[str, str]:
     /etc/nccl.conf (system-wide) and the user's file, ~/.nccl.conf up to NCCL 2.22,
     $NCCL_CONF_FILE since 2.23 (NCCL docs, "Environment Variables")."""
     paths = [os.environ.get("NCCL_CONF_FILE") or os.path.expanduser("~/.nccl.conf"), "/etc/nccl.conf"]
-    return {p: text for p in paths if p and (text := _read(p)) is not None}
+    return {p: text for p in paths if p and (text := read_text(p)) is not None}
+
+
+def nvidia_topology() -> str | None:
+    """``nvidia-smi topo -m`` (the GPU/NIC/CPU affinity matrix), None without nvidia-smi or on error."""
+    if not shutil.which("nvidia-smi"):
+        return None
+    try:
+        r = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return r.stdout if r.returncode == 0 else None
 
 
 def gpu_info() -> dict:
@@ -141,11 +156,7 @@ def gpu_info() -> dict:
                 out[key] = r.stdout.strip().splitlines()[0] if r.returncode == 0 and r.stdout.strip() else None
             except (OSError, subprocess.TimeoutExpired):
                 out[key] = None
-        try:
-            r = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True, timeout=10)
-            out["topology"] = r.stdout if r.returncode == 0 else None
-        except (OSError, subprocess.TimeoutExpired):
-            out["topology"] = None
+        out["topology"] = nvidia_topology()
     return out
 
 

@@ -1,0 +1,1 @@
+"""Code that runs on every rank; other modules join it later."""

@@ -1,0 +1,126 @@
+"""Which algorithm the backend runs: Gloo's from its sources, NCCL's from NCCL_ALGO and its debug lines
+(suite.model's docstring)."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+GLOO = {
+    "all_reduce": (
+        "ring",
+        "gloo/allreduce.cc: AllreduceOptions UNSPECIFIED -> ring (reduce-scatter + all-gather "
+        "ring in >= 2 segments per chunk); torch's ProcessGroupGloo allreduce calls gloo::allreduce",
+    ),
+    "all_gather": (
+        "ring",
+        "gloo/allgather.cc: ring, 2(n-1) half-chunk steps (allgather_into_tensor -> "
+        "allgather_coalesced -> gloo::allgather)",
+    ),
+    "reduce_scatter": (
+        "allreduce_slice",
+        "torch ProcessGroupGloo reduce_scatter_tensor: all_reduce of a clone of "
+        "the whole input, then the rank's chunk copied out",
+    ),
+    "broadcast": (
+        "posted_tree",
+        "gloo/broadcast.cc: binomial tree, the whole buffer per hop; each rank posts all its "
+        "sends at once and waits for them at the end, so they share its link",
+    ),
+    "all_to_all": ("pairwise", "gloo/alltoall.cc: every peer's chunk sent directly (all posted at once)"),
+    "barrier": ("dissemination", "gloo/barrier.cc: dissemination barrier (Hensgen, Finkel, Manber 1988)"),
+}
+"""Gloo's algorithm per op, read from its sources (gloo main, torch's ProcessGroupGloo.cpp)."""
+
+NCCL_ALGO_NAMES = {"ring": "ring", "tree": "tree", "0": "tree", "1": "ring"}
+"""NCCL's names (NCCL_ALGO values, debug lines; the numbers of older NCCL's TUNING lines:
+NCCL_ALGO_TREE 0, NCCL_ALGO_RING 1) of the algorithms modelled here."""
+NCCL_OPS = {
+    "allreduce": "all_reduce",
+    "allgather": "all_gather",
+    "reducescatter": "reduce_scatter",
+    "broadcast": "broadcast",
+    "alltoall": "all_to_all",
+}
+_NCCL_LINE = re.compile(r"(?:(\w+):\s+)?(\d+) Bytes -> Algo (\w+) proto (\w+)")
+
+
+def nccl_debug_choices(text: str) -> dict:
+    """{(op, size_bytes): NCCL algorithm name} from NCCL debug output (TUNING/COLL lines)."""
+    out = {}
+    for m in _NCCL_LINE.finditer(text or ""):
+        op = NCCL_OPS.get((m.group(1) or "").lower())
+        if op:
+            out[(op, int(m.group(2)))] = m.group(3).lower()
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class Choice:
+    algorithm: str | None
+    """The model of what the backend runs; None when the run cannot tell."""
+    how: str
+    """How that was found (source cited, env var, debug line) or why it is unknown."""
+    check: str = ""
+    """What the run's own measurements say of it (``check_algorithms``)."""
+
+
+def backend_algorithm(
+    backend: str,
+    op: str,
+    size_bytes: int,
+    recs: Sequence[dict] = (),
+    debug_text: str = "",
+    check: Mapping | None = None,
+) -> Choice:
+    """The algorithm ``backend`` runs for ``op`` at ``size_bytes``: Gloo's from its sources (checked
+    against the run by ``check_algorithms`` when given), NCCL's from NCCL_ALGO / its debug lines."""
+    chk = (check or {}).get(op, "")
+    if backend == "gloo":
+        alg, src = GLOO[op]
+        return Choice(algorithm=alg, how=f"gloo source: {src}", check=chk)
+    if backend == "nccl":
+        if op == "barrier":
+            return Choice(
+                algorithm="ring", how="NCCL's barrier is an all_reduce of one element (torch ProcessGroupNCCL)"
+            )
+        text = debug_text + "".join(str(r.get("nccl_debug") or "") for r in recs)
+        seen = nccl_debug_choices(text)
+        if seen:
+            sizes = sorted(s for (o, s) in seen if o == op)
+            if sizes:
+                near = min(sizes, key=lambda s: abs(math.log((s or 1) / max(size_bytes, 1))))
+                name = seen[(op, near)]
+                alg = NCCL_ALGO_NAMES.get(name)
+                return Choice(
+                    algorithm=alg,
+                    how=f"NCCL debug line: {op} {near} B -> Algo {name}" + ("" if alg else " (not modelled here)"),
+                    check=chk,
+                )
+        forced = {str(r.get("nccl_algo")) for r in recs if r.get("nccl_algo") not in (None, "", "default")}
+        if len(forced) == 1:
+            val = forced.pop()
+            alg = NCCL_ALGO_NAMES.get(val.lower())
+            if op != "all_reduce" and alg == "tree":
+                alg = "ring"  # NCCL never disables ring for other ops (tuning.cc); tree is all_reduce's only
+            return Choice(
+                algorithm=alg,
+                how=f"NCCL_ALGO={val} (recorded with the run)" + ("" if alg else ": not modelled here"),
+                check=chk,
+            )
+        if op != "all_reduce":
+            return Choice(
+                algorithm="ring",
+                how="NCCL: ring is its algorithm for this op without NVLS/CollNet/PAT "
+                "(no NCCL_ALGO or debug line recorded)",
+                check=chk,
+            )
+        return Choice(
+            algorithm=None,
+            how="NCCL picks ring or tree per size from its tuning model and the run did not "
+            "record which (rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING)",
+            check=chk,
+        )
+    return Choice(algorithm=None, how=f"no algorithm table for backend {backend!r}", check=chk)

@@ -1,0 +1,92 @@
+"""The measurements of a stored run the models use: its topology and its collectives' points."""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from dataclasses import dataclass
+
+from suite.model.links import Topology
+
+FIT_VARIANTS = {
+    "all_reduce": "all_reduce",
+    "all_gather": "all_gather_into_tensor",
+    "reduce_scatter": "reduce_scatter_tensor",
+    "broadcast": "broadcast",
+    "all_to_all": "all_to_all_single",
+    "barrier": "barrier",
+}
+"""The form of each op whose records are fitted (the tensor forms nccl-tests and FSDP use; the
+collectives experiment measures the list forms too, with different costs on Gloo)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Point:
+    """One measured (op, topology, size, time) of a stored run."""
+
+    op: str
+    topo: Topology
+    size_bytes: int
+    time_us: float
+    backend: str
+    record: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
+
+
+def run_topology(run: dict) -> Topology:
+    """Ranks and ranks per node of a stored run, from its hostnames (ranks are node-contiguous)."""
+    su = (run.get("machine_info") or {}).get("suite") or {}
+    hosts = list(su.get("hostnames") or [])
+    n = len(hosts) or int(su.get("world_size") or 1)
+    if not hosts:
+        return Topology(n, n)
+    per = {h: hosts.count(h) for h in hosts}
+    p = max(set(per.values()), key=list(per.values()).count)
+    return Topology(n, p) if n % p == 0 else Topology(n, n)
+
+
+def hostnames(run: dict) -> list[str]:
+    return list((((run.get("machine_info") or {}).get("suite") or {}).get("hostnames")) or [])
+
+
+def usable(r: dict) -> bool:
+    return r.get("n_wrong") in (0, None) and (r.get("time_us") or 0) > 0
+
+
+def collective_points(run: dict) -> list[Point]:
+    """The run's measurements of the six ops in their fitted form (FIT_VARIANTS): sum for reducing
+    ops, the first dtype; the collectives experiment's records (else the backends experiment's)."""
+    from suite import results
+
+    recs = [r for r in results.records(run) if usable(r)]
+    topo = run_topology(run)
+    out = []
+    for exp in ("collectives", "backends"):
+        for r in recs:
+            if r.get("experiment") != exp or r.get("op") not in FIT_VARIANTS:
+                continue
+            if (r.get("variant") or r["op"]) != FIT_VARIANTS[r["op"]] or r.get("redop") not in (None, "sum", "none"):
+                continue
+            if exp == "backends" and r.get("table") != "compare":
+                continue
+            if int(r.get("world_size") or topo.ranks) != topo.ranks:
+                continue
+            out.append(
+                Point(
+                    op=r["op"],
+                    topo=topo,
+                    size_bytes=int(r["size_bytes"]),
+                    time_us=float(r["time_us"]),
+                    backend=str(r.get("backend")),
+                    record=r,
+                )
+            )
+        if out:
+            break
+    # one point per (op, size): the median over forms measured twice (in-place and out-of-place, dtypes)
+    grouped: dict = {}
+    for p in out:
+        grouped.setdefault((p.op, p.size_bytes), []).append(p)
+    return [
+        dataclasses.replace(ps[0], time_us=statistics.median(p.time_us for p in ps))
+        for _, ps in sorted(grouped.items())
+    ]

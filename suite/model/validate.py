@@ -1,0 +1,121 @@
+"""Validation: fit the links on some runs, predict the others' points, and the error table."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+
+from suite import metrics
+from suite.model import ddp_step
+from suite.model.algorithms import OPS
+from suite.model.prediction import BANDWIDTH_BOUND, predict
+from suite.model.run_model import check_algorithms, fit_runs
+from suite.model.runs import collective_points
+from suite.model.units import fmt_time
+
+
+def geomean_abs(errors: Sequence[float]) -> float | None:
+    """Geometric mean of |error| (each floored at 1e-4, so an exact hit does not zero it)."""
+    es = [max(abs(e), 1e-4) for e in errors if e is not None and math.isfinite(e)]
+    return float(math.exp(sum(math.log(e) for e in es) / len(es))) if es else None
+
+
+def validate(fit_on: Sequence[dict], check: Sequence[dict], debug_text: str = "") -> dict:
+    """Fit the links on ``fit_on``, predict every (op, size) of each ``check`` run at its topology with the
+    backend's algorithm, and compare with what it measured; per op the geomean |error| of all sizes and of
+    the bandwidth-bound ones (ASTRA-sim's validation table)."""
+    model = fit_runs(fit_on, debug_text)
+    rows = []
+    for run in check:
+        for p in collective_points(run):
+            alg = model.choice(p.op, p.size_bytes).algorithm or "ring"
+            pr = predict(p.op, alg, p.topo, model.links_for(p.op), p.size_bytes)
+            if pr is None:
+                continue
+            rows.append(
+                {
+                    "op": p.op,
+                    "size_bytes": p.size_bytes,
+                    "ranks": p.topo.ranks,
+                    "ranks_per_node": p.topo.ranks_per_node,
+                    "algorithm": alg,
+                    "predicted_us": pr.time_us,
+                    "predicted_ci_us": pr.time_ci_us,
+                    "measured_us": p.time_us,
+                    "error": (pr.time_us - p.time_us) / p.time_us,
+                    "bottleneck": pr.bottleneck,
+                    "bandwidth_bound": pr.bandwidth_us >= BANDWIDTH_BOUND * p.time_us,
+                }
+            )
+    summary = {}
+    for op in OPS:
+        mine = [r for r in rows if r["op"] == op]
+        if not mine:
+            continue
+        bw = [r["error"] for r in mine if r["bandwidth_bound"]]
+        summary[op] = {
+            "geomean_abs_error": geomean_abs([r["error"] for r in mine]),
+            "geomean_abs_error_bandwidth_bound": geomean_abs(bw),
+            "n": len(mine),
+            "n_bandwidth_bound": len(bw),
+        }
+    ddp_rows = ddp_step.validation_rows(model, check)
+    everywhere = check_algorithms([p for r in [*fit_on, *check] for p in collective_points(r)], model.p2p)
+    return {
+        "fit_ranks": sorted({p.topo.ranks for p in model.points}),
+        "check_all_runs": everywhere,
+        "links": {op: {c: lk.as_dict() for c, lk in ls.items()} for op, ls in model.op_links.items()},
+        "algorithms": {op: dataclasses.asdict(model.choice(op, 0)) for op in OPS},
+        "rows": rows,
+        "summary": summary,
+        "ddp": ddp_rows,
+        "ddp_summary": {"geomean_abs_error": geomean_abs([r["error"] for r in ddp_rows]), "n": len(ddp_rows)}
+        if ddp_rows
+        else None,
+        "target_bandwidth_bound": TARGET,
+    }
+
+
+TARGET = 0.10
+"""Geomean |error| the bandwidth-bound sizes of all_reduce, all_gather, reduce_scatter and broadcast aim at."""
+TARGET_OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
+
+
+def format_validation(v: dict) -> str:
+    out = [
+        f"# fitted on {'/'.join(map(str, v['fit_ranks']))} ranks; predicted with the backend's algorithm "
+        f"(error = predicted / measured − 1; bandwidth-bound: the model's β part is >= "
+        f"{100 * BANDWIDTH_BOUND:.0f}% of the measured time)"
+    ]
+    for op, a in v["algorithms"].items():
+        out.append(f"#   {op}: {a['algorithm']} — on the fit runs: {a['check'] or a['how']}")
+        if op in v.get("check_all_runs", {}):
+            out.append(f"#   {' ' * len(op)}  on every run: {v['check_all_runs'][op]}")
+    head = f"{'op':<15}{'ranks':>6}{'size':>8}  {'algorithm':<16}{'predicted':>11}{'measured':>11}{'error':>9}  bound"
+    out += [head, "-" * len(head)]
+    for r in sorted(v["rows"], key=lambda r: (OPS.index(r["op"]), r["ranks"], r["size_bytes"])):
+        bound = "bandwidth-bound" if r["bandwidth_bound"] else "latency-bound"
+        miss = "" if r["bandwidth_bound"] or abs(r["error"]) <= TARGET else "  (model misses)"
+        out.append(
+            f"{r['op']:<15}{r['ranks']:>6}{metrics.format_size(r['size_bytes']) if r['size_bytes'] else '-':>8}"
+            f"  {r['algorithm']:<16}{fmt_time(r['predicted_us']):>11}{fmt_time(r['measured_us']):>11}"
+            f"{100 * r['error']:>+8.1f}%  {bound}{miss}"
+        )
+    out += [
+        "",
+        f"{'op':<15}{'geomean |err| all':>18}{'bandwidth-bound':>17}  target ≤ {100 * TARGET:.0f}% (bandwidth-bound)",
+    ]
+    for op, s in v["summary"].items():
+        g, gb = s["geomean_abs_error"], s["geomean_abs_error_bandwidth_bound"]
+        verdict = (
+            ""
+            if op not in TARGET_OPS
+            else ("  no bandwidth-bound size" if gb is None else "  met" if gb <= TARGET else "  MISSED")
+        )
+        out.append(
+            f"{op:<15}{100 * g:>17.1f}%{(f'{100 * gb:.1f}%' if gb is not None else '-'):>17}"
+            f"  ({s['n_bandwidth_bound']}/{s['n']} sizes){verdict}"
+        )
+    out += ddp_step.validation_lines(v)
+    return "\n".join(out) + "\n"
