@@ -35,7 +35,7 @@ import dataclasses
 import torch
 
 from suite import p2p_patterns as p2p
-from suite import ops
+from suite.ops import collectives as ops
 from suite.case import Buffers, Bytes, Case, Session, experiment_test
 from suite.config import BenchConfig
 from suite.dist import DistContext

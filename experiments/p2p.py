@@ -2,7 +2,7 @@
 
 The patterns (ping-pong, pair matrix, window, ring, exchange/deadlock, producer, control, barrier cost,
 batching), what each measures and how it is normalised are declared in suite/p2p_patterns.py (as the
-collectives are in suite/ops.py); this experiment runs every one of them over the run's sweep.
+collectives are in suite/ops/collectives.py); this experiment runs every one of them over the run's sweep.
 """
 
 from __future__ import annotations

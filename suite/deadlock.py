@@ -32,7 +32,7 @@ import torch
 import torch.distributed as dist
 
 from suite import verify
-from suite.algorithms import ORDERINGS, exchange
+from suite.ops.algorithms import ORDERINGS, exchange
 from suite.dist import _free_port
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -61,7 +61,7 @@ are recorded with its cases. The harness (suite/runner.py) does the rest.
 
 A new pattern is a builder, a declaration and a ``PATTERNS`` entry, in this file.
 
-This module imports neither pytest nor the harness (like suite/ops.py for the collectives).
+This module imports neither pytest nor the harness (like suite/ops/collectives.py for the collectives).
 """
 
 from __future__ import annotations
@@ -73,11 +73,12 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from suite import algorithms, deadlock, metrics, verify
+from suite import deadlock, metrics, verify
+from suite.ops import algorithms
 from suite.case import Buffers, Bytes, Case, CaseFailed, Session, wait_all
 from suite.config import BenchConfig
 from suite.dist import DistContext
-from suite.ops import BARRIER_UNCHECKED, elsize
+from suite.ops.collectives import BARRIER_UNCHECKED, elsize
 from suite.timing import autorange, barrier
 
 EXPERIMENT = "p2p"
@@ -562,7 +563,7 @@ def _bytes(s: Spec) -> Bytes:
 
     The producer pattern is the exception, on purpose: its ``scatter`` and ``broadcast`` are the
     collectives themselves, and its isend fan-outs do what they do, so all four are recorded as the
-    collectives experiment records scatter and broadcast (suite/ops.py): S = the whole buffer
+    collectives experiment records scatter and broadcast (suite/ops/collectives.py): S = the whole buffer
     (scatter: chunk x ranks) and the OP_TABLE factor ((n-1)/n, 1). A reader who sets a producer
     record beside a collectives record of the same S then compares like with like; the bytes that
     actually reach each consumer and cross the producer's link are the fields ``consumer_bytes``

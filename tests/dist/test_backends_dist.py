@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from experiments import backends
-from suite.ops import REGISTRY
+from suite.ops.collectives import REGISTRY
 from suite import metrics
 from suite.results import REQUIRED_FIELDS
 from tests.conftest import load_bench, run_suite

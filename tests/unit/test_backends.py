@@ -5,7 +5,7 @@ import torch
 import torch.distributed as dist
 
 from experiments import backends
-from suite import algorithms
+from suite.ops import algorithms
 from suite.tables import backends as tables
 
 
