@@ -34,7 +34,7 @@ import dataclasses
 
 import torch
 
-from suite import p2p_patterns as p2p
+from suite.ops.p2p import pattern as p2p
 from suite.ops import collectives as ops
 from suite.case import Buffers, Bytes, Case, Session, experiment_test
 from suite.config import BenchConfig

@@ -9,7 +9,7 @@ chunk of a multiple of 8 elements was the same, and most of these cases passed a
 
 import pytest
 
-from suite import p2p_patterns
+from suite.ops.p2p import pattern as p2p_patterns
 from suite.ops.collectives import REGISTRY
 from tests.conftest import load_bench, run_suite
 

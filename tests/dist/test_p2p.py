@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from suite import p2p_patterns as p2p
-from suite import deadlock
+from suite.ops.p2p import pattern as p2p
+from suite.ops.p2p import deadlock
 from suite.results import REQUIRED_FIELDS
 from suite.tables.p2p import format_tables
 from tests.conftest import load_bench, run_suite

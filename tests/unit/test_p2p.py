@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 import torch
 
-from suite import p2p_patterns as p2p
+from suite.ops.p2p import pattern as p2p
 from suite import metrics
 from suite.config import build_config
 from suite.dist import DistContext
@@ -211,7 +211,7 @@ def test_window_bandwidth_counts_one_direction_and_names_the_aggregate():
 def test_every_number_of_the_deadlock_probe_has_its_provenance():
     """The exchange record holds the probe's results as deadlock_<field>: each number says how it was obtained
     (the probe's configuration, floor_s, slack, limits, is recorded as such and claims nothing)."""
-    from suite import deadlock
+    from suite.ops.p2p import deadlock
 
     config = {"floor_s", "slack", "blocked_factor", "probe_sizes", "start_limit_s", "total_limit_s"}
     numeric = {
@@ -240,7 +240,7 @@ def test_pair_patterns_report_only_the_ranks_that_take_part(world):
 
 
 def test_deadlock_bound_scales_with_the_expected_transfer_time():
-    from suite.deadlock import DeadlockProbe
+    from suite.ops.p2p.deadlock import DeadlockProbe
 
     pr = DeadlockProbe(floor_s=1.0, slack=10.0)
     assert pr.bound_s(4, 1e9) == 1.0  # the floor

@@ -1,6 +1,6 @@
 """The deadlock demonstration: an isolated pair of processes that both call blocking ``send`` first.
 
-Two child processes (``python -m suite.deadlock --deadlock-child ...``), with their own
+Two child processes (``python -m suite.ops.p2p.deadlock --deadlock-child ...``), with their own
 store on a loopback port, first run the correct orderings (``ORDERINGS``: parity,
 ``isend``/``irecv``, ``batch_isend_irecv``) at the largest probe size, then the naive
 one (both ranks send first) at ascending sizes. Each step has a bound T scaled to its
@@ -11,7 +11,7 @@ makes progress within that bound is *blocked*, and the pair is killed there. The
 naive size that blocks is where the backend blocks. ``run_deadlock_probe`` never blocks
 its caller for more than ``total_limit_s`` (+ kill time).
 
-The p2p experiment (suite/p2p_patterns.py, pattern ``exchange``) runs the probe once per
+The p2p experiment (suite/ops/p2p/pattern.py, pattern ``exchange``) runs the probe once per
 session on rank 0 and times the correct orderings in the suite's own group at the size
 where the naive one blocked. This module imports neither pytest nor the harness.
 """
@@ -35,7 +35,7 @@ from suite import verify
 from suite.ops.algorithms import ORDERINGS, exchange
 from suite.dist import _free_port
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -205,7 +205,7 @@ def _probe_once(backend: str, device: str, probe: DeadlockProbe, start: float) -
             [
                 sys.executable,
                 "-m",
-                "suite.deadlock",
+                "suite.ops.p2p.deadlock",
                 "--deadlock-child",
                 str(r),
                 str(port),
@@ -376,7 +376,7 @@ def _probe_once(backend: str, device: str, probe: DeadlockProbe, start: float) -
 def _probe_child(
     rank: int, port: int, backend: str, device: str, big: int, sizes: list[int], timeout_s: float, delay: str = "-"
 ) -> None:
-    """One process of the probe pair (``python -m suite.deadlock --deadlock-child ...``)."""
+    """One process of the probe pair (``python -m suite.ops.p2p.deadlock --deadlock-child ...``)."""
     dev = torch.device("cuda", rank) if device == "cuda" else torch.device("cpu")
     kw = {"device_id": dev} if backend == "nccl" else {}
     if device == "cuda":
@@ -440,7 +440,7 @@ def _main(argv: list[str]) -> int:
         )
         return 0
     print(
-        "usage: python -m suite.deadlock --deadlock-child RANK PORT BACKEND DEVICE BIG SIZES TIMEOUT_S "
+        "usage: python -m suite.ops.p2p.deadlock --deadlock-child RANK PORT BACKEND DEVICE BIG SIZES TIMEOUT_S "
         "DELAY\n"
         "(internal: one process of the deadlock probe pair; run the experiment with suite.launch)",
         file=sys.stderr,

@@ -27,7 +27,7 @@ counts wrong elements across ranks):
   with blocking ``send``/``recv`` in parity order, with ``isend``/``irecv``, and
   with ``batch_isend_irecv``.
 - ``exchange`` (deadlock demonstration): an isolated pair of child processes
-  (suite/deadlock.py) calls blocking ``send`` first on both sides for ascending
+  (suite/ops/p2p/deadlock.py) calls blocking ``send`` first on both sides for ascending
   sizes; the first size that makes no progress within a few seconds is reported
   as where the backend blocks, and the pair is killed. The correct orderings
   (parity, ``isend``/``irecv``, ``batch_isend_irecv``) complete in the same pair
@@ -73,8 +73,9 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from suite import deadlock, metrics, verify
+from suite import metrics, verify
 from suite.ops import algorithms
+from suite.ops.p2p import deadlock
 from suite.case import Buffers, Bytes, Case, CaseFailed, Session, wait_all
 from suite.config import BenchConfig
 from suite.dist import DistContext
@@ -111,7 +112,7 @@ CONTROL_VARIANTS = ("signal", "ready_go", "barrier")
 BATCHING_VARIANTS = ("send_each", "isend_each", "batch_isend_irecv", "coalesced")
 
 PROBE = deadlock.PROBE
-"""Bounds of the deadlock demonstration (suite/deadlock.py)."""
+"""Bounds of the deadlock demonstration (suite/ops/p2p/deadlock.py)."""
 
 OP_OF = {"producer": {"broadcast": "broadcast", "scatter": "scatter"}, "control": {"barrier": "barrier"}}
 """Record ``op``: the collective's name where one is measured, else ``send_recv``."""

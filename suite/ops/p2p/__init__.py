@@ -1,0 +1,2 @@
+"""Point-to-point workloads: the patterns of the p2p experiment and the link probes the doctor reuses
+(pattern.py), and the isolated both-send-first pair of the exchange pattern (deadlock.py)."""
