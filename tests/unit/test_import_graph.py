@@ -100,7 +100,7 @@ for mod in sys.argv[1:]:
 
 
 def test_experiments_import_without_pytest():
-    mods = _experiment_modules() + ["suite.ops.p2p.deadlock"]
+    mods = _experiment_modules() + ["suite.ops.p2p.deadlock_child"]
     assert len(mods) > 5 and "experiments.collectives" in mods
     proc = subprocess.run(
         [sys.executable, "-c", IMPORTS_WITHOUT_PYTEST, *mods], cwd=ROOT, capture_output=True, text=True, timeout=120
