@@ -8,7 +8,8 @@ import os
 
 import pytest
 
-from suite.ops.p2p import pattern as p2p
+from suite.ops import p2p
+from suite.ops.p2p import pingpong
 from suite.ops.p2p import deadlock
 from suite.results import REQUIRED_FIELDS
 from suite.tables.p2p import format_tables
@@ -65,10 +66,10 @@ def _check_run(tmp_path, proc, world):
     # OSU-style: K >= the floor back-to-back round trips per sample, one-way = sample / (2K)
     for r in pp + [r for r in recs if r["pattern"] == "pair_matrix"]:
         k = r["round_trips_per_sample"]
-        assert p2p.PINGPONG_MIN_ROUND_TRIPS <= k <= p2p.PINGPONG_MAX_ROUND_TRIPS
+        assert pingpong.PINGPONG_MIN_ROUND_TRIPS <= k <= pingpong.PINGPONG_MAX_ROUND_TRIPS
         assert r["time_divisor"] == 2 * k and r["latency_formula"] == "sample / (2K)"
         assert r["provenance"]["time_us"].startswith("derived: sample / (2K)")
-        assert r["calibration_sample_us"] > 0 and r["min_sample_us"] == p2p.PINGPONG_MIN_SAMPLE_S * 1e6
+        assert r["calibration_sample_us"] > 0 and r["min_sample_us"] == pingpong.PINGPONG_MIN_SAMPLE_S * 1e6
     # producer: the collectives' whole-buffer S and bus factors
     n = world
     for r in recs:
@@ -180,7 +181,7 @@ def test_pair_records_time_only_the_ranks_that_take_part(tmp_path):
     # trips (between D/(2K) and D/8: no barrier between the round trips), and nothing else is timed
     near = recs[("pingpong", "send_recv", 1)]
     k = near["round_trips_per_sample"]
-    assert k >= p2p.PINGPONG_MIN_ROUND_TRIPS and near["time_divisor"] == 2 * k
+    assert k >= pingpong.PINGPONG_MIN_ROUND_TRIPS and near["time_divisor"] == 2 * k
     assert d / (2 * k) * 0.99 <= near["rank_median_us"][0] * 1e-6 < d / 8, near["rank_median_us"]
     assert "last_done_rank" not in near and "late_arrival_rank" not in near  # one rank timed: nothing to rank
     # rank 1 takes no part in 0 <-> 2 or in the 0 -> 2 windows: its D per sample is in no per-rank field

@@ -8,7 +8,8 @@ import dataclasses
 import pytest
 import torch
 
-from suite.ops.p2p import pattern as p2p
+from suite.ops import p2p
+from suite.ops.p2p import batching, pattern, window
 from suite import metrics
 from suite.config import build_config
 from suite.dist import DistContext
@@ -20,12 +21,12 @@ EXPECTED_VARIANTS = {
     "pingpong": {"send_recv"},
     "pair_matrix": {"send_recv"},
     "window": {"unidirectional", "bidirectional"},
-    "ring": set(p2p.RING_VARIANTS),
-    "exchange": set(p2p.EXCHANGE_VARIANTS),
-    "producer": set(p2p.PRODUCER_VARIANTS),
-    "control": set(p2p.CONTROL_VARIANTS),
+    "ring": set(p2p.PATTERNS["ring"].variants),
+    "exchange": set(p2p.PATTERNS["exchange"].variants),
+    "producer": set(p2p.PATTERNS["producer"].variants),
+    "control": set(p2p.PATTERNS["control"].variants),
     "barrier_cost": {"no_barrier", "barrier_each_step"},
-    "batching": set(p2p.BATCHING_VARIANTS),
+    "batching": set(p2p.PATTERNS["batching"].variants),
 }
 
 
@@ -80,7 +81,7 @@ def test_cross_node_pairs_and_slow_links_are_marked():
         timeout_s=1.0,
         hostnames=["a", "a", "b"],
     )
-    assert [p2p._cross(ctx, 0, b) for b in (1, 2)] == [False, True]
+    assert [pattern.cross(ctx, 0, b) for b in (1, 2)] == [False, True]
     recs = [
         _rec(
             pattern="pair_matrix",
@@ -88,7 +89,7 @@ def test_cross_node_pairs_and_slow_links_are_marked():
             size_bytes=64,
             src=a,
             dst=b,
-            cross_node=p2p._cross(ctx, a, b),
+            cross_node=pattern.cross(ctx, a, b),
             time_us=500.0 if (a, b) == (2, 0) else 100.0,
         )
         for a in range(3)
@@ -103,7 +104,7 @@ def test_cross_node_pairs_and_slow_links_are_marked():
             src=0,
             dst=b,
             time_us=10.0,
-            cross_node=p2p._cross(ctx, 0, b),
+            cross_node=pattern.cross(ctx, 0, b),
         )
         for b in (1, 2)
     ]
@@ -187,11 +188,11 @@ def test_pingpong_and_constants_are_named_in_the_declaration():
     assert pp and all(c.resolve is not None and c.fields["latency_formula"] == "sample / (2K)" for c in pp)
     win = [c for c in cs if c.identity["pattern"] == "window"]
     assert all(
-        c.fields["window_default"] == p2p.WINDOW == 64 and c.fields["window_max_bytes"] == p2p.WINDOW_MAX_BYTES
+        c.fields["window_default"] == window.WINDOW == 64 and c.fields["window_max_bytes"] == window.WINDOW_MAX_BYTES
         for c in win
     )
-    assert {c.identity["window"] for c in win} == {min(64, p2p.WINDOW_MAX_BYTES // (1 << 20)), 64}
-    assert all(c.fields["k_counts"] == list(p2p.BATCH_COUNTS) for c in cs if c.identity["pattern"] == "batching")
+    assert {c.identity["window"] for c in win} == {min(64, window.WINDOW_MAX_BYTES // (1 << 20)), 64}
+    assert all(c.fields["k_counts"] == list(batching.BATCH_COUNTS) for c in cs if c.identity["pattern"] == "batching")
 
 
 def test_window_bandwidth_counts_one_direction_and_names_the_aggregate():

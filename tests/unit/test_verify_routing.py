@@ -3,7 +3,7 @@ dtype and reduce op (and the p2p messages), the expected output of each rank dif
 wrong routing would deliver — a chunk shifted or permuted, another rank's chunk or contribution in
 its place, a message dropped, duplicated or reordered.
 
-"Differs" is shown for the suite's own expected outputs (suite/ops/collectives.py, suite/ops/p2p/pattern.py) on a
+"Differs" is shown for the suite's own expected outputs (suite/ops/collectives.py, suite/ops/p2p/) on a
 chunk of ``c`` elements, the smallest c at which a chance match is below 2^-40 (at least 8: the old
 patterns repeated every 8 elements). Where exactness leaves a single value (bfloat16 sums from 257
 ranks), nothing can be seen and the record's ``check_values`` says 1.
@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from suite import verify
-from suite.ops.p2p import pattern as p2p_patterns
+from suite.ops.p2p import pattern as p2p_pattern
 from suite.ops import collectives as ops
 
 WORLDS = (2, 3, 4, 5, 8, 9, 16, 17, 33, 64)
@@ -181,7 +181,7 @@ def check_p2p_messages(n: int, dtype: str) -> None:
     count = _chunk(verify.value_range("none", n, dt), n, min(n, 64) * window)
     senders = range(min(n, 64))
     msgs = torch.stack(
-        [p2p_patterns._pat(_ctx(0, n), s, count, dt, offset=j * count) for s in senders for j in range(window)]
+        [p2p_pattern.pat(_ctx(0, n), s, count, dt, offset=j * count) for s in senders for j in range(window)]
     )
     assert _distinct_rows(msgs)
 
