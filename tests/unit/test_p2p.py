@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from suite.ops import p2p
-from suite.ops.p2p import batching, pattern, window
+from suite.ops.p2p import batching, window
+from suite.ops.p2p.pattern import Pattern, Spec, cross, make_case
 from suite import metrics
 from suite.config import build_config
 from suite.dist import DistContext
@@ -81,7 +82,7 @@ def test_cross_node_pairs_and_slow_links_are_marked():
         timeout_s=1.0,
         hostnames=["a", "a", "b"],
     )
-    assert [pattern.cross(ctx, 0, b) for b in (1, 2)] == [False, True]
+    assert [cross(ctx, 0, b) for b in (1, 2)] == [False, True]
     recs = [
         _rec(
             pattern="pair_matrix",
@@ -89,7 +90,7 @@ def test_cross_node_pairs_and_slow_links_are_marked():
             size_bytes=64,
             src=a,
             dst=b,
-            cross_node=pattern.cross(ctx, a, b),
+            cross_node=cross(ctx, a, b),
             time_us=500.0 if (a, b) == (2, 0) else 100.0,
         )
         for a in range(3)
@@ -104,7 +105,7 @@ def test_cross_node_pairs_and_slow_links_are_marked():
             src=0,
             dst=b,
             time_us=10.0,
-            cross_node=pattern.cross(ctx, 0, b),
+            cross_node=cross(ctx, 0, b),
         )
         for b in (1, 2)
     ]
@@ -247,3 +248,80 @@ def test_deadlock_bound_scales_with_the_expected_transfer_time():
     assert pr.bound_s(4, 1e9) == 1.0  # the floor
     assert pr.bound_s(16 << 20, 10e6) == pytest.approx(10 * (16 << 20) / 10e6)  # slack x size / rate
     assert pr.bound_s(16 << 20, 100e6) < pr.bound_s(16 << 20, 10e6)
+
+
+# --- a pattern is one file and one PATTERNS line ----------------------------------------------------
+
+
+@pytest.mark.parametrize("world", [2, 3, 4])
+def test_every_pattern_declares_exactly_its_own_variants(world):
+    # Pattern.variants is the one list of a pattern's variants: what it declares, and (below) the table's
+    # columns. The fixed list above (EXPECTED_VARIANTS) is what the records must show.
+    cfg = build_config(min_bytes="1K", max_bytes="1M", step_factor="4")
+    cases = p2p.cases(cfg, world)
+    for name, pat in p2p.PATTERNS.items():
+        assert pat.name == name
+        assert {c.identity["variant"] for c in cases if c.identity["pattern"] == name} == set(pat.variants), name
+    assert {n: set(p.variants) for n, p in p2p.PATTERNS.items()} == EXPECTED_VARIANTS
+
+
+def _fanfare(monkeypatch) -> Pattern:
+    """A pattern that only PATTERNS knows of, as a new file would add it (its builder is never called)."""
+
+    def declare(cfg, n, sw):
+        return [
+            make_case(pat, Spec(pattern=pat.name, variant=v, size_bytes=sz, dtype=sw.dtype), "one fanfare")
+            for v in pat.variants
+            for sz in sw.ends
+        ]
+
+    pat = Pattern(name="fanfare", variants=("loud", "soft", "muted"), build=lambda ctx, s: None, declare=declare)
+    monkeypatch.setitem(p2p.PATTERNS, pat.name, pat)
+    return pat
+
+
+def test_a_pattern_in_PATTERNS_alone_is_declared_and_has_its_table(monkeypatch):
+    pat = _fanfare(monkeypatch)
+    cfg = build_config(min_bytes="1K", max_bytes="4K", step_factor="4")
+    mine = [c for c in p2p.cases(cfg, 2) if c.identity["pattern"] == "fanfare"]
+    assert [c.label for c in mine] == [f"fanfare-{v}-{sz}B" for v in pat.variants for sz in (1024, 4096)]
+    assert all(c.experiment == "p2p" and c.op == "send_recv" for c in mine)
+    recs = [
+        _rec(pattern="fanfare", variant=v, size_bytes=sz, time_us=t)
+        for sz in (1024, 4096)
+        for v, t in zip(pat.variants, (30.0, 10.0, 20.0))
+    ]
+    text = format_tables(recs)
+    header = [line for line in text.splitlines() if "fanfare" in line]
+    assert len(header) == 1 and header[0].startswith("# p2p fanfare"), text
+    columns = text.splitlines()[1].split()  # "#", "size(B)", the variants, "fastest", "speed-up"
+    assert columns[2:-2] == list(pat.variants), text  # one column per variant, in the pattern's order
+    assert all(" soft" in line and "3.00x" in line for line in text.splitlines()[3:5]), text  # soft: 3x loud
+
+
+def test_the_table_has_a_section_for_every_pattern():
+    # One record per (pattern, variant) with the fields its section reads: every pattern's title shows.
+    fields = {"window": 64, "steps": 8, "k_messages": 8, "message_bytes": 64, "src": 0, "dst": 1}
+    recs = [
+        _rec(pattern=name, variant=v, size_bytes=64, time_us=10.0, **fields)
+        for name, pat in p2p.PATTERNS.items()
+        for v in pat.variants
+    ]
+    titles = [line for line in format_tables(recs).splitlines() if line.startswith("# p2p ")]
+    for words in ("ping-pong", "pair matrix", "window", "ring", "deadlock", "producer", "control", "barrier", "batch"):
+        assert sum(words in t for t in titles) >= 1, (words, titles)
+    assert len(titles) == len(p2p.PATTERNS) + 1  # the producer has two tables: same data, a chunk each
+
+
+@pytest.mark.parametrize("name", ["ring", "control", "batching"])
+def test_the_comparison_columns_are_the_patterns_variants(monkeypatch, name):
+    # The table spells no variant list: reorder a pattern's variants and its columns follow.
+    pat = p2p.PATTERNS[name]
+    order = tuple(reversed(pat.variants))
+    monkeypatch.setitem(p2p.PATTERNS, name, dataclasses.replace(pat, variants=order))
+    recs = [
+        _rec(pattern=name, variant=v, size_bytes=64, time_us=10.0, k_messages=8, message_bytes=64, src=0, dst=1)
+        for v in order
+    ]
+    lines = format_tables(recs).splitlines()
+    assert [w[:20] for w in lines[1].split()[2:-2]] == [v[:20] for v in order], lines[1]
