@@ -142,7 +142,10 @@ def cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     if n < 2:
         return [
             _doctor(
-                p2p.not_runnable(f"the doctor compares ranks and links: it needs at least 2 ranks (world size {n})"),
+                p2p.not_runnable(
+                    f"the doctor compares ranks and links: it needs at least 2 ranks (world size {n})",
+                    experiment=EXPERIMENT,
+                ),
                 "none",
             )
         ]
@@ -152,7 +155,10 @@ def cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     small, large = max(el, doc.small_bytes // el * el), max(el, doc.large_bytes // el * el)
     pairs = [(a, b) for a in range(n) for b in range(a + 1, n)]
     for pass_no in range(1, PASSES + 1):
-        out += [_doctor(c, "latency", pass_no) for c in pair_matrix.pair_latency_cases(pairs, small, dtype)]
+        out += [
+            _doctor(c, "latency", pass_no)
+            for c in pair_matrix.pair_latency_cases(pairs, small, dtype, experiment=EXPERIMENT)
+        ]
         for variant, links in (
             ("unidirectional", [(a, b) for a in range(n) for b in range(n) if a != b]),
             ("bidirectional", pairs),
@@ -167,10 +173,11 @@ def cases(cfg: BenchConfig, world_size: int) -> list[Case]:
                         src=a,
                         dst=b,
                         window=doc.window,
-                    )
+                    ),
+                    experiment=EXPERIMENT,
                 )
                 out.append(_doctor(c, "bandwidth" if variant == "unidirectional" else "bidirectional", pass_no))
-        out.append(_doctor(ring.ring_case("isend_irecv", large, dtype), "ring", pass_no))
+        out.append(_doctor(ring.ring_case("isend_irecv", large, dtype, experiment=EXPERIMENT), "ring", pass_no))
         out.append(_doctor(_compute_case(cfg), "compute", pass_no))
         if pass_no == 1:
             out += _collective_cases(doc, n, dtype)

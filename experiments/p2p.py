@@ -8,8 +8,16 @@ the run's sweep.
 
 from __future__ import annotations
 
-from suite.case import experiment_test
-from suite.ops.p2p import cases
-from suite.ops.p2p.pattern import EXPERIMENT  # noqa: F401  (EXPERIMENT: the records' experiment name)
+from suite.case import Case, experiment_test
+from suite.config import BenchConfig
+from suite.ops import p2p
+
+EXPERIMENT = "p2p"
+
+
+def cases(cfg: BenchConfig, world_size: int) -> list[Case]:
+    """Every pattern of suite/ops/p2p/ over the run's sweep."""
+    return p2p.cases(cfg, world_size, experiment=EXPERIMENT)
+
 
 test_p2p = experiment_test(cases)

@@ -8,12 +8,13 @@ import dataclasses
 import pytest
 import torch
 
-from suite.ops import p2p
-from suite.ops.p2p import batching, window
-from suite.ops.p2p.pattern import Pattern, Spec, cross, make_case
+from experiments import p2p as experiment
 from suite import metrics
 from suite.config import build_config
 from suite.dist import DistContext
+from suite.ops import p2p
+from suite.ops.p2p import batching, window
+from suite.ops.p2p.pattern import Pattern, Spec, cross, make_case
 from suite.tables.p2p import format_tables
 
 TINY = ["--experiments", "p2p", "--iters", "3", "--warmup", "1"]
@@ -37,7 +38,7 @@ EXPECTED_VARIANTS = {
 @pytest.mark.parametrize("world", [2, 3, 4])
 def test_cases_cover_every_pattern_and_are_unique(world):
     cfg = build_config(min_bytes="1K", max_bytes="1M", step_factor="4")
-    cases = p2p.cases(cfg, world)
+    cases = experiment.cases(cfg, world)
     ids = [c.label for c in cases]
     assert len(ids) == len(set(ids))
     assert {c.identity["pattern"] for c in cases} == set(p2p.PATTERNS)
@@ -49,7 +50,7 @@ def test_cases_cover_every_pattern_and_are_unique(world):
     # only the barrier has nothing to check, and says why
     assert [c.label for c in cases if c.unchecked] == ["control-barrier"]
     # world 1: one case that says why nothing runs (not an empty parameter set)
-    alone = p2p.cases(cfg, 1)
+    alone = experiment.cases(cfg, 1)
     assert [c.label for c in alone] == ["p2p"] and "at least 2 ranks" in alone[0].skip(None, cfg)
 
 
@@ -132,7 +133,7 @@ def test_producer_records_use_the_collectives_size_and_factor(world):
         for c in collectives.cases(cfg, world)
         if c.identity["variant"] in ("scatter", "broadcast")
     }
-    prod = [c for c in p2p.cases(cfg, world) if c.identity["pattern"] == "producer"]
+    prod = [c for c in experiment.cases(cfg, world) if c.identity["pattern"] == "producer"]
     m = Measurement(
         samples_s=[1e-4] * 5, timing_mode="blocking", ops_per_sample=1, warmup_iters=0, precision_reached=None
     )
@@ -184,7 +185,7 @@ def test_producer_records_use_the_collectives_size_and_factor(world):
 
 def test_pingpong_and_constants_are_named_in_the_declaration():
     cfg = build_config(min_bytes="1K", max_bytes="1M", step_factor="4")
-    cs = p2p.cases(cfg, 2)
+    cs = experiment.cases(cfg, 2)
     pp = [c for c in cs if c.identity["pattern"] in ("pingpong", "pair_matrix")]
     assert pp and all(c.resolve is not None and c.fields["latency_formula"] == "sample / (2K)" for c in pp)
     win = [c for c in cs if c.identity["pattern"] == "window"]
@@ -201,7 +202,7 @@ def test_window_bandwidth_counts_one_direction_and_names_the_aggregate():
     bidirectional window's time is per message of one direction (iteration / window, both directions at
     once) and its both-ways bandwidth is a named field, not algbw."""
     cfg = build_config(min_bytes="1K", max_bytes="4K", step_factor="4")
-    win = [c for c in p2p.cases(cfg, 2) if c.identity["pattern"] == "window"]
+    win = [c for c in experiment.cases(cfg, 2) if c.identity["pattern"] == "window"]
     assert {c.identity["variant"] for c in win} == {"unidirectional", "bidirectional"}
     for c in win:
         assert c.divisor == c.identity["window"] and c.bytes.bw_op == "send_recv"
@@ -230,7 +231,7 @@ def test_every_number_of_the_deadlock_probe_has_its_provenance():
 def test_pair_patterns_report_only_the_ranks_that_take_part(world):
     # ping-pong: the initiator's clock (OSU); other pair patterns: their two ranks; the rest: every rank
     cfg = build_config(min_bytes="1K", max_bytes="1M", step_factor="4")
-    for c in p2p.cases(cfg, world):
+    for c in experiment.cases(cfg, world):
         pattern, src, dst = c.identity["pattern"], c.identity["src"], c.identity["dst"]
         if pattern in ("pingpong", "pair_matrix"):
             assert c.rank_fields_of == (src,) and "initiator" in c.provenance["rank_median_us"], c.label
@@ -258,7 +259,7 @@ def test_every_pattern_declares_exactly_its_own_variants(world):
     # Pattern.variants is the one list of a pattern's variants: what it declares, and (below) the table's
     # columns. The fixed list above (EXPECTED_VARIANTS) is what the records must show.
     cfg = build_config(min_bytes="1K", max_bytes="1M", step_factor="4")
-    cases = p2p.cases(cfg, world)
+    cases = experiment.cases(cfg, world)
     for name, pat in p2p.PATTERNS.items():
         assert pat.name == name
         assert {c.identity["variant"] for c in cases if c.identity["pattern"] == name} == set(pat.variants), name
@@ -268,9 +269,14 @@ def test_every_pattern_declares_exactly_its_own_variants(world):
 def _fanfare(monkeypatch) -> Pattern:
     """A pattern that only PATTERNS knows of, as a new file would add it (its builder is never called)."""
 
-    def declare(cfg, n, sw):
+    def declare(cfg, n, sw, experiment):
         return [
-            make_case(pat, Spec(pattern=pat.name, variant=v, size_bytes=sz, dtype=sw.dtype), "one fanfare")
+            make_case(
+                pat,
+                Spec(pattern=pat.name, variant=v, size_bytes=sz, dtype=sw.dtype),
+                "one fanfare",
+                experiment=experiment,
+            )
             for v in pat.variants
             for sz in sw.ends
         ]
@@ -283,7 +289,7 @@ def _fanfare(monkeypatch) -> Pattern:
 def test_a_pattern_in_PATTERNS_alone_is_declared_and_has_its_table(monkeypatch):
     pat = _fanfare(monkeypatch)
     cfg = build_config(min_bytes="1K", max_bytes="4K", step_factor="4")
-    mine = [c for c in p2p.cases(cfg, 2) if c.identity["pattern"] == "fanfare"]
+    mine = [c for c in experiment.cases(cfg, 2) if c.identity["pattern"] == "fanfare"]
     assert [c.label for c in mine] == [f"fanfare-{v}-{sz}B" for v in pat.variants for sz in (1024, 4096)]
     assert all(c.experiment == "p2p" and c.op == "send_recv" for c in mine)
     recs = [
@@ -325,3 +331,16 @@ def test_the_comparison_columns_are_the_patterns_variants(monkeypatch, name):
     ]
     lines = format_tables(recs).splitlines()
     assert [w[:20] for w in lines[1].split()[2:-2]] == [v[:20] for v in order], lines[1]
+
+
+def test_the_experiment_that_declares_the_patterns_names_their_cases():
+    # suite/ops/p2p/ names no experiment: p2p and the doctor pass theirs, down to the one-rank placeholder
+    # (the doctor's was labelled "p2p-pass1").
+    from experiments import doctor
+
+    cfg = build_config(min_bytes="1K", max_bytes="4K", step_factor="4")
+    for mod in (experiment, doctor):
+        assert {c.experiment for c in mod.cases(cfg, 2)} == {mod.EXPERIMENT}
+        (alone,) = mod.cases(cfg, 1)
+        assert alone.experiment == mod.EXPERIMENT and alone.label.split("-")[0] == mod.EXPERIMENT, alone.label
+        assert "at least 2 ranks" in alone.skip(None, cfg)

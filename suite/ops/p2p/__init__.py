@@ -27,7 +27,7 @@ from suite.config import BenchConfig
 from suite.dist import DistContext
 from suite.ops.collectives import elsize
 from suite.ops.p2p import barrier_cost, batching, control, exchange, pair_matrix, pingpong, producer, ring, window
-from suite.ops.p2p.pattern import EXPERIMENT, Pattern, Sweep
+from suite.ops.p2p.pattern import Pattern, Sweep
 
 PATTERNS: dict[str, Pattern] = {
     p.name: p
@@ -46,16 +46,17 @@ PATTERNS: dict[str, Pattern] = {
 """Every pattern, in the order of its cases and of its table."""
 
 
-def not_runnable(reason: str) -> Case:
-    """One case that says why nothing can run (instead of pytest's "got empty parameter set")."""
+def not_runnable(reason: str, *, experiment: str) -> Case:
+    """One case of ``experiment``, labelled with its name, that says why nothing can run (instead of pytest's
+    "got empty parameter set")."""
 
     def build(ctx: DistContext) -> Buffers:
         raise CaseFailed(reason)
 
     return Case(
-        experiment=EXPERIMENT,
+        experiment=experiment,
         op="send_recv",
-        label=EXPERIMENT,
+        label=experiment,
         identity={},
         bytes=Bytes(size_bytes=0, count=0, dtype="none", bw_op=None),
         build=build,
@@ -63,14 +64,15 @@ def not_runnable(reason: str) -> Case:
     )
 
 
-def cases(cfg: BenchConfig, world_size: int) -> list[Case]:
-    """Every p2p pattern for the run's sweep and world size (identical on all ranks)."""
+def cases(cfg: BenchConfig, world_size: int, *, experiment: str) -> list[Case]:
+    """Every pattern of PATTERNS for the run's sweep and world size (identical on all ranks), as cases of
+    ``experiment`` (the one that declares them passes its name)."""
     dtype = cfg.dtypes[0]
     el = elsize(dtype)
     sizes = sorted({s // el * el for s in cfg.sizes() if s >= el})
     if world_size < 2:
-        return [not_runnable(f"point-to-point needs at least 2 ranks (world size {world_size})")]
+        return [not_runnable(f"point-to-point needs at least 2 ranks (world size {world_size})", experiment=experiment)]
     if not sizes:
-        return [not_runnable(f"no message size of the sweep holds one {dtype} element")]
+        return [not_runnable(f"no message size of the sweep holds one {dtype} element", experiment=experiment)]
     sw = Sweep(dtype=dtype, sizes=sizes, ends=sorted({sizes[0], sizes[-1]}))
-    return [c for p in PATTERNS.values() for c in p.declare(cfg, world_size, sw)]
+    return [c for p in PATTERNS.values() for c in p.declare(cfg, world_size, sw, experiment)]

@@ -38,13 +38,14 @@ def build(ctx: DistContext, s: Spec) -> Buffers:
     )
 
 
-def _declare(cfg: BenchConfig, n: int, sw: Sweep) -> list[Case]:
+def _declare(cfg: BenchConfig, n: int, sw: Sweep, experiment: str) -> list[Case]:
     k = BARRIER_STEPS
     return [
         make_case(
             PATTERN,
             Spec(pattern=PATTERN.name, variant=v, size_bytes=sz, dtype=sw.dtype, steps=k),
             f"{k} ring steps (isend/irecv)" + (", barrier after each" if v == "barrier_each_step" else ""),
+            experiment=experiment,
             divisor=k,
             normalisation=f"iteration / {k}: time per step",
             fields={"barrier_each_step": v == "barrier_each_step"},

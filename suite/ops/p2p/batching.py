@@ -70,7 +70,7 @@ def _bytes(s: Spec) -> Bytes:
     )
 
 
-def _declare(cfg: BenchConfig, n: int, sw: Sweep) -> list[Case]:
+def _declare(cfg: BenchConfig, n: int, sw: Sweep, experiment: str) -> list[Case]:
     size = sw.sizes[0]
     return [
         make_case(
@@ -79,6 +79,7 @@ def _declare(cfg: BenchConfig, n: int, sw: Sweep) -> list[Case]:
             f"{k} messages of {size} B 0->1 ({v}"
             + ("; pack + unpack copies included" if v == "coalesced" else "")
             + ")",
+            experiment=experiment,
             normalisation=f"none: time for all {k} messages; size_bytes = {k} x message bytes",
             fields={"peer": 1, "message_bytes": size, "k_counts": list(BATCH_COUNTS)},
         )

@@ -60,13 +60,14 @@ _ITERATION = {
 }
 
 
-def _declare(cfg: BenchConfig, n: int, sw: Sweep) -> list[Case]:
+def _declare(cfg: BenchConfig, n: int, sw: Sweep, experiment: str) -> list[Case]:
     el = elsize("int32")
     return [
         make_case(
             PATTERN,
             Spec(pattern=PATTERN.name, variant=v, size_bytes=0, dtype=sw.dtype, src=0),
             _ITERATION[v],
+            experiment=experiment,
             fields={"signal_bytes": 0 if v == "barrier" else el},
             unchecked=BARRIER_UNCHECKED if v == "barrier" else None,
         )

@@ -111,13 +111,14 @@ def _skip(s: Spec, cfg: BenchConfig) -> str | None:
     return None
 
 
-def _declare(cfg: BenchConfig, n: int, sw: Sweep) -> list[Case]:
+def _declare(cfg: BenchConfig, n: int, sw: Sweep, experiment: str) -> list[Case]:
     # size 0: decided at run time by the deadlock probe (resolve)
     return [
         make_case(
             PATTERN,
             Spec(pattern=PATTERN.name, variant=v, size_bytes=0, dtype=sw.dtype, src=0, dst=1),
             f"ranks 0 and 1 swap one message ({v})",
+            experiment=experiment,
             fields={"peer": 1},
         )
         for v in PATTERN.variants

@@ -10,7 +10,7 @@ from suite.ops.p2p.pattern import Pattern, Spec, Sweep, initiator
 from suite.ops.p2p.pingpong import build, latency_cases, resolve
 
 
-def pair_latency_cases(pairs: list[tuple[int, int]], size_bytes: int, dtype: str) -> list[Case]:
+def pair_latency_cases(pairs: list[tuple[int, int]], size_bytes: int, dtype: str, *, experiment: str) -> list[Case]:
     """The pair-matrix ping-pong of each (src, dst) at one size."""
     return latency_cases(
         PATTERN,
@@ -19,12 +19,13 @@ def pair_latency_cases(pairs: list[tuple[int, int]], size_bytes: int, dtype: str
             for v in PATTERN.variants
             for a, b in pairs
         ],
+        experiment=experiment,
     )
 
 
-def _declare(cfg: BenchConfig, n: int, sw: Sweep) -> list[Case]:
+def _declare(cfg: BenchConfig, n: int, sw: Sweep, experiment: str) -> list[Case]:
     pairs = [(a, b) for a in range(n) for b in range(n) if a != b]
-    return [c for sz in sw.ends for c in pair_latency_cases(pairs, sz, sw.dtype)]
+    return [c for sz in sw.ends for c in pair_latency_cases(pairs, sz, sw.dtype, experiment=experiment)]
 
 
 PATTERN = Pattern(

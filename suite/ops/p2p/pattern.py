@@ -37,8 +37,6 @@ from suite.config import BenchConfig
 from suite.dist import DistContext
 from suite.ops.collectives import elsize
 
-EXPERIMENT = "p2p"
-
 
 @dataclass(frozen=True, kw_only=True)
 class Spec:
@@ -114,8 +112,9 @@ class Pattern:
     """Every variant the pattern declares, in the table's column order (the one definition of the list)."""
     build: Callable[[DistContext, Spec], Buffers]
     """One rank's inputs, one whole iteration (the call) and its exact check."""
-    declare: Callable[[BenchConfig, int, Sweep], list[Case]]
-    """The pattern's cases for the run's config, world size and sweep."""
+    declare: Callable[[BenchConfig, int, Sweep, str], list[Case]]
+    """The pattern's cases for the run's config, world size and sweep, named for the experiment (the last
+    argument) that declares them."""
     bytes: Callable[[Spec], Bytes] = message_bytes
     """The byte model: what ``size_bytes`` counts for algbw, and the busbw op."""
     collectives: tuple[str, ...] = ()
@@ -181,19 +180,20 @@ def make_case(
     s: Spec,
     iteration: str,
     *,
+    experiment: str,
     divisor: int = 1,
     normalisation: str = "none: time of one iteration",
     fields: dict | None = None,
     provenance: dict | None = None,
     unchecked: str | None = None,
 ) -> Case:
-    """The case of ``s``, a spec of pattern ``p`` (``iteration``: what one iteration does)."""
+    """The case of ``s``, a spec of pattern ``p``, in ``experiment`` (``iteration``: what one iteration does)."""
     identity = {"pattern": s.pattern, "variant": s.variant, "src": s.src, "dst": s.dst}
     for name, v in (("window", s.window), ("k_messages", s.k), ("steps", s.steps)):
         if v:
             identity[name] = v
     case = Case(
-        experiment=EXPERIMENT,
+        experiment=experiment,
         op=s.variant if s.variant in p.collectives else "send_recv",
         label=label_of(s),
         identity=identity,

@@ -96,7 +96,7 @@ def resolve(s: Spec):
     return complete
 
 
-def latency_cases(p: Pattern, specs: list[Spec]) -> list[Case]:
+def latency_cases(p: Pattern, specs: list[Spec], *, experiment: str) -> list[Case]:
     """The ping-pong case of each spec of pattern ``p`` (src initiates; K round trips per sample, found at
     run time)."""
     # iteration, divisor and normalisation are completed once K is known (resolve)
@@ -105,6 +105,7 @@ def latency_cases(p: Pattern, specs: list[Spec]) -> list[Case]:
             p,
             s,
             "K back-to-back round trips",
+            experiment=experiment,
             divisor=2,
             normalisation="sample / (2K)",
             fields={
@@ -121,14 +122,14 @@ def latency_cases(p: Pattern, specs: list[Spec]) -> list[Case]:
     ]
 
 
-def _declare(cfg: BenchConfig, n: int, sw: Sweep) -> list[Case]:
+def _declare(cfg: BenchConfig, n: int, sw: Sweep, experiment: str) -> list[Case]:
     specs = [
         Spec(pattern=PATTERN.name, variant=v, size_bytes=sz, dtype=sw.dtype, src=0, dst=r)
         for v in PATTERN.variants
         for r in range(1, n)
         for sz in sw.sizes
     ]
-    return latency_cases(PATTERN, specs)
+    return latency_cases(PATTERN, specs, experiment=experiment)
 
 
 PATTERN = Pattern(

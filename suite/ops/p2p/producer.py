@@ -98,7 +98,7 @@ _ITERATION = {
 }
 
 
-def _declare(cfg: BenchConfig, n: int, sw: Sweep) -> list[Case]:
+def _declare(cfg: BenchConfig, n: int, sw: Sweep, experiment: str) -> list[Case]:
     """Sizes are the whole buffer, as the collectives experiment's: for the distinct-chunk variants a
     multiple of n elements (each rank's chunk is size / n), sizes with no whole chunk left out."""
     el = elsize(sw.dtype)
@@ -116,6 +116,7 @@ def _declare(cfg: BenchConfig, n: int, sw: Sweep) -> list[Case]:
                     PATTERN,
                     Spec(pattern=PATTERN.name, variant=v, size_bytes=size, dtype=sw.dtype, src=0),
                     _ITERATION[v],
+                    experiment=experiment,
                     fields={"consumers": n - 1, "consumer_bytes": per, "delivered_bytes": (n - 1) * per},
                     provenance={
                         "delivered_bytes": "derived: consumers x consumer_bytes (what crosses the producer's link)"

@@ -34,17 +34,18 @@ def build(ctx: DistContext, s: Spec) -> Buffers:
     )
 
 
-def ring_case(variant: str, size_bytes: int, dtype: str) -> Case:
+def ring_case(variant: str, size_bytes: int, dtype: str, *, experiment: str) -> Case:
     """Send to rank+1 while receiving from rank-1, with ``variant`` (one of the pattern's variants)."""
     return make_case(
         PATTERN,
         Spec(pattern=PATTERN.name, variant=variant, size_bytes=size_bytes, dtype=dtype),
         "every rank sends to rank+1 and receives from rank-1",
+        experiment=experiment,
     )
 
 
-def _declare(cfg: BenchConfig, n: int, sw: Sweep) -> list[Case]:
-    return [ring_case(v, sz, sw.dtype) for v in PATTERN.variants for sz in sw.sizes]
+def _declare(cfg: BenchConfig, n: int, sw: Sweep, experiment: str) -> list[Case]:
+    return [ring_case(v, sz, sw.dtype, experiment=experiment) for v in PATTERN.variants for sz in sw.sizes]
 
 
 PATTERN = Pattern(name="ring", variants=algorithms.ORDERINGS, build=build, declare=_declare)

@@ -64,7 +64,7 @@ def build(ctx: DistContext, s: Spec) -> Buffers:
     return buf
 
 
-def window_case(s: Spec) -> Case:
+def window_case(s: Spec, *, experiment: str) -> Case:
     """The streaming-bandwidth case of ``s`` (pattern window; its src, dst, window and variant)."""
     a, b, w = s.src, s.dst, s.window
     bi = s.variant == "bidirectional"
@@ -77,6 +77,7 @@ def window_case(s: Spec) -> Case:
             if bi
             else f"{w} isend {a}->{b} (irecv on {b}), wait all, 1-element ack {b}->{a}"
         ),
+        experiment=experiment,
         divisor=w,
         normalisation=f"iteration / window {w}: time per message of one direction"
         + (" (both directions at once); algbw = one direction, aggregate_algbw_gbps = both" if bi else ""),
@@ -95,7 +96,7 @@ def window_case(s: Spec) -> Case:
     )
 
 
-def _declare(cfg: BenchConfig, n: int, sw: Sweep) -> list[Case]:
+def _declare(cfg: BenchConfig, n: int, sw: Sweep, experiment: str) -> list[Case]:
     return [
         window_case(
             Spec(
@@ -106,7 +107,8 @@ def _declare(cfg: BenchConfig, n: int, sw: Sweep) -> list[Case]:
                 src=0,
                 dst=n - 1,
                 window=max(1, min(WINDOW, WINDOW_MAX_BYTES // sz)),
-            )
+            ),
+            experiment=experiment,
         )
         for variant in PATTERN.variants
         for sz in sw.sizes
