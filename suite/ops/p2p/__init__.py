@@ -18,6 +18,10 @@ declaration, ...), all listed in ``PATTERNS``:
 
 (The pipeline of micro-batches through stages is the model_parallel experiment's: its stages compute, and
 its bubble is compared with the model of the schedule that ran.)
+
+A new pattern is one file filling a ``Pattern`` and one line in the ``PATTERNS`` tuple below: the
+declarations (``cases``) and the p2p table (suite/tables/p2p.py) take every pattern from there
+(docs/experiments.md, "Adding a p2p pattern").
 """
 
 from __future__ import annotations
