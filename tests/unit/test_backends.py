@@ -5,9 +5,9 @@ import torch
 import torch.distributed as dist
 
 from experiments import backends
-from suite import algorithms
 from suite.harness import groups
 from suite.system import network
+from suite.ops import algorithms
 from suite.tables import backends as tables
 
 

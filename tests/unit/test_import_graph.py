@@ -101,7 +101,7 @@ for mod in sys.argv[1:]:
 
 
 def test_experiments_import_without_pytest():
-    mods = _experiment_modules() + ["suite.deadlock"]
+    mods = _experiment_modules() + ["suite.ops.p2p.deadlock_child"]
     assert len(mods) > 5 and "experiments.collectives" in mods
     proc = subprocess.run(
         [sys.executable, "-c", IMPORTS_WITHOUT_PYTEST, *mods], cwd=ROOT, capture_output=True, text=True, timeout=120
@@ -140,7 +140,7 @@ HARNESS = {
     "suite.timing",
     "suite.bench_adapter",
     "suite.journal",
-    "suite.deadlock",
+    "suite.ops.p2p.deadlock",
     "suite.launch",
     "suite.supervise",
     "suite.preflight",
@@ -234,3 +234,52 @@ def test_the_model_commands_load_neither_torch_nor_the_harness():
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def _experiment_names() -> set[str]:
+    """Every experiment's name: a module experiments/<name>.py or a folder experiments/<name>/."""
+    exp = ROOT / "experiments"
+    return {p.stem for p in exp.glob("*.py") if p.name != "__init__.py"} | {
+        p.name for p in exp.iterdir() if (p / "__init__.py").is_file()
+    }
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """ids of the docstring nodes of a module, its classes and functions, and of the attribute docstrings
+    that follow an assignment."""
+    out = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if not isinstance(body, list):
+            continue
+        for i, stmt in enumerate(body):
+            is_doc = i == 0 or isinstance(body[i - 1], (ast.Assign, ast.AnnAssign))
+            if is_doc and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+                out.add(id(stmt.value))
+    return out
+
+
+def experiment_names_in(path: Path, names: set[str], root: Path = ROOT) -> list[str]:
+    """``file:line name`` of every string constant of ``path`` (docstrings aside) equal to one of ``names``."""
+    tree = ast.parse(path.read_text())
+    docs = _docstrings(tree)
+    return [
+        f"{path.relative_to(root)}:{node.lineno} {node.value!r}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and node.value in names and id(node) not in docs
+    ]
+
+
+def test_the_shared_workloads_name_no_experiment():
+    # R1 for suite/ops/ (review_structure_2 §5.2): the experiment that declares a workload's cases passes
+    # its name (collective_cases(..., experiment=), p2p.cases(..., experiment=)).
+    names = _experiment_names()
+    assert {"p2p", "collectives", "doctor"} <= names
+    found = [hit for p in sorted((ROOT / "suite" / "ops").rglob("*.py")) for hit in experiment_names_in(p, names)]
+    assert found == []
+
+
+def test_the_experiment_name_check_sees_a_constant_and_not_a_docstring(tmp_path):
+    path = tmp_path / "workload.py"
+    path.write_text('"""p2p"""\nX = 1\n"""p2p"""\n\n\ndef f():\n    """doctor"""\n    return {"p2p": 1}\n')
+    assert experiment_names_in(path, {"p2p", "doctor"}, root=tmp_path) == ["workload.py:8 'p2p'"]
