@@ -30,6 +30,7 @@ anywhere.
 
 from __future__ import annotations
 
+import ast
 import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -267,6 +268,13 @@ def later(target: str) -> Callable:
 
     call.__qualname__ = f"later({target!r})"
     return call
+
+
+def module_doc(path) -> str | None:
+    """A module's docstring, read without importing it: a spec whose table module is heavy (it imports the
+    workloads, hence torch) names its how-to-read text while the table stays a ``later`` hook."""
+    with open(path) as fh:
+        return ast.get_docstring(ast.parse(fh.read()), clean=False)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -5,7 +5,7 @@ What is measured, in one run (one process group per backend, ``new_group(backend
 - *lanes*: (backend, device) pairs. A CPU run has Gloo on CPU (plus MPI/UCC
   when torch was built with them); a CUDA run adds NCCL and Gloo with CUDA
   tensors. Lanes the build or host lacks are recorded with the reason.
-- *capability matrix*: every collective of the op table (``suite.ops``: its
+- *capability matrix*: every collective of the op table (``suite.ops.collectives``: its
   REGISTRY and builders, reused as they are) and a p2p ``send_recv``, for
   every dtype (and every reduce op of all_reduce), probed at run time on
   every lane: one tiny op, its error text as the reason, all ranks agreeing.
@@ -18,7 +18,7 @@ What is measured, in one run (one process group per backend, ``new_group(backend
   lane; the table shows each lane's time and busbw and the ratio to the first
   lane when at least two lanes ran.
 - *algorithms*: the backend's ``all_reduce`` vs a ring all_reduce written with
-  p2p ops vs reduce + broadcast (``suite.algorithms``), results checked exact
+  p2p ops vs reduce + broadcast (``suite.ops.algorithms``), results checked exact
   and equal to the backend's, beside the ring's own step: a ``send_recv`` of
   one ring chunk (ceil(count/n) elements, rank r -> r+1). All four are timed
   blocking whatever the run's mode (the hand-written ones cannot be issued
@@ -53,7 +53,9 @@ import os
 import torch
 import torch.distributed as dist
 
-from suite import algorithms, ops, verify
+from suite import verify
+from suite.ops import algorithms
+from suite.ops import collectives as ops
 from suite.case import Buffers, Bytes, Case, CaseSkipped, Session, experiment_test, support_reason
 from suite.config import BenchConfig
 from suite.dist import DistContext, PreflightError, resolve_device
@@ -329,7 +331,7 @@ P2P_STEP = "p2p_step"
 def link_bytes(algorithm: str, count: int, elsize: int, n: int) -> tuple[int | None, int | None]:
     """(bytes one message puts on a link, messages the busiest rank sends) of one all_reduce of
     ``count`` elements: the ring sends 2(n-1) chunks of at most ceil(count/n) elements (its own
-    chunks, suite.algorithms.ring_chunks); flat reduce+broadcast moves the whole buffer per message,
+    chunks, suite.ops.algorithms.ring_chunks); flat reduce+broadcast moves the whole buffer per message,
     (n-1) into the root and (n-1) out of it; the backend's own: unknown; the p2p step: one chunk."""
     chunk = algorithms.ring_chunks(count, n)[0][1] * elsize if n > 1 else 0
     return {"ring_p2p": (chunk, 2 * (n - 1)), P2P_STEP: (chunk, 1), "reduce_broadcast": (count * elsize, n - 1)}.get(
@@ -381,7 +383,7 @@ LINK_PROVENANCE = {
     "model_bytes_busiest_rank": "modelled: ring 2(n-1)/n x S per rank; reduce+broadcast (n-1) x S at the root; "
     "none for the backend's own",
     "link_bytes_per_message": "ring and p2p step: exact, the largest ring chunk ceil(count/n) x element size "
-    "(suite.algorithms.ring_chunks); reduce+broadcast: modelled, the whole buffer (flat); "
+    "(suite.ops.algorithms.ring_chunks); reduce+broadcast: modelled, the whole buffer (flat); "
     "none for the backend's own",
     "link_messages": "ring: exact, 2(n-1) sends per rank; reduce+broadcast: modelled, (n-1) into and (n-1) out of "
     "the root (flat); p2p step: 1",

@@ -1,6 +1,6 @@
 """Collectives: time, bandwidth and exact correctness of every torch.distributed collective.
 
-The ops are the table in suite/ops.py (one ``Collective`` each: byte counts, inputs +
+The ops are the table in suite/ops/collectives.py (one ``Collective`` each: byte counts, inputs +
 exact expected result + the call, the busbw factor); this experiment declares one
 case per op, form, dtype, reduce op and size of the run's sweep. The harness
 (suite/runner.py) probes what the backend supports, times, checks the result of the
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from suite.case import Case, experiment_test
 from suite.config import BenchConfig
-from suite.ops import collective_cases
+from suite.ops.collectives import collective_cases
 
 EXPERIMENT = "collectives"
 

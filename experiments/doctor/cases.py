@@ -34,8 +34,10 @@ import dataclasses
 
 import torch
 
-from suite import p2p_patterns as p2p
-from suite import ops
+from suite.ops import p2p
+from suite.ops.p2p import pair_matrix, ring, window
+from suite.ops.p2p.pattern import Spec
+from suite.ops import collectives as ops
 from suite.case import Buffers, Bytes, Case, Session, experiment_test
 from suite.config import BenchConfig
 from suite.dist import DistContext
@@ -140,7 +142,10 @@ def cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     if n < 2:
         return [
             _doctor(
-                p2p.not_runnable(f"the doctor compares ranks and links: it needs at least 2 ranks (world size {n})"),
+                p2p.not_runnable(
+                    f"the doctor compares ranks and links: it needs at least 2 ranks (world size {n})",
+                    experiment=EXPERIMENT,
+                ),
                 "none",
             )
         ]
@@ -150,14 +155,17 @@ def cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     small, large = max(el, doc.small_bytes // el * el), max(el, doc.large_bytes // el * el)
     pairs = [(a, b) for a in range(n) for b in range(a + 1, n)]
     for pass_no in range(1, PASSES + 1):
-        out += [_doctor(c, "latency", pass_no) for c in p2p.pair_latency_cases(pairs, small, dtype)]
+        out += [
+            _doctor(c, "latency", pass_no)
+            for c in pair_matrix.pair_latency_cases(pairs, small, dtype, experiment=EXPERIMENT)
+        ]
         for variant, links in (
             ("unidirectional", [(a, b) for a in range(n) for b in range(n) if a != b]),
             ("bidirectional", pairs),
         ):
             for a, b in links:
-                c = p2p.window_case(
-                    p2p.Spec(
+                c = window.window_case(
+                    Spec(
                         pattern="window",
                         variant=variant,
                         size_bytes=large,
@@ -165,10 +173,11 @@ def cases(cfg: BenchConfig, world_size: int) -> list[Case]:
                         src=a,
                         dst=b,
                         window=doc.window,
-                    )
+                    ),
+                    experiment=EXPERIMENT,
                 )
                 out.append(_doctor(c, "bandwidth" if variant == "unidirectional" else "bidirectional", pass_no))
-        out.append(_doctor(p2p.ring_case("isend_irecv", large, dtype), "ring", pass_no))
+        out.append(_doctor(ring.ring_case("isend_irecv", large, dtype, experiment=EXPERIMENT), "ring", pass_no))
         out.append(_doctor(_compute_case(cfg), "compute", pass_no))
         if pass_no == 1:
             out += _collective_cases(doc, n, dtype)

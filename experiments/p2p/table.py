@@ -10,8 +10,9 @@ How to read them:
   1.5x slower than the median pair (a slow link).
 - *window*: time per message of one direction and its bandwidth (bi: both directions at once, each
   direction's bandwidth, and ``bi both`` = the two together, OSU ``osu_bibw``).
-- *ring*, *producer*, *control*, *batching*: the same work done different ways; the
-  fastest is marked ``<``; ``speed-up`` is relative to the first column.
+- *ring*, *producer*, *control*, *batching* (and any pattern without a table of its own): the same
+  work done different ways, one column per variant of the pattern (suite/ops/p2p/); the fastest is
+  marked ``<``; ``speed-up`` is relative to the first column.
 - *deadlock*: where both-ranks-send-first blocks in the backend (no progress within a
   bound T scaled to the expected transfer time, nor within a multiple of it), steps that
   were only slow (done after T), and the correct orderings timed at that size.
@@ -24,6 +25,8 @@ from suite.tables import wrong, wrong_cell
 from collections import OrderedDict
 
 from suite.metrics import format_size, percentile
+from suite.ops.p2p import PATTERNS
+from suite.ops.p2p.producer import DISTINCT, SAME
 
 
 def _us(t: float | None) -> str:
@@ -116,6 +119,7 @@ def pair_matrix_table(recs: list[dict]) -> str:
 
 
 def window_table(recs: list[dict]) -> str:
+    uni, bi = PATTERNS["window"].variants
     cell = {(r["size_bytes"], r["variant"]): r for r in recs}
     r0 = recs[0]
     lines = [
@@ -128,7 +132,7 @@ def window_table(recs: list[dict]) -> str:
         f"#{'size':>11} {'window':>6} {'uni(us)':>10} {'uni GB/s':>8} {'bi(us)':>10} {'bi GB/s':>8} {'bi both':>8}",
     ]
     for size in sorted({r["size_bytes"] for r in recs}):
-        u, b = cell.get((size, "unidirectional")), cell.get((size, "bidirectional"))
+        u, b = cell.get((size, uni)), cell.get((size, bi))
         w = (u or b)["window"]
         lines.append(
             f" {size:>11} {w:>6} {_us(u and u['time_us'])} {_gb(u and u['algbw_gbps'])}"
@@ -161,6 +165,7 @@ def comparison_table(
 
 
 def barrier_table(recs: list[dict]) -> str:
+    without, with_each = PATTERNS["barrier_cost"].variants
     cell = {(r["size_bytes"], r["variant"]): r for r in recs}
     lines = [
         _header(
@@ -171,7 +176,7 @@ def barrier_table(recs: list[dict]) -> str:
         f"#{'size':>11} {'no barrier':>10} {'barrier':>10} {'overhead':>10} {'ratio':>7}",
     ]
     for size in sorted({r["size_bytes"] for r in recs}):
-        a, b = cell.get((size, "no_barrier")), cell.get((size, "barrier_each_step"))
+        a, b = cell.get((size, without)), cell.get((size, with_each))
         over = f"{b['time_us'] - a['time_us']:10.1f}" if a and b else f"{'-':>10}"
         ratio = f"{b['time_us'] / a['time_us']:6.2f}x" if a and b and a["time_us"] > 0 else f"{'-':>7}"
         lines.append(f" {size:>11} {_us(a and a['time_us'])} {_us(b and b['time_us'])} {over} {ratio}")
@@ -227,69 +232,83 @@ def deadlock_table(recs: list[dict]) -> str:
     return "\n".join(lines + [_wrong_line(recs)]) + "\n"
 
 
+def _variants(pattern: str) -> list[str]:
+    return list(PATTERNS[pattern].variants)
+
+
+def _producer_tables(rs: list[dict]) -> list[str]:
+    return [
+        comparison_table(
+            [r for r in rs if r["variant"] in SAME],
+            "producer -> consumers, same data for all: isend to each vs broadcast "
+            "(size = the broadcast buffer, as in collectives)",
+            list(SAME),
+        ),
+        comparison_table(
+            [r for r in rs if r["variant"] in DISTINCT],
+            "producer -> consumers, a chunk each: isend to each vs scatter "
+            "(size = the whole scattered buffer, chunk x ranks, as in collectives)",
+            list(DISTINCT),
+        ),
+    ]
+
+
+def _batching_tables(rs: list[dict]) -> list[str]:
+    out = []
+    for k in sorted({r["k_messages"] for r in rs}):
+        ks = [r for r in rs if r["k_messages"] == k]
+        out.append(
+            comparison_table(
+                ks,
+                f"batching: {k} messages of {format_size(ks[0]['message_bytes'])}B "
+                f"rank {ks[0]['src']}->{ks[0]['dst']} (time for all {k})",
+                _variants("batching"),
+                row_key="message_bytes",
+                row_name="msg(B)",
+            )
+        )
+    return out
+
+
+SECTIONS = {
+    "pingpong": lambda rs: [pingpong_table(rs)],
+    "pair_matrix": lambda rs: [pair_matrix_table(rs)],
+    "window": lambda rs: [window_table(rs)],
+    "ring": lambda rs: [
+        comparison_table(rs, "ring: send to next, receive from previous (time per step)", _variants("ring"))
+    ],
+    "exchange": lambda rs: [deadlock_table(rs)],
+    "producer": _producer_tables,
+    "control": lambda rs: [
+        comparison_table(
+            rs,
+            "control messages: 4-byte signal vs p2p ready/go vs barrier",
+            _variants("control"),
+            row_key="world_size",
+            row_name="ranks",
+        )
+    ],
+    "barrier_cost": lambda rs: [barrier_table(rs)],
+    "batching": _batching_tables,
+}
+"""Pattern -> its tables. A pattern of suite/ops/p2p/ without an entry gets one comparison table of its
+variants (``_section``), so a new pattern is in the tables without an edit here."""
+
+
+def _section(pattern: str, rs: list[dict]) -> list[str]:
+    if pattern in SECTIONS:
+        return SECTIONS[pattern](rs)
+    return [comparison_table(rs, f"{pattern}: one column per variant (time per iteration)", _variants(pattern))]
+
+
 def format_tables(records: list[dict]) -> str:
-    """Every p2p table for the records of one run."""
+    """Every p2p table for the records of one run: the sections of each pattern, in the order of PATTERNS."""
     out = []
     by_ws: OrderedDict = OrderedDict()
     for r in records:
         by_ws.setdefault(r["world_size"], []).append(r)
     for recs in by_ws.values():
-        if rs := _by(recs, "pingpong"):
-            out.append(pingpong_table(rs))
-        if rs := _by(recs, "pair_matrix"):
-            out.append(pair_matrix_table(rs))
-        if rs := _by(recs, "window"):
-            out.append(window_table(rs))
-        if rs := _by(recs, "ring"):
-            out.append(
-                comparison_table(
-                    rs,
-                    "ring: send to next, receive from previous (time per step)",
-                    ["send_recv_parity", "isend_irecv", "batch_isend_irecv"],
-                )
-            )
-        if rs := _by(recs, "exchange"):
-            out.append(deadlock_table(rs))
-        if rs := _by(recs, "producer"):
-            out.append(
-                comparison_table(
-                    [r for r in rs if r["variant"] in ("isend_each_same", "broadcast")],
-                    "producer -> consumers, same data for all: isend to each vs broadcast "
-                    "(size = the broadcast buffer, as in collectives)",
-                    ["isend_each_same", "broadcast"],
-                )
-            )
-            out.append(
-                comparison_table(
-                    [r for r in rs if r["variant"] in ("isend_each_distinct", "scatter")],
-                    "producer -> consumers, a chunk each: isend to each vs scatter "
-                    "(size = the whole scattered buffer, chunk x ranks, as in collectives)",
-                    ["isend_each_distinct", "scatter"],
-                )
-            )
-        if rs := _by(recs, "control"):
-            out.append(
-                comparison_table(
-                    rs,
-                    "control messages: 4-byte signal vs p2p ready/go vs barrier",
-                    ["signal", "ready_go", "barrier"],
-                    row_key="world_size",
-                    row_name="ranks",
-                )
-            )
-        if rs := _by(recs, "barrier_cost"):
-            out.append(barrier_table(rs))
-        if rs := _by(recs, "batching"):
-            for k in sorted({r["k_messages"] for r in rs}):
-                ks = [r for r in rs if r["k_messages"] == k]
-                out.append(
-                    comparison_table(
-                        ks,
-                        f"batching: {k} messages of {format_size(ks[0]['message_bytes'])}B "
-                        f"rank {ks[0]['src']}->{ks[0]['dst']} (time for all {k})",
-                        ["send_each", "isend_each", "batch_isend_irecv", "coalesced"],
-                        row_key="message_bytes",
-                        row_name="msg(B)",
-                    )
-                )
+        for pattern in PATTERNS:
+            if rs := _by(recs, pattern):
+                out += _section(pattern, rs)
     return "\n".join(o for o in out if o)

@@ -12,13 +12,13 @@ CPU cases (run everywhere; multi-node under compose or Slurm):
   group sit the case out). Nodes come from the ranks' hostnames
   (``DistContext.node_of``); on one host every pair is intra-node and the
   inter-node cases skip saying so.
-- *hierarchical vs flat all_reduce* (``suite.algorithms``): intra-node reduce,
+- *hierarchical vs flat all_reduce* (``suite.ops.algorithms``): intra-node reduce,
   all_reduce among node leaders, intra-node broadcast vs one flat all_reduce,
   results exact and equal to the backend's own all_reduce. ``SUITE_FAKE_NODES=k``
   splits the ranks into k contiguous blocks *for grouping only* (hostnames and
   traffic stay real) to exercise the two-level path on one host. The record
   names what the algorithm amounts to on the run's nodes
-  (``suite.algorithms.hierarchy_shape``): ``hierarchical`` only with several
+  (``suite.ops.algorithms.hierarchy_shape``): ``hierarchical`` only with several
   nodes, one of them with several ranks; on one node ``reduce_broadcast``; with
   one rank per node ``leaders_all_reduce`` (a flat all_reduce).
 - *affinity*: all_reduce with every thread of each rank pinned to one core
@@ -66,13 +66,14 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from suite import algorithms, verify
+from suite import verify
+from suite.ops import algorithms
 from suite.case import Buffers, Bytes, Case, CaseFailed, CaseSkipped, Session, experiment_test, restorer
 from suite.config import BenchConfig
 from suite.dist import DistContext
 from suite.harness import groups
 from suite.system import affinity, sysinfo, topology
-from suite.ops import barrier_buffers, counts, elsize
+from suite.ops.collectives import barrier_buffers, counts, elsize
 
 EXPERIMENT = "placement"
 

@@ -53,7 +53,7 @@ class costs). Each is a sum of ``Term`` s (α count and bytes over one β, per l
   ((P−1)α_i + (P−1)/P·S/β_i), P concurrent inter all_reduce rings of S/P (2(m−1)α_e +
   2(m−1)/m·S/β_e on the node link), intra all-gather ring; all_gather = inter then intra ring,
   reduce_scatter = intra then inter ring; broadcast = chain over the nodes then within each.
-  (suite/algorithms.py's hierarchical_all_reduce is the reduce → leaders → broadcast variant.)
+  (suite/ops/algorithms.py's hierarchical_all_reduce is the reduce → leaders → broadcast variant.)
 - ``posted_tree`` (broadcast) — Gloo's binomial tree as gloo/broadcast.cc runs it: a rank that has
   the data posts the sends to all its children at once, so they share its link; with one rank per
   node its c children finish α + c·S/β after it (the path 0 → 1 → 3 → 7 … costs (log2 n) + … + 1

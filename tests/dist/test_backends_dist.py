@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from experiments.backends import cases as backends
-from suite.ops import REGISTRY
+from suite.ops.collectives import REGISTRY
 from suite import metrics
 from suite.harness import groups
 from suite.results import REQUIRED_FIELDS

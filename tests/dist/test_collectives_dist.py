@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from suite.ops import REGISTRY
+from suite.ops.collectives import REGISTRY
 from suite import metrics
 from suite.results import REQUIRED_FIELDS
 from tests.conftest import ROOT, all_correct, load_bench, run_suite

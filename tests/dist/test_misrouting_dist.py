@@ -9,8 +9,8 @@ chunk of a multiple of 8 elements was the same, and most of these cases passed a
 
 import pytest
 
-from suite import p2p_patterns
-from suite.ops import REGISTRY
+from suite.ops.p2p import PATTERNS
+from suite.ops.collectives import REGISTRY
 from tests.conftest import load_bench, run_suite
 
 pytestmark = pytest.mark.slow
@@ -39,7 +39,7 @@ def test_misrouted_data_fails_every_case(tmp_path, world):
     ran = {(r["experiment"], r.get("pattern") or r.get("algorithm") or r.get("variant")) for r in recs}
     gloo_has = {c.variant for c in REGISTRY} - {"barrier"}
     assert {v for e, v in ran if e == "collectives"} >= gloo_has - {"all_gather_into_tensor", "reduce_scatter_tensor"}
-    assert {v for e, v in ran if e == "p2p"} == set(p2p_patterns.PATTERNS) - {"exchange"}
+    assert {v for e, v in ran if e == "p2p"} == set(PATTERNS) - {"exchange"}
     assert {v for e, v in ran if e == "backends"} >= {"ring_p2p", "reduce_broadcast", "all_reduce"}
     # hierarchical_all_reduce on 2 simulated nodes (at 2 ranks that is one rank a node: the leaders'
     # all_reduce alone)

@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
-from suite import p2p_patterns as p2p
-from suite import deadlock
+from suite.ops import p2p
+from suite.ops.p2p import pingpong
+from suite.ops.p2p import deadlock
 from suite.results import REQUIRED_FIELDS
 from experiments.p2p.table import format_tables
 from tests.conftest import load_bench, run_suite
@@ -18,16 +24,57 @@ from tests.unit.test_p2p import EXPECTED_VARIANTS, TINY
 
 # --- real Gloo groups through the launcher ---------------------------------------------------------
 
+
 def _no_probe_children_left() -> bool:
+    """No process of a probe pair this process started is left. Pairs of other runs on the machine (another
+    checkout's tests, a benchmark) are not ours: only children of this process count."""
+    me = os.getpid()
     for pid in os.listdir("/proc"):
         if pid.isdigit():
             try:
                 with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                    if b"--deadlock-child" in fh.read():
-                        return False
-            except OSError:
-                pass
+                    cmd = fh.read()
+                with open(f"/proc/{pid}/stat") as fh:
+                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])  # "pid (comm) state ppid ..."
+            except (OSError, IndexError, ValueError):
+                continue
+            if b"--deadlock-child" in cmd and ppid == me:
+                return False
     return True
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read()
+    except OSError:
+        return b""
+
+
+@pytest.mark.slow
+def test_the_leftover_check_sees_our_probe_process_and_not_another_runs():
+    # Found when two checkouts ran this file at once: each saw the other's pair and failed.
+    sleeper = [sys.executable, "-c", "import time; time.sleep(120)", "--deadlock-child"]
+    foreign = int(
+        subprocess.run(
+            ["sh", "-c", f"{shlex.join(sleeper)} >/dev/null 2>&1 & echo $!"], capture_output=True, text=True
+        ).stdout
+    )  # started by a shell that has exited: not a child of this process
+    own = subprocess.Popen(sleeper)
+    try:
+        for _ in range(200):  # until both have exec'd python (bounded; no time is asserted)
+            if all(b"--deadlock-child" in _cmdline(p) for p in (foreign, own.pid)):
+                break
+            time.sleep(0.05)
+        assert b"--deadlock-child" in _cmdline(foreign)
+        assert not _no_probe_children_left()  # our own probe process is seen
+        own.kill()
+        own.wait()
+        assert _no_probe_children_left()  # another run's is not
+    finally:
+        own.kill()
+        own.wait()
+        os.kill(foreign, signal.SIGKILL)
 
 
 def _check_run(tmp_path, proc, world):
@@ -65,10 +112,10 @@ def _check_run(tmp_path, proc, world):
     # OSU-style: K >= the floor back-to-back round trips per sample, one-way = sample / (2K)
     for r in pp + [r for r in recs if r["pattern"] == "pair_matrix"]:
         k = r["round_trips_per_sample"]
-        assert p2p.PINGPONG_MIN_ROUND_TRIPS <= k <= p2p.PINGPONG_MAX_ROUND_TRIPS
+        assert pingpong.PINGPONG_MIN_ROUND_TRIPS <= k <= pingpong.PINGPONG_MAX_ROUND_TRIPS
         assert r["time_divisor"] == 2 * k and r["latency_formula"] == "sample / (2K)"
         assert r["provenance"]["time_us"].startswith("derived: sample / (2K)")
-        assert r["calibration_sample_us"] > 0 and r["min_sample_us"] == p2p.PINGPONG_MIN_SAMPLE_S * 1e6
+        assert r["calibration_sample_us"] > 0 and r["min_sample_us"] == pingpong.PINGPONG_MIN_SAMPLE_S * 1e6
     # producer: the collectives' whole-buffer S and bus factors
     n = world
     for r in recs:
@@ -89,8 +136,9 @@ def _check_run(tmp_path, proc, world):
         assert r["deadlock_error"] is None
         assert r["deadlock_backend"] == "gloo"
         assert r["deadlock_blocked_from_bytes"] == r["deadlock_sizes_probed"][-1]
-        assert r["deadlock_completed_bytes"] == [s for s in r["deadlock_sizes_probed"]
-                                                 if s < r["deadlock_blocked_from_bytes"]]
+        assert r["deadlock_completed_bytes"] == [
+            s for s in r["deadlock_sizes_probed"] if s < r["deadlock_blocked_from_bytes"]
+        ]
         assert r["deadlock_killed"] is True
         within, watched = r["deadlock_no_progress_within_s"], r["deadlock_no_progress_for_s"]
         assert within >= deadlock.PROBE.floor_s
@@ -100,14 +148,29 @@ def _check_run(tmp_path, proc, world):
         # a correct ordering may be slow on a loaded host, never blocked
         assert set(r["deadlock_correct_orderings"].values()) <= {"completed", "slow"}
         assert r["size_bytes"] >= r["deadlock_blocked_from_bytes"]
-        for k in ("deadlock_elapsed_s", "deadlock_no_progress_for_s", "deadlock_blocked_from_bytes",
-                  "deadlock_correct_orderings_bytes"):  # measured in the isolated pair, and says so
+        for k in (
+            "deadlock_elapsed_s",
+            "deadlock_no_progress_for_s",
+            "deadlock_blocked_from_bytes",
+            "deadlock_correct_orderings_bytes",
+        ):  # measured in the isolated pair, and says so
             assert r["provenance"][k] == deadlock.PROVENANCE[k] and r["provenance"][k].split(":")[0] in (
-                "measured", "derived"), k
+                "measured",
+                "derived",
+            ), k
     assert _no_probe_children_left()
-    for title in ("# p2p ping-pong", "# p2p pair matrix", "# p2p window", "# p2p ring",
-                  "# p2p deadlock demonstration", "BLOCKED from", "# p2p producer",
-                  "# p2p control messages", "# p2p barrier cost", "# p2p batching"):
+    for title in (
+        "# p2p ping-pong",
+        "# p2p pair matrix",
+        "# p2p window",
+        "# p2p ring",
+        "# p2p deadlock demonstration",
+        "BLOCKED from",
+        "# p2p producer",
+        "# p2p control messages",
+        "# p2p barrier cost",
+        "# p2p batching",
+    ):
         assert title in proc.stdout, title
     assert format_tables(recs) in proc.stdout
     return recs
@@ -115,16 +178,18 @@ def _check_run(tmp_path, proc, world):
 
 @pytest.mark.slow
 def test_every_case_world2(tmp_path):
-    proc = run_suite(tmp_path, *TINY, "--min-bytes", "64", "--max-bytes", "256", "--step-factor", "4",
-                     nproc=2, timeout=300)
+    proc = run_suite(
+        tmp_path, *TINY, "--min-bytes", "64", "--max-bytes", "256", "--step-factor", "4", nproc=2, timeout=300
+    )
     recs = _check_run(tmp_path, proc, 2)
     assert {r["size_bytes"] for r in recs if r["pattern"] == "pingpong"} == {64, 256}
 
 
 @pytest.mark.slow
 def test_every_case_world3(tmp_path):
-    proc = run_suite(tmp_path, *TINY, "--min-bytes", "128", "--max-bytes", "128", "--dtypes", "int64",
-                     nproc=3, timeout=300)
+    proc = run_suite(
+        tmp_path, *TINY, "--min-bytes", "128", "--max-bytes", "128", "--dtypes", "int64", nproc=3, timeout=300
+    )
     recs = _check_run(tmp_path, proc, 3)
     assert {r["dtype"] for r in recs if r["pattern"] != "control"} == {"int64"}
     # an odd ring: parity ordering must still complete (ranks 2 and 0 are both even)
@@ -134,8 +199,20 @@ def test_every_case_world3(tmp_path):
 @pytest.mark.slow
 def test_corrupted_payload_is_detected_in_every_case(tmp_path):
     # Every case but the (slow, isolated) deadlock pair, with one received element flipped.
-    proc = run_suite(tmp_path, *TINY, "--min-bytes", "64", "--max-bytes", "64", "--", "-k", "not exchange",
-                     nproc=2, env={"SUITE_INJECT_CORRUPTION": "p2p"}, timeout=300)
+    proc = run_suite(
+        tmp_path,
+        *TINY,
+        "--min-bytes",
+        "64",
+        "--max-bytes",
+        "64",
+        "--",
+        "-k",
+        "not exchange",
+        nproc=2,
+        env={"SUITE_INJECT_CORRUPTION": "p2p"},
+        timeout=300,
+    )
     assert proc.returncode == 6, proc.stdout[-2000:]  # EXIT_WRONG_RESULT
     assert "wrong element" in proc.stdout + proc.stderr
     recs = [b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]]
@@ -165,13 +242,29 @@ def test_pair_records_time_only_the_ranks_that_take_part(tmp_path):
     # barrier, before its op call). Ping-pong's per-rank fields are the initiator's clock (OSU
     # osu_latency times rank src), a window's cover its pair: a rank that takes no part is in neither.
     d = 0.2
-    proc = run_suite(tmp_path, *TINY, "--min-bytes", "64", "--max-bytes", "64", "--", "-k", "pingpong or window",
-                     nproc=3, env={"SUITE_INJECT_DELAY": f"1:{d}@before"}, timeout=300)
+    proc = run_suite(
+        tmp_path,
+        *TINY,
+        "--min-bytes",
+        "64",
+        "--max-bytes",
+        "64",
+        "--",
+        "-k",
+        "pingpong or window",
+        nproc=3,
+        env={"SUITE_INJECT_DELAY": f"1:{d}@before"},
+        timeout=300,
+    )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     got = [b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]]
     recs = {(r["pattern"], r["variant"], r["dst"]): r for r in got}
-    assert set(recs) == {("pingpong", "send_recv", 1), ("pingpong", "send_recv", 2),
-                         ("window", "unidirectional", 2), ("window", "bidirectional", 2)}
+    assert set(recs) == {
+        ("pingpong", "send_recv", 1),
+        ("pingpong", "send_recv", 2),
+        ("window", "unidirectional", 2),
+        ("window", "bidirectional", 2),
+    }
     for (pattern, _, dst), r in recs.items():
         assert r["group_ranks"] == ([0] if pattern == "pingpong" else [0, dst]), r["label"]
         assert len(r["rank_median_us"]) == len(r["group_ranks"])
@@ -180,7 +273,7 @@ def test_pair_records_time_only_the_ranks_that_take_part(tmp_path):
     # trips (between D/(2K) and D/8: no barrier between the round trips), and nothing else is timed
     near = recs[("pingpong", "send_recv", 1)]
     k = near["round_trips_per_sample"]
-    assert k >= p2p.PINGPONG_MIN_ROUND_TRIPS and near["time_divisor"] == 2 * k
+    assert k >= pingpong.PINGPONG_MIN_ROUND_TRIPS and near["time_divisor"] == 2 * k
     assert d / (2 * k) * 0.99 <= near["rank_median_us"][0] * 1e-6 < d / 8, near["rank_median_us"]
     assert "last_done_rank" not in near and "late_arrival_rank" not in near  # one rank timed: nothing to rank
     # rank 1 takes no part in 0 <-> 2 or in the 0 -> 2 windows: its D per sample is in no per-rank field
@@ -194,8 +287,9 @@ def test_deadlock_probe_tells_a_slow_step_from_a_blocked_one():
     # Real Gloo pair. A delayed peer (process 1 sleeps 3 s before the isend/irecv exchange) makes
     # that step late past its bound T (1 s floor at 1 KiB) but it completes: slow, not blocked,
     # and the probe goes on. Both-send-first never progresses: blocked, the pair killed.
-    pr = dataclasses.replace(deadlock.PROBE, sizes=(4, 1024), floor_s=1.0, blocked_factor=6.0,
-                             delay_step="isend_irecv", delay_s=3.0)
+    pr = dataclasses.replace(
+        deadlock.PROBE, sizes=(4, 1024), floor_s=1.0, blocked_factor=6.0, delay_step="isend_irecv", delay_s=3.0
+    )
     res = deadlock.run_deadlock_probe("gloo", "cpu", pr)
     assert res.error is None, res.error
     by = {(e["step"], e["bytes"]): e for e in res.steps}

@@ -6,7 +6,7 @@ patterns every chunk of a multiple of 8 elements was the same and the run report
 at 2 ranks; tests/dist/test_misrouting_dist.py requires it to fail. Even chunks only (the test's size).
 """
 
-from suite import algorithms
+from suite.ops import algorithms
 
 _exchange = algorithms.exchange
 

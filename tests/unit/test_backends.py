@@ -5,9 +5,9 @@ import torch
 import torch.distributed as dist
 
 from experiments.backends import cases as backends
-from suite import algorithms
 from experiments.backends import table as tables
 from suite.harness import groups
+from suite.ops import algorithms
 from suite.system import network
 
 

@@ -11,7 +11,7 @@ from suite.supervise import final_status
 
 CASE = "experiments/collectives.py::test_collective[all_reduce-sum-float32-256B-inplace]"
 RUNNER = str(hang.ROOT / "suite" / "runner.py")
-OPS = str(hang.ROOT / "suite" / "ops.py")
+OPS = str(hang.ROOT / "suite" / "ops" / "collectives.py")
 TORCH = "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py"
 
 
@@ -84,7 +84,7 @@ def test_a_rank_in_a_different_op_is_named_by_its_missing_case_op():
     d = hang.diagnose(dumps, {}, 2)
     assert d["kind"] == "divergence"
     assert d["verdict"].startswith(f"rank 0 waits in all_reduce #80 [64] (case {CASE}); rank 1 issued a different op")
-    assert "rank 1 is in barrier #80 at suite/ops.py:119" in d["verdict"]
+    assert "rank 1 is in barrier #80 at suite/ops/collectives.py:119" in d["verdict"]
 
 
 def test_a_tie_of_ops_names_the_rank_whose_op_is_unusual_for_itself():
@@ -119,13 +119,14 @@ def test_a_rank_killed_by_a_fatal_signal_is_named_with_what_the_others_waited_in
     d = hang.diagnose(dumps, {0: fatal}, 3)
     assert d["kind"] == "died"
     assert d["verdict"] == (
-        "rank 0 died (Aborted) in all_reduce at suite/ops.py:119 in <lambda>; rank 2 did not answer (frozen or gone); "
+        "rank 0 died (Aborted) in all_reduce at suite/ops/collectives.py:119 in <lambda>; "
+        "rank 2 did not answer (frozen or gone); "
         f"rank 1 waited in all_reduce #80 [64] (case {CASE})"
     )
     # the report's per-rank table (failures/hang.json): one row a rank, the dead and the silent included
     assert [(r["rank"], r["state"], r["op"], r["where"]) for r in d["table"]] == [
-        (0, "died (Aborted) in all_reduce", "", "suite/ops.py:119 in <lambda>"),
-        (1, "waiting", "all_reduce #80", "suite/ops.py:119 in <lambda>"),
+        (0, "died (Aborted) in all_reduce", "", "suite/ops/collectives.py:119 in <lambda>"),
+        (1, "waiting", "all_reduce #80", "suite/ops/collectives.py:119 in <lambda>"),
         (2, "did not answer", "", "?"),
     ]
 
@@ -264,6 +265,6 @@ def test_the_report_section_reads_the_verdict_and_the_table_beside_the_run(tmp_p
     }
     hang.write(tmp_path, hang.diagnose(dumps, {}, 2), "test")
     assert hang_section(run, tmp_path)["rows"] == [
-        ["0", "vm", "waiting", "all_reduce #57", CASE, "suite/ops.py:119 in <lambda>"],
+        ["0", "vm", "waiting", "all_reduce #57", CASE, "suite/ops/collectives.py:119 in <lambda>"],
         ["1", "vm", "completed", "all_reduce #56", CASE, "suite/runner.py:236 in diverge"],
     ]

@@ -10,7 +10,8 @@ import time
 import pytest
 import torch
 
-from suite import bench_adapter, faults, ops
+from suite import bench_adapter, faults
+from suite.ops import collectives as ops
 from suite.case import Buffers, Bytes, Case, CaseSkipped
 from suite.config import BenchConfig
 from suite.dist import destroy_distributed, init_distributed

@@ -123,7 +123,7 @@ for mod in sys.argv[1:]:
 
 
 def test_experiments_import_without_pytest():
-    mods = _experiment_modules() + ["suite.deadlock"]
+    mods = _experiment_modules() + ["suite.ops.p2p.deadlock_child"]
     assert len(mods) > 5 and "experiments.collectives.cases" in mods
     proc = subprocess.run(
         [sys.executable, "-c", IMPORTS_WITHOUT_PYTEST, *mods], cwd=ROOT, capture_output=True, text=True, timeout=120
@@ -159,26 +159,8 @@ R1_MOVING = {
     "suite/model/report_section.py": "from predict.py (part D, this round); the lead turns its names into hooks",
     "suite/model/runs.py": "from predict.py (part D, this round); the lead turns its names into hooks",
     "suite/model/validate.py": "from predict.py (part D, this round); the lead turns its names into hooks",
-    "suite/p2p_patterns.py": "becomes suite/ops/p2p/ this round (part C)",
-    "suite/deadlock.py": "becomes suite/ops/p2p/ this round (part C)",
-    "suite/ops.py": "becomes suite/ops/ this round (part C)",
-    "suite/algorithms.py": "becomes suite/ops/ this round (part C)",
 }
 """Temporary: core files other engineers are moving this round, each with why; this list only shrinks."""
-
-
-def _values(tree: ast.AST) -> list[ast.Constant]:
-    """The string constants of a module that are values, not documentation (docstrings and other bare
-    string statements left out)."""
-    prose = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
-    return [
-        n for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in prose
-    ]
-
-
-def experiment_names_in(path: Path, names: set[str]) -> list[str]:
-    where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name
-    return [f"{where}:{c.lineno} {c.value!r}" for c in _values(ast.parse(path.read_text())) if c.value in names]
 
 
 def test_the_core_names_no_experiment():
@@ -195,12 +177,6 @@ def test_the_core_names_no_experiment():
     assert not hits, "the core names an experiment (give the experiment's spec a hook instead): " + "; ".join(hits)
 
 
-def test_the_name_check_sees_values_and_not_prose(tmp_path):
-    p = tmp_path / "probe.py"
-    p.write_text('"""About doctor."""\nX = 1\n"""doctor: documented."""\n\n\ndef f():\n    return "doctor"\n')
-    assert experiment_names_in(p, {"doctor"}) == ["probe.py:7 'doctor'"]
-
-
 def test_only_the_registry_imports_experiments():
     graph = import_graph()
     importers = sorted(
@@ -210,7 +186,14 @@ def test_only_the_registry_imports_experiments():
     for p in sorted((ROOT / "suite").rglob("*.py")):
         if p.name == "registry.py" and p.parent.name == "suite":
             continue
-        spelled = [c.value for c in _values(ast.parse(p.read_text())) if c.value.split(".")[0] == "experiments"]
+        tree = ast.parse(p.read_text())
+        docs = _docstrings(tree)
+        spelled = [
+            n.value
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
+            if n.value.split(".")[0] == "experiments"
+        ]
         assert not spelled, f"{p.relative_to(ROOT)} reaches experiments by name: {spelled}"
 
 
@@ -239,7 +222,7 @@ HARNESS = {
     "suite.timing",
     "suite.bench_adapter",
     "suite.journal",
-    "suite.deadlock",
+    "suite.ops.p2p.deadlock",
     "suite.launch",
     "suite.supervise",
     "suite.preflight",
@@ -333,3 +316,52 @@ def test_the_model_commands_load_neither_torch_nor_the_harness():
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def _experiment_names() -> set[str]:
+    """Every experiment's name: a module experiments/<name>.py or a folder experiments/<name>/."""
+    exp = ROOT / "experiments"
+    return {p.stem for p in exp.glob("*.py") if p.name != "__init__.py"} | {
+        p.name for p in exp.iterdir() if (p / "__init__.py").is_file()
+    }
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """ids of the docstring nodes of a module, its classes and functions, and of the attribute docstrings
+    that follow an assignment."""
+    out = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if not isinstance(body, list):
+            continue
+        for i, stmt in enumerate(body):
+            is_doc = i == 0 or isinstance(body[i - 1], (ast.Assign, ast.AnnAssign))
+            if is_doc and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+                out.add(id(stmt.value))
+    return out
+
+
+def experiment_names_in(path: Path, names: set[str], root: Path = ROOT) -> list[str]:
+    """``file:line name`` of every string constant of ``path`` (docstrings aside) equal to one of ``names``."""
+    tree = ast.parse(path.read_text())
+    docs = _docstrings(tree)
+    return [
+        f"{path.relative_to(root)}:{node.lineno} {node.value!r}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and node.value in names and id(node) not in docs
+    ]
+
+
+def test_the_shared_workloads_name_no_experiment():
+    # R1 for suite/ops/ (review_structure_2 §5.2): the experiment that declares a workload's cases passes
+    # its name (collective_cases(..., experiment=), p2p.cases(..., experiment=)).
+    names = _experiment_names()
+    assert {"p2p", "collectives", "doctor"} <= names
+    found = [hit for p in sorted((ROOT / "suite" / "ops").rglob("*.py")) for hit in experiment_names_in(p, names)]
+    assert found == []
+
+
+def test_the_experiment_name_check_sees_a_constant_and_not_a_docstring(tmp_path):
+    path = tmp_path / "workload.py"
+    path.write_text('"""p2p"""\nX = 1\n"""p2p"""\n\n\ndef f():\n    """doctor"""\n    return {"p2p": 1}\n')
+    assert experiment_names_in(path, {"p2p", "doctor"}, root=tmp_path) == ["workload.py:8 'p2p'"]

@@ -5,7 +5,7 @@
 
 Checked on the syntax tree, so comments and docstrings that name them do not count. Also: no module
 binds a top-level name twice (the first binding would be dead, as ``GLOO_PATHS`` once was), and one
-table maps names to ``ReduceOp`` (suite/ops.py's ``REDUCE_OP``); within suite/system/ no function is
+table maps names to ``ReduceOp`` (suite/ops/collectives.py's ``REDUCE_OP``); within suite/system/ no function is
 defined twice and ``nvidia-smi topo -m`` runs in one place.
 """
 

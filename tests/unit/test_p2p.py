@@ -8,25 +8,30 @@ import dataclasses
 import pytest
 import torch
 
-from suite import p2p_patterns as p2p
+from experiments.p2p import cases as experiment
 from suite import metrics
 from suite.config import build_config
 from suite.dist import DistContext
 from experiments.p2p.table import format_tables
+from suite.ops import p2p
+from suite.ops.p2p import batching, window
+from suite.ops.p2p.pattern import Pattern, Spec, cross, make_case
 
 TINY = ["--experiments", "p2p", "--iters", "3", "--warmup", "1"]
 
+ORDERINGS = {"send_recv_parity", "isend_irecv", "batch_isend_irecv"}
 EXPECTED_VARIANTS = {
     "pingpong": {"send_recv"},
     "pair_matrix": {"send_recv"},
     "window": {"unidirectional", "bidirectional"},
-    "ring": set(p2p.RING_VARIANTS),
-    "exchange": set(p2p.EXCHANGE_VARIANTS),
-    "producer": set(p2p.PRODUCER_VARIANTS),
-    "control": set(p2p.CONTROL_VARIANTS),
+    "ring": ORDERINGS,
+    "exchange": ORDERINGS,
+    "producer": {"isend_each_same", "broadcast", "isend_each_distinct", "scatter"},
+    "control": {"signal", "ready_go", "barrier"},
     "barrier_cost": {"no_barrier", "barrier_each_step"},
-    "batching": set(p2p.BATCHING_VARIANTS),
+    "batching": {"send_each", "isend_each", "batch_isend_irecv", "coalesced"},
 }
+"""What the records of each pattern must show (written out: the code's own lists are what it checks)."""
 
 
 # --- pure logic -----------------------------------------------------------------------------------
@@ -35,7 +40,7 @@ EXPECTED_VARIANTS = {
 @pytest.mark.parametrize("world", [2, 3, 4])
 def test_cases_cover_every_pattern_and_are_unique(world):
     cfg = build_config(min_bytes="1K", max_bytes="1M", step_factor="4")
-    cases = p2p.cases(cfg, world)
+    cases = experiment.cases(cfg, world)
     ids = [c.label for c in cases]
     assert len(ids) == len(set(ids))
     assert {c.identity["pattern"] for c in cases} == set(p2p.PATTERNS)
@@ -47,7 +52,7 @@ def test_cases_cover_every_pattern_and_are_unique(world):
     # only the barrier has nothing to check, and says why
     assert [c.label for c in cases if c.unchecked] == ["control-barrier"]
     # world 1: one case that says why nothing runs (not an empty parameter set)
-    alone = p2p.cases(cfg, 1)
+    alone = experiment.cases(cfg, 1)
     assert [c.label for c in alone] == ["p2p"] and "at least 2 ranks" in alone[0].skip(None, cfg)
 
 
@@ -80,7 +85,7 @@ def test_cross_node_pairs_and_slow_links_are_marked():
         timeout_s=1.0,
         hostnames=["a", "a", "b"],
     )
-    assert [p2p._cross(ctx, 0, b) for b in (1, 2)] == [False, True]
+    assert [cross(ctx, 0, b) for b in (1, 2)] == [False, True]
     recs = [
         _rec(
             pattern="pair_matrix",
@@ -88,7 +93,7 @@ def test_cross_node_pairs_and_slow_links_are_marked():
             size_bytes=64,
             src=a,
             dst=b,
-            cross_node=p2p._cross(ctx, a, b),
+            cross_node=cross(ctx, a, b),
             time_us=500.0 if (a, b) == (2, 0) else 100.0,
         )
         for a in range(3)
@@ -103,7 +108,7 @@ def test_cross_node_pairs_and_slow_links_are_marked():
             src=0,
             dst=b,
             time_us=10.0,
-            cross_node=p2p._cross(ctx, 0, b),
+            cross_node=cross(ctx, 0, b),
         )
         for b in (1, 2)
     ]
@@ -130,7 +135,7 @@ def test_producer_records_use_the_collectives_size_and_factor(world):
         for c in collectives.cases(cfg, world)
         if c.identity["variant"] in ("scatter", "broadcast")
     }
-    prod = [c for c in p2p.cases(cfg, world) if c.identity["pattern"] == "producer"]
+    prod = [c for c in experiment.cases(cfg, world) if c.identity["pattern"] == "producer"]
     m = Measurement(
         samples_s=[1e-4] * 5, timing_mode="blocking", ops_per_sample=1, warmup_iters=0, precision_reached=None
     )
@@ -182,16 +187,16 @@ def test_producer_records_use_the_collectives_size_and_factor(world):
 
 def test_pingpong_and_constants_are_named_in_the_declaration():
     cfg = build_config(min_bytes="1K", max_bytes="1M", step_factor="4")
-    cs = p2p.cases(cfg, 2)
+    cs = experiment.cases(cfg, 2)
     pp = [c for c in cs if c.identity["pattern"] in ("pingpong", "pair_matrix")]
     assert pp and all(c.resolve is not None and c.fields["latency_formula"] == "sample / (2K)" for c in pp)
     win = [c for c in cs if c.identity["pattern"] == "window"]
     assert all(
-        c.fields["window_default"] == p2p.WINDOW == 64 and c.fields["window_max_bytes"] == p2p.WINDOW_MAX_BYTES
+        c.fields["window_default"] == window.WINDOW == 64 and c.fields["window_max_bytes"] == window.WINDOW_MAX_BYTES
         for c in win
     )
-    assert {c.identity["window"] for c in win} == {min(64, p2p.WINDOW_MAX_BYTES // (1 << 20)), 64}
-    assert all(c.fields["k_counts"] == list(p2p.BATCH_COUNTS) for c in cs if c.identity["pattern"] == "batching")
+    assert {c.identity["window"] for c in win} == {min(64, window.WINDOW_MAX_BYTES // (1 << 20)), 64}
+    assert all(c.fields["k_counts"] == list(batching.BATCH_COUNTS) for c in cs if c.identity["pattern"] == "batching")
 
 
 def test_window_bandwidth_counts_one_direction_and_names_the_aggregate():
@@ -199,7 +204,7 @@ def test_window_bandwidth_counts_one_direction_and_names_the_aggregate():
     bidirectional window's time is per message of one direction (iteration / window, both directions at
     once) and its both-ways bandwidth is a named field, not algbw."""
     cfg = build_config(min_bytes="1K", max_bytes="4K", step_factor="4")
-    win = [c for c in p2p.cases(cfg, 2) if c.identity["pattern"] == "window"]
+    win = [c for c in experiment.cases(cfg, 2) if c.identity["pattern"] == "window"]
     assert {c.identity["variant"] for c in win} == {"unidirectional", "bidirectional"}
     for c in win:
         assert c.divisor == c.identity["window"] and c.bytes.bw_op == "send_recv"
@@ -211,7 +216,7 @@ def test_window_bandwidth_counts_one_direction_and_names_the_aggregate():
 def test_every_number_of_the_deadlock_probe_has_its_provenance():
     """The exchange record holds the probe's results as deadlock_<field>: each number says how it was obtained
     (the probe's configuration, floor_s, slack, limits, is recorded as such and claims nothing)."""
-    from suite import deadlock
+    from suite.ops.p2p import deadlock
 
     config = {"floor_s", "slack", "blocked_factor", "probe_sizes", "start_limit_s", "total_limit_s"}
     numeric = {
@@ -228,7 +233,7 @@ def test_every_number_of_the_deadlock_probe_has_its_provenance():
 def test_pair_patterns_report_only_the_ranks_that_take_part(world):
     # ping-pong: the initiator's clock (OSU); other pair patterns: their two ranks; the rest: every rank
     cfg = build_config(min_bytes="1K", max_bytes="1M", step_factor="4")
-    for c in p2p.cases(cfg, world):
+    for c in experiment.cases(cfg, world):
         pattern, src, dst = c.identity["pattern"], c.identity["src"], c.identity["dst"]
         if pattern in ("pingpong", "pair_matrix"):
             assert c.rank_fields_of == (src,) and "initiator" in c.provenance["rank_median_us"], c.label
@@ -240,9 +245,104 @@ def test_pair_patterns_report_only_the_ranks_that_take_part(world):
 
 
 def test_deadlock_bound_scales_with_the_expected_transfer_time():
-    from suite.deadlock import DeadlockProbe
+    from suite.ops.p2p.deadlock import DeadlockProbe
 
     pr = DeadlockProbe(floor_s=1.0, slack=10.0)
     assert pr.bound_s(4, 1e9) == 1.0  # the floor
     assert pr.bound_s(16 << 20, 10e6) == pytest.approx(10 * (16 << 20) / 10e6)  # slack x size / rate
     assert pr.bound_s(16 << 20, 100e6) < pr.bound_s(16 << 20, 10e6)
+
+
+# --- a pattern is one file and one PATTERNS line ----------------------------------------------------
+
+
+@pytest.mark.parametrize("world", [2, 3, 4])
+def test_every_pattern_declares_exactly_its_own_variants(world):
+    # Pattern.variants is the one list of a pattern's variants: what it declares, and (below) the table's
+    # columns; EXPECTED_VARIANTS, written out above, is what they must be.
+    cfg = build_config(min_bytes="1K", max_bytes="1M", step_factor="4")
+    cases = experiment.cases(cfg, world)
+    for name, pat in p2p.PATTERNS.items():
+        assert pat.name == name
+        assert {c.identity["variant"] for c in cases if c.identity["pattern"] == name} == set(pat.variants), name
+    assert {n: set(p.variants) for n, p in p2p.PATTERNS.items()} == EXPECTED_VARIANTS
+
+
+def _fanfare(monkeypatch) -> Pattern:
+    """A pattern that only PATTERNS knows of, as a new file would add it (its builder is never called)."""
+
+    def declare(cfg, n, sw, experiment):
+        return [
+            make_case(
+                pat,
+                Spec(pattern=pat.name, variant=v, size_bytes=sz, dtype=sw.dtype),
+                "one fanfare",
+                experiment=experiment,
+            )
+            for v in pat.variants
+            for sz in sw.ends
+        ]
+
+    pat = Pattern(name="fanfare", variants=("loud", "soft", "muted"), build=lambda ctx, s: None, declare=declare)
+    monkeypatch.setitem(p2p.PATTERNS, pat.name, pat)
+    return pat
+
+
+def test_a_pattern_in_PATTERNS_alone_is_declared_and_has_its_table(monkeypatch):
+    pat = _fanfare(monkeypatch)
+    cfg = build_config(min_bytes="1K", max_bytes="4K", step_factor="4")
+    mine = [c for c in experiment.cases(cfg, 2) if c.identity["pattern"] == "fanfare"]
+    assert [c.label for c in mine] == [f"fanfare-{v}-{sz}B" for v in pat.variants for sz in (1024, 4096)]
+    assert all(c.experiment == "p2p" and c.op == "send_recv" for c in mine)
+    recs = [
+        _rec(pattern="fanfare", variant=v, size_bytes=sz, time_us=t)
+        for sz in (1024, 4096)
+        for v, t in zip(pat.variants, (30.0, 10.0, 20.0))
+    ]
+    text = format_tables(recs)
+    header = [line for line in text.splitlines() if "fanfare" in line]
+    assert len(header) == 1 and header[0].startswith("# p2p fanfare"), text
+    columns = text.splitlines()[1].split()  # "#", "size(B)", the variants, "fastest", "speed-up"
+    assert columns[2:-2] == list(pat.variants), text  # one column per variant, in the pattern's order
+    assert all(" soft" in line and "3.00x" in line for line in text.splitlines()[3:5]), text  # soft: 3x loud
+
+
+def test_the_table_has_a_section_for_every_pattern():
+    # One record per (pattern, variant) with the fields its section reads: every pattern's title shows.
+    fields = {"window": 64, "steps": 8, "k_messages": 8, "message_bytes": 64, "src": 0, "dst": 1}
+    recs = [
+        _rec(pattern=name, variant=v, size_bytes=64, time_us=10.0, **fields)
+        for name, pat in p2p.PATTERNS.items()
+        for v in pat.variants
+    ]
+    titles = [line for line in format_tables(recs).splitlines() if line.startswith("# p2p ")]
+    for words in ("ping-pong", "pair matrix", "window", "ring", "deadlock", "producer", "control", "barrier", "batch"):
+        assert sum(words in t for t in titles) >= 1, (words, titles)
+    assert len(titles) == len(p2p.PATTERNS) + 1  # the producer has two tables: same data, a chunk each
+
+
+@pytest.mark.parametrize("name", ["ring", "control", "batching"])
+def test_the_comparison_columns_are_the_patterns_variants(monkeypatch, name):
+    # The table spells no variant list: reorder a pattern's variants and its columns follow.
+    pat = p2p.PATTERNS[name]
+    order = tuple(reversed(pat.variants))
+    monkeypatch.setitem(p2p.PATTERNS, name, dataclasses.replace(pat, variants=order))
+    recs = [
+        _rec(pattern=name, variant=v, size_bytes=64, time_us=10.0, k_messages=8, message_bytes=64, src=0, dst=1)
+        for v in order
+    ]
+    lines = format_tables(recs).splitlines()
+    assert [w[:20] for w in lines[1].split()[2:-2]] == [v[:20] for v in order], lines[1]
+
+
+def test_the_experiment_that_declares_the_patterns_names_their_cases():
+    # suite/ops/p2p/ names no experiment: p2p and the doctor pass theirs, down to the one-rank placeholder
+    # (the doctor's was labelled "p2p-pass1").
+    from experiments.doctor import cases as doctor
+
+    cfg = build_config(min_bytes="1K", max_bytes="4K", step_factor="4")
+    for mod in (experiment, doctor):
+        assert {c.experiment for c in mod.cases(cfg, 2)} == {mod.EXPERIMENT}
+        (alone,) = mod.cases(cfg, 1)
+        assert alone.experiment == mod.EXPERIMENT and alone.label.split("-")[0] == mod.EXPERIMENT, alone.label
+        assert "at least 2 ranks" in alone.skip(None, cfg)

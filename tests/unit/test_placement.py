@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from experiments.placement import cases as placement
-from suite import algorithms
+from suite.ops import algorithms
 from suite.case import CaseFailed
 from suite.config import ConfigError, build_config, settings_from_env
 from suite.dist import DistContext
@@ -217,7 +217,7 @@ def test_pcie_lane_rates_are_per_direction_payload():
 
 
 def test_hierarchy_shape_names_what_the_two_level_all_reduce_does():
-    from suite import algorithms
+    from suite.ops import algorithms
 
     assert algorithms.hierarchy_shape(((0, 1, 2, 3),)) == "reduce_broadcast"  # one node
     assert algorithms.hierarchy_shape(((0,), (1,))) == "leaders_all_reduce"  # one rank per node

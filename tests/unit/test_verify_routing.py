@@ -3,7 +3,7 @@ dtype and reduce op (and the p2p messages), the expected output of each rank dif
 wrong routing would deliver — a chunk shifted or permuted, another rank's chunk or contribution in
 its place, a message dropped, duplicated or reordered.
 
-"Differs" is shown for the suite's own expected outputs (suite/ops.py, suite/p2p_patterns.py) on a
+"Differs" is shown for the suite's own expected outputs (suite/ops/collectives.py, suite/ops/p2p/) on a
 chunk of ``c`` elements, the smallest c at which a chance match is below 2^-40 (at least 8: the old
 patterns repeated every 8 elements). Where exactness leaves a single value (bfloat16 sums from 257
 ranks), nothing can be seen and the record's ``check_values`` says 1.
@@ -17,7 +17,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from suite import ops, p2p_patterns, verify
+from suite import verify
+from suite.ops.p2p import pattern as p2p_pattern
+from suite.ops import collectives as ops
 
 WORLDS = (2, 3, 4, 5, 8, 9, 16, 17, 33, 64)
 """World sizes of the unit tier; tests/e2e/test_verify_routing_scale.py runs 129, 256, 257 and 1024 (the
@@ -76,7 +78,7 @@ def _grid(n: int, a: ops.Args, numel: int) -> torch.Tensor:
 def _expected_chunks(op: str, n: int, a: ops.Args, c: int) -> torch.Tensor:
     """[rank, chunk, element]: every rank's expected output as n chunks of c (one chunk for scatter
     and reduce_scatter). Vectorised; test_expected_chunks_are_the_suites checks it against the
-    suite's own per-rank expected values (suite/ops.py) at small world sizes."""
+    suite's own per-rank expected values (suite/ops/collectives.py) at small world sizes."""
     if op in REDUCING:
         whole = verify.reduce_expected(a.redop, n, n * c, verify.DTYPE_OF[a.dtype])
         return whole.view(n, 1, c) if op == "reduce_scatter" else whole.view(1, n, c).expand(n, n, c)
@@ -179,7 +181,7 @@ def check_p2p_messages(n: int, dtype: str) -> None:
     count = _chunk(verify.value_range("none", n, dt), n, min(n, 64) * window)
     senders = range(min(n, 64))
     msgs = torch.stack(
-        [p2p_patterns._pat(_ctx(0, n), s, count, dt, offset=j * count) for s in senders for j in range(window)]
+        [p2p_pattern.pat(_ctx(0, n), s, count, dt, offset=j * count) for s in senders for j in range(window)]
     )
     assert _distinct_rows(msgs)
 

@@ -1,6 +1,6 @@
 """The deadlock demonstration: an isolated pair of processes that both call blocking ``send`` first.
 
-Two child processes (``python -m suite.deadlock --deadlock-child ...``), with their own
+Two child processes (``python -m suite.ops.p2p.deadlock_child --deadlock-child ...``), with their own
 store on a loopback port, first run the correct orderings (``ORDERINGS``: parity,
 ``isend``/``irecv``, ``batch_isend_irecv``) at the largest probe size, then the naive
 one (both ranks send first) at ascending sizes. Each step has a bound T scaled to its
@@ -11,14 +11,13 @@ makes progress within that bound is *blocked*, and the pair is killed there. The
 naive size that blocks is where the backend blocks. ``run_deadlock_probe`` never blocks
 its caller for more than ``total_limit_s`` (+ kill time).
 
-The p2p experiment (suite/p2p_patterns.py, pattern ``exchange``) runs the probe once per
+The p2p experiment (suite/ops/p2p/pattern.py, pattern ``exchange``) runs the probe once per
 session on rank 0 and times the correct orderings in the suite's own group at the size
 where the naive one blocked. This module imports neither pytest nor the harness.
 """
 
 from __future__ import annotations
 
-import datetime
 import os
 import queue
 import subprocess
@@ -28,14 +27,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-import torch.distributed as dist
-
-from suite import verify
-from suite.algorithms import ORDERINGS, exchange
+from suite.ops.algorithms import ORDERINGS
 from suite.dist import _free_port
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -159,7 +154,8 @@ _LAUNCHER_VARS = (
     "SLURM_PROCID",
     "SLURM_NTASKS",
 )
-_TAG = "P2P-PROBE"
+TAG = "P2P-PROBE"
+"""What starts each line the pair reports on (suite/ops/p2p/deadlock_child.py)."""
 
 
 def _child_env() -> dict:
@@ -205,7 +201,7 @@ def _probe_once(backend: str, device: str, probe: DeadlockProbe, start: float) -
             [
                 sys.executable,
                 "-m",
-                "suite.deadlock",
+                "suite.ops.p2p.deadlock_child",
                 "--deadlock-child",
                 str(r),
                 str(port),
@@ -231,8 +227,8 @@ def _probe_once(backend: str, device: str, probe: DeadlockProbe, start: float) -
     def reader(r: int, stream) -> None:
         for line in stream:
             line = line.strip()
-            if line.startswith(_TAG):
-                events.put((r, line[len(_TAG) :].split()))
+            if line.startswith(TAG):
+                events.put((r, line[len(TAG) :].split()))
             elif line:
                 tails[r] = (tails[r] + [line])[-5:]
         events.put((r, ["eof"]))
@@ -371,82 +367,3 @@ def _probe_once(backend: str, device: str, probe: DeadlockProbe, start: float) -
         killed=killed,
         error=error,
     )
-
-
-def _probe_child(
-    rank: int, port: int, backend: str, device: str, big: int, sizes: list[int], timeout_s: float, delay: str = "-"
-) -> None:
-    """One process of the probe pair (``python -m suite.deadlock --deadlock-child ...``)."""
-    dev = torch.device("cuda", rank) if device == "cuda" else torch.device("cpu")
-    kw = {"device_id": dev} if backend == "nccl" else {}
-    if device == "cuda":
-        torch.cuda.set_device(dev)
-    dist.init_process_group(
-        backend,
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rank,
-        world_size=2,
-        timeout=datetime.timedelta(seconds=timeout_s),
-        **kw,
-    )
-    peer, dt = 1 - rank, torch.float32
-    delay_step, _, delay_s = delay.partition(":")
-
-    def say(*words) -> None:
-        print(_TAG, *words, flush=True)
-
-    def pat(r: int, count: int) -> torch.Tensor:
-        return verify.pattern(r, count, dt, redop="max", device=dev)
-
-    def sync() -> None:
-        if dev.type == "cuda":
-            torch.cuda.synchronize(dev)  # NCCL's send/recv block the stream, not the CPU
-
-    def maybe_delay(step: str) -> None:
-        nonlocal delay_step
-        if rank == 1 and step == delay_step:
-            delay_step = ""  # once
-            time.sleep(float(delay_s))
-
-    # Every step's input and expected output is built before "ready": the parent's no-progress clock
-    # runs between lines, and building a 16 MiB pattern on a loaded host must not read as a stall.
-    counts = {size: max(1, size // 4) for size in (big, *sizes)}
-    mine = {size: pat(rank, c) for size, c in counts.items()}
-    want = {size: pat(peer, c) for size, c in counts.items()}
-    say("ready")
-    for ordering in ORDERINGS:
-        r = torch.full((counts[big],), -1, dtype=dt, device=dev)
-        maybe_delay(ordering)
-        t0 = time.perf_counter()
-        exchange(mine[big], r, peer, peer, ordering=ordering)
-        sync()
-        say(ordering, big, verify.count_wrong(r, want[big]), f"{time.perf_counter() - t0:.6f}")
-    for size in sizes:
-        r = torch.full((counts[size],), -1, dtype=dt, device=dev)
-        maybe_delay("naive")
-        dist.send(mine[size], peer)  # both ranks send first: the deadlock under test
-        dist.recv(r, peer)
-        sync()
-        say("naive", size, verify.count_wrong(r, want[size]))
-    say("done")
-    dist.destroy_process_group()
-
-
-def _main(argv: list[str]) -> int:
-    if len(argv) == 9 and argv[0] == "--deadlock-child":
-        _, rank, port, backend, device, big, sizes, timeout_s, delay = argv
-        _probe_child(
-            int(rank), int(port), backend, device, int(big), [int(s) for s in sizes.split(",")], float(timeout_s), delay
-        )
-        return 0
-    print(
-        "usage: python -m suite.deadlock --deadlock-child RANK PORT BACKEND DEVICE BIG SIZES TIMEOUT_S "
-        "DELAY\n"
-        "(internal: one process of the deadlock probe pair; run the experiment with suite.launch)",
-        file=sys.stderr,
-    )
-    return 2
-
-
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))

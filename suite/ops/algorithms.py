@@ -33,7 +33,7 @@ import torch
 import torch.distributed as dist
 
 from suite.harness import groups
-from suite.ops import REDUCE_OP
+from suite.ops.collectives import REDUCE_OP
 
 REDOPS = ("sum", "product", "min", "max")
 
