@@ -1,1 +1,1 @@
-"""Experiment families, one module each, built on ``suite``."""
+"""Experiments, one folder each (``experiments/<name>/``, found by ``suite.registry.discover``)."""

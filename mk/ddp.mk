@@ -1,4 +1,4 @@
-# DDP and model-parallel experiments (experiments/ddp.py, experiments/model_parallel.py).
+# DDP and model-parallel experiments (experiments/ddp/cases.py, experiments/model_parallel/cases.py).
 # Their knobs are environment variables the launcher reads once into the run's config (config.json);
 # set them on the make line:
 #   make bench-cpu EXPERIMENTS=ddp DDP_PARAMS=25M      # a 100 MB gradient all_reduce per step

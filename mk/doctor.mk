@@ -1,4 +1,4 @@
-# The doctor (experiments/doctor.py probes, suite/doctor.py verdicts): is anything wrong, and where.
+# The doctor (experiments/doctor/cases.py probes, experiments/doctor/verdict.py verdicts): is anything wrong, and where.
 #   make doctor [NPROC=6] [ITERS=20]            local ranks; exit 0 healthy, 8 a finding (make says 2)
 #   make compose-doctor [NNODES=3] [LINK_RATE=200mbit] [LINK_RATES=node2=50mbit] [NODE_CPUS=node1=0.5]
 #   make doctor-verdict RUN=results/<run>      the verdict of a stored run again (no probes run)
@@ -29,4 +29,4 @@ compose-doctor:  ## the doctor across the compose simulation (LINK_RATES=, NODE_
 	  WARMUP=$(if $(filter command line environment,$(origin WARMUP)),$(WARMUP),$(DOCTOR_WARMUP))
 
 doctor-verdict: venv  ## RUN=results/<run>: the doctor's verdict of a stored run again
-	$(PY) -m suite.doctor $(RUN)
+	$(PY) -m experiments.doctor.verdict $(RUN)

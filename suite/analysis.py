@@ -3,13 +3,12 @@ link figures, the environment summary. Reads records only; renders nothing (suit
 
 from __future__ import annotations
 
-import importlib
 import math
 import statistics
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from suite import results
+from suite import registry, results
 from suite.compare import MEASUREMENT_FIELDS, case_key
 from suite.model.fit import Model
 from suite.tables import format_tables, formatter
@@ -323,7 +322,7 @@ def _links(recs: list[dict], fits_by_group: dict) -> dict:
     implied: dict = {}
     # the collectives experiment runs the library's own algorithms; other experiments' sweeps
     # (hand-made algorithms, training steps) speak for the link only when it is absent
-    prefer = [k for k in fits_by_group if k[0] == "collectives"] or list(fits_by_group)
+    prefer = [k for k in fits_by_group if _library_collectives(k[0])] or list(fits_by_group)
     for exp, gk, backend, device, n in prefer:
         for op, f in fits_by_group[(exp, gk, backend, device, n)].values():
             if f is not None and f.holds and math.isfinite(f.beta_gbps) and f.beta_gbps > 0:
@@ -364,8 +363,9 @@ def build_report(
         by_exp.setdefault(r["experiment"], OrderedDict()).setdefault(
             (group_key(r), r["backend"], r["device"], r["world_size"] if split else None), []
         ).append(r)
-    if "collectives" in by_exp:  # collectives first, always
-        by_exp.move_to_end("collectives", last=False)
+    # each experiment's place: its spec's report_order (the doctor's verdict leads, then collectives), then
+    # the records' order
+    by_exp = OrderedDict(sorted(by_exp.items(), key=lambda kv: _spec_value(kv[0], "report_order", 0)))
 
     # fits for every sweep (a group with >= 2 sizes)
     fits_by_group: dict = {}
@@ -393,19 +393,17 @@ def build_report(
         used_names.add(name)
         return name
 
-    diagnosis = None
-    if "doctor" in by_exp:  # the health check's verdict leads the report
-        from suite import doctor
-
-        del by_exp["doctor"]
-        diagnosis = doctor.diagnose(run)
-        sections.append(doctor_section(run, plot_name, diagnosis))
-
+    memo: dict = {}  # what an experiment's report hooks share within this report (the doctor's diagnosis)
     for exp, groups in by_exp.items():
+        own = _spec_value(exp, "report_section", None)
+        if own is not None:  # an experiment that draws its own section (the doctor's verdicts)
+            sections.append(own(run, plot_name, memo.setdefault(exp, {})))
+            continue
         sec = Section(title=f"{exp}", anchor=_slug(exp))
         fmt = formatter(exp)
-        if fmt is not None and getattr(importlib.import_module(fmt.__module__), "__doc__", None):
-            sec.notes.append(importlib.import_module(fmt.__module__).__doc__.strip())  # "how to read" of its tables
+        spec = registry.spec(exp)
+        if spec is not None and spec.guide:
+            sec.notes.append(spec.guide.strip())  # "how to read" of its tables
         for (gk, backend, device, n), rs in groups.items():
             worlds = sorted({r["world_size"] for r in rs})
             title = f"{exp}: {gk} ({backend}, {device}, {'/'.join(map(str, worlds))} ranks)"
@@ -490,7 +488,7 @@ def build_report(
                         png=plots.bar_plot(title, labels, panels),
                     )
                 )
-            if fmt is None and exp != "collectives":
+            if fmt is None:
                 sec.grids.append(_grid(title, rs))
         sec.text_tables.append(format_tables([r for rs in groups.values() for r in rs]))
         sections.append(sec)
@@ -506,7 +504,7 @@ def build_report(
         links=links,
         link_rate=link_rate,
         n_records=len(recs),
-        summary=summary_rows(run, base, diagnosis),
+        summary=summary_rows(run, base, memo),
     )
 
 
@@ -533,9 +531,11 @@ def _spread_text(r: dict) -> str:
     return f"min-max {(r['max_us'] - r['min_us']) / r['p50_us']:.1f}x the median ({n} samples, too few for a p95)"
 
 
-def summary_rows(run: dict, base: tuple[str, list[list[dict]]] | None = None, diagnosis=None) -> list[tuple[str, str]]:
+def summary_rows(
+    run: dict, base: tuple[str, list[list[dict]]] | None = None, memo: dict | None = None
+) -> list[tuple[str, str]]:
     """The report's first screen: (what, finding) rows a reader can act on, before any detail
-    (``diagnosis``: the doctor's, when the caller has it already)."""
+    (``memo``: what the experiments' report hooks found already, by experiment)."""
     from suite.failures import MEANING
     from suite.model.fit import configured_link_rate
 
@@ -569,7 +569,7 @@ def summary_rows(run: dict, base: tuple[str, list[list[dict]]] | None = None, di
     rate = configured_link_rate(run.get("machine_info") or {})
     peaks: dict = {}
     for r in recs:
-        if r.get("experiment") == "collectives" and r.get("busbw_gbps") and r["op"] != "barrier":
+        if _library_collectives(r.get("experiment")) and r.get("busbw_gbps") and r["op"] != "barrier":
             if r["op"] not in peaks or r["busbw_gbps"] > peaks[r["op"]]["busbw_gbps"]:
                 peaks[r["op"]] = r
     for op, r in peaks.items():
@@ -583,20 +583,10 @@ def summary_rows(run: dict, base: tuple[str, list[list[dict]]] | None = None, di
                 f"({r.get('variant', op)}, {r.get('dtype')}, {r['world_size']} ranks){vs}",
             )
         )
-    if any(r.get("experiment") == "doctor" for r in recs):
-        from suite import doctor
-
-        d = diagnosis or doctor.diagnose(run)
-        rows.append(
-            (
-                "health (doctor)",
-                "healthy: no slow link, straggler or weak node"
-                if not d.findings
-                else "; ".join(f"{f.kind} {f.where}: {f.measured} vs {f.expected}" for f in d.findings),
-            )
-        )
-    else:
-        rows.append(("health (doctor)", "no health check in this run (make doctor)"))
+    memo = {} if memo is None else memo
+    for name, spec in registry.discover().items():  # also without its records: the row says how to get them
+        if spec.summary is not None:
+            rows.append(spec.summary(run, memo.setdefault(name, {})))
     widths = [(w, r) for r in recs for w in [_median_ci_pct(r)] if w is not None]
     unstable = sorted([(w, r) for w, r in widths if w > UNSTABLE_CI_PCT], key=lambda x: -x[0])
     if unstable:
@@ -647,47 +637,20 @@ def summary_rows(run: dict, base: tuple[str, list[list[dict]]] | None = None, di
     return rows
 
 
+def _spec_value(experiment: str, attr: str, default):
+    """An experiment's spec hook or setting; ``default`` for an experiment this checkout does not have."""
+    spec = registry.spec(experiment)
+    return default if spec is None else getattr(spec, attr)
+
+
+def _library_collectives(experiment) -> bool:
+    """Whether an experiment's sweeps time the library's own collectives (its spec says so)."""
+    return bool(_spec_value(str(experiment), "library_collectives", False))
+
+
 def _experiment_of(nodeids: list[str]) -> str:
-    names = sorted({n.split("::")[0].rsplit("/", 1)[-1].removesuffix(".py") for n in nodeids})
+    names = sorted({registry.experiment_of(n) for n in nodeids})
     return "/".join(names) + " case" + ("s" if len(nodeids) > 1 else "")
-
-
-def doctor_section(run: dict, plot_name, d) -> Section:
-    """The doctor's verdicts first (``d``: suite.doctor.diagnose of the stored records), then the pair
-    heatmaps with the slow links marked and every rank's time distribution per probe."""
-    from suite import doctor, plots
-
-    sec = Section(title="doctor: is anything wrong, and where", anchor="doctor")
-    sec.notes.append(doctor.format_verdict(d).rstrip())
-    if d.findings:
-        sec.grids.append(
-            (
-                ["finding", "where", "measured", "expected", "ratio", "confidence", "evidence"],
-                [
-                    [f.kind, f.where, f.measured, f.expected, f"{f.ratio:.2f}", f.confidence, ", ".join(f.evidence)]
-                    for f in d.findings
-                ],
-            )
-        )
-    if d.links:
-        sec.plots.append(
-            Plot(
-                name=plot_name("doctor", "links"),
-                title="links: the pair matrices",
-                png=plots.doctor_heatmaps(d.links, d.hosts),
-            )
-        )
-    probes = doctor.rank_time_probes(results.records(run))
-    if probes:
-        sec.plots.append(
-            Plot(
-                name=plot_name("doctor", "ranks"),
-                title="every rank's own time, per probe (communication: less its wait for the last to arrive)",
-                png=plots.rank_distributions(probes, [s["rank"] for s in d.stragglers]),
-            )
-        )
-    sec.notes.append(doctor.__doc__.split("\n\n", 2)[2].strip())  # the rules, as the module states them
-    return sec
 
 
 def prediction_section(run: dict, predict_doc: dict | None = None) -> Section | None:

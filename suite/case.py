@@ -1,6 +1,7 @@
 """The case protocol: what an experiment declares. The harness (suite/runner.py) does the rest.
 
-An experiment module declares its cases and nothing about how they are run::
+An experiment's ``cases.py`` (``experiments/<name>/``) declares its cases and nothing about how they are
+run; its ``__init__.py`` declares the experiment itself (``ExperimentSpec``, at the end of this module)::
 
     def my_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
         return [Case(experiment="mine", op="all_reduce", label=..., identity={...},
@@ -23,12 +24,14 @@ time → check every timed buffer set → reduce across ranks → record → sub
 - ``unchecked``: a case with genuinely nothing to check says why; the record then has
   ``checked: false`` and that reason, never a silent ``n_wrong = 0``.
 
-This module imports neither pytest nor the harness: ``import experiments.x`` works
+This module imports neither pytest nor the harness: ``import experiments.<name>`` works
 anywhere.
 """
 
 from __future__ import annotations
 
+import ast
+import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -239,3 +242,86 @@ def experiment_test(provider: Callable[..., list[Case]]):
     test.suite_cases = provider
     test.__doc__ = provider.__doc__
     return test
+
+
+def collected(module: str) -> Callable[..., list[Case]]:
+    """``(cfg, world_size) -> list[Case]``: every case the ``experiment_test`` functions of ``module``
+    declare (what pytest runs when it collects that file). ``module`` is imported on the first call, not
+    now, so that a spec naming it stays light to import."""
+
+    def cases(cfg, world_size: int) -> list[Case]:
+        mod = importlib.import_module(module)
+        tests = [v for k, v in vars(mod).items() if k.startswith("test") and hasattr(v, "suite_cases")]
+        return [c for t in tests for c in t.suite_cases(cfg, world_size)]
+
+    cases.__qualname__ = f"collected({module!r})"
+    return cases
+
+
+def later(target: str) -> Callable:
+    """A function that imports ``"package.module:function"`` when first called and calls it: a spec's hook
+    whose module is heavy (torch, numpy, plots) stays out of what reading the spec imports."""
+    module, _, name = target.partition(":")
+
+    def call(*args, **kwargs):
+        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+    call.__qualname__ = f"later({target!r})"
+    return call
+
+
+def module_doc(path) -> str | None:
+    """A module's docstring, read without importing it: a spec whose table module is heavy (it imports the
+    workloads, hence torch) names its how-to-read text while the table stays a ``later`` hook."""
+    with open(path) as fh:
+        return ast.get_docstring(ast.parse(fh.read()), clean=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExperimentSpec:
+    """What the core knows of one experiment: the folder ``experiments/<name>/`` defines it as ``SPEC`` in
+    its ``__init__.py`` (``suite.registry.discover`` finds it), and the core reads nothing else of it.
+
+    The folder's fixed files: ``__init__.py`` (the SPEC), ``cases.py`` (the declarations and their
+    ``experiment_test`` functions: the file the launcher hands to pytest), and where it has them
+    ``settings.py``, ``table.py`` and a ``README.md``.
+
+    Light to read: offline code (report, compare, tables) reads specs and must not import
+    torch.distributed through them. So ``__init__.py`` imports only light modules (its settings and
+    table: dataclasses and formatting), and every hook that needs torch or a large module is resolved
+    when it is called: ``cases`` by ``collected("experiments.<name>.cases")``, heavy hooks by
+    ``later("module:function")`` (both in this module).
+    """
+
+    name: str
+    """The folder's name and the records' ``experiment`` field."""
+    cases: Callable[..., list[Case]]
+    """cases(cfg, world_size) -> every case of the experiment (resolved lazily; see above)."""
+    settings: type | None = None
+    """A frozen, keyword-only dataclass of the experiment's knobs, nested in BenchConfig as the field
+    ``<name>``; each field's environment (= make) variable in ``field(metadata={"env": "DDP_PARAMS"})``.
+    Its ``validate(self)`` method, if any, raises ConfigError naming the knob to change."""
+    table: Callable[[list[dict]], str] | None = None
+    """table(records) -> its text tables; None: the core's generic table per op."""
+    guide: str | None = None
+    """How to read its tables (a note above them in the report); None: nothing to add."""
+    in_all: bool = True
+    """Whether EXPERIMENTS=all runs it (a health check that is no benchmark: False)."""
+    min_world_size: int = 1
+    """Fewer ranks than this are rejected before any rank starts, with ``needs_ranks_because``."""
+    needs_ranks_because: str = ""
+    """Why it needs ``min_world_size`` ranks (the first half of the error line)."""
+    report_order: int = 0
+    """Its place among the report's sections (lower first; equal: the order of the records)."""
+    library_collectives: bool = False
+    """Its sweeps time the library's own collectives: the report's link fits prefer them, and its peak
+    bus bandwidths lead the summary."""
+    report_section: Callable[..., object] | None = None
+    """report_section(run, plot_name, memo) -> the report's Section for its records, instead of the
+    generic one (``memo``: a dict shared with ``summary`` within one report)."""
+    summary: Callable[..., tuple[str, str]] | None = None
+    """summary(run, memo) -> a (what, finding) row of the report's first screen, also for a run
+    without its records (then it says how to get them)."""
+    verdict: Callable[..., int] | None = None
+    """verdict(run_dir) -> the run's exit status, called by the launcher after a successful run that
+    included the experiment (a health check: EXIT_FINDING when something is wrong)."""

@@ -74,7 +74,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from suite import shrinkage
+from suite import registry, shrinkage
 
 # Fields that are measurements (or bookkeeping), not part of what a case *is*.
 MEASUREMENT_FIELDS = frozenset(
@@ -441,8 +441,14 @@ CASE_SETTINGS = ("ops_per_sample", "hosts", "warmup_iters", "iterations")
 """Record fields that change what a case measures without naming it (pipeline depth, hosts, warm-up,
 iterations). A field whose value varies between the runs of one side is taken as measured, not set
 (``iterations`` under PRECISION_PCT, where the records carry ``precision_reached``)."""
-_SECTIONS = ("ddp", "model_parallel", "placement", "doctor")
-"""Config sections of one experiment each: a difference there affects that experiment's cases."""
+
+
+def _sections() -> tuple[str, ...]:
+    """Config sections of one experiment each (the experiments with settings): a difference there affects
+    that experiment's cases."""
+    return tuple(name for name, spec in registry.discover().items() if spec.settings is not None)
+
+
 _CASE_LEVEL = {"pipeline_depth", "iters", "warmup_iters", "n_hosts"}
 """Run settings whose effect each record states (``CASE_SETTINGS``): listed, and judged per case."""
 
@@ -459,7 +465,7 @@ def run_settings(run: dict) -> dict:
     for k in ("precision_pct", "pipeline_depth", "iters", "warmup_iters"):
         if k in cfg:
             out[k] = cfg[k]
-    for section in _SECTIONS:
+    for section in _sections():
         for k, v in (cfg.get(section) or {}).items():
             out[f"{section}.{k}"] = v
     return out
@@ -488,6 +494,7 @@ def settings_differences(
     cases they affect: every case for a version or thread count, an experiment's cases for its
     knobs, and per case the ``CASE_SETTINGS`` its records state."""
     lines, every, experiments = [], False, set()
+    sections = _sections()
     names = sorted({n for s in (*base_settings, *new_settings) for n in s})
     for n in names:
         vb, vn = (_values(s.get(n) for s in side) for side in (base_settings, new_settings))
@@ -496,11 +503,11 @@ def settings_differences(
         section = n.split(".", 1)[0]
         scope = (
             f"the {section} cases"
-            if section in _SECTIONS
+            if section in sections
             else ("the cases whose records differ" if n in _CASE_LEVEL else "every case")
         )
         lines.append(f"{n}: {vb} vs {vn} ({scope})")
-        if section in _SECTIONS:
+        if section in sections:
             experiments.add(section)
         elif n not in _CASE_LEVEL:
             every = True

@@ -12,7 +12,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Literal
 
-from suite import metrics
+from suite import metrics, registry
+from suite.errors import ConfigError  # noqa: F401  (where the knobs are checked, callers catch it)
 
 DTYPES = ("float32", "float64", "float16", "bfloat16", "int32", "int64")
 REDOPS = ("sum", "avg", "product", "min", "max")
@@ -27,96 +28,16 @@ Backend = Literal["auto", "gloo", "nccl", "mpi", "ucc"]
 Device = Literal["auto", "cpu", "cuda"]
 
 
-class ConfigError(ValueError):
-    """A knob has a value the suite cannot run with; the message names the fix."""
-
-
-DDP_HOOK_NAMES = ("allreduce", "fp16_compress", "bf16_compress", "powerSGD", "sum", "fp16_scaled", "bn_skew")
-"""DDP_HOOKS choices (experiments/ddp.py registers each); ``sum`` all-reduces without dividing by the world size,
-``fp16_scaled`` is fp16 compression whose average comes back 1.01 times too large, ``bn_skew`` averages correctly
-but moves BatchNorm running_mean by 2^-10 (all three wrong on purpose)."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class DdpSettings:
-    """The DDP experiment's knobs (make variables DDP_*)."""
-
-    params: int = 2_000_000
-    """DDP_PARAMS: parameter budget of the MLP (suffixes K/M/G, e.g. 25M)."""
-    batch_per_rank: int = 32
-    """DDP_BATCH: samples per rank per (micro-)step; the article uses 32."""
-    bucket_fractions: tuple[float, ...] = (0.125, 0.5, 1.0, 2.0)
-    """DDP_BUCKET_FRACTIONS: bucket caps swept, as fractions of the MLP's gradient bytes."""
-    buckets_mb: tuple[float, ...] = ()
-    """DDP_BUCKETS_MB: absolute bucket_cap_mb values swept besides the fractions (and DDP's default 25)."""
-    hooks: tuple[str, ...] = ("allreduce", "fp16_compress", "bf16_compress", "powerSGD")
-    """DDP_HOOKS: communication hooks to run (DDP_HOOK_NAMES; ``sum``, ``fp16_scaled`` and ``bn_skew`` are wrong on
-    purpose: the check's own tests)."""
-    accum: int = 4
-    """DDP_ACCUM: micro-batches per optimizer step in the gradient-accumulation cases."""
-    powersgd_rank: int = 1
-    """DDP_POWERSGD_RANK: PowerSGD matrix_approximation_rank."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class ModelParallelSettings:
-    """The model-parallel experiment's split layer and global batch (make variables MP_*)."""
-
-    in_features: int = 2048
-    """MP_IN: input features of the split Linear layer."""
-    out_features: int = 2048
-    """MP_OUT: output features (split by rows over the ranks)."""
-    batch: int = 64
-    """MP_BATCH: global batch."""
-    stage_features: int = 512
-    """MP_STAGE_FEATURES: width d of each pipeline stage's layer (a d x d matmul per micro-batch: the
-    stage's compute; 512 with 128 rows makes compute and one hop's transfer comparable on CPU Gloo)."""
-    microbatch_rows: int = 128
-    """MP_MICROBATCH_ROWS: rows of one pipeline micro-batch (rows x d float32 cross each hop)."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class PlacementSettings:
-    """The placement experiment's knobs."""
-
-    fake_nodes: int = 0
-    """SUITE_FAKE_NODES: group the ranks into this many simulated nodes for the hierarchical
-    all_reduce (0 = the real hosts)."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class DoctorSettings:
-    """The doctor's probes (make variables DOCTOR_*, EXPECT_LINK_RATE; experiments/doctor.py)."""
-
-    small_bytes: int = 64
-    """DOCTOR_SMALL_BYTES: the message of the pairwise latency probe (ping-pong)."""
-    large_bytes: int = 256 << 10
-    """DOCTOR_LARGE_BYTES: one message of the pairwise bandwidth probes and the ring (a window of them)."""
-    window: int = 4
-    """DOCTOR_WINDOW: messages in flight per bandwidth sample (OSU osu_bw's window, smaller: time)."""
-    collective_bytes: tuple[int, ...] = (4 << 10, 64 << 10, 1 << 20)
-    """DOCTOR_SIZES: all_reduce and all_gather sizes whose per-rank times look for a straggler."""
-    compute_ms: int = 50
-    """DOCTOR_COMPUTE_MS: the fixed matmul work of the straggler probe lasts at least this long on the
-    slowest rank (calibrated once, the same work on every rank). Long enough that a CPU quota (a
-    container's cpus, enforced per 100 ms period) binds within a sample, as it does in a training step."""
-    expect_link_rate: str = ""
-    """EXPECT_LINK_RATE: what an inter-node link should carry (a tc rate: 10gbit, 200mbit); empty: the
-    compose LINK_RATE when the run has one, else no expectation (links are compared with their class)."""
-
-
-SECTIONS = {
-    "ddp": DdpSettings,
-    "model_parallel": ModelParallelSettings,
-    "placement": PlacementSettings,
-    "doctor": DoctorSettings,
+SECTIONS: dict[str, type] = {
+    name: spec.settings for name, spec in registry.discover().items() if spec.settings is not None
 }
-"""Experiment settings nested in BenchConfig, by field name."""
+"""Experiment settings nested in BenchConfig, by field name (= the experiment's name): each experiment's
+``SPEC.settings`` (experiments/<name>/settings.py)."""
 
 
 @dataclass(frozen=True, kw_only=True)
-class BenchConfig:
-    """Knobs shared by every experiment of a run."""
+class RunKnobs:
+    """Knobs shared by every experiment of a run (BenchConfig adds each experiment's settings)."""
 
     min_bytes: int = 1 << 10
     """Smallest message in the size sweep, bytes (nccl-tests -b)."""
@@ -156,16 +77,6 @@ class BenchConfig:
     heartbeat_timeout_s: float = 15.0
     """A rank whose heartbeat stops this long is reported lost and the run ends
     (catches frozen and partitioned ranks well before ``timeout_s``); 0 turns it off."""
-    ddp: DdpSettings = field(default_factory=DdpSettings)
-    """The DDP experiment's knobs (DDP_*)."""
-    model_parallel: ModelParallelSettings = field(default_factory=ModelParallelSettings)
-    """The model-parallel experiment's knobs (MP_*)."""
-    placement: PlacementSettings = field(default_factory=PlacementSettings)
-    """The placement experiment's knobs (SUITE_FAKE_NODES)."""
-    doctor: DoctorSettings = field(default_factory=DoctorSettings)
-    """The doctor's probes (DOCTOR_*, EXPECT_LINK_RATE)."""
-    extra: dict = field(default_factory=dict, compare=False)
-    """Free-form settings recorded with the results (not read by any experiment)."""
 
     def sizes(self) -> list[int]:
         """The message sizes of the sweep, bytes."""
@@ -182,6 +93,22 @@ class BenchConfig:
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+BenchConfig = dataclasses.make_dataclass(
+    "BenchConfig",
+    [
+        *((name, cls, field(default_factory=cls)) for name, cls in SECTIONS.items()),
+        ("extra", dict, field(default_factory=dict, compare=False)),
+    ],
+    bases=(RunKnobs,),
+    frozen=True,
+    kw_only=True,
+)
+BenchConfig.__module__ = __name__  # pickling and reprs find it here
+BenchConfig.__doc__ = """Every knob of a run: the run-wide ones (RunKnobs), then one field per experiment with settings
+(``cfg.<name>``: its SPEC.settings, SECTIONS), then ``extra``: free-form settings recorded with the results
+(not read by any experiment). Built from the discovered experiments, so adding one adds no line here."""
 
 
 @dataclass(frozen=True)
@@ -231,29 +158,21 @@ class EnvKnob:
     env: str
 
 
-ENV_KNOBS: tuple[EnvKnob, ...] = (
-    EnvKnob("ddp", "params", "DDP_PARAMS"),
-    EnvKnob("ddp", "batch_per_rank", "DDP_BATCH"),
-    EnvKnob("ddp", "buckets_mb", "DDP_BUCKETS_MB"),
-    EnvKnob("ddp", "bucket_fractions", "DDP_BUCKET_FRACTIONS"),
-    EnvKnob("ddp", "hooks", "DDP_HOOKS"),
-    EnvKnob("ddp", "accum", "DDP_ACCUM"),
-    EnvKnob("ddp", "powersgd_rank", "DDP_POWERSGD_RANK"),
-    EnvKnob("model_parallel", "in_features", "MP_IN"),
-    EnvKnob("model_parallel", "out_features", "MP_OUT"),
-    EnvKnob("model_parallel", "batch", "MP_BATCH"),
-    EnvKnob("model_parallel", "stage_features", "MP_STAGE_FEATURES"),
-    EnvKnob("model_parallel", "microbatch_rows", "MP_MICROBATCH_ROWS"),
-    EnvKnob("placement", "fake_nodes", "SUITE_FAKE_NODES"),
-    EnvKnob("doctor", "small_bytes", "DOCTOR_SMALL_BYTES"),
-    EnvKnob("doctor", "large_bytes", "DOCTOR_LARGE_BYTES"),
-    EnvKnob("doctor", "window", "DOCTOR_WINDOW"),
-    EnvKnob("doctor", "collective_bytes", "DOCTOR_SIZES"),
-    EnvKnob("doctor", "compute_ms", "DOCTOR_COMPUTE_MS"),
-    EnvKnob("doctor", "expect_link_rate", "EXPECT_LINK_RATE"),
-)
-"""Experiment knobs set in the environment (make exports them); the launcher reads them once into
-BenchConfig, and the ranks get them from config.json, never from their own environment."""
+def env_knobs(sections: dict[str, type]) -> tuple[EnvKnob, ...]:
+    """Each settings field's EnvKnob (its ``metadata["env"]``); RegistryError for a field without one."""
+    out = []
+    for section, cls in sections.items():
+        for f in dataclasses.fields(cls):
+            if "env" not in f.metadata:
+                raise registry.RegistryError(f"{cls.__module__}.{cls.__name__}.{f.name} has no metadata={{'env': ...}}")
+            out.append(EnvKnob(section, f.name, f.metadata["env"]))
+    return tuple(out)
+
+
+ENV_KNOBS: tuple[EnvKnob, ...] = env_knobs(SECTIONS)
+"""Experiment knobs set in the environment (make exports them), from each settings field's
+``metadata["env"]``; the launcher reads them once into BenchConfig, and the ranks get them from
+config.json, never from their own environment."""
 
 
 def parse_count(raw: str, name: str) -> int:
@@ -456,57 +375,13 @@ def validate(cfg: BenchConfig, world_size: int | None = None) -> None:
         bad(f"ROOT must be >= 0, got {cfg.root}")
     if world_size is not None and cfg.root >= world_size:
         bad(f"ROOT {cfg.root} does not exist in a world of {world_size} ranks")
-    d, mp = cfg.ddp, cfg.model_parallel
-    if (
-        d.params < 1000
-        or d.batch_per_rank < 2
-        or d.accum < 2
-        or d.powersgd_rank < 1
-        or any(not b > 0 for b in d.buckets_mb + d.bucket_fractions)
-    ):
-        bad(
-            f"bad DDP settings {d}: need DDP_PARAMS >= 1000, DDP_BATCH >= 2 (BatchNorm), "
-            "DDP_ACCUM >= 2, DDP_POWERSGD_RANK >= 1, DDP_BUCKETS_MB and DDP_BUCKET_FRACTIONS > 0"
-        )
-    if set(d.hooks) - set(DDP_HOOK_NAMES):
-        bad(
-            f"DDP_HOOKS {','.join(d.hooks)}: unknown hook(s) {', '.join(sorted(set(d.hooks) - set(DDP_HOOK_NAMES)))}; "
-            f"choose from {', '.join(DDP_HOOK_NAMES)}"
-        )
-    if min(mp.in_features, mp.out_features, mp.batch) < 1:
-        bad(f"MP_IN, MP_OUT and MP_BATCH must be >= 1, got {mp}")
-    if min(mp.stage_features, mp.microbatch_rows) < 1:
-        bad(f"MP_STAGE_FEATURES and MP_MICROBATCH_ROWS must be >= 1, got {mp}")
-    if mp.stage_features > 16384 or mp.microbatch_rows * mp.stage_features > 1 << 28:
-        bad(
-            f"MP_STAGE_FEATURES={mp.stage_features} x MP_MICROBATCH_ROWS={mp.microbatch_rows} is too large "
-            "(a stage's weight is d x d float32: d <= 16384; a micro-batch at most 2^28 elements)"
-        )
-    if cfg.placement.fake_nodes < 0:
-        bad(f"SUITE_FAKE_NODES must be >= 0, got {cfg.placement.fake_nodes}")
-    doc = cfg.doctor
-    if not (4 <= doc.small_bytes <= doc.large_bytes) or not doc.collective_bytes or min(doc.collective_bytes) < 4:
-        bad(
-            f"DOCTOR_SMALL_BYTES ({doc.small_bytes}) must be >= 4 and <= DOCTOR_LARGE_BYTES ({doc.large_bytes}); "
-            f"DOCTOR_SIZES ({','.join(map(str, doc.collective_bytes))}) non-empty, each >= 4"
-        )
-    if doc.large_bytes * doc.window > 1 << 30:
-        bad(f"DOCTOR_LARGE_BYTES x DOCTOR_WINDOW = {doc.large_bytes * doc.window} B is more than 1 GiB in flight")
-    if not 1 <= doc.window <= 64:
-        bad(f"DOCTOR_WINDOW must be in 1..64, got {doc.window}")
-    if not 1 <= doc.compute_ms <= 1000:
-        bad(f"DOCTOR_COMPUTE_MS must be in 1..1000, got {doc.compute_ms}")
-    if doc.expect_link_rate and _link_rate_gbps(doc.expect_link_rate) is None:
-        bad(f"EXPECT_LINK_RATE={doc.expect_link_rate!r} is not a rate (examples: 10gbit, 200mbit, 125mbps)")
+    for name in SECTIONS:
+        check = getattr(getattr(cfg, name), "validate", None)
+        if check is not None:
+            check()
     if cfg.backend == "nccl" and cfg.device == "cpu":
         bad("backend nccl needs DEVICE=cuda; use BACKEND=gloo for CPU tensors")
     check_timing_mode(cfg.timing_mode, cfg.backend, cfg.device)
-
-
-def _link_rate_gbps(text: str):
-    from suite.model.fit import parse_link_rate  # numpy: imported only when a rate is given
-
-    return parse_link_rate(text)
 
 
 def check_timing_mode(timing_mode: str, backend: str, device: str) -> None:

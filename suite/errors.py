@@ -13,3 +13,8 @@ class CaseSkipped(Exception):
 
 class CaseFailed(AssertionError):
     """The case ran and its result is wrong (e.g. wrong elements); the same on every rank."""
+
+
+class ConfigError(ValueError):
+    """A knob has a value the suite cannot run with; the message names the fix (suite.config, and an
+    experiment's ``Settings.validate``)."""

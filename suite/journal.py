@@ -205,7 +205,7 @@ class Journal:
     def wrap_batch(self, fn):
         @functools.wraps(fn)
         def journaled(p2p_op_list):
-            entries = [self.enter(getattr(p.op, "__name__", "p2p"), p.group, p.tensor, p.peer) for p in p2p_op_list]
+            entries = [self.enter(getattr(p.op, "__name__", "P2POp"), p.group, p.tensor, p.peer) for p in p2p_op_list]
             out = fn(p2p_op_list)
             for e in entries:
                 e[7] = "issued"

@@ -24,7 +24,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from suite import progress
+from suite import progress, registry
 from suite.config import KNOBS, ConfigError, build_config, settings_from_env
 from suite.failures import (
     EXIT_BAD_INPUT,
@@ -41,20 +41,16 @@ from suite.preflight import RendezvousError, check_injections, layout, preflight
 from suite.supervise import final_status, root_cause, run_ranks, stamp_status
 
 ROOT = Path(__file__).resolve().parent.parent
-EXPERIMENTS_DIR = ROOT / "experiments"
-
-
-NOT_IN_ALL = ("doctor",)
-"""Experiments that EXPERIMENTS=all leaves out: the doctor is a health check (``make doctor``), not a benchmark."""
 
 
 def available_experiments() -> list[str]:
-    return sorted(p.stem for p in EXPERIMENTS_DIR.glob("*.py") if not p.stem.startswith("_") and p.stem != "conftest")
+    return list(registry.discover())
 
 
 def all_experiments() -> list[str]:
-    """What EXPERIMENTS=all runs: every experiment but the health check (NOT_IN_ALL)."""
-    return [e for e in available_experiments() if e not in NOT_IN_ALL]
+    """What EXPERIMENTS=all runs: every experiment but those whose spec says otherwise (``in_all``: the
+    doctor is a health check, ``make doctor``, not a benchmark)."""
+    return [name for name, spec in registry.discover().items() if spec.in_all]
 
 
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -253,11 +249,13 @@ def _main(argv: list[str], where: dict) -> int:
                 f"unknown experiment(s) {', '.join(unknown) or '(none)'}; "
                 f"choose from {', '.join(available_experiments())} or all"
             )
-        if "doctor" in names and lay["world_size"] < 2:
-            raise ConfigError(
-                f"the doctor compares ranks and links: it needs at least 2 ranks, got "
-                f"{lay['world_size']} (NPROC x NNODES)"
-            )
+        for name in names:
+            spec = registry.discover()[name]
+            if lay["world_size"] < spec.min_world_size:
+                raise ConfigError(
+                    f"{spec.needs_ranks_because or name}: it needs at least {spec.min_world_size} ranks, got "
+                    f"{lay['world_size']} (NPROC x NNODES)"
+                )
         check_run_location(a.results_root, a.run_id)
         try:
             live = progress.mode(os.environ, sys.stdout.isatty()) == "live"
@@ -290,7 +288,7 @@ def _main(argv: list[str], where: dict) -> int:
     run_dir = results_root / run_id
     # The ranks get the validated config itself, not the raw strings to parse again.
     suite_opts = ["--results-dir", str(run_dir), "--run-id", run_id, "--suite-config", str(run_dir / "config.json")]
-    files = [str((EXPERIMENTS_DIR / f"{n}.py").relative_to(ROOT)) for n in names]
+    files = [str(registry.cases_file(n).relative_to(ROOT)) for n in names]
     cmd = torchrun_command(lay, files, suite_opts, passthrough)
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", "1")  # torchrun's default, set quietly and recorded
@@ -332,10 +330,10 @@ def _main(argv: list[str], where: dict) -> int:
         sys.stdout.flush()
     status, cause = final_status(rc, signum, run_dir, root_cause(tail) if rc != 0 else None, with_cause=True)
     if lay["node_rank"] == 0 and (run_dir / "bench.json").exists():
-        if "doctor" in names and status == EXIT_OK:
-            from suite.doctor import run_doctor
-
-            status = run_doctor(run_dir)  # the verdict: 0 healthy, EXIT_FINDING when something is wrong
+        for name in names:  # a health check's verdict: 0 healthy, EXIT_FINDING when something is wrong
+            verdict = registry.discover()[name].verdict
+            if verdict is not None and status == EXIT_OK:
+                status = verdict(run_dir)
         try:
             stamp_status(run_dir, status, signum, cause)
             update_latest(results_root, run_dir)

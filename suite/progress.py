@@ -20,6 +20,8 @@ import io
 import os
 import time
 
+from suite.registry import experiment_of
+
 MODES = ("auto", "plain", "off")
 ENV = "SUITE_PROGRESS"
 EVERY_ENV = "SUITE_PROGRESS_S"
@@ -79,13 +81,13 @@ def plain_line(done: int, total: int, elapsed_s: float) -> str:
 
 
 def short_case(nodeid: str, width: int) -> str:
-    """A test id for the live line: ``experiments/collectives.py::test_collective[all_reduce-...]``
-    becomes ``collectives[all_reduce-...]`` and ``experiments/backends.py::test_gloo_path[...]``
-    ``backends::gloo_path[...]`` (the folder, ``.py``, ``test_`` and a name that only repeats the
-    module's dropped); if still longer than ``width`` its middle is replaced by ``…`` (the head names
+    """A test id for the live line: ``experiments/collectives/cases.py::test_collective[all_reduce-...]``
+    becomes ``collectives[all_reduce-...]`` and ``experiments/backends/cases.py::test_gloo_path[...]``
+    ``backends::gloo_path[...]`` (the path but the experiment's name, ``test_`` and a name that only
+    repeats the experiment's dropped); if still longer than ``width`` its middle is replaced by ``…`` (the head names
     the experiment and op, the tail the size)."""
-    path, _, rest = nodeid.partition("::")
-    module = path.rsplit("/", 1)[-1].removesuffix(".py")
+    _, _, rest = nodeid.partition("::")
+    module = experiment_of(nodeid)
     name, bracket, params = rest.partition("[")
     name = name.removeprefix("test_")
     repeats = module.startswith(name) or name.startswith(module)

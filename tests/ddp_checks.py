@@ -26,8 +26,8 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data.distributed import DistributedSampler
 
-from experiments import model_parallel as mp
-from suite import training
+from experiments.ddp import models as training
+from experiments.model_parallel import cases as mp
 from suite.config import build_config
 from suite.dist import destroy_distributed, init_distributed
 

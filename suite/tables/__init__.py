@@ -1,13 +1,11 @@
-"""Per-experiment text tables: ``suite/tables/<experiment>.py`` defines
-``format_tables(records) -> str`` for the records whose ``experiment`` field
-matches the module name. ``format_tables`` (below) dispatches there and
-falls back to a generic table. Formatters read records only; they never measure.
+"""Text tables: an experiment's own (its spec's ``table``, e.g. ``experiments/<name>/table.py``) for the
+records whose ``experiment`` field names it, else a generic table per op; and the parts they share
+(the nccl-tests layout of a collective, pivots, cells). Formatters read records only; they never measure.
 """
 
-import importlib
 from collections import OrderedDict
 
-from suite import results
+from suite import registry, results
 
 
 def wrong(rec: dict | None) -> int:
@@ -163,19 +161,22 @@ def generic_table(title: str, recs: list[dict]) -> str:
 
 
 def formatter(experiment: str):
-    """``suite/tables/<experiment>.py``'s ``format_tables(recs)``, if the experiment has one."""
-    if experiment == "collectives":
-        return None
-    try:
-        mod = importlib.import_module(f"suite.tables.{experiment}")
-    except ModuleNotFoundError:
-        return None
-    return getattr(mod, "format_tables", None)
+    """The experiment's own ``table(recs)`` (its spec's), if it has one."""
+    spec = registry.spec(experiment)
+    return None if spec is None else spec.table
+
+
+def by_table(recs: list[dict]) -> OrderedDict:
+    """Records grouped as the generic tables show them: by ``table``, else ``variant``, else ``op``."""
+    groups: OrderedDict = OrderedDict()
+    for r in recs:
+        groups.setdefault(r.get("table") or r.get("variant") or r["op"], []).append(r)
+    return groups
 
 
 def format_tables(recs: list[dict]) -> str:
-    """Every table for a list of records: per experiment, its own formatter
-    (``suite/tables/<experiment>.py``) or a generic table per op/``table`` key."""
+    """Every table for a list of records: per experiment, its own formatter (its spec's ``table``)
+    or a generic table per op/``table`` key."""
     by_exp: OrderedDict = OrderedDict()
     for r in recs:
         by_exp.setdefault(r["experiment"], []).append(r)
@@ -193,11 +194,6 @@ def format_tables(recs: list[dict]) -> str:
                     f"# {experiment}: its table formatter could not read these records "
                     f"({type(e).__name__}: {e}); generic table follows\n"
                 )
-        groups: OrderedDict = OrderedDict()
-        for r in ers:
-            groups.setdefault(r.get("table") or r.get("variant") or r["op"], []).append(r)
-        for table, rs in groups.items():
-            out.append(
-                collective_table(rs) if experiment == "collectives" else generic_table(f"{experiment}: {table}", rs)
-            )
+        for table, rs in by_table(ers).items():
+            out.append(generic_table(f"{experiment}: {table}", rs))
     return "\n".join(out)

@@ -13,7 +13,7 @@ import re
 import pytest
 import torch
 
-from experiments import backends
+from experiments.backends import cases as backends
 from suite.ops.collectives import REGISTRY
 from suite import metrics
 from suite.harness import groups

@@ -16,7 +16,7 @@ import sys
 import pytest
 import torch
 
-from suite import training
+from experiments.ddp import models as training
 from tests.conftest import ROOT, all_correct, load_bench, run_suite
 
 pytestmark = pytest.mark.slow

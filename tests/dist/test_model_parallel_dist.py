@@ -37,7 +37,7 @@ WORKER_CASES = ("mp_train_step", "pipeline_blocking-M2", "pipeline_overlap-M2")
 
 
 def test_pipeline_records_carry_their_model_at_this_runs_c_and_tau(tmp_path):
-    from experiments import model_parallel as mp
+    from experiments.model_parallel import cases as mp
 
     env = {"MP_IN": "64", "MP_OUT": "96", "MP_BATCH": "12", "MP_STAGE_FEATURES": "128", "MP_MICROBATCH_ROWS": "32"}
     proc = run_suite(tmp_path, "--experiments", "model_parallel", "--iters", "3", "--warmup", "1", nproc=3, env=env)
@@ -113,7 +113,7 @@ def _worker_run(tmp_path, mode: str, nproc: int) -> dict:
 
 
 def test_pipeline_time_is_near_its_model_and_a_slow_stage_is_flagged(tmp_path):
-    from experiments import model_parallel as mp
+    from experiments.model_parallel import cases as mp
 
     got = _worker_run(tmp_path, "model", 3)
     assert set(got) == {"paced", "slow_stage"}
@@ -138,7 +138,7 @@ def _plant(fault: str, ctx) -> dict:
     """Replace one piece of the split with a wrong one (in this process only); returns what to restore."""
     import torch
 
-    from experiments import model_parallel as mp
+    from experiments.model_parallel import cases as mp
 
     saved = {"_mp_step_fn": mp._mp_step_fn, "_stage_forward": mp._stage_forward}
     if fault in ("drop_sample", "wrong_scale", "skip_slice"):
@@ -180,7 +180,7 @@ def _pace(slow_stage: bool, ctx) -> dict:
     import dataclasses
     import time
 
-    from experiments import model_parallel as mp
+    from experiments.model_parallel import cases as mp
 
     saved = {"_stage_forward": mp._stage_forward, "_pipeline_buffers": mp._pipeline_buffers}
     forward, build, in_schedule = mp._stage_forward, mp._pipeline_buffers, [False]
@@ -206,7 +206,7 @@ def _pace(slow_stage: bool, ctx) -> dict:
 
 
 def _worker(out_dir: str, mode: str = "faults") -> None:
-    from experiments import model_parallel as mp
+    from experiments.model_parallel import cases as mp
     from suite.config import build_config
     from suite.dist import destroy_distributed, init_distributed
     from suite.runner import Harness

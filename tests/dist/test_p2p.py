@@ -17,7 +17,7 @@ from suite.ops import p2p
 from suite.ops.p2p import pingpong
 from suite.ops.p2p import deadlock
 from suite.results import REQUIRED_FIELDS
-from suite.tables.p2p import format_tables
+from experiments.p2p.table import format_tables
 from tests.conftest import load_bench, run_suite
 from tests.unit.test_p2p import EXPECTED_VARIANTS, TINY
 

@@ -127,7 +127,7 @@ def test_the_live_line_gives_way_to_failures_and_is_erased_when_rank_0_is_killed
     rc, term = launch_on_terminal(tmp_path / "wrong", *TINY, *CASES, env={"SUITE_INJECT_CORRUPTION": "broadcast"})
     assert rc == 6, term[-3000:]  # EXIT_WRONG_RESULT
     # rank 1's failure lines come through the launcher's stderr: each erases the live line first
-    assert re.search(r"\r\x1b\[2K\[rank 1\] FAILED experiments/collectives.py::test_collective\[broadcast", term)
+    assert re.search(r"\r\x1b\[2K\[rank 1\] FAILED experiments/collectives/cases.py::test_collective\[broadcast", term)
     assert "FAILURES" in term and re.search(r"\b2 failed\b", words(term)) and ends_clean(term), term[-3000:]
     assert live_states(term)[-1] == (4, 4)
 

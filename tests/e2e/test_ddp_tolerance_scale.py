@@ -4,7 +4,7 @@ stay within the bound after the steps a default run checks, and a sum instead of
 
 import torch
 
-from experiments import ddp as ddp_exp
+from experiments.ddp import cases as ddp_exp
 
 STEPS = 25
 """What `make bench-cpu` checks after its timed steps (WARMUP_ITERS 5 + ITERS 20)."""

@@ -360,7 +360,7 @@ def test_report_covers_other_experiments_generically(mixed_report):
     assert [f.series for f in rep.fits if f.experiment == "p2p"] == ["pipeline send_recv"]  # not one per M
     assert ("gloo", "cpu", 3) in rep.links and "point-to-point" in rep.links[("gloo", "cpu", 3)].source
     ddp = next(s for s in rep.sections if s.title == "ddp")
-    # ddp has its own table module (suite/tables/ddp.py), so no generic grid; its bar chart stays
+    # ddp has its own table module (experiments/ddp/table.py), so no generic grid; its bar chart stays
     assert ddp.plots and not ddp.grids
     # p2p and ddp records go through their own table modules (with a generic fallback when
     # hand-made records lack fields); their sections and charts are in the page
@@ -467,8 +467,8 @@ def test_summary_groups_skips_by_reason_and_flags_unstable_cases():
     recs[0]["samples_us"] = [10.0 * (1 + i) for i in range(20)]  # ... but this one's to ±45%
     recs[0].update(p05_us=15.0, p50_us=105.0, p95_us=195.0, label="wild")
     run["suite"]["skipped"] = [
-        {"case": f"experiments/placement.py::test_placement[gpu-{i}]", "reason": "no CUDA"} for i in range(3)
-    ] + [{"case": "experiments/p2p.py::test_p2p[x]", "reason": "2 ranks"}]
+        {"case": f"experiments/placement/cases.py::test_placement[gpu-{i}]", "reason": "no CUDA"} for i in range(3)
+    ] + [{"case": "experiments/p2p/cases.py::test_p2p[x]", "reason": "2 ranks"}]
     rows = dict(analysis.summary_rows(run))
     assert rows["unstable cases"].startswith(f"1 of {len(recs)}: the median is uncertain by more than ±10%")
     assert "wild ±4" in rows["unstable cases"] and "band 1.7x the median" in rows["unstable cases"]

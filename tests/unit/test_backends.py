@@ -4,11 +4,11 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from experiments import backends
+from experiments.backends import cases as backends
+from experiments.backends import table as tables
 from suite.harness import groups
-from suite.system import network
 from suite.ops import algorithms
-from suite.tables import backends as tables
+from suite.system import network
 
 
 def test_plan_lanes_reports_every_missing_lane_with_a_reason():

@@ -5,7 +5,7 @@ import dataclasses
 
 import pytest
 
-from experiments import backends
+from experiments.backends import cases as backends
 from suite.ops import collectives as ops
 from tests.unit.test_harness_inprocess import ctx  # noqa: F401  (the one-rank Gloo group fixture)
 

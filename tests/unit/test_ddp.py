@@ -6,12 +6,13 @@ import json
 import pytest
 import torch
 
-from experiments import ddp as ddp_exp
-from suite import profiling, training
+from experiments.ddp import cases as ddp_exp
+from experiments.ddp import models as training
+from suite import profiling
 from suite.config import ConfigError, build_config, parse_count, settings_from_env
+from experiments.ddp import table as ddp_tables
+from experiments.model_parallel import table as mp_tables
 from suite.system import memory
-from suite.tables import ddp as ddp_tables
-from suite.tables import model_parallel as mp_tables
 
 
 @pytest.mark.parametrize("params", [300_000, 2_000_000, 25_000_000])
@@ -111,7 +112,7 @@ def test_case_list_covers_the_issue():
 
 
 def test_every_hook_choice_is_registered():
-    from suite.config import DDP_HOOK_NAMES
+    from experiments.ddp.settings import DDP_HOOK_NAMES
 
     assert set(DDP_HOOK_NAMES) == {*ddp_exp._HOOKS, "powerSGD", "sum", "fp16_scaled", "bn_skew"}
 
@@ -337,7 +338,7 @@ def test_profile_selection(setting, nodeid, want):
 
 
 def test_trace_path_is_per_rank_and_safe(tmp_path):
-    p = profiling.trace_path(tmp_path, "experiments/ddp.py::test_ddp[mlp-ddp bucket/1]", 3)
+    p = profiling.trace_path(tmp_path, "experiments/ddp/cases.py::test_ddp[mlp-ddp bucket/1]", 3)
     assert p.parent == tmp_path / "profiles" and p.name == "test_ddp_mlp-ddp_bucket_1.rank3.json"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from experiments import ddp as ddp_exp
+from experiments.ddp import cases as ddp_exp
 from suite.config import build_config
 from suite.runner import Harness
 from tests.unit.test_harness_inprocess import lone_group

@@ -1,4 +1,4 @@
-"""Every shell command shown in README.md and docs/*.md (```sh blocks) is checked.
+"""Every shell command shown in README.md, docs/*.md and the experiments' READMEs (```sh blocks) is checked.
 
 - ``make <target> [VAR=value ...]``: ``make -n`` accepts the target with those variables, and every
   VAR is one the Makefiles define or export, an experiment knob of ``suite/config.py`` ENV_KNOBS,
@@ -33,7 +33,12 @@ import pytest
 from suite.config import ENV_KNOBS
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    *sorted((ROOT / "experiments").glob("*/README.md")),
+    *sorted((ROOT / "examples").glob("*/README.md")),
+]
 
 # Lines (after placeholder substitution) whose first word is one of these are not run or parsed.
 SKIPS = {

@@ -1,4 +1,4 @@
-"""The doctor's decision rules (suite/doctor.py) on synthetic samples: what it must name, and the noise
+"""The doctor's decision rules (experiments/doctor/verdict.py) on synthetic samples: what it must name, and the noise
 and near-threshold cases where it must say healthy."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from suite import doctor
+from experiments.doctor import verdict as doctor
 from suite.failures import EXIT_FINDING, EXIT_OK
 
 SIZE = 256 << 10

@@ -110,7 +110,7 @@ def test_launcher_validation_is_total(pairs):
         return
     assert lay["nproc"] >= 1 and lay["node_rank"] < lay["nnodes"] and 1 <= lay["master_port"] <= 65535
     assert 1 <= lay["rdzv_timeout_s"] <= 86400
-    launch.torchrun_command(lay, ["experiments/collectives.py"], [], [])  # builds without error
+    launch.torchrun_command(lay, ["experiments/collectives/cases.py"], [], [])  # builds without error
 
 
 def _launch(argv, capsys) -> tuple[int, str]:

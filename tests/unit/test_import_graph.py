@@ -14,12 +14,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("suite", "experiments")
 FORBIDDEN_FOR_EXPERIMENTS = {"suite.plugin", "suite.runner", "suite.results", "suite.bench_adapter"}
+OFFLINE_FILES = {"verdict", "report"}
+"""An experiment's modules that read a stored run (never on a rank) may use suite.results' readers."""
 
 
 def _module_name(path: Path) -> str:
     rel = path.relative_to(ROOT).with_suffix("")
     parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
     return ".".join(parts)
+
+
+def _absolute(mod: str, path: Path, node: ast.ImportFrom) -> str:
+    """The module an ``from X import`` names, relative ones (``from . import table``) resolved."""
+    if node.level == 0:
+        return node.module
+    package = mod.split(".") if path.name == "__init__.py" else mod.split(".")[:-1]
+    package = package[: len(package) - (node.level - 1)]
+    return ".".join(package + ([node.module] if node.module else []))
 
 
 @functools.cache  # parsing every module takes a while; two tests read the graph
@@ -32,8 +43,9 @@ def import_graph() -> dict[str, frozenset[str]]:
             names = []
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and (node.module or node.level):
+                base = _absolute(mod, path, node)
+                names = [base] + [f"{base}.{a.name}" for a in node.names]
             for n in names:
                 if n in mods and n != mod:
                     graph[mod].add(n)
@@ -75,17 +87,27 @@ def test_no_import_circle_in_suite_and_experiments():
     assert find_cycle(import_graph()) is None
 
 
+def test_relative_imports_count_as_edges():
+    graph = import_graph()
+    assert "experiments.doctor.verdict" in graph["experiments.doctor.report"]  # from . import verdict
+    assert "experiments.ddp.settings" in graph["experiments.ddp"]  # from .settings import DdpSettings
+
+
 def test_experiments_import_neither_each_other_nor_the_runner():
     graph = import_graph()
     for mod, deps in graph.items():
         if not mod.startswith("experiments."):
             continue
-        assert not {d for d in deps if d.startswith("experiments.")}, (mod, deps)
-        assert not deps & FORBIDDEN_FOR_EXPERIMENTS, (mod, deps & FORBIDDEN_FOR_EXPERIMENTS)
+        folder = ".".join(mod.split(".")[:2])  # experiments.<name>: its own folder's modules are its own
+        others = {d for d in deps if d.startswith("experiments") and d != folder and not d.startswith(folder + ".")}
+        assert not others, (mod, others)
+        offline = mod.rsplit(".", 1)[-1] in OFFLINE_FILES
+        forbidden = FORBIDDEN_FOR_EXPERIMENTS - ({"suite.results"} if offline else set())
+        assert not deps & forbidden, (mod, deps & forbidden)
 
 
 def _experiment_modules() -> list[str]:
-    return sorted(_module_name(p) for p in (ROOT / "experiments").glob("*.py") if p.name != "__init__.py")
+    return sorted(_module_name(p) for p in (ROOT / "experiments").glob("*/*.py"))
 
 
 # Every experiment, and the deadlock pair's child process (it imports no experiment), imported one after
@@ -102,7 +124,7 @@ for mod in sys.argv[1:]:
 
 def test_experiments_import_without_pytest():
     mods = _experiment_modules() + ["suite.ops.p2p.deadlock_child"]
-    assert len(mods) > 5 and "experiments.collectives" in mods
+    assert len(mods) > 5 and "experiments.collectives.cases" in mods
     proc = subprocess.run(
         [sys.executable, "-c", IMPORTS_WITHOUT_PYTEST, *mods], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
@@ -122,10 +144,70 @@ def test_the_import_check_names_a_module_that_imports_pytest(tmp_path):
 
 
 def test_no_experiment_holds_the_measurement_sequence():
-    for p in (ROOT / "experiments").glob("*.py"):
+    for p in (ROOT / "experiments").rglob("*.py"):
         text = p.read_text()
         for needle in ("make_record(", "submit(", "measure("):
             assert needle not in text, f"{p.name} calls {needle}"
+
+
+# --- rule R1: the core names no experiment (review_structure_2.md §5.2) ---------------------------
+
+R1_MOVING = {
+    "suite/model/cli.py": "from predict.py (part D, this round); the lead turns its names into hooks",
+    "suite/model/ddp_step.py": "from predict.py (part D, this round); the lead turns its names into hooks",
+    "suite/model/document.py": "from predict.py (part D, this round); the lead turns its names into hooks",
+    "suite/model/report_section.py": "from predict.py (part D, this round); the lead turns its names into hooks",
+    "suite/model/runs.py": "from predict.py (part D, this round); the lead turns its names into hooks",
+    "suite/model/validate.py": "from predict.py (part D, this round); the lead turns its names into hooks",
+}
+"""Temporary: core files other engineers are moving this round, each with why; this list only shrinks."""
+
+
+def test_the_core_names_no_experiment():
+    from suite import registry
+
+    names = set(registry.discover())
+    assert {"collectives", "doctor"} <= names
+    hits = [
+        hit
+        for p in sorted((ROOT / "suite").rglob("*.py"))
+        if str(p.relative_to(ROOT)) not in R1_MOVING
+        for hit in experiment_names_in(p, names)
+    ]
+    assert not hits, "the core names an experiment (give the experiment's spec a hook instead): " + "; ".join(hits)
+
+
+def test_only_the_registry_imports_experiments():
+    graph = import_graph()
+    importers = sorted(
+        m for m, deps in graph.items() if m.startswith("suite") and any(d.startswith("experiments") for d in deps)
+    )
+    assert importers == [], importers
+    for p in sorted((ROOT / "suite").rglob("*.py")):
+        if p.name == "registry.py" and p.parent.name == "suite":
+            continue
+        tree = ast.parse(p.read_text())
+        docs = _docstrings(tree)
+        spelled = [
+            n.value
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
+            if n.value.split(".")[0] == "experiments"
+        ]
+        assert not spelled, f"{p.relative_to(ROOT)} reaches experiments by name: {spelled}"
+
+
+# --- rule R2 (first half): an experiment is a folder with a SPEC named as the folder ---------------
+
+
+def test_every_experiment_folder_has_its_spec_and_cases():
+    from suite import registry
+
+    folders = sorted(p.name for p in (ROOT / "experiments").iterdir() if p.is_dir() and not p.name.startswith("_"))
+    assert folders == sorted(registry.discover()), "a folder under experiments/ without __init__.py"
+    assert not [p.name for p in (ROOT / "experiments").glob("*.py") if p.name != "__init__.py"], "a loose module"
+    for name, spec in registry.discover().items():
+        assert spec.name == name and (ROOT / "experiments" / name / "cases.py").is_file(), name
 
 
 # Rule R3's last bullet (review_structure_2.md §5.2): the offline models read stored JSON only. Nothing

@@ -7,6 +7,8 @@ import dataclasses
 import re
 from pathlib import Path
 
+import pytest
+
 from suite import launch
 from suite.config import ENV_KNOBS, KNOBS, SECTIONS, BenchConfig, build_config, config_from_json
 
@@ -37,7 +39,7 @@ def test_make_exports_every_experiment_variable():
 
 def test_ranks_read_experiment_knobs_from_the_config_not_the_environment():
     names = "|".join(k.env for k in ENV_KNOBS)
-    for p in (ROOT / "experiments").glob("*.py"):
+    for p in (ROOT / "experiments").rglob("*.py"):
         hits = re.findall(rf"(?:environ|getenv)[^\n]*[\"'](?:{names})[\"']", p.read_text())
         assert not hits, f"{p.name} reads {hits} from the environment"
 
@@ -91,3 +93,22 @@ def test_compose_nodes_pass_each_knob_under_its_one_name():
             continue
         assert by_flag.get(flag) == var, f"node.sh passes --{flag} from ${var}; KNOBS says {by_flag.get(flag)}"
     assert not {k.flag for k in KNOBS} - set(pairs) - {"backend", "device"}  # those two are always passed
+
+
+def test_experiment_settings_are_the_config_sections_and_their_env_spellings():
+    from suite import registry
+    from suite.config import env_knobs
+
+    specs = registry.discover()
+    assert SECTIONS == {n: s.settings for n, s in specs.items() if s.settings is not None}
+    assert {"ddp", "model_parallel", "placement", "doctor"} <= set(SECTIONS)
+    for name, cls in SECTIONS.items():
+        assert isinstance(getattr(BenchConfig(), name), cls)
+        assert all(f.metadata.get("env") for f in dataclasses.fields(cls)), name
+
+    @dataclasses.dataclass(frozen=True)
+    class Unspelled:
+        size: int = 1
+
+    with pytest.raises(registry.RegistryError, match=r"Unspelled.size has no metadata"):
+        env_knobs({"x": Unspelled})

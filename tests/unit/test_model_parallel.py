@@ -8,9 +8,10 @@ import math
 import pytest
 import torch
 
-from experiments import model_parallel as mp
-from suite.config import BenchConfig, ConfigError, ModelParallelSettings, build_config, settings_from_env
-from suite.tables import model_parallel as tables
+from experiments.model_parallel import cases as mp
+from experiments.model_parallel.settings import ModelParallelSettings
+from suite.config import BenchConfig, ConfigError, build_config, settings_from_env
+from experiments.model_parallel import table as tables
 
 
 # --- pipeline models ------------------------------------------------------------------------------

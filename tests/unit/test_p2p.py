@@ -8,14 +8,14 @@ import dataclasses
 import pytest
 import torch
 
-from experiments import p2p as experiment
+from experiments.p2p import cases as experiment
 from suite import metrics
 from suite.config import build_config
 from suite.dist import DistContext
+from experiments.p2p.table import format_tables
 from suite.ops import p2p
 from suite.ops.p2p import batching, window
 from suite.ops.p2p.pattern import Pattern, Spec, cross, make_case
-from suite.tables.p2p import format_tables
 
 TINY = ["--experiments", "p2p", "--iters", "3", "--warmup", "1"]
 
@@ -125,7 +125,7 @@ def test_producer_records_use_the_collectives_size_and_factor(world):
     # recorded as the collectives experiment records scatter and broadcast: size_bytes = the whole
     # buffer S, busbw = S / t x the nccl-tests factor of OP_TABLE, so the two busbw agree for the
     # same buffer and the same time.
-    from experiments import collectives
+    from experiments.collectives import cases as collectives
     from suite.results import make_record
     from suite.timing import Measurement
 
@@ -338,7 +338,7 @@ def test_the_comparison_columns_are_the_patterns_variants(monkeypatch, name):
 def test_the_experiment_that_declares_the_patterns_names_their_cases():
     # suite/ops/p2p/ names no experiment: p2p and the doctor pass theirs, down to the one-rank placeholder
     # (the doctor's was labelled "p2p-pass1").
-    from experiments import doctor
+    from experiments.doctor import cases as doctor
 
     cfg = build_config(min_bytes="1K", max_bytes="4K", step_factor="4")
     for mod in (experiment, doctor):

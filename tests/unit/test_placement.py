@@ -5,13 +5,13 @@ import os
 import pytest
 import torch
 
-from experiments import placement
+from experiments.placement import cases as placement
 from suite.ops import algorithms
 from suite.case import CaseFailed
 from suite.config import ConfigError, build_config, settings_from_env
 from suite.dist import DistContext
+from experiments.placement import table as tables
 from suite.system import affinity, topology
-from suite.tables import placement as tables
 
 
 def test_node_layout_from_hostnames_and_fake_blocks():

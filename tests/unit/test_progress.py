@@ -48,10 +48,12 @@ def test_durations_and_the_time_left():
 
 
 def test_short_case_drops_what_repeats_and_cuts_the_middle():
-    nodeid = "experiments/collectives.py::test_collective[all_reduce-sum-float32-1024B-inplace]"
+    nodeid = "experiments/collectives/cases.py::test_collective[all_reduce-sum-float32-1024B-inplace]"
     assert progress.short_case(nodeid, 100) == "collectives[all_reduce-sum-float32-1024B-inplace]"
-    assert progress.short_case("experiments/backends.py::test_gloo_path[x-1K]", 100) == "backends::gloo_path[x-1K]"
-    assert progress.short_case("experiments/ddp.py::test_ddp[mlp]", 100) == "ddp[mlp]"
+    gloo_path = "experiments/backends/cases.py::test_gloo_path[x-1K]"
+    assert progress.short_case(gloo_path, 100) == "backends::gloo_path[x-1K]"
+    assert progress.short_case("experiments/ddp/cases.py::test_ddp[mlp]", 100) == "ddp[mlp]"
+    assert progress.short_case("experiments/ddp.py::test_ddp[mlp]", 100) == "ddp[mlp]"  # a run before the folders
     assert progress.short_case("tests/unit/test_x.py::test_y", 100) == "test_x::y"
     assert progress.short_case(nodeid, 21) == "collective…B-inplace]"  # 10 + … + 10
     assert progress.short_case(nodeid, 22) == "collective…4B-inplace]"
@@ -59,7 +61,7 @@ def test_short_case_drops_what_repeats_and_cuts_the_middle():
 
 
 def test_live_text_fits_its_width_and_drops_the_case_before_the_counts():
-    nodeid = "experiments/collectives.py::test_collective[all_reduce-sum-float32-1024B-inplace]"
+    nodeid = "experiments/collectives/cases.py::test_collective[all_reduce-sum-float32-1024B-inplace]"
     assert progress.live_text(0, 133, 1.0, "", 80) == "0/133 cases  1s elapsed  ? left"
     full = progress.live_text(40, 133, 70.0, nodeid, 200)
     assert full == "40/133 cases  1m10s elapsed  ~2m43s left  collectives[all_reduce-sum-float32-1024B-inplace]"
@@ -85,7 +87,7 @@ def test_live_line_prints_whole_lines_above_it_and_hands_back_a_partial_one(monk
         assert live.stream.pending == ".."  # a partial line waits
         live.stream.write(". [33%]\nF")
         now[0] += 2.0
-        live.update(done=1, case="experiments/p2p.py::test_p2p[ring-1K]")
+        live.update(done=1, case="experiments/p2p/cases.py::test_p2p[ring-1K]")
     finally:
         pending = live.stop()
     assert pending == "F" and live.stop() == ""  # stop is idempotent

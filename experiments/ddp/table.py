@@ -1,6 +1,6 @@
 """Tables of the ``ddp`` experiment: one comparison table per model, one for the initial broadcast.
 
-Columns of the step table (all from stored records; see experiments/ddp.py for how each
+Columns of the step table (all from stored records; see experiments/ddp/cases.py for how each
 is measured):
 
 - step p50 / p95: step time percentiles over iterations (slowest rank per iteration), ms

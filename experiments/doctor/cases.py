@@ -1,7 +1,7 @@
-"""The doctor's probes: every link, every rank, a few collectives - the evidence ``suite.doctor`` judges.
+"""The doctor's probes: every link, every rank, a few collectives - the evidence ``verdict.py`` judges.
 
 ``make doctor`` runs this experiment (it is not part of ``EXPERIMENTS=all``: it answers "is anything
-wrong, and where", not "what does an op cost"), then ``suite.doctor`` reads the stored records and
+wrong, and where", not "what does an op cost"), then ``verdict.py`` reads the stored records and
 names the slow link, the straggling rank and the weak node, or says healthy. Every probe is a case
 like any other (suite/case.py): built, checked, timed by the harness, with every rank's own time of
 every sample kept (``keep_rank_samples``). The probes, each ``probe`` in the record:

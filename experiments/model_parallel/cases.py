@@ -65,8 +65,10 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from suite import verify
 from suite.case import Buffers, Bytes, Case, Session, experiment_test
-from suite.config import BenchConfig, ModelParallelSettings
+from suite.config import BenchConfig
 from suite.dist import DistContext
+
+from .settings import ModelParallelSettings
 
 EXPERIMENT = "model_parallel"
 LR_EXP = 6

@@ -1,6 +1,6 @@
 """DDP: what gradient synchronisation costs in a real training step, and how DDP hides it.
 
-Two models (``suite.training``): the source article's ``nn.Linear(1024, 10)`` and a
+Two models (``experiments/ddp/models.py``): the source article's ``nn.Linear(1024, 10)`` and a
 communication-heavy MLP whose size is the knob ``DDP_PARAMS`` (default 2M parameters,
 8 MB of float32 gradient per step; ``DDP_PARAMS=25M`` for a 100 MB all_reduce per step).
 Every case times one optimizer step (zero_grad, forward, CrossEntropyLoss, backward,
@@ -125,10 +125,13 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from suite import training, verify
+from suite import verify
 from suite.case import Buffers, Bytes, Case, CaseSkipped, Session, experiment_test, support_reason
-from suite.config import BenchConfig, DdpSettings
+from suite.config import BenchConfig
 from suite.dist import DistContext, dist_max, dist_min
+
+from . import models as training
+from .settings import DdpSettings
 
 EXPERIMENT = "ddp"
 

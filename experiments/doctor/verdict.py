@@ -1,8 +1,8 @@
 """The doctor's verdicts: the slow link, the straggling rank and the weak node, from one stored run.
 
-    python -m suite.doctor results/<run>      (make doctor runs the probes, then this)
+    python -m experiments.doctor.verdict results/<run>      (make doctor runs the probes, then this)
 
-Reads only the run's stored records (experiments/doctor.py's probes, every rank's own time of every
+Reads only the run's stored records (experiments/doctor/cases.py's probes, every rank's own time of every
 sample kept), writes ``<run>/doctor.json`` atomically, prints the verdict table, and exits
 ``EXIT_OK`` (0) when healthy or ``EXIT_FINDING`` (8) when something is wrong. The rules, each a pure
 function of the samples (unit-tested on synthetic samples):
@@ -705,7 +705,7 @@ def run_doctor(run_dir: str | Path, out=sys.stdout) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m suite.doctor", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m experiments.doctor.verdict", description=__doc__.split("\n\n")[0])
     ap.add_argument("run", help="a run directory (results/<run-id>) or its bench.json")
     a = ap.parse_args(argv)
     p = Path(a.run)

@@ -1,0 +1,13 @@
+"""Collectives: time, bandwidth and exact correctness of every torch.distributed collective."""
+
+from suite.case import ExperimentSpec, collected
+
+from . import table
+
+SPEC = ExperimentSpec(
+    name="collectives",
+    cases=collected(f"{__name__}.cases"),
+    table=table.format_tables,
+    report_order=-1,
+    library_collectives=True,
+)

@@ -1,0 +1,14 @@
+"""DDP: what gradient synchronisation costs in a real training step, and how DDP hides it."""
+
+from suite.case import ExperimentSpec, collected
+
+from . import table
+from .settings import DdpSettings
+
+SPEC = ExperimentSpec(
+    name="ddp",
+    cases=collected(f"{__name__}.cases"),
+    settings=DdpSettings,
+    table=table.format_tables,
+    guide=table.__doc__,
+)

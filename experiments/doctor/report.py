@@ -1,0 +1,67 @@
+"""The doctor's place in the report (its spec's ``report_section`` and ``summary`` hooks): the verdicts
+lead, then the pair heatmaps and every rank's time distribution per probe; the first screen's health row.
+Reads stored records only."""
+
+from __future__ import annotations
+
+from suite import plots, results
+from suite.analysis import Plot, Section
+
+from . import verdict
+
+
+def _diagnosis(run: dict, memo: dict):
+    """The run's diagnosis, once per report (``memo``: shared by this experiment's hooks)."""
+    if "diagnosis" not in memo:
+        memo["diagnosis"] = verdict.diagnose(run)
+    return memo["diagnosis"]
+
+
+def section(run: dict, plot_name, memo: dict) -> Section:
+    """The doctor's verdicts first, then the pair heatmaps with the slow links marked and every rank's time
+    distribution per probe."""
+    d = _diagnosis(run, memo)
+    sec = Section(title="doctor: is anything wrong, and where", anchor="doctor")
+    sec.notes.append(verdict.format_verdict(d).rstrip())
+    if d.findings:
+        sec.grids.append(
+            (
+                ["finding", "where", "measured", "expected", "ratio", "confidence", "evidence"],
+                [
+                    [f.kind, f.where, f.measured, f.expected, f"{f.ratio:.2f}", f.confidence, ", ".join(f.evidence)]
+                    for f in d.findings
+                ],
+            )
+        )
+    if d.links:
+        sec.plots.append(
+            Plot(
+                name=plot_name("doctor", "links"),
+                title="links: the pair matrices",
+                png=plots.doctor_heatmaps(d.links, d.hosts),
+            )
+        )
+    probes = verdict.rank_time_probes(results.records(run))
+    if probes:
+        sec.plots.append(
+            Plot(
+                name=plot_name("doctor", "ranks"),
+                title="every rank's own time, per probe (communication: less its wait for the last to arrive)",
+                png=plots.rank_distributions(probes, [s["rank"] for s in d.stragglers]),
+            )
+        )
+    sec.notes.append(verdict.__doc__.split("\n\n", 2)[2].strip())  # the rules, as the module states them
+    return sec
+
+
+def summary(run: dict, memo: dict) -> tuple[str, str]:
+    """The health row: the findings, healthy, or how to get a health check."""
+    if not any(r.get("experiment") == verdict.EXPERIMENT for r in results.records(run)):
+        return ("health (doctor)", "no health check in this run (make doctor)")
+    d = _diagnosis(run, memo)
+    return (
+        "health (doctor)",
+        "healthy: no slow link, straggler or weak node"
+        if not d.findings
+        else "; ".join(f"{f.kind} {f.where}: {f.measured} vs {f.expected}" for f in d.findings),
+    )

@@ -1,0 +1,14 @@
+"""Placement: where ranks and tensors live, and what it costs."""
+
+from suite.case import ExperimentSpec, collected
+
+from . import table
+from .settings import PlacementSettings
+
+SPEC = ExperimentSpec(
+    name="placement",
+    cases=collected(f"{__name__}.cases"),
+    settings=PlacementSettings,
+    table=table.format_tables,
+    guide=table.__doc__,
+)
