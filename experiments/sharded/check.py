@@ -159,10 +159,10 @@ class Reference:
 
 def compare(mine: list[torch.Tensor], ref: list[torch.Tensor], tols: list[float]) -> tuple[int, float, list[float]]:
     """(wrong elements, largest |difference|, per tensor largest |difference|) of ``mine`` against ``ref``
-    under per-tensor tolerances (NaN is wrong)."""
+    under per-tensor tolerances (NaN is wrong, and counts as an infinite difference)."""
     wrong, worst = 0, []
     for a, b, tol in zip(mine, ref, tols):
-        diff = (a.double() - b.double()).abs()
+        diff = (a.double() - b.double()).abs().nan_to_num(nan=float("inf"))
         wrong += int((~(diff <= tol)).sum().item())
         worst.append(float(diff.max().item()) if diff.numel() else 0.0)
     return wrong, max(worst, default=0.0), worst
