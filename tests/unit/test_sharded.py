@@ -168,3 +168,27 @@ def test_settings_reject_bad_values_naming_the_knob():
     with pytest.raises(ConfigError, match="SHARDED_WIDTH"):
         ShardedSettings(width=0).validate()
     assert set(PLANTED).isdisjoint(ShardedSettings().strategies)  # wrong on purpose: never by default
+
+
+def _record(strategy, **kw):
+    rec = {
+        "experiment": "sharded", "op": "train_step", "label": strategy, "strategy": strategy, "backend": "gloo",
+        "device": "cpu", "world_size": 2, "timing_mode": "blocking", "iterations": 3, "p50_us": 2500.0,
+        "samples_us": [2400.0, 2500.0, 2600.0], "n_params": 100, "width": 4, "depth": 1, "seq": 2, "batch": 2,
+        "inventory_bytes": 2048, "theory_bytes": 2048, "inventory_matches_theory": True, "bus_bytes": 1024,
+        "bus_vs_ddp": 1.5, "inventory_ops": 3, "n_wrong": 0, "checked": True, "check_rule": "exact",
+        "inventory": [{"op": "all_gather", "dtype": "float32", "bytes": 512, "group": "dp", "phase": "forward",
+                       "count": 2}],
+    }  # fmt: skip
+    return rec | kw
+
+
+def test_table_states_theory_agreement_the_rule_and_a_failure():
+    from experiments.sharded.table import format_tables
+
+    ok = format_tables([_record("fsdp2"), _record("tp", check_rule="tol per parameter", check_tol=8.1e-5)])
+    assert "2.0=" in ok and "exact" in ok and "tol 8.1e-05" in ok and "[OK]" in ok
+    assert "fsdp2: 2 x all_gather float32 512 B on dp in forward" in ok
+    bad = format_tables([_record("fsdp2_scaled", n_wrong=7, inventory_matches_theory=False)])
+    assert "2.0!" in bad and "7 [FAILED]" in bad
+    assert format_tables([]) == ""
