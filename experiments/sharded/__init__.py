@@ -1,0 +1,15 @@
+"""Sharded training: FSDP2, tensor and sequence parallel and a 2-D mesh, each checked against one process,
+its collectives inventoried beside theory, its step timed."""
+
+from suite.case import ExperimentSpec, collected
+
+from . import table
+from .settings import ShardedSettings
+
+SPEC = ExperimentSpec(
+    name="sharded",
+    cases=collected(f"{__name__}.cases"),
+    settings=ShardedSettings,
+    table=table.format_tables,
+    guide=table.__doc__,
+)

@@ -1,0 +1,244 @@
+"""Sharded training: what one training step of FSDP2, tensor parallel, sequence parallel and a 2-D mesh
+moves, on which groups, what it costs, and whether it trains what one process trains.
+
+One case per strategy (``SHARDED_STRATEGIES``; experiments/sharded/workload.py builds each) on one model
+family sized by ``SHARDED_WIDTH``, ``SHARDED_DEPTH``, ``SHARDED_SEQ`` and ``SHARDED_BATCH``. Every case
+times one optimizer step (zero_grad, forward, mean-squared-error loss, backward, SGD step) through the
+harness in blocking mode (ranks meet at a barrier, each sample is one step, the sample is the slowest
+rank's time): ``time_includes`` says so, and the record has no nccl-tests bus bandwidth.
+
+Checked (experiments/sharded/check.py): after the check step and after the timed steps every rank's whole
+parameters against single-process training on the same global batches, ``exact`` or a per-parameter
+tolerance (``check_rule``, ``check_tol`` in the record).
+
+Inventoried (experiments/sharded/inventory.py): after the timed steps one more step runs under a
+CommDebugMode that lists its collectives: ``inventory`` (op, dtype, S bytes, group by mesh dimension,
+phase forward/backward/optimizer, count), ``inventory_bytes`` (their S total), ``inventory_ops``,
+``commdebug_ops`` (CommDebugMode's own count of the same step), beside ``theory`` and ``theory_bytes``
+from the shapes alone and ``inventory_matches_theory``. ``bus_bytes`` is what one rank sends per step
+by nccl-tests' algorithms, ``bus_bytes_gloo`` with Gloo's reduce_scatter as the all_reduce it is, and
+``bus_vs_ddp`` the first over DDP's on the same model and world (theory: FSDP2 1.5).
+
+On CPU FSDP2 issues every collective synchronously (no overlap with compute) and DTensor has no CPU
+all_to_all (it all-gathers instead); ``cpu_notes`` in the record says so where it applies.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+import torch.distributed as dist
+
+from suite.case import Buffers, Bytes, Case, Session, experiment_test
+from suite.config import BenchConfig
+from suite.dist import DistContext
+
+from . import check as checking
+from . import inventory, workload
+from .settings import ShardedSettings
+
+EXPERIMENT = "sharded"
+
+_TIME_INCLUDES = "forward, loss, backward and the SGD step of one training step (communication inside)"
+_CPU_NOTES = (
+    "CPU: FSDP2 issues every collective synchronously (no overlap with compute); DTensor has no CPU "
+    "all_to_all (all_gather + chunk instead); Gloo's reduce_scatter is an all_reduce of the whole buffer"
+)
+
+_PROVENANCE = {
+    "inventory": "measured: CommDebugMode (torch.distributed.tensor.debug) around one step after the timed steps, "
+    "this rank's collectives (every rank issues the same): op, dtype, S bytes, group by mesh dimension, phase",
+    "inventory_bytes": "derived: sum of count x bytes over inventory",
+    "inventory_ops": "derived: sum of count over inventory",
+    "commdebug_ops": "measured: CommDebugMode.get_total_counts() of the same step",
+    "theory": "modelled: experiments.sharded.inventory.theory from width, depth, seq, batch and world",
+    "theory_bytes": "derived: sum of count x bytes over theory",
+    "inventory_matches_theory": "derived: per (op, dtype, group, phase) the same count and bytes "
+    "(ddp: the same bytes; DDP's buckets split them)",
+    "bus_bytes": "derived: sum over inventory of count x bytes x factor, factor 2(n-1)/n all_reduce, "
+    "(n-1)/n all_gather and reduce_scatter, n the group's size (nccl-tests' busbw factors)",
+    "bus_bytes_gloo": "derived: as bus_bytes with reduce_scatter at 2(n-1)/n (Gloo runs an all_reduce and slices)",
+    "ddp_bus_bytes": "modelled: bus_bytes of DDP's theory on the same model and world (2(n-1)/n x 4P)",
+    "bus_vs_ddp": "derived: bus_bytes / ddp_bus_bytes",
+    "check_steps": "measured: optimizer steps the checked model had taken when compared with the reference",
+    "check_max_abs_diff": "measured: max over ranks and parameters of |param - reference param| after the timed steps",
+    "check_tol": "modelled: the largest over parameter tensors of " + checking.CheckRule.FORMULA + " (0 when exact)",
+    "peak_mem_bytes": "measured: suite.profiling.PeakMemory around warm-up and the timed steps, max over ranks",
+}
+
+
+def _max_over_ranks(ctx: DistContext, values: list[float]) -> list[float]:
+    t = torch.tensor(values, dtype=torch.float64, device=ctx.device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=ctx.group)
+    return t.cpu().tolist()
+
+
+def _group_sizes(strategy: str, world: int) -> dict[str, int]:
+    dp = workload.dp_size(strategy, world)
+    return {"dp": dp, "tp": world // dp, "world": world}
+
+
+def inventory_fields(strategy: str, s: ShardedSettings, world: int, rows: list[dict], commdebug_ops: int) -> dict:
+    """The record's inventory fields from a step's rows (pure: the formulas are in _PROVENANCE)."""
+    theory = inventory.theory(strategy, s.width, s.depth, s.seq, s.batch, world)
+    ddp = inventory.theory("ddp", s.width, s.depth, s.seq, s.batch, world)
+    sizes = _group_sizes(strategy, world)
+    ddp_bus = inventory.bus_bytes(ddp, {"dp": world}, gloo=False)
+    bus = inventory.bus_bytes(rows, sizes, gloo=False)
+    return {
+        "inventory": rows,
+        "inventory_bytes": sum(r["count"] * r["bytes"] for r in rows),
+        "inventory_ops": sum(r["count"] for r in rows),
+        "commdebug_ops": commdebug_ops,
+        "theory": theory,
+        "theory_bytes": sum(r["count"] * r["bytes"] for r in theory),
+        "inventory_matches_theory": inventory.matches(rows, theory, bucketed=strategy == "ddp"),
+        "bus_bytes": bus,
+        "bus_bytes_gloo": inventory.bus_bytes(rows, sizes, gloo=True),
+        "ddp_bus_bytes": ddp_bus,
+        "bus_vs_ddp": bus / ddp_bus if ddp_bus else None,
+    }
+
+
+def _inventory_step(trainer: workload.Trainer) -> tuple[list[dict], int]:
+    """One more step under the inventory (after DDP's bucket rebuild, which its second step does)."""
+    while trainer.steps < 2:
+        trainer.step()
+    with inventory.Inventory(trainer.groups) as inv:
+        trainer.mark = lambda stage: setattr(inv, "stage", stage)
+        try:
+            trainer.step()
+        finally:
+            trainer.mark = lambda stage: None
+    return inventory.summarise(inv.ops), int(inv.get_total_counts())
+
+
+def _derive(strategy: str, s: ShardedSettings, trainer, ctx: DistContext, around, seen: dict) -> dict:
+    from suite.profiling import PeakMemory
+
+    fields: dict = {}
+    if seen:
+        fields |= {
+            "check_rule": seen["rule"],
+            "check_tol": seen["tol"],
+            "check_steps": seen["steps"],
+            "check_max_abs_diff": _max_over_ranks(ctx, [seen["max_abs_diff"]])[0],
+        }
+    if isinstance(around, PeakMemory):
+        fields |= {"peak_mem_bytes": int(_max_over_ranks(ctx, [float(around.peak_bytes)])[0])}
+        fields["peak_mem_kind"] = around.kind
+    rows, counted = _inventory_step(trainer)
+    return fields | inventory_fields(strategy, s, ctx.world_size, rows, counted)
+
+
+def _reference(session: Session, strategy: str, s: ShardedSettings, ctx: DistContext) -> checking.Reference:
+    dp = workload.dp_size(strategy, ctx.world_size)
+    bf16 = strategy == "fsdp2_bf16"
+    key = (EXPERIMENT, "reference", s.width, s.depth, s.seq, s.batch, dp, bf16, str(ctx.device))
+    return session.once(key, lambda: checking.Reference(s.width, s.depth, s.seq, s.batch, dp, ctx.device, bf16))
+
+
+def _buffers(strategy: str, s: ShardedSettings, ctx: DistContext, session: Session) -> Buffers:
+    def mesh_of(device_type, shape, names):
+        key = (EXPERIMENT, "mesh", device_type, shape, names)
+        return session.once(key, lambda: workload.make_mesh(device_type, shape, names))
+
+    trainer = workload.make_trainer(strategy, ctx, s.width, s.depth, s.seq, s.batch, mesh_of)
+    rule = checking.CheckRule(strategy, ctx.world_size, s.depth, s.width)
+    seen: dict = {}
+
+    def check() -> int:
+        mine = workload.full_params(trainer.model)  # every rank gathers the whole parameters (collectives)
+        ref, g_max, p_max = _reference(session, strategy, s, ctx).at(trainer.steps)
+        tols = rule.tols(trainer.steps, g_max, p_max)
+        wrong, worst, _ = checking.compare(mine, ref, tols)
+        seen.update(steps=trainer.steps, tol=max(tols, default=0.0), max_abs_diff=worst)
+        seen["rule"] = rule.describe(trainer.steps, seen["tol"])
+        return wrong
+
+    return Buffers(
+        call=lambda a: trainer.step(),
+        check=check,
+        outputs=lambda: [t.detach() for _, t in workload.local_params(trainer.model)],
+        derive=lambda m, around, session: _derive(strategy, s, trainer, ctx, around, seen),
+    )
+
+
+def _skip(strategy: str, s: ShardedSettings, ctx: DistContext) -> str | None:
+    if ctx.world_size != dist.get_world_size():
+        return f"{strategy} runs on a device mesh over the whole world, not a group of {ctx.world_size} ranks"
+    return workload.cannot_run(strategy, ctx.world_size, s.width, s.seq, s.batch)
+
+
+def step_bytes(strategy: str, s: ShardedSettings, world: int) -> Bytes:
+    """The byte model: S bytes of every collective theory says one step issues (the inventory's own total
+    is recorded beside it); no single bus factor applies to a mix of collectives, so no busbw."""
+    if workload.cannot_run(strategy, world, s.width, s.seq, s.batch):
+        total = 0
+    else:
+        rows = inventory.theory(strategy, s.width, s.depth, s.seq, s.batch, world)
+        total = sum(r["count"] * r["bytes"] for r in rows)
+    return Bytes(
+        size_bytes=total,
+        count=total // 4,
+        dtype="bfloat16+float32" if strategy == "fsdp2_bf16" else "float32",
+        bw_op=None,
+        definition="S bytes (nccl-tests' size) of every collective of one training step, by theory "
+        "(inventory_bytes: what the step issued)",
+        time_includes=_TIME_INCLUDES,
+    )
+
+
+def _declare(strategy: str, s: ShardedSettings, world: int) -> Case:
+    fields = {
+        "table": "sharded",
+        "n_params": inventory.n_params(s.width, s.depth),
+        "mesh": "x".join(str(n) for n in workload.mesh_shape(strategy, world)[0])
+        + " ("
+        + ",".join(workload.mesh_shape(strategy, world)[1])
+        + ")",
+        "dp_size": workload.dp_size(strategy, world),
+        "check": "every rank's whole parameters equal single-process training on the global batches (check_rule)",
+        "cpu_notes": _CPU_NOTES,
+    }
+    if strategy in workload.FSDP:
+        fields["reshard_after_forward"] = "blocks False" if strategy == "fsdp2_keep" else "blocks True"
+    if strategy in ("fsdp2_scaled", "tp_wrong_shard"):
+        fields["planted"] = "wrong on purpose (the check's own test)"
+
+    def build(ctx):  # the session is bound by resolve
+        raise RuntimeError("resolve binds the build of a sharded case")
+
+    def resolve(case, ctx, cfg, session):
+        return dataclasses.replace(case, build=lambda c: _buffers(strategy, s, c, session))
+
+    return Case(
+        experiment=EXPERIMENT,
+        op="train_step",
+        label=strategy,
+        identity={"strategy": strategy, "width": s.width, "depth": s.depth, "seq": s.seq, "batch": s.batch},
+        bytes=step_bytes(strategy, s, world),
+        build=build,
+        fields=fields,
+        provenance=_PROVENANCE,
+        mode="blocking",
+        around=_peak_memory,
+        skip=lambda ctx, cfg: _skip(strategy, s, ctx),
+        resolve=resolve,
+    )
+
+
+def _peak_memory(ctx: DistContext):
+    from suite.profiling import PeakMemory
+
+    return PeakMemory(ctx.device)
+
+
+def sharded_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
+    """One case per strategy (the knobs: SHARDED_WIDTH, SHARDED_DEPTH, SHARDED_SEQ, SHARDED_BATCH,
+    SHARDED_STRATEGIES)."""
+    return [_declare(st, cfg.sharded, world_size) for st in cfg.sharded.strategies]
+
+
+test_sharded = experiment_test(sharded_cases)

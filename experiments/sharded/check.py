@@ -1,0 +1,168 @@
+"""The sharded experiment's check: every strategy against single-process training on the same global batches.
+
+``Reference`` trains the model in one process (no torch.distributed) for as many SGD steps as the checked
+model took, on the same global batches (workload.batch): the batch's rows split into the strategy's
+data-parallel shards (``workload.dp_size``: the world for ddp and FSDP2, 2 for the 2-D mesh, 1 for TP/SP),
+each shard's gradient through the same forward and backward as a rank runs, the shards' gradients averaged
+in rank order (sum of g_i x 1/k, the value a correct average has), then the same SGD step. For
+``fsdp2_bf16`` the reference does what the mixed-precision policy does: forward and backward on bfloat16
+copies of its float32 parameters (and a bfloat16 input), the gradients cast to float32 before the average,
+the SGD step on the float32 parameters.
+
+After the check step and after the timed steps, every rank's whole parameters (DTensor shards gathered
+with ``full_tensor``) are compared with the reference's. Rule (``check_rule`` in the record):
+
+- ``exact`` for ddp and the FSDP2 strategies (bfloat16 too) at 1 or 2 ranks: each rank computes its rows'
+  gradient with the same operations on the same shapes and dtypes as the reference's shard (FSDP2 gathers
+  the parameters bit for bit),
+  the average of two float32 terms does not depend on their order (a + b = b + a) and halving is exact,
+  and the SGD update is elementwise; so a correct strategy equals the reference bit for bit.
+- otherwise ``tol``, per parameter tensor p, after S steps: 2 x S x e(p) + S x (S - 1) x e(largest), with
+  e(p) = lr x 2R x u x max|g_p| + 2 x 2^-24 x max|p|, where u is the unit roundoff of the dtype the step
+  computes in (float32 2^-24; bfloat16 parameters 2^-8: a parameter one float32 ulp away may round to
+  another bfloat16 value), R the terms whose order or rounding differs from
+  the reference's: the ranks whose partial sums are added in another order (the world: data-parallel
+  averages of more than two terms, TP's row-parallel all_reduce, SP's reduce_scatter); with tensor
+  parallelism (tp, sp, 2d) also the 4d / tp terms of each rank's partial dot product in ``down``, whose
+  blocking BLAS chooses for the shard's shape, not the whole's; for bfloat16 parameters every Linear layer
+  the activations pass (2 x depth + 1) on top. Per step the gradient moves by
+  at most 2R u max|g|, the update by lr times that and its float32 rounding by one ulp of the parameter
+  (x 2 for safety); from the second step on, earlier differences move every later gradient (the layers are
+  coupled), hence the second term from the largest tensor's step term, as in the DDP experiment's rule.
+  max|g_p| and max|p| are the reference's largest over the steps so far.
+
+A planted wrong strategy (``fsdp2_scaled``, ``tp_wrong_shard``) is checked under the rule of the strategy
+it imitates, and fails it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from . import workload
+
+U32 = 2.0**-24
+"""Unit roundoff of float32."""
+U_BF16 = 2.0**-8
+"""Unit roundoff of bfloat16."""
+
+EXACT_AT_TWO = {"ddp", "fsdp2", "fsdp2_keep", "fsdp2_bf16", "fsdp2_scaled"}
+
+
+@dataclass(frozen=True)
+class CheckRule:
+    """How a strategy's parameters are compared with the reference's (module docstring)."""
+
+    strategy: str
+    world: int
+    depth: int
+    width: int
+    lr: float = workload.LR
+
+    @property
+    def exact(self) -> bool:
+        return self.strategy in EXACT_AT_TWO and self.world <= 2
+
+    @property
+    def u(self) -> float:
+        return U_BF16 if self.strategy == "fsdp2_bf16" else U32
+
+    @property
+    def terms(self) -> int:
+        """R: terms whose order or rounding differs from the reference's."""
+        if self.strategy == "fsdp2_bf16":
+            return self.world + 2 * self.depth + 1
+        if self.strategy in workload.DATA_PARALLEL:
+            return self.world
+        tp = self.world // workload.dp_size(self.strategy, self.world)
+        return self.world + 4 * self.width // tp
+
+    def step_term(self, g_max: float, p_max: float) -> float:
+        return self.lr * 2 * self.terms * self.u * g_max + 2 * U32 * p_max
+
+    def tols(self, steps: int, g_max: list[float], p_max: list[float]) -> list[float]:
+        """The bound per parameter tensor after ``steps`` steps (0 where exact)."""
+        if self.exact:
+            return [0.0] * len(g_max)
+        largest = max((self.step_term(g, p) for g, p in zip(g_max, p_max)), default=0.0)
+        return [2 * steps * self.step_term(g, p) + steps * (steps - 1) * largest for g, p in zip(g_max, p_max)]
+
+    def describe(self, steps: int, tol: float) -> str:
+        if self.exact:
+            return "exact"
+        why = "bfloat16 parameters" if self.strategy == "fsdp2_bf16" else "float32 sum order"
+        return f"tol per parameter, up to {tol:.2g} ({why}, {self.world} ranks, {steps} steps)"
+
+    FORMULA = (
+        "per parameter tensor p: 2 x S x e(p) + S x (S - 1) x e(largest), e(p) = lr x 2R x u x max|g_p| + "
+        "2 x 2^-24 x max|p|, S steps, u the compute dtype's unit roundoff, R = world (+ 4d / tp with tensor "
+        "parallelism, + 2 x depth + 1 Linear layers for bfloat16 parameters)"
+    )
+
+
+class Reference:
+    """Single-process SGD on the global batches, the rows split into ``dp`` shards (module docstring)."""
+
+    def __init__(self, width: int, depth: int, seq: int, batch: int, dp: int, device, bf16: bool = False) -> None:
+        self._args = (width, depth, seq, batch, dp, device)
+        self.bf16 = bf16
+        self._start()
+        self._snapshots: dict[int, tuple[list[torch.Tensor], list[float], list[float]]] = {}
+
+    def _start(self) -> None:
+        width, depth, seq, batch, dp, device = self._args
+        self.net = workload.build_net(width, depth).to(device)
+        self.opt = torch.optim.SGD(self.net.parameters(), lr=workload.LR)
+        self.batches = [workload.batch(k, batch, seq, width, device) for k in range(workload.BATCHES)]
+        self.low = workload.build_net(width, depth).to(device).to(torch.bfloat16) if self.bf16 else None
+        self.steps = 0
+        self.g_max = [0.0 for _ in self.net.parameters()]
+        self.p_max = [p.abs().max().item() for p in self.net.parameters()]
+
+    def _step(self) -> None:
+        dp = self._args[4]
+        x, y = self.batches[self.steps % workload.BATCHES]
+        avg: list[torch.Tensor] | None = None
+        net = self.net if self.low is None else self.low
+        if self.low is not None:  # bfloat16 compute copies of the float32 parameters, as FSDP2 gathers them
+            with torch.no_grad():
+                for lo, p in zip(self.low.parameters(), self.net.parameters()):
+                    lo.copy_(p)
+        for i in range(dp):
+            n = x.shape[0] // dp
+            net.zero_grad()
+            xi = x[i * n : (i + 1) * n]
+            F.mse_loss(net(xi.to(torch.bfloat16) if self.low is not None else xi), y[i * n : (i + 1) * n]).backward()
+            g = [p.grad.float() * (1.0 / dp) for p in net.parameters()]
+            avg = g if avg is None else [a + b for a, b in zip(avg, g)]
+        for p, g in zip(self.net.parameters(), avg):
+            p.grad = g
+        self.g_max = [max(m, g.abs().max().item()) for m, g in zip(self.g_max, avg)]
+        self.opt.step()
+        self.steps += 1
+        self.p_max = [max(m, p.abs().max().item()) for m, p in zip(self.p_max, self.net.parameters())]
+
+    def at(self, steps: int) -> tuple[list[torch.Tensor], list[float], list[float]]:
+        """Parameters after ``steps`` steps and, per tensor, max|g| and max|p| up to then (snapshots kept)."""
+        if steps not in self._snapshots:
+            if steps < self.steps:
+                self._start()
+            while self.steps < steps:
+                self._step()
+            params = [p.detach().clone() for p in self.net.parameters()]
+            self._snapshots[steps] = (params, list(self.g_max), list(self.p_max))
+        return self._snapshots[steps]
+
+
+def compare(mine: list[torch.Tensor], ref: list[torch.Tensor], tols: list[float]) -> tuple[int, float, list[float]]:
+    """(wrong elements, largest |difference|, per tensor largest |difference|) of ``mine`` against ``ref``
+    under per-tensor tolerances (NaN is wrong, and counts as an infinite difference)."""
+    wrong, worst = 0, []
+    for a, b, tol in zip(mine, ref, tols):
+        diff = (a.double() - b.double()).abs().nan_to_num(nan=float("inf"))
+        wrong += int((~(diff <= tol)).sum().item())
+        worst.append(float(diff.max().item()) if diff.numel() else 0.0)
+    return wrong, max(worst, default=0.0), worst

@@ -1,0 +1,48 @@
+"""The sharded experiment's knobs (make variables SHARDED_*), nested in the run's config as ``cfg.sharded``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from suite.errors import ConfigError
+
+STRATEGIES = ("ddp", "fsdp2", "fsdp2_keep", "fsdp2_bf16", "tp", "sp", "2d")
+"""The strategies run by default (experiments/sharded/workload.py builds each)."""
+PLANTED = ("fsdp2_scaled", "tp_wrong_shard")
+"""Wrong on purpose (the check's own tests): ``fsdp2_scaled`` multiplies the gradient shards by the world
+size (a sum where the average belongs), ``tp_wrong_shard`` gives each rank the next rank's ``up`` rows."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShardedSettings:
+    """The sharded experiment's model and batch (make variables SHARDED_*)."""
+
+    width: int = field(default=32, metadata={"env": "SHARDED_WIDTH"})
+    """SHARDED_WIDTH: model width d (each block is Linear(d, 4d) and Linear(4d, d))."""
+    depth: int = field(default=2, metadata={"env": "SHARDED_DEPTH"})
+    """SHARDED_DEPTH: blocks in the model."""
+    seq: int = field(default=8, metadata={"env": "SHARDED_SEQ"})
+    """SHARDED_SEQ: sequence length of each sample."""
+    batch: int = field(default=8, metadata={"env": "SHARDED_BATCH"})
+    """SHARDED_BATCH: global batch (samples per step over all ranks)."""
+    strategies: tuple[str, ...] = field(default=STRATEGIES, metadata={"env": "SHARDED_STRATEGIES"})
+    """SHARDED_STRATEGIES: strategies to run (STRATEGIES; PLANTED ones are wrong on purpose)."""
+
+    def validate(self) -> None:
+        """Raise ConfigError naming the SHARDED_* knob to change."""
+        s = self
+        if s.width < 1 or s.depth < 1 or s.seq < 1 or s.batch < 1:
+            raise ConfigError(
+                f"bad sharded settings {s}: need SHARDED_WIDTH, SHARDED_DEPTH, SHARDED_SEQ and SHARDED_BATCH >= 1"
+            )
+        if s.width * s.seq * s.batch > 1 << 26 or s.width > 8192:
+            raise ConfigError(
+                f"SHARDED_WIDTH={s.width} x SHARDED_SEQ={s.seq} x SHARDED_BATCH={s.batch} is too large "
+                "(an activation is at most 2^26 elements, the width at most 8192)"
+            )
+        unknown = sorted(set(s.strategies) - set(STRATEGIES) - set(PLANTED))
+        if unknown or not s.strategies:
+            raise ConfigError(
+                f"SHARDED_STRATEGIES {','.join(s.strategies)}: unknown or none ({', '.join(unknown)}); "
+                f"choose from {', '.join(STRATEGIES + PLANTED)}"
+            )

@@ -1,0 +1,73 @@
+"""Table of the ``sharded`` experiment: one row per strategy (experiments/sharded/cases.py measures each).
+
+Columns (all from stored records):
+
+- step p50 / p95: time of one training step (forward, loss, backward, SGD step), slowest rank per step, ms
+- S/step: S bytes (nccl-tests' size) of every collective one step issued (the inventory), KiB
+- theory: the same from the model's shapes alone (experiments/sharded/inventory.py), KiB; ``=`` when the
+  inventory has theory's counts and bytes for every (op, dtype, group, phase), ``!`` when not
+- bus/step: bytes one rank sends per step by nccl-tests' algorithms, KiB; ``x ddp``: that over DDP's on the
+  same model and world (theory: FSDP2 1.5, without resharding 1.0)
+- ops: collectives per step (the inventory's; CommDebugMode counted the same step)
+- peak mem: high-water mark during the timed steps, MiB (CPU: peak RSS of the process)
+- #wrong / check: parameter elements differing from single-process training beyond the case's rule
+  (``exact`` or a per-parameter ``tol``), after the check step and the timed steps, all ranks
+
+Below the table, each strategy's collectives: op, dtype, S bytes, group (mesh dimension), phase, count.
+"""
+
+from __future__ import annotations
+
+from suite.tables import num, tail_cell, wrong, wrong_cell
+
+
+def _check_cell(r: dict) -> str:
+    rule = r.get("check_rule") or "-"
+    return "exact" if rule == "exact" else f"tol {r.get('check_tol', 0):.1e}"
+
+
+def _row(r: dict) -> str:
+    kib = lambda k: num(r[k] / 1024 if r.get(k) is not None else None, ".1f", 9)  # noqa: E731
+    same = {True: "=", False: "!"}.get(r.get("inventory_matches_theory"), " ")
+    peak = r.get("peak_mem_bytes")
+    return (
+        f" {str(r.get('label', r['op']))[:16]:>16} {r['p50_us'] / 1e3:9.2f} {tail_cell(r, 'p95_us', '.2f', 8, 1e3)}"
+        f" {kib('inventory_bytes')} {kib('theory_bytes')}{same} {kib('bus_bytes')}"
+        f" {num(r.get('bus_vs_ddp'), '.2f', 6)} {num(r.get('inventory_ops'), 'd', 5)}"
+        f" {num(peak / 2**20 if peak else None, '.0f', 9)} {wrong_cell(r)}  {_check_cell(r)}"
+    )
+
+
+def _inventory_lines(r: dict) -> list[str]:
+    out = []
+    for row in r.get("inventory") or []:
+        out.append(
+            f"#   {str(r.get('label', r['op'])):>16}: {row['count']} x {row['op']} {row['dtype']} {row['bytes']} B"
+            f" on {row['group']} in {row['phase']}"
+        )
+    return out
+
+
+def format_tables(records: list[dict]) -> str:
+    if not records:
+        return ""
+    first = records[0]
+    lines = [
+        f"# sharded: {first.get('n_params', 0)} params (width {first.get('width')}, depth {first.get('depth')}),"
+        f" seq {first.get('seq')}, global batch {first.get('batch')}, {first['backend']}, {first['device']},"
+        f" {first['world_size']} ranks, timing={first['timing_mode']}, {first['iterations']} iters",
+        f"#{'strategy':>16} {'step p50':>9} {'p95':>8} {'S/step':>9} {'theory':>9}  {'bus/step':>9} {'x ddp':>6}"
+        f" {'ops':>5} {'peak mem':>9} {'#wrong':>6}  check",
+        f"#{'':>16} {'(ms)':>9} {'(ms)':>8} {'(KiB)':>9} {'(KiB)':>9}  {'(KiB)':>9} {'':>6} {'':>5} {'(MiB)':>9}",
+    ]
+    lines += [_row(r) for r in records]
+    n_wrong = sum(wrong(r) for r in records)
+    lines.append(
+        "# #wrong: parameter elements differing from single-process training on the global batches beyond the "
+        f"case's rule, after the check step and the timed steps, all ranks: {n_wrong} "
+        f"[{'OK' if n_wrong == 0 else 'FAILED'}]"
+    )
+    lines.append("# collectives of one step (inventory):")
+    for r in records:
+        lines += _inventory_lines(r)
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,275 @@
+"""The sharded experiment's model family and, per strategy, its per-rank construction and one training step.
+
+One model family: ``depth`` pre-norm residual blocks (LayerNorm, Linear(d, 4d), GELU, Linear(4d, d)) and a
+Linear(d, d) head, trained with mean-squared error and plain SGD on ``(batch, seq, d)`` activations. Every
+strategy starts from the same seeded weights and takes the same global batches (a cycle of ``BATCHES``
+seeded batches, step k takes batch k mod BATCHES), so a correct strategy trains the same parameters as one
+process (experiments/sharded/check.py).
+
+Strategies (``STRATEGIES``; ``PLANTED`` are wrong on purpose, the check's own tests):
+
+- ``ddp``: DistributedDataParallel, each rank its rows of the batch (the baseline).
+- ``fsdp2``, ``fsdp2_keep``: ``fully_shard`` on every block with ``reshard_after_forward`` True (the
+  blocks' parameters are gathered again in backward) or False, and on the root (the head) with FSDP2's
+  default (the root keeps its parameters after forward: its backward comes first); each rank its rows.
+- ``fsdp2_bf16``: as ``fsdp2`` with ``MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32)``.
+- ``tp``: ColwiseParallel ``up`` and RowwiseParallel ``down`` in every block; every rank the whole batch.
+- ``sp``: sequence parallel block: LayerNorm ``SequenceParallel``, ``up`` Colwise with input Shard(1),
+  ``down`` Rowwise with output Shard(1); each rank its slice of the sequence; the blocks' output is
+  gathered (an all_gather) before the replicated head.
+- ``2d``: a (dp, tp) mesh of 2 x (world / 2): TP as ``tp`` on the tp dimension, FSDP2 on the dp dimension;
+  each dp rank its rows. Needs an even world of at least 4 (otherwise skipped with that reason).
+- ``fsdp2_scaled`` (planted): FSDP2 whose gradient shards are multiplied by the world size before the SGD
+  step (a sum where the average belongs).
+- ``tp_wrong_shard`` (planted): TP whose ``up`` weight shard on each rank is the next rank's rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .settings import PLANTED, STRATEGIES  # noqa: F401  (the strategy names, with the knobs that choose them)
+
+LR = 0.1
+"""SGD learning rate of every strategy and of the reference."""
+BATCHES = 4
+"""Distinct global batches; step k takes batch k mod BATCHES."""
+
+DATA_PARALLEL = {"ddp", "fsdp2", "fsdp2_keep", "fsdp2_bf16", "fsdp2_scaled"}
+"""Strategies whose ranks split the batch's rows over the whole world."""
+FSDP = {"fsdp2", "fsdp2_keep", "fsdp2_bf16", "fsdp2_scaled"}
+
+
+class Block(nn.Module):
+    """Pre-norm residual MLP block: x + down(gelu(up(norm(x))))."""
+
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.up = nn.Linear(d, 4 * d)
+        self.down = nn.Linear(4 * d, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.down(F.gelu(self.up(self.norm(x))))
+
+
+class Net(nn.Module):
+    """``depth`` blocks and a head; ``gather`` (sequence parallel) joins the blocks' output before the head."""
+
+    def __init__(self, d: int, depth: int) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(Block(d) for _ in range(depth))
+        self.head = nn.Linear(d, d)
+        self.gather: Callable[[torch.Tensor], torch.Tensor] | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for b in self.blocks:
+            x = b(x)
+        if self.gather is not None:
+            x = self.gather(x)
+        return self.head(x)
+
+
+def build_net(width: int, depth: int, seed: int = 0) -> Net:
+    """The model with seeded weights (the same on every rank and in the reference)."""
+    torch.manual_seed(seed)
+    return Net(width, depth)
+
+
+def batch(step: int, global_batch: int, seq: int, width: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The global batch (input, target) of step ``step``: seeded, the same everywhere."""
+    g = torch.Generator().manual_seed(1000 + step % BATCHES)
+    x = torch.randn(global_batch, seq, width, generator=g)
+    y = torch.randn(global_batch, seq, width, generator=g)
+    return x.to(device), y.to(device)
+
+
+def mesh_shape(strategy: str, world: int) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """The device mesh a strategy runs on: its shape and dimension names."""
+    if strategy == "2d":
+        return (2, world // 2), ("dp", "tp")
+    if strategy in ("tp", "sp", "tp_wrong_shard"):
+        return (world,), ("tp",)
+    return (world,), ("dp",)
+
+
+def dp_size(strategy: str, world: int) -> int:
+    """Data-parallel shards of the batch's rows (1: every rank takes every row)."""
+    if strategy in DATA_PARALLEL:
+        return world
+    return 2 if strategy == "2d" else 1
+
+
+def cannot_run(strategy: str, world: int, width: int, seq: int, batch_size: int) -> str | None:
+    """Why ``strategy`` cannot run at this world size and shape (the same on every rank), or None."""
+    if strategy == "2d" and (world < 4 or world % 2):
+        return f"2d needs an even world of at least 4 ranks (a 2 x world/2 mesh), not {world}"
+    dp = dp_size(strategy, world)
+    if batch_size % dp:
+        return f"SHARDED_BATCH={batch_size} does not split into {dp} data-parallel shards"
+    tp = world // dp
+    if tp > 1 and width % tp:
+        return f"SHARDED_WIDTH={width} does not split over {tp} tensor-parallel ranks"
+    if strategy == "sp" and seq % world:
+        return f"SHARDED_SEQ={seq} does not split over {world} sequence-parallel ranks"
+    return None
+
+
+@dataclass
+class Trainer:
+    """One rank's model under a strategy and one optimizer step."""
+
+    strategy: str
+    model: nn.Module
+    """The module whose parameters are checked (DDP's inner module; DTensor parameters for the others)."""
+    step: Callable[[], None]
+    groups: dict[str, str] = field(default_factory=dict)
+    """Process-group name -> mesh dimension (dp, tp) or world, for the inventory."""
+    steps: int = 0
+    mark: Callable[[str], None] = lambda stage: None
+    """Told each part of the step as it starts (forward, backward, optimizer): the inventory listens."""
+
+
+def _shard_rows(t: torch.Tensor, parts: int, index: int) -> torch.Tensor:
+    n = t.shape[0] // parts
+    return t[index * n : (index + 1) * n]
+
+
+def _inputs(strategy: str, rank_in_dp: int, dp: int, tp_rank: int, tp: int, batches):
+    """This rank's (input, target) of every batch: its rows, or (sp) its slice of the sequence."""
+    out = []
+    for x, y in batches:
+        x, y = _shard_rows(x, dp, rank_in_dp), _shard_rows(y, dp, rank_in_dp)
+        if strategy == "sp":
+            n = x.shape[1] // tp
+            x = x[:, tp_rank * n : (tp_rank + 1) * n].contiguous()
+        out.append((x.contiguous(), y.contiguous()))
+    return out
+
+
+def _fsdp(net: Net, strategy: str, mesh) -> None:
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    kw: dict = {"mesh": mesh}
+    if strategy == "fsdp2_bf16":
+        kw["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for b in net.blocks:
+        fully_shard(b, reshard_after_forward=strategy != "fsdp2_keep", **kw)
+    fully_shard(net, **kw)  # the root: FSDP2's default (kept after forward: its backward comes first)
+
+
+def _tensor_parallel(net: Net, strategy: str, mesh) -> None:
+    from torch.distributed.tensor import DTensor, Shard
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        RowwiseParallel,
+        SequenceParallel,
+        parallelize_module,
+    )
+
+    for b in net.blocks:
+        if strategy == "sp":
+            plan = {
+                "norm": SequenceParallel(),
+                "up": ColwiseParallel(input_layouts=Shard(1)),
+                "down": RowwiseParallel(output_layouts=Shard(1)),
+            }
+        else:
+            plan = {"up": ColwiseParallel(), "down": RowwiseParallel()}
+        parallelize_module(b, mesh, plan)
+    if strategy == "sp":
+        net.gather = lambda x: DTensor.from_local(x, mesh, [Shard(1)], run_check=False).full_tensor()
+    if strategy == "tp_wrong_shard":  # planted: each rank's `up` rows are the next rank's
+        full = build_net(net.head.in_features, len(net.blocks)).blocks
+        n, r = mesh.size(), mesh.get_local_rank()
+        with torch.no_grad():
+            for b, ref in zip(net.blocks, full):
+                b.up.weight.to_local().copy_(ref.up.weight.chunk(n)[(r + 1) % n])
+
+
+def _group_names(mesh, names: tuple[str, ...]) -> dict[str, str]:
+    return {mesh.get_group(i).group_name: name for i, name in enumerate(names)}
+
+
+def make_mesh(device_type: str, shape: tuple[int, ...], names: tuple[str, ...]):
+    """A device mesh over the whole world (a 2-D one creates its groups: a collective on every rank)."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    return init_device_mesh(device_type, shape, mesh_dim_names=names)
+
+
+def make_trainer(
+    strategy: str, ctx, width: int, depth: int, seq: int, global_batch: int, mesh_of: Callable = make_mesh
+) -> Trainer:
+    """This rank's model under ``strategy``, its SGD and its step on this rank's part of the global batches;
+    ``mesh_of(device_type, shape, names)`` gives the mesh (a session may keep one per shape)."""
+    import torch.distributed as dist
+
+    world, rank, device = ctx.world_size, ctx.rank, ctx.device
+    net = build_net(width, depth).to(device)
+    shape, names = mesh_shape(strategy, world)
+    dp = dp_size(strategy, world)
+    groups = {dist.group.WORLD.group_name: "world"}
+    if strategy == "ddp":
+        kw = {"device_ids": [device.index]} if device.type == "cuda" else {}
+        model: nn.Module = nn.parallel.DistributedDataParallel(net, process_group=ctx.group, **kw)
+        groups[ctx.group.group_name] = "dp"
+    else:
+        mesh = mesh_of(device.type, shape, names)
+        groups |= _group_names(mesh, names)
+        if strategy == "2d":
+            _tensor_parallel(net, strategy, mesh["tp"])
+            _fsdp(net, strategy, mesh["dp"])
+        elif strategy in FSDP:
+            _fsdp(net, strategy, mesh)
+        else:
+            _tensor_parallel(net, strategy, mesh)
+        model = net
+    dp_rank = rank // (world // dp) if strategy == "2d" else (rank if dp > 1 else 0)
+    tp = world // dp
+    batches = [batch(k, global_batch, seq, width, device) for k in range(BATCHES)]
+    local = _inputs(strategy, dp_rank, dp, rank % tp, tp, batches)
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    trainer = Trainer(strategy=strategy, model=net, step=lambda: None, groups=groups)
+
+    def step() -> None:
+        x, y = local[trainer.steps % BATCHES]
+        opt.zero_grad()
+        trainer.mark("forward")
+        loss = F.mse_loss(model(x), y)
+        trainer.mark("backward")
+        loss.backward()
+        trainer.mark("optimizer")
+        if strategy == "fsdp2_scaled":  # planted: a sum where the average belongs
+            with torch.no_grad():
+                for p in net.parameters():
+                    p.grad.mul_(world)
+        opt.step()
+        trainer.steps += 1
+
+    trainer.step = step
+    return trainer
+
+
+def full_params(model: nn.Module) -> list[torch.Tensor]:
+    """Every parameter whole, in ``named_parameters`` order, as float32 (DTensor shards gathered: a
+    collective on every rank)."""
+    from torch.distributed.tensor import DTensor
+
+    out = []
+    for _, p in model.named_parameters():
+        t = p.full_tensor() if isinstance(p, DTensor) else p
+        out.append(t.detach().float())
+    return out
+
+
+def local_params(model: nn.Module) -> list[tuple[str, torch.Tensor]]:
+    """(name, this rank's part) of every parameter (a DTensor's local shard): what the optimizer holds here."""
+    from torch.distributed.tensor import DTensor
+
+    return [(n, p.to_local() if isinstance(p, DTensor) else p) for n, p in model.named_parameters()]

@@ -1,0 +1,121 @@
+"""The sharded experiment through the launcher users run (real Gloo groups of 2 and 4 ranks): every strategy
+trains what one process trains, its collectives are what the model's structure predicts and what
+CommDebugMode counted, a planted wrong sharding exits 6, a bad knob exits 2 before any rank starts."""
+
+import pytest
+
+from tests.conftest import load_bench, run_suite
+
+pytestmark = pytest.mark.slow
+
+SMALL = {"SHARDED_WIDTH": "16", "SHARDED_DEPTH": "2", "SHARDED_SEQ": "4", "SHARDED_BATCH": "4"}
+DEPTH = int(SMALL["SHARDED_DEPTH"])
+RUN = ("--experiments", "sharded", "--iters", "3", "--warmup", "1")
+
+
+def _records(tmp_path) -> dict[str, dict]:
+    return {b["extra_info"]["strategy"]: b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]}
+
+
+def _count(rec: dict, **match) -> int:
+    return sum(r["count"] for r in rec["inventory"] if all(r[k] == v for k, v in match.items()))
+
+
+def _inventory_as_structure_predicts(recs: dict[str, dict], world: int) -> None:
+    """Counts from the depth alone (each block a unit of FSDP2 and a TP/SP pair; the head the root)."""
+    if "ddp" in recs:
+        ddp = recs["ddp"]
+        assert _count(ddp, op="all_reduce", group="dp", phase="backward") >= 1
+        assert sum(r["count"] * r["bytes"] for r in ddp["inventory"]) == 4 * ddp["n_params"]  # the gradient
+    for s, regather in (("fsdp2", DEPTH), ("fsdp2_keep", 0), ("fsdp2_bf16", DEPTH)):
+        if s in recs:
+            r = recs[s]
+            assert _count(r, op="all_gather", phase="forward", group="dp") == DEPTH + 1
+            assert _count(r, op="all_gather", phase="backward", group="dp") == regather
+            assert _count(r, op="reduce_scatter", phase="backward", group="dp", dtype="float32") == DEPTH + 1
+            assert {x["dtype"] for x in r["inventory"] if x["op"] == "all_gather"} == (
+                {"bfloat16"} if s == "fsdp2_bf16" else {"float32"}
+            )
+    if "tp" in recs:
+        tp = recs["tp"]
+        act = 4 * tp["batch"] * tp["seq"] * tp["width"]  # one float32 activation: every rank the whole batch
+        assert recs["tp"]["inventory"] == [
+            {"op": "all_reduce", "dtype": "float32", "bytes": act, "group": "tp", "phase": p, "count": DEPTH}
+            for p in ("backward", "forward")
+        ]
+    if "sp" in recs:
+        sp = recs["sp"]
+        assert _count(sp, op="all_gather", phase="forward") == DEPTH + 1
+        assert _count(sp, op="reduce_scatter") == 2 * DEPTH
+        assert _count(sp, op="all_reduce", phase="optimizer") == 2 * DEPTH
+    if "2d" in recs:
+        r = recs["2d"]
+        assert _count(r, op="all_reduce", group="tp") == 2 * DEPTH
+        assert _count(r, op="all_gather", group="dp") == 2 * DEPTH + 1
+        assert _count(r, op="reduce_scatter", group="dp") == DEPTH + 1
+
+
+def _all_right(recs: dict[str, dict]) -> None:
+    for s, r in recs.items():
+        assert r["checked"] and r["n_wrong"] == 0, (s, r["n_wrong"], r.get("check_max_abs_diff"))
+        assert r["inventory_matches_theory"], (s, r["inventory"], r["theory"])
+        assert r["commdebug_ops"] == r["inventory_ops"] == sum(x["count"] for x in r["inventory"]), s
+        assert r["inventory_bytes"] == r["theory_bytes"] == r["size_bytes"], s
+        assert r["time_includes"] and r["busbw_gbps"] is None, s
+        assert r["check_max_abs_diff"] <= r["check_tol"], s
+
+
+def test_every_strategy_at_2_ranks_trains_like_one_process_and_moves_what_theory_says(tmp_path):
+    proc = run_suite(tmp_path, *RUN, nproc=2, env=SMALL, timeout=400)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    recs = _records(tmp_path)
+    assert set(recs) == {"ddp", "fsdp2", "fsdp2_keep", "fsdp2_bf16", "tp", "sp"}
+    assert "2d needs an even world of at least 4 ranks" in proc.stdout  # skipped with its reason
+    _all_right(recs)
+    _inventory_as_structure_predicts(recs, 2)
+    for s in ("ddp", "fsdp2", "fsdp2_keep", "fsdp2_bf16"):  # two terms average exactly
+        assert recs[s]["check_rule"] == "exact" and recs[s]["check_max_abs_diff"] == 0.0, s
+    for s in ("tp", "sp"):
+        assert recs[s]["check_rule"].startswith("tol per parameter"), s
+    assert recs["fsdp2_keep"]["bus_vs_ddp"] == pytest.approx(1.0)
+    assert recs["fsdp2"]["bus_bytes_gloo"] > recs["fsdp2"]["bus_bytes"]  # Gloo's reduce_scatter is an all_reduce
+
+
+def test_2d_mesh_and_fsdp2_at_4_ranks(tmp_path):
+    env = dict(SMALL, SHARDED_BATCH="8", SHARDED_STRATEGIES="2d,fsdp2,tp")
+    proc = run_suite(tmp_path, *RUN, nproc=4, env=env, timeout=500)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    recs = _records(tmp_path)
+    assert set(recs) == {"2d", "fsdp2", "tp"}
+    _all_right(recs)
+    _inventory_as_structure_predicts(recs, 4)
+    assert recs["2d"]["mesh"] == "2x2 (dp,tp)"
+    assert all(r["check_rule"].startswith("tol per parameter") for r in recs.values())  # four terms: order
+
+
+def test_a_planted_wrong_sharding_fails_the_check_and_exits_6(tmp_path):
+    env = dict(SMALL, SHARDED_STRATEGIES="fsdp2,fsdp2_scaled,tp_wrong_shard")
+    proc = run_suite(tmp_path, *RUN, nproc=2, env=env, timeout=400)
+    assert proc.returncode == 6, proc.stdout[-3000:] + proc.stderr[-3000:]  # EXIT_WRONG_RESULT
+    recs = _records(tmp_path)
+    assert recs["fsdp2"]["n_wrong"] == 0
+    for s in ("fsdp2_scaled", "tp_wrong_shard"):
+        # most elements on both ranks, after the check step and after the timed steps
+        assert recs[s]["n_wrong"] > recs[s]["n_params"], (s, recs[s]["n_wrong"])
+        assert recs[s]["check_max_abs_diff"] > 100 * recs[s]["check_tol"], s
+    assert "produced wrong elements" in proc.stderr and "fsdp2_scaled" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "env, words",
+    [
+        ({"SHARDED_STRATEGIES": "fsdp3"}, "SHARDED_STRATEGIES"),
+        ({"SHARDED_WIDTH": "0"}, "SHARDED_WIDTH"),
+        ({"SHARDED_DEPTH": "two"}, "SHARDED_DEPTH"),
+    ],
+)
+def test_a_bad_knob_exits_2_before_any_rank_starts(tmp_path, env, words):
+    proc = run_suite(tmp_path, *RUN, nproc=2, env=env, timeout=120)
+    assert proc.returncode == 2 and words in proc.stderr, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert proc.stderr.strip().count("\n") == 0, proc.stderr  # one line
+    assert not (tmp_path / "results" / "run" / "bench.json").exists()
