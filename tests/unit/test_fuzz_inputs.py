@@ -201,7 +201,8 @@ def test_teardown_rate_refuses_zero_runs():
         ({"SUITE_INJECT_DELAY": "one:0.1"}, "SUITE_INJECT_DELAY='one:0.1'"),
         ({"SUITE_INJECT_DIVERGE": "skipp:1:9"}, "SUITE_INJECT_DIVERGE='skipp:1:9'"),
         ({"SUITE_INJECT_DIVERGE": "skip:1:0"}, "SUITE_INJECT_DIVERGE='skip:1:0'"),
-        ({"SUITE_INJECT_DIVERGE": "skip:2:9"}, "not a rank of this run (0..1)"),  # --nproc 2: rank 2 would plant nothing
+        # --nproc 2: rank 2 would plant nothing
+        ({"SUITE_INJECT_DIVERGE": "skip:2:9"}, "not a rank of this run (0..1)"),
     ],
 )
 def test_bad_progress_and_fault_settings_exit_2_before_any_rank(env, words, monkeypatch, capsys, tmp_path):
