@@ -55,7 +55,7 @@ PLANTS = {
     "stray": (2, 9, r"rank 1 waits in all_reduce #\d+ .*; rank 0 never entered it"),
     # Gloo aborts (SIGABRT) on the size mismatch: status 5, or 9 when rank 1's journal came in before torchrun
     # ended it (then it is named as the rank whose all_reduce has 257 elements)
-    "size": (3, (5, 9), r"rank \d died \(Aborted\) in all_reduce at suite/(ops|runner)\.py:\d+ in"),
+    "size": (3, (5, 9), r"rank \d died \(Aborted\) in all_reduce at suite/(ops/collectives|runner)\.py:\d+ in"),
 }
 
 
