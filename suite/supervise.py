@@ -269,13 +269,14 @@ def _verdict(rc: int, signum: int | None, run_dir: Path, first: dict | None) -> 
             _say(f"failure note {f} unreadable ({getattr(e, 'strerror', None) or e}): that rank's cause is lost")
     for fl in failures:
         causes.append(_say(f"failure on rank {fl.get('rank')} ({fl.get('host')}): {fl.get('cause')}"))
-    cause = causes[0] if causes else None
+    own = [c for fl, c in zip(failures, causes) if fl.get("kind") != "peer_failure"]
+    cause = (own or causes or [None])[0]  # a rank's own failure before the others' loss of it
     if signum is not None:
         _say(f"interrupted by signal {signum}; completed cases are in {run_dir / 'bench.json'}")
         return (EXIT_SIGINT if signum == signal.SIGINT else EXIT_SIGTERM), f"interrupted by signal {signum}"
     if first is not None and not failures and first["exitcode"] == EXIT_NOTHING_SELECTED:
         return EXIT_NOTHING_SELECTED, _say("nothing measured: the case selection (K= / -k) matched no case")
-    if first is not None and not failures:
+    if first is not None and _unexplained(first, failures):
         how = f"killed by {first['signal']}" if first["exitcode"] < 0 else f"exited with status {first['exitcode']}"
         cause = _say(f"first failure: rank {first['rank']} on host {first['host']} {how}")
     diag = hang.read_verdict(run_dir)
@@ -303,6 +304,14 @@ def _verdict(rc: int, signum: int | None, run_dir: Path, first: dict | None) -> 
     if rc == 0:
         return EXIT_OK, None
     return EXIT_FAILED, cause or _say(f"error: torchrun exited with status {rc} and no rank named a cause")
+
+
+def _unexplained(first: dict, failures: list[dict]) -> bool:
+    """Whether torchrun's first failed rank left no note of its own and the notes there are are only the
+    other ranks losing it (a rank killed by a signal writes none, its peers' socket errors race its exit):
+    then torchrun's root cause is the one line that names it."""
+    noted = {fl.get("rank") for fl in failures}
+    return first["rank"] not in noted and all(fl.get("kind") == "peer_failure" for fl in failures)
 
 
 def _signal_name(signum: int) -> str:

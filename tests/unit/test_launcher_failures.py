@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from suite.failures import EXIT_FAILED
+from suite.failures import EXIT_FAILED, EXIT_PEER_FAILURE
 from suite.fileio import ResultsWriteError, write_json_atomic
 from suite.supervise import ElasticTraceback, final_status, stamp_status
 
@@ -93,3 +93,22 @@ def test_a_bench_json_that_is_not_json_is_named_not_stamped(tmp_path):
     with pytest.raises(ResultsWriteError, match=f"cannot record the exit status in {tmp_path / 'bench.json'}: not"):
         stamp_status(tmp_path, 1, None, "x")
     assert (tmp_path / "bench.json").read_text() == '{"benchmarks": ['
+
+
+def test_a_rank_killed_by_a_signal_is_named_even_when_its_peers_noted_the_loss(tmp_path, capsys):
+    # CI, 2026-12-02: rank 1 got SIGTERM; ranks 0 and 2 wrote "connection reset" notes before torchrun
+    # ended them, and the line naming rank 1 was not printed
+    (tmp_path / "failures").mkdir()
+    for r in (0, 2):
+        (tmp_path / "failures" / f"rank{r}.json").write_text(
+            json.dumps({"rank": r, "host": "h", "cause": "Connection reset by peer", "kind": "peer_failure"})
+        )
+    first = {"rank": 1, "host": "h", "exitcode": -15, "signal": "SIGTERM"}
+    status, cause = final_status(1, None, tmp_path, first, with_cause=True)
+    assert (status, cause) == (EXIT_PEER_FAILURE, "first failure: rank 1 on host h killed by SIGTERM")
+    assert "# first failure: rank 1 on host h killed by SIGTERM" in capsys.readouterr().err
+    # a rank that raised names itself: torchrun's root cause is not repeated over it
+    (tmp_path / "failures" / "rank1.json").write_text(
+        json.dumps({"rank": 1, "host": "h", "cause": "boom", "kind": "rank_error"})
+    )
+    assert final_status(1, None, tmp_path, first, with_cause=True) == (EXIT_FAILED, "failure on rank 1 (h): boom")
