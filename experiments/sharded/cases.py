@@ -27,12 +27,11 @@ from __future__ import annotations
 
 import dataclasses
 
-import torch
 import torch.distributed as dist
 
 from suite.case import Buffers, Bytes, Case, Session, experiment_test
 from suite.config import BenchConfig
-from suite.dist import DistContext
+from suite.dist import DistContext, dist_max
 
 from . import check as checking
 from . import inventory, workload
@@ -66,12 +65,6 @@ _PROVENANCE = {
     "check_tol": "modelled: the largest over parameter tensors of " + checking.CheckRule.FORMULA + " (0 when exact)",
     "peak_mem_bytes": "measured: suite.profiling.PeakMemory around warm-up and the timed steps, max over ranks",
 }
-
-
-def _max_over_ranks(ctx: DistContext, values: list[float]) -> list[float]:
-    t = torch.tensor(values, dtype=torch.float64, device=ctx.device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=ctx.group)
-    return t.cpu().tolist()
 
 
 def _group_sizes(strategy: str, world: int) -> dict[str, int]:
@@ -123,10 +116,10 @@ def _derive(strategy: str, s: ShardedSettings, trainer, ctx: DistContext, around
             "check_rule": seen["rule"],
             "check_tol": seen["tol"],
             "check_steps": seen["steps"],
-            "check_max_abs_diff": _max_over_ranks(ctx, [seen["max_abs_diff"]])[0],
+            "check_max_abs_diff": dist_max(ctx, [seen["max_abs_diff"]])[0],
         }
     if isinstance(around, PeakMemory):
-        fields |= {"peak_mem_bytes": int(_max_over_ranks(ctx, [float(around.peak_bytes)])[0])}
+        fields |= {"peak_mem_bytes": int(dist_max(ctx, [float(around.peak_bytes)])[0])}
         fields["peak_mem_kind"] = around.kind
     rows, counted = _inventory_step(trainer)
     return fields | inventory_fields(strategy, s, ctx.world_size, rows, counted)
