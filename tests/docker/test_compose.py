@@ -503,6 +503,8 @@ def test_a_planted_divergence_is_named_with_its_node(sim):
     assert diag["kind"] == "divergence" and re.search(verdict, diag["verdict"]), diag
     assert [(r["rank"], r["host"]) for r in diag["table"]] == [(0, "node0"), (1, "node1")], diag
     assert "#   rank 1 (node1): " in (failures / "hang.txt").read_text()
+    summary = [ln for ln in out.splitlines() if ln.startswith("# hang diagnosis: ")]  # compose-run.sh's own
+    assert summary and diag["verdict"] in summary[-1], out[-3000:]
     run = sim.bench()
     assert run["suite"]["exit_status"] == 9 and run["suite"]["hang_diagnosis"]["verdict"] == diag["verdict"]
     recs = _records(run)
