@@ -325,3 +325,10 @@ class ExperimentSpec:
     verdict: Callable[..., int] | None = None
     """verdict(run_dir) -> the run's exit status, called by the launcher after a successful run that
     included the experiment (a health check: EXIT_FINDING when something is wrong)."""
+    step_model: Callable[[], object] | None = None
+    """step_model() -> its suite.model.step.StepModel: the training step it measures, predicted at N ranks by
+    make predict and checked by make validate-predict (resolved lazily: ``later("<pkg>.model:step_model")``)."""
+    link_points: Callable[[dict], bool] | None = None
+    """link_points(record) -> whether the record times the library's collective alone, so that suite.model's
+    link fits may use it (the ``library_collectives`` experiments first; the others only where those have
+    none); None: none of its records."""

@@ -9,4 +9,5 @@ SPEC = ExperimentSpec(
     cases=collected(f"{__name__}.cases"),
     table=table.format_tables,
     guide=table.__doc__,
+    link_points=lambda rec: rec.get("table") == "compare",  # the collectives timed alone on each backend
 )

@@ -1,6 +1,6 @@
 """DDP: what gradient synchronisation costs in a real training step, and how DDP hides it."""
 
-from suite.case import ExperimentSpec, collected
+from suite.case import ExperimentSpec, collected, later
 
 from . import table
 from .settings import DdpSettings
@@ -11,4 +11,5 @@ SPEC = ExperimentSpec(
     settings=DdpSettings,
     table=table.format_tables,
     guide=table.__doc__,
+    step_model=later(f"{__name__}.model:step_model"),
 )

@@ -1,5 +1,5 @@
-"""Offline performance models: the time of every collective, and of a DDP step, at N ranks from a
-small run (``python -m suite.model``: make predict, make validate-predict), and the α–β fits of a
+"""Offline performance models: the time of every collective, and of an experiment's training step, at
+N ranks from a small run (``python -m suite.model``: make predict, make validate-predict), and the α–β fits of a
 stored run's series (``fit``).
 
 Reads stored runs only (bench.json); measures nothing, starts no process group.
@@ -8,8 +8,9 @@ Modules: ``fit`` (α–β lines, ring coefficients, LINK_RATE), ``links`` (link 
 ``Term`` of a critical path), ``algorithms`` and ``posted_tree`` (op -> Terms per algorithm),
 ``prediction`` (Terms -> time, interval, bottleneck), ``backend_choice`` (which algorithm the backend
 runs), ``runs`` (points of a stored run), ``calibrate`` (links fitted to a run), ``run_model`` (what a
-run says, the algorithm check), ``ddp_step`` (the DDP step: the one module that knows the ddp
-experiment's records), ``document`` (tables, predict.json), ``report_section`` (the report's section),
+run says, the algorithm check), ``step`` (the protocol of an experiment's step model: the
+experiment's ``model.py`` behind its spec's ``step_model`` hook, e.g. experiments/ddp/model.py),
+``document`` (tables, predict.json), ``report_section`` (the report's section),
 ``validate``, ``cli``, ``units``.
 
 **Link classes.** Ranks sit ``ranks_per_node`` to a node, node by node (torchrun's numbering).

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from suite import metrics
-from suite.model import ddp_step
+from suite.model import step
 from suite.model.algorithms import OPS
 from suite.model.document import format_links, format_predictions, prediction_document, stored_predictions
 from suite.model.links import Topology, complete_links
@@ -102,8 +102,9 @@ def _cmd_predict(args) -> int:
         )
     out.append("#   * = the algorithm the backend runs; time interval from the links' 95% intervals")
     sys.stdout.write("\n".join(out) + "\n" + format_predictions(stored_predictions(doc)))
-    for d in doc["ddp"]:
-        print(ddp_step.step_line(d, ranks))
+    for name, sm in step.step_models().items():
+        for d in doc.get(name) or []:
+            print(sm.step_line(d, ranks))
     from suite.fileio import write_json_atomic
 
     dest = rd / "predict.json"

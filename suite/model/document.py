@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from suite import metrics
-from suite.model import ddp_step
+from suite.model import step
 from suite.model.algorithms import CANDIDATES, OPS
 from suite.model.links import CLASSES, Links, Topology, complete_links
 from suite.model.prediction import Prediction, predict
@@ -99,8 +99,8 @@ PROVENANCE = {
     "measured_scale.measured_us": "measured: the record's time_us",
     "measured_scale.predicted_us": "modelled: backend's algorithm over the op's calibrated link (in-sample)",
     "measured_scale.predicted_p2p_us": "modelled: backend's algorithm over the point-to-point link (out-of-sample)",
-    **ddp_step.PROVENANCE,
 }
+"""predict.json's provenance; each step model adds its own (suite.model.step)."""
 
 
 def stored_predictions(doc: dict) -> list[Prediction]:
@@ -110,6 +110,7 @@ def stored_predictions(doc: dict) -> list[Prediction]:
 
 def prediction_document(model: RunModel, topo: Topology, sizes: Sequence[int], run_name: str) -> dict:
     preds = extrapolate(model, topo, sizes)
+    models = step.step_models()
     return {
         "run": run_name,
         "ranks": topo.ranks,
@@ -128,6 +129,6 @@ def prediction_document(model: RunModel, topo: Topology, sizes: Sequence[int], r
         "algorithms": {op: dataclasses.asdict(model.choice(op, max(sizes) if sizes else 0)) for op in OPS},
         "predictions": [p.as_dict() for p in preds],
         "measured_scale": measured_scale(model),
-        "ddp": ddp_step.predict_at(model, topo),
-        "provenance": PROVENANCE,
+        **{name: sm.predict_at(model, topo) for name, sm in models.items()},
+        "provenance": PROVENANCE | {k: v for sm in models.values() for k, v in sm.provenance.items()},
     }

@@ -4,7 +4,7 @@ the extrapolation table."""
 from __future__ import annotations
 
 from suite import metrics
-from suite.model import ddp_step
+from suite.model import step
 from suite.model.algorithms import OPS
 from suite.model.document import format_predictions, measured_scale, stored_predictions
 from suite.model.run_model import RunModel, fit_runs
@@ -39,7 +39,7 @@ def report_parts(
         ehead, erows, etext = _extrapolation_grid(doc)
         grids.append((ehead, erows))
         text += etext
-        notes += [ddp_step.report_note(d, doc["ranks"]) for d in doc.get("ddp") or []]
+        notes += [sm.report_note(d, doc["ranks"]) for n, sm in step.step_models().items() for d in doc.get(n) or []]
     else:
         notes.append(
             "No predict.json in the run directory: `make predict RUN=<run> RANKS=<n> RANKS_PER_NODE=<p>` adds "

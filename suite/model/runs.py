@@ -52,21 +52,29 @@ def usable(r: dict) -> bool:
     return r.get("n_wrong") in (0, None) and (r.get("time_us") or 0) > 0
 
 
+def link_sources() -> list:
+    """The specs whose records the link fits may use (their ``link_points`` hook), the library's own
+    collective sweeps (``library_collectives``) first."""
+    from suite import registry
+
+    return sorted(
+        (s for s in registry.discover().values() if s.link_points), key=lambda s: (not s.library_collectives, s.name)
+    )
+
+
 def collective_points(run: dict) -> list[Point]:
     """The run's measurements of the six ops in their fitted form (FIT_VARIANTS): sum for reducing
-    ops, the first dtype; the collectives experiment's records (else the backends experiment's)."""
+    ops, the first dtype; the records of the first experiment in ``link_sources()`` that has any."""
     from suite import results
 
     recs = [r for r in results.records(run) if usable(r)]
     topo = run_topology(run)
     out = []
-    for exp in ("collectives", "backends"):
+    for spec in link_sources():
         for r in recs:
-            if r.get("experiment") != exp or r.get("op") not in FIT_VARIANTS:
+            if r.get("experiment") != spec.name or r.get("op") not in FIT_VARIANTS or not spec.link_points(r):
                 continue
             if (r.get("variant") or r["op"]) != FIT_VARIANTS[r["op"]] or r.get("redop") not in (None, "sum", "none"):
-                continue
-            if exp == "backends" and r.get("table") != "compare":
                 continue
             if int(r.get("world_size") or topo.ranks) != topo.ranks:
                 continue

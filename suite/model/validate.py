@@ -3,22 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Sequence
 
 from suite import metrics
-from suite.model import ddp_step
+from suite.model import step
 from suite.model.algorithms import OPS
 from suite.model.prediction import BANDWIDTH_BOUND, predict
 from suite.model.run_model import check_algorithms, fit_runs
 from suite.model.runs import collective_points
-from suite.model.units import fmt_time
-
-
-def geomean_abs(errors: Sequence[float]) -> float | None:
-    """Geometric mean of |error| (each floored at 1e-4, so an exact hit does not zero it)."""
-    es = [max(abs(e), 1e-4) for e in errors if e is not None and math.isfinite(e)]
-    return float(math.exp(sum(math.log(e) for e in es) / len(es))) if es else None
+from suite.model.units import fmt_time, geomean_abs
 
 
 def validate(fit_on: Sequence[dict], check: Sequence[dict], debug_text: str = "") -> dict:
@@ -60,7 +53,6 @@ def validate(fit_on: Sequence[dict], check: Sequence[dict], debug_text: str = ""
             "n": len(mine),
             "n_bandwidth_bound": len(bw),
         }
-    ddp_rows = ddp_step.validation_rows(model, check)
     everywhere = check_algorithms([p for r in [*fit_on, *check] for p in collective_points(r)], model.p2p)
     return {
         "fit_ranks": sorted({p.topo.ranks for p in model.points}),
@@ -69,10 +61,7 @@ def validate(fit_on: Sequence[dict], check: Sequence[dict], debug_text: str = ""
         "algorithms": {op: dataclasses.asdict(model.choice(op, 0)) for op in OPS},
         "rows": rows,
         "summary": summary,
-        "ddp": ddp_rows,
-        "ddp_summary": {"geomean_abs_error": geomean_abs([r["error"] for r in ddp_rows]), "n": len(ddp_rows)}
-        if ddp_rows
-        else None,
+        **step.validation(model, check),
         "target_bandwidth_bound": TARGET,
     }
 
@@ -117,5 +106,5 @@ def format_validation(v: dict) -> str:
             f"{op:<15}{100 * g:>17.1f}%{(f'{100 * gb:.1f}%' if gb is not None else '-'):>17}"
             f"  ({s['n_bandwidth_bound']}/{s['n']} sizes){verdict}"
         )
-    out += ddp_step.validation_lines(v)
+    out += step.validation_lines(v)
     return "\n".join(out) + "\n"

@@ -16,13 +16,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from experiments.ddp import model as ddp_model
 from suite import metrics
 from suite.model import (
     algorithms,
     backend_choice,
     calibrate,
     cli,
-    ddp_step,
     fit,
     links,
     prediction,
@@ -291,7 +291,7 @@ def test_ddp_step_model_by_hand():
         "bucket_sizes": [1_000_000, 1_000_000],
     }
     links = {"inter": ClassLink(link_class="inter", alpha_us=0.0, beta_gbps=1.0)}
-    d = ddp_step.predict_ddp(rec, Topology(4, 1), links, "ring")
+    d = ddp_model.predict_ddp(rec, Topology(4, 1), links, "ring")
     # per bucket at 4 ranks: 2·3/4 · 1e6 B / 1 GB/s = 1500 µs; two buckets 3000; hidden half of it
     assert d["comm_us"] == pytest.approx(3000.0) and d["hidden_fraction"] == 0.5
     assert d["step_us"] == pytest.approx(5000 + 3000 - 1500)

@@ -1,7 +1,7 @@
-"""The DDP step at N ranks from the ddp experiment's records (suite.model's docstring: compute +
-bucket all_reduces − the hidden share): every piece of suite/model/ that knows the ddp experiment's
-records, and what the step adds to predict.json ("ddp"), to the validation ("ddp", "ddp_summary"),
-to make predict's output and to the report's notes."""
+"""The DDP step at N ranks from this experiment's records (suite.model's docstring: compute + bucket
+all_reduces − the hidden share): the step model (suite.model.step) behind the spec's ``step_model`` hook,
+what the step adds to predict.json ("ddp"), to the validation ("ddp", "ddp_summary"), to make predict's
+output and to the report's notes. Offline: it reads stored records and imports no torch."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from suite.model.links import Links, Topology
 from suite.model.prediction import predict
 from suite.model.run_model import RunModel
 from suite.model.runs import run_topology, usable
+from suite.model.step import StepModel
 from suite.model.units import fmt_time
 
 
@@ -149,17 +150,23 @@ def report_note(d: dict, ranks: int) -> str:
     )
 
 
-def validation_lines(v: dict) -> list[str]:
-    """The validation table's lines of its "ddp" rows and "ddp_summary"."""
-    out = []
-    for r in v.get("ddp") or []:
-        out.append(
-            f"ddp step ({r['model']}) at {r['ranks']} ranks: predicted {fmt_time(r['predicted_us'])} (compute "
-            f"{fmt_time(r['compute_us'])} + all_reduce {fmt_time(r['predicted_comm_us'])} − hidden "
-            f"{fmt_time(r['predicted_hidden_us'])}, from the {r['fit_ranks']}-rank run), measured "
-            f"{fmt_time(r['measured_us'])}, error {100 * r['error']:+.1f}%"
-        )
-    if v.get("ddp_summary"):
-        d = v["ddp_summary"]
-        out.append(f"ddp step: geomean |err| {100 * d['geomean_abs_error']:.1f}% over {d['n']} scales")
-    return out
+def row_line(r: dict) -> str:
+    """The validation table's line of one "ddp" row."""
+    return (
+        f"ddp step ({r['model']}) at {r['ranks']} ranks: predicted {fmt_time(r['predicted_us'])} (compute "
+        f"{fmt_time(r['compute_us'])} + all_reduce {fmt_time(r['predicted_comm_us'])} − hidden "
+        f"{fmt_time(r['predicted_hidden_us'])}, from the {r['fit_ranks']}-rank run), measured "
+        f"{fmt_time(r['measured_us'])}, error {100 * r['error']:+.1f}%"
+    )
+
+
+def step_model() -> StepModel:
+    """The spec's ``step_model`` hook."""
+    return StepModel(
+        provenance=PROVENANCE,
+        predict_at=predict_at,
+        validation_rows=validation_rows,
+        step_line=step_line,
+        report_note=report_note,
+        row_line=row_line,
+    )

@@ -1,0 +1,62 @@
+"""A training step at N ranks, modelled by the experiment that measured it: the protocol between
+suite.model and an experiment's ``model.py`` (its spec's ``step_model`` hook).
+
+suite.model knows no experiment: ``step_models()`` finds every spec that names a step model, and
+predict.json, the validation and the report carry each one's entries under the experiment's name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from suite.model.units import geomean_abs
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepModel:
+    """What one experiment's step model gives make predict, make validate-predict and the report."""
+
+    provenance: dict[str, str]
+    """predict.json's provenance of the numbers of its entries (keys ``<experiment>.<field>``)."""
+    predict_at: Callable[..., list[dict]]
+    """predict_at(run_model, topo) -> predict.json's entries: the step of each model the run holds."""
+    validation_rows: Callable[..., list[dict]]
+    """validation_rows(run_model, check_runs) -> one row per check-run step, each with its ``error``
+    (predicted / measured − 1)."""
+    step_line: Callable[[dict, int], str]
+    """make predict's line of one entry at ``ranks``."""
+    report_note: Callable[[dict, int], str]
+    """The report's note of one entry at ``ranks``."""
+    row_line: Callable[[dict], str]
+    """The validation table's line of one row."""
+
+
+def step_models() -> dict[str, StepModel]:
+    """Every experiment's step model, by experiment name (the specs whose ``step_model`` hook is set)."""
+    from suite import registry
+
+    return {name: spec.step_model() for name, spec in registry.discover().items() if spec.step_model}
+
+
+def validation(model, check: Sequence[dict]) -> dict:
+    """The validation's entries of every step model: ``<name>`` rows and ``<name>_summary``."""
+    out: dict = {}
+    for name, sm in step_models().items():
+        rows = sm.validation_rows(model, check)
+        out[name] = rows
+        out[f"{name}_summary"] = (
+            {"geomean_abs_error": geomean_abs([r["error"] for r in rows]), "n": len(rows)} if rows else None
+        )
+    return out
+
+
+def validation_lines(v: dict) -> list[str]:
+    """The validation table's lines of every step model's rows and summary."""
+    out = []
+    for name, sm in step_models().items():
+        out += [sm.row_line(r) for r in v.get(name) or []]
+        if v.get(f"{name}_summary"):
+            d = v[f"{name}_summary"]
+            out.append(f"{name} step: geomean |err| {100 * d['geomean_abs_error']:.1f}% over {d['n']} scales")
+    return out
