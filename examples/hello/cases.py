@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from suite.case import Buffers, Bytes, Case, experiment_test, restorer
+from suite.api import Buffers, Bytes, Case, experiment_test, restorer
 
 EXPERIMENT = "hello"
 

@@ -53,14 +53,14 @@ import os
 import torch
 import torch.distributed as dist
 
-from suite import verify
-from suite.ops import algorithms
-from suite.ops import collectives as ops
-from suite.case import Buffers, Bytes, Case, CaseSkipped, Session, experiment_test, support_reason
-from suite.config import BenchConfig
-from suite.dist import DistContext, PreflightError, resolve_device
-from suite.harness import groups
-from suite.system import network
+from suite.api import verify
+from suite.api import algorithms
+from suite.api import collectives as ops
+from suite.api import Buffers, Bytes, Case, CaseSkipped, Session, experiment_test, support_reason
+from suite.api import BenchConfig
+from suite.api import DistContext, PreflightError, resolve_device
+from suite.api import groups
+from suite.api import network
 
 EXPERIMENT = "backends"
 

@@ -125,10 +125,10 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from suite import verify
-from suite.case import Buffers, Bytes, Case, CaseSkipped, Session, experiment_test, support_reason
-from suite.config import BenchConfig
-from suite.dist import DistContext, dist_max, dist_min
+from suite.api import verify
+from suite.api import Buffers, Bytes, Case, CaseSkipped, Session, experiment_test, support_reason
+from suite.api import BenchConfig
+from suite.api import DistContext, dist_max, dist_min
 
 from . import models as training
 from .settings import DdpSettings
@@ -811,7 +811,7 @@ def _is_baseline(v: Variant) -> bool:
 
 
 def _peak_fields(ctx: DistContext, around) -> dict:
-    from suite.profiling import PeakMemory
+    from suite.api import PeakMemory
 
     if not isinstance(around, PeakMemory):
         return {}
@@ -1062,7 +1062,7 @@ def _resolve_init(
 
 
 def _peak_memory(ctx: DistContext):
-    from suite.profiling import PeakMemory
+    from suite.api import PeakMemory
 
     return PeakMemory(ctx.device)
 

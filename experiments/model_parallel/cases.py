@@ -63,10 +63,10 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from suite import verify
-from suite.case import Buffers, Bytes, Case, Session, experiment_test
-from suite.config import BenchConfig
-from suite.dist import DistContext
+from suite.api import verify
+from suite.api import Buffers, Bytes, Case, Session, experiment_test
+from suite.api import BenchConfig
+from suite.api import DistContext
 
 from .settings import ModelParallelSettings
 

@@ -66,14 +66,13 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from suite import verify
-from suite.ops import algorithms
-from suite.case import Buffers, Bytes, Case, CaseFailed, CaseSkipped, Session, experiment_test, restorer
-from suite.config import BenchConfig
-from suite.dist import DistContext
-from suite.harness import groups
-from suite.system import affinity, sysinfo, topology
-from suite.ops.collectives import barrier_buffers, counts, elsize
+from suite.api import collectives, verify
+from suite.api import algorithms
+from suite.api import Buffers, Bytes, Case, CaseFailed, CaseSkipped, Session, experiment_test, restorer
+from suite.api import BenchConfig
+from suite.api import DistContext
+from suite.api import groups
+from suite.api import affinity, sysinfo, topology
 
 EXPERIMENT = "placement"
 
@@ -98,14 +97,18 @@ def _all_reduce_case(label: str, identity: dict, count: int, dtype: str, **kw) -
         label=label,
         identity={**identity, "redop": "sum", "in_place": True},
         bytes=Bytes(
-            size_bytes=count * elsize(dtype), count=count, dtype=dtype, bw_op="all_reduce", definition=WHOLE_BUFFER
+            size_bytes=count * collectives.elsize(dtype),
+            count=count,
+            dtype=dtype,
+            bw_op="all_reduce",
+            definition=WHOLE_BUFFER,
         ),
         **kw,
     )
 
 
 def _count(size: int, dtype: str) -> int:
-    return size // elsize(dtype)
+    return size // collectives.elsize(dtype)
 
 
 # --- groups: created once per session, on every rank, in the same order ---------------------
@@ -194,7 +197,7 @@ def _resolve_topology(case: Case, ctx: DistContext, cfg: BenchConfig, session: S
     dist.all_gather_object(per_rank, topology.local_topology(ctx), group=ctx.group)
     return _bind(
         case,
-        barrier_buffers,
+        collectives.barrier_buffers,
         ranks=per_rank,
         nodes=list(p.real_layout),
         grouping_nodes=list(p.grouping_layout),
@@ -271,7 +274,7 @@ def pair_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     dtype = cfg.dtypes[0]
     out = []
     for kind in ("intra", "inter"):
-        for s, count in counts(cfg.compared_sizes(), dtype):
+        for s, count in collectives.counts(cfg.compared_sizes(), dtype):
             out.append(
                 Case(
                     experiment=EXPERIMENT,
@@ -279,7 +282,7 @@ def pair_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
                     label=f"{kind}-{s}B",
                     identity={"placement": kind},
                     bytes=Bytes(
-                        size_bytes=count * elsize(dtype),
+                        size_bytes=count * collectives.elsize(dtype),
                         count=count,
                         dtype=dtype,
                         bw_op="send_recv",
@@ -335,7 +338,7 @@ def group_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     dtype = cfg.dtypes[0]
     out = []
     for kind in ("intra", "inter"):
-        for s, count in counts(cfg.compared_sizes(), dtype):
+        for s, count in collectives.counts(cfg.compared_sizes(), dtype):
             out.append(
                 _all_reduce_case(
                     f"{kind}-{s}B",
@@ -408,7 +411,7 @@ def hierarchical_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     the hierarchical form completes inside one call)."""
     out = []
     for d in cfg.dtypes:
-        for s, count in counts(cfg.compared_sizes(), d):
+        for s, count in collectives.counts(cfg.compared_sizes(), d):
             for algo in ("flat", "hierarchical"):
                 out.append(
                     _all_reduce_case(
@@ -694,7 +697,7 @@ def contiguity_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     tensor through all_reduce and through send/recv; the transposed records carry the measured copy time
     and its share of their own time (whether the backend copies is for the numbers to show, not assumed)."""
     dtype = cfg.dtypes[0]
-    sizes = counts(cfg.compared_sizes(), dtype)
+    sizes = collectives.counts(cfg.compared_sizes(), dtype)
 
     def no_transpose(count):
         rows, cols = matrix_shape(count)
@@ -709,7 +712,7 @@ def contiguity_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
             label=f"copy-transposed-{s}B",
             identity={"layout": "transposed", "copy": "contiguous_roundtrip"},
             bytes=Bytes(
-                size_bytes=count * elsize(dtype),
+                size_bytes=count * collectives.elsize(dtype),
                 count=count,
                 dtype=dtype,
                 bw_op=None,
@@ -749,7 +752,7 @@ def contiguity_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
                     label=f"{op}-{layout}-{s}B",
                     identity=identity,
                     bytes=Bytes(
-                        size_bytes=count * elsize(dtype),
+                        size_bytes=count * collectives.elsize(dtype),
                         count=count,
                         dtype=dtype,
                         bw_op=op,
@@ -848,7 +851,7 @@ def gpu_placement_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     dtype = cfg.dtypes[0]
     out = []
     for mode in GPU_MODES:
-        for s, count in counts(cfg.compared_sizes(), dtype):
+        for s, count in collectives.counts(cfg.compared_sizes(), dtype):
             out.append(
                 _all_reduce_case(
                     f"{mode}-{s}B",
