@@ -139,9 +139,6 @@ def with_capabilities(case: Case, lctx: DistContext, cfg: BenchConfig, session: 
     )
 
 
-# --- side by side: collectives and send_recv on every lane -----------------------------------
-
-
 # --- algorithms: backend all_reduce vs ring on p2p vs reduce + broadcast ----------------------
 
 

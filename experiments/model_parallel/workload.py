@@ -51,7 +51,7 @@ def _combine(y_local: torch.Tensor, ctx: DistContext, how: str) -> torch.Tensor 
     return torch.cat(parts, dim=1)
 
 
-# --- the train steps' check rule ------------------------------------------------------------------
+# --- the split layer's train step (its check rule is in check.py) ---------------------------------------
 
 
 def _mp_step_fn(w_local: torch.nn.Parameter, x, target, ctx: DistContext):
@@ -284,6 +284,3 @@ def relay_buffers(pipe: Layer, ctx: DistContext, repeats: int = 1) -> Buffers:
     return Buffers(
         call=call, check=lambda: verify.count_wrong(buf, sent) if s > 0 else 0, outputs=lambda: (buf,) if s > 0 else ()
     )
-
-
-# --- the cases --------------------------------------------------------------------------------------

@@ -641,6 +641,3 @@ def copy_build(direction: str, mem: str, count: int):
 def resolve_copy(case: Case, direction: str, ctx: DistContext, session: Session) -> Case:
     peak, link = _copy_peak(direction, ctx, session)
     return dataclasses.replace(case, fields={**case.fields, "nominal_peak_gbps": peak, "link": link})
-
-
-# --- the tests: one per table, every case run by the harness --------------------------------
