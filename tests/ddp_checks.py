@@ -27,7 +27,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data.distributed import DistributedSampler
 
 from experiments.ddp import models as training
-from experiments.model_parallel import cases as mp
+from experiments.model_parallel import workload as mp_workload
+from experiments.model_parallel import settings as mp_settings
 from suite.config import build_config
 from suite.dist import destroy_distributed, init_distributed
 
@@ -115,15 +116,15 @@ def run_checks(samples: int, epochs: int) -> dict:
     }
 
     # model parallelism: split layer == unsplit layer, exactly (integer-valued data)
-    layer = mp.Layer(in_features=512, out_features=64 * n, batch=8)
-    c = mp._rows(layer, ctx)
-    w = mp._ints((layer.out_features, layer.in_features), 1, ctx.device)
-    x = mp._ints((layer.batch, layer.in_features), 2, ctx.device)
-    w_local = mp._scatter_weight(w if r == 0 else None, layer, ctx)
+    layer = mp_settings.Layer(in_features=512, out_features=64 * n, batch=8)
+    c = mp_workload._rows(layer, ctx)
+    w = mp_workload._ints((layer.out_features, layer.in_features), 1, ctx.device)
+    x = mp_workload._ints((layer.batch, layer.in_features), 2, ctx.device)
+    w_local = mp_workload._scatter_weight(w if r == 0 else None, layer, ctx)
     out["model_parallel_scatter"] = {"ok": torch.equal(w_local, w[r * c : (r + 1) * c])}
-    y = mp._combine(x @ w_local.t(), ctx, "all_gather")
+    y = mp_workload._combine(x @ w_local.t(), ctx, "all_gather")
     out["model_parallel_all_gather_equals_unsplit"] = {"ok": torch.equal(y, x @ w.t())}
-    yg = mp._combine(x @ w_local.t(), ctx, "gather")
+    yg = mp_workload._combine(x @ w_local.t(), ctx, "gather")
     out["model_parallel_gather_equals_unsplit"] = {"ok": torch.equal(yg, x @ w.t()) if r == 0 else yg is None}
     return out
 

@@ -1,6 +1,6 @@
 """Hello: the smallest experiment, a folder to copy (``cp -r examples/hello experiments/<name>``)."""
 
-from suite.case import ExperimentSpec, collected
+from suite.api import ExperimentSpec, collected
 
 from . import table
 from .settings import HelloSettings

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from suite.errors import ConfigError
+from suite.api import ConfigError
 
 
 @dataclass(frozen=True, kw_only=True)

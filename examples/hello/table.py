@@ -3,7 +3,7 @@ nccl-tests bus bandwidth (suite/metrics.py), #wrong the elements that differed f
 
 from __future__ import annotations
 
-from suite.tables import num, wrong_cell
+from suite.api import num, wrong_cell
 
 
 def format_tables(records: list[dict]) -> str:

@@ -1,6 +1,6 @@
 """Backends: the same cases on every backend the build and device offer, side by side."""
 
-from suite.case import ExperimentSpec, collected
+from suite.api import ExperimentSpec, collected
 
 from . import table
 

@@ -51,18 +51,32 @@ import dataclasses
 import os
 
 import torch
-import torch.distributed as dist
 
-from suite import verify
-from suite.ops import algorithms
-from suite.ops import collectives as ops
-from suite.case import Buffers, Bytes, Case, CaseSkipped, Session, experiment_test, support_reason
-from suite.config import BenchConfig
-from suite.dist import DistContext, PreflightError, resolve_device
-from suite.harness import groups
-from suite.system import network
+from suite.api import (
+    BenchConfig,
+    Bytes,
+    Case,
+    DistContext,
+    PreflightError,
+    algorithms,
+    experiment_test,
+    groups,
+    resolve_device,
+)
+from suite.api import collectives as ops
+
+from .workload import (
+    algorithm_buffers,
+    algorithm_probe,
+    gloo_path_context,
+    on_lane,
+    resolve_gloo_path,
+    send_recv_exchange,
+    with_capabilities,
+)
 
 EXPERIMENT = "backends"
+
 
 COMPARED_VARIANTS = (
     "all_reduce",
@@ -73,8 +87,9 @@ COMPARED_VARIANTS = (
     "barrier",
 )
 """The collectives compared across lanes (the full set runs in the collectives experiment)."""
+
+
 ALGORITHMS = ("all_reduce", "ring_p2p", "reduce_broadcast")
-ALL_DTYPES = tuple(verify.DTYPE_OF)
 
 
 def _planned(cfg: BenchConfig) -> list[groups.Lane]:
@@ -83,22 +98,6 @@ def _planned(cfg: BenchConfig) -> list[groups.Lane]:
     except PreflightError:  # the launcher reports this before any rank starts
         device_type = "cpu"
     return groups.plan_lanes(device_type)[0]
-
-
-# --- lanes: one process group per backend (suite.harness.groups), a case runs on its lane's ---------
-
-
-def _on_lane(key: str):
-    def context(ctx: DistContext, session: Session) -> DistContext:
-        lanes = groups.lanes_of(ctx, session)
-        if key in lanes.failed:
-            raise CaseSkipped(lanes.failed[key])
-        if key not in lanes.ctx:  # declared from the run's config, but the ranks' own plan lacks it
-            why = next((r for ln, r in lanes.missing if ln.key == key), "not planned on the ranks")
-            raise CaseSkipped(f"{key.replace('-', '/', 1)}: {why}")
-        return lanes.ctx[key]
-
-    return context
 
 
 def _lane_fields(key: str) -> dict:
@@ -112,102 +111,6 @@ def _lane_fields(key: str) -> dict:
 
 def _need_two(ctx: DistContext, cfg: BenchConfig) -> str | None:
     return "send_recv needs at least 2 ranks" if ctx.world_size < 2 else None
-
-
-# --- capability matrix ---------------------------------------------------------------------
-
-
-def send_recv_exchange(lctx: DistContext, dtype: str, count: int) -> Buffers:
-    """Each rank sends ``count`` elements to rank+1 and receives from rank-1 (one batch)."""
-    n, me = lctx.world_size, lctx.rank
-    right, left = (me + 1) % n, (me - 1) % n
-    dt = verify.DTYPE_OF[dtype]
-    send = verify.pattern(me, count, dt, world_size=n, device=lctx.device)
-    recv = torch.full((count,), -1, dtype=dt, device=lctx.device)
-    return Buffers(
-        call=lambda a: algorithms.exchange(send, recv, right, left, lctx.group, wait=not a),
-        check=lambda: verify.count_wrong(recv, verify.pattern(left, count, dt, world_size=n, device=lctx.device)),
-        outputs=lambda: [recv],
-    )
-
-
-SUITE_BUGS = (AttributeError, NameError, KeyError, IndexError, AssertionError, ZeroDivisionError)
-"""Errors a probe's builder raises when the suite is wrong, not the backend: the capability matrix
-lets them fail the case instead of marking a cell "not supported"."""
-
-
-def _send_recv_support(lctx: DistContext, dtype: str) -> str | None:
-    if lctx.world_size < 2:
-        return "send_recv needs at least 2 ranks"
-    return support_reason(lctx, lambda: send_recv_exchange(lctx, dtype, 4), f"send_recv ({dtype})", reraise=SUITE_BUGS)
-
-
-def capability_matrix(lctx: DistContext, dtypes=ALL_DTYPES) -> list[dict]:
-    """Probe every registered collective form and send_recv on this lane."""
-    rows = []
-    dev = lctx.device.type
-    for coll in ops.REGISTRY:
-        if coll.variant == "barrier":
-            combos = [("none", None)]
-        else:
-            redops = ops.REDUCE_OP if coll.variant == "all_reduce" else ("sum",) if coll.reduces else (None,)
-            combos = [(d, r) for d in dtypes for r in redops]
-        for dtype, redop in combos:
-            for in_place in coll.in_place_forms:
-                a = ops.Args(
-                    variant=coll.variant,
-                    dtype=dtype,
-                    redop=redop,
-                    size_bytes=0,
-                    count=4 * lctx.world_size,
-                    in_place=in_place,
-                    root=0 if coll.rooted else -1,
-                )
-                reason = support_reason(
-                    lctx,
-                    lambda coll=coll, a=a: coll.build(a, lctx),
-                    ops.label_of(a).rsplit("-", 2)[0],
-                    reraise=SUITE_BUGS,
-                )
-                rows.append(
-                    {
-                        "op": coll.op,
-                        "variant": coll.variant,
-                        "backend": lctx.backend,
-                        "device": dev,
-                        "dtype": dtype,
-                        "redop": redop or "none",
-                        "in_place": in_place,
-                        "supported": reason is None,
-                        "reason": reason or "",
-                    }
-                )
-    for dtype in dtypes:
-        reason = _send_recv_support(lctx, dtype)
-        rows.append(
-            {
-                "op": "send_recv",
-                "variant": "send_recv",
-                "backend": lctx.backend,
-                "device": dev,
-                "dtype": dtype,
-                "redop": "none",
-                "in_place": False,
-                "supported": reason is None,
-                "reason": reason or "",
-            }
-        )
-    return rows
-
-
-def _with_capabilities(case: Case, lctx: DistContext, cfg: BenchConfig, session: Session) -> Case:
-    lanes = groups.lanes_of(lctx, session)
-    missing = [{"backend": ln.backend, "device": ln.device, "reason": r} for ln, r in lanes.missing] + [
-        {"backend": k.split("-")[0], "device": k.split("-")[1], "reason": r} for k, r in lanes.failed.items()
-    ]
-    return dataclasses.replace(
-        case, fields={**case.fields, "capabilities": capability_matrix(lctx), "lanes_missing": missing}
-    )
 
 
 def capability_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
@@ -227,16 +130,13 @@ def capability_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
                 "torch_version": torch.__version__,
                 **_lane_fields(lane.key),
             },
-            context=_on_lane(lane.key),
+            context=on_lane(lane.key),
             max_iters=5,
             warmup=1,
-            resolve=_with_capabilities,
+            resolve=with_capabilities,
         )
         for lane in _planned(cfg)
     ]
-
-
-# --- side by side: collectives and send_recv on every lane -----------------------------------
 
 
 def collective_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
@@ -257,7 +157,7 @@ def collective_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
                             a,
                             experiment=EXPERIMENT,
                             label=f"{lane.key}-{ops.label_of(a)}",
-                            context=_on_lane(lane.key),
+                            context=on_lane(lane.key),
                             identity={"lane_key": lane.key},
                             fields={"table": "compare", **_lane_fields(lane.key)},
                             support=(lane.key,),
@@ -291,26 +191,12 @@ def send_recv_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
             probe=lambda ctx, d=dtype: send_recv_exchange(ctx, d, 4),
             support=("send_recv", dtype, lane.key),
             skip=_need_two,
-            context=_on_lane(lane.key),
+            context=on_lane(lane.key),
             fields={"table": "compare", "pattern": "ring: rank r -> r+1 (batch_isend_irecv)", **_lane_fields(lane.key)},
         )
         for lane in _planned(cfg)
         for dtype, size, count in _sized(cfg)
     ]
-
-
-# --- algorithms: backend all_reduce vs ring on p2p vs reduce + broadcast ----------------------
-
-
-def _algorithm_fn(algorithm: str, lctx: DistContext):
-    g = lctx.group
-    if algorithm == "all_reduce":
-        return lambda t: dist.all_reduce(t, group=g)
-    if algorithm == "ring_p2p":
-        return lambda t: algorithms.ring_all_reduce(t, g)
-    if algorithm == "reduce_broadcast":
-        return lambda t: algorithms.naive_all_reduce(t, g)
-    raise ValueError(f"unknown algorithm {algorithm!r}")
 
 
 def model_bytes_busiest_rank(algorithm: str, size_bytes: int, n: int) -> float | None:
@@ -337,46 +223,6 @@ def link_bytes(algorithm: str, count: int, elsize: int, n: int) -> tuple[int | N
     return {"ring_p2p": (chunk, 2 * (n - 1)), P2P_STEP: (chunk, 1), "reduce_broadcast": (count * elsize, n - 1)}.get(
         algorithm, (None, None)
     )
-
-
-def _algorithm_buffers(algorithm: str, dtype: str, count: int, lctx: DistContext) -> Buffers:
-    dt, n = verify.DTYPE_OF[dtype], lctx.world_size
-
-    def fresh():
-        return verify.pattern(lctx.rank, count, dt, world_size=n, device=lctx.device)
-
-    fn = _algorithm_fn(algorithm, lctx)
-    reference = fresh()
-    dist.all_reduce(reference, group=lctx.group)  # the backend's own answer (every rank builds alike)
-    expected = verify.reduce_expected("sum", n, count, dt, device=lctx.device)
-    t, pristine = fresh(), fresh()
-    # wrong vs the exact answer, plus any element that differs from the backend's result
-    return Buffers(
-        call=lambda a: fn(t),
-        outputs=lambda: [t],
-        reset=lambda: t.copy_(pristine),
-        check=lambda: verify.count_wrong_any(t, expected, reference),
-    )
-
-
-def _algorithm_probe(algorithm: str, dtype: str):
-    def probe(lctx: DistContext) -> Buffers:
-        a = ops.Args(
-            variant="all_reduce",
-            dtype=dtype,
-            redop="sum",
-            size_bytes=0,
-            count=4 * lctx.world_size,
-            in_place=True,
-            root=-1,
-        )
-        ar = ops.BY_VARIANT["all_reduce"].build(a, lctx)
-        if algorithm != "ring_p2p" or lctx.world_size < 2:
-            return ar
-        sr = send_recv_exchange(lctx, dtype, 4)
-        return Buffers(call=lambda x: [ar.call(False), sr.call(False)])
-
-    return probe
 
 
 LINK_PROVENANCE = {
@@ -414,11 +260,11 @@ def algorithm_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
                             "lane_key": lane.key,
                         },
                         bytes=Bytes(size_bytes=size, count=count, dtype=dtype, bw_op="all_reduce"),
-                        build=lambda ctx, a=alg, d=dtype, c=count: _algorithm_buffers(a, d, c, ctx),
-                        probe=_algorithm_probe(alg, dtype),
+                        build=lambda ctx, a=alg, d=dtype, c=count: algorithm_buffers(a, d, c, ctx),
+                        probe=algorithm_probe(alg, dtype),
                         support=("algorithm", alg, dtype, lane.key),
                         mode="blocking",
-                        context=_on_lane(lane.key),
+                        context=on_lane(lane.key),
                         fields={
                             "table": "algorithm",
                             "model_bytes_busiest_rank": model_bytes_busiest_rank(alg, size, n),
@@ -455,7 +301,7 @@ def algorithm_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
                     support=("send_recv", dtype, lane.key),
                     skip=_need_two,
                     mode="blocking",
-                    context=_on_lane(lane.key),
+                    context=on_lane(lane.key),
                     fields={
                         "table": "algorithm",
                         "pattern": "ring: rank r -> r+1 (batch_isend_irecv), as one ring step",
@@ -469,77 +315,8 @@ def algorithm_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     return out
 
 
-# --- Gloo transport path: which interface the TCP transport uses ------------------------------
-#
-# GLOO_SOCKET_IFNAME picks the address Gloo binds and advertises; the kernel picks the path to a
-# peer's address. Between ranks of one host every local address is delivered through the loopback,
-# whatever the interface is called, so one host has one path; across hosts an interface is a path
-# of its own only where every rank's route to every other host's address on it leaves through it.
-# The comparison is offered only where the ranks share two such interfaces on different networks
-# (e.g. compose nodes attached to two networks); otherwise its cases skip with the reason.
-
 GLOO_PATHS = ("interface_1", "interface_2")
 """Case slots of the interface comparison, filled by ``suite.system.network.interface_paths`` at run time."""
-
-
-def _gloo_device_ok(iface: str) -> str | None:
-    try:
-        dist.ProcessGroupGloo.create_device(interface=iface)
-    except Exception as e:
-        return f"Gloo cannot use interface {iface!r}: {str(e).strip().splitlines()[-1][:160]}"
-    return None
-
-
-def _offered_paths(ctx: DistContext, session: Session) -> tuple[list[dict], str | None]:
-    def plan():
-        if not dist.is_gloo_available():
-            return [], "gloo is not built into this torch"
-        mine = {
-            "host": ctx.hostnames[ctx.rank],
-            "interfaces": network.local_interfaces(),
-            "routes": network.route_table_text(),
-        }
-        ranks: list = [None] * ctx.world_size
-        dist.all_gather_object(ranks, mine, group=ctx.group)
-        return network.interface_paths(ranks)  # the same inputs on every rank: the same answer
-
-    return session.once("backends.gloo_paths", plan)
-
-
-def _gloo_path_context(slot: int):
-    def context(ctx: DistContext, session: Session) -> DistContext:
-        paths, why = _offered_paths(ctx, session)
-        if why:
-            raise CaseSkipped(f"Gloo interface comparison not offered: {why}")
-        if slot >= len(paths):
-            raise CaseSkipped(f"Gloo interface comparison: {len(paths)} paths, none for slot {slot + 1}")
-        iface = paths[slot]["name"]
-
-        def make():
-            reason = _gloo_device_ok(iface)
-            if not ctx.agree_all(reason is None):
-                return None, reason or f"interface {iface} not usable on another rank"
-            return groups.gloo_on_interface(ctx, iface), None
-
-        lctx, why = session.once(("backends.gloo_path", iface), make)
-        if lctx is None:
-            raise CaseSkipped(why)
-        return lctx
-
-    return context
-
-
-def _resolve_gloo_path(case: Case, slot: int, ctx: DistContext, session: Session) -> Case:
-    paths, _ = _offered_paths(ctx, session)
-    return dataclasses.replace(
-        case,
-        fields={
-            **case.fields,
-            "gloo_socket_ifname": paths[slot]["name"],
-            "gloo_network": paths[slot]["network"],
-            "paths_offered": [p["name"] for p in paths],
-        },
-    )
 
 
 def gloo_path_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
@@ -558,12 +335,12 @@ def gloo_path_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
                 args,
                 experiment=EXPERIMENT,
                 label=f"{path}",
-                context=_gloo_path_context(slot),
+                context=gloo_path_context(slot),
                 identity={"gloo_path": path},
                 fields={"table": "gloo_path", "transport": "tcp", "lane": "gloo/cpu"},
                 support=("gloo_path", path),
             ),
-            resolve=lambda case, ctx, cfg, session, slot=slot: _resolve_gloo_path(case, slot, ctx, session),
+            resolve=lambda case, ctx, cfg, session, slot=slot: resolve_gloo_path(case, slot, ctx, session),
         )
         for slot, path in enumerate(GLOO_PATHS)
         for args in a
@@ -572,7 +349,15 @@ def gloo_path_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
 
 
 test_capability = experiment_test(capability_cases)
+
+
 test_backend_collective = experiment_test(collective_cases)
+
+
 test_backend_send_recv = experiment_test(send_recv_cases)
+
+
 test_all_reduce_algorithm = experiment_test(algorithm_cases)
+
+
 test_gloo_path = experiment_test(gloo_path_cases)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from suite.tables import DTYPE_SHORT, num, pivot, tail_cell, wrong, wrong_cell
+from suite.api import DTYPE_SHORT, num, pivot, tail_cell, wrong, wrong_cell
 
 
 def _lanes(recs: list[dict]) -> list[str]:

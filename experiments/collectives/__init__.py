@@ -1,6 +1,6 @@
 """Collectives: time, bandwidth and exact correctness of every torch.distributed collective."""
 
-from suite.case import ExperimentSpec, collected
+from suite.api import ExperimentSpec, collected
 
 from . import table
 

@@ -13,16 +13,15 @@ world size), ``count`` is size_bytes / element size.
 
 from __future__ import annotations
 
-from suite.case import Case, experiment_test
-from suite.config import BenchConfig
-from suite.ops.collectives import collective_cases
+from suite.api import Case, experiment_test
+from suite.api import BenchConfig, collectives
 
 EXPERIMENT = "collectives"
 
 
 def cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     """Every collective of the op table over the run's sweep."""
-    return collective_cases(cfg, world_size, experiment=EXPERIMENT)
+    return collectives.collective_cases(cfg, world_size, experiment=EXPERIMENT)
 
 
 test_collective = experiment_test(cases)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from suite.tables import by_table, collective_table
+from suite.api import by_table, collective_table
 
 
 def format_tables(records: list[dict]) -> str:

@@ -1,6 +1,6 @@
 """DDP: what gradient synchronisation costs in a real training step, and how DDP hides it."""
 
-from suite.case import ExperimentSpec, collected, later
+from suite.api import ExperimentSpec, collected, later
 
 from . import table
 from .settings import DdpSettings

@@ -18,10 +18,10 @@ from suite.model.units import fmt_time
 
 def ddp_baselines(run: dict) -> list[dict]:
     """Per model of the ddp experiment: the default-DDP record and the numbers the step model needs."""
-    from suite import results
+    from suite.api import records
 
     out = []
-    for r in results.records(run):
+    for r in records(run):
         if r.get("experiment") != "ddp" or r.get("op") != "ddp_step" or r.get("label") != "ddp" or not usable(r):
             continue
         need = ("noop_step_ms", "allreduce_ms", "solo_step_ms", "bucket_sizes", "overlap_saved_ms")

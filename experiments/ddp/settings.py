@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from suite.errors import ConfigError
+from suite.api import ConfigError
 
 DDP_HOOK_NAMES = ("allreduce", "fp16_compress", "bf16_compress", "powerSGD", "sum", "fp16_scaled", "bn_skew")
 """DDP_HOOKS choices (experiments/ddp/cases.py registers each); ``sum`` all-reduces without dividing by the world

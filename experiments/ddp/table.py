@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from suite.tables import num, tail_cell, wrong, wrong_cell
+from suite.api import num, tail_cell, wrong, wrong_cell
 
 
 def _gbps(r: dict) -> float | None:

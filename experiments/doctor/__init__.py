@@ -1,6 +1,6 @@
 """The doctor: is anything wrong, and where (a health check, not a benchmark: ``make doctor``)."""
 
-from suite.case import ExperimentSpec, collected, later
+from suite.api import ExperimentSpec, collected, later
 
 from .settings import DoctorSettings
 

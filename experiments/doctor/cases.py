@@ -34,14 +34,12 @@ import dataclasses
 
 import torch
 
-from suite.ops import p2p
-from suite.ops.p2p import pair_matrix, ring, window
-from suite.ops.p2p.pattern import Spec
-from suite.ops import collectives as ops
-from suite.case import Buffers, Bytes, Case, Session, experiment_test
-from suite.config import BenchConfig
-from suite.dist import DistContext
-from suite.timing import autorange
+from suite.api import p2p
+from suite.api import collectives as ops
+from suite.api import Buffers, Bytes, Case, Session, experiment_test
+from suite.api import BenchConfig
+from suite.api import DistContext
+from suite.api import autorange
 
 EXPERIMENT = "doctor"
 
@@ -157,15 +155,15 @@ def cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     for pass_no in range(1, PASSES + 1):
         out += [
             _doctor(c, "latency", pass_no)
-            for c in pair_matrix.pair_latency_cases(pairs, small, dtype, experiment=EXPERIMENT)
+            for c in p2p.pair_matrix.pair_latency_cases(pairs, small, dtype, experiment=EXPERIMENT)
         ]
         for variant, links in (
             ("unidirectional", [(a, b) for a in range(n) for b in range(n) if a != b]),
             ("bidirectional", pairs),
         ):
             for a, b in links:
-                c = window.window_case(
-                    Spec(
+                c = p2p.window.window_case(
+                    p2p.pattern.Spec(
                         pattern="window",
                         variant=variant,
                         size_bytes=large,
@@ -177,7 +175,7 @@ def cases(cfg: BenchConfig, world_size: int) -> list[Case]:
                     experiment=EXPERIMENT,
                 )
                 out.append(_doctor(c, "bandwidth" if variant == "unidirectional" else "bidirectional", pass_no))
-        out.append(_doctor(ring.ring_case("isend_irecv", large, dtype, experiment=EXPERIMENT), "ring", pass_no))
+        out.append(_doctor(p2p.ring.ring_case("isend_irecv", large, dtype, experiment=EXPERIMENT), "ring", pass_no))
         out.append(_doctor(_compute_case(cfg), "compute", pass_no))
         if pass_no == 1:
             out += _collective_cases(doc, n, dtype)

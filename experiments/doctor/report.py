@@ -4,8 +4,7 @@ Reads stored records only."""
 
 from __future__ import annotations
 
-from suite import plots, results
-from suite.analysis import Plot, Section
+from suite.api import Plot, Section, plots, records
 
 from . import verdict
 
@@ -41,7 +40,7 @@ def section(run: dict, plot_name, memo: dict) -> Section:
                 png=plots.doctor_heatmaps(d.links, d.hosts),
             )
         )
-    probes = verdict.rank_time_probes(results.records(run))
+    probes = verdict.rank_time_probes(records(run))
     if probes:
         sec.plots.append(
             Plot(
@@ -56,7 +55,7 @@ def section(run: dict, plot_name, memo: dict) -> Section:
 
 def summary(run: dict, memo: dict) -> tuple[str, str]:
     """The health row: the findings, healthy, or how to get a health check."""
-    if not any(r.get("experiment") == verdict.EXPERIMENT for r in results.records(run)):
+    if not any(r.get("experiment") == verdict.EXPERIMENT for r in records(run)):
         return ("health (doctor)", "no health check in this run (make doctor)")
     d = _diagnosis(run, memo)
     return (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from suite.errors import ConfigError
+from suite.api import ConfigError
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,6 +51,6 @@ class DoctorSettings:
 
 
 def _link_rate_gbps(text: str):
-    from suite.model.fit import parse_link_rate  # numpy: imported only when a rate is given
+    from suite.api import parse_link_rate  # numpy: imported only when a rate is given
 
     return parse_link_rate(text)

@@ -54,11 +54,11 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from suite import metrics
-from suite.failures import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK
-from suite.fileio import write_json_atomic
-from suite.model.fit import configured_link_rate, parse_link_rate
-from suite.results import load_run, records
+from suite.api import metrics
+from suite.api import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK
+from suite.api import write_json_atomic
+from suite.api import configured_link_rate, parse_link_rate
+from suite.api import load_run, records
 
 EXPERIMENT = "doctor"
 SLOW_FACTOR = 1.5

@@ -1,6 +1,6 @@
 """Model parallelism: one large linear layer split across ranks, and a pipeline of stages."""
 
-from suite.case import ExperimentSpec, collected
+from suite.api import ExperimentSpec, collected
 
 from . import table
 from .settings import ModelParallelSettings

@@ -20,7 +20,7 @@ record's ``model_holds``: T within ±25% of the model), and a line under the tab
 
 from __future__ import annotations
 
-from suite.tables import num, tail_cell, wrong, wrong_cell
+from suite.api import num, tail_cell, wrong, wrong_cell
 
 
 def _busbw_cell(r: dict) -> str:

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from suite.case import ExperimentSpec, collected, later, module_doc
+from suite.api import ExperimentSpec, collected, later, module_doc
 
 SPEC = ExperimentSpec(
     name="p2p",

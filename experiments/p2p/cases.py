@@ -8,9 +8,9 @@ the run's sweep.
 
 from __future__ import annotations
 
-from suite.case import Case, experiment_test
-from suite.config import BenchConfig
-from suite.ops import p2p
+from suite.api import Case, experiment_test
+from suite.api import BenchConfig
+from suite.api import p2p
 
 EXPERIMENT = "p2p"
 

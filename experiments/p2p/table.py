@@ -20,13 +20,9 @@ How to read them:
 
 from __future__ import annotations
 
-from suite.tables import wrong, wrong_cell
-
 from collections import OrderedDict
 
-from suite.metrics import format_size, percentile
-from suite.ops.p2p import PATTERNS
-from suite.ops.p2p.producer import DISTINCT, SAME
+from suite.api import metrics, p2p, wrong, wrong_cell
 
 
 def _us(t: float | None) -> str:
@@ -92,11 +88,11 @@ def pair_matrix_table(recs: list[dict]) -> str:
         )
         cell = {(r["src"], r["dst"]): r for r in rs}
         vals = [r[key] for r in rs]
-        med = percentile(vals, 50) if vals else 0.0
+        med = metrics.percentile(vals, 50) if vals else 0.0
         lines = [
             _header(
                 rs,
-                f"pair matrix at {format_size(size)}B: {unit} (row = initiator, "
+                f"pair matrix at {metrics.format_size(size)}B: {unit} (row = initiator, "
                 "* cross-node, ! >1.5x slower than the median pair)",
             ),
             "#" + f"{'src/dst':>7} " + " ".join(f"{d:>10}" for d in range(n)),
@@ -119,7 +115,7 @@ def pair_matrix_table(recs: list[dict]) -> str:
 
 
 def window_table(recs: list[dict]) -> str:
-    uni, bi = PATTERNS["window"].variants
+    uni, bi = p2p.PATTERNS["window"].variants
     cell = {(r["size_bytes"], r["variant"]): r for r in recs}
     r0 = recs[0]
     lines = [
@@ -165,7 +161,7 @@ def comparison_table(
 
 
 def barrier_table(recs: list[dict]) -> str:
-    without, with_each = PATTERNS["barrier_cost"].variants
+    without, with_each = p2p.PATTERNS["barrier_cost"].variants
     cell = {(r["size_bytes"], r["variant"]): r for r in recs}
     lines = [
         _header(
@@ -190,9 +186,9 @@ def deadlock_table(recs: list[dict]) -> str:
     lines = [_header(recs, "deadlock demonstration: both ranks call blocking send first")]
     lines.append(
         f"# isolated pair ({r.get('deadlock_backend')}, {r.get('deadlock_device')}), sizes probed "
-        f"ascending: {', '.join(format_size(s) for s in r.get('deadlock_sizes_probed') or []) or '-'}"
+        f"ascending: {', '.join(metrics.format_size(s) for s in r.get('deadlock_sizes_probed') or []) or '-'}"
     )
-    lines.append(f"#   completed at: {', '.join(format_size(s) for s in completed) or 'no size'}")
+    lines.append(f"#   completed at: {', '.join(metrics.format_size(s) for s in completed) or 'no size'}")
     lines.append(
         f"#   bound per step T = max({r.get('deadlock_floor_s', 0):g} s, {r.get('deadlock_slack', 0):g} x "
         f"size / rate); rate {(r.get('deadlock_rate_bytes_per_s') or 0) / 1e6:.1f} MB/s "
@@ -201,7 +197,7 @@ def deadlock_table(recs: list[dict]) -> str:
     )
     if blocked is not None:
         lines.append(
-            f"#   BLOCKED from {format_size(blocked)}B: no progress within "
+            f"#   BLOCKED from {metrics.format_size(blocked)}B: no progress within "
             f"{r['deadlock_no_progress_within_s']:.1f} s, none after {r['deadlock_no_progress_for_s']:.1f} s "
             f"either; pair killed"
         )
@@ -212,7 +208,7 @@ def deadlock_table(recs: list[dict]) -> str:
         "#   slow (late, then completed): "
         + (
             ", ".join(
-                f"{e['step']} at {format_size(e['bytes'])}B took {e['took_s']:.1f} s (T {e['bound_s']:.1f} s)"
+                f"{e['step']} at {metrics.format_size(e['bytes'])}B took {e['took_s']:.1f} s (T {e['bound_s']:.1f} s)"
                 for e in slow
             )
             or "none"
@@ -220,7 +216,7 @@ def deadlock_table(recs: list[dict]) -> str:
     )
     orders = r.get("deadlock_correct_orderings") or {}
     lines.append(
-        f"#   correct orderings at {format_size(r.get('deadlock_correct_orderings_bytes') or 0)}B in the "
+        f"#   correct orderings at {metrics.format_size(r.get('deadlock_correct_orderings_bytes') or 0)}B in the "
         "pair: " + ", ".join(f"{k} {v}" for k, v in orders.items())
     )
     lines.append(f"#   probe wall time {r.get('deadlock_elapsed_s', 0):.1f} s")
@@ -233,22 +229,22 @@ def deadlock_table(recs: list[dict]) -> str:
 
 
 def _variants(pattern: str) -> list[str]:
-    return list(PATTERNS[pattern].variants)
+    return list(p2p.PATTERNS[pattern].variants)
 
 
 def _producer_tables(rs: list[dict]) -> list[str]:
     return [
         comparison_table(
-            [r for r in rs if r["variant"] in SAME],
+            [r for r in rs if r["variant"] in p2p.producer.SAME],
             "producer -> consumers, same data for all: isend to each vs broadcast "
             "(size = the broadcast buffer, as in collectives)",
-            list(SAME),
+            list(p2p.producer.SAME),
         ),
         comparison_table(
-            [r for r in rs if r["variant"] in DISTINCT],
+            [r for r in rs if r["variant"] in p2p.producer.DISTINCT],
             "producer -> consumers, a chunk each: isend to each vs scatter "
             "(size = the whole scattered buffer, chunk x ranks, as in collectives)",
-            list(DISTINCT),
+            list(p2p.producer.DISTINCT),
         ),
     ]
 
@@ -260,7 +256,7 @@ def _batching_tables(rs: list[dict]) -> list[str]:
         out.append(
             comparison_table(
                 ks,
-                f"batching: {k} messages of {format_size(ks[0]['message_bytes'])}B "
+                f"batching: {k} messages of {metrics.format_size(ks[0]['message_bytes'])}B "
                 f"rank {ks[0]['src']}->{ks[0]['dst']} (time for all {k})",
                 _variants("batching"),
                 row_key="message_bytes",
@@ -308,7 +304,7 @@ def format_tables(records: list[dict]) -> str:
     for r in records:
         by_ws.setdefault(r["world_size"], []).append(r)
     for recs in by_ws.values():
-        for pattern in PATTERNS:
+        for pattern in p2p.PATTERNS:
             if rs := _by(recs, pattern):
                 out += _section(pattern, rs)
     return "\n".join(o for o in out if o)

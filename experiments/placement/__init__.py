@@ -1,6 +1,6 @@
 """Placement: where ranks and tensors live, and what it costs."""
 
-from suite.case import ExperimentSpec, collected
+from suite.api import ExperimentSpec, collected
 
 from . import table
 from .settings import PlacementSettings

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from suite.errors import ConfigError
+from suite.api import ConfigError
 
 
 @dataclass(frozen=True, kw_only=True)

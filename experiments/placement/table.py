@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from suite.tables import DTYPE_SHORT, num, pivot, wrong, wrong_cell
+from suite.api import DTYPE_SHORT, num, pivot, wrong, wrong_cell
 
 
 def topology_table(rec: dict) -> str:

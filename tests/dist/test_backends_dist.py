@@ -14,6 +14,8 @@ import pytest
 import torch
 
 from experiments.backends import cases as backends
+
+from experiments.backends import workload as backends_workload
 from suite.ops.collectives import REGISTRY
 from suite import metrics
 from suite.harness import groups
@@ -58,7 +60,7 @@ def test_backends_records_lanes_and_capability_matrix(world4):
     rows = caps[0]["capabilities"]
     # every registered variant and send_recv, for every dtype, probed
     assert {r["variant"] for r in rows} == {c.variant for c in REGISTRY} | {"send_recv"}
-    assert {r["dtype"] for r in rows if r["variant"] == "send_recv"} == set(backends.ALL_DTYPES)
+    assert {r["dtype"] for r in rows if r["variant"] == "send_recv"} == set(backends_workload.ALL_DTYPES)
     assert all(r["supported"] == (r["reason"] == "") for r in rows)
     assert next(r for r in rows if (r["variant"], r["dtype"], r["redop"]) == ("all_reduce", "float32", "sum"))["supported"]
     assert {(m["backend"], m["device"]) for m in caps[0]["lanes_missing"]} == {(ln.backend, ln.device) for ln, _ in missing}

@@ -38,6 +38,9 @@ WORKER_CASES = ("mp_train_step", "pipeline_blocking-M2", "pipeline_overlap-M2")
 
 def test_pipeline_records_carry_their_model_at_this_runs_c_and_tau(tmp_path):
     from experiments.model_parallel import cases as mp
+    from experiments.model_parallel import workload as mp_workload
+    from experiments.model_parallel import model as mp_model
+    from experiments.model_parallel import derived as mp_derived
 
     env = {"MP_IN": "64", "MP_OUT": "96", "MP_BATCH": "12", "MP_STAGE_FEATURES": "128", "MP_MICROBATCH_ROWS": "32"}
     proc = run_suite(tmp_path, "--experiments", "model_parallel", "--iters", "3", "--warmup", "1", nproc=3, env=env)
@@ -64,20 +67,20 @@ def test_pipeline_records_carry_their_model_at_this_runs_c_and_tau(tmp_path):
     assert by["pipeline_transfer"]["time_divisor"] == 10 * 2 and by["pipeline_compute"]["time_divisor"] == 10
     assert by["pipeline_transfer"]["stage_repeats"] == by["pipeline_compute"]["stage_repeats"] == 10
     for schedule in mp.SCHEDULES:
-        for m in mp.MICROBATCHES:
+        for m in mp_workload.MICROBATCHES:
             r = by[f"pipeline_{schedule}-M{m}"]
-            assert r["stages"] == 3 and r["schedule"] == schedule and r["model"] == mp.PIPELINE_MODELS[schedule]
+            assert r["stages"] == 3 and r["schedule"] == schedule and r["model"] == mp_model.PIPELINE_MODELS[schedule]
             assert (r["stage_compute_us"], r["transfer_us"]) == (c, tau)  # measured alone, in this run
-            assert r["model_time_us"] == pytest.approx(mp.pipeline_time_s(schedule, 3, m, c, tau))
+            assert r["model_time_us"] == pytest.approx(mp_model.pipeline_time_s(schedule, 3, m, c, tau))
             assert r["bubble"] == pytest.approx(1 - m * c / r["time_us"])
             assert r["model_bubble"] == pytest.approx(1 - m * c / r["model_time_us"])
             assert r["ideal_bubble"] == pytest.approx(2 / (m + 2))
             assert r["provenance"]["model_time_us"].startswith("modelled:")
-            assert r["model_holds"] is (abs(r["time_us"] / r["model_time_us"] - 1) <= mp.MODEL_HOLDS_WITHIN)
+            assert r["model_holds"] is (abs(r["time_us"] / r["model_time_us"] - 1) <= mp_derived.MODEL_HOLDS_WITHIN)
             assert r["provenance"]["bubble"].startswith("derived:")
             assert r["checked"] is True and r["n_wrong"] == 0
     assert "# pipeline: 3 stages" in proc.stdout and "T meas" in proc.stdout
-    assert mp.PIPELINE_MODELS["overlap"] in proc.stdout
+    assert mp_model.PIPELINE_MODELS["overlap"] in proc.stdout
 
 
 WRONG = {"none": (), "drop_sample": ("mp_train_step",), "wrong_scale": ("mp_train_step",),
@@ -114,6 +117,7 @@ def _worker_run(tmp_path, mode: str, nproc: int) -> dict:
 
 def test_pipeline_time_is_near_its_model_and_a_slow_stage_is_flagged(tmp_path):
     from experiments.model_parallel import cases as mp
+    from experiments.model_parallel import derived as mp_derived
 
     got = _worker_run(tmp_path, "model", 3)
     assert set(got) == {"paced", "slow_stage"}
@@ -126,9 +130,9 @@ def test_pipeline_time_is_near_its_model_and_a_slow_stage_is_flagged(tmp_path):
             r = by[f"pipeline_{schedule}-M4"]
             ratio = r["time_us"] / r["model_time_us"]
             if plant == "paced":  # the schedule does what its model says: T within +-25% of the model
-                assert r["model_holds"] is True and abs(ratio - 1) <= mp.MODEL_HOLDS_WITHIN, (schedule, ratio)
+                assert r["model_holds"] is True and abs(ratio - 1) <= mp_derived.MODEL_HOLDS_WITHIN, (schedule, ratio)
             else:  # stage 1 takes 3c a micro-batch inside the schedule: T ~ 14c against the model's ~6c
-                assert r["model_holds"] is False and ratio > 1 + mp.MODEL_HOLDS_WITHIN, (schedule, ratio)
+                assert r["model_holds"] is False and ratio > 1 + mp_derived.MODEL_HOLDS_WITHIN, (schedule, ratio)
             assert r["time_over_model"] == pytest.approx(ratio)
 
 
@@ -138,9 +142,10 @@ def _plant(fault: str, ctx) -> dict:
     """Replace one piece of the split with a wrong one (in this process only); returns what to restore."""
     import torch
 
-    from experiments.model_parallel import cases as mp
+    from experiments.model_parallel import workload as mp_workload
+    from experiments.model_parallel import check as mp_check
 
-    saved = {"_mp_step_fn": mp._mp_step_fn, "_stage_forward": mp._stage_forward}
+    saved = {(mp_workload, name): getattr(mp_workload, name) for name in ("_mp_step_fn", "_stage_forward")}
     if fault in ("drop_sample", "wrong_scale", "skip_slice"):
         def step_fn(w_local, x, target, ctx_):
             c = w_local.shape[0]
@@ -152,25 +157,25 @@ def _plant(fault: str, ctx) -> dict:
                     y_local = torch.cat([y_local[:-1], y_local[-1:].detach()])
                 if fault == "skip_slice" and ctx_.rank == 1:  # this rank does not apply its rows
                     y_local = y_local * 0
-                full = mp._combine(y_local.detach(), ctx_, "all_gather")
+                full = mp_workload._combine(y_local.detach(), ctx_, "all_gather")
                 full = torch.cat([full[:, :ctx_.rank * c], y_local, full[:, (ctx_.rank + 1) * c:]], dim=1)
                 loss = torch.nn.functional.mse_loss(full, target)
                 if fault == "wrong_scale" and ctx_.rank == 1:  # this rank's mean counts one sample too many
                     loss = loss * (x.shape[0] / (x.shape[0] + 1))
                 loss.backward()
                 with torch.no_grad():
-                    w_local.sub_(mp.LR * w_local.grad)
+                    w_local.sub_(mp_check.LR * w_local.grad)
             return step
-        mp._mp_step_fn = step_fn
+        mp_workload._mp_step_fn = step_fn
     elif fault == "skip_stage":
-        forward = mp._stage_forward
+        forward = mp_workload._stage_forward
 
         def skipping(x, w, out):
             if ctx.rank == 1:  # stage 1 passes its input on without its matmul
                 out.copy_(x).add_(1.0)
             else:
                 forward(x, w, out)
-        mp._stage_forward = skipping
+        mp_workload._stage_forward = skipping
     return saved
 
 
@@ -181,9 +186,11 @@ def _pace(slow_stage: bool, ctx) -> dict:
     import time
 
     from experiments.model_parallel import cases as mp
+    from experiments.model_parallel import workload as mp_workload
 
-    saved = {"_stage_forward": mp._stage_forward, "_pipeline_buffers": mp._pipeline_buffers}
-    forward, build, in_schedule = mp._stage_forward, mp._pipeline_buffers, [False]
+    # pipeline_buffers as cases.py calls it; _stage_forward as workload.py's builders call it
+    saved = {(mp_workload, "_stage_forward"): mp_workload._stage_forward, (mp, "pipeline_buffers"): mp.pipeline_buffers}
+    forward, build, in_schedule = mp_workload._stage_forward, mp.pipeline_buffers, [False]
 
     def paced(x, w, out):
         time.sleep(STAGE_S * (3 if slow_stage and in_schedule[0] and ctx.rank == 1 else 1))
@@ -201,7 +208,7 @@ def _pace(slow_stage: bool, ctx) -> dict:
 
         return dataclasses.replace(b, call=call)
 
-    mp._stage_forward, mp._pipeline_buffers = paced, pipeline_buffers
+    mp_workload._stage_forward, mp.pipeline_buffers = paced, pipeline_buffers
     return saved
 
 
@@ -227,8 +234,8 @@ def _worker(out_dir: str, mode: str = "faults") -> None:
             saved = plant()
             out[name] = [harness.run(case)[1] for case in mp.model_parallel_cases(cfg, ctx.world_size)
                          if case.label in wanted]
-            for attr, fn in saved.items():
-                setattr(mp, attr, fn)
+            for (module, attr), fn in saved.items():
+                setattr(module, attr, fn)
         if ctx.rank == 0:
             with open(os.path.join(out_dir, "records.json"), "w") as fh:
                 json.dump(out, fh)

@@ -5,6 +5,8 @@ import torch
 import torch.distributed as dist
 
 from experiments.backends import cases as backends
+
+from experiments.backends import workload as backends_workload
 from experiments.backends import table as tables
 from suite.harness import groups
 from suite.ops import algorithms
@@ -265,7 +267,7 @@ def test_a_lane_the_ranks_did_not_plan_skips_with_its_reason():
     nccl = groups.Lane("nccl", "cuda")
     session.once("backends.lanes", lambda: groups.Lanes(ctx={}, failed={}, missing=[(nccl, "no CUDA here")]))
     with pytest.raises(CaseSkipped, match="nccl/cuda: no CUDA here"):
-        backends._on_lane("nccl-cuda")(None, session)
+        backends_workload.on_lane("nccl-cuda")(None, session)
 
 
 def test_gloo_path_table_names_interface_and_network():

@@ -5,13 +5,14 @@ import dataclasses
 
 import pytest
 
-from experiments.backends import cases as backends
+
+from experiments.backends import workload as backends_workload
 from suite.ops import collectives as ops
 from tests.unit.test_harness_inprocess import ctx  # noqa: F401  (the one-rank Gloo group fixture)
 
 
 def test_capability_matrix_reports_backend_limits_and_raises_suite_bugs(ctx, monkeypatch):
-    rows = backends.capability_matrix(ctx, dtypes=("float32", "int32"))
+    rows = backends_workload.capability_matrix(ctx, dtypes=("float32", "int32"))
     cell = {(r["variant"], r["dtype"], r["redop"]): r for r in rows}
     assert cell[("all_reduce", "float32", "sum")]["supported"]
     # a limit of the backend is a cell with its words (Gloo cannot average integers)
@@ -23,4 +24,4 @@ def test_capability_matrix_reports_backend_limits_and_raises_suite_bugs(ctx, mon
 
     monkeypatch.setattr(ops, "REGISTRY", (dataclasses.replace(coll, build=broken),))
     with pytest.raises(AttributeError, match="a bug in the builder"):
-        backends.capability_matrix(ctx, dtypes=("float32",))
+        backends_workload.capability_matrix(ctx, dtypes=("float32",))

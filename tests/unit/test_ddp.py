@@ -10,6 +10,8 @@ import pytest
 import torch
 
 from experiments.ddp import cases as ddp_exp
+
+from experiments.ddp import workload as ddp_exp_workload
 from experiments.ddp import models as training
 from suite import profiling
 from suite.config import ConfigError, build_config, parse_count, settings_from_env
@@ -112,21 +114,21 @@ def test_case_list_covers_the_issue():
         ("solo", None),
         ("local", None),
         ("all_reduce", None),
-        ("ddp", ddp_exp.NOOP),
+        ("ddp", ddp_exp_workload.NOOP),
     ]
 
 
 def test_every_hook_choice_is_registered():
     from experiments.ddp.settings import DDP_HOOK_NAMES
 
-    assert set(DDP_HOOK_NAMES) == {*ddp_exp._HOOKS, "powerSGD", "sum", "fp16_scaled", "bn_skew"}
+    assert set(DDP_HOOK_NAMES) == {*ddp_exp_workload._HOOKS, "powerSGD", "sum", "fp16_scaled", "bn_skew"}
 
 
 def test_bucket_caps_are_fractions_of_the_gradient():
-    s = ddp_exp.Settings(params=2_000_000)
+    s = ddp_exp_workload.Settings(params=2_000_000)
     grad = training.mlp_spec_for(s.params).n_params * 4
     caps = {
-        c.bucket_fraction: ddp_exp._ddp_kwargs(c, s)["bucket_cap_mb"]
+        c.bucket_fraction: ddp_exp_workload.variant_ddp_kwargs(c, s)["bucket_cap_mb"]
         for c in ddp_exp.cases(s)
         if c.bucket_fraction is not None
     }
@@ -140,7 +142,7 @@ def _variant(label, settings):
 
 def test_byte_model_counts_every_all_reduce_of_the_step():
     # sync each: one all_reduce of the whole gradient per micro-batch; no_sync: one per step
-    s = ddp_exp.Settings(accum=4)
+    s = ddp_exp_workload.Settings(accum=4)
     grad = 4000
     each = ddp_exp.step_bytes(_variant("accum x4 sync each", s), grad, s)
     once = ddp_exp.step_bytes(_variant("accum x4 no_sync", s), grad, s)
@@ -154,7 +156,7 @@ def test_byte_model_counts_every_all_reduce_of_the_step():
 
 
 def test_every_number_a_ddp_step_records_has_its_provenance():
-    s = ddp_exp.Settings(accum=4)
+    s = ddp_exp_workload.Settings(accum=4)
     ddp = ddp_exp._step_provenance(_variant("ddp", s), None)
     for k in ("n_buckets", "bucket_sizes", "bucket_cap_bytes", "check_steps", "ddp_logger_steps", "check_tol"):
         assert ddp[k].split(":")[0] in ("measured", "derived", "modelled"), k
@@ -167,7 +169,7 @@ def test_every_number_a_ddp_step_records_has_its_provenance():
 
 def _reference_at(s, steps: int, wire=lambda t: t):
     """The 4-rank single-process reference of the MLP after ``steps``, its average passed through ``wire``."""
-    ref = ddp_exp.Reference("mlp", s, 4, torch.device("cpu"), 1, False, True)
+    ref = ddp_exp_workload.Reference("mlp", s, 4, torch.device("cpu"), 1, False, True)
     mean = ref._mean
     ref._mean = lambda per_rank: [wire(t) for t in mean(per_rank)]
     return ref.at(steps)
@@ -177,12 +179,12 @@ def test_per_element_tolerance_fails_an_average_1_01_too_large_and_passes_the_fp
     """A single tolerance for every parameter (its largest max|g| and max|p|) let an fp16-compressed average
     scaled by 1.01 through at 4 ranks; per element, the bound of each parameter catches it at the check step
     (one step: nothing carried from earlier steps, each element's own bound alone)."""
-    s = ddp_exp.Settings(params=20_000)
+    s = ddp_exp_workload.Settings(params=20_000)
     good, g_max, p_max, _ = _reference_at(s, 1)
     assert g_max.shape == p_max.shape == good.shape  # per element
     fp16 = _reference_at(s, 1, lambda t: t.half().float())[0]
     scaled = _reference_at(s, 1, lambda t: t.half().float() * 1.01)[0]
-    rule = ddp_exp.check_rule(_variant("ddp hook fp16_compress", s), 4)
+    rule = ddp_exp_workload.check_rule(_variant("ddp hook fp16_compress", s), 4)
     tol = rule.tol(1, g_max.double(), p_max.double())
     assert ((fp16 - good).abs().double() <= tol).all()  # the honest wire is inside the bound
     assert ((scaled - good).abs().double() > tol).sum() > 0  # 1.01 is not
@@ -190,28 +192,32 @@ def test_per_element_tolerance_fails_an_average_1_01_too_large_and_passes_the_fp
 
 
 def test_check_rule_is_exact_only_where_the_average_is():
-    s = ddp_exp.Settings()
+    s = ddp_exp_workload.Settings()
     plain, fp16 = _variant("ddp", s), _variant("ddp hook fp16_compress", s)
-    assert ddp_exp.check_rule(plain, 2).exact and ddp_exp.check_rule(plain, 2).tol(25, 1.0, 1.0) == 0
-    assert not ddp_exp.check_rule(plain, 4).exact and not ddp_exp.check_rule(fp16, 2).exact
-    r4 = ddp_exp.check_rule(plain, 4)
+    assert ddp_exp_workload.check_rule(plain, 2).exact and ddp_exp_workload.check_rule(plain, 2).tol(25, 1.0, 1.0) == 0
+    assert not ddp_exp_workload.check_rule(plain, 4).exact and not ddp_exp_workload.check_rule(fp16, 2).exact
+    r4 = ddp_exp_workload.check_rule(plain, 4)
     # 2 x S x e + S x (S - 1) x e(the largest), e = lr x 2N x u x max|g| + 2 u max|p|, float32 u = 2^-24
     assert r4.tol(10, 1.0, 0.5) == pytest.approx((2 * 10 + 10 * 9) * (0.01 * 8 * 2**-24 + 2 * 2**-24 * 0.5))
     assert r4.tol(1, 1.0, 0.5) == pytest.approx(2 * (0.01 * 8 * 2**-24 + 2 * 2**-24 * 0.5))  # one step: its own
-    assert ddp_exp.check_rule(fp16, 2).tol(10, 1.0, 0.5) > 100 * ddp_exp.check_rule(plain, 3).tol(10, 1.0, 0.5)
+    assert ddp_exp_workload.check_rule(fp16, 2).tol(10, 1.0, 0.5) > 100 * ddp_exp_workload.check_rule(plain, 3).tol(
+        10, 1.0, 0.5
+    )
     assert r4.describe(10, 1.2e-6) == "tol per element, up to 1.2e-06 (float32 sum order, 4 ranks, 10 steps)"
-    assert ddp_exp._unchecked_reason(_variant("ddp hook powerSGD", s))
-    assert ddp_exp._unchecked_reason(_variant("ddp no-op hook (no comm)", s))
-    assert ddp_exp._unchecked_reason(_variant("solo (1 rank)", s)) and not ddp_exp._unchecked_reason(plain)
+    assert ddp_exp_workload.unchecked_reason(_variant("ddp hook powerSGD", s))
+    assert ddp_exp_workload.unchecked_reason(_variant("ddp no-op hook (no comm)", s))
+    assert ddp_exp_workload.unchecked_reason(_variant("solo (1 rank)", s)) and not ddp_exp_workload.unchecked_reason(
+        plain
+    )
 
 
 def test_powersgd_wire_bytes_estimate():
     model = training.mlp(training.mlp_spec_for(300_000))
-    s = ddp_exp.Settings()
+    s = ddp_exp_workload.Settings()
     full = training.grad_bytes(model)
-    assert ddp_exp._wire_bytes(model, None, s) == full
-    assert ddp_exp._wire_bytes(model, "fp16_compress", s) == full // 2
-    assert 0 < ddp_exp._wire_bytes(model, "powerSGD", s) < full // 10
+    assert ddp_exp_workload.hook_wire_bytes(model, None, s) == full
+    assert ddp_exp_workload.hook_wire_bytes(model, "fp16_compress", s) == full // 2
+    assert 0 < ddp_exp_workload.hook_wire_bytes(model, "powerSGD", s) < full // 10
 
 
 def _rec(**kw):
@@ -395,8 +401,8 @@ def test_a_reset_that_does_not_take_effect_is_not_called_a_region_peak(tmp_path,
 
 def test_reference_replays_steps_it_has_passed():
     # Reference is pure single-process training: asking for fewer steps than it has taken restarts it
-    s = ddp_exp.Settings(params=20_000)
-    ref = ddp_exp.Reference("mlp", s, 2, "cpu", 1, False, True)
+    s = ddp_exp_workload.Settings(params=20_000)
+    ref = ddp_exp_workload.Reference("mlp", s, 2, "cpu", 1, False, True)
     p1, g1, _, _ = (t.clone() for t in ref.at(1))
     p3 = ref.at(3)[0].clone()
     ref._snapshots.clear()
@@ -407,7 +413,7 @@ def test_reference_replays_steps_it_has_passed():
 def _forwards_from(s, params, bufs, batches):
     """An independent replay of one rank's forwards: the MLP at flat ``params``, its buffers set to the flat
     ``bufs``, then a training-mode forward of each batch; its flat buffers afterwards."""
-    net = ddp_exp._build_model("mlp", s, seed=0)
+    net = ddp_exp_workload.build_model("mlp", s, seed=0)
     torch.nn.utils.vector_to_parameters(params, net.parameters())
     i = 0
     with torch.no_grad():
@@ -416,16 +422,16 @@ def _forwards_from(s, params, bufs, batches):
             i += b.numel()
         for x, _ in batches:
             net(x)
-    return ddp_exp.flat_buffers(list(net.buffers()))
+    return ddp_exp_workload.flat_buffers(list(net.buffers()))
 
 
 @pytest.mark.parametrize("sync", [True, False])
 def test_reference_buffers_are_each_ranks_own_or_start_from_rank_0s_at_every_forward(sync):
     """broadcast_buffers: every forward starts from rank 0's buffers, then the rank's own batch moves them;
     without it (and in the manual cases) each rank's running stats evolve from its own batches alone."""
-    s = ddp_exp.Settings(params=20_000)
-    ref = ddp_exp.Reference("mlp", s, 2, "cpu", 1, False, sync)
-    batches = [ddp_exp._rank_batches(r, s, 1, "cpu") for r in range(2)]
+    s = ddp_exp_workload.Settings(params=20_000)
+    ref = ddp_exp_workload.Reference("mlp", s, 2, "cpu", 1, False, sync)
+    batches = [ddp_exp_workload._rank_batches(r, s, 1, "cpu") for r in range(2)]
     for k in (1, 2, 3):
         before, after = (tuple(t.clone() for t in ref.at(j)) for j in (k - 1, k))
         for r in range(2):
@@ -439,8 +445,8 @@ def test_reference_buffers_are_each_ranks_own_or_start_from_rank_0s_at_every_for
 def test_the_two_buffer_modes_differ_only_in_the_other_ranks_buffers():
     """What a check expecting broadcast buffers would see of broadcast_buffers=False: the same parameters and
     rank 0's buffers, rank 1's running stats different from the second step on."""
-    s = ddp_exp.Settings(params=20_000)
-    synced, local = (ddp_exp.Reference("mlp", s, 2, "cpu", 1, False, m) for m in (True, False))
+    s = ddp_exp_workload.Settings(params=20_000)
+    synced, local = (ddp_exp_workload.Reference("mlp", s, 2, "cpu", 1, False, m) for m in (True, False))
     for k in (1, 3):
         a, b = synced.at(k), local.at(k)
         assert torch.equal(a[0], b[0]) and torch.equal(a[3][0], b[3][0])
@@ -450,21 +456,27 @@ def test_the_two_buffer_modes_differ_only_in_the_other_ranks_buffers():
 def test_under_no_sync_buffers_are_broadcast_before_the_first_micro_batch_only():
     """DDP syncs buffers at a forward only when the previous forward synchronised gradients: under no_sync,
     before the first micro-batch of a step; without no_sync, before every one."""
-    s = ddp_exp.Settings(params=20_000)
-    batches = ddp_exp._rank_batches(1, s, 2, "cpu")
-    ref = ddp_exp.Reference("mlp", s, 2, "cpu", 2, False, True)
+    s = ddp_exp_workload.Settings(params=20_000)
+    batches = ddp_exp_workload._rank_batches(1, s, 2, "cpu")
+    ref = ddp_exp_workload.Reference("mlp", s, 2, "cpu", 2, False, True)
     before, after = (tuple(t.clone() for t in ref.at(j)) for j in (1, 2))
     assert torch.equal(after[3][1], _forwards_from(s, before[0], before[3][0], batches))
-    each = ddp_exp.Reference("mlp", s, 2, "cpu", 2, True, True)
+    each = ddp_exp_workload.Reference("mlp", s, 2, "cpu", 2, True, True)
     before, after = (tuple(t.clone() for t in each.at(j)) for j in (1, 2))
     assert not torch.equal(after[3][1], _forwards_from(s, before[0], before[3][0], batches))
     assert (after[3][:, -1] == 4).all()
 
 
 def test_buffer_rule_is_exact_where_the_parameters_are_and_says_whose_buffers():
-    s = ddp_exp.Settings()
+    s = ddp_exp_workload.Settings()
     plain, local, manual = (_variant(x, s) for x in ("ddp", "ddp broadcast_buffers=False", "manual all_reduce"))
-    assert ddp_exp.syncs_buffers(plain) and not ddp_exp.syncs_buffers(local) and not ddp_exp.syncs_buffers(manual)
-    assert ddp_exp.buffer_rule(plain, ddp_exp.check_rule(plain, 2)).startswith("exact (rank 0's")
-    assert ddp_exp.buffer_rule(local, ddp_exp.check_rule(local, 2)) == "exact (the rank's own batches)"
-    assert ddp_exp.buffer_rule(plain, ddp_exp.check_rule(plain, 4)).startswith("not compared")
+    assert (
+        ddp_exp_workload.syncs_buffers(plain)
+        and not ddp_exp_workload.syncs_buffers(local)
+        and not ddp_exp_workload.syncs_buffers(manual)
+    )
+    assert ddp_exp_workload.buffer_rule(plain, ddp_exp_workload.check_rule(plain, 2)).startswith("exact (rank 0's")
+    assert (
+        ddp_exp_workload.buffer_rule(local, ddp_exp_workload.check_rule(local, 2)) == "exact (the rank's own batches)"
+    )
+    assert ddp_exp_workload.buffer_rule(plain, ddp_exp_workload.check_rule(plain, 4)).startswith("not compared")

@@ -9,6 +9,14 @@ import pytest
 import torch
 
 from experiments.model_parallel import cases as mp
+
+from experiments.model_parallel import workload as mp_workload
+
+from experiments.model_parallel import model as mp_model
+
+from experiments.model_parallel import derived as mp_derived
+
+from experiments.model_parallel import check as mp_check
 from experiments.model_parallel.settings import ModelParallelSettings
 from suite.config import BenchConfig, ConfigError, build_config, settings_from_env
 from experiments.model_parallel import table as tables
@@ -36,7 +44,7 @@ from experiments.model_parallel import table as tables
     ],
 )
 def test_pipeline_time_matches_hand_computed_timelines(schedule, s, m, c, tau, want):
-    assert mp.pipeline_time_s(schedule, s, m, c, tau) == pytest.approx(want)
+    assert mp_model.pipeline_time_s(schedule, s, m, c, tau) == pytest.approx(want)
 
 
 def _simulate(schedule: str, stages: int, microbatches: int, c: float, tau: float) -> float:
@@ -72,7 +80,7 @@ def _simulate(schedule: str, stages: int, microbatches: int, c: float, tau: floa
 @pytest.mark.parametrize("schedule", mp.SCHEDULES)
 def test_pipeline_time_agrees_with_an_event_simulation(schedule):
     for s, m, (c, tau) in itertools.product(range(1, 6), range(1, 9), [(1.0, 0.3), (1.0, 1.0), (0.4, 1.0)]):
-        assert mp.pipeline_time_s(schedule, s, m, c, tau) == pytest.approx(_simulate(schedule, s, m, c, tau)), (
+        assert mp_model.pipeline_time_s(schedule, s, m, c, tau) == pytest.approx(_simulate(schedule, s, m, c, tau)), (
             schedule,
             s,
             m,
@@ -84,21 +92,21 @@ def test_pipeline_time_agrees_with_an_event_simulation(schedule):
 @pytest.mark.parametrize("s,m", [(2, 1), (3, 4), (4, 8)])
 def test_without_transfer_both_schedules_are_compute_only_gpipe(s, m):
     for schedule in mp.SCHEDULES:
-        t = mp.pipeline_time_s(schedule, s, m, 2.0, 0.0)
+        t = mp_model.pipeline_time_s(schedule, s, m, 2.0, 0.0)
         assert t == pytest.approx((m + s - 1) * 2.0)
-        assert mp.pipeline_bubble(m, 2.0, t) == pytest.approx((s - 1) / (m + s - 1))
+        assert mp_model.pipeline_bubble(m, 2.0, t) == pytest.approx((s - 1) / (m + s - 1))
 
 
 def test_overlap_is_never_modelled_slower_than_blocking():
     for s, m, c, tau in itertools.product(range(1, 6), range(1, 9), (0.1, 1.0, 3.0), (0.0, 0.5, 2.0)):
-        assert mp.pipeline_time_s("overlap", s, m, c, tau) <= mp.pipeline_time_s("blocking", s, m, c, tau)
+        assert mp_model.pipeline_time_s("overlap", s, m, c, tau) <= mp_model.pipeline_time_s("blocking", s, m, c, tau)
 
 
 def test_pipeline_model_rejects_what_it_does_not_model():
     with pytest.raises(ValueError, match="schedule"):
-        mp.pipeline_time_s("1f1b", 2, 2, 1.0, 1.0)
+        mp_model.pipeline_time_s("1f1b", 2, 2, 1.0, 1.0)
     with pytest.raises(ValueError):
-        mp.pipeline_time_s("blocking", 0, 2, 1.0, 1.0)
+        mp_model.pipeline_time_s("blocking", 0, 2, 1.0, 1.0)
 
 
 # --- the stage layer --------------------------------------------------------------------------------
@@ -106,16 +114,16 @@ def test_pipeline_model_rejects_what_it_does_not_model():
 
 def test_stage_layer_is_a_dense_matmul_equal_to_the_unsplit_roll():
     pipe = ModelParallelSettings(stage_features=16, microbatch_rows=4)
-    x = mp._microbatch(pipe, 0, "cpu")
+    x = mp_workload._microbatch(pipe, 0, "cpu")
     y = x
     for s in range(3):
-        w = mp._stage_weight(s, 16, "cpu")
+        w = mp_workload._stage_weight(s, 16, "cpu")
         assert w.is_contiguous() and w.sum().item() == 16  # a permutation, stored dense
         out = torch.empty_like(y)
-        mp._stage_forward(y, w, out)
+        mp_workload._stage_forward(y, w, out)
         y = out
-    assert torch.equal(y, mp._unsplit_forward(x, 3))
-    assert not torch.equal(y, mp._unsplit_forward(x, 2))  # a skipped stage shows
+    assert torch.equal(y, mp_workload._unsplit_forward(x, 3))
+    assert not torch.equal(y, mp_workload._unsplit_forward(x, 2))  # a skipped stage shows
 
 
 # --- the train steps' check rule ------------------------------------------------------------------
@@ -124,8 +132,8 @@ def test_stage_layer_is_a_dense_matmul_equal_to_the_unsplit_roll():
 def test_default_train_steps_are_exact_at_power_of_two_worlds():
     layer = ModelParallelSettings()
     for n in (1, 2, 4):
-        assert mp.train_check_rule(layer, n, "mp").exact
-        assert mp.train_check_rule(layer, n, "dp").exact
+        assert mp_check.train_check_rule(layer, n, "mp").exact
+        assert mp_check.train_check_rule(layer, n, "dp").exact
 
 
 @pytest.mark.parametrize(
@@ -137,7 +145,7 @@ def test_default_train_steps_are_exact_at_power_of_two_worlds():
     ],
 )
 def test_inexact_steps_get_a_tolerance_and_say_why(layer, n, split, why):
-    rule = mp.train_check_rule(layer, n, split)
+    rule = mp_check.train_check_rule(layer, n, split)
     assert not rule.exact and rule.ops == layer.in_features + layer.batch + (n if split == "dp" else 1) + 4
     assert why in rule.rule and "forward error bound" in rule.rule
 
@@ -149,44 +157,44 @@ def _float32_step(w0, x, target, drop_last_sample=False):
         y = torch.cat([y[:-1], y[-1:].detach()])
     torch.nn.functional.mse_loss(y, target).backward()
     with torch.no_grad():
-        return w - mp.LR * w.grad
+        return w - mp_check.LR * w.grad
 
 
 def _data(layer):
     return (
-        mp._ints((layer.out_features, layer.in_features), 3, "cpu"),
-        mp._ints((layer.batch, layer.in_features), 4, "cpu"),
-        mp._ints((layer.batch, layer.out_features), 5, "cpu"),
+        mp_workload._ints((layer.out_features, layer.in_features), 3, "cpu"),
+        mp_workload._ints((layer.batch, layer.in_features), 4, "cpu"),
+        mp_workload._ints((layer.batch, layer.out_features), 5, "cpu"),
     )
 
 
 def test_an_exact_step_is_bit_identical_to_the_float64_reference():
     layer = ModelParallelSettings(in_features=512, out_features=256, batch=16)  # N = 2^12
-    assert mp.train_check_rule(layer, 1, "mp").exact
+    assert mp_check.train_check_rule(layer, 1, "mp").exact
     w0, x, t = _data(layer)
-    ref = mp._reference_step(w0, x, t)
+    ref = mp_check.reference_step(w0, x, t)
     assert torch.equal(_float32_step(w0, x, t).double(), ref)
     # one lost sample is a wrong gradient even though it changes each weight by ~1e-3 of its update
-    assert mp.count_outside(_float32_step(w0, x, t, drop_last_sample=True), ref, torch.zeros_like(ref)) > 0
+    assert mp_check.count_outside(_float32_step(w0, x, t, drop_last_sample=True), ref, torch.zeros_like(ref)) > 0
 
 
 def test_the_tolerance_bounds_rounding_and_still_catches_a_wrong_gradient():
     layer = ModelParallelSettings(in_features=40, out_features=24, batch=12)  # N = 288: the mean rounds
-    rule = mp.train_check_rule(layer, 1, "mp")
+    rule = mp_check.train_check_rule(layer, 1, "mp")
     w0, x, t = _data(layer)
-    ref = mp._reference_step(w0, x, t)
-    tol = mp.train_tolerance(rule, w0, x, t, ref)
+    ref = mp_check.reference_step(w0, x, t)
+    tol = mp_check.train_tolerance(rule, w0, x, t, ref)
     got = _float32_step(w0, x, t)
     assert not torch.equal(got.double(), ref)  # the rounding is real here ...
-    assert mp.count_outside(got, ref, tol) == 0  # ... and inside the bound
-    assert mp.count_outside(_float32_step(w0, x, t, drop_last_sample=True), ref, tol) > 0
+    assert mp_check.count_outside(got, ref, tol) == 0  # ... and inside the bound
+    assert mp_check.count_outside(_float32_step(w0, x, t, drop_last_sample=True), ref, tol) > 0
     assert tol.max().item() < 1e-4 * ref.abs().max().item()  # far tighter than the old rtol=1e-4
 
 
 def test_count_outside_counts_nan_and_shape_mismatch():
     e = torch.zeros(4, dtype=torch.float64)
-    assert mp.count_outside(torch.tensor([0.0, float("nan"), 0.0, 1e-3]), e, torch.full_like(e, 1e-2)) == 1
-    assert mp.count_outside(torch.zeros(3), e, e) == 4
+    assert mp_check.count_outside(torch.tensor([0.0, float("nan"), 0.0, 1e-3]), e, torch.full_like(e, 1e-2)) == 1
+    assert mp_check.count_outside(torch.zeros(3), e, e) == 4
 
 
 # --- knobs and cases ---------------------------------------------------------------------------------
@@ -219,10 +227,10 @@ def test_cases_declare_both_schedules_and_name_every_modelled_number():
     assert len(labels) == len(set(labels))
     pipe = [c for c in cases if c.op in ("pipeline_blocking", "pipeline_overlap")]
     assert {(c.fields["schedule"], c.identity["microbatches"]) for c in pipe} == set(
-        itertools.product(mp.SCHEDULES, mp.MICROBATCHES)
+        itertools.product(mp.SCHEDULES, mp_workload.MICROBATCHES)
     )
     for c in pipe:
-        assert c.fields["model"] == mp.PIPELINE_MODELS[c.fields["schedule"]]
+        assert c.fields["model"] == mp_model.PIPELINE_MODELS[c.fields["schedule"]]
         for k in ("model_time_us", "model_bubble", "ideal_bubble"):
             assert c.provenance[k].startswith("modelled:")
         assert c.provenance["stage_compute_us"].startswith("measured:")
@@ -232,7 +240,7 @@ def test_cases_declare_both_schedules_and_name_every_modelled_number():
     hop = next(c for c in cases if c.op == "pipeline_transfer")
     comp = next(c for c in cases if c.op == "pipeline_compute")
     # c and τ are sampled as long as the longest schedule's M + S - 1 slots (8 + 4 - 1 at 4 ranks), not one op
-    assert mp.stage_repeats(4) == max(mp.MICROBATCHES) + 3 == 11
+    assert mp_workload.stage_repeats(4) == max(mp_workload.MICROBATCHES) + 3 == 11
     assert hop.divisor == 11 * 3 and comp.divisor == 11  # 4 stages, 3 hops, 11 repeats per sample
     assert hop.fields["stage_repeats"] == comp.fields["stage_repeats"] == 11
     assert "stage_repeats times back to back" in pipe[0].provenance["stage_compute_us"]
@@ -267,26 +275,26 @@ def test_pipeline_table_shows_both_schedules_measured_against_their_models():
     recs = [_rec(op="pipeline_compute", time_us=c), _rec(op="pipeline_transfer", time_us=tau)]
     for schedule in mp.SCHEDULES:
         for m in (1, 8):
-            model = mp.pipeline_time_s(schedule, 3, m, c, tau)
+            model = mp_model.pipeline_time_s(schedule, 3, m, c, tau)
             recs.append(
                 _rec(
                     op=f"pipeline_{schedule}",
                     schedule=schedule,
                     microbatches=m,
-                    model=mp.PIPELINE_MODELS[schedule],
+                    model=mp_model.PIPELINE_MODELS[schedule],
                     time_us=1.1 * model,
                     model_time_us=model,
                     time_over_model=1.1,
                     stage_compute_us=c,
                     transfer_us=tau,
-                    bubble=mp.pipeline_bubble(m, c, 1.1 * model),
-                    model_bubble=mp.pipeline_bubble(m, c, model),
+                    bubble=mp_model.pipeline_bubble(m, c, 1.1 * model),
+                    model_bubble=mp_model.pipeline_bubble(m, c, model),
                     ideal_bubble=2 / (m + 2),
                 )
             )
     text = tables.format_tables(recs)
     assert "c = 0.600 ms" in text and "tau = 0.400 ms" in text
-    assert mp.PIPELINE_MODELS["blocking"] in text and mp.PIPELINE_MODELS["overlap"] in text
+    assert mp_model.PIPELINE_MODELS["blocking"] in text and mp_model.PIPELINE_MODELS["overlap"] in text
     rows = {
         tuple(line.split()[:2]): line.split()
         for line in text.splitlines()
@@ -311,17 +319,17 @@ def test_a_pipeline_model_that_does_not_hold_is_flagged():
     c, tau = 600.0, 400.0
     recs = [_rec(op="pipeline_compute", time_us=c), _rec(op="pipeline_transfer", time_us=tau)]
     for m, ratio in ((1, 1.1), (8, 3.0)):
-        model = mp.pipeline_time_s("blocking", 3, m, c, tau)
+        model = mp_model.pipeline_time_s("blocking", 3, m, c, tau)
         recs.append(
             _rec(
                 op="pipeline_blocking",
                 schedule="blocking",
                 microbatches=m,
-                model=mp.PIPELINE_MODELS["blocking"],
+                model=mp_model.PIPELINE_MODELS["blocking"],
                 time_us=ratio * model,
                 model_time_us=model,
                 time_over_model=ratio,
-                model_holds=abs(ratio - 1) <= mp.MODEL_HOLDS_WITHIN,
+                model_holds=abs(ratio - 1) <= mp_derived.MODEL_HOLDS_WITHIN,
                 stage_compute_us=c,
                 transfer_us=tau,
             )

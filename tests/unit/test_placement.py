@@ -6,6 +6,8 @@ import pytest
 import torch
 
 from experiments.placement import cases as placement
+
+from experiments.placement import workload as placement_workload
 from suite.ops import algorithms
 from suite.case import CaseFailed
 from suite.config import ConfigError, build_config, settings_from_env
@@ -35,19 +37,19 @@ def test_fake_nodes_env_is_validated():
 
 
 def test_pairs_and_groups_on_one_and_two_nodes():
-    pairs, groups = placement.plan_pairs_and_groups((0, 0, 0, 0))
+    pairs, groups = placement_workload.plan_pairs_and_groups((0, 0, 0, 0))
     assert pairs == {"intra": (0, 1), "inter": None}
     assert groups == {"intra": (0, 1, 2, 3), "inter": None}
-    pairs, groups = placement.plan_pairs_and_groups((0, 0, 1, 1))
+    pairs, groups = placement_workload.plan_pairs_and_groups((0, 0, 1, 1))
     assert pairs == {"intra": (0, 1), "inter": (0, 2)}
     assert groups == {"intra": (0, 1), "inter": (0, 2)}  # equal sizes
-    pairs, groups = placement.plan_pairs_and_groups((0, 1, 2))
+    pairs, groups = placement_workload.plan_pairs_and_groups((0, 1, 2))
     assert pairs["intra"] is None and groups == {"intra": None, "inter": None}
 
 
 @pytest.mark.parametrize("count,shape", [(65536, (256, 256)), (32, (4, 8)), (7, (1, 7)), (12, (2, 6))])
 def test_matrix_shape(count, shape):
-    rows, cols = placement.matrix_shape(count)
+    rows, cols = placement_workload.matrix_shape(count)
     assert (rows, cols) == shape and rows * cols == count
 
 
@@ -69,7 +71,7 @@ def test_gpu_cases_skip_reason_without_cuda():
         timeout_s=10,
         hostnames=["h"],
     )
-    reason = placement.gpu_skip_reason(ctx)
+    reason = placement_workload.gpu_skip_reason(ctx)
     if torch.cuda.is_available():
         assert "DEVICE=cpu" in reason
     else:
@@ -103,7 +105,7 @@ def test_affinity_case_pins_when_built_and_restores_in_its_check():
     if not hasattr(os, "sched_setaffinity"):
         pytest.skip("no sched_setaffinity on this platform")
     before, threads = os.sched_getaffinity(0), torch.get_num_threads()
-    pin = placement._Pinning("pinned")
+    pin = placement_workload.Pinning("pinned")
     fields = pin.apply(_OneRank)
     fields_again = pin.apply(_OneRank)  # a second buffer set of the same case: still the first saved state
     try:
@@ -114,7 +116,7 @@ def test_affinity_case_pins_when_built_and_restores_in_its_check():
     assert os.sched_getaffinity(0) == before and torch.get_num_threads() == threads
     pin.restore(_OneRank)  # the next buffer set's check: nothing left to restore, still verified
     # a case that leaves the process changed fails (on every rank alike)
-    pin = placement._Pinning("unpinned")
+    pin = placement_workload.Pinning("unpinned")
     pin.apply(_OneRank)
     os.sched_setaffinity(0, {min(before)})  # something the case's restore does not undo
     try:
@@ -131,7 +133,7 @@ def test_affinity_has_no_torch_threads_axis():
     assert [c.identity["pinning"] for c in cases] == ["unpinned", "pinned"]
     assert not any("threads" in k for c in cases for k in c.identity)
     threads = torch.get_num_threads()
-    pin = placement._Pinning("unpinned")
+    pin = placement_workload.Pinning("unpinned")
     pin.apply(_OneRank)
     try:
         assert torch.get_num_threads() == threads

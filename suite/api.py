@@ -1,0 +1,103 @@
+"""The core's public API for experiments: the one module of ``suite`` that ``experiments/<name>/`` imports
+(rule R2, tests/unit/test_import_graph.py). Everything else in ``suite/`` may move without an experiment
+noticing; what is here is the contract.
+
+    from suite.api import Buffers, Bytes, Case, experiment_test, verify
+
+Each name is a re-export, loaded from its home module (``HOMES``) the first time it is asked for, so
+that an experiment's ``__init__.py`` importing ``ExperimentSpec`` from here stays as light as before
+(reading the specs -- reports, ``make compare`` -- imports no torch). No logic lives here.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+MODULES = (
+    # Exact checks and the shared workloads: the collective op table, p2p patterns, p2p algorithms.
+    "suite.verify",
+    "suite.ops.collectives",
+    "suite.ops.p2p",
+    "suite.ops.algorithms",
+    # Process groups beyond the world (lanes, subgroups, a one-rank group): their one home.
+    "suite.harness.groups",
+    # The host, read without starting a group: environment, NUMA and PCIe, interfaces and routes, pinning.
+    "suite.system.sysinfo",
+    "suite.system.topology",
+    "suite.system.network",
+    "suite.system.affinity",
+    # Offline statistics and figures (report sections, verdicts).
+    "suite.metrics",
+    "suite.plots",
+)
+"""Modules re-exported whole, each under its last name (``suite.api.verify``, ``suite.api.groups``)."""
+
+NAMES: dict[str, str] = {
+    # Declaring an experiment: its __init__.py's SPEC and the hooks it names lazily (suite/case.py).
+    "ExperimentSpec": "suite.case",
+    "collected": "suite.case",
+    "later": "suite.case",
+    "module_doc": "suite.case",
+    # The case protocol: what cases.py declares and workload.py builds (suite/case.py).
+    "Case": "suite.case",
+    "Bytes": "suite.case",
+    "Buffers": "suite.case",
+    "Session": "suite.case",
+    "experiment_test": "suite.case",
+    "restorer": "suite.case",
+    "wait_all": "suite.case",
+    "support_reason": "suite.case",
+    "CaseSkipped": "suite.case",
+    "CaseFailed": "suite.case",
+    # The run's configuration, and the error a settings validator raises (exit 2 before any rank starts).
+    "BenchConfig": "suite.config",
+    "ConfigError": "suite.errors",
+    # On a rank: the process group's context, reductions over ranks, device rules, calibration, memory.
+    "DistContext": "suite.dist",
+    "dist_max": "suite.dist",
+    "dist_min": "suite.dist",
+    "resolve_device": "suite.dist",
+    "PreflightError": "suite.dist",
+    "autorange": "suite.timing",
+    "PeakMemory": "suite.profiling",
+    # An experiment's text table: the shared cells and layouts (suite/tables/).
+    "by_table": "suite.tables",
+    "collective_table": "suite.tables",
+    "pivot": "suite.tables",
+    "num": "suite.tables",
+    "tail_cell": "suite.tables",
+    "wrong": "suite.tables",
+    "wrong_cell": "suite.tables",
+    "DTYPE_SHORT": "suite.tables",
+    # Offline, from a stored run (report sections, verdicts; never on a rank): records, figures, statistics.
+    "load_run": "suite.results",
+    "records": "suite.results",
+    "write_json_atomic": "suite.fileio",
+    "Plot": "suite.analysis",
+    "Section": "suite.analysis",
+    "configured_link_rate": "suite.model.fit",
+    "parse_link_rate": "suite.model.fit",
+    "EXIT_OK": "suite.failures",
+    "EXIT_BAD_INPUT": "suite.failures",
+    "EXIT_FINDING": "suite.failures",
+}
+"""Names re-exported from a module: public name -> its home module (the name is the same there)."""
+
+HOMES = {m.rsplit(".", 1)[-1]: m for m in MODULES} | NAMES
+"""Every public name -> its home module."""
+
+__all__ = sorted(HOMES)
+
+
+def __getattr__(name: str):
+    home = HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"suite.api has no {name!r} (the public names are suite.api.__all__)")
+    module = importlib.import_module(home)
+    value = getattr(module, name) if name in NAMES else module
+    globals()[name] = value  # the next lookup is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
