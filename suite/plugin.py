@@ -27,7 +27,7 @@ import pytest
 from suite import bench_adapter, failures, fileio, phases, profiling, progress
 from suite.system import sysinfo
 from suite.tables import format_tables
-from suite.config import KNOBS, ConfigError, build_config, config_from_json, settings_from_env
+from suite.config import KNOBS, ConfigError, build_config, config_from_json, settings_from_env, switch
 from suite.errors import CaseFailed, CaseSkipped
 
 
@@ -83,10 +83,11 @@ def pytest_configure(config):
     try:
         # fd 1 is still the real stdout here: pytest's capture is suspended between its phases
         mode = progress.mode(stdout_is_terminal=os.isatty(1))
-        config._suite_progress_every = progress.every_s()
+        config._suite_progress_every = switch("SUITE_PROGRESS_S")
+        all_ranks_output = switch("SUITE_ALL_RANKS_OUTPUT")
     except ValueError as e:
         raise pytest.UsageError(str(e)) from None
-    if mode == "live" and (config.getoption("capture", "fd") == "no" or os.environ.get("SUITE_ALL_RANKS_OUTPUT")):
+    if mode == "live" and (config.getoption("capture", "fd") == "no" or all_ranks_output):
         mode = "plain"  # the tests' prints (-s) or the other ranks' output would write over the line
     config._suite_progress_mode = mode if config._suite_rank == 0 else "off"
     if config._suite_progress_mode == "live":
@@ -104,7 +105,7 @@ def pytest_sessionstart(session):
         # pytest-benchmark's own saving (--benchmark-autosave/--benchmark-save/--benchmark-json)
         # belongs to rank 0, or every rank would store a copy of the run.
         bench_adapter.silence_session(config)
-    if getattr(config, "_suite_rank", 0) != 0 and not os.environ.get("SUITE_ALL_RANKS_OUTPUT"):
+    if getattr(config, "_suite_rank", 0) != 0 and not switch("SUITE_ALL_RANKS_OUTPUT"):
         # Only rank 0 prints; the others' failures still reach stderr (see
         # pytest_runtest_logreport). pytest's capture keeps its own copy of fd 1,
         # so the reporter's writer is pointed at /dev/null instead.
@@ -197,7 +198,7 @@ def _suite_harness(request, dist_ctx, bench_cfg):
     return Harness(
         dist_ctx,
         bench_cfg,
-        keep_rank_samples=bool(os.environ.get("SUITE_KEEP_RANK_SAMPLES")),
+        keep_rank_samples=switch("SUITE_KEEP_RANK_SAMPLES"),
         phases=request.config._suite_phases,
     )
 
@@ -367,12 +368,9 @@ def _inject_fault(item) -> None:
     """SUITE_INJECT_FAULT=<action>:<rank>:<n>: before the n-th test (0-based), rank <rank>
     kills (SIGKILL), terminates (SIGTERM), freezes (SIGSTOP) itself, exits(3), or raises.
     For the suite's own failure tests: the faults are real process events."""
-    spec = os.environ.get("SUITE_INJECT_FAULT")
-    if not spec:
+    inj = switch("SUITE_INJECT_FAULT")  # checked before the ranks started (suite/config.py check_switches)
+    if inj is None:
         return
-    from suite import faults
-
-    inj = faults.parse("SUITE_INJECT_FAULT", spec)  # checked before the ranks started (suite/preflight.py)
     action, rank = inj.action, inj.rank
     config = item.config
     config._suite_ntests = getattr(config, "_suite_ntests", -1) + 1

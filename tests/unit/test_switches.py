@@ -1,10 +1,19 @@
 """Every suite switch is declared once (suite/config.py SWITCHES) with its validator: unset means its
-default, a good value is read as documented, a bad one is one line naming the switch."""
+default, a good value is read as documented, a bad one is one line naming the switch and exit 2 before
+any rank starts; every read goes through the table."""
 
 from __future__ import annotations
 
+import ast
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
+from suite import launch
 from suite.config import SWITCHES, ConfigError, check_switches, switch
 
 BAD = {
@@ -21,6 +30,7 @@ BAD = {
     "SUITE_INJECT_DIVERGE": ("skip:1:0", "k must be >= 1"),
     "SUITE_INJECT_FAULT": ("kill:0", "2 field(s), not 3"),
 }
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_switch_has_a_bad_value_here():
@@ -67,3 +77,73 @@ def test_a_fault_switch_checks_the_rank_against_the_world_only_when_told_it():
     check_switches({"SUITE_INJECT_FAULT": "kill:3:0"})
     with pytest.raises(ConfigError, match="rank 3 is not a rank of this run"):
         check_switches({"SUITE_INJECT_FAULT": "kill:3:0"}, world_size=2)
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_the_launcher_rejects_a_bad_switch_before_any_rank_starts(name, monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv(name, BAD[name][0])
+    code = launch.main(["--check", "--nproc", "2", "--results-root", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith(f"error: {name}=") and err.count("\n") == 1, err
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_bad_switch_exits_2_from_a_real_launcher(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "suite.launch", "--nproc", "2", "--results-root", str(tmp_path / "r")],
+        cwd=ROOT,
+        env={**os.environ, "SUITE_REPORT": "maybe"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == "error: SUITE_REPORT='maybe': choose 1 (on) or 0 (off)\n"
+    assert not (tmp_path / "r").exists()
+
+
+def _switch_names_read_outside_the_table(source: str) -> list[tuple[int, str]]:
+    """(line, name) of each ``SUITE_*`` string in ``source`` that is not the first argument of a
+    ``switch(...)`` call; docstrings do not count."""
+    tree = ast.parse(source)
+    docs = set()
+    for n in ast.walk(tree):
+        body = getattr(n, "body", None)
+        for stmt in body if isinstance(body, list) else ():
+            if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+                docs.add(id(stmt.value))
+    through = {
+        id(n.args[0])
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and getattr(n.func, "id", getattr(n.func, "attr", None)) == "switch" and n.args
+    }
+    return [
+        (n.lineno, n.value)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant)
+        and isinstance(n.value, str)
+        and n.value.startswith("SUITE_")
+        and id(n) not in docs | through
+    ]
+
+
+def test_every_switch_is_read_through_the_table():
+    """Only the table's modules spell a switch's name (config.py, and faults.py's grammar); every other
+    module reads it with ``switch("SUITE_...")``, whose name must be in the table."""
+    found = {}
+    for p in sorted((ROOT / "suite").rglob("*.py")):
+        rel = p.relative_to(ROOT).as_posix()
+        if rel in ("suite/config.py", "suite/faults.py"):
+            continue
+        if hits := _switch_names_read_outside_the_table(p.read_text()):
+            found[rel] = hits
+    assert not found, f"read a SUITE_* switch outside suite.config.switch: {found}"
+    called = set(
+        re.findall(r"\bswitch\(\"(SUITE_\w+)\"", "".join(p.read_text() for p in (ROOT / "suite").rglob("*.py")))
+    )
+    assert called <= set(SWITCHES), called - set(SWITCHES)
+
+
+def test_the_read_check_sees_a_direct_read_and_passes_the_accessor():
+    src = '"""SUITE_X in prose."""\nimport os\nos.environ.get("SUITE_REPORT")\nswitch("SUITE_REPORT")\n'
+    assert _switch_names_read_outside_the_table(src) == [(3, "SUITE_REPORT")]
