@@ -1,6 +1,6 @@
 """Every suite switch is declared once (suite/config.py SWITCHES) with its validator: unset means its
 default, a good value is read as documented, a bad one is one line naming the switch and exit 2 before
-any rank starts; every read goes through the table."""
+any rank starts; every read goes through the table; docs/switches.md and `make help` list the table."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from suite import launch
-from suite.config import SWITCHES, ConfigError, check_switches, switch
+from suite.config import ENV_KNOBS, SWITCHES, ConfigError, check_switches, switch
 
 BAD = {
     "SUITE_PROGRESS": ("live", "choose auto"),
@@ -147,3 +147,34 @@ def test_every_switch_is_read_through_the_table():
 def test_the_read_check_sees_a_direct_read_and_passes_the_accessor():
     src = '"""SUITE_X in prose."""\nimport os\nos.environ.get("SUITE_REPORT")\nswitch("SUITE_REPORT")\n'
     assert _switch_names_read_outside_the_table(src) == [(3, "SUITE_REPORT")]
+
+
+def _docs_table() -> dict[str, str]:
+    """docs/switches.md's table: switch -> its default column."""
+    text = (ROOT / "docs" / "switches.md").read_text()
+    return dict(re.findall(r"^\| `(SUITE_\w+)` \| ([^|]*?) \|", text, re.M))
+
+
+def test_the_docs_table_lists_every_switch_with_its_default():
+    assert _docs_table() == {name: sw.default for name, sw in SWITCHES.items()}
+
+
+def test_every_switch_the_docs_name_exists():
+    """A switch renamed or removed leaves no stale name in README.md or docs/*.md (a ``SUITE_X_*`` family
+    names a prefix of switches); an experiment's knob (its settings' env) is not a switch but may appear."""
+    known = set(SWITCHES) | {k.env for k in ENV_KNOBS}
+    stale = set()
+    for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for name in re.findall(r"\bSUITE_[A-Z0-9_]+", p.read_text()):
+            if name.endswith("_") and any(k.startswith(name) for k in SWITCHES):
+                continue
+            if name not in known:
+                stale.add(f"{p.name}: {name}")
+    assert not stale, sorted(stale)
+
+
+def test_make_help_lists_every_switch():
+    out = subprocess.run(["make", "-s", "help"], cwd=ROOT, capture_output=True, text=True, timeout=30).stdout
+    _, _, tail = out.partition("environment switches (docs/switches.md):")
+    assert tail, out
+    assert re.findall(r"\bSUITE_\w+", tail) == list(SWITCHES)
