@@ -166,7 +166,7 @@ def dist_ctx(request):
         "world_size": ctx.world_size,
     }
     yield ctx
-    destroy_distributed()
+    destroy_distributed(ctx)
 
 
 def submit(request, benchmark, m, record: dict) -> None:

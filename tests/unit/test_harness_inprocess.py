@@ -31,7 +31,7 @@ def lone_group(cfg: BenchConfig):
     try:
         yield c
     finally:
-        destroy_distributed()
+        destroy_distributed(c)
         os.environ.clear()
         os.environ.update(saved)
 
@@ -45,7 +45,9 @@ def ctx():
 def test_init_distributed_starts_a_lone_gloo_group(ctx):
     assert (ctx.rank, ctx.world_size, ctx.backend, ctx.device.type) == (0, 1, "gloo", "cpu")
     assert ctx.agree_all(True) and not ctx.agree_all(False)
-    assert init_distributed(CFG) is ctx  # once per process
+    with pytest.raises(RuntimeError, match="already started"):  # one group per process, passed on explicitly
+        init_distributed(CFG)
+    assert ctx.watchdog is None  # alone: nothing to watch
 
 
 def test_measure_times_every_iteration_and_each_ranks_arrival_at_the_op(ctx):
