@@ -16,20 +16,24 @@ import pytest
 from suite import launch
 from suite.config import ENV_KNOBS, SWITCHES, ConfigError, check_switches, switch
 
+BAD_VALUES = """
+SUITE_PROGRESS          | live             | choose auto
+SUITE_PROGRESS_S        | -1               | a number >= 0
+SUITE_PROFILE           | all reduce       | no spaces
+SUITE_REPORT            | maybe            | choose 1 (on) or 0 (off)
+SUITE_ALL_RANKS_OUTPUT  | 2                | choose 1 (on) or 0 (off)
+SUITE_KEEP_RANK_SAMPLES | yes please       | choose 1 (on) or 0 (off)
+SUITE_GIT_COMMIT        | abc def          | no spaces
+SUITE_INJECT_CORRUPTION | flop:all_reduce  | unknown fault 'flop'
+SUITE_INJECT_DELAY      | 2:0.1            | rank 2 is not a rank of this run (0..1)
+SUITE_INJECT_MISMATCH   | all_reduce@timed | unknown phase @timed
+SUITE_INJECT_DIVERGE    | skip:1:0         | k must be >= 1
+SUITE_INJECT_FAULT      | kill:0           | 2 field(s), not 3
+"""
 BAD = {
-    "SUITE_PROGRESS": ("live", "choose auto"),
-    "SUITE_PROGRESS_S": ("-1", "a number >= 0"),
-    "SUITE_PROFILE": ("all reduce", "no spaces"),
-    "SUITE_REPORT": ("maybe", "choose 1 (on) or 0 (off)"),
-    "SUITE_ALL_RANKS_OUTPUT": ("2", "choose 1 (on) or 0 (off)"),
-    "SUITE_KEEP_RANK_SAMPLES": ("yes please", "choose 1 (on) or 0 (off)"),
-    "SUITE_GIT_COMMIT": ("abc def", "no spaces"),
-    "SUITE_INJECT_CORRUPTION": ("flop:all_reduce", "unknown fault 'flop'"),
-    "SUITE_INJECT_DELAY": ("2:0.1", "rank 2 is not a rank of this run (0..1)"),
-    "SUITE_INJECT_MISMATCH": ("all_reduce@timed", "unknown phase @timed"),
-    "SUITE_INJECT_DIVERGE": ("skip:1:0", "k must be >= 1"),
-    "SUITE_INJECT_FAULT": ("kill:0", "2 field(s), not 3"),
+    name: (value, says) for name, value, says in (map(str.strip, r.split("|")) for r in BAD_VALUES.strip().splitlines())
 }
+"""A bad value of every switch (at 2 ranks) and what its one-line message says."""
 ROOT = Path(__file__).resolve().parents[2]
 
 
