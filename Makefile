@@ -42,6 +42,9 @@ help:  ## every target with its one-line purpose (this list, read from the Makef
 	@echo "make <target> [KNOB=value ...]   (knobs: README \"Knobs\"; each mk/*.mk lists its own)"
 	@awk 'FNR == 1 { file = FILENAME } /^[a-zA-Z0-9_-]+:.*  ## / { split($$0, a, ":"); sub(/^.*  ## /, ""); \
 	  printf "  make %-18s %s\n", a[1], $$0 }' $(MAKEFILE_LIST)
+	@echo "environment switches (docs/switches.md): SUITE_PROGRESS SUITE_PROGRESS_S SUITE_PROFILE SUITE_REPORT"
+	@echo "  SUITE_ALL_RANKS_OUTPUT SUITE_KEEP_RANK_SAMPLES SUITE_GIT_COMMIT SUITE_INJECT_CORRUPTION SUITE_INJECT_DELAY"
+	@echo "  SUITE_INJECT_MISMATCH SUITE_INJECT_DIVERGE SUITE_INJECT_FAULT"
 
 venv: $(VENV)/.installed  ## create .venv with the pinned environment (requirements.txt)
 $(VENV)/.installed: requirements.txt requirements-dev.txt

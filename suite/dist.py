@@ -132,6 +132,8 @@ class DistContext:
     timeout_s: float
     hostnames: list[str] = field(default_factory=list)
     """Hostname of every rank, indexed by global rank."""
+    watchdog: Watchdog | None = field(default=None, repr=False, compare=False)
+    """This rank's heartbeat (None when off or alone); ``destroy_distributed(ctx)`` stops it."""
 
     @property
     def device_type(self) -> str:
@@ -172,10 +174,6 @@ def dist_max(ctx: DistContext, values) -> list[float]:
 def dist_min(ctx: DistContext, values) -> list[float]:
     """Element-wise minimum of ``values`` over the ranks of ``ctx.group`` (float64), like ``dist_max``."""
     return _reduced(ctx, values, dist.ReduceOp.MIN)
-
-
-_CONTEXT: DistContext | None = None
-_WATCHDOG: "Watchdog | None" = None
 
 
 class Watchdog:
@@ -284,14 +282,15 @@ def init_distributed(
     results_dir: str | None = None,
     heartbeat_timeout_s: float | None = None,
 ) -> DistContext:
-    """Start (or return) this process's group as configured.
+    """Start this process's group as configured and return its context, which the caller owns (the
+    plugin's session fixture) and ends with ``destroy_distributed(ctx)``; nothing is kept here.
 
     Validation happens before ``init_process_group``: a bad backend or device
-    raises PreflightError/ConfigError and no group is started.
+    raises PreflightError/ConfigError and no group is started. A second call while a group is up is
+    a RuntimeError: one group per process, passed on explicitly.
     """
-    global _CONTEXT
-    if _CONTEXT is not None:
-        return _CONTEXT
+    if dist.is_available() and dist.is_initialized():
+        raise RuntimeError("a process group is already started in this process; pass on the DistContext it returned")
     le = read_launch_env(env)
     device_type = resolve_device(cfg.device)
     backend = resolve_backend(cfg.backend, device_type)
@@ -320,11 +319,10 @@ def init_distributed(
     if backend == "nccl":
         kwargs["device_id"] = device
     dist.init_process_group(**kwargs)
-    atexit.register(destroy_distributed)
     group = dist.group.WORLD
     hostnames: list = [None] * le.world_size
     dist.all_gather_object(hostnames, socket.gethostname(), group=group)
-    _CONTEXT = DistContext(
+    ctx = DistContext(
         rank=le.rank,
         world_size=le.world_size,
         local_rank=le.local_rank,
@@ -335,22 +333,21 @@ def init_distributed(
         timeout_s=cfg.timeout_s,
         hostnames=list(hostnames),
     )
-    global _WATCHDOG
     hb = min(cfg.timeout_s, 15.0) if heartbeat_timeout_s is None else heartbeat_timeout_s
     if le.world_size > 1 and hb > 0:
-        _WATCHDOG = Watchdog(
+        ctx.watchdog = Watchdog(
             rank=le.rank, world_size=le.world_size, hostnames=list(hostnames), timeout_s=hb, results_dir=results_dir
         ).start()
-    return _CONTEXT
+    atexit.register(destroy_distributed, ctx)  # a script that never calls it still ends its group in order
+    return ctx
 
 
-def destroy_distributed(clean: bool = True) -> None:
-    """Stop the watchdog and destroy the group if one is up; safe to call twice."""
-    global _CONTEXT, _WATCHDOG
-    _CONTEXT = None
-    if _WATCHDOG is not None:
-        _WATCHDOG.stop(clean=clean)
-        _WATCHDOG = None
+def destroy_distributed(ctx: DistContext, clean: bool = True) -> None:
+    """Stop ``ctx``'s watchdog and destroy the group if one is up; safe to call twice."""
+    atexit.unregister(destroy_distributed)
+    if ctx.watchdog is not None:
+        ctx.watchdog.stop(clean=clean)
+        ctx.watchdog = None
     if dist.is_available() and dist.is_initialized():
         # Unreachable DDP modules still hold the group (their reducer); collected now, their Gloo
         # group is destroyed while the interpreter is alive, not by a Gloo worker thread during

@@ -8,6 +8,7 @@ bridge and the launcher all use the same statuses without importing each other.
 from __future__ import annotations
 
 import socket
+import sys
 import time
 from pathlib import Path
 
@@ -54,15 +55,13 @@ def status_line(status: int) -> str:
     )
 
 
-BEFORE_RECORD: list = []
-"""Called with the cause before a rank records its failure (suite/journal.py dumps the rank's journal)."""
-
-
 def record_failure(results_dir: str | None, rank: int, cause: str, **extra) -> None:
-    """Leave ``<results_dir>/failures/rank<r>.json`` for the launcher's summary (best effort)."""
-    for hook in BEFORE_RECORD:
+    """Leave ``<results_dir>/failures/rank<r>.json`` for the launcher's summary (best effort), after the
+    rank's op journal, where one is installed, has left its dump (suite/journal.py)."""
+    journal = sys.modules.get("suite.journal")  # imported on the ranks only: none to dump elsewhere
+    if journal is not None and journal.current() is not None:
         try:
-            hook(cause)
+            journal.current().dump(f"this rank failed: {cause}", failed=True)
         except Exception:  # reporting a failure must never raise a second one
             pass
     if not results_dir:

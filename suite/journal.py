@@ -45,7 +45,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from suite import failures, hang
+from suite import hang
 from suite.fileio import write_json_atomic
 
 TAIL = 64
@@ -199,6 +199,7 @@ class Journal:
             return out
 
         journaled.__suite_journaled__ = True
+        journaled.__suite_journal__ = self
         journaled.__suite_original__ = fn
         return journaled
 
@@ -212,6 +213,7 @@ class Journal:
             return out
 
         journaled.__suite_journaled__ = True
+        journaled.__suite_journal__ = self
         return journaled
 
     # --- the after-case check -----------------------------------------------------------------------
@@ -440,20 +442,19 @@ def record_cost_s(calls: int = 2000) -> float:
     return max(0.0, sorted(rounds)[len(rounds) // 2])
 
 
-_JOURNAL: Journal | None = None
-
-
 def current() -> Journal | None:
-    return _JOURNAL
+    """The journal ``install`` put on this process's ``torch.distributed`` ops, None before: it is kept on
+    the wrapped ops themselves (one per process, as long as they are wrapped), not in a module global."""
+    return getattr(dist.all_reduce, "__suite_journal__", None)
 
 
 def install(rank: int, run_dir: str | None) -> Journal:
     """Journal every ``torch.distributed`` op of this process (once), watch for dump requests, and leave
     faulthandler's stacks in ``<run>/hang/rank<r>.fatal`` on a fatal signal."""
-    global _JOURNAL
-    if _JOURNAL is not None:
-        return _JOURNAL
-    j = _JOURNAL = Journal(rank, run_dir)
+    j = current()
+    if j is not None:
+        return j
+    j = Journal(rank, run_dir)
     for op in _OPS:
         fn = getattr(dist, op, None)
         if fn is not None and not getattr(fn, "__suite_journaled__", False):
@@ -461,7 +462,6 @@ def install(rank: int, run_dir: str | None) -> Journal:
     if not getattr(dist.batch_isend_irecv, "__suite_journaled__", False):
         dist.batch_isend_irecv = j.wrap_batch(dist.batch_isend_irecv)
         dist.P2POp = _p2p_op_class(dist.P2POp)
-    failures.BEFORE_RECORD.append(lambda cause: j.dump(f"this rank failed: {cause}", failed=True))
     if run_dir:
         try:
             path = Path(run_dir) / "hang" / f"rank{rank}.fatal"

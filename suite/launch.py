@@ -25,7 +25,7 @@ import traceback
 from pathlib import Path
 
 from suite import progress, registry
-from suite.config import KNOBS, ConfigError, build_config, settings_from_env
+from suite.config import KNOBS, ConfigError, build_config, check_switches, settings_from_env, switch
 from suite.failures import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -37,7 +37,7 @@ from suite.failures import (
     status_line,
 )
 from suite.fileio import write_error, write_json_atomic
-from suite.preflight import RendezvousError, check_injections, layout, preflight
+from suite.preflight import RendezvousError, layout, preflight
 from suite.supervise import final_status, root_cause, run_ranks, stamp_status
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -257,12 +257,8 @@ def _main(argv: list[str], where: dict) -> int:
                     f"{lay['world_size']} (NPROC x NNODES)"
                 )
         check_run_location(a.results_root, a.run_id)
-        try:
-            live = progress.mode(os.environ, sys.stdout.isatty()) == "live"
-            progress.every_s(os.environ)
-        except ValueError as e:
-            raise ConfigError(str(e)) from None
-        check_injections(os.environ, lay["world_size"])
+        check_switches(os.environ, lay["world_size"])  # every SUITE_* switch (suite/config.py SWITCHES)
+        live = progress.mode(os.environ, sys.stdout.isatty()) == "live"
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -352,7 +348,7 @@ def write_report(run_dir: Path) -> None:
     """The run's HTML/Markdown report (suite.report), also for a partial run. A report
     failure never changes the bench's exit status: it warns and says how to retry.
     SUITE_REPORT=0 skips it (the harness's own tests, which do not look at it)."""
-    if os.environ.get("SUITE_REPORT", "1") == "0":
+    if not switch("SUITE_REPORT"):
         return
     try:
         from suite.report import write_report as _write

@@ -21,19 +21,63 @@ import json
 import os
 import sys
 import time
+from dataclasses import dataclass, field
+from typing import TextIO
 
 import pytest
 
 from suite import bench_adapter, failures, fileio, phases, profiling, progress
 from suite.system import sysinfo
 from suite.tables import format_tables
-from suite.config import KNOBS, ConfigError, build_config, config_from_json, settings_from_env
+from suite.config import KNOBS, BenchConfig, ConfigError, build_config, config_from_json, settings_from_env, switch
 from suite.errors import CaseFailed, CaseSkipped
+from suite.phases import Phases
 
 
-_KEY_RECORDS = pytest.StashKey[list]()
-_KEY_MACHINE = pytest.StashKey[dict]()
-_KEY_SKIPPED = pytest.StashKey[list]()
+@dataclass(kw_only=True)
+class RunState:
+    """All the plugin keeps for one pytest session (this rank), in ``config.stash[RUN]``: made by
+    pytest_configure, absent when that failed (every hook then does nothing)."""
+
+    cfg: BenchConfig
+    rank: int
+    started_unix: float = field(default_factory=time.time)
+    phases: Phases = field(default_factory=Phases)
+    """Where this rank's time goes (suite.phase_seconds)."""
+    progress_mode: str = "off"
+    """live, plain or off (suite/progress.py); off on every rank but 0."""
+    progress_every_s: float = 30.0
+    total: int = 0
+    """Cases collected; ``done`` of them have ended."""
+    done: int = 0
+    progress_t0: float = 0.0
+    progress_last: float = 0.0
+    """When the last plain progress line was printed."""
+    tty: TextIO | None = None
+    """The live line's own handle on the terminal (pytest's capture holds fd 1 while a test runs)."""
+    live: progress.LiveLine | None = None
+    saved_tw: object = None
+    """pytest's terminal writer while the live line has its place."""
+    devnull: TextIO | None = None
+    """Where a quiet rank's terminal reporter writes."""
+    records: list[dict] = field(default_factory=list)
+    skipped: list[dict] = field(default_factory=list)
+    machine: dict | None = None
+    """The run's hosts and group (sysinfo.collect_global), once the group is up."""
+    machine_info: dict | None = None
+    commit_info: dict | None = None
+    """pytest-benchmark's machine and commit info, generated once (about 0.2 s each)."""
+    encoded: dict = field(default_factory=dict)
+    """id(benchmark) -> (benchmark, its JSON text): each stored entry encoded once."""
+    n_tests: int = -1
+    """Tests begun so far, less one (SUITE_INJECT_FAULT's n counts from 0)."""
+
+
+RUN = pytest.StashKey[RunState]()
+
+
+def _state(config) -> RunState | None:
+    return config.stash.get(RUN, None)
 
 
 def _rank_from_env() -> int:
@@ -76,35 +120,33 @@ def _suite_config(config):
 def pytest_configure(config):
     try:
         bench_adapter.check_version()
-        config._suite_cfg = _suite_config(config)
-    except (ConfigError, bench_adapter.UnsupportedVersion, OSError, ValueError) as e:
-        raise pytest.UsageError(str(e)) from None
-    config._suite_rank = _rank_from_env()
-    try:
+        cfg = _suite_config(config)
         # fd 1 is still the real stdout here: pytest's capture is suspended between its phases
         mode = progress.mode(stdout_is_terminal=os.isatty(1))
-        config._suite_progress_every = progress.every_s()
-    except ValueError as e:
+        every_s = switch("SUITE_PROGRESS_S")
+        all_ranks_output = switch("SUITE_ALL_RANKS_OUTPUT")
+    except (ConfigError, bench_adapter.UnsupportedVersion, OSError, ValueError) as e:
         raise pytest.UsageError(str(e)) from None
-    if mode == "live" and (config.getoption("capture", "fd") == "no" or os.environ.get("SUITE_ALL_RANKS_OUTPUT")):
+    if mode == "live" and (config.getoption("capture", "fd") == "no" or all_ranks_output):
         mode = "plain"  # the tests' prints (-s) or the other ranks' output would write over the line
-    config._suite_progress_mode = mode if config._suite_rank == 0 else "off"
-    if config._suite_progress_mode == "live":
+    rank = _rank_from_env()
+    st = config.stash[RUN] = RunState(
+        cfg=cfg, rank=rank, progress_mode=mode if rank == 0 else "off", progress_every_s=every_s
+    )
+    if st.progress_mode == "live":
         # the live line's own handle on the terminal: while a test runs, pytest points fd 1 at its capture
-        config._suite_tty = os.fdopen(os.dup(1), "w", encoding=sys.stdout.encoding or "utf-8", errors="replace")
-    config._suite_started = time.time()
-    config._suite_phases = phases.Phases()  # where this rank's time goes (suite.phase_seconds)
-    config.stash[_KEY_RECORDS] = []
-    config.stash[_KEY_SKIPPED] = []
+        st.tty = os.fdopen(os.dup(1), "w", encoding=sys.stdout.encoding or "utf-8", errors="replace")
 
 
 def pytest_sessionstart(session):
     config = session.config
-    if getattr(config, "_suite_rank", 0) != 0:
-        # pytest-benchmark's own saving (--benchmark-autosave/--benchmark-save/--benchmark-json)
-        # belongs to rank 0, or every rank would store a copy of the run.
-        bench_adapter.silence_session(config)
-    if getattr(config, "_suite_rank", 0) != 0 and not os.environ.get("SUITE_ALL_RANKS_OUTPUT"):
+    st = _state(config)
+    if st is None or st.rank == 0:
+        return
+    # pytest-benchmark's own saving (--benchmark-autosave/--benchmark-save/--benchmark-json)
+    # belongs to rank 0, or every rank would store a copy of the run.
+    bench_adapter.silence_session(config)
+    if not switch("SUITE_ALL_RANKS_OUTPUT"):
         # Only rank 0 prints; the others' failures still reach stderr (see
         # pytest_runtest_logreport). pytest's capture keeps its own copy of fd 1,
         # so the reporter's writer is pointed at /dev/null instead.
@@ -112,8 +154,8 @@ def pytest_sessionstart(session):
 
         tr = config.pluginmanager.getplugin("terminalreporter")
         if tr is not None:
-            config._suite_devnull = open(os.devnull, "w")
-            tr._tw = TerminalWriter(config._suite_devnull)
+            st.devnull = open(os.devnull, "w")  # noqa: SIM115 - open for the session
+            tr._tw = TerminalWriter(st.devnull)
 
 
 # SUITE_PROFILE=1: a torch.profiler trace of every case (suite/profiling.py).
@@ -132,7 +174,7 @@ def suite_profile(request):
 @pytest.fixture(scope="session")
 def bench_cfg(request):
     """The run's validated BenchConfig."""
-    return request.config._suite_cfg
+    return request.config.stash[RUN].cfg
 
 
 @pytest.fixture(scope="session")
@@ -142,7 +184,8 @@ def dist_ctx(request):
     import torch.distributed as dist
 
     config = request.config
-    cfg = config._suite_cfg
+    st = config.stash[RUN]
+    cfg = st.cfg
     started = time.perf_counter()
     try:
         ctx = init_distributed(cfg, results_dir=config.option.results_dir, heartbeat_timeout_s=cfg.heartbeat_timeout_s)
@@ -158,14 +201,14 @@ def dist_ctx(request):
     # cases made: about 1 s less per such case on a loaded 2-core machine (docs/reports.md).
     gc.collect()
     gc.freeze()
-    config._suite_phases.add("start", time.perf_counter() - started)
-    config.stash[_KEY_MACHINE] = sysinfo.collect_global(per_rank) | {
+    st.phases.add("start", time.perf_counter() - started)
+    st.machine = sysinfo.collect_global(per_rank) | {
         "backend": ctx.backend,
         "device": str(ctx.device),
         "world_size": ctx.world_size,
     }
     yield ctx
-    destroy_distributed()
+    destroy_distributed(ctx)
 
 
 def submit(request, benchmark, m, record: dict) -> None:
@@ -178,9 +221,10 @@ def submit(request, benchmark, m, record: dict) -> None:
         benchmark, m.samples_s, m.ops_per_sample, group=f"{record['experiment']}:{record['op']}", extra=record
     )
     config = request.config
-    config.stash[_KEY_RECORDS].append(record)
-    if config._suite_rank == 0:
-        with config._suite_phases("write"):
+    st = config.stash[RUN]
+    st.records.append(record)
+    if st.rank == 0:
+        with st.phases("write"):
             _write_results(config, complete=False)
     if (record.get("n_wrong") or 0) > 0:
         pytest.fail(
@@ -197,8 +241,8 @@ def _suite_harness(request, dist_ctx, bench_cfg):
     return Harness(
         dist_ctx,
         bench_cfg,
-        keep_rank_samples=bool(os.environ.get("SUITE_KEEP_RANK_SAMPLES")),
-        phases=request.config._suite_phases,
+        keep_rank_samples=switch("SUITE_KEEP_RANK_SAMPLES"),
+        phases=request.config.stash[RUN].phases,
     )
 
 
@@ -233,35 +277,36 @@ def pytest_generate_tests(metafunc):
         return
     from suite.dist import read_launch_env
 
-    cases = provider(metafunc.config._suite_cfg, read_launch_env().world_size)
+    cases = provider(metafunc.config.stash[RUN].cfg, read_launch_env().world_size)
     metafunc.parametrize("suite_case", cases, ids=[c.label for c in cases])
 
 
 def _output_json(config, complete: bool, exitstatus: int | None) -> dict:
     bs = bench_adapter.session(config)
+    st = config.stash[RUN]
     # The file is rewritten after every case; machine and commit info do not change during a
     # run, and generating them costs ~0.2 s (py-cpuinfo, git), so they are computed once.
-    if not hasattr(config, "_suite_commit_info"):
-        config._suite_commit_info = config.hook.pytest_benchmark_generate_commit_info(config=config)
-    if getattr(config, "_suite_machine_info", None) is None and config.stash.get(_KEY_MACHINE, None):
-        config._suite_machine_info = bs.get_machine_info()
+    if st.commit_info is None:
+        st.commit_info = config.hook.pytest_benchmark_generate_commit_info(config=config)
+    if st.machine_info is None and st.machine:
+        st.machine_info = bs.get_machine_info()
     out = config.hook.pytest_benchmark_generate_json(
         config=config,
         benchmarks=[],  # the entries: _encoded_benchmarks, each encoded once
         include_data=True,
-        machine_info=getattr(config, "_suite_machine_info", None) or bs.get_machine_info(),
-        commit_info=config._suite_commit_info,
+        machine_info=st.machine_info or bs.get_machine_info(),
+        commit_info=st.commit_info,
     )
     out["suite"] = {
         "complete": complete,
         "exitstatus": exitstatus,
         "run_id": config.option.run_id,
-        "config": config._suite_cfg.as_dict(),
-        "started_unix": config._suite_started,
-        "n_records": len(config.stash[_KEY_RECORDS]),
-        "skipped": list(config.stash.get(_KEY_SKIPPED, [])),
+        "config": st.cfg.as_dict(),
+        "started_unix": st.started_unix,
+        "n_records": len(st.records),
+        "skipped": list(st.skipped),
         # rank 0's seconds per phase of the session so far (suite/phases.py says what each covers)
-        "phase_seconds": config._suite_phases.breakdown(time.time() - config._suite_started),
+        "phase_seconds": st.phases.breakdown(time.time() - st.started_unix),
     }
     return out
 
@@ -271,7 +316,7 @@ def _encoded_benchmarks(config) -> list[str]:
     pytest_benchmark_generate_json lists), encoded once: bench.json is rewritten after every case, and
     encoding every entry each time made writing it the largest cost of a run (docs/reports.md)."""
     bs = bench_adapter.session(config)
-    cache = config.__dict__.setdefault("_suite_encoded", {})  # id(bench) -> (bench, its JSON text)
+    cache = config.stash[RUN].encoded
     out = []
     for bench in bs.benchmarks:
         if bench.has_error:
@@ -292,7 +337,8 @@ def _write_results(config, complete: bool, exitstatus: int | None = None) -> Non
 
 
 def pytest_benchmark_update_machine_info(config, machine_info):
-    info = config.stash.get(_KEY_MACHINE, None)
+    st = _state(config)
+    info = st.machine if st is not None else None
     if info:
         machine_info["suite"] = info
 
@@ -336,9 +382,10 @@ def pytest_runtest_call(item):
 def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
-    if rep.skipped and isinstance(rep.longrepr, tuple):  # every skip, with its reason (the report groups them)
+    st = _state(item.config)
+    if st is not None and rep.skipped and isinstance(rep.longrepr, tuple):  # every skip, with its reason
         reason = str(rep.longrepr[2])
-        item.config.stash.setdefault(_KEY_SKIPPED, []).append(
+        st.skipped.append(
             {"case": item.nodeid, "reason": reason[len("Skipped: ") :] if reason.startswith("Skipped: ") else reason}
         )
     if call.excinfo is None or not rep.failed or "dist_ctx" not in getattr(item, "fixturenames", ()):
@@ -367,16 +414,13 @@ def _inject_fault(item) -> None:
     """SUITE_INJECT_FAULT=<action>:<rank>:<n>: before the n-th test (0-based), rank <rank>
     kills (SIGKILL), terminates (SIGTERM), freezes (SIGSTOP) itself, exits(3), or raises.
     For the suite's own failure tests: the faults are real process events."""
-    spec = os.environ.get("SUITE_INJECT_FAULT")
-    if not spec:
+    inj = switch("SUITE_INJECT_FAULT")  # checked before the ranks started (suite/config.py check_switches)
+    if inj is None:
         return
-    from suite import faults
-
-    inj = faults.parse("SUITE_INJECT_FAULT", spec)  # checked before the ranks started (suite/preflight.py)
     action, rank = inj.action, inj.rank
-    config = item.config
-    config._suite_ntests = getattr(config, "_suite_ntests", -1) + 1
-    if rank != _rank_from_env() or config._suite_ntests != inj.n:
+    st = item.config.stash[RUN]
+    st.n_tests += 1
+    if rank != st.rank or st.n_tests != inj.n:
         return
     import signal
 
@@ -398,9 +442,9 @@ def pytest_runtest_setup(item):
     j = sys.modules.get("suite.journal")
     if j is not None and j.current() is not None:
         j.current().set_case(item.nodeid)  # the case a hung op belongs to
-    live = getattr(item.config, "_suite_live", None)
-    if live is not None:
-        live.update(case=item.nodeid)
+    st = _state(item.config)
+    if st is not None and st.live is not None:
+        st.live.update(case=item.nodeid)
     _inject_fault(item)
 
 
@@ -419,37 +463,41 @@ def pytest_runtest_logreport(report):
 
 
 def pytest_collection_finish(session):
-    config = session.config
-    config._suite_progress = {"total": len(session.items), "done": 0, "t0": time.time(), "last": time.time()}
-    if getattr(config, "_suite_progress_mode", "off") == "live" and session.items:
-        _start_live(config, len(session.items))
+    st = _state(session.config)
+    if st is None:
+        return
+    st.total, st.done, st.progress_t0 = len(session.items), 0, time.time()
+    st.progress_last = st.progress_t0
+    if st.progress_mode == "live" and session.items:
+        _start_live(session.config, st)
 
 
-def _start_live(config, total: int) -> None:
+def _start_live(config, st: RunState) -> None:
     """The live line, with pytest's terminal output redirected above it."""
     from _pytest.terminal import TerminalWriter
 
     tr = config.pluginmanager.getplugin("terminalreporter")
     if tr is None:
         return
-    live = progress.LiveLine(config._suite_tty, total)
+    live = progress.LiveLine(st.tty, st.total)
     tw = TerminalWriter(live.stream)
     tw.hasmarkup, tw.code_highlight, tw.fullwidth = tr._tw.hasmarkup, tr._tw.code_highlight, tr._tw.fullwidth
-    config._suite_live, config._suite_saved_tw = live, tr._tw
+    st.live, st.saved_tw = live, tr._tw
     tr._tw = tw
     live.start()
 
 
 def _stop_live(config) -> None:
     """Erase the live line and give pytest its terminal back (idempotent: session end, unconfigure)."""
-    live = getattr(config, "_suite_live", None)
+    st = _state(config)
+    live = st.live if st is not None else None
     if live is None:
         return
-    config._suite_live = None
+    st.live = None
     pending = live.stop()
     tr = config.pluginmanager.getplugin("terminalreporter")
     if tr is not None:
-        tr._tw = config._suite_saved_tw
+        tr._tw = st.saved_tw
         if pending:
             tr._tw.write(pending)  # a partial line of dots, through the writer that tracks the line
 
@@ -458,25 +506,24 @@ def pytest_runtest_teardown(item, nextitem):
     """Rank 0: the live line moves on; or, in plain mode, every SUITE_PROGRESS_S seconds (default 30)
     a line with cases done of total and the time left (suite/progress.py)."""
     config = item.config
-    p = getattr(config, "_suite_progress", None)
-    if p is None or getattr(config, "_suite_rank", 1) != 0:
+    st = _state(config)
+    if st is None or st.rank != 0:
         return
-    p["done"] += 1
-    live = getattr(config, "_suite_live", None)
-    if live is not None:
-        live.update(done=p["done"])
-    if getattr(config, "_suite_progress_mode", "off") != "plain":
+    st.done += 1
+    if st.live is not None:
+        st.live.update(done=st.done)
+    if st.progress_mode != "plain":
         return
     now = time.time()
-    if nextitem is None or now - p["last"] < config._suite_progress_every:
+    if nextitem is None or now - st.progress_last < st.progress_every_s:
         return
-    p["last"] = now
+    st.progress_last = now
     tr = config.pluginmanager.getplugin("terminalreporter")
     capman = config.pluginmanager.getplugin("capturemanager")
     if tr is not None and capman is not None:
         with capman.global_and_fixture_disabled():  # teardown runs under capture; live-log does the same
             tr.write("\n")  # off the line of dots
-            tr.write_line(progress.plain_line(p["done"], p["total"], now - p["t0"]))
+            tr.write_line(progress.plain_line(st.done, st.total, now - st.progress_t0))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -487,7 +534,8 @@ def pytest_sessionfinish(session, exitstatus):
         # pytest's 5 would read as the suite's "lost a peer"; say what happened instead
         sys.stderr.write("error: the case selection (K= / -k) matched no case of the chosen experiments\n")
         session.exitstatus = failures.EXIT_NOTHING_SELECTED
-    if getattr(config, "_suite_rank", 1) == 0 and config.stash.get(_KEY_RECORDS, None):
+    st = _state(config)
+    if st is not None and st.rank == 0 and st.records:
         interrupted = exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR)
         try:
             _write_results(config, complete=not interrupted and session.shouldstop is False, exitstatus=int(exitstatus))
@@ -499,15 +547,14 @@ def pytest_sessionfinish(session, exitstatus):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    if getattr(config, "_suite_rank", 1) != 0:
+    st = _state(config)
+    if st is None or st.rank != 0:
         return
-    recs = config.stash.get(_KEY_RECORDS, [])
+    recs = st.records
     if recs:
         terminalreporter.write_line("")
         terminalreporter.write(format_tables(recs))
-        terminalreporter.write_line(
-            phases.summary_line(config._suite_phases.breakdown(time.time() - config._suite_started))
-        )
+        terminalreporter.write_line(phases.summary_line(st.phases.breakdown(time.time() - st.started_unix)))
         if config.option.results_dir:
             terminalreporter.write_line(f"results: {os.path.join(config.option.results_dir, 'bench.json')}")
     if not config.option.show_benchmark_table:
@@ -518,7 +565,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
 def pytest_unconfigure(config):
     _stop_live(config)
-    tty = getattr(config, "_suite_tty", None)
-    if tty is not None:
-        config._suite_tty = None
+    st = _state(config)
+    if st is not None and st.tty is not None:
+        tty, st.tty = st.tty, None
         tty.close()

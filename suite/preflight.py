@@ -128,19 +128,6 @@ def preflight(cfg, lay: dict) -> None:
                     )
 
 
-def check_injections(env, world_size: int | None = None) -> None:
-    """The suite's own fault switches (every ``SUITE_INJECT_*``; their one grammar is suite/faults.py),
-    checked before any rank starts: a typo would otherwise run a clean benchmark that a test reads as the
-    fault's outcome, or fail on every rank at once. ConfigError with one line (a rank the run does not
-    have, given ``world_size``, included: it would plant nothing)."""
-    from suite import faults
-
-    try:
-        faults.check(env, world_size)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
-
-
 def _mem_available() -> int | None:
     import psutil
 

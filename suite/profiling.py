@@ -33,20 +33,15 @@ from pathlib import Path
 
 import torch
 
+from suite.config import switch
 from suite.system import memory
 
-PROFILE_ENV = "SUITE_PROFILE"
 
-
-def wanted(nodeid: str, setting: str | None = None) -> bool:
-    """Whether ``SUITE_PROFILE`` asks for a trace of the case ``nodeid``."""
-    setting = os.environ.get(PROFILE_ENV, "") if setting is None else setting
-    setting = setting.strip()
-    if setting.lower() in ("", "0", "false", "no", "off"):
-        return False
-    if setting.lower() in ("1", "true", "yes", "on", "all"):
-        return True
-    return setting in nodeid
+def wanted(nodeid: str, env=None) -> bool:
+    """Whether ``SUITE_PROFILE`` in ``env`` (default os.environ; suite/config.py SWITCHES) asks for a trace
+    of the case ``nodeid``."""
+    setting = switch("SUITE_PROFILE", env)
+    return setting if isinstance(setting, bool) else setting in nodeid
 
 
 def trace_path(results_dir: str | os.PathLike, nodeid: str, rank: int) -> Path:

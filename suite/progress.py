@@ -20,11 +20,9 @@ import io
 import os
 import time
 
+from suite.config import switch
 from suite.registry import experiment_of
 
-MODES = ("auto", "plain", "off")
-ENV = "SUITE_PROGRESS"
-EVERY_ENV = "SUITE_PROGRESS_S"
 
 ERASE_LINE = "\r\x1b[2K"
 """Back to the start of the terminal's current line, and clear it (what precedes a line printed over the live one)."""
@@ -38,29 +36,13 @@ BAR_WIDTH = 12
 
 def mode(env=None, stdout_is_terminal: bool = False) -> str:
     """``live``, ``plain`` or ``off`` for this process, from ``SUITE_PROGRESS`` in ``env`` (default
-    os.environ); ValueError names the choices for any other value."""
+    os.environ; suite/config.py SWITCHES); ValueError names the choices for any other value."""
     env = os.environ if env is None else env
-    raw = str(env.get(ENV, "")).strip().lower() or "auto"
-    if raw not in MODES:
-        raise ValueError(f"{ENV}={env.get(ENV)!r}: choose auto (a live line on a terminal), plain or off")
+    raw = switch("SUITE_PROGRESS", env)
     if raw == "auto":
         dumb = str(env.get("TERM", "")).lower() == "dumb"
         return "live" if stdout_is_terminal and not dumb else "plain"
     return raw
-
-
-def every_s(env=None) -> float:
-    """The period of the plain lines, seconds (``SUITE_PROGRESS_S``, default 30); ValueError for anything
-    but a number >= 0."""
-    env = os.environ if env is None else env
-    raw = str(env.get(EVERY_ENV, "")).strip() or "30"
-    try:
-        s = float(raw)
-    except ValueError:
-        s = -1.0
-    if not s >= 0 or s == float("inf"):
-        raise ValueError(f"{EVERY_ENV}={env.get(EVERY_ENV)!r}: seconds between progress lines, a number >= 0")
-    return s
 
 
 def fmt_duration(s: float) -> str:

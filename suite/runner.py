@@ -51,7 +51,7 @@ import torch.distributed as dist
 
 from suite import faults, journal, results, verify
 from suite.case import Buffers, Case, Session, support_reason, wait_all
-from suite.config import BenchConfig
+from suite.config import BenchConfig, switch
 from suite.dist import DistContext
 from suite.errors import CaseSkipped
 from suite.phases import Phases
@@ -238,10 +238,9 @@ class Harness:
 
     def _corrupt(self, ctx: DistContext, case: Case, b: Buffers, *, timed: bool) -> None:
         """Plant SUITE_INJECT_CORRUPTION's fault in ``b`` when it names this case and phase."""
-        spec = self.env.get("SUITE_INJECT_CORRUPTION", "")
-        if not spec:
+        inj = switch("SUITE_INJECT_CORRUPTION", self.env)
+        if inj is None:
             return
-        inj = faults.parse("SUITE_INJECT_CORRUPTION", spec)
         if (inj.when == "timed") != timed or not faults.targets(inj.name, case):
             return
         if inj.fault == "misroute":
@@ -251,19 +250,17 @@ class Harness:
 
     def _delay(self, ctx: DistContext, case: Case) -> tuple[float, str] | None:
         """(seconds, "after" | "before") when SUITE_INJECT_DELAY delays this rank in this case, else None."""
-        spec = self.env.get("SUITE_INJECT_DELAY", "")
-        if not spec:
+        inj = switch("SUITE_INJECT_DELAY", self.env)
+        if inj is None:
             return None
-        inj = faults.parse("SUITE_INJECT_DELAY", spec)
         if inj.rank != ctx.rank or not faults.targets(inj.name, case):
             return None
         return inj.seconds, inj.when
 
     def _diverging(self, ctx: DistContext, case: Case, call):
-        spec = self.env.get("SUITE_INJECT_DIVERGE", "")
-        if not spec:
+        inj = switch("SUITE_INJECT_DIVERGE", self.env)
+        if inj is None:
             return call
-        inj = faults.parse("SUITE_INJECT_DIVERGE", spec)
         if inj.rank != ctx.rank or not faults.targets(inj.name, case):
             return call
         action, k = inj.action, inj.k
@@ -288,12 +285,8 @@ class Harness:
         return diverge
 
     def _maybe_mismatch(self, ctx: DistContext, case: Case) -> None:
-        spec = self.env.get("SUITE_INJECT_MISMATCH")
-        if (
-            spec
-            and faults.targets(faults.parse("SUITE_INJECT_MISMATCH", spec).name, case)
-            and ctx.rank == ctx.world_size - 1
-        ):
+        inj = switch("SUITE_INJECT_MISMATCH", self.env)
+        if inj is not None and faults.targets(inj.name, case) and ctx.rank == ctx.world_size - 1:
             dist.all_reduce(torch.zeros(1, device=ctx.device), group=ctx.group)
 
 

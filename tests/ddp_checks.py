@@ -49,8 +49,7 @@ def _all_same(ctx, t: torch.Tensor) -> float:
     return d.item()
 
 
-def run_checks(samples: int, epochs: int) -> dict:
-    ctx = init_distributed(build_config(backend="gloo", device="cpu", timeout_s=60))
+def run_checks(ctx, samples: int, epochs: int) -> dict:
     n, r = ctx.world_size, ctx.rank
     b, lr = training.SOURCE.batch_per_rank, training.SOURCE.lr
     out: dict = {"world_size": n}
@@ -135,8 +134,9 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=2048)
     ap.add_argument("--epochs", type=int, default=2)
     a = ap.parse_args()
-    res = run_checks(a.samples, a.epochs)
-    destroy_distributed()  # after run_checks returned: its DDP modules (which hold the group) are gone
+    ctx = init_distributed(build_config(backend="gloo", device="cpu", timeout_s=60))
+    res = run_checks(ctx, a.samples, a.epochs)
+    destroy_distributed(ctx)  # after run_checks returned: its DDP modules (which hold the group) are gone
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, f"rank{os.environ.get('RANK', '0')}.json"), "w") as fh:
         json.dump(res, fh, indent=1)

@@ -95,7 +95,9 @@ def git_commit(repo: Path | None = None) -> str | None:
     if r is not None and r.returncode == 0:
         return r.stdout.strip()
     # Inside the image there is no .git; the build records the commit instead.
-    return os.environ.get("SUITE_GIT_COMMIT") or read_text(str(repo / "GIT_COMMIT"))
+    from suite.config import switch  # the switch table (here only where git cannot tell)
+
+    return switch("SUITE_GIT_COMMIT") or read_text(str(repo / "GIT_COMMIT"))
 
 
 def torch_versions() -> dict:

@@ -240,7 +240,7 @@ def _worker(out_dir: str, mode: str = "faults") -> None:
             with open(os.path.join(out_dir, "records.json"), "w") as fh:
                 json.dump(out, fh)
     finally:
-        destroy_distributed()
+        destroy_distributed(ctx)
 
 
 if __name__ == "__main__":

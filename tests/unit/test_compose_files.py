@@ -149,9 +149,9 @@ def test_every_knob_reaches_the_compose_nodes():
     from suite import config
 
     env = set(BASE["services"]["node0"]["environment"])
-    from suite import progress
-
-    wanted = {k.make for k in config.KNOBS} | {e.env for e in config.ENV_KNOBS} | {progress.ENV, progress.EVERY_ENV}
+    wanted = {k.make for k in config.KNOBS} | {e.env for e in config.ENV_KNOBS} | {"SUITE_PROGRESS", "SUITE_PROGRESS_S"}
+    unknown = sorted(v for v in env if v.startswith("SUITE_") and v not in config.SWITCHES and v not in wanted)
+    assert not unknown, f"docker-compose.yml passes {unknown}, which are neither switches (SWITCHES) nor knobs"
     missing = sorted(wanted - env - set(NOT_FOR_COMPOSE))
     assert not missing, f"docker-compose.yml does not pass {missing} to the nodes"
     for svc in BASE["services"].values():

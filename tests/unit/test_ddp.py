@@ -345,7 +345,7 @@ def test_model_parallel_table():
     ],
 )
 def test_profile_selection(setting, nodeid, want):
-    assert profiling.wanted(nodeid, setting) is want
+    assert profiling.wanted(nodeid, {"SUITE_PROFILE": setting}) is want
 
 
 def test_trace_path_is_per_rank_and_safe(tmp_path):

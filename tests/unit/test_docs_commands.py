@@ -30,7 +30,7 @@ from unittest import mock
 
 import pytest
 
-from suite.config import ENV_KNOBS
+from suite.config import ENV_KNOBS, SWITCHES, ConfigError, check_switches
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [
@@ -167,12 +167,20 @@ def script_accepts(path: Path, args: list[str]) -> tuple[bool, str]:
 
 def check(words: list[str], variables: set[str], tmp: str) -> tuple[str, str]:
     """('ok'|'skip'|'fail', detail) for one simple command."""
-    env_prefix = []
+    env_prefix, switches = [], {}
     while words and _VAR.match(words[0]):
-        env_prefix.append(_VAR.match(words[0]).group(1))
+        name = _VAR.match(words[0]).group(1)
+        if name in SWITCHES:  # read from the environment by the launcher and the ranks: make passes it on
+            switches[name] = words[0].partition("=")[2]
+        else:
+            env_prefix.append(name)
         words = words[1:]
     if not words:
         return "fail", "only variable assignments"
+    try:
+        check_switches(switches)
+    except ConfigError as e:
+        return "fail", str(e)
     for key, reason in SKIPS.items():
         if words[: len(key.split())] == key.split():
             return "skip", f"{key}: {reason}"
@@ -262,6 +270,13 @@ def test_checker_rejects_nonexistent_target(tmp_path):
 def test_checker_rejects_unknown_variable(tmp_path):
     ((s, d),) = _check_line("make bench-cpu NO_SUCH_KNOB=3", tmp_path)
     assert s == "fail" and "NO_SUCH_KNOB" in d
+
+
+def test_checker_takes_a_switch_before_make_and_checks_its_value(tmp_path):
+    ((s, d),) = _check_line("SUITE_REPORT=0 make bench-cpu NPROC=2", tmp_path)
+    assert s == "ok", d
+    ((s, d),) = _check_line("SUITE_REPORT=maybe make bench-cpu", tmp_path)
+    assert s == "fail" and d.startswith("SUITE_REPORT='maybe'"), d
 
 
 def test_checker_rejects_bad_python_arguments(tmp_path):

@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 
 from suite import faults
-from suite.config import ConfigError
-from suite.preflight import check_injections
+from suite.config import ConfigError, check_switches
 
 
 def test_each_switch_reads_its_fields_in_order_with_optional_ones_filled_left_to_right():
@@ -56,15 +55,15 @@ def test_the_usage_each_message_quotes_is_the_documented_spelling():
 )
 def test_a_bad_switch_is_one_line_naming_it_the_problem_and_the_grammar(switch, value, says):
     with pytest.raises(ConfigError) as e:
-        check_injections({switch: value}, world_size=2)
+        check_switches({switch: value}, world_size=2)
     msg = str(e.value)
     assert "\n" not in msg and msg.startswith(f"{switch}={value!r}: ") and says in msg
     assert msg.endswith(f"; expected {faults.INJECTIONS[switch].usage()}")
 
 
 def test_unset_or_empty_switches_plant_nothing():
-    check_injections({})
-    check_injections(dict.fromkeys(faults.INJECTIONS, ""), world_size=2)
+    check_switches({})
+    check_switches(dict.fromkeys(faults.INJECTIONS, ""), world_size=2)
 
 
 def test_names_pick_cases_and_no_names_pick_every_case():

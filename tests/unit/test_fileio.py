@@ -51,7 +51,8 @@ def test_bench_json_entries_are_encoded_once():
             return {"name": self.name, "stats": {"data": [1.0]} if include_data else {}}
 
     benches = [Bench("a")]
-    config = SimpleNamespace(_benchmarksession=SimpleNamespace(benchmarks=benches))
+    config = SimpleNamespace(_benchmarksession=SimpleNamespace(benchmarks=benches), stash={})
+    config.stash[plugin.RUN] = plugin.RunState(cfg=None, rank=0)
     first = plugin._encoded_benchmarks(config)
     benches.append(Bench("b"))
     second = plugin._encoded_benchmarks(config)

@@ -268,3 +268,21 @@ def test_the_report_section_reads_the_verdict_and_the_table_beside_the_run(tmp_p
         ["0", "vm", "waiting", "all_reduce #57", CASE, "suite/ops/collectives.py:119 in <lambda>"],
         ["1", "vm", "completed", "all_reduce #56", CASE, "suite/runner.py:236 in diverge"],
     ]
+
+
+def test_a_recorded_failure_leaves_the_installed_journals_dump_first(tmp_path, monkeypatch):
+    """The heartbeat's abort and the plugin record a failure through failures.record_failure; the rank's
+    journal (found on the wrapped ops, suite/journal.py current) dumps before the note is written."""
+    import torch.distributed as dist
+
+    from suite import failures
+
+    failures.record_failure(str(tmp_path), 0, "before any journal")
+    assert not (tmp_path / "hang").exists()
+    j = journal.Journal(0, str(tmp_path))
+    monkeypatch.setattr(dist, "all_reduce", j.wrap("all_reduce", dist.all_reduce))
+    assert journal.current() is j
+    failures.record_failure(str(tmp_path), 0, "rank 1 stopped responding")
+    dump = json.loads((tmp_path / "hang" / "rank0.json").read_text())
+    assert "this rank failed: rank 1 stopped responding" in json.dumps(dump)
+    assert (tmp_path / "failures" / "rank0.json").exists()

@@ -31,7 +31,7 @@ def lone_group(cfg: BenchConfig):
     try:
         yield c
     finally:
-        destroy_distributed()
+        destroy_distributed(c)
         os.environ.clear()
         os.environ.update(saved)
 
@@ -45,7 +45,9 @@ def ctx():
 def test_init_distributed_starts_a_lone_gloo_group(ctx):
     assert (ctx.rank, ctx.world_size, ctx.backend, ctx.device.type) == (0, 1, "gloo", "cpu")
     assert ctx.agree_all(True) and not ctx.agree_all(False)
-    assert init_distributed(CFG) is ctx  # once per process
+    with pytest.raises(RuntimeError, match="already started"):  # one group per process, passed on explicitly
+        init_distributed(CFG)
+    assert ctx.watchdog is None  # alone: nothing to watch
 
 
 def test_measure_times_every_iteration_and_each_ranks_arrival_at_the_op(ctx):
@@ -301,13 +303,17 @@ def test_a_delay_spec_reads_rank_seconds_name_and_where():
 
 
 def test_each_record_says_what_the_journal_costs_and_the_harness_times_each_phase(ctx, monkeypatch):
+    import torch.distributed as dist
+
     from suite import journal
 
     case = ops.collective_cases(CFG, 1, experiment="collectives")[0]
     h = Harness(ctx, CFG, env={})
     _, rec = h.run(case)
     assert "journal_us_per_op" not in rec  # no journal: nothing to say
-    monkeypatch.setattr(journal, "_JOURNAL", journal.Journal(0, None))  # as journal.install leaves it
+    j = journal.Journal(0, None)
+    monkeypatch.setattr(dist, "all_reduce", j.wrap("all_reduce", dist.all_reduce))  # as journal.install leaves it
+    assert journal.current() is j
     _, rec = h.run(case)
     assert 0 <= rec["journal_us_per_op"] < 10_000
     assert rec["provenance"]["journal_us_per_op"].startswith("measured: ")

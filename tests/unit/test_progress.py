@@ -8,6 +8,7 @@ import io
 import pytest
 
 from suite import progress
+from suite.config import switch
 
 
 def test_mode_is_live_only_on_a_terminal_unless_plain_or_off():
@@ -22,13 +23,13 @@ def test_mode_is_live_only_on_a_terminal_unless_plain_or_off():
         progress.mode({"SUITE_PROGRESS": "live"})
 
 
-def test_every_s_defaults_to_30():
-    assert progress.every_s({}) == 30.0
-    assert progress.every_s({"SUITE_PROGRESS_S": "0"}) == 0.0
-    assert progress.every_s({"SUITE_PROGRESS_S": ""}) == 30.0
+def test_the_period_defaults_to_30():
+    assert switch("SUITE_PROGRESS_S", {}) == 30.0
+    assert switch("SUITE_PROGRESS_S", {"SUITE_PROGRESS_S": "0"}) == 0.0
+    assert switch("SUITE_PROGRESS_S", {"SUITE_PROGRESS_S": ""}) == 30.0
     for bad in ("soon", "-1", "nan", "inf"):
         with pytest.raises(ValueError, match="a number >= 0"):
-            progress.every_s({"SUITE_PROGRESS_S": bad})
+            switch("SUITE_PROGRESS_S", {"SUITE_PROGRESS_S": bad})
 
 
 def test_durations_and_the_time_left():
