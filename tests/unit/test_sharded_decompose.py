@@ -80,3 +80,14 @@ def test_fake_backend_refuses_an_older_torch_and_names_the_fix():
     ):
         internals.fake_backend("2.5.1+cpu")
     assert internals.fake_backend() == "fake"  # this torch (2.13) has it
+
+
+def test_the_report_section_draws_the_split_from_stored_records():
+    from experiments.sharded import SPEC, report
+
+    recs = [_step("ddp", 10.0, 200, compute_s=0.006), _replay("ddp", 10.0, 6.0, 3.0), _step("tp", 5.0, 100)]
+    run = {"benchmarks": [{"extra_info": r} for r in recs]}
+    sec = SPEC.report_section(run, lambda *parts: "-".join(map(str, parts)), {})
+    assert [p.name for p in sec.plots] == ["sharded-gloo-cpu-2"] and sec.plots[0].png.startswith(b"\x89PNG")
+    assert "where the step's time goes" in sec.text_tables[0]
+    assert report.decomposition_plot("t", [_step("tp", 5.0, 100)]) is None  # no replay: no figure
