@@ -13,8 +13,24 @@ DEPTH = int(SMALL["SHARDED_DEPTH"])
 RUN = ("--experiments", "sharded", "--iters", "3", "--warmup", "1")
 
 
-def _records(tmp_path) -> dict[str, dict]:
-    return {b["extra_info"]["strategy"]: b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]}
+def _records(tmp_path, op: str = "train_step") -> dict[str, dict]:
+    """strategy -> its record of ``op``: the step (train_step) or its communication replayed (comm_replay)."""
+    benches = load_bench(tmp_path)["benchmarks"]
+    return {b["extra_info"]["strategy"]: b["extra_info"] for b in benches if b["extra_info"]["op"] == op}
+
+
+def _replays_right(steps: dict[str, dict], replays: dict[str, dict]) -> None:
+    """Each strategy's replay issued its step's inventory, was checked, and split the step's time."""
+    assert set(replays) == set(steps)
+    for s, r in replays.items():
+        step = steps[s]
+        assert r["checked"] and r["n_wrong"] == 0, (s, r["n_wrong"])
+        assert r["replayed"] == step["inventory"] and r["replay_bytes"] == step["inventory_bytes"], s
+        assert r["step_s"] == pytest.approx(step["p50_us"] / 1e6, rel=1e-6), s  # the step case's own median
+        assert r["compute_s"] == step["compute_s"] > 0 and r["comm_replay_s"] > 0, s
+        assert r["exposed_comm_s"] == pytest.approx(max(r["step_s"] - r["compute_s"], 0.0)), s
+        assert r["hidden_comm_s"] == pytest.approx(max(r["comm_replay_s"] - r["exposed_comm_s"], 0.0)), s
+        assert r.get("time_includes") is None and r["busbw_gbps"] is None, s  # communication only, mixed ops
 
 
 def _count(rec: dict, **match) -> int:
@@ -73,6 +89,7 @@ def test_every_strategy_at_2_ranks_trains_like_one_process_and_moves_what_theory
     assert "2d needs an even world of at least 4 ranks" in proc.stdout  # skipped with its reason
     _all_right(recs)
     _inventory_as_structure_predicts(recs, 2)
+    _replays_right(recs, _records(tmp_path, "comm_replay"))
     for s in ("ddp", "fsdp2", "fsdp2_keep", "fsdp2_bf16"):  # two terms average exactly
         assert recs[s]["check_rule"] == "exact" and recs[s]["check_max_abs_diff"] == 0.0, s
     for s in ("tp", "sp"):
@@ -89,6 +106,7 @@ def test_2d_mesh_and_fsdp2_at_4_ranks(tmp_path):
     assert set(recs) == {"2d", "fsdp2", "tp"}
     _all_right(recs)
     _inventory_as_structure_predicts(recs, 4)
+    _replays_right(recs, _records(tmp_path, "comm_replay"))  # 2d: on its dp and tp groups of 2
     assert recs["2d"]["mesh"] == "2x2 (dp,tp)"
     assert all(r["check_rule"].startswith("tol per parameter") for r in recs.values())  # four terms: order
 
@@ -104,6 +122,23 @@ def test_a_planted_wrong_sharding_fails_the_check_and_exits_6(tmp_path):
         assert recs[s]["n_wrong"] > recs[s]["n_params"], (s, recs[s]["n_wrong"])
         assert recs[s]["check_max_abs_diff"] > 100 * recs[s]["check_tol"], s
     assert "produced wrong elements" in proc.stderr and "fsdp2_scaled" in proc.stderr
+
+
+def test_compute_alone_is_below_the_step_and_a_corrupted_replay_exits_6(tmp_path):
+    """A model wide enough that DDP's and FSDP2's collectives outweigh the arithmetic: the step without
+    communication is faster than the step. The replay of DDP's all_reduce is damaged after its check run."""
+    env = dict(SMALL, SHARDED_WIDTH="128", SHARDED_STRATEGIES="ddp,fsdp2", SUITE_INJECT_CORRUPTION="replay-ddp")
+    env["SUITE_REPORT"] = "1"  # the report's figure, drawn from the stored run
+    proc = run_suite(tmp_path, *RUN, nproc=2, env=env, timeout=400)
+    assert proc.returncode == 6, proc.stdout[-3000:] + proc.stderr[-3000:]  # EXIT_WRONG_RESULT
+    steps, replays = _records(tmp_path), _records(tmp_path, "comm_replay")
+    assert replays["ddp"]["n_wrong"] > 0 and replays["fsdp2"]["n_wrong"] == 0
+    assert "replay-ddp" in proc.stderr and "produced wrong elements" in proc.stderr
+    for s in ("ddp", "fsdp2"):
+        assert steps[s]["n_wrong"] == 0, s
+        assert 0 < steps[s]["compute_s"] < steps[s]["p50_us"] / 1e6, (s, steps[s]["compute_s"], steps[s]["p50_us"])
+    assert replays["fsdp2"]["exposed_comm_s"] > 0
+    assert (tmp_path / "results" / "run" / "report" / "sharded-gloo-cpu-2.png").read_bytes().startswith(b"\x89PNG")
 
 
 @pytest.mark.parametrize(
