@@ -19,6 +19,11 @@ from the shapes alone and ``inventory_matches_theory``. ``bus_bytes`` is what on
 by nccl-tests' algorithms, ``bus_bytes_gloo`` with Gloo's reduce_scatter as the all_reduce it is, and
 ``bus_vs_ddp`` the first over DDP's on the same model and world (theory: FSDP2 1.5).
 
+Decomposed (experiments/sharded/decompose.py): each strategy's case also records ``compute_s``, the same
+step on torch's fake process groups (no communication), and is followed by the case ``replay-<strategy>``
+(op ``comm_replay``): its inventory's collectives replayed alone on the same groups, checked exactly, whose
+record derives the step's exposed and hidden communication.
+
 On CPU FSDP2 issues every collective synchronously (no overlap with compute) and DTensor has no CPU
 all_to_all (it all-gathers instead); ``cpu_notes`` in the record says so where it applies.
 """
