@@ -125,19 +125,16 @@ def test_a_planted_wrong_sharding_fails_the_check_and_exits_6(tmp_path):
 
 
 def test_compute_alone_is_below_the_step_and_a_corrupted_replay_exits_6(tmp_path):
-    """A model wide enough that DDP's and FSDP2's collectives outweigh the arithmetic: the step without
-    communication is faster than the step. The replay of DDP's all_reduce is damaged after its check run."""
-    env = dict(SMALL, SHARDED_WIDTH="128", SHARDED_STRATEGIES="ddp,fsdp2", SUITE_INJECT_CORRUPTION="replay-ddp")
+    """DDP on a model wide enough that its all_reduce (4.4 MB) outweighs the arithmetic of a tiny batch: the
+    step without communication is faster than the step. The replay is damaged after its check run."""
+    env = dict(SMALL, SHARDED_WIDTH="256", SHARDED_STRATEGIES="ddp", SUITE_INJECT_CORRUPTION="replay-ddp")
     env["SUITE_REPORT"] = "1"  # the report's figure, drawn from the stored run
     proc = run_suite(tmp_path, *RUN, nproc=2, env=env, timeout=400)
     assert proc.returncode == 6, proc.stdout[-3000:] + proc.stderr[-3000:]  # EXIT_WRONG_RESULT
-    steps, replays = _records(tmp_path), _records(tmp_path, "comm_replay")
-    assert replays["ddp"]["n_wrong"] > 0 and replays["fsdp2"]["n_wrong"] == 0
+    step, replay = _records(tmp_path)["ddp"], _records(tmp_path, "comm_replay")["ddp"]
+    assert replay["n_wrong"] > 0 and step["n_wrong"] == 0  # the replay's own check caught it, not the step's
     assert "replay-ddp" in proc.stderr and "produced wrong elements" in proc.stderr
-    for s in ("ddp", "fsdp2"):
-        assert steps[s]["n_wrong"] == 0, s
-        assert 0 < steps[s]["compute_s"] < steps[s]["p50_us"] / 1e6, (s, steps[s]["compute_s"], steps[s]["p50_us"])
-    assert replays["fsdp2"]["exposed_comm_s"] > 0
+    assert 0 < step["compute_s"] < step["p50_us"] / 1e6, (step["compute_s"], step["p50_us"])
     assert (tmp_path / "results" / "run" / "report" / "sharded-gloo-cpu-2.png").read_bytes().startswith(b"\x89PNG")
 
 
