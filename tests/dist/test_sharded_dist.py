@@ -138,6 +138,22 @@ def test_compute_alone_is_below_the_step_and_a_corrupted_replay_exits_6(tmp_path
     assert (tmp_path / "results" / "run" / "report" / "sharded-gloo-cpu-2.png").read_bytes().startswith(b"\x89PNG")
 
 
+def test_a_replay_selected_alone_takes_its_own_inventory_and_step(tmp_path):
+    """Without its strategy's case in the session (pytest -k), the replay inventories one step and times
+    the step itself: the same collectives as theory's, checked, and a decomposition of a measured step."""
+    from experiments.sharded import inventory
+
+    env = dict(SMALL, SHARDED_STRATEGIES="tp")
+    proc = run_suite(tmp_path, *RUN, "--", "-k", "replay", nproc=2, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert _records(tmp_path) == {}
+    r = _records(tmp_path, "comm_replay")["tp"]
+    assert r["checked"] and r["n_wrong"] == 0
+    w, d, q, b = (int(SMALL[k]) for k in ("SHARDED_WIDTH", "SHARDED_DEPTH", "SHARDED_SEQ", "SHARDED_BATCH"))
+    assert inventory.matches(r["replayed"], inventory.theory("tp", w, d, q, b, 2))
+    assert r["step_s"] > 0 and r["compute_s"] > 0 and r["comm_replay_s"] > 0
+
+
 @pytest.mark.parametrize(
     "env, words",
     [
