@@ -179,6 +179,38 @@ def bar_plot(
     return _png(fig)
 
 
+def stacked_bar_plot(
+    title: str,
+    labels: Sequence[str],
+    segments: Sequence[tuple[str, Sequence[float | None], str]],
+    *,
+    xlabel: str,
+    marks: tuple[str, Sequence[float | None]] | None = None,
+) -> bytes:
+    """One horizontal bar per label, its ``segments`` (name, values, hatch: "" solid) stacked left to right
+    in that order; ``marks`` (name, values): a black tick on each bar (e.g. the measured total)."""
+    n = len(labels)
+    fig = Figure(figsize=(9.0, max(3.0, 0.42 * n + 2.0)), layout="tight")
+    ax = fig.subplots()
+    ax.set_title(title, fontsize=11)
+    y = np.arange(n)
+    left = np.zeros(n)
+    for k, (name, values, hatch) in enumerate(segments):
+        v = np.nan_to_num(np.array([np.nan if x is None else float(x) for x in values]))
+        ax.barh(y, v, left=left, color=f"C{k}", alpha=0.85, hatch=hatch or None, edgecolor="0.2", lw=0.4, label=name)
+        left += v
+    if marks is not None:
+        name, values = marks
+        pts = [(x, yi) for x, yi in zip(values, y) if x is not None]
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker="|", s=400, color="black", label=name, zorder=3)
+    ax.set_yticks(y, labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel(xlabel)
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, frameon=False)
+    return _png(fig)
+
+
 def ratio_grid(
     title: str, panels: Sequence[tuple[str, list[tuple[int, float, float, float, str]]]], tolerance: float
 ) -> bytes:

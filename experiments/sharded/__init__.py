@@ -1,7 +1,7 @@
 """Sharded training: FSDP2, tensor and sequence parallel and a 2-D mesh, each checked against one process,
 its collectives inventoried beside theory, its step timed."""
 
-from suite.case import ExperimentSpec, collected
+from suite.case import ExperimentSpec, collected, later
 
 from . import table
 from .settings import ShardedSettings
@@ -12,4 +12,5 @@ SPEC = ExperimentSpec(
     settings=ShardedSettings,
     table=table.format_tables,
     guide=table.__doc__,
+    report_section=later(f"{__name__}.report:section"),
 )

@@ -19,6 +19,11 @@ from the shapes alone and ``inventory_matches_theory``. ``bus_bytes`` is what on
 by nccl-tests' algorithms, ``bus_bytes_gloo`` with Gloo's reduce_scatter as the all_reduce it is, and
 ``bus_vs_ddp`` the first over DDP's on the same model and world (theory: FSDP2 1.5).
 
+Decomposed (experiments/sharded/decompose.py): each strategy's case also records ``compute_s``, the same
+step on torch's fake process groups (no communication), and is followed by the case ``replay-<strategy>``
+(op ``comm_replay``): its inventory's collectives replayed alone on the same groups, checked exactly, whose
+record derives the step's exposed and hidden communication.
+
 On CPU FSDP2 issues every collective synchronously (no overlap with compute) and DTensor has no CPU
 all_to_all (it all-gathers instead); ``cpu_notes`` in the record says so where it applies.
 """
@@ -34,7 +39,7 @@ from suite.config import BenchConfig
 from suite.dist import DistContext, dist_max
 
 from . import check as checking
-from . import inventory, workload
+from . import decompose, inventory, workload
 from .settings import ShardedSettings
 
 EXPERIMENT = "sharded"
@@ -64,6 +69,7 @@ _PROVENANCE = {
     "check_max_abs_diff": "measured: max over ranks and parameters of |param - reference param| after the timed steps",
     "check_tol": "modelled: the largest over parameter tensors of " + checking.CheckRule.FORMULA + " (0 when exact)",
     "peak_mem_bytes": "measured: suite.profiling.PeakMemory around warm-up and the timed steps, max over ranks",
+    "compute_s": decompose.PROVENANCE["compute_s"],
 }
 
 
@@ -107,7 +113,7 @@ def _inventory_step(trainer: workload.Trainer) -> tuple[list[dict], int]:
     return inventory.summarise(inv.ops), int(inv.get_total_counts())
 
 
-def _derive(strategy: str, s: ShardedSettings, trainer, ctx: DistContext, around, seen: dict) -> dict:
+def _derive(strategy: str, s: ShardedSettings, trainer, ctx: DistContext, m, around, seen: dict, session) -> dict:
     from suite.profiling import PeakMemory
 
     fields: dict = {}
@@ -122,6 +128,9 @@ def _derive(strategy: str, s: ShardedSettings, trainer, ctx: DistContext, around
         fields |= {"peak_mem_bytes": int(dist_max(ctx, [float(around.peak_bytes)])[0])}
         fields["peak_mem_kind"] = around.kind
     rows, counted = _inventory_step(trainer)
+    session.once(decompose.inventory_key(strategy, s), lambda: rows)  # what its replay case replays
+    session.keep_baseline(decompose.step_key(strategy, s), m)
+    fields["compute_s"] = decompose.compute_s(strategy, s, ctx, session, _meshes(session))
     return fields | inventory_fields(strategy, s, ctx.world_size, rows, counted)
 
 
@@ -132,12 +141,18 @@ def _reference(session: Session, strategy: str, s: ShardedSettings, ctx: DistCon
     return session.once(key, lambda: checking.Reference(s.width, s.depth, s.seq, s.batch, dp, ctx.device, bf16))
 
 
-def _buffers(strategy: str, s: ShardedSettings, ctx: DistContext, session: Session) -> Buffers:
+def _meshes(session: Session):
+    """``mesh_of`` for make_trainer: one mesh per shape and session."""
+
     def mesh_of(device_type, shape, names):
         key = (EXPERIMENT, "mesh", device_type, shape, names)
         return session.once(key, lambda: workload.make_mesh(device_type, shape, names))
 
-    trainer = workload.make_trainer(strategy, ctx, s.width, s.depth, s.seq, s.batch, mesh_of)
+    return mesh_of
+
+
+def _buffers(strategy: str, s: ShardedSettings, ctx: DistContext, session: Session) -> Buffers:
+    trainer = workload.make_trainer(strategy, ctx, s.width, s.depth, s.seq, s.batch, _meshes(session))
     rule = checking.CheckRule(strategy, ctx.world_size, s.depth, s.width)
     seen: dict = {}
 
@@ -154,7 +169,7 @@ def _buffers(strategy: str, s: ShardedSettings, ctx: DistContext, session: Sessi
         call=lambda a: trainer.step(),
         check=check,
         outputs=lambda: [t.detach() for _, t in workload.local_params(trainer.model)],
-        derive=lambda m, around, session: _derive(strategy, s, trainer, ctx, around, seen),
+        derive=lambda m, around, session: _derive(strategy, s, trainer, ctx, m, around, seen, session),
     )
 
 
@@ -228,10 +243,57 @@ def _peak_memory(ctx: DistContext):
     return PeakMemory(ctx.device)
 
 
+def _replay_build(strategy: str, s: ShardedSettings, ctx: DistContext, session: Session) -> Buffers:
+    mesh_of = _meshes(session)
+
+    def trainer():
+        return workload.make_trainer(strategy, ctx, s.width, s.depth, s.seq, s.batch, mesh_of)
+
+    def rows():  # the strategy's case left its inventory in the session; else one is taken now
+        return session.once(decompose.inventory_key(strategy, s), lambda: _inventory_step(trainer())[0])
+
+    def step_call():
+        t = trainer()
+        return lambda async_op: t.step()
+
+    def step():  # likewise the step's measurement
+        return session.baseline(decompose.step_key(strategy, s), ctx, step_call)
+
+    return decompose.replay_build(strategy, s, ctx, session, mesh_of, rows, step)
+
+
+def _declare_replay(strategy: str, s: ShardedSettings, world: int) -> Case:
+    step = _declare(strategy, s, world)
+
+    def resolve(case, ctx, cfg, session):
+        return dataclasses.replace(case, build=lambda c: _replay_build(strategy, s, c, session))
+
+    return dataclasses.replace(
+        step,
+        op="comm_replay",
+        label=f"replay-{strategy}",
+        bytes=dataclasses.replace(
+            step.bytes,
+            definition="S bytes (nccl-tests' size) of every collective of one training step, by theory "
+            "(replay_bytes: what the replay issued)",
+            time_includes=None,
+        ),
+        fields={
+            **{k: v for k, v in step.fields.items() if k not in ("check", "planted")},
+            "check": "every replayed collective's output equals its exact expected value (suite/ops/collectives.py)",
+            "replays": "the collectives of one training step of the strategy (its inventory), blocking, in turn",
+        },
+        provenance=decompose.PROVENANCE,
+        around=None,
+        resolve=resolve,
+    )
+
+
 def sharded_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     """One case per strategy (the knobs: SHARDED_WIDTH, SHARDED_DEPTH, SHARDED_SEQ, SHARDED_BATCH,
-    SHARDED_STRATEGIES)."""
-    return [_declare(st, cfg.sharded, world_size) for st in cfg.sharded.strategies]
+    SHARDED_STRATEGIES), each followed by the replay of its communication (experiments/sharded/decompose.py)."""
+    s = cfg.sharded
+    return [c for st in s.strategies for c in (_declare(st, s, world_size), _declare_replay(st, s, world_size))]
 
 
 test_sharded = experiment_test(sharded_cases)

@@ -3,11 +3,14 @@
 ``CommDebugMode`` (torch.distributed.tensor.debug) is public, but what this experiment needs beyond its
 counts is not: whether the op runs in backward (its ``advanced_module_tracker.is_bw``), the set of c10d
 collective ops it counts (``_comm_mode.c10d_collective_ops``) and the process group inside a c10d op's
-arguments (a ``ProcessGroup`` boxed in a ScriptObject). Checked with torch 2.13; where one is missing the
+arguments (a ``ProcessGroup`` boxed in a ScriptObject), and torch's fake process group for the step without
+communication (``fake_backend``). Checked with torch 2.13; where an inventory part is missing the
 inventory says ``unknown`` rather than guessing.
 """
 
 from __future__ import annotations
+
+import importlib
 
 import torch
 
@@ -59,3 +62,49 @@ def group_name(arg) -> str | None:
         except RuntimeError:  # a ReduceOp (or another object): no group
             return None
     return None
+
+
+# --- torch's fake process group (the step without communication) -------------------------------------
+
+FAKE_TESTED = "2.13"
+"""The torch release whose fake process group the decomposition was checked with: its collectives return
+at once, and fill their outputs from this rank's own input (an all_gather repeats this rank's shard), so
+the step computes on real numbers (experiments/sharded/decompose.py checks that they stay finite)."""
+FAKE_MIN = (2, 13)
+"""Older releases are refused: whether their fake process group fills its outputs was not checked (a newer
+one is used, and decompose.py's finite check catches outputs left unset)."""
+
+
+class FakeBackendMissing(RuntimeError):
+    """This torch has no usable fake process-group backend."""
+
+
+def _version(v: str) -> tuple[int, int]:
+    major, minor = v.split("+")[0].split(".")[:2]
+    return int(major), int("".join(ch for ch in minor if ch.isdigit()) or 0)
+
+
+def fake_backend(version: str | None = None) -> str:
+    """The backend name of torch's fake process group (``torch.testing._internal.distributed.fake_pg``,
+    private: importing it registers the backend), for ``new_group(backend=...)``; FakeBackendMissing, with
+    what to change, where this torch is older than FAKE_MIN or lacks the module."""
+    import torch.distributed as dist
+
+    v = torch.__version__ if version is None else version
+    if _version(v) < FAKE_MIN:
+        raise FakeBackendMissing(
+            f"torch {v} is older than {'.'.join(map(str, FAKE_MIN))}: its fake process group was not checked to "
+            f"fill collective outputs, so the sharded step's compute alone is not measured "
+            f"(pip install torch>={FAKE_TESTED})"
+        )
+    try:
+        importlib.import_module("torch.testing._internal.distributed.fake_pg")  # registers the backend
+    except ImportError as e:
+        raise FakeBackendMissing(
+            f"torch {v} has no torch.testing._internal.distributed.fake_pg ({e}): the sharded step's compute "
+            f"alone cannot be measured (checked with torch {FAKE_TESTED})"
+        ) from e
+    name = getattr(dist.Backend, "FAKE", None)
+    if name is None:
+        raise FakeBackendMissing(f"torch {v} registers no fake backend (checked with torch {FAKE_TESTED})")
+    return str(name)

@@ -13,7 +13,16 @@ Columns (all from stored records):
 - #wrong / check: parameter elements differing from single-process training beyond the case's rule
   (``exact`` or a per-parameter ``tol``), after the check step and the timed steps, all ranks
 
-Below the table, each strategy's collectives: op, dtype, S bytes, group (mesh dimension), phase, count.
+Below it, where each step's time goes (experiments/sharded/decompose.py; its replay case's record), ms:
+
+- step: the step's median (as above); compute: the same step on torch's fake process groups (no
+  communication); comm: the step's collectives replayed alone on the same groups (checked: replay #wrong)
+- exposed = max(step - compute, 0): the step's time not spent computing; hidden = max(comm - exposed, 0):
+  communication that ran while computing. ``~`` marks compute measured above the step: the two medians are
+  within each other's noise there, and hidden is then the whole replay, an upper bound
+- peak mem and mem/ddp: the step's high-water mark, MiB, max over ranks, and that over DDP's in the same run
+
+Then each strategy's collectives: op, dtype, S bytes, group (mesh dimension), phase, count.
 """
 
 from __future__ import annotations
@@ -48,9 +57,44 @@ def _inventory_lines(r: dict) -> list[str]:
     return out
 
 
+def _ms(r: dict | None, k: str) -> str:
+    v = None if r is None else r.get(k)
+    return num(v * 1e3 if v is not None else None, ".2f", 8)
+
+
+def _decomposition_lines(steps: list[dict], replays: dict[str, dict]) -> list[str]:
+    ddp = next((r for r in steps if r.get("strategy") == "ddp"), None)
+    ddp_peak = (ddp or {}).get("peak_mem_bytes")
+    lines = [
+        "# where the step's time goes (ms; compute: the step on fake process groups; comm: its collectives replayed)",
+        f"#{'strategy':>16} {'step':>8} {'compute':>8} {'comm':>8} {'exposed':>8} {'hidden':>8}  {'#wrong':>6}"
+        f" {'peak mem':>9} {'mem/ddp':>7}",
+    ]
+    for r in steps:
+        rp = replays.get(r.get("strategy"))
+        peak = r.get("peak_mem_bytes")
+        over = rp is not None and rp.get("compute_s") is not None and rp["compute_s"] > rp["step_s"]
+        lines.append(
+            f" {str(r.get('label', r['op']))[:16]:>16} {r['p50_us'] / 1e3:8.2f} {_ms(r, 'compute_s')}"
+            f" {_ms(rp, 'comm_replay_s')} {_ms(rp, 'exposed_comm_s')} {_ms(rp, 'hidden_comm_s')}{'~' if over else ' '}"
+            f" {wrong_cell(rp) if rp else num(None, 'd', 6)} {num(peak / 2**20 if peak else None, '.0f', 9)}"
+            f" {num(peak / ddp_peak if peak and ddp_peak else None, '.2f', 7)}"
+        )
+    n_wrong = sum(wrong(r) for r in replays.values())
+    lines.append(
+        f"# #wrong: elements of the replayed collectives differing from their exact values, all ranks: {n_wrong} "
+        f"[{'OK' if n_wrong == 0 else 'FAILED'}]"
+    )
+    return lines
+
+
 def format_tables(records: list[dict]) -> str:
     if not records:
         return ""
+    replays = {r.get("strategy"): r for r in records if r["op"] == "comm_replay"}
+    records = [r for r in records if r["op"] != "comm_replay"]
+    if not records:
+        records = list(replays.values())
     first = records[0]
     lines = [
         f"# sharded: {first.get('n_params', 0)} params (width {first.get('width')}, depth {first.get('depth')}),"
@@ -67,6 +111,8 @@ def format_tables(records: list[dict]) -> str:
         f"case's rule, after the check step and the timed steps, all ranks: {n_wrong} "
         f"[{'OK' if n_wrong == 0 else 'FAILED'}]"
     )
+    if replays:
+        lines += _decomposition_lines(records, replays)
     lines.append("# collectives of one step (inventory):")
     for r in records:
         lines += _inventory_lines(r)

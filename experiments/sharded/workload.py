@@ -181,7 +181,9 @@ def _tensor_parallel(net: Net, strategy: str, mesh) -> None:
             }
         else:
             plan = {"up": ColwiseParallel(), "down": RowwiseParallel()}
-        parallelize_module(b, mesh, plan)
+        # every rank holds the same seeded model: each takes its own shard (no scatter from rank 0), which
+        # also gives real values on a group whose scatter moves nothing (the step without communication)
+        parallelize_module(b, mesh, plan, src_data_rank=None)
     if strategy == "sp":
         net.gather = lambda x: DTensor.from_local(x, mesh, [Shard(1)], run_check=False).full_tensor()
     if strategy == "tp_wrong_shard":  # planted: each rank's `up` rows are the next rank's
@@ -204,10 +206,20 @@ def make_mesh(device_type: str, shape: tuple[int, ...], names: tuple[str, ...]):
 
 
 def make_trainer(
-    strategy: str, ctx, width: int, depth: int, seq: int, global_batch: int, mesh_of: Callable = make_mesh
+    strategy: str,
+    ctx,
+    width: int,
+    depth: int,
+    seq: int,
+    global_batch: int,
+    mesh_of: Callable = make_mesh,
+    comm_hook: Callable | None = None,
+    lr: float = LR,
 ) -> Trainer:
     """This rank's model under ``strategy``, its SGD and its step on this rank's part of the global batches;
-    ``mesh_of(device_type, shape, names)`` gives the mesh (a session may keep one per shape)."""
+    ``mesh_of(device_type, shape, names)`` gives the mesh (a session may keep one per shape); ``comm_hook``:
+    DDP's communication hook instead of its all_reduce (the step without communication); ``lr``: SGD's
+    learning rate (0 keeps the parameters where they are while the step does the same work)."""
     import torch.distributed as dist
 
     world, rank, device = ctx.world_size, ctx.rank, ctx.device
@@ -218,6 +230,8 @@ def make_trainer(
     if strategy == "ddp":
         kw = {"device_ids": [device.index]} if device.type == "cuda" else {}
         model: nn.Module = nn.parallel.DistributedDataParallel(net, process_group=ctx.group, **kw)
+        if comm_hook is not None:
+            model.register_comm_hook(None, comm_hook)
         groups[ctx.group.group_name] = "dp"
     else:
         mesh = mesh_of(device.type, shape, names)
@@ -234,7 +248,7 @@ def make_trainer(
     tp = world // dp
     batches = [batch(k, global_batch, seq, width, device) for k in range(BATCHES)]
     local = _inputs(strategy, dp_rank, dp, rank % tp, tp, batches)
-    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
     trainer = Trainer(strategy=strategy, model=net, step=lambda: None, groups=groups)
 
     def step() -> None:

@@ -9,7 +9,8 @@ a group: they live as long as the world group, which the session tears down.
 
 - lanes: one group per (backend, device) combination the build and host can run;
 - subgroups of chosen ranks and a DistContext as seen from a member;
-- the node groups of a two-level (hierarchical) collective;
+- the node groups of a two-level (hierarchical) collective, and any partition of the ranks into groups
+  (a device mesh's rows, on a chosen backend);
 - Gloo, NCCL groups beside the session's own on a GPU run;
 - a one-rank group (rank 0 alone);
 - a Gloo group whose transport uses a chosen network interface.
@@ -74,17 +75,27 @@ def sub_context(ctx: DistContext, ranks, group) -> DistContext:
     )
 
 
+def partition_group(
+    parts: Sequence[Sequence[int]], rank: int, backend: str | None = None, timeout: datetime.timedelta | None = None
+):
+    """This rank's group among ``parts`` (disjoint lists of global ranks, e.g. the rows of one dimension
+    of a device mesh), or None where no part holds it: every rank creates every part's group, in the same
+    order. ``backend``: the groups' backend (None: the default group's)."""
+    mine = None
+    for ranks in parts:
+        g = dist.new_group(list(ranks), backend=backend, timeout=timeout)
+        if rank in ranks:
+            mine = g
+    return mine
+
+
 def node_groups(
     nodes: Sequence[Sequence[int]], rank: int, backend: str | None = None, timeout: datetime.timedelta | None = None
 ) -> tuple[object, object | None]:
     """(this rank's node group, the node leaders' group or None off the leaders) for ``nodes`` (global
     ranks per node; the first of each is its leader). Pass ``timeout``: without it a new group waits
     torch's default of 30 minutes for a missing peer."""
-    mine = None
-    for ranks in nodes:  # every rank creates every group, in the same order
-        g = dist.new_group(list(ranks), backend=backend, timeout=timeout)
-        if rank in ranks:
-            mine = g
+    mine = partition_group(nodes, rank, backend, timeout)
     leaders_ranks = [r[0] for r in nodes]
     lg = dist.new_group(leaders_ranks, backend=backend, timeout=timeout)
     return mine, (lg if rank in leaders_ranks else None)

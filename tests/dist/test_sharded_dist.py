@@ -13,8 +13,24 @@ DEPTH = int(SMALL["SHARDED_DEPTH"])
 RUN = ("--experiments", "sharded", "--iters", "3", "--warmup", "1")
 
 
-def _records(tmp_path) -> dict[str, dict]:
-    return {b["extra_info"]["strategy"]: b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]}
+def _records(tmp_path, op: str = "train_step") -> dict[str, dict]:
+    """strategy -> its record of ``op``: the step (train_step) or its communication replayed (comm_replay)."""
+    benches = load_bench(tmp_path)["benchmarks"]
+    return {b["extra_info"]["strategy"]: b["extra_info"] for b in benches if b["extra_info"]["op"] == op}
+
+
+def _replays_right(steps: dict[str, dict], replays: dict[str, dict]) -> None:
+    """Each strategy's replay issued its step's inventory, was checked, and split the step's time."""
+    assert set(replays) == set(steps)
+    for s, r in replays.items():
+        step = steps[s]
+        assert r["checked"] and r["n_wrong"] == 0, (s, r["n_wrong"])
+        assert r["replayed"] == step["inventory"] and r["replay_bytes"] == step["inventory_bytes"], s
+        assert r["step_s"] == pytest.approx(step["p50_us"] / 1e6, rel=1e-6), s  # the step case's own median
+        assert r["compute_s"] == step["compute_s"] > 0 and r["comm_replay_s"] > 0, s
+        assert r["exposed_comm_s"] == pytest.approx(max(r["step_s"] - r["compute_s"], 0.0)), s
+        assert r["hidden_comm_s"] == pytest.approx(max(r["comm_replay_s"] - r["exposed_comm_s"], 0.0)), s
+        assert r.get("time_includes") is None and r["busbw_gbps"] is None, s  # communication only, mixed ops
 
 
 def _count(rec: dict, **match) -> int:
@@ -73,6 +89,7 @@ def test_every_strategy_at_2_ranks_trains_like_one_process_and_moves_what_theory
     assert "2d needs an even world of at least 4 ranks" in proc.stdout  # skipped with its reason
     _all_right(recs)
     _inventory_as_structure_predicts(recs, 2)
+    _replays_right(recs, _records(tmp_path, "comm_replay"))
     for s in ("ddp", "fsdp2", "fsdp2_keep", "fsdp2_bf16"):  # two terms average exactly
         assert recs[s]["check_rule"] == "exact" and recs[s]["check_max_abs_diff"] == 0.0, s
     for s in ("tp", "sp"):
@@ -89,6 +106,7 @@ def test_2d_mesh_and_fsdp2_at_4_ranks(tmp_path):
     assert set(recs) == {"2d", "fsdp2", "tp"}
     _all_right(recs)
     _inventory_as_structure_predicts(recs, 4)
+    _replays_right(recs, _records(tmp_path, "comm_replay"))  # 2d: on its dp and tp groups of 2
     assert recs["2d"]["mesh"] == "2x2 (dp,tp)"
     assert all(r["check_rule"].startswith("tol per parameter") for r in recs.values())  # four terms: order
 
@@ -104,6 +122,36 @@ def test_a_planted_wrong_sharding_fails_the_check_and_exits_6(tmp_path):
         assert recs[s]["n_wrong"] > recs[s]["n_params"], (s, recs[s]["n_wrong"])
         assert recs[s]["check_max_abs_diff"] > 100 * recs[s]["check_tol"], s
     assert "produced wrong elements" in proc.stderr and "fsdp2_scaled" in proc.stderr
+
+
+def test_compute_alone_is_below_the_step_and_a_corrupted_replay_exits_6(tmp_path):
+    """DDP on a model wide enough that its all_reduce (4.4 MB) outweighs the arithmetic of a tiny batch: the
+    step without communication is faster than the step. The replay is damaged after its check run."""
+    env = dict(SMALL, SHARDED_WIDTH="256", SHARDED_STRATEGIES="ddp", SUITE_INJECT_CORRUPTION="replay-ddp")
+    env["SUITE_REPORT"] = "1"  # the report's figure, drawn from the stored run
+    proc = run_suite(tmp_path, *RUN, nproc=2, env=env, timeout=400)
+    assert proc.returncode == 6, proc.stdout[-3000:] + proc.stderr[-3000:]  # EXIT_WRONG_RESULT
+    step, replay = _records(tmp_path)["ddp"], _records(tmp_path, "comm_replay")["ddp"]
+    assert replay["n_wrong"] > 0 and step["n_wrong"] == 0  # the replay's own check caught it, not the step's
+    assert "replay-ddp" in proc.stderr and "produced wrong elements" in proc.stderr
+    assert 0 < step["compute_s"] < step["p50_us"] / 1e6, (step["compute_s"], step["p50_us"])
+    assert (tmp_path / "results" / "run" / "report" / "sharded-gloo-cpu-2.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_replay_selected_alone_takes_its_own_inventory_and_step(tmp_path):
+    """Without its strategy's case in the session (pytest -k), the replay inventories one step and times
+    the step itself: the same collectives as theory's, checked, and a decomposition of a measured step."""
+    from experiments.sharded import inventory
+
+    env = dict(SMALL, SHARDED_STRATEGIES="tp")
+    proc = run_suite(tmp_path, *RUN, "--", "-k", "replay", nproc=2, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert _records(tmp_path) == {}
+    r = _records(tmp_path, "comm_replay")["tp"]
+    assert r["checked"] and r["n_wrong"] == 0
+    w, d, q, b = (int(SMALL[k]) for k in ("SHARDED_WIDTH", "SHARDED_DEPTH", "SHARDED_SEQ", "SHARDED_BATCH"))
+    assert inventory.matches(r["replayed"], inventory.theory("tp", w, d, q, b, 2))
+    assert r["step_s"] > 0 and r["compute_s"] > 0 and r["comm_replay_s"] > 0
 
 
 @pytest.mark.parametrize(
