@@ -30,8 +30,17 @@ UNEVEN = ["--min-bytes", "100", "--max-bytes", "400", "--step-factor", "2", "--i
 @pytest.fixture(scope="module")
 def world4(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("w4")
-    proc = run_suite(tmp, "--experiments", "backends,placement", *UNEVEN, "--dtypes", "float32,int64",
-                     nproc=4, timeout=400, env={"SUITE_FAKE_NODES": "2"})
+    proc = run_suite(
+        tmp,
+        "--experiments",
+        "backends,placement",
+        *UNEVEN,
+        "--dtypes",
+        "float32,int64",
+        nproc=4,
+        timeout=400,
+        env={"SUITE_FAKE_NODES": "2"},
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
     run = load_bench(tmp)
     assert run["suite"]["complete"] is True
@@ -62,8 +71,12 @@ def test_backends_records_lanes_and_capability_matrix(world4):
     assert {r["variant"] for r in rows} == {c.variant for c in REGISTRY} | {"send_recv"}
     assert {r["dtype"] for r in rows if r["variant"] == "send_recv"} == set(backends_workload.ALL_DTYPES)
     assert all(r["supported"] == (r["reason"] == "") for r in rows)
-    assert next(r for r in rows if (r["variant"], r["dtype"], r["redop"]) == ("all_reduce", "float32", "sum"))["supported"]
-    assert {(m["backend"], m["device"]) for m in caps[0]["lanes_missing"]} == {(ln.backend, ln.device) for ln, _ in missing}
+    assert next(r for r in rows if (r["variant"], r["dtype"], r["redop"]) == ("all_reduce", "float32", "sum"))[
+        "supported"
+    ]
+    assert {(m["backend"], m["device"]) for m in caps[0]["lanes_missing"]} == {
+        (ln.backend, ln.device) for ln, _ in missing
+    }
     # side by side: every compared collective and send_recv, at the 3 largest sizes, both dtypes
     compare = [r for r in recs if r.get("table") == "compare"]
     assert {r["variant"] for r in compare} == set(backends.COMPARED_VARIANTS) | {"send_recv"}
@@ -71,8 +84,9 @@ def test_backends_records_lanes_and_capability_matrix(world4):
     assert "# capability matrix: gloo/cpu, 4 ranks" in proc.stdout
     # one host: every interface leads through the kernel loopback, so no interface comparison is measured
     assert not [r for r in recs if r.get("table") == "gloo_path"]
-    assert re.search(r"SKIPPED \[2\] .*Gloo interface comparison not offered: all 4 ranks run on one host.*loopback",
-                     proc.stdout)
+    assert re.search(
+        r"SKIPPED \[2\] .*Gloo interface comparison not offered: all 4 ranks run on one host.*loopback", proc.stdout
+    )
     if len(planned) == 1:
         assert "only one lane ran (gloo/cpu)" in proc.stdout
 
@@ -84,14 +98,19 @@ def test_ring_and_naive_all_reduce_equal_the_backend(world4):
     steps = [r for r in algo if r["op"] == "send_recv"]
     algo = [r for r in algo if r["op"] != "send_recv"]
     got = {(r["algorithm"], r["dtype"], r["count"]) for r in algo}
-    want = {(a, d, c) for a in backends.ALGORITHMS for d, cs in (("float32", (25, 50, 100)), ("int64", (12, 25, 50)))
-            for c in cs}
+    want = {
+        (a, d, c)
+        for a in backends.ALGORITHMS
+        for d, cs in (("float32", (25, 50, 100)), ("int64", (12, 25, 50)))
+        for c in cs
+    }
     assert got == want
     assert all(r["busbw_factor"] == metrics.busbw_factor("all_reduce", 4) == 1.5 for r in algo)
     assert all(r["timing_mode"] == "blocking" for r in algo)
     # the ring's own step beside it: one chunk of ceil(count/4) elements, per all_reduce size and dtype
-    assert {(r["dtype"], r["all_reduce_size_bytes"], r["count"]) for r in steps} == \
-        {(r["dtype"], r["size_bytes"], -(-r["count"] // 4)) for r in algo}
+    assert {(r["dtype"], r["all_reduce_size_bytes"], r["count"]) for r in steps} == {
+        (r["dtype"], r["size_bytes"], -(-r["count"] // 4)) for r in algo
+    }
     assert "all_reduce algorithms (4 ranks" in proc.stdout
 
 
@@ -113,8 +132,9 @@ def test_placement_cpu_cases_on_a_simulated_two_node_layout(world4):
     assert all("threads" not in r for r in by["affinity"]) and by["affinity"][1]["pinned_core"] is not None
     assert {r["algorithm"] for r in hier} == {"flat", "hierarchical"}  # two fake nodes of two ranks: two levels
     contig = by["contiguity"]
-    assert {(r["op"], r["layout"]) for r in contig} == {(o, lay) for o in ("all_reduce", "send_recv")
-                                                        for lay in ("contiguous", "transposed")} | {("copy", "transposed")}
+    assert {(r["op"], r["layout"]) for r in contig} == {
+        (o, lay) for o in ("all_reduce", "send_recv") for lay in ("contiguous", "transposed")
+    } | {("copy", "transposed")}
     # the copy is measured (its own checked case), and every transposed record carries that time and its share
     copies = {r["size_bytes"]: r for r in contig if r["op"] == "copy"}
     transposed = [r for r in contig if r["layout"] == "transposed" and r["op"] != "copy"]
@@ -134,8 +154,17 @@ def test_one_node_names_reduce_broadcast_and_transposed_cases_measure_their_copy
     """Two ranks, no fake nodes: the "hierarchical" case is recorded as what it is on one node
     (reduce + broadcast); without the copy cases (deselected) the transposed cases measure the copy
     round trip themselves."""
-    proc = run_suite(tmp_path, "--experiments", "placement", *UNEVEN, "--",
-                     "-k", "hierarchical or (contiguity and not copy)", nproc=2, timeout=300)
+    proc = run_suite(
+        tmp_path,
+        "--experiments",
+        "placement",
+        *UNEVEN,
+        "--",
+        "-k",
+        "hierarchical or (contiguity and not copy)",
+        nproc=2,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     recs = [b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]]
     hier = [r for r in recs if r["table"] == "hierarchical"]
@@ -175,8 +204,19 @@ def test_gpu_cases_skip_with_a_reason_without_cuda(world4):
 def test_ring_on_an_odd_world_and_its_step_timed_like_it(tmp_path):
     """World 3, run in pipelined mode: the ring, the backend and the ring's p2p step are all timed blocking
     (the side-by-side send_recv keeps the run's mode), the step at the ring's chunk size."""
-    proc = run_suite(tmp_path, "--experiments", "backends", *UNEVEN, "--timing", "pipelined", "--",
-                     "-k", "algorithm or capability or send_recv", nproc=3, timeout=300)
+    proc = run_suite(
+        tmp_path,
+        "--experiments",
+        "backends",
+        *UNEVEN,
+        "--timing",
+        "pipelined",
+        "--",
+        "-k",
+        "algorithm or capability or send_recv",
+        nproc=3,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     recs = [b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]]
     algo = [r for r in recs if r.get("table") == "algorithm"]
@@ -193,13 +233,26 @@ def test_ring_on_an_odd_world_and_its_step_timed_like_it(tmp_path):
 
 
 def test_planted_corruption_in_ring_and_hierarchical_is_caught(tmp_path):
-    proc = run_suite(tmp_path, "--experiments", "backends,placement", *UNEVEN, "--max-bytes", "100", "--",
-                     "-k", "ring_p2p or hierarchical", nproc=2, timeout=300,
-                     env={"SUITE_INJECT_CORRUPTION": "ring_p2p,hierarchical", "SUITE_FAKE_NODES": "2"})
+    proc = run_suite(
+        tmp_path,
+        "--experiments",
+        "backends,placement",
+        *UNEVEN,
+        "--max-bytes",
+        "100",
+        "--",
+        "-k",
+        "ring_p2p or hierarchical",
+        nproc=2,
+        timeout=300,
+        env={"SUITE_INJECT_CORRUPTION": "ring_p2p,hierarchical", "SUITE_FAKE_NODES": "2"},
+    )
     assert proc.returncode == 6, proc.stdout[-3000:]  # EXIT_WRONG_RESULT
     failed = re.findall(r"_{3,} (test_\w+)\[([^\]]+)\] _{3,}\n(\d+) wrong element", proc.stdout)
-    assert {(t, case) for t, case, _ in failed} == {("test_all_reduce_algorithm", "gloo-cpu-ring_p2p-float32-100B"),
-                                                   ("test_hierarchical", "hierarchical-float32-100B")}, proc.stdout[-3000:]
+    assert {(t, case) for t, case, _ in failed} == {
+        ("test_all_reduce_algorithm", "gloo-cpu-ring_p2p-float32-100B"),
+        ("test_hierarchical", "hierarchical-float32-100B"),
+    }, proc.stdout[-3000:]
     # on each of the 2 ranks one flipped element, counted once (it differs from the exact sum and from
     # the backend's result)
     assert all(int(n) == 2 for _, _, n in failed)

@@ -15,8 +15,20 @@ from tests.conftest import ROOT, all_correct, load_bench, run_suite
 
 pytestmark = pytest.mark.slow
 
-TINY = ["--experiments", "collectives", "--min-bytes", "96", "--max-bytes", "384", "--step-factor", "4",
-        "--iters", "3", "--warmup", "1"]
+TINY = [
+    "--experiments",
+    "collectives",
+    "--min-bytes",
+    "96",
+    "--max-bytes",
+    "384",
+    "--step-factor",
+    "4",
+    "--iters",
+    "3",
+    "--warmup",
+    "1",
+]
 
 
 def _check_run(tmp_path, proc, world, dtypes):
@@ -47,11 +59,14 @@ def _check_run(tmp_path, proc, world, dtypes):
     return recs
 
 
-@pytest.mark.parametrize("world,dtypes", [
-    (2, ["float32", "float64", "float16", "bfloat16", "int32", "int64"]),
-    (3, ["float32", "int64"]),
-    (4, ["bfloat16", "int32"]),
-])
+@pytest.mark.parametrize(
+    "world,dtypes",
+    [
+        (2, ["float32", "float64", "float16", "bfloat16", "int32", "int64"]),
+        (3, ["float32", "int64"]),
+        (4, ["bfloat16", "int32"]),
+    ],
+)
 def test_every_collective_exact_on_gloo(tmp_path, world, dtypes):
     proc = run_suite(tmp_path, *TINY, "--dtypes", ",".join(dtypes), nproc=world, timeout=600)
     recs = _check_run(tmp_path, proc, world, dtypes)
@@ -61,8 +76,16 @@ def test_every_collective_exact_on_gloo(tmp_path, world, dtypes):
 
 
 def test_corrupted_output_is_counted_and_fails(tmp_path):
-    proc = run_suite(tmp_path, *TINY, "--", "-k", "all_reduce or broadcast", nproc=2,
-                     env={"SUITE_INJECT_CORRUPTION": "all_reduce"}, timeout=300)
+    proc = run_suite(
+        tmp_path,
+        *TINY,
+        "--",
+        "-k",
+        "all_reduce or broadcast",
+        nproc=2,
+        env={"SUITE_INJECT_CORRUPTION": "all_reduce"},
+        timeout=300,
+    )
     assert proc.returncode == 6, proc.stdout[-2000:] + proc.stderr[-2000:]  # EXIT_WRONG_RESULT
     assert "wrong element" in proc.stdout + proc.stderr
     recs = [b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]]
@@ -74,8 +97,7 @@ def test_corrupted_output_is_counted_and_fails(tmp_path):
 
 @pytest.mark.parametrize("mode", ["pipelined", "blocking"])
 def test_timing_modes_are_labelled(tmp_path, mode):
-    proc = run_suite(tmp_path, *TINY, "--timing", mode, "--pipeline-depth", "4", "--", "-k", "all_reduce-sum",
-                     nproc=2)
+    proc = run_suite(tmp_path, *TINY, "--timing", mode, "--pipeline-depth", "4", "--", "-k", "all_reduce-sum", nproc=2)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     recs = [b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]]
     assert recs and all(r["timing_mode"] == mode for r in recs)
@@ -85,21 +107,34 @@ def test_timing_modes_are_labelled(tmp_path, mode):
 def test_precision_mode_runs_same_count_everywhere(tmp_path):
     # A 0.001% target is never met: iterations grow until the 1 s cap, identically on both ranks
     # (a mismatch would hang the next collective and fail the run).
-    proc = run_suite(tmp_path, *TINY, "--precision-pct", "0.001", "--max-time-s", "1", "--",
-                     "-k", "all_reduce-sum or barrier", nproc=2)
+    proc = run_suite(
+        tmp_path,
+        *TINY,
+        "--precision-pct",
+        "0.001",
+        "--max-time-s",
+        "1",
+        "--",
+        "-k",
+        "all_reduce-sum or barrier",
+        nproc=2,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     recs = [b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]]
     assert recs and all(r["iterations"] > 3 and r["iterations"] % 3 == 0 for r in recs)
     assert all(r["precision_reached"] is False for r in recs)
 
 
-@pytest.mark.parametrize("args,match", [
-    (["--dtypes", "float8"], "unknown dtype"),
-    (["--max-bytes", "lots"], "not a byte size"),
-    (["--experiments", "nosuch"], "unknown experiment"),
-    (["--root", "5"], "ROOT 5"),
-    (["--iters", "0"], "ITERS"),
-])
+@pytest.mark.parametrize(
+    "args,match",
+    [
+        (["--dtypes", "float8"], "unknown dtype"),
+        (["--max-bytes", "lots"], "not a byte size"),
+        (["--experiments", "nosuch"], "unknown experiment"),
+        (["--root", "5"], "ROOT 5"),
+        (["--iters", "0"], "ITERS"),
+    ],
+)
 def test_bad_input_exits_2_before_starting(tmp_path, args, match):
     proc = run_suite(tmp_path, *args, nproc=2, timeout=60)
     assert proc.returncode == 2, proc.stderr
@@ -108,13 +143,25 @@ def test_bad_input_exits_2_before_starting(tmp_path, args, match):
 
 
 def test_nccl_without_gpu_is_a_preflight_error(tmp_path):
-    cmd = [sys.executable, "-m", "suite.launch", "--nproc", "2", "--backend", "nccl", "--device", "cpu",
-           "--results-root", str(tmp_path / "results")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "suite.launch",
+        "--nproc",
+        "2",
+        "--backend",
+        "nccl",
+        "--device",
+        "cpu",
+        "--results-root",
+        str(tmp_path / "results"),
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "DEVICE=cuda" in proc.stderr
     cmd[cmd.index("cpu")] = "cuda"
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60)
     import torch
+
     if torch.cuda.is_available():
         pytest.skip("this host has CUDA; the no-GPU preflight cannot be shown here")
     assert proc.returncode == 3 and "no CUDA device" in proc.stderr
@@ -126,6 +173,7 @@ def storage_dir():
     # crashes for one outside it, so the storage lives under results/ (git-ignored).
     import shutil
     import uuid
+
     d = ROOT / "results" / f".test-storage-{uuid.uuid4().hex[:8]}"
     yield d
     shutil.rmtree(d, ignore_errors=True)
@@ -133,19 +181,38 @@ def storage_dir():
 
 def test_saved_run_works_with_pytest_benchmark_compare(tmp_path, storage_dir):
     storage = f"file://{storage_dir.relative_to(ROOT)}"
-    proc = run_suite(tmp_path, *TINY, "--", "-k", "all_reduce-sum", f"--benchmark-storage={storage}",
-                     "--benchmark-autosave", nproc=2)
+    proc = run_suite(
+        tmp_path, *TINY, "--", "-k", "all_reduce-sum", f"--benchmark-storage={storage}", "--benchmark-autosave", nproc=2
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     saved = list(storage_dir.rglob("*.json"))
     assert len(saved) == 1, f"every rank saved a copy: {saved}"
-    cmp = subprocess.run([os.path.join(os.path.dirname(sys.executable), "pytest-benchmark"), "compare",
-                          str(tmp_path / "results" / "run" / "bench.json"), str(saved[0])],
-                         capture_output=True, text=True, timeout=60)
+    cmp = subprocess.run(
+        [
+            os.path.join(os.path.dirname(sys.executable), "pytest-benchmark"),
+            "compare",
+            str(tmp_path / "results" / "run" / "bench.json"),
+            str(saved[0]),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert cmp.returncode == 0, cmp.stderr
     assert "all_reduce-sum-float32" in cmp.stdout
     # the in-run regression gate reads the saved run back
-    proc2 = run_suite(tmp_path, *TINY, "--", "-k", "all_reduce-sum", f"--benchmark-storage={storage}",
-                      "--benchmark-compare", "--benchmark-compare-fail=min:1000000%", nproc=2, run_id="run2")
+    proc2 = run_suite(
+        tmp_path,
+        *TINY,
+        "--",
+        "-k",
+        "all_reduce-sum",
+        f"--benchmark-storage={storage}",
+        "--benchmark-compare",
+        "--benchmark-compare-fail=min:1000000%",
+        nproc=2,
+        run_id="run2",
+    )
     assert proc2.returncode == 0, proc2.stdout[-2000:]
     assert "Comparing against benchmarks from" in proc2.stdout + proc2.stderr
 
@@ -153,18 +220,42 @@ def test_saved_run_works_with_pytest_benchmark_compare(tmp_path, storage_dir):
 def test_make_bench_cpu_smoke(tmp_path):
     """The user's command: make bench-cpu with tiny sizes; JSON, latest link, tables."""
     res = tmp_path / "res"
-    proc = subprocess.run(["make", "-s", "bench-cpu", "NPROC=2", "EXPERIMENTS=collectives", "MIN_BYTES=1K",
-                           "MAX_BYTES=4K", "ITERS=3", "WARMUP=1", f"RESULTS={res}",
-                           f"VENV={os.path.dirname(os.path.dirname(sys.executable))}"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            "make",
+            "-s",
+            "bench-cpu",
+            "NPROC=2",
+            "EXPERIMENTS=collectives",
+            "MIN_BYTES=1K",
+            "MAX_BYTES=4K",
+            "ITERS=3",
+            "WARMUP=1",
+            f"RESULTS={res}",
+            f"VENV={os.path.dirname(os.path.dirname(sys.executable))}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     latest = res / "latest"
     assert latest.is_symlink()
     run = json.loads((latest / "bench.json").read_text())
     recs = [b["extra_info"] for b in run["benchmarks"]]
     ops = {r["op"] for r in recs}
-    assert {"all_reduce", "broadcast", "reduce", "all_gather", "gather", "scatter", "reduce_scatter",
-            "all_to_all", "barrier"} <= ops
+    assert {
+        "all_reduce",
+        "broadcast",
+        "reduce",
+        "all_gather",
+        "gather",
+        "scatter",
+        "reduce_scatter",
+        "all_to_all",
+        "barrier",
+    } <= ops
     assert all_correct(recs)
     for op in ("all_reduce", "broadcast", "all_gather_into_tensor", "barrier"):
         assert f"# {op}" in proc.stdout

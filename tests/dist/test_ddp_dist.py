@@ -39,15 +39,30 @@ def test_ddp_training_checks(tmp_path, world):
         assert res["world_size"] == world
         failed = {k: v for k, v in res.items() if isinstance(v, dict) and not v["ok"]}
         assert not failed, f"rank {r}: {failed}"
-        assert {"ddp_params_identical", "ddp_matches_single_process", "sampler_set_epoch_changes_order",
-                "manual_matches_ddp", "model_parallel_all_gather_equals_unsplit"} <= set(res)
+        assert {
+            "ddp_params_identical",
+            "ddp_matches_single_process",
+            "sampler_set_epoch_changes_order",
+            "manual_matches_ddp",
+            "model_parallel_all_gather_equals_unsplit",
+        } <= set(res)
 
 
 def test_experiments_through_launcher_with_profile(tmp_path):
-    env = {"DDP_PARAMS": "300K", "DDP_BUCKETS_MB": "0.25", "DDP_ACCUM": "2", "MP_IN": "256", "MP_OUT": "256",
-           "MP_BATCH": "16", "MP_STAGE_FEATURES": "128", "MP_MICROBATCH_ROWS": "16", "SUITE_PROFILE": "source-ddp]"}
-    proc = run_suite(tmp_path, "--experiments", "ddp,model_parallel", "--iters", "3", "--warmup", "2",
-                     nproc=2, env=env, timeout=300)
+    env = {
+        "DDP_PARAMS": "300K",
+        "DDP_BUCKETS_MB": "0.25",
+        "DDP_ACCUM": "2",
+        "MP_IN": "256",
+        "MP_OUT": "256",
+        "MP_BATCH": "16",
+        "MP_STAGE_FEATURES": "128",
+        "MP_MICROBATCH_ROWS": "16",
+        "SUITE_PROFILE": "source-ddp]",
+    }
+    proc = run_suite(
+        tmp_path, "--experiments", "ddp,model_parallel", "--iters", "3", "--warmup", "2", nproc=2, env=env, timeout=300
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     run = load_bench(tmp_path)
     assert run["suite"]["complete"] is True
@@ -66,16 +81,30 @@ def test_experiments_through_launcher_with_profile(tmp_path):
             assert r["effective_busbw_gbps"] == pytest.approx(r["algbw_gbps"]) and r["time_includes"], r["label"]
     ops = {(r["model"], r["op"]) for r in ddp}
     for model in ("source", "mlp"):
-        for op in ("solo_step", "local_step", "all_reduce", "ddp_step", "manual_allreduce_step",
-                   "manual_coalesced_step", "broadcast", "ddp_init"):
+        for op in (
+            "solo_step",
+            "local_step",
+            "all_reduce",
+            "ddp_step",
+            "manual_allreduce_step",
+            "manual_coalesced_step",
+            "broadcast",
+            "ddp_init",
+        ):
             assert (model, op) in ops, (model, op)
     assert ("mlp", "ddp_accum_step") in ops
     mlp_ddp = next(r for r in ddp if r["variant"] == "mlp-ddp")
     assert 250_000 < mlp_ddp["n_params"] < 350_000 and mlp_ddp["size_bytes"] == 4 * mlp_ddp["n_params"]
     # every derived number is its formula over the measured ones, the baselines are those cases' own medians
-    base = {k: next(r for r in ddp if r["model"] == "mlp" and sel(r)) for k, sel in (
-        ("solo", lambda r: r["op"] == "solo_step"), ("local", lambda r: r["op"] == "local_step"),
-        ("noop", lambda r: r.get("hook") == "noop"), ("all_reduce", lambda r: r["op"] == "all_reduce"))}
+    base = {
+        k: next(r for r in ddp if r["model"] == "mlp" and sel(r))
+        for k, sel in (
+            ("solo", lambda r: r["op"] == "solo_step"),
+            ("local", lambda r: r["op"] == "local_step"),
+            ("noop", lambda r: r.get("hook") == "noop"),
+            ("all_reduce", lambda r: r["op"] == "all_reduce"),
+        )
+    }
     t_ms = mlp_ddp["time_us"] / 1e3
     approx = lambda v: pytest.approx(v, rel=1e-9)  # noqa: E731
     assert mlp_ddp["samples_per_step"] == 2 * mlp_ddp["batch_per_rank"] and mlp_ddp["micro_batches"] == 1
@@ -100,8 +129,9 @@ def test_experiments_through_launcher_with_profile(tmp_path):
     assert "exact expected result" in mlp_ddp["provenance"]["n_wrong"]  # 2 ranks, float32: exact
     # every synchronised case is compared with single-process training: 2 ranks, float32 -> exact
     for r in ddp:
-        if r["op"] in ("ddp_step", "manual_allreduce_step", "manual_coalesced_step", "ddp_accum_step") and \
-                r.get("hook") not in ("noop", "powerSGD", "fp16_compress", "bf16_compress"):
+        if r["op"] in ("ddp_step", "manual_allreduce_step", "manual_coalesced_step", "ddp_accum_step") and r.get(
+            "hook"
+        ) not in ("noop", "powerSGD", "fp16_compress", "bf16_compress"):
             assert r["checked"] and r["n_wrong"] == 0 and r["check_rule"] == "exact", r["label"]
             assert r["check_max_abs_diff"] == 0 and r["check_steps"] == 5, r["label"]  # 2 warm-up + 3 timed
             if r["model"] == "mlp":  # and every rank's BatchNorm buffers, exactly (the source model has none)
@@ -118,14 +148,29 @@ def test_experiments_through_launcher_with_profile(tmp_path):
     buckets = {r["bucket_fraction"]: r["n_buckets"] for r in ddp if "bucket_fraction" in r}
     assert sorted(buckets) == [0.125, 0.5, 1.0, 2.0] and buckets[0.125] > buckets[2.0] == 1, buckets
     labels = {r["label"] for r in ddp}
-    assert {"ddp bucket_cap_mb=0.25", "ddp static_graph", "ddp gradient_as_bucket_view",
-            "ddp broadcast_buffers=False", "ddp hook fp16_compress", "accum x2 no_sync"} <= labels
+    assert {
+        "ddp bucket_cap_mb=0.25",
+        "ddp static_graph",
+        "ddp gradient_as_bucket_view",
+        "ddp broadcast_buffers=False",
+        "ddp hook fp16_compress",
+        "accum x2 no_sync",
+    } <= labels
     # PowerSGD runs on the one-bucket source model; bf16 compression is skipped on Gloo/CPU with its reason
     assert any(r["variant"] == "source-ddp_hook_powerSGD" for r in ddp)
     assert "bf16_compress" in proc.stdout and "PowerSGD on Gloo needs the model in one DDP bucket" in proc.stdout
     mp = {r["op"] for r in recs if r["experiment"] == "model_parallel"}
-    assert mp == {"scatter", "mp_forward_all_gather", "mp_forward_gather", "mp_train_step", "dp_train_step",
-                  "pipeline_compute", "pipeline_transfer", "pipeline_blocking", "pipeline_overlap"}
+    assert mp == {
+        "scatter",
+        "mp_forward_all_gather",
+        "mp_forward_gather",
+        "mp_train_step",
+        "dp_train_step",
+        "pipeline_compute",
+        "pipeline_transfer",
+        "pipeline_blocking",
+        "pipeline_overlap",
+    }
     # rank 0 printed the comparison tables
     assert "# ddp: mlp model" in proc.stdout and "# model_parallel:" in proc.stdout
     assert "initial-state broadcast" in proc.stdout
@@ -142,8 +187,21 @@ def test_experiments_through_launcher_with_profile(tmp_path):
 def test_a_hook_that_sums_instead_of_averaging_fails_the_reference_check(tmp_path, world):
     # 2 ranks: the exact rule; 4 ranks: the float32 tolerance (the sum is 4x the average, far outside it)
     env = {"DDP_PARAMS": "20K", "DDP_ACCUM": "2", "DDP_HOOKS": "allreduce,sum,fp16_compress"}
-    proc = run_suite(tmp_path, "--experiments", "ddp", "--iters", "3", "--warmup", "2", "--", "-k",
-                     "hook_allreduce or hook_sum or hook_fp16 or accum", nproc=world, env=env, timeout=400)
+    proc = run_suite(
+        tmp_path,
+        "--experiments",
+        "ddp",
+        "--iters",
+        "3",
+        "--warmup",
+        "2",
+        "--",
+        "-k",
+        "hook_allreduce or hook_sum or hook_fp16 or accum",
+        nproc=world,
+        env=env,
+        timeout=400,
+    )
     assert proc.returncode == 6, proc.stdout[-3000:] + proc.stderr[-3000:]  # EXIT_WRONG_RESULT
     recs = {r["variant"]: r for r in (b["extra_info"] for b in load_bench(tmp_path)["benchmarks"])}
     rule = "exact" if world == 2 else "tol"
@@ -168,8 +226,21 @@ def test_an_fp16_average_1_01_too_large_fails_the_per_element_tolerance(tmp_path
     whose average is 1.01 times too large fails while the honest fp16 hook passes. (One scalar for every
     parameter, the largest, let it through: tests/unit/test_ddp.py shows it on the reference.)"""
     env = {"DDP_PARAMS": "20K", "DDP_HOOKS": "fp16_compress,fp16_scaled"}
-    proc = run_suite(tmp_path, "--experiments", "ddp", "--iters", "3", "--warmup", "2", "--", "-k",
-                     "hook_fp16", nproc=4, env=env, timeout=400)
+    proc = run_suite(
+        tmp_path,
+        "--experiments",
+        "ddp",
+        "--iters",
+        "3",
+        "--warmup",
+        "2",
+        "--",
+        "-k",
+        "hook_fp16",
+        nproc=4,
+        env=env,
+        timeout=400,
+    )
     assert proc.returncode == 6, proc.stdout[-3000:] + proc.stderr[-3000:]  # EXIT_WRONG_RESULT
     recs = {r["variant"]: r for r in (b["extra_info"] for b in load_bench(tmp_path)["benchmarks"])}
     for model in ("source", "mlp"):
@@ -180,22 +251,40 @@ def test_an_fp16_average_1_01_too_large_fails_the_per_element_tolerance(tmp_path
     assert "produced wrong elements" in proc.stderr and "ddp_hook_fp16_scaled" in proc.stderr
 
 
-
 def test_buffers_off_by_2_pow_minus_10_fail_and_every_buffer_mode_passes(tmp_path):
     """2 ranks, exact: every rank's BatchNorm buffers are compared with what the reference says that rank holds
     (rank 0's broadcast before each forward, or, with broadcast_buffers=False and in the manual cases, the
     rank's own running stats). A hook that averages correctly but moves running_mean by 2^-10 fails on the
     buffers alone (exit 6); the honest cases, rank 1's buffers different from rank 0's, pass."""
     env = {"DDP_PARAMS": "20K", "DDP_ACCUM": "2", "DDP_HOOKS": "allreduce,bn_skew"}
-    proc = run_suite(tmp_path, "--experiments", "ddp", "--iters", "3", "--warmup", "2", "--", "-k",
-                     "mlp and (hook or broadcast_buffers or accum or manual)", nproc=2, env=env, timeout=400)
+    proc = run_suite(
+        tmp_path,
+        "--experiments",
+        "ddp",
+        "--iters",
+        "3",
+        "--warmup",
+        "2",
+        "--",
+        "-k",
+        "mlp and (hook or broadcast_buffers or accum or manual)",
+        nproc=2,
+        env=env,
+        timeout=400,
+    )
     assert proc.returncode == 6, proc.stdout[-3000:] + proc.stderr[-3000:]  # EXIT_WRONG_RESULT
     recs = {r["variant"]: r for r in (b["extra_info"] for b in load_bench(tmp_path)["benchmarks"])}
     skew = recs["mlp-ddp_hook_bn_skew"]
     assert skew["checked"] and skew["check_max_abs_diff"] == 0  # the parameters are right
     assert skew["n_wrong"] > 0 and skew["check_buffer_max_abs_diff"] >= 2**-10, skew
-    honest = ["mlp-ddp_hook_allreduce", "mlp-ddp_broadcast_buffers=False", "mlp-manual_all_reduce",
-              "mlp-manual_coalesced", "mlp-accum_x2_no_sync", "mlp-accum_x2_sync_each"]
+    honest = [
+        "mlp-ddp_hook_allreduce",
+        "mlp-ddp_broadcast_buffers=False",
+        "mlp-manual_all_reduce",
+        "mlp-manual_coalesced",
+        "mlp-accum_x2_no_sync",
+        "mlp-accum_x2_sync_each",
+    ]
     for v in honest:
         r = recs[v]
         assert r["checked"] and r["n_wrong"] == 0 and r["check_buffer_max_abs_diff"] == 0, (v, r.get("n_wrong"))
@@ -204,15 +293,21 @@ def test_buffers_off_by_2_pow_minus_10_fail_and_every_buffer_mode_passes(tmp_pat
     assert recs["mlp-ddp_broadcast_buffers=False"]["check_buffers"] == "exact (the rank's own batches)"
     assert "produced wrong elements" in proc.stderr and "ddp_hook_bn_skew" in proc.stderr
 
+
 def _load(path):
     return training.flat_params_from_state(torch.load(path))
 
 
 def _single_process_reference(world: int, epochs: int, samples: int) -> torch.Tensor:
     model = training.source_model(seed=0)  # the example's torch.manual_seed(0); nn.Linear(1024, 10)
-    training.train_single_process_equivalent(model, training.make_dataset(samples), world_size=world,
-                                             batch_per_rank=training.SOURCE.batch_per_rank, epochs=epochs,
-                                             lr=training.SOURCE.lr)
+    training.train_single_process_equivalent(
+        model,
+        training.make_dataset(samples),
+        world_size=world,
+        batch_per_rank=training.SOURCE.batch_per_rank,
+        epochs=epochs,
+        lr=training.SOURCE.lr,
+    )
     return training.flat_params(model)
 
 
@@ -227,8 +322,14 @@ def _run_example(tmp_path, launcher: str, *extra: str) -> subprocess.CompletedPr
     if launcher == "torchrun":
         return _torchrun(2, *args)
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
-    return subprocess.run([sys.executable, *args, "--nprocs", "2"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=240, env=dict(env, OMP_NUM_THREADS="1"))
+    return subprocess.run(
+        [sys.executable, *args, "--nprocs", "2"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=dict(env, OMP_NUM_THREADS="1"),
+    )
 
 
 def _trained_identically(tmp_path, proc) -> None:

@@ -32,7 +32,10 @@ def test_healthy_machine_says_healthy(tmp_path):
     assert d["verdict"] == "healthy" and d["findings"] == [] and d["exit_status"] == 0
     # every link of both passes measured: 15 pairs latency + bidirectional, 30 directions bandwidth
     assert {(c["probe"], c["class"], c["links"]) for c in d["classes"]} == {
-        ("latency", "intra-node", 15), ("bidirectional", "intra-node", 15), ("bandwidth", "intra-node", 30)}
+        ("latency", "intra-node", 15),
+        ("bidirectional", "intra-node", 15),
+        ("bandwidth", "intra-node", 30),
+    }
     assert all(len(e["passes"]) == 2 for e in d["links"])
     recs = [b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]]
     assert all_correct(recs)
@@ -70,8 +73,11 @@ def test_a_rank_that_arrives_late_is_named_as_the_straggler(tmp_path):
 
 
 def test_bad_doctor_knobs_stop_before_any_rank(tmp_path):
-    for env, words in (({"DOCTOR_WINDOW": "0"}, "DOCTOR_WINDOW"), ({"EXPECT_LINK_RATE": "fast"}, "EXPECT_LINK_RATE"),
-                       ({"DOCTOR_SIZES": "4K,lots"}, "DOCTOR_SIZES")):
+    for env, words in (
+        ({"DOCTOR_WINDOW": "0"}, "DOCTOR_WINDOW"),
+        ({"EXPECT_LINK_RATE": "fast"}, "EXPECT_LINK_RATE"),
+        ({"DOCTOR_SIZES": "4K,lots"}, "DOCTOR_SIZES"),
+    ):
         proc = run_suite(tmp_path, *DOCTOR, nproc=2, timeout=60, env=env)
         assert proc.returncode == EXIT_BAD_INPUT, proc.stderr
         assert words in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

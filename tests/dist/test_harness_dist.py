@@ -18,22 +18,44 @@ def _recs(tmp_path):
 
 
 def test_pipelined_uses_one_buffer_set_per_op_and_checks_every_one(tmp_path):
-    proc = run_suite(tmp_path, *TINY, "--timing", "pipelined", "--pipeline-depth", "4", "--",
-                     "-k", "all_reduce-sum or all_gather_into_tensor or barrier", nproc=2)
+    proc = run_suite(
+        tmp_path,
+        *TINY,
+        "--timing",
+        "pipelined",
+        "--pipeline-depth",
+        "4",
+        "--",
+        "-k",
+        "all_reduce-sum or all_gather_into_tensor or barrier",
+        nproc=2,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     recs = _recs(tmp_path)
     data = [r for r in recs if r["op"] != "barrier"]
     assert data and all(r["buffer_sets"] == 4 and r["ops_per_sample"] == 4 for r in data)
-    assert all(r["checked"] is True and r["n_wrong"] == 0 and r["n_wrong_timed"] == 0
-               and r["buffer_sets_checked"] == 4 for r in data)
+    assert all(
+        r["checked"] is True and r["n_wrong"] == 0 and r["n_wrong_timed"] == 0 and r["buffer_sets_checked"] == 4
+        for r in data
+    )
 
 
 def test_a_corrupted_in_flight_buffer_fails_the_case(tmp_path):
     # The check run is clean; one element of the last in-flight buffer set is flipped after the
     # timed region: only a check of the timed buffers can see it.
-    proc = run_suite(tmp_path, *TINY, "--timing", "pipelined", "--pipeline-depth", "4", "--",
-                     "-k", "all_reduce-sum or broadcast", nproc=2,
-                     env={"SUITE_INJECT_CORRUPTION": "all_reduce@timed"})
+    proc = run_suite(
+        tmp_path,
+        *TINY,
+        "--timing",
+        "pipelined",
+        "--pipeline-depth",
+        "4",
+        "--",
+        "-k",
+        "all_reduce-sum or broadcast",
+        nproc=2,
+        env={"SUITE_INJECT_CORRUPTION": "all_reduce@timed"},
+    )
     assert proc.returncode == 6, proc.stdout[-3000:] + proc.stderr[-3000:]  # EXIT_WRONG_RESULT
     recs = _recs(tmp_path)
     bad = [r for r in recs if r["variant"] == "all_reduce"]
@@ -44,8 +66,16 @@ def test_a_corrupted_in_flight_buffer_fails_the_case(tmp_path):
 
 def _delayed_run(tmp_path, spec: str, *opts: str) -> list[dict]:
     """all_reduce and all_gather_into_tensor on 3 ranks with SUITE_INJECT_DELAY=spec: their records."""
-    proc = run_suite(tmp_path, *TINY, *opts, "--", "-k", "all_reduce-sum or all_gather_into_tensor", nproc=3,
-                     env={"SUITE_INJECT_DELAY": spec})
+    proc = run_suite(
+        tmp_path,
+        *TINY,
+        *opts,
+        "--",
+        "-k",
+        "all_reduce-sum or all_gather_into_tensor",
+        nproc=3,
+        env={"SUITE_INJECT_DELAY": spec},
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     recs = _recs(tmp_path)
     assert {r["variant"] for r in recs} == {"all_reduce", "all_gather_into_tensor"}

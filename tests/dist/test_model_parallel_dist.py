@@ -83,9 +83,13 @@ def test_pipeline_records_carry_their_model_at_this_runs_c_and_tau(tmp_path):
     assert mp_model.PIPELINE_MODELS["overlap"] in proc.stdout
 
 
-WRONG = {"none": (), "drop_sample": ("mp_train_step",), "wrong_scale": ("mp_train_step",),
-         "skip_slice": ("mp_train_step",),
-         "skip_stage": ("pipeline_blocking-M2", "pipeline_overlap-M2")}
+WRONG = {
+    "none": (),
+    "drop_sample": ("mp_train_step",),
+    "wrong_scale": ("mp_train_step",),
+    "skip_slice": ("mp_train_step",),
+    "skip_stage": ("pipeline_blocking-M2", "pipeline_overlap-M2"),
+}
 """The cases each planted fault must fail (and no other)."""
 
 
@@ -107,10 +111,23 @@ STAGE_S = 0.02
 
 
 def _worker_run(tmp_path, mode: str, nproc: int) -> dict:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
-           "-m", "tests.dist.test_model_parallel_dist", "--out", str(tmp_path), "--mode", mode]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, OMP_NUM_THREADS="1"))
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        str(nproc),
+        "-m",
+        "tests.dist.test_model_parallel_dist",
+        "--out",
+        str(tmp_path),
+        "--mode",
+        mode,
+    ]
+    proc = subprocess.run(
+        cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1")
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     return json.loads((tmp_path / "records.json").read_text())
 
@@ -138,6 +155,7 @@ def test_pipeline_time_is_near_its_model_and_a_slow_stage_is_flagged(tmp_path):
 
 # --- the torchrun worker ----------------------------------------------------------------------------
 
+
 def _plant(fault: str, ctx) -> dict:
     """Replace one piece of the split with a wrong one (in this process only); returns what to restore."""
     import torch
@@ -147,6 +165,7 @@ def _plant(fault: str, ctx) -> dict:
 
     saved = {(mp_workload, name): getattr(mp_workload, name) for name in ("_mp_step_fn", "_stage_forward")}
     if fault in ("drop_sample", "wrong_scale", "skip_slice"):
+
         def step_fn(w_local, x, target, ctx_):
             c = w_local.shape[0]
 
@@ -158,14 +177,16 @@ def _plant(fault: str, ctx) -> dict:
                 if fault == "skip_slice" and ctx_.rank == 1:  # this rank does not apply its rows
                     y_local = y_local * 0
                 full = mp_workload._combine(y_local.detach(), ctx_, "all_gather")
-                full = torch.cat([full[:, :ctx_.rank * c], y_local, full[:, (ctx_.rank + 1) * c:]], dim=1)
+                full = torch.cat([full[:, : ctx_.rank * c], y_local, full[:, (ctx_.rank + 1) * c :]], dim=1)
                 loss = torch.nn.functional.mse_loss(full, target)
                 if fault == "wrong_scale" and ctx_.rank == 1:  # this rank's mean counts one sample too many
                     loss = loss * (x.shape[0] / (x.shape[0] + 1))
                 loss.backward()
                 with torch.no_grad():
                     w_local.sub_(mp_check.LR * w_local.grad)
+
             return step
+
         mp_workload._mp_step_fn = step_fn
     elif fault == "skip_stage":
         forward = mp_workload._stage_forward
@@ -175,6 +196,7 @@ def _plant(fault: str, ctx) -> dict:
                 out.copy_(x).add_(1.0)
             else:
                 forward(x, w, out)
+
         mp_workload._stage_forward = skipping
     return saved
 
@@ -219,21 +241,25 @@ def _worker(out_dir: str, mode: str = "faults") -> None:
     from suite.runner import Harness
 
     # the default split layer (2048 x 2048, batch 64): one lost sample changes a weight by ~1e-7
-    cfg = build_config(iters=2, warmup_iters=1, heartbeat_timeout_s=0,
-                       model_parallel={"stage_features": 128, "microbatch_rows": 16})
+    cfg = build_config(
+        iters=2, warmup_iters=1, heartbeat_timeout_s=0, model_parallel={"stage_features": 128, "microbatch_rows": 16}
+    )
     ctx = init_distributed(cfg)
     try:
         out = {}
-        plants = {"faults": {f: lambda f=f: _plant(f, ctx) for f in FAULTS},
-                  "model": {"paced": lambda: _pace(False, ctx), "slow_stage": lambda: _pace(True, ctx)}}[mode]
+        plants = {
+            "faults": {f: lambda f=f: _plant(f, ctx) for f in FAULTS},
+            "model": {"paced": lambda: _pace(False, ctx), "slow_stage": lambda: _pace(True, ctx)},
+        }[mode]
         wanted = WORKER_CASES if mode == "faults" else MODEL_CASES
         harness = Harness(ctx, cfg, env={})
         for name, plant in plants.items():
             if mode == "model":  # c and tau measured afresh under each plant (a session keeps them)
                 harness = Harness(ctx, cfg, env={})
             saved = plant()
-            out[name] = [harness.run(case)[1] for case in mp.model_parallel_cases(cfg, ctx.world_size)
-                         if case.label in wanted]
+            out[name] = [
+                harness.run(case)[1] for case in mp.model_parallel_cases(cfg, ctx.world_size) if case.label in wanted
+            ]
             for (module, attr), fn in saved.items():
                 setattr(module, attr, fn)
         if ctx.rank == 0:
