@@ -34,7 +34,7 @@ from suite.config import BenchConfig
 from suite.dist import DistContext, dist_max
 
 from . import check as checking
-from . import inventory, workload
+from . import inventory, pipeline, workload
 from .settings import ShardedSettings
 
 EXPERIMENT = "sharded"
@@ -121,12 +121,14 @@ def _derive(strategy: str, s: ShardedSettings, trainer, ctx: DistContext, around
     if isinstance(around, PeakMemory):
         fields |= {"peak_mem_bytes": int(dist_max(ctx, [float(around.peak_bytes)])[0])}
         fields["peak_mem_kind"] = around.kind
+    if strategy in pipeline.STRATEGIES:  # p2p, not collectives: experiments/sharded/pipeline.py
+        return fields | pipeline.inventory_fields(strategy, s, ctx.world_size, *pipeline.inventory_step(trainer, ctx))
     rows, counted = _inventory_step(trainer)
     return fields | inventory_fields(strategy, s, ctx.world_size, rows, counted)
 
 
 def _reference(session: Session, strategy: str, s: ShardedSettings, ctx: DistContext) -> checking.Reference:
-    dp = workload.dp_size(strategy, ctx.world_size)
+    dp = s.microbatches if strategy in pipeline.STRATEGIES else workload.dp_size(strategy, ctx.world_size)
     bf16 = strategy == "fsdp2_bf16"
     key = (EXPERIMENT, "reference", s.width, s.depth, s.seq, s.batch, dp, bf16, str(ctx.device))
     return session.once(key, lambda: checking.Reference(s.width, s.depth, s.seq, s.batch, dp, ctx.device, bf16))
@@ -137,13 +139,18 @@ def _buffers(strategy: str, s: ShardedSettings, ctx: DistContext, session: Sessi
         key = (EXPERIMENT, "mesh", device_type, shape, names)
         return session.once(key, lambda: workload.make_mesh(device_type, shape, names))
 
-    trainer = workload.make_trainer(strategy, ctx, s.width, s.depth, s.seq, s.batch, mesh_of)
-    rule = checking.CheckRule(strategy, ctx.world_size, s.depth, s.width)
+    if strategy in pipeline.STRATEGIES:
+        trainer = pipeline.make_trainer(strategy, ctx, s.width, s.depth, s.seq, s.batch, s.microbatches)
+    else:
+        trainer = workload.make_trainer(strategy, ctx, s.width, s.depth, s.seq, s.batch, mesh_of)
+    rule = checking.CheckRule(strategy, ctx.world_size, s.depth, s.width, microbatches=s.microbatches)
     seen: dict = {}
 
     def check() -> int:
         mine = workload.full_params(trainer.model)  # every rank gathers the whole parameters (collectives)
         ref, g_max, p_max = _reference(session, strategy, s, ctx).at(trainer.steps)
+        if trainer.owned is not None:  # a pipeline stage: this rank's layers
+            ref, g_max, p_max = ([xs[i] for i in trainer.owned] for xs in (ref, g_max, p_max))
         tols = rule.tols(trainer.steps, g_max, p_max)
         wrong, worst, _ = checking.compare(mine, ref, tols)
         seen.update(steps=trainer.steps, tol=max(tols, default=0.0), max_abs_diff=worst)
@@ -161,14 +168,20 @@ def _buffers(strategy: str, s: ShardedSettings, ctx: DistContext, session: Sessi
 def _skip(strategy: str, s: ShardedSettings, ctx: DistContext) -> str | None:
     if ctx.world_size != dist.get_world_size():
         return f"{strategy} runs on a device mesh over the whole world, not a group of {ctx.world_size} ranks"
-    return workload.cannot_run(strategy, ctx.world_size, s.width, s.seq, s.batch)
+    return workload.cannot_run(strategy, ctx.world_size, s.width, s.seq, s.batch) or pipeline.cannot_run(
+        strategy, ctx.world_size, s.depth, s.microbatches
+    )
 
 
 def step_bytes(strategy: str, s: ShardedSettings, world: int) -> Bytes:
     """The byte model: S bytes of every collective theory says one step issues (the inventory's own total
     is recorded beside it); no single bus factor applies to a mix of collectives, so no busbw."""
-    if workload.cannot_run(strategy, world, s.width, s.seq, s.batch):
+    if workload.cannot_run(strategy, world, s.width, s.seq, s.batch) or pipeline.cannot_run(
+        strategy, world, s.depth, s.microbatches
+    ):
         total = 0
+    elif strategy in pipeline.STRATEGIES:
+        total = pipeline.theory_bytes(strategy, s.width, s.seq, s.batch, world, s.microbatches)
     else:
         rows = inventory.theory(strategy, s.width, s.depth, s.seq, s.batch, world)
         total = sum(r["count"] * r["bytes"] for r in rows)
@@ -199,6 +212,10 @@ def _declare(strategy: str, s: ShardedSettings, world: int) -> Case:
         fields["reshard_after_forward"] = "blocks False" if strategy == "fsdp2_keep" else "blocks True"
     if strategy in ("fsdp2_scaled", "tp_wrong_shard"):
         fields["planted"] = "wrong on purpose (the check's own test)"
+    identity = {"strategy": strategy, "width": s.width, "depth": s.depth, "seq": s.seq, "batch": s.batch}
+    if strategy in pipeline.STRATEGIES:
+        fields |= pipeline.declared_fields(strategy, s, world)
+        identity["microbatches"] = s.microbatches
 
     def build(ctx):  # the session is bound by resolve
         raise RuntimeError("resolve binds the build of a sharded case")
@@ -210,11 +227,11 @@ def _declare(strategy: str, s: ShardedSettings, world: int) -> Case:
         experiment=EXPERIMENT,
         op="train_step",
         label=strategy,
-        identity={"strategy": strategy, "width": s.width, "depth": s.depth, "seq": s.seq, "batch": s.batch},
+        identity=identity,
         bytes=step_bytes(strategy, s, world),
         build=build,
         fields=fields,
-        provenance=_PROVENANCE,
+        provenance=_PROVENANCE | (pipeline.PROVENANCE if strategy in pipeline.STRATEGIES else {}),
         mode="blocking",
         around=_peak_memory,
         skip=lambda ctx, cfg: _skip(strategy, s, ctx),

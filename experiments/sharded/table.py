@@ -13,7 +13,10 @@ Columns (all from stored records):
 - #wrong / check: parameter elements differing from single-process training beyond the case's rule
   (``exact`` or a per-parameter ``tol``), after the check step and the timed steps, all ranks
 
-Below the table, each strategy's collectives: op, dtype, S bytes, group (mesh dimension), phase, count.
+Below the table, the pipeline strategies' schedules (stages, micro-batches, the modelled bubble fraction
+(p - 1) / (v m + p - 1)), then each strategy's collectives: op, dtype, S bytes, group (mesh dimension), phase,
+count; a pipeline's point-to-point ops per rank and peer (S/step, theory: every message once; bus/step: the
+busiest rank's sends; ops: messages).
 """
 
 from __future__ import annotations
@@ -41,11 +44,20 @@ def _row(r: dict) -> str:
 def _inventory_lines(r: dict) -> list[str]:
     out = []
     for row in r.get("inventory") or []:
+        where = f"rank {row['rank']} {'->' if row['op'] == 'send' else '<-'} {row['peer']}: " if "rank" in row else ""
         out.append(
-            f"#   {str(r.get('label', r['op'])):>16}: {row['count']} x {row['op']} {row['dtype']} {row['bytes']} B"
-            f" on {row['group']} in {row['phase']}"
+            f"#   {str(r.get('label', r['op'])):>16}: {where}{row['count']} x {row['op']} {row['dtype']}"
+            f" {row['bytes']} B on {row['group']} in {row['phase']}"
         )
     return out
+
+
+def _pipeline_line(r: dict) -> str:
+    return (
+        f"#   {str(r.get('label', r['op'])):>16}: {r['schedule']}, {r['stages']} stages"
+        f" ({r['stages_per_rank']} per rank) x {r['microbatches']} micro-batches,"
+        f" {r['activation_bytes']} B per activation, bubble {r['bubble_fraction']:.2f} (model)"
+    )
 
 
 def format_tables(records: list[dict]) -> str:
@@ -67,6 +79,9 @@ def format_tables(records: list[dict]) -> str:
         f"case's rule, after the check step and the timed steps, all ranks: {n_wrong} "
         f"[{'OK' if n_wrong == 0 else 'FAILED'}]"
     )
+    pipelines = [_pipeline_line(r) for r in records if r.get("schedule")]
+    if pipelines:
+        lines += ["# pipelines (torch.distributed.pipelining): schedule, stages, micro-batches, bubble", *pipelines]
     lines.append("# collectives of one step (inventory):")
     for r in records:
         lines += _inventory_lines(r)
