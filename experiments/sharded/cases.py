@@ -19,6 +19,9 @@ from the shapes alone and ``inventory_matches_theory``. ``bus_bytes`` is what on
 by nccl-tests' algorithms, ``bus_bytes_gloo`` with Gloo's reduce_scatter as the all_reduce it is, and
 ``bus_vs_ddp`` the first over DDP's on the same model and world (theory: FSDP2 1.5).
 
+The pipeline strategies (``pp_*``) are built, inventoried (point-to-point, not CommDebugMode) and described
+by experiments/sharded/pipeline.py; each rank checks its stage's parameters.
+
 On CPU FSDP2 issues every collective synchronously (no overlap with compute) and DTensor has no CPU
 all_to_all (it all-gathers instead); ``cpu_notes`` in the record says so where it applies.
 """
@@ -247,7 +250,7 @@ def _peak_memory(ctx: DistContext):
 
 def sharded_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     """One case per strategy (the knobs: SHARDED_WIDTH, SHARDED_DEPTH, SHARDED_SEQ, SHARDED_BATCH,
-    SHARDED_STRATEGIES)."""
+    SHARDED_STRATEGIES, SHARDED_MICROBATCHES)."""
     return [_declare(st, cfg.sharded, world_size) for st in cfg.sharded.strategies]
 
 
