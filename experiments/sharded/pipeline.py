@@ -316,7 +316,8 @@ def declared_fields(strategy: str, s, world: int) -> dict:
         "bubble_fraction": bubble_fraction(strategy, world, s.microbatches),
         "check": "each rank's stage parameters equal single-process training on the global batches split "
         "into the micro-batches (check_rule)",
-        "cpu_notes": "CPU: Gloo send/recv; the schedule's p2p ops are issued as the schedule orders them",
+        "cpu_notes": "CPU: Gloo send/recv between neighbouring stages; bubble_fraction is modelled (equal stages, "
+        "free transfers), not measured",
     }
     if strategy in PLANTED_PP:
         fields["planted"] = "wrong on purpose (the check's own test): gradients not divided by the micro-batches"
