@@ -58,7 +58,7 @@ def test_gpipe_1f1b_and_interleaved_at_2_ranks_train_like_one_process(tmp_path):
     assert "pp_interleaved: ScheduleInterleaved1F1B, 4 stages (2 per rank)" in proc.stdout
 
 
-def test_the_interleaved_schedule_at_4_ranks_and_a_depth_too_small_is_skipped_with_the_knob(tmp_path):
+def test_the_interleaved_schedule_at_4_ranks_trains_like_one_process(tmp_path):
     env = dict(SMALL, SHARDED_DEPTH="7", SHARDED_STRATEGIES="pp_interleaved")
     proc = run_suite(tmp_path, *RUN, nproc=4, env=env, timeout=400)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
