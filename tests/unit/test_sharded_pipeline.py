@@ -144,3 +144,19 @@ def test_table_lists_the_schedule_and_each_ranks_p2p_with_its_peer():
     assert "pp_gpipe: rank 0 -> 1: 4 x send float32 512 B on pp in forward" in out
     assert "pp_gpipe: rank 0 <- 1: 4 x recv float32 512 B on pp in backward" in out
     assert "4.0=" in out  # S/step 4 KiB, as theory
+
+
+def test_why_the_pipeline_inventory_is_not_commdebugmode():
+    """The torch 2.13 facts behind P2PInventory (if one stops holding, CommDebugMode may do after all): it
+    counts no send/recv, and a module run twice under it (every micro-batch runs each stage again) fails."""
+    from torch.distributed.tensor.debug import CommDebugMode
+
+    from experiments.sharded import internals
+
+    names = {str(op) for op in internals.c10d_collectives()}
+    assert "c10d.allreduce_" in names and not {"c10d.send", "c10d.recv_"} & names
+    layer = torch.nn.Linear(4, 4)
+    with CommDebugMode():
+        layer(torch.zeros(2, 4))  # the first run is fine
+        with pytest.raises(IndexError):
+            layer(torch.zeros(2, 4))
