@@ -1,9 +1,11 @@
-# The sharded-training experiment (experiments/sharded/): DDP, FSDP2, TP, SP and a 2-D mesh on one model.
+# The sharded-training experiment (experiments/sharded/): DDP, FSDP2, TP, SP, a 2-D mesh and pipelines on one model.
 #   make bench-cpu EXPERIMENTS=sharded SHARDED_WIDTH=256 SHARDED_DEPTH=4
 #   make bench-cpu EXPERIMENTS=sharded SHARDED_STRATEGIES=fsdp2,fsdp2_keep
+#   make bench-cpu EXPERIMENTS=sharded SHARDED_STRATEGIES=pp_gpipe,pp_1f1b,pp_interleaved SHARDED_DEPTH=3 NPROC=2
 SHARDED_WIDTH  ?=
 SHARDED_DEPTH  ?=
 SHARDED_SEQ    ?=
 SHARDED_BATCH  ?=
 SHARDED_STRATEGIES ?=
-export SHARDED_WIDTH SHARDED_DEPTH SHARDED_SEQ SHARDED_BATCH SHARDED_STRATEGIES
+SHARDED_MICROBATCHES ?=
+export SHARDED_WIDTH SHARDED_DEPTH SHARDED_SEQ SHARDED_BATCH SHARDED_STRATEGIES SHARDED_MICROBATCHES

@@ -62,6 +62,10 @@ _OPS = {
     **{op: (2, None, peer) for op, peer in (("send", "dst"), ("recv", "src"), ("isend", "dst"), ("irecv", "src"))},
 }
 P2P = frozenset({"send", "recv", "isend", "irecv"})
+OBJECT_P2P = {"send_object_list": (2, "dst"), "recv_object_list": (2, "src")}
+"""p2p ops made of sends or recvs that torch issues past the wrapped functions (distributed_c10d's own):
+op -> (position of the group argument, the peer's keyword). torch.distributed.pipelining's stages exchange
+their shapes with them on their first step."""
 
 
 class Diverged(RuntimeError):
@@ -201,6 +205,28 @@ class Journal:
         journaled.__suite_journaled__ = True
         journaled.__suite_journal__ = self
         journaled.__suite_original__ = fn
+        return journaled
+
+    def wrap_object_p2p(self, op: str, fn):
+        """``send_object_list`` / ``recv_object_list``: every op they move the group's sequence number by is
+        p2p (a size and a payload); counted from the sequence number, as their inner sends are not wrapped."""
+        group_at, peer_key = OBJECT_P2P[op]
+
+        @functools.wraps(fn)
+        def journaled(*args, **kwargs):
+            group = kwargs.get("group", args[group_at] if len(args) > group_at else None)
+            e = self.enter(op, group, None, kwargs.get(peer_key, args[1] if len(args) > 1 else None))
+            name, get = self._known[group]
+            before = get() if get is not None else None
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                issued = 1 if before is None else int(get()) - int(before)
+                self.count[name] += issued - 1  # enter counted one
+                self.p2p[name] = self.p2p.get(name, 0) + issued
+                e[7] = "completed"
+
+        journaled.__suite_journaled__ = True
         return journaled
 
     def wrap_batch(self, fn):
@@ -459,6 +485,10 @@ def install(rank: int, run_dir: str | None) -> Journal:
         fn = getattr(dist, op, None)
         if fn is not None and not getattr(fn, "__suite_journaled__", False):
             setattr(dist, op, j.wrap(op, fn))
+    for op in OBJECT_P2P:
+        fn = getattr(dist, op, None)
+        if fn is not None and not getattr(fn, "__suite_journaled__", False):
+            setattr(dist, op, j.wrap_object_p2p(op, fn))
     if not getattr(dist.batch_isend_irecv, "__suite_journaled__", False):
         dist.batch_isend_irecv = j.wrap_batch(dist.batch_isend_irecv)
         dist.P2POp = _p2p_op_class(dist.P2POp)

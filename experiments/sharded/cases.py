@@ -24,6 +24,9 @@ step on torch's fake process groups (no communication), and is followed by the c
 (op ``comm_replay``): its inventory's collectives replayed alone on the same groups, checked exactly, whose
 record derives the step's exposed and hidden communication.
 
+The pipeline strategies (``pp_*``) are built, inventoried (point-to-point, not CommDebugMode) and described
+by experiments/sharded/pipeline.py; each rank checks its stage's parameters.
+
 On CPU FSDP2 issues every collective synchronously (no overlap with compute) and DTensor has no CPU
 all_to_all (it all-gathers instead); ``cpu_notes`` in the record says so where it applies.
 """
@@ -39,7 +42,7 @@ from suite.config import BenchConfig
 from suite.dist import DistContext, dist_max
 
 from . import check as checking
-from . import decompose, inventory, workload
+from . import decompose, inventory, pipeline, workload
 from .settings import ShardedSettings
 
 EXPERIMENT = "sharded"
@@ -127,6 +130,8 @@ def _derive(strategy: str, s: ShardedSettings, trainer, ctx: DistContext, m, aro
     if isinstance(around, PeakMemory):
         fields |= {"peak_mem_bytes": int(dist_max(ctx, [float(around.peak_bytes)])[0])}
         fields["peak_mem_kind"] = around.kind
+    if strategy in pipeline.STRATEGIES:  # p2p, not collectives: experiments/sharded/pipeline.py
+        return fields | pipeline.inventory_fields(strategy, s, ctx.world_size, *pipeline.inventory_step(trainer, ctx))
     rows, counted = _inventory_step(trainer)
     session.once(decompose.inventory_key(strategy, s), lambda: rows)  # what its replay case replays
     session.keep_baseline(decompose.step_key(strategy, s), m)
@@ -135,7 +140,7 @@ def _derive(strategy: str, s: ShardedSettings, trainer, ctx: DistContext, m, aro
 
 
 def _reference(session: Session, strategy: str, s: ShardedSettings, ctx: DistContext) -> checking.Reference:
-    dp = workload.dp_size(strategy, ctx.world_size)
+    dp = s.microbatches if strategy in pipeline.STRATEGIES else workload.dp_size(strategy, ctx.world_size)
     bf16 = strategy == "fsdp2_bf16"
     key = (EXPERIMENT, "reference", s.width, s.depth, s.seq, s.batch, dp, bf16, str(ctx.device))
     return session.once(key, lambda: checking.Reference(s.width, s.depth, s.seq, s.batch, dp, ctx.device, bf16))
@@ -152,13 +157,18 @@ def _meshes(session: Session):
 
 
 def _buffers(strategy: str, s: ShardedSettings, ctx: DistContext, session: Session) -> Buffers:
-    trainer = workload.make_trainer(strategy, ctx, s.width, s.depth, s.seq, s.batch, _meshes(session))
-    rule = checking.CheckRule(strategy, ctx.world_size, s.depth, s.width)
+    if strategy in pipeline.STRATEGIES:
+        trainer = pipeline.make_trainer(strategy, ctx, s.width, s.depth, s.seq, s.batch, s.microbatches)
+    else:
+        trainer = workload.make_trainer(strategy, ctx, s.width, s.depth, s.seq, s.batch, _meshes(session))
+    rule = checking.CheckRule(strategy, ctx.world_size, s.depth, s.width, microbatches=s.microbatches)
     seen: dict = {}
 
     def check() -> int:
         mine = workload.full_params(trainer.model)  # every rank gathers the whole parameters (collectives)
         ref, g_max, p_max = _reference(session, strategy, s, ctx).at(trainer.steps)
+        if trainer.owned is not None:  # a pipeline stage: this rank's layers
+            ref, g_max, p_max = ([xs[i] for i in trainer.owned] for xs in (ref, g_max, p_max))
         tols = rule.tols(trainer.steps, g_max, p_max)
         wrong, worst, _ = checking.compare(mine, ref, tols)
         seen.update(steps=trainer.steps, tol=max(tols, default=0.0), max_abs_diff=worst)
@@ -176,14 +186,20 @@ def _buffers(strategy: str, s: ShardedSettings, ctx: DistContext, session: Sessi
 def _skip(strategy: str, s: ShardedSettings, ctx: DistContext) -> str | None:
     if ctx.world_size != dist.get_world_size():
         return f"{strategy} runs on a device mesh over the whole world, not a group of {ctx.world_size} ranks"
-    return workload.cannot_run(strategy, ctx.world_size, s.width, s.seq, s.batch)
+    return workload.cannot_run(strategy, ctx.world_size, s.width, s.seq, s.batch) or pipeline.cannot_run(
+        strategy, ctx.world_size, s.depth, s.microbatches
+    )
 
 
 def step_bytes(strategy: str, s: ShardedSettings, world: int) -> Bytes:
     """The byte model: S bytes of every collective theory says one step issues (the inventory's own total
     is recorded beside it); no single bus factor applies to a mix of collectives, so no busbw."""
-    if workload.cannot_run(strategy, world, s.width, s.seq, s.batch):
+    if workload.cannot_run(strategy, world, s.width, s.seq, s.batch) or pipeline.cannot_run(
+        strategy, world, s.depth, s.microbatches
+    ):
         total = 0
+    elif strategy in pipeline.STRATEGIES:
+        total = pipeline.theory_bytes(strategy, s.width, s.seq, s.batch, world, s.microbatches)
     else:
         rows = inventory.theory(strategy, s.width, s.depth, s.seq, s.batch, world)
         total = sum(r["count"] * r["bytes"] for r in rows)
@@ -214,6 +230,10 @@ def _declare(strategy: str, s: ShardedSettings, world: int) -> Case:
         fields["reshard_after_forward"] = "blocks False" if strategy == "fsdp2_keep" else "blocks True"
     if strategy in ("fsdp2_scaled", "tp_wrong_shard"):
         fields["planted"] = "wrong on purpose (the check's own test)"
+    identity = {"strategy": strategy, "width": s.width, "depth": s.depth, "seq": s.seq, "batch": s.batch}
+    if strategy in pipeline.STRATEGIES:
+        fields |= pipeline.declared_fields(strategy, s, world)
+        identity["microbatches"] = s.microbatches
 
     def build(ctx):  # the session is bound by resolve
         raise RuntimeError("resolve binds the build of a sharded case")
@@ -225,11 +245,11 @@ def _declare(strategy: str, s: ShardedSettings, world: int) -> Case:
         experiment=EXPERIMENT,
         op="train_step",
         label=strategy,
-        identity={"strategy": strategy, "width": s.width, "depth": s.depth, "seq": s.seq, "batch": s.batch},
+        identity=identity,
         bytes=step_bytes(strategy, s, world),
         build=build,
         fields=fields,
-        provenance=_PROVENANCE,
+        provenance=_PROVENANCE | (pipeline.PROVENANCE if strategy in pipeline.STRATEGIES else {}),
         mode="blocking",
         around=_peak_memory,
         skip=lambda ctx, cfg: _skip(strategy, s, ctx),
@@ -291,9 +311,15 @@ def _declare_replay(strategy: str, s: ShardedSettings, world: int) -> Case:
 
 def sharded_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     """One case per strategy (the knobs: SHARDED_WIDTH, SHARDED_DEPTH, SHARDED_SEQ, SHARDED_BATCH,
-    SHARDED_STRATEGIES), each followed by the replay of its communication (experiments/sharded/decompose.py)."""
+    SHARDED_STRATEGIES, SHARDED_MICROBATCHES), each collective strategy followed by the replay of its
+    communication (experiments/sharded/decompose.py; a pipeline's is point-to-point, which it does not replay)."""
     s = cfg.sharded
-    return [c for st in s.strategies for c in (_declare(st, s, world_size), _declare_replay(st, s, world_size))]
+    out = []
+    for st in s.strategies:
+        out.append(_declare(st, s, world_size))
+        if st not in pipeline.STRATEGIES:
+            out.append(_declare_replay(st, s, world_size))
+    return out
 
 
 test_sharded = experiment_test(sharded_cases)

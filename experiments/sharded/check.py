@@ -31,8 +31,13 @@ with ``full_tensor``) are compared with the reference's. Rule (``check_rule`` in
   coupled), hence the second term from the largest tensor's step term, as in the DDP experiment's rule.
   max|g_p| and max|p| are the reference's largest over the steps so far.
 
-A planted wrong strategy (``fsdp2_scaled``, ``tp_wrong_shard``) is checked under the rule of the strategy
-it imitates, and fails it.
+Pipeline strategies (``pp_*``, experiments/sharded/pipeline.py): each rank's stage parameters against the
+reference with the batch split into ``SHARDED_MICROBATCHES`` shards (the micro-batches): the schedule sums
+the micro-batches' gradients in order and divides by m, the reference sums g_i x 1/m in the same order:
+``exact`` when m is a power of two (scaling by 2^-k is exact), else ``tol`` with R = m.
+
+A planted wrong strategy (``fsdp2_scaled``, ``tp_wrong_shard``, ``pp_unscaled``) is checked under the rule of
+the strategy it imitates, and fails it.
 """
 
 from __future__ import annotations
@@ -61,9 +66,17 @@ class CheckRule:
     depth: int
     width: int
     lr: float = workload.LR
+    microbatches: int = 1
+    """m of a pipeline strategy (``pp_*``), whose reference splits the batch into m shards."""
+
+    @property
+    def pipeline(self) -> bool:
+        return self.strategy.startswith("pp_")
 
     @property
     def exact(self) -> bool:
+        if self.pipeline:  # (g_1 + ... + g_m) / m == g_1/m + ... + g_m/m bit for bit when m is a power of two
+            return self.microbatches & (self.microbatches - 1) == 0
         return self.strategy in EXACT_AT_TWO and self.world <= 2
 
     @property
@@ -73,6 +86,8 @@ class CheckRule:
     @property
     def terms(self) -> int:
         """R: terms whose order or rounding differs from the reference's."""
+        if self.pipeline:
+            return self.microbatches
         if self.strategy == "fsdp2_bf16":
             return self.world + 2 * self.depth + 1
         if self.strategy in workload.DATA_PARALLEL:
@@ -94,12 +109,13 @@ class CheckRule:
         if self.exact:
             return "exact"
         why = "bfloat16 parameters" if self.strategy == "fsdp2_bf16" else "float32 sum order"
+        why = "micro-batch scaling" if self.pipeline else why
         return f"tol per parameter, up to {tol:.2g} ({why}, {self.world} ranks, {steps} steps)"
 
     FORMULA = (
         "per parameter tensor p: 2 x S x e(p) + S x (S - 1) x e(largest), e(p) = lr x 2R x u x max|g_p| + "
         "2 x 2^-24 x max|p|, S steps, u the compute dtype's unit roundoff, R = world (+ 4d / tp with tensor "
-        "parallelism, + 2 x depth + 1 Linear layers for bfloat16 parameters)"
+        "parallelism, + 2 x depth + 1 Linear layers for bfloat16 parameters; pipelines: R = micro-batches)"
     )
 
 

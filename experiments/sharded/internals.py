@@ -108,3 +108,16 @@ def fake_backend(version: str | None = None) -> str:
     if name is None:
         raise FakeBackendMissing(f"torch {v} registers no fake backend (checked with torch {FAKE_TESTED})")
     return str(name)
+
+
+def dispatch_mode_base() -> type:
+    """``TorchDispatchMode`` (torch.utils._python_dispatch, the base CommDebugMode itself builds on): a mode
+    that sees every op dispatched while it is active, c10d's send and recv included."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    return TorchDispatchMode
+
+
+def packet_name(func) -> str:
+    """An op's name without its overload (``c10d.send``, ``c10d.recv_``), as a dispatch mode sees it."""
+    return str(getattr(func, "_overloadpacket", func))

@@ -6,11 +6,14 @@ from dataclasses import dataclass, field
 
 from suite.errors import ConfigError
 
-STRATEGIES = ("ddp", "fsdp2", "fsdp2_keep", "fsdp2_bf16", "tp", "sp", "2d")
-"""The strategies run by default (experiments/sharded/workload.py builds each)."""
-PLANTED = ("fsdp2_scaled", "tp_wrong_shard")
+PIPELINE = ("pp_gpipe", "pp_1f1b", "pp_interleaved")
+"""The torch.distributed.pipelining schedules (experiments/sharded/pipeline.py builds each)."""
+STRATEGIES = ("ddp", "fsdp2", "fsdp2_keep", "fsdp2_bf16", "tp", "sp", "2d") + PIPELINE
+"""The strategies run by default (experiments/sharded/workload.py and pipeline.py build each)."""
+PLANTED = ("fsdp2_scaled", "tp_wrong_shard", "pp_unscaled")
 """Wrong on purpose (the check's own tests): ``fsdp2_scaled`` multiplies the gradient shards by the world
-size (a sum where the average belongs), ``tp_wrong_shard`` gives each rank the next rank's ``up`` rows."""
+size (a sum where the average belongs), ``tp_wrong_shard`` gives each rank the next rank's ``up`` rows,
+``pp_unscaled`` (GPipe) does not divide the micro-batches' summed gradients by their count."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -27,6 +30,8 @@ class ShardedSettings:
     """SHARDED_BATCH: global batch (samples per step over all ranks)."""
     strategies: tuple[str, ...] = field(default=STRATEGIES, metadata={"env": "SHARDED_STRATEGIES"})
     """SHARDED_STRATEGIES: strategies to run (STRATEGIES; PLANTED ones are wrong on purpose)."""
+    microbatches: int = field(default=4, metadata={"env": "SHARDED_MICROBATCHES"})
+    """SHARDED_MICROBATCHES: micro-batches per step of the pipeline strategies (pp_*); divides SHARDED_BATCH."""
 
     def validate(self) -> None:
         """Raise ConfigError naming the SHARDED_* knob to change."""
@@ -45,4 +50,10 @@ class ShardedSettings:
             raise ConfigError(
                 f"SHARDED_STRATEGIES {','.join(s.strategies)}: unknown or none ({', '.join(unknown)}); "
                 f"choose from {', '.join(STRATEGIES + PLANTED)}"
+            )
+        pp = [x for x in s.strategies if x.startswith("pp_")]
+        if pp and (s.microbatches < 1 or s.batch % s.microbatches):
+            raise ConfigError(
+                f"SHARDED_MICROBATCHES={s.microbatches} does not divide SHARDED_BATCH={s.batch} (the pipeline "
+                f"strategies {','.join(pp)} split each step's batch into equal micro-batches): choose a divisor"
             )

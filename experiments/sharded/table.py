@@ -23,6 +23,11 @@ Below it, where each step's time goes (experiments/sharded/decompose.py; its rep
 - peak mem and mem/ddp: the step's high-water mark, MiB, max over ranks, and that over DDP's in the same run
 
 Then each strategy's collectives: op, dtype, S bytes, group (mesh dimension), phase, count.
+
+Below the table, the pipeline strategies' schedules (stages, micro-batches, the modelled bubble fraction
+(p - 1) / (v m + p - 1)), then each strategy's collectives: op, dtype, S bytes, group (mesh dimension), phase,
+count; a pipeline's point-to-point ops per rank and peer (S/step, theory: every message once; bus/step: the
+busiest rank's sends; ops: messages).
 """
 
 from __future__ import annotations
@@ -50,9 +55,10 @@ def _row(r: dict) -> str:
 def _inventory_lines(r: dict) -> list[str]:
     out = []
     for row in r.get("inventory") or []:
+        where = f"rank {row['rank']} {'->' if row['op'] == 'send' else '<-'} {row['peer']}: " if "rank" in row else ""
         out.append(
-            f"#   {str(r.get('label', r['op'])):>16}: {row['count']} x {row['op']} {row['dtype']} {row['bytes']} B"
-            f" on {row['group']} in {row['phase']}"
+            f"#   {str(r.get('label', r['op'])):>16}: {where}{row['count']} x {row['op']} {row['dtype']}"
+            f" {row['bytes']} B on {row['group']} in {row['phase']}"
         )
     return out
 
@@ -88,6 +94,14 @@ def _decomposition_lines(steps: list[dict], replays: dict[str, dict]) -> list[st
     return lines
 
 
+def _pipeline_line(r: dict) -> str:
+    return (
+        f"#   {str(r.get('label', r['op'])):>16}: {r['schedule']}, {r['stages']} stages"
+        f" ({r['stages_per_rank']} per rank) x {r['microbatches']} micro-batches,"
+        f" {r['activation_bytes']} B per activation, bubble {r['bubble_fraction']:.2f} (model)"
+    )
+
+
 def format_tables(records: list[dict]) -> str:
     if not records:
         return ""
@@ -111,6 +125,9 @@ def format_tables(records: list[dict]) -> str:
         f"case's rule, after the check step and the timed steps, all ranks: {n_wrong} "
         f"[{'OK' if n_wrong == 0 else 'FAILED'}]"
     )
+    pipelines = [_pipeline_line(r) for r in records if r.get("schedule")]
+    if pipelines:
+        lines += ["# pipelines (torch.distributed.pipelining): schedule, stages, micro-batches, bubble", *pipelines]
     if replays:
         lines += _decomposition_lines(records, replays)
     lines.append("# collectives of one step (inventory):")

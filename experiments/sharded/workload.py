@@ -95,6 +95,8 @@ def mesh_shape(strategy: str, world: int) -> tuple[tuple[int, ...], tuple[str, .
         return (2, world // 2), ("dp", "tp")
     if strategy in ("tp", "sp", "tp_wrong_shard"):
         return (world,), ("tp",)
+    if strategy.startswith("pp_"):  # experiments/sharded/pipeline.py: one stage per rank (or two)
+        return (world,), ("pp",)
     return (world,), ("dp",)
 
 
@@ -107,6 +109,8 @@ def dp_size(strategy: str, world: int) -> int:
 
 def cannot_run(strategy: str, world: int, width: int, seq: int, batch_size: int) -> str | None:
     """Why ``strategy`` cannot run at this world size and shape (the same on every rank), or None."""
+    if strategy.startswith("pp_"):  # no mesh, no split rows: experiments/sharded/pipeline.py's cannot_run
+        return None
     if strategy == "2d" and (world < 4 or world % 2):
         return f"2d needs an even world of at least 4 ranks (a 2 x world/2 mesh), not {world}"
     dp = dp_size(strategy, world)
@@ -133,6 +137,9 @@ class Trainer:
     steps: int = 0
     mark: Callable[[str], None] = lambda stage: None
     """Told each part of the step as it starts (forward, backward, optimizer): the inventory listens."""
+    owned: list[int] | None = None
+    """Indices (in the whole model's parameter order) of the parameters ``model`` holds; None: all of them
+    (a pipeline stage holds its layers only)."""
 
 
 def _shard_rows(t: torch.Tensor, parts: int, index: int) -> torch.Tensor:

@@ -1,0 +1,92 @@
+"""The sharded experiment's pipeline schedules through the launcher users run (real Gloo groups): each rank's
+stage trains what one process trains, the step's point-to-point traffic is what the stage boundaries
+predict, a schedule that does not scale its micro-batches' gradients exits 6, and a micro-batch count that
+does not divide the batch exits 2 before any rank starts."""
+
+import pytest
+
+from tests.conftest import load_bench, run_suite
+
+pytestmark = pytest.mark.slow
+
+SMALL = {"SHARDED_WIDTH": "16", "SHARDED_DEPTH": "3", "SHARDED_SEQ": "4", "SHARDED_BATCH": "8"}
+RUN = ("--experiments", "sharded", "--iters", "3", "--warmup", "1")
+M = 4  # SHARDED_MICROBATCHES' default
+A = 4 * (8 // M) * 4 * 16  # bytes of one micro-batch's float32 activation
+
+
+def _records(tmp_path) -> dict[str, dict]:
+    return {b["extra_info"]["strategy"]: b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]}
+
+
+def _sent(rec: dict, rank: int, phase: str) -> dict[int, int]:
+    """peer -> messages ``rank`` sent in ``phase`` (the inventory)."""
+    out: dict[int, int] = {}
+    for r in rec["inventory"]:
+        if (r["rank"], r["op"], r["phase"]) == (rank, "send", phase):
+            assert r["bytes"] == A and r["dtype"] == "float32", r
+            out[r["peer"]] = out.get(r["peer"], 0) + r["count"]
+    return out
+
+
+def _trains_and_moves_what_the_boundaries_say(rec: dict, world: int, stages: int) -> None:
+    s = rec["strategy"]
+    assert rec["checked"] and rec["n_wrong"] == 0 and rec["check_rule"] == "exact", (s, rec.get("check_max_abs_diff"))
+    assert rec["check_max_abs_diff"] == 0.0, s  # m = 4: the micro-batch scaling is exact
+    assert rec["inventory_matches_theory"], (s, rec["inventory"], rec["theory"])
+    messages = 2 * (stages - 1) * M  # an activation forward and a gradient backward per boundary and micro-batch
+    assert rec["inventory_ops"] == messages and rec["inventory_bytes"] == messages * A == rec["size_bytes"], s
+    assert rec["p2p_ops_dispatched"] == rec["p2p_ops_scheduled"] == 2 * messages, s  # a send and its recv
+    for st in range(stages - 1):  # stage st on rank st mod world sends forward to the next stage's rank
+        assert _sent(rec, st % world, "forward").get((st + 1) % world, 0) >= M, (s, st)
+        assert _sent(rec, (st + 1) % world, "backward").get(st % world, 0) >= M, (s, st)
+    assert sum(sum(_sent(rec, r, p).values()) for r in range(world) for p in ("forward", "backward")) == messages
+    assert rec["mesh"] == f"{world} (pp)" and rec["stages"] == stages and rec["microbatches"] == M
+
+
+def test_gpipe_1f1b_and_interleaved_at_2_ranks_train_like_one_process(tmp_path):
+    env = dict(SMALL, SHARDED_STRATEGIES="pp_gpipe,pp_1f1b,pp_interleaved")
+    proc = run_suite(tmp_path, *RUN, nproc=2, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    recs = _records(tmp_path)
+    assert set(recs) == {"pp_gpipe", "pp_1f1b", "pp_interleaved"}
+    for s in ("pp_gpipe", "pp_1f1b"):
+        _trains_and_moves_what_the_boundaries_say(recs[s], 2, 2)
+        assert recs[s]["bubble_fraction"] == pytest.approx(1 / 5)
+    _trains_and_moves_what_the_boundaries_say(recs["pp_interleaved"], 2, 4)
+    assert recs["pp_interleaved"]["bubble_fraction"] == pytest.approx(1 / 9)
+    assert "pp_interleaved: ScheduleInterleaved1F1B, 4 stages (2 per rank)" in proc.stdout
+
+
+def test_the_interleaved_schedule_at_4_ranks_trains_like_one_process(tmp_path):
+    env = dict(SMALL, SHARDED_DEPTH="7", SHARDED_STRATEGIES="pp_interleaved")
+    proc = run_suite(tmp_path, *RUN, nproc=4, env=env, timeout=400)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    _trains_and_moves_what_the_boundaries_say(_records(tmp_path)["pp_interleaved"], 4, 8)
+
+
+def test_unscaled_micro_batch_gradients_fail_the_check_and_exit_6(tmp_path):
+    env = dict(SMALL, SHARDED_DEPTH="2", SHARDED_STRATEGIES="pp_gpipe,pp_unscaled,pp_interleaved")
+    proc = run_suite(tmp_path, *RUN, nproc=2, env=env, timeout=300)
+    assert proc.returncode == 6, proc.stdout[-3000:] + proc.stderr[-3000:]  # EXIT_WRONG_RESULT
+    recs = _records(tmp_path)
+    assert recs["pp_gpipe"]["n_wrong"] == 0
+    bad = recs["pp_unscaled"]
+    assert bad["n_wrong"] > bad["n_params"] and bad["check_max_abs_diff"] > 1e-3, bad["n_wrong"]  # both ranks, twice
+    assert "produced wrong elements" in proc.stderr and "pp_unscaled" in proc.stderr
+    # 3 layers cannot make 4 stages: skipped with the knob to change, never silently absent
+    assert "pp_interleaved needs SHARDED_DEPTH >= 3 at 2 ranks" in proc.stdout and "pp_interleaved" not in recs
+
+
+@pytest.mark.parametrize(
+    "env, words",
+    [
+        ({"SHARDED_MICROBATCHES": "3"}, "SHARDED_MICROBATCHES=3 does not divide SHARDED_BATCH=8"),
+        ({"SHARDED_MICROBATCHES": "four"}, "SHARDED_MICROBATCHES"),
+    ],
+)
+def test_a_bad_micro_batch_count_exits_2_before_any_rank_starts(tmp_path, env, words):
+    proc = run_suite(tmp_path, *RUN, nproc=2, env=dict(SMALL, **env), timeout=120)
+    assert proc.returncode == 2 and words in proc.stderr, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert proc.stderr.strip().count("\n") == 0, proc.stderr  # one line
+    assert not (tmp_path / "results" / "run" / "bench.json").exists()
