@@ -1,7 +1,7 @@
 """Sharded training: FSDP2, tensor and sequence parallel and a 2-D mesh, each checked against one process,
 its collectives inventoried beside theory, its step timed."""
 
-from suite.case import ExperimentSpec, collected, later
+from suite.api import ExperimentSpec, collected, later
 
 from . import table
 from .settings import ShardedSettings

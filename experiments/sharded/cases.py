@@ -35,11 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 
-import torch.distributed as dist
-
-from suite.case import Buffers, Bytes, Case, Session, experiment_test
-from suite.config import BenchConfig
-from suite.dist import DistContext, dist_max
+from suite.api import BenchConfig, Buffers, Bytes, Case, DistContext, Session, dist_max, experiment_test
 
 from . import check as checking
 from . import decompose, inventory, pipeline, workload
@@ -117,7 +113,7 @@ def _inventory_step(trainer: workload.Trainer) -> tuple[list[dict], int]:
 
 
 def _derive(strategy: str, s: ShardedSettings, trainer, ctx: DistContext, m, around, seen: dict, session) -> dict:
-    from suite.profiling import PeakMemory
+    from suite.api import PeakMemory
 
     fields: dict = {}
     if seen:
@@ -184,7 +180,7 @@ def _buffers(strategy: str, s: ShardedSettings, ctx: DistContext, session: Sessi
 
 
 def _skip(strategy: str, s: ShardedSettings, ctx: DistContext) -> str | None:
-    if ctx.world_size != dist.get_world_size():
+    if ctx.world_size != workload.world_size():
         return f"{strategy} runs on a device mesh over the whole world, not a group of {ctx.world_size} ranks"
     return workload.cannot_run(strategy, ctx.world_size, s.width, s.seq, s.batch) or pipeline.cannot_run(
         strategy, ctx.world_size, s.depth, s.microbatches
@@ -258,7 +254,7 @@ def _declare(strategy: str, s: ShardedSettings, world: int) -> Case:
 
 
 def _peak_memory(ctx: DistContext):
-    from suite.profiling import PeakMemory
+    from suite.api import PeakMemory
 
     return PeakMemory(ctx.device)
 

@@ -28,9 +28,7 @@ from collections.abc import Callable
 import torch
 import torch.distributed as dist
 
-from suite.case import Buffers, CaseFailed
-from suite.harness import groups
-from suite.ops import collectives
+from suite.api import Buffers, CaseFailed, collectives, groups
 
 from . import internals, workload
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from suite import plots, results
-from suite.analysis import Plot, Section
+from suite.api import Plot, Section, plots, records
 
 from . import table
 
@@ -39,7 +38,7 @@ def section(run: dict, plot_name, memo: dict) -> Section:
     sec = Section(title=EXPERIMENT, anchor=EXPERIMENT)
     sec.notes.append(table.__doc__.strip())
     groups: OrderedDict = OrderedDict()
-    for r in results.records(run):
+    for r in records(run):
         if r.get("experiment") == EXPERIMENT:
             groups.setdefault((r["backend"], r["device"], r["world_size"]), []).append(r)
     for (backend, device, world), recs in groups.items():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from suite.errors import ConfigError
+from suite.api import ConfigError
 
 PIPELINE = ("pp_gpipe", "pp_1f1b", "pp_interleaved")
 """The torch.distributed.pipelining schedules (experiments/sharded/pipeline.py builds each)."""

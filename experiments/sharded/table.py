@@ -32,7 +32,7 @@ busiest rank's sends; ops: messages).
 
 from __future__ import annotations
 
-from suite.tables import num, tail_cell, wrong, wrong_cell
+from suite.api import num, tail_cell, wrong, wrong_cell
 
 
 def _check_cell(r: dict) -> str:

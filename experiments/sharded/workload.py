@@ -205,6 +205,13 @@ def _group_names(mesh, names: tuple[str, ...]) -> dict[str, str]:
     return {mesh.get_group(i).group_name: name for i, name in enumerate(names)}
 
 
+def world_size() -> int:
+    """The default group's size: every strategy's mesh (and pipeline) spans the whole world."""
+    import torch.distributed as dist
+
+    return dist.get_world_size()
+
+
 def make_mesh(device_type: str, shape: tuple[int, ...], names: tuple[str, ...]):
     """A device mesh over the whole world (a 2-D one creates its groups: a collective on every rank)."""
     from torch.distributed.device_mesh import init_device_mesh
