@@ -307,7 +307,7 @@ def _verdict(rc: int, signum: int | None, run_dir: Path, first: dict | None) -> 
 
 
 def _unexplained(first: dict, failures: list[dict]) -> bool:
-    """Whether torchrun's first failed rank left no note of its own and the notes there are are only the
+    """Whether torchrun's first failed rank left no note of its own and every note there is one of the
     other ranks losing it (a rank killed by a signal writes none, its peers' socket errors race its exit):
     then torchrun's root cause is the one line that names it."""
     noted = {fl.get("rank") for fl in failures}
