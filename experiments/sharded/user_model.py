@@ -13,9 +13,10 @@ only: their reference (bfloat16), input split (the sequence) and stage split are
 
 Checked here, on the host, before any rank starts (``check_world``, exit 2 with one line): the name is
 ``module:function``, the module imports, the function exists and returns a ``UserModel`` whose ``module`` is a
-``torch.nn.Module``, the batch's rows divide into the strategies' data-parallel shards, each Linear that the
-``tp_plan`` shards divides over the tensor-parallel ranks, the 2-D mesh (2 x world/2) divides the world, and
-every strategy asked for by name (``SHARDED_STRATEGIES`` other than its default) is one the model supports.
+``torch.nn.Module``, two calls give a new module with the same weights and the same ``batch(0)``, the
+batch's rows divide into the strategies' data-parallel shards, each Linear that the ``tp_plan`` shards
+divides over the tensor-parallel ranks, the 2-D mesh (2 x world/2) divides the world, and every strategy
+asked for by name (``SHARDED_STRATEGIES`` other than its default) is one the model supports.
 """
 
 from __future__ import annotations
@@ -162,6 +163,22 @@ def cannot_run(um: UserModel, strategy: str, world: int) -> str | None:
     return supported(um, strategy) or mesh_cannot(strategy, world) or not_dividing(um, strategy, world)
 
 
+def not_reproducible(a: UserModel, b: UserModel) -> str | None:
+    """Why two calls of the factory do not give what the ranks and the reference need: a new module each call
+    (each rank shards its own, the reference trains another), the same weights, the same batch; or None."""
+    import torch
+
+    if a.module is b.module:
+        return "the factory returned the same module object twice; build a new one on each call"
+    pa, pb = a.module.state_dict(), b.module.state_dict()
+    if list(pa) != list(pb) or any(not torch.equal(pa[k], pb[k]) for k in pa):
+        return "two calls of the factory built different weights; seed them (torch.manual_seed) or build them fixed"
+    xa, xb = a.batch(0), b.batch(0)
+    if len(xa) != 2 or any(not torch.equal(u, v) for u, v in zip(xa, xb)):
+        return "batch(0) must return (inputs, targets), the same tensors on every call"
+    return None
+
+
 def check_world(s, world: int) -> None:
     """The launcher's check of SHARDED_MODEL before any rank starts (module docstring); ConfigError. A strategy
     asked for by name must run; of the default list, the model's unsupported strategies and a mesh this
@@ -169,6 +186,9 @@ def check_world(s, world: int) -> None:
     if not s.model:
         return
     um = load(s.model)
+    why = not_reproducible(um, load(s.model))
+    if why:
+        raise ConfigError(f"SHARDED_MODEL={s.model}: {why}")
     explicit = tuple(s.strategies) != STRATEGIES
     where = f"SHARDED_STRATEGIES={','.join(s.strategies)}" if explicit else f"{world} ranks"
     for st in s.strategies:

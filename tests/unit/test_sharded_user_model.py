@@ -2,6 +2,7 @@
 types, before any rank starts, with one line and exit 2; the pure rules (which strategies a model takes, what
 FSDP2 shards, the check's tolerance terms) on the worked example (examples/sharded_model.py)."""
 
+import itertools
 import os
 import subprocess
 import sys
@@ -39,6 +40,32 @@ def uneven_plan():
     return user_model.UserModel(module=module, batch=sharded_model.batch, loss=F.mse_loss, tp_plan=plan)
 
 
+SHARED = sharded_model.Regressor()
+
+
+def shared_module():
+    """The same module object on every call: the ranks' sharding would reach the reference's model."""
+    return user_model.UserModel(module=SHARED, batch=sharded_model.batch, loss=F.mse_loss)
+
+
+CALLS = itertools.count(1)
+
+
+def unseeded():
+    import torch
+
+    torch.manual_seed(next(CALLS))  # a new seed on each call
+    return no_plan()
+
+
+def random_batch():
+    import torch
+
+    return user_model.UserModel(
+        module=sharded_model.Regressor(), batch=lambda s: (torch.randn(8, 16), torch.randn(8, 16)), loss=F.mse_loss
+    )
+
+
 def broken():
     raise RuntimeError("no weights here")
 
@@ -50,6 +77,9 @@ BAD = {
     "wrong type": ({"SHARDED_MODEL": "examples.sharded_model:batch"}, 2, "batch() failed (TypeError"),
     "not a UserModel": ({"SHARDED_MODEL": "collections:OrderedDict"}, 2, "must return experiments.sharded"),
     "factory fails": ({"SHARDED_MODEL": f"{HERE}:broken"}, 2, "broken() failed (RuntimeError: no weights here)"),
+    "shared module": ({"SHARDED_MODEL": f"{HERE}:shared_module"}, 2, "returned the same module object twice"),
+    "unseeded": ({"SHARDED_MODEL": f"{HERE}:unseeded"}, 2, "built different weights"),
+    "random batch": ({"SHARDED_MODEL": f"{HERE}:random_batch"}, 2, "the same tensors on every call"),
     "rows": ({"SHARDED_MODEL": f"{HERE}:odd_rows"}, 2, "batch has 5 rows, which do not split into 2"),
     "parameter": ({"SHARDED_MODEL": f"{HERE}:uneven_plan"}, 4, "tp_plan shards 0 (colwise, out_features=6)"),
     "mesh": (
