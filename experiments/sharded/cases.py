@@ -27,6 +27,10 @@ record derives the step's exposed and hidden communication.
 The pipeline strategies (``pp_*``) are built, inventoried (point-to-point, not CommDebugMode) and described
 by experiments/sharded/pipeline.py; each rank checks its stage's parameters.
 
+With ``SHARDED_MODEL=module:function`` the cases run your own model instead (experiments/sharded/user_model.py
+and user_workload.py): the strategies it can take, checked and inventoried the same way, theory not
+modelled, no replay.
+
 On CPU FSDP2 issues every collective synchronously (no overlap with compute) and DTensor has no CPU
 all_to_all (it all-gathers instead); ``cpu_notes`` in the record says so where it applies.
 """
@@ -145,15 +149,14 @@ def _meshes(session: Session):
 
 
 def _buffers(strategy: str, s: ShardedSettings, ctx: DistContext, session: Session) -> Buffers:
-    if s.model:
+    rule = checking.CheckRule(strategy, ctx.world_size, s.depth, s.width, microbatches=s.microbatches)
+    if s.model:  # your own model (experiments/sharded/user_model.py)
         trainer = user_workload.make_trainer(strategy, ctx, s.model, _meshes(session))
         rule = user_workload.check_rule(strategy, ctx.world_size, s.model)
     elif strategy in pipeline.STRATEGIES:
         trainer = pipeline.make_trainer(strategy, ctx, s.width, s.depth, s.seq, s.batch, s.microbatches)
     else:
         trainer = workload.make_trainer(strategy, ctx, s.width, s.depth, s.seq, s.batch, _meshes(session))
-    if not s.model:
-        rule = checking.CheckRule(strategy, ctx.world_size, s.depth, s.width, microbatches=s.microbatches)
     seen: dict = {}
 
     def check() -> int:
