@@ -74,7 +74,7 @@ BAD = {
     "not module:function": ({"SHARDED_MODEL": "sharded_model"}, 2, "is not module:function"),
     "no module": ({"SHARDED_MODEL": "examples.no_such_model:build"}, 2, "cannot import examples.no_such_model"),
     "no function": ({"SHARDED_MODEL": "examples.sharded_model:nothing"}, 2, "has no function 'nothing'"),
-    "wrong type": ({"SHARDED_MODEL": "examples.sharded_model:batch"}, 2, "batch() failed (TypeError"),
+    "needs arguments": ({"SHARDED_MODEL": "examples.sharded_model:batch"}, 2, "batch() failed (TypeError"),
     "not a UserModel": ({"SHARDED_MODEL": "collections:OrderedDict"}, 2, "must return experiments.sharded"),
     "factory fails": ({"SHARDED_MODEL": f"{HERE}:broken"}, 2, "broken() failed (RuntimeError: no weights here)"),
     "shared module": ({"SHARDED_MODEL": f"{HERE}:shared_module"}, 2, "returned the same module object twice"),
