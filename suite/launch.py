@@ -256,6 +256,8 @@ def _main(argv: list[str], where: dict) -> int:
                     f"{spec.needs_ranks_because or name}: it needs at least {spec.min_world_size} ranks, got "
                     f"{lay['world_size']} (NPROC x NNODES)"
                 )
+            if spec.check_world is not None:
+                spec.check_world(getattr(cfg, name, None), lay["world_size"])
         check_run_location(a.results_root, a.run_id)
         check_switches(os.environ, lay["world_size"])  # every SUITE_* switch (suite/config.py SWITCHES)
         live = progress.mode(os.environ, sys.stdout.isatty()) == "live"

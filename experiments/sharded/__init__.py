@@ -13,4 +13,5 @@ SPEC = ExperimentSpec(
     table=table.format_tables,
     guide=table.__doc__,
     report_section=later(f"{__name__}.report:section"),
+    check_world=later(f"{__name__}.user_model:check_world"),  # SHARDED_MODEL, on the host
 )

@@ -27,6 +27,10 @@ record derives the step's exposed and hidden communication.
 The pipeline strategies (``pp_*``) are built, inventoried (point-to-point, not CommDebugMode) and described
 by experiments/sharded/pipeline.py; each rank checks its stage's parameters.
 
+With ``SHARDED_MODEL=module:function`` the cases run your own model instead (experiments/sharded/user_model.py
+and user_workload.py): the strategies it can take, checked and inventoried the same way, theory not
+modelled, no replay.
+
 On CPU FSDP2 issues every collective synchronously (no overlap with compute) and DTensor has no CPU
 all_to_all (it all-gathers instead); ``cpu_notes`` in the record says so where it applies.
 """
@@ -38,7 +42,7 @@ import dataclasses
 from suite.api import BenchConfig, Buffers, Bytes, Case, DistContext, Session, dist_max, experiment_test
 
 from . import check as checking
-from . import decompose, inventory, pipeline, workload
+from . import decompose, inventory, pipeline, user_model, user_workload, workload
 from .settings import ShardedSettings
 
 EXPERIMENT = "sharded"
@@ -81,22 +85,9 @@ def inventory_fields(strategy: str, s: ShardedSettings, world: int, rows: list[d
     """The record's inventory fields from a step's rows (pure: the formulas are in _PROVENANCE)."""
     theory = inventory.theory(strategy, s.width, s.depth, s.seq, s.batch, world)
     ddp = inventory.theory("ddp", s.width, s.depth, s.seq, s.batch, world)
-    sizes = _group_sizes(strategy, world)
-    ddp_bus = inventory.bus_bytes(ddp, {"dp": world}, gloo=False)
-    bus = inventory.bus_bytes(rows, sizes, gloo=False)
-    return {
-        "inventory": rows,
-        "inventory_bytes": sum(r["count"] * r["bytes"] for r in rows),
-        "inventory_ops": sum(r["count"] for r in rows),
-        "commdebug_ops": commdebug_ops,
-        "theory": theory,
-        "theory_bytes": sum(r["count"] * r["bytes"] for r in theory),
-        "inventory_matches_theory": inventory.matches(rows, theory, bucketed=strategy == "ddp"),
-        "bus_bytes": bus,
-        "bus_bytes_gloo": inventory.bus_bytes(rows, sizes, gloo=True),
-        "ddp_bus_bytes": ddp_bus,
-        "bus_vs_ddp": bus / ddp_bus if ddp_bus else None,
-    }
+    return inventory.record_fields(
+        rows, commdebug_ops, _group_sizes(strategy, world), ddp, theory, bucketed=strategy == "ddp"
+    )
 
 
 def _inventory_step(trainer: workload.Trainer) -> tuple[list[dict], int]:
@@ -129,6 +120,8 @@ def _derive(strategy: str, s: ShardedSettings, trainer, ctx: DistContext, m, aro
     if strategy in pipeline.STRATEGIES:  # p2p, not collectives: experiments/sharded/pipeline.py
         return fields | pipeline.inventory_fields(strategy, s, ctx.world_size, *pipeline.inventory_step(trainer, ctx))
     rows, counted = _inventory_step(trainer)
+    if s.model:  # a user model: no theory, no decomposition (its compute alone needs the built-in trainer)
+        return fields | user_workload.inventory_fields(strategy, s.model, ctx.world_size, rows, counted)
     session.once(decompose.inventory_key(strategy, s), lambda: rows)  # what its replay case replays
     session.keep_baseline(decompose.step_key(strategy, s), m)
     fields["compute_s"] = decompose.compute_s(strategy, s, ctx, session, _meshes(session))
@@ -136,6 +129,9 @@ def _derive(strategy: str, s: ShardedSettings, trainer, ctx: DistContext, m, aro
 
 
 def _reference(session: Session, strategy: str, s: ShardedSettings, ctx: DistContext) -> checking.Reference:
+    if s.model:
+        key = (EXPERIMENT, "reference", s.model, user_model.dp_size(strategy, ctx.world_size), str(ctx.device))
+        return session.once(key, lambda: user_workload.Reference(s.model, key[3], ctx.device))
     dp = s.microbatches if strategy in pipeline.STRATEGIES else workload.dp_size(strategy, ctx.world_size)
     bf16 = strategy == "fsdp2_bf16"
     key = (EXPERIMENT, "reference", s.width, s.depth, s.seq, s.batch, dp, bf16, str(ctx.device))
@@ -153,11 +149,14 @@ def _meshes(session: Session):
 
 
 def _buffers(strategy: str, s: ShardedSettings, ctx: DistContext, session: Session) -> Buffers:
-    if strategy in pipeline.STRATEGIES:
+    rule = checking.CheckRule(strategy, ctx.world_size, s.depth, s.width, microbatches=s.microbatches)
+    if s.model:  # your own model (experiments/sharded/user_model.py)
+        trainer = user_workload.make_trainer(strategy, ctx, s.model, _meshes(session))
+        rule = user_workload.check_rule(strategy, ctx.world_size, s.model)
+    elif strategy in pipeline.STRATEGIES:
         trainer = pipeline.make_trainer(strategy, ctx, s.width, s.depth, s.seq, s.batch, s.microbatches)
     else:
         trainer = workload.make_trainer(strategy, ctx, s.width, s.depth, s.seq, s.batch, _meshes(session))
-    rule = checking.CheckRule(strategy, ctx.world_size, s.depth, s.width, microbatches=s.microbatches)
     seen: dict = {}
 
     def check() -> int:
@@ -182,6 +181,8 @@ def _buffers(strategy: str, s: ShardedSettings, ctx: DistContext, session: Sessi
 def _skip(strategy: str, s: ShardedSettings, ctx: DistContext) -> str | None:
     if ctx.world_size != workload.world_size():
         return f"{strategy} runs on a device mesh over the whole world, not a group of {ctx.world_size} ranks"
+    if s.model:
+        return user_model.cannot_run(user_model.load(s.model), strategy, ctx.world_size)
     return workload.cannot_run(strategy, ctx.world_size, s.width, s.seq, s.batch) or pipeline.cannot_run(
         strategy, ctx.world_size, s.depth, s.microbatches
     )
@@ -278,6 +279,30 @@ def _replay_build(strategy: str, s: ShardedSettings, ctx: DistContext, session: 
     return decompose.replay_build(strategy, s, ctx, session, mesh_of, rows, step)
 
 
+def _declare_user(strategy: str, s: ShardedSettings, world: int) -> Case:
+    """A strategy's case on the model SHARDED_MODEL names (experiments/sharded/user_model.py): the built-in
+    model's case with the user's model in its identity, its size and mesh, and no theory (not modelled); a
+    strategy the model cannot take is skipped with why."""
+    case = _declare(strategy, s, world)
+    dp = user_model.dp_size(strategy, world)
+    shape, names = user_model.mesh(strategy, world)
+    return dataclasses.replace(
+        case,
+        identity={"strategy": strategy, "model": s.model},
+        bytes=dataclasses.replace(
+            case.bytes, size_bytes=0, count=0, dtype="float32", definition=user_workload.NOT_MODELLED
+        ),
+        fields={
+            **{k: v for k, v in case.fields.items() if k not in ("n_params", "mesh", "dp_size")},
+            "n_params": user_workload.n_params(s.model),
+            "mesh": "x".join(map(str, shape)) + f" ({','.join(names)})",
+            "dp_size": dp,
+            "check": "every rank's whole parameters equal single-process training of the model on its global "
+            "batches (check_rule)",
+        },
+    )
+
+
 def _declare_replay(strategy: str, s: ShardedSettings, world: int) -> Case:
     step = _declare(strategy, s, world)
 
@@ -310,6 +335,8 @@ def sharded_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     SHARDED_STRATEGIES, SHARDED_MICROBATCHES), each collective strategy followed by the replay of its
     communication (experiments/sharded/decompose.py; a pipeline's is point-to-point, which it does not replay)."""
     s = cfg.sharded
+    if s.model:
+        return [_declare_user(st, s, world_size) for st in s.strategies]
     out = []
     for st in s.strategies:
         out.append(_declare(st, s, world_size))

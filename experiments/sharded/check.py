@@ -128,11 +128,20 @@ class Reference:
         self._start()
         self._snapshots: dict[int, tuple[list[torch.Tensor], list[float], list[float]]] = {}
 
+    loss = staticmethod(F.mse_loss)
+    """The loss of every shard's forward (a user model's Reference sets its own)."""
+
+    def _build(self) -> tuple[torch.nn.Module, list]:
+        """The seeded model and the global batches (a user model's Reference builds its own)."""
+        width, depth, seq, batch, dp, device = self._args
+        return workload.build_net(width, depth).to(device), [
+            workload.batch(k, batch, seq, width, device) for k in range(workload.BATCHES)
+        ]
+
     def _start(self) -> None:
         width, depth, seq, batch, dp, device = self._args
-        self.net = workload.build_net(width, depth).to(device)
+        self.net, self.batches = self._build()
         self.opt = torch.optim.SGD(self.net.parameters(), lr=workload.LR)
-        self.batches = [workload.batch(k, batch, seq, width, device) for k in range(workload.BATCHES)]
         self.low = workload.build_net(width, depth).to(device).to(torch.bfloat16) if self.bf16 else None
         self.steps = 0
         self.g_max = [0.0 for _ in self.net.parameters()]
@@ -151,7 +160,7 @@ class Reference:
             n = x.shape[0] // dp
             net.zero_grad()
             xi = x[i * n : (i + 1) * n]
-            F.mse_loss(net(xi.to(torch.bfloat16) if self.low is not None else xi), y[i * n : (i + 1) * n]).backward()
+            self.loss(net(xi.to(torch.bfloat16) if self.low is not None else xi), y[i * n : (i + 1) * n]).backward()
             g = [p.grad.float() * (1.0 / dp) for p in net.parameters()]
             avg = g if avg is None else [a + b for a, b in zip(avg, g)]
         for p, g in zip(self.net.parameters(), avg):

@@ -233,3 +233,31 @@ def matches(observed: list[dict], expected: list[dict], *, bucketed: bool = Fals
     if bucketed:
         return {k: b for k, (_, b) in got.items()} == {k: b for k, (_, b) in want.items()}
     return got == want
+
+
+def record_fields(
+    rows: list[dict],
+    commdebug_ops: int,
+    sizes: dict[str, int],
+    ddp: list[dict],
+    theory: list[dict] | None,
+    *,
+    bucketed: bool = False,
+) -> dict:
+    """A step's inventory fields of its record from its rows, the group sizes by mesh dimension, DDP's theory
+    on the same model and world and the strategy's theory (None: not modelled, a user model's)."""
+    ddp_bus = bus_bytes(ddp, {"dp": sizes["world"]}, gloo=False)
+    bus = bus_bytes(rows, sizes, gloo=False)
+    return {
+        "inventory": rows,
+        "inventory_bytes": sum(r["count"] * r["bytes"] for r in rows),
+        "inventory_ops": sum(r["count"] for r in rows),
+        "commdebug_ops": commdebug_ops,
+        "theory": theory,
+        "theory_bytes": None if theory is None else sum(r["count"] * r["bytes"] for r in theory),
+        "inventory_matches_theory": None if theory is None else matches(rows, theory, bucketed=bucketed),
+        "bus_bytes": bus,
+        "bus_bytes_gloo": bus_bytes(rows, sizes, gloo=True),
+        "ddp_bus_bytes": ddp_bus,
+        "bus_vs_ddp": bus / ddp_bus if ddp_bus else None,
+    }

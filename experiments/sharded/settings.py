@@ -32,6 +32,9 @@ class ShardedSettings:
     """SHARDED_STRATEGIES: strategies to run (STRATEGIES; PLANTED ones are wrong on purpose)."""
     microbatches: int = field(default=4, metadata={"env": "SHARDED_MICROBATCHES"})
     """SHARDED_MICROBATCHES: micro-batches per step of the pipeline strategies (pp_*); divides SHARDED_BATCH."""
+    model: str = field(default="", metadata={"env": "SHARDED_MODEL"})
+    """SHARDED_MODEL: ``module:function``, a factory of your own model (experiments/sharded/user_model.py);
+    empty: the built-in model family. Loaded and checked on the host before any rank starts."""
 
     def validate(self) -> None:
         """Raise ConfigError naming the SHARDED_* knob to change."""

@@ -110,9 +110,14 @@ def format_tables(records: list[dict]) -> str:
     if not records:
         records = list(replays.values())
     first = records[0]
+    model = (
+        f"model {first['model']} ({first.get('n_params', 0)} params; theory: not modelled)"
+        if first.get("model")
+        else f"{first.get('n_params', 0)} params (width {first.get('width')}, depth {first.get('depth')}),"
+        f" seq {first.get('seq')}, global batch {first.get('batch')}"
+    )
     lines = [
-        f"# sharded: {first.get('n_params', 0)} params (width {first.get('width')}, depth {first.get('depth')}),"
-        f" seq {first.get('seq')}, global batch {first.get('batch')}, {first['backend']}, {first['device']},"
+        f"# sharded: {model}, {first['backend']}, {first['device']},"
         f" {first['world_size']} ranks, timing={first['timing_mode']}, {first['iterations']} iters",
         f"#{'strategy':>16} {'step p50':>9} {'p95':>8} {'S/step':>9} {'theory':>9}  {'bus/step':>9} {'x ddp':>6}"
         f" {'ops':>5} {'peak mem':>9} {'#wrong':>6}  check",

@@ -264,24 +264,31 @@ def make_trainer(
     local = _inputs(strategy, dp_rank, dp, rank % tp, tp, batches)
     opt = torch.optim.SGD(model.parameters(), lr=lr)
     trainer = Trainer(strategy=strategy, model=net, step=lambda: None, groups=groups)
+    trainer.step = stepper(trainer, model, opt, local, F.mse_loss, world)
+    return trainer
+
+
+def stepper(trainer: Trainer, model: nn.Module, opt, local: list, loss_fn: Callable, world: int) -> Callable[[], None]:
+    """``trainer``'s step: zero_grad, forward, ``loss_fn``, backward, SGD on this rank's batches ``local`` (step k
+    takes ``local[k mod BATCHES]``), each part marked for the inventory; ``fsdp2_scaled`` (planted) multiplies the
+    gradients by the world size before the SGD step."""
 
     def step() -> None:
         x, y = local[trainer.steps % BATCHES]
         opt.zero_grad()
         trainer.mark("forward")
-        loss = F.mse_loss(model(x), y)
+        loss = loss_fn(model(x), y)
         trainer.mark("backward")
         loss.backward()
         trainer.mark("optimizer")
-        if strategy == "fsdp2_scaled":  # planted: a sum where the average belongs
+        if trainer.strategy == "fsdp2_scaled":  # planted: a sum where the average belongs
             with torch.no_grad():
-                for p in net.parameters():
+                for p in trainer.model.parameters():
                     p.grad.mul_(world)
         opt.step()
         trainer.steps += 1
 
-    trainer.step = step
-    return trainer
+    return step
 
 
 def full_params(model: nn.Module) -> list[torch.Tensor]:

@@ -1,0 +1,67 @@
+"""Your own model in the sharded experiment: a worked example of a SHARDED_MODEL factory.
+
+    make bench-cpu EXPERIMENTS=sharded SHARDED_MODEL=examples.sharded_model:build NPROC=2
+
+runs this model under DDP, FSDP2 (resharding after forward and not) and tensor parallelism (its ``tp_plan``),
+each step checked against one process training the same model on the same batches (docs/experiments.md,
+"Your own model"). A factory takes no argument and returns a ``UserModel``; it is called after
+``torch.manual_seed(0)``, so seeded layers give the same weights on the host, every rank and the reference.
+
+``build_unreduced`` is the same model with a wrong plan: its row-parallel layer leaves its output ``Partial``
+(each rank's partial sum, the all_reduce forgotten), so every rank trains on wrong activations; the check
+fails it and the run exits 6.
+"""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.distributed.tensor import Partial
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+
+from experiments.sharded.user_model import UserModel
+
+WIDTH, HIDDEN, LAYERS, ROWS = 16, 64, 2, 8
+
+
+class Residual(nn.Module):
+    """x + out(relu(inp(x))): a Linear pair whose first is column-parallel and second row-parallel under TP."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inp = nn.Linear(WIDTH, HIDDEN)
+        self.out = nn.Linear(HIDDEN, WIDTH)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.out(torch.relu(self.inp(x)))
+
+
+class Regressor(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(Residual() for _ in range(LAYERS))  # FSDP2: one unit per layer
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+def batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The global batch of a step: ROWS samples, the same for the same step everywhere."""
+    g = torch.Generator().manual_seed(step)
+    return torch.randn(ROWS, WIDTH, generator=g), torch.randn(ROWS, WIDTH, generator=g)
+
+
+def build() -> UserModel:
+    return UserModel(
+        module=Regressor(),
+        batch=batch,
+        loss=F.mse_loss,
+        tp_plan={"layers.*.inp": ColwiseParallel(), "layers.*.out": RowwiseParallel()},
+    )
+
+
+def build_unreduced() -> UserModel:
+    """Wrong on purpose: the row-parallel output stays Partial (no all_reduce)."""
+    plan = {"layers.*.inp": ColwiseParallel(), "layers.*.out": RowwiseParallel(output_layouts=Partial())}
+    return UserModel(module=Regressor(), batch=batch, loss=F.mse_loss, tp_plan=plan)

@@ -1,0 +1,199 @@
+"""Your own model under the sharded strategies: ``SHARDED_MODEL=module:function`` names a factory that returns a
+``UserModel``; the experiment then runs it under each strategy it supports, checked against one process.
+
+The factory takes no argument and returns ``UserModel(module=..., batch=..., loss=..., tp_plan=...,
+fsdp_units=...)``. It is called once on the host (the launcher's check, before any rank starts), once on
+every rank and once for the single-process reference, each time after ``torch.manual_seed(0)``: it must build
+the same weights each time (seeded initialisation does), and ``batch(step)`` must return the same global batch
+for the same step. Step k trains on ``batch(k mod BATCHES)``.
+
+Strategies (``supported``): ``ddp``, ``fsdp2``, ``fsdp2_keep`` (and the planted ``fsdp2_scaled``) always;
+``tp`` and ``2d`` only with a ``tp_plan``. ``fsdp2_bf16``, ``sp`` and the pipelines run on the built-in model
+only: their reference (bfloat16), input split (the sequence) and stage split are the built-in model's.
+
+Checked here, on the host, before any rank starts (``check_world``, exit 2 with one line): the name is
+``module:function``, the module imports, the function exists and returns a ``UserModel`` whose ``module`` is a
+``torch.nn.Module``, two calls give a new module with the same weights and the same ``batch(0)``, the
+batch's rows divide into the strategies' data-parallel shards, each Linear that the ``tp_plan`` shards
+divides over the tensor-parallel ranks, the 2-D mesh (2 x world/2) divides the world, and every strategy
+asked for by name (``SHARDED_STRATEGIES`` other than its default) is one the model supports.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from suite.api import ConfigError
+
+from .settings import STRATEGIES
+
+DATA_PARALLEL = ("ddp", "fsdp2", "fsdp2_keep", "fsdp2_scaled")
+"""What every user model takes: the batch's rows split over the world, the model whole or FSDP2-sharded."""
+NEEDS_PLAN = ("tp", "2d")
+"""What a user model takes only with a ``tp_plan``."""
+BUILT_IN_ONLY = {
+    "fsdp2_bf16": "its bfloat16 reference and tolerance are the built-in model's",
+    "sp": "it splits the built-in model's inputs along the sequence",
+    "pp_gpipe": "its stages are the built-in model's layers",
+    "pp_1f1b": "its stages are the built-in model's layers",
+    "pp_interleaved": "its stages are the built-in model's layers",
+    "pp_unscaled": "its stages are the built-in model's layers",
+    "tp_wrong_shard": "it plants a wrong shard into the built-in model",
+}
+"""Strategies that run on the built-in model only, with why."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class UserModel:
+    """What a ``SHARDED_MODEL`` factory returns."""
+
+    module: Any
+    """A ``torch.nn.Module`` with its initial weights (seeded: every call builds the same ones)."""
+    batch: Callable[[int], tuple]
+    """``batch(step) -> (inputs, targets)``: the global batch of a step; ranks split its rows (dim 0)."""
+    loss: Callable[[Any, Any], Any]
+    """``loss(outputs, targets)`` -> a scalar tensor (e.g. ``torch.nn.functional.mse_loss``)."""
+    tp_plan: Mapping[str, Any] | None = None
+    """``parallelize_module``'s plan for the whole module (submodule name -> ParallelStyle); None: no ``tp``
+    or ``2d``."""
+    fsdp_units: tuple[str, ...] | None = None
+    """Submodules to ``fully_shard`` (names as in ``named_modules``), before the root; None: each child that has
+    parameters (the children of a ModuleList, ModuleDict or Sequential child one by one)."""
+
+
+def load(name: str) -> UserModel:
+    """The factory's UserModel (seeded); ConfigError naming what is wrong."""
+    module, sep, function = name.partition(":")
+    if not sep or not module or not function:
+        raise ConfigError(f"SHARDED_MODEL={name!r} is not module:function (e.g. examples.sharded_model:build)")
+    try:
+        mod = importlib.import_module(module)
+    except Exception as e:  # noqa: BLE001 - any error importing the user's module is their input's
+        raise ConfigError(f"SHARDED_MODEL={name!r}: cannot import {module} ({type(e).__name__}: {e})") from None
+    factory = getattr(mod, function, None)
+    if not callable(factory):
+        raise ConfigError(f"SHARDED_MODEL={name!r}: {module} has no function {function!r}")
+    import torch
+
+    torch.manual_seed(0)
+    try:
+        um = factory()
+    except Exception as e:  # noqa: BLE001
+        raise ConfigError(f"SHARDED_MODEL={name!r}: {function}() failed ({type(e).__name__}: {e})") from None
+    if not isinstance(um, UserModel) or not isinstance(um.module, torch.nn.Module):
+        got = type(um.module if isinstance(um, UserModel) else um).__name__
+        raise ConfigError(
+            f"SHARDED_MODEL={name!r}: {function}() must return experiments.sharded.user_model.UserModel "
+            f"with a torch.nn.Module as module, got {got}"
+        )
+    return um
+
+
+def supported(um: UserModel, strategy: str) -> str | None:
+    """Why ``um`` cannot take ``strategy`` (whatever the world size), or None."""
+    if strategy in DATA_PARALLEL:
+        return None
+    if strategy in NEEDS_PLAN:
+        return None if um.tp_plan else f"{strategy} needs a tp_plan, and the model names none"
+    return f"{strategy} runs on the built-in model only: {BUILT_IN_ONLY.get(strategy, 'unknown to a user model')}"
+
+
+def dp_size(strategy: str, world: int) -> int:
+    """Data-parallel shards of the batch's rows (the built-in model's rule: tp 1, the 2-D mesh 2)."""
+    return {"tp": 1, "2d": 2}.get(strategy, world)
+
+
+def mesh(strategy: str, world: int) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """The strategy's mesh: its shape and dimension names (2-D: dp x tp)."""
+    if strategy == "2d":
+        return (2, world // 2), ("dp", "tp")
+    return (world,), ("tp",) if dp_size(strategy, world) == 1 else ("dp",)
+
+
+def _planned_linears(um: UserModel) -> list[tuple[str, Any, str]]:
+    """(name, module, 'colwise' | 'rowwise') of each Linear the plan shards (wildcards as parallelize_module
+    reads them: ``*`` for one level of the name)."""
+    import fnmatch
+
+    import torch.nn as nn
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+
+    out = []
+    for pattern, style in (um.tp_plan or {}).items():
+        kind = {ColwiseParallel: "colwise", RowwiseParallel: "rowwise"}.get(type(style), "")
+        for name, m in um.module.named_modules():
+            if kind and isinstance(m, nn.Linear) and fnmatch.fnmatchcase(name, pattern):
+                out.append((name, m, kind))
+    return out
+
+
+def contraction(um: UserModel) -> int:
+    """The largest ``in_features`` of a row-parallel Linear (its dot products are split over ranks), or 0."""
+    return max((m.in_features for _, m, kind in _planned_linears(um) if kind == "rowwise"), default=0)
+
+
+def mesh_cannot(strategy: str, world: int) -> str | None:
+    """Why the strategy's mesh does not fit this world (2-D: 2 x world/2), or None."""
+    if strategy == "2d" and (world < 4 or world % 2):
+        return f"2d needs an even world of at least 4 ranks (a 2 x world/2 mesh), not {world}"
+    return None
+
+
+def not_dividing(um: UserModel, strategy: str, world: int) -> str | None:
+    """Why the model's batch or a parameter the plan shards does not divide over the strategy's ranks."""
+    dp = dp_size(strategy, world)
+    rows = len(um.batch(0)[0])
+    if rows % dp:
+        return f"{strategy}: the model's batch has {rows} rows, which do not split into {dp} data-parallel shards"
+    tp = world // dp
+    if strategy in NEEDS_PLAN:
+        for name, m, kind in _planned_linears(um):
+            n = m.out_features if kind == "colwise" else m.in_features
+            if n % tp:
+                side = "out_features" if kind == "colwise" else "in_features"
+                return f"{strategy}: tp_plan shards {name} ({kind}, {side}={n}), which does not split over {tp} ranks"
+    return None
+
+
+def cannot_run(um: UserModel, strategy: str, world: int) -> str | None:
+    """Why ``um`` cannot take ``strategy`` at this world size (a case's skip reason), or None."""
+    return supported(um, strategy) or mesh_cannot(strategy, world) or not_dividing(um, strategy, world)
+
+
+def not_reproducible(a: UserModel, b: UserModel) -> str | None:
+    """Why two calls of the factory do not give what the ranks and the reference need: a new module each call
+    (each rank shards its own, the reference trains another), the same weights, the same batch; or None."""
+    import torch
+
+    if a.module is b.module:
+        return "the factory returned the same module object twice; build a new one on each call"
+    pa, pb = a.module.state_dict(), b.module.state_dict()
+    if list(pa) != list(pb) or any(not torch.equal(pa[k], pb[k]) for k in pa):
+        return "two calls of the factory built different weights; seed them (torch.manual_seed) or build them fixed"
+    xa, xb = a.batch(0), b.batch(0)
+    if len(xa) != 2 or any(not torch.equal(u, v) for u, v in zip(xa, xb)):
+        return "batch(0) must return (inputs, targets), the same tensors on every call"
+    return None
+
+
+def check_world(s, world: int) -> None:
+    """The launcher's check of SHARDED_MODEL before any rank starts (module docstring); ConfigError. A strategy
+    asked for by name must run; of the default list, the model's unsupported strategies and a mesh this
+    world cannot hold are skipped with their reason, but a batch or parameter that does not divide is an error."""
+    if not s.model:
+        return
+    um = load(s.model)
+    why = not_reproducible(um, load(s.model))
+    if why:
+        raise ConfigError(f"SHARDED_MODEL={s.model}: {why}")
+    explicit = tuple(s.strategies) != STRATEGIES
+    where = f"SHARDED_STRATEGIES={','.join(s.strategies)}" if explicit else f"{world} ranks"
+    for st in s.strategies:
+        skipped = supported(um, st) or mesh_cannot(st, world)
+        why = skipped if explicit else None
+        why = why or (None if skipped else not_dividing(um, st, world))
+        if why:
+            raise ConfigError(f"SHARDED_MODEL={s.model} with {where}: {why}")

@@ -1,0 +1,132 @@
+"""Your own model (``SHARDED_MODEL``, experiments/sharded/user_model.py) on a rank: its trainer under a strategy,
+its single-process reference and check rule, and its record's inventory fields.
+
+The same steps as the built-in model's (experiments/sharded/workload.py): DDP wraps the module; FSDP2
+``fully_shard``s each unit (``UserModel.fsdp_units``, else each child with parameters) and then the root; ``tp``
+applies the model's ``tp_plan`` with ``parallelize_module`` on a 1-D mesh over the world; ``2d`` the plan on the
+tp dimension of a (2, world/2) mesh and FSDP2 on its dp dimension. Every rank takes its rows of the global batch
+(``tp``: all of them), the model's loss, SGD at workload.LR.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+
+from . import check as checking
+from . import inventory, workload
+from . import user_model
+from .user_model import UserModel, contraction, dp_size, load
+
+NOT_MODELLED = "not modelled: the shapes of a user model's collectives are not derived (SHARDED_MODEL)"
+
+
+def fsdp_units(um: UserModel) -> list[nn.Module]:
+    """The submodules FSDP2 shards before the root (UserModel.fsdp_units)."""
+    if um.fsdp_units is not None:
+        named = dict(um.module.named_modules())
+        return [named[n] for n in um.fsdp_units]
+    out = []
+    for child in um.module.children():
+        parts = list(child.children()) if isinstance(child, (nn.ModuleList, nn.ModuleDict, nn.Sequential)) else [child]
+        out += [m for m in parts if any(True for _ in m.parameters())]
+    return out
+
+
+def _fsdp(um: UserModel, strategy: str, mesh) -> None:
+    from torch.distributed.fsdp import fully_shard
+
+    for unit in fsdp_units(um):
+        fully_shard(unit, mesh=mesh, reshard_after_forward=strategy != "fsdp2_keep")
+    fully_shard(um.module, mesh=mesh)
+
+
+def _tensor_parallel(um: UserModel, mesh) -> None:
+    from torch.distributed.tensor.parallel import parallelize_module
+
+    # every rank built the same seeded model: each takes its own shard (no scatter from rank 0)
+    parallelize_module(um.module, mesh, dict(um.tp_plan), src_data_rank=None)
+
+
+def make_trainer(strategy: str, ctx, name: str, mesh_of: Callable = workload.make_mesh) -> workload.Trainer:
+    """This rank's copy of the model ``name`` names (``module:function``) under ``strategy``, its SGD and step."""
+    import torch.distributed as dist
+
+    world, rank, device = ctx.world_size, ctx.rank, ctx.device
+    um = load(name)
+    net = um.module.to(device)
+    dp = dp_size(strategy, world)
+    groups = {dist.group.WORLD.group_name: "world"}
+    if strategy == "ddp":
+        kw = {"device_ids": [device.index]} if device.type == "cuda" else {}
+        model: nn.Module = nn.parallel.DistributedDataParallel(net, process_group=ctx.group, **kw)
+        groups[ctx.group.group_name] = "dp"
+    else:
+        shape, names = user_model.mesh(strategy, world)
+        mesh = mesh_of(device.type, shape, names)
+        groups |= {mesh.get_group(i).group_name: n for i, n in enumerate(names)}
+        if strategy in ("tp", "2d"):
+            _tensor_parallel(um, mesh["tp"] if strategy == "2d" else mesh)
+        if strategy != "tp":
+            _fsdp(um, strategy, mesh["dp"] if strategy == "2d" else mesh)
+        model = net
+    dp_rank = rank // (world // dp) if dp > 1 else 0
+    local = []
+    for k in range(workload.BATCHES):
+        x, y = um.batch(k)
+        n = len(x) // dp
+        local.append((x[dp_rank * n : (dp_rank + 1) * n].to(device), y[dp_rank * n : (dp_rank + 1) * n].to(device)))
+    opt = torch.optim.SGD(model.parameters(), lr=workload.LR)
+    trainer = workload.Trainer(strategy=strategy, model=net, step=lambda: None, groups=groups)
+    trainer.step = workload.stepper(trainer, model, opt, local, um.loss, world)
+    return trainer
+
+
+class Reference(checking.Reference):
+    """Single-process SGD of the user's model on its global batches, the rows split into ``dp`` shards, with
+    its loss (check.Reference's steps; only the model, the batches and the loss differ)."""
+
+    def __init__(self, name: str, dp: int, device) -> None:
+        self.name = name
+        super().__init__(0, 0, 0, 0, dp, device)
+
+    def _build(self):
+        um, device = load(self.name), self._args[5]
+        self.loss = um.loss
+        return um.module.to(device), [tuple(t.to(device) for t in um.batch(k)) for k in range(workload.BATCHES)]
+
+
+@dataclass(frozen=True)
+class CheckRule(checking.CheckRule):
+    """check.CheckRule with R from the user's plan: the world, plus, with tensor parallelism, the terms of the
+    largest row-parallel dot product on one rank (``contraction`` / tp)."""
+
+    contraction: int = 0
+    """The largest ``in_features`` of a Linear the plan makes row-parallel (user_model.contraction)."""
+
+    @property
+    def terms(self) -> int:
+        if self.strategy in ("tp", "2d"):
+            return self.world + self.contraction // (self.world // dp_size(self.strategy, self.world))
+        return self.world
+
+
+def check_rule(strategy: str, world: int, name: str) -> CheckRule:
+    return CheckRule(strategy, world, 0, 0, contraction=contraction(load(name)))
+
+
+def n_params(name: str) -> int:
+    return sum(p.numel() for p in load(name).module.parameters())
+
+
+def inventory_fields(strategy: str, name: str, world: int, rows: list[dict], commdebug_ops: int) -> dict:
+    """The record's inventory fields of a user model's step: measured and derived as the built-in model's,
+    theory not modelled (None, and ``theory_note`` says so); ``bus_vs_ddp`` against DDP's all_reduce of the
+    model's float32 gradients, 2(n-1)/n x 4P."""
+    dp = dp_size(strategy, world)
+    ddp = [{"op": "all_reduce", "group": "dp", "bytes": 4 * n_params(name), "count": 1}]
+    sizes = {"dp": dp, "tp": world // dp, "world": world}
+    return inventory.record_fields(rows, commdebug_ops, sizes, ddp, None) | {"theory_note": NOT_MODELLED}
