@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from suite.model.links import Links, Topology
 from suite.model.prediction import predict
 from suite.model.run_model import RunModel
-from suite.model.runs import run_topology, usable
+from suite.model.runs import record_topology, run_topology, usable
 from suite.model.step import StepModel
 from suite.model.units import fmt_time
 
@@ -28,12 +28,6 @@ def ddp_baselines(run: dict) -> list[dict]:
         if all(r.get(k) is not None for k in need):
             out.append(r)
     return out
-
-
-def record_topology(rec: dict) -> Topology:
-    """The topology a record was measured at (``world_size`` ranks on ``hosts`` hosts)."""
-    n, h = int(rec["world_size"]), int(rec.get("hosts") or 1)
-    return Topology(n, n // h) if h > 0 and n % h == 0 else Topology(n, n)
 
 
 def predict_ddp(rec: dict, topo: Topology, links: Links, algorithm: str) -> dict:

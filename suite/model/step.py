@@ -30,6 +30,11 @@ class StepModel:
     """The report's note of one entry at ``ranks``."""
     row_line: Callable[[dict], str]
     """The validation table's line of one row."""
+    notes_at: Callable[..., list[str]] = lambda run_model, topo: []
+    """notes_at(run_model, topo) -> make predict's lines for what the run holds but the model does not predict
+    at ``topo``, each with its reason (e.g. a mesh that does not divide the ranks)."""
+    row_group: str | None = None
+    """A row field whose values get their own geomean in the summary (``by``), e.g. a strategy."""
 
 
 def step_models() -> dict[str, StepModel]:
@@ -45,9 +50,15 @@ def validation(model, check: Sequence[dict]) -> dict:
     for name, sm in step_models().items():
         rows = sm.validation_rows(model, check)
         out[name] = rows
-        out[f"{name}_summary"] = (
-            {"geomean_abs_error": geomean_abs([r["error"] for r in rows]), "n": len(rows)} if rows else None
-        )
+        out[f"{name}_summary"] = _summary(rows, sm.row_group) if rows else None
+    return out
+
+
+def _summary(rows: Sequence[dict], group: str | None) -> dict:
+    out = {"geomean_abs_error": geomean_abs([r["error"] for r in rows]), "n": len(rows)}
+    if group:
+        keys = sorted({str(r[group]) for r in rows})
+        out["by"] = {k: _summary([r for r in rows if str(r[group]) == k], None) for k in keys}
     return out
 
 
@@ -59,4 +70,6 @@ def validation_lines(v: dict) -> list[str]:
         if v.get(f"{name}_summary"):
             d = v[f"{name}_summary"]
             out.append(f"{name} step: geomean |err| {100 * d['geomean_abs_error']:.1f}% over {d['n']} scales")
+            for k, g in (d.get("by") or {}).items():
+                out.append(f"{name} step ({k}): geomean |err| {100 * g['geomean_abs_error']:.1f}% over {g['n']} scales")
     return out
