@@ -13,4 +13,5 @@ SPEC = ExperimentSpec(
     table=table.format_tables,
     guide=table.__doc__,
     report_section=later(f"{__name__}.report:section"),
+    step_model=later(f"{__name__}.model:step_model"),
 )
