@@ -12,7 +12,7 @@ from suite.model.links import Links, Topology
 from suite.model.prediction import predict
 from suite.model.run_model import RunModel
 from suite.model.runs import record_topology, run_topology, usable
-from suite.model.step import StepModel
+from suite.model.step import StepModel, measured_text, row_text, split_text
 from suite.model.units import fmt_time
 
 
@@ -127,11 +127,8 @@ def validation_rows(model: RunModel, check: Sequence[dict]) -> list[dict]:
 def step_line(d: dict, ranks: int) -> str:
     """make predict's line of one predict.json "ddp" entry."""
     return (
-        f"ddp step ({d['model']}, {d['n_buckets']} buckets): compute {fmt_time(d['compute_us'])} + comm "
-        f"{fmt_time(d['comm_us'])} − hidden {fmt_time(d['hidden_us'])} = {fmt_time(d['step_us'])} "
-        f"at {ranks} ranks; "
-        f"scaling efficiency {d['scaling_efficiency']:.3f} (model at the measured {d['measured_ranks']} ranks: "
-        f"{fmt_time(d['model_step_at_measured_us'])}, measured {fmt_time(d['measured_step_us'])})"
+        f"ddp step ({d['model']}, {d['n_buckets']} buckets): {split_text(d)} at {ranks} ranks; "
+        f"scaling efficiency {d['scaling_efficiency']:.3f} ({measured_text(d)})"
     )
 
 
@@ -139,19 +136,14 @@ def report_note(d: dict, ranks: int) -> str:
     """The report's note of one predict.json "ddp" entry."""
     return (
         f"DDP step ({d['model']}) at {ranks} ranks: {fmt_time(d['step_us'])}, scaling efficiency "
-        f"{d['scaling_efficiency']:.3f} (model at the measured {d['measured_ranks']} ranks "
-        f"{fmt_time(d['model_step_at_measured_us'])}, measured {fmt_time(d['measured_step_us'])})"
+        f"{d['scaling_efficiency']:.3f} ({measured_text(d, ' ')})"
     )
 
 
 def row_line(r: dict) -> str:
     """The validation table's line of one "ddp" row."""
-    return (
-        f"ddp step ({r['model']}) at {r['ranks']} ranks: predicted {fmt_time(r['predicted_us'])} (compute "
-        f"{fmt_time(r['compute_us'])} + all_reduce {fmt_time(r['predicted_comm_us'])} − hidden "
-        f"{fmt_time(r['predicted_hidden_us'])}, from the {r['fit_ranks']}-rank run), measured "
-        f"{fmt_time(r['measured_us'])}, error {100 * r['error']:+.1f}%"
-    )
+    source = f"from the {r['fit_ranks']}-rank run"
+    return f"ddp step ({r['model']}) {row_text(r, 'all_reduce', source)}, error {100 * r['error']:+.1f}%"
 
 
 def step_model() -> StepModel:

@@ -38,7 +38,7 @@ from suite.model.links import Topology
 from suite.model.prediction import predict
 from suite.model.run_model import RunModel
 from suite.model.runs import record_topology, run_topology, usable
-from suite.model.step import StepModel
+from suite.model.step import StepModel, measured_text, row_text, split_text
 from suite.model.units import fmt_time
 
 from . import shapes
@@ -263,30 +263,25 @@ def validation_rows(model: RunModel, check: Sequence[dict]) -> list[dict]:
 def step_line(d: dict, ranks: int) -> str:
     """make predict's line of one predict.json "sharded" entry."""
     return (
-        f"sharded step ({d['strategy']}, mesh {d['mesh']}): compute {fmt_time(d['compute_us'])} + comm "
-        f"{fmt_time(d['comm_us'])} − hidden {fmt_time(d['hidden_us'])} = {fmt_time(d['step_us'])} at {ranks} ranks "
-        f"(model at the measured {d['measured_ranks']} ranks: {fmt_time(d['model_step_at_measured_us'])}, "
-        f"measured {fmt_time(d['measured_step_us'])}; compute: {d['compute_model']})"
+        f"sharded step ({d['strategy']}, mesh {d['mesh']}): {split_text(d)} at {ranks} ranks "
+        f"({measured_text(d)}; compute: {d['compute_model']})"
     )
 
 
 def report_note(d: dict, ranks: int) -> str:
     """The report's note of one predict.json "sharded" entry."""
     return (
-        f"Sharded step ({d['strategy']}, mesh {d['mesh']}) at {ranks} ranks: {fmt_time(d['step_us'])} (model at "
-        f"the measured {d['measured_ranks']} ranks {fmt_time(d['model_step_at_measured_us'])}, measured "
-        f"{fmt_time(d['measured_step_us'])})"
+        f"Sharded step ({d['strategy']}, mesh {d['mesh']}) at {ranks} ranks: {fmt_time(d['step_us'])} "
+        f"({measured_text(d, ' ')})"
     )
 
 
 def row_line(r: dict) -> str:
     """The validation table's line of one "sharded" row."""
+    source = f"from the {'/'.join(map(str, r['fit_ranks']))}-rank runs"
     return (
-        f"sharded step ({r['strategy']}) at {r['ranks']} ranks: predicted {fmt_time(r['predicted_us'])} (compute "
-        f"{fmt_time(r['compute_us'])} + comm {fmt_time(r['predicted_comm_us'])} − hidden "
-        f"{fmt_time(r['predicted_hidden_us'])}, from the {'/'.join(map(str, r['fit_ranks']))}-rank runs), measured "
-        f"{fmt_time(r['measured_us'])} (compute alone {fmt_time(r['measured_compute_us'])}), error "
-        f"{100 * r['error']:+.1f}%"
+        f"sharded step ({r['strategy']}) {row_text(r, 'comm', source)} (compute alone "
+        f"{fmt_time(r['measured_compute_us'])}), error {100 * r['error']:+.1f}%"
     )
 
 

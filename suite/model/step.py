@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from suite.model.units import geomean_abs
+from suite.model.units import fmt_time, geomean_abs
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,6 +35,32 @@ class StepModel:
     at ``topo``, each with its reason (e.g. a mesh that does not divide the ranks)."""
     row_group: str | None = None
     """A row field whose values get their own geomean in the summary (``by``), e.g. a strategy."""
+
+
+def split_text(d: dict) -> str:
+    """An entry's step as its parts: "compute C + comm X − hidden H = S"."""
+    return (
+        f"compute {fmt_time(d['compute_us'])} + comm {fmt_time(d['comm_us'])} − hidden {fmt_time(d['hidden_us'])} "
+        f"= {fmt_time(d['step_us'])}"
+    )
+
+
+def measured_text(d: dict, sep: str = ": ") -> str:
+    """An entry's model and measurement at the measured scale."""
+    return (
+        f"model at the measured {d['measured_ranks']} ranks{sep}{fmt_time(d['model_step_at_measured_us'])}, "
+        f"measured {fmt_time(d['measured_step_us'])}"
+    )
+
+
+def row_text(r: dict, comm: str, source: str) -> str:
+    """A validation row after its name: predicted (its parts, ``comm`` naming the communication, ``source``
+    the fit), measured, error."""
+    return (
+        f"at {r['ranks']} ranks: predicted {fmt_time(r['predicted_us'])} (compute {fmt_time(r['compute_us'])} + "
+        f"{comm} {fmt_time(r['predicted_comm_us'])} − hidden {fmt_time(r['predicted_hidden_us'])}, {source}), "
+        f"measured {fmt_time(r['measured_us'])}"
+    )
 
 
 def step_models() -> dict[str, StepModel]:
