@@ -84,13 +84,15 @@ def test_group_topology_tp_contiguous_dp_strided():
     assert model.group_topology(Topology(8, 4), "fsdp2", "dp") == Topology(8, 4)  # 1-D: the world
 
 
-def _rec(strategy, world, *, time_us, compute_s, hidden_s=0.0, replay_s=0.01, width=16, depth=2, seq=4, batch=8):
+def _rec(
+    strategy, world, *, time_us, compute_s, hidden_s=0.0, replay_s=0.01, width=16, depth=2, seq=4, batch=8, device="cpu"
+):
     """The train_step record and its replay's, with the fields a run writes (the real run's:
     tests/fixtures/sharded-gloo-2, read by tests/e2e/test_predict_sharded.py)."""
     common = {
         "experiment": "sharded",
         "backend": "gloo",
-        "device": "cpu",
+        "device": device,
         "world_size": world,
         "hosts": world,
         "strategy": strategy,
@@ -126,15 +128,19 @@ def _model(records):
 
 
 def test_tp_step_at_4_ranks_by_hand():
-    m = _model(_rec("tp", 2, time_us=12_000.0, compute_s=0.010, hidden_s=0.0025, replay_s=0.010))
-    (d,) = model.predict_at(m, Topology(4, 1))
+    recs = _rec("tp", 2, time_us=12_000.0, compute_s=0.010, hidden_s=0.0025, replay_s=0.010, device="cuda")
+    (d,) = model.predict_at(_model(recs), Topology(4, 1))
     act = 4 * 8 * 4 * 16  # 4 x rows x seq x d
     comm = 2 * 2 * (2 * 3 / 4) * act / 1e3  # 2 x depth ring all_reduces over 1 GB/s (1e3 B/µs)
     assert d["comm_us"] == pytest.approx(comm)
     assert d["compute_us"] == pytest.approx(10_000 * 2 / 4)  # per-rank work from 2 ranks
     assert d["hidden_fraction"] == 0.25 and d["step_us"] == pytest.approx(5000 + 0.75 * comm)
     assert d["mesh"] == "4 (tp)" and d["compute_model"] == "per-rank work from 2 ranks"
-    assert d["measured_ranks"] == 2 and d["measured_step_us"] == 12_000.0
+    assert d["measured_ranks"] == 2 and d["measured_step_us"] == 12_000.0 and d["measured_comm_replay_us"] == 1e4
+    # on CPU every collective is synchronous: nothing hidden, whatever the medians' noise said
+    (cpu,) = model.predict_at(_model([r | {"device": "cpu"} for r in recs]), Topology(4, 1))
+    assert cpu["hidden_fraction"] == 0.0 and cpu["measured_hidden_fraction"] == 0.25
+    assert cpu["step_us"] == pytest.approx(5000 + comm) and cpu["hidden_model"] == model.CPU_HIDDEN
 
 
 def test_2d_prices_tp_on_the_node_and_dp_across_nodes():
