@@ -5,6 +5,7 @@ output and to the report's notes. Offline: it reads stored records and imports n
 
 from __future__ import annotations
 
+import sys
 import math
 from collections.abc import Sequence
 
@@ -12,7 +13,7 @@ from suite.model.links import Links, Topology
 from suite.model.prediction import predict
 from suite.model.run_model import RunModel
 from suite.model.runs import record_topology, run_topology, usable
-from suite.model.step import StepModel, measured_text, row_text, split_text
+from suite.model.step import StepModel, of_module, measured_text, row_text, split_text
 from suite.model.units import fmt_time
 
 
@@ -148,11 +149,4 @@ def row_line(r: dict) -> str:
 
 def step_model() -> StepModel:
     """The spec's ``step_model`` hook."""
-    return StepModel(
-        provenance=PROVENANCE,
-        predict_at=predict_at,
-        validation_rows=validation_rows,
-        step_line=step_line,
-        report_note=report_note,
-        row_line=row_line,
-    )
+    return of_module(sys.modules[__name__])

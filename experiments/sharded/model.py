@@ -32,6 +32,7 @@ schedules (point-to-point, not collectives: not modelled) get no entry; make pre
 
 from __future__ import annotations
 
+import sys
 import math
 import statistics
 from collections import Counter
@@ -41,7 +42,7 @@ from suite.model.links import Topology
 from suite.model.prediction import predict
 from suite.model.run_model import RunModel
 from suite.model.runs import record_topology, run_topology, usable
-from suite.model.step import StepModel, measured_text, row_text, split_text
+from suite.model.step import StepModel, of_module, measured_text, row_text, split_text
 from suite.model.units import fmt_time
 
 from . import shapes
@@ -271,40 +272,28 @@ def validation_rows(model: RunModel, check: Sequence[dict]) -> list[dict]:
     return rows
 
 
+def _title(d: dict) -> str:
+    return f"step ({d['strategy']}, mesh {d['mesh']})"
+
+
 def step_line(d: dict, ranks: int) -> str:
     """make predict's line of one predict.json "sharded" entry."""
-    return (
-        f"sharded step ({d['strategy']}, mesh {d['mesh']}): {split_text(d)} at {ranks} ranks "
-        f"({measured_text(d)}; compute: {d['compute_model']})"
-    )
+    tail = f"({measured_text(d)}; compute: {d['compute_model']})"
+    return f"sharded {_title(d)}: {split_text(d)} at {ranks} ranks {tail}"
 
 
 def report_note(d: dict, ranks: int) -> str:
     """The report's note of one predict.json "sharded" entry."""
-    return (
-        f"Sharded step ({d['strategy']}, mesh {d['mesh']}) at {ranks} ranks: {fmt_time(d['step_us'])} "
-        f"({measured_text(d, ' ')})"
-    )
+    return f"Sharded {_title(d)} at {ranks} ranks: {fmt_time(d['step_us'])} ({measured_text(d, ' ')})"
 
 
 def row_line(r: dict) -> str:
     """The validation table's line of one "sharded" row."""
     source = f"from the {'/'.join(map(str, r['fit_ranks']))}-rank runs"
-    return (
-        f"sharded step ({r['strategy']}) {row_text(r, 'comm', source)} (compute alone "
-        f"{fmt_time(r['measured_compute_us'])}), error {100 * r['error']:+.1f}%"
-    )
+    alone = f"(compute alone {fmt_time(r['measured_compute_us'])})"
+    return f"sharded step ({r['strategy']}) {row_text(r, 'comm', source)} {alone}, error {100 * r['error']:+.1f}%"
 
 
 def step_model() -> StepModel:
     """The spec's ``step_model`` hook."""
-    return StepModel(
-        provenance=PROVENANCE,
-        predict_at=predict_at,
-        validation_rows=validation_rows,
-        step_line=step_line,
-        report_note=report_note,
-        row_line=row_line,
-        notes_at=notes_at,
-        row_group="strategy",
-    )
+    return of_module(sys.modules[__name__], notes_at=notes_at, row_group="strategy")

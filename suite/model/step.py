@@ -37,6 +37,16 @@ class StepModel:
     """A row field whose values get their own geomean in the summary (``by``), e.g. a strategy."""
 
 
+HOOKS = ("predict_at", "validation_rows", "step_line", "report_note", "row_line")
+"""The functions every step model's module defines under these names (StepModel's fields)."""
+
+
+def of_module(module, **more) -> StepModel:
+    """The StepModel of a ``model.py`` that defines ``PROVENANCE`` and the HOOKS; ``more``: the optional
+    fields (``notes_at``, ``row_group``)."""
+    return StepModel(provenance=module.PROVENANCE, **{h: getattr(module, h) for h in HOOKS}, **more)
+
+
 def split_text(d: dict) -> str:
     """An entry's step as its parts: "compute C + comm X − hidden H = S"."""
     return (
