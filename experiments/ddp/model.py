@@ -5,8 +5,8 @@ output and to the report's notes. Offline: it reads stored records and imports n
 
 from __future__ import annotations
 
-import sys
 import math
+import sys
 from collections.abc import Sequence
 
 from suite.model.links import Links, Topology

@@ -32,9 +32,9 @@ schedules (point-to-point, not collectives: not modelled) get no entry; make pre
 
 from __future__ import annotations
 
-import sys
 import math
 import statistics
+import sys
 from collections import Counter
 from collections.abc import Sequence
 
