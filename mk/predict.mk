@@ -1,5 +1,5 @@
-# Predict at scale (suite/model/): from a stored run's α–β link fits, every collective and a DDP
-# step at RANKS ranks; then check the models on the compose simulation.
+# Predict at scale (suite/model/): from a stored run's α–β link fits, every collective, a DDP step
+# and each sharded strategy's step at RANKS ranks; then check the models on the compose simulation.
 #   make predict RUN=results/<run> RANKS=1024 RANKS_PER_NODE=8 [SIZES=1M,64M]   table + RUN/predict.json
 #   make validate-predict [VALIDATE_FIT="2 3"] [VALIDATE_CHECK="4 5 6"] [VALIDATE_PPN=1] [VALIDATE_RATE=100mbit]
 #     compose runs at every node count (results/<VALIDATE_ID>-<n>n<ppn>p), fit on VALIDATE_FIT, predict and
@@ -7,7 +7,10 @@
 #     (VALIDATE_REUSE=1 keeps runs already stored under those names); VALIDATE_DDP=1 (default) also runs the
 #     DDP step of a VALIDATE_DDP_PARAMS-parameter MLP (its default DDP, no-op-hook, solo and all_reduce cases)
 #     at every node count and checks the step prediction the same way (VALIDATE_DDP= empty leaves it out);
-#     VALIDATE_OPS= empty: every collective
+#     VALIDATE_SHARDED=1 (default) also runs the sharded experiment's VALIDATE_SHARDED_STRATEGIES (train step,
+#     compute alone, replay) on a model whose width and batch every node count 2..6 divides
+#     (VALIDATE_SHARDED_WIDTH/_BATCH/_SEQ/_DEPTH) and checks each strategy's step prediction the same way
+#     (VALIDATE_SHARDED= empty leaves it out); VALIDATE_OPS= empty: every collective
 RANKS          ?=
 RANKS_PER_NODE ?=
 SIZES          ?=
@@ -25,11 +28,17 @@ VALIDATE_REUSE ?=
 VALIDATE_DDP   ?= 1
 VALIDATE_DDP_PARAMS ?= 500K
 VALIDATE_DDP_K := test_ddp and mlp- and (ddp] or solo or no-op or grad_all)
+VALIDATE_SHARDED ?= 1
+VALIDATE_SHARDED_STRATEGIES ?= ddp,fsdp2,tp
+VALIDATE_SHARDED_WIDTH ?= 60
+VALIDATE_SHARDED_BATCH ?= 60
+VALIDATE_SHARDED_SEQ   ?= 4
+VALIDATE_SHARDED_DEPTH ?= 2
 _comma := ,
 
 .PHONY: predict validate-predict
 
-predict: venv  ## RUN= RANKS= RANKS_PER_NODE=: every collective and a DDP step predicted at scale
+predict: venv  ## RUN= RANKS= RANKS_PER_NODE=: every collective, a DDP and each sharded step predicted at scale
 	@$(PY) -m suite.model predict "$(RUN)" --ranks "$(RANKS)" --ranks-per-node "$(RANKS_PER_NODE)" $(if $(SIZES),--sizes "$(SIZES)")
 
 validate-predict: venv  ## fit on compose runs of 2-3 nodes, predict and measure 4-6: the error table
@@ -38,9 +47,11 @@ validate-predict: venv  ## fit on compose runs of 2-3 nodes, predict and measure
 	  id=$(VALIDATE_ID)-$${n}n$(VALIDATE_PPN)p; \
 	  if [ -n "$(VALIDATE_REUSE)" ] && [ -f "$(RESULTS)/$$id/bench.json" ]; then echo "# reusing $(RESULTS)/$$id"; continue; fi; \
 	  echo "# validate-predict: $$n nodes x $(VALIDATE_PPN) rank(s), LINK_RATE=$(VALIDATE_RATE): run $$id"; \
-	  $(MAKE) -s compose-up NNODES=$$n NPROC_PER_NODE=$(VALIDATE_PPN) LINK_RATE=$(VALIDATE_RATE) EXPERIMENTS=collectives$(if $(VALIDATE_DDP),$(_comma)ddp) \
+	  $(MAKE) -s compose-up NNODES=$$n NPROC_PER_NODE=$(VALIDATE_PPN) LINK_RATE=$(VALIDATE_RATE) EXPERIMENTS=collectives$(if $(VALIDATE_DDP),$(_comma)ddp)$(if $(VALIDATE_SHARDED),$(_comma)sharded) \
+	    SHARDED_STRATEGIES=$(VALIDATE_SHARDED_STRATEGIES) SHARDED_WIDTH=$(VALIDATE_SHARDED_WIDTH) SHARDED_BATCH=$(VALIDATE_SHARDED_BATCH) \
+	    SHARDED_SEQ=$(VALIDATE_SHARDED_SEQ) SHARDED_DEPTH=$(VALIDATE_SHARDED_DEPTH) \
 	    DDP_PARAMS=$(VALIDATE_DDP_PARAMS) REDOPS=sum MIN_BYTES=$(VALIDATE_MIN) MAX_BYTES=$(VALIDATE_MAX) STEP_FACTOR=$(VALIDATE_STEP) ITERS=$(VALIDATE_ITERS) \
-	    WARMUP=2 RESULTS=$(RESULTS) RUN_ID=$$id K="$(if $(strip $(VALIDATE_OPS)),(test_collective and ($(VALIDATE_OPS))),test_collective)$(if $(VALIDATE_DDP), or ($(VALIDATE_DDP_K)))" > $(RESULTS)/$$id.log 2>&1 \
+	    WARMUP=2 RESULTS=$(RESULTS) RUN_ID=$$id K="$(if $(strip $(VALIDATE_OPS)),(test_collective and ($(VALIDATE_OPS))),test_collective)$(if $(VALIDATE_DDP), or ($(VALIDATE_DDP_K)))$(if $(VALIDATE_SHARDED), or test_sharded)" > $(RESULTS)/$$id.log 2>&1 \
 	    || { echo "error: compose run $$id failed (log: $(RESULTS)/$$id.log)" >&2; tail -5 $(RESULTS)/$$id.log >&2; exit 1; }; \
 	done; \
 	fit=$$(for n in $(VALIDATE_FIT); do printf '%s,' $(RESULTS)/$(VALIDATE_ID)-$${n}n$(VALIDATE_PPN)p; done); \

@@ -6,13 +6,14 @@ output and to the report's notes. Offline: it reads stored records and imports n
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 
 from suite.model.links import Links, Topology
 from suite.model.prediction import predict
 from suite.model.run_model import RunModel
-from suite.model.runs import run_topology, usable
-from suite.model.step import StepModel
+from suite.model.runs import record_topology, run_topology, usable
+from suite.model.step import StepModel, of_module, measured_text, row_text, split_text
 from suite.model.units import fmt_time
 
 
@@ -28,12 +29,6 @@ def ddp_baselines(run: dict) -> list[dict]:
         if all(r.get(k) is not None for k in need):
             out.append(r)
     return out
-
-
-def record_topology(rec: dict) -> Topology:
-    """The topology a record was measured at (``world_size`` ranks on ``hosts`` hosts)."""
-    n, h = int(rec["world_size"]), int(rec.get("hosts") or 1)
-    return Topology(n, n // h) if h > 0 and n % h == 0 else Topology(n, n)
 
 
 def predict_ddp(rec: dict, topo: Topology, links: Links, algorithm: str) -> dict:
@@ -133,11 +128,8 @@ def validation_rows(model: RunModel, check: Sequence[dict]) -> list[dict]:
 def step_line(d: dict, ranks: int) -> str:
     """make predict's line of one predict.json "ddp" entry."""
     return (
-        f"ddp step ({d['model']}, {d['n_buckets']} buckets): compute {fmt_time(d['compute_us'])} + comm "
-        f"{fmt_time(d['comm_us'])} − hidden {fmt_time(d['hidden_us'])} = {fmt_time(d['step_us'])} "
-        f"at {ranks} ranks; "
-        f"scaling efficiency {d['scaling_efficiency']:.3f} (model at the measured {d['measured_ranks']} ranks: "
-        f"{fmt_time(d['model_step_at_measured_us'])}, measured {fmt_time(d['measured_step_us'])})"
+        f"ddp step ({d['model']}, {d['n_buckets']} buckets): {split_text(d)} at {ranks} ranks; "
+        f"scaling efficiency {d['scaling_efficiency']:.3f} ({measured_text(d)})"
     )
 
 
@@ -145,28 +137,16 @@ def report_note(d: dict, ranks: int) -> str:
     """The report's note of one predict.json "ddp" entry."""
     return (
         f"DDP step ({d['model']}) at {ranks} ranks: {fmt_time(d['step_us'])}, scaling efficiency "
-        f"{d['scaling_efficiency']:.3f} (model at the measured {d['measured_ranks']} ranks "
-        f"{fmt_time(d['model_step_at_measured_us'])}, measured {fmt_time(d['measured_step_us'])})"
+        f"{d['scaling_efficiency']:.3f} ({measured_text(d, ' ')})"
     )
 
 
 def row_line(r: dict) -> str:
     """The validation table's line of one "ddp" row."""
-    return (
-        f"ddp step ({r['model']}) at {r['ranks']} ranks: predicted {fmt_time(r['predicted_us'])} (compute "
-        f"{fmt_time(r['compute_us'])} + all_reduce {fmt_time(r['predicted_comm_us'])} − hidden "
-        f"{fmt_time(r['predicted_hidden_us'])}, from the {r['fit_ranks']}-rank run), measured "
-        f"{fmt_time(r['measured_us'])}, error {100 * r['error']:+.1f}%"
-    )
+    source = f"from the {r['fit_ranks']}-rank run"
+    return f"ddp step ({r['model']}) {row_text(r, 'all_reduce', source)}, error {100 * r['error']:+.1f}%"
 
 
 def step_model() -> StepModel:
     """The spec's ``step_model`` hook."""
-    return StepModel(
-        provenance=PROVENANCE,
-        predict_at=predict_at,
-        validation_rows=validation_rows,
-        step_line=step_line,
-        report_note=report_note,
-        row_line=row_line,
-    )
+    return of_module(sys.modules[__name__])

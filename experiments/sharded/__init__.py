@@ -14,4 +14,5 @@ SPEC = ExperimentSpec(
     guide=table.__doc__,
     report_section=later(f"{__name__}.report:section"),
     check_world=later(f"{__name__}.user_model:check_world"),  # SHARDED_MODEL, on the host
+    step_model=later(f"{__name__}.model:step_model"),
 )

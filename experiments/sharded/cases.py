@@ -59,7 +59,7 @@ _PROVENANCE = {
     "inventory_bytes": "derived: sum of count x bytes over inventory",
     "inventory_ops": "derived: sum of count over inventory",
     "commdebug_ops": "measured: CommDebugMode.get_total_counts() of the same step",
-    "theory": "modelled: experiments.sharded.inventory.theory from width, depth, seq, batch and world",
+    "theory": "modelled: experiments.sharded.shapes.theory from width, depth, seq, batch and world",
     "theory_bytes": "derived: sum of count x bytes over theory",
     "inventory_matches_theory": "derived: per (op, dtype, group, phase) the same count and bytes "
     "(ddp: the same bytes; DDP's buckets split them)",

@@ -12,13 +12,13 @@ Gloo has no reduce_scatter of its own: it runs an all_reduce of the whole buffer
 (research note sharded_hangs_backends.md §1), so on Gloo a reduce_scatter moves what an all_reduce of S
 moves: ``bus_bytes_gloo``.
 
-``theory`` derives the same table from the model's shapes alone (width, depth, sequence, batch, world):
-the formulas are in its docstring, and each case records both side by side.
+``theory`` (experiments/sharded/shapes.py, torch-free; importable from here too) derives the same table from the
+model's shapes alone (width, depth, sequence, batch, world): the formulas are in its docstring, and each case
+records both side by side.
 """
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from dataclasses import dataclass
 
@@ -27,6 +27,7 @@ from torch.distributed.tensor.debug import CommDebugMode
 from torch.utils._pytree import tree_flatten
 
 from . import internals
+from .shapes import n_params, theory  # noqa: F401  (pure: shapes.py; the old names stay importable)
 
 _NAMES = (
     ("reduce_scatter", "reduce_scatter"),
@@ -141,91 +142,6 @@ def bus_bytes(rows: list[dict], group_sizes: dict[str, int], *, gloo: bool) -> i
     return int(round(total))
 
 
-# --- theory --------------------------------------------------------------------------------------------
-
-ELEM = {"float32": 4, "bfloat16": 2}
-
-
-def _padded(shape: tuple[int, ...], n: int) -> int:
-    """Elements FSDP2 all-gathers for a parameter: dim 0 padded up to a multiple of the shard count."""
-    return math.ceil(shape[0] / n) * n * math.prod(shape[1:])
-
-
-def block_shapes(d: int, tp: int = 1) -> list[tuple[int, ...]]:
-    """A block's parameter shapes on one tensor-parallel rank (``tp`` = 1: whole): norm weight and bias,
-    up weight and bias (column shards), down weight (row shards) and bias."""
-    return [(d,), (d,), (4 * d // tp, d), (4 * d // tp,), (d, 4 * d // tp), (d,)]
-
-
-def head_shapes(d: int) -> list[tuple[int, ...]]:
-    return [(d, d), (d,)]
-
-
-def n_params(d: int, depth: int) -> int:
-    """Parameters of the model: depth x (8d^2 + 7d) + d^2 + d."""
-    return sum(math.prod(s) for s in block_shapes(d) * depth + head_shapes(d))
-
-
-def _fsdp_rows(strategy: str, d: int, depth: int, dp: int, tp: int) -> list[dict]:
-    gather_dtype = "bfloat16" if strategy == "fsdp2_bf16" else "float32"
-    block = sum(_padded(s, dp) for s in block_shapes(d, tp))
-    root = sum(_padded(s, dp) for s in head_shapes(d))
-    rows = [
-        _row("all_gather", gather_dtype, root * ELEM[gather_dtype], "dp", "forward", 1),
-        _row("all_gather", gather_dtype, block * ELEM[gather_dtype], "dp", "forward", depth),
-        _row("reduce_scatter", "float32", root * 4, "dp", "backward", 1),
-        _row("reduce_scatter", "float32", block * 4, "dp", "backward", depth),
-    ]
-    if strategy != "fsdp2_keep":  # the blocks are gathered again for backward; the root keeps its own
-        rows.append(_row("all_gather", gather_dtype, block * ELEM[gather_dtype], "dp", "backward", depth))
-    return rows
-
-
-def _row(op, dtype, nbytes, group, phase, count) -> dict:
-    return {"op": op, "dtype": dtype, "bytes": nbytes, "group": group, "phase": phase, "count": count}
-
-
-def theory(strategy: str, d: int, depth: int, seq: int, batch: int, world: int) -> list[dict]:
-    """The collectives one step should issue, from the shapes alone (each row: op, dtype, S bytes, group,
-    phase, count); P = parameters, A = 4 x rows x seq x d, the float32 bytes of one activation:
-
-    - ddp: all_reduce of the 4P gradient bytes in backward (DDP's buckets split it; one when it fits the
-      first bucket);
-    - fsdp2: forward all_gather of each unit (the head's root and every block) and, resharded after
-      forward, of every block again in backward; backward reduce_scatter of each unit's float32 gradient;
-      each unit's bytes its parameters with dim 0 padded to a multiple of the world: in all 3 x 4P when
-      nothing is padded and the root is small, 1.5 x DDP's bus bytes (all_reduce moves 2(n-1)/n S,
-      all_gather and reduce_scatter (n-1)/n S each);
-    - fsdp2_keep: no backward all_gather (2 x 4P); fsdp2_bf16: the all_gathers in bfloat16 (2 bytes);
-    - tp: per block one all_reduce of A in forward (the row-parallel output) and one in backward (the
-      column-parallel input's gradient), on the tp group;
-    - sp: per block an all_gather (the sequence before ``up``) and a reduce_scatter (``down``'s output) of A
-      in forward and the same pair in backward, the LayerNorm weight and bias gradients (left Partial by
-      backward) all-reduced by the SGD step (2 x 4d bytes per block, phase ``optimizer``), and one
-      all_gather of A before the head;
-    - 2d: tp as above with rows = batch / 2, and fsdp2 on the dp group over each tp rank's shards.
-    """
-    dp = 2 if strategy == "2d" else (world if strategy not in ("tp", "sp", "tp_wrong_shard") else 1)
-    tp = world // dp
-    act = 4 * (batch // dp) * seq * d
-    if strategy == "ddp":
-        return [_row("all_reduce", "float32", 4 * n_params(d, depth), "dp", "backward", 1)]
-    if strategy in ("tp", "tp_wrong_shard"):
-        return [_row("all_reduce", "float32", act, "tp", p, depth) for p in ("forward", "backward")]
-    if strategy == "sp":
-        return [
-            _row("all_gather", "float32", act, "tp", "forward", depth + 1),
-            _row("reduce_scatter", "float32", act, "tp", "forward", depth),
-            _row("all_gather", "float32", act, "tp", "backward", depth),
-            _row("reduce_scatter", "float32", act, "tp", "backward", depth),
-            _row("all_reduce", "float32", 4 * d, "tp", "optimizer", 2 * depth),
-        ]
-    rows = _fsdp_rows(strategy, d, depth, dp, tp)
-    if strategy == "2d":
-        rows += [_row("all_reduce", "float32", act, "tp", p, depth) for p in ("forward", "backward")]
-    return rows
-
-
 def matches(observed: list[dict], expected: list[dict], *, bucketed: bool = False) -> bool:
     """Whether the inventory has theory's counts and bytes per (op, dtype, group, phase); ``bucketed``
     (DDP): the bytes must match, the count is DDP's split into buckets."""
@@ -240,12 +156,12 @@ def record_fields(
     commdebug_ops: int,
     sizes: dict[str, int],
     ddp: list[dict],
-    theory: list[dict] | None,
+    expected: list[dict] | None,
     *,
     bucketed: bool = False,
 ) -> dict:
     """A step's inventory fields of its record from its rows, the group sizes by mesh dimension, DDP's theory
-    on the same model and world and the strategy's theory (None: not modelled, a user model's)."""
+    on the same model and world and the strategy's theory, ``expected`` (None: not modelled, a user model's)."""
     ddp_bus = bus_bytes(ddp, {"dp": sizes["world"]}, gloo=False)
     bus = bus_bytes(rows, sizes, gloo=False)
     return {
@@ -253,9 +169,9 @@ def record_fields(
         "inventory_bytes": sum(r["count"] * r["bytes"] for r in rows),
         "inventory_ops": sum(r["count"] for r in rows),
         "commdebug_ops": commdebug_ops,
-        "theory": theory,
-        "theory_bytes": None if theory is None else sum(r["count"] * r["bytes"] for r in theory),
-        "inventory_matches_theory": None if theory is None else matches(rows, theory, bucketed=bucketed),
+        "theory": expected,
+        "theory_bytes": None if expected is None else sum(r["count"] * r["bytes"] for r in expected),
+        "inventory_matches_theory": None if expected is None else matches(rows, expected, bucketed=bucketed),
         "bus_bytes": bus,
         "bus_bytes_gloo": bus_bytes(rows, sizes, gloo=True),
         "ddp_bus_bytes": ddp_bus,

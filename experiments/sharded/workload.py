@@ -34,15 +34,12 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .settings import PLANTED, STRATEGIES  # noqa: F401  (the strategy names, with the knobs that choose them)
+from .shapes import DATA_PARALLEL, FSDP, cannot_run, dp_size, mesh_shape  # noqa: F401  (pure: shapes.py)
 
 LR = 0.1
 """SGD learning rate of every strategy and of the reference."""
 BATCHES = 4
 """Distinct global batches; step k takes batch k mod BATCHES."""
-
-DATA_PARALLEL = {"ddp", "fsdp2", "fsdp2_keep", "fsdp2_bf16", "fsdp2_scaled"}
-"""Strategies whose ranks split the batch's rows over the whole world."""
-FSDP = {"fsdp2", "fsdp2_keep", "fsdp2_bf16", "fsdp2_scaled"}
 
 
 class Block(nn.Module):
@@ -87,41 +84,6 @@ def batch(step: int, global_batch: int, seq: int, width: int, device) -> tuple[t
     x = torch.randn(global_batch, seq, width, generator=g)
     y = torch.randn(global_batch, seq, width, generator=g)
     return x.to(device), y.to(device)
-
-
-def mesh_shape(strategy: str, world: int) -> tuple[tuple[int, ...], tuple[str, ...]]:
-    """The device mesh a strategy runs on: its shape and dimension names."""
-    if strategy == "2d":
-        return (2, world // 2), ("dp", "tp")
-    if strategy in ("tp", "sp", "tp_wrong_shard"):
-        return (world,), ("tp",)
-    if strategy.startswith("pp_"):  # experiments/sharded/pipeline.py: one stage per rank (or two)
-        return (world,), ("pp",)
-    return (world,), ("dp",)
-
-
-def dp_size(strategy: str, world: int) -> int:
-    """Data-parallel shards of the batch's rows (1: every rank takes every row)."""
-    if strategy in DATA_PARALLEL:
-        return world
-    return 2 if strategy == "2d" else 1
-
-
-def cannot_run(strategy: str, world: int, width: int, seq: int, batch_size: int) -> str | None:
-    """Why ``strategy`` cannot run at this world size and shape (the same on every rank), or None."""
-    if strategy.startswith("pp_"):  # no mesh, no split rows: experiments/sharded/pipeline.py's cannot_run
-        return None
-    if strategy == "2d" and (world < 4 or world % 2):
-        return f"2d needs an even world of at least 4 ranks (a 2 x world/2 mesh), not {world}"
-    dp = dp_size(strategy, world)
-    if batch_size % dp:
-        return f"SHARDED_BATCH={batch_size} does not split into {dp} data-parallel shards"
-    tp = world // dp
-    if tp > 1 and width % tp:
-        return f"SHARDED_WIDTH={width} does not split over {tp} tensor-parallel ranks"
-    if strategy == "sp" and seq % world:
-        return f"SHARDED_SEQ={seq} does not split over {world} sequence-parallel ranks"
-    return None
 
 
 @dataclass

@@ -105,6 +105,8 @@ def _cmd_predict(args) -> int:
     for name, sm in step.step_models().items():
         for d in doc.get(name) or []:
             print(sm.step_line(d, ranks))
+        for line in sm.notes_at(model, topo):
+            print(line)
     from suite.fileio import write_json_atomic
 
     dest = rd / "predict.json"

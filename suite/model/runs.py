@@ -44,6 +44,12 @@ def run_topology(run: dict) -> Topology:
     return Topology(n, p) if n % p == 0 else Topology(n, n)
 
 
+def record_topology(rec: dict) -> Topology:
+    """The topology a record was measured at (``world_size`` ranks on ``hosts`` hosts)."""
+    n, h = int(rec["world_size"]), int(rec.get("hosts") or 1)
+    return Topology(n, n // h) if h > 0 and n % h == 0 else Topology(n, n)
+
+
 def hostnames(run: dict) -> list[str]:
     return list((((run.get("machine_info") or {}).get("suite") or {}).get("hostnames")) or [])
 

@@ -482,7 +482,8 @@ def test_make_predict_passes_its_variables_and_a_bad_one_exits_2_with_one_line()
 
 
 @pytest.mark.parametrize(
-    "knobs", [[], ["VALIDATE_OPS="], ["VALIDATE_DDP="], ["VALIDATE_OPS=all_reduce", "VALIDATE_DDP="]]
+    "knobs",
+    [[], ["VALIDATE_OPS="], ["VALIDATE_DDP="], ["VALIDATE_OPS=all_reduce", "VALIDATE_DDP="], ["VALIDATE_SHARDED="]],
 )
 def test_validate_predict_selects_cases_with_a_valid_k_expression(knobs):
     """The -k expression the validation's compose runs get parses (an empty VALIDATE_OPS once made it
@@ -497,3 +498,15 @@ def test_validate_predict_selects_cases_with_a_valid_k_expression(knobs):
     for k in ks:
         Expression.compile(k)  # raises ParseError on a bad expression
         assert "test_collective" in k and ("test_ddp" in k) == ("VALIDATE_DDP=" not in knobs)
+        assert ("test_sharded" in k) == ("VALIDATE_SHARDED=" not in knobs)
+    sharded = "VALIDATE_SHARDED=" not in knobs
+    assert (
+        "EXPERIMENTS=collectives,ddp,sharded" in r.stdout or "EXPERIMENTS=collectives,sharded" in r.stdout
+    ) == sharded
+    # every sharded strategy it runs can run at every node count (2..6): the width and batch split
+    from experiments.sharded import shapes
+
+    knob = dict(re.findall(r"SHARDED_(STRATEGIES|WIDTH|BATCH|SEQ)=(\S+)", r.stdout))
+    for n in range(2, 7):
+        for st in knob["STRATEGIES"].split(","):
+            assert shapes.cannot_run(st, n, int(knob["WIDTH"]), int(knob["SEQ"]), int(knob["BATCH"])) is None

@@ -1,0 +1,299 @@
+"""The sharded step at N ranks from a stored run (issue 26, "Predicted at scale"): the step model
+(suite.model.step) behind the spec's ``step_model`` hook, what each strategy's step adds to predict.json
+("sharded"), to the validation ("sharded", "sharded_summary"), to make predict's output and to the report's
+notes. Offline: it reads stored records, imports no torch, and takes the shapes from shapes.py.
+
+Per strategy (the run's ``train_step`` records with the decomposition, experiments/sharded/decompose.py):
+
+    step(N) = compute(N) + comm(N) x (1 - hidden)
+
+- **comm(N)** (``COMM_MODEL``): every collective theory says one step issues at N ranks (shapes.theory:
+  op, S bytes, group by mesh dimension, count), each priced by the run's link fit of that op (suite.model:
+  the backend's algorithm over the op's calibrated α–β link) on its group's topology. The mesh at N is the
+  experiment's own (shapes.mesh_shape: ``tp`` and ``sp`` over the whole world, ``2d`` a (2, N/2) mesh, the
+  data-parallel strategies one dp dimension over the world); a mesh (dp, tp) is row-major over ranks that
+  are node-contiguous (as torchrun and the compose nodes place them), so a tp group is tp contiguous ranks
+  and a dp group dp ranks strided by tp (``group_topology``).
+- **hidden** (``HIDDEN_MODEL``): the share of the replayed communication the measured step hid,
+  hidden_comm_s / comm_replay_s of the strategy's replay record at the world size nearest N, clamped to
+  [0, 1]. On CPU (``CPU_HIDDEN``) it is 0: FSDP2 and DTensor issue every collective synchronously there and
+  DDP's bucket (one at these sizes) is all-reduced after backward, so what the decomposition shows as
+  hidden is the noise of three medians (measured on the compose simulation: 0 to 1 between runs); the
+  measured share stays in the entry (``measured_hidden_fraction``).
+- **compute(N)**: with one measured world size n, ``per-rank work`` (``WORK_MODEL``): the global batch is
+  fixed and each rank does 1/N of the step's arithmetic (its rows for ddp and FSDP2, its shard of the
+  blocks' matmuls for tp), so compute(N) = compute_s(n) x n / N; with several, ``a + b/N`` (``FIT_MODEL``)
+  fitted to compute_s by least squares over the world sizes (b = 0 when compute did not fall with N, a = 0
+  when the fit's start-up came out negative).
+
+Strategies that cannot run at N (shapes.cannot_run: the mesh or the batch does not divide) and the pipeline
+schedules (point-to-point, not collectives: not modelled) get no entry; make predict says why (``notes_at``).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import sys
+from collections import Counter
+from collections.abc import Sequence
+
+from suite.model.links import Topology
+from suite.model.prediction import predict
+from suite.model.run_model import RunModel
+from suite.model.runs import record_topology, run_topology, usable
+from suite.model.step import StepModel, of_module, measured_text, row_text, split_text
+from suite.model.units import fmt_time
+
+from . import shapes
+
+EXPERIMENT = "sharded"
+
+COMM_MODEL = (
+    "theory's collectives at N (shapes.theory) priced by the run's per-op link fits on each group's topology "
+    "(tp groups contiguous ranks, dp groups strided by the tp size)"
+)
+HIDDEN_MODEL = "measured share hidden_comm_s / comm_replay_s of the replay at the world size nearest N, in [0, 1]"
+CPU_HIDDEN = "0 on CPU: every collective of these steps is synchronous there (the measured share is noise)"
+WORK_MODEL = "per-rank work: compute_s(n) x n / N (global batch fixed, each rank 1/N of the step's arithmetic)"
+FIT_MODEL = "a + b/N fitted to compute_s over the runs' world sizes"
+
+
+def _key(rec: dict) -> tuple:
+    return (
+        rec.get("strategy") or rec.get("label"),
+        rec.get("width"),
+        rec.get("depth"),
+        rec.get("seq"),
+        rec.get("batch"),
+    )
+
+
+def step_records(records: Sequence[dict]) -> dict[tuple, dict[int, dict]]:
+    """(strategy, width, depth, seq, batch) -> world size -> {"step": train_step record, "replay": its replay
+    record}: the strategies the model takes (checked, not planted, decomposed: the pipelines have no
+    compute_s and no replay)."""
+    out: dict[tuple, dict[int, dict]] = {}
+    for r in records:
+        if r.get("experiment") != EXPERIMENT or not usable(r) or r.get("planted"):
+            continue
+        if r.get("op") == "train_step" and r.get("compute_s") is not None:
+            out.setdefault(_key(r), {}).setdefault(int(r["world_size"]), {})["step"] = r
+        elif r.get("op") == "comm_replay" and r.get("comm_replay_s"):
+            out.setdefault(_key(r), {}).setdefault(int(r["world_size"]), {})["replay"] = r
+    kept = {k: {n: v for n, v in by.items() if "step" in v} for k, by in out.items()}
+    return {k: by for k, by in kept.items() if by}
+
+
+def group_topology(topo: Topology, strategy: str, group: str) -> Topology:
+    """The topology of one ``group`` (mesh dimension) of ``strategy``'s mesh at ``topo``: its first group's
+    ranks (row-major mesh: the last dimension contiguous, the others strided) counted per node; a group
+    spread unevenly over nodes counts the gcd of its size and its most ranks on one node."""
+    shape, names = shapes.mesh_shape(strategy, topo.ranks)
+    if group not in names or len(names) == 1:
+        return topo
+    i = names.index(group)
+    stride = math.prod(shape[i + 1 :])
+    ranks = [k * stride for k in range(shape[i])]
+    most = max(Counter(r // topo.ranks_per_node for r in ranks).values())
+    return Topology(shape[i], math.gcd(shape[i], most))
+
+
+def comm_us(strategy: str, key: tuple, topo: Topology, model: RunModel) -> float | None:
+    """COMM_MODEL at ``topo`` (None where the link model has no algorithm for an op at its group)."""
+    _, width, depth, seq, batch = key
+    total = 0.0
+    for row in shapes.theory(strategy, width, depth, seq, batch, topo.ranks):
+        t = group_topology(topo, strategy, row["group"])
+        if t.ranks < 2:
+            continue
+        alg = model.choice(row["op"], row["bytes"]).algorithm or "ring"
+        pr = predict(row["op"], alg, t, model.links_for(row["op"]), row["bytes"])
+        if pr is None:
+            return None
+        total += row["count"] * pr.time_us
+    return total
+
+
+def compute_model(by_world: dict[int, dict]) -> tuple[float, float, str]:
+    """(a µs, b µs·rank, name): compute(N) = a + b/N from the measured compute_s per world size."""
+    pts = sorted((n, v["step"]["compute_s"] * 1e6) for n, v in by_world.items())
+    if len(pts) == 1:
+        n, c = pts[0]
+        return 0.0, c * n, f"per-rank work from {n} ranks"
+    xs, ys = [1 / n for n, _ in pts], [c for _, c in pts]
+    where = "/".join(str(n) for n, _ in pts)
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    a = my - b * mx
+    if b < 0:
+        return my, 0.0, f"a + b/N on {where} ranks (b = 0: compute did not fall with N)"
+    if a < 0:
+        b = sum(x * y for x, y in zip(xs, ys)) / sum(x * x for x in xs)
+        return 0.0, b, f"a + b/N on {where} ranks (a = 0: the fit's was negative)"
+    return a, b, f"a + b/N on {where} ranks"
+
+
+def hidden_fraction(by_world: dict[int, dict], ranks: int) -> tuple[float, float | None, str]:
+    """(the model's share, the measured one, which model): HIDDEN_MODEL from the replay record of the world
+    size nearest ``ranks`` (the larger on a tie), CPU_HIDDEN for a run on CPU; 0 without a replay."""
+    have = [n for n, v in by_world.items() if "replay" in v]
+    if not have:
+        return 0.0, None, "no replay record: 0"
+    rec = by_world[min(have, key=lambda n: (abs(n - ranks), -n))]["replay"]
+    measured = min(max((rec.get("hidden_comm_s") or 0.0) / rec["comm_replay_s"], 0.0), 1.0)
+    if rec.get("device") == "cpu":
+        return 0.0, measured, CPU_HIDDEN
+    return measured, measured, HIDDEN_MODEL
+
+
+def why_not(key: tuple, ranks: int) -> str | None:
+    """Why the strategy of ``key`` has no prediction at ``ranks``, or None."""
+    strategy, width, _, seq, batch = key
+    return shapes.cannot_run(strategy, ranks, width, seq, batch)
+
+
+def predict_step(key: tuple, by_world: dict[int, dict], topo: Topology, model: RunModel) -> dict | None:
+    """The strategy's step at ``topo`` (module docstring), with the model at the nearest measured world."""
+    strategy = key[0]
+    comm = comm_us(strategy, key, topo, model)
+    if comm is None:
+        return None
+    a, b, how = compute_model(by_world)
+    frac, measured_frac, hidden_how = hidden_fraction(by_world, topo.ranks)
+    compute = a + b / topo.ranks
+    near = min(by_world, key=lambda n: (abs(n - topo.ranks), -n))
+    rec = by_world[near]["step"]
+    comm0 = comm_us(strategy, key, record_topology(rec), model)
+    shape, names = shapes.mesh_shape(strategy, topo.ranks)
+    return {
+        "strategy": strategy,
+        "width": key[1],
+        "depth": key[2],
+        "seq": key[3],
+        "batch": key[4],
+        "ranks": topo.ranks,
+        "ranks_per_node": topo.ranks_per_node,
+        "mesh": "x".join(map(str, shape)) + " (" + ",".join(names) + ")",
+        "mesh_rule": "the experiment's own mesh at N (shapes.mesh_shape)",
+        "compute_us": compute,
+        "compute_model": how,
+        "comm_us": comm,
+        "comm_model": COMM_MODEL,
+        "hidden_fraction": frac,
+        "hidden_model": hidden_how,
+        "measured_hidden_fraction": measured_frac,
+        "hidden_us": frac * comm,
+        "step_us": compute + comm * (1 - frac),
+        "measured_ranks": near,
+        "measured_step_us": rec["time_us"],
+        "measured_comm_replay_us": replay["comm_replay_s"] * 1e6 if (replay := by_world[near].get("replay")) else None,
+        "model_comm_at_measured_us": comm0,
+        "model_step_at_measured_us": a + b / near + (comm0 or 0.0) * (1 - frac),
+    }
+
+
+PROVENANCE = {
+    "sharded.step_us": "modelled: compute_us + comm_us − hidden_us",
+    "sharded.compute_us": f"modelled: the entry's compute_model: 'per-rank work' {WORK_MODEL}; 'a + b/N' {FIT_MODEL}",
+    "sharded.comm_us": f"modelled: {COMM_MODEL}",
+    "sharded.hidden_us": f"modelled: comm_us x hidden_fraction ({HIDDEN_MODEL})",
+    "sharded.hidden_fraction": f"the entry's hidden_model: {CPU_HIDDEN}; else measured: {HIDDEN_MODEL}",
+    "sharded.measured_hidden_fraction": f"measured: {HIDDEN_MODEL}",
+    "sharded.measured_step_us": "measured: the train_step record's time_us at measured_ranks",
+    "sharded.measured_comm_replay_us": "measured: the replay record's comm_replay_s at measured_ranks",
+    "sharded.model_comm_at_measured_us": f"modelled: {COMM_MODEL}, at measured_ranks",
+    "sharded.model_step_at_measured_us": "modelled: the same step model at measured_ranks",
+}
+"""predict.json's provenance of the numbers of its "sharded" entries."""
+
+
+def predict_at(model: RunModel, topo: Topology) -> list[dict]:
+    """predict.json's "sharded": the step of each strategy the run's sharded records hold, at ``topo``."""
+    out = []
+    for key, by_world in sorted(step_records(model.records).items(), key=lambda kv: str(kv[0])):
+        if why_not(key, topo.ranks) is None and (d := predict_step(key, by_world, topo, model)) is not None:
+            out.append(d)
+    return out
+
+
+def notes_at(model: RunModel, topo: Topology) -> list[str]:
+    """make predict's lines for the strategies the run holds that get no prediction at ``topo``."""
+    out = []
+    pp = sorted(
+        {
+            str(r.get("strategy"))
+            for r in model.records
+            if r.get("experiment") == EXPERIMENT and str(r.get("strategy") or "").startswith("pp_")
+        }
+    )
+    if pp:
+        out.append(f"sharded step ({', '.join(pp)}): not predicted: pipelines are point-to-point, not modelled")
+    for key, by_world in sorted(step_records(model.records).items(), key=lambda kv: str(kv[0])):
+        reason = why_not(key, topo.ranks)
+        if reason is None and predict_step(key, by_world, topo, model) is None:
+            reason = "the link model has no algorithm for one of its collectives at this topology"
+        if reason:
+            out.append(f"sharded step ({key[0]}): not predicted at {topo.ranks} ranks: {reason}")
+    return out
+
+
+def validation_rows(model: RunModel, check: Sequence[dict]) -> list[dict]:
+    """The validation's "sharded": each check run's step per strategy predicted from the fit runs (their
+    compute, hidden share and link fits) at the check run's topology."""
+    from suite.api import records
+
+    fit = step_records(model.records)
+    rows = []
+    for run in check:
+        t = run_topology(run)
+        for key, by_world in sorted(step_records(records(run)).items(), key=lambda kv: str(kv[0])):
+            if key not in fit or t.ranks not in by_world or why_not(key, t.ranks):
+                continue
+            pr = predict_step(key, fit[key], t, model)
+            if pr is None:
+                continue
+            measured = by_world[t.ranks]["step"]["time_us"]
+            rows.append(
+                {
+                    "strategy": key[0],
+                    "ranks": t.ranks,
+                    "fit_ranks": sorted(fit[key]),
+                    "predicted_us": pr["step_us"],
+                    "compute_us": pr["compute_us"],
+                    "compute_model": pr["compute_model"],
+                    "predicted_comm_us": pr["comm_us"],
+                    "predicted_hidden_us": pr["hidden_us"],
+                    "measured_us": measured,
+                    "measured_compute_us": by_world[t.ranks]["step"]["compute_s"] * 1e6,
+                    "error": (pr["step_us"] - measured) / measured,
+                }
+            )
+    return rows
+
+
+def _title(d: dict) -> str:
+    return f"step ({d['strategy']}, mesh {d['mesh']})"
+
+
+def step_line(d: dict, ranks: int) -> str:
+    """make predict's line of one predict.json "sharded" entry."""
+    tail = f"({measured_text(d)}; compute: {d['compute_model']})"
+    return f"sharded {_title(d)}: {split_text(d)} at {ranks} ranks {tail}"
+
+
+def report_note(d: dict, ranks: int) -> str:
+    """The report's note of one predict.json "sharded" entry."""
+    return f"Sharded {_title(d)} at {ranks} ranks: {fmt_time(d['step_us'])} ({measured_text(d, ' ')})"
+
+
+def row_line(r: dict) -> str:
+    """The validation table's line of one "sharded" row."""
+    source = f"from the {'/'.join(map(str, r['fit_ranks']))}-rank runs"
+    alone = f"(compute alone {fmt_time(r['measured_compute_us'])})"
+    return f"sharded step ({r['strategy']}) {row_text(r, 'comm', source)} {alone}, error {100 * r['error']:+.1f}%"
+
+
+def step_model() -> StepModel:
+    """The spec's ``step_model`` hook."""
+    return of_module(sys.modules[__name__], notes_at=notes_at, row_group="strategy")
