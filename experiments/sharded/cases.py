@@ -285,7 +285,7 @@ def _declare_user(strategy: str, s: ShardedSettings, world: int) -> Case:
     strategy the model cannot take is skipped with why."""
     case = _declare(strategy, s, world)
     dp = user_model.dp_size(strategy, world)
-    shape, names = user_model.mesh(strategy, world)
+    shape, names = workload.mesh_shape(strategy, world)
     return dataclasses.replace(
         case,
         identity={"strategy": strategy, "model": s.model},

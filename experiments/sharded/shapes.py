@@ -35,12 +35,19 @@ def dp_size(strategy: str, world: int) -> int:
     return 2 if strategy == "2d" else 1
 
 
+def mesh_cannot(strategy: str, world: int) -> str | None:
+    """Why the strategy's mesh does not fit this world (2-D: 2 x world/2), or None."""
+    if strategy == "2d" and (world < 4 or world % 2):
+        return f"2d needs an even world of at least 4 ranks (a 2 x world/2 mesh), not {world}"
+    return None
+
+
 def cannot_run(strategy: str, world: int, width: int, seq: int, batch_size: int) -> str | None:
     """Why ``strategy`` cannot run at this world size and shape (the same on every rank), or None."""
     if strategy.startswith("pp_"):  # no mesh, no split rows: experiments/sharded/pipeline.py's cannot_run
         return None
-    if strategy == "2d" and (world < 4 or world % 2):
-        return f"2d needs an even world of at least 4 ranks (a 2 x world/2 mesh), not {world}"
+    if why := mesh_cannot(strategy, world):
+        return why
     dp = dp_size(strategy, world)
     if batch_size % dp:
         return f"SHARDED_BATCH={batch_size} does not split into {dp} data-parallel shards"

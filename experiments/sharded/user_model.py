@@ -29,6 +29,7 @@ from typing import Any
 from suite.api import ConfigError
 
 from .settings import STRATEGIES
+from .shapes import dp_size, mesh_cannot  # the built-in model's mesh rules (shapes.py)
 
 DATA_PARALLEL = ("ddp", "fsdp2", "fsdp2_keep", "fsdp2_scaled")
 """What every user model takes: the batch's rows split over the world, the model whole or FSDP2-sharded."""
@@ -101,18 +102,6 @@ def supported(um: UserModel, strategy: str) -> str | None:
     return f"{strategy} runs on the built-in model only: {BUILT_IN_ONLY.get(strategy, 'unknown to a user model')}"
 
 
-def dp_size(strategy: str, world: int) -> int:
-    """Data-parallel shards of the batch's rows (the built-in model's rule: tp 1, the 2-D mesh 2)."""
-    return {"tp": 1, "2d": 2}.get(strategy, world)
-
-
-def mesh(strategy: str, world: int) -> tuple[tuple[int, ...], tuple[str, ...]]:
-    """The strategy's mesh: its shape and dimension names (2-D: dp x tp)."""
-    if strategy == "2d":
-        return (2, world // 2), ("dp", "tp")
-    return (world,), ("tp",) if dp_size(strategy, world) == 1 else ("dp",)
-
-
 def _planned_linears(um: UserModel) -> list[tuple[str, Any, str]]:
     """(name, module, 'colwise' | 'rowwise') of each Linear the plan shards (wildcards as parallelize_module
     reads them: ``*`` for one level of the name)."""
@@ -133,13 +122,6 @@ def _planned_linears(um: UserModel) -> list[tuple[str, Any, str]]:
 def contraction(um: UserModel) -> int:
     """The largest ``in_features`` of a row-parallel Linear (its dot products are split over ranks), or 0."""
     return max((m.in_features for _, m, kind in _planned_linears(um) if kind == "rowwise"), default=0)
-
-
-def mesh_cannot(strategy: str, world: int) -> str | None:
-    """Why the strategy's mesh does not fit this world (2-D: 2 x world/2), or None."""
-    if strategy == "2d" and (world < 4 or world % 2):
-        return f"2d needs an even world of at least 4 ranks (a 2 x world/2 mesh), not {world}"
-    return None
 
 
 def not_dividing(um: UserModel, strategy: str, world: int) -> str | None:

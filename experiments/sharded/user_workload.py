@@ -18,7 +18,6 @@ import torch.nn as nn
 
 from . import check as checking
 from . import inventory, workload
-from . import user_model
 from .user_model import UserModel, contraction, dp_size, load
 
 NOT_MODELLED = "not modelled: the shapes of a user model's collectives are not derived (SHARDED_MODEL)"
@@ -65,7 +64,7 @@ def make_trainer(strategy: str, ctx, name: str, mesh_of: Callable = workload.mak
         model: nn.Module = nn.parallel.DistributedDataParallel(net, process_group=ctx.group, **kw)
         groups[ctx.group.group_name] = "dp"
     else:
-        shape, names = user_model.mesh(strategy, world)
+        shape, names = workload.mesh_shape(strategy, world)
         mesh = mesh_of(device.type, shape, names)
         groups |= {mesh.get_group(i).group_name: n for i, n in enumerate(names)}
         if strategy in ("tp", "2d"):

@@ -12,7 +12,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from examples import sharded_model
-from experiments.sharded import user_model, user_workload
+from experiments.sharded import shapes, user_model, user_workload
 from experiments.sharded.settings import STRATEGIES
 from suite import launch
 from tests.conftest import ROOT
@@ -148,7 +148,7 @@ def test_which_strategies_a_model_takes():
     assert user_model.cannot_run(with_plan, "2d", 4) is None and "even world" in user_model.cannot_run(
         with_plan, "2d", 2
     )
-    assert user_model.mesh("2d", 4) == ((2, 2), ("dp", "tp")) and user_model.mesh("tp", 2) == ((2,), ("tp",))
+    assert shapes.mesh_shape("2d", 4) == ((2, 2), ("dp", "tp")) and shapes.mesh_shape("tp", 2) == ((2,), ("tp",))
 
 
 def test_fsdp2_shards_each_layer_or_what_the_model_names():
