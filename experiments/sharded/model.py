@@ -130,7 +130,7 @@ def compute_model(by_world: dict[int, dict]) -> tuple[float, float, str]:
         return my, 0.0, f"a + b/N on {where} ranks (b = 0: compute did not fall with N)"
     if a < 0:
         b = sum(x * y for x, y in zip(xs, ys)) / sum(x * x for x in xs)
-        return 0.0, b, f"a + b/N on {where} ranks (a = 0: the fit's was negative)"
+        return 0.0, b, f"a + b/N on {where} ranks (a = 0: the fit's a was negative)"
     return a, b, f"a + b/N on {where} ranks"
 
 
