@@ -4,9 +4,10 @@ noticing; what is here is the contract.
 
     from suite.api import Buffers, Bytes, Case, experiment_test, verify
 
-Each name is a re-export, loaded from its home module (``HOMES``) the first time it is asked for, so
-that an experiment's ``__init__.py`` importing ``ExperimentSpec`` from here stays as light as before
-(reading the specs -- reports, ``make compare`` -- imports no torch). No logic lives here.
+Each name is a re-export, loaded from its home module (``HOMES``) each time it is asked for (the import
+system's own cache makes that a dictionary lookup; nothing is cached here, rule R7), so that an
+experiment's ``__init__.py`` importing ``ExperimentSpec`` from here stays as light as before (reading
+the specs -- reports, ``make compare`` -- imports no torch). No logic lives here.
 """
 
 from __future__ import annotations
@@ -94,9 +95,7 @@ def __getattr__(name: str):
     if home is None:
         raise AttributeError(f"suite.api has no {name!r} (the public names are suite.api.__all__)")
     module = importlib.import_module(home)
-    value = getattr(module, name) if name in NAMES else module
-    globals()[name] = value  # the next lookup is a plain attribute
-    return value
+    return getattr(module, name) if name in NAMES else module
 
 
 def __dir__() -> list[str]:

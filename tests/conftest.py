@@ -12,6 +12,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+TINY_SWEEP = ("--min-bytes", "96", "--max-bytes", "384", "--step-factor", "4")
+"""The tests' size sweep, launcher options: two message sizes, 96 and 384 bytes, whole elements of every
+dtype and split evenly over 2, 3 or 4 ranks. ``TINY_SIZE`` is its first size alone, for a test whose
+claim is not about sizes (one size costs half the cases)."""
+TINY_SIZE = (*TINY_SWEEP[:2], "--max-bytes", TINY_SWEEP[1])
+
 
 def launch_command(tmp_path: Path, *args: str, nproc: int = 2, run_id: str = "run") -> list[str]:
     """``python -m suite.launch`` on ``nproc`` local Gloo ranks, as ``make bench-cpu`` runs it, with

@@ -5,30 +5,19 @@ import os
 import re
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 
 from suite.ops.collectives import REGISTRY
 from suite import metrics
 from suite.results import REQUIRED_FIELDS
-from tests.conftest import ROOT, all_correct, load_bench, run_suite
+from tests.conftest import ROOT, TINY_SIZE, TINY_SWEEP, all_correct, load_bench, run_suite
 
 pytestmark = pytest.mark.slow
 
-TINY = [
-    "--experiments",
-    "collectives",
-    "--min-bytes",
-    "96",
-    "--max-bytes",
-    "384",
-    "--step-factor",
-    "4",
-    "--iters",
-    "3",
-    "--warmup",
-    "1",
-]
+TINY = ["--experiments", "collectives", *TINY_SIZE, "--iters", "3", "--warmup", "1"]
+"""One size, 1 warm-up and 3 timed calls: for the tests whose claim is not about sizes."""
 
 
 def _check_run(tmp_path, proc, world, dtypes):
@@ -60,19 +49,23 @@ def _check_run(tmp_path, proc, world, dtypes):
 
 
 @pytest.mark.parametrize(
-    "world,dtypes",
+    "world,dtypes,sizes",
     [
-        (2, ["float32", "float64", "float16", "bfloat16", "int32", "int64"]),
-        (3, ["float32", "int64"]),
-        (4, ["bfloat16", "int32"]),
+        # every dtype and the two-size sweep on 2 ranks; 3 and 4 ranks add the uneven and the larger
+        # world at one size (the sizes were shown on 2 ranks)
+        (2, ["float32", "float64", "float16", "bfloat16", "int32", "int64"], TINY_SWEEP),
+        (3, ["float32", "int64"], TINY_SIZE),
+        (4, ["bfloat16", "int32"], TINY_SIZE),
     ],
 )
-def test_every_collective_exact_on_gloo(tmp_path, world, dtypes):
-    proc = run_suite(tmp_path, *TINY, "--dtypes", ",".join(dtypes), nproc=world, timeout=600)
+def test_every_collective_exact_on_gloo(tmp_path, world, dtypes, sizes):
+    proc = run_suite(tmp_path, *TINY, *sizes, "--dtypes", ",".join(dtypes), nproc=world, timeout=600)
     recs = _check_run(tmp_path, proc, world, dtypes)
     # the table on rank 0's output has a row per size and the in-place columns
     assert "# all_reduce" in proc.stdout and "in-place" in proc.stdout
     assert len({r["variant"] for r in recs}) >= 8
+    n_sizes = 2 if sizes == TINY_SWEEP else 1
+    assert len({r["size_bytes"] for r in recs if r["variant"] == "all_reduce"}) == n_sizes
 
 
 def test_corrupted_output_is_counted_and_fails(tmp_path):
@@ -95,9 +88,47 @@ def test_corrupted_output_is_counted_and_fails(tmp_path):
     assert good and all(r["n_wrong"] == 0 for r in good)
 
 
-@pytest.mark.parametrize("mode", ["pipelined", "blocking"])
-def test_timing_modes_are_labelled(tmp_path, mode):
-    proc = run_suite(tmp_path, *TINY, "--timing", mode, "--pipeline-depth", "4", "--", "-k", "all_reduce-sum", nproc=2)
+def _all_reduce_sum(tmp_path, mode: str, *pytest_args: str, storage: str, run_id: str = "run"):
+    """all_reduce-sum alone in timing ``mode`` (pipeline depth 4 where pipelined) on 2 ranks, with a
+    pytest-benchmark storage and ``pytest_args``."""
+    return run_suite(
+        tmp_path,
+        *TINY,
+        "--timing",
+        mode,
+        "--pipeline-depth",
+        "4",
+        "--",
+        "-k",
+        "all_reduce-sum",
+        f"--benchmark-storage={storage}",
+        *pytest_args,
+        nproc=2,
+        run_id=run_id,
+    )
+
+
+@pytest.fixture(scope="module")
+def timed_run(request, tmp_path_factory):
+    """One launch per timing mode, autosaved to its own pytest-benchmark storage under results/ (git-ignored;
+    pytest-benchmark 5.3.1 prints storage paths relative to the working directory and crashes for one outside
+    it): its mode, tmp (the results root's parent), storage_dir, storage (the URL) and proc (the launcher's
+    output), read by the timing-mode test and the storage test."""
+    import shutil
+    import uuid
+
+    mode = request.param
+    tmp = tmp_path_factory.mktemp(mode)
+    storage_dir = ROOT / "results" / f".test-storage-{uuid.uuid4().hex[:8]}"
+    storage = f"file://{storage_dir.relative_to(ROOT)}"
+    proc = _all_reduce_sum(tmp, mode, "--benchmark-autosave", storage=storage)
+    yield SimpleNamespace(mode=mode, tmp=tmp, storage_dir=storage_dir, storage=storage, proc=proc)
+    shutil.rmtree(storage_dir, ignore_errors=True)
+
+
+@pytest.mark.parametrize("timed_run", ["pipelined", "blocking"], indirect=True)
+def test_timing_modes_are_labelled(timed_run):
+    mode, tmp_path, proc = timed_run.mode, timed_run.tmp, timed_run.proc
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     recs = [b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]]
     assert recs and all(r["timing_mode"] == mode for r in recs)
@@ -167,23 +198,9 @@ def test_nccl_without_gpu_is_a_preflight_error(tmp_path):
     assert proc.returncode == 3 and "no CUDA device" in proc.stderr
 
 
-@pytest.fixture
-def storage_dir():
-    # pytest-benchmark 5.3.1 prints storage paths relative to the working directory and
-    # crashes for one outside it, so the storage lives under results/ (git-ignored).
-    import shutil
-    import uuid
-
-    d = ROOT / "results" / f".test-storage-{uuid.uuid4().hex[:8]}"
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
-
-
-def test_saved_run_works_with_pytest_benchmark_compare(tmp_path, storage_dir):
-    storage = f"file://{storage_dir.relative_to(ROOT)}"
-    proc = run_suite(
-        tmp_path, *TINY, "--", "-k", "all_reduce-sum", f"--benchmark-storage={storage}", "--benchmark-autosave", nproc=2
-    )
+@pytest.mark.parametrize("timed_run", ["blocking"], indirect=True)
+def test_saved_run_works_with_pytest_benchmark_compare(timed_run):
+    tmp_path, storage_dir, proc = timed_run.tmp, timed_run.storage_dir, timed_run.proc
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     saved = list(storage_dir.rglob("*.json"))
     assert len(saved) == 1, f"every rank saved a copy: {saved}"
@@ -201,16 +218,12 @@ def test_saved_run_works_with_pytest_benchmark_compare(tmp_path, storage_dir):
     assert cmp.returncode == 0, cmp.stderr
     assert "all_reduce-sum-float32" in cmp.stdout
     # the in-run regression gate reads the saved run back
-    proc2 = run_suite(
+    proc2 = _all_reduce_sum(
         tmp_path,
-        *TINY,
-        "--",
-        "-k",
-        "all_reduce-sum",
-        f"--benchmark-storage={storage}",
+        "blocking",
         "--benchmark-compare",
         "--benchmark-compare-fail=min:1000000%",
-        nproc=2,
+        storage=timed_run.storage,
         run_id="run2",
     )
     assert proc2.returncode == 0, proc2.stdout[-2000:]
@@ -218,7 +231,8 @@ def test_saved_run_works_with_pytest_benchmark_compare(tmp_path, storage_dir):
 
 
 def test_make_bench_cpu_smoke(tmp_path):
-    """The user's command: make bench-cpu with tiny sizes; JSON, latest link, tables."""
+    """The user's command: make bench-cpu with one tiny size and one reduction (every op still runs; the
+    sizes, dtypes and reductions are the other tests'); JSON, latest link, tables, report."""
     res = tmp_path / "res"
     proc = subprocess.run(
         [
@@ -228,7 +242,8 @@ def test_make_bench_cpu_smoke(tmp_path):
             "NPROC=2",
             "EXPERIMENTS=collectives",
             "MIN_BYTES=1K",
-            "MAX_BYTES=4K",
+            "MAX_BYTES=1K",
+            "REDOPS=sum",
             "ITERS=3",
             "WARMUP=1",
             f"RESULTS={res}",

@@ -52,6 +52,7 @@ def test_experiments_through_launcher_with_profile(tmp_path):
     env = {
         "DDP_PARAMS": "300K",
         "DDP_BUCKETS_MB": "0.25",
+        "DDP_BUCKET_FRACTIONS": "0.125,2",  # the two ends of the default sweep (0.125, 0.5, 1, 2)
         "DDP_ACCUM": "2",
         "MP_IN": "256",
         "MP_OUT": "256",
@@ -60,9 +61,7 @@ def test_experiments_through_launcher_with_profile(tmp_path):
         "MP_MICROBATCH_ROWS": "16",
         "SUITE_PROFILE": "source-ddp]",
     }
-    proc = run_suite(
-        tmp_path, "--experiments", "ddp,model_parallel", "--iters", "3", "--warmup", "2", nproc=2, env=env, timeout=300
-    )
+    proc = _run_ddp(tmp_path, "--experiments", "ddp,model_parallel", nproc=2, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     run = load_bench(tmp_path)
     assert run["suite"]["complete"] is True
@@ -146,7 +145,7 @@ def test_experiments_through_launcher_with_profile(tmp_path):
     assert each["size_bytes"] == 2 * mlp_ddp["size_bytes"] and each["allreduces_per_step"] == 2
     # bucket caps relative to the gradient: the smallest cap cuts it into more buckets than the largest
     buckets = {r["bucket_fraction"]: r["n_buckets"] for r in ddp if "bucket_fraction" in r}
-    assert sorted(buckets) == [0.125, 0.5, 1.0, 2.0] and buckets[0.125] > buckets[2.0] == 1, buckets
+    assert sorted(buckets) == [0.125, 2.0] and buckets[0.125] > buckets[2.0] == 1, buckets
     labels = {r["label"] for r in ddp}
     assert {
         "ddp bucket_cap_mb=0.25",
@@ -183,27 +182,39 @@ def test_experiments_through_launcher_with_profile(tmp_path):
     assert any("all_reduce" in n or "allreduce" in n for n in names), sorted(names)[:50]
 
 
-@pytest.mark.parametrize("world", [2, 4])
-def test_a_hook_that_sums_instead_of_averaging_fails_the_reference_check(tmp_path, world):
-    # 2 ranks: the exact rule; 4 ranks: the float32 tolerance (the sum is 4x the average, far outside it)
-    env = {"DDP_PARAMS": "20K", "DDP_ACCUM": "2", "DDP_HOOKS": "allreduce,sum,fp16_compress"}
-    proc = run_suite(
-        tmp_path,
-        "--experiments",
-        "ddp",
-        "--iters",
-        "3",
-        "--warmup",
-        "2",
-        "--",
-        "-k",
-        "hook_allreduce or hook_sum or hook_fp16 or accum",
-        nproc=world,
-        env=env,
-        timeout=400,
-    )
+PLANTED = {
+    # world -> (DDP_HOOKS, -k): the hooks wrong on purpose and their honest twins, one launch per world
+    # size that every test below reads (each asserts on its own variants).
+    2: (
+        "allreduce,sum,fp16_compress,bn_skew",
+        "hook_allreduce or hook_sum or hook_fp16 or accum or (mlp and (hook or broadcast_buffers or manual))",
+    ),
+    4: ("allreduce,sum,fp16_compress,fp16_scaled", "hook_allreduce or hook_sum or hook_fp16 or accum"),
+}
+
+
+def _run_ddp(tmp_path, *args: str, nproc: int, env: dict) -> subprocess.CompletedProcess:
+    """The experiments through the launcher users run, 2 warm-up and 3 timed steps (5 checked)."""
+    return run_suite(tmp_path, *args, "--iters", "3", "--warmup", "2", nproc=nproc, env=env, timeout=400)
+
+
+@pytest.fixture(scope="module")
+def planted(request, tmp_path_factory):
+    """(launcher output, records by variant) of the ddp experiment with PLANTED[world]'s hooks."""
+    world = request.param
+    hooks, k = PLANTED[world]
+    tmp = tmp_path_factory.mktemp(f"planted{world}")
+    env = {"DDP_PARAMS": "20K", "DDP_ACCUM": "2", "DDP_HOOKS": hooks}
+    proc = _run_ddp(tmp, "--experiments", "ddp", "--", "-k", k, nproc=world, env=env)
     assert proc.returncode == 6, proc.stdout[-3000:] + proc.stderr[-3000:]  # EXIT_WRONG_RESULT
-    recs = {r["variant"]: r for r in (b["extra_info"] for b in load_bench(tmp_path)["benchmarks"])}
+    return proc, {r["variant"]: r for r in (b["extra_info"] for b in load_bench(tmp)["benchmarks"])}
+
+
+@pytest.mark.parametrize("planted", [2, 4], indirect=True)
+def test_a_hook_that_sums_instead_of_averaging_fails_the_reference_check(planted):
+    # 2 ranks: the exact rule; 4 ranks: the float32 tolerance (the sum is 4x the average, far outside it)
+    proc, recs = planted
+    world = recs["mlp-ddp_hook_sum"]["world_size"]
     rule = "exact" if world == 2 else "tol"
     for model in ("source", "mlp"):
         wrong = recs[f"{model}-ddp_hook_sum"]
@@ -221,28 +232,12 @@ def test_a_hook_that_sums_instead_of_averaging_fails_the_reference_check(tmp_pat
     assert "produced wrong elements" in proc.stderr and "ddp_hook_sum" in proc.stderr
 
 
-def test_an_fp16_average_1_01_too_large_fails_the_per_element_tolerance(tmp_path):
+@pytest.mark.parametrize("planted", [4], indirect=True)
+def test_an_fp16_average_1_01_too_large_fails_the_per_element_tolerance(planted):
     """4 ranks, fp16 wire: the tolerance is per element (each parameter's own max|g| and max|p|), so a hook
     whose average is 1.01 times too large fails while the honest fp16 hook passes. (One scalar for every
     parameter, the largest, let it through: tests/unit/test_ddp.py shows it on the reference.)"""
-    env = {"DDP_PARAMS": "20K", "DDP_HOOKS": "fp16_compress,fp16_scaled"}
-    proc = run_suite(
-        tmp_path,
-        "--experiments",
-        "ddp",
-        "--iters",
-        "3",
-        "--warmup",
-        "2",
-        "--",
-        "-k",
-        "hook_fp16",
-        nproc=4,
-        env=env,
-        timeout=400,
-    )
-    assert proc.returncode == 6, proc.stdout[-3000:] + proc.stderr[-3000:]  # EXIT_WRONG_RESULT
-    recs = {r["variant"]: r for r in (b["extra_info"] for b in load_bench(tmp_path)["benchmarks"])}
+    proc, recs = planted
     for model in ("source", "mlp"):
         honest, scaled = recs[f"{model}-ddp_hook_fp16_compress"], recs[f"{model}-ddp_hook_fp16_scaled"]
         assert honest["checked"] and honest["n_wrong"] == 0 and honest["check_rule"].startswith("tol per element")
@@ -251,29 +246,13 @@ def test_an_fp16_average_1_01_too_large_fails_the_per_element_tolerance(tmp_path
     assert "produced wrong elements" in proc.stderr and "ddp_hook_fp16_scaled" in proc.stderr
 
 
-def test_buffers_off_by_2_pow_minus_10_fail_and_every_buffer_mode_passes(tmp_path):
+@pytest.mark.parametrize("planted", [2], indirect=True)
+def test_buffers_off_by_2_pow_minus_10_fail_and_every_buffer_mode_passes(planted):
     """2 ranks, exact: every rank's BatchNorm buffers are compared with what the reference says that rank holds
     (rank 0's broadcast before each forward, or, with broadcast_buffers=False and in the manual cases, the
     rank's own running stats). A hook that averages correctly but moves running_mean by 2^-10 fails on the
     buffers alone (exit 6); the honest cases, rank 1's buffers different from rank 0's, pass."""
-    env = {"DDP_PARAMS": "20K", "DDP_ACCUM": "2", "DDP_HOOKS": "allreduce,bn_skew"}
-    proc = run_suite(
-        tmp_path,
-        "--experiments",
-        "ddp",
-        "--iters",
-        "3",
-        "--warmup",
-        "2",
-        "--",
-        "-k",
-        "mlp and (hook or broadcast_buffers or accum or manual)",
-        nproc=2,
-        env=env,
-        timeout=400,
-    )
-    assert proc.returncode == 6, proc.stdout[-3000:] + proc.stderr[-3000:]  # EXIT_WRONG_RESULT
-    recs = {r["variant"]: r for r in (b["extra_info"] for b in load_bench(tmp_path)["benchmarks"])}
+    proc, recs = planted
     skew = recs["mlp-ddp_hook_bn_skew"]
     assert skew["checked"] and skew["check_max_abs_diff"] == 0  # the parameters are right
     assert skew["n_wrong"] > 0 and skew["check_buffer_max_abs_diff"] >= 2**-10, skew

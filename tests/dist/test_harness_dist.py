@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import load_bench, run_suite
+from tests.conftest import TINY_SIZE, load_bench, run_suite
 
 pytestmark = pytest.mark.slow
 
-TINY = ["--experiments", "collectives", "--min-bytes", "1K", "--max-bytes", "1K", "--iters", "5", "--warmup", "1"]
+TINY = ["--experiments", "collectives", *TINY_SIZE, "--iters", "5", "--warmup", "1"]
+
+
+def _launch(tmp_path, *args: str, nproc: int = 2, env: dict | None = None):
+    """The collectives at one tiny size (1 warm-up, 5 timed calls), through the launcher users run."""
+    return run_suite(tmp_path, *TINY, *args, nproc=nproc, env=env)
 
 
 def _recs(tmp_path):
@@ -18,9 +23,8 @@ def _recs(tmp_path):
 
 
 def test_pipelined_uses_one_buffer_set_per_op_and_checks_every_one(tmp_path):
-    proc = run_suite(
+    proc = _launch(
         tmp_path,
-        *TINY,
         "--timing",
         "pipelined",
         "--pipeline-depth",
@@ -28,7 +32,6 @@ def test_pipelined_uses_one_buffer_set_per_op_and_checks_every_one(tmp_path):
         "--",
         "-k",
         "all_reduce-sum or all_gather_into_tensor or barrier",
-        nproc=2,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     recs = _recs(tmp_path)
@@ -43,9 +46,8 @@ def test_pipelined_uses_one_buffer_set_per_op_and_checks_every_one(tmp_path):
 def test_a_corrupted_in_flight_buffer_fails_the_case(tmp_path):
     # The check run is clean; one element of the last in-flight buffer set is flipped after the
     # timed region: only a check of the timed buffers can see it.
-    proc = run_suite(
+    proc = _launch(
         tmp_path,
-        *TINY,
         "--timing",
         "pipelined",
         "--pipeline-depth",
@@ -53,7 +55,6 @@ def test_a_corrupted_in_flight_buffer_fails_the_case(tmp_path):
         "--",
         "-k",
         "all_reduce-sum or broadcast",
-        nproc=2,
         env={"SUITE_INJECT_CORRUPTION": "all_reduce@timed"},
     )
     assert proc.returncode == 6, proc.stdout[-3000:] + proc.stderr[-3000:]  # EXIT_WRONG_RESULT
@@ -66,9 +67,8 @@ def test_a_corrupted_in_flight_buffer_fails_the_case(tmp_path):
 
 def _delayed_run(tmp_path, spec: str, *opts: str) -> list[dict]:
     """all_reduce and all_gather_into_tensor on 3 ranks with SUITE_INJECT_DELAY=spec: their records."""
-    proc = run_suite(
+    proc = _launch(
         tmp_path,
-        *TINY,
         *opts,
         "--",
         "-k",
@@ -113,20 +113,26 @@ def test_a_rank_slow_after_its_op_is_named_the_last_done(tmp_path):
         assert max(r["rank_arrival_us"]) < 50_000  # nobody was held up before the op
 
 
-def test_a_barrier_says_it_has_nothing_to_check(tmp_path):
-    proc = run_suite(tmp_path, *TINY, "--", "-k", "barrier", nproc=2)
+@pytest.fixture(scope="module")
+def bf16_run(tmp_path_factory):
+    """One launch read by the two tests below: DTYPES=bf16, all_reduce-max and the barrier."""
+    tmp = tmp_path_factory.mktemp("bf16")
+    proc = _launch(tmp, "--dtypes", "bf16", "--", "-k", "all_reduce-max or barrier")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    (r,) = _recs(tmp_path)
+    return tmp
+
+
+def test_a_barrier_says_it_has_nothing_to_check(bf16_run):
+    (r,) = [r for r in _recs(bf16_run) if r["op"] == "barrier"]
     assert r["checked"] is False and r["n_wrong"] is None and "no data" in r["unchecked_reason"]
     assert r["provenance"]["time_us"].startswith("measured:")
 
 
-def test_ranks_run_with_the_config_the_launcher_validated(tmp_path):
+def test_ranks_run_with_the_config_the_launcher_validated(bf16_run):
     import json
 
-    proc = run_suite(tmp_path, *TINY, "--dtypes", "bf16", "--", "-k", "all_reduce-max", nproc=2)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    written = json.loads((tmp_path / "results" / "run" / "config.json").read_text())
-    run = load_bench(tmp_path)
+    written = json.loads((bf16_run / "results" / "run" / "config.json").read_text())
+    run = load_bench(bf16_run)
     assert written == run["suite"]["config"] and written["dtypes"] == ["bfloat16"]
-    assert {r["dtype"] for r in _recs(tmp_path)} == {"bfloat16"}
+    data = [r for r in _recs(bf16_run) if r["op"] != "barrier"]
+    assert data and {r["dtype"] for r in data} == {"bfloat16"}

@@ -3,10 +3,12 @@
 State lives in what owns it: the process group's context (suite/dist.py ``DistContext``, owned by the
 plugin's session fixture), the plugin's ``RunState`` (one ``StashKey``), the journal on the ops it wraps.
 Checked on the syntax tree of every module under suite/: no function rebinds a module-level name
-(``global``), and no function mutates a module-level list, dict, set or other container (a method such
-as ``append`` or ``update``, an item assignment or deletion), in its own module or through an import
-(``failures.BEFORE_RECORD.append``). Filling a table at import time, at the module's top level, is not
-state. ``ALLOWED`` lists the exceptions with the reason each has; it only shrinks.
+(``global``), none writes its module's namespace (``globals()[name] = v``, ``globals().update(...)``,
+the same through ``vars()``: a name cache is state too), and no function mutates a module-level list,
+dict, set or other container (a method such as ``append`` or ``update``, an item assignment or
+deletion), in its own module or through an import (``failures.BEFORE_RECORD.append``). Filling a table
+at import time, at the module's top level, is not state. ``ALLOWED`` lists the exceptions with the
+reason each has; it only shrinks.
 """
 
 from __future__ import annotations
@@ -60,6 +62,20 @@ def _referent(node: ast.expr) -> tuple[str | None, str] | None:
     return None
 
 
+NAMESPACES = {"globals", "vars"}
+
+
+def _is_namespace(node: ast.expr | None) -> bool:
+    """``globals()`` or ``vars()`` (no argument: the module's own namespace)."""
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in NAMESPACES
+        and not node.args
+        and not node.keywords
+    )
+
+
 def _function_bodies(tree: ast.Module):
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
@@ -85,6 +101,9 @@ def module_state(sources: dict[str, str]) -> list[tuple[str, str, int, str]]:
                 elif isinstance(node, (ast.Assign, ast.AugAssign, ast.Delete)):
                     targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
                     mutated = next((t.value for t in targets if isinstance(t, ast.Subscript)), None)
+                if _is_namespace(mutated):
+                    out.append((path, "globals()", node.lineno, "namespace written"))
+                    continue
                 ref = _referent(mutated) if mutated is not None else None
                 if ref is None:
                     continue
@@ -120,12 +139,21 @@ def test_the_state_check_sees_rebinding_and_mutation_and_passes_tables():
         ),
         "suite/b.py": "from suite import a\ndef hook(f):\n    a._HOOKS.append(f)\n",
         "suite/c.py": "_CACHE = dict()\ndef put(k, v):\n    _CACHE[k] = v\ndef drop(k):\n    del _CACHE[k]\n",
+        "suite/d.py": (
+            "import importlib\ndef __getattr__(name):\n    value = importlib.import_module(name)\n"
+            "    globals()[name] = value\n    return value\n"
+            "def more(d):\n    globals().update(d)\n    vars().setdefault('x', 1)\n"
+            "def local(d):\n    d[1] = 2\n    return globals().get('x')\n"
+        ),
     }
     assert module_state(sources) == [
         ("suite/a.py", "_CTX", 7, "rebound via global"),
         ("suite/a.py", "_HOOKS", 3, "mutated in suite/b.py"),
         ("suite/c.py", "_CACHE", 3, "mutated in suite/c.py"),
         ("suite/c.py", "_CACHE", 5, "mutated in suite/c.py"),
+        ("suite/d.py", "globals()", 4, "namespace written"),
+        ("suite/d.py", "globals()", 7, "namespace written"),
+        ("suite/d.py", "globals()", 8, "namespace written"),
     ]
 
 
