@@ -103,7 +103,9 @@ def _inventory_step(trainer: workload.Trainer) -> tuple[list[dict], int]:
     return inventory.summarise(inv.ops), int(inv.get_total_counts())
 
 
-def _derive(strategy: str, s: ShardedSettings, trainer, ctx: DistContext, m, around, seen: dict, session) -> dict:
+def _derive(
+    strategy: str, s: ShardedSettings, trainer, ctx: DistContext, m, around, seen: dict, session, um=None
+) -> dict:
     from suite.api import PeakMemory
 
     fields: dict = {}
@@ -120,18 +122,18 @@ def _derive(strategy: str, s: ShardedSettings, trainer, ctx: DistContext, m, aro
     if strategy in pipeline.STRATEGIES:  # p2p, not collectives: experiments/sharded/pipeline.py
         return fields | pipeline.inventory_fields(strategy, s, ctx.world_size, *pipeline.inventory_step(trainer, ctx))
     rows, counted = _inventory_step(trainer)
-    if s.model:  # a user model: no theory, no decomposition (its compute alone needs the built-in trainer)
-        return fields | user_workload.inventory_fields(strategy, s.model, ctx.world_size, rows, counted)
+    if um is not None:  # a user model: no theory, no decomposition (its compute alone needs the built-in trainer)
+        return fields | user_workload.inventory_fields(strategy, um, ctx.world_size, rows, counted)
     session.once(decompose.inventory_key(strategy, s), lambda: rows)  # what its replay case replays
     session.keep_baseline(decompose.step_key(strategy, s), m)
     fields["compute_s"] = decompose.compute_s(strategy, s, ctx, session, _meshes(session))
     return fields | inventory_fields(strategy, s, ctx.world_size, rows, counted)
 
 
-def _reference(session: Session, strategy: str, s: ShardedSettings, ctx: DistContext) -> checking.Reference:
-    if s.model:
+def _reference(session: Session, strategy: str, s: ShardedSettings, ctx: DistContext, um=None) -> checking.Reference:
+    if um is not None:
         key = (EXPERIMENT, "reference", s.model, user_model.dp_size(strategy, ctx.world_size), str(ctx.device))
-        return session.once(key, lambda: user_workload.Reference(s.model, key[3], ctx.device))
+        return session.once(key, lambda: user_workload.Reference(um, key[3], ctx.device))
     dp = s.microbatches if strategy in pipeline.STRATEGIES else workload.dp_size(strategy, ctx.world_size)
     bf16 = strategy == "fsdp2_bf16"
     key = (EXPERIMENT, "reference", s.width, s.depth, s.seq, s.batch, dp, bf16, str(ctx.device))
@@ -148,11 +150,12 @@ def _meshes(session: Session):
     return mesh_of
 
 
-def _buffers(strategy: str, s: ShardedSettings, ctx: DistContext, session: Session) -> Buffers:
+def _buffers(strategy: str, s: ShardedSettings, ctx: DistContext, session: Session, um=None) -> Buffers:
+    """The case's step, check and record; ``um``: the user model sharded_cases loaded (SHARDED_MODEL), or None."""
     rule = checking.CheckRule(strategy, ctx.world_size, s.depth, s.width, microbatches=s.microbatches)
-    if s.model:  # your own model (experiments/sharded/user_model.py)
-        trainer = user_workload.make_trainer(strategy, ctx, s.model, _meshes(session))
-        rule = user_workload.check_rule(strategy, ctx.world_size, s.model)
+    if um is not None:  # your own model (experiments/sharded/user_model.py)
+        trainer = user_workload.make_trainer(strategy, ctx, um, _meshes(session))
+        rule = user_workload.check_rule(strategy, ctx.world_size, um)
     elif strategy in pipeline.STRATEGIES:
         trainer = pipeline.make_trainer(strategy, ctx, s.width, s.depth, s.seq, s.batch, s.microbatches)
     else:
@@ -161,7 +164,7 @@ def _buffers(strategy: str, s: ShardedSettings, ctx: DistContext, session: Sessi
 
     def check() -> int:
         mine = workload.full_params(trainer.model)  # every rank gathers the whole parameters (collectives)
-        ref, g_max, p_max = _reference(session, strategy, s, ctx).at(trainer.steps)
+        ref, g_max, p_max = _reference(session, strategy, s, ctx, um).at(trainer.steps)
         if trainer.owned is not None:  # a pipeline stage: this rank's layers
             ref, g_max, p_max = ([xs[i] for i in trainer.owned] for xs in (ref, g_max, p_max))
         tols = rule.tols(trainer.steps, g_max, p_max)
@@ -174,15 +177,15 @@ def _buffers(strategy: str, s: ShardedSettings, ctx: DistContext, session: Sessi
         call=lambda a: trainer.step(),
         check=check,
         outputs=lambda: [t.detach() for _, t in workload.local_params(trainer.model)],
-        derive=lambda m, around, session: _derive(strategy, s, trainer, ctx, m, around, seen, session),
+        derive=lambda m, around, session: _derive(strategy, s, trainer, ctx, m, around, seen, session, um),
     )
 
 
-def _skip(strategy: str, s: ShardedSettings, ctx: DistContext) -> str | None:
+def _skip(strategy: str, s: ShardedSettings, ctx: DistContext, um=None) -> str | None:
     if ctx.world_size != workload.world_size():
         return f"{strategy} runs on a device mesh over the whole world, not a group of {ctx.world_size} ranks"
-    if s.model:
-        return user_model.cannot_run(user_model.load(s.model), strategy, ctx.world_size)
+    if um is not None:
+        return user_model.cannot_run(um, strategy, ctx.world_size)
     return workload.cannot_run(strategy, ctx.world_size, s.width, s.seq, s.batch) or pipeline.cannot_run(
         strategy, ctx.world_size, s.depth, s.microbatches
     )
@@ -279,11 +282,15 @@ def _replay_build(strategy: str, s: ShardedSettings, ctx: DistContext, session: 
     return decompose.replay_build(strategy, s, ctx, session, mesh_of, rows, step)
 
 
-def _declare_user(strategy: str, s: ShardedSettings, world: int) -> Case:
-    """A strategy's case on the model SHARDED_MODEL names (experiments/sharded/user_model.py): the built-in
-    model's case with the user's model in its identity, its size and mesh, and no theory (not modelled); a
-    strategy the model cannot take is skipped with why."""
+def _declare_user(strategy: str, s: ShardedSettings, world: int, um: user_model.UserModel) -> Case:
+    """A strategy's case on ``um``, the model SHARDED_MODEL names (experiments/sharded/user_model.py): the
+    built-in model's case with the user's model in its identity, its size and mesh, and no theory (not
+    modelled); a strategy the model cannot take is skipped with why."""
     case = _declare(strategy, s, world)
+
+    def resolve(case, ctx, cfg, session):
+        return dataclasses.replace(case, build=lambda c: _buffers(strategy, s, c, session, um))
+
     dp = user_model.dp_size(strategy, world)
     shape, names = workload.mesh_shape(strategy, world)
     return dataclasses.replace(
@@ -294,12 +301,14 @@ def _declare_user(strategy: str, s: ShardedSettings, world: int) -> Case:
         ),
         fields={
             **{k: v for k, v in case.fields.items() if k not in ("n_params", "mesh", "dp_size")},
-            "n_params": user_workload.n_params(s.model),
+            "n_params": user_workload.n_params(um),
             "mesh": "x".join(map(str, shape)) + f" ({','.join(names)})",
             "dp_size": dp,
             "check": "every rank's whole parameters equal single-process training of the model on its global "
             "batches (check_rule)",
         },
+        skip=lambda ctx, cfg: _skip(strategy, s, ctx, um),
+        resolve=resolve,
     )
 
 
@@ -335,8 +344,9 @@ def sharded_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     SHARDED_STRATEGIES, SHARDED_MICROBATCHES), each collective strategy followed by the replay of its
     communication (experiments/sharded/decompose.py; a pipeline's is point-to-point, which it does not replay)."""
     s = cfg.sharded
-    if s.model:
-        return [_declare_user(st, s, world_size) for st in s.strategies]
+    if s.model:  # the factory runs once here, on each rank; every case of the run gets what it built
+        um = user_model.load(s.model)
+        return [_declare_user(st, s, world_size, um) for st in s.strategies]
     out = []
     for st in s.strategies:
         out.append(_declare(st, s, world_size))

@@ -2,10 +2,12 @@
 ``UserModel``; the experiment then runs it under each strategy it supports, checked against one process.
 
 The factory takes no argument and returns ``UserModel(module=..., batch=..., loss=..., tp_plan=...,
-fsdp_units=...)``. It is called once on the host (the launcher's check, before any rank starts), once on
-every rank and once for the single-process reference, each time after ``torch.manual_seed(0)``: it must build
-the same weights each time (seeded initialisation does), and ``batch(step)`` must return the same global batch
-for the same step. Step k trains on ``batch(k mod BATCHES)``.
+fsdp_units=...)``. It is called twice on the host (the launcher's check compares the two, before any rank
+starts) and once on every rank, where the cases are declared (cases.sharded_cases, which hands the result to
+every case), each time after ``torch.manual_seed(0)``; each case's trainer and the single-process reference
+train their own copy (``copy.deepcopy``) of the module that call built. It must build the same weights each
+time (seeded initialisation does: the ranks' calls must agree), and ``batch(step)`` must return the same global
+batch for the same step. Step k trains on ``batch(k mod BATCHES)``.
 
 Strategies (``supported``): ``ddp``, ``fsdp2``, ``fsdp2_keep`` (and the planted ``fsdp2_scaled``) always;
 ``tp`` and ``2d`` only with a ``tp_plan``. ``fsdp2_bf16``, ``sp`` and the pipelines run on the built-in model
@@ -13,7 +15,8 @@ only: their reference (bfloat16), input split (the sequence) and stage split are
 
 Checked here, on the host, before any rank starts (``check_world``, exit 2 with one line): the name is
 ``module:function``, the module imports, the function exists and returns a ``UserModel`` whose ``module`` is a
-``torch.nn.Module``, two calls give a new module with the same weights and the same ``batch(0)``, the
+``torch.nn.Module``, two calls give a new module with the same weights and the same ``batch(0)``, the module
+can be copied, the
 batch's rows divide into the strategies' data-parallel shards, each Linear that the ``tp_plan`` shards
 divides over the tensor-parallel ranks, the 2-D mesh (2 x world/2) divides the world, and every strategy
 asked for by name (``SHARDED_STRATEGIES`` other than its default) is one the model supports.
@@ -147,7 +150,10 @@ def cannot_run(um: UserModel, strategy: str, world: int) -> str | None:
 
 def not_reproducible(a: UserModel, b: UserModel) -> str | None:
     """Why two calls of the factory do not give what the ranks and the reference need: a new module each call
-    (each rank shards its own, the reference trains another), the same weights, the same batch; or None."""
+    (built after the seed, not once at import), the same weights (every rank calls the factory), the same batch,
+    a module ``copy.deepcopy`` can copy (each case and the reference train a copy); or None."""
+    import copy
+
     import torch
 
     if a.module is b.module:
@@ -158,6 +164,11 @@ def not_reproducible(a: UserModel, b: UserModel) -> str | None:
     xa, xb = a.batch(0), b.batch(0)
     if len(xa) != 2 or any(not torch.equal(u, v) for u, v in zip(xa, xb)):
         return "batch(0) must return (inputs, targets), the same tensors on every call"
+    try:
+        copy.deepcopy(a.module)
+    except Exception as e:  # noqa: BLE001 - whatever the user's module holds that cannot be copied
+        why = str(e).splitlines()[0] if str(e) else ""
+        return f"copy.deepcopy cannot copy its module ({type(e).__name__}: {why}); each case trains a copy"
     return None
 
 

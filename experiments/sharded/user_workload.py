@@ -6,10 +6,16 @@ The same steps as the built-in model's (experiments/sharded/workload.py): DDP wr
 applies the model's ``tp_plan`` with ``parallelize_module`` on a 1-D mesh over the world; ``2d`` the plan on the
 tp dimension of a (2, world/2) mesh and FSDP2 on its dp dimension. Every rank takes its rows of the global batch
 (``tp``: all of them), the model's loss, SGD at workload.LR.
+
+Every function here takes the ``UserModel`` that the cases loaded once on this rank (cases.sharded_cases calls
+user_model.load); a trainer and the reference each train a copy of its module (``fresh``), which stays as
+the factory built it.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -18,9 +24,14 @@ import torch.nn as nn
 
 from . import check as checking
 from . import inventory, workload
-from .user_model import UserModel, contraction, dp_size, load
+from .user_model import UserModel, contraction, dp_size
 
 NOT_MODELLED = "not modelled: the shapes of a user model's collectives are not derived (SHARDED_MODEL)"
+
+
+def fresh(um: UserModel) -> UserModel:
+    """``um`` with a copy of its module, for one trainer or the reference to shard and train."""
+    return dataclasses.replace(um, module=copy.deepcopy(um.module))
 
 
 def fsdp_units(um: UserModel) -> list[nn.Module]:
@@ -50,12 +61,12 @@ def _tensor_parallel(um: UserModel, mesh) -> None:
     parallelize_module(um.module, mesh, dict(um.tp_plan), src_data_rank=None)
 
 
-def make_trainer(strategy: str, ctx, name: str, mesh_of: Callable = workload.make_mesh) -> workload.Trainer:
-    """This rank's copy of the model ``name`` names (``module:function``) under ``strategy``, its SGD and step."""
+def make_trainer(strategy: str, ctx, loaded: UserModel, mesh_of: Callable = workload.make_mesh) -> workload.Trainer:
+    """This rank's copy of the loaded model under ``strategy``, its SGD and step."""
     import torch.distributed as dist
 
     world, rank, device = ctx.world_size, ctx.rank, ctx.device
-    um = load(name)
+    um = fresh(loaded)
     net = um.module.to(device)
     dp = dp_size(strategy, world)
     groups = {dist.group.WORLD.group_name: "world"}
@@ -88,12 +99,12 @@ class Reference(checking.Reference):
     """Single-process SGD of the user's model on its global batches, the rows split into ``dp`` shards, with
     its loss (check.Reference's steps; only the model, the batches and the loss differ)."""
 
-    def __init__(self, name: str, dp: int, device) -> None:
-        self.name = name
+    def __init__(self, loaded: UserModel, dp: int, device) -> None:
+        self.loaded = loaded
         super().__init__(0, 0, 0, 0, dp, device)
 
     def _build(self):
-        um, device = load(self.name), self._args[5]
+        um, device = fresh(self.loaded), self._args[5]
         self.loss = um.loss
         return um.module.to(device), [tuple(t.to(device) for t in um.batch(k)) for k in range(workload.BATCHES)]
 
@@ -113,19 +124,19 @@ class CheckRule(checking.CheckRule):
         return self.world
 
 
-def check_rule(strategy: str, world: int, name: str) -> CheckRule:
-    return CheckRule(strategy, world, 0, 0, contraction=contraction(load(name)))
+def check_rule(strategy: str, world: int, um: UserModel) -> CheckRule:
+    return CheckRule(strategy, world, 0, 0, contraction=contraction(um))
 
 
-def n_params(name: str) -> int:
-    return sum(p.numel() for p in load(name).module.parameters())
+def n_params(um: UserModel) -> int:
+    return sum(p.numel() for p in um.module.parameters())
 
 
-def inventory_fields(strategy: str, name: str, world: int, rows: list[dict], commdebug_ops: int) -> dict:
+def inventory_fields(strategy: str, um: UserModel, world: int, rows: list[dict], commdebug_ops: int) -> dict:
     """The record's inventory fields of a user model's step: measured and derived as the built-in model's,
     theory not modelled (None, and ``theory_note`` says so); ``bus_vs_ddp`` against DDP's all_reduce of the
     model's float32 gradients, 2(n-1)/n x 4P."""
     dp = dp_size(strategy, world)
-    ddp = [{"op": "all_reduce", "group": "dp", "bytes": 4 * n_params(name), "count": 1}]
+    ddp = [{"op": "all_reduce", "group": "dp", "bytes": 4 * n_params(um), "count": 1}]
     sizes = {"dp": dp, "tp": world // dp, "world": world}
     return inventory.record_fields(rows, commdebug_ops, sizes, ddp, None) | {"theory_note": NOT_MODELLED}

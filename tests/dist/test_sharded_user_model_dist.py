@@ -1,6 +1,10 @@
 """Your own model in the sharded experiment (SHARDED_MODEL, examples/sharded_model.py) through the launcher users
 run, at 2 Gloo ranks: FSDP2 and TP train what one process trains, their collectives are inventoried, theory
-says "not modelled"; the same model with a wrong tp_plan (a row-parallel output left Partial) exits 6."""
+says "not modelled"; the same model with a wrong tp_plan (a row-parallel output left Partial) exits 6. At 4
+ranks TP over the world and the 2 x 2 (dp, tp) mesh do the same, and each rank calls the factory once."""
+
+import os
+from collections import Counter
 
 import pytest
 
@@ -11,6 +15,17 @@ pytestmark = pytest.mark.slow
 
 RUN = ("--experiments", "sharded", "--iters", "3", "--warmup", "1")
 MODEL = "examples.sharded_model:build"
+
+
+CALLS = "USER_MODEL_CALLS"
+"""The environment variable naming the file where ``counted`` notes each call."""
+
+
+def counted():
+    """The example's model, each call of this factory noted as a line "<RANK or host> <pid>" in $USER_MODEL_CALLS."""
+    with open(os.environ[CALLS], "a") as fh:
+        fh.write(f"{os.environ.get('RANK', 'host')} {os.getpid()}\n")
+    return sharded_model.build()
 
 
 def _records(tmp_path) -> dict[str, dict]:
@@ -57,3 +72,34 @@ def test_a_wrong_tp_plan_fails_the_check_and_exits_6(tmp_path):
     tp = _records(tmp_path)["tp"]
     assert tp["n_wrong"] > 0 and tp["check_max_abs_diff"] > 100 * tp["check_tol"], tp["n_wrong"]
     assert "produced wrong elements" in proc.stderr and "test_sharded[tp]" in proc.stderr
+
+
+def test_four_ranks_train_tp_and_the_2x2_mesh_like_one_process_calling_the_factory_once_each(tmp_path):
+    """tp over 4 ranks and 2d on a (dp=2, tp=2) mesh: checked, inventoried, theory not modelled. The factory
+    runs twice on the host (the launcher's check compares two calls) and once on each rank, where the cases
+    are declared: the trainers and the reference train copies of what it built."""
+    calls = tmp_path / "calls"
+    model = f"{__name__}:counted"
+    env = {"SHARDED_MODEL": model, "SHARDED_STRATEGIES": "tp,2d", CALLS: str(calls)}
+    proc = run_suite(tmp_path, *RUN, nproc=4, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    who = [line.split() for line in calls.read_text().splitlines()]
+    assert Counter(rank for rank, _ in who) == {"host": 2, "0": 1, "1": 1, "2": 1, "3": 1}, who
+    assert len({pid for rank, pid in who if rank != "host"}) == 4
+    recs = _records(tmp_path)
+    assert set(recs) == {"tp", "2d"}
+    layers, act = sharded_model.LAYERS, 4 * sharded_model.ROWS * sharded_model.WIDTH
+    for s, r in recs.items():
+        assert r["checked"] and r["n_wrong"] == 0, (s, r["n_wrong"], r.get("check_max_abs_diff"))
+        assert r["model"] == model and r["check_steps"] > 1 and r["check_rule"].startswith("tol per parameter"), s
+        assert r["theory"] is None and r["inventory_matches_theory"] is None and "not modelled" in r["theory_note"]
+    tp, mesh = recs["tp"], recs["2d"]
+    assert tp["mesh"] == "4 (tp)" and tp["dp_size"] == 1
+    assert mesh["mesh"] == "2x2 (dp,tp)" and mesh["dp_size"] == 2
+    # the row-parallel output all-reduced per layer in forward: the whole batch under tp, a dp shard's half in 2d
+    assert _count(tp, op="all_reduce", phase="forward", group="tp", bytes=act) == layers
+    assert _count(mesh, op="all_reduce", phase="forward", group="tp", bytes=act // 2) == layers
+    # FSDP2 on the dp dimension of the mesh: each layer gathered in forward and backward, reduce-scattered
+    assert _count(mesh, op="all_gather", phase="forward", group="dp") == layers
+    assert _count(mesh, op="all_gather", phase="backward", group="dp") == layers
+    assert _count(mesh, op="reduce_scatter", phase="backward", group="dp") == layers

@@ -66,6 +66,20 @@ def random_batch():
     )
 
 
+class Locked(nn.Linear):
+    """A Linear holding a lock: copy.deepcopy cannot copy it."""
+
+    def __init__(self) -> None:
+        import threading
+
+        super().__init__(sharded_model.WIDTH, sharded_model.WIDTH)
+        self.lock = threading.Lock()
+
+
+def uncopyable():
+    return user_model.UserModel(module=Locked(), batch=sharded_model.batch, loss=F.mse_loss)
+
+
 def broken():
     raise RuntimeError("no weights here")
 
@@ -79,6 +93,7 @@ BAD = {
     "factory fails": ({"SHARDED_MODEL": f"{HERE}:broken"}, 2, "broken() failed (RuntimeError: no weights here)"),
     "shared module": ({"SHARDED_MODEL": f"{HERE}:shared_module"}, 2, "returned the same module object twice"),
     "unseeded": ({"SHARDED_MODEL": f"{HERE}:unseeded"}, 2, "built different weights"),
+    "uncopyable": ({"SHARDED_MODEL": f"{HERE}:uncopyable"}, 2, "copy.deepcopy cannot copy its module (TypeError"),
     "random batch": ({"SHARDED_MODEL": f"{HERE}:random_batch"}, 2, "the same tensors on every call"),
     "rows": ({"SHARDED_MODEL": f"{HERE}:odd_rows"}, 2, "batch has 5 rows, which do not split into 2"),
     "parameter": ({"SHARDED_MODEL": f"{HERE}:uneven_plan"}, 4, "tp_plan shards 0 (colwise, out_features=6)"),
