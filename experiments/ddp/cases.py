@@ -76,9 +76,11 @@ rank 0's previous buffers moved by rank r's batch; with ``broadcast_buffers=Fals
 cases (no DDP), each rank's running stats evolve from its own batches alone (local BatchNorm). Rule:
 ``exact`` wherever the parameters' rule is (the forward then sees bit-identical parameters and batches, and
 the update is the same operation), compared element by element after every check, wrong buffer elements
-added to ``n_wrong``; under the tolerance rule the buffers are not compared (``not compared``: no bound on the
-running stats follows from the parameters' tolerance here). ``DDP_HOOKS=bn_skew`` averages correctly but moves
-running_mean by 2^-10: the buffers alone fail.
+added to ``n_wrong``. Under the tolerance rule (3 ranks and more) they are compared exactly after the one-step
+check: every forward of that step ran on the initial parameters, bit-identical on every rank and in the
+reference, so the running stats are too; after the timed steps they are not compared (no bound on the running
+stats follows from the parameters' tolerance here). ``DDP_HOOKS=bn_skew`` averages correctly but moves
+running_mean by 2^-10: the buffers alone fail, at any world size.
 
 Not checked (``checked: false`` with the reason): ``solo_step`` and ``local_step`` (no
 communication: nothing but the step compared with itself), the no-op hook (no
@@ -308,8 +310,7 @@ def _resolve_step(
     rule = check_rule(v, ctx.world_size)
     if has_buffers and not unchecked and v.kind != "all_reduce":
         fields["check_buffers"] = buffer_rule(v, rule)
-        if rule.exact:
-            fields["check"] += "; its buffers that rank's in it (check_buffers)"
+        fields["check"] += "; its buffers that rank's in it (check_buffers)"
     prov = _step_provenance(v, unchecked, has_buffers and rule.exact)
     fields.update(variant_ddp_kwargs(v, settings))
     if v.bucket_fraction is not None:

@@ -479,4 +479,9 @@ def test_buffer_rule_is_exact_where_the_parameters_are_and_says_whose_buffers():
     assert (
         ddp_exp_workload.buffer_rule(local, ddp_exp_workload.check_rule(local, 2)) == "exact (the rank's own batches)"
     )
-    assert ddp_exp_workload.buffer_rule(plain, ddp_exp_workload.check_rule(plain, 4)).startswith("not compared")
+    tol = ddp_exp_workload.check_rule(plain, 4)
+    assert ddp_exp_workload.buffer_rule(plain, tol).startswith("exact after the one-step check (rank 0's")
+    assert "not compared after the timed steps" in ddp_exp_workload.buffer_rule(plain, tol)
+    # which checks compare them: every one under the exact rule, the one-step check alone under tol
+    exact = ddp_exp_workload.check_rule(plain, 2)
+    assert [ddp_exp_workload.buffers_compared(r, n) for r in (exact, tol) for n in (1, 5)] == [True, True, True, False]
