@@ -142,7 +142,17 @@ def test_record_says_how_every_number_was_obtained():
         if isinstance(v, (int, float))
         and not isinstance(v, bool)
         and k
-        not in ("world_size", "size_bytes", "count", "iterations", "ops_per_sample", "warmup_iters", "buffer_sets")
+        not in (
+            "world_size",
+            "size_bytes",
+            "count",
+            "iterations",
+            "ops_per_sample",
+            "warmup_iters",
+            "buffer_sets",
+            "budget_s",
+            "iters_requested",
+        )
     ]
     assert set(numeric) <= set(rec["provenance"]), set(numeric) - set(rec["provenance"])
     assert all(v.split(":")[0] in ("measured", "derived", "modelled") for v in rec["provenance"].values())
