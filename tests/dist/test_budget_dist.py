@@ -3,7 +3,6 @@ sample (or the collectives would hang), decided from the slowest rank's samples.
 
 from __future__ import annotations
 
-import datetime
 import json
 import time
 from pathlib import Path
@@ -13,8 +12,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from suite.config import BenchConfig
-from suite.dist import DistContext
 from suite.timing import BUDGET_MIN_SAMPLES, measure
+from tests.dist.local_group import gloo_rank
 
 WORLD = 4
 SLOW_RANK = 2  # not rank 0, the one that decides: it must decide from every rank's samples
@@ -22,20 +21,7 @@ SLOW_S = 0.15  # 20 x 0.15 s = 3 s > the 2 s budget: at most 13 samples fit
 
 
 def _rank(rank: int, store: str, out: str) -> None:
-    dist.init_process_group(
-        "gloo", init_method=f"file://{store}", rank=rank, world_size=WORLD, timeout=datetime.timedelta(seconds=60)
-    )
-    try:
-        ctx = DistContext(
-            rank=rank,
-            world_size=WORLD,
-            local_rank=rank,
-            local_world_size=WORLD,
-            backend="gloo",
-            device=torch.device("cpu"),
-            group=dist.group.WORLD,
-            timeout_s=60,
-        )
+    with gloo_rank(rank, WORLD, store) as ctx:
         t = torch.ones(4)
 
         def slow(async_op):
@@ -52,8 +38,6 @@ def _rank(rank: int, store: str, out: str) -> None:
             m = measure(ctx, cfg, op, iters=iters)
             got[name] = [m.iterations, m.iters_requested, m.stopped_by_budget, m.budget_s, m.samples_s]
         Path(out, f"{rank}.json").write_text(json.dumps(got))
-    finally:
-        dist.destroy_process_group()
 
 
 def test_a_slow_case_stops_early_on_every_rank_a_fast_one_and_an_explicit_count_do_not(tmp_path):
