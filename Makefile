@@ -17,6 +17,8 @@ PIPELINE_DEPTH ?= 8
 ROOT        ?= 0
 PRECISION   ?= 0
 MAX_TIME_S  ?= 10
+# the per-case sample budget; off when ITERS is given (the user asked for a count)
+BUDGET_S    ?= $(if $(filter file default undefined,$(origin ITERS)),1,0)
 TIMEOUT_S   ?= 60
 HEARTBEAT_S ?= 15
 DEBUG       ?=
@@ -28,7 +30,7 @@ PYTEST_ARGS ?=
 
 SUITE_ARGS = --experiments $(EXPERIMENTS) --min-bytes $(MIN_BYTES) --max-bytes $(MAX_BYTES) \
   --step-factor $(STEP_FACTOR) --dtypes $(DTYPES) --redops $(REDOPS) --iters $(ITERS) --warmup $(WARMUP) \
-  --timing $(TIMING) --pipeline-depth $(PIPELINE_DEPTH) --root $(ROOT) --precision-pct $(PRECISION) --max-time-s $(MAX_TIME_S) --timeout-s $(TIMEOUT_S) \
+  --timing $(TIMING) --pipeline-depth $(PIPELINE_DEPTH) --root $(ROOT) --precision-pct $(PRECISION) --max-time-s $(MAX_TIME_S) --budget-s $(BUDGET_S) --timeout-s $(TIMEOUT_S) \
   --heartbeat-timeout-s $(HEARTBEAT_S) --results-root $(RESULTS) $(if $(RUN_ID),--run-id $(RUN_ID)) \
   $(if $(DEBUG),--debug)
 PASSTHROUGH = -- $(if $(K),-k "$(K)") $(PYTEST_ARGS)

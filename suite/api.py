@@ -69,6 +69,7 @@ NAMES: dict[str, str] = {
     "tail_cell": "suite.tables",
     "wrong": "suite.tables",
     "wrong_cell": "suite.tables",
+    "iters_label": "suite.tables",
     "DTYPE_SHORT": "suite.tables",
     # Offline, from a stored run (report sections, verdicts; never on a rank): records, figures, statistics.
     "load_run": "suite.results",

@@ -96,6 +96,9 @@ MEASUREMENT_FIELDS = frozenset(
         "warmup_iters",
         "ops_per_sample",
         "precision_reached",
+        "budget_s",
+        "iters_requested",
+        "stopped_by_budget",
         "hosts",
         "label",
     }

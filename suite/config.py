@@ -69,6 +69,10 @@ class RunKnobs:
     percent of the median, or ``max_time_s`` is spent. 0 turns it off."""
     max_time_s: float = 10.0
     """Time cap per case for precision mode, seconds."""
+    budget_s: float = 1.0
+    """Sample budget per case, seconds: a case whose samples so far say that ``iters`` of them would pass
+    it takes fewer (never below ``BUDGET_MIN_SAMPLES``). 0 turns it off; so does precision mode, and the
+    Makefile passes 0 when ITERS is given (the user asked for a count)."""
     backend: Backend = "auto"
     """Process-group backend; auto = nccl for cuda, gloo for cpu."""
     device: Device = "auto"
@@ -136,6 +140,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("pipeline_depth", "pipeline-depth", "PIPELINE_DEPTH", "ops per sample in pipelined and cuda_graph modes"),
     Knob("precision_pct", "precision-pct", "PRECISION", "target CI half-width of the median, percent (0 = off)"),
     Knob("max_time_s", "max-time-s", "MAX_TIME_S", "time cap per case in precision mode"),
+    Knob("budget_s", "budget-s", "BUDGET_S", "sample budget per case, seconds (0 = off: take ITERS samples)"),
     Knob("backend", "backend", "BACKEND", "auto | gloo | nccl | mpi | ucc"),
     Knob("device", "device", "DEVICE", "auto | cpu | cuda"),
     Knob("timeout_s", "timeout-s", "TIMEOUT_S", "process-group timeout, seconds"),
@@ -424,6 +429,7 @@ def build_config(**raw) -> BenchConfig:
         ("pipeline_depth", int),
         ("precision_pct", float),
         ("max_time_s", float),
+        ("budget_s", float),
         ("timeout_s", float),
         ("heartbeat_timeout_s", float),
     ):
@@ -432,6 +438,8 @@ def build_config(**raw) -> BenchConfig:
                 kw[key] = conv(raw[key])
             except (TypeError, ValueError):
                 raise ConfigError(f"{key} must be a number, got {raw[key]!r}") from None
+    if kw.get("iters") is not None and raw.get("budget_s") is None:
+        kw["budget_s"] = 0.0  # an explicit count and no budget given: the user asked for that count
     for key in ("timing_mode", "backend", "device"):
         if key in raw and raw[key] is not None:
             kw[key] = str(raw[key]).strip().lower()
@@ -503,6 +511,8 @@ def validate(cfg: BenchConfig, world_size: int | None = None) -> None:
         bad(f"PRECISION must be a percentage in [0, 100), got {cfg.precision_pct}")
     if not (cfg.max_time_s > 0) or cfg.max_time_s != cfg.max_time_s:
         bad(f"MAX_TIME_S must be > 0, got {cfg.max_time_s}")
+    if not (0 <= cfg.budget_s <= 86400):
+        bad(f"BUDGET_S must be between 0 (off) and 86400 seconds, got {cfg.budget_s}")
     if not (cfg.timeout_s > 0) or cfg.timeout_s != cfg.timeout_s:
         bad(f"TIMEOUT_S must be > 0, got {cfg.timeout_s}")
     if not (cfg.heartbeat_timeout_s >= 0) or cfg.heartbeat_timeout_s > 86400:

@@ -5,7 +5,8 @@ The harness (suite/runner.py) and the timing loop (suite/timing.py) add each pha
 cross-rank reduction, the after-case sequence check); the pytest bridge (suite/plugin.py) adds
 starting the process group and writing bench.json, and the rest of the session's wall time
 is ``other`` (pytest's own work, collection, fixtures, reports). Rank 0's are recorded as
-``suite.phase_seconds``; ``docs/reports.md`` shows the breakdown of ``make bench-cpu``.
+``suite.phase_seconds`` (and per experiment ``suite.phase_seconds_by_experiment``); ``docs/reports.md``
+shows the breakdown of ``make bench-cpu``.
 """
 
 from __future__ import annotations
@@ -52,11 +53,29 @@ class Phases:
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
+        self.experiment: str | None = None
+        """The experiment whose case runs now (``of_experiment``): its phases are also added to it."""
+        self.by_experiment: dict[str, dict[str, float]] = {}
+        self.wall_by_experiment: dict[str, float] = {}
 
     def add(self, name: str, seconds: float) -> None:
         if name not in MEANING:
             raise ValueError(f"unknown phase {name!r}; known: {', '.join(ORDER)}")
         self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+        if self.experiment is not None:
+            mine = self.by_experiment.setdefault(self.experiment, {})
+            mine[name] = mine.get(name, 0.0) + seconds
+
+    @contextlib.contextmanager
+    def of_experiment(self, experiment: str):
+        """A case of ``experiment`` runs in this block: its wall time and phases count to it too."""
+        t0, self.experiment = time.perf_counter(), experiment
+        try:
+            yield
+        finally:
+            self.experiment = None
+            wall = self.wall_by_experiment.get(experiment, 0.0)
+            self.wall_by_experiment[experiment] = wall + time.perf_counter() - t0
 
     @contextlib.contextmanager
     def __call__(self, name: str):
@@ -68,9 +87,18 @@ class Phases:
 
     def breakdown(self, wall_s: float) -> dict[str, float]:
         """Every phase's seconds (rounded to ms), ``other`` = ``wall_s`` less the phases measured."""
-        out = {k: round(self.seconds[k], 3) for k in ORDER if k in self.seconds}
-        out["other"] = round(max(0.0, wall_s - sum(self.seconds.values())), 3)
-        return out
+        return _breakdown(self.seconds, wall_s)
+
+    def breakdown_by_experiment(self) -> dict[str, dict[str, float]]:
+        """Per experiment: its cases' seconds per phase, ``other`` = their wall time less those phases
+        (the session's start, collection and reports belong to no experiment)."""
+        return {e: _breakdown(self.by_experiment.get(e, {}), w) for e, w in self.wall_by_experiment.items()}
+
+
+def _breakdown(seconds: dict[str, float], wall_s: float) -> dict[str, float]:
+    out = {k: round(seconds[k], 3) for k in ORDER if k in seconds}
+    out["other"] = round(max(0.0, wall_s - sum(seconds.values())), 3)
+    return out
 
 
 def summary_line(breakdown: dict[str, float]) -> str:

@@ -26,7 +26,7 @@ from typing import TextIO
 
 import pytest
 
-from suite import bench_adapter, failures, fileio, phases, profiling, progress
+from suite import bench_adapter, failures, fileio, phases, profiling, progress, registry
 from suite.system import sysinfo
 from suite.tables import format_tables
 from suite.config import KNOBS, BenchConfig, ConfigError, build_config, config_from_json, settings_from_env, switch
@@ -307,6 +307,8 @@ def _output_json(config, complete: bool, exitstatus: int | None) -> dict:
         "skipped": list(st.skipped),
         # rank 0's seconds per phase of the session so far (suite/phases.py says what each covers)
         "phase_seconds": st.phases.breakdown(time.time() - st.started_unix),
+        # the same per experiment: its cases' phases and the rest of their wall time
+        "phase_seconds_by_experiment": st.phases.breakdown_by_experiment(),
     }
     return out
 
@@ -363,6 +365,17 @@ def _is_distributed_failure(exc: BaseException) -> bool:
             "Watchdog caught collective operation timeout",
         )
     )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Each case's wall time and phases also count to its experiment (suite.phase_seconds_by_experiment)."""
+    st = _state(item.config)
+    if st is None:
+        yield
+        return
+    with st.phases.of_experiment(registry.experiment_of(item.nodeid)):
+        yield
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -113,6 +113,12 @@ class Measurement:
     None when they are the global ranks themselves."""
     graph_kernel_nodes: int | None = None
     """cuda_graph mode: kernel nodes of the captured graph (None when not counted: no cuda.bindings)."""
+    budget_s: float = 0.0
+    """The sample budget that applied to this case, seconds (0: none; see ``budget_count``)."""
+    iters_requested: int | None = None
+    """The samples asked for before the budget (``iterations`` is what was taken)."""
+    stopped_by_budget: bool = False
+    """Whether the budget cut the case short of ``iters_requested``."""
 
     @property
     def iterations(self) -> int:
@@ -351,6 +357,28 @@ def _gather_ranks(ctx: DistContext, got: tuple[list[float], list[float]]) -> _Ra
     return _RankSamples([r[:n] for r in rows], [r[n:] for r in rows])
 
 
+BUDGET_MIN_SAMPLES = 10
+"""A budget never cuts a case below this many samples (pytest-benchmark's statistics stay meaningful)."""
+
+
+def budget_count(samples_s: Sequence[float], n: int, budget_s: float) -> int:
+    """How many samples a case takes, from the (cross-rank max) samples it has so far: ``n`` when ``n`` of
+    them fit in ``budget_s`` at their mean, else as many as fit, never fewer than ``BUDGET_MIN_SAMPLES``
+    (nor than it already has, nor more than ``n``). ``budget_s`` 0: ``n``."""
+    if budget_s <= 0 or not samples_s:
+        return n
+    mean = sum(samples_s) / len(samples_s)
+    fit = n if mean <= 0 else int(budget_s / mean)
+    return max(min(n, len(samples_s), BUDGET_MIN_SAMPLES), min(n, max(fit, BUDGET_MIN_SAMPLES)))
+
+
+def _broadcast_int(ctx: DistContext, value: int) -> int:
+    """Rank 0's ``value`` on every rank (so every rank takes the same number of samples)."""
+    t = torch.tensor([value], dtype=torch.int64, device=ctx.device)
+    dist.broadcast(t, src=0, group=ctx.group)
+    return int(t.item())
+
+
 def _broadcast_flag(ctx: DistContext, flag: bool) -> bool:
     t = torch.tensor([1 if flag else 0], dtype=torch.int32, device=ctx.device)
     dist.broadcast(t, src=0, group=ctx.group)
@@ -417,13 +445,20 @@ def measure(
             graph.replay()  # the first replay uploads the graph; keep it out of the samples
             ctx.sync_device()
 
-    def round_() -> _RankSamples:
+    def round_(count: int = n) -> _RankSamples:
         with phase("timed"):
-            got = _run_samples(ctx, ops, n, mode, depth, graph, before_sample, before_op)
+            got = _run_samples(ctx, ops, count, mode, depth, graph, before_sample, before_op)
         with phase("gather"):
             return _gather_ranks(ctx, got)
 
-    got = round_()
+    # The budget: an explicit count (``iters``) or precision mode turns it off.
+    budget = cfg.budget_s if iters is None and cfg.precision_pct == 0 else 0.0
+    got = round_(min(n, BUDGET_MIN_SAMPLES) if budget > 0 else n)
+    if budget > 0 and n > BUDGET_MIN_SAMPLES:
+        with phase("gather"):  # rank 0 decides, every rank takes that many (or the collectives hang)
+            take = _broadcast_int(ctx, budget_count(_max_over_ranks(got), n, budget) if ctx.rank == 0 else 0)
+        if take > BUDGET_MIN_SAMPLES:
+            got = got.merge(round_(take - BUDGET_MIN_SAMPLES))
     reached = None
     if cfg.precision_pct > 0:
         look = 0
@@ -464,6 +499,9 @@ def measure(
         buffer_sets=min(len(ops), depth),
         group_ranks=_group_ranks(ctx, rank_fields_of),
         graph_kernel_nodes=kernels,
+        budget_s=budget,
+        iters_requested=n,
+        stopped_by_budget=budget > 0 and len(got.per_rank[0]) < n,
     )
 
 

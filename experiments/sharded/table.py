@@ -32,7 +32,7 @@ busiest rank's sends; ops: messages).
 
 from __future__ import annotations
 
-from suite.api import num, tail_cell, wrong, wrong_cell
+from suite.api import iters_label, num, tail_cell, wrong, wrong_cell
 
 
 def _check_cell(r: dict) -> str:
@@ -118,7 +118,7 @@ def format_tables(records: list[dict]) -> str:
     )
     lines = [
         f"# sharded: {model}, {first['backend']}, {first['device']},"
-        f" {first['world_size']} ranks, timing={first['timing_mode']}, {first['iterations']} iters",
+        f" {first['world_size']} ranks, timing={first['timing_mode']}, {iters_label(records)}",
         f"#{'strategy':>16} {'step p50':>9} {'p95':>8} {'S/step':>9} {'theory':>9}  {'bus/step':>9} {'x ddp':>6}"
         f" {'ops':>5} {'peak mem':>9} {'#wrong':>6}  check",
         f"#{'':>16} {'(ms)':>9} {'(ms)':>8} {'(KiB)':>9} {'(KiB)':>9}  {'(KiB)':>9} {'':>6} {'':>5} {'(MiB)':>9}",

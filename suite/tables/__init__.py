@@ -107,6 +107,16 @@ def _cell(rec: dict | None) -> str:
     return f"{rec['time_us']:9.1f} {rec['algbw_gbps']:7.3f} {num(rec['busbw_gbps'], '.3f', 7)} {wrong_cell(rec)}"
 
 
+def iters_label(recs: list[dict]) -> str:
+    """``20 iters``, or the range when the cases differ (``10-20 iters, BUDGET_S 1 s``: the budget cut some)."""
+    counts = sorted({r["iterations"] for r in recs})
+    if len(counts) == 1:
+        return f"{counts[0]} iters"
+    budgets = sorted({r["budget_s"] for r in recs if r.get("stopped_by_budget")})
+    why = f", BUDGET_S {budgets[0]:g} s" if len(budgets) == 1 else ""
+    return f"{counts[0]}-{counts[-1]} iters{why}"
+
+
 def collective_table(recs: list[dict]) -> str:
     """One nccl-tests table (out-of-place | in-place columns) for one op variant."""
     first = recs[0]
@@ -116,7 +126,7 @@ def collective_table(recs: list[dict]) -> str:
     ranks = first["world_size"]
     lines = [
         f"# {title}  ({first['backend']}, {first['device']}, {ranks} ranks, timing={first['timing_mode']}, "
-        f"{first['iterations']} iters)",
+        f"{iters_label(recs)})",
         f"#{'':47}{'out-of-place':^33}  {'in-place':^32}",
         f"#{'size':>11} {'count':>12} {'type':>8} {'redop':>7} {'root':>5}"
         f" {'time':>9} {'algbw':>7} {'busbw':>7} {'#wrong':>6}  {'time':>9} {'algbw':>7} {'busbw':>7} {'#wrong':>6}",

@@ -64,3 +64,14 @@ def test_compared_sizes_are_the_largest_of_the_sweep():
     cfg = build_config(min_bytes="1", max_bytes="16", step_factor=2)
     assert cfg.compared_sizes() == [4, 8, 16]
     assert build_config(min_bytes="0", max_bytes="0").compared_sizes() == []  # no zero-byte comparisons
+
+
+def test_budget_s_is_validated_and_an_explicit_iters_turns_it_off():
+    from suite.config import build_config
+
+    assert build_config().budget_s == 1.0
+    assert build_config(iters="7").budget_s == 0.0  # the user asked for a count
+    assert build_config(iters="7", budget_s="2").budget_s == 2.0
+    for bad in ("-1", "nan", "1e9"):
+        with pytest.raises(ConfigError, match="BUDGET_S"):
+            build_config(budget_s=bad)

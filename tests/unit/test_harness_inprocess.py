@@ -321,3 +321,24 @@ def test_each_record_says_what_the_journal_costs_and_the_harness_times_each_phas
         h.phases.seconds
     )
     assert all(s >= 0 for s in h.phases.seconds.values())
+
+
+def test_sample_budget_stops_a_slow_case_early_and_leaves_a_fast_one_and_an_explicit_count():
+    from suite.timing import BUDGET_MIN_SAMPLES, budget_count
+
+    # 20 x 10 ms fits in 1 s; 20 x 80 ms does not: 12 fit; 20 x 500 ms: the floor of 10
+    assert budget_count([0.01] * 10, 20, 1.0) == 20
+    assert budget_count([0.08] * 10, 20, 1.0) == 12
+    assert budget_count([0.5] * 10, 20, 1.0) == BUDGET_MIN_SAMPLES == 10
+    assert budget_count([0.5] * 10, 20, 0.0) == 20  # off
+    assert budget_count([0.5] * 3, 3, 1.0) == 3  # asked for fewer than the floor: all of them
+
+
+def test_measure_applies_the_budget_only_without_an_explicit_count(ctx):
+    cfg = BenchConfig(iters=20, warmup_iters=0, budget_s=0.2, heartbeat_timeout_s=0)
+    m = measure(ctx, cfg, lambda a: time.sleep(0.03))  # 20 x 30 ms > 0.2 s: stops at the floor
+    assert (m.iterations, m.iters_requested, m.stopped_by_budget, m.budget_s) == (10, 20, True, 0.2)
+    m = measure(ctx, cfg, lambda a: None)  # fast: the full count
+    assert (m.iterations, m.stopped_by_budget) == (20, False)
+    m = measure(ctx, cfg, lambda a: time.sleep(0.03), iters=12)  # an explicit count: exactly that
+    assert (m.iterations, m.stopped_by_budget, m.budget_s) == (12, False, 0.0)

@@ -1,5 +1,7 @@
 """The run's time by phase (suite.phase_seconds in bench.json, one summary line)."""
 
+import time
+
 import pytest
 
 from suite import phases
@@ -36,3 +38,23 @@ def test_every_phase_is_explained():
 def test_summary_line_largest_first_with_shares():
     line = phases.summary_line({"timed": 30.0, "write": 10.0, "other": 60.0})
     assert line == "time by phase (rank 0, 100 s): other 60.0 s (60%), timed 30.0 s (30%), write 10.0 s (10%)"
+
+
+def test_each_experiment_gets_its_cases_phases_and_the_rest_of_their_wall_time():
+    p = phases.Phases()
+    p.add("start", 1.0)  # the session's own: no experiment
+    with p.of_experiment("sharded"):
+        p.add("timed", 2.0)
+        time.sleep(0.01)
+    with p.of_experiment("p2p"):
+        p.add("setup", 0.5)
+    with p.of_experiment("sharded"):
+        p.add("timed", 1.0)
+    by = p.breakdown_by_experiment()
+    assert set(by) == {"sharded", "p2p"}
+    assert by["sharded"]["timed"] == 3.0 and "start" not in by["sharded"] and by["p2p"]["setup"] == 0.5
+    assert by["sharded"]["other"] == 0.0  # the wall (~10 ms) is less than the phases added by hand
+    with p.of_experiment("ddp"):
+        time.sleep(0.05)
+    assert p.breakdown_by_experiment()["ddp"] == {"other": pytest.approx(0.05, abs=0.2)}  # no phase claims it
+    assert p.breakdown(wall_s=10.0)["timed"] == 3.0  # the session total still has every phase

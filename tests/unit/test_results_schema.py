@@ -142,7 +142,17 @@ def test_record_says_how_every_number_was_obtained():
         if isinstance(v, (int, float))
         and not isinstance(v, bool)
         and k
-        not in ("world_size", "size_bytes", "count", "iterations", "ops_per_sample", "warmup_iters", "buffer_sets")
+        not in (
+            "world_size",
+            "size_bytes",
+            "count",
+            "iterations",
+            "ops_per_sample",
+            "warmup_iters",
+            "buffer_sets",
+            "budget_s",
+            "iters_requested",
+        )
     ]
     assert set(numeric) <= set(rec["provenance"]), set(numeric) - set(rec["provenance"])
     assert all(v.split(":")[0] in ("measured", "derived", "modelled") for v in rec["provenance"].values())
@@ -316,3 +326,13 @@ def test_n_wrong_says_tolerance_where_the_check_allowed_one():
     for extra in ({"check_rule": "tol 1.7e-04 per element"}, {"check_exact": False}):
         prov = results.make_record(**extra, **kw)["provenance"]["n_wrong"]
         assert prov == results.N_WRONG_TOLERANCE and "exact" not in prov and "stated tolerance" in prov
+
+
+def test_table_title_shows_the_sample_range_when_the_budget_cut_some_cases():
+    from suite.tables import iters_label
+
+    full = {"iterations": 20, "budget_s": 1.0, "stopped_by_budget": False}
+    cut = {"iterations": 11, "budget_s": 1.0, "stopped_by_budget": True}
+    assert iters_label([full, full]) == "20 iters"
+    assert iters_label([full, cut]) == "11-20 iters, BUDGET_S 1 s"
+    assert iters_label([full, {"iterations": 7}]) == "7-20 iters"  # an older run's records: no budget fields

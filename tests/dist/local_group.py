@@ -1,0 +1,37 @@
+"""One rank of a real Gloo group started by ``torch.multiprocessing.spawn`` (a file store), as the
+suite's DistContext: the tests that call the suite's collectives directly, without torchrun."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+
+import torch
+import torch.distributed as dist
+
+from suite.dist import DistContext
+
+
+@contextlib.contextmanager
+def gloo_rank(rank: int, world: int, store: str, timeout_s: float = 60):
+    """This process's rank of a ``world``-rank Gloo group on CPU; the group is destroyed after."""
+    dist.init_process_group(
+        "gloo",
+        init_method=f"file://{store}",
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=timeout_s),
+    )
+    try:
+        yield DistContext(
+            rank=rank,
+            world_size=world,
+            local_rank=rank,
+            local_world_size=world,
+            backend="gloo",
+            device=torch.device("cpu"),
+            group=dist.group.WORLD,
+            timeout_s=timeout_s,
+        )
+    finally:
+        dist.destroy_process_group()
