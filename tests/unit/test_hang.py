@@ -286,3 +286,31 @@ def test_a_recorded_failure_leaves_the_installed_journals_dump_first(tmp_path, m
     dump = json.loads((tmp_path / "hang" / "rank0.json").read_text())
     assert "this rank failed: rank 1 stopped responding" in json.dumps(dump)
     assert (tmp_path / "failures" / "rank0.json").exists()
+
+
+def test_the_lines_docs_quote_from_a_diagnosis_are_where_the_code_is():
+    # docs/failures.md "Debugging a hang" pastes real output: each `suite/x.py:N in f` it quotes must still
+    # point into f (the line of the call for a lambda) - the docs drift silently when the code above moves
+    import ast
+    import re
+
+    text = (hang.ROOT / "docs" / "failures.md").read_text()
+    quoted = set(re.findall(r"(suite/[\w/]+\.py):(\d+) in ([<>\w]+)", text))
+    assert quoted  # the section quotes a real run
+    for path, line, func in sorted(quoted):
+        src = (hang.ROOT / path).read_text()
+        n = int(line)
+        if func == "<lambda>":
+            assert "lambda" in src.splitlines()[n - 1], (path, line, func)
+            continue
+        spans = [
+            (f.lineno, f.end_lineno)
+            for f in ast.walk(ast.parse(src))
+            if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == func
+        ]
+        assert any(a < n <= b for a, b in spans), f"docs/failures.md quotes {path}:{line} in {func}: not in {func}"
+    # the planted sleep is the line the demo's verdict names
+    runner = (hang.ROOT / "suite" / "runner.py").read_text().splitlines()
+    for path, line, func in quoted:
+        if func == "diverge":
+            assert "time.sleep" in runner[int(line) - 1], (path, line)
