@@ -349,6 +349,19 @@ def test_every_experiment_runs_and_checks_on_nccl(tmp_path):
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=420, env=dict(os.environ, **env))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     recs = [b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]]
-    assert {r["experiment"] for r in recs} >= {"collectives", "ddp", "model_parallel", "placement", "backends"}
+    assert {r["experiment"] for r in recs} >= {
+        "collectives",
+        "p2p",
+        "ddp",
+        "model_parallel",
+        "placement",
+        "backends",
+        "sharded",
+    }
     assert all_correct(recs)
     assert all(r["timer"] == "cuda_event" for r in recs if r["device"] == "cuda")
+    # the sharded steps on NCCL: every strategy checked against single-process training, and no record
+    # carries the CPU-only notes (no overlap, the all_to_all fallback) that describe Gloo on CPU
+    sharded = [r for r in recs if r["experiment"] == "sharded"]
+    assert {r["strategy"] for r in sharded if r["op"] == "train_step"} >= {"ddp", "fsdp2", "tp", "sp"}
+    assert not [r["label"] for r in sharded if str(r.get("cpu_notes", "")).startswith("CPU:")]
