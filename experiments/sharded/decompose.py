@@ -23,6 +23,7 @@ the two with the step's own time its exposed and hidden communication (issue 26,
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import torch
@@ -181,14 +182,18 @@ def joined(parts: list[Buffers]) -> Buffers:
 
 def replay_buffers(rows: list[dict], ctx, group_of: Callable[[str], object]) -> Buffers:
     """Every collective of ``rows`` (an inventory), ``count`` times each with its own buffers, on the group
-    ``group_of(name)`` of its mesh dimension."""
-    parts = []
+    ``group_of(name)`` of its mesh dimension. Each call's values start where the previous call's ended
+    (``Args.start``): identical calls carry different data, so a replay that hands one call's result to
+    another, or one result twice, is wrong."""
+    parts, start = [], 0
     for row in rows:
         group = group_of(row["group"])
         ranks = dist.get_process_group_ranks(group)
         sub = groups.sub_context(ctx, ranks, group)
         coll, a = replay_args(row, len(ranks))
-        parts += [coll.build(a, sub) for _ in range(row["count"])]
+        for _ in range(row["count"]):
+            parts.append(coll.build(dataclasses.replace(a, start=start), sub))
+            start += a.count
     return joined(parts)
 
 

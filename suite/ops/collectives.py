@@ -55,6 +55,9 @@ class Args:
     count: int
     in_place: bool
     root: int
+    start: int = 0
+    """Global element index where this call's pattern begins: calls given disjoint ranges (a replay of
+    a step's collectives) carry different values, so one call's output in another's place is wrong."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,7 +96,7 @@ def _t(ctx: DistContext, a: Args, numel: int, *, rank: int | None = None, offset
         dtype_of(a.dtype),
         redop=a.redop or "none",  # data that only moves may take any exact value
         world_size=ctx.world_size,
-        offset=offset,
+        offset=a.start + offset,
         device=ctx.device,
     )
 
@@ -103,7 +106,9 @@ def _blank(ctx: DistContext, a: Args, numel: int) -> torch.Tensor:
 
 
 def _expected_reduce(ctx: DistContext, a: Args, numel: int, offset: int = 0) -> torch.Tensor:
-    return verify.reduce_expected(a.redop, ctx.world_size, numel, dtype_of(a.dtype), offset=offset, device=ctx.device)
+    return verify.reduce_expected(
+        a.redop, ctx.world_size, numel, dtype_of(a.dtype), offset=a.start + offset, device=ctx.device
+    )
 
 
 def _chunk(ctx: DistContext, a: Args) -> int:

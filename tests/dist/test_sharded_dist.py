@@ -129,16 +129,21 @@ def test_a_planted_wrong_sharding_fails_the_check_and_exits_6(tmp_path):
     assert "produced wrong elements" in proc.stderr and "fsdp2_scaled" in proc.stderr
 
 
-def test_compute_alone_is_below_the_step_and_a_corrupted_replay_exits_6(tmp_path):
+def test_compute_alone_is_below_the_step_and_a_misrouted_replay_exits_6(tmp_path):
     """DDP on a model wide enough that its all_reduce (4.4 MB) outweighs the arithmetic of a tiny batch: the
-    step without communication is faster than the step. The replay is damaged after its check run."""
-    env = dict(SMALL, SHARDED_WIDTH="256", SHARDED_STRATEGIES="ddp", SUITE_INJECT_CORRUPTION="replay-ddp")
-    env["SUITE_REPORT"] = "1"  # the report's figure, drawn from the stored run
+    step without communication is faster than the step. Each replay is misrouted after its check run (the
+    suite's misroute fault): ddp's one all_reduce turns by a chunk; tp's two identical all_reduces of a phase
+    trade places, which passed while every replayed call carried the same values."""
+    env = dict(SMALL, SHARDED_WIDTH="256", SHARDED_STRATEGIES="ddp,tp")
+    env |= {"SUITE_INJECT_CORRUPTION": "misroute:replay-ddp,replay-tp", "SUITE_REPORT": "1"}  # report: figure
     proc = run_suite(tmp_path, *RUN, nproc=2, env=env, timeout=400)
     assert proc.returncode == 6, proc.stdout[-3000:] + proc.stderr[-3000:]  # EXIT_WRONG_RESULT
-    step, replay = _records(tmp_path)["ddp"], _records(tmp_path, "comm_replay")["ddp"]
-    assert replay["n_wrong"] > 0 and step["n_wrong"] == 0  # the replay's own check caught it, not the step's
-    assert "replay-ddp" in proc.stderr and "produced wrong elements" in proc.stderr
+    for s in ("ddp", "tp"):
+        step, replay = _records(tmp_path)[s], _records(tmp_path, "comm_replay")[s]
+        assert replay["n_wrong"] > 0 and step["n_wrong"] == 0, s  # the replay's own check caught it
+        assert f"replay-{s}" in proc.stderr, s
+    assert "produced wrong elements" in proc.stderr
+    step = _records(tmp_path)["ddp"]
     assert 0 < step["compute_s"] < step["p50_us"] / 1e6, (step["compute_s"], step["p50_us"])
     assert (tmp_path / "results" / "run" / "report" / "sharded-gloo-cpu-2.png").read_bytes().startswith(b"\x89PNG")
 

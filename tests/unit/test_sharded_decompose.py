@@ -91,3 +91,21 @@ def test_the_report_section_draws_the_split_from_stored_records():
     assert [p.name for p in sec.plots] == ["sharded-gloo-cpu-2"] and sec.plots[0].png.startswith(b"\x89PNG")
     assert "where the step's time goes" in sec.text_tables[0]
     assert report.decomposition_plot("t", [_step("tp", 5.0, 100)]) is None  # no replay: no figure
+
+
+def test_identical_replayed_calls_carry_distinct_values_so_a_misrouted_one_is_wrong():
+    """Two all_reduces (and two all_gathers) of one shape, as a TP step issues them: the suite's misroute fault
+    (the first two outputs of one shape trade places) must be seen. With the same values in every call it
+    was not: the replay of tp passed under SUITE_INJECT_CORRUPTION=misroute."""
+    from suite.config import BenchConfig
+    from suite.runner import _misroute
+    from tests.unit.test_harness_inprocess import lone_group
+
+    rows = [_row("all_reduce", nbytes=64, count=2), _row("all_gather", nbytes=64, count=2, group="tp")]
+    with lone_group(BenchConfig(iters=2, warmup_iters=1, heartbeat_timeout_s=0)) as ctx:
+        for order in (rows, rows[::-1]):  # the all_reduces trade places; then the all_gathers do
+            b = decompose.replay_buffers(order, ctx, lambda name: ctx.group)
+            b.call(False)
+            assert b.check() == 0
+            _misroute(b, ctx.world_size)
+            assert b.check() == 2 * 16, order[0]["op"]  # every element of the two swapped outputs
