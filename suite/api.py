@@ -61,6 +61,7 @@ NAMES: dict[str, str] = {
     "PreflightError": "suite.dist",
     "autorange": "suite.timing",
     "PeakMemory": "suite.profiling",
+    "sequence_number": "suite.journal",
     # An experiment's text table: the shared cells and layouts (suite/tables/).
     "by_table": "suite.tables",
     "collective_table": "suite.tables",

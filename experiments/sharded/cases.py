@@ -39,10 +39,20 @@ from __future__ import annotations
 
 import dataclasses
 
-from suite.api import BenchConfig, Buffers, Bytes, Case, DistContext, Session, dist_max, experiment_test
+from suite.api import (
+    BenchConfig,
+    Buffers,
+    Bytes,
+    Case,
+    CaseFailed,
+    DistContext,
+    Session,
+    dist_max,
+    experiment_test,
+)
 
 from . import check as checking
-from . import decompose, inventory, pipeline, user_model, user_workload, workload
+from . import decompose, internals, inventory, pipeline, user_model, user_workload, workload
 from .settings import ShardedSettings
 
 EXPERIMENT = "sharded"
@@ -59,6 +69,8 @@ _PROVENANCE = {
     "inventory_bytes": "derived: sum of count x bytes over inventory",
     "inventory_ops": "derived: sum of count over inventory",
     "commdebug_ops": "measured: CommDebugMode.get_total_counts() of the same step",
+    "c10d_ops": "measured: per mesh dimension, the change of c10d's sequence number of its process group over the "
+    "same step (every op issued on it, any thread); a count other than the inventory's fails the case",
     "theory": "modelled: experiments.sharded.shapes.theory from width, depth, seq, batch and world",
     "theory_bytes": "derived: sum of count x bytes over theory",
     "inventory_matches_theory": "derived: per (op, dtype, group, phase) the same count and bytes "
@@ -90,17 +102,32 @@ def inventory_fields(strategy: str, s: ShardedSettings, world: int, rows: list[d
     )
 
 
-def _inventory_step(trainer: workload.Trainer) -> tuple[list[dict], int]:
-    """One more step under the inventory (after DDP's bucket rebuild, which its second step does)."""
+def _inventory_step(trainer: workload.Trainer) -> tuple[list[dict], int, dict[str, int] | None]:
+    """One more step under the inventory (after DDP's bucket rebuild, which its second step does): its rows,
+    CommDebugMode's own count, and c10d's count per mesh dimension over the same step (inventory.issued)."""
     while trainer.steps < 2:
         trainer.step()
+    before = internals.c10d_issued(trainer.groups)
     with inventory.Inventory(trainer.groups) as inv:
         trainer.mark = lambda stage: setattr(inv, "stage", stage)
         try:
             trainer.step()
         finally:
             trainer.mark = lambda stage: None
-    return inventory.summarise(inv.ops), int(inv.get_total_counts())
+    c10d = inventory.issued(before, internals.c10d_issued(trainer.groups), trainer.groups)
+    return inventory.summarise(inv.ops), int(inv.get_total_counts()), c10d
+
+
+def _inventory_complete(strategy: str, rows: list[dict], c10d: dict | None, ctx: DistContext) -> None:
+    """CaseFailed on every rank when on any rank c10d counted ops the inventory did not see: its bytes, the
+    theory it is compared with and the replay would all leave them out."""
+    missed = inventory.unseen(rows, c10d)
+    if not ctx.agree_all(not missed):
+        raise CaseFailed(
+            f"{strategy}: the step issued collectives its inventory did not see "
+            f"({'; '.join(missed) if missed else 'on another rank'}): an op from another thread or a barrier "
+            "escapes CommDebugMode, so the recorded bytes, theory check and replay would leave it out"
+        )
 
 
 def _derive(
@@ -121,7 +148,9 @@ def _derive(
         fields["peak_mem_kind"] = around.kind
     if strategy in pipeline.STRATEGIES:  # p2p, not collectives: experiments/sharded/pipeline.py
         return fields | pipeline.inventory_fields(strategy, s, ctx.world_size, *pipeline.inventory_step(trainer, ctx))
-    rows, counted = _inventory_step(trainer)
+    rows, counted, c10d = _inventory_step(trainer)
+    _inventory_complete(strategy, rows, c10d, ctx)
+    fields["c10d_ops"] = c10d
     if um is not None:  # a user model: no theory, no decomposition (its compute alone needs the built-in trainer)
         return fields | user_workload.inventory_fields(strategy, um, ctx.world_size, rows, counted)
     session.once(decompose.inventory_key(strategy, s), lambda: rows)  # what its replay case replays

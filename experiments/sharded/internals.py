@@ -46,6 +46,24 @@ def phase(mode) -> str:
     return "backward" if is_bw else "forward"
 
 
+def c10d_issued(names) -> dict[str, int | None]:
+    """c10d's count of the ops this rank has issued on each process group named (its per-group sequence
+    number, read through suite.journal), None for a group this torch cannot resolve or count. Resolving a
+    group by name is private (``distributed_c10d._resolve_process_group``, checked with torch 2.13)."""
+    import torch.distributed as dist
+
+    from suite.api import sequence_number
+
+    resolve = getattr(dist.distributed_c10d, "_resolve_process_group", None)
+    out: dict[str, int | None] = {}
+    for name in names:
+        try:
+            out[name] = sequence_number(resolve(name)) if resolve is not None else None
+        except (RuntimeError, ValueError, KeyError):  # a group this rank is not in, or one destroyed
+            out[name] = None
+    return out
+
+
 def group_name(arg) -> str | None:
     """The process-group name an op argument carries: a functional op's ``group_name`` string, or a c10d
     op's boxed ProcessGroup; None for any other argument (a boxed ReduceOp, a number)."""

@@ -108,6 +108,32 @@ class Inventory(CommDebugMode):
         return out
 
 
+def issued(before: dict, after: dict, labels: dict[str, str]) -> dict[str, int] | None:
+    """Ops c10d counted on each mesh dimension between two readings of its sequence numbers (group name ->
+    count, ``internals.c10d_issued``); ``labels``: group name -> mesh dimension. None where c10d could not
+    say for some group (nothing to compare with)."""
+    if any(before.get(n) is None or after.get(n) is None for n in labels):
+        return None
+    return {labels[n]: after[n] - before[n] for n in labels}
+
+
+def unseen(rows: list[dict], c10d: dict[str, int] | None) -> list[str]:
+    """Per mesh dimension where the inventory (``rows``) and c10d's own count (``issued``) differ, one phrase
+    saying so; empty when they agree or c10d could not say. CommDebugMode sees the ops dispatched on its own
+    thread; c10d counts every op on the group: a collective issued from another thread, or a barrier, is in
+    the second only (measured on torch 2.13 with Gloo)."""
+    if c10d is None:
+        return []
+    seen: dict[str, int] = {}
+    for r in rows:
+        seen[r["group"]] = seen.get(r["group"], 0) + r["count"]
+    return [
+        f"{g}: c10d issued {c10d.get(g, 0)}, the inventory saw {seen.get(g, 0)}"
+        for g in sorted(set(c10d) | set(seen))
+        if c10d.get(g, 0) != seen.get(g, 0)
+    ]
+
+
 def summarise(ops: list[Collective]) -> list[dict]:
     """The ops of a step as rows: op, dtype, bytes (S of each), group, phase, count; in a fixed order."""
     return [

@@ -80,6 +80,7 @@ def _all_right(recs: dict[str, dict]) -> None:
             assert r["p2p_ops_dispatched"] == r["p2p_ops_scheduled"] == 2 * r["inventory_ops"], s
         else:
             assert r["commdebug_ops"] == r["inventory_ops"] == sum(x["count"] for x in r["inventory"]), s
+            assert sum(r["c10d_ops"].values()) == r["inventory_ops"], (s, r["c10d_ops"])  # c10d saw them all
         assert r["inventory_bytes"] == r["theory_bytes"] == r["size_bytes"], s
         assert r["time_includes"] and r["busbw_gbps"] is None, s
         assert r["check_max_abs_diff"] <= r["check_tol"], s
@@ -181,3 +182,15 @@ def test_a_bad_knob_exits_2_before_any_rank_starts(tmp_path, env, words):
     assert proc.returncode == 2 and words in proc.stderr, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert proc.stderr.strip().count("\n") == 0, proc.stderr  # one line
     assert not (tmp_path / "results" / "run" / "bench.json").exists()
+
+
+def test_an_op_the_inventory_cannot_see_fails_the_case(tmp_path):
+    """A step that also all-reduces from a helper thread (tests/plants/sharded_inventory.py): CommDebugMode
+    does not see it, c10d's sequence number does, and the case fails naming the group and both counts."""
+    env = dict(SMALL, SHARDED_STRATEGIES="ddp,tp")
+    proc = run_suite(tmp_path, *RUN, "--", "-p", "tests.plants.sharded_inventory", nproc=2, env=env, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out[-3000:]  # a case errored: its inventory cannot be recorded as measured
+    assert "ddp: the step issued collectives its inventory did not see (dp: c10d issued 2, the inventory saw 1)" in out
+    assert "tp: the step issued collectives its inventory did not see (tp: c10d issued 5, the inventory saw 4)" in out
+    assert _records(tmp_path) == {}  # neither step is recorded as if its inventory were whole

@@ -68,6 +68,23 @@ def test_summarise_counts_identical_collectives_and_totals_ignore_the_split():
     }
 
 
+def test_c10d_counts_per_dimension_and_what_the_inventory_missed():
+    labels = {"g0": "world", "g1": "dp", "g2": "tp"}
+    c10d = inventory.issued({"g0": 3, "g1": 10, "g2": 4}, {"g0": 3, "g1": 18, "g2": 9}, labels)
+    assert c10d == {"world": 0, "dp": 8, "tp": 5}
+    assert inventory.issued({"g0": None, "g1": 1, "g2": 1}, {"g0": 1, "g1": 2, "g2": 2}, labels) is None
+    rows = [
+        {"op": "all_gather", "group": "dp", "count": 5},
+        {"op": "reduce_scatter", "group": "dp", "count": 3},
+        {"op": "all_reduce", "group": "tp", "count": 4},
+    ]
+    assert inventory.unseen(rows, c10d) == ["tp: c10d issued 5, the inventory saw 4"]  # one op off its thread
+    assert inventory.unseen(rows, c10d | {"tp": 4}) == []
+    assert inventory.unseen(rows[:2], {"dp": 8}) == []
+    assert inventory.unseen(rows, {"dp": 8}) == ["tp: c10d issued 0, the inventory saw 4"]  # a group c10d lacks
+    assert inventory.unseen(rows, None) == []  # this torch cannot say: nothing to compare with
+
+
 def test_bus_bytes_use_nccl_tests_factors_and_glooss_reduce_scatter():
     rows = [
         {"op": "all_reduce", "dtype": "float32", "bytes": 1000, "group": "dp", "phase": "backward", "count": 1},
