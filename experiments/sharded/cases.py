@@ -268,7 +268,7 @@ def _declare(strategy: str, s: ShardedSettings, world: int) -> Case:
         raise RuntimeError("resolve binds the build of a sharded case")
 
     def resolve(case, ctx, cfg, session):
-        return dataclasses.replace(case, build=lambda c: _buffers(strategy, s, c, session))
+        return _on_device(case, ctx, build=lambda c: _buffers(strategy, s, c, session))
 
     return Case(
         experiment=EXPERIMENT,
@@ -284,6 +284,13 @@ def _declare(strategy: str, s: ShardedSettings, world: int) -> Case:
         skip=lambda ctx, cfg: _skip(strategy, s, ctx),
         resolve=resolve,
     )
+
+
+def _on_device(case: Case, ctx: DistContext, build) -> Case:
+    """The case bound to its session (``build``) on this run's device: ``cpu_notes`` (what Gloo on CPU does
+    differently: no overlap, the all_to_all fallback, Gloo send/recv) is kept on CPU only."""
+    fields = case.fields if ctx.device.type == "cpu" else {k: v for k, v in case.fields.items() if k != "cpu_notes"}
+    return dataclasses.replace(case, build=build, fields=fields)
 
 
 def _peak_memory(ctx: DistContext):
@@ -318,7 +325,7 @@ def _declare_user(strategy: str, s: ShardedSettings, world: int, um: user_model.
     case = _declare(strategy, s, world)
 
     def resolve(case, ctx, cfg, session):
-        return dataclasses.replace(case, build=lambda c: _buffers(strategy, s, c, session, um))
+        return _on_device(case, ctx, build=lambda c: _buffers(strategy, s, c, session, um))
 
     dp = user_model.dp_size(strategy, world)
     shape, names = workload.mesh_shape(strategy, world)
@@ -345,7 +352,7 @@ def _declare_replay(strategy: str, s: ShardedSettings, world: int) -> Case:
     step = _declare(strategy, s, world)
 
     def resolve(case, ctx, cfg, session):
-        return dataclasses.replace(case, build=lambda c: _replay_build(strategy, s, c, session))
+        return _on_device(case, ctx, build=lambda c: _replay_build(strategy, s, c, session))
 
     return dataclasses.replace(
         step,

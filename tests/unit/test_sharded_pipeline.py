@@ -160,3 +160,25 @@ def test_why_the_pipeline_inventory_is_not_commdebugmode():
         layer(torch.zeros(2, 4))  # the first run is fine
         with pytest.raises(IndexError):
             layer(torch.zeros(2, 4))
+
+
+def test_cpu_notes_are_recorded_on_cpu_only():
+    """What Gloo on CPU does differently (no overlap, the all_to_all fallback, Gloo send/recv) is stated in the
+    records of a CPU run and in no GPU run's, where it would be false (issue 26: 'what differs on CPU')."""
+    import types
+
+    import torch
+
+    from experiments.sharded.cases import sharded_cases
+    from suite.case import Session
+    from suite.config import build_config
+
+    cfg = build_config(sharded={"strategies": "ddp,fsdp2,pp_gpipe"})
+    cases = sharded_cases(cfg, 2)
+    assert {c.label for c in cases} == {"ddp", "replay-ddp", "fsdp2", "replay-fsdp2", "pp_gpipe"}
+    for device, noted in (("cpu", True), ("cuda", False)):
+        ctx = types.SimpleNamespace(device=torch.device(device))
+        for c in cases:
+            bound = c.resolve(c, ctx, cfg, Session())
+            assert ("cpu_notes" in bound.fields) is noted, (device, c.label)
+            assert bound.build is not c.build  # bound to the session
