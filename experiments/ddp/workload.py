@@ -5,6 +5,7 @@ from the timed steps (baselines, overlap, DDP's logger, buckets). The declaratio
 from __future__ import annotations
 
 import contextlib
+import copy
 import inspect
 import statistics
 from collections.abc import Callable
@@ -373,6 +374,13 @@ def check_rule(v: Variant, world: int) -> CheckRule:
     return CheckRule(world=world, wire=wire, u=u, abs_err=a, lr=training.SOURCE.lr)
 
 
+CHECKPOINT_EVERY = 5
+"""The reference keeps its whole state every this many steps: a case asking for fewer steps than an earlier
+one took (each case's sample budget decides its count) resumes from the checkpoint below, not from step 0."""
+CHECKPOINT_BYTES = 256 << 20
+"""At most this many bytes of checkpoints are kept (the oldest go first): a large DDP_PARAMS keeps fewer."""
+
+
 class Reference:
     """Single-process SGD on the global batches of ``world`` ranks: every rank's (micro-)batch through the
     same forward and backward as that rank runs, the ranks' gradients averaged in rank order (sum of
@@ -383,6 +391,7 @@ class Reference:
         self, model: str, settings: Settings, world: int, device, micro: int, sync_each: bool, sync_buffers: bool
     ):
         self._args = (model, settings, world, device, micro, sync_each, sync_buffers)
+        self._checkpoints: dict[int, tuple] = {}
         self._start()
         self._snapshots: dict[int, tuple[torch.Tensor, ...]] = {}
 
@@ -451,13 +460,42 @@ class Reference:
         self.opt.step()
         self.steps += 1
         self.p_max = self._p_max()
+        if self.steps % CHECKPOINT_EVERY == 0:
+            self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        """Keep the whole state at this step (parameters and the net's buffers, the optimizer's state, every
+        rank's buffers, max|g| and max|p|), within CHECKPOINT_BYTES."""
+        state = (
+            {k: v.detach().clone() for k, v in self.net.state_dict().items()},
+            copy.deepcopy(self.opt.state_dict()),
+            [[b.clone() for b in bs] for bs in self.bufs],
+            self.g_max.clone(),
+            self.p_max.clone(),
+        )
+        self._checkpoints[self.steps] = state
+        size = sum(t.numel() * t.element_size() for t in state[0].values()) + 2 * self.p_max.numel() * 4
+        while len(self._checkpoints) > 1 and size * len(self._checkpoints) > CHECKPOINT_BYTES:
+            del self._checkpoints[min(self._checkpoints)]
+
+    def _rewind(self, steps: int) -> None:
+        """Back to the latest checkpoint at or before ``steps`` (step 0: a fresh model)."""
+        at = max((k for k in self._checkpoints if k <= steps), default=0)
+        if at == 0:
+            self._start()
+            return
+        params, opt, bufs, g_max, p_max = self._checkpoints[at]
+        self.net.load_state_dict(params)
+        self.opt.load_state_dict(copy.deepcopy(opt))
+        self.bufs = [[b.clone() for b in bs] for bs in bufs]
+        self.g_max, self.p_max, self.steps = g_max.clone(), p_max.clone(), at
 
     def at(self, steps: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Flat parameters after ``steps`` steps, per element max|g|, max|p| up to then, and every rank's
         flat buffers (float64, one row per rank: ``flat_buffers``) (snapshots are kept)."""
         if steps not in self._snapshots:
-            if steps < self.steps:  # e.g. precision mode: this case ran fewer steps than an earlier one
-                self._start()
+            if steps < self.steps:  # this case ran fewer steps than an earlier one (its budget, precision mode)
+                self._rewind(steps)
             while self.steps < steps:
                 self._step()
             bufs = torch.stack([flat_buffers(bs) for bs in self.bufs])

@@ -410,6 +410,23 @@ def test_reference_replays_steps_it_has_passed():
     assert (g1 >= 0).all() and g1.max() > 0  # per element: the largest averaged term so far
 
 
+def test_reference_resumes_from_its_checkpoint_below_a_smaller_step_count():
+    """Cases take different step counts (each its own sample budget): one asking for fewer steps than the
+    reference has taken resumes from the checkpoint below, bit-identical to training from step 0, in at most
+    CHECKPOINT_EVERY - 1 steps (from step 0 it retrained 12 of them each time)."""
+    s = ddp_exp_workload.Settings(params=20_000)
+    args = ("mlp", s, 2, "cpu", 1, False, True)
+    ref = ddp_exp_workload.Reference(*args)
+    ref.at(13)
+    taken, step = [], ref._step
+    ref._step = lambda: (taken.append(1), step())[1]
+    got = [t.clone() for t in ref.at(12)]
+    assert len(taken) == 12 - 2 * ddp_exp_workload.CHECKPOINT_EVERY  # from the checkpoint at step 10
+    fresh = ddp_exp_workload.Reference(*args).at(12)
+    assert all(torch.equal(a, b) for a, b in zip(got, fresh, strict=True))
+    assert not torch.equal(got[0], ddp_exp_workload.Reference(*args).at(11)[0])
+
+
 def _forwards_from(s, params, bufs, batches):
     """An independent replay of one rank's forwards: the MLP at flat ``params``, its buffers set to the flat
     ``bufs``, then a training-mode forward of each batch; its flat buffers afterwards."""
