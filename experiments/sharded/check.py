@@ -36,8 +36,8 @@ reference with the batch split into ``SHARDED_MICROBATCHES`` shards (the micro-b
 the micro-batches' gradients in order and divides by m, the reference sums g_i x 1/m in the same order:
 ``exact`` when m is a power of two (scaling by 2^-k is exact), else ``tol`` with R = m.
 
-A planted wrong strategy (``fsdp2_scaled``, ``tp_wrong_shard``, ``pp_unscaled``) is checked under the rule of
-the strategy it imitates, and fails it.
+A planted wrong strategy (``fsdp2_scaled``, ``tp_wrong_shard``, ``pp_unscaled``, ``pp_misrouted``) is checked
+under the rule of the strategy it imitates, and fails it.
 """
 
 from __future__ import annotations

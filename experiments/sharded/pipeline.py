@@ -8,7 +8,9 @@ Narayanan et al., SC'21). Every step splits the global batch into ``SHARDED_MICR
 (rows in order), takes the mean-squared error per micro-batch and divides the accumulated gradients by the
 micro-batch count (the schedules' ``scale_grads``), so the step trains what one process trains on the
 whole batch. ``pp_unscaled`` (planted) leaves that division out: the classic micro-batching bug, gradients
-``SHARDED_MICROBATCHES`` times too large.
+``SHARDED_MICROBATCHES`` times too large. ``pp_misrouted`` (planted) hands the last stage the targets one
+micro-batch out of step with the inputs the first stage sent (a target split that does not follow the
+schedule's): every loss compares a micro-batch with another one's rows.
 
 Checked (experiments/sharded/check.py): each rank's stage parameters against the single-process reference
 whose batch is split into as many shards as there are micro-batches (the shards' gradients summed in order
@@ -39,7 +41,11 @@ from torch.utils._pytree import tree_flatten
 from . import internals, inventory, workload
 from .settings import PIPELINE
 
-PLANTED_PP = ("pp_unscaled",)
+PLANTED_PP = ("pp_unscaled", "pp_misrouted")
+PLANTED_WHY = {
+    "pp_unscaled": "gradients not divided by the micro-batches",
+    "pp_misrouted": "the last stage's targets one micro-batch out of step with the inputs",
+}
 STRATEGIES = frozenset(PIPELINE + PLANTED_PP)
 """Every pipeline strategy, planted included."""
 SCHEDULES = {
@@ -47,6 +53,7 @@ SCHEDULES = {
     "pp_1f1b": "Schedule1F1B",
     "pp_interleaved": "ScheduleInterleaved1F1B",
     "pp_unscaled": "ScheduleGPipe",
+    "pp_misrouted": "ScheduleGPipe",
 }
 STAGES_PER_RANK = {"pp_interleaved": 2}
 
@@ -74,6 +81,8 @@ def cannot_run(strategy: str, world: int, depth: int, microbatches: int) -> str 
             f"{strategy} needs SHARDED_DEPTH >= {stages - 1} at {world} ranks ({stages} stages of at least one layer: "
             f"SHARDED_DEPTH={depth} blocks and the head are {depth + 1})"
         )
+    if strategy == "pp_misrouted" and microbatches < 2:  # with one micro-batch there is no other to take
+        return f"pp_misrouted needs SHARDED_MICROBATCHES >= 2, not {microbatches}"
     if strategy == "pp_1f1b" and microbatches < world:
         return f"pp_1f1b needs SHARDED_MICROBATCHES >= {world} stages, not {microbatches}"
     rounds = max(1, microbatches // world)
@@ -232,6 +241,8 @@ def make_trainer(strategy: str, ctx, width: int, depth: int, seq: int, global_ba
     def step() -> None:
         x, y = batches[trainer.steps % workload.BATCHES]
         opt.zero_grad()
+        if strategy == "pp_misrouted":  # planted: each micro-batch meets the next one's targets
+            y = torch.roll(y, shifts=y.shape[0] // microbatches, dims=0)
         schedule.step(*((x,) if first else ()), **({"target": y} if last else {}))
         opt.step()
         trainer.steps += 1
@@ -320,7 +331,7 @@ def declared_fields(strategy: str, s, world: int) -> dict:
         "free transfers), not measured",
     }
     if strategy in PLANTED_PP:
-        fields["planted"] = "wrong on purpose (the check's own test): gradients not divided by the micro-batches"
+        fields["planted"] = f"wrong on purpose (the check's own test): {PLANTED_WHY[strategy]}"
     return fields
 
 

@@ -10,10 +10,11 @@ PIPELINE = ("pp_gpipe", "pp_1f1b", "pp_interleaved")
 """The torch.distributed.pipelining schedules (experiments/sharded/pipeline.py builds each)."""
 STRATEGIES = ("ddp", "fsdp2", "fsdp2_keep", "fsdp2_bf16", "tp", "sp", "2d") + PIPELINE
 """The strategies run by default (experiments/sharded/workload.py and pipeline.py build each)."""
-PLANTED = ("fsdp2_scaled", "tp_wrong_shard", "pp_unscaled")
+PLANTED = ("fsdp2_scaled", "tp_wrong_shard", "pp_unscaled", "pp_misrouted")
 """Wrong on purpose (the check's own tests): ``fsdp2_scaled`` multiplies the gradient shards by the world
 size (a sum where the average belongs), ``tp_wrong_shard`` gives each rank the next rank's ``up`` rows,
-``pp_unscaled`` (GPipe) does not divide the micro-batches' summed gradients by their count."""
+``pp_unscaled`` (GPipe) does not divide the micro-batches' summed gradients by their count, ``pp_misrouted``
+(GPipe) gives the last stage each micro-batch's targets one micro-batch late (the next one's rows)."""
 
 
 @dataclass(frozen=True, kw_only=True)

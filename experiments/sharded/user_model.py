@@ -45,6 +45,7 @@ BUILT_IN_ONLY = {
     "pp_1f1b": "its stages are the built-in model's layers",
     "pp_interleaved": "its stages are the built-in model's layers",
     "pp_unscaled": "its stages are the built-in model's layers",
+    "pp_misrouted": "its stages are the built-in model's layers",
     "tp_wrong_shard": "it plants a wrong shard into the built-in model",
 }
 """Strategies that run on the built-in model only, with why."""

@@ -65,15 +65,21 @@ def test_the_interleaved_schedule_at_4_ranks_trains_like_one_process(tmp_path):
     _trains_and_moves_what_the_boundaries_say(_records(tmp_path)["pp_interleaved"], 4, 8)
 
 
-def test_unscaled_micro_batch_gradients_fail_the_check_and_exit_6(tmp_path):
-    env = dict(SMALL, SHARDED_DEPTH="2", SHARDED_STRATEGIES="pp_gpipe,pp_unscaled,pp_interleaved")
+def test_unscaled_or_misrouted_micro_batches_fail_the_check_and_exit_6(tmp_path):
+    """Two planted schedule bugs: gradients not divided by the micro-batches (pp_unscaled), and the last stage's
+    targets one micro-batch out of step with the first stage's inputs (pp_misrouted)."""
+    strategies = "pp_gpipe,pp_unscaled,pp_misrouted,pp_interleaved"
+    env = dict(SMALL, SHARDED_DEPTH="2", SHARDED_STRATEGIES=strategies)
     proc = run_suite(tmp_path, *RUN, nproc=2, env=env, timeout=300)
     assert proc.returncode == 6, proc.stdout[-3000:] + proc.stderr[-3000:]  # EXIT_WRONG_RESULT
     recs = _records(tmp_path)
     assert recs["pp_gpipe"]["n_wrong"] == 0
-    bad = recs["pp_unscaled"]
-    assert bad["n_wrong"] > bad["n_params"] and bad["check_max_abs_diff"] > 1e-3, bad["n_wrong"]  # both ranks, twice
-    assert "produced wrong elements" in proc.stderr and "pp_unscaled" in proc.stderr
+    for planted in ("pp_unscaled", "pp_misrouted"):
+        bad = recs[planted]
+        assert bad["n_wrong"] > bad["n_params"], (planted, bad["n_wrong"])  # most elements, both ranks, twice
+        assert bad["check_max_abs_diff"] > 100 * max(bad["check_tol"], 1e-6), planted
+        assert bad["planted"].startswith("wrong on purpose") and planted in proc.stderr
+    assert "produced wrong elements" in proc.stderr
     # 3 layers cannot make 4 stages: skipped with the knob to change, never silently absent
     assert "pp_interleaved needs SHARDED_DEPTH >= 3 at 2 ranks" in proc.stdout and "pp_interleaved" not in recs
 

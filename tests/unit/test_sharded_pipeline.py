@@ -29,6 +29,8 @@ def test_cannot_run_names_the_knob_to_change():
     assert "SHARDED_MICROBATCHES" in pipeline.cannot_run("pp_interleaved", 2, 3, 5)  # 2 rounds do not divide 5
     assert all(pipeline.cannot_run(s, 2, 2, 4) is None for s in ("ddp", "fsdp2", "tp", "pp_gpipe", "pp_1f1b"))
     assert workload.cannot_run("pp_gpipe", 2, 31, 8, 8) is None  # no width split: not a tensor-parallel rule
+    assert "SHARDED_MICROBATCHES >= 2" in pipeline.cannot_run("pp_misrouted", 2, 2, 1)  # no other micro-batch
+    assert pipeline.cannot_run("pp_misrouted", 2, 2, 2) is None
 
 
 def test_bubble_fraction_follows_gpipe_and_the_interleaved_reduction():
