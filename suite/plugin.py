@@ -62,6 +62,8 @@ class RunState:
     """Where a quiet rank's terminal reporter writes."""
     records: list[dict] = field(default_factory=list)
     skipped: list[dict] = field(default_factory=list)
+    failed: list[dict] = field(default_factory=list)
+    """Cases that failed alike on every rank (the harness's CaseFailed), each with its message."""
     machine: dict | None = None
     """The run's hosts and group (sysinfo.collect_global), once the group is up."""
     machine_info: dict | None = None
@@ -305,6 +307,7 @@ def _output_json(config, complete: bool, exitstatus: int | None) -> dict:
         "started_unix": st.started_unix,
         "n_records": len(st.records),
         "skipped": list(st.skipped),
+        "failed": list(st.failed),
         # rank 0's seconds per phase of the session so far (suite/phases.py says what each covers)
         "phase_seconds": st.phases.breakdown(time.time() - st.started_unix),
         # the same per experiment: its cases' phases and the rest of their wall time
@@ -409,6 +412,8 @@ def pytest_runtest_makereport(item, call):
     # the others wait in a collective: continuing would pair collectives of different
     # cases. End the session instead; the launcher reports the cause.
     if call.excinfo.errisinstance((pytest.fail.Exception, pytest.skip.Exception)):
+        if st is not None and call.excinfo.errisinstance(pytest.fail.Exception):  # the launcher names it
+            st.failed.append({"case": item.nodeid, "message": str(call.excinfo.value).strip()[:500]})
         return
     exc = call.excinfo.value
     kind = getattr(exc, "failure_kind", None) or ("peer_failure" if _is_distributed_failure(exc) else "rank_error")

@@ -276,7 +276,8 @@ def _verdict(rc: int, signum: int | None, run_dir: Path, first: dict | None) -> 
         return (EXIT_SIGINT if signum == signal.SIGINT else EXIT_SIGTERM), f"interrupted by signal {signum}"
     if first is not None and not failures and first["exitcode"] == EXIT_NOTHING_SELECTED:
         return EXIT_NOTHING_SELECTED, _say("nothing measured: the case selection (K= / -k) matched no case")
-    if first is not None and _unexplained(first, failures):
+    failed = _failed_cases(run_dir)
+    if first is not None and _unexplained(first, failures) and not (failed and first["exitcode"] > 0):
         how = f"killed by {first['signal']}" if first["exitcode"] < 0 else f"exited with status {first['exitcode']}"
         cause = _say(f"first failure: rank {first['rank']} on host {first['host']} {how}")
     diag = hang.read_verdict(run_dir)
@@ -301,6 +302,9 @@ def _verdict(rc: int, signum: int | None, run_dir: Path, first: dict | None) -> 
     wrong = _wrong_cases(run_dir)
     if wrong:
         return EXIT_WRONG_RESULT, _say(f"{len(wrong)} case(s) produced wrong elements: {', '.join(wrong[:5])}")
+    if failed and rc > 0:  # cases that failed on every rank alike (the ranks went on): the first one's message
+        more = f" (and {len(failed) - 1} more: bench.json suite.failed)" if len(failed) > 1 else ""
+        return EXIT_FAILED, _say(f"{len(failed)} case(s) failed: {failed[0]['case']}: {failed[0]['message']}{more}")
     if rc == 0:
         return EXIT_OK, None
     return EXIT_FAILED, cause or _say(f"error: torchrun exited with status {rc} and no rank named a cause")
@@ -319,6 +323,15 @@ def _signal_name(signum: int) -> str:
         return signal.Signals(signum).name
     except ValueError:
         return f"signal {signum}"
+
+
+def _failed_cases(run_dir: Path) -> list[dict]:
+    """The cases rank 0 saw fail alike on every rank (bench.json ``suite.failed``), oldest first."""
+    try:
+        failed = json.loads((run_dir / "bench.json").read_text()).get("suite", {}).get("failed") or []
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [f for f in failed if isinstance(f, dict) and "case" in f and "message" in f]
 
 
 def _wrong_cases(run_dir: Path) -> list[str]:

@@ -112,3 +112,28 @@ def test_a_rank_killed_by_a_signal_is_named_even_when_its_peers_noted_the_loss(t
         json.dumps({"rank": 1, "host": "h", "cause": "boom", "kind": "rank_error"})
     )
     assert final_status(1, None, tmp_path, first, with_cause=True) == (EXIT_FAILED, "failure on rank 1 (h): boom")
+
+
+def test_a_case_that_failed_on_every_rank_is_named_with_its_message(tmp_path, capsys):
+    """A case the harness failed (CaseFailed: every rank alike, the run went on) leaves no failure note; the
+    launcher said only 'first failure: rank 0 ... exited with status 1'. It now names the case and why."""
+    failed = [
+        {"case": "experiments/sharded/cases.py::test_sharded[ddp]", "message": "ddp: the step issued ... (dp: 2, 1)"},
+        {"case": "experiments/sharded/cases.py::test_sharded[tp]", "message": "tp: ..."},
+    ]
+    (tmp_path / "bench.json").write_text(json.dumps({"benchmarks": [], "suite": {"failed": failed}}))
+    first = {"rank": 0, "host": "h", "exitcode": 1, "signal": None}
+    status, cause = final_status(1, None, tmp_path, first, with_cause=True)
+    want = (
+        "2 case(s) failed: experiments/sharded/cases.py::test_sharded[ddp]: ddp: the step issued ... (dp: 2, 1) "
+        "(and 1 more: bench.json suite.failed)"
+    )
+    assert (status, cause) == (EXIT_FAILED, want)
+    err = capsys.readouterr().err
+    assert f"# {want}" in err and "first failure" not in err
+    # with no failed case recorded, torchrun's first failed rank is still the line
+    (tmp_path / "bench.json").write_text(json.dumps({"benchmarks": [], "suite": {"failed": []}}))
+    assert final_status(1, None, tmp_path, first, with_cause=True) == (
+        EXIT_FAILED,
+        "first failure: rank 0 on host h exited with status 1",
+    )
