@@ -175,7 +175,7 @@ if [ -n "$first" ]; then
   fi
   echo "# first failure: $first exited with status $first_code${cause:+: $cause}"
 fi
-# the launchers' hang diagnosis (suite/hang.py render: the verdict is the one "# " line without a label)
+# the launchers' hang diagnosis (suite/launch/hang.py render: the verdict is the one "# " line without a label)
 hang_txt="$RESULTS_DIR/$RUN_ID/failures/hang.txt"
 if [ -s "$hang_txt" ]; then
   verdict=$(grep -v -e '^#   ' -e '^# hang diagnosis' -e '^# flight recorder' "$hang_txt" | head -n 1)

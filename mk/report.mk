@@ -1,4 +1,4 @@
-# Reports from stored runs (suite/report.py): read result JSON only, never re-run anything.
+# Reports from stored runs (suite/report/cli.py): read result JSON only, never re-run anything.
 #   make report [RUN=results/<id>] [BASE=results/<id>]   HTML + Markdown + PNGs + CSV in RUN/report/
 #                                           (BASE: the summary gives the comparison verdict)
 #   make report-csv [RUN=...]               the run's records as CSV on stdout

@@ -1,11 +1,15 @@
-"""Harness for the distributed-communication experiment suite.
+"""The core of the distributed-communication experiment suite; it names no experiment.
 
-What runs on every rank: ``case`` (the case protocol), ``runner`` (the one harness), ``timing``,
-``verify`` (exact checks), ``ops`` (the collective op table), ``dist`` (process groups, heartbeat),
-``journal`` (the per-rank op journal), ``plugin`` (pytest glue), ``results`` (records).
-Around torchrun on the host: ``launch``, ``config``, ``preflight``, ``supervise``, ``hang``,
-``failures``, ``fileio``. Offline, from stored JSON: ``report``, ``analysis``, ``render``, ``plots``,
-``compare``, ``model`` (fits and predictions), ``doctor``. Pure math: ``metrics``, ``shrinkage``.
+Grouped by where the code runs (rule R3, tests/unit/test_import_graph.py):
+- ``harness/`` on every rank: the one runner, timing, exact checks, process groups, the op journal,
+  the pytest glue;
+- ``ops/`` the shared workloads the ranks run: the collective op table, the p2p patterns, the algorithms;
+- ``system/`` reads the host (NUMA, network, memory, the environment) and starts no group;
+- ``launch/`` on the host, before and around torchrun: knobs, preflight, supervision, hang diagnosis;
+- ``report/`` and ``model/`` offline, from stored JSON: reports, comparisons, fits and predictions.
+Shared by every role: ``api`` (the one module experiments import), ``case`` (the case protocol and
+``ExperimentSpec``), ``registry`` (the experiments of this checkout), ``results`` (the record),
+``metrics`` (pure bandwidth math) and ``errors``.
 The README's code tour lists every module.
 """
 

@@ -16,7 +16,7 @@ import importlib
 
 MODULES = (
     # Exact checks and the shared workloads: the collective op table, p2p patterns, p2p algorithms.
-    "suite.verify",
+    "suite.harness.verify",
     "suite.ops.collectives",
     "suite.ops.p2p",
     "suite.ops.algorithms",
@@ -29,7 +29,7 @@ MODULES = (
     "suite.system.affinity",
     # Offline statistics and figures (report sections, verdicts).
     "suite.metrics",
-    "suite.plots",
+    "suite.report.plots",
 )
 """Modules re-exported whole, each under its last name (``suite.api.verify``, ``suite.api.groups``)."""
 
@@ -51,38 +51,38 @@ NAMES: dict[str, str] = {
     "CaseSkipped": "suite.case",
     "CaseFailed": "suite.case",
     # The run's configuration, and the error a settings validator raises (exit 2 before any rank starts).
-    "BenchConfig": "suite.config",
+    "BenchConfig": "suite.launch.config",
     "ConfigError": "suite.errors",
     # On a rank: the process group's context, reductions over ranks, device rules, calibration, memory.
-    "DistContext": "suite.dist",
-    "dist_max": "suite.dist",
-    "dist_min": "suite.dist",
-    "resolve_device": "suite.dist",
-    "PreflightError": "suite.dist",
-    "autorange": "suite.timing",
-    "PeakMemory": "suite.profiling",
-    "sequence_number": "suite.journal",
-    # An experiment's text table: the shared cells and layouts (suite/tables/).
-    "by_table": "suite.tables",
-    "collective_table": "suite.tables",
-    "pivot": "suite.tables",
-    "num": "suite.tables",
-    "tail_cell": "suite.tables",
-    "wrong": "suite.tables",
-    "wrong_cell": "suite.tables",
-    "iters_label": "suite.tables",
-    "DTYPE_SHORT": "suite.tables",
+    "DistContext": "suite.harness.dist",
+    "dist_max": "suite.harness.dist",
+    "dist_min": "suite.harness.dist",
+    "resolve_device": "suite.harness.dist",
+    "PreflightError": "suite.harness.dist",
+    "autorange": "suite.harness.timing",
+    "PeakMemory": "suite.harness.profiling",
+    "sequence_number": "suite.harness.journal",
+    # An experiment's text table: the shared cells and layouts (suite/report/tables.py).
+    "by_table": "suite.report.tables",
+    "collective_table": "suite.report.tables",
+    "pivot": "suite.report.tables",
+    "num": "suite.report.tables",
+    "tail_cell": "suite.report.tables",
+    "wrong": "suite.report.tables",
+    "wrong_cell": "suite.report.tables",
+    "iters_label": "suite.report.tables",
+    "DTYPE_SHORT": "suite.report.tables",
     # Offline, from a stored run (report sections, verdicts; never on a rank): records, figures, statistics.
     "load_run": "suite.results",
     "records": "suite.results",
-    "write_json_atomic": "suite.fileio",
-    "Plot": "suite.analysis",
-    "Section": "suite.analysis",
+    "write_json_atomic": "suite.launch.fileio",
+    "Plot": "suite.report.analysis",
+    "Section": "suite.report.analysis",
     "configured_link_rate": "suite.model.fit",
     "parse_link_rate": "suite.model.fit",
-    "EXIT_OK": "suite.failures",
-    "EXIT_BAD_INPUT": "suite.failures",
-    "EXIT_FINDING": "suite.failures",
+    "EXIT_OK": "suite.launch.failures",
+    "EXIT_BAD_INPUT": "suite.launch.failures",
+    "EXIT_FINDING": "suite.launch.failures",
 }
 """Names re-exported from a module: public name -> its home module (the name is the same there)."""
 

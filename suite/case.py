@@ -1,4 +1,4 @@
-"""The case protocol: what an experiment declares. The harness (suite/runner.py) does the rest.
+"""The case protocol: what an experiment declares. The harness (suite/harness/runner.py) does the rest.
 
 An experiment's ``cases.py`` (``experiments/<name>/``) declares its cases and nothing about how they are
 run; its ``__init__.py`` declares the experiment itself (``ExperimentSpec``, at the end of this module)::
@@ -10,7 +10,7 @@ run; its ``__init__.py`` declares the experiment itself (``ExperimentSpec``, at 
 
     test_mine = experiment_test(my_cases)
 
-Every case then runs the same way (suite/runner.py): skip? → support probe →
+Every case then runs the same way (suite/harness/runner.py): skip? → support probe →
 build → run once → check → rebuild one buffer set per in-flight op → warm up →
 time → check every timed buffer set → reduce across ranks → record → submit.
 
@@ -232,7 +232,7 @@ def support_reason(
 def experiment_test(provider: Callable[..., list[Case]]):
     """A pytest test function that runs every case ``provider(cfg, world_size)`` declares.
 
-    The pytest bridge (suite/plugin.py) parametrizes it with the cases and hands it
+    The pytest bridge (suite/harness/plugin.py) parametrizes it with the cases and hands it
     the harness; the function body is the harness's, not the experiment's.
     """
 

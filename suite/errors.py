@@ -1,6 +1,6 @@
 """Outcomes of a case that are not a measurement, raised by the harness on every rank alike.
 
-The pytest bridge (suite/plugin.py) turns them into pytest's skip and fail; nothing
+The pytest bridge (suite/harness/plugin.py) turns them into pytest's skip and fail; nothing
 else in the suite imports pytest.
 """
 
@@ -16,5 +16,5 @@ class CaseFailed(AssertionError):
 
 
 class ConfigError(ValueError):
-    """A knob has a value the suite cannot run with; the message names the fix (suite.config, and an
+    """A knob has a value the suite cannot run with; the message names the fix (suite.launch.config, and an
     experiment's ``Settings.validate``)."""

@@ -3,8 +3,8 @@
 A record is the ``extra_info`` of one pytest-benchmark entry. ``make_record``
 fills the fields every case shares (schema below) and says how each number was
 obtained (``provenance``: measured, derived by a named formula, or modelled by a
-named model); the harness (suite/runner.py) adds the case's identity and fields.
-Files are written by ``suite.fileio.write_json_atomic`` (re-exported here).
+named model); the harness (suite/harness/runner.py) adds the case's identity and fields.
+Files are written by ``suite.launch.fileio.write_json_atomic`` (re-exported here).
 
 Records of runs stored before per-rank samples and ``checked`` existed lack those
 fields; readers treat a missing ``checked`` as checked (``n_wrong`` was always set).
@@ -17,11 +17,11 @@ import os
 from pathlib import Path
 
 from suite import metrics
-from suite.fileio import write_json_atomic  # noqa: F401  (re-exported: the one writer)
+from suite.launch.fileio import write_json_atomic  # noqa: F401  (re-exported: the one writer)
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # records need no torch: reports read them on any machine
-    from suite.timing import Measurement
+    from suite.harness.timing import Measurement
 
 REQUIRED_FIELDS = (
     "experiment",
@@ -94,7 +94,7 @@ TIMER_DEFINITIONS = {
     "stream after the barrier, so the sample includes the host's launch overhead of the op(s) and "
     "the device's execution, not the synchronize after the end event",
 }
-"""What a sample of each timer includes (recorded as ``timer_definition``; suite/timing.py has the detail)."""
+"""What a sample of each timer includes (recorded as ``timer_definition``; suite/harness/timing.py has the detail)."""
 
 
 def make_record(

@@ -1,6 +1,6 @@
 """Hello: an all_reduce (sum) of each rank's number plus one, at two sizes, checked exactly.
 
-Declarations only (what one rank runs is in workload.py): the harness (suite/runner.py) builds, runs,
+Declarations only (what one rank runs is in workload.py): the harness (suite/harness/runner.py) builds, runs,
 checks, times and records every case.
 """
 

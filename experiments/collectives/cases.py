@@ -3,7 +3,7 @@
 The ops are the table in suite/ops/collectives.py (one ``Collective`` each: byte counts, inputs +
 exact expected result + the call, the busbw factor); this experiment declares one
 case per op, form, dtype, reduce op and size of the run's sweep. The harness
-(suite/runner.py) probes what the backend supports, times, checks the result of the
+(suite/harness/runner.py) probes what the backend supports, times, checks the result of the
 check run and of every timed buffer set, and records.
 
 Sizes follow nccl-tests: ``size_bytes`` is the whole buffer of the collective (for

@@ -5,7 +5,7 @@ communication-heavy MLP whose size is the knob ``DDP_PARAMS`` (default 2M parame
 8 MB of float32 gradient per step; ``DDP_PARAMS=25M`` for a 100 MB all_reduce per step).
 Every case times one optimizer step (zero_grad, forward, CrossEntropyLoss, backward,
 synchronisation, SGD step) on a pre-built batch of ``DDP_BATCH`` samples per rank
-(default 32, the article's), through ``suite.timing.measure`` in blocking mode: ranks
+(default 32, the article's), through ``suite.harness.timing.measure`` in blocking mode: ranks
 meet at a barrier, then each sample is one step; the sample is the slowest rank's time.
 
 Cases, in the order they run (one model after the other):
@@ -35,7 +35,7 @@ Cases, in the order they run (one model after the other):
   construction: per-tensor ``broadcast`` of parameters and buffers, and the whole DDP
   constructor. Ranks start from different weights; the check is exact equality with rank 0's.
 
-Every case is a declared ``suite.case.Case`` run by the harness (suite/runner.py): one
+Every case is a declared ``suite.case.Case`` run by the harness (suite/harness/runner.py): one
 training step is one ``call``; the harness times it (blocking mode) and checks it.
 
 Correctness (``n_wrong``) of every synchronised case (DDP with every option and hook but the
@@ -103,7 +103,7 @@ forward, so the last timed step is not in it), max over ranks: ``ddp_logger_comm
 (the part of it before backward compute ended), ``ddp_logger_overlap_pct``. ``n_buckets`` and
 ``bucket_sizes`` are the buckets DDP's reducer holds after the timed steps (rebuilt after its first
 iteration).
-``peak_mem_bytes`` is the max over ranks of ``suite.profiling.PeakMemory`` around the warm-up
+``peak_mem_bytes`` is the max over ranks of ``suite.harness.profiling.PeakMemory`` around the warm-up
 and timed steps (``Case.around``).
 ``size_bytes`` is the float32 gradient bytes each rank all-reduces per optimizer step, every
 all_reduce counted (``sync each`` accumulation: accum x the gradient; ``allreduces_per_step``
@@ -209,7 +209,7 @@ _PROV_STEP = {
     "samples_per_s": "derived: samples_per_step / time_us",
     "scaling_efficiency": "derived: micro_batches x solo_step_ms / time_us",
     "comm_exposed_ms": "derived: time_us - micro_batches x local_step_ms",
-    "peak_mem_bytes": "measured: suite.profiling.PeakMemory around warm-up and the timed steps, max over ranks",
+    "peak_mem_bytes": "measured: suite.harness.profiling.PeakMemory around warm-up and the timed steps, max over ranks",
     "noop_step_ms": "measured: the no-op-hook DDP case's own timed median (or one blocking baseline run)",
     "allreduce_ms": "measured: the gradient all_reduce case's own timed median (or one blocking baseline run)",
     "comm_added_ms": "derived: time_us - noop_step_ms",

@@ -32,7 +32,7 @@ EXPERIMENT = "ddp"
 
 
 Settings = DdpSettings
-"""The experiment's knobs: ``cfg.ddp`` (DDP_* make variables, validated by suite.config)."""
+"""The experiment's knobs: ``cfg.ddp`` (DDP_* make variables, validated by suite.launch.config)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -106,7 +106,7 @@ def _resolve_compute(cfg: BenchConfig):
             },
             provenance={
                 **case.provenance,
-                "matmuls_per_sample": "derived: suite.timing.autorange: the first trial of K matmuls lasting "
+                "matmuls_per_sample": "derived: suite.harness.timing.autorange: the first trial of K matmuls lasting "
                 f">= DOCTOR_COMPUTE_MS on the slowest rank, K >= {COMPUTE_MIN_MATMULS}",
                 "calibration_sample_us": "measured: that trial's time, maximum over ranks (host clock)",
             },

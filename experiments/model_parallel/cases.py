@@ -46,7 +46,7 @@ Each pipeline record carries its schedule's model (``pipeline_time_s``) evaluate
 τ, and the bubble with one definition for the measurement, the model and the compute-only ideal:
 ``bubble = 1 − M·c / T``, the share of the pipeline time T a stage does not compute.
 
-Every case is a declared ``suite.case.Case`` run by the harness (suite/runner.py). The train
+Every case is a declared ``suite.case.Case`` run by the harness (suite/harness/runner.py). The train
 steps restore the initial weight before each timed sample (``reset``), so the check after the
 timed steps is the same one-step check. ``samples_per_s`` (train steps) = global batch / the
 median of the case's own timed samples.

@@ -52,7 +52,7 @@ GPU cases (skip with the reason on a host or run without CUDA):
   clock x bus width for D2D (a copy reads and writes, so it is compared as
   2*S/t; the table derives the percentage of the peak).
 
-Every case is declared (suite/case.py) and run by the harness (suite/runner.py);
+Every case is declared (suite/case.py) and run by the harness (suite/harness/runner.py);
 the process groups the cases share are built once per session (``placement_of``).
 """
 

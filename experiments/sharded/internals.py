@@ -48,7 +48,7 @@ def phase(mode) -> str:
 
 def c10d_issued(names) -> dict[str, int | None]:
     """c10d's count of the ops this rank has issued on each process group named (its per-group sequence
-    number, read through suite.journal), None for a group this torch cannot resolve or count. Resolving a
+    number, read through suite.harness.journal), None for a group this torch cannot resolve or count. Resolving a
     group by name is private (``distributed_c10d._resolve_process_group``, checked with torch 2.13)."""
     import torch.distributed as dist
 

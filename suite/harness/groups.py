@@ -28,7 +28,7 @@ import torch
 import torch.distributed as dist
 
 from suite.case import Session
-from suite.dist import DistContext, PreflightError, backend_available, read_launch_env
+from suite.harness.dist import DistContext, PreflightError, backend_available, read_launch_env
 
 
 def timeout_of(ctx: DistContext) -> datetime.timedelta:

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from suite import verify
+from suite.harness import verify
 from suite.case import Buffers, Bytes, Case, restorer
-from suite.config import BenchConfig
-from suite.dist import DistContext
-from suite.timing import barrier
+from suite.launch.config import BenchConfig
+from suite.harness.dist import DistContext
+from suite.harness.timing import barrier
 
 REDUCE_OP = {
     "sum": dist.ReduceOp.SUM,
@@ -348,7 +348,7 @@ def _skip(a: Args, rooted: bool):
 
 
 CHECK_VALUES_PROVENANCE = (
-    "modelled: distinct input values per element (suite/verify.py value_range, from the dtype's exact-integer "
+    "modelled: distinct input values per element (suite/harness/verify.py value_range, from the dtype's exact-integer "
     "bound and the world size); one wrong element escapes the check with probability about 1/check_values"
 )
 

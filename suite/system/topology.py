@@ -11,7 +11,7 @@ import subprocess
 
 import torch
 
-from suite.dist import DistContext
+from suite.harness.dist import DistContext
 from suite.system.sysinfo import read_text
 
 

@@ -9,7 +9,7 @@ import datetime
 import torch
 import torch.distributed as dist
 
-from suite.dist import DistContext
+from suite.harness.dist import DistContext
 
 
 @contextlib.contextmanager

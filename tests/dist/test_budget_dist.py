@@ -11,8 +11,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from suite.config import BenchConfig
-from suite.timing import BUDGET_MIN_SAMPLES, measure
+from suite.launch.config import BenchConfig
+from suite.harness.timing import BUDGET_MIN_SAMPLES, measure
 from tests.dist.local_group import gloo_rank
 
 WORLD = 4

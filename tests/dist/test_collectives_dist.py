@@ -177,7 +177,7 @@ def test_nccl_without_gpu_is_a_preflight_error(tmp_path):
     cmd = [
         sys.executable,
         "-m",
-        "suite.launch",
+        "suite.launch.cli",
         "--nproc",
         "2",
         "--backend",
@@ -274,6 +274,6 @@ def test_make_bench_cpu_smoke(tmp_path):
     assert all_correct(recs)
     for op in ("all_reduce", "broadcast", "all_gather_into_tensor", "barrier"):
         assert f"# {op}" in proc.stdout
-    # ...and it ends with the run's report (suite.report), its path printed
+    # ...and it ends with the run's report (suite.report.cli), its path printed
     m = re.search(r"^# report: (.+)$", proc.stdout, re.M)
     assert m and os.path.samefile(m.group(1), latest / "report" / "index.html"), proc.stdout[-1000:]

@@ -1,4 +1,4 @@
-"""suite.dist's cross-rank reductions (dist_max, dist_min) on a real three-rank Gloo group: element-wise,
+"""suite.harness.dist's cross-rank reductions (dist_max, dist_min) on a real three-rank Gloo group: element-wise,
 the same answer on every rank."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch.multiprocessing as mp
 
-from suite.dist import dist_max, dist_min
+from suite.harness.dist import dist_max, dist_min
 from tests.dist.local_group import gloo_rank
 
 WORLD = 3

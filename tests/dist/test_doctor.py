@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from suite.failures import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK
+from suite.launch.failures import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK
 from tests.conftest import all_correct, load_bench, run_suite
 
 pytestmark = pytest.mark.slow
@@ -64,7 +64,8 @@ def test_a_rank_that_arrives_late_is_named_as_the_straggler(tmp_path):
     assert "exit status 8 (the doctor found a problem)" in proc.stderr
     assert load_bench(tmp_path)["suite"]["exit_status"] == EXIT_FINDING
     # the report leads with it: the summary's health row and the doctor section first, one diagnosis
-    from suite import analysis, results
+    from suite import results
+    from suite.report import analysis
 
     rep = analysis.build_report(results.load_run(tmp_path / "results" / "run"), "run")
     health = dict(rep.summary)["health (doctor)"]

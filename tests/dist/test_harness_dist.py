@@ -1,4 +1,4 @@
-"""The harness (suite/runner.py) on real Gloo groups, through the launcher users run: timed
+"""The harness (suite/harness/runner.py) on real Gloo groups, through the launcher users run: timed
 buffers are checked (one buffer set per in-flight op in pipelined mode), a rank that arrives late
 at the op and one slow after it are both named, and a case with nothing to check says so."""
 

@@ -236,9 +236,9 @@ def _pace(slow_stage: bool, ctx) -> dict:
 
 def _worker(out_dir: str, mode: str = "faults") -> None:
     from experiments.model_parallel import cases as mp
-    from suite.config import build_config
-    from suite.dist import destroy_distributed, init_distributed
-    from suite.runner import Harness
+    from suite.launch.config import build_config
+    from suite.harness.dist import destroy_distributed, init_distributed
+    from suite.harness.runner import Harness
 
     # the default split layer (2048 x 2048, batch 64): one lost sample changes a weight by ~1e-7
     cfg = build_config(

@@ -1,4 +1,4 @@
-"""Rank 0's progress on a real 2-rank run through the launcher (suite/progress.py): on a terminal (a
+"""Rank 0's progress on a real 2-rank run through the launcher (suite/harness/progress.py): on a terminal (a
 pseudo-terminal here) one live line with cases done of total, elapsed, time left and the case, erased
 at the end and after a failure, Ctrl-C or a killed rank 0; without a terminal the periodic
 ``# progress:`` lines and not one control sequence."""
@@ -142,7 +142,7 @@ def test_the_live_line_stops_on_ctrl_c_and_each_mode_shows_what_it_says(tmp_path
         "import time\n\ndef test_a():\n    time.sleep(0.5)\n\n"
         "def test_b():\n    raise KeyboardInterrupt\n\ndef test_c():\n    pass\n"
     )
-    cmd = [sys.executable, "-m", "pytest", "-p", "suite.plugin", "-q", "-p", "no:randomly", "test_k.py"]
+    cmd = [sys.executable, "-m", "pytest", "-p", "suite.harness.plugin", "-q", "-p", "no:randomly", "test_k.py"]
     env = {"PYTHONPATH": str(ROOT), "SUITE_PROGRESS_S": "0"}
     rc, term = on_terminal(cmd, env=env, cwd=tmp_path, timeout=120)
     assert rc == 2, term[-3000:]  # pytest's "interrupted"

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from suite.failures import EXIT_FINDING
+from suite.launch.failures import EXIT_FINDING
 from tests.conftest import all_correct
 from tests.docker.test_compose import _out, image, sim  # noqa: F401  (fixtures)
 

@@ -24,7 +24,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from suite import compare, launch, report, results
+from suite import results
+
+from suite.report import compare, cli as report
+
+from suite.launch import cli as launch
 
 pytestmark = pytest.mark.slow
 

@@ -329,7 +329,7 @@ def test_torchrun_killed_ends_its_ranks_exit_5(tmp_path):
         ("CORRUPTION", "flop:all_reduce", "unknown fault 'flop' (choose from flip, misroute)"),
         ("CORRUPTION", "all_reduce@timd", "unknown phase @timd"),
         ("CORRUPTION", "misroute:", "names no case"),
-        # these two started the ranks before suite/faults.py: a bad action raised on every rank mid-run,
+        # these two started the ranks before suite/harness/faults.py: a bad action raised on every rank mid-run,
         # and a rank the run does not have planted nothing, so a test read a clean run as the fault's outcome
         ("FAULT", "boom:1:3", "unknown action 'boom' (choose from kill, term, stop, exit, raise)"),
         ("DELAY", "2:0.5:all_reduce", "rank 2 is not a rank of this run (0..1)"),
@@ -346,10 +346,10 @@ def test_a_bad_fault_switch_exit_2_before_any_rank(tmp_path, switch, spec, says)
 _SLOW_REPORT = (
     # Python's own SIGINT handler, as in a terminal: a test run started in the background (`make test &`)
     # has SIGINT ignored, and that is inherited
-    "import runpy, signal, time, suite.report as r; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "import runpy, signal, time, suite.report.cli as r; signal.signal(signal.SIGINT, signal.default_int_handler); "
     "w = r.write_report; "
     "r.write_report = lambda *a, **k: (time.sleep(60), w(*a, **k))[1]; "
-    "runpy.run_module('suite.launch', run_name='__main__', alter_sys=True)"
+    "runpy.run_module('suite.launch.cli', run_name='__main__', alter_sys=True)"
 )
 """``python -m suite.launch`` whose report first sleeps a minute (a Ctrl-C ends the sleep)."""
 

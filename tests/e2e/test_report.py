@@ -1,4 +1,4 @@
-"""Reports, fits and comparisons from stored runs (suite.report, suite.model.fit, suite.compare).
+"""Reports, fits and comparisons from stored runs (suite.report.cli, suite.model.fit, suite.report.compare).
 
 The committed fixture ``tests/fixtures/collectives-gloo-2/bench.json`` is a real run:
 ``python -m suite.launch --nproc 2 --backend gloo --device cpu --experiments collectives
@@ -23,7 +23,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from suite import analysis, compare, launch, render, report, results
+from suite import results
+
+from suite.report import analysis, compare, render, cli as report
+
+from suite.launch import cli as launch
 from suite.model import fit
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -578,7 +582,7 @@ def test_link_rate_ratio_only_for_series_that_cross_hosts():
 def test_tail_latencies_of_too_few_samples_are_not_shown_and_the_count_is():
     """The fixture's records hold 10 samples each (and, stored before the rule, a p95 of them: the
     sample maximum): tables, grids and the summary give the count instead of a tail latency."""
-    from suite.tables import generic_table
+    from suite.report.tables import generic_table
 
     recs = [r for r in results.records(_fixture()) if r["variant"] == "all_reduce"][:2]
     assert all(r["p95_us"] is not None and len(r["samples_us"]) == 10 for r in recs)

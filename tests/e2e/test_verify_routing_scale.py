@@ -4,7 +4,7 @@ seconds in all): expected results stay exact, and wrong routing and p2p message 
 
 import pytest
 
-from suite import verify
+from suite.harness import verify
 from tests.unit.test_verify import SCALE_WORLDS as EXACT_WORLDS
 from tests.unit.test_verify import check_expected_is_exact, exact_combos
 from tests.unit.test_verify_routing import SCALE_WORLDS, check_p2p_messages, check_routing

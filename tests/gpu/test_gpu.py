@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from suite.config import ConfigError, build_config
-from suite.launch import flight_recorder_env
+from suite.launch.config import ConfigError, build_config
+from suite.launch.cli import flight_recorder_env
 from tests.conftest import ROOT, all_correct, load_bench, run_suite
 
 HAS_CUDA = torch.cuda.is_available()
@@ -222,10 +222,10 @@ def test_sysinfo_gpu_facts():
 
 _GRAPH_SCRIPT = r"""
 import torch, torch.distributed as dist
-from suite.config import BenchConfig
-from suite.dist import init_distributed
+from suite.launch.config import BenchConfig
+from suite.harness.dist import init_distributed
 from suite.errors import CaseFailed
-from suite.timing import measure
+from suite.harness.timing import measure
 cfg = BenchConfig(backend="nccl", device="cuda", iters=3, warmup_iters=1, pipeline_depth=2, heartbeat_timeout_s=0)
 ctx = init_distributed(cfg)
 t = torch.ones(1024, device=ctx.device)
@@ -259,7 +259,7 @@ def test_nccl_algo_is_recorded_as_run(tmp_path):
     cmd = [
         sys.executable,
         "-m",
-        "suite.launch",
+        "suite.launch.cli",
         "--results-root",
         str(tmp_path / "results"),
         "--run-id",
@@ -318,7 +318,7 @@ def test_every_experiment_runs_and_checks_on_nccl(tmp_path):
     cmd = [
         sys.executable,
         "-m",
-        "suite.launch",
+        "suite.launch.cli",
         "--results-root",
         str(tmp_path / "results"),
         "--run-id",

@@ -24,7 +24,7 @@ def test_every_public_name_is_the_object_of_its_home():
 
 
 def test_a_module_is_exported_under_its_last_name():
-    from suite import verify
+    from suite.harness import verify
     from suite.harness import groups
 
     assert api.verify is verify and api.groups is groups

@@ -1,4 +1,4 @@
-"""suite.compare with synthetic runs: run-level medians, each case's own between-run noise (measured from
+"""suite.report.compare with synthetic runs: run-level medians, each case's own between-run noise (measured from
 several runs per side, shrunk toward the pooled value; or the one-run-each assumption), simultaneous
 intervals, the four verdicts, the gate and the runs it asks for, and settings that differ."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from suite import compare, report, shrinkage
+from suite.report import compare, cli as report, shrinkage
 
 N_CASES = 60
 

@@ -13,7 +13,7 @@ import pytest
 
 from suite import results
 from suite.errors import CaseSkipped
-from suite.timing import Measurement, graph_problem, measure
+from suite.harness.timing import Measurement, graph_problem, measure
 from tests.unit.test_harness_inprocess import CFG, ctx  # noqa: F401  (the one-rank Gloo group fixture)
 
 

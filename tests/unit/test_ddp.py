@@ -13,8 +13,8 @@ from experiments.ddp import cases as ddp_exp
 
 from experiments.ddp import workload as ddp_exp_workload
 from experiments.ddp import models as training
-from suite import profiling
-from suite.config import ConfigError, build_config, parse_count, settings_from_env
+from suite.harness import profiling
+from suite.launch.config import ConfigError, build_config, parse_count, settings_from_env
 from experiments.ddp import table as ddp_tables
 from experiments.model_parallel import table as mp_tables
 from suite.system import memory
@@ -364,7 +364,7 @@ def test_profile_to_writes_a_chrome_trace(tmp_path):
 
 _PEAK_PROBE = """
 import json, torch
-from suite import profiling
+from suite.harness import profiling
 with profiling.PeakMemory(torch.device("cpu")) as small:
     pass
 with profiling.PeakMemory(torch.device("cpu")) as big:

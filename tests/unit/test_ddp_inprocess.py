@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from experiments.ddp import cases as ddp_exp
-from suite.config import build_config
-from suite.runner import Harness
+from suite.launch.config import build_config
+from suite.harness.runner import Harness
 from tests.unit.test_harness_inprocess import lone_group
 
 CFG = build_config(iters=3, warmup_iters=1, heartbeat_timeout_s=0, ddp={"params": 100_000, "accum": 2})

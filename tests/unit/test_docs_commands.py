@@ -1,7 +1,7 @@
 """Every shell command shown in README.md, docs/*.md and the experiments' READMEs (```sh blocks) is checked.
 
 - ``make <target> [VAR=value ...]``: ``make -n`` accepts the target with those variables, and every
-  VAR is one the Makefiles define or export, an experiment knob of ``suite/config.py`` ENV_KNOBS,
+  VAR is one the Makefiles define or export, an experiment knob of ``suite/launch/config.py`` ENV_KNOBS,
   or a named pass-through variable (PASS_THROUGH, each with the file that reads it);
 - ``python -m suite.<mod> ...``: the module's own argparse accepts the arguments (its ``main`` is
   called with ``parse_args`` stopped right after parsing, so nothing runs);
@@ -30,7 +30,7 @@ from unittest import mock
 
 import pytest
 
-from suite.config import ENV_KNOBS, SWITCHES, ConfigError, check_switches
+from suite.launch.config import ENV_KNOBS, SWITCHES, ConfigError, check_switches
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [
@@ -56,9 +56,9 @@ COMMENT = "comment: prose inside the block, nothing to run"
 # into the recipes' environment, where the named file reads them.
 PASS_THROUGH = {
     "GPUS": "Makefile",  # bench-gpu: $(or $(GPUS), every visible GPU)
-    "NODE_RANK": "suite/launch.py",
-    "MASTER_ADDR": "suite/launch.py",
-    "MASTER_PORT": "suite/launch.py",
+    "NODE_RANK": "suite/launch/cli.py",
+    "MASTER_ADDR": "suite/launch/cli.py",
+    "MASTER_PORT": "suite/launch/cli.py",
     "COMPOSE_FILES": "docker/compose-run.sh",
     "NODE0_GPUS": "docker-compose.gpu.yml",
     "NODE1_GPUS": "docker-compose.gpu.yml",
@@ -143,6 +143,8 @@ def _stop_at_parse_args():
 
 def argparse_accepts(module: str, args: list[str]) -> tuple[bool, str]:
     mod = importlib.import_module(module)
+    if hasattr(mod, "__path__"):  # a package: `python -m` runs its __main__
+        mod = importlib.import_module(module + ".__main__")
     with _stop_at_parse_args():
         try:
             mod.main(list(args))

@@ -9,7 +9,7 @@ import random
 import pytest
 
 from experiments.doctor import verdict as doctor
-from suite.failures import EXIT_FINDING, EXIT_OK
+from suite.launch.failures import EXIT_FINDING, EXIT_OK
 
 SIZE = 256 << 10
 N_SAMPLES = 10

@@ -1,4 +1,4 @@
-"""Every fault switch has one grammar (suite/faults.py), and a bad value is one line before any rank starts."""
+"""Every fault switch has one grammar (suite/harness/faults.py), and a bad value is one line before any rank starts."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from suite import faults
-from suite.config import ConfigError, check_switches
+from suite.harness import faults
+from suite.launch.config import ConfigError, check_switches
 
 
 def test_each_switch_reads_its_fields_in_order_with_optional_ones_filled_left_to_right():

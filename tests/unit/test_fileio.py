@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from suite import fileio
+from suite.launch import fileio
 
 
 @pytest.mark.parametrize(
@@ -38,7 +38,7 @@ def test_bench_json_entries_are_encoded_once():
     """bench.json is rewritten after every case: an entry is encoded when it is new, never again."""
     from types import SimpleNamespace
 
-    from suite import plugin
+    from suite.harness import plugin
 
     class Bench:
         has_error = False

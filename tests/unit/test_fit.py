@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from suite import analysis
+from suite.report import analysis
 from suite.model import fit
 
 SIZES = np.array([256 * 4**i for i in range(10)], dtype=float)  # 256 B .. 64 MiB

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from suite import launch
-from suite.config import ConfigError, build_config
+from suite.launch import cli as launch
+from suite.launch.config import ConfigError, build_config
 from tests.conftest import ROOT
 
 junk = st.one_of(

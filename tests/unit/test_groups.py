@@ -7,7 +7,7 @@ import datetime
 
 import torch
 
-from suite.dist import DistContext
+from suite.harness.dist import DistContext
 from suite.harness import groups
 
 

@@ -1,16 +1,18 @@
-"""The hang diagnosis (suite/hang.py) and the after-case sequence check's verdict (suite/journal.py)
+"""The hang diagnosis (suite/launch/hang.py) and the after-case sequence check's verdict (suite/harness/journal.py)
 as pure functions of synthetic per-rank dumps: which rank each kind of divergence names."""
 
 from __future__ import annotations
 
 import json
 
-from suite import hang, journal
-from suite.failures import EXIT_DIVERGED, EXIT_PEER_FAILURE, MEANING
-from suite.supervise import final_status
+from suite.launch import hang
+
+from suite.harness import journal
+from suite.launch.failures import EXIT_DIVERGED, EXIT_PEER_FAILURE, MEANING
+from suite.launch.supervise import final_status
 
 CASE = "experiments/collectives.py::test_collective[all_reduce-sum-float32-256B-inplace]"
-RUNNER = str(hang.ROOT / "suite" / "runner.py")
+RUNNER = str(hang.ROOT / "suite" / "harness" / "runner.py")
 OPS = str(hang.ROOT / "suite" / "ops" / "collectives.py")
 TORCH = "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py"
 
@@ -56,7 +58,7 @@ def test_a_rank_that_never_entered_the_op_is_named_with_where_it_is():
     assert d["kind"] == "divergence"
     assert d["verdict"] == (
         f"ranks 0,2 wait in all_reduce #57 (case {CASE}); rank 1 never entered it: "
-        "rank 1 at suite/runner.py:236 in diverge"
+        "rank 1 at suite/harness/runner.py:236 in diverge"
     )
     assert any(line.startswith("rank 1 (vm): last issued all_reduce #56 (completed)") for line in d["ranks"])
 
@@ -224,7 +226,7 @@ def test_nccl_flight_recorder_dumps_are_read_by_the_same_diagnosis(tmp_path):
 
 def test_a_run_without_a_hang_leaves_no_hang_folder_and_a_hung_one_keeps_it(tmp_path):
     (tmp_path / "hang").mkdir()
-    (tmp_path / "failures").mkdir()  # made at start for NCCL's dump on a timeout (suite/journal.py)
+    (tmp_path / "failures").mkdir()  # made at start for NCCL's dump on a timeout (suite/harness/journal.py)
     for r in range(2):
         (tmp_path / "hang" / f"rank{r}.fatal").write_text("")
     hang.tidy(tmp_path)
@@ -244,16 +246,16 @@ def test_on_several_hosts_the_verdict_names_the_node():
         1: dump(1, 56, [entry("all_reduce", 56)], IN_SLEEP, host="node1"),
     }
     assert (
-        "rank 1 never entered it: rank 1 (host node1) at suite/runner.py:236 in diverge"
+        "rank 1 never entered it: rank 1 (host node1) at suite/harness/runner.py:236 in diverge"
         in (hang.diagnose(dumps, {}, 2)["verdict"])
     )
     for d in dumps.values():
         d["host"] = "one-host"
-    assert "rank 1 never entered it: rank 1 at suite/runner.py" in hang.diagnose(dumps, {}, 2)["verdict"]
+    assert "rank 1 never entered it: rank 1 at suite/harness/runner.py" in hang.diagnose(dumps, {}, 2)["verdict"]
 
 
 def test_the_report_section_reads_the_verdict_and_the_table_beside_the_run(tmp_path):
-    from suite.render import hang_section
+    from suite.report.render import hang_section
 
     run = {"suite": {"hang_diagnosis": {"kind": "divergence", "verdict": "rank 1 never entered it"}}}
     assert hang_section({"suite": {}}, tmp_path) is None  # a run that did not hang: no section
@@ -266,16 +268,16 @@ def test_the_report_section_reads_the_verdict_and_the_table_beside_the_run(tmp_p
     hang.write(tmp_path, hang.diagnose(dumps, {}, 2), "test")
     assert hang_section(run, tmp_path)["rows"] == [
         ["0", "vm", "waiting", "all_reduce #57", CASE, "suite/ops/collectives.py:119 in <lambda>"],
-        ["1", "vm", "completed", "all_reduce #56", CASE, "suite/runner.py:236 in diverge"],
+        ["1", "vm", "completed", "all_reduce #56", CASE, "suite/harness/runner.py:236 in diverge"],
     ]
 
 
 def test_a_recorded_failure_leaves_the_installed_journals_dump_first(tmp_path, monkeypatch):
     """The heartbeat's abort and the plugin record a failure through failures.record_failure; the rank's
-    journal (found on the wrapped ops, suite/journal.py current) dumps before the note is written."""
+    journal (found on the wrapped ops, suite/harness/journal.py current) dumps before the note is written."""
     import torch.distributed as dist
 
-    from suite import failures
+    from suite.launch import failures
 
     failures.record_failure(str(tmp_path), 0, "before any journal")
     assert not (tmp_path / "hang").exists()
@@ -310,7 +312,7 @@ def test_the_lines_docs_quote_from_a_diagnosis_are_where_the_code_is():
         ]
         assert any(a < n <= b for a, b in spans), f"docs/failures.md quotes {path}:{line} in {func}: not in {func}"
     # the planted sleep is the line the demo's verdict names
-    runner = (hang.ROOT / "suite" / "runner.py").read_text().splitlines()
+    runner = (hang.ROOT / "suite" / "harness" / "runner.py").read_text().splitlines()
     for path, line, func in quoted:
         if func == "diverge":
             assert "time.sleep" in runner[int(line) - 1], (path, line)

@@ -10,13 +10,13 @@ import time
 import pytest
 import torch
 
-from suite import bench_adapter, faults
+from suite.harness import bench_adapter, faults
 from suite.ops import collectives as ops
 from suite.case import Buffers, Bytes, Case, CaseSkipped
-from suite.config import BenchConfig
-from suite.dist import destroy_distributed, init_distributed
-from suite.runner import Harness
-from suite.timing import measure
+from suite.launch.config import BenchConfig
+from suite.harness.dist import destroy_distributed, init_distributed
+from suite.harness.runner import Harness
+from suite.harness.timing import measure
 
 CFG = BenchConfig(iters=4, warmup_iters=1, min_bytes=64, max_bytes=256, heartbeat_timeout_s=0)
 
@@ -202,7 +202,7 @@ def test_watchdog_stop_waits_for_its_thread_to_leave_the_store(monkeypatch):
 
     import torch.distributed as dist
 
-    from suite.dist import Watchdog, _free_port
+    from suite.harness.dist import Watchdog, _free_port
 
     port = _free_port()
     server = dist.TCPStore(
@@ -305,7 +305,7 @@ def test_a_delay_spec_reads_rank_seconds_name_and_where():
 def test_each_record_says_what_the_journal_costs_and_the_harness_times_each_phase(ctx, monkeypatch):
     import torch.distributed as dist
 
-    from suite import journal
+    from suite.harness import journal
 
     case = ops.collective_cases(CFG, 1, experiment="collectives")[0]
     h = Harness(ctx, CFG, env={})
@@ -324,7 +324,7 @@ def test_each_record_says_what_the_journal_costs_and_the_harness_times_each_phas
 
 
 def test_sample_budget_stops_a_slow_case_early_and_leaves_a_fast_one_and_an_explicit_count():
-    from suite.timing import BUDGET_MIN_SAMPLES, budget_count
+    from suite.harness.timing import BUDGET_MIN_SAMPLES, budget_count
 
     # 20 x 10 ms fits in 1 s; 20 x 80 ms does not: 12 fit; 20 x 500 ms: the floor of 10
     assert budget_count([0.01] * 10, 20, 1.0) == 20

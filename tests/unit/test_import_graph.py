@@ -14,7 +14,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("suite", "experiments")
-FORBIDDEN_FOR_EXPERIMENTS = {"suite.plugin", "suite.runner", "suite.results", "suite.bench_adapter"}
+FORBIDDEN_FOR_EXPERIMENTS = {
+    "suite.harness.plugin",
+    "suite.harness.runner",
+    "suite.results",
+    "suite.harness.bench_adapter",
+}
 OFFLINE_FILES = {"verdict", "report", "model"}
 """An experiment's modules that read a stored run (never on a rank) may use suite.results' readers."""
 
@@ -295,7 +300,7 @@ PLANTED = {
     "bad/__init__.py": 'from suite.case import ExperimentSpec\nSPEC = ExperimentSpec(name="wrong")\n',
     "bad/cases.py": "import torch.distributed as dist\nfrom suite.api import Case\n"
     "from torch.distributed import ReduceOp\n",
-    "bad/workload.py": "from experiments.good import cases\nfrom ..good import workload\nimport suite.dist\n"
+    "bad/workload.py": "from experiments.good import cases\nfrom ..good import workload\nimport suite.harness.dist\n"
     "def f():\n    from suite.ops import collectives\n",
     "busy/__init__.py": 'from suite.case import ExperimentSpec\nSPEC = ExperimentSpec(name="busy")\n',
     "busy/cases.py": "import torch.distributed as dist\nfrom experiments.bad import cases\n",
@@ -323,7 +328,7 @@ def test_the_r2_check_names_each_planted_breach(tmp_path):
         "bad/workload.py:1 imports another experiment (experiments.good.cases)",
         "bad/workload.py:2 imports another experiment (..good)",
         "bad/workload.py:2 imports another experiment (..good.workload)",
-        "bad/workload.py:3 imports suite.dist (the core is reached through suite.api)",
+        "bad/workload.py:3 imports suite.harness.dist (the core is reached through suite.api)",
         "bad/workload.py:5 imports suite.ops (the core is reached through suite.api)",
         "bad/workload.py:5 imports suite.ops.collectives (the core is reached through suite.api)",
         "busy/cases.py:2 imports another experiment (experiments.bad)",
@@ -349,16 +354,16 @@ def test_suite_api_exports_no_harness_internals():
 # spec's hooks import when resolved is what the run-time check below sees.
 MODEL_PACKAGE = "suite.model"
 HARNESS = {
-    "suite.runner",
-    "suite.plugin",
-    "suite.dist",
-    "suite.timing",
-    "suite.bench_adapter",
-    "suite.journal",
+    "suite.harness.runner",
+    "suite.harness.plugin",
+    "suite.harness.dist",
+    "suite.harness.timing",
+    "suite.harness.bench_adapter",
+    "suite.harness.journal",
     "suite.ops.p2p.deadlock",
-    "suite.launch",
-    "suite.supervise",
-    "suite.preflight",
+    "suite.launch.cli",
+    "suite.launch.supervise",
+    "suite.launch.preflight",
 }
 OFFLINE_FORBIDDEN_EXTERNAL = ("torch", "pytest")
 
@@ -413,15 +418,17 @@ def test_the_offline_check_names_the_path_to_torch_and_to_the_harness():
     mods = {
         "suite.model": "",
         "suite.model.a": "from suite import results\nfrom suite.model import b\n",
-        "suite.model.b": "def f():\n    from suite.runner import run\n",
-        "suite.results": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from suite.timing import M\n",
-        "suite.runner": "import torch.distributed as dist\n",
-        "suite.timing": "import torch\n",
+        "suite.model.b": "def f():\n    from suite.harness.runner import run\n",
+        "suite.results": (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from suite.harness.timing import M\n"
+        ),
+        "suite.harness.runner": "import torch.distributed as dist\n",
+        "suite.harness.timing": "import torch\n",
     }
     found = offline_violations(mods, "suite.model")
-    assert "suite.model.a -> suite.model.b -> suite.runner: imports torch.distributed" in found, found
-    assert "suite.model.b -> suite.runner: a harness module" in found, found
-    assert not [f for f in found if "suite.timing" in f], found  # a TYPE_CHECKING import never runs
+    assert "suite.model.a -> suite.model.b -> suite.harness.runner: imports torch.distributed" in found, found
+    assert "suite.model.b -> suite.harness.runner: a harness module" in found, found
+    assert not [f for f in found if "suite.harness.timing" in f], found  # a TYPE_CHECKING import never runs
 
 
 # The same at run time: the two commands of python -m suite.model, on the committed fixture, in a fresh

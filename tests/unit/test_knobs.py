@@ -1,5 +1,5 @@
 """One spelling per knob: the launcher's options, the plugin's and the Makefile's SUITE_ARGS all come
-from (or are checked against) suite.config.KNOBS."""
+from (or are checked against) suite.launch.config.KNOBS."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from suite import launch
-from suite.config import ENV_KNOBS, KNOBS, SECTIONS, BenchConfig, build_config, config_from_json
+from suite.launch import cli as launch
+from suite.launch.config import ENV_KNOBS, KNOBS, SECTIONS, BenchConfig, build_config, config_from_json
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -77,7 +77,7 @@ def test_launcher_options_land_in_their_fields():
 
 def test_config_json_round_trips(tmp_path):
     cfg = build_config(min_bytes="2K", dtypes="bf16,int64", timing_mode="pipelined", precision_pct="2.5")
-    from suite.fileio import write_json_atomic
+    from suite.launch.fileio import write_json_atomic
 
     write_json_atomic(tmp_path / "config.json", cfg.as_dict())
     assert config_from_json(tmp_path / "config.json") == cfg
@@ -97,7 +97,7 @@ def test_compose_nodes_pass_each_knob_under_its_one_name():
 
 def test_experiment_settings_are_the_config_sections_and_their_env_spellings():
     from suite import registry
-    from suite.config import env_knobs
+    from suite.launch.config import env_knobs
 
     specs = registry.discover()
     assert SECTIONS == {n: s.settings for n, s in specs.items() if s.settings is not None}

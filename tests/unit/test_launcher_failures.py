@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from suite.failures import EXIT_FAILED, EXIT_PEER_FAILURE
-from suite.fileio import ResultsWriteError, write_json_atomic
-from suite.supervise import ElasticTraceback, final_status, stamp_status
+from suite.launch.failures import EXIT_FAILED, EXIT_PEER_FAILURE
+from suite.launch.fileio import ResultsWriteError, write_json_atomic
+from suite.launch.supervise import ElasticTraceback, final_status, stamp_status
 
 TORCHRUN_WALL = [
     "Traceback (most recent call last):\n",

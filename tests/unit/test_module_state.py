@@ -1,6 +1,6 @@
 """Rule R7 of the layout (review_structure_2.md §5.2): no module-level mutable state in suite/.
 
-State lives in what owns it: the process group's context (suite/dist.py ``DistContext``, owned by the
+State lives in what owns it: the process group's context (suite/harness/dist.py ``DistContext``, owned by the
 plugin's session fixture), the plugin's ``RunState`` (one ``StashKey``), the journal on the ops it wraps.
 Checked on the syntax tree of every module under suite/: no function rebinds a module-level name
 (``global``), none writes its module's namespace (``globals()[name] = v``, ``globals().update(...)``,
@@ -19,9 +19,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 ALLOWED = {
-    ("suite/verify.py", "_memo"): "a bounded cache of a pure function's results (functools.lru_cache, "
+    ("suite/harness/verify.py", "_memo"): "a bounded cache of a pure function's results (functools.lru_cache, "
     "bounded by bytes): the same key gives the same values with or without it",
-    ("suite/verify.py", "_memo_held"): "the bytes that cache holds",
+    ("suite/harness/verify.py", "_memo_held"): "the bytes that cache holds",
 }
 
 CONTAINERS = {"list", "dict", "set", "bytearray", "defaultdict", "OrderedDict", "Counter", "deque", "fromkeys"}

@@ -10,8 +10,8 @@ import torch
 
 from experiments.p2p import cases as experiment
 from suite import metrics
-from suite.config import build_config
-from suite.dist import DistContext
+from suite.launch.config import build_config
+from suite.harness.dist import DistContext
 from experiments.p2p.table import format_tables
 from suite.ops import p2p
 from suite.ops.p2p import batching, window
@@ -127,7 +127,7 @@ def test_producer_records_use_the_collectives_size_and_factor(world):
     # same buffer and the same time.
     from experiments.collectives import cases as collectives
     from suite.results import make_record
-    from suite.timing import Measurement
+    from suite.harness.timing import Measurement
 
     cfg = build_config(min_bytes="1K", max_bytes="64K", step_factor="4", dtypes="float32")
     coll = {

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from suite import phases
+from suite.harness import phases
 
 
 def test_breakdown_adds_phases_and_leaves_the_rest_to_other():

@@ -10,8 +10,8 @@ from experiments.placement import cases as placement
 from experiments.placement import workload as placement_workload
 from suite.ops import algorithms
 from suite.case import CaseFailed
-from suite.config import ConfigError, build_config, settings_from_env
-from suite.dist import DistContext
+from suite.launch.config import ConfigError, build_config, settings_from_env
+from suite.harness.dist import DistContext
 from experiments.placement import table as tables
 from suite.system import affinity, topology
 

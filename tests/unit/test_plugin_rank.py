@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from suite import plugin
+from suite.harness import plugin
 
 LAUNCH_VARS = (
     "RANK",

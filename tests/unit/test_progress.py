@@ -1,4 +1,4 @@
-"""suite.progress: the mode from SUITE_PROGRESS, the texts of both forms, and the live line drawn into a
+"""suite.harness.progress: the mode from SUITE_PROGRESS, the texts of both forms, and the live line drawn into a
 string (the real terminal: tests/dist/test_progress_dist.py)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import io
 
 import pytest
 
-from suite import progress
-from suite.config import switch
+from suite.harness import progress
+from suite.launch.config import switch
 
 
 def test_mode_is_live_only_on_a_terminal_unless_plain_or_off():

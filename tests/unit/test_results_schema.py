@@ -9,7 +9,7 @@ import pytest
 
 from suite import results
 from suite.system import sysinfo
-from suite.timing import Measurement
+from suite.harness.timing import Measurement
 
 
 def _m(samples):
@@ -329,7 +329,7 @@ def test_n_wrong_says_tolerance_where_the_check_allowed_one():
 
 
 def test_table_title_shows_the_sample_range_when_the_budget_cut_some_cases():
-    from suite.tables import iters_label
+    from suite.report.tables import iters_label
 
     full = {"iterations": 20, "budget_s": 1.0, "stopped_by_budget": False}
     cut = {"iterations": 11, "budget_s": 1.0, "stopped_by_budget": True}

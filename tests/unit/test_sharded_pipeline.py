@@ -173,7 +173,7 @@ def test_cpu_notes_are_recorded_on_cpu_only():
 
     from experiments.sharded.cases import sharded_cases
     from suite.case import Session
-    from suite.config import build_config
+    from suite.launch.config import build_config
 
     cfg = build_config(sharded={"strategies": "ddp,fsdp2,pp_gpipe"})
     cases = sharded_cases(cfg, 2)

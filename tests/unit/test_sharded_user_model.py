@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from examples import sharded_model
 from experiments.sharded import shapes, user_model, user_workload
 from experiments.sharded.settings import STRATEGIES
-from suite import launch
+from suite.launch import cli as launch
 from tests.conftest import ROOT
 
 HERE = "tests.unit.test_sharded_user_model"

@@ -1,4 +1,4 @@
-"""Every suite switch is declared once (suite/config.py SWITCHES) with its validator: unset means its
+"""Every suite switch is declared once (suite/launch/config.py SWITCHES) with its validator: unset means its
 default, a good value is read as documented, a bad one is one line naming the switch and exit 2 before
 any rank starts; every read goes through the table; docs/switches.md and `make help` list the table."""
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from suite import launch
-from suite.config import ENV_KNOBS, SWITCHES, ConfigError, check_switches, switch
+from suite.launch import cli as launch
+from suite.launch.config import ENV_KNOBS, SWITCHES, ConfigError, check_switches, switch
 
 BAD_VALUES = """
 SUITE_PROGRESS          | live             | choose auto
@@ -137,11 +137,11 @@ def test_every_switch_is_read_through_the_table():
     found = {}
     for p in sorted((ROOT / "suite").rglob("*.py")):
         rel = p.relative_to(ROOT).as_posix()
-        if rel in ("suite/config.py", "suite/faults.py"):
+        if rel in ("suite/launch/config.py", "suite/harness/faults.py"):
             continue
         if hits := _switch_names_read_outside_the_table(p.read_text()):
             found[rel] = hits
-    assert not found, f"read a SUITE_* switch outside suite.config.switch: {found}"
+    assert not found, f"read a SUITE_* switch outside suite.launch.config.switch: {found}"
     called = set(
         re.findall(r"\bswitch\(\"(SUITE_\w+)\"", "".join(p.read_text() for p in (ROOT / "suite").rglob("*.py")))
     )

@@ -3,11 +3,11 @@
 import pytest
 import torch
 
-from suite import verify
+from suite.harness import verify
 
 
 def _hash32(x: int) -> int:
-    """Thomas Mueller's integer hash in plain Python integers (the reference for suite.verify's)."""
+    """Thomas Mueller's integer hash in plain Python integers (the reference for suite.harness.verify's)."""
     x &= 0xFFFFFFFF
     x = (((x >> 16) ^ x) * 0x45D9F3B) & 0xFFFFFFFF
     x = (((x >> 16) ^ x) * 0x45D9F3B) & 0xFFFFFFFF
@@ -108,7 +108,7 @@ def test_count_wrong():
 def test_count_wrong_any_counts_an_element_once():
     import torch
 
-    from suite.verify import count_wrong_any
+    from suite.harness.verify import count_wrong_any
 
     a = torch.tensor([1.0, 2.0, 3.0, 4.0])
     assert count_wrong_any(a, a.clone(), a.clone()) == 0

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from suite import verify
+from suite.harness import verify
 from suite.ops.p2p import pattern as p2p_pattern
 from suite.ops import collectives as ops
 
@@ -192,7 +192,7 @@ def test_the_misroute_fault_is_seen(op, n):
     """The suite's misroute fault (SUITE_INJECT_CORRUPTION=misroute:...) applied to the expected
     outputs themselves leaves wrong elements on at least one rank."""
     from suite.case import Buffers
-    from suite.runner import _misroute
+    from suite.harness.runner import _misroute
 
     a = _args("float32", "sum" if op in REDUCING else None, n * 16)
     out = _expected_chunks(op, n, a, 16)

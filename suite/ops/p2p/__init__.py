@@ -1,5 +1,5 @@
-"""Point-to-point patterns: the workloads of the p2p experiment (experiments/p2p.py), and the link probes
-the doctor (experiments/doctor.py) reuses. Latency, bandwidth, the patterns people build with send/recv,
+"""Point-to-point patterns: the workloads of the p2p experiment (experiments/p2p/), and the link probes
+the doctor (experiments/doctor/) reuses. Latency, bandwidth, the patterns people build with send/recv,
 and their pitfalls.
 
 One file per pattern, each filling one ``Pattern`` (pattern.py: its name, variants, byte model, builder,
@@ -20,15 +20,15 @@ declaration, ...), all listed in ``PATTERNS``:
 its bubble is compared with the model of the schedule that ran.)
 
 A new pattern is one file filling a ``Pattern`` and one line in the ``PATTERNS`` tuple below: the
-declarations (``cases``) and the p2p table (suite/tables/p2p.py) take every pattern from there
+declarations (``cases``) and the p2p table (experiments/p2p/table.py) take every pattern from there
 (docs/experiments.md, "Adding a p2p pattern").
 """
 
 from __future__ import annotations
 
 from suite.case import Buffers, Bytes, Case, CaseFailed
-from suite.config import BenchConfig
-from suite.dist import DistContext
+from suite.launch.config import BenchConfig
+from suite.harness.dist import DistContext
 from suite.ops.collectives import elsize
 from suite.ops.p2p import barrier_cost, batching, control, exchange, pair_matrix, pingpong, producer, ring, window
 from suite.ops.p2p.pattern import Pattern, Sweep

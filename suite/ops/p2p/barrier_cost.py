@@ -3,13 +3,13 @@ step; time is per step."""
 
 from __future__ import annotations
 
-from suite import verify
+from suite.harness import verify
 from suite.case import Buffers, Case
-from suite.config import BenchConfig
-from suite.dist import DistContext
+from suite.launch.config import BenchConfig
+from suite.harness.dist import DistContext
 from suite.ops.p2p.pattern import Pattern, Spec, Sweep, blank, buffers, make_case, pat
 from suite.ops.p2p.ring import ring_step
-from suite.timing import barrier
+from suite.harness.timing import barrier
 
 BARRIER_STEPS = 8
 """Ring steps per iteration in the barrier-cost loop."""

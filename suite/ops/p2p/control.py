@@ -6,13 +6,13 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from suite import verify
+from suite.harness import verify
 from suite.case import Buffers, Bytes, Case, wait_all
-from suite.config import BenchConfig
-from suite.dist import DistContext
+from suite.launch.config import BenchConfig
+from suite.harness.dist import DistContext
 from suite.ops.collectives import BARRIER_UNCHECKED, elsize
 from suite.ops.p2p.pattern import Pattern, Spec, Sweep, blank, buffers, make_case, pat
-from suite.timing import barrier
+from suite.harness.timing import barrier
 
 SIGNAL_DTYPE = torch.int32
 """Control messages are one int32 element (4 bytes)."""

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from suite.ops.algorithms import ORDERINGS
-from suite.dist import _free_port
+from suite.harness.dist import _free_port
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -13,7 +13,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from suite import verify
+from suite.harness import verify
 from suite.ops.algorithms import ORDERINGS, exchange
 from suite.ops.p2p.deadlock import TAG
 
@@ -87,7 +87,7 @@ def _main(argv: list[str]) -> int:
     print(
         "usage: python -m suite.ops.p2p.deadlock_child --deadlock-child RANK PORT BACKEND DEVICE BIG SIZES TIMEOUT_S "
         "DELAY\n"
-        "(internal: one process of the deadlock probe pair; run the experiment with suite.launch)",
+        "(internal: one process of the deadlock probe pair; run the experiment with suite.launch.cli)",
         file=sys.stderr,
     )
     return 2

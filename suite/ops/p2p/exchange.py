@@ -13,10 +13,10 @@ import dataclasses
 import torch
 import torch.distributed as dist
 
-from suite import verify
+from suite.harness import verify
 from suite.case import Buffers, Case, CaseFailed, Session
-from suite.config import BenchConfig
-from suite.dist import DistContext
+from suite.launch.config import BenchConfig
+from suite.harness.dist import DistContext
 from suite.ops import algorithms
 from suite.ops.collectives import elsize
 from suite.ops.p2p.deadlock import PROBE, PROVENANCE, run_deadlock_probe

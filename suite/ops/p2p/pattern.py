@@ -15,7 +15,7 @@ not add the directions up; an aggregate has its own named field). ``busbw`` uses
 send/recv factor 1 (nccl-tests ``sendrecv.cu``), except the producer pattern (the
 broadcast and scatter factors).
 The constants of each pattern (window, micro-batch and message counts, probe bounds)
-are recorded with its cases. The harness (suite/runner.py) does the rest.
+are recorded with its cases. The harness (suite/harness/runner.py) does the rest.
 
 A ``Pattern`` is nccl-tests' ``struct testColl``: one file per pattern fills its hooks (name, variants,
 bytes, build, declare, ...), and ``make_case`` turns a pattern and a ``Spec`` into a ``Case``.
@@ -31,10 +31,10 @@ from dataclasses import dataclass
 
 import torch
 
-from suite import verify
+from suite.harness import verify
 from suite.case import Buffers, Bytes, Case, Session
-from suite.config import BenchConfig
-from suite.dist import DistContext
+from suite.launch.config import BenchConfig
+from suite.harness.dist import DistContext
 from suite.ops.collectives import elsize
 
 

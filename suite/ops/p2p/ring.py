@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import torch
 
-from suite import verify
+from suite.harness import verify
 from suite.case import Buffers, Case
-from suite.config import BenchConfig
-from suite.dist import DistContext
+from suite.launch.config import BenchConfig
+from suite.harness.dist import DistContext
 from suite.ops import algorithms
 from suite.ops.p2p.pattern import Pattern, Spec, Sweep, blank, buffers, cross, make_case, pat
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import torch.distributed as dist
 
-from suite import metrics, verify
+from suite import metrics
+
+from suite.harness import verify
 from suite.case import Buffers, Case, wait_all
-from suite.config import BenchConfig
-from suite.dist import DistContext
+from suite.launch.config import BenchConfig
+from suite.harness.dist import DistContext
 from suite.ops.p2p.pattern import Pattern, Spec, Sweep, blank, both_ends, buffers, cross, make_case, pat
 
 WINDOW = 64

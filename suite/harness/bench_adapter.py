@@ -2,7 +2,7 @@
 
 pytest-benchmark times its own calls; it has no public way to accept samples taken
 elsewhere (``pedantic`` still runs its own timer around the target), and the
-suite's samples are cross-rank maxima taken by ``suite.timing.measure``. So this
+suite's samples are cross-rank maxima taken by ``suite.harness.timing.measure``. So this
 adapter builds the fixture's stats object itself (``BenchmarkFixture._make_stats``)
 and fills it with the harness's samples, and turns off the session's own saving on
 non-zero ranks (``BenchmarkSession.save/autosave/json/compare_fail``). Both are
@@ -42,7 +42,7 @@ def store_samples(benchmark, samples_s: Sequence[float], ops_per_sample: int, *,
     Each stored round is one sample (``ops_per_sample`` ops), so pytest-benchmark's
     stats, which divide a round by its iterations, equal the per-op samples.
     """
-    benchmark._mode = "suite.timing.measure"
+    benchmark._mode = "suite.harness.timing.measure"
     stats = benchmark._make_stats(ops_per_sample)
     for s in samples_s:
         stats.update(s * ops_per_sample)

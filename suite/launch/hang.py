@@ -1,7 +1,7 @@
 """The launcher's hang diagnosis: which rank is where, and the one line that names the divergence.
 
 When a rank reports a failure (an op timed out, a peer went silent) or the run is
-interrupted, the launcher asks every rank for its journal (suite/journal.py:
+interrupted, the launcher asks every rank for its journal (suite/harness/journal.py:
 ``<run>/hang/request``), waits a few seconds for ``<run>/hang/rank<r>.json`` (and for the
 faulthandler stacks a rank killed by a fatal signal left in ``rank<r>.fatal``), then writes
 ONE diagnosis, before the processes are ended, to ``<run>/failures/hang.txt`` and
@@ -9,7 +9,7 @@ ONE diagnosis, before the processes are ended, to ``<run>/failures/hang.txt`` an
 shape, case), whether it completed, and where the rank is (its innermost frame in the
 suite or an experiment); then a verdict such as::
 
-    ranks 0,2 wait in all_reduce #57 (case ...); rank 1 never entered it: at suite/runner.py:240 in diverge
+    ranks 0,2 wait in all_reduce #57 (case ...); rank 1 never entered it: at suite/harness/runner.py:240 in diverge
 
 ``diagnose`` is a pure function of the dumps (unit-tested on synthetic ones).
 """
@@ -23,12 +23,12 @@ import re
 import time
 from pathlib import Path
 
-from suite.fileio import write_json_atomic
+from suite.launch.fileio import write_json_atomic
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: suite/launch/ is two levels down
 DUMP_WAIT_S = 4.0
 """How long the launcher waits for the ranks' dumps (a rank's journal thread answers within 0.25 s)."""
-_SKIP_FILES = ("suite/journal.py", "suite/failures.py")  # the dump's own frames say nothing of the hang
+_SKIP_FILES = ("suite/harness/journal.py", "suite/launch/failures.py")  # the dump's own frames say nothing of the hang
 
 
 def request_dumps(run_dir: Path, why: str) -> None:
@@ -301,8 +301,8 @@ def write(run_dir: Path, diag: dict, why: str) -> None:
 
 
 FR_PREFIX = "nccl_trace_rank_"
-"""The flight-recorder dumps' names in ``<run>/failures/`` (suite/launch.py flight_recorder_env: NCCL's own
-dump on a timeout; suite/journal.py: every rank's dump when the launcher asks, on any backend)."""
+"""The flight-recorder dumps' names in ``<run>/failures/`` (suite/launch/cli.py flight_recorder_env: NCCL's own
+dump on a timeout; suite/harness/journal.py: every rank's dump when the launcher asks, on any backend)."""
 
 
 def fr_path(run_dir, rank: int) -> Path:
@@ -419,7 +419,7 @@ def tidy(run_dir: Path) -> None:
     except OSError:
         pass
     try:
-        (run_dir / "failures").rmdir()  # made for NCCL's dump on a timeout (suite/journal.py), left empty
+        (run_dir / "failures").rmdir()  # made for NCCL's dump on a timeout (suite/harness/journal.py), left empty
     except OSError:
         pass
 

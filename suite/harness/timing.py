@@ -69,11 +69,11 @@ import torch
 import torch.distributed as dist
 
 from suite import metrics
-from suite.config import BenchConfig
-from suite.dist import DistContext, dist_max
+from suite.launch.config import BenchConfig
+from suite.harness.dist import DistContext, dist_max
 from suite.case import OpFn, wait_all
 from suite.errors import CaseFailed, CaseSkipped
-from suite.phases import Phases
+from suite.harness.phases import Phases
 
 
 @dataclass(frozen=True, kw_only=True)

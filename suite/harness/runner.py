@@ -5,12 +5,12 @@
     sample) -> check every timed buffer set -> reduce across ranks -> derive -> record
 
 ``Harness.run`` returns the Measurement and the record; the pytest bridge
-(suite/plugin.py) hands them to pytest-benchmark and fails the case when
+(suite/harness/plugin.py) hands them to pytest-benchmark and fails the case when
 ``n_wrong > 0``. Every cross-rank decision (skip after a probe, n_wrong) is made by
 every rank alike, so the ranks never part ways.
 
 The suite's own case-level fault injection is applied here; every switch's grammar and
-validation is ``suite/faults.py`` (names are matched by ``Case.answers_to``: an experiment,
+validation is ``suite/harness/faults.py`` (names are matched by ``Case.answers_to``: an experiment,
 op, label, identity value, or ``all``):
 
 - ``SUITE_INJECT_CORRUPTION=[<fault>:]<name>[,<name>...][@timed]``: after the check run
@@ -49,17 +49,19 @@ from collections.abc import Mapping
 import torch
 import torch.distributed as dist
 
-from suite import faults, journal, results, verify
+from suite import results
+
+from suite.harness import faults, journal, verify
 from suite.case import Buffers, Case, Session, support_reason, wait_all
-from suite.config import BenchConfig, switch
-from suite.dist import DistContext
+from suite.launch.config import BenchConfig, switch
+from suite.harness.dist import DistContext
 from suite.errors import CaseSkipped
-from suite.phases import Phases
-from suite.timing import Measurement, measure
+from suite.harness.phases import Phases
+from suite.harness.timing import Measurement, measure
 
 
 JOURNAL_PROVENANCE = (
-    "measured: seconds the op journal (suite/journal.py) adds to each op it records, on this rank, once per "
+    "measured: seconds the op journal (suite/harness/journal.py) adds to each op it records, on this rank, once per "
     "session (journal.record_cost_s: a no-op wrapped as every torch.distributed function is, less the bare "
     "call); each timed sample includes it once per op issued"
 )

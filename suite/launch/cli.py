@@ -5,7 +5,7 @@
 Everything a run needs is checked here, before any process group exists: the
 knobs (exit 2), the backend/device/world layout and the network settings
 (exit 3). Then torchrun starts the ranks, each running
-``pytest -p suite.plugin experiments/...``; rank 0 writes
+``pytest -p suite.harness.plugin experiments/...``; rank 0 writes
 ``<results-root>/<run-id>/bench.json`` and this process points
 ``<results-root>/latest`` at it. The exit status is the ranks' (1 on any failure).
 
@@ -24,9 +24,11 @@ import sys
 import traceback
 from pathlib import Path
 
-from suite import progress, registry
-from suite.config import KNOBS, ConfigError, build_config, check_switches, settings_from_env, switch
-from suite.failures import (
+from suite import registry
+
+from suite.harness import progress
+from suite.launch.config import KNOBS, ConfigError, build_config, check_switches, settings_from_env, switch
+from suite.launch.failures import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
     EXIT_IO,
@@ -36,11 +38,11 @@ from suite.failures import (
     EXIT_SIGINT,
     status_line,
 )
-from suite.fileio import write_error, write_json_atomic
-from suite.preflight import RendezvousError, layout, preflight
-from suite.supervise import final_status, root_cause, run_ranks, stamp_status
+from suite.launch.fileio import write_error, write_json_atomic
+from suite.launch.preflight import RendezvousError, layout, preflight
+from suite.launch.supervise import final_status, root_cause, run_ranks, stamp_status
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: suite/launch/ is two levels down
 
 
 def available_experiments() -> list[str]:
@@ -112,7 +114,7 @@ def torchrun_command(lay: dict, files: list[str], suite_opts: list[str], passthr
             "--rdzv-conf",
             f"timeout={int(lay['rdzv_timeout_s'])},read_timeout={int(lay['rdzv_timeout_s'])}",
         ]
-    cmd += ["-m", "pytest", "-p", "suite.plugin", "-q", "-rs", *files, *suite_opts, *passthrough]
+    cmd += ["-m", "pytest", "-p", "suite.harness.plugin", "-q", "-rs", *files, *suite_opts, *passthrough]
     return cmd
 
 
@@ -121,7 +123,7 @@ def flight_recorder_env(env: dict, run_dir: Path, torch_version: str) -> dict[st
 
     The flight recorder keeps the last collectives of each rank in a ring buffer;
     with dump-on-timeout a hung or failed NCCL run leaves one trace per rank
-    (``<run_dir>/failures/nccl_trace_rank_<rank>``, read by the hang diagnosis, suite/hang.py).
+    (``<run_dir>/failures/nccl_trace_rank_<rank>``, read by the hang diagnosis, suite/launch/hang.py).
     torch 2.9 renamed TORCH_NCCL_TRACE_BUFFER_SIZE / TORCH_NCCL_DEBUG_INFO_TEMP_FILE to
     TORCH_FR_BUFFER_SIZE / TORCH_FR_DUMP_TEMP_FILE (the old names still work, with a
     deprecation warning; torchtitan switches on the same version). Dumps need
@@ -259,7 +261,7 @@ def _main(argv: list[str], where: dict) -> int:
             if spec.check_world is not None:
                 spec.check_world(getattr(cfg, name, None), lay["world_size"])
         check_run_location(a.results_root, a.run_id)
-        check_switches(os.environ, lay["world_size"])  # every SUITE_* switch (suite/config.py SWITCHES)
+        check_switches(os.environ, lay["world_size"])  # every SUITE_* switch (suite/launch/config.py SWITCHES)
         live = progress.mode(os.environ, sys.stdout.isatty()) == "live"
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -267,7 +269,7 @@ def _main(argv: list[str], where: dict) -> int:
     if a.check:
         print(f"# check: ok ({lay['nnodes']} node(s) x {lay['nproc']} rank(s), experiments: {', '.join(names)})")
         return EXIT_OK
-    from suite.dist import PreflightError, resolve_backend, resolve_device
+    from suite.harness.dist import PreflightError, resolve_backend, resolve_device
 
     try:
         preflight(cfg, lay)
@@ -347,13 +349,13 @@ def _main(argv: list[str], where: dict) -> int:
 
 
 def write_report(run_dir: Path) -> None:
-    """The run's HTML/Markdown report (suite.report), also for a partial run. A report
+    """The run's HTML/Markdown report (suite.report.cli), also for a partial run. A report
     failure never changes the bench's exit status: it warns and says how to retry.
     SUITE_REPORT=0 skips it (the harness's own tests, which do not look at it)."""
     if not switch("SUITE_REPORT"):
         return
     try:
-        from suite.report import write_report as _write
+        from suite.report.cli import write_report as _write
 
         path = _write(run_dir)
     except Exception as e:  # noqa: BLE001 - any failure of the report is reported, never raised

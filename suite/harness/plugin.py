@@ -1,4 +1,4 @@
-"""pytest glue: the suite runs as ``torchrun ... -m pytest -p suite.plugin``.
+"""pytest glue: the suite runs as ``torchrun ... -m pytest -p suite.harness.plugin``.
 
 Every rank runs the same collection with the same options. This plugin
 
@@ -9,7 +9,7 @@ Every rank runs the same collection with the same options. This plugin
   the stats pytest-benchmark stores and compares are the cross-rank samples,
   and ``extra_info`` is the suite's record;
 - on rank 0 only: rewrites ``<results-dir>/bench.json`` atomically after every
-  case (marked incomplete until the session ends), shows its progress (suite/progress.py:
+  case (marked incomplete until the session ends), shows its progress (suite/harness/progress.py:
   a live line on a terminal, periodic lines elsewhere) and prints nccl-tests-style
   tables; other ranks keep quiet except for failures, which they print to stderr.
 """
@@ -26,12 +26,24 @@ from typing import TextIO
 
 import pytest
 
-from suite import bench_adapter, failures, fileio, phases, profiling, progress, registry
+from suite import registry
+
+from suite.harness import bench_adapter, phases, profiling, progress
+
+from suite.launch import failures, fileio
 from suite.system import sysinfo
-from suite.tables import format_tables
-from suite.config import KNOBS, BenchConfig, ConfigError, build_config, config_from_json, settings_from_env, switch
+from suite.report.tables import format_tables
+from suite.launch.config import (
+    KNOBS,
+    BenchConfig,
+    ConfigError,
+    build_config,
+    config_from_json,
+    settings_from_env,
+    switch,
+)
 from suite.errors import CaseFailed, CaseSkipped
-from suite.phases import Phases
+from suite.harness.phases import Phases
 
 
 @dataclass(kw_only=True)
@@ -45,7 +57,7 @@ class RunState:
     phases: Phases = field(default_factory=Phases)
     """Where this rank's time goes (suite.phase_seconds)."""
     progress_mode: str = "off"
-    """live, plain or off (suite/progress.py); off on every rank but 0."""
+    """live, plain or off (suite/harness/progress.py); off on every rank but 0."""
     progress_every_s: float = 30.0
     total: int = 0
     """Cases collected; ``done`` of them have ended."""
@@ -85,7 +97,7 @@ def _state(config) -> RunState | None:
 def _rank_from_env() -> int:
     """This process's rank as init_distributed reads it (``read_launch_env``); 0 where the launcher's
     variables are malformed (the session's init_distributed reports that)."""
-    from suite.dist import PreflightError, read_launch_env
+    from suite.harness.dist import PreflightError, read_launch_env
 
     try:
         return read_launch_env().rank
@@ -160,7 +172,7 @@ def pytest_sessionstart(session):
             tr._tw = TerminalWriter(st.devnull)
 
 
-# SUITE_PROFILE=1: a torch.profiler trace of every case (suite/profiling.py).
+# SUITE_PROFILE=1: a torch.profiler trace of every case (suite/harness/profiling.py).
 @pytest.fixture(autouse=True)
 def suite_profile(request):
     """With SUITE_PROFILE set: a trace of this case on this rank, saved with the run's results."""
@@ -182,7 +194,7 @@ def bench_cfg(request):
 @pytest.fixture(scope="session")
 def dist_ctx(request):
     """The started process group (once per session), destroyed at session end."""
-    from suite.dist import PreflightError, destroy_distributed, init_distributed
+    from suite.harness.dist import PreflightError, destroy_distributed, init_distributed
     import torch.distributed as dist
 
     config = request.config
@@ -193,7 +205,7 @@ def dist_ctx(request):
         ctx = init_distributed(cfg, results_dir=config.option.results_dir, heartbeat_timeout_s=cfg.heartbeat_timeout_s)
     except (PreflightError, ConfigError) as e:
         pytest.exit(f"preflight failed: {e}", returncode=3)
-    from suite import journal
+    from suite.harness import journal
 
     journal.install(ctx.rank, config.option.results_dir)  # every op recorded; dumps for the hang diagnosis
     per_rank: list = [None] * ctx.world_size
@@ -238,7 +250,7 @@ def submit(request, benchmark, m, record: dict) -> None:
 
 @pytest.fixture(scope="session")
 def _suite_harness(request, dist_ctx, bench_cfg):
-    from suite.runner import Harness
+    from suite.harness.runner import Harness
 
     return Harness(
         dist_ctx,
@@ -277,7 +289,7 @@ def pytest_generate_tests(metafunc):
     provider = getattr(metafunc.function, "suite_cases", None)
     if provider is None or "suite_case" not in metafunc.fixturenames:
         return
-    from suite.dist import read_launch_env
+    from suite.harness.dist import read_launch_env
 
     cases = provider(metafunc.config.stash[RUN].cfg, read_launch_env().world_size)
     metafunc.parametrize("suite_case", cases, ids=[c.label for c in cases])
@@ -308,7 +320,7 @@ def _output_json(config, complete: bool, exitstatus: int | None) -> dict:
         "n_records": len(st.records),
         "skipped": list(st.skipped),
         "failed": list(st.failed),
-        # rank 0's seconds per phase of the session so far (suite/phases.py says what each covers)
+        # rank 0's seconds per phase of the session so far (suite/harness/phases.py says what each covers)
         "phase_seconds": st.phases.breakdown(time.time() - st.started_unix),
         # the same per experiment: its cases' phases and the rest of their wall time
         "phase_seconds_by_experiment": st.phases.breakdown_by_experiment(),
@@ -383,11 +395,11 @@ def pytest_runtest_protocol(item, nextitem):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
-    """A case that raised leaves its journal at once (suite/journal.py), before pytest formats the
+    """A case that raised leaves its journal at once (suite/harness/journal.py), before pytest formats the
     traceback: when a peer died, torchrun ends this rank within a second."""
     outcome = yield
     exc = outcome.excinfo[1] if outcome.excinfo else None
-    j = sys.modules.get("suite.journal")
+    j = sys.modules.get("suite.harness.journal")
     if exc is not None and j is not None and j.current() is not None:
         if not isinstance(exc, (pytest.fail.Exception, pytest.skip.Exception)):
             j.current().exc = exc
@@ -419,9 +431,9 @@ def pytest_runtest_makereport(item, call):
     kind = getattr(exc, "failure_kind", None) or ("peer_failure" if _is_distributed_failure(exc) else "rank_error")
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
     cause = f"{type(exc).__name__} in {item.nodeid}: {first}"
-    from suite.failures import record_failure
+    from suite.launch.failures import record_failure
 
-    j = sys.modules.get("suite.journal")
+    j = sys.modules.get("suite.harness.journal")
     if j is not None and j.current() is not None and j.current().exc is None:
         j.current().exc = exc  # a failure outside the call phase: its dump shows where it was raised
     record_failure(item.config.option.results_dir, _rank_from_env(), cause, kind=kind)
@@ -432,7 +444,7 @@ def _inject_fault(item) -> None:
     """SUITE_INJECT_FAULT=<action>:<rank>:<n>: before the n-th test (0-based), rank <rank>
     kills (SIGKILL), terminates (SIGTERM), freezes (SIGSTOP) itself, exits(3), or raises.
     For the suite's own failure tests: the faults are real process events."""
-    inj = switch("SUITE_INJECT_FAULT")  # checked before the ranks started (suite/config.py check_switches)
+    inj = switch("SUITE_INJECT_FAULT")  # checked before the ranks started (suite/launch/config.py check_switches)
     if inj is None:
         return
     action, rank = inj.action, inj.rank
@@ -457,7 +469,7 @@ def _inject_fault(item) -> None:
 
 
 def pytest_runtest_setup(item):
-    j = sys.modules.get("suite.journal")
+    j = sys.modules.get("suite.harness.journal")
     if j is not None and j.current() is not None:
         j.current().set_case(item.nodeid)  # the case a hung op belongs to
     st = _state(item.config)
@@ -522,7 +534,7 @@ def _stop_live(config) -> None:
 
 def pytest_runtest_teardown(item, nextitem):
     """Rank 0: the live line moves on; or, in plain mode, every SUITE_PROGRESS_S seconds (default 30)
-    a line with cases done of total and the time left (suite/progress.py)."""
+    a line with cases done of total and the time left (suite/harness/progress.py)."""
     config = item.config
     st = _state(config)
     if st is None or st.rank != 0:

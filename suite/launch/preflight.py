@@ -1,5 +1,5 @@
 """Everything a run needs, checked before any process group exists: the layout of nodes and
-ranks (exit 2; the knobs are validated by suite.config), the backend, device, memory, ports and interfaces
+ranks (exit 2; the knobs are validated by suite.launch.config), the backend, device, memory, ports and interfaces
 (exit 3), the rendezvous address (exit 4). Starts nothing."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import argparse
 import os
 import socket
 
-from suite.config import ConfigError, check_timing_mode
+from suite.launch.config import ConfigError, check_timing_mode
 
 
 class RendezvousError(RuntimeError):
@@ -72,7 +72,7 @@ def layout(a: argparse.Namespace) -> dict:
 
 def preflight(cfg, lay: dict) -> None:
     """Environment checks; raise PreflightError with the fix. Starts nothing."""
-    from suite.dist import PreflightError, resolve_backend, resolve_device
+    from suite.harness.dist import PreflightError, resolve_backend, resolve_device
 
     device = resolve_device(cfg.device)
     backend = resolve_backend(cfg.backend, device)

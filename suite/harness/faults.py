@@ -5,14 +5,14 @@ field of names is a ``,``-list, each name matched by ``Case.answers_to`` (an exp
 identity value, or ``all``). Optional fields are filled left to right by the fields given beyond the
 required ones. The five switches (``INJECTIONS``; what each does is in docs/failures.md):
 
-- ``SUITE_INJECT_CORRUPTION=[<fault>:]<name>[,<name>...][@timed]`` (suite/runner.py)
-- ``SUITE_INJECT_DELAY=<rank>:<seconds>[:<name>[,<name>...]][@after|@before]`` (suite/runner.py)
-- ``SUITE_INJECT_MISMATCH=<name>[,<name>...]`` (suite/runner.py)
-- ``SUITE_INJECT_DIVERGE=<action>:<rank>:<k>[:<name>[,<name>...]]`` (suite/runner.py)
-- ``SUITE_INJECT_FAULT=<action>:<rank>:<n>`` (suite/plugin.py: a real process event before a test)
+- ``SUITE_INJECT_CORRUPTION=[<fault>:]<name>[,<name>...][@timed]`` (suite/harness/runner.py)
+- ``SUITE_INJECT_DELAY=<rank>:<seconds>[:<name>[,<name>...]][@after|@before]`` (suite/harness/runner.py)
+- ``SUITE_INJECT_MISMATCH=<name>[,<name>...]`` (suite/harness/runner.py)
+- ``SUITE_INJECT_DIVERGE=<action>:<rank>:<k>[:<name>[,<name>...]]`` (suite/harness/runner.py)
+- ``SUITE_INJECT_FAULT=<action>:<rank>:<n>`` (suite/harness/plugin.py: a real process event before a test)
 
 ``check(env, world_size)`` parses every switch that is set before any rank starts
-(suite/preflight.py): a typo would otherwise run a clean benchmark that a test reads as the fault's
+(suite/launch/preflight.py): a typo would otherwise run a clean benchmark that a test reads as the fault's
 outcome, and a rank the run does not have would plant nothing. Pure: no torch.
 """
 
@@ -26,9 +26,9 @@ from types import SimpleNamespace
 CORRUPTION_FAULTS = ("flip", "misroute")
 """``flip`` adds 1 to an output's first element; ``misroute`` puts the right values in the wrong place."""
 DIVERGE_ACTIONS = ("skip", "other", "size", "sleep", "recv", "stray")
-"""What a diverging rank's k-th call does instead (suite/runner.py ``Harness._diverging``)."""
+"""What a diverging rank's k-th call does instead (suite/harness/runner.py ``Harness._diverging``)."""
 PROCESS_FAULTS = ("kill", "term", "stop", "exit", "raise")
-"""What a rank does to itself before its n-th test (suite/plugin.py ``_inject_fault``)."""
+"""What a rank does to itself before its n-th test (suite/harness/plugin.py ``_inject_fault``)."""
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from collections.abc import Callable
 from typing import Literal
 
-from suite import faults, metrics, registry
+from suite import metrics, registry
+
+from suite.harness import faults
 from suite.errors import ConfigError  # noqa: F401  (where the knobs are checked, callers catch it)
 
 DTYPES = ("float32", "float64", "float16", "bfloat16", "int32", "int64")
@@ -118,7 +120,7 @@ BenchConfig.__doc__ = """Every knob of a run: the run-wide ones (RunKnobs), then
 
 @dataclass(frozen=True)
 class Knob:
-    """One knob's spellings: the BenchConfig field, the command-line flag of ``suite.launch`` and of
+    """One knob's spellings: the BenchConfig field, the command-line flag of ``suite.launch.cli`` and of
     the pytest plugin (``--<flag>``), and the make variable."""
 
     field: str
@@ -201,7 +203,7 @@ def _commit(text: str, world_size: int | None = None) -> str:
 
 
 def _injection(env: str):
-    """The validator of a fault switch: its one grammar, in suite/faults.py."""
+    """The validator of a fault switch: its one grammar, in suite/harness/faults.py."""
     return lambda text, world_size=None: faults.parse(env, text, world_size)
 
 
@@ -248,7 +250,7 @@ SWITCHES: dict[str, Switch] = {
             _commit,
         ),
         *(
-            Switch(env, "off", f"fault injection: {env}={s.usage()} (suite/faults.py)", _injection(env))
+            Switch(env, "off", f"fault injection: {env}={s.usage()} (suite/harness/faults.py)", _injection(env))
             for env, s in faults.INJECTIONS.items()
         ),
     )

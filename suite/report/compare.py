@@ -22,7 +22,7 @@ iterations within one run do. For each matched case, with k_b base and k_n new r
   - with two or more runs on a side, σ_i² is the case's own spread of run medians about each
     side's mean, shrunk toward the value pooled over the cases (an empirical-Bayes scaled
     inverse chi-square prior fitted to all the cases' spreads; Smyth 2004, see
-    ``suite.shrinkage``): a case with few runs is pulled toward the pooled value, and little
+    ``suite.report.shrinkage``): a case with few runs is pulled toward the pooled value, and little
     when the cases' noise really differs; the interval then uses Student's t with the
     posterior's degrees of freedom;
   - **with one run per side** (the comparison says so) no case's own noise can be seen. Every
@@ -74,9 +74,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from suite import registry, shrinkage
+from suite import registry
 
 # Fields that are measurements (or bookkeeping), not part of what a case *is*.
+
+from suite.report import shrinkage
+
 MEASUREMENT_FIELDS = frozenset(
     {
         "time_us",
@@ -348,7 +351,7 @@ def _case_noise(
     degrees of freedom; and how they were obtained.
 
     With two or more runs on a side: each case's spread of run medians about each side's mean
-    (d_i = k_b − 1 + k_n − 1), shrunk toward the prior fitted to all the cases (``suite.shrinkage``).
+    (d_i = k_b − 1 + k_n − 1), shrunk toward the prior fitted to all the cases (``suite.report.shrinkage``).
     With one run on each side no case's own noise can be seen: every case is assumed as noisy as the
     spread of the cases' log ratios about their median says, / sqrt(2) (each log ratio is the
     difference of two runs' log medians); that assumes most cases did not change (see the module

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from suite.fileio import write_json_atomic
+from suite.launch.fileio import write_json_atomic
 
 # Exit statuses of a rank and of the run (docs/failures.md, the exit-status table); the most specific cause wins.
 EXIT_OK = 0
@@ -57,8 +57,8 @@ def status_line(status: int) -> str:
 
 def record_failure(results_dir: str | None, rank: int, cause: str, **extra) -> None:
     """Leave ``<results_dir>/failures/rank<r>.json`` for the launcher's summary (best effort), after the
-    rank's op journal, where one is installed, has left its dump (suite/journal.py)."""
-    journal = sys.modules.get("suite.journal")  # imported on the ranks only: none to dump elsewhere
+    rank's op journal, where one is installed, has left its dump (suite/harness/journal.py)."""
+    journal = sys.modules.get("suite.harness.journal")  # imported on the ranks only: none to dump elsewhere
     if journal is not None and journal.current() is not None:
         try:
             journal.current().dump(f"this rank failed: {cause}", failed=True)

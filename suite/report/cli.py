@@ -7,14 +7,14 @@ a run); never measures.
     python -m suite.report html RUN [--out D]   D/index.html (self-contained), D/report.md, D/*.png, D/results.csv
     python -m suite.report csv RUN [--out F]    one row per record
     python -m suite.report compare BASE NEW...  per-case ratios with CIs; exit 1 on a regression, 3 if too
-                                                many cases are inconclusive (suite.compare)
+                                                many cases are inconclusive (suite.report.compare)
                                                 (a side: a run, runs joined by commas, or results/<id> for
                                                 the repeats <id>-r1..rk of make bench-cpu REPEAT=k)
 
 What the report keys on (so new experiments appear without code changes): records are
 grouped by ``experiment``, then by ``table`` (else ``variant``, else ``op``), then by
 ``backend``/``device``/``world_size``; within a group, series are the identity fields that
-vary (suite.compare.case_key: dtype, redop, in_place, ...). A group whose records carry
+vary (suite.report.compare.case_key: dtype, redop, in_place, ...). A group whose records carry
 ``src`` and ``dst`` gets a pair-matrix heatmap; one with two or more sizes gets busbw and
 latency-vs-size plots with α–β fits (suite.model.fit); any other gets bar charts of ``time_us``
 (p05–p95) and of every other numeric field the records add (samples_per_s, efficiency, ...).
@@ -28,8 +28,8 @@ import sys
 from pathlib import Path
 
 from suite import results
-from suite.render import to_csv, write_comparison, write_report
-from suite.tables import format_tables
+from suite.report.render import to_csv, write_comparison, write_report
+from suite.report.tables import format_tables
 
 
 # --- command line ------------------------------------------------------------------------------------
@@ -108,7 +108,7 @@ def _load_side(arg: str) -> list[list[dict]] | None:
 
 
 def _cmd_compare(args) -> int:
-    from suite.compare import compare_runs, format_comparison, run_settings
+    from suite.report.compare import compare_runs, format_comparison, run_settings
 
     if not 0 < args.alpha < 1 or args.tolerance < 0 or not 0 <= args.max_inconclusive <= 1:
         print(

@@ -18,7 +18,7 @@ would pair with the wrong op), how many collectives each issued on each group si
 the previous check (the sequence numbers less the p2p ops the journal saw, since p2p
 patterns are asymmetric by design). A difference raises ``Diverged`` on every rank.
 
-On a hang the launcher (suite/hang.py) asks every rank for a dump: a thread of the
+On a hang the launcher (suite/launch/hang.py) asks every rank for a dump: a thread of the
 rank writes ``<run>/hang/rank<r>.json`` (journal tail, live sequence numbers, every
 thread's Python stack) when ``<run>/hang/request`` appears, and when the rank itself
 records a failure. A fatal signal (Gloo's SIGABRT on a size mismatch) leaves only
@@ -45,8 +45,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from suite import hang
-from suite.fileio import write_json_atomic
+from suite.launch import hang
+from suite.launch.fileio import write_json_atomic
 
 TAIL = 64
 """Entries kept per rank (the ring buffer)."""
@@ -359,7 +359,7 @@ class Journal:
 
 def flight_recorder_on(env=os.environ) -> bool:
     """Whether torch's flight recorder records this process's collectives (a buffer size > 0, under the
-    name of torch >= 2.9 or the older one; suite/launch.py sets it for NCCL runs)."""
+    name of torch >= 2.9 or the older one; suite/launch/cli.py sets it for NCCL runs)."""
     size = env.get("TORCH_FR_BUFFER_SIZE") or env.get("TORCH_NCCL_TRACE_BUFFER_SIZE") or "0"
     return size.strip().isdigit() and int(size) > 0
 

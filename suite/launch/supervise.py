@@ -1,6 +1,6 @@
 """Supervision of a running job: torchrun in its own session, signals forwarded, the whole
 process tree killed when a rank has failed and the rest do not stop in time, and the ranks'
-outcome mapped to the documented exit status (suite.failures)."""
+outcome mapped to the documented exit status (suite.launch.failures)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 
-from suite.failures import (
+from suite.launch.failures import (
     EXIT_DIVERGED,
     EXIT_FAILED,
     EXIT_IO,
@@ -29,9 +29,9 @@ from suite.failures import (
     EXIT_SIGTERM,
     EXIT_WRONG_RESULT,
 )
-from suite import hang
-from suite.fileio import ResultsWriteError, write_error, write_json_atomic
-from suite.progress import ERASE_LINE
+from suite.launch import hang
+from suite.launch.fileio import ResultsWriteError, write_error, write_json_atomic
+from suite.harness.progress import ERASE_LINE
 
 
 def _descendants(pid: int) -> list[int]:
@@ -122,7 +122,7 @@ def run_ranks(
     launcher can name the rank torchrun saw fail first. ``erase_line``: each line
     first erases the terminal's current line (rank 0's live progress line, drawn
     again below it), instead of being appended to it. ``world_size``: the ranks asked
-    for a hang diagnosis (suite/hang.py) when one fails or the run is interrupted, before
+    for a hang diagnosis (suite/launch/hang.py) when one fails or the run is interrupted, before
     anything is ended (0: none)."""
     proc = subprocess.Popen(
         cmd, cwd=cwd, env=env, start_new_session=True, stderr=subprocess.PIPE, text=True, errors="replace", bufsize=1

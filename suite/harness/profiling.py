@@ -10,7 +10,7 @@ timed steps); communication shows as ``gloo:``/``nccl:`` record functions, DDP's
 buckets as ``DistributedDataParallel.forward`` / autograd hooks, so the overlap of
 all_reduce with backward can be read off the timeline.
 
-The autouse fixture ``suite_profile`` in ``suite.plugin`` (the pytest bridge) uses it, so
+The autouse fixture ``suite_profile`` in ``suite.harness.plugin`` (the pytest bridge) uses it, so
 every experiment gets it without code of its own; this module does not import pytest.
 ``profile_to(path)`` is the same as a context manager for scripts.
 
@@ -33,12 +33,12 @@ from pathlib import Path
 
 import torch
 
-from suite.config import switch
+from suite.launch.config import switch
 from suite.system import memory
 
 
 def wanted(nodeid: str, env=None) -> bool:
-    """Whether ``SUITE_PROFILE`` in ``env`` (default os.environ; suite/config.py SWITCHES) asks for a trace
+    """Whether ``SUITE_PROFILE`` in ``env`` (default os.environ; suite/launch/config.py SWITCHES) asks for a trace
     of the case ``nodeid``."""
     setting = switch("SUITE_PROFILE", env)
     return setting if isinstance(setting, bool) else setting in nodeid

@@ -1,4 +1,4 @@
-"""Rendering of a report (suite/analysis.py) as HTML, Markdown and CSV, and of a comparison page.
+"""Rendering of a report (suite/report/analysis.py) as HTML, Markdown and CSV, and of a comparison page.
 Files are written through temp names and renamed."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from suite import results
 
-from suite.analysis import FIT_NOTE, Report, build_report, fit_table_rows, group_key
+from suite.report.analysis import FIT_NOTE, Report, build_report, fit_table_rows, group_key
 
 
 _CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222;padding:0 1em}
@@ -227,8 +227,8 @@ def write_report(
 def write_comparison(c, out_dir: str | os.PathLike, stem: str = "compare") -> Path:
     """``<stem>.html`` (self-contained) and ``<stem>.png`` of a comparison: per group, the
     new/base ratio vs size with its CI, and the table of cases."""
-    from suite import plots
-    from suite.compare import describe_key, runs_text
+    from suite.report import plots
+    from suite.report.compare import describe_key, runs_text
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -278,6 +278,6 @@ def write_comparison(c, out_dir: str | os.PathLike, stem: str = "compare") -> Pa
 
 
 def format_comparison_summary(c) -> str:
-    from suite.compare import format_comparison
+    from suite.report.compare import format_comparison
 
     return "\n".join(ln for ln in format_comparison(c).splitlines() if ln.startswith("# ") and "case" not in ln[:8])

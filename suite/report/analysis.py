@@ -1,5 +1,5 @@
 """Analysis of stored runs for the reports: grouping records into sections and series, α–β fits,
-link figures, the environment summary. Reads records only; renders nothing (suite/render.py)."""
+link figures, the environment summary. Reads records only; renders nothing (suite/report/render.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from suite import registry, results
-from suite.compare import MEASUREMENT_FIELDS, case_key
+from suite.report.compare import MEASUREMENT_FIELDS, case_key
 from suite.model.fit import Model
-from suite.tables import format_tables, formatter
+from suite.report.tables import format_tables, formatter
 
 
 # --- grouping: what the HTML/Markdown report keys on --------------------------------------------
@@ -39,7 +39,7 @@ def is_pair_matrix(recs: list[dict]) -> bool:
 
 
 def varying_fields(recs: list[dict]) -> list[str]:
-    """Identity fields (suite.compare.case_key) whose value differs between records, in a stable
+    """Identity fields (suite.report.compare.case_key) whose value differs between records, in a stable
     order, leaving out those that only follow the size (e.g. a micro-batch count that sets the
     size): they would split one curve into one-point series."""
     values: OrderedDict = OrderedDict()
@@ -344,7 +344,7 @@ def build_report(
 ) -> Report:
     """Analyse a loaded run: sections with plots and tables, α–β fits, ring-model comparison (and the
     prediction section, with the extrapolation table of ``predict_doc``, the run's predict.json)."""
-    from suite import plots
+    from suite.report import plots
     from suite.model.fit import configured_link_rate, ring_coefficients, ring_time_us
 
     recs = results.records(run)
@@ -536,7 +536,7 @@ def summary_rows(
 ) -> list[tuple[str, str]]:
     """The report's first screen: (what, finding) rows a reader can act on, before any detail
     (``memo``: what the experiments' report hooks found already, by experiment)."""
-    from suite.failures import MEANING
+    from suite.launch.failures import MEANING
     from suite.model.fit import configured_link_rate
 
     recs = results.records(run)
@@ -623,7 +623,7 @@ def summary_rows(
     else:
         rows.append(("skipped", "nothing" if "skipped" in st else "not recorded by this run"))
     if base is not None:
-        from suite.compare import compare_runs, count_line, gate_line
+        from suite.report.compare import compare_runs, count_line, gate_line
 
         name, base_runs = base
         c = compare_runs(base_runs, [recs], base_name=name, new_name="this run")

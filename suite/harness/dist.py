@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-from suite.config import BenchConfig, ConfigError
-from suite.failures import EXIT_PEER_FAILURE, record_failure
+from suite.launch.config import BenchConfig, ConfigError
+from suite.launch.failures import EXIT_PEER_FAILURE, record_failure
 
 
 class PreflightError(RuntimeError):

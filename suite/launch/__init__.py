@@ -1,0 +1,3 @@
+"""The host side, before and around torchrun: ``cli`` (``python -m suite.launch``), ``config`` (every knob and
+switch, validated), ``preflight`` (checks before any rank starts), ``supervise`` (the torchrun process tree),
+``hang`` (the hang diagnosis), ``failures`` (exit statuses and failure notes) and ``fileio`` (atomic JSON)."""
