@@ -25,10 +25,7 @@ import torch.distributed as dist
 
 from suite.launch.config import BenchConfig, ConfigError
 from suite.launch.failures import EXIT_PEER_FAILURE, record_failure
-
-
-class PreflightError(RuntimeError):
-    """The environment cannot run the requested configuration (no group was started)."""
+from suite.launch.preflight import PreflightError, resolve_backend, resolve_device
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,43 +75,6 @@ def read_launch_env(env: dict | None = None) -> LaunchEnv:
     return LaunchEnv(
         rank=rank, world_size=world, local_rank=local_rank, local_world_size=local_world, launcher=launcher
     )
-
-
-def resolve_device(requested: str) -> str:
-    """auto -> cuda when a GPU is visible, else cpu; cuda without a GPU is an error."""
-    if requested == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if requested == "cuda" and not torch.cuda.is_available():
-        raise PreflightError(
-            "DEVICE=cuda but no CUDA device is visible to this process "
-            "(check CUDA_VISIBLE_DEVICES / the container's GPU reservation), or use DEVICE=cpu"
-        )
-    return requested
-
-
-def backend_available(backend: str) -> bool:
-    return {
-        "gloo": dist.is_gloo_available,
-        "nccl": dist.is_nccl_available,
-        "mpi": dist.is_mpi_available,
-        "ucc": lambda: getattr(dist, "is_ucc_available", lambda: False)(),
-    }[backend]()
-
-
-def resolve_backend(requested: str, device: str) -> str:
-    """auto -> nccl for cuda, gloo for cpu; reject what the build or device cannot do."""
-    backend = requested
-    if backend == "auto":
-        backend = "nccl" if device == "cuda" else "gloo"
-    if not backend_available(backend):
-        have = [b for b in ("gloo", "nccl", "mpi", "ucc") if backend_available(b)]
-        raise PreflightError(
-            f"backend {backend!r} is not built into this torch {torch.__version__} "
-            f"(available: {', '.join(have) or 'none'})"
-        )
-    if backend == "nccl" and device != "cuda":
-        raise PreflightError("backend nccl needs CUDA tensors and a GPU; use BACKEND=gloo on a CPU host")
-    return backend
 
 
 @dataclass(kw_only=True)

@@ -28,7 +28,8 @@ import torch
 import torch.distributed as dist
 
 from suite.case import Session
-from suite.harness.dist import DistContext, PreflightError, backend_available, read_launch_env
+from suite.harness.dist import DistContext, read_launch_env
+from suite.launch.preflight import PreflightError, backend_available
 
 
 def timeout_of(ctx: DistContext) -> datetime.timedelta:

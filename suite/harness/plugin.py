@@ -97,7 +97,8 @@ def _state(config) -> RunState | None:
 def _rank_from_env() -> int:
     """This process's rank as init_distributed reads it (``read_launch_env``); 0 where the launcher's
     variables are malformed (the session's init_distributed reports that)."""
-    from suite.harness.dist import PreflightError, read_launch_env
+    from suite.harness.dist import read_launch_env
+    from suite.launch.preflight import PreflightError
 
     try:
         return read_launch_env().rank
@@ -194,7 +195,8 @@ def bench_cfg(request):
 @pytest.fixture(scope="session")
 def dist_ctx(request):
     """The started process group (once per session), destroyed at session end."""
-    from suite.harness.dist import PreflightError, destroy_distributed, init_distributed
+    from suite.harness.dist import destroy_distributed, init_distributed
+    from suite.launch.preflight import PreflightError
     import torch.distributed as dist
 
     config = request.config

@@ -269,7 +269,7 @@ def _main(argv: list[str], where: dict) -> int:
     if a.check:
         print(f"# check: ok ({lay['nnodes']} node(s) x {lay['nproc']} rank(s), experiments: {', '.join(names)})")
         return EXIT_OK
-    from suite.harness.dist import PreflightError, resolve_backend, resolve_device
+    from suite.launch.preflight import PreflightError, resolve_backend, resolve_device
 
     try:
         preflight(cfg, lay)

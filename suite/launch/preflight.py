@@ -11,6 +11,10 @@ import socket
 from suite.launch.config import ConfigError, check_timing_mode
 
 
+class PreflightError(RuntimeError):
+    """The environment cannot run the requested configuration (no group was started)."""
+
+
 class RendezvousError(RuntimeError):
     """MASTER_ADDR/MASTER_PORT cannot work; nothing was started."""
 
@@ -70,10 +74,51 @@ def layout(a: argparse.Namespace) -> dict:
     }
 
 
+def resolve_device(requested: str) -> str:
+    """auto -> cuda when a GPU is visible, else cpu; cuda without a GPU is an error."""
+    import torch
+
+    if requested == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise PreflightError(
+            "DEVICE=cuda but no CUDA device is visible to this process "
+            "(check CUDA_VISIBLE_DEVICES / the container's GPU reservation), or use DEVICE=cpu"
+        )
+    return requested
+
+
+def backend_available(backend: str) -> bool:
+    import torch.distributed as dist
+
+    return {
+        "gloo": dist.is_gloo_available,
+        "nccl": dist.is_nccl_available,
+        "mpi": dist.is_mpi_available,
+        "ucc": lambda: getattr(dist, "is_ucc_available", lambda: False)(),
+    }[backend]()
+
+
+def resolve_backend(requested: str, device: str) -> str:
+    """auto -> nccl for cuda, gloo for cpu; reject what the build or device cannot do."""
+    import torch
+
+    backend = requested
+    if backend == "auto":
+        backend = "nccl" if device == "cuda" else "gloo"
+    if not backend_available(backend):
+        have = [b for b in ("gloo", "nccl", "mpi", "ucc") if backend_available(b)]
+        raise PreflightError(
+            f"backend {backend!r} is not built into this torch {torch.__version__} "
+            f"(available: {', '.join(have) or 'none'})"
+        )
+    if backend == "nccl" and device != "cuda":
+        raise PreflightError("backend nccl needs CUDA tensors and a GPU; use BACKEND=gloo on a CPU host")
+    return backend
+
+
 def preflight(cfg, lay: dict) -> None:
     """Environment checks; raise PreflightError with the fix. Starts nothing."""
-    from suite.harness.dist import PreflightError, resolve_backend, resolve_device
-
     device = resolve_device(cfg.device)
     backend = resolve_backend(cfg.backend, device)
     check_timing_mode(cfg.timing_mode, backend, device)  # auto resolved: cuda_graph on a CPU host

@@ -408,10 +408,65 @@ def offline_violations(sources: dict[str, str], roots: str) -> list[str]:
     return out
 
 
-def test_the_model_package_imports_neither_torch_nor_the_harness():
+def test_the_offline_packages_import_neither_torch_nor_the_harness():
     mods = {_module_name(p): p.read_text() for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
-    assert len([m for m in mods if m.startswith(MODEL_PACKAGE + ".")]) > 5
-    assert offline_violations(mods, MODEL_PACKAGE) == []
+    for package in (MODEL_PACKAGE, "suite.report"):
+        assert len([m for m in mods if m.startswith(package + ".")]) > 5, package
+        assert offline_violations(mods, package) == [], package
+
+
+# --- rule R3, the roles: `ls suite/` says where each module runs ---------------------------------------
+
+ROLES = ("harness", "ops", "system", "launch", "report", "model")
+SHARED = {"__init__", "api", "case", "errors", "metrics", "registry", "results"}
+"""The modules at the top of suite/: the ones every role shares (suite/__init__.py says what each is)."""
+LAUNCH_USES_OF_THE_HARNESS = {
+    "suite.launch.config -> suite.harness.faults": "the launcher validates every SUITE_INJECT_* switch with the "
+    "grammar the ranks parse, before any rank starts",
+    "suite.launch.cli -> suite.harness.progress": "the launcher decides the live mode as rank 0 does, and "
+    "restores the terminal rank 0's live line drew on",
+    "suite.launch.supervise -> suite.harness.progress": "the same terminal restored when the supervisor kills a run",
+}
+"""The host side runs no rank's code; each module of the harness it imports, with why (torch-free both)."""
+
+
+def role_violations(graph: dict[str, frozenset[str]], allowed: dict[str, str]) -> list[str]:
+    """'a -> b' for each import of the harness by the launcher that ``allowed`` does not name, and for each
+    module at the top of suite/ that is not a shared one (a new module takes a role: a subpackage)."""
+    out = []
+    for mod, deps in sorted(graph.items()):
+        parts = mod.split(".")
+        if parts[0] == "suite" and len(parts) == 2 and parts[1] not in ROLES and parts[1] not in SHARED:
+            out.append(f"{mod}: a module at the top of suite/ that no role owns")
+        if mod.startswith("suite.launch"):
+            out += [
+                f"{mod} -> {d}"
+                for d in sorted(deps)
+                if d.startswith("suite.harness.") and f"{mod} -> {d}" not in allowed  # the package: a docstring
+            ]
+    return out
+
+
+def test_each_module_of_the_core_has_a_role_and_the_launcher_runs_no_rank_code():
+    graph = import_graph()
+    assert {f"suite.{r}" for r in ROLES} <= set(graph)
+    assert role_violations(graph, LAUNCH_USES_OF_THE_HARNESS) == []
+    used = {f"{m} -> {d}" for m, deps in graph.items() for d in deps}
+    assert set(LAUNCH_USES_OF_THE_HARNESS) <= used, set(LAUNCH_USES_OF_THE_HARNESS) - used  # none stale
+
+
+def test_the_role_check_names_a_stray_module_and_a_launcher_import_of_the_harness():
+    graph = {
+        "suite.helpers": frozenset(),
+        "suite.metrics": frozenset(),
+        "suite.launch.cli": frozenset({"suite.harness.dist", "suite.harness.progress", "suite.launch.config"}),
+        "suite.harness.dist": frozenset({"suite.launch.config"}),
+    }
+    found = role_violations(graph, {"suite.launch.cli -> suite.harness.progress": "why"})
+    assert found == [
+        "suite.helpers: a module at the top of suite/ that no role owns",
+        "suite.launch.cli -> suite.harness.dist",
+    ]
 
 
 def test_the_offline_check_names_the_path_to_torch_and_to_the_harness():
