@@ -1,5 +1,5 @@
 # Slurm: the suite as a batch job (scripts/slurm/suite.sbatch: one task per node, each
-# running suite.launch.cli/torchrun), and a local single-node cluster for the tests.
+# running python -m suite.launch, i.e. torchrun), and a local single-node cluster for the tests.
 #   make bench-slurm NODES=2 SBATCH_ARGS="--partition=gpu --gpus-per-node=8" MAX_BYTES=1G
 NODES       ?= 1
 SBATCH_ARGS ?=

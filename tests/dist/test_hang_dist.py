@@ -32,30 +32,30 @@ PLANTS = {
         2,
         9,
         r"rank 0 waits in all_reduce #\d+ \[256\] \(case [^)]+\); rank 1 issued a different op there: "
-        r"rank 1 is in barrier #\d+ at suite/timing\.py:\d+ in barrier",
+        r"rank 1 is in barrier #\d+ at suite/harness/timing\.py:\d+ in barrier",
     ),
     "other": (
         2,
         9,
         r"rank 0 waits in all_reduce #\d+ \[256\] .*; rank 1 issued a different op there: "
-        r"rank 1 is in broadcast #\d+ \[1\] at suite/runner\.py:\d+ in diverge",
+        r"rank 1 is in broadcast #\d+ \[1\] at suite/harness/runner\.py:\d+ in diverge",
     ),
     "sleep": (
         2,
         9,
         r"rank 0 waits in all_reduce #\d+ \(case .*\); rank 1 never entered it: "
-        r"rank 1 at suite/runner\.py:\d+ in diverge",
+        r"rank 1 at suite/harness/runner\.py:\d+ in diverge",
     ),
     "recv": (
         2,
         9,
         r"rank 0 waits in all_reduce #\d+ \[256\] .*; rank 1 issued a different op there: "
-        r"rank 1 is in recv #\d+ \(peer 0\) \[1\] at suite/runner\.py:\d+ in diverge",
+        r"rank 1 is in recv #\d+ \(peer 0\) \[1\] at suite/harness/runner\.py:\d+ in diverge",
     ),
     "stray": (2, 9, r"rank 1 waits in all_reduce #\d+ .*; rank 0 never entered it"),
     # Gloo aborts (SIGABRT) on the size mismatch: status 5, or 9 when rank 1's journal came in before torchrun
     # ended it (then it is named as the rank whose all_reduce has 257 elements)
-    "size": (3, (5, 9), r"rank \d died \(Aborted\) in all_reduce at suite/(ops/collectives|runner)\.py:\d+ in"),
+    "size": (3, (5, 9), r"rank \d died \(Aborted\) in all_reduce at suite/(ops/collectives|harness/runner)\.py:\d+ in"),
 }
 
 
@@ -107,7 +107,7 @@ def test_a_planted_divergence_is_named(tmp_path, action):
             "nccl_trace_rank_1",
         ]
         assert re.fullmatch(
-            r"rank 0 waits in all_reduce #\d+; rank 1 never entered it: rank 1 at suite/runner\.py:\d+ in diverge",
+            r"rank 0 waits in all_reduce #\d+; rank 1 never entered it: rank 1 at suite/harness/runner\.py:\d+ in diverge",
             diag["flight_recorder"] or "",
         ), diag
         assert f"# flight recorder: {diag['flight_recorder']}" in out

@@ -497,7 +497,7 @@ def test_a_planted_divergence_is_named_with_its_node(sim):
         lines = [
             ln for ln in out.splitlines() if ln.startswith((f"{node}_", f"{node}-")) and "# hang diagnosis: " in ln
         ]
-        assert lines and re.search(verdict + r"suite/runner\.py:\d+ in diverge", lines[-1]), (node, out[-5000:])
+        assert lines and re.search(verdict + r"suite/harness/runner\.py:\d+ in diverge", lines[-1]), (node, out[-5000:])
     failures = sim.results / sim.run_id / "failures"
     diag = json.loads((failures / "hang.json").read_text())
     assert diag["kind"] == "divergence" and re.search(verdict, diag["verdict"]), diag
