@@ -25,7 +25,7 @@ def launch_command(tmp_path: Path, *args: str, nproc: int = 2, run_id: str = "ru
     return [
         sys.executable,
         "-m",
-        "suite.launch.cli",
+        "suite.launch",
         "--nproc",
         str(nproc),
         "--backend",

@@ -177,7 +177,7 @@ def test_nccl_without_gpu_is_a_preflight_error(tmp_path):
     cmd = [
         sys.executable,
         "-m",
-        "suite.launch.cli",
+        "suite.launch",
         "--nproc",
         "2",
         "--backend",

@@ -47,7 +47,7 @@ def _launch(tree: Path, run_id: str, report: bool) -> subprocess.CompletedProces
     return _run(
         tree,
         "-m",
-        "suite.launch.cli",
+        "suite.launch",
         "--nproc",
         "2",
         "--backend",

@@ -259,7 +259,7 @@ def test_nccl_algo_is_recorded_as_run(tmp_path):
     cmd = [
         sys.executable,
         "-m",
-        "suite.launch.cli",
+        "suite.launch",
         "--results-root",
         str(tmp_path / "results"),
         "--run-id",
@@ -318,7 +318,7 @@ def test_every_experiment_runs_and_checks_on_nccl(tmp_path):
     cmd = [
         sys.executable,
         "-m",
-        "suite.launch.cli",
+        "suite.launch",
         "--results-root",
         str(tmp_path / "results"),
         "--run-id",
