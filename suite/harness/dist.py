@@ -235,6 +235,81 @@ class Watchdog:
         os._exit(EXIT_PEER_FAILURE)
 
 
+class EndOfRun:
+    """No rank leaves before rank 0 has written the run, when every rank ran its cases to the end.
+
+    torchrun ends the whole job at the first rank that exits non-zero, and a run in which a case failed
+    exits 1 on every rank: the ranks with nothing left to write would end rank 0 while it writes bench.json
+    and prints the tables. So rank 0 says ``ending`` when its cases are over (before its last write) and
+    ``done`` when it has written everything (the plugin's last hook); every other rank that ran all its
+    cases ``wait``s, first ``grace_s`` for rank 0 to be ending, then ``wait_s`` for it to be done. A rank 0
+    that is not ending within the grace (stuck in an op a failed rank left) is ended by torchrun as before.
+
+    Through the launcher's store, a fresh client (the group is gone by then). The keys carry the launcher's
+    run id: the same on every node, new for every run. Polls, so that a signal ends a waiting rank at once;
+    a store that is gone costs a rank at most ``connect_s`` (and a few retries) at its exit."""
+
+    GRACE_S = 10.0
+    WAIT_S = 120.0
+
+    def __init__(
+        self, rank: int, run_id: str | None, env: dict | None = None, *, poll_s: float = 0.05, connect_s: float = 2.0
+    ):
+        env = os.environ if env is None else env
+        self.rank, self.poll_s, self.connect_s = rank, poll_s, connect_s
+        self.key = f"suite/end/{run_id}"
+        self.where = None
+        if int(env.get("WORLD_SIZE", "1")) > 1 and env.get("MASTER_ADDR") and env.get("MASTER_PORT"):
+            self.where = (env["MASTER_ADDR"], int(env["MASTER_PORT"]))
+        self._store = None
+
+    def _client(self):
+        if self._store is None and self.where is not None:
+            self._store = dist.TCPStore(
+                *self.where, is_master=False, timeout=datetime.timedelta(seconds=self.connect_s), wait_for_workers=False
+            )
+        return self._store
+
+    def _say(self, what: str) -> bool:
+        try:
+            store = self._client()
+            if store is None:
+                return False
+            store.set(f"{self.key}/{what}", "1")
+            return True
+        except Exception:  # the store's host is gone (node 0 or its launcher ended): nobody to tell
+            return False
+
+    def ending(self) -> bool:
+        """Rank 0: its cases are over; its last write follows."""
+        return self.rank == 0 and self._say("ending")
+
+    def done(self) -> bool:
+        """Rank 0: everything is written and printed."""
+        return self.rank == 0 and self._say("done")
+
+    def wait(self, grace_s: float = GRACE_S, wait_s: float = WAIT_S) -> bool:
+        """Any other rank: until rank 0 is done (True), or not ending within ``grace_s``, not done within
+        ``wait_s``, or the store is gone (False)."""
+        if self.rank == 0:
+            return False
+        try:
+            store = self._client()
+            if store is None:
+                return False
+            return self._poll(store, "ending", grace_s) and self._poll(store, "done", wait_s)
+        except Exception:
+            return False
+
+    def _poll(self, store, what: str, within_s: float) -> bool:
+        deadline = time.monotonic() + within_s
+        while not store.check([f"{self.key}/{what}"]):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(self.poll_s)
+        return True
+
+
 def init_distributed(
     cfg: BenchConfig,
     env: dict | None = None,

@@ -22,17 +22,15 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import pytest
 
 from suite import registry
-
+from suite.errors import CaseFailed, CaseSkipped
 from suite.harness import bench_adapter, phases, profiling, progress
-
+from suite.harness.phases import Phases
 from suite.launch import failures, fileio
-from suite.system import sysinfo
-from suite.report.tables import format_tables
 from suite.launch.config import (
     KNOBS,
     BenchConfig,
@@ -42,8 +40,11 @@ from suite.launch.config import (
     settings_from_env,
     switch,
 )
-from suite.errors import CaseFailed, CaseSkipped
-from suite.harness.phases import Phases
+from suite.report.tables import format_tables
+from suite.system import sysinfo
+
+if TYPE_CHECKING:  # torch: imported when the session starts its group
+    from suite.harness.dist import EndOfRun
 
 
 @dataclass(kw_only=True)
@@ -85,6 +86,10 @@ class RunState:
     """id(benchmark) -> (benchmark, its JSON text): each stored entry encoded once."""
     n_tests: int = -1
     """Tests begun so far, less one (SUITE_INJECT_FAULT's n counts from 0)."""
+    end: EndOfRun | None = None
+    """suite.harness.dist.EndOfRun, from the session's end: no rank leaves before rank 0 has written."""
+    ran_to_the_end: bool = False
+    """Every case of this rank ran (none stopped the session): it may wait for rank 0 at its exit."""
 
 
 RUN = pytest.StashKey[RunState]()
@@ -567,6 +572,13 @@ def pytest_sessionfinish(session, exitstatus):
         sys.stderr.write("error: the case selection (K= / -k) matched no case of the chosen experiments\n")
         session.exitstatus = failures.EXIT_NOTHING_SELECTED
     st = _state(config)
+    if st is not None:
+        from suite.harness.dist import EndOfRun
+
+        st.end = EndOfRun(st.rank, config.option.run_id)
+        st.end.ending()  # rank 0: its cases are over, its last write follows
+        ok = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+        st.ran_to_the_end = exitstatus in ok and not (session.shouldstop or session.shouldfail)
     if st is not None and st.rank == 0 and st.records:
         interrupted = exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR)
         try:
@@ -595,9 +607,15 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             bs.groups = None
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
     _stop_live(config)
     st = _state(config)
+    if st is not None and st.end is not None:  # torchrun ends every rank at the first that exits non-zero
+        if st.rank == 0:
+            st.end.done()
+        elif st.ran_to_the_end:
+            st.end.wait()
     if st is not None and st.tty is not None:
         tty, st.tty = st.tty, None
         tty.close()

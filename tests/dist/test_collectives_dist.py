@@ -69,19 +69,27 @@ def test_every_collective_exact_on_gloo(tmp_path, world, dtypes, sizes):
 
 
 def test_corrupted_output_is_counted_and_fails(tmp_path):
+    # Every rank exits 1 and torchrun ends the job at the first exit; rank 0 is planted to end its
+    # session 3 s after the others (a slow disk): its last write and its tables must not be lost.
     proc = run_suite(
         tmp_path,
         *TINY,
         "--",
         "-k",
         "all_reduce or broadcast",
+        "-p",
+        "tests.plants.rank0_slow_end",
         nproc=2,
         env={"SUITE_INJECT_CORRUPTION": "all_reduce"},
         timeout=300,
     )
-    assert proc.returncode == 6, proc.stdout[-2000:] + proc.stderr[-2000:]  # EXIT_WRONG_RESULT
-    assert "wrong element" in proc.stdout + proc.stderr
-    recs = [b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]]
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 6, out[-4000:]  # EXIT_WRONG_RESULT
+    assert "wrong element" in out
+    run = load_bench(tmp_path)
+    assert run["suite"]["complete"] is True and run["suite"]["exit_status"] == 6, run["suite"]
+    assert "\nresults: " in proc.stdout and "hang diagnosis" not in out, out[-4000:]  # rank 0's summary
+    recs = [b["extra_info"] for b in run["benchmarks"]]
     bad = [r for r in recs if r["variant"] == "all_reduce"]
     good = [r for r in recs if r["variant"] == "broadcast"]
     assert bad and all(r["n_wrong"] >= 1 for r in bad)
