@@ -107,7 +107,8 @@ def test_a_planted_divergence_is_named(tmp_path, action):
             "nccl_trace_rank_1",
         ]
         assert re.fullmatch(
-            r"rank 0 waits in all_reduce #\d+; rank 1 never entered it: rank 1 at suite/harness/runner\.py:\d+ in diverge",
+            r"rank 0 waits in all_reduce #\d+; rank 1 never entered it: "
+            r"rank 1 at suite/harness/runner\.py:\d+ in diverge",
             diag["flight_recorder"] or "",
         ), diag
         assert f"# flight recorder: {diag['flight_recorder']}" in out

@@ -292,7 +292,10 @@ def test_a_planted_divergence_is_named_with_its_node(slurm, tmp_path):
     )
     assert job.state == "FAILED" and job.exit_code == "9:0", (job.state, job.exit_code, job.output[-3000:])
     node = subprocess.run(["sinfo", "-h", "-o", "%N"], capture_output=True, text=True, timeout=15).stdout.strip()
-    verdict = r"rank 0 waits in all_reduce #\d+ \(case [^)]+\); rank 1 never entered it: rank 1 at suite/harness/runner\.py:\d+"
+    verdict = (
+        r"rank 0 waits in all_reduce #\d+ \(case [^)]+\); rank 1 never entered it: "
+        r"rank 1 at suite/harness/runner\.py:\d+"
+    )
     assert re.search("# hang diagnosis: " + verdict, job.output), job.output[-3000:]
     failures = tmp_path / "results" / "run" / "failures"
     diag = json.loads((failures / "hang.json").read_text())
