@@ -279,7 +279,10 @@ class _Bridge:
             m, rec = self.harness.run(case)
         except CaseSkipped as e:
             pytest.skip(str(e))
-        except CaseFailed as e:
+        except CaseFailed as e:  # alike on every rank, and the run goes on: the launcher names it
+            self.request.config.stash[RUN].failed.append(
+                {"case": self.request.node.nodeid, "message": str(e).strip()[:500]}
+            )
             pytest.fail(str(e), pytrace=False)
         submit(self.request, self.benchmark, m, rec)
         return rec
@@ -431,8 +434,6 @@ def pytest_runtest_makereport(item, call):
     # the others wait in a collective: continuing would pair collectives of different
     # cases. End the session instead; the launcher reports the cause.
     if call.excinfo.errisinstance((pytest.fail.Exception, pytest.skip.Exception)):
-        if st is not None and call.excinfo.errisinstance(pytest.fail.Exception):  # the launcher names it
-            st.failed.append({"case": item.nodeid, "message": str(call.excinfo.value).strip()[:500]})
         return
     exc = call.excinfo.value
     kind = getattr(exc, "failure_kind", None) or ("peer_failure" if _is_distributed_failure(exc) else "rank_error")
