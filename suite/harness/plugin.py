@@ -28,7 +28,7 @@ import pytest
 
 from suite import registry
 from suite.errors import CaseFailed, CaseSkipped
-from suite.harness import bench_adapter, phases, profiling, progress
+from suite.harness import bench_adapter, phases, profiling, progress, terminal
 from suite.harness.phases import Phases
 from suite.launch import failures, fileio
 from suite.launch.config import (
@@ -140,12 +140,13 @@ def _suite_config(config):
 def pytest_configure(config):
     try:
         bench_adapter.check_version()
+        terminal.check_version()
         cfg = _suite_config(config)
         # fd 1 is still the real stdout here: pytest's capture is suspended between its phases
         mode = progress.mode(stdout_is_terminal=os.isatty(1))
         every_s = switch("SUITE_PROGRESS_S")
         all_ranks_output = switch("SUITE_ALL_RANKS_OUTPUT")
-    except (ConfigError, bench_adapter.UnsupportedVersion, OSError, ValueError) as e:
+    except (ConfigError, bench_adapter.UnsupportedVersion, terminal.UnsupportedVersion, OSError, ValueError) as e:
         raise pytest.UsageError(str(e)) from None
     if mode == "live" and (config.getoption("capture", "fd") == "no" or all_ranks_output):
         mode = "plain"  # the tests' prints (-s) or the other ranks' output would write over the line
@@ -170,12 +171,10 @@ def pytest_sessionstart(session):
         # Only rank 0 prints; the others' failures still reach stderr (see
         # pytest_runtest_logreport). pytest's capture keeps its own copy of fd 1,
         # so the reporter's writer is pointed at /dev/null instead.
-        from _pytest.terminal import TerminalWriter
-
         tr = config.pluginmanager.getplugin("terminalreporter")
         if tr is not None:
             st.devnull = open(os.devnull, "w")  # noqa: SIM115 - open for the session
-            tr._tw = TerminalWriter(st.devnull)
+            terminal.redirect(tr, st.devnull)
 
 
 # SUITE_PROFILE=1: a torch.profiler trace of every case (suite/harness/profiling.py).
@@ -512,16 +511,11 @@ def pytest_collection_finish(session):
 
 def _start_live(config, st: RunState) -> None:
     """The live line, with pytest's terminal output redirected above it."""
-    from _pytest.terminal import TerminalWriter
-
     tr = config.pluginmanager.getplugin("terminalreporter")
     if tr is None:
         return
     live = progress.LiveLine(st.tty, st.total)
-    tw = TerminalWriter(live.stream)
-    tw.hasmarkup, tw.code_highlight, tw.fullwidth = tr._tw.hasmarkup, tr._tw.code_highlight, tr._tw.fullwidth
-    st.live, st.saved_tw = live, tr._tw
-    tr._tw = tw
+    st.live, st.saved_tw = live, terminal.redirect(tr, live.stream, like_current=True)
     live.start()
 
 
@@ -535,9 +529,7 @@ def _stop_live(config) -> None:
     pending = live.stop()
     tr = config.pluginmanager.getplugin("terminalreporter")
     if tr is not None:
-        tr._tw = st.saved_tw
-        if pending:
-            tr._tw.write(pending)  # a partial line of dots, through the writer that tracks the line
+        terminal.restore(tr, st.saved_tw, pending)  # a partial line of dots, through the writer that tracks it
 
 
 def pytest_runtest_teardown(item, nextitem):

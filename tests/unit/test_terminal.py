@@ -1,0 +1,32 @@
+"""pytest's private terminal writer, behind suite/harness/terminal.py: on this pytest's own reporter,
+output goes where the adapter points it and back."""
+
+import io
+
+import pytest
+
+from suite.harness import terminal
+
+
+def test_the_reporter_writes_where_it_is_pointed_and_back(request):
+    tr = request.config.pluginmanager.getplugin("terminalreporter")
+    a, b = io.StringIO(), io.StringIO()
+    original = terminal.redirect(tr, a, like_current=True)
+    try:
+        tr.write_line("to a")
+        writer_a = terminal.redirect(tr, b)
+        tr.write("to b")
+        terminal.restore(tr, writer_a, pending=" pending")  # through a's writer, after a's line
+        tr.write_line(" and on")
+    finally:
+        terminal.restore(tr, original)
+    assert a.getvalue() == "to a\n pending and on\n" and b.getvalue() == "to b"
+    assert terminal.redirect(tr, io.StringIO()) is original  # what was restored is the writer in use
+    terminal.restore(tr, original)
+
+
+def test_another_major_version_is_refused_with_the_fix():
+    terminal.check_version("9.2.0")
+    terminal.check_version()  # the installed one
+    with pytest.raises(terminal.UnsupportedVersion, match="pytest 10.0.0 is installed.*requirements.txt"):
+        terminal.check_version("10.0.0")
