@@ -61,7 +61,7 @@ NAMES: dict[str, str] = {
     "PreflightError": "suite.launch.preflight",
     "autorange": "suite.harness.timing",
     "PeakMemory": "suite.harness.profiling",
-    "sequence_number": "suite.harness.journal",
+    "sequence_number": "suite.harness.c10d",
     # An experiment's text table: the shared cells and layouts (suite/report/tables.py).
     "by_table": "suite.report.tables",
     "collective_table": "suite.report.tables",

@@ -48,7 +48,7 @@ def phase(mode) -> str:
 
 def c10d_issued(names) -> dict[str, int | None]:
     """c10d's count of the ops this rank has issued on each process group named (its per-group sequence
-    number, read through suite.harness.journal), None for a group this torch cannot resolve or count. Resolving a
+    number, read through suite.harness.c10d), None for a group this torch cannot resolve or count. Resolving a
     group by name is private (``distributed_c10d._resolve_process_group``, checked with torch 2.13)."""
     import torch.distributed as dist
 
@@ -136,6 +136,20 @@ def dispatch_mode_base() -> type:
     return TorchDispatchMode
 
 
+def packet(func):
+    """The op an overload belongs to (``OpOverload._overloadpacket``), as a dispatch mode sees it."""
+    return getattr(func, "_overloadpacket", func)
+
+
 def packet_name(func) -> str:
     """An op's name without its overload (``c10d.send``, ``c10d.recv_``), as a dispatch mode sees it."""
-    return str(getattr(func, "_overloadpacket", func))
+    return str(packet(func))
+
+
+def leaves(args, kwargs) -> list:
+    """Every leaf of a dispatched op's arguments, nested lists and dicts flattened (``torch.utils._pytree``,
+    torch's own flattening: no public module has it in torch 2.13)."""
+    from torch.utils._pytree import tree_flatten
+
+    flat, _ = tree_flatten((args, kwargs or {}))
+    return flat

@@ -33,7 +33,6 @@ import faulthandler
 import functools
 import json
 import os
-import re
 import signal
 import socket
 import sys
@@ -45,6 +44,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from suite.harness import c10d
+from suite.harness.c10d import group_name, sequence_getter, sequence_number  # noqa: F401 (sequence_number: the journal's)
 from suite.launch import hang
 from suite.launch.fileio import write_json_atomic
 
@@ -80,44 +81,6 @@ class CheckTimedOut(RuntimeError):
     failure_kind = "peer_failure"
 
 
-def _torch_version() -> tuple[int, int]:
-    return tuple(int(x) for x in re.findall(r"\d+", torch.__version__)[:2])  # type: ignore[return-value]
-
-
-_SEQ_API = _torch_version() >= (2, 0)
-"""torch 2.x has ``ProcessGroup._get_sequence_number_for_group`` (measured on 2.13)."""
-
-
-def sequence_getter(group):
-    """A callable giving c10d's count of the ops this rank issued on ``group``, or None where torch has none.
-
-    Private API (``ProcessGroup._get_sequence_number_for_group``), used only here and checked
-    by version; without it the journal's own count stands in (``Journal.count``), which sees
-    only the ops issued through ``torch.distributed``."""
-    return getattr(group, "_get_sequence_number_for_group", None) if _SEQ_API else None
-
-
-def sequence_number(group) -> int | None:
-    """c10d's count of the ops this rank issued on ``group``, or None where torch does not say."""
-    get = sequence_getter(group)
-    if get is None:
-        return None
-    try:
-        return int(get())
-    except Exception:  # a destroyed or not-yet-initialised group
-        return None
-
-
-def group_name(group) -> str:
-    """The group's c10d name ("0" for the default group), as the flight recorder names it."""
-    if group is None or group is dist.group.WORLD:
-        return "0"
-    try:
-        return dist.distributed_c10d._get_process_group_name(group)
-    except Exception:
-        return str(id(group))
-
-
 class Journal:
     """This rank's ring buffer of issued ops, its per-group counts, and its dump."""
 
@@ -127,6 +90,7 @@ class Journal:
         self.entries: collections.deque = collections.deque(maxlen=TAIL)
         self.groups: dict[str, object] = {"0": dist.group.WORLD}
         self._known: dict = {}  # group object (None: the default) -> (name, sequence getter)
+        self.fatal_file = None  # hang/rank<r>.fatal, open for faulthandler's stacks on a fatal signal or SIGTERM
         self.count: dict[str, int] = {}  # ops journaled per group name (plain dicts: a Counter costs 3x)
         self.p2p: dict[str, int] = {}  # p2p ops journaled per group name
         self._checks: dict[str, int] = {}  # checks per case label (the store key: the same on every rank)
@@ -369,11 +333,10 @@ def dump_flight_recorder(path: Path) -> bool:
     through a temp name; False where torch has no dump call (private API) or it fails. Without the entries'
     stack traces: symbolising them took 6.5 s for 60 entries here (torch 2.13, Gloo), longer than the
     launcher waits; the journal's own stacks say where the rank is."""
-    fn = getattr(torch._C._distributed_c10d, "_dump_fr_trace", None)
-    if fn is None:
-        return False
     try:
-        raw = fn(includeStackTraces=False)
+        raw = c10d.flight_recorder_dump()
+        if raw is None:
+            return False
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.tmp")
         tmp.write_bytes(raw)
@@ -496,10 +459,10 @@ def install(rank: int, run_dir: str | None) -> Journal:
         try:
             path = Path(run_dir) / "hang" / f"rank{rank}.fatal"
             path.parent.mkdir(parents=True, exist_ok=True)
-            j._fatal = open(path, "w")  # noqa: SIM115 - open for the process's lifetime (faulthandler writes on a signal)
-            faulthandler.enable(file=j._fatal, all_threads=True)
+            j.fatal_file = open(path, "w")  # noqa: SIM115 - open for the process's lifetime (faulthandler writes on a signal)
+            faulthandler.enable(file=j.fatal_file, all_threads=True)
             # torchrun ends the other ranks with SIGTERM when one dies: their stacks show what they waited in
-            faulthandler.register(signal.SIGTERM, file=j._fatal, all_threads=True, chain=True)
+            faulthandler.register(signal.SIGTERM, file=j.fatal_file, all_threads=True, chain=True)
         except OSError:
             pass
     if run_dir and flight_recorder_on():  # NCCL's own dump on a timeout lands in <run>/failures/ (launch.py)

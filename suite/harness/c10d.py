@@ -1,0 +1,60 @@
+"""The one place the suite touches c10d's private API (checked with torch 2.13; each call falls back).
+
+c10d counts the ops each rank issues on each process group (its per-group sequence number, what the
+flight recorder and NCCL's watchdog print), names every group, and dumps its flight recorder; none of the
+three is public. The op journal (suite/harness/journal.py) and the sharded experiment's inventory check
+(through suite.api) read them here. Where this torch lacks one, the caller says so rather than guessing:
+no sequence number (the journal counts its own ops instead), a group named by its id, no dump.
+"""
+
+from __future__ import annotations
+
+import re
+
+import torch
+import torch.distributed as dist
+
+
+def _torch_version() -> tuple[int, int]:
+    return tuple(int(x) for x in re.findall(r"\d+", torch.__version__)[:2])  # type: ignore[return-value]
+
+
+_SEQ_API = _torch_version() >= (2, 0)
+"""torch 2.x has ``ProcessGroup._get_sequence_number_for_group`` (measured on 2.13)."""
+
+
+def sequence_getter(group):
+    """A callable giving c10d's count of the ops this rank issued on ``group``, or None where torch has none.
+
+    Private API (``ProcessGroup._get_sequence_number_for_group``), used only here (suite/harness/c10d.py) and
+    checked by version; without it the journal's own count stands in (``Journal.count``), which sees
+    only the ops issued through ``torch.distributed``."""
+    return getattr(group, "_get_sequence_number_for_group", None) if _SEQ_API else None
+
+
+def sequence_number(group) -> int | None:
+    """c10d's count of the ops this rank issued on ``group``, or None where torch does not say."""
+    get = sequence_getter(group)
+    if get is None:
+        return None
+    try:
+        return int(get())
+    except Exception:  # a destroyed or not-yet-initialised group
+        return None
+
+
+def group_name(group) -> str:
+    """The group's c10d name ("0" for the default group), as the flight recorder names it."""
+    if group is None or group is dist.group.WORLD:
+        return "0"
+    try:
+        return dist.distributed_c10d._get_process_group_name(group)
+    except Exception:
+        return str(id(group))
+
+
+def flight_recorder_dump() -> bytes | None:
+    """This process's flight-recorder dump (torch's pickle, what NCCL writes on a timeout), without the
+    entries' stack traces; None where this torch has no dump call."""
+    fn = getattr(torch._C._distributed_c10d, "_dump_fr_trace", None)
+    return None if fn is None else fn(includeStackTraces=False)
