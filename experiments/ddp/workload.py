@@ -25,6 +25,7 @@ from suite.api import (
     verify,
 )
 
+from . import internals
 from . import models as training
 from .settings import DdpSettings
 
@@ -149,7 +150,7 @@ def _bn_skew_hook(state, bucket):
     def skew(fut):
         with torch.no_grad():
             for m in module.modules():
-                if isinstance(m, nn.modules.batchnorm._BatchNorm):
+                if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)):
                     m.running_mean.add_(2.0**-10)
         return fut.value()
 
@@ -258,7 +259,7 @@ def _prepare(case: Variant, ctx: DistContext, settings: Settings) -> Step:
     if ctx.device.type == "cuda":
         kwargs["device_ids"] = [ctx.device.index]
     ddp = DDP(model, process_group=ctx.group, **kwargs)
-    ddp._set_ddp_runtime_logging_sample_rate(1)  # logger stats for every iteration, not 1 in 100
+    internals.sample_every_iteration(ddp)  # logger stats for every iteration, not 1 in 100
     if case.hook:
         _register_hook(ddp, case.hook, ctx, settings)
     opt = torch.optim.SGD(ddp.parameters(), lr=training.SOURCE.lr)
@@ -282,14 +283,14 @@ def cannot_run(case: Variant, ctx: DistContext, settings: Settings) -> str | Non
     """Reasons known before starting (a crash could not be caught and skipped afterwards)."""
     if case.hook == "powerSGD" and ctx.backend == "gloo":
         grad = training.grad_bytes(build_model(case.model, settings, seed=0))
-        if grad > dist._DEFAULT_FIRST_BUCKET_BYTES:
+        if grad > internals.FIRST_BUCKET_BYTES:
             # PowerSGD chains all_reduces per bucket in future callbacks; on Gloo the callbacks of
             # different buckets issue them in a different order on each rank, a collective
             # mismatch that aborts the process (gloo "Received data size doesn't match";
             # pytorch/pytorch#58467). A model in one DDP bucket (<= the 1 MiB first bucket) is safe.
             return (
                 f"PowerSGD on Gloo needs the model in one DDP bucket; {case.model} has {grad} B of gradients "
-                f"(> {dist._DEFAULT_FIRST_BUCKET_BYTES} B first bucket): use NCCL, or see the source model's case"
+                f"(> {internals.FIRST_BUCKET_BYTES} B first bucket): use NCCL, or see the source model's case"
             )
     return None
 
@@ -628,7 +629,7 @@ def _step_call_and_check(
     if step.ddp is not None and v.kind == "ddp":
         # Not an input reset: before each timed sample (outside the timed interval) read DDP's logger,
         # which by then holds the previous step's interval statistics (DDP logs a step at the next forward).
-        reset = lambda: logger.append(step.ddp._get_ddp_logging_data())  # noqa: E731
+        reset = lambda: logger.append(internals.logging_data(step.ddp))  # noqa: E731
     check = None if unchecked_reason(v) else _reference_check(v, step, ctx, settings, session, seen)
     return Buffers(
         call=lambda a: step.run(),
@@ -719,11 +720,11 @@ LOGGER_KEYS = {
 def _bucket_fields(ddp: DDP) -> dict:
     """The buckets DDP's reducer holds now (after the timed steps: DDP rebuilds them in gradient-ready
     order at the start of its second iteration)."""
-    sizes = [int(b.buffer().numel() * b.buffer().element_size()) for b in ddp.reducer._get_zeros_like_grad_buckets()]
+    sizes = internals.bucket_sizes(ddp)
     return {
-        "n_buckets": len(sizes),
+        "n_buckets": None if sizes is None else len(sizes),
         "bucket_sizes": sizes,
-        "bucket_cap_bytes": ddp._get_ddp_logging_data().get("bucket_cap_bytes"),
+        "bucket_cap_bytes": internals.logging_data(ddp).get("bucket_cap_bytes"),
     }
 
 
@@ -785,7 +786,7 @@ def _timed_fields(
     if step.ddp is not None:
         fields |= _bucket_fields(step.ddp)
         if v.kind == "ddp":
-            readings = logger + [step.ddp._get_ddp_logging_data()]
+            readings = logger + [internals.logging_data(step.ddp)]
             fields |= _logger_fields(ctx, step, readings, m.iterations)
     if seen:
         worst = dist_max(ctx, [seen["max_abs_diff"]])[0]
