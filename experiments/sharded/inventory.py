@@ -24,7 +24,6 @@ from dataclasses import dataclass
 
 import torch
 from torch.distributed.tensor.debug import CommDebugMode
-from torch.utils._pytree import tree_flatten
 
 from . import internals
 from .shapes import n_params, theory  # noqa: F401  (pure: shapes.py; the old names stay importable)
@@ -95,9 +94,9 @@ class Inventory(CommDebugMode):
         out = super().__torch_dispatch__(func, types, args, kwargs)
         if out is NotImplemented:  # a DTensor op: it comes back as its collectives
             return out
-        packet = func._overloadpacket
+        packet = internals.packet(func)
         if packet in self._known or packet in self.comm_registry:
-            flat, _ = tree_flatten((args, kwargs or {}))
+            flat = internals.leaves(args, kwargs)
             op = op_name(str(internals.native_to_legacy(packet)))
             tensors = [a for a in flat if isinstance(a, torch.Tensor)]
             ints = [a for a in flat if isinstance(a, int) and not isinstance(a, bool)]

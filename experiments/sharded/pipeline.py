@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.utils._pytree import tree_flatten
 
 from . import internals, inventory, workload
 from .settings import PIPELINE
@@ -263,7 +262,7 @@ class P2PInventory(internals.dispatch_mode_base()):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = internals.packet_name(func)
         if name.startswith("c10d."):
-            flat, _ = tree_flatten((args, kwargs or {}))
+            flat = internals.leaves(args, kwargs)
             tensors = [a for a in flat if isinstance(a, torch.Tensor)]
             ints = [a for a in flat if isinstance(a, int) and not isinstance(a, bool)]
             short = name.split(".", 1)[1].strip("_")
