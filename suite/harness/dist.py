@@ -345,7 +345,7 @@ def init_distributed(
     if le.launcher == "none":
         # A lone process (tests, notebooks): a private store on a free port.
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", str(_free_port()))
+        os.environ.setdefault("MASTER_PORT", str(free_port()))
         os.environ.setdefault("RANK", "0")
         os.environ.setdefault("WORLD_SIZE", "1")
     kwargs = dict(
@@ -394,7 +394,7 @@ def destroy_distributed(ctx: DistContext, clean: bool = True) -> None:
             pass
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]

@@ -202,9 +202,9 @@ def test_watchdog_stop_waits_for_its_thread_to_leave_the_store(monkeypatch):
 
     import torch.distributed as dist
 
-    from suite.harness.dist import Watchdog, _free_port
+    from suite.harness.dist import Watchdog, free_port
 
-    port = _free_port()
+    port = free_port()
     server = dist.TCPStore(
         "127.0.0.1", port, 1, is_master=True, wait_for_workers=False, timeout=datetime.timedelta(seconds=10)
     )

@@ -189,3 +189,75 @@ def test_nvidia_smi_topo_is_run_in_one_place():
         if isinstance(node, ast.List) and ast.unparse(node).replace('"', "'") == argv
     ]
     assert len(found) == 1, found
+
+
+# --- rule R4: every private API of torch, pytest or pytest-benchmark sits behind a named adapter ---------
+
+ADAPTERS = {
+    "suite/harness/bench_adapter.py": "pytest-benchmark's stats and session (exact version)",
+    "suite/harness/terminal.py": "pytest's terminal writer (major version)",
+    "suite/harness/c10d.py": "c10d's sequence numbers, group names, flight-recorder dump (torch 2.13)",
+    "experiments/ddp/internals.py": "DDP's logger, reducer buckets, first bucket cap (torch 2.13)",
+    "experiments/sharded/internals.py": "CommDebugMode's internals, fake process group, pytree (torch 2.13)",
+}
+"""The modules allowed to reach a private name, each with what it adapts (each checks its version or
+falls back where the name is missing)."""
+OWN_PRIVATE = {"_exit", "_current_frames"}
+"""Private-looking names that are documented API: ``os._exit``, ``sys._current_frames``."""
+
+
+def private_uses(source: str) -> list[str]:
+    """'line: what' for each private name reached: ``x._name`` on anything but ``self``/``cls``, by name
+    (``getattr(x, "_name")``), and an import of a module or name with a private part (``_pytest.terminal``,
+    ``from torch.utils import _pytree``)."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+            base = ast.unparse(node.value)
+            if base not in ("self", "cls") and node.attr not in OWN_PRIVATE:
+                out.append(f"{node.lineno}: {base}.{node.attr}")
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "hasattr", "setattr")
+            and len(node.args) >= 2
+            and ast.unparse(node.args[0]) not in ("self", "cls")
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+            and node.args[1].value.startswith("_")
+            and not node.args[1].value.startswith("__")
+        ):
+            out.append(f"{node.lineno}: {node.func.id}({ast.unparse(node.args[0])}, {node.args[1].value!r})")
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module != "__future__":
+            names = node.module.split(".") + [a.name for a in node.names]
+            if any(n.startswith("_") and not n.startswith("__") for n in names):
+                out.append(f"{node.lineno}: from {node.module} import {', '.join(a.name for a in node.names)}")
+        elif isinstance(node, ast.Import):
+            out += [
+                f"{node.lineno}: import {a.name}"
+                for a in node.names
+                if any(n.startswith("_") and not n.startswith("__") for n in a.name.split("."))
+            ]
+    return out
+
+
+def test_private_apis_are_reached_only_through_the_adapters():
+    found = {p: uses for p, src in _sources().items() if p not in ADAPTERS and (uses := private_uses(src))}
+    assert not found, f"a private name outside the adapters ({', '.join(ADAPTERS)}): {found}"
+    assert all(private_uses(_sources()[p]) for p in ADAPTERS)  # none stale
+
+
+def test_the_private_api_check_sees_attributes_and_imports_not_own_state():
+    src = (
+        '"""uses ddp._get_ddp_logging_data"""\n'
+        "import os\nfrom torch.utils._pytree import tree_flatten\n"
+        "from torch.distributed.tensor.debug import _comm_mode\n"
+        "class A:\n    def f(self, tr):\n        self._x = 1\n        tr._tw = None\n        os._exit(0)\n"
+        "        getattr(tr, '_get_data', None)\n        getattr(tr, '__name__')\n"
+    )
+    assert sorted(private_uses(src)) == [
+        "10: getattr(tr, '_get_data')",
+        "3: from torch.utils._pytree import tree_flatten",
+        "4: from torch.distributed.tensor.debug import _comm_mode",
+        "8: tr._tw",
+    ]

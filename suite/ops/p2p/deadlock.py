@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from suite.ops.algorithms import ORDERINGS
-from suite.harness.dist import _free_port
+from suite.harness.dist import free_port
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -189,7 +189,7 @@ _START_FAILED = "the probe pair did not come up"
 
 
 def _probe_once(backend: str, device: str, probe: DeadlockProbe, start: float) -> ProbeResult:
-    port = _free_port()
+    port = free_port()
     big = probe.sizes[-1]
     sizes_arg = ",".join(str(s) for s in probe.sizes)
     # The pair's own group timeout outlives our bound, so a hang is ours to detect, and
