@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from suite.api import metrics, p2p, wrong, wrong_cell
+from suite.api import metrics, wrong, wrong_cell
 
 
 def _us(t: float | None) -> str:
@@ -115,8 +115,7 @@ def pair_matrix_table(recs: list[dict]) -> str:
 
 
 def window_table(recs: list[dict]) -> str:
-    uni, bi = p2p.PATTERNS["window"].variants
-    cell = {(r["size_bytes"], r["variant"]): r for r in recs}
+    cell = {(r["size_bytes"], r["directions"]): r for r in recs}  # 1: one direction, 2: both
     r0 = recs[0]
     lines = [
         _header(
@@ -128,7 +127,7 @@ def window_table(recs: list[dict]) -> str:
         f"#{'size':>11} {'window':>6} {'uni(us)':>10} {'uni GB/s':>8} {'bi(us)':>10} {'bi GB/s':>8} {'bi both':>8}",
     ]
     for size in sorted({r["size_bytes"] for r in recs}):
-        u, b = cell.get((size, uni)), cell.get((size, bi))
+        u, b = cell.get((size, 1)), cell.get((size, 2))
         w = (u or b)["window"]
         lines.append(
             f" {size:>11} {w:>6} {_us(u and u['time_us'])} {_gb(u and u['algbw_gbps'])}"
@@ -161,8 +160,7 @@ def comparison_table(
 
 
 def barrier_table(recs: list[dict]) -> str:
-    without, with_each = p2p.PATTERNS["barrier_cost"].variants
-    cell = {(r["size_bytes"], r["variant"]): r for r in recs}
+    cell = {(r["size_bytes"], bool(r["barrier_each_step"])): r for r in recs}
     lines = [
         _header(
             recs,
@@ -172,7 +170,7 @@ def barrier_table(recs: list[dict]) -> str:
         f"#{'size':>11} {'no barrier':>10} {'barrier':>10} {'overhead':>10} {'ratio':>7}",
     ]
     for size in sorted({r["size_bytes"] for r in recs}):
-        a, b = cell.get((size, without)), cell.get((size, with_each))
+        a, b = cell.get((size, False)), cell.get((size, True))
         over = f"{b['time_us'] - a['time_us']:10.1f}" if a and b else f"{'-':>10}"
         ratio = f"{b['time_us'] / a['time_us']:6.2f}x" if a and b and a["time_us"] > 0 else f"{'-':>7}"
         lines.append(f" {size:>11} {_us(a and a['time_us'])} {_us(b and b['time_us'])} {over} {ratio}")
@@ -228,24 +226,20 @@ def deadlock_table(recs: list[dict]) -> str:
     return "\n".join(lines + [_wrong_line(recs)]) + "\n"
 
 
-def _variants(pattern: str) -> list[str]:
-    return list(p2p.PATTERNS[pattern].variants)
+def _variants(rs: list[dict]) -> list[str]:
+    """The variants of a pattern's records, in the order they ran: the pattern's own (its ``variants``)."""
+    return list(dict.fromkeys(r["variant"] for r in rs))
 
 
 def _producer_tables(rs: list[dict]) -> list[str]:
+    """One table per meaning of the size: the variants that hand every consumer the same buffer (isend to
+    each vs broadcast), and those that hand each its own chunk (isend to each vs scatter)."""
+    by_size: dict[str, list[dict]] = {}
+    for r in rs:
+        by_size.setdefault(r["size_definition"], []).append(r)
     return [
-        comparison_table(
-            [r for r in rs if r["variant"] in p2p.producer.SAME],
-            "producer -> consumers, same data for all: isend to each vs broadcast "
-            "(size = the broadcast buffer, as in collectives)",
-            list(p2p.producer.SAME),
-        ),
-        comparison_table(
-            [r for r in rs if r["variant"] in p2p.producer.DISTINCT],
-            "producer -> consumers, a chunk each: isend to each vs scatter "
-            "(size = the whole scattered buffer, chunk x ranks, as in collectives)",
-            list(p2p.producer.DISTINCT),
-        ),
+        comparison_table(group, f"producer -> consumers, size = {definition}", _variants(group))
+        for definition, group in by_size.items()
     ]
 
 
@@ -258,7 +252,7 @@ def _batching_tables(rs: list[dict]) -> list[str]:
                 ks,
                 f"batching: {k} messages of {metrics.format_size(ks[0]['message_bytes'])}B "
                 f"rank {ks[0]['src']}->{ks[0]['dst']} (time for all {k})",
-                _variants("batching"),
+                _variants(ks),
                 row_key="message_bytes",
                 row_name="msg(B)",
             )
@@ -271,7 +265,7 @@ SECTIONS = {
     "pair_matrix": lambda rs: [pair_matrix_table(rs)],
     "window": lambda rs: [window_table(rs)],
     "ring": lambda rs: [
-        comparison_table(rs, "ring: send to next, receive from previous (time per step)", _variants("ring"))
+        comparison_table(rs, "ring: send to next, receive from previous (time per step)", _variants(rs))
     ],
     "exchange": lambda rs: [deadlock_table(rs)],
     "producer": _producer_tables,
@@ -279,7 +273,7 @@ SECTIONS = {
         comparison_table(
             rs,
             "control messages: 4-byte signal vs p2p ready/go vs barrier",
-            _variants("control"),
+            _variants(rs),
             row_key="world_size",
             row_name="ranks",
         )
@@ -294,17 +288,18 @@ variants (``_section``), so a new pattern is in the tables without an edit here.
 def _section(pattern: str, rs: list[dict]) -> list[str]:
     if pattern in SECTIONS:
         return SECTIONS[pattern](rs)
-    return [comparison_table(rs, f"{pattern}: one column per variant (time per iteration)", _variants(pattern))]
+    return [comparison_table(rs, f"{pattern}: one column per variant (time per iteration)", _variants(rs))]
 
 
 def format_tables(records: list[dict]) -> str:
-    """Every p2p table for the records of one run: the sections of each pattern, in the order of PATTERNS."""
+    """Every p2p table for the records of one run: the sections of each pattern, in the order they ran (the
+    order of suite/ops/p2p's PATTERNS). Everything comes from the records: reading a run imports no torch."""
     out = []
     by_ws: OrderedDict = OrderedDict()
     for r in records:
         by_ws.setdefault(r["world_size"], []).append(r)
     for recs in by_ws.values():
-        for pattern in p2p.PATTERNS:
+        for pattern in dict.fromkeys(r["pattern"] for r in recs):
             if rs := _by(recs, pattern):
                 out += _section(pattern, rs)
     return "\n".join(o for o in out if o)

@@ -513,6 +513,37 @@ def test_the_model_commands_load_neither_torch_nor_the_harness():
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
+# And the reports: tables, CSV, the HTML report and a comparison of the committed fixture, in a fresh
+# interpreter, load no torch and no module of the harness or of the ranks' workloads (the experiments'
+# tables and report hooks included: they read what the records say).
+REPORT_COMMANDS_WITHOUT_TORCH = """
+import contextlib, io, shutil, sys, tempfile
+from pathlib import Path
+from suite.report import cli
+run = Path(tempfile.mkdtemp()) / "run"
+shutil.copytree(sys.argv[1], run)
+with contextlib.redirect_stdout(io.StringIO()):
+    for argv in ([str(run)], ["csv", str(run)], ["html", str(run)]):
+        assert cli.main(argv) == 0, argv
+    cli.main(["compare", str(run), str(run)])  # its status: the gate (one run a side cannot judge); read only
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "pytest") or m.startswith(("suite.harness",
+          "suite.ops")))
+sys.exit(f"python -m suite.report loaded {loaded[:10]}" if loaded else 0)
+"""
+
+
+def test_the_report_commands_load_neither_torch_nor_the_harness():
+    fixture = ROOT / "tests" / "fixtures" / "all-gloo-2"
+    proc = subprocess.run(
+        [sys.executable, "-c", REPORT_COMMANDS_WITHOUT_TORCH, str(fixture)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
 def _experiment_names() -> set[str]:
     """Every experiment's name: a module experiments/<name>.py or a folder experiments/<name>/."""
     exp = ROOT / "experiments"
