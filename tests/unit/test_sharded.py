@@ -41,6 +41,35 @@ def test_tolerance_grows_with_steps_and_the_dtype():
     assert max(check.CheckRule("fsdp2_bf16", 4, 2, 32).tols(2, g, p)) > 100 * max(a)
 
 
+def test_no_tensor_is_compared_under_a_bound_that_passes_a_doubled_gradient():
+    # bfloat16 at 4 ranks, the experiment's default model: the reference, and a strategy whose gradients are
+    # doubled (SGD at twice the rate: the same update). After the check step every tensor is compared and
+    # each one catches it; after 25 steps the bound has outgrown most tensors' updates, and those are left
+    # out (the rule says how many) instead of passing the fault by construction.
+    s = ShardedSettings()
+    ref = check.Reference(s.width, s.depth, s.seq, s.batch, 4, "cpu", bf16=True)
+    doubled = check.Reference(s.width, s.depth, s.seq, s.batch, 4, "cpu", bf16=True)
+    doubled.opt.param_groups[0]["lr"] = 2 * workload.LR
+    rule = check.CheckRule("fsdp2_bf16", 4, s.depth, s.width)
+    for steps in (1, 25):
+        good, g, p = ref.at(steps)
+        bad = doubled.at(steps)[0]
+        tols = rule.tols(steps, g, p)
+        use = rule.comparable(steps, g, tols)
+        caught = [check.compare([b], [a], [t])[0] > 0 for a, b, t in zip(good, bad, tols)]
+        assert all(c for c, u in zip(caught, use) if u), steps  # every tensor compared catches the fault
+        if steps == 1:
+            assert all(use)
+        else:
+            assert not all(caught) and sum(use) < len(use) / 2  # the bound passes it: those are not compared
+            said = rule.describe(steps, max(tols), sum(use), len(use))
+            assert f"{len(use) - sum(use)} of {len(use)} parameter tensors not compared" in said
+    fp32 = check.CheckRule("ddp", 4, s.depth, s.width)
+    d = check.Reference(s.width, s.depth, s.seq, s.batch, 4, "cpu")
+    _, g, p = d.at(25)
+    assert all(fp32.comparable(25, g, fp32.tols(25, g, p)))  # float32's bound stays far below the update
+
+
 def test_compare_counts_elements_beyond_each_tensors_tolerance_and_nan():
     ref = [torch.zeros(4), torch.zeros(2)]
     mine = [torch.tensor([0.0, 1e-3, 2e-3, float("nan")]), torch.tensor([1e-3, 0.0])]
