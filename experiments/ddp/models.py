@@ -229,3 +229,15 @@ def train_single_process_equivalent(
 def flat_params_from_state(state: dict) -> torch.Tensor:
     """Parameters of an ``nn.Linear`` state dict (weight, bias) flattened like ``flat_params``."""
     return torch.cat([state[k].reshape(-1) for k in ("weight", "bias")])
+
+
+def tensor_bytes(obj) -> int:
+    """Bytes of every tensor in ``obj``, through dicts, lists and tuples (a checkpoint: the net's state, the
+    optimizer's, every rank's buffers, max|g| and max|p|)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, dict):
+        return sum(tensor_bytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(tensor_bytes(v) for v in obj)
+    return 0

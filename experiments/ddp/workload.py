@@ -475,7 +475,7 @@ class Reference:
             self.p_max.clone(),
         )
         self._checkpoints[self.steps] = state
-        size = sum(t.numel() * t.element_size() for t in state[0].values()) + 2 * self.p_max.numel() * 4
+        size = training.tensor_bytes(state)
         while len(self._checkpoints) > 1 and size * len(self._checkpoints) > CHECKPOINT_BYTES:
             del self._checkpoints[min(self._checkpoints)]
 

@@ -427,6 +427,22 @@ def test_reference_resumes_from_its_checkpoint_below_a_smaller_step_count():
     assert not torch.equal(got[0], ddp_exp_workload.Reference(*args).at(11)[0])
 
 
+def test_reference_checkpoints_are_counted_with_every_tensor_they_hold(monkeypatch):
+    # A checkpoint holds the net's state, the optimizer's, every rank's buffers, max|g| and max|p|; the cap
+    # counts them all (it once counted the net's state and max|g|, max|p| only: every rank's buffers and an
+    # optimizer's momentum were over the cap unseen).
+    assert training.tensor_bytes(
+        ({"w": torch.zeros(4)}, {"state": {0: {"momentum_buffer": torch.zeros(3, dtype=torch.float64)}}}, [[]], 1)
+    ) == (4 * 4 + 3 * 8)
+    s = ddp_exp_workload.Settings(params=20_000)
+    ref = ddp_exp_workload.Reference("mlp", s, 4, "cpu", 1, False, True)
+    ref.at(ddp_exp_workload.CHECKPOINT_EVERY)
+    (first,) = ref._checkpoints.values()
+    monkeypatch.setattr(ddp_exp_workload, "CHECKPOINT_BYTES", 2 * training.tensor_bytes(first) - 1)
+    ref.at(2 * ddp_exp_workload.CHECKPOINT_EVERY)
+    assert list(ref._checkpoints) == [2 * ddp_exp_workload.CHECKPOINT_EVERY]  # two would be over the cap
+
+
 def _forwards_from(s, params, bufs, batches):
     """An independent replay of one rank's forwards: the MLP at flat ``params``, its buffers set to the flat
     ``bufs``, then a training-mode forward of each batch; its flat buffers afterwards."""
