@@ -195,5 +195,5 @@ def test_an_op_the_inventory_cannot_see_fails_the_case(tmp_path):
     assert "tp: the step issued collectives its inventory did not see (tp: c10d issued 5, the inventory saw 4)" in out
     assert _records(tmp_path) == {}  # neither step is recorded as if its inventory were whole
     # the launcher's last word names the first failed case and why, not only "rank 0 exited with status 1"
-    # (the count is not asserted: tp's failure is stored by the last case's write, which can be cut short)
-    assert "case(s) failed: experiments/sharded/cases.py::test_sharded[ddp]: ddp: the step issued" in proc.stderr
+    # (and both: tp's failure is stored by the run's last write, which no rank's exit cuts short)
+    assert "# 2 case(s) failed: experiments/sharded/cases.py::test_sharded[ddp]: ddp: the step issued" in proc.stderr
