@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from suite import registry, results
 from suite.report.compare import MEASUREMENT_FIELDS, case_key
 from suite.model.fit import Model
+from suite.model.link_rate import configured_link_rate
 from suite.report.tables import format_tables, formatter
 
 
@@ -345,7 +346,7 @@ def build_report(
     """Analyse a loaded run: sections with plots and tables, α–β fits, ring-model comparison (and the
     prediction section, with the extrapolation table of ``predict_doc``, the run's predict.json)."""
     from suite.report import plots
-    from suite.model.fit import configured_link_rate, ring_coefficients, ring_time_us
+    from suite.model.fit import ring_coefficients, ring_time_us
 
     recs = results.records(run)
     link_rate = configured_link_rate(run.get("machine_info") or {})
@@ -537,7 +538,6 @@ def summary_rows(
     """The report's first screen: (what, finding) rows a reader can act on, before any detail
     (``memo``: what the experiments' report hooks found already, by experiment)."""
     from suite.launch.failures import MEANING
-    from suite.model.fit import configured_link_rate
 
     recs = results.records(run)
     st = run.get("suite") or {}

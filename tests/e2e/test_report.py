@@ -28,7 +28,7 @@ from suite import results
 from suite.report import analysis, compare, render, cli as report
 
 from suite.launch import cli as launch
-from suite.model import fit
+from suite.model import fit, link_rate
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "collectives-gloo-2"
@@ -112,14 +112,14 @@ def test_ring_model_coefficients_and_implied_link():
 
 
 def test_link_rate_parsing_follows_tc_units():
-    assert fit.parse_link_rate("1gbit") == pytest.approx(0.125)
-    assert fit.parse_link_rate("200mbit") == pytest.approx(0.025)
-    assert fit.parse_link_rate("125mbps") == pytest.approx(0.125)  # tc: bps = bytes per second
-    assert fit.parse_link_rate("1000000") == pytest.approx(0.000125)  # bare number: bit/s
-    assert fit.parse_link_rate("fast") is None
+    assert link_rate.parse_link_rate("1gbit") == pytest.approx(0.125)
+    assert link_rate.parse_link_rate("200mbit") == pytest.approx(0.025)
+    assert link_rate.parse_link_rate("125mbps") == pytest.approx(0.125)  # tc: bps = bytes per second
+    assert link_rate.parse_link_rate("1000000") == pytest.approx(0.000125)  # bare number: bit/s
+    assert link_rate.parse_link_rate("fast") is None
     mi = {"suite": {"hosts": {"a": {"env": {"LINK_RATE": "1gbit"}}, "b": {"env": {"LINK_RATE": "200mbit"}}}}}
-    assert fit.configured_link_rate(mi) == ("200mbit", pytest.approx(0.025))  # the slowest host bounds it
-    assert fit.configured_link_rate({}) is None
+    assert link_rate.configured_link_rate(mi) == ("200mbit", pytest.approx(0.025))  # the slowest host bounds it
+    assert link_rate.configured_link_rate({}) is None
 
 
 # --- comparison ---------------------------------------------------------------------------------
