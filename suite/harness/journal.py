@@ -46,7 +46,7 @@ import torch.distributed as dist
 
 from suite.harness import c10d
 from suite.harness.c10d import group_name, sequence_getter, sequence_number  # noqa: F401 (sequence_number: the journal's)
-from suite.launch import hang
+from suite.launch import flight_recorder
 from suite.launch.fileio import write_json_atomic
 
 TAIL = 64
@@ -266,7 +266,7 @@ class Journal:
             return
         self._failed = self._failed or failed
         if flight_recorder_on():  # first: the launcher reads the dumps as soon as every journal is there
-            dump_flight_recorder(hang.fr_path(self.run_dir, self.rank))
+            dump_flight_recorder(flight_recorder.path(self.run_dir, self.rank))
         try:
             write_json_atomic(Path(self.run_dir) / "hang" / f"rank{self.rank}.json", self.snapshot(reason))
         except Exception:  # a dump must never raise in a failing rank

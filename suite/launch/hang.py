@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import collections
 import json
-import pickle
 import re
 import time
 from pathlib import Path
 
+from suite.launch import flight_recorder
 from suite.launch.fileio import write_json_atomic
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: suite/launch/ is two levels down
@@ -300,88 +300,6 @@ def write(run_dir: Path, diag: dict, why: str) -> None:
         pass
 
 
-FR_PREFIX = "nccl_trace_rank_"
-"""The flight-recorder dumps' names in ``<run>/failures/`` (suite/launch/cli.py flight_recorder_env: NCCL's own
-dump on a timeout; suite/harness/journal.py: every rank's dump when the launcher asks, on any backend)."""
-
-
-def fr_path(run_dir, rank: int) -> Path:
-    return Path(run_dir) / "failures" / f"{FR_PREFIX}{rank}"
-
-
-def journal_from_flight_recorder(dump: dict, rank: int) -> dict:
-    """One rank's flight-recorder dump (torch's pickled dict of ``entries``, version 2.10 on torch 2.13) in
-    the journal's form, so ``diagnose`` reads it: collectives only (their ``collective_seq_id`` is per
-    process group; p2p has its own counter), the op from ``profiling_name`` ("nccl:all_reduce",
-    "gloo:all_reduce"), the first input's size, completed when its ``state`` says so (NCCL's watchdog) or
-    when ``pg_status`` counts it completed (``last_completed_collective`` of its group: Gloo leaves every
-    entry "scheduled"), and the last entry's Python frames (innermost first in the dump)."""
-    entries = sorted(
-        (e for e in dump.get("entries") or [] if not e.get("is_p2p") and e.get("collective_seq_id")),
-        key=lambda e: e.get("record_id", 0),
-    )
-    tail, seq, ops = [], {}, {}
-    status = dump.get("pg_status") or {}
-    for e in entries:
-        group = str((e.get("process_group") or ["0"])[0])
-        done = int((status.get(group) or {}).get("last_completed_collective", -1))
-        op = str(e.get("profiling_name", "?")).rpartition(":")[2]
-        sizes, dtypes = e.get("input_sizes") or [], e.get("input_dtypes") or []
-        n = int(e["collective_seq_id"])
-        tail.append(
-            {
-                "op": op,
-                "group": group,
-                "seq": n,
-                "shape": list(sizes[0]) if sizes else None,
-                "dtype": dtypes[0] if dtypes else None,
-                "peer": None,
-                "case": "",
-                "state": "completed" if e.get("state") == "completed" or n <= done else "entered",
-                "time_unix": (e.get("time_created_ns") or 0) / 1e9,
-            }
-        )
-        seq[group] = max(seq.get(group, 0), n)
-        ops[op] = ops.get(op, 0) + 1
-    frames = (
-        [[f.get("filename", "?"), f.get("line", 0), f.get("name", "?")] for f in (entries[-1].get("frames") or [])][
-            ::-1
-        ]
-        if entries
-        else []
-    )
-    return {
-        "rank": rank,
-        "host": dump.get("hostname", "?"),
-        "time_unix": max((t["time_unix"] for t in tail), default=0.0),
-        "case": "",
-        "seq": seq,
-        "tail": tail,
-        "case_ops": ops,
-        "threads": [{"name": "flight recorder: last collective", "main": True, "frames": frames}],
-    }
-
-
-def read_flight_recorder(run_dir: Path) -> dict[int, dict]:
-    """The NCCL flight-recorder dumps the ranks left in ``run_dir`` (only this suite's own ranks write
-    them there), each in the journal's form."""
-    out = {}
-    for p in sorted((run_dir / "failures").glob(f"{FR_PREFIX}*")):
-        rank = p.name[len(FR_PREFIX) :]
-        if not rank.isdigit():
-            continue
-        try:
-            raw = p.read_bytes()
-            try:
-                dump = json.loads(raw)
-            except ValueError:
-                dump = pickle.loads(raw)  # noqa: S301 - written by this run's own ranks (torch's format)
-            out[int(rank)] = journal_from_flight_recorder(dump, int(rank))
-        except Exception:  # noqa: BLE001 - a truncated or foreign dump is skipped, not fatal
-            continue
-    return out
-
-
 def diagnose_run(run_dir: Path, world_size: int, why: str, ask: bool = True, stuck_s: float = 0.0) -> dict | None:
     """Collect the dumps (``ask``: request them first; else read what the ranks left), diagnose, write and
     return the diagnosis (None when no rank left anything)."""
@@ -389,7 +307,7 @@ def diagnose_run(run_dir: Path, world_size: int, why: str, ask: bool = True, stu
         dumps, fatal = collect(run_dir, world_size, why) if ask else read_dumps(run_dir)
     except OSError:
         return None
-    fr = read_flight_recorder(run_dir)
+    fr = flight_recorder.read(run_dir)
     if not dumps and not fatal and not fr:
         return None
     diag = diagnose(dumps, fatal, world_size, stuck_s)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from suite.launch import hang
+from suite.launch import flight_recorder, hang
 
 from suite.harness import journal
 from suite.launch.failures import EXIT_DIVERGED, EXIT_PEER_FAILURE, MEANING
@@ -213,9 +213,9 @@ def test_nccl_flight_recorder_dumps_are_read_by_the_same_diagnosis(tmp_path):
         entries = [_fr_entry(i, i, "completed", 120) for i in range(1, seq)] + [_fr_entry(seq, seq, state, line)]
         entries.append({**_fr_entry(seq + 1, 0, "scheduled", 9), "is_p2p": True, "p2p_seq_id": 4})  # p2p: not counted
         dump = {"version": "2.10", "pg_config": {}, "pg_status": {}, "entries": entries}
-        hang.fr_path(tmp_path, rank).parent.mkdir(exist_ok=True)
-        hang.fr_path(tmp_path, rank).write_bytes(pickle.dumps(dump))
-    (tmp_path / "failures" / f"{hang.FR_PREFIX}2.tmp").write_bytes(b"half a file")  # a temp file: ignored
+        flight_recorder.path(tmp_path, rank).parent.mkdir(exist_ok=True)
+        flight_recorder.path(tmp_path, rank).write_bytes(pickle.dumps(dump))
+    (tmp_path / "failures" / f"{flight_recorder.FR_PREFIX}2.tmp").write_bytes(b"half a file")  # a temp file: ignored
     d = hang.diagnose_run(tmp_path, 3, "test", ask=False)
     assert d["flight_recorder"] == (
         "ranks 0,2 wait in all_reduce #57; rank 1 never entered it: rank 1 at experiments/ddp.py:130 in train_step"

@@ -26,7 +26,6 @@ OVER_MODULES = {
     "suite/launch/config.py": (545, "BenchConfig and its validation, KNOBS, SWITCHES"),
     "suite/harness/journal.py": (471, "the journal, its wrappers of torch.distributed, the dumps"),
     "experiments/placement/cases.py": (456, "declarations per placement question"),
-    "suite/launch/hang.py": (432, "reading the dumps, the diagnosis, its rendering"),
     "suite/ops/collectives.py": (422, "the op table, its builders, the sweep's cases"),
     "experiments/ddp/cases.py": (408, "declarations and the provenance table"),
 }
