@@ -115,7 +115,8 @@ def pair_matrix_table(recs: list[dict]) -> str:
 
 
 def window_table(recs: list[dict]) -> str:
-    cell = {(r["size_bytes"], r["directions"]): r for r in recs}  # 1: one direction, 2: both
+    order = _variants(recs)  # a run stored before records said their directions: the order they ran in
+    cell = {(r["size_bytes"], r.get("directions") or 1 + order.index(r["variant"])): r for r in recs}
     r0 = recs[0]
     lines = [
         _header(

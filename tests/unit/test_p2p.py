@@ -327,6 +327,17 @@ def test_the_table_has_a_section_for_every_pattern():
     assert len(titles) == len(p2p.PATTERNS) + 1  # the producer has two tables: same data, a chunk each
 
 
+def test_the_window_table_reads_directions_and_a_run_stored_without_them():
+    recs = [
+        _rec(pattern="window", variant=v, size_bytes=64, time_us=t, window=64, src=0, dst=1, directions=d)
+        for v, t, d in (("unidirectional", 10.0, 1), ("bidirectional", 30.0, 2))
+    ]
+    rows = [line for line in format_tables(recs).splitlines() if line.startswith("          64")]
+    assert len(rows) == 1 and rows[0].split()[2] == "10.0" and rows[0].split()[4] == "30.0", rows
+    older = [{k: v for k, v in r.items() if k != "directions"} for r in recs]  # the fields of an older run
+    assert format_tables(older) == format_tables(recs)
+
+
 @pytest.mark.parametrize("name", ["ring", "control", "batching"])
 def test_the_comparison_columns_are_the_patterns_variants(name):
     # The table spells no variant list: its columns are the variants in the order the records ran (the
