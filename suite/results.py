@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # records need no torch: reports read them on any machine
     from suite.harness.timing import Measurement
 
+TIME_STATS = ("time_us", "p05_us", "p50_us", "p95_us", "p99_us", "min_us", "max_us", "mean_us")
+"""The statistics of a case's samples a record holds, µs per op."""
 REQUIRED_FIELDS = (
     "experiment",
     "op",
@@ -183,18 +185,7 @@ def make_record(
     if divisor != 1:
         per_op.append(f"divided by {divisor:g} ({extra.get('time_normalisation', 'see time_normalisation')})")
     if per_op:
-        for k in (
-            "time_us",
-            "p05_us",
-            "p50_us",
-            "p95_us",
-            "p99_us",
-            "min_us",
-            "max_us",
-            "mean_us",
-            "samples_us",
-            "rank_median_us",
-        ):
+        for k in (*TIME_STATS, "samples_us", "rank_median_us"):
             if k in prov:
                 prov[k] += "; " + ", ".join(per_op)
     if "n_wrong" in prov and checked_with_tolerance(rec):  # not "differ from the exact result"

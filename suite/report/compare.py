@@ -74,7 +74,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from suite import registry
+from suite import registry, results
 
 # Fields that are measurements (or bookkeeping), not part of what a case *is*.
 
@@ -82,14 +82,7 @@ from suite.report import shrinkage
 
 MEASUREMENT_FIELDS = frozenset(
     {
-        "time_us",
-        "p05_us",
-        "p50_us",
-        "p95_us",
-        "p99_us",
-        "min_us",
-        "max_us",
-        "mean_us",
+        *results.TIME_STATS,
         "algbw_gbps",
         "busbw_gbps",
         "busbw_factor",
