@@ -128,12 +128,11 @@ from suite.api import (
     support_reason,
 )
 
+from . import derived
 from . import models as training
 from .workload import (
     EXPERIMENT,
-    LOGGER_KEYS,
     NOOP,
-    CheckRule,
     Settings,
     Variant,
     buffer_rule,
@@ -142,7 +141,6 @@ from .workload import (
     check_rule,
     hook_wire_bytes,
     init_buffers,
-    measured_overlap,
     state_tensors,
     step_buffers,
     unchecked_reason,
@@ -203,69 +201,6 @@ def case_id(c: Variant) -> str:
     return f"{c.model}-" + c.label.replace(" ", "_").replace("(", "").replace(")", "").replace(":", "")
 
 
-_PROV_STEP = {
-    "solo_step_ms": "measured: the solo case's own timed median (or one blocking baseline run if it did not run)",
-    "local_step_ms": "measured: the no-communication case's own timed median (or one blocking baseline run)",
-    "samples_per_s": "derived: samples_per_step / time_us",
-    "scaling_efficiency": "derived: micro_batches x solo_step_ms / time_us",
-    "comm_exposed_ms": "derived: time_us - micro_batches x local_step_ms",
-    "peak_mem_bytes": "measured: suite.harness.profiling.PeakMemory around warm-up and the timed steps, max over ranks",
-    "noop_step_ms": "measured: the no-op-hook DDP case's own timed median (or one blocking baseline run)",
-    "allreduce_ms": "measured: the gradient all_reduce case's own timed median (or one blocking baseline run)",
-    "comm_added_ms": "derived: time_us - noop_step_ms",
-    "overlap_saved_ms": "derived: noop_step_ms + allreduce_ms - time_us",
-    "overlap_saved_pct": "derived: 100 x overlap_saved_ms / allreduce_ms",
-    "n_buckets": "measured: buckets of the timed module's reducer after the timed steps",
-    "bucket_sizes": "measured: bytes of each bucket of the timed module's reducer after the timed steps "
-    "(its gradient buffers, rank 0's; every rank builds the same buckets)",
-    "bucket_cap_bytes": "measured: the bucket cap DDP's logger reports for the timed module "
-    "(_get_ddp_logging_data: what bucket_cap_mb became)",
-    "check_steps": "measured: optimizer steps the checked module had taken when it was compared with the "
-    "single-process reference (warm-up and timed steps)",
-    "check_max_abs_diff": "measured: max over ranks and parameters of |param - reference param| after the timed steps",
-    "check_tol": "modelled: the largest over elements of " + CheckRule.FORMULA + " (0 when check_rule is exact)",
-    "check_buffer_max_abs_diff": "measured: max over ranks and buffer elements of |buffer - the reference's "
-    "buffer for that rank| after the timed steps (BatchNorm running stats and count; check_buffers)",
-}
-
-
-_PROV_LOGGER = {
-    k: f"measured: DDP logger {src} (_get_ddp_logging_data, every iteration), median over the timed "
-    "steps but the last, max over ranks"
-    for k, src in LOGGER_KEYS.items()
-}
-
-
-_PROV_LOGGER["ddp_logger_overlap_pct"] = "derived: 100 x ddp_logger_overlap_ms / ddp_logger_comm_ms"
-
-
-_PROV_LOGGER["ddp_logger_steps"] = (
-    "measured: timed steps DDP's logger reported on every rank (the fewest over ranks; a step is logged at "
-    "the next forward, so the last timed step is not among them)"
-)
-
-
-def _step_provenance(v: Variant, unchecked: str | None, buffers_compared: bool = False) -> dict:
-    """The formulas of the numbers this case's records hold (no claim for an absent number)."""
-    names = ["peak_mem_bytes"]
-    if v.kind != "all_reduce":
-        names += ["solo_step_ms", "samples_per_s", "scaling_efficiency"]
-        if v.kind not in ("solo", "local"):
-            names += ["local_step_ms", "comm_exposed_ms"]
-    if measured_overlap(v):
-        names += ["noop_step_ms", "allreduce_ms", "comm_added_ms", "overlap_saved_ms", "overlap_saved_pct"]
-    if v.kind in ("ddp", "accum"):
-        names += ["n_buckets", "bucket_sizes", "bucket_cap_bytes"]
-    if v.kind != "all_reduce" and not unchecked:
-        names += ["check_max_abs_diff", "check_tol", "check_steps"]
-        if buffers_compared:
-            names.append("check_buffer_max_abs_diff")
-    prov = {k: _PROV_STEP[k] for k in names}
-    if v.kind == "ddp":
-        prov |= _PROV_LOGGER
-    return prov
-
-
 def step_bytes(v: Variant, grad: int, settings: Settings) -> Bytes:
     """The byte model: the float32 gradient bytes each rank all-reduces per optimizer step, every
     all_reduce counted (accumulation without no_sync all-reduces the whole gradient per micro-batch)."""
@@ -311,7 +246,7 @@ def _resolve_step(
     if has_buffers and not unchecked and v.kind != "all_reduce":
         fields["check_buffers"] = buffer_rule(v, rule)
         fields["check"] += "; its buffers that rank's in it (check_buffers)"
-    prov = _step_provenance(v, unchecked, has_buffers and rule.exact)
+    prov = derived.step_provenance(v, unchecked, has_buffers and rule.exact)
     fields.update(variant_ddp_kwargs(v, settings))
     if v.bucket_fraction is not None:
         fields["bucket_fraction"] = v.bucket_fraction
@@ -344,7 +279,7 @@ def _resolve_init(
             "n_tensors": len(state_tensors(module)),
             "check": "state identical to rank 0's after one sync",
         },
-        provenance={"peak_mem_bytes": _PROV_STEP["peak_mem_bytes"]},
+        provenance={"peak_mem_bytes": derived.STEP["peak_mem_bytes"]},
         bytes=Bytes(
             size_bytes=size,
             count=count,

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from experiments.ddp import cases as ddp_exp
+from experiments.ddp import derived as ddp_derived
 
 from experiments.ddp import workload as ddp_exp_workload
 from experiments.ddp import models as training
@@ -157,13 +158,13 @@ def test_byte_model_counts_every_all_reduce_of_the_step():
 
 def test_every_number_a_ddp_step_records_has_its_provenance():
     s = ddp_exp_workload.Settings(accum=4)
-    ddp = ddp_exp._step_provenance(_variant("ddp", s), None)
+    ddp = ddp_derived.step_provenance(_variant("ddp", s), None)
     for k in ("n_buckets", "bucket_sizes", "bucket_cap_bytes", "check_steps", "ddp_logger_steps", "check_tol"):
         assert ddp[k].split(":")[0] in ("measured", "derived", "modelled"), k
-    accum = ddp_exp._step_provenance(_variant("accum x4 no_sync", s), None)
+    accum = ddp_derived.step_provenance(_variant("accum x4 no_sync", s), None)
     assert {"bucket_sizes", "bucket_cap_bytes", "check_steps"} <= set(accum) and "ddp_logger_steps" not in accum
     # no claim for numbers a case does not record: the bare all_reduce has no buckets and no reference check
-    bare = ddp_exp._step_provenance(_variant("grad all_reduce only", s), None)
+    bare = ddp_derived.step_provenance(_variant("grad all_reduce only", s), None)
     assert not {"bucket_sizes", "bucket_cap_bytes", "check_steps", "ddp_logger_steps"} & set(bare)
 
 

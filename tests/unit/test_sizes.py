@@ -27,7 +27,6 @@ OVER_MODULES = {
     "suite/harness/journal.py": (471, "the journal, its wrappers of torch.distributed, the dumps"),
     "experiments/placement/cases.py": (456, "declarations per placement question"),
     "suite/ops/collectives.py": (422, "the op table, its builders, the sweep's cases"),
-    "experiments/ddp/cases.py": (408, "declarations and the provenance table"),
 }
 """Module -> (its lines today, the split that would bring it under MODULE_LINES)."""
 
