@@ -108,7 +108,8 @@ def _load_side(arg: str) -> list[list[dict]] | None:
 
 
 def _cmd_compare(args) -> int:
-    from suite.report.compare import compare_runs, format_comparison, run_settings
+    from suite.report.case_settings import run_settings
+    from suite.report.compare import compare_runs, format_comparison
 
     if not 0 < args.alpha < 1 or args.tolerance < 0 or not 0 <= args.max_inconclusive <= 1:
         print(

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from suite.report import compare, cli as report, shrinkage
+from suite.report import case_settings, compare, cli as report, shrinkage
 
 N_CASES = 60
 
@@ -314,7 +314,7 @@ def _settings(**kw) -> dict:
             run["suite"]["config"]["ddp"]["params"] = v
         else:
             run["suite"]["config"][k] = v
-    return compare.run_settings(run)
+    return case_settings.run_settings(run)
 
 
 def _mixed_run(depth: int) -> list[dict]:
@@ -347,7 +347,7 @@ def test_cases_whose_settings_differ_get_no_verdict_unless_asked():
     assert c.refused == [compare.case_key(base[2])] and "ddp.params: 1000 vs 5 (the ddp cases)" in c.settings_diffs
 
     # what only chooses which cases run (sizes) is no difference; iterations under PRECISION_PCT are measured
-    assert compare.settings_differences([_settings()], [_settings(min_bytes=4)], {}, {}, []) == ([], set())
+    assert case_settings.settings_differences([_settings()], [_settings(min_bytes=4)], {}, {}, []) == ([], set())
     adaptive = [_rec(0, [1.0] * 5, iterations=30, precision_reached=True)]
     c = compare.compare_runs([adaptive], [[dict(adaptive[0], iterations=45)]])
     assert not c.refused and not c.settings_diffs

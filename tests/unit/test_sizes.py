@@ -18,7 +18,7 @@ OVER_MODULES = {
         "builders, the reference trainer and the derived numbers: check.py, derived.py",
     ),
     "suite/report/analysis.py": (779, "sections, series and fits, the environment summary: one module each"),
-    "suite/report/compare.py": (770, "matching, per-case statistics, verdicts and the gate, rendering"),
+    "suite/report/compare.py": (682, "matching, per-case statistics, verdicts and the gate, rendering"),
     "experiments/doctor/verdict.py": (719, "link, straggler and node findings: one module each"),
     "experiments/placement/workload.py": (643, "one builder family per placement question"),
     "suite/harness/plugin.py": (614, "options and fixtures, results writing, terminal output, failure notes"),
