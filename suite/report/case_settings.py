@@ -11,10 +11,19 @@ from collections.abc import Sequence
 
 from suite import registry
 
-CASE_SETTINGS = ("ops_per_sample", "hosts", "warmup_iters", "iterations")
+CASE_SETTINGS = ("ops_per_sample", "hosts", "warmup_iters", "iterations", "iters_requested")
 """Record fields that change what a case measures without naming it (pipeline depth, hosts, warm-up,
 iterations). A field whose value varies between the runs of one side is taken as measured, not set
-(``iterations`` under PRECISION_PCT, where the records carry ``precision_reached``)."""
+(``iterations`` under PRECISION_PCT, where the records carry ``precision_reached``); so is ``iterations``
+where a sample budget decided it (records with ``budget_s`` > 0: the count asked for, ``iters_requested``,
+is the setting)."""
+
+
+def _measured(field: str, recs: Sequence[dict]) -> bool:
+    """Whether the records' ``field`` is an outcome of the run, not a setting (``CASE_SETTINGS``)."""
+    if field == "iterations":
+        return any("precision_reached" in r or (r.get("budget_s") or 0) > 0 for r in recs)
+    return False
 
 
 def _sections() -> tuple[str, ...]:
@@ -53,7 +62,7 @@ def _case_settings_differ(brecs: list[dict], nrecs: list[dict]) -> list[str]:
     """The ``CASE_SETTINGS`` fields set to one value on each side, a different one on the other."""
     out = []
     for f in CASE_SETTINGS:
-        if f == "iterations" and any("precision_reached" in r for r in (*brecs, *nrecs)):
+        if _measured(f, (*brecs, *nrecs)):
             continue
         vb, vn = {str(r.get(f)) for r in brecs}, {str(r.get(f)) for r in nrecs}
         if len(vb) == 1 and len(vn) == 1 and vb != vn:

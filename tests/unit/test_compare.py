@@ -353,6 +353,22 @@ def test_cases_whose_settings_differ_get_no_verdict_unless_asked():
     assert not c.refused and not c.settings_diffs
 
 
+def test_a_count_the_budget_decided_is_measured_the_count_asked_for_is_set():
+    # BUDGET_S (on by default): each run's samples so far decide how many it takes, so one run per side
+    # can differ in ``iterations`` with nothing set otherwise
+    def rec(**kw):
+        return _rec(0, [100.0] * 10, budget_s=1.0, iters_requested=20, **kw)
+
+    c = compare.compare_runs([[rec(iterations=12)]], [[rec(iterations=15)]])
+    assert not c.refused and not c.settings_diffs
+    # what the user asked for differs: a setting, named
+    c = compare.compare_runs([[rec(iterations=12)]], [[dict(rec(iterations=12), iters_requested=40)]])
+    assert c.refused and "iters_requested (per case): 20 vs 40 in 1 case(s)" in compare.format_comparison(c)
+    # without a budget the count is the one asked for: still a setting
+    c = compare.compare_runs([[_rec(0, [100.0] * 10, iterations=12)]], [[_rec(0, [100.0] * 10, iterations=15)]])
+    assert c.refused
+
+
 # --- the statistics behind it --------------------------------------------------------------------
 
 
