@@ -13,7 +13,8 @@ import pytest
 
 from suite import results
 from suite.errors import CaseSkipped
-from suite.harness.timing import Measurement, graph_problem, measure
+from suite.harness.cuda_graph import graph_problem
+from suite.harness.timing import Measurement, measure
 from tests.unit.test_harness_inprocess import CFG, ctx  # noqa: F401  (the one-rank Gloo group fixture)
 
 
