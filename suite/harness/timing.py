@@ -72,6 +72,7 @@ from suite.launch.config import BenchConfig
 from suite.harness.dist import DistContext, dist_max
 from suite.case import OpFn, wait_all
 from suite.harness import cuda_graph
+from suite.harness.budget import BUDGET_MIN_SAMPLES, budget_count
 from suite.harness.phases import Phases
 
 
@@ -263,21 +264,6 @@ def _gather_ranks(ctx: DistContext, got: tuple[list[float], list[float]]) -> _Ra
     rows = [o.cpu().tolist() for o in out]
     n = len(samples)
     return _RankSamples([r[:n] for r in rows], [r[n:] for r in rows])
-
-
-BUDGET_MIN_SAMPLES = 10
-"""A budget never cuts a case below this many samples (pytest-benchmark's statistics stay meaningful)."""
-
-
-def budget_count(samples_s: Sequence[float], n: int, budget_s: float) -> int:
-    """How many samples a case takes, from the (cross-rank max) samples it has so far: ``n`` when ``n`` of
-    them fit in ``budget_s`` at their mean, else as many as fit, never fewer than ``BUDGET_MIN_SAMPLES``
-    (nor than it already has, nor more than ``n``). ``budget_s`` 0: ``n``."""
-    if budget_s <= 0 or not samples_s:
-        return n
-    mean = sum(samples_s) / len(samples_s)
-    fit = n if mean <= 0 else int(budget_s / mean)
-    return max(min(n, len(samples_s), BUDGET_MIN_SAMPLES), min(n, max(fit, BUDGET_MIN_SAMPLES)))
 
 
 def _broadcast_int(ctx: DistContext, value: int) -> int:

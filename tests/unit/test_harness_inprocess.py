@@ -324,7 +324,7 @@ def test_each_record_says_what_the_journal_costs_and_the_harness_times_each_phas
 
 
 def test_sample_budget_stops_a_slow_case_early_and_leaves_a_fast_one_and_an_explicit_count():
-    from suite.harness.timing import BUDGET_MIN_SAMPLES, budget_count
+    from suite.harness.budget import BUDGET_MIN_SAMPLES, budget_count
 
     # 20 x 10 ms fits in 1 s; 20 x 80 ms does not: 12 fit; 20 x 500 ms: the floor of 10
     assert budget_count([0.01] * 10, 20, 1.0) == 20
