@@ -59,7 +59,7 @@ NAMES: dict[str, str] = {
     "dist_min": "suite.harness.dist",
     "resolve_device": "suite.launch.preflight",
     "PreflightError": "suite.launch.preflight",
-    "autorange": "suite.harness.timing",
+    "autorange": "suite.harness.autorange",
     "PeakMemory": "suite.harness.profiling",
     "sequence_number": "suite.harness.c10d",
     # An experiment's text table: the shared cells and layouts (suite/report/tables.py).

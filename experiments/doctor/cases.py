@@ -106,8 +106,8 @@ def _resolve_compute(cfg: BenchConfig):
             },
             provenance={
                 **case.provenance,
-                "matmuls_per_sample": "derived: suite.harness.timing.autorange: the first trial of K matmuls lasting "
-                f">= DOCTOR_COMPUTE_MS on the slowest rank, K >= {COMPUTE_MIN_MATMULS}",
+                "matmuls_per_sample": "derived: suite.harness.autorange.autorange: the first trial of K matmuls "
+                f"lasting >= DOCTOR_COMPUTE_MS on the slowest rank, K >= {COMPUTE_MIN_MATMULS}",
                 "calibration_sample_us": "measured: that trial's time, maximum over ranks (host clock)",
             },
         )

@@ -2,7 +2,7 @@
 
 One sample is K back-to-back round trips a->b->a (blocking ``send``/``recv``) with no barrier between
 them, the harness's barrier only before the sample; the recorded time is **one-way latency =
-sample / (2K)**. K is found per case before it is timed (``suite.harness.timing.autorange``: a sample lasts
+sample / (2K)**. K is found per case before it is timed (``suite.harness.autorange.autorange``: a sample lasts
 at least ``PINGPONG_MIN_SAMPLE_S``, K >= ``PINGPONG_MIN_ROUND_TRIPS``), agreed by all ranks, and
 recorded (``round_trips_per_sample``). With one round trip per sample the barrier's exit skew would be
 part of every round trip. The pair matrix (pair_matrix.py) and the doctor's latency probe are this
@@ -20,11 +20,11 @@ from suite.case import Buffers, Case, Session
 from suite.launch.config import BenchConfig
 from suite.harness.dist import DistContext
 from suite.ops.p2p.pattern import Pattern, Spec, Sweep, blank, buffers, cross, initiator, make_case, pat
-from suite.harness.timing import autorange
+from suite.harness.autorange import autorange
 
 PINGPONG_MIN_SAMPLE_S = 1e-3
 """A ping-pong sample lasts at least this long: K back-to-back round trips, K found by
-``suite.harness.timing.autorange`` before the case (recorded as ``min_sample_us``)."""
+``suite.harness.autorange.autorange`` before the case (recorded as ``min_sample_us``)."""
 PINGPONG_MIN_ROUND_TRIPS = 10
 """K is at least this, whatever the message size, so what precedes a sample (the barrier, and the
 lag of the last rank to leave it) is at most 1/10 of a sample's round trips (OSU runs 1000+)."""
@@ -86,7 +86,7 @@ def resolve(s: Spec):
                 **case.provenance,
                 "time_us": "derived: sample / (2K); sample = K back-to-back round trips after one barrier, "
                 "the maximum over ranks, median over samples (host or cuda_event clock)",
-                "round_trips_per_sample": f"derived: the K of suite.harness.timing.autorange: the first trial of K "
+                "round_trips_per_sample": f"derived: the K of suite.harness.autorange.autorange: the first trial of K "
                 f"round trips lasting >= min_sample_us on the slowest rank, "
                 f"K in [{PINGPONG_MIN_ROUND_TRIPS}, {PINGPONG_MAX_ROUND_TRIPS}]",
                 "calibration_sample_us": "measured: that trial's time, maximum over ranks (host clock)",
