@@ -71,6 +71,14 @@ from suite.launch.config import BenchConfig
 from suite.harness.dist import DistContext
 from suite.case import OpFn, wait_all
 from suite.harness import cuda_graph
+from suite.harness.rank_samples import (
+    RankSamples,
+    broadcast_flag,
+    broadcast_int,
+    gather_ranks,
+    group_ranks,
+    max_over_ranks,
+)
 from suite.harness.budget import BUDGET_MIN_SAMPLES, budget_count
 from suite.harness.phases import Phases
 
@@ -240,44 +248,6 @@ def _run_samples_cuda(
     )
 
 
-@dataclass(frozen=True)
-class _RankSamples:
-    """Every rank's samples and arrivals of one round, gathered: ``per_rank[r][i]``, ``arrivals[r][i]``."""
-
-    per_rank: list[list[float]]
-    arrivals: list[list[float]]
-
-    def merge(self, other: "_RankSamples") -> "_RankSamples":
-        return _RankSamples(
-            [a + b for a, b in zip(self.per_rank, other.per_rank)],
-            [a + b for a, b in zip(self.arrivals, other.arrivals)],
-        )
-
-
-def _gather_ranks(ctx: DistContext, got: tuple[list[float], list[float]]) -> _RankSamples:
-    """All ranks' samples and arrivals on every rank (one all_gather; every rank has the same count)."""
-    samples, arrivals = got
-    t = torch.tensor(samples + arrivals, dtype=torch.float64, device=ctx.device)
-    out = [torch.empty_like(t) for _ in range(ctx.world_size)]
-    dist.all_gather(out, t, group=ctx.group)
-    rows = [o.cpu().tolist() for o in out]
-    n = len(samples)
-    return _RankSamples([r[:n] for r in rows], [r[n:] for r in rows])
-
-
-def _broadcast_int(ctx: DistContext, value: int) -> int:
-    """Rank 0's ``value`` on every rank (so every rank takes the same number of samples)."""
-    t = torch.tensor([value], dtype=torch.int64, device=ctx.device)
-    dist.broadcast(t, src=0, group=ctx.group)
-    return int(t.item())
-
-
-def _broadcast_flag(ctx: DistContext, flag: bool) -> bool:
-    t = torch.tensor([1 if flag else 0], dtype=torch.int32, device=ctx.device)
-    dist.broadcast(t, src=0, group=ctx.group)
-    return bool(t.item())
-
-
 def measure(
     ctx: DistContext,
     cfg: BenchConfig,
@@ -338,18 +308,18 @@ def measure(
             graph.replay()  # the first replay uploads the graph; keep it out of the samples
             ctx.sync_device()
 
-    def round_(count: int = n) -> _RankSamples:
+    def round_(count: int = n) -> RankSamples:
         with phase("timed"):
             got = _run_samples(ctx, ops, count, mode, depth, graph, before_sample, before_op)
         with phase("gather"):
-            return _gather_ranks(ctx, got)
+            return gather_ranks(ctx, got)
 
     # The budget: an explicit count (``iters``) or precision mode turns it off.
     budget = cfg.budget_s if iters is None and cfg.precision_pct == 0 else 0.0
     got = round_(min(n, BUDGET_MIN_SAMPLES) if budget > 0 else n)
     if budget > 0 and n > BUDGET_MIN_SAMPLES:
         with phase("gather"):  # rank 0 decides, every rank takes that many (or the collectives hang)
-            take = _broadcast_int(ctx, budget_count(_max_over_ranks(got), n, budget) if ctx.rank == 0 else 0)
+            take = broadcast_int(ctx, budget_count(max_over_ranks(got), n, budget) if ctx.rank == 0 else 0)
         if take > BUDGET_MIN_SAMPLES:
             got = got.merge(round_(take - BUDGET_MIN_SAMPLES))
     reached = None
@@ -362,21 +332,21 @@ def measure(
             look += 1
             if ctx.rank == 0:
                 level = metrics.sequential_confidence(look)
-                precise = metrics.median_ci_halfwidth_pct(_max_over_ranks(got), level) <= cfg.precision_pct
+                precise = metrics.median_ci_halfwidth_pct(max_over_ranks(got), level) <= cfg.precision_pct
                 done = precise or (time.monotonic() - start) >= cfg.max_time_s
                 reached = precise
             with phase("gather"):
-                stop = _broadcast_flag(ctx, done)
+                stop = broadcast_flag(ctx, done)
             if stop:
                 break
             got = got.merge(round_())
         with phase("gather"):
-            reached = _broadcast_flag(ctx, bool(reached))
+            reached = broadcast_flag(ctx, bool(reached))
     mine = list(range(ctx.world_size)) if rank_fields_of is None else list(rank_fields_of)
     per_rank, arrivals = [got.per_rank[r] for r in mine], [got.arrivals[r] for r in mine]
     late, late_by = metrics.last_per_sample(arrivals)
     return Measurement(
-        samples_s=_max_over_ranks(got),
+        samples_s=max_over_ranks(got),
         timing_mode=mode,
         ops_per_sample=depth,
         warmup_iters=warm,
@@ -390,22 +360,9 @@ def measure(
         rank_arrival_median_s=[metrics.percentile(r, 50) for r in arrivals],
         rank_arrivals_s=arrivals if keep_rank_samples else None,
         buffer_sets=min(len(ops), depth),
-        group_ranks=_group_ranks(ctx, rank_fields_of),
+        group_ranks=group_ranks(ctx, rank_fields_of),
         graph_kernel_nodes=kernels,
         budget_s=budget,
         iters_requested=n,
         stopped_by_budget=budget > 0 and len(got.per_rank[0]) < n,
     )
-
-
-def _group_ranks(ctx: DistContext, positions: Sequence[int] | None = None) -> list[int] | None:
-    """Global ranks of the per-rank fields' positions (the group's, or ``positions`` of it), or None when
-    they are the whole job's ranks in order."""
-    whole = ctx.group is None or ctx.group is dist.group.WORLD
-    pos = list(range(ctx.world_size)) if positions is None else list(positions)
-    ranks = pos if whole else [dist.get_global_rank(ctx.group, r) for r in pos]
-    return None if ranks == list(range(dist.get_world_size())) else ranks
-
-
-def _max_over_ranks(got: _RankSamples) -> list[float]:
-    return [max(col) for col in zip(*got.per_rank)]

@@ -22,7 +22,6 @@ OVER_MODULES = {
     "experiments/doctor/verdict.py": (719, "link, straggler and node findings: one module each"),
     "experiments/placement/workload.py": (643, "one builder family per placement question"),
     "suite/harness/plugin.py": (614, "options and fixtures, results writing, terminal output, failure notes"),
-    "suite/harness/timing.py": (411, "the loop and its modes (blocking, pipelined, CUDA events)"),
     "suite/launch/config.py": (545, "BenchConfig and its validation, KNOBS, SWITCHES"),
     "suite/harness/journal.py": (471, "the journal, its wrappers of torch.distributed, the dumps"),
     "experiments/placement/cases.py": (456, "declarations per placement question"),
