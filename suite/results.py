@@ -171,9 +171,9 @@ def make_record(
         rec["graph_kernel_nodes"] = m.graph_kernel_nodes  # None: not counted (no cuda.bindings)
     if m.precision_reached is not None:
         rec["precision_reached"] = m.precision_reached
-    rec["budget_s"] = m.budget_s  # why a case may have fewer samples than iters_requested
-    rec["iters_requested"] = m.iters_requested
-    rec["stopped_by_budget"] = m.stopped_by_budget
+    # the budget: why a case may have fewer samples (warm-up iterations) than it asked for
+    rec.update(budget_s=m.budget_s, iters_requested=m.iters_requested, stopped_by_budget=m.stopped_by_budget)
+    rec["warmup_requested"] = m.warmup_requested
     rec.update(extra)
     prov = {
         k: v.format(timer=m.timer, bw_op=bw_op, n=m.iterations) for k, v in PROVENANCE.items() if rec.get(k) is not None

@@ -71,6 +71,7 @@ from suite.launch.config import BenchConfig
 from suite.harness.dist import DistContext
 from suite.case import OpFn, wait_all
 from suite.harness import cuda_graph
+from suite.harness.budget import BUDGET_MIN_SAMPLES, WARMUP_MIN, budget_count, warmup_count
 from suite.harness.rank_samples import (
     RankSamples,
     broadcast_flag,
@@ -79,7 +80,6 @@ from suite.harness.rank_samples import (
     group_ranks,
     max_over_ranks,
 )
-from suite.harness.budget import BUDGET_MIN_SAMPLES, budget_count
 from suite.harness.phases import Phases
 
 
@@ -92,6 +92,7 @@ class Measurement:
     timing_mode: str
     ops_per_sample: int
     warmup_iters: int
+    """Warm-up iterations run (fewer than ``warmup_requested`` where the budget bounded them)."""
     precision_reached: bool | None
     """Precision mode only: whether the CI target was met before the time cap."""
     timer: str = "host"
@@ -126,6 +127,8 @@ class Measurement:
     """The samples asked for before the budget (``iterations`` is what was taken)."""
     stopped_by_budget: bool = False
     """Whether the budget cut the case short of ``iters_requested``."""
+    warmup_requested: int | None = None
+    """The warm-up iterations asked for (WARMUP, or the caller's count)."""
 
     @property
     def iterations(self) -> int:
@@ -248,6 +251,28 @@ def _run_samples_cuda(
     )
 
 
+def _warm_up(ctx: DistContext, ops: list[OpFn], mode: str, depth: int, n: int, budget_s: float) -> int:
+    """Untimed samples, one op per buffer set as the timed samples issue them: ``n``, or under a budget
+    ``warmup_count`` of them (rank 0 decides, every rank runs that many). Returns how many ran."""
+
+    def once() -> float:
+        t = time.perf_counter()
+        if mode == "pipelined":
+            wait_all(_issue(ops, depth, True))
+        else:
+            for o in ops:
+                wait_all(o(False))
+        ctx.sync_device()
+        return time.perf_counter() - t
+
+    first = [once() for _ in range(min(n, WARMUP_MIN) if budget_s > 0 else n)]
+    if budget_s > 0 and n > WARMUP_MIN:
+        n = broadcast_int(ctx, warmup_count(first, n, budget_s) if ctx.rank == 0 else 0)
+        for _ in range(n - WARMUP_MIN):
+            once()
+    return n
+
+
 def measure(
     ctx: DistContext,
     cfg: BenchConfig,
@@ -292,14 +317,10 @@ def measure(
     depth = cfg.pipeline_depth if mode in ("pipelined", "cuda_graph") else 1
 
     phase = Phases() if phases is None else phases
+    # The budget: an explicit count (``iters``) or precision mode turns it off; an explicit warm-up is run whole.
+    budget = cfg.budget_s if iters is None and cfg.precision_pct == 0 else 0.0
     with phase("warmup"):
-        for _ in range(warm):  # untimed samples: one op per buffer set, as the timed samples issue them
-            if mode == "pipelined":
-                wait_all(_issue(ops, depth, True))
-            else:
-                for o in ops:
-                    wait_all(o(False))
-        ctx.sync_device()
+        warmed = _warm_up(ctx, ops, mode, depth, warm, budget if warmup_iters is None else 0.0)
         graph = kernels = None
         if mode == "cuda_graph":
             if before_sample is not None:
@@ -314,8 +335,6 @@ def measure(
         with phase("gather"):
             return gather_ranks(ctx, got)
 
-    # The budget: an explicit count (``iters``) or precision mode turns it off.
-    budget = cfg.budget_s if iters is None and cfg.precision_pct == 0 else 0.0
     got = round_(min(n, BUDGET_MIN_SAMPLES) if budget > 0 else n)
     if budget > 0 and n > BUDGET_MIN_SAMPLES:
         with phase("gather"):  # rank 0 decides, every rank takes that many (or the collectives hang)
@@ -349,7 +368,8 @@ def measure(
         samples_s=max_over_ranks(got),
         timing_mode=mode,
         ops_per_sample=depth,
-        warmup_iters=warm,
+        warmup_iters=warmed,
+        warmup_requested=warm,
         precision_reached=reached,
         timer="cuda_event" if ctx.device.type == "cuda" else "host",
         last_done_rank=metrics.last_per_sample(per_rank)[0],

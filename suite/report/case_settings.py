@@ -11,19 +11,20 @@ from collections.abc import Sequence
 
 from suite import registry
 
-CASE_SETTINGS = ("ops_per_sample", "hosts", "warmup_iters", "iterations", "iters_requested")
+CASE_SETTINGS = ("ops_per_sample", "hosts", "warmup_iters", "iterations", "iters_requested", "warmup_requested")
 """Record fields that change what a case measures without naming it (pipeline depth, hosts, warm-up,
 iterations). A field whose value varies between the runs of one side is taken as measured, not set
-(``iterations`` under PRECISION_PCT, where the records carry ``precision_reached``); so is ``iterations``
-where a sample budget decided it (records with ``budget_s`` > 0: the count asked for, ``iters_requested``,
-is the setting)."""
+(``iterations`` under PRECISION_PCT, where the records carry ``precision_reached``); so are ``iterations``
+and ``warmup_iters`` where a sample budget decided them (records with ``budget_s`` > 0: the counts asked
+for, ``iters_requested`` and ``warmup_requested``, are the settings)."""
 
 
 def _measured(field: str, recs: Sequence[dict]) -> bool:
     """Whether the records' ``field`` is an outcome of the run, not a setting (``CASE_SETTINGS``)."""
+    budget = any((r.get("budget_s") or 0) > 0 for r in recs)
     if field == "iterations":
-        return any("precision_reached" in r or (r.get("budget_s") or 0) > 0 for r in recs)
-    return False
+        return budget or any("precision_reached" in r for r in recs)
+    return field == "warmup_iters" and budget and all("warmup_requested" in r for r in recs)
 
 
 def _sections() -> tuple[str, ...]:

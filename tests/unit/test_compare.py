@@ -355,12 +355,17 @@ def test_cases_whose_settings_differ_get_no_verdict_unless_asked():
 
 def test_a_count_the_budget_decided_is_measured_the_count_asked_for_is_set():
     # BUDGET_S (on by default): each run's samples so far decide how many it takes, so one run per side
-    # can differ in ``iterations`` with nothing set otherwise
+    # can differ in ``iterations`` (and, bounded the same way, ``warmup_iters``) with nothing set otherwise
     def rec(**kw):
-        return _rec(0, [100.0] * 10, budget_s=1.0, iters_requested=20, **kw)
+        return _rec(0, [100.0] * 10, budget_s=1.0, iters_requested=20, warmup_requested=5, **kw)
 
-    c = compare.compare_runs([[rec(iterations=12)]], [[rec(iterations=15)]])
+    c = compare.compare_runs([[rec(iterations=12, warmup_iters=2)]], [[rec(iterations=15, warmup_iters=3)]])
     assert not c.refused and not c.settings_diffs
+    c = compare.compare_runs([[rec(warmup_iters=2)]], [[dict(rec(warmup_iters=2), warmup_requested=9)]])
+    assert c.refused and "warmup_requested (per case): 5 vs 9 in 1 case(s)" in compare.format_comparison(c)
+    # a run from before the warm-up bound (no warmup_requested): its warm-up count was the one asked for
+    old = {k: v for k, v in rec(warmup_iters=5).items() if k != "warmup_requested"}
+    assert compare.compare_runs([[old]], [[rec(warmup_iters=2)]]).refused
     # what the user asked for differs: a setting, named
     c = compare.compare_runs([[rec(iterations=12)]], [[dict(rec(iterations=12), iters_requested=40)]])
     assert c.refused and "iters_requested (per case): 20 vs 40 in 1 case(s)" in compare.format_comparison(c)

@@ -342,3 +342,37 @@ def test_measure_applies_the_budget_only_without_an_explicit_count(ctx):
     assert (m.iterations, m.stopped_by_budget) == (20, False)
     m = measure(ctx, cfg, lambda a: time.sleep(0.03), iters=12)  # an explicit count: exactly that
     assert (m.iterations, m.stopped_by_budget, m.budget_s) == (12, False, 0.0)
+
+
+def test_the_budget_bounds_the_warm_up_of_a_slow_op_but_not_an_asked_count():
+    from suite.harness.budget import WARMUP_MIN, warmup_count
+
+    # the second warm-up iteration (past the first's one-time set-up) says what one costs; past WARMUP_MIN
+    # the warm-up stops at WARMUP_SHARE of the budget (0.1 s of 1 s): 5 x 10 ms fit, 5 x 40 ms do not
+    assert warmup_count([0.3, 0.01], 5, 1.0) == 5
+    assert warmup_count([0.3, 0.04], 5, 1.0) == WARMUP_MIN == 2
+    assert warmup_count([0.05, 0.02], 8, 1.0) == 5
+    assert warmup_count([0.3, 0.04], 5, 0.0) == 5  # no budget: as asked
+
+
+def test_measure_bounds_the_warm_up_under_the_budget_and_records_both_counts(ctx):
+    from suite.results import make_record
+
+    calls = []
+
+    def slow(a):
+        calls.append(1)
+        time.sleep(0.03)
+
+    cfg = BenchConfig(iters=10, warmup_iters=6, budget_s=0.2, heartbeat_timeout_s=0)
+    m = measure(ctx, cfg, slow)  # 30 ms per op; 0.1 x 0.2 s holds none past the first two
+    assert (m.warmup_iters, m.warmup_requested, len(calls)) == (2, 6, 2 + 10)
+    calls.clear()
+    m = measure(ctx, cfg, lambda a: calls.append(1))  # fast: every warm-up iteration asked for
+    assert (m.warmup_iters, m.warmup_requested, len(calls)) == (6, 6, 6 + 10)
+    calls.clear()
+    m = measure(ctx, cfg, slow, warmup_iters=4)  # a count asked for by the caller: exactly that
+    assert (m.warmup_iters, len(calls)) == (4, 4 + 10)
+    rec = make_record(m=m, experiment="x", op="all_reduce", backend="gloo", device="cpu", dtype="float32",
+                      world_size=1, size_bytes=4, count=1, in_place=True, n_wrong=0)  # fmt: skip
+    assert (rec["warmup_iters"], rec["warmup_requested"]) == (4, 4)

@@ -34,7 +34,7 @@ OVER_FUNCTIONS = {
     "suite/report/analysis.py:build_report": (167, "one section builder per kind of record"),
     "suite/harness/runner.py:run": (135, "the one sequence of a case; each step a method"),
     "suite/results.py:make_record": (107, "the record from (case, measurement, ctx), not 30 keywords (R8)"),
-    "suite/harness/timing.py:measure": (118, "one function per timing mode"),
+    "suite/harness/timing.py:measure": (113, "one function per timing mode"),
     "suite/launch/cli.py:_main": (111, "validate, preflight, start, summarise"),
     "suite/report/analysis.py:summary_rows": (103, "one row builder per experiment hook"),
     "experiments/model_parallel/cases.py:pipeline_cases": (103, "one declaration per schedule"),
