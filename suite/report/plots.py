@@ -9,9 +9,14 @@ band converted, bw ∝ 1/time).
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
-from collections.abc import Callable, Sequence
+import multiprocessing as mp
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -26,12 +31,79 @@ from suite.metrics import format_size
 DPI = 110
 
 
-def _png(fig: Figure) -> bytes:
+def _rasterize(fig: Figure) -> bytes:
     # layouts are set per figure: bbox_inches="tight" would draw every figure twice
     FigureCanvasAgg(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI)
     return buf.getvalue()
+
+
+_DEFERRED: ContextVar[list[Figure] | None] = ContextVar("suite_report_deferred_figures", default=None)
+"""The figures of the innermost ``deferred()`` block (None outside one)."""
+_TOKEN = b"\x00suite: deferred figure %d\x00"
+
+
+def _png(fig: Figure) -> bytes:
+    pending = _DEFERRED.get()
+    if pending is None:
+        return _rasterize(fig)
+    pending.append(fig)
+    return _TOKEN % (len(pending) - 1)
+
+
+@contextlib.contextmanager
+def deferred(workers: int | None = None) -> Iterator[dict[bytes, bytes]]:
+    """Inside the block, the plot functions return a placeholder for each figure; when it ends, every
+    figure is rasterized (the expensive part of a report: drawing and PNG encoding), spread over ``workers``
+    processes (default: the CPUs this process may use, at most 4; on Linux) forked from this one, and the yielded
+    dict maps each placeholder to its PNG. A worker that fails leaves its figures to this process."""
+    pending: list[Figure] = []
+    done: dict[bytes, bytes] = {}
+    token = _DEFERRED.set(pending)
+    try:
+        yield done
+    finally:
+        _DEFERRED.reset(token)
+    n = workers or min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
+    done.update((_TOKEN % i, png) for i, png in enumerate(rasterize_all(pending, n)))
+
+
+def rasterize_all(figs: Sequence[Figure], workers: int) -> list[bytes]:
+    """Each figure's PNG, in order; ``workers`` - 1 forked processes take their share (this one renders its
+    own, then any share a worker did not return)."""
+    shares = [list(range(i, len(figs), workers)) for i in range(max(1, min(workers, len(figs))))]
+    if len(shares) < 2 or not sys.platform.startswith("linux"):  # fork is safe here (macOS: not with every lib)
+        return [_rasterize(f) for f in figs]
+    ctx = mp.get_context("fork")  # the children inherit the figures: nothing is pickled but the PNGs
+    started = []
+    for share in shares[1:]:
+        recv, send = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_render_share, args=(figs, share, send), daemon=True)
+        proc.start()
+        send.close()
+        started.append((proc, recv, share))
+    out: list[bytes | None] = [None] * len(figs)
+    for i in shares[0]:
+        out[i] = _rasterize(figs[i])
+    for proc, recv, share in started:
+        try:
+            got = recv.recv()
+        except (EOFError, OSError):  # the worker died
+            got = None
+        proc.join()
+        for i, png in zip(share, got if isinstance(got, list) else [None] * len(share)):
+            out[i] = png if png is not None else _rasterize(figs[i])
+    return out  # type: ignore[return-value]
+
+
+def _render_share(figs: Sequence[Figure], share: list[int], send) -> None:
+    try:
+        send.send([_rasterize(figs[i]) for i in share])
+    except Exception as e:  # noqa: BLE001 - the parent renders this share itself
+        send.send(repr(e))
+    finally:
+        send.close()
 
 
 def _size_axis(ax) -> None:

@@ -4,6 +4,7 @@ Files are written through temp names and renamed."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import csv
 import html
 import io
@@ -207,7 +208,13 @@ def write_report(
     out.mkdir(parents=True, exist_ok=True)
     name = str((run.get("suite") or {}).get("run_id") or rd.resolve().name)
     pj = rd / "predict.json"  # make predict's extrapolation, if it ran (suite/model/)
-    rep = build_report(run, run_name=name, predict_doc=json.loads(pj.read_text()) if pj.is_file() else None, base=base)
+    from suite.report import plots
+
+    predict_doc = json.loads(pj.read_text()) if pj.is_file() else None
+    with plots.deferred() as pngs:  # the figures are rasterized together, in parallel where CPUs allow
+        rep = build_report(run, run_name=name, predict_doc=predict_doc, base=base)
+    for s in rep.sections:
+        s.plots[:] = [dataclasses.replace(p, png=pngs.get(p.png, p.png)) for p in s.plots]
 
     def put(fname: str, data: bytes) -> None:
         tmp = out / f".{fname}.tmp"
