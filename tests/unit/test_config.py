@@ -75,3 +75,31 @@ def test_budget_s_is_validated_and_an_explicit_iters_turns_it_off():
     for bad in ("-1", "nan", "1e9"):
         with pytest.raises(ConfigError, match="BUDGET_S"):
             build_config(budget_s=bad)
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "budget"),
+    [
+        ((), {}, "1"),  # the default
+        (("ITERS=30",), {}, "0"),  # a count asked for on the command line
+        ((), {"ITERS": "30"}, "0"),  # ... or in the environment
+        (("ITERS=30", "BUDGET_S=2"), {}, "2"),  # both asked for
+        (("BUDGET_S=0.5",), {}, "0.5"),
+    ],
+)
+def test_make_turns_the_budget_off_when_iters_is_given(args, env, budget):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    venv = Path(sys.executable).parent.parent
+    r = subprocess.run(
+        ["make", "-n", "-o", f"{venv}/.installed", f"VENV={venv}", "bench-cpu", *args],
+        cwd=Path(__file__).resolve().parents[2],
+        env={k: v for k, v in os.environ.items() if k not in ("ITERS", "BUDGET_S")} | env,
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    assert f" --budget-s {budget} " in r.stdout, r.stdout
