@@ -114,9 +114,19 @@ def pair_matrix_table(recs: list[dict]) -> str:
     return "\n".join(out)
 
 
+def _directions(r: dict, order: list[str]) -> int:
+    """1 or 2 (a bidirectional window); a run stored before records said so: its time normalisation's words,
+    or before those the order the variants ran in (unidirectional first)."""
+    if r.get("directions"):
+        return r["directions"]
+    if r.get("time_normalisation"):
+        return 2 if "both directions at once" in r["time_normalisation"] else 1
+    return 1 + order.index(r["variant"])
+
+
 def window_table(recs: list[dict]) -> str:
-    order = _variants(recs)  # a run stored before records said their directions: the order they ran in
-    cell = {(r["size_bytes"], r.get("directions") or 1 + order.index(r["variant"])): r for r in recs}
+    order = _variants(recs)
+    cell = {(r["size_bytes"], _directions(r, order)): r for r in recs}
     r0 = recs[0]
     lines = [
         _header(

@@ -328,14 +328,21 @@ def test_the_table_has_a_section_for_every_pattern():
 
 
 def test_the_window_table_reads_directions_and_a_run_stored_without_them():
+    per = "iteration / window 64: time per message of one direction"
     recs = [
-        _rec(pattern="window", variant=v, size_bytes=64, time_us=t, window=64, src=0, dst=1, directions=d)
+        _rec(pattern="window", variant=v, size_bytes=64, time_us=t, window=64, src=0, dst=1, directions=d,
+             time_normalisation=per + (" (both directions at once); algbw = one direction" if d == 2 else ""))
         for v, t, d in (("unidirectional", 10.0, 1), ("bidirectional", 30.0, 2))
-    ]
+    ]  # fmt: skip
     rows = [line for line in format_tables(recs).splitlines() if line.startswith("          64")]
     assert len(rows) == 1 and rows[0].split()[2] == "10.0" and rows[0].split()[4] == "30.0", rows
     older = [{k: v for k, v in r.items() if k != "directions"} for r in recs]  # the fields of an older run
-    assert format_tables(older) == format_tables(recs)
+    oldest = [{k: v for k, v in r.items() if k != "time_normalisation"} for r in older]  # ... and older still
+    assert format_tables(older) == format_tables(oldest) == format_tables(recs)
+    # an older run holding only the bidirectional records (the other variant skipped or failed): still bi
+    only_bi = [r for r in older if r["variant"] == "bidirectional"]
+    row = next(line for line in format_tables(only_bi).splitlines() if line.startswith("          64")).split()
+    assert row[2] == "-" and row[4] == "30.0", row
 
 
 @pytest.mark.parametrize("name", ["ring", "control", "batching"])
