@@ -44,7 +44,6 @@ from suite.api import (
     Buffers,
     Bytes,
     Case,
-    CaseFailed,
     DistContext,
     Session,
     dist_max,
@@ -52,7 +51,7 @@ from suite.api import (
 )
 
 from . import check as checking
-from . import decompose, internals, inventory, pipeline, user_model, user_workload, workload
+from . import decompose, inventory, pipeline, user_model, user_workload, workload
 from .settings import ShardedSettings
 
 EXPERIMENT = "sharded"
@@ -102,34 +101,6 @@ def inventory_fields(strategy: str, s: ShardedSettings, world: int, rows: list[d
     )
 
 
-def _inventory_step(trainer: workload.Trainer) -> tuple[list[dict], int, dict[str, int] | None]:
-    """One more step under the inventory (after DDP's bucket rebuild, which its second step does): its rows,
-    CommDebugMode's own count, and c10d's count per mesh dimension over the same step (inventory.issued)."""
-    while trainer.steps < 2:
-        trainer.step()
-    before = internals.c10d_issued(trainer.groups)
-    with inventory.Inventory(trainer.groups) as inv:
-        trainer.mark = lambda stage: setattr(inv, "stage", stage)
-        try:
-            trainer.step()
-        finally:
-            trainer.mark = lambda stage: None
-    c10d = inventory.issued(before, internals.c10d_issued(trainer.groups), trainer.groups)
-    return inventory.summarise(inv.ops), int(inv.get_total_counts()), c10d
-
-
-def _inventory_complete(strategy: str, rows: list[dict], c10d: dict | None, ctx: DistContext) -> None:
-    """CaseFailed on every rank when on any rank c10d counted ops the inventory did not see: its bytes, the
-    theory it is compared with and the replay would all leave them out."""
-    missed = inventory.unseen(rows, c10d)
-    if not ctx.agree_all(not missed):
-        raise CaseFailed(
-            f"{strategy}: the step issued collectives its inventory did not see "
-            f"({'; '.join(missed) if missed else 'on another rank'}): an op from another thread or a barrier "
-            "escapes CommDebugMode, so the recorded bytes, theory check and replay would leave it out"
-        )
-
-
 def _derive(
     strategy: str, s: ShardedSettings, trainer, ctx: DistContext, m, around, seen: dict, session, um=None
 ) -> dict:
@@ -148,8 +119,8 @@ def _derive(
         fields["peak_mem_kind"] = around.kind
     if strategy in pipeline.STRATEGIES:  # p2p, not collectives: experiments/sharded/pipeline.py
         return fields | pipeline.inventory_fields(strategy, s, ctx.world_size, *pipeline.inventory_step(trainer, ctx))
-    rows, counted, c10d = _inventory_step(trainer)
-    _inventory_complete(strategy, rows, c10d, ctx)
+    rows, counted, c10d = inventory.step_inventory(trainer)
+    inventory.complete(strategy, rows, c10d, ctx)
     fields["c10d_ops"] = c10d
     if um is not None:  # a user model: no theory, no decomposition (its compute alone needs the built-in trainer)
         return fields | user_workload.inventory_fields(strategy, um, ctx.world_size, rows, counted)
@@ -310,7 +281,7 @@ def _replay_build(strategy: str, s: ShardedSettings, ctx: DistContext, session: 
         return workload.make_trainer(strategy, ctx, s.width, s.depth, s.seq, s.batch, mesh_of)
 
     def rows():  # the strategy's case left its inventory in the session; else one is taken now
-        return session.once(decompose.inventory_key(strategy, s), lambda: _inventory_step(trainer())[0])
+        return session.once(decompose.inventory_key(strategy, s), lambda: inventory.step_inventory(trainer())[0])
 
     def step_call():
         t = trainer()

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import torch
 from torch.distributed.tensor.debug import CommDebugMode
 
+from suite.api import CaseFailed
+
 from . import internals
 from .shapes import n_params, theory  # noqa: F401  (pure: shapes.py; the old names stay importable)
 
@@ -202,3 +204,31 @@ def record_fields(
         "ddp_bus_bytes": ddp_bus,
         "bus_vs_ddp": bus / ddp_bus if ddp_bus else None,
     }
+
+
+def step_inventory(trainer) -> tuple[list[dict], int, dict[str, int] | None]:
+    """One more step under the inventory (after DDP's bucket rebuild, which its second step does): its rows,
+    CommDebugMode's own count, and c10d's count per mesh dimension over the same step (inventory.issued)."""
+    while trainer.steps < 2:
+        trainer.step()
+    before = internals.c10d_issued(trainer.groups)
+    with Inventory(trainer.groups) as inv:
+        trainer.mark = lambda stage: setattr(inv, "stage", stage)
+        try:
+            trainer.step()
+        finally:
+            trainer.mark = lambda stage: None
+    c10d = issued(before, internals.c10d_issued(trainer.groups), trainer.groups)
+    return summarise(inv.ops), int(inv.get_total_counts()), c10d
+
+
+def complete(strategy: str, rows: list[dict], c10d: dict | None, ctx) -> None:
+    """CaseFailed on every rank when on any rank c10d counted ops the inventory did not see: its bytes, the
+    theory it is compared with and the replay would all leave them out."""
+    missed = unseen(rows, c10d)
+    if not ctx.agree_all(not missed):
+        raise CaseFailed(
+            f"{strategy}: the step issued collectives its inventory did not see "
+            f"({'; '.join(missed) if missed else 'on another rank'}): an op from another thread or a barrier "
+            "escapes CommDebugMode, so the recorded bytes, theory check and replay would leave it out"
+        )
