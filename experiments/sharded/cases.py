@@ -28,8 +28,8 @@ The pipeline strategies (``pp_*``) are built, inventoried (point-to-point, not C
 by experiments/sharded/pipeline.py; each rank checks its stage's parameters.
 
 With ``SHARDED_MODEL=module:function`` the cases run your own model instead (experiments/sharded/user_model.py
-and user_workload.py): the strategies it can take, checked and inventoried the same way, theory not
-modelled, no replay.
+and user_workload.py): the strategies it can take, checked, inventoried and decomposed the same way, theory
+not modelled.
 
 On CPU FSDP2 issues every collective synchronously (no overlap with compute) and DTensor has no CPU
 all_to_all (it all-gathers instead); ``cpu_notes`` in the record says so where it applies.
@@ -122,12 +122,23 @@ def _derive(
     rows, counted, c10d = inventory.step_inventory(trainer)
     inventory.complete(strategy, rows, c10d, ctx)
     fields["c10d_ops"] = c10d
-    if um is not None:  # a user model: no theory, no decomposition (its compute alone needs the built-in trainer)
-        return fields | user_workload.inventory_fields(strategy, um, ctx.world_size, rows, counted)
     session.once(decompose.inventory_key(strategy, s), lambda: rows)  # what its replay case replays
     session.keep_baseline(decompose.step_key(strategy, s), m)
-    fields["compute_s"] = decompose.compute_s(strategy, s, ctx, session, _meshes(session))
+    fields["compute_s"] = decompose.compute_s(strategy, s, ctx, session, _meshes(session), _maker(strategy, s, um))
+    if um is not None:  # a user model: no theory
+        return fields | user_workload.inventory_fields(strategy, um, ctx.world_size, rows, counted)
     return fields | inventory_fields(strategy, s, ctx.world_size, rows, counted)
+
+
+def _maker(strategy: str, s: ShardedSettings, um=None):
+    """``make(ctx, mesh_of, comm_hook=None, lr=LR)``: the strategy's trainer of the built-in model, or of ``um``."""
+    if um is not None:
+        return lambda ctx, mesh_of, hook=None, lr=workload.LR: user_workload.make_trainer(
+            strategy, ctx, um, mesh_of, hook, lr
+        )
+    return lambda ctx, mesh_of, hook=None, lr=workload.LR: workload.make_trainer(
+        strategy, ctx, s.width, s.depth, s.seq, s.batch, mesh_of, hook, lr
+    )
 
 
 def _reference(session: Session, strategy: str, s: ShardedSettings, ctx: DistContext, um=None) -> checking.Reference:
@@ -154,12 +165,11 @@ def _buffers(strategy: str, s: ShardedSettings, ctx: DistContext, session: Sessi
     """The case's step, check and record; ``um``: the user model sharded_cases loaded (SHARDED_MODEL), or None."""
     rule = checking.CheckRule(strategy, ctx.world_size, s.depth, s.width, microbatches=s.microbatches)
     if um is not None:  # your own model (experiments/sharded/user_model.py)
-        trainer = user_workload.make_trainer(strategy, ctx, um, _meshes(session))
         rule = user_workload.check_rule(strategy, ctx.world_size, um)
-    elif strategy in pipeline.STRATEGIES:
+    if strategy in pipeline.STRATEGIES:
         trainer = pipeline.make_trainer(strategy, ctx, s.width, s.depth, s.seq, s.batch, s.microbatches)
     else:
-        trainer = workload.make_trainer(strategy, ctx, s.width, s.depth, s.seq, s.batch, _meshes(session))
+        trainer = _maker(strategy, s, um)(ctx, _meshes(session))
     seen: dict = {}
 
     def check() -> int:
@@ -274,11 +284,11 @@ def _peak_memory(ctx: DistContext):
     return PeakMemory(ctx.device)
 
 
-def _replay_build(strategy: str, s: ShardedSettings, ctx: DistContext, session: Session) -> Buffers:
-    mesh_of = _meshes(session)
+def _replay_build(strategy: str, s: ShardedSettings, ctx: DistContext, session: Session, um=None) -> Buffers:
+    mesh_of, make = _meshes(session), _maker(strategy, s, um)
 
     def trainer():
-        return workload.make_trainer(strategy, ctx, s.width, s.depth, s.seq, s.batch, mesh_of)
+        return make(ctx, mesh_of)
 
     def rows():  # the strategy's case left its inventory in the session; else one is taken now
         return session.once(decompose.inventory_key(strategy, s), lambda: inventory.step_inventory(trainer())[0])
@@ -290,7 +300,7 @@ def _replay_build(strategy: str, s: ShardedSettings, ctx: DistContext, session: 
     def step():  # likewise the step's measurement
         return session.baseline(decompose.step_key(strategy, s), ctx, step_call)
 
-    return decompose.replay_build(strategy, s, ctx, session, mesh_of, rows, step)
+    return decompose.replay_build(strategy, s, ctx, session, mesh_of, rows, step, make)
 
 
 def _declare_user(strategy: str, s: ShardedSettings, world: int, um: user_model.UserModel) -> Case:
@@ -323,11 +333,12 @@ def _declare_user(strategy: str, s: ShardedSettings, world: int, um: user_model.
     )
 
 
-def _declare_replay(strategy: str, s: ShardedSettings, world: int) -> Case:
-    step = _declare(strategy, s, world)
+def _declare_replay(strategy: str, s: ShardedSettings, world: int, um=None) -> Case:
+    """The replay of ``strategy``'s communication (decompose.py): of the built-in model, or of ``um``."""
+    step = _declare(strategy, s, world) if um is None else _declare_user(strategy, s, world, um)
 
     def resolve(case, ctx, cfg, session):
-        return _on_device(case, ctx, build=lambda c: _replay_build(strategy, s, c, session))
+        return _on_device(case, ctx, build=lambda c: _replay_build(strategy, s, c, session, um))
 
     return dataclasses.replace(
         step,
@@ -335,8 +346,12 @@ def _declare_replay(strategy: str, s: ShardedSettings, world: int) -> Case:
         label=f"replay-{strategy}",
         bytes=dataclasses.replace(
             step.bytes,
-            definition="S bytes (nccl-tests' size) of every collective of one training step, by theory "
-            "(replay_bytes: what the replay issued)",
+            definition=(
+                "S bytes (nccl-tests' size) of every collective of one training step, by theory"
+                if um is None
+                else user_workload.NOT_MODELLED
+            )
+            + " (replay_bytes: what the replay issued)",
             time_includes=None,
         ),
         fields={
@@ -355,14 +370,12 @@ def sharded_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     SHARDED_STRATEGIES, SHARDED_MICROBATCHES), each collective strategy followed by the replay of its
     communication (experiments/sharded/decompose.py; a pipeline's is point-to-point, which it does not replay)."""
     s = cfg.sharded
-    if s.model:  # the factory runs once here, on each rank; every case of the run gets what it built
-        um = user_model.load(s.model)
-        return [_declare_user(st, s, world_size, um) for st in s.strategies]
+    um = user_model.load(s.model) if s.model else None  # the factory runs once here, on each rank
     out = []
     for st in s.strategies:
-        out.append(_declare(st, s, world_size))
+        out.append(_declare(st, s, world_size) if um is None else _declare_user(st, s, world_size, um))
         if st not in pipeline.STRATEGIES:
-            out.append(_declare_replay(st, s, world_size))
+            out.append(_declare_replay(st, s, world_size, um))
     return out
 
 

@@ -59,11 +59,11 @@ PROVENANCE = {
 
 
 def step_key(strategy: str, s) -> tuple:
-    return (EXPERIMENT, "step", strategy, s.width, s.depth, s.seq, s.batch)
+    return (EXPERIMENT, "step", strategy, s.width, s.depth, s.seq, s.batch, s.model)
 
 
 def inventory_key(strategy: str, s) -> tuple:
-    return (EXPERIMENT, "inventory", strategy, s.width, s.depth, s.seq, s.batch)
+    return (EXPERIMENT, "inventory", strategy, s.width, s.depth, s.seq, s.batch, s.model)
 
 
 def split(step_s: float, compute_s: float, replay_s: float) -> dict:
@@ -97,8 +97,9 @@ def _fake_mesh_of(ctx, session, mesh_of: Callable, backend: str) -> Callable:
     return fake
 
 
-def compute_trainer(strategy: str, s, ctx, session, mesh_of: Callable) -> workload.Trainer:
-    """The strategy's trainer on fake groups: the step without communication (module docstring)."""
+def compute_trainer(ctx, session, mesh_of: Callable, make: Callable) -> workload.Trainer:
+    """The strategy's trainer on fake groups: the step without communication (module docstring). ``make(ctx,
+    mesh_of, comm_hook, lr)`` builds the strategy's trainer (the built-in model's or the user's)."""
     from torch.distributed.algorithms.ddp_comm_hooks.debugging_hooks import noop_hook
 
     backend = internals.fake_backend()
@@ -107,23 +108,20 @@ def compute_trainer(strategy: str, s, ctx, session, mesh_of: Callable) -> worklo
         lambda: groups.partition_group([list(range(ctx.world_size))], ctx.rank, backend, groups.timeout_of(ctx)),
     )
     fake_ctx = groups.with_group(ctx, world, backend=backend)
-    fake_mesh = _fake_mesh_of(ctx, session, mesh_of, backend)
-    return workload.make_trainer(
-        strategy, fake_ctx, s.width, s.depth, s.seq, s.batch, fake_mesh, comm_hook=noop_hook, lr=0.0
-    )
+    return make(fake_ctx, _fake_mesh_of(ctx, session, mesh_of, backend), noop_hook, 0.0)
 
 
-def compute_s(strategy: str, s, ctx, session, mesh_of: Callable) -> float:
-    """Median seconds of the step without communication (once per session and strategy); CaseFailed where
-    the fake groups left a parameter non-finite (their outputs unset: the time would be of garbage)."""
+def compute_s(strategy: str, s, ctx, session, mesh_of: Callable, make: Callable) -> float:
+    """Median seconds of the step without communication (once per session, strategy and model); CaseFailed
+    where the fake groups left a parameter non-finite (their outputs unset: the time would be of garbage)."""
     made: list = []
 
     def make_call():
-        trainer = compute_trainer(strategy, s, ctx, session, mesh_of)
+        trainer = compute_trainer(ctx, session, mesh_of, make)
         made.append(trainer)
         return lambda async_op: trainer.step()
 
-    m = session.baseline((EXPERIMENT, "compute", strategy, s.width, s.depth, s.seq, s.batch), ctx, make_call)
+    m = session.baseline((EXPERIMENT, "compute", *step_key(strategy, s)[2:]), ctx, make_call)
     if made:
         finite = all(bool(torch.isfinite(t).all()) for _, t in workload.local_params(made[0].model))
         if not ctx.agree_all(finite):
@@ -211,9 +209,11 @@ def group_of(strategy: str, ctx, mesh_of: Callable) -> Callable[[str], object]:
     return find
 
 
-def replay_build(strategy: str, s, ctx, session, mesh_of: Callable, rows_of: Callable, step_of: Callable) -> Buffers:
+def replay_build(
+    strategy: str, s, ctx, session, mesh_of: Callable, rows_of: Callable, step_of: Callable, make: Callable
+) -> Buffers:
     """The replay case's buffer set; its ``derive`` reads the step's median (``step_of()``, a Measurement) and
-    the compute's, and derives the split."""
+    the compute's (``make``: compute_trainer's), and derives the split."""
     rows = rows_of()
     find = group_of(strategy, ctx, mesh_of)
     b = replay_buffers(rows, ctx, find)
@@ -221,7 +221,7 @@ def replay_build(strategy: str, s, ctx, session, mesh_of: Callable, rows_of: Cal
 
     def derive(m, around, session) -> dict:
         step = step_of().median_s
-        compute = compute_s(strategy, s, ctx, session, mesh_of)
+        compute = compute_s(strategy, s, ctx, session, mesh_of, make)
         out = {"step_s": step, "compute_s": compute, "comm_replay_s": m.median_s}
         return out | split(step, compute, m.median_s) | {"replay_bytes": replay_bytes(rows, sizes), "replayed": rows}
 

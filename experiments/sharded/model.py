@@ -71,12 +71,12 @@ def _key(rec: dict) -> tuple:
 
 def step_records(records: Sequence[dict]) -> dict[tuple, dict[int, dict]]:
     """(strategy, width, depth, seq, batch) -> world size -> {"step": train_step record, "replay": its replay
-    record}: the strategies the model takes (checked, not planted, decomposed: the pipelines have no
-    compute_s and no replay)."""
+    record}: the strategies the built-in model takes (checked, not planted, decomposed: the pipelines have no
+    compute_s and no replay; a user model, SHARDED_MODEL, no theory)."""
     out: dict[tuple, dict[int, dict]] = {}
     for r in records:
-        if r.get("experiment") != EXPERIMENT or not usable(r) or r.get("planted"):
-            continue
+        if r.get("experiment") != EXPERIMENT or not usable(r) or r.get("planted") or r.get("model"):
+            continue  # a user model (SHARDED_MODEL) has no theory to scale its communication with
         if r.get("op") == "train_step" and r.get("compute_s") is not None:
             out.setdefault(_key(r), {}).setdefault(int(r["world_size"]), {})["step"] = r
         elif r.get("op") == "comm_replay" and r.get("comm_replay_s"):

@@ -61,8 +61,16 @@ def _tensor_parallel(um: UserModel, mesh) -> None:
     parallelize_module(um.module, mesh, dict(um.tp_plan), src_data_rank=None)
 
 
-def make_trainer(strategy: str, ctx, loaded: UserModel, mesh_of: Callable = workload.make_mesh) -> workload.Trainer:
-    """This rank's copy of the loaded model under ``strategy``, its SGD and step."""
+def make_trainer(
+    strategy: str,
+    ctx,
+    loaded: UserModel,
+    mesh_of: Callable = workload.make_mesh,
+    comm_hook: Callable | None = None,
+    lr: float = workload.LR,
+) -> workload.Trainer:
+    """This rank's copy of the loaded model under ``strategy``, its SGD and step (``comm_hook``, ``lr``: as
+    workload.make_trainer's, for the step without communication)."""
     import torch.distributed as dist
 
     world, rank, device = ctx.world_size, ctx.rank, ctx.device
@@ -73,6 +81,8 @@ def make_trainer(strategy: str, ctx, loaded: UserModel, mesh_of: Callable = work
     if strategy == "ddp":
         kw = {"device_ids": [device.index]} if device.type == "cuda" else {}
         model: nn.Module = nn.parallel.DistributedDataParallel(net, process_group=ctx.group, **kw)
+        if comm_hook is not None:
+            model.register_comm_hook(None, comm_hook)
         groups[ctx.group.group_name] = "dp"
     else:
         shape, names = workload.mesh_shape(strategy, world)
@@ -89,7 +99,7 @@ def make_trainer(strategy: str, ctx, loaded: UserModel, mesh_of: Callable = work
         x, y = um.batch(k)
         n = len(x) // dp
         local.append((x[dp_rank * n : (dp_rank + 1) * n].to(device), y[dp_rank * n : (dp_rank + 1) * n].to(device)))
-    opt = torch.optim.SGD(model.parameters(), lr=workload.LR)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
     trainer = workload.Trainer(strategy=strategy, model=net, step=lambda: None, groups=groups)
     trainer.step = workload.stepper(trainer, model, opt, local, um.loss, world)
     return trainer

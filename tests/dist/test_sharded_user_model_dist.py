@@ -29,7 +29,22 @@ def counted():
 
 
 def _records(tmp_path) -> dict[str, dict]:
-    return {b["extra_info"]["strategy"]: b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]}
+    """label -> record: a strategy's step, and ``replay-<strategy>`` its communication replayed."""
+    return {b["extra_info"]["label"]: b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]}
+
+
+def _decomposed(recs: dict[str, dict], strategies: set[str]) -> dict[str, dict]:
+    """The steps of ``strategies``, after checking that each is decomposed as the built-in model's are: its
+    compute alone, and its replay case checked exactly, with the split derived from the two."""
+    assert set(recs) == strategies | {f"replay-{s}" for s in strategies}
+    for s in strategies:
+        step, replay = recs[s], recs[f"replay-{s}"]
+        assert step["compute_s"] > 0 and replay["compute_s"] == step["compute_s"], s
+        assert replay["op"] == "comm_replay" and replay["checked"] and replay["n_wrong"] == 0, s
+        assert replay["comm_replay_s"] > 0 and replay["replay_bytes"] > 0 and replay["model"] == step["model"], s
+        assert replay["exposed_comm_s"] == pytest.approx(max(replay["step_s"] - step["compute_s"], 0.0)), s
+        assert replay["replayed"] == step["inventory"], s
+    return {s: recs[s] for s in strategies}
 
 
 def _count(rec: dict, **match) -> int:
@@ -40,8 +55,7 @@ def test_the_example_trains_like_one_process_under_fsdp2_and_tp(tmp_path):
     env = {"SHARDED_MODEL": MODEL, "SHARDED_STRATEGIES": "fsdp2,tp"}
     proc = run_suite(tmp_path, *RUN, nproc=2, env=env, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    recs = _records(tmp_path)
-    assert set(recs) == {"fsdp2", "tp"}  # no replay: the decomposition is the built-in model's
+    recs = _decomposed(_records(tmp_path), {"fsdp2", "tp"})
     n_params = sum(p.numel() for p in sharded_model.Regressor().parameters())
     layers = sharded_model.LAYERS
     for s, r in recs.items():
@@ -62,7 +76,7 @@ def test_the_example_trains_like_one_process_under_fsdp2_and_tp(tmp_path):
     act = 4 * sharded_model.ROWS * sharded_model.WIDTH
     assert _count(tp, op="all_reduce", phase="forward", group="tp", bytes=act) == layers
     assert tp["check_rule"].startswith("tol per parameter") and tp["mesh"] == "2 (tp)"
-    assert "theory: not modelled" in proc.stdout
+    assert "theory: not modelled" in proc.stdout and "where the step's time goes" in proc.stdout
 
 
 def test_a_wrong_tp_plan_fails_the_check_and_exits_6(tmp_path):
@@ -86,8 +100,7 @@ def test_four_ranks_train_tp_and_the_2x2_mesh_like_one_process_calling_the_facto
     who = [line.split() for line in calls.read_text().splitlines()]
     assert Counter(rank for rank, _ in who) == {"host": 2, "0": 1, "1": 1, "2": 1, "3": 1}, who
     assert len({pid for rank, pid in who if rank != "host"}) == 4
-    recs = _records(tmp_path)
-    assert set(recs) == {"tp", "2d"}
+    recs = _decomposed(_records(tmp_path), {"tp", "2d"})
     layers, act = sharded_model.LAYERS, 4 * sharded_model.ROWS * sharded_model.WIDTH
     for s, r in recs.items():
         assert r["checked"] and r["n_wrong"] == 0, (s, r["n_wrong"], r.get("check_max_abs_diff"))

@@ -180,6 +180,16 @@ def test_strategies_that_cannot_run_get_no_entry_and_a_reason():
     assert any("(pp_gpipe): not predicted" in n for n in notes), notes
 
 
+def test_a_user_models_decomposed_records_are_not_predicted():
+    # SHARDED_MODEL's records carry compute_s and a replay like the built-in model's, but no width, depth, seq
+    # or batch: its communication at another world size has no theory to come from
+    built_in = _rec("tp", 2, time_us=1e4, compute_s=0.01)
+    user = [{k: v for k, v in r.items() if k not in ("width", "depth", "seq", "batch")} | {"model": "m:build"}
+            for r in _rec("fsdp2", 2, time_us=1e4, compute_s=0.01)]  # fmt: skip
+    assert list(model.step_records(built_in + user)) == [("tp", 16, 2, 4, 8)]
+    assert [d["strategy"] for d in model.predict_at(_model(built_in + user), Topology(8, 1))] == ["tp"]
+
+
 def test_validation_rows_and_a_geomean_per_strategy():
     fit = _rec("tp", 2, time_us=1.0, compute_s=0.010) + _rec("tp", 3, time_us=1.0, compute_s=0.007)
     fit += _rec("fsdp2", 2, time_us=1.0, compute_s=0.010)
