@@ -185,8 +185,9 @@ def test_a_bad_knob_exits_2_before_any_rank_starts(tmp_path, env, words):
 
 
 def test_an_op_the_inventory_cannot_see_fails_the_case(tmp_path):
-    """A step that also all-reduces from a helper thread (tests/plants/sharded_inventory.py): CommDebugMode
-    does not see it, c10d's sequence number does, and the case fails naming the group and both counts."""
+    """A ddp step that ends with a barrier, a tp step that also all-reduces from a helper thread
+    (tests/plants/sharded_inventory.py): CommDebugMode sees neither, c10d's sequence numbers do, and each case
+    fails naming the group and both counts."""
     env = dict(SMALL, SHARDED_STRATEGIES="ddp,tp")
     proc = run_suite(tmp_path, *RUN, "--", "-p", "tests.plants.sharded_inventory", nproc=2, env=env, timeout=300)
     out = proc.stdout + proc.stderr
