@@ -6,7 +6,7 @@ run; its ``__init__.py`` declares the experiment itself (``ExperimentSpec``, at 
     def my_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
         return [Case(experiment="mine", op="all_reduce", label=..., identity={...},
                      bytes=Bytes(size_bytes=..., count=..., dtype="float32", bw_op="all_reduce"),
-                     build=lambda ctx: Buffers(call=..., check=..., outputs=...))]
+                     build=lambda ctx, session: Buffers(call=..., check=..., outputs=...))]
 
     test_mine = experiment_test(my_cases)
 
@@ -18,7 +18,7 @@ time → check every timed buffer set → reduce across ranks → record → sub
   (and on experiment/op/backend/device/world_size), never on measured fields.
 - ``bytes``: which bytes count as ``size_bytes`` and which op-table entry gives the
   busbw factor (suite/metrics.py, the one op table).
-- ``build(ctx)`` -> ``Buffers``: the inputs on this rank, the call (``call(async_op)``),
+- ``build(ctx, session)`` -> ``Buffers``: the inputs on this rank, the call (``call(async_op)``),
   the exact check (wrong elements on this rank), the outputs (for the suite's own
   fault injection), and ``reset`` for ops that consume their inputs in place.
 - ``unchecked``: a case with genuinely nothing to check says why; the record then has
@@ -128,7 +128,9 @@ class Case:
     """The fields that name the case (recorded; ``make compare`` matches on them)."""
     bytes: Bytes
     build: Callable[..., Buffers]
-    """build(ctx) -> Buffers on this rank."""
+    """build(ctx, session) -> Buffers on this rank; ``session`` (a ``Session``) holds what cases share for as
+    long as the process group lives (a reference trainer, a mesh, a baseline), so a builder that needs it
+    gets it here rather than through ``resolve``."""
     unchecked: str | None = None
     """Why this case has nothing to check (None: it is checked)."""
     fields: Mapping[str, object] = field(default_factory=dict)
@@ -171,7 +173,7 @@ class Case:
     resolve: Callable[..., "Case"] | None = None
     """resolve(case, ctx, cfg, session) -> the concrete case (e.g. ``dataclasses.replace(case, ...)``), for a
     case whose size or fields are found at run time (e.g. by a probe); may raise CaseSkipped or CaseFailed
-    (the same on every rank)."""
+    (the same on every rank). Not for binding the session: ``build`` gets it."""
 
     def answers_to(self, name: str) -> bool:
         """Whether fault-injection target ``name`` selects this case."""

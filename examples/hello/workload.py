@@ -9,9 +9,10 @@ from suite.api import Buffers, restorer
 
 
 def all_reduce_buffers(count: int):
-    """The builder of one case: ``build(ctx) -> Buffers`` for ``count`` float32 elements."""
+    """The builder of one case: ``build(ctx, session) -> Buffers`` for ``count`` float32 elements (``session``:
+    what cases share for the process group's life, e.g. ``session.once(key, factory)``; unused here)."""
 
-    def build(ctx) -> Buffers:
+    def build(ctx, session) -> Buffers:
         x = torch.full((count,), float(ctx.rank + 1), device=ctx.device)
         want = ctx.world_size * (ctx.world_size + 1) / 2  # 1 + 2 + ... + n, exact in float32
         return Buffers(

@@ -302,19 +302,12 @@ def _peak_memory(ctx: DistContext):
 def _declare(v: Variant, settings: Settings) -> Case:
     init = v.kind in ("init_broadcast", "ddp_init")
     if init:
-        build, resolved = (lambda ctx: init_buffers(v, ctx, settings)), _resolve_init
-    else:
+        build, resolved = (lambda ctx, session: init_buffers(v, ctx, settings)), _resolve_init
+    else:  # the check trains the session's shared reference
+        build, resolved = (lambda ctx, session: step_buffers(v, ctx, settings, session)), _resolve_step
 
-        def build(ctx):  # the session is the resolved case's (Case.resolve binds it below)
-            raise RuntimeError("resolve binds the build of a step case")
-
-        resolved = _resolve_step
-
-    def resolve(case, ctx, cfg, session):
-        case = resolved(v, settings, case, ctx, cfg, session)
-        if not init:  # the check trains the session's shared reference
-            case = dataclasses.replace(case, build=lambda ctx: step_buffers(v, ctx, settings, session))
-        return case
+    def resolve(case, ctx, cfg, session):  # the sizes and fields are the model's, known once it is built
+        return resolved(v, settings, case, ctx, cfg, session)
 
     # The test id is case_id(v) (unique over both models); the tables show the recorded label v.label.
     return Case(

@@ -96,7 +96,7 @@ def _resolve_compute(cfg: BenchConfig):
         )
         return dataclasses.replace(
             case,
-            build=lambda c: _compute(c, k),
+            build=lambda c, session: _compute(c, k),
             fields={
                 **case.fields,
                 "matmuls_per_sample": k,
@@ -124,7 +124,7 @@ def _compute_case(cfg: BenchConfig) -> Case:
         bytes=Bytes(
             size_bytes=0, count=0, dtype="float32", bw_op=None, definition="no data moves: a local computation"
         ),
-        build=lambda ctx: _compute(ctx, 1),
+        build=lambda ctx, session: _compute(ctx, 1),
         mode="blocking",
         keep_rank_samples=True,
         unchecked="a local matmul with nothing communicated: there is no transfer to check",

@@ -104,7 +104,7 @@ def pipeline_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     def offering(build, offer):
         """``build``'s buffers, whose own timed Measurement is offered as c or τ to the pipeline cases."""
 
-        def with_offer(ctx: DistContext) -> Buffers:
+        def with_offer(ctx: DistContext, session: Session) -> Buffers:
             def derive(m, around, session: Session) -> dict:
                 offer(ctx, session, m)
                 return {}
@@ -172,7 +172,7 @@ def pipeline_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
                         definition="micro-batches x micro-batch bytes (what each hop carries)",
                         time_includes="every stage's matmul of every micro-batch",
                     ),
-                    build=lambda ctx, m=m, schedule=schedule: dataclasses.replace(
+                    build=lambda ctx, session, m=m, schedule=schedule: dataclasses.replace(
                         pipeline_buffers(pipe, ctx, m, schedule),
                         derive=lambda meas, around, session: pipeline_fields(pipe, ctx, m, schedule, meas, session),
                     ),
@@ -241,35 +241,35 @@ def model_parallel_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
             w_bytes,
             "scatter",
             "the whole weight (out x in x 4 B) rank 0 scatters",
-            lambda ctx: scatter_buffers(layer, ctx),
+            lambda ctx, session: scatter_buffers(layer, ctx),
             {"check": "exact rows of rank 0's weight"},
         ),
         "mp_forward_all_gather": (
             y_bytes,
             "all_gather",
             "the whole output (B x out x 4 B)",
-            lambda ctx: forward_buffers(layer, ctx, "all_gather"),
+            lambda ctx, session: forward_buffers(layer, ctx, "all_gather"),
             {"check": "exact: equals the unsplit x @ W.T on every rank"},
         ),
         "mp_forward_gather": (
             y_bytes,
             "gather",
             "the whole output (B x out x 4 B)",
-            lambda ctx: forward_buffers(layer, ctx, "gather"),
+            lambda ctx, session: forward_buffers(layer, ctx, "gather"),
             {"check": "exact: equals the unsplit x @ W.T on rank 0"},
         ),
         "mp_train_step": (
             y_bytes,
             "all_gather",
             "the whole output (B x out x 4 B) all-gathered per step",
-            lambda ctx: mp_train_buffers(layer, ctx),
+            lambda ctx, session: mp_train_buffers(layer, ctx),
             train_fields("mp", 0),
         ),
         "dp_train_step": (
             w_bytes,
             "all_reduce",
             "the whole weight gradient (out x in x 4 B) all-reduced per step",
-            lambda ctx: dp_train_buffers(layer, ctx),
+            lambda ctx, session: dp_train_buffers(layer, ctx),
             train_fields("dp", w_bytes),
         ),
     }

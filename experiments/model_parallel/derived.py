@@ -78,9 +78,9 @@ PIPELINE_PROVENANCE = {
 def with_samples_per_s(build, layer: Layer):
     """The train steps' buffers, plus samples_per_s derived from the timed median."""
 
-    def with_rate(ctx: DistContext) -> Buffers:
+    def with_rate(ctx: DistContext, session) -> Buffers:
         return dataclasses.replace(
-            build(ctx), derive=lambda m, around, session: {"samples_per_s": layer.batch / m.median_s}
+            build(ctx, session), derive=lambda m, around, session: {"samples_per_s": layer.batch / m.median_s}
         )
 
     return with_rate

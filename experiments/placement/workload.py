@@ -23,7 +23,6 @@ from suite.api import (
     Session,
     affinity,
     algorithms,
-    collectives,
     groups,
     restorer,
     sysinfo,
@@ -113,12 +112,8 @@ def placed(ctx: DistContext, session: Session) -> DistContext:
     return ctx
 
 
-def bound_at_run_time(ctx: DistContext) -> Buffers:
-    raise RuntimeError("this case's build is bound by its resolve hook (it needs the session's groups)")
-
-
-def _bind(case: Case, build, **fields) -> Case:
-    return dataclasses.replace(case, build=build, fields={**case.fields, **fields})
+def _with_fields(case: Case, **fields) -> Case:
+    return dataclasses.replace(case, fields={**case.fields, **fields})
 
 
 # --- topology (read by suite.system.topology) --------------------------------------------------------
@@ -128,9 +123,8 @@ def resolve_topology(case: Case, ctx: DistContext, cfg: BenchConfig, session: Se
     p = placement_of(ctx, session)
     per_rank: list = [None] * ctx.world_size
     dist.all_gather_object(per_rank, topology.local_topology(ctx), group=ctx.group)
-    return _bind(
+    return _with_fields(
         case,
-        collectives.barrier_buffers,
         ranks=per_rank,
         nodes=list(p.real_layout),
         grouping_nodes=list(p.grouping_layout),
@@ -161,7 +155,7 @@ def pair_of(ctx: DistContext, kind: str):
 def pair_build(kind: str, count: int, dtype: str):
     dt = verify.DTYPE_OF[dtype]
 
-    def build(ctx: DistContext) -> Buffers:
+    def build(ctx: DistContext, session: Session) -> Buffers:
         a, b = pair_of(ctx, kind)
         layout = algorithms.node_layout(ctx.hostnames)
         me = ctx.rank
@@ -199,7 +193,7 @@ def group_context(kind: str):
 def group_build(count: int, dtype: str):
     dt = verify.DTYPE_OF[dtype]
 
-    def build(ctx: DistContext) -> Buffers:  # ctx: the group's
+    def build(ctx: DistContext, session: Session) -> Buffers:  # ctx: the group's
         t = verify.pattern(ctx.rank, count, dt, world_size=ctx.world_size, device=ctx.device)
         return _summed(ctx, t, lambda a: dist.all_reduce(t, group=ctx.group, async_op=a))
 
@@ -217,11 +211,11 @@ def resolve_group(case: Case, kind: str, ctx: DistContext, session: Session) -> 
 # --- hierarchical vs flat all_reduce -------------------------------------------------------------
 
 
-def _hier_build(algo: str, count: int, dtype: str, h: algorithms.Hierarchy):
+def hier_build(algo: str, count: int, dtype: str):
     dt = verify.DTYPE_OF[dtype]
 
-    def build(ctx: DistContext) -> Buffers:
-        n = ctx.world_size
+    def build(ctx: DistContext, session: Session) -> Buffers:
+        n, h = ctx.world_size, placement_of(ctx, session).hierarchy
 
         def fresh():
             return verify.pattern(ctx.rank, count, dt, world_size=n, device=ctx.device)
@@ -247,12 +241,7 @@ def _hier_build(algo: str, count: int, dtype: str, h: algorithms.Hierarchy):
 
 def resolve_hier(case: Case, algo: str, count: int, dtype: str, ctx: DistContext, session: Session) -> Case:
     p = placement_of(ctx, session)
-    case = _bind(
-        case,
-        _hier_build(algo, count, dtype, p.hierarchy),
-        grouping_nodes=[list(r) for r in p.hierarchy.nodes],
-        fake_nodes=p.fake_nodes,
-    )
+    case = _with_fields(case, grouping_nodes=[list(r) for r in p.hierarchy.nodes], fake_nodes=p.fake_nodes)
     if algo == "flat":
         return case
     # named by what it does on these nodes: on one node it is reduce + broadcast, with one rank per
@@ -317,7 +306,7 @@ class Pinning:
 def affinity_build(pin: Pinning, count: int, dtype: str):
     dt = verify.DTYPE_OF[dtype]
 
-    def build(ctx: DistContext) -> Buffers:
+    def build(ctx: DistContext, session: Session) -> Buffers:
         fields = pin.apply(ctx)
         t = verify.pattern(ctx.rank, count, dt, world_size=ctx.world_size, device=ctx.device)
 
@@ -385,13 +374,13 @@ def contig_build(op: str, layout: str, count: int, dtype: str):
         # The tensor handed to torch.distributed: a (cols, rows) transposed view, or the contiguous base.
         return base.view(rows, cols).t() if layout == "transposed" else base
 
-    def all_reduce(ctx: DistContext) -> Buffers:
+    def all_reduce(ctx: DistContext, session: Session) -> Buffers:
         n, me = ctx.world_size, ctx.rank
         base = verify.pattern(me, count, dt, world_size=n, device=ctx.device)
         v = view_of(base)
         return _summed(ctx, base, lambda a: dist.all_reduce(v, group=ctx.group, async_op=a))
 
-    def send_recv(ctx: DistContext) -> Buffers:
+    def send_recv(ctx: DistContext, session: Session) -> Buffers:
         n, me = ctx.world_size, ctx.rank
         peer = me ^ 1 if (me ^ 1) < n else None  # pairs (0,1), (2,3), ...; a last odd rank sits out
         src = view_of(verify.pattern(me, count, dt, world_size=n, device=ctx.device))
@@ -457,7 +446,7 @@ def roundtrip_build(count: int, dtype: str):
     dt = verify.DTYPE_OF[dtype]
     rows, cols = matrix_shape(count)
 
-    def build(ctx: DistContext) -> Buffers:
+    def build(ctx: DistContext, session: Session) -> Buffers:
         base = verify.pattern(ctx.rank, count, dt, world_size=ctx.world_size, device=ctx.device)
         expected = base.clone()
 
@@ -480,8 +469,8 @@ def with_copy_share(build, count: int, dtype: str):
     dt = verify.DTYPE_OF[dtype]
     rows, cols = matrix_shape(count)
 
-    def built(ctx: DistContext) -> Buffers:
-        b = build(ctx)
+    def built(ctx: DistContext, session: Session) -> Buffers:
+        b = build(ctx, session)
 
         def make_call():
             return _roundtrip_call(torch.zeros(count, dtype=dt, device=ctx.device).view(rows, cols).t())
@@ -543,7 +532,7 @@ def gpu_context(mode: str):
 def gpu_build(mode: str, count: int, dtype: str):
     dt = verify.DTYPE_OF[dtype]
 
-    def build(ctx: DistContext) -> Buffers:
+    def build(ctx: DistContext, session: Session) -> Buffers:
         dev = ctx.device
         home = torch.device("cpu") if mode.startswith("cpu_tensor") else dev
         t = verify.pattern(ctx.rank, count, dt, world_size=ctx.world_size, device=home)
@@ -573,7 +562,7 @@ def staging_context(ctx: DistContext, session: Session) -> DistContext:
 def staging_build(mem: str, non_blocking: bool, count: int, dtype: str):
     dt = verify.DTYPE_OF[dtype]
 
-    def build(ctx: DistContext) -> Buffers:  # ctx: Gloo on the GPU run's device
+    def build(ctx: DistContext, session: Session) -> Buffers:  # ctx: Gloo on the GPU run's device
         dev = ctx.device
         d = verify.pattern(ctx.rank, count, dt, world_size=ctx.world_size, device=dev)
         h = torch.empty(count, dtype=dt, pin_memory=(mem == "pinned"))
@@ -614,7 +603,7 @@ def copy_build(direction: str, mem: str, count: int):
     pin = mem == "pinned"
     non_blocking = pin  # a pageable copy is synchronous whatever the flag says
 
-    def build(ctx: DistContext) -> Buffers:
+    def build(ctx: DistContext, session: Session) -> Buffers:
         dev = ctx.device
         src_dev = "cpu" if direction == "h2d" else dev
         dst_dev = "cpu" if direction == "d2h" else dev

@@ -249,33 +249,28 @@ def _declare(strategy: str, s: ShardedSettings, world: int) -> Case:
         fields |= pipeline.declared_fields(strategy, s, world)
         identity["microbatches"] = s.microbatches
 
-    def build(ctx):  # the session is bound by resolve
-        raise RuntimeError("resolve binds the build of a sharded case")
-
-    def resolve(case, ctx, cfg, session):
-        return _on_device(case, ctx, build=lambda c: _buffers(strategy, s, c, session))
-
     return Case(
         experiment=EXPERIMENT,
         op="train_step",
         label=strategy,
         identity=identity,
         bytes=step_bytes(strategy, s, world),
-        build=build,
+        build=lambda ctx, session: _buffers(strategy, s, ctx, session),
         fields=fields,
         provenance=_PROVENANCE | (pipeline.PROVENANCE if strategy in pipeline.STRATEGIES else {}),
         mode="blocking",
         around=_peak_memory,
         skip=lambda ctx, cfg: _skip(strategy, s, ctx),
-        resolve=resolve,
+        resolve=_on_device,
     )
 
 
-def _on_device(case: Case, ctx: DistContext, build) -> Case:
-    """The case bound to its session (``build``) on this run's device: ``cpu_notes`` (what Gloo on CPU does
-    differently: no overlap, the all_to_all fallback, Gloo send/recv) is kept on CPU only."""
-    fields = case.fields if ctx.device.type == "cpu" else {k: v for k, v in case.fields.items() if k != "cpu_notes"}
-    return dataclasses.replace(case, build=build, fields=fields)
+def _on_device(case: Case, ctx: DistContext, cfg: BenchConfig, session: Session) -> Case:
+    """The case on this run's device: ``cpu_notes`` (what Gloo on CPU does differently: no overlap, the
+    all_to_all fallback, Gloo send/recv) is kept on CPU only."""
+    if ctx.device.type == "cpu":
+        return case
+    return dataclasses.replace(case, fields={k: v for k, v in case.fields.items() if k != "cpu_notes"})
 
 
 def _peak_memory(ctx: DistContext):
@@ -308,10 +303,6 @@ def _declare_user(strategy: str, s: ShardedSettings, world: int, um: user_model.
     built-in model's case with the user's model in its identity, its size and mesh, and no theory (not
     modelled); a strategy the model cannot take is skipped with why."""
     case = _declare(strategy, s, world)
-
-    def resolve(case, ctx, cfg, session):
-        return _on_device(case, ctx, build=lambda c: _buffers(strategy, s, c, session, um))
-
     dp = user_model.dp_size(strategy, world)
     shape, names = workload.mesh_shape(strategy, world)
     return dataclasses.replace(
@@ -328,18 +319,14 @@ def _declare_user(strategy: str, s: ShardedSettings, world: int, um: user_model.
             "check": "every rank's whole parameters equal single-process training of the model on its global "
             "batches (check_rule)",
         },
+        build=lambda ctx, session: _buffers(strategy, s, ctx, session, um),
         skip=lambda ctx, cfg: _skip(strategy, s, ctx, um),
-        resolve=resolve,
     )
 
 
 def _declare_replay(strategy: str, s: ShardedSettings, world: int, um=None) -> Case:
     """The replay of ``strategy``'s communication (decompose.py): of the built-in model, or of ``um``."""
     step = _declare(strategy, s, world) if um is None else _declare_user(strategy, s, world, um)
-
-    def resolve(case, ctx, cfg, session):
-        return _on_device(case, ctx, build=lambda c: _replay_build(strategy, s, c, session, um))
-
     return dataclasses.replace(
         step,
         op="comm_replay",
@@ -360,8 +347,8 @@ def _declare_replay(strategy: str, s: ShardedSettings, world: int, um=None) -> C
             "replays": "the collectives of one training step of the strategy (its inventory), blocking, in turn",
         },
         provenance=decompose.PROVENANCE,
+        build=lambda ctx, session: _replay_build(strategy, s, ctx, session, um),
         around=None,
-        resolve=resolve,
     )
 
 

@@ -115,7 +115,7 @@ class Harness:
 
         def build() -> Buffers:
             with phase("build"):
-                b = case.build(ctx)
+                b = case.build(ctx, self.session)
             built.append(b)
             return b
 
@@ -233,7 +233,8 @@ class Harness:
         if key not in self._support:
             head, *rest = case.support or (case.op,)
             what = f"{head} ({', '.join(map(str, rest))})" if rest else str(head)
-            self._support[key] = support_reason(ctx, lambda: (case.probe or case.build)(ctx), what)
+            probe = (lambda: case.probe(ctx)) if case.probe is not None else (lambda: case.build(ctx, self.session))
+            self._support[key] = support_reason(ctx, probe, what)
         return self._support[key]
 
     # --- the suite's own fault injection -------------------------------------------------------------

@@ -395,7 +395,7 @@ def collective_case(
             bw_op=coll.op,
             definition="the whole buffer of the collective (nccl-tests S)",
         ),
-        build=lambda ctx: _with_check_strength(coll.build(a, ctx), a, ctx),
+        build=lambda ctx, session: _with_check_strength(coll.build(a, ctx), a, ctx),
         unchecked=BARRIER_UNCHECKED if coll.variant == "barrier" else None,
         fields={"function": FUNCTION_OF.get(coll.variant, coll.variant), **(fields or {})},
         skip=_skip(a, coll.rooted),

@@ -141,7 +141,7 @@ def test_in_place_inputs_are_reset_so_the_timed_result_is_one_op(ctx):
         label="inc",
         identity={},
         bytes=Bytes(size_bytes=16, count=4, dtype="float32", bw_op=None),
-        build=lambda c: Buffers(
+        build=lambda c, session: Buffers(
             call=inc, check=lambda: int((t != 1).sum()), outputs=lambda: [t], reset=lambda: t.copy_(pristine)
         ),
     )
@@ -156,7 +156,7 @@ def test_unchecked_and_skipped_cases_say_why(ctx):
         label="noop",
         identity={},
         bytes=Bytes(size_bytes=0, count=0, dtype="none", bw_op=None),
-        build=lambda c: Buffers(call=lambda a: None),
+        build=lambda c, session: Buffers(call=lambda a: None),
     )
     _, rec = Harness(ctx, CFG, env={}).run(Case(**base, unchecked="nothing moves"))
     assert rec["checked"] is False and rec["unchecked_reason"] == "nothing moves" and rec["n_wrong"] is None
@@ -165,7 +165,7 @@ def test_unchecked_and_skipped_cases_say_why(ctx):
 
 
 def test_support_probe_failure_skips_with_the_backends_words(ctx):
-    def broken(c):
+    def broken(c, session):
         raise RuntimeError("no such op on this backend")
 
     case = Case(
@@ -241,7 +241,7 @@ def test_a_field_declared_twice_is_an_error_not_a_lost_value(ctx):
         identity={"peer": 1},
         fields={"peer": 2},
         bytes=Bytes(size_bytes=0, count=0, dtype="none", bw_op=None),
-        build=lambda c: Buffers(call=lambda a: None),
+        build=lambda c, session: Buffers(call=lambda a: None),
         unchecked="nothing moves",
     )
     with pytest.raises(ValueError, match="case twice: field\\(s\\) peer declared twice"):
@@ -262,12 +262,30 @@ def test_resolve_gets_its_own_case_and_returns_the_concrete_one(ctx):
         identity={},
         fields={"table": "t"},
         bytes=Bytes(size_bytes=0, count=0, dtype="none", bw_op=None),
-        build=lambda c: Buffers(call=lambda a: None),
+        build=lambda c, session: Buffers(call=lambda a: None),
         unchecked="nothing moves",
         resolve=resolve,
     )
     _, rec = Harness(ctx, CFG, env={}).run(case)
     assert seen == ["late"] and rec["found"] == 7 and rec["table"] == "t"
+
+
+def test_every_build_gets_the_harness_session_so_cases_share_what_one_made(ctx):
+    # Case.build(ctx, session): a builder that needs something made once per run (a reference trainer, a
+    # mesh) takes it from the session itself, with no resolve hook to bind it
+    made, seen = [], []
+
+    def build(c, session):
+        seen.append(session.once("shared", lambda: made.append(1) or object()))
+        return Buffers(call=lambda a: None)
+
+    harness = Harness(ctx, CFG, env={})
+    for label in ("first", "second"):
+        harness.run(
+            Case(experiment="x", op="noop", label=label, identity={}, unchecked="nothing moves",
+                 bytes=Bytes(size_bytes=0, count=0, dtype="none", bw_op=None), build=build)
+        )  # fmt: skip
+    assert made == [1] and len(seen) > 2 and all(s is seen[0] for s in seen)  # one object, every buffer set
 
 
 def test_the_wrong_counts_say_how_they_were_obtained(ctx):

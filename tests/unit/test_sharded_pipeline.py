@@ -183,4 +183,4 @@ def test_cpu_notes_are_recorded_on_cpu_only():
         for c in cases:
             bound = c.resolve(c, ctx, cfg, Session())
             assert ("cpu_notes" in bound.fields) is noted, (device, c.label)
-            assert bound.build is not c.build  # bound to the session
+            assert bound.build is c.build  # the build gets the session itself (Case.build(ctx, session))

@@ -54,7 +54,7 @@ def not_runnable(reason: str, *, experiment: str) -> Case:
     """One case of ``experiment``, labelled with its name, that says why nothing can run (instead of pytest's
     "got empty parameter set")."""
 
-    def build(ctx: DistContext) -> Buffers:
+    def build(ctx: DistContext, session) -> Buffers:
         raise CaseFailed(reason)
 
     return Case(

@@ -82,7 +82,7 @@ def resolve(s: Spec):
         # The pair's own wrong elements count once, on rank 0, in the check run (the first build).
         pending = [probe["n_wrong"] if ctx.rank == 0 else 0]
 
-        def build_at(c: DistContext) -> Buffers:
+        def build_at(c: DistContext, session: Session) -> Buffers:
             b = build(c, at)
             extra = pending.pop() if pending else 0
             if extra:

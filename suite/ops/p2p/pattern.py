@@ -198,7 +198,7 @@ def make_case(
         label=label_of(s),
         identity=identity,
         bytes=p.bytes(s),
-        build=lambda ctx: p.build(ctx, s),
+        build=lambda ctx, session: p.build(ctx, s),
         unchecked=unchecked,
         fields={"iteration": iteration, **(fields or {})},
         provenance=provenance or {},

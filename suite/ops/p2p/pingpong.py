@@ -72,7 +72,7 @@ def resolve(s: Spec):
         at = dataclasses.replace(s, round_trips=k)
         return dataclasses.replace(
             case,
-            build=lambda c: build(c, at),
+            build=lambda c, session: build(c, at),
             divisor=2 * k,
             normalisation=f"sample / (2K), K = {k}: one-way latency (OSU osu_latency)",
             fields={
