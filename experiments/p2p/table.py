@@ -238,8 +238,10 @@ def deadlock_table(recs: list[dict]) -> str:
 
 
 def _variants(rs: list[dict]) -> list[str]:
-    """The variants of a pattern's records, in the order they ran: the pattern's own (its ``variants``)."""
-    return list(dict.fromkeys(r["variant"] for r in rs))
+    """A table's columns: the variants its records say share it (``columns``, the pattern's order; one that
+    did not run shows "-"), or for a run stored before records said so, the variants in the order they ran."""
+    declared = next((r["columns"] for r in rs if r.get("columns")), None)
+    return list(declared) if declared else list(dict.fromkeys(r["variant"] for r in rs))
 
 
 def _producer_tables(rs: list[dict]) -> list[str]:

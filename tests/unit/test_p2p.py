@@ -358,6 +358,29 @@ def test_the_comparison_columns_are_the_patterns_variants(name):
     assert [w[:20] for w in lines[1].split()[2:-2]] == [v[:20] for v in order], lines[1]
 
 
+def test_a_variant_that_did_not_run_keeps_its_column():
+    # The cases say which variants share their table (``columns``: the pattern's, the producer's per meaning
+    # of the size), so a variant skipped on this backend shows "-" rather than vanishing from the table.
+    cfg = build_config(min_bytes="1K", max_bytes="1K", step_factor="4")
+    cases = [c for c in experiment.cases(cfg, 2) if c.identity.get("pattern") in ("batching", "producer")]
+    recs = [
+        _rec(
+            **{**c.identity, **c.fields},
+            size_bytes=c.bytes.size_bytes,
+            size_definition=c.bytes.definition,
+            time_us=10.0,
+        )
+        for c in cases
+        if c.identity["variant"] not in ("batch_isend_irecv", "scatter")  # as if this backend skipped them
+    ]
+    tables = format_tables(recs).split("\n\n")
+    batching = next(t for t in tables if "batching:" in t).splitlines()
+    assert [w[:20] for w in batching[1].split()[2:-2]] == list(p2p.PATTERNS["batching"].variants)
+    assert batching[3].split()[1:5] == ["10.0<", "10.0", "-", "10.0"], batching[3]
+    chunk = next(t for t in tables if "own chunk" in t or "distinct" in t).splitlines()
+    assert "scatter" in chunk[1] and "broadcast" not in chunk[1], chunk[1]
+
+
 def test_the_experiment_that_declares_the_patterns_names_their_cases():
     # suite/ops/p2p/ names no experiment: p2p and the doctor pass theirs, down to the one-rank placeholder
     # (the doctor's was labelled "p2p-pass1").

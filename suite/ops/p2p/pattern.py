@@ -200,7 +200,9 @@ def make_case(
         bytes=p.bytes(s),
         build=lambda ctx, session: p.build(ctx, s),
         unchecked=unchecked,
-        fields={"iteration": iteration, **(fields or {})},
+        # the variants that share this case's table (a pattern's own list; the producer's per meaning of the
+        # size): a variant that did not run keeps its column
+        fields={"iteration": iteration, "columns": list(p.variants), **(fields or {})},
         provenance=provenance or {},
         mode="blocking",
         divisor=divisor,

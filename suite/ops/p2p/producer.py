@@ -117,7 +117,12 @@ def _declare(cfg: BenchConfig, n: int, sw: Sweep, experiment: str) -> list[Case]
                     Spec(pattern=PATTERN.name, variant=v, size_bytes=size, dtype=sw.dtype, src=0),
                     _ITERATION[v],
                     experiment=experiment,
-                    fields={"consumers": n - 1, "consumer_bytes": per, "delivered_bytes": (n - 1) * per},
+                    fields={
+                        "consumers": n - 1,
+                        "consumer_bytes": per,
+                        "delivered_bytes": (n - 1) * per,
+                        "columns": list(DISTINCT if distinct else SAME),
+                    },
                     provenance={
                         "delivered_bytes": "derived: consumers x consumer_bytes (what crosses the producer's link)"
                     },
