@@ -143,8 +143,9 @@ def _maker(strategy: str, s: ShardedSettings, um=None):
 
 def _reference(session: Session, strategy: str, s: ShardedSettings, ctx: DistContext, um=None) -> checking.Reference:
     if um is not None:
-        key = (EXPERIMENT, "reference", s.model, user_model.dp_size(strategy, ctx.world_size), str(ctx.device))
-        return session.once(key, lambda: user_workload.Reference(um, key[3], ctx.device))
+        bf16 = strategy == "fsdp2_bf16"
+        key = (EXPERIMENT, "reference", s.model, user_model.dp_size(strategy, ctx.world_size), bf16, str(ctx.device))
+        return session.once(key, lambda: user_workload.Reference(um, key[3], ctx.device, bf16))
     dp = s.microbatches if strategy in pipeline.STRATEGIES else workload.dp_size(strategy, ctx.world_size)
     bf16 = strategy == "fsdp2_bf16"
     key = (EXPERIMENT, "reference", s.width, s.depth, s.seq, s.batch, dp, bf16, str(ctx.device))
@@ -308,9 +309,7 @@ def _declare_user(strategy: str, s: ShardedSettings, world: int, um: user_model.
     return dataclasses.replace(
         case,
         identity={"strategy": strategy, "model": s.model},
-        bytes=dataclasses.replace(
-            case.bytes, size_bytes=0, count=0, dtype="float32", definition=user_workload.NOT_MODELLED
-        ),
+        bytes=dataclasses.replace(case.bytes, size_bytes=0, count=0, definition=user_workload.NOT_MODELLED),
         fields={
             **{k: v for k, v in case.fields.items() if k not in ("n_params", "mesh", "dp_size")},
             "n_params": user_workload.n_params(um),

@@ -158,11 +158,16 @@ class Reference:
             workload.batch(k, batch, seq, width, device) for k in range(workload.BATCHES)
         ]
 
+    def _build_low(self) -> torch.nn.Module:
+        """The bfloat16 compute copy (its values are the float32 parameters', copied before every step)."""
+        width, depth, seq, batch, dp, device = self._args
+        return workload.build_net(width, depth).to(device).to(torch.bfloat16)
+
     def _start(self) -> None:
         width, depth, seq, batch, dp, device = self._args
         self.net, self.batches = self._build()
         self.opt = torch.optim.SGD(self.net.parameters(), lr=workload.LR)
-        self.low = workload.build_net(width, depth).to(device).to(torch.bfloat16) if self.bf16 else None
+        self.low = self._build_low() if self.bf16 else None
         self.steps = 0
         self.g_max = [0.0 for _ in self.net.parameters()]
         self.p_max = [p.abs().max().item() for p in self.net.parameters()]
@@ -180,7 +185,8 @@ class Reference:
             n = x.shape[0] // dp
             net.zero_grad()
             xi = x[i * n : (i + 1) * n]
-            self.loss(net(xi.to(torch.bfloat16) if self.low is not None else xi), y[i * n : (i + 1) * n]).backward()
+            low = self.low is not None and xi.is_floating_point()  # the policy casts floating inputs only
+            self.loss(net(xi.to(torch.bfloat16) if low else xi), y[i * n : (i + 1) * n]).backward()
             g = [p.grad.float() * (1.0 / dp) for p in net.parameters()]
             avg = g if avg is None else [a + b for a, b in zip(avg, g)]
         for p, g in zip(self.net.parameters(), avg):

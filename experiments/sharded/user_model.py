@@ -9,9 +9,9 @@ train their own copy (``copy.deepcopy``) of the module that call built. It must 
 time (seeded initialisation does: the ranks' calls must agree), and ``batch(step)`` must return the same global
 batch for the same step. Step k trains on ``batch(k mod BATCHES)``.
 
-Strategies (``supported``): ``ddp``, ``fsdp2``, ``fsdp2_keep`` (and the planted ``fsdp2_scaled``) always;
-``tp`` and ``2d`` only with a ``tp_plan``. ``fsdp2_bf16``, ``sp`` and the pipelines run on the built-in model
-only: their reference (bfloat16), input split (the sequence) and stage split are the built-in model's.
+Strategies (``supported``): ``ddp``, ``fsdp2``, ``fsdp2_keep``, ``fsdp2_bf16`` (and the planted
+``fsdp2_scaled``) always; ``tp`` and ``2d`` only with a ``tp_plan``. ``sp`` and the pipelines run on the
+built-in model only: their input split (the sequence) and stage split are the built-in model's.
 
 Checked here, on the host, before any rank starts (``check_world``, exit 2 with one line): the name is
 ``module:function``, the module imports, the function exists and returns a ``UserModel`` whose ``module`` is a
@@ -34,12 +34,11 @@ from suite.api import ConfigError
 from .settings import STRATEGIES
 from .shapes import dp_size, mesh_cannot  # the built-in model's mesh rules (shapes.py)
 
-DATA_PARALLEL = ("ddp", "fsdp2", "fsdp2_keep", "fsdp2_scaled")
+DATA_PARALLEL = ("ddp", "fsdp2", "fsdp2_keep", "fsdp2_bf16", "fsdp2_scaled")
 """What every user model takes: the batch's rows split over the world, the model whole or FSDP2-sharded."""
 NEEDS_PLAN = ("tp", "2d")
 """What a user model takes only with a ``tp_plan``."""
 BUILT_IN_ONLY = {
-    "fsdp2_bf16": "its bfloat16 reference and tolerance are the built-in model's",
     "sp": "it splits the built-in model's inputs along the sequence",
     "pp_gpipe": "its stages are the built-in model's layers",
     "pp_1f1b": "its stages are the built-in model's layers",

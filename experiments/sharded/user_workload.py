@@ -47,11 +47,14 @@ def fsdp_units(um: UserModel) -> list[nn.Module]:
 
 
 def _fsdp(um: UserModel, strategy: str, mesh) -> None:
-    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
+    kw: dict = {"mesh": mesh}
+    if strategy == "fsdp2_bf16":  # as the built-in model's (workload._fsdp)
+        kw["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     for unit in fsdp_units(um):
-        fully_shard(unit, mesh=mesh, reshard_after_forward=strategy != "fsdp2_keep")
-    fully_shard(um.module, mesh=mesh)
+        fully_shard(unit, reshard_after_forward=strategy != "fsdp2_keep", **kw)
+    fully_shard(um.module, **kw)
 
 
 def _tensor_parallel(um: UserModel, mesh) -> None:
@@ -107,11 +110,15 @@ def make_trainer(
 
 class Reference(checking.Reference):
     """Single-process SGD of the user's model on its global batches, the rows split into ``dp`` shards, with
-    its loss (check.Reference's steps; only the model, the batches and the loss differ)."""
+    its loss (check.Reference's steps; only the model, the batches and the loss differ). ``bf16``: forward and
+    backward on a bfloat16 copy of the model (check.Reference's mixed precision, FSDP2's policy)."""
 
-    def __init__(self, loaded: UserModel, dp: int, device) -> None:
+    def __init__(self, loaded: UserModel, dp: int, device, bf16: bool = False) -> None:
         self.loaded = loaded
-        super().__init__(0, 0, 0, 0, dp, device)
+        super().__init__(0, 0, 0, 0, dp, device, bf16)
+
+    def _build_low(self):
+        return fresh(self.loaded).module.to(self._args[5]).to(torch.bfloat16)
 
     def _build(self):
         um, device = fresh(self.loaded), self._args[5]
@@ -126,16 +133,26 @@ class CheckRule(checking.CheckRule):
 
     contraction: int = 0
     """The largest ``in_features`` of a Linear the plan makes row-parallel (user_model.contraction)."""
+    layers: int = 0
+    """The modules that hold parameters of their own (``layers``): with bfloat16 parameters, the most layers an
+    activation can pass, each rounding it (the built-in model's 2 x depth + 1 Linears)."""
 
     @property
     def terms(self) -> int:
         if self.strategy in ("tp", "2d"):
             return self.world + self.contraction // (self.world // dp_size(self.strategy, self.world))
+        if self.strategy == "fsdp2_bf16":
+            return self.world + self.layers
         return self.world
 
 
+def layers(um: UserModel) -> int:
+    """The modules of ``um`` that hold parameters of their own (Linear, norm, embedding, ...)."""
+    return sum(1 for m in um.module.modules() if any(True for _ in m.parameters(recurse=False)))
+
+
 def check_rule(strategy: str, world: int, um: UserModel) -> CheckRule:
-    return CheckRule(strategy, world, 0, 0, contraction=contraction(um))
+    return CheckRule(strategy, world, 0, 0, contraction=contraction(um), layers=layers(um))
 
 
 def n_params(um: UserModel) -> int:

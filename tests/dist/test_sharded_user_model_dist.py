@@ -1,7 +1,8 @@
 """Your own model in the sharded experiment (SHARDED_MODEL, examples/sharded_model.py) through the launcher users
-run, at 2 Gloo ranks: FSDP2 and TP train what one process trains, their collectives are inventoried, theory
-says "not modelled"; the same model with a wrong tp_plan (a row-parallel output left Partial) exits 6. At 4
-ranks TP over the world and the 2 x 2 (dp, tp) mesh do the same, and each rank calls the factory once."""
+run, at 2 Gloo ranks: FSDP2 (float32 and bfloat16) and TP train what one process trains, their collectives are
+inventoried and their steps decomposed, theory says "not modelled"; the same model with a wrong tp_plan (a
+row-parallel output left Partial) exits 6. At 4 ranks TP over the world, the 2 x 2 (dp, tp) mesh and bfloat16
+FSDP2 (under its tolerance) do the same, and each rank calls the factory once."""
 
 import os
 from collections import Counter
@@ -52,10 +53,10 @@ def _count(rec: dict, **match) -> int:
 
 
 def test_the_example_trains_like_one_process_under_fsdp2_and_tp(tmp_path):
-    env = {"SHARDED_MODEL": MODEL, "SHARDED_STRATEGIES": "fsdp2,tp"}
+    env = {"SHARDED_MODEL": MODEL, "SHARDED_STRATEGIES": "fsdp2,fsdp2_bf16,tp"}
     proc = run_suite(tmp_path, *RUN, nproc=2, env=env, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    recs = _decomposed(_records(tmp_path), {"fsdp2", "tp"})
+    recs = _decomposed(_records(tmp_path), {"fsdp2", "fsdp2_bf16", "tp"})
     n_params = sum(p.numel() for p in sharded_model.Regressor().parameters())
     layers = sharded_model.LAYERS
     for s, r in recs.items():
@@ -72,6 +73,12 @@ def test_the_example_trains_like_one_process_under_fsdp2_and_tp(tmp_path):
     scattered = sum(r["count"] * r["bytes"] for r in fsdp2["inventory"] if r["op"] == "reduce_scatter")
     assert scattered == 4 * n_params
     assert fsdp2["bus_vs_ddp"] == pytest.approx(1.5)
+    # bfloat16 (FSDP2's mixed-precision policy): checked exactly at 2 ranks against a bfloat16 copy of the
+    # model; the parameters gathered in bfloat16, the gradients reduce-scattered in float32
+    bf16 = recs["fsdp2_bf16"]
+    assert bf16["check_rule"] == "exact" and bf16["dtype"] == "bfloat16+float32"
+    assert _count(bf16, op="all_gather", dtype="bfloat16") == 2 * layers
+    assert _count(bf16, op="reduce_scatter", dtype="float32") == layers
     # TP: the row-parallel output all-reduced in forward per layer, one activation of the whole batch
     act = 4 * sharded_model.ROWS * sharded_model.WIDTH
     assert _count(tp, op="all_reduce", phase="forward", group="tp", bytes=act) == layers
@@ -94,13 +101,13 @@ def test_four_ranks_train_tp_and_the_2x2_mesh_like_one_process_calling_the_facto
     are declared: the trainers and the reference train copies of what it built."""
     calls = tmp_path / "calls"
     model = f"{__name__}:counted"
-    env = {"SHARDED_MODEL": model, "SHARDED_STRATEGIES": "tp,2d", CALLS: str(calls)}
+    env = {"SHARDED_MODEL": model, "SHARDED_STRATEGIES": "tp,2d,fsdp2_bf16", CALLS: str(calls)}
     proc = run_suite(tmp_path, *RUN, nproc=4, env=env, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     who = [line.split() for line in calls.read_text().splitlines()]
     assert Counter(rank for rank, _ in who) == {"host": 2, "0": 1, "1": 1, "2": 1, "3": 1}, who
     assert len({pid for rank, pid in who if rank != "host"}) == 4
-    recs = _decomposed(_records(tmp_path), {"tp", "2d"})
+    recs = _decomposed(_records(tmp_path), {"tp", "2d", "fsdp2_bf16"})
     layers, act = sharded_model.LAYERS, 4 * sharded_model.ROWS * sharded_model.WIDTH
     for s, r in recs.items():
         assert r["checked"] and r["n_wrong"] == 0, (s, r["n_wrong"], r.get("check_max_abs_diff"))

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -158,8 +159,13 @@ def test_a_bad_model_exits_2_from_a_real_launcher(tmp_path):
 def test_which_strategies_a_model_takes():
     with_plan, without = sharded_model.build(), no_plan()
     takes = {s for s in STRATEGIES if user_model.supported(with_plan, s) is None}
-    assert takes == {"ddp", "fsdp2", "fsdp2_keep", "tp", "2d"}
-    assert {s for s in STRATEGIES if user_model.supported(without, s) is None} == {"ddp", "fsdp2", "fsdp2_keep"}
+    assert takes == {"ddp", "fsdp2", "fsdp2_keep", "fsdp2_bf16", "tp", "2d"}
+    assert {s for s in STRATEGIES if user_model.supported(without, s) is None} == {
+        "ddp",
+        "fsdp2",
+        "fsdp2_keep",
+        "fsdp2_bf16",
+    }
     assert user_model.cannot_run(with_plan, "2d", 4) is None and "even world" in user_model.cannot_run(
         with_plan, "2d", 2
     )
@@ -180,3 +186,21 @@ def test_the_tolerance_counts_the_row_parallel_dot_product():
     assert rule.terms == 2 + sharded_model.HIDDEN // 2 and not rule.exact
     assert user_workload.CheckRule("2d", 4, 0, 0, contraction=64).terms == 4 + 64 // 2
     assert user_workload.CheckRule("fsdp2", 2, 0, 0).exact and user_workload.CheckRule("ddp", 4, 0, 0).terms == 4
+
+
+def test_bfloat16_checks_a_user_model_as_the_built_in_one():
+    # FSDP2's mixed-precision policy on your model: the reference runs a bfloat16 copy of the factory's module
+    # (floating inputs cast, as the policy casts them), averages float32 gradients and steps float32
+    # parameters; exact at 2 ranks, and beyond, R counts every layer that holds parameters (each rounds the
+    # activation in bfloat16: the built-in model's 2 x depth + 1 Linears)
+    um = sharded_model.build()
+    rule = user_workload.check_rule("fsdp2_bf16", 4, um)
+    assert rule.layers == 2 * sharded_model.LAYERS and rule.terms == 4 + 2 * sharded_model.LAYERS
+    assert rule.u == 2.0**-8 and user_workload.check_rule("fsdp2_bf16", 2, um).exact
+    ref = user_workload.Reference(um, 2, "cpu", bf16=True)
+    assert {p.dtype for p in ref.low.parameters()} == {torch.bfloat16} and ref.low is not um.module
+    params, g_max, _ = ref.at(2)
+    fp32 = user_workload.Reference(um, 2, "cpu").at(2)[0]
+    assert all(p.dtype == torch.float32 for p in params)  # the float32 parameters are the ones stepped
+    moved = [(a - b).abs().max().item() for a, b in zip(params, fp32)]
+    assert 0 < max(moved) < 0.1 and all(g > 0 for g in g_max)  # bfloat16 rounding: near float32's, not equal
