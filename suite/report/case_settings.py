@@ -19,6 +19,11 @@ and ``warmup_iters`` where a sample budget decided them (records with ``budget_s
 for, ``iters_requested`` and ``warmup_requested``, are the settings)."""
 
 
+_ASKED = ("iters_requested", "warmup_requested")
+"""The counts asked for; a record from before they were recorded lacks them, and its run's ``iterations`` and
+``warmup_iters`` (compared as they are) are what it asked for."""
+
+
 def _measured(field: str, recs: Sequence[dict]) -> bool:
     """Whether the records' ``field`` is an outcome of the run, not a setting (``CASE_SETTINGS``)."""
     budget = any((r.get("budget_s") or 0) > 0 for r in recs)
@@ -63,8 +68,8 @@ def _case_settings_differ(brecs: list[dict], nrecs: list[dict]) -> list[str]:
     """The ``CASE_SETTINGS`` fields set to one value on each side, a different one on the other."""
     out = []
     for f in CASE_SETTINGS:
-        if _measured(f, (*brecs, *nrecs)):
-            continue
+        if _measured(f, (*brecs, *nrecs)) or (f in _ASKED and any(f not in r for r in (*brecs, *nrecs))):
+            continue  # a run stored before records said what was asked for ran what it asked: the counts say it
         vb, vn = {str(r.get(f)) for r in brecs}, {str(r.get(f)) for r in nrecs}
         if len(vb) == 1 and len(vn) == 1 and vb != vn:
             out.append(f)

@@ -366,6 +366,11 @@ def test_a_count_the_budget_decided_is_measured_the_count_asked_for_is_set():
     # a run from before the warm-up bound (no warmup_requested): its warm-up count was the one asked for
     old = {k: v for k, v in rec(warmup_iters=5).items() if k != "warmup_requested"}
     assert compare.compare_runs([[old]], [[rec(warmup_iters=2)]]).refused
+    # ... and with no budget on either side, a stored run without the asked-for counts matches one with them
+    older = _rec(0, [100.0] * 10, iterations=5, warmup_iters=1)
+    now = dict(older, budget_s=0.0, iters_requested=5, warmup_requested=1)
+    c = compare.compare_runs([[older]], [[now]])
+    assert not c.refused and not c.settings_diffs, compare.format_comparison(c)
     # what the user asked for differs: a setting, named
     c = compare.compare_runs([[rec(iterations=12)]], [[dict(rec(iterations=12), iters_requested=40)]])
     assert c.refused and "iters_requested (per case): 20 vs 40 in 1 case(s)" in compare.format_comparison(c)
