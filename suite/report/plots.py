@@ -69,6 +69,11 @@ def deferred(workers: int | None = None) -> Iterator[dict[bytes, bytes]]:
     done.update((_TOKEN % i, png) for i, png in enumerate(rasterize_all(pending, n)))
 
 
+WORKER_LIMIT_S = 300.0
+"""A worker that has not handed back its PNGs by then is ended and its share drawn here (a report never waits
+on a stuck child)."""
+
+
 def rasterize_all(figs: Sequence[Figure], workers: int) -> list[bytes]:
     """Each figure's PNG, in order; ``workers`` - 1 forked processes take their share (this one renders its
     own, then any share a worker did not return)."""
@@ -88,9 +93,11 @@ def rasterize_all(figs: Sequence[Figure], workers: int) -> list[bytes]:
         out[i] = _rasterize(figs[i])
     for proc, recv, share in started:
         try:
-            got = recv.recv()
+            got = recv.recv() if recv.poll(WORKER_LIMIT_S) else None  # None: stuck, ended below
         except (EOFError, OSError):  # the worker died
             got = None
+        if proc.is_alive() and got is None:
+            proc.kill()
         proc.join()
         for i, png in zip(share, got if isinstance(got, list) else [None] * len(share)):
             out[i] = png if png is not None else _rasterize(figs[i])

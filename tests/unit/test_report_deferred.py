@@ -37,6 +37,18 @@ def test_a_worker_that_dies_leaves_its_figures_to_the_parent(monkeypatch):
     assert [pngs[t] for t in tokens] == direct
 
 
+def test_a_worker_that_never_answers_is_ended_and_its_figures_drawn_here(monkeypatch):
+    import time
+
+    direct = _figures()
+    monkeypatch.setattr(plots, "WORKER_LIMIT_S", 0.5)
+    monkeypatch.setattr(plots, "_render_share", lambda figs, share, send: time.sleep(60))  # a stuck child
+    t0 = time.monotonic()
+    with plots.deferred(2) as pngs:
+        tokens = _figures()
+    assert [pngs[t] for t in tokens] == direct and time.monotonic() - t0 < 30  # not the child's 60 s
+
+
 def test_a_worker_whose_drawing_fails_leaves_its_figures_to_the_parent(monkeypatch):
     direct = _figures()
     real, parent = plots._rasterize, os.getpid()
