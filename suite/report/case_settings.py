@@ -11,17 +11,25 @@ from collections.abc import Sequence
 
 from suite import registry
 
-CASE_SETTINGS = ("ops_per_sample", "hosts", "warmup_iters", "iterations", "iters_requested", "warmup_requested")
+CASE_SETTINGS = (
+    "ops_per_sample",
+    "hosts",
+    "warmup_iters",
+    "iterations",
+    "budget_s",
+    "iters_requested",
+    "warmup_requested",
+)
 """Record fields that change what a case measures without naming it (pipeline depth, hosts, warm-up,
-iterations). A field whose value varies between the runs of one side is taken as measured, not set
+iterations, the sample budget). A field whose value varies between the runs of one side is taken as measured, not set
 (``iterations`` under PRECISION_PCT, where the records carry ``precision_reached``); so are ``iterations``
 and ``warmup_iters`` where a sample budget decided them (records with ``budget_s`` > 0: the counts asked
 for, ``iters_requested`` and ``warmup_requested``, are the settings)."""
 
 
-_ASKED = ("iters_requested", "warmup_requested")
-"""The counts asked for; a record from before they were recorded lacks them, and its run's ``iterations`` and
-``warmup_iters`` (compared as they are) are what it asked for."""
+_ASKED = ("budget_s", "iters_requested", "warmup_requested")
+"""The budget and counts asked for; a record from before they were recorded lacks them, and its run's
+``iterations`` and ``warmup_iters`` (compared as they are) are what it asked for."""
 
 
 def _measured(field: str, recs: Sequence[dict]) -> bool:

@@ -374,6 +374,9 @@ def test_a_count_the_budget_decided_is_measured_the_count_asked_for_is_set():
     # what the user asked for differs: a setting, named
     c = compare.compare_runs([[rec(iterations=12)]], [[dict(rec(iterations=12), iters_requested=40)]])
     assert c.refused and "iters_requested (per case): 20 vs 40 in 1 case(s)" in compare.format_comparison(c)
+    # a different budget is a setting, named, even where the counts it decided happen to agree
+    c = compare.compare_runs([[rec(iterations=12)]], [[dict(rec(iterations=12), budget_s=5.0)]])
+    assert c.refused and "budget_s (per case): 1.0 vs 5.0 in 1 case(s)" in compare.format_comparison(c)
     # without a budget the count is the one asked for: still a setting
     c = compare.compare_runs([[_rec(0, [100.0] * 10, iterations=12)]], [[_rec(0, [100.0] * 10, iterations=15)]])
     assert c.refused
