@@ -46,17 +46,6 @@ def fsdp_units(um: UserModel) -> list[nn.Module]:
     return out
 
 
-def _fsdp(um: UserModel, strategy: str, mesh) -> None:
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-
-    kw: dict = {"mesh": mesh}
-    if strategy == "fsdp2_bf16":  # as the built-in model's (workload._fsdp)
-        kw["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-    for unit in fsdp_units(um):
-        fully_shard(unit, reshard_after_forward=strategy != "fsdp2_keep", **kw)
-    fully_shard(um.module, **kw)
-
-
 def _tensor_parallel(um: UserModel, mesh) -> None:
     from torch.distributed.tensor.parallel import parallelize_module
 
@@ -82,19 +71,15 @@ def make_trainer(
     dp = dp_size(strategy, world)
     groups = {dist.group.WORLD.group_name: "world"}
     if strategy == "ddp":
-        kw = {"device_ids": [device.index]} if device.type == "cuda" else {}
-        model: nn.Module = nn.parallel.DistributedDataParallel(net, process_group=ctx.group, **kw)
-        if comm_hook is not None:
-            model.register_comm_hook(None, comm_hook)
-        groups[ctx.group.group_name] = "dp"
+        model = workload.ddp(net, ctx, comm_hook, groups)
     else:
         shape, names = workload.mesh_shape(strategy, world)
         mesh = mesh_of(device.type, shape, names)
-        groups |= {mesh.get_group(i).group_name: n for i, n in enumerate(names)}
+        groups |= workload.group_names(mesh, names)
         if strategy in ("tp", "2d"):
             _tensor_parallel(um, mesh["tp"] if strategy == "2d" else mesh)
         if strategy != "tp":
-            _fsdp(um, strategy, mesh["dp"] if strategy == "2d" else mesh)
+            workload.fully_shard_units(fsdp_units(um), um.module, strategy, mesh["dp"] if strategy == "2d" else mesh)
         model = net
     dp_rank = rank // (world // dp) if dp > 1 else 0
     local = []

@@ -121,15 +121,29 @@ def _inputs(strategy: str, rank_in_dp: int, dp: int, tp_rank: int, tp: int, batc
     return out
 
 
-def _fsdp(net: Net, strategy: str, mesh) -> None:
+def fully_shard_units(units, root: nn.Module, strategy: str, mesh) -> None:
+    """FSDP2 under ``strategy`` (workload's and a user model's): ``fully_shard`` each unit with
+    ``reshard_after_forward`` (False for ``fsdp2_keep``), then the root with FSDP2's default (kept after forward:
+    its backward comes first); ``fsdp2_bf16`` gathers in bfloat16 and reduces in float32."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     kw: dict = {"mesh": mesh}
     if strategy == "fsdp2_bf16":
         kw["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-    for b in net.blocks:
-        fully_shard(b, reshard_after_forward=strategy != "fsdp2_keep", **kw)
-    fully_shard(net, **kw)  # the root: FSDP2's default (kept after forward: its backward comes first)
+    for unit in units:
+        fully_shard(unit, reshard_after_forward=strategy != "fsdp2_keep", **kw)
+    fully_shard(root, **kw)
+
+
+def ddp(net: nn.Module, ctx, comm_hook: Callable | None, groups: dict) -> nn.Module:
+    """``net`` under DDP on the run's group (``comm_hook``: its hook instead of the all_reduce); names that group
+    "dp" in ``groups`` (process-group name -> mesh dimension)."""
+    kw = {"device_ids": [ctx.device.index]} if ctx.device.type == "cuda" else {}
+    model = nn.parallel.DistributedDataParallel(net, process_group=ctx.group, **kw)
+    if comm_hook is not None:
+        model.register_comm_hook(None, comm_hook)
+    groups[ctx.group.group_name] = "dp"
+    return model
 
 
 def _tensor_parallel(net: Net, strategy: str, mesh) -> None:
@@ -163,7 +177,8 @@ def _tensor_parallel(net: Net, strategy: str, mesh) -> None:
                 b.up.weight.to_local().copy_(ref.up.weight.chunk(n)[(r + 1) % n])
 
 
-def _group_names(mesh, names: tuple[str, ...]) -> dict[str, str]:
+def group_names(mesh, names: tuple[str, ...]) -> dict[str, str]:
+    """Process-group name -> mesh dimension name, for the inventory."""
     return {mesh.get_group(i).group_name: name for i, name in enumerate(names)}
 
 
@@ -204,19 +219,15 @@ def make_trainer(
     dp = dp_size(strategy, world)
     groups = {dist.group.WORLD.group_name: "world"}
     if strategy == "ddp":
-        kw = {"device_ids": [device.index]} if device.type == "cuda" else {}
-        model: nn.Module = nn.parallel.DistributedDataParallel(net, process_group=ctx.group, **kw)
-        if comm_hook is not None:
-            model.register_comm_hook(None, comm_hook)
-        groups[ctx.group.group_name] = "dp"
+        model = ddp(net, ctx, comm_hook, groups)
     else:
         mesh = mesh_of(device.type, shape, names)
-        groups |= _group_names(mesh, names)
+        groups |= group_names(mesh, names)
         if strategy == "2d":
             _tensor_parallel(net, strategy, mesh["tp"])
-            _fsdp(net, strategy, mesh["dp"])
+            fully_shard_units(net.blocks, net, strategy, mesh["dp"])
         elif strategy in FSDP:
-            _fsdp(net, strategy, mesh)
+            fully_shard_units(net.blocks, net, strategy, mesh)
         else:
             _tensor_parallel(net, strategy, mesh)
         model = net
