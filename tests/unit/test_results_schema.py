@@ -128,6 +128,9 @@ def test_record_says_how_every_number_was_obtained():
         ops_per_sample=2,
         warmup_iters=1,
         precision_reached=None,
+        budget_s=1.0,
+        iters_requested=20,
+        warmup_requested=5,
         last_done_rank=[2, 2, 0],
         rank_median_s=[1e-3, 1.5e-3, 2e-3],
         late_arrival_rank=[1, 1, 1],
@@ -152,6 +155,7 @@ def test_record_says_how_every_number_was_obtained():
             "buffer_sets",
             "budget_s",
             "iters_requested",
+            "warmup_requested",
         )
     ]
     assert set(numeric) <= set(rec["provenance"]), set(numeric) - set(rec["provenance"])
