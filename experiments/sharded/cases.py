@@ -175,11 +175,13 @@ def _buffers(strategy: str, s: ShardedSettings, ctx: DistContext, session: Sessi
 
     def check() -> int:
         mine = workload.full_params(trainer.model)  # every rank gathers the whole parameters (collectives)
-        ref, g_max, p_max = _reference(session, strategy, s, ctx, um).at(trainer.steps)
+        reference = _reference(session, strategy, s, ctx, um)
+        ref, g_max, p_max = reference.at(trainer.steps)
+        moved = reference.moved(trainer.steps)
         if trainer.owned is not None:  # a pipeline stage: this rank's layers
-            ref, g_max, p_max = ([xs[i] for i in trainer.owned] for xs in (ref, g_max, p_max))
+            ref, g_max, p_max, moved = ([xs[i] for i in trainer.owned] for xs in (ref, g_max, p_max, moved))
         tols = rule.tols(trainer.steps, g_max, p_max)
-        use = rule.comparable(trainer.steps, g_max, tols)  # the same on every rank: from the reference alone
+        use = rule.comparable(moved, tols)  # the same on every rank: from the reference alone
         picked = [i for i, u in enumerate(use) if u]
         wrong, worst, _ = checking.compare(
             [mine[i] for i in picked], [ref[i] for i in picked], [tols[i] for i in picked]

@@ -13,9 +13,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from examples import sharded_model
-from experiments.sharded import shapes, user_model, user_workload
+from experiments.sharded import check, shapes, user_model, user_workload, workload
 from experiments.sharded.settings import STRATEGIES
 from suite.launch import cli as launch
+from tests import user_models
 from tests.conftest import ROOT
 
 HERE = "tests.unit.test_sharded_user_model"
@@ -204,3 +205,25 @@ def test_bfloat16_checks_a_user_model_as_the_built_in_one():
     assert all(p.dtype == torch.float32 for p in params)  # the float32 parameters are the ones stepped
     moved = [(a - b).abs().max().item() for a, b in zip(params, fp32)]
     assert 0 < max(moved) < 0.1 and all(g > 0 for g in g_max)  # bfloat16 rounding: near float32's, not equal
+
+
+@pytest.mark.parametrize("factory", [sharded_model.build, user_models.normed], ids=["example", "layernorm"])
+def test_bfloat16_at_4_ranks_catches_a_doubled_gradient_in_every_tensor_it_compares(factory):
+    # your model under FSDP2's bfloat16 policy at 4 ranks (tolerance, R = world + layers with parameters, a
+    # LayerNorm among them): against the reference, a strategy whose gradients are doubled (SGD at twice the
+    # rate: the same update) fails in every tensor after the check step, where every tensor is compared; later
+    # a tensor whose bound has outgrown its update is left out, never passed by construction
+    um = factory()
+    rule = user_workload.check_rule("fsdp2_bf16", 4, um)
+    assert not rule.exact and rule.terms == 4 + user_workload.layers(um)
+    ref = user_workload.Reference(um, 4, "cpu", bf16=True)
+    doubled = user_workload.Reference(um, 4, "cpu", bf16=True)
+    doubled.opt.param_groups[0]["lr"] = 2 * workload.LR
+    for steps in (1, 3):
+        good, g, p = ref.at(steps)
+        tols = rule.tols(steps, g, p)
+        use = rule.comparable(ref.moved(steps), tols)
+        caught = [check.compare([b], [a], [t])[0] > 0 for a, b, t in zip(good, doubled.at(steps)[0], tols)]
+        assert all(c for c, u in zip(caught, use) if u), (steps, caught, use)
+        if steps == 1:
+            assert all(use), use
