@@ -10,6 +10,7 @@ from collections import Counter
 import pytest
 
 from examples import sharded_model
+from tests import user_models
 from tests.conftest import load_bench, run_suite
 
 pytestmark = pytest.mark.slow
@@ -23,10 +24,11 @@ CALLS = "USER_MODEL_CALLS"
 
 
 def counted():
-    """The example's model, each call of this factory noted as a line "<RANK or host> <pid>" in $USER_MODEL_CALLS."""
+    """The example's model ending in a LayerNorm (tests/user_models.py), each call of this factory noted as a line
+    "<RANK or host> <pid>" in $USER_MODEL_CALLS."""
     with open(os.environ[CALLS], "a") as fh:
         fh.write(f"{os.environ.get('RANK', 'host')} {os.getpid()}\n")
-    return sharded_model.build()
+    return user_models.normed()
 
 
 def _records(tmp_path) -> dict[str, dict]:
@@ -96,9 +98,11 @@ def test_a_wrong_tp_plan_fails_the_check_and_exits_6(tmp_path):
 
 
 def test_four_ranks_train_tp_and_the_2x2_mesh_like_one_process_calling_the_factory_once_each(tmp_path):
-    """tp over 4 ranks and 2d on a (dp=2, tp=2) mesh: checked, inventoried, theory not modelled. The factory
-    runs twice on the host (the launcher's check compares two calls) and once on each rank, where the cases
-    are declared: the trainers and the reference train copies of what it built."""
+    """tp over 4 ranks, 2d on a (dp=2, tp=2) mesh and bfloat16 FSDP2, on the example's model ending in a
+    LayerNorm (replicated under tp, one more FSDP2 unit, one more bfloat16 rounding in the tolerance): checked,
+    inventoried, theory not modelled. The factory runs twice on the host (the launcher's check compares two
+    calls) and once on each rank, where the cases are declared: the trainers and the reference train copies of
+    what it built."""
     calls = tmp_path / "calls"
     model = f"{__name__}:counted"
     env = {"SHARDED_MODEL": model, "SHARDED_STRATEGIES": "tp,2d,fsdp2_bf16", CALLS: str(calls)}
@@ -119,7 +123,13 @@ def test_four_ranks_train_tp_and_the_2x2_mesh_like_one_process_calling_the_facto
     # the row-parallel output all-reduced per layer in forward: the whole batch under tp, a dp shard's half in 2d
     assert _count(tp, op="all_reduce", phase="forward", group="tp", bytes=act) == layers
     assert _count(mesh, op="all_reduce", phase="forward", group="tp", bytes=act // 2) == layers
-    # FSDP2 on the dp dimension of the mesh: each layer gathered in forward and backward, reduce-scattered
-    assert _count(mesh, op="all_gather", phase="forward", group="dp") == layers
-    assert _count(mesh, op="all_gather", phase="backward", group="dp") == layers
-    assert _count(mesh, op="reduce_scatter", phase="backward", group="dp") == layers
+    # FSDP2 on the dp dimension of the mesh: each layer and the norm gathered in forward and backward,
+    # reduce-scattered
+    units = layers + 1
+    assert _count(mesh, op="all_gather", phase="forward", group="dp") == units
+    assert _count(mesh, op="all_gather", phase="backward", group="dp") == units
+    assert _count(mesh, op="reduce_scatter", phase="backward", group="dp") == units
+    # bfloat16, under the tolerance whose R counts the norm with the Linears (tests/unit: the doubled gradient)
+    bf16 = recs["fsdp2_bf16"]
+    assert bf16["n_params"] == sum(p.numel() for p in user_models.Normed().parameters())
+    assert "bfloat16 parameters, 4 ranks" in bf16["check_rule"] and bf16["dtype"] == "bfloat16+float32"
