@@ -130,20 +130,18 @@ from suite.api import (
 
 from . import derived
 from . import models as training
+from .check import buffer_rule, check_rule, step_check, unchecked_reason
 from .workload import (
     EXPERIMENT,
     NOOP,
     Settings,
     Variant,
-    buffer_rule,
     build_model,
     cannot_run,
-    check_rule,
     hook_wire_bytes,
     init_buffers,
     state_tensors,
     step_buffers,
-    unchecked_reason,
     variant_ddp_kwargs,
 )
 
@@ -301,10 +299,13 @@ def _peak_memory(ctx: DistContext):
 
 def _declare(v: Variant, settings: Settings) -> Case:
     init = v.kind in ("init_broadcast", "ddp_init")
-    if init:
-        build, resolved = (lambda ctx, session: init_buffers(v, ctx, settings)), _resolve_init
-    else:  # the check trains the session's shared reference
-        build, resolved = (lambda ctx, session: step_buffers(v, ctx, settings, session)), _resolve_step
+
+    def build(ctx, session):  # a step's check trains the session's shared reference
+        if init:
+            return init_buffers(v, ctx, settings)
+        return step_buffers(v, ctx, settings, session, step_check(v, ctx, settings, session))
+
+    resolved = _resolve_init if init else _resolve_step
 
     def resolve(case, ctx, cfg, session):  # the sizes and fields are the model's, known once it is built
         return resolved(v, settings, case, ctx, cfg, session)

@@ -1,10 +1,11 @@
 """The provenance of the numbers the DDP cases derive from their measurements, and of those they measure
 beside the step time: baselines, overlap, DDP's buckets and logger, the reference check. ``step_provenance``
-picks a case's (no claim for a number the case does not hold); workload.py computes them."""
+picks a case's (no claim for a number the case does not hold); workload.py and check.py compute them."""
 
 from __future__ import annotations
 
-from .workload import LOGGER_KEYS, CheckRule, Variant, measured_overlap
+from .check import CheckRule
+from .workload import LOGGER_KEYS, Variant, measured_overlap
 
 STEP = {
     "solo_step_ms": "measured: the solo case's own timed median (or one blocking baseline run if it did not run)",

@@ -1,11 +1,11 @@
 """What each ddp case runs on one rank: the variants' models, batches and communication hooks, the DDP,
-manual and accumulation steps, the single-process reference and its check rule, and the numbers derived
-from the timed steps (baselines, overlap, DDP's logger, buckets). The declarations are in cases.py."""
+manual and accumulation steps, and the numbers derived from the timed steps (baselines, overlap, DDP's
+logger, buckets). The declarations are in cases.py, the single-process reference and its check rule in
+check.py."""
 
 from __future__ import annotations
 
 import contextlib
-import copy
 import inspect
 import statistics
 from collections.abc import Callable
@@ -79,7 +79,7 @@ def build_model(model: str, settings: Settings, seed: int) -> nn.Module:
     return training.mlp(training.mlp_spec_for(settings.params), seed)
 
 
-def _micro_batches(v: Variant, settings: Settings) -> int:
+def micro_batches(v: Variant, settings: Settings) -> int:
     return settings.accum if v.kind == "accum" else 1
 
 
@@ -97,7 +97,7 @@ class Step:
     """Optimizer steps taken so far (``call`` counts them; the check compares with as many reference steps)."""
 
 
-def _rank_batches(rank: int, settings: Settings, n: int, device) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def rank_batches(rank: int, settings: Settings, n: int, device) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Rank ``rank``'s batches (the same on every step). Different data on every rank (seeded by rank), so
     unsynchronised ranks would diverge; the reference draws every rank's from the same seeds."""
     return [
@@ -230,7 +230,7 @@ def _prepare(case: Variant, ctx: DistContext, settings: Settings) -> Step:
     b = settings.batch_per_rank
     if case.kind in ("solo", "local", "manual", "manual_coalesced"):
         opt = torch.optim.SGD(model.parameters(), lr=training.SOURCE.lr)
-        ((x, y),) = _rank_batches(ctx.rank, settings, 1, ctx.device)
+        ((x, y),) = rank_batches(ctx.rank, settings, 1, ctx.device)
         if case.kind == "local":
             return Step(run=lambda: training.local_step(model, opt, loss_fn, x, y), model=model, samples_per_step=b)
         if case.kind == "solo":
@@ -264,9 +264,9 @@ def _prepare(case: Variant, ctx: DistContext, settings: Settings) -> Step:
         _register_hook(ddp, case.hook, ctx, settings)
     opt = torch.optim.SGD(ddp.parameters(), lr=training.SOURCE.lr)
     if case.kind == "ddp":
-        ((x, y),) = _rank_batches(ctx.rank, settings, 1, ctx.device)
+        ((x, y),) = rank_batches(ctx.rank, settings, 1, ctx.device)
         return Step(run=lambda: training.local_step(ddp, opt, loss_fn, x, y), model=model, ddp=ddp, samples_per_step=b)
-    micro = _rank_batches(ctx.rank, settings, settings.accum, ctx.device)
+    micro = rank_batches(ctx.rank, settings, settings.accum, ctx.device)
     return Step(
         run=lambda: _accum_step(ddp, opt, loss_fn, micro, ddp.no_sync if case.no_sync else None),
         model=model,
@@ -295,309 +295,14 @@ def cannot_run(case: Variant, ctx: DistContext, settings: Settings) -> str | Non
     return None
 
 
-# --- the single-process reference and the check rule ---------------------------------------------------
-
-U32 = 2.0**-24
-"""Unit roundoff of float32."""
-
-_WIRE = {
-    "fp16_compress": ("float16", 2.0**-11, 2.0**-24),
-    "fp16_scaled": ("float16", 2.0**-11, 2.0**-24),
-    "bf16_compress": ("bfloat16", 2.0**-8, 0.0),
-}
-"""Hooks that compress the gradient on the wire: (dtype, unit roundoff, absolute error of its subnormals)."""
-
-
-def unchecked_reason(v: Variant) -> str | None:
-    if v.kind in ("solo", "local"):
-        return (
-            "no communication: a single-process step has nothing to compare with but itself "
-            "(the synchronised cases are checked against single-process training)"
-        )
-    if v.hook == NOOP:
-        return "no communication by design: each rank keeps its own gradient, so ranks diverge"
-    if v.hook == "powerSGD":
-        return (
-            "PowerSGD is a low-rank approximation with error feedback: its distance from exact averaging "
-            "depends on the gradients' spectrum, no tolerance follows from the compression alone"
-        )
-    return None
-
-
-def _largest(x):
-    """The largest of a tensor of per-element maxima (a plain number stays as it is)."""
-    return x.max() if isinstance(x, torch.Tensor) else x
-
-
-@dataclass(frozen=True)
-class CheckRule:
-    """How a synchronised case's parameters are compared with the reference's (see the module docstring)."""
-
-    world: int
-    wire: str
-    """float32 | float16 | bfloat16: what the averaged gradient travels as."""
-    u: float
-    abs_err: float
-    lr: float
-
-    @property
-    def exact(self) -> bool:
-        return self.wire == "float32" and self.world <= 2
-
-    def step_term(self, g_max, p_max):
-        """What one step's reduction and update may move an element by (module docstring)."""
-        return self.lr * 2 * self.world * (self.u * g_max + self.abs_err) + 2 * U32 * p_max
-
-    def tol(self, steps: int, g_max, p_max):
-        """The bound (module docstring); per element when max|g| and max|p| are tensors of elements: each
-        element's own 2 x steps x step term, plus steps x (steps - 1) x the largest element's step term for
-        the earlier steps' differences carried into later gradients (none after one step)."""
-        if self.exact:
-            return 0.0
-        largest = self.step_term(_largest(g_max), _largest(p_max))
-        return 2 * steps * self.step_term(g_max, p_max) + steps * (steps - 1) * largest
-
-    def describe(self, steps: int, tol: float) -> str:
-        if self.exact:
-            return "exact"
-        why = "float32 sum order" if self.wire == "float32" else f"{self.wire} wire"
-        return f"tol per element, up to {tol:.2g} ({why}, {self.world} ranks, {steps} steps)"
-
-    FORMULA = (
-        "per element: 2 x S x e(that element) + S x (S - 1) x e(the largest), e = lr x 2N x (u x max|g| + a) + "
-        "2 x 2^-24 x max|p|, S steps, max|g| and max|p| the element's largest averaged gradient term and "
-        "parameter so far"
-    )
-
-
-def check_rule(v: Variant, world: int) -> CheckRule:
-    wire, u, a = _WIRE.get(v.hook or "", ("float32", U32, 0.0))
-    return CheckRule(world=world, wire=wire, u=u, abs_err=a, lr=training.SOURCE.lr)
-
-
-CHECKPOINT_EVERY = 5
-"""The reference keeps its whole state every this many steps: a case asking for fewer steps than an earlier
-one took (each case's sample budget decides its count) resumes from the checkpoint below, not from step 0."""
-CHECKPOINT_BYTES = 256 << 20
-"""At most this many bytes of checkpoints are kept (the oldest go first): a large DDP_PARAMS keeps fewer."""
-
-
-class Reference:
-    """Single-process SGD on the global batches of ``world`` ranks: every rank's (micro-)batch through the
-    same forward and backward as that rank runs, the ranks' gradients averaged in rank order (sum of
-    g_r x 1/N, the value a correct all_reduce average has), where DDP averages them (every micro-batch
-    with ``sync_each``, else once per step), then the same SGD step. No torch.distributed."""
-
-    def __init__(
-        self, model: str, settings: Settings, world: int, device, micro: int, sync_each: bool, sync_buffers: bool
-    ):
-        self._args = (model, settings, world, device, micro, sync_each, sync_buffers)
-        self._checkpoints: dict[int, tuple] = {}
-        self._start()
-        self._snapshots: dict[int, tuple[torch.Tensor, ...]] = {}
-
-    def _start(self) -> None:
-        """A fresh model at step 0."""
-        model, settings, world, device, micro, sync_each, sync_buffers = self._args
-        self.net = build_model(model, settings, seed=0).to(device)
-        self.opt = torch.optim.SGD(self.net.parameters(), lr=training.SOURCE.lr)
-        self.loss_fn = nn.CrossEntropyLoss()
-        self.batches = [_rank_batches(r, settings, micro, device) for r in range(world)]
-        self.world, self.micro, self.sync_each, self.sync_buffers = world, micro, sync_each, sync_buffers
-        self.steps = 0
-        self.p_max = training.flat_params(self.net).abs()
-        self.g_max = torch.zeros_like(self.p_max)
-        self.bufs = [[b.detach().clone() for b in self.net.buffers()] for _ in range(world)]
-        """Each rank's buffers (BatchNorm running stats and count) as that rank holds them."""
-
-    def _p_max(self) -> torch.Tensor:
-        """Per element: the largest |parameter| so far."""
-        return torch.maximum(self.p_max, training.flat_params(self.net).abs())
-
-    def _local(self, r: int, x, y) -> list[torch.Tensor]:
-        """Rank ``r``'s forward (from and into its own buffers) and backward; its gradients."""
-        with torch.no_grad():
-            for b, mine in zip(self.net.buffers(), self.bufs[r]):
-                b.copy_(mine)
-        self.net.zero_grad(set_to_none=False)
-        loss = self.loss_fn(self.net(x), y)
-        (loss / self.micro if self.micro > 1 else loss).backward()  # as training.local_step / _accum_step
-        self.bufs[r] = [b.detach().clone() for b in self.net.buffers()]
-        return [p.grad.clone() for p in self.net.parameters()]
-
-    def _broadcast_buffers(self, i: int) -> None:
-        """DDP's buffer sync before micro-batch ``i``'s forward: every rank takes rank 0's buffers when
-        ``sync_buffers`` and the previous forward synchronised gradients (DDP's require_forward_param_sync:
-        every micro-batch with sync_each, only the first under no_sync)."""
-        if self.sync_buffers and (i == 0 or self.sync_each):
-            self.bufs = [[b.clone() for b in self.bufs[0]] for _ in range(self.world)]
-
-    def _mean(self, per_rank: list[list[torch.Tensor]]) -> list[torch.Tensor]:
-        inv = 1.0 / self.world
-        for ts in per_rank:  # per element: the largest |term| ever averaged
-            self.g_max = torch.maximum(self.g_max, torch.cat([t.reshape(-1) for t in ts]).abs())
-        out = []
-        for ts in zip(*per_rank):
-            acc = ts[0] * inv
-            for t in ts[1:]:
-                acc = acc + t * inv
-            out.append(acc)
-        return out
-
-    def _step(self) -> None:
-        avg: list | None = None
-        acc: list | None = None
-        for i in range(self.micro):
-            self._broadcast_buffers(i)
-            local = [self._local(r, *self.batches[r][i]) for r in range(self.world)]
-            if self.sync_each:  # DDP averages what autograd accumulated: the last average + this gradient
-                avg = self._mean(local if avg is None else [[a + g for a, g in zip(avg, gs)] for gs in local])
-            else:  # no_sync: local accumulation, one average at the end
-                acc = local if acc is None else [[a + g for a, g in zip(ar, gs)] for ar, gs in zip(acc, local)]
-        if avg is None:
-            avg = self._mean(acc)
-        for p, g in zip(self.net.parameters(), avg):
-            p.grad.copy_(g)
-        self.opt.step()
-        self.steps += 1
-        self.p_max = self._p_max()
-        if self.steps % CHECKPOINT_EVERY == 0:
-            self._checkpoint()
-
-    def _checkpoint(self) -> None:
-        """Keep the whole state at this step (parameters and the net's buffers, the optimizer's state, every
-        rank's buffers, max|g| and max|p|), within CHECKPOINT_BYTES."""
-        state = (
-            {k: v.detach().clone() for k, v in self.net.state_dict().items()},
-            copy.deepcopy(self.opt.state_dict()),
-            [[b.clone() for b in bs] for bs in self.bufs],
-            self.g_max.clone(),
-            self.p_max.clone(),
-        )
-        self._checkpoints[self.steps] = state
-        size = training.tensor_bytes(state)
-        while len(self._checkpoints) > 1 and size * len(self._checkpoints) > CHECKPOINT_BYTES:
-            del self._checkpoints[min(self._checkpoints)]
-
-    def _rewind(self, steps: int) -> None:
-        """Back to the latest checkpoint at or before ``steps`` (step 0: a fresh model)."""
-        at = max((k for k in self._checkpoints if k <= steps), default=0)
-        if at == 0:
-            self._start()
-            return
-        params, opt, bufs, g_max, p_max = self._checkpoints[at]
-        self.net.load_state_dict(params)
-        self.opt.load_state_dict(copy.deepcopy(opt))
-        self.bufs = [[b.clone() for b in bs] for bs in bufs]
-        self.g_max, self.p_max, self.steps = g_max.clone(), p_max.clone(), at
-
-    def at(self, steps: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Flat parameters after ``steps`` steps, per element max|g|, max|p| up to then, and every rank's
-        flat buffers (float64, one row per rank: ``flat_buffers``) (snapshots are kept)."""
-        if steps not in self._snapshots:
-            if steps < self.steps:  # this case ran fewer steps than an earlier one (its budget, precision mode)
-                self._rewind(steps)
-            while self.steps < steps:
-                self._step()
-            bufs = torch.stack([flat_buffers(bs) for bs in self.bufs])
-            self._snapshots[steps] = (
-                training.flat_params(self.net).clone(),
-                self.g_max.clone(),
-                self.p_max.clone(),
-                bufs,
-            )
-        return self._snapshots[steps]
-
-
-def flat_buffers(buffers) -> torch.Tensor:
-    """Buffers (float32 running stats, int64 counts) as one float64 vector: every value exactly."""
-    return torch.cat([b.detach().reshape(-1).double() for b in buffers]) if buffers else torch.zeros(0).double()
-
-
-def syncs_buffers(v: Variant) -> bool:
-    """Whether every forward of ``v`` starts from rank 0's buffers: DDP's default (``broadcast_buffers``);
-    without it, and in the manual cases (no DDP), each rank's BatchNorm keeps its own running stats."""
-    return v.kind in ("ddp", "accum") and dict(v.ddp_kwargs).get("broadcast_buffers", True)
-
-
-def _reference(session: Session, ctx: DistContext, v: Variant, settings: Settings) -> Reference:
-    micro = _micro_batches(v, settings)
-    sync_each = v.kind == "accum" and not v.no_sync
-    key = (EXPERIMENT, "reference", id(ctx.group), v.model, micro, sync_each, syncs_buffers(v))
-    return session.once(
-        key, lambda: Reference(v.model, settings, ctx.world_size, ctx.device, micro, sync_each, syncs_buffers(v))
-    )
-
-
-def buffer_rule(v: Variant, rule: CheckRule) -> str:
-    """How a rank's buffers are compared with the reference's for that rank (module docstring)."""
-    whose = (
-        "rank 0's broadcast before each forward that follows a gradient sync, then the rank's own batches"
-        if syncs_buffers(v)
-        else "the rank's own batches"
-    )
-    if rule.exact:
-        return f"exact ({whose})"
-    return (
-        f"exact after the one-step check ({whose}; its forwards saw the initial parameters, the same on every "
-        "rank and in the reference); not compared after the timed steps (parameters within tol: no bound for "
-        "the running stats derived)"
-    )
-
-
-def buffers_compared(rule: CheckRule, steps: int) -> bool:
-    """Whether the buffers are compared after ``steps`` optimizer steps: always under the exact rule; under tol
-    only after the one-step check, where every forward ran on the initial parameters (bit-identical on every
-    rank and in the reference), so the running stats moved by the same batches are too."""
-    return rule.exact or steps == 1
-
-
-def _buffer_check(ctx: DistContext, ref_bufs, module: nn.Module, rule: CheckRule, steps: int, seen: dict) -> int:
-    """Wrong elements of this rank's buffers against the reference's for this rank (``buffers_compared``)."""
-    mine = flat_buffers(list(module.buffers()))
-    if not buffers_compared(rule, steps) or mine.numel() == 0:
-        return 0
-    if ctx.rank != 0:
-        ref_bufs = torch.empty(ctx.world_size, mine.numel(), dtype=mine.dtype, device=mine.device)
-    else:
-        ref_bufs = ref_bufs.to(mine)
-    dist.broadcast(ref_bufs, src=0, group=ctx.group)
-    diff = (mine - ref_bufs[ctx.rank]).abs()
-    seen.update(buffer_max_abs_diff=diff.max().item())
-    return int((~(diff == 0)).sum().item())  # NaN is wrong
-
-
-def _reference_check(
-    v: Variant, step: Step, ctx: DistContext, settings: Settings, session: Session, seen: dict
-) -> Callable[[], int]:
-    """Wrong elements of this rank's parameters against the reference after ``step.steps`` steps. Rank 0
-    trains the reference (shared by every case of the model and kind in this session) and broadcasts it."""
-    rule = check_rule(v, ctx.world_size)
-
-    def check() -> int:
-        mine = training.flat_params(step.model)
-        ref_bufs = None
-        if ctx.rank == 0:  # parameters, per element max|g| and max|p|, in one broadcast
-            *ref, ref_bufs = _reference(session, ctx, v, settings).at(step.steps)
-            ref = torch.cat([t.to(mine) for t in ref])
-        else:
-            ref = torch.empty(3 * mine.numel(), dtype=mine.dtype, device=mine.device)
-        dist.broadcast(ref, src=0, group=ctx.group)
-        ref, g_max, p_max = ref.split(mine.numel())
-        tol = rule.tol(step.steps, g_max.double(), p_max.double())  # per element (0 where exact)
-        diff = (mine - ref).abs()
-        worst = float(torch.as_tensor(tol).max().item())
-        seen.update(steps=step.steps, tol=worst, max_abs_diff=diff.max().item(), rule=rule.describe(step.steps, worst))
-        wrong = int((~(diff.double() <= tol)).sum().item())  # NaN is wrong
-        return wrong + _buffer_check(ctx, ref_bufs, step.model, rule, step.steps, seen)
-
-    return check
-
-
 # --- one buffer set of a case: the step, its check, its outputs -----------------------------------------
 
 
-def step_buffers(v: Variant, ctx: DistContext, settings: Settings, session: Session) -> Buffers:
+def step_buffers(
+    v: Variant, ctx: DistContext, settings: Settings, session: Session, check_of: Callable | None = None
+) -> Buffers:
+    """A step case's buffers; ``check_of(step, seen)``: its check (check.step_check), or None where the caller
+    only builds it (support_reason) or the case is unchecked."""
     step = _prepare(v, ctx, settings)
     run = step.run
 
@@ -608,13 +313,13 @@ def step_buffers(v: Variant, ctx: DistContext, settings: Settings, session: Sess
     step.run = counted
     logger: list[dict] = []  # DDP's logger, read before each timed sample
     seen: dict = {}  # what the last check found (its rule, tolerance, largest difference)
-    b = _step_call_and_check(v, step, ctx, settings, session, logger, seen)
+    b = _step_call_and_check(v, step, ctx, logger, seen, check_of)
     b.derive = lambda m, around, session: _timed_fields(v, settings, step, ctx, m, around, session, logger, seen)
     return b
 
 
 def _step_call_and_check(
-    v: Variant, step: Step, ctx: DistContext, settings: Settings, session: Session, logger: list, seen: dict
+    v: Variant, step: Step, ctx: DistContext, logger: list, seen: dict, check_of: Callable | None
 ) -> Buffers:
     if v.kind == "all_reduce":
         (t,) = step.keep
@@ -630,10 +335,9 @@ def _step_call_and_check(
         # Not an input reset: before each timed sample (outside the timed interval) read DDP's logger,
         # which by then holds the previous step's interval statistics (DDP logs a step at the next forward).
         reset = lambda: logger.append(internals.logging_data(step.ddp))  # noqa: E731
-    check = None if unchecked_reason(v) else _reference_check(v, step, ctx, settings, session, seen)
     return Buffers(
         call=lambda a: step.run(),
-        check=check,
+        check=None if check_of is None else check_of(step, seen),
         reset=reset,
         outputs=lambda: [p.detach() for p in step.model.parameters()],
     )

@@ -6,6 +6,7 @@ import torch
 
 from experiments.ddp import cases as ddp_exp
 
+from experiments.ddp import check as ddp_check
 from experiments.ddp import workload as ddp_exp_workload
 
 STEPS = 25
@@ -20,19 +21,17 @@ def _pairwise(per_rank):
 def test_two_correct_summation_orders_stay_within_the_tolerance_after_the_checked_steps():
     torch.set_num_threads(1)
     s = ddp_exp_workload.Settings()  # the default MLP: rounding differences carried through 25 steps of it
-    ref = ddp_exp_workload.Reference("mlp", s, 4, torch.device("cpu"), 1, False, True)
+    ref = ddp_check.Reference("mlp", s, 4, torch.device("cpu"), 1, False, True)
     good, g_max, p_max, _ = ref.at(STEPS)
-    tree = ddp_exp_workload.Reference("mlp", s, 4, torch.device("cpu"), 1, False, True)
+    tree = ddp_check.Reference("mlp", s, 4, torch.device("cpu"), 1, False, True)
     tree._mean = _pairwise
     other = tree.at(STEPS)[0]
-    rule = ddp_exp_workload.CheckRule(
-        world=4, wire="float32", u=ddp_exp_workload.U32, abs_err=0.0, lr=ddp_exp.training.SOURCE.lr
-    )
+    rule = ddp_check.CheckRule(world=4, wire="float32", u=ddp_check.U32, abs_err=0.0, lr=ddp_exp.training.SOURCE.lr)
     diff = (other - good).abs().double()
     assert diff.max() > 0  # the orders do differ
     tol = rule.tol(STEPS, g_max.double(), p_max.double())
     assert (diff <= tol).all(), f"{int((diff > tol).sum())} correct elements outside the bound"
-    summed = ddp_exp_workload.Reference("mlp", s, 4, torch.device("cpu"), 1, False, True)
+    summed = ddp_check.Reference("mlp", s, 4, torch.device("cpu"), 1, False, True)
     summed._mean = lambda per_rank: [sum(ts) for ts in zip(*per_rank)]  # a hook that forgets to divide
     # 42% of the elements here (the rest barely move in 25 steps: small or dead units' gradients)
     assert ((summed.at(STEPS)[0] - good).abs().double() > tol).float().mean() > 0.3

@@ -12,6 +12,7 @@ import torch
 from experiments.ddp import cases as ddp_exp
 from experiments.ddp import derived as ddp_derived
 
+from experiments.ddp import check as ddp_check
 from experiments.ddp import workload as ddp_exp_workload
 from experiments.ddp import models as training
 from suite.harness import profiling
@@ -170,7 +171,7 @@ def test_every_number_a_ddp_step_records_has_its_provenance():
 
 def _reference_at(s, steps: int, wire=lambda t: t):
     """The 4-rank single-process reference of the MLP after ``steps``, its average passed through ``wire``."""
-    ref = ddp_exp_workload.Reference("mlp", s, 4, torch.device("cpu"), 1, False, True)
+    ref = ddp_check.Reference("mlp", s, 4, torch.device("cpu"), 1, False, True)
     mean = ref._mean
     ref._mean = lambda per_rank: [wire(t) for t in mean(per_rank)]
     return ref.at(steps)
@@ -185,7 +186,7 @@ def test_per_element_tolerance_fails_an_average_1_01_too_large_and_passes_the_fp
     assert g_max.shape == p_max.shape == good.shape  # per element
     fp16 = _reference_at(s, 1, lambda t: t.half().float())[0]
     scaled = _reference_at(s, 1, lambda t: t.half().float() * 1.01)[0]
-    rule = ddp_exp_workload.check_rule(_variant("ddp hook fp16_compress", s), 4)
+    rule = ddp_check.check_rule(_variant("ddp hook fp16_compress", s), 4)
     tol = rule.tol(1, g_max.double(), p_max.double())
     assert ((fp16 - good).abs().double() <= tol).all()  # the honest wire is inside the bound
     assert ((scaled - good).abs().double() > tol).sum() > 0  # 1.01 is not
@@ -195,21 +196,17 @@ def test_per_element_tolerance_fails_an_average_1_01_too_large_and_passes_the_fp
 def test_check_rule_is_exact_only_where_the_average_is():
     s = ddp_exp_workload.Settings()
     plain, fp16 = _variant("ddp", s), _variant("ddp hook fp16_compress", s)
-    assert ddp_exp_workload.check_rule(plain, 2).exact and ddp_exp_workload.check_rule(plain, 2).tol(25, 1.0, 1.0) == 0
-    assert not ddp_exp_workload.check_rule(plain, 4).exact and not ddp_exp_workload.check_rule(fp16, 2).exact
-    r4 = ddp_exp_workload.check_rule(plain, 4)
+    assert ddp_check.check_rule(plain, 2).exact and ddp_check.check_rule(plain, 2).tol(25, 1.0, 1.0) == 0
+    assert not ddp_check.check_rule(plain, 4).exact and not ddp_check.check_rule(fp16, 2).exact
+    r4 = ddp_check.check_rule(plain, 4)
     # 2 x S x e + S x (S - 1) x e(the largest), e = lr x 2N x u x max|g| + 2 u max|p|, float32 u = 2^-24
     assert r4.tol(10, 1.0, 0.5) == pytest.approx((2 * 10 + 10 * 9) * (0.01 * 8 * 2**-24 + 2 * 2**-24 * 0.5))
     assert r4.tol(1, 1.0, 0.5) == pytest.approx(2 * (0.01 * 8 * 2**-24 + 2 * 2**-24 * 0.5))  # one step: its own
-    assert ddp_exp_workload.check_rule(fp16, 2).tol(10, 1.0, 0.5) > 100 * ddp_exp_workload.check_rule(plain, 3).tol(
-        10, 1.0, 0.5
-    )
+    assert ddp_check.check_rule(fp16, 2).tol(10, 1.0, 0.5) > 100 * ddp_check.check_rule(plain, 3).tol(10, 1.0, 0.5)
     assert r4.describe(10, 1.2e-6) == "tol per element, up to 1.2e-06 (float32 sum order, 4 ranks, 10 steps)"
-    assert ddp_exp_workload.unchecked_reason(_variant("ddp hook powerSGD", s))
-    assert ddp_exp_workload.unchecked_reason(_variant("ddp no-op hook (no comm)", s))
-    assert ddp_exp_workload.unchecked_reason(_variant("solo (1 rank)", s)) and not ddp_exp_workload.unchecked_reason(
-        plain
-    )
+    assert ddp_check.unchecked_reason(_variant("ddp hook powerSGD", s))
+    assert ddp_check.unchecked_reason(_variant("ddp no-op hook (no comm)", s))
+    assert ddp_check.unchecked_reason(_variant("solo (1 rank)", s)) and not ddp_check.unchecked_reason(plain)
 
 
 def test_powersgd_wire_bytes_estimate():
@@ -403,7 +400,7 @@ def test_a_reset_that_does_not_take_effect_is_not_called_a_region_peak(tmp_path,
 def test_reference_replays_steps_it_has_passed():
     # Reference is pure single-process training: asking for fewer steps than it has taken restarts it
     s = ddp_exp_workload.Settings(params=20_000)
-    ref = ddp_exp_workload.Reference("mlp", s, 2, "cpu", 1, False, True)
+    ref = ddp_check.Reference("mlp", s, 2, "cpu", 1, False, True)
     p1, g1, _, _ = (t.clone() for t in ref.at(1))
     p3 = ref.at(3)[0].clone()
     ref._snapshots.clear()
@@ -417,15 +414,15 @@ def test_reference_resumes_from_its_checkpoint_below_a_smaller_step_count():
     CHECKPOINT_EVERY - 1 steps (from step 0 it retrained 12 of them each time)."""
     s = ddp_exp_workload.Settings(params=20_000)
     args = ("mlp", s, 2, "cpu", 1, False, True)
-    ref = ddp_exp_workload.Reference(*args)
+    ref = ddp_check.Reference(*args)
     ref.at(13)
     taken, step = [], ref._step
     ref._step = lambda: (taken.append(1), step())[1]
     got = [t.clone() for t in ref.at(12)]
-    assert len(taken) == 12 - 2 * ddp_exp_workload.CHECKPOINT_EVERY  # from the checkpoint at step 10
-    fresh = ddp_exp_workload.Reference(*args).at(12)
+    assert len(taken) == 12 - 2 * ddp_check.CHECKPOINT_EVERY  # from the checkpoint at step 10
+    fresh = ddp_check.Reference(*args).at(12)
     assert all(torch.equal(a, b) for a, b in zip(got, fresh, strict=True))
-    assert not torch.equal(got[0], ddp_exp_workload.Reference(*args).at(11)[0])
+    assert not torch.equal(got[0], ddp_check.Reference(*args).at(11)[0])
 
 
 def test_reference_checkpoints_are_counted_with_every_tensor_they_hold(monkeypatch):
@@ -436,12 +433,12 @@ def test_reference_checkpoints_are_counted_with_every_tensor_they_hold(monkeypat
         ({"w": torch.zeros(4)}, {"state": {0: {"momentum_buffer": torch.zeros(3, dtype=torch.float64)}}}, [[]], 1)
     ) == (4 * 4 + 3 * 8)
     s = ddp_exp_workload.Settings(params=20_000)
-    ref = ddp_exp_workload.Reference("mlp", s, 4, "cpu", 1, False, True)
-    ref.at(ddp_exp_workload.CHECKPOINT_EVERY)
+    ref = ddp_check.Reference("mlp", s, 4, "cpu", 1, False, True)
+    ref.at(ddp_check.CHECKPOINT_EVERY)
     (first,) = ref._checkpoints.values()
-    monkeypatch.setattr(ddp_exp_workload, "CHECKPOINT_BYTES", 2 * training.tensor_bytes(first) - 1)
-    ref.at(2 * ddp_exp_workload.CHECKPOINT_EVERY)
-    assert list(ref._checkpoints) == [2 * ddp_exp_workload.CHECKPOINT_EVERY]  # two would be over the cap
+    monkeypatch.setattr(ddp_check, "CHECKPOINT_BYTES", 2 * training.tensor_bytes(first) - 1)
+    ref.at(2 * ddp_check.CHECKPOINT_EVERY)
+    assert list(ref._checkpoints) == [2 * ddp_check.CHECKPOINT_EVERY]  # two would be over the cap
 
 
 def _forwards_from(s, params, bufs, batches):
@@ -456,7 +453,7 @@ def _forwards_from(s, params, bufs, batches):
             i += b.numel()
         for x, _ in batches:
             net(x)
-    return ddp_exp_workload.flat_buffers(list(net.buffers()))
+    return ddp_check.flat_buffers(list(net.buffers()))
 
 
 @pytest.mark.parametrize("sync", [True, False])
@@ -464,8 +461,8 @@ def test_reference_buffers_are_each_ranks_own_or_start_from_rank_0s_at_every_for
     """broadcast_buffers: every forward starts from rank 0's buffers, then the rank's own batch moves them;
     without it (and in the manual cases) each rank's running stats evolve from its own batches alone."""
     s = ddp_exp_workload.Settings(params=20_000)
-    ref = ddp_exp_workload.Reference("mlp", s, 2, "cpu", 1, False, sync)
-    batches = [ddp_exp_workload._rank_batches(r, s, 1, "cpu") for r in range(2)]
+    ref = ddp_check.Reference("mlp", s, 2, "cpu", 1, False, sync)
+    batches = [ddp_exp_workload.rank_batches(r, s, 1, "cpu") for r in range(2)]
     for k in (1, 2, 3):
         before, after = (tuple(t.clone() for t in ref.at(j)) for j in (k - 1, k))
         for r in range(2):
@@ -480,7 +477,7 @@ def test_the_two_buffer_modes_differ_only_in_the_other_ranks_buffers():
     """What a check expecting broadcast buffers would see of broadcast_buffers=False: the same parameters and
     rank 0's buffers, rank 1's running stats different from the second step on."""
     s = ddp_exp_workload.Settings(params=20_000)
-    synced, local = (ddp_exp_workload.Reference("mlp", s, 2, "cpu", 1, False, m) for m in (True, False))
+    synced, local = (ddp_check.Reference("mlp", s, 2, "cpu", 1, False, m) for m in (True, False))
     for k in (1, 3):
         a, b = synced.at(k), local.at(k)
         assert torch.equal(a[0], b[0]) and torch.equal(a[3][0], b[3][0])
@@ -491,11 +488,11 @@ def test_under_no_sync_buffers_are_broadcast_before_the_first_micro_batch_only()
     """DDP syncs buffers at a forward only when the previous forward synchronised gradients: under no_sync,
     before the first micro-batch of a step; without no_sync, before every one."""
     s = ddp_exp_workload.Settings(params=20_000)
-    batches = ddp_exp_workload._rank_batches(1, s, 2, "cpu")
-    ref = ddp_exp_workload.Reference("mlp", s, 2, "cpu", 2, False, True)
+    batches = ddp_exp_workload.rank_batches(1, s, 2, "cpu")
+    ref = ddp_check.Reference("mlp", s, 2, "cpu", 2, False, True)
     before, after = (tuple(t.clone() for t in ref.at(j)) for j in (1, 2))
     assert torch.equal(after[3][1], _forwards_from(s, before[0], before[3][0], batches))
-    each = ddp_exp_workload.Reference("mlp", s, 2, "cpu", 2, True, True)
+    each = ddp_check.Reference("mlp", s, 2, "cpu", 2, True, True)
     before, after = (tuple(t.clone() for t in each.at(j)) for j in (1, 2))
     assert not torch.equal(after[3][1], _forwards_from(s, before[0], before[3][0], batches))
     assert (after[3][:, -1] == 4).all()
@@ -504,18 +501,12 @@ def test_under_no_sync_buffers_are_broadcast_before_the_first_micro_batch_only()
 def test_buffer_rule_is_exact_where_the_parameters_are_and_says_whose_buffers():
     s = ddp_exp_workload.Settings()
     plain, local, manual = (_variant(x, s) for x in ("ddp", "ddp broadcast_buffers=False", "manual all_reduce"))
-    assert (
-        ddp_exp_workload.syncs_buffers(plain)
-        and not ddp_exp_workload.syncs_buffers(local)
-        and not ddp_exp_workload.syncs_buffers(manual)
-    )
-    assert ddp_exp_workload.buffer_rule(plain, ddp_exp_workload.check_rule(plain, 2)).startswith("exact (rank 0's")
-    assert (
-        ddp_exp_workload.buffer_rule(local, ddp_exp_workload.check_rule(local, 2)) == "exact (the rank's own batches)"
-    )
-    tol = ddp_exp_workload.check_rule(plain, 4)
-    assert ddp_exp_workload.buffer_rule(plain, tol).startswith("exact after the one-step check (rank 0's")
-    assert "not compared after the timed steps" in ddp_exp_workload.buffer_rule(plain, tol)
+    assert ddp_check.syncs_buffers(plain) and not ddp_check.syncs_buffers(local) and not ddp_check.syncs_buffers(manual)
+    assert ddp_check.buffer_rule(plain, ddp_check.check_rule(plain, 2)).startswith("exact (rank 0's")
+    assert ddp_check.buffer_rule(local, ddp_check.check_rule(local, 2)) == "exact (the rank's own batches)"
+    tol = ddp_check.check_rule(plain, 4)
+    assert ddp_check.buffer_rule(plain, tol).startswith("exact after the one-step check (rank 0's")
+    assert "not compared after the timed steps" in ddp_check.buffer_rule(plain, tol)
     # which checks compare them: every one under the exact rule, the one-step check alone under tol
-    exact = ddp_exp_workload.check_rule(plain, 2)
-    assert [ddp_exp_workload.buffers_compared(r, n) for r in (exact, tol) for n in (1, 5)] == [True, True, True, False]
+    exact = ddp_check.check_rule(plain, 2)
+    assert [ddp_check.buffers_compared(r, n) for r in (exact, tol) for n in (1, 5)] == [True, True, True, False]
