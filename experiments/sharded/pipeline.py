@@ -23,9 +23,12 @@ more forward hook each time a module runs, and the second run of a module pops i
 (IndexError). So ``P2PInventory``, a plain ``TorchDispatchMode``, lists every c10d op the step dispatches
 (send, recv, and any collective): op, dtype, bytes, peer; a stage subclass notes which buffers its
 forward (activations) and backward (gradients) p2p ops carry, which names each op's phase. Every rank's list
-is gathered; ``theory`` derives the same from the shapes: per stage boundary, per micro-batch, one
-activation forward and one gradient backward, so 2 x (stages - 1) x micro-batches messages of A bytes,
-A = 4 x (batch / micro-batches) x seq x width.
+is gathered. As every strategy's inventory is, it is checked against c10d's own count over the same step:
+on any rank a count above what the inventory saw there (an op from another thread, which a dispatch mode
+does not see) fails the case; fewer is no failure, as NCCL's sequence number leaves p2p ops out (Gloo counts
+each send and recv: equal, measured on torch 2.13). ``theory`` derives the same from the shapes: per stage
+boundary, per micro-batch, one activation forward and one gradient backward, so 2 x (stages - 1) x
+micro-batches messages of A bytes, A = 4 x (batch / micro-batches) x seq x width.
 """
 
 from __future__ import annotations
@@ -274,23 +277,30 @@ class P2PInventory(internals.dispatch_mode_base()):
         return func(*args, **(kwargs or {}))
 
 
-def inventory_step(trainer, ctx) -> tuple[list[dict], int]:
-    """One more step under ``P2PInventory``: every rank's rows (gathered: a collective on every rank) and
-    the p2p ops the stages handed the schedule in that step, summed over ranks."""
+def inventory_step(trainer, ctx) -> tuple[list[dict], int, dict[str, int] | None]:
+    """One more step under ``P2PInventory``: every rank's rows (gathered: a collective on every rank), the
+    p2p ops the stages handed the schedule in that step, summed over ranks, and this rank's c10d count over
+    the step (inventory.issued). CaseFailed on every rank when on any rank c10d counted more ops than the
+    inventory saw there (an op from another thread: inventory.complete)."""
     import torch.distributed as dist
 
     before = sum(s.noted_ops for s in trainer.stages)
+    issued = internals.c10d_issued(trainer.groups)
     with P2PInventory(trainer.phases) as inv:
         trainer.step()
+    c10d = inventory.issued(issued, internals.c10d_issued(trainer.groups), trainer.groups)
+    # Gloo counts each send and recv, NCCL its collectives only: more than the inventory saw is an op it missed
+    inventory.complete(trainer.strategy, [{"group": "pp", "count": sum(inv.ops.values())}], c10d, ctx, at_most=True)
     noted = sum(s.noted_ops for s in trainer.stages) - before
     mine = Counter({(ctx.rank, *key): n for key, n in inv.ops.items()})
     every: list = [None] * ctx.world_size
     dist.all_gather_object(every, (mine, noted), group=ctx.group)
-    return _rows(sum((c for c, _ in every), Counter())), sum(n for _, n in every)
+    return _rows(sum((c for c, _ in every), Counter())), sum(n for _, n in every), c10d
 
 
-def inventory_fields(strategy: str, s, world: int, rows: list[dict], scheduled: int) -> dict:
-    """The record's inventory fields of a pipeline case from every rank's rows (pure; PROVENANCE)."""
+def inventory_fields(strategy: str, s, world: int, rows: list[dict], scheduled: int, c10d: dict | None) -> dict:
+    """The record's inventory fields of a pipeline case from every rank's rows and rank 0's c10d count (pure;
+    PROVENANCE)."""
     want = theory(strategy, s.width, s.seq, s.batch, world, s.microbatches)
     ddp_bus = inventory.bus_bytes(
         inventory.theory("ddp", s.width, s.depth, s.seq, s.batch, world), {"dp": world}, gloo=False
@@ -304,6 +314,7 @@ def inventory_fields(strategy: str, s, world: int, rows: list[dict], scheduled: 
         "p2p_ops_dispatched": sum(r["count"] for r in rows),
         "p2p_ops_scheduled": scheduled,
         "commdebug_ops": None,
+        "c10d_ops": c10d,
         "theory": want,
         "theory_bytes": sum(sent_bytes(want).values()),
         "inventory_matches_theory": rows == want,
@@ -344,6 +355,9 @@ PROVENANCE = {
     "p2p_ops_dispatched": "derived: sum of count over the inventory (sends and recvs, all ranks)",
     "p2p_ops_scheduled": "measured: the P2POps the stages handed the schedule in the same step, all ranks",
     "commdebug_ops": "none: CommDebugMode cannot run a micro-batched step (module tracker, torch 2.13)",
+    "c10d_ops": "measured: rank 0's change of c10d's sequence number of the pipeline's group over the same step "
+    "(every op issued on it, any thread; Gloo counts each send and recv, NCCL its collectives only); on any rank "
+    "a count above the ops its inventory saw fails the case",
     "theory": "modelled: experiments.sharded.pipeline.theory from width, seq, batch, micro-batches and world",
     "theory_bytes": "derived: 2 x (stages - 1) x micro-batches x activation_bytes",
     "inventory_matches_theory": "derived: the inventory's rows equal theory's (rank, op, peer, phase, bytes, count)",

@@ -185,16 +185,19 @@ def test_a_bad_knob_exits_2_before_any_rank_starts(tmp_path, env, words):
 
 
 def test_an_op_the_inventory_cannot_see_fails_the_case(tmp_path):
-    """A ddp step that ends with a barrier, a tp step that also all-reduces from a helper thread
-    (tests/plants/sharded_inventory.py): CommDebugMode sees neither, c10d's sequence numbers do, and each case
-    fails naming the group and both counts."""
-    env = dict(SMALL, SHARDED_STRATEGIES="ddp,tp")
+    """A ddp step that ends with a barrier, a tp and a GPipe step that also all-reduce from a helper thread
+    (tests/plants/sharded_inventory.py): neither CommDebugMode nor the pipeline's P2PInventory sees them, c10d's
+    sequence numbers do, and each case fails naming the group and both counts."""
+    env = dict(SMALL, SHARDED_STRATEGIES="ddp,tp,pp_gpipe")
     proc = run_suite(tmp_path, *RUN, "--", "-p", "tests.plants.sharded_inventory", nproc=2, env=env, timeout=300)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out[-3000:]  # a case errored: its inventory cannot be recorded as measured
     assert "ddp: the step issued collectives its inventory did not see (dp: c10d issued 2, the inventory saw 1)" in out
     assert "tp: the step issued collectives its inventory did not see (tp: c10d issued 5, the inventory saw 4)" in out
+    # rank 0 of GPipe at 2 ranks: 4 micro-batches' activations sent, their gradients received
+    pp = "pp_gpipe: the step issued collectives its inventory did not see (pp: c10d issued 9, the inventory saw 8)"
+    assert pp in out
     assert _records(tmp_path) == {}  # neither step is recorded as if its inventory were whole
     # the launcher's last word names the first failed case and why, not only "rank 0 exited with status 1"
     # (and both: tp's failure is stored by the run's last write, which no rank's exit cuts short)
-    assert "# 2 case(s) failed: experiments/sharded/cases.py::test_sharded[ddp]: ddp: the step issued" in proc.stderr
+    assert "# 3 case(s) failed: experiments/sharded/cases.py::test_sharded[ddp]: ddp: the step issued" in proc.stderr

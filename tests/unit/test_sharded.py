@@ -116,6 +116,10 @@ def test_c10d_counts_per_dimension_and_what_the_inventory_missed():
     assert inventory.unseen(rows[:2], {"dp": 8}) == []
     assert inventory.unseen(rows, {"dp": 8}) == ["tp: c10d issued 0, the inventory saw 4"]  # a group c10d lacks
     assert inventory.unseen(rows, None) == []  # this torch cannot say: nothing to compare with
+    # a pipeline's p2p ops: c10d counting fewer is NCCL leaving p2p out, counting more an op the inventory missed
+    p2p = [{"group": "pp", "count": 8}]
+    assert inventory.unseen(p2p, {"pp": 0}, at_most=True) == [] and inventory.unseen(p2p, {"pp": 8}, at_most=True) == []
+    assert inventory.unseen(p2p, {"pp": 9}, at_most=True) == ["pp: c10d issued 9, the inventory saw 8"]
 
 
 def test_bus_bytes_use_nccl_tests_factors_and_glooss_reduce_scatter():

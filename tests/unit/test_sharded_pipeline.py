@@ -73,13 +73,13 @@ def test_theory_per_rank_at_4_ranks_and_interleaved_at_2():
 def test_inventory_fields_match_theory_and_see_a_wrong_phase():
     s = ShardedSettings(width=16, depth=2, seq=4, batch=8, strategies=("pp_gpipe",))
     rows = pipeline.theory("pp_gpipe", 16, 4, 8, 2, 4)
-    f = pipeline.inventory_fields("pp_gpipe", s, 2, rows, 16)
+    f = pipeline.inventory_fields("pp_gpipe", s, 2, rows, 16, {"pp": 8})
     a = 4 * 2 * 4 * 16  # one micro-batch of 2 rows x 4 x 16 float32
     assert f["inventory_matches_theory"] and f["inventory_bytes"] == f["theory_bytes"] == 2 * 4 * a
     assert f["inventory_ops"] == 8 and f["p2p_ops_dispatched"] == 16 and f["bus_bytes"] == 4 * a
-    assert f["commdebug_ops"] is None
+    assert f["commdebug_ops"] is None and f["c10d_ops"] == {"pp": 8}
     wrong = [dict(r, phase="unknown") if r["op"] == "recv" else r for r in rows]
-    assert not pipeline.inventory_fields("pp_gpipe", s, 2, wrong, 16)["inventory_matches_theory"]
+    assert not pipeline.inventory_fields("pp_gpipe", s, 2, wrong, 16, None)["inventory_matches_theory"]
 
 
 def test_the_microbatch_knob_must_divide_the_batch_when_a_pipeline_runs():
@@ -139,7 +139,7 @@ def test_table_lists_the_schedule_and_each_ranks_p2p_with_its_peer():
         "samples_us": [2400.0, 2500.0, 2600.0], "n_params": 100, "width": 16, "depth": 2, "seq": 4, "batch": 8,
         "n_wrong": 0, "checked": True, "check_rule": "exact", "microbatches": 4,
     } | pipeline.declared_fields("pp_gpipe", ShardedSettings(width=16, depth=2, seq=4, batch=8), 2) | (
-        pipeline.inventory_fields("pp_gpipe", ShardedSettings(width=16, depth=2, seq=4, batch=8), 2, rows, 16)
+        pipeline.inventory_fields("pp_gpipe", ShardedSettings(width=16, depth=2, seq=4, batch=8), 2, rows, 16, None)
     )  # fmt: skip
     out = format_tables([rec])
     assert "pp_gpipe: ScheduleGPipe, 2 stages (1 per rank) x 4 micro-batches, 512 B per activation, bubble 0.20" in out
