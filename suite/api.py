@@ -18,6 +18,7 @@ MODULES = (
     # Exact checks and the shared workloads: the collective op table, p2p patterns, p2p algorithms.
     "suite.harness.verify",
     "suite.ops.collectives",
+    "suite.ops.sweep",
     "suite.ops.p2p",
     "suite.ops.algorithms",
     # Process groups beyond the world (lanes, subgroups, a one-rank group): their one home.

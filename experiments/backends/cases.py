@@ -64,6 +64,7 @@ from suite.api import (
     resolve_device,
 )
 from suite.api import collectives as ops
+from suite.api import sweep
 
 from .workload import (
     algorithm_buffers,
@@ -149,14 +150,14 @@ def collective_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     for lane in _planned(cfg):
         for v in COMPARED_VARIANTS:
             coll = ops.BY_VARIANT[v]
-            for a in ops.args_for(coll, sub, world_size, sizes):
+            for a in sweep.args_for(coll, sub, world_size, sizes):
                 if a.in_place == coll.in_place_forms[0]:
                     out.append(
-                        ops.collective_case(
+                        sweep.collective_case(
                             coll,
                             a,
                             experiment=EXPERIMENT,
-                            label=f"{lane.key}-{ops.label_of(a)}",
+                            label=f"{lane.key}-{sweep.label_of(a)}",
                             context=on_lane(lane.key),
                             identity={"lane_key": lane.key},
                             fields={"table": "compare", **_lane_fields(lane.key)},
@@ -327,10 +328,10 @@ def gloo_path_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
         return []
     dtype = cfg.dtypes[0]
     coll = ops.BY_VARIANT["all_reduce"]
-    a = ops.args_for(coll, dataclasses.replace(cfg, redops=("sum",)), world_size, sizes[-1:])
+    a = sweep.args_for(coll, dataclasses.replace(cfg, redops=("sum",)), world_size, sizes[-1:])
     return [
         dataclasses.replace(
-            ops.collective_case(
+            sweep.collective_case(
                 coll,
                 args,
                 experiment=EXPERIMENT,

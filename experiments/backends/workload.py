@@ -23,6 +23,7 @@ from suite.api import (
     verify,
 )
 from suite.api import collectives as ops
+from suite.api import sweep
 
 ALL_DTYPES = tuple(verify.DTYPE_OF)
 
@@ -95,7 +96,7 @@ def capability_matrix(lctx: DistContext, dtypes=ALL_DTYPES) -> list[dict]:
                 reason = support_reason(
                     lctx,
                     lambda coll=coll, a=a: coll.build(a, lctx),
-                    ops.label_of(a).rsplit("-", 2)[0],
+                    sweep.label_of(a).rsplit("-", 2)[0],
                     reraise=SUITE_BUGS,
                 )
                 rows.append(

@@ -14,14 +14,15 @@ world size), ``count`` is size_bytes / element size.
 from __future__ import annotations
 
 from suite.api import Case, experiment_test
-from suite.api import BenchConfig, collectives
+from suite.api import BenchConfig
+from suite.api import sweep
 
 EXPERIMENT = "collectives"
 
 
 def cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     """Every collective of the op table over the run's sweep."""
-    return collectives.collective_cases(cfg, world_size, experiment=EXPERIMENT)
+    return sweep.collective_cases(cfg, world_size, experiment=EXPERIMENT)
 
 
 test_collective = experiment_test(cases)

@@ -36,6 +36,7 @@ import torch
 
 from suite.api import p2p
 from suite.api import collectives as ops
+from suite.api import sweep
 from suite.api import Buffers, Bytes, Case, Session, experiment_test
 from suite.api import BenchConfig
 from suite.api import DistContext
@@ -200,7 +201,7 @@ def _collective_cases(doc, n: int, dtype: str) -> list[Case]:
                 in_place=coll.in_place_forms[0],
                 root=-1,
             )
-            out.append(_doctor(ops.collective_case(coll, a, experiment=EXPERIMENT), coll.op))
+            out.append(_doctor(sweep.collective_case(coll, a, experiment=EXPERIMENT), coll.op))
     return out
 
 

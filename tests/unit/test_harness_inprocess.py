@@ -12,6 +12,7 @@ import torch
 
 from suite.harness import bench_adapter, faults
 from suite.ops import collectives as ops
+from suite.ops import sweep
 from suite.case import Buffers, Bytes, Case, CaseSkipped
 from suite.launch.config import BenchConfig
 from suite.harness.dist import destroy_distributed, init_distributed
@@ -106,7 +107,7 @@ def test_measure_keeps_rank_samples_only_when_asked(ctx):
 
 def test_harness_runs_every_collective_and_checks_it(ctx):
     h = Harness(ctx, CFG, env={})
-    cases = ops.collective_cases(CFG, 1, experiment="collectives")
+    cases = sweep.collective_cases(CFG, 1, experiment="collectives")
     assert {c.identity["variant"] for c in cases} == set(ops.BY_VARIANT)
     for case in cases:
         m, rec = h.run(case)
@@ -119,7 +120,7 @@ def test_harness_runs_every_collective_and_checks_it(ctx):
 
 
 def test_harness_catches_a_corrupted_timed_buffer_and_a_corrupted_check(ctx):
-    case = ops.collective_cases(CFG, 1, experiment="collectives")[0]  # all_reduce sum, in place
+    case = sweep.collective_cases(CFG, 1, experiment="collectives")[0]  # all_reduce sum, in place
     _, rec = Harness(ctx, CFG, env={"SUITE_INJECT_CORRUPTION": "all_reduce@timed"}).run(case)
     assert (rec["n_wrong_check"], rec["n_wrong_timed"], rec["n_wrong"]) == (0, 1, 1)
     _, rec = Harness(ctx, CFG, env={"SUITE_INJECT_CORRUPTION": "all_reduce"}).run(case)
@@ -289,14 +290,14 @@ def test_every_build_gets_the_harness_session_so_cases_share_what_one_made(ctx):
 
 
 def test_the_wrong_counts_say_how_they_were_obtained(ctx):
-    _, rec = Harness(ctx, CFG, env={}).run(ops.collective_cases(CFG, 1, experiment="collectives")[0])
+    _, rec = Harness(ctx, CFG, env={}).run(sweep.collective_cases(CFG, 1, experiment="collectives")[0])
     assert {"n_wrong", "n_wrong_check", "n_wrong_timed"} <= set(rec["provenance"])
 
 
 def test_injected_delay_lands_before_or_after_the_op_call(ctx):
     # @before: between the barrier and the op call (the rank's arrival); @after (the default): after the
     # op completed, so not in the arrival. Both are in the sample.
-    case = ops.collective_cases(CFG, 1, experiment="collectives")[0]  # all_reduce sum, in place
+    case = sweep.collective_cases(CFG, 1, experiment="collectives")[0]  # all_reduce sum, in place
     _, before = Harness(ctx, CFG, env={"SUITE_INJECT_DELAY": "0:0.003:all_reduce@before"}).run(case)
     _, after = Harness(ctx, CFG, env={"SUITE_INJECT_DELAY": "0:0.003:all_reduce"}).run(case)
     assert before["rank_arrival_us"][0] >= 3000 and before["time_us"] >= 3000
@@ -325,7 +326,7 @@ def test_each_record_says_what_the_journal_costs_and_the_harness_times_each_phas
 
     from suite.harness import journal
 
-    case = ops.collective_cases(CFG, 1, experiment="collectives")[0]
+    case = sweep.collective_cases(CFG, 1, experiment="collectives")[0]
     h = Harness(ctx, CFG, env={})
     _, rec = h.run(case)
     assert "journal_us_per_op" not in rec  # no journal: nothing to say

@@ -20,6 +20,7 @@ import torch
 from suite.harness import verify
 from suite.ops.p2p import pattern as p2p_pattern
 from suite.ops import collectives as ops
+from suite.ops import sweep
 
 WORLDS = (2, 3, 4, 5, 8, 9, 16, 17, 33, 64)
 """World sizes of the unit tier; tests/e2e/test_verify_routing_scale.py runs 129, 256, 257 and 1024 (the
@@ -207,8 +208,8 @@ def test_the_misroute_fault_is_seen(op, n):
 def test_a_reduction_with_no_exact_answer_is_skipped_with_its_reason():
     """A bfloat16 sum over 257 ranks has no exact answer: the case says so instead of failing."""
     coll = ops.BY_VARIANT["all_reduce"]
-    case = ops.collective_case(coll, _args("bfloat16", "sum", 8), experiment="collectives")
+    case = sweep.collective_case(coll, _args("bfloat16", "sum", 8), experiment="collectives")
     assert case.skip(_ctx(0, 256), None) is None
     assert "no exact sum of 257 ranks in bfloat16" in case.skip(_ctx(0, 257), None)
-    mean = ops.collective_case(coll, _args("float16", "avg", 8), experiment="collectives")
+    mean = sweep.collective_case(coll, _args("float16", "avg", 8), experiment="collectives")
     assert mean.skip(_ctx(0, 45), None) is None and mean.skip(_ctx(0, 46), None)
