@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from suite.api import Plot, Section, plots, records
 
-from . import verdict
+from . import stragglers, verdict
 
 
 def _diagnosis(run: dict, memo: dict):
@@ -40,7 +40,7 @@ def section(run: dict, plot_name, memo: dict) -> Section:
                 png=plots.doctor_heatmaps(d.links, d.hosts),
             )
         )
-    probes = verdict.rank_time_probes(records(run))
+    probes = stragglers.rank_time_probes(records(run))
     if probes:
         sec.plots.append(
             Plot(

@@ -5,7 +5,7 @@
 Reads only the run's stored records (experiments/doctor/cases.py's probes, every rank's own time of every
 sample kept), writes ``<run>/doctor.json`` atomically, prints the verdict table, and exits
 ``EXIT_OK`` (0) when healthy or ``EXIT_FINDING`` (8) when something is wrong. The rules, each a pure
-function of the samples (unit-tested on synthetic samples):
+function of the samples (links.py, stragglers.py, the weak node here; unit-tested on synthetic samples):
 
 **Slow link.** A link is an ordered pair src -> dst for bandwidth (a window of large messages from
 src to dst), an unordered pair for latency (a round trip) and for both directions at once. Links
@@ -47,7 +47,6 @@ Anything else is **healthy**: the measured figures per class, and against the ex
 from __future__ import annotations
 
 import argparse
-import math
 import statistics
 import sys
 from collections import defaultdict
@@ -60,47 +59,21 @@ from suite.api import write_json_atomic
 from suite.api import configured_link_rate, parse_link_rate
 from suite.api import load_run, records
 
-EXPERIMENT = "doctor"
-SLOW_FACTOR = 1.5
-"""A bandwidth link (or both directions at once) is slow from 1.5x its class's time per message (2/3 of
-its bandwidth) or 1.5x the expected time."""
-LATENCY_FACTOR = 2.0
-"""A latency pair is slow from 2x its class's round trip (small messages vary more than bulk transfers)."""
-NOISE_K = 3.0
-"""The class's own spread widens the threshold to exp(NOISE_K x robust sd of the links' log-medians)."""
-STRAGGLER_FACTOR = 1.25
-ALPHA = 0.01
-CONFIDENCE = 0.95
-LINK_PROBES = ("latency", "bandwidth", "bidirectional")
-ALL_RANK_PROBES = ("compute", "ring", "all_reduce", "all_gather")
-MAD_TO_SD = 1.4826
-"""MAD x 1.4826 estimates the standard deviation of a normal sample (Rousseeuw & Croux 1993)."""
-
-
-@dataclass
-class LinkPass:
-    """One link in one pass: its samples judged against its class."""
-
-    probe: str
-    src: int
-    dst: int
-    pass_no: int
-    size_bytes: int
-    cls: str
-    src_host: str
-    dst_host: str
-    median_us: float
-    ci_us: tuple[float, float]
-    label: str
-    reference_us: float = math.nan
-    threshold: float = math.nan
-    expected_us: float | None = None
-    slow_vs_class: bool = False
-    slow_vs_expectation: bool = False
-
-    @property
-    def slow(self) -> bool:
-        return self.slow_vs_class or self.slow_vs_expectation
+from .links import (
+    CONFIDENCE,
+    EXPERIMENT,
+    LATENCY_FACTOR,
+    NOISE_K,
+    SLOW_FACTOR,
+    fmt_rate,
+    rate_gbps,
+    judge_links,
+    link_entries,
+    link_name,
+    link_passes,
+    measured_text,
+)
+from .stragglers import ALPHA, STRAGGLER_FACTOR, rank_entries
 
 
 @dataclass
@@ -137,148 +110,6 @@ class Diagnosis:
 
     def as_dict(self) -> dict:
         return {"verdict": self.verdict, "exit_status": self.exit_status, **asdict(self)}
-
-
-# --- slow links -----------------------------------------------------------------------------------
-
-
-def _cls(a_host: str, b_host: str) -> str:
-    return "intra-node" if a_host == b_host else "inter-node"
-
-
-def link_passes(recs: list[dict], hostnames: list[str]) -> list[LinkPass]:
-    """The link probes of a run, one entry per link and pass (no judgement yet)."""
-    out = []
-    for r in recs:
-        if r.get("experiment") != EXPERIMENT or r.get("probe") not in LINK_PROBES or not r.get("samples_us"):
-            continue
-        a, b = int(r["src"]), int(r["dst"])
-        ha, hb = hostnames[a], hostnames[b]
-        out.append(
-            LinkPass(
-                probe=r["probe"],
-                src=a,
-                dst=b,
-                pass_no=int(r.get("pass", 1)),
-                size_bytes=int(r["size_bytes"]),
-                cls=_cls(ha, hb),
-                src_host=ha,
-                dst_host=hb,
-                median_us=metrics.percentile(r["samples_us"], 50),
-                ci_us=metrics.median_ci(r["samples_us"], CONFIDENCE),
-                label=r["label"],
-            )
-        )
-    return out
-
-
-def judge_links(links: list[LinkPass], expect_gbps: float | None = None) -> None:
-    """Set reference, threshold and the slow flags of every link pass (in place)."""
-    groups: dict[tuple, list[LinkPass]] = defaultdict(list)
-    for lp in links:
-        groups[(lp.probe, lp.cls, lp.pass_no)].append(lp)
-    for (probe, cls, _), group in groups.items():
-        meds = [lp.median_us for lp in group]
-        ref = statistics.median(meds)
-        logs = [math.log(m / ref) for m in meds if m > 0 and ref > 0]
-        spread = MAD_TO_SD * statistics.median([abs(x) for x in logs]) if logs else 0.0
-        factor = LATENCY_FACTOR if probe == "latency" else SLOW_FACTOR
-        threshold = max(factor, math.exp(NOISE_K * spread))
-        for lp in group:
-            lp.reference_us, lp.threshold = ref, threshold
-            lp.slow_vs_class = len(group) > 1 and lp.ci_us[0] > threshold * ref
-            if expect_gbps and probe == "bandwidth" and cls == "inter-node":
-                lp.expected_us = lp.size_bytes / (expect_gbps * 1e3)
-                lp.slow_vs_expectation = lp.ci_us[0] > SLOW_FACTOR * lp.expected_us
-
-
-def _gbps(size_bytes: int, us: float) -> float:
-    return size_bytes / (us * 1e3) if us > 0 else math.inf
-
-
-def _fmt_rate(gbps: float) -> str:
-    return f"{gbps * 1e3:.3g} MB/s" if gbps < 1 else f"{gbps:.3g} GB/s"
-
-
-def _link_name(probe: str, a: int, b: int, hosts: list[str]) -> str:
-    arrow = "->" if probe == "bandwidth" else "<->"
-    return f"{a} ({hosts[a]}) {arrow} {b} ({hosts[b]})"
-
-
-def _what(probe: str, size: int, us: float) -> str:
-    return f"{us:.3g} us one-way" if probe == "latency" else f"{_fmt_rate(_gbps(size, us))}"
-
-
-# --- stragglers -----------------------------------------------------------------------------------
-
-
-def binomial_upper_tail(k: int, n: int, p: float) -> float:
-    """P(X >= k) for X ~ Binomial(n, p)."""
-    return min(1.0, sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k, n + 1)))
-
-
-def own_times_us(rec: dict) -> list[list[float]]:
-    """Each rank's own time of each sample of a communication probe's record: its sample minus how long it
-    waited inside the op for the last rank to arrive (the latest arrival minus its own, in the samples'
-    units: arrivals are per sample, samples are divided by ops_per_sample and time_divisor). The samples
-    themselves when the record has no arrivals (runs stored before they were recorded)."""
-    samples, arrivals = rec["rank_samples_us"], rec.get("rank_arrivals_us")
-    if not arrivals:
-        return samples
-    per = rec.get("ops_per_sample", 1) * rec.get("time_divisor", 1)
-    latest = [max(col) for col in zip(*arrivals)]
-    return [[t - (latest[i] - a[i]) / per for i, t in enumerate(row)] for row, a in zip(samples, arrivals)]
-
-
-def rank_time_probes(recs: list[dict]) -> list[tuple[str, list[list[float]]]]:
-    """(label, every rank's own time of every sample) of each stored probe where every rank works at once:
-    the samples of the compute probe (no op to wait in), ``own_times_us`` of the communication probes."""
-    return [
-        (r["label"], r["rank_samples_us"] if r["probe"] == "compute" else own_times_us(r))
-        for r in recs
-        if r.get("experiment") == EXPERIMENT and r.get("probe") in ALL_RANK_PROBES and r.get("rank_samples_us")
-    ]
-
-
-def straggler_in_probe(
-    rank_samples_us: list[list[float]], rank_arrivals_us: list[list[float]] | None = None
-) -> list[dict]:
-    """Per rank: in how many samples it was slower than the median of the others (a sign test: without a
-    straggler, 1/2 per sample whatever the distribution), the one-sided p-value, how often it was the
-    slowest (and, with arrivals, how often it entered the op last), its median over the others' and how
-    long the others waited for it; ``flagged`` when both the count (p < ALPHA / n) and the effect
-    (ratio >= STRAGGLER_FACTOR) hold."""
-    n = len(rank_samples_us)
-    m = min(len(r) for r in rank_samples_us) if n else 0
-    if n < 2 or m < 1:
-        return []
-    slowest = metrics.last_per_sample([r[:m] for r in rank_samples_us])[0]
-    late = metrics.last_per_sample([r[:m] for r in rank_arrivals_us])[0] if rank_arrivals_us else None
-    meds = [statistics.median(r[:m]) for r in rank_samples_us]
-    out = []
-    for r in range(n):
-        others_at = [statistics.median(rank_samples_us[j][i] for j in range(n) if j != r) for i in range(m)]
-        above = sum(rank_samples_us[r][i] > others_at[i] for i in range(m))
-        p = binomial_upper_tail(above, m, 0.5)
-        others = statistics.median([meds[j] for j in range(n) if j != r])
-        ratio = meds[r] / others if others > 0 else math.inf
-        holdback = statistics.median(rank_samples_us[r][i] - others_at[i] for i in range(m))
-        out.append(
-            {
-                "rank": r,
-                "slower_than_others": above,
-                "slowest": slowest.count(r),
-                "late_arrival": None if late is None else late.count(r),
-                "samples": m,
-                "p_value": p,
-                "median_us": meds[r],
-                "others_median_us": others,
-                "ratio": ratio,
-                "holds_back_us": holdback,
-                "flagged": p < ALPHA / n and ratio >= STRAGGLER_FACTOR,
-            }
-        )
-    return out
 
 
 # --- the whole diagnosis ----------------------------------------------------------------------------
@@ -353,131 +184,6 @@ def diagnose(run: dict) -> Diagnosis:
     )
 
 
-def link_entries(passes: list[LinkPass]) -> list[dict]:
-    """One entry per link (probe, src, dst) over its passes; slow only when slow in every pass."""
-    by_link: dict[tuple, list[LinkPass]] = defaultdict(list)
-    for lp in passes:
-        by_link[(lp.probe, lp.src, lp.dst)].append(lp)
-    links = []
-    for (probe, a, b), lps in sorted(by_link.items()):
-        lps.sort(key=lambda x: x.pass_no)
-        med = statistics.median(lp.median_us for lp in lps)
-        ref = statistics.median(lp.reference_us for lp in lps)
-        entry = {
-            "probe": probe,
-            "src": a,
-            "dst": b,
-            "src_host": lps[0].src_host,
-            "dst_host": lps[0].dst_host,
-            "class": lps[0].cls,
-            "size_bytes": lps[0].size_bytes,
-            "median_us": med,
-            "class_median_us": ref,
-            "ratio": med / ref if ref > 0 else math.inf,
-            "gbps": None if probe == "latency" else _gbps(lps[0].size_bytes, med),
-            "expected_us": lps[0].expected_us,
-            "slow_vs_class": all(lp.slow_vs_class for lp in lps),
-            "slow_vs_expectation": all(lp.slow_vs_expectation for lp in lps),
-            "passes": [
-                {
-                    "pass": lp.pass_no,
-                    "median_us": lp.median_us,
-                    "ci_us": list(lp.ci_us),
-                    "class_median_us": lp.reference_us,
-                    "threshold": lp.threshold,
-                    "slow": lp.slow,
-                    "case": lp.label,
-                }
-                for lp in lps
-            ],
-        }
-        entry["slow"] = all(lp.slow for lp in lps)
-        links.append(entry)
-    return links
-
-
-def _per_probe_evidence(recs: list[dict]) -> list[tuple[str, str, list[dict]]]:
-    """(probe, label, per-rank straggler evidence) for the probes where every rank works at once; the compute
-    probe's passes are pooled (each sample is compared within its own iteration) and come first."""
-    per_probe: list[tuple[str, str, list[dict]]] = []
-    pooled: list[list[float]] = []
-    labels = []
-    for r in recs:
-        if r.get("probe") in ALL_RANK_PROBES and r.get("rank_samples_us"):
-            if r["probe"] == "compute":
-                pooled = (
-                    [a + b for a, b in zip(pooled, r["rank_samples_us"])]
-                    if pooled
-                    else [list(x) for x in r["rank_samples_us"]]
-                )
-                labels.append(r["label"])
-            else:
-                per_probe.append(
-                    (r["probe"], r["label"], straggler_in_probe(own_times_us(r), r.get("rank_arrivals_us")))
-                )
-    if pooled:
-        per_probe.insert(0, ("compute", " + ".join(labels), straggler_in_probe(pooled)))
-    return per_probe
-
-
-def rank_entries(recs: list[dict], world: int, hosts: list[str]) -> tuple[list[dict], list[dict]]:
-    """Per rank: its evidence in every all-rank probe; a straggler when every compute pass or most
-    communication probes flag it. Returns (ranks, stragglers)."""
-    per_probe = _per_probe_evidence(recs)
-    ranks, stragglers = [], []
-    compute = [p for p in per_probe if p[0] == "compute"]
-    comm = [p for p in per_probe if p[0] != "compute"]
-    for rank in range(world):
-        rows = [(probe, label, s[rank]) for probe, label, s in per_probe if len(s) > rank]
-        in_compute = bool(compute) and all(s[rank]["flagged"] for _, _, s in compute if len(s) > rank)
-        comm_flags = [s[rank]["flagged"] for _, _, s in comm if len(s) > rank]
-        in_comm = bool(comm_flags) and sum(comm_flags) > len(comm_flags) / 2
-        comp_rows = [row for p, _, row in rows if p == "compute"]
-        entry = {
-            "rank": rank,
-            "host": hosts[rank],
-            "compute_median_us": statistics.median(x["median_us"] for x in comp_rows) if comp_rows else None,
-            "compute_ratio": statistics.median(x["ratio"] for x in comp_rows) if comp_rows else None,
-            "slowest_in": {label: f"{row['slowest']}/{row['samples']}" for _, label, row in rows},
-            "late_arrival_in": {
-                label: f"{row['late_arrival']}/{row['samples']}"
-                for _, label, row in rows
-                if row["late_arrival"] is not None
-            },
-            "slower_than_others_in": {label: f"{row['slower_than_others']}/{row['samples']}" for _, label, row in rows},
-            "straggler": in_compute or in_comm,
-            "evidence": [label for _, label, row in rows if row["flagged"]],
-        }
-        ranks.append(entry)
-        if entry["straggler"]:
-            # the headline: the compute probe when it named the rank (the others wait that long at the next
-            # collective), else the communication probe where it stood out most
-            pick = [row for p, _, row in rows if row["flagged"] and (p == "compute") == in_compute]
-            best = max(pick or [row for _, _, row in rows if row["flagged"]], key=lambda x: x["ratio"])
-            stragglers.append(
-                {
-                    **entry,
-                    **{
-                        k: best[k]
-                        for k in (
-                            "ratio",
-                            "holds_back_us",
-                            "p_value",
-                            "slowest",
-                            "late_arrival",
-                            "samples",
-                            "slower_than_others",
-                            "median_us",
-                            "others_median_us",
-                        )
-                    },
-                    "in_compute": in_compute,
-                    "in_communication": in_comm,
-                }
-            )
-    return ranks, stragglers
-
-
 _WEAK_NODE_SIGNS = (
     ("outgoing bandwidth", lambda e, h: e["probe"] == "bandwidth" and e["src_host"] == h),
     ("incoming bandwidth", lambda e, h: e["probe"] == "bandwidth" and e["dst_host"] == h),
@@ -514,7 +220,7 @@ def weak_nodes(links: list[dict], ranks: list[dict], hosts: list[str]) -> tuple[
                 "host": h,
                 "ranks": [e["rank"] for e in my_ranks],
                 "affected": [w for w, _ in reasons],
-                "links": [_link_name(e["probe"], e["src"], e["dst"], hosts) + f" [{e['probe']}]" for e in ev_links],
+                "links": [link_name(e["probe"], e["src"], e["dst"], hosts) + f" [{e['probe']}]" for e in ev_links],
             }
         )
     return weak, used_links, used_ranks
@@ -536,7 +242,11 @@ def _weak_node_findings(
             med = statistics.median(e["median_us"] for e in main)
             ref = statistics.median(e["class_median_us"] for e in main)
             size, probe = main[0]["size_bytes"], main[0]["probe"]
-            measured, expected, ratio = _what(probe, size, med), _what(probe, size, ref) + " (its class)", ref / med
+            measured, expected, ratio = (
+                measured_text(probe, size, med),
+                measured_text(probe, size, ref) + " (its class)",
+                ref / med,
+            )
         else:
             s = [x for x in stragglers if x["host"] == w["host"]]
             med = statistics.median(x["median_us"] for x in s)
@@ -570,9 +280,10 @@ def _slow_link_findings(slow: list[dict], used_links: set, hosts: list[str]) -> 
         findings.append(
             Finding(
                 kind="slow_link",
-                where=_link_name(e["probe"], e["src"], e["dst"], hosts) + f" [{e['probe']}, {e['class']}]",
-                measured=_what(e["probe"], e["size_bytes"], e["median_us"]),
-                expected=_what(e["probe"], e["size_bytes"], ref_us) + (" (expected)" if vs_exp else " (its class)"),
+                where=link_name(e["probe"], e["src"], e["dst"], hosts) + f" [{e['probe']}, {e['class']}]",
+                measured=measured_text(e["probe"], e["size_bytes"], e["median_us"]),
+                expected=measured_text(e["probe"], e["size_bytes"], ref_us)
+                + (" (expected)" if vs_exp else " (its class)"),
                 ratio=ref_us / e["median_us"],
                 confidence=f"slow in all {len(e['passes'])} passes: 95% CI of the median beyond "
                 f"{e['passes'][0]['threshold']:.2f}x the reference",
@@ -626,7 +337,7 @@ def _class_figures(links: list[dict], expect: dict | None) -> list[dict]:
             "max_us": meds[-1],
         }
         if probe != "latency":
-            row["median_gbps"] = _gbps(size, row["median_us"])
+            row["median_gbps"] = rate_gbps(size, row["median_us"])
         if expect and probe == "bandwidth" and cls == "inter-node":
             row["of_expected"] = row["median_gbps"] / expect["gbps"]
         out.append(row)
@@ -663,9 +374,9 @@ def format_verdict(d: Diagnosis) -> str:
             fig = f"{c['median_us']:.3g} us one-way at {size}B ({c['min_us']:.3g} .. {c['max_us']:.3g})"
         else:
             fig = (
-                f"{_fmt_rate(c['median_gbps'])} per {'direction' if c['probe'] == 'bandwidth' else 'pair, both ways'}"
-                f" at {size}B ({_fmt_rate(_gbps(c['size_bytes'], c['max_us']))} .. "
-                f"{_fmt_rate(_gbps(c['size_bytes'], c['min_us']))})"
+                f"{fmt_rate(c['median_gbps'])} per {'direction' if c['probe'] == 'bandwidth' else 'pair, both ways'}"
+                f" at {size}B ({fmt_rate(rate_gbps(c['size_bytes'], c['max_us']))} .. "
+                f"{fmt_rate(rate_gbps(c['size_bytes'], c['min_us']))})"
             )
         if "of_expected" in c:
             fig += f" = {c['of_expected']:.0%} of the expected {d.expectation['rate']}"

@@ -8,6 +8,7 @@ import random
 
 import pytest
 
+from experiments.doctor import stragglers
 from experiments.doctor import verdict as doctor
 from suite.launch.failures import EXIT_FINDING, EXIT_OK
 
@@ -196,7 +197,7 @@ def test_a_rank_that_arrives_late_is_named_by_the_communication_probes():
 def test_the_per_rank_plot_shows_the_late_rank_in_the_communication_probes():
     # what the report's box plot draws: every all-rank probe, the communication ones as own times
     run = _run(THREE_NODES, late_us=lambda r: 1000.0 if r == 4 else 0.0, noise=0.05)
-    probes = dict(doctor.rank_time_probes([b["extra_info"] for b in run["benchmarks"]]))
+    probes = dict(stragglers.rank_time_probes([b["extra_info"] for b in run["benchmarks"]]))
     assert set(probes) == {"compute-pass1", "compute-pass2", "all_reduce-4096", "all_reduce-65536"}
     for label in ("all_reduce-4096", "all_reduce-65536"):
         meds = [sorted(r)[len(r) // 2] for r in probes[label]]
@@ -206,11 +207,11 @@ def test_the_per_rank_plot_shows_the_late_rank_in_the_communication_probes():
 def test_own_time_is_the_sample_less_the_wait_for_the_last_arrival():
     # 3 ranks, 1 sample: rank 1 arrived 100 us after rank 0 and 99 us after rank 2
     rec = {"rank_samples_us": [[110.0], [110.0], [110.0]], "rank_arrivals_us": [[0.0], [100.0], [1.0]]}
-    assert doctor.own_times_us(rec) == [[10.0], [110.0], [11.0]]
+    assert stragglers.own_times_us(rec) == [[10.0], [110.0], [11.0]]
     # samples per op (2 ops per sample) and divided by a time divisor of 5: the wait is too
     rec |= {"ops_per_sample": 2, "time_divisor": 5}
-    assert doctor.own_times_us(rec) == [[100.0], [110.0], [pytest.approx(100.1)]]
-    assert doctor.own_times_us({"rank_samples_us": [[3.0], [4.0]]}) == [[3.0], [4.0]]  # stored before arrivals
+    assert stragglers.own_times_us(rec) == [[100.0], [110.0], [pytest.approx(100.1)]]
+    assert stragglers.own_times_us({"rank_samples_us": [[3.0], [4.0]]}) == [[3.0], [4.0]]  # stored before arrivals
 
 
 def test_a_rank_always_a_little_slowest_is_not_a_straggler():
@@ -242,10 +243,10 @@ def test_links_below_the_expectation_are_slow_even_when_all_alike():
 
 
 def test_binomial_upper_tail_hand_values():
-    assert doctor.binomial_upper_tail(10, 10, 0.25) == pytest.approx(0.25**10)
-    assert doctor.binomial_upper_tail(0, 10, 0.25) == pytest.approx(1.0)
+    assert stragglers.binomial_upper_tail(10, 10, 0.25) == pytest.approx(0.25**10)
+    assert stragglers.binomial_upper_tail(0, 10, 0.25) == pytest.approx(1.0)
     # P(X >= 2), n = 3, p = 1/2: (3 + 1) / 8
-    assert doctor.binomial_upper_tail(2, 3, 0.5) == pytest.approx(0.5)
+    assert stragglers.binomial_upper_tail(2, 3, 0.5) == pytest.approx(0.5)
 
 
 def test_a_run_without_probes_says_so(tmp_path):
