@@ -14,6 +14,7 @@ import torch.nn as nn
 
 from suite.api import DistContext, Session
 
+from . import buffer_bound
 from . import models as training
 from . import workload
 
@@ -77,6 +78,19 @@ class CheckRule:
         largest = self.step_term(_largest(g_max), _largest(p_max))
         return 2 * steps * self.step_term(g_max, p_max) + steps * (steps - 1) * largest
 
+    def coefficients(self, steps: int, g_largest: float, p_largest: float) -> tuple[float, float, float]:
+        """(cg, c1, cp) with ``tol`` = cg x max|g| + c1 + cp x max|p| per element after ``steps`` steps, given the
+        largest max|g| and max|p| (buffer_bound.tolerance sums the tolerance over a row this way)."""
+        if self.exact:
+            return 0.0, 0.0, 0.0
+        s = steps
+        carried = s * (s - 1) * self.step_term(g_largest, p_largest)
+        return (
+            2 * s * self.lr * 2 * self.world * self.u,
+            2 * s * self.lr * 2 * self.world * self.abs_err + carried,
+            (2 * s * 2 * U32),
+        )
+
     def describe(self, steps: int, tol: float) -> str:
         if self.exact:
             return "exact"
@@ -122,6 +136,8 @@ class Reference:
         self._checkpoints: dict[int, tuple] = {}
         self._start()
         self._snapshots: dict[int, tuple[torch.Tensor, ...]] = {}
+        self._events_at: dict[int, list] = {}
+        """Per snapshot, the events up to it (``buffer_tol``); kept, as the snapshots are, across rewinds."""
 
     def _start(self) -> None:
         """A fresh model at step 0."""
@@ -136,6 +152,11 @@ class Reference:
         self.g_max = torch.zeros_like(self.p_max)
         self.bufs = [[b.detach().clone() for b in self.net.buffers()] for _ in range(world)]
         """Each rank's buffers (BatchNorm running stats and count) as that rank holds them."""
+        self.bn = buffer_bound.bn_after_linear(self.net)
+        """The (Linear, BatchNorm) whose running stats get a bound (under a tolerance rule: buffer_tol)."""
+        self.events: list[list] = []
+        """Per step, the forwards' terms and the buffer broadcasts (buffer_bound), in the order they ran."""
+        self._largest = (0.0, 0.0)
 
     def _p_max(self) -> torch.Tensor:
         """Per element: the largest |parameter| so far."""
@@ -147,7 +168,16 @@ class Reference:
             for b, mine in zip(self.net.buffers(), self.bufs[r]):
                 b.copy_(mine)
         self.net.zero_grad(set_to_none=False)
+        seen: list[torch.Tensor] = []  # the BatchNorm's input, where its running stats get a bound
+        hook = None if self.bn is None else self.bn[1].register_forward_pre_hook(lambda m, a: seen.append(a[0]))
         loss = self.loss_fn(self.net(x), y)
+        if hook is not None:
+            hook.remove()
+        if self.bn is not None:  # before backward: the parameters this forward saw
+            lin, bn = self.bn
+            offset = training.param_offset(self.net, lin.weight)
+            t = buffer_bound.terms(r, self.steps, x, seen[0], lin, self.g_max, self.p_max, offset, self._largest)
+            self.events[-1].append(buffer_bound.after(t, bn, self.bufs[r], seen[0]))
         (loss / self.micro if self.micro > 1 else loss).backward()  # as training.local_step / _accum_step
         self.bufs[r] = [b.detach().clone() for b in self.net.buffers()]
         return [p.grad.clone() for p in self.net.parameters()]
@@ -158,6 +188,7 @@ class Reference:
         every micro-batch with sync_each, only the first under no_sync)."""
         if self.sync_buffers and (i == 0 or self.sync_each):
             self.bufs = [[b.clone() for b in self.bufs[0]] for _ in range(self.world)]
+            self.events[-1].append(buffer_bound.BROADCAST)
 
     def _mean(self, per_rank: list[list[torch.Tensor]]) -> list[torch.Tensor]:
         inv = 1.0 / self.world
@@ -174,6 +205,9 @@ class Reference:
     def _step(self) -> None:
         avg: list | None = None
         acc: list | None = None
+        self.events.append([])
+        if self.bn is not None:  # the rule's carried term: the largest max|g| and max|p| of the steps so far
+            self._largest = (float(self.g_max.max()), float(self.p_max.max()))
         for i in range(self.micro):
             self._broadcast_buffers(i)
             local = [self._local(r, *self.batches[r][i]) for r in range(self.world)]
@@ -217,6 +251,7 @@ class Reference:
         self.opt.load_state_dict(copy.deepcopy(opt))
         self.bufs = [[b.clone() for b in bs] for bs in bufs]
         self.g_max, self.p_max, self.steps = g_max.clone(), p_max.clone(), at
+        self.events = self.events[:at]
 
     def at(self, steps: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Flat parameters after ``steps`` steps, per element max|g|, max|p| up to then, and every rank's
@@ -227,6 +262,7 @@ class Reference:
             while self.steps < steps:
                 self._step()
             bufs = torch.stack([flat_buffers(bs) for bs in self.bufs])
+            self._events_at[steps] = [e for step in self.events[:steps] for e in step]
             self._snapshots[steps] = (
                 training.flat_params(self.net).clone(),
                 self.g_max.clone(),
@@ -234,6 +270,14 @@ class Reference:
                 bufs,
             )
         return self._snapshots[steps]
+
+    def buffer_tol(self, steps: int, rule: CheckRule) -> torch.Tensor | None:
+        """Per rank (rows) and flat buffer element, how far that rank's buffers may lie from the reference's
+        after ``steps`` steps (``at(steps)`` first) under ``rule`` (buffer_bound); None where no bound is
+        derived (this model) or needed (an exact rule)."""
+        if self.bn is None or rule.exact:
+            return None
+        return buffer_bound.tolerance(self._events_at[steps], self.world, rule, float(self.bn[1].momentum))
 
 
 def flat_buffers(buffers) -> torch.Tensor:
@@ -256,8 +300,9 @@ def _reference(session: Session, ctx: DistContext, v: workload.Variant, settings
     )
 
 
-def buffer_rule(v: workload.Variant, rule: CheckRule) -> str:
-    """How a rank's buffers are compared with the reference's for that rank (module docstring)."""
+def buffer_rule(v: workload.Variant, rule: CheckRule, bounded: bool = True) -> str:
+    """How a rank's buffers are compared with the reference's for that rank (module docstring); ``bounded``:
+    the model's running stats get a bound after the timed steps (buffer_bound.bn_after_linear)."""
     whose = (
         "rank 0's broadcast before each forward that follows a gradient sync, then the rank's own batches"
         if syncs_buffers(v)
@@ -265,33 +310,43 @@ def buffer_rule(v: workload.Variant, rule: CheckRule) -> str:
     )
     if rule.exact:
         return f"exact ({whose})"
+    after = (
+        "after the timed steps within a bound per element derived from the parameters' tol "
+        "(experiments/ddp/buffer_bound.py; the batch count exact)"
+        if bounded
+        else "not compared after the timed steps (no bound for this model's running stats derived)"
+    )
     return (
         f"exact after the one-step check ({whose}; its forwards saw the initial parameters, the same on every "
-        "rank and in the reference); not compared after the timed steps (parameters within tol: no bound for "
-        "the running stats derived)"
+        f"rank and in the reference); {after}"
     )
 
 
-def buffers_compared(rule: CheckRule, steps: int) -> bool:
-    """Whether the buffers are compared after ``steps`` optimizer steps: always under the exact rule; under tol
-    only after the one-step check, where every forward ran on the initial parameters (bit-identical on every
-    rank and in the reference), so the running stats moved by the same batches are too."""
-    return rule.exact or steps == 1
+def buffers_compared(rule: CheckRule, steps: int, bounded: bool = True) -> bool:
+    """Whether the buffers are compared after ``steps`` optimizer steps: always under the exact rule and where
+    they have a bound (``bounded``); else only after the one-step check, where every forward ran on the initial
+    parameters (bit-identical on every rank and in the reference), so the running stats moved by the same
+    batches are too."""
+    return rule.exact or steps == 1 or bounded
 
 
-def _buffer_check(ctx: DistContext, ref_bufs, module: nn.Module, rule: CheckRule, steps: int, seen: dict) -> int:
-    """Wrong elements of this rank's buffers against the reference's for this rank (``buffers_compared``)."""
+def _buffer_check(ctx: DistContext, ref_bufs, tol, module: nn.Module, rule: CheckRule, steps: int, seen: dict) -> int:
+    """Wrong elements of this rank's buffers against the reference's for this rank (``buffers_compared``), beyond
+    ``tol`` (rank 0's: per rank and element, ``Reference.buffer_tol``; None: exact)."""
     mine = flat_buffers(list(module.buffers()))
-    if not buffers_compared(rule, steps) or mine.numel() == 0:
+    bounded = buffer_bound.bn_after_linear(getattr(module, "module", module)) is not None  # DDP's or the model
+    if not buffers_compared(rule, steps, bounded) or mine.numel() == 0:
         return 0
     if ctx.rank != 0:
-        ref_bufs = torch.empty(ctx.world_size, mine.numel(), dtype=mine.dtype, device=mine.device)
+        both = torch.empty(2 * ctx.world_size, mine.numel(), dtype=mine.dtype, device=mine.device)
     else:
         ref_bufs = ref_bufs.to(mine)
-    dist.broadcast(ref_bufs, src=0, group=ctx.group)
+        both = torch.cat([ref_bufs, torch.zeros_like(ref_bufs) if tol is None else tol.to(mine)])
+    dist.broadcast(both, src=0, group=ctx.group)
+    ref_bufs, tol = both.split(ctx.world_size)
     diff = (mine - ref_bufs[ctx.rank]).abs()
-    seen.update(buffer_max_abs_diff=diff.max().item())
-    return int((~(diff == 0)).sum().item())  # NaN is wrong
+    seen.update(buffer_max_abs_diff=diff.max().item(), buffer_tol=tol[ctx.rank].max().item())
+    return int((~(diff <= tol[ctx.rank])).sum().item())  # NaN is wrong
 
 
 def step_check(
@@ -318,9 +373,11 @@ def reference_check(
 
     def check() -> int:
         mine = training.flat_params(step.model)
-        ref_bufs = None
+        ref_bufs = buf_tol = None
         if ctx.rank == 0:  # parameters, per element max|g| and max|p|, in one broadcast
-            *ref, ref_bufs = _reference(session, ctx, v, settings).at(step.steps)
+            reference = _reference(session, ctx, v, settings)
+            *ref, ref_bufs = reference.at(step.steps)
+            buf_tol = reference.buffer_tol(step.steps, rule)
             ref = torch.cat([t.to(mine) for t in ref])
         else:
             ref = torch.empty(3 * mine.numel(), dtype=mine.dtype, device=mine.device)
@@ -331,6 +388,6 @@ def reference_check(
         worst = float(torch.as_tensor(tol).max().item())
         seen.update(steps=step.steps, tol=worst, max_abs_diff=diff.max().item(), rule=rule.describe(step.steps, worst))
         wrong = int((~(diff.double() <= tol)).sum().item())  # NaN is wrong
-        return wrong + _buffer_check(ctx, ref_bufs, step.model, rule, step.steps, seen)
+        return wrong + _buffer_check(ctx, ref_bufs, buf_tol, step.model, rule, step.steps, seen)
 
     return check

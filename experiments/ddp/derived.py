@@ -30,6 +30,8 @@ STEP = {
     "check_tol": "modelled: the largest over elements of " + CheckRule.FORMULA + " (0 when check_rule is exact)",
     "check_buffer_max_abs_diff": "measured: max over ranks and buffer elements of |buffer - the reference's "
     "buffer for that rank| after the timed steps (BatchNorm running stats and count; check_buffers)",
+    "check_buffer_tol": "modelled: the largest over ranks and buffer elements of the running stats' bound "
+    "(experiments/ddp/buffer_bound.py, from the parameters' tol of every step: 0 when check_rule is exact)",
 }
 
 
@@ -63,7 +65,7 @@ def step_provenance(v: Variant, unchecked: str | None, buffers_compared: bool = 
     if v.kind != "all_reduce" and not unchecked:
         names += ["check_max_abs_diff", "check_tol", "check_steps"]
         if buffers_compared:
-            names.append("check_buffer_max_abs_diff")
+            names += ["check_buffer_max_abs_diff", "check_buffer_tol"]
     prov = {k: STEP[k] for k in names}
     if v.kind == "ddp":
         prov |= LOGGER

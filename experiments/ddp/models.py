@@ -128,6 +128,16 @@ def flat_params(model: nn.Module) -> torch.Tensor:
     return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
 
 
+def param_offset(model: nn.Module, param: torch.Tensor) -> int:
+    """Where ``param`` starts in ``flat_params(model)``."""
+    offset = 0
+    for p in model.parameters():
+        if p is param:
+            return offset
+        offset += p.numel()
+    raise ValueError("not a parameter of the model")
+
+
 # --- one optimizer step ---------------------------------------------------------------------------
 
 

@@ -301,8 +301,7 @@ def cannot_run(case: Variant, ctx: DistContext, settings: Settings) -> str | Non
 def step_buffers(
     v: Variant, ctx: DistContext, settings: Settings, session: Session, check_of: Callable | None = None
 ) -> Buffers:
-    """A step case's buffers; ``check_of(step, seen)``: its check (check.step_check), or None where the caller
-    only builds it (support_reason) or the case is unchecked."""
+    """A step case's buffers; ``check_of(step, seen)``: its check (check.step_check), None if unchecked."""
     step = _prepare(v, ctx, settings)
     run = step.run
 
@@ -502,5 +501,6 @@ def _timed_fields(
         }
         if "buffer_max_abs_diff" in seen:
             fields["check_buffer_max_abs_diff"] = dist_max(ctx, [seen["buffer_max_abs_diff"]])[0]
+            fields["check_buffer_tol"] = dist_max(ctx, [seen["buffer_tol"]])[0]
     fields |= _peak_fields(ctx, around)
     return fields
