@@ -176,12 +176,7 @@ def _buffers(strategy: str, s: ShardedSettings, ctx: DistContext, session: Sessi
     def check() -> int:
         mine = workload.full_params(trainer.model)  # every rank gathers the whole parameters (collectives)
         reference = _reference(session, strategy, s, ctx, um)
-        ref, g_max, p_max = reference.at(trainer.steps)
-        moved = reference.moved(trainer.steps)
-        if trainer.owned is not None:  # a pipeline stage: this rank's layers
-            ref, g_max, p_max, moved = ([xs[i] for i in trainer.owned] for xs in (ref, g_max, p_max, moved))
-        tols = rule.tols(trainer.steps, g_max, p_max)
-        use = rule.comparable(moved, tols)  # the same on every rank: from the reference alone
+        ref, tols, use = checking.expected(rule, reference, trainer.steps, trainer.owned)  # owned: a stage's
         picked = [i for i, u in enumerate(use) if u]
         wrong, worst, _ = checking.compare(
             [mine[i] for i in picked], [ref[i] for i in picked], [tols[i] for i in picked]

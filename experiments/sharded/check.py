@@ -217,6 +217,21 @@ class Reference:
         return [(p - p0).abs().max().item() if p.numel() else 0.0 for p, p0 in zip(self.at(steps)[0], self.start)]
 
 
+def expected(
+    rule: CheckRule, reference: Reference, steps: int, owned: list[int] | None = None
+) -> tuple[list[torch.Tensor], list[float], list[bool]]:
+    """The reference's parameters after ``steps`` steps, each tensor's bound and whether it is compared
+    (``CheckRule.comparable``), from the reference alone (the same on every rank); ``owned``: a pipeline
+    stage's tensors, taken after the bounds are computed over the whole model, whose largest tensor's
+    carried term every tensor's bound includes (the layers are coupled across stages too)."""
+    ref, g_max, p_max = reference.at(steps)
+    tols = rule.tols(steps, g_max, p_max)
+    use = rule.comparable(reference.moved(steps), tols)
+    if owned is None:
+        return ref, tols, use
+    return [ref[i] for i in owned], [tols[i] for i in owned], [use[i] for i in owned]
+
+
 def compare(mine: list[torch.Tensor], ref: list[torch.Tensor], tols: list[float]) -> tuple[int, float, list[float]]:
     """(wrong elements, largest |difference|, per tensor largest |difference|) of ``mine`` against ``ref``
     under per-tensor tolerances (NaN is wrong, and counts as an infinite difference)."""

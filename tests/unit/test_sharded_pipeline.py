@@ -184,3 +184,22 @@ def test_cpu_notes_are_recorded_on_cpu_only():
             bound = c.resolve(c, ctx, cfg, Session())
             assert ("cpu_notes" in bound.fields) is noted, (device, c.label)
             assert bound.build is c.build  # the build gets the session itself (Case.build(ctx, session))
+
+
+def test_a_stage_is_checked_under_the_whole_models_bound():
+    # 3 micro-batches (a tolerance): every tensor's bound carries S(S-1) x the largest tensor's step term, the
+    # whole model's (its layers are coupled across stages); a stage whose own tensors are all small must not
+    # get a tighter bound from its own largest. Rank 1 of GPipe at 2 ranks holds the second half of the layers.
+    rule = check.CheckRule("pp_gpipe", 2, 2, 16, microbatches=3)
+    ref = check.Reference(16, 2, 4, 6, 3, "cpu")
+    net = workload.build_net(16, 2)
+    index = {id(q): i for i, q in enumerate(net.parameters())}
+    second = [*net.blocks, net.head][slice(*pipeline.stage_layers(2, 2)[1])]
+    owned = [index[id(q)] for layer in second for q in layer.parameters()]  # as make_trainer's Trainer.owned
+    assert owned == list(range(6, 14))  # the second block (LayerNorm, up, down) and the head
+    _, whole, _ = check.expected(rule, ref, 5)
+    mine, tols, use = check.expected(rule, ref, 5, owned)
+    assert tols == [whole[i] for i in owned] and len(mine) == len(use) == len(owned)
+    _, g, p = ref.at(5)
+    alone = rule.tols(5, [g[i] for i in owned], [p[i] for i in owned])  # the stage's own largest: too tight
+    assert any(a < t for a, t in zip(alone, tols))
