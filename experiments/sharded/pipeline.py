@@ -25,10 +25,11 @@ more forward hook each time a module runs, and the second run of a module pops i
 forward (activations) and backward (gradients) p2p ops carry, which names each op's phase. Every rank's list
 is gathered. As every strategy's inventory is, it is checked against c10d's own count over the same step:
 on any rank a count above what the inventory saw there (an op from another thread, which a dispatch mode
-does not see) fails the case; fewer is no failure, as NCCL's sequence number leaves p2p ops out (Gloo counts
-each send and recv: equal, measured on torch 2.13). ``theory`` derives the same from the shapes: per stage
-boundary, per micro-batch, one activation forward and one gradient backward, so 2 x (stages - 1) x
-micro-batches messages of A bytes, A = 4 x (batch / micro-batches) x seq x width.
+does not see) fails the case. Gloo counts each send and recv (equal, measured on torch 2.13); NCCL's
+sequence number leaves p2p ops out, so there fewer is no failure and the check is weak (an extra collective
+is caught only when the step's collectives outnumber its p2p ops). ``theory`` derives the same from the
+shapes: per stage boundary, per micro-batch, one activation forward and one gradient backward, so
+2 x (stages - 1) x micro-batches messages of A bytes, A = 4 x (batch / micro-batches) x seq x width.
 """
 
 from __future__ import annotations
