@@ -33,7 +33,7 @@ with ``full_tensor``) are compared with the reference's. Rule (``check_rule`` in
   half of max|p_S - p_0|, how far the reference moved it in S steps (what a gradient scaled by 2 adds to it,
   to first order), is not compared after those S steps: its bound would pass that fault by construction.
   ``check_rule`` counts them (bfloat16 at 4 ranks: none after the check step, 8 of 14 after 2 steps, all
-  from 5 on; float32 stays under 3% of it over 25 steps, tp and ddp at 4 ranks).
+  from 5 on; float32 stays under 3% of it over 25 steps, ddp at 4 ranks: tests/unit/test_sharded.py).
 
 Pipeline strategies (``pp_*``, experiments/sharded/pipeline.py): each rank's stage parameters against the
 reference with the batch split into ``SHARDED_MICROBATCHES`` shards (the micro-batches): the schedule sums
