@@ -28,7 +28,7 @@ buffers are compared after the one-step check only, as before.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
 
 import torch
 import torch.nn as nn
@@ -55,7 +55,7 @@ def bn_after_linear(net: nn.Module) -> tuple[nn.Linear, nn.BatchNorm1d] | None:
     return lin, bn
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Terms:
     """One forward of rank ``rank``'s batch, ``s`` optimizer steps in: what its batch statistics' bound is made
     of (per feature j, float64), apart from the rule's coefficients."""
@@ -154,12 +154,10 @@ def after(t: Terms, bn: nn.BatchNorm1d, before: list[torch.Tensor], h: torch.Ten
     two terms cancel."""
     m, h = float(bn.momentum), h.detach().double()
     rm_b, rv_b = before[0].double().abs(), before[1].double().abs()
-    return Terms(
-        **{
-            **t.__dict__,
-            "rm_abs": (1 - m) * rm_b + m * h.mean(0).abs() + bn.running_mean.detach().double().abs(),
-            "rv_abs": (1 - m) * rv_b + m * h.var(0) + bn.running_var.detach().double().abs(),
-        }
+    return dataclasses.replace(
+        t,
+        rm_abs=(1 - m) * rm_b + m * h.mean(0).abs() + bn.running_mean.detach().double().abs(),
+        rv_abs=(1 - m) * rv_b + m * h.var(0) + bn.running_var.detach().double().abs(),
     )
 
 
