@@ -154,6 +154,8 @@ class Reference:
         """Each rank's buffers (BatchNorm running stats and count) as that rank holds them."""
         self.bn = buffer_bound.bn_after_linear(self.net)
         """The (Linear, BatchNorm) whose running stats get a bound (under a tolerance rule: buffer_tol)."""
+        self._offset = None if self.bn is None else training.param_offset(self.net, self.bn[0].weight)
+        """Where that Linear's weight starts in the flat parameters (fixed per model)."""
         self.events: list[list] = []
         """Per step, the forwards' terms and the buffer broadcasts (buffer_bound), in the order they ran."""
         self._largest = (0.0, 0.0)
@@ -175,8 +177,7 @@ class Reference:
             hook.remove()
         if self.bn is not None:  # before backward: the parameters this forward saw
             lin, bn = self.bn
-            offset = training.param_offset(self.net, lin.weight)
-            t = buffer_bound.terms(r, self.steps, x, seen[0], lin, self.g_max, self.p_max, offset, self._largest)
+            t = buffer_bound.terms(r, self.steps, x, seen[0], lin, self.g_max, self.p_max, self._offset, self._largest)
             self.events[-1].append(buffer_bound.after(t, bn, self.bufs[r], seen[0]))
         (loss / self.micro if self.micro > 1 else loss).backward()  # as training.local_step / _accum_step
         self.bufs[r] = [b.detach().clone() for b in self.net.buffers()]
