@@ -15,6 +15,7 @@ import math
 import multiprocessing as mp
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 
@@ -70,8 +71,8 @@ def deferred(workers: int | None = None) -> Iterator[dict[bytes, bytes]]:
 
 
 WORKER_LIMIT_S = 300.0
-"""A worker that has not handed back its PNGs by then is ended and its share drawn here (a report never waits
-on a stuck child)."""
+"""A worker that has not handed back its PNGs this long after the workers started (one deadline for all) is
+ended and its share drawn here (a report never waits on a stuck child)."""
 
 
 def rasterize_all(figs: Sequence[Figure], workers: int) -> list[bytes]:
@@ -88,12 +89,13 @@ def rasterize_all(figs: Sequence[Figure], workers: int) -> list[bytes]:
         proc.start()
         send.close()
         started.append((proc, recv, share))
+    deadline = time.monotonic() + WORKER_LIMIT_S  # one for all: stuck workers are not waited for in turn
     out: list[bytes | None] = [None] * len(figs)
     for i in shares[0]:
         out[i] = _rasterize(figs[i])
     for proc, recv, share in started:
         try:
-            got = recv.recv() if recv.poll(WORKER_LIMIT_S) else None  # None: stuck, ended below
+            got = recv.recv() if recv.poll(max(0.0, deadline - time.monotonic())) else None  # None: stuck
         except (EOFError, OSError):  # the worker died
             got = None
         if proc.is_alive() and got is None:
