@@ -18,7 +18,7 @@ ROOT        ?= 0
 PRECISION   ?= 0
 MAX_TIME_S  ?= 10
 # the per-case sample budget; off when ITERS is given (the user asked for a count)
-BUDGET_S    ?= $(if $(filter file default undefined,$(origin ITERS)),1,0)
+BUDGET_S    ?= $(if $(filter file default undefined,$(origin ITERS)),0.5,0)
 TIMEOUT_S   ?= 60
 HEARTBEAT_S ?= 15
 DEBUG       ?=

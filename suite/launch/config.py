@@ -71,7 +71,7 @@ class RunKnobs:
     percent of the median, or ``max_time_s`` is spent. 0 turns it off."""
     max_time_s: float = 10.0
     """Time cap per case for precision mode, seconds."""
-    budget_s: float = 1.0
+    budget_s: float = 0.5
     """Sample budget per case, seconds: a case whose samples so far say that ``iters`` of them would pass
     it takes fewer (never below ``BUDGET_MIN_SAMPLES``). 0 turns it off; so does precision mode, and the
     Makefile passes 0 when ITERS is given (the user asked for a count)."""

@@ -69,7 +69,7 @@ def test_compared_sizes_are_the_largest_of_the_sweep():
 def test_budget_s_is_validated_and_an_explicit_iters_turns_it_off():
     from suite.launch.config import build_config
 
-    assert build_config().budget_s == 1.0
+    assert build_config().budget_s == 0.5
     assert build_config(iters="7").budget_s == 0.0  # the user asked for a count
     assert build_config(iters="7", budget_s="2").budget_s == 2.0
     for bad in ("-1", "nan", "1e9"):
@@ -80,11 +80,11 @@ def test_budget_s_is_validated_and_an_explicit_iters_turns_it_off():
 @pytest.mark.parametrize(
     ("args", "env", "budget"),
     [
-        ((), {}, "1"),  # the default
+        ((), {}, "0.5"),  # the default
         (("ITERS=30",), {}, "0"),  # a count asked for on the command line
         ((), {"ITERS": "30"}, "0"),  # ... or in the environment
         (("ITERS=30", "BUDGET_S=2"), {}, "2"),  # both asked for
-        (("BUDGET_S=0.5",), {}, "0.5"),
+        (("BUDGET_S=1",), {}, "1"),
     ],
 )
 def test_make_turns_the_budget_off_when_iters_is_given(args, env, budget):
