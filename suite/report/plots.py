@@ -71,13 +71,11 @@ def deferred(workers: int | None = None) -> Iterator[dict[bytes, bytes]]:
 
 
 WORKER_LIMIT_S = 300.0
-"""A worker that has not handed back its PNGs this long after the workers started (one deadline for all) is
-ended and its share drawn here (a report never waits on a stuck child)."""
+"""Seconds from the workers' start (one deadline for all) after which a stuck one is ended, its share drawn here."""
 
 
 def rasterize_all(figs: Sequence[Figure], workers: int) -> list[bytes]:
-    """Each figure's PNG, in order; ``workers`` - 1 forked processes take their share (this one renders its
-    own, then any share a worker did not return)."""
+    """Each figure's PNG, in order; ``workers`` - 1 forked processes take a share (this one its own, then any left)."""
     shares = [list(range(i, len(figs), workers)) for i in range(max(1, min(workers, len(figs))))]
     if len(shares) < 2 or not sys.platform.startswith("linux"):  # fork is safe here (macOS: not with every lib)
         return [_rasterize(f) for f in figs]
