@@ -16,7 +16,6 @@ OVER_MODULES = {
     "experiments/ddp/workload.py": (506, "the builders and the numbers derived from the timed steps: derived.py"),
     "suite/report/analysis.py": (779, "sections, series and fits, the environment summary: one module each"),
     "suite/report/compare.py": (682, "matching, per-case statistics, verdicts and the gate, rendering"),
-    "experiments/doctor/verdict.py": (430, "weak nodes and the findings, the verdict's output: one module each"),
     "experiments/placement/workload.py": (632, "one builder family per placement question"),
     "suite/harness/plugin.py": (614, "options and fixtures, results writing, terminal output, failure notes"),
     "suite/launch/config.py": (545, "BenchConfig and its validation, KNOBS, SWITCHES"),
