@@ -189,38 +189,8 @@ _START_FAILED = "the probe pair did not come up"
 
 
 def _probe_once(backend: str, device: str, probe: DeadlockProbe, start: float) -> ProbeResult:
-    port = free_port()
-    big = probe.sizes[-1]
-    sizes_arg = ",".join(str(s) for s in probe.sizes)
-    # The pair's own group timeout outlives our bound, so a hang is ours to detect, and
-    # ends an orphaned pair on its own if this process dies.
-    pg_timeout = probe.total_limit_s + 15
-    delay = f"{probe.delay_step}:{probe.delay_s}" if probe.delay_step else "-"
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "suite.ops.p2p.deadlock_child",
-                "--deadlock-child",
-                str(r),
-                str(port),
-                backend,
-                device,
-                str(big),
-                sizes_arg,
-                str(pg_timeout),
-                delay,
-            ],
-            cwd=ROOT,
-            env=_child_env(),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for r in (0, 1)
-    ]
+    """Start the pair, watch it step by step (``_Watch``), end it, and say what it showed."""
+    procs = _start_pair(backend, device, probe)
     events: queue.Queue = queue.Queue()
     tails: list[list[str]] = [[], []]
 
@@ -236,88 +206,41 @@ def _probe_once(backend: str, device: str, probe: DeadlockProbe, start: float) -
     threads = [threading.Thread(target=reader, args=(r, p.stdout), daemon=True) for r, p in enumerate(procs)]
     for t in threads:
         t.start()
+    watch = _Watch(probe, start)
+    watch.run(events, procs, tails)
+    killed = _end_pair(procs, threads)
+    return watch.result(backend, device, killed)
 
-    # The steps both processes must report, in order.
-    steps = [("ready", 0)] + [(o, big) for o in ORDERINGS] + [("naive", s) for s in probe.sizes] + [("done", 0)]
-    seen: dict = {}
-    took: dict = {}  # (step, size) -> the slower process's own exchange time, s
-    log: list[dict] = []
-    step, n_wrong, error = 0, 0, None
-    blocked_step, watched_s = None, None
-    rate, rate_source = probe.assumed_rate_bytes_per_s, "configured: DeadlockProbe.assumed_rate_bytes_per_s"
-    step_start = time.monotonic()
-    while step < len(steps):
-        now = time.monotonic()
-        bound = probe.start_limit_s if step == 0 else probe.bound_s(steps[step][1], rate)
-        limit = bound if step == 0 else bound * probe.blocked_factor
-        if now - start > probe.total_limit_s:
-            error = f"probe exceeded its {probe.total_limit_s:.0f} s cap"
-            blocked_step = step if step > 0 else None
-            break
-        try:
-            r, words = events.get(timeout=max(0.05, min(0.25, limit - (now - step_start))))
-        except queue.Empty:
-            waited = time.monotonic() - step_start
-            if waited >= limit:
-                if step == 0:
-                    error = f"the probe pair did not start within {limit:.0f} s"
-                else:
-                    blocked_step, watched_s = step, waited
-                    log.append(
-                        {
-                            "step": steps[step][0],
-                            "bytes": steps[step][1],
-                            "bound_s": bound,
-                            "outcome": "blocked",
-                            "took_s": waited,
-                        }
-                    )
-                break
-            continue
-        if words == ["eof"]:
-            if r in seen.get(("done", 0), ()):
-                continue  # finished normally; the other one may still be reporting
-            code = procs[r].poll()
-            error = (
-                (f"{_START_FAILED}: " if step == 0 else "")
-                + f"probe process {r} exited early (status {code}): "
-                + " | ".join(tails[r])[-400:]
-            )
-            break
-        name, size = words[0], int(words[1]) if len(words) > 1 else 0
-        n_wrong += int(words[2]) if len(words) > 2 else 0
-        if len(words) > 3:
-            took[(name, size)] = max(took.get((name, size), 0.0), float(words[3]))
-        seen.setdefault((name, size), set()).add(r)
-        while step < len(steps) and seen.get(steps[step]) == {0, 1}:
-            elapsed = time.monotonic() - step_start
-            if 0 < step < len(steps) - 1:
-                log.append(
-                    {
-                        "step": steps[step][0],
-                        "bytes": steps[step][1],
-                        "bound_s": bound,
-                        "outcome": "slow" if elapsed > bound else "on_time",
-                        "took_s": elapsed,
-                    }
-                )
-            step += 1
-            step_start = time.monotonic()
-            if steps[step - 1][0] in ORDERINGS:
-                fastest = min((took[(o, big)] for o in ORDERINGS if took.get((o, big), 0) > 0), default=None)
-                if fastest is not None:
-                    rate = big / fastest
-                    rate_source = (
-                        f"measured: {big} B / the fastest correct ordering's exchange time "
-                        f"in the pair ({fastest * 1e3:.2f} ms, the slower process)"
-                    )
-            if step < len(steps):
-                bound = probe.bound_s(steps[step][1], rate)
 
+def _start_pair(backend: str, device: str, probe: DeadlockProbe) -> list[subprocess.Popen]:
+    """The two processes of the pair (suite/ops/p2p/deadlock_child.py), on a free loopback port."""
+    port = free_port()
+    sizes_arg = ",".join(str(s) for s in probe.sizes)
+    # The pair's own group timeout outlives our bound, so a hang is ours to detect, and
+    # ends an orphaned pair on its own if this process dies.
+    pg_timeout = probe.total_limit_s + 15
+    delay = f"{probe.delay_step}:{probe.delay_s}" if probe.delay_step else "-"
+    args = [backend, device, str(probe.sizes[-1]), sizes_arg, str(pg_timeout), delay]
+    return [
+        subprocess.Popen(
+            [sys.executable, "-m", "suite.ops.p2p.deadlock_child", "--deadlock-child", str(r), str(port), *args],
+            cwd=ROOT,
+            env=_child_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for r in (0, 1)
+    ]
+
+
+def _end_pair(procs: list[subprocess.Popen], threads: list[threading.Thread]) -> bool:
+    """Kill what still runs of the pair (our own children, by handle), reap it; whether any had to be killed."""
     killed = False
     for p in procs:
         if p.poll() is None:
-            p.kill()  # our own children, by handle
+            p.kill()
             killed = True
     for p in procs:
         try:
@@ -326,44 +249,147 @@ def _probe_once(backend: str, device: str, probe: DeadlockProbe, start: float) -
             pass
     for t in threads:
         t.join(timeout=2)
+    return killed
 
-    done = {s for s in probe.sizes if seen.get(("naive", s)) == {0, 1}}
-    stuck = steps[blocked_step] if blocked_step is not None else None
-    probed = tuple(s for s in probe.sizes if s in done or stuck == ("naive", s))
-    outcome = {(e["step"], e["bytes"]): e["outcome"] for e in log}
-    orderings = {}
-    for o in ORDERINGS:
-        got = outcome.get((o, big))
-        orderings[o] = {"on_time": "completed", None: "not run"}.get(got, got)
-    blocked = stuck[1] if stuck is not None and stuck[0] == "naive" else None
-    if stuck is not None and stuck[0] != "naive" and error is None:
-        error = (
-            f"correct ordering {stuck[0]} made no progress within {probe.blocked_factor:g} x {log[-1]['bound_s']:.1f} s"
-            if log
-            else f"step {stuck[0]} blocked"
+
+class _Watch:
+    """The watcher's view of the pair: the steps both processes must report, in order (``ready``, the correct
+    orderings at the largest size, the naive one at ascending sizes, ``done``), each within its bound; what
+    each step took and how it ended (``log``); the rate the bounds use once a correct ordering has shown one."""
+
+    def __init__(self, probe: DeadlockProbe, start: float) -> None:
+        self.probe, self.start, self.big = probe, start, probe.sizes[-1]
+        self.steps = [("ready", 0)] + [(o, self.big) for o in ORDERINGS] + [("naive", s) for s in probe.sizes]
+        self.steps.append(("done", 0))
+        self.seen: dict = {}
+        self.took: dict = {}  # (step, size) -> the slower process's own exchange time, s
+        self.log: list[dict] = []
+        self.step, self.n_wrong, self.error = 0, 0, None
+        self.blocked_step: int | None = None
+        self.watched_s: float | None = None
+        self.rate = probe.assumed_rate_bytes_per_s
+        self.rate_source = "configured: DeadlockProbe.assumed_rate_bytes_per_s"
+
+    def run(self, events: queue.Queue, procs: list[subprocess.Popen], tails: list[list[str]]) -> None:
+        """Take the pair's reports until every step is done, one blocks, a process ends early or the cap passes."""
+        probe, steps = self.probe, self.steps
+        step_start = time.monotonic()
+        while self.step < len(steps):
+            now = time.monotonic()
+            bound = probe.start_limit_s if self.step == 0 else probe.bound_s(steps[self.step][1], self.rate)
+            limit = bound if self.step == 0 else bound * probe.blocked_factor
+            if now - self.start > probe.total_limit_s:
+                self.error = f"probe exceeded its {probe.total_limit_s:.0f} s cap"
+                self.blocked_step = self.step if self.step > 0 else None
+                return
+            try:
+                r, words = events.get(timeout=max(0.05, min(0.25, limit - (now - step_start))))
+            except queue.Empty:
+                if self._late(time.monotonic() - step_start, bound, limit):
+                    return
+                continue
+            if words == ["eof"]:
+                if r in self.seen.get(("done", 0), ()):
+                    continue  # finished normally; the other one may still be reporting
+                start_failed = f"{_START_FAILED}: " if self.step == 0 else ""
+                self.error = (
+                    f"{start_failed}probe process {r} exited early (status {procs[r].poll()}): "
+                    + " | ".join(tails[r])[-400:]
+                )
+                return
+            self._note(r, words)
+            if self._advance(bound, step_start):
+                step_start = time.monotonic()
+
+    def _late(self, waited: float, bound: float, limit: float) -> bool:
+        """Whether the current step, ``waited`` s in, is past its limit: the pair did not start, or the step is
+        blocked (logged as such)."""
+        if waited < limit:
+            return False
+        if self.step == 0:
+            self.error = f"the probe pair did not start within {limit:.0f} s"
+            return True
+        self.blocked_step, self.watched_s = self.step, waited
+        name, size = self.steps[self.step]
+        self.log.append({"step": name, "bytes": size, "bound_s": bound, "outcome": "blocked", "took_s": waited})
+        return True
+
+    def _note(self, r: int, words: list[str]) -> None:
+        """A report of process ``r``: ``<step> <bytes> [<wrong elements> [<its exchange time, s>]]``."""
+        name, size = words[0], int(words[1]) if len(words) > 1 else 0
+        self.n_wrong += int(words[2]) if len(words) > 2 else 0
+        if len(words) > 3:
+            self.took[(name, size)] = max(self.took.get((name, size), 0.0), float(words[3]))
+        self.seen.setdefault((name, size), set()).add(r)
+
+    def _advance(self, bound: float, step_start: float) -> bool:
+        """Past every step both processes have now reported (logged on time or slow against ``bound``, each
+        next step's bound from the rate so far); whether any was."""
+        steps, advanced = self.steps, False
+        while self.step < len(steps) and self.seen.get(steps[self.step]) == {0, 1}:
+            elapsed = time.monotonic() - step_start
+            if 0 < self.step < len(steps) - 1:
+                name, size = steps[self.step]
+                outcome = "slow" if elapsed > bound else "on_time"
+                self.log.append({"step": name, "bytes": size, "bound_s": bound, "outcome": outcome, "took_s": elapsed})
+            self.step += 1
+            step_start, advanced = time.monotonic(), True
+            if steps[self.step - 1][0] in ORDERINGS:
+                self._measure_rate()
+            if self.step < len(steps):
+                bound = self.probe.bound_s(steps[self.step][1], self.rate)
+        return advanced
+
+    def _measure_rate(self) -> None:
+        big = self.big
+        fastest = min((self.took[(o, big)] for o in ORDERINGS if self.took.get((o, big), 0) > 0), default=None)
+        if fastest is not None:
+            self.rate = big / fastest
+            self.rate_source = (
+                f"measured: {big} B / the fastest correct ordering's exchange time "
+                f"in the pair ({fastest * 1e3:.2f} ms, the slower process)"
+            )
+
+    def result(self, backend: str, device: str, killed: bool) -> ProbeResult:
+        """What the pair showed (ProbeResult), from what was watched."""
+        probe, big, log, error = self.probe, self.big, self.log, self.error
+        done = {s for s in probe.sizes if self.seen.get(("naive", s)) == {0, 1}}
+        stuck = self.steps[self.blocked_step] if self.blocked_step is not None else None
+        outcome = {(e["step"], e["bytes"]): e["outcome"] for e in log}
+        orderings = {}
+        for o in ORDERINGS:
+            got = outcome.get((o, big))
+            orderings[o] = {"on_time": "completed", None: "not run"}.get(got, got)
+        blocked = stuck[1] if stuck is not None and stuck[0] == "naive" else None
+        if stuck is not None and stuck[0] != "naive" and error is None:
+            error = (
+                f"correct ordering {stuck[0]} made no progress within {probe.blocked_factor:g} x "
+                f"{log[-1]['bound_s']:.1f} s"
+                if log
+                else f"step {stuck[0]} blocked"
+            )
+        return ProbeResult(
+            backend=backend,
+            device=device,
+            sizes_probed=tuple(s for s in probe.sizes if s in done or stuck == ("naive", s)),
+            completed_bytes=tuple(sorted(done)),
+            blocked_from_bytes=blocked,
+            no_progress_within_s=log[-1]["bound_s"] if blocked is not None else None,
+            no_progress_for_s=self.watched_s if blocked is not None else None,
+            steps=tuple(log),
+            slow_steps=tuple(f"{e['step']}@{e['bytes']}" for e in log if e["outcome"] == "slow"),
+            rate_bytes_per_s=self.rate,
+            rate_source=self.rate_source,
+            floor_s=probe.floor_s,
+            slack=probe.slack,
+            blocked_factor=probe.blocked_factor,
+            probe_sizes=probe.sizes,
+            start_limit_s=probe.start_limit_s,
+            total_limit_s=probe.total_limit_s,
+            correct_orderings=orderings,
+            correct_orderings_bytes=big,
+            n_wrong=self.n_wrong,
+            elapsed_s=time.monotonic() - self.start,
+            killed=killed,
+            error=error,
         )
-    return ProbeResult(
-        backend=backend,
-        device=device,
-        sizes_probed=probed,
-        completed_bytes=tuple(sorted(done)),
-        blocked_from_bytes=blocked,
-        no_progress_within_s=log[-1]["bound_s"] if blocked is not None else None,
-        no_progress_for_s=watched_s if blocked is not None else None,
-        steps=tuple(log),
-        slow_steps=tuple(f"{e['step']}@{e['bytes']}" for e in log if e["outcome"] == "slow"),
-        rate_bytes_per_s=rate,
-        rate_source=rate_source,
-        floor_s=probe.floor_s,
-        slack=probe.slack,
-        blocked_factor=probe.blocked_factor,
-        probe_sizes=probe.sizes,
-        start_limit_s=probe.start_limit_s,
-        total_limit_s=probe.total_limit_s,
-        correct_orderings=orderings,
-        correct_orderings_bytes=big,
-        n_wrong=n_wrong,
-        elapsed_s=time.monotonic() - start,
-        killed=killed,
-        error=error,
-    )
