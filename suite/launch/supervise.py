@@ -129,20 +129,7 @@ def run_ranks(
     )
     tail: collections.deque = collections.deque(maxlen=400)
     elastic = ElasticTraceback()
-
-    def pump():
-        def show(lines):
-            for line in lines:
-                sys.stderr.write(ERASE_LINE + line if erase_line else line)
-            sys.stderr.flush()
-
-        for line in proc.stderr:
-            tail.append(line)
-            show(elastic.feed(line))
-        show(elastic.flush())
-
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
+    reader = _pass_stderr(proc, tail, elastic, erase_line)
     received: list[int] = []
 
     def forward(signum, _frame):
@@ -197,6 +184,26 @@ def run_ranks(
         _diagnose(run_dir, world_size, f"the ranks ended with status {rc}", ask=reported)
     hang.tidy(run_dir)
     return rc, (received[0] if received else None), list(tail)
+
+
+def _pass_stderr(proc, tail: collections.deque, elastic: ElasticTraceback, erase_line: bool) -> threading.Thread:
+    """A started thread that passes torchrun's stderr through ``elastic`` (which holds back its tracebacks) to
+    ours, each line first erasing the terminal's current line with ``erase_line``, keeping the last in ``tail``."""
+
+    def show(lines):
+        for line in lines:
+            sys.stderr.write(ERASE_LINE + line if erase_line else line)
+        sys.stderr.flush()
+
+    def pump():
+        for line in proc.stderr:
+            tail.append(line)
+            show(elastic.feed(line))
+        show(elastic.flush())
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    return reader
 
 
 def _save_log(path: Path, lines: list[str]) -> None:
