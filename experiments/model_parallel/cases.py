@@ -87,33 +87,22 @@ def _one_stage_each(ctx: DistContext, cfg: BenchConfig) -> str | None:
     return "the pipeline needs at least 2 ranks (one stage each)" if ctx.world_size < 2 else None
 
 
-def pipeline_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
-    """c and τ alone, then both schedules for M = 1, 2, 4, 8 (knobs: MP_STAGE_FEATURES, MP_MICROBATCH_ROWS)."""
-    pipe = cfg.model_parallel
-    n = max(world_size, 1)
-    mb = pipe.microbatch_rows * pipe.stage_features * 4
-    k = stage_repeats(n)
-    common = {
-        "table": "pipeline",
-        "stages": n,
-        "stage_features": pipe.stage_features,
-        "microbatch_rows": pipe.microbatch_rows,
-        "microbatch_bytes": mb,
-    }
+def _offering(build, offer):
+    """``build``'s buffers, whose own timed Measurement is offered as c or τ to the pipeline cases."""
 
-    def offering(build, offer):
-        """``build``'s buffers, whose own timed Measurement is offered as c or τ to the pipeline cases."""
+    def with_offer(ctx: DistContext, session: Session) -> Buffers:
+        def derive(m, around, session: Session) -> dict:
+            offer(ctx, session, m)
+            return {}
 
-        def with_offer(ctx: DistContext, session: Session) -> Buffers:
-            def derive(m, around, session: Session) -> dict:
-                offer(ctx, session, m)
-                return {}
+        return dataclasses.replace(build(ctx), derive=derive)
 
-            return dataclasses.replace(build(ctx), derive=derive)
+    return with_offer
 
-        return with_offer
 
-    out = [
+def _stage_cases(pipe, n: int, k: int, mb: int, common: dict) -> list[Case]:
+    """c and τ alone: one stage's compute and one hop's transfer, each ``k`` times back to back."""
+    return [
         Case(
             experiment=EXPERIMENT,
             op="pipeline_compute",
@@ -122,7 +111,7 @@ def pipeline_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
             bytes=Bytes(
                 size_bytes=0, count=0, dtype="float32", bw_op=None, definition="none: one stage's matmul, no bytes move"
             ),
-            build=offering(
+            build=_offering(
                 lambda ctx: compute_buffers(pipe, ctx, k),
                 lambda ctx, session, m: session.once(stage_keys(pipe, ctx)[0], lambda: m),
             ),
@@ -144,7 +133,7 @@ def pipeline_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
                 bw_op="send_recv",
                 definition="one micro-batch (rows x d x 4 B) over one hop",
             ),
-            build=offering(
+            build=_offering(
                 lambda ctx: relay_buffers(pipe, ctx, k),
                 lambda ctx, session, m: session.once(stage_keys(pipe, ctx)[1], lambda: m),
             ),
@@ -156,40 +145,56 @@ def pipeline_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
             fields={**common, "stage_repeats": k, "check": "exact: the last stage receives stage 0's micro-batch"},
         ),
     ]
-    for schedule in SCHEDULES:
-        for m in MICROBATCHES:
-            out.append(
-                Case(
-                    experiment=EXPERIMENT,
-                    op=f"pipeline_{schedule}",
-                    label=f"pipeline_{schedule}-M{m}",
-                    identity={"variant": f"pipeline_{schedule}", "microbatches": m},
-                    bytes=Bytes(
-                        size_bytes=m * mb,
-                        count=m * mb // 4,
-                        dtype="float32",
-                        bw_op="send_recv",
-                        definition="micro-batches x micro-batch bytes (what each hop carries)",
-                        time_includes="every stage's matmul of every micro-batch",
-                    ),
-                    build=lambda ctx, session, m=m, schedule=schedule: dataclasses.replace(
-                        pipeline_buffers(pipe, ctx, m, schedule),
-                        derive=lambda meas, around, session: pipeline_fields(pipe, ctx, m, schedule, meas, session),
-                    ),
-                    mode="blocking",
-                    skip=_one_stage_each,
-                    normalisation="none: time of the whole pipeline (M micro-batches through S stages)",
-                    fields={
-                        **common,
-                        "schedule": schedule,
-                        "model": PIPELINE_MODELS[schedule],
-                        "check": "exact: the last stage's outputs equal the unsplit model's (every layer in one "
-                        "process)",
-                    },
-                    provenance=PIPELINE_PROVENANCE,
-                )
-            )
-    return out
+
+
+def _pipeline_case(pipe, schedule: str, m: int, mb: int, common: dict) -> Case:
+    """The whole pipeline under ``schedule``: ``m`` micro-batches through every stage."""
+    return Case(
+        experiment=EXPERIMENT,
+        op=f"pipeline_{schedule}",
+        label=f"pipeline_{schedule}-M{m}",
+        identity={"variant": f"pipeline_{schedule}", "microbatches": m},
+        bytes=Bytes(
+            size_bytes=m * mb,
+            count=m * mb // 4,
+            dtype="float32",
+            bw_op="send_recv",
+            definition="micro-batches x micro-batch bytes (what each hop carries)",
+            time_includes="every stage's matmul of every micro-batch",
+        ),
+        build=lambda ctx, session: dataclasses.replace(
+            pipeline_buffers(pipe, ctx, m, schedule),
+            derive=lambda meas, around, session: pipeline_fields(pipe, ctx, m, schedule, meas, session),
+        ),
+        mode="blocking",
+        skip=_one_stage_each,
+        normalisation="none: time of the whole pipeline (M micro-batches through S stages)",
+        fields={
+            **common,
+            "schedule": schedule,
+            "model": PIPELINE_MODELS[schedule],
+            "check": "exact: the last stage's outputs equal the unsplit model's (every layer in one process)",
+        },
+        provenance=PIPELINE_PROVENANCE,
+    )
+
+
+def pipeline_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
+    """c and τ alone, then both schedules for M = 1, 2, 4, 8 (knobs: MP_STAGE_FEATURES, MP_MICROBATCH_ROWS)."""
+    pipe = cfg.model_parallel
+    n = max(world_size, 1)
+    mb = pipe.microbatch_rows * pipe.stage_features * 4
+    k = stage_repeats(n)
+    common = {
+        "table": "pipeline",
+        "stages": n,
+        "stage_features": pipe.stage_features,
+        "microbatch_rows": pipe.microbatch_rows,
+        "microbatch_bytes": mb,
+    }
+    return _stage_cases(pipe, n, k, mb, common) + [
+        _pipeline_case(pipe, schedule, m, mb, common) for schedule in SCHEDULES for m in MICROBATCHES
+    ]
 
 
 def _not_divisible(layer: Layer):
@@ -216,8 +221,6 @@ def model_parallel_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     """The split layer's five ops (the knobs: MP_IN, MP_OUT, MP_BATCH), then the pipeline's cases."""
     layer = cfg.model_parallel
     n = max(world_size, 1)
-    w_bytes = layer.out_features * layer.in_features * 4
-    y_bytes = layer.batch * layer.out_features * 4
     common = {
         "in_features": layer.in_features,
         "out_features": layer.out_features,
@@ -226,16 +229,49 @@ def model_parallel_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
         "rows_per_rank": layer.out_features // n,
     }
 
-    def train_fields(split: str, grad_bytes: int) -> dict:
-        rule = train_check_rule(layer, n, split)
-        return {
-            "check": rule.rule,
-            "check_exact": rule.exact,
-            "check_rounding_ops": rule.ops,
-            "learning_rate": LR,
-            "grad_comm_bytes": grad_bytes,
-        }
+    out = []
+    for op, (size, bw_op, definition, build, fields) in _layer_specs(layer, n).items():
+        train = op in ("mp_train_step", "dp_train_step")
+        bytes_ = Bytes(
+            size_bytes=size,
+            count=size // 4,
+            dtype="float32",
+            bw_op=bw_op,
+            definition=definition,
+            time_includes=TIME_INCLUDES.get(op),
+        )
+        out.append(
+            Case(
+                experiment=EXPERIMENT,
+                op=op,
+                label=op,
+                identity={"variant": op},
+                bytes=bytes_,
+                build=with_samples_per_s(build, layer) if train else build,
+                mode="blocking",
+                skip=_not_divisible(layer),
+                fields={**common, **fields},
+                provenance=TRAIN_PROVENANCE if train else {},
+            )
+        )
+    return out + pipeline_cases(cfg, world_size)
 
+
+def _train_fields(layer: Layer, n: int, split: str, grad_bytes: int) -> dict:
+    rule = train_check_rule(layer, n, split)
+    return {
+        "check": rule.rule,
+        "check_exact": rule.exact,
+        "check_rounding_ops": rule.ops,
+        "learning_rate": LR,
+        "grad_comm_bytes": grad_bytes,
+    }
+
+
+def _layer_specs(layer: Layer, n: int) -> dict:
+    """Per op of the split layer, in OPS' order: (bytes, the busbw op, what the bytes are, build, fields)."""
+    w_bytes = layer.out_features * layer.in_features * 4
+    y_bytes = layer.batch * layer.out_features * 4
     spec = {
         "scatter": (
             w_bytes,
@@ -263,43 +299,17 @@ def model_parallel_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
             "all_gather",
             "the whole output (B x out x 4 B) all-gathered per step",
             lambda ctx, session: mp_train_buffers(layer, ctx),
-            train_fields("mp", 0),
+            _train_fields(layer, n, "mp", 0),
         ),
         "dp_train_step": (
             w_bytes,
             "all_reduce",
             "the whole weight gradient (out x in x 4 B) all-reduced per step",
             lambda ctx, session: dp_train_buffers(layer, ctx),
-            train_fields("dp", w_bytes),
+            _train_fields(layer, n, "dp", w_bytes),
         ),
     }
-    out = []
-    for op in OPS:
-        size, bw_op, definition, build, fields = spec[op]
-        train = op in ("mp_train_step", "dp_train_step")
-        bytes_ = Bytes(
-            size_bytes=size,
-            count=size // 4,
-            dtype="float32",
-            bw_op=bw_op,
-            definition=definition,
-            time_includes=TIME_INCLUDES.get(op),
-        )
-        out.append(
-            Case(
-                experiment=EXPERIMENT,
-                op=op,
-                label=op,
-                identity={"variant": op},
-                bytes=bytes_,
-                build=with_samples_per_s(build, layer) if train else build,
-                mode="blocking",
-                skip=_not_divisible(layer),
-                fields={**common, **fields},
-                provenance=TRAIN_PROVENANCE if train else {},
-            )
-        )
-    return out + pipeline_cases(cfg, world_size)
+    return {op: spec[op] for op in OPS}
 
 
 test_model_parallel = experiment_test(model_parallel_cases)
