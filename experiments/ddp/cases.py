@@ -307,7 +307,7 @@ def _declare(v: Variant, settings: Settings) -> Case:
     def build(ctx, session):  # a step's check trains the session's shared reference
         if init:
             return init_buffers(v, ctx, settings)
-        return step_buffers(v, ctx, settings, session, step_check(v, ctx, settings, session))
+        return step_buffers(v, ctx, settings, session, step_check(v, ctx, settings, session), derived.timed_fields)
 
     resolved = _resolve_init if init else _resolve_step
 

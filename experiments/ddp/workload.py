@@ -1,13 +1,12 @@
 """What each ddp case runs on one rank: the variants' models, batches and communication hooks, the DDP,
-manual and accumulation steps, and the numbers derived from the timed steps (baselines, overlap, DDP's
-logger, buckets). The declarations are in cases.py, the single-process reference and its check rule in
-check.py."""
+manual and accumulation steps, and their buffer sets. The declarations are in cases.py, the single-process
+reference and its check rule in check.py, the numbers derived from the timed steps (baselines, overlap, DDP's
+logger, buckets) in derived.py."""
 
 from __future__ import annotations
 
 import contextlib
 import inspect
-import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -21,7 +20,6 @@ from suite.api import (
     DistContext,
     Session,
     dist_max,
-    dist_min,
     verify,
 )
 
@@ -224,7 +222,7 @@ def _accum_step(model: nn.Module, opt, loss_fn, micro, no_sync: Callable | None)
     opt.step()
 
 
-def _prepare(case: Variant, ctx: DistContext, settings: Settings) -> Step:
+def prepare(case: Variant, ctx: DistContext, settings: Settings) -> Step:
     loss_fn = nn.CrossEntropyLoss()
     model = build_model(case.model, settings, seed=0).to(ctx.device)
     b = settings.batch_per_rank
@@ -299,10 +297,16 @@ def cannot_run(case: Variant, ctx: DistContext, settings: Settings) -> str | Non
 
 
 def step_buffers(
-    v: Variant, ctx: DistContext, settings: Settings, session: Session, check_of: Callable | None = None
+    v: Variant,
+    ctx: DistContext,
+    settings: Settings,
+    session: Session,
+    check_of: Callable | None = None,
+    derive_of: Callable | None = None,
 ) -> Buffers:
-    """A step case's buffers; ``check_of(step, seen)``: its check (check.step_check), None if unchecked."""
-    step = _prepare(v, ctx, settings)
+    """A step case's buffers; ``check_of(step, seen)``: its check (check.step_check), None if unchecked;
+    ``derive_of``: the numbers derived from its timed steps (derived.timed_fields), None: none."""
+    step = prepare(v, ctx, settings)
     run = step.run
 
     def counted():
@@ -313,7 +317,8 @@ def step_buffers(
     logger: list[dict] = []  # DDP's logger, read before each timed sample
     seen: dict = {}  # what the last check found (its rule, tolerance, largest difference)
     b = _step_call_and_check(v, step, ctx, logger, seen, check_of)
-    b.derive = lambda m, around, session: _timed_fields(v, settings, step, ctx, m, around, session, logger, seen)
+    if derive_of is not None:
+        b.derive = lambda m, around, session: derive_of(v, settings, step, ctx, m, around, session, logger, seen)
     return b
 
 
@@ -368,139 +373,13 @@ def init_buffers(v: Variant, ctx: DistContext, settings: Settings) -> Buffers:
         call=sync,
         check=check,
         outputs=lambda: [t.detach() for t in state_tensors(module)],
-        derive=lambda m, around, session: _peak_fields(ctx, around),
+        derive=lambda m, around, session: peak_fields(ctx, around),
     )
 
 
-# --- what is derived from the timed steps, and the baselines they are compared with -----------------
-
-
-def _baseline_s(session: Session, ctx: DistContext, settings: Settings, v: Variant) -> float:
-    """Median of a baseline step of ``v.model`` (solo, no communication, no-op hook, all_reduce alone): that
-    case's own timed run when it ran before (the usual order), else one blocking baseline run by the harness,
-    shared by the run."""
-
-    def make_call():
-        step = _prepare(v, ctx, settings)
-        return lambda a: step.run()
-
-    return session.baseline(_baseline_key(ctx, v), ctx, make_call).median_s
-
-
-def _baseline_key(ctx: DistContext, v: Variant) -> tuple:
-    return EXPERIMENT, id(ctx.group), v.model, v.kind, v.hook
-
-
-def _baselines(model: str) -> dict[str, Variant]:
-    return {
-        "solo": Variant(model=model, kind="solo", label="solo"),
-        "local": Variant(model=model, kind="local", label="local"),
-        "all_reduce": Variant(model=model, kind="all_reduce", label="all_reduce"),
-        "noop": Variant(model=model, kind="ddp", label="noop", hook=NOOP),
-    }
-
-
-def _is_baseline(v: Variant) -> bool:
-    return v.kind in ("solo", "local", "all_reduce") or v.hook == NOOP
-
-
-def _peak_fields(ctx: DistContext, around) -> dict:
+def peak_fields(ctx: DistContext, around) -> dict:
     from suite.api import PeakMemory
 
     if not isinstance(around, PeakMemory):
         return {}
     return {"peak_mem_bytes": int(dist_max(ctx, [float(around.peak_bytes)])[0]), "peak_mem_kind": around.kind}
-
-
-LOGGER_KEYS = {
-    "ddp_logger_forward_ms": "forward_compute_time",
-    "ddp_logger_backward_compute_ms": "backward_compute_time",
-    "ddp_logger_comm_ms": "backward_comm_time",
-    "ddp_logger_overlap_ms": "backward_compute_comm_overlap_time",
-}
-
-
-def _bucket_fields(ddp: DDP) -> dict:
-    """The buckets DDP's reducer holds now (after the timed steps: DDP rebuilds them in gradient-ready
-    order at the start of its second iteration)."""
-    sizes = internals.bucket_sizes(ddp)
-    return {
-        "n_buckets": None if sizes is None else len(sizes),
-        "bucket_sizes": sizes,
-        "bucket_cap_bytes": internals.logging_data(ddp).get("bucket_cap_bytes"),
-    }
-
-
-def _logger_fields(ctx: DistContext, step: Step, readings: list[dict], timed_steps: int) -> dict:
-    """DDP's interval statistics of the timed steps only: the logger's per-iteration values (iteration k
-    logged = step k-1), median over the timed steps this rank logged, max over ranks."""
-    first_timed = step.steps - timed_steps
-    by_step = {int(d["iteration"]) - 1: d for d in readings if "backward_comm_time" in d}
-    timed = [d for k, d in sorted(by_step.items()) if k >= first_timed]
-    n = int(dist_min(ctx, [len(timed)])[0])  # the fewest any rank has (same everywhere)
-    if n == 0:
-        return {"ddp_logger_steps": 0}
-    values = [statistics.median(float(d[k]) for d in timed[:n]) / 1e6 for k in LOGGER_KEYS.values()]  # ns -> ms
-    out = dict(zip(LOGGER_KEYS, dist_max(ctx, values)))
-    comm, ovl = out["ddp_logger_comm_ms"], out["ddp_logger_overlap_ms"]
-    out["ddp_logger_overlap_pct"] = 100.0 * ovl / comm if comm > 0 else None
-    out["ddp_logger_steps"] = n
-    return out
-
-
-def measured_overlap(v: Variant) -> bool:
-    """DDP cases whose communication is the float32 all_reduce of the gradient (the baseline's bytes)."""
-    return v.kind == "ddp" and v.hook in (None, "allreduce")
-
-
-def _timed_fields(
-    v: Variant, settings: Settings, step: Step, ctx: DistContext, m, around, session: Session, logger: list, seen: dict
-) -> dict:
-    """Fields derived from this case's own timed median ``t`` (the formulas are in the provenance)."""
-    t, n, bsz = m.median_s, ctx.world_size, settings.batch_per_rank
-    if _is_baseline(v):
-        session.keep_baseline(_baseline_key(ctx, v), m)
-    base = _baselines(v.model)
-    fields: dict = {}
-    if v.kind != "all_reduce":
-        k = step.samples_per_step // bsz
-        ranks_stepping = 1 if v.kind == "solo" else n
-        solo = _baseline_s(session, ctx, settings, base["solo"])
-        fields |= {
-            "solo_step_ms": solo * 1e3,
-            "micro_batches": k,
-            "samples_per_step": step.samples_per_step * ranks_stepping,
-            "samples_per_s": step.samples_per_step * ranks_stepping / t,
-            "scaling_efficiency": k * solo / t,
-        }
-        if v.kind != "local" and v.kind != "solo":
-            local = _baseline_s(session, ctx, settings, base["local"])
-            fields |= {"local_step_ms": local * 1e3, "comm_exposed_ms": (t - k * local) * 1e3}
-    if measured_overlap(v):
-        noop = _baseline_s(session, ctx, settings, base["noop"])
-        ar = _baseline_s(session, ctx, settings, base["all_reduce"])
-        fields |= {
-            "noop_step_ms": noop * 1e3,
-            "allreduce_ms": ar * 1e3,
-            "comm_added_ms": (t - noop) * 1e3,
-            "overlap_saved_ms": (noop + ar - t) * 1e3,
-            "overlap_saved_pct": 100.0 * (noop + ar - t) / ar,
-        }
-    if step.ddp is not None:
-        fields |= _bucket_fields(step.ddp)
-        if v.kind == "ddp":
-            readings = logger + [internals.logging_data(step.ddp)]
-            fields |= _logger_fields(ctx, step, readings, m.iterations)
-    if seen:
-        worst = dist_max(ctx, [seen["max_abs_diff"]])[0]
-        fields |= {
-            "check_rule": seen["rule"],
-            "check_tol": seen["tol"],
-            "check_steps": seen["steps"],
-            "check_max_abs_diff": worst,
-        }
-        if "buffer_max_abs_diff" in seen:
-            fields["check_buffer_max_abs_diff"] = dist_max(ctx, [seen["buffer_max_abs_diff"]])[0]
-            fields["check_buffer_tol"] = dist_max(ctx, [seen["buffer_tol"]])[0]
-    fields |= _peak_fields(ctx, around)
-    return fields

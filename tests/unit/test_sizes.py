@@ -13,7 +13,6 @@ MODULE_LINES = 400
 FUNCTION_LINES = 80
 
 OVER_MODULES = {
-    "experiments/ddp/workload.py": (506, "the builders and the numbers derived from the timed steps: derived.py"),
     "suite/report/analysis.py": (779, "sections, series and fits, the environment summary: one module each"),
     "suite/report/compare.py": (682, "matching, per-case statistics, verdicts and the gate, rendering"),
     "experiments/placement/workload.py": (632, "one builder family per placement question"),
