@@ -240,26 +240,7 @@ def _main(argv: list[str], where: dict) -> int:
         a, passthrough = parse_args(argv)
         cfg = config_from_args(a)
         lay = layout(a)
-        names = (
-            all_experiments()
-            if a.experiments in ("all", "")
-            else [e.strip() for e in a.experiments.split(",") if e.strip()]
-        )
-        unknown = [e for e in names if e not in available_experiments()]
-        if unknown or not names:
-            raise ConfigError(
-                f"unknown experiment(s) {', '.join(unknown) or '(none)'}; "
-                f"choose from {', '.join(available_experiments())} or all"
-            )
-        for name in names:
-            spec = registry.discover()[name]
-            if lay["world_size"] < spec.min_world_size:
-                raise ConfigError(
-                    f"{spec.needs_ranks_because or name}: it needs at least {spec.min_world_size} ranks, got "
-                    f"{lay['world_size']} (NPROC x NNODES)"
-                )
-            if spec.check_world is not None:
-                spec.check_world(getattr(cfg, name, None), lay["world_size"])
+        names = _chosen_experiments(a.experiments, cfg, lay["world_size"])
         check_run_location(a.results_root, a.run_id)
         check_switches(os.environ, lay["world_size"])  # every SUITE_* switch (suite/launch/config.py SWITCHES)
         live = progress.mode(os.environ, sys.stdout.isatty()) == "live"
@@ -330,21 +311,49 @@ def _main(argv: list[str], where: dict) -> int:
         sys.stdout.flush()
     status, cause = final_status(rc, signum, run_dir, root_cause(tail) if rc != 0 else None, with_cause=True)
     if lay["node_rank"] == 0 and (run_dir / "bench.json").exists():
-        for name in names:  # a health check's verdict: 0 healthy, EXIT_FINDING when something is wrong
-            verdict = registry.discover()[name].verdict
-            if verdict is not None and status == EXIT_OK:
-                status = verdict(run_dir)
-        try:
-            stamp_status(run_dir, status, signum, cause)
-            update_latest(results_root, run_dir)
-        except OSError as e:  # the ranks' own bench.json stays: valid JSON, marked incomplete until the end
-            print(f"# error: {e}; {run_dir / 'bench.json'} is as the ranks left it", file=sys.stderr, flush=True)
-            status = status or EXIT_IO
-        else:
-            print(f"# results: {run_dir / 'bench.json'} (also {results_root / 'latest'})", flush=True)
-            write_report(run_dir)
+        status = _conclude(run_dir, results_root, names, status, signum, cause)
     if status != EXIT_OK:
         print(status_line(status), file=sys.stderr, flush=True)
+    return status
+
+
+def _chosen_experiments(asked: str, cfg, world_size: int) -> list[str]:
+    """The experiments ``asked`` names (``all`` or empty: every one), each checked against the world size and by
+    its own ``check_world`` (ConfigError)."""
+    names = all_experiments() if asked in ("all", "") else [e.strip() for e in asked.split(",") if e.strip()]
+    unknown = [e for e in names if e not in available_experiments()]
+    if unknown or not names:
+        raise ConfigError(
+            f"unknown experiment(s) {', '.join(unknown) or '(none)'}; "
+            f"choose from {', '.join(available_experiments())} or all"
+        )
+    for name in names:
+        spec = registry.discover()[name]
+        if world_size < spec.min_world_size:
+            raise ConfigError(
+                f"{spec.needs_ranks_because or name}: it needs at least {spec.min_world_size} ranks, got "
+                f"{world_size} (NPROC x NNODES)"
+            )
+        if spec.check_world is not None:
+            spec.check_world(getattr(cfg, name, None), world_size)
+    return names
+
+
+def _conclude(run_dir: Path, results_root: Path, names: list[str], status: int, signum, cause) -> int:
+    """On node 0, once the ranks have ended: a health check's verdict (0 healthy, EXIT_FINDING when something is
+    wrong) where the run succeeded, the status stamped into bench.json, ``latest`` and the report; the status."""
+    for name in names:
+        verdict = registry.discover()[name].verdict
+        if verdict is not None and status == EXIT_OK:
+            status = verdict(run_dir)
+    try:
+        stamp_status(run_dir, status, signum, cause)
+        update_latest(results_root, run_dir)
+    except OSError as e:  # the ranks' own bench.json stays: valid JSON, marked incomplete until the end
+        print(f"# error: {e}; {run_dir / 'bench.json'} is as the ranks left it", file=sys.stderr, flush=True)
+        return status or EXIT_IO
+    print(f"# results: {run_dir / 'bench.json'} (also {results_root / 'latest'})", flush=True)
+    write_report(run_dir)
     return status
 
 
