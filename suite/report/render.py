@@ -15,7 +15,9 @@ from pathlib import Path
 
 from suite import results
 
-from suite.report.analysis import FIT_NOTE, Report, build_report, fit_table_rows, group_key
+from suite.report.analysis import Report, build_report
+from suite.report.fit_table import FIT_NOTE, fit_table_rows
+from suite.report.series import group_key
 
 
 _CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222;padding:0 1em}

@@ -25,7 +25,7 @@ import pytest
 
 from suite import results
 
-from suite.report import analysis, compare, render, cli as report
+from suite.report import analysis, compare, fit_table, render, cli as report
 
 from suite.launch import cli as launch
 from suite.model import fit, link_rate
@@ -313,7 +313,7 @@ def test_report_fits_and_ring_model(mixed_report):
     # α–β does not hold there (R² < 0.8), so they imply no link and their rows say so instead of numbers
     two = [f for f in rep.fits if f.world_size == 2]
     assert two and not any(f.fit.holds for f in two) and ("gloo", "cpu", 2) not in rep.links
-    head, rows = analysis.fit_table_rows(rep)
+    head, rows = fit_table.fit_table_rows(rep)
     r2 = head.index("R²")
     assert all(row[r2].startswith("model does not fit") and row[r2 - 2] == "-" for row in rows if row[3] == "2")
     # 3 ranks: the reference link comes from the p2p pairs (median: 4 links of 1 GB/s, 2 of 0.5)
@@ -347,7 +347,7 @@ def test_a_sweep_of_two_sizes_is_reported_as_too_few_sizes_not_as_a_fit():
     rep = analysis.build_report(run, "two sizes")
     assert rep.fits and all(f.fit.n_sizes == 2 and not f.fit.holds for f in rep.fits)
     assert rep.links == {}  # no reference link (and no ring model) from fits that cannot fail
-    head, rows = analysis.fit_table_rows(rep)
+    head, rows = fit_table.fit_table_rows(rep)
     r2 = head.index("R²")
     for row in rows:
         assert row[r2 - 2 : r2 + 1] == ["-", "-", "too few sizes (2; a line needs 3 to be tested)"]
@@ -569,7 +569,7 @@ def test_link_rate_ratio_only_for_series_that_cross_hosts():
     rep = analysis.build_report(run, "one-host")
     assert rep.link_rate and rep.fits
     assert all(f.rate_ratio is None for f in rep.fits)
-    head, rows = analysis.fit_table_rows(rep)
+    head, rows = fit_table.fit_table_rows(rep)
     col = head.index("link β / LINK_RATE (1gbit)")
     assert {r[col] for r in rows} == {"-"}
     for b in run["benchmarks"]:

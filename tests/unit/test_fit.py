@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from suite.report import analysis
+from suite.report import analysis, fit_table, fits
 from suite.model import fit
 
 SIZES = np.array([256 * 4**i for i in range(10)], dtype=float)  # 256 B .. 64 MiB
@@ -70,7 +70,7 @@ def test_where_the_model_does_not_hold_the_table_says_so():
     flat = 100.0 * _noise(4, 0.3)
     m = fit.fit_model(SIZES, flat)
     assert m.r2 < fit.MIN_R2 and not m.holds
-    row = analysis.FitRow(
+    row = fits.FitRow(
         experiment="x",
         op="all_reduce",
         series="all_reduce sum",
@@ -87,12 +87,12 @@ def test_where_the_model_does_not_hold_the_table_says_so():
         run_name="r",
         environment=[],
         sections=[],
-        fits=[row, analysis.FitRow(**good)],
+        fits=[row, fits.FitRow(**good)],
         links={},
         link_rate=None,
         n_records=0,
     )
-    head, rows = analysis.fit_table_rows(rep)
+    head, rows = fit_table.fit_table_rows(rep)
     bad, ok = rows
     col = {h: i for i, h in enumerate(head)}
     assert bad[col["R²"]].startswith("model does not fit") and bad[col["α (µs) [95% CI]"]] == "-"
@@ -102,7 +102,7 @@ def test_where_the_model_does_not_hold_the_table_says_so():
 
 def test_a_knee_prints_two_rows():
     t = np.where(SIZES < 65536, _line(10.0, 0.5), _line(200.0, 4.0)) * _noise(2, 0.03)
-    row = analysis.FitRow(
+    row = fits.FitRow(
         experiment="x",
         op="send_recv",
         series="ping_pong",
@@ -115,7 +115,7 @@ def test_a_knee_prints_two_rows():
         rate_ratio=None,
     )
     rep = analysis.Report(run_name="r", environment=[], sections=[], fits=[row], links={}, link_rate=None, n_records=0)
-    head, rows = analysis.fit_table_rows(rep)
+    head, rows = fit_table.fit_table_rows(rep)
     assert [r[head.index("sizes")] for r in rows] == ["< 64K (knee)", ">= 64K"]
     assert [r[head.index("points")] for r in rows] == ["4", "6"]
     assert math.isclose(float(rows[1][head.index("β (GB/s) [95% CI]")].split()[0]), 4.0, rel_tol=0.15)
@@ -135,11 +135,11 @@ def test_a_line_through_two_sizes_is_too_few_sizes_not_a_fit():
     # any two points lie on a line: R² = 1 whatever was measured, so it proves nothing about α and β
     two = fit.fit_model([1024.0, 65536.0], [20.0, 90.0])
     assert two.r2 == pytest.approx(1.0) and not two.testable and not two.holds
-    cells = analysis.fit_cells(two.single)
+    cells = fit_table.fit_cells(two.single)
     assert cells[:2] == ["-", "-"] and cells[2].startswith("too few sizes (2;")
     # three sizes can contradict a line: the same rule shows a line that fits them
     three = fit.fit_model([1024.0, 4096.0, 65536.0], _line(19.0, 1.0, np.array([1024.0, 4096.0, 65536.0])))
-    assert three.testable and three.holds and analysis.fit_cells(three.single)[2] == "1.000"
+    assert three.testable and three.holds and fit_table.fit_cells(three.single)[2] == "1.000"
     # pieces of a knee follow the same rule
     assert fit.MIN_PIECE_POINTS >= fit.MIN_FIT_SIZES
 
@@ -148,12 +148,12 @@ def test_inf_bandwidth_and_negative_r2_never_reach_the_fit_table():
     sizes = np.array([1e3, 1e4, 1e5, 1e6])
     flat = fit.fit_model(sizes, [51.0, 50.5, 50.0, 49.5])  # time falls with size: α alone, no β
     assert flat.holds and flat.single.latency_only and math.isinf(flat.beta_gbps) and flat.r2 < 0
-    alpha, beta, r2 = analysis.fit_cells(flat.single)
+    alpha, beta, r2 = fit_table.fit_cells(flat.single)
     assert alpha.startswith("50.") and beta == "- (time flat in size)" and r2 == "- (flat: within 1.1% rms)"
     # a flat series with a finite β whose bootstrap interval has no upper end
     nearly = fit.fit_model([4, 16, 64, 256, 1024, 4096], [10.0, 10.1, 9.9, 10.05, 10.2, 10.1])
     assert nearly.holds and math.isinf(nearly.single.beta_ci_gbps[1])
-    cells = analysis.fit_cells(nearly.single)
+    cells = fit_table.fit_cells(nearly.single)
     assert cells[1].endswith(", unbounded]") and cells[2].startswith("- (flat: within")
     for c in cells + [alpha, beta, r2]:
         assert "inf" not in c and not c.startswith("-0") and "nan" not in c
