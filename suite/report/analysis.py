@@ -1,48 +1,18 @@
-"""Analysis of stored runs for the reports: sections and the report model, the environment summary and
-the first screen's summary. Grouping is suite/report/series.py, the fits suite/report/fits.py. Reads
-records only; renders nothing (suite/report/render.py)."""
+"""A report of a stored run: Report, and build_report, which assembles it -- the environment, a section per
+experiment (its own, or suite/report/sections.py's), the α–β fits, the prediction -- and the summary and
+environment rows. Reads records only; renders nothing (suite/report/render.py)."""
 
 from __future__ import annotations
 
-import math
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from suite import registry, results
 from suite.model.link_rate import configured_link_rate
-from suite.report.fits import FitRow, fit_series, reference_links
-from suite.report.series import (
-    extra_numeric_fields,
-    group_key,
-    is_pair_matrix,
-    is_sweep,
-    label_of,
-    series_by_label,
-    varying_fields,
-)
+from suite.report.fits import FitRow, fit_rows, fit_sweeps
+from suite.report.sections import PlotNames, Section, experiment_section, prediction_section
+from suite.report.series import groups_by_experiment
 from suite.report.specs import library_collectives, spec_value
-from suite.report.tables import format_tables, formatter
-
-
-# --- the report model ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, kw_only=True)
-class Plot:
-    name: str
-    """File stem of the PNG (unique in the report)."""
-    title: str
-    png: bytes
-
-
-@dataclass(kw_only=True)
-class Section:
-    title: str
-    anchor: str
-    notes: list[str] = field(default_factory=list)
-    plots: list[Plot] = field(default_factory=list)
-    text_tables: list[str] = field(default_factory=list)
-    grids: list[tuple[list[str], list[list[str]]]] = field(default_factory=list)
 
 
 @dataclass(kw_only=True)
@@ -56,10 +26,6 @@ class Report:
     n_records: int
     summary: list[tuple[str, str]] = field(default_factory=list)
     """What the run means, first: status, what was measured, peaks, health, unstable, skipped, baseline."""
-
-
-def _slug(text: str) -> str:
-    return "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-") or "x"
 
 
 def _fmt_bytes(n) -> str:
@@ -149,154 +115,28 @@ def build_report(
 ) -> Report:
     """Analyse a loaded run: sections with plots and tables, α–β fits, ring-model comparison (and the
     prediction section, with the extrapolation table of ``predict_doc``, the run's predict.json)."""
-    from suite.report import plots
-    from suite.model.fit import ring_coefficients, ring_time_us
-
     recs = results.records(run)
     link_rate = configured_link_rate(run.get("machine_info") or {})
-    # Sweeps and pair matrices are per world size; single-size groups (e.g. DDP scaling)
-    # keep every world size in one chart, so that scaling reads off one figure.
-    per_world: dict = {}
-    for r in recs:
-        k = (r["experiment"], group_key(r), r["backend"], r["device"])
-        per_world.setdefault(k, []).append(r)
-    split_of = {k: is_pair_matrix(rs) or is_sweep(rs) for k, rs in per_world.items()}
-    by_exp: OrderedDict = OrderedDict()
-    for r in recs:
-        k = (r["experiment"], group_key(r), r["backend"], r["device"])
-        split = split_of[k]
-        by_exp.setdefault(r["experiment"], OrderedDict()).setdefault(
-            (group_key(r), r["backend"], r["device"], r["world_size"] if split else None), []
-        ).append(r)
     # each experiment's place: its spec's report_order (the doctor's verdict leads, then collectives), then
     # the records' order
-    by_exp = OrderedDict(sorted(by_exp.items(), key=lambda kv: spec_value(kv[0], "report_order", 0)))
+    by_exp = OrderedDict(
+        sorted(groups_by_experiment(recs).items(), key=lambda kv: spec_value(kv[0], "report_order", 0))
+    )
+    sweeps = fit_sweeps(recs, by_exp)  # fits for every sweep (a group with >= 2 sizes)
 
-    # fits for every sweep (a group with >= 2 sizes)
-    fits_by_group: dict = {}
-    sweep_series: dict = {}
-    for exp, groups in by_exp.items():
-        for (gk, backend, device, n), rs in groups.items():
-            if is_pair_matrix(rs):
-                continue
-            if not is_sweep(rs):
-                continue
-            ser = series_by_label(rs, varying_fields(rs))
-            sweep_series[(exp, gk, backend, device, n)] = ser
-            fits_by_group[(exp, gk, backend, device, n)] = {lab: (s[0]["op"], fit_series(s)) for lab, s in ser.items()}
-    links = reference_links(recs, fits_by_group)
-
-    fit_rows: list[FitRow] = []
+    fits: list[FitRow] = []
     sections: list[Section] = []
-    used_names: set = set()
-
-    def plot_name(*parts) -> str:
-        base = _slug("-".join(str(p) for p in parts))[:80]
-        name, i = base, 2
-        while name in used_names:
-            name, i = f"{base}-{i}", i + 1
-        used_names.add(name)
-        return name
-
+    plot_name = PlotNames()
     memo: dict = {}  # what an experiment's report hooks share within this report (the doctor's diagnosis)
     for exp, groups in by_exp.items():
         own = spec_value(exp, "report_section", None)
         if own is not None:  # an experiment that draws its own section (the doctor's verdicts)
             sections.append(own(run, plot_name, memo.setdefault(exp, {})))
             continue
-        sec = Section(title=f"{exp}", anchor=_slug(exp))
-        fmt = formatter(exp)
-        spec = registry.spec(exp)
-        if spec is not None and spec.guide:
-            sec.notes.append(spec.guide.strip())  # "how to read" of its tables
-        for (gk, backend, device, n), rs in groups.items():
-            worlds = sorted({r["world_size"] for r in rs})
-            title = f"{exp}: {gk} ({backend}, {device}, {'/'.join(map(str, worlds))} ranks)"
-            ops = {r["op"] for r in rs}
-            op = rs[0]["op"] if len(ops) == 1 else None  # one op: the ring model is drawn with it
-            if is_pair_matrix(rs):
-                sec.plots.append(
-                    Plot(
-                        name=plot_name(exp, gk, backend, device, n, "pairs"),
-                        title=title,
-                        png=plots.pair_matrix_plot(title, rs),
-                    )
-                )
-            elif (exp, gk, backend, device, n) in sweep_series:
-                ser = sweep_series[(exp, gk, backend, device, n)]
-                op_fits = {k: v for k, v in fits_by_group[(exp, gk, backend, device, n)].items() if v[1] is not None}
-                fits = {k: f for k, (_, f) in op_fits.items() if f.holds}  # only lines that could fail and did not
-                link = links.get((backend, device, n))
-                ring = None
-                ring_label = "ring model"
-                if link is not None and op is not None and ring_coefficients(op, n) is not None:
-
-                    def ring(xs, op=op, n=n, link=link):
-                        return ring_time_us(op, n, link, xs)
-
-                    ring_label = f"ring model ({link.alpha_us:.3g} µs, {link.beta_gbps:.3g} GB/s per link)"
-                sec.plots.append(
-                    Plot(
-                        name=plot_name(exp, gk, backend, device, n),
-                        title=title,
-                        png=plots.sweep_plot(
-                            title,
-                            list(ser.items()),
-                            fits=fits,
-                            ring=ring,
-                            ring_label=ring_label,
-                            link_rate_gbps=link_rate[1] if link_rate else None,
-                            link_rate_text=link_rate[0] if link_rate else "",
-                        ),
-                    )
-                )
-                for lab, (sop, f) in op_fits.items():
-                    srecs = [r for r in ser[lab] if r["size_bytes"] > 0]
-                    smax = max(r["size_bytes"] for r in srecs)
-                    tmax = next(r["time_us"] for r in srecs if r["size_bytes"] == smax)
-                    c = ring_coefficients(sop, n)
-                    link_beta = f.beta_gbps * c[1] if c and math.isfinite(f.beta_gbps) else None
-                    rt = ring_time_us(sop, n, link, smax) if link is not None and c else None
-                    fit_rows.append(
-                        FitRow(
-                            experiment=exp,
-                            op=sop,
-                            series=f"{gk} {lab}" if lab != gk else gk,
-                            backend=backend,
-                            device=device,
-                            world_size=n,
-                            fit=f,
-                            link_beta_gbps=link_beta,
-                            ring_ratio=float(tmax / rt) if rt else None,
-                            # LINK_RATE shapes the links between hosts: a one-host series has none
-                            rate_ratio=(link_beta / link_rate[1])
-                            if (link_beta and link_rate and max(int(r.get("hosts") or 1) for r in srecs) > 1)
-                            else None,
-                        )
-                    )
-            else:
-                fields = varying_fields(rs) + (["world_size"] if len(worlds) > 1 else [])
-                labels = [label_of(r, fields) for r in rs]
-                panels = [
-                    (
-                        f"time (µs), {results.BAND_LABEL}",
-                        [r["time_us"] for r in rs],
-                        [results.band_us(r) for r in rs],
-                    )
-                ]
-                for k in extra_numeric_fields(rs, varying_only=True)[:4]:
-                    panels.append((k, [r.get(k) for r in rs], None))
-                sec.plots.append(
-                    Plot(
-                        name=plot_name(exp, gk, backend, device, *worlds),
-                        title=title,
-                        png=plots.bar_plot(title, labels, panels),
-                    )
-                )
-            if fmt is None:
-                sec.grids.append(_grid(title, rs))
-        sec.text_tables.append(format_tables([r for rs in groups.values() for r in rs]))
-        sections.append(sec)
+        sections.append(experiment_section(exp, groups, sweeps, link_rate, plot_name))
+        for gk, backend, device, n in groups:
+            if (exp, gk, backend, device, n) in sweeps.series:
+                fits += fit_rows((exp, gk, backend, device, n), sweeps, link_rate)
     pred = prediction_section(run, predict_doc)
     if pred is not None:
         sections.append(pred)
@@ -305,8 +145,8 @@ def build_report(
         run_name=run_name,
         environment=environment_summary(run),
         sections=sections,
-        fits=fit_rows,
-        links=links,
+        fits=fits,
+        links=sweeps.links,
         link_rate=link_rate,
         n_records=len(recs),
         summary=summary_rows(run, base, memo),
@@ -444,37 +284,3 @@ def summary_rows(
 def _experiment_of(nodeids: list[str]) -> str:
     names = sorted({registry.experiment_of(n) for n in nodeids})
     return "/".join(names) + " case" + ("s" if len(nodeids) > 1 else "")
-
-
-def prediction_section(run: dict, predict_doc: dict | None = None) -> Section | None:
-    """Predicted vs measured at the run's scale and the extrapolation table (suite.predict); None when the
-    run has nothing to fit."""
-    from suite.model import report_section
-
-    parts = report_section.report_parts(run, predict_doc)
-    if parts is None:
-        return None
-    notes, grids, text = parts
-    return Section(title="prediction at scale", anchor="prediction", notes=notes, grids=grids, text_tables=[text])
-
-
-def _fmt(v) -> str:
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return str(v)
-
-
-def _grid(title: str, rs: list[dict]) -> tuple[list[str], list[list[str]]]:
-    """An HTML table of a generic group: varying identity fields, the shared measurements, added numbers."""
-    ident = varying_fields(rs) + (["world_size"] if len({r["world_size"] for r in rs}) > 1 else [])
-    extra = extra_numeric_fields(rs)
-    cols = ident + ["size_bytes", "time_us", "iterations", "p05_us", "p95_us", "algbw_gbps", "busbw_gbps", "n_wrong"]
-    cols += extra
-
-    def cell(r, c):
-        if c in results.TAIL_PERCENTILES:
-            v = results.tail_us(r, c)
-            return f"- (n={results.n_samples(r)})" if v is None else _fmt(v)
-        return _fmt(r.get(c, ""))
-
-    return [title] + cols, [[""] + [cell(r, c) for c in cols] for r in rs]

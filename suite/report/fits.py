@@ -1,5 +1,5 @@
 """The report's α–β fits: one per series of a size sweep, the reference link per (backend, device, world
-size) that the ring model is drawn with, and FitRow, a fitted series with its ring-model comparison."""
+size) that the ring model is drawn with, and a FitRow per fitted series with its ring-model comparison."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from suite.model.fit import Model
-from suite.report.series import group_key, is_pair, series_by_label, varying_fields
+from suite.report.series import group_key, is_pair, is_pair_matrix, is_sweep, series_by_label, varying_fields
 from suite.report.specs import library_collectives
 
 
@@ -96,3 +96,70 @@ def reference_links(recs: list[dict], fits_by_group: dict) -> dict:
                 source=f"median of {len(ls)} fit(s) mapped through the ring model",
             )
     return out
+
+
+@dataclass(frozen=True)
+class Sweeps:
+    """A report's size sweeps (groups of two or more sizes, pair matrices aside), by (experiment, group key,
+    backend, device, world size): their series by label, each series' (op, fit or None), and the reference
+    links (``reference_links``)."""
+
+    series: dict
+    fits: dict
+    links: dict
+
+    def fitted(self, key: tuple) -> dict:
+        """label -> (op, fit) of the sweep's series that could be fitted."""
+        return {k: v for k, v in self.fits[key].items() if v[1] is not None}
+
+
+def fit_sweeps(recs: list[dict], by_exp: dict) -> Sweeps:
+    """Fits for every sweep of ``by_exp`` (suite.report.series.groups_by_experiment), and the links."""
+    sweep_series: dict = {}
+    fits_by_group: dict = {}
+    for exp, groups in by_exp.items():
+        for (gk, backend, device, n), rs in groups.items():
+            if is_pair_matrix(rs):
+                continue
+            if not is_sweep(rs):
+                continue
+            ser = series_by_label(rs, varying_fields(rs))
+            sweep_series[(exp, gk, backend, device, n)] = ser
+            fits_by_group[(exp, gk, backend, device, n)] = {lab: (s[0]["op"], fit_series(s)) for lab, s in ser.items()}
+    return Sweeps(series=sweep_series, fits=fits_by_group, links=reference_links(recs, fits_by_group))
+
+
+def fit_rows(key: tuple, sweeps: Sweeps, link_rate: tuple[str, float] | None) -> list[FitRow]:
+    """One FitRow per fitted series of the sweep ``key``: its link β, measured / ring-model time at the
+    largest size, and link β / LINK_RATE where the series crosses hosts."""
+    from suite.model.fit import ring_coefficients, ring_time_us
+
+    exp, gk, backend, device, n = key
+    ser = sweeps.series[key]
+    link = sweeps.links.get((backend, device, n))
+    rows = []
+    for lab, (sop, f) in sweeps.fitted(key).items():
+        srecs = [r for r in ser[lab] if r["size_bytes"] > 0]
+        smax = max(r["size_bytes"] for r in srecs)
+        tmax = next(r["time_us"] for r in srecs if r["size_bytes"] == smax)
+        c = ring_coefficients(sop, n)
+        link_beta = f.beta_gbps * c[1] if c and math.isfinite(f.beta_gbps) else None
+        rt = ring_time_us(sop, n, link, smax) if link is not None and c else None
+        rows.append(
+            FitRow(
+                experiment=exp,
+                op=sop,
+                series=f"{gk} {lab}" if lab != gk else gk,
+                backend=backend,
+                device=device,
+                world_size=n,
+                fit=f,
+                link_beta_gbps=link_beta,
+                ring_ratio=float(tmax / rt) if rt else None,
+                # LINK_RATE shapes the links between hosts: a one-host series has none
+                rate_ratio=(link_beta / link_rate[1])
+                if (link_beta and link_rate and max(int(r.get("hosts") or 1) for r in srecs) > 1)
+                else None,
+            )
+        )
+    return rows

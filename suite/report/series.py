@@ -124,3 +124,22 @@ def is_sweep(recs: list[dict]) -> bool:
         for rs in by_world.values()
         for s in series_by_label(rs, varying_fields(rs)).values()
     )
+
+
+def groups_by_experiment(recs: list[dict]) -> OrderedDict:
+    """experiment -> (group key, backend, device, world size) -> its records, in the records' order. Sweeps
+    and pair matrices are per world size; single-size groups (e.g. DDP scaling) keep every world size in
+    one group (world size None), so that scaling reads off one figure."""
+    per_world: dict = {}
+    for r in recs:
+        k = (r["experiment"], group_key(r), r["backend"], r["device"])
+        per_world.setdefault(k, []).append(r)
+    split_of = {k: is_pair_matrix(rs) or is_sweep(rs) for k, rs in per_world.items()}
+    by_exp: OrderedDict = OrderedDict()
+    for r in recs:
+        k = (r["experiment"], group_key(r), r["backend"], r["device"])
+        split = split_of[k]
+        by_exp.setdefault(r["experiment"], OrderedDict()).setdefault(
+            (group_key(r), r["backend"], r["device"], r["world_size"] if split else None), []
+        ).append(r)
+    return by_exp

@@ -25,7 +25,7 @@ import pytest
 
 from suite import results
 
-from suite.report import analysis, compare, fit_table, render, cli as report
+from suite.report import analysis, compare, fit_table, render, sections, cli as report
 
 from suite.launch import cli as launch
 from suite.model import fit, link_rate
@@ -588,7 +588,7 @@ def test_tail_latencies_of_too_few_samples_are_not_shown_and_the_count_is():
     assert all(r["p95_us"] is not None and len(r["samples_us"]) == 10 for r in recs)
     lines = generic_table("t", recs).splitlines()[2:]
     assert [line.split()[4] for line in lines] == ["n=10", "n=10"]
-    head, rows = analysis._grid("g", recs)
+    head, rows = sections._grid("g", recs)
     assert {row[head.index("p95_us")] for row in rows} == {"- (n=10)"}
     assert {row[head.index("iterations")] for row in rows} == {"10"}
     wild = dict(recs[0], samples_us=[10.0 * (1 + i) for i in range(10)], p50_us=55.0, min_us=10.0, max_us=100.0)
