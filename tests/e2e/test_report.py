@@ -25,7 +25,7 @@ import pytest
 
 from suite import results
 
-from suite.report import analysis, compare, fit_table, render, sections, cli as report
+from suite.report import analysis, compare, fit_table, render, sections, summary, cli as report
 
 from suite.launch import cli as launch
 from suite.model import fit, link_rate
@@ -455,7 +455,7 @@ def test_summary_leads_with_what_the_run_means(fixture_report):
     run, _ = fixture_report
     md = (run / "report" / "report.md").read_text()
     assert md.index("## Summary") < md.index("## Environment") < md.index("## α–β fits")
-    rows = dict(analysis.summary_rows(results.load_run(run)))
+    rows = dict(summary.summary_rows(results.load_run(run)))
     assert rows["status"].startswith("complete; exit status 0 (every case ran and was correct)")
     assert "collectives (" in rows["measured"] and "2 ranks on 1 host(s)" in rows["measured"]
     assert rows["peak all_reduce"].endswith("2 ranks)") and "GB/s busbw at" in rows["peak all_reduce"]
@@ -473,11 +473,11 @@ def test_summary_groups_skips_by_reason_and_flags_unstable_cases():
     run["suite"]["skipped"] = [
         {"case": f"experiments/placement/cases.py::test_placement[gpu-{i}]", "reason": "no CUDA"} for i in range(3)
     ] + [{"case": "experiments/p2p/cases.py::test_p2p[x]", "reason": "2 ranks"}]
-    rows = dict(analysis.summary_rows(run))
+    rows = dict(summary.summary_rows(run))
     assert rows["unstable cases"].startswith(f"1 of {len(recs)}: the median is uncertain by more than ±10%")
     assert "wild ±4" in rows["unstable cases"] and "band 1.7x the median" in rows["unstable cases"]
     assert rows["skipped"] == "4 cases: 3 placement cases: no CUDA; 1 p2p case: 2 ranks"
-    rows = dict(analysis.summary_rows(run, base=("base", [recs])))
+    rows = dict(summary.summary_rows(run, base=("base", [recs])))
     assert rows["against base"].startswith("same overall (median case ratio 1.000")
     n = len(recs)  # every case told same but the wild one, which cannot be: within MAX_INCONCLUSIVE
     assert f"{n} matched case(s): 0 slower, 0 faster, {n - 1} same, 1 inconclusive; gate: PASS" in rows["against base"]
@@ -592,4 +592,4 @@ def test_tail_latencies_of_too_few_samples_are_not_shown_and_the_count_is():
     assert {row[head.index("p95_us")] for row in rows} == {"- (n=10)"}
     assert {row[head.index("iterations")] for row in rows} == {"10"}
     wild = dict(recs[0], samples_us=[10.0 * (1 + i) for i in range(10)], p50_us=55.0, min_us=10.0, max_us=100.0)
-    assert analysis._spread_text(wild) == "min-max 1.6x the median (10 samples, too few for a p95)"
+    assert summary._spread_text(wild) == "min-max 1.6x the median (10 samples, too few for a p95)"

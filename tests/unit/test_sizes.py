@@ -26,7 +26,6 @@ OVER_FUNCTIONS = {
     "suite/harness/runner.py:run": (135, "the one sequence of a case; each step a method"),
     "suite/results.py:make_record": (107, "the record from (case, measurement, ctx), not 30 keywords (R8)"),
     "suite/harness/timing.py:measure": (113, "one function per timing mode"),
-    "suite/report/analysis.py:summary_rows": (103, "one row builder per experiment hook"),
 }
 """'module:function' -> (its lines today, what would split it under FUNCTION_LINES)."""
 

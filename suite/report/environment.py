@@ -1,0 +1,86 @@
+"""The environment summary of a stored run: (name, value) rows of its id, date, status, config, world,
+versions, hosts, GPUs and commit, from its machine_info and suite metadata."""
+
+from __future__ import annotations
+
+
+def fmt_bytes(n) -> str:
+    if not n:
+        return "-"
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def environment_summary(run: dict) -> list[tuple[str, str]]:
+    """(name, value) rows: run, config, versions, hosts, relevant environment variables."""
+    mi = run.get("machine_info") or {}
+    su = mi.get("suite") or {}
+    st = run.get("suite") or {}
+    cfg = st.get("config") or {}
+    rows = [
+        ("run id", str(st.get("run_id"))),
+        ("date (UTC)", str(run.get("datetime", "?"))),
+        (
+            "status",
+            f"{'complete' if st.get('complete') else 'PARTIAL (interrupted or still running)'}, "
+            f"exit status {st.get('exit_status', st.get('exitstatus'))}, {st.get('n_records', '?')} records",
+        ),
+    ]
+    if cfg:
+        rows.append(
+            (
+                "config",
+                f"backend={cfg.get('backend')} device={cfg.get('device')} sizes "
+                f"{fmt_bytes(cfg.get('min_bytes'))}..{fmt_bytes(cfg.get('max_bytes'))} x{cfg.get('step_factor')}"
+                f" dtypes={','.join(cfg.get('dtypes') or [])} iters={cfg.get('iters')} warmup="
+                f"{cfg.get('warmup_iters')} timing={cfg.get('timing_mode')}",
+            )
+        )
+    if su:
+        rows.append(
+            (
+                "world",
+                f"{len(su.get('hostnames') or [])} ranks on {su.get('n_hosts')} host(s): "
+                f"{', '.join(sorted(set(su.get('hostnames') or [])))}",
+            )
+        )
+        v = su.get("versions") or {}
+        rows.append(
+            (
+                "versions",
+                f"torch {v.get('torch')}, CUDA {v.get('cuda')}, NCCL {v.get('nccl')}, gloo "
+                f"{v.get('gloo')}, mpi {v.get('mpi')}, ucc {v.get('ucc')}; python "
+                f"{mi.get('python_version')}; torch threads {v.get('num_threads')}",
+            )
+        )
+        for name, h in (su.get("hosts") or {}).items():
+            c = h.get("container") or {}
+            rows.append(
+                (
+                    f"host {name}",
+                    f"ranks {h.get('ranks')}; {h.get('cpu_model')} x{h.get('cpu_count')} "
+                    f"(affinity {h.get('affinity_cpus')}), {fmt_bytes(h.get('memory_bytes'))}"
+                    f" RAM, kernel {h.get('kernel')}; container={c.get('in_container')} "
+                    f"cgroup cpus={c.get('cgroup_cpus')} mem={fmt_bytes(c.get('cgroup_memory_bytes'))}"
+                    f" /dev/shm={fmt_bytes(c.get('dev_shm_bytes'))}",
+                )
+            )
+            env = h.get("env") or {}
+            if env:
+                rows.append((f"env {name}", " ".join(f"{k}={v}" for k, v in env.items())))
+        gpus = (su.get("gpu") or {}).get("gpus") or []
+        if gpus:
+            rows.append(
+                (
+                    "GPUs",
+                    "; ".join(f"{g.get('index')}: {g.get('name')} ({fmt_bytes(g.get('memory_bytes'))})" for g in gpus)
+                    + f"; driver {(su.get('gpu') or {}).get('driver')}",
+                )
+            )
+        rows.append(("suite commit", str(su.get("suite_commit"))))
+    ci = run.get("commit_info") or {}
+    if ci.get("id"):
+        rows.append(("git", f"{ci.get('branch')} {ci.get('id', '')[:12]}{' (dirty)' if ci.get('dirty') else ''}"))
+    return rows

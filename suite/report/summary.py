@@ -1,0 +1,180 @@
+"""The report's first screen: (what, finding) rows a reader can act on before any detail -- status, what
+was measured, peak bus bandwidths, each experiment's own summary hook, unstable cases, skipped cases and
+the comparison with a baseline. Reads records only."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from suite import registry, results
+from suite.model.link_rate import configured_link_rate
+from suite.report.environment import fmt_bytes
+from suite.report.specs import library_collectives
+
+UNSTABLE_CI_PCT = 10.0
+"""A case is unstable when the 95% confidence interval of its median (the number the tables print) is
+wider than ±10% of it: its p05-p95 band is so wide relative to the median, or its samples so few, that
+the median cannot be trusted to 10%. (The band alone flags almost every case on a shared CPU: p95 tails
+of 2-3x the median are normal there, and the median is still known to a few percent.)"""
+
+
+def summary_rows(
+    run: dict, base: tuple[str, list[list[dict]]] | None = None, memo: dict | None = None
+) -> list[tuple[str, str]]:
+    """The report's first screen: (what, finding) rows a reader can act on, before any detail
+    (``memo``: what the experiments' report hooks found already, by experiment)."""
+    recs = results.records(run)
+    return [
+        _status_row(run, recs),
+        _measured_row(run, recs),
+        *_peak_rows(run, recs),
+        *_hook_rows(run, {} if memo is None else memo),
+        _unstable_row(recs),
+        _skipped_row(run),
+        *_baseline_rows(recs, base),
+    ]
+
+
+def _hostnames(run: dict) -> list[str]:
+    """Every rank's host name, in rank order."""
+    return (((run.get("machine_info") or {}).get("suite") or {}).get("hostnames")) or []
+
+
+def _status_row(run: dict, recs: list[dict]) -> tuple[str, str]:
+    """Whether the run completed, its exit status and what it means, and how many cases were right."""
+    from suite.launch.failures import MEANING
+
+    st = run.get("suite") or {}
+    status = st.get("exit_status", st.get("exitstatus"))
+    wrong = sum(1 for r in recs if (r.get("n_wrong") or 0) > 0)
+    return (
+        "status",
+        f"{'complete' if st.get('complete') else 'PARTIAL (interrupted or still running)'}; exit status "
+        f"{status} ({MEANING.get(status, 'unknown') if isinstance(status, int) else '?'}); "
+        f"{len(recs)} cases measured, {wrong} with wrong results, "
+        f"{sum(1 for r in recs if r.get('checked') is False)} with nothing to check",
+    )
+
+
+def _measured_row(run: dict, recs: list[dict]) -> tuple[str, str]:
+    """Cases per experiment, ranks and hosts, and so which link classes the run could see."""
+    hosts = _hostnames(run)
+    exps = OrderedDict()
+    for r in recs:
+        exps[r["experiment"]] = exps.get(r["experiment"], 0) + 1
+    n_hosts = len(set(hosts))
+    return (
+        "measured",
+        f"{', '.join(f'{e} ({n})' for e, n in exps.items()) or 'nothing'}; {len(hosts)} ranks on "
+        f"{n_hosts} host(s); link classes: "
+        f"{'intra-node and inter-node' if n_hosts > 1 else 'intra-node only (one host)'}",
+    )
+
+
+def _peak_rows(run: dict, recs: list[dict]) -> list[tuple[str, str]]:
+    """The highest bus bandwidth of each of the library's collectives (against LINK_RATE across hosts)."""
+    n_hosts = len(set(_hostnames(run)))
+    rate = configured_link_rate(run.get("machine_info") or {})
+    peaks: dict = {}
+    for r in recs:
+        if library_collectives(r.get("experiment")) and r.get("busbw_gbps") and r["op"] != "barrier":
+            if r["op"] not in peaks or r["busbw_gbps"] > peaks[r["op"]]["busbw_gbps"]:
+                peaks[r["op"]] = r
+    rows = []
+    for op, r in peaks.items():
+        vs = ""
+        if rate and n_hosts > 1:
+            vs = f" = {r['busbw_gbps'] / rate[1]:.0%} of the inter-node LINK_RATE {rate[0]}"
+        rows.append(
+            (
+                f"peak {op}",
+                f"{r['busbw_gbps']:.3g} GB/s busbw at {fmt_bytes(r['size_bytes'])} "
+                f"({r.get('variant', op)}, {r.get('dtype')}, {r['world_size']} ranks){vs}",
+            )
+        )
+    return rows
+
+
+def _hook_rows(run: dict, memo: dict) -> list[tuple[str, str]]:
+    """One row per experiment with a ``summary`` hook (also without its records: the row says how to get
+    them), each with its share of ``memo``."""
+    return [
+        spec.summary(run, memo.setdefault(name, {}))
+        for name, spec in registry.discover().items()
+        if spec.summary is not None
+    ]
+
+
+def _median_ci_pct(r: dict) -> float | None:
+    from suite import metrics
+
+    xs = r.get("samples_us")
+    return metrics.median_ci_halfwidth_pct(xs) if xs and len(xs) >= 2 else None
+
+
+def _spread_text(r: dict) -> str:
+    """How wide a record's samples are around its median, with how many there were."""
+    lo, hi = results.tail_us(r, "p05_us"), results.tail_us(r, "p95_us")
+    n = results.n_samples(r)
+    if lo is not None and hi is not None:
+        return f"p05-p95 band {(hi - lo) / r['p50_us']:.1f}x the median ({n} samples)"
+    return f"min-max {(r['max_us'] - r['min_us']) / r['p50_us']:.1f}x the median ({n} samples, too few for a p95)"
+
+
+def _unstable_row(recs: list[dict]) -> tuple[str, str]:
+    """The cases whose median is uncertain by more than UNSTABLE_CI_PCT, widest first, and what to do."""
+    widths = [(w, r) for r in recs for w in [_median_ci_pct(r)] if w is not None]
+    unstable = sorted([(w, r) for w, r in widths if w > UNSTABLE_CI_PCT], key=lambda x: -x[0])
+    if not unstable:
+        return ("unstable cases", f"none: every median is known to ±{UNSTABLE_CI_PCT:.0f}% (95% CI)")
+    return (
+        "unstable cases",
+        f"{len(unstable)} of {len(widths)}: the median is uncertain by more than "
+        f"±{UNSTABLE_CI_PCT:.0f}% (95% CI; widest: "
+        + ", ".join(
+            f"{r['experiment']} {r.get('label') or r['op']} ±{w:.0f}%, " + _spread_text(r) for w, r in unstable[:3]
+        )
+        + "); to act on them: more ITERS, PRECISION=5 (sample until the median's CI is ±5%), "
+        "or a quieter machine",
+    )
+
+
+def _skipped_row(run: dict) -> tuple[str, str]:
+    """The skipped cases by reason, most common first."""
+    st = run.get("suite") or {}
+    skipped = st.get("skipped") or []
+    if not skipped:
+        return ("skipped", "nothing" if "skipped" in st else "not recorded by this run")
+    by_reason: OrderedDict = OrderedDict()
+    for sk in skipped:
+        by_reason.setdefault(sk["reason"], []).append(sk["case"])
+    return (
+        "skipped",
+        f"{len(skipped)} cases: "
+        + "; ".join(
+            f"{len(cs)} {_experiment_of(cs)}: {reason}"
+            for reason, cs in sorted(by_reason.items(), key=lambda kv: -len(kv[1]))
+        ),
+    )
+
+
+def _experiment_of(nodeids: list[str]) -> str:
+    names = sorted({registry.experiment_of(n) for n in nodeids})
+    return "/".join(names) + " case" + ("s" if len(nodeids) > 1 else "")
+
+
+def _baseline_rows(recs: list[dict], base: tuple[str, list[list[dict]]] | None) -> list[tuple[str, str]]:
+    """The run against a baseline's runs, case by case (suite.report.compare); none without one."""
+    if base is None:
+        return []
+    from suite.report.compare import compare_runs, count_line, gate_line
+
+    name, base_runs = base
+    c = compare_runs(base_runs, [recs], base_name=name, new_name="this run")
+    return [
+        (
+            "against " + name,
+            f"{c.overall} overall (median case ratio {c.overall_ratio:.3f}, CI "
+            f"[{c.overall_ci[0]:.3f}, {c.overall_ci[1]:.3f}]); {count_line(c)}; {gate_line(c)}",
+        )
+    ]
