@@ -14,7 +14,7 @@ a run); never measures.
 What the report keys on (so new experiments appear without code changes): records are
 grouped by ``experiment``, then by ``table`` (else ``variant``, else ``op``), then by
 ``backend``/``device``/``world_size``; within a group, series are the identity fields that
-vary (suite.report.compare.case_key: dtype, redop, in_place, ...). A group whose records carry
+vary (suite.report.case_identity.case_key: dtype, redop, in_place, ...). A group whose records carry
 ``src`` and ``dst`` gets a pair-matrix heatmap; one with two or more sizes gets busbw and
 latency-vs-size plots with α–β fits (suite.model.fit); any other gets bar charts of ``time_us``
 (p05–p95) and of every other numeric field the records add (samples_per_s, efficiency, ...).

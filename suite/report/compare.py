@@ -1,6 +1,6 @@
 """Compare runs case by case: time ratios with confidence intervals, four verdicts and a CI gate.
 
-Cases are matched across runs by their identity (``case_key``: the fields the case
+Cases are matched across runs by their identity (``case_identity.case_key``: the fields the case
 declares in its record's ``identity``, e.g. experiment, op, variant, backend, device,
 dtype, world_size, size_bytes, in_place, redop, root, src/dst, ...).
 
@@ -74,47 +74,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from suite import results
-from suite.report.case_settings import settings_differences
-
-# Fields that are measurements (or bookkeeping), not part of what a case *is*.
-
 from suite.report import shrinkage
-
-MEASUREMENT_FIELDS = frozenset(
-    {
-        *results.TIME_STATS,
-        "algbw_gbps",
-        "busbw_gbps",
-        "busbw_factor",
-        "n_wrong",
-        "samples_us",
-        "iterations",
-        "warmup_iters",
-        "ops_per_sample",
-        "precision_reached",
-        "budget_s",
-        "iters_requested",
-        "stopped_by_budget",
-        "hosts",
-        "label",
-    }
-)
-# Suffixes of measured quantities that experiments add (ddp: samples_per_s, overlap_pct, ...).
-_MEASURED_SUFFIXES = (
-    "_us",
-    "_ms",
-    "_s",
-    "_gbps",
-    "_pct",
-    "_per_s",
-    "_frac",
-    "_fraction",
-    "_ratio",
-    "memory_bytes",
-    "_mem_bytes",
-    "_peak_bytes",
-)
+from suite.report.case_identity import describe_key, records_by_case
+from suite.report.case_identity import MEASUREMENT_FIELDS, case_key  # noqa: F401 (analysis.py reads them here)
+from suite.report.case_settings import settings_differences
 
 DEFAULT_TOLERANCE = 0.05
 DEFAULT_ALPHA = 0.05
@@ -125,63 +88,6 @@ POWER = 0.8
 """``runs_needed``: the runs per side that resolve a case with this probability (at its measured ratio)."""
 MAX_RUNS = 1000
 VERDICTS = ("slower", "faster", "same", "inconclusive")
-
-
-COMMON_IDENTITY = ("experiment", "op", "backend", "device", "world_size", "timing_mode", "dtype", "size_bytes")
-"""Identity fields every declared case has; a record's ``identity`` lists the case's own."""
-
-
-def case_key(rec: dict) -> tuple:
-    """The identity of a case, sorted by name.
-
-    Records made by the harness name their identity fields (``identity``, declared by
-    the case); for runs stored before that, the identity is guessed as the
-    non-measurement scalar fields."""
-    if isinstance(rec.get("identity"), list):
-        names = set(COMMON_IDENTITY) | set(rec["identity"])
-        return tuple(sorted(((k, rec.get(k)) for k in names if k in rec), key=lambda kv: kv[0]))
-    items = []
-    for k, v in rec.items():
-        if k in MEASUREMENT_FIELDS or (k != "size_bytes" and k.endswith(_MEASURED_SUFFIXES)):
-            continue
-        if isinstance(v, float) or isinstance(v, (list, dict)):
-            continue
-        items.append((k, v))
-    return tuple(sorted(items, key=lambda kv: kv[0]))
-
-
-def describe_key(key: tuple) -> str:
-    d = dict(key)
-    parts = [str(d.get("experiment", "")), str(d.get("variant") or d.get("op", ""))]
-    for k in ("backend", "device", "dtype", "redop"):
-        if d.get(k) not in (None, "", "none"):
-            parts.append(str(d[k]))
-    if "src" in d and "dst" in d:
-        parts.append(f"{d['src']}->{d['dst']}")
-    if d.get("size_bytes") is not None:
-        parts.append(f"{d['size_bytes']}B")
-    if "in_place" in d:
-        parts.append("inplace" if d["in_place"] else "oop")
-    known = {
-        "experiment",
-        "variant",
-        "op",
-        "backend",
-        "device",
-        "dtype",
-        "redop",
-        "src",
-        "dst",
-        "size_bytes",
-        "in_place",
-        "function",
-        "world_size",
-        "timing_mode",
-        "root",
-        "count",
-    }
-    extra = [f"{k}={v}" for k, v in key if k not in known]
-    return "-".join(p for p in parts if p) + (" " + " ".join(extra) if extra else "")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -426,15 +332,6 @@ def _run_shift_boot(
     return np.stack(out)
 
 
-def _runs_of(runs: Sequence[Sequence[dict]]) -> dict:
-    """case key -> the case's record in each run that has it (runs in order)."""
-    out: dict = {}
-    for recs in runs:
-        for r in recs:
-            out.setdefault(case_key(r), []).append(r)
-    return out
-
-
 # --- the comparison ------------------------------------------------------------------------------
 
 
@@ -536,7 +433,7 @@ def compare_runs(
     ``run_settings``, when known); see the module docstring."""
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
-    bmap, nmap = _runs_of(base_runs), _runs_of(new_runs)
+    bmap, nmap = records_by_case(base_runs), records_by_case(new_runs)
     keys = [k for k in bmap if k in nmap]
     diffs, affected = settings_differences(base_settings, new_settings, bmap, nmap, keys)
     refused = [] if allow_settings_diff else [k for k in keys if k in affected]

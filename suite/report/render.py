@@ -237,7 +237,8 @@ def write_comparison(c, out_dir: str | os.PathLike, stem: str = "compare") -> Pa
     """``<stem>.html`` (self-contained) and ``<stem>.png`` of a comparison: per group, the
     new/base ratio vs size with its CI, and the table of cases."""
     from suite.report import plots
-    from suite.report.compare import describe_key, runs_text
+    from suite.report.case_identity import describe_key
+    from suite.report.compare import runs_text
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

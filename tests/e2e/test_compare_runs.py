@@ -26,7 +26,7 @@ import pytest
 
 from suite import results
 
-from suite.report import compare, cli as report
+from suite.report import case_identity, compare, cli as report
 
 from suite.launch import cli as launch
 
@@ -89,7 +89,7 @@ def test_every_case_of_every_experiment_is_matched(two_runs):
     (a, _), (b, _) = _sides(two_runs)
     assert {r["experiment"] for r in a} == set(launch.all_experiments())
     c = compare.compare_records(a, b)
-    assert not c.only_base and not c.only_new, [compare.describe_key(k) for k in c.only_base + c.only_new]
+    assert not c.only_base and not c.only_new, [case_identity.describe_key(k) for k in c.only_base + c.only_new]
     assert len(c.cases) == len(a) == len(b)  # nothing dropped, not even a case with no positive time
     assert {dict(k)["experiment"] for k in (x.key for x in c.cases)} == set(launch.all_experiments())
     assert c.base_runs == c.new_runs == 1 and "one run per side" in c.between_run_note
@@ -106,7 +106,7 @@ def test_a_run_stored_before_the_restructuring_matches_every_case(two_runs):
     stored_experiments = {r["experiment"] for r in stored}
     now = [r for r in now if r["experiment"] in stored_experiments]  # an experiment added since: new cases
     c = compare.compare_records(stored, now)
-    assert not c.only_base and not c.only_new, [compare.describe_key(k) for k in c.only_base + c.only_new]
+    assert not c.only_base and not c.only_new, [case_identity.describe_key(k) for k in c.only_base + c.only_new]
     assert len(c.cases) == len(stored) == len(now)
     assert {dict(x.key)["experiment"] for x in c.cases} == stored_experiments
     assert len(stored_experiments) == 6  # every experiment of EXPERIMENTS=all at 8e9fe02
@@ -125,7 +125,7 @@ def test_interleaved_runs_of_one_commit_call_no_case_slower_or_faster(two_runs):
     assert c.base_runs == c.new_runs == 2 and "from the runs' medians" in c.between_run_note
     assert not c.only_base and not c.only_new and len(c.cases) == len(base[0])
     flagged = [
-        (compare.describe_key(x.key), round(x.ratio, 2), round(x.ci_low, 2), round(x.ci_high, 2))
+        (case_identity.describe_key(x.key), round(x.ratio, 2), round(x.ci_low, 2), round(x.ci_high, 2))
         for x in c.cases
         if x.verdict in ("slower", "faster")
     ]
@@ -178,8 +178,8 @@ def test_a_planted_slowdown_of_one_op_is_found_among_runs_of_one_commit(planted_
     assert len(planted) >= 5 and len(others) >= 20  # every redop of all_reduce; the other collectives
     # the base's all_reduce medians vary up to 15x between runs on a loaded 2-core machine, so a 30-60x
     # slowdown (a 0.1 s delay) was inconclusive in 4 of 5 cases: 0.5 s is 150-2500x
-    found = [compare.describe_key(x.key) for x in planted if x.verdict == "slower"]
-    assert found, [(compare.describe_key(x.key), x.ratio, x.ci_low, x.verdict) for x in planted]
+    found = [case_identity.describe_key(x.key) for x in planted if x.verdict == "slower"]
+    assert found, [(case_identity.describe_key(x.key), x.ratio, x.ci_low, x.verdict) for x in planted]
     # the planted cases are the slowed ones (not a machine busier while the planted runs ran)
     assert min(x.ratio for x in planted) > 3 * float(np.median([x.ratio for x in others]))
     strict = compare.compare_runs(base, new, alpha=IDENTITY_ALPHA)

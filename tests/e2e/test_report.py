@@ -26,6 +26,7 @@ import pytest
 from suite import results
 
 from suite.report import analysis, compare, fit_table, render, sections, summary, cli as report
+from suite.report.case_identity import case_key
 
 from suite.launch import cli as launch
 from suite.model import fit, link_rate
@@ -138,8 +139,8 @@ def test_case_key_is_identity_not_measurement():
         "peak_memory_bytes": 100,
     }
     b = dict(a, src=1, dst=0, time_us=9.0, samples_per_s=1.0, peak_memory_bytes=999)
-    assert compare.case_key(a) != compare.case_key(b)
-    assert compare.case_key(a) == compare.case_key(dict(a, time_us=7.0, samples_per_s=9.9, peak_memory_bytes=1))
+    assert case_key(a) != case_key(b)
+    assert case_key(a) == case_key(dict(a, time_us=7.0, samples_per_s=9.9, peak_memory_bytes=1))
 
 
 def test_compare_flags_planted_20pct_slowdown_not_1pct_noise(tmp_path):

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from suite.report import case_settings, compare, cli as report, shrinkage
+from suite.report.case_identity import case_key
 
 N_CASES = 60
 
@@ -294,7 +295,7 @@ def test_a_case_without_a_positive_time_is_reported_not_dropped_silently():
     a, b = _run(rng, 0.0), _run(rng, 0.0)
     b[0] = {**b[0], "samples_us": [0.0] * 20, "time_us": 0.0}
     c = compare.compare_records(a, b, n_boot=200)
-    assert len(c.cases) == N_CASES - 1 and c.unusable == [compare.case_key(a[0])]
+    assert len(c.cases) == N_CASES - 1 and c.unusable == [case_key(a[0])]
     assert "not compared (no positive median time in some run)" in compare.format_comparison(c)
 
 
@@ -329,7 +330,7 @@ def _mixed_run(depth: int) -> list[dict]:
 def test_cases_whose_settings_differ_get_no_verdict_unless_asked():
     base, new = _mixed_run(1), _mixed_run(16)
     c = compare.compare_runs([base], [new], base_settings=[_settings(pipeline_depth=1)], new_settings=[_settings()])
-    assert c.refused == [compare.case_key(base[1])] and len(c.cases) == 2  # only the pipelined case
+    assert c.refused == [case_key(base[1])] and len(c.cases) == 2  # only the pipelined case
     text = compare.format_comparison(c)
     assert text.startswith("# settings differ between the sides: 1 case(s) they affect get no verdict")
     assert "pipeline_depth: 1 vs 8 (the cases whose records differ)" in text
@@ -344,7 +345,7 @@ def test_cases_whose_settings_differ_get_no_verdict_unless_asked():
     assert "torch: 2.13.0+cpu vs 2.12.0 (every case)" in compare.format_comparison(c)
     assert c.gate == "INCONCLUSIVE"  # nothing judged is no pass
     c = compare.compare_runs([base], [base], base_settings=[_settings()], new_settings=[_settings(ddp_params=5)])
-    assert c.refused == [compare.case_key(base[2])] and "ddp.params: 1000 vs 5 (the ddp cases)" in c.settings_diffs
+    assert c.refused == [case_key(base[2])] and "ddp.params: 1000 vs 5 (the ddp cases)" in c.settings_diffs
 
     # what only chooses which cases run (sizes) is no difference; iterations under PRECISION_PCT are measured
     assert case_settings.settings_differences([_settings()], [_settings(min_bytes=4)], {}, {}, []) == ([], set())
