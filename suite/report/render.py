@@ -238,7 +238,7 @@ def write_comparison(c, out_dir: str | os.PathLike, stem: str = "compare") -> Pa
     new/base ratio vs size with its CI, and the table of cases."""
     from suite.report import plots
     from suite.report.case_identity import describe_key
-    from suite.report.compare import runs_text
+    from suite.report.compare_text import runs_text
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -288,6 +288,6 @@ def write_comparison(c, out_dir: str | os.PathLike, stem: str = "compare") -> Pa
 
 
 def format_comparison_summary(c) -> str:
-    from suite.report.compare import format_comparison
+    from suite.report.compare_text import format_comparison
 
     return "\n".join(ln for ln in format_comparison(c).splitlines() if ln.startswith("# ") and "case" not in ln[:8])

@@ -2,13 +2,13 @@
 not in the unit tier): 200 same-commit trials with heterogeneous noise flag a case in at most alpha of
 them, and a 2x slowdown of the noisy cases is found in 20 trials with the runs the comparison asks for."""
 
-from suite.report import compare
+from suite.report import verdicts
 from tests.unit.test_compare import same_commit_trials, slowdown_trials
 
 
 def test_same_commit_with_heterogeneous_noise_flags_a_case_in_at_most_alpha_of_200_trials():
     flagged, failed = same_commit_trials(200)
-    assert flagged <= compare.DEFAULT_ALPHA * 200 and failed <= compare.DEFAULT_ALPHA * 200, (flagged, failed)
+    assert flagged <= verdicts.DEFAULT_ALPHA * 200 and failed <= verdicts.DEFAULT_ALPHA * 200, (flagged, failed)
 
 
 def test_a_slowdown_of_noisy_cases_is_found_in_18_of_20_trials():

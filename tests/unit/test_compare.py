@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from suite.report import case_settings, compare, cli as report, shrinkage
+from suite.report import case_settings, compare, compare_stats, compare_text, verdicts, cli as report, shrinkage
 from suite.report.case_identity import case_key
 
 N_CASES = 60
@@ -57,10 +57,10 @@ def _flagged(c) -> bool:
 
 
 def test_an_interval_that_cannot_tell_is_inconclusive_not_same():
-    assert compare.verdict(0.004, 52.2, 0.05) == "inconclusive"  # the review's interval, reported "same" before
-    assert compare.verdict(0.97, 1.04, 0.05) == "same"
-    assert compare.verdict(1.06, 1.3, 0.05) == "slower" and compare.verdict(0.5, 0.94, 0.05) == "faster"
-    assert compare.verdict(1.01, 1.3, 0.05) == "inconclusive"  # changed, but maybe within the tolerance
+    assert verdicts.verdict(0.004, 52.2, 0.05) == "inconclusive"  # the review's interval, reported "same" before
+    assert verdicts.verdict(0.97, 1.04, 0.05) == "same"
+    assert verdicts.verdict(1.06, 1.3, 0.05) == "slower" and verdicts.verdict(0.5, 0.94, 0.05) == "faster"
+    assert verdicts.verdict(1.01, 1.3, 0.05) == "inconclusive"  # changed, but maybe within the tolerance
 
 
 def test_one_run_each_with_between_run_noise_cannot_tell_and_the_gate_does_not_pass():
@@ -112,7 +112,7 @@ def test_alpha_sets_the_level_of_the_verdicts():
     assert all(s.ci_high - s.ci_low > x.ci_high - x.ci_low for s, x in zip(strict.cases, loose.cases))
     assert loose.confidence == 0.95 and "CI 95% simultaneous" in compare.format_comparison(loose)
     assert "CI 99.9999% simultaneous" in compare.format_comparison(strict)  # was "100%"
-    assert compare._bound(2.5e13) == "2.5e+13" and compare._bound(0.5) == "  0.500"
+    assert compare_text._bound(2.5e13) == "2.5e+13" and compare_text._bound(0.5) == "  0.500"
 
 
 # --- each case's own noise -----------------------------------------------------------------------
@@ -143,7 +143,7 @@ def test_same_commit_with_heterogeneous_noise_flags_a_case_in_at_most_alpha_of_t
     # 200 such trials. Measured here: 3/200 (gate FAIL 1/200); with two runs a side 10/200 (FAIL 2/200),
     # the nominal 5% itself: the prior fitted to a few quiet and a few noisy cases is not the true one
     flagged, failed = same_commit_trials(TRIALS)
-    assert flagged <= compare.DEFAULT_ALPHA * TRIALS and failed <= compare.DEFAULT_ALPHA * TRIALS, (flagged, failed)
+    assert flagged <= verdicts.DEFAULT_ALPHA * TRIALS and failed <= verdicts.DEFAULT_ALPHA * TRIALS, (flagged, failed)
 
 
 def test_each_case_gets_its_own_noise_shrunk_toward_the_pooled_value():
@@ -207,7 +207,7 @@ def test_one_run_each_still_flags_a_uniform_slowdown_and_a_lone_outlier():
     slower = [i for i, x in enumerate(c.cases) if x.verdict == "slower"]
     assert slower == [5] and c.regressions == [c.cases[5]]
     # ... but with one run a side a case noisier than the rest can be flagged by chance: the gate says so
-    assert "one run per side: each case was assumed as noisy as the others" in compare.gate_line(c)
+    assert "one run per side: each case was assumed as noisy as the others" in compare_text.gate_line(c)
 
 
 def test_several_runs_per_side_measure_the_between_run_variance():
@@ -270,8 +270,8 @@ def test_a_side_missing_a_case_in_one_run_uses_the_runs_that_have_it():
 
 
 def test_holm_adjustment():
-    assert compare.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
-    assert compare.holm([0.2, math.nan]) == [pytest.approx(0.4), pytest.approx(math.nan, nan_ok=True)]
+    assert compare_stats.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    assert compare_stats.holm([0.2, math.nan]) == [pytest.approx(0.4), pytest.approx(math.nan, nan_ok=True)]
 
 
 def _shifted_runs(rng, factors, n_cases: int = N_CASES) -> list[list[dict]]:

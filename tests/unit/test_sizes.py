@@ -13,7 +13,6 @@ MODULE_LINES = 400
 FUNCTION_LINES = 80
 
 OVER_MODULES = {
-    "suite/report/compare.py": (579, "per-case statistics, verdicts and the gate, rendering"),
     "experiments/placement/workload.py": (632, "one builder family per placement question"),
     "suite/harness/plugin.py": (614, "options and fixtures, results writing, terminal output, failure notes"),
     "suite/launch/config.py": (545, "BenchConfig and its validation, KNOBS, SWITCHES"),
