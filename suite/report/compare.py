@@ -71,10 +71,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from suite.report.case_identity import MEASUREMENT_FIELDS, case_key, records_by_case
+from suite.report.case_identity import records_by_case
 from suite.report.case_settings import settings_differences
 from suite.report.compare_stats import N_BOOT, case_noise, collect_cases, judge_cases, overall_interval
-from suite.report.compare_text import count_line, format_comparison, gate_line
+from suite.report.compare_text import format_comparison
 from suite.report.verdicts import (
     DEFAULT_ALPHA,
     DEFAULT_MAX_INCONCLUSIVE,
@@ -88,11 +88,6 @@ __all__ = [
     "compare_records",
     "compare_runs",
     "format_comparison",
-    # read from here by suite/report/analysis.py (the report's comparison section)
-    "MEASUREMENT_FIELDS",
-    "case_key",
-    "count_line",
-    "gate_line",
 ]
 """The comparison's public face: the entry point and its result, and the text ``make compare`` prints."""
 
