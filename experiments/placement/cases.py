@@ -68,34 +68,23 @@ from suite.api import (
     experiment_test,
 )
 
+from .contiguity import contig_build, matrix_shape, resolve_send, roundtrip_build, with_copy_share
+from .gpu import copy_build, copy_context, gpu_build, gpu_context, resolve_copy, staging_build, staging_context
+from .pinning import Pinning, affinity_build, affinity_skip
 from .workload import (
-    EXPERIMENT,
-    Pinning,
-    affinity_build,
-    affinity_skip,
-    contig_build,
-    copy_build,
-    copy_context,
-    gpu_build,
-    gpu_context,
     group_build,
     group_context,
     hier_build,
-    matrix_shape,
     missing_reason,
     pair_build,
     pair_of,
     placed,
-    resolve_copy,
     resolve_group,
     resolve_hier,
-    resolve_send,
     resolve_topology,
-    roundtrip_build,
-    staging_build,
-    staging_context,
-    with_copy_share,
 )
+
+EXPERIMENT = "placement"
 
 WHOLE_BUFFER = "the whole buffer of the collective (nccl-tests S)"
 

@@ -7,6 +7,7 @@ import torch
 
 from experiments.placement import cases as placement
 
+from experiments.placement import contiguity, gpu, pinning
 from experiments.placement import workload as placement_workload
 from suite.ops import algorithms
 from suite.case import CaseFailed
@@ -49,7 +50,7 @@ def test_pairs_and_groups_on_one_and_two_nodes():
 
 @pytest.mark.parametrize("count,shape", [(65536, (256, 256)), (32, (4, 8)), (7, (1, 7)), (12, (2, 6))])
 def test_matrix_shape(count, shape):
-    rows, cols = placement_workload.matrix_shape(count)
+    rows, cols = contiguity.matrix_shape(count)
     assert (rows, cols) == shape and rows * cols == count
 
 
@@ -71,7 +72,7 @@ def test_gpu_cases_skip_reason_without_cuda():
         timeout_s=10,
         hostnames=["h"],
     )
-    reason = placement_workload.gpu_skip_reason(ctx)
+    reason = gpu.gpu_skip_reason(ctx)
     if torch.cuda.is_available():
         assert "DEVICE=cpu" in reason
     else:
@@ -105,7 +106,7 @@ def test_affinity_case_pins_when_built_and_restores_in_its_check():
     if not hasattr(os, "sched_setaffinity"):
         pytest.skip("no sched_setaffinity on this platform")
     before, threads = os.sched_getaffinity(0), torch.get_num_threads()
-    pin = placement_workload.Pinning("pinned")
+    pin = pinning.Pinning("pinned")
     fields = pin.apply(_OneRank)
     fields_again = pin.apply(_OneRank)  # a second buffer set of the same case: still the first saved state
     try:
@@ -116,7 +117,7 @@ def test_affinity_case_pins_when_built_and_restores_in_its_check():
     assert os.sched_getaffinity(0) == before and torch.get_num_threads() == threads
     pin.restore(_OneRank)  # the next buffer set's check: nothing left to restore, still verified
     # a case that leaves the process changed fails (on every rank alike)
-    pin = placement_workload.Pinning("unpinned")
+    pin = pinning.Pinning("unpinned")
     pin.apply(_OneRank)
     os.sched_setaffinity(0, {min(before)})  # something the case's restore does not undo
     try:
@@ -133,7 +134,7 @@ def test_affinity_has_no_torch_threads_axis():
     assert [c.identity["pinning"] for c in cases] == ["unpinned", "pinned"]
     assert not any("threads" in k for c in cases for k in c.identity)
     threads = torch.get_num_threads()
-    pin = placement_workload.Pinning("unpinned")
+    pin = pinning.Pinning("unpinned")
     pin.apply(_OneRank)
     try:
         assert torch.get_num_threads() == threads

@@ -13,11 +13,10 @@ MODULE_LINES = 400
 FUNCTION_LINES = 80
 
 OVER_MODULES = {
-    "experiments/placement/workload.py": (632, "one builder family per placement question"),
     "suite/harness/plugin.py": (614, "options and fixtures, results writing, terminal output, failure notes"),
     "suite/launch/config.py": (545, "BenchConfig and its validation, KNOBS, SWITCHES"),
     "suite/harness/journal.py": (471, "the journal, its wrappers of torch.distributed, the dumps"),
-    "experiments/placement/cases.py": (456, "declarations per placement question"),
+    "experiments/placement/cases.py": (445, "declarations per placement question"),
 }
 """Module -> (its lines today, the split that would bring it under MODULE_LINES)."""
 
