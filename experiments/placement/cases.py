@@ -54,6 +54,8 @@ GPU cases (skip with the reason on a host or run without CUDA):
 
 Every case is declared (suite/case.py) and run by the harness (suite/harness/runner.py);
 the process groups the cases share are built once per session (``placement_of``).
+The GPU cases are declared in gpu_cases.py, what the declarations share is in declare.py;
+what a rank runs is in workload.py (nodes, hierarchy), pinning.py, contiguity.py and gpu.py.
 """
 
 from __future__ import annotations
@@ -69,7 +71,8 @@ from suite.api import (
 )
 
 from .contiguity import contig_build, matrix_shape, resolve_send, roundtrip_build, with_copy_share
-from .gpu import copy_build, copy_context, gpu_build, gpu_context, resolve_copy, staging_build, staging_context
+from .declare import EXPERIMENT, WHOLE_BUFFER, all_reduce_case, count_of
+from .gpu_cases import copy_bandwidth_cases, gpu_placement_cases, gpu_staging_cases
 from .pinning import Pinning, affinity_build, affinity_skip
 from .workload import (
     group_build,
@@ -83,32 +86,6 @@ from .workload import (
     resolve_hier,
     resolve_topology,
 )
-
-EXPERIMENT = "placement"
-
-WHOLE_BUFFER = "the whole buffer of the collective (nccl-tests S)"
-
-
-def _all_reduce_case(label: str, identity: dict, count: int, dtype: str, **kw) -> Case:
-    """An in-place sum all_reduce case of this experiment (the whole buffer counts, the all_reduce factor)."""
-    return Case(
-        experiment=EXPERIMENT,
-        op="all_reduce",
-        label=label,
-        identity={**identity, "redop": "sum", "in_place": True},
-        bytes=Bytes(
-            size_bytes=count * collectives.elsize(dtype),
-            count=count,
-            dtype=dtype,
-            bw_op="all_reduce",
-            definition=WHOLE_BUFFER,
-        ),
-        **kw,
-    )
-
-
-def _count(size: int, dtype: str) -> int:
-    return size // collectives.elsize(dtype)
 
 
 def topology_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
@@ -168,7 +145,7 @@ def group_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     for kind in ("intra", "inter"):
         for s, count in collectives.counts(cfg.compared_sizes(), dtype):
             out.append(
-                _all_reduce_case(
+                all_reduce_case(
                     f"{kind}-{s}B",
                     {"placement": kind},
                     count,
@@ -190,7 +167,7 @@ def hierarchical_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
         for s, count in collectives.counts(cfg.compared_sizes(), d):
             for algo in ("flat", "hierarchical"):
                 out.append(
-                    _all_reduce_case(
+                    all_reduce_case(
                         f"{algo}-{d}-{s}B",
                         {"algorithm": algo, "variant": f"all_reduce:{algo}"},
                         count,
@@ -212,13 +189,13 @@ def affinity_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     """all_reduce at the largest compared size, every thread pinned to one core vs not."""
     sizes = cfg.compared_sizes()
     dtype = cfg.dtypes[0]
-    count = _count(sizes[-1], dtype) if sizes else 0
+    count = count_of(sizes[-1], dtype) if sizes else 0
 
     def skip(ctx, cfg):
         return affinity_skip(ctx, cfg) or (None if sizes else "no non-zero size in the sweep")
 
     return [
-        _all_reduce_case(
+        all_reduce_case(
             p,
             {"pinning": p},
             count,
@@ -318,103 +295,6 @@ def contiguity_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
                         case, resolve=lambda case, ctx, cfg, session: resolve_send(case, ctx, session)
                     )
                 out.append(case)
-    return out
-
-
-GPU_MODES = ("cuda_tensor_nccl", "cpu_tensor_moved_nccl", "cuda_tensor_gloo", "cpu_tensor_gloo")
-
-
-def gpu_placement_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
-    """all_reduce by tensor home (CUDA, CPU) and backend (NCCL, Gloo)."""
-    dtype = cfg.dtypes[0]
-    out = []
-    for mode in GPU_MODES:
-        for s, count in collectives.counts(cfg.compared_sizes(), dtype):
-            out.append(
-                _all_reduce_case(
-                    f"{mode}-{s}B",
-                    {"placement": mode},
-                    count,
-                    dtype,
-                    build=gpu_build(mode, count, dtype),
-                    context=gpu_context(mode),
-                    fields={
-                        "table": "gpu_placement",
-                        "tensor_home": "cpu" if mode.startswith("cpu_tensor") else "cuda",
-                    },
-                )
-            )
-    return out
-
-
-def gpu_staging_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
-    """D2H -> Gloo all_reduce on host -> H2D, pinned vs pageable host memory, non_blocking on/off."""
-    dtype = cfg.dtypes[0]
-    out = []
-    for s in cfg.compared_sizes():
-        count = _count(s, dtype)
-        for mem in ("pinned", "pageable"):
-            for nb in (False, True):
-                out.append(
-                    _all_reduce_case(
-                        f"{mem}-{'non_blocking' if nb else 'blocking'}-{s}B",
-                        {"host_memory": mem, "non_blocking": nb},
-                        count,
-                        dtype,
-                        build=staging_build(mem, nb, count, dtype),
-                        context=staging_context,
-                        mode="blocking",
-                        fields={"table": "gpu_staging", "pipeline": "D2H -> Gloo all_reduce on host -> H2D"},
-                    )
-                )
-    return out
-
-
-COPY_KINDS = (("h2d", "pinned"), ("h2d", "pageable"), ("d2h", "pinned"), ("d2h", "pageable"), ("d2d", "device"))
-
-
-def copy_bandwidth_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
-    """Standalone H2D, D2H (pinned, pageable) and D2D copies on rank 0's GPU vs the nominal peak."""
-    out = []
-    for direction, mem in COPY_KINDS:
-        for s in cfg.sizes():
-            if s <= 0:
-                continue
-            count = s // 4
-            moved = 2 if direction == "d2d" else 1  # a device copy reads and writes every byte
-            case = Case(
-                experiment=EXPERIMENT,
-                op="copy",
-                label=f"{direction}-{mem}-{s}B",
-                identity={"direction": direction, "host_memory": mem},
-                bytes=Bytes(
-                    size_bytes=count * 4,
-                    count=count,
-                    dtype="float32",
-                    bw_op=None,
-                    definition="bytes copied (a copy has no bus factor: algbw is the copy rate)",
-                ),
-                build=copy_build(direction, mem, count),
-                context=copy_context,
-                mode="blocking",
-                skip=None if count else (lambda ctx, cfg, s=s: f"{s} B is smaller than one float32 element"),
-                fields={"table": "copy", "non_blocking": mem == "pinned", "bytes_moved_factor": moved, "copy_rank": 0},
-                provenance={
-                    "nominal_peak_gbps": "modelled: 2 x memory clock x bus width (DDR), from the device properties"
-                    if direction == "d2d"
-                    else "modelled: PCIe payload GB/s per lane (PCI-SIG, after line encoding) x link width, "
-                    "from nvidia-smi's max link generation and width",
-                    "pct_of_peak": "derived: 100 x size_bytes x bytes_moved_factor / time_us / nominal_peak_gbps",
-                },
-            )
-            out.append(
-                dataclasses.replace(
-                    case,
-                    resolve=lambda case, ctx, cfg, session, direction=direction: resolve_copy(
-                        case, direction, ctx, session
-                    ),
-                )
-            )
     return out
 
 

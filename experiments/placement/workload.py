@@ -3,7 +3,7 @@ the hierarchy and a GPU run's groups, made once per session through suite.harnes
 the intra- vs inter-node pair and group buffers and the hierarchical vs flat all_reduce, with their exact checks
 and the resolves that fill in what only a rank can know; ``summed``, the in-place sum all_reduce buffers the
 other builders share. The affinity builders are in pinning.py, the contiguity ones in contiguity.py, the GPU
-ones in gpu.py; the declarations in cases.py."""
+ones in gpu.py; the declarations in cases.py and gpu_cases.py."""
 
 from __future__ import annotations
 

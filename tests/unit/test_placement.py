@@ -7,7 +7,7 @@ import torch
 
 from experiments.placement import cases as placement
 
-from experiments.placement import contiguity, gpu, pinning
+from experiments.placement import contiguity, gpu, gpu_cases, pinning
 from experiments.placement import workload as placement_workload
 from suite.ops import algorithms
 from suite.case import CaseFailed
@@ -153,9 +153,9 @@ def test_declared_cases_keep_the_test_ids():
             ("hier", placement.hierarchical_cases),
             ("affinity", placement.affinity_cases),
             ("contig", placement.contiguity_cases),
-            ("gpu", placement.gpu_placement_cases),
-            ("staging", placement.gpu_staging_cases),
-            ("copy", placement.copy_bandwidth_cases),
+            ("gpu", gpu_cases.gpu_placement_cases),
+            ("staging", gpu_cases.gpu_staging_cases),
+            ("copy", gpu_cases.copy_bandwidth_cases),
         ]
     }
     assert ids["topology"] == ["topology"]
