@@ -1,4 +1,4 @@
-"""Your own model in the sharded experiment: a worked example of a SHARDED_MODEL factory.
+r"""Your own model in the sharded experiment: a worked example of a SHARDED_MODEL factory.
 
     make bench-cpu EXPERIMENTS=sharded SHARDED_MODEL=examples.sharded_model:build NPROC=2
 
@@ -10,17 +10,32 @@ each step checked against one process training the same model on the same batche
 ``build_unreduced`` is the same model with a wrong plan: its row-parallel layer leaves its output ``Partial``
 (each rank's partial sum, the all_reduce forgotten), so every rank trains on wrong activations; the check
 fails it and the run exits 6.
+
+``build_sequence`` is a sequence model (pre-norm residual layers on (rows, SEQ, WIDTH) inputs) with an
+``sp_plan`` as well, so it also runs sequence parallel:
+
+    make bench-cpu EXPERIMENTS=sharded SHARDED_MODEL=examples.sharded_model:build_sequence \
+        SHARDED_STRATEGIES=sp,tp NPROC=2
+
+each rank normalises its slice of the sequence (``SequenceParallel``), the Linear pair gathers the sequence and
+scatters it back; ``build_sequence_unreduced_norm`` forgets the norm's ``SequenceParallel`` (the classic sequence
+parallel bug: each rank's norm weights get the gradient of its own slice only, never reduced): it fails the
+check and exits 6.
 """
+
+import dataclasses
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.distributed.tensor import Partial
-from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+from torch.distributed.tensor import Partial, Shard
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, SequenceParallel
 
 from experiments.sharded.user_model import UserModel
 
 WIDTH, HIDDEN, LAYERS, ROWS = 16, 64, 2, 8
+SEQ = 8
+"""Positions of build_sequence's inputs (dim 1), split over the ranks under sp."""
 
 
 class Residual(nn.Module):
@@ -65,3 +80,43 @@ def build_unreduced() -> UserModel:
     """Wrong on purpose: the row-parallel output stays Partial (no all_reduce)."""
     plan = {"layers.*.inp": ColwiseParallel(), "layers.*.out": RowwiseParallel(output_layouts=Partial())}
     return UserModel(module=Regressor(), batch=batch, loss=F.mse_loss, tp_plan=plan)
+
+
+class PreNorm(Residual):
+    """x + out(relu(inp(norm(x)))): a Residual with a LayerNorm in front, as a transformer block's MLP."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(WIDTH)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.out(torch.relu(self.inp(self.norm(x))))
+
+
+class Sequencer(Regressor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(PreNorm() for _ in range(LAYERS))
+
+
+def sequence_batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The global batch of a step: ROWS sequences of SEQ positions."""
+    g = torch.Generator().manual_seed(step)
+    return torch.randn(ROWS, SEQ, WIDTH, generator=g), torch.randn(ROWS, SEQ, WIDTH, generator=g)
+
+
+SP_PLAN = {
+    "layers.*.norm": SequenceParallel(),  # each rank normalises its slice; the norm's gradients are reduced
+    "layers.*.inp": ColwiseParallel(input_layouts=Shard(1)),  # gathers the sequence
+    "layers.*.out": RowwiseParallel(output_layouts=Shard(1)),  # reduce-scatters it back to the slices
+}
+
+
+def build_sequence() -> UserModel:
+    return dataclasses.replace(build(), module=Sequencer(), batch=sequence_batch, sp_plan=SP_PLAN, seq_dim=1)
+
+
+def build_sequence_unreduced_norm() -> UserModel:
+    """Wrong on purpose: the norm is not SequenceParallel, so its gradient comes from this rank's slice only."""
+    plan = {k: v for k, v in SP_PLAN.items() if not k.endswith("norm")}
+    return dataclasses.replace(build_sequence(), sp_plan=plan)

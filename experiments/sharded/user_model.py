@@ -2,24 +2,24 @@
 ``UserModel``; the experiment then runs it under each strategy it supports, checked against one process.
 
 The factory takes no argument and returns ``UserModel(module=..., batch=..., loss=..., tp_plan=...,
-fsdp_units=...)``. It is called twice on the host (the launcher's check compares the two, before any rank
-starts) and once on every rank, where the cases are declared (cases.sharded_cases, which hands the result to
-every case), each time after ``torch.manual_seed(0)``; each case's trainer and the single-process reference
-train their own copy (``copy.deepcopy``) of the module that call built. It must build the same weights each
-time (seeded initialisation does: the ranks' calls must agree), and ``batch(step)`` must return the same global
-batch for the same step. Step k trains on ``batch(k mod BATCHES)``.
+sp_plan=..., seq_dim=..., fsdp_units=...)``. It is called twice on the host (the launcher's check compares the
+two, before any rank starts) and once on every rank, where the cases are declared (cases.sharded_cases, which
+hands the result to every case), each time after ``torch.manual_seed(0)``; each case's trainer and the
+single-process reference train their own copy (``copy.deepcopy``) of the module that call built. It must build
+the same weights each time (seeded initialisation does: the ranks' calls must agree), and ``batch(step)`` must
+return the same global batch for the same step. Step k trains on ``batch(k mod BATCHES)``.
 
 Strategies (``supported``): ``ddp``, ``fsdp2``, ``fsdp2_keep``, ``fsdp2_bf16`` (and the planted
-``fsdp2_scaled``) always; ``tp`` and ``2d`` only with a ``tp_plan``. ``sp`` and the pipelines run on the
-built-in model only: their input split (the sequence) and stage split are the built-in model's.
+``fsdp2_scaled``) always; ``tp`` and ``2d`` only with a ``tp_plan``; ``sp`` only with an ``sp_plan`` (its inputs
+split along ``seq_dim``). The pipelines run on the built-in model only: their stage split is the built-in model's.
 
 Checked here, on the host, before any rank starts (``check_world``, exit 2 with one line): the name is
 ``module:function``, the module imports, the function exists and returns a ``UserModel`` whose ``module`` is a
 ``torch.nn.Module``, two calls give a new module with the same weights and the same ``batch(0)``, the module
-can be copied, the
-batch's rows divide into the strategies' data-parallel shards, each Linear that the ``tp_plan`` shards
-divides over the tensor-parallel ranks, the 2-D mesh (2 x world/2) divides the world, and every strategy
-asked for by name (``SHARDED_STRATEGIES`` other than its default) is one the model supports.
+can be copied, the batch's rows divide into the strategies' data-parallel shards, each Linear that the
+``tp_plan`` (``sp_plan`` under sp) shards divides over the tensor-parallel ranks, the inputs' ``seq_dim``
+divides over the world (sp), the 2-D mesh (2 x world/2) divides the world, and every strategy asked for by
+name (``SHARDED_STRATEGIES`` other than its default) is one the model supports.
 """
 
 from __future__ import annotations
@@ -38,8 +38,9 @@ DATA_PARALLEL = ("ddp", "fsdp2", "fsdp2_keep", "fsdp2_bf16", "fsdp2_scaled")
 """What every user model takes: the batch's rows split over the world, the model whole or FSDP2-sharded."""
 NEEDS_PLAN = ("tp", "2d")
 """What a user model takes only with a ``tp_plan``."""
+SEQUENCE_PARALLEL = "sp"
+"""What a user model takes only with an ``sp_plan``."""
 BUILT_IN_ONLY = {
-    "sp": "it splits the built-in model's inputs along the sequence",
     "pp_gpipe": "its stages are the built-in model's layers",
     "pp_1f1b": "its stages are the built-in model's layers",
     "pp_interleaved": "its stages are the built-in model's layers",
@@ -63,6 +64,15 @@ class UserModel:
     tp_plan: Mapping[str, Any] | None = None
     """``parallelize_module``'s plan for the whole module (submodule name -> ParallelStyle); None: no ``tp``
     or ``2d``."""
+    sp_plan: Mapping[str, Any] | None = None
+    """The plan under sequence parallelism (``sp``, a mesh over the world): every rank takes every row and its
+    slice of the inputs along ``seq_dim``; the plan's styles say where activations stay sequence-sharded (a norm
+    ``SequenceParallel()``, a Linear pair ``ColwiseParallel(input_layouts=Shard(seq_dim))`` and
+    ``RowwiseParallel(output_layouts=Shard(seq_dim))``), and the module's output, sharded along ``seq_dim`` as
+    its input was, is gathered before the loss (a DTensor output is made whole whatever its placement).
+    None: no ``sp``."""
+    seq_dim: int = 1
+    """The inputs' and outputs' sequence dimension (``sp``)."""
     fsdp_units: tuple[str, ...] | None = None
     """Submodules to ``fully_shard`` (names as in ``named_modules``), before the root; None: each child that has
     parameters (the children of a ModuleList, ModuleDict or Sequential child one by one)."""
@@ -102,19 +112,26 @@ def supported(um: UserModel, strategy: str) -> str | None:
         return None
     if strategy in NEEDS_PLAN:
         return None if um.tp_plan else f"{strategy} needs a tp_plan, and the model names none"
+    if strategy == SEQUENCE_PARALLEL:
+        return None if um.sp_plan else f"{strategy} needs an sp_plan, and the model names none"
     return f"{strategy} runs on the built-in model only: {BUILT_IN_ONLY.get(strategy, 'unknown to a user model')}"
 
 
-def _planned_linears(um: UserModel) -> list[tuple[str, Any, str]]:
-    """(name, module, 'colwise' | 'rowwise') of each Linear the plan shards (wildcards as parallelize_module
-    reads them: ``*`` for one level of the name)."""
+def plan_of(um: UserModel, strategy: str) -> Mapping[str, Any]:
+    """The plan ``strategy`` applies (``sp_plan`` under sp, else ``tp_plan``; empty where it names none)."""
+    return (um.sp_plan if strategy == SEQUENCE_PARALLEL else um.tp_plan) or {}
+
+
+def _planned_linears(um: UserModel, strategy: str = "tp") -> list[tuple[str, Any, str]]:
+    """(name, module, 'colwise' | 'rowwise') of each Linear ``strategy``'s plan shards (wildcards as
+    parallelize_module reads them: ``*`` for one level of the name)."""
     import fnmatch
 
     import torch.nn as nn
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
 
     out = []
-    for pattern, style in (um.tp_plan or {}).items():
+    for pattern, style in plan_of(um, strategy).items():
         kind = {ColwiseParallel: "colwise", RowwiseParallel: "rowwise"}.get(type(style), "")
         for name, m in um.module.named_modules():
             if kind and isinstance(m, nn.Linear) and fnmatch.fnmatchcase(name, pattern):
@@ -122,9 +139,10 @@ def _planned_linears(um: UserModel) -> list[tuple[str, Any, str]]:
     return out
 
 
-def contraction(um: UserModel) -> int:
-    """The largest ``in_features`` of a row-parallel Linear (its dot products are split over ranks), or 0."""
-    return max((m.in_features for _, m, kind in _planned_linears(um) if kind == "rowwise"), default=0)
+def contraction(um: UserModel, strategy: str = "tp") -> int:
+    """The largest ``in_features`` of a Linear ``strategy``'s plan makes row-parallel (its dot products are split
+    over ranks), or 0."""
+    return max((m.in_features for _, m, kind in _planned_linears(um, strategy) if kind == "rowwise"), default=0)
 
 
 def not_dividing(um: UserModel, strategy: str, world: int) -> str | None:
@@ -134,12 +152,20 @@ def not_dividing(um: UserModel, strategy: str, world: int) -> str | None:
     if rows % dp:
         return f"{strategy}: the model's batch has {rows} rows, which do not split into {dp} data-parallel shards"
     tp = world // dp
-    if strategy in NEEDS_PLAN:
-        for name, m, kind in _planned_linears(um):
+    if strategy == SEQUENCE_PARALLEL:
+        x, d = um.batch(0)[0], um.seq_dim
+        if x.dim() <= d:
+            return f"{strategy}: the model's inputs have {x.dim()} dimensions, no seq_dim={d} to split over {tp} ranks"
+        if x.shape[d] % tp:
+            has = f"{x.shape[d]} positions along seq_dim={d}"
+            return f"{strategy}: the model's inputs have {has}, which do not split over {tp} ranks"
+    if strategy in NEEDS_PLAN or strategy == SEQUENCE_PARALLEL:
+        which = "sp_plan" if strategy == SEQUENCE_PARALLEL else "tp_plan"
+        for name, m, kind in _planned_linears(um, strategy):
             n = m.out_features if kind == "colwise" else m.in_features
             if n % tp:
                 side = "out_features" if kind == "colwise" else "in_features"
-                return f"{strategy}: tp_plan shards {name} ({kind}, {side}={n}), which does not split over {tp} ranks"
+                return f"{strategy}: {which} shards {name} ({kind}, {side}={n}), which does not split over {tp} ranks"
     return None
 
 

@@ -4,8 +4,10 @@ its single-process reference and check rule, and its record's inventory fields.
 The same steps as the built-in model's (experiments/sharded/workload.py): DDP wraps the module; FSDP2
 ``fully_shard``s each unit (``UserModel.fsdp_units``, else each child with parameters) and then the root; ``tp``
 applies the model's ``tp_plan`` with ``parallelize_module`` on a 1-D mesh over the world; ``2d`` the plan on the
-tp dimension of a (2, world/2) mesh and FSDP2 on its dp dimension. Every rank takes its rows of the global batch
-(``tp``: all of them), the model's loss, SGD at workload.LR.
+tp dimension of a (2, world/2) mesh and FSDP2 on its dp dimension; ``sp`` the ``sp_plan`` on a 1-D mesh, each
+rank its slice of the inputs along ``seq_dim``, the output gathered along it before the loss (as the built-in
+model gathers before its head). Every rank takes its rows of the global batch (``tp``, ``sp``: all of them), the
+model's loss, SGD at workload.LR.
 
 Every function here takes the ``UserModel`` that the cases loaded once on this rank (cases.sharded_cases calls
 user_model.load); a trainer and the reference each train a copy of its module (``fresh``), which stays as
@@ -24,7 +26,7 @@ import torch.nn as nn
 
 from . import check as checking
 from . import inventory, workload
-from .user_model import UserModel, contraction, dp_size
+from .user_model import SEQUENCE_PARALLEL, UserModel, contraction, dp_size, plan_of
 
 NOT_MODELLED = "not modelled: the shapes of a user model's collectives are not derived (SHARDED_MODEL)"
 
@@ -46,11 +48,40 @@ def fsdp_units(um: UserModel) -> list[nn.Module]:
     return out
 
 
-def _tensor_parallel(um: UserModel, mesh) -> None:
+def _tensor_parallel(um: UserModel, strategy: str, mesh) -> None:
     from torch.distributed.tensor.parallel import parallelize_module
 
     # every rank built the same seeded model: each takes its own shard (no scatter from rank 0)
-    parallelize_module(um.module, mesh, dict(um.tp_plan), src_data_rank=None)
+    parallelize_module(um.module, mesh, dict(plan_of(um, strategy)), src_data_rank=None)
+    if strategy == SEQUENCE_PARALLEL:
+        um.module.register_forward_hook(lambda m, args, out: _whole(out, mesh, um.seq_dim))
+
+
+def _whole(out, mesh, seq_dim: int) -> torch.Tensor:
+    """The module's output whole on every rank: a local slice of the sequence gathered along ``seq_dim`` (a
+    DTensor made whole whatever its placement); its backward takes each rank's slice of the gradient."""
+    from torch.distributed.tensor import DTensor, Shard
+
+    if not isinstance(out, DTensor):
+        out = DTensor.from_local(out, mesh, [Shard(seq_dim)], run_check=False)
+    return out.full_tensor()
+
+
+def _local_batches(um: UserModel, strategy: str, world: int, rank: int, device) -> list[tuple]:
+    """This rank's (inputs, targets) of every batch: its rows of the data-parallel shards, and under ``sp`` its
+    slice of the inputs along ``seq_dim`` (the targets whole: the output is gathered)."""
+    dp = dp_size(strategy, world)
+    dp_rank = rank // (world // dp) if dp > 1 else 0
+    out = []
+    for k in range(workload.BATCHES):
+        x, y = um.batch(k)
+        n = len(x) // dp
+        x, y = x[dp_rank * n : (dp_rank + 1) * n], y[dp_rank * n : (dp_rank + 1) * n]
+        if strategy == SEQUENCE_PARALLEL:
+            span = x.shape[um.seq_dim] // world
+            x = x.narrow(um.seq_dim, rank * span, span).contiguous()
+        out.append((x.to(device), y.to(device)))
+    return out
 
 
 def make_trainer(
@@ -68,7 +99,6 @@ def make_trainer(
     world, rank, device = ctx.world_size, ctx.rank, ctx.device
     um = fresh(loaded)
     net = um.module.to(device)
-    dp = dp_size(strategy, world)
     groups = {dist.group.WORLD.group_name: "world"}
     if strategy == "ddp":
         model = workload.ddp(net, ctx, comm_hook, groups)
@@ -76,17 +106,12 @@ def make_trainer(
         shape, names = workload.mesh_shape(strategy, world)
         mesh = mesh_of(device.type, shape, names)
         groups |= workload.group_names(mesh, names)
-        if strategy in ("tp", "2d"):
-            _tensor_parallel(um, mesh["tp"] if strategy == "2d" else mesh)
-        if strategy != "tp":
+        if strategy in ("tp", "2d", SEQUENCE_PARALLEL):
+            _tensor_parallel(um, strategy, mesh["tp"] if strategy == "2d" else mesh)
+        if strategy not in ("tp", SEQUENCE_PARALLEL):
             workload.fully_shard_units(fsdp_units(um), um.module, strategy, mesh["dp"] if strategy == "2d" else mesh)
         model = net
-    dp_rank = rank // (world // dp) if dp > 1 else 0
-    local = []
-    for k in range(workload.BATCHES):
-        x, y = um.batch(k)
-        n = len(x) // dp
-        local.append((x[dp_rank * n : (dp_rank + 1) * n].to(device), y[dp_rank * n : (dp_rank + 1) * n].to(device)))
+    local = _local_batches(um, strategy, world, rank, device)
     opt = torch.optim.SGD(model.parameters(), lr=lr)
     trainer = workload.Trainer(strategy=strategy, model=net, step=lambda: None, groups=groups)
     trainer.step = workload.stepper(trainer, model, opt, local, um.loss, world)
@@ -113,18 +138,18 @@ class Reference(checking.Reference):
 
 @dataclass(frozen=True)
 class CheckRule(checking.CheckRule):
-    """check.CheckRule with R from the user's plan: the world, plus, with tensor parallelism, the terms of the
-    largest row-parallel dot product on one rank (``contraction`` / tp)."""
+    """check.CheckRule with R from the user's plan: the world, plus, with tensor or sequence parallelism, the terms
+    of the largest row-parallel dot product on one rank (``contraction`` / tp)."""
 
     contraction: int = 0
-    """The largest ``in_features`` of a Linear the plan makes row-parallel (user_model.contraction)."""
+    """The largest ``in_features`` of a Linear the strategy's plan makes row-parallel (user_model.contraction)."""
     layers: int = 0
     """The modules that hold parameters of their own (``layers``): with bfloat16 parameters, the most layers an
     activation can pass, each rounding it (the built-in model's 2 x depth + 1 Linears)."""
 
     @property
     def terms(self) -> int:
-        if self.strategy in ("tp", "2d"):
+        if self.strategy in ("tp", "2d", SEQUENCE_PARALLEL):
             return self.world + self.contraction // (self.world // dp_size(self.strategy, self.world))
         if self.strategy == "fsdp2_bf16":
             return self.world + self.layers
@@ -137,7 +162,7 @@ def layers(um: UserModel) -> int:
 
 
 def check_rule(strategy: str, world: int, um: UserModel) -> CheckRule:
-    return CheckRule(strategy, world, 0, 0, contraction=contraction(um), layers=layers(um))
+    return CheckRule(strategy, world, 0, 0, contraction=contraction(um, strategy), layers=layers(um))
 
 
 def n_params(um: UserModel) -> int:

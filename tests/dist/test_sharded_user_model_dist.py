@@ -1,7 +1,8 @@
 """Your own model in the sharded experiment (SHARDED_MODEL, examples/sharded_model.py) through the launcher users
 run, at 2 Gloo ranks: FSDP2 (float32 and bfloat16) and TP train what one process trains, their collectives are
 inventoried and their steps decomposed, theory says "not modelled"; the same model with a wrong tp_plan (a
-row-parallel output left Partial) exits 6. At 4 ranks TP over the world, the 2 x 2 (dp, tp) mesh and bfloat16
+row-parallel output left Partial) exits 6. A sequence model trains under sp (its sp_plan), and exits 6 with a norm
+left out of that plan. At 4 ranks TP over the world, the 2 x 2 (dp, tp) mesh and bfloat16
 FSDP2 (under its tolerance) do the same, and each rank calls the factory once."""
 
 import os
@@ -88,13 +89,46 @@ def test_the_example_trains_like_one_process_under_fsdp2_and_tp(tmp_path):
     assert "theory: not modelled" in proc.stdout and "where the step's time goes" in proc.stdout
 
 
-def test_a_wrong_tp_plan_fails_the_check_and_exits_6(tmp_path):
-    env = {"SHARDED_MODEL": "examples.sharded_model:build_unreduced", "SHARDED_STRATEGIES": "tp"}
+@pytest.mark.parametrize(
+    ("factory", "strategy"),
+    [
+        ("build_unreduced", "tp"),  # the row-parallel output left Partial: the all_reduce forgotten
+        # the classic sequence-parallel bug: a norm not SequenceParallel gets its own slice's gradient only
+        ("build_sequence_unreduced_norm", "sp"),
+    ],
+)
+def test_a_wrong_plan_fails_the_check_and_exits_6(tmp_path, factory, strategy):
+    env = {"SHARDED_MODEL": f"examples.sharded_model:{factory}", "SHARDED_STRATEGIES": strategy}
     proc = run_suite(tmp_path, *RUN, nproc=2, env=env, timeout=300)
     assert proc.returncode == 6, proc.stdout[-3000:] + proc.stderr[-3000:]  # EXIT_WRONG_RESULT
-    tp = _records(tmp_path)["tp"]
-    assert tp["n_wrong"] > 0 and tp["check_max_abs_diff"] > 100 * tp["check_tol"], tp["n_wrong"]
-    assert "produced wrong elements" in proc.stderr and "test_sharded[tp]" in proc.stderr
+    rec = _records(tmp_path)[strategy]
+    assert rec["n_wrong"] > 0 and rec["check_max_abs_diff"] > 100 * rec["check_tol"], rec["n_wrong"]
+    assert "produced wrong elements" in proc.stderr and f"test_sharded[{strategy}]" in proc.stderr
+
+
+SEQUENCE = "examples.sharded_model:build_sequence"
+
+
+def test_the_sequence_example_trains_like_one_process_under_sp(tmp_path):
+    """Sequence parallel on your model (its sp_plan): each rank its slice of the sequence, the norms
+    SequenceParallel, the Linear pair gathering the sequence and scattering it back, the output gathered before
+    the loss; checked against one process, inventoried, decomposed."""
+    env = {"SHARDED_MODEL": SEQUENCE, "SHARDED_STRATEGIES": "sp"}
+    proc = run_suite(tmp_path, *RUN, nproc=2, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    sp = _decomposed(_records(tmp_path), {"sp"})["sp"]
+    assert sp["checked"] and sp["n_wrong"] == 0 and sp["check_steps"] > 1, (sp["n_wrong"], sp["check_max_abs_diff"])
+    assert sp["model"] == SEQUENCE and sp["mesh"] == "2 (tp)" and sp["dp_size"] == 1
+    assert sp["check_rule"].startswith("tol per parameter") and sp["theory"] is None
+    layers, act = sharded_model.LAYERS, 4 * sharded_model.ROWS * sharded_model.SEQ * sharded_model.WIDTH
+    # forward: each layer's column-parallel input gathers the sequence, its row-parallel output scatters it back,
+    # and the model's output is gathered for the loss; backward the reverse of each layer's pair; the norms'
+    # weight and bias gradients (partial on each rank's slice) all-reduced when the optimizer reads them
+    assert _count(sp, op="all_gather", phase="forward", group="tp", bytes=act) == layers + 1
+    assert _count(sp, op="reduce_scatter", phase="forward", group="tp") == layers
+    assert _count(sp, op="all_gather", phase="backward", group="tp") == layers
+    assert _count(sp, op="reduce_scatter", phase="backward", group="tp") == layers
+    assert _count(sp, op="all_reduce", phase="optimizer", group="tp", bytes=4 * sharded_model.WIDTH) == 2 * layers
 
 
 def test_four_ranks_train_tp_and_the_2x2_mesh_like_one_process_calling_the_factory_once_each(tmp_path):

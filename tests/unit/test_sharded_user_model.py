@@ -2,6 +2,7 @@
 types, before any rank starts, with one line and exit 2; the pure rules (which strategies a model takes, what
 FSDP2 shards, the check's tolerance terms) on the worked example (examples/sharded_model.py)."""
 
+import dataclasses
 import itertools
 import os
 import subprocess
@@ -40,6 +41,11 @@ def uneven_plan():
     module = nn.Sequential(nn.Linear(sharded_model.WIDTH, 6), nn.ReLU(), nn.Linear(6, sharded_model.WIDTH))
     plan = {"0": ColwiseParallel(), "2": RowwiseParallel()}
     return user_model.UserModel(module=module, batch=sharded_model.batch, loss=F.mse_loss, tp_plan=plan)
+
+
+def flat_sequence():
+    """An sp_plan on a model whose inputs are (rows, width): no dimension 2 to split."""
+    return dataclasses.replace(sharded_model.build(), sp_plan=sharded_model.SP_PLAN, seq_dim=2)
 
 
 SHARED = sharded_model.Regressor()
@@ -105,9 +111,24 @@ BAD = {
         "2d needs an even world of at least 4 ranks",
     ),
     "strategy": (
+        {"SHARDED_MODEL": "examples.sharded_model:build", "SHARDED_STRATEGIES": "fsdp2,pp_1f1b"},
+        2,
+        "pp_1f1b runs on the built-in model only",
+    ),
+    "no sp plan": (
         {"SHARDED_MODEL": "examples.sharded_model:build", "SHARDED_STRATEGIES": "fsdp2,sp"},
         2,
-        "sp runs on the built-in model only",
+        "sp needs an sp_plan, and the model names none",
+    ),
+    "sequence": (
+        {"SHARDED_MODEL": "examples.sharded_model:build_sequence", "SHARDED_STRATEGIES": "sp"},
+        3,
+        "sp: the model's inputs have 8 positions along seq_dim=1, which do not split over 3 ranks",
+    ),
+    "no sequence": (
+        {"SHARDED_MODEL": f"{HERE}:flat_sequence", "SHARDED_STRATEGIES": "sp"},
+        2,
+        "sp: the model's inputs have 2 dimensions, no seq_dim=2 to split over 2 ranks",
     ),
     "no plan": ({"SHARDED_MODEL": f"{HERE}:no_plan", "SHARDED_STRATEGIES": "tp"}, 2, "tp needs a tp_plan"),
 }
@@ -161,6 +182,8 @@ def test_which_strategies_a_model_takes():
     with_plan, without = sharded_model.build(), no_plan()
     takes = {s for s in STRATEGIES if user_model.supported(with_plan, s) is None}
     assert takes == {"ddp", "fsdp2", "fsdp2_keep", "fsdp2_bf16", "tp", "2d"}
+    sequence = {s for s in STRATEGIES if user_model.supported(sharded_model.build_sequence(), s) is None}
+    assert sequence == takes | {"sp"}
     assert {s for s in STRATEGIES if user_model.supported(without, s) is None} == {
         "ddp",
         "fsdp2",
@@ -187,6 +210,9 @@ def test_the_tolerance_counts_the_row_parallel_dot_product():
     assert rule.terms == 2 + sharded_model.HIDDEN // 2 and not rule.exact
     assert user_workload.CheckRule("2d", 4, 0, 0, contraction=64).terms == 4 + 64 // 2
     assert user_workload.CheckRule("fsdp2", 2, 0, 0).exact and user_workload.CheckRule("ddp", 4, 0, 0).terms == 4
+    # sequence parallel: the sp_plan's row-parallel Linear, over every rank
+    sp = user_workload.check_rule("sp", 4, sharded_model.build_sequence())
+    assert sp.contraction == sharded_model.HIDDEN and sp.terms == 4 + sharded_model.HIDDEN // 4 and not sp.exact
 
 
 def test_bfloat16_checks_a_user_model_as_the_built_in_one():
