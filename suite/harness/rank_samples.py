@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from suite import metrics
 from suite.harness.dist import DistContext
 
 
@@ -62,3 +63,21 @@ def group_ranks(ctx: DistContext, positions: Sequence[int] | None = None) -> lis
 
 def max_over_ranks(got: RankSamples) -> list[float]:
     return [max(col) for col in zip(*got.per_rank)]
+
+
+def per_rank_fields(ctx: DistContext, got: RankSamples, positions: Sequence[int] | None, keep: bool) -> dict:
+    """The Measurement's per-rank fields over ``positions`` (None: every rank): who finished last and who arrived
+    last in each sample (and by how much), each rank's median time and arrival, their samples where ``keep``."""
+    mine = list(range(ctx.world_size)) if positions is None else list(positions)
+    per_rank, arrivals = [got.per_rank[r] for r in mine], [got.arrivals[r] for r in mine]
+    late, late_by = metrics.last_per_sample(arrivals)
+    return {
+        "last_done_rank": metrics.last_per_sample(per_rank)[0],
+        "rank_median_s": [metrics.percentile(r, 50) for r in per_rank],
+        "rank_samples_s": per_rank if keep else None,
+        "late_arrival_rank": late,
+        "late_arrival_by_s": late_by,
+        "rank_arrival_median_s": [metrics.percentile(r, 50) for r in arrivals],
+        "rank_arrivals_s": arrivals if keep else None,
+        "group_ranks": group_ranks(ctx, positions),
+    }

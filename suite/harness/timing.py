@@ -77,8 +77,8 @@ from suite.harness.rank_samples import (
     broadcast_flag,
     broadcast_int,
     gather_ranks,
-    group_ranks,
     max_over_ranks,
+    per_rank_fields,
 )
 from suite.harness.phases import Phases
 
@@ -321,13 +321,7 @@ def measure(
     budget = cfg.budget_s if iters is None and cfg.precision_pct == 0 else 0.0
     with phase("warmup"):
         warmed = _warm_up(ctx, ops, mode, depth, warm, budget if warmup_iters is None else 0.0)
-        graph = kernels = None
-        if mode == "cuda_graph":
-            if before_sample is not None:
-                before_sample()
-            graph, kernels = cuda_graph.capture(ctx, lambda: wait_all(_issue(ops, depth, False)))
-            graph.replay()  # the first replay uploads the graph; keep it out of the samples
-            ctx.sync_device()
+        graph, kernels = _capture(ctx, ops, depth, before_sample) if mode == "cuda_graph" else (None, None)
 
     def round_(count: int = n) -> RankSamples:
         with phase("timed"):
@@ -343,27 +337,7 @@ def measure(
             got = got.merge(round_(take - BUDGET_MIN_SAMPLES))
     reached = None
     if cfg.precision_pct > 0:
-        look = 0
-        while True:
-            # Rank 0 decides (its clock alone bounds the time) and tells everyone,
-            # so every rank runs the same number of iterations.
-            done = False
-            look += 1
-            if ctx.rank == 0:
-                level = metrics.sequential_confidence(look)
-                precise = metrics.median_ci_halfwidth_pct(max_over_ranks(got), level) <= cfg.precision_pct
-                done = precise or (time.monotonic() - start) >= cfg.max_time_s
-                reached = precise
-            with phase("gather"):
-                stop = broadcast_flag(ctx, done)
-            if stop:
-                break
-            got = got.merge(round_())
-        with phase("gather"):
-            reached = broadcast_flag(ctx, bool(reached))
-    mine = list(range(ctx.world_size)) if rank_fields_of is None else list(rank_fields_of)
-    per_rank, arrivals = [got.per_rank[r] for r in mine], [got.arrivals[r] for r in mine]
-    late, late_by = metrics.last_per_sample(arrivals)
+        got, reached = _until_precise(ctx, cfg, got, round_, start, phase)
     return Measurement(
         samples_s=max_over_ranks(got),
         timing_mode=mode,
@@ -372,17 +346,42 @@ def measure(
         warmup_requested=warm,
         precision_reached=reached,
         timer="cuda_event" if ctx.device.type == "cuda" else "host",
-        last_done_rank=metrics.last_per_sample(per_rank)[0],
-        rank_median_s=[metrics.percentile(r, 50) for r in per_rank],
-        rank_samples_s=per_rank if keep_rank_samples else None,
-        late_arrival_rank=late,
-        late_arrival_by_s=late_by,
-        rank_arrival_median_s=[metrics.percentile(r, 50) for r in arrivals],
-        rank_arrivals_s=arrivals if keep_rank_samples else None,
+        **per_rank_fields(ctx, got, rank_fields_of, keep_rank_samples),
         buffer_sets=min(len(ops), depth),
-        group_ranks=group_ranks(ctx, rank_fields_of),
         graph_kernel_nodes=kernels,
         budget_s=budget,
         iters_requested=n,
         stopped_by_budget=budget > 0 and len(got.per_rank[0]) < n,
     )
+
+
+def _capture(ctx: DistContext, ops: Sequence[OpFn], depth: int, before_sample) -> tuple:
+    """cuda_graph mode: ``depth`` ops captured in one CUDA graph (after ``before_sample``, as a sample would
+    start) and replayed once, which uploads it, to keep that out of the samples; (the graph, its kernel nodes)."""
+    if before_sample is not None:
+        before_sample()
+    graph, kernels = cuda_graph.capture(ctx, lambda: wait_all(_issue(ops, depth, False)))
+    graph.replay()
+    ctx.sync_device()
+    return graph, kernels
+
+
+def _until_precise(ctx: DistContext, cfg: BenchConfig, got, round_, start: float, phase) -> tuple:
+    """Precision mode: more rounds (``round_()``) until the median's CI at look j's level is within
+    ``cfg.precision_pct`` or ``cfg.max_time_s`` has passed since ``start``; (the samples, whether it was reached).
+    Rank 0 decides (its clock alone bounds the time) and tells everyone, so every rank runs as many rounds."""
+    look, reached = 0, None
+    while True:
+        done = False
+        look += 1
+        if ctx.rank == 0:
+            level = metrics.sequential_confidence(look)
+            reached = metrics.median_ci_halfwidth_pct(max_over_ranks(got), level) <= cfg.precision_pct
+            done = reached or (time.monotonic() - start) >= cfg.max_time_s
+        with phase("gather"):
+            stop = broadcast_flag(ctx, done)
+        if stop:
+            break
+        got = got.merge(round_())
+    with phase("gather"):
+        return got, broadcast_flag(ctx, bool(reached))

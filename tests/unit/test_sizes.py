@@ -22,7 +22,6 @@ OVER_MODULES = {
 OVER_FUNCTIONS = {
     "suite/harness/runner.py:run": (135, "the one sequence of a case; each step a method"),
     "suite/results.py:make_record": (107, "the record from (case, measurement, ctx), not 30 keywords (R8)"),
-    "suite/harness/timing.py:measure": (113, "one function per timing mode"),
 }
 """'module:function' -> (its lines today, what would split it under FUNCTION_LINES)."""
 
