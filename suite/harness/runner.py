@@ -91,24 +91,8 @@ class Harness:
 
     def run(self, case: Case) -> tuple[Measurement, dict]:
         started = time.monotonic()  # precision mode's time cap covers the whole case
-        phase = self.phases
-        with phase("setup"):
-            ctx = case.context(self.ctx, self.session) if case.context is not None else self.ctx
-            cfg = self.cfg
-            if case.skip is not None:
-                reason = case.skip(ctx, cfg)
-                if reason:
-                    raise CaseSkipped(reason)
-            if case.resolve is not None:
-                case = case.resolve(case, ctx, cfg, self.session)
-        if case.support is not None:
-            with phase("probe"):
-                reason = self._supported(ctx, case)
-            if reason:
-                raise CaseSkipped(reason)
-        with phase("setup"):
-            self._maybe_mismatch(ctx, case)
-
+        phase, cfg = self.phases, self.cfg
+        ctx, case = self._set_up(case)
         mode = case.mode or cfg.timing_mode
         checked = case.unchecked is None
         built: list[Buffers] = []
@@ -121,19 +105,7 @@ class Harness:
 
         try:
             # 1. correctness from fresh inputs, outside the timed region
-            once = build()
-            if checked and once.check is None:
-                raise ValueError(f"case {case.label} is checked (no `unchecked` reason) but its Buffers have no check")
-            with phase("check_run"):
-                wait_all(once.call(False))
-                ctx.sync_device()
-            self._corrupt(ctx, case, once, timed=False)
-            with phase("check"):
-                wrong_once = once.check() if checked and once.check is not None else 0
-            fields = dict(once.fields)
-            _release(once)
-            built.remove(once)
-            del once
+            wrong_once, fields = self._check_run(ctx, case, build, built)
             if case.around is not None:  # what `around` measures (peak memory) must not see the check run's
                 gc.collect()  # buffers: a DDP model sits in reference cycles
             # 2. one buffer set per in-flight op, timed
@@ -183,45 +155,7 @@ class Harness:
             for b in built:
                 _release(b)
         record_started = time.perf_counter()
-        provenance = dict(case.provenance)
-        if journal.current() is not None:  # what recording each op costs, inside every timed sample
-            if self._journal_s is None:
-                self._journal_s = journal.record_cost_s()
-            fields["journal_us_per_op"] = round(self._journal_s * 1e6, 3)
-            provenance["journal_us_per_op"] = JOURNAL_PROVENANCE
-        extra = _merge_fields(
-            {k: v for k, v in case.identity.items() if k != "in_place"}, dict(case.fields), fields, label=case.label
-        )
-        rec = results.make_record(
-            experiment=case.experiment,
-            op=case.op,
-            backend=ctx.backend,
-            device=ctx.device.type,
-            dtype=case.bytes.dtype,
-            world_size=ctx.world_size,
-            size_bytes=case.bytes.size_bytes,
-            count=case.bytes.count,
-            in_place=bool(case.identity.get("in_place", False)),
-            m=m,
-            n_wrong=sum(totals) if checked else None,
-            bw_op=case.bytes.bw_op,
-            busbw=case.bytes.bw_op is not None,
-            time_includes=case.bytes.time_includes,
-            checked=checked,
-            unchecked_reason=case.unchecked,
-            n_wrong_check=totals[0] if checked else None,
-            n_wrong_timed=totals[1] if checked else None,
-            buffer_sets_checked=n_sets if checked else 0,
-            identity=sorted(case.identity),
-            label=case.record_label or case.label,
-            size_definition=case.bytes.definition,
-            time_normalisation=case.normalisation,
-            time_divisor=case.divisor,
-            requested_timing_mode=cfg.timing_mode,
-            hosts=len(set(ctx.hostnames)),
-            case_provenance=provenance,
-            **extra,
-        )
+        rec = self._record(ctx, case, m, fields, totals if checked else None, n_sets)
         phase.add("record", time.perf_counter() - record_started)
         return m, rec
 
@@ -291,6 +225,87 @@ class Harness:
         inj = switch("SUITE_INJECT_MISMATCH", self.env)
         if inj is not None and faults.targets(inj.name, case) and ctx.rank == ctx.world_size - 1:
             dist.all_reduce(torch.zeros(1, device=ctx.device), group=ctx.group)
+
+    def _set_up(self, case: Case) -> tuple[DistContext, Case]:
+        """The case's context and its resolved self, or CaseSkipped (its own skip, or a support probe's)."""
+        phase, cfg = self.phases, self.cfg
+        with phase("setup"):
+            ctx = case.context(self.ctx, self.session) if case.context is not None else self.ctx
+            if case.skip is not None:
+                reason = case.skip(ctx, cfg)
+                if reason:
+                    raise CaseSkipped(reason)
+            if case.resolve is not None:
+                case = case.resolve(case, ctx, cfg, self.session)
+        if case.support is not None:
+            with phase("probe"):
+                reason = self._supported(ctx, case)
+            if reason:
+                raise CaseSkipped(reason)
+        with phase("setup"):
+            self._maybe_mismatch(ctx, case)
+        return ctx, case
+
+    def _check_run(self, ctx: DistContext, case: Case, build, built: list) -> tuple[int, dict]:
+        """One untimed op on fresh inputs, checked: (this rank's wrong elements, the buffers' fields); its
+        buffers released (``built`` loses them)."""
+        phase, checked = self.phases, case.unchecked is None
+        once = build()
+        if checked and once.check is None:
+            raise ValueError(f"case {case.label} is checked (no `unchecked` reason) but its Buffers have no check")
+        with phase("check_run"):
+            wait_all(once.call(False))
+            ctx.sync_device()
+        self._corrupt(ctx, case, once, timed=False)
+        with phase("check"):
+            wrong_once = once.check() if checked and once.check is not None else 0
+        fields = dict(once.fields)
+        _release(once)
+        built.remove(once)
+        return wrong_once, fields
+
+    def _record(self, ctx: DistContext, case: Case, m: Measurement, fields: dict, totals, n_sets: int) -> dict:
+        """The case's record (results.make_record); ``totals``: every rank's wrong elements after the check run
+        and after the timed samples, None where the case is not checked."""
+        provenance = dict(case.provenance)
+        if journal.current() is not None:  # what recording each op costs, inside every timed sample
+            if self._journal_s is None:
+                self._journal_s = journal.record_cost_s()
+            fields["journal_us_per_op"] = round(self._journal_s * 1e6, 3)
+            provenance["journal_us_per_op"] = JOURNAL_PROVENANCE
+        extra = _merge_fields(
+            {k: v for k, v in case.identity.items() if k != "in_place"}, dict(case.fields), fields, label=case.label
+        )
+        return results.make_record(
+            experiment=case.experiment,
+            op=case.op,
+            backend=ctx.backend,
+            device=ctx.device.type,
+            dtype=case.bytes.dtype,
+            world_size=ctx.world_size,
+            size_bytes=case.bytes.size_bytes,
+            count=case.bytes.count,
+            in_place=bool(case.identity.get("in_place", False)),
+            m=m,
+            n_wrong=None if totals is None else sum(totals),
+            bw_op=case.bytes.bw_op,
+            busbw=case.bytes.bw_op is not None,
+            time_includes=case.bytes.time_includes,
+            checked=totals is not None,
+            unchecked_reason=case.unchecked,
+            n_wrong_check=None if totals is None else totals[0],
+            n_wrong_timed=None if totals is None else totals[1],
+            buffer_sets_checked=0 if totals is None else n_sets,
+            identity=sorted(case.identity),
+            label=case.record_label or case.label,
+            size_definition=case.bytes.definition,
+            time_normalisation=case.normalisation,
+            time_divisor=case.divisor,
+            requested_timing_mode=self.cfg.timing_mode,
+            hosts=len(set(ctx.hostnames)),
+            case_provenance=provenance,
+            **extra,
+        )
 
 
 def _delayed_after(ctx: DistContext, call, delay: tuple[float, str] | None):
