@@ -128,15 +128,7 @@ def make_record(
     stats = metrics.latency_stats_us(m.samples_s)
     t = m.median_s
     bw_op = bw_op or op
-    factor = metrics.busbw_factor(bw_op, world_size) if busbw and bw_op in metrics.OPS_WITH_FACTOR else None
-    if busbw and factor is None and size_bytes > 0:
-        raise ValueError(f"no bus-bandwidth factor for op {bw_op!r}; known: {', '.join(metrics.OPS_WITH_FACTOR)}")
-    algbw = metrics.algbw_gbps(size_bytes, t) if size_bytes > 0 and t > 0 else 0.0
-    busbw_v = algbw * factor if factor is not None else (0.0 if busbw else None)
-    effective = {}
-    if time_includes is not None:  # not nccl-tests busbw: the time is not the communication's alone
-        effective = {"effective_busbw_gbps": busbw_v, "time_includes": time_includes}
-        busbw_v = factor = None
+    algbw, busbw_v, factor, effective = _bandwidths(size_bytes, t, bw_op, busbw, world_size, time_includes)
     rec = {
         "experiment": experiment,
         "op": op,
@@ -175,6 +167,26 @@ def make_record(
     rec.update(budget_s=m.budget_s, iters_requested=m.iters_requested, stopped_by_budget=m.stopped_by_budget)
     rec["warmup_requested"] = m.warmup_requested
     rec.update(extra)
+    rec["provenance"] = _provenance(rec, m, bw_op, extra, time_includes) | (case_provenance or {})
+    return rec
+
+
+def _bandwidths(size_bytes: int, t: float, bw_op: str, busbw: bool, world: int, time_includes: str | None) -> tuple:
+    """(algbw, busbw, the bus factor, the effective-rate fields) of a case moving ``size_bytes`` in ``t`` s; a time
+    that includes compute (``time_includes``) has no busbw, its factor's rate is an effective one instead."""
+    factor = metrics.busbw_factor(bw_op, world) if busbw and bw_op in metrics.OPS_WITH_FACTOR else None
+    if busbw and factor is None and size_bytes > 0:
+        raise ValueError(f"no bus-bandwidth factor for op {bw_op!r}; known: {', '.join(metrics.OPS_WITH_FACTOR)}")
+    algbw = metrics.algbw_gbps(size_bytes, t) if size_bytes > 0 and t > 0 else 0.0
+    busbw_v = algbw * factor if factor is not None else (0.0 if busbw else None)
+    if time_includes is None:
+        return algbw, busbw_v, factor, {}
+    # not nccl-tests busbw: the time is not the communication's alone
+    return algbw, None, None, {"effective_busbw_gbps": busbw_v, "time_includes": time_includes}
+
+
+def _provenance(rec: dict, m: Measurement, bw_op: str, extra: dict, time_includes: str | None) -> dict:
+    """How each number of ``rec`` was obtained (PROVENANCE, worded for this record)."""
     prov = {
         k: v.format(timer=m.timer, bw_op=bw_op, n=m.iterations) for k, v in PROVENANCE.items() if rec.get(k) is not None
     }  # no claim for a number the record does not have (busbw, n_wrong) ...
@@ -197,15 +209,13 @@ def make_record(
                 f"{metrics.tail_min_samples(q)} "
                 "(with fewer it is the sample maximum or minimum, not a tail)"
             )
-    if effective:
+    if time_includes is not None:
         prov["algbw_gbps"] = f"derived: size_bytes / time_us, a time that includes {time_includes} (an effective rate)"
         prov["effective_busbw_gbps"] = (
             f"derived: algbw_gbps x the {bw_op} bus factor, over a time that includes {time_includes}: an "
             "effective rate of the whole step (at most the communication's own busbw), not nccl-tests busbw"
         )
-    prov.update(case_provenance or {})
-    rec["provenance"] = prov
-    return rec
+    return prov
 
 
 def checked_with_tolerance(rec: dict) -> bool:
