@@ -19,8 +19,7 @@ OVER_MODULES = {
 }
 """Module -> (its lines today, the split that would bring it under MODULE_LINES)."""
 
-OVER_FUNCTIONS = {
-}
+OVER_FUNCTIONS = {}
 """'module:function' -> (its lines today, what would split it under FUNCTION_LINES)."""
 
 
