@@ -38,8 +38,8 @@ from suite.launch.config import (
     build_config,
     config_from_json,
     settings_from_env,
-    switch,
 )
+from suite.launch.switches import switch
 from suite.report.tables import format_tables
 from suite.system import sysinfo
 

@@ -20,7 +20,7 @@ import io
 import os
 import time
 
-from suite.launch.config import switch
+from suite.launch.switches import switch
 from suite.registry import experiment_of
 
 
@@ -36,7 +36,7 @@ BAR_WIDTH = 12
 
 def mode(env=None, stdout_is_terminal: bool = False) -> str:
     """``live``, ``plain`` or ``off`` for this process, from ``SUITE_PROGRESS`` in ``env`` (default
-    os.environ; suite/launch/config.py SWITCHES); ValueError names the choices for any other value."""
+    os.environ; suite/launch/switches.py SWITCHES); ValueError names the choices for any other value."""
     env = os.environ if env is None else env
     raw = switch("SUITE_PROGRESS", env)
     if raw == "auto":

@@ -53,7 +53,8 @@ from suite import results
 
 from suite.harness import faults, journal, verify
 from suite.case import Buffers, Case, Session, support_reason, wait_all
-from suite.launch.config import BenchConfig, switch
+from suite.launch.config import BenchConfig
+from suite.launch.switches import switch
 from suite.harness.dist import DistContext
 from suite.errors import CaseSkipped
 from suite.harness.phases import Phases

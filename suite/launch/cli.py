@@ -27,7 +27,8 @@ from pathlib import Path
 from suite import registry
 
 from suite.harness import progress
-from suite.launch.config import KNOBS, ConfigError, build_config, check_switches, settings_from_env, switch
+from suite.launch.config import KNOBS, ConfigError, build_config, settings_from_env
+from suite.launch.switches import check_switches, switch
 from suite.launch.failures import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -242,7 +243,7 @@ def _main(argv: list[str], where: dict) -> int:
         lay = layout(a)
         names = _chosen_experiments(a.experiments, cfg, lay["world_size"])
         check_run_location(a.results_root, a.run_id)
-        check_switches(os.environ, lay["world_size"])  # every SUITE_* switch (suite/launch/config.py SWITCHES)
+        check_switches(os.environ, lay["world_size"])  # every SUITE_* switch (suite/launch/switches.py SWITCHES)
         live = progress.mode(os.environ, sys.stdout.isatty()) == "live"
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)

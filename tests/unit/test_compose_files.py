@@ -146,11 +146,11 @@ NOT_FOR_COMPOSE = {
 def test_every_knob_reaches_the_compose_nodes():
     """A knob set on `make compose-up` must arrive in every node's environment (compose passes only the
     variables its file names), else the nodes silently run with the default (DDP_PARAMS once did)."""
-    from suite.launch import config
+    from suite.launch import config, switches
 
     env = set(BASE["services"]["node0"]["environment"])
     wanted = {k.make for k in config.KNOBS} | {e.env for e in config.ENV_KNOBS} | {"SUITE_PROGRESS", "SUITE_PROGRESS_S"}
-    unknown = sorted(v for v in env if v.startswith("SUITE_") and v not in config.SWITCHES and v not in wanted)
+    unknown = sorted(v for v in env if v.startswith("SUITE_") and v not in switches.SWITCHES and v not in wanted)
     assert not unknown, f"docker-compose.yml passes {unknown}, which are neither switches (SWITCHES) nor knobs"
     missing = sorted(wanted - env - set(NOT_FOR_COMPOSE))
     assert not missing, f"docker-compose.yml does not pass {missing} to the nodes"

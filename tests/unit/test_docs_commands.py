@@ -30,7 +30,8 @@ from unittest import mock
 
 import pytest
 
-from suite.launch.config import ENV_KNOBS, SWITCHES, ConfigError, check_switches
+from suite.launch.config import ENV_KNOBS, ConfigError
+from suite.launch.switches import SWITCHES, check_switches
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [

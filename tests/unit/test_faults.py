@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from suite.harness import faults
-from suite.launch.config import ConfigError, check_switches
+from suite.launch.config import ConfigError
+from suite.launch.switches import check_switches
 
 
 def test_each_switch_reads_its_fields_in_order_with_optional_ones_filled_left_to_right():

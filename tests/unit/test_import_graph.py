@@ -421,7 +421,7 @@ ROLES = ("harness", "ops", "system", "launch", "report", "model")
 SHARED = {"__init__", "api", "case", "errors", "metrics", "registry", "results"}
 """The modules at the top of suite/: the ones every role shares (suite/__init__.py says what each is)."""
 LAUNCH_USES_OF_THE_HARNESS = {
-    "suite.launch.config -> suite.harness.faults": "the launcher validates every SUITE_INJECT_* switch with the "
+    "suite.launch.switches -> suite.harness.faults": "the launcher validates every SUITE_INJECT_* switch with the "
     "grammar the ranks parse, before any rank starts",
     "suite.launch.cli -> suite.harness.progress": "the launcher decides the live mode as rank 0 does, and "
     "restores the terminal rank 0's live line drew on",

@@ -8,7 +8,7 @@ import io
 import pytest
 
 from suite.harness import progress
-from suite.launch.config import switch
+from suite.launch.switches import switch
 
 
 def test_mode_is_live_only_on_a_terminal_unless_plain_or_off():

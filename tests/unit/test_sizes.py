@@ -14,7 +14,7 @@ FUNCTION_LINES = 80
 
 OVER_MODULES = {
     "suite/harness/plugin.py": (614, "options and fixtures, results writing, terminal output, failure notes"),
-    "suite/launch/config.py": (545, "BenchConfig and its validation, KNOBS, SWITCHES"),
+    "suite/launch/config.py": (405, "BenchConfig and its validation, KNOBS"),
     "suite/harness/journal.py": (471, "the journal, its wrappers of torch.distributed, the dumps"),
 }
 """Module -> (its lines today, the split that would bring it under MODULE_LINES)."""

@@ -1,4 +1,4 @@
-"""Every suite switch is declared once (suite/launch/config.py SWITCHES) with its validator: unset means its
+"""Every suite switch is declared once (suite/launch/switches.py SWITCHES) with its validator: unset means its
 default, a good value is read as documented, a bad one is one line naming the switch and exit 2 before
 any rank starts; every read goes through the table; docs/switches.md and `make help` list the table."""
 
@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from suite.launch import cli as launch
-from suite.launch.config import ENV_KNOBS, SWITCHES, ConfigError, check_switches, switch
+from suite.launch.config import ENV_KNOBS, ConfigError
+from suite.launch.switches import SWITCHES, check_switches, switch
 
 BAD_VALUES = """
 SUITE_PROGRESS          | live             | choose auto
@@ -132,16 +133,16 @@ def _switch_names_read_outside_the_table(source: str) -> list[tuple[int, str]]:
 
 
 def test_every_switch_is_read_through_the_table():
-    """Only the table's modules spell a switch's name (config.py, and faults.py's grammar); every other
+    """Only the table's modules spell a switch's name (switches.py, and faults.py's grammar); every other
     module reads it with ``switch("SUITE_...")``, whose name must be in the table."""
     found = {}
     for p in sorted((ROOT / "suite").rglob("*.py")):
         rel = p.relative_to(ROOT).as_posix()
-        if rel in ("suite/launch/config.py", "suite/harness/faults.py"):
+        if rel in ("suite/launch/switches.py", "suite/harness/faults.py"):
             continue
         if hits := _switch_names_read_outside_the_table(p.read_text()):
             found[rel] = hits
-    assert not found, f"read a SUITE_* switch outside suite.launch.config.switch: {found}"
+    assert not found, f"read a SUITE_* switch outside suite.launch.switches.switch: {found}"
     called = set(
         re.findall(r"\bswitch\(\"(SUITE_\w+)\"", "".join(p.read_text() for p in (ROOT / "suite").rglob("*.py")))
     )
