@@ -32,13 +32,12 @@ from suite.harness import bench_adapter, phases, profiling, progress, terminal
 from suite.harness.phases import Phases
 from suite.launch import failures, fileio
 from suite.launch.config import (
-    KNOBS,
     BenchConfig,
     ConfigError,
     build_config,
     config_from_json,
-    settings_from_env,
 )
+from suite.launch.knobs import KNOBS, settings_from_env
 from suite.launch.switches import switch
 from suite.report.tables import format_tables
 from suite.system import sysinfo

@@ -27,7 +27,8 @@ from pathlib import Path
 from suite import registry
 
 from suite.harness import progress
-from suite.launch.config import KNOBS, ConfigError, build_config, settings_from_env
+from suite.launch.config import ConfigError, build_config
+from suite.launch.knobs import KNOBS, settings_from_env
 from suite.launch.switches import check_switches, switch
 from suite.launch.failures import (
     EXIT_BAD_INPUT,

@@ -146,10 +146,10 @@ NOT_FOR_COMPOSE = {
 def test_every_knob_reaches_the_compose_nodes():
     """A knob set on `make compose-up` must arrive in every node's environment (compose passes only the
     variables its file names), else the nodes silently run with the default (DDP_PARAMS once did)."""
-    from suite.launch import config, switches
+    from suite.launch import knobs, switches
 
     env = set(BASE["services"]["node0"]["environment"])
-    wanted = {k.make for k in config.KNOBS} | {e.env for e in config.ENV_KNOBS} | {"SUITE_PROGRESS", "SUITE_PROGRESS_S"}
+    wanted = {k.make for k in knobs.KNOBS} | {e.env for e in knobs.ENV_KNOBS} | {"SUITE_PROGRESS", "SUITE_PROGRESS_S"}
     unknown = sorted(v for v in env if v.startswith("SUITE_") and v not in switches.SWITCHES and v not in wanted)
     assert not unknown, f"docker-compose.yml passes {unknown}, which are neither switches (SWITCHES) nor knobs"
     missing = sorted(wanted - env - set(NOT_FOR_COMPOSE))
@@ -159,10 +159,10 @@ def test_every_knob_reaches_the_compose_nodes():
 
 
 def test_every_run_wide_knob_is_a_node_flag():
-    """docker/node.sh turns each run-wide knob into the launcher's flag (config.KNOBS: the one spelling)."""
-    from suite.launch import config
+    """docker/node.sh turns each run-wide knob into the launcher's flag (knobs.KNOBS: the one spelling)."""
+    from suite.launch import knobs
 
     text = (ROOT / "docker" / "node.sh").read_text()
     pairs = set(re.findall(r"([a-z-]+):([A-Z_]+)", text)) | set(re.findall(r'--([a-z-]+) "\$\{([A-Z_]+)', text))
-    missing = sorted(f"{k.flag}:{k.make}" for k in config.KNOBS if (k.flag, k.make) not in pairs)
+    missing = sorted(f"{k.flag}:{k.make}" for k in knobs.KNOBS if (k.flag, k.make) not in pairs)
     assert not missing, f"docker/node.sh does not pass {missing}"

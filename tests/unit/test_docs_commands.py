@@ -1,7 +1,7 @@
 """Every shell command shown in README.md, docs/*.md and the experiments' READMEs (```sh blocks) is checked.
 
 - ``make <target> [VAR=value ...]``: ``make -n`` accepts the target with those variables, and every
-  VAR is one the Makefiles define or export, an experiment knob of ``suite/launch/config.py`` ENV_KNOBS,
+  VAR is one the Makefiles define or export, an experiment knob of ``suite/launch/knobs.py`` ENV_KNOBS,
   or a named pass-through variable (PASS_THROUGH, each with the file that reads it);
 - ``python -m suite.<mod> ...``: the module's own argparse accepts the arguments (its ``main`` is
   called with ``parse_args`` stopped right after parsing, so nothing runs);
@@ -30,7 +30,8 @@ from unittest import mock
 
 import pytest
 
-from suite.launch.config import ENV_KNOBS, ConfigError
+from suite.launch.config import ConfigError
+from suite.launch.knobs import ENV_KNOBS
 from suite.launch.switches import SWITCHES, check_switches
 
 ROOT = Path(__file__).resolve().parents[2]

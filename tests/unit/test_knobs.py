@@ -1,5 +1,5 @@
 """One spelling per knob: the launcher's options, the plugin's and the Makefile's SUITE_ARGS all come
-from (or are checked against) suite.launch.config.KNOBS."""
+from (or are checked against) suite.launch.knobs.KNOBS."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from suite.launch import cli as launch
-from suite.launch.config import ENV_KNOBS, KNOBS, SECTIONS, BenchConfig, build_config, config_from_json
+from suite.launch.config import BenchConfig, build_config, config_from_json
+from suite.launch.knobs import ENV_KNOBS, KNOBS, SECTIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -97,7 +98,7 @@ def test_compose_nodes_pass_each_knob_under_its_one_name():
 
 def test_experiment_settings_are_the_config_sections_and_their_env_spellings():
     from suite import registry
-    from suite.launch.config import env_knobs
+    from suite.launch.knobs import env_knobs
 
     specs = registry.discover()
     assert SECTIONS == {n: s.settings for n, s in specs.items() if s.settings is not None}

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from suite.launch import cli as launch
-from suite.launch.config import ENV_KNOBS, ConfigError
+from suite.launch.config import ConfigError
+from suite.launch.knobs import ENV_KNOBS
 from suite.launch.switches import SWITCHES, check_switches, switch
 
 BAD_VALUES = """
