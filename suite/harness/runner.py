@@ -51,7 +51,7 @@ import torch.distributed as dist
 
 from suite import results
 
-from suite.harness import faults, journal, verify
+from suite.harness import faults, journal, journal_check, verify
 from suite.case import Buffers, Case, Session, support_reason, wait_all
 from suite.launch.config import BenchConfig
 from suite.launch.switches import switch
@@ -138,7 +138,7 @@ class Harness:
                 stray()  # SUITE_INJECT_DIVERGE=stray: an op left in flight, after this case's last one
             if journal.current() is not None:  # the ranks issued the same collectives (not a collective itself)
                 with phase("sequence_check"):
-                    journal.current().agree(ctx, case.label)
+                    journal_check.agree(journal.current(), ctx, case.label)
             # 3. the buffers that were timed hold exactly one op's result (reset before each sample)
             self._corrupt(ctx, case, sets[-1], timed=True)
             with phase("check"):

@@ -28,7 +28,13 @@ from suite.launch.fileio import write_json_atomic
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: suite/launch/ is two levels down
 DUMP_WAIT_S = 4.0
 """How long the launcher waits for the ranks' dumps (a rank's journal thread answers within 0.25 s)."""
-_SKIP_FILES = ("suite/harness/journal.py", "suite/launch/failures.py")  # the dump's own frames say nothing of the hang
+_SKIP_FILES = (  # the journal's own frames (its wrappers, its check, its dump) say nothing of the hang
+    "suite/harness/journal.py",
+    "suite/harness/journal_wrap.py",
+    "suite/harness/journal_check.py",
+    "suite/harness/journal_dump.py",
+    "suite/launch/failures.py",
+)
 
 
 def request_dumps(run_dir: Path, why: str) -> None:

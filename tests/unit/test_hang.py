@@ -1,5 +1,6 @@
-"""The hang diagnosis (suite/launch/hang.py) and the after-case sequence check's verdict (suite/harness/journal.py)
-as pure functions of synthetic per-rank dumps: which rank each kind of divergence names."""
+"""The hang diagnosis (suite/launch/hang.py) and the after-case sequence check's verdict
+(suite/harness/journal_check.py) as pure functions of synthetic per-rank dumps: which rank each kind of
+divergence names."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 
 from suite.launch import flight_recorder, hang
 
-from suite.harness import journal
+from suite.harness import c10d, journal, journal_check, journal_wrap
 from suite.launch.failures import EXIT_DIVERGED, EXIT_PEER_FAILURE, MEANING
 from suite.launch.supervise import final_status
 
@@ -144,7 +145,7 @@ def test_an_interrupted_run_whose_ranks_were_moving_is_not_called_a_divergence()
 
 def test_the_sequence_check_names_the_odd_rank_per_group():
     def check(*counts):
-        return journal.divergence(dict(enumerate(counts)), "c")
+        return journal_check.divergence(dict(enumerate(counts)), "c")
 
     assert check({"0": 40}, {"0": 40}, {"0": 40}) is None
     assert check({"0": 40}, {"0": 39}, {"0": 40}).startswith(
@@ -156,11 +157,11 @@ def test_the_sequence_check_names_the_odd_rank_per_group():
     assert check({"0": 5, "1": 3}, {"0": 5, "1": 3}, {"0": 5}) is None
     assert "rank 1 had issued 2 collective(s) on process group 1" in check({"0": 5, "1": 3}, {"0": 5, "1": 2}, {"0": 5})
     # a subgroup case: only its members (global ranks 2 and 3) take part in the check
-    assert "rank 3 had issued 6" in journal.divergence({2: {"0": 5}, 3: {"0": 6}}, "c")
+    assert "rank 3 had issued 6" in journal_check.divergence({2: {"0": 5}, 3: {"0": 6}}, "c")
 
 
 def test_the_sequence_adapter_falls_back_to_none_without_the_private_api():
-    assert journal.sequence_number(object()) is None
+    assert c10d.sequence_number(object()) is None
 
 
 def test_a_divergence_is_its_own_exit_status_not_a_lost_peer(tmp_path, capsys):
@@ -282,7 +283,7 @@ def test_a_recorded_failure_leaves_the_installed_journals_dump_first(tmp_path, m
     failures.record_failure(str(tmp_path), 0, "before any journal")
     assert not (tmp_path / "hang").exists()
     j = journal.Journal(0, str(tmp_path))
-    monkeypatch.setattr(dist, "all_reduce", j.wrap("all_reduce", dist.all_reduce))
+    monkeypatch.setattr(dist, "all_reduce", journal_wrap.wrap(j, "all_reduce", dist.all_reduce))
     assert journal.current() is j
     failures.record_failure(str(tmp_path), 0, "rank 1 stopped responding")
     dump = json.loads((tmp_path / "hang" / "rank0.json").read_text())

@@ -324,14 +324,15 @@ def test_a_delay_spec_reads_rank_seconds_name_and_where():
 def test_each_record_says_what_the_journal_costs_and_the_harness_times_each_phase(ctx, monkeypatch):
     import torch.distributed as dist
 
-    from suite.harness import journal
+    from suite.harness import journal, journal_wrap
 
     case = sweep.collective_cases(CFG, 1, experiment="collectives")[0]
     h = Harness(ctx, CFG, env={})
     _, rec = h.run(case)
     assert "journal_us_per_op" not in rec  # no journal: nothing to say
     j = journal.Journal(0, None)
-    monkeypatch.setattr(dist, "all_reduce", j.wrap("all_reduce", dist.all_reduce))  # as journal.install leaves it
+    # as journal.install leaves it
+    monkeypatch.setattr(dist, "all_reduce", journal_wrap.wrap(j, "all_reduce", dist.all_reduce))
     assert journal.current() is j
     _, rec = h.run(case)
     assert 0 <= rec["journal_us_per_op"] < 10_000

@@ -14,7 +14,6 @@ FUNCTION_LINES = 80
 
 OVER_MODULES = {
     "suite/harness/plugin.py": (613, "options and fixtures, results writing, terminal output, failure notes"),
-    "suite/harness/journal.py": (471, "the journal, its wrappers of torch.distributed, the dumps"),
 }
 """Module -> (its lines today, the split that would bring it under MODULE_LINES)."""
 
