@@ -5,34 +5,33 @@ Every rank runs the same collection with the same options. This plugin
 - adds the suite's options and builds one validated ``BenchConfig``;
 - gives tests the ``bench_cfg`` and ``dist_ctx`` fixtures (the group is started
   once per session on first use and destroyed at the end);
-- turns a harness ``Measurement`` into a pytest-benchmark entry (``submit``):
+- turns a harness ``Measurement`` into a pytest-benchmark entry (suite/harness/results_file.py ``submit``):
   the stats pytest-benchmark stores and compares are the cross-rank samples,
   and ``extra_info`` is the suite's record;
 - on rank 0 only: rewrites ``<results-dir>/bench.json`` atomically after every
-  case (marked incomplete until the session ends), shows its progress (suite/harness/progress.py:
-  a live line on a terminal, periodic lines elsewhere) and prints nccl-tests-style
-  tables; other ranks keep quiet except for failures, which they print to stderr.
+  case (marked incomplete until the session ends; suite/harness/results_file.py), shows its
+  progress (suite/harness/progress.py: a live line on a terminal, periodic lines elsewhere) and
+  prints nccl-tests-style tables; other ranks keep quiet except for failures, which they print to stderr.
+
+What it keeps for the session is a ``RunState`` (suite/harness/run_state.py).
 """
 
 from __future__ import annotations
 
 import gc
-import json
 import os
 import sys
 import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TextIO
 
 import pytest
 
 from suite import registry
 from suite.errors import CaseFailed, CaseSkipped
 from suite.harness import bench_adapter, phases, profiling, progress, terminal
-from suite.harness.phases import Phases
+from suite.harness.results_file import submit, write_results
+from suite.harness.run_state import RUN, RunState, rank_from_env, state
 from suite.launch import failures, fileio
 from suite.launch.config import (
-    BenchConfig,
     ConfigError,
     build_config,
     config_from_json,
@@ -41,73 +40,6 @@ from suite.launch.knobs import KNOBS, settings_from_env
 from suite.launch.switches import switch
 from suite.report.tables import format_tables
 from suite.system import sysinfo
-
-if TYPE_CHECKING:  # torch: imported when the session starts its group
-    from suite.harness.dist import EndOfRun
-
-
-@dataclass(kw_only=True)
-class RunState:
-    """All the plugin keeps for one pytest session (this rank), in ``config.stash[RUN]``: made by
-    pytest_configure, absent when that failed (every hook then does nothing)."""
-
-    cfg: BenchConfig
-    rank: int
-    started_unix: float = field(default_factory=time.time)
-    phases: Phases = field(default_factory=Phases)
-    """Where this rank's time goes (suite.phase_seconds)."""
-    progress_mode: str = "off"
-    """live, plain or off (suite/harness/progress.py); off on every rank but 0."""
-    progress_every_s: float = 30.0
-    total: int = 0
-    """Cases collected; ``done`` of them have ended."""
-    done: int = 0
-    progress_t0: float = 0.0
-    progress_last: float = 0.0
-    """When the last plain progress line was printed."""
-    tty: TextIO | None = None
-    """The live line's own handle on the terminal (pytest's capture holds fd 1 while a test runs)."""
-    live: progress.LiveLine | None = None
-    saved_tw: object = None
-    """pytest's terminal writer while the live line has its place."""
-    devnull: TextIO | None = None
-    """Where a quiet rank's terminal reporter writes."""
-    records: list[dict] = field(default_factory=list)
-    skipped: list[dict] = field(default_factory=list)
-    failed: list[dict] = field(default_factory=list)
-    """Cases that failed alike on every rank (the harness's CaseFailed), each with its message."""
-    machine: dict | None = None
-    """The run's hosts and group (sysinfo.collect_global), once the group is up."""
-    machine_info: dict | None = None
-    commit_info: dict | None = None
-    """pytest-benchmark's machine and commit info, generated once (about 0.2 s each)."""
-    encoded: dict = field(default_factory=dict)
-    """id(benchmark) -> (benchmark, its JSON text): each stored entry encoded once."""
-    n_tests: int = -1
-    """Tests begun so far, less one (SUITE_INJECT_FAULT's n counts from 0)."""
-    end: EndOfRun | None = None
-    """suite.harness.dist.EndOfRun, from the session's end: no rank leaves before rank 0 has written."""
-    ran_to_the_end: bool = False
-    """Every case of this rank ran (none stopped the session): it may wait for rank 0 at its exit."""
-
-
-RUN = pytest.StashKey[RunState]()
-
-
-def _state(config) -> RunState | None:
-    return config.stash.get(RUN, None)
-
-
-def _rank_from_env() -> int:
-    """This process's rank as init_distributed reads it (``read_launch_env``); 0 where the launcher's
-    variables are malformed (the session's init_distributed reports that)."""
-    from suite.harness.dist import read_launch_env
-    from suite.launch.preflight import PreflightError
-
-    try:
-        return read_launch_env().rank
-    except PreflightError:
-        return 0
 
 
 def pytest_addoption(parser):
@@ -149,7 +81,7 @@ def pytest_configure(config):
         raise pytest.UsageError(str(e)) from None
     if mode == "live" and (config.getoption("capture", "fd") == "no" or all_ranks_output):
         mode = "plain"  # the tests' prints (-s) or the other ranks' output would write over the line
-    rank = _rank_from_env()
+    rank = rank_from_env()
     st = config.stash[RUN] = RunState(
         cfg=cfg, rank=rank, progress_mode=mode if rank == 0 else "off", progress_every_s=every_s
     )
@@ -160,7 +92,7 @@ def pytest_configure(config):
 
 def pytest_sessionstart(session):
     config = session.config
-    st = _state(config)
+    st = state(config)
     if st is None or st.rank == 0:
         return
     # pytest-benchmark's own saving (--benchmark-autosave/--benchmark-save/--benchmark-json)
@@ -185,7 +117,7 @@ def suite_profile(request):
     if not profiling.wanted(nodeid) or not results_dir:
         yield None
         return
-    with profiling.profile_to(profiling.trace_path(results_dir, nodeid, _rank_from_env())) as prof:
+    with profiling.profile_to(profiling.trace_path(results_dir, nodeid, rank_from_env())) as prof:
         yield prof
 
 
@@ -228,29 +160,6 @@ def dist_ctx(request):
     }
     yield ctx
     destroy_distributed(ctx)
-
-
-def submit(request, benchmark, m, record: dict) -> None:
-    """Store a case: pytest-benchmark stats from ``m``, ``record`` as extra_info.
-
-    Fails the test (on every rank alike, since ``n_wrong`` is global) when any
-    element was wrong.
-    """
-    bench_adapter.store_samples(
-        benchmark, m.samples_s, m.ops_per_sample, group=f"{record['experiment']}:{record['op']}", extra=record
-    )
-    config = request.config
-    st = config.stash[RUN]
-    st.records.append(record)
-    if st.rank == 0:
-        with st.phases("write"):
-            _write_results(config, complete=False)
-    if (record.get("n_wrong") or 0) > 0:
-        pytest.fail(
-            f"{record['n_wrong']} wrong element(s) in {record['op']} "
-            f"({record.get('dtype')}, {record.get('size_bytes')} B)",
-            pytrace=False,
-        )
 
 
 @pytest.fixture(scope="session")
@@ -303,66 +212,8 @@ def pytest_generate_tests(metafunc):
     metafunc.parametrize("suite_case", cases, ids=[c.label for c in cases])
 
 
-def _output_json(config, complete: bool, exitstatus: int | None) -> dict:
-    bs = bench_adapter.session(config)
-    st = config.stash[RUN]
-    # The file is rewritten after every case; machine and commit info do not change during a
-    # run, and generating them costs ~0.2 s (py-cpuinfo, git), so they are computed once.
-    if st.commit_info is None:
-        st.commit_info = config.hook.pytest_benchmark_generate_commit_info(config=config)
-    if st.machine_info is None and st.machine:
-        st.machine_info = bs.get_machine_info()
-    out = config.hook.pytest_benchmark_generate_json(
-        config=config,
-        benchmarks=[],  # the entries: _encoded_benchmarks, each encoded once
-        include_data=True,
-        machine_info=st.machine_info or bs.get_machine_info(),
-        commit_info=st.commit_info,
-    )
-    out["suite"] = {
-        "complete": complete,
-        "exitstatus": exitstatus,
-        "run_id": config.option.run_id,
-        "config": st.cfg.as_dict(),
-        "started_unix": st.started_unix,
-        "n_records": len(st.records),
-        "skipped": list(st.skipped),
-        "failed": list(st.failed),
-        # rank 0's seconds per phase of the session so far (suite/harness/phases.py says what each covers)
-        "phase_seconds": st.phases.breakdown(time.time() - st.started_unix),
-        # the same per experiment: its cases' phases and the rest of their wall time
-        "phase_seconds_by_experiment": st.phases.breakdown_by_experiment(),
-    }
-    return out
-
-
-def _encoded_benchmarks(config) -> list[str]:
-    """Each stored benchmark as pytest-benchmark's JSON entry (``as_dict(include_data=True)``, what its
-    pytest_benchmark_generate_json lists), encoded once: bench.json is rewritten after every case, and
-    encoding every entry each time made writing it the largest cost of a run (docs/reports.md)."""
-    bs = bench_adapter.session(config)
-    cache = config.stash[RUN].encoded
-    out = []
-    for bench in bs.benchmarks:
-        if bench.has_error:
-            continue
-        hit = cache.get(id(bench))
-        if hit is None or hit[0] is not bench:
-            hit = cache[id(bench)] = (bench, json.dumps(bench.as_dict(include_data=True), indent=1, default=str))
-        out.append(hit[1])
-    return out
-
-
-def _write_results(config, complete: bool, exitstatus: int | None = None) -> None:
-    d = config.option.results_dir
-    if not d:
-        return
-    text = fileio.dumps_with_list(_output_json(config, complete, exitstatus), "benchmarks", _encoded_benchmarks(config))
-    fileio.write_text_atomic(os.path.join(d, "bench.json"), text, durable=complete or exitstatus is not None)
-
-
 def pytest_benchmark_update_machine_info(config, machine_info):
-    st = _state(config)
+    st = state(config)
     info = st.machine if st is not None else None
     if info:
         machine_info["suite"] = info
@@ -393,7 +244,7 @@ def _is_distributed_failure(exc: BaseException) -> bool:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """Each case's wall time and phases also count to its experiment (suite.phase_seconds_by_experiment)."""
-    st = _state(item.config)
+    st = state(item.config)
     if st is None:
         yield
         return
@@ -418,7 +269,7 @@ def pytest_runtest_call(item):
 def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
-    st = _state(item.config)
+    st = state(item.config)
     if st is not None and rep.skipped and isinstance(rep.longrepr, tuple):  # every skip, with its reason
         reason = str(rep.longrepr[2])
         st.skipped.append(
@@ -442,8 +293,8 @@ def pytest_runtest_makereport(item, call):
     j = sys.modules.get("suite.harness.journal")
     if j is not None and j.current() is not None and j.current().exc is None:
         j.current().exc = exc  # a failure outside the call phase: its dump shows where it was raised
-    record_failure(item.config.option.results_dir, _rank_from_env(), cause, kind=kind)
-    item.session.shouldstop = f"rank {_rank_from_env()} stopped the run: {cause}"
+    record_failure(item.config.option.results_dir, rank_from_env(), cause, kind=kind)
+    item.session.shouldstop = f"rank {rank_from_env()} stopped the run: {cause}"
 
 
 def _inject_fault(item) -> None:
@@ -478,14 +329,14 @@ def pytest_runtest_setup(item):
     j = sys.modules.get("suite.harness.journal")
     if j is not None and j.current() is not None:
         j.current().set_case(item.nodeid)  # the case a hung op belongs to
-    st = _state(item.config)
+    st = state(item.config)
     if st is not None and st.live is not None:
         st.live.update(case=item.nodeid)
     _inject_fault(item)
 
 
 def pytest_runtest_logreport(report):
-    if report.failed and _rank_from_env() != 0:
+    if report.failed and rank_from_env() != 0:
         # the exception's message (e.g. Gloo naming the lost peer), not just where it was raised
         crash = getattr(report.longrepr, "reprcrash", None)
         msg = report.longreprtext.strip().splitlines()
@@ -494,12 +345,12 @@ def pytest_runtest_logreport(report):
             if crash is not None and crash.message.strip()
             else (msg[-1] if msg else "")
         )
-        sys.stderr.write(f"[rank {_rank_from_env()}] FAILED {report.nodeid} ({report.when}): {tail}\n")
+        sys.stderr.write(f"[rank {rank_from_env()}] FAILED {report.nodeid} ({report.when}): {tail}\n")
         sys.stderr.flush()
 
 
 def pytest_collection_finish(session):
-    st = _state(session.config)
+    st = state(session.config)
     if st is None:
         return
     st.total, st.done, st.progress_t0 = len(session.items), 0, time.time()
@@ -520,7 +371,7 @@ def _start_live(config, st: RunState) -> None:
 
 def _stop_live(config) -> None:
     """Erase the live line and give pytest its terminal back (idempotent: session end, unconfigure)."""
-    st = _state(config)
+    st = state(config)
     live = st.live if st is not None else None
     if live is None:
         return
@@ -535,7 +386,7 @@ def pytest_runtest_teardown(item, nextitem):
     """Rank 0: the live line moves on; or, in plain mode, every SUITE_PROGRESS_S seconds (default 30)
     a line with cases done of total and the time left (suite/harness/progress.py)."""
     config = item.config
-    st = _state(config)
+    st = state(config)
     if st is None or st.rank != 0:
         return
     st.done += 1
@@ -563,7 +414,7 @@ def pytest_sessionfinish(session, exitstatus):
         # pytest's 5 would read as the suite's "lost a peer"; say what happened instead
         sys.stderr.write("error: the case selection (K= / -k) matched no case of the chosen experiments\n")
         session.exitstatus = failures.EXIT_NOTHING_SELECTED
-    st = _state(config)
+    st = state(config)
     if st is not None:
         from suite.harness.dist import EndOfRun
 
@@ -574,7 +425,7 @@ def pytest_sessionfinish(session, exitstatus):
     if st is not None and st.rank == 0 and st.records:
         interrupted = exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR)
         try:
-            _write_results(config, complete=not interrupted and session.shouldstop is False, exitstatus=int(exitstatus))
+            write_results(config, complete=not interrupted and session.shouldstop is False, exitstatus=int(exitstatus))
         except fileio.ResultsWriteError as e:  # one line (the launcher names it too); bench.json keeps its last cases
             sys.stderr.write(f"error: {e}\n")
             failures.record_failure(config.option.results_dir, 0, str(e), kind=e.failure_kind)
@@ -583,7 +434,7 @@ def pytest_sessionfinish(session, exitstatus):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    st = _state(config)
+    st = state(config)
     if st is None or st.rank != 0:
         return
     recs = st.records
@@ -602,7 +453,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
     _stop_live(config)
-    st = _state(config)
+    st = state(config)
     if st is not None and st.end is not None:  # torchrun ends every rank at the first that exits non-zero
         if st.rank == 0:
             st.end.done()

@@ -38,7 +38,7 @@ def test_bench_json_entries_are_encoded_once():
     """bench.json is rewritten after every case: an entry is encoded when it is new, never again."""
     from types import SimpleNamespace
 
-    from suite.harness import plugin
+    from suite.harness import results_file, run_state
 
     class Bench:
         has_error = False
@@ -52,10 +52,10 @@ def test_bench_json_entries_are_encoded_once():
 
     benches = [Bench("a")]
     config = SimpleNamespace(_benchmarksession=SimpleNamespace(benchmarks=benches), stash={})
-    config.stash[plugin.RUN] = plugin.RunState(cfg=None, rank=0)
-    first = plugin._encoded_benchmarks(config)
+    config.stash[run_state.RUN] = run_state.RunState(cfg=None, rank=0)
+    first = results_file.encoded_benchmarks(config)
     benches.append(Bench("b"))
-    second = plugin._encoded_benchmarks(config)
+    second = results_file.encoded_benchmarks(config)
     assert [b.encoded for b in benches] == [1, 1]
     assert second[0] == first[0] and [json.loads(e)["name"] for e in second] == ["a", "b"]
     assert json.loads(second[1])["stats"]["data"] == [1.0]  # with the samples, as pytest-benchmark lists them

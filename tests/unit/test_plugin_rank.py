@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from suite.harness import plugin
+from suite.harness import run_state
 
 LAUNCH_VARS = (
     "RANK",
@@ -35,4 +35,4 @@ def test_the_plugins_rank_is_the_one_init_distributed_reads(monkeypatch, env, ra
         monkeypatch.delenv(k, raising=False)
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    assert plugin._rank_from_env() == rank
+    assert run_state.rank_from_env() == rank

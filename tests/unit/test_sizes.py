@@ -13,7 +13,7 @@ MODULE_LINES = 400
 FUNCTION_LINES = 80
 
 OVER_MODULES = {
-    "suite/harness/plugin.py": (613, "options and fixtures, results writing, terminal output, failure notes"),
+    "suite/harness/plugin.py": (465, "options and fixtures, results writing, terminal output, failure notes"),
 }
 """Module -> (its lines today, the split that would bring it under MODULE_LINES)."""
 
