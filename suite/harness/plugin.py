@@ -11,7 +11,8 @@ Every rank runs the same collection with the same options. This plugin
 - on rank 0 only: rewrites ``<results-dir>/bench.json`` atomically after every
   case (marked incomplete until the session ends; suite/harness/results_file.py), shows its
   progress (suite/harness/progress.py: a live line on a terminal, periodic lines elsewhere) and
-  prints nccl-tests-style tables; other ranks keep quiet except for failures, which they print to stderr.
+  prints nccl-tests-style tables; other ranks keep quiet except for failures, which they print to stderr
+  (suite/harness/rank_output.py).
 
 What it keeps for the session is a ``RunState`` (suite/harness/run_state.py).
 """
@@ -27,7 +28,7 @@ import pytest
 
 from suite import registry
 from suite.errors import CaseFailed, CaseSkipped
-from suite.harness import bench_adapter, phases, profiling, progress, terminal
+from suite.harness import bench_adapter, profiling, progress, rank_output, terminal
 from suite.harness.results_file import submit, write_results
 from suite.harness.run_state import RUN, RunState, rank_from_env, state
 from suite.launch import failures, fileio
@@ -38,7 +39,6 @@ from suite.launch.config import (
 )
 from suite.launch.knobs import KNOBS, settings_from_env
 from suite.launch.switches import switch
-from suite.report.tables import format_tables
 from suite.system import sysinfo
 
 
@@ -99,13 +99,7 @@ def pytest_sessionstart(session):
     # belongs to rank 0, or every rank would store a copy of the run.
     bench_adapter.silence_session(config)
     if not switch("SUITE_ALL_RANKS_OUTPUT"):
-        # Only rank 0 prints; the others' failures still reach stderr (see
-        # pytest_runtest_logreport). pytest's capture keeps its own copy of fd 1,
-        # so the reporter's writer is pointed at /dev/null instead.
-        tr = config.pluginmanager.getplugin("terminalreporter")
-        if tr is not None:
-            st.devnull = open(os.devnull, "w")  # noqa: SIM115 - open for the session
-            terminal.redirect(tr, st.devnull)
+        rank_output.quiet_rank(config, st)
 
 
 # SUITE_PROFILE=1: a torch.profiler trace of every case (suite/harness/profiling.py).
@@ -336,17 +330,7 @@ def pytest_runtest_setup(item):
 
 
 def pytest_runtest_logreport(report):
-    if report.failed and rank_from_env() != 0:
-        # the exception's message (e.g. Gloo naming the lost peer), not just where it was raised
-        crash = getattr(report.longrepr, "reprcrash", None)
-        msg = report.longreprtext.strip().splitlines()
-        tail = (
-            crash.message.strip().splitlines()[0]
-            if crash is not None and crash.message.strip()
-            else (msg[-1] if msg else "")
-        )
-        sys.stderr.write(f"[rank {rank_from_env()}] FAILED {report.nodeid} ({report.when}): {tail}\n")
-        sys.stderr.flush()
+    rank_output.failure_line(report)
 
 
 def pytest_collection_finish(session):
@@ -356,60 +340,18 @@ def pytest_collection_finish(session):
     st.total, st.done, st.progress_t0 = len(session.items), 0, time.time()
     st.progress_last = st.progress_t0
     if st.progress_mode == "live" and session.items:
-        _start_live(session.config, st)
-
-
-def _start_live(config, st: RunState) -> None:
-    """The live line, with pytest's terminal output redirected above it."""
-    tr = config.pluginmanager.getplugin("terminalreporter")
-    if tr is None:
-        return
-    live = progress.LiveLine(st.tty, st.total)
-    st.live, st.saved_tw = live, terminal.redirect(tr, live.stream, like_current=True)
-    live.start()
-
-
-def _stop_live(config) -> None:
-    """Erase the live line and give pytest its terminal back (idempotent: session end, unconfigure)."""
-    st = state(config)
-    live = st.live if st is not None else None
-    if live is None:
-        return
-    st.live = None
-    pending = live.stop()
-    tr = config.pluginmanager.getplugin("terminalreporter")
-    if tr is not None:
-        terminal.restore(tr, st.saved_tw, pending)  # a partial line of dots, through the writer that tracks it
+        rank_output.start_live(session.config, st)
 
 
 def pytest_runtest_teardown(item, nextitem):
-    """Rank 0: the live line moves on; or, in plain mode, every SUITE_PROGRESS_S seconds (default 30)
-    a line with cases done of total and the time left (suite/harness/progress.py)."""
-    config = item.config
-    st = state(config)
-    if st is None or st.rank != 0:
-        return
-    st.done += 1
-    if st.live is not None:
-        st.live.update(done=st.done)
-    if st.progress_mode != "plain":
-        return
-    now = time.time()
-    if nextitem is None or now - st.progress_last < st.progress_every_s:
-        return
-    st.progress_last = now
-    tr = config.pluginmanager.getplugin("terminalreporter")
-    capman = config.pluginmanager.getplugin("capturemanager")
-    if tr is not None and capman is not None:
-        with capman.global_and_fixture_disabled():  # teardown runs under capture; live-log does the same
-            tr.write("\n")  # off the line of dots
-            tr.write_line(progress.plain_line(st.done, st.total, now - st.progress_t0))
+    """Rank 0: its progress moves on (suite/harness/rank_output.py)."""
+    rank_output.after_case(item, nextitem)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session, exitstatus):
     config = session.config
-    _stop_live(config)  # before anything prints the summary (also after a failure or Ctrl-C)
+    rank_output.stop_live(config)  # before anything prints the summary (also after a failure or Ctrl-C)
     if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
         # pytest's 5 would read as the suite's "lost a peer"; say what happened instead
         sys.stderr.write("error: the case selection (K= / -k) matched no case of the chosen experiments\n")
@@ -434,25 +376,12 @@ def pytest_sessionfinish(session, exitstatus):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    st = state(config)
-    if st is None or st.rank != 0:
-        return
-    recs = st.records
-    if recs:
-        terminalreporter.write_line("")
-        terminalreporter.write(format_tables(recs))
-        terminalreporter.write_line(phases.summary_line(st.phases.breakdown(time.time() - st.started_unix)))
-        if config.option.results_dir:
-            terminalreporter.write_line(f"results: {os.path.join(config.option.results_dir, 'bench.json')}")
-    if not config.option.show_benchmark_table:
-        bs = bench_adapter.session(config)
-        if bs is not None:
-            bs.groups = None
+    rank_output.summary(terminalreporter, config)
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
-    _stop_live(config)
+    rank_output.stop_live(config)
     st = state(config)
     if st is not None and st.end is not None:  # torchrun ends every rank at the first that exits non-zero
         if st.rank == 0:
