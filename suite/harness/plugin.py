@@ -14,7 +14,8 @@ Every rank runs the same collection with the same options. This plugin
   prints nccl-tests-style tables; other ranks keep quiet except for failures, which they print to stderr
   (suite/harness/rank_output.py).
 
-What it keeps for the session is a ``RunState`` (suite/harness/run_state.py).
+A case that raised on this rank alone stops the session (suite/harness/failure_notes.py). What the plugin
+keeps for the session is a ``RunState`` (suite/harness/run_state.py).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import pytest
 
 from suite import registry
 from suite.errors import CaseFailed, CaseSkipped
-from suite.harness import bench_adapter, profiling, progress, rank_output, terminal
+from suite.harness import bench_adapter, failure_notes, profiling, progress, rank_output, terminal
 from suite.harness.results_file import submit, write_results
 from suite.harness.run_state import RUN, RunState, rank_from_env, state
 from suite.launch import failures, fileio
@@ -213,28 +214,6 @@ def pytest_benchmark_update_machine_info(config, machine_info):
         machine_info["suite"] = info
 
 
-def _is_distributed_failure(exc: BaseException) -> bool:
-    import torch.distributed as dist
-
-    if isinstance(exc, getattr(dist, "DistError", ())):
-        return True
-    text = str(exc)
-    # Only phrases of a lost or stuck peer: "ProcessGroupGloo does not support ..." is a local error.
-    return any(
-        k in text
-        for k in (
-            "Connection closed by peer",
-            "Connection reset by peer",
-            "Timed out waiting",
-            "Socket Timeout",
-            "Broken pipe",
-            "mismatch between collectives",
-            "ncclRemoteError",
-            "Watchdog caught collective operation timeout",
-        )
-    )
-
-
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """Each case's wall time and phases also count to its experiment (suite.phase_seconds_by_experiment)."""
@@ -252,11 +231,7 @@ def pytest_runtest_call(item):
     traceback: when a peer died, torchrun ends this rank within a second."""
     outcome = yield
     exc = outcome.excinfo[1] if outcome.excinfo else None
-    j = sys.modules.get("suite.harness.journal")
-    if exc is not None and j is not None and j.current() is not None:
-        if not isinstance(exc, (pytest.fail.Exception, pytest.skip.Exception)):
-            j.current().exc = exc
-            j.current().dump(f"this rank failed: {type(exc).__name__}: {str(exc)[:300]}", failed=True)
+    failure_notes.dump_journal(exc)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -269,26 +244,7 @@ def pytest_runtest_makereport(item, call):
         st.skipped.append(
             {"case": item.nodeid, "reason": reason[len("Skipped: ") :] if reason.startswith("Skipped: ") else reason}
         )
-    if call.excinfo is None or not rep.failed or "dist_ctx" not in getattr(item, "fixturenames", ()):
-        return
-    # pytest.fail/skip are raised by every rank alike (n_wrong is global, probes agree; the
-    # harness's CaseSkipped/CaseFailed reach here as pytest's),
-    # so the ranks stay in step. Any other exception may have hit this rank alone while
-    # the others wait in a collective: continuing would pair collectives of different
-    # cases. End the session instead; the launcher reports the cause.
-    if call.excinfo.errisinstance((pytest.fail.Exception, pytest.skip.Exception)):
-        return
-    exc = call.excinfo.value
-    kind = getattr(exc, "failure_kind", None) or ("peer_failure" if _is_distributed_failure(exc) else "rank_error")
-    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-    cause = f"{type(exc).__name__} in {item.nodeid}: {first}"
-    from suite.launch.failures import record_failure
-
-    j = sys.modules.get("suite.harness.journal")
-    if j is not None and j.current() is not None and j.current().exc is None:
-        j.current().exc = exc  # a failure outside the call phase: its dump shows where it was raised
-    record_failure(item.config.option.results_dir, rank_from_env(), cause, kind=kind)
-    item.session.shouldstop = f"rank {rank_from_env()} stopped the run: {cause}"
+    failure_notes.stop_the_session(item, call, rep)
 
 
 def _inject_fault(item) -> None:
