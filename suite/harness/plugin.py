@@ -251,7 +251,7 @@ def _inject_fault(item) -> None:
     """SUITE_INJECT_FAULT=<action>:<rank>:<n>: before the n-th test (0-based), rank <rank>
     kills (SIGKILL), terminates (SIGTERM), freezes (SIGSTOP) itself, exits(3), or raises.
     For the suite's own failure tests: the faults are real process events."""
-    inj = switch("SUITE_INJECT_FAULT")  # checked before the ranks started (suite/launch/config.py check_switches)
+    inj = switch("SUITE_INJECT_FAULT")  # checked before the ranks started (suite/launch/switches.py check_switches)
     if inj is None:
         return
     action, rank = inj.action, inj.rank
