@@ -16,6 +16,10 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("suite", "experiments")
 FORBIDDEN_FOR_EXPERIMENTS = {
     "suite.harness.plugin",
+    "suite.harness.run_state",
+    "suite.harness.results_file",
+    "suite.harness.rank_output",
+    "suite.harness.failure_notes",
     "suite.harness.runner",
     "suite.results",
     "suite.harness.bench_adapter",
