@@ -42,6 +42,7 @@ NAMES: dict[str, str] = {
     "module_doc": "suite.case",
     # The case protocol: what cases.py declares and workload.py builds (suite/case.py).
     "Case": "suite.case",
+    "Timing": "suite.case",
     "Bytes": "suite.case",
     "Buffers": "suite.case",
     "Session": "suite.case",

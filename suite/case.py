@@ -18,6 +18,8 @@ time → check every timed buffer set → reduce across ranks → record → sub
   (and on experiment/op/backend/device/world_size), never on measured fields.
 - ``bytes``: which bytes count as ``size_bytes`` and which op-table entry gives the
   busbw factor (suite/metrics.py, the one op table).
+- ``timing``: how it is timed where that is not the run's (``Timing``: a fixed mode, a divisor and
+  what the divided time means, fewer iterations, every rank's samples kept).
 - ``build(ctx, session)`` -> ``Buffers``: the inputs on this rank, the call (``call(async_op)``),
   the exact check (wrong elements on this rank), the outputs (for the suite's own
   fault injection), and ``reset`` for ops that consume their inputs in place.
@@ -116,34 +118,61 @@ class Buffers:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Timing:
+    """How a case is timed: what the harness's timing loop (suite/harness/timing.py) and the record's time
+    fields take from the case, and nothing else. Changing one (``dataclasses.replace(case.timing, ...)``)
+    changes the time a case reports, never what it runs or checks."""
+
+    mode: str | None = None
+    """A fixed timing mode (e.g. blocking for a pattern that completes inside one call); None: the run's."""
+    divisor: float = 1
+    """Samples are divided by this (e.g. 2 for one-way latency from a round trip)."""
+    normalisation: str = "none: time of one op"
+    """What the divided time is, in words (recorded as ``time_normalisation``)."""
+    max_iters: int | None = None
+    """Cap on timed iterations (a context measurement, e.g. a barrier beside a probe table)."""
+    warmup: int | None = None
+    """Warm-up iterations instead of the run's."""
+    keep_rank_samples: bool = False
+    """Record every rank's own time of every sample (``rank_samples_us``), not only the per-rank medians
+    (the doctor's straggler and per-rank distributions need them)."""
+    rank_fields_of: tuple[int, ...] | None = None
+    """The ranks (positions in the case's group) whose own times the per-rank fields report, e.g. a pair
+    pattern's two ranks, or ping-pong's initiator alone (its clock, as OSU times it); the others take no
+    part and are in none of them (the sample is still the maximum over every rank). None: every rank."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class Case:
-    """One concrete measurement, declared."""
+    """One concrete measurement, declared: what it is (``experiment`` to ``names``), how it is timed
+    (``timing``), and the hooks the harness calls (``build`` to ``resolve``)."""
 
     experiment: str
     op: str
     """Recorded ``op``."""
     label: str
     """Unique within the experiment; the test id."""
+    record_label: str | None = None
+    """The ``label`` recorded (tables show it) when it differs from the test id ``label``."""
     identity: Mapping[str, object]
     """The fields that name the case (recorded; ``make compare`` matches on them)."""
     bytes: Bytes
-    build: Callable[..., Buffers]
-    """build(ctx, session) -> Buffers on this rank; ``session`` (a ``Session``) holds what cases share for as
-    long as the process group lives (a reference trainer, a mesh, a baseline), so a builder that needs it
-    gets it here rather than through ``resolve``."""
     unchecked: str | None = None
     """Why this case has nothing to check (None: it is checked)."""
     fields: Mapping[str, object] = field(default_factory=dict)
     """Descriptive fields recorded with the case (not identity)."""
     provenance: Mapping[str, str] = field(default_factory=dict)
     """How each case-specific number was obtained: "measured: ...", "derived: <formula>", "modelled: <model>"."""
-    mode: str | None = None
-    """A fixed timing mode (e.g. blocking for a pattern that completes inside one call); None: the run's."""
-    divisor: float = 1
-    """Samples are divided by this (e.g. 2 for one-way latency from a round trip)."""
-    normalisation: str = "none: time of one op"
     names: tuple[str, ...] = ()
     """Extra names the suite's fault injection answers to (besides experiment, op, label, identity values)."""
+
+    timing: Timing = Timing()
+    """How it is timed, where that differs from the run's (``Timing()``: the run's timing loop as it is)."""
+
+    build: Callable[..., Buffers]
+    """build(ctx, session) -> Buffers on this rank; ``session`` (a ``Session``) holds what cases share for as
+    long as the process group lives (a reference trainer, a mesh, a baseline), so a builder that needs it
+    gets it here rather than through ``resolve``."""
     skip: Callable[..., str | None] | None = None
     """skip(ctx, cfg) -> reason, or None to run. Must decide alike on every rank."""
     support: tuple | None = None
@@ -154,22 +183,9 @@ class Case:
     context: Callable[..., object] | None = None
     """context(ctx, session) -> the DistContext this case runs on (default: the session's); may raise
     CaseSkipped (the same on every rank)."""
-    max_iters: int | None = None
-    """Cap on timed iterations (a context measurement, e.g. a barrier beside a probe table)."""
-    warmup: int | None = None
-    """Warm-up iterations instead of the run's."""
-    record_label: str | None = None
-    """The ``label`` recorded (tables show it) when it differs from the test id ``label``."""
     around: Callable[..., object] | None = None
     """around(ctx) -> a context manager entered around warm-up and the timed samples (e.g. peak memory);
     ``Buffers.derive`` gets it."""
-    keep_rank_samples: bool = False
-    """Record every rank's own time of every sample (``rank_samples_us``), not only the per-rank medians
-    (the doctor's straggler and per-rank distributions need them)."""
-    rank_fields_of: tuple[int, ...] | None = None
-    """The ranks (positions in the case's group) whose own times the per-rank fields report, e.g. a pair
-    pattern's two ranks, or ping-pong's initiator alone (its clock, as OSU times it); the others take no
-    part and are in none of them (the sample is still the maximum over every rank). None: every rank."""
     resolve: Callable[..., "Case"] | None = None
     """resolve(case, ctx, cfg, session) -> the concrete case (e.g. ``dataclasses.replace(case, ...)``), for a
     case whose size or fields are found at run time (e.g. by a probe); may raise CaseSkipped or CaseFailed

@@ -261,7 +261,7 @@ def per_rank_fields(m: Measurement) -> dict:
     if m.rank_median_s is None or m.last_done_rank is None:
         return {}
     med = [x * 1e6 for x in m.rank_median_s]
-    n = len(med)  # the group's ranks, or those that take part (Case.rank_fields_of; group_ranks)
+    n = len(med)  # the group's ranks, or those that take part (Case.timing.rank_fields_of; group_ranks)
     out = {
         "rank_median_us": med,
         "rank_spread_us": {"min": min(med), "median": metrics.percentile(med, 50), "max": max(med)},

@@ -58,6 +58,7 @@ from suite.api import (
     Case,
     DistContext,
     PreflightError,
+    Timing,
     algorithms,
     experiment_test,
     groups,
@@ -132,8 +133,7 @@ def capability_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
                 **_lane_fields(lane.key),
             },
             context=on_lane(lane.key),
-            max_iters=5,
-            warmup=1,
+            timing=Timing(max_iters=5, warmup=1),
             resolve=with_capabilities,
         )
         for lane in _planned(cfg)
@@ -264,7 +264,7 @@ def algorithm_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
                         build=lambda ctx, session, a=alg, d=dtype, c=count: algorithm_buffers(a, d, c, ctx),
                         probe=algorithm_probe(alg, dtype),
                         support=("algorithm", alg, dtype, lane.key),
-                        mode="blocking",
+                        timing=Timing(mode="blocking"),
                         context=on_lane(lane.key),
                         fields={
                             "table": "algorithm",
@@ -301,7 +301,7 @@ def algorithm_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
                     probe=lambda ctx, d=dtype: send_recv_exchange(ctx, d, 4),
                     support=("send_recv", dtype, lane.key),
                     skip=_need_two,
-                    mode="blocking",
+                    timing=Timing(mode="blocking"),
                     context=on_lane(lane.key),
                     fields={
                         "table": "algorithm",

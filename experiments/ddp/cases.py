@@ -126,6 +126,7 @@ from suite.api import (
     CaseSkipped,
     DistContext,
     Session,
+    Timing,
     experiment_test,
     support_reason,
 )
@@ -324,7 +325,7 @@ def _declare(v: Variant, settings: Settings) -> Case:
         # the sizes are the model's, known once it is built (resolve)
         bytes=Bytes(size_bytes=0, count=0, dtype="float32", bw_op=None),
         build=build,
-        mode="blocking",
+        timing=Timing(mode="blocking"),
         around=_peak_memory,
         names=(v.label,),
         skip=None if init else (lambda ctx, cfg: cannot_run(v, ctx, settings)),

@@ -37,7 +37,7 @@ import torch
 from suite.api import p2p
 from suite.api import collectives as ops
 from suite.api import sweep
-from suite.api import Buffers, Bytes, Case, Session, experiment_test
+from suite.api import Buffers, Bytes, Case, Session, Timing, experiment_test
 from suite.api import BenchConfig
 from suite.api import DistContext
 from suite.api import autorange
@@ -69,7 +69,7 @@ def _doctor(case: Case, probe: str, pass_no: int = 1) -> Case:
         experiment=EXPERIMENT,
         label=case.label + suffix,
         identity={"probe": probe, "pass": pass_no, **case.identity},
-        keep_rank_samples=True,
+        timing=dataclasses.replace(case.timing, keep_rank_samples=True),
     )
 
 
@@ -126,11 +126,11 @@ def _compute_case(cfg: BenchConfig) -> Case:
             size_bytes=0, count=0, dtype="float32", bw_op=None, definition="no data moves: a local computation"
         ),
         build=lambda ctx, session: _compute(ctx, 1),
-        mode="blocking",
-        keep_rank_samples=True,
         unchecked="a local matmul with nothing communicated: there is no transfer to check",
         fields={"compute_ms_target": cfg.doctor.compute_ms},
-        normalisation="none: time of the K matmuls of one sample",
+        timing=Timing(
+            mode="blocking", keep_rank_samples=True, normalisation="none: time of the K matmuls of one sample"
+        ),
         resolve=_resolve_compute(cfg),
     )
 

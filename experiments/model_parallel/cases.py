@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from suite.api import BenchConfig, Buffers, Bytes, Case, DistContext, Session, experiment_test
+from suite.api import BenchConfig, Buffers, Bytes, Case, DistContext, Session, Timing, experiment_test
 
 from .check import LR, train_check_rule
 from .derived import PIPELINE_PROVENANCE, TRAIN_PROVENANCE, pipeline_fields, stage_keys, with_samples_per_s
@@ -115,10 +115,12 @@ def _stage_cases(pipe, n: int, k: int, mb: int, common: dict) -> list[Case]:
                 lambda ctx: compute_buffers(pipe, ctx, k),
                 lambda ctx, session, m: session.once(stage_keys(pipe, ctx)[0], lambda: m),
             ),
-            mode="blocking",
+            timing=Timing(
+                mode="blocking",
+                divisor=k,
+                normalisation=f"{k} stage computes back to back (stage_repeats) / {k}: one stage's compute",
+            ),
             skip=_one_stage_each,
-            divisor=k,
-            normalisation=f"{k} stage computes back to back (stage_repeats) / {k}: one stage's compute",
             fields={**common, "stage_repeats": k, "check": "exact: x W_s + 1 equals the column roll of x plus 1"},
         ),
         Case(
@@ -137,11 +139,13 @@ def _stage_cases(pipe, n: int, k: int, mb: int, common: dict) -> list[Case]:
                 lambda ctx: relay_buffers(pipe, ctx, k),
                 lambda ctx, session, m: session.once(stage_keys(pipe, ctx)[1], lambda: m),
             ),
-            mode="blocking",
+            timing=Timing(
+                mode="blocking",
+                divisor=k * max(n - 1, 1),
+                normalisation=f"{k} relays through {n} stages back to back (stage_repeats) / ({k} x {max(n - 1, 1)} "
+                "hops): time of one hop",
+            ),
             skip=_one_stage_each,
-            divisor=k * max(n - 1, 1),
-            normalisation=f"{k} relays through {n} stages back to back (stage_repeats) / ({k} x {max(n - 1, 1)} "
-            "hops): time of one hop",
             fields={**common, "stage_repeats": k, "check": "exact: the last stage receives stage 0's micro-batch"},
         ),
     ]
@@ -166,9 +170,10 @@ def _pipeline_case(pipe, schedule: str, m: int, mb: int, common: dict) -> Case:
             pipeline_buffers(pipe, ctx, m, schedule),
             derive=lambda meas, around, session: pipeline_fields(pipe, ctx, m, schedule, meas, session),
         ),
-        mode="blocking",
+        timing=Timing(
+            mode="blocking", normalisation="none: time of the whole pipeline (M micro-batches through S stages)"
+        ),
         skip=_one_stage_each,
-        normalisation="none: time of the whole pipeline (M micro-batches through S stages)",
         fields={
             **common,
             "schedule": schedule,
@@ -248,7 +253,7 @@ def model_parallel_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
                 identity={"variant": op},
                 bytes=bytes_,
                 build=with_samples_per_s(build, layer) if train else build,
-                mode="blocking",
+                timing=Timing(mode="blocking"),
                 skip=_not_divisible(layer),
                 fields={**common, **fields},
                 provenance=TRAIN_PROVENANCE if train else {},

@@ -66,6 +66,7 @@ from suite.api import (
     BenchConfig,
     Bytes,
     Case,
+    Timing,
     collectives,
     experiment_test,
 )
@@ -98,8 +99,7 @@ def topology_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
         bytes=Bytes(size_bytes=0, count=0, dtype="none", bw_op=None, definition="none: a barrier moves no data"),
         build=lambda ctx, session: collectives.barrier_buffers(ctx),
         context=placed,
-        max_iters=5,
-        warmup=1,
+        timing=Timing(max_iters=5, warmup=1),
         unchecked="topology is gathered, not computed; the timed op is a barrier, which moves no data",
         fields={"table": "topology", "timed": "barrier"},
         resolve=resolve_topology,
@@ -174,7 +174,7 @@ def hierarchical_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
                         d,
                         build=hier_build(algo, count, d),
                         context=placed,
-                        mode="blocking",
+                        timing=Timing(mode="blocking"),
                         fields={"table": "hierarchical"},
                         names=(algo,),  # the fault injection's name, also where the layout renames the algorithm
                         resolve=lambda case, ctx, cfg, session, algo=algo, count=count, d=d: resolve_hier(
@@ -243,7 +243,7 @@ def contiguity_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
                 definition="bytes of the view; the round trip copies them twice (out and back)",
             ),
             build=roundtrip_build(count, dtype),
-            mode="blocking",
+            timing=Timing(mode="blocking"),
             skip=lambda ctx, cfg, count=count: no_transpose(count),
             fields={
                 "table": "contiguity",
@@ -286,7 +286,7 @@ def contiguity_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
                     ),
                     build=with_copy_share(build, count, dtype) if layout == "transposed" else build,
                     skip=skip,
-                    mode="blocking" if op == "send_recv" else None,
+                    timing=Timing(mode="blocking" if op == "send_recv" else None),
                     fields=fields,
                     provenance=COPY_PROVENANCE if layout == "transposed" else {},
                 )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from suite.api import BenchConfig, Bytes, Case, collectives
+from suite.api import BenchConfig, Bytes, Case, Timing, collectives
 
 from .declare import EXPERIMENT, all_reduce_case, count_of
 from .gpu import copy_build, copy_context, gpu_build, gpu_context, resolve_copy, staging_build, staging_context
@@ -54,7 +54,7 @@ def gpu_staging_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
                         dtype,
                         build=staging_build(mem, nb, count, dtype),
                         context=staging_context,
-                        mode="blocking",
+                        timing=Timing(mode="blocking"),
                         fields={"table": "gpu_staging", "pipeline": "D2H -> Gloo all_reduce on host -> H2D"},
                     )
                 )
@@ -87,7 +87,7 @@ def copy_bandwidth_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
                 ),
                 build=copy_build(direction, mem, count),
                 context=copy_context,
-                mode="blocking",
+                timing=Timing(mode="blocking"),
                 skip=None if count else (lambda ctx, cfg, s=s: f"{s} B is smaller than one float32 element"),
                 fields={"table": "copy", "non_blocking": mem == "pinned", "bytes_moved_factor": moved, "copy_rank": 0},
                 provenance={

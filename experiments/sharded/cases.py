@@ -46,6 +46,7 @@ from suite.api import (
     Case,
     DistContext,
     Session,
+    Timing,
     dist_max,
     experiment_test,
 )
@@ -256,7 +257,7 @@ def _declare(strategy: str, s: ShardedSettings, world: int) -> Case:
         build=lambda ctx, session: _buffers(strategy, s, ctx, session),
         fields=fields,
         provenance=_PROVENANCE | (pipeline.PROVENANCE if strategy in pipeline.STRATEGIES else {}),
-        mode="blocking",
+        timing=Timing(mode="blocking"),
         around=_peak_memory,
         skip=lambda ctx, cfg: _skip(strategy, s, ctx),
         resolve=_on_device,

@@ -94,7 +94,7 @@ class Harness:
         started = time.monotonic()  # precision mode's time cap covers the whole case
         phase, cfg = self.phases, self.cfg
         ctx, case = self._set_up(case)
-        mode = case.mode or cfg.timing_mode
+        timing, mode = case.timing, case.timing.mode or cfg.timing_mode
         checked = case.unchecked is None
         built: list[Buffers] = []
 
@@ -123,13 +123,13 @@ class Harness:
                     cfg,
                     [self._diverging(ctx, case, _delayed_after(ctx, b.call, delay)) for b in sets],
                     mode=mode,
-                    iters=None if case.max_iters is None else min(cfg.iters, case.max_iters),
-                    warmup_iters=case.warmup,
+                    iters=None if timing.max_iters is None else min(cfg.iters, timing.max_iters),
+                    warmup_iters=timing.warmup,
                     before_sample=before,
                     before_op=_delay_before(delay),
-                    keep_rank_samples=self.keep_rank_samples or case.keep_rank_samples,
+                    keep_rank_samples=self.keep_rank_samples or timing.keep_rank_samples,
                     started_at=started,
-                    rank_fields_of=case.rank_fields_of,
+                    rank_fields_of=timing.rank_fields_of,
                     phases=phase,
                 )
                 ctx.sync_device()
@@ -145,7 +145,7 @@ class Harness:
                 wrong_timed = sum(b.check() for b in sets if b.check is not None) if checked else 0
             with phase("gather"):
                 totals = verify.global_wrong_many([wrong_once, wrong_timed], ctx.group, ctx.device)
-            m = m.scaled(case.divisor)
+            m = m.scaled(timing.divisor)
             with phase("record"):
                 if sets[-1].derive is not None:
                     fields.update(sets[-1].derive(m, around, self.session))
@@ -300,8 +300,8 @@ class Harness:
             identity=sorted(case.identity),
             label=case.record_label or case.label,
             size_definition=case.bytes.definition,
-            time_normalisation=case.normalisation,
-            time_divisor=case.divisor,
+            time_normalisation=case.timing.normalisation,
+            time_divisor=case.timing.divisor,
             requested_timing_mode=self.cfg.timing_mode,
             hosts=len(set(ctx.hostnames)),
             case_provenance=provenance,

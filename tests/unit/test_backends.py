@@ -246,7 +246,7 @@ def test_algorithm_cases_time_the_ring_step_at_its_chunk_and_blocking(n):
 
     cfg = build_config(min_bytes="100", max_bytes="400", step_factor=2, timing_mode="pipelined")
     cases = backends.algorithm_cases(cfg, n)
-    assert all(c.mode == "blocking" for c in cases)
+    assert all(c.timing.mode == "blocking" for c in cases)
     steps = [c for c in cases if c.op == "send_recv"]
     rings = {c.bytes.size_bytes: c for c in cases if c.identity["algorithm"] == "ring_p2p"}
     assert len(steps) == len(rings) == 3

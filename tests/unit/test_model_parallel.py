@@ -242,7 +242,7 @@ def test_cases_declare_both_schedules_and_name_every_modelled_number():
     comp = next(c for c in cases if c.op == "pipeline_compute")
     # c and τ are sampled as long as the longest schedule's M + S - 1 slots (8 + 4 - 1 at 4 ranks), not one op
     assert mp_workload.stage_repeats(4) == max(mp_workload.MICROBATCHES) + 3 == 11
-    assert hop.divisor == 11 * 3 and comp.divisor == 11  # 4 stages, 3 hops, 11 repeats per sample
+    assert hop.timing.divisor == 11 * 3 and comp.timing.divisor == 11  # 4 stages, 3 hops, 11 repeats per sample
     assert hop.fields["stage_repeats"] == comp.fields["stage_repeats"] == 11
     assert "stage_repeats times back to back" in pipe[0].provenance["stage_compute_us"]
     assert pipe[0].provenance["model_holds"].startswith("derived: |time_over_model - 1| <= ")

@@ -45,7 +45,7 @@ def test_cases_cover_every_pattern_and_are_unique(world):
     assert len(ids) == len(set(ids))
     assert {c.identity["pattern"] for c in cases} == set(p2p.PATTERNS)
     assert all(max(c.identity["src"], c.identity["dst"]) < world for c in cases)
-    assert all(c.experiment == "p2p" and c.mode == "blocking" for c in cases)
+    assert all(c.experiment == "p2p" and c.timing.mode == "blocking" for c in cases)
     pairs = {(c.identity["src"], c.identity["dst"]) for c in cases if c.identity["pattern"] == "pair_matrix"}
     assert pairs == {(a, b) for a in range(world) for b in range(world) if a != b}
     assert {c.bytes.size_bytes for c in cases if c.identity["pattern"] == "pair_matrix"} == {1 << 10, 1 << 20}
@@ -207,10 +207,10 @@ def test_window_bandwidth_counts_one_direction_and_names_the_aggregate():
     win = [c for c in experiment.cases(cfg, 2) if c.identity["pattern"] == "window"]
     assert {c.identity["variant"] for c in win} == {"unidirectional", "bidirectional"}
     for c in win:
-        assert c.divisor == c.identity["window"] and c.bytes.bw_op == "send_recv"
+        assert c.timing.divisor == c.identity["window"] and c.bytes.bw_op == "send_recv"
         bi = c.identity["variant"] == "bidirectional"
         assert ("aggregate_algbw_gbps" in c.provenance) is bi
-        assert ("both directions at once" in c.normalisation) is bi
+        assert ("both directions at once" in c.timing.normalisation) is bi
 
 
 def test_every_number_of_the_deadlock_probe_has_its_provenance():
@@ -236,12 +236,12 @@ def test_pair_patterns_report_only_the_ranks_that_take_part(world):
     for c in experiment.cases(cfg, world):
         pattern, src, dst = c.identity["pattern"], c.identity["src"], c.identity["dst"]
         if pattern in ("pingpong", "pair_matrix"):
-            assert c.rank_fields_of == (src,) and "initiator" in c.provenance["rank_median_us"], c.label
+            assert c.timing.rank_fields_of == (src,) and "initiator" in c.provenance["rank_median_us"], c.label
         elif pattern in ("window", "batching", "exchange"):
-            assert c.rank_fields_of == ((0, 1) if pattern == "exchange" else (src, dst)), c.label
+            assert c.timing.rank_fields_of == ((0, 1) if pattern == "exchange" else (src, dst)), c.label
             assert "takes part" in c.provenance["rank_median_us"]
         else:
-            assert c.rank_fields_of is None, c.label
+            assert c.timing.rank_fields_of is None, c.label
 
 
 def test_deadlock_bound_scales_with_the_expected_transfer_time():

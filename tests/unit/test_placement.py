@@ -176,10 +176,10 @@ def test_declared_cases_keep_the_test_ids():
     assert ids["copy"][0] == "h2d-pinned-1024B" and ids["copy"][-1] == "d2d-device-65536B"
     # the timed op of topology is a barrier: nothing to check, and the case says so
     topo = placement.topology_cases(cfg, 4)[0]
-    assert topo.unchecked and topo.max_iters == 5 and topo.warmup == 1
+    assert topo.unchecked and topo.timing.max_iters == 5 and topo.timing.warmup == 1
     # patterns that complete inside one call are timed blocking
-    assert {c.mode for c in placement.hierarchical_cases(cfg, 4)} == {"blocking"}
-    assert {c.mode for c in placement.contiguity_cases(cfg, 4) if c.op == "send_recv"} == {"blocking"}
+    assert {c.timing.mode for c in placement.hierarchical_cases(cfg, 4)} == {"blocking"}
+    assert {c.timing.mode for c in placement.contiguity_cases(cfg, 4) if c.op == "send_recv"} == {"blocking"}
 
 
 def test_pivot_ratio_and_copy_table():

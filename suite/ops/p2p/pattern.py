@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 
 from suite.harness import verify
-from suite.case import Buffers, Bytes, Case, Session
+from suite.case import Buffers, Bytes, Case, Session, Timing
 from suite.launch.config import BenchConfig
 from suite.harness.dist import DistContext
 from suite.ops.collectives import elsize
@@ -204,9 +204,7 @@ def make_case(
         # size): a variant that did not run keeps its column
         fields={"iteration": iteration, "columns": list(p.variants), **(fields or {})},
         provenance=provenance or {},
-        mode="blocking",
-        divisor=divisor,
-        normalisation=normalisation,
+        timing=Timing(mode="blocking", divisor=divisor, normalisation=normalisation),
         skip=_skip(p, s),
         # the exchange's size and deadlock_* fields are found at run time
         resolve=p.resolve(s) if p.resolve else None,
@@ -233,7 +231,7 @@ def _rank_fields(p: Pattern, case: Case, s: Spec) -> Case:
     ranks, what = p.reported_ranks(s)
     return dataclasses.replace(
         case,
-        rank_fields_of=ranks,
+        timing=dataclasses.replace(case.timing, rank_fields_of=ranks),
         provenance={
             "rank_median_us": f"measured: {what}, the median over iterations of its own time, divided as "
             "time_us is; the ranks that take no part are not in it (group_ranks: the ranks reported)",

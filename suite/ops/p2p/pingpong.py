@@ -73,8 +73,11 @@ def resolve(s: Spec):
         return dataclasses.replace(
             case,
             build=lambda c, session: build(c, at),
-            divisor=2 * k,
-            normalisation=f"sample / (2K), K = {k}: one-way latency (OSU osu_latency)",
+            timing=dataclasses.replace(
+                case.timing,
+                divisor=2 * k,
+                normalisation=f"sample / (2K), K = {k}: one-way latency (OSU osu_latency)",
+            ),
             fields={
                 **case.fields,
                 "round_trips_per_sample": k,
