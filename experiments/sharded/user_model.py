@@ -154,6 +154,8 @@ def not_dividing(um: UserModel, strategy: str, world: int) -> str | None:
     tp = world // dp
     if strategy == SEQUENCE_PARALLEL:
         x, d = um.batch(0)[0], um.seq_dim
+        if not isinstance(d, int) or isinstance(d, bool) or d < 1:
+            return f"{strategy}: seq_dim={d!r} must be an int >= 1 (dimension 0 is the batch's rows)"
         if x.dim() <= d:
             return f"{strategy}: the model's inputs have {x.dim()} dimensions, no seq_dim={d} to split over {tp} ranks"
         if x.shape[d] % tp:

@@ -54,17 +54,36 @@ def _tensor_parallel(um: UserModel, strategy: str, mesh) -> None:
     # every rank built the same seeded model: each takes its own shard (no scatter from rank 0)
     parallelize_module(um.module, mesh, dict(plan_of(um, strategy)), src_data_rank=None)
     if strategy == SEQUENCE_PARALLEL:
-        um.module.register_forward_hook(lambda m, args, out: _whole(out, mesh, um.seq_dim))
+        um.module.register_forward_hook(lambda m, args, out: _whole(out, args[0], mesh, um.seq_dim))
 
 
-def _whole(out, mesh, seq_dim: int) -> torch.Tensor:
+def _whole(out, local_input, mesh, seq_dim: int) -> torch.Tensor:
     """The module's output whole on every rank: a local slice of the sequence gathered along ``seq_dim`` (a
-    DTensor made whole whatever its placement); its backward takes each rank's slice of the gradient."""
+    DTensor made whole whatever its placement); its backward takes each rank's slice of the gradient. An output
+    that is not this rank's slice is a plan that does not fit sp: ValueError saying so."""
     from torch.distributed.tensor import DTensor, Shard
 
-    if not isinstance(out, DTensor):
-        out = DTensor.from_local(out, mesh, [Shard(seq_dim)], run_check=False)
-    return out.full_tensor()
+    if isinstance(out, DTensor):
+        return out.full_tensor()
+    why = sp_output_problem(out, local_input, seq_dim)
+    if why:
+        raise ValueError(why)
+    return DTensor.from_local(out, mesh, [Shard(seq_dim)], run_check=False).full_tensor()
+
+
+def sp_output_problem(out, local_input, seq_dim: int) -> str | None:
+    """Why a plain output cannot be gathered as this rank's slice of the sequence (sp), or None: it must be one
+    tensor with as many positions along ``seq_dim`` as the rank's slice of the input."""
+    if not isinstance(out, torch.Tensor):
+        return f"sp: the module returned {type(out).__name__}, not one tensor: sp gathers its output along seq_dim"
+    want = local_input.shape[seq_dim]
+    if out.dim() <= seq_dim or out.shape[seq_dim] != want:
+        return (
+            f"sp: the module's output has shape {tuple(out.shape)}, not this rank's slice of the sequence ({want} "
+            f"positions along seq_dim={seq_dim}, as its input): the sp_plan must leave the output sharded along "
+            f"seq_dim (e.g. RowwiseParallel(output_layouts=Shard({seq_dim}))) for the gather before the loss"
+        )
+    return None
 
 
 def _local_batches(um: UserModel, strategy: str, world: int, rank: int, device) -> list[tuple]:

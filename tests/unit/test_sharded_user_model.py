@@ -43,6 +43,11 @@ def uneven_plan():
     return user_model.UserModel(module=module, batch=sharded_model.batch, loss=F.mse_loss, tp_plan=plan)
 
 
+def negative_seq_dim():
+    """seq_dim counted from the end, beyond the inputs' 3 dimensions."""
+    return dataclasses.replace(sharded_model.build_sequence(), seq_dim=-4)
+
+
 def flat_sequence():
     """An sp_plan on a model whose inputs are (rows, width): no dimension 2 to split."""
     return dataclasses.replace(sharded_model.build(), sp_plan=sharded_model.SP_PLAN, seq_dim=2)
@@ -124,6 +129,11 @@ BAD = {
         {"SHARDED_MODEL": "examples.sharded_model:build_sequence", "SHARDED_STRATEGIES": "sp"},
         3,
         "sp: the model's inputs have 8 positions along seq_dim=1, which do not split over 3 ranks",
+    ),
+    "seq_dim": (
+        {"SHARDED_MODEL": f"{HERE}:negative_seq_dim", "SHARDED_STRATEGIES": "sp"},
+        2,
+        "sp: seq_dim=-4 must be an int >= 1 (dimension 0 is the batch's rows)",
     ),
     "no sequence": (
         {"SHARDED_MODEL": f"{HERE}:flat_sequence", "SHARDED_STRATEGIES": "sp"},
@@ -253,3 +263,15 @@ def test_bfloat16_at_4_ranks_catches_a_doubled_gradient_in_every_tensor_it_compa
         assert all(c for c, u in zip(caught, use) if u), (steps, caught, use)
         if steps == 1:
             assert all(use), use
+
+
+def test_an_sp_output_that_is_not_the_ranks_slice_is_named():
+    """The gather before the loss takes a plain output as this rank's slice of the sequence: a whole output (a
+    row-parallel Linear left at its default Replicate) or a tuple fail with a line naming the plan, not a shape
+    error inside the loss."""
+    local = torch.zeros(8, 4, 16)  # a rank's slice: 4 of 8 positions
+    assert user_workload.sp_output_problem(torch.zeros(8, 4, 16), local, 1) is None
+    whole = user_workload.sp_output_problem(torch.zeros(8, 8, 16), local, 1)
+    assert "output has shape (8, 8, 16), not this rank's slice" in whole and "output_layouts=Shard(1)" in whole
+    assert "returned tuple, not one tensor" in user_workload.sp_output_problem((local,), local, 1)
+    assert "not this rank's slice" in user_workload.sp_output_problem(torch.zeros(8), local, 1)
