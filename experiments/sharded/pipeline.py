@@ -65,21 +65,27 @@ def stages_per_rank(strategy: str) -> int:
     return STAGES_PER_RANK.get(strategy, 1)
 
 
-def stage_layers(depth: int, stages: int) -> list[tuple[int, int]]:
-    """[start, end) layer indices of each stage over the ``depth + 1`` layers (blocks, then the head)."""
-    layers = depth + 1
+def stage_bounds(layers: int, stages: int) -> list[tuple[int, int]]:
+    """[start, end) indices of each stage over ``layers`` layers in order (a user model's: its pp_layers)."""
     return [(i * layers // stages, (i + 1) * layers // stages) for i in range(stages)]
 
 
-def cannot_run(strategy: str, world: int, depth: int, microbatches: int) -> str | None:
+def stage_layers(depth: int, stages: int) -> list[tuple[int, int]]:
+    """[start, end) layer indices of each stage over the ``depth + 1`` layers (blocks, then the head)."""
+    return stage_bounds(depth + 1, stages)
+
+
+def cannot_run(strategy: str, world: int, depth: int, microbatches: int, pieces: int | None = None) -> str | None:
     """Why a pipeline strategy cannot run here (the same on every rank), naming the knob; None otherwise
-    (and for every other strategy)."""
+    (and for every other strategy). ``pieces``: a user model's pp_layers count, in place of depth + 1."""
     if strategy not in STRATEGIES:
         return None
     if world < 2:
         return f"{strategy} needs at least 2 ranks (one stage per rank), not {world}"
     stages = world * stages_per_rank(strategy)
-    if depth + 1 < stages:
+    if pieces is not None and pieces < stages:
+        return f"{strategy} needs {stages} stages at {world} ranks, and the model's pp_layers has {pieces} pieces"
+    if pieces is None and depth + 1 < stages:
         return (
             f"{strategy} needs SHARDED_DEPTH >= {stages - 1} at {world} ranks ({stages} stages of at least one layer: "
             f"SHARDED_DEPTH={depth} blocks and the head are {depth + 1})"
@@ -121,18 +127,23 @@ def _p2p_row(rank, op, peer, phase, nbytes, dtype, count) -> dict:
 
 
 def theory(strategy: str, width: int, seq: int, batch: int, world: int, microbatches: int) -> list[dict]:
-    """Every rank's p2p ops of one step from the shapes: for each boundary between stage s (on rank s mod
-    world) and s + 1, m forward activations sent one way and m gradients the other, each A bytes and each
-    a send on one rank and a recv on the other."""
+    """Every rank's p2p ops of one step from the shapes: every boundary's activation A bytes of float32."""
     stages = world * stages_per_rank(strategy)
-    nbytes = activation_bytes(width, seq, batch, microbatches)
+    a = activation_bytes(width, seq, batch, microbatches)
+    return boundary_theory(world, microbatches, [(a, "float32")] * (stages - 1))
+
+
+def boundary_theory(world: int, microbatches: int, boundaries: list[tuple[int, str]]) -> list[dict]:
+    """Every rank's p2p ops of one step: for each boundary between stage s (on rank s mod world) and s + 1, whose
+    activation is ``boundaries[s]`` (bytes, dtype) for one micro-batch, m activations sent forward and m gradients
+    (the same shape) back, each a send on one rank and a recv on the other."""
     ops: Counter = Counter()
-    for s in range(stages - 1):
+    for s, (nbytes, dtype) in enumerate(boundaries):
         a, b = s % world, (s + 1) % world
-        ops[(a, "send", b, "forward", nbytes, "float32")] += microbatches
-        ops[(b, "recv", a, "forward", nbytes, "float32")] += microbatches
-        ops[(b, "send", a, "backward", nbytes, "float32")] += microbatches
-        ops[(a, "recv", b, "backward", nbytes, "float32")] += microbatches
+        ops[(a, "send", b, "forward", nbytes, dtype)] += microbatches
+        ops[(b, "recv", a, "forward", nbytes, dtype)] += microbatches
+        ops[(b, "send", a, "backward", nbytes, dtype)] += microbatches
+        ops[(a, "recv", b, "backward", nbytes, dtype)] += microbatches
     return _rows(ops)
 
 
@@ -203,16 +214,22 @@ class PipelineTrainer(workload.Trainer):
 
 
 def make_trainer(strategy: str, ctx, width: int, depth: int, seq: int, global_batch: int, microbatches: int):
-    """This rank's stages of the model under ``strategy``'s schedule, its SGD and its step on the global
-    batches (``Trainer.owned``: which of the whole model's parameters this rank holds, in order)."""
+    """This rank's stages of the built-in model (its blocks, then its head) under ``strategy``'s schedule."""
+    net = workload.build_net(width, depth).to(ctx.device)
+    batches = [workload.batch(k, global_batch, seq, width, ctx.device) for k in range(workload.BATCHES)]
+    return build_trainer(strategy, ctx, net, [*net.blocks, net.head], batches, F.mse_loss, microbatches)
+
+
+def build_trainer(strategy: str, ctx, net: nn.Module, layers: list, batches: list, loss, microbatches: int):
+    """This rank's stages of ``net``, whose forward is ``layers`` in order, under ``strategy``'s schedule, its SGD
+    and its step on the global ``batches`` with ``loss`` per micro-batch (``Trainer.owned``: which of ``net``'s
+    parameters this rank holds, in order)."""
     import torch.distributed.pipelining as pipelining
 
     world, rank, device = ctx.world_size, ctx.rank, ctx.device
-    net = workload.build_net(width, depth).to(device)
-    layers = [*net.blocks, net.head]
     v = stages_per_rank(strategy)
     stages = world * v
-    bounds = stage_layers(depth, stages)
+    bounds = stage_bounds(len(layers), stages)
     mine = [rank + k * world for k in range(v)]
     phases: dict[int, str] = {}
     modules = [nn.Sequential(*layers[slice(*bounds[s])]) for s in mine]
@@ -224,12 +241,11 @@ def make_trainer(strategy: str, ctx, width: int, depth: int, seq: int, global_ba
         stage_cls(mod, s, stages, device, group=ctx.group, phases=phases) for mod, s in zip(modules, mine, strict=True)
     ]
     schedule_cls = getattr(pipelining, SCHEDULES[strategy])
-    kw = {"n_microbatches": microbatches, "loss_fn": F.mse_loss, "scale_grads": strategy != "pp_unscaled"}
+    kw = {"n_microbatches": microbatches, "loss_fn": loss, "scale_grads": strategy != "pp_unscaled"}
     schedule = schedule_cls(built if v > 1 else built[0], **kw)
     model = nn.ModuleList(modules)
     index = {id(p): i for i, p in enumerate(net.parameters())}
     opt = torch.optim.SGD(model.parameters(), lr=workload.LR)
-    batches = [workload.batch(k, global_batch, seq, width, device) for k in range(workload.BATCHES)]
     first, last = 0 in mine, stages - 1 in mine
     trainer = PipelineTrainer(
         strategy=strategy,
@@ -300,12 +316,16 @@ def inventory_step(trainer, ctx) -> tuple[list[dict], int, dict[str, int] | None
 
 
 def inventory_fields(strategy: str, s, world: int, rows: list[dict], scheduled: int, c10d: dict | None) -> dict:
-    """The record's inventory fields of a pipeline case from every rank's rows and rank 0's c10d count (pure;
-    PROVENANCE)."""
+    """The record's inventory fields of a pipeline case of the built-in model (p2p_fields)."""
     want = theory(strategy, s.width, s.seq, s.batch, world, s.microbatches)
-    ddp_bus = inventory.bus_bytes(
-        inventory.theory("ddp", s.width, s.depth, s.seq, s.batch, world), {"dp": world}, gloo=False
-    )
+    ddp = inventory.theory("ddp", s.width, s.depth, s.seq, s.batch, world)
+    return p2p_fields(rows, scheduled, c10d, want, ddp, world)
+
+
+def p2p_fields(rows: list[dict], scheduled: int, c10d: dict | None, want: list[dict], ddp: list[dict], world: int):
+    """The record's inventory fields of a pipeline case from every rank's rows, the p2p ops its stages scheduled,
+    rank 0's c10d count, theory's rows and DDP's collectives on the same model (pure; PROVENANCE)."""
+    ddp_bus = inventory.bus_bytes(ddp, {"dp": world}, gloo=False)
     sent = sent_bytes(rows)
     bus = max(sent.values(), default=0)
     return {
@@ -327,15 +347,23 @@ def inventory_fields(strategy: str, s, world: int, rows: list[dict], scheduled: 
 
 
 def declared_fields(strategy: str, s, world: int) -> dict:
-    """A pipeline case's fields known before it runs."""
+    """A pipeline case's fields known before it runs (the built-in model's)."""
+    bounds = stage_layers(s.depth, world * stages_per_rank(strategy))
+    return stage_fields(
+        strategy, world, s.microbatches, bounds, activation_bytes(s.width, s.seq, s.batch, s.microbatches)
+    )
+
+
+def stage_fields(strategy: str, world: int, microbatches: int, bounds: list, activation: int) -> dict:
+    """A pipeline case's fields from its stages' [start, end) layers and the activation one micro-batch sends."""
     v = stages_per_rank(strategy)
     fields = {
         "schedule": SCHEDULES[strategy],
         "stages": world * v,
         "stages_per_rank": v,
-        "stage_layers": [list(b) for b in stage_layers(s.depth, world * v)],
-        "activation_bytes": activation_bytes(s.width, s.seq, s.batch, s.microbatches),
-        "bubble_fraction": bubble_fraction(strategy, world, s.microbatches),
+        "stage_layers": [list(b) for b in bounds],
+        "activation_bytes": activation,
+        "bubble_fraction": bubble_fraction(strategy, world, microbatches),
         "check": "each rank's stage parameters equal single-process training on the global batches split "
         "into the micro-batches (check_rule)",
         "cpu_notes": "CPU: Gloo send/recv between neighbouring stages; bubble_fraction is modelled (equal stages, "
