@@ -11,6 +11,13 @@ each step checked against one process training the same model on the same batche
 (each rank's partial sum, the all_reduce forgotten), so every rank trains on wrong activations; the check
 fails it and the run exits 6.
 
+``build_pipeline`` is a deeper model (a Linear in, four residual layers, a Linear out) that also names
+``pp_layers``, its forward's six pieces in order, so it also runs the pipeline schedules, its pieces cut into
+contiguous stages:
+
+    make bench-cpu EXPERIMENTS=sharded SHARDED_MODEL=examples.sharded_model:build_pipeline \
+        SHARDED_STRATEGIES=pp_gpipe,pp_1f1b,pp_interleaved NPROC=2
+
 ``build_sequence`` is a sequence model (pre-norm residual layers on (rows, SEQ, WIDTH) inputs) with an
 ``sp_plan`` as well, so it also runs sequence parallel:
 
@@ -120,3 +127,33 @@ def build_sequence_unreduced_norm() -> UserModel:
     """Wrong on purpose: the norm is not SequenceParallel, so its gradient comes from this rank's slice only."""
     plan = {k: v for k, v in SP_PLAN.items() if not k.endswith("norm")}
     return dataclasses.replace(build_sequence(), sp_plan=plan)
+
+
+DEEP = 4
+"""Residual layers of build_pipeline's model."""
+
+
+class Stacked(nn.Module):
+    """A Linear in, DEEP residual layers, a Linear out: six pieces for the pipelines to cut into stages."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Linear(WIDTH, WIDTH)
+        self.layers = nn.ModuleList(Residual() for _ in range(DEEP))
+        self.head = nn.Linear(WIDTH, WIDTH)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.embed(x)
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(x)
+
+
+def pieces(model: Stacked) -> list[nn.Module]:
+    """Stacked's forward in order (UserModel.pp_layers): what the pipelines cut into stages."""
+    return [model.embed, *model.layers, model.head]
+
+
+def build_pipeline() -> UserModel:
+    """The example's batches, loss and tp_plan (its layers are Residuals too) on Stacked, with its pieces."""
+    return dataclasses.replace(build(), module=Stacked(), pp_layers=pieces)

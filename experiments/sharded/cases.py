@@ -28,8 +28,8 @@ The pipeline strategies (``pp_*``) are built, inventoried (point-to-point, not C
 by experiments/sharded/pipeline.py; each rank checks its stage's parameters.
 
 With ``SHARDED_MODEL=module:function`` the cases run your own model instead (experiments/sharded/user_model.py
-and user_workload.py): the strategies it can take, checked, inventoried and decomposed the same way, theory
-not modelled.
+and user_workload.py; its pipelines user_pipeline.py): the strategies it can take, checked, inventoried and
+decomposed the same way, theory not modelled but for the pipelines' messages.
 
 On CPU FSDP2 issues every collective synchronously (no overlap with compute) and DTensor has no CPU
 all_to_all (it all-gathers instead); ``cpu_notes`` in the record says so where it applies.
@@ -52,7 +52,7 @@ from suite.api import (
 )
 
 from . import check as checking
-from . import decompose, inventory, pipeline, user_model, user_workload, workload
+from . import decompose, inventory, pipeline, user_model, user_pipeline, user_workload, workload
 from .settings import ShardedSettings
 
 EXPERIMENT = "sharded"
@@ -118,7 +118,10 @@ def _derive(
     if isinstance(around, PeakMemory):
         fields |= {"peak_mem_bytes": int(dist_max(ctx, [float(around.peak_bytes)])[0])}
         fields["peak_mem_kind"] = around.kind
-    if strategy in pipeline.STRATEGIES:  # p2p, not collectives: experiments/sharded/pipeline.py
+    if strategy in pipeline.STRATEGIES and um is not None:  # p2p, not collectives: experiments/sharded/pipeline.py
+        seen_p2p = pipeline.inventory_step(trainer, ctx)
+        return fields | user_pipeline.inventory_fields(strategy, um, ctx.world_size, s.microbatches, *seen_p2p)
+    if strategy in pipeline.STRATEGIES:
         return fields | pipeline.inventory_fields(strategy, s, ctx.world_size, *pipeline.inventory_step(trainer, ctx))
     rows, counted, c10d = inventory.step_inventory(trainer)
     inventory.complete(strategy, rows, c10d, ctx)
@@ -143,12 +146,11 @@ def _maker(strategy: str, s: ShardedSettings, um=None):
 
 
 def _reference(session: Session, strategy: str, s: ShardedSettings, ctx: DistContext, um=None) -> checking.Reference:
-    if um is not None:
-        bf16 = strategy == "fsdp2_bf16"
-        key = (EXPERIMENT, "reference", s.model, user_model.dp_size(strategy, ctx.world_size), bf16, str(ctx.device))
-        return session.once(key, lambda: user_workload.Reference(um, key[3], ctx.device, bf16))
     dp = s.microbatches if strategy in pipeline.STRATEGIES else workload.dp_size(strategy, ctx.world_size)
     bf16 = strategy == "fsdp2_bf16"
+    if um is not None:
+        key = (EXPERIMENT, "reference", s.model, dp, bf16, str(ctx.device))
+        return session.once(key, lambda: user_workload.Reference(um, dp, ctx.device, bf16))
     key = (EXPERIMENT, "reference", s.width, s.depth, s.seq, s.batch, dp, bf16, str(ctx.device))
     return session.once(key, lambda: checking.Reference(s.width, s.depth, s.seq, s.batch, dp, ctx.device, bf16))
 
@@ -167,8 +169,10 @@ def _buffers(strategy: str, s: ShardedSettings, ctx: DistContext, session: Sessi
     """The case's step, check and record; ``um``: the user model sharded_cases loaded (SHARDED_MODEL), or None."""
     rule = checking.CheckRule(strategy, ctx.world_size, s.depth, s.width, microbatches=s.microbatches)
     if um is not None:  # your own model (experiments/sharded/user_model.py)
-        rule = user_workload.check_rule(strategy, ctx.world_size, um)
-    if strategy in pipeline.STRATEGIES:
+        rule = user_workload.check_rule(strategy, ctx.world_size, um, s.microbatches)
+    if strategy in pipeline.STRATEGIES and um is not None:
+        trainer = user_pipeline.make_trainer(strategy, ctx, um, s.microbatches)
+    elif strategy in pipeline.STRATEGIES:
         trainer = pipeline.make_trainer(strategy, ctx, s.width, s.depth, s.seq, s.batch, s.microbatches)
     else:
         trainer = _maker(strategy, s, um)(ctx, _meshes(session))
@@ -198,7 +202,7 @@ def _skip(strategy: str, s: ShardedSettings, ctx: DistContext, um=None) -> str |
     if ctx.world_size != workload.world_size():
         return f"{strategy} runs on a device mesh over the whole world, not a group of {ctx.world_size} ranks"
     if um is not None:
-        return user_model.cannot_run(um, strategy, ctx.world_size)
+        return user_model.cannot_run(um, strategy, ctx.world_size, s.microbatches)
     return workload.cannot_run(strategy, ctx.world_size, s.width, s.seq, s.batch) or pipeline.cannot_run(
         strategy, ctx.world_size, s.depth, s.microbatches
     )
@@ -300,22 +304,31 @@ def _replay_build(strategy: str, s: ShardedSettings, ctx: DistContext, session: 
 def _declare_user(strategy: str, s: ShardedSettings, world: int, um: user_model.UserModel) -> Case:
     """A strategy's case on ``um``, the model SHARDED_MODEL names (experiments/sharded/user_model.py): the
     built-in model's case with the user's model in its identity, its size and mesh, and no theory (not
-    modelled); a strategy the model cannot take is skipped with why."""
+    modelled) but a pipeline's (experiments/sharded/user_pipeline.py); a strategy the model cannot take is
+    skipped with why."""
     case = _declare(strategy, s, world)
     dp = user_model.dp_size(strategy, world)
     shape, names = workload.mesh_shape(strategy, world)
+    fields = {
+        **{k: v for k, v in case.fields.items() if k not in ("n_params", "mesh", "dp_size")},
+        "n_params": user_workload.n_params(um),
+        "mesh": "x".join(map(str, shape)) + f" ({','.join(names)})",
+        "dp_size": dp,
+        "check": "every rank's whole parameters equal single-process training of the model on its global "
+        "batches (check_rule)",
+    }
+    identity = {"strategy": strategy, "model": s.model}
+    nbytes = dataclasses.replace(case.bytes, size_bytes=0, count=0, definition=user_workload.NOT_MODELLED)
+    if strategy in pipeline.STRATEGIES:
+        fields |= user_pipeline.declared_fields(strategy, um, world, s.microbatches)
+        identity["microbatches"] = s.microbatches
+        nbytes = user_pipeline.step_bytes(um, strategy, world, s.microbatches, case.bytes.time_includes)
     return dataclasses.replace(
         case,
-        identity={"strategy": strategy, "model": s.model},
-        bytes=dataclasses.replace(case.bytes, size_bytes=0, count=0, definition=user_workload.NOT_MODELLED),
-        fields={
-            **{k: v for k, v in case.fields.items() if k not in ("n_params", "mesh", "dp_size")},
-            "n_params": user_workload.n_params(um),
-            "mesh": "x".join(map(str, shape)) + f" ({','.join(names)})",
-            "dp_size": dp,
-            "check": "every rank's whole parameters equal single-process training of the model on its global "
-            "batches (check_rule)",
-        },
+        identity=identity,
+        bytes=nbytes,
+        fields=fields,
+        provenance=case.provenance | (user_pipeline.PROVENANCE if strategy in pipeline.STRATEGIES else {}),
         build=lambda ctx, session: _buffers(strategy, s, ctx, session, um),
         skip=lambda ctx, cfg: _skip(strategy, s, ctx, um),
     )

@@ -56,7 +56,9 @@ class ShardedSettings:
                 f"choose from {', '.join(STRATEGIES + PLANTED)}"
             )
         pp = [x for x in s.strategies if x.startswith("pp_")]
-        if pp and (s.microbatches < 1 or s.batch % s.microbatches):
+        if pp and s.microbatches < 1:
+            raise ConfigError(f"SHARDED_MICROBATCHES={s.microbatches}: the pipeline strategies need at least 1")
+        if pp and not s.model and s.batch % s.microbatches:  # a model's own batch: user_model.not_dividing
             raise ConfigError(
                 f"SHARDED_MICROBATCHES={s.microbatches} does not divide SHARDED_BATCH={s.batch} (the pipeline "
                 f"strategies {','.join(pp)} split each step's batch into equal micro-batches): choose a divisor"

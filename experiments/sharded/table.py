@@ -102,6 +102,15 @@ def _pipeline_line(r: dict) -> str:
     )
 
 
+def _user_theory(records: list[dict]) -> str:
+    """What a user model's header says of theory: derived for its pipelines only (user_pipeline.theory)."""
+    if all(r.get("theory_note") for r in records):
+        return "not modelled"
+    return "the pipelines' from their boundaries" + (
+        "" if all(r.get("schedule") for r in records) else ", else not modelled"
+    )
+
+
 def format_tables(records: list[dict]) -> str:
     if not records:
         return ""
@@ -111,7 +120,7 @@ def format_tables(records: list[dict]) -> str:
         records = list(replays.values())
     first = records[0]
     model = (
-        f"model {first['model']} ({first.get('n_params', 0)} params; theory: not modelled)"
+        f"model {first['model']} ({first.get('n_params', 0)} params; theory: {_user_theory(records)})"
         if first.get("model")
         else f"{first.get('n_params', 0)} params (width {first.get('width')}, depth {first.get('depth')}),"
         f" seq {first.get('seq')}, global batch {first.get('batch')}"

@@ -1,17 +1,19 @@
 """Your own model under the sharded strategies: ``SHARDED_MODEL=module:function`` names a factory that returns a
 ``UserModel``; the experiment then runs it under each strategy it supports, checked against one process.
 
-The factory takes no argument and returns ``UserModel(module=..., batch=..., loss=..., tp_plan=...,
-sp_plan=..., seq_dim=..., fsdp_units=...)``. It is called twice on the host (the launcher's check compares the
-two, before any rank starts) and once on every rank, where the cases are declared (cases.sharded_cases, which
-hands the result to every case), each time after ``torch.manual_seed(0)``; each case's trainer and the
-single-process reference train their own copy (``copy.deepcopy``) of the module that call built. It must build
-the same weights each time (seeded initialisation does: the ranks' calls must agree), and ``batch(step)`` must
-return the same global batch for the same step. Step k trains on ``batch(k mod BATCHES)``.
+The factory takes no argument and returns ``UserModel(module=..., batch=..., loss=..., tp_plan=..., sp_plan=...,
+seq_dim=..., fsdp_units=..., pp_layers=...)``. It is called twice on the host (the launcher's check compares the
+two, before any rank starts) and once on every rank, where the cases are declared (cases.sharded_cases, which hands
+the result to every case), each time after ``torch.manual_seed(0)``; each case's trainer and the single-process
+reference train their own copy (``copy.deepcopy``) of the module that call built. It must build the same weights
+each time (seeded initialisation does: the ranks' calls must agree), and ``batch(step)`` must return the same
+global batch for the same step. Step k trains on ``batch(k mod BATCHES)``.
 
 Strategies (``supported``): ``ddp``, ``fsdp2``, ``fsdp2_keep``, ``fsdp2_bf16`` (and the planted
 ``fsdp2_scaled``) always; ``tp`` and ``2d`` only with a ``tp_plan``; ``sp`` only with an ``sp_plan`` (its inputs
-split along ``seq_dim``). The pipelines run on the built-in model only: their stage split is the built-in model's.
+split along ``seq_dim``); the pipelines (``pp_gpipe``, ``pp_1f1b``, ``pp_interleaved`` and the planted
+``pp_unscaled``, ``pp_misrouted``) only with ``pp_layers``, the forward's pieces in order, which are cut into
+contiguous stages as the built-in model's layers are. ``tp_wrong_shard`` runs on the built-in model only.
 
 Checked here, on the host, before any rank starts (``check_world``, exit 2 with one line): the name is
 ``module:function``, the module imports, the function exists and returns a ``UserModel`` whose ``module`` is a
@@ -19,19 +21,23 @@ Checked here, on the host, before any rank starts (``check_world``, exit 2 with 
 can be copied, the batch's rows divide into the strategies' data-parallel shards, each Linear that the
 ``tp_plan`` (``sp_plan`` under sp) shards divides over the tensor-parallel ranks, the inputs' ``seq_dim``
 divides over the world (sp), the 2-D mesh (2 x world/2) divides the world, and every strategy asked for by
-name (``SHARDED_STRATEGIES`` other than its default) is one the model supports.
+name (``SHARDED_STRATEGIES`` other than its default) is one the model supports. With ``pp_layers`` and a pipeline
+strategy (``pp_problem``): its pieces are the module's own submodules, hold every parameter once, each returns one
+tensor, and applied in order to ``batch(0)``'s inputs they give the module's output bit for bit; the batch's rows
+split into ``SHARDED_MICROBATCHES`` and there are at least as many pieces as stages.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from suite.api import ConfigError
 
-from .settings import STRATEGIES
+from .settings import PIPELINE, STRATEGIES
 from .shapes import dp_size, mesh_cannot  # the built-in model's mesh rules (shapes.py)
 
 DATA_PARALLEL = ("ddp", "fsdp2", "fsdp2_keep", "fsdp2_bf16", "fsdp2_scaled")
@@ -40,14 +46,9 @@ NEEDS_PLAN = ("tp", "2d")
 """What a user model takes only with a ``tp_plan``."""
 SEQUENCE_PARALLEL = "sp"
 """What a user model takes only with an ``sp_plan``."""
-BUILT_IN_ONLY = {
-    "pp_gpipe": "its stages are the built-in model's layers",
-    "pp_1f1b": "its stages are the built-in model's layers",
-    "pp_interleaved": "its stages are the built-in model's layers",
-    "pp_unscaled": "its stages are the built-in model's layers",
-    "pp_misrouted": "its stages are the built-in model's layers",
-    "tp_wrong_shard": "it plants a wrong shard into the built-in model",
-}
+PIPELINES = frozenset(PIPELINE + ("pp_unscaled", "pp_misrouted"))
+"""What a user model takes only with ``pp_layers`` (experiments/sharded/pipeline.py's strategies)."""
+BUILT_IN_ONLY = {"tp_wrong_shard": "it plants a wrong shard into the built-in model"}
 """Strategies that run on the built-in model only, with why."""
 
 
@@ -76,6 +77,11 @@ class UserModel:
     fsdp_units: tuple[str, ...] | None = None
     """Submodules to ``fully_shard`` (names as in ``named_modules``), before the root; None: each child that has
     parameters (the children of a ModuleList, ModuleDict or Sequential child one by one)."""
+    pp_layers: Callable[[Any], Sequence[Any]] | None = None
+    """``pp_layers(module)`` -> the module's forward as pieces in order, so that ``module(x)`` is
+    ``pieces[-1](... pieces[0](x))``: submodules of the module it is given, each taking and returning one tensor,
+    every parameter in exactly one piece (e.g. ``lambda m: [m.embed, *m.layers, m.head]``). The pipelines cut
+    them into contiguous stages (the later stages take the remainder). None: no pipelines."""
 
 
 def load(name: str) -> UserModel:
@@ -114,6 +120,8 @@ def supported(um: UserModel, strategy: str) -> str | None:
         return None if um.tp_plan else f"{strategy} needs a tp_plan, and the model names none"
     if strategy == SEQUENCE_PARALLEL:
         return None if um.sp_plan else f"{strategy} needs an sp_plan, and the model names none"
+    if strategy in PIPELINES:
+        return None if um.pp_layers else f"{strategy} needs pp_layers (the forward's pieces), and the model names none"
     return f"{strategy} runs on the built-in model only: {BUILT_IN_ONLY.get(strategy, 'unknown to a user model')}"
 
 
@@ -145,12 +153,18 @@ def contraction(um: UserModel, strategy: str = "tp") -> int:
     return max((m.in_features for _, m, kind in _planned_linears(um, strategy) if kind == "rowwise"), default=0)
 
 
-def not_dividing(um: UserModel, strategy: str, world: int) -> str | None:
-    """Why the model's batch or a parameter the plan shards does not divide over the strategy's ranks."""
+def not_dividing(um: UserModel, strategy: str, world: int, microbatches: int = 1) -> str | None:
+    """Why the model's batch or a parameter the plan shards does not divide over the strategy's ranks, or the
+    batch into a pipeline's ``microbatches``."""
     dp = dp_size(strategy, world)
     rows = len(um.batch(0)[0])
     if rows % dp:
         return f"{strategy}: the model's batch has {rows} rows, which do not split into {dp} data-parallel shards"
+    if strategy in PIPELINES and rows % microbatches:
+        return (
+            f"{strategy}: the model's batch has {rows} rows, which do not split into SHARDED_MICROBATCHES="
+            f"{microbatches} equal micro-batches"
+        )
     tp = world // dp
     if strategy == SEQUENCE_PARALLEL:
         x, d = um.batch(0)[0], um.seq_dim
@@ -171,9 +185,66 @@ def not_dividing(um: UserModel, strategy: str, world: int) -> str | None:
     return None
 
 
-def cannot_run(um: UserModel, strategy: str, world: int) -> str | None:
-    """Why ``um`` cannot take ``strategy`` at this world size (a case's skip reason), or None."""
-    return supported(um, strategy) or mesh_cannot(strategy, world) or not_dividing(um, strategy, world)
+def stages_cannot(um: UserModel, strategy: str, world: int, microbatches: int) -> str | None:
+    """Why a pipeline cannot cut the model's pp_layers into its stages at this world (or its schedule cannot
+    take these micro-batches: pipeline.cannot_run), or None."""
+    if strategy not in PIPELINES or not um.pp_layers:
+        return None
+    from .pipeline import cannot_run as pipeline_cannot
+
+    return pipeline_cannot(strategy, world, 0, microbatches, pieces=len(um.pp_layers(um.module)))
+
+
+def cannot_run(um: UserModel, strategy: str, world: int, microbatches: int = 1) -> str | None:
+    """Why ``um`` cannot take ``strategy`` at this world size (a case's skip reason), or None; ``microbatches``:
+    SHARDED_MICROBATCHES, for the pipelines."""
+    skipped = (
+        supported(um, strategy) or mesh_cannot(strategy, world) or stages_cannot(um, strategy, world, microbatches)
+    )
+    return skipped or not_dividing(um, strategy, world, microbatches)
+
+
+def pp_problem(um: UserModel) -> str | None:
+    """Why ``um.pp_layers`` is not the module's forward in pieces (UserModel.pp_layers), or None: called on a copy
+    of the module, its pieces must be that copy's submodules holding each of its parameters once, and applied in
+    order (each returning one tensor) to ``batch(0)``'s inputs give the module's output bit for bit (both in eval
+    mode, so dropout and norm statistics are the same in both)."""
+    import copy
+
+    import torch
+
+    module = copy.deepcopy(um.module).eval()
+    try:
+        pieces = list(um.pp_layers(module))
+    except Exception as e:  # noqa: BLE001 - whatever the user's function raises is their input's
+        return f"pp_layers(module) failed ({type(e).__name__}: {e})"
+    own = {id(m) for m in module.modules()}
+    if not pieces or any(not isinstance(p, torch.nn.Module) or id(p) not in own for p in pieces):
+        return "pp_layers(module) must return a list of submodules of the module it is given, in forward order"
+    held = Counter(id(q) for p in pieces for q in p.parameters())
+    for name, q in module.named_parameters():
+        if held[id(q)] == 0:
+            return f"pp_layers' pieces leave out {name}: every parameter must be in a piece (a stage trains it)"
+        if held[id(q)] > 1:
+            return f"pp_layers' pieces hold {name} {held[id(q)]} times: each parameter must be in exactly one piece"
+    x = um.batch(0)[0]
+    with torch.no_grad():
+        want, h = module(x), x
+        for i, piece in enumerate(pieces):
+            try:
+                h = piece(h)
+            except Exception as e:  # noqa: BLE001
+                return f"pp_layers' piece {i} ({type(piece).__name__}) failed on the previous one's output ({e})"
+            if not isinstance(h, torch.Tensor):
+                return f"pp_layers' piece {i} ({type(piece).__name__}) returned {type(h).__name__}, not one tensor"
+    if isinstance(want, torch.Tensor) and want.shape == h.shape and torch.equal(want, h):
+        return None
+    same = isinstance(want, torch.Tensor) and want.shape == h.shape
+    apart = f"up to {(want - h).abs().max().item():.3g} apart" if same else f"an output of shape {tuple(h.shape)}"
+    return (
+        f"pp_layers' pieces applied in order to batch(0)'s inputs do not give the module's output ({apart}): "
+        "list every step of its forward, in order"
+    )
 
 
 def not_reproducible(a: UserModel, b: UserModel) -> str | None:
@@ -210,11 +281,13 @@ def check_world(s, world: int) -> None:
     why = not_reproducible(um, load(s.model))
     if why:
         raise ConfigError(f"SHARDED_MODEL={s.model}: {why}")
+    if any(st in PIPELINES for st in s.strategies) and um.pp_layers and (why := pp_problem(um)):
+        raise ConfigError(f"SHARDED_MODEL={s.model}: {why}")
     explicit = tuple(s.strategies) != STRATEGIES
     where = f"SHARDED_STRATEGIES={','.join(s.strategies)}" if explicit else f"{world} ranks"
     for st in s.strategies:
-        skipped = supported(um, st) or mesh_cannot(st, world)
+        skipped = supported(um, st) or mesh_cannot(st, world) or stages_cannot(um, st, world, s.microbatches)
         why = skipped if explicit else None
-        why = why or (None if skipped else not_dividing(um, st, world))
+        why = why or (None if skipped else not_dividing(um, st, world, s.microbatches))
         if why:
             raise ConfigError(f"SHARDED_MODEL={s.model} with {where}: {why}")

@@ -168,6 +168,8 @@ class CheckRule(checking.CheckRule):
 
     @property
     def terms(self) -> int:
+        if self.pipeline:  # R = micro-batches, as the built-in model's pipelines
+            return super().terms
         if self.strategy in ("tp", "2d", SEQUENCE_PARALLEL):
             return self.world + self.contraction // (self.world // dp_size(self.strategy, self.world))
         if self.strategy == "fsdp2_bf16":
@@ -180,8 +182,11 @@ def layers(um: UserModel) -> int:
     return sum(1 for m in um.module.modules() if any(True for _ in m.parameters(recurse=False)))
 
 
-def check_rule(strategy: str, world: int, um: UserModel) -> CheckRule:
-    return CheckRule(strategy, world, 0, 0, contraction=contraction(um, strategy), layers=layers(um))
+def check_rule(strategy: str, world: int, um: UserModel, microbatches: int = 1) -> CheckRule:
+    """``microbatches``: SHARDED_MICROBATCHES, for the pipelines."""
+    return CheckRule(
+        strategy, world, 0, 0, microbatches=microbatches, contraction=contraction(um, strategy), layers=layers(um)
+    )
 
 
 def n_params(um: UserModel) -> int:

@@ -2,7 +2,8 @@
 run, at 2 Gloo ranks: FSDP2 (float32 and bfloat16) and TP train what one process trains, their collectives are
 inventoried and their steps decomposed, theory says "not modelled"; the same model with a wrong tp_plan (a
 row-parallel output left Partial) exits 6. A sequence model trains under sp (its sp_plan), and exits 6 with a norm
-left out of that plan. At 4 ranks TP over the world, the 2 x 2 (dp, tp) mesh and bfloat16
+left out of that plan. A deeper model's pieces (pp_layers) train under three pipeline schedules, and exit 6 when the
+micro-batches' gradients are not scaled. At 4 ranks TP over the world, the 2 x 2 (dp, tp) mesh and bfloat16
 FSDP2 (under its tolerance) do the same, and each rank calls the factory once."""
 
 import os
@@ -95,15 +96,45 @@ def test_the_example_trains_like_one_process_under_fsdp2_and_tp(tmp_path):
         ("build_unreduced", "tp"),  # the row-parallel output left Partial: the all_reduce forgotten
         # the classic sequence-parallel bug: a norm not SequenceParallel gets its own slice's gradient only
         ("build_sequence_unreduced_norm", "sp"),
+        # the classic micro-batching bug on your model's stages: the summed gradients not divided by their count
+        ("build_pipeline", "pp_unscaled"),
     ],
 )
-def test_a_wrong_plan_fails_the_check_and_exits_6(tmp_path, factory, strategy):
+def test_a_wrong_plan_or_schedule_fails_the_check_and_exits_6(tmp_path, factory, strategy):
     env = {"SHARDED_MODEL": f"examples.sharded_model:{factory}", "SHARDED_STRATEGIES": strategy}
     proc = run_suite(tmp_path, *RUN, nproc=2, env=env, timeout=300)
     assert proc.returncode == 6, proc.stdout[-3000:] + proc.stderr[-3000:]  # EXIT_WRONG_RESULT
     rec = _records(tmp_path)[strategy]
     assert rec["n_wrong"] > 0 and rec["check_max_abs_diff"] > 100 * rec["check_tol"], rec["n_wrong"]
     assert "produced wrong elements" in proc.stderr and f"test_sharded[{strategy}]" in proc.stderr
+
+
+PIPELINE = "examples.sharded_model:build_pipeline"
+
+
+def test_the_pipeline_example_trains_like_one_process_under_each_schedule(tmp_path):
+    """GPipe, 1F1B and interleaved 1F1B on your model's pieces (pp_layers: a Linear in, four residual layers, a
+    Linear out) at 2 ranks: each rank's stages trained exactly as one process trains (4 micro-batches: the scaling
+    is exact), and every message of the step is what theory derives from the boundaries' activations."""
+    env = {"SHARDED_MODEL": PIPELINE, "SHARDED_STRATEGIES": "pp_gpipe,pp_1f1b,pp_interleaved"}
+    proc = run_suite(tmp_path, *RUN, nproc=2, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    recs = _records(tmp_path)
+    assert set(recs) == {"pp_gpipe", "pp_1f1b", "pp_interleaved"}  # point-to-point: no replay case
+    m, act = 4, 4 * (sharded_model.ROWS // 4) * sharded_model.WIDTH  # a micro-batch's (rows, width) activation
+    n_params = sum(p.numel() for p in sharded_model.Stacked().parameters())
+    for s, stages in (("pp_gpipe", 2), ("pp_1f1b", 2), ("pp_interleaved", 4)):
+        r = recs[s]
+        assert r["checked"] and r["n_wrong"] == 0 and r["check_rule"] == "exact", (s, r.get("check_max_abs_diff"))
+        assert r["check_max_abs_diff"] == 0.0 and r["check_steps"] > 1 and r["model"] == PIPELINE, s
+        assert r["n_params"] == n_params and r["stages"] == stages and r["microbatches"] == m, s
+        assert r["inventory_matches_theory"], (s, r["inventory"], r["theory"])
+        messages = 2 * (stages - 1) * m  # an activation forward and its gradient back, per boundary and micro-batch
+        assert r["inventory_ops"] == messages and r["inventory_bytes"] == messages * act == r["size_bytes"], s
+        assert r["boundary_bytes"] == [act] * (stages - 1) and r["p2p_ops_scheduled"] == 2 * messages, s
+    assert recs["pp_interleaved"]["stage_layers"] == [[0, 1], [1, 3], [3, 4], [4, 6]]  # six pieces, four stages
+    assert "pp_interleaved: ScheduleInterleaved1F1B, 4 stages (2 per rank)" in proc.stdout
+    assert f"({n_params} params; theory: the pipelines' from their boundaries)" in proc.stdout  # not "not modelled"
 
 
 SEQUENCE = "examples.sharded_model:build_sequence"

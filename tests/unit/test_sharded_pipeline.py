@@ -90,6 +90,10 @@ def test_the_microbatch_knob_must_divide_the_batch_when_a_pipeline_runs():
     with pytest.raises(ConfigError, match="SHARDED_MICROBATCHES=0"):
         ShardedSettings(microbatches=0).validate()
     ShardedSettings(microbatches=3, strategies=("ddp", "fsdp2")).validate()  # no pipeline: not used
+    # your own model has its own batch (SHARDED_BATCH does not size it): user_model.not_dividing checks its rows
+    ShardedSettings(microbatches=3, model="examples.sharded_model:build_pipeline").validate()
+    with pytest.raises(ConfigError, match="SHARDED_MICROBATCHES=0"):
+        ShardedSettings(microbatches=0, model="examples.sharded_model:build_pipeline").validate()
     ShardedSettings(microbatches=8).validate()
 
 

@@ -14,8 +14,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from examples import sharded_model
-from experiments.sharded import check, shapes, user_model, user_workload, workload
-from experiments.sharded.settings import STRATEGIES
+from experiments.sharded import check, shapes, user_model, user_pipeline, user_workload, workload
+from experiments.sharded.settings import PIPELINE, PLANTED, STRATEGIES
 from suite.launch import cli as launch
 from tests import user_models
 from tests.conftest import ROOT
@@ -97,6 +97,36 @@ def broken():
     raise RuntimeError("no weights here")
 
 
+def _pipeline_with(pieces):
+    return dataclasses.replace(sharded_model.build_pipeline(), pp_layers=pieces)
+
+
+def pieces_out_of_order():
+    """The residual layers listed last to first: every parameter held once, the forward not the pieces'."""
+    return _pipeline_with(lambda m: [m.embed, *reversed(m.layers), m.head])
+
+
+def head_left_out():
+    return _pipeline_with(lambda m: [m.embed, *m.layers])
+
+
+class Skip(sharded_model.Stacked):
+    """The embedding added back after the head: a connection across pieces, which no stage split can carry."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x) + self.embed(x)
+
+
+def skip_connection():
+    return dataclasses.replace(sharded_model.build_pipeline(), module=Skip())
+
+
+def six_rows():
+    """The pipeline example on 6-row batches: micro-batches of 3 split them, SHARDED_BATCH (8) does not matter."""
+    um = sharded_model.build_pipeline()
+    return dataclasses.replace(um, batch=lambda step: tuple(t[:6] for t in um.batch(step)))
+
+
 BAD = {
     "not module:function": ({"SHARDED_MODEL": "sharded_model"}, 2, "is not module:function"),
     "no module": ({"SHARDED_MODEL": "examples.no_such_model:build"}, 2, "cannot import examples.no_such_model"),
@@ -116,9 +146,39 @@ BAD = {
         "2d needs an even world of at least 4 ranks",
     ),
     "strategy": (
+        {"SHARDED_MODEL": "examples.sharded_model:build", "SHARDED_STRATEGIES": "fsdp2,tp_wrong_shard"},
+        2,
+        "tp_wrong_shard runs on the built-in model only",
+    ),
+    "no pp_layers": (
         {"SHARDED_MODEL": "examples.sharded_model:build", "SHARDED_STRATEGIES": "fsdp2,pp_1f1b"},
         2,
-        "pp_1f1b runs on the built-in model only",
+        "pp_1f1b needs pp_layers (the forward's pieces), and the model names none",
+    ),
+    "pieces out of order": (
+        {"SHARDED_MODEL": f"{HERE}:pieces_out_of_order"},
+        2,
+        "pp_layers' pieces applied in order to batch(0)'s inputs do not give the module's output (up to",
+    ),
+    "piece left out": ({"SHARDED_MODEL": f"{HERE}:head_left_out"}, 2, "pp_layers' pieces leave out head.weight"),
+    "skip connection": (
+        {"SHARDED_MODEL": f"{HERE}:skip_connection", "SHARDED_STRATEGIES": "pp_gpipe"},
+        2,
+        "do not give the module's output",
+    ),
+    "too few pieces": (
+        {"SHARDED_MODEL": "examples.sharded_model:build_pipeline", "SHARDED_STRATEGIES": "pp_interleaved"},
+        4,
+        "pp_interleaved needs 8 stages at 4 ranks, and the model's pp_layers has 6 pieces",
+    ),
+    "micro-batches": (
+        {
+            "SHARDED_MODEL": "examples.sharded_model:build_pipeline",
+            "SHARDED_STRATEGIES": "pp_gpipe",
+            "SHARDED_MICROBATCHES": "3",
+        },
+        2,
+        "pp_gpipe: the model's batch has 8 rows, which do not split into SHARDED_MICROBATCHES=3 equal micro-batches",
     ),
     "no sp plan": (
         {"SHARDED_MODEL": "examples.sharded_model:build", "SHARDED_STRATEGIES": "fsdp2,sp"},
@@ -170,6 +230,15 @@ def test_the_worked_example_passes_and_unsupported_defaults_are_left_to_skip(mon
     assert "do not split into 3 data-parallel shards" in capsys.readouterr().err
 
 
+def test_a_pipeline_model_passes_and_its_own_rows_decide_the_micro_batches(monkeypatch, capsys, tmp_path):
+    """The pipeline example passes at 2 and 4 ranks (pp_interleaved's 8 stages at 4 left to skip: 6 pieces);
+    SHARDED_MICROBATCHES=3 splits a model's 6 rows whatever SHARDED_BATCH is."""
+    env = {"SHARDED_MODEL": "examples.sharded_model:build_pipeline"}
+    assert _check(monkeypatch, tmp_path, env, 2) == 0 and _check(monkeypatch, tmp_path, env, 4) == 0
+    six = {"SHARDED_MODEL": f"{HERE}:six_rows", "SHARDED_STRATEGIES": "pp_gpipe", "SHARDED_MICROBATCHES": "3"}
+    assert _check(monkeypatch, tmp_path, six, 2) == 0, capsys.readouterr().err
+
+
 def test_a_bad_model_exits_2_from_a_real_launcher(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "suite.launch", "--nproc", "2", "--experiments", "sharded"]
@@ -182,8 +251,8 @@ def test_a_bad_model_exits_2_from_a_real_launcher(tmp_path):
     )
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr == (
-        "error: SHARDED_MODEL=examples.sharded_model:build with SHARDED_STRATEGIES=pp_gpipe: pp_gpipe runs on "
-        "the built-in model only: its stages are the built-in model's layers\n"
+        "error: SHARDED_MODEL=examples.sharded_model:build with SHARDED_STRATEGIES=pp_gpipe: pp_gpipe needs "
+        "pp_layers (the forward's pieces), and the model names none\n"
     )
     assert not (tmp_path / "r").exists()
 
@@ -194,6 +263,8 @@ def test_which_strategies_a_model_takes():
     assert takes == {"ddp", "fsdp2", "fsdp2_keep", "fsdp2_bf16", "tp", "2d"}
     sequence = {s for s in STRATEGIES if user_model.supported(sharded_model.build_sequence(), s) is None}
     assert sequence == takes | {"sp"}
+    deep = {s for s in STRATEGIES + PLANTED if user_model.supported(sharded_model.build_pipeline(), s) is None}
+    assert deep == takes | set(PIPELINE) | {"fsdp2_scaled", "pp_unscaled", "pp_misrouted"}
     assert {s for s in STRATEGIES if user_model.supported(without, s) is None} == {
         "ddp",
         "fsdp2",
@@ -275,3 +346,61 @@ def test_an_sp_output_that_is_not_the_ranks_slice_is_named():
     assert "output has shape (8, 8, 16), not this rank's slice" in whole and "output_layouts=Shard(1)" in whole
     assert "returned tuple, not one tensor" in user_workload.sp_output_problem((local,), local, 1)
     assert "not this rank's slice" in user_workload.sp_output_problem(torch.zeros(8), local, 1)
+
+
+@pytest.mark.parametrize(
+    ("pieces", "words"),
+    [
+        (lambda m: [m.embed, *m.layers, m.head, m.head], "pp_layers' pieces hold head.weight 2 times"),
+        (lambda m: [m.embed, m.layers, m.head], "piece 1 (ModuleList) failed on the previous one's output"),
+        (lambda m: [sharded_model.Stacked()], "must return a list of submodules of the module it is given"),
+        (lambda m: 3, "pp_layers(module) failed (TypeError"),
+        (lambda m: [nn.Sequential(m.embed, *m.layers, m.head)], "must return a list of submodules"),
+    ],
+    ids=["twice", "not a forward", "another module", "not a list", "a new container"],
+)
+def test_pp_layers_that_are_not_the_forward_in_pieces_are_named(pieces, words):
+    assert user_model.pp_problem(sharded_model.build_pipeline()) is None
+    assert words in user_model.pp_problem(_pipeline_with(pieces))
+
+
+class Tupled(nn.Linear):
+    def forward(self, x: torch.Tensor) -> tuple:
+        return (super().forward(x),)
+
+
+def test_a_piece_returning_a_tuple_is_named():
+    module = nn.Sequential(Tupled(sharded_model.WIDTH, sharded_model.WIDTH))
+    um = user_model.UserModel(module=module, batch=sharded_model.batch, loss=F.mse_loss, pp_layers=list)
+    assert "piece 0 (Tupled) returned tuple, not one tensor" in user_model.pp_problem(um)
+
+
+def test_a_pipelines_theory_follows_each_boundarys_activation():
+    """Pieces of different widths: each stage boundary carries its own activation (one micro-batch of the batch's
+    rows through the pieces), forward once and its gradient back once per micro-batch; the check rule is the
+    built-in pipelines' (R = micro-batches, exact when that is a power of two)."""
+    module = nn.Sequential(nn.Linear(16, 32), nn.Linear(32, 8), nn.Linear(8, 16), nn.Linear(16, 16))
+    um = user_model.UserModel(module=module, batch=sharded_model.batch, loss=F.mse_loss, pp_layers=list)
+    rows = sharded_model.ROWS // 4  # 4 micro-batches
+    assert user_pipeline.boundaries(um, "pp_gpipe", 2, 4) == [(4 * rows * 8, "float32")]  # stages [0, 2), [2, 4)
+    assert user_pipeline.boundaries(um, "pp_interleaved", 2, 4) == [(4 * rows * n, "float32") for n in (32, 8, 16)]
+    assert user_pipeline.boundaries(um, "pp_gpipe", 8, 4) == []  # 8 stages, 4 pieces: skipped, no theory
+    theory = user_pipeline.theory(um, "pp_interleaved", 2, 4)
+    sent = {(r["rank"], r["peer"], r["phase"], r["bytes"]): r["count"] for r in theory if r["op"] == "send"}
+    assert sent == {
+        (0, 1, "forward", 4 * rows * 32): 4,  # stage 0 (rank 0) -> stage 1 (rank 1)
+        (1, 0, "forward", 4 * rows * 8): 4,  # stage 1 (rank 1) -> stage 2 (rank 0)
+        (0, 1, "forward", 4 * rows * 16): 4,
+        (1, 0, "backward", 4 * rows * 32): 4,
+        (0, 1, "backward", 4 * rows * 8): 4,
+        (1, 0, "backward", 4 * rows * 16): 4,
+    }
+    step = user_pipeline.step_bytes(um, "pp_interleaved", 2, 4, "a step")
+    assert step.size_bytes == 2 * 4 * 4 * rows * (32 + 8 + 16) and step.count == step.size_bytes // 4
+    fields = user_pipeline.declared_fields("pp_interleaved", um, 2, 4)
+    assert fields["stage_layers"] == [[0, 1], [1, 2], [2, 3], [3, 4]] and fields["boundary_bytes"] == [
+        4 * rows * n for n in (32, 8, 16)
+    ]
+    assert fields["activation_bytes"] == 4 * rows * 32 and fields["schedule"] == "ScheduleInterleaved1F1B"
+    rule = user_workload.check_rule("pp_gpipe", 2, um, 4)
+    assert rule.exact and rule.terms == 4 and not user_workload.check_rule("pp_gpipe", 2, um, 3).exact
