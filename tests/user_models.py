@@ -27,3 +27,22 @@ class Normed(sharded_model.Regressor):
 def normed() -> UserModel:
     """The worked example's factory (its batches, loss and tp_plan) with ``Normed`` as the module."""
     return dataclasses.replace(sharded_model.build(), module=Normed())
+
+
+def built_in_twin() -> UserModel:
+    """The built-in model family as your own model, at make validate-predict's shape (VALIDATE_SHARDED_WIDTH=60,
+    _DEPTH=2, _SEQ=4, _BATCH=60) with the built-in tp plan (each block's ``up`` column-, ``down`` row-parallel):
+    ``make validate-predict SHARDED_MODEL=tests.user_models:built_in_twin`` checks a user model's prediction (its
+    measured inventory priced at N) on the steps whose theory-based prediction the built-in validation checks."""
+    import torch.nn.functional as F
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+
+    from experiments.sharded import workload
+
+    width, depth, seq, rows = 60, 2, 4, 60
+    return UserModel(
+        module=workload.build_net(width, depth),
+        batch=lambda step: workload.batch(step, rows, seq, width, "cpu"),
+        loss=F.mse_loss,
+        tp_plan={"blocks.*.up": ColwiseParallel(), "blocks.*.down": RowwiseParallel()},
+    )

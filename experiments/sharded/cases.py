@@ -316,6 +316,7 @@ def _declare_user(strategy: str, s: ShardedSettings, world: int, um: user_model.
         "dp_size": dp,
         "check": "every rank's whole parameters equal single-process training of the model on its global "
         "batches (check_rule)",
+        "splits": user_model.splits(um, strategy),  # what make predict checks divides at another world size
     }
     identity = {"strategy": strategy, "model": s.model}
     nbytes = dataclasses.replace(case.bytes, size_bytes=0, count=0, definition=user_workload.NOT_MODELLED)

@@ -26,6 +26,13 @@ Per strategy (the run's ``train_step`` records with the decomposition, experimen
   fitted to compute_s by least squares over the world sizes (b = 0 when compute did not fall with N, a = 0
   when the fit's start-up came out negative).
 
+Your own model (``SHARDED_MODEL``, a record with ``model``): no theory, so comm(N) prices the collectives its
+step record measured (``inventory``) at the world size nearest N, each with the same S bytes at N
+(``USER_COMM_MODEL``): on one mesh dimension over the world, FSDP2 gathers and reduce-scatters whole units, DDP
+all-reduces whole buckets and tensor or sequence parallelism all-reduces or gathers whole activations, none of
+which depends on N (FSDP2's padding of each parameter to a multiple of N aside). What must divide at N is the
+record's ``splits`` (user_model.split_problem). ``2d`` on a user model is not predicted (``USER_2D``).
+
 Strategies that cannot run at N (shapes.cannot_run: the mesh or the batch does not divide) and the pipeline
 schedules (point-to-point, not collectives: not modelled) get no entry; make predict says why (``notes_at``).
 """
@@ -45,7 +52,7 @@ from suite.model.runs import record_topology, run_topology, usable
 from suite.model.step import StepModel, of_module, measured_text, row_text, split_text
 from suite.model.units import fmt_time
 
-from . import shapes
+from . import shapes, user_model
 
 EXPERIMENT = "sharded"
 
@@ -55,6 +62,15 @@ COMM_MODEL = (
 )
 HIDDEN_MODEL = "measured share hidden_comm_s / comm_replay_s of the replay at the world size nearest N, in [0, 1]"
 CPU_HIDDEN = "0 on CPU: every collective of these steps is synchronous there (the measured share is noise)"
+USER_COMM_MODEL = (
+    "the collectives the step record measured (its inventory) at the world size nearest N, the same S bytes at N "
+    "(whole FSDP2 units, DDP buckets, TP/SP activations; FSDP2's padding to a multiple of N not modelled), priced by "
+    "the run's per-op link fits on each group's topology"
+)
+USER_2D = (
+    "2d on a user model: its FSDP2 collectives carry the tp shards of its parameters, whose size at another tp "
+    "size its inventory does not tell (not modelled)"
+)
 WORK_MODEL = "per-rank work: compute_s(n) x n / N (global batch fixed, each rank 1/N of the step's arithmetic)"
 FIT_MODEL = "a + b/N fitted to compute_s over the runs' world sizes"
 
@@ -66,17 +82,19 @@ def _key(rec: dict) -> tuple:
         rec.get("depth"),
         rec.get("seq"),
         rec.get("batch"),
+        rec.get("model"),
     )
 
 
 def step_records(records: Sequence[dict]) -> dict[tuple, dict[int, dict]]:
-    """(strategy, width, depth, seq, batch) -> world size -> {"step": train_step record, "replay": its replay
-    record}: the strategies the built-in model takes (checked, not planted, decomposed: the pipelines have no
-    compute_s and no replay; a user model, SHARDED_MODEL, no theory)."""
+    """(strategy, width, depth, seq, batch, model) -> world size -> {"step": train_step record, "replay": its
+    replay record}: the strategies measured with their decomposition (checked, not planted: the pipelines have no
+    compute_s and no replay); ``model`` is None for the built-in model, else SHARDED_MODEL (its width, depth, seq
+    and batch None)."""
     out: dict[tuple, dict[int, dict]] = {}
     for r in records:
-        if r.get("experiment") != EXPERIMENT or not usable(r) or r.get("planted") or r.get("model"):
-            continue  # a user model (SHARDED_MODEL) has no theory to scale its communication with
+        if r.get("experiment") != EXPERIMENT or not usable(r) or r.get("planted"):
+            continue
         if r.get("op") == "train_step" and r.get("compute_s") is not None:
             out.setdefault(_key(r), {}).setdefault(int(r["world_size"]), {})["step"] = r
         elif r.get("op") == "comm_replay" and r.get("comm_replay_s"):
@@ -99,11 +117,25 @@ def group_topology(topo: Topology, strategy: str, group: str) -> Topology:
     return Topology(shape[i], math.gcd(shape[i], most))
 
 
-def comm_us(strategy: str, key: tuple, topo: Topology, model: RunModel) -> float | None:
-    """COMM_MODEL at ``topo`` (None where the link model has no algorithm for an op at its group)."""
-    _, width, depth, seq, batch = key
+def _nearest(by_world: dict[int, dict], ranks: int) -> int:
+    """The measured world size nearest ``ranks`` (the larger on a tie)."""
+    return min(by_world, key=lambda n: (abs(n - ranks), -n))
+
+
+def collectives_at(key: tuple, by_world: dict[int, dict], ranks: int) -> list[dict]:
+    """The collectives of one step at ``ranks``: theory's (the built-in model), or a user model's measured
+    inventory at the world size nearest ``ranks`` (USER_COMM_MODEL)."""
+    strategy, width, depth, seq, batch, name = key
+    if name is None:
+        return shapes.theory(strategy, width, depth, seq, batch, ranks)
+    return by_world[_nearest(by_world, ranks)]["step"].get("inventory") or []
+
+
+def comm_us(strategy: str, rows: list[dict], topo: Topology, model: RunModel) -> float | None:
+    """``rows`` (collectives_at) priced at ``topo`` (None where the link model has no algorithm for an op at its
+    group)."""
     total = 0.0
-    for row in shapes.theory(strategy, width, depth, seq, batch, topo.ranks):
+    for row in rows:
         t = group_topology(topo, strategy, row["group"])
         if t.ranks < 2:
             continue
@@ -137,34 +169,41 @@ def compute_model(by_world: dict[int, dict]) -> tuple[float, float, str]:
 def hidden_fraction(by_world: dict[int, dict], ranks: int) -> tuple[float, float | None, str]:
     """(the model's share, the measured one, which model): HIDDEN_MODEL from the replay record of the world
     size nearest ``ranks`` (the larger on a tie), CPU_HIDDEN for a run on CPU; 0 without a replay."""
-    have = [n for n, v in by_world.items() if "replay" in v]
+    have = {n: v for n, v in by_world.items() if "replay" in v}
     if not have:
         return 0.0, None, "no replay record: 0"
-    rec = by_world[min(have, key=lambda n: (abs(n - ranks), -n))]["replay"]
+    rec = have[_nearest(have, ranks)]["replay"]
     measured = min(max((rec.get("hidden_comm_s") or 0.0) / rec["comm_replay_s"], 0.0), 1.0)
     if rec.get("device") == "cpu":
         return 0.0, measured, CPU_HIDDEN
     return measured, measured, HIDDEN_MODEL
 
 
-def why_not(key: tuple, ranks: int) -> str | None:
-    """Why the strategy of ``key`` has no prediction at ``ranks``, or None."""
-    strategy, width, _, seq, batch = key
-    return shapes.cannot_run(strategy, ranks, width, seq, batch)
+def why_not(key: tuple, by_world: dict[int, dict], ranks: int) -> str | None:
+    """Why the strategy of ``key`` has no prediction at ``ranks``, or None (a user model: its record's splits)."""
+    strategy, width, _, seq, batch, name = key
+    if name is None:
+        return shapes.cannot_run(strategy, ranks, width, seq, batch)
+    if strategy == "2d":
+        return USER_2D
+    split = by_world[_nearest(by_world, ranks)]["step"].get("splits")
+    if split is None:
+        return "its record has no splits (a run before they were recorded): what divides at N is unknown"
+    return shapes.mesh_cannot(strategy, ranks) or user_model.split_problem(strategy, ranks, split)
 
 
 def predict_step(key: tuple, by_world: dict[int, dict], topo: Topology, model: RunModel) -> dict | None:
     """The strategy's step at ``topo`` (module docstring), with the model at the nearest measured world."""
     strategy = key[0]
-    comm = comm_us(strategy, key, topo, model)
+    comm = comm_us(strategy, collectives_at(key, by_world, topo.ranks), topo, model)
     if comm is None:
         return None
     a, b, how = compute_model(by_world)
     frac, measured_frac, hidden_how = hidden_fraction(by_world, topo.ranks)
     compute = a + b / topo.ranks
-    near = min(by_world, key=lambda n: (abs(n - topo.ranks), -n))
+    near = _nearest(by_world, topo.ranks)
     rec = by_world[near]["step"]
-    comm0 = comm_us(strategy, key, record_topology(rec), model)
+    comm0 = comm_us(strategy, collectives_at(key, by_world, near), record_topology(rec), model)
     shape, names = shapes.mesh_shape(strategy, topo.ranks)
     return {
         "strategy": strategy,
@@ -172,6 +211,7 @@ def predict_step(key: tuple, by_world: dict[int, dict], topo: Topology, model: R
         "depth": key[2],
         "seq": key[3],
         "batch": key[4],
+        "model": key[5],
         "ranks": topo.ranks,
         "ranks_per_node": topo.ranks_per_node,
         "mesh": "x".join(map(str, shape)) + " (" + ",".join(names) + ")",
@@ -179,7 +219,7 @@ def predict_step(key: tuple, by_world: dict[int, dict], topo: Topology, model: R
         "compute_us": compute,
         "compute_model": how,
         "comm_us": comm,
-        "comm_model": COMM_MODEL,
+        "comm_model": COMM_MODEL if key[5] is None else USER_COMM_MODEL,
         "hidden_fraction": frac,
         "hidden_model": hidden_how,
         "measured_hidden_fraction": measured_frac,
@@ -196,13 +236,13 @@ def predict_step(key: tuple, by_world: dict[int, dict], topo: Topology, model: R
 PROVENANCE = {
     "sharded.step_us": "modelled: compute_us + comm_us − hidden_us",
     "sharded.compute_us": f"modelled: the entry's compute_model: 'per-rank work' {WORK_MODEL}; 'a + b/N' {FIT_MODEL}",
-    "sharded.comm_us": f"modelled: {COMM_MODEL}",
+    "sharded.comm_us": f"modelled: the entry's comm_model: {COMM_MODEL}; a user model's (model set) {USER_COMM_MODEL}",
     "sharded.hidden_us": f"modelled: comm_us x hidden_fraction ({HIDDEN_MODEL})",
     "sharded.hidden_fraction": f"the entry's hidden_model: {CPU_HIDDEN}; else measured: {HIDDEN_MODEL}",
     "sharded.measured_hidden_fraction": f"measured: {HIDDEN_MODEL}",
     "sharded.measured_step_us": "measured: the train_step record's time_us at measured_ranks",
     "sharded.measured_comm_replay_us": "measured: the replay record's comm_replay_s at measured_ranks",
-    "sharded.model_comm_at_measured_us": f"modelled: {COMM_MODEL}, at measured_ranks",
+    "sharded.model_comm_at_measured_us": "modelled: the entry's comm_model, at measured_ranks",
     "sharded.model_step_at_measured_us": "modelled: the same step model at measured_ranks",
 }
 """predict.json's provenance of the numbers of its "sharded" entries."""
@@ -212,7 +252,7 @@ def predict_at(model: RunModel, topo: Topology) -> list[dict]:
     """predict.json's "sharded": the step of each strategy the run's sharded records hold, at ``topo``."""
     out = []
     for key, by_world in sorted(step_records(model.records).items(), key=lambda kv: str(kv[0])):
-        if why_not(key, topo.ranks) is None and (d := predict_step(key, by_world, topo, model)) is not None:
+        if why_not(key, by_world, topo.ranks) is None and (d := predict_step(key, by_world, topo, model)) is not None:
             out.append(d)
     return out
 
@@ -230,11 +270,11 @@ def notes_at(model: RunModel, topo: Topology) -> list[str]:
     if pp:
         out.append(f"sharded step ({', '.join(pp)}): not predicted: pipelines are point-to-point, not modelled")
     for key, by_world in sorted(step_records(model.records).items(), key=lambda kv: str(kv[0])):
-        reason = why_not(key, topo.ranks)
+        reason = why_not(key, by_world, topo.ranks)
         if reason is None and predict_step(key, by_world, topo, model) is None:
             reason = "the link model has no algorithm for one of its collectives at this topology"
         if reason:
-            out.append(f"sharded step ({key[0]}): not predicted at {topo.ranks} ranks: {reason}")
+            out.append(f"sharded step ({_who(key[0], key[5])}): not predicted at {topo.ranks} ranks: {reason}")
     return out
 
 
@@ -248,7 +288,7 @@ def validation_rows(model: RunModel, check: Sequence[dict]) -> list[dict]:
     for run in check:
         t = run_topology(run)
         for key, by_world in sorted(step_records(records(run)).items(), key=lambda kv: str(kv[0])):
-            if key not in fit or t.ranks not in by_world or why_not(key, t.ranks):
+            if key not in fit or t.ranks not in by_world or why_not(key, fit[key], t.ranks):
                 continue
             pr = predict_step(key, fit[key], t, model)
             if pr is None:
@@ -256,7 +296,7 @@ def validation_rows(model: RunModel, check: Sequence[dict]) -> list[dict]:
             measured = by_world[t.ranks]["step"]["time_us"]
             rows.append(
                 {
-                    "strategy": key[0],
+                    "strategy": _who(key[0], key[5]),  # a user model's rows apart from the built-in's
                     "ranks": t.ranks,
                     "fit_ranks": sorted(fit[key]),
                     "predicted_us": pr["step_us"],
@@ -272,8 +312,13 @@ def validation_rows(model: RunModel, check: Sequence[dict]) -> list[dict]:
     return rows
 
 
+def _who(strategy: str, name: str | None) -> str:
+    """The strategy, and the user model's name where there is one."""
+    return strategy if name is None else f"{strategy} of {name}"
+
+
 def _title(d: dict) -> str:
-    return f"step ({d['strategy']}, mesh {d['mesh']})"
+    return f"step ({_who(d['strategy'], d.get('model'))}, mesh {d['mesh']})"
 
 
 def step_line(d: dict, ranks: int) -> str:

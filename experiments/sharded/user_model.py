@@ -155,9 +155,38 @@ def contraction(um: UserModel, strategy: str = "tp") -> int:
 
 def not_dividing(um: UserModel, strategy: str, world: int, microbatches: int = 1) -> str | None:
     """Why the model's batch or a parameter the plan shards does not divide over the strategy's ranks, or the
-    batch into a pipeline's ``microbatches``."""
+    batch into a pipeline's ``microbatches`` (split_problem), or its seq_dim cannot be split (sp)."""
+    if strategy == SEQUENCE_PARALLEL:
+        x, d = um.batch(0)[0], um.seq_dim
+        if not isinstance(d, int) or isinstance(d, bool) or d < 1:
+            return f"{strategy}: seq_dim={d!r} must be an int >= 1 (dimension 0 is the batch's rows)"
+        if x.dim() <= d:
+            return (
+                f"{strategy}: the model's inputs have {x.dim()} dimensions, no seq_dim={d} to split over {world} ranks"
+            )
+    return split_problem(strategy, world, splits(um, strategy), microbatches)
+
+
+def splits(um: UserModel, strategy: str) -> dict:
+    """What must divide at a world size, as plain numbers (each case's record keeps them: make predict checks
+    another world size with split_problem, without the model): the batch's ``rows``, the inputs' ``positions``
+    along ``seq_dim`` (sp; else None), and ``sharded``, each Linear the strategy's plan shards as [name, kind, the
+    features it splits]."""
+    x = um.batch(0)[0]
+    d = um.seq_dim
+    sp = strategy == SEQUENCE_PARALLEL and isinstance(d, int) and not isinstance(d, bool) and 1 <= d < x.dim()
+    sharded = []
+    if strategy in NEEDS_PLAN or strategy == SEQUENCE_PARALLEL:
+        for name, m, kind in _planned_linears(um, strategy):
+            sharded.append([name, kind, m.out_features if kind == "colwise" else m.in_features])
+    return {"rows": len(x), "positions": int(x.shape[d]) if sp else None, "seq_dim": d, "sharded": sharded}
+
+
+def split_problem(strategy: str, world: int, split: dict, microbatches: int = 1) -> str | None:
+    """Why ``split`` (``splits``) does not divide over ``strategy``'s ranks at ``world`` or into a pipeline's
+    ``microbatches``, or None (pure: no torch)."""
     dp = dp_size(strategy, world)
-    rows = len(um.batch(0)[0])
+    rows = split["rows"]
     if rows % dp:
         return f"{strategy}: the model's batch has {rows} rows, which do not split into {dp} data-parallel shards"
     if strategy in PIPELINES and rows % microbatches:
@@ -166,22 +195,14 @@ def not_dividing(um: UserModel, strategy: str, world: int, microbatches: int = 1
             f"{microbatches} equal micro-batches"
         )
     tp = world // dp
-    if strategy == SEQUENCE_PARALLEL:
-        x, d = um.batch(0)[0], um.seq_dim
-        if not isinstance(d, int) or isinstance(d, bool) or d < 1:
-            return f"{strategy}: seq_dim={d!r} must be an int >= 1 (dimension 0 is the batch's rows)"
-        if x.dim() <= d:
-            return f"{strategy}: the model's inputs have {x.dim()} dimensions, no seq_dim={d} to split over {tp} ranks"
-        if x.shape[d] % tp:
-            has = f"{x.shape[d]} positions along seq_dim={d}"
-            return f"{strategy}: the model's inputs have {has}, which do not split over {tp} ranks"
-    if strategy in NEEDS_PLAN or strategy == SEQUENCE_PARALLEL:
-        which = "sp_plan" if strategy == SEQUENCE_PARALLEL else "tp_plan"
-        for name, m, kind in _planned_linears(um, strategy):
-            n = m.out_features if kind == "colwise" else m.in_features
-            if n % tp:
-                side = "out_features" if kind == "colwise" else "in_features"
-                return f"{strategy}: {which} shards {name} ({kind}, {side}={n}), which does not split over {tp} ranks"
+    if split.get("positions") is not None and split["positions"] % tp:
+        has = f"{split['positions']} positions along seq_dim={split['seq_dim']}"
+        return f"{strategy}: the model's inputs have {has}, which do not split over {tp} ranks"
+    which = "sp_plan" if strategy == SEQUENCE_PARALLEL else "tp_plan"
+    for name, kind, n in split.get("sharded", ()):
+        if n % tp:
+            side = "out_features" if kind == "colwise" else "in_features"
+            return f"{strategy}: {which} shards {name} ({kind}, {side}={n}), which does not split over {tp} ranks"
     return None
 
 

@@ -30,3 +30,30 @@ def test_make_predict_on_a_real_run_with_sharded(tmp_path):
         assert all(f"sharded.{k}" in doc["provenance"] for k in ("step_us", "compute_us", "comm_us", "hidden_us"))
     r = _make(f"RUN={run}", "RANKS=3", "RANKS_PER_NODE=1")
     assert r.returncode == 0 and "sharded step (tp): not predicted at 3 ranks: SHARDED_WIDTH=32" in r.stdout
+
+
+USER = ROOT / "tests" / "fixtures" / "sharded-user-gloo-2"
+MODEL = "examples.sharded_model:build"
+
+
+def test_make_predict_prices_a_user_models_measured_inventory(tmp_path):
+    """A real 2-rank run of your own model (the fixture: examples.sharded_model:build, tests/fixtures/README.md):
+    its ddp, fsdp2 and tp steps at 4 ranks on 2 nodes priced from the collectives each record measured, the
+    model named; at 3 ranks its 8 rows (ddp, fsdp2) and its 64 hidden features (tp) do not split."""
+    run = tmp_path / "run"
+    shutil.copytree(USER, run)
+    r = _make(f"RUN={run}", "RANKS=4", "RANKS_PER_NODE=2")
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("sharded step")]
+    for s, mesh in (("ddp", "4 (dp)"), ("fsdp2", "4 (dp)"), ("tp", "4 (tp)")):
+        want = f"sharded step ({s} of {MODEL}, mesh {mesh}): compute "
+        assert any(ln.startswith(want) for ln in lines), lines
+    doc = json.loads((run / "predict.json").read_text())
+    assert {d["strategy"] for d in doc["sharded"]} == {"ddp", "fsdp2", "tp"}
+    for d in doc["sharded"]:
+        assert d["model"] == MODEL and d["comm_model"].startswith("the collectives the step record measured")
+        assert d["comm_us"] > 0 and d["step_us"] > d["compute_us"] > 0 and d["measured_ranks"] == 2
+    r = _make(f"RUN={run}", "RANKS=3", "RANKS_PER_NODE=1")
+    assert r.returncode == 0, r.stderr
+    for s, why in (("fsdp2", "the model's batch has 8 rows"), ("tp", "tp_plan shards layers.0.inp (colwise")):
+        assert f"sharded step ({s} of {MODEL}): not predicted at 3 ranks: {s}: {why}" in r.stdout, r.stdout

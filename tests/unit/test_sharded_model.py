@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from experiments.sharded import model, shapes
 from suite.model import step
@@ -180,14 +181,81 @@ def test_strategies_that_cannot_run_get_no_entry_and_a_reason():
     assert any("(pp_gpipe): not predicted" in n for n in notes), notes
 
 
-def test_a_user_models_decomposed_records_are_not_predicted():
-    # SHARDED_MODEL's records carry compute_s and a replay like the built-in model's, but no width, depth, seq
-    # or batch: its communication at another world size has no theory to come from
-    built_in = _rec("tp", 2, time_us=1e4, compute_s=0.01)
-    user = [{k: v for k, v in r.items() if k not in ("width", "depth", "seq", "batch")} | {"model": "m:build"}
-            for r in _rec("fsdp2", 2, time_us=1e4, compute_s=0.01)]  # fmt: skip
-    assert list(model.step_records(built_in + user)) == [("tp", 16, 2, 4, 8)]
-    assert [d["strategy"] for d in model.predict_at(_model(built_in + user), Topology(8, 1))] == ["tp"]
+def _user(strategy, world, inventory, splits, **kw):
+    """A user model's (SHARDED_MODEL) step and replay records: no width, depth, seq or batch; its measured
+    inventory and what must divide (user_model.splits)."""
+    recs = [
+        {k: v for k, v in r.items() if k not in ("width", "depth", "seq", "batch")} | {"model": "m:build"}
+        for r in _rec(strategy, world, **kw)
+    ]
+    recs[0] |= {"inventory": inventory, "splits": splits}
+    return recs
+
+
+def _inv(op, nbytes, group, count, phase="forward"):
+    return {"op": op, "dtype": "float32", "bytes": nbytes, "group": group, "phase": phase, "count": count}
+
+
+def test_a_user_models_step_is_priced_from_its_measured_inventory():
+    """A user model has no theory: its step at N prices the collectives its record measured, each with the
+    same S bytes at N (USER_COMM_MODEL); what must divide at N comes from its record's splits."""
+    rows = {"rows": 8, "positions": None, "seq_dim": 1, "sharded": []}
+    fsdp = [_inv("all_gather", 4096, "dp", 2), _inv("all_gather", 4096, "dp", 2, "backward")]
+    fsdp.append(_inv("reduce_scatter", 4096, "dp", 2, "backward"))
+    recs = _rec("tp", 2, time_us=1e4, compute_s=0.01) + _user("fsdp2", 2, fsdp, rows, time_us=1e4, compute_s=0.01)
+    assert sorted(model.step_records(recs), key=str) == [
+        ("fsdp2", None, None, None, None, "m:build"),
+        ("tp", 16, 2, 4, 8, None),
+    ]
+    d = next(d for d in model.predict_at(_model(recs), Topology(4, 1)) if d["model"] == "m:build")
+    ag, rs = 3 / 4 * 4096 / 1e3, 2 * 3 / 4 * 4096 / 1e3  # ring over 1 GB/s; Gloo's reduce_scatter an all_reduce
+    assert d["comm_us"] == pytest.approx(4 * ag + 2 * rs) and d["comm_model"] == model.USER_COMM_MODEL
+    assert d["strategy"] == "fsdp2" and d["mesh"] == "4 (dp)" and d["compute_us"] == pytest.approx(10_000 * 2 / 4)
+    line = model.step_line(d, 4)
+    assert line.startswith("sharded step (fsdp2 of m:build, mesh 4 (dp)): compute "), line
+    # at 3 ranks the model's 8 rows do not split; a tp plan's 6 features do not split over 4 ranks
+    tp = _user("tp", 2, [_inv("all_reduce", 512, "tp", 2)], rows | {"sharded": [["l.inp", "colwise", 6]]},
+               time_us=1e4, compute_s=0.01)  # fmt: skip
+    two_d = _user("2d", 4, [_inv("all_reduce", 256, "tp", 2)], rows, time_us=1e4, compute_s=0.01)
+    old = _user("ddp", 2, [_inv("all_reduce", 4096, "world", 1)], None, time_us=1e4, compute_s=0.01)
+    m = _model(recs + tp + two_d + old)
+    notes = model.notes_at(m, Topology(3, 1)) + model.notes_at(m, Topology(4, 1))
+    says = (
+        "(fsdp2 of m:build): not predicted at 3 ranks: fsdp2: the model's batch has 8 rows, which do not split into 3"
+    )
+    assert any(says in n for n in notes), notes
+    says = "(tp of m:build): not predicted at 4 ranks: tp: tp_plan shards l.inp (colwise, out_features=6)"
+    assert any(says in n for n in notes), notes
+    assert any("(2d of m:build): not predicted at 4 ranks: 2d on a user model" in n for n in notes), notes
+    assert any("(ddp of m:build): not predicted at 4 ranks: its record has no splits" in n for n in notes), notes
+    # at 6 ranks only the user's tp: its 6 features split (the built-in width 16 does not, nor 8 rows 6 ways)
+    assert [(d["strategy"], d["model"]) for d in model.predict_at(m, Topology(6, 1))] == [("tp", "m:build")]
+
+
+@pytest.mark.parametrize(
+    ("strategy", "ranks"), [("ddp", 4), ("ddp", 8), ("fsdp2", 4), ("fsdp2", 8), ("tp", 4), ("tp", 8), ("sp", 4)]
+)
+def test_a_user_models_inventory_prices_as_theory_where_theorys_bytes_do_not_depend_on_n(strategy, ranks):
+    """The built-in model run as your own model (its inventory = its theory at 2 ranks, which the experiment checks on
+    every run): priced at 4 and 8 ranks it gives theory's prediction, because no S of these steps depends on N
+    (16 and 64 rows split 2, 4 and 8 ways: no FSDP2 padding; sp's 4 positions split 4 ways). Measured on the
+    compose simulation with tests.user_models:built_in_twin: the same (docs/reports.md)."""
+    theory = shapes.theory(strategy, 16, 2, 4, 8, 2)
+    built_in = _rec(strategy, 2, time_us=1e4, compute_s=0.01)
+    rows = {"rows": 8, "positions": 4 if strategy == "sp" else None, "seq_dim": 1, "sharded": []}
+    user = _user(strategy, 2, theory, rows, time_us=1e4, compute_s=0.01)
+    got = {d["model"]: d for d in model.predict_at(_model(built_in + user), Topology(ranks, 2))}
+    assert got["m:build"]["comm_us"] == pytest.approx(got[None]["comm_us"]) and got[None]["comm_us"] > 0
+    assert got["m:build"]["step_us"] == pytest.approx(got[None]["step_us"])
+
+
+def test_the_validation_twin_is_the_built_in_model_at_validate_predicts_shape():
+    from experiments.sharded import workload
+    from tests import user_models
+
+    twin, net = user_models.built_in_twin(), workload.build_net(60, 2)
+    assert all(torch.equal(a, b) for a, b in zip(twin.module.state_dict().values(), net.state_dict().values()))
+    assert all(torch.equal(a, b) for a, b in zip(twin.batch(3), workload.batch(3, 60, 4, 60, "cpu")))
 
 
 def test_validation_rows_and_a_geomean_per_strategy():
