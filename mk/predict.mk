@@ -43,6 +43,7 @@ predict: venv  ## RUN= RANKS= RANKS_PER_NODE=: every collective, a DDP and each 
 
 validate-predict: venv  ## fit on compose runs of 2-3 nodes, predict and measure 4-6: the error table
 	@case "$(VALIDATE_PPN)" in ''|*[!0-9]*|0) echo "error: VALIDATE_PPN must be a positive integer, got '$(VALIDATE_PPN)'" >&2; exit 2;; esac; \
+	mkdir -p "$(RESULTS)"; \
 	for n in $(VALIDATE_FIT) $(VALIDATE_CHECK); do \
 	  id=$(VALIDATE_ID)-$${n}n$(VALIDATE_PPN)p; \
 	  if [ -n "$(VALIDATE_REUSE)" ] && [ -f "$(RESULTS)/$$id/bench.json" ]; then echo "# reusing $(RESULTS)/$$id"; continue; fi; \

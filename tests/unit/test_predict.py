@@ -510,3 +510,19 @@ def test_validate_predict_selects_cases_with_a_valid_k_expression(knobs):
     for n in range(2, 7):
         for st in knob["STRATEGIES"].split(","):
             assert shapes.cannot_run(st, n, int(knob["WIDTH"]), int(knob["SEQ"]), int(knob["BATCH"])) is None
+
+
+def test_validate_predict_makes_the_results_directory_first(tmp_path):
+    """On a fresh clone there is no results/ yet: each compose run's log goes there, so the directory is made
+    before the first run (the compose runs stubbed out with MAKE=true: the validation then finds no stored run,
+    and says so, where the old recipe failed at the first log with "compose run ... failed")."""
+    results = tmp_path / "fresh" / "results"
+    r = subprocess.run(
+        [*MAKE, "-s", "validate-predict", f"RESULTS={results}", "MAKE=true", "VALIDATE_FIT=2", "VALIDATE_CHECK=4"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "compose run" not in r.stderr and (results / "validate-predict-2n1p.log").is_file(), r.stderr
+    assert r.returncode != 0 and f"no stored run at {results}/validate-predict-2n1p" in r.stderr, r.stderr
