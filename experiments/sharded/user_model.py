@@ -164,7 +164,28 @@ def not_dividing(um: UserModel, strategy: str, world: int, microbatches: int = 1
             return (
                 f"{strategy}: the model's inputs have {x.dim()} dimensions, no seq_dim={d} to split over {world} ranks"
             )
+        if why := sp_layout_problem(um.sp_plan or {}, d, x.dim()):
+            return f"{strategy}: {why}"
     return split_problem(strategy, world, splits(um, strategy), microbatches)
+
+
+def sp_layout_problem(plan: Mapping[str, Any], seq_dim: int, ndim: int) -> str | None:
+    """A style of an sp_plan that puts the sequence on a dimension other than ``seq_dim`` (of ``ndim``-dimensional
+    activations), or None: a column-parallel Linear's ``input_layouts``, a row-parallel one's ``output_layouts``
+    and SequenceParallel's ``sequence_sharding`` are where the sequence is sharded (a Shard(-1) elsewhere in
+    them is the features' split)."""
+    from torch.distributed.tensor import Shard
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, SequenceParallel
+
+    where = ((ColwiseParallel, "input_layouts"), (RowwiseParallel, "output_layouts"))
+    where += ((SequenceParallel, "sequence_sharding"),)
+    for pattern, style in plan.items():
+        for kind, attr in where:
+            for p in getattr(style, attr, ()) if isinstance(style, kind) else ():
+                if isinstance(p, Shard) and p.dim % ndim != seq_dim:
+                    name = f"{pattern} ({type(style).__name__})"
+                    return f"sp_plan's {name} shards the sequence along dim {p.dim} ({attr}), not seq_dim={seq_dim}"
+    return None
 
 
 def splits(um: UserModel, strategy: str) -> dict:

@@ -48,6 +48,23 @@ def negative_seq_dim():
     return dataclasses.replace(sharded_model.build_sequence(), seq_dim=-4)
 
 
+def norm_on_features():
+    """The sequence example whose norms are SequenceParallel along dim 2, the features, not seq_dim=1."""
+    from torch.distributed.tensor.parallel import SequenceParallel
+
+    um = sharded_model.build_sequence()
+    return dataclasses.replace(um, sp_plan={**um.sp_plan, "layers.*.norm": SequenceParallel(sequence_dim=2)})
+
+
+def gather_on_features():
+    """A column-parallel Linear told its input is sharded along dim -1 (the features) under sp."""
+    from torch.distributed.tensor import Shard
+    from torch.distributed.tensor.parallel import ColwiseParallel
+
+    um = sharded_model.build_sequence()
+    return dataclasses.replace(um, sp_plan={**um.sp_plan, "layers.*.inp": ColwiseParallel(input_layouts=Shard(-1))})
+
+
 def flat_sequence():
     """An sp_plan on a model whose inputs are (rows, width): no dimension 2 to split."""
     return dataclasses.replace(sharded_model.build(), sp_plan=sharded_model.SP_PLAN, seq_dim=2)
@@ -194,6 +211,17 @@ BAD = {
         {"SHARDED_MODEL": f"{HERE}:negative_seq_dim", "SHARDED_STRATEGIES": "sp"},
         2,
         "sp: seq_dim=-4 must be an int >= 1 (dimension 0 is the batch's rows)",
+    ),
+    "sp norm dim": (
+        {"SHARDED_MODEL": f"{HERE}:norm_on_features", "SHARDED_STRATEGIES": "sp"},
+        2,
+        "sp: sp_plan's layers.*.norm (SequenceParallel) shards the sequence along dim 2 (sequence_sharding), "
+        "not seq_dim=1",
+    ),
+    "sp gather dim": (
+        {"SHARDED_MODEL": f"{HERE}:gather_on_features", "SHARDED_STRATEGIES": "sp"},
+        2,
+        "sp: sp_plan's layers.*.inp (ColwiseParallel) shards the sequence along dim -1 (input_layouts), not seq_dim=1",
     ),
     "no sequence": (
         {"SHARDED_MODEL": f"{HERE}:flat_sequence", "SHARDED_STRATEGIES": "sp"},
