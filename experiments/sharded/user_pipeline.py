@@ -71,7 +71,8 @@ def step_bytes(um: UserModel, strategy: str, world: int, microbatches: int, time
 def declared_fields(strategy: str, um: UserModel, world: int, microbatches: int) -> dict:
     """A pipeline case's fields on the user's model: the stages' pieces, each boundary's bytes and the largest."""
     sizes = [n for n, _ in boundaries(um, strategy, world, microbatches)]
-    fields = pipeline.stage_fields(strategy, world, microbatches, _bounds(um, strategy, world), max(sizes, default=0))
+    bounds = [] if cannot_run(um, strategy, world, microbatches) else _bounds(um, strategy, world)
+    fields = pipeline.stage_fields(strategy, world, microbatches, bounds, max(sizes, default=0))
     return fields | {"boundary_bytes": sizes}
 
 

@@ -432,3 +432,23 @@ def test_a_pipelines_theory_follows_each_boundarys_activation():
     assert fields["activation_bytes"] == 4 * rows * 32 and fields["schedule"] == "ScheduleInterleaved1F1B"
     rule = user_workload.check_rule("pp_gpipe", 2, um, 4)
     assert rule.exact and rule.terms == 4 and not user_workload.check_rule("pp_gpipe", 2, um, 3).exact
+
+
+@pytest.mark.parametrize("world", [2, 4])
+@pytest.mark.parametrize("factory", ["build", "build_sequence", "build_pipeline"])
+def test_the_default_strategies_declare_on_every_example(factory, world):
+    """The default SHARDED_STRATEGIES declared on each rank for each worked example (what `make bench-cpu
+    SHARDED_MODEL=...` does first): a strategy the model cannot take is declared and left to skip with its reason,
+    never a crash while declaring (a model without pp_layers once crashed on the pipelines' fields)."""
+    from experiments.sharded.cases import sharded_cases
+    from suite.launch.config import build_config
+
+    cfg = build_config(sharded={"model": f"examples.sharded_model:{factory}"})
+    um = getattr(sharded_model, factory)()
+    cases = {c.label: c for c in sharded_cases(cfg, world)}
+    assert set(STRATEGIES) <= set(cases)
+    for s in STRATEGIES:
+        assert cases[s].identity["model"] == f"examples.sharded_model:{factory}"
+        why = user_model.cannot_run(um, s, world, cfg.sharded.microbatches)
+        if s in PIPELINE and why:  # skipped on the ranks: no theory, no stages
+            assert cases[s].bytes.size_bytes == 0 and cases[s].fields["boundary_bytes"] == [], s
