@@ -17,20 +17,21 @@ contiguous stages as the built-in model's layers are. ``tp_wrong_shard`` runs on
 
 Checked here, on the host, before any rank starts (``check_world``, exit 2 with one line): the name is
 ``module:function``, the module imports, the function exists and returns a ``UserModel`` whose ``module`` is a
-``torch.nn.Module``, two calls give a new module with the same weights and the same ``batch(0)``, the module
-can be copied, the batch's rows divide into the strategies' data-parallel shards, each Linear that the
-``tp_plan`` (``sp_plan`` under sp) shards divides over the tensor-parallel ranks, the inputs' ``seq_dim``
-divides over the world (sp), the 2-D mesh (2 x world/2) divides the world, and every strategy asked for by
-name (``SHARDED_STRATEGIES`` other than its default) is one the model supports. With ``pp_layers`` and a pipeline
-strategy (``pp_problem``): its pieces are the module's own submodules, hold every parameter once, each returns one
-tensor, and applied in order to ``batch(0)``'s inputs they give the module's output bit for bit; the batch's rows
-split into ``SHARDED_MICROBATCHES`` and there are at least as many pieces as stages.
+``torch.nn.Module``, two calls give a new module with the same weights and the same ``batch(0)``, the module can be
+copied, the batch's rows divide into the strategies' data-parallel shards, each Linear that the ``tp_plan``
+(``sp_plan`` under sp) shards divides over the tensor-parallel ranks, the inputs' ``seq_dim`` divides over the
+world (sp), the 2-D mesh (2 x world/2) divides the world, and every strategy asked for by name
+(``SHARDED_STRATEGIES`` other than its default) is one the model supports. With ``pp_layers`` and a pipeline
+strategy (experiments/sharded/user_pieces.py): its pieces are the module's own submodules, hold every parameter
+once, each returns one tensor, and applied in order to ``batch(0)``'s inputs they give the module's output and
+every parameter's gradient bit for bit; every batch has batch(0)'s shapes, its rows split into
+``SHARDED_MICROBATCHES``, there are at least as many pieces as stages, every rank's stages hold a parameter and
+every boundary's activation requires grad.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +40,7 @@ from suite.api import ConfigError
 
 from .settings import PIPELINE, STRATEGIES
 from .shapes import dp_size, mesh_cannot  # the built-in model's mesh rules (shapes.py)
+from .user_pieces import pp_problem, stages_problem
 
 DATA_PARALLEL = ("ddp", "fsdp2", "fsdp2_keep", "fsdp2_bf16", "fsdp2_scaled")
 """What every user model takes: the batch's rows split over the world, the model whole or FSDP2-sharded."""
@@ -229,12 +231,16 @@ def split_problem(strategy: str, world: int, split: dict, microbatches: int = 1)
 
 def stages_cannot(um: UserModel, strategy: str, world: int, microbatches: int) -> str | None:
     """Why a pipeline cannot cut the model's pp_layers into its stages at this world (or its schedule cannot
-    take these micro-batches: pipeline.cannot_run), or None."""
+    take these micro-batches: pipeline.cannot_run), or a rank would train nothing or a boundary carry no gradient
+    (user_pieces.stages_problem), or None."""
     if strategy not in PIPELINES or not um.pp_layers:
         return None
     from .pipeline import cannot_run as pipeline_cannot
 
-    return pipeline_cannot(strategy, world, 0, microbatches, pieces=len(um.pp_layers(um.module)))
+    n = len(um.pp_layers(um.module))
+    return pipeline_cannot(strategy, world, 0, microbatches, pieces=n) or stages_problem(
+        um, strategy, world, microbatches
+    )
 
 
 def cannot_run(um: UserModel, strategy: str, world: int, microbatches: int = 1) -> str | None:
@@ -244,49 +250,6 @@ def cannot_run(um: UserModel, strategy: str, world: int, microbatches: int = 1) 
         supported(um, strategy) or mesh_cannot(strategy, world) or stages_cannot(um, strategy, world, microbatches)
     )
     return skipped or not_dividing(um, strategy, world, microbatches)
-
-
-def pp_problem(um: UserModel) -> str | None:
-    """Why ``um.pp_layers`` is not the module's forward in pieces (UserModel.pp_layers), or None: called on a copy
-    of the module, its pieces must be that copy's submodules holding each of its parameters once, and applied in
-    order (each returning one tensor) to ``batch(0)``'s inputs give the module's output bit for bit (both in eval
-    mode, so dropout and norm statistics are the same in both)."""
-    import copy
-
-    import torch
-
-    module = copy.deepcopy(um.module).eval()
-    try:
-        pieces = list(um.pp_layers(module))
-    except Exception as e:  # noqa: BLE001 - whatever the user's function raises is their input's
-        return f"pp_layers(module) failed ({type(e).__name__}: {e})"
-    own = {id(m) for m in module.modules()}
-    if not pieces or any(not isinstance(p, torch.nn.Module) or id(p) not in own for p in pieces):
-        return "pp_layers(module) must return a list of submodules of the module it is given, in forward order"
-    held = Counter(id(q) for p in pieces for q in p.parameters())
-    for name, q in module.named_parameters():
-        if held[id(q)] == 0:
-            return f"pp_layers' pieces leave out {name}: every parameter must be in a piece (a stage trains it)"
-        if held[id(q)] > 1:
-            return f"pp_layers' pieces hold {name} {held[id(q)]} times: each parameter must be in exactly one piece"
-    x = um.batch(0)[0]
-    with torch.no_grad():
-        want, h = module(x), x
-        for i, piece in enumerate(pieces):
-            try:
-                h = piece(h)
-            except Exception as e:  # noqa: BLE001
-                return f"pp_layers' piece {i} ({type(piece).__name__}) failed on the previous one's output ({e})"
-            if not isinstance(h, torch.Tensor):
-                return f"pp_layers' piece {i} ({type(piece).__name__}) returned {type(h).__name__}, not one tensor"
-    if isinstance(want, torch.Tensor) and want.shape == h.shape and torch.equal(want, h):
-        return None
-    same = isinstance(want, torch.Tensor) and want.shape == h.shape
-    apart = f"up to {(want - h).abs().max().item():.3g} apart" if same else f"an output of shape {tuple(h.shape)}"
-    return (
-        f"pp_layers' pieces applied in order to batch(0)'s inputs do not give the module's output ({apart}): "
-        "list every step of its forward, in order"
-    )
 
 
 def not_reproducible(a: UserModel, b: UserModel) -> str | None:

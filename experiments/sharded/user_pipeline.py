@@ -1,5 +1,5 @@
 """Your own model (``SHARDED_MODEL``) under the pipeline schedules: its ``pp_layers`` (the forward's pieces, checked
-on the host: user_model.pp_problem) cut into contiguous stages, built, run, checked and inventoried by
+on the host: user_pieces.pp_problem) cut into contiguous stages, built, run, checked and inventoried by
 experiments/sharded/pipeline.py as the built-in model's layers are.
 
 Theory (``theory``): what each stage boundary carries for one micro-batch, measured by running the first
@@ -15,6 +15,7 @@ from suite.api import Bytes
 
 from . import pipeline, workload
 from .user_model import UserModel, cannot_run
+from .user_pieces import outputs
 from .user_workload import fresh, n_params
 
 
@@ -36,14 +37,8 @@ def boundaries(um: UserModel, strategy: str, world: int, microbatches: int) -> l
     where the strategy cannot run here."""
     if cannot_run(um, strategy, world, microbatches):
         return []
-    module = fresh(um).module.eval()
-    x = um.batch(0)[0]
-    h, out = x[: len(x) // microbatches], []
-    with torch.no_grad():
-        for piece in um.pp_layers(module):
-            h = piece(h)
-            out.append((h.numel() * h.element_size(), str(h.dtype).removeprefix("torch.")))
-    return [out[end - 1] for _, end in _bounds(um, strategy, world)[:-1]]
+    out = outputs(um, microbatches)
+    return [out[end - 1][:2] for _, end in _bounds(um, strategy, world)[:-1]]
 
 
 def theory(um: UserModel, strategy: str, world: int, microbatches: int) -> list[dict]:

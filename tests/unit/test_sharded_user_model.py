@@ -14,7 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from examples import sharded_model
-from experiments.sharded import check, shapes, user_model, user_pipeline, user_workload, workload
+from experiments.sharded import check, shapes, user_model, user_pieces, user_pipeline, user_workload, workload
 from experiments.sharded.settings import PIPELINE, PLANTED, STRATEGIES
 from suite.launch import cli as launch
 from tests import user_models
@@ -388,8 +388,8 @@ def test_an_sp_output_that_is_not_the_ranks_slice_is_named():
     ids=["twice", "not a forward", "another module", "not a list", "a new container"],
 )
 def test_pp_layers_that_are_not_the_forward_in_pieces_are_named(pieces, words):
-    assert user_model.pp_problem(sharded_model.build_pipeline()) is None
-    assert words in user_model.pp_problem(_pipeline_with(pieces))
+    assert user_pieces.pp_problem(sharded_model.build_pipeline()) is None
+    assert words in user_pieces.pp_problem(_pipeline_with(pieces))
 
 
 class Tupled(nn.Linear):
@@ -400,7 +400,7 @@ class Tupled(nn.Linear):
 def test_a_piece_returning_a_tuple_is_named():
     module = nn.Sequential(Tupled(sharded_model.WIDTH, sharded_model.WIDTH))
     um = user_model.UserModel(module=module, batch=sharded_model.batch, loss=F.mse_loss, pp_layers=list)
-    assert "piece 0 (Tupled) returned tuple, not one tensor" in user_model.pp_problem(um)
+    assert "piece 0 (Tupled) returned tuple, not one tensor" in user_pieces.pp_problem(um)
 
 
 def test_a_pipelines_theory_follows_each_boundarys_activation():
@@ -452,3 +452,89 @@ def test_the_default_strategies_declare_on_every_example(factory, world):
         why = user_model.cannot_run(um, s, world, cfg.sharded.microbatches)
         if s in PIPELINE and why:  # skipped on the ranks: no theory, no stages
             assert cases[s].bytes.size_bytes == 0 and cases[s].fields["boundary_bytes"] == [], s
+
+
+class Detached(sharded_model.Stacked):
+    """The embedding's output detached in the forward: the same output as the pieces, not the same gradient."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.embed(x).detach()
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(x)
+
+
+def _zero_residuals() -> sharded_model.Stacked:
+    """Stacked with every residual layer's output Linear zeroed (ReZero-style: each layer the identity at first)."""
+    m = sharded_model.Stacked()
+    with torch.no_grad():
+        for layer in m.layers:
+            layer.out.weight.zero_()
+            layer.out.bias.zero_()
+    return m
+
+
+class Drop(sharded_model.Stacked):
+    """A dropout between the layers and the head, at the root: the pieces must list it to draw its mask."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.embed(x)
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(self.drop(x))
+
+
+@pytest.mark.parametrize(
+    ("module", "pieces", "words"),
+    [
+        (Detached, sharded_model.pieces, "pieces give embed.weight another gradient"),
+        # the identity at first: the same output in any order, but for the seeded noise pp_problem adds
+        (_zero_residuals, lambda m: [m.embed, *reversed(m.layers), m.head], "do not give the module's output"),
+        (Drop, sharded_model.pieces, "do not give the module's output"),
+        (Drop, lambda m: [m.embed, *m.layers, m.drop, m.head], None),
+    ],
+    ids=["detach", "zero residuals reversed", "dropout left out", "dropout listed"],
+)
+def test_pieces_must_give_the_forwards_gradients_too(module, pieces, words):
+    """A detach at the root gives the same output as the pieces, not the same gradients; layers that are the
+    identity at first give the same output in any order until noise moves them; a root dropout must be a piece of
+    its own (both runs draw under the same seed)."""
+    um = dataclasses.replace(sharded_model.build_pipeline(), module=module(), pp_layers=pieces)
+    why = user_pieces.pp_problem(um)
+    assert (why is None) if words is None else (words in why), why
+
+
+def test_a_stage_split_that_trains_nothing_on_a_rank_is_named():
+    """Parameter-free pieces first: at 2 ranks stage 0 (pieces 0-1) has no parameter, and nothing it sends needs a
+    gradient; at 4 ranks the interleaved split leaves rank 0 two parameter-free stages."""
+    from experiments.sharded.settings import ShardedSettings
+
+    module = nn.Sequential(nn.Identity(), nn.ReLU(), nn.Linear(16, 16), nn.Linear(16, 16))
+    um = user_model.UserModel(module=module, batch=sharded_model.batch, loss=F.mse_loss, pp_layers=list)
+    assert user_pieces.pp_problem(um) is None
+    assert "rank 0's stages (pieces [0, 1]) hold no parameter" in user_model.cannot_run(um, "pp_gpipe", 2, 4)
+    with pytest.raises(user_model.ConfigError, match="rank 0's stages"):  # named in SHARDED_STRATEGIES: an error
+        user_model.check_world(ShardedSettings(model=f"{HERE}:param_free_first", strategies=("pp_gpipe",)), 2)
+    # with parameters on every rank but a detached boundary, no gradient would go back across it
+    frozen = nn.Sequential(nn.Linear(16, 16), nn.Linear(16, 16))
+    frozen[0].weight.requires_grad_(False)
+    frozen[0].bias.requires_grad_(False)
+    um = user_model.UserModel(module=frozen, batch=sharded_model.batch, loss=F.mse_loss, pp_layers=list)
+    assert "piece 0's output, sent from stage 0 to 1, does not require grad" in user_model.cannot_run(
+        um, "pp_gpipe", 2, 4
+    )
+
+
+def param_free_first():
+    module = nn.Sequential(nn.Identity(), nn.ReLU(), nn.Linear(16, 16), nn.Linear(16, 16))
+    return user_model.UserModel(module=module, batch=sharded_model.batch, loss=F.mse_loss, pp_layers=list)
+
+
+def test_every_batch_must_have_the_first_ones_shapes():
+    um = sharded_model.build_pipeline()
+    short = dataclasses.replace(um, batch=lambda k: tuple(t[: 8 - 4 * (k == 2)] for t in um.batch(k)))
+    assert "batch(2) is [((4, 16), 'float32'), ((4, 16), 'float32')], not batch(0)'s" in user_pieces.pp_problem(short)
