@@ -3,7 +3,8 @@
 ``normed``: the worked example's model ending in a LayerNorm, as a transformer ends in its final norm. Its norm
 holds parameters of its own: FSDP2 shards it as one more unit, TP leaves it replicated, and under bfloat16
 parameters it rounds the activation once more, a term the bfloat16 rule counts
-(experiments/sharded/user_workload.py ``layers``).
+(experiments/sharded/user_workload.py ``layers``). ``deep_normed``: the same on the pipeline example's model, whose
+seven pieces (pp_layers) fill four pipeline stages.
 """
 
 import dataclasses
@@ -27,6 +28,24 @@ class Normed(sharded_model.Regressor):
 def normed() -> UserModel:
     """The worked example's factory (its batches, loss and tp_plan) with ``Normed`` as the module."""
     return dataclasses.replace(sharded_model.build(), module=Normed())
+
+
+class DeepNormed(sharded_model.Stacked):
+    """The pipeline example's model (a Linear in, four residual layers, a Linear out) ending in a LayerNorm."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(sharded_model.WIDTH)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(super().forward(x))
+
+
+def deep_normed() -> UserModel:
+    """The pipeline example's factory with ``DeepNormed``: seven pieces (the norm last), enough for four stages."""
+    return dataclasses.replace(
+        sharded_model.build_pipeline(), module=DeepNormed(), pp_layers=lambda m: [*sharded_model.pieces(m), m.norm]
+    )
 
 
 def built_in_twin() -> UserModel:

@@ -3,8 +3,8 @@ run, at 2 Gloo ranks: FSDP2 (float32 and bfloat16) and TP train what one process
 inventoried and their steps decomposed, theory says "not modelled"; the same model with a wrong tp_plan (a
 row-parallel output left Partial) exits 6. A sequence model trains under sp (its sp_plan), and exits 6 with a norm
 left out of that plan. A deeper model's pieces (pp_layers) train under three pipeline schedules, and exit 6 when the
-micro-batches' gradients are not scaled. At 4 ranks TP over the world, the 2 x 2 (dp, tp) mesh and bfloat16
-FSDP2 (under its tolerance) do the same, and each rank calls the factory once."""
+micro-batches' gradients are not scaled. At 4 ranks TP over the world, the 2 x 2 (dp, tp) mesh, bfloat16
+FSDP2 (under its tolerance) and GPipe over 4 stages do the same, and each rank calls the factory once."""
 
 import os
 from collections import Counter
@@ -26,11 +26,11 @@ CALLS = "USER_MODEL_CALLS"
 
 
 def counted():
-    """The example's model ending in a LayerNorm (tests/user_models.py), each call of this factory noted as a line
-    "<RANK or host> <pid>" in $USER_MODEL_CALLS."""
+    """The pipeline example's model ending in a LayerNorm (tests/user_models.py deep_normed), each call of this
+    factory noted as a line "<RANK or host> <pid>" in $USER_MODEL_CALLS."""
     with open(os.environ[CALLS], "a") as fh:
         fh.write(f"{os.environ.get('RANK', 'host')} {os.getpid()}\n")
-    return user_models.normed()
+    return user_models.deep_normed()
 
 
 def _records(tmp_path) -> dict[str, dict]:
@@ -162,22 +162,24 @@ def test_the_sequence_example_trains_like_one_process_under_sp(tmp_path):
     assert _count(sp, op="all_reduce", phase="optimizer", group="tp", bytes=4 * sharded_model.WIDTH) == 2 * layers
 
 
-def test_four_ranks_train_tp_and_the_2x2_mesh_like_one_process_calling_the_factory_once_each(tmp_path):
-    """tp over 4 ranks, 2d on a (dp=2, tp=2) mesh and bfloat16 FSDP2, on the example's model ending in a
-    LayerNorm (replicated under tp, one more FSDP2 unit, one more bfloat16 rounding in the tolerance): checked,
-    inventoried, theory not modelled. The factory runs twice on the host (the launcher's check compares two
-    calls) and once on each rank, where the cases are declared: the trainers and the reference train copies of
-    what it built."""
+def test_four_ranks_train_tp_the_2x2_mesh_and_a_pipeline_like_one_process_calling_the_factory_once_each(tmp_path):
+    """tp over 4 ranks, 2d on a (dp=2, tp=2) mesh, bfloat16 FSDP2 and GPipe over 4 stages, on the pipeline
+    example's model ending in a LayerNorm (replicated under tp, one more FSDP2 unit, one more bfloat16 rounding in
+    the tolerance, the last of seven pieces): checked, inventoried (theory not modelled but for the pipeline's
+    messages). The factory runs twice on the host (the launcher's check compares two calls) and once on each rank,
+    where the cases are declared: the trainers and the reference train copies of what it built."""
     calls = tmp_path / "calls"
     model = f"{__name__}:counted"
-    env = {"SHARDED_MODEL": model, "SHARDED_STRATEGIES": "tp,2d,fsdp2_bf16", CALLS: str(calls)}
+    env = {"SHARDED_MODEL": model, "SHARDED_STRATEGIES": "tp,2d,fsdp2_bf16,pp_gpipe", CALLS: str(calls)}
     proc = run_suite(tmp_path, *RUN, nproc=4, env=env, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     who = [line.split() for line in calls.read_text().splitlines()]
     assert Counter(rank for rank, _ in who) == {"host": 2, "0": 1, "1": 1, "2": 1, "3": 1}, who
     assert len({pid for rank, pid in who if rank != "host"}) == 4
-    recs = _decomposed(_records(tmp_path), {"tp", "2d", "fsdp2_bf16"})
-    layers, act = sharded_model.LAYERS, 4 * sharded_model.ROWS * sharded_model.WIDTH
+    every = _records(tmp_path)
+    pp = every.pop("pp_gpipe")
+    recs = _decomposed(every, {"tp", "2d", "fsdp2_bf16"})
+    layers, act = sharded_model.DEEP, 4 * sharded_model.ROWS * sharded_model.WIDTH
     for s, r in recs.items():
         assert r["checked"] and r["n_wrong"] == 0, (s, r["n_wrong"], r.get("check_max_abs_diff"))
         assert r["model"] == model and r["check_steps"] > 1 and r["check_rule"].startswith("tol per parameter"), s
@@ -188,13 +190,19 @@ def test_four_ranks_train_tp_and_the_2x2_mesh_like_one_process_calling_the_facto
     # the row-parallel output all-reduced per layer in forward: the whole batch under tp, a dp shard's half in 2d
     assert _count(tp, op="all_reduce", phase="forward", group="tp", bytes=act) == layers
     assert _count(mesh, op="all_reduce", phase="forward", group="tp", bytes=act // 2) == layers
-    # FSDP2 on the dp dimension of the mesh: each layer and the norm gathered in forward and backward,
-    # reduce-scattered
-    units = layers + 1
+    # FSDP2 on the dp dimension of the mesh: the embedding, each layer, the head and the norm gathered in forward
+    # and backward, reduce-scattered
+    units = layers + 3
     assert _count(mesh, op="all_gather", phase="forward", group="dp") == units
     assert _count(mesh, op="all_gather", phase="backward", group="dp") == units
     assert _count(mesh, op="reduce_scatter", phase="backward", group="dp") == units
     # bfloat16, under the tolerance whose R counts the norm with the Linears (tests/unit: the doubled gradient)
     bf16 = recs["fsdp2_bf16"]
-    assert bf16["n_params"] == sum(p.numel() for p in user_models.Normed().parameters())
+    assert bf16["n_params"] == sum(p.numel() for p in user_models.DeepNormed().parameters())
     assert "bfloat16 parameters, 4 ranks" in bf16["check_rule"] and bf16["dtype"] == "bfloat16+float32"
+    # GPipe: seven pieces in four stages, one per rank, each rank's stage exactly as one process trains it
+    assert pp["checked"] and pp["n_wrong"] == 0 and pp["check_rule"] == "exact", pp.get("check_max_abs_diff")
+    assert pp["stage_layers"] == [[0, 1], [1, 3], [3, 5], [5, 7]] and pp["inventory_matches_theory"]
+    m, micro = 4, 4 * (sharded_model.ROWS // 4) * sharded_model.WIDTH
+    assert pp["inventory_ops"] == 2 * 3 * m and pp["inventory_bytes"] == 2 * 3 * m * micro == pp["size_bytes"]
+    assert "params; theory: the pipelines' from their boundaries, else not modelled)" in proc.stdout  # the header
