@@ -3,8 +3,9 @@ on the host: user_pieces.pp_problem) cut into contiguous stages, built, run, che
 experiments/sharded/pipeline.py as the built-in model's layers are.
 
 Theory (``theory``): what each stage boundary carries for one micro-batch, measured by running the first
-micro-batch of ``batch(0)`` through a copy of the pieces on this rank (eval mode, no gradient, no communication):
-the activation's bytes and dtype forward, a gradient of the same shape back, once per micro-batch.
+micro-batch of ``batch(0)`` through a copy of the pieces on this rank (user_pieces.outputs, no communication): the
+activation's bytes and dtype forward, a gradient of the same shape back (every boundary requires grad:
+user_pieces.stages_problem), once per micro-batch.
 """
 
 from __future__ import annotations
