@@ -83,6 +83,7 @@ def _key(rec: dict) -> tuple:
         rec.get("seq"),
         rec.get("batch"),
         rec.get("model"),
+        rec.get("n_params") if rec.get("model") else None,  # one factory's name may size models differently
     )
 
 
@@ -122,13 +123,20 @@ def _nearest(by_world: dict[int, dict], ranks: int) -> int:
     return min(by_world, key=lambda n: (abs(n - ranks), -n))
 
 
+def _inventoried(by_world: dict[int, dict], ranks: int) -> int | None:
+    """The measured world size of at least 2 ranks nearest ``ranks`` (a 1-rank step issues no collective: FSDP2
+    and DTensor skip them, so its inventory is empty), or None."""
+    many = {n: v for n, v in by_world.items() if n >= 2}
+    return _nearest(many, ranks) if many else None
+
+
 def collectives_at(key: tuple, by_world: dict[int, dict], ranks: int) -> list[dict]:
     """The collectives of one step at ``ranks``: theory's (the built-in model), or a user model's measured
-    inventory at the world size nearest ``ranks`` (USER_COMM_MODEL)."""
-    strategy, width, depth, seq, batch, name = key
+    inventory at the world size of at least 2 ranks nearest ``ranks`` (USER_COMM_MODEL; why_not: there is one)."""
+    strategy, width, depth, seq, batch, name, _ = key
     if name is None:
         return shapes.theory(strategy, width, depth, seq, batch, ranks)
-    return by_world[_nearest(by_world, ranks)]["step"].get("inventory") or []
+    return by_world[_inventoried(by_world, ranks)]["step"].get("inventory") or []
 
 
 def comm_us(strategy: str, rows: list[dict], topo: Topology, model: RunModel) -> float | None:
@@ -181,12 +189,14 @@ def hidden_fraction(by_world: dict[int, dict], ranks: int) -> tuple[float, float
 
 def why_not(key: tuple, by_world: dict[int, dict], ranks: int) -> str | None:
     """Why the strategy of ``key`` has no prediction at ``ranks``, or None (a user model: its record's splits)."""
-    strategy, width, _, seq, batch, name = key
+    strategy, width, _, seq, batch, name, _ = key
     if name is None:
         return shapes.cannot_run(strategy, ranks, width, seq, batch)
     if strategy == "2d":
         return USER_2D
-    split = by_world[_nearest(by_world, ranks)]["step"].get("splits")
+    if (near := _inventoried(by_world, ranks)) is None:
+        return "measured at 1 rank only, whose step issues no collective: its inventory has nothing to price at N"
+    split = by_world[near]["step"].get("splits")
     if split is None:
         return "its record has no splits (a run before they were recorded): what divides at N is unknown"
     return shapes.mesh_cannot(strategy, ranks) or user_model.split_problem(strategy, ranks, split)

@@ -204,8 +204,8 @@ def test_a_user_models_step_is_priced_from_its_measured_inventory():
     fsdp.append(_inv("reduce_scatter", 4096, "dp", 2, "backward"))
     recs = _rec("tp", 2, time_us=1e4, compute_s=0.01) + _user("fsdp2", 2, fsdp, rows, time_us=1e4, compute_s=0.01)
     assert sorted(model.step_records(recs), key=str) == [
-        ("fsdp2", None, None, None, None, "m:build"),
-        ("tp", 16, 2, 4, 8, None),
+        ("fsdp2", None, None, None, None, "m:build", None),  # a real record carries n_params there
+        ("tp", 16, 2, 4, 8, None, None),
     ]
     d = next(d for d in model.predict_at(_model(recs), Topology(4, 1)) if d["model"] == "m:build")
     ag, rs = 3 / 4 * 4096 / 1e3, 2 * 3 / 4 * 4096 / 1e3  # ring over 1 GB/s; Gloo's reduce_scatter an all_reduce
@@ -230,6 +230,21 @@ def test_a_user_models_step_is_priced_from_its_measured_inventory():
     assert any("(ddp of m:build): not predicted at 4 ranks: its record has no splits" in n for n in notes), notes
     # at 6 ranks only the user's tp: its 6 features split (the built-in width 16 does not, nor 8 rows 6 ways)
     assert [(d["strategy"], d["model"]) for d in model.predict_at(m, Topology(6, 1))] == [("tp", "m:build")]
+
+
+def test_a_user_models_one_rank_inventory_is_never_priced():
+    """A 1-rank step issues no collective (FSDP2 and DTensor skip them): its empty inventory would price the step's
+    communication at 0, so the nearest world size of at least 2 ranks is priced, and with none there is no entry.
+    Two models of one factory name (sized differently: n_params) are two keys, never one fit."""
+    rows = {"rows": 8, "positions": None, "seq_dim": 1, "sharded": []}
+    one = _user("fsdp2", 1, [], rows, time_us=1e4, compute_s=0.01)
+    four = _user("fsdp2", 4, [_inv("all_gather", 4096, "dp", 2)], rows, time_us=1e4, compute_s=0.003)
+    (d,) = model.predict_at(_model(one + four), Topology(2, 1))  # world 1 is nearer, world 4's inventory priced
+    assert d["comm_us"] == pytest.approx(2 * 1 / 2 * 4096 / 1e3) and d["measured_ranks"] == 1
+    assert model.predict_at(_model(one), Topology(2, 1)) == []
+    assert any("measured at 1 rank only" in n for n in model.notes_at(_model(one), Topology(2, 1)))
+    other = [r | {"n_params": 99} for r in _user("fsdp2", 2, [], rows, time_us=1e4, compute_s=0.01)]
+    assert len(model.step_records([r | {"n_params": 42} for r in four] + other)) == 2
 
 
 @pytest.mark.parametrize(
