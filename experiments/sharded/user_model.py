@@ -238,9 +238,11 @@ def stages_cannot(um: UserModel, strategy: str, world: int, microbatches: int) -
     from .pipeline import cannot_run as pipeline_cannot
 
     n = len(um.pp_layers(um.module))
-    return pipeline_cannot(strategy, world, 0, microbatches, pieces=n) or stages_problem(
-        um, strategy, world, microbatches
-    )
+    if why := pipeline_cannot(strategy, world, 0, microbatches, pieces=n):
+        return why
+    if len(um.batch(0)[0]) % microbatches:  # not_dividing names it: no micro-batch to run the pieces on
+        return None
+    return stages_problem(um, strategy, world, microbatches)
 
 
 def cannot_run(um: UserModel, strategy: str, world: int, microbatches: int = 1) -> str | None:

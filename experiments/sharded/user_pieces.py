@@ -26,14 +26,14 @@ def _pieces(um, module) -> list:
     return pieces
 
 
-def _through(pieces: list, x):
+def _through(pieces: list, x, first: int = 0):
     """``x`` through the pieces in order under seed 0 (dropout draws as the module's forward draws); ValueError
-    naming a piece that fails or returns something other than one tensor."""
+    naming a piece (numbered from ``first``) that fails or returns something other than one tensor."""
     import torch
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        for i, piece in enumerate(pieces):
+        for i, piece in enumerate(pieces, first):
             try:
                 x = piece(x)
             except Exception as e:  # noqa: BLE001
@@ -94,7 +94,7 @@ def pp_problem(um) -> str | None:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         want = whole(x)
-    if not isinstance(want, torch.Tensor) or want.shape != h.shape or not torch.equal(want, h):
+    if not isinstance(want, torch.Tensor) or want.shape != h.shape or not _same(want, h):
         same = isinstance(want, torch.Tensor) and want.shape == h.shape
         apart = f"up to {(want - h).abs().max().item():.3g} apart" if same else f"an output of shape {tuple(h.shape)}"
         return (
@@ -107,12 +107,19 @@ def pp_problem(um) -> str | None:
     except Exception as e:  # noqa: BLE001 - the user's loss
         return f"loss(outputs, targets).backward() failed on batch(0) ({type(e).__name__}: {e})"
     for (name, p), q in zip(whole.named_parameters(), module.parameters()):
-        if (p.grad is None) != (q.grad is None) or (p.grad is not None and not torch.equal(p.grad, q.grad)):
+        if (p.grad is None) != (q.grad is None) or (p.grad is not None and not _same(p.grad, q.grad)):
             return (
                 f"pp_layers' pieces give {name} another gradient than the module's forward does (the same output): "
                 "list every step of its forward, in order (a detach, or a connection across pieces?)"
             )
     return None
+
+
+def _same(a, b) -> bool:
+    """Equal bit for bit, NaN where NaN (a parameter the noise pushed out of its function's domain in both runs)."""
+    import torch
+
+    return a.dtype == b.dtype and torch.allclose(a, b, rtol=0.0, atol=0.0, equal_nan=True)
 
 
 def outputs(um, microbatches: int) -> list[tuple[int, str, bool]]:
@@ -121,8 +128,8 @@ def outputs(um, microbatches: int) -> list[tuple[int, str, bool]]:
     module = copy.deepcopy(um.module)
     x = um.batch(0)[0]
     h, out = x[: len(x) // microbatches], []
-    for piece in _pieces(um, module):
-        h = _through([piece], h)
+    for i, piece in enumerate(_pieces(um, module)):
+        h = _through([piece], h, i)
         out.append((h.numel() * h.element_size(), str(h.dtype).removeprefix("torch."), h.requires_grad))
     return out
 
@@ -134,7 +141,7 @@ def stages_problem(um, strategy: str, world: int, microbatches: int) -> str | No
     would go back across it, and the stages before it would not train)."""
     from .pipeline import stage_bounds, stages_per_rank
 
-    pieces = _pieces(um, copy.deepcopy(um.module))
+    pieces = _pieces(um, um.module)  # which pieces hold parameters: no copy needed to count them
     stages = world * stages_per_rank(strategy)
     bounds = stage_bounds(len(pieces), stages)
     holds = [any(True for _ in p.parameters()) for p in pieces]
@@ -142,7 +149,10 @@ def stages_problem(um, strategy: str, world: int, microbatches: int) -> str | No
         mine = [i for s in range(rank, stages, world) for i in range(*bounds[s])]
         if not any(holds[i] for i in mine):
             return f"{strategy} at {world} ranks: rank {rank}'s stages (pieces {mine}) hold no parameter to train"
-    grads = [g for _, _, g in outputs(um, microbatches)]
+    try:
+        grads = [g for _, _, g in outputs(um, microbatches)]
+    except ValueError as e:  # a piece that cannot take one micro-batch (a BatchNorm of one row, say)
+        return f"{strategy} with SHARDED_MICROBATCHES={microbatches}: on one micro-batch, {e}"
     for s, (_, end) in enumerate(bounds[:-1]):
         if not grads[end - 1]:
             return (

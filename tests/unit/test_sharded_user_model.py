@@ -538,3 +538,27 @@ def test_every_batch_must_have_the_first_ones_shapes():
     um = sharded_model.build_pipeline()
     short = dataclasses.replace(um, batch=lambda k: tuple(t[: 8 - 4 * (k == 2)] for t in um.batch(k)))
     assert "batch(2) is [((4, 16), 'float32'), ((4, 16), 'float32')], not batch(0)'s" in user_pieces.pp_problem(short)
+
+
+class Root(nn.Module):
+    """sqrt of a parameter that starts at 0: the check's noise pushes some of it below 0 (NaN in both runs)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = nn.Parameter(torch.zeros(sharded_model.WIDTH))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.scale.sqrt()
+
+
+def test_the_pieces_check_takes_nan_as_equal_and_names_a_piece_one_micro_batch_breaks():
+    module = nn.Sequential(nn.Linear(16, 16), Root(), nn.Linear(16, 16))
+    um = user_model.UserModel(module=module, batch=sharded_model.batch, loss=F.mse_loss, pp_layers=list)
+    assert user_pieces.pp_problem(um) is None  # NaN where NaN in both runs is equal
+    # a BatchNorm needs more than one row per micro-batch in training: 8 micro-batches of the 8 rows leave one
+    norm = nn.Sequential(nn.Linear(16, 16), nn.BatchNorm1d(16), nn.Linear(16, 16))
+    um = user_model.UserModel(module=norm, batch=sharded_model.batch, loss=F.mse_loss, pp_layers=list)
+    why = user_model.cannot_run(um, "pp_gpipe", 2, 8)
+    assert why.startswith("pp_gpipe with SHARDED_MICROBATCHES=8: on one micro-batch, pp_layers' piece 1 (BatchNorm1d)")
+    assert user_model.cannot_run(um, "pp_gpipe", 2, 4) is None
+    assert "do not split into SHARDED_MICROBATCHES=3" in user_model.cannot_run(um, "pp_gpipe", 2, 3)
