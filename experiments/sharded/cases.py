@@ -321,9 +321,10 @@ def _declare_user(strategy: str, s: ShardedSettings, world: int, um: user_model.
     identity = {"strategy": strategy, "model": s.model}
     nbytes = dataclasses.replace(case.bytes, size_bytes=0, count=0, definition=user_workload.NOT_MODELLED)
     if strategy in pipeline.STRATEGIES:
-        fields |= user_pipeline.declared_fields(strategy, um, world, s.microbatches)
+        sent = user_pipeline.boundaries(um, strategy, world, s.microbatches)  # once: it runs the pieces
+        fields |= user_pipeline.declared_fields(strategy, um, world, s.microbatches, sent)
         identity["microbatches"] = s.microbatches
-        nbytes = user_pipeline.step_bytes(um, strategy, world, s.microbatches, case.bytes.time_includes)
+        nbytes = user_pipeline.step_bytes(sent, world, s.microbatches, case.bytes.time_includes)
     return dataclasses.replace(
         case,
         identity=identity,

@@ -47,9 +47,9 @@ def theory(um: UserModel, strategy: str, world: int, microbatches: int) -> list[
     return pipeline.boundary_theory(world, microbatches, boundaries(um, strategy, world, microbatches))
 
 
-def step_bytes(um: UserModel, strategy: str, world: int, microbatches: int, time_includes: str) -> Bytes:
-    """S bytes of every message of one step by theory (each once; 0 where the strategy cannot run here)."""
-    sent = boundaries(um, strategy, world, microbatches)
+def step_bytes(sent: list[tuple[int, str]], world: int, microbatches: int, time_includes: str) -> Bytes:
+    """S bytes of every message of one step by theory, from the stage boundaries' activations ``sent``
+    (``boundaries``: each message once; 0 where the strategy cannot run here)."""
     total = sum(pipeline.sent_bytes(pipeline.boundary_theory(world, microbatches, sent)).values())
     elements = sum(2 * microbatches * n // getattr(torch, d).itemsize for n, d in sent)
     dtypes = sorted({d for _, d in sent}) or ["float32"]
@@ -64,10 +64,11 @@ def step_bytes(um: UserModel, strategy: str, world: int, microbatches: int, time
     )
 
 
-def declared_fields(strategy: str, um: UserModel, world: int, microbatches: int) -> dict:
-    """A pipeline case's fields on the user's model: the stages' pieces, each boundary's bytes and the largest."""
-    sizes = [n for n, _ in boundaries(um, strategy, world, microbatches)]
-    bounds = [] if cannot_run(um, strategy, world, microbatches) else _bounds(um, strategy, world)
+def declared_fields(strategy: str, um: UserModel, world: int, microbatches: int, sent: list[tuple[int, str]]) -> dict:
+    """A pipeline case's fields on the user's model: the stages' pieces, each boundary's bytes (``sent``:
+    ``boundaries``, [] where the strategy cannot run here, which has no stages) and the largest."""
+    sizes = [n for n, _ in sent]
+    bounds = _bounds(um, strategy, world) if sent else []
     fields = pipeline.stage_fields(strategy, world, microbatches, bounds, max(sizes, default=0))
     return fields | {"boundary_bytes": sizes}
 

@@ -98,6 +98,8 @@ def test_the_example_trains_like_one_process_under_fsdp2_and_tp(tmp_path):
         ("build_sequence_unreduced_norm", "sp"),
         # the classic micro-batching bug on your model's stages: the summed gradients not divided by their count
         ("build_pipeline", "pp_unscaled"),
+        # misrouted data on your model's stages: the last stage's targets one micro-batch out of step
+        ("build_pipeline", "pp_misrouted"),
     ],
 )
 def test_a_wrong_plan_or_schedule_fails_the_check_and_exits_6(tmp_path, factory, strategy):

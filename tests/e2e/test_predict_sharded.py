@@ -12,18 +12,23 @@ from tests.unit.test_predict import _make
 FIXTURE = ROOT / "tests" / "fixtures" / "sharded-gloo-2"
 
 
-def test_make_predict_on_a_real_run_with_sharded(tmp_path):
-    """The fixture (a real 2-rank run, tests/fixtures/README.md) predicted at 4 ranks on 2 nodes: a step per
-    strategy with its models named in predict.json; at 3 ranks the reasons."""
+def _predicted_at_4(fixture, tmp_path) -> tuple:
+    """A copy of ``fixture`` predicted at 4 ranks on 2 nodes: (the run, its "sharded step" lines, predict.json)."""
     run = tmp_path / "run"
-    shutil.copytree(FIXTURE, run)
+    shutil.copytree(fixture, run)
     r = _make(f"RUN={run}", "RANKS=4", "RANKS_PER_NODE=2")
     assert r.returncode == 0, r.stderr
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("sharded step")]
+    return run, lines, json.loads((run / "predict.json").read_text())
+
+
+def test_make_predict_on_a_real_run_with_sharded(tmp_path):
+    """The fixture (a real 2-rank run, tests/fixtures/README.md) predicted at 4 ranks on 2 nodes: a step per
+    strategy with its models named in predict.json; at 3 ranks the reasons."""
+    run, lines, doc = _predicted_at_4(FIXTURE, tmp_path)
     for s, mesh in (("ddp", "4 (dp)"), ("fsdp2", "4 (dp)"), ("tp", "4 (tp)")):
         assert any(ln.startswith(f"sharded step ({s}, mesh {mesh}): compute ") for ln in lines), lines
     assert any("(pp_gpipe): not predicted: pipelines are point-to-point" in ln for ln in lines), lines
-    doc = json.loads((run / "predict.json").read_text())
     assert {d["strategy"] for d in doc["sharded"]} == {"ddp", "fsdp2", "tp"}
     for d in doc["sharded"]:
         assert d["step_us"] > 0 and d["measured_ranks"] == 2 and d["compute_model"] and d["comm_model"]
@@ -40,15 +45,10 @@ def test_make_predict_prices_a_user_models_measured_inventory(tmp_path):
     """A real 2-rank run of your own model (the fixture: examples.sharded_model:build, tests/fixtures/README.md):
     its ddp, fsdp2 and tp steps at 4 ranks on 2 nodes priced from the collectives each record measured, the
     model named; at 3 ranks its 8 rows (ddp, fsdp2) and its 64 hidden features (tp) do not split."""
-    run = tmp_path / "run"
-    shutil.copytree(USER, run)
-    r = _make(f"RUN={run}", "RANKS=4", "RANKS_PER_NODE=2")
-    assert r.returncode == 0, r.stderr
-    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("sharded step")]
+    run, lines, doc = _predicted_at_4(USER, tmp_path)
     for s, mesh in (("ddp", "4 (dp)"), ("fsdp2", "4 (dp)"), ("tp", "4 (tp)")):
         want = f"sharded step ({s} of {MODEL}, mesh {mesh}): compute "
         assert any(ln.startswith(want) for ln in lines), lines
-    doc = json.loads((run / "predict.json").read_text())
     assert {d["strategy"] for d in doc["sharded"]} == {"ddp", "fsdp2", "tp"}
     for d in doc["sharded"]:
         assert d["model"] == MODEL and d["comm_model"].startswith("the collectives the step record measured")

@@ -423,9 +423,10 @@ def test_a_pipelines_theory_follows_each_boundarys_activation():
         (0, 1, "backward", 4 * rows * 8): 4,
         (1, 0, "backward", 4 * rows * 16): 4,
     }
-    step = user_pipeline.step_bytes(um, "pp_interleaved", 2, 4, "a step")
+    sent = user_pipeline.boundaries(um, "pp_interleaved", 2, 4)
+    step = user_pipeline.step_bytes(sent, 2, 4, "a step")
     assert step.size_bytes == 2 * 4 * 4 * rows * (32 + 8 + 16) and step.count == step.size_bytes // 4
-    fields = user_pipeline.declared_fields("pp_interleaved", um, 2, 4)
+    fields = user_pipeline.declared_fields("pp_interleaved", um, 2, 4, sent)
     assert fields["stage_layers"] == [[0, 1], [1, 2], [2, 3], [3, 4]] and fields["boundary_bytes"] == [
         4 * rows * n for n in (32, 8, 16)
     ]
