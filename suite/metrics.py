@@ -248,6 +248,20 @@ def parse_size(text: str) -> int:
     return int(result)
 
 
+def format_number(x, spec: str) -> str:
+    """``format(x, spec)`` for a person, for a spec chosen at run time (a literal spec carries Python's ``z``
+    instead): a value that rounds to zero from below reads as zero, never "-0.0" or "-0.00%", whatever
+    side of zero the CPU's arithmetic left it on."""
+    s = format(x, spec)
+    if s.lstrip().startswith("-"):
+        try:
+            if float(s.strip().rstrip("%")) == 0:
+                return format(0.0, spec)
+        except ValueError:  # "-inf", a grouped "-1,000": not a zero
+            pass
+    return s
+
+
 def format_size(n_bytes: int) -> str:
     """Human-readable binary size: 1024 -> '1K', 1536 -> '1536'."""
     for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from suite.metrics import format_number
 from suite.report.analysis import Report
 
 
@@ -12,7 +13,7 @@ def _interval(v: float, ci, fmt: str) -> str:
     """``v [lo, hi]``; an infinite end (a resample with no bandwidth term) reads "unbounded"."""
 
     def f(x):
-        return "unbounded" if math.isinf(x) else format(x, fmt)
+        return "unbounded" if math.isinf(x) else format_number(x, fmt)
 
     return f(v) + ("" if ci is None else f" [{f(ci[0])}, {f(ci[1])}]")
 

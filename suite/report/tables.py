@@ -6,6 +6,7 @@ records whose ``experiment`` field names it, else a generic table per op; and th
 from collections import OrderedDict
 
 from suite import registry, results
+from suite.metrics import format_number
 
 
 def wrong(rec: dict | None) -> int:
@@ -22,14 +23,14 @@ def wrong_cell(rec: dict, width: int = 6) -> str:
 
 def num(v, fmt: str, width: int) -> str:
     """A number in a table, or "-" where the record has none (e.g. no bus bandwidth)."""
-    return f"{'-':>{width}}" if v is None else f"{v:{width}{fmt}}"
+    return f"{'-':>{width}}" if v is None else format_number(v, f"{width}{fmt}")
 
 
 def tail_cell(rec: dict, key: str, fmt: str, width: int, scale: float = 1.0) -> str:
     """A tail percentile (``p95_us``, ...) divided by ``scale``, or ``n=K`` where the record's K samples are
     too few for it (suite.metrics.tail_min_samples: p95 needs 20, p99 100)."""
     v = results.tail_us(rec, key)
-    return f"{'n=' + str(results.n_samples(rec)):>{width}}" if v is None else f"{v / scale:{width}{fmt}}"
+    return f"{'n=' + str(results.n_samples(rec)):>{width}}" if v is None else format_number(v / scale, f"{width}{fmt}")
 
 
 DTYPE_NCCL_TESTS = {
