@@ -50,6 +50,7 @@ help:  ## every target with its one-line purpose (this list, read from the Makef
 
 venv: $(VENV)/.installed  ## create .venv with the pinned environment (requirements.txt)
 $(VENV)/.installed: requirements.txt requirements-dev.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "error: the suite needs Python >= 3.11 (its number formats use the z option), this is " + sys.version.split()[0] + ": set PYTHON=python3.11 or newer")'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt -r requirements-dev.txt
