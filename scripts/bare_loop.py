@@ -1,0 +1,49 @@
+"""The simplest honest timing loop of one collective, independent of the suite (it imports nothing from it).
+
+    torchrun --nproc-per-node 2 scripts/bare_loop.py --sizes 1024,65536,1048576 --iters 200 --warmup 5
+
+Per size: a float32 tensor of that many bytes, ``warmup`` untimed in-place all_reduce(sum) calls, then
+``iters`` samples, each a barrier and one blocking all_reduce timed by ``time.perf_counter`` from the barrier's
+return to the call's return. A sample is the maximum over ranks of that iteration's time; the result is the
+median over samples, in microseconds. Rank 0 prints one JSON line ``{"<size>": <median us>, ...}``.
+This is what the suite's collectives experiment measures in its blocking mode (docs/metrics.md), written as
+plainly as possible, so the two can be run side by side (scripts/timing_vs_bare.py, ``make timing-vs-bare``).
+"""
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="1024,65536,1048576", help="message sizes in bytes, comma-separated")
+    ap.add_argument("--iters", type=int, default=200)
+    ap.add_argument("--warmup", type=int, default=5)
+    args = ap.parse_args()
+    dist.init_process_group("gloo")
+    medians = {}
+    for size in (int(s) for s in args.sizes.split(",")):
+        x = torch.zeros(size // 4, dtype=torch.float32)  # stays 0 under repeated in-place sums
+        for _ in range(args.warmup):
+            dist.all_reduce(x)
+        samples = []
+        for _ in range(args.iters):
+            dist.barrier()
+            t0 = time.perf_counter()
+            dist.all_reduce(x)
+            samples.append(time.perf_counter() - t0)
+        every = [torch.zeros(args.iters, dtype=torch.float64) for _ in range(dist.get_world_size())]
+        dist.all_gather(every, torch.tensor(samples, dtype=torch.float64))
+        medians[str(size)] = statistics.median(torch.stack(every).max(dim=0).values.tolist()) * 1e6
+    if dist.get_rank() == 0:
+        print(json.dumps(medians), flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
