@@ -116,3 +116,14 @@ def test_rules_catch_history(line):
 )
 def test_rules_leave_the_product_alone(line):
     assert not findings(line), findings(line)
+
+
+def test_the_image_holds_the_docs_the_tests_read():
+    """The image runs the unit tier (`docker run ... make test-cpu`): every doc this test and
+    tests/unit/test_docs_commands.py read must be copied into it."""
+    copied = set()
+    for line in (ROOT / "Dockerfile").read_text().splitlines():
+        if line.startswith("COPY ") and "--from=" not in line:
+            copied.update(w.rstrip("/") for w in line.split()[1:-1])
+    wanted = {"README.md", "CONTRIBUTING.md", "CHANGELOG.md", "docs", "experiments", "examples"}
+    assert wanted <= copied, f"the Dockerfile copies none of {sorted(wanted - copied)}"
