@@ -91,7 +91,7 @@ ENV PATH=/opt/venv/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     SUITE_VARIANT=${VARIANT}
 WORKDIR /opt/suite
-COPY pyproject.toml requirements.txt requirements-dev.txt Makefile README.md Dockerfile docker-compose.yml docker-compose.gpu.yml ./
+COPY pyproject.toml requirements.txt requirements-dev.txt Makefile README.md CONTRIBUTING.md CHANGELOG.md Dockerfile docker-compose.yml docker-compose.gpu.yml ./
 COPY mk/ mk/
 COPY suite/ suite/
 COPY experiments/ experiments/

@@ -10,7 +10,7 @@ Grouped by where the code runs (rule R3, tests/unit/test_import_graph.py):
 Shared by every role: ``api`` (the one module experiments import), ``case`` (the case protocol and
 ``ExperimentSpec``), ``registry`` (the experiments of this checkout), ``results`` (the record),
 ``metrics`` (pure bandwidth math) and ``errors``.
-The README's code tour lists every module.
+CONTRIBUTING.md's code tour lists every module (tests/unit/test_contributing.py).
 """
 
 __version__ = "0.1.0"

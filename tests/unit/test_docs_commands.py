@@ -1,4 +1,5 @@
-"""Every shell command shown in README.md, docs/*.md and the experiments' READMEs (```sh blocks) is checked.
+"""Every shell command shown in README.md, CONTRIBUTING.md, docs/*.md and the experiments' READMEs (```sh
+blocks) is checked.
 
 - ``make <target> [VAR=value ...]``: ``make -n`` accepts the target with those variables, and every
   VAR is one the Makefiles define or export, an experiment knob of ``suite/launch/knobs.py`` ENV_KNOBS,
@@ -37,6 +38,7 @@ from suite.launch.switches import SWITCHES, check_switches
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [
     ROOT / "README.md",
+    ROOT / "CONTRIBUTING.md",
     *sorted((ROOT / "docs").glob("*.md")),
     *sorted((ROOT / "experiments").glob("*/README.md")),
     *sorted((ROOT / "examples").glob("*/README.md")),

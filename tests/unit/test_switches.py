@@ -166,11 +166,12 @@ def test_the_docs_table_lists_every_switch_with_its_default():
 
 
 def test_every_switch_the_docs_name_exists():
-    """A switch renamed or removed leaves no stale name in README.md or docs/*.md (a ``SUITE_X_*`` family
-    names a prefix of switches); an experiment's knob (its settings' env) is not a switch but may appear."""
+    """A switch renamed or removed leaves no stale name in README.md, CONTRIBUTING.md or docs/*.md (a
+    ``SUITE_X_*`` family names a prefix of switches); an experiment's knob (its settings' env) is not a switch
+    but may appear. CHANGELOG.md is history: it may name what is gone."""
     known = set(SWITCHES) | {k.env for k in ENV_KNOBS}
     stale = set()
-    for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+    for p in [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]:
         for name in re.findall(r"\bSUITE_[A-Z0-9_]+", p.read_text()):
             if name.endswith("_") and any(k.startswith(name) for k in SWITCHES):
                 continue
