@@ -41,7 +41,7 @@ from suite.launch.failures import (
     status_line,
 )
 from suite.launch.fileio import write_error, write_json_atomic
-from suite.launch.preflight import RendezvousError, layout, preflight
+from suite.launch.preflight import RendezvousError, SelectionCheck, layout, preflight, selection_args
 from suite.launch.supervise import final_status, root_cause, run_ranks, stamp_status
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: suite/launch/ is two levels down
@@ -254,8 +254,13 @@ def _main(argv: list[str], where: dict) -> int:
         return EXIT_OK
     from suite.launch.preflight import PreflightError, resolve_backend, resolve_device
 
+    files = [str(registry.cases_file(n).relative_to(ROOT)) for n in names]
+    selection = selection_args(passthrough)  # K= / -k: collected on the host while the checks below run
+    check = SelectionCheck(cfg, lay, files, selection, ROOT) if selection else None
     try:
         preflight(cfg, lay)
+        if check is not None:
+            check.result(names, lay["world_size"])
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -265,13 +270,15 @@ def _main(argv: list[str], where: dict) -> int:
     except RendezvousError as e:
         print(f"preflight failed: {e}", file=sys.stderr)
         return EXIT_RENDEZVOUS
+    finally:
+        if check is not None:
+            check.close()
 
     run_id = a.run_id or datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
     results_root = Path(a.results_root)
     run_dir = results_root / run_id
     # The ranks get the validated config itself, not the raw strings to parse again.
     suite_opts = ["--results-dir", str(run_dir), "--run-id", run_id, "--suite-config", str(run_dir / "config.json")]
-    files = [str(registry.cases_file(n).relative_to(ROOT)) for n in names]
     cmd = torchrun_command(lay, files, suite_opts, passthrough)
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", "1")  # torchrun's default, set quietly and recorded
