@@ -116,7 +116,9 @@ def torchrun_command(lay: dict, files: list[str], suite_opts: list[str], passthr
             "--rdzv-conf",
             f"timeout={int(lay['rdzv_timeout_s'])},read_timeout={int(lay['rdzv_timeout_s'])}",
         ]
-    cmd += ["-m", "pytest", "-p", "suite.harness.plugin", "-q", "-rs", *files, *suite_opts, *passthrough]
+    # hypothesis's pytest plugin (a dev dependency, for the suite's own tests) costs each rank ~1 s of CPU to import
+    cmd += ["-m", "pytest", "-p", "suite.harness.plugin", "-p", "no:hypothesispytest", "-q", "-rs"]
+    cmd += [*files, *suite_opts, *passthrough]
     return cmd
 
 
