@@ -234,7 +234,15 @@ def _verdict(states: list[dict], dead: list[int], stuck_s: float = 0.0) -> tuple
             "running",
             f"no rank was stuck: the ranks were running (the latest op, {_op(head)}, began {max(ages):.2f} s before)",
         )
+    if behind and any(s["waiting"] for s in front):  # a rank that completed the op waits for nobody
+        front = [s for s in front if s["waiting"]]
+    head = front[0]
     case = f" (case {head['case']})" if head["case"] else ""
+    if behind and not head["waiting"]:  # ahead, not held up: nobody waits for the others
+        return "unknown", (
+            f"no rank waits on another: {_ranks(s['rank'] for s in front)} completed {_op(head)}{case}, "
+            f"{_ranks(s['rank'] for s in behind)} had not reached it"
+        )
     if behind:
         where_ = "; ".join(f"{_who(s, states)} at {s['where']}" for s in behind)
         return "divergence", (

@@ -143,6 +143,24 @@ def test_an_interrupted_run_whose_ranks_were_moving_is_not_called_a_divergence()
     assert hang.diagnose(dumps, {}, 2)["kind"] == "divergence"
 
 
+def test_a_rank_that_completed_the_op_is_never_said_to_wait_in_it():
+    # rank 0 is past all_gather #609 (it completed), rank 1 had not reached it: nobody waits for anybody
+    dumps = {
+        0: dump(0, 609, [entry("all_gather", 609)], IN_SLEEP),
+        1: dump(1, 608, [entry("all_gather", 608)], IN_SLEEP),
+    }
+    d = hang.diagnose(dumps, {}, 2)
+    assert d["ranks"][0].startswith("rank 0 (vm): last issued all_gather #609 (completed)")
+    assert d["kind"] == "unknown" and d["verdict"] == (
+        f"no rank waits on another: rank 0 completed all_gather #609 (case {CASE}), rank 1 had not reached it"
+    )
+    # of the ranks at the op, only those still in it wait; the one that completed it is not named
+    dumps[2] = dump(2, 609, [entry("all_gather", 609, "entered")], IN_OP)
+    d = hang.diagnose(dumps, {}, 3)
+    assert d["kind"] == "divergence" and d["verdict"].startswith("rank 2 waits in all_gather #609 (case ")
+    assert d["verdict"].endswith("; rank 1 never entered it: rank 1 at suite/harness/runner.py:236 in diverge")
+
+
 def test_the_sequence_check_names_the_odd_rank_per_group():
     def check(*counts):
         return journal_check.divergence(dict(enumerate(counts)), "c")
