@@ -7,7 +7,8 @@ knobs (exit 2), the backend/device/world layout and the network settings
 (exit 3). Then torchrun starts the ranks, each running
 ``pytest -p suite.harness.plugin experiments/...``; rank 0 writes
 ``<results-root>/<run-id>/bench.json`` and this process points
-``<results-root>/latest`` at it. The exit status is the ranks' (1 on any failure).
+``<results-root>/latest`` at it (unless the run was interrupted). The exit status is the ranks' (1 on any
+failure).
 
 Multi-node (compose, Slurm, several hosts): pass --nnodes/--node-rank/--master-addr
 (or NNODES/NODE_RANK/MASTER_ADDR/MASTER_PORT in the environment); every node runs
@@ -352,18 +353,21 @@ def _chosen_experiments(asked: str, cfg, world_size: int) -> list[str]:
 
 def _conclude(run_dir: Path, results_root: Path, names: list[str], status: int, signum, cause) -> int:
     """On node 0, once the ranks have ended: a health check's verdict (0 healthy, EXIT_FINDING when something is
-    wrong) where the run succeeded, the status stamped into bench.json, ``latest`` and the report; the status."""
+    wrong) where the run succeeded, the status stamped into bench.json, ``latest`` (not for a run that was
+    interrupted: it stays at the last run that was not) and the report; the status."""
     for name in names:
         verdict = registry.discover()[name].verdict
         if verdict is not None and status == EXIT_OK:
             status = verdict(run_dir)
     try:
         stamp_status(run_dir, status, signum, cause)
-        update_latest(results_root, run_dir)
+        if signum is None:
+            update_latest(results_root, run_dir)
     except OSError as e:  # the ranks' own bench.json stays: valid JSON, marked incomplete until the end
         print(f"# error: {e}; {run_dir / 'bench.json'} is as the ranks left it", file=sys.stderr, flush=True)
         return status or EXIT_IO
-    print(f"# results: {run_dir / 'bench.json'} (also {results_root / 'latest'})", flush=True)
+    also = f"{results_root / 'latest'} unchanged" if signum is not None else f"also {results_root / 'latest'}"
+    print(f"# results: {run_dir / 'bench.json'} ({also})", flush=True)
     write_report(run_dir)
     return status
 
