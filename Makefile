@@ -1,8 +1,8 @@
 # The front door. Knobs are make variables: `make bench-cpu NPROC=2 MAX_BYTES=64M`.
 # make exits 2 whenever a recipe fails; `scripts/make-status <target> [KNOB=value ...]` exits with the
-# failed command's own status (docs/failures.md): it sets SUITE_STATUS_FILE, and every recipe line then
+# failed command's own status (docs/failures.md): it sets MAKE_STATUS_FILE, and every recipe line then
 # runs through scripts/recipe-shell, which writes the status of the first line that failed there.
-ifdef SUITE_STATUS_FILE
+ifdef MAKE_STATUS_FILE
 SHELL := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))/scripts/recipe-shell
 endif
 PYTHON      ?= python3
