@@ -42,7 +42,7 @@ from suite.launch.failures import (
     status_line,
 )
 from suite.launch.fileio import write_error, write_json_atomic
-from suite.launch.preflight import RendezvousError, SelectionCheck, layout, preflight, selection_args
+from suite.launch.preflight import RendezvousError, layout, preflight_with_selection
 from suite.launch.supervise import final_status, root_cause, run_ranks, stamp_status
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: suite/launch/ is two levels down
@@ -258,12 +258,8 @@ def _main(argv: list[str], where: dict) -> int:
     from suite.launch.preflight import PreflightError, resolve_backend, resolve_device
 
     files = [str(registry.cases_file(n).relative_to(ROOT)) for n in names]
-    selection = selection_args(passthrough)  # K= / -k: collected on the host while the checks below run
-    check = SelectionCheck(cfg, lay, files, selection, ROOT) if selection else None
-    try:
-        preflight(cfg, lay)
-        if check is not None:
-            check.result(names, lay["world_size"])
+    try:  # K= / -k: the case selection collected on the host beside the other checks
+        preflight_with_selection(cfg, lay, names, files, passthrough, ROOT)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -273,9 +269,6 @@ def _main(argv: list[str], where: dict) -> int:
     except RendezvousError as e:
         print(f"preflight failed: {e}", file=sys.stderr)
         return EXIT_RENDEZVOUS
-    finally:
-        if check is not None:
-            check.close()
 
     run_id = a.run_id or datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
     results_root = Path(a.results_root)

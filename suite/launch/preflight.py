@@ -75,6 +75,20 @@ def layout(a: argparse.Namespace) -> dict:
     }
 
 
+def preflight_with_selection(cfg, lay: dict, names: list[str], files: list[str], passthrough: list[str], cwd) -> None:
+    """``preflight``, and the case selection of ``passthrough`` (``SelectionCheck`` on the experiments' ``files``)
+    collected beside it: ConfigError, PreflightError or RendezvousError as they find."""
+    selection = selection_args(passthrough)
+    check = SelectionCheck(cfg, lay, files, selection, cwd) if selection else None
+    try:
+        preflight(cfg, lay)
+        if check is not None:
+            check.result(names, lay["world_size"])
+    finally:
+        if check is not None:
+            check.close()
+
+
 def selection_args(passthrough: list[str]) -> list[str]:
     """The pytest options of ``passthrough`` that choose cases (``-k`` and ``-m``, the last of each, as pytest
     takes them), as ``["-k", expr, ...]``; empty when none is given (every case runs: nothing to check)."""
