@@ -1,4 +1,10 @@
 # The front door. Knobs are make variables: `make bench-cpu NPROC=2 MAX_BYTES=64M`.
+# make exits 2 whenever a recipe fails; `scripts/make-status <target> [KNOB=value ...]` exits with the
+# failed command's own status (docs/failures.md): it sets MAKE_STATUS_FILE, and every recipe line then
+# runs through scripts/recipe-shell, which writes the status of the first line that failed there.
+ifdef MAKE_STATUS_FILE
+SHELL := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))/scripts/recipe-shell
+endif
 PYTHON      ?= python3
 VENV        ?= .venv
 PY          := $(VENV)/bin/python
@@ -47,6 +53,8 @@ help:  ## every target with its one-line purpose (this list, read from the Makef
 	@echo "environment switches (docs/switches.md): SUITE_PROGRESS SUITE_PROGRESS_S SUITE_PROFILE SUITE_REPORT"
 	@echo "  SUITE_ALL_RANKS_OUTPUT SUITE_KEEP_RANK_SAMPLES SUITE_GIT_COMMIT SUITE_INJECT_CORRUPTION SUITE_INJECT_DELAY"
 	@echo "  SUITE_INJECT_MISMATCH SUITE_INJECT_DIVERGE SUITE_INJECT_FAULT"
+	@echo "exit status: make exits 2 whenever a target fails; scripts/make-status <target> [KNOB=value ...]"
+	@echo "  exits with the suite's own (launcher 1-10 and 130/143, compare 1/3, doctor 8: docs/failures.md)"
 
 venv: $(VENV)/.installed  ## create .venv with the pinned environment (requirements.txt)
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -85,7 +93,7 @@ test: venv lint  ## every test of the project (what CI runs), after make lint
 lint: venv  ## ruff (check + format), shellcheck on every shell script, hadolint, actionlint
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/shellcheck $$(git ls-files '*.sh' '*.sbatch' .ci/run)
+	$(VENV)/bin/shellcheck $$(git ls-files '*.sh' '*.sbatch' .ci/run) scripts/make-status scripts/recipe-shell
 	$(VENV)/bin/hadolint Dockerfile
 	$(VENV)/bin/actionlint
 

@@ -4,6 +4,7 @@
 #   make report-csv [RUN=...]               the run's records as CSV on stdout
 #   make compare BASE=results/<a> NEW=results/<b> [TOLERANCE=0.05] [ALPHA=0.05] [MAX_INCONCLUSIVE=0.1]
 #     [ALLOW_CONFIG_DIFF=1] [OUT=dir]   exit 1 on a regression, 3 when too many cases are inconclusive
+#     (make says 2 for either; scripts/make-status compare BASE=... NEW=... keeps them)
 #     (a side may be several runs: a,b,c, or results/<id> for the runs <id>-r1..rk of REPEAT=k)
 RUN       ?= $(RESULTS)/latest
 BASE      ?=
@@ -22,7 +23,7 @@ report: venv  ## HTML/Markdown report of RUN (default results/latest)
 report-csv: venv  ## the records of RUN as CSV on stdout
 	@$(PY) -m suite.report csv $(RUN)
 
-compare: venv  ## BASE=<run> NEW=<run>: per-case verdicts; exit 1 on a regression, 3 if it cannot tell
+compare: venv  ## BASE=<run> NEW=<run>: per-case verdicts; fails on a regression (make-status 1) or if it cannot tell (3)
 	@test -n "$(BASE)" -a -n "$(NEW)" || { echo "usage: make compare BASE=results/<run> NEW=results/<run> [NEW=...]" >&2; exit 2; }
 	$(PY) -m suite.report compare $(BASE) $(NEW) --tolerance $(TOLERANCE) --alpha $(ALPHA) \
 	  --max-inconclusive $(MAX_INCONCLUSIVE) $(if $(filter-out 0,$(ALLOW_CONFIG_DIFF)),--allow-settings-diff) \

@@ -282,6 +282,8 @@ def pytest_runtest_setup(item):
     st = state(item.config)
     if st is not None and st.live is not None:
         st.live.update(case=item.nodeid)
+    if st is not None and st.rank == 0:
+        progress.note_case(item.config.option.results_dir, item.nodeid)  # an interrupt names it
     _inject_fault(item)
 
 

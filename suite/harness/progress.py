@@ -20,6 +20,9 @@ import io
 import os
 import time
 
+from pathlib import Path
+
+from suite.launch.fileio import write_text_atomic
 from suite.launch.switches import switch
 from suite.registry import experiment_of
 
@@ -30,6 +33,10 @@ HIDE_CURSOR, SHOW_CURSOR = "\x1b[?25l", "\x1b[?25h"
 RESET_TERMINAL = ERASE_LINE + SHOW_CURSOR
 """What a terminal needs after a live line's process died without erasing it (killed): the line erased
 and the cursor shown again (rich hides it while the line is live)."""
+CASE_FILE = "running_case.txt"
+"""Rank 0 writes the id of each case it starts to ``<run>/running_case.txt`` (``note_case``), so that the
+launcher can say which case an interrupt stopped; the launcher removes it once the ranks have ended
+(``take_case``)."""
 BAR_WIDTH = 12
 """Columns of the live line's bar; the text after it takes the rest of the terminal's width."""
 
@@ -43,6 +50,27 @@ def mode(env=None, stdout_is_terminal: bool = False) -> str:
         dumb = str(env.get("TERM", "")).lower() == "dumb"
         return "live" if stdout_is_terminal and not dumb else "plain"
     return raw
+
+
+def note_case(results_dir: str | None, nodeid: str) -> None:
+    """Rank 0: the case it starts now, for the launcher (best effort: only an interrupt's message reads it)."""
+    if not results_dir:
+        return
+    try:
+        write_text_atomic(Path(results_dir) / CASE_FILE, nodeid + "\n", durable=False)
+    except OSError:
+        pass
+
+
+def take_case(run_dir: Path) -> str | None:
+    """The launcher, once the ranks have ended: the last case rank 0 started (None if none), its file removed."""
+    path = Path(run_dir) / CASE_FILE
+    try:
+        case = path.read_text().strip() or None
+        path.unlink()
+    except OSError:
+        return None
+    return case
 
 
 def fmt_duration(s: float) -> str:

@@ -7,7 +7,8 @@ knobs (exit 2), the backend/device/world layout and the network settings
 (exit 3). Then torchrun starts the ranks, each running
 ``pytest -p suite.harness.plugin experiments/...``; rank 0 writes
 ``<results-root>/<run-id>/bench.json`` and this process points
-``<results-root>/latest`` at it. The exit status is the ranks' (1 on any failure).
+``<results-root>/latest`` at it (unless the run was interrupted). The exit status is the ranks' (1 on any
+failure).
 
 Multi-node (compose, Slurm, several hosts): pass --nnodes/--node-rank/--master-addr
 (or NNODES/NODE_RANK/MASTER_ADDR/MASTER_PORT in the environment); every node runs
@@ -41,7 +42,7 @@ from suite.launch.failures import (
     status_line,
 )
 from suite.launch.fileio import write_error, write_json_atomic
-from suite.launch.preflight import RendezvousError, layout, preflight
+from suite.launch.preflight import RendezvousError, layout, preflight_with_selection
 from suite.launch.supervise import final_status, root_cause, run_ranks, stamp_status
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: suite/launch/ is two levels down
@@ -116,7 +117,9 @@ def torchrun_command(lay: dict, files: list[str], suite_opts: list[str], passthr
             "--rdzv-conf",
             f"timeout={int(lay['rdzv_timeout_s'])},read_timeout={int(lay['rdzv_timeout_s'])}",
         ]
-    cmd += ["-m", "pytest", "-p", "suite.harness.plugin", "-q", "-rs", *files, *suite_opts, *passthrough]
+    # hypothesis's pytest plugin (a dev dependency, for the suite's own tests) costs each rank ~1 s of CPU to import
+    cmd += ["-m", "pytest", "-p", "suite.harness.plugin", "-p", "no:hypothesispytest", "-q", "-rs"]
+    cmd += [*files, *suite_opts, *passthrough]
     return cmd
 
 
@@ -254,8 +257,9 @@ def _main(argv: list[str], where: dict) -> int:
         return EXIT_OK
     from suite.launch.preflight import PreflightError, resolve_backend, resolve_device
 
-    try:
-        preflight(cfg, lay)
+    files = [str(registry.cases_file(n).relative_to(ROOT)) for n in names]
+    try:  # K= / -k: the case selection collected on the host beside the other checks
+        preflight_with_selection(cfg, lay, names, files, passthrough, ROOT)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -271,7 +275,6 @@ def _main(argv: list[str], where: dict) -> int:
     run_dir = results_root / run_id
     # The ranks get the validated config itself, not the raw strings to parse again.
     suite_opts = ["--results-dir", str(run_dir), "--run-id", run_id, "--suite-config", str(run_dir / "config.json")]
-    files = [str(registry.cases_file(n).relative_to(ROOT)) for n in names]
     cmd = torchrun_command(lay, files, suite_opts, passthrough)
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", "1")  # torchrun's default, set quietly and recorded
@@ -343,18 +346,21 @@ def _chosen_experiments(asked: str, cfg, world_size: int) -> list[str]:
 
 def _conclude(run_dir: Path, results_root: Path, names: list[str], status: int, signum, cause) -> int:
     """On node 0, once the ranks have ended: a health check's verdict (0 healthy, EXIT_FINDING when something is
-    wrong) where the run succeeded, the status stamped into bench.json, ``latest`` and the report; the status."""
+    wrong) where the run succeeded, the status stamped into bench.json, ``latest`` (not for a run that was
+    interrupted: it stays at the last run that was not) and the report; the status."""
     for name in names:
         verdict = registry.discover()[name].verdict
         if verdict is not None and status == EXIT_OK:
             status = verdict(run_dir)
     try:
         stamp_status(run_dir, status, signum, cause)
-        update_latest(results_root, run_dir)
+        if signum is None:
+            update_latest(results_root, run_dir)
     except OSError as e:  # the ranks' own bench.json stays: valid JSON, marked incomplete until the end
         print(f"# error: {e}; {run_dir / 'bench.json'} is as the ranks left it", file=sys.stderr, flush=True)
         return status or EXIT_IO
-    print(f"# results: {run_dir / 'bench.json'} (also {results_root / 'latest'})", flush=True)
+    also = f"{results_root / 'latest'} unchanged" if signum is not None else f"also {results_root / 'latest'}"
+    print(f"# results: {run_dir / 'bench.json'} ({also})", flush=True)
     write_report(run_dir)
     return status
 

@@ -48,10 +48,12 @@ MEANING = {
 
 
 def status_line(status: int) -> str:
-    """The launcher's last line for a failed run: make turns every failure into its own 2."""
+    """The launcher's last line for a failed run: make turns every failure into its own 2, scripts/make-status
+    (make's arguments) does not."""
     return (
         f"# exit status {status} ({MEANING.get(status, 'unknown')}); make reports any failure as 2 - "
-        "`python -m suite.launch` returns this status, and bench.json has it as suite.exit_status"
+        "`scripts/make-status <target>` and `python -m suite.launch` return this status, and bench.json has it "
+        "as suite.exit_status"
     )
 
 

@@ -1,9 +1,9 @@
 """The launcher's hang diagnosis: which rank is where, and the one line that names the divergence.
 
-When a rank reports a failure (an op timed out, a peer went silent) or the run is
-interrupted, the launcher asks every rank for its journal (suite/harness/journal.py:
-``<run>/hang/request``), waits a few seconds for ``<run>/hang/rank<r>.json`` (and for the
-faulthandler stacks a rank killed by a fatal signal left in ``rank<r>.fatal``), then writes
+When a rank reports a failure (an op timed out, a peer went silent) or dies, the launcher
+asks every rank for its journal (suite/harness/journal.py: ``<run>/hang/request``), waits a
+few seconds for ``<run>/hang/rank<r>.json`` (and for the faulthandler stacks a rank killed
+by a fatal signal left in ``rank<r>.fatal``), then writes
 ONE diagnosis, before the processes are ended, to ``<run>/failures/hang.txt`` and
 ``hang.json``: per rank the last op it issued (process group, c10d sequence number, op,
 shape, case), whether it completed, and where the rank is (its innermost frame in the
@@ -169,10 +169,8 @@ def _odd_by_case_ops(states: list[dict]) -> list[int]:
     return [r for r, n in have.items() if n < top]
 
 
-def diagnose(dumps: dict[int, dict], fatal: dict[int, dict], world_size: int, stuck_s: float = 0.0) -> dict:
-    """Per-rank lines and one verdict from the ranks' dumps; ``kind`` is divergence, died, hang, running
-    or unknown. ``stuck_s``: a rank must have waited this long in its op to count as stuck (an interrupted
-    run's ranks may just be running: their snapshots are a few milliseconds apart)."""
+def diagnose(dumps: dict[int, dict], fatal: dict[int, dict], world_size: int) -> dict:
+    """Per-rank lines and one verdict from the ranks' dumps; ``kind`` is divergence, died, hang or unknown."""
     states = [rank_state(dumps[r]) for r in sorted(dumps)]
     if len({s["group"] for s in states}) > 1:  # the ranks' last ops are on different groups: compare the default one
         states = [rank_state(dumps[r], "0") for r in sorted(dumps)]
@@ -195,7 +193,7 @@ def diagnose(dumps: dict[int, dict], fatal: dict[int, dict], world_size: int, st
     table += [row(r, "?", _how(fatal[r]), at=where(fatal[r]["frames"])) for r in dead]
     table += [row(r, "?", "did not answer") for r in silent]
     table.sort(key=lambda row: row["rank"])
-    kind, verdict = _verdict(states, dead, stuck_s)
+    kind, verdict = _verdict(states, dead)
     gone = [f"rank {r} {_ended(fatal[r])}" for r in dead]
     if silent:
         gone.append(f"{_ranks(silent)} did not answer (frozen or gone)")
@@ -220,21 +218,22 @@ def _ended(f: dict) -> str:
     return f"{_how(f)} at {where(f['frames'])}"
 
 
-def _verdict(states: list[dict], dead: list[int], stuck_s: float = 0.0) -> tuple[str, str]:
+def _verdict(states: list[dict], dead: list[int]) -> tuple[str, str]:
     live = [s for s in states if s["seq"] is not None]
     if not live:
         return "unknown", ""
     top = max(s["seq"] for s in live)
     front = [s for s in live if s["seq"] == top]
     behind = [s for s in live if s["seq"] < top]
+    if behind and any(s["waiting"] for s in front):  # a rank that completed the op waits for nobody
+        front = [s for s in front if s["waiting"]]
     head = front[0]
-    ages = [s["age_s"] for s in front if s["waiting"] and s["age_s"] is not None]
-    if stuck_s and not dead and ages and max(ages) < stuck_s:
-        return (
-            "running",
-            f"no rank was stuck: the ranks were running (the latest op, {_op(head)}, began {max(ages):.2f} s before)",
-        )
     case = f" (case {head['case']})" if head["case"] else ""
+    if behind and not head["waiting"]:  # ahead, not held up: nobody waits for the others
+        return "unknown", (
+            f"no rank waits on another: {_ranks(s['rank'] for s in front)} completed {_op(head)}{case}, "
+            f"{_ranks(s['rank'] for s in behind)} had not reached it"
+        )
     if behind:
         where_ = "; ".join(f"{_who(s, states)} at {s['where']}" for s in behind)
         return "divergence", (
@@ -306,7 +305,7 @@ def write(run_dir: Path, diag: dict, why: str) -> None:
         pass
 
 
-def diagnose_run(run_dir: Path, world_size: int, why: str, ask: bool = True, stuck_s: float = 0.0) -> dict | None:
+def diagnose_run(run_dir: Path, world_size: int, why: str, ask: bool = True) -> dict | None:
     """Collect the dumps (``ask``: request them first; else read what the ranks left), diagnose, write and
     return the diagnosis (None when no rank left anything)."""
     try:
@@ -316,7 +315,7 @@ def diagnose_run(run_dir: Path, world_size: int, why: str, ask: bool = True, stu
     fr = flight_recorder.read(run_dir)
     if not dumps and not fatal and not fr:
         return None
-    diag = diagnose(dumps, fatal, world_size, stuck_s)
+    diag = diagnose(dumps, fatal, world_size)
     if fr:  # what the backend itself recorded (NCCL; Gloo's collectives too), read the same way
         for r, d in fr.items():  # the dump does not name the host; without its stack traces, the journal's
             d["host"] = (dumps.get(r) or {}).get("host", d["host"])

@@ -1,6 +1,7 @@
 """Everything a run needs, checked before any process group exists: the layout of nodes and
-ranks (exit 2; the knobs are validated by suite.launch.config), the backend, device, memory, ports and interfaces
-(exit 3), the rendezvous address (exit 4). Starts nothing."""
+ranks (exit 2; the knobs are validated by suite.launch.config), the case selection (exit 2: ``SelectionCheck``, a
+pytest collection of its own, no rank), the backend, device, memory, ports and interfaces (exit 3), the rendezvous
+address (exit 4). Starts no rank."""
 
 from __future__ import annotations
 
@@ -72,6 +73,88 @@ def layout(a: argparse.Namespace) -> dict:
         "world_size": nproc * nnodes,
         "rdzv_timeout_s": rdzv_timeout,
     }
+
+
+def preflight_with_selection(cfg, lay: dict, names: list[str], files: list[str], passthrough: list[str], cwd) -> None:
+    """``preflight``, and the case selection of ``passthrough`` (``SelectionCheck`` on the experiments' ``files``)
+    collected beside it: ConfigError, PreflightError or RendezvousError as they find."""
+    selection = selection_args(passthrough)
+    check = SelectionCheck(cfg, lay, files, selection, cwd) if selection else None
+    try:
+        preflight(cfg, lay)
+        if check is not None:
+            check.result(names, lay["world_size"])
+    finally:
+        if check is not None:
+            check.close()
+
+
+def selection_args(passthrough: list[str]) -> list[str]:
+    """The pytest options of ``passthrough`` that choose cases (``-k`` and ``-m``, the last of each, as pytest
+    takes them), as ``["-k", expr, ...]``; empty when none is given (every case runs: nothing to check)."""
+    ap = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    ap.add_argument("-k", dest="k")
+    ap.add_argument("-m", dest="m")
+    known, _ = ap.parse_known_args(passthrough)
+    return [x for flag, v in (("-k", known.k), ("-m", known.m)) if v is not None for x in (flag, v)]
+
+
+class SelectionCheck:
+    """Whether the case selection (``K=`` / ``-k``, ``-m``) matches any case, found by pytest's own collection
+    of the chosen experiments in a process of its own, before any rank starts: the cases an experiment declares
+    depend on the config and the world size, and ``-k`` is pytest's expression over their names. Started
+    first, it imports torch beside the launcher's own checks; ``result`` waits for it. Only a collection that
+    ran and matched nothing refuses the run; any other trouble (an experiment that does not import) is left
+    to the ranks, which name it as before."""
+
+    def __init__(self, cfg, lay: dict, files: list[str], selection: list[str], cwd):
+        import json
+        import subprocess
+        import sys
+        import tempfile
+
+        self.selection = selection
+        self._tmp = tempfile.TemporaryDirectory(prefix="suite-selection-")
+        config = os.path.join(self._tmp.name, "config.json")
+        with open(config, "w") as fh:
+            json.dump(cfg.as_dict(), fh, default=str)
+        env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "MASTER_PORT")}  # no store to reach
+        env.update(
+            RANK="0",
+            WORLD_SIZE=str(lay["world_size"]),
+            LOCAL_RANK="0",
+            LOCAL_WORLD_SIZE=str(lay["nproc"]),
+            SUITE_PROGRESS="off",
+            OMP_NUM_THREADS=env.get("OMP_NUM_THREADS", "1"),
+            PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",  # the plugins a rank autoloads choose no case; some take seconds
+        )
+        cmd = [sys.executable, "-m", "pytest", "-p", "pytest_benchmark.plugin", "-p", "suite.harness.plugin"]
+        cmd += ["-q", "--collect-only", "-p", "no:faulthandler", *files, "--suite-config", config, *selection]
+        self._proc = subprocess.Popen(
+            cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+
+    def result(self, names: list[str], world_size: int) -> None:
+        """Wait for the collection; ConfigError when the selection matched no case."""
+        from suite.launch.failures import EXIT_NOTHING_SELECTED
+
+        try:
+            rc = self._proc.wait()
+        finally:
+            self.close()
+        if rc == EXIT_NOTHING_SELECTED:  # the plugin's status for "no tests collected"
+            chosen = ", ".join(f"{flag} {value!r}" for flag, value in zip(self.selection[::2], self.selection[1::2]))
+            raise ConfigError(
+                f"the case selection (K= / {chosen}) matches no case of {', '.join(names)} at {world_size} ranks; "
+                "nothing started"
+            )
+
+    def close(self) -> None:
+        """End the collection if it still runs, and remove its config file."""
+        if self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+        self._tmp.cleanup()
 
 
 def resolve_device(requested: str) -> str:

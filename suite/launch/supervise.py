@@ -31,6 +31,7 @@ from suite.launch.failures import (
 )
 from suite.launch import hang
 from suite.launch.fileio import ResultsWriteError, write_error, write_json_atomic
+from suite.harness import progress
 from suite.harness.progress import ERASE_LINE
 
 
@@ -77,18 +78,25 @@ class ElasticTraceback:
     torchrun's (a frame of torch/distributed/run.py, or a torch.distributed.elastic exception) goes to
     ``held`` (the launcher writes it to failures/torchrun.log), also when torchrun was killed before it
     finished printing it; any other (a rank's own crash) passes through unchanged. A rank's
-    ``[rank<r>]:`` line in between is shown at once."""
+    ``[rank<r>]:`` line in between is shown at once. Once ``interrupted`` is set, torchrun's log lines
+    (``W1205 12:00:00.5 123 .../torch/distributed/elastic/...] Received 2 death signal, shutting down
+    workers``) are held too: the launcher says what an interrupt did."""
 
     START = "Traceback (most recent call last):"
     FRAME = 'torch/distributed/run.py", line'
+    LOG = re.compile(r"[DIWEF]\d{4} [\d:.]+ +\d+ \S*torch/distributed/elastic/\S+:\d+\] ")
 
     def __init__(self):
         self.block: list[str] | None = None
         self.held: list[str] = []
+        self.interrupted = False
 
     def feed(self, line: str) -> list[str]:
         """The lines to show now, given the next line of torchrun's stderr."""
         body = line.rstrip("\n")
+        if self.interrupted and self.LOG.match(body):
+            self.held.append(line)
+            return []
         if self.block is None:
             if body != self.START:
                 return [line]
@@ -122,8 +130,8 @@ def run_ranks(
     launcher can name the rank torchrun saw fail first. ``erase_line``: each line
     first erases the terminal's current line (rank 0's live progress line, drawn
     again below it), instead of being appended to it. ``world_size``: the ranks asked
-    for a hang diagnosis (suite/launch/hang.py) when one fails or the run is interrupted, before
-    anything is ended (0: none)."""
+    for a hang diagnosis (suite/launch/hang.py) when one fails, before anything is ended (0: none).
+    An interrupt is no hang: it is forwarded at once, and the ranks asked for nothing."""
     proc = subprocess.Popen(
         cmd, cwd=cwd, env=env, start_new_session=True, stderr=subprocess.PIPE, text=True, errors="replace", bufsize=1
     )
@@ -133,10 +141,7 @@ def run_ranks(
     received: list[int] = []
 
     def forward(signum, _frame):
-        nonlocal diagnosed
-        if not received and not diagnosed and world_size:
-            diagnosed = True  # first: a second Ctrl-C during the diagnosis must not start another
-            _diagnose(run_dir, world_size, f"interrupted by signal {signum}", stuck_s=1.0)
+        elastic.interrupted = True
         received.append(signum)
         try:
             proc.send_signal(signum)  # torchrun stops its workers on SIGINT/SIGTERM
@@ -215,10 +220,10 @@ def _save_log(path: Path, lines: list[str]) -> None:
         pass  # a log of torchrun's own frames: nothing the verdict needs
 
 
-def _diagnose(run_dir: Path, world_size: int, why: str, ask: bool = True, stuck_s: float = 0.0) -> None:
+def _diagnose(run_dir: Path, world_size: int, why: str, ask: bool = True) -> None:
     """Ask the ranks where they are and print the diagnosis (never raises: the run must still end)."""
     try:
-        diag = hang.diagnose_run(run_dir, world_size, why, ask=ask, stuck_s=stuck_s)
+        diag = hang.diagnose_run(run_dir, world_size, why, ask=ask)
     except Exception as e:  # noqa: BLE001 - a broken diagnosis must not keep the ranks running
         print(f"# hang diagnosis failed: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
         return
@@ -268,6 +273,9 @@ def _say(line: str) -> str:
 
 
 def _verdict(rc: int, signum: int | None, run_dir: Path, first: dict | None) -> tuple[int, str | None]:
+    case = progress.take_case(run_dir)
+    if signum is not None:  # the ranks' notes of peers lost as they stopped are its consequence, not a cause
+        return (EXIT_SIGINT if signum == signal.SIGINT else EXIT_SIGTERM), _say(_interrupted(signum, run_dir, case))
     failures, causes = [], []
     for f in sorted((run_dir / "failures").glob("rank*.json")):
         try:
@@ -278,9 +286,6 @@ def _verdict(rc: int, signum: int | None, run_dir: Path, first: dict | None) -> 
         causes.append(_say(f"failure on rank {fl.get('rank')} ({fl.get('host')}): {fl.get('cause')}"))
     own = [c for fl, c in zip(failures, causes) if fl.get("kind") != "peer_failure"]
     cause = (own or causes or [None])[0]  # a rank's own failure before the others' loss of it
-    if signum is not None:
-        _say(f"interrupted by signal {signum}; completed cases are in {run_dir / 'bench.json'}")
-        return (EXIT_SIGINT if signum == signal.SIGINT else EXIT_SIGTERM), f"interrupted by signal {signum}"
     if first is not None and not failures and first["exitcode"] == EXIT_NOTHING_SELECTED:
         return EXIT_NOTHING_SELECTED, _say("nothing measured: the case selection (K= / -k) matched no case")
     failed = _failed_cases(run_dir)
@@ -317,6 +322,28 @@ def _verdict(rc: int, signum: int | None, run_dir: Path, first: dict | None) -> 
     return EXIT_FAILED, cause or _say(f"error: torchrun exited with status {rc} and no rank named a cause")
 
 
+def _interrupted(signum: int, run_dir: Path, case: str | None) -> str:
+    """``interrupted in <case>, 3 cases saved in <run>/bench.json (SIGINT)``: ``case`` is the last one rank 0
+    started (``after`` it when it was saved before the signal)."""
+    saved = [b.get("fullname") for b in _benchmarks(run_dir)]
+    if case is None:
+        where = "before the first case"
+    else:
+        where = f"{'after' if case in saved else 'in'} {progress.short_case(case, len(case))}"
+    kept = f"{len(saved)} case{'' if len(saved) == 1 else 's'} saved"
+    kept += f" in {run_dir / 'bench.json'}" if saved else ""
+    return f"interrupted {where}, {kept} ({_signal_name(signum)})"
+
+
+def _benchmarks(run_dir: Path) -> list[dict]:
+    """The records rank 0 saved in bench.json (none when it is missing or unreadable)."""
+    try:
+        out = json.loads((run_dir / "bench.json").read_text()).get("benchmarks") or []
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [b for b in out if isinstance(b, dict)]
+
+
 def _unexplained(first: dict, failures: list[dict]) -> bool:
     """Whether torchrun's first failed rank left no note of its own and every note there is one of the
     other ranks losing it (a rank killed by a signal writes none, its peers' socket errors race its exit):
@@ -342,11 +369,7 @@ def _failed_cases(run_dir: Path) -> list[dict]:
 
 
 def _wrong_cases(run_dir: Path) -> list[str]:
-    try:
-        run = json.loads((run_dir / "bench.json").read_text())
-    except (OSError, ValueError):
-        return []
-    return [b["name"] for b in run.get("benchmarks", []) if (b.get("extra_info", {}).get("n_wrong") or 0) > 0]
+    return [b["name"] for b in _benchmarks(run_dir) if (b.get("extra_info", {}).get("n_wrong") or 0) > 0]
 
 
 def stamp_status(run_dir: Path, status: int, signum: int | None, cause: str | None = None) -> None:

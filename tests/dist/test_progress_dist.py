@@ -6,6 +6,7 @@ at the end and after a failure, Ctrl-C or a killed rank 0; without a terminal th
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import re
 import select
@@ -16,8 +17,10 @@ import sys
 import termios
 import time
 
+import psutil
 import pytest
 
+from suite.harness import progress
 from tests.conftest import ROOT, launch_command, run_suite
 
 pytestmark = pytest.mark.slow
@@ -158,13 +161,42 @@ def test_the_live_line_stops_on_ctrl_c_and_each_mode_shows_what_it_says(tmp_path
     assert rc == 4 and "SUITE_PROGRESS='fancy': choose auto" in term, term[-3000:]  # pytest's usage error
 
 
-def test_ctrl_c_through_the_launcher_leaves_the_terminal_clean(tmp_path):
-    """Ctrl-C (SIGINT to the launcher's process group, as a shell sends it) after the first case: the
-    launcher stops the ranks, says what was kept, and the terminal has no live line or hidden cursor."""
+def _processes_of(tmp_path) -> list[str]:
+    """The command lines of live processes that name ``tmp_path`` (the ranks and torchrun name the run's directory)."""
+    out = []
+    for p in psutil.process_iter(["cmdline"]):
+        cmdline = " ".join(p.info["cmdline"] or [])
+        if str(tmp_path) in cmdline and p.pid != os.getpid():
+            out.append(f"{p.pid}: {cmdline}")
+    return out
+
+
+def test_ctrl_c_names_the_case_it_stopped_keeps_latest_and_ends_every_rank(tmp_path):
+    """Ctrl-C (SIGINT to the launcher's process group, as a shell sends it) once a case is running: the launcher
+    says which case it stopped and how many it saved, and nothing else (no hang diagnosis, none of torchrun's
+    lines); the live line is erased and the cursor shown; ``latest`` still names the run before; bench.json
+    holds the measured cases, marked; no process of the run is left."""
+    results = tmp_path / "results"
+    (results / "before").mkdir(parents=True)
+    (results / "latest").symlink_to("before")
     slow = ["--iters", "10", *CASES]  # rank 1 sleeps 0.1 s after each op: ~1 s per case
     rc, term = launch_on_terminal(
         tmp_path, *TINY[:-4], *slow, env={"SUITE_INJECT_DELAY": "1:0.1"}, interrupt_when="1/4 cases"
     )
     assert rc == 130, term[-3000:]  # EXIT_SIGINT
-    assert live_states(term) and live_states(term)[-1][0] < 4, term[-3000:]  # stopped mid-run
-    assert ends_clean(term, by_rank_0=False) and "interrupted by signal 2" in term, term[-3000:]
+    bench = results / "run" / "bench.json"
+    run = json.loads(bench.read_text())
+    saved = [progress.short_case(b["fullname"], 999) for b in run["benchmarks"]]
+    said = re.search(r"# interrupted (in|after) (\S+), (\d) cases? saved in (\S+) \(SIGINT\)\r\n", term)
+    assert said and int(said[3]) == len(saved) >= 1 and said[4] == str(bench), term[-3000:]
+    assert said[2] == saved[-1] if said[1] == "after" else said[2] not in saved, (said[0], saved)
+    assert re.fullmatch(r"collectives\[(all_reduce-sum|broadcast)-float32-(1024|4096)B-inplace\]", said[2])
+    assert run["suite"]["complete"] is False and run["suite"]["exit_status"] == 130 and len(saved) < 4
+    assert run["suite"]["cause"] == said[0][2:].rstrip()
+    assert "hang diagnosis" not in term and "death signal" not in term, term[-3000:]
+    # the live line: drawn, stopped mid-run, erased before the launcher's line
+    assert live_states(term) and live_states(term)[-1][0] < 4 and ends_clean(term, by_rank_0=False), term[-3000:]
+    assert list(LIVE.finditer(term))[-1].end() < term.rindex("\x1b[2K", 0, said.start()), term[-3000:]
+    assert f"# results: {bench} ({results / 'latest'} unchanged)" in term
+    assert os.readlink(results / "latest") == "before"
+    assert _processes_of(tmp_path) == []

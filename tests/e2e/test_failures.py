@@ -7,6 +7,7 @@ the checks are the user's view: exit status, message, time, and the results file
 
 import json
 import os
+import re
 import resource
 import signal
 import socket
@@ -17,7 +18,7 @@ import time
 import psutil
 import pytest
 
-from tests.conftest import ROOT, all_correct, launch_command, run_suite, small_run
+from tests.conftest import ROOT, all_correct, launch_command, load_bench, run_suite, small_run
 
 pytestmark = pytest.mark.slow
 
@@ -180,25 +181,20 @@ def test_unknown_backend_exit_2(tmp_path):
     assert not (tmp_path / "r").exists()
 
 
-def test_a_selection_that_matches_nothing_exits_7_not_5(tmp_path):
-    """pytest's 'no tests collected' (5) must not read as the suite's 'lost a peer' (5)."""
-    proc = run_suite(
-        tmp_path,
-        "--experiments",
-        "collectives",
-        "--max-bytes",
-        "1K",
-        "--iters",
-        "2",
-        "--warmup",
-        "1",
-        "--",
-        "-k",
-        "no_case_is_called_this",
+def test_a_selection_that_matches_nothing_is_bad_input_before_any_rank(tmp_path):
+    """K= / -k that matches no case of the chosen experiments (at this world size) is one line and status 2,
+    found by the host's own collection: no rank, no torchrun, no run directory."""
+    proc = run_suite(tmp_path, *small_run("no_case_is_called_this or (all_reduce and 3B)"))
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr == (
+        "error: the case selection (K= / -k 'no_case_is_called_this or (all_reduce and 3B)') matches no case of "
+        "collectives at 2 ranks; nothing started\n"
     )
-    assert proc.returncode == 7, proc.stderr[-2000:]
-    assert "matched no case" in proc.stderr
-    assert proc.stderr.rstrip().splitlines()[-1].startswith("# exit status 7 (nothing selected); make reports")
+    assert not (tmp_path / "results").exists() and "# run " not in proc.stdout  # no rank started
+    # a selection that matches (pytest's expression, a marker too) starts the run as before
+    proc = run_suite(tmp_path, *small_run("all_reduce-sum and 1024B"), "-m", "not slow", run_id="ok")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert [b["extra_info"]["size_bytes"] for b in load_bench(tmp_path, "ok")["benchmarks"]] == [1024]
 
 
 # The launcher's own failures (issue 27): whatever goes wrong around the ranks ends in one line
@@ -386,12 +382,16 @@ def test_sigterm_between_cases_is_one_line_exit_143(tmp_path):
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err[-3000:]
-    assert f"# interrupted by signal 15; completed cases are in {bench}" in err, err[-3000:]
     assert "Traceback" not in err, err[-3000:]
     run = _marked(tmp_path, 143, 1)
-    assert (
-        run["suite"]["interrupted_by_signal"] == signal.SIGTERM and run["suite"]["cause"] == "interrupted by signal 15"
+    n, saved_in = len(run["benchmarks"]), re.escape(str(bench))
+    line = re.search(
+        rf"^# (interrupted (?:in|after) collectives\[all_reduce-\S+\], {n} cases? saved in {saved_in} \(SIGTERM\))$",
+        err,
+        re.M,
     )
+    assert line, err[-3000:]
+    assert run["suite"]["interrupted_by_signal"] == signal.SIGTERM and run["suite"]["cause"] == line.group(1)
 
 
 def test_torchrun_that_cannot_start_the_ranks_is_named(tmp_path):

@@ -134,13 +134,22 @@ def test_a_rank_killed_by_a_fatal_signal_is_named_with_what_the_others_waited_in
     ]
 
 
-def test_an_interrupted_run_whose_ranks_were_moving_is_not_called_a_divergence():
+def test_a_rank_that_completed_the_op_is_never_said_to_wait_in_it():
+    # rank 0 is past all_gather #609 (it completed), rank 1 had not reached it: nobody waits for anybody
     dumps = {
-        0: dump(0, 57, [entry("all_reduce", 57, "entered", t=109.999)], IN_OP),
-        1: dump(1, 56, [entry("all_reduce", 56, t=109.998)], IN_OP),
+        0: dump(0, 609, [entry("all_gather", 609)], IN_SLEEP),
+        1: dump(1, 608, [entry("all_gather", 608)], IN_SLEEP),
     }
-    assert hang.diagnose(dumps, {}, 2, stuck_s=1.0)["kind"] == "running"
-    assert hang.diagnose(dumps, {}, 2)["kind"] == "divergence"
+    d = hang.diagnose(dumps, {}, 2)
+    assert d["ranks"][0].startswith("rank 0 (vm): last issued all_gather #609 (completed)")
+    assert d["kind"] == "unknown" and d["verdict"] == (
+        f"no rank waits on another: rank 0 completed all_gather #609 (case {CASE}), rank 1 had not reached it"
+    )
+    # of the ranks at the op, only those still in it wait; the one that completed it is not named
+    dumps[2] = dump(2, 609, [entry("all_gather", 609, "entered")], IN_OP)
+    d = hang.diagnose(dumps, {}, 3)
+    assert d["kind"] == "divergence" and d["verdict"].startswith("rank 2 waits in all_gather #609 (case ")
+    assert d["verdict"].endswith("; rank 1 never entered it: rank 1 at suite/harness/runner.py:236 in diverge")
 
 
 def test_the_sequence_check_names_the_odd_rank_per_group():

@@ -137,3 +137,11 @@ def test_a_case_that_failed_on_every_rank_is_named_with_its_message(tmp_path, ca
         EXIT_FAILED,
         "first failure: rank 0 on host h exited with status 1",
     )
+
+
+def test_the_case_selection_the_host_collects_is_pytests_last_k_and_m():
+    from suite.launch.preflight import selection_args
+
+    assert selection_args([]) == [] and selection_args(["--benchmark-sort", "mean", "-s", "-x"]) == []
+    assert selection_args(["-k", "a or b", "-x"]) == ["-k", "a or b"]
+    assert selection_args(["-kfoo", "-m", "not slow", "-k", "bar"]) == ["-k", "bar", "-m", "not slow"]
