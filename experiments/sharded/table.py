@@ -28,11 +28,16 @@ Below the table, the pipeline strategies' schedules (stages, micro-batches, the 
 (p - 1) / (v m + p - 1)), then each strategy's collectives: op, dtype, S bytes, group (mesh dimension), phase,
 count; a pipeline's point-to-point ops per rank and peer (S/step, theory: every message once; bus/step: the
 busiest rank's sends; ops: messages).
+
+Last, in one line, the torch warnings the inventory's step filtered as harmless, and the check that shows them
+so (experiments/sharded/quiet.py).
 """
 
 from __future__ import annotations
 
 from suite.api import iters_label, num, tail_cell, wrong, wrong_cell
+
+from .quiet import line as filtered_line
 
 
 def _check_cell(r: dict) -> str:
@@ -147,4 +152,7 @@ def format_tables(records: list[dict]) -> str:
     lines.append("# collectives of one step (inventory):")
     for r in records:
         lines += _inventory_lines(r)
+    filtered = filtered_line([*records, *replays.values()])
+    if filtered:
+        lines.append(filtered)
     return "\n".join(lines) + "\n"
