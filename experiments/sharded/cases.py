@@ -276,6 +276,16 @@ def _declare(strategy: str, s: ShardedSettings, world: int) -> Case:
     )
 
 
+def _declare_built_in(strategy: str, s: ShardedSettings, world: int) -> Case:
+    """``strategy``'s case on the built-in model: a pipeline whose stages outnumber the layers SHARDED_DEPTH
+    gives takes the blocks it needs (ShardedSettings.for_strategy), its record saying so (``depth_raised_from``)."""
+    own = s.for_strategy(strategy, world)
+    case = _declare(strategy, own, world)
+    if own.depth == s.depth:
+        return case
+    return dataclasses.replace(case, fields=case.fields | {"depth_raised_from": s.depth})
+
+
 def _on_device(case: Case, ctx: DistContext, cfg: BenchConfig, session: Session) -> Case:
     """The case on this run's device: ``cpu_notes`` (what Gloo on CPU does differently: no overlap, the
     all_to_all fallback, Gloo send/recv) is kept on CPU only."""
@@ -391,7 +401,7 @@ def sharded_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     um = user_model.load(s.model) if s.model else None  # the factory runs once here, on each rank
     out = []
     for st in s.strategies:
-        out.append(_declare(st, s, world_size) if um is None else _declare_user(st, s, world_size, um))
+        out.append(_declare_built_in(st, s, world_size) if um is None else _declare_user(st, s, world_size, um))
         if st not in pipeline.STRATEGIES:
             out.append(_declare_replay(st, s, world_size, um))
     return out
