@@ -85,6 +85,8 @@ _PROVENANCE = {
     "check_tol": "modelled: the largest over parameter tensors of " + checking.CheckRule.FORMULA + " (0 when exact)",
     "peak_mem_bytes": "measured: suite.harness.profiling.PeakMemory around warm-up and the timed steps, max over ranks",
     "compute_s": decompose.PROVENANCE["compute_s"],
+    "torch_warnings_filtered": "measured: the torch warnings raised in the inventory's step for CommDebugMode's "
+    "backward hooks, filtered there as harmless (experiments.sharded.quiet: what each is, and the check)",
 }
 
 
@@ -126,12 +128,18 @@ def _derive(
     rows, counted, c10d = inventory.step_inventory(trainer)
     inventory.complete(strategy, rows, c10d, ctx)
     fields["c10d_ops"] = c10d
+    fields |= _warned(trainer.warned)
     session.once(decompose.inventory_key(strategy, s), lambda: rows)  # what its replay case replays
     session.keep_baseline(decompose.step_key(strategy, s), m)
     fields["compute_s"] = decompose.compute_s(strategy, s, ctx, session, _meshes(session), _maker(strategy, s, um))
     if um is not None:  # a user model: no theory
         return fields | user_workload.inventory_fields(strategy, um, ctx.world_size, rows, counted)
     return fields | inventory_fields(strategy, s, ctx.world_size, rows, counted)
+
+
+def _warned(keys: set[str]) -> dict:
+    """The record's ``torch_warnings_filtered``: the warnings its inventory step filtered (quiet.py), if any."""
+    return {"torch_warnings_filtered": sorted(keys)} if keys else {}
 
 
 def _maker(strategy: str, s: ShardedSettings, um=None):
@@ -268,6 +276,16 @@ def _declare(strategy: str, s: ShardedSettings, world: int) -> Case:
     )
 
 
+def _declare_built_in(strategy: str, s: ShardedSettings, world: int) -> Case:
+    """``strategy``'s case on the built-in model: a pipeline whose stages outnumber the layers SHARDED_DEPTH
+    gives takes the blocks it needs (ShardedSettings.for_strategy), its record saying so (``depth_raised_from``)."""
+    own = s.for_strategy(strategy, world)
+    case = _declare(strategy, own, world)
+    if own.depth == s.depth:
+        return case
+    return dataclasses.replace(case, fields=case.fields | {"depth_raised_from": s.depth})
+
+
 def _on_device(case: Case, ctx: DistContext, cfg: BenchConfig, session: Session) -> Case:
     """The case on this run's device: ``cpu_notes`` (what Gloo on CPU does differently: no overlap, the
     all_to_all fallback, Gloo send/recv) is kept on CPU only."""
@@ -288,8 +306,16 @@ def _replay_build(strategy: str, s: ShardedSettings, ctx: DistContext, session: 
     def trainer():
         return make(ctx, mesh_of)
 
+    warned: set[str] = set()
+
+    def taken() -> list[dict]:
+        t = trainer()
+        out = inventory.step_inventory(t)[0]
+        warned.update(t.warned)
+        return out
+
     def rows():  # the strategy's case left its inventory in the session; else one is taken now
-        return session.once(decompose.inventory_key(strategy, s), lambda: inventory.step_inventory(trainer())[0])
+        return session.once(decompose.inventory_key(strategy, s), taken)
 
     def step_call():
         t = trainer()
@@ -298,7 +324,10 @@ def _replay_build(strategy: str, s: ShardedSettings, ctx: DistContext, session: 
     def step():  # likewise the step's measurement
         return session.baseline(decompose.step_key(strategy, s), ctx, step_call)
 
-    return decompose.replay_build(strategy, s, ctx, session, mesh_of, rows, step, make)
+    b = decompose.replay_build(strategy, s, ctx, session, mesh_of, rows, step, make)
+    derive = b.derive
+    b.derive = lambda m, around, session: derive(m, around, session) | _warned(warned)
+    return b
 
 
 def _declare_user(strategy: str, s: ShardedSettings, world: int, um: user_model.UserModel) -> Case:
@@ -372,7 +401,7 @@ def sharded_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     um = user_model.load(s.model) if s.model else None  # the factory runs once here, on each rank
     out = []
     for st in s.strategies:
-        out.append(_declare(st, s, world_size) if um is None else _declare_user(st, s, world_size, um))
+        out.append(_declare_built_in(st, s, world_size) if um is None else _declare_user(st, s, world_size, um))
         if st not in pipeline.STRATEGIES:
             out.append(_declare_replay(st, s, world_size, um))
     return out

@@ -27,7 +27,7 @@ from torch.distributed.tensor.debug import CommDebugMode
 
 from suite.api import CaseFailed
 
-from . import internals
+from . import internals, quiet
 from .shapes import n_params, theory  # noqa: F401  (pure: shapes.py; the old names stay importable)
 
 _NAMES = (
@@ -209,11 +209,13 @@ def record_fields(
 
 def step_inventory(trainer) -> tuple[list[dict], int, dict[str, int] | None]:
     """One more step under the inventory (after DDP's bucket rebuild, which its second step does): its rows,
-    CommDebugMode's own count, and c10d's count per mesh dimension over the same step (inventory.issued)."""
+    CommDebugMode's own count, and c10d's count per mesh dimension over the same step (inventory.issued). The
+    warnings torch raises for CommDebugMode's hooks in that step are filtered, ``trainer.warned`` naming them
+    (experiments/sharded/quiet.py)."""
     while trainer.steps < 2:
         trainer.step()
     before = internals.c10d_issued(trainer.groups)
-    with Inventory(trainer.groups) as inv:
+    with quiet.filtered(trainer.warned), Inventory(trainer.groups) as inv:
         trainer.mark = lambda stage: setattr(inv, "stage", stage)
         try:
             trainer.step()

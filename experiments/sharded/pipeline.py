@@ -1,7 +1,8 @@
 """Pipeline strategies of the sharded experiment: ``torch.distributed.pipelining`` schedules on the same model.
 
 The model's layers (``SHARDED_DEPTH`` blocks, then the head) are cut into contiguous stages of at least one
-layer (``stage_layers``; later stages take the remainder, so the head's stage is never the lighter one).
+layer (``stage_layers``; later stages take the remainder, so the head's stage is never the lighter one); a
+pipeline whose stages outnumber them takes the fewest blocks that give each stage one (ShardedSettings.for_strategy).
 ``pp_gpipe`` (``ScheduleGPipe``) and ``pp_1f1b`` (``Schedule1F1B``) run one stage per rank; ``pp_interleaved``
 (``ScheduleInterleaved1F1B``) runs 2 per rank, stage s on rank s mod world (the looped placement of
 Narayanan et al., SC'21). Every step splits the global batch into ``SHARDED_MICROBATCHES`` micro-batches
@@ -42,7 +43,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from . import internals, inventory, workload
-from .settings import PIPELINE
+from .settings import PIPELINE, STAGES_PER_RANK
 
 PLANTED_PP = ("pp_unscaled", "pp_misrouted")
 PLANTED_WHY = {
@@ -58,7 +59,6 @@ SCHEDULES = {
     "pp_unscaled": "ScheduleGPipe",
     "pp_misrouted": "ScheduleGPipe",
 }
-STAGES_PER_RANK = {"pp_interleaved": 2}
 
 
 def stages_per_rank(strategy: str) -> int:
@@ -395,4 +395,6 @@ PROVENANCE = {
     "bubble_fraction": "modelled: (p - 1) / (v m + p - 1), p ranks, m micro-batches, v stages per rank, "
     "equal stages and free transfers (GPipe/1F1B; interleaved: Narayanan et al. SC'21)",
     "activation_bytes": "modelled: 4 x (batch / micro-batches) x seq x width",
+    "depth_raised_from": "set: SHARDED_DEPTH, whose blocks and head are fewer layers than the stages; the case's "
+    "depth is stages - 1, each stage one layer (experiments.sharded.settings.ShardedSettings.for_strategy)",
 }

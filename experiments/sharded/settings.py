@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from suite.api import ConfigError
 
 PIPELINE = ("pp_gpipe", "pp_1f1b", "pp_interleaved")
 """The torch.distributed.pipelining schedules (experiments/sharded/pipeline.py builds each)."""
+STAGES_PER_RANK = {"pp_interleaved": 2}
+"""Pipeline stages each rank holds, where not one."""
 STRATEGIES = ("ddp", "fsdp2", "fsdp2_keep", "fsdp2_bf16", "tp", "sp", "2d") + PIPELINE
 """The strategies run by default (experiments/sharded/workload.py and pipeline.py build each)."""
 PLANTED = ("fsdp2_scaled", "tp_wrong_shard", "pp_unscaled", "pp_misrouted")
@@ -24,7 +27,8 @@ class ShardedSettings:
     width: int = field(default=32, metadata={"env": "SHARDED_WIDTH"})
     """SHARDED_WIDTH: model width d (each block is Linear(d, 4d) and Linear(4d, d))."""
     depth: int = field(default=2, metadata={"env": "SHARDED_DEPTH"})
-    """SHARDED_DEPTH: blocks in the model."""
+    """SHARDED_DEPTH: blocks in the model (a pipeline whose stages outnumber its layers takes more:
+    ``for_strategy``)."""
     seq: int = field(default=8, metadata={"env": "SHARDED_SEQ"})
     """SHARDED_SEQ: sequence length of each sample."""
     batch: int = field(default=8, metadata={"env": "SHARDED_BATCH"})
@@ -36,6 +40,16 @@ class ShardedSettings:
     model: str = field(default="", metadata={"env": "SHARDED_MODEL"})
     """SHARDED_MODEL: ``module:function``, a factory of your own model (experiments/sharded/user_model.py);
     empty: the built-in model family. Loaded and checked on the host before any rank starts."""
+
+    def for_strategy(self, strategy: str, world: int) -> ShardedSettings:
+        """The settings ``strategy``'s case runs on the built-in model at ``world`` ranks: these, but for a pipeline
+        (``pp_*``) whose stages (world x stages per rank) outnumber the layers (``depth`` blocks and the head),
+        the fewest blocks that give each stage one layer (stages - 1): the default run's 2 blocks cannot make the
+        4 stages of a 4-rank GPipe, nor the 8 of its interleaved schedule."""
+        stages = world * STAGES_PER_RANK.get(strategy, 1)
+        if not strategy.startswith("pp_") or self.depth + 1 >= stages:
+            return self
+        return dataclasses.replace(self, depth=stages - 1)
 
     def validate(self) -> None:
         """Raise ConfigError naming the SHARDED_* knob to change."""

@@ -25,14 +25,20 @@ Below it, where each step's time goes (experiments/sharded/decompose.py; its rep
 Then each strategy's collectives: op, dtype, S bytes, group (mesh dimension), phase, count.
 
 Below the table, the pipeline strategies' schedules (stages, micro-batches, the modelled bubble fraction
-(p - 1) / (v m + p - 1)), then each strategy's collectives: op, dtype, S bytes, group (mesh dimension), phase,
-count; a pipeline's point-to-point ops per rank and peer (S/step, theory: every message once; bus/step: the
-busiest rank's sends; ops: messages).
+(p - 1) / (v m + p - 1); the depth of a pipeline whose stages needed more blocks than SHARDED_DEPTH gives),
+then each strategy's collectives: op, dtype, S bytes, group (mesh dimension), phase, count; a pipeline's
+point-to-point ops per rank and peer (S/step, theory: every message once; bus/step: the busiest rank's sends;
+ops: messages).
+
+Last, in one line, the torch warnings the inventory's step filtered as harmless, and the check that shows them
+so (experiments/sharded/quiet.py).
 """
 
 from __future__ import annotations
 
 from suite.api import iters_label, num, tail_cell, wrong, wrong_cell
+
+from .quiet import line as filtered_line
 
 
 def _check_cell(r: dict) -> str:
@@ -95,10 +101,16 @@ def _decomposition_lines(steps: list[dict], replays: dict[str, dict]) -> list[st
 
 
 def _pipeline_line(r: dict) -> str:
+    raised = r.get("depth_raised_from")
     return (
         f"#   {str(r.get('label', r['op'])):>16}: {r['schedule']}, {r['stages']} stages"
         f" ({r['stages_per_rank']} per rank) x {r['microbatches']} micro-batches,"
-        f" {r['activation_bytes']} B per activation, bubble {r['bubble_fraction']:.2f} (model)"
+        f" {r['activation_bytes']} B per activation, bubble {r['bubble_fraction']:z.2f} (model)"
+        + (
+            ""
+            if raised is None
+            else f"; depth {r.get('depth')}, {r.get('n_params')} params (SHARDED_DEPTH={raised} gives too few layers)"
+        )
     )
 
 
@@ -147,4 +159,7 @@ def format_tables(records: list[dict]) -> str:
     lines.append("# collectives of one step (inventory):")
     for r in records:
         lines += _inventory_lines(r)
+    filtered = filtered_line([*records, *replays.values()])
+    if filtered:
+        lines.append(filtered)
     return "\n".join(lines) + "\n"

@@ -69,7 +69,9 @@ class Net(nn.Module):
             x = b(x)
         if self.gather is not None:
             x = self.gather(x)
-        return self.head(x)
+        # Linear on a (batch, seq, d) input returns a view of its 2-D product; FSDP2 warns of a module that returns
+        # a view (an in-place op on it would skip the pre-backward all_gather): the output gets its own storage
+        return self.head(x).clone()
 
 
 def build_net(width: int, depth: int, seed: int = 0) -> Net:
@@ -102,6 +104,8 @@ class Trainer:
     owned: list[int] | None = None
     """Indices (in the whole model's parameter order) of the parameters ``model`` holds; None: all of them
     (a pipeline stage holds its layers only)."""
+    warned: set[str] = field(default_factory=set)
+    """Torch warnings filtered in this trainer's inventory step as harmless (experiments/sharded/quiet.py)."""
 
 
 def _shard_rows(t: torch.Tensor, parts: int, index: int) -> torch.Tensor:

@@ -80,8 +80,11 @@ def test_unscaled_or_misrouted_micro_batches_fail_the_check_and_exit_6(tmp_path)
         assert bad["check_max_abs_diff"] > 100 * max(bad["check_tol"], 1e-6), planted
         assert bad["planted"].startswith("wrong on purpose") and planted in proc.stderr
     assert "produced wrong elements" in proc.stderr
-    # 3 layers cannot make 4 stages: skipped with the knob to change, never silently absent
-    assert "pp_interleaved needs SHARDED_DEPTH >= 3 at 2 ranks" in proc.stdout and "pp_interleaved" not in recs
+    # 3 layers cannot make 4 stages: the interleaved case takes the 3 blocks it needs, and says so
+    assert recs["pp_interleaved"]["depth"] == 3 and recs["pp_interleaved"]["depth_raised_from"] == 2
+    assert recs["pp_interleaved"]["n_wrong"] == 0 and recs["pp_gpipe"]["depth"] == 2
+    assert "pp_interleaved: ScheduleInterleaved1F1B, 4 stages (2 per rank)" in proc.stdout
+    assert "depth 3, " in proc.stdout and "(SHARDED_DEPTH=2 gives too few layers)" in proc.stdout
 
 
 @pytest.mark.parametrize(

@@ -251,3 +251,46 @@ def test_table_states_theory_agreement_the_rule_and_a_failure():
     bad = format_tables([_record("fsdp2_scaled", n_wrong=7, inventory_matches_theory=False)])
     assert "2.0!" in bad and "7 [FAILED]" in bad
     assert format_tables([]) == ""
+
+
+def test_the_inventorys_harmless_torch_warnings_are_filtered_and_said_once():
+    """Torch's two warnings about CommDebugMode's backward hooks (experiments/sharded/quiet.py) are filtered by
+    message and category and named; any other warning in the same block passes on as raised, a user's -W error
+    included; under the table one line says what was filtered and which check shows it harmless."""
+    import warnings
+
+    from experiments.sharded import quiet
+    from experiments.sharded.table import format_tables
+
+    seen: set[str] = set()
+    with warnings.catch_warnings(record=True) as outside:
+        warnings.simplefilter("always")
+        with quiet.filtered(seen):
+            hook = quiet.BACKWARD_HOOK.message
+            warnings.warn(hook + " since no inputs require gradients.", UserWarning, stacklevel=1)
+            warnings.warn("FSDP2-wrapped module (FSDPNet) returned a view tensor.", UserWarning, stacklevel=1)
+            warnings.warn("something else", UserWarning, stacklevel=1)
+            warnings.warn(hook, DeprecationWarning, stacklevel=1)  # the same text, another category
+    assert seen == {"backward_hook", "fsdp2_view"}
+    assert [(str(w.message), w.category) for w in outside] == [
+        ("something else", UserWarning),
+        (quiet.BACKWARD_HOOK.message, DeprecationWarning),
+    ]
+    assert outside[0].filename == __file__  # passed on from where it was raised
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        with pytest.raises(UserWarning, match="something else"), quiet.filtered(set()):
+            warnings.warn("something else", UserWarning, stacklevel=1)
+        with quiet.filtered(set()):  # the filtered one raises nothing under -W error
+            warnings.warn("FSDP2-wrapped module (FSDPNet) returned a view tensor.", UserWarning, stacklevel=1)
+
+    marked = ["backward_hook", "fsdp2_view"]
+    out = format_tables([_record(s, torch_warnings_filtered=marked) for s in ("fsdp2", "tp")])
+    said = [ln for ln in out.splitlines() if ln.startswith("# filtered")]
+    assert len(said) == 1 and "Full backward hook is firing" in said[0] and "FSDP2-wrapped module" in said[0]
+    assert said[0].endswith("match theory's (=)")  # the check that shows them harmless
+    user = format_tables([_record("fsdp2", torch_warnings_filtered=marked, inventory_matches_theory=None)])
+    assert "Not checked against theory" in user
+    differs = format_tables([_record("fsdp2", torch_warnings_filtered=marked, inventory_matches_theory=False)])
+    assert "NOT shown harmless: the inventory differs from theory in fsdp2" in differs
+    assert "# filtered" not in format_tables([_record("fsdp2")])

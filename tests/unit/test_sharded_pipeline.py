@@ -150,6 +150,9 @@ def test_table_lists_the_schedule_and_each_ranks_p2p_with_its_peer():
     assert "pp_gpipe: rank 0 -> 1: 4 x send float32 512 B on pp in forward" in out
     assert "pp_gpipe: rank 0 <- 1: 4 x recv float32 512 B on pp in backward" in out
     assert "4.0=" in out  # S/step 4 KiB, as theory
+    assert "depth" not in out.split("bubble 0.20")[1].split("\n")[0]  # SHARDED_DEPTH's own model: nothing to add
+    deeper = rec | {"depth": 3, "n_params": 150, "depth_raised_from": 2, "stages": 4}
+    assert "bubble 0.20 (model); depth 3, 150 params (SHARDED_DEPTH=2 gives too few layers)" in format_tables([deeper])
 
 
 def test_why_the_pipeline_inventory_is_not_commdebugmode():
@@ -207,3 +210,29 @@ def test_a_stage_is_checked_under_the_whole_models_bound():
     _, g, p = ref.at(5)
     alone = rule.tols(5, [g[i] for i in owned], [p[i] for i in owned])  # the stage's own largest: too tight
     assert any(a < t for a, t in zip(alone, tols))
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_the_default_run_declares_every_pipeline_runnable_on_the_built_in_model(world):
+    """`make bench-cpu` (4 ranks) and NPROC=2 with no SHARDED_* set: each pipeline strategy takes the blocks its
+    stages need (each stage at least one layer: the blocks and the head), so none is skipped for depth; every
+    other strategy keeps the model SHARDED_DEPTH sizes, and each case its identity's fields (stored runs compare)."""
+    from experiments.sharded.cases import sharded_cases
+    from suite.launch.config import build_config
+
+    cfg = build_config()
+    cases = {c.label: c for c in sharded_cases(cfg, world)}
+    assert set(PIPELINE) <= set(cases)
+    for s in PIPELINE:
+        c = cases[s]
+        stages = world * pipeline.stages_per_rank(s)
+        assert set(c.identity) == {"strategy", "width", "depth", "seq", "batch", "microbatches"}, s
+        assert c.identity["depth"] == max(cfg.sharded.depth, stages - 1), s  # the fewest that give each stage one
+        assert pipeline.cannot_run(s, world, c.identity["depth"], cfg.sharded.microbatches) is None, s
+        assert c.bytes.size_bytes == 2 * (stages - 1) * 4 * pipeline.activation_bytes(32, 8, 8, 4), s
+        assert c.fields["stages"] == stages and len(c.fields["stage_layers"]) == stages, s
+        raised = c.identity["depth"] > cfg.sharded.depth
+        assert c.fields.get("depth_raised_from") == (cfg.sharded.depth if raised else None), s
+        assert "depth_raised_from" in c.provenance, s
+    for s in set(cases) - set(PIPELINE):
+        assert cases[s].identity["depth"] == cfg.sharded.depth == 2, s  # SHARDED_DEPTH's model, unchanged
