@@ -68,8 +68,10 @@ def test_no_tensor_is_compared_under_a_bound_that_passes_a_doubled_gradient():
             said = rule.describe(steps, max(tols), sum(use), len(use))
             assert f"{len(use) - sum(use)} of {len(use)} parameter tensors not compared" in said
     # what experiments/sharded/README.md quotes: 8 of the 14 tensors after 2 steps, all 14 from 5 on; the bound
-    # up to 0.14 of how far the reference moved a tensor after the check step, 5.4 after 5 steps, 53 after 25
-    assert left_out == {1: (0, 14), 2: (8, 14), 5: (14, 14), 25: (14, 14)}
+    # up to 0.14 of how far the reference moved a tensor after the check step, 5.4 after 5 steps, 53 after 25.
+    # After 2 steps blocks.1.down.weight's bound is 0.4998 of its move (a 0.04% margin): one bfloat16 ulp of a
+    # gradient behind that move is 0.3% of it, so a CPU whose bfloat16 kernels round one the other way leaves 9 out
+    assert left_out == {1: (0, 14), 2: left_out[2], 5: (14, 14), 25: (14, 14)} and left_out[2] in ((8, 14), (9, 14))
     assert [ratio[k] for k in (1, 5, 25)] == pytest.approx([0.14, 5.4, 53], rel=0.02)
     fp32 = check.CheckRule("ddp", 4, s.depth, s.width)
     d = check.Reference(s.width, s.depth, s.seq, s.batch, 4, "cpu")
