@@ -52,7 +52,7 @@ from suite.api import (
 )
 
 from . import check as checking
-from . import decompose, inventory, pipeline, user_model, user_pipeline, user_workload, workload
+from . import decompose, inventory, pipeline, quiet, user_model, user_pipeline, user_workload, workload
 from .settings import ShardedSettings
 
 EXPERIMENT = "sharded"
@@ -85,8 +85,7 @@ _PROVENANCE = {
     "check_tol": "modelled: the largest over parameter tensors of " + checking.CheckRule.FORMULA + " (0 when exact)",
     "peak_mem_bytes": "measured: suite.harness.profiling.PeakMemory around warm-up and the timed steps, max over ranks",
     "compute_s": decompose.PROVENANCE["compute_s"],
-    "torch_warnings_filtered": "measured: the torch warnings raised in the inventory's step for CommDebugMode's "
-    "backward hooks, filtered there as harmless (experiments.sharded.quiet: what each is, and the check)",
+    "torch_warnings_filtered": quiet.PROVENANCE,
 }
 
 
@@ -128,18 +127,13 @@ def _derive(
     rows, counted, c10d = inventory.step_inventory(trainer)
     inventory.complete(strategy, rows, c10d, ctx)
     fields["c10d_ops"] = c10d
-    fields |= _warned(trainer.warned)
+    fields |= quiet.record_fields(trainer.warned)
     session.once(decompose.inventory_key(strategy, s), lambda: rows)  # what its replay case replays
     session.keep_baseline(decompose.step_key(strategy, s), m)
     fields["compute_s"] = decompose.compute_s(strategy, s, ctx, session, _meshes(session), _maker(strategy, s, um))
     if um is not None:  # a user model: no theory
         return fields | user_workload.inventory_fields(strategy, um, ctx.world_size, rows, counted)
     return fields | inventory_fields(strategy, s, ctx.world_size, rows, counted)
-
-
-def _warned(keys: set[str]) -> dict:
-    """The record's ``torch_warnings_filtered``: the warnings its inventory step filtered (quiet.py), if any."""
-    return {"torch_warnings_filtered": sorted(keys)} if keys else {}
 
 
 def _maker(strategy: str, s: ShardedSettings, um=None):
@@ -308,11 +302,11 @@ def _replay_build(strategy: str, s: ShardedSettings, ctx: DistContext, session: 
 
     warned: set[str] = set()
 
-    def taken() -> list[dict]:
+    def taken() -> list[dict]:  # the inventory's rows; the warnings its step filtered join ``warned``
         t = trainer()
-        out = inventory.step_inventory(t)[0]
+        rows = inventory.step_inventory(t)[0]
         warned.update(t.warned)
-        return out
+        return rows
 
     def rows():  # the strategy's case left its inventory in the session; else one is taken now
         return session.once(decompose.inventory_key(strategy, s), taken)
@@ -326,7 +320,7 @@ def _replay_build(strategy: str, s: ShardedSettings, ctx: DistContext, session: 
 
     b = decompose.replay_build(strategy, s, ctx, session, mesh_of, rows, step, make)
     derive = b.derive
-    b.derive = lambda m, around, session: derive(m, around, session) | _warned(warned)
+    b.derive = lambda m, around, session: derive(m, around, session) | quiet.record_fields(warned)
     return b
 
 

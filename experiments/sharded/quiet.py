@@ -54,6 +54,15 @@ FSDP2_VIEW = Harmless(
     "the view is that hook's, and the loss takes it out of place",
 )
 KNOWN = (BACKWARD_HOOK, FSDP2_VIEW)
+PROVENANCE = (
+    "measured: the torch warnings raised in the inventory's step for CommDebugMode's backward hooks, filtered there "
+    "as harmless (experiments.sharded.quiet: what each is, and the check)"
+)
+
+
+def record_fields(keys: set[str]) -> dict:
+    """A record's ``torch_warnings_filtered``: the warnings its inventory step filtered, if any."""
+    return {"torch_warnings_filtered": sorted(keys)} if keys else {}
 
 
 @contextlib.contextmanager
