@@ -59,6 +59,8 @@ def gate_line(c: Comparison) -> str:
         ] * (c.not_judged > c.max_inconclusive * total)
         why += ["the overall interval straddles a tolerance boundary"] * (c.overall == "inconclusive")
         return f"gate: INCONCLUSIVE (no regression found, none ruled out: {'; '.join(why)})"
+    if c.identical:
+        return "gate: PASS (identical runs: both sides hold the same samples, every case same)"
     return "gate: PASS" + (f" ({c.not_judged} case(s) not judged, within {limit})" if c.not_judged else "")
 
 
@@ -106,7 +108,7 @@ def format_comparison(c: Comparison, *, show: str = "all") -> str:
         )
     lines.append(
         f"# overall (median case ratio): {c.overall_ratio:.3f}  CI [{c.overall_ci[0]:.3f}, "
-        f"{c.overall_ci[1]:.3f}]  -> {c.overall}"
+        f"{c.overall_ci[1]:.3f}]  -> {c.overall}{' (identical runs)' * c.identical}"
     )
     if repeat_advice(c):
         lines.append(f"# {repeat_advice(c)}")

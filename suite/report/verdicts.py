@@ -68,6 +68,8 @@ class Comparison:
     """Degrees of freedom of that prior (inf: every case gets the pooled value)."""
     between_run_note: str = ""
     """How the cases' noise was obtained (several runs per side, or the one-run-each assumption)."""
+    identical: bool = False
+    """Both sides hold the same samples (a run compared with itself): every case same, nothing to estimate."""
 
     @property
     def confidence(self) -> float:
