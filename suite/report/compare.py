@@ -46,7 +46,13 @@ with probability <= alpha. For an inconclusive case, ``runs_needed``: the runs p
 (REPEAT=k) at which, with its noise, the interval would lie on one side of a tolerance
 boundary (inside the band, or beyond it) with 80% probability if the ratio is what was measured.
 
-Both sides holding the same samples (a run compared with
+What the runs can detect: a case's interval is log r ± q·se with q and se independent of r, so it is
+called *slower* exactly when its measured ratio exceeds (1 + tolerance)·exp(q·se), and *faster* below
+(1 − tolerance)·exp(−q·se) (``detect_slower``/``detect_faster``); the overall interval shifts with a
+change common to every case, so that is caught beyond (1 + tolerance)·ratio / CI low. The text states
+these for half the cases and for all (``compare_text.detect_line``), so a comparison that cannot tell
+still says which changes it would have caught; a true change at such a bound is caught about half the
+time (its measurement scatters about it). Both sides holding the same samples (a run compared with
 itself, in any order of its runs) is *identical*: every ratio is exactly 1 with nothing to estimate, so
 every case and the overall ratio are *same* and the gate passes.
 
@@ -167,5 +173,6 @@ def compare_runs(
         between_run_sd=sd0,
         prior_df=d0,
         between_run_note=note,
+        overall_detect=((1 - tolerance) * gm / ghi, (1 + tolerance) * gm / glo) if cases else (0.0, math.inf),
         identical=identical,
     )

@@ -189,8 +189,10 @@ def identical_sides(bmap: dict, nmap: dict, keys: list[tuple]) -> bool:
 
 
 def judge_cases(pts, noise, d0: float, alpha: float, tolerance: float, identical: bool = False) -> list[CaseComparison]:
-    """Each case's interval (simultaneous at 1 − alpha over the cases, Bonferroni), p-values, verdict
-    and, when inconclusive, the runs per side that would resolve it. ``identical``: both sides hold the same
+    """Each case's interval (simultaneous at 1 − alpha over the cases, Bonferroni), p-values, verdict,
+    the measured ratios beyond which it would be called slower or faster at its noise (the interval's
+    half-width q·se does not depend on the ratio, so these are exactly the gate's thresholds) and, when
+    inconclusive, the runs per side that would resolve it. ``identical``: both sides hold the same
     samples, so every ratio is exactly 1 and there is no noise to estimate."""
     m = len(pts)
     level = 1 - alpha / max(m, 1)
@@ -225,6 +227,8 @@ def judge_cases(pts, noise, d0: float, alpha: float, tolerance: float, identical
                 noise_sd=math.sqrt(var),
                 noise_df=df,
                 runs_needed=need,
+                detect_slower=(1 + tolerance) * math.exp(q * se),
+                detect_faster=(1 - tolerance) * math.exp(-q * se),
             )
         )
     adj = holm([r.p_value for r in rows])

@@ -185,6 +185,7 @@ def test_make_compare_is_a_regression_gate(tmp_path):
     noise = _save(_scaled(base, lambda n: rng.lognormal(0.0, 0.01, n)), tmp_path / "noise")
     r = _make("compare", f"BASE={FIXTURE}", f"NEW={noise}")  # 10 samples spread 20x: cannot tell
     assert r.returncode == 2 and "gate: INCONCLUSIVE" in r.stdout, r.stdout + r.stderr  # make: exit 3 -> 2
+    assert "# detectable with one run a side here: changes beyond +" in r.stdout  # what it could have told
     r = _make("compare", f"BASE={FIXTURE}", f"NEW={noise}", "MAX_INCONCLUSIVE=1")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "gate: PASS" in r.stdout

@@ -1,12 +1,19 @@
-"""A run compared with itself, through ``python -m suite.report compare``: "same (identical runs)", and
-the gate passes (one noisy run a side read INCONCLUSIVE and asked for hundreds of repeats)."""
+"""What a comparison says it can tell, proved through ``python -m suite.report compare``: a run compared
+with itself is "same (identical runs)" and passes the gate; and the change a noisy pair can detect, per
+case and summed up, is exactly where the gate starts calling a planted slowdown slower.
+
+The runs are built without a random generator: every case's run medians sit at fixed multiples of its
+time, each run's samples spread evenly about its median, so the statements are checked with 3% margins
+on either side of the bound the comparison printed (no CPU's last digit decides a verdict)."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from suite.report import cli as report
 from tests.conftest import ROOT
@@ -68,3 +75,44 @@ def test_repeated_runs_compared_with_themselves_are_identical(tmp_path, capsys):
     runs = [f"{base}-r{k}" for k in (3, 1, 2)]
     status, out = _compare(capsys, base, ",".join(runs))
     assert status == 0 and "-> same (identical runs)" in out, out
+
+
+def test_the_stated_detectable_change_is_where_the_gate_calls_slower(tmp_path, capsys):
+    base = _side(tmp_path, "base", BASE_RUNS)
+    status, out = _compare(capsys, base, _side(tmp_path, "new", NEW_RUNS))
+    assert status == 3, out  # noisy: most cases inconclusive, nothing flagged
+    rows = _rows(out)
+    assert len(rows) == N_CASES and all(r[-1] != "slower" for r in rows), out
+    # per case: the measured slowdown beyond which it is called slower ("+N%" in its detect column)
+    bound = [_pct(next(t for t in r if re.fullmatch(r"\+\d+(?:\.\d)?%", t))) for r in rows]
+    assert sorted(bound) == bound and len(set(bound)) == N_CASES  # noisier cases need more
+    # the summary: half the cases, all of them, and a change common to every case (the overall ratio)
+    m = re.search(
+        r"# detectable with REPEAT=3 a side here: changes beyond \+(\d+(?:\.\d)?)%/-[\d.]+% in half the cases, "
+        r"\+(\d+(?:\.\d)?)%/-[\d.]+% in all; beyond \+(\d+(?:\.\d)?)%/-[\d.]+% common to every case",
+        out,
+    )
+    assert m, out
+    half, every, common = (float(g) / 100 for g in m.groups())
+    assert half == pytest.approx(sorted(bound)[(N_CASES - 1) // 2], abs=0.006) and every == pytest.approx(bound[-1])
+
+    def planted(name: str, factor) -> list[str]:
+        _, o = _compare(capsys, base, _side(tmp_path, name, NEW_RUNS, factor))
+        return [r[-1] for r in _rows(o)], o
+
+    # each case's own bound: 3% beyond it is slower, 3% short of it is not
+    over = lambda i: (1 + bound[i]) * (1.03 if i % 2 == 0 else 0.97)  # noqa: E731
+    verdicts, o = planted("per-case", over)
+    assert [v == "slower" for v in verdicts] == [i % 2 == 0 for i in range(N_CASES)], o
+    # the half and the all of the summary
+    verdicts, o = planted("half-over", lambda i: (1 + half) * 1.03)
+    assert sum(v == "slower" for v in verdicts) >= N_CASES / 2, o
+    verdicts, o = planted("half-under", lambda i: (1 + half) * 0.97)
+    assert sum(v == "slower" for v in verdicts) < N_CASES / 2, o
+    verdicts, o = planted("all-over", lambda i: (1 + every) * 1.03)
+    assert verdicts == ["slower"] * N_CASES, o
+    # a slowdown common to every case: the overall ratio catches it beyond the stated bound, not short of it
+    _, o = planted("common-over", lambda i: (1 + common) * 1.03)
+    assert "-> slower" in o, o
+    _, o = planted("common-under", lambda i: (1 + common) * 0.97)
+    assert "-> slower" not in o, o
