@@ -94,8 +94,18 @@ class Diagnosis:
     def exit_status(self) -> int:
         return EXIT_FINDING if self.findings else EXIT_OK
 
+    @property
+    def headline(self) -> str:
+        """The verdict in one line: each finding (kind, where, measured vs expected), or healthy. doctor.json
+        holds it, the report's health row shows it and docker/first-failure.sh prints it when the doctor's
+        exit status ends a compose run."""
+        if not self.findings:
+            return "healthy: no slow link, straggler or weak node" if self.verdict == "healthy" else self.verdict
+        said = "; ".join(f"{f.kind.replace('_', ' ')} {f.where}: {f.measured} vs {f.expected}" for f in self.findings)
+        return said if len(self.findings) == 1 else f"{len(self.findings)} findings: {said}"
+
     def as_dict(self) -> dict:
-        return {"verdict": self.verdict, "exit_status": self.exit_status, **asdict(self)}
+        return {"verdict": self.verdict, "exit_status": self.exit_status, "headline": self.headline, **asdict(self)}
 
 
 # --- the whole diagnosis ----------------------------------------------------------------------------
