@@ -133,7 +133,9 @@ while kill -0 "$up_pid" 2>/dev/null; do
     read -r st code <<<"$(state_of "${cid[$s]}")"
     if [ -z "$first" ] && [ "$st" = exited ] && [ "$code" != 0 ]; then
       first=$s first_code=$code first_t=$now
-      echo "# $s failed (exit $code); the other nodes have ${grace} s (COMPOSE_GRACE_S) to stop"
+      what="failed (exit $code)"
+      [ "$code" = 8 ] && what="exited with status 8 (the doctor's finding, not a failure)"
+      echo "# $s $what; the other nodes have ${grace} s (COMPOSE_GRACE_S) to stop"
     fi
   done
   if [ -n "$first" ] && [ $((now - first_t)) -ge "$grace" ]; then
@@ -167,13 +169,8 @@ for s in "${services[@]}"; do
 done
 if [ -n "$first" ]; then
   rc=$first_code
-  # the cause as the first failing node's own ranks wrote it (failures/rank<r>.json, "host": "<node>")
-  note=$(grep -l "\"host\": \"$first\"" "$RESULTS_DIR/$RUN_ID"/failures/rank*.json 2>/dev/null | head -n 1)
-  cause=""
-  if [ -n "$note" ]; then
-    cause=$(sed -n 's/.*"cause": *"\(\([^"\\]\|\\.\)*\)".*/\1/p' "$note" | head -n 1)
-  fi
-  echo "# first failure: $first exited with status $first_code${cause:+: $cause}"
+  # the cause as the first failing node's own ranks wrote it, or the doctor's finding (status 8)
+  docker/first-failure.sh "$RESULTS_DIR/$RUN_ID" "$first" "$first_code"
 fi
 # the launchers' hang diagnosis (suite/launch/hang.py render: the verdict is the one "# " line without a label)
 hang_txt="$RESULTS_DIR/$RUN_ID/failures/hang.txt"

@@ -270,6 +270,16 @@ def format_size(n_bytes: int) -> str:
     return str(n_bytes)
 
 
+def format_time_us(us: float) -> str:
+    """A time for people, in the unit that reads best, three significant digits: 73.5 µs, 1.98 ms, 161 ms,
+    2.04 s (never ``1.61e+05 us``; 999.7 µs is ``1 ms``, not ``1e+03 µs``)."""
+    for scale, unit in ((1e6, "s"), (1e3, "ms"), (1.0, "µs")):
+        v = us / scale
+        if abs(float(f"{v:.3g}")) >= 1 or scale == 1.0:
+            return f"{v:z.3g} {unit}" if abs(v) < 999.5 else f"{v:z.0f} {unit}"
+    raise AssertionError("unreachable")
+
+
 def size_sweep(min_bytes: int, max_bytes: int, factor: float) -> list[int]:
     """Geometric sweep min, min*f, ... <= max (nccl-tests -b/-e/-f)."""
     if min_bytes < 0 or max_bytes < min_bytes:

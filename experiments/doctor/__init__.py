@@ -12,6 +12,7 @@ SPEC = ExperimentSpec(
     min_world_size=2,
     needs_ranks_because="the doctor compares ranks and links",
     report_order=-2,
+    table=later(f"{__name__}.table:format_tables"),
     report_section=later(f"{__name__}.report:section"),
     summary=later(f"{__name__}.report:summary"),
     verdict=later(f"{__name__}.verdict:run_doctor"),

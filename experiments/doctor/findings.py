@@ -7,6 +7,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
+from suite.api import metrics
+
 from .links import link_name, measured_text
 from .stragglers import STRAGGLER_FACTOR
 
@@ -91,7 +93,11 @@ def weak_node_findings(
             s = [x for x in stragglers if x["host"] == w["host"]]
             med = statistics.median(x["median_us"] for x in s)
             ref = statistics.median(x["others_median_us"] for x in s)
-            measured, expected, ratio = f"{med:.3g} us compute", f"{ref:.3g} us (the other ranks)", ref / med
+            measured, expected = (
+                f"{metrics.format_time_us(med)} compute",
+                f"{metrics.format_time_us(ref)} (the other ranks)",
+            )
+            ratio = ref / med
         findings.append(
             Finding(
                 kind="weak_node",
@@ -139,13 +145,13 @@ def straggler_findings(stragglers: list[dict], used_ranks: set) -> list[Finding]
         Finding(
             kind="straggler",
             where=f"rank {s['rank']} ({s['host']})",
-            measured=f"{s['median_us']:.3g} us",
-            expected=f"{s['others_median_us']:.3g} us (the other ranks)",
+            measured=metrics.format_time_us(s["median_us"]),
+            expected=f"{metrics.format_time_us(s['others_median_us'])} (the other ranks)",
             ratio=s["others_median_us"] / s["median_us"] if s["median_us"] > 0 else 0.0,
             confidence=f"slower than the others' median in {s['slower_than_others']}/{s['samples']} samples "
             f"(chance 1/2: p = {s['p_value']:.1g}), the slowest in {s['slowest']}"
             + ("" if s["late_arrival"] is None else f", entered the op last in {s['late_arrival']}")
-            + f"; holds the others back by {s['holds_back_us']:.3g} us per step",
+            + f"; holds the others back by {metrics.format_time_us(s['holds_back_us'])} per step",
             evidence=s["evidence"],
             detail=s,
         )

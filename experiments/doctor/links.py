@@ -105,7 +105,8 @@ def rate_gbps(size_bytes: int, us: float) -> float:
 
 
 def fmt_rate(gbps: float) -> str:
-    return f"{gbps * 1e3:.3g} MB/s" if gbps < 1 else f"{gbps:.3g} GB/s"
+    """A rate for people: ``310 MB/s``, ``1.41 GB/s`` (999.7 MB/s is ``1 GB/s``, not ``1e+03 MB/s``)."""
+    return f"{gbps * 1e3:z.3g} MB/s" if float(f"{gbps * 1e3:.3g}") < 1000 else f"{gbps:z.3g} GB/s"
 
 
 def link_name(probe: str, a: int, b: int, hosts: list[str]) -> str:
@@ -114,7 +115,7 @@ def link_name(probe: str, a: int, b: int, hosts: list[str]) -> str:
 
 
 def measured_text(probe: str, size: int, us: float) -> str:
-    return f"{us:.3g} us one-way" if probe == "latency" else f"{fmt_rate(rate_gbps(size, us))}"
+    return f"{metrics.format_time_us(us)} one-way" if probe == "latency" else f"{fmt_rate(rate_gbps(size, us))}"
 
 
 def link_entries(passes: list[LinkPass]) -> list[dict]:

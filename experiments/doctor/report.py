@@ -57,10 +57,4 @@ def summary(run: dict, memo: dict) -> tuple[str, str]:
     """The health row: the findings, healthy, or how to get a health check."""
     if not any(r.get("experiment") == verdict.EXPERIMENT for r in records(run)):
         return ("health (doctor)", "no health check in this run (make doctor)")
-    d = _diagnosis(run, memo)
-    return (
-        "health (doctor)",
-        "healthy: no slow link, straggler or weak node"
-        if not d.findings
-        else "; ".join(f"{f.kind} {f.where}: {f.measured} vs {f.expected}" for f in d.findings),
-    )
+    return ("health (doctor)", _diagnosis(run, memo).headline)

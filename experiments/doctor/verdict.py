@@ -94,8 +94,18 @@ class Diagnosis:
     def exit_status(self) -> int:
         return EXIT_FINDING if self.findings else EXIT_OK
 
+    @property
+    def headline(self) -> str:
+        """The verdict in one line: each finding (kind, where, measured vs expected), or healthy. doctor.json
+        holds it, the report's health row shows it and docker/first-failure.sh prints it when the doctor's
+        exit status ends a compose run."""
+        if not self.findings:
+            return "healthy: no slow link, straggler or weak node" if self.verdict == "healthy" else self.verdict
+        said = "; ".join(f"{f.kind.replace('_', ' ')} {f.where}: {f.measured} vs {f.expected}" for f in self.findings)
+        return said if len(self.findings) == 1 else f"{len(self.findings)} findings: {said}"
+
     def as_dict(self) -> dict:
-        return {"verdict": self.verdict, "exit_status": self.exit_status, **asdict(self)}
+        return {"verdict": self.verdict, "exit_status": self.exit_status, "headline": self.headline, **asdict(self)}
 
 
 # --- the whole diagnosis ----------------------------------------------------------------------------
@@ -223,7 +233,8 @@ def format_verdict(d: Diagnosis) -> str:
     for c in d.classes:
         size = metrics.format_size(c["size_bytes"])
         if c["probe"] == "latency":
-            fig = f"{c['median_us']:.3g} us one-way at {size}B ({c['min_us']:.3g} .. {c['max_us']:.3g})"
+            t = metrics.format_time_us
+            fig = f"{t(c['median_us'])} one-way at {size}B ({t(c['min_us'])} .. {t(c['max_us'])})"
         else:
             fig = (
                 f"{fmt_rate(c['median_gbps'])} per {'direction' if c['probe'] == 'bandwidth' else 'pair, both ways'}"
@@ -242,8 +253,8 @@ def format_verdict(d: Diagnosis) -> str:
     if comp:
         meds = [r["compute_median_us"] for r in comp]
         lines.append(
-            f"   compute probe per rank: {min(meds):.3g} .. {max(meds):.3g} us "
-            f"(median {statistics.median(meds):.3g} us)"
+            f"   compute probe per rank: {metrics.format_time_us(min(meds))} .. {metrics.format_time_us(max(meds))} "
+            f"(median {metrics.format_time_us(statistics.median(meds))})"
         )
     return "\n".join(lines) + "\n"
 
@@ -254,8 +265,10 @@ def write(run_dir: str | Path, d: Diagnosis) -> Path:
     return path
 
 
-def run_doctor(run_dir: str | Path, out=sys.stdout) -> int:
-    """Diagnose a stored run: doctor.json, the verdict table; EXIT_FINDING when something is wrong."""
+def run_doctor(run_dir: str | Path, out=None) -> int:
+    """Diagnose a stored run: doctor.json, the verdict table (on ``out``, default the current stdout);
+    EXIT_FINDING when something is wrong."""
+    out = out or sys.stdout
     d = diagnose(load_run(run_dir))
     if d.verdict == "no probes":
         print(f"error: {run_dir} has no doctor probes (run make doctor, or EXPERIMENTS=doctor)", file=sys.stderr)

@@ -3,9 +3,7 @@
 import math
 from collections.abc import Sequence
 
-
-def fmt_time(us: float) -> str:
-    return f"{us / 1e6:.3g} s" if us >= 1e6 else f"{us / 1e3:.3g} ms" if us >= 1e3 else f"{us:.3g} µs"
+from suite.metrics import format_time_us as fmt_time  # noqa: F401  (the models' name for it)
 
 
 def geomean_abs(errors: Sequence[float]) -> float | None:

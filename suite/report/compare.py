@@ -46,6 +46,16 @@ with probability <= alpha. For an inconclusive case, ``runs_needed``: the runs p
 (REPEAT=k) at which, with its noise, the interval would lie on one side of a tolerance
 boundary (inside the band, or beyond it) with 80% probability if the ratio is what was measured.
 
+What the runs can detect: a case's interval is log r ± q·se with q and se independent of r, so it is
+called *slower* exactly when its measured ratio exceeds (1 + tolerance)·exp(q·se), and *faster* below
+(1 − tolerance)·exp(−q·se) (``detect_slower``/``detect_faster``); the overall interval shifts with a
+change common to every case, so that is caught beyond (1 + tolerance)·ratio / CI low. The text states
+these for half the cases and for all (``compare_text.detect_line``), so a comparison that cannot tell
+still says which changes it would have caught; a true change at such a bound is caught about half the
+time (its measurement scatters about it). Both sides holding the same samples (a run compared with
+itself, in any order of its runs) is *identical*: every ratio is exactly 1 with nothing to estimate, so
+every case and the overall ratio are *same* and the gate passes.
+
 Overall: the median of the case ratios, with a percentile interval (level 1 − alpha) from a
 bootstrap that resamples the cases together with each case's within-run bootstrap (and whole
 runs, with several per side), so the spread between cases (their run-to-run variation) is in
@@ -73,7 +83,14 @@ import numpy as np
 
 from suite.report.case_identity import records_by_case
 from suite.report.case_settings import settings_differences
-from suite.report.compare_stats import N_BOOT, case_noise, collect_cases, judge_cases, overall_interval
+from suite.report.compare_stats import (
+    N_BOOT,
+    case_noise,
+    collect_cases,
+    identical_sides,
+    judge_cases,
+    overall_interval,
+)
 from suite.report.compare_text import format_comparison
 from suite.report.verdicts import (
     DEFAULT_ALPHA,
@@ -122,15 +139,20 @@ def compare_runs(
     refused = [] if allow_settings_diff else [k for k in keys if k in affected]
     rng = np.random.default_rng(seed)
     pts, unusable = collect_cases(bmap, nmap, [k for k in keys if k not in refused], rng, n_boot)
+    identical = identical_sides(bmap, nmap, [p[0] for p in pts])
     d = np.asarray([math.log(p[2] / p[1]) for p in pts])
     noise, sd0, d0, note = case_noise([p[3] for p in pts], [p[4] for p in pts], d)
-    cases = judge_cases(pts, noise, d0, alpha, tolerance)
+    if identical:
+        sd0, d0, note = 0.0, math.inf, "none: both sides hold the same samples (identical runs)"
+    cases = judge_cases(pts, noise, d0, alpha, tolerance, identical)
     kb, kn = len(base_runs), len(new_runs)
-    if cases:
+    if identical:
+        gm, glo, ghi = 1.0, 1.0, 1.0
+    elif cases:
         gm, (glo, ghi) = overall_interval(pts, kb, kn, rng, n_boot, 1 - alpha)
-        overall = verdict(glo, ghi, tolerance)
     else:
-        gm, glo, ghi, overall = math.nan, math.nan, math.nan, "no common cases"
+        gm, glo, ghi = math.nan, math.nan, math.nan
+    overall = verdict(glo, ghi, tolerance) if cases else "no common cases"
     return Comparison(
         base_name=base_name,
         new_name=new_name,
@@ -151,4 +173,6 @@ def compare_runs(
         between_run_sd=sd0,
         prior_df=d0,
         between_run_note=note,
+        overall_detect=((1 - tolerance) * gm / ghi, (1 + tolerance) * gm / glo) if cases else (0.0, math.inf),
+        identical=identical,
     )

@@ -178,9 +178,22 @@ def collect_cases(bmap: dict, nmap: dict, keys: list[tuple], rng: np.random.Gene
     return pts, unusable
 
 
-def judge_cases(pts, noise, d0: float, alpha: float, tolerance: float) -> list[CaseComparison]:
-    """Each case's interval (simultaneous at 1 − alpha over the cases, Bonferroni), p-values, verdict
-    and, when inconclusive, the runs per side that would resolve it."""
+def identical_sides(bmap: dict, nmap: dict, keys: list[tuple]) -> bool:
+    """Whether every one of ``keys`` has the same runs' samples on both sides (in any order of the runs):
+    a run, or a set of runs, compared with itself."""
+
+    def runs(recs: list[dict]) -> list[tuple]:
+        return sorted(tuple(_samples(r).tolist()) for r in recs)
+
+    return bool(keys) and all(runs(bmap[k]) == runs(nmap[k]) for k in keys)
+
+
+def judge_cases(pts, noise, d0: float, alpha: float, tolerance: float, identical: bool = False) -> list[CaseComparison]:
+    """Each case's interval (simultaneous at 1 − alpha over the cases, Bonferroni), p-values, verdict,
+    the measured ratios beyond which it would be called slower or faster at its noise (the interval's
+    half-width q·se does not depend on the ratio, so these are exactly the gate's thresholds) and, when
+    inconclusive, the runs per side that would resolve it. ``identical``: both sides hold the same
+    samples, so every ratio is exactly 1 and there is no noise to estimate."""
     m = len(pts)
     level = 1 - alpha / max(m, 1)
     rows = []
@@ -188,7 +201,8 @@ def judge_cases(pts, noise, d0: float, alpha: float, tolerance: float) -> list[C
         di = math.log(mx / mb)
         # the case's between-run variance per side; a run median's spread already holds its samples'
         # noise, so the within-run bootstrap is a floor (a run is never more precise than its samples)
-        boot_var = float(np.var(boot))
+        boot_var = 0.0 if identical else float(np.var(boot))
+        var = 0.0 if identical else var
         se = math.sqrt(max(boot_var, var * (_median_factor(len(lb)) / len(lb) + _median_factor(len(lx)) / len(lx))))
         q = _quantile(level, df)
         p = shrinkage.t_two_sided_p(di / se, max(df, 1.0)) if se > 0 else (1.0 if di == 0 else 0.0)
@@ -213,6 +227,8 @@ def judge_cases(pts, noise, d0: float, alpha: float, tolerance: float) -> list[C
                 noise_sd=math.sqrt(var),
                 noise_df=df,
                 runs_needed=need,
+                detect_slower=(1 + tolerance) * math.exp(q * se),
+                detect_faster=(1 - tolerance) * math.exp(-q * se),
             )
         )
     adj = holm([r.p_value for r in rows])

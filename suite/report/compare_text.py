@@ -1,5 +1,5 @@
 """A comparison as text: the table ``make compare`` prints, and its summary lines (the verdict counts,
-the REPEAT advice, the gate and why).
+what the runs given can detect, the REPEAT advice, the gate and why).
 """
 
 from __future__ import annotations
@@ -39,6 +39,40 @@ def repeat_advice(c: Comparison) -> str:
     )
 
 
+def change_text(ratio: float) -> str:
+    """A ratio as the change it means, signed: 1.41 -> '+41%', 0.94 -> '-6.0%' (one decimal under 10%),
+    15.3 -> '×15' (ten times or more)."""
+    x = ratio - 1
+    if ratio >= 10:
+        return f"×{ratio:z.0f}"
+    return f"{x:+z.1%}" if abs(x) < 0.1 else f"{x:+z.0%}"
+
+
+def sides_text(c: Comparison) -> str:
+    """'REPEAT=3 a side', 'one run a side', or '2 base and 3 new runs'."""
+    if c.base_runs == c.new_runs:
+        return "one run a side" if c.base_runs == 1 else f"REPEAT={c.base_runs} a side"
+    return f"{c.base_runs} base and {c.new_runs} new run(s)"
+
+
+def detect_line(c: Comparison) -> str:
+    """What the gate can tell with the runs given, from its own thresholds: the measured change beyond which
+    a case is called slower or faster at its noise (for half the cases, and for all), and the change
+    common to every case beyond which the overall ratio is ('' for identical runs or no case)."""
+    if c.identical or not c.cases:
+        return ""
+    ups = sorted(r.detect_slower for r in c.cases)
+    downs = sorted((r.detect_faster for r in c.cases), reverse=True)
+    half = (len(ups) - 1) // 2
+    lo, hi = c.overall_detect
+    return (
+        f"detectable with {sides_text(c)} here: changes beyond {change_text(ups[half])}/{change_text(downs[half])} "
+        f"in half the cases, {change_text(ups[-1])}/{change_text(downs[-1])} in all; beyond "
+        f"{change_text(hi)}/{change_text(lo)} common to every case (the overall ratio). A case measured beyond its "
+        f"'detect' column is called slower; a true change of that size is caught about half the time"
+    )
+
+
 def gate_line(c: Comparison) -> str:
     """The gate's status and why, in one line."""
     total = len(c.cases) + len(c.refused)
@@ -59,6 +93,8 @@ def gate_line(c: Comparison) -> str:
         ] * (c.not_judged > c.max_inconclusive * total)
         why += ["the overall interval straddles a tolerance boundary"] * (c.overall == "inconclusive")
         return f"gate: INCONCLUSIVE (no regression found, none ruled out: {'; '.join(why)})"
+    if c.identical:
+        return "gate: PASS (identical runs: both sides hold the same samples, every case same)"
     return "gate: PASS" + (f" ({c.not_judged} case(s) not judged, within {limit})" if c.not_judged else "")
 
 
@@ -81,7 +117,7 @@ def format_comparison(c: Comparison, *, show: str = "all") -> str:
         f"cases; tolerance ±{c.tolerance:.0%}; p Holm-adjusted)",
         f"# between-run variation: pooled sd {c.between_run_sd:.3g} of a run's log median; {c.between_run_note}",
         f"#{'case':<{w}} {'base(us)':>10} {'new(us)':>10} {'ratio':>7} {'CI low':>7} {'CI high':>7}"
-        f" {'p_adj':>7} {'noise':>6} {'runs':>5}  verdict",
+        f" {'p_adj':>7} {'noise':>6} {'detect':>6} {'runs':>5}  verdict",
     ]
     for r in c.cases:
         if show == "changed" and r.verdict == "same":
@@ -89,9 +125,12 @@ def format_comparison(c: Comparison, *, show: str = "all") -> str:
         lines.append(
             f" {names[r.key][:w]:<{w}} {r.base_median_us:10.1f} {r.new_median_us:10.1f}"
             f" {r.ratio:7.3f} {_bound(r.ci_low)} {_bound(r.ci_high)} {r.p_adjusted:7.3g} {r.noise_sd:6.3f}"
-            f" {runs_text(r.runs_needed):>5}  {r.verdict}"
+            f" {change_text(r.detect_slower):>6} {runs_text(r.runs_needed):>5}  {r.verdict}"
         )
-    lines.append(f"# {count_line(c)}  (noise: the case's between-run sd; runs: REPEAT that would resolve it)")
+    lines.append(
+        f"# {count_line(c)}  (noise: the case's between-run sd; detect: the measured slowdown beyond which it is "
+        f"called slower; runs: REPEAT that would resolve it)"
+    )
     if c.refused:
         lines.append(
             f"# not compared (settings differ): {', '.join(describe_key(k) for k in c.refused[:5])}"
@@ -106,8 +145,10 @@ def format_comparison(c: Comparison, *, show: str = "all") -> str:
         )
     lines.append(
         f"# overall (median case ratio): {c.overall_ratio:.3f}  CI [{c.overall_ci[0]:.3f}, "
-        f"{c.overall_ci[1]:.3f}]  -> {c.overall}"
+        f"{c.overall_ci[1]:.3f}]  -> {c.overall}{' (identical runs)' * c.identical}"
     )
+    if detect_line(c):
+        lines.append(f"# {detect_line(c)}")
     if repeat_advice(c):
         lines.append(f"# {repeat_advice(c)}")
     lines.append(f"# {gate_line(c)}")

@@ -3,6 +3,7 @@ records whose ``experiment`` field names it, else a generic table per op; and th
 (the nccl-tests layout of a collective, pivots, cells). Formatters read records only; they never measure.
 """
 
+import os
 from collections import OrderedDict
 
 from suite import registry, results
@@ -26,11 +27,14 @@ def num(v, fmt: str, width: int) -> str:
     return f"{'-':>{width}}" if v is None else format_number(v, f"{width}{fmt}")
 
 
-def tail_cell(rec: dict, key: str, fmt: str, width: int, scale: float = 1.0) -> str:
+def tail_cell(rec: dict, key: str, fmt, width: int, scale: float = 1.0) -> str:
     """A tail percentile (``p95_us``, ...) divided by ``scale``, or ``n=K`` where the record's K samples are
-    too few for it (suite.metrics.tail_min_samples: p95 needs 20, p99 100)."""
+    too few for it (suite.metrics.tail_min_samples: p95 needs 20, p99 100). ``fmt``: a format spec
+    (``'.1f'``), or a function of the value that writes it (``metrics.format_time_us``)."""
     v = results.tail_us(rec, key)
-    return f"{'n=' + str(results.n_samples(rec)):>{width}}" if v is None else format_number(v / scale, f"{width}{fmt}")
+    if v is None:
+        return f"{'n=' + str(results.n_samples(rec)):>{width}}"
+    return f"{fmt(v / scale):>{width}}" if callable(fmt) else format_number(v / scale, f"{width}{fmt}")
 
 
 DTYPE_NCCL_TESTS = {
@@ -153,6 +157,27 @@ def collective_table(recs: list[dict]) -> str:
     return "\n".join(line.rstrip() for line in lines) + "\n"
 
 
+def fit_labels(labels: list[str], width: int) -> list[str]:
+    """The labels, each in at most ``width`` characters, told apart as far as they can be: a label too long
+    loses its start ('…' in its place), which it shares with the other long ones, and keeps its end, where
+    the rows differ (``…-64B-pass1``, ``…-4096B-oop``); where even the part after the start they share is
+    too long, that part keeps its own start and end."""
+    long = [label for label in labels if len(label) > width]
+    shared = len(os.path.commonprefix(long)) if len(long) > 1 else width  # a lone long label: its end
+    out = []
+    for label in labels:
+        rest = label[shared:]
+        if len(label) <= width:
+            out.append(label)
+        elif len(rest) < width:
+            out.append("…" + label[len(label) - width + 1 :])
+        else:
+            lead = "…" if shared else ""
+            head = (width - 1 - len(lead)) // 2
+            out.append(lead + rest[:head] + "…" + rest[len(rest) - (width - 1 - len(lead) - head) :])
+    return out
+
+
 def generic_table(title: str, recs: list[dict]) -> str:
     """A compact table for experiments without a dedicated formatter."""
     lines = [
@@ -160,8 +185,8 @@ def generic_table(title: str, recs: list[dict]) -> str:
         f"#{'case':>34} {'size(B)':>11} {'type':>8} {'time(us)':>10} {'p95(us)':>10}"
         f" {'algbw':>8} {'busbw':>8} {'#wrong':>6}",
     ]
-    for r in recs:
-        label = str(r.get("label") or r["op"])[:34]
+    labels = fit_labels([str(r.get("label") or r["op"]) for r in recs], 34)
+    for r, label in zip(recs, labels):
         lines.append(
             f" {label:>34} {r['size_bytes']:>11} {DTYPE_NCCL_TESTS.get(r['dtype'], r['dtype']):>8}"
             f" {r['time_us']:10.1f} {tail_cell(r, 'p95_us', '.1f', 10)} {r['algbw_gbps']:8.3f}"

@@ -38,6 +38,10 @@ class CaseComparison:
     """Degrees of freedom of ``noise_sd`` (inf: assumed, not measured)."""
     runs_needed: int | None = None
     """Inconclusive cases: the runs per side that would resolve it; ``compare_stats.MAX_RUNS`` + 1 stands for more."""
+    detect_slower: float = math.inf
+    """The measured ratio beyond which this case, at its noise, is called slower: (1 + tolerance)·exp(q·se)."""
+    detect_faster: float = 0.0
+    """The measured ratio below which it is called faster: (1 − tolerance)·exp(−q·se)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,6 +72,11 @@ class Comparison:
     """Degrees of freedom of that prior (inf: every case gets the pooled value)."""
     between_run_note: str = ""
     """How the cases' noise was obtained (several runs per side, or the one-run-each assumption)."""
+    overall_detect: tuple[float, float] = (0.0, math.inf)
+    """The overall ratio below / beyond which a change common to every case is called faster / slower (the
+    interval shifts with such a change: (1 − tolerance)·ratio / CI high, (1 + tolerance)·ratio / CI low)."""
+    identical: bool = False
+    """Both sides hold the same samples (a run compared with itself): every case same, nothing to estimate."""
 
     @property
     def confidence(self) -> float:

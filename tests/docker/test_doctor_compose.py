@@ -42,7 +42,9 @@ def test_equal_links_are_healthy(sim):
 def test_a_node_with_slow_egress_is_named_by_its_outgoing_links(sim):
     p = sim.run(**DOCTOR, LINK_RATES="node2=50mbit")
     assert p.returncode == EXIT_FINDING, _out(p)[-5000:]
-    assert "# first failure: node0 exited with status 8" in p.stdout
+    # a finding is the doctor's, not a node failure: the closing line names the weak node
+    assert "# doctor: weak node node2 (ranks 4, 5): outgoing bandwidth: " in p.stdout, _out(p)[-5000:]
+    assert "(node0 exited with the doctor's status 8; " in p.stdout and "first failure" not in p.stdout
     d = _doctor(sim)
     outgoing = {(a, b) for a in (4, 5) for b in range(4)}  # node2 hosts ranks 4 and 5
     assert {(e["src"], e["dst"]) for e in d["slow_links"] if e["probe"] == "bandwidth"} == outgoing
