@@ -3,6 +3,8 @@ versions, hosts, GPUs and commit, from its machine_info and suite metadata."""
 
 from __future__ import annotations
 
+from suite import results
+
 
 def fmt_bytes(n) -> str:
     if not n:
@@ -11,6 +13,18 @@ def fmt_bytes(n) -> str:
         if n >= scale:
             return f"{n / scale:.1f} {unit}"
     return f"{n} B"
+
+
+def _iters_text(cfg: dict, recs: list[dict]) -> str:
+    """``iters=N`` as asked, or the iterations that ran where the sample budget or the precision loop
+    decided the count (the range over the cases, with what was asked)."""
+    counts = sorted({r["iterations"] for r in recs if isinstance(r.get("iterations"), int)})
+    decided = any(r.get("stopped_by_budget") or "precision_reached" in r for r in recs)
+    if not counts or not decided or counts == [cfg.get("iters")]:
+        return f"iters={cfg.get('iters')}"
+    ran = f"{counts[0]}-{counts[-1]}" if len(counts) > 1 else str(counts[0])
+    by = "PRECISION" if any("precision_reached" in r for r in recs) else "BUDGET_S"
+    return f"iters={ran} ran (ITERS={cfg.get('iters')} asked, {by} decided)"
 
 
 def environment_summary(run: dict) -> list[tuple[str, str]]:
@@ -34,7 +48,7 @@ def environment_summary(run: dict) -> list[tuple[str, str]]:
                 "config",
                 f"backend={cfg.get('backend')} device={cfg.get('device')} sizes "
                 f"{fmt_bytes(cfg.get('min_bytes'))}..{fmt_bytes(cfg.get('max_bytes'))} x{cfg.get('step_factor')}"
-                f" dtypes={','.join(cfg.get('dtypes') or [])} iters={cfg.get('iters')} warmup="
+                f" dtypes={','.join(cfg.get('dtypes') or [])} {_iters_text(cfg, results.records(run))} warmup="
                 f"{cfg.get('warmup_iters')} timing={cfg.get('timing_mode')}",
             )
         )
