@@ -4,6 +4,7 @@ versions, hosts, GPUs and commit, from its machine_info and suite metadata."""
 from __future__ import annotations
 
 from suite import results
+from suite.system import cpu_load
 
 
 def fmt_bytes(n) -> str:
@@ -25,6 +26,18 @@ def _iters_text(cfg: dict, recs: list[dict]) -> str:
     ran = f"{counts[0]}-{counts[-1]}" if len(counts) > 1 else str(counts[0])
     by = "PRECISION" if any("precision_reached" in r for r in recs) else "BUDGET_S"
     return f"iters={ran} ran (ITERS={cfg.get('iters')} asked, {by} decided)"
+
+
+def _cpu_text(h: dict, su: dict, name: str) -> str:
+    """A host's ranks and their intra-op threads against its usable cores; empty for a run stored before
+    they were recorded."""
+    out = ""
+    share = h.get("cpu_share") or {}
+    if share.get("usable_cpus"):
+        on = cpu_load.cores(share["usable_cpus"], "usable ")
+        out += f"; {share['ranks']} ranks x {share.get('threads_per_rank')} intra-op thread(s) on {on}"
+        out += f" (CPUs {h['cpus_allowed']})" if h.get("cpus_allowed") else ""
+    return out
 
 
 def environment_summary(run: dict) -> list[tuple[str, str]]:
@@ -78,7 +91,7 @@ def environment_summary(run: dict) -> list[tuple[str, str]]:
                     f"(affinity {h.get('affinity_cpus')}), {fmt_bytes(h.get('memory_bytes'))}"
                     f" RAM, kernel {h.get('kernel')}; container={c.get('in_container')} "
                     f"cgroup cpus={c.get('cgroup_cpus')} mem={fmt_bytes(c.get('cgroup_memory_bytes'))}"
-                    f" /dev/shm={fmt_bytes(c.get('dev_shm_bytes'))}",
+                    f" /dev/shm={fmt_bytes(c.get('dev_shm_bytes'))}" + _cpu_text(h, su, name),
                 )
             )
             env = h.get("env") or {}

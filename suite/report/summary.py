@@ -12,6 +12,7 @@ from suite.model.link_rate import configured_link_rate
 from suite.report.environment import fmt_bytes
 from suite.report.specs import library_collectives
 from suite.report.tables import precision_missed
+from suite.system import cpu_load
 
 UNSTABLE_CI_PCT = 10.0
 """A case is unstable when the 95% confidence interval of its median (the number the tables print) is
@@ -29,6 +30,7 @@ def summary_rows(
     return [
         _status_row(run, recs),
         _measured_row(run, recs),
+        *_cpu_rows(run),
         *_peak_rows(run, recs),
         *_hook_rows(run, {} if memo is None else memo),
         *_precision_rows(run, recs),
@@ -150,6 +152,39 @@ def _known_text(widths: list[tuple[float, dict]], n_recs: int) -> str:
         else f"none: the medians of {len(widths)} cases are known to ±{widest:z.1f}% or better (95% CI); "
         f"{short} cases have too few samples for a CI"
     )
+
+
+def _host_shares(run: dict) -> dict[str, dict]:
+    """Each host's ranks against its cores (``cpu_load.cpu_share``), as the run recorded it, or as it follows
+    from what a run stored before that records (each host's ranks, affinity and cgroup quota, rank 0's
+    intra-op threads)."""
+    su = (run.get("machine_info") or {}).get("suite") or {}
+    threads = (su.get("versions") or {}).get("num_threads")
+    out = {}
+    for name, h in (su.get("hosts") or {}).items():
+        share = h.get("cpu_share")
+        if share is None and h.get("ranks"):
+            usable = cpu_load.usable_cpus(h.get("affinity_cpus"), (h.get("container") or {}).get("cgroup_cpus"))
+            share = cpu_load.cpu_share(len(h["ranks"]), threads, usable)
+        if share is not None:
+            out[name] = share
+    return out
+
+
+def _cpu_rows(run: dict) -> list[tuple[str, str]]:
+    """One row per way the hosts' ranks outnumber their cores (none when they fit), naming the hosts and
+    the numbers it distorts."""
+    shares = _host_shares(run)
+    lines: OrderedDict = OrderedDict()
+    for name, share in shares.items():
+        line = cpu_load.describe_share(share)
+        if line is not None:
+            lines.setdefault(line, []).append(name)
+    one_host = len(shares) == 1
+    return [
+        ("CPU oversubscribed", line if one_host else f"{line} (host {', '.join(hosts)})")
+        for line, hosts in lines.items()
+    ]
 
 
 def _precision_rows(run: dict, recs: list[dict]) -> list[tuple[str, str]]:

@@ -62,6 +62,23 @@ def _summary(md: str) -> dict[str, str]:
 
 
 @pytest.mark.slow
+def test_ranks_beyond_the_cores_are_said_before_the_ranks_start_and_kept_in_the_record(pinned_run):
+    proc, run, md = pinned_run
+    lines = proc.stdout.splitlines()
+    warned = [
+        i for i, line in enumerate(lines) if line.startswith("# warning: CPU oversubscribed: 2 ranks on 1 usable")
+    ]
+    assert len(warned) == 1, proc.stdout[-3000:]  # once, right after the run's first line: no rank has printed yet
+    assert lines[warned[0] - 1].startswith("# run run: 1 node(s) x 2 rank(s)")
+    assert "DDP's scaling efficiency" in lines[warned[0]] and "small-message latency" in lines[warned[0]]
+    (host,) = run["machine_info"]["suite"]["hosts"].values()
+    assert host["cpu_share"] == {"ranks": 2, "threads_per_rank": 1, "usable_cpus": 1, "oversubscribed": "ranks"}
+    assert host["cpus_allowed"] == "0"
+    row = _summary(md)["CPU oversubscribed"]
+    assert row.startswith("2 ranks on 1 usable core: ") and "not communication" in row
+
+
+@pytest.mark.slow
 def test_a_missed_precision_target_is_reported_per_case_with_the_iterations_that_ran(pinned_run):
     proc, run, md = pinned_run
     recs = results.records(run)
@@ -101,6 +118,27 @@ def _broadcasts() -> dict:
     run = json.loads((FIXTURE / "bench.json").read_text())
     run["benchmarks"] = [b for b in run["benchmarks"] if b["extra_info"]["variant"] == "broadcast"]
     return run
+
+
+def _host(run: dict) -> dict:
+    (h,) = run["machine_info"]["suite"]["hosts"].values()
+    return h
+
+
+def _loaded(load: float, ranks: int = 2):
+    def edit(run):
+        h = _host(run)
+        h.update(ranks=list(range(ranks)), load_avg_start=[load, load, load])
+        run["machine_info"]["suite"]["load_avg_run"] = {"peak_1min": load, "end": [load, load, load], "samples": 9}
+
+    return edit
+
+
+def test_ranks_beyond_the_cores_of_a_run_stored_before_the_record_said_so(tmp_path):
+    """A run stored before hosts carried ``cpu_share`` (the fixture): its ranks, affinity and threads tell."""
+    rows = _stored(tmp_path, _loaded(3.9, ranks=4))
+    assert rows["CPU oversubscribed"].startswith("4 ranks on 2 usable cores: ")
+    assert "NPROC=2 or fewer avoids it" in rows["CPU oversubscribed"]
 
 
 def test_precision_mode_that_missed_its_target_is_not_reported_as_known(tmp_path):

@@ -1,0 +1,43 @@
+"""suite/system/cpu_load.py: ranks against cores (pure functions)."""
+
+from __future__ import annotations
+
+import pytest
+
+from suite.system import cpu_load
+
+
+@pytest.mark.parametrize("cpus,text", [([0], "0"), ([0, 1, 2, 3], "0-3"), ([8, 0, 1, 3], "0-1,3,8"), ([], "")])
+def test_cpu_lists_read_and_write_the_kernel_format(cpus, text):
+    assert cpu_load.cpu_list(cpus) == text
+    assert cpu_load.parse_cpu_list(text) == set(cpus)
+
+
+def test_usable_cores_are_the_affinity_bounded_by_a_cgroup_quota():
+    assert cpu_load.usable_cpus(4, None) == 4
+    assert cpu_load.usable_cpus(4, 1.5) == 1.5
+    assert cpu_load.usable_cpus(None, None) is None
+
+
+@pytest.mark.parametrize(
+    "ranks,threads,usable,over",
+    [(4, 1, 2, "ranks"), (2, 1, 2, None), (2, 2, 2, "threads"), (2, None, 2, None), (3, 1, None, None)],
+)
+def test_a_host_is_oversubscribed_by_its_ranks_or_their_threads(ranks, threads, usable, over):
+    share = cpu_load.cpu_share(ranks, threads, usable)
+    assert share["oversubscribed"] == over
+    assert (cpu_load.describe_share(share) is None) == (over is None)
+
+
+def test_the_line_names_the_numbers_contention_distorts_and_the_fix():
+    line = cpu_load.describe_share(cpu_load.cpu_share(4, 1, 2))
+    assert line.startswith("4 ranks on 2 usable cores: ")
+    for distorted in ("small-message latency", "bus bandwidth", "scaling efficiency", "compute/communication split"):
+        assert distorted in line
+    assert line.endswith("(NPROC=2 or fewer avoids it)")
+    assert "OMP_NUM_THREADS=1" in cpu_load.describe_share(cpu_load.cpu_share(2, 4, 2))
+
+
+def test_threads_follow_omp_num_threads():
+    assert cpu_load.threads_from_env({"OMP_NUM_THREADS": "3"}) == 3
+    assert cpu_load.threads_from_env({}) is None and cpu_load.threads_from_env({"OMP_NUM_THREADS": "x"}) is None
