@@ -29,15 +29,25 @@ def _iters_text(cfg: dict, recs: list[dict]) -> str:
 
 
 def _cpu_text(h: dict, su: dict, name: str) -> str:
-    """A host's ranks and their intra-op threads against its usable cores; empty for a run stored before
-    they were recorded."""
+    """A host's usable cores for its ranks and its load average (1/5/15 min) at the start, and for rank 0's
+    host its 1-minute peak and the end through the run; empty for a run stored before they were recorded."""
     out = ""
     share = h.get("cpu_share") or {}
     if share.get("usable_cpus"):
         on = cpu_load.cores(share["usable_cpus"], "usable ")
         out += f"; {share['ranks']} ranks x {share.get('threads_per_rank')} intra-op thread(s) on {on}"
         out += f" (CPUs {h['cpus_allowed']})" if h.get("cpus_allowed") else ""
+    start = h.get("load_avg_start")
+    if start:
+        out += f"; load average (1/5/15 min) {_loads(start)} at the start"
+    during = su.get("load_avg_run") or {}
+    if start and name == (su.get("hostnames") or [None])[0] and during.get("end"):
+        out += f", 1-min peak {during['peak_1min']:z.2f}, {_loads(during['end'])} at the end"
     return out
+
+
+def _loads(xs: list[float]) -> str:
+    return "/".join(f"{x:z.2f}" for x in xs)
 
 
 def environment_summary(run: dict) -> list[tuple[str, str]]:

@@ -120,12 +120,13 @@ def _spread_text(r: dict) -> str:
 
 
 def _unstable_row(run: dict, recs: list[dict]) -> tuple[str, str]:
-    """The cases whose median is uncertain by more than UNSTABLE_CI_PCT, widest first, and what to do; else
-    how well every median is known."""
+    """The cases whose median is uncertain by more than UNSTABLE_CI_PCT, widest first, their likely cause
+    (the machine's load, ranks that outnumber the cores) and what to do; else how well every median is known."""
     widths = [(w, r) for r in recs for w in [results.median_ci_pct(r)] if w is not None]
     unstable = sorted([(w, r) for w, r in widths if w > UNSTABLE_CI_PCT], key=lambda x: -x[0])
     if not unstable:
         return ("unstable cases", _known_text(widths, len(recs)))
+    causes = _load_causes(run)
     return (
         "unstable cases",
         f"{len(unstable)} of {len(widths)}: the median is uncertain by more than "
@@ -134,6 +135,7 @@ def _unstable_row(run: dict, recs: list[dict]) -> tuple[str, str]:
             f"{r['experiment']} {r.get('label') or r['op']} ±{w:z.0f}%, " + _spread_text(r) for w, r in unstable[:3]
         )
         + ")"
+        + "".join(f"; likely cause: {c}" for c in causes[:1])
         + "; to act on them: more ITERS, PRECISION=5 (sample until the median's CI is ±5%), "
         "or a quieter machine",
     )
@@ -185,6 +187,27 @@ def _cpu_rows(run: dict) -> list[tuple[str, str]]:
         ("CPU oversubscribed", line if one_host else f"{line} (host {', '.join(hosts)})")
         for line, hosts in lines.items()
     ]
+
+
+def _load_causes(run: dict) -> list[str]:
+    """Why medians may wander, per host (``cpu_load.load_contention``): its load average (the peak of the
+    start and, for rank 0's host, of the samples through the run) against its CPUs, or its ranks against
+    its usable cores; empty when neither says so."""
+    su = (run.get("machine_info") or {}).get("suite") or {}
+    hosts = su.get("hosts") or {}
+    first = (su.get("hostnames") or [None])[0]
+    during = su.get("load_avg_run") or {}
+    out = []
+    for name, share in _host_shares(run).items():
+        h = hosts.get(name) or {}
+        peak = cpu_load.peak_load(
+            h.get("load_avg_start"),
+            [during["peak_1min"]] if name == first and during.get("peak_1min") is not None else None,
+        )
+        cause = cpu_load.load_contention(peak, h.get("cpu_count"), share)
+        if cause is not None:
+            out.append(cause if len(hosts) == 1 else f"{cause} (host {name})")
+    return out
 
 
 def _precision_rows(run: dict, recs: list[dict]) -> list[tuple[str, str]]:

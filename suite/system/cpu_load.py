@@ -1,10 +1,11 @@
-"""How much CPU a host's ranks have: whether its ranks (and their intra-op threads) outnumber its usable
-cores (oversubscription). The launcher says so before the ranks start, the ranks record it in machine_info,
-and the report reads it back (suite/report/summary.py): the numbers it distorts are named once, here.
-Torch-free."""
+"""How much CPU a host's ranks have and how busy the host is: whether its ranks (and their intra-op threads)
+outnumber its usable cores (oversubscription), and its load average through the run. The launcher says so
+before the ranks start, the ranks record it in machine_info, and the report reads it back (suite/report/
+summary.py): the numbers it distorts are named once, here. Torch-free."""
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterable
 
@@ -50,6 +51,15 @@ def parse_cpu_list(text: str) -> set[int]:
 def allowed_cpus() -> set[int] | None:
     """The CPUs this process may run on (its affinity: ``taskset``, cpusets), None where the OS cannot tell."""
     return set(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+
+
+def load_average() -> list[float] | None:
+    """The host's 1, 5 and 15 minute load averages (runnable and uninterruptible tasks), None where the
+    OS has none."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
 
 
 def usable_cpus(n_allowed: int | None, cgroup_cpus: float | None) -> float | None:
@@ -103,6 +113,39 @@ def launch_share(nproc: int, env: dict, cgroup_cpus: float | None) -> dict:
     return cpu_share(nproc, threads_from_env(env), usable_cpus(len(allowed) if allowed else None, cgroup_cpus))
 
 
+def load_contention(load_1min: float | None, host_cpus: int | None, share: dict) -> str | None:
+    """Why a host's medians may wander, from its peak 1-minute load average, None when nothing says so. The
+    load average counts the runnable tasks of the whole host (in a container too), so it is weighed against
+    the host's CPUs: other processes competed when it exceeds them by more than this run's ranks can add
+    (one runnable task per intra-op thread each; a rank blocked waiting for a peer adds none). Else the run's
+    own ranks, where they outnumber their usable cores."""
+    own = share.get("ranks", 0) * (share.get("threads_per_rank") or 1)
+    if load_1min is not None and host_cpus and load_1min > host_cpus and load_1min - own >= 0.5:
+        return (
+            f"load average {load_1min:z.1f} on the host's {cores(host_cpus)} during the run, at most {own} of it "
+            "this run's ranks: other processes competed for the CPU"
+        )
+    if share.get("oversubscribed"):
+        return f"this run's {share['ranks']} ranks share {cores(share['usable_cpus'], 'usable ')} (CPU oversubscribed)"
+    return None
+
+
 def cores(n: float, what: str = "") -> str:
     """``2 cores``, ``1 usable core``, ``1.5 cores`` (a cgroup quota)."""
     return f"{n:z.3g} {what}core{'' if n == 1 else 's'}"
+
+
+def peak_load(*loads: list[float] | None) -> float | None:
+    """The highest 1-minute load average of the samples given (None when there is none)."""
+    ones = [x[0] for x in loads if x and not math.isnan(x[0])]
+    return max(ones) if ones else None
+
+
+def track_load(so_far: dict | None, now: list[float] | None) -> dict:
+    """The load average of a host sampled through the run (rank 0's, after every case): the peak 1-minute
+    value, the last sample (the end of the run once the session has ended) and how many were taken."""
+    out = dict(so_far or {"peak_1min": None, "end": None, "samples": 0})
+    if now:
+        out["peak_1min"] = now[0] if out["peak_1min"] is None else max(out["peak_1min"], now[0])
+        out["end"], out["samples"] = now, out["samples"] + 1
+    return out

@@ -176,6 +176,7 @@ def collect_local() -> dict:
         "affinity_cpus": len(allowed) if allowed else None,
         "cpus_allowed": cpu_load.cpu_list(allowed) if allowed else None,
         "torch_threads": torch.get_num_threads(),
+        "load_avg_start": cpu_load.load_average(),
         "memory_bytes": memory_bytes(),
         "kernel": platform.release(),
         "python": platform.python_version(),

@@ -94,6 +94,21 @@ def test_a_missed_precision_target_is_reported_per_case_with_the_iterations_that
     assert "every median is known" not in rows["unstable cases"]
 
 
+@pytest.mark.slow
+def test_the_load_average_is_recorded_at_the_start_and_through_the_run(pinned_run):
+    _, run, md = pinned_run
+    su = run["machine_info"]["suite"]
+    (host,) = su["hosts"].values()
+    assert len(host["load_avg_start"]) == 3 and all(x >= 0 for x in host["load_avg_start"])
+    during = su["load_avg_run"]
+    assert len(during["end"]) == 3 and during["samples"] >= 3 and during["peak_1min"] >= during["end"][0]
+    (env_row,) = [v for k, v in _summary(md).items() if k.startswith("host ")]
+    assert "load average (1/5/15 min) " in env_row and " at the end" in env_row
+
+
+# --- the report, from stored runs -----------------------------------------------------------------------
+
+
 def _stored(tmp_path, edit) -> dict[str, str]:
     """The fixture run as ``edit(run)`` leaves it, its report written by the report CLI; the summary rows."""
     run = _broadcasts()
@@ -134,11 +149,29 @@ def _loaded(load: float, ranks: int = 2):
     return edit
 
 
+def test_unstable_cases_name_the_load_as_their_likely_cause_when_it_exceeded_the_cores(tmp_path):
+    rows = _stored(tmp_path, _loaded(3.9))
+    assert rows["unstable cases"].startswith("4 of 4: the median is uncertain"), rows["unstable cases"]
+    assert (
+        "likely cause: load average 3.9 on the host's 2 cores during the run, at most 2 of it this run's ranks: "
+        "other processes competed for the CPU" in rows["unstable cases"]
+    )
+    assert "CPU oversubscribed" not in rows  # 2 ranks on 2 cores fit
+
+
+def test_a_load_within_the_cores_is_not_named():
+    run = _broadcasts()
+    _loaded(1.2)(run)
+    rows = _rows(run)
+    assert "load" not in rows["unstable cases"]
+
+
 def test_ranks_beyond_the_cores_of_a_run_stored_before_the_record_said_so(tmp_path):
     """A run stored before hosts carried ``cpu_share`` (the fixture): its ranks, affinity and threads tell."""
     rows = _stored(tmp_path, _loaded(3.9, ranks=4))
     assert rows["CPU oversubscribed"].startswith("4 ranks on 2 usable cores: ")
     assert "NPROC=2 or fewer avoids it" in rows["CPU oversubscribed"]
+    assert "likely cause: this run's 4 ranks share 2 usable cores (CPU oversubscribed)" in rows["unstable cases"]
 
 
 def test_precision_mode_that_missed_its_target_is_not_reported_as_known(tmp_path):

@@ -1,4 +1,4 @@
-"""suite/system/cpu_load.py: ranks against cores (pure functions)."""
+"""suite/system/cpu_load.py: ranks against cores, and what a load average says (pure functions)."""
 
 from __future__ import annotations
 
@@ -41,3 +41,22 @@ def test_the_line_names_the_numbers_contention_distorts_and_the_fix():
 def test_threads_follow_omp_num_threads():
     assert cpu_load.threads_from_env({"OMP_NUM_THREADS": "3"}) == 3
     assert cpu_load.threads_from_env({}) is None and cpu_load.threads_from_env({"OMP_NUM_THREADS": "x"}) is None
+
+
+def test_a_load_is_named_only_beyond_the_host_cpus_and_what_the_run_adds():
+    fits = cpu_load.cpu_share(2, 1, 2)
+    assert "other processes competed" in cpu_load.load_contention(3.9, 2, fits)
+    assert cpu_load.load_contention(1.9, 2, fits) is None  # within the cores
+    assert cpu_load.load_contention(2.3, 2, fits) is None  # beyond them, but no more than this run's 2 ranks
+    assert cpu_load.load_contention(None, 2, fits) is None
+    over = cpu_load.cpu_share(4, 1, 2)
+    assert cpu_load.load_contention(4.2, 2, over) == "this run's 4 ranks share 2 usable cores (CPU oversubscribed)"
+
+
+def test_the_load_through_a_run_keeps_its_peak_and_its_end():
+    t = cpu_load.track_load(None, [1.0, 0.5, 0.2])
+    t = cpu_load.track_load(t, [3.0, 1.0, 0.4])
+    t = cpu_load.track_load(t, None)  # no load average on this OS: nothing changes
+    t = cpu_load.track_load(t, [2.0, 1.2, 0.5])
+    assert t == {"peak_1min": 3.0, "end": [2.0, 1.2, 0.5], "samples": 3}
+    assert cpu_load.peak_load([1.0, 1, 1], None, [2.5]) == 2.5 and cpu_load.peak_load(None) is None
