@@ -78,6 +78,8 @@ PROVENANCE = {
     "busbw_factor": "modelled: nccl-tests bus factor of {bw_op} at world_size ranks (ring/flat algorithm)",
     "n_wrong": "measured: elements that differ from the exact expected result, summed over ranks, "
     "in the check run and in every timed buffer set",
+    "precision_ci_pct": "derived: half-width of the median's confidence interval over the samples, % of the median, "
+    "at the level of the precision loop's last look (suite.metrics.sequential_confidence; >= 95% over all looks)",
     "n_wrong_check": "measured: the wrong elements of the check run, summed over ranks",
     "n_wrong_timed": "measured: the wrong elements of every timed buffer set after the timed region, summed over ranks",
 }
@@ -163,6 +165,7 @@ def make_record(
         rec["graph_kernel_nodes"] = m.graph_kernel_nodes  # None: not counted (no cuda.bindings)
     if m.precision_reached is not None:
         rec["precision_reached"] = m.precision_reached
+        rec["precision_ci_pct"] = m.precision_ci_pct
     # the budget: why a case may have fewer samples (warm-up iterations) than it asked for
     rec.update(budget_s=m.budget_s, iters_requested=m.iters_requested, stopped_by_budget=m.stopped_by_budget)
     rec["warmup_requested"] = m.warmup_requested
@@ -231,6 +234,17 @@ TAIL_PERCENTILES = {"p05_us": 5, "p95_us": 95, "p99_us": 99}
 def n_samples(rec: dict) -> int:
     """How many per-iteration samples a record's statistics are over (its ``samples_us``, else ``iterations``)."""
     return len(rec.get("samples_us") or ()) or int(rec.get("iterations") or 0)
+
+
+def median_ci_pct(rec: dict) -> float | None:
+    """How well a case's median is known: the half-width of its confidence interval, % of the median, as
+    precision mode judged it (``precision_ci_pct``, at its last look's level: the 95% CI of the samples
+    would claim more than an interval re-tested after every round may), else the 95% CI of its samples
+    (None with fewer than 2)."""
+    if rec.get("precision_ci_pct") is not None:
+        return rec["precision_ci_pct"]
+    xs = rec.get("samples_us")
+    return metrics.median_ci_halfwidth_pct(xs) if xs and len(xs) >= 2 else None
 
 
 def tail_us(rec: dict, key: str) -> float | None:

@@ -13,6 +13,7 @@ import pytest
 from suite.harness import bench_adapter
 from suite.harness.run_state import RUN
 from suite.launch import fileio
+from suite.system import cpu_load
 
 
 def submit(request, benchmark, m, record: dict) -> None:
@@ -47,6 +48,8 @@ def output_json(config, complete: bool, exitstatus: int | None) -> dict:
         st.commit_info = config.hook.pytest_benchmark_generate_commit_info(config=config)
     if st.machine_info is None and st.machine:
         st.machine_info = bs.get_machine_info()
+    if st.machine:  # rank 0's host, sampled as the file is written (machine_info["suite"] is st.machine)
+        st.machine["load_avg_run"] = cpu_load.track_load(st.machine.get("load_avg_run"), cpu_load.load_average())
     out = config.hook.pytest_benchmark_generate_json(
         config=config,
         benchmarks=[],  # the entries: encoded_benchmarks, each encoded once

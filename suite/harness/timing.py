@@ -95,6 +95,9 @@ class Measurement:
     """Warm-up iterations run (fewer than ``warmup_requested`` where the budget bounded them)."""
     precision_reached: bool | None
     """Precision mode only: whether the CI target was met before the time cap."""
+    precision_ci_pct: float | None = None
+    """Precision mode only: the half-width of the median's CI, % of the median, at the level of the last
+    look (``metrics.sequential_confidence``): what ``precision_reached`` compared with PRECISION."""
     timer: str = "host"
     """What clock took the samples: host (perf_counter) or cuda_event."""
     last_done_rank: list[int] | None = None
@@ -301,13 +304,12 @@ def measure(
     part in a pair pattern); the samples are the maximum over every rank either way.
     ``phases``: where the seconds of warm-up, timed samples and the cross-rank reduction are added.
 
-    Precision mode (``cfg.precision_pct`` > 0) adds rounds of ``iters`` samples until the
-    median's CI is within ±precision_pct % or ``cfg.max_time_s`` has passed since
-    ``started_at`` (``time.monotonic()``; default: the call, so warm-up counts): one round
-    always runs, so a case whose first round alone exceeds the cap stops after it. The
-    width is re-tested after every round (optional stopping), so the CI of look j is taken
-    at the level ``metrics.sequential_confidence(j)``, whose misses sum to at most 5% over
-    all looks: the interval at which it stops covers the median with >= 95%.
+    Precision mode (``cfg.precision_pct`` > 0) adds rounds of ``iters`` samples until the median's CI is
+    within ±precision_pct % or ``cfg.max_time_s`` has passed since ``started_at`` (``time.monotonic()``;
+    default: the call, so warm-up counts): one round always runs, so a case whose first round alone
+    exceeds the cap stops after it. The width is re-tested after every round (optional stopping), so the
+    CI of look j is taken at the level ``metrics.sequential_confidence(j)``, whose misses sum to at most
+    5% over all looks: the interval at which it stops covers the median with >= 95%.
     """
     start = time.monotonic() if started_at is None else started_at  # precision mode's cap covers the whole case
     ops = list(op) if isinstance(op, (list, tuple)) else [op]
@@ -335,9 +337,9 @@ def measure(
             take = broadcast_int(ctx, budget_count(max_over_ranks(got), n, budget) if ctx.rank == 0 else 0)
         if take > BUDGET_MIN_SAMPLES:
             got = got.merge(round_(take - BUDGET_MIN_SAMPLES))
-    reached = None
+    reached = ci_pct = None
     if cfg.precision_pct > 0:
-        got, reached = _until_precise(ctx, cfg, got, round_, start, phase)
+        got, reached, ci_pct = _until_precise(ctx, cfg, got, round_, start, phase)
     return Measurement(
         samples_s=max_over_ranks(got),
         timing_mode=mode,
@@ -345,6 +347,7 @@ def measure(
         warmup_iters=warmed,
         warmup_requested=warm,
         precision_reached=reached,
+        precision_ci_pct=ci_pct,
         timer="cuda_event" if ctx.device.type == "cuda" else "host",
         **per_rank_fields(ctx, got, rank_fields_of, keep_rank_samples),
         buffer_sets=min(len(ops), depth),
@@ -368,8 +371,9 @@ def _capture(ctx: DistContext, ops: Sequence[OpFn], depth: int, before_sample) -
 
 def _until_precise(ctx: DistContext, cfg: BenchConfig, got, round_, start: float, phase) -> tuple:
     """Precision mode: more rounds (``round_()``) until the median's CI at look j's level is within
-    ``cfg.precision_pct`` or ``cfg.max_time_s`` has passed since ``start``; (the samples, whether it was reached).
-    Rank 0 decides (its clock alone bounds the time) and tells everyone, so every rank runs as many rounds."""
+    ``cfg.precision_pct`` or ``cfg.max_time_s`` has passed since ``start``; (the samples, whether it was reached,
+    the CI's half-width at the last look, %). Rank 0 decides (its clock alone bounds the time) and tells
+    everyone, so every rank runs as many rounds."""
     look, reached = 0, None
     while True:
         done = False
@@ -384,4 +388,7 @@ def _until_precise(ctx: DistContext, cfg: BenchConfig, got, round_, start: float
             break
         got = got.merge(round_())
     with phase("gather"):
-        return got, broadcast_flag(ctx, bool(reached))
+        reached = broadcast_flag(ctx, bool(reached))
+    # every rank holds the same cross-rank samples and the same look: the same width, without a message
+    ci_pct = metrics.median_ci_halfwidth_pct(max_over_ranks(got), metrics.sequential_confidence(look))
+    return got, reached, ci_pct

@@ -301,9 +301,7 @@ def _main(argv: list[str], where: dict) -> int:
         print(f"error: {e}; nothing started", file=sys.stderr)
         return EXIT_IO
     where["run_dir"] = run_dir
-    print(
-        f"# run {run_id}: {lay['nnodes']} node(s) x {lay['nproc']} rank(s), experiments: {', '.join(names)}", flush=True
-    )
+    announce(run_id, lay, names, env)
     # rank 0's live progress line shares this terminal (on node 0): torchrun's stderr lines erase it before
     # they print (rich draws it again below them), and a line left by a killed rank 0 is erased after the run
     live = live and lay["node_rank"] == 0
@@ -320,6 +318,20 @@ def _main(argv: list[str], where: dict) -> int:
     if status != EXIT_OK:
         print(status_line(status), file=sys.stderr, flush=True)
     return status
+
+
+def announce(run_id: str, lay: dict, names: list[str], env: dict) -> None:
+    """The run's first line, and once, before any rank starts, whether this host's ranks (or their intra-op
+    threads) outnumber its usable cores and which numbers that distorts (the ranks record it too:
+    machine_info, the report's summary)."""
+    from suite.system import cpu_load
+    from suite.system.sysinfo import container_limits
+
+    print(f"# run {run_id}: {lay['nnodes']} node(s) x {lay['nproc']} rank(s), experiments: {', '.join(names)}")
+    line = cpu_load.describe_share(cpu_load.launch_share(lay["nproc"], env, container_limits().get("cgroup_cpus")))
+    if line is not None:
+        print(f"# warning: CPU oversubscribed: {line}")
+    sys.stdout.flush()
 
 
 def _chosen_experiments(asked: str, cfg, world_size: int) -> list[str]:

@@ -3,6 +3,9 @@ versions, hosts, GPUs and commit, from its machine_info and suite metadata."""
 
 from __future__ import annotations
 
+from suite import results
+from suite.system import cpu_load
+
 
 def fmt_bytes(n) -> str:
     if not n:
@@ -11,6 +14,40 @@ def fmt_bytes(n) -> str:
         if n >= scale:
             return f"{n / scale:.1f} {unit}"
     return f"{n} B"
+
+
+def _iters_text(cfg: dict, recs: list[dict]) -> str:
+    """``iters=N`` as asked, or the iterations that ran where the sample budget or the precision loop
+    decided the count (the range over the cases, with what was asked)."""
+    counts = sorted({r["iterations"] for r in recs if isinstance(r.get("iterations"), int)})
+    decided = any(r.get("stopped_by_budget") or "precision_reached" in r for r in recs)
+    if not counts or not decided or counts == [cfg.get("iters")]:
+        return f"iters={cfg.get('iters')}"
+    ran = f"{counts[0]}-{counts[-1]}" if len(counts) > 1 else str(counts[0])
+    by = "PRECISION" if any("precision_reached" in r for r in recs) else "BUDGET_S"
+    return f"iters={ran} ran (ITERS={cfg.get('iters')} asked, {by} decided)"
+
+
+def _cpu_text(h: dict, su: dict, name: str) -> str:
+    """A host's usable cores for its ranks and its load average (1/5/15 min) at the start, and for rank 0's
+    host its 1-minute peak and the end through the run; empty for a run stored before they were recorded."""
+    out = ""
+    share = h.get("cpu_share") or {}
+    if share.get("usable_cpus"):
+        on = cpu_load.cores(share["usable_cpus"], "usable ")
+        out += f"; {share['ranks']} ranks x {share.get('threads_per_rank')} intra-op thread(s) on {on}"
+        out += f" (CPUs {h['cpus_allowed']})" if h.get("cpus_allowed") else ""
+    start = h.get("load_avg_start")
+    if start:
+        out += f"; load average (1/5/15 min) {_loads(start)} at the start"
+    during = su.get("load_avg_run") or {}
+    if start and name == (su.get("hostnames") or [None])[0] and during.get("end"):
+        out += f", 1-min peak {during['peak_1min']:z.2f}, {_loads(during['end'])} at the end"
+    return out
+
+
+def _loads(xs: list[float]) -> str:
+    return "/".join(f"{x:z.2f}" for x in xs)
 
 
 def environment_summary(run: dict) -> list[tuple[str, str]]:
@@ -34,7 +71,7 @@ def environment_summary(run: dict) -> list[tuple[str, str]]:
                 "config",
                 f"backend={cfg.get('backend')} device={cfg.get('device')} sizes "
                 f"{fmt_bytes(cfg.get('min_bytes'))}..{fmt_bytes(cfg.get('max_bytes'))} x{cfg.get('step_factor')}"
-                f" dtypes={','.join(cfg.get('dtypes') or [])} iters={cfg.get('iters')} warmup="
+                f" dtypes={','.join(cfg.get('dtypes') or [])} {_iters_text(cfg, results.records(run))} warmup="
                 f"{cfg.get('warmup_iters')} timing={cfg.get('timing_mode')}",
             )
         )
@@ -64,7 +101,7 @@ def environment_summary(run: dict) -> list[tuple[str, str]]:
                     f"(affinity {h.get('affinity_cpus')}), {fmt_bytes(h.get('memory_bytes'))}"
                     f" RAM, kernel {h.get('kernel')}; container={c.get('in_container')} "
                     f"cgroup cpus={c.get('cgroup_cpus')} mem={fmt_bytes(c.get('cgroup_memory_bytes'))}"
-                    f" /dev/shm={fmt_bytes(c.get('dev_shm_bytes'))}",
+                    f" /dev/shm={fmt_bytes(c.get('dev_shm_bytes'))}" + _cpu_text(h, su, name),
                 )
             )
             env = h.get("env") or {}

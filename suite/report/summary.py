@@ -4,12 +4,15 @@ the comparison with a baseline. Reads records only."""
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 
 from suite import registry, results
 from suite.model.link_rate import configured_link_rate
 from suite.report.environment import fmt_bytes
 from suite.report.specs import library_collectives
+from suite.report.tables import precision_missed
+from suite.system import cpu_load
 
 UNSTABLE_CI_PCT = 10.0
 """A case is unstable when the 95% confidence interval of its median (the number the tables print) is
@@ -27,9 +30,11 @@ def summary_rows(
     return [
         _status_row(run, recs),
         _measured_row(run, recs),
+        *_cpu_rows(run),
         *_peak_rows(run, recs),
         *_hook_rows(run, {} if memo is None else memo),
-        _unstable_row(recs),
+        *_precision_rows(run, recs),
+        _unstable_row(run, recs),
         _skipped_row(run),
         *_baseline_rows(recs, base),
     ]
@@ -105,13 +110,6 @@ def _hook_rows(run: dict, memo: dict) -> list[tuple[str, str]]:
     ]
 
 
-def _median_ci_pct(r: dict) -> float | None:
-    from suite import metrics
-
-    xs = r.get("samples_us")
-    return metrics.median_ci_halfwidth_pct(xs) if xs and len(xs) >= 2 else None
-
-
 def _spread_text(r: dict) -> str:
     """How wide a record's samples are around its median, with how many there were."""
     lo, hi = results.tail_us(r, "p05_us"), results.tail_us(r, "p95_us")
@@ -121,22 +119,117 @@ def _spread_text(r: dict) -> str:
     return f"min-max {(r['max_us'] - r['min_us']) / r['p50_us']:.1f}x the median ({n} samples, too few for a p95)"
 
 
-def _unstable_row(recs: list[dict]) -> tuple[str, str]:
-    """The cases whose median is uncertain by more than UNSTABLE_CI_PCT, widest first, and what to do."""
-    widths = [(w, r) for r in recs for w in [_median_ci_pct(r)] if w is not None]
+def _unstable_row(run: dict, recs: list[dict]) -> tuple[str, str]:
+    """The cases whose median is uncertain by more than UNSTABLE_CI_PCT, widest first, their likely cause
+    (the machine's load, ranks that outnumber the cores) and what to do; else how well every median is known."""
+    widths = [(w, r) for r in recs for w in [results.median_ci_pct(r)] if w is not None]
     unstable = sorted([(w, r) for w, r in widths if w > UNSTABLE_CI_PCT], key=lambda x: -x[0])
     if not unstable:
-        return ("unstable cases", f"none: every median is known to ±{UNSTABLE_CI_PCT:.0f}% (95% CI)")
+        return ("unstable cases", _known_text(widths, len(recs)))
+    causes = _load_causes(run)
     return (
         "unstable cases",
         f"{len(unstable)} of {len(widths)}: the median is uncertain by more than "
-        f"±{UNSTABLE_CI_PCT:.0f}% (95% CI; widest: "
+        f"±{UNSTABLE_CI_PCT:z.0f}% (95% CI; widest: "
         + ", ".join(
-            f"{r['experiment']} {r.get('label') or r['op']} ±{w:.0f}%, " + _spread_text(r) for w, r in unstable[:3]
+            f"{r['experiment']} {r.get('label') or r['op']} ±{w:z.0f}%, " + _spread_text(r) for w, r in unstable[:3]
         )
-        + "); to act on them: more ITERS, PRECISION=5 (sample until the median's CI is ±5%), "
+        + ")"
+        + "".join(f"; likely cause: {c}" for c in causes[:1])
+        + "; to act on them: more ITERS, PRECISION=5 (sample until the median's CI is ±5%), "
         "or a quieter machine",
     )
+
+
+def _known_text(widths: list[tuple[float, dict]], n_recs: int) -> str:
+    """No case unstable: the widest CI there is, as the bound every median is known to (rounded up, so the
+    claim holds), and the cases too short to have one."""
+    if not widths:
+        return f"not known: none of the {n_recs} cases has the 2 samples a CI needs"
+    widest = math.ceil(max(w for w, _ in widths) * 10) / 10
+    short = n_recs - len(widths)
+    return (
+        f"none: every median is known to ±{widest:z.1f}% or better (95% CI)"
+        if not short
+        else f"none: the medians of {len(widths)} cases are known to ±{widest:z.1f}% or better (95% CI); "
+        f"{short} cases have too few samples for a CI"
+    )
+
+
+def _host_shares(run: dict) -> dict[str, dict]:
+    """Each host's ranks against its cores (``cpu_load.cpu_share``), as the run recorded it, or as it follows
+    from what a run stored before that records (each host's ranks, affinity and cgroup quota, rank 0's
+    intra-op threads)."""
+    su = (run.get("machine_info") or {}).get("suite") or {}
+    threads = (su.get("versions") or {}).get("num_threads")
+    out = {}
+    for name, h in (su.get("hosts") or {}).items():
+        share = h.get("cpu_share")
+        if share is None and h.get("ranks"):
+            usable = cpu_load.usable_cpus(h.get("affinity_cpus"), (h.get("container") or {}).get("cgroup_cpus"))
+            share = cpu_load.cpu_share(len(h["ranks"]), threads, usable)
+        if share is not None:
+            out[name] = share
+    return out
+
+
+def _cpu_rows(run: dict) -> list[tuple[str, str]]:
+    """One row per way the hosts' ranks outnumber their cores (none when they fit), naming the hosts and
+    the numbers it distorts."""
+    shares = _host_shares(run)
+    lines: OrderedDict = OrderedDict()
+    for name, share in shares.items():
+        line = cpu_load.describe_share(share)
+        if line is not None:
+            lines.setdefault(line, []).append(name)
+    one_host = len(shares) == 1
+    return [
+        ("CPU oversubscribed", line if one_host else f"{line} (host {', '.join(hosts)})")
+        for line, hosts in lines.items()
+    ]
+
+
+def _load_causes(run: dict) -> list[str]:
+    """Why medians may wander, per host (``cpu_load.load_contention``): its load average (the peak of the
+    start and, for rank 0's host, of the samples through the run) against its CPUs, or its ranks against
+    its usable cores; empty when neither says so."""
+    su = (run.get("machine_info") or {}).get("suite") or {}
+    hosts = su.get("hosts") or {}
+    first = (su.get("hostnames") or [None])[0]
+    during = su.get("load_avg_run") or {}
+    out = []
+    for name, share in _host_shares(run).items():
+        h = hosts.get(name) or {}
+        peak = cpu_load.peak_load(
+            h.get("load_avg_start"),
+            [during["peak_1min"]] if name == first and during.get("peak_1min") is not None else None,
+        )
+        cause = cpu_load.load_contention(peak, h.get("cpu_count"), share)
+        if cause is not None:
+            out.append(cause if len(hosts) == 1 else f"{cause} (host {name})")
+    return out
+
+
+def _precision_rows(run: dict, recs: list[dict]) -> list[tuple[str, str]]:
+    """Precision mode (PRECISION): how many cases reached the target, how close the others came, and the
+    iterations that ran; none without it."""
+    timed = [r for r in recs if "precision_reached" in r]
+    if not timed:
+        return []
+    cfg = (run.get("suite") or {}).get("config") or {}
+    target = cfg.get("precision_pct")
+    goal = f"target ±{target:z.3g}%" if isinstance(target, (int, float)) else "target"
+    missed = precision_missed(timed)
+    iters = sorted(r["iterations"] for r in timed)
+    ran = f"{iters[0]}-{iters[-1]} iterations ran" if iters[0] != iters[-1] else f"{iters[0]} iterations ran"
+    if not missed:
+        return [("precision", f"{goal} reached by all {len(timed)} cases; {ran}")]
+    got = [ci for r in missed if (ci := results.median_ci_pct(r)) is not None]
+    span = f"; they got ±{min(got):z.1f}% (best) to ±{max(got):z.1f}%" if got else ""
+    cap = cfg.get("max_time_s")
+    why = f"MAX_TIME_S={cap:zg} s per case ended them" if isinstance(cap, (int, float)) else "the time cap ended them"
+    reached = f"; reached by {len(timed) - len(missed)}" if len(missed) < len(timed) else ""
+    return [("precision", f"{goal} MISSED by {len(missed)} of {len(timed)} cases ({why}){span}{reached}; {ran}")]
 
 
 def _skipped_row(run: dict) -> tuple[str, str]:

@@ -113,13 +113,37 @@ def _cell(rec: dict | None) -> str:
 
 
 def iters_label(recs: list[dict]) -> str:
-    """``20 iters``, or the range when the cases differ (``10-20 iters, BUDGET_S 1 s``: the budget cut some)."""
+    """``20 iters``, or the range when the cases differ (``10-20 iters, BUDGET_S 1 s``: the budget cut some;
+    ``20-960 iters, PRECISION loop``: precision mode sampled until its target or its time cap)."""
     counts = sorted({r["iterations"] for r in recs})
     if len(counts) == 1:
         return f"{counts[0]} iters"
     budgets = sorted({r["budget_s"] for r in recs if r.get("stopped_by_budget")})
-    why = f", BUDGET_S {budgets[0]:g} s" if len(budgets) == 1 else ""
+    why = f", BUDGET_S {budgets[0]:zg} s" if len(budgets) == 1 else ""
+    if any("precision_reached" in r for r in recs):
+        why = ", PRECISION loop"
     return f"{counts[0]}-{counts[-1]} iters{why}"
+
+
+def precision_missed(recs: list[dict]) -> list[dict]:
+    """The records of precision mode whose median did not reach the target before MAX_TIME_S."""
+    return [r for r in recs if r.get("precision_reached") is False]
+
+
+def precision_footer(recs: list[dict]) -> str:
+    """A table's line naming the cases that missed the precision target (empty when none did), loosest first."""
+    missed = precision_missed(recs)
+    if not missed:
+        return ""
+    worst = sorted(missed, key=lambda r: -(results.median_ci_pct(r) or 0.0))
+    named = ", ".join(f"{r.get('label') or r['op']} {_pct(results.median_ci_pct(r))}" for r in worst[:5])
+    more = f", {len(missed) - 5} more" if len(missed) > 5 else ""
+    n = sum(1 for r in recs if "precision_reached" in r)
+    return f"# PRECISION target missed by {len(missed)} of {n} cases (the time cap ended them): {named}{more}\n"
+
+
+def _pct(ci: float | None) -> str:
+    return "±?" if ci is None else f"±{ci:z.1f}%"
 
 
 def collective_table(recs: list[dict]) -> str:
@@ -221,7 +245,7 @@ def format_tables(recs: list[dict]) -> str:
         fmt = formatter(experiment)
         if fmt is not None:
             try:
-                out.append(fmt(ers))
+                out.append(fmt(ers) + precision_footer(ers))
                 continue
             except (KeyError, ValueError, TypeError, ZeroDivisionError) as e:
                 # Records from another version of the experiment (or hand-made ones) may lack
@@ -232,4 +256,5 @@ def format_tables(recs: list[dict]) -> str:
                 )
         for table, rs in by_table(ers).items():
             out.append(generic_table(f"{experiment}: {table}", rs))
+        out[-1] += precision_footer(ers)
     return "\n".join(out)

@@ -15,6 +15,8 @@ import socket
 import subprocess
 from pathlib import Path
 
+from suite.system import cpu_load
+
 ENV_PREFIXES = (
     "NCCL_",
     "GLOO_",
@@ -164,11 +166,17 @@ def gpu_info() -> dict:
 
 def collect_local() -> dict:
     """Facts about this host and process (cheap; no collectives)."""
+    import torch
+
+    allowed = cpu_load.allowed_cpus()
     return {
         "hostname": socket.gethostname(),
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
-        "affinity_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "affinity_cpus": len(allowed) if allowed else None,
+        "cpus_allowed": cpu_load.cpu_list(allowed) if allowed else None,
+        "torch_threads": torch.get_num_threads(),
+        "load_avg_start": cpu_load.load_average(),
         "memory_bytes": memory_bytes(),
         "kernel": platform.release(),
         "python": platform.python_version(),
@@ -177,12 +185,27 @@ def collect_local() -> dict:
     }
 
 
+def _host_share(h: dict, infos: list[dict]) -> None:
+    """A host's ranks against its cores (``cpu_load.cpu_share``), in ``h["cpu_share"]``: the CPUs any of
+    its ranks may run on (they compete for the union), bounded by the cgroup quota, and the most intra-op
+    threads of a rank."""
+    lists = [i.get("cpus_allowed") for i in infos]
+    union = set().union(*(cpu_load.parse_cpu_list(x) for x in lists if x)) if all(lists) else set()
+    if union:
+        h["cpus_allowed"], h["affinity_cpus"] = cpu_load.cpu_list(union), len(union)
+    threads = [i["torch_threads"] for i in infos if i.get("torch_threads")]
+    usable = cpu_load.usable_cpus(len(union) or None, (h.get("container") or {}).get("cgroup_cpus"))
+    h["cpu_share"] = cpu_load.cpu_share(len(infos), max(threads) if threads else None, usable)
+
+
 def collect_global(per_rank: list[dict]) -> dict:
     """Combine every rank's ``collect_local`` into the run's machine_info entry."""
     hosts: dict[str, dict] = {}
     for rank, info in enumerate(per_rank):
         h = hosts.setdefault(info["hostname"], {k: v for k, v in info.items() if k != "hostname"} | {"ranks": []})
         h["ranks"].append(rank)
+    for h in hosts.values():
+        _host_share(h, [per_rank[r] for r in h["ranks"]])
     return {
         "hostnames": [i["hostname"] for i in per_rank],
         "n_hosts": len(hosts),
