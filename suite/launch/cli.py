@@ -2,13 +2,11 @@
 
     python -m suite.launch --nproc 4 --max-bytes 1M [--experiments collectives] [-- -k all_reduce]
 
-Everything a run needs is checked here, before any process group exists: the
-knobs (exit 2), the backend/device/world layout and the network settings
-(exit 3). Then torchrun starts the ranks, each running
-``pytest -p suite.harness.plugin experiments/...``; rank 0 writes
-``<results-root>/<run-id>/bench.json`` and this process points
-``<results-root>/latest`` at it (unless the run was interrupted). The exit status is the ranks' (1 on any
-failure).
+Everything a run needs is checked here, before any process group exists: the knobs (exit 2), the
+backend/device/world layout and the network settings (exit 3). Then torchrun starts the ranks, each running
+``pytest -p suite.harness.plugin experiments/...``; rank 0 writes ``<results-root>/<run-id>/bench.json`` and
+this process points ``<results-root>/latest`` at it (unless the run was interrupted). The exit status is the
+ranks' (1 on any failure).
 
 Multi-node (compose, Slurm, several hosts): pass --nnodes/--node-rank/--master-addr
 (or NNODES/NODE_RANK/MASTER_ADDR/MASTER_PORT in the environment); every node runs
@@ -321,9 +319,8 @@ def _main(argv: list[str], where: dict) -> int:
 
 
 def announce(run_id: str, lay: dict, names: list[str], env: dict) -> None:
-    """The run's first line, and once, before any rank starts, whether this host's ranks (or their intra-op
-    threads) outnumber its usable cores and which numbers that distorts (the ranks record it too:
-    machine_info, the report's summary)."""
+    """The run's first line and, before any rank starts, whether this host's ranks outnumber its usable cores
+    (the ranks record it too: machine_info, the report's summary)."""
     from suite.system import cpu_load
     from suite.system.sysinfo import container_limits
 
