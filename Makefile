@@ -46,7 +46,7 @@ help:  ## every target with its one-line purpose (this list, read from the Makef
 	  printf "  make %-18s %s\n", a[1], $$0 }' $(MAKEFILE_LIST)
 	@echo "environment switches (docs/switches.md): SUITE_PROGRESS SUITE_PROGRESS_S SUITE_PROFILE SUITE_REPORT"
 	@echo "  SUITE_ALL_RANKS_OUTPUT SUITE_KEEP_RANK_SAMPLES SUITE_GIT_COMMIT SUITE_INJECT_CORRUPTION SUITE_INJECT_DELAY"
-	@echo "  SUITE_INJECT_MISMATCH SUITE_INJECT_DIVERGE SUITE_INJECT_FAULT"
+	@echo "  SUITE_INJECT_MISMATCH SUITE_INJECT_DIVERGE SUITE_INJECT_FAULT SUITE_INJECT_BACKEND"
 
 venv: $(VENV)/.installed  ## create .venv with the pinned environment (requirements.txt)
 $(VENV)/.installed: requirements.txt requirements-dev.txt
