@@ -52,7 +52,7 @@ help:  ## every target with its one-line purpose (this list, read from the Makef
 	  printf "  make %-18s %s\n", a[1], $$0 }' $(MAKEFILE_LIST)
 	@echo "environment switches (docs/switches.md): SUITE_PROGRESS SUITE_PROGRESS_S SUITE_PROFILE SUITE_REPORT"
 	@echo "  SUITE_ALL_RANKS_OUTPUT SUITE_KEEP_RANK_SAMPLES SUITE_GIT_COMMIT SUITE_INJECT_CORRUPTION SUITE_INJECT_DELAY"
-	@echo "  SUITE_INJECT_MISMATCH SUITE_INJECT_DIVERGE SUITE_INJECT_FAULT"
+	@echo "  SUITE_INJECT_MISMATCH SUITE_INJECT_DIVERGE SUITE_INJECT_FAULT SUITE_INJECT_BACKEND"
 	@echo "exit status: make exits 2 whenever a target fails; scripts/make-status <target> [KNOB=value ...]"
 	@echo "  exits with the suite's own (launcher 1-10 and 130/143, compare 1/3, doctor 8: docs/failures.md)"
 

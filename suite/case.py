@@ -101,7 +101,10 @@ class Buffers:
     check: Callable[[], int] | None = None
     """Wrong elements on this rank against the exact expected result (0 where this rank holds no result)."""
     outputs: Callable[[], Sequence] = lambda: ()
-    """This rank's checked output tensors (the fault-injection target)."""
+    """This rank's checked output tensors (the fault-injection target; those made by ``verify.output`` start as
+    poison inside guard bands, which the harness checks)."""
+    inputs: Callable[[], Sequence] = lambda: ()
+    """The inputs an out-of-place op must leave as they were (the harness compares them after the check run)."""
     reset: Callable[[], None] | None = None
     """Restore inputs the op consumes in place, so each timed sample (and the check after it) starts
     from the same inputs; runs before each sample, outside the timed interval."""

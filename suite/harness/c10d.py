@@ -53,6 +53,23 @@ def group_name(group) -> str:
         return str(id(group))
 
 
+def gloo_backend(store, rank: int, size: int, timeout):
+    """A Gloo backend as c10d makes one for a group (its sequence number counted), to wrap (the planted faulty
+    backend, suite/harness/faulty_backend.py)."""
+    gloo = dist.ProcessGroupGloo(store, rank, size, timeout)
+    setter = getattr(gloo, "_set_sequence_number_for_group", None) if _SEQ_API else None
+    if setter is not None:
+        setter()
+    return gloo
+
+
+def completed_work(result=None):
+    """A Work that is already complete (what a Python process group returns for an op it finished itself)."""
+    fut = torch.futures.Future()
+    fut.set_result(result)
+    return torch._C._distributed_c10d._create_work_from_future(fut)
+
+
 def flight_recorder_dump() -> bytes | None:
     """This process's flight-recorder dump (torch's pickle, what NCCL writes on a timeout), without the
     entries' stack traces; None where this torch has no dump call."""

@@ -25,6 +25,7 @@ import torch.distributed as dist
 
 from suite.launch.config import BenchConfig, ConfigError
 from suite.launch.failures import EXIT_PEER_FAILURE, record_failure
+from suite.harness import faulty_backend
 from suite.launch.preflight import PreflightError, resolve_backend, resolve_device
 
 
@@ -92,6 +93,7 @@ class DistContext:
     timeout_s: float
     hostnames: list[str] = field(default_factory=list)
     """Hostname of every rank, indexed by global rank."""
+    seed: int = 0  # of the patterns a case's buffers are made of (verify.pattern): new each check repetition
     watchdog: Watchdog | None = field(default=None, repr=False, compare=False)
     """This rank's heartbeat (None when off or alone); ``destroy_distributed(ctx)`` stops it."""
 
@@ -348,12 +350,10 @@ def init_distributed(
         os.environ.setdefault("MASTER_PORT", str(free_port()))
         os.environ.setdefault("RANK", "0")
         os.environ.setdefault("WORLD_SIZE", "1")
-    kwargs = dict(
-        backend=backend, rank=le.rank, world_size=le.world_size, timeout=datetime.timedelta(seconds=cfg.timeout_s)
-    )
+    kwargs = dict(rank=le.rank, world_size=le.world_size, timeout=datetime.timedelta(seconds=cfg.timeout_s))
     if backend == "nccl":
         kwargs["device_id"] = device
-    dist.init_process_group(**kwargs)
+    dist.init_process_group(faulty_backend.backend_for(backend, device_type, env), **kwargs)  # planted: a faulty Gloo
     group = dist.group.WORLD
     hostnames: list = [None] * le.world_size
     dist.all_gather_object(hostnames, socket.gethostname(), group=group)

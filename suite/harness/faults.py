@@ -3,13 +3,15 @@
 A fault switch is ``:``-separated fields in a fixed order, an optional ``@<when>`` suffix, and a
 field of names is a ``,``-list, each name matched by ``Case.answers_to`` (an experiment, op, label,
 identity value, or ``all``). Optional fields are filled left to right by the fields given beyond the
-required ones. The five switches (``INJECTIONS``; what each does is in docs/failures.md):
+required ones. The six switches (``INJECTIONS``; what each does is in docs/failures.md):
 
 - ``SUITE_INJECT_CORRUPTION=[<fault>:]<name>[,<name>...][@timed]`` (suite/harness/runner.py)
 - ``SUITE_INJECT_DELAY=<rank>:<seconds>[:<name>[,<name>...]][@after|@before]`` (suite/harness/runner.py)
 - ``SUITE_INJECT_MISMATCH=<name>[,<name>...]`` (suite/harness/runner.py)
 - ``SUITE_INJECT_DIVERGE=<action>:<rank>:<k>[:<name>[,<name>...]]`` (suite/harness/runner.py)
 - ``SUITE_INJECT_FAULT=<action>:<rank>:<n>`` (suite/harness/plugin.py: a real process event before a test)
+- ``SUITE_INJECT_BACKEND=<fault>[:<name>[,<name>...]]`` (suite/harness/faulty_backend.py: the run's group on a
+  faulty Gloo whose ops return results wrong as ``<fault>`` makes them)
 
 ``check(env, world_size)`` parses every switch that is set before any rank starts
 (suite/launch/preflight.py): a typo would otherwise run a clean benchmark that a test reads as the fault's
@@ -27,6 +29,18 @@ CORRUPTION_FAULTS = ("flip", "misroute")
 """``flip`` adds 1 to an output's first element; ``misroute`` puts the right values in the wrong place."""
 DIVERGE_ACTIONS = ("skip", "other", "size", "sleep", "recv", "stray")
 """What a diverging rank's k-th call does instead (suite/harness/runner.py ``Harness._diverging``)."""
+BACKEND_FAULTS = (
+    "drop",
+    "stale",
+    "misroute",
+    "duplicate",
+    "overrun",
+    "reorder",
+    "partial",
+    "wrong_reduction",
+    "aliasing",
+)
+"""The classes of wrong result the planted faulty backend makes (suite/harness/faulty_backend.py)."""
 PROCESS_FAULTS = ("kill", "term", "stop", "exit", "raise")
 """What a rank does to itself before its n-th test (suite/harness/plugin.py ``_inject_fault``)."""
 
@@ -92,6 +106,10 @@ INJECTIONS = {
         Switch(
             "SUITE_INJECT_FAULT",
             (Field("action", "choice", PROCESS_FAULTS), Field("rank", "rank"), Field("n", "count", minimum=0)),
+        ),
+        Switch(
+            "SUITE_INJECT_BACKEND",
+            (Field("fault", "choice", BACKEND_FAULTS), Field("name", "names", optional=True, default=())),
         ),
     )
 }

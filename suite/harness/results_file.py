@@ -32,9 +32,10 @@ def submit(request, benchmark, m, record: dict) -> None:
         with st.phases("write"):
             write_results(config, complete=False)
     if (record.get("n_wrong") or 0) > 0:
+        found = record.get("wrong_found") or []
         pytest.fail(
             f"{record['n_wrong']} wrong element(s) in {record['op']} "
-            f"({record.get('dtype')}, {record.get('size_bytes')} B)",
+            f"({record.get('dtype')}, {record.get('size_bytes')} B)" + "".join(f"\n  {f}" for f in found),
             pytrace=False,
         )
 

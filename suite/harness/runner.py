@@ -41,7 +41,9 @@ op, label, identity value, or ``all``):
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
+import itertools
 import os
 import time
 from collections.abc import Mapping
@@ -51,7 +53,7 @@ import torch.distributed as dist
 
 from suite import results
 
-from suite.harness import faults, journal, journal_check, verify
+from suite.harness import checks, faults, faulty_backend, journal, journal_check, verify
 from suite.case import Buffers, Case, Session, support_reason, wait_all
 from suite.launch.config import BenchConfig
 from suite.launch.switches import switch
@@ -86,6 +88,7 @@ class Harness:
         self.phases = Phases() if phases is None else phases
         self._support: dict = {}
         self._journal_s: float | None = None
+        self._seeds = itertools.count(1)  # one per check repetition (DistContext.seed)
         self.session = Session(cfg, measure=lambda ctx, call: measure(ctx, cfg, call, mode="blocking"))
 
     # --- the protocol ----------------------------------------------------------------------------
@@ -104,14 +107,17 @@ class Harness:
             built.append(b)
             return b
 
+        planted, planted_field = faulty_backend.planted_in(case, self.env)
+        arm = functools.partial(faulty_backend.armed_call, ctx.group, planted)
         try:
             # 1. correctness from fresh inputs, outside the timed region
-            wrong_once, fields = self._check_run(ctx, case, build, built)
+            wrong_once, fields, found, earlier = self._check_run(ctx, case, build, built, arm)
             if case.around is not None:  # what `around` measures (peak memory) must not see the check run's
                 gc.collect()  # buffers: a DDP model sits in reference cycles
             # 2. one buffer set per in-flight op, timed
             depth = cfg.pipeline_depth if mode in ("pipelined", "cuda_graph") else 1
             # one buffer set per op in flight (pipelined) or per op in the captured graph (cuda_graph)
+            ctx.seed = next(self._seeds)  # new data: a buffer the check run left behind is wrong here
             sets = [build() for _ in range(depth)]
             resets = [b.reset for b in sets if b.reset is not None]
             before = (lambda: [r() for r in resets]) if resets else None
@@ -121,7 +127,7 @@ class Harness:
                 m = measure(
                     ctx,
                     cfg,
-                    [self._diverging(ctx, case, _delayed_after(ctx, b.call, delay)) for b in sets],
+                    [self._diverging(ctx, case, _delayed_after(ctx, arm(b.call), delay)) for b in sets],
                     mode=mode,
                     iters=None if timing.max_iters is None else min(cfg.iters, timing.max_iters),
                     warmup_iters=timing.warmup,
@@ -142,9 +148,14 @@ class Harness:
             # 3. the buffers that were timed hold exactly one op's result (reset before each sample)
             self._corrupt(ctx, case, sets[-1], timed=True)
             with phase("check"):
-                wrong_timed = sum(b.check() for b in sets if b.check is not None) if checked else 0
+                wrong_timed, said = checks.examine_sets(sets if checked else [], case.op, earlier)
+                found += said
             with phase("gather"):
                 totals = verify.global_wrong_many([wrong_once, wrong_timed], ctx.group, ctx.device)
+                if sum(totals):  # every rank alike: what each found, in words
+                    fields["wrong_found"] = checks.found_by_rank(ctx, found)
+            if planted_field is not None:  # a record made on the planted faulty backend says so
+                fields["planted_fault"] = planted_field
             m = m.scaled(timing.divisor)
             with phase("record"):
                 if sets[-1].derive is not None:
@@ -247,23 +258,29 @@ class Harness:
             self._maybe_mismatch(ctx, case)
         return ctx, case
 
-    def _check_run(self, ctx: DistContext, case: Case, build, built: list) -> tuple[int, dict]:
-        """One untimed op on fresh inputs, checked: (this rank's wrong elements, the buffers' fields); its
-        buffers released (``built`` loses them)."""
+    def _check_run(self, ctx: DistContext, case: Case, build, built: list, arm) -> tuple[int, dict, list[str], list]:
+        """One untimed op on fresh inputs (a seed of its own), checked: (this rank's wrong elements, the buffers'
+        fields, what was wrong in words, a sample of its outputs); its buffers released (``built`` loses them).
+        ``arm(call)``: the call as the case's calls are made (on the planted faulty backend, armed)."""
         phase, checked = self.phases, case.unchecked is None
+        ctx.seed = next(self._seeds)
         once = build()
         if checked and once.check is None:
             raise ValueError(f"case {case.label} is checked (no `unchecked` reason) but its Buffers have no check")
+        before = checks.inputs_before(once) if checked else []
         with phase("check_run"):
-            wait_all(once.call(False))
+            wait_all(arm(once.call)(False))
             ctx.sync_device()
         self._corrupt(ctx, case, once, timed=False)
-        with phase("check"):
-            wrong_once = once.check() if checked and once.check is not None else 0
+        wrong_once, found, earlier = 0, [], []
+        if checked:
+            with phase("check"):
+                wrong_once, found = checks.examine(once, case.op, before)
+                earlier = checks.outputs_sample(once)
         fields = dict(once.fields)
         _release(once)
         built.remove(once)
-        return wrong_once, fields
+        return wrong_once, fields, [f"check run: {f}" for f in found], earlier
 
     def _record(self, ctx: DistContext, case: Case, m: Measurement, fields: dict, totals, n_sets: int) -> dict:
         """The case's record (results.make_record); ``totals``: every rank's wrong elements after the check run

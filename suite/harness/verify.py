@@ -13,6 +13,20 @@ dtype's exact-integer bound and the world size (``value_range``): a single wrong
 element escapes the check with probability about 1/hi, recorded per case as
 ``check_values`` (bfloat16 at many ranks leaves few values: the record says so).
 
+What a check must see besides wrong values at the right places (each proven by a planted faulty
+backend, suite/harness/faulty_backend.py; docs/metrics.md has the table):
+
+- **a seed per check repetition** (``pattern``'s ``seed``; the builders pass ``DistContext.seed``): the
+  harness gives the check run and the timed buffer sets of each case their own, so an output an
+  earlier call left behind (a stale buffer) holds values of another seed and fails;
+- **poison, not zero** (``output``): an output the op only writes starts as ``poison`` (NaN, or the
+  integer type's minimum), a value no correct result holds, so a part never written is seen;
+- **guard bands** (``output``, ``guard_damage``): each such output lies inside a larger storage
+  with ``GUARD_BYTES`` of sentinels on both sides; a write past either end is named by side;
+- **what is wrong, in words** (``Wrong``): a count of wrong elements carries what they are: poison
+  (never written), values that belong elsewhere in the result (misplaced, duplicated or reordered
+  data) or values that belong nowhere (stale data, a wrong reduction).
+
 Exactness bounds: every intermediate of a sum stays below the largest integer
 the dtype represents exactly (bfloat16 256, float16 2048, float32 2^24); a
 product only multiplies values in {1, -1, 2} with at most one 2 per element; an
@@ -104,13 +118,16 @@ def _mix(ranks: torch.Tensor, idx: torch.Tensor, salt: int = 0) -> torch.Tensor:
     return _hash32(_hash32(idx)[None, :] ^ key[:, None])
 
 
-def _values(ranks: torch.Tensor, idx: torch.Tensor, redop: str, world_size: int, dtype: torch.dtype) -> torch.Tensor:
-    """The int64 value of each rank (rows) at each global element index (columns)."""
+def _values(
+    ranks: torch.Tensor, idx: torch.Tensor, redop: str, world_size: int, dtype: torch.dtype, seed: int = 0
+) -> torch.Tensor:
+    """The int64 value of each rank (rows) at each global element index (columns), for ``seed``."""
+    salt = 3 * seed  # the three streams below (values, 2's holder, the extreme's holder) per seed
     if redop == "product":
         # Signs vary per (rank, index); at most one rank (the index's hash mod n+1; n: nobody)
         # holds 2 at each index. The product is exact.
-        v = torch.where(_mix(ranks, idx) & 1 == 1, -1, 1)
-        holder = _mix(torch.zeros(1, dtype=torch.int64, device=idx.device), idx, salt=1) % (world_size + 1)
+        v = torch.where(_mix(ranks, idx, salt) & 1 == 1, -1, 1)
+        holder = _mix(torch.zeros(1, dtype=torch.int64, device=idx.device), idx, salt=salt + 1) % (world_size + 1)
         return torch.where(holder == ranks[:, None], 2 * v, v)
     hi = value_range(redop, world_size, dtype)
     if redop in ("min", "max") and hi >= 2:
@@ -118,10 +135,10 @@ def _values(ranks: torch.Tensor, idx: torch.Tensor, redop: str, world_size: int,
         # half of 1..hi. Uniform values would make the min of many ranks 1 almost everywhere, and a
         # result that is the same at every index cannot show a misplaced chunk.
         half = hi // 2
-        holder = _mix(torch.zeros(1, dtype=torch.int64, device=idx.device), idx, salt=2) % world_size
+        holder = _mix(torch.zeros(1, dtype=torch.int64, device=idx.device), idx, salt=salt + 2) % world_size
         lower = (holder == ranks[:, None]) == (redop == "min")
-        return _mix(ranks, idx) % half + 1 + torch.where(lower, 0, half)
-    v = _mix(ranks, idx) % hi + 1
+        return _mix(ranks, idx, salt) % half + 1 + torch.where(lower, 0, half)
+    v = _mix(ranks, idx, salt) % hi + 1
     return v * world_size if redop == "avg" else v
 
 
@@ -173,16 +190,18 @@ def pattern(
     world_size: int = 1,
     offset: int = 0,
     device: torch.device | str = "cpu",
+    seed: int = 0,
 ) -> torch.Tensor:
-    """The value rank ``rank`` contributes at element indices offset..offset+numel-1."""
-    key = ("pattern", rank, numel, dtype, redop, world_size, offset)
-    return _memoised(key, device, lambda: _pattern(rank, numel, dtype, redop, world_size, offset, device))
+    """The value rank ``rank`` contributes at element indices offset..offset+numel-1, for ``seed`` (0: the
+    values the suite always had; the harness gives each check repetition its own)."""
+    key = ("pattern", rank, numel, dtype, redop, world_size, offset, seed)
+    return _memoised(key, device, lambda: _pattern(rank, numel, dtype, redop, world_size, offset, device, seed))
 
 
-def _pattern(rank, numel, dtype, redop, world_size, offset, device) -> torch.Tensor:
+def _pattern(rank, numel, dtype, redop, world_size, offset, device, seed) -> torch.Tensor:
     idx = torch.arange(offset, offset + numel, dtype=torch.int64, device=device)
     ranks = torch.tensor([rank], dtype=torch.int64, device=device)
-    return _values(ranks, idx, redop, world_size, dtype)[0].to(dtype)
+    return _values(ranks, idx, redop, world_size, dtype, seed)[0].to(dtype)
 
 
 _BLOCK_ELEMENTS = 1 << 22
@@ -205,22 +224,29 @@ _COMBINE = {
 
 
 def reduce_expected(
-    redop: str, world_size: int, numel: int, dtype: torch.dtype, *, offset: int = 0, device: torch.device | str = "cpu"
+    redop: str,
+    world_size: int,
+    numel: int,
+    dtype: torch.dtype,
+    *,
+    offset: int = 0,
+    device: torch.device | str = "cpu",
+    seed: int = 0,
 ) -> torch.Tensor:
-    """The exact result of reducing every rank's pattern with ``redop``."""
+    """The exact result of reducing every rank's pattern (for ``seed``) with ``redop``."""
     if redop not in _FOLD:
         raise ValueError(f"unknown reduce op {redop!r}")
-    key = ("reduce", redop, world_size, numel, dtype, offset)
-    return _memoised(key, device, lambda: _reduce_expected(redop, world_size, numel, dtype, offset, device))
+    key = ("reduce", redop, world_size, numel, dtype, offset, seed)
+    return _memoised(key, device, lambda: _reduce_expected(redop, world_size, numel, dtype, offset, device, seed))
 
 
-def _reduce_expected(redop, world_size, numel, dtype, offset, device) -> torch.Tensor:
+def _reduce_expected(redop, world_size, numel, dtype, offset, device, seed) -> torch.Tensor:
     idx = torch.arange(offset, offset + numel, dtype=torch.int64, device=device)
     acc = None
     step = max(1, _BLOCK_ELEMENTS // max(numel, 1))
     for first in range(0, world_size, step):  # blocks of ranks: memory stays bounded at any world size
         ranks = torch.arange(first, min(first + step, world_size), dtype=torch.int64, device=device)
-        part = _FOLD[redop](_values(ranks, idx, redop, world_size, dtype))
+        part = _FOLD[redop](_values(ranks, idx, redop, world_size, dtype, seed))
         acc = part if acc is None else _COMBINE[redop](acc, part)
     acc = acc.to(torch.float64) if dtype.is_floating_point else acc
     if redop == "avg":
@@ -228,24 +254,129 @@ def _reduce_expected(redop, world_size, numel, dtype, offset, device) -> torch.T
     return acc.to(dtype)
 
 
-def count_wrong(actual: torch.Tensor, expected: torch.Tensor) -> int:
-    """Number of elements of ``actual`` that differ from ``expected`` (shape mismatch: all)."""
+class Wrong(int):
+    """A number of wrong elements that says what they are (``found``: one line per check that found some);
+    added to another count, the lines add up too (``sum`` of a case's checks keeps them all)."""
+
+    found: tuple[str, ...]
+
+    def __new__(cls, n: int, found=()):
+        self = super().__new__(cls, n)
+        self.found = tuple(found)
+        return self
+
+    def __add__(self, other):
+        return Wrong(int(self) + int(other), self.found + tuple(getattr(other, "found", ())))
+
+    def __radd__(self, other):
+        return Wrong(int(other) + int(self), tuple(getattr(other, "found", ())) + self.found)
+
+
+def count_wrong(actual: torch.Tensor, expected: torch.Tensor) -> Wrong:
+    """Number of elements of ``actual`` that differ from ``expected`` (shape mismatch: all), with what they are."""
     if actual.shape != expected.shape:
-        return max(actual.numel(), expected.numel())
+        n = max(actual.numel(), expected.numel())
+        return Wrong(n, [f"an output of {tuple(actual.shape)} where {tuple(expected.shape)} was expected"])
     a, e = actual.detach(), expected.to(actual.device)
     # NaN never equals anything, which is what we want: a NaN is wrong.
-    return int((a != e).sum().item())
+    bad = a != e
+    n = int(bad.sum().item())
+    return Wrong(n, [describe(a, e, bad)] if n else [])
 
 
-def count_wrong_any(actual: torch.Tensor, *expected: torch.Tensor) -> int:
-    """Elements of ``actual`` that differ from any of ``expected`` (each counted once)."""
+def count_wrong_any(actual: torch.Tensor, *expected: torch.Tensor) -> Wrong:
+    """Elements of ``actual`` that differ from any of ``expected`` (each counted once), with what they are."""
     if any(actual.shape != e.shape for e in expected):
-        return max([actual.numel()] + [e.numel() for e in expected])
+        n = max([actual.numel()] + [e.numel() for e in expected])
+        return Wrong(n, [f"an output of {tuple(actual.shape)} where {tuple(expected[0].shape)} was expected"])
     a = actual.detach()
     bad = torch.zeros(a.shape, dtype=torch.bool, device=a.device)
     for e in expected:
         bad |= a != e.to(a.device)
-    return int(bad.sum().item())
+    n = int(bad.sum().item())
+    return Wrong(n, [describe(a, expected[0].to(a.device), bad)] if n else [])
+
+
+# --- poison, guard bands, and what a check found ---------------------------------------------------
+
+GUARD_BYTES = 256
+"""Sentinel bytes on each side of every output made by ``output`` (a multiple of any alignment a
+backend asks for, so the output itself stays as aligned as a fresh allocation)."""
+
+
+def poison(dtype: torch.dtype) -> float | int:
+    """A value no correct result holds: NaN, or the integer type's minimum (the patterns are positive,
+    products are 1, -1 or 2 per rank, and no exact sum reaches it)."""
+    return float("nan") if dtype.is_floating_point else torch.iinfo(dtype).min
+
+
+def sentinel(dtype: torch.dtype) -> float | int:
+    """What the guard bands hold: -inf, or the integer type's minimum + 1 (no result, and not the poison,
+    so a band that received an output's poison is seen as well)."""
+    return float("-inf") if dtype.is_floating_point else torch.iinfo(dtype).min + 1
+
+
+def is_poison(t: torch.Tensor) -> torch.Tensor:
+    return torch.isnan(t) if t.dtype.is_floating_point else t == poison(t.dtype)
+
+
+def output(numel: int, dtype: torch.dtype, device: torch.device | str = "cpu") -> torch.Tensor:
+    """A 1-D output of ``numel`` elements filled with ``poison``, in the middle of a storage whose
+    ``GUARD_BYTES`` on either side hold ``sentinel`` (``guard_damage`` reads them after the op)."""
+    g = max(1, GUARD_BYTES // torch.empty((), dtype=dtype).element_size())
+    whole = torch.full((numel + 2 * g,), sentinel(dtype), dtype=dtype, device=device)
+    out = whole.narrow(0, g, numel)
+    out.fill_(poison(dtype))
+    out.suite_guard = (whole, g)  # what guard_damage reads (views of it have none)
+    return out
+
+
+def guarded(t: torch.Tensor) -> torch.Tensor:
+    """A copy of ``t`` (1-D) inside guard bands: the buffer of an in-place op, its input and its output."""
+    out = output(t.numel(), t.dtype, t.device)
+    out.copy_(t.reshape(-1))
+    return out
+
+
+def guard_damage(t: torch.Tensor) -> list[tuple[str, int]]:
+    """(side, elements) for each guard band of ``t`` (made by ``output``) that no longer holds the
+    sentinel: ("before", k) or ("after", k); [] for a tensor without bands."""
+    held = getattr(t, "suite_guard", None)
+    if held is None:
+        return []
+    whole, g = held
+    s = sentinel(whole.dtype)
+    out = []
+    for side, band in (("before", whole[:g]), ("after", whole[g + t.numel() :])):
+        k = int((band != s).sum().item())
+        if k:
+            out.append((side, k))
+    return out
+
+
+def _num(x) -> str:
+    return f"{x:z.10g}" if isinstance(x, float) else str(x)
+
+
+def describe(actual: torch.Tensor, expected: torch.Tensor, bad: torch.Tensor) -> str:
+    """What the wrong elements (``bad``) of ``actual`` are, in words: poison left (never written),
+    values that belong at other positions of ``expected`` (misplaced), or values that belong nowhere."""
+    a, e, bad = actual.reshape(-1), expected.reshape(-1), bad.reshape(-1)
+    poisoned = bad & is_poison(a)
+    rest = bad & ~poisoned
+    elsewhere = rest & torch.isin(a, e)
+    foreign = rest & ~elsewhere
+    parts = []
+    for mask, what in (
+        (poisoned, "poison left at {n} element(s) (never written; first at {i})"),
+        (elsewhere, "{n} element(s) hold values that belong elsewhere in the result (misplaced; first at {i})"),
+        (foreign, "{n} wrong value(s) (first at {i}: {got} where {want} was expected)"),
+    ):
+        n = int(mask.sum().item())
+        if n:
+            i = int(mask.nonzero()[0].item())
+            parts.append(what.format(n=n, i=i, got=_num(a[i].item()), want=_num(e[i].item())))
+    return "; ".join(parts)
 
 
 def global_wrong(local_wrong: int, group, device: torch.device) -> int:

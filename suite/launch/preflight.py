@@ -200,10 +200,22 @@ def resolve_backend(requested: str, device: str) -> str:
     return backend
 
 
+def check_planted_backend(backend: str, device: str, env=None) -> None:
+    """SUITE_INJECT_BACKEND plants its faults in Gloo on CPU (suite/harness/faulty_backend.py): elsewhere it would
+    plant nothing, and a run that a test reads as the fault's outcome would be a clean one."""
+    from suite.launch.switches import switch
+
+    if switch("SUITE_INJECT_BACKEND", env) is not None and (backend, device) != ("gloo", "cpu"):
+        raise PreflightError(
+            "the planted faulty backend (SUITE_INJECT_BACKEND) wraps Gloo on CPU: run it with BACKEND=gloo DEVICE=cpu"
+        )
+
+
 def preflight(cfg, lay: dict) -> None:
     """Environment checks; raise PreflightError with the fix. Starts nothing."""
     device = resolve_device(cfg.device)
     backend = resolve_backend(cfg.backend, device)
+    check_planted_backend(backend, device)
     check_timing_mode(cfg.timing_mode, backend, device)  # auto resolved: cuda_graph on a CPU host
     if device == "cuda" and backend == "nccl":
         import torch

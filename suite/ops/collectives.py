@@ -96,16 +96,18 @@ def _t(ctx: DistContext, a: Args, numel: int, *, rank: int | None = None, offset
         world_size=ctx.world_size,
         offset=a.start + offset,
         device=ctx.device,
+        seed=ctx.seed,
     )
 
 
 def _blank(ctx: DistContext, a: Args, numel: int) -> torch.Tensor:
-    return torch.full((numel,), -1, dtype=dtype_of(a.dtype), device=ctx.device)
+    """An output the op only writes: poison inside guard bands (verify.output)."""
+    return verify.output(numel, dtype_of(a.dtype), ctx.device)
 
 
 def _expected_reduce(ctx: DistContext, a: Args, numel: int, offset: int = 0) -> torch.Tensor:
     return verify.reduce_expected(
-        a.redop, ctx.world_size, numel, dtype_of(a.dtype), offset=a.start + offset, device=ctx.device
+        a.redop, ctx.world_size, numel, dtype_of(a.dtype), offset=a.start + offset, device=ctx.device, seed=ctx.seed
     )
 
 
@@ -117,7 +119,7 @@ def _chunk(ctx: DistContext, a: Args) -> int:
 
 
 def _all_reduce(a, ctx):
-    t = _t(ctx, a, a.count)
+    t = verify.guarded(_t(ctx, a, a.count))
     return Buffers(
         call=lambda x: dist.all_reduce(t, op=REDUCE_OP[a.redop], group=ctx.group, async_op=x),
         check=lambda: verify.count_wrong(t, _expected_reduce(ctx, a, a.count)),
@@ -127,7 +129,7 @@ def _all_reduce(a, ctx):
 
 
 def _broadcast(a, ctx):
-    t = _t(ctx, a, a.count, rank=a.root) if ctx.rank == a.root else _blank(ctx, a, a.count)
+    t = verify.guarded(_t(ctx, a, a.count, rank=a.root)) if ctx.rank == a.root else _blank(ctx, a, a.count)
     return Buffers(
         call=lambda x: dist.broadcast(t, src=a.root, group=ctx.group, async_op=x),
         check=lambda: verify.count_wrong(t, _t(ctx, a, a.count, rank=a.root)),
@@ -136,7 +138,7 @@ def _broadcast(a, ctx):
 
 
 def _reduce(a, ctx):
-    t = _t(ctx, a, a.count)
+    t = verify.guarded(_t(ctx, a, a.count))
     is_root = ctx.rank == a.root
     return Buffers(
         call=lambda x: dist.reduce(t, dst=a.root, op=REDUCE_OP[a.redop], group=ctx.group, async_op=x),
@@ -158,6 +160,7 @@ def _all_gather(a, ctx):
         call=lambda x: dist.all_gather(outs, inp, group=ctx.group, async_op=x),
         check=lambda: verify.count_wrong(torch.cat(outs), _gathered(ctx, a, c)),
         outputs=lambda: outs,
+        inputs=lambda: [inp],
     )
 
 
@@ -173,6 +176,7 @@ def _all_gather_into_tensor(a, ctx):
         call=lambda x: _ALL_GATHER_TENSOR(out, inp, group=ctx.group, async_op=x),
         check=lambda: verify.count_wrong(out, _gathered(ctx, a, c)),
         outputs=lambda: [out],
+        inputs=lambda: [] if a.in_place else [inp],
     )
 
 
@@ -185,6 +189,7 @@ def _gather(a, ctx):
         call=lambda x: dist.gather(inp, gather_list=outs, dst=a.root, group=ctx.group, async_op=x),
         check=lambda: verify.count_wrong(torch.cat(outs), _gathered(ctx, a, c)) if is_root else 0,
         outputs=lambda: outs if is_root else [],
+        inputs=lambda: [inp],
     )
 
 
@@ -196,6 +201,7 @@ def _scatter(a, ctx):
         call=lambda x: dist.scatter(out, scatter_list=ins, src=a.root, group=ctx.group, async_op=x),
         check=lambda: verify.count_wrong(out, _t(ctx, a, c)),
         outputs=lambda: [out],
+        inputs=lambda: ins or [],
     )
 
 
@@ -207,19 +213,21 @@ def _reduce_scatter(a, ctx):
         call=lambda x: dist.reduce_scatter(out, ins, op=REDUCE_OP[a.redop], group=ctx.group, async_op=x),
         check=lambda: verify.count_wrong(out, _expected_reduce(ctx, a, c, offset=ctx.rank * c)),
         outputs=lambda: [out],
+        inputs=lambda: ins,
         reset=restorer(*ins),
     )
 
 
 def _reduce_scatter_tensor(a, ctx):
     c = _chunk(ctx, a)
-    inp = _t(ctx, a, c * ctx.world_size)
+    inp = verify.guarded(_t(ctx, a, c * ctx.world_size))
     # in-place: the output is this rank's slice of the input (nccl-tests in-place)
     out = inp.narrow(0, ctx.rank * c, c) if a.in_place else _blank(ctx, a, c)
     return Buffers(
         call=lambda x: _REDUCE_SCATTER_TENSOR(out, inp, op=REDUCE_OP[a.redop], group=ctx.group, async_op=x),
         check=lambda: verify.count_wrong(out, _expected_reduce(ctx, a, c, offset=ctx.rank * c)),
-        outputs=lambda: [out],
+        outputs=lambda: [out, inp] if a.in_place else [out],  # in place: the input's guard bands too
+        inputs=lambda: [] if a.in_place else [inp],
         reset=restorer(inp),
     )
 
@@ -237,6 +245,7 @@ def _all_to_all_single(a, ctx):
         call=lambda x: dist.all_to_all_single(out, inp, group=ctx.group, async_op=x),
         check=lambda: verify.count_wrong(out, _a2a_expected(ctx, a, c)),
         outputs=lambda: [out],
+        inputs=lambda: [inp],
     )
 
 
@@ -248,6 +257,7 @@ def _all_to_all(a, ctx):
         call=lambda x: dist.all_to_all(outs, ins, group=ctx.group, async_op=x),
         check=lambda: verify.count_wrong(torch.cat(outs), _a2a_expected(ctx, a, c)),
         outputs=lambda: outs,
+        inputs=lambda: ins,
     )
 
 

@@ -13,10 +13,13 @@ from suite.harness.dist import DistContext
 
 
 @contextlib.contextmanager
-def gloo_rank(rank: int, world: int, store: str, timeout_s: float = 60):
-    """This process's rank of a ``world``-rank Gloo group on CPU; the group is destroyed after."""
+def gloo_rank(rank: int, world: int, store: str, timeout_s: float = 60, *, planted: bool = False):
+    """This process's rank of a ``world``-rank Gloo group on CPU; the group is destroyed after. ``planted``: on
+    the planted faulty Gloo (suite/harness/faulty_backend.py; faulty only where the harness arms it)."""
+    if planted:
+        from suite.harness import faulty_backend
     dist.init_process_group(
-        "gloo",
+        faulty_backend.register() if planted else "gloo",
         init_method=f"file://{store}",
         rank=rank,
         world_size=world,
@@ -32,6 +35,7 @@ def gloo_rank(rank: int, world: int, store: str, timeout_s: float = 60):
             device=torch.device("cpu"),
             group=dist.group.WORLD,
             timeout_s=timeout_s,
+            hostnames=["localhost"] * world,  # one host (what pair patterns ask of the layout)
         )
     finally:
         dist.destroy_process_group()

@@ -32,6 +32,7 @@ def test_the_usage_each_message_quotes_is_the_documented_spelling():
         "SUITE_INJECT_MISMATCH": "<name>[,<name>...]",
         "SUITE_INJECT_DIVERGE": "<action>:<rank>:<k>[:<name>[,<name>...]]",
         "SUITE_INJECT_FAULT": "<action>:<rank>:<n>",
+        "SUITE_INJECT_BACKEND": "<fault>[:<name>[,<name>...]]",
     }
     docs = (Path(__file__).resolve().parents[2] / "docs" / "failures.md").read_text()
     for name, spelled in usage.items():

@@ -31,6 +31,7 @@ SUITE_INJECT_DELAY      | 2:0.1            | rank 2 is not a rank of this run (0
 SUITE_INJECT_MISMATCH   | all_reduce@timed | unknown phase @timed
 SUITE_INJECT_DIVERGE    | skip:1:0         | k must be >= 1
 SUITE_INJECT_FAULT      | kill:0           | 2 field(s), not 3
+SUITE_INJECT_BACKEND    | dropped:p2p      | unknown fault 'dropped'
 """
 BAD = {
     name: (value, says) for name, value, says in (map(str.strip, r.split("|")) for r in BAD_VALUES.strip().splitlines())

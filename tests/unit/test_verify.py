@@ -117,11 +117,11 @@ def test_count_wrong_any_counts_an_element_once():
 
 
 def _fresh_pattern(rank, numel, dtype, redop, world, offset):
-    return verify._pattern(rank, numel, dtype, redop, world, offset, "cpu")
+    return verify._pattern(rank, numel, dtype, redop, world, offset, "cpu", 0)
 
 
 def _fresh_expected(redop, world, numel, dtype, offset):
-    return verify._reduce_expected(redop, world, numel, dtype, offset, "cpu")
+    return verify._reduce_expected(redop, world, numel, dtype, offset, "cpu", 0)
 
 
 # Each row differs from the first in one argument: a memo key that left it out would serve the first's tensor.
@@ -166,7 +166,7 @@ def test_memo_is_bounded(monkeypatch):
     for offset in range(0, 5 * 64, 64):
         verify.pattern(0, 64, torch.float32, offset=offset)
     assert len(verify._memo) == 3
-    assert [k[-1] for k in verify._memo] == [128, 192, 256]  # the oldest went first
+    assert [k[-2] for k in verify._memo] == [128, 192, 256]  # the oldest went first (keys end: offset, seed)
     verify._forget()
 
 

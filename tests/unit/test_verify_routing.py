@@ -31,7 +31,7 @@ MOVING = ("broadcast", "all_gather", "gather", "scatter", "all_to_all")
 
 
 def _ctx(rank: int, n: int):
-    return SimpleNamespace(rank=rank, world_size=n, device=torch.device("cpu"))
+    return SimpleNamespace(rank=rank, world_size=n, device=torch.device("cpu"), seed=0)
 
 
 def _chunk(hi: int, n: int, rows: int) -> int:

@@ -3,11 +3,10 @@ step; time is per step."""
 
 from __future__ import annotations
 
-from suite.harness import verify
 from suite.case import Buffers, Case
 from suite.launch.config import BenchConfig
 from suite.harness.dist import DistContext
-from suite.ops.p2p.pattern import Pattern, Spec, Sweep, blank, buffers, make_case, pat
+from suite.ops.p2p.pattern import Pattern, Spec, Sweep, blank, buffers, make_case, pat, wrong_messages
 from suite.ops.p2p.ring import ring_step
 from suite.harness.timing import barrier
 
@@ -31,10 +30,9 @@ def build(ctx: DistContext, s: Spec) -> Buffers:
     return buffers(
         ctx,
         run,
-        lambda: sum(
-            verify.count_wrong(r, pat(ctx, (me - 1) % n, count, dt, offset=i * count)) for i, r in enumerate(rbufs)
-        ),
+        lambda: wrong_messages(ctx, rbufs, (me - 1) % n, count, dt),
         rbufs,
+        sent=sbufs,
     )
 
 

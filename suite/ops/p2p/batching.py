@@ -11,7 +11,7 @@ from suite.case import Buffers, Bytes, Case, wait_all
 from suite.launch.config import BenchConfig
 from suite.harness.dist import DistContext
 from suite.ops.collectives import elsize
-from suite.ops.p2p.pattern import Pattern, Spec, Sweep, blank, both_ends, buffers, cross, make_case, pat
+from suite.ops.p2p.pattern import Pattern, Spec, Sweep, blank, both_ends, buffers, cross, make_case, pat, wrong_messages
 
 BATCH_COUNTS = (8, 64)
 """K, the number of small messages in the batching comparison."""
@@ -22,7 +22,7 @@ def build(ctx: DistContext, s: Spec) -> Buffers:
     me, g = ctx.rank, ctx.group
     sends = [pat(ctx, a, c, dt, offset=j * c) for j in range(k)] if me == a else []
     recvs = [blank(ctx, c, dt) for _ in range(k)] if me == b else []
-    flat = torch.empty(k * c, dtype=dt, device=ctx.device) if me in (a, b) else None
+    flat = verify.output(k * c, dt, ctx.device) if me in (a, b) else None
     v = s.variant
 
     def run():
@@ -52,8 +52,9 @@ def build(ctx: DistContext, s: Spec) -> Buffers:
     return buffers(
         ctx,
         run,
-        lambda: sum(verify.count_wrong(r, pat(ctx, a, c, dt, offset=j * c)) for j, r in enumerate(recvs)),
-        recvs,
+        lambda: wrong_messages(ctx, recvs, a, c, dt),
+        recvs + ([flat] if me == b else []),  # the packed message too: its guard bands
+        sent=sends,
         cross_node=cross(ctx, a, b),
     )
 

@@ -42,7 +42,7 @@ def build(ctx: DistContext, s: Spec) -> Buffers:
             return verify.count_wrong(got, go)
         return sum(verify.count_wrong(t, pat(ctx, r, 1, SIGNAL_DTYPE)) for r, t in readies.items())
 
-    return buffers(ctx, run, wrong, [got] if me else list(readies.values()))
+    return buffers(ctx, run, wrong, [got] if me else list(readies.values()), sent=[ready] if me else [go])
 
 
 def _bytes(s: Spec) -> Bytes:

@@ -42,6 +42,7 @@ def build(ctx: DistContext, s: Spec) -> Buffers:
         run,
         lambda: verify.count_wrong(rbuf, pat(ctx, peer, count, dt)) if involved else 0,
         [rbuf] if involved else [],
+        sent=[sbuf],
         cross_node=cross(ctx, 0, 1),
     )
 

@@ -134,11 +134,22 @@ class Pattern:
 def pat(ctx: DistContext, rank: int, count: int, dtype: torch.dtype, offset: int = 0) -> torch.Tensor:
     # Messages only move: any exact value, distinct per (sender, global element index), so a
     # dropped, duplicated or reordered message (message j sits at offset j * count) is seen.
-    return verify.pattern(rank, count, dtype, redop="none", world_size=ctx.world_size, offset=offset, device=ctx.device)
+    return verify.pattern(
+        rank, count, dtype, redop="none", world_size=ctx.world_size, offset=offset, device=ctx.device, seed=ctx.seed
+    )
+
+
+def wrong_messages(ctx: DistContext, received: list, sender: int, count: int, dtype: torch.dtype) -> int:
+    """Wrong elements of ``received``, the messages of one sender in order (message j: its pattern at offset
+    j * count), checked as one: a message in another's place is named as misplaced data."""
+    if not received:
+        return 0
+    return verify.count_wrong(torch.cat(received), pat(ctx, sender, count * len(received), dtype))
 
 
 def blank(ctx: DistContext, count: int, dtype: torch.dtype) -> torch.Tensor:
-    return torch.full((count,), -1, dtype=dtype, device=ctx.device)
+    """A receive buffer: poison inside guard bands (verify.output)."""
+    return verify.output(count, dtype, ctx.device)
 
 
 def cross(ctx: DistContext, a: int, b: int) -> bool:
@@ -149,10 +160,18 @@ def _nodes(ctx: DistContext) -> list[int]:
     return [ctx.node_of(r) for r in range(ctx.world_size)]
 
 
-def buffers(ctx: DistContext, run: Callable[[], None], check: Callable[[], int], received: list, **fields) -> Buffers:
-    """One pattern iteration as the harness calls it (the mode is fixed: blocking)."""
+def buffers(
+    ctx: DistContext, run: Callable[[], None], check: Callable[[], int], received: list, *, sent=(), **fields
+) -> Buffers:
+    """One pattern iteration as the harness calls it (the mode is fixed: blocking); ``sent``: the messages this
+    rank sends (a send leaves them as they were)."""
+    sent = [t for t in sent if t is not None]
     return Buffers(
-        call=lambda async_op: run(), check=check, outputs=lambda: received, fields={"nodes": _nodes(ctx), **fields}
+        call=lambda async_op: run(),
+        check=check,
+        outputs=lambda: received,
+        inputs=lambda: sent,
+        fields={"nodes": _nodes(ctx), **fields},
     )
 
 

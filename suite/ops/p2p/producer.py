@@ -36,6 +36,7 @@ def build(ctx: DistContext, s: Spec) -> Buffers:
             lambda: dist.scatter(out, scatter_list=chunks, src=0, group=g),
             lambda: verify.count_wrong(out, expected(me)),
             [out],
+            sent=chunks or [],
         )
     if s.variant == "broadcast":
         buf = expected(0) if me == 0 else blank(ctx, count, dt)
@@ -58,7 +59,13 @@ def build(ctx: DistContext, s: Spec) -> Buffers:
         else:
             dist.recv(rbuf, 0, group=g)
 
-    return buffers(ctx, run, lambda: verify.count_wrong(rbuf, expected(me)) if me else 0, [rbuf] if me else [])
+    return buffers(
+        ctx,
+        run,
+        lambda: verify.count_wrong(rbuf, expected(me)) if me else 0,
+        [rbuf] if me else [],
+        sent=list(sends.values()),
+    )
 
 
 def _bytes(s: Spec) -> Bytes:

@@ -30,6 +30,7 @@ def build(ctx: DistContext, s: Spec) -> Buffers:
         lambda: ring_step(ctx, s.variant, sbuf, rbuf),
         lambda: verify.count_wrong(rbuf, pat(ctx, (me - 1) % n, count, dt)),
         [rbuf],
+        sent=[sbuf],
         cross_node_links=sum(cross(ctx, r, (r + 1) % n) for r in range(n)),
     )
 

@@ -17,7 +17,7 @@ from suite.harness import verify
 from suite.case import Buffers, Case, wait_all
 from suite.launch.config import BenchConfig
 from suite.harness.dist import DistContext
-from suite.ops.p2p.pattern import Pattern, Spec, Sweep, blank, both_ends, buffers, cross, make_case, pat
+from suite.ops.p2p.pattern import Pattern, Spec, Sweep, blank, both_ends, buffers, cross, make_case, pat, wrong_messages
 
 WINDOW = 64
 """Messages in flight per window: OSU ``osu_bw``/``osu_bibw``'s default window size (recorded as
@@ -51,13 +51,18 @@ def build(ctx: DistContext, s: Spec) -> Buffers:
                 dist.send(ack_out, a, group=g)
 
     def wrong():
-        n = sum(verify.count_wrong(r, pat(ctx, peer, count, dt, offset=j * count)) for j, r in enumerate(recvs))
+        n = wrong_messages(ctx, recvs, peer, count, dt)
         if involved and not bi and me == a:
             n += verify.count_wrong(ack_in, pat(ctx, b, 1, dt))
         return n
 
     buf = buffers(
-        ctx, run, wrong, recvs + ([ack_in] if involved and not bi and me == a else []), cross_node=cross(ctx, a, b)
+        ctx,
+        run,
+        wrong,
+        recvs + ([ack_in] if involved and not bi and me == a else []),
+        sent=sends + ([ack_out] if involved and not bi and me == b else []),
+        cross_node=cross(ctx, a, b),
     )
     if bi:  # algbw is one direction's; the aggregate is named (OSU osu_bibw prints it)
         buf.derive = lambda m, around, session: {

@@ -1,0 +1,144 @@
+"""The checks proven against every fault class: each class of the planted faulty backend
+(suite/harness/faulty_backend.py) against every collective and p2p pattern it applies to, at 2, 3 and 4 Gloo ranks,
+through the harness as a run uses it. Each case must come out wrong, with the class's symptom in the record's
+``wrong_found`` (the words the failure message and a run with status 6 carry); with no fault armed, every case is
+right.
+
+One group per world size (the backend is faulty only where the harness arms it), every class and case in it; the
+classes that cannot apply to an op are listed in ``NOT_APPLICABLE`` with why (docs/metrics.md has the table).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch.multiprocessing as mp
+
+from suite.case import CaseSkipped
+from suite.harness import faults
+from suite.harness.runner import Harness
+from suite.launch.config import BenchConfig
+from suite.ops import p2p, sweep
+from tests.dist.local_group import gloo_rank
+
+pytestmark = pytest.mark.slow
+
+CFG = BenchConfig(
+    iters=1, warmup_iters=1, min_bytes=256, max_bytes=256, redops=("sum",), heartbeat_timeout_s=0, timeout_s=60
+)
+
+SYMPTOM = {
+    "drop": "poison left",
+    "stale": "holds the check run's result again",
+    "misroute": "belong elsewhere",
+    "duplicate": "belong elsewhere",
+    "overrun": "guard band after the output overwritten",
+    "reorder": "belong elsewhere",
+    "partial": "poison left",
+    "wrong_reduction": "wrong value",
+    "aliasing": "changed by the call",
+}
+"""What the check names for each class (a phrase of a ``wrong_found`` line)."""
+
+IN_PLACE = r"^(all_reduce|reduce)-|^reduce_scatter_tensor-.*inplace"
+"""Ops whose output is their input: a part never written holds this rank's own input, not poison."""
+OTHER_SYMPTOM = {
+    ("drop", IN_PLACE): "wrong value",
+    ("partial", IN_PLACE): "wrong value",
+    # a stale message also sits where other messages of the window were expected: misplaced, seen in the check run
+    (
+        "stale",
+        r"^(window|ring|pair_matrix|barrier_cost|batching-(send|isend|batch)|producer-(isend_each_same|broadcast|scatter))",
+    ): "",
+    ("stale", r"^(all_reduce|reduce|broadcast|all_gather|gather|scatter|reduce_scatter)"): "",
+}
+"""(class, case pattern) -> the symptom the check names there instead ("": the case fails, its first line may be
+another kind)."""
+
+NOT_APPLICABLE = {
+    "reorder": (
+        r"^(?!window|barrier_cost|batching-(send|isend|batch))",
+        "one message per peer per call: nothing to swap",
+    ),
+    "wrong_reduction": (r"^(?!all_reduce|reduce)", "the op reduces nothing"),
+    "aliasing": (
+        r"^(all_reduce|reduce|broadcast|all_gather_into_tensor-.*inplace|reduce_scatter_tensor-.*inplace"
+        r"|producer-broadcast|batching-coalesced|control)",
+        "in place (the input is the output), a packed copy is what is sent, or a one-element signal",
+    ),
+    "misroute": (r"^control-", "one one-element message: no other place to deliver it"),
+    "duplicate": (r"^control-", "one one-element message: no second chunk"),
+    "partial": (r"^control-", "a one-element message has no prefix"),
+}
+"""class -> (case labels it cannot apply to, why)."""
+
+
+def applies(fault: str, label: str) -> bool:
+    pat = NOT_APPLICABLE.get(fault)
+    return pat is None or not re.search(pat[0], label)
+
+
+def expected_symptom(fault: str, label: str) -> str:
+    for (f, pat), said in OTHER_SYMPTOM.items():
+        if f == fault and re.search(pat, label):
+            return said
+    return SYMPTOM[fault]
+
+
+def _cases(world: int):
+    """Every collective in each form, and every variant of every p2p pattern once (its first pair of ranks and
+    message count): a form, not a pair, is what a fault class meets differently."""
+    cases = sweep.collective_cases(CFG, world, experiment="collectives")
+    seen, out = set(), []
+    # exchange: its size comes from a deadlock probe in a child process (minutes), not from the sweep
+    for c in cases + [c for c in p2p.cases(CFG, world, experiment="p2p") if not c.label.startswith("exchange")]:
+        form = (c.experiment, *(c.identity.get(k) for k in ("variant", "pattern", "in_place")))
+        if form not in seen:
+            seen.add(form)
+            out.append(c)
+    return out
+
+
+def _rank(rank: int, world: int, store: str, out: str) -> None:
+    got = []
+    with gloo_rank(rank, world, store, planted=True) as ctx:
+        harness = Harness(ctx, CFG)  # one: its support probes run once
+        for fault in (None, *faults.BACKEND_FAULTS):
+            harness.env = {"SUITE_INJECT_BACKEND": fault} if fault else {}
+            for case in _cases(world):
+                if case.unchecked or (fault and not applies(fault, case.label)):
+                    continue
+                try:
+                    _, rec = harness.run(case)
+                except CaseSkipped:
+                    continue
+                got.append([fault, case.label, rec["n_wrong"], rec.get("wrong_found", []), rec.get("planted_fault")])
+    if rank == 0:
+        Path(out).write_text(json.dumps(got))
+
+
+@pytest.mark.parametrize("world", [2, 3, 4])
+def test_every_fault_class_fails_every_case_it_applies_to(tmp_path, world):
+    out = tmp_path / "got.json"
+    mp.spawn(_rank, args=(world, str(tmp_path / "store"), str(out)), nprocs=world, join=True)
+    got = json.loads(out.read_text())
+    clean = [(label, found) for fault, label, n, found, _ in got if fault is None and n]
+    assert not clean, f"wrong without a fault at {world} ranks: {clean}"
+    assert all(planted is None for fault, *_, planted in got if fault is None)
+    missed, unnamed = [], []
+    for fault, label, n, found, planted in got:
+        if fault is None:
+            continue
+        assert planted == f"backend {fault}", (fault, label, planted)
+        said = expected_symptom(fault, label)
+        if not n:
+            missed.append((fault, label))
+        elif said and not any(said in line for line in found):
+            unnamed.append((fault, label, said, found))
+    assert not missed, f"a planted fault passed the checks at {world} ranks: {missed}"
+    assert not unnamed, f"the check did not name the symptom at {world} ranks: {unnamed}"
+    ran = {(fault, label.split("-")[0]) for fault, label, *_ in got}
+    assert {f for f, _ in ran if f} == set(faults.BACKEND_FAULTS)  # every class applied somewhere
