@@ -9,8 +9,15 @@ import torch.distributed as dist
 
 # name -> (index of the group argument, index of async_op (None: always async / never), p2p peer argument)
 OPS = {
-    **dict.fromkeys(("all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "all_to_all"), (2, 3, None)),
-    **dict.fromkeys(("reduce", "reduce_scatter", "reduce_scatter_tensor", "gather", "scatter"), (3, 4, None)),
+    # (all_gather_single and reduce_scatter_single: torch 2.13's names of the tensor forms)
+    **dict.fromkeys(
+        ("all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "all_gather_single", "all_to_all"),
+        (2, 3, None),
+    ),
+    **dict.fromkeys(
+        ("reduce", "reduce_scatter", "reduce_scatter_tensor", "reduce_scatter_single", "gather", "scatter"),
+        (3, 4, None),
+    ),
     "all_to_all_single": (4, 5, None),
     "barrier": (0, 1, None),
     **{op: (2, None, peer) for op, peer in (("send", "dst"), ("recv", "src"), ("isend", "dst"), ("irecv", "src"))},
