@@ -157,7 +157,7 @@ class Harness:
                 _release(b)
         record_started = time.perf_counter()
         rec = self._record(ctx, case, m, fields, totals if checked else None, n_sets)
-        phase.add("record", time.perf_counter() - record_started)
+        phase.add("record", time.perf_counter() - record_started, started=record_started)
         return m, rec
 
     # --- support probes ----------------------------------------------------------------------------
