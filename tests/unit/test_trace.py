@@ -46,6 +46,21 @@ def test_the_journal_sees_the_tensor_forms_the_collectives_call(ctx, monkeypatch
     assert j.case_ops.get(FUNCTION_OF[variant], 0) >= 5, j.case_ops
 
 
+def test_a_group_without_sequence_numbers_is_journaled_by_the_journals_count(ctx, monkeypatch):
+    # torch's fake process group (the sharded step's compute alone runs on one) keeps no sequence number: its
+    # ops are journaled all the same, counted by the journal, never failing the op
+    from experiments.sharded.internals import fake_backend
+
+    j = journal.Journal(0, None)
+    _journal_every_op(monkeypatch, j)
+    fake = dist.new_group(backend=fake_backend())
+    out = torch.zeros(2)
+    dist.all_gather_single(out, torch.ones(1), group=fake)
+    dist.all_reduce(out, group=fake)
+    name = next(n for n, g in j.groups.items() if g is fake)
+    assert j.count[name] == 2 and [e[2] for e in j.entries] == [None, None]
+
+
 def test_a_rank_keeps_a_bounded_timeline_and_the_trace_says_what_it_dropped(ctx, monkeypatch, tmp_path):
     monkeypatch.setattr(timeline, "OPS_PER_CASE", 3)
     monkeypatch.setattr(timeline, "OPS_MAX", 5)
