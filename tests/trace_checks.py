@@ -61,4 +61,4 @@ def _assert_nested(events: list[dict], track: str) -> None:
 
 def ops(events: list[dict]) -> list[dict]:
     """A rank's op events (collectives, p2p, barriers), in time order."""
-    return [e for e in events if e["ph"] == "X" and e.get("cat") in ("op", "p2p")]
+    return [e for e in events if e["ph"] == "X" and e.get("cat") == "op"]

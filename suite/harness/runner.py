@@ -117,6 +117,8 @@ class Harness:
             before = (lambda: [r() for r in resets]) if resets else None
             around = case.around(ctx) if case.around is not None else contextlib.nullcontext()
             delay = self._delay(ctx, case)
+            if phase.timeline is not None:  # its samples are steps: the trace draws compute between their ops
+                phase.timeline.steps = case.bytes.time_includes
             with around:
                 m = measure(
                     ctx,

@@ -6,8 +6,9 @@ What a rank keeps, on its own ``time.perf_counter`` (the clock every rank of a h
   ``OPS_PER_CASE`` per case and ``OPS_MAX`` in all (the ops past them are counted, per case, not kept);
 - spans (at most ``SPANS_MAX``): each case (pytest's whole protocol of it), each phase of it
   (suite/harness/phases.py: check run, warm-up, the timed samples, barriers' gather, the sequence
-  check, ...) and each timed sample on the host clock (at most ``SAMPLES_PER_CASE`` per case; a DDP or
-  sharded case's sample is one training step).
+  check, ...) and each timed sample on the host clock (at most ``SAMPLES_PER_CASE`` per case), named
+  ``step`` where the case's time includes more than its ops (``Bytes.time_includes``: a DDP or sharded
+  training step, a pipeline's matmuls).
 
 ``write_part`` writes it to ``<run>/trace/rank<r>.json`` at the end of the session, and whenever the journal
 dumps (the rank failed, or the launcher asked where it is: suite/harness/journal_dump.py); an op still
@@ -45,6 +46,7 @@ class Timeline:
         self.dropped_spans = 0
         self.cut: dict[str, int] = {}  # case -> its ops past OPS_PER_CASE / OPS_MAX, not kept
         self.samples = 0  # sample spans of the current case
+        self.steps: str | None = None  # what the current case's samples include besides its ops (a training step)
 
     def span(self, cat: str, name: str, start: float, end: float, args: dict | None = None) -> None:
         if len(self.spans) < SPANS_MAX:
@@ -56,7 +58,7 @@ class Timeline:
         """One timed sample of the current case (``time.perf_counter`` at its start and its end)."""
         self.samples += 1
         if self.samples <= SAMPLES_PER_CASE:
-            self.span("sample", "sample", start, end)
+            self.span("sample", "step" if self.steps else "sample", start, end)
         else:
             self.dropped_spans += 1
 
@@ -64,7 +66,7 @@ class Timeline:
         """The journal moves on from ``case``, whose ops past the bound were ``dropped_ops``."""
         if dropped_ops:
             self.cut[case] = dropped_ops
-        self.samples = 0
+        self.samples, self.steps = 0, None
 
     def part(self, reason: str) -> dict:
         from suite.harness.journal_dump import entry_json

@@ -8,10 +8,10 @@ the newer record of an op winning, into the Trace Event Format that ui.perfetto.
 
 - one process per host (pid 1, 2, ...), one thread per rank in it (tid = rank + 1, named ``rank r``:
   Perfetto takes pid 0 for the kernel's swapper and has merged tid 0 with tid 1);
-- on each rank's track, nested: each case, its phases, its timed samples (a DDP or sharded case's sample is
-  one training step), the ops the journal saw (``X`` events, ``args``: op, group, seq, bytes, case, ...),
-  and in the steps of the experiments that train (``STEP_EXPERIMENTS``) the time between a step's ops as
-  ``compute`` spans; an op still waiting when its rank last wrote ends there (``state: entered``);
+- on each rank's track, nested: each case, its phases, its timed samples (``step`` where the case's time
+  includes compute: a DDP or sharded training step), the ops the journal saw (``X`` events, ``args``: op,
+  group, seq, bytes, case, ...), and in each step the time between its ops as ``compute`` spans; an op still
+  waiting when its rank last wrote ends there (``state: entered``);
 - an ``i`` instant where a rank's ops of a case start being dropped (the bound, suite/harness/timeline.py);
 - ``otherData``: the clocks, the bounds and what was dropped, what the ops are and are not.
 
@@ -28,8 +28,6 @@ from pathlib import Path
 from suite.launch.fileio import write_text_atomic
 
 TRACE = "trace.json"
-STEP_EXPERIMENTS = ("ddp", "sharded", "model_parallel")
-"""Experiments whose timed sample is a training step: the gaps between its ops are drawn as compute."""
 OVERLAP_TID = 100_000
 """tid offset of a rank's second track: events that would overlap another event of its track partially (an op
 of another thread), which one track cannot show nested."""
@@ -45,10 +43,10 @@ OPS_NOTE = (
     "functional collectives lie inside their step's sample span"
 )
 COMPUTE_NOTE = (
-    "compute: the harness cannot see inside an experiment's step; in the steps of "
-    + ", ".join(STEP_EXPERIMENTS)
-    + " the spans between the step's ops are drawn as compute (forward, backward, optimizer and any op the "
-    "journal does not see); a step without journaled ops is one sample span"
+    "compute: the harness cannot see inside an experiment's step; in a 'step' (the timed sample of a case whose "
+    "time includes more than its ops: a DDP or sharded training step) the spans between the step's ops are drawn "
+    "as compute (forward, backward, optimizer and any op the journal does not see); a step without journaled ops "
+    "is one span"
 )
 
 
@@ -92,11 +90,6 @@ def _rank_ops(part: dict | None, dump: dict | None) -> tuple[list[dict], float, 
 def _short_case(case: str) -> str:
     """A case's test id (``all_reduce-sum-float32-1K``), or its node id when it has none."""
     return case[case.index("[") + 1 : -1] if case.endswith("]") and "[" in case else case
-
-
-def _experiment(case: str) -> str:
-    parts = case.split("/")
-    return parts[1] if len(parts) > 2 and parts[0] == "experiments" else ""
 
 
 def build(parts: dict[int, dict], dumps: dict[int, dict]) -> dict:
@@ -225,8 +218,7 @@ def _rank_events(r: int, pid: int, shift: float, info: dict, part: dict) -> list
         if o["state"] != "completed":
             running = " (still in the op when the rank last wrote)" if o["end_clock"] is None else ""
             args["state"] = o["state"] + running
-        cat = "p2p" if o.get("peer") is not None else "op"
-        out.append(_x(o["op"], cat, pid, tid, _us(o["clock"], shift), _us(end, shift), args))
+        out.append(_x(o["op"], "op", pid, tid, _us(o["clock"], shift), _us(end, shift), args))
     for case, cut in (part.get("dropped_ops_by_case") or {}).items():  # where a case's ops stopped being kept
         if cut["after_clock"] is not None:
             args = {"case": _short_case(case), "dropped_ops": cut["ops"]}
@@ -288,19 +280,16 @@ def _nest_simple(events: list[dict]) -> list[dict]:
 
 
 def _compute(events: list[dict]) -> list[dict]:
-    """Compute spans: the gaps between the ops inside each sample of a training step (``STEP_EXPERIMENTS``)."""
+    """Compute spans: the gaps between the ops inside each training step (a sample named ``step``)."""
     children: dict[int, list[dict]] = {}
     for e in events:
         parent = e.get("_parent")
-        if e.get("cat") in ("op", "p2p") and parent is not None and parent["cat"] == "sample":
+        if e.get("cat") == "op" and parent is not None and parent["cat"] == "sample" and parent["name"] == "step":
             children.setdefault(id(parent), []).append(e)
     out = []
-    samples = {id(e): e for e in events if e.get("cat") == "sample"}
+    steps = {id(e): e for e in events if e.get("cat") == "sample"}
     for key, ops in children.items():
-        s = samples[key]
-        case = _case_of(s)
-        if _experiment(case) not in STEP_EXPERIMENTS:
-            continue
+        s = steps[key]
         t = s["ts"]
         for o in [*ops, None]:
             start = s["ts"] + s["dur"] if o is None else o["ts"]
@@ -309,16 +298,6 @@ def _compute(events: list[dict]) -> list[dict]:
             if o is not None:
                 t = max(t, o["ts"] + o["dur"])
     return out
-
-
-def _case_of(e: dict) -> str:
-    """The node id of the case an event lies in (its enclosing case span)."""
-    p = e
-    while p is not None:
-        if p.get("cat") == "case":
-            return (p.get("args") or {}).get("case", "")
-        p = p.get("_parent")
-    return ""
 
 
 def write_trace(run_dir: str | Path) -> Path | None:
