@@ -12,6 +12,10 @@ another one, or is stuck in its own code, while the others wait. Two facts name 
   shape and dtype, p2p peer, the case, entered/completed) to a ring buffer: about a
   microsecond per call, no I/O.
 
+Each entry also keeps when the call began and returned (``time.perf_counter``), and the entries of the
+first ``timeline.OPS_PER_CASE`` ops of each case (at most ``timeline.OPS_MAX``) stay in ``ops`` for the
+run's timeline (suite/harness/timeline.py): one more clock read and one list append per call.
+
 After each case the harness calls ``journal_check.agree`` (outside the timed region): the ranks
 compare, through the rendezvous store (not a collective, which a rank out of step
 would pair with the wrong op), how many collectives each issued on each group since
@@ -33,11 +37,12 @@ from __future__ import annotations
 
 import collections
 import time
+from time import perf_counter
 
 import torch
 import torch.distributed as dist
 
-from suite.harness import journal_dump, journal_wrap
+from suite.harness import journal_dump, journal_wrap, timeline
 from suite.harness.c10d import group_name, sequence_getter
 
 TAIL = 64
@@ -63,10 +68,17 @@ class Journal:
         self.case_ops: dict[str, int] = {}  # ops of the current case, by name
         self.exc: BaseException | None = None  # the exception this rank failed with (its frames: where it was)
         self.failed = False  # this rank has left the dump of its failure (journal_dump.dump keeps it)
+        self.unix_minus_clock = time.time() - perf_counter()  # an entry's perf_counter time + this: Unix time
+        self.ops: list = []  # the entries kept for the timeline (suite/harness/timeline.py), in order
+        self.room = timeline.OPS_PER_CASE  # how long ``ops`` may grow before this case's further ops are dropped
+        self.dropped = 0  # ops of the current case past ``room``
+        self.timeline = timeline.Timeline(self)
 
     def set_case(self, case: str) -> None:
-        self.case = case
+        self.timeline.case_ended(self.case, self.dropped)
+        self.case, self.dropped = case, 0
         self.case_ops.clear()
+        self.room = min(len(self.ops) + timeline.OPS_PER_CASE, timeline.OPS_MAX)
 
     # --- recording (the hot path: no I/O, no locks) ---------------------------------------------
 
@@ -74,7 +86,7 @@ class Journal:
         known = self.known.get(group)
         if known is None:  # a group seen for the first time
             g = dist.group.WORLD if group is None else group
-            known = self.known[group] = (group_name(g), sequence_getter(g))
+            known = self.known[group] = (group_name(g), counted_by_c10d(g))
             self.groups[known[0]] = g
         name, get = known
         seq = get() if get is not None else None
@@ -84,7 +96,8 @@ class Journal:
             self.p2p[name] = self.p2p.get(name, 0) + 1
         t = first[0] if isinstance(first, (list, tuple)) and first else first
         tensor = isinstance(t, torch.Tensor)
-        # shape and dtype as torch gives them (immutable); made JSON only in a dump
+        # shape and dtype as torch gives them (immutable); made JSON only in a dump; the call's start and end
+        # (set by the wrapper when it returns) on this process's perf_counter
         e = [
             op,
             name,
@@ -94,9 +107,14 @@ class Journal:
             peer,
             self.case,
             "entered",
-            time.time(),
+            perf_counter(),
+            None,
         ]
         self.entries.append(e)
+        if len(self.ops) < self.room:
+            self.ops.append(e)
+        else:
+            self.dropped += 1
         return e
 
     def uncount_if_not_issued(self, op: str, group, e: list) -> None:
@@ -111,8 +129,19 @@ class Journal:
             e[7] = "rejected"
 
     def dump(self, reason: str, *, failed: bool = False) -> None:
-        """Write ``<run>/hang/rank<r>.json`` (suite/harness/journal_dump.py)."""
+        """Write ``<run>/hang/rank<r>.json`` (suite/harness/journal_dump.py), then this rank's part of the timeline."""
         journal_dump.dump(self, reason, failed=failed)
+
+
+def counted_by_c10d(group):
+    """``group``'s sequence-number getter (suite/harness/c10d.py), or None where its backend keeps none (torch's
+    fake process group raises "does not yet support sequence numbers"): the journal's own count stands in."""
+    get = sequence_getter(group)
+    try:
+        get is not None and get()
+    except Exception:
+        return None
+    return get
 
 
 def record_cost_s(calls: int = 2000) -> float:

@@ -5,6 +5,7 @@ stacks in ``<run>/hang/rank<r>.fatal`` on a fatal signal."""
 from __future__ import annotations
 
 import faulthandler
+import math
 import os
 import signal
 import socket
@@ -36,6 +37,7 @@ def dump(journal, reason: str, *, failed: bool = False) -> None:
         write_json_atomic(Path(journal.run_dir) / "hang" / f"rank{journal.rank}.json", snapshot(journal, reason))
     except Exception:  # a dump must never raise in a failing rank
         pass
+    journal.timeline.write_part(reason)  # after the dump the launcher waits for (suite/harness/timeline.py)
 
 
 def snapshot(journal, reason: str) -> dict:
@@ -52,18 +54,18 @@ def snapshot(journal, reason: str) -> dict:
     if journal.exc is not None and journal.exc.__traceback__ is not None:  # where the main thread failed
         tb = traceback.extract_tb(journal.exc.__traceback__)
         threads.insert(0, {"name": "failed", "main": True, "frames": [[f.filename, f.lineno, f.name] for f in tb]})
-    fields = ("op", "group", "seq", "shape", "dtype", "peer", "case", "state", "time_unix")
     return {
         "rank": journal.rank,
         "host": socket.gethostname(),
         "pid": os.getpid(),
         "reason": reason,
         "time_unix": time.time(),
+        "unix_minus_clock": journal.unix_minus_clock,
         "case": journal.case,
         "seq": {name: sequence_number(g) for name, g in journal.groups.items()},
         "journaled": dict(journal.count),
         "case_ops": dict(journal.case_ops),
-        "tail": [entry_json(dict(zip(fields, e))) for e in list(journal.entries)],
+        "tail": [entry_json(e, journal.unix_minus_clock) for e in list(journal.entries)],
         "threads": threads,
     }
 
@@ -132,10 +134,22 @@ def dump_flight_recorder(path: Path) -> bool:
         return False
 
 
-def entry_json(e: dict) -> dict:
-    """A journal entry as JSON: its shape a list, its dtype a name."""
-    if e["shape"] is not None:
-        e["shape"] = list(e["shape"])
-    if e["dtype"] is not None:
-        e["dtype"] = str(e["dtype"]).removeprefix("torch.")
-    return e
+def entry_json(e: list, unix_minus_clock: float) -> dict:
+    """A journal entry (suite/harness/journal.py ``enter``) as JSON: its shape a list, its dtype a name, the
+    bytes of its first tensor, when its call began (``time_unix``; ``clock`` on this process's perf_counter)
+    and returned (``end_clock``; None while it runs)."""
+    op, group, seq, shape, dtype, peer, case, state, clock, end_clock = e
+    return {
+        "op": op,
+        "group": group,
+        "seq": seq,
+        "shape": None if shape is None else list(shape),
+        "dtype": None if dtype is None else str(dtype).removeprefix("torch."),
+        "peer": peer,
+        "case": case,
+        "state": state,
+        "time_unix": clock + unix_minus_clock,
+        "clock": clock,
+        "end_clock": end_clock,
+        "bytes": None if shape is None or dtype is None else math.prod(shape) * dtype.itemsize,
+    }

@@ -4,13 +4,21 @@ peer and ``async_op``, and the wrappers themselves (each call recorded by ``Jour
 from __future__ import annotations
 
 import functools
+from time import perf_counter
 
 import torch.distributed as dist
 
 # name -> (index of the group argument, index of async_op (None: always async / never), p2p peer argument)
 OPS = {
-    **dict.fromkeys(("all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "all_to_all"), (2, 3, None)),
-    **dict.fromkeys(("reduce", "reduce_scatter", "reduce_scatter_tensor", "gather", "scatter"), (3, 4, None)),
+    # (all_gather_single and reduce_scatter_single: torch 2.13's names of the tensor forms)
+    **dict.fromkeys(
+        ("all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "all_gather_single", "all_to_all"),
+        (2, 3, None),
+    ),
+    **dict.fromkeys(
+        ("reduce", "reduce_scatter", "reduce_scatter_tensor", "reduce_scatter_single", "gather", "scatter"),
+        (3, 4, None),
+    ),
     "all_to_all_single": (4, 5, None),
     "barrier": (0, 1, None),
     **{op: (2, None, peer) for op, peer in (("send", "dst"), ("recv", "src"), ("isend", "dst"), ("irecv", "src"))},
@@ -32,9 +40,11 @@ def wrap(journal, op: str, fn):
         try:
             out = fn(*args, **kwargs)
         except BaseException:
+            e[9] = perf_counter()
             e[7] = "failed"
             journal.uncount_if_not_issued(op, group, e)
             raise
+        e[9] = perf_counter()  # returned: done, or (async) issued
         is_async = (async_at is None and op in ("isend", "irecv")) or (
             async_at is not None and kwargs.get("async_op", len(args) > async_at and args[async_at])
         )
@@ -64,7 +74,7 @@ def wrap_object_p2p(journal, op: str, fn):
             issued = 1 if before is None else int(get()) - int(before)
             journal.count[name] += issued - 1  # enter counted one
             journal.p2p[name] = journal.p2p.get(name, 0) + issued
-            e[7] = "completed"
+            e[7], e[9] = "completed", perf_counter()
 
     journaled.__suite_journaled__ = True
     return journaled
@@ -75,8 +85,9 @@ def wrap_batch(journal, fn):
     def journaled(p2p_op_list):
         entries = [journal.enter(getattr(p.op, "__name__", "P2POp"), p.group, p.tensor, p.peer) for p in p2p_op_list]
         out = fn(p2p_op_list)
+        done = perf_counter()
         for e in entries:
-            e[7] = "issued"
+            e[7], e[9] = "issued", done
         return out
 
     journaled.__suite_journaled__ = True

@@ -6,7 +6,8 @@ cross-rank reduction, the after-case sequence check); the pytest bridge (suite/h
 results_file.py) adds starting the process group and writing bench.json, and the rest of the session's
 wall time is ``other`` (pytest's own work, collection, fixtures, reports). Rank 0's are recorded as
 ``suite.phase_seconds`` (and per experiment ``suite.phase_seconds_by_experiment``); ``docs/reports.md``
-shows the breakdown of ``make bench-cpu``.
+shows the breakdown of ``make bench-cpu``. With a ``timeline`` (suite/harness/timeline.py) each phase is also
+a span of the run's trace.
 """
 
 from __future__ import annotations
@@ -57,11 +58,17 @@ class Phases:
         """The experiment whose case runs now (``of_experiment``): its phases are also added to it."""
         self.by_experiment: dict[str, dict[str, float]] = {}
         self.wall_by_experiment: dict[str, float] = {}
+        self.timeline = None
+        """This rank's timeline (suite/harness/timeline.py), once the session's journal is installed."""
 
-    def add(self, name: str, seconds: float) -> None:
+    def add(self, name: str, seconds: float, *, started: float | None = None) -> None:
+        """``seconds`` more in phase ``name``; ``started`` (its ``time.perf_counter`` at the start): also a span
+        of the timeline."""
         if name not in MEANING:
             raise ValueError(f"unknown phase {name!r}; known: {', '.join(ORDER)}")
         self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+        if started is not None and self.timeline is not None:
+            self.timeline.span("phase", name, started, started + seconds)
         if self.experiment is not None:
             mine = self.by_experiment.setdefault(self.experiment, {})
             mine[name] = mine.get(name, 0.0) + seconds
@@ -83,7 +90,7 @@ class Phases:
         try:
             yield
         finally:
-            self.add(name, time.perf_counter() - t0)
+            self.add(name, time.perf_counter() - t0, started=t0)
 
     def breakdown(self, wall_s: float) -> dict[str, float]:
         """Every phase's seconds (rounded to ms), ``other`` = ``wall_s`` less the phases measured."""

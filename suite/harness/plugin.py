@@ -139,7 +139,8 @@ def dist_ctx(request):
         pytest.exit(f"preflight failed: {e}", returncode=3)
     from suite.harness import journal
 
-    journal.install(ctx.rank, config.option.results_dir)  # every op recorded; dumps for the hang diagnosis
+    j = journal.install(ctx.rank, config.option.results_dir)  # every op recorded; dumps for the hang diagnosis
+    st.phases.timeline = j.timeline  # phases, samples and cases become spans of the run's trace
     per_rank: list = [None] * ctx.world_size
     dist.all_gather_object(per_rank, sysinfo.collect_local(), group=ctx.group)
     # What exists now (torch, pytest, the group) lives as long as the session: moved out of the collector's
@@ -147,7 +148,7 @@ def dist_ctx(request):
     # cases made: about 1 s less per such case on a loaded 2-core machine (docs/reports.md).
     gc.collect()
     gc.freeze()
-    st.phases.add("start", time.perf_counter() - started)
+    st.phases.add("start", time.perf_counter() - started, started=started)
     st.machine = sysinfo.collect_global(per_rank) | {
         "backend": ctx.backend,
         "device": str(ctx.device),
@@ -216,19 +217,26 @@ def pytest_benchmark_update_machine_info(config, machine_info):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    """Each case's wall time and phases also count to its experiment (suite.phase_seconds_by_experiment)."""
+    """Each case's wall time and phases also count to its experiment (suite.phase_seconds_by_experiment); the
+    case is a span of the run's trace (suite/harness/timeline.py)."""
     st = state(item.config)
     if st is None:
         yield
         return
+    started = time.perf_counter()
     with st.phases.of_experiment(registry.experiment_of(item.nodeid)):
         yield
+    if st.phases.timeline is not None:
+        st.phases.timeline.span("case", item.name, started, time.perf_counter(), {"case": item.nodeid})
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
     """A case that raised leaves its journal at once (suite/harness/journal.py), before pytest formats the
     traceback: when a peer died, torchrun ends this rank within a second."""
+    j = sys.modules.get("suite.harness.journal")
+    if j is not None and j.current() is not None and j.current().case != item.nodeid:
+        j.current().set_case(item.nodeid)  # the session's first case: the journal was installed in its setup
     outcome = yield
     exc = outcome.excinfo[1] if outcome.excinfo else None
     failure_notes.dump_journal(exc)
@@ -318,6 +326,8 @@ def pytest_sessionfinish(session, exitstatus):
     if st is not None:
         from suite.harness.dist import EndOfRun
 
+        if st.phases.timeline is not None:  # this rank's part of the run's trace (suite/harness/timeline.py)
+            st.phases.timeline.write_part("end of session")
         st.end = EndOfRun(st.rank, config.option.run_id)
         st.end.ending()  # rank 0: its cases are over, its last write follows
         ok = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)

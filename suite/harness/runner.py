@@ -123,6 +123,8 @@ class Harness:
             before = (lambda: [r() for r in resets]) if resets else None
             around = case.around(ctx) if case.around is not None else contextlib.nullcontext()
             delay = self._delay(ctx, case)
+            if phase.timeline is not None:  # its samples are steps: the trace draws compute between their ops
+                phase.timeline.steps = case.bytes.time_includes
             with around:
                 m = measure(
                     ctx,
@@ -168,7 +170,7 @@ class Harness:
                 _release(b)
         record_started = time.perf_counter()
         rec = self._record(ctx, case, m, fields, totals if checked else None, n_sets)
-        phase.add("record", time.perf_counter() - record_started)
+        phase.add("record", time.perf_counter() - record_started, started=record_started)
         return m, rec
 
     # --- support probes ----------------------------------------------------------------------------

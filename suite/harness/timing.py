@@ -177,9 +177,11 @@ def _run_samples(
     graph=None,
     before_sample: Callable[[], None] | None = None,
     before_op: Callable[[], None] | None = None,
+    mark: Callable[[float, float], None] | None = None,
 ) -> tuple[list[float], list[float]]:
     """(samples, arrivals): per sample, this rank's time from its barrier exit to the op(s) done / depth,
-    and from its barrier exit to its (first) op call."""
+    and from its barrier exit to its (first) op call. ``mark(start, end)``: each host-clock sample's
+    interval, after it was taken (the run's timeline, suite/harness/timeline.py)."""
     if ctx.device.type == "cuda":
         return _run_samples_cuda(ctx, ops, n, mode, depth, graph, before_sample, before_op)
     # CPU: host clock (unchanged by the CUDA paths above and below).
@@ -198,8 +200,11 @@ def _run_samples(
         else:
             wait_all(_issue(ops, depth, True))
         ctx.sync_device()
-        out.append((clock() - t0) / depth)
+        t2 = clock()
+        out.append((t2 - t0) / depth)
         arrived.append(t1 - t0)
+        if mark is not None:
+            mark(t0, t2)
     return out, arrived
 
 
@@ -319,6 +324,7 @@ def measure(
     depth = cfg.pipeline_depth if mode in ("pipelined", "cuda_graph") else 1
 
     phase = Phases() if phases is None else phases
+    mark = phase.timeline.sample if phase.timeline is not None else None  # each sample a span of the timeline
     # The budget: an explicit count (``iters``) or precision mode turns it off; an explicit warm-up is run whole.
     budget = cfg.budget_s if iters is None and cfg.precision_pct == 0 else 0.0
     with phase("warmup"):
@@ -327,7 +333,7 @@ def measure(
 
     def round_(count: int = n) -> RankSamples:
         with phase("timed"):
-            got = _run_samples(ctx, ops, count, mode, depth, graph, before_sample, before_op)
+            got = _run_samples(ctx, ops, count, mode, depth, graph, before_sample, before_op, mark)
         with phase("gather"):
             return gather_ranks(ctx, got)
 

@@ -42,6 +42,7 @@ from suite.launch.failures import (
 from suite.launch.fileio import write_error, write_json_atomic
 from suite.launch.preflight import RendezvousError, layout, preflight_with_selection
 from suite.launch.supervise import final_status, root_cause, run_ranks, stamp_status
+from suite.launch.trace import write_trace
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: suite/launch/ is two levels down
 
@@ -307,6 +308,7 @@ def _main(argv: list[str], where: dict) -> int:
         cmd, env, run_dir, ROOT, erase_line=live and sys.stderr.isatty(), world_size=lay["world_size"]
     )
     where["ranks_ended"] = run_dir
+    write_trace(run_dir)  # <run>/trace.json: the ranks' timelines merged (suite/launch/trace.py)
     if live and (rc != 0 or signum):  # rank 0 may not have erased its line itself
         sys.stdout.write(progress.RESET_TERMINAL)
         sys.stdout.flush()

@@ -34,12 +34,19 @@ REDUCE_OP = {
 
 # torch 2.13 renamed the tensor forms (all_gather_single, reduce_scatter_single) and
 # deprecated the old names; measure the current function under the familiar name.
-_ALL_GATHER_TENSOR = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-_REDUCE_SCATTER_TENSOR = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
 FUNCTION_OF = {
-    "all_gather_into_tensor": _ALL_GATHER_TENSOR.__name__,
-    "reduce_scatter_tensor": _REDUCE_SCATTER_TENSOR.__name__,
+    variant: new if hasattr(dist, new) else variant
+    for variant, new in (
+        ("all_gather_into_tensor", "all_gather_single"),
+        ("reduce_scatter_tensor", "reduce_scatter_single"),
+    )
 }
+
+
+def _function(variant: str):
+    """torch.distributed's function of ``variant``, looked up when a case builds its buffers: the journal wraps
+    it after this module is imported."""
+    return getattr(dist, FUNCTION_OF[variant])
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -172,8 +179,9 @@ def _all_gather_into_tensor(a, ctx):
         inp.copy_(_t(ctx, a, c))
     else:
         inp = _t(ctx, a, c)
+    gather = _function("all_gather_into_tensor")
     return Buffers(
-        call=lambda x: _ALL_GATHER_TENSOR(out, inp, group=ctx.group, async_op=x),
+        call=lambda x: gather(out, inp, group=ctx.group, async_op=x),
         check=lambda: verify.count_wrong(out, _gathered(ctx, a, c)),
         outputs=lambda: [out],
         inputs=lambda: [] if a.in_place else [inp],
@@ -223,8 +231,9 @@ def _reduce_scatter_tensor(a, ctx):
     inp = verify.guarded(_t(ctx, a, c * ctx.world_size))
     # in-place: the output is this rank's slice of the input (nccl-tests in-place)
     out = inp.narrow(0, ctx.rank * c, c) if a.in_place else _blank(ctx, a, c)
+    scatter = _function("reduce_scatter_tensor")
     return Buffers(
-        call=lambda x: _REDUCE_SCATTER_TENSOR(out, inp, op=REDUCE_OP[a.redop], group=ctx.group, async_op=x),
+        call=lambda x: scatter(out, inp, op=REDUCE_OP[a.redop], group=ctx.group, async_op=x),
         check=lambda: verify.count_wrong(out, _expected_reduce(ctx, a, c, offset=ctx.rank * c)),
         outputs=lambda: [out, inp] if a.in_place else [out],  # in place: the input's guard bands too
         inputs=lambda: [] if a.in_place else [inp],

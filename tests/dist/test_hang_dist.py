@@ -19,6 +19,7 @@ import time
 import pytest
 
 from tests.conftest import ROOT, all_correct, run_suite, small_run
+from tests.trace_checks import check_trace, load_trace, ops
 
 pytestmark = pytest.mark.slow
 
@@ -100,6 +101,7 @@ def test_a_planted_divergence_is_named(tmp_path, action):
     assert run["suite"]["hang_diagnosis"] == {"kind": diag["kind"], "verdict": diag["verdict"]}  # marked
     recs = [b["extra_info"] for b in run["benchmarks"]]
     assert len(recs) == 1 and all_correct(recs), "the case measured before the divergence was lost"
+    _assert_the_trace_ends_with_each_ranks_last_op(run_dir, diag)
     if action == "sleep":
         # every rank's real flight-recorder dump is in failures/, and the same diagnosis reads them
         assert sorted(p.name for p in (run_dir / "failures").glob("nccl_trace_rank_*")) == [
@@ -113,6 +115,18 @@ def test_a_planted_divergence_is_named(tmp_path, action):
         ), diag
         assert f"# flight recorder: {diag['flight_recorder']}" in out
         _assert_the_report_shows(run_dir, diag)  # the report of the stored run leads with the diagnosis
+
+
+def _assert_the_trace_ends_with_each_ranks_last_op(run_dir, diag):
+    """The run's trace.json (the parts the ranks wrote, and their journals' dumps) opens with nested tracks,
+    and each rank that answered ends with the op the diagnosis names for it: the divergence is on the timeline."""
+    by_rank = check_trace(load_trace(run_dir / "trace.json"))
+    named = {row["rank"]: row["op"].split(" (peer")[0] for row in diag["table"] if row["op"]}
+    assert named and set(named) <= set(by_rank), (named, sorted(by_rank))
+    for rank, op in named.items():
+        last = ops(by_rank[rank])[-1]
+        assert f"{last['name']} #{last['args']['seq']}" == op, (rank, last, diag["table"])
+        assert last["args"]["case"]
 
 
 def _assert_the_report_shows(run_dir, diag):
