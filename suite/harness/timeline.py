@@ -25,13 +25,14 @@ import socket
 import time
 from pathlib import Path
 
-OPS_PER_CASE = 2000
-"""Ops kept per case: a case's first ones (its check run, warm-up and first timed samples)."""
+OPS_PER_CASE = 200
+"""Ops kept per case: a case's first ones (its probe, check run, warm-up and first timed samples; a collective's
+case of the default run issues about 50, a p2p pattern's up to 3,000)."""
 OPS_MAX = 40_000
 """Ops kept per rank in all (the default ``make bench-cpu`` journals fewer: docs/reports.md)."""
 SPANS_MAX = 40_000
 """Cases, phases and timed samples kept per rank."""
-SAMPLES_PER_CASE = 500
+SAMPLES_PER_CASE = 100
 """Timed samples kept as spans per case."""
 OP_FIELDS = ("op", "group", "seq", "shape", "dtype", "peer", "case", "state", "clock", "end_clock", "bytes")
 """The columns of a part's ``ops`` (an op's ``clock`` and ``end_clock``: when its call began and returned)."""

@@ -60,12 +60,23 @@ def hang_section(run: dict, run_dir: Path) -> dict | None:
     return {"kind": verdict.get("kind") or "?", "verdict": verdict.get("verdict") or "?", "rows": rows}
 
 
-def render_html(rep: Report, hang: dict | None = None) -> str:
+TRACE_LINE = (
+    "Timeline of every rank: {link} (open it in ui.perfetto.dev, which reads it in the browser without uploading "
+    "it, or in chrome://tracing)"
+)
+
+
+def _link(path: str) -> str:
+    return f"<a href='{html.escape(path)}'>{html.escape(path)}</a>"
+
+
+def render_html(rep: Report, hang: dict | None = None, trace: str | None = None) -> str:
     e = html.escape
     out = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>Report {e(rep.run_name)}</title>"
         f"<style>{_CSS}</style><script>{_CHECK_JS}</script></head><body>",
         f"<h1>Communication report: {e(rep.run_name)}</h1>",
+        *([f"<p class='note' id='trace'>{TRACE_LINE.format(link=_link(trace))}</p>"] if trace else []),
         *(
             [
                 "<h2 id='hang'>Hang diagnosis</h2>",
@@ -117,7 +128,7 @@ def render_html(rep: Report, hang: dict | None = None) -> str:
     return "\n".join(out)
 
 
-def render_markdown(rep: Report, hang: dict | None = None) -> str:
+def render_markdown(rep: Report, hang: dict | None = None, trace: str | None = None) -> str:
     def md_table(head, rows):
         def esc(c):
             return str(c).replace("|", "\\|")
@@ -130,6 +141,7 @@ def render_markdown(rep: Report, hang: dict | None = None) -> str:
     out = [
         f"# Communication report: {rep.run_name}",
         "",
+        *([TRACE_LINE.format(link=f"[{trace}]({trace})"), ""] if trace else []),
         *(
             ["## Hang diagnosis", "", f"**{hang['kind']}**: {hang['verdict']}", ""]
             + ([md_table(HANG_HEAD, [[*r[:-1], f"`{r[-1]}`"] for r in hang["rows"]]), ""] if hang["rows"] else [])
@@ -228,8 +240,9 @@ def write_report(
             put(f"{p.name}.png", p.png)
     put("results.csv", to_csv(run).encode())
     hang = hang_section(run, rd)
-    put("report.md", render_markdown(rep, hang).encode())
-    put("index.html", render_html(rep, hang).encode())
+    trace = os.path.relpath(rd / "trace.json", out) if (rd / "trace.json").is_file() else None  # suite/launch/trace.py
+    put("report.md", render_markdown(rep, hang, trace).encode())
+    put("index.html", render_html(rep, hang, trace).encode())
     return out / "index.html"
 
 

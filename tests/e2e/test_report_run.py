@@ -9,6 +9,7 @@ import pytest
 
 from suite import results
 from tests.conftest import run_suite
+from tests.trace_checks import check_trace, load_trace, ops
 
 
 @pytest.mark.slow
@@ -47,3 +48,24 @@ def test_fresh_run_writes_report_and_progress(tmp_path):
     # rank 0 reports cases done of total and the time left (every case here: SUITE_PROGRESS_S=0)
     done = re.findall(r"^# progress: (\d+)/(\d+) cases, \S+ elapsed, ~\S+ left$", r.stdout, re.M)
     assert done and int(done[0][0]) == 1 and int(done[-1][0]) == int(done[-1][1]) - 1
+    _assert_the_timeline(tmp_path / "results" / "run", recs, html)
+
+
+def _assert_the_timeline(run_dir: Path, recs: list[dict], html: str) -> None:
+    """The run's trace.json opens in Perfetto: the format's rules, nested tracks, one per rank; every op the
+    journal saw with its sequence number and case, inside its case, phase and (timed) sample; the report links
+    it."""
+    by_rank = check_trace(load_trace(run_dir / "trace.json"))
+    assert sorted(by_rank) == [0, 1]
+    for events in by_rank.values():
+        seen = ops(events)
+        assert seen and all(isinstance(e["args"]["seq"], int) and e["args"]["case"] for e in seen)
+        assert {e["args"]["case"] for e in seen} >= {r["label"] for r in recs}  # every case's ops
+        cats = {e.get("cat") for e in events}
+        assert {"case", "phase", "sample", "op"} <= cats, cats
+        timed = [e for e in events if e.get("cat") == "phase" and e["name"] == "timed"]
+        samples = [e for e in events if e.get("cat") == "sample"]
+        assert len(timed) == len(recs) and len(samples) == 5 * len(recs)  # --iters 5: one span per sample
+        # each timed sample holds its op (the barrier before it is outside)
+        assert all(any(s["ts"] <= o["ts"] <= s["ts"] + s["dur"] for o in seen) for s in samples)
+    assert "href='../trace.json'" in html
