@@ -81,7 +81,8 @@ def train(rank, world_size, epochs=5, n_samples=10000, out=None, teardown="as-is
             optimizer.step()
             total, batches = total + loss.item(), batches + 1
         if rank == 0:
-            print(f"epoch {epoch}: mean loss {total / max(batches, 1):.4f} over {batches} batches per rank", flush=True)
+            mean = total / max(batches, 1)
+            print(f"epoch {epoch}: mean loss {mean:z.4f} over {batches} batches per rank", flush=True)
 
     if out:
         os.makedirs(out, exist_ok=True)

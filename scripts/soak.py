@@ -59,7 +59,7 @@ def main(argv: list[str]) -> int:
             ran_total += ran
             counts.update(failed)
             print(
-                f"round {i + 1}/{n}: {ran} tests, {len(failed)} failed, {time.monotonic() - t0:.0f} s"
+                f"round {i + 1}/{n}: {ran} tests, {len(failed)} failed, {time.monotonic() - t0:z.0f} s"
                 + (": " + ", ".join(failed) if failed else ""),
                 flush=True,
             )

@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     for t, c in got.items():
         print(
             f"{t:>9} ({a.launcher}): {a.n} runs, {c['exit 0']} exit 0, {c['teardown abort']} teardown abort "
-            f"({100 * c['teardown abort'] / a.n:.0f}%), {a.n - c['exit 0'] - c['teardown abort']} other"
+            f"({100 * c['teardown abort'] / a.n:z.0f}%), {a.n - c['exit 0'] - c['teardown abort']} other"
         )
     return 0 if got["corrected"]["exit 0"] == a.n else 1
 

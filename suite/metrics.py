@@ -275,7 +275,7 @@ def format_time_us(us: float) -> str:
     2.04 s (never ``1.61e+05 us``; 999.7 µs is ``1 ms``, not ``1e+03 µs``)."""
     for scale, unit in ((1e6, "s"), (1e3, "ms"), (1.0, "µs")):
         v = us / scale
-        if abs(float(f"{v:.3g}")) >= 1 or scale == 1.0:
+        if abs(float(f"{v:z.3g}")) >= 1 or scale == 1.0:
             return f"{v:z.3g} {unit}" if abs(v) < 999.5 else f"{v:z.0f} {unit}"
     raise AssertionError("unreachable")
 

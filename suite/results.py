@@ -198,7 +198,7 @@ def _provenance(rec: dict, m: Measurement, bw_op: str, extra: dict, time_include
         per_op.append(f"divided by the {m.ops_per_sample} ops of a sample")
     divisor = extra.get("time_divisor", 1)
     if divisor != 1:
-        per_op.append(f"divided by {divisor:g} ({extra.get('time_normalisation', 'see time_normalisation')})")
+        per_op.append(f"divided by {divisor:zg} ({extra.get('time_normalisation', 'see time_normalisation')})")
     if per_op:
         for k in (*TIME_STATS, "samples_us", "rank_median_us"):
             if k in prov:

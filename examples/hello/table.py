@@ -9,5 +9,5 @@ from suite.api import num, wrong_cell
 def format_tables(records: list[dict]) -> str:
     lines = ["# hello: all_reduce of rank + 1", f"#{'size(B)':>11} {'time(us)':>10} {'busbw':>8} {'#wrong':>6}"]
     for r in records:
-        lines.append(f" {r['size_bytes']:>11} {r['time_us']:10.1f} {num(r['busbw_gbps'], '.3f', 8)} {wrong_cell(r)}")
+        lines.append(f" {r['size_bytes']:>11} {r['time_us']:z10.1f} {num(r['busbw_gbps'], '.3f', 8)} {wrong_cell(r)}")
     return "\n".join(lines) + "\n"

@@ -107,7 +107,7 @@ def algorithm_table(recs: list[dict]) -> str:
         f"# all_reduce algorithms ({n} ranks, timing={'/'.join(modes)} for every column, largest sizes of the "
         f"sweep): the backend's all_reduce vs a ring on p2p ops vs reduce+broadcast; results exact and equal to "
         f"the backend's",
-        f"# busbw = algbw x 2(n-1)/n = algbw x {factor:.3f} = bytes each rank sends / time for the ring, which sends "
+        f"# busbw = algbw x 2(n-1)/n = algbw x {factor:z.3f} = bytes each rank sends / time for the ring, which sends "
         f"2(n-1) = {2 * (n - 1)} messages of one chunk (<= ceil(S/n)) per rank; reduce+broadcast (flat model) "
         f"moves the whole S per message, (n-1) into and out of the root.",
         "# p2p step = one ring step timed alone: send_recv of one chunk (rank r -> r+1); the ring busbw compares "
@@ -131,17 +131,17 @@ def algorithm_table(recs: list[dict]) -> str:
         cells = []
         for a in algos:
             r = by.get(a)
-            cells.append(f" {r['time_us']:10.1f} {num(r['busbw_gbps'], '.3f', 8)}" if r else f" {'-':>10} {'-':>8}")
+            cells.append(f" {r['time_us']:z10.1f} {num(r['busbw_gbps'], '.3f', 8)}" if r else f" {'-':>10} {'-':>8}")
             n_wrong += wrong(r)
         ar = by.get("all_reduce")
 
         def ratio(a, by=by, ar=ar):
             r = by.get(a)
-            return f" {r['time_us'] / ar['time_us']:8.2f}" if r and ar and ar["time_us"] > 0 else f" {'-':>8}"
+            return f" {r['time_us'] / ar['time_us']:z8.2f}" if r and ar and ar["time_us"] > 0 else f" {'-':>8}"
 
         step, ring = steps.get((lane, dtype, size)), by.get("ring_p2p")
         if step:
-            cells.append(f" {step['size_bytes']:>9} {step['time_us']:10.1f} {num(step['busbw_gbps'], '.3f', 7)}")
+            cells.append(f" {step['size_bytes']:>9} {step['time_us']:z10.1f} {num(step['busbw_gbps'], '.3f', 7)}")
         else:
             cells.append(f" {'-':>9} {'-':>10} {'-':>7}")
         per_ring = (
@@ -171,7 +171,7 @@ def gloo_path_table(recs: list[dict]) -> str:
     for r in recs:
         lines.append(
             f" {r['gloo_path']:>12} {r['gloo_socket_ifname']:>8} {r.get('gloo_network', '?'):>18} "
-            f"{r['size_bytes']:>9} {DTYPE_SHORT.get(r['dtype'], r['dtype']):>5} {r['time_us']:10.1f} "
+            f"{r['size_bytes']:>9} {DTYPE_SHORT.get(r['dtype'], r['dtype']):>5} {r['time_us']:z10.1f} "
             f"{tail_cell(r, 'p95_us', '.1f', 10)} {num(r['busbw_gbps'], '.3f', 8)} {wrong_cell(r)}"
         )
     return "\n".join(lines) + "\n"

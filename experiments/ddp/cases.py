@@ -166,11 +166,11 @@ def cases(settings: Settings) -> list[Variant]:
         out += [Variant(model=model, kind="ddp", label=f"ddp hook {h}", hook=h) for h in settings.hooks]
         if model == "mlp":
             out += [
-                Variant(model=model, kind="ddp", label=f"ddp bucket_cap={f:g}x grad", bucket_fraction=f)
+                Variant(model=model, kind="ddp", label=f"ddp bucket_cap={f:zg}x grad", bucket_fraction=f)
                 for f in settings.bucket_fractions
             ]
             out += [
-                Variant(model=model, kind="ddp", label=f"ddp bucket_cap_mb={b:g}", ddp_kwargs=(("bucket_cap_mb", b),))
+                Variant(model=model, kind="ddp", label=f"ddp bucket_cap_mb={b:zg}", ddp_kwargs=(("bucket_cap_mb", b),))
                 for b in settings.buckets_mb
             ]
             out += [

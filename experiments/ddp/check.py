@@ -95,7 +95,7 @@ class CheckRule:
         if self.exact:
             return "exact"
         why = "float32 sum order" if self.wire == "float32" else f"{self.wire} wire"
-        return f"tol per element, up to {tol:.2g} ({why}, {self.world} ranks, {steps} steps)"
+        return f"tol per element, up to {tol:z.2g} ({why}, {self.world} ranks, {steps} steps)"
 
     FORMULA = (
         "per element: 2 x S x e(that element) + S x (S - 1) x e(the largest), e = lr x 2N x (u x max|g| + a) + "

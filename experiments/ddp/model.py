@@ -129,7 +129,7 @@ def step_line(d: dict, ranks: int) -> str:
     """make predict's line of one predict.json "ddp" entry."""
     return (
         f"ddp step ({d['model']}, {d['n_buckets']} buckets): {split_text(d)} at {ranks} ranks; "
-        f"scaling efficiency {d['scaling_efficiency']:.3f} ({measured_text(d)})"
+        f"scaling efficiency {d['scaling_efficiency']:z.3f} ({measured_text(d)})"
     )
 
 
@@ -137,14 +137,14 @@ def report_note(d: dict, ranks: int) -> str:
     """The report's note of one predict.json "ddp" entry."""
     return (
         f"DDP step ({d['model']}) at {ranks} ranks: {fmt_time(d['step_us'])}, scaling efficiency "
-        f"{d['scaling_efficiency']:.3f} ({measured_text(d, ' ')})"
+        f"{d['scaling_efficiency']:z.3f} ({measured_text(d, ' ')})"
     )
 
 
 def row_line(r: dict) -> str:
     """The validation table's line of one "ddp" row."""
     source = f"from the {r['fit_ranks']}-rank run"
-    return f"ddp step ({r['model']}) {row_text(r, 'all_reduce', source)}, error {100 * r['error']:+.1f}%"
+    return f"ddp step ({r['model']}) {row_text(r, 'all_reduce', source)}, error {100 * r['error']:+z.1f}%"
 
 
 def step_model() -> StepModel:

@@ -40,7 +40,7 @@ def _check_cell(r: dict) -> str:
     rule = r.get("check_rule")
     if rule is None:  # the all_reduce of ones and the initial broadcast: exact equality
         return "exact"
-    return "exact" if rule == "exact" else f"tol {r.get('check_tol', 0):.1e}"
+    return "exact" if rule == "exact" else f"tol {r.get('check_tol', 0):z.1e}"
 
 
 def _step_table(model: str, recs: list[dict]) -> str:
@@ -48,9 +48,9 @@ def _step_table(model: str, recs: list[dict]) -> str:
     n_params = first.get("n_params", 0)
     grad = first.get("grad_bytes") or next((r["size_bytes"] for r in recs if r["size_bytes"]), 0)
     lines = [
-        f"# ddp: {model} model ({n_params / 1e6:.2f}M params, {grad / 1e6:.2f} MB gradient/step), {first['backend']}, "
-        f"{first['device']}, {first['world_size']} ranks, batch {first.get('batch_per_rank')}/rank, "
-        f"timing={first['timing_mode']}, {first['iterations']} iters",
+        f"# ddp: {model} model ({n_params / 1e6:z.2f}M params, {grad / 1e6:z.2f} MB gradient/step), "
+        f"{first['backend']}, {first['device']}, {first['world_size']} ranks, "
+        f"batch {first.get('batch_per_rank')}/rank, timing={first['timing_mode']}, {first['iterations']} iters",
         f"#{'case':>30} {'step p50':>9} {'p95':>8} {'samples/s':>10} {'scale':>6} {'exposed':>8} {'+comm':>7}"
         f" {'saved':>7} {'hid':>5} {'log comm':>9} {'log ovl':>8} {'GB/s':>7} {'bkts':>5} {'peak mem':>9}"
         f" {'#wrong':>6}  check",
@@ -60,7 +60,8 @@ def _step_table(model: str, recs: list[dict]) -> str:
     for r in recs:
         peak = r.get("peak_mem_bytes")
         lines.append(
-            f" {str(r.get('label', r['op']))[:30]:>30} {r['p50_us'] / 1e3:9.2f} {tail_cell(r, 'p95_us', '.2f', 8, 1e3)}"
+            f" {str(r.get('label', r['op']))[:30]:>30} {r['p50_us'] / 1e3:z9.2f}"
+            f" {tail_cell(r, 'p95_us', '.2f', 8, 1e3)}"
             f" {num(r.get('samples_per_s'), '.0f', 10)} {num(r.get('scaling_efficiency'), '.2f', 6)}"
             f" {num(r.get('comm_exposed_ms'), '.2f', 8)} {num(r.get('comm_added_ms'), '.2f', 7)}"
             f" {num(r.get('overlap_saved_ms'), '.2f', 7)} {num(r.get('overlap_saved_pct'), '.0f', 5)}"
@@ -91,8 +92,9 @@ def _init_table(model: str, recs: list[dict]) -> str:
     ]
     for r in recs:
         lines.append(
-            f" {str(r.get('label', r['op']))[:30]:>30} {r['p50_us'] / 1e3:9.3f} {tail_cell(r, 'p95_us', '.3f', 9, 1e3)}"
-            f" {r['algbw_gbps']:8.3f} {num(r['busbw_gbps'], '.3f', 8)} {wrong_cell(r)}"
+            f" {str(r.get('label', r['op']))[:30]:>30} {r['p50_us'] / 1e3:z9.3f}"
+            f" {tail_cell(r, 'p95_us', '.3f', 9, 1e3)}"
+            f" {r['algbw_gbps']:z8.3f} {num(r['busbw_gbps'], '.3f', 8)} {wrong_cell(r)}"
         )
     return "\n".join(lines) + "\n"
 

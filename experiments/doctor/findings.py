@@ -132,7 +132,7 @@ def slow_link_findings(slow: list[dict], used_links: set, hosts: list[str]) -> l
                 + (" (expected)" if vs_exp else " (its class)"),
                 ratio=ref_us / e["median_us"],
                 confidence=f"slow in all {len(e['passes'])} passes: 95% CI of the median beyond "
-                f"{e['passes'][0]['threshold']:.2f}x the reference",
+                f"{e['passes'][0]['threshold']:z.2f}x the reference",
                 evidence=[p["case"] for p in e["passes"]],
                 detail=e,
             )
@@ -149,7 +149,7 @@ def straggler_findings(stragglers: list[dict], used_ranks: set) -> list[Finding]
             expected=f"{metrics.format_time_us(s['others_median_us'])} (the other ranks)",
             ratio=s["others_median_us"] / s["median_us"] if s["median_us"] > 0 else 0.0,
             confidence=f"slower than the others' median in {s['slower_than_others']}/{s['samples']} samples "
-            f"(chance 1/2: p = {s['p_value']:.1g}), the slowest in {s['slowest']}"
+            f"(chance 1/2: p = {s['p_value']:z.1g}), the slowest in {s['slowest']}"
             + ("" if s["late_arrival"] is None else f", entered the op last in {s['late_arrival']}")
             + f"; holds the others back by {metrics.format_time_us(s['holds_back_us'])} per step",
             evidence=s["evidence"],

@@ -27,7 +27,7 @@ def section(run: dict, plot_name, memo: dict) -> Section:
             (
                 ["finding", "where", "measured", "expected", "ratio", "confidence", "evidence"],
                 [
-                    [f.kind, f.where, f.measured, f.expected, f"{f.ratio:.2f}", f.confidence, ", ".join(f.evidence)]
+                    [f.kind, f.where, f.measured, f.expected, f"{f.ratio:z.2f}", f.confidence, ", ".join(f.evidence)]
                     for f in d.findings
                 ],
             )

@@ -224,7 +224,7 @@ def format_verdict(d: Diagnosis) -> str:
         lines.append(f"#  {'finding':<10} {'where':<52} {'measured':>14} {'expected':>26} {'ratio':>6}  confidence")
         for f in d.findings:
             lines.append(
-                f"   {f.kind:<10} {f.where:<52} {f.measured:>14} {f.expected:>26} {f.ratio:>6.2f}  {f.confidence}"
+                f"   {f.kind:<10} {f.where:<52} {f.measured:>14} {f.expected:>26} {f.ratio:>z6.2f}  {f.confidence}"
             )
             if f.evidence:
                 shown = ", ".join(f.evidence[:6]) + (f", ... ({len(f.evidence)} in all)" if len(f.evidence) > 6 else "")
@@ -242,7 +242,7 @@ def format_verdict(d: Diagnosis) -> str:
                 f"{fmt_rate(rate_gbps(c['size_bytes'], c['min_us']))})"
             )
         if "of_expected" in c:
-            fig += f" = {c['of_expected']:.0%} of the expected {d.expectation['rate']}"
+            fig += f" = {c['of_expected']:z.0%} of the expected {d.expectation['rate']}"
         lines.append(f"   {c['class']:<11} {c['probe']:<14} {c['links']:>3} links  {fig}")
     if d.expectation is None:
         lines.append(

@@ -26,7 +26,7 @@ from suite.api import num, tail_cell, wrong, wrong_cell
 def _busbw_cell(r: dict) -> str:
     """busbw, or the effective rate of a record whose time includes compute, marked ``*``."""
     eff = r.get("effective_busbw_gbps")
-    return num(r["busbw_gbps"], ".3f", 8) if eff is None else f"{eff:7.3f}*"
+    return num(r["busbw_gbps"], ".3f", 8) if eff is None else f"{eff:z7.3f}*"
 
 
 def _split_table(records: list[dict]) -> list[str]:
@@ -41,14 +41,14 @@ def _split_table(records: list[dict]) -> list[str]:
     for r in records:
         sps = r.get("samples_per_s")
         lines.append(
-            f" {r['op'][:24]:>24} {r['size_bytes']:>11} {r['p50_us'] / 1e3:9.3f}"
+            f" {r['op'][:24]:>24} {r['size_bytes']:>11} {r['p50_us'] / 1e3:z9.3f}"
             f" {tail_cell(r, 'p95_us', '.3f', 9, 1e3)}"
-            f" {(f'{sps:10.0f}' if sps else f'{chr(45):>10}')} {r['algbw_gbps']:8.3f} {_busbw_cell(r)}"
+            f" {(f'{sps:z10.0f}' if sps else f'{chr(45):>10}')} {r['algbw_gbps']:z8.3f} {_busbw_cell(r)}"
             f" {wrong_cell(r)}"
         )
     for r in records:
         if "check_exact" in r:
-            tol = "" if r["check_exact"] else f" (largest tolerance {r.get('check_max_tolerance', 0):.3g})"
+            tol = "" if r["check_exact"] else f" (largest tolerance {r.get('check_max_tolerance', 0):z.3g})"
             lines.append(f"# check {r['op']}: {r['check']}{tol}")
     return lines
 

@@ -26,11 +26,11 @@ from suite.api import metrics, wrong, wrong_cell
 
 
 def _us(t: float | None) -> str:
-    return f"{t:10.1f}" if t is not None else f"{'-':>10}"
+    return f"{t:z10.1f}" if t is not None else f"{'-':>10}"
 
 
 def _gb(x: float | None) -> str:
-    return f"{x:8.3f}" if x is not None else f"{'-':>8}"
+    return f"{x:z8.3f}" if x is not None else f"{'-':>8}"
 
 
 def _by(recs: list[dict], pattern: str) -> list[dict]:
@@ -163,9 +163,9 @@ def comparison_table(
         row = []
         for v in variants:
             t = times.get(v)
-            row.append(f"{'-':>21}" if t is None else f"{t:20.1f}{'<' if v == best else ' '}")
+            row.append(f"{'-':>21}" if t is None else f"{t:z20.1f}{'<' if v == best else ' '}")
         first = times.get(variants[0])
-        speed = f"{first / times[best]:8.2f}x" if best and first else f"{'-':>9}"
+        speed = f"{first / times[best]:z8.2f}x" if best and first else f"{'-':>9}"
         lines.append(f" {key:>11} " + " ".join(row) + f" {best or '-':>21} {speed:>9}")
     return "\n".join(lines + [_wrong_line(recs)]) + "\n"
 
@@ -182,8 +182,8 @@ def barrier_table(recs: list[dict]) -> str:
     ]
     for size in sorted({r["size_bytes"] for r in recs}):
         a, b = cell.get((size, False)), cell.get((size, True))
-        over = f"{b['time_us'] - a['time_us']:10.1f}" if a and b else f"{'-':>10}"
-        ratio = f"{b['time_us'] / a['time_us']:6.2f}x" if a and b and a["time_us"] > 0 else f"{'-':>7}"
+        over = f"{b['time_us'] - a['time_us']:z10.1f}" if a and b else f"{'-':>10}"
+        ratio = f"{b['time_us'] / a['time_us']:z6.2f}x" if a and b and a["time_us"] > 0 else f"{'-':>7}"
         lines.append(f" {size:>11} {_us(a and a['time_us'])} {_us(b and b['time_us'])} {over} {ratio}")
     return "\n".join(lines + [_wrong_line(recs)]) + "\n"
 
@@ -199,15 +199,15 @@ def deadlock_table(recs: list[dict]) -> str:
     )
     lines.append(f"#   completed at: {', '.join(metrics.format_size(s) for s in completed) or 'no size'}")
     lines.append(
-        f"#   bound per step T = max({r.get('deadlock_floor_s', 0):g} s, {r.get('deadlock_slack', 0):g} x "
-        f"size / rate); rate {(r.get('deadlock_rate_bytes_per_s') or 0) / 1e6:.1f} MB/s "
+        f"#   bound per step T = max({r.get('deadlock_floor_s', 0):zg} s, {r.get('deadlock_slack', 0):zg} x "
+        f"size / rate); rate {(r.get('deadlock_rate_bytes_per_s') or 0) / 1e6:z.1f} MB/s "
         f"({(r.get('deadlock_rate_source') or '-').split(':')[0]}); slow = progress only after T, "
-        f"blocked = none within {r.get('deadlock_blocked_factor', 0):g} x T"
+        f"blocked = none within {r.get('deadlock_blocked_factor', 0):zg} x T"
     )
     if blocked is not None:
         lines.append(
             f"#   BLOCKED from {metrics.format_size(blocked)}B: no progress within "
-            f"{r['deadlock_no_progress_within_s']:.1f} s, none after {r['deadlock_no_progress_for_s']:.1f} s "
+            f"{r['deadlock_no_progress_within_s']:z.1f} s, none after {r['deadlock_no_progress_for_s']:z.1f} s "
             f"either; pair killed"
         )
     else:
@@ -217,7 +217,7 @@ def deadlock_table(recs: list[dict]) -> str:
         "#   slow (late, then completed): "
         + (
             ", ".join(
-                f"{e['step']} at {metrics.format_size(e['bytes'])}B took {e['took_s']:.1f} s (T {e['bound_s']:.1f} s)"
+                f"{e['step']} at {metrics.format_size(e['bytes'])}B took {e['took_s']:z.1f} s (T {e['bound_s']:z.1f} s)"
                 for e in slow
             )
             or "none"
@@ -228,7 +228,7 @@ def deadlock_table(recs: list[dict]) -> str:
         f"#   correct orderings at {metrics.format_size(r.get('deadlock_correct_orderings_bytes') or 0)}B in the "
         "pair: " + ", ".join(f"{k} {v}" for k, v in orders.items())
     )
-    lines.append(f"#   probe wall time {r.get('deadlock_elapsed_s', 0):.1f} s")
+    lines.append(f"#   probe wall time {r.get('deadlock_elapsed_s', 0):z.1f} s")
     lines.append(f"#{'ordering (ranks 0<->1)':>24} {'size(B)':>11} {'time(us)':>10} {'GB/s':>8} {'#wrong':>6}")
     for x in recs:
         lines.append(

@@ -77,9 +77,9 @@ def copy_table(recs: list[dict]) -> str:
         if pct is None and peak:  # derived: 100 x algbw x bytes_moved_factor / nominal peak
             pct = 100 * gbps / peak
         lines.append(
-            f" {r['direction']:>5} {r['host_memory']:>9} {r['size_bytes']:>11} {r['time_us']:10.1f} "
-            f"{gbps:8.2f} {peak if peak is not None else float('nan'):8.1f} "
-            f"{pct if pct is not None else float('nan'):7.1f} {str(r.get('link'))[:24]:>24} "
+            f" {r['direction']:>5} {r['host_memory']:>9} {r['size_bytes']:>11} {r['time_us']:z10.1f} "
+            f"{gbps:z8.2f} {peak if peak is not None else float('nan'):z8.1f} "
+            f"{pct if pct is not None else float('nan'):z7.1f} {str(r.get('link'))[:24]:>24} "
             f"{wrong_cell(r)}"
         )
     return "\n".join(lines) + "\n"
@@ -111,7 +111,7 @@ def contiguity_table(recs: list[dict]) -> str:
     n_wrong = sum(wrong(r) for r in recs)
 
     def cell(r):
-        return f" {r['time_us']:10.1f} {num(r['busbw_gbps'], '.3f', 8)}" if r else f" {'-':>10} {'-':>8}"
+        return f" {r['time_us']:z10.1f} {num(r['busbw_gbps'], '.3f', 8)}" if r else f" {'-':>10} {'-':>8}"
 
     for (op, size, dtype), by in rows.items():
         a, t = by.get("contiguous"), by.get("transposed")

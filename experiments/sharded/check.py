@@ -126,7 +126,7 @@ class CheckRule:
             return "exact"
         why = "bfloat16 parameters" if self.strategy == "fsdp2_bf16" else "float32 sum order"
         why = "micro-batch scaling" if self.pipeline else why
-        out = f"tol per parameter, up to {tol:.2g} ({why}, {self.world} ranks, {steps} steps)"
+        out = f"tol per parameter, up to {tol:z.2g} ({why}, {self.world} ranks, {steps} steps)"
         if compared is not None and tensors is not None and compared < tensors:
             out += (
                 f"; {tensors - compared} of {tensors} parameter tensors not compared: after {steps} steps their "

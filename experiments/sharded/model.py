@@ -346,7 +346,7 @@ def row_line(r: dict) -> str:
     """The validation table's line of one "sharded" row."""
     source = f"from the {'/'.join(map(str, r['fit_ranks']))}-rank runs"
     alone = f"(compute alone {fmt_time(r['measured_compute_us'])})"
-    return f"sharded step ({r['strategy']}) {row_text(r, 'comm', source)} {alone}, error {100 * r['error']:+.1f}%"
+    return f"sharded step ({r['strategy']}) {row_text(r, 'comm', source)} {alone}, error {100 * r['error']:+z.1f}%"
 
 
 def step_model() -> StepModel:

@@ -43,7 +43,7 @@ from .quiet import line as filtered_line
 
 def _check_cell(r: dict) -> str:
     rule = r.get("check_rule") or "-"
-    return "exact" if rule == "exact" else f"tol {r.get('check_tol', 0):.1e}"
+    return "exact" if rule == "exact" else f"tol {r.get('check_tol', 0):z.1e}"
 
 
 def _row(r: dict) -> str:
@@ -51,7 +51,7 @@ def _row(r: dict) -> str:
     same = {True: "=", False: "!"}.get(r.get("inventory_matches_theory"), " ")
     peak = r.get("peak_mem_bytes")
     return (
-        f" {str(r.get('label', r['op']))[:16]:>16} {r['p50_us'] / 1e3:9.2f} {tail_cell(r, 'p95_us', '.2f', 8, 1e3)}"
+        f" {str(r.get('label', r['op']))[:16]:>16} {r['p50_us'] / 1e3:z9.2f} {tail_cell(r, 'p95_us', '.2f', 8, 1e3)}"
         f" {kib('inventory_bytes')} {kib('theory_bytes')}{same} {kib('bus_bytes')}"
         f" {num(r.get('bus_vs_ddp'), '.2f', 6)} {num(r.get('inventory_ops'), 'd', 5)}"
         f" {num(peak / 2**20 if peak else None, '.0f', 9)} {wrong_cell(r)}  {_check_cell(r)}"
@@ -87,7 +87,7 @@ def _decomposition_lines(steps: list[dict], replays: dict[str, dict]) -> list[st
         peak = r.get("peak_mem_bytes")
         over = rp is not None and rp.get("compute_s") is not None and rp["compute_s"] > rp["step_s"]
         lines.append(
-            f" {str(r.get('label', r['op']))[:16]:>16} {r['p50_us'] / 1e3:8.2f} {_ms(r, 'compute_s')}"
+            f" {str(r.get('label', r['op']))[:16]:>16} {r['p50_us'] / 1e3:z8.2f} {_ms(r, 'compute_s')}"
             f" {_ms(rp, 'comm_replay_s')} {_ms(rp, 'exposed_comm_s')} {_ms(rp, 'hidden_comm_s')}{'~' if over else ' '}"
             f" {wrong_cell(rp) if rp else num(None, 'd', 6)} {num(peak / 2**20 if peak else None, '.0f', 9)}"
             f" {num(peak / ddp_peak if peak and ddp_peak else None, '.2f', 7)}"

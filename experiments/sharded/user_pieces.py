@@ -96,7 +96,7 @@ def pp_problem(um) -> str | None:
         want = whole(x)
     if not isinstance(want, torch.Tensor) or want.shape != h.shape or not _same(want, h):
         same = isinstance(want, torch.Tensor) and want.shape == h.shape
-        apart = f"up to {(want - h).abs().max().item():.3g} apart" if same else f"an output of shape {tuple(h.shape)}"
+        apart = f"up to {(want - h).abs().max().item():z.3g} apart" if same else f"an output of shape {tuple(h.shape)}"
         return (
             f"pp_layers' pieces applied in order to batch(0)'s inputs do not give the module's output ({apart}): "
             "list every step of its forward, in order"

@@ -224,7 +224,7 @@ class Watchdog:
             if lost and not self._stop.is_set():
                 names = ", ".join(f"rank {r} (host {self.hostnames[r]})" for r in lost)
                 self._abort(
-                    f"{names} stopped responding: no heartbeat for more than {self.timeout_s:.0f} s "
+                    f"{names} stopped responding: no heartbeat for more than {self.timeout_s:z.0f} s "
                     "(the process is frozen, partitioned from the network, or died)",
                     lost=lost,
                 )

@@ -55,7 +55,7 @@ def agree(journal, ctx, case: str) -> None:
     except Exception:
         missing = [r for r, k in zip(ranks, keys) if not journal.store.check([k])]
         raise CheckTimedOut(
-            f"Timed out waiting {ctx.timeout_s:.0f} s for rank(s) {', '.join(map(str, missing))} at the "
+            f"Timed out waiting {ctx.timeout_s:z.0f} s for rank(s) {', '.join(map(str, missing))} at the "
             f"sequence check after {case} (they are elsewhere: see the launcher's hang diagnosis)"
         ) from None
     problem = divergence({r: json.loads(journal.store.get(k)) for r, k in zip(ranks, keys)}, case)

@@ -112,6 +112,6 @@ def summary_line(breakdown: dict[str, float]) -> str:
     """``time by phase (rank 0): timed 94.1 s (23%), ...``, largest first."""
     total = sum(breakdown.values()) or 1.0
     parts = [
-        f"{k} {v:.1f} s ({100 * v / total:.0f}%)" for k, v in sorted(breakdown.items(), key=lambda kv: -kv[1]) if v
+        f"{k} {v:z.1f} s ({100 * v / total:z.0f}%)" for k, v in sorted(breakdown.items(), key=lambda kv: -kv[1]) if v
     ]
-    return f"time by phase (rank 0, {total:.0f} s): " + ", ".join(parts)
+    return f"time by phase (rank 0, {total:z.0f} s): " + ", ".join(parts)

@@ -298,13 +298,11 @@ def measure(
 ) -> Measurement:
     """Warm up, time, and reduce across ranks. The only timing loop of the suite.
 
-    ``op`` is one OpFn, or one per in-flight op (pipelined mode issues
-    ``pipeline_depth`` ops, cycling over them). ``mode``/``iters``/``warmup_iters``
-    override the run's config for cases that need a fixed mode (e.g. a
-    barrier-per-step comparison). ``before_sample`` runs before each timed
-    sample, outside the timed interval. ``before_op`` runs after each sample's
-    barrier, before the op call: inside the sample and in this rank's arrival (what
-    keeps a rank from reaching the op; the suite's ``SUITE_INJECT_DELAY=...@before``).
+    ``op`` is one OpFn, or one per in-flight op (pipelined mode issues ``pipeline_depth`` ops, cycling over
+    them). ``mode``/``iters``/``warmup_iters`` override the run's config for cases that need a fixed mode (e.g.
+    a barrier-per-step comparison). ``before_sample`` runs before each timed sample, outside the timed interval.
+    ``before_op`` runs after each sample's barrier, before the op call: inside the sample and in this rank's
+    arrival (what keeps a rank from reaching the op; the suite's ``SUITE_INJECT_DELAY=...@before``).
     ``rank_fields_of``: the positions whose own times the per-rank fields cover (the ranks that take
     part in a pair pattern); the samples are the maximum over every rank either way.
     ``phases``: where the seconds of warm-up, timed samples and the cross-rank reduction are added.

@@ -8,9 +8,8 @@ backend/device/world layout and the network settings (exit 3). Then torchrun sta
 this process points ``<results-root>/latest`` at it (unless the run was interrupted). The exit status is the
 ranks' (1 on any failure).
 
-Multi-node (compose, Slurm, several hosts): pass --nnodes/--node-rank/--master-addr
-(or NNODES/NODE_RANK/MASTER_ADDR/MASTER_PORT in the environment); every node runs
-the same command.
+Multi-node (compose, Slurm, several hosts): pass --nnodes/--node-rank/--master-addr (or
+NNODES/NODE_RANK/MASTER_ADDR/MASTER_PORT in the environment); every node runs the same command.
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ def request_dumps(run_dir: Path, why: str) -> None:
     d = run_dir / "hang"
     d.mkdir(parents=True, exist_ok=True)
     tmp = d / ".request.tmp"
-    tmp.write_text(f"{time.time():.3f} {why}\n")
+    tmp.write_text(f"{time.time():z.3f} {why}\n")
     tmp.replace(d / "request")
 
 

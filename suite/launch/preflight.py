@@ -234,7 +234,7 @@ def preflight(cfg, lay: dict) -> None:
     if avail is not None and need > 0.9 * avail:
         raise PreflightError(
             f"MAX_BYTES={cfg.max_bytes} with {lay['nproc']} ranks needs about "
-            f"{need / 2**30:.1f} GiB but {avail / 2**30:.1f} GiB is available; lower MAX_BYTES or NPROC"
+            f"{need / 2**30:z.1f} GiB but {avail / 2**30:z.1f} GiB is available; lower MAX_BYTES or NPROC"
         )
     from suite.system.sysinfo import container_limits
 
@@ -242,7 +242,7 @@ def preflight(cfg, lay: dict) -> None:
     shm = lim.get("dev_shm_bytes")
     if lim.get("in_container") and shm is not None and shm < 32 * 2**20:
         raise PreflightError(
-            f"/dev/shm is {shm / 2**20:.0f} MiB in this container; torch.multiprocessing needs more: "
+            f"/dev/shm is {shm / 2**20:z.0f} MiB in this container; torch.multiprocessing needs more: "
             "run it with --shm-size=256m (compose: shm_size: 256m)"
         )
     if lay["nnodes"] > 1:

@@ -136,7 +136,7 @@ def calibrate(
                 link = dataclasses.replace(
                     link,
                     **burst,
-                    source=src + f"; with a shaper burst of {burst['burst_bytes']:.0f} B credited per fresh sender",
+                    source=src + f"; with a shaper burst of {burst['burst_bytes']:z.0f} B credited per fresh sender",
                 )
         links = {**links, cls: link}
     return link

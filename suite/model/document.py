@@ -58,16 +58,16 @@ def format_links(links: Links, title: str) -> list[str]:
         lk = links.get(c)
         if lk is None:
             continue
-        ci = "" if not lk.beta_ci_gbps else f" [{lk.beta_ci_gbps[0]:.4g}, {lk.beta_ci_gbps[1]:.4g}]"
-        aci = "" if not lk.alpha_ci_us else f" [{lk.alpha_ci_us[0]:.3g}, {lk.alpha_ci_us[1]:.3g}]"
+        ci = "" if not lk.beta_ci_gbps else f" [{lk.beta_ci_gbps[0]:z.4g}, {lk.beta_ci_gbps[1]:z.4g}]"
+        aci = "" if not lk.alpha_ci_us else f" [{lk.alpha_ci_us[0]:z.3g}, {lk.alpha_ci_us[1]:z.3g}]"
         knee = (
-            f"; below {metrics.format_size(int(lk.knee_bytes))} messages α {lk.small[0]:.3g} µs, β {lk.small[1]:.4g} "
+            f"; below {metrics.format_size(int(lk.knee_bytes))} messages α {lk.small[0]:z.3g} µs, β {lk.small[1]:z.4g} "
             f"GB/s"
             if lk.small
             else ""
         )
         out.append(
-            f"#   {title} {c}-node: α {lk.alpha_us:.3g} µs{aci}, β {lk.beta_gbps:.4g} GB/s{ci}{knee} ({lk.source})"
+            f"#   {title} {c}-node: α {lk.alpha_us:z.3g} µs{aci}, β {lk.beta_gbps:z.4g} GB/s{ci}{knee} ({lk.source})"
         )
     return out
 
@@ -77,12 +77,12 @@ def format_predictions(preds: Sequence[Prediction]) -> str:
     lines = [head, "-" * len(head)]
     for p in preds:
         ci = f"[{fmt_time(p.time_ci_us[0])}, {fmt_time(p.time_ci_us[1])}]" if p.time_ci_us else "-"
-        bw = f"{p.busbw_gbps:.4g}" if p.busbw_gbps is not None else "-"
+        bw = f"{p.busbw_gbps:z.4g}" if p.busbw_gbps is not None else "-"
         mark = " *" if p.backend_choice else ""
         lines.append(
             f"{p.op:<15}{metrics.format_size(p.size_bytes) if p.size_bytes else '-':>8}  "
             f"{p.algorithm + mark:<18}{fmt_time(p.time_us):>11}  {ci:<22}{bw:>11}  "
-            f"{p.bottleneck} ({100 * p.bottleneck_share:.0f}%)"
+            f"{p.bottleneck} ({100 * p.bottleneck_share:z.0f}%)"
         )
     return "\n".join(lines) + "\n"
 

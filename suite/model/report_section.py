@@ -73,9 +73,9 @@ def _measured_grid(model: RunModel) -> tuple[list[str], list[list[str]], list[st
             r["algorithm"],
             fmt_time(r["measured_us"]),
             fmt_time(r["predicted_us"]) if r["predicted_us"] else "-",
-            f"{100 * r['error']:+.1f}%" if r["error"] is not None else "-",
+            f"{100 * r['error']:+z.1f}%" if r["error"] is not None else "-",
             fmt_time(q) if q else "-",
-            f"{100 * r['error_p2p']:+.1f}%" if r.get("error_p2p") is not None else "-",
+            f"{100 * r['error_p2p']:+z.1f}%" if r.get("error_p2p") is not None else "-",
             r["bottleneck"],
         ]
         rows.append([""] + cells)
@@ -106,7 +106,7 @@ def _extrapolation_grid(doc: dict) -> tuple[list[str], list[list[str]], list[str
                 p["algorithm"] + (" *" if p.get("backend_choice") else ""),
                 fmt_time(p["time_us"]),
                 f"[{fmt_time(ci[0])}, {fmt_time(ci[1])}]" if ci else "-",
-                f"{p['busbw_gbps']:.4g}" if p.get("busbw_gbps") is not None else "-",
+                f"{p['busbw_gbps']:z.4g}" if p.get("busbw_gbps") is not None else "-",
                 p["bottleneck"],
             ]
         )

@@ -152,7 +152,7 @@ def check_algorithms(points: Sequence[Point], base: Links) -> dict:
             continue
         best = min(errs, key=errs.get)
         doc = GLOO[op][0] if mine[0].backend == "gloo" else None
-        listing = ", ".join(f"{a} {100 * e:.1f}%" for a, e in sorted(errs.items(), key=lambda kv: kv[1]))
+        listing = ", ".join(f"{a} {100 * e:z.1f}%" for a, e in sorted(errs.items(), key=lambda kv: kv[1]))
         where = f"{len(worlds)} world size(s) {'/'.join(map(str, worlds))}"
         if max(errs.values()) - min(errs.values()) < 0.005:
             verdict = (

@@ -105,7 +105,8 @@ def validation_lines(v: dict) -> list[str]:
         out += [sm.row_line(r) for r in v.get(name) or []]
         if v.get(f"{name}_summary"):
             d = v[f"{name}_summary"]
-            out.append(f"{name} step: geomean |err| {100 * d['geomean_abs_error']:.1f}% over {d['n']} scales")
+            out.append(f"{name} step: geomean |err| {100 * d['geomean_abs_error']:z.1f}% over {d['n']} scales")
             for k, g in (d.get("by") or {}).items():
-                out.append(f"{name} step ({k}): geomean |err| {100 * g['geomean_abs_error']:.1f}% over {g['n']} scales")
+                err = 100 * g["geomean_abs_error"]
+                out.append(f"{name} step ({k}): geomean |err| {err:z.1f}% over {g['n']} scales")
     return out

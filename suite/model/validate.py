@@ -75,7 +75,7 @@ def format_validation(v: dict) -> str:
     out = [
         f"# fitted on {'/'.join(map(str, v['fit_ranks']))} ranks; predicted with the backend's algorithm "
         f"(error = predicted / measured − 1; bandwidth-bound: the model's β part is >= "
-        f"{100 * BANDWIDTH_BOUND:.0f}% of the measured time)"
+        f"{100 * BANDWIDTH_BOUND:z.0f}% of the measured time)"
     ]
     for op, a in v["algorithms"].items():
         out.append(f"#   {op}: {a['algorithm']} — on the fit runs: {a['check'] or a['how']}")
@@ -89,11 +89,11 @@ def format_validation(v: dict) -> str:
         out.append(
             f"{r['op']:<15}{r['ranks']:>6}{metrics.format_size(r['size_bytes']) if r['size_bytes'] else '-':>8}"
             f"  {r['algorithm']:<16}{fmt_time(r['predicted_us']):>11}{fmt_time(r['measured_us']):>11}"
-            f"{100 * r['error']:>+8.1f}%  {bound}{miss}"
+            f"{100 * r['error']:>+z8.1f}%  {bound}{miss}"
         )
     out += [
         "",
-        f"{'op':<15}{'geomean |err| all':>18}{'bandwidth-bound':>17}  target ≤ {100 * TARGET:.0f}% (bandwidth-bound)",
+        f"{'op':<15}{'geomean |err| all':>18}{'bandwidth-bound':>17}  target ≤ {100 * TARGET:z.0f}% (bandwidth-bound)",
     ]
     for op, s in v["summary"].items():
         g, gb = s["geomean_abs_error"], s["geomean_abs_error_bandwidth_bound"]
@@ -103,7 +103,7 @@ def format_validation(v: dict) -> str:
             else ("  no bandwidth-bound size" if gb is None else "  met" if gb <= TARGET else "  MISSED")
         )
         out.append(
-            f"{op:<15}{100 * g:>17.1f}%{(f'{100 * gb:.1f}%' if gb is not None else '-'):>17}"
+            f"{op:<15}{100 * g:>z17.1f}%{(f'{100 * gb:z.1f}%' if gb is not None else '-'):>17}"
             f"  ({s['n_bandwidth_bound']}/{s['n']} sizes){verdict}"
         )
     out += step.validation_lines(v)

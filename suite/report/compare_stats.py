@@ -96,14 +96,14 @@ def case_noise(
         prior = (
             "the cases' spreads differ no more than sampling explains: every case gets the pooled value"
             if math.isinf(d0)
-            else f"prior of {d0:.3g} degrees of freedom"
+            else f"prior of {d0:z.3g} degrees of freedom"
         )
         return (
             per_case,
             math.sqrt(s0_sq),
             d0,
             f"per case from the runs' medians ({len(measured)} case(s) measured), shrunk toward the pooled sd "
-            f"{math.sqrt(s0_sq):.3g} ({prior}; Smyth 2004)",
+            f"{math.sqrt(s0_sq):z.3g} ({prior}; Smyth 2004)",
         )
     if len(diffs) < 2:
         note = "one run per side and a single case: between-run variation unknown, not included"

@@ -15,7 +15,7 @@ def runs_text(k: int | None) -> str:
 
 def _bound(x: float) -> str:
     """An interval bound in 7 characters (a case that cannot tell can have bounds like 1e-13 and 1e13)."""
-    return f"{x:7.3f}" if 1e-3 <= x < 1e3 else f"{x:7.1e}"
+    return f"{x:z7.3f}" if 1e-3 <= x < 1e3 else f"{x:z7.1e}"
 
 
 def count_line(c: Comparison) -> str:
@@ -76,7 +76,7 @@ def detect_line(c: Comparison) -> str:
 def gate_line(c: Comparison) -> str:
     """The gate's status and why, in one line."""
     total = len(c.cases) + len(c.refused)
-    limit = f"MAX_INCONCLUSIVE={c.max_inconclusive:g}"
+    limit = f"MAX_INCONCLUSIVE={c.max_inconclusive:zg}"
     if c.gate == "FAIL":
         what = [f"{len(c.regressions)} case(s) slower beyond the tolerance"] if c.regressions else []
         what += ["the overall ratio slower beyond the tolerance"] if c.overall == "slower" else []
@@ -113,9 +113,9 @@ def format_comparison(c: Comparison, *, show: str = "all") -> str:
         lines += [f"#   {s}" for s in c.settings_diffs]
     lines += [
         f"# compare: base={c.base_name} ({c.base_runs} run(s))  new={c.new_name} ({c.new_runs} run(s))  "
-        f"(ratio = new/base median of run medians; >1 slower; CI {100 - c.alpha * 100:.10g}% simultaneous over the "
-        f"cases; tolerance ±{c.tolerance:.0%}; p Holm-adjusted)",
-        f"# between-run variation: pooled sd {c.between_run_sd:.3g} of a run's log median; {c.between_run_note}",
+        f"(ratio = new/base median of run medians; >1 slower; CI {100 - c.alpha * 100:z.10g}% simultaneous over the "
+        f"cases; tolerance ±{c.tolerance:z.0%}; p Holm-adjusted)",
+        f"# between-run variation: pooled sd {c.between_run_sd:z.3g} of a run's log median; {c.between_run_note}",
         f"#{'case':<{w}} {'base(us)':>10} {'new(us)':>10} {'ratio':>7} {'CI low':>7} {'CI high':>7}"
         f" {'p_adj':>7} {'noise':>6} {'detect':>6} {'runs':>5}  verdict",
     ]
@@ -123,8 +123,8 @@ def format_comparison(c: Comparison, *, show: str = "all") -> str:
         if show == "changed" and r.verdict == "same":
             continue
         lines.append(
-            f" {names[r.key][:w]:<{w}} {r.base_median_us:10.1f} {r.new_median_us:10.1f}"
-            f" {r.ratio:7.3f} {_bound(r.ci_low)} {_bound(r.ci_high)} {r.p_adjusted:7.3g} {r.noise_sd:6.3f}"
+            f" {names[r.key][:w]:<{w}} {r.base_median_us:z10.1f} {r.new_median_us:z10.1f}"
+            f" {r.ratio:z7.3f} {_bound(r.ci_low)} {_bound(r.ci_high)} {r.p_adjusted:z7.3g} {r.noise_sd:z6.3f}"
             f" {change_text(r.detect_slower):>6} {runs_text(r.runs_needed):>5}  {r.verdict}"
         )
     lines.append(
@@ -144,8 +144,8 @@ def format_comparison(c: Comparison, *, show: str = "all") -> str:
             f"{', '.join(describe_key(k) for k in c.unusable[:5])}{' ...' if len(c.unusable) > 5 else ''}"
         )
     lines.append(
-        f"# overall (median case ratio): {c.overall_ratio:.3f}  CI [{c.overall_ci[0]:.3f}, "
-        f"{c.overall_ci[1]:.3f}]  -> {c.overall}{' (identical runs)' * c.identical}"
+        f"# overall (median case ratio): {c.overall_ratio:z.3f}  CI [{c.overall_ci[0]:z.3f}, "
+        f"{c.overall_ci[1]:z.3f}]  -> {c.overall}{' (identical runs)' * c.identical}"
     )
     if detect_line(c):
         lines.append(f"# {detect_line(c)}")

@@ -12,7 +12,7 @@ def fmt_bytes(n) -> str:
         return "-"
     for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= scale:
-            return f"{n / scale:.1f} {unit}"
+            return f"{n / scale:z.1f} {unit}"
     return f"{n} B"
 
 

@@ -30,7 +30,7 @@ def fit_cells(p) -> list[str]:
     if not p.holds:
         return ["-", "-", f"model does not fit (R² < {MIN_R2})"]
     beta = "- (time flat in size)" if p.latency_only else _interval(p.beta_gbps, p.beta_ci_gbps, ".4g")
-    r2 = f"{p.r2:.3f}" if p.r2 >= MIN_R2 else f"- (flat: within {p.rms_rel_err:.1%} rms)"
+    r2 = f"{p.r2:z.3f}" if p.r2 >= MIN_R2 else f"- (flat: within {p.rms_rel_err:z.1%} rms)"
     return [_interval(p.alpha_us, p.alpha_ci_us, ".1f"), beta, r2]
 
 
@@ -75,11 +75,11 @@ def fit_table_rows(rep: Report) -> tuple[list[str], list[list[str]]]:
                 sizes,
                 *nums,
                 str(p.n_points),
-                "-" if f.link_beta_gbps is None or not last or not p.holds else f"{f.link_beta_gbps:.4g}",
-                "-" if f.ring_ratio is None or not last else f"{f.ring_ratio:.2f}",
+                "-" if f.link_beta_gbps is None or not last or not p.holds else f"{f.link_beta_gbps:z.4g}",
+                "-" if f.ring_ratio is None or not last else f"{f.ring_ratio:z.2f}",
             ]
             if rep.link_rate:
-                row.append("-" if f.rate_ratio is None or not last or not p.holds else f"{f.rate_ratio:.2f}")
+                row.append("-" if f.rate_ratio is None or not last or not p.holds else f"{f.rate_ratio:z.2f}")
             rows.append(row)
     return head, rows
 

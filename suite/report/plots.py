@@ -115,7 +115,7 @@ def _render_share(figs: Sequence[Figure], share: list[int], send) -> None:
 
 def _size_axis(ax) -> None:
     ax.set_xscale("log", base=2)
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: format_size(int(v)) if v >= 1 else f"{v:g}"))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: format_size(int(v)) if v >= 1 else f"{v:zg}"))
     ax.set_xlabel("message size (bytes)")
     ax.grid(True, which="both", alpha=0.3)
 
@@ -223,7 +223,7 @@ def pair_matrix_plot(title: str, recs: list[dict]) -> bytes:
                         ax.text(
                             j,
                             i,
-                            f"{m[i, j]:.3g}",
+                            f"{m[i, j]:z.3g}",
                             ha="center",
                             va="center",
                             fontsize=7,
@@ -321,7 +321,7 @@ def ratio_grid(
         else:
             ax.set_xticks([sizes[0]], [format_size(int(pts[0][0])) + "B"])
         ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:zg}"))
         ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_title(name, fontsize=8)
         ax.set_ylabel("new / base time", fontsize=8)
@@ -374,7 +374,7 @@ def doctor_heatmaps(links: list[dict], hosts: Sequence[str]) -> bytes:
             for i in range(n):
                 for j in range(n):
                     if np.isfinite(m[i, j]):
-                        ax.text(j, i, f"{m[i, j]:.3g}", ha="center", va="center", fontsize=6, color="white")
+                        ax.text(j, i, f"{m[i, j]:z.3g}", ha="center", va="center", fontsize=6, color="white")
     return _png(fig)
 
 

@@ -99,11 +99,11 @@ def render_html(rep: Report, hang: dict | None = None, trace: str | None = None)
     out.append(f"<p class='note'>{e(FIT_NOTE)}</p>")
     for (backend, device, n), link in rep.links.items():
         out.append(
-            f"<p class='note'>Reference link for {e(backend)}/{e(device)}, {n} ranks: α = {link.alpha_us:.3g} µs,"
-            f" β = {link.beta_gbps:.4g} GB/s ({e(link.source)})"
+            f"<p class='note'>Reference link for {e(backend)}/{e(device)}, {n} ranks: α = {link.alpha_us:z.3g} µs,"
+            f" β = {link.beta_gbps:z.4g} GB/s ({e(link.source)})"
             + (
-                f"; configured LINK_RATE {e(rep.link_rate[0])} = {rep.link_rate[1]:.4g} GB/s, "
-                f"ratio {link.beta_gbps / rep.link_rate[1]:.2f}"
+                f"; configured LINK_RATE {e(rep.link_rate[0])} = {rep.link_rate[1]:z.4g} GB/s, "
+                f"ratio {link.beta_gbps / rep.link_rate[1]:z.2f}"
                 if rep.link_rate
                 else ""
             )
@@ -163,8 +163,8 @@ def render_markdown(rep: Report, hang: dict | None = None, trace: str | None = N
     ]
     for (backend, device, n), link in rep.links.items():
         out.append(
-            f"- reference link {backend}/{device}, {n} ranks: α = {link.alpha_us:.3g} µs, "
-            f"β = {link.beta_gbps:.4g} GB/s ({link.source})"
+            f"- reference link {backend}/{device}, {n} ranks: α = {link.alpha_us:z.3g} µs, "
+            f"β = {link.beta_gbps:z.4g} GB/s ({link.source})"
         )
     if rep.fits:
         out += ["", md_table(*fit_table_rows(rep))]
@@ -264,7 +264,7 @@ def write_comparison(c, out_dir: str | os.PathLike, stem: str = "compare") -> Pa
         )
         groups.setdefault(name, []).append((int(d.get("size_bytes") or 0), r.ratio, r.ci_low, r.ci_high, r.verdict))
     png = plots.ratio_grid(
-        f"{c.new_name} vs {c.base_name}: {c.overall} (median case ratio {c.overall_ratio:.3f})",
+        f"{c.new_name} vs {c.base_name}: {c.overall} (median case ratio {c.overall_ratio:z.3f})",
         list(groups.items()),
         c.tolerance,
     )
@@ -273,12 +273,12 @@ def write_comparison(c, out_dir: str | os.PathLike, stem: str = "compare") -> Pa
     rows = [
         [
             describe_key(r.key),
-            f"{r.base_median_us:.1f}",
-            f"{r.new_median_us:.1f}",
-            f"{r.ratio:.3f}",
-            f"[{r.ci_low:.3f}, {r.ci_high:.3f}]",
-            f"{r.p_adjusted:.3g}",
-            f"{r.noise_sd:.3f}",
+            f"{r.base_median_us:z.1f}",
+            f"{r.new_median_us:z.1f}",
+            f"{r.ratio:z.3f}",
+            f"[{r.ci_low:z.3f}, {r.ci_high:z.3f}]",
+            f"{r.p_adjusted:z.3g}",
+            f"{r.noise_sd:z.3f}",
             runs_text(r.runs_needed),
             r.verdict,
         ]
@@ -290,7 +290,7 @@ def write_comparison(c, out_dir: str | os.PathLike, stem: str = "compare") -> Pa
         f"<p>base: {e(c.base_name)}<br>new: {e(c.new_name)}</p><pre>{e(format_comparison_summary(c))}</pre>"
         f"<img alt='{stem}' src='data:image/png;base64,{base64.b64encode(png).decode()}'>"
         + _html_table(
-            ["case", "base (µs)", "new (µs)", "ratio", f"{100 - c.alpha * 100:.10g}% CI", "p (Holm)", "noise", "runs"]
+            ["case", "base (µs)", "new (µs)", "ratio", f"{100 - c.alpha * 100:z.10g}% CI", "p (Holm)", "noise", "runs"]
             + ["verdict"],
             rows,
         )

@@ -101,7 +101,7 @@ def _sweep_plot(
         def ring(xs, op=op, n=n, link=link):
             return ring_time_us(op, n, link, xs)
 
-        ring_label = f"ring model ({link.alpha_us:.3g} µs, {link.beta_gbps:.3g} GB/s per link)"
+        ring_label = f"ring model ({link.alpha_us:z.3g} µs, {link.beta_gbps:z.3g} GB/s per link)"
     return Plot(
         name=plot_name(*key),
         title=title,
@@ -142,7 +142,7 @@ def _bar_plot(key: tuple, rs: list[dict], worlds: list[int], title: str, plot_na
 
 def _fmt(v) -> str:
     if isinstance(v, float):
-        return f"{v:.4g}"
+        return f"{v:z.4g}"
     return str(v)
 
 

@@ -89,11 +89,11 @@ def _peak_rows(run: dict, recs: list[dict]) -> list[tuple[str, str]]:
     for op, r in peaks.items():
         vs = ""
         if rate and n_hosts > 1:
-            vs = f" = {r['busbw_gbps'] / rate[1]:.0%} of the inter-node LINK_RATE {rate[0]}"
+            vs = f" = {r['busbw_gbps'] / rate[1]:z.0%} of the inter-node LINK_RATE {rate[0]}"
         rows.append(
             (
                 f"peak {op}",
-                f"{r['busbw_gbps']:.3g} GB/s busbw at {fmt_bytes(r['size_bytes'])} "
+                f"{r['busbw_gbps']:z.3g} GB/s busbw at {fmt_bytes(r['size_bytes'])} "
                 f"({r.get('variant', op)}, {r.get('dtype')}, {r['world_size']} ranks){vs}",
             )
         )
@@ -115,8 +115,8 @@ def _spread_text(r: dict) -> str:
     lo, hi = results.tail_us(r, "p05_us"), results.tail_us(r, "p95_us")
     n = results.n_samples(r)
     if lo is not None and hi is not None:
-        return f"p05-p95 band {(hi - lo) / r['p50_us']:.1f}x the median ({n} samples)"
-    return f"min-max {(r['max_us'] - r['min_us']) / r['p50_us']:.1f}x the median ({n} samples, too few for a p95)"
+        return f"p05-p95 band {(hi - lo) / r['p50_us']:z.1f}x the median ({n} samples)"
+    return f"min-max {(r['max_us'] - r['min_us']) / r['p50_us']:z.1f}x the median ({n} samples, too few for a p95)"
 
 
 def _unstable_row(run: dict, recs: list[dict]) -> tuple[str, str]:
@@ -268,7 +268,7 @@ def _baseline_rows(recs: list[dict], base: tuple[str, list[list[dict]]] | None) 
     return [
         (
             "against " + name,
-            f"{c.overall} overall (median case ratio {c.overall_ratio:.3f}, CI "
-            f"[{c.overall_ci[0]:.3f}, {c.overall_ci[1]:.3f}]); {count_line(c)}; {gate_line(c)}",
+            f"{c.overall} overall (median case ratio {c.overall_ratio:z.3f}, CI "
+            f"[{c.overall_ci[0]:z.3f}, {c.overall_ci[1]:z.3f}]); {count_line(c)}; {gate_line(c)}",
         )
     ]

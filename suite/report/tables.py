@@ -90,13 +90,13 @@ def pivot(
         cells = []
         for c in cols:
             r = by.get(c)
-            cells.append(f" {r['time_us']:10.1f} {num(r['busbw_gbps'], '.3f', 8)}" if r else f" {'-':>10} {'-':>8}")
+            cells.append(f" {r['time_us']:z10.1f} {num(r['busbw_gbps'], '.3f', 8)}" if r else f" {'-':>10} {'-':>8}")
             n_wrong += wrong(r)
         first = by.get(cols[0])
         for c in cols[1:]:
             r = by.get(c)
             cells.append(
-                f" {r['time_us'] / first['time_us']:10.2f}" if r and first and first["time_us"] > 0 else f" {'-':>10}"
+                f" {r['time_us'] / first['time_us']:z10.2f}" if r and first and first["time_us"] > 0 else f" {'-':>10}"
             )
         lines.append(f" {op[:w]:>{w}} {size:>9} {DTYPE_SHORT.get(dtype, dtype):>5}" + "".join(cells))
     lines.append(f"# {footer}#wrong total: {n_wrong} [{'OK' if n_wrong == 0 else 'FAILED'}]")
@@ -109,7 +109,7 @@ def pivot(
 def _cell(rec: dict | None) -> str:
     if rec is None:
         return f"{'-':>9} {'-':>7} {'-':>7} {'-':>6}"
-    return f"{rec['time_us']:9.1f} {rec['algbw_gbps']:7.3f} {num(rec['busbw_gbps'], '.3f', 7)} {wrong_cell(rec)}"
+    return f"{rec['time_us']:z9.1f} {rec['algbw_gbps']:z7.3f} {num(rec['busbw_gbps'], '.3f', 7)} {wrong_cell(rec)}"
 
 
 def iters_label(recs: list[dict]) -> str:
@@ -175,7 +175,7 @@ def collective_table(recs: list[dict]) -> str:
     n_wrong = sum(wrong(r) for r in recs)
     if bus:
         lines.append(
-            f"# Avg bus bandwidth : {sum(bus) / len(bus):.4f} GB/s   "
+            f"# Avg bus bandwidth : {sum(bus) / len(bus):z.4f} GB/s   "
             f"#wrong total: {n_wrong} [{'OK' if n_wrong == 0 else 'FAILED'}]"
         )
     return "\n".join(line.rstrip() for line in lines) + "\n"
@@ -213,7 +213,7 @@ def generic_table(title: str, recs: list[dict]) -> str:
     for r, label in zip(recs, labels):
         lines.append(
             f" {label:>34} {r['size_bytes']:>11} {DTYPE_NCCL_TESTS.get(r['dtype'], r['dtype']):>8}"
-            f" {r['time_us']:10.1f} {tail_cell(r, 'p95_us', '.1f', 10)} {r['algbw_gbps']:8.3f}"
+            f" {r['time_us']:z10.1f} {tail_cell(r, 'p95_us', '.1f', 10)} {r['algbw_gbps']:z8.3f}"
             f" {num(r['busbw_gbps'], '.3f', 8)}"
             f" {wrong_cell(r)}"
         )

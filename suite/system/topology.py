@@ -106,4 +106,4 @@ def memory_peak_gbps(device: torch.device) -> tuple[float | None, str]:
     clock_khz, bus_bits = getattr(p, "memory_clock_rate", 0), getattr(p, "memory_bus_width", 0)
     if not clock_khz or not bus_bits:
         return None, "memory clock/bus width not reported"
-    return 2 * clock_khz * 1e3 * bus_bits / 8 / 1e9, f"{bus_bits}-bit at {clock_khz / 1e6:.2f} GHz"
+    return 2 * clock_khz * 1e3 * bus_bits / 8 / 1e9, f"{bus_bits}-bit at {clock_khz / 1e6:z.2f} GHz"

@@ -64,6 +64,23 @@ def offenders(source: str) -> list[tuple[int, str]]:
     return [(line, spec) for line, spec in _specs(ast.parse(source)) if needs_z(spec)]
 
 
+def test_every_float_format_spec_drops_the_sign_of_zero():
+    found = {}
+    for pkg in PACKAGES:
+        for p in sorted((ROOT / pkg).rglob("*.py")):
+            if bad := offenders(p.read_text()):
+                found[p.relative_to(ROOT).as_posix()] = bad
+    assert not found, f"float format specs without 'z' (they print -0.0 for a value rounding to 0 from below): {found}"
+
+
+def test_the_rule_sees_every_kind_of_spec_and_only_float_ones():
+    src = (
+        'a = f"{x:.1f} {y:z.2f} {n:d} {n:>8} {s:<12} {p:.1%} {q:.3} {w:{width}.2f}"\n'
+        'b = format(x, ".3g")\nc = format(x, "z.3g")\nd = "{:.2e} {:>5}".format(x, y)\ne = "{k:5.1f}".format(k=1)\n'
+    )
+    assert sorted(offenders(src)) == [(1, ".1%"), (1, ".1f"), (1, ".3"), (2, ".3g"), (4, ".2e"), (5, "5.1f")]
+
+
 @pytest.mark.parametrize("bound", [-0.0, -1e-17, -0.04])
 def test_a_fit_bound_that_rounds_to_zero_from_below_prints_as_zero(bound):
     """The α–β fit table's α and its bootstrap interval: an exact-zero intercept whose bound comes out

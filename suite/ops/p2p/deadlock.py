@@ -279,7 +279,7 @@ class _Watch:
             bound = probe.start_limit_s if self.step == 0 else probe.bound_s(steps[self.step][1], self.rate)
             limit = bound if self.step == 0 else bound * probe.blocked_factor
             if now - self.start > probe.total_limit_s:
-                self.error = f"probe exceeded its {probe.total_limit_s:.0f} s cap"
+                self.error = f"probe exceeded its {probe.total_limit_s:z.0f} s cap"
                 self.blocked_step = self.step if self.step > 0 else None
                 return
             try:
@@ -307,7 +307,7 @@ class _Watch:
         if waited < limit:
             return False
         if self.step == 0:
-            self.error = f"the probe pair did not start within {limit:.0f} s"
+            self.error = f"the probe pair did not start within {limit:z.0f} s"
             return True
         self.blocked_step, self.watched_s = self.step, waited
         name, size = self.steps[self.step]
@@ -347,7 +347,7 @@ class _Watch:
             self.rate = big / fastest
             self.rate_source = (
                 f"measured: {big} B / the fastest correct ordering's exchange time "
-                f"in the pair ({fastest * 1e3:.2f} ms, the slower process)"
+                f"in the pair ({fastest * 1e3:z.2f} ms, the slower process)"
             )
 
     def result(self, backend: str, device: str, killed: bool) -> ProbeResult:
@@ -363,8 +363,8 @@ class _Watch:
         blocked = stuck[1] if stuck is not None and stuck[0] == "naive" else None
         if stuck is not None and stuck[0] != "naive" and error is None:
             error = (
-                f"correct ordering {stuck[0]} made no progress within {probe.blocked_factor:g} x "
-                f"{log[-1]['bound_s']:.1f} s"
+                f"correct ordering {stuck[0]} made no progress within {probe.blocked_factor:zg} x "
+                f"{log[-1]['bound_s']:z.1f} s"
                 if log
                 else f"step {stuck[0]} blocked"
             )

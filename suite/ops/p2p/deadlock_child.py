@@ -65,7 +65,7 @@ def _probe_child(
         t0 = time.perf_counter()
         exchange(mine[big], r, peer, peer, ordering=ordering)
         sync()
-        say(ordering, big, verify.count_wrong(r, want[big]), f"{time.perf_counter() - t0:.6f}")
+        say(ordering, big, verify.count_wrong(r, want[big]), f"{time.perf_counter() - t0:z.6f}")
     for size in sizes:
         r = torch.full((counts[size],), -1, dtype=dt, device=dev)
         maybe_delay("naive")

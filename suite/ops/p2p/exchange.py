@@ -106,8 +106,8 @@ def resolve(s: Spec):
 def _skip(s: Spec, cfg: BenchConfig) -> str | None:
     if cfg.timeout_s < PROBE.total_limit_s + 10:
         return (
-            f"the deadlock probe may take {PROBE.total_limit_s:.0f} s while the other ranks wait; "
-            f"needs TIMEOUT_S >= {PROBE.total_limit_s + 10:.0f}"
+            f"the deadlock probe may take {PROBE.total_limit_s:z.0f} s while the other ranks wait; "
+            f"needs TIMEOUT_S >= {PROBE.total_limit_s + 10:z.0f}"
         )
     return None
 
