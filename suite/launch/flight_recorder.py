@@ -25,13 +25,16 @@ def as_journal(dump: dict, rank: int) -> dict:
     process group; p2p has its own counter), the op from ``profiling_name`` ("nccl:all_reduce",
     "gloo:all_reduce"), the first input's size, completed when its ``state`` says so (NCCL's watchdog) or
     when ``pg_status`` counts it completed (``last_completed_collective`` of its group: Gloo leaves every
-    entry "scheduled"), and the last entry's Python frames (innermost first in the dump)."""
+    entry "scheduled"), and the last entry's Python frames (innermost first in the dump). A group's last
+    entry is completed only by its own ``state``: ``pg_status`` counts an op that failed (a Gloo timeout
+    while its peer never came) as completed, and a rank still held in its last op must read as waiting."""
     entries = sorted(
         (e for e in dump.get("entries") or [] if not e.get("is_p2p") and e.get("collective_seq_id")),
         key=lambda e: e.get("record_id", 0),
     )
     tail, seq, ops = [], {}, {}
     status = dump.get("pg_status") or {}
+    last = {str((e.get("process_group") or ["0"])[0]): e.get("record_id") for e in entries}
     for e in entries:
         group = str((e.get("process_group") or ["0"])[0])
         done = int((status.get(group) or {}).get("last_completed_collective", -1))
@@ -47,7 +50,9 @@ def as_journal(dump: dict, rank: int) -> dict:
                 "dtype": dtypes[0] if dtypes else None,
                 "peer": None,
                 "case": "",
-                "state": "completed" if e.get("state") == "completed" or n <= done else "entered",
+                "state": "completed"
+                if e.get("state") == "completed" or (n <= done and e.get("record_id") != last[group])
+                else "entered",
                 "time_unix": (e.get("time_created_ns") or 0) / 1e9,
             }
         )

@@ -326,3 +326,31 @@ def test_the_lines_docs_quote_from_a_diagnosis_are_where_the_code_is():
     for path, line, func in quoted:
         if func == "diverge":
             assert "time.sleep" in runner[int(line) - 1], (path, line)
+
+
+def test_the_flight_recorders_last_op_of_a_group_counts_as_done_only_by_its_own_state():
+    """Gloo's flight recorder leaves every entry "scheduled", and ``pg_status`` counts an op that failed (a
+    timeout while the peer never came) as completed: rank 0 still held in all_reduce #26 must read as waiting
+    in it, or the diagnosis says nobody waits on anybody while rank 1 sleeps before it."""
+    from suite.launch import flight_recorder
+
+    def entry(seq, op, rid):
+        return {
+            "collective_seq_id": seq,
+            "profiling_name": f"gloo:{op}",
+            "process_group": ["0", ""],
+            "record_id": rid,
+            "state": "scheduled",
+            "input_sizes": [[256]],
+            "time_created_ns": rid,
+        }
+
+    rank0 = {
+        "entries": [entry(25, "barrier", 1), entry(26, "all_reduce", 2)],
+        "pg_status": {"0": {"last_completed_collective": 26}},
+    }
+    rank1 = {"entries": [entry(25, "barrier", 1)], "pg_status": {"0": {"last_completed_collective": 25}}}
+    tails = [flight_recorder.as_journal(d, r)["tail"] for r, d in enumerate((rank0, rank1))]
+    assert [e["state"] for e in tails[0]] == ["completed", "entered"] and tails[1][-1]["state"] == "entered"
+    states = [hang.rank_state(flight_recorder.as_journal(d, r)) for r, d in enumerate((rank0, rank1))]
+    assert states[0]["waiting"] and states[0]["seq"] == 26 and states[1]["seq"] == 25
