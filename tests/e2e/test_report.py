@@ -490,8 +490,12 @@ def test_summary_groups_skips_by_reason_and_flags_unstable_cases():
     assert "wild ±4" in rows["unstable cases"] and "band 1.7x the median" in rows["unstable cases"]
     assert rows["skipped"] == "4 cases: 3 placement cases: no CUDA; 1 p2p case: 2 ranks"
     rows = dict(summary.summary_rows(run, base=("base", [recs])))
-    assert rows["against base"].startswith("same overall (median case ratio 1.000")
-    n = len(recs)  # every case told same but the wild one, which cannot be: within MAX_INCONCLUSIVE
+    assert "identical runs" in rows["against base"]  # the run against itself: every case same, nothing to test
+    # a base 0.1% off: every case told same but the wild one, which cannot be: within MAX_INCONCLUSIVE
+    base = [{**r, "samples_us": [x * 1.001 for x in r["samples_us"]]} for r in recs]
+    rows = dict(summary.summary_rows(run, base=("base", [base])))
+    assert rows["against base"].startswith("same overall (median case ratio 0.999")
+    n = len(recs)
     assert f"{n} matched case(s): 0 slower, 0 faster, {n - 1} same, 1 inconclusive; gate: PASS" in rows["against base"]
 
 
