@@ -3,6 +3,8 @@ Files are written through temp names and renamed."""
 
 from __future__ import annotations
 
+from suite.metrics import format_time_us
+
 import base64
 import dataclasses
 import csv
@@ -99,7 +101,8 @@ def render_html(rep: Report, hang: dict | None = None, trace: str | None = None)
     out.append(f"<p class='note'>{e(FIT_NOTE)}</p>")
     for (backend, device, n), link in rep.links.items():
         out.append(
-            f"<p class='note'>Reference link for {e(backend)}/{e(device)}, {n} ranks: α = {link.alpha_us:z.3g} µs,"
+            f"<p class='note'>Reference link for {e(backend)}/{e(device)}, {n} ranks: "
+            f"α = {format_time_us(link.alpha_us)},"
             f" β = {link.beta_gbps:z.4g} GB/s ({e(link.source)})"
             + (
                 f"; configured LINK_RATE {e(rep.link_rate[0])} = {rep.link_rate[1]:z.4g} GB/s, "
@@ -163,7 +166,7 @@ def render_markdown(rep: Report, hang: dict | None = None, trace: str | None = N
     ]
     for (backend, device, n), link in rep.links.items():
         out.append(
-            f"- reference link {backend}/{device}, {n} ranks: α = {link.alpha_us:z.3g} µs, "
+            f"- reference link {backend}/{device}, {n} ranks: α = {format_time_us(link.alpha_us)}, "
             f"β = {link.beta_gbps:z.4g} GB/s ({link.source})"
         )
     if rep.fits:

@@ -4,6 +4,8 @@ the prediction section. Figures are drawn by suite/report/plots.py."""
 
 from __future__ import annotations
 
+from suite.metrics import format_time_us
+
 from dataclasses import dataclass, field
 
 from suite import registry, results
@@ -101,7 +103,7 @@ def _sweep_plot(
         def ring(xs, op=op, n=n, link=link):
             return ring_time_us(op, n, link, xs)
 
-        ring_label = f"ring model ({link.alpha_us:z.3g} µs, {link.beta_gbps:z.3g} GB/s per link)"
+        ring_label = f"ring model ({format_time_us(link.alpha_us)}, {link.beta_gbps:z.3g} GB/s per link)"
     return Plot(
         name=plot_name(*key),
         title=title,

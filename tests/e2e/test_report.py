@@ -609,3 +609,15 @@ def test_tail_latencies_of_too_few_samples_are_not_shown_and_the_count_is():
     assert {row[head.index("iterations")] for row in rows} == {"10"}
     wild = dict(recs[0], samples_us=[10.0 * (1 + i) for i in range(10)], p50_us=55.0, min_us=10.0, max_us=100.0)
     assert summary._spread_text(wild) == "min-max 1.6x the median (10 samples, too few for a p95)"
+
+
+def test_a_reference_links_latency_reads_in_a_unit_a_person_reads(mixed_report):
+    """A slow link's α (1.5 ms here) reads "1.5 ms" in the report's link note and ring model, not "1.5e+03 µs"."""
+    import dataclasses
+
+    _, rep, _ = mixed_report
+    key = ("gloo", "cpu", 3)
+    slow = dataclasses.replace(rep, links={**rep.links, key: dataclasses.replace(rep.links[key], alpha_us=1500.0)})
+    page, md = render.render_html(slow), render.render_markdown(slow)
+    assert "α = 1.5 ms" in page and "α = 1.5 ms" in md
+    assert "e+0" not in page.split("Reference link", 1)[1][:200]
