@@ -48,6 +48,7 @@ NAMES: dict[str, str] = {
     "Session": "suite.case",
     "experiment_test": "suite.case",
     "restorer": "suite.case",
+    "each": "suite.case",
     "wait_all": "suite.case",
     "support_reason": "suite.case",
     "CaseSkipped": "suite.case",

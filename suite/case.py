@@ -106,8 +106,11 @@ class Buffers:
     inputs: Callable[[], Sequence] = lambda: ()
     """The inputs an out-of-place op must leave as they were (the harness compares them after the check run)."""
     reset: Callable[[], None] | None = None
-    """Restore inputs the op consumes in place, so each timed sample (and the check after it) starts
-    from the same inputs; runs before each sample, outside the timed interval."""
+    """Restore inputs the op consumes in place. The harness runs it once after the timed samples, then one
+    more untimed op, so the buffers checked hold exactly one op's result; the timed samples run back to back
+    on whatever the buffers hold, as a training loop would."""
+    before_sample: Callable[[], None] | None = None
+    """Runs before each timed sample, outside it (e.g. reading DDP's logger); it must not write the op's buffers."""
     fields: dict = field(default_factory=dict)
     """Fields known only on a rank (e.g. which links cross nodes); must be the same on every rank."""
     derive: Callable[..., dict] | None = None
@@ -211,6 +214,13 @@ def restorer(*tensors) -> Callable[[], None]:
             t.copy_(src)
 
     return reset
+
+
+def each(hooks) -> Callable[[], None] | None:
+    """One hook that calls every one of ``hooks`` that is not None, in order; None when none is (the buffer
+    sets of a sample, the parts of a step, as one ``reset`` or ``before_sample``)."""
+    fns = [h for h in hooks if h is not None]
+    return (lambda: [h() for h in fns] and None) if fns else None
 
 
 def wait_all(work) -> None:

@@ -334,15 +334,15 @@ def _step_call_and_check(
             outputs=lambda: (t,),
             reset=lambda: t.fill_(1),
         )
-    reset = None
+    read_logger = None
     if step.ddp is not None and v.kind == "ddp":
-        # Not an input reset: before each timed sample (outside the timed interval) read DDP's logger,
-        # which by then holds the previous step's interval statistics (DDP logs a step at the next forward).
-        reset = lambda: logger.append(internals.logging_data(step.ddp))  # noqa: E731
+        # Before each timed sample (outside the timed interval) read DDP's logger, which by then holds the
+        # previous step's interval statistics (DDP logs a step at the next forward).
+        read_logger = lambda: logger.append(internals.logging_data(step.ddp))  # noqa: E731
     return Buffers(
         call=lambda a: step.run(),
         check=None if check_of is None else check_of(step, seen),
-        reset=reset,
+        before_sample=read_logger,
         outputs=lambda: [p.detach() for p in step.model.parameters()],
     )
 

@@ -29,7 +29,7 @@ from collections.abc import Callable
 import torch
 import torch.distributed as dist
 
-from suite.api import Buffers, CaseFailed, collectives, groups
+from suite.api import Buffers, CaseFailed, collectives, each, groups
 
 from . import internals, workload
 
@@ -164,17 +164,12 @@ def replay_bytes(rows: list[dict], sizes: dict[str, int]) -> int:
 
 def joined(parts: list[Buffers]) -> Buffers:
     """One buffer set that issues ``parts`` one after another: checked, reset and corrupted as one."""
-
-    def reset() -> None:
-        for p in parts:
-            if p.reset is not None:
-                p.reset()
-
     return Buffers(
         call=lambda async_op: [p.call(async_op) for p in parts],
         check=lambda: sum(p.check() for p in parts if p.check is not None),
         outputs=lambda: [t for p in parts for t in p.outputs()],
-        reset=reset,
+        reset=each(p.reset for p in parts),
+        before_sample=each(p.before_sample for p in parts),
     )
 
 

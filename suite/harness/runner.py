@@ -1,8 +1,8 @@
 """The harness: runs every declared case (suite/case.py) the same way.
 
     context -> skip? -> resolve -> support probe -> build -> run once -> check ->
-    rebuild one buffer set per in-flight op -> warm up -> time (reset before each
-    sample) -> check every timed buffer set -> reduce across ranks -> derive -> record
+    rebuild one buffer set per in-flight op -> warm up -> time -> reset in-place inputs, one
+    untimed op -> check every timed buffer set -> reduce across ranks -> derive -> record
 
 ``Harness.run`` returns the Measurement and the record; the pytest bridge
 (suite/harness/plugin.py) hands them to pytest-benchmark and fails the case when
@@ -54,7 +54,7 @@ import torch.distributed as dist
 from suite import results
 
 from suite.harness import checks, faults, faulty_backend, journal, journal_check, verify
-from suite.case import Buffers, Case, Session, support_reason, wait_all
+from suite.case import Buffers, Case, Session, each, support_reason, wait_all
 from suite.launch.config import BenchConfig
 from suite.launch.switches import switch
 from suite.harness.dist import DistContext
@@ -119,8 +119,6 @@ class Harness:
             # one buffer set per op in flight (pipelined) or per op in the captured graph (cuda_graph)
             ctx.seed = next(self._seeds)  # new data: a buffer the check run left behind is wrong here
             sets = [build() for _ in range(depth)]
-            resets = [b.reset for b in sets if b.reset is not None]
-            before = (lambda: [r() for r in resets]) if resets else None
             around = case.around(ctx) if case.around is not None else contextlib.nullcontext()
             delay = self._delay(ctx, case)
             if phase.timeline is not None:  # its samples are steps: the trace draws compute between their ops
@@ -133,7 +131,8 @@ class Harness:
                     mode=mode,
                     iters=None if timing.max_iters is None else min(cfg.iters, timing.max_iters),
                     warmup_iters=timing.warmup,
-                    before_sample=before,
+                    reset=each(b.reset for b in sets),
+                    before_sample=each(b.before_sample for b in sets),
                     before_op=_delay_before(delay),
                     keep_rank_samples=self.keep_rank_samples or timing.keep_rank_samples,
                     started_at=started,
@@ -147,7 +146,7 @@ class Harness:
             if journal.current() is not None:  # the ranks issued the same collectives (not a collective itself)
                 with phase("sequence_check"):
                     journal_check.agree(journal.current(), ctx, case.label)
-            # 3. the buffers that were timed hold exactly one op's result (reset before each sample)
+            # 3. the buffers that were timed hold exactly one op's result (reset, one untimed op)
             self._corrupt(ctx, case, sets[-1], timed=True)
             with phase("check"):
                 wrong_timed, said = checks.examine_sets(sets if checked else [], case.op, earlier)

@@ -18,19 +18,15 @@ Timing modes (recorded with every result, because tools disagree mostly on this)
   removes the per-op CPU launch cost, which dominates small-message latency
   (nccl-tests ``-G``; NVIDIA/nccl#1984: ~0.5 us with graphs vs ~3.5 us without).
 
-Clocks (``timer`` in the record, with its definition in ``timer_definition``): on CPU a
-sample is host wall-clock time (``time.perf_counter``) from just after the barrier
-returns to just after the op(s) completed (``wait()``) and the device was synced: it
-includes the host's cost of issuing the op. When the group's device is CUDA, a sample
-is the time between two CUDA events (``torch.cuda.Event(enable_timing=True)``)
-recorded on the current stream around the op(s), as nccl-tests and the
-DeepSpeed/stas00 benchmarks do. After the barrier the stream is idle, so the start
-event completes as soon as it is enqueued, *before* the host has launched the op:
-the sample includes the host's launch overhead of the (first) op, the device's
-execution, and nothing of the ``synchronize`` after the end event. (Only in
-``cuda_graph`` mode is the per-op launch cost gone: one replay launches all
-``depth`` ops.) A CUDA graph that captured nothing (the op ran eagerly during the
-capture: a CPU tensor, a Gloo group) is an error, not a measurement.
+Clocks (``timer`` in the record, defined in ``timer_definition``): on CPU a sample is
+host time (``time.perf_counter``) from the barrier's return to the op(s) completed
+(``wait()``, device synced), the host's cost of issuing the op included. On CUDA it is
+the time between two CUDA events recorded on the current stream around the op(s), as
+nccl-tests does. After the barrier the stream is idle, so the start event completes
+when enqueued, *before* the host launched the op: the sample includes the (first) op's
+launch overhead (gone only in ``cuda_graph`` mode), the device's execution, and nothing
+of the ``synchronize`` after the end event. A CUDA graph that captured nothing (a CPU
+tensor, a Gloo group) is an error, not a measurement.
 
 A sample is the *maximum over ranks* of that iteration's time (the collective
 is done only when its last rank is done). Each rank also takes its *arrival*: the
@@ -46,14 +42,12 @@ inside or after the op), and each rank's median (a straggler can be named later:
 ``make doctor``). Arrivals are measured from each rank's own barrier exit: the
 barrier's exit skew (tens of microseconds on Gloo) is not in them.
 
-Pipelined mode issues ``depth`` ops back to back on ``depth`` distinct buffer
-sets (one per in-flight op; Gloo runs async ops concurrently on its worker
-threads, so a shared in-place buffer would be a data race); a CUDA graph
-captures ``depth`` ops on ``depth`` buffer sets likewise, so each holds one
-op's result after a replay. ``before_sample``
-(the case's input reset, for ops that consume their inputs in place) runs before
-each sample's barrier, outside the timed interval, so the buffers left by the
-last sample hold exactly one op's result and can be checked.
+Pipelined mode issues ``depth`` ops back to back on ``depth`` distinct buffer sets
+(Gloo runs async ops concurrently on its worker threads: one shared in-place buffer
+would be a data race); a CUDA graph captures ``depth`` ops on ``depth`` sets likewise.
+Nothing is written between timed samples (a copy there costs the next op its caches,
+docs/experiments.md): ``reset`` (for ops that consume their inputs in place) runs once
+after the last, then one untimed sample, so the buffers hold one op's result to check.
 """
 
 from __future__ import annotations
@@ -61,7 +55,6 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -83,7 +76,7 @@ from suite.harness.rank_samples import (
 from suite.harness.phases import Phases
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Measurement:
     """Samples of one case, already reduced across ranks."""
 
@@ -236,9 +229,8 @@ def _run_samples_cuda(
     calls = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     for i in range(n):
-        if before_sample is not None:  # eager, outside the graph and before the start event
+        if before_sample is not None:  # eager, before the start event
             before_sample()
-            ctx.sync_device()
         barrier(ctx)
         starts[i].record()
         if before_op is not None:
@@ -259,18 +251,25 @@ def _run_samples_cuda(
     )
 
 
+def _untimed(ctx: DistContext, ops: Sequence[OpFn], mode: str, depth: int, graph=None) -> None:
+    """One sample's ops, untimed, as the timed samples issue them (one op per buffer set), then the device synced."""
+    if graph is not None:
+        graph.replay()
+    elif mode == "pipelined":
+        wait_all(_issue(ops, depth, True))
+    else:
+        for o in ops:
+            wait_all(o(False))
+    ctx.sync_device()
+
+
 def _warm_up(ctx: DistContext, ops: list[OpFn], mode: str, depth: int, n: int, budget_s: float) -> int:
     """Untimed samples, one op per buffer set as the timed samples issue them: ``n``, or under a budget
     ``warmup_count`` of them (rank 0 decides, every rank runs that many). Returns how many ran."""
 
     def once() -> float:
         t = time.perf_counter()
-        if mode == "pipelined":
-            wait_all(_issue(ops, depth, True))
-        else:
-            for o in ops:
-                wait_all(o(False))
-        ctx.sync_device()
+        _untimed(ctx, ops, mode, depth)
         return time.perf_counter() - t
 
     first = [once() for _ in range(min(n, WARMUP_MIN) if budget_s > 0 else n)]
@@ -289,6 +288,7 @@ def measure(
     mode: str | None = None,
     iters: int | None = None,
     warmup_iters: int | None = None,
+    reset: Callable[[], None] | None = None,
     before_sample: Callable[[], None] | None = None,
     before_op: Callable[[], None] | None = None,
     keep_rank_samples: bool = False,
@@ -300,19 +300,15 @@ def measure(
 
     ``op`` is one OpFn, or one per in-flight op (pipelined mode issues ``pipeline_depth`` ops, cycling over
     them). ``mode``/``iters``/``warmup_iters`` override the run's config for cases that need a fixed mode (e.g.
-    a barrier-per-step comparison). ``before_sample`` runs before each timed sample, outside the timed interval.
+    a barrier-per-step comparison). ``reset`` runs once after the timed samples, then one untimed sample.
+    ``before_sample`` runs before each sample's barrier, outside it; it must not write the op's buffers.
     ``before_op`` runs after each sample's barrier, before the op call: inside the sample and in this rank's
     arrival (what keeps a rank from reaching the op; the suite's ``SUITE_INJECT_DELAY=...@before``).
     ``rank_fields_of``: the positions whose own times the per-rank fields cover (the ranks that take
     part in a pair pattern); the samples are the maximum over every rank either way.
     ``phases``: where the seconds of warm-up, timed samples and the cross-rank reduction are added.
-
-    Precision mode (``cfg.precision_pct`` > 0) adds rounds of ``iters`` samples until the median's CI is
-    within ±precision_pct % or ``cfg.max_time_s`` has passed since ``started_at`` (``time.monotonic()``;
-    default: the call, so warm-up counts): one round always runs, so a case whose first round alone
-    exceeds the cap stops after it. The width is re-tested after every round (optional stopping), so the
-    CI of look j is taken at the level ``metrics.sequential_confidence(j)``, whose misses sum to at most
-    5% over all looks: the interval at which it stops covers the median with >= 95%.
+    Precision mode (``cfg.precision_pct`` > 0): ``_until_precise``; ``started_at`` (``time.monotonic()``,
+    default: the call, so warm-up counts) is when its time cap starts.
     """
     start = time.monotonic() if started_at is None else started_at  # precision mode's cap covers the whole case
     ops = list(op) if isinstance(op, (list, tuple)) else [op]
@@ -327,7 +323,7 @@ def measure(
     budget = cfg.budget_s if iters is None and cfg.precision_pct == 0 else 0.0
     with phase("warmup"):
         warmed = _warm_up(ctx, ops, mode, depth, warm, budget if warmup_iters is None else 0.0)
-        graph, kernels = _capture(ctx, ops, depth, before_sample) if mode == "cuda_graph" else (None, None)
+        graph, kernels = _capture(ctx, ops, depth) if mode == "cuda_graph" else (None, None)
 
     def round_(count: int = n) -> RankSamples:
         with phase("timed"):
@@ -344,6 +340,10 @@ def measure(
     reached = ci_pct = None
     if cfg.precision_pct > 0:
         got, reached, ci_pct = _until_precise(ctx, cfg, got, round_, start, phase)
+    if reset is not None:  # outside every sample: the buffers then hold exactly one op's result
+        with phase("check_run"):
+            reset()
+            _untimed(ctx, ops, mode, depth, graph)
     return Measurement(
         samples_s=max_over_ranks(got),
         timing_mode=mode,
@@ -362,11 +362,9 @@ def measure(
     )
 
 
-def _capture(ctx: DistContext, ops: Sequence[OpFn], depth: int, before_sample) -> tuple:
-    """cuda_graph mode: ``depth`` ops captured in one CUDA graph (after ``before_sample``, as a sample would
-    start) and replayed once, which uploads it, to keep that out of the samples; (the graph, its kernel nodes)."""
-    if before_sample is not None:
-        before_sample()
+def _capture(ctx: DistContext, ops: Sequence[OpFn], depth: int) -> tuple:
+    """cuda_graph mode: ``depth`` ops captured in one CUDA graph and replayed once, which uploads it, to keep
+    that out of the samples; (the graph, its kernel nodes)."""
     graph, kernels = cuda_graph.capture(ctx, lambda: wait_all(_issue(ops, depth, False)))
     graph.replay()
     ctx.sync_device()
@@ -376,8 +374,11 @@ def _capture(ctx: DistContext, ops: Sequence[OpFn], depth: int, before_sample) -
 def _until_precise(ctx: DistContext, cfg: BenchConfig, got, round_, start: float, phase) -> tuple:
     """Precision mode: more rounds (``round_()``) until the median's CI at look j's level is within
     ``cfg.precision_pct`` or ``cfg.max_time_s`` has passed since ``start``; (the samples, whether it was reached,
-    the CI's half-width at the last look, %). Rank 0 decides (its clock alone bounds the time) and tells
-    everyone, so every rank runs as many rounds."""
+    the CI's half-width at the last look, %). One round always runs, so a case whose first round alone exceeds
+    the cap stops after it. The width is re-tested after every round (optional stopping), so the CI of look j
+    is taken at the level ``metrics.sequential_confidence(j)``, whose misses sum to at most 5% over all
+    looks: the interval at which it stops covers the median with >= 95%. Rank 0 decides (its clock alone bounds
+    the time) and tells everyone, so every rank runs as many rounds."""
     look, reached = 0, None
     while True:
         done = False

@@ -74,14 +74,18 @@ def test_measure_times_every_iteration_and_each_ranks_arrival_at_the_op(ctx):
     assert all(a < s for a, s in zip(plain.rank_arrival_median_s, plain.rank_median_s))
 
 
-def test_pipelined_cycles_over_one_op_per_buffer_set_and_resets_before_each_sample(ctx):
+def test_pipelined_cycles_over_one_op_per_buffer_set_and_resets_once_after_the_samples(ctx):
     cfg = BenchConfig(iters=3, warmup_iters=0, timing_mode="pipelined", pipeline_depth=3, heartbeat_timeout_s=0)
-    issued, resets = [], []
+    issued, resets, hooks = [], [], []
     ops_ = [lambda a, i=i: issued.append((i, a)) for i in range(3)]
-    m = measure(ctx, cfg, ops_, before_sample=lambda: resets.append(len(issued)))
-    assert issued == [(i, True) for _ in range(3) for i in range(3)]  # each set once per sample, async
-    assert resets == [0, 3, 6]  # before each sample, never inside one
-    assert m.ops_per_sample == 3 and m.buffer_sets == 3
+    m = measure(
+        ctx, cfg, ops_, reset=lambda: resets.append(len(issued)), before_sample=lambda: hooks.append(len(issued))
+    )
+    # each set once per sample, async; then, after the reset, one more untimed sample for the check
+    assert issued == [(i, True) for _ in range(4) for i in range(3)]
+    assert resets == [9]  # after every timed sample: nothing is written between them
+    assert hooks == [0, 3, 6]  # before each timed sample, never inside one, not before the check's
+    assert m.ops_per_sample == 3 and m.buffer_sets == 3 and m.iterations == 3
 
 
 def test_precision_cap_covers_the_whole_case_even_a_first_round_longer_than_it(ctx):
