@@ -357,6 +357,10 @@ class ExperimentSpec:
     summary: Callable[..., tuple[str, str]] | None = None
     """summary(run, memo) -> a (what, finding) row of the report's first screen, also for a run
     without its records (then it says how to get them)."""
+    headline: Callable[..., object] | None = None
+    """headline(run, records) -> a suite.report.headline.Clause: what its records measured and show, the
+    measured part of its sentence in the run's headline (the core adds the wrong count); None, or a hook
+    that returns None: the core's sentence (the peak bus bandwidth against the link's rate, or its highest)."""
     verdict: Callable[..., int] | None = None
     """verdict(run_dir) -> the run's exit status, called by the launcher after a successful run that
     included the experiment (a health check: EXIT_FINDING when something is wrong)."""

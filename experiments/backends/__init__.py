@@ -10,4 +10,5 @@ SPEC = ExperimentSpec(
     table=table.format_tables,
     guide=table.__doc__,
     link_points=lambda rec: rec.get("table") == "compare",  # the collectives timed alone on each backend
+    headline=table.headline,
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from suite.api import DTYPE_SHORT, num, pivot, tail_cell, wrong, wrong_cell
+from suite.api import Clause, DTYPE_SHORT, fmt_bytes, num, pivot, tail_cell, time_ratio, wrong, wrong_cell
 
 
 def _lanes(recs: list[dict]) -> list[str]:
@@ -193,3 +193,29 @@ def format_tables(records: list[dict]) -> str:
     if by.get("gloo_path"):
         out.append(gloo_path_table(by["gloo_path"]))
     return "\n".join(out)
+
+
+def headline(run: dict, recs: list[dict]) -> Clause | None:
+    """Each other lane's time against the first's for the same op at the largest size; with one lane, the
+    forms its capability matrix found supported."""
+    compare = [r for r in recs if r.get("table", "compare") == "compare"]
+    lanes = _lanes(compare)
+    if len(lanes) >= 2:
+        said, numbers = [], {}
+        for lane in lanes[1:]:
+            got = time_ratio(compare, _lane, lanes[0], lane)
+            if got is not None:
+                ratio, a, _ = got
+                said.append(f"{lane} takes {ratio:z.2f}x {lanes[0]}'s time ({a['op']}, {fmt_bytes(a['size_bytes'])})")
+                numbers[f"{lane}_time_ratio"] = ratio
+        if said:
+            return Clause(text="; ".join(said), numbers=numbers)
+    rows = [c for r in recs if r.get("table") == "capability" for c in r.get("capabilities", [])]
+    ran = f"only {lanes[0]} ran, so no side-by-side ratio" if lanes else "no lane was timed"
+    if not rows:
+        return Clause(text=ran)
+    supported = sum(1 for c in rows if c["supported"])
+    return Clause(
+        text=f"{ran}; {supported} of {len(rows)} op/dtype forms run (capability probes)",
+        numbers={"forms_supported": supported, "forms": len(rows)},
+    )

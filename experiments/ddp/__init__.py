@@ -12,4 +12,5 @@ SPEC = ExperimentSpec(
     table=table.format_tables,
     guide=table.__doc__,
     step_model=later(f"{__name__}.model:step_model"),
+    headline=table.headline,
 )

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from suite.api import num, tail_cell, wrong, wrong_cell
+from suite.api import Clause, fmt_bytes, metrics, num, tail_cell, wrong, wrong_cell
 
 
 def _gbps(r: dict) -> float | None:
@@ -107,3 +107,22 @@ def format_tables(records: list[dict]) -> str:
     for (model, is_init), recs in groups.items():
         out.append(_init_table(model, recs) if is_init else _step_table(model, recs))
     return "\n".join(out)
+
+
+def headline(run: dict, recs: list[dict]) -> Clause | None:
+    """The plain DDP step of the model with the largest gradient: its time against the same step without
+    communication, and how much of its gradient all_reduce it hides."""
+    steps = [r for r in recs if r.get("label") == "ddp" and r.get("local_step_ms") is not None]
+    if not steps:
+        return None
+    r = max(steps, key=lambda r: r.get("grad_bytes") or 0)
+    t = metrics.format_time_us
+    text = (
+        f"the DDP step of {r.get('model', r.get('table'))} ({fmt_bytes(r.get('grad_bytes'))} gradient) takes "
+        f"{t(r['time_us'])} against {t(r['local_step_ms'] * 1e3)} without communication"
+    )
+    hid, alone = r.get("overlap_saved_pct"), r.get("allreduce_ms")
+    if hid is not None and alone is not None:
+        share = f"{hid:z.0f}%" if hid > 0 else "none"
+        text += f"; it hides {share} of its {t(alone * 1e3)} gradient all_reduce (timed alone)"
+    return Clause(text=text, numbers={"step_us": r["time_us"], "hidden_pct": hid, "grad_bytes": r.get("grad_bytes")})

@@ -16,4 +16,5 @@ SPEC = ExperimentSpec(
     report_section=later(f"{__name__}.report:section"),
     summary=later(f"{__name__}.report:summary"),
     verdict=later(f"{__name__}.verdict:run_doctor"),
+    headline=later(f"{__name__}.report:headline"),
 )

@@ -4,7 +4,7 @@ Reads stored records only."""
 
 from __future__ import annotations
 
-from suite.api import Plot, Section, plots, records
+from suite.api import Clause, Plot, Section, plots, records
 
 from . import stragglers, verdict
 
@@ -58,3 +58,9 @@ def summary(run: dict, memo: dict) -> tuple[str, str]:
     if not any(r.get("experiment") == verdict.EXPERIMENT for r in records(run)):
         return ("health (doctor)", "no health check in this run (make doctor)")
     return ("health (doctor)", _diagnosis(run, memo).headline)
+
+
+def headline(run: dict, recs: list[dict]) -> Clause:
+    """The diagnosis in one line (healthy, or each finding), with the doctor's own verdict."""
+    d = verdict.diagnose(run)
+    return Clause(text=f"{d.headline} ({len(recs)} probes)", verdict=d.verdict, numbers={"findings": len(d.findings)})

@@ -11,4 +11,5 @@ SPEC = ExperimentSpec(
     settings=ModelParallelSettings,
     table=table.format_tables,
     guide=table.__doc__,
+    headline=table.headline,
 )

@@ -20,7 +20,7 @@ record's ``model_holds``: T within ±25% of the model), and a line under the tab
 
 from __future__ import annotations
 
-from suite.api import num, tail_cell, wrong, wrong_cell
+from suite.api import Clause, metrics, num, tail_cell, wrong, wrong_cell
 
 
 def _busbw_cell(r: dict) -> str:
@@ -115,3 +115,29 @@ def format_tables(records: list[dict]) -> str:
     n_wrong = sum(wrong(r) for r in records)
     lines.append(f"# #wrong total: {n_wrong} [{'OK' if n_wrong == 0 else 'FAILED'}]")
     return "\n".join(lines) + "\n"
+
+
+def headline(run: dict, recs: list[dict]) -> Clause | None:
+    """The split layer's train step against the data-parallel one, and the pipeline's measured bubble at its
+    most micro-batches."""
+    by_op = {r["op"]: r for r in recs}
+    t = metrics.format_time_us
+    said, numbers = [], {}
+    mp, dp = by_op.get("mp_train_step"), by_op.get("dp_train_step")
+    if mp is not None:
+        layer = f"Linear({mp.get('in_features')}, {mp.get('out_features')})"
+        said.append(
+            f"the {layer} split over ranks trains a step in {t(mp['time_us'])}"
+            + (f" against {t(dp['time_us'])} data-parallel" if dp is not None else "")
+        )
+        numbers["mp_step_us"] = mp["time_us"]
+    pipe = [r for r in recs if r.get("table") == "pipeline" and r.get("bubble") is not None]
+    if pipe:
+        most = max(p["microbatches"] for p in pipe)
+        r = min((r for r in pipe if r["microbatches"] == most), key=lambda r: r["time_us"])
+        said.append(
+            f"a {r['stages']}-stage pipeline of {r['microbatches']} micro-batches idles {r['bubble']:z.0%} "
+            f"of {t(r['time_us'])} ({r['schedule']} schedule, bubble = 1 - M*c/T)"
+        )
+        numbers["bubble"] = r["bubble"]
+    return Clause(text="; ".join(said), numbers=numbers) if said else None

@@ -10,4 +10,5 @@ SPEC = ExperimentSpec(
     # the table reads each pattern's variants from suite/ops/p2p (torch): imported when a table is made
     table=later(f"{__name__}.table:format_tables"),
     guide=module_doc(Path(__file__).with_name("table.py")),
+    headline=later(f"{__name__}.table:headline"),
 )

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from suite.api import metrics, wrong, wrong_cell
+from suite.api import Clause, fmt_bytes, metrics, pingpong_records, wrong, wrong_cell
 
 
 def _us(t: float | None) -> str:
@@ -316,3 +316,20 @@ def format_tables(records: list[dict]) -> str:
             if rs := _by(recs, pattern):
                 out += _section(pattern, rs)
     return "\n".join(o for o in out if o)
+
+
+def headline(run: dict, recs: list[dict]) -> Clause | None:
+    """The ping-pong's one-way latency at its smallest size and its rate at its largest (the link's rate
+    the collectives' sentence is set against); None without a ping-pong (the core's sentence)."""
+    pp = pingpong_records(recs)
+    if not pp:
+        return None
+    small = min(pp, key=lambda r: (r["size_bytes"], r["time_us"]))
+    big = max(pp, key=lambda r: (r["size_bytes"], r["busbw_gbps"]))
+    pair = f" {small['src']}<->{small['dst']}" if "src" in small and "dst" in small else ""
+    return Clause(
+        text=f"ping-pong{pair} takes {metrics.format_time_us(small['time_us'])} one-way at "
+        f"{fmt_bytes(small['size_bytes'])} and moves {big['busbw_gbps']:z.3g} GB/s at {fmt_bytes(big['size_bytes'])} "
+        "(one-way time, OSU osu_latency)",
+        numbers={"latency_us": small["time_us"], "link_gbps": big["busbw_gbps"], "size_bytes": big["size_bytes"]},
+    )

@@ -11,4 +11,5 @@ SPEC = ExperimentSpec(
     settings=PlacementSettings,
     table=table.format_tables,
     guide=table.__doc__,
+    headline=table.headline,
 )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from suite.api import DTYPE_SHORT, num, pivot, wrong, wrong_cell
+from suite.api import Clause, DTYPE_SHORT, fmt_bytes, num, pivot, time_ratio, wrong, wrong_cell
 
 
 def topology_table(rec: dict) -> str:
@@ -210,3 +210,25 @@ def format_tables(records: list[dict]) -> str:
     if by.get("copy"):
         out.append(copy_table(by["copy"]))
     return "\n".join(out)
+
+
+_HEADLINE_PAIRS = (
+    ("pairs", "placement", "intra", "inter", "send/recv across nodes takes {r}x the time within a node"),
+    ("groups", "placement", "intra", "inter", "an all_reduce group spread over nodes takes {r}x one node's time"),
+    ("affinity", "pinning", "unpinned", "pinned", "pinning ranks to cores gives {r}x the unpinned time"),
+    ("contiguity", "layout", "contiguous", "transposed", "a transposed tensor takes {r}x a contiguous one's time"),
+)
+"""The comparisons the headline may say, first found first: (table, field, base, other, sentence)."""
+
+
+def headline(run: dict, recs: list[dict]) -> Clause | None:
+    """The first two placement comparisons the run has, as time ratios at their largest shared size."""
+    said, numbers = [], {}
+    for table, fld, base, other, text in _HEADLINE_PAIRS:
+        rs = [r for r in recs if r.get("table") == table]
+        got = time_ratio(rs, lambda r, f=fld: r.get(f), base, other)
+        if got is not None and len(said) < 2:
+            ratio, a, _ = got
+            said.append(text.format(r=f"{ratio:z.2f}") + f" ({a['op']}, {fmt_bytes(a['size_bytes'])})")
+            numbers[f"{table}_time_ratio"] = ratio
+    return Clause(text="; ".join(said), numbers=numbers) if said else None

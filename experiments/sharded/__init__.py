@@ -15,4 +15,5 @@ SPEC = ExperimentSpec(
     report_section=later(f"{__name__}.report:section"),
     check_world=later(f"{__name__}.user_model:check_world"),  # SHARDED_MODEL, on the host
     step_model=later(f"{__name__}.model:step_model"),
+    headline=table.headline,
 )

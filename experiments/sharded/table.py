@@ -36,7 +36,7 @@ so (experiments/sharded/quiet.py).
 
 from __future__ import annotations
 
-from suite.api import iters_label, num, tail_cell, wrong, wrong_cell
+from suite.api import Clause, fmt_bytes, iters_label, metrics, num, tail_cell, wrong, wrong_cell
 
 from .quiet import line as filtered_line
 
@@ -163,3 +163,19 @@ def format_tables(records: list[dict]) -> str:
     if filtered:
         lines.append(filtered)
     return "\n".join(lines) + "\n"
+
+
+def headline(run: dict, recs: list[dict]) -> Clause | None:
+    """Each strategy's training step time, and its collective bytes per step (by theory) against DDP's."""
+    steps = [r for r in recs if r["op"] == "train_step" and r.get("strategy")]
+    if not steps:
+        return None
+    t = metrics.format_time_us
+    text = "train step " + ", ".join(f"{r['strategy']} {t(r['time_us'])}" for r in steps)
+    ddp = next((r for r in steps if r["strategy"] == "ddp" and r["size_bytes"]), None)
+    others = [r for r in steps if r is not ddp and r["size_bytes"]]
+    if ddp is not None and others:
+        text += f"; collective bytes per step (theory) against DDP's {fmt_bytes(ddp['size_bytes'])}: " + ", ".join(
+            f"{r['strategy']} {r['size_bytes'] / ddp['size_bytes']:z.2f}x" for r in others
+        )
+    return Clause(text=text, numbers={f"{r['strategy']}_step_us": r["time_us"] for r in steps})

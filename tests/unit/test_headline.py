@@ -1,0 +1,125 @@
+"""The run's headline (suite/report/headline.py): one sentence per experiment with what was measured, the
+link's rate it is set against and where that rate comes from, and the verdict; on small synthetic runs and
+on the stored fixtures."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from suite import results
+from suite.report.headline import correctness_text, headline_items, headlines
+from tests.conftest import ROOT
+
+FIXTURES = ROOT / "tests" / "fixtures"
+MIB = 1 << 20
+
+
+def _rec(experiment="collectives", op="all_reduce", size=MIB, busbw=1.0, n_wrong=0, **extra) -> dict:
+    return {
+        "experiment": experiment,
+        "op": op,
+        "backend": "gloo",
+        "device": "cpu",
+        "world_size": 2,
+        "size_bytes": size,
+        "time_us": size / (busbw * 1e3) if busbw else 100.0,
+        "busbw_gbps": busbw,
+        "n_wrong": n_wrong,
+        "checked": n_wrong is not None,
+        **extra,
+    }
+
+
+def _pingpong(size=MIB, busbw=2.0) -> dict:
+    return _rec("p2p", "send_recv", size, busbw, pattern="pingpong", src=0, dst=1)
+
+
+def _run(recs: list[dict], hosts=("a", "a"), link_rate: str | None = None) -> dict:
+    env = {"LINK_RATE": link_rate} if link_rate else {}
+    return {
+        "benchmarks": [{"extra_info": r} for r in recs],
+        "machine_info": {"suite": {"hostnames": list(hosts), "hosts": {h: {"env": env} for h in set(hosts)}}},
+    }
+
+
+def _by_exp(run: dict) -> dict:
+    return {h.experiment: h for h in headline_items(run)}
+
+
+def test_collectives_are_set_against_the_ping_pong_at_their_size():
+    run = _run([_rec(busbw=0.5), _rec(size=1024, busbw=0.01), _pingpong(1024, 0.1), _pingpong(MIB, 2.0)])
+    h = _by_exp(run)["collectives"]
+    assert (
+        "all_reduce reaches 0.5 GB/s busbw at 1.0 MiB, 25% of the link's measured rate "
+        "(2 GB/s, p2p ping-pong 0<->1, 1.0 MiB)" in h.text
+    )
+    assert h.numbers["link_fraction"] == pytest.approx(0.25)
+    assert h.text.endswith("0 wrong of 2 cases") and h.verdict == "correct"
+
+
+def test_without_a_ping_pong_at_their_size_the_largest_one_is_the_link():
+    run = _run([_rec(size=4 * MIB, busbw=1.0), _pingpong(1024, 0.1), _pingpong(MIB, 4.0)])
+    assert "25% of the link's measured rate (4 GB/s, p2p ping-pong 0<->1, 1.0 MiB)" in headlines(run)[0]
+
+
+def test_without_a_ping_pong_link_rate_is_the_declared_link_across_hosts():
+    run = _run([_rec(busbw=0.5)], hosts=("a", "b"), link_rate="8gbit")
+    assert "50% of the link's declared rate (1 GB/s, LINK_RATE=8gbit)" in headlines(run)[0]
+
+
+def test_without_either_the_sentence_says_so_instead_of_a_percentage():
+    one_host = _run([_rec(busbw=0.5)], link_rate="8gbit")  # LINK_RATE shapes the links between hosts only
+    text = headlines(one_host)[0]
+    assert "no link rate to set it against" in text and "%" not in text
+
+
+def test_a_wrong_case_makes_the_verdict_wrong_and_is_counted():
+    h = _by_exp(_run([_rec(n_wrong=3), _rec(size=1024), _rec(op="barrier", busbw=None, n_wrong=None)]))["collectives"]
+    assert h.verdict == "WRONG" and (h.n_wrong, h.n_unchecked, h.n_cases) == (1, 1, 3)
+    assert h.text.endswith("1 wrong of 2 checked cases, 1 unchecked")
+
+
+def test_correctness_text_counts():
+    assert correctness_text(436, 0, 0) == "0 wrong of 436 cases"
+    assert correctness_text(4, 0, 4) == "none of 4 cases checked"
+
+
+def test_an_experiment_this_checkout_lacks_gets_the_generic_sentence():
+    run = _run([_rec("gone", "frobnicate", busbw=0.25, label="frob")])
+    assert headlines(run) == ["gone: 1 cases; the highest busbw is 0.25 GB/s (frob, 1.0 MiB); 0 wrong of 1 cases"]
+
+
+@pytest.mark.parametrize(
+    "fixture, expected",
+    [
+        ("all-gloo-2", ["collectives", "backends", "ddp", "model_parallel", "p2p", "placement"]),
+        ("doctor-gloo-2", ["doctor"]),
+        ("sharded-gloo-2", ["collectives", "sharded"]),
+    ],
+)
+def test_every_experiment_of_a_stored_run_has_its_own_sentence(fixture, expected):
+    run = results.load_run(FIXTURES / fixture)
+    items = headline_items(run)
+    assert [h.experiment for h in items] == expected
+    for h in items:
+        assert h.text.startswith(f"{h.experiment}: ") and "wrong of" in h.text
+        assert h.verdict in ("correct", "healthy")
+        # every decimal number is followed by its unit (or is a ratio, a share or a size)
+        bare = re.findall(r"\d+\.\d+(?![\d.])(?! ?(?:GB/s|KiB|MiB|GiB|µs|ms|s\b|x|%))", h.text)
+        assert not bare, (h.text, bare)
+
+
+def test_each_experiment_says_its_own_finding():
+    texts = {h.experiment: h.text for h in headline_items(results.load_run(FIXTURES / "all-gloo-2"))}
+    assert "of the link's measured rate" in texts["collectives"]
+    assert "one-way at 1.0 KiB" in texts["p2p"]
+    assert "107 of 109 op/dtype forms run" in texts["backends"]
+    assert "without communication; it hides" in texts["ddp"]
+    assert "data-parallel" in texts["model_parallel"] and "pipeline" in texts["model_parallel"]
+    assert "the unpinned time" in texts["placement"]
+    doctor = headline_items(results.load_run(FIXTURES / "doctor-gloo-2"))[0]
+    assert doctor.text.startswith("doctor: healthy: no slow link") and doctor.verdict == "healthy"
+    sharded = headlines(results.load_run(FIXTURES / "sharded-gloo-2"))[1]
+    assert "train step ddp" in sharded and "against DDP's" in sharded
