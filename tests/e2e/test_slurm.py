@@ -233,6 +233,8 @@ def test_doctor_under_slurm_names_a_delayed_rank(slurm, tmp_path):
     d = json.loads((tmp_path / "results" / "run" / "doctor.json").read_text())
     assert [s["rank"] for s in d["stragglers"]] == [3] and [f["kind"] for f in d["findings"]] == ["straggler"]
     assert "straggler  rank 3" in job.output
+    # the job's closing line is the doctor's verdict, not a failure (status 8 is a finding)
+    assert "# doctor: straggler" in job.output and "first failure" not in job.output, job.output[-2000:]
 
 
 def test_a_frozen_rank_ends_the_job_within_heartbeat_and_kill_wait(slurm, tmp_path):
