@@ -53,7 +53,7 @@ import torch.distributed as dist
 
 from suite import results
 
-from suite.harness import checks, faults, faulty_backend, journal, journal_check, verify
+from suite.harness import checks, faults, faulty_backend, journal, journal_check, plants, verify
 from suite.case import Buffers, Case, Session, support_reason, wait_all
 from suite.launch.config import BenchConfig
 from suite.launch.switches import switch
@@ -195,9 +195,9 @@ class Harness:
         if (inj.when == "timed") != timed or not faults.targets(inj.name, case):
             return
         if inj.fault == "misroute":
-            _misroute(b, ctx.world_size)
+            plants.misroute(b, ctx.world_size)
         else:
-            _flip(b)
+            plants.flip(b)
 
     def _delay(self, ctx: DistContext, case: Case) -> tuple[float, str] | None:
         """(seconds, "after" | "before") when SUITE_INJECT_DELAY delays this rank in this case, else None."""
@@ -371,30 +371,3 @@ def _release(b: Buffers) -> None:
     if b.release is not None:
         release, b.release = b.release, None
         release()
-
-
-def _flip(b: Buffers) -> None:
-    for t in b.outputs():
-        if t is not None and t.numel():
-            t.view(-1)[0] = t.view(-1)[0] + 1
-            return
-
-
-def _misroute(b: Buffers, world_size: int) -> None:
-    """Deliver the right values to the wrong place: swap the first two outputs of one shape (two
-    chunks or messages trade places), else rotate the first output of two or more elements by one
-    chunk, as a wrong chunk or peer index would."""
-    outs = [t for t in b.outputs() if t is not None and t.numel()]
-    for i, a in enumerate(outs):
-        for other in outs[i + 1 :]:
-            if other.shape == a.shape and other.dtype == a.dtype:
-                held = a.clone()
-                a.copy_(other)
-                other.copy_(held)
-                return
-    for t in outs:
-        n = t.numel()
-        if n >= 2:
-            chunk = n // world_size
-            t.copy_(torch.roll(t.reshape(-1), chunk if 0 < chunk < n else 1).view_as(t))
-            return
