@@ -29,13 +29,14 @@ op, label, identity value, or ``all``):
 - ``SUITE_INJECT_MISMATCH=<name>``: the last rank issues one extra 1-element
   all_reduce before the case (a collective the others do not call);
   TORCH_DISTRIBUTED_DEBUG=DETAIL must name the mismatch.
-- ``SUITE_INJECT_DIVERGE=<action>:<rank>:<k>[:<name>]``: that rank's k-th call (1-based, counted
+- ``SUITE_INJECT_DIVERGE=<action>:<rank>:<k>[:<name>][@below]``: that rank's k-th call (1-based, counted
   over the calls the harness makes of matching cases' ops) does something else: ``skip`` (issues
   nothing), ``other`` (a 1-element broadcast instead), ``size`` (an all_reduce one element longer),
   ``sleep`` (sleeps an hour outside any op), ``recv`` (a recv from the next rank, which never
   sends), ``stray`` (the call, then after the case's last op one more of it, async and never waited
-  for: what a library can leave behind). The after-case sequence check or the launcher's hang
-  diagnosis must name that rank.
+  for: what a library can leave behind), ``extra`` (the call twice). With ``@below``, k counts the
+  rank's calls of the case's op in torch.distributed from the case's set-up (suite/harness/plants.py
+  ``Below``). The after-case sequence check or the launcher's hang diagnosis must name that rank.
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ class Harness:
         self._support: dict = {}
         self._journal_s: float | None = None
         self._seeds = itertools.count(1)  # one per check repetition (DistContext.seed)
+        self._below = plants.Below()  # SUITE_INJECT_DIVERGE=...@below, armed at each case's set-up
         self.session = Session(cfg, measure=lambda ctx, call: measure(ctx, cfg, call, mode="blocking"))
 
     # --- the protocol ----------------------------------------------------------------------------
@@ -210,7 +212,7 @@ class Harness:
 
     def _diverging(self, ctx: DistContext, case: Case, call):
         inj = switch("SUITE_INJECT_DIVERGE", self.env)
-        if inj is None:
+        if inj is None or inj.when == "below":  # planted below the harness: plants.Below
             return call
         if inj.rank != ctx.rank or not faults.targets(inj.name, case):
             return call
@@ -229,6 +231,9 @@ class Harness:
             elif action == "stray":
                 self._stray = lambda: call(True)
                 return call(async_op)
+            elif action == "extra":
+                wait_all(call(False))
+                return call(async_op)
             elif action == "recv":
                 dist.recv(torch.zeros(1, device=ctx.device), src=(ctx.rank + 1) % ctx.world_size, group=ctx.group)
             return None
@@ -245,6 +250,7 @@ class Harness:
         phase, cfg = self.phases, self.cfg
         with phase("setup"):
             ctx = case.context(self.ctx, self.session) if case.context is not None else self.ctx
+            self._below.arm(switch("SUITE_INJECT_DIVERGE", self.env), ctx, case)
             if case.skip is not None:
                 reason = case.skip(ctx, cfg)
                 if reason:
