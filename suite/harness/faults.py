@@ -8,7 +8,7 @@ required ones. The six switches (``INJECTIONS``; what each does is in docs/failu
 - ``SUITE_INJECT_CORRUPTION=[<fault>:]<name>[,<name>...][@timed]`` (suite/harness/runner.py)
 - ``SUITE_INJECT_DELAY=<rank>:<seconds>[:<name>[,<name>...]][@after|@before]`` (suite/harness/runner.py)
 - ``SUITE_INJECT_MISMATCH=<name>[,<name>...]`` (suite/harness/runner.py)
-- ``SUITE_INJECT_DIVERGE=<action>:<rank>:<k>[:<name>[,<name>...]]`` (suite/harness/runner.py)
+- ``SUITE_INJECT_DIVERGE=<action>:<rank>:<k>[:<name>[,<name>...]][@below]`` (suite/harness/runner.py, plants.py)
 - ``SUITE_INJECT_FAULT=<action>:<rank>:<n>`` (suite/harness/plugin.py: a real process event before a test)
 - ``SUITE_INJECT_BACKEND=<fault>[:<name>[,<name>...]]`` (suite/harness/faulty_backend.py: the run's group on a
   faulty Gloo whose ops return results wrong as ``<fault>`` makes them)
@@ -27,8 +27,9 @@ from types import SimpleNamespace
 
 CORRUPTION_FAULTS = ("flip", "misroute")
 """``flip`` adds 1 to an output's first element; ``misroute`` puts the right values in the wrong place."""
-DIVERGE_ACTIONS = ("skip", "other", "size", "sleep", "recv", "stray")
-"""What a diverging rank's k-th call does instead (suite/harness/runner.py ``Harness._diverging``)."""
+DIVERGE_ACTIONS = ("skip", "other", "size", "sleep", "recv", "stray", "extra")
+"""What a diverging rank's k-th call does instead (suite/harness/runner.py ``Harness._diverging``; with ``@below``,
+suite/harness/plants.py ``Below``)."""
 BACKEND_FAULTS = (
     "drop",
     "stale",
@@ -102,6 +103,7 @@ INJECTIONS = {
                 Field("k", "count", minimum=1),
                 Field("name", "names", optional=True, default=()),
             ),
+            when=("", "below"),
         ),
         Switch(
             "SUITE_INJECT_FAULT",

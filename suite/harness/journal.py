@@ -36,13 +36,16 @@ check, journal_dump.py the dumps.
 from __future__ import annotations
 
 import collections
+import tempfile
 import time
+from pathlib import Path
 from time import perf_counter
 
 import torch
 import torch.distributed as dist
 
 from suite.harness import journal_dump, journal_wrap, timeline
+from suite.launch import journal_ring
 from suite.harness.c10d import group_name, sequence_getter
 
 TAIL = 64
@@ -60,6 +63,7 @@ class Journal:
         self.groups: dict[str, object] = {"0": dist.group.WORLD}
         self.known: dict = {}  # group object (None: the default) -> (name, sequence getter)
         self.fatal_file = None  # hang/rank<r>.fatal, open for faulthandler's stacks on a fatal signal or SIGTERM
+        self.ring = None  # hang/rank<r>.ring: the entries as a fatal signal leaves them (suite/launch/journal_ring.py)
         self.count: dict[str, int] = {}  # ops journaled per group name (plain dicts: a Counter costs 3x)
         self.p2p: dict[str, int] = {}  # p2p ops journaled per group name
         self.checks: dict[str, int] = {}  # checks per case label (the store key: the same on every rank)
@@ -78,6 +82,8 @@ class Journal:
         self.timeline.case_ended(self.case, self.dropped)
         self.case, self.dropped = case, 0
         self.case_ops.clear()
+        if self.ring is not None:
+            self.ring.case(case)
         self.room = min(len(self.ops) + timeline.OPS_PER_CASE, timeline.OPS_MAX)
 
     # --- recording (the hot path: no I/O, no locks) ---------------------------------------------
@@ -91,7 +97,7 @@ class Journal:
         name, get = known
         seq = get() if get is not None else None
         self.count[name] = self.count.get(name, 0) + 1
-        self.case_ops[op] = self.case_ops.get(op, 0) + 1
+        n = self.case_ops[op] = self.case_ops.get(op, 0) + 1
         if op in P2P:
             self.p2p[name] = self.p2p.get(name, 0) + 1
         t = first[0] if isinstance(first, (list, tuple)) and first else first
@@ -111,6 +117,8 @@ class Journal:
             None,
         ]
         self.entries.append(e)
+        if self.ring is not None:
+            self.ring.put(op, name, e[2], e[3], e[4], peer, n, e[8])
         if len(self.ops) < self.room:
             self.ops.append(e)
         else:
@@ -148,13 +156,21 @@ def record_cost_s(calls: int = 2000) -> float:
     """Seconds the journal adds to one op on this rank: a no-op wrapped as ``install`` wraps every
     ``torch.distributed`` function, less the bare no-op, per call (the median of 5 rounds of ``calls``).
     A throwaway journal on the default group: it reads c10d's sequence number as the real one does,
-    and counts nothing of the run's. Every timed op includes this once (recorded as
-    ``journal_us_per_op``)."""
+    keeps its ring in a file where the real one does (suite/launch/journal_ring.py), and counts nothing of the run's.
+    Every timed op includes this once (recorded as ``journal_us_per_op``)."""
 
     def noop(*args, **kwargs):
         return None
 
-    wrapped = journal_wrap.wrap(Journal(-1, None), "all_reduce", noop)
+    with tempfile.TemporaryDirectory() as tmp:
+        j = Journal(-1, None)
+        real = current()
+        if real is not None and real.ring is not None:
+            j.ring = journal_ring.Ring(Path(tmp) / "ring", "", 0.0)
+        return _cost(journal_wrap.wrap(j, "all_reduce", noop), noop, calls)
+
+
+def _cost(wrapped, noop, calls: int) -> float:
     t = torch.zeros(1)
     rounds = []
     for _ in range(5):

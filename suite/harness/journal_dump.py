@@ -16,6 +16,7 @@ import traceback
 from pathlib import Path
 
 from suite.harness import c10d
+from suite.launch import journal_ring
 from suite.harness.c10d import sequence_number
 from suite.launch import flight_recorder
 from suite.launch.fileio import write_json_atomic
@@ -91,8 +92,9 @@ def watch(journal) -> None:
 
 
 def arm(journal) -> None:
-    """Leave faulthandler's stacks in ``<run>/hang/rank<r>.fatal`` on a fatal signal, make the folder NCCL's
-    own dump lands in, and watch for dump requests (nothing but the watch without a run folder)."""
+    """Leave faulthandler's stacks in ``<run>/hang/rank<r>.fatal`` on a fatal signal and the journal's entries
+    in ``rank<r>.ring`` (suite/launch/journal_ring.py), make the folder NCCL's own dump lands in, and watch
+    for dump requests (nothing but the watch without a run folder)."""
     run_dir, rank = journal.run_dir, journal.rank
     if run_dir:
         try:
@@ -102,6 +104,9 @@ def arm(journal) -> None:
             faulthandler.enable(file=journal.fatal_file, all_threads=True)
             # torchrun ends the other ranks with SIGTERM when one dies: their stacks show what they waited in
             faulthandler.register(signal.SIGTERM, file=journal.fatal_file, all_threads=True, chain=True)
+            ring = journal_ring.Ring(path.with_suffix(".ring"), socket.gethostname(), journal.unix_minus_clock)
+            ring.case(journal.case)
+            journal.ring = ring  # a rank a fatal signal ends leaves what it issued (the launcher reads it)
         except OSError:
             pass
     if run_dir and flight_recorder_on():  # NCCL's own dump on a timeout lands in <run>/failures/ (launch.py)

@@ -29,13 +29,14 @@ op, label, identity value, or ``all``):
 - ``SUITE_INJECT_MISMATCH=<name>``: the last rank issues one extra 1-element
   all_reduce before the case (a collective the others do not call);
   TORCH_DISTRIBUTED_DEBUG=DETAIL must name the mismatch.
-- ``SUITE_INJECT_DIVERGE=<action>:<rank>:<k>[:<name>]``: that rank's k-th call (1-based, counted
+- ``SUITE_INJECT_DIVERGE=<action>:<rank>:<k>[:<name>][@below]``: that rank's k-th call (1-based, counted
   over the calls the harness makes of matching cases' ops) does something else: ``skip`` (issues
   nothing), ``other`` (a 1-element broadcast instead), ``size`` (an all_reduce one element longer),
   ``sleep`` (sleeps an hour outside any op), ``recv`` (a recv from the next rank, which never
   sends), ``stray`` (the call, then after the case's last op one more of it, async and never waited
-  for: what a library can leave behind). The after-case sequence check or the launcher's hang
-  diagnosis must name that rank.
+  for: what a library can leave behind), ``extra`` (the call twice). With ``@below``, k counts the
+  rank's calls of the case's op in torch.distributed from the case's set-up (suite/harness/plants.py
+  ``Below``). The after-case sequence check or the launcher's hang diagnosis must name that rank.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ import torch.distributed as dist
 
 from suite import results
 
-from suite.harness import checks, faults, faulty_backend, journal, journal_check, verify
+from suite.harness import checks, faults, faulty_backend, journal, journal_check, plants, verify
 from suite.case import Buffers, Case, Session, each, support_reason, wait_all
 from suite.launch.config import BenchConfig
 from suite.launch.switches import switch
@@ -89,6 +90,7 @@ class Harness:
         self._support: dict = {}
         self._journal_s: float | None = None
         self._seeds = itertools.count(1)  # one per check repetition (DistContext.seed)
+        self._below = plants.Below()  # SUITE_INJECT_DIVERGE=...@below, armed at each case's set-up
         self.session = Session(cfg, measure=lambda ctx, call: measure(ctx, cfg, call, mode="blocking"))
 
     # --- the protocol ----------------------------------------------------------------------------
@@ -194,9 +196,9 @@ class Harness:
         if (inj.when == "timed") != timed or not faults.targets(inj.name, case):
             return
         if inj.fault == "misroute":
-            _misroute(b, ctx.world_size)
+            plants.misroute(b, ctx.world_size)
         else:
-            _flip(b)
+            plants.flip(b)
 
     def _delay(self, ctx: DistContext, case: Case) -> tuple[float, str] | None:
         """(seconds, "after" | "before") when SUITE_INJECT_DELAY delays this rank in this case, else None."""
@@ -209,7 +211,7 @@ class Harness:
 
     def _diverging(self, ctx: DistContext, case: Case, call):
         inj = switch("SUITE_INJECT_DIVERGE", self.env)
-        if inj is None:
+        if inj is None or inj.when == "below":  # planted below the harness: plants.Below
             return call
         if inj.rank != ctx.rank or not faults.targets(inj.name, case):
             return call
@@ -228,6 +230,9 @@ class Harness:
             elif action == "stray":
                 self._stray = lambda: call(True)
                 return call(async_op)
+            elif action == "extra":
+                wait_all(call(False))
+                return call(async_op)
             elif action == "recv":
                 dist.recv(torch.zeros(1, device=ctx.device), src=(ctx.rank + 1) % ctx.world_size, group=ctx.group)
             return None
@@ -244,6 +249,7 @@ class Harness:
         phase, cfg = self.phases, self.cfg
         with phase("setup"):
             ctx = case.context(self.ctx, self.session) if case.context is not None else self.ctx
+            self._below.arm(switch("SUITE_INJECT_DIVERGE", self.env), ctx, case)
             if case.skip is not None:
                 reason = case.skip(ctx, cfg)
                 if reason:
@@ -370,30 +376,3 @@ def _release(b: Buffers) -> None:
     if b.release is not None:
         release, b.release = b.release, None
         release()
-
-
-def _flip(b: Buffers) -> None:
-    for t in b.outputs():
-        if t is not None and t.numel():
-            t.view(-1)[0] = t.view(-1)[0] + 1
-            return
-
-
-def _misroute(b: Buffers, world_size: int) -> None:
-    """Deliver the right values to the wrong place: swap the first two outputs of one shape (two
-    chunks or messages trade places), else rotate the first output of two or more elements by one
-    chunk, as a wrong chunk or peer index would."""
-    outs = [t for t in b.outputs() if t is not None and t.numel()]
-    for i, a in enumerate(outs):
-        for other in outs[i + 1 :]:
-            if other.shape == a.shape and other.dtype == a.dtype:
-                held = a.clone()
-                a.copy_(other)
-                other.copy_(held)
-                return
-    for t in outs:
-        n = t.numel()
-        if n >= 2:
-            chunk = n // world_size
-            t.copy_(torch.roll(t.reshape(-1), chunk if 0 < chunk < n else 1).view_as(t))
-            return

@@ -16,13 +16,13 @@ suite or an experiment); then a verdict such as::
 
 from __future__ import annotations
 
-import collections
 import json
 import re
 import time
 from pathlib import Path
 
-from suite.launch import flight_recorder
+from suite.launch import journal_ring
+from suite.launch import divergence, flight_recorder
 from suite.launch.fileio import write_json_atomic
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: suite/launch/ is two levels down
@@ -34,6 +34,7 @@ _SKIP_FILES = (  # the journal's own frames (its wrappers, its check, its dump) 
     "suite/harness/journal_check.py",
     "suite/harness/journal_dump.py",
     "suite/launch/failures.py",
+    "suite/harness/plants.py",  # a divergence planted below the harness: where it was called from is the place
 )
 
 
@@ -65,6 +66,10 @@ def read_dumps(run_dir: Path) -> tuple[dict[int, dict], dict[int, list]]:
     for r in dumps:  # a rank that answered and was ended afterwards (SIGTERM) is described by its journal
         if r in fatal and fatal[r]["error"] is None:
             del fatal[r]
+    for r, f in fatal.items():  # a rank a fatal signal ended (Gloo's abort): what it issued, from its ring file
+        ring = journal_ring.read(run_dir / "hang" / f"rank{r}.ring", r) if f["error"] and r not in dumps else None
+        if ring is not None:
+            dumps[r] = {**ring, "threads": [{"name": "fatal", "main": True, "frames": f["frames"]}]}
     return dumps, fatal
 
 
@@ -156,19 +161,6 @@ def _wait(rs, verb: str = "wait") -> str:
     return f"{_ranks(rs)} {verb}{'s' if len(rs) == 1 and verb == 'wait' else ''}"
 
 
-def _odd_by_case_ops(states: list[dict]) -> list[int]:
-    """Ranks that issued fewer of the case's most issued op than the others (they skipped or replaced one)."""
-    total: collections.Counter = collections.Counter()
-    for s in states:
-        total.update(s["case_ops"])
-    if not total:
-        return []
-    op = total.most_common(1)[0][0]
-    have = {s["rank"]: s["case_ops"].get(op, 0) for s in states}
-    top = max(have.values())
-    return [r for r, n in have.items() if n < top]
-
-
 def diagnose(dumps: dict[int, dict], fatal: dict[int, dict], world_size: int) -> dict:
     """Per-rank lines and one verdict from the ranks' dumps; ``kind`` is divergence, died, hang or unknown."""
     states = [rank_state(dumps[r]) for r in sorted(dumps)]
@@ -177,32 +169,41 @@ def diagnose(dumps: dict[int, dict], fatal: dict[int, dict], world_size: int) ->
     lines = []
     for s in states:
         now = f"waits in {_op(s)}" if s["waiting"] else f"last issued {_op(s)} (completed)"
+        now = f"{_how(fatal[s['rank']])}: in {_op(s)}" if s["rank"] in fatal else now
         lines.append(f"rank {s['rank']} ({s['host']}): {now}, case {s['case'] or '?'}; at {s['where']}")
     dead = sorted(fatal)
     silent = [r for r in range(world_size) if r not in dumps and r not in fatal]
-    lines += [f"rank {r}: {_ended(fatal[r])}" for r in dead]
+    lines += [f"rank {r}: {_ended(fatal[r])}" for r in dead if r not in dumps]
     lines += [f"rank {r}: did not answer (frozen, or ended before it could)" for r in silent]
 
     def row(rank, host, state, op="", case="", at="?"):
         return {"rank": rank, "host": host, "state": state, "op": op, "case": case, "where": at}
 
     table = [
-        row(s["rank"], s["host"], "waiting" if s["waiting"] else "completed", _op(s), s["case"], s["where"])
+        row(
+            s["rank"],
+            s["host"],
+            _how(fatal[r]) if (r := s["rank"]) in fatal else _state(s),
+            _op(s),
+            s["case"],
+            s["where"],
+        )
         for s in states
     ]
-    table += [row(r, "?", _how(fatal[r]), at=where(fatal[r]["frames"])) for r in dead]
+    table += [row(r, "?", _how(fatal[r]), at=where(fatal[r]["frames"])) for r in dead if r not in dumps]
     table += [row(r, "?", "did not answer") for r in silent]
     table.sort(key=lambda row: row["rank"])
-    kind, verdict = _verdict(states, dead)
+    kind, verdict = _diverged(states, dead) or _verdict(states, dead)
     gone = [f"rank {r} {_ended(fatal[r])}" for r in dead]
     if silent:
         gone.append(f"{_ranks(silent)} did not answer (frozen or gone)")
     if gone:
         # A rank that did not answer is frozen or gone (heartbeat's "a peer was lost"): where the others
-        # stopped follows from it, so their different ops are not a divergence. A rank that died
-        # answering (its stacks) after the others diverged keeps the divergence.
+        # stopped follows from it, so their different ops are not a divergence. A rank that died (Gloo
+        # aborts on a size mismatch) where the journals differ keeps the divergence, which leads the verdict.
         kind = "died" if silent or kind != "divergence" else kind
-        verdict = "; ".join(gone) + (f"; {verdict}" if verdict else "")
+        parts = [verdict, *gone] if kind == "divergence" else [*gone, verdict]
+        verdict = "; ".join(p for p in parts if p)
     verdict = verdict or "no rank left a journal"
     return {"kind": kind, "verdict": verdict, "ranks": lines, "table": table, "states": states}
 
@@ -240,24 +241,6 @@ def _verdict(states: list[dict], dead: list[int]) -> tuple[str, str]:
             f"{_wait(s['rank'] for s in front)} in {_op(head)}{case}; "
             f"{_ranks(s['rank'] for s in behind)} never entered it: {where_}"
         )
-    kinds = collections.defaultdict(list)
-    for s in front:
-        kinds[(s["op"], json.dumps(s["shape"]))].append(s)
-    if len(kinds) > 1:
-        odd_ranks = set(_odd_by_case_ops(front))
-        if not odd_ranks or len(odd_ranks) == len(front):  # no op count tells them apart: the minority is odd
-            ref = max(kinds.values(), key=len)
-            if sum(len(v) == len(ref) for v in kinds.values()) > 1:  # a tie: the op unusual for its own rank
-                ref = max(kinds.values(), key=lambda v: min(_usual(s) for s in v))
-            odd_ranks = {s["rank"] for s in front if s not in ref}
-        ref = [s for s in front if s["rank"] not in odd_ranks]
-        odd = [s for s in front if s["rank"] in odd_ranks]
-        r0 = ref[0]
-        what = "; ".join(f"{_who(s, states)} is in {_op(s)}{_shape(s)} at {s['where']}" for s in odd)
-        return "divergence", (
-            f"{_wait(s['rank'] for s in ref)} in {_op(r0)}{_shape(r0)} (case {r0['case']}); "
-            f"{_ranks(odd_ranks)} issued a different op there: {what}"
-        )
     if all(s["waiting"] for s in front):
         if dead:
             return "died", f"{_wait((s['rank'] for s in front), 'waited')} in {_op(head)}{_shape(head)}{case}"
@@ -274,13 +257,55 @@ def _who(s: dict, states: list[dict]) -> str:
     return f"rank {s['rank']} (host {s['host']})" if several else f"rank {s['rank']}"
 
 
-def _usual(s: dict) -> int:
-    """How many ops of the rank's journal tail were the same op with the same shape as its current one."""
-    return sum(1 for e in s["tail"] if e.get("op") == s["op"] and e.get("shape") == s["shape"])
-
-
 def _shape(s: dict) -> str:
     return f" {s['shape']}" if s["shape"] is not None else ""
+
+
+def _state(s: dict) -> str:
+    return "waiting" if s["waiting"] else "completed"
+
+
+def _diverged(states: list[dict], dead: list[int]) -> tuple[str, str] | None:
+    """The verdict at the first op the ranks' journals differ at (suite/launch/divergence.py), None if none."""
+    found = divergence.first_difference(states)
+    if found is None:
+        return None
+    seq, at = found
+    odd, how = divergence.culprits(states, seq, at)
+    by = {s["rank"]: s for s in states}
+
+    def op(r) -> str:
+        e = at[r]
+        return _op({**e, "seq": seq}) + _shape(e)
+
+    def one(r) -> str:
+        e, s = at[r], by[r]
+        verb = "died in" if r in dead else "is in" if e.get("state") in ("entered", "failed", "issued") else "issued"
+        here = f" at {s['where']}" if s["seq"] == seq else ""  # where it is now is where it issued that op
+        return f"{_who(s, states)} {verb} {op(r)}{here}"
+
+    case = f" (case {at[min(at)].get('case') or by[min(at)]['case']})"
+    if not odd:
+        each = "; ".join(one(r) for r in sorted(at))
+        return (
+            "divergence",
+            f"{_ranks(at)} issued different ops at #{seq}{case}: {each}; which diverged cannot be told ({how})",
+        )
+    ref = [r for r in sorted(at) if r not in odd]
+    live = all(r not in dead and at[r].get("state") in ("entered", "failed") for r in ref)
+    verb = _wait(ref) if live else f"{_ranks(ref)} {'died' if all(r in dead for r in ref) else 'issued'}"
+    other = "op" if {at[r].get("op") for r in odd} != {at[ref[0]].get("op")} else "size"
+    return "divergence", (
+        f"{verb} in {op(ref[0])}{case}; {_ranks(odd)} issued a different {other} there"
+        f" ({_TOLD[how]}): " + "; ".join(one(r) for r in odd)
+    )
+
+
+_TOLD = {
+    "odd one out": "the odd one out",
+    "unusual": "ops in an order no journal held before",
+    "fewer": "one call of the case's op fewer",
+}
 
 
 def write(run_dir: Path, diag: dict, why: str) -> None:
@@ -332,12 +357,15 @@ def render(diag: dict) -> str:
 
 
 def tidy(run_dir: Path) -> None:
-    """Remove what a run without a hang leaves in ``<run>/hang``: the empty fatal-signal files."""
+    """Remove what a run without a hang leaves in ``<run>/hang``: the empty fatal-signal files, and the ring
+    files (suite/launch/journal_ring.py) unless a diagnosis read them."""
     d = run_dir / "hang"
     try:
         for p in d.glob("rank*.fatal"):
             if p.stat().st_size == 0:
                 p.unlink()
+        for p in d.glob("rank*.ring") if not (run_dir / "failures" / "hang.json").exists() else ():
+            p.unlink()
         d.rmdir()  # only if nothing else is left
     except OSError:
         pass

@@ -32,13 +32,13 @@ PLANTS = {
     "skip": (
         2,
         9,
-        r"rank 0 waits in all_reduce #\d+ \[256\] \(case [^)]+\); rank 1 issued a different op there: "
+        r"rank 0 waits in all_reduce #\d+ \[256\] \(case [^)]+\); rank 1 issued a different op there \([^)]+\): "
         r"rank 1 is in barrier #\d+ at suite/harness/timing\.py:\d+ in barrier",
     ),
     "other": (
         2,
         9,
-        r"rank 0 waits in all_reduce #\d+ \[256\] .*; rank 1 issued a different op there: "
+        r"rank 0 waits in all_reduce #\d+ \[256\] .*; rank 1 issued a different op there \([^)]+\): "
         r"rank 1 is in broadcast #\d+ \[1\] at suite/harness/runner\.py:\d+ in diverge",
     ),
     "sleep": (
@@ -50,13 +50,12 @@ PLANTS = {
     "recv": (
         2,
         9,
-        r"rank 0 waits in all_reduce #\d+ \[256\] .*; rank 1 issued a different op there: "
+        r"rank 0 waits in all_reduce #\d+ \[256\] .*; rank 1 issued a different op there \([^)]+\): "
         r"rank 1 is in recv #\d+ \(peer 0\) \[1\] at suite/harness/runner\.py:\d+ in diverge",
     ),
     "stray": (2, 9, r"rank 1 waits in all_reduce #\d+ .*; rank 0 never entered it"),
-    # Gloo aborts (SIGABRT) on the size mismatch: status 5, or 9 when rank 1's journal came in before torchrun
-    # ended it (then it is named as the rank whose all_reduce has 257 elements)
-    "size": (3, (5, 9), r"rank \d died \(Aborted\) in all_reduce at suite/(ops/collectives|harness/runner)\.py:\d+ in"),
+    # Gloo aborts (SIGABRT) on the size mismatch; the rings of the ranks it aborted say what they issued
+    "size": (3, 9, r"; rank 1 issued a different size there \([^)]+\): rank 1 (died|is) in all_reduce #\d+ \[257\]"),
 }
 
 
@@ -121,7 +120,9 @@ def _assert_the_trace_ends_with_each_ranks_last_op(run_dir, diag):
     """The run's trace.json (the parts the ranks wrote, and their journals' dumps) opens with nested tracks,
     and each rank that answered ends with the op the diagnosis names for it: the divergence is on the timeline."""
     by_rank = check_trace(load_trace(run_dir / "trace.json"))
-    named = {row["rank"]: row["op"].split(" (peer")[0] for row in diag["table"] if row["op"]}
+    named = {  # a rank Gloo aborted wrote no part: its row (from its ring file) is not on the timeline
+        row["rank"]: row["op"].split(" (peer")[0] for row in diag["table"] if row["op"] and "died" not in row["state"]
+    }
     assert named and set(named) <= set(by_rank), (named, sorted(by_rank))
     for rank, op in named.items():
         last = ops(by_rank[rank])[-1]
@@ -142,3 +143,32 @@ def _assert_the_report_shows(run_dir, diag):
     assert [(r, op) for r, _, op in rows] == [("0", "all_reduce"), ("1", "barrier")], rest[:2000]
     page = (run_dir / "report" / "index.html").read_text()
     assert "<h2 id='hang'>Hang diagnosis</h2>" in page and html.escape(diag["verdict"]) in page
+
+
+# SUITE_INJECT_DIVERGE=...@below: in torch.distributed itself, k counting the rank's all_reduce calls of the one
+# 256 B case (2 timed calls): 1 the support probe, 2 its agreement, 3 the check run, 4 the warm-up call, 5 and 6
+# the timed ones, 7 the wrong counts' sum. Each plant is one launch (the run ends at it); rank 1 is named.
+ONE_CASE = small_run("all_reduce-sum-float32", min_bytes="256", max_bytes="256", iters=2, timeout_s=TIMEOUT_S)
+BELOW = {
+    "skip-early-2": (2, "skip:1:3@below", "op"),
+    "skip-early-3": (3, "skip:1:1@below", "size"),  # the probe: rank 1 pairs the others' [8] with its [1]
+    "skip-middle-2": (2, "skip:1:5@below", "op"),
+    "skip-late-2": (2, "skip:1:6@below", "op"),
+    "skip-late-3": (3, "skip:1:6@below", "op"),
+    "size-2": (2, "size:1:5@below", "size"),  # Gloo aborts both: their rings
+    "other-3": (3, "other:1:5@below", "op"),
+    "extra-3": (3, "extra:1:6@below", "op"),  # at 2, the last timed call twice reads as the other's skip
+}
+
+
+@pytest.mark.parametrize("plant", list(BELOW))
+def test_a_divergence_below_the_harness_is_blamed_on_its_rank(tmp_path, plant):
+    nproc, spec, what = BELOW[plant]
+    proc = run_suite(tmp_path, *ONE_CASE, nproc=nproc, env={"SUITE_INJECT_DIVERGE": spec}, timeout=120)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 9, out[-4000:]
+    assert "a peer was lost" not in out
+    diag = json.loads((tmp_path / "results" / "run" / "failures" / "hang.json").read_text())
+    assert diag["kind"] == "divergence" and f"# hang diagnosis: {diag['verdict']}" in out
+    assert f"; rank 1 issued a different {what} there (" in diag["verdict"], diag["verdict"]
+    assert "suite/harness/plants.py" not in diag["verdict"]  # the plant's own frames: where it was called from

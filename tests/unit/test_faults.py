@@ -30,7 +30,7 @@ def test_the_usage_each_message_quotes_is_the_documented_spelling():
         "SUITE_INJECT_CORRUPTION": "[<fault>:]<name>[,<name>...][@timed]",
         "SUITE_INJECT_DELAY": "<rank>:<seconds>[:<name>[,<name>...]][@after|@before]",
         "SUITE_INJECT_MISMATCH": "<name>[,<name>...]",
-        "SUITE_INJECT_DIVERGE": "<action>:<rank>:<k>[:<name>[,<name>...]]",
+        "SUITE_INJECT_DIVERGE": "<action>:<rank>:<k>[:<name>[,<name>...]][@below]",
         "SUITE_INJECT_FAULT": "<action>:<rank>:<n>",
         "SUITE_INJECT_BACKEND": "<fault>[:<name>[,<name>...]]",
     }

@@ -98,7 +98,7 @@ def test_identical_replayed_calls_carry_distinct_values_so_a_misrouted_one_is_wr
     (the first two outputs of one shape trade places) must be seen. With the same values in every call it
     was not: the replay of tp passed under SUITE_INJECT_CORRUPTION=misroute."""
     from suite.launch.config import BenchConfig
-    from suite.harness.runner import _misroute
+    from suite.harness.plants import misroute as _misroute
     from tests.unit.test_harness_inprocess import lone_group
 
     rows = [_row("all_reduce", nbytes=64, count=2), _row("all_gather", nbytes=64, count=2, group="tp")]

@@ -193,7 +193,7 @@ def test_the_misroute_fault_is_seen(op, n):
     """The suite's misroute fault (SUITE_INJECT_CORRUPTION=misroute:...) applied to the expected
     outputs themselves leaves wrong elements on at least one rank."""
     from suite.case import Buffers
-    from suite.harness.runner import _misroute
+    from suite.harness.plants import misroute as _misroute
 
     a = _args("float32", "sum" if op in REDUCING else None, n * 16)
     out = _expected_chunks(op, n, a, 16)
