@@ -18,7 +18,7 @@ from pathlib import Path
 from suite import results
 
 from suite.report.analysis import Report, build_report
-from suite.report.fit_table import FIT_NOTE, fit_table_rows
+from suite.report.fit_table import FIT_NOTE, fit_misses, fit_table_rows
 from suite.report.glance import LINK_HEAD, Glance
 from suite.report.series import group_key
 
@@ -160,6 +160,7 @@ def render_html(rep: Report, hang: dict | None = None, trace: str | None = None)
         )
     if rep.fits:
         out.append(_html_table(*fit_table_rows(rep)))
+        out += [f"<p class='note fit-miss'>{e(line)}</p>" for line in fit_misses(rep)]
     else:
         out.append("<p>No size sweeps to fit.</p>")
     for s in rep.sections:
@@ -230,7 +231,7 @@ def render_markdown(rep: Report, hang: dict | None = None, trace: str | None = N
             f"β = {link.beta_gbps:z.4g} GB/s ({link.source})"
         )
     if rep.fits:
-        out += ["", md_table(*fit_table_rows(rep))]
+        out += ["", md_table(*fit_table_rows(rep)), "", *(f"- {line}" for line in fit_misses(rep))]
     for s in rep.sections:
         out += ["", f"## {s.title}", ""] + [n + "\n" for n in s.notes]
         out += [f"![{p.title}]({p.name}.png)" for p in s.plots]
