@@ -59,15 +59,15 @@ def format_links(links: Links, title: str) -> list[str]:
         if lk is None:
             continue
         ci = "" if not lk.beta_ci_gbps else f" [{lk.beta_ci_gbps[0]:z.4g}, {lk.beta_ci_gbps[1]:z.4g}]"
-        aci = "" if not lk.alpha_ci_us else f" [{lk.alpha_ci_us[0]:z.3g}, {lk.alpha_ci_us[1]:z.3g}]"
+        aci = "" if not lk.alpha_ci_us else f" [{fmt_time(lk.alpha_ci_us[0])}, {fmt_time(lk.alpha_ci_us[1])}]"
         knee = (
-            f"; below {metrics.format_size(int(lk.knee_bytes))} messages α {lk.small[0]:z.3g} µs, β {lk.small[1]:z.4g} "
-            f"GB/s"
+            f"; below {metrics.format_size(int(lk.knee_bytes))} messages α {fmt_time(lk.small[0])}, "
+            f"β {lk.small[1]:z.4g} GB/s"
             if lk.small
             else ""
         )
         out.append(
-            f"#   {title} {c}-node: α {lk.alpha_us:z.3g} µs{aci}, β {lk.beta_gbps:z.4g} GB/s{ci}{knee} ({lk.source})"
+            f"#   {title} {c}-node: α {fmt_time(lk.alpha_us)}{aci}, β {lk.beta_gbps:z.4g} GB/s{ci}{knee} ({lk.source})"
         )
     return out
 

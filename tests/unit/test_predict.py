@@ -526,3 +526,20 @@ def test_validate_predict_makes_the_results_directory_first(tmp_path):
     )
     assert "compose run" not in r.stderr and (results / "validate-predict-2n1p.log").is_file(), r.stderr
     assert r.returncode != 0 and f"no stored run at {results}/validate-predict-2n1p" in r.stderr, r.stderr
+
+
+def test_make_predict_reads_a_slow_links_latency_in_a_unit_a_person_reads():
+    """A link whose α is 1.5 ms prints "α 1.5 ms [1.2 ms, 1.8 ms]", not "1.5e+03 µs [1.2e+03, 1.8e+03]"."""
+    from suite.model.document import format_links
+    from suite.model.links import ClassLink
+
+    slow = ClassLink(
+        link_class="inter",
+        alpha_us=1500.0,
+        beta_gbps=0.1,
+        alpha_ci_us=(1200.0, 1800.0),
+        knee_bytes=4096,
+        small=(2500.0, 0.05),
+    )
+    (line,) = format_links({"inter": slow}, "all_reduce link")
+    assert "α 1.5 ms [1.2 ms, 1.8 ms]" in line and "α 2.5 ms, β 0.05 GB/s" in line and "e+0" not in line, line
