@@ -31,6 +31,7 @@ MODULES = (
     # Offline statistics and figures (report sections, verdicts).
     "suite.metrics",
     "suite.report.plots",
+    "suite.report.figures",
 )
 """Modules re-exported whole, each under its last name (``suite.api.verify``, ``suite.api.groups``)."""
 
@@ -85,6 +86,7 @@ NAMES: dict[str, str] = {
     "fmt_bytes": "suite.report.environment",
     "Plot": "suite.report.sections",
     "Section": "suite.report.sections",
+    "Picture": "suite.report.glance",
     "configured_link_rate": "suite.model.link_rate",
     "parse_link_rate": "suite.model.link_rate",
     "EXIT_OK": "suite.launch.failures",

@@ -361,6 +361,10 @@ class ExperimentSpec:
     """headline(run, records) -> a suite.report.headline.Clause: what its records measured and show, the
     measured part of its sentence in the run's headline (the core adds the wrong count); None, or a hook
     that returns None: the core's sentence (the peak bus bandwidth against the link's rate, or its highest)."""
+    glance: Callable[..., object] | None = None
+    """glance(run, records) -> a suite.report.glance.Picture: its first picture at the top of the report, with
+    the one line that says what to see (its PNG None: a caption alone, saying why there is nothing to draw);
+    None: its own section's first figure, if it draws its own section, else nothing there."""
     verdict: Callable[..., int] | None = None
     """verdict(run_dir) -> the run's exit status, called by the launcher after a successful run that
     included the experiment (a health check: EXIT_FINDING when something is wrong)."""

@@ -1,6 +1,6 @@
 """Backends: the same cases on every backend the build and device offer, side by side."""
 
-from suite.api import ExperimentSpec, collected
+from suite.api import ExperimentSpec, collected, later
 
 from . import table
 
@@ -11,4 +11,5 @@ SPEC = ExperimentSpec(
     guide=table.__doc__,
     link_points=lambda rec: rec.get("table") == "compare",  # the collectives timed alone on each backend
     headline=table.headline,
+    glance=later(f"{__name__}.report:glance"),
 )

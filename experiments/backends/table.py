@@ -8,7 +8,7 @@ from collections import OrderedDict
 from suite.api import Clause, DTYPE_SHORT, fmt_bytes, num, pivot, tail_cell, time_ratio, wrong, wrong_cell
 
 
-def _lanes(recs: list[dict]) -> list[str]:
+def lanes_of(recs: list[dict]) -> list[str]:
     out: list[str] = []
     for r in recs:
         lane = r.get("lane") or f"{r['backend']}/{r['device']}"
@@ -17,7 +17,7 @@ def _lanes(recs: list[dict]) -> list[str]:
     return out
 
 
-def _lane(r: dict) -> str:
+def lane_of(r: dict) -> str:
     return r.get("lane") or f"{r['backend']}/{r['device']}"
 
 
@@ -35,7 +35,7 @@ def capability_table(caps: list[dict]) -> str:
         rows = rec.get("capabilities", [])
         dtypes = list(OrderedDict.fromkeys(r["dtype"] for r in rows if r["dtype"] != "none"))
         lines.append(
-            f"# capability matrix: {_lane(rec)}, {rec['world_size']} ranks "
+            f"# capability matrix: {lane_of(rec)}, {rec['world_size']} ranks "
             f"(probed at run time: one tiny op per cell; yes = runs, NO[k] = rejected, reason k below)"
         )
         lines.append(f"#{'op':>34} " + " ".join(f"{DTYPE_SHORT.get(d, d):>6}" for d in dtypes))
@@ -63,7 +63,7 @@ def capability_table(caps: list[dict]) -> str:
         for reason, k in reasons.items():
             lines.append(f"#  [{k}] {reason}")
         supported = sum(1 for r in rows if r["supported"])
-        lines.append(f"# {supported}/{len(rows)} forms supported on {_lane(rec)}")
+        lines.append(f"# {supported}/{len(rows)} forms supported on {lane_of(rec)}")
     missing = _missing(caps)
     if missing:
         lines.append("# not in this run: " + "; ".join(missing))
@@ -71,7 +71,7 @@ def capability_table(caps: list[dict]) -> str:
 
 
 def compare_table(recs: list[dict], missing: list[str]) -> str:
-    lanes = _lanes(recs)
+    lanes = lanes_of(recs)
     world = recs[0]["world_size"]
     sizes = sorted({r["size_bytes"] for r in recs if r["size_bytes"]})
     head = (
@@ -87,7 +87,7 @@ def compare_table(recs: list[dict], missing: list[str]) -> str:
     return pivot(
         head,
         recs,
-        col=_lane,
+        col=lane_of,
         row=lambda r: (r.get("variant", r["op"]), r["size_bytes"], r["dtype"]),
         notes=notes,
         op_width=22,
@@ -98,7 +98,7 @@ def compare_table(recs: list[dict], missing: list[str]) -> str:
 def algorithm_table(recs: list[dict]) -> str:
     """The all_reduce algorithms beside the ring's own step (a send_recv of one ring chunk), every column
     from this table's records: the same timing mode, and the bytes per link each record states."""
-    steps = {(_lane(r), r["dtype"], r["all_reduce_size_bytes"]): r for r in recs if r["op"] == "send_recv"}
+    steps = {(lane_of(r), r["dtype"], r["all_reduce_size_bytes"]): r for r in recs if r["op"] == "send_recv"}
     recs = [r for r in recs if r["op"] != "send_recv"]
     n = recs[0]["world_size"]
     factor = 2 * (n - 1) / n
@@ -125,7 +125,7 @@ def algorithm_table(recs: list[dict]) -> str:
     )
     rows: OrderedDict = OrderedDict()
     for r in recs:
-        rows.setdefault((_lane(r), r["dtype"], r["size_bytes"]), {})[r["algorithm"]] = r
+        rows.setdefault((lane_of(r), r["dtype"], r["size_bytes"]), {})[r["algorithm"]] = r
     n_wrong = sum(wrong(r) for r in steps.values())
     for (lane, dtype, size), by in rows.items():
         cells = []
@@ -199,11 +199,11 @@ def headline(run: dict, recs: list[dict]) -> Clause | None:
     """Each other lane's time against the first's for the same op at the largest size; with one lane, the
     forms its capability matrix found supported."""
     compare = [r for r in recs if r.get("table", "compare") == "compare"]
-    lanes = _lanes(compare)
+    lanes = lanes_of(compare)
     if len(lanes) >= 2:
         said, numbers = [], {}
         for lane in lanes[1:]:
-            got = time_ratio(compare, _lane, lanes[0], lane)
+            got = time_ratio(compare, lane_of, lanes[0], lane)
             if got is not None:
                 ratio, a, _ = got
                 said.append(f"{lane} takes {ratio:z.2f}x {lanes[0]}'s time ({a['op']}, {fmt_bytes(a['size_bytes'])})")

@@ -13,4 +13,5 @@ SPEC = ExperimentSpec(
     guide=table.__doc__,
     step_model=later(f"{__name__}.model:step_model"),
     headline=table.headline,
+    glance=later(f"{__name__}.report:glance"),
 )

@@ -1,6 +1,6 @@
 """Placement: where ranks and tensors live, and what it costs."""
 
-from suite.api import ExperimentSpec, collected
+from suite.api import ExperimentSpec, collected, later
 
 from . import table
 from .settings import PlacementSettings
@@ -12,4 +12,5 @@ SPEC = ExperimentSpec(
     table=table.format_tables,
     guide=table.__doc__,
     headline=table.headline,
+    glance=later(f"{__name__}.report:glance"),
 )

@@ -13,6 +13,7 @@ SPEC = ExperimentSpec(
     table=table.format_tables,
     guide=table.__doc__,
     report_section=later(f"{__name__}.report:section"),
+    glance=later(f"{__name__}.report:glance"),
     check_world=later(f"{__name__}.user_model:check_world"),  # SHARDED_MODEL, on the host
     step_model=later(f"{__name__}.model:step_model"),
     headline=table.headline,

@@ -1,7 +1,7 @@
 """A report of a stored run: Report, and build_report, which assembles it from the environment summary
 (suite/report/environment.py), a section per experiment (its own, or suite/report/sections.py's), the α–β
-fits (suite/report/fits.py), the prediction and the first screen (suite/report/summary.py). Reads records
-only; renders nothing (suite/report/render.py)."""
+fits (suite/report/fits.py), the prediction, the pictures that open it (suite/report/glance.py) and the summary
+rows (suite/report/summary.py). Reads records only; renders nothing (suite/report/render.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from suite import results
 from suite.model.link_rate import configured_link_rate
 from suite.report.environment import environment_summary
 from suite.report.fits import FitRow, fit_rows, fit_sweeps
+from suite.report.glance import Glance, build_glance
 from suite.report.sections import PlotNames, Section, experiment_section, prediction_section
 from suite.report.series import groups_by_experiment
 from suite.report.specs import spec_value
@@ -28,7 +29,9 @@ class Report:
     link_rate: tuple[str, float] | None
     n_records: int
     summary: list[tuple[str, str]] = field(default_factory=list)
-    """What the run means, first: status, what was measured, peaks, health, unstable, skipped, baseline."""
+    """What the run means: status, what was measured, peaks, health, unstable, skipped, baseline."""
+    glance: Glance | None = None
+    """What opens the report: the headline, the headline figure, each experiment's first picture."""
 
 
 def build_report(
@@ -49,10 +52,12 @@ def build_report(
     sections: list[Section] = []
     plot_name = PlotNames()
     memo: dict = {}  # what an experiment's report hooks share within this report (the doctor's diagnosis)
+    own: dict[str, Section] = {}  # the sections experiments drew themselves
     for exp, groups in by_exp.items():
-        own = spec_value(exp, "report_section", None)
-        if own is not None:  # an experiment that draws its own section (the doctor's verdicts)
-            sections.append(own(run, plot_name, memo.setdefault(exp, {})))
+        hook = spec_value(exp, "report_section", None)
+        if hook is not None:  # an experiment that draws its own section (the doctor's verdicts)
+            own[exp] = hook(run, plot_name, memo.setdefault(exp, {}))
+            sections.append(own[exp])
             continue
         sections.append(experiment_section(exp, groups, sweeps, link_rate, plot_name))
         for gk, backend, device, n in groups:
@@ -71,4 +76,5 @@ def build_report(
         link_rate=link_rate,
         n_records=len(recs),
         summary=summary_rows(run, base, memo),
+        glance=build_glance(run, own, plot_name),
     )

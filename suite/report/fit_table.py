@@ -1,5 +1,5 @@
-"""The fit table of a report: the α, β, R² cells of a fitted line, one row per line of each series'
-model, and the note that says how to read it."""
+"""The fit table of a report: the α, β, R² cells of a fitted line, one row per line of each series' model
+that holds, one line per reason for the series no line describes, and the note that says how to read it."""
 
 from __future__ import annotations
 
@@ -35,7 +35,8 @@ def fit_cells(p) -> list[str]:
 
 
 def fit_table_rows(rep: Report) -> tuple[list[str], list[list[str]]]:
-    """One row per line of each series' model (two around a knee), cells as ``fit_cells``."""
+    """One row per line of each series' model that holds (two around a knee), cells as ``fit_cells``; the
+    series no line describes are ``fit_misses``' lines, not rows."""
     from suite.metrics import format_size
 
     head = [
@@ -55,6 +56,8 @@ def fit_table_rows(rep: Report) -> tuple[list[str], list[list[str]]]:
         head.append(f"link β / LINK_RATE ({rep.link_rate[0]})")
     rows = []
     for f in rep.fits:
+        if not f.fit.holds:
+            continue
         pw = f.fit.piecewise
         pieces = (
             [("all", f.fit.single)]
@@ -82,6 +85,33 @@ def fit_table_rows(rep: Report) -> tuple[list[str], list[list[str]]]:
                 row.append("-" if f.rate_ratio is None or not last or not p.holds else f"{f.rate_ratio:z.2f}")
             rows.append(row)
     return head, rows
+
+
+def fit_misses(rep: Report) -> list[str]:
+    """One line per reason a series has no α–β line (none fits; too few sizes to test one), naming the series
+    by experiment, instead of a row each."""
+    from suite.model.fit import MAX_RMS_REL, MIN_FIT_SIZES, MIN_R2
+
+    worlds = len({f.world_size for f in rep.fits}) > 1
+    out = []
+    for why, misses in (
+        (
+            f"no size range fits α–β (R² < {MIN_R2}, off by more than {MAX_RMS_REL:z.0%} rms): latency-bound or noisy, "
+            "see the tables",
+            [f for f in rep.fits if f.fit.testable and not f.fit.holds],
+        ),
+        (
+            f"too few sizes to test a line (it needs {MIN_FIT_SIZES})",
+            [f for f in rep.fits if not f.fit.testable],
+        ),
+    ):
+        by_exp: dict = {}
+        for f in misses:
+            by_exp.setdefault(f.experiment, []).append(f.series + (f" ({f.world_size} ranks)" if worlds else ""))
+        if by_exp:
+            named = "; ".join(f"{exp}: {', '.join(names)}" for exp, names in by_exp.items())
+            out.append(f"{len(misses)} series, {why}: {named}")
+    return out
 
 
 FIT_NOTE = (

@@ -45,7 +45,7 @@ _DEFERRED: ContextVar[list[Figure] | None] = ContextVar("suite_report_deferred_f
 _TOKEN = b"\x00suite: deferred figure %d\x00"
 
 
-def _png(fig: Figure) -> bytes:
+def figure_png(fig: Figure) -> bytes:
     pending = _DEFERRED.get()
     if pending is None:
         return _rasterize(fig)
@@ -113,7 +113,7 @@ def _render_share(figs: Sequence[Figure], share: list[int], send) -> None:
         send.close()
 
 
-def _size_axis(ax) -> None:
+def size_axis(ax) -> None:
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: format_size(int(v)) if v >= 1 else f"{v:zg}"))
     ax.set_xlabel("message size (bytes)")
@@ -168,7 +168,7 @@ def sweep_plot(
     if link_rate_gbps:
         ax_bw.axhline(link_rate_gbps, color="red", ls="-.", lw=1, label=f"LINK_RATE {link_rate_text}")
     for ax, ylabel in ((ax_bw, "busbw (GB/s)"), (ax_t, f"time (µs), band {results.BAND_LABEL}")):
-        _size_axis(ax)
+        size_axis(ax)
         ax.set_yscale("log")
         ax.set_ylabel(ylabel)
     ax_bw.set_title("bus bandwidth (dashed: α–β fit)", fontsize=9)
@@ -185,7 +185,7 @@ def sweep_plot(
     fig.subplots_adjust(left=0.07, right=0.99, top=0.86, bottom=bottom, wspace=0.22)
     if handles:
         fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=7, frameon=False)
-    return _png(fig)
+    return figure_png(fig)
 
 
 def pair_matrix_plot(title: str, recs: list[dict]) -> bytes:
@@ -229,7 +229,7 @@ def pair_matrix_plot(title: str, recs: list[dict]) -> bytes:
                             fontsize=7,
                             color="white" if dark_cell else "black",
                         )
-    return _png(fig)
+    return figure_png(fig)
 
 
 def bar_plot(
@@ -255,39 +255,7 @@ def bar_plot(
         ax.invert_yaxis()
         ax.set_xlabel(name)
         ax.grid(True, axis="x", alpha=0.3)
-    return _png(fig)
-
-
-def stacked_bar_plot(
-    title: str,
-    labels: Sequence[str],
-    segments: Sequence[tuple[str, Sequence[float | None], str]],
-    *,
-    xlabel: str,
-    marks: tuple[str, Sequence[float | None]] | None = None,
-) -> bytes:
-    """One horizontal bar per label, its ``segments`` (name, values, hatch: "" solid) stacked left to right
-    in that order; ``marks`` (name, values): a black tick on each bar (e.g. the measured total)."""
-    n = len(labels)
-    fig = Figure(figsize=(9.0, max(3.0, 0.42 * n + 2.0)), layout="tight")
-    ax = fig.subplots()
-    ax.set_title(title, fontsize=11)
-    y = np.arange(n)
-    left = np.zeros(n)
-    for k, (name, values, hatch) in enumerate(segments):
-        v = np.nan_to_num(np.array([np.nan if x is None else float(x) for x in values]))
-        ax.barh(y, v, left=left, color=f"C{k}", alpha=0.85, hatch=hatch or None, edgecolor="0.2", lw=0.4, label=name)
-        left += v
-    if marks is not None:
-        name, values = marks
-        pts = [(x, yi) for x, yi in zip(values, y) if x is not None]
-        ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker="|", s=400, color="black", label=name, zorder=3)
-    ax.set_yticks(y, labels, fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlabel(xlabel)
-    ax.grid(True, axis="x", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, frameon=False)
-    return _png(fig)
+    return figure_png(fig)
 
 
 def ratio_grid(
@@ -317,7 +285,7 @@ def ratio_grid(
                 lw=1,
             )
         if len(set(sizes)) > 1:
-            _size_axis(ax)
+            size_axis(ax)
         else:
             ax.set_xticks([sizes[0]], [format_size(int(pts[0][0])) + "B"])
         ax.set_yscale("log")
@@ -328,7 +296,7 @@ def ratio_grid(
         ax.tick_params(labelsize=7)
     for ax in axes[len(panels) :]:
         ax.set_visible(False)
-    return _png(fig)
+    return figure_png(fig)
 
 
 def doctor_heatmaps(links: list[dict], hosts: Sequence[str]) -> bytes:
@@ -375,7 +343,7 @@ def doctor_heatmaps(links: list[dict], hosts: Sequence[str]) -> bytes:
                 for j in range(n):
                     if np.isfinite(m[i, j]):
                         ax.text(j, i, f"{m[i, j]:z.3g}", ha="center", va="center", fontsize=6, color="white")
-    return _png(fig)
+    return figure_png(fig)
 
 
 def rank_distributions(probes: Sequence[tuple[str, list[list[float]]]], stragglers: Sequence[int] = ()) -> bytes:
@@ -397,4 +365,4 @@ def rank_distributions(probes: Sequence[tuple[str, list[list[float]]]], straggle
         ax.grid(True, axis="y", alpha=0.3)
     for ax in axes[len(probes) :]:
         ax.set_visible(False)
-    return _png(fig)
+    return figure_png(fig)

@@ -18,7 +18,8 @@ from pathlib import Path
 from suite import results
 
 from suite.report.analysis import Report, build_report
-from suite.report.fit_table import FIT_NOTE, fit_table_rows
+from suite.report.fit_table import FIT_NOTE, fit_misses, fit_table_rows
+from suite.report.glance import LINK_HEAD, Glance
 from suite.report.series import group_key
 
 
@@ -27,14 +28,28 @@ table{border-collapse:collapse;font-size:12px;margin:0.5em 0}
 td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}
 th{background:#f3f3f3}pre{background:#f7f7f7;padding:0.6em;overflow-x:auto;font-size:11px}
 img{max-width:100%;border:1px solid #eee;margin:0.4em 0}.note{color:#555;font-size:13px}
-#imgcheck{color:#888;font-size:11px}h2{border-bottom:1px solid #ddd}"""
+#imgcheck{color:#888;font-size:11px}h2{border-bottom:1px solid #ddd}
+#headline ul{margin:0.3em 0 0.6em;padding-left:1.2em}#headline li{margin:0.15em 0}
+figure{margin:0.4em 0 1em}figcaption,.caption{color:#444;font-size:13px}
+#glance{display:flex;gap:1.2em;align-items:flex-start}#glance td{white-space:nowrap}
+#glance figure{flex:0 1 auto;margin:0}"""
 
-# Marks the page once every image has decoded (and records script errors), so a
-# headless browser can confirm the report renders (tests/test_report.py).
-_CHECK_JS = """window.__errors=[];window.addEventListener('error',e=>window.__errors.push(String(e.message)));
+_CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
+"""The report loads nothing: every figure is in the page (data: URIs), so it works offline from its folder."""
+
+# Marks the page once every image has decoded (and records script errors, loads the page's policy blocked,
+# resources fetched and where the headline figure ends), so a headless browser can confirm the report
+# renders, offline, with its answer on the first screen (tests/e2e/test_report.py).
+_CHECK_JS = """window.__errors=[];window.__blocked=[];
+window.addEventListener('error',e=>window.__errors.push(String(e.message)));
+document.addEventListener('securitypolicyviolation',e=>window.__blocked.push(e.blockedURI));
 window.addEventListener('load',()=>{const im=[...document.images];
 const bad=im.filter(i=>!(i.complete&&i.naturalWidth>0)).map(i=>i.alt);const el=document.getElementById('imgcheck');
+const fetched=performance.getEntriesByType('resource').filter(e=>!e.name.startsWith('data:'));
+const fig=document.querySelector('#headline-figure img');
 el.dataset.total=im.length;el.dataset.bad=bad.length;el.dataset.errors=window.__errors.length;
+el.dataset.requests=fetched.length+window.__blocked.length;el.dataset.height=window.innerHeight;
+if(fig){el.dataset.fold=Math.ceil(fig.getBoundingClientRect().bottom);}
 el.textContent=`images rendered: ${im.length-bad.length}/${im.length}`
   +(bad.length?' missing: '+bad.join(', '):'');});"""
 
@@ -72,13 +87,42 @@ def _link(path: str) -> str:
     return f"<a href='{html.escape(path)}'>{html.escape(path)}</a>"
 
 
+def _glance_html(g: Glance | None, img) -> list[str]:
+    """The headline sentences, the headline figure with its table beside it, each experiment's first picture."""
+    e = html.escape
+    if g is None:
+        return []
+    out = ["<div id='headline'><ul>" + "".join(f"<li>{e(h)}</li>" for h in g.headlines) + "</ul></div>"]
+    if g.figure is not None:
+        out.append(
+            f"<div id='glance'><figure id='headline-figure'>{img(g.figure)}<figcaption>{e(g.caption)}</figcaption>"
+            f"</figure><div>{_html_table(LINK_HEAD, g.link_rows)}</div></div>"
+        )
+    for p, caption in g.pictures:
+        out.append(
+            f"<figure>{img(p)}<figcaption>{e(caption)}</figcaption></figure>"
+            if p
+            else f"<p class='caption'>{e(caption)}</p>"
+        )
+    return out
+
+
 def render_html(rep: Report, hang: dict | None = None, trace: str | None = None) -> str:
     e = html.escape
+    shown: dict[bytes, str] = {}  # a figure already on the page (the doctor's, at the top and in its section)
+
+    def img(p) -> str:
+        if p.png in shown:
+            return f"<p class='note'><a href='#{shown[p.png]}'>{e(p.title)}: the figure above</a></p>"
+        shown[p.png] = f"fig-{p.name}"
+        b64 = base64.b64encode(p.png).decode()
+        return f"<img id='fig-{e(p.name)}' alt='{e(p.name)}' src='data:image/png;base64,{b64}'>"
+
     out = [
-        f"<!doctype html><html><head><meta charset='utf-8'><title>Report {e(rep.run_name)}</title>"
+        f"<!doctype html><html><head><meta charset='utf-8'><meta http-equiv='Content-Security-Policy' "
+        f'content="{_CSP}"><title>Report {e(rep.run_name)}</title>'
         f"<style>{_CSS}</style><script>{_CHECK_JS}</script></head><body>",
         f"<h1>Communication report: {e(rep.run_name)}</h1>",
-        *([f"<p class='note' id='trace'>{TRACE_LINE.format(link=_link(trace))}</p>"] if trace else []),
         *(
             [
                 "<h2 id='hang'>Hang diagnosis</h2>",
@@ -89,11 +133,13 @@ def render_html(rep: Report, hang: dict | None = None, trace: str | None = None)
             if hang
             else []
         ),
-        "<h2 id='summary'>Summary</h2>",
-        _html_table(["", ""], [[k, v] for k, v in rep.summary]),
-        "<p><a href='#environment'>environment</a> · <a href='#fits'>α–β fits</a> · "
+        *_glance_html(rep.glance, img),
+        *([f"<p class='note' id='trace'>{TRACE_LINE.format(link=_link(trace))}</p>"] if trace else []),
+        "<p><a href='#summary'>summary</a> · <a href='#environment'>environment</a> · <a href='#fits'>α–β fits</a> · "
         + " · ".join(f"<a href='#{s.anchor}'>{e(s.title)}</a>" for s in rep.sections)
         + "</p>",
+        "<h2 id='summary'>Summary</h2>",
+        _html_table(["", ""], [[k, v] for k, v in rep.summary]),
         "<h2 id='environment'>Environment</h2>",
         _html_table(["", ""], [[k, v] for k, v in rep.environment]),
     ]
@@ -114,6 +160,7 @@ def render_html(rep: Report, hang: dict | None = None, trace: str | None = None)
         )
     if rep.fits:
         out.append(_html_table(*fit_table_rows(rep)))
+        out += [f"<p class='note fit-miss'>{e(line)}</p>" for line in fit_misses(rep)]
     else:
         out.append("<p>No size sweeps to fit.</p>")
     for s in rep.sections:
@@ -121,8 +168,7 @@ def render_html(rep: Report, hang: dict | None = None, trace: str | None = None)
         for note in s.notes:
             out.append(f"<pre class='note'>{e(note)}</pre>")
         for p in s.plots:
-            b64 = base64.b64encode(p.png).decode()
-            out.append(f"<h3>{e(p.title)}</h3><img alt='{e(p.name)}' src='data:image/png;base64,{b64}'>")
+            out.append(f"<h3>{e(p.title)}</h3>{img(p)}")
         for head, rows in s.grids:
             out.append(_html_table(head, rows))
         for t in s.text_tables:
@@ -131,26 +177,41 @@ def render_html(rep: Report, hang: dict | None = None, trace: str | None = None)
     return "\n".join(out)
 
 
+def _md_table(head: list[str], rows: list[list[str]]) -> str:
+    def esc(c):
+        return str(c).replace("|", "\\|")
+
+    return "\n".join(
+        ["| " + " | ".join(map(esc, head)) + " |", "|" + "---|" * len(head)]
+        + ["| " + " | ".join(map(esc, r)) + " |" for r in rows]
+    )
+
+
+def _glance_markdown(g: Glance | None) -> list[str]:
+    """The headline sentences, the headline figure and its table, each experiment's first picture."""
+    if g is None:
+        return []
+    out = [f"- {h}" for h in g.headlines] + [""]
+    if g.figure is not None:
+        out += [f"![{g.figure.title}]({g.figure.name}.png)", "", g.caption, "", _md_table(LINK_HEAD, g.link_rows), ""]
+    for p, caption in g.pictures:
+        out += ([f"![{p.title}]({p.name}.png)", ""] if p else []) + [caption, ""]
+    return out
+
+
 def render_markdown(rep: Report, hang: dict | None = None, trace: str | None = None) -> str:
-    def md_table(head, rows):
-        def esc(c):
-            return str(c).replace("|", "\\|")
-
-        return "\n".join(
-            ["| " + " | ".join(map(esc, head)) + " |", "|" + "---|" * len(head)]
-            + ["| " + " | ".join(map(esc, r)) + " |" for r in rows]
-        )
-
+    md_table = _md_table
     out = [
         f"# Communication report: {rep.run_name}",
         "",
-        *([TRACE_LINE.format(link=f"[{trace}]({trace})"), ""] if trace else []),
         *(
             ["## Hang diagnosis", "", f"**{hang['kind']}**: {hang['verdict']}", ""]
             + ([md_table(HANG_HEAD, [[*r[:-1], f"`{r[-1]}`"] for r in hang["rows"]]), ""] if hang["rows"] else [])
             if hang
             else []
         ),
+        *_glance_markdown(rep.glance),
+        *([TRACE_LINE.format(link=f"[{trace}]({trace})"), ""] if trace else []),
         "## Summary",
         "",
         md_table(["", ""], rep.summary),
@@ -170,7 +231,7 @@ def render_markdown(rep: Report, hang: dict | None = None, trace: str | None = N
             f"β = {link.beta_gbps:z.4g} GB/s ({link.source})"
         )
     if rep.fits:
-        out += ["", md_table(*fit_table_rows(rep))]
+        out += ["", md_table(*fit_table_rows(rep)), "", *(f"- {line}" for line in fit_misses(rep))]
     for s in rep.sections:
         out += ["", f"## {s.title}", ""] + [n + "\n" for n in s.notes]
         out += [f"![{p.title}]({p.name}.png)" for p in s.plots]
@@ -232,15 +293,20 @@ def write_report(
         rep = build_report(run, run_name=name, predict_doc=predict_doc, base=base)
     for s in rep.sections:
         s.plots[:] = [dataclasses.replace(p, png=pngs.get(p.png, p.png)) for p in s.plots]
+    g = rep.glance
+    if g is not None:
+        g.figure = g.figure and dataclasses.replace(g.figure, png=pngs.get(g.figure.png, g.figure.png))
+        g.pictures = [(p and dataclasses.replace(p, png=pngs.get(p.png, p.png)), c) for p, c in g.pictures]
 
     def put(fname: str, data: bytes) -> None:
         tmp = out / f".{fname}.tmp"
         tmp.write_bytes(data)
         os.replace(tmp, out / fname)
 
-    for s in rep.sections:
-        for p in s.plots:
-            put(f"{p.name}.png", p.png)
+    for p in {
+        p.name: p for p in [*(rep.glance.plots() if rep.glance else []), *(p for s in rep.sections for p in s.plots)]
+    }.values():
+        put(f"{p.name}.png", p.png)
     put("results.csv", to_csv(run).encode())
     hang = hang_section(run, rd)
     trace = os.path.relpath(rd / "trace.json", out) if (rd / "trace.json").is_file() else None  # suite/launch/trace.py

@@ -1,4 +1,4 @@
-"""The report's first screen: (what, finding) rows a reader can act on before any detail -- status, what
+"""The report's summary, below its pictures: (what, finding) rows a reader can act on -- status, what
 was measured, peak bus bandwidths, each experiment's own summary hook, unstable cases, skipped cases and
 the comparison with a baseline. Reads records only."""
 
@@ -24,7 +24,7 @@ of 2-3x the median are normal there, and the median is still known to a few perc
 def summary_rows(
     run: dict, base: tuple[str, list[list[dict]]] | None = None, memo: dict | None = None
 ) -> list[tuple[str, str]]:
-    """The report's first screen: (what, finding) rows a reader can act on, before any detail
+    """The report's summary (below its pictures): (what, finding) rows a reader can act on, before any detail
     (``memo``: what the experiments' report hooks found already, by experiment)."""
     recs = results.records(run)
     return [

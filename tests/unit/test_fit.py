@@ -3,6 +3,8 @@ fit at a protocol knee, and series where α–β does not hold."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 
 import numpy as np
@@ -65,7 +67,7 @@ def test_no_knee_on_one_straight_line():
     assert fit.find_knee(SIZES[:5], _line(35.0, 2.5, SIZES[:5]) * _noise(3, 0.3, 5)) is None  # too few sizes
 
 
-def test_where_the_model_does_not_hold_the_table_says_so():
+def test_where_the_model_does_not_hold_one_line_says_so_not_a_row():
     # latency noise with no trend in size: R² of log time is negative
     flat = 100.0 * _noise(4, 0.3)
     m = fit.fit_model(SIZES, flat)
@@ -93,11 +95,21 @@ def test_where_the_model_does_not_hold_the_table_says_so():
         n_records=0,
     )
     head, rows = fit_table.fit_table_rows(rep)
-    bad, ok = rows
+    (ok,) = rows  # the series that no line describes has no row of dashes
     col = {h: i for i, h in enumerate(head)}
-    assert bad[col["R²"]].startswith("model does not fit") and bad[col["α (µs) [95% CI]"]] == "-"
-    assert bad[col["β (GB/s) [95% CI]"]] == "-" and bad[col["link β = busbw∞ (GB/s)"]] == "-"
+    assert ok[col["series"]] == "good"
     assert float(ok[col["R²"]]) > 0.99 and "[" in ok[col["α (µs) [95% CI]"]]
+    assert fit_table.fit_misses(rep) == [
+        "1 series, no size range fits α–β (R² < 0.8, off by more than 5% rms): latency-bound or noisy, "
+        "see the tables: x: all_reduce sum"
+    ]
+    two = dataclasses.replace(row, series="two sizes", fit=fit.fit_model(SIZES[:2], _line(35.0, 2.5, SIZES[:2])))
+    misses = fit_table.fit_misses(dataclasses.replace(rep, fits=[row, two, row]))
+    assert misses == [
+        "2 series, no size range fits α–β (R² < 0.8, off by more than 5% rms): latency-bound or noisy, "
+        "see the tables: x: all_reduce sum, all_reduce sum",
+        "1 series, too few sizes to test a line (it needs 3): x: two sizes",
+    ]
 
 
 def test_a_knee_prints_two_rows():

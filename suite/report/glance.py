@@ -1,0 +1,130 @@
+"""The pictures that open a report: the run's headline sentences (suite/report/headline.py); the headline
+figure -- every collective's bus bandwidth against message size on one chart, under the link's rate (the
+run's p2p ping-pong, else LINK_RATE across hosts: ``headline.link_reference``) -- with the "% of link
+rate" at the largest size per collective beside it; then each experiment's own first picture with the one
+line that says what to see (its spec's ``glance`` hook; an experiment with its own section and no hook:
+that section's first figure). Reads records only; renders nothing (suite/report/render.py)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from suite import results
+from suite.report import figures
+from suite.report.environment import fmt_bytes
+from suite.report.headline import headlines, link_reference
+from suite.report.sections import Plot, PlotNames, Section
+from suite.report.specs import library_collectives, spec_value
+
+
+@dataclass(frozen=True, kw_only=True)
+class Picture:
+    """What an experiment's ``glance`` hook returns: its first picture and what to see in it."""
+
+    title: str
+    png: bytes | None
+    """None: nothing to draw in this run (the caption says why)."""
+    caption: str
+    """One line: what the figure shows and what to look for."""
+
+
+@dataclass(kw_only=True)
+class Glance:
+    headlines: list[str]
+    """One sentence per experiment (headline.headlines)."""
+    figure: Plot | None = None
+    """The headline figure; None for a run without a collective's bandwidth."""
+    caption: str = ""
+    link_rows: list[list[str]] = field(default_factory=list)
+    """Per collective: its largest size, its busbw there and that as a share of the link's rate (LINK_HEAD)."""
+    pictures: list[tuple[Plot | None, str]] = field(default_factory=list)
+    """Each experiment's first picture (None: a caption alone) and its caption, in the report's order."""
+
+    def plots(self) -> list[Plot]:
+        return [p for p in [self.figure, *(p for p, _ in self.pictures)] if p is not None]
+
+
+LINK_HEAD = ["collective", "largest size", "busbw (GB/s)", "% of link rate"]
+
+
+def build_glance(run: dict, own_sections: dict[str, Section], plot_name: PlotNames) -> Glance:
+    """The first screen of a run's report (``own_sections``: the sections experiments drew themselves)."""
+    g = Glance(headlines=headlines(run))
+    lines = collective_lines(run)
+    if lines:
+        g.figure, g.caption, g.link_rows = headline_figure(run, lines, plot_name)
+    g.pictures = experiment_pictures(run, own_sections, plot_name)
+    return g
+
+
+def collective_lines(run: dict) -> list[tuple[str, list[dict]]]:
+    """Per collective (and backend, device and world size where the run has several): at each size the record
+    of its highest busbw over its forms (variant, reduction, dtype), sizes ascending."""
+    best: OrderedDict = OrderedDict()
+    for r in results.records(run):
+        if library_collectives(r["experiment"]) and r["op"] != "barrier" and r.get("busbw_gbps") and r["size_bytes"]:
+            at = best.setdefault((r["op"], r["backend"], r["device"], r["world_size"]), {})
+            if r["size_bytes"] not in at or r["busbw_gbps"] > at[r["size_bytes"]]["busbw_gbps"]:
+                at[r["size_bytes"]] = r
+    several = len({k[1:] for k in best}) > 1
+    return [
+        (f"{op} ({backend}/{device}, {n} ranks)" if several else op, [at[s] for s in sorted(at)])
+        for (op, backend, device, n), at in best.items()
+    ]
+
+
+def headline_figure(
+    run: dict, lines: list[tuple[str, list[dict]]], plot_name: PlotNames
+) -> tuple[Plot, str, list[list[str]]]:
+    """The headline figure, its caption and the table beside it (one row per line, LINK_HEAD)."""
+    rows, links = [], OrderedDict()
+    for label, recs in lines:
+        top = recs[-1]
+        link = link_reference(run, top)
+        if link is not None:
+            links.setdefault((link.gbps, link.source), link)
+        share = "-" if link is None else f"{top['busbw_gbps'] / link.gbps:z.0%}"
+        rows.append([label, fmt_bytes(top["size_bytes"]), f"{top['busbw_gbps']:z.3g}", share])
+    named = [
+        (link.gbps, f"link rate {link.gbps:z.3g} GB/s, {'measured' if link.measured else 'declared'}: {link.source}")
+        for link in links.values()
+    ]
+    title = "bus bandwidth of every collective against message size"
+    png = figures.size_lines(
+        title,
+        [(label, [r["size_bytes"] for r in recs], [r["busbw_gbps"] for r in recs]) for label, recs in lines],
+        ylabel="busbw (GB/s), the best of its forms at each size",
+        ceilings=named,
+    )
+    caption = (
+        "Each collective's bus bandwidth under the link's rate ("
+        + "; ".join(label for _, label in named)
+        + "): a line near it uses the link fully, one far below is bound by latency or software; "
+        "the table gives the share at the largest size."
+        if named
+        else "Each collective's bus bandwidth; no link rate to set it against "
+        "(no p2p ping-pong in this run, no LINK_RATE across hosts)."
+    )
+    return Plot(name=plot_name("headline", "busbw"), title=title, png=png), caption, rows
+
+
+def experiment_pictures(
+    run: dict, own_sections: dict[str, Section], plot_name: PlotNames
+) -> list[tuple[Plot | None, str]]:
+    """Each experiment's first picture and caption, in the report's order (its spec's report_order)."""
+    by_exp: OrderedDict = OrderedDict()
+    for r in results.records(run):
+        by_exp.setdefault(r["experiment"], []).append(r)
+    out: list[tuple[Plot | None, str]] = []
+    for exp in sorted(by_exp, key=lambda e: spec_value(e, "report_order", 0)):
+        hook = spec_value(exp, "glance", None)
+        if hook is not None:
+            pic = hook(run, by_exp[exp])
+            if pic is not None:
+                plot = None if pic.png is None else Plot(name=plot_name(exp, "glance"), title=pic.title, png=pic.png)
+                out.append((plot, pic.caption))
+        elif exp in own_sections and own_sections[exp].plots:
+            first = own_sections[exp].plots[0]
+            out.append((first, f"{exp}: {first.title} (the first figure of its section)"))
+    return out
