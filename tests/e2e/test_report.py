@@ -16,8 +16,6 @@ import json
 import math
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +29,7 @@ from suite.report.case_identity import case_key
 from suite.launch import cli as launch
 from suite.model import fit, link_rate
 from tests.browser import FIRST_SCREEN, needs_chromium, run_chromium
+from tests.conftest import make as _make  # `make` as a user types it
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "collectives-gloo-2"
@@ -56,18 +55,6 @@ def _save(run: dict, d: Path) -> Path:
     d.mkdir(parents=True, exist_ok=True)
     (d / "bench.json").write_text(json.dumps(run))
     return d
-
-
-def _make(*args: str) -> subprocess.CompletedProcess:
-    """`make` with this interpreter's environment as the venv (never rebuilt by the test)."""
-    venv = Path(sys.executable).parent.parent
-    return subprocess.run(
-        ["make", "--no-print-directory", "-o", f"{venv}/.installed", f"VENV={venv}", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 # --- α–β fit -----------------------------------------------------------------------------------
