@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import shutil
 from pathlib import Path
 
 from tests.browser import assert_opens_on, needs_chromium
@@ -51,3 +52,23 @@ def test_the_doctors_report_opens_on_the_link_matrices_with_the_finding(tmp_path
     assert caption.startswith("doctor: 2 findings: slow link 1 (node1) -> 0 (node0) [bandwidth, inter-node]")
     assert "the slow link boxed in red" in caption and "rank 1 in red in the bars below" in caption
     assert_opens_on(page, tmp_path, "#fig-doctor-glance")
+
+
+@needs_chromium
+def test_make_validate_predict_opens_on_predicted_against_measured(tmp_path):
+    """`make validate-predict` on stored runs (VALIDATE_REUSE=1 takes them instead of compose runs): the fit
+    run and the check run are the stored 2-rank run of the collectives and the sharded steps."""
+    res = tmp_path / "results"
+    for n in (2, 3):
+        shutil.copytree(FIXTURES / "sharded-gloo-2", res / f"validate-predict-{n}n1p")
+    r = make("-s", "validate-predict", "VALIDATE_REUSE=1", "VALIDATE_FIT=2", "VALIDATE_CHECK=3", f"RESULTS={res}")
+    assert r.returncode == 0, r.stdout + r.stderr
+    page = res / "validate-predict-1p.html"
+    assert f"page: {page}" in r.stdout
+    text = page.read_text()
+    m = re.search(r"<body><h1>[^<]*</h1><figure id='headline-figure'><img [^>]*><figcaption>(.*?)</figcaption>", text)
+    assert m, text[:600]  # the page opens on the figure
+    caption = html.unescape(m.group(1))
+    assert caption.startswith("Nothing here to hold to the ±10% target: no size of these runs is bandwidth-bound")
+    assert "training steps: sharded step" in caption
+    assert_opens_on(page, tmp_path, "#headline-figure img")

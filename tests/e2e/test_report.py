@@ -201,8 +201,10 @@ def test_report_from_fixture(fixture_report):
     recs = results.records(results.load_run(run))
     variants = {r["variant"] for r in recs}
     pngs = sorted((run / "report").glob("*.png"))
-    # one busbw+latency figure (or bar chart) per collective variant, and the headline figure over them all
-    assert len(pngs) == len(variants) + 1 and (run / "report" / "headline-busbw.png").is_file()
+    # one busbw+latency figure (or bar chart) per collective variant, the headline figure over them all, and the
+    # prediction section's predicted against measured
+    assert len(pngs) == len(variants) + 2 and (run / "report" / "headline-busbw.png").is_file()
+    assert (run / "report" / "prediction-measured.png").is_file()
     assert all(p.read_bytes().startswith(PNG_MAGIC) for p in pngs)
     page = html_path.read_text()
     assert page.count("data:image/png;base64,") == len(pngs)  # self-contained
