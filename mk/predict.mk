@@ -3,7 +3,8 @@
 #   make predict RUN=results/<run> RANKS=1024 RANKS_PER_NODE=8 [SIZES=1M,64M]   table + RUN/predict.json
 #   make validate-predict [VALIDATE_FIT="2 3"] [VALIDATE_CHECK="4 5 6"] [VALIDATE_PPN=1] [VALIDATE_RATE=100mbit]
 #     compose runs at every node count (results/<VALIDATE_ID>-<n>n<ppn>p), fit on VALIDATE_FIT, predict and
-#     measure VALIDATE_CHECK: per op and size predicted / measured / error, geomean |error| per op
+#     measure VALIDATE_CHECK: per op and size predicted / measured / error, geomean |error| per op; the page
+#     results/<VALIDATE_ID>-<ppn>p.html opens on predicted against measured with the error band
 #     (VALIDATE_REUSE=1 keeps runs already stored under those names); VALIDATE_DDP=1 (default) also runs the
 #     DDP step of a VALIDATE_DDP_PARAMS-parameter MLP (its default DDP, no-op-hook, solo and all_reduce cases)
 #     at every node count and checks the step prediction the same way (VALIDATE_DDP= empty leaves it out);

@@ -32,6 +32,7 @@ MODULES = (
     "suite.metrics",
     "suite.report.plots",
     "suite.report.figures",
+    "suite.report.rank_plots",
 )
 """Modules re-exported whole, each under its last name (``suite.api.verify``, ``suite.api.groups``)."""
 

@@ -80,3 +80,17 @@ def suite_runner(tmp_path):
         return run_suite(tmp_path, *args, **kw)
 
     return _run
+
+
+def make(*args: str, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``make ARGS`` in the repository as a user types it, with this interpreter's environment as the venv
+    (never rebuilt by the test); ``env``: the environment (default: this process's)."""
+    venv = Path(sys.executable).parent.parent
+    return subprocess.run(
+        ["make", "--no-print-directory", "-o", f"{venv}/.installed", f"VENV={venv}", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )

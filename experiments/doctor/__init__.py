@@ -15,6 +15,7 @@ SPEC = ExperimentSpec(
     table=later(f"{__name__}.table:format_tables"),
     report_section=later(f"{__name__}.report:section"),
     summary=later(f"{__name__}.report:summary"),
+    glance=later(f"{__name__}.picture:glance"),
     verdict=later(f"{__name__}.verdict:run_doctor"),
     headline=later(f"{__name__}.report:headline"),
 )

@@ -1,12 +1,13 @@
 """The doctor's place in the report (its spec's ``report_section`` and ``summary`` hooks): the verdicts
-lead, then the pair heatmaps and every rank's time distribution per probe; the first screen's health row.
+lead, then its picture (picture.py, also the report's first picture of the doctor: the link matrices with the
+finding outlined) and every rank's time distribution per probe; the first screen's health row.
 Reads stored records only."""
 
 from __future__ import annotations
 
-from suite.api import Clause, Plot, Section, plots, records
+from suite.api import Clause, Plot, Section, rank_plots, records
 
-from . import stragglers, verdict
+from . import picture, stragglers, verdict
 
 
 def _diagnosis(run: dict, memo: dict):
@@ -17,8 +18,8 @@ def _diagnosis(run: dict, memo: dict):
 
 
 def section(run: dict, plot_name, memo: dict) -> Section:
-    """The doctor's verdicts first, then the pair heatmaps with the slow links marked and every rank's time
-    distribution per probe."""
+    """The doctor's verdicts first, then its picture (picture.py: the link matrices with the finding outlined,
+    the straggler's bars) and every rank's time distribution per probe."""
     d = _diagnosis(run, memo)
     sec = Section(title="doctor: is anything wrong, and where", anchor="doctor")
     sec.notes.append(verdict.format_verdict(d).rstrip())
@@ -32,21 +33,16 @@ def section(run: dict, plot_name, memo: dict) -> Section:
                 ],
             )
         )
-    if d.links:
-        sec.plots.append(
-            Plot(
-                name=plot_name("doctor", "links"),
-                title="links: the pair matrices",
-                png=plots.doctor_heatmaps(d.links, d.hosts),
-            )
-        )
+    if d.links:  # the picture that opens the report, again (the page shows it once and links it here)
+        pic = picture.picture(run, d)
+        sec.plots.append(Plot(name=plot_name("doctor", "links"), title=pic.title, png=pic.png))
     probes = stragglers.rank_time_probes(records(run))
     if probes:
         sec.plots.append(
             Plot(
                 name=plot_name("doctor", "ranks"),
                 title="every rank's own time, per probe (communication: less its wait for the last to arrive)",
-                png=plots.rank_distributions(probes, [s["rank"] for s in d.stragglers]),
+                png=rank_plots.rank_distributions(probes, [s["rank"] for s in d.stragglers]),
             )
         )
     sec.notes.append(verdict.__doc__.split("\n\n", 2)[2].strip())  # the rules, as the module states them

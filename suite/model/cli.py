@@ -129,6 +129,9 @@ def _cmd_validate(args) -> int:
 
         write_json_atomic(args.out, v)
         print(f"validation: {args.out}")
+        from suite.report.validation_page import write_validation_page
+
+        print(f"page: {write_validation_page(v, args.out)}")
     return 0
 
 

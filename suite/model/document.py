@@ -9,7 +9,7 @@ from suite import metrics
 from suite.model import step
 from suite.model.algorithms import CANDIDATES, OPS
 from suite.model.links import CLASSES, Links, Topology, complete_links
-from suite.model.prediction import Prediction, predict
+from suite.model.prediction import BANDWIDTH_BOUND, Prediction, predict
 from suite.model.run_model import RunModel
 from suite.model.units import fmt_time
 
@@ -43,6 +43,7 @@ def measured_scale(model: RunModel) -> list[dict]:
             "predicted_us": pr.time_us if pr else None,
             "error": (pr.time_us - p.time_us) / p.time_us if pr else None,
             "bottleneck": pr.bottleneck if pr else "",
+            "bandwidth_bound": bool(pr) and pr.bandwidth_us >= BANDWIDTH_BOUND * p.time_us,
         }
         if model.p2p:
             q = predict(p.op, alg, p.topo, model.p2p, p.size_bytes)
@@ -99,6 +100,8 @@ PROVENANCE = {
     "measured_scale.measured_us": "measured: the record's time_us",
     "measured_scale.predicted_us": "modelled: backend's algorithm over the op's calibrated link (in-sample)",
     "measured_scale.predicted_p2p_us": "modelled: backend's algorithm over the point-to-point link (out-of-sample)",
+    "measured_scale.bandwidth_bound": "modelled: the model's β part is >= 50% of the measured time "
+    "(suite.model.prediction.BANDWIDTH_BOUND)",
 }
 """predict.json's provenance; each step model adds its own (suite.model.step)."""
 

@@ -7,8 +7,8 @@ from suite import metrics
 from suite.model import step
 from suite.model.algorithms import OPS
 from suite.model.document import format_predictions, measured_scale, stored_predictions
-from suite.model.run_model import RunModel, fit_runs
-from suite.model.units import fmt_time
+from suite.model.run_model import fit_runs
+from suite.model.units import fmt_time, geomean_abs
 
 REPORT_NOTE = (
     "Predicted vs measured at the run's own scale: the backend's algorithm (suite.model: Gloo's from its "
@@ -22,18 +22,22 @@ REPORT_NOTE = (
 
 def report_parts(
     run: dict, doc: dict | None = None
-) -> tuple[list[str], list[tuple[list[str], list[list[str]]]], str] | None:
-    """(notes, grids, text) of the report's prediction section from a stored run and its predict.json; None if
-    the run has nothing to fit."""
+) -> tuple[list[str], list[tuple[list[str], list[list[str]]]], str, list[dict]] | None:
+    """(notes, grids, text, the measured_scale rows) of the report's prediction section from a stored run and
+    its predict.json (the text: how to read it, each op's algorithm, then the tables); None if the run has
+    nothing to fit."""
     model = fit_runs([run])
     if not model.points and not model.p2p:
         return None
-    notes = [REPORT_NOTE] + [
+    notes: list[str] = []
+    about = [REPORT_NOTE, ""] + [  # how to read it: with the text tables, under the figure and the grids
         f"{op}: {model.choice(op, 0).algorithm} — {model.choice(op, 0).how}"
         + (f"; check: {model.checks[op]}" if op in model.checks else "")
         for op in OPS
     ]
-    head, rows, text = _measured_grid(model)
+    scale = measured_scale(model)
+    head, rows, text = _measured_grid(scale)
+    text = [*about, "", *text]
     grids = [(head, rows)]
     if doc:
         ehead, erows, etext = _extrapolation_grid(doc)
@@ -45,10 +49,10 @@ def report_parts(
             "No predict.json in the run directory: `make predict RUN=<run> RANKS=<n> RANKS_PER_NODE=<p>` adds "
             "the extrapolation table."
         )
-    return notes, grids, "\n".join(text)
+    return notes, grids, "\n".join(text), scale
 
 
-def _measured_grid(model: RunModel) -> tuple[list[str], list[list[str]], list[str]]:
+def _measured_grid(scale: list[dict]) -> tuple[list[str], list[list[str]], list[str]]:
     """(head, rows, text lines) of predicted vs measured at the run's own points."""
     head = [
         "measured vs predicted at the run's scale",
@@ -64,7 +68,7 @@ def _measured_grid(model: RunModel) -> tuple[list[str], list[list[str]], list[st
         "bottleneck",
     ]
     rows, text = [], ["  ".join(f"{c:>10}" for c in head[1:])]
-    for r in measured_scale(model):
+    for r in scale:
         q = r.get("predicted_p2p_us")
         cells = [
             r["op"],
@@ -111,3 +115,22 @@ def _extrapolation_grid(doc: dict) -> tuple[list[str], list[list[str]], list[str
             ]
         )
     return ehead, erows, ["", ehead[0], format_predictions(stored_predictions(doc))]
+
+
+def held_line(scale: list[dict], target: float) -> str:
+    """Whether the model holds at the run's own points, in one line: how many bandwidth-bound ones are within
+    ``target`` and their geomean |error|, then the latency-bound ones' (not held to it)."""
+    rows = [r for r in scale if r["error"] is not None]
+    bound = [r["error"] for r in rows if r["bandwidth_bound"]]
+    loose = geomean_abs([r["error"] for r in rows if not r["bandwidth_bound"]])
+    t = f"±{100 * target:z.0f}%"
+    if bound:
+        g = geomean_abs(bound)
+        said = (
+            f"the model {'holds' if g <= target else 'misses'}: {sum(abs(e) <= target for e in bound)} of "
+            f"{len(bound)} bandwidth-bound sizes within {t} (geomean |error| {100 * g:z.1f}%)"
+        )
+    else:
+        said = f"no size is bandwidth-bound, nothing to hold to {t}"
+    loose_text = f"; latency-bound sizes (not held to it): {100 * loose:z.0f}%" if loose is not None else ""
+    return f"At the run's own scale (in-sample: the links were fitted on these points), {said}{loose_text}."

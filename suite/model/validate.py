@@ -108,3 +108,27 @@ def format_validation(v: dict) -> str:
         )
     out += step.validation_lines(v)
     return "\n".join(out) + "\n"
+
+
+def verdict_line(v: dict) -> str:
+    """Whether the predictions hold, in one line: per op of TARGET_OPS its bandwidth-bound sizes' geomean
+    |error| against TARGET, then the latency-bound sizes' (not held to it) and each step model's."""
+    held, missed = [], []
+    for op in TARGET_OPS:
+        g = (v["summary"].get(op) or {}).get("geomean_abs_error_bandwidth_bound")
+        if g is not None:
+            (held if g <= TARGET else missed).append(f"{op} {100 * g:z.1f}%")
+    target = f"the ±{100 * TARGET:z.0f}% target"
+    if missed:
+        out = f"Predictions miss {target}: bandwidth-bound sizes of {', '.join(missed)} (geomean |error|)"
+        out += f"; within it: {', '.join(held)}" if held else ""
+    elif held:
+        out = f"Predictions hold: bandwidth-bound sizes of {', '.join(held)} (geomean |error|), within {target}"
+    else:
+        out = f"Nothing here to hold to {target}: no size of these runs is bandwidth-bound"
+    loose = geomean_abs([r["error"] for r in v["rows"] if not r["bandwidth_bound"]])
+    if loose is not None:
+        out += f"; latency-bound sizes (not held to it): {100 * loose:z.0f}%"
+    steps = [f"{k[: -len('_summary')]} step {100 * s['geomean_abs_error']:z.0f}%" for k, s in v.items()
+             if k.endswith("_summary") and s]  # fmt: skip
+    return out + (f"; training steps: {', '.join(steps)}" if steps else "") + "."

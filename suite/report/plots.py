@@ -22,7 +22,6 @@ from contextvars import ContextVar
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.patches import Rectangle
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from suite import results
@@ -295,74 +294,5 @@ def ratio_grid(
         ax.set_ylabel("new / base time", fontsize=8)
         ax.tick_params(labelsize=7)
     for ax in axes[len(panels) :]:
-        ax.set_visible(False)
-    return figure_png(fig)
-
-
-def doctor_heatmaps(links: list[dict], hosts: Sequence[str]) -> bytes:
-    """The doctor's pair matrices (src row -> dst column): one-way latency, bandwidth per direction and
-    both directions at once, each link's median over its passes; slow links boxed in red, host
-    boundaries drawn."""
-    probes = [
-        ("latency", "one-way latency (µs)", "viridis_r"),
-        ("bandwidth", "bandwidth src -> dst (MB/s)", "viridis"),
-        ("bidirectional", "both directions at once (MB/s)", "viridis"),
-    ]
-    probes = [p for p in probes if any(e["probe"] == p[0] for e in links)]
-    n = len(hosts)
-    fig = Figure(figsize=(4.6 * max(1, len(probes)), 4.3), layout="tight")
-    axes = fig.subplots(1, max(1, len(probes)), squeeze=False)[0]
-    for ax, (probe, what, cmap) in zip(axes, probes):
-        m = np.full((n, n), np.nan)
-        for e in links:
-            if e["probe"] != probe:
-                continue
-            v = e["median_us"] if probe == "latency" else e["gbps"] * 1e3
-            m[e["src"], e["dst"]] = v
-            if probe != "bandwidth":  # a pair: both cells
-                m[e["dst"], e["src"]] = v
-        im = ax.imshow(np.ma.masked_invalid(m), cmap=cmap)
-        fig.colorbar(im, ax=ax, shrink=0.8)
-        for e in links:
-            if e["probe"] == probe and e["slow"]:
-                cells = [(e["src"], e["dst"])] + ([] if probe == "bandwidth" else [(e["dst"], e["src"])])
-                for i, j in cells:
-                    ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="red", lw=2.2))
-        for k in range(1, n):  # host boundaries
-            if hosts[k] != hosts[k - 1]:
-                ax.axhline(k - 0.5, color="white", lw=1.5)
-                ax.axvline(k - 0.5, color="white", lw=1.5)
-        ticks = [f"{r}\n{hosts[r]}" if n <= 8 else str(r) for r in range(n)]
-        ax.set_xticks(range(n), ticks, fontsize=6)
-        ax.set_yticks(range(n), [t.replace("\n", " ") for t in ticks], fontsize=6)
-        ax.set_xlabel("dst rank")
-        ax.set_ylabel("src rank")
-        ax.set_title(what + ("; red: slow" if any(e["slow"] for e in links if e["probe"] == probe) else ""), fontsize=9)
-        if n <= 12:
-            for i in range(n):
-                for j in range(n):
-                    if np.isfinite(m[i, j]):
-                        ax.text(j, i, f"{m[i, j]:z.3g}", ha="center", va="center", fontsize=6, color="white")
-    return figure_png(fig)
-
-
-def rank_distributions(probes: Sequence[tuple[str, list[list[float]]]], stragglers: Sequence[int] = ()) -> bytes:
-    """Per probe, a box plot of every rank's own times over the samples (stragglers in red)."""
-    cols = min(3, max(1, len(probes)))
-    rows = math.ceil(len(probes) / cols)
-    fig = Figure(figsize=(4.4 * cols, 2.8 * rows + 0.4), layout="tight")
-    axes = fig.subplots(rows, cols, squeeze=False).ravel()
-    for ax, (name, per_rank) in zip(axes, probes):
-        bp = ax.boxplot(per_rank, patch_artist=True, widths=0.6, showfliers=True, flierprops={"markersize": 2})
-        for r, box in enumerate(bp["boxes"]):
-            box.set_facecolor("tab:red" if r in stragglers else "C0")
-            box.set_alpha(0.7)
-        ax.set_xticks(range(1, len(per_rank) + 1), [str(r) for r in range(len(per_rank))], fontsize=7)
-        ax.set_xlabel("rank", fontsize=8)
-        ax.set_ylabel("own time (µs)", fontsize=8)
-        ax.set_title(name, fontsize=8)
-        ax.tick_params(labelsize=7)
-        ax.grid(True, axis="y", alpha=0.3)
-    for ax in axes[len(probes) :]:
         ax.set_visible(False)
     return figure_png(fig)

@@ -373,3 +373,13 @@ def format_comparison_summary(c) -> str:
     from suite.report.compare_text import format_comparison
 
     return "\n".join(ln for ln in format_comparison(c).splitlines() if ln.startswith("# ") and "case" not in ln[:8])
+
+
+def standalone_page(title: str, body: str) -> str:
+    """A page of its own beside a run's report (the validation of the predictions): the report's style, its
+    policy (it loads nothing: figures inline) and its load check."""
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><meta http-equiv='Content-Security-Policy' "
+        f'content="{_CSP}"><title>{html.escape(title)}</title><style>{_CSS}</style><script>{_CHECK_JS}</script>'
+        f"</head><body>{body}<p id='imgcheck'></p></body></html>"
+    )

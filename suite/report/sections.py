@@ -165,12 +165,34 @@ def _grid(title: str, rs: list[dict]) -> tuple[list[str], list[list[str]]]:
 
 
 def prediction_section(run: dict, predict_doc: dict | None = None) -> Section | None:
-    """Predicted vs measured at the run's scale and the extrapolation table (suite.predict); None when the
-    run has nothing to fit."""
+    """Predicted vs measured at the run's scale -- the line saying whether the model holds, the figure with
+    the error band, the table -- and the extrapolation table (suite.model); None when the run has nothing to
+    fit."""
     from suite.model import report_section
 
     parts = report_section.report_parts(run, predict_doc)
     if parts is None:
         return None
-    notes, grids, text = parts
-    return Section(title="prediction at scale", anchor="prediction", notes=notes, grids=grids, text_tables=[text])
+    notes, grids, text, scale = parts
+    plots = []
+    if scale:
+        from suite.model.validate import TARGET
+        from suite.report.prediction_plot import Series, prediction_png
+
+        ops = list(dict.fromkeys(r["op"] for r in scale if r["predicted_us"]))
+        series = [
+            Series(
+                label=op,
+                measured_us=[r["measured_us"] for r in scale if r["op"] == op and r["predicted_us"]],
+                predicted_us=[r["predicted_us"] for r in scale if r["op"] == op and r["predicted_us"]],
+                held=[r["bandwidth_bound"] for r in scale if r["op"] == op and r["predicted_us"]],
+            )
+            for op in ops
+        ]
+        title = "predicted against measured at the run's own scale"
+        png = prediction_png(title, series, TARGET)
+        plots.append(Plot(name="prediction-measured", title=title, png=png))
+        notes = [report_section.held_line(scale, TARGET), *notes]  # what to see in it, first
+    return Section(
+        title="prediction at scale", anchor="prediction", notes=notes, plots=plots, grids=grids, text_tables=[text]
+    )

@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +28,7 @@ from suite import results
 from suite.report import case_identity, compare, cli as report
 
 from suite.launch import cli as launch
+from tests.conftest import make
 
 pytestmark = pytest.mark.slow
 
@@ -49,15 +49,7 @@ KNOBS = [
 
 
 def _make(*args: str, timeout: float) -> subprocess.CompletedProcess:
-    venv = Path(sys.executable).parent.parent
-    return subprocess.run(
-        ["make", "--no-print-directory", "-o", f"{venv}/.installed", f"VENV={venv}", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "SUITE_REPORT": "0", "OMP_NUM_THREADS": "1"},
-    )
+    return make(*args, timeout=timeout, env={**os.environ, "SUITE_REPORT": "0", "OMP_NUM_THREADS": "1"})
 
 
 @pytest.fixture(scope="module")

@@ -14,11 +14,8 @@ import html
 import io
 import json
 import math
-import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +28,8 @@ from suite.report.case_identity import case_key
 
 from suite.launch import cli as launch
 from suite.model import fit, link_rate
+from tests.browser import FIRST_SCREEN, needs_chromium, run_chromium
+from tests.conftest import make as _make  # `make` as a user types it
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "collectives-gloo-2"
@@ -56,18 +55,6 @@ def _save(run: dict, d: Path) -> Path:
     d.mkdir(parents=True, exist_ok=True)
     (d / "bench.json").write_text(json.dumps(run))
     return d
-
-
-def _make(*args: str) -> subprocess.CompletedProcess:
-    """`make` with this interpreter's environment as the venv (never rebuilt by the test)."""
-    venv = Path(sys.executable).parent.parent
-    return subprocess.run(
-        ["make", "--no-print-directory", "-o", f"{venv}/.installed", f"VENV={venv}", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 # --- α–β fit -----------------------------------------------------------------------------------
@@ -214,8 +201,10 @@ def test_report_from_fixture(fixture_report):
     recs = results.records(results.load_run(run))
     variants = {r["variant"] for r in recs}
     pngs = sorted((run / "report").glob("*.png"))
-    # one busbw+latency figure (or bar chart) per collective variant, and the headline figure over them all
-    assert len(pngs) == len(variants) + 1 and (run / "report" / "headline-busbw.png").is_file()
+    # one busbw+latency figure (or bar chart) per collective variant, the headline figure over them all, and the
+    # prediction section's predicted against measured
+    assert len(pngs) == len(variants) + 2 and (run / "report" / "headline-busbw.png").is_file()
+    assert (run / "report" / "prediction-measured.png").is_file()
     assert all(p.read_bytes().startswith(PNG_MAGIC) for p in pngs)
     page = html_path.read_text()
     assert page.count("data:image/png;base64,") == len(pngs)  # self-contained
@@ -415,40 +404,10 @@ def test_launcher_report_failure_only_warns(tmp_path, capsys, monkeypatch):
 # --- the HTML in a real browser ----------------------------------------------------------------
 
 
-def _chromium() -> str | None:
-    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-
-
-FIRST_SCREEN = (1400, 1800)
-"""The window a person reads the report's first screen in (width, height, CSS pixels)."""
-
-
 def _render(page: Path, tmp_path: Path, *extra: str) -> tuple[str, str]:
     """Load ``page`` in headless chromium in a FIRST_SCREEN window; return (DOM after load, browser log)
     (``extra``: other switches instead of the DOM's dump, such as a --screenshot=)."""
-    r = subprocess.run(
-        [
-            _chromium(),
-            "--headless",
-            f"--window-size={FIRST_SCREEN[0]},{FIRST_SCREEN[1]}",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            "--disable-dev-shm-usage",
-            f"--user-data-dir={tmp_path / 'profile'}",
-            "--enable-logging=stderr",
-            "--v=0",
-            "--virtual-time-budget=5000",
-            *(extra or ["--dump-dom"]),  # or a --screenshot=
-            page.resolve().as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    r = run_chromium(page, tmp_path, "--enable-logging=stderr", "--v=0", *(extra or ["--dump-dom"]))
     assert r.returncode == 0, r.stderr[-2000:]
     return r.stdout, r.stderr
 
@@ -459,14 +418,10 @@ def _imgcheck(dom: str) -> dict:
     return dict(re.findall(r'data-(\w+)="(\d+)"', m.group(1)))
 
 
-@pytest.mark.skipif(
-    _chromium() is None and os.environ.get("REQUIRE_BROWSER") != "1",
-    reason="no chromium (CI installs it: .ci/setup.d/20-browser.sh)",
-)
+@needs_chromium
 def test_html_report_renders_in_headless_browser(fixture_report, tmp_path):
     """Every image decodes, no script fails, the page fetches nothing (it works offline, from its folder),
     and the headline figure ends inside the first screen of a 1400x1800 window."""
-    assert _chromium() is not None, "REQUIRE_BROWSER=1 but chromium is not installed"
     run, _ = fixture_report
     page = run / "report" / "index.html"
     dom, log = _render(page, tmp_path)

@@ -114,9 +114,9 @@ def test_placement_draws_copy_rates_under_their_ceilings():
     assert pic.png.startswith(PNG_MAGIC) and "PCIe" in pic.caption
 
 
-def test_an_own_sections_first_figure_opens_the_report_once():
-    """The doctor names no glance hook: its section's first figure (the link matrices) opens the report,
-    and the page carries it once, the section pointing up to it."""
+def test_an_own_sections_first_figure_opens_the_report_once(monkeypatch):
+    """The doctor's glance hook draws the figure its section starts with (the link matrices): the page carries
+    it once, the section pointing up to it. Without the hook, the section's first figure opens the report."""
     import base64
 
     from suite.report import render
@@ -124,7 +124,17 @@ def test_an_own_sections_first_figure_opens_the_report_once():
 
     rep = build_report(results.load_run(FIXTURES / "doctor-gloo-2"), "doctor")
     ((plot, caption),) = rep.glance.pictures
-    assert plot.name == "doctor-links" and caption.startswith("doctor: links")
+    assert plot.name == "doctor-glance" and caption.startswith("doctor: healthy")
     page = render.render_html(rep)
     assert page.count(base64.b64encode(plot.png).decode()) == 1
-    assert f"<a href='#fig-{plot.name}'>{plot.title}: the figure above</a>" in page
+    section_plot = next(s for s in rep.sections if s.anchor == "doctor").plots[0]
+    assert section_plot.png == plot.png
+    assert f"<a href='#fig-{plot.name}'>{section_plot.title}: the figure above</a>" in page
+
+    real = glance.spec_value
+    monkeypatch.setattr(
+        glance, "spec_value", lambda exp, key, default: None if key == "glance" else real(exp, key, default)
+    )
+    rep = build_report(results.load_run(FIXTURES / "doctor-gloo-2"), "doctor")
+    ((plot, caption),) = rep.glance.pictures
+    assert plot.name == "doctor-links" and caption.endswith("(the first figure of its section)")
