@@ -8,6 +8,7 @@ from it by scaling its per-iteration samples.
 
 from __future__ import annotations
 
+import base64
 import copy
 import csv
 import io
@@ -20,13 +21,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import matplotlib.image
 import numpy as np
 import pytest
+from matplotlib.colors import to_rgba
 
 from suite import results
 
-from suite.report import analysis, compare, fit_table, render, sections, summary, cli as report
-from suite.report.case_identity import case_key
+from suite.report import analysis, compare, fit_table, forest, render, sections, summary, cli as report
+from suite.report.case_identity import case_key, describe_key
+from suite.report.verdicts import VERDICT_COLORS
 
 from suite.launch import cli as launch
 from suite.model import fit, link_rate
@@ -191,6 +195,61 @@ def test_make_compare_is_a_regression_gate(tmp_path):
     assert "gate: PASS" in r.stdout
     r = _make("compare")
     assert r.returncode != 0 and "usage: make compare" in r.stderr
+
+
+PLANTED = "collectives-all_reduce-gloo-cpu-float32-sum-65536B-inplace"
+
+
+@pytest.fixture(scope="module")
+def compare_page(tmp_path_factory):
+    """``python -m suite.report compare BASE NEW --out DIR`` where BASE is part of the fixture run (45 cases) and
+    NEW the same run with the PLANTED case 3x slower; returns the page and the forest figure it opens on, as
+    matplotlib drew it (the real function, watched)."""
+    d = tmp_path_factory.mktemp("compare")
+    run = _fixture()
+    keep = ("all_reduce", "reduce", "broadcast", "barrier")
+    run["benchmarks"] = [b for b in run["benchmarks"] if b["extra_info"]["variant"] in keep]
+    slow = copy.deepcopy(run)
+    for b in slow["benchmarks"]:
+        e = b["extra_info"]
+        if describe_key(case_key(e)) == PLANTED:
+            e["samples_us"] = [3.0 * x for x in e["samples_us"]]
+            e["time_us"] *= 3.0
+    drawn = []
+    real = forest.forest_figure
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(forest, "forest_figure", lambda *a: drawn.append(real(*a)) or drawn[-1])
+        status = report.main(["compare", str(_save(run, d / "base")), str(_save(slow, d / "slow")), "--out", str(d)])
+    assert status == 1  # the planted slowdown fails the gate
+    (fig,) = drawn
+    return d / "compare.html", fig, len(run["benchmarks"])
+
+
+def test_compare_page_opens_on_a_forest_plot_with_the_planted_slowdown_in_red(compare_page):
+    """The element after the title is the forest plot, a PNG that decodes, with its one-line caption; the figure
+    draws the planted case in the slower colour and every other case in another."""
+    page, fig, n = compare_page
+    text = page.read_text()
+    m = re.search(
+        r"<body><h1>Comparison</h1><figure id='headline-figure'><img [^>]*src='data:image/png;base64,([^']+)'>"
+        r"<figcaption>([^<]+)</figcaption></figure>",
+        text,
+    )
+    assert m, text[:2000]
+    png = base64.b64decode(m.group(1))
+    assert png == (page.parent / "compare.png").read_bytes()
+    pixels = matplotlib.image.imread(io.BytesIO(png), format="png")
+    assert pixels.shape[0] > 200 and pixels.shape[1] > 800
+    assert m.group(2).startswith(f"1 of {n} cases slower beyond the 5% tolerance")
+    (ax,) = fig.axes
+    gids = {a.get_gid(): a for a in ax.get_lines() if a.get_gid()}
+    markers = {g: a for g, a in gids.items() if g.startswith("case:") and not g.endswith("/ci")}  # bars: /ci
+    slower = to_rgba(VERDICT_COLORS["slower"])
+    assert to_rgba(markers[f"case:{PLANTED}"].get_color()) == slower
+    assert [g for g, a in markers.items() if to_rgba(a.get_color()) == slower] == [f"case:{PLANTED}"]
+    assert len(markers) <= forest.MAX_ROWS
+    shown = f"Not drawn: {n - len(markers)} of {n}" if len(markers) < n else "Not drawn"
+    assert (shown in m.group(2)) == (len(markers) < n)
 
 
 # --- the report ---------------------------------------------------------------------------------
@@ -401,12 +460,18 @@ def _chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
 
-def _render(page: Path, tmp_path: Path) -> tuple[str, str]:
-    """Load ``page`` in headless chromium; return (DOM after load, browser log)."""
+FIRST_SCREEN = (1400, 1800)
+"""The window a person reads the report's first screen in (width, height, CSS pixels)."""
+
+
+def _render(page: Path, tmp_path: Path, *extra: str) -> tuple[str, str]:
+    """Load ``page`` in headless chromium in a FIRST_SCREEN window; return (DOM after load, browser log)
+    (``extra``: other switches instead of the DOM's dump, such as a --screenshot=)."""
     r = subprocess.run(
         [
             _chromium(),
             "--headless",
+            f"--window-size={FIRST_SCREEN[0]},{FIRST_SCREEN[1]}",
             "--no-sandbox",
             "--disable-gpu",
             "--disable-background-networking",
@@ -418,7 +483,7 @@ def _render(page: Path, tmp_path: Path) -> tuple[str, str]:
             "--enable-logging=stderr",
             "--v=0",
             "--virtual-time-budget=5000",
-            "--dump-dom",
+            *(extra or ["--dump-dom"]),  # or a --screenshot=
             page.resolve().as_uri(),
         ],
         capture_output=True,
@@ -433,6 +498,34 @@ def _imgcheck(dom: str) -> dict:
     m = re.search(r'<p id="imgcheck"([^>]*)>', dom)
     assert m, "the page's load check did not run"
     return dict(re.findall(r'data-(\w+)="(\d+)"', m.group(1)))
+
+
+@pytest.mark.skipif(
+    _chromium() is None and os.environ.get("REQUIRE_BROWSER") != "1",
+    reason="no chromium (CI installs it: .ci/setup.d/20-browser.sh)",
+)
+def test_compare_page_figure_is_on_the_first_screen_in_a_browser(compare_page, tmp_path):
+    """In a FIRST_SCREEN window the comparison page's forest plot and its caption end on the first screen
+    (the browser's own layout), and both its images decode."""
+    assert _chromium() is not None, "REQUIRE_BROWSER=1 but chromium is not installed"
+    page, _, _ = compare_page
+    probe = tmp_path / "compare-probe.html"
+    probe.write_text(
+        page.read_text().replace(
+            "</body>",
+            "<p id='fold'></p><script>window.addEventListener('load', () => {"
+            "const el = document.getElementById('fold');"
+            "el.dataset.bottom = Math.ceil(document.getElementById('headline-figure').getBoundingClientRect().bottom);"
+            "el.dataset.height = window.innerHeight;});</script></body>",
+        )
+    )
+    dom, _ = _render(probe, tmp_path)
+    check = _imgcheck(dom)
+    assert (check["total"], check["bad"], check["errors"]) == ("2", "0", "0"), check
+    m = re.search(r'<p id="fold" data-bottom="(\d+)" data-height="(\d+)"', dom)
+    assert m, dom[-2000:]
+    bottom, height = int(m.group(1)), int(m.group(2))
+    assert 0 < bottom <= height <= FIRST_SCREEN[1], (bottom, height)
 
 
 @pytest.mark.skipif(
