@@ -27,6 +27,7 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 from suite import results
 from suite.model.fit import AlphaBeta
 from suite.metrics import format_size
+from suite.report.verdicts import VERDICT_COLORS
 
 DPI = 110
 
@@ -262,7 +263,6 @@ def ratio_grid(
 ) -> bytes:
     """Comparison of two runs: per group, new/base time ratio vs size with its CI; red =
     slower, green = faster, grey = same, orange = inconclusive; the band is 1 ± tolerance."""
-    colors = {"slower": "tab:red", "faster": "tab:green", "same": "0.45", "inconclusive": "tab:orange"}
     cols = min(3, max(1, len(panels)))
     rows = math.ceil(len(panels) / cols)
     fig = Figure(figsize=(4.2 * cols, 2.9 * rows + 0.6), layout="tight")
@@ -279,7 +279,7 @@ def ratio_grid(
                 yerr=[[max(0.0, ratio - lo)], [max(0.0, hi - ratio)]],
                 fmt="o",
                 ms=3,
-                color=colors.get(verdict, "0.45"),
+                color=VERDICT_COLORS.get(verdict, "0.45"),
                 capsize=2,
                 lw=1,
             )

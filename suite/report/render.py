@@ -316,9 +316,10 @@ def write_report(
 
 
 def write_comparison(c, out_dir: str | os.PathLike, stem: str = "compare") -> Path:
-    """``<stem>.html`` (self-contained) and ``<stem>.png`` of a comparison: per group, the
-    new/base ratio vs size with its CI, and the table of cases."""
-    from suite.report import plots
+    """``<stem>.html`` (self-contained): it opens on the forest plot of the cases (``<stem>.png``,
+    ``suite.report.forest``) with its one-line caption, then the summary, per group the new/base ratio vs
+    size with its CI (``<stem>-by-size.png``), and the table of cases."""
+    from suite.report import forest, plots
     from suite.report.case_identity import describe_key
     from suite.report.compare_text import runs_text
 
@@ -332,12 +333,15 @@ def write_comparison(c, out_dir: str | os.PathLike, stem: str = "compare") -> Pa
             f"{d.get('device')}, {d.get('world_size')} ranks)"
         )
         groups.setdefault(name, []).append((int(d.get("size_bytes") or 0), r.ratio, r.ci_low, r.ci_high, r.verdict))
-    png = plots.ratio_grid(
+    grid = plots.ratio_grid(
         f"{c.new_name} vs {c.base_name}: {c.overall} (median case ratio {c.overall_ratio:z.3f})",
         list(groups.items()),
         c.tolerance,
     )
+    rows_drawn = forest.select(c.cases)
+    (png,) = plots.rasterize_all([forest.forest_figure(c, rows_drawn)], 1)
     (out / f"{stem}.png").write_bytes(png)
+    (out / f"{stem}-by-size.png").write_bytes(grid)
     e = html.escape
     rows = [
         [
@@ -353,11 +357,16 @@ def write_comparison(c, out_dir: str | os.PathLike, stem: str = "compare") -> Pa
         ]
         for r in c.cases
     ]
+
+    def img(data: bytes, alt: str) -> str:
+        return f"<img alt='{e(alt)}' src='data:image/png;base64,{base64.b64encode(data).decode()}'>"
+
     page = (
         f"<!doctype html><html><head><meta charset='utf-8'><title>compare</title><style>{_CSS}</style>"
         f"<script>{_CHECK_JS}</script></head><body><h1>Comparison</h1>"
-        f"<p>base: {e(c.base_name)}<br>new: {e(c.new_name)}</p><pre>{e(format_comparison_summary(c))}</pre>"
-        f"<img alt='{stem}' src='data:image/png;base64,{base64.b64encode(png).decode()}'>"
+        f"<figure id='headline-figure'>{img(png, stem)}<figcaption>{e(forest.caption(c, rows_drawn))}</figcaption>"
+        f"</figure><p>base: {e(c.base_name)}<br>new: {e(c.new_name)}</p><pre>{e(format_comparison_summary(c))}</pre>"
+        f"<h2>By message size</h2>{img(grid, f'{stem}-by-size')}"
         + _html_table(
             ["case", "base (µs)", "new (µs)", "ratio", f"{100 - c.alpha * 100:z.10g}% CI", "p (Holm)", "noise", "runs"]
             + ["verdict"],

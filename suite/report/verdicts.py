@@ -13,6 +13,8 @@ DEFAULT_ALPHA = 0.05
 DEFAULT_MAX_INCONCLUSIVE = 0.1
 """The gate does not PASS when more than this fraction of the cases could not be judged."""
 VERDICTS = ("slower", "faster", "same", "inconclusive")
+VERDICT_COLORS = {"slower": "tab:red", "faster": "tab:green", "same": "0.45", "inconclusive": "tab:orange"}
+"""How every figure of a comparison draws each verdict (matplotlib colours)."""
 
 
 @dataclass(frozen=True, kw_only=True)

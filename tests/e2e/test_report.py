@@ -8,6 +8,7 @@ from it by scaling its per-iteration samples.
 
 from __future__ import annotations
 
+import base64
 import copy
 import csv
 import html
@@ -18,17 +19,20 @@ import re
 import shutil
 from pathlib import Path
 
+import matplotlib.image
 import numpy as np
 import pytest
+from matplotlib.colors import to_rgba
 
 from suite import results
 
-from suite.report import analysis, compare, fit_table, render, sections, summary, cli as report
-from suite.report.case_identity import case_key
+from suite.report import analysis, compare, fit_table, forest, render, sections, summary, cli as report
+from suite.report.case_identity import case_key, describe_key
+from suite.report.verdicts import VERDICT_COLORS
 
 from suite.launch import cli as launch
 from suite.model import fit, link_rate
-from tests.browser import FIRST_SCREEN, needs_chromium, run_chromium
+from tests.browser import FIRST_SCREEN, assert_opens_on, needs_chromium, run_chromium
 from tests.conftest import make as _make  # `make` as a user types it
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -179,6 +183,61 @@ def test_make_compare_is_a_regression_gate(tmp_path):
     assert "gate: PASS" in r.stdout
     r = _make("compare")
     assert r.returncode != 0 and "usage: make compare" in r.stderr
+
+
+PLANTED = "collectives-all_reduce-gloo-cpu-float32-sum-65536B-inplace"
+
+
+@pytest.fixture(scope="module")
+def compare_page(tmp_path_factory):
+    """``python -m suite.report compare BASE NEW --out DIR`` where BASE is part of the fixture run (45 cases) and
+    NEW the same run with the PLANTED case 3x slower; returns the page and the forest figure it opens on, as
+    matplotlib drew it (the real function, watched)."""
+    d = tmp_path_factory.mktemp("compare")
+    run = _fixture()
+    keep = ("all_reduce", "reduce", "broadcast", "barrier")
+    run["benchmarks"] = [b for b in run["benchmarks"] if b["extra_info"]["variant"] in keep]
+    slow = copy.deepcopy(run)
+    for b in slow["benchmarks"]:
+        e = b["extra_info"]
+        if describe_key(case_key(e)) == PLANTED:
+            e["samples_us"] = [3.0 * x for x in e["samples_us"]]
+            e["time_us"] *= 3.0
+    drawn = []
+    real = forest.forest_figure
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(forest, "forest_figure", lambda *a: drawn.append(real(*a)) or drawn[-1])
+        status = report.main(["compare", str(_save(run, d / "base")), str(_save(slow, d / "slow")), "--out", str(d)])
+    assert status == 1  # the planted slowdown fails the gate
+    (fig,) = drawn
+    return d / "compare.html", fig, len(run["benchmarks"])
+
+
+def test_compare_page_opens_on_a_forest_plot_with_the_planted_slowdown_in_red(compare_page):
+    """The element after the title is the forest plot, a PNG that decodes, with its one-line caption; the figure
+    draws the planted case in the slower colour and every other case in another."""
+    page, fig, n = compare_page
+    text = page.read_text()
+    m = re.search(
+        r"<body><h1>Comparison</h1><figure id='headline-figure'><img [^>]*src='data:image/png;base64,([^']+)'>"
+        r"<figcaption>([^<]+)</figcaption></figure>",
+        text,
+    )
+    assert m, text[:2000]
+    png = base64.b64decode(m.group(1))
+    assert png == (page.parent / "compare.png").read_bytes()
+    pixels = matplotlib.image.imread(io.BytesIO(png), format="png")
+    assert pixels.shape[0] > 200 and pixels.shape[1] > 800
+    assert m.group(2).startswith(f"1 of {n} cases slower beyond the 5% tolerance")
+    (ax,) = fig.axes
+    gids = {a.get_gid(): a for a in ax.get_lines() if a.get_gid()}
+    markers = {g: a for g, a in gids.items() if g.startswith("case:") and not g.endswith("/ci")}  # bars: /ci
+    slower = to_rgba(VERDICT_COLORS["slower"])
+    assert to_rgba(markers[f"case:{PLANTED}"].get_color()) == slower
+    assert [g for g, a in markers.items() if to_rgba(a.get_color()) == slower] == [f"case:{PLANTED}"]
+    assert len(markers) <= forest.MAX_ROWS
+    shown = f"Not drawn: {n - len(markers)} of {n}" if len(markers) < n else "Not drawn"
+    assert (shown in m.group(2)) == (len(markers) < n)
 
 
 # --- the report ---------------------------------------------------------------------------------
@@ -416,6 +475,14 @@ def _imgcheck(dom: str) -> dict:
     m = re.search(r'<p id="imgcheck"([^>]*)>', dom)
     assert m, "the page's load check did not run"
     return dict(re.findall(r'data-(\w+)="(\d+)"', m.group(1)))
+
+
+@needs_chromium
+def test_compare_page_figure_is_on_the_first_screen_in_a_browser(compare_page, tmp_path):
+    """In a FIRST_SCREEN window the comparison page's forest plot ends on the first screen (the browser's own
+    layout), every image decodes, no script fails and nothing is fetched from outside its folder."""
+    page, _, _ = compare_page
+    assert_opens_on(page, tmp_path, "#headline-figure")
 
 
 @needs_chromium
