@@ -280,6 +280,13 @@ def format_time_us(us: float) -> str:
     raise AssertionError("unreachable")
 
 
+def phase_parts(breakdown: dict[str, float], top: int | None = None) -> str:
+    """``timed 94.1 s (23%), warmup 40.2 s (10%), ...``: seconds per phase, largest first (the ``top`` largest)."""
+    total = sum(breakdown.values()) or 1.0
+    ranked = [(k, v) for k, v in sorted(breakdown.items(), key=lambda kv: -kv[1]) if v]
+    return ", ".join(f"{k} {v:z.1f} s ({100 * v / total:z.0f}%)" for k, v in ranked[:top])
+
+
 def size_sweep(min_bytes: int, max_bytes: int, factor: float) -> list[int]:
     """Geometric sweep min, min*f, ... <= max (nccl-tests -b/-e/-f)."""
     if min_bytes < 0 or max_bytes < min_bytes:

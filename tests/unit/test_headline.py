@@ -32,8 +32,8 @@ def _rec(experiment="collectives", op="all_reduce", size=MIB, busbw=1.0, n_wrong
     }
 
 
-def _pingpong(size=MIB, busbw=2.0) -> dict:
-    return _rec("p2p", "send_recv", size, busbw, pattern="pingpong", src=0, dst=1)
+def _pingpong(size=MIB, busbw=2.0, n_wrong=0) -> dict:
+    return _rec("p2p", "send_recv", size, busbw, n_wrong, pattern="pingpong", src=0, dst=1)
 
 
 def _run(recs: list[dict], hosts=("a", "a"), link_rate: str | None = None) -> dict:
@@ -123,3 +123,30 @@ def test_each_experiment_says_its_own_finding():
     assert doctor.text.startswith("doctor: healthy: no slow link") and doctor.verdict == "healthy"
     sharded = headlines(results.load_run(FIXTURES / "sharded-gloo-2"))[1]
     assert "train step ddp" in sharded and "against DDP's" in sharded
+
+
+def test_the_run_end_fits_ten_lines_and_names_the_headlines_left_to_the_report(tmp_path):
+    from suite.report.run_end import MAX_LINES, end_lines
+
+    run = results.load_run(FIXTURES / "all-gloo-2")  # six experiments: more than fit
+    (tmp_path / "tables.txt").write_text("x")
+    (tmp_path / "trace.json").write_text("{}")
+    lines = end_lines(run, tmp_path, status=0, latest="also latest", report=tmp_path / "index.html", tables_shown=False)
+    assert len(lines) == MAX_LINES and all(line.startswith("# ") for line in lines)
+    assert lines[0].startswith("# verdict: PASS: 134 cases, 0 wrong, 13 unchecked; exit status 0")
+    assert lines[1].startswith("# collectives: all_reduce reaches") and "(+3 more in the report: " in lines[4]
+    assert [line.split(":")[0] for line in lines[5:]] == ["# time", "# results", "# tables", "# report", "# trace"]
+
+
+def test_the_run_end_puts_a_wrong_experiment_first(tmp_path):
+    from suite.report.run_end import end_lines
+
+    run = _run([_rec(), _pingpong(n_wrong=2)])
+    run["suite"] = {"complete": True, "started_unix": 100.0, "phase_seconds": {"timed": 3.0, "warmup": 1.0}}
+    lines = end_lines(run, tmp_path, status=6, latest="also latest", report=None, tables_shown=False, now=110.0)
+    assert lines[0].startswith("# verdict: FAIL: 2 cases, 1 wrong, 0 unchecked; exit status 6")
+    assert lines[1].startswith("# p2p: ") and lines[1].endswith("1 wrong of 1 cases")
+    time_line = "# time: 10 s from start to report; rank 0: timed 3.0 s (75%), warmup 1.0 s (25%) of 4.0 s"
+    time_line += " in its session"
+    assert time_line in lines
+    assert f"# tables: python -m suite.report {tmp_path}" in lines  # no tables.txt: how to get them
