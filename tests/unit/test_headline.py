@@ -52,7 +52,7 @@ def test_collectives_are_set_against_the_ping_pong_at_their_size():
     run = _run([_rec(busbw=0.5), _rec(size=1024, busbw=0.01), _pingpong(1024, 0.1), _pingpong(MIB, 2.0)])
     h = _by_exp(run)["collectives"]
     assert (
-        "all_reduce reaches 0.5 GB/s busbw at 1.0 MiB, 25% of the link's measured rate "
+        "all_reduce reaches 500 MB/s busbw at 1.0 MiB, 25% of the link's measured rate "
         "(2 GB/s, p2p ping-pong 0<->1, 1.0 MiB)" in h.text
     )
     assert h.numbers["link_fraction"] == pytest.approx(0.25)
@@ -88,7 +88,7 @@ def test_correctness_text_counts():
 
 def test_an_experiment_this_checkout_lacks_gets_the_generic_sentence():
     run = _run([_rec("gone", "frobnicate", busbw=0.25, label="frob")])
-    assert headlines(run) == ["gone: 1 cases; the highest busbw is 0.25 GB/s (frob, 1.0 MiB); 0 wrong of 1 cases"]
+    assert headlines(run) == ["gone: 1 cases; the highest busbw is 250 MB/s (frob, 1.0 MiB); 0 wrong of 1 cases"]
 
 
 @pytest.mark.parametrize(
@@ -107,7 +107,7 @@ def test_every_experiment_of_a_stored_run_has_its_own_sentence(fixture, expected
         assert h.text.startswith(f"{h.experiment}: ") and "wrong of" in h.text
         assert h.verdict in ("correct", "healthy")
         # every decimal number is followed by its unit (or is a ratio, a share or a size)
-        bare = re.findall(r"\d+\.\d+(?![\d.])(?! ?(?:GB/s|KiB|MiB|GiB|µs|ms|s\b|x|%))", h.text)
+        bare = re.findall(r"\d+\.\d+(?![\d.])(?! ?(?:GB/s|MB/s|B/s|KiB|MiB|GiB|µs|ms|s\b|x|%))", h.text)
         assert not bare, (h.text, bare)
 
 
@@ -150,3 +150,8 @@ def test_the_run_end_puts_a_wrong_experiment_first(tmp_path):
     time_line += " in its session"
     assert time_line in lines
     assert f"# tables: python -m suite.report {tmp_path}" in lines  # no tables.txt: how to get them
+
+
+def test_a_tiny_rate_reads_without_an_exponent():
+    text = headlines(_run([_rec(size=96, busbw=4.1e-05)]))[0]  # 96 B all_reduce: 41 kB/s, once "4.1e-05 GB/s"
+    assert "all_reduce reaches 0.041 MB/s busbw at 96 B" in text and "e-0" not in text
