@@ -7,6 +7,7 @@ import os
 import sys
 import time
 
+from suite import results
 from suite.harness import bench_adapter, phases, progress, terminal
 from suite.harness.run_state import RunState, rank_from_env, state
 from suite.launch.fileio import write_text_atomic
@@ -86,10 +87,6 @@ def after_case(item, nextitem) -> None:
             tr.write_line(progress.plain_line(st.done, st.total, now - st.progress_t0))
 
 
-TABLES_FILE = "tables.txt"
-"""The run's tables as the terminal used to end with them (nccl-tests style, for grep): ``<run>/tables.txt``."""
-
-
 def summary(terminalreporter, config) -> None:
     """Rank 0: the tables and the phase line into ``<run>/tables.txt``, and on the terminal where TABLES=1 asks
     for them or the run has no results folder (the launcher's summary ends a run: suite/report/run_end.py);
@@ -104,7 +101,7 @@ def summary(terminalreporter, config) -> None:
         shown = st.cfg.tables or not results_dir
         if results_dir:
             try:
-                write_text_atomic(os.path.join(results_dir, TABLES_FILE), text)
+                write_text_atomic(os.path.join(results_dir, results.TABLES_FILE), text)
             except OSError as e:  # the tables are still in bench.json (python -m suite.report) and the report
                 terminalreporter.write_line(f"warning: {e}; the tables follow here instead")
                 shown = True

@@ -71,7 +71,7 @@ def end_lines(
 ) -> list[str]:
     """The summary, at most MAX_LINES lines, each starting ``# `` (``latest``: what became of results/latest)."""
     items = headline_items(run)
-    tables = run_dir / "tables.txt"
+    tables = run_dir / results.TABLES_FILE
     files = [
         f"results: {run_dir / 'bench.json'} ({latest})",
         f"tables: {tables} ({'printed above' if tables_shown else 'TABLES=1 prints them here'})"
