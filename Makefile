@@ -27,6 +27,8 @@ MAX_TIME_S  ?= 10
 BUDGET_S    ?= $(if $(filter file default undefined,$(origin ITERS)),0.5,0)
 TIMEOUT_S   ?= 60
 HEARTBEAT_S ?= 15
+# 1: the full tables in the terminal too (they are always in <run>/tables.txt and the report)
+TABLES      ?= 0
 DEBUG       ?=
 RESULTS     ?= results
 RUN_ID      ?=
@@ -37,7 +39,7 @@ PYTEST_ARGS ?=
 SUITE_ARGS = --experiments $(EXPERIMENTS) --min-bytes $(MIN_BYTES) --max-bytes $(MAX_BYTES) \
   --step-factor $(STEP_FACTOR) --dtypes $(DTYPES) --redops $(REDOPS) --iters $(ITERS) --warmup $(WARMUP) \
   --timing $(TIMING) --pipeline-depth $(PIPELINE_DEPTH) --root $(ROOT) --precision-pct $(PRECISION) --max-time-s $(MAX_TIME_S) --budget-s $(BUDGET_S) --timeout-s $(TIMEOUT_S) \
-  --heartbeat-timeout-s $(HEARTBEAT_S) --results-root $(RESULTS) $(if $(RUN_ID),--run-id $(RUN_ID)) \
+  --heartbeat-timeout-s $(HEARTBEAT_S) --tables $(TABLES) --results-root $(RESULTS) $(if $(RUN_ID),--run-id $(RUN_ID)) \
   $(if $(DEBUG),--debug)
 PASSTHROUGH = -- $(if $(K),-k "$(K)") $(PYTEST_ARGS)
 
@@ -50,6 +52,8 @@ help:  ## every target with its one-line purpose (this list, read from the Makef
 	@echo "make <target> [KNOB=value ...]   (knobs: README \"Knobs\"; each mk/*.mk lists its own)"
 	@awk 'FNR == 1 { file = FILENAME } /^[a-zA-Z0-9_-]+:.*  ## / { split($$0, a, ":"); sub(/^.*  ## /, ""); \
 	  printf "  make %-18s %s\n", a[1], $$0 }' $(MAKEFILE_LIST)
+	@echo "output: a run ends with a summary of at most 10 lines; TABLES=1 prints its full tables above it"
+	@echo "  (they are always in <run>/tables.txt and the report: docs/reports.md)"
 	@echo "environment switches (docs/switches.md): SUITE_PROGRESS SUITE_PROGRESS_S SUITE_PROFILE SUITE_REPORT"
 	@echo "  SUITE_ALL_RANKS_OUTPUT SUITE_KEEP_RANK_SAMPLES SUITE_GIT_COMMIT SUITE_INJECT_CORRUPTION SUITE_INJECT_DELAY"
 	@echo "  SUITE_INJECT_MISMATCH SUITE_INJECT_DIVERGE SUITE_INJECT_FAULT SUITE_INJECT_BACKEND"

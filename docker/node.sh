@@ -3,7 +3,7 @@
 # Every knob comes from the environment (docker-compose.yml passes them through; same names as the
 # Makefile's): NNODES NODE_RANK NPROC_PER_NODE MASTER_ADDR MASTER_PORT EXPERIMENTS MIN_BYTES
 # MAX_BYTES STEP_FACTOR DTYPES REDOPS ITERS WARMUP TIMING PIPELINE_DEPTH PRECISION MAX_TIME_S
-# BUDGET_S TIMEOUT_S HEARTBEAT_S BACKEND DEVICE RUN_ID K PYTEST_ARGS. Only node 0's rank 0 writes $RESULTS/<run-id>/.
+# BUDGET_S TIMEOUT_S HEARTBEAT_S TABLES BACKEND DEVICE RUN_ID K PYTEST_ARGS. Only node 0's rank 0 writes $RESULTS/<run-id>/.
 set -eu
 NNODES="${NNODES:-3}"
 NODE_RANK="${NODE_RANK:-0}"
@@ -41,7 +41,8 @@ set -- python -m suite.launch --nnodes "$NNODES" --node-rank "$NODE_RANK" --npro
 # optional knobs: passed only when set, so the harness's own defaults apply otherwise
 for pair in min-bytes:MIN_BYTES max-bytes:MAX_BYTES step-factor:STEP_FACTOR dtypes:DTYPES redops:REDOPS \
             iters:ITERS warmup:WARMUP timing:TIMING pipeline-depth:PIPELINE_DEPTH precision-pct:PRECISION \
-            max-time-s:MAX_TIME_S budget-s:BUDGET_S timeout-s:TIMEOUT_S heartbeat-timeout-s:HEARTBEAT_S run-id:RUN_ID root:ROOT; do
+            max-time-s:MAX_TIME_S budget-s:BUDGET_S timeout-s:TIMEOUT_S heartbeat-timeout-s:HEARTBEAT_S run-id:RUN_ID root:ROOT \
+            tables:TABLES; do
   flag="${pair%%:*}"; var="${pair#*:}"
   eval "val=\${$var:-}"
   if [ -n "$val" ]; then set -- "$@" "--$flag" "$val"; fi

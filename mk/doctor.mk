@@ -21,7 +21,7 @@ doctor: venv  ## is anything wrong, and where: every link and rank on NPROC loca
 	$(PY) -m suite.launch --nproc $(NPROC) --backend gloo --device cpu --experiments doctor \
 	  --iters $(if $(filter command line environment,$(origin ITERS)),$(ITERS),$(DOCTOR_ITERS)) \
 	  --warmup $(if $(filter command line environment,$(origin WARMUP)),$(WARMUP),$(DOCTOR_WARMUP)) \
-	  --timeout-s $(TIMEOUT_S) --heartbeat-timeout-s $(HEARTBEAT_S) --results-root $(RESULTS) \
+	  --timeout-s $(TIMEOUT_S) --heartbeat-timeout-s $(HEARTBEAT_S) --tables $(TABLES) --results-root $(RESULTS) \
 	  $(if $(RUN_ID),--run-id $(RUN_ID)) $(PASSTHROUGH)
 
 compose-doctor:  ## the doctor across the compose simulation (LINK_RATES=, NODE_CPUS= make faults)

@@ -280,6 +280,22 @@ def format_time_us(us: float) -> str:
     raise AssertionError("unreachable")
 
 
+def format_rate_gbps(gbps: float) -> str:
+    """A rate for people, three significant digits, never an exponent: ``2.69 MB/s``, ``310 MB/s``, ``1.41 GB/s``
+    (999.7 MB/s is ``1 GB/s``); below 1 kB/s in B/s."""
+    mb = gbps * 1e3
+    if float(f"{mb:z.3g}") >= 1000:
+        return f"{gbps:z.3g} GB/s"
+    return f"{mb:z.3g} MB/s" if mb >= 1e-3 else f"{gbps * 1e9:z.3g} B/s"
+
+
+def phase_parts(breakdown: dict[str, float], top: int | None = None) -> str:
+    """``timed 94.1 s (23%), warmup 40.2 s (10%), ...``: seconds per phase, largest first (the ``top`` largest)."""
+    total = sum(breakdown.values()) or 1.0
+    ranked = [(k, v) for k, v in sorted(breakdown.items(), key=lambda kv: -kv[1]) if v]
+    return ", ".join(f"{k} {v:z.1f} s ({100 * v / total:z.0f}%)" for k, v in ranked[:top])
+
+
 def size_sweep(min_bytes: int, max_bytes: int, factor: float) -> list[int]:
     """Geometric sweep min, min*f, ... <= max (nccl-tests -b/-e/-f)."""
     if min_bytes < 0 or max_bytes < min_bytes:

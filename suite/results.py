@@ -304,6 +304,11 @@ def _hist(ranks: list[int], n: int) -> list[int]:
     return hist
 
 
+TABLES_FILE = "tables.txt"
+"""A run's text tables, nccl-tests style, as a terminal used to end with them (rank 0 writes ``<run>/tables.txt``
+for grep; the launcher's summary names it)."""
+
+
 def load_run(path: str | os.PathLike) -> dict:
     """Load a run: a results directory (its bench.json) or a JSON file."""
     p = Path(path)

@@ -62,6 +62,19 @@ def run_suite(
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=e)
 
 
+def tables_of(proc: subprocess.CompletedProcess) -> str:
+    """The tables a launcher run wrote (``<run>/tables.txt``: what the terminal ended with before its short
+    summary; TABLES=1 prints them there too), found from the run's own ``--results-root`` and ``--run-id``."""
+    args = [str(a) for a in proc.args]
+    path = Path(args[args.index("--results-root") + 1]) / args[args.index("--run-id") + 1] / "tables.txt"
+    return path.read_text() if path.is_file() else ""
+
+
+def shown(proc: subprocess.CompletedProcess) -> str:
+    """What a launcher run shows a user: its terminal (pytest's skips and failures, the summary) and its tables."""
+    return proc.stdout + tables_of(proc)
+
+
 def load_bench(tmp_path: Path, run_id: str = "run") -> dict:
     with open(tmp_path / "results" / run_id / "bench.json") as fh:
         return json.load(fh)

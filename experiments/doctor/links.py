@@ -105,8 +105,8 @@ def rate_gbps(size_bytes: int, us: float) -> float:
 
 
 def fmt_rate(gbps: float) -> str:
-    """A rate for people: ``310 MB/s``, ``1.41 GB/s`` (999.7 MB/s is ``1 GB/s``, not ``1e+03 MB/s``)."""
-    return f"{gbps * 1e3:z.3g} MB/s" if float(f"{gbps * 1e3:z.3g}") < 1000 else f"{gbps:z.3g} GB/s"
+    """A rate for people: ``310 MB/s``, ``1.41 GB/s`` (suite.metrics.format_rate_gbps)."""
+    return metrics.format_rate_gbps(gbps)
 
 
 def link_name(probe: str, a: int, b: int, hosts: list[str]) -> str:

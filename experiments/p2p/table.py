@@ -329,7 +329,7 @@ def headline(run: dict, recs: list[dict]) -> Clause | None:
     pair = f" {small['src']}<->{small['dst']}" if "src" in small and "dst" in small else ""
     return Clause(
         text=f"ping-pong{pair} takes {metrics.format_time_us(small['time_us'])} one-way at "
-        f"{fmt_bytes(small['size_bytes'])} and moves {big['busbw_gbps']:z.3g} GB/s at {fmt_bytes(big['size_bytes'])} "
-        "(one-way time, OSU osu_latency)",
+        f"{fmt_bytes(small['size_bytes'])} and moves {metrics.format_rate_gbps(big['busbw_gbps'])} at "
+        f"{fmt_bytes(big['size_bytes'])} (one-way time, OSU osu_latency)",
         numbers={"latency_us": small["time_us"], "link_gbps": big["busbw_gbps"], "size_bytes": big["size_bytes"]},
     )

@@ -15,6 +15,8 @@ from __future__ import annotations
 import contextlib
 import time
 
+from suite.metrics import phase_parts
+
 ORDER = (
     "start",
     "setup",
@@ -110,8 +112,4 @@ def _breakdown(seconds: dict[str, float], wall_s: float) -> dict[str, float]:
 
 def summary_line(breakdown: dict[str, float]) -> str:
     """``time by phase (rank 0): timed 94.1 s (23%), ...``, largest first."""
-    total = sum(breakdown.values()) or 1.0
-    parts = [
-        f"{k} {v:z.1f} s ({100 * v / total:z.0f}%)" for k, v in sorted(breakdown.items(), key=lambda kv: -kv[1]) if v
-    ]
-    return f"time by phase (rank 0, {total:z.0f} s): " + ", ".join(parts)
+    return f"time by phase (rank 0, {sum(breakdown.values()) or 1.0:z.0f} s): " + phase_parts(breakdown)

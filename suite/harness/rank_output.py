@@ -7,8 +7,10 @@ import os
 import sys
 import time
 
+from suite import results
 from suite.harness import bench_adapter, phases, progress, terminal
 from suite.harness.run_state import RunState, rank_from_env, state
+from suite.launch.fileio import write_text_atomic
 from suite.report.tables import format_tables
 
 
@@ -86,17 +88,26 @@ def after_case(item, nextitem) -> None:
 
 
 def summary(terminalreporter, config) -> None:
-    """Rank 0: the tables, the phase line and where bench.json is; pytest-benchmark's table only on request."""
+    """Rank 0: the tables and the phase line into ``<run>/tables.txt``, and on the terminal where TABLES=1 asks
+    for them or the run has no results folder (the launcher's summary ends a run: suite/report/run_end.py);
+    pytest-benchmark's table only on request."""
     st = state(config)
     if st is None or st.rank != 0:
         return
     recs = st.records
+    results_dir = config.option.results_dir
     if recs:
-        terminalreporter.write_line("")
-        terminalreporter.write(format_tables(recs))
-        terminalreporter.write_line(phases.summary_line(st.phases.breakdown(time.time() - st.started_unix)))
-        if config.option.results_dir:
-            terminalreporter.write_line(f"results: {os.path.join(config.option.results_dir, 'bench.json')}")
+        text = format_tables(recs) + phases.summary_line(st.phases.breakdown(time.time() - st.started_unix)) + "\n"
+        shown = st.cfg.tables or not results_dir
+        if results_dir:
+            try:
+                write_text_atomic(os.path.join(results_dir, results.TABLES_FILE), text)
+            except OSError as e:  # the tables are still in bench.json (python -m suite.report) and the report
+                terminalreporter.write_line(f"warning: {e}; the tables follow here instead")
+                shown = True
+        if shown:
+            terminalreporter.write_line("")
+            terminalreporter.write(text)
     if not config.option.show_benchmark_table:
         bs = bench_adapter.session(config)
         if bs is not None:

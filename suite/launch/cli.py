@@ -370,21 +370,22 @@ def _conclude(run_dir: Path, results_root: Path, names: list[str], status: int, 
         print(f"# error: {e}; {run_dir / 'bench.json'} is as the ranks left it", file=sys.stderr, flush=True)
         return status or EXIT_IO
     also = f"{results_root / 'latest'} unchanged" if signum is not None else f"also {results_root / 'latest'}"
-    print(f"# results: {run_dir / 'bench.json'} ({also})", flush=True)
-    write_report(run_dir)
+    from suite.report.run_end import print_end  # the run's last lines: verdict, headlines, time, its files
+
+    print_end(run_dir, status=status, latest=also, report=write_report(run_dir))
     return status
 
 
-def write_report(run_dir: Path) -> None:
-    """The run's HTML/Markdown report (suite.report.cli), also for a partial run. A report
-    failure never changes the bench's exit status: it warns and says how to retry.
+def write_report(run_dir: Path) -> Path | None:
+    """The run's HTML/Markdown report (suite.report.cli), also for a partial run: its path. A report
+    failure never changes the bench's exit status: it warns and says how to retry (None).
     SUITE_REPORT=0 skips it (the harness's own tests, which do not look at it)."""
     if not switch("SUITE_REPORT"):
-        return
+        return None
     try:
         from suite.report.cli import write_report as _write
 
-        path = _write(run_dir)
+        return Path(_write(run_dir))
     except Exception as e:  # noqa: BLE001 - any failure of the report is reported, never raised
         print(
             f"warning: report not written ({type(e).__name__}: {e}); the results are intact - "
@@ -392,8 +393,7 @@ def write_report(run_dir: Path) -> None:
             file=sys.stderr,
             flush=True,
         )
-    else:
-        print(f"# report: {path}", flush=True)
+        return None
 
 
 if __name__ == "__main__":

@@ -75,6 +75,9 @@ class RunKnobs:
     heartbeat_timeout_s: float = 15.0
     """A rank whose heartbeat stops this long is reported lost and the run ends
     (catches frozen and partitioned ranks well before ``timeout_s``); 0 turns it off."""
+    tables: bool = False
+    """Print the full tables in the terminal at the end of the run, as well as in ``<run>/tables.txt`` and the
+    report (where they always are); off: the run ends with its short summary."""
 
     def sizes(self) -> list[int]:
         """The message sizes of the sweep, bytes."""
@@ -139,6 +142,18 @@ _ALIASES = {
 }
 
 
+def _switch(name: str, value) -> bool:
+    """An on/off knob: 1/0 (also true/false, yes/no, on/off); ConfigError naming it otherwise."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise ConfigError(f"{name} must be 0 or 1, got {value!r}")
+
+
 def build_config(**raw) -> BenchConfig:
     """Build and validate a BenchConfig from strings or values (CLI, env, make)."""
     kw: dict = {}
@@ -170,6 +185,8 @@ def build_config(**raw) -> BenchConfig:
                 raise ConfigError(f"{key} must be a number, got {raw[key]!r}") from None
     if kw.get("iters") is not None and raw.get("budget_s") is None:
         kw["budget_s"] = 0.0  # an explicit count and no budget given: the user asked for that count
+    if raw.get("tables") is not None:
+        kw["tables"] = _switch("TABLES", raw["tables"])
     for key in ("timing_mode", "backend", "device"):
         if key in raw and raw[key] is not None:
             kw[key] = str(raw[key]).strip().lower()

@@ -51,6 +51,7 @@ KNOBS: tuple[Knob, ...] = (
         "HEARTBEAT_S",
         "declare a silent rank lost after this long (0 = off)",
     ),
+    Knob("tables", "tables", "TABLES", "1: the full tables in the terminal too (always in <run>/tables.txt)"),
 )
 """Every run-wide knob, spelled once; the launcher's and the plugin's options are made from it, and a
 test checks the Makefile's SUITE_ARGS against it."""

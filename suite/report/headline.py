@@ -14,7 +14,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from suite import results
-from suite.metrics import format_time_us
+from suite.metrics import format_rate_gbps, format_time_us
 from suite.model.link_rate import configured_link_rate
 from suite.report.environment import fmt_bytes
 from suite.report.specs import spec_value
@@ -115,14 +115,14 @@ def collectives_clause(run: dict, recs: list[dict]) -> Clause:
     op = "all_reduce" if "all_reduce" in ops else max(bw, key=lambda r: r["busbw_gbps"])["op"]
     top = max((r for r in bw if r["op"] == op), key=lambda r: r["busbw_gbps"])
     numbers = {"op": op, "busbw_gbps": top["busbw_gbps"], "size_bytes": top["size_bytes"]}
-    text = f"{op} reaches {top['busbw_gbps']:z.3g} GB/s busbw at {fmt_bytes(top['size_bytes'])}"
+    text = f"{op} reaches {format_rate_gbps(top['busbw_gbps'])} busbw at {fmt_bytes(top['size_bytes'])}"
     link = link_reference(run, top)
     if link is None:
         text += ", no link rate to set it against (no p2p ping-pong in this run, no LINK_RATE across hosts)"
     else:
         pct = top["busbw_gbps"] / link.gbps
         kind = "measured" if link.measured else "declared"
-        text += f", {pct:z.0%} of the link's {kind} rate ({link.gbps:z.3g} GB/s, {link.source})"
+        text += f", {pct:z.0%} of the link's {kind} rate ({format_rate_gbps(link.gbps)}, {link.source})"
         numbers |= {"link_gbps": link.gbps, "link_source": link.source, "link_fraction": pct}
     others = len(ops) - 1
     if others:
@@ -166,7 +166,7 @@ def generic_clause(recs: list[dict]) -> Clause:
     if bw:
         top = max(bw, key=lambda r: r["busbw_gbps"])
         return Clause(
-            text=f"{len(recs)} cases; the highest busbw is {top['busbw_gbps']:z.3g} GB/s "
+            text=f"{len(recs)} cases; the highest busbw is {format_rate_gbps(top['busbw_gbps'])} "
             f"({top.get('label') or top['op']}, {fmt_bytes(top['size_bytes'])})",
             numbers={"busbw_gbps": top["busbw_gbps"], "size_bytes": top["size_bytes"]},
         )

@@ -20,7 +20,7 @@ from suite.ops.collectives import REGISTRY
 from suite import metrics
 from suite.harness import groups
 from suite.results import REQUIRED_FIELDS
-from tests.conftest import load_bench, run_suite
+from tests.conftest import load_bench, run_suite, shown, tables_of
 
 pytestmark = pytest.mark.slow
 
@@ -81,14 +81,14 @@ def test_backends_records_lanes_and_capability_matrix(world4):
     compare = [r for r in recs if r.get("table") == "compare"]
     assert {r["variant"] for r in compare} == set(backends.COMPARED_VARIANTS) | {"send_recv"}
     assert {r["dtype"] for r in compare if r["variant"] == "send_recv"} == {"float32", "int64"}
-    assert "# capability matrix: gloo/cpu, 4 ranks" in proc.stdout
+    assert "# capability matrix: gloo/cpu, 4 ranks" in tables_of(proc)
     # one host: every interface leads through the kernel loopback, so no interface comparison is measured
     assert not [r for r in recs if r.get("table") == "gloo_path"]
     assert re.search(
         r"SKIPPED \[2\] .*Gloo interface comparison not offered: all 4 ranks run on one host.*loopback", proc.stdout
     )
     if len(planned) == 1:
-        assert "only one lane ran (gloo/cpu)" in proc.stdout
+        assert "only one lane ran (gloo/cpu)" in tables_of(proc)
 
 
 def test_ring_and_naive_all_reduce_equal_the_backend(world4):
@@ -111,7 +111,7 @@ def test_ring_and_naive_all_reduce_equal_the_backend(world4):
     assert {(r["dtype"], r["all_reduce_size_bytes"], r["count"]) for r in steps} == {
         (r["dtype"], r["size_bytes"], -(-r["count"] // 4)) for r in algo
     }
-    assert "all_reduce algorithms (4 ranks" in proc.stdout
+    assert "all_reduce algorithms (4 ranks" in tables_of(proc)
 
 
 def test_placement_cpu_cases_on_a_simulated_two_node_layout(world4):
@@ -147,7 +147,7 @@ def test_placement_cpu_cases_on_a_simulated_two_node_layout(world4):
     assert all(r["send_accepts_noncontiguous"] is False and "contiguous" in r["send_noncontiguous_error"] for r in send)
     # inter-node cases say why they cannot run on one host (the fake layout is for grouping only)
     assert re.search(r"SKIPPED \[\d+\] .*all 4 ranks run on one host", proc.stdout)
-    assert "SUITE_FAKE_NODES=2 groups them as [0, 0, 1, 1]" in proc.stdout
+    assert "SUITE_FAKE_NODES=2 groups them as [0, 0, 1, 1]" in shown(proc)
 
 
 def test_one_node_names_reduce_broadcast_and_transposed_cases_measure_their_copy(tmp_path):
@@ -171,8 +171,8 @@ def test_one_node_names_reduce_broadcast_and_transposed_cases_measure_their_copy
     assert {r["algorithm"] for r in hier} == {"flat", "reduce_broadcast"} and len(hier) == 6
     assert all(r["label"].startswith(("flat", "reduce_broadcast")) for r in hier)
     assert all("not hierarchical" in r["hierarchy"] for r in hier if r["algorithm"] != "flat")
-    assert "flat all_reduce vs reduce + broadcast (one node: no hierarchy" in proc.stdout
-    assert "flat vs hierarchical" not in proc.stdout
+    assert "flat all_reduce vs reduce + broadcast (one node: no hierarchy" in tables_of(proc)
+    assert "flat vs hierarchical" not in shown(proc)
     contig = [r for r in recs if r["table"] == "contiguity"]
     assert not [r for r in contig if r["op"] == "copy"]
     transposed = [r for r in contig if r["layout"] == "transposed"]
@@ -229,7 +229,7 @@ def test_ring_on_an_odd_world_and_its_step_timed_like_it(tmp_path):
             assert r["link_bytes_per_message"] == steps[r["size_bytes"]]["size_bytes"] and r["link_messages"] == 4
     side = [r for r in recs if r.get("table") == "compare" and r["op"] == "send_recv"]
     assert side and all(r["timing_mode"] == "pipelined" for r in side)
-    assert "timing=blocking for every column" in proc.stdout
+    assert "timing=blocking for every column" in tables_of(proc)
 
 
 def test_planted_corruption_in_ring_and_hierarchical_is_caught(tmp_path):

@@ -28,7 +28,7 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT, all_correct, load_bench, run_suite
+from tests.conftest import ROOT, all_correct, load_bench, run_suite, tables_of
 
 pytestmark = pytest.mark.slow
 
@@ -79,8 +79,8 @@ def test_pipeline_records_carry_their_model_at_this_runs_c_and_tau(tmp_path):
             assert r["model_holds"] is (abs(r["time_us"] / r["model_time_us"] - 1) <= mp_derived.MODEL_HOLDS_WITHIN)
             assert r["provenance"]["bubble"].startswith("derived:")
             assert r["checked"] is True and r["n_wrong"] == 0
-    assert "# pipeline: 3 stages" in proc.stdout and "T meas" in proc.stdout
-    assert mp_model.PIPELINE_MODELS["overlap"] in proc.stdout
+    assert "# pipeline: 3 stages" in tables_of(proc) and "T meas" in tables_of(proc)
+    assert mp_model.PIPELINE_MODELS["overlap"] in tables_of(proc)
 
 
 WRONG = {

@@ -4,7 +4,7 @@ CommDebugMode counted, a planted wrong sharding exits 6, a bad knob exits 2 befo
 
 import pytest
 
-from tests.conftest import load_bench, run_suite
+from tests.conftest import load_bench, run_suite, shown, tables_of
 
 pytestmark = pytest.mark.slow
 
@@ -92,12 +92,12 @@ def test_every_strategy_at_2_ranks_trains_like_one_process_and_moves_what_theory
     proc = run_suite(tmp_path, *RUN, "--", "-W", "error::UserWarning", nproc=2, env=SMALL, timeout=400)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "warnings summary" not in proc.stdout and "Warning:" not in proc.stdout + proc.stderr
-    said = [ln for ln in proc.stdout.splitlines() if ln.startswith("# filtered in the inventory's step")]
+    said = [ln for ln in tables_of(proc).splitlines() if ln.startswith("# filtered in the inventory's step")]
     assert len(said) == 1 and said[0].endswith("match theory's (=)"), said
     recs = _records(tmp_path)
     pipelines = {"pp_gpipe", "pp_1f1b", "pp_interleaved"}
     assert set(recs) == {"ddp", "fsdp2", "fsdp2_keep", "fsdp2_bf16", "tp", "sp"} | pipelines
-    assert "2d needs an even world of at least 4 ranks" in proc.stdout  # skipped with its reason
+    assert "2d needs an even world of at least 4 ranks" in shown(proc)  # skipped with its reason
     # 4 interleaved stages need 4 layers: that case alone takes 3 blocks, and says why
     assert {s: recs[s]["depth"] for s in recs} == {s: 3 if s == "pp_interleaved" else DEPTH for s in recs}
     assert recs["pp_interleaved"]["depth_raised_from"] == DEPTH and "depth_raised_from" not in recs["pp_gpipe"]

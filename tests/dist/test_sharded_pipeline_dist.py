@@ -5,7 +5,7 @@ does not divide the batch exits 2 before any rank starts."""
 
 import pytest
 
-from tests.conftest import load_bench, run_suite
+from tests.conftest import load_bench, run_suite, shown
 
 pytestmark = pytest.mark.slow
 
@@ -55,7 +55,7 @@ def test_gpipe_1f1b_and_interleaved_at_2_ranks_train_like_one_process(tmp_path):
         assert recs[s]["bubble_fraction"] == pytest.approx(1 / 5)
     _trains_and_moves_what_the_boundaries_say(recs["pp_interleaved"], 2, 4)
     assert recs["pp_interleaved"]["bubble_fraction"] == pytest.approx(1 / 9)
-    assert "pp_interleaved: ScheduleInterleaved1F1B, 4 stages (2 per rank)" in proc.stdout
+    assert "pp_interleaved: ScheduleInterleaved1F1B, 4 stages (2 per rank)" in shown(proc)
 
 
 def test_the_interleaved_schedule_at_4_ranks_trains_like_one_process(tmp_path):
@@ -83,8 +83,8 @@ def test_unscaled_or_misrouted_micro_batches_fail_the_check_and_exit_6(tmp_path)
     # 3 layers cannot make 4 stages: the interleaved case takes the 3 blocks it needs, and says so
     assert recs["pp_interleaved"]["depth"] == 3 and recs["pp_interleaved"]["depth_raised_from"] == 2
     assert recs["pp_interleaved"]["n_wrong"] == 0 and recs["pp_gpipe"]["depth"] == 2
-    assert "pp_interleaved: ScheduleInterleaved1F1B, 4 stages (2 per rank)" in proc.stdout
-    assert "depth 3, " in proc.stdout and "(SHARDED_DEPTH=2 gives too few layers)" in proc.stdout
+    assert "pp_interleaved: ScheduleInterleaved1F1B, 4 stages (2 per rank)" in shown(proc)
+    assert "depth 3, " in shown(proc) and "(SHARDED_DEPTH=2 gives too few layers)" in shown(proc)
 
 
 @pytest.mark.parametrize(

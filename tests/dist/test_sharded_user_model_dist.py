@@ -13,7 +13,7 @@ import pytest
 
 from examples import sharded_model
 from tests import user_models
-from tests.conftest import load_bench, run_suite
+from tests.conftest import load_bench, run_suite, shown
 
 pytestmark = pytest.mark.slow
 
@@ -87,7 +87,7 @@ def test_the_example_trains_like_one_process_under_fsdp2_and_tp(tmp_path):
     act = 4 * sharded_model.ROWS * sharded_model.WIDTH
     assert _count(tp, op="all_reduce", phase="forward", group="tp", bytes=act) == layers
     assert tp["check_rule"].startswith("tol per parameter") and tp["mesh"] == "2 (tp)"
-    assert "theory: not modelled" in proc.stdout and "where the step's time goes" in proc.stdout
+    assert "theory: not modelled" in shown(proc) and "where the step's time goes" in shown(proc)
 
 
 @pytest.mark.parametrize(
@@ -135,8 +135,8 @@ def test_the_pipeline_example_trains_like_one_process_under_each_schedule(tmp_pa
         assert r["inventory_ops"] == messages and r["inventory_bytes"] == messages * act == r["size_bytes"], s
         assert r["boundary_bytes"] == [act] * (stages - 1) and r["p2p_ops_scheduled"] == 2 * messages, s
     assert recs["pp_interleaved"]["stage_layers"] == [[0, 1], [1, 3], [3, 4], [4, 6]]  # six pieces, four stages
-    assert "pp_interleaved: ScheduleInterleaved1F1B, 4 stages (2 per rank)" in proc.stdout
-    assert f"({n_params} params; theory: the pipelines' from their boundaries)" in proc.stdout  # not "not modelled"
+    assert "pp_interleaved: ScheduleInterleaved1F1B, 4 stages (2 per rank)" in shown(proc)
+    assert f"({n_params} params; theory: the pipelines' from their boundaries)" in shown(proc)  # not "not modelled"
 
 
 SEQUENCE = "examples.sharded_model:build_sequence"
@@ -207,4 +207,4 @@ def test_four_ranks_train_tp_the_2x2_mesh_and_a_pipeline_like_one_process_callin
     assert pp["stage_layers"] == [[0, 1], [1, 3], [3, 5], [5, 7]] and pp["inventory_matches_theory"]
     m, micro = 4, 4 * (sharded_model.ROWS // 4) * sharded_model.WIDTH
     assert pp["inventory_ops"] == 2 * 3 * m and pp["inventory_bytes"] == 2 * 3 * m * micro == pp["size_bytes"]
-    assert "params; theory: the pipelines' from their boundaries, else not modelled)" in proc.stdout  # the header
+    assert "params; theory: the pipelines' from their boundaries, else not modelled)" in shown(proc)  # the header

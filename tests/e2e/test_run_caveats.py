@@ -21,7 +21,7 @@ import pytest
 
 from suite import metrics, results
 from suite.report import environment, summary
-from tests.conftest import ROOT, TINY_SIZE, launch_command
+from tests.conftest import ROOT, TINY_SIZE, launch_command, tables_of
 
 FIXTURE = ROOT / "tests" / "fixtures" / "collectives-gloo-2"
 
@@ -90,7 +90,7 @@ def test_a_missed_precision_target_is_reported_per_case_with_the_iterations_that
     assert f" {ran} iterations ran" in rows["precision"]
     if counts != [5]:  # the loop took more than ITERS: the config row shows what ran, not ITERS alone
         assert f"iters={ran} ran (ITERS=5 asked, PRECISION decided)" in rows["config"]
-    assert "# PRECISION target missed by 2 of 2 cases" in proc.stdout  # under the tables, naming the cases
+    assert "# PRECISION target missed by 2 of 2 cases" in tables_of(proc)  # under the tables, naming the cases
     assert "every median is known" not in rows["unstable cases"]
 
 

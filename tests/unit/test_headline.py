@@ -32,8 +32,8 @@ def _rec(experiment="collectives", op="all_reduce", size=MIB, busbw=1.0, n_wrong
     }
 
 
-def _pingpong(size=MIB, busbw=2.0) -> dict:
-    return _rec("p2p", "send_recv", size, busbw, pattern="pingpong", src=0, dst=1)
+def _pingpong(size=MIB, busbw=2.0, n_wrong=0) -> dict:
+    return _rec("p2p", "send_recv", size, busbw, n_wrong, pattern="pingpong", src=0, dst=1)
 
 
 def _run(recs: list[dict], hosts=("a", "a"), link_rate: str | None = None) -> dict:
@@ -52,7 +52,7 @@ def test_collectives_are_set_against_the_ping_pong_at_their_size():
     run = _run([_rec(busbw=0.5), _rec(size=1024, busbw=0.01), _pingpong(1024, 0.1), _pingpong(MIB, 2.0)])
     h = _by_exp(run)["collectives"]
     assert (
-        "all_reduce reaches 0.5 GB/s busbw at 1.0 MiB, 25% of the link's measured rate "
+        "all_reduce reaches 500 MB/s busbw at 1.0 MiB, 25% of the link's measured rate "
         "(2 GB/s, p2p ping-pong 0<->1, 1.0 MiB)" in h.text
     )
     assert h.numbers["link_fraction"] == pytest.approx(0.25)
@@ -88,7 +88,7 @@ def test_correctness_text_counts():
 
 def test_an_experiment_this_checkout_lacks_gets_the_generic_sentence():
     run = _run([_rec("gone", "frobnicate", busbw=0.25, label="frob")])
-    assert headlines(run) == ["gone: 1 cases; the highest busbw is 0.25 GB/s (frob, 1.0 MiB); 0 wrong of 1 cases"]
+    assert headlines(run) == ["gone: 1 cases; the highest busbw is 250 MB/s (frob, 1.0 MiB); 0 wrong of 1 cases"]
 
 
 @pytest.mark.parametrize(
@@ -107,7 +107,7 @@ def test_every_experiment_of_a_stored_run_has_its_own_sentence(fixture, expected
         assert h.text.startswith(f"{h.experiment}: ") and "wrong of" in h.text
         assert h.verdict in ("correct", "healthy")
         # every decimal number is followed by its unit (or is a ratio, a share or a size)
-        bare = re.findall(r"\d+\.\d+(?![\d.])(?! ?(?:GB/s|KiB|MiB|GiB|µs|ms|s\b|x|%))", h.text)
+        bare = re.findall(r"\d+\.\d+(?![\d.])(?! ?(?:GB/s|MB/s|B/s|KiB|MiB|GiB|µs|ms|s\b|x|%))", h.text)
         assert not bare, (h.text, bare)
 
 
@@ -123,3 +123,35 @@ def test_each_experiment_says_its_own_finding():
     assert doctor.text.startswith("doctor: healthy: no slow link") and doctor.verdict == "healthy"
     sharded = headlines(results.load_run(FIXTURES / "sharded-gloo-2"))[1]
     assert "train step ddp" in sharded and "against DDP's" in sharded
+
+
+def test_the_run_end_fits_ten_lines_and_names_the_headlines_left_to_the_report(tmp_path):
+    from suite.report.run_end import MAX_LINES, end_lines
+
+    run = results.load_run(FIXTURES / "all-gloo-2")  # six experiments: more than fit
+    (tmp_path / "tables.txt").write_text("x")
+    (tmp_path / "trace.json").write_text("{}")
+    lines = end_lines(run, tmp_path, status=0, latest="also latest", report=tmp_path / "index.html", tables_shown=False)
+    assert len(lines) == MAX_LINES and all(line.startswith("# ") for line in lines)
+    assert lines[0].startswith("# verdict: PASS: 134 cases, 0 wrong, 13 unchecked; exit status 0")
+    assert lines[1].startswith("# collectives: all_reduce reaches") and "(+3 more in the report: " in lines[4]
+    assert [line.split(":")[0] for line in lines[5:]] == ["# time", "# results", "# tables", "# report", "# trace"]
+
+
+def test_the_run_end_puts_a_wrong_experiment_first(tmp_path):
+    from suite.report.run_end import end_lines
+
+    run = _run([_rec(), _pingpong(n_wrong=2)])
+    run["suite"] = {"complete": True, "started_unix": 100.0, "phase_seconds": {"timed": 3.0, "warmup": 1.0}}
+    lines = end_lines(run, tmp_path, status=6, latest="also latest", report=None, tables_shown=False, now=110.0)
+    assert lines[0].startswith("# verdict: FAIL: 2 cases, 1 wrong, 0 unchecked; exit status 6")
+    assert lines[1].startswith("# p2p: ") and lines[1].endswith("1 wrong of 1 cases")
+    time_line = "# time: 10 s from start to report; rank 0: timed 3.0 s (75%), warmup 1.0 s (25%) of 4.0 s"
+    time_line += " in its session"
+    assert time_line in lines
+    assert f"# tables: python -m suite.report {tmp_path}" in lines  # no tables.txt: how to get them
+
+
+def test_a_tiny_rate_reads_without_an_exponent():
+    text = headlines(_run([_rec(size=96, busbw=4.1e-05)]))[0]  # 96 B all_reduce: 41 kB/s, once "4.1e-05 GB/s"
+    assert "all_reduce reaches 0.041 MB/s busbw at 96 B" in text and "e-0" not in text

@@ -51,10 +51,15 @@ def test_launcher_options_land_in_their_fields():
         argv += [
             f"--{k.flag}",
             "7"
-            if k.field not in ("dtypes", "redops", "timing_mode", "backend", "device")
-            else {"dtypes": "float64", "redops": "max", "timing_mode": "pipelined", "backend": "gloo", "device": "cpu"}[
-                k.field
-            ],
+            if k.field not in ("dtypes", "redops", "timing_mode", "backend", "device", "tables")
+            else {
+                "dtypes": "float64",
+                "redops": "max",
+                "timing_mode": "pipelined",
+                "backend": "gloo",
+                "device": "cpu",
+                "tables": "1",
+            }[k.field],
         ]
     a, _ = launch.parse_args(
         argv
@@ -73,7 +78,7 @@ def test_launcher_options_land_in_their_fields():
     )
     cfg = launch.config_from_args(a)
     assert (cfg.iters, cfg.warmup_iters, cfg.root, cfg.pipeline_depth) == (7, 7, 7, 7)
-    assert (cfg.dtypes, cfg.redops, cfg.timing_mode) == (("float64",), ("max",), "pipelined")
+    assert (cfg.dtypes, cfg.redops, cfg.timing_mode, cfg.tables) == (("float64",), ("max",), "pipelined", True)
 
 
 def test_config_json_round_trips(tmp_path):
