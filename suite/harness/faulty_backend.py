@@ -232,7 +232,9 @@ class FaultyGroup(dist.ProcessGroup):
         return self._collective("allreduce", lambda o: self.gloo.allreduce(tensors, o), opts, tensors, reduces=True)
 
     def broadcast(self, tensors, opts):
-        return self._collective("broadcast", lambda o: self.gloo.broadcast(tensors, o), opts, tensors)
+        # the root's tensor is what it sends, never written: a fault lands on the receivers' copies
+        outs = [] if self.rank() == opts.rootRank else tensors
+        return self._collective("broadcast", lambda o: self.gloo.broadcast(tensors, o), opts, outs)
 
     def reduce(self, tensors, opts):
         outs = tensors if self.rank() == opts.rootRank else []
