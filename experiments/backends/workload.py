@@ -48,17 +48,24 @@ def on_lane(key: str):
 
 
 def send_recv_exchange(lctx: DistContext, dtype: str, count: int) -> Buffers:
-    """Each rank sends ``count`` elements to rank+1 and receives from rank-1 (one batch)."""
+    """Each rank sends ``count`` elements to rank+1 and receives from rank-1 (one batch): the message of this
+    check repetition's seed, received into poison inside guard bands; the send buffer is left as it was."""
     n, me = lctx.world_size, lctx.rank
     right, left = (me + 1) % n, (me - 1) % n
     dt = verify.DTYPE_OF[dtype]
-    send = verify.pattern(me, count, dt, world_size=n, device=lctx.device)
-    recv = torch.full((count,), -1, dtype=dt, device=lctx.device)
+    send = _pattern(lctx, me, count, dt)
+    recv = verify.output(count, dt, lctx.device)
     return Buffers(
         call=lambda a: algorithms.exchange(send, recv, right, left, lctx.group, wait=not a),
-        check=lambda: verify.count_wrong(recv, verify.pattern(left, count, dt, world_size=n, device=lctx.device)),
+        check=lambda: verify.count_wrong(recv, _pattern(lctx, left, count, dt)),
         outputs=lambda: [recv],
+        inputs=lambda: [send],
     )
+
+
+def _pattern(lctx: DistContext, rank: int, count: int, dt: torch.dtype) -> torch.Tensor:
+    """What ``rank`` contributes in this check repetition (``lctx.seed``: a stale output holds another's)."""
+    return verify.pattern(rank, count, dt, world_size=lctx.world_size, device=lctx.device, seed=lctx.seed)
 
 
 SUITE_BUGS = (AttributeError, NameError, KeyError, IndexError, AssertionError, ZeroDivisionError)
@@ -158,13 +165,14 @@ def algorithm_buffers(algorithm: str, dtype: str, count: int, lctx: DistContext)
     dt, n = verify.DTYPE_OF[dtype], lctx.world_size
 
     def fresh():
-        return verify.pattern(lctx.rank, count, dt, world_size=n, device=lctx.device)
+        return _pattern(lctx, lctx.rank, count, dt)
 
     fn = _algorithm_fn(algorithm, lctx)
     reference = fresh()
     dist.all_reduce(reference, group=lctx.group)  # the backend's own answer (every rank builds alike)
-    expected = verify.reduce_expected("sum", n, count, dt, device=lctx.device)
-    t, pristine = fresh(), fresh()
+    expected = verify.reduce_expected("sum", n, count, dt, device=lctx.device, seed=lctx.seed)
+    # in place: the buffer is a copy of the input inside guard bands (a write past its end is seen)
+    t, pristine = verify.guarded(fresh()), fresh()
     # wrong vs the exact answer, plus any element that differs from the backend's result
     return Buffers(
         call=lambda a: fn(t),

@@ -170,6 +170,12 @@ class FaultyGroup(dist.ProcessGroup):
     def getBackendName(self):
         return NAME
 
+    @property
+    def group_name(self) -> str:
+        """The name c10d registered the group under (a Python process group has none of its own in C++: a
+        DeviceMesh, FSDP2 and DTensor look groups up by it)."""
+        return dist.distributed_c10d._world.pg_names[self]
+
     def _get_sequence_number_for_group(self):
         return c10d.sequence_number(self.gloo)
 
@@ -183,9 +189,12 @@ class FaultyGroup(dist.ProcessGroup):
             opts.reduceOp = next((done for asked, done in _WRONG_OP if opts.reduceOp == asked), opts.reduceOp)
         outs = [t for t in outs if t is not None]
         before = [t.clone() for t in outs] if fault in ("drop", "partial") else None
-        issue(opts).wait()
+        work = issue(opts)
+        work.wait()
         self._fault(fault, op, outs, before, list(ins))
-        return c10d.completed_work()
+        # what Gloo's future holds (its output tensors, now faulty): DDP's comm hooks read it, and a None there
+        # crashes the reducer
+        return c10d.completed_work(_value(work))
 
     def _fault(self, fault: str, op: str, outs: list, before, ins: list) -> None:
         if fault == "aliasing":
@@ -232,7 +241,9 @@ class FaultyGroup(dist.ProcessGroup):
         return self._collective("allreduce", lambda o: self.gloo.allreduce(tensors, o), opts, tensors, reduces=True)
 
     def broadcast(self, tensors, opts):
-        return self._collective("broadcast", lambda o: self.gloo.broadcast(tensors, o), opts, tensors)
+        # the root's tensor is what it sends, never written: a fault lands on the receivers' copies
+        outs = [] if self.rank() == opts.rootRank else tensors
+        return self._collective("broadcast", lambda o: self.gloo.broadcast(tensors, o), opts, outs)
 
     def reduce(self, tensors, opts):
         outs = tensors if self.rank() == opts.rootRank else []
@@ -329,6 +340,14 @@ class FaultyGroup(dist.ProcessGroup):
             self._waiting = None
         else:
             self._waiting = (*key, t)
+
+
+def _value(work):
+    """The value of ``work``'s future (None where it has none)."""
+    try:
+        return work.get_future().value()
+    except RuntimeError:
+        return None
 
 
 def _scribble(ins: list, outs: list) -> None:

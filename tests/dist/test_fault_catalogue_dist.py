@@ -1,5 +1,6 @@
 """The checks proven against every fault class: each class of the planted faulty backend
-(suite/harness/faulty_backend.py) against every collective and p2p pattern it applies to, at 2, 3 and 4 Gloo ranks,
+(suite/harness/faulty_backend.py) against every collective, every p2p pattern and the all_reduce algorithms built
+from p2p (experiments/backends) it applies to, at 2, 3 and 4 Gloo ranks,
 through the harness as a run uses it. Each case must come out wrong, with the class's symptom in the record's
 ``wrong_found`` (the words the failure message and a run with status 6 carry); with no fault armed, every case is
 right.
@@ -22,6 +23,9 @@ from suite.harness import faults
 from suite.harness.runner import Harness
 from suite.launch.config import BenchConfig
 from suite.ops import p2p, sweep
+from suite.ops.p2p import exchange
+from suite.ops.p2p.pattern import Spec
+from experiments.backends import cases as backends
 from tests.dist.local_group import gloo_rank
 
 pytestmark = pytest.mark.slow
@@ -43,7 +47,9 @@ SYMPTOM = {
 }
 """What the check names for each class (a phrase of a ``wrong_found`` line)."""
 
-IN_PLACE = r"^(all_reduce|reduce)-|^reduce_scatter_tensor-.*inplace"
+ALGORITHMS = "gloo-cpu-(all_reduce|ring_p2p|reduce_broadcast)-"
+"""The backends experiment's all_reduce algorithms on the Gloo lane (in place, like all_reduce)."""
+IN_PLACE = rf"^(all_reduce|reduce)-|^reduce_scatter_tensor-.*inplace|^{ALGORITHMS}"
 """Ops whose output is their input: a part never written holds this rank's own input, not poison."""
 OTHER_SYMPTOM = {
     ("drop", IN_PLACE): "wrong value",
@@ -51,8 +57,14 @@ OTHER_SYMPTOM = {
     # a stale message also sits where other messages of the window were expected: misplaced, seen in the check run
     (
         "stale",
-        r"^(window|ring|pair_matrix|barrier_cost|batching-(send|isend|batch)|producer-(isend_each_same|broadcast|scatter))",
+        r"^(window|ring|pair_matrix|barrier_cost|batching-(send|isend|batch)|producer-(isend_each_same|broadcast|scatter)"
+        r"|exchange|gloo-cpu-(ring_p2p|p2p_step|send_recv))",
     ): "",
+    # the ring sums what it receives: misrouted or swapped chunks are folded into wrong sums
+    ("misroute", "^gloo-cpu-ring_p2p"): "wrong value",
+    ("reorder", "^gloo-cpu-ring_p2p"): "",
+    # the ring's send buffers are its result: a send that writes into its buffer spoils the result itself
+    ("aliasing", "^gloo-cpu-ring_p2p"): "belong elsewhere",
     ("stale", r"^(all_reduce|reduce|broadcast|all_gather|gather|scatter|reduce_scatter)"): "",
 }
 """(class, case pattern) -> the symptom the check names there instead ("": the case fails, its first line may be
@@ -60,13 +72,16 @@ another kind)."""
 
 NOT_APPLICABLE = {
     "reorder": (
-        r"^(?!window|barrier_cost|batching-(send|isend|batch))",
+        r"^(?!window|barrier_cost|batching-(send|isend|batch)|gloo-cpu-ring_p2p)",
         "one message per peer per call: nothing to swap",
     ),
-    "wrong_reduction": (r"^(?!all_reduce|reduce)", "the op reduces nothing"),
+    "wrong_reduction": (
+        r"^(?!all_reduce|reduce|gloo-cpu-(all_reduce|reduce_broadcast))",
+        "the op reduces nothing (the ring on p2p reduces on the rank, not in the backend)",
+    ),
     "aliasing": (
         r"^(all_reduce|reduce|broadcast|all_gather_into_tensor-.*inplace|reduce_scatter_tensor-.*inplace"
-        r"|producer-broadcast|batching-coalesced|control)",
+        r"|producer-broadcast|batching-coalesced|control|gloo-cpu-(all_reduce|reduce_broadcast))",
         "in place (the input is the output), a packed copy is what is sent, or a one-element signal",
     ),
     "misroute": (r"^control-", "one one-element message: no other place to deliver it"),
@@ -88,13 +103,24 @@ def expected_symptom(fault: str, label: str) -> str:
     return SYMPTOM[fault]
 
 
+def _exchange(case):
+    """The exchange case at the catalogue's size: in a run its size comes from the deadlock probe (an isolated pair
+    of child processes on plain Gloo, minutes), but its orderings are timed and checked in the run's group."""
+    if not case.label.startswith("exchange"):
+        return case
+    s = Spec(pattern="exchange", variant=case.identity["variant"], size_bytes=0, dtype=case.bytes.dtype, src=0, dst=1)
+    return exchange.at_size(case, s, CFG.max_bytes)
+
+
 def _cases(world: int):
-    """Every collective in each form, and every variant of every p2p pattern once (its first pair of ranks and
-    message count): a form, not a pair, is what a fault class meets differently."""
+    """Every collective in each form, every variant of every p2p pattern once (its first pair of ranks and
+    message count: a form, not a pair, is what a fault class meets differently), and the backends experiment's
+    all_reduce algorithms and ring send_recv."""
     cases = sweep.collective_cases(CFG, world, experiment="collectives")
+    cases += [_exchange(c) for c in p2p.cases(CFG, world, experiment="p2p")]
+    cases += backends.algorithm_cases(CFG, world) + backends.send_recv_cases(CFG, world)
     seen, out = set(), []
-    # exchange: its size comes from a deadlock probe in a child process (minutes), not from the sweep
-    for c in cases + [c for c in p2p.cases(CFG, world, experiment="p2p") if not c.label.startswith("exchange")]:
+    for c in cases:
         form = (c.experiment, *(c.identity.get(k) for k in ("variant", "pattern", "in_place")))
         if form not in seen:
             seen.add(form)
@@ -128,7 +154,7 @@ def test_every_fault_class_fails_every_case_it_applies_to(tmp_path, world):
     clean = [(label, found) for fault, label, n, found, _ in got if fault is None and n]
     assert not clean, f"wrong without a fault at {world} ranks: {clean}"
     assert all(planted is None for fault, *_, planted in got if fault is None)
-    missed, unnamed = [], []
+    missed, unnamed, misnamed = [], [], []
     for fault, label, n, found, planted in got:
         if fault is None:
             continue
@@ -138,7 +164,10 @@ def test_every_fault_class_fails_every_case_it_applies_to(tmp_path, world):
             missed.append((fault, label))
         elif said and not any(said in line for line in found):
             unnamed.append((fault, label, said, found))
+        if fault != "stale" and any(SYMPTOM["stale"] in line for line in found):
+            misnamed.append((fault, label, found))  # the timed buffers were made from the check run's inputs
     assert not missed, f"a planted fault passed the checks at {world} ranks: {missed}"
     assert not unnamed, f"the check did not name the symptom at {world} ranks: {unnamed}"
+    assert not misnamed, f"a fault named stale at {world} ranks: {misnamed}"
     ran = {(fault, label.split("-")[0]) for fault, label, *_ in got}
     assert {f for f, _ in ran if f} == set(faults.BACKEND_FAULTS)  # every class applied somewhere

@@ -20,7 +20,19 @@ from suite.harness.dist import DistContext
 from suite.ops import algorithms
 from suite.ops.collectives import elsize
 from suite.ops.p2p.deadlock import PROBE, PROVENANCE, run_deadlock_probe
-from suite.ops.p2p.pattern import Pattern, Spec, Sweep, blank, both_ends, buffers, cross, label_of, make_case, pat
+from suite.ops.p2p.pattern import (
+    Pattern,
+    Spec,
+    Sweep,
+    blank,
+    both_ends,
+    buffers,
+    cross,
+    label_of,
+    make_case,
+    pat,
+    skip_of,
+)
 
 
 def build(ctx: DistContext, s: Spec) -> Buffers:
@@ -77,30 +89,42 @@ def resolve(s: Spec):
         probe = session.once("deadlock", lambda: _deadlock_result(ctx))
         if probe["error"]:
             raise CaseFailed(f"deadlock demonstration failed: {probe['error']}")
-        el = elsize(s.dtype)
         size = probe["blocked_from_bytes"] or probe["correct_orderings_bytes"]
-        at = dataclasses.replace(s, size_bytes=max(el, size // el * el))
         # The pair's own wrong elements count once, on rank 0, in the check run (the first build).
         pending = [probe["n_wrong"] if ctx.rank == 0 else 0]
-
-        def build_at(c: DistContext, session: Session) -> Buffers:
-            b = build(c, at)
-            extra = pending.pop() if pending else 0
-            if extra:
-                inner = b.check
-                b.check = lambda: inner() + extra
-            return b
-
         return dataclasses.replace(
-            case,
-            label=label_of(at),
-            bytes=PATTERN.bytes(at),
-            build=build_at,
+            at_size(case, s, size, pending),
             fields={**case.fields, **{"deadlock_" + k: v for k, v in probe.items()}},
             provenance={**case.provenance, **PROVENANCE},
         )
 
     return complete
+
+
+def at_size(case: Case, s: Spec, size_bytes: int, pending: list[int] | None = None) -> Case:
+    """The exchange case ``case`` (of spec ``s``) timed at ``size_bytes`` (rounded down to whole elements, at
+    least one), with no probe left to run or wait for; ``pending``: wrong elements found elsewhere, added to
+    the first check."""
+    el = elsize(s.dtype)
+    at = dataclasses.replace(s, size_bytes=max(el, size_bytes // el * el))
+    pending = list(pending or ())
+
+    def build_at(c: DistContext, session: Session) -> Buffers:
+        b = build(c, at)
+        extra = pending.pop() if pending else 0
+        if extra:
+            inner = b.check
+            b.check = lambda: inner() + extra
+        return b
+
+    return dataclasses.replace(
+        case,
+        label=label_of(at),
+        bytes=PATTERN.bytes(at),
+        build=build_at,
+        resolve=None,
+        skip=skip_of(dataclasses.replace(PATTERN, skip=None), at),
+    )
 
 
 def _skip(s: Spec, cfg: BenchConfig) -> str | None:

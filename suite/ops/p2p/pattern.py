@@ -178,7 +178,9 @@ def buffers(
 # --- from a pattern and a spec to a case ------------------------------------------------------------
 
 
-def _skip(p: Pattern, s: Spec):
+def skip_of(p: Pattern, s: Spec):
+    """The case's skip: what every pattern needs of the world and backend, then the pattern's own reason."""
+
     def skip(ctx: DistContext, cfg: BenchConfig) -> str | None:
         n = ctx.world_size
         if n < 2:
@@ -224,7 +226,7 @@ def make_case(
         fields={"iteration": iteration, "columns": list(p.variants), **(fields or {})},
         provenance=provenance or {},
         timing=Timing(mode="blocking", divisor=divisor, normalisation=normalisation),
-        skip=_skip(p, s),
+        skip=skip_of(p, s),
         # the exchange's size and deadlock_* fields are found at run time
         resolve=p.resolve(s) if p.resolve else None,
     )
