@@ -53,6 +53,11 @@ def group_name(group) -> str:
         return str(id(group))
 
 
+def registered_name(group) -> str:
+    """The name c10d registered ``group`` under (a Python process group has none of its own in C++)."""
+    return dist.distributed_c10d._world.pg_names[group]
+
+
 def gloo_backend(store, rank: int, size: int, timeout):
     """A Gloo backend as c10d makes one for a group (its sequence number counted), to wrap (the planted faulty
     backend, suite/harness/faulty_backend.py)."""

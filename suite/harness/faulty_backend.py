@@ -174,7 +174,7 @@ class FaultyGroup(dist.ProcessGroup):
     def group_name(self) -> str:
         """The name c10d registered the group under (a Python process group has none of its own in C++: a
         DeviceMesh, FSDP2 and DTensor look groups up by it)."""
-        return dist.distributed_c10d._world.pg_names[self]
+        return c10d.registered_name(self)
 
     def _get_sequence_number_for_group(self):
         return c10d.sequence_number(self.gloo)
