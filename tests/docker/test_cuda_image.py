@@ -120,7 +120,7 @@ def test_fast_tier_and_a_gloo_run_pass_inside(cuda_image):
     tests; `make test-cpu` in full was run by hand, README) and a 2-rank Gloo run."""
     cmd = (
         "make -s test-cpu PYTEST_ARGS='-q -m \"not docker and not slow\"' && "
-        "make -s bench-cpu NPROC=2 EXPERIMENTS=collectives MAX_BYTES=4K ITERS=3 WARMUP=1 RESULTS=/tmp/r "
+        "make -s bench-cpu NPROC=2 EXPERIMENTS=collectives MAX_BYTES=4K ITERS=3 WARMUP=1 TABLES=1 RESULTS=/tmp/r "
         "K=all_reduce-sum && python -c \"import json; r = json.load(open('/tmp/r/latest/bench.json')); "
         "print('records', {(b['extra_info']['backend'], b['extra_info']['device']) for b in r['benchmarks']})\""
     )
