@@ -40,8 +40,9 @@ def test_fresh_run_writes_report_and_progress(tmp_path):
         tmp_path / "results" / "run" / "report" / "index.html"
     )
     recs = results.records(results.load_run(tmp_path / "results" / "run"))
-    pngs = list(page.parent.glob("*.png"))
-    assert len(pngs) == len({r["variant"] for r in recs}) == 2
+    per_op = list(page.parent.glob("collectives-*.png"))  # one figure per op, beside the run's own figures
+    assert len(per_op) == len({r["variant"] for r in recs}) == 2
+    assert (page.parent / "headline-busbw.png").exists() and (page.parent / "prediction-measured.png").exists()
     assert (page.parent / "report.md").exists() and (page.parent / "results.csv").exists()
     html = page.read_text()
     assert "all_gather_into_tensor" in html and "FAILED" in html and "exit status 6" in html
