@@ -343,17 +343,18 @@ _SLOW_REPORT = (
     # Python's own SIGINT handler, as in a terminal: a test run started in the background (`make test &`)
     # has SIGINT ignored, and that is inherited
     "import runpy, signal, time, suite.report.cli as r; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "REPORT_STARTS = '# test: the report starts'; "
     "w = r.write_report; "
-    "r.write_report = lambda *a, **k: (time.sleep(60), w(*a, **k))[1]; "
+    "r.write_report = lambda *a, **k: (print(REPORT_STARTS, flush=True), time.sleep(60), w(*a, **k))[2]; "
     "runpy.run_module('suite.launch.cli', run_name='__main__', alter_sys=True)"
 )
-"""``python -m suite.launch`` whose report first sleeps a minute (a Ctrl-C ends the sleep)."""
+"""``python -m suite.launch`` whose report first says so, then sleeps a minute (a Ctrl-C ends the sleep)."""
 
 
 def test_ctrl_c_while_the_report_is_written_one_line_exit_130(tmp_path):
     # after the ranks ended no handler forwards SIGINT: the launcher itself must say what it means
     # The launcher as users run it, its report held for a minute (it takes about a second here, so a
-    # Ctrl-C sent on "# results:" could land after it): the interrupt always lands in the report.
+    # Ctrl-C sent on a line printed after it would land after it): the interrupt always lands in the report.
     cmd = [*launch_command(tmp_path, *FEW, "--", "-k", "all_reduce-sum")]
     assert cmd[1:3] == ["-m", "suite.launch"]
     cmd[1:3] = ["-c", _SLOW_REPORT]
@@ -361,7 +362,7 @@ def test_ctrl_c_while_the_report_is_written_one_line_exit_130(tmp_path):
     with open(tmp_path / "stderr.txt", "w+") as err:
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
         for line in proc.stdout:
-            if line.startswith("# results:"):
+            if line.startswith("# test: the report starts"):
                 proc.send_signal(signal.SIGINT)
                 break
         proc.stdout.read()
