@@ -220,7 +220,14 @@ def each(hooks) -> Callable[[], None] | None:
     """One hook that calls every one of ``hooks`` that is not None, in order; None when none is (the buffer
     sets of a sample, the parts of a step, as one ``reset`` or ``before_sample``)."""
     fns = [h for h in hooks if h is not None]
-    return (lambda: [h() for h in fns] and None) if fns else None
+    if not fns:
+        return None
+
+    def call_each() -> None:
+        for h in fns:
+            h()
+
+    return call_each
 
 
 def wait_all(work) -> None:

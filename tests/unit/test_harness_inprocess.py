@@ -400,3 +400,12 @@ def test_measure_bounds_the_warm_up_under_the_budget_and_records_both_counts(ctx
     rec = make_record(m=m, experiment="x", op="all_reduce", backend="gloo", device="cpu", dtype="float32",
                       world_size=1, size_bytes=4, count=1, in_place=True, n_wrong=0)  # fmt: skip
     assert (rec["warmup_iters"], rec["warmup_requested"]) == (4, 4)
+
+
+def test_each_joins_hooks_in_order_and_none_when_there_are_none():
+    from suite.case import each
+
+    calls = []
+    joined = each([lambda: calls.append(1), None, lambda: calls.append(2)])
+    assert joined() is None and calls == [1, 2]
+    assert each([None, None]) is None and each([]) is None
