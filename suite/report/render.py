@@ -361,9 +361,8 @@ def write_comparison(c, out_dir: str | os.PathLike, stem: str = "compare") -> Pa
     def img(data: bytes, alt: str) -> str:
         return f"<img alt='{e(alt)}' src='data:image/png;base64,{base64.b64encode(data).decode()}'>"
 
-    page = (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>compare</title><style>{_CSS}</style>"
-        f"<script>{_CHECK_JS}</script></head><body><h1>Comparison</h1>"
+    body = (
+        "<h1>Comparison</h1>"
         f"<figure id='headline-figure'>{img(png, stem)}<figcaption>{e(forest.caption(c, rows_drawn))}</figcaption>"
         f"</figure><p>base: {e(c.base_name)}<br>new: {e(c.new_name)}</p><pre>{e(format_comparison_summary(c))}</pre>"
         f"<h2>By message size</h2>{img(grid, f'{stem}-by-size')}"
@@ -372,9 +371,8 @@ def write_comparison(c, out_dir: str | os.PathLike, stem: str = "compare") -> Pa
             + ["verdict"],
             rows,
         )
-        + "<p id='imgcheck'></p></body></html>"
     )
-    (out / f"{stem}.html").write_text(page)
+    (out / f"{stem}.html").write_text(standalone_page("compare", body))
     return out / f"{stem}.html"
 
 

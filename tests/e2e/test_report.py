@@ -224,6 +224,8 @@ def test_compare_page_opens_on_a_forest_plot_with_the_planted_slowdown_in_red(co
         text,
     )
     assert m, text[:2000]
+    # like the report, the page declares that it loads nothing (a browser refuses any fetch it would make)
+    assert "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; img-src data:;" in text
     png = base64.b64decode(m.group(1))
     assert png == (page.parent / "compare.png").read_bytes()
     pixels = matplotlib.image.imread(io.BytesIO(png), format="png")
