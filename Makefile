@@ -88,8 +88,10 @@ bench-gpu: venv  ## every experiment on all local GPUs (NCCL)
 	  "torch build?); set GPUS, or run make bench-cpu" >&2; exit 2; fi; set -x; \
 	$(PY) -m suite.launch --nproc $$n --backend nccl --device cuda $(SUITE_ARGS) $(PASSTHROUGH)
 
-test: venv lint  ## every test of the project (what CI runs), after make lint
-	$(PY) -m pytest tests $(PYTEST_ARGS)
+# The tiers one by one, cheapest first, each with its time against its budget (scripts/tiers.py):
+# the unit tier stops at its first failure, before the multi-process tiers start.
+test: venv lint  ## every test of the project (what CI runs), after make lint; unit tier first
+	$(PY) scripts/tiers.py -- $(PYTEST_ARGS)
 
 # The linters, pinned in requirements-dev.txt; each rule that does not fit is disabled where it is
 # configured, with its reason (pyproject.toml [tool.ruff], .hadolint.yaml, .github/actionlint.yaml,
@@ -101,8 +103,8 @@ lint: venv  ## ruff (check + format), shellcheck on every shell script, hadolint
 	$(VENV)/bin/hadolint Dockerfile
 	$(VENV)/bin/actionlint
 
-test-cpu: venv  ## the tests that need no Docker
-	$(PY) -m pytest tests -m "not docker" $(PYTEST_ARGS)
+test-cpu: venv  ## the tests that need no Docker; unit tier first
+	$(PY) scripts/tiers.py --tiers unit,dist,e2e,gpu -- -m "not docker" $(PYTEST_ARGS)
 
 # The unit tier: pure logic and one-rank in-process groups, seconds.
 test-fast: venv  ## the unit tier (tests/unit), in seconds

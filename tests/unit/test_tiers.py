@@ -1,9 +1,12 @@
-"""The test tiers are folders, and nothing in the pytest configuration keeps `make test` (pytest tests)
-from collecting one of them. That pytest really collects every file is tests/e2e/test_tiers_collected.py
-(it imports the whole tree: seconds, too slow for this tier)."""
+"""The test tiers are folders, `make test` runs each (scripts/tiers.py: the unit tier first, stopping at its
+first failure), and nothing in the pytest configuration keeps `pytest tests` from collecting one of them.
+That pytest really collects every file is tests/e2e/test_tiers_collected.py (it imports the whole tree:
+seconds, too slow for this tier)."""
 
 from __future__ import annotations
 
+import importlib.util
+import re
 from fnmatch import fnmatch
 from pathlib import Path
 
@@ -33,3 +36,67 @@ def test_the_pytest_configuration_recurses_into_every_tier(pytestconfig):
     assert pytestconfig.getini("python_files") == ["test_*.py", "*_test.py"]
     for conftest in (ROOT / "tests").rglob("conftest.py"):
         assert "collect_ignore" not in conftest.read_text(), conftest
+
+
+def _tiers_script():
+    spec = importlib.util.spec_from_file_location("tiers", ROOT / "scripts" / "tiers.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_make_test_runs_every_tier_and_the_docs_give_each_its_budget():
+    tiers = _tiers_script()
+    assert tuple(tiers.BUDGET_S) == TIERS  # scripts/tiers.py runs them all, cheapest first
+    doc = (ROOT / "docs" / "tests.md").read_text()
+    for tier, budget in tiers.BUDGET_S.items():
+        assert f"| `{tier}/` | {budget} s |" in doc, tier
+
+
+def _tree(root: Path, tests: dict[str, str]) -> Path:
+    for name, body in tests.items():
+        (root / "tests" / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / "tests" / name).write_text(body)
+    return root
+
+
+def test_a_failing_unit_tier_stops_the_run_before_the_others(tmp_path, capfd):
+    tiers = _tiers_script()
+    root = _tree(
+        tmp_path,
+        {
+            "unit/test_a.py": "def test_one():\n    assert False\n\ndef test_two():\n    open('two', 'w')\n",
+            "dist/test_b.py": "def test_three():\n    open('three', 'w')\n",
+        },
+    )
+    assert tiers.main(["--tiers", "unit,dist"], root=root) == 1
+    out = capfd.readouterr().out
+    assert not (root / "two").exists() and not (root / "three").exists()  # -x, and dist never started
+    assert re.search(r"^# tier unit: \d+ s \(budget \d+ s\), pytest status 1$", out, re.M), out
+    assert "# the unit tier failed: the other tiers did not run" in out and "# tier dist" not in out
+
+
+def test_later_tiers_all_run_and_a_tier_with_nothing_selected_passes(tmp_path, capfd):
+    tiers = _tiers_script()
+    root = _tree(
+        tmp_path,
+        {
+            "unit/test_a.py": "def test_one():\n    pass\n",
+            "dist/test_b.py": "def test_two():\n    assert False\n",
+            "e2e/test_c.py": "import pytest\n\n@pytest.mark.docker\ndef test_three():\n    pass\n",
+            "docker/test_d.py": "def test_four():\n    open('four', 'w')\n",
+        },
+    )
+    (root / "pyproject.toml").write_text('[tool.pytest.ini_options]\nmarkers = ["docker: x"]\n')
+    assert tiers.main(["--tiers", "unit,dist,e2e,docker", "--", "-m", "not docker"], root=root) == 1
+    out = capfd.readouterr().out
+    assert (root / "four").exists()  # a failing dist tier does not stop the later ones
+    assert re.search(r"^# tier dist: .*pytest status 1$", out, re.M) and re.search(
+        r"^# tier e2e: \d+ s \(budget \d+ s\)$", out, re.M
+    )
+    assert out.rstrip().splitlines()[-5:][0] == "# tiers:"
+
+
+def test_an_unknown_tier_is_refused_in_one_line(capsys):
+    assert _tiers_script().main(["--tiers", "unit,nightly"]) == 2
+    assert capsys.readouterr().err == "error: unknown tier(s) nightly; choose from unit, dist, e2e, docker, gpu\n"

@@ -1,0 +1,74 @@
+"""Run the test tiers one after another, cheapest first, each with its time against its budget.
+
+    python scripts/tiers.py [--tiers unit,dist,e2e,docker,gpu] [-- PYTEST_ARGS]
+
+The unit tier runs first and stops at its first failure (``-x``): a broken unit test shows in about a
+minute, not after the multi-process tiers. When it passes, the other tiers run to the end, so one run
+lists every failure. Each tier is its own ``pytest`` process and ends with a line
+
+    # tier dist: 1210 s (budget 1260 s)
+
+and the run with one line per tier. A tier over its budget is named (``OVER BUDGET``): the budgets are
+what keeps ``make test`` under CI's limit on a 2-core machine (docs/tests.md), and a tier's speed is
+a target to report, not a test to fail. The exit status is the first failing tier's pytest status
+(5, no test selected, counts as a pass: ``-m "not docker"`` selects nothing in the docker tier).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BUDGET_S = {"unit": 100, "dist": 960, "e2e": 600, "docker": 540, "gpu": 20}
+"""Each tier's budget on CI's 2-core machine, in seconds; docs/tests.md lists them (a unit test checks)."""
+NO_TESTS_SELECTED = 5  # pytest.ExitCode.NO_TESTS_COLLECTED
+
+
+def run_tier(tier: str, extra: list[str], root: Path) -> tuple[int, float]:
+    """pytest on tests/<tier> of ``root`` (``-x`` for the unit tier): its status and wall time."""
+    first = ["-x"] if tier == "unit" else []
+    t0 = time.monotonic()
+    rc = subprocess.call([sys.executable, "-m", "pytest", f"tests/{tier}", *first, *extra], cwd=root)
+    return (0 if rc == NO_TESTS_SELECTED else rc), time.monotonic() - t0
+
+
+def line(tier: str, seconds: float, rc: int) -> str:
+    over = " OVER BUDGET" if seconds > BUDGET_S[tier] else ""
+    failed = f", pytest status {rc}" if rc else ""
+    return f"# tier {tier}: {seconds:z.0f} s (budget {BUDGET_S[tier]} s){over}{failed}"
+
+
+def main(argv: list[str], root: Path = ROOT) -> int:
+    extra: list[str] = []
+    if "--" in argv:
+        i = argv.index("--")
+        argv, extra = argv[:i], argv[i + 1 :]
+    tiers = list(BUDGET_S)
+    if argv[:1] == ["--tiers"] and len(argv) == 2:
+        tiers = argv[1].split(",")
+    elif argv:
+        print(f"usage: {__doc__.strip().splitlines()[2].strip()}", file=sys.stderr)
+        return 2
+    unknown = [t for t in tiers if t not in BUDGET_S]
+    if unknown:
+        print(f"error: unknown tier(s) {', '.join(unknown)}; choose from {', '.join(BUDGET_S)}", file=sys.stderr)
+        return 2
+    done: list[str] = []
+    status = 0
+    for tier in tiers:
+        rc, seconds = run_tier(tier, extra, root)
+        done.append(line(tier, seconds, rc))
+        print(done[-1], flush=True)
+        status = status or rc
+        if rc and tier == "unit":
+            print("# the unit tier failed: the other tiers did not run", flush=True)
+            break
+    print("\n".join(["# tiers:", *done]), flush=True)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
