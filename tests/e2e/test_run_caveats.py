@@ -91,7 +91,14 @@ def test_a_missed_precision_target_is_reported_per_case_with_the_iterations_that
     if counts != [5]:  # the loop took more than ITERS: the config row shows what ran, not ITERS alone
         assert f"iters={ran} ran (ITERS=5 asked, PRECISION decided)" in rows["config"]
     assert "# PRECISION target missed by 2 of 2 cases" in tables_of(proc)  # under the tables, naming the cases
-    assert "every median is known" not in rows["unstable cases"]
+    # how well the medians are known comes from the data (the widest CI, rounded up), never from the threshold:
+    # a run that missed its target may not claim the threshold's ±10% (CI widths vary from run to run)
+    widest = max(results.median_ci_pct(r) for r in recs)
+    if widest > summary.UNSTABLE_CI_PCT:
+        assert re.match(r"[12] of 2: the median is uncertain by more than ±10%", rows["unstable cases"])
+    else:
+        known = f"none: every median is known to ±{math.ceil(widest * 10) / 10:z.1f}% or better (95% CI)"
+        assert rows["unstable cases"] == known
 
 
 @pytest.mark.slow
