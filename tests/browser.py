@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import uuid
 from dataclasses import dataclass
@@ -27,13 +26,7 @@ from pathlib import Path
 
 import pytest
 
-FIRST_SCREEN = (1400, 1800)
-"""The window a person reads a page's first screen in (width, height, CSS pixels)."""
-
-
-def chromium() -> str | None:
-    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-
+from suite.report.browser import FIRST_SCREEN, chromium, chromium_command
 
 needs_chromium = pytest.mark.skipif(
     chromium() is None and os.environ.get("REQUIRE_BROWSER") != "1",
@@ -85,28 +78,8 @@ def run_chromium(page: Path, tmp_path: Path, *switches: str, window: tuple[int, 
     a profile under ``tmp_path``, no background traffic and no host name resolving; the CompletedProcess."""
     exe = chromium()
     assert exe is not None, "REQUIRE_BROWSER=1 but chromium is not installed"
-    return subprocess.run(
-        [
-            exe,
-            "--headless",
-            f"--window-size={window[0]},{window[1]}",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            "--disable-dev-shm-usage",
-            "--host-resolver-rules=MAP * ~NOTFOUND",
-            f"--user-data-dir={tmp_path / 'browser-profile'}",
-            "--virtual-time-budget=5000",
-            *switches,
-            page.resolve().as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
+    cmd = chromium_command(exe, page, tmp_path / "browser-profile", *switches, window=window)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=90)
 
 
 def open_page(page: Path, tmp_path: Path, selector: str = "img", *, window: tuple[int, int] = FIRST_SCREEN):

@@ -6,6 +6,8 @@ a run); never measures.
     python -m suite.report RUN                  nccl-tests-style tables (RUN: results/latest, a run dir or bench.json)
     python -m suite.report html RUN [--out D]   D/index.html (self-contained), D/report.md, D/*.png, D/results.csv
     python -m suite.report csv RUN [--out F]    one row per record
+    python -m suite.report screenshot PAGE [--out P]  P: the first screen (1400x1800) of PAGE, a report
+                                                (RUN: its report/index.html) in headless Chromium
     python -m suite.report compare BASE NEW...  per-case ratios with CIs; exit 1 on a regression, 3 if too
                                                 many cases are inconclusive (suite.report.compare)
                                                 (a side: a run, runs joined by commas, or results/<id> for
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -149,7 +152,26 @@ def _cmd_compare(args) -> int:
     return status
 
 
-SUBCOMMANDS = ("tables", "html", "csv", "compare")
+def _cmd_screenshot(args) -> int:
+    from suite.report.browser import FIRST_SCREEN, screenshot
+
+    page = Path(args.page)
+    if page.is_dir():
+        page = page / "report" / "index.html" if (page / "report").is_dir() else page / "index.html"
+    if not page.is_file():
+        print(f"error: no page {page}; write a run's report first (python -m suite.report html RUN)", file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else page.parent / "first-screen.png"
+    try:
+        screenshot(page, out)
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+        print(f"error: no screenshot of {page}: {e}", file=sys.stderr)
+        return 2
+    print(f"screenshot: {out} (the first {FIRST_SCREEN[0]}x{FIRST_SCREEN[1]} pixels of {page})")
+    return 0
+
+
+SUBCOMMANDS = ("tables", "html", "csv", "compare", "screenshot")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -205,6 +227,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--show", choices=("all", "changed"), default="all", help="which cases to list")
     p.add_argument("--out", default=None, help="also write DIR/compare.html and compare.png")
     p.set_defaults(fn=_cmd_compare)
+    p = sub.add_parser("screenshot", help="a PNG of a page's first screen, as a person sees it (headless Chromium)")
+    p.add_argument("page", help="a page, a report folder, or a run (its report/index.html)")
+    p.add_argument("--out", default=None, help="the PNG (default: first-screen.png beside the page)")
+    p.set_defaults(fn=_cmd_screenshot)
     args = ap.parse_args(argv)
     return args.fn(args)
 

@@ -511,10 +511,12 @@ def test_html_report_renders_in_headless_browser(fixture_report, tmp_path):
     )
     check = _imgcheck(_render(broken, tmp_path)[0])
     assert check["bad"] == "1" and check["errors"] == "1" and int(check["requests"]) > 0, check
-    # and a screenshot of the first screen is kept beside the report, as a person sees it
+    # and `make screenshot` keeps a picture of the first screen beside the report, as a person sees it
+    r = _make("screenshot", f"RUN={run}")
     shot = run / "report" / "first-screen.png"
-    _render(page, tmp_path, f"--screenshot={shot}")
+    assert r.returncode == 0 and f"screenshot: {shot} (the first 1400x1800 pixels of " in r.stdout, r.stderr
     assert shot.read_bytes().startswith(PNG_MAGIC)
+    assert matplotlib.image.imread(shot).shape[:2] == (FIRST_SCREEN[1], FIRST_SCREEN[0])
 
 
 # --- the summary: what the run means, first -------------------------------------------------------
