@@ -61,14 +61,14 @@ def contig_build(op: str, layout: str, count: int, dtype: str):
 
     def all_reduce(ctx: DistContext, session: Session) -> Buffers:
         n, me = ctx.world_size, ctx.rank
-        base = verify.pattern(me, count, dt, world_size=n, device=ctx.device)
+        base = verify.pattern(me, count, dt, world_size=n, device=ctx.device, seed=ctx.seed)
         v = view_of(base)
         return summed(ctx, base, lambda a: dist.all_reduce(v, group=ctx.group, async_op=a))
 
     def send_recv(ctx: DistContext, session: Session) -> Buffers:
         n, me = ctx.world_size, ctx.rank
         peer = me ^ 1 if (me ^ 1) < n else None  # pairs (0,1), (2,3), ...; a last odd rank sits out
-        src = view_of(verify.pattern(me, count, dt, world_size=n, device=ctx.device))
+        src = view_of(verify.pattern(me, count, dt, world_size=n, device=ctx.device, seed=ctx.seed))
         dst_base = torch.full((count,), -1, dtype=dt, device=ctx.device)
         dst_view = view_of(dst_base)
 
@@ -98,7 +98,9 @@ def contig_build(op: str, layout: str, count: int, dtype: str):
         def check() -> int:
             if peer is None:
                 return 0
-            return verify.count_wrong(dst_base, verify.pattern(peer, count, dt, world_size=n, device=ctx.device))
+            return verify.count_wrong(
+                dst_base, verify.pattern(peer, count, dt, world_size=n, device=ctx.device, seed=ctx.seed)
+            )
 
         return Buffers(call=call, check=check, outputs=lambda: [dst_base] if peer is not None else [])
 
@@ -132,7 +134,7 @@ def roundtrip_build(count: int, dtype: str):
     rows, cols = matrix_shape(count)
 
     def build(ctx: DistContext, session: Session) -> Buffers:
-        base = verify.pattern(ctx.rank, count, dt, world_size=ctx.world_size, device=ctx.device)
+        base = verify.pattern(ctx.rank, count, dt, world_size=ctx.world_size, device=ctx.device, seed=ctx.seed)
         expected = base.clone()
 
         def derive(m, around, session) -> dict:

@@ -70,7 +70,7 @@ def gpu_build(mode: str, count: int, dtype: str):
     def build(ctx: DistContext, session: Session) -> Buffers:
         dev = ctx.device
         home = torch.device("cpu") if mode.startswith("cpu_tensor") else dev
-        t = verify.pattern(ctx.rank, count, dt, world_size=ctx.world_size, device=home)
+        t = verify.pattern(ctx.rank, count, dt, world_size=ctx.world_size, device=home, seed=ctx.seed)
         if mode == "cpu_tensor_moved_nccl":
 
             def call(_a):
@@ -99,7 +99,7 @@ def staging_build(mem: str, non_blocking: bool, count: int, dtype: str):
 
     def build(ctx: DistContext, session: Session) -> Buffers:  # ctx: Gloo on the GPU run's device
         dev = ctx.device
-        d = verify.pattern(ctx.rank, count, dt, world_size=ctx.world_size, device=dev)
+        d = verify.pattern(ctx.rank, count, dt, world_size=ctx.world_size, device=dev, seed=ctx.seed)
         h = torch.empty(count, dtype=dt, pin_memory=(mem == "pinned"))
 
         def call(_a):
@@ -142,7 +142,7 @@ def copy_build(direction: str, mem: str, count: int):
         dev = ctx.device
         src_dev = "cpu" if direction == "h2d" else dev
         dst_dev = "cpu" if direction == "d2h" else dev
-        src = verify.pattern(0, count, dt, device=src_dev)
+        src = verify.pattern(0, count, dt, device=src_dev, seed=ctx.seed)
         if direction == "h2d" and pin:
             src = src.pin_memory()
         dst = torch.empty(count, dtype=dt, device=dst_dev, pin_memory=pin and direction == "d2h")

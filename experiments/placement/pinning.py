@@ -71,10 +71,12 @@ def affinity_build(pin: Pinning, count: int, dtype: str):
 
     def build(ctx: DistContext, session: Session) -> Buffers:
         fields = pin.apply(ctx)
-        t = verify.pattern(ctx.rank, count, dt, world_size=ctx.world_size, device=ctx.device)
+        t = verify.pattern(ctx.rank, count, dt, world_size=ctx.world_size, device=ctx.device, seed=ctx.seed)
 
         def check() -> int:
-            wrong = verify.count_wrong(t, verify.reduce_expected("sum", ctx.world_size, count, dt, device=ctx.device))
+            wrong = verify.count_wrong(
+                t, verify.reduce_expected("sum", ctx.world_size, count, dt, device=ctx.device, seed=ctx.seed)
+            )
             pin.restore(ctx)  # the case's teardown: the next buffer set (or case) starts unpinned
             return wrong
 

@@ -34,7 +34,7 @@ def summed(ctx: DistContext, t: torch.Tensor, call, *, checked: torch.Tensor | N
     """Buffers of an in-place sum all_reduce of ``t``'s pattern: ``call`` issues it; the check is exact
     against the sum over the group's ranks (of ``checked``, default ``t``); the reset restores ``t``."""
     out = t if checked is None else checked
-    expected = verify.reduce_expected("sum", ctx.world_size, out.numel(), out.dtype, device=out.device)
+    expected = verify.reduce_expected("sum", ctx.world_size, out.numel(), out.dtype, device=out.device, seed=ctx.seed)
     return Buffers(
         call=call, check=lambda: verify.count_wrong(out, expected), outputs=lambda: [out], reset=restorer(out)
     )
@@ -160,12 +160,12 @@ def pair_build(kind: str, count: int, dtype: str):
         fields = {"ranks": [a, b], "nodes": [layout[a], layout[b]]}
         if peer is None:  # not in the pair: nothing to send, nothing to check
             return Buffers(call=lambda _a: None, check=lambda: 0, fields=fields)
-        send = verify.pattern(me, count, dt, world_size=ctx.world_size, device=ctx.device)
+        send = verify.pattern(me, count, dt, world_size=ctx.world_size, device=ctx.device, seed=ctx.seed)
         recv = torch.full((count,), -1, dtype=dt, device=ctx.device)
         return Buffers(
             call=lambda a: algorithms.exchange(send, recv, peer, peer, ctx.group, wait=not a),
             check=lambda: verify.count_wrong(
-                recv, verify.pattern(peer, count, dt, world_size=ctx.world_size, device=ctx.device)
+                recv, verify.pattern(peer, count, dt, world_size=ctx.world_size, device=ctx.device, seed=ctx.seed)
             ),
             outputs=lambda: [recv],
             fields=fields,
@@ -191,7 +191,7 @@ def group_build(count: int, dtype: str):
     dt = verify.DTYPE_OF[dtype]
 
     def build(ctx: DistContext, session: Session) -> Buffers:  # ctx: the group's
-        t = verify.pattern(ctx.rank, count, dt, world_size=ctx.world_size, device=ctx.device)
+        t = verify.pattern(ctx.rank, count, dt, world_size=ctx.world_size, device=ctx.device, seed=ctx.seed)
         return summed(ctx, t, lambda a: dist.all_reduce(t, group=ctx.group, async_op=a))
 
     return build
@@ -215,7 +215,7 @@ def hier_build(algo: str, count: int, dtype: str):
         n, h = ctx.world_size, placement_of(ctx, session).hierarchy
 
         def fresh():
-            return verify.pattern(ctx.rank, count, dt, world_size=n, device=ctx.device)
+            return verify.pattern(ctx.rank, count, dt, world_size=n, device=ctx.device, seed=ctx.seed)
 
         flat = fresh()  # the backend's own result, for "equal to flat"
         dist.all_reduce(flat, group=ctx.group)
@@ -228,7 +228,7 @@ def hier_build(algo: str, count: int, dtype: str):
                 algorithms.hierarchical_all_reduce(out, h)
 
         def check() -> int:
-            expected = verify.reduce_expected("sum", n, count, dt, device=ctx.device)
+            expected = verify.reduce_expected("sum", n, count, dt, device=ctx.device, seed=ctx.seed)
             return verify.count_wrong_any(out, expected, flat)
 
         return Buffers(call=call, check=check, outputs=lambda: [out], reset=restorer(out))

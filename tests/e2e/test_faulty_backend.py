@@ -34,3 +34,19 @@ def test_a_faulty_backend_switch_with_an_unknown_class_exit_2_before_any_rank(tm
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert proc.stderr.startswith("error: SUITE_INJECT_BACKEND='dropped': unknown fault 'dropped'")
     assert not (tmp_path / "results").exists()
+
+
+def test_placement_checks_fresh_data_so_a_stale_all_reduce_fails_them(tmp_path):
+    # The placement experiment's all_reduce cases (pinning, the group and hierarchy cases) built their inputs and
+    # expected values from one fixed seed, so an all_reduce that returned its check run's result again passed.
+    proc = run_suite(
+        tmp_path,
+        *["--experiments", "placement", "--min-bytes", "1K", "--max-bytes", "1K", "--iters", "2", "--warmup", "1"],
+        nproc=2,
+        env={"SUITE_INJECT_BACKEND": "stale:all_reduce"},
+    )
+    assert proc.returncode == 6, proc.stdout[-3000:] + proc.stderr[-3000:]  # EXIT_WRONG_RESULT
+    recs = [b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]]
+    armed = [r for r in recs if r["planted_fault"] == "backend stale"]
+    assert armed and all(r["n_wrong"] > 0 for r in armed), [(r["label"], r["n_wrong"]) for r in armed]
+    assert all(r["n_wrong"] in (0, None) for r in recs if r not in armed)  # None: the topology record, unchecked
