@@ -160,8 +160,9 @@ class Case:
     """Unique within the experiment; the test id."""
     record_label: str | None = None
     """The ``label`` recorded (tables show it) when it differs from the test id ``label``."""
-    identity: Mapping[str, object]
-    """The fields that name the case (recorded; ``make compare`` matches on them)."""
+    identity: Mapping[str, object] = field(default_factory=dict)
+    """The fields that name the case (recorded; ``make compare`` matches on them). Empty: only the fields every
+    case has (experiment, op, dtype, size, and the run's backend, device, world size and timing)."""
     bytes: Bytes
     unchecked: str | None = None
     """Why this case has nothing to check (None: it is checked)."""

@@ -140,11 +140,10 @@ def test_in_place_inputs_are_reset_so_the_timed_result_is_one_op(ctx):
     def inc(async_op):
         t.add_(1)
 
-    case = Case(
+    case = Case(  # no identity: a case that declares none has an empty one (it raised TypeError)
         experiment="x",
         op="inc",
         label="inc",
-        identity={},
         bytes=Bytes(size_bytes=16, count=4, dtype="float32", bw_op=None),
         build=lambda c, session: Buffers(
             call=inc, check=lambda: int((t != 1).sum()), outputs=lambda: [t], reset=lambda: t.copy_(pristine)
