@@ -115,7 +115,7 @@ def run_checks(ctx, samples: int, epochs: int) -> dict:
     }
 
     # model parallelism: split layer == unsplit layer, exactly (integer-valued data)
-    layer = mp_settings.Layer(in_features=512, out_features=64 * n, batch=8)
+    layer = mp_settings.ModelParallelSettings(in_features=512, out_features=64 * n, batch=8)
     c = mp_workload._rows(layer, ctx)
     w = mp_workload._ints((layer.out_features, layer.in_features), 1, ctx.device)
     x = mp_workload._ints((layer.batch, layer.in_features), 2, ctx.device)

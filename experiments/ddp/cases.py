@@ -138,7 +138,7 @@ from .check import buffer_rule, check_rule, step_check, unchecked_reason
 from .workload import (
     EXPERIMENT,
     NOOP,
-    Settings,
+    DdpSettings,
     Variant,
     build_model,
     cannot_run,
@@ -150,7 +150,7 @@ from .workload import (
 )
 
 
-def cases(settings: Settings) -> list[Variant]:
+def cases(settings: DdpSettings) -> list[Variant]:
     """Every configuration, identical on all ranks."""
     out: list[Variant] = []
     for model in ("source", "mlp"):
@@ -203,7 +203,7 @@ def case_id(c: Variant) -> str:
     return f"{c.model}-" + c.label.replace(" ", "_").replace("(", "").replace(")", "").replace(":", "")
 
 
-def step_bytes(v: Variant, grad: int, settings: Settings) -> Bytes:
+def step_bytes(v: Variant, grad: int, settings: DdpSettings) -> Bytes:
     """The byte model: the float32 gradient bytes each rank all-reduces per optimizer step, every
     all_reduce counted (accumulation without no_sync all-reduces the whole gradient per micro-batch)."""
     if v.kind in ("solo", "local") or v.hook == NOOP:
@@ -221,7 +221,7 @@ def step_bytes(v: Variant, grad: int, settings: Settings) -> Bytes:
 
 
 def _resolve_step(
-    v: Variant, settings: Settings, case: Case, ctx: DistContext, cfg: BenchConfig, session: Session
+    v: Variant, settings: DdpSettings, case: Case, ctx: DistContext, cfg: BenchConfig, session: Session
 ) -> Case:
     reason = support_reason(ctx, lambda: step_buffers(v, ctx, settings, session), v.label)
     if reason:  # e.g. the bf16 hook on Gloo/CPU; the backend's words become the skip reason
@@ -271,7 +271,7 @@ def _resolve_step(
 
 
 def _resolve_init(
-    v: Variant, settings: Settings, case: Case, ctx: DistContext, cfg: BenchConfig, session: Session
+    v: Variant, settings: DdpSettings, case: Case, ctx: DistContext, cfg: BenchConfig, session: Session
 ) -> Case:
     module = build_model(v.model, settings, seed=0)
     size, count = training.state_bytes(module), sum(t.numel() for t in state_tensors(module))
@@ -302,7 +302,7 @@ def _peak_memory(ctx: DistContext):
     return PeakMemory(ctx.device)
 
 
-def _declare(v: Variant, settings: Settings) -> Case:
+def _declare(v: Variant, settings: DdpSettings) -> Case:
     init = v.kind in ("init_broadcast", "ddp_init")
 
     def build(ctx, session):  # a step's check trains the session's shared reference

@@ -125,7 +125,7 @@ class Reference:
     def __init__(
         self,
         model: str,
-        settings: workload.Settings,
+        settings: workload.DdpSettings,
         world: int,
         device,
         micro: int,
@@ -292,7 +292,7 @@ def syncs_buffers(v: workload.Variant) -> bool:
     return v.kind in ("ddp", "accum") and dict(v.ddp_kwargs).get("broadcast_buffers", True)
 
 
-def _reference(session: Session, ctx: DistContext, v: workload.Variant, settings: workload.Settings) -> Reference:
+def _reference(session: Session, ctx: DistContext, v: workload.Variant, settings: workload.DdpSettings) -> Reference:
     micro = workload.micro_batches(v, settings)
     sync_each = v.kind == "accum" and not v.no_sync
     key = (workload.EXPERIMENT, "reference", id(ctx.group), v.model, micro, sync_each, syncs_buffers(v))
@@ -351,7 +351,7 @@ def _buffer_check(ctx: DistContext, ref_bufs, tol, module: nn.Module, rule: Chec
 
 
 def step_check(
-    v: workload.Variant, ctx: DistContext, settings: workload.Settings, session: Session
+    v: workload.Variant, ctx: DistContext, settings: workload.DdpSettings, session: Session
 ) -> Callable[[workload.Step, dict], Callable[[], int] | None]:
     """``check_of`` of workload.step_buffers: a step case's check against the reference, None where
     ``unchecked_reason`` says why it has none."""
@@ -364,7 +364,7 @@ def reference_check(
     v: workload.Variant,
     step: workload.Step,
     ctx: DistContext,
-    settings: workload.Settings,
+    settings: workload.DdpSettings,
     session: Session,
     seen: dict,
 ) -> Callable[[], int]:

@@ -13,7 +13,7 @@ from suite.api import DistContext, Session, dist_max, dist_min
 
 from . import internals
 from .check import CheckRule
-from .workload import EXPERIMENT, NOOP, Settings, Step, Variant, peak_fields, prepare
+from .workload import EXPERIMENT, NOOP, DdpSettings, Step, Variant, peak_fields, prepare
 
 LOGGER_KEYS = {
     "ddp_logger_forward_ms": "forward_compute_time",
@@ -96,7 +96,7 @@ def step_provenance(v: Variant, unchecked: str | None, buffers_compared: bool = 
 # --- the numbers derived from the timed steps, and the baselines they are compared with ------------
 
 
-def _baseline_s(session: Session, ctx: DistContext, settings: Settings, v: Variant) -> float:
+def _baseline_s(session: Session, ctx: DistContext, settings: DdpSettings, v: Variant) -> float:
     """Median of a baseline step of ``v.model`` (solo, no communication, no-op hook, all_reduce alone): that
     case's own timed run when it ran before (the usual order), else one blocking baseline run by the harness,
     shared by the run."""
@@ -154,7 +154,15 @@ def _logger_fields(ctx: DistContext, step: Step, readings: list[dict], timed_ste
 
 
 def timed_fields(
-    v: Variant, settings: Settings, step: Step, ctx: DistContext, m, around, session: Session, logger: list, seen: dict
+    v: Variant,
+    settings: DdpSettings,
+    step: Step,
+    ctx: DistContext,
+    m,
+    around,
+    session: Session,
+    logger: list,
+    seen: dict,
 ) -> dict:
     """Fields derived from this case's own timed median ``t`` (the formulas are in the provenance)."""
     t, n, bsz = m.median_s, ctx.world_size, settings.batch_per_rank

@@ -30,10 +30,6 @@ from .settings import DdpSettings
 EXPERIMENT = "ddp"
 
 
-Settings = DdpSettings
-"""The experiment's knobs: ``cfg.ddp`` (DDP_* make variables, validated by suite.launch.config)."""
-
-
 @dataclass(frozen=True, kw_only=True)
 class Variant:
     """One measured configuration (what a declared ``Case`` of this experiment runs)."""
@@ -71,13 +67,13 @@ NOOP = "noop"
 # --- building blocks ------------------------------------------------------------------------------
 
 
-def build_model(model: str, settings: Settings, seed: int) -> nn.Module:
+def build_model(model: str, settings: DdpSettings, seed: int) -> nn.Module:
     if model == "source":
         return training.source_model(seed)
     return training.mlp(training.mlp_spec_for(settings.params), seed)
 
 
-def micro_batches(v: Variant, settings: Settings) -> int:
+def micro_batches(v: Variant, settings: DdpSettings) -> int:
     return settings.accum if v.kind == "accum" else 1
 
 
@@ -95,7 +91,7 @@ class Step:
     """Optimizer steps taken so far (``call`` counts them; the check compares with as many reference steps)."""
 
 
-def rank_batches(rank: int, settings: Settings, n: int, device) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def rank_batches(rank: int, settings: DdpSettings, n: int, device) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Rank ``rank``'s batches (the same on every step). Different data on every rank (seeded by rank), so
     unsynchronised ranks would diverge; the reference draws every rank's from the same seeds."""
     return [
@@ -155,7 +151,7 @@ def _bn_skew_hook(state, bucket):
     return default_hooks.allreduce_hook(group, bucket).then(skew)
 
 
-def _register_hook(ddp: DDP, hook: str, ctx: DistContext, settings: Settings) -> None:
+def _register_hook(ddp: DDP, hook: str, ctx: DistContext, settings: DdpSettings) -> None:
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 
     if hook == "powerSGD":
@@ -177,7 +173,7 @@ def _register_hook(ddp: DDP, hook: str, ctx: DistContext, settings: Settings) ->
         ddp.register_comm_hook(ctx.group, getattr(default_hooks, _HOOKS[hook]))
 
 
-def hook_wire_bytes(model: nn.Module, hook: str | None, settings: Settings) -> int:
+def hook_wire_bytes(model: nn.Module, hook: str | None, settings: DdpSettings) -> int:
     """Bytes per step on the wire for a compressing hook (PowerSGD: low-rank P and Q, an estimate
     following powerSGD_hook._should_compress with min_compression_rate=2)."""
     full = training.grad_bytes(model)
@@ -195,12 +191,12 @@ def hook_wire_bytes(model: nn.Module, hook: str | None, settings: Settings) -> i
     return total * 4
 
 
-def _bucket_cap_mb(v: Variant, settings: Settings) -> float:
+def _bucket_cap_mb(v: Variant, settings: DdpSettings) -> float:
     """The fraction's cap in DDP's bucket_cap_mb unit (MiB) from the MLP's gradient bytes."""
     return v.bucket_fraction * training.mlp_spec_for(settings.params).n_params * 4 / 2**20
 
 
-def variant_ddp_kwargs(case: Variant, settings: Settings) -> dict:
+def variant_ddp_kwargs(case: Variant, settings: DdpSettings) -> dict:
     kwargs = dict(case.ddp_kwargs)
     if case.bucket_fraction is not None:
         kwargs["bucket_cap_mb"] = _bucket_cap_mb(case, settings)
@@ -222,7 +218,7 @@ def _accum_step(model: nn.Module, opt, loss_fn, micro, no_sync: Callable | None)
     opt.step()
 
 
-def prepare(case: Variant, ctx: DistContext, settings: Settings) -> Step:
+def prepare(case: Variant, ctx: DistContext, settings: DdpSettings) -> Step:
     loss_fn = nn.CrossEntropyLoss()
     model = build_model(case.model, settings, seed=0).to(ctx.device)
     b = settings.batch_per_rank
@@ -277,7 +273,7 @@ def state_tensors(module: nn.Module) -> list[torch.Tensor]:
     return [*module.parameters(), *module.buffers()]
 
 
-def cannot_run(case: Variant, ctx: DistContext, settings: Settings) -> str | None:
+def cannot_run(case: Variant, ctx: DistContext, settings: DdpSettings) -> str | None:
     """Reasons known before starting (a crash could not be caught and skipped afterwards)."""
     if case.hook == "powerSGD" and ctx.backend == "gloo":
         grad = training.grad_bytes(build_model(case.model, settings, seed=0))
@@ -299,7 +295,7 @@ def cannot_run(case: Variant, ctx: DistContext, settings: Settings) -> str | Non
 def step_buffers(
     v: Variant,
     ctx: DistContext,
-    settings: Settings,
+    settings: DdpSettings,
     session: Session,
     check_of: Callable | None = None,
     derive_of: Callable | None = None,
@@ -347,7 +343,7 @@ def _step_call_and_check(
     )
 
 
-def init_buffers(v: Variant, ctx: DistContext, settings: Settings) -> Buffers:
+def init_buffers(v: Variant, ctx: DistContext, settings: DdpSettings) -> Buffers:
     """Initial-state broadcast: rank r starts from seed r; afterwards every rank must hold rank 0's state."""
     reference = torch.cat(
         [t.detach().reshape(-1).float() for t in state_tensors(build_model(v.model, settings, seed=0).to(ctx.device))]

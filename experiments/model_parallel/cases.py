@@ -61,7 +61,7 @@ from suite.api import BenchConfig, Buffers, Bytes, Case, DistContext, Session, T
 from .check import LR, train_check_rule
 from .derived import PIPELINE_PROVENANCE, TRAIN_PROVENANCE, pipeline_fields, stage_keys, with_samples_per_s
 from .model import PIPELINE_MODELS
-from .settings import Layer
+from .settings import ModelParallelSettings
 from .workload import (
     MICROBATCHES,
     compute_buffers,
@@ -202,7 +202,7 @@ def pipeline_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     ]
 
 
-def _not_divisible(layer: Layer):
+def _not_divisible(layer: ModelParallelSettings):
     def skip(ctx: DistContext, cfg: BenchConfig) -> str | None:
         n = ctx.world_size
         if layer.out_features % n or layer.batch % n:
@@ -262,7 +262,7 @@ def model_parallel_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     return out + pipeline_cases(cfg, world_size)
 
 
-def _train_fields(layer: Layer, n: int, split: str, grad_bytes: int) -> dict:
+def _train_fields(layer: ModelParallelSettings, n: int, split: str, grad_bytes: int) -> dict:
     rule = train_check_rule(layer, n, split)
     return {
         "check": rule.rule,
@@ -273,7 +273,7 @@ def _train_fields(layer: Layer, n: int, split: str, grad_bytes: int) -> dict:
     }
 
 
-def _layer_specs(layer: Layer, n: int) -> dict:
+def _layer_specs(layer: ModelParallelSettings, n: int) -> dict:
     """Per op of the split layer, in OPS' order: (bytes, the busbw op, what the bytes are, build, fields)."""
     w_bytes = layer.out_features * layer.in_features * 4
     y_bytes = layer.batch * layer.out_features * 4

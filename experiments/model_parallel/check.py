@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 
-from .settings import Layer
+from .settings import ModelParallelSettings
 
 LR_EXP = 6
 
@@ -50,7 +50,7 @@ class CheckRule:
     """The rule in words, with the reasons it is not exact where it is not."""
 
 
-def train_check_rule(layer: Layer, ranks: int, split: str) -> CheckRule:
+def train_check_rule(layer: ModelParallelSettings, ranks: int, split: str) -> CheckRule:
     """The check rule of one SGD step of the layer, ``split`` = "mp" (rows over ranks) or "dp" (DDP).
 
     Data: W0, x, target integers with |v| <= VMAX = 2; loss = mean squared error over N elements

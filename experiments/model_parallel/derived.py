@@ -8,7 +8,7 @@ import dataclasses
 from suite.api import Buffers, DistContext, Session
 
 from .model import pipeline_bubble, pipeline_time_s
-from .settings import Layer
+from .settings import ModelParallelSettings
 from .workload import (
     compute_buffers,
     relay_buffers,
@@ -16,12 +16,12 @@ from .workload import (
 )
 
 
-def stage_keys(pipe: Layer, ctx: DistContext) -> tuple:
+def stage_keys(pipe: ModelParallelSettings, ctx: DistContext) -> tuple:
     shape = (id(ctx.group), pipe.microbatch_rows, pipe.stage_features)
     return tuple((__name__, what, *shape) for what in ("compute", "hop", "relay", "computes"))
 
 
-def _stage_times_s(pipe: Layer, ctx: DistContext, session: Session) -> tuple[float, float]:
+def _stage_times_s(pipe: ModelParallelSettings, ctx: DistContext, session: Session) -> tuple[float, float]:
     """(c, τ) of this run: the pipeline_compute / pipeline_transfer cases' own medians when they ran
     before (the declared order), else one blocking run of the same calls by the harness's timing loop."""
     kc, khop, krelay, kcomputes = stage_keys(pipe, ctx)
@@ -38,7 +38,9 @@ def _stage_times_s(pipe: Layer, ctx: DistContext, session: Session) -> tuple[flo
     return c, hop.median_s
 
 
-def pipeline_fields(pipe: Layer, ctx: DistContext, m: int, schedule: str, meas, session: Session) -> dict:
+def pipeline_fields(
+    pipe: ModelParallelSettings, ctx: DistContext, m: int, schedule: str, meas, session: Session
+) -> dict:
     c, tau = _stage_times_s(pipe, ctx, session)
     n, t = ctx.world_size, meas.median_s
     model = pipeline_time_s(schedule, n, m, c, tau)
@@ -75,7 +77,7 @@ PIPELINE_PROVENANCE = {
 }
 
 
-def with_samples_per_s(build, layer: Layer):
+def with_samples_per_s(build, layer: ModelParallelSettings):
     """The train steps' buffers, plus samples_per_s derived from the timed median."""
 
     def with_rate(ctx: DistContext, session) -> Buffers:

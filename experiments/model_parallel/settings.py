@@ -36,8 +36,3 @@ class ModelParallelSettings:
                 f"MP_STAGE_FEATURES={mp.stage_features} x MP_MICROBATCH_ROWS={mp.microbatch_rows} is too large "
                 "(a stage's weight is d x d float32: d <= 16384; a micro-batch at most 2^28 elements)"
             )
-
-
-Layer = ModelParallelSettings
-"""Shape of the split layer and the global batch: ``cfg.model_parallel`` (MP_IN, MP_OUT, MP_BATCH),
-and of the pipeline stages (MP_STAGE_FEATURES, MP_MICROBATCH_ROWS)."""

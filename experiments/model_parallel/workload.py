@@ -14,7 +14,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from suite.api import Buffers, DistContext, verify
 
 from .check import LR, count_outside, reference_step, train_check_rule, train_tolerance
-from .settings import Layer
+from .settings import ModelParallelSettings
 
 MICROBATCHES = (1, 2, 4, 8)
 
@@ -26,11 +26,11 @@ def _ints(shape: tuple[int, ...], salt: int, device) -> torch.Tensor:
     return (((idx * 7 + salt * 13) % 5) - 2).to(torch.float32).reshape(shape)
 
 
-def _rows(layer: Layer, ctx: DistContext) -> int:
+def _rows(layer: ModelParallelSettings, ctx: DistContext) -> int:
     return layer.out_features // ctx.world_size
 
 
-def _scatter_weight(w_full: torch.Tensor | None, layer: Layer, ctx: DistContext) -> torch.Tensor:
+def _scatter_weight(w_full: torch.Tensor | None, layer: ModelParallelSettings, ctx: DistContext) -> torch.Tensor:
     """Rank r receives rows r·c..(r+1)·c of rank 0's weight."""
     c = _rows(layer, ctx)
     out = torch.empty(c, layer.in_features, device=ctx.device)
@@ -73,7 +73,7 @@ def _mp_step_fn(w_local: torch.nn.Parameter, x, target, ctx: DistContext):
 # --- the split layer: one buffer set per case ---------------------------------------------------------
 
 
-def scatter_buffers(layer: Layer, ctx: DistContext) -> Buffers:
+def scatter_buffers(layer: ModelParallelSettings, ctx: DistContext) -> Buffers:
     c = _rows(layer, ctx)
     w_full = _ints((layer.out_features, layer.in_features), 1, ctx.device)
     src = w_full if ctx.rank == 0 else None
@@ -89,7 +89,7 @@ def scatter_buffers(layer: Layer, ctx: DistContext) -> Buffers:
     )
 
 
-def forward_buffers(layer: Layer, ctx: DistContext, how: str) -> Buffers:
+def forward_buffers(layer: ModelParallelSettings, ctx: DistContext, how: str) -> Buffers:
     c = _rows(layer, ctx)
     w_full = _ints((layer.out_features, layer.in_features), 1, ctx.device)
     x = _ints((layer.batch, layer.in_features), 2, ctx.device)
@@ -107,7 +107,7 @@ def forward_buffers(layer: Layer, ctx: DistContext, how: str) -> Buffers:
     )
 
 
-def _train_data(layer: Layer, ctx: DistContext, split: str):
+def _train_data(layer: ModelParallelSettings, ctx: DistContext, split: str):
     """W0, x, target (integers −2..2), the float64 unsplit step, its rule and per-element tolerance."""
     w0 = _ints((layer.out_features, layer.in_features), 3, ctx.device)
     x = _ints((layer.batch, layer.in_features), 4, ctx.device)
@@ -122,7 +122,7 @@ def _rule_fields(tol: torch.Tensor) -> dict:
     return {"check_max_tolerance": float(tol.max().item()) if tol.numel() else 0.0}
 
 
-def mp_train_buffers(layer: Layer, ctx: DistContext) -> Buffers:
+def mp_train_buffers(layer: ModelParallelSettings, ctx: DistContext) -> Buffers:
     c, n = _rows(layer, ctx), ctx.world_size
     w0, x, target, expected, rule, tol = _train_data(layer, ctx, "mp")
     initial = w0[ctx.rank * c : (ctx.rank + 1) * c].clone()
@@ -144,7 +144,7 @@ def mp_train_buffers(layer: Layer, ctx: DistContext) -> Buffers:
     )
 
 
-def dp_train_buffers(layer: Layer, ctx: DistContext) -> Buffers:
+def dp_train_buffers(layer: ModelParallelSettings, ctx: DistContext) -> Buffers:
     n = ctx.world_size
     w0, x, target, expected, rule, tol = _train_data(layer, ctx, "dp")
     b = layer.batch // n
@@ -198,11 +198,11 @@ def _unsplit_forward(x: torch.Tensor, stages: int) -> torch.Tensor:
     return x
 
 
-def _microbatch(pipe: Layer, j: int, device) -> torch.Tensor:
+def _microbatch(pipe: ModelParallelSettings, j: int, device) -> torch.Tensor:
     return _ints((pipe.microbatch_rows, pipe.stage_features), 10 + j, device)
 
 
-def pipeline_buffers(pipe: Layer, ctx: DistContext, m: int, schedule: str) -> Buffers:
+def pipeline_buffers(pipe: ModelParallelSettings, ctx: DistContext, m: int, schedule: str) -> Buffers:
     """Stage ``ctx.rank`` of the pipeline: its layer, its inputs (received, or made on stage 0), its outputs."""
     n, s, g, dev = ctx.world_size, ctx.rank, ctx.group, ctx.device
     rows, d = pipe.microbatch_rows, pipe.stage_features
@@ -249,7 +249,7 @@ def stage_repeats(stages: int) -> int:
     return max(MICROBATCHES) + max(stages, 1) - 1
 
 
-def compute_buffers(pipe: Layer, ctx: DistContext, repeats: int = 1) -> Buffers:
+def compute_buffers(pipe: ModelParallelSettings, ctx: DistContext, repeats: int = 1) -> Buffers:
     """One stage's layer on one micro-batch, ``repeats`` times back to back, on every rank at once (c)."""
     x = _microbatch(pipe, 0, ctx.device)
     w = _stage_weight(ctx.rank, pipe.stage_features, ctx.device)
@@ -267,7 +267,7 @@ def compute_buffers(pipe: Layer, ctx: DistContext, repeats: int = 1) -> Buffers:
     )
 
 
-def relay_buffers(pipe: Layer, ctx: DistContext, repeats: int = 1) -> Buffers:
+def relay_buffers(pipe: ModelParallelSettings, ctx: DistContext, repeats: int = 1) -> Buffers:
     """One micro-batch relayed 0 -> 1 -> ... -> S−1, blocking, no compute (S−1 hops of τ), ``repeats``
     times back to back."""
     n, s, g = ctx.world_size, ctx.rank, ctx.group

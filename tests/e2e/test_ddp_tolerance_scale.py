@@ -20,7 +20,7 @@ def _pairwise(per_rank):
 
 def test_two_correct_summation_orders_stay_within_the_tolerance_after_the_checked_steps():
     torch.set_num_threads(1)
-    s = ddp_exp_workload.Settings()  # the default MLP: rounding differences carried through 25 steps of it
+    s = ddp_exp_workload.DdpSettings()  # the default MLP: rounding differences carried through 25 steps of it
     ref = ddp_check.Reference("mlp", s, 4, torch.device("cpu"), 1, False, True)
     good, g_max, p_max, _ = ref.at(STEPS)
     tree = ddp_check.Reference("mlp", s, 4, torch.device("cpu"), 1, False, True)

@@ -129,7 +129,7 @@ def test_every_hook_choice_is_registered():
 
 
 def test_bucket_caps_are_fractions_of_the_gradient():
-    s = ddp_exp_workload.Settings(params=2_000_000)
+    s = ddp_exp_workload.DdpSettings(params=2_000_000)
     grad = training.mlp_spec_for(s.params).n_params * 4
     caps = {
         c.bucket_fraction: ddp_exp_workload.variant_ddp_kwargs(c, s)["bucket_cap_mb"]
@@ -146,7 +146,7 @@ def _variant(label, settings):
 
 def test_byte_model_counts_every_all_reduce_of_the_step():
     # sync each: one all_reduce of the whole gradient per micro-batch; no_sync: one per step
-    s = ddp_exp_workload.Settings(accum=4)
+    s = ddp_exp_workload.DdpSettings(accum=4)
     grad = 4000
     each = ddp_exp.step_bytes(_variant("accum x4 sync each", s), grad, s)
     once = ddp_exp.step_bytes(_variant("accum x4 no_sync", s), grad, s)
@@ -160,7 +160,7 @@ def test_byte_model_counts_every_all_reduce_of_the_step():
 
 
 def test_every_number_a_ddp_step_records_has_its_provenance():
-    s = ddp_exp_workload.Settings(accum=4)
+    s = ddp_exp_workload.DdpSettings(accum=4)
     ddp = ddp_derived.step_provenance(_variant("ddp", s), None)
     for k in ("n_buckets", "bucket_sizes", "bucket_cap_bytes", "check_steps", "ddp_logger_steps", "check_tol"):
         assert ddp[k].split(":")[0] in ("measured", "derived", "modelled"), k
@@ -183,7 +183,7 @@ def test_per_element_tolerance_fails_an_average_1_01_too_large_and_passes_the_fp
     """A single tolerance for every parameter (its largest max|g| and max|p|) let an fp16-compressed average
     scaled by 1.01 through at 4 ranks; per element, the bound of each parameter catches it at the check step
     (one step: nothing carried from earlier steps, each element's own bound alone)."""
-    s = ddp_exp_workload.Settings(params=20_000)
+    s = ddp_exp_workload.DdpSettings(params=20_000)
     good, g_max, p_max, _ = _reference_at(s, 1)
     assert g_max.shape == p_max.shape == good.shape  # per element
     fp16 = _reference_at(s, 1, lambda t: t.half().float())[0]
@@ -196,7 +196,7 @@ def test_per_element_tolerance_fails_an_average_1_01_too_large_and_passes_the_fp
 
 
 def test_check_rule_is_exact_only_where_the_average_is():
-    s = ddp_exp_workload.Settings()
+    s = ddp_exp_workload.DdpSettings()
     plain, fp16 = _variant("ddp", s), _variant("ddp hook fp16_compress", s)
     assert ddp_check.check_rule(plain, 2).exact and ddp_check.check_rule(plain, 2).tol(25, 1.0, 1.0) == 0
     assert not ddp_check.check_rule(plain, 4).exact and not ddp_check.check_rule(fp16, 2).exact
@@ -213,7 +213,7 @@ def test_check_rule_is_exact_only_where_the_average_is():
 
 def test_powersgd_wire_bytes_estimate():
     model = training.mlp(training.mlp_spec_for(300_000))
-    s = ddp_exp_workload.Settings()
+    s = ddp_exp_workload.DdpSettings()
     full = training.grad_bytes(model)
     assert ddp_exp_workload.hook_wire_bytes(model, None, s) == full
     assert ddp_exp_workload.hook_wire_bytes(model, "fp16_compress", s) == full // 2
@@ -401,7 +401,7 @@ def test_a_reset_that_does_not_take_effect_is_not_called_a_region_peak(tmp_path,
 
 def test_reference_replays_steps_it_has_passed():
     # Reference is pure single-process training: asking for fewer steps than it has taken restarts it
-    s = ddp_exp_workload.Settings(params=20_000)
+    s = ddp_exp_workload.DdpSettings(params=20_000)
     ref = ddp_check.Reference("mlp", s, 2, "cpu", 1, False, True)
     p1, g1, _, _ = (t.clone() for t in ref.at(1))
     p3 = ref.at(3)[0].clone()
@@ -414,7 +414,7 @@ def test_reference_resumes_from_its_checkpoint_below_a_smaller_step_count():
     """Cases take different step counts (each its own sample budget): one asking for fewer steps than the
     reference has taken resumes from the checkpoint below, bit-identical to training from step 0, in at most
     CHECKPOINT_EVERY - 1 steps (from step 0 it retrained 12 of them each time)."""
-    s = ddp_exp_workload.Settings(params=20_000)
+    s = ddp_exp_workload.DdpSettings(params=20_000)
     args = ("mlp", s, 2, "cpu", 1, False, True)
     ref = ddp_check.Reference(*args)
     ref.at(13)
@@ -434,7 +434,7 @@ def test_reference_checkpoints_are_counted_with_every_tensor_they_hold(monkeypat
     assert training.tensor_bytes(
         ({"w": torch.zeros(4)}, {"state": {0: {"momentum_buffer": torch.zeros(3, dtype=torch.float64)}}}, [[]], 1)
     ) == (4 * 4 + 3 * 8)
-    s = ddp_exp_workload.Settings(params=20_000)
+    s = ddp_exp_workload.DdpSettings(params=20_000)
     ref = ddp_check.Reference("mlp", s, 4, "cpu", 1, False, True)
     ref.at(ddp_check.CHECKPOINT_EVERY)
     (first,) = ref._checkpoints.values()
@@ -462,7 +462,7 @@ def _forwards_from(s, params, bufs, batches):
 def test_reference_buffers_are_each_ranks_own_or_start_from_rank_0s_at_every_forward(sync):
     """broadcast_buffers: every forward starts from rank 0's buffers, then the rank's own batch moves them;
     without it (and in the manual cases) each rank's running stats evolve from its own batches alone."""
-    s = ddp_exp_workload.Settings(params=20_000)
+    s = ddp_exp_workload.DdpSettings(params=20_000)
     ref = ddp_check.Reference("mlp", s, 2, "cpu", 1, False, sync)
     batches = [ddp_exp_workload.rank_batches(r, s, 1, "cpu") for r in range(2)]
     for k in (1, 2, 3):
@@ -478,7 +478,7 @@ def test_reference_buffers_are_each_ranks_own_or_start_from_rank_0s_at_every_for
 def test_the_two_buffer_modes_differ_only_in_the_other_ranks_buffers():
     """What a check expecting broadcast buffers would see of broadcast_buffers=False: the same parameters and
     rank 0's buffers, rank 1's running stats different from the second step on."""
-    s = ddp_exp_workload.Settings(params=20_000)
+    s = ddp_exp_workload.DdpSettings(params=20_000)
     synced, local = (ddp_check.Reference("mlp", s, 2, "cpu", 1, False, m) for m in (True, False))
     for k in (1, 3):
         a, b = synced.at(k), local.at(k)
@@ -489,7 +489,7 @@ def test_the_two_buffer_modes_differ_only_in_the_other_ranks_buffers():
 def test_under_no_sync_buffers_are_broadcast_before_the_first_micro_batch_only():
     """DDP syncs buffers at a forward only when the previous forward synchronised gradients: under no_sync,
     before the first micro-batch of a step; without no_sync, before every one."""
-    s = ddp_exp_workload.Settings(params=20_000)
+    s = ddp_exp_workload.DdpSettings(params=20_000)
     batches = ddp_exp_workload.rank_batches(1, s, 2, "cpu")
     ref = ddp_check.Reference("mlp", s, 2, "cpu", 2, False, True)
     before, after = (tuple(t.clone() for t in ref.at(j)) for j in (1, 2))
@@ -501,7 +501,7 @@ def test_under_no_sync_buffers_are_broadcast_before_the_first_micro_batch_only()
 
 
 def test_buffer_rule_is_exact_where_the_parameters_are_and_says_whose_buffers():
-    s = ddp_exp_workload.Settings()
+    s = ddp_exp_workload.DdpSettings()
     plain, local, manual = (_variant(x, s) for x in ("ddp", "ddp broadcast_buffers=False", "manual all_reduce"))
     assert ddp_check.syncs_buffers(plain) and not ddp_check.syncs_buffers(local) and not ddp_check.syncs_buffers(manual)
     assert ddp_check.buffer_rule(plain, ddp_check.check_rule(plain, 2)).startswith("exact (rank 0's")
@@ -531,7 +531,7 @@ def test_the_running_stats_bound_holds_for_another_sum_order_and_fails_a_late_sk
     # rounding only, inside the bound after every step count; running_mean off by 5 x 2^-10 after 10 steps
     # (less than 2^-10 per step from the second step on leaves, its older moves decayed by the momentum, and
     # invisible to the one-step check) is beyond it. No bound after one step: the stats are exact.
-    s = ddp_exp_workload.Settings(params=50_000)
+    s = ddp_exp_workload.DdpSettings(params=50_000)
     rule = ddp_check.CheckRule(world=4, wire="float32", u=2.0**-24, abs_err=0.0, lr=0.01)
     ref = ddp_check.Reference("mlp", s, 4, "cpu", 1, False, True)
     other = _OtherOrder("mlp", s, 4, "cpu", 1, False, True)
