@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,18 @@ TINY_SWEEP = ("--min-bytes", "96", "--max-bytes", "384", "--step-factor", "4")
 dtype and split evenly over 2, 3 or 4 ranks. ``TINY_SIZE`` is its first size alone, for a test whose
 claim is not about sizes (one size costs half the cases)."""
 TINY_SIZE = (*TINY_SWEEP[:2], "--max-bytes", TINY_SWEEP[1])
+
+
+def copy_tracked(dst: Path) -> Path:
+    """A copy of the repository's tracked files (no build outputs, no results) in ``dst``: where a test adds a
+    file to show that nothing else has to change."""
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    for rel in filter(None, files.decode().split("\0")):
+        src = ROOT / rel
+        if src.is_file():
+            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst / rel)
+    return dst
 
 
 def launch_command(tmp_path: Path, *args: str, nproc: int = 2, run_id: str = "run") -> list[str]:

@@ -54,6 +54,8 @@ from suite.api import (
 from . import check as checking
 from . import decompose, inventory, pipeline, quiet, user_model, user_pipeline, user_workload, workload
 from .settings import ShardedSettings
+from .strategies import BASELINE
+from .strategies import get as strategy_of
 
 EXPERIMENT = "sharded"
 
@@ -89,17 +91,12 @@ _PROVENANCE = {
 }
 
 
-def _group_sizes(strategy: str, world: int) -> dict[str, int]:
-    dp = workload.dp_size(strategy, world)
-    return {"dp": dp, "tp": world // dp, "world": world}
-
-
 def inventory_fields(strategy: str, s: ShardedSettings, world: int, rows: list[dict], commdebug_ops: int) -> dict:
     """The record's inventory fields from a step's rows (pure: the formulas are in _PROVENANCE)."""
     theory = inventory.theory(strategy, s.width, s.depth, s.seq, s.batch, world)
-    ddp = inventory.theory("ddp", s.width, s.depth, s.seq, s.batch, world)
+    ddp = inventory.theory(BASELINE, s.width, s.depth, s.seq, s.batch, world)
     return inventory.record_fields(
-        rows, commdebug_ops, _group_sizes(strategy, world), ddp, theory, bucketed=strategy == "ddp"
+        rows, commdebug_ops, inventory.group_sizes(strategy, world), ddp, theory, bucketed=strategy_of(strategy).ddp
     )
 
 
@@ -119,10 +116,10 @@ def _derive(
     if isinstance(around, PeakMemory):
         fields |= {"peak_mem_bytes": int(dist_max(ctx, [float(around.peak_bytes)])[0])}
         fields["peak_mem_kind"] = around.kind
-    if strategy in pipeline.STRATEGIES and um is not None:  # p2p, not collectives: experiments/sharded/pipeline.py
+    if strategy in pipeline.PIPELINES and um is not None:  # p2p, not collectives: experiments/sharded/pipeline.py
         seen_p2p = pipeline.inventory_step(trainer, ctx)
         return fields | user_pipeline.inventory_fields(strategy, um, ctx.world_size, s.microbatches, *seen_p2p)
-    if strategy in pipeline.STRATEGIES:
+    if strategy in pipeline.PIPELINES:
         return fields | pipeline.inventory_fields(strategy, s, ctx.world_size, *pipeline.inventory_step(trainer, ctx))
     rows, counted, c10d = inventory.step_inventory(trainer)
     inventory.complete(strategy, rows, c10d, ctx)
@@ -148,13 +145,15 @@ def _maker(strategy: str, s: ShardedSettings, um=None):
 
 
 def _reference(session: Session, strategy: str, s: ShardedSettings, ctx: DistContext, um=None) -> checking.Reference:
-    dp = s.microbatches if strategy in pipeline.STRATEGIES else workload.dp_size(strategy, ctx.world_size)
-    bf16 = strategy == "fsdp2_bf16"
+    dp = s.microbatches if strategy in pipeline.PIPELINES else workload.dp_size(strategy, ctx.world_size)
+    bf16 = strategy_of(strategy).bf16
     if um is not None:
         key = (EXPERIMENT, "reference", s.model, dp, bf16, str(ctx.device))
-        return session.once(key, lambda: user_workload.Reference(um, dp, ctx.device, bf16))
+        return session.once(key, lambda: user_workload.reference(um, dp, ctx.device, bf16))
     key = (EXPERIMENT, "reference", s.width, s.depth, s.seq, s.batch, dp, bf16, str(ctx.device))
-    return session.once(key, lambda: checking.Reference(s.width, s.depth, s.seq, s.batch, dp, ctx.device, bf16))
+    return session.once(
+        key, lambda: checking.built_in_reference(s.width, s.depth, s.seq, s.batch, dp, ctx.device, bf16)
+    )
 
 
 def _meshes(session: Session):
@@ -169,12 +168,12 @@ def _meshes(session: Session):
 
 def _buffers(strategy: str, s: ShardedSettings, ctx: DistContext, session: Session, um=None) -> Buffers:
     """The case's step, check and record; ``um``: the user model sharded_cases loaded (SHARDED_MODEL), or None."""
-    rule = checking.CheckRule(strategy, ctx.world_size, s.depth, s.width, microbatches=s.microbatches)
+    rule = checking.built_in(strategy, ctx.world_size, s.depth, s.width, microbatches=s.microbatches)
     if um is not None:  # your own model (experiments/sharded/user_model.py)
         rule = user_workload.check_rule(strategy, ctx.world_size, um, s.microbatches)
-    if strategy in pipeline.STRATEGIES and um is not None:
+    if strategy in pipeline.PIPELINES and um is not None:
         trainer = user_pipeline.make_trainer(strategy, ctx, um, s.microbatches)
-    elif strategy in pipeline.STRATEGIES:
+    elif strategy in pipeline.PIPELINES:
         trainer = pipeline.make_trainer(strategy, ctx, s.width, s.depth, s.seq, s.batch, s.microbatches)
     else:
         trainer = _maker(strategy, s, um)(ctx, _meshes(session))
@@ -217,7 +216,7 @@ def step_bytes(strategy: str, s: ShardedSettings, world: int) -> Bytes:
         strategy, world, s.depth, s.microbatches
     ):
         total = 0
-    elif strategy in pipeline.STRATEGIES:
+    elif strategy in pipeline.PIPELINES:
         total = pipeline.theory_bytes(strategy, s.width, s.seq, s.batch, world, s.microbatches)
     else:
         rows = inventory.theory(strategy, s.width, s.depth, s.seq, s.batch, world)
@@ -225,7 +224,7 @@ def step_bytes(strategy: str, s: ShardedSettings, world: int) -> Bytes:
     return Bytes(
         size_bytes=total,
         count=total // 4,
-        dtype="bfloat16+float32" if strategy == "fsdp2_bf16" else "float32",
+        dtype="bfloat16+float32" if strategy_of(strategy).bf16 else "float32",
         bw_op=None,
         definition="S bytes (nccl-tests' size) of every collective of one training step, by theory "
         "(inventory_bytes: what the step issued)",
@@ -233,24 +232,27 @@ def step_bytes(strategy: str, s: ShardedSettings, world: int) -> Bytes:
     )
 
 
+def _mesh_text(strategy: str, world: int) -> str:
+    shape, names = strategy_of(strategy).mesh(world)
+    return "x".join(map(str, shape)) + f" ({','.join(names)})"
+
+
 def _declare(strategy: str, s: ShardedSettings, world: int) -> Case:
     fields = {
         "table": "sharded",
         "n_params": inventory.n_params(s.width, s.depth),
-        "mesh": "x".join(str(n) for n in workload.mesh_shape(strategy, world)[0])
-        + " ("
-        + ",".join(workload.mesh_shape(strategy, world)[1])
-        + ")",
+        "mesh": _mesh_text(strategy, world),
         "dp_size": workload.dp_size(strategy, world),
         "check": "every rank's whole parameters equal single-process training on the global batches (check_rule)",
         "cpu_notes": _CPU_NOTES,
     }
-    if strategy in workload.FSDP:
-        fields["reshard_after_forward"] = "blocks False" if strategy == "fsdp2_keep" else "blocks True"
-    if strategy in ("fsdp2_scaled", "tp_wrong_shard"):
+    st = strategy_of(strategy)
+    if st.fsdp and not st.two_d:
+        fields["reshard_after_forward"] = f"blocks {st.reshard_after_forward}"
+    if st.planted and st.pipeline is None:  # a pipeline's own fields say it, with why (pipeline.stage_fields)
         fields["planted"] = "wrong on purpose (the check's own test)"
     identity = {"strategy": strategy, "width": s.width, "depth": s.depth, "seq": s.seq, "batch": s.batch}
-    if strategy in pipeline.STRATEGIES:
+    if strategy in pipeline.PIPELINES:
         fields |= pipeline.declared_fields(strategy, s, world)
         identity["microbatches"] = s.microbatches
 
@@ -262,7 +264,7 @@ def _declare(strategy: str, s: ShardedSettings, world: int) -> Case:
         bytes=step_bytes(strategy, s, world),
         build=lambda ctx, session: _buffers(strategy, s, ctx, session),
         fields=fields,
-        provenance=_PROVENANCE | (pipeline.PROVENANCE if strategy in pipeline.STRATEGIES else {}),
+        provenance=_PROVENANCE | (pipeline.PROVENANCE if strategy in pipeline.PIPELINES else {}),
         timing=Timing(mode="blocking"),
         around=_peak_memory,
         skip=lambda ctx, cfg: _skip(strategy, s, ctx),
@@ -330,20 +332,18 @@ def _declare_user(strategy: str, s: ShardedSettings, world: int, um: user_model.
     modelled) but a pipeline's (experiments/sharded/user_pipeline.py); a strategy the model cannot take is
     skipped with why."""
     case = _declare(strategy, s, world)
-    dp = user_model.dp_size(strategy, world)
-    shape, names = workload.mesh_shape(strategy, world)
     fields = {
         **{k: v for k, v in case.fields.items() if k not in ("n_params", "mesh", "dp_size")},
         "n_params": user_workload.n_params(um),
-        "mesh": "x".join(map(str, shape)) + f" ({','.join(names)})",
-        "dp_size": dp,
+        "mesh": _mesh_text(strategy, world),
+        "dp_size": user_model.dp_size(strategy, world),
         "check": "every rank's whole parameters equal single-process training of the model on its global "
         "batches (check_rule)",
         "splits": user_model.splits(um, strategy),  # what make predict checks divides at another world size
     }
     identity = {"strategy": strategy, "model": s.model}
     nbytes = dataclasses.replace(case.bytes, size_bytes=0, count=0, definition=user_workload.NOT_MODELLED)
-    if strategy in pipeline.STRATEGIES:
+    if strategy in pipeline.PIPELINES:
         sent = user_pipeline.boundaries(um, strategy, world, s.microbatches)  # once: it runs the pieces
         fields |= user_pipeline.declared_fields(strategy, um, world, s.microbatches, sent)
         identity["microbatches"] = s.microbatches
@@ -353,7 +353,7 @@ def _declare_user(strategy: str, s: ShardedSettings, world: int, um: user_model.
         identity=identity,
         bytes=nbytes,
         fields=fields,
-        provenance=case.provenance | (user_pipeline.PROVENANCE if strategy in pipeline.STRATEGIES else {}),
+        provenance=case.provenance | (user_pipeline.PROVENANCE if strategy in pipeline.PIPELINES else {}),
         build=lambda ctx, session: _buffers(strategy, s, ctx, session, um),
         skip=lambda ctx, cfg: _skip(strategy, s, ctx, um),
     )
@@ -396,7 +396,7 @@ def sharded_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     out = []
     for st in s.strategies:
         out.append(_declare_built_in(st, s, world_size) if um is None else _declare_user(st, s, world_size, um))
-        if st not in pipeline.STRATEGIES:
+        if st not in pipeline.PIPELINES:
             out.append(_declare_replay(st, s, world_size, um))
     return out
 

@@ -52,54 +52,61 @@ import torch
 import torch.nn.functional as F
 
 from . import workload
+from .strategies import get as strategy_of
 
 U32 = 2.0**-24
 """Unit roundoff of float32."""
 U_BF16 = 2.0**-8
 """Unit roundoff of bfloat16."""
 
-EXACT_AT_TWO = {"ddp", "fsdp2", "fsdp2_keep", "fsdp2_bf16", "fsdp2_scaled"}
 STRONG = 0.5
 """A tensor is compared while its bound is below this fraction of what a gradient scaled by 2 moves it."""
 
 
 @dataclass(frozen=True)
 class CheckRule:
-    """How a strategy's parameters are compared with the reference's (module docstring)."""
+    """How a strategy's parameters are compared with the reference's (module docstring); the built-in model's
+    (``built_in``) and a model of your own (experiments/sharded/user_workload.check_rule) differ only in the
+    model's numbers."""
 
     strategy: str
     world: int
-    depth: int
-    width: int
+    contraction: int = 0
+    """The largest ``in_features`` of a Linear the strategy's plan makes row-parallel (the built-in model's
+    ``down``: 4d), whose dot products are split over the tensor-parallel ranks."""
+    layers: int = 0
+    """With bfloat16 parameters, the most layers holding parameters an activation can pass, each rounding it
+    (the built-in model's 2 x depth + 1 Linears)."""
     lr: float = workload.LR
     microbatches: int = 1
-    """m of a pipeline strategy (``pp_*``), whose reference splits the batch into m shards."""
+    """m of a pipeline strategy, whose reference splits the batch into m shards."""
 
     @property
     def pipeline(self) -> bool:
-        return self.strategy.startswith("pp_")
+        return strategy_of(self.strategy).pipeline is not None
 
     @property
     def exact(self) -> bool:
         if self.pipeline:  # (g_1 + ... + g_m) / m == g_1/m + ... + g_m/m bit for bit when m is a power of two
             return self.microbatches & (self.microbatches - 1) == 0
-        return self.strategy in EXACT_AT_TWO and self.world <= 2
+        return strategy_of(self.strategy).exact_at_two and self.world <= 2
 
     @property
     def u(self) -> float:
-        return U_BF16 if self.strategy == "fsdp2_bf16" else U32
+        return U_BF16 if strategy_of(self.strategy).bf16 else U32
 
     @property
     def terms(self) -> int:
         """R: terms whose order or rounding differs from the reference's."""
         if self.pipeline:
             return self.microbatches
-        if self.strategy == "fsdp2_bf16":
-            return self.world + 2 * self.depth + 1
-        if self.strategy in workload.DATA_PARALLEL:
-            return self.world
-        tp = self.world // workload.dp_size(self.strategy, self.world)
-        return self.world + 4 * self.width // tp
+        st = strategy_of(self.strategy)
+        terms = self.world
+        if st.plan is not None:  # each rank's partial dot products in the row-parallel Linear
+            terms += self.contraction // (self.world // st.dp_size(self.world))
+        if st.bf16:
+            terms += self.layers
+        return terms
 
     def step_term(self, g_max: float, p_max: float) -> float:
         return self.lr * 2 * self.terms * self.u * g_max + 2 * U32 * p_max
@@ -124,7 +131,7 @@ class CheckRule:
     def describe(self, steps: int, tol: float, compared: int | None = None, tensors: int | None = None) -> str:
         if self.exact:
             return "exact"
-        why = "bfloat16 parameters" if self.strategy == "fsdp2_bf16" else "float32 sum order"
+        why = "bfloat16 parameters" if strategy_of(self.strategy).bf16 else "float32 sum order"
         why = "micro-batch scaling" if self.pipeline else why
         out = f"tol per parameter, up to {tol:z.2g} ({why}, {self.world} ranks, {steps} steps)"
         if compared is not None and tensors is not None and compared < tensors:
@@ -141,42 +148,34 @@ class CheckRule:
     )
 
 
-class Reference:
-    """Single-process SGD on the global batches, the rows split into ``dp`` shards (module docstring)."""
+def built_in(strategy: str, world: int, depth: int, width: int, microbatches: int = 1) -> CheckRule:
+    """The rule on the built-in model: its row-parallel ``down`` contracts 4d terms, and an activation passes
+    2 x depth + 1 Linears."""
+    return CheckRule(strategy, world, contraction=4 * width, layers=2 * depth + 1, microbatches=microbatches)
 
-    def __init__(self, width: int, depth: int, seq: int, batch: int, dp: int, device, bf16: bool = False) -> None:
-        self._args = (width, depth, seq, batch, dp, device)
-        self.bf16 = bf16
+
+class Reference:
+    """Single-process SGD on the global batches, the rows split into ``dp`` shards (module docstring). ``build()``
+    returns a new seeded model on the device and the global batches (``built_in_reference``; a model of your own:
+    user_workload.reference); ``loss`` is every shard's loss; ``bf16``: forward and backward on a bfloat16 copy."""
+
+    def __init__(self, build, dp: int, bf16: bool = False, loss=F.mse_loss) -> None:
+        self._build, self.dp, self.bf16, self.loss = build, dp, bf16, loss
         self._start()
         self._snapshots: dict[int, tuple[list[torch.Tensor], list[float], list[float]]] = {}
 
-    loss = staticmethod(F.mse_loss)
-    """The loss of every shard's forward (a user model's Reference sets its own)."""
-
-    def _build(self) -> tuple[torch.nn.Module, list]:
-        """The seeded model and the global batches (a user model's Reference builds its own)."""
-        width, depth, seq, batch, dp, device = self._args
-        return workload.build_net(width, depth).to(device), [
-            workload.batch(k, batch, seq, width, device) for k in range(workload.BATCHES)
-        ]
-
-    def _build_low(self) -> torch.nn.Module:
-        """The bfloat16 compute copy (its values are the float32 parameters', copied before every step)."""
-        width, depth, seq, batch, dp, device = self._args
-        return workload.build_net(width, depth).to(device).to(torch.bfloat16)
-
     def _start(self) -> None:
-        width, depth, seq, batch, dp, device = self._args
         self.net, self.batches = self._build()
         self.opt = torch.optim.SGD(self.net.parameters(), lr=workload.LR)
-        self.low = self._build_low() if self.bf16 else None
+        # the bfloat16 compute copy: its values are the float32 parameters', copied before every step
+        self.low = self._build()[0].to(torch.bfloat16) if self.bf16 else None
         self.steps = 0
         self.start = [p.detach().clone() for p in self.net.parameters()]
         self.g_max = [0.0 for _ in self.net.parameters()]
         self.p_max = [p.abs().max().item() for p in self.net.parameters()]
 
     def _step(self) -> None:
-        dp = self._args[4]
+        dp = self.dp
         x, y = self.batches[self.steps % workload.BATCHES]
         avg: list[torch.Tensor] | None = None
         net = self.net if self.low is None else self.low
@@ -215,6 +214,16 @@ class Reference:
         p_0|): what a gradient scaled by 2 adds to it, to first order. Not steps x lr x max|g|: an element's
         gradients change sign from step to step, and its largest gradient need not be its largest move."""
         return [(p - p0).abs().max().item() if p.numel() else 0.0 for p, p0 in zip(self.at(steps)[0], self.start)]
+
+
+def built_in_reference(width: int, depth: int, seq: int, batch: int, dp: int, device, bf16: bool = False) -> Reference:
+    """The reference of the built-in model (workload.build_net) on its seeded batches (workload.batch)."""
+
+    def build():
+        net = workload.build_net(width, depth).to(device)
+        return net, [workload.batch(k, batch, seq, width, device) for k in range(workload.BATCHES)]
+
+    return Reference(build, dp, bf16)
 
 
 def expected(

@@ -32,6 +32,7 @@ import torch.distributed as dist
 from suite.api import Buffers, CaseFailed, collectives, each, groups
 
 from . import internals, workload
+from .strategies import get as strategy_of
 
 EXPERIMENT = "sharded"
 
@@ -194,7 +195,7 @@ def group_of(strategy: str, ctx, mesh_of: Callable) -> Callable[[str], object]:
     """Mesh-dimension name (as the inventory writes it) -> the strategy's process group."""
 
     def find(name: str):
-        if name == "world" or strategy == "ddp":
+        if name == "world" or strategy_of(strategy).ddp:  # DDP runs on the run's group, no mesh
             return ctx.group
         shape, names = workload.mesh_shape(strategy, ctx.world_size)
         if name not in names:

@@ -28,7 +28,7 @@ from torch.distributed.tensor.debug import CommDebugMode
 from suite.api import CaseFailed
 
 from . import internals, quiet
-from .shapes import n_params, theory  # noqa: F401  (pure: shapes.py; the old names stay importable)
+from .shapes import dp_size, n_params, theory  # noqa: F401  (pure: shapes.py; the old names stay importable)
 
 _NAMES = (
     ("reduce_scatter", "reduce_scatter"),
@@ -177,6 +177,12 @@ def matches(observed: list[dict], expected: list[dict], *, bucketed: bool = Fals
     if bucketed:
         return {k: b for k, (_, b) in got.items()} == {k: b for k, (_, b) in want.items()}
     return got == want
+
+
+def group_sizes(strategy: str, world: int) -> dict[str, int]:
+    """Ranks in each group the inventory names (mesh dimensions and the world) under ``strategy``."""
+    dp = dp_size(strategy, world)
+    return {"dp": dp, "tp": world // dp, "world": world}
 
 
 def record_fields(

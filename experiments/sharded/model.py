@@ -53,6 +53,7 @@ from suite.model.step import StepModel, of_module, measured_text, row_text, spli
 from suite.model.units import fmt_time
 
 from . import shapes, user_model
+from .strategies import find
 
 EXPERIMENT = "sharded"
 
@@ -192,7 +193,7 @@ def why_not(key: tuple, by_world: dict[int, dict], ranks: int) -> str | None:
     strategy, width, _, seq, batch, name, _ = key
     if name is None:
         return shapes.cannot_run(strategy, ranks, width, seq, batch)
-    if strategy == "2d":
+    if (st := find(strategy)) is not None and st.two_d:
         return USER_2D
     if (near := _inventoried(by_world, ranks)) is None:
         return "measured at 1 rank only, whose step issues no collective: its inventory has nothing to price at N"
@@ -274,7 +275,7 @@ def notes_at(model: RunModel, topo: Topology) -> list[str]:
         {
             str(r.get("strategy"))
             for r in model.records
-            if r.get("experiment") == EXPERIMENT and str(r.get("strategy") or "").startswith("pp_")
+            if r.get("experiment") == EXPERIMENT and getattr(find(r.get("strategy")), "pipeline", None) is not None
         }
     )
     if pp:

@@ -43,26 +43,19 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from . import internals, inventory, workload
-from .settings import PIPELINE, STAGES_PER_RANK
+from .strategies import PLANTED, STRATEGIES
+from .strategies import get as strategy_of
 
-PLANTED_PP = ("pp_unscaled", "pp_misrouted")
-PLANTED_WHY = {
-    "pp_unscaled": "gradients not divided by the micro-batches",
-    "pp_misrouted": "the last stage's targets one micro-batch out of step with the inputs",
-}
-STRATEGIES = frozenset(PIPELINE + PLANTED_PP)
+PIPELINES = frozenset(n for n, st in (STRATEGIES | PLANTED).items() if st.pipeline is not None)
 """Every pipeline strategy, planted included."""
-SCHEDULES = {
-    "pp_gpipe": "ScheduleGPipe",
-    "pp_1f1b": "Schedule1F1B",
-    "pp_interleaved": "ScheduleInterleaved1F1B",
-    "pp_unscaled": "ScheduleGPipe",
-    "pp_misrouted": "ScheduleGPipe",
-}
+
+
+def is_pipeline(strategy: str) -> bool:
+    return strategy in PIPELINES
 
 
 def stages_per_rank(strategy: str) -> int:
-    return STAGES_PER_RANK.get(strategy, 1)
+    return strategy_of(strategy).pipeline.stages_per_rank
 
 
 def stage_bounds(layers: int, stages: int) -> list[tuple[int, int]]:
@@ -78,7 +71,7 @@ def stage_layers(depth: int, stages: int) -> list[tuple[int, int]]:
 def cannot_run(strategy: str, world: int, depth: int, microbatches: int, pieces: int | None = None) -> str | None:
     """Why a pipeline strategy cannot run here (the same on every rank), naming the knob; None otherwise
     (and for every other strategy). ``pieces``: a user model's pp_layers count, in place of depth + 1."""
-    if strategy not in STRATEGIES:
+    if strategy not in PIPELINES:
         return None
     if world < 2:
         return f"{strategy} needs at least 2 ranks (one stage per rank), not {world}"
@@ -90,14 +83,7 @@ def cannot_run(strategy: str, world: int, depth: int, microbatches: int, pieces:
             f"{strategy} needs SHARDED_DEPTH >= {stages - 1} at {world} ranks ({stages} stages of at least one layer: "
             f"SHARDED_DEPTH={depth} blocks and the head are {depth + 1})"
         )
-    if strategy == "pp_misrouted" and microbatches < 2:  # with one micro-batch there is no other to take
-        return f"pp_misrouted needs SHARDED_MICROBATCHES >= 2, not {microbatches}"
-    if strategy == "pp_1f1b" and microbatches < world:
-        return f"pp_1f1b needs SHARDED_MICROBATCHES >= {world} stages, not {microbatches}"
-    rounds = max(1, microbatches // world)
-    if strategy == "pp_interleaved" and microbatches % rounds:
-        return f"pp_interleaved needs SHARDED_MICROBATCHES a multiple of its {rounds} rounds, not {microbatches}"
-    return None
+    return strategy_of(strategy).pipeline.cannot(world, microbatches)
 
 
 def bubble_fraction(strategy: str, world: int, microbatches: int) -> float:
@@ -240,8 +226,9 @@ def build_trainer(strategy: str, ctx, net: nn.Module, layers: list, batches: lis
     built = [
         stage_cls(mod, s, stages, device, group=ctx.group, phases=phases) for mod, s in zip(modules, mine, strict=True)
     ]
-    schedule_cls = getattr(pipelining, SCHEDULES[strategy])
-    kw = {"n_microbatches": microbatches, "loss_fn": loss, "scale_grads": strategy != "pp_unscaled"}
+    pipe = strategy_of(strategy).pipeline
+    schedule_cls = getattr(pipelining, pipe.schedule)
+    kw = {"n_microbatches": microbatches, "loss_fn": loss, "scale_grads": pipe.scale_grads}
     schedule = schedule_cls(built if v > 1 else built[0], **kw)
     model = nn.ModuleList(modules)
     index = {id(p): i for i, p in enumerate(net.parameters())}
@@ -260,7 +247,7 @@ def build_trainer(strategy: str, ctx, net: nn.Module, layers: list, batches: lis
     def step() -> None:
         x, y = batches[trainer.steps % workload.BATCHES]
         opt.zero_grad()
-        if strategy == "pp_misrouted":  # planted: each micro-batch meets the next one's targets
+        if pipe.targets_shift:  # planted: each micro-batch meets the next one's targets
             y = torch.roll(y, shifts=y.shape[0] // microbatches, dims=0)
         schedule.step(*((x,) if first else ()), **({"target": y} if last else {}))
         opt.step()
@@ -358,7 +345,7 @@ def stage_fields(strategy: str, world: int, microbatches: int, bounds: list, act
     """A pipeline case's fields from its stages' [start, end) layers and the activation one micro-batch sends."""
     v = stages_per_rank(strategy)
     fields = {
-        "schedule": SCHEDULES[strategy],
+        "schedule": strategy_of(strategy).pipeline.schedule,
         "stages": world * v,
         "stages_per_rank": v,
         "stage_layers": [list(b) for b in bounds],
@@ -369,8 +356,8 @@ def stage_fields(strategy: str, world: int, microbatches: int, bounds: list, act
         "cpu_notes": "CPU: Gloo send/recv between neighbouring stages; bubble_fraction is modelled (equal stages, "
         "free transfers), not measured",
     }
-    if strategy in PLANTED_PP:
-        fields["planted"] = f"wrong on purpose (the check's own test): {PLANTED_WHY[strategy]}"
+    if planted := strategy_of(strategy).planted:
+        fields["planted"] = f"wrong on purpose (the check's own test): {planted}"
     return fields
 
 

@@ -7,17 +7,12 @@ from dataclasses import dataclass, field
 
 from suite.api import ConfigError
 
-PIPELINE = ("pp_gpipe", "pp_1f1b", "pp_interleaved")
-"""The torch.distributed.pipelining schedules (experiments/sharded/pipeline.py builds each)."""
-STAGES_PER_RANK = {"pp_interleaved": 2}
-"""Pipeline stages each rank holds, where not one."""
-STRATEGIES = ("ddp", "fsdp2", "fsdp2_keep", "fsdp2_bf16", "tp", "sp", "2d") + PIPELINE
-"""The strategies run by default (experiments/sharded/workload.py and pipeline.py build each)."""
-PLANTED = ("fsdp2_scaled", "tp_wrong_shard", "pp_unscaled", "pp_misrouted")
-"""Wrong on purpose (the check's own tests): ``fsdp2_scaled`` multiplies the gradient shards by the world
-size (a sum where the average belongs), ``tp_wrong_shard`` gives each rank the next rank's ``up`` rows,
-``pp_unscaled`` (GPipe) does not divide the micro-batches' summed gradients by their count, ``pp_misrouted``
-(GPipe) gives the last stage each micro-batch's targets one micro-batch late (the next one's rows)."""
+from . import strategies as registry
+
+STRATEGIES = tuple(registry.STRATEGIES)
+"""The strategies run by default, in order (experiments/sharded/strategies/: one file each)."""
+PLANTED = tuple(registry.PLANTED)
+"""Wrong on purpose, run only when named (the check's own tests: experiments/sharded/strategies/planted.py)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,9 +41,10 @@ class ShardedSettings:
         (``pp_*``) whose stages (world x stages per rank) outnumber the layers (``depth`` blocks and the head),
         the fewest blocks that give each stage one layer (stages - 1): the default run's 2 blocks cannot make the
         4 stages of a 4-rank GPipe, nor the 8 of its interleaved schedule."""
-        stages = world * STAGES_PER_RANK.get(strategy, 1)
-        if not strategy.startswith("pp_") or self.depth + 1 >= stages:
+        pipeline = registry.get(strategy).pipeline
+        if pipeline is None or self.depth + 1 >= world * pipeline.stages_per_rank:
             return self
+        stages = world * pipeline.stages_per_rank
         return dataclasses.replace(self, depth=stages - 1)
 
     def validate(self) -> None:
@@ -67,9 +63,9 @@ class ShardedSettings:
         if unknown or not s.strategies:
             raise ConfigError(
                 f"SHARDED_STRATEGIES {','.join(s.strategies)}: unknown or none ({', '.join(unknown)}); "
-                f"choose from {', '.join(STRATEGIES + PLANTED)}"
+                f"choose from {', '.join(STRATEGIES)} (wrong on purpose, the check's own tests: {', '.join(PLANTED)})"
             )
-        pp = [x for x in s.strategies if x.startswith("pp_")]
+        pp = [x for x in s.strategies if registry.get(x).pipeline is not None]
         if pp and s.microbatches < 1:
             raise ConfigError(f"SHARDED_MICROBATCHES={s.microbatches}: the pipeline strategies need at least 1")
         if pp and not s.model and s.batch % s.microbatches:  # a model's own batch: user_model.not_dividing

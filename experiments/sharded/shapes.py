@@ -10,51 +10,42 @@ from __future__ import annotations
 
 import math
 
-DATA_PARALLEL = {"ddp", "fsdp2", "fsdp2_keep", "fsdp2_bf16", "fsdp2_scaled"}
-"""Strategies whose ranks split the batch's rows over the whole world."""
-FSDP = {"fsdp2", "fsdp2_keep", "fsdp2_bf16", "fsdp2_scaled"}
-TENSOR_PARALLEL = {"tp", "sp", "tp_wrong_shard"}
-"""Strategies whose mesh is one tensor-parallel dimension over the whole world."""
+
+def _strategy(name: str):
+    from .strategies import get  # the records import this module's row builders
+
+    return get(name)
 
 
 def mesh_shape(strategy: str, world: int) -> tuple[tuple[int, ...], tuple[str, ...]]:
-    """The device mesh a strategy runs on: its shape and dimension names."""
-    if strategy == "2d":
-        return (2, world // 2), ("dp", "tp")
-    if strategy in TENSOR_PARALLEL:
-        return (world,), ("tp",)
-    if strategy.startswith("pp_"):  # experiments/sharded/pipeline.py: one stage per rank (or two)
-        return (world,), ("pp",)
-    return (world,), ("dp",)
+    """The device mesh a strategy runs on: its shape and dimension names (Strategy.mesh)."""
+    return _strategy(strategy).mesh(world)
 
 
 def dp_size(strategy: str, world: int) -> int:
     """Data-parallel shards of the batch's rows (1: every rank takes every row)."""
-    if strategy in DATA_PARALLEL:
-        return world
-    return 2 if strategy == "2d" else 1
+    return _strategy(strategy).dp_size(world)
 
 
 def mesh_cannot(strategy: str, world: int) -> str | None:
     """Why the strategy's mesh does not fit this world (2-D: 2 x world/2), or None."""
-    if strategy == "2d" and (world < 4 or world % 2):
-        return f"2d needs an even world of at least 4 ranks (a 2 x world/2 mesh), not {world}"
-    return None
+    return _strategy(strategy).mesh_cannot(world)
 
 
 def cannot_run(strategy: str, world: int, width: int, seq: int, batch_size: int) -> str | None:
     """Why ``strategy`` cannot run at this world size and shape (the same on every rank), or None."""
-    if strategy.startswith("pp_"):  # no mesh, no split rows: experiments/sharded/pipeline.py's cannot_run
+    st = _strategy(strategy)
+    if st.pipeline is not None:  # no mesh, no split rows: experiments/sharded/pipeline.py's cannot_run
         return None
-    if why := mesh_cannot(strategy, world):
+    if why := st.mesh_cannot(world):
         return why
-    dp = dp_size(strategy, world)
+    dp = st.dp_size(world)
     if batch_size % dp:
         return f"SHARDED_BATCH={batch_size} does not split into {dp} data-parallel shards"
     tp = world // dp
     if tp > 1 and width % tp:
         return f"SHARDED_WIDTH={width} does not split over {tp} tensor-parallel ranks"
-    if strategy == "sp" and seq % world:
+    if st.sequence_parallel and seq % world:
         return f"SHARDED_SEQ={seq} does not split over {world} sequence-parallel ranks"
     return None
 
@@ -84,19 +75,55 @@ def n_params(d: int, depth: int) -> int:
     return sum(math.prod(s) for s in block_shapes(d) * depth + head_shapes(d))
 
 
-def _fsdp_rows(strategy: str, d: int, depth: int, dp: int, tp: int) -> list[dict]:
-    gather_dtype = "bfloat16" if strategy == "fsdp2_bf16" else "float32"
-    block = sum(_padded(s, dp) for s in block_shapes(d, tp))
-    root = sum(_padded(s, dp) for s in head_shapes(d))
-    rows = [
-        _row("all_gather", gather_dtype, root * ELEM[gather_dtype], "dp", "forward", 1),
-        _row("all_gather", gather_dtype, block * ELEM[gather_dtype], "dp", "forward", depth),
-        _row("reduce_scatter", "float32", root * 4, "dp", "backward", 1),
-        _row("reduce_scatter", "float32", block * 4, "dp", "backward", depth),
-    ]
-    if strategy != "fsdp2_keep":  # the blocks are gathered again for backward; the root keeps its own
-        rows.append(_row("all_gather", gather_dtype, block * ELEM[gather_dtype], "dp", "backward", depth))
+def fsdp_theory(*, reshard: bool, gather_dtype: str = "float32"):
+    """``theory`` of FSDP2 (on the dp dimension of ``dp`` shards, the world by default): forward all_gather of the
+    root and of every block, backward reduce_scatter of each unit's float32 gradient, and with ``reshard`` every
+    block gathered again in backward (the root keeps its own); each unit's bytes its parameters on one tp rank with
+    dim 0 padded to a multiple of ``dp``, in ``gather_dtype``."""
+
+    def rows(d: int, depth: int, seq: int, batch: int, world: int, dp: int | None = None) -> list[dict]:
+        dp = world if dp is None else dp
+        tp = world // dp
+        block = sum(_padded(s, dp) for s in block_shapes(d, tp))
+        root = sum(_padded(s, dp) for s in head_shapes(d))
+        size = ELEM[gather_dtype]
+        out = [
+            _row("all_gather", gather_dtype, root * size, "dp", "forward", 1),
+            _row("all_gather", gather_dtype, block * size, "dp", "forward", depth),
+            _row("reduce_scatter", "float32", root * 4, "dp", "backward", 1),
+            _row("reduce_scatter", "float32", block * 4, "dp", "backward", depth),
+        ]
+        if reshard:  # the blocks are gathered again for backward; the root keeps its own
+            out.append(_row("all_gather", gather_dtype, block * size, "dp", "backward", depth))
+        return out
+
     return rows
+
+
+def ddp_rows(d: int, depth: int, seq: int, batch: int, world: int) -> list[dict]:
+    """DDP: all_reduce of the 4P gradient bytes in backward (its buckets split it; one when it fits the first)."""
+    return [_row("all_reduce", "float32", 4 * n_params(d, depth), "dp", "backward", 1)]
+
+
+def tp_rows(d: int, depth: int, seq: int, batch: int, world: int, dp: int = 1) -> list[dict]:
+    """TP: per block one all_reduce of A in forward (the row-parallel output) and one in backward (the
+    column-parallel input's gradient), on the tp group; A of ``batch / dp`` rows."""
+    act = 4 * (batch // dp) * seq * d
+    return [_row("all_reduce", "float32", act, "tp", p, depth) for p in ("forward", "backward")]
+
+
+def sp_rows(d: int, depth: int, seq: int, batch: int, world: int) -> list[dict]:
+    """SP: per block an all_gather (the sequence before ``up``) and a reduce_scatter (``down``'s output) of A in
+    forward and the same pair in backward, the LayerNorm gradients all-reduced by the SGD step, one all_gather of
+    A before the head."""
+    act = 4 * batch * seq * d
+    return [
+        _row("all_gather", "float32", act, "tp", "forward", depth + 1),
+        _row("reduce_scatter", "float32", act, "tp", "forward", depth),
+        _row("all_gather", "float32", act, "tp", "backward", depth),
+        _row("reduce_scatter", "float32", act, "tp", "backward", depth),
+        _row("all_reduce", "float32", 4 * d, "tp", "optimizer", 2 * depth),
+    ]
 
 
 def _row(op, dtype, nbytes, group, phase, count) -> dict:
@@ -123,22 +150,4 @@ def theory(strategy: str, d: int, depth: int, seq: int, batch: int, world: int) 
       all_gather of A before the head;
     - 2d: tp as above with rows = batch / 2, and fsdp2 on the dp group over each tp rank's shards.
     """
-    dp = dp_size(strategy, world)
-    tp = world // dp
-    act = 4 * (batch // dp) * seq * d
-    if strategy == "ddp":
-        return [_row("all_reduce", "float32", 4 * n_params(d, depth), "dp", "backward", 1)]
-    if strategy in ("tp", "tp_wrong_shard"):
-        return [_row("all_reduce", "float32", act, "tp", p, depth) for p in ("forward", "backward")]
-    if strategy == "sp":
-        return [
-            _row("all_gather", "float32", act, "tp", "forward", depth + 1),
-            _row("reduce_scatter", "float32", act, "tp", "forward", depth),
-            _row("all_gather", "float32", act, "tp", "backward", depth),
-            _row("reduce_scatter", "float32", act, "tp", "backward", depth),
-            _row("all_reduce", "float32", 4 * d, "tp", "optimizer", 2 * depth),
-        ]
-    rows = _fsdp_rows(strategy, d, depth, dp, tp)
-    if strategy == "2d":
-        rows += [_row("all_reduce", "float32", act, "tp", p, depth) for p in ("forward", "backward")]
-    return rows
+    return _strategy(strategy).theory(d, depth, seq, batch, world)

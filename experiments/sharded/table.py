@@ -39,6 +39,7 @@ from __future__ import annotations
 from suite.api import Clause, fmt_bytes, iters_label, metrics, num, tail_cell, wrong, wrong_cell
 
 from .quiet import line as filtered_line
+from .strategies import is_baseline
 
 
 def _check_cell(r: dict) -> str:
@@ -75,7 +76,7 @@ def _ms(r: dict | None, k: str) -> str:
 
 
 def _decomposition_lines(steps: list[dict], replays: dict[str, dict]) -> list[str]:
-    ddp = next((r for r in steps if r.get("strategy") == "ddp"), None)
+    ddp = next((r for r in steps if is_baseline(r.get("strategy"))), None)
     ddp_peak = (ddp or {}).get("peak_mem_bytes")
     lines = [
         "# where the step's time goes (ms; compute: the step on fake process groups; comm: its collectives replayed)",
@@ -172,7 +173,7 @@ def headline(run: dict, recs: list[dict]) -> Clause | None:
         return None
     t = metrics.format_time_us
     text = "train step " + ", ".join(f"{r['strategy']} {t(r['time_us'])}" for r in steps)
-    ddp = next((r for r in steps if r["strategy"] == "ddp" and r["size_bytes"]), None)
+    ddp = next((r for r in steps if is_baseline(r["strategy"]) and r["size_bytes"]), None)
     others = [r for r in steps if r is not ddp and r["size_bytes"]]
     if ddp is not None and others:
         text += f"; collective bytes per step (theory) against DDP's {fmt_bytes(ddp['size_bytes'])}: " + ", ".join(

@@ -38,20 +38,13 @@ from typing import Any
 
 from suite.api import ConfigError
 
-from .settings import PIPELINE, STRATEGIES
+from .settings import STRATEGIES
 from .shapes import dp_size, mesh_cannot  # the built-in model's mesh rules (shapes.py)
+from .strategies import get as strategy_of
+from .strategy import SP_PLAN, TP_PLAN
 from .user_pieces import pp_problem, stages_problem
 
-DATA_PARALLEL = ("ddp", "fsdp2", "fsdp2_keep", "fsdp2_bf16", "fsdp2_scaled")
-"""What every user model takes: the batch's rows split over the world, the model whole or FSDP2-sharded."""
-NEEDS_PLAN = ("tp", "2d")
-"""What a user model takes only with a ``tp_plan``."""
-SEQUENCE_PARALLEL = "sp"
-"""What a user model takes only with an ``sp_plan``."""
-PIPELINES = frozenset(PIPELINE + ("pp_unscaled", "pp_misrouted"))
-"""What a user model takes only with ``pp_layers`` (experiments/sharded/pipeline.py's strategies)."""
-BUILT_IN_ONLY = {"tp_wrong_shard": "it plants a wrong shard into the built-in model"}
-"""Strategies that run on the built-in model only, with why."""
+_A_PLAN = {TP_PLAN: "a tp_plan", SP_PLAN: "an sp_plan"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -116,23 +109,24 @@ def load(name: str) -> UserModel:
 
 def supported(um: UserModel, strategy: str) -> str | None:
     """Why ``um`` cannot take ``strategy`` (whatever the world size), or None."""
-    if strategy in DATA_PARALLEL:
-        return None
-    if strategy in NEEDS_PLAN:
-        return None if um.tp_plan else f"{strategy} needs a tp_plan, and the model names none"
-    if strategy == SEQUENCE_PARALLEL:
-        return None if um.sp_plan else f"{strategy} needs an sp_plan, and the model names none"
-    if strategy in PIPELINES:
+    st = strategy_of(strategy)
+    if st.built_in_only:
+        return f"{strategy} runs on the built-in model only: {st.built_in_only}"
+    if st.pipeline is not None:
         return None if um.pp_layers else f"{strategy} needs pp_layers (the forward's pieces), and the model names none"
-    return f"{strategy} runs on the built-in model only: {BUILT_IN_ONLY.get(strategy, 'unknown to a user model')}"
+    if st.plan is not None and not getattr(um, st.plan):
+        return f"{strategy} needs {_A_PLAN[st.plan]}, and the model names none"
+    return None
 
 
 def plan_of(um: UserModel, strategy: str) -> Mapping[str, Any]:
-    """The plan ``strategy`` applies (``sp_plan`` under sp, else ``tp_plan``; empty where it names none)."""
-    return (um.sp_plan if strategy == SEQUENCE_PARALLEL else um.tp_plan) or {}
+    """The plan ``strategy`` applies (its ``plan``: the model's ``tp_plan`` or ``sp_plan``; empty where the strategy
+    applies none or the model names none)."""
+    plan = strategy_of(strategy).plan
+    return (getattr(um, plan) if plan else None) or {}
 
 
-def _planned_linears(um: UserModel, strategy: str = "tp") -> list[tuple[str, Any, str]]:
+def _planned_linears(um: UserModel, strategy: str) -> list[tuple[str, Any, str]]:
     """(name, module, 'colwise' | 'rowwise') of each Linear ``strategy``'s plan shards (wildcards as
     parallelize_module reads them: ``*`` for one level of the name)."""
     import fnmatch
@@ -149,7 +143,7 @@ def _planned_linears(um: UserModel, strategy: str = "tp") -> list[tuple[str, Any
     return out
 
 
-def contraction(um: UserModel, strategy: str = "tp") -> int:
+def contraction(um: UserModel, strategy: str) -> int:
     """The largest ``in_features`` of a Linear ``strategy``'s plan makes row-parallel (its dot products are split
     over ranks), or 0."""
     return max((m.in_features for _, m, kind in _planned_linears(um, strategy) if kind == "rowwise"), default=0)
@@ -158,7 +152,7 @@ def contraction(um: UserModel, strategy: str = "tp") -> int:
 def not_dividing(um: UserModel, strategy: str, world: int, microbatches: int = 1) -> str | None:
     """Why the model's batch or a parameter the plan shards does not divide over the strategy's ranks, or the
     batch into a pipeline's ``microbatches`` (split_problem), or its seq_dim cannot be split (sp)."""
-    if strategy == SEQUENCE_PARALLEL:
+    if strategy_of(strategy).sequence_parallel:
         x, d = um.batch(0)[0], um.seq_dim
         if not isinstance(d, int) or isinstance(d, bool) or d < 1:
             return f"{strategy}: seq_dim={d!r} must be an int >= 1 (dimension 0 is the batch's rows)"
@@ -197,9 +191,9 @@ def splits(um: UserModel, strategy: str) -> dict:
     features it splits]."""
     x = um.batch(0)[0]
     d = um.seq_dim
-    sp = strategy == SEQUENCE_PARALLEL and isinstance(d, int) and not isinstance(d, bool) and 1 <= d < x.dim()
+    sp = strategy_of(strategy).sequence_parallel and isinstance(d, int) and not isinstance(d, bool) and 1 <= d < x.dim()
     sharded = []
-    if strategy in NEEDS_PLAN or strategy == SEQUENCE_PARALLEL:
+    if strategy_of(strategy).plan is not None:
         for name, m, kind in _planned_linears(um, strategy):
             sharded.append([name, kind, m.out_features if kind == "colwise" else m.in_features])
     return {"rows": len(x), "positions": int(x.shape[d]) if sp else None, "seq_dim": d, "sharded": sharded}
@@ -212,7 +206,7 @@ def split_problem(strategy: str, world: int, split: dict, microbatches: int = 1)
     rows = split["rows"]
     if rows % dp:
         return f"{strategy}: the model's batch has {rows} rows, which do not split into {dp} data-parallel shards"
-    if strategy in PIPELINES and rows % microbatches:
+    if strategy_of(strategy).pipeline is not None and rows % microbatches:
         return (
             f"{strategy}: the model's batch has {rows} rows, which do not split into SHARDED_MICROBATCHES="
             f"{microbatches} equal micro-batches"
@@ -221,7 +215,7 @@ def split_problem(strategy: str, world: int, split: dict, microbatches: int = 1)
     if split.get("positions") is not None and split["positions"] % tp:
         has = f"{split['positions']} positions along seq_dim={split['seq_dim']}"
         return f"{strategy}: the model's inputs have {has}, which do not split over {tp} ranks"
-    which = "sp_plan" if strategy == SEQUENCE_PARALLEL else "tp_plan"
+    which = strategy_of(strategy).plan
     for name, kind, n in split.get("sharded", ()):
         if n % tp:
             side = "out_features" if kind == "colwise" else "in_features"
@@ -233,7 +227,7 @@ def stages_cannot(um: UserModel, strategy: str, world: int, microbatches: int) -
     """Why a pipeline cannot cut the model's pp_layers into its stages at this world (or its schedule cannot
     take these micro-batches: pipeline.cannot_run), or a rank would train nothing or a boundary carry no gradient
     (user_pieces.stages_problem), or None."""
-    if strategy not in PIPELINES or not um.pp_layers:
+    if strategy_of(strategy).pipeline is None or not um.pp_layers:
         return None
     from .pipeline import cannot_run as pipeline_cannot
 
@@ -288,7 +282,7 @@ def check_world(s, world: int) -> None:
     why = not_reproducible(um, load(s.model))
     if why:
         raise ConfigError(f"SHARDED_MODEL={s.model}: {why}")
-    if any(st in PIPELINES for st in s.strategies) and um.pp_layers and (why := pp_problem(um)):
+    if any(strategy_of(st).pipeline is not None for st in s.strategies) and um.pp_layers and (why := pp_problem(um)):
         raise ConfigError(f"SHARDED_MODEL={s.model}: {why}")
     explicit = tuple(s.strategies) != STRATEGIES
     where = f"SHARDED_STRATEGIES={','.join(s.strategies)}" if explicit else f"{world} ranks"

@@ -19,14 +19,14 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 
 from . import check as checking
 from . import inventory, workload
-from .user_model import SEQUENCE_PARALLEL, UserModel, contraction, dp_size, plan_of
+from .strategies import get as strategy_of
+from .user_model import UserModel, contraction, dp_size, plan_of
 
 NOT_MODELLED = "not modelled: the shapes of a user model's collectives are not derived (SHARDED_MODEL)"
 
@@ -53,7 +53,7 @@ def _tensor_parallel(um: UserModel, strategy: str, mesh) -> None:
 
     # every rank built the same seeded model: each takes its own shard (no scatter from rank 0)
     parallelize_module(um.module, mesh, dict(plan_of(um, strategy)), src_data_rank=None)
-    if strategy == SEQUENCE_PARALLEL:
+    if strategy_of(strategy).sequence_parallel:
         um.module.register_forward_hook(lambda m, args, out: _whole(out, args[0], mesh, um.seq_dim))
 
 
@@ -96,7 +96,7 @@ def _local_batches(um: UserModel, strategy: str, world: int, rank: int, device) 
         x, y = um.batch(k)
         n = len(x) // dp
         x, y = x[dp_rank * n : (dp_rank + 1) * n], y[dp_rank * n : (dp_rank + 1) * n]
-        if strategy == SEQUENCE_PARALLEL:
+        if strategy_of(strategy).sequence_parallel:
             span = x.shape[um.seq_dim] // world
             x = x.narrow(um.seq_dim, rank * span, span).contiguous()
         out.append((x.to(device), y.to(device)))
@@ -119,17 +119,8 @@ def make_trainer(
     um = fresh(loaded)
     net = um.module.to(device)
     groups = {dist.group.WORLD.group_name: "world"}
-    if strategy == "ddp":
-        model = workload.ddp(net, ctx, comm_hook, groups)
-    else:
-        shape, names = workload.mesh_shape(strategy, world)
-        mesh = mesh_of(device.type, shape, names)
-        groups |= workload.group_names(mesh, names)
-        if strategy in ("tp", "2d", SEQUENCE_PARALLEL):
-            _tensor_parallel(um, strategy, mesh["tp"] if strategy == "2d" else mesh)
-        if strategy not in ("tp", SEQUENCE_PARALLEL):
-            workload.fully_shard_units(fsdp_units(um), um.module, strategy, mesh["dp"] if strategy == "2d" else mesh)
-        model = net
+    tensor_parallel = lambda mesh: _tensor_parallel(um, strategy, mesh)  # noqa: E731
+    model = workload.parallelize(strategy, net, ctx, mesh_of, comm_hook, groups, tensor_parallel, fsdp_units(um))
     local = _local_batches(um, strategy, world, rank, device)
     opt = torch.optim.SGD(model.parameters(), lr=lr)
     trainer = workload.Trainer(strategy=strategy, model=net, step=lambda: None, groups=groups)
@@ -137,44 +128,15 @@ def make_trainer(
     return trainer
 
 
-class Reference(checking.Reference):
-    """Single-process SGD of the user's model on its global batches, the rows split into ``dp`` shards, with
-    its loss (check.Reference's steps; only the model, the batches and the loss differ). ``bf16``: forward and
-    backward on a bfloat16 copy of the model (check.Reference's mixed precision, FSDP2's policy)."""
+def reference(loaded: UserModel, dp: int, device, bf16: bool = False) -> checking.Reference:
+    """Single-process SGD of a copy of the user's model on its global batches, the rows split into ``dp`` shards,
+    with its loss (check.Reference; ``bf16``: FSDP2's mixed-precision policy)."""
 
-    def __init__(self, loaded: UserModel, dp: int, device, bf16: bool = False) -> None:
-        self.loaded = loaded
-        super().__init__(0, 0, 0, 0, dp, device, bf16)
-
-    def _build_low(self):
-        return fresh(self.loaded).module.to(self._args[5]).to(torch.bfloat16)
-
-    def _build(self):
-        um, device = fresh(self.loaded), self._args[5]
-        self.loss = um.loss
+    def build():
+        um = fresh(loaded)
         return um.module.to(device), [tuple(t.to(device) for t in um.batch(k)) for k in range(workload.BATCHES)]
 
-
-@dataclass(frozen=True)
-class CheckRule(checking.CheckRule):
-    """check.CheckRule with R from the user's plan: the world, plus, with tensor or sequence parallelism, the terms
-    of the largest row-parallel dot product on one rank (``contraction`` / tp)."""
-
-    contraction: int = 0
-    """The largest ``in_features`` of a Linear the strategy's plan makes row-parallel (user_model.contraction)."""
-    layers: int = 0
-    """The modules that hold parameters of their own (``layers``): with bfloat16 parameters, the most layers an
-    activation can pass, each rounding it (the built-in model's 2 x depth + 1 Linears)."""
-
-    @property
-    def terms(self) -> int:
-        if self.pipeline:  # R = micro-batches, as the built-in model's pipelines
-            return super().terms
-        if self.strategy in ("tp", "2d", SEQUENCE_PARALLEL):
-            return self.world + self.contraction // (self.world // dp_size(self.strategy, self.world))
-        if self.strategy == "fsdp2_bf16":
-            return self.world + self.layers
-        return self.world
+    return checking.Reference(build, dp, bf16, loaded.loss)
 
 
 def layers(um: UserModel) -> int:
@@ -182,10 +144,11 @@ def layers(um: UserModel) -> int:
     return sum(1 for m in um.module.modules() if any(True for _ in m.parameters(recurse=False)))
 
 
-def check_rule(strategy: str, world: int, um: UserModel, microbatches: int = 1) -> CheckRule:
-    """``microbatches``: SHARDED_MICROBATCHES, for the pipelines."""
-    return CheckRule(
-        strategy, world, 0, 0, microbatches=microbatches, contraction=contraction(um, strategy), layers=layers(um)
+def check_rule(strategy: str, world: int, um: UserModel, microbatches: int = 1) -> checking.CheckRule:
+    """The check's rule on the user's model: R from its plan's largest row-parallel contraction and, with bfloat16
+    parameters, its layers (``microbatches``: SHARDED_MICROBATCHES, for the pipelines)."""
+    return checking.CheckRule(
+        strategy, world, contraction=contraction(um, strategy), layers=layers(um), microbatches=microbatches
     )
 
 
@@ -197,7 +160,6 @@ def inventory_fields(strategy: str, um: UserModel, world: int, rows: list[dict],
     """The record's inventory fields of a user model's step: measured and derived as the built-in model's,
     theory not modelled (None, and ``theory_note`` says so); ``bus_vs_ddp`` against DDP's all_reduce of the
     model's float32 gradients, 2(n-1)/n x 4P."""
-    dp = dp_size(strategy, world)
     ddp = [{"op": "all_reduce", "group": "dp", "bytes": 4 * n_params(um), "count": 1}]
-    sizes = {"dp": dp, "tp": world // dp, "world": world}
+    sizes = inventory.group_sizes(strategy, world)
     return inventory.record_fields(rows, commdebug_ops, sizes, ddp, None) | {"theory_note": NOT_MODELLED}

@@ -6,22 +6,9 @@ strategy starts from the same seeded weights and takes the same global batches (
 seeded batches, step k takes batch k mod BATCHES), so a correct strategy trains the same parameters as one
 process (experiments/sharded/check.py).
 
-Strategies (``STRATEGIES``; ``PLANTED`` are wrong on purpose, the check's own tests):
-
-- ``ddp``: DistributedDataParallel, each rank its rows of the batch (the baseline).
-- ``fsdp2``, ``fsdp2_keep``: ``fully_shard`` on every block with ``reshard_after_forward`` True (the
-  blocks' parameters are gathered again in backward) or False, and on the root (the head) with FSDP2's
-  default (the root keeps its parameters after forward: its backward comes first); each rank its rows.
-- ``fsdp2_bf16``: as ``fsdp2`` with ``MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32)``.
-- ``tp``: ColwiseParallel ``up`` and RowwiseParallel ``down`` in every block; every rank the whole batch.
-- ``sp``: sequence parallel block: LayerNorm ``SequenceParallel``, ``up`` Colwise with input Shard(1),
-  ``down`` Rowwise with output Shard(1); each rank its slice of the sequence; the blocks' output is
-  gathered (an all_gather) before the replicated head.
-- ``2d``: a (dp, tp) mesh of 2 x (world / 2): TP as ``tp`` on the tp dimension, FSDP2 on the dp dimension;
-  each dp rank its rows. Needs an even world of at least 4 (otherwise skipped with that reason).
-- ``fsdp2_scaled`` (planted): FSDP2 whose gradient shards are multiplied by the world size before the SGD
-  step (a sum where the average belongs).
-- ``tp_wrong_shard`` (planted): TP whose ``up`` weight shard on each rank is the next rank's rows.
+The strategies are records (experiments/sharded/strategy.py), one file each in experiments/sharded/strategies/;
+``parallelize`` builds DDP, FSDP2 and the tensor-parallel plans from their fields, for this model and for a model
+of your own (user_workload.py).
 """
 
 from __future__ import annotations
@@ -34,7 +21,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .settings import PLANTED, STRATEGIES  # noqa: F401  (the strategy names, with the knobs that choose them)
-from .shapes import DATA_PARALLEL, FSDP, cannot_run, dp_size, mesh_shape  # noqa: F401  (pure: shapes.py)
+from .shapes import cannot_run, dp_size, mesh_shape  # noqa: F401  (pure: shapes.py)
+from .strategies import get as strategy_of
+from .strategy import DP, TP
 
 LR = 0.1
 """SGD learning rate of every strategy and of the reference."""
@@ -118,7 +107,7 @@ def _inputs(strategy: str, rank_in_dp: int, dp: int, tp_rank: int, tp: int, batc
     out = []
     for x, y in batches:
         x, y = _shard_rows(x, dp, rank_in_dp), _shard_rows(y, dp, rank_in_dp)
-        if strategy == "sp":
+        if strategy_of(strategy).sequence_parallel:
             n = x.shape[1] // tp
             x = x[:, tp_rank * n : (tp_rank + 1) * n].contiguous()
         out.append((x.contiguous(), y.contiguous()))
@@ -127,15 +116,16 @@ def _inputs(strategy: str, rank_in_dp: int, dp: int, tp_rank: int, tp: int, batc
 
 def fully_shard_units(units, root: nn.Module, strategy: str, mesh) -> None:
     """FSDP2 under ``strategy`` (workload's and a user model's): ``fully_shard`` each unit with
-    ``reshard_after_forward`` (False for ``fsdp2_keep``), then the root with FSDP2's default (kept after forward:
-    its backward comes first); ``fsdp2_bf16`` gathers in bfloat16 and reduces in float32."""
+    the strategy's ``reshard_after_forward``, then the root with FSDP2's default (kept after forward: its backward
+    comes first); a ``param_dtype`` other than float32 gathers in it and reduces in float32."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
+    st = strategy_of(strategy)
     kw: dict = {"mesh": mesh}
-    if strategy == "fsdp2_bf16":
-        kw["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    if st.param_dtype != "float32":
+        kw["mp_policy"] = MixedPrecisionPolicy(param_dtype=getattr(torch, st.param_dtype), reduce_dtype=torch.float32)
     for unit in units:
-        fully_shard(unit, reshard_after_forward=strategy != "fsdp2_keep", **kw)
+        fully_shard(unit, reshard_after_forward=st.reshard_after_forward, **kw)
     fully_shard(root, **kw)
 
 
@@ -159,8 +149,9 @@ def _tensor_parallel(net: Net, strategy: str, mesh) -> None:
         parallelize_module,
     )
 
+    st = strategy_of(strategy)
     for b in net.blocks:
-        if strategy == "sp":
+        if st.sequence_parallel:
             plan = {
                 "norm": SequenceParallel(),
                 "up": ColwiseParallel(input_layouts=Shard(1)),
@@ -171,19 +162,34 @@ def _tensor_parallel(net: Net, strategy: str, mesh) -> None:
         # every rank holds the same seeded model: each takes its own shard (no scatter from rank 0), which
         # also gives real values on a group whose scatter moves nothing (the step without communication)
         parallelize_module(b, mesh, plan, src_data_rank=None)
-    if strategy == "sp":
+    if st.sequence_parallel:
         net.gather = lambda x: DTensor.from_local(x, mesh, [Shard(1)], run_check=False).full_tensor()
-    if strategy == "tp_wrong_shard":  # planted: each rank's `up` rows are the next rank's
-        full = build_net(net.head.in_features, len(net.blocks)).blocks
-        n, r = mesh.size(), mesh.get_local_rank()
-        with torch.no_grad():
-            for b, ref in zip(net.blocks, full):
-                b.up.weight.to_local().copy_(ref.up.weight.chunk(n)[(r + 1) % n])
+    if st.after_parallelize is not None:  # planted (experiments/sharded/strategies/planted.py)
+        st.after_parallelize(net, mesh)
 
 
 def group_names(mesh, names: tuple[str, ...]) -> dict[str, str]:
     """Process-group name -> mesh dimension name, for the inventory."""
     return {mesh.get_group(i).group_name: name for i, name in enumerate(names)}
+
+
+def parallelize(
+    strategy: str, net: nn.Module, ctx, mesh_of: Callable, comm_hook, groups: dict, tensor_parallel: Callable, units
+) -> nn.Module:
+    """``net`` under ``strategy`` (the built-in model's or a user model's): DDP's wrapper on the run's group, or, on
+    the strategy's mesh (its groups named in ``groups``), its plan applied by ``tensor_parallel(mesh)`` on the tp
+    dimension and FSDP2 on ``units`` and the root over the dp dimension; returns the module to train."""
+    st = strategy_of(strategy)
+    if st.ddp:
+        return ddp(net, ctx, comm_hook, groups)
+    shape, names = st.mesh(ctx.world_size)
+    mesh = mesh_of(ctx.device.type, shape, names)
+    groups |= group_names(mesh, names)
+    if st.plan is not None:
+        tensor_parallel(mesh[TP] if st.two_d else mesh)
+    if st.fsdp:
+        fully_shard_units(units, net, strategy, mesh[DP] if st.two_d else mesh)
+    return net
 
 
 def world_size() -> int:
@@ -219,23 +225,12 @@ def make_trainer(
 
     world, rank, device = ctx.world_size, ctx.rank, ctx.device
     net = build_net(width, depth).to(device)
-    shape, names = mesh_shape(strategy, world)
-    dp = dp_size(strategy, world)
+    st = strategy_of(strategy)
+    dp = st.dp_size(world)
     groups = {dist.group.WORLD.group_name: "world"}
-    if strategy == "ddp":
-        model = ddp(net, ctx, comm_hook, groups)
-    else:
-        mesh = mesh_of(device.type, shape, names)
-        groups |= group_names(mesh, names)
-        if strategy == "2d":
-            _tensor_parallel(net, strategy, mesh["tp"])
-            fully_shard_units(net.blocks, net, strategy, mesh["dp"])
-        elif strategy in FSDP:
-            fully_shard_units(net.blocks, net, strategy, mesh)
-        else:
-            _tensor_parallel(net, strategy, mesh)
-        model = net
-    dp_rank = rank // (world // dp) if strategy == "2d" else (rank if dp > 1 else 0)
+    tensor_parallel = lambda mesh: _tensor_parallel(net, strategy, mesh)  # noqa: E731
+    model = parallelize(strategy, net, ctx, mesh_of, comm_hook, groups, tensor_parallel, net.blocks)
+    dp_rank = rank // (world // dp) if dp > 1 else 0
     tp = world // dp
     batches = [batch(k, global_batch, seq, width, device) for k in range(BATCHES)]
     local = _inputs(strategy, dp_rank, dp, rank % tp, tp, batches)
@@ -247,8 +242,9 @@ def make_trainer(
 
 def stepper(trainer: Trainer, model: nn.Module, opt, local: list, loss_fn: Callable, world: int) -> Callable[[], None]:
     """``trainer``'s step: zero_grad, forward, ``loss_fn``, backward, SGD on this rank's batches ``local`` (step k
-    takes ``local[k mod BATCHES]``), each part marked for the inventory; ``fsdp2_scaled`` (planted) multiplies the
-    gradients by the world size before the SGD step."""
+    takes ``local[k mod BATCHES]``), each part marked for the inventory; a planted strategy's ``after_backward``
+    runs before the SGD step."""
+    planted = strategy_of(trainer.strategy).after_backward
 
     def step() -> None:
         x, y = local[trainer.steps % BATCHES]
@@ -258,10 +254,8 @@ def stepper(trainer: Trainer, model: nn.Module, opt, local: list, loss_fn: Calla
         trainer.mark("backward")
         loss.backward()
         trainer.mark("optimizer")
-        if trainer.strategy == "fsdp2_scaled":  # planted: a sum where the average belongs
-            with torch.no_grad():
-                for p in trainer.model.parameters():
-                    p.grad.mul_(world)
+        if planted is not None:  # experiments/sharded/strategies/planted.py
+            planted(trainer.model, world)
         opt.step()
         trainer.steps += 1
 

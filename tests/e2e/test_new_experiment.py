@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from suite import results
+from tests.conftest import copy_tracked
 
 pytestmark = pytest.mark.slow
 
@@ -25,13 +26,7 @@ EXAMPLE = ROOT / "examples" / "hello"
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory) -> Path:
     """The repository's tracked files, and the example as a new experiment folder; nothing else."""
-    dst = tmp_path_factory.mktemp("checkout")
-    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
-    for rel in filter(None, files.decode().split("\0")):
-        src = ROOT / rel
-        if src.is_file():
-            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dst / rel)
+    dst = copy_tracked(tmp_path_factory.mktemp("checkout"))
     assert not (dst / "experiments" / "hello").exists()
     shutil.copytree(EXAMPLE, dst / "experiments" / "hello", ignore=shutil.ignore_patterns("__pycache__"))
     return dst

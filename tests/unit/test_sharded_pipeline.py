@@ -6,8 +6,11 @@ import torch
 import torch.nn.functional as F
 
 from experiments.sharded import check, pipeline, workload
-from experiments.sharded.settings import PIPELINE, ShardedSettings
+from experiments.sharded.pipeline import PIPELINES
+from experiments.sharded.settings import STRATEGIES, ShardedSettings
 from suite.errors import ConfigError
+
+PIPELINE = tuple(s for s in STRATEGIES if s in PIPELINES)
 
 
 @pytest.mark.parametrize("depth, stages", [(2, 2), (3, 4), (7, 4), (1, 2), (6, 3)])
@@ -98,9 +101,9 @@ def test_the_microbatch_knob_must_divide_the_batch_when_a_pipeline_runs():
 
 
 def test_check_rule_is_exact_for_a_power_of_two_of_micro_batches():
-    assert check.CheckRule("pp_gpipe", 2, 2, 32, microbatches=4).exact
-    assert check.CheckRule("pp_1f1b", 4, 2, 32, microbatches=1).exact
-    rule = check.CheckRule("pp_interleaved", 2, 3, 32, microbatches=3)
+    assert check.built_in("pp_gpipe", 2, 2, 32, microbatches=4).exact
+    assert check.built_in("pp_1f1b", 4, 2, 32, microbatches=1).exact
+    rule = check.built_in("pp_interleaved", 2, 3, 32, microbatches=3)
     assert not rule.exact and rule.terms == 3
     assert "micro-batch" in rule.describe(2, 1e-6)
 
@@ -120,7 +123,7 @@ def _microbatched_step(net, x, y, m, scale: bool):
 
 @pytest.mark.parametrize("m", [2, 4])
 def test_the_reference_split_in_micro_batches_is_what_a_scaled_schedule_trains(m):
-    ref = check.Reference(16, 2, 4, 8, m, "cpu")
+    ref = check.built_in_reference(16, 2, 4, 8, m, "cpu")
     net = workload.build_net(16, 2)
     for k in range(3):
         _microbatched_step(net, *ref.batches[k % workload.BATCHES], m, scale=True)
@@ -129,7 +132,7 @@ def test_the_reference_split_in_micro_batches_is_what_a_scaled_schedule_trains(m
     bad = workload.build_net(16, 2)
     _microbatched_step(bad, *ref.batches[0], m, scale=False)  # pp_unscaled: m times the gradient
     mine = [p.detach() for p in bad.parameters()]
-    wrong, _, _ = check.compare(mine, check.Reference(16, 2, 4, 8, m, "cpu").at(1)[0], [0.0] * len(mine))
+    wrong, _, _ = check.compare(mine, check.built_in_reference(16, 2, 4, 8, m, "cpu").at(1)[0], [0.0] * len(mine))
     assert wrong > 1000
 
 
@@ -197,8 +200,8 @@ def test_a_stage_is_checked_under_the_whole_models_bound():
     # 3 micro-batches (a tolerance): every tensor's bound carries S(S-1) x the largest tensor's step term, the
     # whole model's (its layers are coupled across stages); a stage whose own tensors are all small must not
     # get a tighter bound from its own largest. Rank 1 of GPipe at 2 ranks holds the second half of the layers.
-    rule = check.CheckRule("pp_gpipe", 2, 2, 16, microbatches=3)
-    ref = check.Reference(16, 2, 4, 6, 3, "cpu")
+    rule = check.built_in("pp_gpipe", 2, 2, 16, microbatches=3)
+    ref = check.built_in_reference(16, 2, 4, 6, 3, "cpu")
     net = workload.build_net(16, 2)
     index = {id(q): i for i, q in enumerate(net.parameters())}
     second = [*net.blocks, net.head][slice(*pipeline.stage_layers(2, 2)[1])]

@@ -15,10 +15,13 @@ import torch.nn.functional as F
 
 from examples import sharded_model
 from experiments.sharded import check, shapes, user_model, user_pieces, user_pipeline, user_workload, workload
-from experiments.sharded.settings import PIPELINE, PLANTED, STRATEGIES
+from experiments.sharded.pipeline import PIPELINES
+from experiments.sharded.settings import PLANTED, STRATEGIES
 from suite.launch import cli as launch
 from tests import user_models
 from tests.conftest import ROOT
+
+PIPELINE = tuple(s for s in STRATEGIES if s in PIPELINES)
 
 HERE = "tests.unit.test_sharded_user_model"
 
@@ -314,11 +317,11 @@ def test_fsdp2_shards_each_layer_or_what_the_model_names():
 
 def test_the_tolerance_counts_the_row_parallel_dot_product():
     um = sharded_model.build()
-    assert user_model.contraction(um) == sharded_model.HIDDEN  # `out` is row-parallel: in_features
-    rule = user_workload.CheckRule("tp", 2, 0, 0, contraction=sharded_model.HIDDEN)
+    assert user_model.contraction(um, "tp") == sharded_model.HIDDEN  # `out` is row-parallel: in_features
+    rule = check.CheckRule("tp", 2, contraction=sharded_model.HIDDEN)
     assert rule.terms == 2 + sharded_model.HIDDEN // 2 and not rule.exact
-    assert user_workload.CheckRule("2d", 4, 0, 0, contraction=64).terms == 4 + 64 // 2
-    assert user_workload.CheckRule("fsdp2", 2, 0, 0).exact and user_workload.CheckRule("ddp", 4, 0, 0).terms == 4
+    assert check.CheckRule("2d", 4, contraction=64).terms == 4 + 64 // 2
+    assert check.CheckRule("fsdp2", 2).exact and check.CheckRule("ddp", 4).terms == 4
     # sequence parallel: the sp_plan's row-parallel Linear, over every rank
     sp = user_workload.check_rule("sp", 4, sharded_model.build_sequence())
     assert sp.contraction == sharded_model.HIDDEN and sp.terms == 4 + sharded_model.HIDDEN // 4 and not sp.exact
@@ -333,10 +336,10 @@ def test_bfloat16_checks_a_user_model_as_the_built_in_one():
     rule = user_workload.check_rule("fsdp2_bf16", 4, um)
     assert rule.layers == 2 * sharded_model.LAYERS and rule.terms == 4 + 2 * sharded_model.LAYERS
     assert rule.u == 2.0**-8 and user_workload.check_rule("fsdp2_bf16", 2, um).exact
-    ref = user_workload.Reference(um, 2, "cpu", bf16=True)
+    ref = user_workload.reference(um, 2, "cpu", bf16=True)
     assert {p.dtype for p in ref.low.parameters()} == {torch.bfloat16} and ref.low is not um.module
     params, g_max, _ = ref.at(2)
-    fp32 = user_workload.Reference(um, 2, "cpu").at(2)[0]
+    fp32 = user_workload.reference(um, 2, "cpu").at(2)[0]
     assert all(p.dtype == torch.float32 for p in params)  # the float32 parameters are the ones stepped
     moved = [(a - b).abs().max().item() for a, b in zip(params, fp32)]
     assert 0 < max(moved) < 0.1 and all(g > 0 for g in g_max)  # bfloat16 rounding: near float32's, not equal
@@ -351,8 +354,8 @@ def test_bfloat16_at_4_ranks_catches_a_doubled_gradient_in_every_tensor_it_compa
     um = factory()
     rule = user_workload.check_rule("fsdp2_bf16", 4, um)
     assert not rule.exact and rule.terms == 4 + user_workload.layers(um)
-    ref = user_workload.Reference(um, 4, "cpu", bf16=True)
-    doubled = user_workload.Reference(um, 4, "cpu", bf16=True)
+    ref = user_workload.reference(um, 4, "cpu", bf16=True)
+    doubled = user_workload.reference(um, 4, "cpu", bf16=True)
     doubled.opt.param_groups[0]["lr"] = 2 * workload.LR
     for steps in (1, 3):
         good, g, p = ref.at(steps)

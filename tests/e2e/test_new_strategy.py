@@ -1,0 +1,88 @@
+"""Adding a sharded strategy is adding one file and its registry line: in a copy of the repository's tracked
+files, a strategy the product does not have (FSDP2 in bfloat16 without resharding: mixed precision and
+``reshard_after_forward=False`` together) is written as ``experiments/sharded/strategies/fsdp2_keep_bf16.py``,
+the registry imports it and lists it, and one README row names it. Nothing else changes, and the launcher runs
+it at 2 Gloo ranks: trained exactly as one process, its collectives as its theory says, its replay checked;
+the strategy rules (tests/unit/test_sharded_strategies.py) hold in the copy."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import copy_tracked
+
+pytestmark = pytest.mark.slow
+
+NEW = '''"""``fsdp2_keep_bf16``: FSDP2 in bfloat16 without resharding the blocks after forward."""
+
+from ..shapes import fsdp_theory
+from ..strategy import Strategy
+
+STRATEGY = Strategy(
+    name="fsdp2_keep_bf16",
+    what="`fsdp2_keep` with `fsdp2_bf16`'s mixed precision",
+    data="its rows",
+    fsdp=True,
+    reshard_after_forward=False,
+    param_dtype="bfloat16",
+    exact_at_two=True,
+    theory=fsdp_theory(reshard=False, gather_dtype="bfloat16"),
+)
+'''
+
+
+def _add_strategy(tree: Path) -> None:
+    pkg = tree / "experiments" / "sharded" / "strategies"
+    (pkg / "fsdp2_keep_bf16.py").write_text(NEW)
+    registry = (pkg / "__init__.py").read_text()
+    imports, entry = "from . import ddp, fsdp2, fsdp2_bf16,", "        fsdp2_bf16.STRATEGY,\n"
+    assert imports in registry and entry in registry
+    registry = registry.replace(imports, "from . import ddp, fsdp2, fsdp2_bf16, fsdp2_keep_bf16,")  # its import
+    (pkg / "__init__.py").write_text(registry.replace(entry, entry + "        fsdp2_keep_bf16.STRATEGY,\n"))  # its line
+    readme = tree / "experiments" / "sharded" / "README.md"
+    row = "| `tp` |"
+    text = readme.read_text()
+    assert row in text
+    readme.write_text(text.replace(row, "| `fsdp2_keep_bf16` | the two together | its rows |\n" + row, 1))
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory) -> Path:
+    dst = copy_tracked(tmp_path_factory.mktemp("checkout"))
+    _add_strategy(dst)
+    return dst
+
+
+def _run(tree: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    e = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the copy's code, not the checkout's
+    e.update({"OMP_NUM_THREADS": "1", "SUITE_PROGRESS": "off", **(env or {})})
+    return subprocess.run([sys.executable, *args], cwd=tree, capture_output=True, text=True, timeout=300, env=e)
+
+
+def test_a_new_strategy_file_runs_checked_through_the_launcher(tree):
+    small = {"SHARDED_WIDTH": "16", "SHARDED_DEPTH": "2", "SHARDED_SEQ": "4", "SHARDED_BATCH": "4"}
+    args = ["--nproc", "2", "--backend", "gloo", "--device", "cpu", "--experiments", "sharded"]
+    args += ["--iters", "3", "--warmup", "1", "--results-root", "results", "--run-id", "new"]
+    p = _run(tree, "-m", "suite.launch", *args, env={**small, "SHARDED_STRATEGIES": "fsdp2_keep_bf16"})
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    bench = json.loads((tree / "results" / "new" / "bench.json").read_text())
+    recs = {b["extra_info"]["op"]: b["extra_info"] for b in bench["benchmarks"]}
+    step, replay = recs["train_step"], recs["comm_replay"]
+    assert step["strategy"] == "fsdp2_keep_bf16" and step["checked"] and step["n_wrong"] == 0
+    assert step["check_rule"] == "exact" and step["inventory_matches_theory"], step["inventory"]
+    assert step["dtype"] == "bfloat16+float32" and step["reshard_after_forward"] == "blocks False"
+    # no backward all_gather (kept), the forward ones in bfloat16
+    gathers = {(r["phase"], r["dtype"]) for r in step["inventory"] if r["op"] == "all_gather"}
+    assert gathers == {("forward", "bfloat16")}
+    assert replay["checked"] and replay["n_wrong"] == 0 and replay["replayed"] == step["inventory"]
+
+
+def test_the_strategy_rules_hold_with_the_new_file(tree):
+    p = _run(tree, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/unit/test_sharded_strategies.py")
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
