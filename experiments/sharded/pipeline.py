@@ -40,7 +40,6 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from . import internals, inventory, workload
 from .strategies import PLANTED, STRATEGIES
@@ -197,13 +196,6 @@ class PipelineTrainer(workload.Trainer):
     """This rank's NotedStage objects."""
     phases: dict[int, str] = field(default_factory=dict)
     """Buffer address -> forward | backward, as the stages noted their p2p ops."""
-
-
-def make_trainer(strategy: str, ctx, width: int, depth: int, seq: int, global_batch: int, microbatches: int):
-    """This rank's stages of the built-in model (its blocks, then its head) under ``strategy``'s schedule."""
-    net = workload.build_net(width, depth).to(ctx.device)
-    batches = [workload.batch(k, global_batch, seq, width, ctx.device) for k in range(workload.BATCHES)]
-    return build_trainer(strategy, ctx, net, [*net.blocks, net.head], batches, F.mse_loss, microbatches)
 
 
 def build_trainer(strategy: str, ctx, net: nn.Module, layers: list, batches: list, loss, microbatches: int):

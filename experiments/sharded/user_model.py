@@ -2,12 +2,12 @@
 ``UserModel``; the experiment then runs it under each strategy it supports, checked against one process.
 
 The factory takes no argument and returns ``UserModel(module=..., batch=..., loss=..., tp_plan=..., sp_plan=...,
-seq_dim=..., fsdp_units=..., pp_layers=...)``. It is called twice on the host (the launcher's check compares the
-two, before any rank starts) and once on every rank, where the cases are declared (cases.sharded_cases, which hands
-the result to every case), each time after ``torch.manual_seed(0)``; each case's trainer and the single-process
-reference train their own copy (``copy.deepcopy``) of the module that call built. It must build the same weights
-each time (seeded initialisation does: the ranks' calls must agree), and ``batch(step)`` must return the same
-global batch for the same step. Step k trains on ``batch(k mod BATCHES)``.
+seq_dim=..., sp_gather=..., fsdp_units=..., pp_layers=...)``. It is called twice on the host (the launcher's check
+compares the two, before any rank starts) and once on every rank, where the cases are declared
+(cases.sharded_cases, which hands the result to every case), each time after ``torch.manual_seed(0)``; each case's
+trainer and the single-process reference train their own copy (``copy.deepcopy``) of the module that call built. It
+must build the same weights each time (seeded initialisation does: the ranks' calls must agree), and
+``batch(step)`` must return the same global batch for the same step. Step k trains on ``batch(k mod BATCHES)``.
 
 Strategies (``supported``): ``ddp``, ``fsdp2``, ``fsdp2_keep``, ``fsdp2_bf16`` (and the planted
 ``fsdp2_scaled``) always; ``tp`` and ``2d`` only with a ``tp_plan``; ``sp`` only with an ``sp_plan`` (its inputs
@@ -69,6 +69,10 @@ class UserModel:
     None: no ``sp``."""
     seq_dim: int = 1
     """The inputs' and outputs' sequence dimension (``sp``)."""
+    sp_gather: str | None = None
+    """Under ``sp``, the submodule (a name as in ``named_modules``) whose input is gathered along ``seq_dim``, so
+    that it and what follows it run on the whole sequence on every rank (e.g. a replicated head after the
+    sequence-parallel blocks); None: the module's output is gathered before the loss."""
     fsdp_units: tuple[str, ...] | None = None
     """Submodules to ``fully_shard`` (names as in ``named_modules``), before the root; None: each child that has
     parameters (the children of a ModuleList, ModuleDict or Sequential child one by one)."""
@@ -162,6 +166,8 @@ def not_dividing(um: UserModel, strategy: str, world: int, microbatches: int = 1
             )
         if why := sp_layout_problem(um.sp_plan or {}, d, x.dim()):
             return f"{strategy}: {why}"
+        if um.sp_gather is not None and um.sp_gather not in dict(um.module.named_modules()):
+            return f"{strategy}: sp_gather={um.sp_gather!r} names no submodule of the model"
     return split_problem(strategy, world, splits(um, strategy), microbatches)
 
 

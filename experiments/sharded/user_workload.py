@@ -53,7 +53,10 @@ def _tensor_parallel(um: UserModel, strategy: str, mesh) -> None:
 
     # every rank built the same seeded model: each takes its own shard (no scatter from rank 0)
     parallelize_module(um.module, mesh, dict(plan_of(um, strategy)), src_data_rank=None)
-    if strategy_of(strategy).sequence_parallel:
+    if strategy_of(strategy).sequence_parallel and um.sp_gather:  # the sequence whole from that submodule on
+        before = dict(um.module.named_modules())[um.sp_gather]
+        before.register_forward_pre_hook(lambda m, args: (_whole(args[0], args[0], mesh, um.seq_dim), *args[1:]))
+    elif strategy_of(strategy).sequence_parallel:
         um.module.register_forward_hook(lambda m, args, out: _whole(out, args[0], mesh, um.seq_dim))
 
 

@@ -45,19 +45,17 @@ class Block(nn.Module):
 
 
 class Net(nn.Module):
-    """``depth`` blocks and a head; ``gather`` (sequence parallel) joins the blocks' output before the head."""
+    """``depth`` blocks and a head (under sequence parallelism the blocks' output is gathered before the head:
+    ``built_in``'s ``sp_gather``)."""
 
     def __init__(self, d: int, depth: int) -> None:
         super().__init__()
         self.blocks = nn.ModuleList(Block(d) for _ in range(depth))
         self.head = nn.Linear(d, d)
-        self.gather: Callable[[torch.Tensor], torch.Tensor] | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for b in self.blocks:
             x = b(x)
-        if self.gather is not None:
-            x = self.gather(x)
         # Linear on a (batch, seq, d) input returns a view of its 2-D product; FSDP2 warns of a module that returns
         # a view (an in-place op on it would skip the pre-backward all_gather): the output gets its own storage
         return self.head(x).clone()
@@ -97,21 +95,33 @@ class Trainer:
     """Torch warnings filtered in this trainer's inventory step as harmless (experiments/sharded/quiet.py)."""
 
 
-def _shard_rows(t: torch.Tensor, parts: int, index: int) -> torch.Tensor:
-    n = t.shape[0] // parts
-    return t[index * n : (index + 1) * n]
+def built_in(width: int, depth: int, seq: int, global_batch: int):
+    """The built-in model as a model of your own (experiments/sharded/user_model.py): the seeded ``Net``, its
+    seeded batches, mean-squared error, its plans (``tp``: ``up`` column-parallel and ``down`` row-parallel in
+    every block; ``sp``: the same with the sequence sharded around them and a sequence-parallel LayerNorm, the
+    sequence gathered before the head), each block an FSDP2 unit (the head stays with the root) and its layers
+    (the blocks, then the head) as a pipeline's pieces. One trainer, one pipeline trainer and one reference train
+    it and any other model."""
+    from torch.distributed.tensor import Shard
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, SequenceParallel
 
+    from .user_model import UserModel
 
-def _inputs(strategy: str, rank_in_dp: int, dp: int, tp_rank: int, tp: int, batches):
-    """This rank's (input, target) of every batch: its rows, or (sp) its slice of the sequence."""
-    out = []
-    for x, y in batches:
-        x, y = _shard_rows(x, dp, rank_in_dp), _shard_rows(y, dp, rank_in_dp)
-        if strategy_of(strategy).sequence_parallel:
-            n = x.shape[1] // tp
-            x = x[:, tp_rank * n : (tp_rank + 1) * n].contiguous()
-        out.append((x.contiguous(), y.contiguous()))
-    return out
+    return UserModel(
+        module=build_net(width, depth),
+        batch=lambda step: batch(step, global_batch, seq, width, "cpu"),
+        loss=F.mse_loss,
+        tp_plan={"blocks.*.up": ColwiseParallel(), "blocks.*.down": RowwiseParallel()},
+        sp_plan={
+            "blocks.*.norm": SequenceParallel(),
+            "blocks.*.up": ColwiseParallel(input_layouts=Shard(1)),
+            "blocks.*.down": RowwiseParallel(output_layouts=Shard(1)),
+        },
+        seq_dim=1,
+        sp_gather="head",
+        fsdp_units=tuple(f"blocks.{i}" for i in range(depth)),
+        pp_layers=lambda net: [*net.blocks, net.head],
+    )
 
 
 def fully_shard_units(units, root: nn.Module, strategy: str, mesh) -> None:
@@ -140,34 +150,6 @@ def ddp(net: nn.Module, ctx, comm_hook: Callable | None, groups: dict) -> nn.Mod
     return model
 
 
-def _tensor_parallel(net: Net, strategy: str, mesh) -> None:
-    from torch.distributed.tensor import DTensor, Shard
-    from torch.distributed.tensor.parallel import (
-        ColwiseParallel,
-        RowwiseParallel,
-        SequenceParallel,
-        parallelize_module,
-    )
-
-    st = strategy_of(strategy)
-    for b in net.blocks:
-        if st.sequence_parallel:
-            plan = {
-                "norm": SequenceParallel(),
-                "up": ColwiseParallel(input_layouts=Shard(1)),
-                "down": RowwiseParallel(output_layouts=Shard(1)),
-            }
-        else:
-            plan = {"up": ColwiseParallel(), "down": RowwiseParallel()}
-        # every rank holds the same seeded model: each takes its own shard (no scatter from rank 0), which
-        # also gives real values on a group whose scatter moves nothing (the step without communication)
-        parallelize_module(b, mesh, plan, src_data_rank=None)
-    if st.sequence_parallel:
-        net.gather = lambda x: DTensor.from_local(x, mesh, [Shard(1)], run_check=False).full_tensor()
-    if st.after_parallelize is not None:  # planted (experiments/sharded/strategies/planted.py)
-        st.after_parallelize(net, mesh)
-
-
 def group_names(mesh, names: tuple[str, ...]) -> dict[str, str]:
     """Process-group name -> mesh dimension name, for the inventory."""
     return {mesh.get_group(i).group_name: name for i, name in enumerate(names)}
@@ -187,6 +169,8 @@ def parallelize(
     groups |= group_names(mesh, names)
     if st.plan is not None:
         tensor_parallel(mesh[TP] if st.two_d else mesh)
+        if st.after_parallelize is not None:  # planted (experiments/sharded/strategies/planted.py)
+            st.after_parallelize(net, mesh[TP] if st.two_d else mesh)
     if st.fsdp:
         fully_shard_units(units, net, strategy, mesh[DP] if st.two_d else mesh)
     return net
@@ -204,40 +188,6 @@ def make_mesh(device_type: str, shape: tuple[int, ...], names: tuple[str, ...]):
     from torch.distributed.device_mesh import init_device_mesh
 
     return init_device_mesh(device_type, shape, mesh_dim_names=names)
-
-
-def make_trainer(
-    strategy: str,
-    ctx,
-    width: int,
-    depth: int,
-    seq: int,
-    global_batch: int,
-    mesh_of: Callable = make_mesh,
-    comm_hook: Callable | None = None,
-    lr: float = LR,
-) -> Trainer:
-    """This rank's model under ``strategy``, its SGD and its step on this rank's part of the global batches;
-    ``mesh_of(device_type, shape, names)`` gives the mesh (a session may keep one per shape); ``comm_hook``:
-    DDP's communication hook instead of its all_reduce (the step without communication); ``lr``: SGD's
-    learning rate (0 keeps the parameters where they are while the step does the same work)."""
-    import torch.distributed as dist
-
-    world, rank, device = ctx.world_size, ctx.rank, ctx.device
-    net = build_net(width, depth).to(device)
-    st = strategy_of(strategy)
-    dp = st.dp_size(world)
-    groups = {dist.group.WORLD.group_name: "world"}
-    tensor_parallel = lambda mesh: _tensor_parallel(net, strategy, mesh)  # noqa: E731
-    model = parallelize(strategy, net, ctx, mesh_of, comm_hook, groups, tensor_parallel, net.blocks)
-    dp_rank = rank // (world // dp) if dp > 1 else 0
-    tp = world // dp
-    batches = [batch(k, global_batch, seq, width, device) for k in range(BATCHES)]
-    local = _inputs(strategy, dp_rank, dp, rank % tp, tp, batches)
-    opt = torch.optim.SGD(model.parameters(), lr=lr)
-    trainer = Trainer(strategy=strategy, model=net, step=lambda: None, groups=groups)
-    trainer.step = stepper(trainer, model, opt, local, F.mse_loss, world)
-    return trainer
 
 
 def stepper(trainer: Trainer, model: nn.Module, opt, local: list, loss_fn: Callable, world: int) -> Callable[[], None]:

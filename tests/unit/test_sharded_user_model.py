@@ -566,3 +566,15 @@ def test_the_pieces_check_takes_nan_as_equal_and_names_a_piece_one_micro_batch_b
     assert why.startswith("pp_gpipe with SHARDED_MICROBATCHES=8: on one micro-batch, pp_layers' piece 1 (BatchNorm1d)")
     assert user_model.cannot_run(um, "pp_gpipe", 2, 4) is None
     assert "do not split into SHARDED_MICROBATCHES=3" in user_model.cannot_run(um, "pp_gpipe", 2, 3)
+
+
+def test_the_built_in_model_is_a_user_model_the_host_checks_accept():
+    # one trainer, pipeline trainer and reference for both: the built-in model declared as a UserModel takes every
+    # product strategy, its pipeline pieces pass the host's checks, and an sp_gather naming no submodule is refused
+    um = workload.built_in(16, 3, 4, 4)
+    assert all(user_model.supported(um, s) is None for s in STRATEGIES)
+    assert user_model.not_dividing(um, "sp", 2) is None and user_pieces.pp_problem(um) is None
+    assert user_workload.fsdp_units(um) == list(um.module.blocks)  # the head stays with the root
+    assert user_model.contraction(um, "tp") == 4 * 16
+    bad = dataclasses.replace(um, sp_gather="tail")
+    assert user_model.not_dividing(bad, "sp", 2) == "sp: sp_gather='tail' names no submodule of the model"
