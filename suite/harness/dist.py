@@ -96,6 +96,10 @@ class DistContext:
     seed: int = 0  # of the patterns a case's buffers are made of (verify.pattern): new each check repetition
     watchdog: Watchdog | None = field(default=None, repr=False, compare=False)
     """This rank's heartbeat (None when off or alone); ``destroy_distributed(ctx)`` stops it."""
+    whole: DistContext | None = field(default=None, repr=False, compare=False)
+    """The world's context when this one is this rank's part of a partition of the world (every rank in one
+    part, the parts running a case at once: suite/harness/groups.py ``partition_context``): the harness times
+    the case, counts its wrong elements and records it across the whole world. None otherwise."""
 
     @property
     def device_type(self) -> str:

@@ -76,6 +76,16 @@ def sub_context(ctx: DistContext, ranks, group) -> DistContext:
     )
 
 
+def partition_context(ctx: DistContext, session: Session, parts: Sequence[Sequence[int]]) -> DistContext:
+    """This rank's part of ``parts`` (disjoint lists of global ranks that cover the world, e.g. the even and the odd
+    ranks) as a context whose group ranks are not its global ranks, ``whole`` the world's (the harness times,
+    checks and records such a case across every part). The groups are made once per session."""
+    key = ("partition", tuple(tuple(p) for p in parts))
+    mine = session.once(key, lambda: partition_group(parts, ctx.rank, timeout=timeout_of(ctx)))
+    ranks = next(list(p) for p in parts if ctx.rank in p)
+    return dataclasses.replace(sub_context(ctx, ranks, mine), whole=ctx)
+
+
 def partition_group(
     parts: Sequence[Sequence[int]], rank: int, backend: str | None = None, timeout: datetime.timedelta | None = None
 ):

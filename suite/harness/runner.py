@@ -99,6 +99,7 @@ class Harness:
         started = time.monotonic()  # precision mode's time cap covers the whole case
         phase, cfg = self.phases, self.cfg
         ctx, case = self._set_up(case)
+        whole = ctx.whole or ctx  # a case on a partition of the world is timed, checked and recorded across it
         timing, mode = case.timing, case.timing.mode or cfg.timing_mode
         checked = case.unchecked is None
         built: list[Buffers] = []
@@ -127,7 +128,7 @@ class Harness:
                 phase.timeline.steps = case.bytes.time_includes
             with around:
                 m = measure(
-                    ctx,
+                    whole,
                     cfg,
                     [self._diverging(ctx, case, _delayed_after(ctx, arm(b.call), delay)) for b in sets],
                     mode=mode,
@@ -154,9 +155,9 @@ class Harness:
                 wrong_timed, said = checks.examine_sets(sets if checked else [], case.op, earlier)
                 found += said
             with phase("gather"):
-                totals = verify.global_wrong_many([wrong_once, wrong_timed], ctx.group, ctx.device)
+                totals = verify.global_wrong_many([wrong_once, wrong_timed], whole.group, ctx.device)
                 if sum(totals):  # every rank alike: what each found, in words
-                    fields["wrong_found"] = checks.found_by_rank(ctx, found)
+                    fields["wrong_found"] = checks.found_by_rank(whole, found)
             if planted_field is not None:  # a record made on the planted faulty backend says so
                 fields["planted_fault"] = planted_field
             m = m.scaled(timing.divisor)

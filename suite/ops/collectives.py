@@ -138,7 +138,7 @@ def _all_reduce(a, ctx):
 def _broadcast(a, ctx):
     t = verify.guarded(_t(ctx, a, a.count, rank=a.root)) if ctx.rank == a.root else _blank(ctx, a, a.count)
     return Buffers(
-        call=lambda x: dist.broadcast(t, src=a.root, group=ctx.group, async_op=x),
+        call=lambda x: dist.broadcast(t, group=ctx.group, async_op=x, group_src=a.root),
         check=lambda: verify.count_wrong(t, _t(ctx, a, a.count, rank=a.root)),
         outputs=lambda: [t],
     )
@@ -148,7 +148,7 @@ def _reduce(a, ctx):
     t = verify.guarded(_t(ctx, a, a.count))
     is_root = ctx.rank == a.root
     return Buffers(
-        call=lambda x: dist.reduce(t, dst=a.root, op=REDUCE_OP[a.redop], group=ctx.group, async_op=x),
+        call=lambda x: dist.reduce(t, op=REDUCE_OP[a.redop], group=ctx.group, async_op=x, group_dst=a.root),
         check=lambda: verify.count_wrong(t, _expected_reduce(ctx, a, a.count)) if is_root else 0,
         outputs=lambda: [t] if is_root else [],
         reset=restorer(t),
@@ -194,7 +194,7 @@ def _gather(a, ctx):
     is_root = ctx.rank == a.root
     outs = [_blank(ctx, a, c) for _ in range(ctx.world_size)] if is_root else None
     return Buffers(
-        call=lambda x: dist.gather(inp, gather_list=outs, dst=a.root, group=ctx.group, async_op=x),
+        call=lambda x: dist.gather(inp, gather_list=outs, group=ctx.group, async_op=x, group_dst=a.root),
         check=lambda: verify.count_wrong(torch.cat(outs), _gathered(ctx, a, c)) if is_root else 0,
         outputs=lambda: outs if is_root else [],
         inputs=lambda: [inp],
@@ -206,7 +206,7 @@ def _scatter(a, ctx):
     ins = [_t(ctx, a, c, rank=j) for j in range(ctx.world_size)] if ctx.rank == a.root else None
     out = _blank(ctx, a, c)
     return Buffers(
-        call=lambda x: dist.scatter(out, scatter_list=ins, src=a.root, group=ctx.group, async_op=x),
+        call=lambda x: dist.scatter(out, scatter_list=ins, group=ctx.group, async_op=x, group_src=a.root),
         check=lambda: verify.count_wrong(out, _t(ctx, a, c)),
         outputs=lambda: [out],
         inputs=lambda: ins or [],

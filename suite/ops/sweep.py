@@ -8,8 +8,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from suite.case import Buffers, Bytes, Case
-from suite.harness import verify
+from suite.case import Buffers, Bytes, Case, CaseSkipped
+from suite.harness import groups, verify
 from suite.harness.dist import DistContext
 from suite.launch.config import BenchConfig
 from suite.ops.collectives import BARRIER_UNCHECKED, FUNCTION_OF, REGISTRY, Args, Collective, dtype_of, elsize
@@ -134,10 +134,32 @@ def collective_cases(
     experiment: str,
     registry: tuple[Collective, ...] = REGISTRY,
     sizes: list[int] | None = None,
+    partition: tuple[str, list[list[int]]] | None = None,
 ) -> list[Case]:
-    """Every declared case of ``registry`` for the run's sweep."""
-    return [
+    """Every declared case of ``registry`` for the run's sweep; ``partition`` = (name, parts): each case runs on
+    this rank's part of the world instead (every part at once; ``_on_partition``)."""
+    out = [
         collective_case(coll, a, experiment=experiment)
         for coll in registry
         for a in args_for(coll, cfg, world_size, sizes)
     ]
+    return out if partition is None else [_on_partition(c, *partition) for c in out]
+
+
+def _on_partition(case: Case, name: str, parts: list[list[int]]) -> Case:
+    """``case`` on this rank's part of ``parts`` (groups.partition_context): ``group`` in its identity, its label
+    ending in ``-<name>``, the parts in its record; skipped where the parts differ in size (a chunked op's count is
+    a multiple of the world, not of unequal parts) or one is empty."""
+
+    def context(ctx: DistContext, session) -> DistContext:
+        if len({len(p) for p in parts}) != 1 or not all(parts):
+            raise CaseSkipped(f"{name} groups need an even world (two equal parts), not {sum(map(len, parts))} ranks")
+        return groups.partition_context(ctx, session, parts)
+
+    return dataclasses.replace(
+        case,
+        label=f"{case.label}-{name}",
+        identity={**case.identity, "group": name},
+        fields={**case.fields, "groups": parts, "table": f"{case.identity['variant']}-{name}"},
+        context=context,
+    )

@@ -152,9 +152,12 @@ def collective_table(recs: list[dict]) -> str:
     title = first.get("variant", first["op"])
     if first.get("function") and first["function"] != title:
         title += f" (torch.distributed.{first['function']})"
-    ranks = first["world_size"]
+    ranks = f"{first['world_size']} ranks"
+    if first.get("groups"):  # a case on a partition of the world: every part at once (suite/ops/sweep.py)
+        title += f" on the {first.get('group')} groups {' '.join(map(str, first['groups']))}"
+        ranks += " per group"
     lines = [
-        f"# {title}  ({first['backend']}, {first['device']}, {ranks} ranks, timing={first['timing_mode']}, "
+        f"# {title}  ({first['backend']}, {first['device']}, {ranks}, timing={first['timing_mode']}, "
         f"{iters_label(recs)})",
         f"#{'':47}{'out-of-place':^33}  {'in-place':^32}",
         f"#{'size':>11} {'count':>12} {'type':>8} {'redop':>7} {'root':>5}"
