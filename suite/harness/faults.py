@@ -40,6 +40,7 @@ BACKEND_FAULTS = (
     "partial",
     "wrong_reduction",
     "aliasing",
+    "group_rank",
 )
 """The classes of wrong result the planted faulty backend makes (suite/harness/faulty_backend.py)."""
 PROCESS_FAULTS = ("kill", "term", "stop", "exit", "raise")

@@ -22,7 +22,10 @@ step and c10d's sequence numbers count as they do on Gloo; the fault is applied 
 - ``partial``: only the first half of each message (output) is delivered;
 - ``wrong_reduction``: the ranks reduce with another op (sum where avg was asked, max where sum, min
   where max, max where min, sum where product);
-- ``aliasing``: an out-of-place op (and a send) also writes its output's first elements into its input.
+- ``aliasing``: an out-of-place op (and a send) also writes its output's first elements into its input;
+- ``group_rank``: the group's rank taken for the global one: the output's chunks (a message's n parts) placed by
+  the global rank of the rank they belong to (mod n), not its rank in the group; the same on the world's group,
+  whose ranks are the global ones, so only a group of other ranks (``COLLECTIVES_GROUPS=interleaved``) shows it.
 
 Collectives complete before they return (their Work is already done), so a fault is applied where the
 result is whole; a receive's fault is applied when its Work is waited for. A class that cannot apply to
@@ -223,6 +226,12 @@ class FaultyGroup(dist.ProcessGroup):
                 held = [p.clone() for p in parts]
                 for i, p in enumerate(parts):
                     p.copy_(held[(i + 1) % len(parts)])
+        elif fault == "group_rank":
+            parts, ranks = _chunks(outs, n), dist.get_process_group_ranks(self)
+            if len(parts) == len(ranks) > 1 and all(p.shape == parts[0].shape for p in parts):
+                held = [p.clone() for p in parts]
+                for j, p in enumerate(parts):
+                    p.copy_(held[ranks[j] % n])
         elif fault == "duplicate":
             parts = _chunks(outs, n)
             if len(parts) > 1 and parts[0].shape == parts[1].shape:
