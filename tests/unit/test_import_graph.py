@@ -266,9 +266,10 @@ def r2_violations(root: Path, in_flight: dict[str, str] | None = None) -> list[s
             out.append(f"{folder.name}/__init__.py: no SPEC = ExperimentSpec(name={folder.name!r}, ...)")
         for path in sorted(folder.rglob("*.py")):
             where = path.relative_to(root).as_posix()
+            inside = len(path.relative_to(folder).parts)  # a relative import may climb to the folder, not above it
             for line, mod, level in _imports(ast.parse(path.read_text())):
                 top = mod.split(".")
-                if (level == 0 and top[0] == root.name and top[1:2] not in ([], [folder.name])) or level > 1:
+                if (level == 0 and top[0] == root.name and top[1:2] not in ([], [folder.name])) or level > inside:
                     out.append(f"{where}:{line} imports another experiment ({'.' * level}{mod})")
                 if folder.name in in_flight or level:
                     continue
@@ -306,6 +307,8 @@ PLANTED = {
     "from torch.distributed import ReduceOp\n",
     "bad/workload.py": "from experiments.good import cases\nfrom ..good import workload\nimport suite.harness.dist\n"
     "def f():\n    from suite.ops import collectives\n",
+    "good/parts/one.py": "from ..workload import f\nfrom . import two\n",  # a package inside the folder
+    "bad/parts/one.py": "from ...good import cases\n",
     "busy/__init__.py": 'from suite.case import ExperimentSpec\nSPEC = ExperimentSpec(name="busy")\n',
     "busy/cases.py": "import torch.distributed as dist\nfrom experiments.bad import cases\n",
 }
@@ -328,6 +331,8 @@ def test_the_r2_check_names_each_planted_breach(tmp_path):
         "bad/cases.py:3 imports torch.distributed.ReduceOp (cases.py declares; its builders go in workload.py)",
         "bad/derived.py:1 imports suite.model (the core is reached through suite.api)",
         "bad/derived.py:1 imports suite.model.fit (the core is reached through suite.api)",
+        "bad/parts/one.py:1 imports another experiment (...good)",
+        "bad/parts/one.py:1 imports another experiment (...good.cases)",
         "bad/workload.py:1 imports another experiment (experiments.good)",
         "bad/workload.py:1 imports another experiment (experiments.good.cases)",
         "bad/workload.py:2 imports another experiment (..good)",
