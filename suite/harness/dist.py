@@ -1,11 +1,9 @@
 """Process-group lifecycle: one ``init_distributed`` for every experiment.
 
-Reads the launcher's environment (torchrun and docker compose set RANK /
-WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT; Slurm's srun sets
-SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID), picks the device and backend,
-validates them against the build *before* init, sets the CUDA device before
-init (and passes it as ``device_id`` so NCCL binds eagerly), always uses an
-explicit timeout, and destroys the group at exit.
+Reads the launcher's environment (torchrun and docker compose set RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR /
+MASTER_PORT; Slurm's srun sets SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID), picks the device and backend, validates
+them against the build *before* init, sets the CUDA device before init (and passes it as ``device_id`` so NCCL binds
+eagerly), always uses an explicit timeout, and destroys the group at exit.
 """
 
 from __future__ import annotations
@@ -97,9 +95,7 @@ class DistContext:
     watchdog: Watchdog | None = field(default=None, repr=False, compare=False)
     """This rank's heartbeat (None when off or alone); ``destroy_distributed(ctx)`` stops it."""
     whole: DistContext | None = field(default=None, repr=False, compare=False)
-    """The world's context when this one is this rank's part of a partition of the world (every rank in one
-    part, the parts running a case at once: suite/harness/groups.py ``partition_context``): the harness times
-    the case, counts its wrong elements and records it across the whole world. None otherwise."""
+    """The world's, where this is one part of a partition running a case at once (groups.partition_context)."""
 
     @property
     def device_type(self) -> str:
