@@ -9,7 +9,7 @@ from __future__ import annotations
 from suite.api import Buffers, DistContext, Session, dist_max
 
 from . import check as checking
-from . import decompose, inventory, pipeline, quiet, user_model, user_pipeline, user_workload, workload
+from . import built_in, decompose, inventory, pipeline, quiet, user_model, user_pipeline, user_workload, workload
 from .settings import ShardedSettings
 from .strategies import BASELINE
 from .strategies import get as strategy_of
@@ -69,7 +69,7 @@ def maker(strategy: str, s: ShardedSettings, um=None):
 
 def model_of(s: ShardedSettings, um=None) -> user_model.UserModel:
     """The model a case trains: ``um`` (SHARDED_MODEL), or the built-in model of ``s`` as a UserModel."""
-    return um if um is not None else workload.built_in(s.width, s.depth, s.seq, s.batch)
+    return um if um is not None else built_in.built_in(s.width, s.depth, s.seq, s.batch)
 
 
 def reference_of(session: Session, strategy: str, s: ShardedSettings, ctx: DistContext, um=None) -> checking.Reference:

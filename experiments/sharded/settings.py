@@ -7,11 +7,13 @@ from dataclasses import dataclass, field
 
 from suite.api import ConfigError
 
-from . import strategies as registry
+from .strategies import PLANTED as PLANTED_STRATEGIES
+from .strategies import STRATEGIES as REGISTERED
+from .strategies import get as strategy_of
 
-STRATEGIES = tuple(registry.STRATEGIES)
+STRATEGIES = tuple(REGISTERED)
 """The strategies run by default, in order (experiments/sharded/strategies/: one file each)."""
-PLANTED = tuple(registry.PLANTED)
+PLANTED = tuple(PLANTED_STRATEGIES)
 """Wrong on purpose, run only when named (the check's own tests: experiments/sharded/strategies/planted.py)."""
 
 
@@ -41,7 +43,7 @@ class ShardedSettings:
         (``pp_*``) whose stages (world x stages per rank) outnumber the layers (``depth`` blocks and the head),
         the fewest blocks that give each stage one layer (stages - 1): the default run's 2 blocks cannot make the
         4 stages of a 4-rank GPipe, nor the 8 of its interleaved schedule."""
-        pipeline = registry.get(strategy).pipeline
+        pipeline = strategy_of(strategy).pipeline
         if pipeline is None or self.depth + 1 >= world * pipeline.stages_per_rank:
             return self
         stages = world * pipeline.stages_per_rank
@@ -65,7 +67,7 @@ class ShardedSettings:
                 f"SHARDED_STRATEGIES {','.join(s.strategies)}: unknown or none ({', '.join(unknown)}); "
                 f"choose from {', '.join(STRATEGIES)} (wrong on purpose, the check's own tests: {', '.join(PLANTED)})"
             )
-        pp = [x for x in s.strategies if registry.get(x).pipeline is not None]
+        pp = [x for x in s.strategies if strategy_of(x).pipeline is not None]
         if pp and s.microbatches < 1:
             raise ConfigError(f"SHARDED_MICROBATCHES={s.microbatches}: the pipeline strategies need at least 1")
         if pp and not s.model and s.batch % s.microbatches:  # a model's own batch: user_model.not_dividing

@@ -61,7 +61,7 @@ class Strategy:
     """Whether the check is exact at 1-2 ranks (two-term averages; experiments/sharded/check.py)."""
     theory: Callable[..., list[dict]] | None = None
     """``theory(d, depth, seq, batch, world)`` -> the built-in model's collectives of one step from the shapes
-    (experiments/sharded/shapes.py's rows); None where the strategy's messages are derived elsewhere (pipelines)."""
+    (experiments/sharded/theory.py's row builders); None where the messages are derived elsewhere (pipelines)."""
     planted: str | None = None
     """Why this strategy is wrong on purpose (the check's own tests: experiments/sharded/strategies/planted.py)."""
     built_in_only: str | None = None

@@ -46,7 +46,7 @@ class Block(nn.Module):
 
 class Net(nn.Module):
     """``depth`` blocks and a head (under sequence parallelism the blocks' output is gathered before the head:
-    ``built_in``'s ``sp_gather``)."""
+    experiments/sharded/built_in.py's ``sp_gather``)."""
 
     def __init__(self, d: int, depth: int) -> None:
         super().__init__()
@@ -93,35 +93,6 @@ class Trainer:
     (a pipeline stage holds its layers only)."""
     warned: set[str] = field(default_factory=set)
     """Torch warnings filtered in this trainer's inventory step as harmless (experiments/sharded/quiet.py)."""
-
-
-def built_in(width: int, depth: int, seq: int, global_batch: int):
-    """The built-in model as a model of your own (experiments/sharded/user_model.py): the seeded ``Net``, its
-    seeded batches, mean-squared error, its plans (``tp``: ``up`` column-parallel and ``down`` row-parallel in
-    every block; ``sp``: the same with the sequence sharded around them and a sequence-parallel LayerNorm, the
-    sequence gathered before the head), each block an FSDP2 unit (the head stays with the root) and its layers
-    (the blocks, then the head) as a pipeline's pieces. One trainer, one pipeline trainer and one reference train
-    it and any other model."""
-    from torch.distributed.tensor import Shard
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, SequenceParallel
-
-    from .user_model import UserModel
-
-    return UserModel(
-        module=build_net(width, depth),
-        batch=lambda step: batch(step, global_batch, seq, width, "cpu"),
-        loss=F.mse_loss,
-        tp_plan={"blocks.*.up": ColwiseParallel(), "blocks.*.down": RowwiseParallel()},
-        sp_plan={
-            "blocks.*.norm": SequenceParallel(),
-            "blocks.*.up": ColwiseParallel(input_layouts=Shard(1)),
-            "blocks.*.down": RowwiseParallel(output_layouts=Shard(1)),
-        },
-        seq_dim=1,
-        sp_gather="head",
-        fsdp_units=tuple(f"blocks.{i}" for i in range(depth)),
-        pp_layers=lambda net: [*net.blocks, net.head],
-    )
 
 
 def fully_shard_units(units, root: nn.Module, strategy: str, mesh) -> None:

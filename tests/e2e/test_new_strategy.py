@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 
 NEW = '''"""``fsdp2_keep_bf16``: FSDP2 in bfloat16 without resharding the blocks after forward."""
 
-from ..shapes import fsdp_theory
+from ..theory import fsdp_theory
 from ..strategy import Strategy
 
 STRATEGY = Strategy(

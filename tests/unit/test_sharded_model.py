@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 
-from experiments.sharded import model, shapes
+from experiments.sharded import model, shapes, theory
 from suite.model import step
 from suite.model.links import ClassLink, Topology
 from suite.model.run_model import RunModel
@@ -42,7 +42,7 @@ def test_theory_at_several_world_sizes(world):
     assert sum(r["count"] * r["bytes"] for r in fsdp if r["op"] == "all_gather") == 4 * p + depth * block
     tp = shapes.theory("tp", d, depth, seq, batch, world)  # every rank the whole batch: A does not shrink
     assert tp == [
-        shapes._row("all_reduce", "float32", 4 * batch * seq * d, "tp", ph, depth) for ph in ("forward", "backward")
+        theory._row("all_reduce", "float32", 4 * batch * seq * d, "tp", ph, depth) for ph in ("forward", "backward")
     ]
     if world >= 4:
         two = shapes.theory("2d", d, depth, seq, batch, world)

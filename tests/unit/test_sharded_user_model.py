@@ -14,7 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from examples import sharded_model
-from experiments.sharded import check, shapes, user_model, user_pieces, user_pipeline, user_workload, workload
+from experiments.sharded import built_in, check, shapes, user_model, user_pieces, user_pipeline, user_workload, workload
 from experiments.sharded.pipeline import PIPELINES
 from experiments.sharded.settings import PLANTED, STRATEGIES
 from suite.launch import cli as launch
@@ -571,7 +571,7 @@ def test_the_pieces_check_takes_nan_as_equal_and_names_a_piece_one_micro_batch_b
 def test_the_built_in_model_is_a_user_model_the_host_checks_accept():
     # one trainer, pipeline trainer and reference for both: the built-in model declared as a UserModel takes every
     # product strategy, its pipeline pieces pass the host's checks, and an sp_gather naming no submodule is refused
-    um = workload.built_in(16, 3, 4, 4)
+    um = built_in.built_in(16, 3, 4, 4)
     assert all(user_model.supported(um, s) is None for s in STRATEGIES)
     assert user_model.not_dividing(um, "sp", 2) is None and user_pieces.pp_problem(um) is None
     assert user_workload.fsdp_units(um) == list(um.module.blocks)  # the head stays with the root

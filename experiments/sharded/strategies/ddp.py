@@ -1,7 +1,7 @@
 """``ddp``: DistributedDataParallel, each rank its rows of the batch (the baseline every other strategy's bytes
 and memory are set against)."""
 
-from ..shapes import ddp_rows
+from ..theory import ddp_rows
 from ..strategy import Strategy
 
 STRATEGY = Strategy(

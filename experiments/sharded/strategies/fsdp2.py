@@ -1,7 +1,7 @@
 """``fsdp2``: ``fully_shard`` on every block (``reshard_after_forward=True``) and on the root (FSDP2's default:
 kept after forward, its backward comes first); each rank its rows."""
 
-from ..shapes import fsdp_theory
+from ..theory import fsdp_theory
 from ..strategy import Strategy
 
 STRATEGY = Strategy(

@@ -1,7 +1,7 @@
 """``fsdp2_bf16``: ``fsdp2`` with ``MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32)``: the
 all_gathers move bfloat16, the reduce_scatters float32."""
 
-from ..shapes import fsdp_theory
+from ..theory import fsdp_theory
 from ..strategy import Strategy
 
 STRATEGY = Strategy(

@@ -1,6 +1,6 @@
 """``fsdp2_keep``: ``fsdp2`` with ``reshard_after_forward=False`` on the blocks (no backward all_gather)."""
 
-from ..shapes import fsdp_theory
+from ..theory import fsdp_theory
 from ..strategy import Strategy
 
 STRATEGY = Strategy(

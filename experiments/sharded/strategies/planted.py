@@ -14,7 +14,9 @@ from __future__ import annotations
 import dataclasses
 
 from ..strategy import Strategy
-from . import fsdp2, pp_gpipe, tp
+from .fsdp2 import STRATEGY as FSDP2
+from .pp_gpipe import STRATEGY as GPIPE
+from .tp import STRATEGY as TP
 
 
 def _sum_not_average(model, world: int) -> None:
@@ -28,9 +30,8 @@ def _sum_not_average(model, world: int) -> None:
 def _next_rank_rows(net, mesh) -> None:
     import torch
 
-    from ..workload import build_net
-
-    full = build_net(net.head.in_features, len(net.blocks)).blocks
+    torch.manual_seed(0)  # the built-in model's seeded weights (workload.build_net), whole
+    full = type(net)(net.head.in_features, len(net.blocks)).blocks
     n, r = mesh.size(), mesh.get_local_rank()
     with torch.no_grad():
         for b, ref in zip(net.blocks, full):
@@ -47,26 +48,24 @@ def _planted(base: Strategy, name: str, why: str, **changes) -> Strategy:
     return dataclasses.replace(base, name=name, what=f"{base.name}, wrong on purpose: {why}", planted=why, **changes)
 
 
-_gpipe = pp_gpipe.STRATEGY.pipeline
+_gpipe = GPIPE.pipeline
 STRATEGIES = (
+    _planted(FSDP2, "fsdp2_scaled", "gradient shards multiplied by the world size", after_backward=_sum_not_average),
     _planted(
-        fsdp2.STRATEGY, "fsdp2_scaled", "gradient shards multiplied by the world size", after_backward=_sum_not_average
-    ),
-    _planted(
-        tp.STRATEGY,
+        TP,
         "tp_wrong_shard",
         "each rank holds the next rank's `up` rows",
         after_parallelize=_next_rank_rows,
         built_in_only="it plants a wrong shard into the built-in model",
     ),
     _planted(
-        pp_gpipe.STRATEGY,
+        GPIPE,
         "pp_unscaled",
         "gradients not divided by the micro-batches",
         pipeline=dataclasses.replace(_gpipe, scale_grads=False),
     ),
     _planted(
-        pp_gpipe.STRATEGY,
+        GPIPE,
         "pp_misrouted",
         "the last stage's targets one micro-batch out of step with the inputs",
         pipeline=dataclasses.replace(_gpipe, targets_shift=True, cannot=_two_microbatches),

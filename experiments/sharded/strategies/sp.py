@@ -2,7 +2,7 @@
 with output Shard(1) (a model of your own: its ``sp_plan``); each rank its slice of the sequence, the blocks'
 output gathered before the head."""
 
-from ..shapes import sp_rows
+from ..theory import sp_rows
 from ..strategy import SP_PLAN, TP, Strategy
 
 STRATEGY = Strategy(

@@ -1,7 +1,7 @@
 """``tp``: tensor parallel: ColwiseParallel ``up`` and RowwiseParallel ``down`` in every block (a model of your
 own: its ``tp_plan``) on a 1-D mesh over the world; every rank the whole batch."""
 
-from ..shapes import tp_rows
+from ..theory import tp_rows
 from ..strategy import TP, TP_PLAN, Strategy
 
 STRATEGY = Strategy(

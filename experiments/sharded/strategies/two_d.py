@@ -1,7 +1,7 @@
 """``2d``: a (dp=2, tp=world/2) mesh: ``tp`` on the tp dimension, FSDP2 on the dp dimension; each dp rank its
 rows. Needs an even world of 4 or more (Strategy.mesh_cannot)."""
 
-from ..shapes import fsdp_theory, tp_rows
+from ..theory import fsdp_theory, tp_rows
 from ..strategy import DP, TP, TP_PLAN, Strategy
 
 _fsdp = fsdp_theory(reshard=True)
