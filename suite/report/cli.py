@@ -16,7 +16,7 @@ a run); never measures.
 What the report keys on (so new experiments appear without code changes): records are
 grouped by ``experiment``, then by ``table`` (else ``variant``, else ``op``), then by
 ``backend``/``device``/``world_size``; within a group, series are the identity fields that
-vary (suite.report.case_identity.case_key: dtype, redop, in_place, ...). A group whose records carry
+vary (suite.report.compare.case_identity.case_key: dtype, redop, in_place, ...). A group whose records carry
 ``src`` and ``dst`` gets a pair-matrix heatmap; one with two or more sizes gets busbw and
 latency-vs-size plots with α–β fits (suite.model.fit); any other gets bar charts of ``time_us``
 (p05–p95) and of every other numeric field the records add (samples_per_s, efficiency, ...).
@@ -111,7 +111,7 @@ def _load_side(arg: str) -> list[list[dict]] | None:
 
 
 def _cmd_compare(args) -> int:
-    from suite.report.case_settings import run_settings
+    from suite.report.compare.case_settings import run_settings
     from suite.report.compare import compare_runs, format_comparison
 
     if not 0 < args.alpha < 1 or args.tolerance < 0 or not 0 <= args.max_inconclusive <= 1:

@@ -27,7 +27,7 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 from suite import results
 from suite.model.fit import AlphaBeta
 from suite.metrics import format_size
-from suite.report.verdicts import VERDICT_COLORS
+from suite.report.compare.verdicts import VERDICT_COLORS
 
 DPI = 110
 

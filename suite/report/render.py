@@ -317,11 +317,11 @@ def write_report(
 
 def write_comparison(c, out_dir: str | os.PathLike, stem: str = "compare") -> Path:
     """``<stem>.html`` (self-contained): it opens on the forest plot of the cases (``<stem>.png``,
-    ``suite.report.forest``) with its one-line caption, then the summary, per group the new/base ratio vs
+    ``suite.report.compare.forest``) with its one-line caption, then the summary, per group the new/base ratio vs
     size with its CI (``<stem>-by-size.png``), and the table of cases."""
     from suite.report import forest, plots
-    from suite.report.case_identity import describe_key
-    from suite.report.compare_text import runs_text
+    from suite.report.compare.case_identity import describe_key
+    from suite.report.compare.text import runs_text
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -377,7 +377,7 @@ def write_comparison(c, out_dir: str | os.PathLike, stem: str = "compare") -> Pa
 
 
 def format_comparison_summary(c) -> str:
-    from suite.report.compare_text import format_comparison
+    from suite.report.compare.text import format_comparison
 
     return "\n".join(ln for ln in format_comparison(c).splitlines() if ln.startswith("# ") and "case" not in ln[:8])
 

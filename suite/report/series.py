@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from suite import results
-from suite.report.case_identity import MEASUREMENT_FIELDS, case_key
+from suite.report.compare.case_identity import MEASUREMENT_FIELDS, case_key
 
 _SERIES_SKIP = {"experiment", "size_bytes", "count", "backend", "device", "world_size", "table"}
 _NICE_ORDER = ("variant", "op", "function", "dtype", "redop", "in_place", "root", "timing_mode")
@@ -31,7 +31,7 @@ def is_pair_matrix(recs: list[dict]) -> bool:
 
 
 def varying_fields(recs: list[dict]) -> list[str]:
-    """Identity fields (suite.report.case_identity.case_key) whose value differs between records, in a stable
+    """Identity fields (suite.report.compare.case_identity.case_key) whose value differs between records, in a stable
     order, leaving out those that only follow the size (e.g. a micro-batch count that sets the
     size): they would split one curve into one-point series."""
     values: OrderedDict = OrderedDict()

@@ -261,7 +261,7 @@ def _baseline_rows(recs: list[dict], base: tuple[str, list[list[dict]]] | None) 
     if base is None:
         return []
     from suite.report.compare import compare_runs
-    from suite.report.compare_text import count_line, gate_line
+    from suite.report.compare.text import count_line, gate_line
 
     name, base_runs = base
     c = compare_runs(base_runs, [recs], base_name=name, new_name="this run")

@@ -25,7 +25,8 @@ import pytest
 
 from suite import results
 
-from suite.report import case_identity, compare, cli as report
+from suite.report import compare, cli as report
+import suite.report.compare.case_identity as case_identity
 
 from suite.launch import cli as launch
 from tests.conftest import make

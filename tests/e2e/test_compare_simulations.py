@@ -2,7 +2,7 @@
 not in the unit tier): 200 same-commit trials with heterogeneous noise flag a case in at most alpha of
 them, and a 2x slowdown of the noisy cases is found in 20 trials with the runs the comparison asks for."""
 
-from suite.report import verdicts
+import suite.report.compare.verdicts as verdicts
 from tests.unit.test_compare import same_commit_trials, slowdown_trials
 
 

@@ -26,9 +26,10 @@ from matplotlib.colors import to_rgba
 
 from suite import results
 
-from suite.report import analysis, compare, fit_table, forest, render, sections, summary, cli as report
-from suite.report.case_identity import case_key, describe_key
-from suite.report.verdicts import VERDICT_COLORS
+from suite.report import analysis, compare, fit_table, render, sections, summary, cli as report
+import suite.report.compare.forest as forest
+from suite.report.compare.case_identity import case_key, describe_key
+from suite.report.compare.verdicts import VERDICT_COLORS
 
 from suite.launch import cli as launch
 from suite.model import fit, link_rate

@@ -13,8 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from suite.report import case_settings, compare, compare_stats, compare_text, verdicts, cli as report, shrinkage
-from suite.report.case_identity import case_key
+from suite.report import compare, cli as report
+import suite.report.compare.case_settings as case_settings
+import suite.report.compare.stats as compare_stats
+import suite.report.compare.text as compare_text
+import suite.report.compare.verdicts as verdicts
+import suite.report.compare.shrinkage as shrinkage
+from suite.report.compare.case_identity import case_key
 
 N_CASES = 60
 

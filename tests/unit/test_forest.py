@@ -1,4 +1,5 @@
-"""suite.report.forest: which cases the comparison's forest plot draws, in which order and colour, and its caption."""
+"""suite.report.compare.forest: which cases the comparison's forest plot draws, in which order and colour, and
+its caption."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import math
 import pytest
 from matplotlib.colors import to_rgba
 
-from suite.report import forest
-from suite.report.verdicts import VERDICT_COLORS, CaseComparison, Comparison
+import suite.report.compare.forest as forest
+from suite.report.compare.verdicts import VERDICT_COLORS, CaseComparison, Comparison
 
 
 def _case(i: int, verdict: str, ratio: float, half: float = 1.02) -> CaseComparison:

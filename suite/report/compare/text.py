@@ -4,9 +4,9 @@ what the runs given can detect, the REPEAT advice, the gate and why).
 
 from __future__ import annotations
 
-from suite.report.case_identity import describe_key
-from suite.report.compare_stats import MAX_RUNS
-from suite.report.verdicts import VERDICTS, Comparison
+from suite.report.compare.case_identity import describe_key
+from suite.report.compare.stats import MAX_RUNS
+from suite.report.compare.verdicts import VERDICTS, Comparison
 
 
 def runs_text(k: int | None) -> str:

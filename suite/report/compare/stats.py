@@ -1,5 +1,5 @@
 """The statistics of a comparison (the method: ``suite.report.compare``): each case's run medians and
-their within-run bootstrap, its between-run noise (shrunk by ``suite.report.shrinkage``), its
+their within-run bootstrap, its between-run noise (shrunk by ``suite.report.compare.shrinkage``), its
 simultaneous interval, p-values (Holm), verdict and the runs that would resolve it; and the overall
 median ratio with its bootstrap interval.
 """
@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from suite.report import shrinkage
-from suite.report.verdicts import CaseComparison, verdict
+import suite.report.compare.shrinkage as shrinkage
+from suite.report.compare.verdicts import CaseComparison, verdict
 
 N_BOOT = 2000
 POWER = 0.8
@@ -80,7 +80,7 @@ def case_noise(
     degrees of freedom; and how they were obtained.
 
     With two or more runs on a side: each case's spread of run medians about each side's mean
-    (d_i = k_b − 1 + k_n − 1), shrunk toward the prior fitted to all the cases (``suite.report.shrinkage``).
+    (d_i = k_b − 1 + k_n − 1), shrunk toward the prior fitted to all the cases (``suite.report.compare.shrinkage``).
     With one run on each side no case's own noise can be seen: every case is assumed as noisy as the
     spread of the cases' log ratios about their median says, / sqrt(2) (each log ratio is the
     difference of two runs' log medians); that assumes most cases did not change (see

@@ -1,4 +1,4 @@
-"""Settings that change what a case measures, compared before any verdict (suite/report/compare.py).
+"""Settings that change what a case measures, compared before any verdict (suite/report/compare/__init__.py).
 
 A run's settings (``run_settings``: torch/backend versions and threads, hosts, the config's timing and
 experiment knobs) and each record's ``CASE_SETTINGS`` are compared between the sides of a comparison;

@@ -22,7 +22,7 @@ iterations within one run do. For each matched case, with k_b base and k_n new r
   - with two or more runs on a side, σ_i² is the case's own spread of run medians about each
     side's mean, shrunk toward the value pooled over the cases (an empirical-Bayes scaled
     inverse chi-square prior fitted to all the cases' spreads; Smyth 2004, see
-    ``suite.report.shrinkage``): a case with few runs is pulled toward the pooled value, and little
+    ``suite.report.compare.shrinkage``): a case with few runs is pulled toward the pooled value, and little
     when the cases' noise really differs; the interval then uses Student's t with the
     posterior's degrees of freedom;
   - **with one run per side** (the comparison says so) no case's own noise can be seen. Every
@@ -81,9 +81,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from suite.report.case_identity import records_by_case
-from suite.report.case_settings import settings_differences
-from suite.report.compare_stats import (
+from suite.report.compare.case_identity import records_by_case
+from suite.report.compare.case_settings import settings_differences
+from suite.report.compare.stats import (
     N_BOOT,
     case_noise,
     collect_cases,
@@ -91,8 +91,8 @@ from suite.report.compare_stats import (
     judge_cases,
     overall_interval,
 )
-from suite.report.compare_text import format_comparison
-from suite.report.verdicts import (
+from suite.report.compare.text import format_comparison
+from suite.report.compare.verdicts import (
     DEFAULT_ALPHA,
     DEFAULT_MAX_INCONCLUSIVE,
     DEFAULT_TOLERANCE,

@@ -19,8 +19,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
-from suite.report.case_identity import describe_key
-from suite.report.verdicts import VERDICT_COLORS, VERDICTS, CaseComparison, Comparison
+from suite.report.compare.case_identity import describe_key
+from suite.report.compare.verdicts import VERDICT_COLORS, VERDICTS, CaseComparison, Comparison
 
 MAX_ROWS = 40
 """At most this many cases are drawn (the figure stays inside a 1400x1800 browser window's first screen)."""
