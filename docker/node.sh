@@ -19,14 +19,9 @@ check=""
 if [ "${SUITE_CHECK_ONLY:-0}" = 1 ]; then check=--check; fi
 # Node 0's name resolves once its container exists; give it the rendezvous timeout to appear
 # instead of failing the preflight because this container started first.
-waited=0
-while [ -z "$check" ] && ! getent hosts "$MASTER_ADDR" >/dev/null 2>&1; do
-  if [ "$waited" -ge "${RDZV_TIMEOUT_S:-120}" ]; then
-    echo "node $NODE_RANK: MASTER_ADDR $MASTER_ADDR did not resolve within ${RDZV_TIMEOUT_S:-120} s" >&2
-    exit 3
-  fi
-  sleep 1; waited=$((waited + 1))
-done
+if [ -z "$check" ]; then
+  "$(dirname "$0")/await-host.sh" "$MASTER_ADDR" "${RDZV_TIMEOUT_S:-120}" || exit $?
+fi
 
 results_root="${RESULTS:-/results}"
 if [ -z "${RUN_ID:-}" ] && [ "$NODE_RANK" != 0 ]; then

@@ -14,20 +14,20 @@ EXPECT_LINK_RATE   ?=
 export DOCTOR_SMALL_BYTES DOCTOR_LARGE_BYTES DOCTOR_WINDOW DOCTOR_SIZES DOCTOR_COMPUTE_MS EXPECT_LINK_RATE
 DOCTOR_ITERS  ?= 10
 DOCTOR_WARMUP ?= 2
+# what a doctor run takes: ITERS / WARMUP when given (command line, environment), else the doctor's own
+DOCTOR_RUN_ITERS  = $(if $(filter command line environment,$(origin ITERS)),$(ITERS),$(DOCTOR_ITERS))
+DOCTOR_RUN_WARMUP = $(if $(filter command line environment,$(origin WARMUP)),$(WARMUP),$(DOCTOR_WARMUP))
 
 .PHONY: doctor compose-doctor doctor-verdict
 
 doctor: venv  ## is anything wrong, and where: every link and rank on NPROC local ranks (fails on a finding: make-status 8)
 	$(PY) -m suite.launch --nproc $(NPROC) --backend gloo --device cpu --experiments doctor \
-	  --iters $(if $(filter command line environment,$(origin ITERS)),$(ITERS),$(DOCTOR_ITERS)) \
-	  --warmup $(if $(filter command line environment,$(origin WARMUP)),$(WARMUP),$(DOCTOR_WARMUP)) \
+	  --iters $(DOCTOR_RUN_ITERS) --warmup $(DOCTOR_RUN_WARMUP) \
 	  --timeout-s $(TIMEOUT_S) --heartbeat-timeout-s $(HEARTBEAT_S) --tables $(TABLES) --results-root $(RESULTS) \
 	  $(if $(RUN_ID),--run-id $(RUN_ID)) $(PASSTHROUGH)
 
 compose-doctor:  ## the doctor across the compose simulation (LINK_RATES=, NODE_CPUS= make faults)
-	$(MAKE) compose-up EXPERIMENTS=doctor \
-	  ITERS=$(if $(filter command line environment,$(origin ITERS)),$(ITERS),$(DOCTOR_ITERS)) \
-	  WARMUP=$(if $(filter command line environment,$(origin WARMUP)),$(WARMUP),$(DOCTOR_WARMUP))
+	$(MAKE) compose-up EXPERIMENTS=doctor ITERS=$(DOCTOR_RUN_ITERS) WARMUP=$(DOCTOR_RUN_WARMUP)
 
 doctor-verdict: venv  ## RUN=results/<run>: the doctor's verdict of a stored run again
 	$(PY) -m experiments.doctor.verdict $(RUN)

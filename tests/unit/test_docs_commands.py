@@ -48,6 +48,7 @@ DOCS = [
 SKIPS = {
     "docker": "needs a Docker engine and builds or starts containers (tests/docker covers them)",
     "sbatch": "submits a Slurm job (tests/e2e/test_slurm.py covers the batch script)",
+    "kubectl": "needs a Kubernetes cluster (tests/unit/test_k8s.py checks what make k8s renders for it)",
     "torchrun": "starts training processes",
     "python -m torch.distributed.run": "torchrun by another name: starts training processes",
     "git": "changes the checkout",
