@@ -319,7 +319,8 @@ def write_comparison(c, out_dir: str | os.PathLike, stem: str = "compare") -> Pa
     """``<stem>.html`` (self-contained): it opens on the forest plot of the cases (``<stem>.png``,
     ``suite.report.compare.forest``) with its one-line caption, then the summary, per group the new/base ratio vs
     size with its CI (``<stem>-by-size.png``), and the table of cases."""
-    from suite.report import forest, plots
+    from suite.report import plots
+    from suite.report.compare import forest
     from suite.report.compare.case_identity import describe_key
     from suite.report.compare.text import runs_text
 
