@@ -2,7 +2,7 @@
 
 c10d counts the ops each rank issues on each process group (its per-group sequence number, what the
 flight recorder and NCCL's watchdog print), names every group, and dumps its flight recorder; none of the
-three is public. The op journal (suite/harness/journal.py) and the sharded experiment's inventory check
+three is public. The op journal (suite/harness/journal/__init__.py) and the sharded experiment's inventory check
 (through suite.api) read them here. Where this torch lacks one, the caller says so rather than guessing:
 no sequence number (the journal counts its own ops instead), a group named by its id, no dump.
 """

@@ -1,5 +1,5 @@
 """Failure notes: what a rank leaves when a case raised something other than pytest's fail or skip: its
-journal's dump at once (suite/harness/journal.py), a failure record for the launcher
+journal's dump at once (suite/harness/journal/__init__.py), a failure record for the launcher
 (suite/launch/failures.py) and the session stopped."""
 
 from __future__ import annotations

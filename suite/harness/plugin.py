@@ -232,7 +232,7 @@ def pytest_runtest_protocol(item, nextitem):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
-    """A case that raised leaves its journal at once (suite/harness/journal.py), before pytest formats the
+    """A case that raised leaves its journal at once (suite/harness/journal/__init__.py), before pytest formats the
     traceback: when a peer died, torchrun ends this rank within a second."""
     j = sys.modules.get("suite.harness.journal")
     if j is not None and j.current() is not None and j.current().case != item.nodeid:

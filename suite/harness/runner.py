@@ -54,7 +54,9 @@ import torch.distributed as dist
 
 from suite import results
 
-from suite.harness import checks, faults, faulty_backend, journal, journal_check, plants, verify
+from suite.harness import checks, faults, faulty_backend, journal, plants, verify
+
+import suite.harness.journal.check as journal_check
 from suite.case import Buffers, Case, Session, each, support_reason, wait_all
 from suite.launch.config import BenchConfig
 from suite.launch.switches import switch
@@ -65,7 +67,7 @@ from suite.harness.timing import Measurement, measure
 
 
 JOURNAL_PROVENANCE = (
-    "measured: seconds the op journal (suite/harness/journal.py) adds to each op it records, on this rank, once per "
+    "measured: seconds the op journal (suite/harness/journal/) adds to each op it records, on this rank, once per "
     "session (journal.record_cost_s: a no-op wrapped as every torch.distributed function is, less the bare "
     "call); each timed sample includes it once per op issued"
 )

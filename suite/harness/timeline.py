@@ -2,7 +2,7 @@
 
 What a rank keeps, on its own ``time.perf_counter`` (the clock every rank of a host shares):
 
-- every op the journal (suite/harness/journal.py) saw, with when its call began and returned: at most
+- every op the journal (suite/harness/journal/__init__.py) saw, with when its call began and returned: at most
   ``OPS_PER_CASE`` per case and ``OPS_MAX`` in all (the ops past them are counted, per case, not kept);
 - spans (at most ``SPANS_MAX``): each case (pytest's whole protocol of it), each phase of it
   (suite/harness/phases.py: check run, warm-up, the timed samples, barriers' gather, the sequence
@@ -11,7 +11,7 @@ What a rank keeps, on its own ``time.perf_counter`` (the clock every rank of a h
   training step, a pipeline's matmuls).
 
 ``write_part`` writes it to ``<run>/trace/rank<r>.json`` at the end of the session, and whenever the journal
-dumps (the rank failed, or the launcher asked where it is: suite/harness/journal_dump.py); an op still
+dumps (the rank failed, or the launcher asked where it is: suite/harness/journal/dump.py); an op still
 running then has no end. The launcher merges the parts, with the journal's dumps, into ``<run>/trace.json``
 (suite/launch/trace.py). Recording costs one clock read and one list append per op (the journal's
 hot path: no I/O, no lock) and one append per span; nothing is written before the end or a dump.
@@ -70,7 +70,7 @@ class Timeline:
         self.samples, self.steps = 0, None
 
     def part(self, reason: str) -> dict:
-        from suite.harness.journal_dump import entry_json
+        from suite.harness.journal.dump import entry_json
 
         j = self.journal
         kept = list(j.ops)

@@ -59,7 +59,7 @@ def status_line(status: int) -> str:
 
 def record_failure(results_dir: str | None, rank: int, cause: str, **extra) -> None:
     """Leave ``<results_dir>/failures/rank<r>.json`` for the launcher's summary (best effort), after the
-    rank's op journal, where one is installed, has left its dump (suite/harness/journal_dump.py)."""
+    rank's op journal, where one is installed, has left its dump (suite/harness/journal/dump.py)."""
     journal = sys.modules.get("suite.harness.journal")  # imported on the ranks only: none to dump elsewhere
     if journal is not None and journal.current() is not None:
         try:

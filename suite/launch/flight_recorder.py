@@ -11,7 +11,7 @@ from pathlib import Path
 
 FR_PREFIX = "nccl_trace_rank_"
 """The flight-recorder dumps' names in ``<run>/failures/`` (suite/launch/cli.py flight_recorder_env: NCCL's own
-dump on a timeout; suite/harness/journal.py: every rank's dump when the launcher asks, on any backend)."""
+dump on a timeout; suite/harness/journal/__init__.py: every rank's dump when the launcher asks, on any backend)."""
 
 
 def path(run_dir, rank: int) -> Path:

@@ -1,7 +1,7 @@
 """The launcher's hang diagnosis: which rank is where, and the one line that names the divergence.
 
 When a rank reports a failure (an op timed out, a peer went silent) or dies, the launcher
-asks every rank for its journal (suite/harness/journal.py: ``<run>/hang/request``), waits a
+asks every rank for its journal (suite/harness/journal/__init__.py: ``<run>/hang/request``), waits a
 few seconds for ``<run>/hang/rank<r>.json`` (and for the faulthandler stacks a rank killed
 by a fatal signal left in ``rank<r>.fatal``), then writes
 ONE diagnosis, before the processes are ended, to ``<run>/failures/hang.txt`` and
@@ -29,10 +29,10 @@ ROOT = Path(__file__).resolve().parents[2]  # the checkout: suite/launch/ is two
 DUMP_WAIT_S = 4.0
 """How long the launcher waits for the ranks' dumps (a rank's journal thread answers within 0.25 s)."""
 _SKIP_FILES = (  # the journal's own frames (its wrappers, its check, its dump) say nothing of the hang
-    "suite/harness/journal.py",
-    "suite/harness/journal_wrap.py",
-    "suite/harness/journal_check.py",
-    "suite/harness/journal_dump.py",
+    "suite/harness/journal/__init__.py",
+    "suite/harness/journal/wrap.py",
+    "suite/harness/journal/check.py",
+    "suite/harness/journal/dump.py",
     "suite/launch/failures.py",
     "suite/harness/plants.py",  # a divergence planted below the harness: where it was called from is the place
 )
@@ -370,7 +370,9 @@ def tidy(run_dir: Path) -> None:
     except OSError:
         pass
     try:
-        (run_dir / "failures").rmdir()  # made for NCCL's dump on a timeout (suite/harness/journal.py), left empty
+        (
+            run_dir / "failures"
+        ).rmdir()  # made for NCCL's dump on a timeout (suite/harness/journal/__init__.py), left empty
     except OSError:
         pass
 

@@ -1,6 +1,6 @@
 """The journal's ring kept in a file: what a rank issued survives the rank (Gloo's SIGABRT on a size mismatch).
 
-A rank that a fatal signal ends leaves no journal dump (suite/harness/journal_dump.py), only faulthandler's
+A rank that a fatal signal ends leaves no journal dump (suite/harness/journal/dump.py), only faulthandler's
 stacks: the ring buffer in its memory is gone. So each entry the journal records is also packed into a
 memory-mapped file, ``<run>/hang/rank<r>.ring``: a store into the page cache (no system call, about half a
 microsecond), which the kernel keeps when the process dies. The launcher reads the ring of a rank that died
@@ -49,7 +49,7 @@ OPS = (
     "send_object_list",
     "recv_object_list",
 )
-"""The ops a slot can name (suite/harness/journal_wrap.py wraps them); another op reads as ``?``."""
+"""The ops a slot can name (suite/harness/journal/wrap.py wraps them); another op reads as ``?``."""
 DTYPES = (
     "float32",
     "float64",
@@ -123,7 +123,7 @@ def _dims(shape) -> tuple:
 
 
 def read(path: Path, rank: int) -> dict | None:
-    """A ring file as a journal dump (suite/harness/journal_dump.py ``snapshot``: rank, host, case, seq,
+    """A ring file as a journal dump (suite/harness/journal/dump.py ``snapshot``: rank, host, case, seq,
     case_ops, tail; no threads), None when it is not one. Its last entry is the op the rank was in (``entered``)."""
     try:
         raw = path.read_bytes()

@@ -37,7 +37,7 @@ OPEN_HOW = (
 )
 OPS_NOTE = (
     "ops: every call of a torch.distributed function (collectives, p2p, barrier; the journal, "
-    "suite/harness/journal.py), from the call to its return: for an async op (isend/irecv, async_op=True) that is "
+    "suite/harness/journal/), from the call to its return: for an async op (isend/irecv, async_op=True) that is "
     "its issue, not its completion. bytes: the first tensor argument's size. Ops issued below those functions "
     "are not seen: DistributedDataParallel's own bucket all_reduces (without a communication hook) and DTensor's "
     "functional collectives lie inside their step's sample span"

@@ -1,4 +1,4 @@
-"""A hung or diverged run names the rank, the op and the line (suite/harness/journal.py, suite/launch/hang.py), through
+"""A hung or diverged run names the rank, the op and the line (suite/harness/journal/, suite/launch/hang.py), through
 the launcher users run, on real Gloo groups: each kind of divergence is planted on rank 1 inside the
 timed iterations of the second case (SUITE_INJECT_DIVERGE, suite/harness/runner.py), with TIMEOUT_S=5.
 

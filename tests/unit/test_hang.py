@@ -1,5 +1,5 @@
 """The hang diagnosis (suite/launch/hang.py) and the after-case sequence check's verdict
-(suite/harness/journal_check.py) as pure functions of synthetic per-rank dumps: which rank each kind of
+(suite/harness/journal/check.py) as pure functions of synthetic per-rank dumps: which rank each kind of
 divergence names."""
 
 from __future__ import annotations
@@ -8,7 +8,11 @@ import json
 
 from suite.launch import flight_recorder, hang
 
-from suite.harness import c10d, journal, journal_check, journal_wrap
+from suite.harness import c10d, journal
+
+import suite.harness.journal.check as journal_check
+
+import suite.harness.journal.wrap as journal_wrap
 from suite.launch.failures import EXIT_DIVERGED, EXIT_PEER_FAILURE, MEANING
 from suite.launch.supervise import final_status
 
@@ -239,7 +243,7 @@ def test_nccl_flight_recorder_dumps_are_read_by_the_same_diagnosis(tmp_path):
 
 def test_a_run_without_a_hang_leaves_no_hang_folder_and_a_hung_one_keeps_it(tmp_path):
     (tmp_path / "hang").mkdir()
-    (tmp_path / "failures").mkdir()  # made at start for NCCL's dump on a timeout (suite/harness/journal.py)
+    (tmp_path / "failures").mkdir()  # made at start for NCCL's dump on a timeout (suite/harness/journal/__init__.py)
     for r in range(2):
         (tmp_path / "hang" / f"rank{r}.fatal").write_text("")
     hang.tidy(tmp_path)
@@ -287,7 +291,7 @@ def test_the_report_section_reads_the_verdict_and_the_table_beside_the_run(tmp_p
 
 def test_a_recorded_failure_leaves_the_installed_journals_dump_first(tmp_path, monkeypatch):
     """The heartbeat's abort and the plugin record a failure through failures.record_failure; the rank's
-    journal (found on the wrapped ops, suite/harness/journal.py current) dumps before the note is written."""
+    journal (found on the wrapped ops, suite/harness/journal/__init__.py current) dumps before the note is written."""
     import torch.distributed as dist
 
     from suite.launch import failures

@@ -327,7 +327,9 @@ def test_a_delay_spec_reads_rank_seconds_name_and_where():
 def test_each_record_says_what_the_journal_costs_and_the_harness_times_each_phase(ctx, monkeypatch):
     import torch.distributed as dist
 
-    from suite.harness import journal, journal_wrap
+    from suite.harness import journal
+
+    import suite.harness.journal.wrap as journal_wrap
 
     case = sweep.collective_cases(CFG, 1, experiment="collectives")[0]
     h = Harness(ctx, CFG, env={})

@@ -8,7 +8,9 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from suite.harness import journal, journal_wrap, timeline
+from suite.harness import journal, timeline
+
+import suite.harness.journal.wrap as journal_wrap
 from suite.harness.runner import Harness
 from suite.launch import trace
 from suite.launch.config import BenchConfig

@@ -140,7 +140,7 @@ def dump_flight_recorder(path: Path) -> bool:
 
 
 def entry_json(e: list, unix_minus_clock: float) -> dict:
-    """A journal entry (suite/harness/journal.py ``enter``) as JSON: its shape a list, its dtype a name, the
+    """A journal entry (suite/harness/journal/__init__.py ``enter``) as JSON: its shape a list, its dtype a name, the
     bytes of its first tensor, when its call began (``time_unix``; ``clock`` on this process's perf_counter)
     and returned (``end_clock``; None while it runs)."""
     op, group, seq, shape, dtype, peer, case, state, clock, end_clock = e

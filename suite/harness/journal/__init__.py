@@ -44,7 +44,11 @@ from time import perf_counter
 import torch
 import torch.distributed as dist
 
-from suite.harness import journal_dump, journal_wrap, timeline
+from suite.harness import timeline
+
+import suite.harness.journal.dump as journal_dump
+
+import suite.harness.journal.wrap as journal_wrap
 from suite.launch import journal_ring
 from suite.harness.c10d import group_name, sequence_getter
 
@@ -137,7 +141,7 @@ class Journal:
             e[7] = "rejected"
 
     def dump(self, reason: str, *, failed: bool = False) -> None:
-        """Write ``<run>/hang/rank<r>.json`` (suite/harness/journal_dump.py), then this rank's part of the timeline."""
+        """Write ``<run>/hang/rank<r>.json`` (suite/harness/journal/dump.py), then this rank's part of the timeline."""
         journal_dump.dump(self, reason, failed=failed)
 
 
