@@ -39,6 +39,7 @@ from suite.launch.failures import (
     status_line,
 )
 from suite.launch.fileio import write_error, write_json_atomic
+from suite.launch.flight_recorder import flight_recorder_env
 from suite.launch.preflight import RendezvousError, layout, preflight_with_selection
 from suite.launch.supervise import final_status, root_cause, run_ranks, stamp_status
 from suite.launch.trace import write_trace
@@ -119,35 +120,6 @@ def torchrun_command(lay: dict, files: list[str], suite_opts: list[str], passthr
     cmd += ["-m", "pytest", "-p", "suite.harness.plugin", "-p", "no:hypothesispytest", "-q", "-rs"]
     cmd += [*files, *suite_opts, *passthrough]
     return cmd
-
-
-def flight_recorder_env(env: dict, run_dir: Path, torch_version: str) -> dict[str, str]:
-    """NCCL flight-recorder settings for the ranks, unless the user set their own.
-
-    The flight recorder keeps the last collectives of each rank in a ring buffer;
-    with dump-on-timeout a hung or failed NCCL run leaves one trace per rank
-    (``<run_dir>/failures/nccl_trace_rank_<rank>``, read by the hang diagnosis, suite/launch/hang.py).
-    torch 2.9 renamed TORCH_NCCL_TRACE_BUFFER_SIZE / TORCH_NCCL_DEBUG_INFO_TEMP_FILE to
-    TORCH_FR_BUFFER_SIZE / TORCH_FR_DUMP_TEMP_FILE (the old names still work, with a
-    deprecation warning; torchtitan switches on the same version). Dumps need
-    TORCH_NCCL_ASYNC_ERROR_HANDLING=3, its default (pytorch/pytorch#121055).
-    """
-    major_minor = tuple(int(x) for x in re.findall(r"\d+", torch_version)[:2])
-    new_names = major_minor >= (2, 9)
-    out: dict[str, str] = {}
-    for new, old, value in (
-        ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE", "2000"),
-        (
-            "TORCH_FR_DUMP_TEMP_FILE",
-            "TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
-            str(run_dir.resolve() / "failures" / "nccl_trace_rank_"),
-        ),
-    ):
-        if new not in env and old not in env:
-            out[new if new_names else old] = value
-    if "TORCH_NCCL_DUMP_ON_TIMEOUT" not in env:
-        out["TORCH_NCCL_DUMP_ON_TIMEOUT"] = "1"
-    return out
 
 
 RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
