@@ -28,6 +28,7 @@ import torch
 import torch.distributed as dist
 
 from suite.case import Session
+from suite.harness import mpi_backend
 from suite.harness.dist import DistContext, read_launch_env
 from suite.launch.preflight import PreflightError, backend_available
 
@@ -235,7 +236,7 @@ def lanes_of(ctx: DistContext, session: Session) -> Lanes:
                 group = ctx.group
             else:
                 try:
-                    group = dist.new_group(backend=lane.backend, timeout=timeout)
+                    group = dist.new_group(backend=mpi_backend.c10d_name(lane.backend), timeout=timeout)
                 except Exception as e:  # e.g. UCC built but its library missing at run time
                     reason = f"{lane.label}: group creation failed: {str(e).strip()[:200]}"
             if not ctx.agree_all(reason is None):

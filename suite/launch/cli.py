@@ -38,6 +38,7 @@ from suite.launch.failures import (
     EXIT_SIGINT,
     status_line,
 )
+from suite.launch import mpi
 from suite.launch.fileio import write_error, write_json_atomic
 from suite.launch.flight_recorder import flight_recorder_env
 from suite.launch.preflight import RendezvousError, layout, preflight_with_selection
@@ -116,10 +117,14 @@ def torchrun_command(lay: dict, files: list[str], suite_opts: list[str], passthr
             "--rdzv-conf",
             f"timeout={int(lay['rdzv_timeout_s'])},read_timeout={int(lay['rdzv_timeout_s'])}",
         ]
+    return cmd + pytest_argv(files, suite_opts, passthrough)
+
+
+def pytest_argv(files: list[str], suite_opts: list[str], passthrough: list[str]) -> list[str]:
+    """What every rank runs after ``python``: the same pytest session under torchrun and mpiexec."""
     # hypothesis's pytest plugin (a dev dependency, for the suite's own tests) costs each rank ~1 s of CPU to import
-    cmd += ["-m", "pytest", "-p", "suite.harness.plugin", "-p", "no:hypothesispytest", "-q", "-rs"]
-    cmd += [*files, *suite_opts, *passthrough]
-    return cmd
+    argv = ["-m", "pytest", "-p", "suite.harness.plugin", "-p", "no:hypothesispytest", "-q", "-rs"]
+    return argv + [*files, *suite_opts, *passthrough]
 
 
 RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -245,8 +250,12 @@ def _main(argv: list[str], where: dict) -> int:
     run_dir = results_root / run_id
     # The ranks get the validated config itself, not the raw strings to parse again.
     suite_opts = ["--results-dir", str(run_dir), "--run-id", run_id, "--suite-config", str(run_dir / "config.json")]
-    cmd = torchrun_command(lay, files, suite_opts, passthrough)
+    backend = resolve_backend(cfg.backend, resolve_device(cfg.device))
     env = dict(os.environ)
+    if backend == "mpi":  # mpiexec starts the ranks; this process hosts their store (suite/launch/mpi.py)
+        cmd, where["store"] = mpi.command(lay, pytest_argv(files, suite_opts, passthrough)), mpi.host_store(env)
+    else:
+        cmd = torchrun_command(lay, files, suite_opts, passthrough)
     env.setdefault("OMP_NUM_THREADS", "1")  # torchrun's default, set quietly and recorded
     if a.debug:
         env["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"
@@ -256,7 +265,7 @@ def _main(argv: list[str], where: dict) -> int:
         except ConfigError as e:
             print(f"error: {e}", file=sys.stderr)
             return EXIT_BAD_INPUT
-    if resolve_backend(cfg.backend, resolve_device(cfg.device)) == "nccl":
+    if backend == "nccl":
         import torch
 
         env.update(flight_recorder_env(env, run_dir, torch.__version__))
