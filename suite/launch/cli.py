@@ -120,6 +120,15 @@ def torchrun_command(lay: dict, files: list[str], suite_opts: list[str], passthr
     return cmd + pytest_argv(files, suite_opts, passthrough)
 
 
+def ranks_command(backend: str, lay: dict, files, suite_opts, passthrough, env: dict, where: dict) -> list[str]:
+    """The command that starts the ranks: torchrun, or for BACKEND=mpi mpiexec, with the store this process then
+    hosts for them (kept in ``where`` while they run; ``env`` gets its address: suite/launch/mpi.py)."""
+    if backend != "mpi":
+        return torchrun_command(lay, files, suite_opts, passthrough)
+    where["store"] = mpi.host_store(env)
+    return mpi.command(lay, pytest_argv(files, suite_opts, passthrough))
+
+
 def pytest_argv(files: list[str], suite_opts: list[str], passthrough: list[str]) -> list[str]:
     """What every rank runs after ``python``: the same pytest session under torchrun and mpiexec."""
     # hypothesis's pytest plugin (a dev dependency, for the suite's own tests) costs each rank ~1 s of CPU to import
@@ -252,10 +261,7 @@ def _main(argv: list[str], where: dict) -> int:
     suite_opts = ["--results-dir", str(run_dir), "--run-id", run_id, "--suite-config", str(run_dir / "config.json")]
     backend = resolve_backend(cfg.backend, resolve_device(cfg.device))
     env = dict(os.environ)
-    if backend == "mpi":  # mpiexec starts the ranks; this process hosts their store (suite/launch/mpi.py)
-        cmd, where["store"] = mpi.command(lay, pytest_argv(files, suite_opts, passthrough)), mpi.host_store(env)
-    else:
-        cmd = torchrun_command(lay, files, suite_opts, passthrough)
+    cmd = ranks_command(backend, lay, files, suite_opts, passthrough, env, where)
     env.setdefault("OMP_NUM_THREADS", "1")  # torchrun's default, set quietly and recorded
     if a.debug:
         env["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"
