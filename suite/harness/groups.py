@@ -207,7 +207,7 @@ def plan_lanes(device_type: str, env=None) -> tuple[list[Lane], list[tuple[Lane,
                 )
             )
         elif lane.backend == "mpi" and not _mpi_launched(env):
-            missing.append((lane, "the MPI backend needs ranks started by mpirun (no MPI launcher environment)"))
+            missing.append((lane, "MPI needs ranks started by mpiexec: run it with BACKEND=mpi"))
         else:
             run.append(lane)
     return run, missing
