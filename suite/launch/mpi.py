@@ -15,32 +15,31 @@ import importlib
 import sys
 from pathlib import Path
 
-from suite.launch.preflight import PreflightError
-
 
 def mpiexec_path(python: str | None = None) -> Path:
     """The ``mpiexec`` beside ``python`` (default: this interpreter)."""
     return Path(python or sys.executable).parent / "mpiexec"
 
 
-def check(lay: dict, python: str | None = None) -> None:
-    """PreflightError, in one line, when this host cannot start MPI ranks: mpi4py or mpiexec is missing, or the
-    run spans several nodes."""
+def problem(lay: dict, python: str | None = None) -> str | None:
+    """Why this host cannot start MPI ranks, in one line (preflight raises it): mpi4py or mpiexec is missing, or
+    the run spans several nodes; None when it can."""
     try:
         importlib.import_module("mpi4py")  # the package only: MPI itself starts on the ranks
     except ImportError as e:
-        raise PreflightError(
+        return (
             f"BACKEND=mpi needs the mpi4py and mpich wheels (requirements.txt), but mpi4py does not import ({e}); "
             "pip install -r requirements.txt"
-        ) from None
+        )
     where = mpiexec_path(python)
     if not where.is_file():
-        raise PreflightError(
+        return (
             f"BACKEND=mpi starts the ranks with mpiexec, but there is none at {where} "
             "(the mpich wheel of requirements.txt installs it); pip install -r requirements.txt"
         )
     if lay["nnodes"] > 1:
-        raise PreflightError("BACKEND=mpi runs on one node (NNODES=1): across nodes it needs hydra over ssh or Slurm")
+        return "BACKEND=mpi runs on one node (NNODES=1): across nodes it needs hydra over ssh or Slurm"
+    return None
 
 
 def command(lay: dict, rank_argv: list[str]) -> list[str]:

@@ -219,7 +219,9 @@ def preflight(cfg, lay: dict) -> None:
     if cfg.backend == "mpi":  # mpi4py, mpiexec and one node, said before resolve_backend's generic line
         from suite.launch import mpi
 
-        mpi.check(lay)
+        why = mpi.problem(lay)
+        if why is not None:
+            raise PreflightError(why)
     backend = resolve_backend(cfg.backend, device)
     check_planted_backend(backend, device)
     check_timing_mode(cfg.timing_mode, backend, device)  # auto resolved: cuda_graph on a CPU host
