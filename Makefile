@@ -70,13 +70,13 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 
 # REPEAT=k: k runs one after another, run ids <RUN_ID or a UTC timestamp>-r1 .. -rk; `make compare`
 # takes results/<id> for all of them (a side of several runs: between-run variation is measured).
-bench-cpu: venv  ## every experiment on NPROC local ranks (Gloo, CPU); REPEAT=k for k runs
+bench-cpu: venv  ## every experiment on NPROC local ranks (Gloo, CPU; BACKEND=mpi: MPI); REPEAT=k for k runs
 	@case "$(REPEAT)" in ''|*[!0-9]*|0*) echo "error: REPEAT must be a positive integer, got '$(REPEAT)'" >&2; exit 2;; esac; \
 	if [ "$(REPEAT)" = 1 ]; then set -x; \
-	  $(PY) -m suite.launch --nproc $(NPROC) --backend gloo --device cpu $(SUITE_ARGS) $(PASSTHROUGH); \
+	  $(PY) -m suite.launch --nproc $(NPROC) --backend $(or $(BACKEND),gloo) --device cpu $(SUITE_ARGS) $(PASSTHROUGH); \
 	else id=$(or $(RUN_ID),$$(date -u +%Y%m%d-%H%M%S)); for i in $$(seq $(REPEAT)); do \
 	  echo "# repeat $$i of $(REPEAT): run $$id-r$$i"; \
-	  $(PY) -m suite.launch --nproc $(NPROC) --backend gloo --device cpu $(SUITE_ARGS) --run-id $$id-r$$i \
+	  $(PY) -m suite.launch --nproc $(NPROC) --backend $(or $(BACKEND),gloo) --device cpu $(SUITE_ARGS) --run-id $$id-r$$i \
 	    $(PASSTHROUGH) || exit $$?; done; \
 	  echo "# $(REPEAT) runs: $(RESULTS)/$$id-r1 .. $(RESULTS)/$$id-r$(REPEAT) (make compare BASE=$(RESULTS)/$$id NEW=...)"; fi
 

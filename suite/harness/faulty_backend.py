@@ -41,7 +41,7 @@ import itertools
 import torch
 import torch.distributed as dist
 
-from suite.harness import c10d, faults
+from suite.harness import c10d, faults, mpi_backend
 from suite.launch.preflight import check_planted_backend
 from suite.launch.switches import switch
 
@@ -115,7 +115,7 @@ def backend_for(backend: str, device_type: str, env=None) -> str:
     """The backend c10d starts the run's group on: ``backend``, or this one under SUITE_INJECT_BACKEND (Gloo on
     CPU only; the launcher's preflight says so before any rank starts)."""
     if switch("SUITE_INJECT_BACKEND", env) is None:
-        return backend
+        return mpi_backend.c10d_name(backend)
     check_planted_backend(backend, device_type, env)
     return register()
 

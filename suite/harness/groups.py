@@ -28,6 +28,7 @@ import torch
 import torch.distributed as dist
 
 from suite.case import Session
+from suite.harness import mpi_backend
 from suite.harness.dist import DistContext, read_launch_env
 from suite.launch.preflight import PreflightError, backend_available
 
@@ -216,7 +217,7 @@ def plan_lanes(device_type: str, env=None) -> tuple[list[Lane], list[tuple[Lane,
                 )
             )
         elif lane.backend == "mpi" and not _mpi_launched(env):
-            missing.append((lane, "the MPI backend needs ranks started by mpirun (no MPI launcher environment)"))
+            missing.append((lane, "MPI needs ranks started by mpiexec: run it with BACKEND=mpi"))
         else:
             run.append(lane)
     return run, missing
@@ -245,7 +246,7 @@ def lanes_of(ctx: DistContext, session: Session) -> Lanes:
                 group = ctx.group
             else:
                 try:
-                    group = dist.new_group(backend=lane.backend, timeout=timeout)
+                    group = dist.new_group(backend=mpi_backend.c10d_name(lane.backend), timeout=timeout)
                 except Exception as e:  # e.g. UCC built but its library missing at run time
                     reason = f"{lane.label}: group creation failed: {str(e).strip()[:200]}"
             if not ctx.agree_all(reason is None):

@@ -249,8 +249,8 @@ def _reduce_expected(redop, world_size, numel, dtype, offset, device, seed) -> t
         part = _FOLD[redop](_values(ranks, idx, redop, world_size, dtype, seed))
         acc = part if acc is None else _COMBINE[redop](acc, part)
     acc = acc.to(torch.float64) if dtype.is_floating_point else acc
-    if redop == "avg":
-        acc = acc / world_size
+    if redop == "avg":  # integers: the sum is a multiple of n (true division would round it in float32)
+        acc = acc / world_size if dtype.is_floating_point else torch.div(acc, world_size, rounding_mode="trunc")
     return acc.to(dtype)
 
 

@@ -38,7 +38,9 @@ from suite.launch.failures import (
     EXIT_SIGINT,
     status_line,
 )
+from suite.launch import mpi
 from suite.launch.fileio import write_error, write_json_atomic
+from suite.launch.flight_recorder import flight_recorder_env
 from suite.launch.preflight import RendezvousError, layout, preflight_with_selection
 from suite.launch.supervise import final_status, root_cause, run_ranks, stamp_status
 from suite.launch.trace import write_trace
@@ -115,39 +117,23 @@ def torchrun_command(lay: dict, files: list[str], suite_opts: list[str], passthr
             "--rdzv-conf",
             f"timeout={int(lay['rdzv_timeout_s'])},read_timeout={int(lay['rdzv_timeout_s'])}",
         ]
+    return cmd + pytest_argv(files, suite_opts, passthrough)
+
+
+def ranks_command(backend: str, lay: dict, files, suite_opts, passthrough, env: dict, where: dict) -> list[str]:
+    """The command that starts the ranks: torchrun, or for BACKEND=mpi mpiexec, with the store this process then
+    hosts for them (kept in ``where`` while they run; ``env`` gets its address: suite/launch/mpi.py)."""
+    if backend != "mpi":
+        return torchrun_command(lay, files, suite_opts, passthrough)
+    where["store"] = mpi.host_store(env)
+    return mpi.command(lay, pytest_argv(files, suite_opts, passthrough))
+
+
+def pytest_argv(files: list[str], suite_opts: list[str], passthrough: list[str]) -> list[str]:
+    """What every rank runs after ``python``: the same pytest session under torchrun and mpiexec."""
     # hypothesis's pytest plugin (a dev dependency, for the suite's own tests) costs each rank ~1 s of CPU to import
-    cmd += ["-m", "pytest", "-p", "suite.harness.plugin", "-p", "no:hypothesispytest", "-q", "-rs"]
-    cmd += [*files, *suite_opts, *passthrough]
-    return cmd
-
-
-def flight_recorder_env(env: dict, run_dir: Path, torch_version: str) -> dict[str, str]:
-    """NCCL flight-recorder settings for the ranks, unless the user set their own.
-
-    The flight recorder keeps the last collectives of each rank in a ring buffer;
-    with dump-on-timeout a hung or failed NCCL run leaves one trace per rank
-    (``<run_dir>/failures/nccl_trace_rank_<rank>``, read by the hang diagnosis, suite/launch/hang.py).
-    torch 2.9 renamed TORCH_NCCL_TRACE_BUFFER_SIZE / TORCH_NCCL_DEBUG_INFO_TEMP_FILE to
-    TORCH_FR_BUFFER_SIZE / TORCH_FR_DUMP_TEMP_FILE (the old names still work, with a
-    deprecation warning; torchtitan switches on the same version). Dumps need
-    TORCH_NCCL_ASYNC_ERROR_HANDLING=3, its default (pytorch/pytorch#121055).
-    """
-    major_minor = tuple(int(x) for x in re.findall(r"\d+", torch_version)[:2])
-    new_names = major_minor >= (2, 9)
-    out: dict[str, str] = {}
-    for new, old, value in (
-        ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE", "2000"),
-        (
-            "TORCH_FR_DUMP_TEMP_FILE",
-            "TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
-            str(run_dir.resolve() / "failures" / "nccl_trace_rank_"),
-        ),
-    ):
-        if new not in env and old not in env:
-            out[new if new_names else old] = value
-    if "TORCH_NCCL_DUMP_ON_TIMEOUT" not in env:
-        out["TORCH_NCCL_DUMP_ON_TIMEOUT"] = "1"
-    return out
+    argv = ["-m", "pytest", "-p", "suite.harness.plugin", "-p", "no:hypothesispytest", "-q", "-rs"]
+    return argv + [*files, *suite_opts, *passthrough]
 
 
 RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -273,8 +259,9 @@ def _main(argv: list[str], where: dict) -> int:
     run_dir = results_root / run_id
     # The ranks get the validated config itself, not the raw strings to parse again.
     suite_opts = ["--results-dir", str(run_dir), "--run-id", run_id, "--suite-config", str(run_dir / "config.json")]
-    cmd = torchrun_command(lay, files, suite_opts, passthrough)
+    backend = resolve_backend(cfg.backend, resolve_device(cfg.device))
     env = dict(os.environ)
+    cmd = ranks_command(backend, lay, files, suite_opts, passthrough, env, where)
     env.setdefault("OMP_NUM_THREADS", "1")  # torchrun's default, set quietly and recorded
     if a.debug:
         env["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"
@@ -284,7 +271,7 @@ def _main(argv: list[str], where: dict) -> int:
         except ConfigError as e:
             print(f"error: {e}", file=sys.stderr)
             return EXIT_BAD_INPUT
-    if resolve_backend(cfg.backend, resolve_device(cfg.device)) == "nccl":
+    if backend == "nccl":
         import torch
 
         env.update(flight_recorder_env(env, run_dir, torch.__version__))

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 from pathlib import Path
 
 
 FR_PREFIX = "nccl_trace_rank_"
-"""The flight-recorder dumps' names in ``<run>/failures/`` (suite/launch/cli.py flight_recorder_env: NCCL's own
+"""The flight-recorder dumps' names in ``<run>/failures/`` (flight_recorder_env below: NCCL's own
 dump on a timeout; suite/harness/journal/__init__.py: every rank's dump when the launcher asks, on any backend)."""
 
 
@@ -94,4 +95,33 @@ def read(run_dir: Path) -> dict[int, dict]:
             out[int(rank)] = as_journal(dump, int(rank))
         except Exception:  # noqa: BLE001 - a truncated or foreign dump is skipped, not fatal
             continue
+    return out
+
+
+def flight_recorder_env(env: dict, run_dir: Path, torch_version: str) -> dict[str, str]:
+    """NCCL flight-recorder settings for the ranks, unless the user set their own.
+
+    The flight recorder keeps the last collectives of each rank in a ring buffer;
+    with dump-on-timeout a hung or failed NCCL run leaves one trace per rank
+    (``<run_dir>/failures/nccl_trace_rank_<rank>``, read by the hang diagnosis, suite/launch/hang.py).
+    torch 2.9 renamed TORCH_NCCL_TRACE_BUFFER_SIZE / TORCH_NCCL_DEBUG_INFO_TEMP_FILE to
+    TORCH_FR_BUFFER_SIZE / TORCH_FR_DUMP_TEMP_FILE (the old names still work, with a
+    deprecation warning; torchtitan switches on the same version). Dumps need
+    TORCH_NCCL_ASYNC_ERROR_HANDLING=3, its default (pytorch/pytorch#121055).
+    """
+    major_minor = tuple(int(x) for x in re.findall(r"\d+", torch_version)[:2])
+    new_names = major_minor >= (2, 9)
+    out: dict[str, str] = {}
+    for new, old, value in (
+        ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE", "2000"),
+        (
+            "TORCH_FR_DUMP_TEMP_FILE",
+            "TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
+            str(run_dir.resolve() / "failures" / "nccl_trace_rank_"),
+        ),
+    ):
+        if new not in env and old not in env:
+            out[new if new_names else old] = value
+    if "TORCH_NCCL_DUMP_ON_TIMEOUT" not in env:
+        out["TORCH_NCCL_DUMP_ON_TIMEOUT"] = "1"
     return out

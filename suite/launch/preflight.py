@@ -6,6 +6,7 @@ address (exit 4). Starts no rank."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import socket
 
@@ -177,7 +178,8 @@ def backend_available(backend: str) -> bool:
     return {
         "gloo": dist.is_gloo_available,
         "nccl": dist.is_nccl_available,
-        "mpi": dist.is_mpi_available,
+        # torch's own MPI, else the suite's over mpi4py (suite/harness/mpi_backend.py)
+        "mpi": lambda: dist.is_mpi_available() or importlib.util.find_spec("mpi4py") is not None,
         "ucc": lambda: getattr(dist, "is_ucc_available", lambda: False)(),
     }[backend]()
 
@@ -214,6 +216,12 @@ def check_planted_backend(backend: str, device: str, env=None) -> None:
 def preflight(cfg, lay: dict) -> None:
     """Environment checks; raise PreflightError with the fix. Starts nothing."""
     device = resolve_device(cfg.device)
+    if cfg.backend == "mpi":  # mpi4py, mpiexec and one node, said before resolve_backend's generic line
+        from suite.launch import mpi
+
+        why = mpi.problem(lay)
+        if why is not None:
+            raise PreflightError(why)
     backend = resolve_backend(cfg.backend, device)
     check_planted_backend(backend, device)
     check_timing_mode(cfg.timing_mode, backend, device)  # auto resolved: cuda_graph on a CPU host
