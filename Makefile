@@ -10,6 +10,7 @@ VENV        ?= .venv
 PY          := $(VENV)/bin/python
 
 NPROC       ?= 4
+BACKEND     ?= gloo
 EXPERIMENTS ?= all
 MIN_BYTES   ?= 1K
 MAX_BYTES   ?= 1M
@@ -73,10 +74,10 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 bench-cpu: venv  ## every experiment on NPROC local ranks (Gloo, CPU; BACKEND=mpi: MPI); REPEAT=k for k runs
 	@case "$(REPEAT)" in ''|*[!0-9]*|0*) echo "error: REPEAT must be a positive integer, got '$(REPEAT)'" >&2; exit 2;; esac; \
 	if [ "$(REPEAT)" = 1 ]; then set -x; \
-	  $(PY) -m suite.launch --nproc $(NPROC) --backend $(or $(BACKEND),gloo) --device cpu $(SUITE_ARGS) $(PASSTHROUGH); \
+	  $(PY) -m suite.launch --nproc $(NPROC) --backend $(BACKEND) --device cpu $(SUITE_ARGS) $(PASSTHROUGH); \
 	else id=$(or $(RUN_ID),$$(date -u +%Y%m%d-%H%M%S)); for i in $$(seq $(REPEAT)); do \
 	  echo "# repeat $$i of $(REPEAT): run $$id-r$$i"; \
-	  $(PY) -m suite.launch --nproc $(NPROC) --backend $(or $(BACKEND),gloo) --device cpu $(SUITE_ARGS) --run-id $$id-r$$i \
+	  $(PY) -m suite.launch --nproc $(NPROC) --backend $(BACKEND) --device cpu $(SUITE_ARGS) --run-id $$id-r$$i \
 	    $(PASSTHROUGH) || exit $$?; done; \
 	  echo "# $(REPEAT) runs: $(RESULTS)/$$id-r1 .. $(RESULTS)/$$id-r$(REPEAT) (make compare BASE=$(RESULTS)/$$id NEW=...)"; fi
 
