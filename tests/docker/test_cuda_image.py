@@ -5,7 +5,7 @@ local Debian base (docker/build-base.sh), ./wheelhouse-cuda filled from the pack
 CUDA build of the pinned torch and its NVIDIA wheels (docker/wheelhouse.sh), an offline install.
 A second run with the same inputs reuses Docker's layer cache (seconds, not minutes). The checks
 are the ones a GPU is not needed for: a CUDA torch with NCCL and Gloo inside, labels that say so,
-the suite's NCCL preflight refusing cleanly on a host without GPUs, and the fast test tier plus a
+the suite's NCCL preflight refusing cleanly on a host without GPUs, and the unit tier plus a
 Gloo run passing inside the image. Runs in `make test` and alone as `make test-cuda-image`.
 """
 
@@ -115,11 +115,13 @@ def test_make_bench_gpu_refuses_without_gpus(cuda_image):
     assert "error: torch sees no CUDA GPU" in r.stderr, _out(r)
 
 
-def test_fast_tier_and_a_gloo_run_pass_inside(cuda_image):
-    """The CUDA torch runs the CPU side too: the image's fast test tier (no Docker, no multi-process
-    tests; `make test-cpu` in full was run by hand, README) and a 2-rank Gloo run."""
+def test_unit_tier_and_a_gloo_run_pass_inside(cuda_image):
+    """The CUDA torch runs the CPU side too: the unit tier (the slim image runs the fast test tier's
+    other tiers too: tests/docker/test_compose.py; the same Python on another torch build needs no
+    second run of them; `make test-cpu` in full was run by hand, docs/containers.md) and a 2-rank Gloo
+    run."""
     cmd = (
-        "make -s test-cpu PYTEST_ARGS='-q -m \"not docker and not slow\"' && "
+        "make -s test-fast PYTEST_ARGS='-x -p no:cacheprovider' && "
         "make -s bench-cpu NPROC=2 EXPERIMENTS=collectives MAX_BYTES=4K ITERS=3 WARMUP=1 TABLES=1 RESULTS=/tmp/r "
         "K=all_reduce-sum && python -c \"import json; r = json.load(open('/tmp/r/latest/bench.json')); "
         "print('records', {(b['extra_info']['backend'], b['extra_info']['device']) for b in r['benchmarks']})\""
