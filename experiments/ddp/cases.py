@@ -150,7 +150,7 @@ from .workload import (
 )
 
 
-def cases(settings: DdpSettings) -> list[Variant]:
+def variants(settings: DdpSettings) -> list[Variant]:
     """Every configuration, identical on all ranks."""
     out: list[Variant] = []
     for model in ("source", "mlp"):
@@ -336,7 +336,7 @@ def _declare(v: Variant, settings: DdpSettings) -> Case:
 def ddp_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     """Every DDP case (the knobs: DDP_PARAMS, DDP_BATCH, DDP_BUCKET_FRACTIONS, DDP_BUCKETS_MB, DDP_HOOKS,
     DDP_ACCUM, DDP_POWERSGD_RANK)."""
-    return [_declare(v, cfg.ddp) for v in cases(cfg.ddp)]
+    return [_declare(v, cfg.ddp) for v in variants(cfg.ddp)]
 
 
 test_ddp = experiment_test(ddp_cases)

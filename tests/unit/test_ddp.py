@@ -84,7 +84,7 @@ def test_knobs_reach_the_config_typed():
 
 
 def test_case_list_covers_the_issue():
-    cases = ddp_exp.cases(build_config(**settings_from_env({"DDP_BUCKETS_MB": "1,100"})).ddp)
+    cases = ddp_exp.variants(build_config(**settings_from_env({"DDP_BUCKETS_MB": "1,100"})).ddp)
     ids = [ddp_exp.case_id(c) for c in cases]
     assert len(ids) == len(set(ids))
     mlp = {c.label for c in cases if c.model == "mlp"}
@@ -133,7 +133,7 @@ def test_bucket_caps_are_fractions_of_the_gradient():
     grad = training.mlp_spec_for(s.params).n_params * 4
     caps = {
         c.bucket_fraction: ddp_exp_workload.variant_ddp_kwargs(c, s)["bucket_cap_mb"]
-        for c in ddp_exp.cases(s)
+        for c in ddp_exp.variants(s)
         if c.bucket_fraction is not None
     }
     assert sorted(caps) == [0.125, 0.5, 1.0, 2.0]
@@ -141,7 +141,7 @@ def test_bucket_caps_are_fractions_of_the_gradient():
 
 
 def _variant(label, settings):
-    return next(c for c in ddp_exp.cases(settings) if c.model == "mlp" and c.label == label)
+    return next(c for c in ddp_exp.variants(settings) if c.model == "mlp" and c.label == label)
 
 
 def test_byte_model_counts_every_all_reduce_of_the_step():
