@@ -13,6 +13,7 @@ the specs -- reports, ``make compare`` -- imports no torch). No logic lives here
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
 MODULES = (
     # Exact checks and the shared workloads: the collective op table, p2p patterns, p2p algorithms.
@@ -100,6 +101,68 @@ HOMES = {m.rsplit(".", 1)[-1]: m for m in MODULES} | NAMES
 """Every public name -> its home module."""
 
 __all__ = sorted(HOMES)
+
+
+if TYPE_CHECKING:  # the same names, imported for static tools (type checkers, import graphs); never run
+    # tests/unit/test_api.py keeps this block equal to MODULES and NAMES
+    from suite.harness import verify
+    from suite.ops import collectives
+    from suite.ops import sweep
+    from suite.ops import p2p
+    from suite.ops import algorithms
+    from suite.harness import groups
+    from suite.system import sysinfo
+    from suite.system import topology
+    from suite.system import network
+    from suite.system import affinity
+    from suite import metrics
+    from suite.report import plots
+    from suite.report import figures
+    from suite.report import rank_plots
+    from suite.case import (
+        Buffers,
+        Bytes,
+        Case,
+        CaseFailed,
+        CaseSkipped,
+        ExperimentSpec,
+        Session,
+        Timing,
+        collected,
+        each,
+        experiment_test,
+        later,
+        module_doc,
+        restorer,
+        support_reason,
+        wait_all,
+    )
+    from suite.errors import ConfigError
+    from suite.harness.autorange import autorange
+    from suite.harness.c10d import sequence_number
+    from suite.harness.dist import DistContext, dist_max, dist_min
+    from suite.harness.profiling import PeakMemory
+    from suite.launch.config import BenchConfig
+    from suite.launch.failures import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK
+    from suite.launch.fileio import write_json_atomic
+    from suite.launch.preflight import PreflightError, resolve_device
+    from suite.model.link_rate import configured_link_rate, parse_link_rate
+    from suite.report.environment import fmt_bytes
+    from suite.report.glance import Picture
+    from suite.report.headline import Clause, pingpong_records, time_ratio
+    from suite.report.sections import Plot, Section
+    from suite.report.tables import (
+        DTYPE_SHORT,
+        by_table,
+        collective_table,
+        iters_label,
+        num,
+        pivot,
+        tail_cell,
+        wrong,
+        wrong_cell,
+    )
+    from suite.results import load_run, records
 
 
 def __getattr__(name: str):

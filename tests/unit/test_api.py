@@ -41,3 +41,19 @@ def test_reading_a_spec_through_the_api_imports_no_torch():
     code = "import sys\nfrom suite.api import ExperimentSpec, collected, later\nsys.exit('torch' in sys.modules)\n"
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_static_tools_see_every_public_name_from_its_home():
+    # the TYPE_CHECKING block of suite/api.py: type checkers and import graphs read it, the run never does; it
+    # must name exactly the tables' names, each from its home
+    import ast
+
+    tree = ast.parse((ROOT / "suite" / "api.py").read_text())
+    block = next(n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING")
+    seen = {}
+    for node in block.body:
+        assert isinstance(node, ast.ImportFrom), ast.unparse(node)
+        for a in node.names:
+            home = f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in api.MODULES else node.module
+            seen[a.asname or a.name] = home
+    assert seen == api.HOMES
