@@ -3,7 +3,7 @@
 #
 #   docker/first-failure.sh <run dir> <node> <status>
 #
-# Status 8 (EXIT_FINDING, suite/launch/failures.py) is not a failure: every probe ran and was correct,
+# Status 8 (EXIT_FINDING, suite/common/failures.py) is not a failure: every probe ran and was correct,
 # and the doctor, on node0, found something. Then the doctor's own verdict, from <run dir>/doctor.json
 # ("headline": e.g. "weak node node2 (ranks 4, 5): outgoing bandwidth: ..."), is what the run found:
 #   # doctor: <headline> (node0 exited with the doctor's status 8; <run dir>/doctor.json)

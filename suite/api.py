@@ -57,14 +57,14 @@ NAMES: dict[str, str] = {
     "CaseSkipped": "suite.case",
     "CaseFailed": "suite.case",
     # The run's configuration, and the error a settings validator raises (exit 2 before any rank starts).
-    "BenchConfig": "suite.launch.config",
+    "BenchConfig": "suite.common.config",
     "ConfigError": "suite.errors",
     # On a rank: the process group's context, reductions over ranks, device rules, calibration, memory.
     "DistContext": "suite.harness.dist",
     "dist_max": "suite.harness.dist",
     "dist_min": "suite.harness.dist",
-    "resolve_device": "suite.launch.preflight",
-    "PreflightError": "suite.launch.preflight",
+    "resolve_device": "suite.common.backends",
+    "PreflightError": "suite.common.backends",
     "autorange": "suite.harness.autorange",
     "PeakMemory": "suite.harness.profiling",
     "sequence_number": "suite.harness.c10d",
@@ -81,7 +81,7 @@ NAMES: dict[str, str] = {
     # Offline, from a stored run (report sections, verdicts; never on a rank): records, figures, statistics.
     "load_run": "suite.results",
     "records": "suite.results",
-    "write_json_atomic": "suite.launch.fileio",
+    "write_json_atomic": "suite.common.fileio",
     "Clause": "suite.report.headline",
     "pingpong_records": "suite.report.headline",
     "time_ratio": "suite.report.headline",
@@ -91,9 +91,9 @@ NAMES: dict[str, str] = {
     "Picture": "suite.report.glance",
     "configured_link_rate": "suite.model.link_rate",
     "parse_link_rate": "suite.model.link_rate",
-    "EXIT_OK": "suite.launch.failures",
-    "EXIT_BAD_INPUT": "suite.launch.failures",
-    "EXIT_FINDING": "suite.launch.failures",
+    "EXIT_OK": "suite.common.failures",
+    "EXIT_BAD_INPUT": "suite.common.failures",
+    "EXIT_FINDING": "suite.common.failures",
 }
 """Names re-exported from a module: public name -> its home module (the name is the same there)."""
 
@@ -142,10 +142,10 @@ if TYPE_CHECKING:  # the same names, imported for static tools (type checkers, i
     from suite.harness.c10d import sequence_number
     from suite.harness.dist import DistContext, dist_max, dist_min
     from suite.harness.profiling import PeakMemory
-    from suite.launch.config import BenchConfig
-    from suite.launch.failures import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK
-    from suite.launch.fileio import write_json_atomic
-    from suite.launch.preflight import PreflightError, resolve_device
+    from suite.common.config import BenchConfig
+    from suite.common.failures import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK
+    from suite.common.fileio import write_json_atomic
+    from suite.common.backends import PreflightError, resolve_device
     from suite.model.link_rate import configured_link_rate, parse_link_rate
     from suite.report.environment import fmt_bytes
     from suite.report.glance import Picture

@@ -16,5 +16,5 @@ class CaseFailed(AssertionError):
 
 
 class ConfigError(ValueError):
-    """A knob has a value the suite cannot run with; the message names the fix (suite.launch.config, and an
+    """A knob has a value the suite cannot run with; the message names the fix (suite.common.config, and an
     experiment's ``Settings.validate``)."""

@@ -4,7 +4,7 @@ A record is the ``extra_info`` of one pytest-benchmark entry. ``make_record``
 fills the fields every case shares (schema below) and says how each number was
 obtained (``provenance``: measured, derived by a named formula, or modelled by a
 named model); the harness (suite/harness/runner.py) adds the case's identity and fields.
-Files are written by ``suite.launch.fileio.write_json_atomic`` (re-exported here).
+Files are written by ``suite.common.fileio.write_json_atomic`` (re-exported here).
 
 Records of runs stored before per-rank samples and ``checked`` existed lack those
 fields; readers treat a missing ``checked`` as checked (``n_wrong`` was always set).
@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 
 from suite import metrics
-from suite.launch.fileio import write_json_atomic  # noqa: F401  (re-exported: the one writer)
+from suite.common.fileio import write_json_atomic  # noqa: F401  (re-exported: the one writer)
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # records need no torch: reports read them on any machine

@@ -29,7 +29,7 @@ from torch.utils.data.distributed import DistributedSampler
 from experiments.ddp import models as training
 from experiments.model_parallel import workload as mp_workload
 from experiments.model_parallel import settings as mp_settings
-from suite.launch.config import build_config
+from suite.common.config import build_config
 from suite.harness.dist import destroy_distributed, init_distributed
 
 # float32 SGD on a linear layer: the two computations sum the same gradients in a different

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-from suite.launch.config import BenchConfig, ConfigError
-from suite.launch.failures import EXIT_PEER_FAILURE, record_failure
+from suite.common.config import BenchConfig, ConfigError
+from suite.common.failures import EXIT_PEER_FAILURE, record_failure
 from suite.harness import faulty_backend
-from suite.launch.preflight import PreflightError, resolve_backend, resolve_device
+from suite.common.backends import PreflightError, resolve_backend, resolve_device
 
 
 @dataclass(frozen=True, kw_only=True)

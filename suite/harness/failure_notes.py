@@ -1,6 +1,6 @@
 """Failure notes: what a rank leaves when a case raised something other than pytest's fail or skip: its
 journal's dump at once (suite/harness/journal/__init__.py), a failure record for the launcher
-(suite/launch/failures.py) and the session stopped."""
+(suite/common/failures.py) and the session stopped."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def stop_the_session(item, call, rep) -> None:
     kind = getattr(exc, "failure_kind", None) or ("peer_failure" if is_distributed_failure(exc) else "rank_error")
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
     cause = f"{type(exc).__name__} in {item.nodeid}: {first}"
-    from suite.launch.failures import record_failure
+    from suite.common.failures import record_failure
 
     j = sys.modules.get("suite.harness.journal")
     if j is not None and j.current() is not None and j.current().exc is None:

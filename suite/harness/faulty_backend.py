@@ -2,7 +2,7 @@
 the way one class of real bug makes them wrong. It proves the checks (suite/harness/verify.py and the
 harness's own) against each class; docs/metrics.md has the table of what catches what.
 
-``SUITE_INJECT_BACKEND=<fault>[:<name>[,<name>...]]`` (suite/harness/faults.py) starts the run's process
+``SUITE_INJECT_BACKEND=<fault>[:<name>[,<name>...]]`` (suite/common/faults.py) starts the run's process
 group on it instead of Gloo (suite/harness/dist.py ``init_distributed``); no experiment knows: the group
 is ``torch.distributed``'s default and every ``new_group`` without a backend of its own gets one too. It is
 no backend a user can pick (``BACKEND`` does not list it), and every record made under it says so
@@ -41,9 +41,11 @@ import itertools
 import torch
 import torch.distributed as dist
 
-from suite.harness import c10d, faults, mpi_backend
-from suite.launch.preflight import check_planted_backend
-from suite.launch.switches import switch
+from suite.harness import c10d, mpi_backend
+
+from suite.common import faults
+from suite.common.backends import check_planted_backend
+from suite.common.switches import switch
 
 NAME = "suite_faulty"
 """The name it is registered under (not a BACKEND value)."""

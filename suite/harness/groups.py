@@ -30,7 +30,7 @@ import torch.distributed as dist
 from suite.case import Session
 from suite.harness import mpi_backend
 from suite.harness.dist import DistContext, read_launch_env
-from suite.launch.preflight import PreflightError, backend_available
+from suite.common.backends import PreflightError, backend_available
 
 
 def timeout_of(ctx: DistContext) -> datetime.timedelta:

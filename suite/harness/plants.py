@@ -1,6 +1,6 @@
 """The harness's planted faults that act on a case's buffers (SUITE_INJECT_CORRUPTION's damage) or below the
 harness, on ``torch.distributed`` itself (SUITE_INJECT_DIVERGE=...@below). Their grammar is
-suite/harness/faults.py; what each does, docs/failures.md; suite/harness/runner.py plants them."""
+suite/common/faults.py; what each does, docs/failures.md; suite/harness/runner.py plants them."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 import torch.distributed as dist
 
 from suite.case import Buffers
-from suite.harness import faults
+from suite.common import faults
 from suite.harness.c10d import completed_work
 
 

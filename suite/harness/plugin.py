@@ -10,7 +10,7 @@ Every rank runs the same collection with the same options. This plugin
   and ``extra_info`` is the suite's record;
 - on rank 0 only: rewrites ``<results-dir>/bench.json`` atomically after every
   case (marked incomplete until the session ends; suite/harness/results_file.py), shows its
-  progress (suite/harness/progress.py: a live line on a terminal, periodic lines elsewhere) and
+  progress (suite/common/progress.py: a live line on a terminal, periodic lines elsewhere) and
   prints nccl-tests-style tables; other ranks keep quiet except for failures, which they print to stderr
   (suite/harness/rank_output.py).
 
@@ -29,17 +29,18 @@ import pytest
 
 from suite import registry
 from suite.errors import CaseFailed, CaseSkipped
-from suite.harness import bench_adapter, failure_notes, profiling, progress, rank_output, terminal
+from suite.harness import bench_adapter, failure_notes, profiling, rank_output, terminal
+from suite.common import progress
 from suite.harness.results_file import submit, write_results
 from suite.harness.run_state import RUN, RunState, rank_from_env, state
-from suite.launch import failures, fileio
-from suite.launch.config import (
+from suite.common import failures, fileio
+from suite.common.config import (
     ConfigError,
     build_config,
     config_from_json,
 )
-from suite.launch.knobs import KNOBS, settings_from_env
-from suite.launch.switches import switch
+from suite.common.knobs import KNOBS, settings_from_env
+from suite.common.switches import switch
 from suite.system import sysinfo
 
 
@@ -126,7 +127,7 @@ def bench_cfg(request):
 def dist_ctx(request):
     """The started process group (once per session), destroyed at session end."""
     from suite.harness.dist import destroy_distributed, init_distributed
-    from suite.launch.preflight import PreflightError
+    from suite.common.backends import PreflightError
     import torch.distributed as dist
 
     config = request.config
@@ -259,7 +260,7 @@ def _inject_fault(item) -> None:
     """SUITE_INJECT_FAULT=<action>:<rank>:<n>: before the n-th test (0-based), rank <rank>
     kills (SIGKILL), terminates (SIGTERM), freezes (SIGSTOP) itself, exits(3), or raises.
     For the suite's own failure tests: the faults are real process events."""
-    inj = switch("SUITE_INJECT_FAULT")  # checked before the ranks started (suite/launch/switches.py check_switches)
+    inj = switch("SUITE_INJECT_FAULT")  # checked before the ranks started (suite/common/switches.py check_switches)
     if inj is None:
         return
     action, rank = inj.action, inj.rank

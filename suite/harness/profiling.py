@@ -33,12 +33,12 @@ from pathlib import Path
 
 import torch
 
-from suite.launch.switches import switch
+from suite.common.switches import switch
 from suite.system import memory
 
 
 def wanted(nodeid: str, env=None) -> bool:
-    """Whether ``SUITE_PROFILE`` in ``env`` (default os.environ; suite/launch/switches.py SWITCHES) asks for a trace
+    """Whether ``SUITE_PROFILE`` in ``env`` (default os.environ; suite/common/switches.py SWITCHES) asks for a trace
     of the case ``nodeid``."""
     setting = switch("SUITE_PROFILE", env)
     return setting if isinstance(setting, bool) else setting in nodeid

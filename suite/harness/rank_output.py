@@ -1,4 +1,4 @@
-"""Terminal output of each rank: rank 0's progress (the live line or periodic lines, suite/harness/progress.py)
+"""Terminal output of each rank: rank 0's progress (the live line or periodic lines, suite/common/progress.py)
 and its tables at the end; the other ranks' terminal reporter silenced, their failures one line on stderr."""
 
 from __future__ import annotations
@@ -8,9 +8,10 @@ import sys
 import time
 
 from suite import results
-from suite.harness import bench_adapter, phases, progress, terminal
+from suite.harness import bench_adapter, phases, terminal
+from suite.common import progress
 from suite.harness.run_state import RunState, rank_from_env, state
-from suite.launch.fileio import write_text_atomic
+from suite.common.fileio import write_text_atomic
 from suite.report.tables import format_tables
 
 
@@ -65,7 +66,7 @@ def stop_live(config) -> None:
 
 def after_case(item, nextitem) -> None:
     """Rank 0: the live line moves on; or, in plain mode, every SUITE_PROGRESS_S seconds (default 30)
-    a line with cases done of total and the time left (suite/harness/progress.py)."""
+    a line with cases done of total and the time left (suite/common/progress.py)."""
     config = item.config
     st = state(config)
     if st is None or st.rank != 0:

@@ -12,7 +12,7 @@ import pytest
 
 from suite.harness import bench_adapter
 from suite.harness.run_state import RUN
-from suite.launch import fileio
+from suite.common import fileio
 from suite.system import cpu_load
 
 

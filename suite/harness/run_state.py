@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, TextIO
 
 import pytest
 
-from suite.harness import progress
+from suite.common import progress
 from suite.harness.phases import Phases
-from suite.launch.config import BenchConfig
+from suite.common.config import BenchConfig
 
 if TYPE_CHECKING:  # torch: imported when the session starts its group
     from suite.harness.dist import EndOfRun
@@ -28,7 +28,7 @@ class RunState:
     phases: Phases = field(default_factory=Phases)
     """Where this rank's time goes (suite.phase_seconds)."""
     progress_mode: str = "off"
-    """live, plain or off (suite/harness/progress.py); off on every rank but 0."""
+    """live, plain or off (suite/common/progress.py); off on every rank but 0."""
     progress_every_s: float = 30.0
     total: int = 0
     """Cases collected; ``done`` of them have ended."""
@@ -73,7 +73,7 @@ def rank_from_env() -> int:
     """This process's rank as init_distributed reads it (``read_launch_env``); 0 where the launcher's
     variables are malformed (the session's init_distributed reports that)."""
     from suite.harness.dist import read_launch_env
-    from suite.launch.preflight import PreflightError
+    from suite.common.backends import PreflightError
 
     try:
         return read_launch_env().rank

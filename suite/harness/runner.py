@@ -10,7 +10,7 @@
 every rank alike, so the ranks never part ways.
 
 The suite's own case-level fault injection is applied here; every switch's grammar and
-validation is ``suite/harness/faults.py`` (names are matched by ``Case.answers_to``: an experiment,
+validation is ``suite/common/faults.py`` (names are matched by ``Case.answers_to``: an experiment,
 op, label, identity value, or ``all``):
 
 - ``SUITE_INJECT_CORRUPTION=[<fault>:]<name>[,<name>...][@timed]``: after the check run
@@ -54,12 +54,14 @@ import torch.distributed as dist
 
 from suite import results
 
-from suite.harness import checks, faults, faulty_backend, journal, plants, verify
+from suite.harness import checks, faulty_backend, journal, plants, verify
+
+from suite.common import faults
 
 import suite.harness.journal.check as journal_check
 from suite.case import Buffers, Case, Session, each, support_reason, wait_all
-from suite.launch.config import BenchConfig
-from suite.launch.switches import switch
+from suite.common.config import BenchConfig
+from suite.common.switches import switch
 from suite.harness.dist import DistContext
 from suite.errors import CaseSkipped
 from suite.harness.phases import Phases

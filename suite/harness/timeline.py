@@ -115,7 +115,7 @@ class Timeline:
 
     def write_part(self, reason: str) -> Path | None:
         """``<run>/trace/rank<r>.json`` (atomically; never raises: a failing rank calls it); None without a run."""
-        from suite.launch.fileio import write_text_atomic
+        from suite.common.fileio import write_text_atomic
 
         j = self.journal
         if not j.run_dir:

@@ -60,7 +60,7 @@ import torch
 import torch.distributed as dist
 
 from suite import metrics
-from suite.launch.config import BenchConfig
+from suite.common.config import BenchConfig
 from suite.harness.dist import DistContext
 from suite.case import OpFn, wait_all
 from suite.harness import cuda_graph

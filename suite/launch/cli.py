@@ -24,11 +24,11 @@ from pathlib import Path
 
 from suite import registry
 
-from suite.harness import progress
-from suite.launch.config import ConfigError, build_config
-from suite.launch.knobs import KNOBS, settings_from_env
-from suite.launch.switches import check_switches, switch
-from suite.launch.failures import (
+from suite.common import progress
+from suite.common.config import ConfigError, build_config
+from suite.common.knobs import KNOBS, settings_from_env
+from suite.common.switches import check_switches, switch
+from suite.common.failures import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
     EXIT_IO,
@@ -39,8 +39,8 @@ from suite.launch.failures import (
     status_line,
 )
 from suite.launch import mpi
-from suite.launch.fileio import write_error, write_json_atomic
-from suite.launch.flight_recorder import flight_recorder_env
+from suite.common.fileio import write_error, write_json_atomic
+from suite.common.flight_recorder import flight_recorder_env
 from suite.launch.preflight import RendezvousError, layout, preflight_with_selection
 from suite.launch.supervise import final_status, root_cause, run_ranks, stamp_status
 from suite.launch.trace import write_trace
@@ -231,7 +231,7 @@ def _main(argv: list[str], where: dict) -> int:
         lay = layout(a)
         names = _chosen_experiments(a.experiments, cfg, lay["world_size"])
         check_run_location(a.results_root, a.run_id)
-        check_switches(os.environ, lay["world_size"])  # every SUITE_* switch (suite/launch/switches.py SWITCHES)
+        check_switches(os.environ, lay["world_size"])  # every SUITE_* switch (suite/common/switches.py SWITCHES)
         live = progress.mode(os.environ, sys.stdout.isatty()) == "live"
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -239,7 +239,7 @@ def _main(argv: list[str], where: dict) -> int:
     if a.check:
         print(f"# check: ok ({lay['nnodes']} node(s) x {lay['nproc']} rank(s), experiments: {', '.join(names)})")
         return EXIT_OK
-    from suite.launch.preflight import PreflightError, resolve_backend, resolve_device
+    from suite.common.backends import PreflightError, resolve_backend, resolve_device
 
     files = [str(registry.cases_file(n).relative_to(ROOT)) for n in names]
     try:  # K= / -k: the case selection collected on the host beside the other checks

@@ -21,9 +21,10 @@ import re
 import time
 from pathlib import Path
 
-from suite.launch import journal_ring
-from suite.launch import divergence, flight_recorder
-from suite.launch.fileio import write_json_atomic
+from suite.common import journal_ring
+from suite.launch import divergence
+from suite.common import flight_recorder
+from suite.common.fileio import write_json_atomic
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: suite/launch/ is two levels down
 DUMP_WAIT_S = 4.0
@@ -33,7 +34,7 @@ _SKIP_FILES = (  # the journal's own frames (its wrappers, its check, its dump) 
     "suite/harness/journal/wrap.py",
     "suite/harness/journal/check.py",
     "suite/harness/journal/dump.py",
-    "suite/launch/failures.py",
+    "suite/common/failures.py",
     "suite/harness/plants.py",  # a divergence planted below the harness: where it was called from is the place
 )
 
@@ -358,7 +359,7 @@ def render(diag: dict) -> str:
 
 def tidy(run_dir: Path) -> None:
     """Remove what a run without a hang leaves in ``<run>/hang``: the empty fatal-signal files, and the ring
-    files (suite/launch/journal_ring.py) unless a diagnosis read them."""
+    files (suite/common/journal_ring.py) unless a diagnosis read them."""
     d = run_dir / "hang"
     try:
         for p in d.glob("rank*.fatal"):

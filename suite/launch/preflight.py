@@ -1,20 +1,16 @@
 """Everything a run needs, checked before any process group exists: the layout of nodes and
-ranks (exit 2; the knobs are validated by suite.launch.config), the case selection (exit 2: ``SelectionCheck``, a
+ranks (exit 2; the knobs are validated by suite.common.config), the case selection (exit 2: ``SelectionCheck``, a
 pytest collection of its own, no rank), the backend, device, memory, ports and interfaces (exit 3), the rendezvous
 address (exit 4). Starts no rank."""
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import socket
 
-from suite.launch.config import ConfigError, check_timing_mode
-
-
-class PreflightError(RuntimeError):
-    """The environment cannot run the requested configuration (no group was started)."""
+from suite.common.backends import PreflightError, check_planted_backend, resolve_backend, resolve_device
+from suite.common.config import ConfigError, check_timing_mode
 
 
 class RendezvousError(RuntimeError):
@@ -137,7 +133,7 @@ class SelectionCheck:
 
     def result(self, names: list[str], world_size: int) -> None:
         """Wait for the collection; ConfigError when the selection matched no case."""
-        from suite.launch.failures import EXIT_NOTHING_SELECTED
+        from suite.common.failures import EXIT_NOTHING_SELECTED
 
         try:
             rc = self._proc.wait()
@@ -156,61 +152,6 @@ class SelectionCheck:
             self._proc.kill()
             self._proc.wait()
         self._tmp.cleanup()
-
-
-def resolve_device(requested: str) -> str:
-    """auto -> cuda when a GPU is visible, else cpu; cuda without a GPU is an error."""
-    import torch
-
-    if requested == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if requested == "cuda" and not torch.cuda.is_available():
-        raise PreflightError(
-            "DEVICE=cuda but no CUDA device is visible to this process "
-            "(check CUDA_VISIBLE_DEVICES / the container's GPU reservation), or use DEVICE=cpu"
-        )
-    return requested
-
-
-def backend_available(backend: str) -> bool:
-    import torch.distributed as dist
-
-    return {
-        "gloo": dist.is_gloo_available,
-        "nccl": dist.is_nccl_available,
-        # torch's own MPI, else the suite's over mpi4py (suite/harness/mpi_backend.py)
-        "mpi": lambda: dist.is_mpi_available() or importlib.util.find_spec("mpi4py") is not None,
-        "ucc": lambda: getattr(dist, "is_ucc_available", lambda: False)(),
-    }[backend]()
-
-
-def resolve_backend(requested: str, device: str) -> str:
-    """auto -> nccl for cuda, gloo for cpu; reject what the build or device cannot do."""
-    import torch
-
-    backend = requested
-    if backend == "auto":
-        backend = "nccl" if device == "cuda" else "gloo"
-    if not backend_available(backend):
-        have = [b for b in ("gloo", "nccl", "mpi", "ucc") if backend_available(b)]
-        raise PreflightError(
-            f"backend {backend!r} is not built into this torch {torch.__version__} "
-            f"(available: {', '.join(have) or 'none'})"
-        )
-    if backend == "nccl" and device != "cuda":
-        raise PreflightError("backend nccl needs CUDA tensors and a GPU; use BACKEND=gloo on a CPU host")
-    return backend
-
-
-def check_planted_backend(backend: str, device: str, env=None) -> None:
-    """SUITE_INJECT_BACKEND plants its faults in Gloo on CPU (suite/harness/faulty_backend.py): elsewhere it would
-    plant nothing, and a run that a test reads as the fault's outcome would be a clean one."""
-    from suite.launch.switches import switch
-
-    if switch("SUITE_INJECT_BACKEND", env) is not None and (backend, device) != ("gloo", "cpu"):
-        raise PreflightError(
-            "the planted faulty backend (SUITE_INJECT_BACKEND) wraps Gloo on CPU: run it with BACKEND=gloo DEVICE=cpu"
-        )
 
 
 def preflight(cfg, lay: dict) -> None:

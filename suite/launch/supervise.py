@@ -1,6 +1,6 @@
 """Supervision of a running job: torchrun in its own session, signals forwarded, the whole
 process tree killed when a rank has failed and the rest do not stop in time, and the ranks'
-outcome mapped to the documented exit status (suite.launch.failures)."""
+outcome mapped to the documented exit status (suite.common.failures)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 
-from suite.launch.failures import (
+from suite.common.failures import (
     EXIT_DIVERGED,
     EXIT_FAILED,
     EXIT_IO,
@@ -30,9 +30,9 @@ from suite.launch.failures import (
     EXIT_WRONG_RESULT,
 )
 from suite.launch import hang
-from suite.launch.fileio import ResultsWriteError, write_error, write_json_atomic
-from suite.harness import progress
-from suite.harness.progress import ERASE_LINE
+from suite.common.fileio import ResultsWriteError, write_error, write_json_atomic
+from suite.common import progress
+from suite.common.progress import ERASE_LINE
 
 
 def _descendants(pid: int) -> list[int]:

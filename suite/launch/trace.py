@@ -25,7 +25,7 @@ import json
 import sys
 from pathlib import Path
 
-from suite.launch.fileio import write_text_atomic
+from suite.common.fileio import write_text_atomic
 
 TRACE = "trace.json"
 OVERLAP_TID = 100_000

@@ -107,7 +107,7 @@ def _cmd_predict(args) -> int:
             print(sm.step_line(d, ranks))
         for line in sm.notes_at(model, topo):
             print(line)
-    from suite.launch.fileio import write_json_atomic
+    from suite.common.fileio import write_json_atomic
 
     dest = rd / "predict.json"
     write_json_atomic(dest, doc)
@@ -125,7 +125,7 @@ def _cmd_validate(args) -> int:
         raise InputError("the check runs have no collective records the fitted model can predict")
     sys.stdout.write(format_validation(v))
     if args.out:
-        from suite.launch.fileio import write_json_atomic
+        from suite.common.fileio import write_json_atomic
 
         write_json_atomic(args.out, v)
         print(f"validation: {args.out}")

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from suite.case import Buffers, Bytes, Case, CaseSkipped
 from suite.harness import groups, verify
 from suite.harness.dist import DistContext
-from suite.launch.config import BenchConfig
+from suite.common.config import BenchConfig
 from suite.ops.collectives import BARRIER_UNCHECKED, FUNCTION_OF, REGISTRY, Args, Collective, dtype_of, elsize
 
 

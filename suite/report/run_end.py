@@ -21,7 +21,7 @@ TOP_PHASES = 3
 
 def verdict_line(run: dict, status: int, items: list[Headline]) -> str:
     """``verdict: PASS: 34 cases, 0 wrong, 1 unchecked; exit status 0 (every case ran and was correct)``."""
-    from suite.launch.failures import EXIT_FINDING, MEANING
+    from suite.common.failures import EXIT_FINDING, MEANING
 
     n = sum(h.n_cases for h in items)
     wrong = sum(h.n_wrong for h in items)

@@ -47,7 +47,7 @@ def _hostnames(run: dict) -> list[str]:
 
 def _status_row(run: dict, recs: list[dict]) -> tuple[str, str]:
     """Whether the run completed, its exit status and what it means, and how many cases were right."""
-    from suite.launch.failures import MEANING
+    from suite.common.failures import MEANING
 
     st = run.get("suite") or {}
     status = st.get("exit_status", st.get("exitstatus"))

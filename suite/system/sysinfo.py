@@ -97,7 +97,7 @@ def git_commit(repo: Path | None = None) -> str | None:
     if r is not None and r.returncode == 0:
         return r.stdout.strip()
     # Inside the image there is no .git; the build records the commit instead.
-    from suite.launch.switches import switch  # the switch table (here only where git cannot tell)
+    from suite.common.switches import switch  # the switch table (here only where git cannot tell)
 
     return switch("SUITE_GIT_COMMIT") or read_text(str(repo / "GIT_COMMIT"))
 

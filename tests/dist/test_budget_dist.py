@@ -12,7 +12,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from suite.launch.config import BenchConfig
+from suite.common.config import BenchConfig
 from suite.harness.budget import BUDGET_MIN_SAMPLES
 from suite.harness.timing import measure
 from tests.dist.local_group import gloo_rank

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from suite.launch.failures import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK
+from suite.common.failures import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK
 from tests.conftest import all_correct, load_bench, run_suite
 
 pytestmark = pytest.mark.slow

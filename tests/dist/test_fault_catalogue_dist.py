@@ -19,9 +19,9 @@ import pytest
 import torch.multiprocessing as mp
 
 from suite.case import CaseSkipped
-from suite.harness import faults
+from suite.common import faults
 from suite.harness.runner import Harness
-from suite.launch.config import BenchConfig
+from suite.common.config import BenchConfig
 from suite.ops import p2p, sweep
 from suite.ops.p2p import exchange
 from suite.ops.p2p.pattern import Spec

@@ -236,7 +236,7 @@ def _pace(slow_stage: bool, ctx) -> dict:
 
 def _worker(out_dir: str, mode: str = "faults") -> None:
     from experiments.model_parallel import cases as mp
-    from suite.launch.config import build_config
+    from suite.common.config import build_config
     from suite.harness.dist import destroy_distributed, init_distributed
     from suite.harness.runner import Harness
 

@@ -1,4 +1,4 @@
-"""Rank 0's progress on a real 2-rank run through the launcher (suite/harness/progress.py): on a terminal (a
+"""Rank 0's progress on a real 2-rank run through the launcher (suite/common/progress.py): on a terminal (a
 pseudo-terminal here) one live line with cases done of total, elapsed, time left and the case, erased
 at the end and after a failure, Ctrl-C or a killed rank 0; without a terminal the periodic
 ``# progress:`` lines and not one control sequence."""
@@ -20,7 +20,7 @@ import time
 import psutil
 import pytest
 
-from suite.harness import progress
+from suite.common import progress
 from tests.conftest import ROOT, launch_command, run_suite
 
 pytestmark = pytest.mark.slow

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from suite.launch.failures import EXIT_FINDING
+from suite.common.failures import EXIT_FINDING
 from tests.conftest import all_correct
 from tests.docker.test_compose import _out, image, sim  # noqa: F401  (fixtures)
 

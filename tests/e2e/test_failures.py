@@ -325,7 +325,7 @@ def test_torchrun_killed_ends_its_ranks_exit_5(tmp_path):
         ("CORRUPTION", "flop:all_reduce", "unknown fault 'flop' (choose from flip, misroute)"),
         ("CORRUPTION", "all_reduce@timd", "unknown phase @timd"),
         ("CORRUPTION", "misroute:", "names no case"),
-        # these two started the ranks before suite/harness/faults.py: a bad action raised on every rank mid-run,
+        # these two started the ranks before suite/common/faults.py: a bad action raised on every rank mid-run,
         # and a rank the run does not have planted nothing, so a test read a clean run as the fault's outcome
         ("FAULT", "boom:1:3", "unknown action 'boom' (choose from kill, term, stop, exit, raise)"),
         ("DELAY", "2:0.5:all_reduce", "rank 2 is not a rank of this run (0..1)"),

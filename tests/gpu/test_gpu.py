@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from suite.launch.config import ConfigError, build_config
+from suite.common.config import ConfigError, build_config
 from suite.launch.cli import flight_recorder_env
 from tests.conftest import ROOT, all_correct, load_bench, run_suite
 
@@ -222,7 +222,7 @@ def test_sysinfo_gpu_facts():
 
 _GRAPH_SCRIPT = r"""
 import torch, torch.distributed as dist
-from suite.launch.config import BenchConfig
+from suite.common.config import BenchConfig
 from suite.harness.dist import init_distributed
 from suite.errors import CaseFailed
 from suite.harness.timing import measure

@@ -242,7 +242,7 @@ def test_algorithm_table_says_the_timing_modes_it_mixes():
 
 @pytest.mark.parametrize("n", [2, 3, 4])
 def test_algorithm_cases_time_the_ring_step_at_its_chunk_and_blocking(n):
-    from suite.launch.config import build_config
+    from suite.common.config import build_config
 
     cfg = build_config(min_bytes="100", max_bytes="400", step_factor=2, timing_mode="pipelined")
     cases = backends.algorithm_cases(cfg, n)

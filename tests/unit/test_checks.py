@@ -6,7 +6,7 @@ import torch
 
 from suite.case import Buffers
 from suite.harness import checks, verify
-from suite.launch.preflight import PreflightError, check_planted_backend
+from suite.common.backends import PreflightError, check_planted_backend
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32, torch.int64])

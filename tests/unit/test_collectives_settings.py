@@ -7,7 +7,7 @@ import pytest
 from experiments.collectives import cases
 from experiments.collectives.settings import CollectivesSettings
 from suite.errors import ConfigError
-from suite.launch.config import BenchConfig
+from suite.common.config import BenchConfig
 
 
 def test_an_unknown_group_is_refused_naming_the_knob():

@@ -146,7 +146,7 @@ NOT_FOR_COMPOSE = {
 def test_every_knob_reaches_the_compose_nodes():
     """A knob set on `make compose-up` must arrive in every node's environment (compose passes only the
     variables its file names), else the nodes silently run with the default (DDP_PARAMS once did)."""
-    from suite.launch import knobs, switches
+    from suite.common import knobs, switches
 
     env = set(BASE["services"]["node0"]["environment"])
     wanted = {k.make for k in knobs.KNOBS} | {e.env for e in knobs.ENV_KNOBS} | {"SUITE_PROGRESS", "SUITE_PROGRESS_S"}
@@ -160,7 +160,7 @@ def test_every_knob_reaches_the_compose_nodes():
 
 def test_every_run_wide_knob_is_a_node_flag():
     """docker/node.sh turns each run-wide knob into the launcher's flag (knobs.KNOBS: the one spelling)."""
-    from suite.launch import knobs
+    from suite.common import knobs
 
     text = (ROOT / "docker" / "node.sh").read_text()
     pairs = set(re.findall(r"([a-z-]+):([A-Z_]+)", text)) | set(re.findall(r'--([a-z-]+) "\$\{([A-Z_]+)', text))

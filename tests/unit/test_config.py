@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from suite.launch.config import BenchConfig, ConfigError, build_config, validate
+from suite.common.config import BenchConfig, ConfigError, build_config, validate
 
 
 def test_defaults_are_valid_and_frozen():
@@ -67,7 +67,7 @@ def test_compared_sizes_are_the_largest_of_the_sweep():
 
 
 def test_budget_s_is_validated_and_an_explicit_iters_turns_it_off():
-    from suite.launch.config import build_config
+    from suite.common.config import build_config
 
     assert build_config().budget_s == 0.5
     assert build_config(iters="7").budget_s == 0.0  # the user asked for a count

@@ -17,8 +17,8 @@ from experiments.ddp import check as ddp_check
 from experiments.ddp import workload as ddp_exp_workload
 from experiments.ddp import models as training
 from suite.harness import profiling
-from suite.launch.config import ConfigError, build_config
-from suite.launch.knobs import parse_count, settings_from_env
+from suite.common.config import ConfigError, build_config
+from suite.common.knobs import parse_count, settings_from_env
 from experiments.ddp import table as ddp_tables
 from experiments.model_parallel import table as mp_tables
 from suite.system import memory

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from experiments.ddp import cases as ddp_exp
-from suite.launch.config import build_config
+from suite.common.config import build_config
 from suite.harness.runner import Harness
 from tests.unit.test_harness_inprocess import lone_group
 

@@ -1,12 +1,14 @@
 """Which rank diverged (suite/launch/divergence.py, read by suite/launch/hang.py), over journal fixtures: a case's
 ops as the harness issues them, one rank's planted early, in the middle and late, at 2 and 3 ranks; a size, an
-op and a call too many; and a rank that Gloo's abort left only its ring file (suite/launch/journal_ring.py)."""
+op and a call too many; and a rank that Gloo's abort left only its ring file (suite/common/journal_ring.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from suite.launch import divergence, hang, journal_ring
+from suite.launch import divergence, hang
+
+from suite.common import journal_ring
 
 CASE = "experiments/collectives/cases.py::test_collective[all_reduce-sum-float32-256B-inplace]"
 PROBE, AGREE, OP = ("all_reduce", [8], "float32"), ("all_reduce", [1], "int32"), ("all_reduce", [64], "float32")
@@ -121,7 +123,7 @@ def test_p2p_ops_that_pair_at_one_sequence_number_are_no_divergence():
 def test_a_rank_that_gloo_aborted_is_read_from_its_ring_and_the_divergence_is_status_9(tmp_path):
     """Both ranks of a size mismatch die of SIGABRT, leaving faulthandler's stacks and their ring files: the
     diagnosis compares what they issued at that op, a divergence (9), not a lost peer (5)."""
-    from suite.launch.failures import EXIT_DIVERGED
+    from suite.common.failures import EXIT_DIVERGED
     from suite.launch.supervise import final_status
 
     ops = case_ops()

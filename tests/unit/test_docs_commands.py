@@ -2,7 +2,7 @@
 blocks) is checked.
 
 - ``make <target> [VAR=value ...]``: ``make -n`` accepts the target with those variables, and every
-  VAR is one the Makefiles define or export, an experiment knob of ``suite/launch/knobs.py`` ENV_KNOBS,
+  VAR is one the Makefiles define or export, an experiment knob of ``suite/common/knobs.py`` ENV_KNOBS,
   or a named pass-through variable (PASS_THROUGH, each with the file that reads it);
 - ``python -m suite.<mod> ...``: the module's own argparse accepts the arguments (its ``main`` is
   called with ``parse_args`` stopped right after parsing, so nothing runs);
@@ -31,9 +31,9 @@ from unittest import mock
 
 import pytest
 
-from suite.launch.config import ConfigError
-from suite.launch.knobs import ENV_KNOBS
-from suite.launch.switches import SWITCHES, check_switches
+from suite.common.config import ConfigError
+from suite.common.knobs import ENV_KNOBS
+from suite.common.switches import SWITCHES, check_switches
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [

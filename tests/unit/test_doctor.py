@@ -10,7 +10,7 @@ import pytest
 
 from experiments.doctor import stragglers
 from experiments.doctor import verdict as doctor
-from suite.launch.failures import EXIT_FINDING, EXIT_OK
+from suite.common.failures import EXIT_FINDING, EXIT_OK
 
 SIZE = 256 << 10
 N_SAMPLES = 10

@@ -1,4 +1,4 @@
-"""Every fault switch has one grammar (suite/harness/faults.py), and a bad value is one line before any rank starts."""
+"""Every fault switch has one grammar (suite/common/faults.py), and a bad value is one line before any rank starts."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from suite.harness import faults
-from suite.launch.config import ConfigError
-from suite.launch.switches import check_switches
+from suite.common import faults
+from suite.common.config import ConfigError
+from suite.common.switches import check_switches
 
 
 def test_each_switch_reads_its_fields_in_order_with_optional_ones_filled_left_to_right():

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from suite.launch import fileio
+from suite.common import fileio
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import re
 import subprocess
 
 from experiments.doctor import verdict as doctor
-from suite.launch.failures import EXIT_FINDING, EXIT_PEER_FAILURE
+from suite.common.failures import EXIT_FINDING, EXIT_PEER_FAILURE
 from tests.conftest import ROOT
 from tests.unit.test_doctor import THREE_NODES, _run
 

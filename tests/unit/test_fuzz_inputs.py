@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from suite.launch import cli as launch
-from suite.launch.config import ConfigError, build_config
+from suite.common.config import ConfigError, build_config
 from tests.conftest import ROOT
 
 junk = st.one_of(

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import json
 
-from suite.launch import flight_recorder, hang
+from suite.launch import hang
+
+from suite.common import flight_recorder
 
 from suite.harness import c10d, journal
 
 import suite.harness.journal.check as journal_check
 
 import suite.harness.journal.wrap as journal_wrap
-from suite.launch.failures import EXIT_DIVERGED, EXIT_PEER_FAILURE, MEANING
+from suite.common.failures import EXIT_DIVERGED, EXIT_PEER_FAILURE, MEANING
 from suite.launch.supervise import final_status
 
 CASE = "experiments/collectives.py::test_collective[all_reduce-sum-float32-256B-inplace]"
@@ -294,7 +296,7 @@ def test_a_recorded_failure_leaves_the_installed_journals_dump_first(tmp_path, m
     journal (found on the wrapped ops, suite/harness/journal/__init__.py current) dumps before the note is written."""
     import torch.distributed as dist
 
-    from suite.launch import failures
+    from suite.common import failures
 
     failures.record_failure(str(tmp_path), 0, "before any journal")
     assert not (tmp_path / "hang").exists()
@@ -339,7 +341,7 @@ def test_the_flight_recorders_last_op_of_a_group_counts_as_done_only_by_its_own_
     """Gloo's flight recorder leaves every entry "scheduled", and ``pg_status`` counts an op that failed (a
     timeout while the peer never came) as completed: rank 0 still held in all_reduce #26 must read as waiting
     in it, or the diagnosis says nobody waits on anybody while rank 1 sleeps before it."""
-    from suite.launch import flight_recorder
+    from suite.common import flight_recorder
 
     def entry(seq, op, rid):
         return {

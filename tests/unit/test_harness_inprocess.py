@@ -10,11 +10,13 @@ import time
 import pytest
 import torch
 
-from suite.harness import bench_adapter, faults
+from suite.harness import bench_adapter
+
+from suite.common import faults
 from suite.ops import collectives as ops
 from suite.ops import sweep
 from suite.case import Buffers, Bytes, Case, CaseSkipped
-from suite.launch.config import BenchConfig
+from suite.common.config import BenchConfig
 from suite.harness.dist import destroy_distributed, init_distributed
 from suite.harness.runner import Harness
 from suite.harness.timing import measure

@@ -1,5 +1,5 @@
 """One spelling per knob: the launcher's options, the plugin's and the Makefile's SUITE_ARGS all come
-from (or are checked against) suite.launch.knobs.KNOBS."""
+from (or are checked against) suite.common.knobs.KNOBS."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from suite.launch import cli as launch
-from suite.launch.config import BenchConfig, build_config, config_from_json
-from suite.launch.knobs import ENV_KNOBS, KNOBS, SECTIONS
+from suite.common.config import BenchConfig, build_config, config_from_json
+from suite.common.knobs import ENV_KNOBS, KNOBS, SECTIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -83,7 +83,7 @@ def test_launcher_options_land_in_their_fields():
 
 def test_config_json_round_trips(tmp_path):
     cfg = build_config(min_bytes="2K", dtypes="bf16,int64", timing_mode="pipelined", precision_pct="2.5")
-    from suite.launch.fileio import write_json_atomic
+    from suite.common.fileio import write_json_atomic
 
     write_json_atomic(tmp_path / "config.json", cfg.as_dict())
     assert config_from_json(tmp_path / "config.json") == cfg
@@ -103,7 +103,7 @@ def test_compose_nodes_pass_each_knob_under_its_one_name():
 
 def test_experiment_settings_are_the_config_sections_and_their_env_spellings():
     from suite import registry
-    from suite.launch.knobs import env_knobs
+    from suite.common.knobs import env_knobs
 
     specs = registry.discover()
     assert SECTIONS == {n: s.settings for n, s in specs.items() if s.settings is not None}

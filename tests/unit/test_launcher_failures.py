@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from suite.launch.failures import EXIT_FAILED, EXIT_PEER_FAILURE
-from suite.launch.fileio import ResultsWriteError, write_json_atomic
+from suite.common.failures import EXIT_FAILED, EXIT_PEER_FAILURE
+from suite.common.fileio import ResultsWriteError, write_json_atomic
 from suite.launch.supervise import ElasticTraceback, final_status, stamp_status
 
 TORCHRUN_WALL = [

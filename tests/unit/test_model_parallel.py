@@ -18,8 +18,8 @@ from experiments.model_parallel import derived as mp_derived
 
 from experiments.model_parallel import check as mp_check
 from experiments.model_parallel.settings import ModelParallelSettings
-from suite.launch.config import BenchConfig, ConfigError, build_config
-from suite.launch.knobs import settings_from_env
+from suite.common.config import BenchConfig, ConfigError, build_config
+from suite.common.knobs import settings_from_env
 from experiments.model_parallel import table as tables
 
 

@@ -7,7 +7,7 @@ import sys
 
 from suite.harness.mpi_rank import launch_env
 from suite.launch import mpi
-from suite.launch.failures import EXIT_PREFLIGHT
+from suite.common.failures import EXIT_PREFLIGHT
 from tests.conftest import ROOT
 
 ONE_NODE = {"nnodes": 1, "nproc": 2}

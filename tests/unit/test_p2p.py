@@ -10,7 +10,7 @@ import torch
 
 from experiments.p2p import cases as experiment
 from suite import metrics
-from suite.launch.config import build_config
+from suite.common.config import build_config
 from suite.harness.dist import DistContext
 from experiments.p2p.table import format_tables
 from suite.ops import p2p

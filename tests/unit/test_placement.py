@@ -11,8 +11,8 @@ from experiments.placement import contiguity, gpu, gpu_cases, pinning
 from experiments.placement import workload as placement_workload
 from suite.ops import algorithms
 from suite.case import CaseFailed
-from suite.launch.config import ConfigError, build_config
-from suite.launch.knobs import settings_from_env
+from suite.common.config import ConfigError, build_config
+from suite.common.knobs import settings_from_env
 from suite.harness.dist import DistContext
 from experiments.placement import table as tables
 from suite.system import affinity, topology

@@ -1,4 +1,4 @@
-"""suite.harness.progress: the mode from SUITE_PROGRESS, the texts of both forms, and the live line drawn into a
+"""suite.common.progress: the mode from SUITE_PROGRESS, the texts of both forms, and the live line drawn into a
 string (the real terminal: tests/dist/test_progress_dist.py)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import io
 
 import pytest
 
-from suite.harness import progress
-from suite.launch.switches import switch
+from suite.common import progress
+from suite.common.switches import switch
 
 
 def test_mode_is_live_only_on_a_terminal_unless_plain_or_off():

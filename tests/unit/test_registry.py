@@ -11,7 +11,7 @@ import pytest
 
 from suite import registry
 from suite.case import ExperimentSpec
-from suite.launch.config import BenchConfig
+from suite.common.config import BenchConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -75,7 +75,7 @@ from suite import registry
 specs = registry.discover()
 for spec in specs.values():
     spec.table and spec.guide  # what the report reads of a spec
-import suite.launch.config, suite.report.compare, suite.report.tables, suite.report.cli
+import suite.common.config, suite.report.compare, suite.report.tables, suite.report.cli
 heavy = sorted(m for m in ("torch", "torch.distributed") if m in sys.modules)
 sys.exit(f"reading the specs imported {heavy}" if heavy else 0)
 """

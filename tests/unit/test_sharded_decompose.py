@@ -97,7 +97,7 @@ def test_identical_replayed_calls_carry_distinct_values_so_a_misrouted_one_is_wr
     """Two all_reduces (and two all_gathers) of one shape, as a TP step issues them: the suite's misroute fault
     (the first two outputs of one shape trade places) must be seen. With the same values in every call it
     was not: the replay of tp passed under SUITE_INJECT_CORRUPTION=misroute."""
-    from suite.launch.config import BenchConfig
+    from suite.common.config import BenchConfig
     from suite.harness.plants import misroute as _misroute
     from tests.unit.test_harness_inprocess import lone_group
 

@@ -183,7 +183,7 @@ def test_cpu_notes_are_recorded_on_cpu_only():
 
     from experiments.sharded.cases import sharded_cases
     from suite.case import Session
-    from suite.launch.config import build_config
+    from suite.common.config import build_config
 
     cfg = build_config(sharded={"strategies": "ddp,fsdp2,pp_gpipe"})
     cases = sharded_cases(cfg, 2)
@@ -221,7 +221,7 @@ def test_the_default_run_declares_every_pipeline_runnable_on_the_built_in_model(
     stages need (each stage at least one layer: the blocks and the head), so none is skipped for depth; every
     other strategy keeps the model SHARDED_DEPTH sizes, and each case its identity's fields (stored runs compare)."""
     from experiments.sharded.cases import sharded_cases
-    from suite.launch.config import build_config
+    from suite.common.config import build_config
 
     cfg = build_config()
     cases = {c.label: c for c in sharded_cases(cfg, world)}

@@ -445,7 +445,7 @@ def test_the_default_strategies_declare_on_every_example(factory, world):
     SHARDED_MODEL=...` does first): a strategy the model cannot take is declared and left to skip with its reason,
     never a crash while declaring (a model without pp_layers once crashed on the pipelines' fields)."""
     from experiments.sharded.cases import sharded_cases
-    from suite.launch.config import build_config
+    from suite.common.config import build_config
 
     cfg = build_config(sharded={"model": f"examples.sharded_model:{factory}"})
     um = getattr(sharded_model, factory)()

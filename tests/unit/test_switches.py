@@ -1,4 +1,4 @@
-"""Every suite switch is declared once (suite/launch/switches.py SWITCHES) with its validator: unset means its
+"""Every suite switch is declared once (suite/common/switches.py SWITCHES) with its validator: unset means its
 default, a good value is read as documented, a bad one is one line naming the switch and exit 2 before
 any rank starts; every read goes through the table; docs/switches.md and `make help` list the table."""
 
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from suite.launch import cli as launch
-from suite.launch.config import ConfigError
-from suite.launch.knobs import ENV_KNOBS
-from suite.launch.switches import SWITCHES, check_switches, switch
+from suite.common.config import ConfigError
+from suite.common.knobs import ENV_KNOBS
+from suite.common.switches import SWITCHES, check_switches, switch
 
 BAD_VALUES = """
 SUITE_PROGRESS          | live             | choose auto
@@ -140,11 +140,11 @@ def test_every_switch_is_read_through_the_table():
     found = {}
     for p in sorted((ROOT / "suite").rglob("*.py")):
         rel = p.relative_to(ROOT).as_posix()
-        if rel in ("suite/launch/switches.py", "suite/harness/faults.py"):
+        if rel in ("suite/common/switches.py", "suite/common/faults.py"):
             continue
         if hits := _switch_names_read_outside_the_table(p.read_text()):
             found[rel] = hits
-    assert not found, f"read a SUITE_* switch outside suite.launch.switches.switch: {found}"
+    assert not found, f"read a SUITE_* switch outside suite.common.switches.switch: {found}"
     called = set(
         re.findall(r"\bswitch\(\"(SUITE_\w+)\"", "".join(p.read_text() for p in (ROOT / "suite").rglob("*.py")))
     )

@@ -13,7 +13,7 @@ from suite.harness import journal, timeline
 import suite.harness.journal.wrap as journal_wrap
 from suite.harness.runner import Harness
 from suite.launch import trace
-from suite.launch.config import BenchConfig
+from suite.common.config import BenchConfig
 from suite.ops import sweep
 from suite.ops.collectives import FUNCTION_OF
 from tests.trace_checks import check_trace, load_trace, ops

@@ -49,7 +49,7 @@ from suite.harness import timeline
 import suite.harness.journal.dump as journal_dump
 
 import suite.harness.journal.wrap as journal_wrap
-from suite.launch import journal_ring
+from suite.common import journal_ring
 from suite.harness.c10d import group_name, sequence_getter
 
 TAIL = 64
@@ -67,7 +67,7 @@ class Journal:
         self.groups: dict[str, object] = {"0": dist.group.WORLD}
         self.known: dict = {}  # group object (None: the default) -> (name, sequence getter)
         self.fatal_file = None  # hang/rank<r>.fatal, open for faulthandler's stacks on a fatal signal or SIGTERM
-        self.ring = None  # hang/rank<r>.ring: the entries as a fatal signal leaves them (suite/launch/journal_ring.py)
+        self.ring = None  # hang/rank<r>.ring: the entries as a fatal signal leaves them (suite/common/journal_ring.py)
         self.count: dict[str, int] = {}  # ops journaled per group name (plain dicts: a Counter costs 3x)
         self.p2p: dict[str, int] = {}  # p2p ops journaled per group name
         self.checks: dict[str, int] = {}  # checks per case label (the store key: the same on every rank)
@@ -160,7 +160,7 @@ def record_cost_s(calls: int = 2000) -> float:
     """Seconds the journal adds to one op on this rank: a no-op wrapped as ``install`` wraps every
     ``torch.distributed`` function, less the bare no-op, per call (the median of 5 rounds of ``calls``).
     A throwaway journal on the default group: it reads c10d's sequence number as the real one does,
-    keeps its ring in a file where the real one does (suite/launch/journal_ring.py), and counts nothing of the run's.
+    keeps its ring in a file where the real one does (suite/common/journal_ring.py), and counts nothing of the run's.
     Every timed op includes this once (recorded as ``journal_us_per_op``)."""
 
     def noop(*args, **kwargs):

@@ -16,10 +16,10 @@ import traceback
 from pathlib import Path
 
 from suite.harness import c10d
-from suite.launch import journal_ring
+from suite.common import journal_ring
 from suite.harness.c10d import sequence_number
-from suite.launch import flight_recorder
-from suite.launch.fileio import write_json_atomic
+from suite.common import flight_recorder
+from suite.common.fileio import write_json_atomic
 
 POLL_S = 0.25
 """How often a rank's journal thread looks for the launcher's dump request."""
@@ -93,7 +93,7 @@ def watch(journal) -> None:
 
 def arm(journal) -> None:
     """Leave faulthandler's stacks in ``<run>/hang/rank<r>.fatal`` on a fatal signal and the journal's entries
-    in ``rank<r>.ring`` (suite/launch/journal_ring.py), make the folder NCCL's own dump lands in, and watch
+    in ``rank<r>.ring`` (suite/common/journal_ring.py), make the folder NCCL's own dump lands in, and watch
     for dump requests (nothing but the watch without a run folder)."""
     run_dir, rank = journal.run_dir, journal.rank
     if run_dir:

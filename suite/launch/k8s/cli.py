@@ -121,7 +121,7 @@ def build_spec(a: argparse.Namespace, launch: list[str], env) -> render.Spec:
 def launch_options(la: argparse.Namespace, run_id: str) -> list[str]:
     """The launch's options as the pod gives them, node-independent: NCCL on CUDA (make bench-gpu), results on
     the volume, and every knob that was given (KNOBS: the one table of their flags)."""
-    from suite.launch.knobs import KNOBS
+    from suite.common.knobs import KNOBS
 
     opts = ["--nproc", str(la.nproc), "--backend", "nccl", "--device", "cuda", "--experiments", la.experiments]
     for k in KNOBS:
@@ -148,8 +148,8 @@ def _check_launch(opts: list[str], passthrough: list[str], nnodes: int, gpus: in
 def container_env(env) -> dict[str, str]:
     """The pod's environment from make's: NCCL_* (defaults: NCCL_DEFAULTS), the experiments' knobs and the
     SUITE_* switches that are set."""
-    from suite.launch.knobs import ENV_KNOBS
-    from suite.launch.switches import SWITCHES
+    from suite.common.knobs import ENV_KNOBS
+    from suite.common.switches import SWITCHES
 
     out = dict(NCCL_DEFAULTS)
     names = [k.env for k in ENV_KNOBS] + list(SWITCHES)

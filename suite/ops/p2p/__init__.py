@@ -27,7 +27,7 @@ declarations (``cases``) and the p2p table (experiments/p2p/table.py) take every
 from __future__ import annotations
 
 from suite.case import Buffers, Bytes, Case, CaseFailed
-from suite.launch.config import BenchConfig
+from suite.common.config import BenchConfig
 from suite.harness.dist import DistContext
 from suite.ops.collectives import elsize
 from suite.ops.p2p import barrier_cost, batching, control, exchange, pair_matrix, pingpong, producer, ring, window

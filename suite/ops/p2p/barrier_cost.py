@@ -4,7 +4,7 @@ step; time is per step."""
 from __future__ import annotations
 
 from suite.case import Buffers, Case
-from suite.launch.config import BenchConfig
+from suite.common.config import BenchConfig
 from suite.harness.dist import DistContext
 from suite.ops.p2p.pattern import Pattern, Spec, Sweep, blank, buffers, make_case, pat, wrong_messages
 from suite.ops.p2p.ring import ring_step

@@ -15,7 +15,7 @@ import torch.distributed as dist
 
 from suite.harness import verify
 from suite.case import Buffers, Case, CaseFailed, Session
-from suite.launch.config import BenchConfig
+from suite.common.config import BenchConfig
 from suite.harness.dist import DistContext
 from suite.ops import algorithms
 from suite.ops.collectives import elsize

@@ -5,7 +5,7 @@ latency probe declares it for its own pairs and size (``pair_latency_cases``).""
 from __future__ import annotations
 
 from suite.case import Case
-from suite.launch.config import BenchConfig
+from suite.common.config import BenchConfig
 from suite.ops.p2p.pattern import Pattern, Spec, Sweep, initiator
 from suite.ops.p2p.pingpong import build, latency_cases, resolve
 

@@ -33,7 +33,7 @@ import torch
 
 from suite.harness import verify
 from suite.case import Buffers, Bytes, Case, Session, Timing
-from suite.launch.config import BenchConfig
+from suite.common.config import BenchConfig
 from suite.harness.dist import DistContext
 from suite.ops.collectives import elsize
 

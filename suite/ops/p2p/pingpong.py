@@ -17,7 +17,7 @@ import torch.distributed as dist
 
 from suite.harness import verify
 from suite.case import Buffers, Case, Session
-from suite.launch.config import BenchConfig
+from suite.common.config import BenchConfig
 from suite.harness.dist import DistContext
 from suite.ops.p2p.pattern import Pattern, Spec, Sweep, blank, buffers, cross, initiator, make_case, pat
 from suite.harness.autorange import autorange

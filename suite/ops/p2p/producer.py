@@ -9,7 +9,7 @@ import torch.distributed as dist
 
 from suite.harness import verify
 from suite.case import Buffers, Bytes, Case, wait_all
-from suite.launch.config import BenchConfig
+from suite.common.config import BenchConfig
 from suite.harness.dist import DistContext
 from suite.ops.collectives import elsize
 from suite.ops.p2p.pattern import Pattern, Spec, Sweep, blank, buffers, make_case, pat

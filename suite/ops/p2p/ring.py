@@ -9,7 +9,7 @@ import torch
 
 from suite.harness import verify
 from suite.case import Buffers, Case
-from suite.launch.config import BenchConfig
+from suite.common.config import BenchConfig
 from suite.harness.dist import DistContext
 from suite.ops import algorithms
 from suite.ops.p2p.pattern import Pattern, Spec, Sweep, blank, buffers, cross, make_case, pat

@@ -20,7 +20,7 @@ class ResultsWriteError(OSError):
     """A results file could not be written: ``str()`` is one line naming the file and the cause,
     e.g. ``cannot write results/x/bench.json: No space left on device``."""
 
-    failure_kind = "io_error"  # a rank's failure note (suite/launch/failures.py) says so; the launcher maps it
+    failure_kind = "io_error"  # a rank's failure note (suite/common/failures.py) says so; the launcher maps it
 
     def __str__(self) -> str:
         return str(self.strerror)

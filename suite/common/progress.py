@@ -22,8 +22,8 @@ import time
 
 from pathlib import Path
 
-from suite.launch.fileio import write_text_atomic
-from suite.launch.switches import switch
+from suite.common.fileio import write_text_atomic
+from suite.common.switches import switch
 from suite.registry import experiment_of
 
 
@@ -43,7 +43,7 @@ BAR_WIDTH = 12
 
 def mode(env=None, stdout_is_terminal: bool = False) -> str:
     """``live``, ``plain`` or ``off`` for this process, from ``SUITE_PROGRESS`` in ``env`` (default
-    os.environ; suite/launch/switches.py SWITCHES); ValueError names the choices for any other value."""
+    os.environ; suite/common/switches.py SWITCHES); ValueError names the choices for any other value."""
     env = os.environ if env is None else env
     raw = switch("SUITE_PROGRESS", env)
     if raw == "auto":

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from suite.launch.fileio import write_json_atomic
+from suite.common.fileio import write_json_atomic
 
 # Exit statuses of a rank and of the run (docs/failures.md, the exit-status table); the most specific cause wins.
 EXIT_OK = 0

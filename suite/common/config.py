@@ -14,7 +14,7 @@ from typing import Literal
 
 from suite import metrics
 from suite.errors import ConfigError  # noqa: F401  (where the knobs are checked, callers catch it)
-from suite.launch.knobs import SECTIONS, section_value
+from suite.common.knobs import SECTIONS, section_value
 
 DTYPES = ("float32", "float64", "float16", "bfloat16", "int32", "int64")
 REDOPS = ("sum", "avg", "product", "min", "max")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from collections.abc import Callable
 
-from suite.harness import faults
+from suite.common import faults
 from suite.errors import ConfigError
 
 
@@ -57,7 +57,7 @@ def _commit(text: str, world_size: int | None = None) -> str:
 
 
 def _injection(env: str):
-    """The validator of a fault switch: its one grammar, in suite/harness/faults.py."""
+    """The validator of a fault switch: its one grammar, in suite/common/faults.py."""
     return lambda text, world_size=None: faults.parse(env, text, world_size)
 
 
@@ -104,7 +104,7 @@ SWITCHES: dict[str, Switch] = {
             _commit,
         ),
         *(
-            Switch(env, "off", f"fault injection: {env}={s.usage()} (suite/harness/faults.py)", _injection(env))
+            Switch(env, "off", f"fault injection: {env}={s.usage()} (suite/common/faults.py)", _injection(env))
             for env, s in faults.INJECTIONS.items()
         ),
     )
