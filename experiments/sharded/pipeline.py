@@ -49,10 +49,6 @@ PIPELINES = frozenset(n for n, st in (STRATEGIES | PLANTED).items() if st.pipeli
 """Every pipeline strategy, planted included."""
 
 
-def is_pipeline(strategy: str) -> bool:
-    return strategy in PIPELINES
-
-
 def stages_per_rank(strategy: str) -> int:
     return strategy_of(strategy).pipeline.stages_per_rank
 

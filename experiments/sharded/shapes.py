@@ -12,28 +12,24 @@ from .strategies import get
 from .theory import ELEM, block_shapes, head_shapes, n_params  # noqa: F401  (the old names stay importable)
 
 
-def _strategy(name: str):
-    return get(name)
-
-
 def mesh_shape(strategy: str, world: int) -> tuple[tuple[int, ...], tuple[str, ...]]:
     """The device mesh a strategy runs on: its shape and dimension names (Strategy.mesh)."""
-    return _strategy(strategy).mesh(world)
+    return get(strategy).mesh(world)
 
 
 def dp_size(strategy: str, world: int) -> int:
     """Data-parallel shards of the batch's rows (1: every rank takes every row)."""
-    return _strategy(strategy).dp_size(world)
+    return get(strategy).dp_size(world)
 
 
 def mesh_cannot(strategy: str, world: int) -> str | None:
     """Why the strategy's mesh does not fit this world (2-D: 2 x world/2), or None."""
-    return _strategy(strategy).mesh_cannot(world)
+    return get(strategy).mesh_cannot(world)
 
 
 def cannot_run(strategy: str, world: int, width: int, seq: int, batch_size: int) -> str | None:
     """Why ``strategy`` cannot run at this world size and shape (the same on every rank), or None."""
-    st = _strategy(strategy)
+    st = get(strategy)
     if st.pipeline is not None:  # no mesh, no split rows: experiments/sharded/pipeline.py's cannot_run
         return None
     if why := st.mesh_cannot(world):
@@ -69,4 +65,4 @@ def theory(strategy: str, d: int, depth: int, seq: int, batch: int, world: int) 
       all_gather of A before the head;
     - 2d: tp as above with rows = batch / 2, and fsdp2 on the dp group over each tp rank's shards.
     """
-    return _strategy(strategy).theory(d, depth, seq, batch, world)
+    return get(strategy).theory(d, depth, seq, batch, world)

@@ -49,7 +49,10 @@ def _add_strategy(tree: Path) -> None:
     row = "| `tp` |"
     text = readme.read_text()
     assert row in text
-    readme.write_text(text.replace(row, "| `fsdp2_keep_bf16` | the two together | its rows |\n" + row, 1))
+    new_row = (
+        "| `fsdp2_keep_bf16` | `fsdp2_keep` with `fsdp2_bf16`'s mixed precision | its rows |\n"  # its record's words
+    )
+    readme.write_text(text.replace(row, new_row + row, 1))
 
 
 @pytest.fixture(scope="module")
