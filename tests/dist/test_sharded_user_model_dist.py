@@ -96,19 +96,21 @@ def test_the_example_trains_like_one_process_under_fsdp2_and_tp(tmp_path):
         ("build_unreduced", "tp"),  # the row-parallel output left Partial: the all_reduce forgotten
         # the classic sequence-parallel bug: a norm not SequenceParallel gets its own slice's gradient only
         ("build_sequence_unreduced_norm", "sp"),
-        # the classic micro-batching bug on your model's stages: the summed gradients not divided by their count
-        ("build_pipeline", "pp_unscaled"),
-        # misrouted data on your model's stages: the last stage's targets one micro-batch out of step
-        ("build_pipeline", "pp_misrouted"),
+        # on your model's stages, in one run (each case is checked on its own): the classic micro-batching bug (the
+        # summed gradients not divided by their count), and misrouted data (the last stage's targets one micro-batch
+        # out of step)
+        ("build_pipeline", "pp_unscaled,pp_misrouted"),
     ],
 )
 def test_a_wrong_plan_or_schedule_fails_the_check_and_exits_6(tmp_path, factory, strategy):
     env = {"SHARDED_MODEL": f"examples.sharded_model:{factory}", "SHARDED_STRATEGIES": strategy}
     proc = run_suite(tmp_path, *RUN, nproc=2, env=env, timeout=300)
     assert proc.returncode == 6, proc.stdout[-3000:] + proc.stderr[-3000:]  # EXIT_WRONG_RESULT
-    rec = _records(tmp_path)[strategy]
-    assert rec["n_wrong"] > 0 and rec["check_max_abs_diff"] > 100 * rec["check_tol"], rec["n_wrong"]
-    assert "produced wrong elements" in proc.stderr and f"test_sharded[{strategy}]" in proc.stderr
+    recs = _records(tmp_path)
+    for s in strategy.split(","):
+        rec = recs[s]
+        assert rec["n_wrong"] > 0 and rec["check_max_abs_diff"] > 100 * rec["check_tol"], (s, rec["n_wrong"])
+        assert "produced wrong elements" in proc.stderr and f"test_sharded[{s}]" in proc.stderr, s
 
 
 PIPELINE = "examples.sharded_model:build_pipeline"
