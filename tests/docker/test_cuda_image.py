@@ -116,10 +116,9 @@ def test_make_bench_gpu_refuses_without_gpus(cuda_image):
 
 
 def test_unit_tier_and_a_gloo_run_pass_inside(cuda_image):
-    """The CUDA torch runs the CPU side too: the unit tier (the slim image runs the fast test tier's
-    other tiers too: tests/docker/test_compose.py; the same Python on another torch build needs no
-    second run of them; `make test-cpu` in full was run by hand, docs/containers.md) and a 2-rank Gloo
-    run."""
+    """The CUDA torch runs the CPU side too: the unit tier (as the slim image's test does:
+    tests/docker/test_compose.py; `make test-cpu` in full was run by hand, docs/containers.md) and a
+    2-rank Gloo run."""
     cmd = (
         "make -s test-fast PYTEST_ARGS='-x -p no:cacheprovider' && "
         "make -s bench-cpu NPROC=2 EXPERIMENTS=collectives MAX_BYTES=4K ITERS=3 WARMUP=1 TABLES=1 RESULTS=/tmp/r "
