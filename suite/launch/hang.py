@@ -67,8 +67,8 @@ def read_dumps(run_dir: Path) -> tuple[dict[int, dict], dict[int, list]]:
     for r in dumps:  # a rank that answered and was ended afterwards (SIGTERM) is described by its journal
         if r in fatal and fatal[r]["error"] is None:
             del fatal[r]
-    for r, f in fatal.items():  # a rank a fatal signal ended (Gloo's abort): what it issued, from its ring file
-        ring = journal_ring.read(run_dir / "hang" / f"rank{r}.ring", r) if f["error"] and r not in dumps else None
+    for r, f in fatal.items():  # a rank a signal ended before it answered (Gloo's abort, torchrun's SIGTERM after it)
+        ring = journal_ring.read(run_dir / "hang" / f"rank{r}.ring", r) if r not in dumps else None
         if ring is not None:
             dumps[r] = {**ring, "threads": [{"name": "fatal", "main": True, "frames": f["frames"]}]}
     return dumps, fatal

@@ -120,12 +120,14 @@ def test_p2p_ops_that_pair_at_one_sequence_number_are_no_divergence():
     assert divergence.first_difference(states)[0] == 5
 
 
-def test_a_rank_that_gloo_aborted_is_read_from_its_ring_and_the_divergence_is_status_9(tmp_path):
-    """Both ranks of a size mismatch die of SIGABRT, leaving faulthandler's stacks and their ring files: the
-    diagnosis compares what they issued at that op, a divergence (9), not a lost peer (5)."""
-    from suite.common.failures import EXIT_DIVERGED
-    from suite.launch.supervise import final_status
+ABORTED = "Fatal Python error: Aborted\n\n"
+TERMINATED = ""
+"""What faulthandler writes above the stacks of a rank Gloo aborted, and of one torchrun ended (SIGTERM)."""
 
+
+def _left_in_rings(tmp_path, how: dict[int, str]) -> dict:
+    """A size mismatch at 2 ranks (rank 1 planted) as the ranks leave it when none answers: each rank's ring file,
+    and faulthandler's stack in an all_reduce under ``how[rank]``'s header; the dumps the rings were made from."""
     ops = case_ops()
     dumps = dumps_of({0: ops, 1: planted(ops, "size", 6)})
     (tmp_path / "hang").mkdir()
@@ -136,9 +138,36 @@ def test_a_rank_that_gloo_aborted_is_read_from_its_ring_and_the_divergence_is_st
                 ring.case(CASE)
             ring.put(e["op"], "0", e["seq"], e["shape"], e["dtype"], None, d["case_ops"].get(e["op"], 1), 1.0)
         (tmp_path / "hang" / f"rank{r}.fatal").write_text(
-            "Fatal Python error: Aborted\n\nCurrent thread 0x00007f02 (most recent call first):\n"
+            f"{how[r]}Current thread 0x00007f02 (most recent call first):\n"
             f'  File "{hang.ROOT / "suite" / "ops" / "collectives.py"}", line 131 in <lambda>\n'
         )
+    return dumps
+
+
+def test_a_rank_ended_by_sigterm_before_it_answered_is_read_from_its_ring_too(tmp_path):
+    """Gloo aborts rank 0 on the size mismatch, and torchrun ends rank 1 (SIGTERM) before it answers the
+    diagnosis: rank 1's ring still says what it issued there, so the verdict is the divergence (9), naming rank 1,
+    not a lost peer (5). Seen at 3 ranks on a loaded machine, where torchrun's SIGTERM often came first."""
+    from suite.common.failures import EXIT_DIVERGED
+    from suite.launch.supervise import final_status
+
+    _left_in_rings(tmp_path, {0: ABORTED, 1: TERMINATED})
+    d = hang.diagnose_run(tmp_path, 2, "test", ask=False)
+    assert d["kind"] == "divergence", d
+    assert "; rank 1 issued a different size there" in d["verdict"] and "rank 1 died in all_reduce #" in d["verdict"]
+    assert "rank 1 was ended by a signal (SIGTERM) in <lambda>" in d["verdict"], d["verdict"]
+    assert final_status(-6, None, tmp_path, {"rank": 0, "host": "vm", "exitcode": -6, "signal": "SIGABRT"}) == (
+        EXIT_DIVERGED
+    )
+
+
+def test_a_rank_that_gloo_aborted_is_read_from_its_ring_and_the_divergence_is_status_9(tmp_path):
+    """Both ranks of a size mismatch die of SIGABRT, leaving faulthandler's stacks and their ring files: the
+    diagnosis compares what they issued at that op, a divergence (9), not a lost peer (5)."""
+    from suite.common.failures import EXIT_DIVERGED
+    from suite.launch.supervise import final_status
+
+    dumps = _left_in_rings(tmp_path, {0: ABORTED, 1: ABORTED})
     back = journal_ring.read(tmp_path / "hang" / "rank1.ring", 1)
     assert back["tail"][-1]["shape"] == [65] and back["tail"][-1]["state"] == "entered" and back["case"] == CASE
     assert [e["seq"] for e in back["tail"]] == [e["seq"] for e in dumps[1]["tail"]]
