@@ -15,6 +15,7 @@ case has issued, its start on the rank's perf_counter).
 
 from __future__ import annotations
 
+import math
 import mmap
 import struct
 from pathlib import Path
@@ -64,6 +65,8 @@ DTYPES = (
     "complex64",
     "complex128",
 )
+DTYPE_BYTES = (4, 8, 2, 2, 8, 4, 2, 1, 1, 1, 8, 16)
+"""The bytes of an element of each of DTYPES."""
 DIMS = 3
 """Dimensions a slot keeps; a tensor of more reads as one dimension of all its elements."""
 _OP_CODE = {op: i for i, op in enumerate(OPS)}
@@ -124,7 +127,9 @@ def _dims(shape) -> tuple:
 
 def read(path: Path, rank: int) -> dict | None:
     """A ring file as a journal dump (suite/harness/journal/dump.py ``snapshot``: rank, host, case, seq,
-    case_ops, tail; no threads), None when it is not one. Its last entry is the op the rank was in (``entered``)."""
+    case_ops, tail with each op's start on the rank's clock; no threads), None when it is not one. Its last entry
+    is the op the rank was in (``entered``); the ring keeps no op's return, so a completed one ends where it began
+    (``end_clock``)."""
     try:
         raw = path.read_bytes()
         fmt, case_no, unix_minus_clock, host = HEADER.unpack_from(raw, 0)
@@ -143,6 +148,7 @@ def read(path: Path, rank: int) -> dict | None:
         name = OPS[op] if 0 <= op < len(OPS) else "?"
         g = str(group) if group != NONE else "?"
         shape = None if ndim == NONE else [d for d in dims if d != NONE] if ndim <= DIMS else [dims[0]]
+        known = shape is not None and 0 <= dtype < len(DTYPES)
         tail.append(
             {
                 "op": name,
@@ -154,6 +160,9 @@ def read(path: Path, rank: int) -> dict | None:
                 "case": label if case == case_no else "",
                 "state": "entered" if n == written else "completed",
                 "time_unix": clock + unix_minus_clock,
+                "clock": clock,
+                "end_clock": None if n == written else clock,
+                "bytes": math.prod(shape) * DTYPE_BYTES[dtype] if known else None,
             }
         )
         if sq != NONE:
@@ -169,4 +178,6 @@ def read(path: Path, rank: int) -> dict | None:
         "case_ops": case_ops,
         "tail": tail,
         "from_ring": True,
+        "unix_minus_clock": unix_minus_clock,
+        "reason": "its ring file (ended before it could write its journal): each op's start, no op's return",
     }

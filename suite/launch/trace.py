@@ -2,7 +2,8 @@
 
 Each rank leaves its part in ``<run>/trace/rank<r>.json`` (suite/harness/timeline.py) at the end of its
 session and whenever its journal dumps; a rank that could not (killed, or ended while it wrote) may still
-have left its journal's last ops in ``<run>/hang/rank<r>.json``. ``write_trace`` merges whatever is there,
+have left its journal's last ops in ``<run>/hang/rank<r>.json``, or at least their starts in its ring file
+(``rank<r>.ring``, suite/common/journal_ring.py). ``write_trace`` merges whatever is there,
 the newer record of an op winning, into the Trace Event Format that ui.perfetto.dev and chrome://tracing open
 (``{"traceEvents": [...], "displayTimeUnit": "ms", "otherData": {...}}``):
 
@@ -25,6 +26,7 @@ import json
 import sys
 from pathlib import Path
 
+from suite.common import journal_ring
 from suite.common.fileio import write_text_atomic
 
 TRACE = "trace.json"
@@ -51,7 +53,8 @@ COMPUTE_NOTE = (
 
 
 def read_parts(run_dir: Path) -> tuple[dict[int, dict], dict[int, dict]]:
-    """(rank -> its timeline part, rank -> its journal dump) as the run left them (unreadable ones skipped)."""
+    """(rank -> its timeline part, rank -> its journal dump) as the run left them (unreadable ones skipped); a rank
+    that left neither (Gloo aborted it, torchrun ended it while it wrote) is read from its journal's ring file."""
 
     def load(pattern: str) -> dict[int, dict]:
         out = {}
@@ -63,7 +66,12 @@ def read_parts(run_dir: Path) -> tuple[dict[int, dict], dict[int, dict]]:
                 continue
         return out
 
-    return load("trace/rank*.json"), load("hang/rank*.json")
+    parts, dumps = load("trace/rank*.json"), load("hang/rank*.json")
+    for p in sorted(run_dir.glob("hang/rank*.ring")):  # a rank ended before it wrote either: its ring file
+        r = int(p.stem.removeprefix("rank"))
+        if r not in parts and "unix_minus_clock" not in dumps.get(r, {}) and (ring := journal_ring.read(p, r)):
+            dumps[r] = ring
+    return parts, dumps
 
 
 def _rank_ops(part: dict | None, dump: dict | None) -> tuple[list[dict], float, float, str]:

@@ -144,3 +144,23 @@ def test_a_rank_that_left_only_its_journal_dump_still_has_its_last_ops(tmp_path)
     (tmp_path / "hang").mkdir()
     (tmp_path / "hang" / "rank1.json").write_text(__import__("json").dumps(dump))
     assert load_trace(trace.write_trace(tmp_path)) == doc
+
+
+def test_ranks_that_left_only_their_ring_files_still_have_a_trace_ending_in_their_last_op(tmp_path):
+    """Gloo aborts one rank and torchrun ends the others while they write their notes: no timeline part, no journal
+    dump, only the rings. The trace still has each rank's ops, the last one still waiting (entered)."""
+    from suite.common import journal_ring
+
+    (tmp_path / "hang").mkdir()
+    for r in (0, 1):
+        ring = journal_ring.Ring(tmp_path / "hang" / f"rank{r}.ring", "vm", 1000.0)
+        ring.case("e[c]")
+        ring.put("barrier", "0", 7, None, None, None, 1, 2.0)
+        ring.put("all_reduce", "0", 8, (256 + r,), "float32", None, 1, 3.0 + r)
+    path = trace.write_trace(tmp_path)
+    assert path is not None, "no trace from the rings"
+    by_rank = check_trace(load_trace(path))
+    for r in (0, 1):
+        seen = ops(by_rank[r])
+        assert [(e["args"]["op"], e["args"]["seq"]) for e in seen] == [("barrier", 7), ("all_reduce", 8)]
+        assert seen[-1]["args"]["bytes"] == 4 * (256 + r) and seen[-1]["args"]["state"].startswith("entered")
