@@ -1,4 +1,4 @@
 """The host side, before and around torchrun: ``cli`` (``python -m suite.launch``), ``preflight`` (checks before
-any rank starts), ``supervise`` (the torchrun process tree), ``hang`` (the hang diagnosis), ``mpi`` (the ranks
-under mpiexec) and ``k8s`` (Kubernetes manifests). What it shares with the ranks is suite/common/; it imports no
-rank code (suite/harness/)."""
+any rank starts), ``warm`` (torchrun started while preflight runs), ``supervise`` (the torchrun process tree),
+``hang`` (the hang diagnosis), ``mpi`` (the ranks under mpiexec) and ``k8s`` (Kubernetes manifests). What it shares
+with the ranks is suite/common/; it imports no rank code (suite/harness/)."""

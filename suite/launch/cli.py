@@ -43,6 +43,7 @@ from suite.common.fileio import write_error, write_json_atomic
 from suite.common.flight_recorder import flight_recorder_env
 from suite.launch.preflight import RendezvousError, layout, preflight_with_selection
 from suite.launch.supervise import final_status, root_cause, run_ranks, stamp_status
+from suite.launch.warm import WarmTorchrun
 from suite.launch.trace import write_trace
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: suite/launch/ is two levels down
@@ -208,6 +209,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"# error: the launcher failed: {type(e).__name__}: {e}{_save_traceback(where)}", file=sys.stderr)
         print(status_line(EXIT_FAILED), file=sys.stderr, flush=True)
         return EXIT_FAILED
+    finally:
+        if "warm" in where:  # torchrun warmed for ranks that did not start: end it
+            where["warm"].close()
 
 
 def _save_traceback(where: dict) -> str:
@@ -241,18 +245,15 @@ def _main(argv: list[str], where: dict) -> int:
         return EXIT_OK
     from suite.common.backends import PreflightError, resolve_backend, resolve_device
 
+    if cfg.backend != "mpi":  # torchrun imports torch while preflight runs; no rank starts before run_ranks
+        where["warm"] = WarmTorchrun.start()
     files = [str(registry.cases_file(n).relative_to(ROOT)) for n in names]
     try:  # K= / -k: the case selection collected on the host beside the other checks
         preflight_with_selection(cfg, lay, names, files, passthrough, ROOT)
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except PreflightError as e:
-        print(f"preflight failed: {e}", file=sys.stderr)
-        return EXIT_PREFLIGHT
-    except RendezvousError as e:
-        print(f"preflight failed: {e}", file=sys.stderr)
-        return EXIT_RENDEZVOUS
+    except (ConfigError, PreflightError, RendezvousError) as e:
+        bad = isinstance(e, ConfigError)
+        print(f"error: {e}" if bad else f"preflight failed: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT if bad else EXIT_PREFLIGHT if isinstance(e, PreflightError) else EXIT_RENDEZVOUS
 
     run_id = a.run_id or datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
     results_root = Path(a.results_root)
@@ -290,9 +291,8 @@ def _main(argv: list[str], where: dict) -> int:
     # rank 0's live progress line shares this terminal (on node 0): torchrun's stderr lines erase it before
     # they print (rich draws it again below them), and a line left by a killed rank 0 is erased after the run
     live = live and lay["node_rank"] == 0
-    rc, signum, tail = run_ranks(
-        cmd, env, run_dir, ROOT, erase_line=live and sys.stderr.isatty(), world_size=lay["world_size"]
-    )
+    erase = live and sys.stderr.isatty()
+    rc, signum, tail = run_ranks(cmd, env, run_dir, ROOT, erase, lay["world_size"], where.get("warm"))
     where["ranks_ended"] = run_dir
     write_trace(run_dir)  # <run>/trace.json: the ranks' timelines merged (suite/launch/trace.py)
     if live and (rc != 0 or signum):  # rank 0 may not have erased its line itself

@@ -30,6 +30,7 @@ from suite.common.failures import (
     EXIT_WRONG_RESULT,
 )
 from suite.launch import hang
+from suite.launch.warm import TORCHRUN_POPEN
 from suite.common.fileio import ResultsWriteError, write_error, write_json_atomic
 from suite.common import progress
 from suite.common.progress import ERASE_LINE
@@ -122,7 +123,7 @@ class ElasticTraceback:
 
 
 def run_ranks(
-    cmd: list[str], env: dict, run_dir: Path, cwd: Path, erase_line: bool = False, world_size: int = 0
+    cmd: list[str], env: dict, run_dir: Path, cwd: Path, erase_line=False, world_size=0, warm=None
 ) -> tuple[int, int | None, list[str]]:
     """Run torchrun in its own session; forward SIGINT/SIGTERM; never leave it behind.
 
@@ -131,10 +132,9 @@ def run_ranks(
     first erases the terminal's current line (rank 0's live progress line, drawn
     again below it), instead of being appended to it. ``world_size``: the ranks asked
     for a hang diagnosis (suite/launch/hang.py) when one fails, before anything is ended (0: none).
-    An interrupt is no hang: it is forwarded at once, and the ranks asked for nothing."""
-    proc = subprocess.Popen(
-        cmd, cwd=cwd, env=env, start_new_session=True, stderr=subprocess.PIPE, text=True, errors="replace", bufsize=1
-    )
+    An interrupt is no hang: it is forwarded at once, and the ranks asked for nothing. ``warm``: a WarmTorchrun,
+    torchrun already started and waiting for ``cmd`` (suite/launch/warm.py), started the same way."""
+    proc = warm.go(cmd, env, cwd) if warm is not None else subprocess.Popen(cmd, cwd=cwd, env=env, **TORCHRUN_POPEN)
     tail: collections.deque = collections.deque(maxlen=400)
     elastic = ElasticTraceback()
     reader = _pass_stderr(proc, tail, elastic, erase_line)

@@ -1,0 +1,59 @@
+"""torchrun started warm (suite/launch/warm.py): it runs the job it is handed, in the environment and directory it is
+handed, as ``python -m torch.distributed.run`` would; and a run that preflight refuses leaves nothing behind, with no
+rank started."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import psutil
+import pytest
+
+from suite.common.failures import EXIT_PREFLIGHT
+from suite.launch import cli
+from suite.launch.warm import WarmTorchrun
+
+pytestmark = pytest.mark.slow
+
+
+def test_the_job_runs_with_the_environment_and_directory_handed_over(tmp_path, monkeypatch):
+    """The environment is the one handed over, not the one the process started with: a variable set only before the
+    start is gone."""
+    monkeypatch.setenv("SUITE_TEST_STALE", "from-the-start")
+    warm = WarmTorchrun.start()
+    try:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "--no-python"]
+        cmd += ["sh", "-c", 'echo "$RANK $WORLD_SIZE $HANDED ${SUITE_TEST_STALE:-unset} $(pwd)" > "out.$RANK"']
+        env = {k: v for k, v in os.environ.items() if k != "SUITE_TEST_STALE"}
+        proc = warm.go(cmd, {**env, "HANDED": "yes"}, tmp_path)
+        assert proc.wait(timeout=120) == 0, proc.stderr.read()[-3000:]
+    finally:
+        warm.close()
+    for rank in (0, 1):
+        assert (tmp_path / f"out.{rank}").read_text().split() == [str(rank), "2", "yes", "unset", str(tmp_path)]
+
+
+def test_closed_before_its_job_it_ends_having_started_nothing():
+    warm = WarmTorchrun.start()
+    warm.close()
+    assert warm.proc.poll() is not None
+    assert psutil.Process().children(recursive=True) == []
+
+
+def test_only_torchrun_commands_are_handed_over(tmp_path):
+    warm = WarmTorchrun.start()
+    try:
+        with pytest.raises(ValueError, match="not a torchrun command"):
+            warm.go([sys.executable, "-m", "pytest"], dict(os.environ), tmp_path)
+    finally:
+        warm.close()
+    assert warm.proc.poll() is not None
+
+
+def test_a_run_preflight_refuses_leaves_no_process(tmp_path, capsys):
+    """The launcher in this process: the warm torchrun it started is its child, and gone when it returns."""
+    rc = cli.main(["--max-bytes", "512G", "--nproc", "2", "--experiments", "collectives", "--results-root", str(tmp_path)])
+    assert rc == EXIT_PREFLIGHT and "preflight failed" in capsys.readouterr().err
+    assert psutil.Process().children(recursive=True) == []
+    assert list(tmp_path.iterdir()) == []  # nothing written, no rank started
