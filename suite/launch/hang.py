@@ -67,8 +67,12 @@ def read_dumps(run_dir: Path) -> tuple[dict[int, dict], dict[int, list]]:
     for r in dumps:  # a rank that answered and was ended afterwards (SIGTERM) is described by its journal
         if r in fatal and fatal[r]["error"] is None:
             del fatal[r]
-    for r, f in fatal.items():  # a rank a signal ended before it answered (Gloo's abort, torchrun's SIGTERM after it)
-        ring = journal_ring.read(run_dir / "hang" / f"rank{r}.ring", r) if r not in dumps else None
+    # What a rank issued, from its ring file: a rank a fatal signal ended (Gloo's abort), and once one did, the ranks
+    # torchrun then ended (SIGTERM) before they answered. A SIGTERM with no abort is the first failure itself (a
+    # rank killed from outside): a lost peer, whatever it had issued.
+    aborted = any(f["error"] for f in fatal.values())
+    for r, f in fatal.items():
+        ring = journal_ring.read(run_dir / "hang" / f"rank{r}.ring", r) if r not in dumps and aborted else None
         if ring is not None:
             dumps[r] = {**ring, "threads": [{"name": "fatal", "main": True, "frames": f["frames"]}]}
     return dumps, fatal

@@ -161,6 +161,20 @@ def test_a_rank_ended_by_sigterm_before_it_answered_is_read_from_its_ring_too(tm
     )
 
 
+def test_ranks_ended_by_sigterm_with_no_abort_are_lost_peers_whatever_they_issued(tmp_path):
+    """A SIGTERM from outside (a user's kill, a scheduler) is the first failure itself, not torchrun's cleanup
+    after an abort: the ranks it ended are lost peers (5), even where their rings differ."""
+    from suite.common.failures import EXIT_PEER_FAILURE
+    from suite.launch.supervise import final_status
+
+    _left_in_rings(tmp_path, {0: TERMINATED, 1: TERMINATED})
+    d = hang.diagnose_run(tmp_path, 2, "test", ask=False)
+    assert d["kind"] == "died" and "different" not in d["verdict"], d
+    assert final_status(-15, None, tmp_path, {"rank": 1, "host": "vm", "exitcode": -15, "signal": "SIGTERM"}) == (
+        EXIT_PEER_FAILURE
+    )
+
+
 def test_a_rank_that_gloo_aborted_is_read_from_its_ring_and_the_divergence_is_status_9(tmp_path):
     """Both ranks of a size mismatch die of SIGABRT, leaving faulthandler's stacks and their ring files: the
     diagnosis compares what they issued at that op, a divergence (9), not a lost peer (5)."""
