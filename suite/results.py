@@ -18,10 +18,7 @@ from pathlib import Path
 
 from suite import metrics
 from suite.common.fileio import write_json_atomic  # noqa: F401  (re-exported: the one writer)
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # records need no torch: reports read them on any machine
-    from suite.harness.timing import Measurement
+from suite.measurement import Measurement
 
 TIME_STATS = ("time_us", "p05_us", "p50_us", "p95_us", "p99_us", "min_us", "max_us", "mean_us")
 """The statistics of a case's samples a record holds, µs per op."""

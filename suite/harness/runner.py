@@ -55,7 +55,6 @@ import torch.distributed as dist
 from suite import results
 
 from suite.harness import checks, faulty_backend, journal, plants, verify
-
 from suite.common import faults
 
 import suite.harness.journal.check as journal_check
@@ -65,7 +64,8 @@ from suite.common.switches import switch
 from suite.harness.dist import DistContext
 from suite.errors import CaseSkipped
 from suite.harness.phases import Phases
-from suite.harness.timing import Measurement, measure
+from suite.harness.timing import measure
+from suite.measurement import Measurement
 
 
 JOURNAL_PROVENANCE = (

@@ -14,7 +14,8 @@ import pytest
 from suite import results
 from suite.errors import CaseSkipped
 from suite.harness.cuda_graph import graph_problem
-from suite.harness.timing import Measurement, measure
+from suite.harness.timing import measure
+from suite.measurement import Measurement
 from tests.unit.test_harness_inprocess import CFG, ctx  # noqa: F401  (the one-rank Gloo group fixture)
 
 

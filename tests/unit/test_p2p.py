@@ -127,7 +127,7 @@ def test_producer_records_use_the_collectives_size_and_factor(world):
     # same buffer and the same time.
     from experiments.collectives import cases as collectives
     from suite.results import make_record
-    from suite.harness.timing import Measurement
+    from suite.measurement import Measurement
 
     cfg = build_config(min_bytes="1K", max_bytes="64K", step_factor="4", dtypes="float32")
     coll = {

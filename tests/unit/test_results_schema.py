@@ -9,7 +9,7 @@ import pytest
 
 from suite import results
 from suite.system import sysinfo
-from suite.harness.timing import Measurement
+from suite.measurement import Measurement
 
 
 def _m(samples):
