@@ -4,19 +4,8 @@
 #   make bench-cpu EXPERIMENTS=ddp DDP_PARAMS=25M      # a 100 MB gradient all_reduce per step
 #   make bench-cpu PROFILE=1                           # torch.profiler trace per case and rank
 #   make bench-cpu PROFILE=mlp-ddp]                    # ... only for cases whose id contains this
-DDP_PARAMS     ?=
-DDP_BATCH      ?=
-DDP_BUCKETS_MB ?=
-DDP_BUCKET_FRACTIONS ?=
-DDP_HOOKS      ?=
-DDP_ACCUM      ?=
-DDP_POWERSGD_RANK ?=
-MP_IN          ?=
-MP_OUT         ?=
-MP_BATCH       ?=
 PROFILE        ?=
 EXAMPLE_NPROC  ?= 2
-export DDP_PARAMS DDP_BATCH DDP_BUCKETS_MB DDP_BUCKET_FRACTIONS DDP_HOOKS DDP_ACCUM DDP_POWERSGD_RANK MP_IN MP_OUT MP_BATCH
 ifneq ($(strip $(PROFILE)),)
 export SUITE_PROFILE := $(PROFILE)
 endif

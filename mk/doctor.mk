@@ -5,13 +5,6 @@
 #   make doctor-verdict RUN=results/<run>      the verdict of a stored run again (no probes run)
 # Knobs: DOCTOR_SMALL_BYTES (64) DOCTOR_LARGE_BYTES (256K) DOCTOR_WINDOW (4) DOCTOR_SIZES (4K,64K,1M)
 #   DOCTOR_COMPUTE_MS (50) EXPECT_LINK_RATE (e.g. 10gbit); ITERS trades time for confidence.
-DOCTOR_SMALL_BYTES ?=
-DOCTOR_LARGE_BYTES ?=
-DOCTOR_WINDOW      ?=
-DOCTOR_SIZES       ?=
-DOCTOR_COMPUTE_MS  ?=
-EXPECT_LINK_RATE   ?=
-export DOCTOR_SMALL_BYTES DOCTOR_LARGE_BYTES DOCTOR_WINDOW DOCTOR_SIZES DOCTOR_COMPUTE_MS EXPECT_LINK_RATE
 DOCTOR_ITERS  ?= 10
 DOCTOR_WARMUP ?= 2
 # what a doctor run takes: ITERS / WARMUP when given (command line, environment), else the doctor's own

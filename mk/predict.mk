@@ -58,4 +58,5 @@ validate-predict: venv  ## fit on compose runs of 2-3 nodes, predict and measure
 	done; \
 	fit=$$(for n in $(VALIDATE_FIT); do printf '%s,' $(RESULTS)/$(VALIDATE_ID)-$${n}n$(VALIDATE_PPN)p; done); \
 	chk=$$(for n in $(VALIDATE_CHECK); do printf '%s,' $(RESULTS)/$(VALIDATE_ID)-$${n}n$(VALIDATE_PPN)p; done); \
-	$(PY) -m suite.model validate --fit "$$fit" --check "$$chk" --out $(RESULTS)/$(VALIDATE_ID)-$(VALIDATE_PPN)p.json
+	$(PY) -m suite.model validate --fit "$$fit" --check "$$chk" --out $(RESULTS)/$(VALIDATE_ID)-$(VALIDATE_PPN)p.json \
+	  && $(PY) -m suite.report validation $(RESULTS)/$(VALIDATE_ID)-$(VALIDATE_PPN)p.json

@@ -3,11 +3,3 @@
 #   make bench-cpu EXPERIMENTS=sharded SHARDED_STRATEGIES=fsdp2,fsdp2_keep
 #   make bench-cpu EXPERIMENTS=sharded SHARDED_STRATEGIES=pp_gpipe,pp_1f1b,pp_interleaved   # each takes the blocks its stages need
 #   make bench-cpu EXPERIMENTS=sharded SHARDED_MODEL=examples.sharded_model:build NPROC=2   # your own model
-SHARDED_WIDTH  ?=
-SHARDED_DEPTH  ?=
-SHARDED_SEQ    ?=
-SHARDED_BATCH  ?=
-SHARDED_STRATEGIES ?=
-SHARDED_MICROBATCHES ?=
-SHARDED_MODEL ?=
-export SHARDED_WIDTH SHARDED_DEPTH SHARDED_SEQ SHARDED_BATCH SHARDED_STRATEGIES SHARDED_MICROBATCHES SHARDED_MODEL

@@ -12,16 +12,15 @@ fields; readers treat a missing ``checked`` as checked (``n_wrong`` was always s
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
 
 from suite import metrics
+from suite.case import Bytes
 from suite.common.fileio import write_json_atomic  # noqa: F401  (re-exported: the one writer)
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # records need no torch: reports read them on any machine
-    from suite.harness.timing import Measurement
+from suite.measurement import Measurement
 
 TIME_STATS = ("time_us", "p05_us", "p50_us", "p95_us", "p99_us", "min_us", "max_us", "mean_us")
 """The statistics of a case's samples a record holds, µs per op."""
@@ -101,46 +100,64 @@ TIMER_DEFINITIONS = {
 """What a sample of each timer includes (recorded as ``timer_definition``; suite/harness/timing.py has the detail)."""
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RecordCase:
+    """Which case a record is of and where it ran: what names it across runs, with its size (the case's ``Bytes``)."""
+
+    experiment: str
+    op: str
+    backend: str
+    device: str
+    world_size: int
+    in_place: bool = False
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CheckOutcome:
+    """What the check of a case found: the wrong elements, summed over ranks, of the check run and of every timed
+    buffer set after the timed region (``wrong``), or None where nothing was checked (``unchecked_reason`` says why)."""
+
+    wrong: tuple[int, int] | None
+    buffer_sets: int = 0
+    """The timed buffer sets checked."""
+    unchecked_reason: str | None = None
+
+    @property
+    def checked(self) -> bool:
+        return self.wrong is not None
+
+
 def make_record(
     *,
-    experiment: str,
-    op: str,
-    backend: str,
-    device: str,
-    dtype: str,
-    world_size: int,
-    size_bytes: int,
-    count: int,
-    in_place: bool,
+    case: RecordCase,
+    size: Bytes,
     m: Measurement,
-    n_wrong: int | None,
-    bw_op: str | None = None,
-    busbw: bool = True,
-    time_includes: str | None = None,
-    checked: bool = True,
-    unchecked_reason: str | None = None,
-    case_provenance: dict | None = None,
-    **extra,
+    check: CheckOutcome,
+    provenance: dict | None = None,
+    fields: dict | None = None,
 ) -> dict:
-    """Build the shared record. ``bw_op`` selects the busbw factor (defaults to ``op``); ``busbw=False``:
-    the case has no bus bandwidth (no factor applies), so busbw_gbps and busbw_factor are None.
-    ``checked=False``: nothing was checked (``unchecked_reason`` says why) and ``n_wrong`` is None.
-    ``time_includes``: the compute the time includes (suite.case.Bytes): busbw_gbps is then None and the
-    factor's rate is ``effective_busbw_gbps``, an effective rate of the whole step."""
+    """Build the shared record of ``case``, ``size`` bytes of it timed as ``m``, checked as ``check``; ``fields``:
+    the harness's and the case's own, ``provenance``: how the case obtained its own numbers. ``size.bw_op``
+    selects the busbw factor (None: the case has no bus bandwidth, so busbw_gbps and busbw_factor are None).
+    ``size.time_includes``: the compute the time includes: busbw_gbps is then None and the factor's rate is
+    ``effective_busbw_gbps``, an effective rate of the whole step."""
+    extra = fields or {}
     stats = metrics.latency_stats_us(m.samples_s)
     t = m.median_s
-    bw_op = bw_op or op
-    algbw, busbw_v, factor, effective = _bandwidths(size_bytes, t, bw_op, busbw, world_size, time_includes)
+    bw_op = size.bw_op or case.op
+    algbw, busbw_v, factor, effective = _bandwidths(
+        size.size_bytes, t, bw_op, size.bw_op is not None, case.world_size, size.time_includes
+    )
     rec = {
-        "experiment": experiment,
-        "op": op,
-        "backend": backend,
-        "device": device,
-        "dtype": dtype,
-        "world_size": world_size,
-        "size_bytes": int(size_bytes),
-        "count": int(count),
-        "in_place": bool(in_place),
+        "experiment": case.experiment,
+        "op": case.op,
+        "backend": case.backend,
+        "device": case.device,
+        "dtype": size.dtype,
+        "world_size": case.world_size,
+        "size_bytes": int(size.size_bytes),
+        "count": int(size.count),
+        "in_place": bool(case.in_place),
         "timing_mode": m.timing_mode,
         "timer": m.timer,
         "timer_definition": TIMER_DEFINITIONS[m.timer],
@@ -153,13 +170,13 @@ def make_record(
         "algbw_gbps": algbw,
         "busbw_gbps": busbw_v,
         "busbw_factor": factor,
-        "checked": bool(checked),
-        "n_wrong": None if not checked else int(n_wrong or 0),
+        "checked": check.checked,
+        "n_wrong": int(sum(check.wrong)) if check.wrong is not None else None,
         "samples_us": [s * 1e6 for s in m.samples_s],
         **effective,
     }
-    if not checked:
-        rec["unchecked_reason"] = unchecked_reason or "not stated"
+    if not check.checked:
+        rec["unchecked_reason"] = check.unchecked_reason or "not stated"
     rec.update(per_rank_fields(m))
     if m.timing_mode == "cuda_graph":
         rec["graph_kernel_nodes"] = m.graph_kernel_nodes  # None: not counted (no cuda.bindings)
@@ -169,8 +186,10 @@ def make_record(
     # the budget: why a case may have fewer samples (warm-up iterations) than it asked for
     rec.update(budget_s=m.budget_s, iters_requested=m.iters_requested, stopped_by_budget=m.stopped_by_budget)
     rec["warmup_requested"] = m.warmup_requested
+    check_run, timed = check.wrong or (None, None)
+    rec.update(n_wrong_check=check_run, n_wrong_timed=timed, buffer_sets_checked=check.buffer_sets)
     rec.update(extra)
-    rec["provenance"] = _provenance(rec, m, bw_op, extra, time_includes) | (case_provenance or {})
+    rec["provenance"] = _provenance(rec, m, bw_op, extra, size.time_includes) | (provenance or {})
     return rec
 
 

@@ -20,6 +20,16 @@ claim is not about sizes (one size costs half the cases)."""
 TINY_SIZE = (*TINY_SWEEP[:2], "--max-bytes", TINY_SWEEP[1])
 
 
+def load_script(name: str):
+    """scripts/<name>.py as a module (a script is no package: loaded by path)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def copy_tracked(dst: Path) -> Path:
     """A copy of the repository's tracked files (no build outputs, no results) in ``dst``: where a test adds a
     file to show that nothing else has to change."""

@@ -116,10 +116,16 @@ def _with_fields(case: Case, **fields) -> Case:
 # --- topology (read by suite.system.topology) --------------------------------------------------------
 
 
+def _rank_topology(ctx: DistContext) -> dict:
+    """Which rank this is and where it runs (suite.system.topology reads the host)."""
+    here = {"rank": ctx.rank, "hostname": ctx.hostnames[ctx.rank], "local_rank": ctx.local_rank}
+    return here | topology.local_topology(ctx.device)
+
+
 def resolve_topology(case: Case, ctx: DistContext, cfg: BenchConfig, session: Session) -> Case:
     p = placement_of(ctx, session)
     per_rank: list = [None] * ctx.world_size
-    dist.all_gather_object(per_rank, topology.local_topology(ctx), group=ctx.group)
+    dist.all_gather_object(per_rank, _rank_topology(ctx), group=ctx.group)
     return _with_fields(
         case,
         ranks=per_rank,

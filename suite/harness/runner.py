@@ -55,7 +55,6 @@ import torch.distributed as dist
 from suite import results
 
 from suite.harness import checks, faulty_backend, journal, plants, verify
-
 from suite.common import faults
 
 import suite.harness.journal.check as journal_check
@@ -65,7 +64,8 @@ from suite.common.switches import switch
 from suite.harness.dist import DistContext
 from suite.errors import CaseSkipped
 from suite.harness.phases import Phases
-from suite.harness.timing import Measurement, measure
+from suite.harness.timing import measure
+from suite.measurement import Measurement
 
 
 JOURNAL_PROVENANCE = (
@@ -307,34 +307,32 @@ class Harness:
             {k: v for k, v in case.identity.items() if k != "in_place"}, dict(case.fields), fields, label=case.label
         )
         return results.make_record(
-            experiment=case.experiment,
-            op=case.op,
-            backend=ctx.backend,
-            device=ctx.device.type,
-            dtype=case.bytes.dtype,
-            world_size=ctx.world_size,
-            size_bytes=case.bytes.size_bytes,
-            count=case.bytes.count,
-            in_place=bool(case.identity.get("in_place", False)),
+            case=results.RecordCase(
+                experiment=case.experiment,
+                op=case.op,
+                backend=ctx.backend,
+                device=ctx.device.type,
+                world_size=ctx.world_size,
+                in_place=bool(case.identity.get("in_place", False)),
+            ),
+            size=case.bytes,
             m=m,
-            n_wrong=None if totals is None else sum(totals),
-            bw_op=case.bytes.bw_op,
-            busbw=case.bytes.bw_op is not None,
-            time_includes=case.bytes.time_includes,
-            checked=totals is not None,
-            unchecked_reason=case.unchecked,
-            n_wrong_check=None if totals is None else totals[0],
-            n_wrong_timed=None if totals is None else totals[1],
-            buffer_sets_checked=0 if totals is None else n_sets,
-            identity=sorted(case.identity),
-            label=case.record_label or case.label,
-            size_definition=case.bytes.definition,
-            time_normalisation=case.timing.normalisation,
-            time_divisor=case.timing.divisor,
-            requested_timing_mode=self.cfg.timing_mode,
-            hosts=len(set(ctx.hostnames)),
-            case_provenance=provenance,
-            **extra,
+            check=results.CheckOutcome(
+                wrong=None if totals is None else (totals[0], totals[1]),
+                buffer_sets=0 if totals is None else n_sets,
+                unchecked_reason=case.unchecked,
+            ),
+            provenance=provenance,
+            fields={
+                "identity": sorted(case.identity),
+                "label": case.record_label or case.label,
+                "size_definition": case.bytes.definition,
+                "time_normalisation": case.timing.normalisation,
+                "time_divisor": case.timing.divisor,
+                "requested_timing_mode": self.cfg.timing_mode,
+                "hosts": len(set(ctx.hostnames)),
+                **extra,
+            },
         )
 
 

@@ -128,10 +128,7 @@ def _cmd_validate(args) -> int:
         from suite.common.fileio import write_json_atomic
 
         write_json_atomic(args.out, v)
-        print(f"validation: {args.out}")
-        from suite.report.validation_page import write_validation_page
-
-        print(f"page: {write_validation_page(v, args.out)}")
+        print(f"validation: {args.out} (its page: python -m suite.report validation {args.out})")
     return 0
 
 

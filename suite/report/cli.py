@@ -6,6 +6,8 @@ a run); never measures.
     python -m suite.report RUN                  nccl-tests-style tables (RUN: results/latest, a run dir or bench.json)
     python -m suite.report html RUN [--out D]   D/index.html (self-contained), D/report.md, D/*.png, D/results.csv
     python -m suite.report csv RUN [--out F]    one row per record
+    python -m suite.report validation FILE.json   FILE.html and FILE.png: the page of a model validation (python -m
+                                                suite.model validate --out FILE.json), predicted against measured
     python -m suite.report screenshot PAGE [--out P]  P: the first screen (1400x1800) of PAGE, a report
                                                 (RUN: its report/index.html) in headless Chromium
     python -m suite.report compare BASE NEW...  per-case ratios with CIs; exit 1 on a regression, 3 if too
@@ -25,6 +27,7 @@ latency-vs-size plots with α–β fits (suite.model.fit); any other gets bar ch
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import subprocess
 import sys
@@ -152,6 +155,21 @@ def _cmd_compare(args) -> int:
     return status
 
 
+def _cmd_validation(args) -> int:
+    from suite.report.validation_page import write_validation_page
+
+    try:
+        v = json.loads(Path(args.validation).read_text())
+    except (OSError, ValueError) as e:
+        print(f"error: cannot read the validation {args.validation}: {e}", file=sys.stderr)
+        return 2
+    if not isinstance(v, dict) or not v.get("rows"):
+        print(f"error: {args.validation} is not a model validation (suite.model validate --out)", file=sys.stderr)
+        return 2
+    print(f"page: {write_validation_page(v, args.validation)}")
+    return 0
+
+
 def _cmd_screenshot(args) -> int:
     from suite.report.browser import FIRST_SCREEN, screenshot
 
@@ -171,7 +189,7 @@ def _cmd_screenshot(args) -> int:
     return 0
 
 
-SUBCOMMANDS = ("tables", "html", "csv", "compare", "screenshot")
+SUBCOMMANDS = ("tables", "html", "csv", "compare", "validation", "screenshot")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -227,6 +245,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--show", choices=("all", "changed"), default="all", help="which cases to list")
     p.add_argument("--out", default=None, help="also write DIR/compare.html and compare.png")
     p.set_defaults(fn=_cmd_compare)
+    p = sub.add_parser("validation", help="the page of a model validation: predicted against measured")
+    p.add_argument("validation", help="the JSON of python -m suite.model validate --out")
+    p.set_defaults(fn=_cmd_validation)
     p = sub.add_parser("screenshot", help="a PNG of a page's first screen, as a person sees it (headless Chromium)")
     p.add_argument("page", help="a page, a report folder, or a run (its report/index.html)")
     p.add_argument("--out", default=None, help="the PNG (default: first-screen.png beside the page)")

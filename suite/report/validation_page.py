@@ -1,7 +1,8 @@
-"""The page of ``make validate-predict`` (``python -m suite.model validate --out FILE.json``): beside the JSON,
-``FILE.html`` opens on every prediction against its measurement with the error band the model aims at and
-one line saying whether the predictions hold (suite.model.validate.verdict_line), then the validation table;
-``FILE.png`` is the figure alone. Reads the validation document only."""
+"""The page of ``make validate-predict`` (``python -m suite.report validation FILE.json``, FILE.json written by
+``python -m suite.model validate --out``): beside the JSON, ``FILE.html`` opens on every prediction against its
+measurement with the error band the model aims at and one line saying whether the predictions hold
+(suite.model.validate.verdict_line), then the validation table; ``FILE.png`` is the figure alone. Reads the
+validation document only."""
 
 from __future__ import annotations
 

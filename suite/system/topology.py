@@ -11,7 +11,6 @@ import subprocess
 
 import torch
 
-from suite.harness.dist import DistContext
 from suite.system.sysinfo import read_text
 
 
@@ -54,18 +53,17 @@ def gpu_numa(device: torch.device) -> dict | None:
     return info
 
 
-def local_topology(ctx: DistContext) -> dict:
+def local_topology(device: torch.device) -> dict:
+    """This process's CPU affinity and the NUMA nodes it spans, torch's threads, and ``device``'s PCI address and
+    NUMA node (None on CPU); the caller adds which rank it is."""
     aff = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     numa = numa_nodes()
     return {
-        "rank": ctx.rank,
-        "hostname": ctx.hostnames[ctx.rank],
-        "local_rank": ctx.local_rank,
         "affinity": aff,
         "numa_nodes_of_affinity": sorted(n for n, cpus in numa.items() if aff and set(cpus) & set(aff)),
         "numa_nodes": len(numa),
         "torch_threads": torch.get_num_threads(),
-        "gpu": gpu_numa(ctx.device),
+        "gpu": gpu_numa(device),
     }
 
 

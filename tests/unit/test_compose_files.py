@@ -8,7 +8,7 @@ import subprocess
 import pytest
 import yaml
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, load_script
 
 
 def _dockerfile_default(arg: str) -> str:
@@ -138,9 +138,7 @@ def test_compose_cli_accepts_both_files():
 
 # --- every knob reaches the nodes ------------------------------------------------------------------
 
-NOT_FOR_COMPOSE = {
-    "SUITE_FAKE_NODES": "pretends one host is several; compose nodes are real hosts",
-}
+NOT_FOR_COMPOSE = load_script("knob_files").NOT_PASSED
 
 
 def test_every_knob_reaches_the_compose_nodes():

@@ -12,9 +12,11 @@ import dataclasses
 import pytest
 
 from suite import results
+from suite.case import Bytes
 from suite.errors import CaseSkipped
 from suite.harness.cuda_graph import graph_problem
-from suite.harness.timing import Measurement, measure
+from suite.harness.timing import measure
+from suite.measurement import Measurement
 from tests.unit.test_harness_inprocess import CFG, ctx  # noqa: F401  (the one-rank Gloo group fixture)
 
 
@@ -31,17 +33,12 @@ def _m(**kw):
 
 def _rec(m):
     return results.make_record(
-        experiment="x",
-        op="all_reduce",
-        backend="nccl",
-        device="cuda",
-        dtype="float32",
-        world_size=2,
-        size_bytes=1024,
-        count=256,
-        in_place=True,
+        case=results.RecordCase(
+            experiment="x", op="all_reduce", backend="nccl", device="cuda", world_size=2, in_place=True
+        ),
+        size=Bytes(size_bytes=1024, count=256, dtype="float32", bw_op="all_reduce"),
         m=m,
-        n_wrong=0,
+        check=results.CheckOutcome(wrong=(0, 0)),
     )
 
 

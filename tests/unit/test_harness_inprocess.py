@@ -383,7 +383,8 @@ def test_the_budget_bounds_the_warm_up_of_a_slow_op_but_not_an_asked_count():
 
 
 def test_measure_bounds_the_warm_up_under_the_budget_and_records_both_counts(ctx):
-    from suite.results import make_record
+    from suite.case import Bytes
+    from suite.results import CheckOutcome, RecordCase, make_record
 
     calls = []
 
@@ -400,8 +401,12 @@ def test_measure_bounds_the_warm_up_under_the_budget_and_records_both_counts(ctx
     calls.clear()
     m = measure(ctx, cfg, slow, warmup_iters=4)  # a count asked for by the caller: exactly that
     assert (m.warmup_iters, len(calls)) == (4, 4 + 10)
-    rec = make_record(m=m, experiment="x", op="all_reduce", backend="gloo", device="cpu", dtype="float32",
-                      world_size=1, size_bytes=4, count=1, in_place=True, n_wrong=0)  # fmt: skip
+    rec = make_record(
+        case=RecordCase(experiment="x", op="all_reduce", backend="gloo", device="cpu", world_size=1, in_place=True),
+        size=Bytes(size_bytes=4, count=1, dtype="float32", bw_op="all_reduce"),
+        m=m,
+        check=CheckOutcome(wrong=(0, 0)),
+    )
     assert (rec["warmup_iters"], rec["warmup_requested"]) == (4, 4)
 
 

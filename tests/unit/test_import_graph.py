@@ -1,6 +1,6 @@
 """The layers point one way: experiments import the core only through suite.api (rule R2), never the
-pytest bridge, the harness or each other; suite/model/ reads stored JSON only (no torch, no harness); and
-suite/ + experiments/ have no import circle."""
+pytest bridge, the harness or each other; suite/model/ reads stored JSON only (no torch, no harness);
+suite/ + experiments/ have no import circle, and neither have suite's packages (its roles and shared modules)."""
 
 from __future__ import annotations
 
@@ -430,7 +430,7 @@ def test_the_offline_packages_import_neither_torch_nor_the_harness():
 # --- rule R3, the roles: `ls suite/` says where each module runs ---------------------------------------
 
 ROLES = ("harness", "ops", "system", "launch", "common", "report", "model")
-SHARED = {"__init__", "api", "case", "errors", "metrics", "registry", "results"}
+SHARED = {"__init__", "api", "case", "errors", "measurement", "metrics", "registry", "results"}
 """The modules at the top of suite/: the ones every role shares (suite/__init__.py says what each is)."""
 APART = {
     "suite.launch": ("suite.harness",),
@@ -493,6 +493,73 @@ def test_the_offline_check_names_the_path_to_torch_and_to_the_harness():
     assert "suite.model.a -> suite.model.b -> suite.harness.runner: imports torch.distributed" in found, found
     assert "suite.model.b -> suite.harness.runner: a harness module" in found, found
     assert not [f for f in found if "suite.harness.timing" in f], found  # a TYPE_CHECKING import never runs
+
+
+# --- the package graph: suite's packages import one another one way ------------------------------------
+
+
+def package_of(mod: str) -> str:
+    """The package node of ``mod``: its role (``suite.<role>``, its subpackages such as harness/journal/ folded in:
+    a folder inside a role is that role's business), or the module itself at the top of suite/ (each shared module
+    is a layer of its own)."""
+    return ".".join(mod.split(".")[:2])
+
+
+def package_graph(graph: dict[str, frozenset[str]], root: str = "suite") -> dict[str, dict[str, list[str]]]:
+    """Package -> the packages it imports under ``root`` -> 'a -> b', each module import that makes that edge."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for mod, deps in sorted(graph.items()):
+        if mod.split(".")[0] != root:
+            continue
+        a = package_of(mod)
+        out.setdefault(a, {})
+        for d in sorted(deps):
+            b = package_of(d)
+            if d.split(".")[0] == root and b != a:
+                out[a].setdefault(b, []).append(f"{mod} -> {d}")
+    return out
+
+
+def package_cycle(graph: dict[str, frozenset[str]]) -> str | None:
+    """One circle of suite's package graph, each step with the imports that make it; None when it has none."""
+    packages = package_graph(graph)
+    cycle = find_cycle({p: set(deps) for p, deps in packages.items()})
+    if cycle is None:
+        return None
+    steps = [f"{a} -> {b} ({'; '.join(packages[a][b])})" for a, b in zip(cycle, cycle[1:])]
+    return "the packages of suite/ import one another in a circle: " + ", then ".join(steps)
+
+
+def test_the_package_graph_of_suite_is_acyclic():
+    graph = import_graph()
+    assert {"suite.harness", "suite.report", "suite.results", "suite.case"} <= set(package_graph(graph))
+    assert package_cycle(graph) is None, package_cycle(graph)
+
+
+def test_the_package_check_names_the_circle_and_the_imports_that_make_it():
+    graph = {
+        "suite.results": frozenset({"suite.harness.timing"}),
+        "suite.harness": frozenset(),
+        "suite.harness.timing": frozenset({"suite.metrics"}),
+        "suite.harness.plugin": frozenset({"suite.results", "suite.harness.timing"}),
+        "suite.report": frozenset(),
+        "suite.report.compare": frozenset({"suite.report.compare.text"}),
+        "suite.report.compare.text": frozenset({"suite.results", "suite.report.cli"}),
+        "suite.report.cli": frozenset({"suite.report.compare", "suite.results"}),
+        "suite.metrics": frozenset(),
+    }
+    assert [package_of(m) for m in ("suite.report.compare.text", "suite.report", "suite.results")] == [
+        "suite.report",
+        "suite.report",
+        "suite.results",
+    ]
+    assert package_cycle(graph) == (
+        "the packages of suite/ import one another in a circle: suite.harness -> suite.results "
+        "(suite.harness.plugin -> suite.results), then suite.results -> suite.harness (suite.results -> "
+        "suite.harness.timing)"
+    )
+    graph["suite.results"] = frozenset({"suite.metrics"})
+    assert package_cycle(graph) is None
 
 
 # The same at run time: the two commands of python -m suite.model, on the committed fixture, in a fresh

@@ -12,6 +12,7 @@ import pytest
 from suite.launch import cli as launch
 from suite.common.config import BenchConfig, build_config, config_from_json
 from suite.common.knobs import ENV_KNOBS, KNOBS, SECTIONS
+from tests.conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,6 +30,27 @@ def test_every_experiment_setting_has_one_variable():
     assert sorted((k.section, k.field) for k in ENV_KNOBS) == want
     assert len({k.env for k in ENV_KNOBS}) == len(ENV_KNOBS)
     assert not {k.env for k in ENV_KNOBS} & {k.make for k in KNOBS}
+
+
+def test_the_knob_files_are_the_ones_the_settings_write():
+    assert load_script("knob_files").stale() == [], "run python scripts/knob_files.py and commit what it writes"
+
+
+def test_the_knob_files_follow_a_new_setting_and_name_a_stale_file(tmp_path):
+    kf = load_script("knob_files")
+    mine = (*ENV_KNOBS, dataclasses.replace(ENV_KNOBS[0], section="mine", field="count", env="MINE_COUNT"))
+    assert "\nMINE_COUNT ?=\nexport MINE_COUNT\n" in kf.mk_text(mine)
+    compose = (ROOT / kf.COMPOSE).read_text()
+    written = kf.compose_text(compose, mine)
+    assert written.replace("    MINE_COUNT: ${MINE_COUNT:-}\n", "") == compose != written
+    assert "SUITE_FAKE_NODES" not in kf.mk_text() + kf.compose_text(compose)  # NOT_PASSED
+    (tmp_path / "mk").mkdir()
+    (tmp_path / kf.MK).write_text(kf.mk_text().replace("DDP_HOOKS ?=\n", ""))
+    (tmp_path / kf.COMPOSE).write_text(compose.replace("    DDP_HOOKS: ${DDP_HOOKS:-}\n", ""))
+    assert kf.stale(tmp_path) == [kf.MK, kf.COMPOSE]
+    (tmp_path / kf.COMPOSE).write_text(compose.replace(kf.END, ""))
+    with pytest.raises(ValueError, match="needs one line"):
+        kf.stale(tmp_path)
 
 
 def test_make_exports_every_experiment_variable():

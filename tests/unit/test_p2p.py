@@ -126,8 +126,8 @@ def test_producer_records_use_the_collectives_size_and_factor(world):
     # buffer S, busbw = S / t x the nccl-tests factor of OP_TABLE, so the two busbw agree for the
     # same buffer and the same time.
     from experiments.collectives import cases as collectives
-    from suite.results import make_record
-    from suite.harness.timing import Measurement
+    from suite.results import CheckOutcome, RecordCase, make_record
+    from suite.measurement import Measurement
 
     cfg = build_config(min_bytes="1K", max_bytes="64K", step_factor="4", dtypes="float32")
     coll = {
@@ -156,18 +156,10 @@ def test_producer_records_use_the_collectives_size_and_factor(world):
         ), c.label
         recs = [
             make_record(
-                experiment=x.experiment,
-                op=x.op,
-                backend="gloo",
-                device="cpu",
-                dtype="float32",
-                world_size=world,
-                size_bytes=x.bytes.size_bytes,
-                count=x.bytes.count,
-                in_place=False,
+                case=RecordCase(experiment=x.experiment, op=x.op, backend="gloo", device="cpu", world_size=world),
+                size=x.bytes,
                 m=m,
-                n_wrong=0,
-                bw_op=x.bytes.bw_op,
+                check=CheckOutcome(wrong=(0, 0)),
             )
             for x in (c, ref)
         ]

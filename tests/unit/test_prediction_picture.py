@@ -13,7 +13,7 @@ import pytest
 from suite import results
 from suite.model import document, report_section
 from suite.model.run_model import fit_runs
-from suite.model.validate import TARGET, verdict_line
+from suite.model.validate import TARGET, validate, verdict_line
 from suite.report.prediction_plot import prediction_figure
 from suite.report.validation_page import validation_series
 
@@ -83,3 +83,22 @@ def test_the_reports_line_at_the_runs_own_scale():
         "the model holds: 1 of 2 bandwidth-bound sizes within ±10% (geomean |error| 7.7%); "
         "latency-bound sizes (not held to it): 50%."
     )
+
+
+def test_python_m_suite_report_validation_writes_the_page_of_a_stored_validation(tmp_path, capsys):
+    import json
+
+    from suite.report import cli
+
+    stored = tmp_path / "validate-predict-1p.json"
+    run = results.load_run(FIXTURE)
+    stored.write_text(json.dumps(validate([run], [run])))
+    assert cli.main(["validation", str(stored)]) == 0
+    page = stored.with_suffix(".html")
+    assert capsys.readouterr().out == f"page: {page}\n"
+    assert "<figure id='headline-figure'>" in page.read_text() and stored.with_suffix(".png").stat().st_size > 0
+    stored.write_text("{}")
+    for bad in (stored, tmp_path / "missing.json"):
+        assert cli.main(["validation", str(bad)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and err.count("\n") == 1, err

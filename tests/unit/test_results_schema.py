@@ -9,7 +9,8 @@ import pytest
 
 from suite import results
 from suite.system import sysinfo
-from suite.harness.timing import Measurement
+from suite.case import Bytes
+from suite.measurement import Measurement
 
 
 def _m(samples):
@@ -18,36 +19,31 @@ def _m(samples):
     )
 
 
-def _rec(m, **kw) -> dict:
-    """A record of ``m`` for a 3-rank all_gather of 3000 B (``kw`` overrides)."""
-    base = dict(
-        experiment="collectives",
-        op="all_gather",
-        backend="gloo",
-        device="cpu",
-        dtype="float32",
-        world_size=3,
-        size_bytes=3000,
-        count=750,
-        in_place=False,
-        n_wrong=0,
-    )
-    return results.make_record(m=m, **(base | kw))
+CHECKED = results.CheckOutcome(wrong=(0, 0), buffer_sets=1)
+UNCHECKED = results.CheckOutcome(wrong=None, unchecked_reason="no data")
+
+
+def _case(**kw) -> results.RecordCase:
+    """A 3-rank all_gather on Gloo (``kw`` overrides)."""
+    return results.RecordCase(**(dict(experiment="collectives", op="all_gather", backend="gloo", device="cpu",
+                                      world_size=3) | kw))  # fmt: skip
+
+
+def _size(size_bytes: int = 3000, count: int = 750, **kw) -> Bytes:
+    """``size_bytes`` of float32 with all_gather's bus factor (``kw`` overrides)."""
+    return Bytes(**(dict(size_bytes=size_bytes, count=count, dtype="float32", bw_op="all_gather") | kw))
+
+
+def _rec(m, case=None, size=None, check=CHECKED, **fields) -> dict:
+    """A record of ``m`` for a 3-rank all_gather of 3000 B, checked (the arguments override)."""
+    return results.make_record(case=case or _case(), size=size or _size(), m=m, check=check, fields=fields)
 
 
 def test_record_has_every_field_and_consistent_bandwidth():
-    rec = results.make_record(
-        experiment="collectives",
-        op="all_reduce",
-        backend="gloo",
-        device="cpu",
-        dtype="float32",
-        world_size=4,
-        size_bytes=4_000_000,
-        count=1_000_000,
-        in_place=True,
-        m=_m([1e-3, 2e-3, 3e-3]),
-        n_wrong=0,
+    rec = _rec(
+        _m([1e-3, 2e-3, 3e-3]),
+        _case(op="all_reduce", world_size=4, in_place=True),
+        _size(4_000_000, 1_000_000, bw_op="all_reduce"),
     )
     for f in results.REQUIRED_FIELDS:
         assert f in rec, f
@@ -153,6 +149,7 @@ def test_record_says_how_every_number_was_obtained():
             "ops_per_sample",
             "warmup_iters",
             "buffer_sets",
+            "buffer_sets_checked",
             "budget_s",
             "iters_requested",
             "warmup_requested",
@@ -182,80 +179,31 @@ def test_one_timed_rank_has_no_rank_to_name():
         late_arrival_by_s=[0.0, 0.0],
         rank_arrival_median_s=[2e-6],
     )
-    rec = _rec(m, experiment="p2p", op="send_recv", size_bytes=64, count=16)
+    rec = _rec(m, _case(experiment="p2p", op="send_recv"), _size(64, 16))
     assert rec["rank_median_us"] == pytest.approx([1500.0]) and rec["rank_arrival_us"] == pytest.approx([2.0])
     assert not {"last_done_rank", "last_done_rank_hist", "late_arrival_rank", "late_arrival_by_us"} & set(rec)
 
 
 def test_unchecked_record_has_no_count_and_a_reason():
-    rec = results.make_record(
-        experiment="x",
-        op="barrier",
-        backend="gloo",
-        device="cpu",
-        dtype="none",
-        world_size=2,
-        size_bytes=0,
-        count=0,
-        in_place=False,
-        m=_m([1e-4]),
-        n_wrong=None,
-        checked=False,
-        unchecked_reason="no data",
-    )
+    rec = _rec(_m([1e-4]), _case(op="barrier", world_size=2), _size(0, 0, dtype="none", bw_op="barrier"), UNCHECKED)
     assert rec["checked"] is False and rec["n_wrong"] is None and rec["unchecked_reason"] == "no data"
     assert rec["busbw_factor"] == 0.0 and rec["algbw_gbps"] == 0.0
 
 
 def test_an_op_without_a_bus_factor_has_no_bus_bandwidth():
-    rec = results.make_record(
-        experiment="x",
-        op="step",
-        backend="gloo",
-        device="cpu",
-        dtype="float32",
-        world_size=2,
-        size_bytes=100,
-        count=25,
-        in_place=False,
-        m=_m([1e-3]),
-        n_wrong=0,
-        busbw=False,
-    )
+    rec = _rec(_m([1e-3]), _case(op="step", world_size=2), _size(100, 25, bw_op=None))
     assert rec["busbw_gbps"] is None and rec["busbw_factor"] is None and rec["algbw_gbps"] == pytest.approx(1e-4)
     with pytest.raises(ValueError, match="no bus-bandwidth factor for op 'step'"):
-        results.make_record(
-            experiment="x",
-            op="step",
-            backend="gloo",
-            device="cpu",
-            dtype="float32",
-            world_size=2,
-            size_bytes=100,
-            count=25,
-            in_place=False,
-            m=_m([1e-3]),
-            n_wrong=0,
-        )
+        _rec(_m([1e-3]), _case(op="step", world_size=2), _size(100, 25, bw_op="step"))
 
 
 def test_provenance_names_the_divisions_and_claims_nothing_absent():
     m = Measurement(samples_s=[2e-3], timing_mode="pipelined", ops_per_sample=4, warmup_iters=1, precision_reached=None)
-    rec = results.make_record(
-        experiment="p2p",
-        op="send_recv",
-        backend="gloo",
-        device="cpu",
-        dtype="float32",
-        world_size=2,
-        size_bytes=64,
-        count=16,
-        in_place=False,
-        m=m,
-        n_wrong=None,
-        checked=False,
-        unchecked_reason="x",
-        busbw=False,
+    rec = _rec(
+        m,
+        _case(experiment="p2p", op="send_recv", world_size=2),
+        _size(64, 16, bw_op=None),
+        UNCHECKED,
         time_divisor=2,
         time_normalisation="round trip / 2",
     )
@@ -265,23 +213,12 @@ def test_provenance_names_the_divisions_and_claims_nothing_absent():
 
 
 def test_tail_percentiles_are_null_with_too_few_samples_and_say_how_many():
-    kw = dict(
-        experiment="x",
-        op="all_reduce",
-        backend="gloo",
-        device="cpu",
-        dtype="float32",
-        world_size=2,
-        size_bytes=4,
-        count=1,
-        in_place=True,
-        n_wrong=0,
-    )
-    few = results.make_record(m=_m([1e-3] * 5), **kw)
+    kw = dict(case=_case(op="all_reduce", world_size=2, in_place=True), size=_size(4, 1, bw_op="all_reduce"))
+    few = _rec(_m([1e-3] * 5), **kw)
     assert few["p95_us"] is None and few["p99_us"] is None and few["p05_us"] is None and few["iterations"] == 5
     assert "from 5 sample(s): a p95 needs >= 20" in few["provenance"]["p95_us"]
     assert "a p99 needs >= 100" in few["provenance"]["p99_us"]
-    enough = results.make_record(m=_m([1e-3] * 20), **kw)
+    enough = _rec(_m([1e-3] * 20), **kw)
     assert enough["p95_us"] == pytest.approx(1000.0) and enough["p99_us"] is None
     assert "over 20 samples; reported with >= 20" in enough["provenance"]["p95_us"]
     # records stored before the rule carry a p95 of 5 samples: readers leave it out all the same
@@ -293,13 +230,8 @@ def test_tail_percentiles_are_null_with_too_few_samples_and_say_how_many():
 def test_a_record_whose_time_includes_compute_has_no_nccl_tests_busbw():
     rec = _rec(
         _m([1e-3, 2e-3, 3e-3]),
-        experiment="ddp",
-        op="train_step",
-        world_size=4,
-        size_bytes=4_000_000,
-        count=1_000_000,
-        bw_op="all_reduce",
-        time_includes="forward, backward and the optimizer step",
+        _case(experiment="ddp", op="train_step", world_size=4),
+        _size(4_000_000, 1_000_000, bw_op="all_reduce", time_includes="forward, backward and the optimizer step"),
     )
     assert rec["busbw_gbps"] is None and rec["busbw_factor"] is None
     assert rec["algbw_gbps"] == pytest.approx(2.0) and rec["effective_busbw_gbps"] == pytest.approx(3.0)
@@ -311,24 +243,11 @@ def test_a_record_whose_time_includes_compute_has_no_nccl_tests_busbw():
 
 
 def test_n_wrong_says_tolerance_where_the_check_allowed_one():
-    kw = dict(
-        experiment="x",
-        op="train_step",
-        backend="gloo",
-        device="cpu",
-        dtype="float32",
-        world_size=4,
-        size_bytes=0,
-        count=0,
-        in_place=False,
-        m=_m([1e-3]),
-        n_wrong=0,
-        busbw=False,
-    )
-    exact = results.make_record(check_rule="exact", **kw)["provenance"]["n_wrong"]
+    kw = dict(case=_case(op="train_step", world_size=4), size=_size(0, 0, bw_op=None))
+    exact = _rec(_m([1e-3]), check_rule="exact", **kw)["provenance"]["n_wrong"]
     assert exact.startswith("measured: elements that differ from the exact expected result")
     for extra in ({"check_rule": "tol 1.7e-04 per element"}, {"check_exact": False}):
-        prov = results.make_record(**extra, **kw)["provenance"]["n_wrong"]
+        prov = _rec(_m([1e-3]), **extra, **kw)["provenance"]["n_wrong"]
         assert prov == results.N_WRONG_TOLERANCE and "exact" not in prov and "stated tolerance" in prov
 
 
@@ -340,3 +259,21 @@ def test_table_title_shows_the_sample_range_when_the_budget_cut_some_cases():
     assert iters_label([full, full]) == "20 iters"
     assert iters_label([full, cut]) == "11-20 iters, BUDGET_S 1 s"
     assert iters_label([full, {"iterations": 7}]) == "7-20 iters"  # an older run's records: no budget fields
+
+
+def test_a_record_is_built_from_named_groups_none_of_which_a_caller_can_swap():
+    import inspect
+
+    params = inspect.signature(results.make_record).parameters
+    assert list(params) == ["case", "size", "m", "check", "provenance", "fields"]
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params.values())
+    for positional in (
+        lambda: results.make_record(_case(), _size(), _m([1e-3]), CHECKED),
+        lambda: results.RecordCase("collectives", "all_reduce", "gloo", "cpu", 2),
+        lambda: results.CheckOutcome((0, 0), 1),
+    ):
+        with pytest.raises(TypeError):
+            positional()
+    rec = _rec(_m([1e-3]), check=results.CheckOutcome(wrong=(1, 2), buffer_sets=3))
+    assert (rec["checked"], rec["n_wrong"], rec["n_wrong_check"], rec["n_wrong_timed"]) == (True, 3, 1, 2)
+    assert rec["buffer_sets_checked"] == 3 and "unchecked_reason" not in rec

@@ -5,10 +5,11 @@ seconds, too slow for this tier)."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from fnmatch import fnmatch
 from pathlib import Path
+
+from tests.conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 TIERS = ("unit", "dist", "e2e", "docker", "gpu")
@@ -38,15 +39,8 @@ def test_the_pytest_configuration_recurses_into_every_tier(pytestconfig):
         assert "collect_ignore" not in conftest.read_text(), conftest
 
 
-def _tiers_script():
-    spec = importlib.util.spec_from_file_location("tiers", ROOT / "scripts" / "tiers.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_make_test_runs_every_tier_and_the_docs_give_each_its_budget():
-    tiers = _tiers_script()
+    tiers = load_script("tiers")
     assert tuple(tiers.BUDGET_S) == TIERS  # scripts/tiers.py runs them all, cheapest first
     doc = (ROOT / "docs" / "tests.md").read_text()
     for tier, budget in tiers.BUDGET_S.items():
@@ -61,7 +55,7 @@ def _tree(root: Path, tests: dict[str, str]) -> Path:
 
 
 def test_a_failing_unit_tier_stops_the_run_before_the_others(tmp_path, capfd):
-    tiers = _tiers_script()
+    tiers = load_script("tiers")
     root = _tree(
         tmp_path,
         {
@@ -77,7 +71,7 @@ def test_a_failing_unit_tier_stops_the_run_before_the_others(tmp_path, capfd):
 
 
 def test_later_tiers_all_run_and_a_tier_with_nothing_selected_passes(tmp_path, capfd):
-    tiers = _tiers_script()
+    tiers = load_script("tiers")
     root = _tree(
         tmp_path,
         {
@@ -98,5 +92,5 @@ def test_later_tiers_all_run_and_a_tier_with_nothing_selected_passes(tmp_path, c
 
 
 def test_an_unknown_tier_is_refused_in_one_line(capsys):
-    assert _tiers_script().main(["--tiers", "unit,nightly"]) == 2
+    assert load_script("tiers").main(["--tiers", "unit,nightly"]) == 2
     assert capsys.readouterr().err == "error: unknown tier(s) nightly; choose from unit, dist, e2e, docker, gpu\n"
