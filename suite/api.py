@@ -24,6 +24,8 @@ MODULES = (
     "suite.ops.algorithms",
     # Process groups beyond the world (lanes, subgroups, a one-rank group): their one home.
     "suite.harness.groups",
+    # The suite's MPI process group (BACKEND=mpi): its communicator and numpy views, for a bare mpi4py call.
+    "suite.harness.mpi_backend",
     # The host, read without starting a group: environment, NUMA and PCIe, interfaces and routes, pinning.
     "suite.system.sysinfo",
     "suite.system.topology",
@@ -111,6 +113,7 @@ if TYPE_CHECKING:  # the same names, imported for static tools (type checkers, i
     from suite.ops import p2p
     from suite.ops import algorithms
     from suite.harness import groups
+    from suite.harness import mpi_backend
     from suite.system import sysinfo
     from suite.system import topology
     from suite.system import network
