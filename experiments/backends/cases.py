@@ -70,7 +70,7 @@ from suite.api import (
 from suite.api import collectives as ops
 from suite.api import sweep
 
-from . import bare_mpi
+from . import bare_mpi, ratios
 from .workload import (
     LINK_PROVENANCE,
     P2P_STEP,
@@ -178,7 +178,9 @@ def _collective_case(coll, a, key: str) -> Case:
 def collective_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     """A subset of the collectives (sum, the first in-place form) at the largest sizes, on every lane."""
     return [
-        _collective_case(coll, a, lane.key) for lane in _planned(cfg) for coll, a in _compared_args(cfg, world_size)
+        ratios.compared(_collective_case(coll, a, lane.key))
+        for lane in _planned(cfg)
+        for coll, a in _compared_args(cfg, world_size)
     ]
 
 
@@ -212,7 +214,7 @@ def _send_recv_case(key: str, dtype: str, size: int, count: int) -> Case:
 
 def send_recv_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     """The ring send_recv (rank r -> r+1 with batch_isend_irecv, as nccl-tests sendrecv_perf) on every lane."""
-    return [_send_recv_case(lane.key, *s) for lane in _planned(cfg) for s in _sized(cfg)]
+    return [ratios.compared(_send_recv_case(lane.key, *s)) for lane in _planned(cfg) for s in _sized(cfg)]
 
 
 def bare_mpi_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
@@ -223,20 +225,21 @@ def bare_mpi_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
         return [bare_mpi.absent_case(EXPERIMENT, reason)]
     key = bare_mpi.BARE
     out = [
-        bare_mpi.bare_case(
-            _collective_case(coll, a, key),
-            lambda ctx, coll=coll, a=a: bare_mpi.collective_buffers(coll, a, ctx),
-            skip=bare_mpi.reduction_skip(coll.variant, a.dtype),
+        ratios.compared(
+            bare_mpi.bare_case(
+                _collective_case(coll, a, key),
+                lambda ctx, coll=coll, a=a: bare_mpi.collective_buffers(coll, a, ctx),
+                skip=bare_mpi.reduction_skip(coll.variant, a.dtype),
+            )
         )
         for coll, a in _compared_args(cfg, world_size)
     ]
     for dtype, size, count in _sized(cfg):
-        out.append(
-            bare_mpi.bare_case(
-                _send_recv_case(key, dtype, size, count),
-                lambda ctx, d=dtype, c=count: bare_mpi.send_recv_buffers(send_recv_exchange(ctx, d, c), ctx),
-            )
+        bare = bare_mpi.bare_case(
+            _send_recv_case(key, dtype, size, count),
+            lambda ctx, d=dtype, c=count: bare_mpi.send_recv_buffers(send_recv_exchange(ctx, d, c), ctx),
         )
+        out.append(ratios.compared(bare))
     return out
 
 
