@@ -153,6 +153,10 @@ class MpiGroup(dist.ProcessGroup):
         self.comm = _communicator(store, rank, size)
         self.timeout_s = timeout.total_seconds()
         self._n, self._seq = size, 0
+        self.watchers: list = []
+        """Callables ``watcher(op, tensors)`` told of every op before it is issued (its torch name, e.g.
+        ``all_reduce``, and its tensor arguments in c10d's order): what a dispatcher-level observer such as
+        CommDebugMode sees of a C++ backend, which never sees a Python process group's ops."""
 
     def getBackendName(self):
         return NAME
@@ -315,6 +319,49 @@ class MpiGroup(dist.ProcessGroup):
 
     def recv(self, tensors, src, tag):
         return self._work("recv", self.comm.Irecv(numpy_view(tensors[0]), source=src, tag=tag), result=tensors)
+
+
+_WATCHED = (
+    ("allreduce", "all_reduce"),
+    ("reduce", "reduce"),
+    ("broadcast", "broadcast"),
+    ("barrier", "barrier"),
+    ("allgather", "all_gather"),
+    ("all_gather_single", "all_gather"),
+    ("gather", "gather"),
+    ("scatter", "scatter"),
+    ("reduce_scatter", "reduce_scatter"),
+    ("reduce_scatter_single", "reduce_scatter"),
+    ("all_to_all_single", "all_to_all"),
+    ("alltoall", "all_to_all"),
+    ("send", "send"),
+    ("recv", "recv"),
+)
+"""Each op method of ``MpiGroup`` and the collective's name its watchers are told."""
+
+
+def _tensors(args) -> list[torch.Tensor]:
+    out = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            out.append(a)
+        elif isinstance(a, (list, tuple)):
+            out.extend(_tensors(a))
+    return out
+
+
+def _watched(what: str, method):
+    def op(self, *args, **kwargs):
+        for watch in self.watchers:
+            watch(what, _tensors(args))
+        return method(self, *args, **kwargs)
+
+    op.__name__, op.__doc__ = method.__name__, method.__doc__
+    return op
+
+
+for _method, _what in _WATCHED:
+    setattr(MpiGroup, _method, _watched(_what, getattr(MpiGroup, _method)))
 
 
 def _reduce_ops() -> tuple:
