@@ -24,6 +24,8 @@ MODULES = (
     "suite.ops.algorithms",
     # Process groups beyond the world (lanes, subgroups, a one-rank group): their one home.
     "suite.harness.groups",
+    # The suite's MPI process group (BACKEND=mpi): its communicator and numpy views, for a bare mpi4py call.
+    "suite.harness.mpi_backend",
     # The host, read without starting a group: environment, NUMA and PCIe, interfaces and routes, pinning.
     "suite.system.sysinfo",
     "suite.system.topology",
@@ -68,6 +70,8 @@ NAMES: dict[str, str] = {
     "autorange": "suite.harness.autorange",
     "PeakMemory": "suite.harness.profiling",
     "sequence_number": "suite.harness.c10d",
+    # Two cases' time ratio and its bootstrap interval (make compare's within-run bootstrap), on a rank or offline.
+    "ratio_interval": "suite.report.compare.stats",
     # An experiment's text table: the shared cells and layouts (suite/report/tables.py).
     "by_table": "suite.report.tables",
     "collective_table": "suite.report.tables",
@@ -111,6 +115,7 @@ if TYPE_CHECKING:  # the same names, imported for static tools (type checkers, i
     from suite.ops import p2p
     from suite.ops import algorithms
     from suite.harness import groups
+    from suite.harness import mpi_backend
     from suite.system import sysinfo
     from suite.system import topology
     from suite.system import network
@@ -150,6 +155,7 @@ if TYPE_CHECKING:  # the same names, imported for static tools (type checkers, i
     from suite.report.environment import fmt_bytes
     from suite.report.glance import Picture
     from suite.report.headline import Clause, pingpong_records, time_ratio
+    from suite.report.compare.stats import ratio_interval
     from suite.report.sections import Plot, Section
     from suite.report.tables import (
         DTYPE_SHORT,

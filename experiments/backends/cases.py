@@ -3,8 +3,12 @@
 What is measured, in one run (one process group per backend, ``new_group(backend=...)``):
 
 - *lanes*: (backend, device) pairs. A CPU run has Gloo on CPU (plus MPI/UCC
-  when torch was built with them); a CUDA run adds NCCL and Gloo with CUDA
+  when torch was built with them, and MPI through the suite's mpi4py group under
+  ``BACKEND=mpi``); a CUDA run adds NCCL and Gloo with CUDA
   tensors. Lanes the build or host lacks are recorded with the reason.
+- *bare MPI* (``mpi4py/numpy``, bare_mpi.py): beside the MPI lane, the side-by-side
+  cases called on mpi4py directly, on numpy views of the same buffers: the MPI lane's
+  time over it is the cost of the Python process group. A skip with the reason elsewhere.
 - *capability matrix*: every collective of the op table (``suite.ops.collectives``: its
   REGISTRY and builders, reused as they are) and a p2p ``send_recv``, for
   every dtype (and every reduce op of all_reduce), probed at run time on
@@ -59,7 +63,6 @@ from suite.api import (
     DistContext,
     PreflightError,
     Timing,
-    algorithms,
     experiment_test,
     groups,
     resolve_device,
@@ -67,7 +70,12 @@ from suite.api import (
 from suite.api import collectives as ops
 from suite.api import sweep
 
+from . import bare_mpi, ratios
 from .workload import (
+    LINK_PROVENANCE,
+    P2P_STEP,
+    link_bytes,
+    model_bytes_busiest_rank,
     algorithm_buffers,
     algorithm_probe,
     gloo_path_context,
@@ -94,12 +102,15 @@ COMPARED_VARIANTS = (
 ALGORITHMS = ("all_reduce", "ring_p2p", "reduce_broadcast")
 
 
-def _planned(cfg: BenchConfig) -> list[groups.Lane]:
+def _device_type(cfg: BenchConfig) -> str:
     try:
-        device_type = resolve_device(cfg.device)
+        return resolve_device(cfg.device)
     except PreflightError:  # the launcher reports this before any rank starts
-        device_type = "cpu"
-    return groups.plan_lanes(device_type)[0]
+        return "cpu"
+
+
+def _planned(cfg: BenchConfig) -> list[groups.Lane]:
+    return groups.plan_lanes(_device_type(cfg))[0]
 
 
 def _lane_fields(key: str) -> dict:
@@ -140,31 +151,37 @@ def capability_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     ]
 
 
+def _compared_args(cfg: BenchConfig, world_size: int):
+    """(collective, args) of every compared call: sum for reducing ops, the first in-place form, the largest sizes."""
+    sizes = cfg.compared_sizes()
+    sub = dataclasses.replace(cfg, redops=("sum",))
+    for v in COMPARED_VARIANTS if sizes else ():
+        coll = ops.BY_VARIANT[v]
+        for a in sweep.args_for(coll, sub, world_size, sizes):
+            if a.in_place == coll.in_place_forms[0]:
+                yield coll, a
+
+
+def _collective_case(coll, a, key: str) -> Case:
+    return sweep.collective_case(
+        coll,
+        a,
+        experiment=EXPERIMENT,
+        label=f"{key}-{sweep.label_of(a)}",
+        context=on_lane(key),
+        identity={"lane_key": key},
+        fields={"table": "compare", **_lane_fields(key)},
+        support=(key,),
+    )
+
+
 def collective_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     """A subset of the collectives (sum, the first in-place form) at the largest sizes, on every lane."""
-    sizes = cfg.compared_sizes()
-    if not sizes:
-        return []
-    sub = dataclasses.replace(cfg, redops=("sum",))
-    out = []
-    for lane in _planned(cfg):
-        for v in COMPARED_VARIANTS:
-            coll = ops.BY_VARIANT[v]
-            for a in sweep.args_for(coll, sub, world_size, sizes):
-                if a.in_place == coll.in_place_forms[0]:
-                    out.append(
-                        sweep.collective_case(
-                            coll,
-                            a,
-                            experiment=EXPERIMENT,
-                            label=f"{lane.key}-{sweep.label_of(a)}",
-                            context=on_lane(lane.key),
-                            identity={"lane_key": lane.key},
-                            fields={"table": "compare", **_lane_fields(lane.key)},
-                            support=(lane.key,),
-                        )
-                    )
-    return out
+    return [
+        ratios.compared(_collective_case(coll, a, lane.key))
+        for lane in _planned(cfg)
+        for coll, a in _compared_args(cfg, world_size)
+    ]
 
 
 def _sized(cfg: BenchConfig):
@@ -173,68 +190,57 @@ def _sized(cfg: BenchConfig):
             yield dtype, count * ops.elsize(dtype), count
 
 
-def send_recv_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
-    """The ring send_recv (rank r -> r+1 with batch_isend_irecv, as nccl-tests sendrecv_perf) on every lane."""
-    return [
-        Case(
-            experiment=EXPERIMENT,
-            op="send_recv",
-            label=f"{lane.key}-send_recv-{dtype}-{size}B",
-            identity={"variant": "send_recv", "lane_key": lane.key},
-            bytes=Bytes(
-                size_bytes=size,
-                count=count,
-                dtype=dtype,
-                bw_op="send_recv",
-                definition="bytes each rank sends to rank+1 (and receives from rank-1)",
-            ),
-            build=lambda ctx, session, d=dtype, c=count: send_recv_exchange(ctx, d, c),
-            probe=lambda ctx, d=dtype: send_recv_exchange(ctx, d, 4),
-            support=("send_recv", dtype, lane.key),
-            skip=_need_two,
-            context=on_lane(lane.key),
-            fields={"table": "compare", "pattern": "ring: rank r -> r+1 (batch_isend_irecv)", **_lane_fields(lane.key)},
-        )
-        for lane in _planned(cfg)
-        for dtype, size, count in _sized(cfg)
-    ]
-
-
-def model_bytes_busiest_rank(algorithm: str, size_bytes: int, n: int) -> float | None:
-    """Bytes the busiest rank sends under a simple model: ring 2(n-1)/n*S; flat
-    reduce+broadcast (n-1)*S at the root (it receives as much again); the
-    backend's own all_reduce: unknown (it picks its algorithm)."""
-    if algorithm == "ring_p2p":
-        return algorithms.ring_bytes_sent_per_rank(size_bytes, n)
-    if algorithm == "reduce_broadcast":
-        return float((n - 1) * size_bytes)
-    return None
-
-
-P2P_STEP = "p2p_step"
-"""The algorithms table's p2p column: one ring step, a send_recv of one ring chunk, timed blocking."""
-
-
-def link_bytes(algorithm: str, count: int, elsize: int, n: int) -> tuple[int | None, int | None]:
-    """(bytes one message puts on a link, messages the busiest rank sends) of one all_reduce of
-    ``count`` elements: the ring sends 2(n-1) chunks of at most ceil(count/n) elements (its own
-    chunks, suite.ops.algorithms.ring_chunks); flat reduce+broadcast moves the whole buffer per message,
-    (n-1) into the root and (n-1) out of it; the backend's own: unknown; the p2p step: one chunk."""
-    chunk = algorithms.ring_chunks(count, n)[0][1] * elsize if n > 1 else 0
-    return {"ring_p2p": (chunk, 2 * (n - 1)), P2P_STEP: (chunk, 1), "reduce_broadcast": (count * elsize, n - 1)}.get(
-        algorithm, (None, None)
+def _send_recv_case(key: str, dtype: str, size: int, count: int) -> Case:
+    return Case(
+        experiment=EXPERIMENT,
+        op="send_recv",
+        label=f"{key}-send_recv-{dtype}-{size}B",
+        identity={"variant": "send_recv", "lane_key": key},
+        bytes=Bytes(
+            size_bytes=size,
+            count=count,
+            dtype=dtype,
+            bw_op="send_recv",
+            definition="bytes each rank sends to rank+1 (and receives from rank-1)",
+        ),
+        build=lambda ctx, session: send_recv_exchange(ctx, dtype, count),
+        probe=lambda ctx: send_recv_exchange(ctx, dtype, 4),
+        support=("send_recv", dtype, key),
+        skip=_need_two,
+        context=on_lane(key),
+        fields={"table": "compare", "pattern": "ring: rank r -> r+1 (batch_isend_irecv)", **_lane_fields(key)},
     )
 
 
-LINK_PROVENANCE = {
-    "model_bytes_busiest_rank": "modelled: ring 2(n-1)/n x S per rank; reduce+broadcast (n-1) x S at the root; "
-    "none for the backend's own",
-    "link_bytes_per_message": "ring and p2p step: exact, the largest ring chunk ceil(count/n) x element size "
-    "(suite.ops.algorithms.ring_chunks); reduce+broadcast: modelled, the whole buffer (flat); "
-    "none for the backend's own",
-    "link_messages": "ring: exact, 2(n-1) sends per rank; reduce+broadcast: modelled, (n-1) into and (n-1) out of "
-    "the root (flat); p2p step: 1",
-}
+def send_recv_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
+    """The ring send_recv (rank r -> r+1 with batch_isend_irecv, as nccl-tests sendrecv_perf) on every lane."""
+    return [ratios.compared(_send_recv_case(lane.key, *s)) for lane in _planned(cfg) for s in _sized(cfg)]
+
+
+def bare_mpi_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
+    """The compared collectives and the ring send_recv called on mpi4py directly (experiments/backends/bare_mpi.py),
+    beside the MPI lane; one skip with the reason where it does not run."""
+    reason = bare_mpi.lane_reason(_device_type(cfg))
+    if reason is not None:
+        return [bare_mpi.absent_case(EXPERIMENT, reason)]
+    key = bare_mpi.BARE
+    out = [
+        ratios.compared(
+            bare_mpi.bare_case(
+                _collective_case(coll, a, key),
+                lambda ctx, coll=coll, a=a: bare_mpi.collective_buffers(coll, a, ctx),
+                skip=bare_mpi.reduction_skip(coll.variant, a.dtype),
+            )
+        )
+        for coll, a in _compared_args(cfg, world_size)
+    ]
+    for dtype, size, count in _sized(cfg):
+        bare = bare_mpi.bare_case(
+            _send_recv_case(key, dtype, size, count),
+            lambda ctx, d=dtype, c=count: bare_mpi.send_recv_buffers(send_recv_exchange(ctx, d, c), ctx),
+        )
+        out.append(ratios.compared(bare))
+    return out
 
 
 def algorithm_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
@@ -356,6 +362,9 @@ test_backend_collective = experiment_test(collective_cases)
 
 
 test_backend_send_recv = experiment_test(send_recv_cases)
+
+
+test_bare_mpi = experiment_test(bare_mpi_cases)
 
 
 test_all_reduce_algorithm = experiment_test(algorithm_cases)

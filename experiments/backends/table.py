@@ -70,13 +70,31 @@ def capability_table(caps: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def ratio_over(rec: dict, lane: str) -> dict | None:
+    """The entry of ``rec``'s ``ratios`` (experiments/backends/ratios.py) over ``lane``; None where it has none."""
+    return next((r for r in rec.get("ratios") or () if r["over"] == lane), None)
+
+
+def interval_text(ratio: float, lo: float, hi: float) -> str:
+    """``0.162 [0.14-0.18]``: a ratio and its interval, three significant digits each."""
+    return f"{ratio:z.3g} [{lo:z.3g}-{hi:z.3g}]"
+
+
+def _ratio_cell(rec: dict, first: dict, first_lane: str) -> str:
+    got = ratio_over(rec, first_lane)
+    if got is None:  # timed another way than the first lane (or stored before records carried ratios)
+        return f"{rec['time_us'] / first['time_us']:z.2f}"
+    return interval_text(got["ratio"], got["ci_low"], got["ci_high"])
+
+
 def compare_table(recs: list[dict], missing: list[str]) -> str:
     lanes = lanes_of(recs)
     world = recs[0]["world_size"]
     sizes = sorted({r["size_bytes"] for r in recs if r["size_bytes"]})
     head = (
         f"backends side by side ({world} ranks, timing={recs[0]['timing_mode']}, largest "
-        f"{len(sizes)} sizes of the sweep; ratio = time(lane) / time({lanes[0]}), < 1 is faster)"
+        f"{len(sizes)} sizes of the sweep; ratio = time(lane) / time({lanes[0]}), < 1 is faster; in brackets its "
+        "95% interval, a bootstrap of both cases' samples)"
     )
     notes = ()
     if len(lanes) < 2:
@@ -92,7 +110,43 @@ def compare_table(recs: list[dict], missing: list[str]) -> str:
         notes=notes,
         op_width=22,
         footer="busbw in GB/s (nccl-tests factors); ",
+        ratio_cell=_ratio_cell,
+        ratio_width=20,
     )
+
+
+BARE_LANE = "mpi4py/numpy"
+MPI_LANE = "mpi/cpu"
+
+
+def process_group_table(recs: list[dict]) -> str | None:
+    """MPI through torch against the same calls on mpi4py directly: what the suite's Python process group costs
+    per op; None without bare-lane records that carry a ratio over the MPI lane."""
+    rows = [(r, ratio_over(r, MPI_LANE)) for r in recs if lane_of(r) == BARE_LANE]
+    rows = [(r, got) for r, got in rows if got is not None]
+    if not rows:
+        return None
+    mpi = {(r.get("variant", r["op"]), r["size_bytes"], r["dtype"]): r for r in recs if lane_of(r) == MPI_LANE}
+    r0 = rows[0][0]
+    lines = [
+        f"# the MPI process group's own cost ({r0['world_size']} ranks, timing={r0['timing_mode']}): {MPI_LANE} "
+        f"(torch over the suite's mpi4py group) against {BARE_LANE} (the same calls on mpi4py, numpy views)",
+        f"# {r0.get('mpi_library', '?')}, wheel {r0.get('mpi_wheel', '?')}, mpi4py {r0.get('mpi4py_version', '?')}; "
+        f"the bare lane is {r0.get('floor_note', 'not the floor')}",
+        f"#{'op':>22} {'size(B)':>9} {'type':>5} {'torch(us)':>10} {'bare(us)':>10} {'torch/bare [95% CI]':>19} "
+        f"{'extra(us)':>10}",
+    ]
+    for r, got in rows:
+        key = (r.get("variant", r["op"]), r["size_bytes"], r["dtype"])
+        m = mpi.get(key)
+        # ratios are time(bare) / time(mpi): its inverse is how many times the bare call the group takes
+        ratio = interval_text(1 / got["ratio"], 1 / got["ci_high"], 1 / got["ci_low"])
+        extra = f"{m['time_us'] - r['time_us']:z10.1f}" if m else f"{'-':>10}"
+        lines.append(
+            f" {key[0][:22]:>22} {key[1]:>9} {DTYPE_SHORT.get(key[2], key[2]):>5} "
+            f"{(m or {}).get('time_us', float('nan')):z10.1f} {r['time_us']:z10.1f} {ratio:>19} {extra}"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def algorithm_table(recs: list[dict]) -> str:
@@ -188,6 +242,9 @@ def format_tables(records: list[dict]) -> str:
     compare = by.get("compare", [])
     if compare:
         out.append(compare_table(compare, _missing(caps)))
+        own_cost = process_group_table(compare)
+        if own_cost:
+            out.append(own_cost)
     if by.get("algorithm"):
         out.append(algorithm_table(by["algorithm"]))
     if by.get("gloo_path"):
@@ -205,8 +262,12 @@ def headline(run: dict, recs: list[dict]) -> Clause | None:
         for lane in lanes[1:]:
             got = time_ratio(compare, lane_of, lanes[0], lane)
             if got is not None:
-                ratio, a, _ = got
-                said.append(f"{lane} takes {ratio:z.2f}x {lanes[0]}'s time ({a['op']}, {fmt_bytes(a['size_bytes'])})")
+                ratio, a, b = got
+                ci = ratio_over(b, lanes[0])
+                within = f" [95% CI {ci['ci_low']:z.2f}-{ci['ci_high']:z.2f}]" if ci else ""
+                said.append(
+                    f"{lane} takes {ratio:z.2f}x{within} {lanes[0]}'s time ({a['op']}, {fmt_bytes(a['size_bytes'])})"
+                )
                 numbers[f"{lane}_time_ratio"] = ratio
         if said:
             return Clause(text="; ".join(said), numbers=numbers)

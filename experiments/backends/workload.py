@@ -25,6 +25,8 @@ from suite.api import (
 from suite.api import collectives as ops
 from suite.api import sweep
 
+from . import bare_mpi
+
 ALL_DTYPES = tuple(verify.DTYPE_OF)
 
 
@@ -142,6 +144,9 @@ def with_capabilities(case: Case, lctx: DistContext, cfg: BenchConfig, session: 
     missing = [{"backend": ln.backend, "device": ln.device, "reason": r} for ln, r in lanes.missing] + [
         {"backend": k.split("-")[0], "device": k.split("-")[1], "reason": r} for k, r in lanes.failed.items()
     ]
+    bare = bare_mpi.lane_reason(lctx.device.type)
+    if bare is not None:
+        missing.append({"backend": "mpi4py", "device": "numpy", "reason": bare})
     return dataclasses.replace(
         case, fields={**case.fields, "capabilities": capability_matrix(lctx), "lanes_missing": missing}
     )
@@ -180,6 +185,43 @@ def algorithm_buffers(algorithm: str, dtype: str, count: int, lctx: DistContext)
         reset=lambda: t.copy_(pristine),
         check=lambda: verify.count_wrong_any(t, expected, reference),
     )
+
+
+def model_bytes_busiest_rank(algorithm: str, size_bytes: int, n: int) -> float | None:
+    """Bytes the busiest rank sends under a simple model: ring 2(n-1)/n*S; flat
+    reduce+broadcast (n-1)*S at the root (it receives as much again); the
+    backend's own all_reduce: unknown (it picks its algorithm)."""
+    if algorithm == "ring_p2p":
+        return algorithms.ring_bytes_sent_per_rank(size_bytes, n)
+    if algorithm == "reduce_broadcast":
+        return float((n - 1) * size_bytes)
+    return None
+
+
+P2P_STEP = "p2p_step"
+"""The algorithms table's p2p column: one ring step, a send_recv of one ring chunk, timed blocking."""
+
+
+def link_bytes(algorithm: str, count: int, elsize: int, n: int) -> tuple[int | None, int | None]:
+    """(bytes one message puts on a link, messages the busiest rank sends) of one all_reduce of
+    ``count`` elements: the ring sends 2(n-1) chunks of at most ceil(count/n) elements (its own
+    chunks, suite.ops.algorithms.ring_chunks); flat reduce+broadcast moves the whole buffer per message,
+    (n-1) into the root and (n-1) out of it; the backend's own: unknown; the p2p step: one chunk."""
+    chunk = algorithms.ring_chunks(count, n)[0][1] * elsize if n > 1 else 0
+    return {"ring_p2p": (chunk, 2 * (n - 1)), P2P_STEP: (chunk, 1), "reduce_broadcast": (count * elsize, n - 1)}.get(
+        algorithm, (None, None)
+    )
+
+
+LINK_PROVENANCE = {
+    "model_bytes_busiest_rank": "modelled: ring 2(n-1)/n x S per rank; reduce+broadcast (n-1) x S at the root; "
+    "none for the backend's own",
+    "link_bytes_per_message": "ring and p2p step: exact, the largest ring chunk ceil(count/n) x element size "
+    "(suite.ops.algorithms.ring_chunks); reduce+broadcast: modelled, the whole buffer (flat); "
+    "none for the backend's own",
+    "link_messages": "ring: exact, 2(n-1) sends per rank; reduce+broadcast: modelled, (n-1) into and (n-1) out of "
+    "the root (flat); p2p step: 1",
+}
 
 
 def algorithm_probe(algorithm: str, dtype: str):

@@ -91,6 +91,8 @@ _PROVENANCE = {
 def _skip(strategy: str, s: ShardedSettings, ctx: DistContext, um=None) -> str | None:
     if ctx.world_size != workload.world_size():
         return f"{strategy} runs on a device mesh over the whole world, not a group of {ctx.world_size} ranks"
+    if workload.functional_collectives_reason(strategy, ctx.backend):
+        return workload.functional_collectives_reason(strategy, ctx.backend)
     if um is not None:
         return user_model.cannot_run(um, strategy, ctx.world_size, s.microbatches)
     return workload.cannot_run(strategy, ctx.world_size, s.width, s.seq, s.batch) or pipeline.cannot_run(

@@ -153,3 +153,21 @@ def leaves(args, kwargs) -> list:
 
     flat, _ = tree_flatten((args, kwargs or {}))
     return flat
+
+
+def python_groups(names) -> dict:
+    """group name -> the process group, for the groups named that are Python process groups with watchers
+    (suite/harness/mpi_backend.py: BACKEND=mpi), whose ops never reach the dispatcher that CommDebugMode
+    watches. Resolving a group by name is private (``distributed_c10d._resolve_process_group``, torch 2.13)."""
+    import torch.distributed as dist
+
+    resolve = getattr(dist.distributed_c10d, "_resolve_process_group", None)
+    out = {}
+    for name in names if resolve is not None else ():
+        try:
+            group = resolve(name)
+        except Exception:  # a group this torch cannot resolve: c10d_issued says so too
+            continue
+        if isinstance(getattr(group, "watchers", None), list):
+            out[name] = group
+    return out

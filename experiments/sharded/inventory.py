@@ -92,6 +92,27 @@ class Inventory(CommDebugMode):
         seen = internals.phase(self)
         return self.stage or seen if seen == internals.UNKNOWN else seen
 
+    def __enter__(self):
+        """Also watch the groups whose ops never reach the dispatcher (a Python process group: BACKEND=mpi)."""
+        self._watched = internals.python_groups(self.groups)
+        for name, group in self._watched.items():
+            group.watchers.append(self._watcher(name))
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        for group in self._watched.values():
+            group.watchers.clear()
+        return super().__exit__(*exc)
+
+    def _watcher(self, name: str):
+        def watch(op: str, tensors: list) -> None:
+            if op == "barrier":  # as on a C++ backend: CommDebugMode does not list barriers
+                return
+            dtype = str(max(tensors, key=lambda t: t.numel()).dtype).removeprefix("torch.") if tensors else "none"
+            self.ops.append(Collective(op, dtype, size_bytes(op, tensors, []), self.groups[name], self._phase()))
+
+        return watch
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = super().__torch_dispatch__(func, types, args, kwargs)
         if out is NotImplemented:  # a DTensor op: it comes back as its collectives

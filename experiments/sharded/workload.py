@@ -183,16 +183,51 @@ def stepper(trainer: Trainer, model: nn.Module, opt, local: list, loss_fn: Calla
     return step
 
 
-def full_params(model: nn.Module) -> list[torch.Tensor]:
+NO_FUNCTIONAL_COLLECTIVES = ("mpi",)
+"""Backends whose group is a Python process group (BACKEND=mpi: suite/harness/mpi_backend.py): DTensor's
+functional collectives dispatch in C++ to a backend registered for the device and never reach it."""
+
+
+def functional_collectives_reason(strategy: str, backend: str) -> str | None:
+    """Why ``strategy`` cannot run on ``backend`` (its tensor-parallel plan needs DTensor's functional
+    collectives), or None."""
+    if backend not in NO_FUNCTIONAL_COLLECTIVES or strategy_of(strategy).plan is None:
+        return None
+    return (
+        f"{strategy} needs DTensor's functional collectives, which dispatch in C++ to a backend registered for "
+        f"the device and cannot reach the suite's Python process group on {backend} (No backend type associated "
+        "with device type cpu); it runs on Gloo"
+    )
+
+
+def full_params(model: nn.Module, functional: bool = True) -> list[torch.Tensor]:
     """Every parameter whole, in ``named_parameters`` order, as float32 (DTensor shards gathered: a
-    collective on every rank)."""
+    collective on every rank). ``functional=False``: gathered with c10d's all_gather_object instead of
+    DTensor's ``full_tensor`` (a group of ``NO_FUNCTIONAL_COLLECTIVES``; a one-dimensional mesh)."""
     from torch.distributed.tensor import DTensor
 
     out = []
     for _, p in model.named_parameters():
-        t = p.full_tensor() if isinstance(p, DTensor) else p
+        if isinstance(p, DTensor):
+            t = p.full_tensor() if functional else _gathered(p)
+        else:
+            t = p
         out.append(t.detach().float())
     return out
+
+
+def _gathered(p) -> torch.Tensor:
+    """A DTensor on a one-dimensional mesh (FSDP2's Shard(0), or replicated) whole, through c10d's ops."""
+    import torch.distributed as dist
+
+    (placement,) = p.placements
+    local = p.to_local().detach()
+    if placement.is_replicate():
+        return local
+    group = p.device_mesh.get_group()
+    parts: list = [None] * dist.get_world_size(group)
+    dist.all_gather_object(parts, local, group=group)
+    return torch.cat(parts, dim=placement.dim)
 
 
 def local_params(model: nn.Module) -> list[tuple[str, torch.Tensor]]:

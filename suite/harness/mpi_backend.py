@@ -57,7 +57,13 @@ def _mpi():
     return MPI
 
 
-def _buf(t: torch.Tensor):
+def communicator(group):
+    """The MPI communicator under ``group``, a process group of this backend (its ranks' own for one that
+    ``new_group`` made); None for a group of another backend."""
+    return getattr(group, "comm", None) if isinstance(group, MpiGroup) else None
+
+
+def numpy_view(t: torch.Tensor):
     """A numpy view of ``t``'s memory (int16 for the 16-bit floats: MPI moves their bits unchanged)."""
     if not t.is_contiguous():
         raise ValueError(f"the MPI backend needs contiguous tensors, got shape {tuple(t.shape)} strides {t.stride()}")
@@ -147,6 +153,10 @@ class MpiGroup(dist.ProcessGroup):
         self.comm = _communicator(store, rank, size)
         self.timeout_s = timeout.total_seconds()
         self._n, self._seq = size, 0
+        self.watchers: list = []
+        """Callables ``watcher(op, tensors)`` told of every op before it is issued (its torch name, e.g.
+        ``all_reduce``, and its tensor arguments in c10d's order): what a dispatcher-level observer such as
+        CommDebugMode sees of a C++ backend, which never sees a Python process group's ops."""
 
     def getBackendName(self):
         return NAME
@@ -193,7 +203,7 @@ class MpiGroup(dist.ProcessGroup):
         t = tensors[0]
         MPI = _mpi()
         return self._reduction(
-            "all_reduce", [t], [t], opts, lambda i, o, op: self.comm.Iallreduce(MPI.IN_PLACE, _buf(o[0]), op)
+            "all_reduce", [t], [t], opts, lambda i, o, op: self.comm.Iallreduce(MPI.IN_PLACE, numpy_view(o[0]), op)
         )
 
     def reduce(self, tensors, opts):
@@ -201,14 +211,14 @@ class MpiGroup(dist.ProcessGroup):
 
         def issue(i, o, op):
             if o:
-                return self.comm.Ireduce(MPI.IN_PLACE, _buf(o[0]), op, root=root)
-            return self.comm.Ireduce(_buf(i[0]), None, op, root=root)
+                return self.comm.Ireduce(MPI.IN_PLACE, numpy_view(o[0]), op, root=root)
+            return self.comm.Ireduce(numpy_view(i[0]), None, op, root=root)
 
         # a non-root's tensor is only sent: nothing is written back into it
         return self._reduction("reduce", [t], [t] if self.rank() == root else [], opts, issue)
 
     def broadcast(self, tensors, opts):
-        return self._work("broadcast", self.comm.Ibcast(_buf(tensors[0]), root=opts.rootRank), result=tensors)
+        return self._work("broadcast", self.comm.Ibcast(numpy_view(tensors[0]), root=opts.rootRank), result=tensors)
 
     def barrier(self, opts):
         return self._work("barrier", self.comm.Ibarrier())
@@ -218,33 +228,33 @@ class MpiGroup(dist.ProcessGroup):
         flat = _flat(outs)
         recv = torch.empty(sum(o.numel() for o in outs), dtype=outs[0].dtype) if flat is None else flat
         send = self._apart(inputs[0], recv)
-        req = self.comm.Iallgather(_buf(send), _buf(recv))
+        req = self.comm.Iallgather(numpy_view(send), numpy_view(recv))
         return self._work("all_gather", req, None if flat is not None else _scatter_into(recv, outs), output_lists)
 
     def all_gather_single(self, output, input, opts):
         c = input.numel()
         mine = output.view(-1).narrow(0, self.rank() * c, c)
         in_place = mine.data_ptr() == input.data_ptr() and input.is_contiguous()
-        send = _mpi().IN_PLACE if in_place else _buf(self._apart(input, output))
-        return self._work("all_gather_into_tensor", self.comm.Iallgather(send, _buf(output)), result=[output])
+        send = _mpi().IN_PLACE if in_place else numpy_view(self._apart(input, output))
+        return self._work("all_gather_into_tensor", self.comm.Iallgather(send, numpy_view(output)), result=[output])
 
     def gather(self, output_lists, inputs, opts):
         root = opts.rootRank
         if self.rank() != root:
-            return self._work("gather", self.comm.Igather(_buf(inputs[0]), None, root=root))
+            return self._work("gather", self.comm.Igather(numpy_view(inputs[0]), None, root=root))
         outs = output_lists[0]
         flat = _flat(outs)
         recv = torch.empty(sum(o.numel() for o in outs), dtype=outs[0].dtype) if flat is None else flat
         send = self._apart(inputs[0], recv)
-        req = self.comm.Igather(_buf(send), _buf(recv), root=root)
+        req = self.comm.Igather(numpy_view(send), numpy_view(recv), root=root)
         return self._work("gather", req, None if flat is not None else _scatter_into(recv, outs), output_lists)
 
     def scatter(self, outputs, input_lists, opts):
         root, out = opts.rootRank, outputs[0]
         if self.rank() != root:
-            return self._work("scatter", self.comm.Iscatter(None, _buf(out), root=root), result=outputs)
+            return self._work("scatter", self.comm.Iscatter(None, numpy_view(out), root=root), result=outputs)
         send = self._apart(_joined(input_lists[0]), out)
-        return self._work("scatter", self.comm.Iscatter(_buf(send), _buf(out), root=root), result=outputs)
+        return self._work("scatter", self.comm.Iscatter(numpy_view(send), numpy_view(out), root=root), result=outputs)
 
     def reduce_scatter(self, outputs, input_lists, opts):
         out = outputs[0]
@@ -254,7 +264,7 @@ class MpiGroup(dist.ProcessGroup):
             [send],
             [out],
             opts,
-            lambda i, o, op: self.comm.Ireduce_scatter_block(_buf(i[0]), _buf(o[0]), op),
+            lambda i, o, op: self.comm.Ireduce_scatter_block(numpy_view(i[0]), numpy_view(o[0]), op),
         )
 
     def reduce_scatter_single(self, output, input, opts):
@@ -269,29 +279,33 @@ class MpiGroup(dist.ProcessGroup):
             [input],
             [recv],
             opts,
-            lambda i, o, op: self.comm.Ireduce_scatter_block(_buf(i[0]), _buf(o[0]), op),
+            lambda i, o, op: self.comm.Ireduce_scatter_block(numpy_view(i[0]), numpy_view(o[0]), op),
         )
         return _then(work, finish_copy, [output])
 
     def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes, opts):
         MPI = _mpi()
         if output.data_ptr() == input.data_ptr() and not output_split_sizes and not input_split_sizes:
-            return self._work("all_to_all_single", self.comm.Ialltoall(MPI.IN_PLACE, _buf(output)), result=[output])
+            return self._work(
+                "all_to_all_single", self.comm.Ialltoall(MPI.IN_PLACE, numpy_view(output)), result=[output]
+            )
         send = self._apart(input, output)
         if not output_split_sizes and not input_split_sizes:
-            return self._work("all_to_all_single", self.comm.Ialltoall(_buf(send), _buf(output)), result=[output])
+            return self._work(
+                "all_to_all_single", self.comm.Ialltoall(numpy_view(send), numpy_view(output)), result=[output]
+            )
         row_in = send[0].numel() if send.dim() > 1 else 1
         row_out = output[0].numel() if output.dim() > 1 else 1
         s_counts = [n * row_in for n in (input_split_sizes or [send.shape[0] // self._n] * self._n)]
         r_counts = [n * row_out for n in (output_split_sizes or [output.shape[0] // self._n] * self._n)]
-        req = self.comm.Ialltoallv([_buf(send), s_counts], [_buf(output), r_counts])
+        req = self.comm.Ialltoallv([numpy_view(send), s_counts], [numpy_view(output), r_counts])
         return self._work("all_to_all_single", req, result=[output])
 
     def alltoall(self, outputs, inputs, opts):
         flat = _flat(outputs)
         recv = torch.empty(sum(o.numel() for o in outputs), dtype=outputs[0].dtype) if flat is None else flat
         send = self._apart(_joined(inputs), recv)
-        req = self.comm.Ialltoall(_buf(send), _buf(recv))
+        req = self.comm.Ialltoall(numpy_view(send), numpy_view(recv))
         return self._work("all_to_all", req, None if flat is not None else _scatter_into(recv, outputs), outputs)
 
     def _apart(self, send: torch.Tensor, recv: torch.Tensor) -> torch.Tensor:
@@ -301,10 +315,53 @@ class MpiGroup(dist.ProcessGroup):
     # --- point to point -------------------------------------------------------------------------------
 
     def send(self, tensors, dst, tag):
-        return self._work("send", self.comm.Isend(_buf(tensors[0]), dest=dst, tag=tag))
+        return self._work("send", self.comm.Isend(numpy_view(tensors[0]), dest=dst, tag=tag))
 
     def recv(self, tensors, src, tag):
-        return self._work("recv", self.comm.Irecv(_buf(tensors[0]), source=src, tag=tag), result=tensors)
+        return self._work("recv", self.comm.Irecv(numpy_view(tensors[0]), source=src, tag=tag), result=tensors)
+
+
+_WATCHED = (
+    ("allreduce", "all_reduce"),
+    ("reduce", "reduce"),
+    ("broadcast", "broadcast"),
+    ("barrier", "barrier"),
+    ("allgather", "all_gather"),
+    ("all_gather_single", "all_gather"),
+    ("gather", "gather"),
+    ("scatter", "scatter"),
+    ("reduce_scatter", "reduce_scatter"),
+    ("reduce_scatter_single", "reduce_scatter"),
+    ("all_to_all_single", "all_to_all"),
+    ("alltoall", "all_to_all"),
+    ("send", "send"),
+    ("recv", "recv"),
+)
+"""Each op method of ``MpiGroup`` and the collective's name its watchers are told."""
+
+
+def _tensors(args) -> list[torch.Tensor]:
+    out = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            out.append(a)
+        elif isinstance(a, (list, tuple)):
+            out.extend(_tensors(a))
+    return out
+
+
+def _watched(what: str, method):
+    def op(self, *args, **kwargs):
+        for watch in self.watchers:
+            watch(what, _tensors(args))
+        return method(self, *args, **kwargs)
+
+    op.__name__, op.__doc__ = method.__name__, method.__doc__
+    return op
+
+
+for _method, _what in _WATCHED:
+    setattr(MpiGroup, _method, _watched(_what, getattr(MpiGroup, _method)))
 
 
 def _reduce_ops() -> tuple:

@@ -5,6 +5,7 @@ records whose ``experiment`` field names it, else a generic table per op; and th
 
 import os
 from collections import OrderedDict
+from collections.abc import Callable
 
 from suite import registry, results
 from suite.metrics import format_number
@@ -65,22 +66,25 @@ def pivot(
     notes: tuple[str, ...] = (),
     op_width: int = 12,
     footer: str = "",
+    ratio_cell: Callable[[dict, dict, str], str] | None = None,
+    ratio_width: int = 10,
 ) -> str:
     """One comparison pivoted into columns: rows by ``row(rec)`` = (op, size, dtype), columns by
     ``col(rec)``, each with time (µs) and busbw (GB/s), then each column's time relative to the
-    first ("x first": > 1 is slower)."""
+    first ("x first": > 1 is slower). ``ratio_cell(rec, first_rec, first_col)``: that cell's text instead
+    (e.g. the ratio with its interval, as the record states it), ``ratio_width`` wide."""
     cols = list(OrderedDict.fromkeys(col(r) for r in recs))
     lines = [f"# {title}", *(f"# {n}" for n in notes)]
-    w = op_width
+    w, rw = op_width, ratio_width
     lines.append(
         f"#{'op':>{w}} {'size(B)':>9} {'type':>5}"
         + "".join(f" {c[:19]:>19}" for c in cols)
-        + "".join(f" {'x first':>10}" for _ in cols[1:])
+        + "".join(f" {'x first':>{rw}}" for _ in cols[1:])
     )
     lines.append(
         f"#{'':>{w}} {'':>9} {'':>5}"
         + "".join(f" {'time(us)':>10} {'busbw':>8}" for _ in cols)
-        + "".join(f" {c[:10]:>10}" for c in cols[1:])
+        + "".join(f" {c[:rw]:>{rw}}" for c in cols[1:])
     )
     table: OrderedDict = OrderedDict()
     for r in recs:
@@ -95,9 +99,12 @@ def pivot(
         first = by.get(cols[0])
         for c in cols[1:]:
             r = by.get(c)
-            cells.append(
-                f" {r['time_us'] / first['time_us']:z10.2f}" if r and first and first["time_us"] > 0 else f" {'-':>10}"
-            )
+            if not (r and first and first["time_us"] > 0):
+                cells.append(f" {'-':>{rw}}")
+            elif ratio_cell is not None:
+                cells.append(f" {ratio_cell(r, first, cols[0]):>{rw}}")
+            else:
+                cells.append(f" {r['time_us'] / first['time_us']:z{rw}.2f}")
         lines.append(f" {op[:w]:>{w}} {size:>9} {DTYPE_SHORT.get(dtype, dtype):>5}" + "".join(cells))
     lines.append(f"# {footer}#wrong total: {n_wrong} [{'OK' if n_wrong == 0 else 'FAILED'}]")
     return "\n".join(lines) + "\n"

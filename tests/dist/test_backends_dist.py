@@ -74,9 +74,11 @@ def test_backends_records_lanes_and_capability_matrix(world4):
     assert next(r for r in rows if (r["variant"], r["dtype"], r["redop"]) == ("all_reduce", "float32", "sum"))[
         "supported"
     ]
+    # the lanes the planner lacks, and the bare mpi4py lane, which runs only beside the MPI lane (mpiexec)
     assert {(m["backend"], m["device"]) for m in caps[0]["lanes_missing"]} == {
         (ln.backend, ln.device) for ln, _ in missing
-    }
+    } | {("mpi4py", "numpy")}
+    assert re.search(r"SKIPPED \[1\] .*the bare mpi4py lane runs beside the MPI lane only: .*BACKEND=mpi", proc.stdout)
     # side by side: every compared collective and send_recv, at the 3 largest sizes, both dtypes
     compare = [r for r in recs if r.get("table") == "compare"]
     assert {r["variant"] for r in compare} == set(backends.COMPARED_VARIANTS) | {"send_recv"}

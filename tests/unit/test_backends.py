@@ -283,3 +283,66 @@ def test_gloo_path_table_names_interface_and_network():
     out = tables.format_tables(recs)
     rows = [ln.split() for ln in out.splitlines() if ln.strip().startswith("interface_")]
     assert [r[:3] for r in rows] == [["interface_1", "eth0", "10.0.0.0/24"], ["interface_2", "eth1", "10.1.0.0/24"]]
+
+
+def _measured(samples, mode="blocking", ops=1):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(samples_s=samples, timing_mode=mode, ops_per_sample=ops)
+
+
+def test_a_lane_carries_its_ratio_over_each_earlier_lane_with_an_interval():
+    from experiments.backends import ratios
+
+    gloo, mpi = _measured([4.0, 5.0, 6.0, 5.0, 5.0]), _measured([1.0, 1.0, 1.2, 0.9, 1.0])
+    got = ratios.ratios_over(_measured([0.5, 0.5, 0.6, 0.4, 0.5]), {"gloo/cpu": gloo, "mpi/cpu": mpi})
+    by = {r["over"]: r for r in got}
+    assert by["gloo/cpu"]["ratio"] == pytest.approx(0.5 / 5.0) and by["mpi/cpu"]["ratio"] == pytest.approx(0.5)
+    assert all(r["ci_low"] <= r["ratio"] <= r["ci_high"] and r["confidence"] == 0.95 for r in got)
+    # timed another way (pipelined, or another depth): no ratio, rather than one of unlike things
+    assert ratios.ratios_over(_measured([1.0]), {"gloo/cpu": _measured([2.0], mode="pipelined")}) == []
+    assert ratios.ratios_over(_measured([1.0], "pipelined", 8), {"gloo/cpu": _measured([2.0], "pipelined", 4)}) == []
+
+
+def test_ratio_interval_is_the_bootstrap_of_both_cases_samples_and_repeats():
+    from suite.report.compare.stats import ratio_interval
+
+    base, new = [10.0, 11.0, 9.0, 10.0, 12.0, 10.0], [5.0, 5.5, 4.5, 5.0, 6.0, 5.0]
+    ratio, lo, hi = ratio_interval(base, new)
+    assert ratio == pytest.approx(0.5) and lo < ratio < hi
+    assert ratio_interval(base, new) == (ratio, lo, hi)  # a fixed seed: every rank states the same interval
+    assert ratio_interval([10.0] * 6, [5.0] * 6) == (0.5, pytest.approx(0.5), pytest.approx(0.5))
+
+
+def _three_lanes(op="all_reduce", size=1024):
+    gloo = _rec("gloo/cpu", op, size, 100.0, table="compare", ratios=[])
+    mpi = _rec("mpi/cpu", op, size, 40.0, table="compare")
+    mpi["ratios"] = [{"over": "gloo/cpu", "ratio": 0.4, "ci_low": 0.35, "ci_high": 0.45, "confidence": 0.95}]
+    bare = _rec("mpi4py/numpy", op, size, 10.0, table="compare", mpi_library="MPICH Version: 5.0.2")
+    bare["ratios"] = [
+        {"over": "gloo/cpu", "ratio": 0.1, "ci_low": 0.08, "ci_high": 0.125, "confidence": 0.95},
+        {"over": "mpi/cpu", "ratio": 0.25, "ci_low": 0.2, "ci_high": 0.5, "confidence": 0.95},
+    ]
+    return [gloo, mpi, bare]
+
+
+def test_compare_table_shows_each_lanes_ratio_with_its_interval():
+    out = tables.format_tables(_three_lanes())
+    row = [ln for ln in out.splitlines() if ln.strip().startswith("all_reduce")][0]
+    assert row.split()[-4:] == ["0.4", "[0.35-0.45]", "0.1", "[0.08-0.125]"]
+    assert "95% interval" in out
+
+
+def test_the_process_group_table_inverts_the_bare_lanes_ratio_over_mpi():
+    out = tables.process_group_table(_three_lanes())
+    row = [ln for ln in out.splitlines() if ln.strip().startswith("all_reduce")][0].split()
+    # torch 40 us, bare 10 us: torch takes 4x the bare call [1/0.5, 1/0.2], 30 us more
+    assert row[3:] == ["40.0", "10.0", "4", "[2-5]", "30.0"]
+    assert "MPICH Version: 5.0.2" in out
+    assert tables.process_group_table(_three_lanes()[:2]) is None  # no bare lane: no such table
+
+
+def test_headline_gives_each_lanes_ratio_with_its_interval():
+    clause = tables.headline({}, _three_lanes())
+    assert "mpi/cpu takes 0.40x [95% CI 0.35-0.45] gloo/cpu's time" in clause.text
+    assert "mpi4py/numpy takes 0.10x [95% CI 0.08-0.12] gloo/cpu's time" in clause.text

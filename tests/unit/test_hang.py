@@ -363,3 +363,13 @@ def test_the_flight_recorders_last_op_of_a_group_counts_as_done_only_by_its_own_
     assert [e["state"] for e in tails[0]] == ["completed", "entered"] and tails[1][-1]["state"] == "entered"
     states = [hang.rank_state(flight_recorder.as_journal(d, r)) for r, d in enumerate((rank0, rank1))]
     assert states[0]["waiting"] and states[0]["seq"] == 26 and states[1]["seq"] == 25
+
+
+def test_a_rank_waiting_in_the_mpi_groups_work_is_named_at_the_users_line():
+    # BACKEND=mpi: a Work's wait polls MPI in suite/harness/mpi_backend.py; the line that waits is the caller's
+    frames = [
+        [str(hang.ROOT / "experiments" / "p2p" / "workload.py"), 42, "exchange"],
+        [str(hang.ROOT / ".venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py"), 2600, "recv"],
+        [str(hang.ROOT / "suite" / "harness" / "mpi_backend.py"), 130, "wait"],
+    ]
+    assert hang.where(frames) == "experiments/p2p/workload.py:42 in exchange"

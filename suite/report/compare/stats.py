@@ -61,6 +61,24 @@ def _boot_log_median_of_runs(rng: np.random.Generator, runs: list[np.ndarray], n
     return np.log(np.maximum(np.median(per_run, axis=1), 1e-300))
 
 
+def ratio_interval(
+    base_samples: Sequence[float],
+    new_samples: Sequence[float],
+    confidence: float = 0.95,
+    n_boot: int = N_BOOT,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """median(new) / median(base) of two cases of one run, and its percentile interval at ``confidence`` from
+    the within-run bootstrap that ``collect_cases`` uses (each side's samples resampled; fixed seed, so every
+    caller gets the same interval from the same samples). The run-to-run part is not in it: one run cannot
+    see it (``suite.report.compare``)."""
+    rng = np.random.default_rng(seed)
+    b, x = np.asarray(base_samples, dtype=float), np.asarray(new_samples, dtype=float)
+    boot = _boot_log_median_of_runs(rng, [x], n_boot) - _boot_log_median_of_runs(rng, [b], n_boot)
+    lo, hi = np.exp(np.percentile(boot, [50 * (1 - confidence), 50 * (1 + confidence)]))
+    return float(np.median(x) / np.median(b)), float(lo), float(hi)
+
+
 def _median_factor(k: int) -> float:
     """Variance of the median of k runs' log medians, in units of one run's variance / k: 1 for a
     mean (k <= 2), else π/2 (the median's large-k efficiency; exact: 1.35 at k = 3, 1.44 at k = 5)."""
