@@ -29,7 +29,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from suite.harness import c10d
+from suite.harness import c10d, mpi_watch
 
 NAME = "mpi4py"
 """The name it is registered with c10d under (``BACKEND=mpi`` in the suite)."""
@@ -321,47 +321,7 @@ class MpiGroup(dist.ProcessGroup):
         return self._work("recv", self.comm.Irecv(numpy_view(tensors[0]), source=src, tag=tag), result=tensors)
 
 
-_WATCHED = (
-    ("allreduce", "all_reduce"),
-    ("reduce", "reduce"),
-    ("broadcast", "broadcast"),
-    ("barrier", "barrier"),
-    ("allgather", "all_gather"),
-    ("all_gather_single", "all_gather"),
-    ("gather", "gather"),
-    ("scatter", "scatter"),
-    ("reduce_scatter", "reduce_scatter"),
-    ("reduce_scatter_single", "reduce_scatter"),
-    ("all_to_all_single", "all_to_all"),
-    ("alltoall", "all_to_all"),
-    ("send", "send"),
-    ("recv", "recv"),
-)
-"""Each op method of ``MpiGroup`` and the collective's name its watchers are told."""
-
-
-def _tensors(args) -> list[torch.Tensor]:
-    out = []
-    for a in args:
-        if isinstance(a, torch.Tensor):
-            out.append(a)
-        elif isinstance(a, (list, tuple)):
-            out.extend(_tensors(a))
-    return out
-
-
-def _watched(what: str, method):
-    def op(self, *args, **kwargs):
-        for watch in self.watchers:
-            watch(what, _tensors(args))
-        return method(self, *args, **kwargs)
-
-    op.__name__, op.__doc__ = method.__name__, method.__doc__
-    return op
-
-
-for _method, _what in _WATCHED:
-    setattr(MpiGroup, _method, _watched(_what, getattr(MpiGroup, _method)))
+mpi_watch.watch_ops(MpiGroup)
 
 
 def _reduce_ops() -> tuple:

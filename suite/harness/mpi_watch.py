@@ -1,0 +1,51 @@
+"""The MPI process group's watchers (suite/harness/mpi_backend.py): each op it issues, told to whoever registered
+in its ``watchers`` (the sharded experiment's inventory: CommDebugMode does not see a Python group's ops)."""
+
+from __future__ import annotations
+
+import torch
+
+_WATCHED = (
+    ("allreduce", "all_reduce"),
+    ("reduce", "reduce"),
+    ("broadcast", "broadcast"),
+    ("barrier", "barrier"),
+    ("allgather", "all_gather"),
+    ("all_gather_single", "all_gather"),
+    ("gather", "gather"),
+    ("scatter", "scatter"),
+    ("reduce_scatter", "reduce_scatter"),
+    ("reduce_scatter_single", "reduce_scatter"),
+    ("all_to_all_single", "all_to_all"),
+    ("alltoall", "all_to_all"),
+    ("send", "send"),
+    ("recv", "recv"),
+)
+"""Each op method of ``MpiGroup`` and the collective's name its watchers are told."""
+
+
+def _tensors(args) -> list[torch.Tensor]:
+    out = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            out.append(a)
+        elif isinstance(a, (list, tuple)):
+            out.extend(_tensors(a))
+    return out
+
+
+def _watched(what: str, method):
+    def op(self, *args, **kwargs):
+        for watch in self.watchers:
+            watch(what, _tensors(args))
+        return method(self, *args, **kwargs)
+
+    op.__name__, op.__doc__ = method.__name__, method.__doc__
+    return op
+
+
+def watch_ops(cls) -> None:
+    """Wrap each op method of ``cls`` (suite/harness/mpi_backend.py's MpiGroup) so that it first tells each of the
+    group's ``watchers`` the collective's name and the tensors it was given."""
+    for method, what in _WATCHED:
+        setattr(cls, method, _watched(what, getattr(cls, method)))
