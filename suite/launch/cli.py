@@ -126,8 +126,8 @@ def ranks_command(backend: str, lay: dict, files, suite_opts, passthrough, env: 
     hosts for them (kept in ``where`` while they run; ``env`` gets its address: suite/launch/mpi.py)."""
     if backend != "mpi":
         return torchrun_command(lay, files, suite_opts, passthrough)
-    where["store"] = mpi.host_store(env)
-    return mpi.command(lay, pytest_argv(files, suite_opts, passthrough))
+    where["store"] = mpi.host_store(env, lay)
+    return mpi.command(lay, pytest_argv(files, suite_opts, passthrough), env)
 
 
 def pytest_argv(files: list[str], suite_opts: list[str], passthrough: list[str]) -> list[str]:

@@ -157,6 +157,26 @@ def test_batch_job_runs_the_suite_on_one_node(slurm, tmp_path):
     assert "1 launcher(s)" in job.output and "2 rank(s) each, gloo on cpu" in job.output
 
 
+def test_the_mpi_lane_starts_its_ranks_with_srun_and_pmi(slurm, tmp_path):
+    """BACKEND=mpi: one launcher in the batch step, which starts the 3 ranks with srun --mpi=pmi2 (hydra's mpiexec
+    cannot start inside a job step); every case exact on the MPI process group."""
+    mpi_tiny = [a for i, a in enumerate(TINY) if a not in ("--backend", "--device") and TINY[i - 1] not in (
+        "--backend", "--device")]  # fmt: skip
+    job = _sbatch(
+        tmp_path,
+        ["--nodes=1"],
+        [*mpi_tiny, "--results-root", str(tmp_path / "results"), "--run-id", "run", "--", "-k", "all_reduce"],
+        env={"NPROC": "3", "BACKEND": "mpi"},
+    )
+    assert (job.state, job.exit_code) == ("COMPLETED", "0:0"), job.output[-4000:]
+    run, recs = _records(tmp_path)
+    assert run["suite"]["complete"] is True and recs
+    assert all(r["world_size"] == 3 and r["backend"] == "mpi" for r in recs) and all_correct(recs)
+    assert job.output.count("# run run: 1 node(s) x 3 rank(s)") == 1, job.output[-3000:]  # one launcher
+    envs = [h["env"] for h in run["machine_info"]["suite"]["hosts"].values()]
+    assert any(e.get("SLURM_JOB_ID") == job.job_id for e in envs), envs
+
+
 def test_two_tasks_rendezvous_like_two_nodes(slurm, tmp_path):
     """Two srun tasks, one rank each: the multi-node path (static rendezvous on
     MASTER_ADDR:MASTER_PORT, NODE_RANK from the task) on a single machine."""

@@ -5,7 +5,7 @@ import os
 import subprocess
 import sys
 
-from suite.harness.mpi_rank import launch_env
+from suite.harness.mpi_rank import launch_env, slurm_tasks_on_node
 from suite.launch import mpi
 from suite.common.failures import EXIT_PREFLIGHT
 from tests.conftest import ROOT
@@ -31,8 +31,29 @@ def test_missing_mpiexec_names_where_it_looked(tmp_path):
     assert mpi.problem(ONE_NODE) is None  # this environment's own mpiexec and mpi4py
 
 
-def test_mpi_runs_on_one_node():
-    assert "one node" in (mpi.problem({**ONE_NODE, "nnodes": 2}) or "")
+def test_mpi_runs_across_nodes_only_inside_a_slurm_allocation(monkeypatch):
+    two = {**ONE_NODE, "nnodes": 2, "world_size": 4, "master_addr": "node0"}
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    assert "inside a Slurm allocation" in (mpi.problem(two) or "")
+    monkeypatch.setattr(mpi.shutil, "which", lambda name: f"/usr/bin/{name}")
+    assert mpi.problem(two, env={"SLURM_JOB_ID": "7"}) is None
+    monkeypatch.setattr(mpi.shutil, "which", lambda name: None)
+    assert "srun is not on PATH" in (mpi.problem(two, env={"SLURM_JOB_ID": "7"}) or "")
+    argv = ["-m", "pytest", "-q"]
+    assert mpi.command({**ONE_NODE, "world_size": 2}, argv, env={})[:3] == [str(mpi.mpiexec_path()), "-n", "2"]
+    cmd = mpi.command(two, argv, env={"SLURM_JOB_ID": "7"})
+    assert cmd[:3] == ["srun", "--mpi=pmi2", "--ntasks=4"] and "--kill-on-bad-exit=1" in cmd
+    assert "--nodes=2" in cmd and "--ntasks-per-node=2" in cmd
+    assert cmd[cmd.index(sys.executable) :] == [sys.executable, "-m", "suite.harness.mpi_rank", *argv]
+
+
+def test_rank_variables_under_srun_take_the_ranks_on_each_node_from_slurm():
+    pmi2 = {"PMI_RANK": "5", "PMI_SIZE": "7", "SLURM_LOCALID": "1", "SLURM_NODEID": "1"}
+    got = launch_env({**pmi2, "SLURM_STEP_TASKS_PER_NODE": "4,3"})
+    assert got == {"RANK": "5", "WORLD_SIZE": "7", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "3"}
+    assert slurm_tasks_on_node({"SLURM_TASKS_PER_NODE": "3(x2),1", "SLURM_NODEID": "1"}) == 3
+    assert slurm_tasks_on_node({"SLURM_TASKS_PER_NODE": "3(x2),1", "SLURM_NODEID": "2"}) == 1
+    assert slurm_tasks_on_node({}) == 1
 
 
 def test_rank_variables_from_mpich_and_open_mpi():
