@@ -29,6 +29,17 @@ def test_pattern_by_hand():
     ]
 
 
+@pytest.mark.parametrize("redop", ["sum", "avg", "product", "min", "max"])
+def test_a_shorter_pattern_is_the_start_of_a_longer_one(redop):
+    """A value depends on (rank, element index) only, never on the length: the deadlock probe's pair
+    (suite/ops/p2p/deadlock_child.py) builds its largest message once and sends the start of it at every
+    smaller size."""
+    for rank in (0, 2):
+        longer = verify.pattern(rank, 4096, torch.float32, redop=redop, world_size=3, seed=5)
+        for n in (1, 3, 1000):
+            assert torch.equal(verify.pattern(rank, n, torch.float32, redop=redop, world_size=3, seed=5), longer[:n])
+
+
 def test_value_range_is_the_exactness_bound_not_a_constant():
     assert verify.value_range("sum", 4, torch.float32) == (1 << 22)
     assert verify.value_range("avg", 4, torch.float32) == (1 << 20)
