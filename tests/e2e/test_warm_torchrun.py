@@ -53,7 +53,9 @@ def test_only_torchrun_commands_are_handed_over(tmp_path):
 
 def test_a_run_preflight_refuses_leaves_no_process(tmp_path, capsys):
     """The launcher in this process: the warm torchrun it started is its child, and gone when it returns."""
-    rc = cli.main(["--max-bytes", "512G", "--nproc", "2", "--experiments", "collectives", "--results-root", str(tmp_path)])
+    rc = cli.main(
+        ["--max-bytes", "512G", "--nproc", "2", "--experiments", "collectives", "--results-root", str(tmp_path)]
+    )
     assert rc == EXIT_PREFLIGHT and "preflight failed" in capsys.readouterr().err
     assert psutil.Process().children(recursive=True) == []
     assert list(tmp_path.iterdir()) == []  # nothing written, no rank started
