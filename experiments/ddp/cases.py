@@ -134,6 +134,7 @@ from suite.api import (
 from . import derived
 from . import models as training
 from .buffer_bound import bn_after_linear
+from .init_state import init_buffers
 from .check import buffer_rule, check_rule, step_check, unchecked_reason
 from .workload import (
     EXPERIMENT,
@@ -143,7 +144,6 @@ from .workload import (
     build_model,
     cannot_run,
     hook_wire_bytes,
-    init_buffers,
     state_tensors,
     step_buffers,
     variant_ddp_kwargs,
@@ -235,7 +235,7 @@ def _resolve_step(
         "n_params": sum(p.numel() for p in model.parameters()),
         "grad_bytes": grad,
         "batch_per_rank": settings.batch_per_rank,
-        "check": "all_reduce of ones equals world_size"
+        "check": "all_reduce of each rank's exact pattern (new each check repetition) equals their sum"
         if v.kind == "all_reduce"
         else None
         if unchecked

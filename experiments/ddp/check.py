@@ -131,7 +131,9 @@ class Reference:
         micro: int,
         sync_each: bool,
         sync_buffers: bool,
+        seed: int = 0,
     ):
+        self.seed = seed  # the initial weights' (workload.build_model): the checked ranks' (Step.seed)
         self._args = (model, settings, world, device, micro, sync_each, sync_buffers)
         self._checkpoints: dict[int, tuple] = {}
         self._start()
@@ -142,7 +144,7 @@ class Reference:
     def _start(self) -> None:
         """A fresh model at step 0."""
         model, settings, world, device, micro, sync_each, sync_buffers = self._args
-        self.net = workload.build_model(model, settings, seed=0).to(device)
+        self.net = workload.build_model(model, settings, seed=self.seed).to(device)
         self.opt = torch.optim.SGD(self.net.parameters(), lr=training.SOURCE.lr)
         self.loss_fn = nn.CrossEntropyLoss()
         self.batches = [workload.rank_batches(r, settings, micro, device) for r in range(world)]
@@ -292,13 +294,17 @@ def syncs_buffers(v: workload.Variant) -> bool:
     return v.kind in ("ddp", "accum") and dict(v.ddp_kwargs).get("broadcast_buffers", True)
 
 
-def _reference(session: Session, ctx: DistContext, v: workload.Variant, settings: workload.DdpSettings) -> Reference:
+def _reference(
+    session: Session, ctx: DistContext, v: workload.Variant, settings: workload.DdpSettings, seed: int
+) -> Reference:
+    """The reference of ``v``'s kind from initial weights ``seed`` (the session keeps the last seed's of each kind)."""
     micro = workload.micro_batches(v, settings)
     sync_each = v.kind == "accum" and not v.no_sync
     key = (workload.EXPERIMENT, "reference", id(ctx.group), v.model, micro, sync_each, syncs_buffers(v))
-    return session.once(
-        key, lambda: Reference(v.model, settings, ctx.world_size, ctx.device, micro, sync_each, syncs_buffers(v))
-    )
+    held = session.once(key, dict)
+    if "ref" not in held or held["ref"].seed != seed:
+        held["ref"] = Reference(v.model, settings, ctx.world_size, ctx.device, micro, sync_each, syncs_buffers(v), seed)
+    return held["ref"]
 
 
 def buffer_rule(v: workload.Variant, rule: CheckRule, bounded: bool = True) -> str:
@@ -376,7 +382,7 @@ def reference_check(
         mine = training.flat_params(step.model)
         ref_bufs = buf_tol = None
         if ctx.rank == 0:  # parameters, per element max|g| and max|p|, in one broadcast
-            reference = _reference(session, ctx, v, settings)
+            reference = _reference(session, ctx, v, settings, step.seed)
             *ref, ref_bufs = reference.at(step.steps)
             buf_tol = reference.buffer_tol(step.steps, rule)
             ref = torch.cat([t.to(mine) for t in ref])
