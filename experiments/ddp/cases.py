@@ -135,7 +135,8 @@ from . import derived
 from . import models as training
 from .buffer_bound import bn_after_linear
 from .init_state import init_buffers
-from .check import buffer_rule, check_rule, step_check, unchecked_reason
+from .check import buffer_rule, check_rule, unchecked_reason
+from .compare import step_check
 from .workload import (
     EXPERIMENT,
     NOOP,

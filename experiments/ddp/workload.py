@@ -291,6 +291,19 @@ def grad_pattern(ctx: DistContext, n: int, rank: int | None = None) -> torch.Ten
     )
 
 
+def flat_grads(model: nn.Module) -> torch.Tensor:
+    """Every parameter's gradient (what the last step averaged), flat, in parameter order; zeros where none."""
+    return torch.cat(
+        [(p.grad if p.grad is not None else torch.zeros_like(p)).detach().reshape(-1) for p in model.parameters()]
+    )
+
+
+def step_outputs(model: nn.Module) -> list[torch.Tensor]:
+    """A step's outputs: its parameters (what is checked), then its flat gradient (a copy: what the harness compares
+    with the check run's to name a stale one)."""
+    return [*(p.detach() for p in model.parameters()), flat_grads(model)]
+
+
 def state_tensors(module: nn.Module) -> list[torch.Tensor]:
     return [*module.parameters(), *module.buffers()]
 
@@ -322,7 +335,7 @@ def step_buffers(
     check_of: Callable | None = None,
     derive_of: Callable | None = None,
 ) -> Buffers:
-    """A step case's buffers; ``check_of(step, seen)``: its check (check.step_check), None if unchecked;
+    """A step case's buffers; ``check_of(step, seen)``: its check (compare.step_check), None if unchecked;
     ``derive_of``: the numbers derived from its timed steps (derived.timed_fields), None: none."""
     step = prepare(v, ctx, settings)
     run = step.run
@@ -361,7 +374,7 @@ def _step_call_and_check(
         call=lambda a: step.run(),
         check=None if check_of is None else check_of(step, seen),
         before_sample=read_logger,
-        outputs=lambda: [p.detach() for p in step.model.parameters()],
+        outputs=lambda: step_outputs(step.model),
     )
 
 
