@@ -15,7 +15,8 @@ Cases, in the order they run (one model after the other):
 - ``local_step``: every rank steps, no communication (lower bound with N ranks sharing
   the machine).
 - ``all_reduce``: the gradient all_reduce alone (one coalesced buffer of the gradient
-  bytes): the communication cost without compute.
+  bytes): the communication cost without compute; checked exactly (each rank's exact pattern,
+  suite/harness/verify.py, against their sum).
 - ``ddp_step`` with a no-op communication hook: DDP's whole machinery (buckets, autograd
   hooks, copies) without any communication: the compute side of the measured overlap.
 - ``ddp_step``: DistributedDataParallel with defaults, then communication hooks (``DDP_HOOKS``:
@@ -41,8 +42,9 @@ training step is one ``call``; the harness times it (blocking mode) and checks i
 Correctness (``n_wrong``) of every synchronised case (DDP with every option and hook but the
 no-op and PowerSGD, manual, coalesced, both accumulations, both models): after the check
 step and after the timed steps, every rank's parameters are compared with a single-process
-reference (``Reference``) that trains a fresh model the same number of steps on the same
-global batches: each rank's batch (micro-batches) through the same forward/backward, the
+reference (``Reference``) that trains a fresh model (from the same initial weights: the harness's
+seed of that check repetition, new for the check step and for the timed steps, so that a result left
+from an earlier step is wrong) the same number of steps on the same global batches: each rank's batch (micro-batches) through the same forward/backward, the
 ranks' gradients averaged in rank order (sum of g_r x 1/N; with accumulation exactly where
 DDP averages), then the same SGD step. Rule (``check_rule`` in the record):
 
