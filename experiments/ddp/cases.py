@@ -43,10 +43,11 @@ Correctness (``n_wrong``) of every synchronised case (DDP with every option and 
 no-op and PowerSGD, manual, coalesced, both accumulations, both models): after the check
 step and after the timed steps, every rank's parameters are compared with a single-process
 reference (``Reference``) that trains a fresh model (from the same initial weights: the harness's
-seed of that check repetition, new for the check step and for the timed steps, so that a result left
-from an earlier step is wrong) the same number of steps on the same global batches: each rank's batch (micro-batches) through the same forward/backward, the
-ranks' gradients averaged in rank order (sum of g_r x 1/N; with accumulation exactly where
-DDP averages), then the same SGD step. Rule (``check_rule`` in the record):
+seed of that check repetition, new for the check step and for the timed steps, so that a result
+left from an earlier step is wrong) the same number of steps on the same global batches: each
+rank's batch (micro-batches) through the same forward/backward, the ranks' gradients averaged in
+rank order (sum of g_r x 1/N; with accumulation exactly where DDP averages), then the same SGD step.
+Rule (``check_rule`` in the record):
 
 - ``exact`` for 1 or 2 ranks and a float32 wire: the all_reduce of two terms does not depend
   on their order (a + b = b + a) and the division by 2 is exact, so a correct DDP equals the
