@@ -15,7 +15,8 @@ Cases, in the order they run (one model after the other):
 - ``local_step``: every rank steps, no communication (lower bound with N ranks sharing
   the machine).
 - ``all_reduce``: the gradient all_reduce alone (one coalesced buffer of the gradient
-  bytes): the communication cost without compute.
+  bytes): the communication cost without compute; checked exactly (each rank's exact pattern,
+  suite/harness/verify.py, against their sum).
 - ``ddp_step`` with a no-op communication hook: DDP's whole machinery (buckets, autograd
   hooks, copies) without any communication: the compute side of the measured overlap.
 - ``ddp_step``: DistributedDataParallel with defaults, then communication hooks (``DDP_HOOKS``:
@@ -41,10 +42,12 @@ training step is one ``call``; the harness times it (blocking mode) and checks i
 Correctness (``n_wrong``) of every synchronised case (DDP with every option and hook but the
 no-op and PowerSGD, manual, coalesced, both accumulations, both models): after the check
 step and after the timed steps, every rank's parameters are compared with a single-process
-reference (``Reference``) that trains a fresh model the same number of steps on the same
-global batches: each rank's batch (micro-batches) through the same forward/backward, the
-ranks' gradients averaged in rank order (sum of g_r x 1/N; with accumulation exactly where
-DDP averages), then the same SGD step. Rule (``check_rule`` in the record):
+reference (``Reference``) that trains a fresh model (from the same initial weights: the harness's
+seed of that check repetition, new for the check step and for the timed steps, so that a result
+left from an earlier step is wrong) the same number of steps on the same global batches: each
+rank's batch (micro-batches) through the same forward/backward, the ranks' gradients averaged in
+rank order (sum of g_r x 1/N; with accumulation exactly where DDP averages), then the same SGD step.
+Rule (``check_rule`` in the record):
 
 - ``exact`` for 1 or 2 ranks and a float32 wire: the all_reduce of two terms does not depend
   on their order (a + b = b + a) and the division by 2 is exact, so a correct DDP equals the
@@ -134,7 +137,9 @@ from suite.api import (
 from . import derived
 from . import models as training
 from .buffer_bound import bn_after_linear
-from .check import buffer_rule, check_rule, step_check, unchecked_reason
+from .init_state import init_buffers
+from .check import buffer_rule, check_rule, unchecked_reason
+from .compare import step_check
 from .workload import (
     EXPERIMENT,
     NOOP,
@@ -143,7 +148,6 @@ from .workload import (
     build_model,
     cannot_run,
     hook_wire_bytes,
-    init_buffers,
     state_tensors,
     step_buffers,
     variant_ddp_kwargs,
@@ -235,7 +239,7 @@ def _resolve_step(
         "n_params": sum(p.numel() for p in model.parameters()),
         "grad_bytes": grad,
         "batch_per_rank": settings.batch_per_rank,
-        "check": "all_reduce of ones equals world_size"
+        "check": "all_reduce of each rank's exact pattern (new each check repetition) equals their sum"
         if v.kind == "all_reduce"
         else None
         if unchecked

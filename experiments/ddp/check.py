@@ -5,11 +5,9 @@ the reference's for that rank."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-import torch.distributed as dist
 import torch.nn as nn
 
 from suite.api import DistContext, Session
@@ -131,18 +129,21 @@ class Reference:
         micro: int,
         sync_each: bool,
         sync_buffers: bool,
+        seed: int = 0,
     ):
+        self.seed = seed  # the initial weights' (workload.build_model): the checked ranks' (Step.seed)
         self._args = (model, settings, world, device, micro, sync_each, sync_buffers)
         self._checkpoints: dict[int, tuple] = {}
         self._start()
         self._snapshots: dict[int, tuple[torch.Tensor, ...]] = {}
         self._events_at: dict[int, list] = {}
+        self._grads: dict[int, torch.Tensor | None] = {}  # per snapshot, its last step's averaged gradient
         """Per snapshot, the events up to it (``buffer_tol``); kept, as the snapshots are, across rewinds."""
 
     def _start(self) -> None:
         """A fresh model at step 0."""
         model, settings, world, device, micro, sync_each, sync_buffers = self._args
-        self.net = workload.build_model(model, settings, seed=0).to(device)
+        self.net = workload.build_model(model, settings, seed=self.seed).to(device)
         self.opt = torch.optim.SGD(self.net.parameters(), lr=training.SOURCE.lr)
         self.loss_fn = nn.CrossEntropyLoss()
         self.batches = [workload.rank_batches(r, settings, micro, device) for r in range(world)]
@@ -159,6 +160,8 @@ class Reference:
         self.events: list[list] = []
         """Per step, the forwards' terms and the buffer broadcasts (buffer_bound), in the order they ran."""
         self._largest = (0.0, 0.0)
+        self.last_grad: torch.Tensor | None = None
+        """The last step's averaged gradient, flat (None before any step, and after a rewind)."""
 
     def _p_max(self) -> torch.Tensor:
         """Per element: the largest |parameter| so far."""
@@ -220,6 +223,7 @@ class Reference:
             avg = self._mean(acc)
         for p, g in zip(self.net.parameters(), avg):
             p.grad.copy_(g)
+        self.last_grad = torch.cat([g.reshape(-1) for g in avg])
         self.opt.step()
         self.steps += 1
         self.p_max = self._p_max()
@@ -253,6 +257,7 @@ class Reference:
         self.bufs = [[b.clone() for b in bs] for bs in bufs]
         self.g_max, self.p_max, self.steps = g_max.clone(), p_max.clone(), at
         self.events = self.events[:at]
+        self.last_grad = None
 
     def at(self, steps: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Flat parameters after ``steps`` steps, per element max|g|, max|p| up to then, and every rank's
@@ -264,6 +269,7 @@ class Reference:
                 self._step()
             bufs = torch.stack([flat_buffers(bs) for bs in self.bufs])
             self._events_at[steps] = [e for step in self.events[:steps] for e in step]
+            self._grads[steps] = self.last_grad
             self._snapshots[steps] = (
                 training.flat_params(self.net).clone(),
                 self.g_max.clone(),
@@ -271,6 +277,10 @@ class Reference:
                 bufs,
             )
         return self._snapshots[steps]
+
+    def grad_at(self, steps: int) -> torch.Tensor | None:
+        """The averaged gradient of step ``steps`` (``at(steps)`` first), flat; None where it was not kept."""
+        return self._grads.get(steps)
 
     def buffer_tol(self, steps: int, rule: CheckRule) -> torch.Tensor | None:
         """Per rank (rows) and flat buffer element, how far that rank's buffers may lie from the reference's
@@ -292,13 +302,17 @@ def syncs_buffers(v: workload.Variant) -> bool:
     return v.kind in ("ddp", "accum") and dict(v.ddp_kwargs).get("broadcast_buffers", True)
 
 
-def _reference(session: Session, ctx: DistContext, v: workload.Variant, settings: workload.DdpSettings) -> Reference:
+def shared_reference(
+    session: Session, ctx: DistContext, v: workload.Variant, settings: workload.DdpSettings, seed: int
+) -> Reference:
+    """The reference of ``v``'s kind from initial weights ``seed`` (the session keeps the last seed's of each kind)."""
     micro = workload.micro_batches(v, settings)
     sync_each = v.kind == "accum" and not v.no_sync
     key = (workload.EXPERIMENT, "reference", id(ctx.group), v.model, micro, sync_each, syncs_buffers(v))
-    return session.once(
-        key, lambda: Reference(v.model, settings, ctx.world_size, ctx.device, micro, sync_each, syncs_buffers(v))
-    )
+    held = session.once(key, dict)
+    if "ref" not in held or held["ref"].seed != seed:
+        held["ref"] = Reference(v.model, settings, ctx.world_size, ctx.device, micro, sync_each, syncs_buffers(v), seed)
+    return held["ref"]
 
 
 def buffer_rule(v: workload.Variant, rule: CheckRule, bounded: bool = True) -> str:
@@ -329,66 +343,3 @@ def buffers_compared(rule: CheckRule, steps: int, bounded: bool = True) -> bool:
     parameters (bit-identical on every rank and in the reference), so the running stats moved by the same
     batches are too."""
     return rule.exact or steps == 1 or bounded
-
-
-def _buffer_check(ctx: DistContext, ref_bufs, tol, module: nn.Module, rule: CheckRule, steps: int, seen: dict) -> int:
-    """Wrong elements of this rank's buffers against the reference's for this rank (``buffers_compared``), beyond
-    ``tol`` (rank 0's: per rank and element, ``Reference.buffer_tol``; None: exact)."""
-    mine = flat_buffers(list(module.buffers()))
-    bounded = buffer_bound.bn_after_linear(getattr(module, "module", module)) is not None  # DDP's or the model
-    if not buffers_compared(rule, steps, bounded) or mine.numel() == 0:
-        return 0
-    if ctx.rank != 0:
-        both = torch.empty(2 * ctx.world_size, mine.numel(), dtype=mine.dtype, device=mine.device)
-    else:
-        ref_bufs = ref_bufs.to(mine)
-        both = torch.cat([ref_bufs, torch.zeros_like(ref_bufs) if tol is None else tol.to(mine)])
-    dist.broadcast(both, src=0, group=ctx.group)
-    ref_bufs, tol = both.split(ctx.world_size)
-    diff = (mine - ref_bufs[ctx.rank]).abs()
-    seen.update(buffer_max_abs_diff=diff.max().item(), buffer_tol=tol[ctx.rank].max().item())
-    return int((~(diff <= tol[ctx.rank])).sum().item())  # NaN is wrong
-
-
-def step_check(
-    v: workload.Variant, ctx: DistContext, settings: workload.DdpSettings, session: Session
-) -> Callable[[workload.Step, dict], Callable[[], int] | None]:
-    """``check_of`` of workload.step_buffers: a step case's check against the reference, None where
-    ``unchecked_reason`` says why it has none."""
-    if unchecked_reason(v):
-        return lambda step, seen: None
-    return lambda step, seen: reference_check(v, step, ctx, settings, session, seen)
-
-
-def reference_check(
-    v: workload.Variant,
-    step: workload.Step,
-    ctx: DistContext,
-    settings: workload.DdpSettings,
-    session: Session,
-    seen: dict,
-) -> Callable[[], int]:
-    """Wrong elements of this rank's parameters against the reference after ``step.steps`` steps. Rank 0
-    trains the reference (shared by every case of the model and kind in this session) and broadcasts it."""
-    rule = check_rule(v, ctx.world_size)
-
-    def check() -> int:
-        mine = training.flat_params(step.model)
-        ref_bufs = buf_tol = None
-        if ctx.rank == 0:  # parameters, per element max|g| and max|p|, in one broadcast
-            reference = _reference(session, ctx, v, settings)
-            *ref, ref_bufs = reference.at(step.steps)
-            buf_tol = reference.buffer_tol(step.steps, rule)
-            ref = torch.cat([t.to(mine) for t in ref])
-        else:
-            ref = torch.empty(3 * mine.numel(), dtype=mine.dtype, device=mine.device)
-        dist.broadcast(ref, src=0, group=ctx.group)
-        ref, g_max, p_max = ref.split(mine.numel())
-        tol = rule.tol(step.steps, g_max.double(), p_max.double())  # per element (0 where exact)
-        diff = (mine - ref).abs()
-        worst = float(torch.as_tensor(tol).max().item())
-        seen.update(steps=step.steps, tol=worst, max_abs_diff=diff.max().item(), rule=rule.describe(step.steps, worst))
-        wrong = int((~(diff.double() <= tol)).sum().item())  # NaN is wrong
-        return wrong + _buffer_check(ctx, ref_bufs, buf_tol, step.model, rule, step.steps, seen)
-
-    return check

@@ -38,7 +38,7 @@ def _check_cell(r: dict) -> str:
     if r.get("checked", True) is False:
         return "not checked"
     rule = r.get("check_rule")
-    if rule is None:  # the all_reduce of ones and the initial broadcast: exact equality
+    if rule is None:  # the gradient all_reduce alone and the initial broadcast: exact equality
         return "exact"
     return "exact" if rule == "exact" else f"tol {r.get('check_tol', 0):z.1e}"
 

@@ -20,6 +20,7 @@ from suite.api import (
     DistContext,
     Session,
     dist_max,
+    restorer,
     verify,
 )
 
@@ -89,6 +90,8 @@ class Step:
     keep: list = field(default_factory=list)
     steps: int = 0
     """Optimizer steps taken so far (``call`` counts them; the check compares with as many reference steps)."""
+    seed: int = 0
+    """The model's initial weights (every rank's): the harness's seed of this check repetition (``prepare``)."""
 
 
 def rank_batches(rank: int, settings: DdpSettings, n: int, device) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -219,8 +222,16 @@ def _accum_step(model: nn.Module, opt, loss_fn, micro, no_sync: Callable | None)
 
 
 def prepare(case: Variant, ctx: DistContext, settings: DdpSettings) -> Step:
+    """The step of ``case``: every rank's model built from the harness's seed of this check repetition
+    (``ctx.seed``), so that a result left from an earlier step (of the check run, another case) is wrong here."""
+    step = _prepare(case, ctx, settings)
+    step.seed = ctx.seed
+    return step
+
+
+def _prepare(case: Variant, ctx: DistContext, settings: DdpSettings) -> Step:
     loss_fn = nn.CrossEntropyLoss()
-    model = build_model(case.model, settings, seed=0).to(ctx.device)
+    model = build_model(case.model, settings, seed=ctx.seed).to(ctx.device)
     b = settings.batch_per_rank
     if case.kind in ("solo", "local", "manual", "manual_coalesced"):
         opt = torch.optim.SGD(model.parameters(), lr=training.SOURCE.lr)
@@ -246,8 +257,9 @@ def prepare(case: Variant, ctx: DistContext, settings: DdpSettings) -> Step:
             opt.step()
 
         return Step(run=coalesced, model=model, samples_per_step=b)
-    if case.kind == "all_reduce":
-        t = torch.ones(sum(p.numel() for p in model.parameters()), dtype=torch.float32, device=ctx.device)
+    if case.kind == "all_reduce":  # the exact pattern of this rank and seed, in guard bands (verify)
+        n = sum(p.numel() for p in model.parameters())
+        t = verify.guarded(grad_pattern(ctx, n, ctx.rank))
         return Step(run=lambda: dist.all_reduce(t, group=ctx.group), model=model, keep=[t])
     kwargs = variant_ddp_kwargs(case, settings)
     if ctx.device.type == "cuda":
@@ -267,6 +279,29 @@ def prepare(case: Variant, ctx: DistContext, settings: DdpSettings) -> Step:
         ddp=ddp,
         samples_per_step=b * settings.accum,
     )
+
+
+def grad_pattern(ctx: DistContext, n: int, rank: int | None = None) -> torch.Tensor:
+    """The gradient all_reduce's data: rank ``rank``'s exact pattern (verify.pattern) of ``n`` float32 elements for
+    this check repetition's seed, or (``rank`` None) the exact sum of every rank's."""
+    if rank is None:
+        return verify.reduce_expected("sum", ctx.world_size, n, torch.float32, device=ctx.device, seed=ctx.seed)
+    return verify.pattern(
+        rank, n, torch.float32, redop="sum", world_size=ctx.world_size, device=ctx.device, seed=ctx.seed
+    )
+
+
+def flat_grads(model: nn.Module) -> torch.Tensor:
+    """Every parameter's gradient (what the last step averaged), flat, in parameter order; zeros where none."""
+    return torch.cat(
+        [(p.grad if p.grad is not None else torch.zeros_like(p)).detach().reshape(-1) for p in model.parameters()]
+    )
+
+
+def step_outputs(model: nn.Module) -> list[torch.Tensor]:
+    """A step's outputs: its parameters (what is checked), then its flat gradient (a copy: what the harness compares
+    with the check run's to name a stale one)."""
+    return [*(p.detach() for p in model.parameters()), flat_grads(model)]
 
 
 def state_tensors(module: nn.Module) -> list[torch.Tensor]:
@@ -300,7 +335,7 @@ def step_buffers(
     check_of: Callable | None = None,
     derive_of: Callable | None = None,
 ) -> Buffers:
-    """A step case's buffers; ``check_of(step, seen)``: its check (check.step_check), None if unchecked;
+    """A step case's buffers; ``check_of(step, seen)``: its check (compare.step_check), None if unchecked;
     ``derive_of``: the numbers derived from its timed steps (derived.timed_fields), None: none."""
     step = prepare(v, ctx, settings)
     run = step.run
@@ -323,12 +358,12 @@ def _step_call_and_check(
 ) -> Buffers:
     if v.kind == "all_reduce":
         (t,) = step.keep
-        n = ctx.world_size
+        expected = grad_pattern(ctx, t.numel())
         return Buffers(
             call=lambda a: dist.all_reduce(t, group=ctx.group, async_op=a),
-            check=lambda: int((t != n).sum().item()),
+            check=lambda: verify.count_wrong(t, expected),
             outputs=lambda: (t,),
-            reset=lambda: t.fill_(1),
+            reset=restorer(t),
         )
     read_logger = None
     if step.ddp is not None and v.kind == "ddp":
@@ -339,37 +374,7 @@ def _step_call_and_check(
         call=lambda a: step.run(),
         check=None if check_of is None else check_of(step, seen),
         before_sample=read_logger,
-        outputs=lambda: [p.detach() for p in step.model.parameters()],
-    )
-
-
-def init_buffers(v: Variant, ctx: DistContext, settings: DdpSettings) -> Buffers:
-    """Initial-state broadcast: rank r starts from seed r; afterwards every rank must hold rank 0's state."""
-    reference = torch.cat(
-        [t.detach().reshape(-1).float() for t in state_tensors(build_model(v.model, settings, seed=0).to(ctx.device))]
-    )
-    module = build_model(v.model, settings, seed=ctx.rank).to(ctx.device)
-
-    if v.kind == "init_broadcast":
-
-        def sync(a: bool):
-            # What the article describes: broadcast is how rank 0's initial state reaches the others.
-            for t in state_tensors(module):
-                dist.broadcast(t.detach(), src=0, group=ctx.group)
-    else:
-
-        def sync(a: bool):
-            kw = {"device_ids": [ctx.device.index]} if ctx.device.type == "cuda" else {}
-            DDP(module, process_group=ctx.group, **kw)  # construction broadcasts rank 0's state
-
-    def check() -> int:
-        return verify.count_wrong(torch.cat([t.detach().reshape(-1).float() for t in state_tensors(module)]), reference)
-
-    return Buffers(
-        call=sync,
-        check=check,
-        outputs=lambda: [t.detach() for t in state_tensors(module)],
-        derive=lambda m, around, session: peak_fields(ctx, around),
+        outputs=lambda: step_outputs(step.model),
     )
 
 
