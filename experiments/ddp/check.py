@@ -305,14 +305,17 @@ def syncs_buffers(v: workload.Variant) -> bool:
 def shared_reference(
     session: Session, ctx: DistContext, v: workload.Variant, settings: workload.DdpSettings, seed: int
 ) -> Reference:
-    """The reference of ``v``'s kind from initial weights ``seed`` (the session keeps the last seed's of each kind)."""
+    """The reference of ``v``'s kind from initial weights ``seed``. The session keeps each kind's seed-0 reference
+    (the timed steps', shared by every case of the kind: workload.prepare) and the last other seed's (a check run's)."""
     micro = workload.micro_batches(v, settings)
     sync_each = v.kind == "accum" and not v.no_sync
     key = (workload.EXPERIMENT, "reference", id(ctx.group), v.model, micro, sync_each, syncs_buffers(v))
     held = session.once(key, dict)
-    if "ref" not in held or held["ref"].seed != seed:
-        held["ref"] = Reference(v.model, settings, ctx.world_size, ctx.device, micro, sync_each, syncs_buffers(v), seed)
-    return held["ref"]
+    if seed not in held:
+        for old in [s for s in held if s != 0]:
+            del held[old]
+        held[seed] = Reference(v.model, settings, ctx.world_size, ctx.device, micro, sync_each, syncs_buffers(v), seed)
+    return held[seed]
 
 
 def buffer_rule(v: workload.Variant, rule: CheckRule, bounded: bool = True) -> str:

@@ -222,16 +222,20 @@ def _accum_step(model: nn.Module, opt, loss_fn, micro, no_sync: Callable | None)
 
 
 def prepare(case: Variant, ctx: DistContext, settings: DdpSettings) -> Step:
-    """The step of ``case``: every rank's model built from the harness's seed of this check repetition
-    (``ctx.seed``), so that a result left from an earlier step (of the check run, another case) is wrong here."""
-    step = _prepare(case, ctx, settings)
-    step.seed = ctx.seed
+    """The step of ``case``: for its check run every rank's model is built from the harness's seed of that check
+    repetition (``ctx.seed``: new each time), so that a result left from an earlier step (another case's, with the
+    same model) is wrong there; the timed steps start from seed 0, whose reference every case of the model shares
+    (a reference of their own would train as many steps again per case; after them the parameters are those of
+    that many steps, which a result left from the one-step check run is not)."""
+    seed = ctx.seed if ctx.check_run else 0
+    step = _prepare(case, ctx, settings, seed)
+    step.seed = seed
     return step
 
 
-def _prepare(case: Variant, ctx: DistContext, settings: DdpSettings) -> Step:
+def _prepare(case: Variant, ctx: DistContext, settings: DdpSettings, seed: int) -> Step:
     loss_fn = nn.CrossEntropyLoss()
-    model = build_model(case.model, settings, seed=ctx.seed).to(ctx.device)
+    model = build_model(case.model, settings, seed=seed).to(ctx.device)
     b = settings.batch_per_rank
     if case.kind in ("solo", "local", "manual", "manual_coalesced"):
         opt = torch.optim.SGD(model.parameters(), lr=training.SOURCE.lr)

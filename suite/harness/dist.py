@@ -3,8 +3,7 @@
 Reads the launcher's environment (torchrun and docker compose set RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR /
 MASTER_PORT; Slurm's srun sets SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID), picks the device and backend, validates
 them against the build *before* init, sets the CUDA device before init (and passes it as ``device_id`` so NCCL binds
-eagerly), always uses an explicit timeout, and destroys the group at exit.
-"""
+eagerly), always uses an explicit timeout, and destroys the group at exit."""
 
 from __future__ import annotations
 
@@ -92,6 +91,7 @@ class DistContext:
     hostnames: list[str] = field(default_factory=list)
     """Hostname of every rank, indexed by global rank."""
     seed: int = 0  # of the patterns a case's buffers are made of (verify.pattern): new each check repetition
+    check_run: bool = False  # while the harness builds a case's check run (its one untimed op)
     watchdog: Watchdog | None = field(default=None, repr=False, compare=False)
     """This rank's heartbeat (None when off or alone); ``destroy_distributed(ctx)`` stops it."""
     whole: DistContext | None = field(default=None, repr=False, compare=False)

@@ -275,8 +275,11 @@ class Harness:
         fields, what was wrong in words, a sample of its outputs); its buffers released (``built`` loses them).
         ``arm(call)``: the call as the case's calls are made (on the planted faulty backend, armed)."""
         phase, checked = self.phases, case.unchecked is None
-        ctx.seed = next(self._seeds)
-        once = build()
+        ctx.seed, ctx.check_run = next(self._seeds), True
+        try:
+            once = build()
+        finally:
+            ctx.check_run = False
         if checked and once.check is None:
             raise ValueError(f"case {case.label} is checked (no `unchecked` reason) but its Buffers have no check")
         before = checks.inputs_before(once) if checked else []
