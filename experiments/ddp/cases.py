@@ -42,9 +42,10 @@ training step is one ``call``; the harness times it (blocking mode) and checks i
 Correctness (``n_wrong``) of every synchronised case (DDP with every option and hook but the
 no-op and PowerSGD, manual, coalesced, both accumulations, both models): after the check
 step and after the timed steps, every rank's parameters are compared with a single-process
-reference (``Reference``) that trains a fresh model (from the same initial weights: the harness's
-seed of that check repetition, new for the check step and for the timed steps, so that a result
-left from an earlier step is wrong) the same number of steps on the same global batches: each
+reference (``Reference``) that trains a fresh model (from the same initial weights: for the check
+step the harness's seed of that check run, new each time, so that a result left from another case is
+wrong; for the timed steps seed 0, whose reference every case of the model shares, and after which
+the parameters are those of that many steps) the same number of steps on the same global batches: each
 rank's batch (micro-batches) through the same forward/backward, the ranks' gradients averaged in
 rank order (sum of g_r x 1/N; with accumulation exactly where DDP averages), then the same SGD step.
 Rule (``check_rule`` in the record):

@@ -91,7 +91,8 @@ class Step:
     steps: int = 0
     """Optimizer steps taken so far (``call`` counts them; the check compares with as many reference steps)."""
     seed: int = 0
-    """The model's initial weights (every rank's): the harness's seed of this check repetition (``prepare``)."""
+    """The model's initial weights (every rank's): the harness's seed of the check run, 0 for the timed steps
+    (``prepare``)."""
 
 
 def rank_batches(rank: int, settings: DdpSettings, n: int, device) -> list[tuple[torch.Tensor, torch.Tensor]]:
