@@ -20,6 +20,9 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 TORCHRUN_POPEN = {"start_new_session": True, "stderr": subprocess.PIPE, "text": True, "errors": "replace", "bufsize": 1}
@@ -38,9 +41,8 @@ class WarmTorchrun:
         """Spawn the process; it imports torchrun and waits for its job."""
         read, write = os.pipe()
         try:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "suite.launch.warm", str(read)], pass_fds=(read,), **TORCHRUN_POPEN
-            )
+            cmd = [sys.executable, "-m", "suite.launch.warm", str(read)]
+            proc = subprocess.Popen(cmd, cwd=ROOT, pass_fds=(read,), **TORCHRUN_POPEN)  # ROOT: where suite imports
         finally:
             os.close(read)
         return cls(proc, write)

@@ -19,8 +19,10 @@ pytestmark = pytest.mark.slow
 
 def test_the_job_runs_with_the_environment_and_directory_handed_over(tmp_path, monkeypatch):
     """The environment is the one handed over, not the one the process started with: a variable set only before the
-    start is gone."""
+    start is gone. Started from another directory, with no PYTHONPATH: it still finds the suite."""
     monkeypatch.setenv("SUITE_TEST_STALE", "from-the-start")
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    monkeypatch.chdir(tmp_path)
     warm = WarmTorchrun.start()
     try:
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "--no-python"]
