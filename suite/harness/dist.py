@@ -23,6 +23,7 @@ import torch.distributed as dist
 from suite.common.config import BenchConfig, ConfigError
 from suite.common.failures import EXIT_PEER_FAILURE, record_failure
 from suite.harness import faulty_backend
+from suite.harness.mpi_rank import slurm_tasks_on_node
 from suite.common.backends import PreflightError, resolve_backend, resolve_device
 
 
@@ -60,8 +61,7 @@ def read_launch_env(env: dict | None = None) -> LaunchEnv:
     elif "SLURM_PROCID" in env and "SLURM_NTASKS" in env:
         rank, world = as_int("SLURM_PROCID"), as_int("SLURM_NTASKS")
         local_rank = as_int("SLURM_LOCALID") if "SLURM_LOCALID" in env else 0
-        local_world = int(env.get("SLURM_NTASKS_PER_NODE", "1").split("(")[0] or 1)
-        launcher = "slurm"
+        local_world, launcher = slurm_tasks_on_node(env), "slurm"
     else:
         rank, world, local_rank, local_world, launcher = 0, 1, 0, 1, "none"
     if world < 1:

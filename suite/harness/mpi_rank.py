@@ -36,9 +36,11 @@ def launch_env(env) -> dict[str, str]:
 
 
 def slurm_tasks_on_node(env) -> int:
-    """The tasks of this job step on this node: SLURM_STEP_TASKS_PER_NODE (or SLURM_TASKS_PER_NODE) is one count
-    per node in node order, ``3(x2),1`` for 3, 3 and 1; SLURM_NODEID is this node's place in it."""
-    spec = env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE") or "1"
+    """The tasks of this job step on this node: SLURM_STEP_TASKS_PER_NODE (or SLURM_NTASKS_PER_NODE, or
+    SLURM_TASKS_PER_NODE) is one count per node in node order, ``3(x2),1`` for 3, 3 and 1; SLURM_NODEID is this
+    node's place in it. Shared with init_distributed's reading of an srun-started rank (suite/harness/dist.py)."""
+    names = ("SLURM_STEP_TASKS_PER_NODE", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE")
+    spec = next((env[n] for n in names if env.get(n)), "1")
     counts: list[int] = []
     for part in spec.split(","):
         n, _, times = part.partition("(x")

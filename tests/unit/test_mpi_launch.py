@@ -64,3 +64,14 @@ def test_rank_variables_from_mpich_and_open_mpi():
     ompi |= {"OMPI_COMM_WORLD_LOCAL_RANK": "1", "OMPI_COMM_WORLD_LOCAL_SIZE": "4"}
     assert launch_env(ompi) == want
     assert launch_env({"RANK": "0"}) == {}
+
+
+def test_a_rank_srun_started_reads_its_nodes_task_count_as_mpi_rank_does():
+    """init_distributed's reading of an srun-started rank and mpi_rank's agree: one count per node in node order
+    (a step of 4 then 3 tasks), this node's by SLURM_NODEID."""
+    from suite.harness.dist import read_launch_env
+
+    env = {"SLURM_PROCID": "5", "SLURM_NTASKS": "7", "SLURM_LOCALID": "1", "SLURM_NODEID": "1"}
+    env["SLURM_STEP_TASKS_PER_NODE"] = "4,3"
+    le = read_launch_env(env)
+    assert (le.rank, le.local_rank, le.local_world_size) == (5, 1, 3) == (5, 1, slurm_tasks_on_node(env))
