@@ -14,6 +14,17 @@
 # for the build's pip (--network host), which keeps them out of every image layer too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# One build at a time per checkout: a second `make image` (a test's, while CI's setup still builds the
+# images in the background) waits for the first, then finds its layers cached. The builds share the
+# local base, the wheelhouses and the prune of dangling stages at the end, so they must not overlap.
+if command -v flock >/dev/null 2>&1; then
+  mkdir -p build
+  exec 9>build/image.lock
+  if ! flock -n 9; then
+    echo "waiting for another image build of this checkout to finish (build/image.lock)"
+    flock 9
+  fi
+fi
 IMAGE="${IMAGE:-torch-comm-suite:latest}"
 VARIANT="${VARIANT:-}"
 BASE_IMAGE="${BASE_IMAGE:-auto}"

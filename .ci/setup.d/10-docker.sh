@@ -4,8 +4,8 @@
 # - installs Debian's docker.io, docker-compose (v1) and debootstrap unless an engine already answers
 #   (hosted runners ship their own engine; installing docker.io next to it would conflict);
 # - starts dockerd when no engine answers (no systemd here: started directly, logging to a file);
-# - waits until the engine answers, then builds the image (`make image`: the local base first where
-#   no registry is reachable), so the tests find it cached.
+# - waits until the engine answers, then starts building the images in the background (`make image`: the
+#   local base first where no registry is reachable), so the Docker tests find them cached.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -44,7 +44,15 @@ if ! engine_up; then
 fi
 docker version --format 'engine {{.Server.Version}} (API {{.Server.APIVersion}})'
 
-# Build (or find cached) the image the compose tests use.
+# Build (or find cached) the images the Docker tests use -- the slim one of the compose tests, then the
+# CUDA one (tests/docker/test_cuda_image.py: ~3 minutes cold, most of it downloading) -- in the
+# background, while the other setup steps and the tiers before the Docker tier run. The tests' own
+# `make image` waits for them (docker/image.sh takes a lock) and finds them cached; a background build
+# that failed is simply built again there, with its error in the test's output.
 if [ "${SKIP_IMAGE_BUILD:-0}" != 1 ]; then
-  make image
+  make venv  # in the foreground: `make test` must not start creating it while the builds do
+  log=/var/log/suite-images.log
+  echo "building the images in the background (log: $log)"
+  nohup bash -c 'make -s image && make -s image VARIANT=full BASE_IMAGE=local IMAGE=torch-comm-suite:cuda' \
+    >"$log" 2>&1 </dev/null &
 fi
