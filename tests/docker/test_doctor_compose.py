@@ -57,15 +57,17 @@ def test_a_node_with_slow_egress_is_named_by_its_outgoing_links(sim):
 
 
 def test_a_cpu_limited_node_is_named_by_its_ranks(sim):
-    """node1 limited to a quarter of a CPU (its two ranks an eighth each; the other four share the
-    rest of the two cores): both its ranks are stragglers and node1 is the weak node. A CPU quota
+    """Two nodes x 2 ranks, node1 limited to a quarter of a CPU (its two ranks an eighth each; node0's
+    two share the rest of the two cores): both its ranks are stragglers and node1 is the weak node.
+    Two nodes are enough for a node's ranks (a weak node needs two affected ranks, not a majority of
+    nodes) and have 6 rank pairs to probe, not 15: every probe waits on node1's starved ranks. A CPU quota
     only binds below the fair share, so the limit is well below it (0.4 did not bind while other
     tests loaded this machine). A quota is granted per 100 ms period, so the compute probe's sample
     must span several periods (DOCTOR_COMPUTE_MS=400): at the default 50 ms a throttled rank's few
     ms of work often fit in one period's quota, unslowed, and only one of node1's ranks read slow
     (the test failed so in one of five runs). Its links may be affected too (a starved rank also
     answers late): then they are part of the same weak-node finding."""
-    p = sim.run(**DOCTOR, NODE_CPUS="node1=0.25", DOCTOR_COMPUTE_MS="400")
+    p = sim.run(**DOCTOR, NNODES="2", NODE_CPUS="node1=0.25", DOCTOR_COMPUTE_MS="400")
     assert p.returncode == EXIT_FINDING, _out(p)[-5000:]
     d = _doctor(sim)
     assert sorted(s["rank"] for s in d["stragglers"]) == [2, 3]  # node1 hosts ranks 2 and 3
