@@ -16,10 +16,11 @@ pytestmark = pytest.mark.slow
 SHARDED_SMALL = {"SHARDED_WIDTH": "16", "SHARDED_DEPTH": "2", "SHARDED_SEQ": "4", "SHARDED_BATCH": "4"}
 
 
-def test_mpi_runs_every_collective_exactly_and_trains_ddp_and_fsdp2(tmp_path):
+def test_mpi_runs_every_collective_exactly_and_trains_ddp_fsdp2_and_model_parallel(tmp_path):
     # bfloat16: no MPI type (its data moves as int16, its reductions in float32); int64: integer avg
-    args = ["--backend", "mpi", "--experiments", "collectives,sharded", *TINY_SIZE, "--iters", "3", "--warmup", "1"]
-    env = dict(SHARDED_SMALL, SHARDED_STRATEGIES="ddp,fsdp2,tp")
+    experiments = "collectives,sharded,model_parallel"
+    args = ["--backend", "mpi", "--experiments", experiments, *TINY_SIZE, "--iters", "3", "--warmup", "1"]
+    env = dict(SHARDED_SMALL, SHARDED_STRATEGIES="ddp,fsdp2,tp", MP_IN="64", MP_OUT="64", MP_BATCH="8")
     proc = run_suite(tmp_path, *args, "--dtypes", "bfloat16,int64", timeout=300, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     run = load_bench(tmp_path)
@@ -33,6 +34,9 @@ def test_mpi_runs_every_collective_exactly_and_trains_ddp_and_fsdp2(tmp_path):
     steps = {r["strategy"]: r for r in recs if r["experiment"] == "sharded" and r["op"] == "train_step"}
     assert set(steps) == {"ddp", "fsdp2"}
     assert all(r["check_steps"] >= 1 and r["inventory_matches_theory"] for r in steps.values())
+    # the model_parallel experiment's tensor-parallel and pipeline steps, checked as on Gloo
+    mp = [r for r in recs if r["experiment"] == "model_parallel"]
+    assert {r["op"] for r in mp} >= {"mp_train_step", "mp_forward_all_gather", "pipeline_overlap"}, mp
     # tensor parallelism needs DTensor's functional collectives: a skip with the reason, the only one
     skipped = re.findall(r"SKIPPED \[(\d+)\] \S+: (.*)", proc.stdout)
     assert [(n, why.split(" needs ")[0]) for n, why in skipped] == [("2", "tp")], skipped  # its step and replay
