@@ -1,6 +1,6 @@
 # The suite's time against the simplest honest loop (scripts/bare_loop.py imports nothing from the suite):
 #   make timing-vs-bare [BARE_ROUNDS=3] [BARE_SIZES=1024,65536,1048576] [BARE_ITERS=200] [BARE_NPROC=2]
-# Interleaved rounds of the bare loop and the suite's same case (all_reduce sum float32 in place, blocking);
+# Interleaved rounds of the bare loop (in the suite's own ranks, and launched alone) and the suite's same case;
 # per size the ratio suite/bare with its range over rounds. Meaningful on an idle machine (docs/metrics.md).
 BARE_ROUNDS ?= 3
 BARE_SIZES  ?= 1024,65536,1048576

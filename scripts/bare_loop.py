@@ -8,6 +8,7 @@ return to the call's return. A sample is the maximum over ranks of that iteratio
 median over samples, in microseconds. Rank 0 prints one JSON line ``{"<size>": <median us>, ...}``.
 This is what the suite's collectives experiment measures in its blocking mode (docs/metrics.md), written as
 plainly as possible, so the two can be run side by side (scripts/timing_vs_bare.py, ``make timing-vs-bare``).
+``samples`` is the loop itself; scripts/bare_inside.py runs it inside the suite's own ranks.
 """
 
 import argparse
@@ -19,6 +20,22 @@ import torch
 import torch.distributed as dist
 
 
+def samples(size: int, iters: int, warmup: int, barrier=dist.barrier, all_reduce=dist.all_reduce) -> list[float]:
+    """The ``iters`` samples of one size, in seconds: each the maximum over ranks of one timed all_reduce."""
+    x = torch.zeros(size // 4, dtype=torch.float32)  # stays 0 under repeated in-place sums
+    for _ in range(warmup):
+        all_reduce(x)
+    own = []
+    for _ in range(iters):
+        barrier()
+        t0 = time.perf_counter()
+        all_reduce(x)
+        own.append(time.perf_counter() - t0)
+    every = torch.tensor(own, dtype=torch.float64)
+    all_reduce(every, op=dist.ReduceOp.MAX)
+    return every.tolist()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="1024,65536,1048576", help="message sizes in bytes, comma-separated")
@@ -26,20 +43,7 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=5)
     args = ap.parse_args()
     dist.init_process_group("gloo")
-    medians = {}
-    for size in (int(s) for s in args.sizes.split(",")):
-        x = torch.zeros(size // 4, dtype=torch.float32)  # stays 0 under repeated in-place sums
-        for _ in range(args.warmup):
-            dist.all_reduce(x)
-        samples = []
-        for _ in range(args.iters):
-            dist.barrier()
-            t0 = time.perf_counter()
-            dist.all_reduce(x)
-            samples.append(time.perf_counter() - t0)
-        every = [torch.zeros(args.iters, dtype=torch.float64) for _ in range(dist.get_world_size())]
-        dist.all_gather(every, torch.tensor(samples, dtype=torch.float64))
-        medians[str(size)] = statistics.median(torch.stack(every).max(dim=0).values.tolist()) * 1e6
+    medians = {s: statistics.median(samples(int(s), args.iters, args.warmup)) * 1e6 for s in args.sizes.split(",")}
     if dist.get_rank() == 0:
         print(json.dumps(medians), flush=True)
     dist.destroy_process_group()

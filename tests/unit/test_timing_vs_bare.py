@@ -9,11 +9,15 @@ import ast
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT
 
 
-def test_the_bare_loop_imports_nothing_from_the_suite():
-    tree = ast.parse((ROOT / "scripts" / "bare_loop.py").read_text())
+@pytest.mark.parametrize("script", ["bare_loop.py", "bare_inside.py"])
+def test_the_bare_loop_imports_nothing_from_the_suite(script):
+    """Neither the loop nor the plugin that runs it inside the suite's ranks."""
+    tree = ast.parse((ROOT / "scripts" / script).read_text())
     names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert names and not {n for n in names if n.split(".")[0] in ("suite", "experiments", "tests")}
