@@ -56,7 +56,7 @@ def send_recv_exchange(lctx: DistContext, dtype: str, count: int) -> Buffers:
     right, left = (me + 1) % n, (me - 1) % n
     dt = verify.DTYPE_OF[dtype]
     send = _pattern(lctx, me, count, dt)
-    recv = verify.output(count, dt, lctx.device)
+    recv = verify.output(count, dt, lctx.device, misalign=lctx.check_run)
     return Buffers(
         call=lambda a: algorithms.exchange(send, recv, right, left, lctx.group, wait=not a),
         check=lambda: verify.count_wrong(recv, _pattern(lctx, left, count, dt)),
@@ -177,7 +177,7 @@ def algorithm_buffers(algorithm: str, dtype: str, count: int, lctx: DistContext)
     dist.all_reduce(reference, group=lctx.group)  # the backend's own answer (every rank builds alike)
     expected = verify.reduce_expected("sum", n, count, dt, device=lctx.device, seed=lctx.seed)
     # in place: the buffer is a copy of the input inside guard bands (a write past its end is seen)
-    t, pristine = verify.guarded(fresh()), fresh()
+    t, pristine = verify.guarded(fresh(), misalign=lctx.check_run), fresh()
     # wrong vs the exact answer, plus any element that differs from the backend's result
     return Buffers(
         call=lambda a: fn(t),

@@ -320,20 +320,25 @@ def is_poison(t: torch.Tensor) -> torch.Tensor:
     return torch.isnan(t) if t.dtype.is_floating_point else t == poison(t.dtype)
 
 
-def output(numel: int, dtype: torch.dtype, device: torch.device | str = "cpu") -> torch.Tensor:
+def output(numel: int, dtype: torch.dtype, device: torch.device | str = "cpu", misalign: bool = False) -> torch.Tensor:
     """A 1-D output of ``numel`` elements filled with ``poison``, in the middle of a storage whose
-    ``GUARD_BYTES`` on either side hold ``sentinel`` (``guard_damage`` reads them after the op)."""
+    ``GUARD_BYTES`` on either side hold ``sentinel`` (``guard_damage`` reads them after the op).
+    ``misalign``: one element more before it, so its address is off any alignment wider than its element (a
+    fresh allocation's is 64 bytes or more): a backend that assumes an aligned buffer writes or reads wrong
+    there. The harness asks for it in each case's check run (``DistContext.check_run``), never in the timed
+    buffers, whose alignment is a fresh allocation's."""
     g = max(1, GUARD_BYTES // torch.empty((), dtype=dtype).element_size())
-    whole = torch.full((numel + 2 * g,), sentinel(dtype), dtype=dtype, device=device)
-    out = whole.narrow(0, g, numel)
+    before = g + 1 if misalign else g
+    whole = torch.full((numel + before + g,), sentinel(dtype), dtype=dtype, device=device)
+    out = whole.narrow(0, before, numel)
     out.fill_(poison(dtype))
-    out.suite_guard = (whole, g)  # what guard_damage reads (views of it have none)
+    out.suite_guard = (whole, before)  # what guard_damage reads (views of it have none)
     return out
 
 
-def guarded(t: torch.Tensor) -> torch.Tensor:
+def guarded(t: torch.Tensor, misalign: bool = False) -> torch.Tensor:
     """A copy of ``t`` (1-D) inside guard bands: the buffer of an in-place op, its input and its output."""
-    out = output(t.numel(), t.dtype, t.device)
+    out = output(t.numel(), t.dtype, t.device, misalign)
     out.copy_(t.reshape(-1))
     return out
 
@@ -344,10 +349,10 @@ def guard_damage(t: torch.Tensor) -> list[tuple[str, int]]:
     held = getattr(t, "suite_guard", None)
     if held is None:
         return []
-    whole, g = held
+    whole, before = held
     s = sentinel(whole.dtype)
     out = []
-    for side, band in (("before", whole[:g]), ("after", whole[g + t.numel() :])):
+    for side, band in (("before", whole[:before]), ("after", whole[before + t.numel() :])):
         k = int((band != s).sum().item())
         if k:
             out.append((side, k))

@@ -108,8 +108,13 @@ def _t(ctx: DistContext, a: Args, numel: int, *, rank: int | None = None, offset
 
 
 def _blank(ctx: DistContext, a: Args, numel: int) -> torch.Tensor:
-    """An output the op only writes: poison inside guard bands (verify.output)."""
-    return verify.output(numel, dtype_of(a.dtype), ctx.device)
+    """An output the op only writes: poison inside guard bands (verify.output), misaligned in the check run."""
+    return verify.output(numel, dtype_of(a.dtype), ctx.device, misalign=ctx.check_run)
+
+
+def _guarded(ctx: DistContext, t: torch.Tensor) -> torch.Tensor:
+    """``t`` inside guard bands (verify.guarded), misaligned in the check run."""
+    return verify.guarded(t, misalign=ctx.check_run)
 
 
 def _expected_reduce(ctx: DistContext, a: Args, numel: int, offset: int = 0) -> torch.Tensor:
@@ -126,7 +131,7 @@ def _chunk(ctx: DistContext, a: Args) -> int:
 
 
 def _all_reduce(a, ctx):
-    t = verify.guarded(_t(ctx, a, a.count))
+    t = _guarded(ctx, _t(ctx, a, a.count))
     return Buffers(
         call=lambda x: dist.all_reduce(t, op=REDUCE_OP[a.redop], group=ctx.group, async_op=x),
         check=lambda: verify.count_wrong(t, _expected_reduce(ctx, a, a.count)),
@@ -136,7 +141,7 @@ def _all_reduce(a, ctx):
 
 
 def _broadcast(a, ctx):
-    t = verify.guarded(_t(ctx, a, a.count, rank=a.root)) if ctx.rank == a.root else _blank(ctx, a, a.count)
+    t = _guarded(ctx, _t(ctx, a, a.count, rank=a.root)) if ctx.rank == a.root else _blank(ctx, a, a.count)
     return Buffers(
         call=lambda x: dist.broadcast(t, group=ctx.group, async_op=x, group_src=a.root),
         check=lambda: verify.count_wrong(t, _t(ctx, a, a.count, rank=a.root)),
@@ -145,7 +150,7 @@ def _broadcast(a, ctx):
 
 
 def _reduce(a, ctx):
-    t = verify.guarded(_t(ctx, a, a.count))
+    t = _guarded(ctx, _t(ctx, a, a.count))
     is_root = ctx.rank == a.root
     return Buffers(
         call=lambda x: dist.reduce(t, op=REDUCE_OP[a.redop], group=ctx.group, async_op=x, group_dst=a.root),
@@ -228,7 +233,7 @@ def _reduce_scatter(a, ctx):
 
 def _reduce_scatter_tensor(a, ctx):
     c = _chunk(ctx, a)
-    inp = verify.guarded(_t(ctx, a, c * ctx.world_size))
+    inp = _guarded(ctx, _t(ctx, a, c * ctx.world_size))
     # in-place: the output is this rank's slice of the input (nccl-tests in-place)
     out = inp.narrow(0, ctx.rank * c, c) if a.in_place else _blank(ctx, a, c)
     scatter = _function("reduce_scatter_tensor")

@@ -9,14 +9,17 @@ from suite.harness import checks, verify
 from suite.common.backends import PreflightError, check_planted_backend
 
 
+@pytest.mark.parametrize("misalign", [False, True])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32, torch.int64])
-def test_an_output_starts_as_poison_inside_intact_guard_bands(dtype):
-    out = verify.output(10, dtype)
+def test_an_output_starts_as_poison_inside_intact_guard_bands(dtype, misalign):
+    out = verify.output(10, dtype, misalign=misalign)
     assert verify.is_poison(out).all() and verify.guard_damage(out) == []
-    whole, g = out.suite_guard
-    assert g * whole.element_size() == verify.GUARD_BYTES and out.storage_offset() == g
-    whole[g + 10] = 1  # the first element past the end
-    whole[0] = 1
+    whole, before = out.suite_guard
+    g = verify.GUARD_BYTES // whole.element_size()
+    assert out.storage_offset() == before == g + misalign and whole.numel() == before + 10 + g
+    assert (out.data_ptr() % 16 != 0) == misalign  # one element off a fresh allocation's alignment
+    whole[before + 10] = 1  # the first element past the end
+    whole[before - 1] = 1  # the last one before the start
     assert verify.guard_damage(out) == [("before", 1), ("after", 1)]
 
 

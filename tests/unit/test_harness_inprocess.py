@@ -125,6 +125,27 @@ def test_harness_runs_every_collective_and_checks_it(ctx):
         assert set(rec["identity"]) >= {"variant", "redop", "in_place", "root"}
 
 
+def test_the_check_run_writes_misaligned_outputs_and_the_timed_sets_aligned_ones(ctx):
+    """Each collective's check run gets outputs one element off any wide alignment (a backend that assumes
+    aligned buffers is wrong there); the timed buffer sets keep a fresh allocation's alignment, so what is
+    timed is what a user's tensors would give."""
+    for case in sweep.collective_cases(CFG, 1, experiment="collectives"):
+        built = []
+
+        def build(c, session, build=case.build, built=built):
+            b = build(c, session)
+            built.append([t.data_ptr() for t in b.outputs()] if b.outputs is not None else [])
+            return b
+
+        _, rec = Harness(ctx, CFG, env={}).run(dataclasses.replace(case, build=build))
+        if case.op == "barrier":
+            continue
+        check_run, *timed = built
+        assert check_run and timed and rec["n_wrong"] == 0, case.label
+        assert all(p % 16 for p in check_run), (case.label, [p % 64 for p in check_run])
+        assert all(p % 64 == 0 for ptrs in timed for p in ptrs), (case.label, [p % 64 for p in timed[0]])
+
+
 def test_harness_catches_a_corrupted_timed_buffer_and_a_corrupted_check(ctx):
     case = sweep.collective_cases(CFG, 1, experiment="collectives")[0]  # all_reduce sum, in place
     _, rec = Harness(ctx, CFG, env={"SUITE_INJECT_CORRUPTION": "all_reduce@timed"}).run(case)

@@ -22,7 +22,7 @@ def build(ctx: DistContext, s: Spec) -> Buffers:
     me, g = ctx.rank, ctx.group
     sends = [pat(ctx, a, c, dt, offset=j * c) for j in range(k)] if me == a else []
     recvs = [blank(ctx, c, dt) for _ in range(k)] if me == b else []
-    flat = verify.output(k * c, dt, ctx.device) if me in (a, b) else None
+    flat = verify.output(k * c, dt, ctx.device, misalign=ctx.check_run) if me in (a, b) else None
     v = s.variant
 
     def run():

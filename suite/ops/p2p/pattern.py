@@ -148,8 +148,8 @@ def wrong_messages(ctx: DistContext, received: list, sender: int, count: int, dt
 
 
 def blank(ctx: DistContext, count: int, dtype: torch.dtype) -> torch.Tensor:
-    """A receive buffer: poison inside guard bands (verify.output)."""
-    return verify.output(count, dtype, ctx.device)
+    """A receive buffer: poison inside guard bands (verify.output), misaligned in the check run."""
+    return verify.output(count, dtype, ctx.device, misalign=ctx.check_run)
 
 
 def cross(ctx: DistContext, a: int, b: int) -> bool:
