@@ -72,6 +72,19 @@ def completed_work(result=None):
     """A Work that is already complete (what a Python process group returns for an op it finished itself)."""
     fut = torch.futures.Future()
     fut.set_result(result)
+    return work_from_future(fut)
+
+
+def future_value(work):
+    """The value of ``work``'s future (None where it has none)."""
+    try:
+        return work.get_future().value()
+    except RuntimeError:
+        return None
+
+
+def work_from_future(fut):
+    """A Work that completes when ``fut`` does (its wait raises what ``fut`` raised)."""
     return torch._C._distributed_c10d._create_work_from_future(fut)
 
 
