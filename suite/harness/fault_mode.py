@@ -19,7 +19,6 @@ import threading
 
 import torch
 import torch.distributed as dist
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from suite.harness import c10d
 from suite.harness.corruptions import Corrupter, scribble, wrong_op
@@ -48,7 +47,7 @@ _COALESCED = {"allgather_into_tensor_coalesced_", "reduce_scatter_tensor_coalesc
 _IN_PLACE_FUNCTIONAL = {"all_reduce_", "all_reduce_coalesced_"}
 
 
-class FaultMode(TorchDispatchMode):
+class FaultMode(c10d.DispatchMode):
     """The ops dispatched inside, on any group, faulty with ``fault`` (one armed call: reorder pairs its messages)."""
 
     def __init__(self, fault: str):
@@ -57,13 +56,13 @@ class FaultMode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        ns, name = func.namespace, func._opname
+        ns, name = c10d.op_name(func)
         if ns == "c10d" and name in ("send", "recv_"):
-            return self._p2p(func, name, _named(func, args, kwargs), args, kwargs)
+            return self._p2p(func, name, c10d.op_args(func, args, kwargs), args, kwargs)
         if ns == "c10d" and (name in _C10D or name in _COALESCED):
-            return self._collective(func, name, _named(func, args, kwargs), args, kwargs)
-        if ns == "_c10d_functional" and name != "wait_tensor" and "group_name" in _names(func):
-            return self._functional(func, name, _named(func, args, kwargs))
+            return self._collective(func, name, c10d.op_args(func, args, kwargs), args, kwargs)
+        if ns == "_c10d_functional" and name != "wait_tensor" and "group_name" in c10d.op_shape(func)[0]:
+            return self._functional(func, name, c10d.op_args(func, args, kwargs))
         return func(*args, **kwargs)
 
     # --- c10d's ops ---------------------------------------------------------------------------------------
@@ -123,7 +122,7 @@ class FaultMode(TorchDispatchMode):
     # --- the functional collectives (DTensor's) -------------------------------------------------------------
 
     def _functional(self, func, name: str, a: dict):
-        pg = dist.distributed_c10d._resolve_process_group(a["group_name"])
+        pg = c10d.resolve_group(a["group_name"])
         fault = self.fault
         if fault == "wrong_reduction" and "reduce_op" in a:
             a["reduce_op"] = wrong_op(getattr(dist.ReduceOp, a["reduce_op"].upper())).name.lower()
@@ -134,7 +133,7 @@ class FaultMode(TorchDispatchMode):
         out = func(**a)
         outs = list(out) if isinstance(out, (list, tuple)) else [out]
         for o in outs:
-            torch.ops._c10d_functional.wait_tensor(o)
+            c10d.wait_tensor(o)
         if name == "broadcast" and pg.rank() == a["src"]:
             outs = []  # the root's output is its own input
         faults = _faults(pg)
@@ -142,23 +141,6 @@ class FaultMode(TorchDispatchMode):
             before = [held[i] if in_place else torch.zeros_like(o)] if keep else None
             faults.apply(fault, name, [o], before, [] if in_place else [ins[min(i, len(ins) - 1)]])
         return out
-
-
-def _names(func) -> list[str]:
-    return [x.name for x in func._schema.arguments]
-
-
-def _named(func, args, kwargs) -> dict:
-    """The op's arguments by their schema names (defaults filled)."""
-    out = {}
-    for i, arg in enumerate(func._schema.arguments):
-        if i < len(args):
-            out[arg.name] = args[i]
-        elif arg.name in kwargs:
-            out[arg.name] = kwargs[arg.name]
-        elif arg.has_default_value():
-            out[arg.name] = arg.default_value
-    return out
 
 
 def _faults(pg) -> Corrupter:
@@ -177,10 +159,8 @@ def _work(result):
 def _as_result(func, a: dict, work):
     """``work`` (torch.distributed's) in the shape ``func``'s schema returns: a Work, or (its outputs, the Work)."""
     boxed = work.boxed()
-    if len(func._schema.returns) == 1:
-        return boxed
-    first = func._schema.arguments[0].name
-    return (a[first], boxed)
+    names, returns = c10d.op_shape(func)
+    return boxed if returns == 1 else (a[names[0]], boxed)
 
 
 def _reduced_wrong(pg, how: str, a: dict):
@@ -199,7 +179,7 @@ def _reduced_wrong(pg, how: str, a: dict):
     opts.reduceOp = op
     if how == "reduce_scatter":
         return pg.reduce_scatter(a["output_tensors"], a["input_tensors"], opts)
-    return pg._reduce_scatter_base(a["output_tensor"], a["input_tensor"], opts)
+    return c10d.reduce_scatter_base(pg, a["output_tensor"], a["input_tensor"], opts)
 
 
 def _then(work, apply):
