@@ -103,6 +103,9 @@ class Buffers:
     outputs: Callable[[], Sequence] = lambda: ()
     """This rank's checked output tensors (the fault-injection target; those made by ``verify.output`` start as
     poison inside guard bands, which the harness checks)."""
+    unseeded: bool = False
+    """The outputs do not follow ``ctx.seed`` (the check run and the timed sets start from the same state), so one
+    that equals the check run's is not named stale."""
     inputs: Callable[[], Sequence] = lambda: ()
     """The inputs an out-of-place op must leave as they were (the harness compares them after the check run)."""
     reset: Callable[[], None] | None = None

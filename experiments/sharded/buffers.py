@@ -6,7 +6,7 @@ inventory, c10d's count, compute alone; and the replay of its communication (dec
 
 from __future__ import annotations
 
-from suite.api import Buffers, DistContext, Session, dist_max
+from suite.api import Buffers, DistContext, Session, dist_max, verify
 
 from . import check as checking
 from . import built_in, decompose, inventory, pipeline, quiet, user_model, user_pipeline, user_workload, workload
@@ -111,17 +111,19 @@ def step_buffers(strategy: str, s: ShardedSettings, ctx: DistContext, session: S
         reference = reference_of(session, strategy, s, ctx, um)
         ref, tols, use = checking.expected(rule, reference, trainer.steps, trainer.owned)  # owned: a stage's
         picked = [i for i, u in enumerate(use) if u]
-        wrong, worst, _ = checking.compare(
+        wrong, worst, each = checking.compare(
             [mine[i] for i in picked], [ref[i] for i in picked], [tols[i] for i in picked]
         )
         seen.update(steps=trainer.steps, tol=max((tols[i] for i in picked), default=0.0), max_abs_diff=worst)
         seen["rule"] = rule.describe(trainer.steps, seen["tol"], len(picked), len(use))
-        return wrong
+        names = [n for i, (n, _) in enumerate(trainer.model.named_parameters()) if i in picked]
+        return verify.Wrong(wrong, checking.found(wrong, names, each, [tols[i] for i in picked], seen["rule"]))
 
     return Buffers(
         call=lambda a: trainer.step(),
         check=check,
         outputs=lambda: [t.detach() for _, t in workload.local_params(trainer.model)],
+        unseeded=True,  # every step starts from the seeded model: an output equal to the check run's is not stale
         derive=lambda m, around, session: derive(strategy, s, trainer, ctx, m, around, seen, session, um),
     )
 

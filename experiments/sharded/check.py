@@ -250,3 +250,15 @@ def compare(mine: list[torch.Tensor], ref: list[torch.Tensor], tols: list[float]
         wrong += int((~(diff <= tol)).sum().item())
         worst.append(float(diff.max().item()) if diff.numel() else 0.0)
     return wrong, max(worst, default=0.0), worst
+
+
+def found(wrong: int, names: list[str], worst: list[float], tols: list[float], rule: str) -> list[str]:
+    """The check's finding in words (the record's ``wrong_found``): how many elements are off single-process
+    training, the first parameter tensor that is (by name), by how much against its bound, and the rule."""
+    if not wrong:
+        return []
+    i = next(i for i, (w, t) in enumerate(zip(worst, tols)) if not w <= t)
+    return [
+        f"{wrong} wrong value(s) in the parameters against single-process training (first in {names[i]}: off by "
+        f"up to {worst[i]:z.3g} where {tols[i]:z.3g} is allowed; {rule})"
+    ]

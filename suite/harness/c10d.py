@@ -13,6 +13,7 @@ import re
 
 import torch
 import torch.distributed as dist
+from torch.utils._python_dispatch import TorchDispatchMode
 
 
 def _torch_version() -> tuple[int, int]:
@@ -72,6 +73,19 @@ def completed_work(result=None):
     """A Work that is already complete (what a Python process group returns for an op it finished itself)."""
     fut = torch.futures.Future()
     fut.set_result(result)
+    return work_from_future(fut)
+
+
+def future_value(work):
+    """The value of ``work``'s future (None where it has none)."""
+    try:
+        return work.get_future().value()
+    except RuntimeError:
+        return None
+
+
+def work_from_future(fut):
+    """A Work that completes when ``fut`` does (its wait raises what ``fut`` raised)."""
     return torch._C._distributed_c10d._create_work_from_future(fut)
 
 
@@ -80,3 +94,47 @@ def flight_recorder_dump() -> bytes | None:
     entries' stack traces; None where this torch has no dump call."""
     fn = getattr(torch._C._distributed_c10d, "_dump_fr_trace", None)
     return None if fn is None else fn(includeStackTraces=False)
+
+
+# --- the dispatcher's view of c10d's ops (the planted faults over plain Gloo: suite/harness/fault_mode.py) ----------
+
+DispatchMode = TorchDispatchMode
+"""The base of a mode that sees every op the dispatcher carries (torch's CommDebugMode's)."""
+
+
+def op_name(func) -> tuple[str, str]:
+    """(namespace, name) of a dispatched op: ("c10d", "allreduce_"), ("_c10d_functional", "all_reduce")."""
+    return func.namespace, func._opname
+
+
+def op_args(func, args, kwargs) -> dict:
+    """A dispatched op's arguments by their schema names (defaults filled)."""
+    out = {}
+    for i, arg in enumerate(func._schema.arguments):
+        if i < len(args):
+            out[arg.name] = args[i]
+        elif arg.name in kwargs:
+            out[arg.name] = kwargs[arg.name]
+        elif arg.has_default_value():
+            out[arg.name] = arg.default_value
+    return out
+
+
+def op_shape(func) -> tuple[list[str], int]:
+    """(a dispatched op's argument names, how many values it returns)."""
+    return [a.name for a in func._schema.arguments], len(func._schema.returns)
+
+
+def resolve_group(name: str):
+    """The process group c10d registered under ``name`` (what a functional collective names)."""
+    return dist.distributed_c10d._resolve_process_group(name)
+
+
+def wait_tensor(t: torch.Tensor) -> torch.Tensor:
+    """Wait for the functional collective whose output is ``t``."""
+    return torch.ops._c10d_functional.wait_tensor(t)
+
+
+def reduce_scatter_base(pg, output: torch.Tensor, input: torch.Tensor, opts):
+    """``pg``'s reduce_scatter of one tensor into one (its Work)."""
+    return pg._reduce_scatter_base(output, input, opts)

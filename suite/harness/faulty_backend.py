@@ -38,10 +38,10 @@ from __future__ import annotations
 import contextlib
 import itertools
 
-import torch
 import torch.distributed as dist
 
 from suite.harness import c10d, mpi_backend
+from suite.harness.corruptions import Corrupter, scribble, wrong_op
 
 from suite.common import faults
 from suite.common.backends import check_planted_backend
@@ -51,15 +51,6 @@ NAME = "suite_faulty"
 """The name it is registered under (not a BACKEND value)."""
 
 FAULTS = faults.BACKEND_FAULTS
-
-_WRONG_OP = (
-    (dist.ReduceOp.SUM, dist.ReduceOp.MAX),
-    (dist.ReduceOp.AVG, dist.ReduceOp.SUM),
-    (dist.ReduceOp.MAX, dist.ReduceOp.MIN),
-    (dist.ReduceOp.MIN, dist.ReduceOp.MAX),
-    (dist.ReduceOp.PRODUCT, dist.ReduceOp.SUM),
-)
-"""(asked, done instead) for wrong_reduction."""
 
 
 class Arming:
@@ -78,10 +69,17 @@ class Arming:
 
 @contextlib.contextmanager
 def armed(group, fault: str | None):
-    """The ops issued inside are faulty with ``fault`` when ``group`` is on this backend (else a no-op)."""
+    """The ops issued inside are faulty with ``fault``: on this backend by its group, on any other (plain Gloo) by the
+    dispatch mode of suite/harness/fault_mode.py, which also reaches FSDP2's, DTensor's and the pipelines' ops."""
     arming = getattr(group, "arming", None)
-    if fault is None or arming is None:
+    if fault is None:
         yield
+        return
+    if arming is None:  # plain Gloo: the dispatch mode plants it (suite/harness/fault_mode.py)
+        from suite.harness.fault_mode import FaultMode
+
+        with FaultMode(fault):
+            yield
         return
     arming.start(fault)
     try:
@@ -129,19 +127,6 @@ def register() -> str:
     return NAME
 
 
-def _chunks(outs: list[torch.Tensor], n: int) -> list[torch.Tensor]:
-    """The places a fault moves data between: the outputs when there are several, else one output's n
-    parts (n: the group's size; at least one element each)."""
-    outs = [t for t in outs if t is not None and t.numel()]
-    if len(outs) != 1:
-        return outs
-    flat = outs[0].view(-1)
-    c = flat.numel() // n
-    if c < 1 or n < 2:
-        return [flat[i : i + 1] for i in range(flat.numel())] if flat.numel() > 1 else [flat]
-    return [flat[i * c : (i + 1) * c] for i in range(n)]
-
-
 class _Recv(dist.Work):
     """A receive's Work whose wait applies the fault once the data is there."""
 
@@ -169,8 +154,7 @@ class FaultyGroup(dist.ProcessGroup):
         world = dist.group.WORLD if dist.is_initialized() else None
         self.arming = world.arming if isinstance(world, FaultyGroup) else Arming()
         self._n = size
-        self._kept: dict = {}  # stale: the first result per (op, shapes, dtype)
-        self._waiting: tuple | None = None  # reorder: (call, peer, shape, dtype, tensor) of the last receive
+        self.faults = Corrupter(size, lambda: dist.get_process_group_ranks(self))
 
     def getBackendName(self):
         return NAME
@@ -191,60 +175,17 @@ class FaultyGroup(dist.ProcessGroup):
         if fault is None:
             return issue(opts)
         if fault == "wrong_reduction" and reduces:
-            opts.reduceOp = next((done for asked, done in _WRONG_OP if opts.reduceOp == asked), opts.reduceOp)
-        outs = [t for t in outs if t is not None]
-        before = [t.clone() for t in outs] if fault in ("drop", "partial") else None
-        work = issue(opts)
-        work.wait()
-        self._fault(fault, op, outs, before, list(ins))
+            opts.reduceOp = wrong_op(opts.reduceOp)
+        work = []
+
+        def run():
+            work.append(issue(opts))
+            work[0].wait()
+
+        self.faults.around(fault, op, outs, ins, run)
         # what Gloo's future holds (its output tensors, now faulty): DDP's comm hooks read it, and a None there
         # crashes the reducer
-        return c10d.completed_work(_value(work))
-
-    def _fault(self, fault: str, op: str, outs: list, before, ins: list) -> None:
-        if fault == "aliasing":
-            _scribble(ins, outs)
-        if not outs:
-            return
-        n = self._n
-        if fault == "drop":
-            _chunks(outs, n)[-1].copy_(_chunks(before, n)[-1])
-        elif fault == "partial":
-            for t, b in zip(outs, before):
-                flat, old = t.view(-1), b.view(-1)
-                half = (flat.numel() + 1) // 2
-                if flat.numel() > 1:
-                    flat[half:].copy_(old[half:])
-        elif fault == "stale":
-            key = (op, tuple(tuple(t.shape) for t in outs), outs[0].dtype)
-            if key in self._kept:
-                for t, k in zip(outs, self._kept[key]):
-                    t.copy_(k)
-            else:
-                self._kept[key] = [t.clone() for t in outs]
-        elif fault == "misroute":
-            parts = _chunks(outs, n)
-            if len(parts) > 1 and all(p.shape == parts[0].shape for p in parts):
-                held = [p.clone() for p in parts]
-                for i, p in enumerate(parts):
-                    p.copy_(held[(i + 1) % len(parts)])
-        elif fault == "group_rank":
-            parts, ranks = _chunks(outs, n), dist.get_process_group_ranks(self)
-            if len(parts) == len(ranks) > 1 and all(p.shape == parts[0].shape for p in parts):
-                held = [p.clone() for p in parts]
-                for j, p in enumerate(parts):
-                    p.copy_(held[ranks[j] % n])
-        elif fault == "duplicate":
-            parts = _chunks(outs, n)
-            if len(parts) > 1 and parts[0].shape == parts[1].shape:
-                parts[1].copy_(parts[0])
-        elif fault == "overrun":
-            t = outs[-1]
-            first = _chunks([t], n)[0].reshape(-1)
-            room = t.untyped_storage().nbytes() // t.element_size() - (t.storage_offset() + t.numel())
-            k = min(room, first.numel())
-            if k > 0 and t.is_contiguous():
-                torch.as_strided(t, (k,), (1,), t.storage_offset() + t.numel()).copy_(first[:k])
+        return c10d.completed_work(c10d.future_value(work[0]))
 
     # --- collectives ----------------------------------------------------------------------------------
 
@@ -322,7 +263,7 @@ class FaultyGroup(dist.ProcessGroup):
         if fault != "aliasing":
             return work
         # the send's buffer written once the message is out: what a transport reusing it would do
-        return _Recv(work, lambda: _scribble(tensors, []))
+        return _Recv(work, lambda: scribble(tensors, []))
 
     def recv(self, tensors, src, tag):
         fault = self.arming.fault
@@ -334,48 +275,8 @@ class FaultyGroup(dist.ProcessGroup):
 
         def apply():
             if fault == "reorder":
-                self._reorder(call, src, t)
+                self.faults.reorder(call, src, t)
             else:
-                self._fault(fault, "recv", [t], None if before is None else [before], [])
+                self.faults.apply(fault, "recv", [t], None if before is None else [before], [])
 
         return _Recv(self.gloo.recv(tensors, src, tag), apply)
-
-    def _reorder(self, call: int, src: int, t: torch.Tensor) -> None:
-        """Swap this message with the previous one from the same peer in the same call, if any."""
-        key = (call, src, tuple(t.shape), t.dtype)
-        w = self._waiting
-        if w is not None and w[:4] == key and w[4].data_ptr() != t.data_ptr():
-            held = w[4].clone()
-            w[4].copy_(t)
-            t.copy_(held)
-            self._waiting = None
-        else:
-            self._waiting = (*key, t)
-
-
-def _value(work):
-    """The value of ``work``'s future (None where it has none)."""
-    try:
-        return work.get_future().value()
-    except RuntimeError:
-        return None
-
-
-def _scribble(ins: list, outs: list) -> None:
-    """Write into each input that is not also an output (an in-place form): the output's data one element on,
-    as an op using its input as scratch space would (no output: the input's own, one element on; a single
-    element: negated)."""
-    src = torch.cat([t.reshape(-1) for t in outs]) if outs else None
-    for i in ins:
-        if i is None or not i.numel() or _shares(i, outs):
-            continue
-        flat = i.view(-1)
-        data = flat.clone() if src is None else src
-        k = min(flat.numel(), data.numel())
-        flat[:k].copy_(torch.roll(data, 1)[:k] if data.numel() > 1 else -data[:k])
-
-
-def _shares(t: torch.Tensor, others) -> bool:
-    """Whether ``t`` shares storage with any of ``others`` (an in-place form: its input is its output)."""
-    ptr = t.untyped_storage().data_ptr()
-    return any(o.untyped_storage().data_ptr() == ptr for o in others)

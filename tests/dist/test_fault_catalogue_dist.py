@@ -29,6 +29,8 @@ from suite.ops.p2p.pattern import Spec
 from experiments.backends import cases as backends
 from experiments.ddp.cases import ddp_cases
 from experiments.ddp.settings import DdpSettings
+from experiments.sharded.cases import sharded_cases
+from experiments.sharded.settings import ShardedSettings
 from tests.dist.local_group import gloo_rank
 
 pytestmark = pytest.mark.slow
@@ -129,12 +131,26 @@ DDP_SYMPTOM = {
 """(class, case pattern) -> what the DDP check names (the first pattern that matches)."""
 
 
+SHARDED_STRATEGIES = ("fsdp2", "tp")
+SHARDED_CFG = dataclasses.replace(
+    CFG, sharded=ShardedSettings(width=8, depth=2, seq=2, batch=4, microbatches=2, strategies=SHARDED_STRATEGIES)
+)
+"""The sharded experiment at its smallest (a width-8 model of 2 blocks, 4 samples of 2 tokens), its training steps
+only (its replays are collectives, proven above)."""
+SHARDED_FAULTS = ("drop", "stale", "misroute")
+SHARDED_SYMPTOM = "wrong value(s) in the parameters"
+"""What the sharded step's check names: every rank's whole parameters against single-process training (the
+parameter tensor first off, by how much, and the rule)."""
+
+
 def applies(fault: str, label: str, not_applicable: dict | None = None) -> bool:
     pat = (NOT_APPLICABLE if not_applicable is None else not_applicable).get(fault)
     return pat is None or not re.search(pat[0], label)
 
 
 def expected_symptom(fault: str, label: str) -> str:
+    if label in SHARDED_STRATEGIES:
+        return SHARDED_SYMPTOM
     if label.startswith("mlp-"):
         return next(said for (f, pat), said in DDP_SYMPTOM.items() if f == fault and re.search(pat, label))
     for (f, pat), said in OTHER_SYMPTOM.items():
@@ -181,22 +197,35 @@ def _halves(world: int):
     return sweep.collective_cases(CFG, world, experiment="collectives", partition=parts)
 
 
-def _rank(rank: int, world: int, store: str, out: str, ddp: bool = False) -> None:
+def _of(kind: str, world: int, fault: str | None) -> list:
+    """The cases a launch of ``kind`` runs under ``fault``."""
+    if kind == "ddp":
+        return _ddp_cases(world)
+    if kind == "sharded":
+        return [c for c in sharded_cases(SHARDED_CFG, world) if c.op == "train_step"]
+    return _cases(world) + (_halves(world) if fault in (None, "group_rank") else [])
+
+
+def _rank(rank: int, world: int, store: str, out: str, kind: str = "collectives") -> None:
     got = []
-    with gloo_rank(rank, world, store, planted=True) as ctx:
-        harness = Harness(ctx, DDP_CFG if ddp else CFG)  # one: its support probes run once
-        for fault in (None, *(DDP_FAULTS if ddp else faults.BACKEND_FAULTS)):
+    cfg = {"ddp": DDP_CFG, "sharded": SHARDED_CFG}.get(kind, CFG)
+    classes = {"ddp": DDP_FAULTS, "sharded": SHARDED_FAULTS}.get(kind, faults.BACKEND_FAULTS)
+    not_applicable = {"ddp": DDP_NOT_APPLICABLE, "sharded": {}}.get(kind)
+    # the sharded steps on plain Gloo: FSDP2 and DTensor need a C++ backend, so the harness plants the faults with its
+    # dispatch mode (suite/harness/fault_mode.py); the others on the planted faulty Gloo
+    with gloo_rank(rank, world, store, planted=kind != "sharded") as ctx:
+        harness = Harness(ctx, cfg)  # one: its support probes run once
+        for fault in (None, *classes):
             harness.env = {"SUITE_INJECT_BACKEND": fault} if fault else {}
-            cases = (
-                _ddp_cases(world) if ddp else _cases(world) + (_halves(world) if fault in (None, "group_rank") else [])
-            )
-            for case in cases:
-                if case.unchecked or (fault and not applies(fault, case.label, DDP_NOT_APPLICABLE if ddp else None)):
+            for case in _of(kind, world, fault):
+                if case.unchecked or (fault and not applies(fault, case.label, not_applicable)):
                     continue
                 try:
                     _, rec = harness.run(case)
                 except CaseSkipped:
                     continue
+                # the inventory step after the timed steps is not armed: what it saw is the step's own
+                assert kind != "sharded" or rec["inventory_matches_theory"], (fault, case.label, rec["inventory"])
                 got.append([fault, case.label, rec["n_wrong"], rec.get("wrong_found", []), rec.get("planted_fault")])
     if rank == 0:
         Path(out).write_text(json.dumps(got))
@@ -216,16 +245,25 @@ def test_the_ddp_steps_and_syncs_fail_each_fault_class_with_its_symptom(tmp_path
     coalesced, accumulation) and its initial-state syncs, at 2 ranks: drop, stale and misroute each make every case
     wrong, named (a stale result passed the all_reduce of ones and a constructor from a fixed seed; the steps named
     nothing, and a drop was called stale)."""
-    got = _run(tmp_path, 2, ddp=True)
+    got = _run(tmp_path, 2, "ddp")
     _assert_caught(got, 2)
     assert {(f, label) for f, label, *_ in got if f} == {
         (f, c.label) for f in DDP_FAULTS for c in _ddp_cases(2) if applies(f, c.label, DDP_NOT_APPLICABLE)
     }
 
 
-def _run(tmp_path, world: int, ddp: bool = False) -> list:
+def test_the_fsdp2_and_tp_steps_fail_each_fault_class_with_its_symptom(tmp_path):
+    """FSDP2's all-gathers and reduce-scatters and tensor parallel's all_reduces (DTensor's functional collectives),
+    at 2 ranks on plain Gloo with the faults planted under them: drop, stale and misroute each make every step
+    wrong, named (the step's check said nothing in words, and none of them could run on the faulty Gloo)."""
+    got = _run(tmp_path, 2, "sharded")
+    _assert_caught(got, 2)
+    assert {(f, label) for f, label, *_ in got} == {(f, s) for f in (None, *SHARDED_FAULTS) for s in SHARDED_STRATEGIES}
+
+
+def _run(tmp_path, world: int, kind: str = "collectives") -> list:
     out = tmp_path / "got.json"
-    mp.spawn(_rank, args=(world, str(tmp_path / "store"), str(out), ddp), nprocs=world, join=True)
+    mp.spawn(_rank, args=(world, str(tmp_path / "store"), str(out), kind), nprocs=world, join=True)
     return json.loads(out.read_text())
 
 

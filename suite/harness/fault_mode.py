@@ -1,0 +1,202 @@
+"""The planted faults over plain Gloo: a ``TorchDispatchMode`` (the mechanism torch's CommDebugMode uses) entered on
+every rank around each armed call of a case (``SUITE_INJECT_BACKEND``; suite/harness/faulty_backend.py ``armed``).
+It sees every op c10d issues through the dispatcher, so also those of FSDP2, DTensor (tensor and sequence
+parallel) and the pipeline schedules, which a process group written in Python cannot serve: it runs each c10d op
+(``torch.ops.c10d.*``) and functional collective (``torch.ops._c10d_functional.*``) on Gloo, waits for it, and
+applies this rank's fault to its result with the one implementation of the classes (suite/harness/corruptions.py);
+it then returns the op's own (now complete) Work or output. A receive (and, under aliasing, a send) is not waited
+for when issued, which would deadlock a batch that posts its receives first: a thread waits for it and applies the
+fault before its Work completes. wrong_reduction issues the op once with the other reduction instead.
+
+Every other op passes unchanged; outside an armed call the mode is not there at all. A functional collective's
+output is new, so what drop and partial leave unwritten is zeros (what a fresh allocation would hold).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+
+import torch
+import torch.distributed as dist
+
+from suite.harness import c10d
+from suite.harness.corruptions import Corrupter, scribble, wrong_op
+
+_GROUPS: dict[str, Corrupter] = {}
+"""A group's faults by its c10d name (what stale and reorder keep between ops lasts as the process's group does)."""
+_CALLS = itertools.count(1)
+_LOCK = threading.Lock()  # receives' faults are applied from their waiting threads
+
+_C10D = {
+    # op: (outputs, inputs, what the reduction substitute calls; None: reduces nothing)
+    "allreduce_": (lambda a, r: a["tensors"], lambda a, r: [], "allreduce"),
+    "broadcast_": (lambda a, r: [] if r == a["root_rank"] else a["tensors"], lambda a, r: [], None),
+    "reduce_": (lambda a, r: a["tensors"] if r == a["root_rank"] else [], lambda a, r: [], "reduce"),
+    "allgather_": (lambda a, r: a["output_tensors"][0], lambda a, r: a["input_tensors"], None),
+    "_allgather_base_": (lambda a, r: [a["output_tensor"]], lambda a, r: [a["input_tensor"]], None),
+    "gather_": (lambda a, r: (a["output_tensors"] or [[]])[0], lambda a, r: a["input_tensors"], None),
+    "scatter_": (lambda a, r: a["output_tensors"], lambda a, r: (a["input_tensors"] or [[]])[0], None),
+    "reduce_scatter_": (lambda a, r: a["output_tensors"], lambda a, r: a["input_tensors"][0], "reduce_scatter"),
+    "_reduce_scatter_base_": (lambda a, r: [a["output_tensor"]], lambda a, r: [a["input_tensor"]], "rs_base"),
+    "alltoall_": (lambda a, r: a["output_tensors"], lambda a, r: a["input_tensors"], None),
+    "alltoall_base_": (lambda a, r: [a["output"]], lambda a, r: [a["input"]], None),
+}
+"""The c10d collectives a fault applies to, by op name (a coalesced form: each of its pairs as one op)."""
+_COALESCED = {"allgather_into_tensor_coalesced_", "reduce_scatter_tensor_coalesced_", "allreduce_coalesced_"}
+_IN_PLACE_FUNCTIONAL = {"all_reduce_", "all_reduce_coalesced_"}
+
+
+class FaultMode(c10d.DispatchMode):
+    """The ops dispatched inside, on any group, faulty with ``fault`` (one armed call: reorder pairs its messages)."""
+
+    def __init__(self, fault: str):
+        super().__init__()
+        self.fault, self.call = fault, next(_CALLS)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        ns, name = c10d.op_name(func)
+        if ns == "c10d" and name in ("send", "recv_"):
+            return self._p2p(func, name, c10d.op_args(func, args, kwargs), args, kwargs)
+        if ns == "c10d" and (name in _C10D or name in _COALESCED):
+            return self._collective(func, name, c10d.op_args(func, args, kwargs), args, kwargs)
+        if ns == "_c10d_functional" and name != "wait_tensor" and "group_name" in c10d.op_shape(func)[0]:
+            return self._functional(func, name, c10d.op_args(func, args, kwargs))
+        return func(*args, **kwargs)
+
+    # --- c10d's ops ---------------------------------------------------------------------------------------
+
+    def _collective(self, func, name: str, a: dict, args, kwargs):
+        pg = dist.ProcessGroup.unbox(a["process_group"])
+        faults, fault, rank = _faults(pg), self.fault, pg.rank()
+        result: list = []
+        if name in _COALESCED:
+            outs = list(a.get("outputs", a.get("tensors")))
+            ins = list(a.get("inputs", []))
+            pairs = [([o], [ins[i]] if ins else []) for i, o in enumerate(outs)]
+        else:
+            get_outs, get_ins, _ = _C10D[name]
+            pairs = [(list(get_outs(a, rank)), list(get_ins(a, rank)))]
+
+        def run():
+            if fault == "wrong_reduction" and name in _C10D and _C10D[name][2] is not None:
+                work = _reduced_wrong(pg, _C10D[name][2], a)
+                result.append(_as_result(func, a, work))
+            else:
+                result.append(func(*args, **kwargs))
+            _work(result[0]).wait()
+
+        ran = False
+        for outs, ins in pairs:  # a coalesced op: each pair as one op, issued once
+            if not ran:
+                faults.around(fault, name, outs, ins, run)
+                ran = True
+            else:
+                faults.apply(fault, name, [o for o in outs if o is not None], None, ins)
+        # complete, holding what Gloo's future holds (its outputs, now faulty: DDP's comm hooks read it); not Gloo's
+        # own Work, whose wait may copy the result into the output again (its reduce_scatter_single does)
+        done = c10d.completed_work(c10d.future_value(_work(result[0]))).boxed()
+        return (result[0][0], done) if isinstance(result[0], tuple) else done
+
+    def _p2p(self, func, name: str, a: dict, args, kwargs):
+        pg = dist.ProcessGroup.unbox(a["process_group"])
+        faults, fault, t = _faults(pg), self.fault, a["tensors"][0]
+        before = t.clone() if fault in ("drop", "partial") else None
+        work = func(*args, **kwargs)
+        if name == "send":
+            if fault != "aliasing":
+                return work
+            # the send's buffer written once the message is out: what a transport reusing it would do
+            return _then(work, lambda: scribble(a["tensors"], []))
+        call, src = self.call, a["src"]
+
+        def apply():
+            if fault == "reorder":
+                faults.reorder(call, src, t)
+            else:
+                faults.apply(fault, "recv", [t], None if before is None else [before], [])
+
+        return _then(work, apply)
+
+    # --- the functional collectives (DTensor's) -------------------------------------------------------------
+
+    def _functional(self, func, name: str, a: dict):
+        pg = c10d.resolve_group(a["group_name"])
+        fault = self.fault
+        if fault == "wrong_reduction" and "reduce_op" in a:
+            a["reduce_op"] = wrong_op(getattr(dist.ReduceOp, a["reduce_op"].upper())).name.lower()
+        ins = list(a["inputs"]) if "inputs" in a else [a["input"]]
+        in_place = name in _IN_PLACE_FUNCTIONAL
+        keep = fault in ("drop", "partial")
+        held = [t.clone() for t in ins] if in_place and keep else None
+        out = func(**a)
+        outs = list(out) if isinstance(out, (list, tuple)) else [out]
+        for o in outs:
+            c10d.wait_tensor(o)
+        if name == "broadcast" and pg.rank() == a["src"]:
+            outs = []  # the root's output is its own input
+        faults = _faults(pg)
+        for i, o in enumerate(outs):
+            before = [held[i] if in_place else torch.zeros_like(o)] if keep else None
+            faults.apply(fault, name, [o], before, [] if in_place else [ins[min(i, len(ins) - 1)]])
+        return out
+
+
+def _faults(pg) -> Corrupter:
+    name = pg.group_name
+    if name not in _GROUPS:
+        _GROUPS[name] = Corrupter(pg.size(), lambda: dist.get_process_group_ranks(pg))
+    return _GROUPS[name]
+
+
+def _work(result):
+    """The Work of a c10d op's result (a Work, or a tuple ending with one), as torch.distributed's."""
+    w = result[-1] if isinstance(result, tuple) else result
+    return w if isinstance(w, dist.Work) else dist.Work.unbox(w)
+
+
+def _as_result(func, a: dict, work):
+    """``work`` (torch.distributed's) in the shape ``func``'s schema returns: a Work, or (its outputs, the Work)."""
+    boxed = work.boxed()
+    names, returns = c10d.op_shape(func)
+    return boxed if returns == 1 else (a[names[0]], boxed)
+
+
+def _reduced_wrong(pg, how: str, a: dict):
+    """The reducing op of ``a`` issued on ``pg`` with wrong_reduction's other reduction; its Work."""
+    asked = dist.ReduceOp.RedOpType(a["reduce_op"].op())
+    op = dist.ReduceOp(wrong_op(asked))
+    if how == "allreduce":
+        opts = dist.AllreduceOptions()
+        opts.reduceOp = op
+        return pg.allreduce(a["tensors"], opts)
+    if how == "reduce":
+        opts = dist.ReduceOptions()
+        opts.reduceOp, opts.rootRank, opts.rootTensor = op, a["root_rank"], a["root_tensor"]
+        return pg.reduce(a["tensors"], opts)
+    opts = dist.ReduceScatterOptions()
+    opts.reduceOp = op
+    if how == "reduce_scatter":
+        return pg.reduce_scatter(a["output_tensors"], a["input_tensors"], opts)
+    return c10d.reduce_scatter_base(pg, a["output_tensor"], a["input_tensor"], opts)
+
+
+def _then(work, apply):
+    """A Work that completes once ``work`` has and ``apply()`` has run (a thread waits: the caller may issue
+    other ops, a send its peer's receive waits for, before it waits itself)."""
+    inner = work if isinstance(work, dist.Work) else dist.Work.unbox(work)
+    fut: torch.futures.Future = torch.futures.Future()
+
+    def wait():
+        try:
+            inner.wait()
+            with _LOCK:
+                apply()
+        except Exception as e:  # the waiter sees it
+            fut.set_exception(e)
+            return
+        fut.set_result(None)
+
+    threading.Thread(target=wait, name="planted-fault-wait", daemon=True).start()
+    return c10d.work_from_future(fut).boxed()
