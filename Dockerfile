@@ -70,21 +70,33 @@ LABEL org.opencontainers.image.title="torch-comm-suite" \
       suite.variant="${VARIANT}" \
       suite.torch.version="${TORCH_VERSION}"
 USER root
-# tc (iproute2) shapes the simulated links, make runs the suite's targets. The local Debian base has
-# both; a public base may not: installed with apt where apt works, else a warning (no network needed
-# when they are present).
-RUN if ! command -v tc >/dev/null || ! command -v make >/dev/null; then \
+# tc (iproute2) shapes the simulated links, make runs the suite's targets, sshd and ssh let hydra's
+# mpiexec start the ranks of BACKEND=mpi on the other compose nodes. The local Debian base has them
+# all; a public base may not: installed with apt where apt works, else a warning (no network needed
+# when they are present). No ssh key is baked in: the host keys the package made are removed (each
+# node makes its own at start) and the job's key pair is made per run (docker/entrypoint.sh).
+RUN set --; \
+    command -v tc >/dev/null || set -- "$@" iproute2; \
+    command -v make >/dev/null || set -- "$@" make; \
+    [ -x /usr/sbin/sshd ] || set -- "$@" openssh-server; \
+    command -v ssh >/dev/null || set -- "$@" openssh-client; \
+    if [ $# -gt 0 ]; then \
       (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-         iproute2 make >/dev/null && rm -rf /var/lib/apt/lists/*) || \
-      echo "WARNING: tc or make missing and not installable: LINK_RATE / make targets will not work"; \
-    fi
-# A fixed non-root account; compose runs the entrypoint as root only to shape the link, then drops
-# to the owner of the results directory (docker/entrypoint.sh).
-RUN useradd --create-home --shell /bin/sh --user-group suite
+         "$@" >/dev/null && rm -rf /var/lib/apt/lists/*) || \
+      echo "WARNING: $* missing and not installable: LINK_RATE (tc), make targets (make) or BACKEND=mpi across compose nodes (ssh) will not work"; \
+    fi; \
+    rm -f /etc/ssh/ssh_host_*
+# A fixed non-root account; compose runs the entrypoint as root only to shape the link (and start
+# sshd for BACKEND=mpi), then drops to the owner of the results directory (docker/entrypoint.sh).
+# Its password field is '*' (no password, not locked): sshd refuses a locked account ('!') even with a key.
+RUN useradd --create-home --shell /bin/sh --user-group --password '*' suite
 COPY --from=venv /opt/venv /opt/venv
 # VENV: the Makefile's venv is this one (so `make test-cpu` inside the image installs nothing);
-# RESULTS: where make targets and the node entrypoint write runs (mount a host directory there).
+# RESULTS: where make targets and the node entrypoint write runs (mount a host directory there);
+# MPIR_CVAR_CH4_CMA_ENABLE=0: BACKEND=mpi's ranks on one node copy through shared memory, not with
+# cross-memory attach, whose process_vm_readv a container refuses (EPERM) without CAP_SYS_PTRACE.
 ENV PATH=/opt/venv/bin:$PATH \
+    MPIR_CVAR_CH4_CMA_ENABLE=0 \
     VENV=/opt/venv \
     RESULTS=/results \
     PYTHONUNBUFFERED=1 \

@@ -6,16 +6,24 @@
 #
 # debootstrap fetches Debian packages from the host's own apt mirror (read from the apt sources,
 # or DEBIAN_MIRROR=<uri>), then the tree is imported as an image (`docker import`): no registry.
-# Idempotent: an existing image is kept (FORCE=1 rebuilds). Needs root and debootstrap.
+# Idempotent: an existing image built with the same package list is kept (FORCE=1 rebuilds; one built
+# with another list, e.g. before a package was added, is rebuilt). Needs root and debootstrap.
 set -euo pipefail
 SUITE="${DEBIAN_SUITE:-bookworm}"
 IMAGE="${1:-torch-comm-suite-base:$SUITE}"
-# make: the image runs `make test-cpu`; iproute2: tc for link shaping; procps: ps/kill for debugging.
-PACKAGES="python3,python3-venv,ca-certificates,iproute2,procps,make"
+# make: the image runs `make test-cpu`; iproute2: tc for link shaping; procps: ps/kill for debugging;
+# openssh-server/-client: BACKEND=mpi across the compose nodes (hydra's mpiexec starts its proxies over ssh).
+PACKAGES="python3,python3-venv,ca-certificates,iproute2,procps,make,openssh-server,openssh-client"
+# the image's comment: what it was built from (an existing image with another comment is rebuilt)
+COMMENT="debootstrap --variant=minbase $SUITE + $PACKAGES"
 
-if docker image inspect "$IMAGE" >/dev/null 2>&1 && [ "${FORCE:-0}" != 1 ]; then
-  echo "base image $IMAGE exists (FORCE=1 rebuilds)"
-  exit 0
+if [ "${FORCE:-0}" != 1 ] && docker image inspect "$IMAGE" >/dev/null 2>&1; then
+  had=$(docker image inspect -f '{{.Comment}}' "$IMAGE")
+  if [ "$had" = "$COMMENT" ]; then
+    echo "base image $IMAGE exists (FORCE=1 rebuilds)"
+    exit 0
+  fi
+  echo "base image $IMAGE was built from another package list (${had:-unknown}): rebuilding it"
 fi
 command -v debootstrap >/dev/null || { echo "error: debootstrap is not installed (apt-get install debootstrap)" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || { echo "error: debootstrap needs root" >&2; exit 1; }
@@ -54,5 +62,5 @@ rm -rf "$ROOTFS"/var/lib/apt/lists/* "$ROOTFS"/var/cache/apt/*.bin "$ROOTFS"/var
        "$ROOTFS"/usr/share/doc/* "$ROOTFS"/usr/share/man/*
 tar -C "$ROOTFS" -c . | docker import \
   -c 'ENV LANG=C.UTF-8' -c 'CMD ["/bin/bash"]' \
-  -m "debootstrap --variant=minbase $SUITE + $PACKAGES" - "$IMAGE" >/dev/null
+  -m "$COMMENT" - "$IMAGE" >/dev/null
 echo "base image $IMAGE built in $(( $(date +%s) - t0 )) s"

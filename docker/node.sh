@@ -23,6 +23,12 @@ if [ -z "$check" ]; then
   "$(dirname "$0")/await-host.sh" "$MASTER_ADDR" "${RDZV_TIMEOUT_S:-120}" || exit $?
 fi
 
+if [ "${BACKEND:-}" = mpi ] && [ -z "${MPI_HOSTS:-}" ]; then
+  # node 0's mpiexec starts the ranks of every node over ssh: the compose nodes' hostnames, in NODE_RANK order
+  MPI_HOSTS=$(seq -s, -f 'node%g' 0 $((NNODES - 1)))
+  export MPI_HOSTS
+fi
+
 results_root="${RESULTS:-/results}"
 if [ -z "${RUN_ID:-}" ] && [ "$NODE_RANK" != 0 ]; then
   # Every node's launcher creates <results>/<run-id>; without a shared RUN_ID (make compose-up

@@ -127,6 +127,9 @@ def ranks_command(backend: str, lay: dict, files, suite_opts, passthrough, env: 
     if backend != "mpi":
         return torchrun_command(lay, files, suite_opts, passthrough)
     where["store"] = mpi.host_store(env, lay)
+    if mpi.across_hosts(lay, env):  # node 0's mpiexec starts every node's ranks once every node has joined
+        mpi.await_followers(where["store"], lay)
+        where["followers"] = lay
     return mpi.command(lay, pytest_argv(files, suite_opts, passthrough), env)
 
 
@@ -191,8 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     the cause, never a traceback (a launcher bug leaves its traceback in failures/launcher.log)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     where: dict = {}
+    status = EXIT_FAILED  # also where the launcher itself failed
     try:
-        return _main(argv, where)
+        status = _main(argv, where)
     except KeyboardInterrupt:  # before the ranks started or after they ended: run_ranks forwards it between
         done = where.get("ranks_ended")
         print(
@@ -204,14 +208,19 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         print(status_line(EXIT_SIGINT), file=sys.stderr, flush=True)
-        return EXIT_SIGINT
+        status = EXIT_SIGINT
+    except mpi.NodesError as e:  # BACKEND=mpi across hosts: a node never joined node 0
+        print(f"error: {e}; nothing started", file=sys.stderr)
+        status = EXIT_RENDEZVOUS
     except Exception as e:  # noqa: BLE001 - the launcher's own bug: one line, the traceback in a file
         print(f"# error: the launcher failed: {type(e).__name__}: {e}{_save_traceback(where)}", file=sys.stderr)
         print(status_line(EXIT_FAILED), file=sys.stderr, flush=True)
-        return EXIT_FAILED
     finally:
         if "warm" in where:  # torchrun warmed for ranks that did not start: end it
             where["warm"].close()
+        if "followers" in where:  # BACKEND=mpi across hosts: the other nodes end with this node's status
+            mpi.release_followers(where["store"], where["followers"], status)
+    return status
 
 
 def _save_traceback(where: dict) -> str:
@@ -243,6 +252,8 @@ def _main(argv: list[str], where: dict) -> int:
     if a.check:
         print(f"# check: ok ({lay['nnodes']} node(s) x {lay['nproc']} rank(s), experiments: {', '.join(names)})")
         return EXIT_OK
+    if cfg.backend == "mpi" and mpi.across_hosts(lay) and lay["node_rank"] > 0:
+        return mpi.follow(lay)  # node 0 checks the run and starts this node's ranks over ssh
     from suite.common.backends import PreflightError, resolve_backend, resolve_device
 
     if cfg.backend != "mpi":  # torchrun imports torch while preflight runs; no rank starts before run_ranks

@@ -157,6 +157,8 @@ class Sim:
         assert self.containers() == [], f"containers of {self.project} left behind"
         nets = _docker("network", "ls", "-q", "--filter", f"label=com.docker.compose.project={self.project}")
         assert nets.stdout.split() == [], f"network of {self.project} left behind"
+        vols = _docker("volume", "ls", "-q", "--filter", f"label=com.docker.compose.project={self.project}")
+        assert vols.stdout.split() == [], f"volume of {self.project} (the job's ssh keys) left behind"
 
     def cleanup(self) -> None:
         ids = self.containers()
@@ -165,6 +167,9 @@ class Sim:
         nets = _docker("network", "ls", "-q", "--filter", f"label=com.docker.compose.project={self.project}")
         for n in nets.stdout.split():
             _docker("network", "rm", n)
+        vols = _docker("volume", "ls", "-q", "--filter", f"label=com.docker.compose.project={self.project}")
+        for v in vols.stdout.split():
+            _docker("volume", "rm", "-f", v)
 
 
 @pytest.fixture
@@ -226,6 +231,24 @@ def test_three_nodes_merged_results(sim):
     assert all(r["world_size"] == 6 for r in recs) and all_correct(recs)
     assert all(r["hosts"] == 3 for r in recs)
     assert (sim.results / "latest").resolve() == (sim.results / sim.run_id).resolve()
+    sim.assert_clean()
+
+
+def test_mpi_lane_runs_across_two_nodes_over_ssh(sim):
+    """BACKEND=mpi on 2 nodes x 2 ranks: node 0's mpiexec starts every rank over ssh (the job's key pair made
+    at start, sshd on each node), node 1's launcher waits and ends with node 0's status. Every collective at one
+    small size is exact, its record says mpi and both hosts, and node 1's ranks ran on node 1."""
+    p = sim.run(**{**TINY, "MIN_BYTES": "1K", "MAX_BYTES": "1K", "ITERS": "2"}, BACKEND="mpi", NNODES="2")
+    assert p.returncode == 0, _out(p)[-5000:]
+    assert "# node0: exit 0" in p.stdout and "# node1: exit 0" in p.stdout
+    assert "# node 1: node 0's run ended with status 0" in p.stdout
+    run = sim.bench()
+    mi = run["machine_info"]["suite"]
+    assert mi["backend"] == "mpi" and mi["hostnames"] == ["node0", "node0", "node1", "node1"]
+    recs = _records(run)
+    assert {r["op"] for r in recs} >= {"all_reduce", "all_gather", "broadcast", "reduce_scatter", "all_to_all"}
+    assert all(r["backend"] == "mpi" and r["world_size"] == 4 and r["hosts"] == 2 for r in recs)
+    assert all_correct(recs)
     sim.assert_clean()
 
 

@@ -31,10 +31,15 @@ def test_missing_mpiexec_names_where_it_looked(tmp_path):
     assert mpi.problem(ONE_NODE) is None  # this environment's own mpiexec and mpi4py
 
 
-def test_mpi_runs_across_nodes_only_inside_a_slurm_allocation(monkeypatch):
+def test_mpi_runs_across_nodes_inside_slurm_or_over_ssh_to_the_named_hosts(monkeypatch):
     two = {**ONE_NODE, "nnodes": 2, "world_size": 4, "master_addr": "node0"}
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
-    assert "inside a Slurm allocation" in (mpi.problem(two) or "")
+    for hosts in ("", "node0", "node0,node1,node2"):  # outside Slurm: one host a node, node 0's first
+        why = mpi.problem(two, env={"MPI_HOSTS": hosts}) or ""
+        assert f"MPI_HOSTS must name the 2 nodes' hosts in NODE_RANK order, comma-separated (got {hosts!r})" in why
+    assert mpi.problem(two, env={"MPI_HOSTS": "node0, node1"}) is None
+    cmd = mpi.command(two, ["-m", "pytest"], env={"MPI_HOSTS": "node0,node1"})
+    assert cmd[:9] == [str(mpi.mpiexec_path()), "-launcher", "ssh", "-hosts", "node0,node1", "-ppn", "2", "-n", "4"]
     monkeypatch.setattr(mpi.shutil, "which", lambda name: f"/usr/bin/{name}")
     assert mpi.problem(two, env={"SLURM_JOB_ID": "7"}) is None
     monkeypatch.setattr(mpi.shutil, "which", lambda name: None)
