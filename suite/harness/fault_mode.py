@@ -23,10 +23,23 @@ import torch.distributed as dist
 from suite.harness import c10d
 from suite.harness.corruptions import Corrupter, scribble, wrong_op
 
-_GROUPS: dict[str, Corrupter] = {}
-"""A group's faults by its c10d name (what stale and reorder keep between ops lasts as the process's group does)."""
-_CALLS = itertools.count(1)
-_LOCK = threading.Lock()  # receives' faults are applied from their waiting threads
+
+class Planting:
+    """What the dispatch mode keeps from one armed call to the next, owned by the harness that arms them
+    (suite/harness/runner.py): each group's faults by its c10d name (what stale and reorder keep between ops lasts
+    as the group does), the count of armed calls, and the lock under which receives' waiting threads apply theirs."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, Corrupter] = {}
+        self.calls = itertools.count(1)
+        self.lock = threading.Lock()
+
+    def faults(self, pg) -> Corrupter:
+        name = pg.group_name
+        if name not in self.groups:
+            self.groups[name] = Corrupter(pg.size(), lambda: dist.get_process_group_ranks(pg))
+        return self.groups[name]
+
 
 _C10D = {
     # op: (outputs, inputs, what the reduction substitute calls; None: reduces nothing)
@@ -50,9 +63,9 @@ _IN_PLACE_FUNCTIONAL = {"all_reduce_", "all_reduce_coalesced_"}
 class FaultMode(c10d.DispatchMode):
     """The ops dispatched inside, on any group, faulty with ``fault`` (one armed call: reorder pairs its messages)."""
 
-    def __init__(self, fault: str):
+    def __init__(self, fault: str, planting: Planting):
         super().__init__()
-        self.fault, self.call = fault, next(_CALLS)
+        self.fault, self.planting, self.call = fault, planting, next(planting.calls)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -69,7 +82,7 @@ class FaultMode(c10d.DispatchMode):
 
     def _collective(self, func, name: str, a: dict, args, kwargs):
         pg = dist.ProcessGroup.unbox(a["process_group"])
-        faults, fault, rank = _faults(pg), self.fault, pg.rank()
+        faults, fault, rank = self.planting.faults(pg), self.fault, pg.rank()
         result: list = []
         if name in _COALESCED:
             outs = list(a.get("outputs", a.get("tensors")))
@@ -101,14 +114,14 @@ class FaultMode(c10d.DispatchMode):
 
     def _p2p(self, func, name: str, a: dict, args, kwargs):
         pg = dist.ProcessGroup.unbox(a["process_group"])
-        faults, fault, t = _faults(pg), self.fault, a["tensors"][0]
+        faults, fault, t = self.planting.faults(pg), self.fault, a["tensors"][0]
         before = t.clone() if fault in ("drop", "partial") else None
         work = func(*args, **kwargs)
         if name == "send":
             if fault != "aliasing":
                 return work
             # the send's buffer written once the message is out: what a transport reusing it would do
-            return _then(work, lambda: scribble(a["tensors"], []))
+            return _then(self.planting.lock, work, lambda: scribble(a["tensors"], []))
         call, src = self.call, a["src"]
 
         def apply():
@@ -117,7 +130,7 @@ class FaultMode(c10d.DispatchMode):
             else:
                 faults.apply(fault, "recv", [t], None if before is None else [before], [])
 
-        return _then(work, apply)
+        return _then(self.planting.lock, work, apply)
 
     # --- the functional collectives (DTensor's) -------------------------------------------------------------
 
@@ -136,18 +149,11 @@ class FaultMode(c10d.DispatchMode):
             c10d.wait_tensor(o)
         if name == "broadcast" and pg.rank() == a["src"]:
             outs = []  # the root's output is its own input
-        faults = _faults(pg)
+        faults = self.planting.faults(pg)
         for i, o in enumerate(outs):
             before = [held[i] if in_place else torch.zeros_like(o)] if keep else None
             faults.apply(fault, name, [o], before, [] if in_place else [ins[min(i, len(ins) - 1)]])
         return out
-
-
-def _faults(pg) -> Corrupter:
-    name = pg.group_name
-    if name not in _GROUPS:
-        _GROUPS[name] = Corrupter(pg.size(), lambda: dist.get_process_group_ranks(pg))
-    return _GROUPS[name]
 
 
 def _work(result):
@@ -182,7 +188,7 @@ def _reduced_wrong(pg, how: str, a: dict):
     return c10d.reduce_scatter_base(pg, a["output_tensor"], a["input_tensor"], opts)
 
 
-def _then(work, apply):
+def _then(lock, work, apply):
     """A Work that completes once ``work`` has and ``apply()`` has run (a thread waits: the caller may issue
     other ops, a send its peer's receive waits for, before it waits itself)."""
     inner = work if isinstance(work, dist.Work) else dist.Work.unbox(work)
@@ -191,7 +197,7 @@ def _then(work, apply):
     def wait():
         try:
             inner.wait()
-            with _LOCK:
+            with lock:
                 apply()
         except Exception as e:  # the waiter sees it
             fut.set_exception(e)

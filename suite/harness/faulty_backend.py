@@ -68,9 +68,10 @@ class Arming:
 
 
 @contextlib.contextmanager
-def armed(group, fault: str | None):
+def armed(group, fault: str | None, planting=None):
     """The ops issued inside are faulty with ``fault``: on this backend by its group, on any other (plain Gloo) by the
-    dispatch mode of suite/harness/fault_mode.py, which also reaches FSDP2's, DTensor's and the pipelines' ops."""
+    dispatch mode of suite/harness/fault_mode.py, which also reaches FSDP2's, DTensor's and the pipelines' ops
+    (``planting``: what it keeps between armed calls, a ``fault_mode.Planting``)."""
     arming = getattr(group, "arming", None)
     if fault is None:
         yield
@@ -78,7 +79,7 @@ def armed(group, fault: str | None):
     if arming is None:  # plain Gloo: the dispatch mode plants it (suite/harness/fault_mode.py)
         from suite.harness.fault_mode import FaultMode
 
-        with FaultMode(fault):
+        with FaultMode(fault, planting):
             yield
         return
     arming.start(fault)
@@ -99,13 +100,13 @@ def planted_in(case, env=None) -> tuple[str | None, str | None]:
     return None, f"backend {inj.fault} (not armed for this case)"
 
 
-def armed_call(group, fault: str | None, call):
+def armed_call(group, fault: str | None, call, planting=None):
     """``call`` (a case's ``Buffers.call``) with its ops faulty with ``fault`` (None: ``call`` itself)."""
     if fault is None:
         return call
 
     def faulty(async_op: bool):
-        with armed(group, fault):
+        with armed(group, fault, planting):
             return call(async_op)
 
     return faulty

@@ -54,7 +54,7 @@ import torch.distributed as dist
 
 from suite import results
 
-from suite.harness import checks, faulty_backend, journal, plants, verify
+from suite.harness import checks, fault_mode, faulty_backend, journal, plants, verify
 from suite.common import faults
 
 import suite.harness.journal.check as journal_check
@@ -95,6 +95,7 @@ class Harness:
         self._journal_s: float | None = None
         self._seeds = itertools.count(1)  # one per check repetition (DistContext.seed)
         self._below = plants.Below()  # SUITE_INJECT_DIVERGE=...@below, armed at each case's set-up
+        self._planting = fault_mode.Planting()  # SUITE_INJECT_BACKEND over plain Gloo: what its faults keep
         self.session = Session(cfg, measure=lambda ctx, call: measure(ctx, cfg, call, mode="blocking"))
 
     # --- the protocol ----------------------------------------------------------------------------
@@ -115,7 +116,7 @@ class Harness:
             return b
 
         planted, planted_field = faulty_backend.planted_in(case, self.env)
-        arm = functools.partial(faulty_backend.armed_call, ctx.group, planted)
+        arm = functools.partial(faulty_backend.armed_call, ctx.group, planted, planting=self._planting)
         try:
             # 1. correctness from fresh inputs, outside the timed region
             wrong_once, fields, found, earlier = self._check_run(ctx, case, build, built, arm)
