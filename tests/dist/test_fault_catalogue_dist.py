@@ -1,11 +1,10 @@
-"""The checks proven against every fault class: each class of the planted faulty backend
-(suite/harness/faulty_backend.py) against every collective, every p2p pattern and the all_reduce algorithms built
-from p2p (experiments/backends) it applies to, at 2, 3 and 4 Gloo ranks,
-through the harness as a run uses it. Each case must come out wrong, with the class's symptom in the record's
-``wrong_found`` (the words the failure message and a run with status 6 carry); with no fault armed, every case is
-right.
+"""The checks proven against every fault class: each class of the planted faults (suite/harness/faulty_backend.py,
+SUITE_INJECT_BACKEND) against every collective, every p2p pattern and the all_reduce algorithms built from p2p
+(experiments/backends) it applies to, at 2, 3 and 4 Gloo ranks, through the harness as a run uses it. Each case
+must come out wrong, with the class's symptom in the record's ``wrong_found`` (the words the failure message and a
+run with status 6 carry); with no fault armed, every case is right.
 
-One group per world size (the backend is faulty only where the harness arms it), every class and case in it; the
+One plain Gloo group per world size (faulty only where the harness arms a case), every class and case in it; the
 classes that cannot apply to an op are listed in ``NOT_APPLICABLE`` with why (docs/metrics.md has the table).
 """
 
@@ -211,9 +210,7 @@ def _rank(rank: int, world: int, store: str, out: str, kind: str = "collectives"
     cfg = {"ddp": DDP_CFG, "sharded": SHARDED_CFG}.get(kind, CFG)
     classes = {"ddp": DDP_FAULTS, "sharded": SHARDED_FAULTS}.get(kind, faults.BACKEND_FAULTS)
     not_applicable = {"ddp": DDP_NOT_APPLICABLE, "sharded": {}}.get(kind)
-    # the sharded steps on plain Gloo: FSDP2 and DTensor need a C++ backend, so the harness plants the faults with its
-    # dispatch mode (suite/harness/fault_mode.py); the others on the planted faulty Gloo
-    with gloo_rank(rank, world, store, planted=kind != "sharded") as ctx:
+    with gloo_rank(rank, world, store) as ctx:  # plain Gloo: the harness plants the faults (SUITE_INJECT_BACKEND)
         harness = Harness(ctx, cfg)  # one: its support probes run once
         for fault in (None, *classes):
             harness.env = {"SUITE_INJECT_BACKEND": fault} if fault else {}
@@ -254,8 +251,7 @@ def test_the_ddp_steps_and_syncs_fail_each_fault_class_with_its_symptom(tmp_path
 
 def test_the_fsdp2_and_tp_steps_fail_each_fault_class_with_its_symptom(tmp_path):
     """FSDP2's all-gathers and reduce-scatters and tensor parallel's all_reduces (DTensor's functional collectives),
-    at 2 ranks on plain Gloo with the faults planted under them: drop, stale and misroute each make every step
-    wrong, named (the step's check said nothing in words, and none of them could run on the faulty Gloo)."""
+    at 2 ranks: drop, stale and misroute each make every step wrong, named (the step's check said nothing in words)."""
     got = _run(tmp_path, 2, "sharded")
     _assert_caught(got, 2)
     assert {(f, label) for f, label, *_ in got} == {(f, s) for f in (None, *SHARDED_FAULTS) for s in SHARDED_STRATEGIES}
