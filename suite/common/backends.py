@@ -55,11 +55,11 @@ def resolve_backend(requested: str, device: str) -> str:
 
 
 def check_planted_backend(backend: str, device: str, env=None) -> None:
-    """SUITE_INJECT_BACKEND plants its faults in Gloo on CPU (suite/harness/faulty_backend.py): elsewhere it would
+    """SUITE_INJECT_BACKEND plants its faults over Gloo on CPU (suite/harness/faulty_backend.py): elsewhere it would
     plant nothing, and a run that a test reads as the fault's outcome would be a clean one."""
     from suite.common.switches import switch
 
     if switch("SUITE_INJECT_BACKEND", env) is not None and (backend, device) != ("gloo", "cpu"):
         raise PreflightError(
-            "the planted faulty backend (SUITE_INJECT_BACKEND) wraps Gloo on CPU: run it with BACKEND=gloo DEVICE=cpu"
+            "the planted faults (SUITE_INJECT_BACKEND) run over Gloo on CPU: run it with BACKEND=gloo DEVICE=cpu"
         )

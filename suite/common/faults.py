@@ -10,8 +10,8 @@ required ones. The six switches (``INJECTIONS``; what each does is in docs/failu
 - ``SUITE_INJECT_MISMATCH=<name>[,<name>...]`` (suite/harness/runner.py)
 - ``SUITE_INJECT_DIVERGE=<action>:<rank>:<k>[:<name>[,<name>...]][@below]`` (suite/harness/runner.py, plants.py)
 - ``SUITE_INJECT_FAULT=<action>:<rank>:<n>`` (suite/harness/plugin.py: a real process event before a test)
-- ``SUITE_INJECT_BACKEND=<fault>[:<name>[,<name>...]]`` (suite/harness/faulty_backend.py: the run's group on a
-  faulty Gloo whose ops return results wrong as ``<fault>`` makes them)
+- ``SUITE_INJECT_BACKEND=<fault>[:<name>[,<name>...]]`` (suite/harness/faulty_backend.py: the ops of the
+  cases it names, on plain Gloo, return results wrong as ``<fault>`` makes them)
 
 ``check(env, world_size)`` parses every switch that is set before any rank starts
 (suite/launch/preflight.py): a typo would otherwise run a clean benchmark that a test reads as the fault's
@@ -42,7 +42,7 @@ BACKEND_FAULTS = (
     "aliasing",
     "group_rank",
 )
-"""The classes of wrong result the planted faulty backend makes (suite/harness/faulty_backend.py)."""
+"""The classes of wrong result the planted faults make (suite/harness/faulty_backend.py)."""
 PROCESS_FAULTS = ("kill", "term", "stop", "exit", "raise")
 """What a rank does to itself before its n-th test (suite/harness/plugin.py ``_inject_fault``)."""
 

@@ -59,16 +59,6 @@ def registered_name(group) -> str:
     return dist.distributed_c10d._world.pg_names[group]
 
 
-def gloo_backend(store, rank: int, size: int, timeout):
-    """A Gloo backend as c10d makes one for a group (its sequence number counted), to wrap (the planted faulty
-    backend, suite/harness/faulty_backend.py)."""
-    gloo = dist.ProcessGroupGloo(store, rank, size, timeout)
-    setter = getattr(gloo, "_set_sequence_number_for_group", None) if _SEQ_API else None
-    if setter is not None:
-        setter()
-    return gloo
-
-
 def completed_work(result=None):
     """A Work that is already complete (what a Python process group returns for an op it finished itself)."""
     fut = torch.futures.Future()

@@ -1,7 +1,7 @@
-"""What each class of the planted faults does to a finished op's result: the one implementation that both ways of
-planting them use, the faulty backend's process group (suite/harness/faulty_backend.py) and the dispatch mode over
-plain Gloo (suite/harness/fault_mode.py). The classes are listed, with what each does, in faulty_backend.py's
-docstring and docs/metrics.md; a class that cannot apply to an op leaves it correct.
+"""What each class of the planted faults does to a finished op's result: the one implementation of the classes,
+applied by the dispatch mode over plain Gloo (suite/harness/fault_mode.py). The classes are listed, with what each
+does, in suite/harness/faulty_backend.py's docstring and docs/metrics.md; a class that cannot apply to an op leaves
+it correct.
 """
 
 from __future__ import annotations

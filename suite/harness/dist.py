@@ -353,7 +353,7 @@ def init_distributed(
     kwargs = dict(rank=le.rank, world_size=le.world_size, timeout=datetime.timedelta(seconds=cfg.timeout_s))
     if backend == "nccl":
         kwargs["device_id"] = device
-    dist.init_process_group(faulty_backend.backend_for(backend, device_type, env), **kwargs)  # planted: a faulty Gloo
+    dist.init_process_group(faulty_backend.backend_for(backend, device_type, env), **kwargs)  # planted faults: Gloo
     group = dist.group.WORLD
     hostnames: list = [None] * le.world_size
     dist.all_gather_object(hostnames, socket.gethostname(), group=group)

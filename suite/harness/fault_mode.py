@@ -1,8 +1,8 @@
 """The planted faults over plain Gloo: a ``TorchDispatchMode`` (the mechanism torch's CommDebugMode uses) entered on
 every rank around each armed call of a case (``SUITE_INJECT_BACKEND``; suite/harness/faulty_backend.py ``armed``).
-It sees every op c10d issues through the dispatcher, so also those of FSDP2, DTensor (tensor and sequence
-parallel) and the pipeline schedules, which a process group written in Python cannot serve: it runs each c10d op
-(``torch.ops.c10d.*``) and functional collective (``torch.ops._c10d_functional.*``) on Gloo, waits for it, and
+It sees every op c10d issues through the dispatcher on any group, so also those of DDP's reducer, FSDP2, DTensor
+(tensor and sequence parallel) and the pipeline schedules: it runs each c10d op (``torch.ops.c10d.*``, a coalesced
+one's pairs each as one op) and functional collective (``torch.ops._c10d_functional.*``) on Gloo, waits for it, and
 applies this rank's fault to its result with the one implementation of the classes (suite/harness/corruptions.py);
 it then returns the op's own (now complete) Work or output. A receive (and, under aliasing, a send) is not waited
 for when issued, which would deadlock a batch that posts its receives first: a thread waits for it and applies the
@@ -55,8 +55,13 @@ _C10D = {
     "alltoall_": (lambda a, r: a["output_tensors"], lambda a, r: a["input_tensors"], None),
     "alltoall_base_": (lambda a, r: [a["output"]], lambda a, r: [a["input"]], None),
 }
-"""The c10d collectives a fault applies to, by op name (a coalesced form: each of its pairs as one op)."""
-_COALESCED = {"allgather_into_tensor_coalesced_", "reduce_scatter_tensor_coalesced_", "allreduce_coalesced_"}
+"""The c10d collectives a fault applies to, by op name."""
+_COALESCED = {
+    "allgather_into_tensor_coalesced_": None,
+    "reduce_scatter_tensor_coalesced_": "rs_coalesced",
+    "allreduce_coalesced_": "allreduce_coalesced",
+}
+"""The coalesced forms (each of its pairs as one op) and what their reduction substitute calls."""
 _IN_PLACE_FUNCTIONAL = {"all_reduce_", "all_reduce_coalesced_"}
 
 
@@ -93,8 +98,9 @@ class FaultMode(c10d.DispatchMode):
             pairs = [(list(get_outs(a, rank)), list(get_ins(a, rank)))]
 
         def run():
-            if fault == "wrong_reduction" and name in _C10D and _C10D[name][2] is not None:
-                work = _reduced_wrong(pg, _C10D[name][2], a)
+            how = _C10D[name][2] if name in _C10D else _COALESCED[name]
+            if fault == "wrong_reduction" and how is not None:
+                work = _reduced_wrong(pg, how, a)
                 result.append(_as_result(func, a, work))
             else:
                 result.append(func(*args, **kwargs))
@@ -173,10 +179,10 @@ def _reduced_wrong(pg, how: str, a: dict):
     """The reducing op of ``a`` issued on ``pg`` with wrong_reduction's other reduction; its Work."""
     asked = dist.ReduceOp.RedOpType(a["reduce_op"].op())
     op = dist.ReduceOp(wrong_op(asked))
-    if how == "allreduce":
-        opts = dist.AllreduceOptions()
+    if how in ("allreduce", "allreduce_coalesced"):
+        opts = dist.AllreduceOptions() if how == "allreduce" else dist.AllreduceCoalescedOptions()
         opts.reduceOp = op
-        return pg.allreduce(a["tensors"], opts)
+        return getattr(pg, how)(a["tensors"], opts)
     if how == "reduce":
         opts = dist.ReduceOptions()
         opts.reduceOp, opts.rootRank, opts.rootTensor = op, a["root_rank"], a["root_tensor"]
@@ -185,6 +191,8 @@ def _reduced_wrong(pg, how: str, a: dict):
     opts.reduceOp = op
     if how == "reduce_scatter":
         return pg.reduce_scatter(a["output_tensors"], a["input_tensors"], opts)
+    if how == "rs_coalesced":
+        return pg.reduce_scatter_tensor_coalesced(a["outputs"], a["inputs"], opts)
     return c10d.reduce_scatter_base(pg, a["output_tensor"], a["input_tensor"], opts)
 
 

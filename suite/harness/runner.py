@@ -116,7 +116,7 @@ class Harness:
             return b
 
         planted, planted_field = faulty_backend.planted_in(case, self.env)
-        arm = functools.partial(faulty_backend.armed_call, ctx.group, planted, planting=self._planting)
+        arm = functools.partial(faulty_backend.armed_call, planted, planting=self._planting)
         try:
             # 1. correctness from fresh inputs, outside the timed region
             wrong_once, fields, found, earlier = self._check_run(ctx, case, build, built, arm)
@@ -163,7 +163,7 @@ class Harness:
                 totals = verify.global_wrong_many([wrong_once, wrong_timed], whole.group, ctx.device)
                 if sum(totals):  # every rank alike: what each found, in words
                     fields["wrong_found"] = checks.found_by_rank(whole, found)
-            if planted_field is not None:  # a record made on the planted faulty backend says so
+            if planted_field is not None:  # a record made under the planted faults says so
                 fields["planted_fault"] = planted_field
             m = m.scaled(timing.divisor)
             with phase("record"):
@@ -274,7 +274,7 @@ class Harness:
     def _check_run(self, ctx: DistContext, case: Case, build, built: list, arm) -> tuple[int, dict, list[str], list]:
         """One untimed op on fresh inputs (a seed of its own), checked: (this rank's wrong elements, the buffers'
         fields, what was wrong in words, a sample of its outputs); its buffers released (``built`` loses them).
-        ``arm(call)``: the call as the case's calls are made (on the planted faulty backend, armed)."""
+        ``arm(call)``: the call as the case's calls are made (under the planted faults, armed)."""
         phase, checked = self.phases, case.unchecked is None
         ctx.seed, ctx.check_run = next(self._seeds), True
         try:

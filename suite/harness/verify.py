@@ -13,8 +13,8 @@ dtype's exact-integer bound and the world size (``value_range``): a single wrong
 element escapes the check with probability about 1/hi, recorded per case as
 ``check_values`` (bfloat16 at many ranks leaves few values: the record says so).
 
-What a check must see besides wrong values at the right places (each proven by a planted faulty
-backend, suite/harness/faulty_backend.py; docs/metrics.md has the table):
+What a check must see besides wrong values at the right places (each proven by the planted faults
+of SUITE_INJECT_BACKEND, suite/harness/faulty_backend.py; docs/metrics.md has the table):
 
 - **a seed per check repetition** (``pattern``'s ``seed``; the builders pass ``DistContext.seed``): the
   harness gives the check run and the timed buffer sets of each case their own, so an output an

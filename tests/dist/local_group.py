@@ -13,13 +13,10 @@ from suite.harness.dist import DistContext
 
 
 @contextlib.contextmanager
-def gloo_rank(rank: int, world: int, store: str, timeout_s: float = 60, *, planted: bool = False):
-    """This process's rank of a ``world``-rank Gloo group on CPU; the group is destroyed after. ``planted``: on
-    the planted faulty Gloo (suite/harness/faulty_backend.py; faulty only where the harness arms it)."""
-    if planted:
-        from suite.harness import faulty_backend
+def gloo_rank(rank: int, world: int, store: str, timeout_s: float = 60):
+    """This process's rank of a ``world``-rank Gloo group on CPU; the group is destroyed after."""
     dist.init_process_group(
-        faulty_backend.register() if planted else "gloo",
+        "gloo",
         init_method=f"file://{store}",
         rank=rank,
         world_size=world,

@@ -1,11 +1,10 @@
-"""The checks proven against every fault class: each class of the planted faulty backend
-(suite/harness/faulty_backend.py) against every collective, every p2p pattern and the all_reduce algorithms built
-from p2p (experiments/backends) it applies to, at 2, 3 and 4 Gloo ranks,
-through the harness as a run uses it. Each case must come out wrong, with the class's symptom in the record's
-``wrong_found`` (the words the failure message and a run with status 6 carry); with no fault armed, every case is
-right.
+"""The checks proven against every fault class: each class of the planted faults (suite/harness/faulty_backend.py,
+SUITE_INJECT_BACKEND) against every collective, every p2p pattern and the all_reduce algorithms built from p2p
+(experiments/backends) it applies to, at 2, 3 and 4 Gloo ranks, through the harness as a run uses it. Each case
+must come out wrong, with the class's symptom in the record's ``wrong_found`` (the words the failure message and a
+run with status 6 carry); with no fault armed, every case is right.
 
-One group per world size (the backend is faulty only where the harness arms it), every class and case in it; the
+One plain Gloo group per world size (faulty only where the harness arms a case), every class and case in it; the
 classes that cannot apply to an op are listed in ``NOT_APPLICABLE`` with why (docs/metrics.md has the table).
 """
 
@@ -131,13 +130,35 @@ DDP_SYMPTOM = {
 """(class, case pattern) -> what the DDP check names (the first pattern that matches)."""
 
 
-SHARDED_STRATEGIES = ("fsdp2", "tp")
-SHARDED_CFG = dataclasses.replace(
-    CFG, sharded=ShardedSettings(width=8, depth=2, seq=2, batch=4, microbatches=2, strategies=SHARDED_STRATEGIES)
-)
-"""The sharded experiment at its smallest (a width-8 model of 2 blocks, 4 samples of 2 tokens), its training steps
-only (its replays are collectives, proven above)."""
-SHARDED_FAULTS = ("drop", "stale", "misroute")
+SHARDED_STRATEGIES = {2: ("fsdp2", "tp", "sp", "pp_gpipe", "pp_1f1b"), 4: ("2d",)}
+"""The sharded steps a launch of each world size runs: the 2-D mesh needs 4 ranks."""
+SHARDED_FAULTS = faults.BACKEND_FAULTS
+SHARDED_NOT_APPLICABLE = {
+    "overrun": (
+        "",
+        "every output a step's ops write is a storage of its own (FSDP2's all-gather buffers, the functional "
+        "collectives' new outputs, a stage's receive buffers): no bytes of it lie past the output",
+    ),
+    "reorder": ("^(fsdp2|tp|sp|2d)$", "collectives only: one message per peer per call, nothing to swap"),
+    "wrong_reduction": ("^pp_", "sends and receives reduce nothing"),
+    "aliasing": (
+        "^(fsdp2|tp|2d|pp_gpipe|pp_1f1b)$",
+        "in place (FSDP2's all-gather into its own buffer, tensor parallel's all_reduce), or an input the step never "
+        "reads again (FSDP2's reduce-scatter of the flat gradients, a stage's sent activations and gradients)",
+    ),
+    "group_rank": ("^(?!2d$)", "on the world's group, whose ranks are the global ones: nothing to confuse"),
+}
+"""class -> (sharded strategies it cannot apply to, why)."""
+
+
+def _sharded_cfg(world: int) -> BenchConfig:
+    """The sharded experiment at its smallest (a width-8 model of 2 blocks, 4 samples of ``world`` tokens: a sequence
+    that splits over the ranks, 2 micro-batches), its training steps only (its replays are collectives, proven
+    above)."""
+    s = ShardedSettings(width=8, depth=2, seq=world, batch=4, microbatches=2, strategies=SHARDED_STRATEGIES[world])
+    return dataclasses.replace(CFG, sharded=s)
+
+
 SHARDED_SYMPTOM = "wrong value(s) in the parameters"
 """What the sharded step's check names: every rank's whole parameters against single-process training (the
 parameter tensor first off, by how much, and the rule)."""
@@ -149,7 +170,7 @@ def applies(fault: str, label: str, not_applicable: dict | None = None) -> bool:
 
 
 def expected_symptom(fault: str, label: str) -> str:
-    if label in SHARDED_STRATEGIES:
+    if any(label in strategies for strategies in SHARDED_STRATEGIES.values()):
         return SHARDED_SYMPTOM
     if label.startswith("mlp-"):
         return next(said for (f, pat), said in DDP_SYMPTOM.items() if f == fault and re.search(pat, label))
@@ -202,18 +223,16 @@ def _of(kind: str, world: int, fault: str | None) -> list:
     if kind == "ddp":
         return _ddp_cases(world)
     if kind == "sharded":
-        return [c for c in sharded_cases(SHARDED_CFG, world) if c.op == "train_step"]
+        return [c for c in sharded_cases(_sharded_cfg(world), world) if c.op == "train_step"]
     return _cases(world) + (_halves(world) if fault in (None, "group_rank") else [])
 
 
 def _rank(rank: int, world: int, store: str, out: str, kind: str = "collectives") -> None:
     got = []
-    cfg = {"ddp": DDP_CFG, "sharded": SHARDED_CFG}.get(kind, CFG)
+    cfg = DDP_CFG if kind == "ddp" else _sharded_cfg(world) if kind == "sharded" else CFG
     classes = {"ddp": DDP_FAULTS, "sharded": SHARDED_FAULTS}.get(kind, faults.BACKEND_FAULTS)
-    not_applicable = {"ddp": DDP_NOT_APPLICABLE, "sharded": {}}.get(kind)
-    # the sharded steps on plain Gloo: FSDP2 and DTensor need a C++ backend, so the harness plants the faults with its
-    # dispatch mode (suite/harness/fault_mode.py); the others on the planted faulty Gloo
-    with gloo_rank(rank, world, store, planted=kind != "sharded") as ctx:
+    not_applicable = {"ddp": DDP_NOT_APPLICABLE, "sharded": SHARDED_NOT_APPLICABLE}.get(kind)
+    with gloo_rank(rank, world, store) as ctx:  # plain Gloo: the harness plants the faults (SUITE_INJECT_BACKEND)
         harness = Harness(ctx, cfg)  # one: its support probes run once
         for fault in (None, *classes):
             harness.env = {"SUITE_INJECT_BACKEND": fault} if fault else {}
@@ -252,13 +271,19 @@ def test_the_ddp_steps_and_syncs_fail_each_fault_class_with_its_symptom(tmp_path
     }
 
 
-def test_the_fsdp2_and_tp_steps_fail_each_fault_class_with_its_symptom(tmp_path):
-    """FSDP2's all-gathers and reduce-scatters and tensor parallel's all_reduces (DTensor's functional collectives),
-    at 2 ranks on plain Gloo with the faults planted under them: drop, stale and misroute each make every step
-    wrong, named (the step's check said nothing in words, and none of them could run on the faulty Gloo)."""
-    got = _run(tmp_path, 2, "sharded")
-    _assert_caught(got, 2)
-    assert {(f, label) for f, label, *_ in got} == {(f, s) for f in (None, *SHARDED_FAULTS) for s in SHARDED_STRATEGIES}
+@pytest.mark.parametrize("world", sorted(SHARDED_STRATEGIES))
+def test_the_sharded_steps_fail_each_fault_class_with_its_symptom(tmp_path, world):
+    """FSDP2's all-gathers and reduce-scatters, tensor and sequence parallel's functional collectives, the 2-D mesh's
+    (on groups whose ranks are not the global ones) and the pipelines' sends and receives between stages: every
+    class that applies makes every step wrong, named."""
+    got = _run(tmp_path, world, "sharded")
+    _assert_caught(got, world)
+    assert {(f, label) for f, label, *_ in got} == {
+        (f, s)
+        for f in (None, *SHARDED_FAULTS)
+        for s in SHARDED_STRATEGIES[world]
+        if f is None or applies(f, s, SHARDED_NOT_APPLICABLE)
+    }
 
 
 def _run(tmp_path, world: int, kind: str = "collectives") -> list:

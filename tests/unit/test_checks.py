@@ -91,5 +91,5 @@ def test_the_planted_backend_is_refused_off_gloo_on_cpu():
     check_planted_backend("gloo", "cpu", env)
     check_planted_backend("nccl", "cuda", {})
     for backend, device in (("nccl", "cuda"), ("gloo", "cuda")):
-        with pytest.raises(PreflightError, match="wraps Gloo on CPU: run it with BACKEND=gloo DEVICE=cpu"):
+        with pytest.raises(PreflightError, match="run over Gloo on CPU: run it with BACKEND=gloo DEVICE=cpu"):
             check_planted_backend(backend, device, env)

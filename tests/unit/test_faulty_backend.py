@@ -1,6 +1,6 @@
-"""The planted faulty backend (suite/harness/faulty_backend.py) as torch's own layers use it, on a one-rank group in
-this process: what an armed op returns is what Gloo's would (DDP's reducer reads it), and the group has the name
-c10d registered it under (a DeviceMesh looks groups up by it)."""
+"""The planted faults (suite/harness/faulty_backend.py) as torch's own layers meet them, on a one-rank plain Gloo
+group in this process: what an armed op returns is what Gloo's would (DDP's reducer reads it), and the ops torch
+issues in forms of its own (the coalesced ones) are planted too."""
 
 import tempfile
 
@@ -9,12 +9,13 @@ import torch
 import torch.distributed as dist
 
 from suite.harness import faulty_backend
+from suite.harness.fault_mode import Planting
 
 
 @pytest.fixture(scope="module")
 def world():
     with tempfile.TemporaryDirectory() as d:
-        dist.init_process_group(faulty_backend.register(), init_method=f"file://{d}/store", rank=0, world_size=1)
+        dist.init_process_group("gloo", init_method=f"file://{d}/store", rank=0, world_size=1)
         try:
             yield dist.group.WORLD
         finally:
@@ -25,16 +26,27 @@ def test_an_armed_collective_s_future_holds_its_output_tensors(world):
     # DDP's allreduce comm hook chains on the Work's future and reads its value as the bucket's tensors: a None
     # there crashed the reducer (SIGSEGV) on the first armed step.
     t = torch.ones(4)
-    with faulty_backend.armed(world, "drop"):
+    with faulty_backend.armed("drop", Planting()):
         work = dist.all_reduce(t, async_op=True)
     work.wait()
     (value,) = work.get_future().value()
     assert value is t or value.data_ptr() == t.data_ptr()
 
 
-def test_the_group_has_its_c10d_name_and_makes_a_device_mesh(world):
-    from torch.distributed.device_mesh import init_device_mesh
+def test_each_tensor_of_a_coalesced_all_reduce_is_planted(world):
+    # torch's coalescing manager issues one c10d op for several tensors (allreduce_coalesced_): each is one output
+    # (on one rank, misroute's places are its elements: each tensor comes back rotated by one)
+    ts = [torch.arange(4.0), torch.arange(4.0, 8.0)]
+    with faulty_backend.armed("misroute", Planting()), dist._coalescing_manager(async_ops=True) as cm:
+        for t in ts:
+            dist.all_reduce(t)
+    cm.wait()
+    assert [t.tolist() for t in ts] == [[1.0, 2.0, 3.0, 0.0], [5.0, 6.0, 7.0, 4.0]]
 
-    assert world.group_name == "0"  # was: RuntimeError "ProcessGroup name not set"
-    mesh = init_device_mesh("cpu", (1,))
-    assert mesh.get_group() is world
+
+def test_outside_an_armed_call_the_ops_are_gloo_s(world):
+    t = torch.arange(4.0)
+    with faulty_backend.armed(None, Planting()):
+        dist.all_reduce(t)
+    dist.all_reduce(t)
+    assert t.tolist() == [0.0, 1.0, 2.0, 3.0]
