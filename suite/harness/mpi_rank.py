@@ -1,8 +1,14 @@
 """A rank started by ``mpiexec`` (``BACKEND=mpi``): the variables torchrun would have set, read from MPI's
-launcher, then the rank's own command in this same process (``os.execv``: the MPI launcher's connection,
-inherited, stays open for ``MPI_Init``)::
+launcher, then the rank's own command in a child process (``os.execv`` after ``fork``: the MPI launcher's
+connection, inherited, stays open for ``MPI_Init``)::
 
     mpiexec -n 4 python -m suite.harness.mpi_rank -m pytest -p suite.harness.plugin ...
+
+This process stays the rank's parent, as torchrun's agent is: it passes on the signals mpiexec or srun sends
+(SIGINT, SIGTERM), the child dies with it (a clean-up that kills this process ends the rank too), and when the
+rank ends other than with status 0, and not on a signal passed on, it records how (an exit status, or the signal
+that killed it) for the launcher (suite/common/rank_exits.py), then ends the same way, so that mpiexec and srun
+see what they would have seen of the rank itself.
 
 MPICH's hydra sets PMI_RANK, PMI_SIZE, MPI_LOCALRANKID and MPI_LOCALNRANKS; Open MPI sets OMPI_COMM_WORLD_*; under
 Slurm (``srun --mpi=pmi2``, suite/launch/mpi.py) PMI gives PMI_RANK and PMI_SIZE, Slurm the ranks on each node.
@@ -11,8 +17,14 @@ The rendezvous store (MASTER_ADDR, MASTER_PORT) is the launcher's (suite/launch/
 
 from __future__ import annotations
 
+import ctypes
 import os
+import resource
+import signal
+import socket
 import sys
+
+from suite.common import rank_exits
 
 _FROM = (
     ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"),  # MPICH (hydra)
@@ -49,12 +61,65 @@ def slurm_tasks_on_node(env) -> int:
     return counts[node] if node < len(counts) else counts[-1]
 
 
+PASSED_ON = (signal.SIGINT, signal.SIGTERM)
+"""What mpiexec (hydra forwards Ctrl-C and SIGTERM to every rank) and srun send a rank to stop it."""
+PR_SET_PDEATHSIG = 1
+
+
 def main(argv: list[str]) -> None:
     found = launch_env(os.environ)
     if not found:
         sys.exit("error: suite.harness.mpi_rank runs under mpiexec (no MPI launcher variables in the environment)")
     os.environ.update(found)
-    os.execv(sys.executable, [sys.executable, *argv])
+    parent = os.getpid()
+    child = os.fork()
+    if child == 0:
+        _die_with(parent)
+        os.execv(sys.executable, [sys.executable, *argv])
+    passed: list[int] = []
+
+    def pass_on(signum, _frame):
+        passed.append(signum)
+        try:
+            os.kill(child, signum)
+        except ProcessLookupError:
+            pass
+
+    for s in PASSED_ON:
+        signal.signal(s, pass_on)
+    _, status = os.waitpid(child, 0)  # retried across the signals passed on (PEP 475)
+    run_dir = _results_dir(argv)
+    if status != 0 and run_dir is not None and not passed:
+        rank_exits.record(run_dir, int(found["RANK"]), socket.gethostname(), status)
+    _end_as(status)
+
+
+def _die_with(parent: int) -> None:
+    """In the child: be killed when this parent dies (Linux's parent-death signal; kept across execv)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # no prctl: the launcher still ends every process of the run
+        return
+    if os.getppid() != parent:  # the parent died before the signal was armed
+        os._exit(1)
+
+
+def _results_dir(argv: list[str]) -> str | None:
+    """The run directory the rank's pytest session writes to (its ``--results-dir``), None without one."""
+    i = argv.index("--results-dir") if "--results-dir" in argv else -1
+    return argv[i + 1] if 0 <= i < len(argv) - 1 else None
+
+
+def _end_as(status: int) -> None:
+    """End this process as the rank ended: the same exit status, or the same signal (without a core dump)."""
+    code = os.waitstatus_to_exitcode(status)
+    if code >= 0:
+        os._exit(code)
+    if -code != signal.SIGKILL:  # the only one that has no handler to reset
+        signal.signal(-code, signal.SIG_DFL)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    os.kill(os.getpid(), -code)
+    os._exit(128 - code)  # a signal whose default is not to end the process
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ from suite.launch import mpi
 from suite.common.fileio import write_error, write_json_atomic
 from suite.common.flight_recorder import flight_recorder_env
 from suite.launch.preflight import RendezvousError, layout, preflight_with_selection
-from suite.launch.supervise import final_status, root_cause, run_ranks, stamp_status
+from suite.launch.supervise import final_status, run_ranks, stamp_status
 from suite.launch.warm import WarmTorchrun
 from suite.launch.trace import write_trace
 
@@ -303,13 +303,14 @@ def _main(argv: list[str], where: dict) -> int:
     # they print (rich draws it again below them), and a line left by a killed rank 0 is erased after the run
     live = live and lay["node_rank"] == 0
     erase = live and sys.stderr.isatty()
-    rc, signum, tail = run_ranks(cmd, env, run_dir, ROOT, erase, lay["world_size"], where.get("warm"))
+    rc, signum, first = run_ranks(cmd, env, run_dir, ROOT, erase, lay["world_size"], where.get("warm"))
     where["ranks_ended"] = run_dir
     write_trace(run_dir)  # <run>/trace.json: the ranks' timelines merged (suite/launch/trace.py)
     if live and (rc != 0 or signum):  # rank 0 may not have erased its line itself
         sys.stdout.write(progress.RESET_TERMINAL)
         sys.stdout.flush()
-    status, cause = final_status(rc, signum, run_dir, root_cause(tail) if rc != 0 else None, with_cause=True)
+    starter = "torchrun" if backend != "mpi" else Path(cmd[0]).name  # mpiexec, or srun in a Slurm allocation
+    status, cause = final_status(rc, signum, run_dir, first, with_cause=True, starter=starter)
     if lay["node_rank"] == 0 and (run_dir / "bench.json").exists():
         status = _conclude(run_dir, results_root, names, status, signum, cause)
     if status != EXIT_OK:

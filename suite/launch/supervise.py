@@ -8,7 +8,6 @@ import collections
 import errno
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -30,9 +29,10 @@ from suite.common.failures import (
     EXIT_WRONG_RESULT,
 )
 from suite.launch import hang
+from suite.launch.torchrun_output import ElasticTraceback, root_cause
 from suite.launch.warm import TORCHRUN_POPEN
 from suite.common.fileio import ResultsWriteError, write_error, write_json_atomic
-from suite.common import progress
+from suite.common import progress, rank_exits
 from suite.common.progress import ERASE_LINE
 
 
@@ -71,64 +71,15 @@ def _kill_all(procs) -> None:
             pass
 
 
-class ElasticTraceback:
-    """Keeps torchrun's own Python traceback off the terminal. When a rank fails, torchrun ends by
-    raising ChildFailedError (SignalException when interrupted): a wall of frames of torchrun itself
-    above its failure summary, which the launcher's lines say better. A traceback block (from an
-    unprefixed ``Traceback (most recent call last):`` to its exception line) is held back until it ends;
-    torchrun's (a frame of torch/distributed/run.py, or a torch.distributed.elastic exception) goes to
-    ``held`` (the launcher writes it to failures/torchrun.log), also when torchrun was killed before it
-    finished printing it; any other (a rank's own crash) passes through unchanged. A rank's
-    ``[rank<r>]:`` line in between is shown at once. Once ``interrupted`` is set, torchrun's log lines
-    (``W1205 12:00:00.5 123 .../torch/distributed/elastic/...] Received 2 death signal, shutting down
-    workers``) are held too: the launcher says what an interrupt did."""
-
-    START = "Traceback (most recent call last):"
-    FRAME = 'torch/distributed/run.py", line'
-    LOG = re.compile(r"[DIWEF]\d{4} [\d:.]+ +\d+ \S*torch/distributed/elastic/\S+:\d+\] ")
-
-    def __init__(self):
-        self.block: list[str] | None = None
-        self.held: list[str] = []
-        self.interrupted = False
-
-    def feed(self, line: str) -> list[str]:
-        """The lines to show now, given the next line of torchrun's stderr."""
-        body = line.rstrip("\n")
-        if self.interrupted and self.LOG.match(body):
-            self.held.append(line)
-            return []
-        if self.block is None:
-            if body != self.START:
-                return [line]
-            self.block = [line]
-            return []
-        if body.startswith("[rank"):  # a rank's line, interleaved: not part of the block
-            return [line]
-        self.block.append(line)
-        if not body or body[0].isspace() or body.startswith(("During handling", "The above exception", self.START)):
-            return []
-        return self._end()  # the exception line ends the block
-
-    def flush(self) -> list[str]:
-        """At the end of the stream: a block left open (torchrun killed while it printed) ends here."""
-        return self._end() if self.block else []
-
-    def _end(self) -> list[str]:
-        block, self.block = self.block or [], None
-        if block[-1].startswith("torch.distributed.elastic.") or any(self.FRAME in line for line in block):
-            self.held += block
-            return []
-        return block
-
-
 def run_ranks(
     cmd: list[str], env: dict, run_dir: Path, cwd: Path, erase_line=False, world_size=0, warm=None
-) -> tuple[int, int | None, list[str]]:
-    """Run torchrun in its own session; forward SIGINT/SIGTERM; never leave it behind.
+) -> tuple[int, int | None, dict | None]:
+    """Run torchrun in its own session; forward SIGINT/SIGTERM; never leave it behind. Returns its exit status,
+    the signal forwarded (None) and, when it failed, the rank that failed first (None when none is named).
 
     torchrun's stderr passes through a thread that keeps its tail, so the
-    launcher can name the rank torchrun saw fail first. ``erase_line``: each line
+    launcher can name the rank torchrun saw fail first (ranks mpiexec or srun started name themselves:
+    suite/common/rank_exits.py). ``erase_line``: each line
     first erases the terminal's current line (rank 0's live progress line, drawn
     again below it), instead of being appended to it. ``world_size``: the ranks asked
     for a hang diagnosis (suite/launch/hang.py) when one fails, before anything is ended (0: none).
@@ -148,6 +99,12 @@ def run_ranks(
         except ProcessLookupError:
             pass
 
+    ended: list = []  # the first rank that ended on its own, read before the launcher ends anything
+
+    def end_tree():
+        ended[:] = ended or [rank_exits.first(run_dir)]
+        _kill_tree(proc)
+
     old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
     failures_dir = run_dir / "failures"
     failed_since = None
@@ -163,17 +120,18 @@ def run_ranks(
             started |= _children(proc.pid)
             if received:
                 # torchrun did not finish within the grace period: end the whole tree.
-                _kill_tree(proc)
+                end_tree()
                 continue
-            if failed_since is None and failures_dir.is_dir() and any(failures_dir.iterdir()):
-                if world_size:
+            if failed_since is None and (failed := _failed(proc, run_dir)):
+                if failed == "reported" and world_size:
                     _diagnose(run_dir, world_size, "a rank reported a failure")
                     diagnosed = True
                 failed_since = time.monotonic()
             if failed_since is not None and time.monotonic() - failed_since > FAILURE_GRACE_S:
                 # A rank reported a fatal failure, but torchrun is still waiting on a rank
                 # that ignores SIGTERM (a frozen one): do not wait for its 30 s grace.
-                _kill_tree(proc)
+                end_tree()
+        ended[:] = ended or [rank_exits.first(run_dir)]
     finally:
         for s, h in old.items():
             signal.signal(s, h)
@@ -188,7 +146,20 @@ def run_ranks(
         reported = failures_dir.is_dir() and any(failures_dir.glob("rank*.json"))
         _diagnose(run_dir, world_size, f"the ranks ended with status {rc}", ask=reported)
     hang.tidy(run_dir)
-    return rc, (received[0] if received else None), list(tail)
+    return rc, (received[0] if received else None), (root_cause(list(tail)) or ended[0]) if rc != 0 else None
+
+
+def _failed(proc, run_dir: Path) -> str | None:
+    """How a rank failed, seen while the ranks run: ``reported`` (it left a note in ``failures/``), ``ended`` (a
+    rank mpiexec or srun started ended on its own, other than with status 0: torchrun then stops the others at
+    once, so the launcher stops them here, through mpiexec, which passes SIGTERM on to every rank), else None."""
+    failures_dir = run_dir / "failures"
+    if failures_dir.is_dir() and any(failures_dir.iterdir()):
+        return "reported"
+    if rank_exits.any_ended(run_dir):
+        proc.send_signal(signal.SIGTERM)
+        return "ended"
+    return None
 
 
 def _pass_stderr(proc, tail: collections.deque, elastic: ElasticTraceback, erase_line: bool) -> threading.Thread:
@@ -231,26 +202,6 @@ def _diagnose(run_dir: Path, world_size: int, why: str, ask: bool = True) -> Non
         print("\n" + hang.render(diag), file=sys.stderr, flush=True)
 
 
-def root_cause(lines: list[str]) -> dict | None:
-    """The first failed rank from torchrun's error summary ("Root Cause" block)."""
-    text = "".join(lines)
-    i = text.rfind("Root Cause")
-    if i < 0:
-        return None
-    block = text[i:]
-    rank = re.search(r"rank\s*:\s*(\d+)", block)
-    host = re.search(r"host\s*:\s*(\S+)", block)
-    code = re.search(r"exitcode\s*:\s*(-?\d+)(?:.*?\((SIG\w+)\))?", block)
-    if not rank or not code:
-        return None
-    return {
-        "rank": int(rank.group(1)),
-        "host": host.group(1) if host else "?",
-        "exitcode": int(code.group(1)),
-        "signal": code.group(2),
-    }
-
-
 GRACE_S = 20.0
 """How long torchrun gets to stop its workers after SIGINT/SIGTERM before they are killed."""
 POLL_S = 0.1
@@ -260,10 +211,14 @@ FAILURE_GRACE_S = 5.0
 """How long ranks get to exit on their own after one reported a fatal failure."""
 
 
-def final_status(rc: int, signum: int | None, run_dir: Path, first: dict | None = None, with_cause: bool = False):
+def final_status(
+    rc: int, signum: int | None, run_dir: Path, first: dict | None = None, with_cause: bool = False, starter="torchrun"
+):
     """Map the ranks' outcome to the documented exit status, printing the cause; with ``with_cause``,
-    (status, the line naming the cause or None) for bench.json's ``suite.cause``."""
-    status, cause = _verdict(rc, signum, run_dir, first)
+    (status, the line naming the cause or None) for bench.json's ``suite.cause``. ``rc`` is the exit status of
+    ``starter``, the process that started the ranks (torchrun; mpiexec or srun for BACKEND=mpi); ``first`` the
+    rank that failed first (root_cause, or suite/common/rank_exits.py ``first`` for ranks MPI started)."""
+    status, cause = _verdict(rc, signum, run_dir, first, starter)
     return (status, cause) if with_cause else status
 
 
@@ -272,7 +227,7 @@ def _say(line: str) -> str:
     return line
 
 
-def _verdict(rc: int, signum: int | None, run_dir: Path, first: dict | None) -> tuple[int, str | None]:
+def _verdict(rc: int, signum: int | None, run_dir: Path, first: dict | None, starter: str) -> tuple[int, str | None]:
     case = progress.take_case(run_dir)
     if signum is not None:  # the ranks' notes of peers lost as they stopped are its consequence, not a cause
         return (EXIT_SIGINT if signum == signal.SIGINT else EXIT_SIGTERM), _say(_interrupted(signum, run_dir, case))
@@ -309,8 +264,9 @@ def _verdict(rc: int, signum: int | None, run_dir: Path, first: dict | None) -> 
         return EXIT_PEER_FAILURE, cause
     if first is not None and first["exitcode"] < 0:
         return EXIT_PEER_FAILURE, cause  # a rank was killed or died of a signal: the others lost a peer
-    if rc < 0:  # torchrun itself died of a signal (the OOM killer, a kill -9): its ranks went with it
-        return EXIT_PEER_FAILURE, _say(f"error: torchrun died of {_signal_name(-rc)}; the ranks it started were ended")
+    if rc < 0:  # torchrun (mpiexec) itself died of a signal (the OOM killer, a kill -9): its ranks went with it
+        died = f"error: {starter} died of {rank_exits.signal_name(-rc)}; the ranks it started were ended"
+        return EXIT_PEER_FAILURE, _say(died)
     wrong = _wrong_cases(run_dir)
     if wrong:
         return EXIT_WRONG_RESULT, _say(f"{len(wrong)} case(s) produced wrong elements: {', '.join(wrong[:5])}")
@@ -319,7 +275,7 @@ def _verdict(rc: int, signum: int | None, run_dir: Path, first: dict | None) -> 
         return EXIT_FAILED, _say(f"{len(failed)} case(s) failed: {failed[0]['case']}: {failed[0]['message']}{more}")
     if rc == 0:
         return EXIT_OK, None
-    return EXIT_FAILED, cause or _say(f"error: torchrun exited with status {rc} and no rank named a cause")
+    return EXIT_FAILED, cause or _say(f"error: {starter} exited with status {rc} and no rank named a cause")
 
 
 def _interrupted(signum: int, run_dir: Path, case: str | None) -> str:
@@ -332,7 +288,7 @@ def _interrupted(signum: int, run_dir: Path, case: str | None) -> str:
         where = f"{'after' if case in saved else 'in'} {progress.short_case(case, len(case))}"
     kept = f"{len(saved)} case{'' if len(saved) == 1 else 's'} saved"
     kept += f" in {run_dir / 'bench.json'}" if saved else ""
-    return f"interrupted {where}, {kept} ({_signal_name(signum)})"
+    return f"interrupted {where}, {kept} ({rank_exits.signal_name(signum)})"
 
 
 def _benchmarks(run_dir: Path) -> list[dict]:
@@ -350,13 +306,6 @@ def _unexplained(first: dict, failures: list[dict]) -> bool:
     then torchrun's root cause is the one line that names it."""
     noted = {fl.get("rank") for fl in failures}
     return first["rank"] not in noted and all(fl.get("kind") == "peer_failure" for fl in failures)
-
-
-def _signal_name(signum: int) -> str:
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"
 
 
 def _failed_cases(run_dir: Path) -> list[dict]:

@@ -45,14 +45,32 @@ def _assert_partial_results_valid(tmp_path):
     assert all_correct([b["extra_info"] for b in run["benchmarks"]])
 
 
-@pytest.mark.parametrize("action", ["kill", "term"])
-def test_dead_rank_ends_every_rank_quickly(tmp_path, action):
-    proc, took = _timed(tmp_path, *SMALL, env={"SUITE_INJECT_FAULT": f"{action}:1:3"})
+@pytest.mark.parametrize(
+    "backend, action, status, how",
+    [
+        ("gloo", "kill", 5, "killed by SIGKILL"),
+        ("gloo", "term", 5, "killed by SIGTERM"),
+        # mpiexec's own summary names neither the rank nor how it ended: each rank's parent does (rank_exits)
+        ("mpi", "kill", 5, "killed by SIGKILL"),
+        ("mpi", "exit", 1, "exited with status 3"),  # mpiexec ends no rank for it: the launcher does, at once
+    ],
+)
+def test_dead_rank_ends_every_rank_quickly(tmp_path, backend, action, status, how):
+    proc, took = _timed(tmp_path, "--backend", backend, *SMALL, env={"SUITE_INJECT_FAULT": f"{action}:1:3"})
     out = proc.stdout + proc.stderr
-    assert proc.returncode == 5, out[-3000:]
+    assert proc.returncode == status, out[-3000:]
     assert took < 60, f"took {took:.0f} s"
-    assert "first failure: rank 1 on host" in out, out[-3000:]
+    assert re.search(rf"# first failure: rank 1 on host \S+ {how}\n", out), out[-3000:]
     _assert_partial_results_valid(tmp_path)
+
+
+def test_ranks_whose_own_options_leave_no_case_exit_7_on_mpi(tmp_path):
+    """A rank's pytest options beyond -k / -m (here --deselect) can leave it no case, which the host's collection
+    does not see: every rank exits 7 and so does the run, on MPI as under torchrun."""
+    args = small_run("all_reduce-sum and 256B", max_bytes="256", iters=1)
+    proc = run_suite(tmp_path, "--backend", "mpi", *args, "--deselect", "experiments/collectives/cases.py")
+    assert proc.returncode == 7, proc.stderr[-3000:]
+    assert "# nothing measured: the case selection (K= / -k) matched no case" in proc.stderr, proc.stderr[-3000:]
 
 
 def test_rank0_lost_keeps_written_results(tmp_path):

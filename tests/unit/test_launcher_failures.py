@@ -7,7 +7,8 @@ import pytest
 
 from suite.common.failures import EXIT_FAILED, EXIT_PEER_FAILURE
 from suite.common.fileio import ResultsWriteError, write_json_atomic
-from suite.launch.supervise import ElasticTraceback, final_status, stamp_status
+from suite.launch.supervise import final_status, stamp_status
+from suite.launch.torchrun_output import ElasticTraceback
 
 TORCHRUN_WALL = [
     "Traceback (most recent call last):\n",
@@ -112,6 +113,16 @@ def test_a_rank_killed_by_a_signal_is_named_even_when_its_peers_noted_the_loss(t
         json.dumps({"rank": 1, "host": "h", "cause": "boom", "kind": "rank_error"})
     )
     assert final_status(1, None, tmp_path, first, with_cause=True) == (EXIT_FAILED, "failure on rank 1 (h): boom")
+
+
+def test_the_process_that_started_the_ranks_is_named_as_what_it_is(tmp_path, capsys):
+    """BACKEND=mpi starts the ranks with mpiexec (srun in a Slurm allocation): the lines that name the starter say
+    which, not torchrun."""
+    died = final_status(-9, None, tmp_path, with_cause=True, starter="mpiexec")
+    assert died == (EXIT_PEER_FAILURE, "error: mpiexec died of SIGKILL; the ranks it started were ended")
+    failed = final_status(2, None, tmp_path, with_cause=True, starter="srun")
+    assert failed == (EXIT_FAILED, "error: srun exited with status 2 and no rank named a cause")
+    assert "torchrun" not in capsys.readouterr().err
 
 
 def test_a_case_that_failed_on_every_rank_is_named_with_its_message(tmp_path, capsys):

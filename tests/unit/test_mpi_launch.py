@@ -1,10 +1,16 @@
 """BACKEND=mpi on the host: preflight's one line when a wheel is missing (before any rank starts), and the
 variables a rank started by mpiexec takes from MPI's launcher."""
 
+import json
 import os
+import signal
+import socket
 import subprocess
 import sys
 
+import pytest
+
+from suite.common import rank_exits
 from suite.harness.mpi_rank import launch_env, slurm_tasks_on_node
 from suite.launch import mpi
 from suite.common.failures import EXIT_PREFLIGHT
@@ -80,3 +86,40 @@ def test_a_rank_srun_started_reads_its_nodes_task_count_as_mpi_rank_does():
     env["SLURM_STEP_TASKS_PER_NODE"] = "4,3"
     le = read_launch_env(env)
     assert (le.rank, le.local_rank, le.local_world_size) == (5, 1, 3) == (5, 1, slurm_tasks_on_node(env))
+
+
+@pytest.mark.parametrize(
+    "code, status, exitcode, sig",
+    [
+        ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", -signal.SIGKILL, -9, "SIGKILL"),
+        ("import os; os.abort()", -signal.SIGABRT, -6, "SIGABRT"),
+        ("import sys; sys.exit(3)", 3, 3, None),
+    ],
+)
+def test_a_rank_mpiexec_started_ends_as_its_process_did_and_records_how(tmp_path, code, status, exitcode, sig):
+    """mpiexec's hydra names neither the rank that failed first nor how it ended (its clean-up kills the others,
+    then its block names whichever process it lists first): mpi_rank, the parent of the rank's process, ends the
+    way that process did, as mpiexec and srun must see it, and leaves the launcher the record torchrun's "Root
+    Cause" block is."""
+    env = {**os.environ, "PMI_RANK": "1", "PMI_SIZE": "2"}
+    cmd = [sys.executable, "-m", "suite.harness.mpi_rank", "-c", code, "--results-dir", str(tmp_path)]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == status, proc.stderr
+    first = rank_exits.first(tmp_path)
+    assert first == {"rank": 1, "host": socket.gethostname(), "exitcode": exitcode, "signal": sig}
+
+
+def test_a_rank_that_ends_with_status_0_leaves_no_record(tmp_path):
+    env = {**os.environ, "PMI_RANK": "0", "PMI_SIZE": "2"}
+    cmd = [sys.executable, "-m", "suite.harness.mpi_rank", "-c", "pass", "--results-dir", str(tmp_path)]
+    assert subprocess.run(cmd, cwd=ROOT, env=env, timeout=60).returncode == 0
+    assert rank_exits.first(tmp_path) is None and not (tmp_path / "hang").exists()
+
+
+def test_the_first_rank_to_end_is_the_earliest_record_and_a_torn_one_is_skipped(tmp_path):
+    """After the first rank died, mpiexec or the launcher end the others: their records come later."""
+    rank_exits.record(tmp_path, 2, "node1", 9, when=20.0)  # ended by the clean-up after rank 0
+    rank_exits.record(tmp_path, 0, "node0", 3 << 8, when=10.0)  # exited with status 3 first
+    (tmp_path / "hang" / "rank1.exit").write_text("{")  # cut short
+    assert rank_exits.first(tmp_path) == {"rank": 0, "host": "node0", "exitcode": 3, "signal": None}
+    assert json.loads((tmp_path / "hang" / "rank2.exit").read_text())["signal"] == "SIGKILL"
