@@ -9,6 +9,7 @@ import pytest
 from experiments.backends import cases as backends
 from suite.ops.collectives import REGISTRY
 from tests.conftest import TINY_SIZE, all_correct, load_bench, run_suite, tables_of
+from tests.dist.test_misrouting_dist import ONE_ELEMENT
 
 pytestmark = pytest.mark.slow
 
@@ -69,3 +70,18 @@ def test_backends_runs_gloo_mpi_and_bare_mpi_side_by_side_with_ratios(tmp_path):
     assert all(r["mpi_wheel"].startswith("mpich ") and "not this machine's floor" in r["floor_note"] for r in bare)
     assert all(r["mpi_library"].startswith("MPICH Version:") for r in bare)
     assert "the MPI process group's own cost" in tables_of(proc)
+
+
+def test_the_mpi_lane_s_checks_catch_misrouted_data(tmp_path):
+    """The suite's own misroute fault (SUITE_INJECT_CORRUPTION=misroute:all, as tests/dist/test_misrouting_dist.py
+    plants it on Gloo) on the MPI process group: every collective and p2p case that can hold a misplaced value fails
+    its check, and the run exits 6."""
+    args = ["--backend", "mpi", "--experiments", "collectives,p2p", "--min-bytes", "256", "--max-bytes", "256"]
+    args += ["--iters", "2", "--warmup", "1", "--dtypes", "float32", "--", "-k", "not exchange"]
+    proc = run_suite(tmp_path, *args, timeout=300, env={"SUITE_INJECT_CORRUPTION": "misroute:all"})
+    assert proc.returncode == 6, proc.stdout[-3000:] + proc.stderr[-3000:]  # EXIT_WRONG_RESULT
+    recs = [b["extra_info"] for b in load_bench(tmp_path)["benchmarks"]]
+    assert {r["backend"] for r in recs} == {"mpi"}
+    missed = [r["label"] for r in recs if r["checked"] and not r["n_wrong"] and r["label"] not in ONE_ELEMENT]
+    assert not missed, f"misrouted data passed the check on MPI: {missed}"
+    assert {r["experiment"] for r in recs} == {"collectives", "p2p"} and len(recs) > 40
