@@ -10,7 +10,7 @@ import time
 import pytest
 import torch
 
-from suite.harness import bench_adapter
+from suite.harness import bench_adapter, verify
 
 from suite.common import faults
 from suite.ops import collectives as ops
@@ -144,6 +144,33 @@ def test_the_check_run_writes_misaligned_outputs_and_the_timed_sets_aligned_ones
         assert check_run and timed and rec["n_wrong"] == 0, case.label
         assert all(p % 16 for p in check_run), (case.label, [p % 64 for p in check_run])
         assert all(p % 64 == 0 for ptrs in timed for p in ptrs), (case.label, [p % 64 for p in timed[0]])
+
+
+def test_an_op_that_assumes_an_aligned_output_fails_its_check_run(ctx):
+    """The bug the misaligned check run is for: an op that writes its result at its output's address rounded down
+    to 16 bytes (a vectorised kernel that assumes alignment). Its timed buffers are aligned, so only the check run
+    sees it, as a write into the guard band before the output and an output left as poison."""
+    src = torch.arange(1.0, 9.0)
+
+    def build(c, session):
+        out = verify.output(src.numel(), src.dtype, misalign=c.check_run)
+        whole, before = out.suite_guard
+        start = before - (out.data_ptr() % 16) // out.element_size()  # where an aligned kernel writes
+
+        def call(async_op):
+            whole.narrow(0, start, src.numel()).copy_(src)
+
+        return Buffers(
+            call=call,
+            check=lambda: verify.count_wrong(out, src),
+            outputs=lambda: [out],
+        )
+
+    case = Case(experiment="x", op="aligned_copy", label="aligned_copy", identity={}, build=build,
+                bytes=Bytes(size_bytes=32, count=8, dtype="float32", bw_op=None))  # fmt: skip
+    _, rec = Harness(ctx, CFG, env={}).run(case)
+    assert rec["n_wrong_check"] > 0 and rec["n_wrong_timed"] == 0, rec
+    assert any("guard band before the output overwritten" in f for f in rec["wrong_found"]), rec["wrong_found"]
 
 
 def test_harness_catches_a_corrupted_timed_buffer_and_a_corrupted_check(ctx):
