@@ -34,12 +34,10 @@ class Corrupter:
         self._kept: dict = {}  # stale: the first result per (op, shapes, dtype)
         self._waiting: tuple | None = None  # reorder: (call, peer, shape, dtype, tensor) of the last receive
 
-    def around(self, fault: str, op: str, outs: list, ins: list, run) -> None:
-        """``run()`` (the op, issued and waited for), then ``fault`` applied to its result."""
-        outs = [t for t in outs if t is not None]
-        before = [t.clone() for t in outs] if fault in ("drop", "partial") else None
-        run()
-        self.apply(fault, op, outs, before, list(ins))
+    @staticmethod
+    def before(fault: str, outs: list) -> list | None:
+        """What ``apply`` needs of ``outs`` taken before their op runs: their contents, for drop and partial."""
+        return [t.clone() for t in outs] if fault in ("drop", "partial") else None
 
     def apply(self, fault: str, op: str, outs: list, before, ins: list) -> None:
         """``fault`` done to ``outs`` (``before``: their contents before the op, for drop and partial)."""

@@ -106,13 +106,11 @@ class FaultMode(c10d.DispatchMode):
                 result.append(func(*args, **kwargs))
             _work(result[0]).wait()
 
-        ran = False
-        for outs, ins in pairs:  # a coalesced op: each pair as one op, issued once
-            if not ran:
-                faults.around(fault, name, outs, ins, run)
-                ran = True
-            else:
-                faults.apply(fault, name, [o for o in outs if o is not None], None, ins)
+        pairs = [([o for o in outs if o is not None], ins) for outs, ins in pairs]
+        befores = [faults.before(fault, outs) for outs, _ in pairs]
+        run()  # a coalesced op: issued once, each of its pairs then faulty as one op
+        for (outs, ins), before in zip(pairs, befores):
+            faults.apply(fault, name, outs, before, ins)
         # complete, holding what Gloo's future holds (its outputs, now faulty: DDP's comm hooks read it); not Gloo's
         # own Work, whose wait may copy the result into the output again (its reduce_scatter_single does)
         done = c10d.completed_work(c10d.future_value(_work(result[0]))).boxed()
