@@ -14,8 +14,10 @@ output is new, so what drop and partial leave unwritten is zeros (what a fresh a
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import threading
+import time
 
 import torch
 import torch.distributed as dist
@@ -71,6 +73,8 @@ class FaultMode(c10d.DispatchMode):
     def __init__(self, fault: str, planting: Planting):
         super().__init__()
         self.fault, self.planting, self.call = fault, planting, next(planting.calls)
+        atexit.unregister(_let_gloo_workers_finish)  # registered once per process
+        atexit.register(_let_gloo_workers_finish)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -158,6 +162,21 @@ class FaultMode(c10d.DispatchMode):
             before = [held[i] if in_place else torch.zeros_like(o)] if keep else None
             faults.apply(fault, name, [o], before, [] if in_place else [ins[min(i, len(ins) - 1)]])
         return out
+
+
+GLOO_WORKERS_GRACE_S = 0.25
+"""How long a process that planted faults waits at exit for Gloo's workers (see ``_let_gloo_workers_finish``)."""
+
+
+def _let_gloo_workers_finish() -> None:
+    """Give Gloo's worker threads time to drop their last finished Work while the interpreter is alive.
+
+    A c10d op dispatched through any ``TorchDispatchMode`` keeps its process group alive in C++ (torch 2.13: the
+    group outlives ``destroy_process_group``, its worker threads with it). A worker drops a finished Work a moment
+    after its waiter returns; when the waiter's process is already finalizing, the Work's tensors need the GIL and
+    the worker calls std::terminate (SIGABRT, "terminate called without an active exception"): a rank that planted
+    faults died after its results were written. Sleeping here releases the GIL before finalization starts."""
+    time.sleep(GLOO_WORKERS_GRACE_S)
 
 
 def _work(result):
