@@ -190,14 +190,15 @@ def _out(p) -> str:
 # --- the image ----------------------------------------------------------------------------------
 
 
-def test_image_runs_its_unit_tier_and_a_gloo_run(image):
-    """The image's own unit tier (`make test-fast`) and a 2-rank bench-cpu run inside it, as the image's
-    non-root user. The other tiers' tests are the host's: the same code on the same pinned wheels, so
-    running them again here bought nothing the 2-rank run does not show (the image's Python, torch and
-    Gloo across processes, the non-root user's results); the compose tests below run the image across
-    containers."""
+def test_image_runs_its_environment_tests_and_a_gloo_run(image):
+    """The unit tests of what depends on the image's environment (torch's own kernels in the exact expected values,
+    the backends' capabilities, MPI's launch and wheel) and a 2-rank bench-cpu run inside it, as the image's
+    non-root user. The rest of the tests are the host's: the same code on the same pinned wheels, so running
+    them again here bought nothing the 2-rank run does not show (the image's Python, torch and Gloo across
+    processes, the non-root user's results); the compose tests below run the image across containers."""
     cmd = (
-        "make -s test-fast PYTEST_ARGS='-x -q -p no:cacheprovider' && "
+        "python -m pytest -q -x -p no:cacheprovider tests/unit/test_verify.py tests/unit/test_backends.py "
+        "tests/unit/test_backends_probe.py tests/unit/test_mpi_launch.py && "
         "make -s bench-cpu NPROC=2 EXPERIMENTS=collectives MAX_BYTES=4K ITERS=3 WARMUP=1 TABLES=1 RESULTS=/tmp/r "
         "K=all_reduce-sum && id -un"
     )

@@ -5,8 +5,8 @@ local Debian base (docker/build-base.sh), ./wheelhouse-cuda filled from the pack
 CUDA build of the pinned torch and its NVIDIA wheels (docker/wheelhouse.sh), an offline install.
 A second run with the same inputs reuses Docker's layer cache (seconds, not minutes). The checks
 are the ones a GPU is not needed for: a CUDA torch with NCCL and Gloo inside, labels that say so,
-the suite's NCCL preflight refusing cleanly on a host without GPUs, and the unit tier plus a
-Gloo run passing inside the image. Runs in `make test` and alone as `make test-cuda-image`.
+the suite's NCCL preflight refusing cleanly on a host without GPUs, and the environment's unit tests plus
+a Gloo run passing inside the image. Runs in `make test` and alone as `make test-cuda-image`.
 """
 
 from __future__ import annotations
@@ -118,8 +118,8 @@ def test_make_bench_gpu_refuses_without_gpus(cuda_image):
 def test_exact_checks_and_a_gloo_run_pass_inside(cuda_image):
     """The CUDA torch runs the CPU side too: the unit tests of what depends on torch's own kernels (the exact
     expected values in every dtype, the backends' capabilities and lanes) and a 2-rank Gloo run. The rest of the
-    unit tier is the same Python on another torch build; the slim image's test runs it whole
-    (tests/docker/test_compose.py), and `make test-cpu` in full was run by hand here (docs/containers.md)."""
+    unit tier is the same Python on another torch build, which the host's unit tier runs, and `make test-cpu` in
+    full was run by hand here (docs/containers.md)."""
     cmd = (
         "python -m pytest -q -x -p no:cacheprovider tests/unit/test_verify.py tests/unit/test_backends.py && "
         "make -s bench-cpu NPROC=2 EXPERIMENTS=collectives MAX_BYTES=4K ITERS=3 WARMUP=1 TABLES=1 RESULTS=/tmp/r "
