@@ -13,6 +13,8 @@ see what they would have seen of the rank itself.
 MPICH's hydra sets PMI_RANK, PMI_SIZE, MPI_LOCALRANKID and MPI_LOCALNRANKS; Open MPI sets OMPI_COMM_WORLD_*; under
 Slurm (``srun --mpi=pmi2``, suite/launch/mpi.py) PMI gives PMI_RANK and PMI_SIZE, Slurm the ranks on each node.
 The rendezvous store (MASTER_ADDR, MASTER_PORT) is the launcher's (suite/launch/mpi.py), as torchrun's is.
+Across hosts, the variables of the node a rank runs on (NODE_RANK, its link profile) replace node 0's, which
+mpiexec passed on (suite/common/node_env.py).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import signal
 import socket
 import sys
 
-from suite.common import rank_exits
+from suite.common import node_env, rank_exits
 
 _FROM = (
     ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"),  # MPICH (hydra)
@@ -71,6 +73,7 @@ def main(argv: list[str]) -> None:
     if not found:
         sys.exit("error: suite.harness.mpi_rank runs under mpiexec (no MPI launcher variables in the environment)")
     os.environ.update(found)
+    node_env.put_in_place(os.environ)  # across hosts: this node's NODE_RANK and link profile, not node 0's
     parent = os.getpid()
     child = os.fork()
     if child == 0:

@@ -128,6 +128,7 @@ def ranks_command(backend: str, lay: dict, files, suite_opts, passthrough, env: 
         return torchrun_command(lay, files, suite_opts, passthrough)
     where["store"] = mpi.host_store(env, lay)
     if mpi.across_hosts(lay, env):  # node 0's mpiexec starts every node's ranks once every node has joined
+        mpi.share_node_env(where["store"], env, lay)
         mpi.await_followers(where["store"], lay)
         where["followers"] = lay
     return mpi.command(lay, pytest_argv(files, suite_opts, passthrough), env)

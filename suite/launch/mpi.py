@@ -30,6 +30,7 @@ import sys
 import time
 from pathlib import Path
 
+from suite.common import node_env
 from suite.common.failures import EXIT_PEER_FAILURE, EXIT_RENDEZVOUS
 
 
@@ -117,11 +118,22 @@ def host_store(env: dict, lay: dict):
 
 JOINED, STATUS, LEFT = "suite_mpi/joined", "suite_mpi/status", "suite_mpi/left"
 """Node 0's store keys: the followers that joined, node 0's exit status, the followers that read it."""
+NODE_ENV = "suite_mpi/node_env"
+"""Node 0's store key: the path where each node writes its own variables (suite/common/node_env.py)."""
 POLL_S = 0.5
 
 
 class NodesError(RuntimeError):
     """The other nodes did not join node 0 in time; nothing was started."""
+
+
+def share_node_env(store, env: dict, lay: dict) -> None:
+    """On node 0, before the followers join: name the file each node writes its own variables to, for the ranks
+    (``env``: mpiexec's) and for the followers (the store), and write node 0's."""
+    path = node_env.path_for(lay["master_port"])
+    node_env.write(path, os.environ, 0)
+    env[node_env.VARIABLE] = path
+    store.set(NODE_ENV, path)
 
 
 def await_followers(store, lay: dict) -> None:
@@ -166,6 +178,7 @@ def follow(lay: dict) -> int:
     print(f"# node {lay['node_rank']}: joined node 0 at {where}; its mpiexec starts this node's ranks over ssh")
     sys.stdout.flush()
     try:
+        _write_node_env(store.get(NODE_ENV).decode(), lay["node_rank"])
         store.add(JOINED, 1)
         while not store.check([STATUS]):
             time.sleep(POLL_S)
@@ -180,3 +193,12 @@ def follow(lay: dict) -> int:
         return EXIT_PEER_FAILURE
     print(f"# node {lay['node_rank']}: node 0's run ended with status {status}")
     return status
+
+
+def _write_node_env(path: str, node_rank: int) -> None:
+    """On a follower: this node's variables where node 0 said, for the ranks its mpiexec starts here; a line
+    saying what the records will show where that fails (the run goes on: its measurements are unaffected)."""
+    try:
+        node_env.write(path, os.environ, node_rank)
+    except OSError as e:
+        print(f"# node {node_rank}: {e}; its ranks record node 0's NODE_RANK and link profile", file=sys.stderr)

@@ -238,7 +238,8 @@ def test_three_nodes_merged_results(sim):
 def test_mpi_lane_runs_across_two_nodes_over_ssh(sim):
     """BACKEND=mpi on 2 nodes x 2 ranks: node 0's mpiexec starts every rank over ssh (the job's key pair made
     at start, sshd on each node), node 1's launcher waits and ends with node 0's status. Every collective at one
-    small size is exact, its record says mpi and both hosts, and node 1's ranks ran on node 1."""
+    small size is exact, its record says mpi and both hosts, and node 1's ranks ran on node 1 and recorded node
+    1's own variables (mpiexec passed node 0's)."""
     p = sim.run(**{**TINY, "MIN_BYTES": "1K", "MAX_BYTES": "1K", "ITERS": "2"}, BACKEND="mpi", NNODES="2")
     assert p.returncode == 0, _out(p)[-5000:]
     assert "# node0: exit 0" in p.stdout and "# node1: exit 0" in p.stdout
@@ -246,6 +247,7 @@ def test_mpi_lane_runs_across_two_nodes_over_ssh(sim):
     run = sim.bench()
     mi = run["machine_info"]["suite"]
     assert mi["backend"] == "mpi" and mi["hostnames"] == ["node0", "node0", "node1", "node1"]
+    assert {h: info["env"].get("NODE_RANK") for h, info in mi["hosts"].items()} == {"node0": "0", "node1": "1"}
     recs = _records(run)
     assert {r["op"] for r in recs} >= {"all_reduce", "all_gather", "broadcast", "reduce_scatter", "all_to_all"}
     assert all(r["backend"] == "mpi" and r["world_size"] == 4 and r["hosts"] == 2 for r in recs)

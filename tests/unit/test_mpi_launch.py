@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from suite.common import rank_exits
+from suite.common import node_env, rank_exits
 from suite.harness.mpi_rank import launch_env, slurm_tasks_on_node
 from suite.launch import mpi
 from suite.common.failures import EXIT_PREFLIGHT
@@ -123,3 +123,41 @@ def test_the_first_rank_to_end_is_the_earliest_record_and_a_torn_one_is_skipped(
     (tmp_path / "hang" / "rank1.exit").write_text("{")  # cut short
     assert rank_exits.first(tmp_path) == {"rank": 0, "host": "node0", "exitcode": 3, "signal": None}
     assert json.loads((tmp_path / "hang" / "rank2.exit").read_text())["signal"] == "SIGKILL"
+
+
+def test_each_nodes_ranks_get_its_own_node_rank_and_link_profile_not_node_0s(tmp_path, monkeypatch):
+    """Across hosts node 0's mpiexec passes node 0's environment to every rank: node 0 names the file, a follower
+    writes its own variables there (here the same host, so the follower's write is what a rank there reads), and
+    a rank puts them in place of node 0's: NODE_RANK and the link profile, nothing else."""
+    import tempfile
+    import threading
+
+    import torch.distributed as dist
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    lay = {"master_addr": "127.0.0.1", "master_port": store.port, "rdzv_timeout_s": 20, "nnodes": 2}
+    monkeypatch.setenv("LINK_RATE_NODE", "200mbit")
+    monkeypatch.setenv("LINK_QDISC", "qdisc tbf 8001: root rate 200Mbit")
+    ranks_env: dict = {}
+    mpi.share_node_env(store, ranks_env, {**lay, "node_rank": 0})
+    path = ranks_env[node_env.VARIABLE]
+    assert json.loads(open(path).read())["NODE_RANK"] == "0"
+
+    monkeypatch.setenv("LINK_RATE_NODE", "50mbit")  # the follower's node: another rate, no qdisc line
+    monkeypatch.delenv("LINK_QDISC")
+    got = []
+    follower = threading.Thread(target=lambda: got.append(mpi.follow({**lay, "node_rank": 1})))
+    follower.start()
+    mpi.await_followers(store, lay)
+    rank = {"NODE_RANK": "0", "LINK_RATE_NODE": "200mbit", "LINK_QDISC": "qdisc tbf", "RANK": "3", **ranks_env}
+    assert node_env.put_in_place(rank)
+    assert {k: v for k, v in rank.items() if k != node_env.VARIABLE} == {
+        "NODE_RANK": "1",
+        "LINK_RATE_NODE": "50mbit",
+        "RANK": "3",
+    }
+    mpi.release_followers(store, lay, 0)
+    follower.join(timeout=20)
+    assert got == [0]
+    assert not node_env.put_in_place({"NODE_RANK": "0"})  # one host: nothing named, nothing changed
