@@ -12,6 +12,8 @@
 # its NVIDIA wheels), so the build needs no network at all. WHEELHOUSE=1 fills it whatever the base.
 # The CUDA wheels (~2.6 GB) are not sent as build context: they are served on this host's loopback
 # for the build's pip (--network host), which keeps them out of every image layer too.
+# BUILD_CPU_SHARES=<n>: the CPU weight of the build's RUN steps (docker build --cpu-shares; Docker's
+# default is 1024). CI's background build gives way to the tests running beside it with 2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # One build at a time per checkout: a second `make image` (a test's, while CI's setup still builds the
@@ -105,6 +107,7 @@ t0=$(date +%s)
 # --force-rm: a failed RUN leaves no container behind.
 net=()
 [ -z "$url" ] || net=(--network host --build-arg WHEELHOUSE_URL="$url")
+[ -z "${BUILD_CPU_SHARES:-}" ] || net+=(--cpu-shares "$BUILD_CPU_SHARES")
 DOCKER_BUILDKIT=0 docker build --force-rm -q -t "$IMAGE" "${net[@]}" \
   --build-arg BASE_IMAGE="$BASE_IMAGE" --build-arg VARIANT="$VARIANT" \
   --build-arg TORCH_VERSION="$torch_version" --build-arg GIT_COMMIT="$commit" . >/dev/null

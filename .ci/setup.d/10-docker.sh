@@ -53,6 +53,9 @@ if [ "${SKIP_IMAGE_BUILD:-0}" != 1 ]; then
   make venv  # in the foreground: `make test` must not start creating it while the builds do
   log=/var/log/suite-images.log
   echo "building the images in the background (log: $log)"
-  nohup bash -c 'make -s image && make -s image VARIANT=full BASE_IMAGE=local IMAGE=torch-comm-suite:cuda' \
+  # at the lowest priority (nice on the host, CPU shares in the build's containers): the tests that run
+  # beside it keep the CPUs, and the build takes what they leave idle (waits, timeouts, Slurm's scheduling)
+  nohup nice -n 19 env BUILD_CPU_SHARES=2 \
+    bash -c 'make -s image && make -s image VARIANT=full BASE_IMAGE=local IMAGE=torch-comm-suite:cuda' \
     >"$log" 2>&1 </dev/null &
 fi
