@@ -110,15 +110,34 @@ DDP_CFG = dataclasses.replace(
 DDP_CASES = r"^mlp-(grad_all_reduce_only|ddp|manual_all_reduce|manual_coalesced|ddp_hook_fp16_compress"
 DDP_CASES += r"|ddp_bucket_cap=.*|accum_x2_no_sync|init_broadcast_per_tensor|init_DDP_constructor)$"
 """Every kind of the DDP experiment's checked cases once (the source model's are the same kinds)."""
-DDP_FAULTS = ("drop", "stale", "misroute")
+DDP_FAULTS = faults.BACKEND_FAULTS
+_CONSTRUCTOR = (
+    "^mlp-init_DDP_constructor$",
+    "DDP's constructor first all-gathers every parameter's shape across the ranks and raises on a difference: "
+    "the corrupted shapes make one rank raise while the other waits in the broadcast that follows (the group "
+    "breaks, a lost peer in a run, before any check)",
+)
 DDP_NOT_APPLICABLE = {
-    f: (
-        "^mlp-init_DDP_constructor$",
-        "DDP's constructor first all-gathers every parameter's shape across the ranks and raises on a difference: "
-        "the corrupted shapes make one rank raise while the other waits in the broadcast that follows (the group "
-        "breaks, a lost peer in a run, before any check)",
-    )
-    for f in ("drop", "misroute")
+    **{f: _CONSTRUCTOR for f in ("drop", "misroute")},
+    "duplicate": (
+        "^mlp-(init_DDP_constructor|ddp.*|accum_x2_no_sync)$",
+        "DDP's own syncs of its layout (the constructor's shapes, the first backward's rebuilt buckets, broadcast "
+        "from rank 0) duplicated give the ranks different sizes: the next all_reduce is a size mismatch that "
+        "breaks the group (Gloo aborts, a lost peer in a run) before any check",
+    ),
+    "overrun": (
+        "",
+        "every output DDP's ops write is a storage of its own (a bucket, a gradient, a compressed copy, a "
+        "parameter): no bytes of it lie past the output",
+    ),
+    "reorder": ("", "collectives only: one message per peer per call, nothing to swap"),
+    "wrong_reduction": ("^mlp-init_", "the initial-state syncs broadcast: they reduce nothing"),
+    "aliasing": (
+        "",
+        "in place: the gradient all_reduce reduces each bucket, gradient or compressed copy into itself, and a "
+        "broadcast writes the tensor it sends",
+    ),
+    "group_rank": ("", "on the world's group, whose ranks are the global ones: nothing to confuse"),
 }
 """class -> (DDP case labels it cannot apply to, why)."""
 DDP_SYMPTOM = {
@@ -126,6 +145,11 @@ DDP_SYMPTOM = {
     ("stale", ""): "wrong value",
     ("misroute", "fp16_compress"): "wrong value",  # checked within a tolerance: no exact value to find elsewhere
     ("misroute", ""): "belong elsewhere",
+    ("duplicate", ""): "belong elsewhere",
+    ("partial", "^mlp-(grad_all_reduce_only|init_)"): "belong elsewhere",  # the unwritten part: this rank's input
+    ("partial", ""): "wrong value",
+    ("wrong_reduction", "^mlp-grad_all_reduce_only$"): "belong elsewhere",  # the max of the ranks' values
+    ("wrong_reduction", ""): "wrong value",
 }
 """(class, case pattern) -> what the DDP check names (the first pattern that matches)."""
 
@@ -261,9 +285,9 @@ def test_every_fault_class_fails_every_case_it_applies_to(tmp_path, world):
 
 def test_the_ddp_steps_and_syncs_fail_each_fault_class_with_its_symptom(tmp_path):
     """The DDP experiment's gradient all_reduce, its steps (DDP with a bucket cap and a compressing hook, manual,
-    coalesced, accumulation) and its initial-state syncs, at 2 ranks: drop, stale and misroute each make every case
+    coalesced, accumulation) and its initial-state syncs, at 2 ranks: every class that applies makes every case
     wrong, named (a stale result passed the all_reduce of ones and a constructor from a fixed seed; the steps named
-    nothing, and a drop was called stale)."""
+    nothing, and a drop was called stale); DDP_NOT_APPLICABLE says where a class cannot apply, and why."""
     got = _run(tmp_path, 2, "ddp")
     _assert_caught(got, 2)
     assert {(f, label) for f, label, *_ in got if f} == {
