@@ -3,20 +3,59 @@ rank's init applies again (suite/harness/dist.py), and the error both raise (exi
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
+import json
 
 
 class PreflightError(RuntimeError):
     """The environment cannot run the requested configuration (no group was started)."""
 
 
-def resolve_device(requested: str) -> str:
-    """auto -> cuda when a GPU is visible, else cpu; cuda without a GPU is an error."""
-    import torch
+BACKENDS = ("gloo", "nccl", "mpi", "ucc")
 
+
+@dataclasses.dataclass(frozen=True)
+class TorchFacts:
+    """What the device and backend rules ask of torch: its version, the CUDA devices it sees, the backends it has.
+    Read where torch is imported anyway: the launcher gets them from the warm torchrun (suite/launch/warm.py), so
+    its preflight does not import torch a second time beside it (about 2 s of CPU on every run); a rank reads them
+    itself (``here``)."""
+
+    version: str
+    cuda_devices: int  # 0: no CUDA device visible
+    available: tuple[str, ...]  # the backends it has, of BACKENDS
+
+    @classmethod
+    def here(cls) -> TorchFacts:
+        import torch
+        import torch.distributed as dist
+
+        have = {
+            "gloo": dist.is_gloo_available,
+            "nccl": dist.is_nccl_available,
+            # torch's own MPI, else the suite's over mpi4py (suite/harness/mpi_backend.py)
+            "mpi": lambda: dist.is_mpi_available() or importlib.util.find_spec("mpi4py") is not None,
+            "ucc": lambda: getattr(dist, "is_ucc_available", lambda: False)(),
+        }
+        cuda = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        return cls(torch.__version__, cuda, tuple(b for b in BACKENDS if have[b]()))
+
+    @classmethod
+    def from_json(cls, text: str) -> TorchFacts:
+        d = json.loads(text)
+        return cls(d["version"], int(d["cuda_devices"]), tuple(d["available"]))
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+
+def resolve_device(requested: str, facts: TorchFacts | None = None) -> str:
+    """auto -> cuda when a GPU is visible, else cpu; cuda without a GPU is an error."""
+    facts = facts or TorchFacts.here()
     if requested == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if requested == "cuda" and not torch.cuda.is_available():
+        return "cuda" if facts.cuda_devices else "cpu"
+    if requested == "cuda" and not facts.cuda_devices:
         raise PreflightError(
             "DEVICE=cuda but no CUDA device is visible to this process "
             "(check CUDA_VISIBLE_DEVICES / the container's GPU reservation), or use DEVICE=cpu"
@@ -24,30 +63,20 @@ def resolve_device(requested: str) -> str:
     return requested
 
 
-def backend_available(backend: str) -> bool:
-    import torch.distributed as dist
-
-    return {
-        "gloo": dist.is_gloo_available,
-        "nccl": dist.is_nccl_available,
-        # torch's own MPI, else the suite's over mpi4py (suite/harness/mpi_backend.py)
-        "mpi": lambda: dist.is_mpi_available() or importlib.util.find_spec("mpi4py") is not None,
-        "ucc": lambda: getattr(dist, "is_ucc_available", lambda: False)(),
-    }[backend]()
+def backend_available(backend: str, facts: TorchFacts | None = None) -> bool:
+    return backend in (facts or TorchFacts.here()).available
 
 
-def resolve_backend(requested: str, device: str) -> str:
+def resolve_backend(requested: str, device: str, facts: TorchFacts | None = None) -> str:
     """auto -> nccl for cuda, gloo for cpu; reject what the build or device cannot do."""
-    import torch
-
+    facts = facts or TorchFacts.here()
     backend = requested
     if backend == "auto":
         backend = "nccl" if device == "cuda" else "gloo"
-    if not backend_available(backend):
-        have = [b for b in ("gloo", "nccl", "mpi", "ucc") if backend_available(b)]
+    if backend not in facts.available:
         raise PreflightError(
-            f"backend {backend!r} is not built into this torch {torch.__version__} "
-            f"(available: {', '.join(have) or 'none'})"
+            f"backend {backend!r} is not built into this torch {facts.version} "
+            f"(available: {', '.join(facts.available) or 'none'})"
         )
     if backend == "nccl" and device != "cuda":
         raise PreflightError("backend nccl needs CUDA tensors and a GPU; use BACKEND=gloo on a CPU host")

@@ -255,13 +255,15 @@ def _main(argv: list[str], where: dict) -> int:
         return EXIT_OK
     if cfg.backend == "mpi" and mpi.across_hosts(lay) and lay["node_rank"] > 0:
         return mpi.follow(lay)  # node 0 checks the run and starts this node's ranks over ssh
-    from suite.common.backends import PreflightError, resolve_backend, resolve_device
+    from suite.common.backends import PreflightError, TorchFacts, resolve_backend, resolve_device
 
+    torch_facts = TorchFacts.here
     if cfg.backend != "mpi":  # torchrun imports torch while preflight runs; no rank starts before run_ranks
         where["warm"] = WarmTorchrun.start()
+        torch_facts = where["warm"].facts  # what it found once imported: preflight does not import torch too
     files = [str(registry.cases_file(n).relative_to(ROOT)) for n in names]
     try:  # K= / -k: the case selection collected on the host beside the other checks
-        preflight_with_selection(cfg, lay, names, files, passthrough, ROOT)
+        preflight_with_selection(cfg, lay, names, files, passthrough, ROOT, torch_facts)
     except (ConfigError, PreflightError, RendezvousError) as e:
         bad = isinstance(e, ConfigError)
         print(f"error: {e}" if bad else f"preflight failed: {e}", file=sys.stderr)
@@ -272,7 +274,7 @@ def _main(argv: list[str], where: dict) -> int:
     run_dir = results_root / run_id
     # The ranks get the validated config itself, not the raw strings to parse again.
     suite_opts = ["--results-dir", str(run_dir), "--run-id", run_id, "--suite-config", str(run_dir / "config.json")]
-    backend = resolve_backend(cfg.backend, resolve_device(cfg.device))
+    backend = resolve_backend(cfg.backend, resolve_device(cfg.device, facts := torch_facts()), facts)
     env = dict(os.environ)
     cmd = ranks_command(backend, lay, files, suite_opts, passthrough, env, where)
     env.setdefault("OMP_NUM_THREADS", "1")  # torchrun's default, set quietly and recorded
@@ -285,9 +287,7 @@ def _main(argv: list[str], where: dict) -> int:
             print(f"error: {e}", file=sys.stderr)
             return EXIT_BAD_INPUT
     if backend == "nccl":
-        import torch
-
-        env.update(flight_recorder_env(env, run_dir, torch.__version__))
+        env.update(flight_recorder_env(env, run_dir, facts.version))
     # Every node creates it: ranks leave failure notes (and NCCL flight-recorder dumps) here.
     try:
         try:

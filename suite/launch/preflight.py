@@ -9,7 +9,13 @@ import argparse
 import os
 import socket
 
-from suite.common.backends import PreflightError, check_planted_backend, resolve_backend, resolve_device
+from suite.common.backends import (
+    PreflightError,
+    TorchFacts,
+    check_planted_backend,
+    resolve_backend,
+    resolve_device,
+)
 from suite.common.config import ConfigError, check_timing_mode
 
 
@@ -72,13 +78,15 @@ def layout(a: argparse.Namespace) -> dict:
     }
 
 
-def preflight_with_selection(cfg, lay: dict, names: list[str], files: list[str], passthrough: list[str], cwd) -> None:
+def preflight_with_selection(
+    cfg, lay: dict, names: list[str], files: list[str], passthrough: list[str], cwd, torch_facts=TorchFacts.here
+) -> None:
     """``preflight``, and the case selection of ``passthrough`` (``SelectionCheck`` on the experiments' ``files``)
     collected beside it: ConfigError, PreflightError or RendezvousError as they find."""
     selection = selection_args(passthrough)
     check = SelectionCheck(cfg, lay, files, selection, cwd) if selection else None
     try:
-        preflight(cfg, lay)
+        preflight(cfg, lay, torch_facts)
         if check is not None:
             check.result(names, lay["world_size"])
     finally:
@@ -154,25 +162,24 @@ class SelectionCheck:
         self._tmp.cleanup()
 
 
-def preflight(cfg, lay: dict) -> None:
-    """Environment checks; raise PreflightError with the fix. Starts nothing."""
-    device = resolve_device(cfg.device)
+def preflight(cfg, lay: dict, torch_facts=TorchFacts.here) -> None:
+    """Environment checks; raise PreflightError with the fix. Starts nothing. ``torch_facts()``: what torch says
+    of devices and backends (the warm torchrun's, which imports torch beside this check: suite/launch/warm.py)."""
+    facts = torch_facts()
+    device = resolve_device(cfg.device, facts)
     if cfg.backend == "mpi":  # mpi4py, mpiexec and one node, said before resolve_backend's generic line
         from suite.launch import mpi
 
         why = mpi.problem(lay)
         if why is not None:
             raise PreflightError(why)
-    backend = resolve_backend(cfg.backend, device)
+    backend = resolve_backend(cfg.backend, device, facts)
     check_planted_backend(backend, device)
     check_timing_mode(cfg.timing_mode, backend, device)  # auto resolved: cuda_graph on a CPU host
     if device == "cuda" and backend == "nccl":
-        import torch
-
-        if lay["nproc"] > torch.cuda.device_count():
+        if lay["nproc"] > facts.cuda_devices:
             raise PreflightError(
-                f"NPROC={lay['nproc']} but this node has {torch.cuda.device_count()} GPU(s); "
-                "NCCL needs one GPU per rank"
+                f"NPROC={lay['nproc']} but this node has {facts.cuda_devices} GPU(s); NCCL needs one GPU per rank"
             )
     if cfg.root >= lay["world_size"]:
         raise ConfigError(f"ROOT {cfg.root} does not exist in a world of {lay['world_size']} ranks")

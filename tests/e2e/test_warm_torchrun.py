@@ -5,11 +5,13 @@ rank started."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 
 import psutil
 import pytest
 
+from suite.common.backends import TorchFacts
 from suite.common.failures import EXIT_PREFLIGHT
 from suite.launch import cli
 from suite.launch.warm import WarmTorchrun
@@ -25,6 +27,7 @@ def test_the_job_runs_with_the_environment_and_directory_handed_over(tmp_path, m
     monkeypatch.chdir(tmp_path)
     warm = WarmTorchrun.start()
     try:
+        assert warm.facts() == TorchFacts.here()  # what torch has, as read in this process
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "--no-python"]
         cmd += ["sh", "-c", 'echo "$RANK $WORLD_SIZE $HANDED ${SUITE_TEST_STALE:-unset} $(pwd)" > "out.$RANK"']
         env = {k: v for k, v in os.environ.items() if k != "SUITE_TEST_STALE"}
@@ -61,3 +64,15 @@ def test_a_run_preflight_refuses_leaves_no_process(tmp_path, capsys):
     assert rc == EXIT_PREFLIGHT and "preflight failed" in capsys.readouterr().err
     assert psutil.Process().children(recursive=True) == []
     assert list(tmp_path.iterdir()) == []  # nothing written, no rank started
+
+
+def test_the_launcher_itself_never_imports_torch_on_a_torchrun_run(tmp_path):
+    """Its preflight rules on what the warm torchrun read of torch once it had imported it: the launcher's own
+    import beside it was a second ~2 s of CPU on every run (with ``-k``, a third beside the selection's)."""
+    cmd = [sys.executable, "-X", "importtime", "-m", "suite.launch", "--nproc", "2", "--experiments", "collectives"]
+    cmd += ["--max-bytes", "1K", "--iters", "1", "--results-root", str(tmp_path), "--", "-k", "all_reduce and sum"]
+    env = {**os.environ, "SUITE_REPORT": "0"}
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=cli.ROOT)
+    assert p.returncode == 0, p.stderr[-3000:]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in p.stderr.splitlines() if line.startswith("import time:")}
+    assert "suite.launch.cli" in imported and "torch" not in imported
