@@ -24,7 +24,7 @@ from suite.common.config import BenchConfig, ConfigError
 from suite.common.failures import EXIT_PEER_FAILURE, record_failure
 from suite.harness import faulty_backend
 from suite.harness.mpi_rank import slurm_tasks_on_node
-from suite.common.backends import PreflightError, resolve_backend, resolve_device
+from suite.common.backends import PreflightError, TorchFacts, resolve_backend, resolve_device
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -329,8 +329,8 @@ def init_distributed(
     if dist.is_available() and dist.is_initialized():
         raise RuntimeError("a process group is already started in this process; pass on the DistContext it returned")
     le = read_launch_env(env)
-    device_type = resolve_device(cfg.device)
-    backend = resolve_backend(cfg.backend, device_type)
+    device_type = resolve_device(cfg.device, facts := TorchFacts.here())  # read once for both rules
+    backend = resolve_backend(cfg.backend, device_type, facts)
     if cfg.root >= le.world_size:
         raise ConfigError(f"ROOT {cfg.root} does not exist in a world of {le.world_size} ranks")
     if device_type == "cuda":

@@ -110,6 +110,9 @@ DDP_CFG = dataclasses.replace(
 DDP_CASES = r"^mlp-(grad_all_reduce_only|ddp|manual_all_reduce|manual_coalesced|ddp_hook_fp16_compress"
 DDP_CASES += r"|ddp_bucket_cap=.*|accum_x2_no_sync|init_broadcast_per_tensor|init_DDP_constructor)$"
 """Every kind of the DDP experiment's checked cases once (the source model's are the same kinds)."""
+ONE_MESSAGE_PER_PEER = "collectives only: one message per peer per call, nothing to swap"
+WORLD_GROUP = "on the world's group, whose ranks are the global ones: nothing to confuse"
+"""Why reorder and group_rank cannot apply to the DDP and sharded steps they name."""
 DDP_FAULTS = faults.BACKEND_FAULTS
 _CONSTRUCTOR = (
     "^mlp-init_DDP_constructor$",
@@ -130,14 +133,14 @@ DDP_NOT_APPLICABLE = {
         "every output DDP's ops write is a storage of its own (a bucket, a gradient, a compressed copy, a "
         "parameter): no bytes of it lie past the output",
     ),
-    "reorder": ("", "collectives only: one message per peer per call, nothing to swap"),
+    "reorder": ("", ONE_MESSAGE_PER_PEER),
     "wrong_reduction": ("^mlp-init_", "the initial-state syncs broadcast: they reduce nothing"),
     "aliasing": (
         "",
         "in place: the gradient all_reduce reduces each bucket, gradient or compressed copy into itself, and a "
         "broadcast writes the tensor it sends",
     ),
-    "group_rank": ("", "on the world's group, whose ranks are the global ones: nothing to confuse"),
+    "group_rank": ("", WORLD_GROUP),
 }
 """class -> (DDP case labels it cannot apply to, why)."""
 DDP_SYMPTOM = {
@@ -163,14 +166,14 @@ SHARDED_NOT_APPLICABLE = {
         "every output a step's ops write is a storage of its own (FSDP2's all-gather buffers, the functional "
         "collectives' new outputs, a stage's receive buffers): no bytes of it lie past the output",
     ),
-    "reorder": ("^(fsdp2|tp|sp|2d)$", "collectives only: one message per peer per call, nothing to swap"),
+    "reorder": ("^(fsdp2|tp|sp|2d)$", ONE_MESSAGE_PER_PEER),
     "wrong_reduction": ("^pp_", "sends and receives reduce nothing"),
     "aliasing": (
         "^(fsdp2|tp|2d|pp_gpipe|pp_1f1b)$",
         "in place (FSDP2's all-gather into its own buffer, tensor parallel's all_reduce), or an input the step never "
         "reads again (FSDP2's reduce-scatter of the flat gradients, a stage's sent activations and gradients)",
     ),
-    "group_rank": ("^(?!2d$)", "on the world's group, whose ranks are the global ones: nothing to confuse"),
+    "group_rank": ("^(?!2d$)", WORLD_GROUP),
 }
 """class -> (sharded strategies it cannot apply to, why)."""
 
