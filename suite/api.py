@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 MODULES = (
     # Exact checks and the shared workloads: the collective op table, p2p patterns, p2p algorithms.
     "suite.harness.verify",
+    # The check rule the training experiments share: SGD steps against single-process training.
+    "suite.harness.sgd_rule",
     "suite.ops.collectives",
     "suite.ops.sweep",
     "suite.ops.p2p",
@@ -110,6 +112,7 @@ __all__ = sorted(HOMES)
 if TYPE_CHECKING:  # the same names, imported for static tools (type checkers, import graphs); never run
     # tests/unit/test_api.py keeps this block equal to MODULES and NAMES
     from suite.harness import verify
+    from suite.harness import sgd_rule
     from suite.ops import collectives
     from suite.ops import sweep
     from suite.ops import p2p

@@ -5,7 +5,8 @@ In training mode a BatchNorm normalises with the batch's own statistics, and eac
 stats by them: rm <- (1 - m) rm + m mean_j, rv <- (1 - m) rv + m var_j (unbiased), m the momentum. The
 model's BatchNorm follows its first Linear (h = x W^T + b, models.mlp), so a rank's batch statistics differ
 from the reference's only through that Linear's parameters, which differ by at most the rule's per-element
-tolerance T after s steps (check.CheckRule.tol), and through float32 rounding once they differ:
+tolerance T after s steps (check.check_rule, suite/harness/sgd_rule.py's ``tol``), and through float32 rounding
+once they differ:
 
 - mean: |d mean_j| <= sum_k T_jk |xbar_k| + T_b_j (the mean is linear in W and b);
 - variance (w C w^T, C the batch's covariance): |d var_j| <= sum_k T_jk M_jk + T_max^2 Q, with
@@ -21,7 +22,7 @@ tolerance T after s steps (check.CheckRule.tol), and through float32 rounding on
 Each forward's terms are taken from the reference (``Terms``), per rank and in the order the reference ran
 them, with DDP's buffer broadcasts between (``BROADCAST``: every rank takes rank 0's, so its bound too); a
 difference carried from earlier steps shrinks by (1 - m) per forward. ``tolerance`` replays them under a
-rule: T = cg g + c1 + cp p per element (``CheckRule.coefficients``). The count of batches is compared exactly.
+rule: T = cg g + c1 + cp p per element (``SgdRule.coefficients``). The count of batches is compared exactly.
 Models whose BatchNorm does not follow a Linear directly get no bound (``bn_after_linear`` is None): their
 buffers are compared after the one-step check only, as before.
 """
@@ -164,7 +165,7 @@ def after(t: Terms, bn: nn.BatchNorm1d, before: list[torch.Tensor], h: torch.Ten
 def tolerance(events: list, world: int, rule, momentum: float) -> torch.Tensor:
     """Per rank (rows) and buffer element (the flat buffers: running mean, running var, the batch count), the
     largest difference from the reference's after ``events`` (the reference's forwards and broadcasts, in
-    order) under ``rule`` (check.CheckRule: ``coefficients``)."""
+    order) under ``rule`` (suite/harness/sgd_rule.py: ``coefficients``)."""
     mean: torch.Tensor | None = None
     var: torch.Tensor | None = None
     for ev in events:

@@ -1,23 +1,18 @@
 """The ddp experiment's check: every synchronised case against single-process training (``Reference``) under
-``CheckRule`` (the rule and its bound are in cases.py's docstring), and each rank's BatchNorm buffers against
-the reference's for that rank."""
+``check_rule`` (suite/harness/sgd_rule.py; the rule and its bound are in cases.py's docstring), and each rank's
+BatchNorm buffers against the reference's for that rank."""
 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
-
 import torch
 import torch.nn as nn
 
-from suite.api import DistContext, Session
+from suite.api import DistContext, Session, sgd_rule
 
 from . import buffer_bound
 from . import models as training
 from . import workload
-
-U32 = 2.0**-24
-"""Unit roundoff of float32."""
 
 _WIRE = {
     "fp16_compress": ("float16", 2.0**-11, 2.0**-24),
@@ -43,68 +38,21 @@ def unchecked_reason(v: workload.Variant) -> str | None:
     return None
 
 
-def _largest(x):
-    """The largest of a tensor of per-element maxima (a plain number stays as it is)."""
-    return x.max() if isinstance(x, torch.Tensor) else x
+def check_rule(v: workload.Variant, world: int) -> sgd_rule.SgdRule:
+    """The rule of ``v`` at ``world`` ranks (cases.py's docstring): R = the world, u and a from the dtype the
+    gradient travels in; exact with a float32 wire at 1 or 2 ranks (a sum of two terms is commutative and halving
+    exact)."""
+    wire, u, a = _WIRE.get(v.hook or "", ("float32", sgd_rule.U32, 0.0))
+    why = "float32 sum order" if wire == "float32" else f"{wire} wire"
+    exact = wire == "float32" and world <= 2
+    return sgd_rule.SgdRule(world=world, terms=world, u=u, lr=training.SOURCE.lr, exact=exact, why=why, abs_err=a)
 
 
-@dataclass(frozen=True)
-class CheckRule:
-    """How a synchronised case's parameters are compared with the reference's (see the module docstring)."""
-
-    world: int
-    wire: str
-    """float32 | float16 | bfloat16: what the averaged gradient travels as."""
-    u: float
-    abs_err: float
-    lr: float
-
-    @property
-    def exact(self) -> bool:
-        return self.wire == "float32" and self.world <= 2
-
-    def step_term(self, g_max, p_max):
-        """What one step's reduction and update may move an element by (module docstring)."""
-        return self.lr * 2 * self.world * (self.u * g_max + self.abs_err) + 2 * U32 * p_max
-
-    def tol(self, steps: int, g_max, p_max):
-        """The bound (module docstring); per element when max|g| and max|p| are tensors of elements: each
-        element's own 2 x steps x step term, plus steps x (steps - 1) x the largest element's step term for
-        the earlier steps' differences carried into later gradients (none after one step)."""
-        if self.exact:
-            return 0.0
-        largest = self.step_term(_largest(g_max), _largest(p_max))
-        return 2 * steps * self.step_term(g_max, p_max) + steps * (steps - 1) * largest
-
-    def coefficients(self, steps: int, g_largest: float, p_largest: float) -> tuple[float, float, float]:
-        """(cg, c1, cp) with ``tol`` = cg x max|g| + c1 + cp x max|p| per element after ``steps`` steps, given the
-        largest max|g| and max|p| (buffer_bound.tolerance sums the tolerance over a row this way)."""
-        if self.exact:
-            return 0.0, 0.0, 0.0
-        s = steps
-        carried = s * (s - 1) * self.step_term(g_largest, p_largest)
-        return (
-            2 * s * self.lr * 2 * self.world * self.u,
-            2 * s * self.lr * 2 * self.world * self.abs_err + carried,
-            (2 * s * 2 * U32),
-        )
-
-    def describe(self, steps: int, tol: float) -> str:
-        if self.exact:
-            return "exact"
-        why = "float32 sum order" if self.wire == "float32" else f"{self.wire} wire"
-        return f"tol per element, up to {tol:z.2g} ({why}, {self.world} ranks, {steps} steps)"
-
-    FORMULA = (
-        "per element: 2 x S x e(that element) + S x (S - 1) x e(the largest), e = lr x 2N x (u x max|g| + a) + "
-        "2 x 2^-24 x max|p|, S steps, max|g| and max|p| the element's largest averaged gradient term and "
-        "parameter so far"
-    )
-
-
-def check_rule(v: workload.Variant, world: int) -> CheckRule:
-    wire, u, a = _WIRE.get(v.hook or "", ("float32", U32, 0.0))
-    return CheckRule(world=world, wire=wire, u=u, abs_err=a, lr=training.SOURCE.lr)
+FORMULA = (
+    "per element: " + sgd_rule.SgdRule.FORMULA + ", S steps, R the world, max|g_x| and max|p_x| the element's largest "
+    "averaged gradient term and parameter so far"
+)
+"""The bound the record's ``check_tol`` is the largest of."""
 
 
 CHECKPOINT_EVERY = 5
@@ -282,7 +230,7 @@ class Reference:
         """The averaged gradient of step ``steps`` (``at(steps)`` first), flat; None where it was not kept."""
         return self._grads.get(steps)
 
-    def buffer_tol(self, steps: int, rule: CheckRule) -> torch.Tensor | None:
+    def buffer_tol(self, steps: int, rule: sgd_rule.SgdRule) -> torch.Tensor | None:
         """Per rank (rows) and flat buffer element, how far that rank's buffers may lie from the reference's
         after ``steps`` steps (``at(steps)`` first) under ``rule`` (buffer_bound); None where no bound is
         derived (this model) or needed (an exact rule)."""
@@ -318,7 +266,7 @@ def shared_reference(
     return held[seed]
 
 
-def buffer_rule(v: workload.Variant, rule: CheckRule, bounded: bool = True) -> str:
+def buffer_rule(v: workload.Variant, rule: sgd_rule.SgdRule, bounded: bool = True) -> str:
     """How a rank's buffers are compared with the reference's for that rank (module docstring); ``bounded``:
     the model's running stats get a bound after the timed steps (buffer_bound.bn_after_linear)."""
     whose = (
@@ -340,7 +288,7 @@ def buffer_rule(v: workload.Variant, rule: CheckRule, bounded: bool = True) -> s
     )
 
 
-def buffers_compared(rule: CheckRule, steps: int, bounded: bool = True) -> bool:
+def buffers_compared(rule: sgd_rule.SgdRule, steps: int, bounded: bool = True) -> bool:
     """Whether the buffers are compared after ``steps`` optimizer steps: always under the exact rule and where
     they have a bound (``bounded``); else only after the one-step check, where every forward ran on the initial
     parameters (bit-identical on every rank and in the reference), so the running stats moved by the same

@@ -16,12 +16,12 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
-from suite.api import DistContext, Session, verify
+from suite.api import DistContext, Session, sgd_rule, verify
 
 from . import buffer_bound
 from . import models as training
 from . import workload
-from .check import CheckRule, shared_reference, buffers_compared, check_rule, flat_buffers, unchecked_reason
+from .check import shared_reference, buffers_compared, check_rule, flat_buffers, unchecked_reason
 
 
 def where(model: nn.Module, i: int) -> str:
@@ -62,7 +62,7 @@ def gradient(mine: torch.Tensor, ref: torch.Tensor) -> list[str]:
 
 
 def _buffer_check(
-    ctx: DistContext, ref_bufs, tol, module: nn.Module, rule: CheckRule, steps: int, seen: dict
+    ctx: DistContext, ref_bufs, tol, module: nn.Module, rule: sgd_rule.SgdRule, steps: int, seen: dict
 ) -> verify.Wrong:
     """Wrong elements of this rank's buffers against the reference's for this rank (``buffers_compared``), beyond
     ``tol`` (rank 0's: per rank and element, ``Reference.buffer_tol``; None: exact), with what they are."""

@@ -12,7 +12,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from suite.api import DistContext, Session, dist_max, dist_min
 
 from . import internals
-from .check import CheckRule
+from . import check
 from .workload import EXPERIMENT, NOOP, DdpSettings, Step, Variant, peak_fields, prepare
 
 LOGGER_KEYS = {
@@ -48,7 +48,7 @@ STEP = {
     "check_steps": "measured: optimizer steps the checked module had taken when it was compared with the "
     "single-process reference (warm-up and timed steps)",
     "check_max_abs_diff": "measured: max over ranks and parameters of |param - reference param| after the timed steps",
-    "check_tol": "modelled: the largest over elements of " + CheckRule.FORMULA + " (0 when check_rule is exact)",
+    "check_tol": "modelled: the largest over elements of " + check.FORMULA + " (0 when check_rule is exact)",
     "check_buffer_max_abs_diff": "measured: max over ranks and buffer elements of |buffer - the reference's "
     "buffer for that rank| after the timed steps (BatchNorm running stats and count; check_buffers)",
     "check_buffer_tol": "modelled: the largest over ranks and buffer elements of the running stats' bound "

@@ -1,7 +1,7 @@
 """Each sharded case's Buffers on a rank (experiments/sharded/cases.py declares them): the strategy's trainer
 built on the case's model (``model_of``: SHARDED_MODEL's, or the built-in model as a UserModel) by the one trainer
 (user_workload.make_trainer) or pipeline trainer (user_pipeline.make_trainer), its check against the one
-reference (check.Reference) under the one rule (check.CheckRule), and the record's derived fields: the
+reference (check.Reference) under the one rule (check.check_rule), and the record's derived fields: the
 inventory, c10d's count, compute alone; and the replay of its communication (decompose.py)."""
 
 from __future__ import annotations

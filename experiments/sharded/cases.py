@@ -81,7 +81,7 @@ _PROVENANCE = {
     "bus_vs_ddp": "derived: bus_bytes / ddp_bus_bytes",
     "check_steps": "measured: optimizer steps the checked model had taken when compared with the reference",
     "check_max_abs_diff": "measured: max over ranks and parameters of |param - reference param| after the timed steps",
-    "check_tol": "modelled: the largest over parameter tensors of " + checking.CheckRule.FORMULA + " (0 when exact)",
+    "check_tol": "modelled: the largest over parameter tensors of " + checking.FORMULA + " (0 when exact)",
     "peak_mem_bytes": "measured: suite.harness.profiling.PeakMemory around warm-up and the timed steps, max over ranks",
     "compute_s": decompose.PROVENANCE["compute_s"],
     "torch_warnings_filtered": quiet.PROVENANCE,

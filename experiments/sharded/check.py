@@ -46,112 +46,51 @@ under the rule of the strategy it imitates, and fails it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
+
+from suite.api import sgd_rule
 
 from . import workload
 from .strategies import get as strategy_of
 
-U32 = 2.0**-24
-"""Unit roundoff of float32."""
-U_BF16 = 2.0**-8
-"""Unit roundoff of bfloat16."""
 
-STRONG = 0.5
-"""A tensor is compared while its bound is below this fraction of what a gradient scaled by 2 moves it."""
-
-
-@dataclass(frozen=True)
-class CheckRule:
+def check_rule(
+    strategy: str, world: int, contraction: int = 0, layers: int = 0, microbatches: int = 1
+) -> sgd_rule.SgdRule:
     """How a strategy's parameters are compared with the reference's (module docstring); the built-in model's
     (``built_in``) and a model of your own (experiments/sharded/user_workload.check_rule) differ only in the
-    model's numbers."""
-
-    strategy: str
-    world: int
-    contraction: int = 0
-    """The largest ``in_features`` of a Linear the strategy's plan makes row-parallel (the built-in model's
-    ``down``: 4d), whose dot products are split over the tensor-parallel ranks."""
-    layers: int = 0
-    """With bfloat16 parameters, the most layers holding parameters an activation can pass, each rounding it
-    (the built-in model's 2 x depth + 1 Linears)."""
-    lr: float = workload.LR
-    microbatches: int = 1
-    """m of a pipeline strategy, whose reference splits the batch into m shards."""
-
-    @property
-    def pipeline(self) -> bool:
-        return strategy_of(self.strategy).pipeline is not None
-
-    @property
-    def exact(self) -> bool:
-        if self.pipeline:  # (g_1 + ... + g_m) / m == g_1/m + ... + g_m/m bit for bit when m is a power of two
-            return self.microbatches & (self.microbatches - 1) == 0
-        return strategy_of(self.strategy).exact_at_two and self.world <= 2
-
-    @property
-    def u(self) -> float:
-        return U_BF16 if strategy_of(self.strategy).bf16 else U32
-
-    @property
-    def terms(self) -> int:
-        """R: terms whose order or rounding differs from the reference's."""
-        if self.pipeline:
-            return self.microbatches
-        st = strategy_of(self.strategy)
-        terms = self.world
+    model's numbers: ``contraction``, the largest ``in_features`` of a Linear the strategy's plan makes
+    row-parallel (the built-in model's ``down``: 4d), whose dot products are split over the tensor-parallel
+    ranks; ``layers``, with bfloat16 parameters, the most layers holding parameters an activation can pass, each
+    rounding it (the built-in model's 2 x depth + 1 Linears); ``microbatches``: m of a pipeline strategy, whose
+    reference splits the batch into m shards."""
+    st = strategy_of(strategy)
+    u = sgd_rule.U_BF16 if st.bf16 else sgd_rule.U32
+    if st.pipeline is not None:  # (g_1 + ... + g_m) / m == g_1/m + ... + g_m/m bit for bit when m is a power of 2
+        exact, terms, why = microbatches & (microbatches - 1) == 0, microbatches, "micro-batch scaling"
+    else:
+        exact, terms = st.exact_at_two and world <= 2, world
+        why = "bfloat16 parameters" if st.bf16 else "float32 sum order"
         if st.plan is not None:  # each rank's partial dot products in the row-parallel Linear
-            terms += self.contraction // (self.world // st.dp_size(self.world))
+            terms += contraction // (world // st.dp_size(world))
         if st.bf16:
-            terms += self.layers
-        return terms
-
-    def step_term(self, g_max: float, p_max: float) -> float:
-        return self.lr * 2 * self.terms * self.u * g_max + 2 * U32 * p_max
-
-    def tols(self, steps: int, g_max: list[float], p_max: list[float]) -> list[float]:
-        """The bound per parameter tensor after ``steps`` steps (0 where exact)."""
-        if self.exact:
-            return [0.0] * len(g_max)
-        largest = max((self.step_term(g, p) for g, p in zip(g_max, p_max)), default=0.0)
-        return [2 * steps * self.step_term(g, p) + steps * (steps - 1) * largest for g, p in zip(g_max, p_max)]
-
-    def comparable(self, moved: list[float], tols: list[float]) -> list[bool]:
-        """Per parameter tensor: whether its bound still tells a wrong step from a right one: below half of
-        what a gradient scaled by 2 adds to it, which (to first order) is how far the reference's own steps
-        moved it (``Reference.moved``: SGD at twice the rate moves it twice as far). A tensor whose bound is
-        not would pass such a fault by construction: it is not compared, and the rule says so (``describe``).
-        Exact rules compare every tensor."""
-        if self.exact:
-            return [True] * len(tols)
-        return [tol < STRONG * m for tol, m in zip(tols, moved)]
-
-    def describe(self, steps: int, tol: float, compared: int | None = None, tensors: int | None = None) -> str:
-        if self.exact:
-            return "exact"
-        why = "bfloat16 parameters" if strategy_of(self.strategy).bf16 else "float32 sum order"
-        why = "micro-batch scaling" if self.pipeline else why
-        out = f"tol per parameter, up to {tol:z.2g} ({why}, {self.world} ranks, {steps} steps)"
-        if compared is not None and tensors is not None and compared < tensors:
-            out += (
-                f"; {tensors - compared} of {tensors} parameter tensors not compared: after {steps} steps their "
-                "bound would pass a gradient scaled by 2 (each was compared after the check step)"
-            )
-        return out
-
-    FORMULA = (
-        "per parameter tensor p: 2 x S x e(p) + S x (S - 1) x e(largest), e(p) = lr x 2R x u x max|g_p| + "
-        "2 x 2^-24 x max|p|, S steps, u the compute dtype's unit roundoff, R = world (+ 4d / tp with tensor "
-        "parallelism, + 2 x depth + 1 Linear layers for bfloat16 parameters; pipelines: R = micro-batches)"
-    )
+            terms += layers
+    return sgd_rule.SgdRule(world=world, terms=terms, u=u, lr=workload.LR, exact=exact, why=why, per="parameter")
 
 
-def built_in(strategy: str, world: int, depth: int, width: int, microbatches: int = 1) -> CheckRule:
+FORMULA = (
+    "per parameter tensor p: " + sgd_rule.SgdRule.FORMULA + ", S steps, u the compute dtype's unit roundoff, "
+    "R = world (+ 4d / tp with tensor parallelism, + 2 x depth + 1 Linear layers for bfloat16 parameters; "
+    "pipelines: R = micro-batches)"
+)
+"""The bound the record's ``check_tol`` is the largest of."""
+
+
+def built_in(strategy: str, world: int, depth: int, width: int, microbatches: int = 1) -> sgd_rule.SgdRule:
     """The rule on the built-in model: its row-parallel ``down`` contracts 4d terms, and an activation passes
     2 x depth + 1 Linears."""
-    return CheckRule(strategy, world, contraction=4 * width, layers=2 * depth + 1, microbatches=microbatches)
+    return check_rule(strategy, world, contraction=4 * width, layers=2 * depth + 1, microbatches=microbatches)
 
 
 class Reference:
@@ -227,10 +166,10 @@ def built_in_reference(width: int, depth: int, seq: int, batch: int, dp: int, de
 
 
 def expected(
-    rule: CheckRule, reference: Reference, steps: int, owned: list[int] | None = None
+    rule: sgd_rule.SgdRule, reference: Reference, steps: int, owned: list[int] | None = None
 ) -> tuple[list[torch.Tensor], list[float], list[bool]]:
     """The reference's parameters after ``steps`` steps, each tensor's bound and whether it is compared
-    (``CheckRule.comparable``), from the reference alone (the same on every rank); ``owned``: a pipeline
+    (``SgdRule.comparable``), from the reference alone (the same on every rank); ``owned``: a pipeline
     stage's tensors, taken after the bounds are computed over the whole model, whose largest tensor's
     carried term every tensor's bound includes (the layers are coupled across stages too)."""
     ref, g_max, p_max = reference.at(steps)

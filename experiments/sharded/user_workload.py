@@ -23,6 +23,8 @@ from collections.abc import Callable
 import torch
 import torch.nn as nn
 
+from suite.api import sgd_rule
+
 from . import check as checking
 from . import inventory, workload
 from .strategies import get as strategy_of
@@ -147,10 +149,10 @@ def layers(um: UserModel) -> int:
     return sum(1 for m in um.module.modules() if any(True for _ in m.parameters(recurse=False)))
 
 
-def check_rule(strategy: str, world: int, um: UserModel, microbatches: int = 1) -> checking.CheckRule:
+def check_rule(strategy: str, world: int, um: UserModel, microbatches: int = 1) -> sgd_rule.SgdRule:
     """The check's rule on the user's model: R from its plan's largest row-parallel contraction and, with bfloat16
     parameters, its layers (``microbatches``: SHARDED_MICROBATCHES, for the pipelines)."""
-    return checking.CheckRule(
+    return checking.check_rule(
         strategy, world, contraction=contraction(um, strategy), layers=layers(um), microbatches=microbatches
     )
 

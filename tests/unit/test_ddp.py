@@ -1,6 +1,7 @@
 """Single-process tests of the DDP experiment's pure parts: model sizing, knobs, case list, byte model,
 check rule, tables, profiler trace writing and peak-memory measurement."""
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -16,7 +17,9 @@ from experiments.ddp import buffer_bound
 from experiments.ddp import check as ddp_check
 from experiments.ddp import workload as ddp_exp_workload
 from experiments.ddp import models as training
+from experiments.sharded import check as sharded_check
 from suite.harness import profiling
+from suite.harness.sgd_rule import SgdRule
 from suite.common.config import ConfigError, build_config
 from suite.common.knobs import parse_count, settings_from_env
 from experiments.ddp import table as ddp_tables
@@ -532,7 +535,7 @@ def test_the_running_stats_bound_holds_for_another_sum_order_and_fails_a_late_sk
     # (less than 2^-10 per step from the second step on leaves, its older moves decayed by the momentum, and
     # invisible to the one-step check) is beyond it. No bound after one step: the stats are exact.
     s = ddp_exp_workload.DdpSettings(params=50_000)
-    rule = ddp_check.CheckRule(world=4, wire="float32", u=2.0**-24, abs_err=0.0, lr=0.01)
+    rule = SgdRule(world=4, terms=4, u=2.0**-24, lr=0.01, exact=False, why="float32 sum order")
     ref = ddp_check.Reference("mlp", s, 4, "cpu", 1, False, True)
     other = _OtherOrder("mlp", s, 4, "cpu", 1, False, True)
     hidden = ref.bn[1].num_features
@@ -552,3 +555,14 @@ def test_the_running_stats_bound_holds_for_another_sum_order_and_fails_a_late_sk
     skewed = (theirs + torch.cat([torch.full((hidden,), 2.0**-10 * 5), torch.zeros(hidden + 1)])).double()
     assert ((skewed - bufs).abs() > tol).any()
     assert ref.buffer_tol(10, ddp_check.check_rule(_variant("ddp", s), 2)) is None  # the exact rule: no bound
+
+
+def test_ddp_and_the_sharded_ddp_strategy_share_one_rule_of_sgd_steps():
+    # both average float32 gradients over the world: one rule (suite/harness/sgd_rule.py), the same bound from
+    # the same numbers, per element here and per parameter tensor there
+    plain = ddp_check.check_rule(_variant("ddp", ddp_exp_workload.DdpSettings(params=50_000)), 4)
+    sharded = sharded_check.check_rule("ddp", 4)
+    assert dataclasses.replace(sharded, lr=plain.lr, per=plain.per) == plain
+    g, p = [0.5, 2.0], [1.0, 3.0]
+    assert plain.tol(3, 2.0, 3.0) == max(plain.tols(3, g, p)) > plain.tol(3, 0.5, 1.0, plain.step_term(2.0, 3.0))
+    assert plain.tol(1, 0.5, 1.0) == 2 * plain.step_term(0.5, 1.0)  # no coupling after one step

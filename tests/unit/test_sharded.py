@@ -7,6 +7,7 @@ import torch
 from experiments.sharded import check, inventory, workload
 from experiments.sharded.settings import PLANTED, STRATEGIES, ShardedSettings
 from suite.errors import ConfigError
+from suite.harness import sgd_rule
 
 
 def test_exact_rule_where_two_terms_average_and_tolerance_elsewhere():
@@ -23,7 +24,7 @@ def test_tolerance_follows_the_formula_per_parameter():
     rule = check.built_in("tp", 2, 2, 32)
     assert rule.terms == 2 + 4 * 32 // 2  # the world + each rank's partial dot product in `down`
     g, p = [0.5, 0.01], [1.0, 0.25]
-    e = [workload.LR * 2 * rule.terms * check.U32 * gi + 2 * check.U32 * pi for gi, pi in zip(g, p)]
+    e = [workload.LR * 2 * rule.terms * sgd_rule.U32 * gi + 2 * sgd_rule.U32 * pi for gi, pi in zip(g, p)]
     s = 3
     assert rule.tols(s, g, p) == pytest.approx([2 * s * ei + s * (s - 1) * max(e) for ei in e], rel=1e-12)
     assert rule.tols(1, g, p) == pytest.approx([2 * ei for ei in e], rel=1e-12)  # no coupling after one step
