@@ -22,6 +22,7 @@ PRODUCT_DOCS = [
     *sorted((ROOT / "docs").glob("*.md")),
     *sorted((ROOT / "experiments").glob("*/README.md")),
     *sorted((ROOT / "examples").glob("*/README.md")),
+    ROOT / "tests" / "fixtures" / "README.md",
 ]
 
 _FENCE = re.compile(r"^```.*?^```[^\n]*$", re.M | re.S)
