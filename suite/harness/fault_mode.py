@@ -29,12 +29,22 @@ from suite.harness.corruptions import Corrupter, scribble, wrong_op
 class Planting:
     """What the dispatch mode keeps from one armed call to the next, owned by the harness that arms them
     (suite/harness/runner.py): each group's faults by its c10d name (what stale and reorder keep between ops lasts
-    as the group does), the count of armed calls, and the lock under which receives' waiting threads apply theirs."""
+    as the group does), the count of armed calls, the lock under which receives' waiting threads apply theirs, and
+    what those threads raised (``failed``: the armed call raises it, see ``FaultMode``)."""
 
     def __init__(self) -> None:
         self.groups: dict[str, Corrupter] = {}
         self.calls = itertools.count(1)
         self.lock = threading.Lock()
+        self.failed: list[BaseException] = []
+
+    def raise_failed(self, fault: str) -> None:
+        """Raise what a receive's thread raised applying ``fault`` (its Work's wait does not: torch's Work made from a
+        future completes when the future fails, and a caller would go on with the receive's data unfaulted)."""
+        with self.lock:
+            failed, self.failed = self.failed, []
+        if failed:
+            raise RuntimeError(f"the planted {fault} could not be applied to a receive: {failed[0]!r}") from failed[0]
 
     def faults(self, pg) -> Corrupter:
         name = pg.group_name
@@ -75,6 +85,11 @@ class FaultMode(c10d.DispatchMode):
         self.fault, self.planting, self.call = fault, planting, next(planting.calls)
         atexit.unregister(_let_gloo_workers_finish)  # registered once per process
         atexit.register(_let_gloo_workers_finish)
+
+    def __exit__(self, exc_type, exc_val, exc_tb):
+        super().__exit__(exc_type, exc_val, exc_tb)
+        if exc_type is None:  # the call's receives were waited for: what their threads raised fails the call
+            self.planting.raise_failed(self.fault)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -129,7 +144,7 @@ class FaultMode(c10d.DispatchMode):
             if fault != "aliasing":
                 return work
             # the send's buffer written once the message is out: what a transport reusing it would do
-            return _then(self.planting.lock, work, lambda: scribble(a["tensors"], []))
+            return _then(self.planting, work, lambda: scribble(a["tensors"], []))
         call, src = self.call, a["src"]
 
         def apply():
@@ -138,7 +153,7 @@ class FaultMode(c10d.DispatchMode):
             else:
                 faults.apply(fault, "recv", [t], None if before is None else [before], [])
 
-        return _then(self.planting.lock, work, apply)
+        return _then(self.planting, work, apply)
 
     # --- the functional collectives (DTensor's) -------------------------------------------------------------
 
@@ -213,18 +228,23 @@ def _reduced_wrong(pg, how: str, a: dict):
     return c10d.reduce_scatter_base(pg, a["output_tensor"], a["input_tensor"], opts)
 
 
-def _then(lock, work, apply):
+def _then(planting: Planting, work, apply):
     """A Work that completes once ``work`` has and ``apply()`` has run (a thread waits: the caller may issue
-    other ops, a send its peer's receive waits for, before it waits itself)."""
+    other ops, a send its peer's receive waits for, before it waits itself); what either raises is kept in
+    ``planting.failed`` for the armed call to raise."""
     inner = work if isinstance(work, dist.Work) else dist.Work.unbox(work)
     fut: torch.futures.Future = torch.futures.Future()
 
     def wait():
         try:
             inner.wait()
-            with lock:
+            # what a transport writes is no autograd op: a pipeline stage's receive buffer is a leaf of its last
+            # step's graph (requires_grad), and in-place writes to it raise where grad mode is on (this thread's)
+            with planting.lock, torch.no_grad():
                 apply()
-        except Exception as e:  # the waiter sees it
+        except Exception as e:  # the Work completes all the same: the armed call raises it
+            with planting.lock:
+                planting.failed.append(e)
             fut.set_exception(e)
             return
         fut.set_result(None)

@@ -14,7 +14,10 @@ from suite.harness.dist import DistContext
 
 @contextlib.contextmanager
 def gloo_rank(rank: int, world: int, store: str, timeout_s: float = 60):
-    """This process's rank of a ``world``-rank Gloo group on CPU; the group is destroyed after."""
+    """This process's rank of a ``world``-rank Gloo group on CPU; the group is destroyed after. One intra-op thread,
+    as the launcher starts a rank (OMP_NUM_THREADS=1, torchrun's default): torch's default of one per core makes
+    the ranks of one machine compete for its cores (the fault catalogue's steps ran 2 to 3 times slower on 2)."""
+    torch.set_num_threads(1)
     dist.init_process_group(
         "gloo",
         init_method=f"file://{store}",

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from suite.harness import faulty_backend
+from suite.harness import c10d, fault_mode, faulty_backend
 from suite.harness.fault_mode import Planting
 
 
@@ -50,3 +50,18 @@ def test_outside_an_armed_call_the_ops_are_gloo_s(world):
         dist.all_reduce(t)
     dist.all_reduce(t)
     assert t.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_a_fault_a_receive_s_thread_could_not_apply_fails_the_armed_call(world):
+    # a receive's fault is applied by a thread once its data has arrived, and torch's Work made from a future
+    # completes when the future fails (its wait does not raise): a pipeline stage's receive buffer, a leaf of the
+    # last step's graph, made the in-place fault raise there, and the step went on with the data unfaulted
+    planting = Planting()
+    with pytest.raises(RuntimeError, match="planted drop could not be applied"):
+        with faulty_backend.armed("drop", planting):
+            work = fault_mode._then(planting, c10d.completed_work(), lambda: 1 / 0)
+            dist.Work.unbox(work).wait()
+    leaf = torch.zeros(2, requires_grad=True)  # what the thread writes is no autograd op
+    with faulty_backend.armed("drop", planting):
+        dist.Work.unbox(fault_mode._then(planting, c10d.completed_work(), lambda: leaf.fill_(1.0))).wait()
+    assert leaf.tolist() == [1.0, 1.0]
