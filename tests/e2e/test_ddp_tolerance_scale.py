@@ -26,7 +26,8 @@ def test_two_correct_summation_orders_stay_within_the_tolerance_after_the_checke
     tree = ddp_check.Reference("mlp", s, 4, torch.device("cpu"), 1, False, True)
     tree._mean = _pairwise
     other = tree.at(STEPS)[0]
-    rule = ddp_check.CheckRule(world=4, wire="float32", u=ddp_check.U32, abs_err=0.0, lr=ddp_exp.training.SOURCE.lr)
+    plain = next(v for v in ddp_exp.variants(s) if v.model == "mlp" and v.label == "ddp")
+    rule = ddp_check.check_rule(plain, 4)  # float32 on the wire, 4 ranks: a tolerance
     diff = (other - good).abs().double()
     assert diff.max() > 0  # the orders do differ
     tol = rule.tol(STEPS, g_max.double(), p_max.double())
