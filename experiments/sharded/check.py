@@ -80,7 +80,7 @@ def check_rule(
 
 
 FORMULA = (
-    "per parameter tensor p: " + sgd_rule.SgdRule.FORMULA + ", S steps, u the compute dtype's unit roundoff, "
+    "per parameter tensor x: " + sgd_rule.SgdRule.FORMULA + ", S steps, u the compute dtype's unit roundoff, "
     "R = world (+ 4d / tp with tensor parallelism, + 2 x depth + 1 Linear layers for bfloat16 parameters; "
     "pipelines: R = micro-batches)"
 )
