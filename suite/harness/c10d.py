@@ -75,7 +75,8 @@ def future_value(work):
 
 
 def work_from_future(fut):
-    """A Work that completes when ``fut`` does (its wait raises what ``fut`` raised)."""
+    """A Work that completes when ``fut`` does, failed or not: its wait does not raise what ``fut`` raised (it
+    returns True), so a caller that must see a failure keeps it itself (fault_mode._then does)."""
     return torch._C._distributed_c10d._create_work_from_future(fut)
 
 

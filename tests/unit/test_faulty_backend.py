@@ -65,3 +65,12 @@ def test_a_fault_a_receive_s_thread_could_not_apply_fails_the_armed_call(world):
     with faulty_backend.armed("drop", planting):
         dist.Work.unbox(fault_mode._then(planting, c10d.completed_work(), lambda: leaf.fill_(1.0))).wait()
     assert leaf.tolist() == [1.0, 1.0]
+
+
+def test_a_work_from_a_failed_future_completes_without_raising():
+    # what fault_mode._then relies on keeping its own errors for (c10d.work_from_future's docstring): were torch
+    # to raise here one day, the docstring and that error path would be worth a second look
+    fut = torch.futures.Future()
+    work = c10d.work_from_future(fut)
+    fut.set_exception(RuntimeError("planted"))
+    assert work.wait() is True
