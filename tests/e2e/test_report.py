@@ -531,7 +531,7 @@ def test_summary_leads_with_what_the_run_means(fixture_report):
     assert md.index("![bus bandwidth") < md.index("## Summary") < md.index("## Environment") < md.index("## α–β fits")
     rows = dict(summary.summary_rows(results.load_run(run)))
     assert rows["status"].startswith("complete; exit status 0 (every case ran and was correct)")
-    assert "collectives (" in rows["measured"] and "2 ranks on 1 host(s)" in rows["measured"]
+    assert "collectives (" in rows["measured"] and "2 ranks on 1 host (" in rows["measured"]
     assert rows["peak all_reduce"].endswith("2 ranks)") and "GB/s busbw at" in rows["peak all_reduce"]
     assert rows["health (doctor)"] == "no health check in this run (make doctor)"
     assert "unstable cases" in rows and "skipped" in rows
