@@ -9,13 +9,14 @@ import os
 from collections import OrderedDict
 from pathlib import Path
 
-from suite.report.page import html_table, standalone_page
+from suite.report.page import html_table, screen_html, standalone_page
 from suite.report.series import group_key
 
 
 def write_comparison(c, out_dir: str | os.PathLike, stem: str = "compare") -> Path:
-    """``<stem>.html`` (self-contained): it opens on the forest plot of the cases (``<stem>.png``,
-    ``suite.report.compare.forest``) with its one-line caption, then the summary, per group the new/base ratio vs
+    """``<stem>.html`` (self-contained): it opens with its verdict, what was compared and its warnings
+    (``first_screen``), then the forest plot of the cases (``<stem>.png``, ``suite.report.compare.forest``) with
+    its one-line caption, then the summary, per group the new/base ratio vs
     size with its CI (``<stem>-by-size.png``), and the table of cases."""
     from suite.report import plots
     from suite.report.compare import forest
@@ -62,7 +63,8 @@ def write_comparison(c, out_dir: str | os.PathLike, stem: str = "compare") -> Pa
 
     body = (
         "<h1>Comparison</h1>"
-        f"<figure id='headline-figure'>{img(png, stem)}<figcaption>{e(forest.caption(c, rows_drawn))}</figcaption>"
+        + screen_html(*first_screen(c))
+        + f"<figure id='headline-figure'>{img(png, stem)}<figcaption>{e(forest.caption(c, rows_drawn))}</figcaption>"
         f"</figure><p>base: {e(c.base_name)}<br>new: {e(c.new_name)}</p><pre>{e(format_comparison_summary(c))}</pre>"
         f"<h2>By message size</h2>{img(grid, f'{stem}-by-size')}"
         + html_table(
@@ -78,4 +80,32 @@ def write_comparison(c, out_dir: str | os.PathLike, stem: str = "compare") -> Pa
 def format_comparison_summary(c) -> str:
     from suite.report.compare.text import format_comparison
 
-    return "\n".join(ln for ln in format_comparison(c).splitlines() if ln.startswith("# ") and "case" not in ln[:8])
+    lines = [ln for ln in format_comparison(c).splitlines() if ln.startswith("# ") and "case" not in ln[:8]]
+    return "\n".join(dict.fromkeys(lines))  # the gate's line once (the terminal says it above and below its table)
+
+
+def first_screen(c) -> tuple[str, bool, str, list[tuple[str, str]]]:
+    """What the page opens with (page.screen_html's arguments): the gate and the overall ratio; the lanes
+    compared (backend, device, ranks) and the two sides; and the warnings: what the runs could detect, the
+    cases left inconclusive and how many runs would resolve them, settings that differ, cases not matched."""
+    from suite.report.compare.text import detect_line, gate_line, repeat_advice
+
+    verdict = (
+        f"verdict: {gate_line(c)}; overall {c.overall} (median case ratio {c.overall_ratio:z.3f}, "
+        f"CI [{c.overall_ci[0]:z.3f}, {c.overall_ci[1]:z.3f}])"
+    )
+    lanes = list(dict.fromkeys((d.get("backend"), d.get("device"), d.get("world_size")) for d in map(dict, _keys(c))))
+    world = (
+        "backend "
+        + " and ".join(f"{b} on {dev}, {n} ranks" for b, dev, n in lanes)
+        + f"; base: {c.base_name} ({c.base_runs} run(s)), new: {c.new_name} ({c.new_runs} run(s))"
+    )
+    warnings = [(k, v) for k, v in (("detectable", detect_line(c)), ("inconclusive", repeat_advice(c))) if v]
+    warnings += [("settings differ", s) for s in c.settings_diffs]
+    if c.only_base or c.only_new:
+        warnings.append(("unmatched", f"{len(c.only_base)} cases only in base, {len(c.only_new)} only in new"))
+    return verdict, c.gate == "PASS", world, warnings
+
+
+def _keys(c) -> list[tuple]:
+    return [r.key for r in c.cases] + list(c.refused)
