@@ -36,7 +36,7 @@ def first_screen(run: dict, items: list[Headline]) -> FirstScreen:
         *summary.cpu_rows(run),
         *unstable_rows(recs),
         *(("load during the run", cause) for cause in summary.load_causes(run, load_only=True)),
-        *((h.experiment, f"INCONCLUSIVE: {h.text}") for h in items if h.verdict == "inconclusive"),
+        *((h.experiment, h.text.removeprefix(f"{h.experiment}: ")) for h in items if h.verdict == "inconclusive"),
     ]
     return FirstScreen(
         verdict=stored_verdict(run, items),

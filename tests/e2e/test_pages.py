@@ -59,6 +59,24 @@ def test_the_doctors_report_opens_on_the_link_matrices_with_the_finding(tmp_path
     assert_on_small_screen(page, tmp_path, ["#verdict", "#world", "#headline li:first-child"])
 
 
+@needs_chromium
+def test_an_inconclusive_doctors_page_says_so_on_its_first_screen(tmp_path):
+    """The stored 2-rank doctor run (5 samples a probe, its two bandwidth links 2.3x apart): nothing found, and
+    nothing ruled out; the page's first screen says so with what could hide, not a bare PASS."""
+    run = tmp_path / "doctor"
+    shutil.copytree(FIXTURES / "doctor-gloo-2", run)
+    r = make("-s", "report", f"RUN={run}")
+    assert r.returncode == 0, r.stdout + r.stderr
+    page = run / "report" / "index.html"
+    text = html.unescape(page.read_text())
+    screen = text[text.index("<div id='first-screen'>") : text.index("<div id='headline'>")]
+    assert "verdict: PASS: 18 cases, 0 wrong" in screen and "backend gloo on cpu; 2 ranks on 1 host (vm)" in screen
+    (doctor,) = re.findall(r"<li class='warning'><b>doctor</b>: ([^<]+)</li>", screen)
+    assert doctor.startswith("inconclusive: no finding, but intra-node bandwidth slowed up to ")
+    assert "to tell: ITERS=20" in doctor
+    assert_on_small_screen(page, tmp_path, ["#verdict", "#world", ".warning"])
+
+
 def _troubled_bench_run(d: Path) -> Path:
     """The stored 2-rank run of the collectives (its broadcasts: one figure), as a default `make bench-cpu` on a
     busy 2-core machine would store it: 4 ranks on the 2 cores, the machine's load at 6, stopped by Ctrl-C."""
