@@ -1,7 +1,8 @@
 """What every run's report opens with, before any number: the verdict (the terminal's ``# verdict:`` line,
 suite/report/run_end.py), the backend(s), the world and its hosts, and every warning that changes how to read
 the numbers -- a run that did not complete, ranks that outnumber their cores, the share of cases whose median
-is uncertain by more than ±10%, other load on the machine during the run, an experiment that could not tell.
+is uncertain by more than ±10%, other load on the machine during the run, an experiment that could not tell,
+and the numbers of the headline that do not add up, with their cause (suite/report/add_up.py).
 Each comes from the one place that decides it (run_end's verdict, the summary's rows, suite/system/cpu_load.py);
 this module only gathers them. Reads records only; renders nothing (suite/report/render.py)."""
 
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 
 from suite import results
 from suite.report import summary
+from suite.report.add_up import add_up_rows
 from suite.report.headline import Headline
 from suite.report.run_end import stored_status, stored_verdict
 
@@ -37,6 +39,7 @@ def first_screen(run: dict, items: list[Headline]) -> FirstScreen:
         *unstable_rows(recs),
         *(("load during the run", cause) for cause in summary.load_causes(run, load_only=True)),
         *((h.experiment, h.text.removeprefix(f"{h.experiment}: ")) for h in items if h.verdict == "inconclusive"),
+        *add_up_rows(run),
     ]
     return FirstScreen(
         verdict=stored_verdict(run, items),
