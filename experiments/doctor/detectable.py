@@ -163,7 +163,7 @@ def advice(run: dict, passes: list[LinkPass], entries: list[dict]) -> list[str]:
         cores = share.get("usable_cpus") or h.get("affinity_cpus") or h.get("cpu_count")
         ranks = share.get("ranks") or len(h.get("ranks") or [])
         if cores and ranks > cores:
-            out.append(f"NPROC={max(1, int(cores))} (one rank per core: {ranks} ranks share {cores:g} cores on {name})")
+            out.append(f"NPROC={max(1, int(cores))} (one rank per core: {ranks} ranks share {cores:zg} cores on {name})")
             break
     widths = [(lp.ci_us[1] - lp.ci_us[0]) / (2 * lp.median_us) for lp in passes if lp.median_us > 0]
     if widths and statistics.median(widths) > 0.10:
@@ -176,6 +176,6 @@ def advice(run: dict, passes: list[LinkPass], entries: list[dict]) -> list[str]:
     if spread > NOISE_ALLOWANCE:
         out.append(
             f"a quieter machine (the links of one class differ so much among themselves that the class's threshold "
-            f"widens {spread:.3g}x beyond its rule: other load, or ranks that share cores)"
+            f"widens {spread:z.3g}x beyond its rule: other load, or ranks that share cores)"
         )
     return out or ["more samples (ITERS) or a quieter machine"]

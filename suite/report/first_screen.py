@@ -39,7 +39,7 @@ def first_screen(run: dict, items: list[Headline]) -> FirstScreen:
         *unstable_rows(recs),
         *(("load during the run", cause) for cause in summary.load_causes(run, load_only=True)),
         *((h.experiment, h.text.removeprefix(f"{h.experiment}: ")) for h in items if h.verdict == "inconclusive"),
-        *add_up_rows(run),
+        *add_up_rows(run, items),
     ]
     return FirstScreen(
         verdict=stored_verdict(run, items),

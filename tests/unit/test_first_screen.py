@@ -6,9 +6,14 @@ from __future__ import annotations
 
 import copy
 
-from suite.report.add_up import add_up_rows
+from suite.report import add_up
 from suite.report.first_screen import first_screen
 from suite.report.headline import headline_items
+
+
+def add_up_rows(run: dict) -> list[tuple[str, str]]:
+    """The rows of ``run``'s headlines, as the first screen gets them."""
+    return add_up.add_up_rows(run, headline_items(run))
 
 
 def _run(recs: list[dict], ranks: int = 2) -> dict:
@@ -100,8 +105,8 @@ def test_sharded_steps_beside_ddps_name_the_models_and_the_first_screen_carries_
     run = _run([DDP, sharded], ranks=4)
     rows = [t for _, t in add_up_rows(run)]
     assert rows[-1] == (
-        "sharded: its train steps are of its own model (17888 parameters), not of ddp's mlp (48982 parameters): "
-        "the two step times are not comparable"
+        "ddp and sharded train models of different sizes (ddp's mlp 48982 parameters, sharded's 17888 "
+        "parameters): their step times are not comparable"
     )
     screen = first_screen(run, headline_items(run))
     assert [t for k, t in screen.warnings if k == "does not add up"] == rows
