@@ -163,7 +163,8 @@ def advice(run: dict, passes: list[LinkPass], entries: list[dict]) -> list[str]:
         cores = share.get("usable_cpus") or h.get("affinity_cpus") or h.get("cpu_count")
         ranks = share.get("ranks") or len(h.get("ranks") or [])
         if cores and ranks > cores:
-            out.append(f"NPROC={max(1, int(cores))} (one rank per core: {ranks} ranks share {cores:zg} cores on {name})")
+            fits = max(1, int(cores))
+            out.append(f"NPROC={fits} (one rank per core: {ranks} ranks share {cores:zg} cores on {name})")
             break
     widths = [(lp.ci_us[1] - lp.ci_us[0]) / (2 * lp.median_us) for lp in passes if lp.median_us > 0]
     if widths and statistics.median(widths) > 0.10:
