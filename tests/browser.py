@@ -45,9 +45,11 @@ const loads=[...document.querySelectorAll('img,script[src],link[rel~=stylesheet]
 const req=[...new Set(performance.getEntriesByType('resource').map(e=>e.name).concat(loads))]
   .filter(u=>u&&!u.startsWith('data:')&&!u.startsWith(here)).concat(blocked);
 const el=document.querySelector(%s);const r=el&&el.getBoundingClientRect();
+const boxes={};for(const s of %s){boxes[s]=[...document.querySelectorAll(s)].map(x=>x.getBoundingClientRect())
+  .map(b=>({top:b.top,bottom:b.bottom}));}
 const out=document.createElement('pre');out.id='__browser_probe';out.style.display='none';
 out.textContent=JSON.stringify({images:im,errors,requests:req,height:innerHeight,width:innerWidth,
-  figure:r&&{top:r.top,bottom:r.bottom,left:r.left,right:r.right}});
+  figure:r&&{top:r.top,bottom:r.bottom,left:r.left,right:r.right},boxes});
 document.body.appendChild(out);},0));})();</script>"""
 
 
@@ -68,6 +70,9 @@ class PageCheck:
     figure: dict | None
     """The selected element's box against the viewport (top, bottom, left, right); None: no such element."""
 
+    boxes: dict
+    """Per selector asked for (``open_page``'s ``also``): the box (top, bottom) of every element it matches."""
+
     @property
     def broken(self) -> list[str]:
         return [i["alt"] for i in self.images if not i["ok"]]
@@ -82,11 +87,14 @@ def run_chromium(page: Path, tmp_path: Path, *switches: str, window: tuple[int, 
     return subprocess.run(cmd, capture_output=True, text=True, timeout=90)
 
 
-def open_page(page: Path, tmp_path: Path, selector: str = "img", *, window: tuple[int, int] = FIRST_SCREEN):
+def open_page(
+    page: Path, tmp_path: Path, selector: str = "img", *, window: tuple[int, int] = FIRST_SCREEN, also=()
+) -> PageCheck:
     """Load ``page`` in headless Chromium in a ``window`` and return the PageCheck of it, ``selector`` (CSS)
-    naming the element whose place is measured (the first that matches)."""
+    naming the element whose place is measured (the first that matches), ``also`` more selectors whose every
+    match is measured (PageCheck.boxes)."""
     text = page.read_text()
-    probe = _PROBE % json.dumps(selector)
+    probe = _PROBE % (json.dumps(selector), json.dumps(list(also)))
     m = re.search(r"<head[^>]*>", text, re.I)
     text = text[: m.end()] + probe + text[m.end() :] if m else probe + text
     copy = page.parent / f".browser-probe-{uuid.uuid4().hex[:8]}-{page.name}"
@@ -112,4 +120,20 @@ def assert_opens_on(page: Path, tmp_path: Path, selector: str) -> PageCheck:
     assert 0 < c.height <= FIRST_SCREEN[1], c.height
     assert 0 <= c.figure["top"] < c.figure["bottom"] <= c.height, (selector, c.figure, c.height)
     assert c.figure["right"] <= c.width + 1, (selector, c.figure, c.width)
+    return c
+
+
+SMALL_SCREEN = (1280, 900)
+"""A laptop's window: what a page must say before any scrolling (its verdict, world and warnings)."""
+
+
+def assert_on_small_screen(page: Path, tmp_path: Path, selectors: list[str]) -> PageCheck:
+    """In a SMALL_SCREEN window, every element each of ``selectors`` matches (at least one each) lies wholly
+    inside the first viewport."""
+    c = open_page(page, tmp_path, selectors[0], window=SMALL_SCREEN, also=selectors)
+    assert 0 < c.height <= SMALL_SCREEN[1], c.height
+    for sel in selectors:
+        assert c.boxes[sel], f"no element {sel!r} on the page"
+        for b in c.boxes[sel]:
+            assert 0 <= b["top"] < b["bottom"] <= c.height, (sel, b, c.height)
     return c

@@ -30,7 +30,7 @@ def glance(run: dict, recs: list[dict]) -> Picture | None:
 def picture(run: dict, d: verdict.Diagnosis) -> Picture:
     bars = straggler_bars(records(run), d)
     title = "doctor: the links between ranks" + (
-        f"; {len(d.findings)} finding(s) in red" if d.findings else ", healthy"
+        f"; {len(d.findings)} finding(s) in red" if d.findings else f", {d.verdict}"
     )
     png = rank_plots.link_matrices(d.links, d.hosts, title=title, blocks=blocks(d), bars=bars)
     return Picture(title=title, png=png, caption=caption(d, bars))
@@ -81,6 +81,8 @@ def _ratio(per_rank: list[list[float]], rank: int) -> float:
 
 def caption(d: verdict.Diagnosis, bars: rank_plots.RankBars | None) -> str:
     """One line: the finding and where the picture shows it, or healthy and what a finding would look like."""
+    if d.verdict == "inconclusive":
+        return f"doctor: {d.headline}. {READING}; a slow link would be boxed in red."
     if not d.findings:
         return (
             "doctor: healthy: no link slower than its class or the expected rate, no straggler. "

@@ -85,25 +85,31 @@ def straggler_in_probe(
     return out
 
 
-def _per_probe_evidence(recs: list[dict]) -> list[tuple[str, str, list[dict]]]:
-    """(probe, label, per-rank straggler evidence) for the probes where every rank works at once; the compute
-    probe's passes are pooled (each sample is compared within its own iteration) and come first."""
-    per_probe: list[tuple[str, str, list[dict]]] = []
+def pooled_compute(recs: list[dict]) -> tuple[list[str], list[list[float]]]:
+    """(the compute probe's labels, every rank's samples of its passes pooled): each sample is still compared
+    within its own iteration."""
     pooled: list[list[float]] = []
     labels = []
     for r in recs:
-        if r.get("probe") in ALL_RANK_PROBES and r.get("rank_samples_us"):
-            if r["probe"] == "compute":
-                pooled = (
-                    [a + b for a, b in zip(pooled, r["rank_samples_us"])]
-                    if pooled
-                    else [list(x) for x in r["rank_samples_us"]]
-                )
-                labels.append(r["label"])
-            else:
-                per_probe.append(
-                    (r["probe"], r["label"], straggler_in_probe(own_times_us(r), r.get("rank_arrivals_us")))
-                )
+        if r.get("probe") == "compute" and r.get("rank_samples_us"):
+            pooled = (
+                [a + b for a, b in zip(pooled, r["rank_samples_us"])]
+                if pooled
+                else [list(x) for x in r["rank_samples_us"]]
+            )
+            labels.append(r["label"])
+    return labels, pooled
+
+
+def _per_probe_evidence(recs: list[dict]) -> list[tuple[str, str, list[dict]]]:
+    """(probe, label, per-rank straggler evidence) for the probes where every rank works at once; the compute
+    probe's passes are pooled (each sample is compared within its own iteration) and come first."""
+    per_probe: list[tuple[str, str, list[dict]]] = [
+        (r["probe"], r["label"], straggler_in_probe(own_times_us(r), r.get("rank_arrivals_us")))
+        for r in recs
+        if r.get("probe") in ALL_RANK_PROBES and r["probe"] != "compute" and r.get("rank_samples_us")
+    ]
+    labels, pooled = pooled_compute(recs)
     if pooled:
         per_probe.insert(0, ("compute", " + ".join(labels), straggler_in_probe(pooled)))
     return per_probe

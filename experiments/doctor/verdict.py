@@ -41,7 +41,10 @@ the same sign test names it; a rank slow after its op has no wait to lose either
 affected: all its outgoing bandwidth links slow, all incoming, all its latency pairs, or all its ranks
 stragglers. That is one finding (the links and ranks are its evidence), not N.
 
-Anything else is **healthy**: the measured figures per class, and against the expectation when known.
+Anything else is **healthy**: the measured figures per class, and against the expectation when known -- where
+the run could have seen what these rules look for. Where its noise hides more than that (detectable.py: per
+class the smallest slowdown the rules name at this run's noise, beyond 1.25x its rule), it is **inconclusive**,
+with the advice that would resolve it; the exit status stays 0 (nothing was found).
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ import argparse
 import statistics
 import sys
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from suite.api import metrics
@@ -72,13 +75,15 @@ from .links import (
     link_passes,
 )
 from .findings import Finding, slow_link_findings, straggler_findings, weak_node_findings, weak_nodes
-from .stragglers import ALPHA, STRAGGLER_FACTOR, rank_entries
+from . import detectable
+from .stragglers import ALPHA, STRAGGLER_FACTOR, pooled_compute, rank_entries
 
 
 @dataclass
 class Diagnosis:
     verdict: str
-    """healthy | findings | no probes"""
+    """healthy | inconclusive (no finding, but the run's noise hides slowdowns its rules name) | findings |
+    no probes"""
     findings: list[Finding]
     slow_links: list[dict]
     stragglers: list[dict]
@@ -89,6 +94,10 @@ class Diagnosis:
     expectation: dict | None
     rules: dict
     hosts: list[str]
+    detectable: list[dict] = field(default_factory=list)
+    """Per class (detectable.py): the smallest slowdown this run's noise lets its rule name, against the rule."""
+    advice: list[str] = field(default_factory=list)
+    """What would narrow the noise, where a class is not conclusive."""
 
     @property
     def exit_status(self) -> int:
@@ -99,6 +108,8 @@ class Diagnosis:
         """The verdict in one line: each finding (kind, where, measured vs expected), or healthy. doctor.json
         holds it, the report's health row shows it and docker/first-failure.sh prints it when the doctor's
         exit status ends a compose run."""
+        if self.verdict == "inconclusive":
+            return f"inconclusive: no finding, but {hidden_text(self.detectable)}; to tell: {'; '.join(self.advice)}"
         if not self.findings:
             return "healthy: no slow link, straggler or weak node" if self.verdict == "healthy" else self.verdict
         said = "; ".join(f"{f.kind.replace('_', ' ')} {f.where}: {f.measured} vs {f.expected}" for f in self.findings)
@@ -165,8 +176,12 @@ def diagnose(run: dict) -> Diagnosis:
         + slow_link_findings(slow, used_links, hosts)
         + straggler_findings(stragglers, used_ranks)
     )
+    classes = detectable.detectable(passes, pooled_compute(recs)[1], hosts[:world])
+    conclusive = all(e["conclusive"] for e in classes)
     return Diagnosis(
-        verdict="findings" if findings else "healthy",
+        verdict="findings" if findings else "healthy" if conclusive else "inconclusive",
+        detectable=classes,
+        advice=[] if findings else detectable.advice(run, passes, classes),
         findings=findings,
         slow_links=slow,
         stragglers=stragglers,
@@ -215,6 +230,8 @@ def format_verdict(d: Diagnosis) -> str:
     head = f"# doctor: {len(d.hosts)} ranks on {n_hosts} host(s); verdict: " + (
         "HEALTHY"
         if d.verdict == "healthy"
+        else f"INCONCLUSIVE (exit {d.exit_status}: nothing found, nothing ruled out)"
+        if d.verdict == "inconclusive"
         else f"{len(d.findings)} FINDING(S) (exit {d.exit_status})"
         if d.findings
         else d.verdict
@@ -249,6 +266,7 @@ def format_verdict(d: Diagnosis) -> str:
             "#  no link expectation (EXPECT_LINK_RATE=10gbit, or the compose LINK_RATE): "
             "links are compared with their class only"
         )
+    lines += detectable_lines(d)
     comp = [r for r in d.ranks if r["compute_median_us"] is not None]
     if comp:
         meds = [r["compute_median_us"] for r in comp]
@@ -257,6 +275,35 @@ def format_verdict(d: Diagnosis) -> str:
             f"(median {metrics.format_time_us(statistics.median(meds))})"
         )
     return "\n".join(lines) + "\n"
+
+
+def hidden_text(classes: list[dict]) -> str:
+    """The classes that are not conclusive: ``a link slowed up to 4.2x (its rule: 1.5x) hides in this run's
+    noise``."""
+    said = [
+        f"{e['what']} slowed up to {e['detectable']:z.3g}x (its rule: {e['rule']:z.3g}x)"
+        for e in classes
+        if not e["conclusive"]
+    ]
+    return f"{'; '.join(said)} could hide in this run's noise"
+
+
+def detectable_lines(d: Diagnosis) -> list[str]:
+    """What this run could have found, per class (detectable.py), and the advice where it falls short."""
+    if not d.detectable:
+        return []
+    lines = ["# what this run could find: the smallest slowdown its rules name at this run's noise (half / all)"]
+    for e in d.detectable:
+        fig = (
+            "not judged"
+            if not e["judged"]
+            else f"{e['detectable']:z.3g}x / {e['detectable_all']:z.3g}x"
+            + ("" if e["conclusive"] else f"  NOT CONCLUSIVE: its rule is {e['rule']:z.3g}x")
+        )
+        lines.append(f"   {e['kind']:<5} {e['what']:<26} {fig}" + (f" ({e['note']})" if e["note"] else ""))
+    if d.advice:
+        lines.append(f"#  to tell: {'; '.join(d.advice)}")
+    return lines
 
 
 def write(run_dir: str | Path, d: Diagnosis) -> Path:

@@ -34,7 +34,8 @@ import sys
 from pathlib import Path
 
 from suite import results
-from suite.report.render import to_csv, write_comparison, write_report
+from suite.report.compare.page import write_comparison
+from suite.report.render import to_csv, write_report
 from suite.report.tables import format_tables
 
 

@@ -1,4 +1,5 @@
-"""The pictures that open a report: the run's headline sentences (suite/report/headline.py); the headline
+"""The pictures that open a report, under its verdict, world and warnings (suite/report/first_screen.py): the
+run's headline sentences (suite/report/headline.py); the headline
 figure -- every collective's bus bandwidth against message size on one chart, under the link's rate (the
 run's p2p ping-pong, else LINK_RATE across hosts: ``headline.link_reference``) -- with the "% of link
 rate" at the largest size per collective beside it; then each experiment's own first picture with the one
@@ -13,7 +14,8 @@ from dataclasses import dataclass, field
 from suite import results
 from suite.report import figures
 from suite.report.environment import fmt_bytes
-from suite.report.headline import headlines, link_reference
+from suite.report.first_screen import FirstScreen, first_screen
+from suite.report.headline import headline_items, link_reference
 from suite.report.sections import Plot, PlotNames, Section
 from suite.report.specs import library_collectives, spec_value
 
@@ -40,6 +42,8 @@ class Glance:
     """Per collective: its largest size, its busbw there and that as a share of the link's rate (LINK_HEAD)."""
     pictures: list[tuple[Plot | None, str]] = field(default_factory=list)
     """Each experiment's first picture (None: a caption alone) and its caption, in the report's order."""
+    screen: FirstScreen | None = None
+    """What opens the page, above the headlines: the verdict, the backend and world, the warnings."""
 
     def plots(self) -> list[Plot]:
         return [p for p in [self.figure, *(p for p, _ in self.pictures)] if p is not None]
@@ -50,7 +54,8 @@ LINK_HEAD = ["collective", "largest size", "busbw (GB/s)", "% of link rate"]
 
 def build_glance(run: dict, own_sections: dict[str, Section], plot_name: PlotNames) -> Glance:
     """The first screen of a run's report (``own_sections``: the sections experiments drew themselves)."""
-    g = Glance(headlines=headlines(run))
+    items = headline_items(run)
+    g = Glance(headlines=[h.text for h in items], screen=first_screen(run, items))
     lines = collective_lines(run)
     if lines:
         g.figure, g.caption, g.link_rows = headline_figure(run, lines, plot_name)

@@ -1,5 +1,5 @@
-"""Rendering of a report (suite/report/analysis.py) as HTML, Markdown and CSV, and of a comparison page.
-Files are written through temp names and renamed."""
+"""Rendering of a report (suite/report/analysis.py) as HTML, Markdown and CSV; the page opens with its verdict,
+world and warnings (suite/report/first_screen.py). Files are written through temp names and renamed."""
 
 from __future__ import annotations
 
@@ -20,44 +20,7 @@ from suite import results
 from suite.report.analysis import Report, build_report
 from suite.report.fit_table import FIT_NOTE, fit_misses, fit_table_rows
 from suite.report.glance import LINK_HEAD, Glance
-from suite.report.series import group_key
-
-
-_CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222;padding:0 1em}
-table{border-collapse:collapse;font-size:12px;margin:0.5em 0}
-td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}
-th{background:#f3f3f3}pre{background:#f7f7f7;padding:0.6em;overflow-x:auto;font-size:11px}
-img{max-width:100%;border:1px solid #eee;margin:0.4em 0}.note{color:#555;font-size:13px}
-#imgcheck{color:#888;font-size:11px}h2{border-bottom:1px solid #ddd}
-#headline ul{margin:0.3em 0 0.6em;padding-left:1.2em}#headline li{margin:0.15em 0}
-figure{margin:0.4em 0 1em}figcaption,.caption{color:#444;font-size:13px}
-#glance{display:flex;gap:1.2em;align-items:flex-start}#glance td{white-space:nowrap}
-#glance figure{flex:0 1 auto;margin:0}"""
-
-_CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
-"""The report loads nothing: every figure is in the page (data: URIs), so it works offline from its folder."""
-
-# Marks the page once every image has decoded (and records script errors, loads the page's policy blocked,
-# resources fetched and where the headline figure ends), so a headless browser can confirm the report
-# renders, offline, with its answer on the first screen (tests/e2e/test_report.py).
-_CHECK_JS = """window.__errors=[];window.__blocked=[];
-window.addEventListener('error',e=>window.__errors.push(String(e.message)));
-document.addEventListener('securitypolicyviolation',e=>window.__blocked.push(e.blockedURI));
-window.addEventListener('load',()=>{const im=[...document.images];
-const bad=im.filter(i=>!(i.complete&&i.naturalWidth>0)).map(i=>i.alt);const el=document.getElementById('imgcheck');
-const fetched=performance.getEntriesByType('resource').filter(e=>!e.name.startsWith('data:'));
-const fig=document.querySelector('#headline-figure img');
-el.dataset.total=im.length;el.dataset.bad=bad.length;el.dataset.errors=window.__errors.length;
-el.dataset.requests=fetched.length+window.__blocked.length;el.dataset.height=window.innerHeight;
-if(fig){el.dataset.fold=Math.ceil(fig.getBoundingClientRect().bottom);}
-el.textContent=`images rendered: ${im.length-bad.length}/${im.length}`
-  +(bad.length?' missing: '+bad.join(', '):'');});"""
-
-
-def _html_table(head: list[str], rows: list[list[str]]) -> str:
-    h = "".join(f"<th>{html.escape(c)}</th>" for c in head)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<table><tr>{h}</tr>{body}</table>"
+from suite.report.page import CHECK_JS, CSP, CSS, html_table, screen_html, screen_markdown
 
 
 HANG_HEAD = ["rank", "host", "state", "op", "case", "where"]
@@ -96,7 +59,7 @@ def _glance_html(g: Glance | None, img) -> list[str]:
     if g.figure is not None:
         out.append(
             f"<div id='glance'><figure id='headline-figure'>{img(g.figure)}<figcaption>{e(g.caption)}</figcaption>"
-            f"</figure><div>{_html_table(LINK_HEAD, g.link_rows)}</div></div>"
+            f"</figure><div>{html_table(LINK_HEAD, g.link_rows)}</div></div>"
         )
     for p, caption in g.pictures:
         out.append(
@@ -120,14 +83,15 @@ def render_html(rep: Report, hang: dict | None = None, trace: str | None = None)
 
     out = [
         f"<!doctype html><html><head><meta charset='utf-8'><meta http-equiv='Content-Security-Policy' "
-        f'content="{_CSP}"><title>Report {e(rep.run_name)}</title>'
-        f"<style>{_CSS}</style><script>{_CHECK_JS}</script></head><body>",
+        f'content="{CSP}"><title>Report {e(rep.run_name)}</title>'
+        f"<style>{CSS}</style><script>{CHECK_JS}</script></head><body>",
         f"<h1>Communication report: {e(rep.run_name)}</h1>",
+        *([screen_html(**vars(screen))] if (screen := rep.glance and rep.glance.screen) else []),
         *(
             [
                 "<h2 id='hang'>Hang diagnosis</h2>",
                 f"<p><b>{e(hang['kind'])}</b>: {e(hang['verdict'])}</p>",
-                _html_table(HANG_HEAD, hang["rows"]) if hang["rows"] else "",
+                html_table(HANG_HEAD, hang["rows"]) if hang["rows"] else "",
                 "<p class='note'>failures/hang.txt and hang.json of the run (docs/failures.md, Debugging a hang)</p>",
             ]
             if hang
@@ -139,9 +103,9 @@ def render_html(rep: Report, hang: dict | None = None, trace: str | None = None)
         + " · ".join(f"<a href='#{s.anchor}'>{e(s.title)}</a>" for s in rep.sections)
         + "</p>",
         "<h2 id='summary'>Summary</h2>",
-        _html_table(["", ""], [[k, v] for k, v in rep.summary]),
+        html_table(["", ""], [[k, v] for k, v in rep.summary]),
         "<h2 id='environment'>Environment</h2>",
-        _html_table(["", ""], [[k, v] for k, v in rep.environment]),
+        html_table(["", ""], [[k, v] for k, v in rep.environment]),
     ]
     out.append("<h2 id='fits'>α–β fits and the ring model</h2>")
     out.append(f"<p class='note'>{e(FIT_NOTE)}</p>")
@@ -159,7 +123,7 @@ def render_html(rep: Report, hang: dict | None = None, trace: str | None = None)
             + "</p>"
         )
     if rep.fits:
-        out.append(_html_table(*fit_table_rows(rep)))
+        out.append(html_table(*fit_table_rows(rep)))
         out += [f"<p class='note fit-miss'>{e(line)}</p>" for line in fit_misses(rep)]
     else:
         out.append("<p>No size sweeps to fit.</p>")
@@ -170,7 +134,7 @@ def render_html(rep: Report, hang: dict | None = None, trace: str | None = None)
         for p in s.plots:
             out.append(f"<h3>{e(p.title)}</h3>{img(p)}")
         for head, rows in s.grids:
-            out.append(_html_table(head, rows))
+            out.append(html_table(head, rows))
         for t in s.text_tables:
             out.append(f"<details><summary>text tables</summary><pre>{e(t)}</pre></details>")
     out.append("<p id='imgcheck'></p></body></html>")
@@ -204,6 +168,11 @@ def render_markdown(rep: Report, hang: dict | None = None, trace: str | None = N
     out = [
         f"# Communication report: {rep.run_name}",
         "",
+        *(
+            screen_markdown(screen.verdict, screen.world, screen.warnings)
+            if (screen := rep.glance and rep.glance.screen)
+            else []
+        ),
         *(
             ["## Hang diagnosis", "", f"**{hang['kind']}**: {hang['verdict']}", ""]
             + ([md_table(HANG_HEAD, [[*r[:-1], f"`{r[-1]}`"] for r in hang["rows"]]), ""] if hang["rows"] else [])
@@ -313,81 +282,3 @@ def write_report(
     put("report.md", render_markdown(rep, hang, trace).encode())
     put("index.html", render_html(rep, hang, trace).encode())
     return out / "index.html"
-
-
-def write_comparison(c, out_dir: str | os.PathLike, stem: str = "compare") -> Path:
-    """``<stem>.html`` (self-contained): it opens on the forest plot of the cases (``<stem>.png``,
-    ``suite.report.compare.forest``) with its one-line caption, then the summary, per group the new/base ratio vs
-    size with its CI (``<stem>-by-size.png``), and the table of cases."""
-    from suite.report import plots
-    from suite.report.compare import forest
-    from suite.report.compare.case_identity import describe_key
-    from suite.report.compare.text import runs_text
-
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    groups: OrderedDict = OrderedDict()
-    for r in c.cases:
-        d = dict(r.key)
-        name = (
-            f"{d.get('experiment')}: {group_key(d) if 'op' in d else '?'} ({d.get('backend')}, "
-            f"{d.get('device')}, {d.get('world_size')} ranks)"
-        )
-        groups.setdefault(name, []).append((int(d.get("size_bytes") or 0), r.ratio, r.ci_low, r.ci_high, r.verdict))
-    grid = plots.ratio_grid(
-        f"{c.new_name} vs {c.base_name}: {c.overall} (median case ratio {c.overall_ratio:z.3f})",
-        list(groups.items()),
-        c.tolerance,
-    )
-    rows_drawn = forest.select(c.cases)
-    (png,) = plots.rasterize_all([forest.forest_figure(c, rows_drawn)], 1)
-    (out / f"{stem}.png").write_bytes(png)
-    (out / f"{stem}-by-size.png").write_bytes(grid)
-    e = html.escape
-    rows = [
-        [
-            describe_key(r.key),
-            f"{r.base_median_us:z.1f}",
-            f"{r.new_median_us:z.1f}",
-            f"{r.ratio:z.3f}",
-            f"[{r.ci_low:z.3f}, {r.ci_high:z.3f}]",
-            f"{r.p_adjusted:z.3g}",
-            f"{r.noise_sd:z.3f}",
-            runs_text(r.runs_needed),
-            r.verdict,
-        ]
-        for r in c.cases
-    ]
-
-    def img(data: bytes, alt: str) -> str:
-        return f"<img alt='{e(alt)}' src='data:image/png;base64,{base64.b64encode(data).decode()}'>"
-
-    body = (
-        "<h1>Comparison</h1>"
-        f"<figure id='headline-figure'>{img(png, stem)}<figcaption>{e(forest.caption(c, rows_drawn))}</figcaption>"
-        f"</figure><p>base: {e(c.base_name)}<br>new: {e(c.new_name)}</p><pre>{e(format_comparison_summary(c))}</pre>"
-        f"<h2>By message size</h2>{img(grid, f'{stem}-by-size')}"
-        + _html_table(
-            ["case", "base (µs)", "new (µs)", "ratio", f"{100 - c.alpha * 100:z.10g}% CI", "p (Holm)", "noise", "runs"]
-            + ["verdict"],
-            rows,
-        )
-    )
-    (out / f"{stem}.html").write_text(standalone_page("compare", body))
-    return out / f"{stem}.html"
-
-
-def format_comparison_summary(c) -> str:
-    from suite.report.compare.text import format_comparison
-
-    return "\n".join(ln for ln in format_comparison(c).splitlines() if ln.startswith("# ") and "case" not in ln[:8])
-
-
-def standalone_page(title: str, body: str) -> str:
-    """A page of its own beside a run's report (the validation of the predictions): the report's style, its
-    policy (it loads nothing: figures inline) and its load check."""
-    return (
-        f"<!doctype html><html><head><meta charset='utf-8'><meta http-equiv='Content-Security-Policy' "
-        f'content="{_CSP}"><title>{html.escape(title)}</title><style>{_CSS}</style><script>{_CHECK_JS}</script>'
-        f"</head><body>{body}<p id='imgcheck'></p></body></html>"
-    )

@@ -34,6 +34,23 @@ def verdict_line(run: dict, status: int, items: list[Headline]) -> str:
     )
 
 
+def stored_status(run: dict) -> int | None:
+    """The exit status the launcher stamped into the stored run (pytest's own for a run stored without it);
+    None for a run still going, or one that ended before the launcher could stamp it."""
+    st = run.get("suite") or {}
+    status = st.get("exit_status", st.get("exitstatus"))
+    return status if isinstance(status, int) else None
+
+
+def stored_verdict(run: dict, items: list[Headline]) -> str:
+    """``verdict_line`` of a stored run, as the terminal printed it at its end (the report's first line)."""
+    status = stored_status(run)
+    if status is None:
+        n = sum(h.n_cases for h in items)
+        return f"verdict: UNKNOWN (no exit status recorded: the run is still going, or ended early); {n} cases kept"
+    return verdict_line(run, status, items)
+
+
 def time_line(run: dict, now: float | None = None) -> str:
     """The run's wall time and rank 0's largest phases."""
     su = run.get("suite") or {}

@@ -30,7 +30,7 @@ def summary_rows(
     return [
         _status_row(run, recs),
         _measured_row(run, recs),
-        *_cpu_rows(run),
+        *cpu_rows(run),
         *_peak_rows(run, recs),
         *_hook_rows(run, {} if memo is None else memo),
         *_precision_rows(run, recs),
@@ -70,10 +70,38 @@ def _measured_row(run: dict, recs: list[dict]) -> tuple[str, str]:
     n_hosts = len(set(hosts))
     return (
         "measured",
-        f"{', '.join(f'{e} ({n})' for e, n in exps.items()) or 'nothing'}; {len(hosts)} ranks on "
-        f"{n_hosts} host(s); link classes: "
+        f"{', '.join(f'{e} ({n})' for e, n in exps.items()) or 'nothing'}; {ranks_on_hosts(hosts)}; link classes: "
         f"{'intra-node and inter-node' if n_hosts > 1 else 'intra-node only (one host)'}",
     )
+
+
+def ranks_on_hosts(hosts: list[str]) -> str:
+    """``4 ranks on 1 host (vm)``; ``8 ranks on 2 hosts (node0: 4, node1: 4)``."""
+    per: OrderedDict = OrderedDict()
+    for h in hosts:
+        per[h] = per.get(h, 0) + 1
+    if len(per) == 1:
+        return f"{len(hosts)} ranks on 1 host ({next(iter(per))})"
+    shown = ", ".join(f"{h}: {n}" for h, n in list(per.items())[:6]) + (", ..." if len(per) > 6 else "")
+    return f"{len(hosts)} ranks on {len(per)} hosts ({shown})"
+
+
+def world_text(run: dict, recs: list[dict]) -> str:
+    """Which backend(s) ran on which device, with which world sizes, and the ranks' hosts:
+    ``gloo on cpu; 2 ranks on 1 host (vm)``."""
+    lanes: OrderedDict = OrderedDict()
+    for r in recs:
+        lanes.setdefault((r.get("backend"), r.get("device")), set()).add(r.get("world_size"))
+    su = (run.get("machine_info") or {}).get("suite") or {}
+    if not lanes and su.get("backend"):
+        lanes[(su.get("backend"), su.get("device"))] = {su.get("world_size")}
+    said = " and ".join(f"{b} on {d}" for b, d in lanes) or "no backend recorded"
+    worlds = sorted({n for ns in lanes.values() for n in ns if isinstance(n, int)})
+    hosts = _hostnames(run)
+    where = ranks_on_hosts(hosts) if hosts else "hosts not recorded"
+    if worlds and hosts and worlds != [len(hosts)]:
+        where += f" (cases on {'/'.join(map(str, worlds))} ranks)"
+    return f"backend {said}; {where}"
 
 
 def _peak_rows(run: dict, recs: list[dict]) -> list[tuple[str, str]]:
@@ -119,14 +147,20 @@ def _spread_text(r: dict) -> str:
     return f"min-max {(r['max_us'] - r['min_us']) / r['p50_us']:z.1f}x the median ({n} samples, too few for a p95)"
 
 
+def unstable_cases(recs: list[dict]) -> tuple[list[tuple[float, dict]], list[tuple[float, dict]]]:
+    """(the cases whose median is uncertain by more than UNSTABLE_CI_PCT, widest first; every case with a CI),
+    each as (its CI's half-width in %, the record)."""
+    widths = [(w, r) for r in recs for w in [results.median_ci_pct(r)] if w is not None]
+    return sorted([(w, r) for w, r in widths if w > UNSTABLE_CI_PCT], key=lambda x: -x[0]), widths
+
+
 def _unstable_row(run: dict, recs: list[dict]) -> tuple[str, str]:
     """The cases whose median is uncertain by more than UNSTABLE_CI_PCT, widest first, their likely cause
     (the machine's load, ranks that outnumber the cores) and what to do; else how well every median is known."""
-    widths = [(w, r) for r in recs for w in [results.median_ci_pct(r)] if w is not None]
-    unstable = sorted([(w, r) for w, r in widths if w > UNSTABLE_CI_PCT], key=lambda x: -x[0])
+    unstable, widths = unstable_cases(recs)
     if not unstable:
         return ("unstable cases", _known_text(widths, len(recs)))
-    causes = _load_causes(run)
+    causes = load_causes(run)
     return (
         "unstable cases",
         f"{len(unstable)} of {len(widths)}: the median is uncertain by more than "
@@ -173,7 +207,7 @@ def _host_shares(run: dict) -> dict[str, dict]:
     return out
 
 
-def _cpu_rows(run: dict) -> list[tuple[str, str]]:
+def cpu_rows(run: dict) -> list[tuple[str, str]]:
     """One row per way the hosts' ranks outnumber their cores (none when they fit), naming the hosts and
     the numbers it distorts."""
     shares = _host_shares(run)
@@ -189,10 +223,10 @@ def _cpu_rows(run: dict) -> list[tuple[str, str]]:
     ]
 
 
-def _load_causes(run: dict) -> list[str]:
+def load_causes(run: dict, load_only: bool = False) -> list[str]:
     """Why medians may wander, per host (``cpu_load.load_contention``): its load average (the peak of the
-    start and, for rank 0's host, of the samples through the run) against its CPUs, or its ranks against
-    its usable cores; empty when neither says so."""
+    start and, for rank 0's host, of the samples through the run) against its CPUs, or (not ``load_only``) its
+    ranks against its usable cores; empty when neither says so."""
     su = (run.get("machine_info") or {}).get("suite") or {}
     hosts = su.get("hosts") or {}
     first = (su.get("hostnames") or [None])[0]
@@ -204,6 +238,8 @@ def _load_causes(run: dict) -> list[str]:
             h.get("load_avg_start"),
             [during["peak_1min"]] if name == first and during.get("peak_1min") is not None else None,
         )
+        if load_only:
+            share = {k: v for k, v in share.items() if k != "oversubscribed"}
         cause = cpu_load.load_contention(peak, h.get("cpu_count"), share)
         if cause is not None:
             out.append(cause if len(hosts) == 1 else f"{cause} (host {name})")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from suite.model.validate import TARGET, format_validation, verdict_line
 from suite.report.prediction_plot import Series, prediction_png
-from suite.report.render import standalone_page
+from suite.report.page import standalone_page
 
 TITLE = "predicted against measured: the check runs, from links fitted on the fit runs"
 

@@ -1,6 +1,7 @@
 """make doctor on one host: real Gloo ranks, the verdict through the launcher's exit status and doctor.json.
 
-Healthy: 6 ranks on this (2-core, shared) machine must say healthy - the no-false-alarm promise. A rank
+Healthy: 6 ranks on this (2-core, shared) machine must raise no false alarm - healthy, or inconclusive where
+its noise hides what it looks for. A rank
 delayed by the suite's fault hook before each of its ops (SUITE_INJECT_DELAY=...@before: a slow rank
 that arrives late, so the others wait for it inside every collective) must be named, in the
 communication probes too, and nothing else.
@@ -27,9 +28,16 @@ def _doctor_json(tmp_path) -> dict:
 def test_healthy_machine_says_healthy(tmp_path):
     proc = run_suite(tmp_path, *DOCTOR, nproc=6, timeout=240)
     assert proc.returncode == EXIT_OK, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "verdict: HEALTHY" in proc.stdout
     d = _doctor_json(tmp_path)
-    assert d["verdict"] == "healthy" and d["findings"] == [] and d["exit_status"] == 0
+    assert d["findings"] == [] and d["exit_status"] == 0  # no false alarm
+    # and no false claim: 6 ranks on this 2-core machine may be too noisy to tell a slow link from the others;
+    # then the doctor says so, with what it could have found and the advice that comes first here
+    assert d["verdict"] in ("healthy", "inconclusive") and d["detectable"]
+    if d["verdict"] == "inconclusive":
+        assert "verdict: INCONCLUSIVE" in proc.stdout and any(not e["conclusive"] for e in d["detectable"])
+        assert d["advice"][0].startswith("NPROC=2 (one rank per core: 6 ranks"), d["advice"]
+    else:
+        assert "verdict: HEALTHY" in proc.stdout and all(e["conclusive"] for e in d["detectable"])
     # every link of both passes measured: 15 pairs latency + bidirectional, 30 directions bandwidth
     assert {(c["probe"], c["class"], c["links"]) for c in d["classes"]} == {
         ("latency", "intra-node", 15),

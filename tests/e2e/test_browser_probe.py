@@ -8,7 +8,7 @@ import base64
 
 import pytest
 
-from tests.browser import FIRST_SCREEN, assert_opens_on, needs_chromium, open_page
+from tests.browser import FIRST_SCREEN, assert_on_small_screen, assert_opens_on, needs_chromium, open_page
 
 # a 1x1 PNG, inline: an image that decodes without a file
 DOT = (
@@ -62,3 +62,20 @@ def test_the_probe_sees_a_sound_page_and_every_fault(tmp_path):
         "<img alt='remote' src='https://example.invalid/y.png'></body></html>"
     )
     assert any("example.invalid" in u for u in open_page(strict, tmp_path, "img").requests)
+
+
+@needs_chromium
+def test_the_small_screen_check_measures_every_match(tmp_path):
+    """Each match of a selector is measured: a second warning below a laptop's first screen fails the check."""
+    page = _page(
+        tmp_path,
+        f"<p id='v'>verdict</p><img alt='a' src='{DOT}'><ul><li class='w'>one</li></ul>"
+        "<div style='height:1000px'></div><ul><li class='w'>two</li></ul>",
+    )
+    c = open_page(page, tmp_path, "#v", also=["#v", ".w"])
+    assert len(c.boxes[".w"]) == 2 and c.boxes[".w"][0]["bottom"] < 900 < c.boxes[".w"][1]["top"]
+    assert_on_small_screen(page, tmp_path, ["#v"])
+    with pytest.raises(AssertionError, match="'.w'"):
+        assert_on_small_screen(page, tmp_path, ["#v", ".w"])
+    with pytest.raises(AssertionError, match="no element"):
+        assert_on_small_screen(page, tmp_path, ["#v", "#absent"])

@@ -1,6 +1,7 @@
-"""The pages of `make doctor` and `make validate-predict` as a person opens them (tests/browser.py: headless
-Chromium, 1400x1800): each opens on its picture, inside the first screen, every image decoded, nothing fetched.
-Built from the stored runs in tests/fixtures (no new runs)."""
+"""The pages of `make bench-cpu`, `make doctor` and `make validate-predict` as a person opens them
+(tests/browser.py: headless Chromium, 1400x1800): each opens on its picture, inside the first screen, every image
+decoded, nothing fetched; a run's page says its verdict, backend, world and every warning before any scrolling
+on a laptop's 1280x900. Built from the stored runs in tests/fixtures (no new runs)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import re
 import shutil
 from pathlib import Path
 
-from tests.browser import assert_opens_on, needs_chromium
+from tests.browser import assert_on_small_screen, assert_opens_on, needs_chromium
 from tests.conftest import make
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -25,10 +26,11 @@ def _caption(page: str, img_id: str) -> str:
 def _sick_doctor_run(d: Path) -> Path:
     """The stored 2-rank doctor run with two findings planted: its ranks on two hosts with an expected link
     rate of 1gbit (125 MB/s) and the 1 -> 0 bandwidth link 30x slower (~17 MB/s: slow against it), and rank 1's
-    compute 3x slower (a straggler)."""
+    compute 3x slower (a straggler); its exit status the doctor's on a finding."""
     run = json.loads((FIXTURES / "doctor-gloo-2" / "bench.json").read_text())
     run["machine_info"]["suite"]["hostnames"] = ["node0", "node1"]
     run["suite"]["config"]["doctor"]["expect_link_rate"] = "1gbit"
+    run["suite"]["exit_status"] = 8  # as the launcher stamps the doctor's finding
     for b in run["benchmarks"]:
         e = b["extra_info"]
         if e.get("probe") == "bandwidth" and e["src"] == 1:
@@ -52,6 +54,62 @@ def test_the_doctors_report_opens_on_the_link_matrices_with_the_finding(tmp_path
     assert caption.startswith("doctor: 2 findings: slow link 1 (node1) -> 0 (node0) [bandwidth, inter-node]")
     assert "the slow link boxed in red" in caption and "rank 1 in red in the bars below" in caption
     assert_opens_on(page, tmp_path, "#fig-doctor-glance")
+    # on a laptop's screen: the verdict (the doctor's finding: exit status 8), the world, the doctor's sentence
+    assert "verdict: FINDING: " in text and "backend gloo on cpu; 2 ranks on 2 hosts (node0: 1, node1: 1)" in text
+    assert_on_small_screen(page, tmp_path, ["#verdict", "#world", "#headline li:first-child"])
+
+
+@needs_chromium
+def test_an_inconclusive_doctors_page_says_so_on_its_first_screen(tmp_path):
+    """The stored 2-rank doctor run (5 samples a probe, its two bandwidth links 2.3x apart): nothing found, and
+    nothing ruled out; the page's first screen says so with what could hide, not a bare PASS."""
+    run = tmp_path / "doctor"
+    shutil.copytree(FIXTURES / "doctor-gloo-2", run)
+    r = make("-s", "report", f"RUN={run}")
+    assert r.returncode == 0, r.stdout + r.stderr
+    page = run / "report" / "index.html"
+    text = html.unescape(page.read_text())
+    screen = text[text.index("<div id='first-screen'>") : text.index("<div id='headline'>")]
+    assert "verdict: PASS: 18 cases, 0 wrong" in screen and "backend gloo on cpu; 2 ranks on 1 host (vm)" in screen
+    (doctor,) = re.findall(r"<li class='warning'><b>doctor</b>: ([^<]+)</li>", screen)
+    assert doctor.startswith("inconclusive: no finding, but intra-node bandwidth slowed up to ")
+    assert "to tell: ITERS=20" in doctor
+    assert_on_small_screen(page, tmp_path, ["#verdict", "#world", ".warning"])
+
+
+def _troubled_bench_run(d: Path) -> Path:
+    """The stored 2-rank run of the collectives (its broadcasts: one figure), as a default `make bench-cpu` on a
+    busy 2-core machine would store it: 4 ranks on the 2 cores, the machine's load at 6, stopped by Ctrl-C."""
+    run = json.loads((FIXTURES / "collectives-gloo-2" / "bench.json").read_text())
+    run["benchmarks"] = [b for b in run["benchmarks"] if b["extra_info"]["variant"] == "broadcast"]
+    (host,) = run["machine_info"]["suite"]["hosts"].values()
+    host.update(ranks=[0, 1, 2, 3], load_avg_start=[6.0, 6.0, 6.0])
+    run["machine_info"]["suite"]["load_avg_run"] = {"peak_1min": 6.0, "end": [6.0, 6.0, 6.0], "samples": 9}
+    run["suite"].update(complete=False, exit_status=130, interrupted_by_signal=2)
+    d.mkdir(parents=True)
+    (d / "bench.json").write_text(json.dumps(run))
+    return d
+
+
+@needs_chromium
+def test_a_bench_pages_first_screen_says_the_verdict_the_world_and_every_warning(tmp_path):
+    run = _troubled_bench_run(tmp_path / "busy")
+    r = make("-s", "report", f"RUN={run}")  # what `make bench-cpu` writes at the end of its run
+    assert r.returncode == 0, r.stdout + r.stderr
+    page = run / "report" / "index.html"
+    text = html.unescape(page.read_text())
+    screen = text[text.index("<div id='first-screen'>") : text.index("<div id='headline'>")]  # before the headline
+    assert "verdict: FAIL (partial run): 4 cases, 0 wrong" in screen
+    assert "backend gloo on cpu; 2 ranks on 1 host (vm)" in screen
+    warned = re.findall(r"<li class='warning'><b>([^<]+)</b>: ([^<]+)</li>", screen)
+    assert [k for k, _ in warned] == ["PARTIAL", "CPU oversubscribed", "unstable", "load during the run"], warned
+    why = dict(warned)
+    assert why["PARTIAL"].startswith("interrupted by signal 2: the 4 cases kept")
+    assert why["CPU oversubscribed"].startswith("4 ranks on 2 usable cores: ")
+    assert re.match(r"[1-4] of 4 cases uncertain by more than ±10%", why["unstable"]), why["unstable"]
+    assert why["load during the run"].startswith("load average 6.0 on the host's 2 cores during the run")
+    assert_on_small_screen(page, tmp_path, ["#verdict", "#world", ".warning", "#headline li"])
+    assert_opens_on(page, tmp_path, "#headline-figure img")  # and the headline figure still on a tall screen
 
 
 @needs_chromium

@@ -33,7 +33,15 @@ from suite.report.compare.verdicts import VERDICT_COLORS
 
 from suite.launch import cli as launch
 from suite.model import fit, link_rate
-from tests.browser import FIRST_SCREEN, assert_opens_on, needs_chromium, run_chromium
+from tests.browser import (
+    FIRST_SCREEN,
+    SMALL_SCREEN,
+    assert_on_small_screen,
+    assert_opens_on,
+    needs_chromium,
+    open_page,
+    run_chromium,
+)
 from tests.conftest import make as _make  # `make` as a user types it
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -220,11 +228,14 @@ def test_compare_page_opens_on_a_forest_plot_with_the_planted_slowdown_in_red(co
     page, fig, n = compare_page
     text = page.read_text()
     m = re.search(
-        r"<body><h1>Comparison</h1><figure id='headline-figure'><img [^>]*src='data:image/png;base64,([^']+)'>"
-        r"<figcaption>([^<]+)</figcaption></figure>",
+        r"<body><h1>Comparison</h1><div id='first-screen'>.*?</div><figure id='headline-figure'>"
+        r"<img [^>]*src='data:image/png;base64,([^']+)'><figcaption>([^<]+)</figcaption></figure>",
         text,
     )
     assert m, text[:2000]
+    screen = html.unescape(text[text.index("<div id='first-screen'>") : text.index("<figure")])
+    assert "verdict: gate: FAIL (regression: 1 case(s) slower beyond the tolerance" in screen  # its verdict first
+    assert "backend gloo on cpu, 2 ranks; base: " in screen and "<b>detectable</b>: detectable with one run" in screen
     # like the report, the page declares that it loads nothing (a browser refuses any fetch it would make)
     assert "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; img-src data:;" in text
     png = base64.b64decode(m.group(1))
@@ -239,6 +250,9 @@ def test_compare_page_opens_on_a_forest_plot_with_the_planted_slowdown_in_red(co
     assert to_rgba(markers[f"case:{PLANTED}"].get_color()) == slower
     assert [g for g, a in markers.items() if to_rgba(a.get_color()) == slower] == [f"case:{PLANTED}"]
     assert len(markers) <= forest.MAX_ROWS
+    # the ratio axis is labelled above the rows too: a tall forest shows its scale on the first screen
+    ticks = [t for t in ax.xaxis.get_major_ticks() if t.label1.get_text()]
+    assert ticks and all(t.label2.get_visible() and t.label2.get_text() == t.label1.get_text() for t in ticks)
     shown = f"Not drawn: {n - len(markers)} of {n}" if len(markers) < n else "Not drawn"
     assert (shown in m.group(2)) == (len(markers) < n)
 
@@ -486,6 +500,14 @@ def test_compare_page_figure_is_on_the_first_screen_in_a_browser(compare_page, t
     layout), every image decodes, no script fails and nothing is fetched from outside its folder."""
     page, _, _ = compare_page
     assert_opens_on(page, tmp_path, "#headline-figure")
+    # on a laptop's screen: the verdict, what was compared, the warnings and the forest's top (its ratio axis)
+    c = assert_on_small_screen(page, tmp_path, ["#verdict", "#world", ".warning"])
+    c = open_page(page, tmp_path, "#headline-figure img", window=SMALL_SCREEN)
+    assert 0 <= c.figure["top"] and c.figure["top"] + RATIO_AXIS_PX <= c.height, (c.figure, c.height)
+
+
+RATIO_AXIS_PX = 90
+"""How far down the forest figure its top ratio axis ends: the title, the legend and the tick labels."""
 
 
 @needs_chromium
@@ -531,7 +553,7 @@ def test_summary_leads_with_what_the_run_means(fixture_report):
     assert md.index("![bus bandwidth") < md.index("## Summary") < md.index("## Environment") < md.index("## α–β fits")
     rows = dict(summary.summary_rows(results.load_run(run)))
     assert rows["status"].startswith("complete; exit status 0 (every case ran and was correct)")
-    assert "collectives (" in rows["measured"] and "2 ranks on 1 host(s)" in rows["measured"]
+    assert "collectives (" in rows["measured"] and "2 ranks on 1 host (" in rows["measured"]
     assert rows["peak all_reduce"].endswith("2 ranks)") and "GB/s busbw at" in rows["peak all_reduce"]
     assert rows["health (doctor)"] == "no health check in this run (make doctor)"
     assert "unstable cases" in rows and "skipped" in rows

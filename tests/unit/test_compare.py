@@ -106,6 +106,20 @@ def test_the_gate_passes_within_max_inconclusive_and_fails_on_a_regression_whate
     assert "gate: FAIL (regression: 1 case(s) slower beyond the tolerance)" in compare.format_comparison(slow)
 
 
+def test_the_verdict_is_printed_before_the_table_of_cases_and_again_under_it():
+    rng = np.random.default_rng(12)
+    quiet = [_run(rng, 0.002, within_sd=0.002, n_cases=20) for _ in range(3)]
+    slow = compare.compare_runs(
+        quiet, [_run(rng, 0.002, lambda i: 1.5 if i == 3 else 1.0, within_sd=0.002, n_cases=20) for _ in range(3)]
+    )
+    lines = compare.format_comparison(slow).splitlines()
+    table = next(i for i, ln in enumerate(lines) if ln.startswith("#case"))
+    gate = [i for i, ln in enumerate(lines) if ln.startswith("# gate: FAIL (regression")]
+    overall = [i for i, ln in enumerate(lines) if ln.startswith("# overall (median case ratio)")]
+    assert gate[0] < table and overall == [overall[0]] and overall[0] < table, lines[: table + 1]
+    assert gate[-1] == len(lines) - 1 and len(gate) == 2  # the last line, where a terminal's last screen shows it
+
+
 def test_alpha_sets_the_level_of_the_verdicts():
     # the verdicts are made at the family-wise level alpha: a smaller alpha widens every interval, so
     # a case that is slower at 5% becomes inconclusive at 1e-6 (alpha used to reach only the Holm gate)

@@ -3,13 +3,17 @@ and near-threshold cases where it must say healthy."""
 
 from __future__ import annotations
 
+import io
+import json
 import math
 import random
+import re
 
 import pytest
 
-from experiments.doctor import stragglers
+from experiments.doctor import detectable, stragglers
 from experiments.doctor import verdict as doctor
+from suite import results
 from suite.common.failures import EXIT_FINDING, EXIT_OK
 
 SIZE = 256 << 10
@@ -119,9 +123,10 @@ THREE_NODES = ["node0", "node0", "node1", "node1", "node2", "node2"]
 
 @pytest.mark.parametrize("seed", range(5))
 def test_healthy_noisy_links_and_ranks_are_healthy(seed):
-    d = doctor.diagnose(_run(THREE_NODES, noise=0.25, seed=seed))
-    assert d.verdict == "healthy", [f.where for f in d.findings]
-    assert d.exit_status == EXIT_OK
+    d = doctor.diagnose(_run(THREE_NODES, noise=0.1, seed=seed))
+    assert d.verdict == "healthy", [f.where for f in d.findings] + [e for e in d.detectable if not e["conclusive"]]
+    assert d.exit_status == EXIT_OK and d.advice == []
+    assert all(e["detectable"] <= e["rule"] * detectable.NOISE_ALLOWANCE for e in d.detectable)
     assert {(c["probe"], c["class"]) for c in d.classes} == {
         (p, c) for p in ("latency", "bandwidth", "bidirectional") for c in ("intra-node", "inter-node")
     }
@@ -265,3 +270,62 @@ def test_the_verdict_table_leads_with_the_findings():
     first, second, third = text.splitlines()[:3]
     assert "1 FINDING(S) (exit 8)" in first
     assert "weak_node" in third and "node2" in third
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_links_too_noisy_to_tell_a_slow_one_are_inconclusive_not_healthy(seed):
+    """Samples spread ±25% (log-sd), 10 a link: no false alarm, and no claim either."""
+    d = doctor.diagnose(_run(THREE_NODES, noise=0.25, seed=seed))
+    assert d.findings == [] and d.exit_status == EXIT_OK
+    assert d.verdict == "inconclusive"
+    loose = [e for e in d.detectable if not e["conclusive"]]
+    assert loose and all(e["detectable"] > e["rule"] * detectable.NOISE_ALLOWANCE for e in loose)
+    assert any(a.startswith("a larger ITERS (more samples") for a in d.advice), d.advice  # no ITERS stored
+
+
+TRIAL_LATENCY_US = [66.8, 98.0, 151.0, 233.0, 402.0, 686.0]
+"""One-way latency per pair of a default 4-rank `make doctor` on a busy 2-core machine: 66.8 to 686 µs."""
+
+
+def _trial_run() -> dict:
+    """The doctor's probes as noisy as that run's: 4 ranks on one 2-core host, 10 samples a probe spread
+    ±30% (log-sd), the latency pairs' medians spanning 66.8-686 µs."""
+    pairs = [(a, b) for a in range(4) for b in range(a + 1, 4)]
+    lat = dict(zip(pairs, TRIAL_LATENCY_US))
+    run = _run(["vm"] * 4, slow=lambda p, a, b, k: lat[(a, b)] / 20.0 if p == "latency" else 1.0, noise=0.3, seed=7)
+    run["machine_info"]["suite"]["hosts"]["vm"] = {"cpu_count": 2, "affinity_cpus": 2, "ranks": [0, 1, 2, 3]}
+    run["suite"]["config"]["iters"] = 10
+    return run
+
+
+def test_a_run_as_noisy_as_a_default_run_on_two_cores_is_inconclusive_with_what_it_could_detect(tmp_path):
+    run = _trial_run()
+    recs = [b["extra_info"] for b in run["benchmarks"]]
+    links = [r for r in recs if "samples_us" in r]
+    uncertain = [r for r in links if results.median_ci_pct(r) > 10]
+    assert len(uncertain) >= 0.9 * len(links)  # like that run's 55 of 58 probes
+    d = doctor.diagnose(run)
+    assert d.verdict == "inconclusive" and d.findings == [] and d.exit_status == EXIT_OK
+    lat = next(e for e in d.detectable if e["what"] == "intra-node latency")
+    assert lat["rule"] == 2.0 and lat["detectable"] > 2.0 * detectable.NOISE_ALLOWANCE and not lat["conclusive"]
+    assert d.advice[0] == "NPROC=2 (one rank per core: 4 ranks share 2 cores on vm)"
+    assert d.headline.startswith("inconclusive: no finding, but ")
+    assert f"intra-node latency slowed up to {lat['detectable']:z.3g}x (its rule: 2x)" in d.headline
+    text = doctor.format_verdict(d)
+    assert text.startswith("# doctor: 4 ranks on 1 host(s); verdict: INCONCLUSIVE (exit 0")
+    assert re.search(r"link  intra-node latency +[\d.]+x / [\d.]+x  NOT CONCLUSIVE: its rule is 2x", text), text
+    # through the doctor's own command, on the stored run: the verdict, doctor.json, exit 0
+    (tmp_path / "bench.json").write_text(json.dumps(run))
+    out = io.StringIO()
+    assert doctor.run_doctor(tmp_path, out) == EXIT_OK
+    assert "verdict: INCONCLUSIVE" in out.getvalue() and "#  to tell: NPROC=2" in out.getvalue()
+    stored = json.loads((tmp_path / "doctor.json").read_text())
+    assert stored["verdict"] == "inconclusive" and stored["detectable"] and stored["advice"] == d.advice
+
+
+def test_a_straggler_hidden_by_too_few_samples_is_inconclusive():
+    """Rank samples so few that no sign test can pass: the rank class cannot tell, whatever the links say."""
+    per_rank = detectable.rank_detect([[100.0, 101.0, 99.0], [100.0, 100.5, 99.5], [99.0, 100.0, 101.0]])
+    assert per_rank == [math.inf] * 3  # 3 samples: P(all 3 slower) = 1/8, never below ALPHA / n
+    (entry,) = detectable.rank_detectable(per_rank)
+    assert not entry["conclusive"]

@@ -74,3 +74,13 @@ def test_healthy_outlines_nothing_and_says_so(monkeypatch):
     assert not _outlines(fig) and not _bars(fig)
     assert pic.caption.startswith("doctor: healthy:") and "would be boxed in red" in pic.caption
     assert picture.glance({"benchmarks": [], "machine_info": {}}, []) is None  # no probes: no picture
+
+
+def test_inconclusive_says_what_could_hide_and_outlines_nothing(monkeypatch):
+    pic, fig = _drawn(_run(THREE_NODES, noise=0.25), monkeypatch)
+    assert not _outlines(fig)
+    assert (
+        pic.caption.startswith("doctor: inconclusive: no finding, but ")
+        and "could hide in this run's noise" in pic.caption
+    )
+    assert pic.title.endswith(", inconclusive")

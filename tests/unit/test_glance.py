@@ -124,7 +124,7 @@ def test_an_own_sections_first_figure_opens_the_report_once(monkeypatch):
 
     rep = build_report(results.load_run(FIXTURES / "doctor-gloo-2"), "doctor")
     ((plot, caption),) = rep.glance.pictures
-    assert plot.name == "doctor-glance" and caption.startswith("doctor: healthy")
+    assert plot.name == "doctor-glance" and caption.startswith("doctor: inconclusive: no finding")
     page = render.render_html(rep)
     assert page.count(base64.b64encode(plot.png).decode()) == 1
     section_plot = next(s for s in rep.sections if s.anchor == "doctor").plots[0]

@@ -1,6 +1,7 @@
 """The comparison page's first picture: a forest plot. Each case is a row, its new/base time ratio a dot
 and its simultaneous interval a bar (``suite.report.compare``), coloured by its verdict; the grey band is
-1 ± tolerance, the ratio axis is logarithmic and symmetric about 1, and the overall (median case) ratio
+1 ± tolerance, the ratio axis is logarithmic and symmetric about 1, labelled above the rows as well as below
+them (a tall forest still shows its scale on the first screen), and the overall (median case) ratio
 is the diamond on top. A comparison of many cases draws every case that is not *same* (slower, then
 faster, then the inconclusive ones furthest from 1) up to ``MAX_ROWS``, and a sample of the *same* ones
 spread over their ratios; the caption says how many are not drawn.
@@ -17,6 +18,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+from matplotlib.transforms import ScaledTranslation
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
 from suite.report.compare.case_identity import describe_key
@@ -135,13 +137,22 @@ def forest_figure(c: Comparison, forest: Forest) -> Figure:
     ax.xaxis.set_major_locator(FixedLocator(ticks))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:zg}"))
     ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.tick_params(axis="x", labelsize=8)
+    ax.tick_params(axis="x", labelsize=8, top=True, labeltop=True)  # the ratio axis on the first screen too
     ax.grid(True, axis="x", alpha=0.3)
     ax.set_xlabel("new / base time (log scale; > 1: the new run is slower)", fontsize=9)
     counts = Counter(r.verdict for r in c.cases)
     handles = [Line2D([], [], marker="o", ls="-", color=VERDICT_COLORS[v], label=f"{v} ({counts[v]})") for v in ORDER]
     handles.append(Patch(color="0.85", label=f"±{_pct(c.tolerance)} tolerance"))
-    ax.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=5, fontsize=8, frameon=False)
+    above_ticks = ax.transAxes + ScaledTranslation(0, 0.2, fig.dpi_scale_trans)  # over the top tick labels
+    ax.legend(
+        handles=handles,
+        loc="lower center",
+        bbox_to_anchor=(0.5, 1.0),
+        bbox_transform=above_ticks,
+        ncol=5,
+        fontsize=8,
+        frameon=False,
+    )
     shown = f"{len(rows)} of {len(c.cases)} cases" if len(rows) < len(c.cases) else f"{len(rows)} cases"
     fig.suptitle(
         f"{c.new_name[-40:]} vs {c.base_name[-40:]}: new/base time, {100 - c.alpha * 100:z.10g}% simultaneous "

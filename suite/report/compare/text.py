@@ -1,5 +1,5 @@
-"""A comparison as text: the table ``make compare`` prints, and its summary lines (the verdict counts,
-what the runs given can detect, the REPEAT advice, the gate and why).
+"""A comparison as text: the table ``make compare`` prints, its verdict first (the overall ratio, what the runs
+given can detect, the REPEAT advice, the gate and why) and the verdict counts under it.
 """
 
 from __future__ import annotations
@@ -116,6 +116,7 @@ def format_comparison(c: Comparison, *, show: str = "all") -> str:
         f"(ratio = new/base median of run medians; >1 slower; CI {100 - c.alpha * 100:z.10g}% simultaneous over the "
         f"cases; tolerance ±{c.tolerance:z.0%}; p Holm-adjusted)",
         f"# between-run variation: pooled sd {c.between_run_sd:z.3g} of a run's log median; {c.between_run_note}",
+        *verdict_lines(c),
         f"#{'case':<{w}} {'base(us)':>10} {'new(us)':>10} {'ratio':>7} {'CI low':>7} {'CI high':>7}"
         f" {'p_adj':>7} {'noise':>6} {'detect':>6} {'runs':>5}  verdict",
     ]
@@ -143,13 +144,16 @@ def format_comparison(c: Comparison, *, show: str = "all") -> str:
             f"# not compared (no positive median time in some run): "
             f"{', '.join(describe_key(k) for k in c.unusable[:5])}{' ...' if len(c.unusable) > 5 else ''}"
         )
-    lines.append(
+    lines.append(f"# {gate_line(c)}")  # again under the table, where a terminal's last screen shows it
+    return "\n".join(lines) + "\n"
+
+
+def verdict_lines(c: Comparison) -> list[str]:
+    """The comparison's verdict, printed before its table: the overall ratio, what it could detect, the
+    REPEAT advice and the gate."""
+    lines = [
         f"# overall (median case ratio): {c.overall_ratio:z.3f}  CI [{c.overall_ci[0]:z.3f}, "
         f"{c.overall_ci[1]:z.3f}]  -> {c.overall}{' (identical runs)' * c.identical}"
-    )
-    if detect_line(c):
-        lines.append(f"# {detect_line(c)}")
-    if repeat_advice(c):
-        lines.append(f"# {repeat_advice(c)}")
-    lines.append(f"# {gate_line(c)}")
-    return "\n".join(lines) + "\n"
+    ]
+    lines += [f"# {text}" for text in (detect_line(c), repeat_advice(c)) if text]
+    return lines + [f"# {gate_line(c)}"]
