@@ -1,4 +1,5 @@
-"""The collective op table: every torch.distributed collective the suite measures, declared once.
+"""The collective registry: every torch.distributed collective the suite measures, declared once (the function's
+row, its family, journal code, faults, MPI method and model, is in the op table, suite/op_table.py).
 
 Each op is one ``Collective`` in ``REGISTRY`` (nccl-tests' four hooks: byte counts via
 ``chunked``, inputs + exact expected result + the call in ``build``, the bandwidth
