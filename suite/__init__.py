@@ -9,8 +9,9 @@ Grouped by where the code runs (rule R3, tests/unit/test_import_graph.py):
 - ``report/`` and ``model/`` offline, from stored JSON: reports, comparisons, fits and predictions.
 Shared by every role: ``api`` (the one module experiments import), ``case`` (the case protocol and
 ``ExperimentSpec``), ``registry`` (the experiments of this checkout), ``measurement`` (a case's samples, as
-the timing loop returns them), ``results`` (the record built from them), ``metrics`` (pure bandwidth math) and
-``errors``.
+the timing loop returns them), ``results`` (the record built from them), ``metrics`` (pure bandwidth math),
+``op_table`` (every torch.distributed function the suite times or journals, one row each: names and plain data)
+and ``errors``.
 CONTRIBUTING.md's code tour lists every module (tests/unit/test_contributing.py).
 """
 

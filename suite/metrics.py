@@ -29,6 +29,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from suite import op_table
+
 GB = 1e9
 
 
@@ -42,19 +44,9 @@ class OpFacts:
     ring_latency_steps: Callable[[int], float] | None
 
 
-OP_TABLE: dict[str, OpFacts] = {
-    "all_reduce": OpFacts(lambda n: 2.0 * (n - 1) / n, lambda n: 2.0 * (n - 1)),
-    "all_gather": OpFacts(lambda n: (n - 1) / n, lambda n: float(n - 1)),
-    "reduce_scatter": OpFacts(lambda n: (n - 1) / n, lambda n: float(n - 1)),
-    "all_to_all": OpFacts(lambda n: (n - 1) / n, lambda n: float(n - 1)),
-    "gather": OpFacts(lambda n: (n - 1) / n, lambda n: float(n - 1)),
-    "scatter": OpFacts(lambda n: (n - 1) / n, lambda n: float(n - 1)),
-    "broadcast": OpFacts(lambda n: 1.0, lambda n: float(n - 1)),
-    "reduce": OpFacts(lambda n: 1.0, lambda n: float(n - 1)),
-    "send_recv": OpFacts(lambda n: 1.0, lambda n: 1.0),
-    "barrier": OpFacts(lambda n: 0.0, None),
-}
-"""The one op table (see the module docstring for the factors and suite/model/fit.py for the steps)."""
+OP_TABLE: dict[str, OpFacts] = {f.name: OpFacts(f.busbw_factor, f.ring_latency_steps) for f in op_table.FAMILIES}
+"""The op families of the one op table, suite/op_table.py (see the module docstring for the factors and
+suite/model/fit.py for the steps)."""
 
 OPS_WITH_FACTOR = tuple(OP_TABLE)
 

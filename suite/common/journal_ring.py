@@ -20,6 +20,8 @@ import mmap
 import struct
 from pathlib import Path
 
+from suite import op_table
+
 SLOTS = 64
 """Entries kept (the journal's TAIL)."""
 FORMAT = 1
@@ -28,29 +30,6 @@ LABEL_BYTES = 1024
 SLOT = struct.Struct("<qqqqqqqqqqqqd")
 OFFSET = HEADER.size + LABEL_BYTES
 NONE = -1
-OPS = (
-    "all_reduce",
-    "broadcast",
-    "all_gather",
-    "all_gather_into_tensor",
-    "all_gather_single",
-    "all_to_all",
-    "reduce",
-    "reduce_scatter",
-    "reduce_scatter_tensor",
-    "reduce_scatter_single",
-    "gather",
-    "scatter",
-    "all_to_all_single",
-    "barrier",
-    "send",
-    "recv",
-    "isend",
-    "irecv",
-    "send_object_list",
-    "recv_object_list",
-)
-"""The ops a slot can name (suite/harness/journal/wrap.py wraps them); another op reads as ``?``."""
 DTYPES = (
     "float32",
     "float64",
@@ -69,7 +48,10 @@ DTYPE_BYTES = (4, 8, 2, 2, 8, 4, 2, 1, 1, 1, 8, 16)
 """The bytes of an element of each of DTYPES."""
 DIMS = 3
 """Dimensions a slot keeps; a tensor of more reads as one dimension of all its elements."""
-_OP_CODE = {op: i for i, op in enumerate(OPS)}
+_OP_CODE = {op.name: op.code for op in op_table.OPS}
+_OP_NAME = {op.code: op.name for op in op_table.OPS}
+"""The ops a slot can name, by their code (suite/op_table.py: each row keeps its number, so a ring file an
+older run wrote reads the same); another code reads as ``?``."""
 
 
 class Ring:
@@ -145,7 +127,7 @@ def read(path: Path, rank: int) -> dict | None:
     tail, seq, case_ops = [], {}, {}
     for n, sq, op, group, ndim, *rest in slots:
         dims, (dtype, peer, case, count, clock) = rest[:DIMS], rest[DIMS:]
-        name = OPS[op] if 0 <= op < len(OPS) else "?"
+        name = _OP_NAME.get(op, "?")
         g = str(group) if group != NONE else "?"
         shape = None if ndim == NONE else [d for d in dims if d != NONE] if ndim <= DIMS else [dims[0]]
         known = shape is not None and 0 <= dtype < len(DTYPES)

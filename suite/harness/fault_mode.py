@@ -22,6 +22,7 @@ import time
 import torch
 import torch.distributed as dist
 
+from suite import op_table
 from suite.harness import c10d
 from suite.harness.corruptions import Corrupter, scribble, wrong_op
 
@@ -67,7 +68,13 @@ _C10D = {
     "alltoall_": (lambda a, r: a["output_tensors"], lambda a, r: a["input_tensors"], None),
     "alltoall_base_": (lambda a, r: [a["output"]], lambda a, r: [a["input"]], None),
 }
-"""The c10d collectives a fault applies to, by op name."""
+"""How to read each c10d collective's arguments, by its name (c10d's schema): its outputs, its inputs, what
+``wrong_reduction``'s substitute calls (None: it reduces nothing). Which of them a fault applies to is the op
+table's (suite/op_table.py: a row's ``c10d``), ``_PLANTED``."""
+_PLANTED = frozenset(op.c10d for op in op_table.OPS if op.c10d and op.peer is None)
+"""The c10d collectives the op table's rows issue: the ones a fault applies to."""
+_P2P = frozenset(op.c10d for op in op_table.OPS if op.c10d and op.peer is not None)
+"""The c10d sends and receives the op table's rows issue."""
 _COALESCED = {
     "allgather_into_tensor_coalesced_": None,
     "reduce_scatter_tensor_coalesced_": "rs_coalesced",
@@ -94,9 +101,9 @@ class FaultMode(c10d.DispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         ns, name = c10d.op_name(func)
-        if ns == "c10d" and name in ("send", "recv_"):
+        if ns == "c10d" and name in _P2P:
             return self._p2p(func, name, c10d.op_args(func, args, kwargs), args, kwargs)
-        if ns == "c10d" and (name in _C10D or name in _COALESCED):
+        if ns == "c10d" and (name in _PLANTED or name in _COALESCED):
             return self._collective(func, name, c10d.op_args(func, args, kwargs), args, kwargs)
         if ns == "_c10d_functional" and name != "wait_tensor" and "group_name" in c10d.op_shape(func)[0]:
             return self._functional(func, name, c10d.op_args(func, args, kwargs))

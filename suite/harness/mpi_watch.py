@@ -5,23 +5,11 @@ from __future__ import annotations
 
 import torch
 
-_WATCHED = (
-    ("allreduce", "all_reduce"),
-    ("reduce", "reduce"),
-    ("broadcast", "broadcast"),
-    ("barrier", "barrier"),
-    ("allgather", "all_gather"),
-    ("all_gather_single", "all_gather"),
-    ("gather", "gather"),
-    ("scatter", "scatter"),
-    ("reduce_scatter", "reduce_scatter"),
-    ("reduce_scatter_single", "reduce_scatter"),
-    ("all_to_all_single", "all_to_all"),
-    ("alltoall", "all_to_all"),
-    ("send", "send"),
-    ("recv", "recv"),
-)
-"""Each op method of ``MpiGroup`` and the collective's name its watchers are told."""
+from suite import op_table
+
+WATCHED = {op.mpi: op.watched_as for op in op_table.OPS if op.mpi is not None}
+"""Each op method of ``MpiGroup`` that the op table (suite/op_table.py) maps a row to, and the collective's name
+its watchers are told."""
 
 
 def _tensors(args) -> list[torch.Tensor]:
@@ -47,5 +35,5 @@ def _watched(what: str, method):
 def watch_ops(cls) -> None:
     """Wrap each op method of ``cls`` (suite/harness/mpi_backend.py's MpiGroup) so that it first tells each of the
     group's ``watchers`` the collective's name and the tensors it was given."""
-    for method, what in _WATCHED:
+    for method, what in WATCHED.items():
         setattr(cls, method, _watched(what, getattr(cls, method)))

@@ -19,8 +19,10 @@ from __future__ import annotations
 import collections
 import json
 
-P2P = frozenset({"send", "recv", "isend", "irecv", "send_object_list", "recv_object_list"})
-ANY_SHAPE = frozenset({"all_to_all", "all_to_all_single"})
+from suite import op_table
+
+P2P = op_table.P2P
+ANY_SHAPE = op_table.of_family("all_to_all")
 """Collectives whose first tensor may differ in shape between ranks (uneven splits): compared by op alone."""
 RUN_MAX = 8
 """The longest run of ops compared in step 2."""

@@ -8,14 +8,16 @@ from collections.abc import Callable
 
 import numpy as np
 
+from suite import op_table
 from suite.model import fit
 from suite.model.links import ClassLink, Links, Term, Topology, complete_links, node_flows, slowest, step_terms
 from suite.model.posted_tree import posted_tree
 
-OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "barrier")
-"""The ops the models cover, in the order of their tables: a subset of the one op table, metrics.OP_TABLE,
-whose busbw factor and ring latency steps are the ring model's coefficients (fit.ring_coefficients)."""
-RING_OPS = OPS[:4]
+OPS = tuple(f.name for f in op_table.MODELLED)
+"""The ops the models cover, in the order of their tables: the op table's families with a model
+(suite/op_table.py), whose busbw factor and ring latency steps are the ring model's coefficients
+(fit.ring_coefficients)."""
+RING_OPS = tuple(f.name for f in op_table.MODELLED if f.model.ring)
 """The ops with a ring and a recursive halving/doubling model (all_to_all has pairwise, barrier no bytes)."""
 
 
@@ -89,16 +91,13 @@ def _halving_doubling(op: str, topo: Topology, links: Links, s: float) -> list[T
     def xor_step(d, msg):
         return slowest(step_terms(topo, 1, msg, node_flows(topo, ranks, ranks ^ d)), links)
 
-    halving = [t for i, d in enumerate(dists) for t in xor_step(d, s / 2 ** (i + 1))]  # reduce-scatter
-    doubling = [t for i, d in enumerate(reversed(dists)) for t in xor_step(d, s / q * 2**i)]  # all-gather
-    terms = {"all_reduce": halving + doubling, "reduce_scatter": halving, "all_gather": doubling}.get(op)
-    if op == "broadcast":  # binomial scatter (halves of the buffer, tree pattern) + all-gather
-        scatter, d, i = [], q // 2, 1
-        while d >= 1:
-            src = np.arange(0, q, 2 * d)
-            scatter += slowest(step_terms(topo, 1, s / 2**i, node_flows(topo, src, src + d)), links)
-            d, i = d // 2, i + 1
-        terms = scatter + doubling
+    phases = op_table.FAMILY[op].model.halving_doubling
+    steps = {
+        "halving": lambda: [t for i, d in enumerate(dists) for t in xor_step(d, s / 2 ** (i + 1))],  # reduce-scatter
+        "doubling": lambda: [t for i, d in enumerate(reversed(dists)) for t in xor_step(d, s / q * 2**i)],  # gather
+        "binomial_scatter": lambda: _binomial_scatter(topo, links, s, q),
+    }
+    terms = [t for phase in phases for t in steps[phase]()]
     if q < n:  # fold the n-q extra ranks in before and answer them after: one step each way
         flows = node_flows(topo, np.arange(q, n), np.arange(q, n) - q)
         for msg in FOLD_BYTES[op](s, n):
@@ -106,15 +105,20 @@ def _halving_doubling(op: str, topo: Topology, links: Links, s: float) -> list[T
     return terms
 
 
-FOLD_BYTES = {
-    "all_reduce": lambda s, n: (s, s),
-    "reduce_scatter": lambda s, n: (s, s / n),
-    "all_gather": lambda s, n: (s / n, s),
-    "broadcast": lambda s, n: (s,),
-}
-"""What an extra rank of a folded halving/doubling sends in before and receives after (Thakur et al. 2005
-§4): its whole buffer in and its result out; reduce_scatter's result is its own chunk, all_gather sends in
-only its own chunk, a broadcast's extra rank is only answered."""
+def _binomial_scatter(topo: Topology, links: Links, s: float, q: int) -> list[Term]:
+    """A broadcast's first phase over q ranks: halves of the buffer down a binomial tree."""
+    scatter, d, i = [], q // 2, 1
+    while d >= 1:
+        src = np.arange(0, q, 2 * d)
+        scatter += slowest(step_terms(topo, 1, s / 2**i, node_flows(topo, src, src + d)), links)
+        d, i = d // 2, i + 1
+    return scatter
+
+
+FOLD_BYTES = {f.name: f.model.fold for f in op_table.MODELLED if f.model.fold is not None}
+"""What an extra rank of a folded halving/doubling sends in before and receives after (Thakur et al. 2005 §4;
+the op table's ``Model.fold``, suite/op_table.py): its whole buffer in and its result out; reduce_scatter's
+result is its own chunk, all_gather sends in only its own chunk, a broadcast's extra rank is only answered."""
 
 
 def _hierarchical(op: str, topo: Topology, links: Links, s: float) -> list[Term] | None:

@@ -8,42 +8,17 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-GLOO = {
-    "all_reduce": (
-        "ring",
-        "gloo/allreduce.cc: AllreduceOptions UNSPECIFIED -> ring (reduce-scatter + all-gather "
-        "ring in >= 2 segments per chunk); torch's ProcessGroupGloo allreduce calls gloo::allreduce",
-    ),
-    "all_gather": (
-        "ring",
-        "gloo/allgather.cc: ring, 2(n-1) half-chunk steps (allgather_into_tensor -> "
-        "allgather_coalesced -> gloo::allgather)",
-    ),
-    "reduce_scatter": (
-        "allreduce_slice",
-        "torch ProcessGroupGloo reduce_scatter_tensor: all_reduce of a clone of "
-        "the whole input, then the rank's chunk copied out",
-    ),
-    "broadcast": (
-        "posted_tree",
-        "gloo/broadcast.cc: binomial tree, the whole buffer per hop; each rank posts all its "
-        "sends at once and waits for them at the end, so they share its link",
-    ),
-    "all_to_all": ("pairwise", "gloo/alltoall.cc: every peer's chunk sent directly (all posted at once)"),
-    "barrier": ("dissemination", "gloo/barrier.cc: dissemination barrier (Hensgen, Finkel, Manber 1988)"),
-}
-"""Gloo's algorithm per op, read from its sources (gloo main, torch's ProcessGroupGloo.cpp)."""
+from suite import op_table
+
+GLOO = {f.name: f.model.gloo for f in op_table.MODELLED}
+"""Gloo's algorithm per op, read from its sources (gloo main, torch's ProcessGroupGloo.cpp): the op table's
+(suite/op_table.py ``Model.gloo``)."""
 
 NCCL_ALGO_NAMES = {"ring": "ring", "tree": "tree", "0": "tree", "1": "ring"}
 """NCCL's names (NCCL_ALGO values, debug lines; the numbers of older NCCL's TUNING lines:
 NCCL_ALGO_TREE 0, NCCL_ALGO_RING 1) of the algorithms modelled here."""
-NCCL_OPS = {
-    "allreduce": "all_reduce",
-    "allgather": "all_gather",
-    "reducescatter": "reduce_scatter",
-    "broadcast": "broadcast",
-    "alltoall": "all_to_all",
-}
+NCCL_OPS = {f.model.nccl: f.name for f in op_table.MODELLED if f.model.nccl is not None}
+"""NCCL's name of each op in its debug lines -> the op (the op table's ``Model.nccl``)."""
 _NCCL_LINE = re.compile(r"(?:(\w+):\s+)?(\d+) Bytes -> Algo (\w+) proto (\w+)")
 
 

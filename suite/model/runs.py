@@ -6,18 +6,13 @@ import dataclasses
 import statistics
 from dataclasses import dataclass
 
+from suite import op_table
 from suite.model.links import Topology
 
-FIT_VARIANTS = {
-    "all_reduce": "all_reduce",
-    "all_gather": "all_gather_into_tensor",
-    "reduce_scatter": "reduce_scatter_tensor",
-    "broadcast": "broadcast",
-    "all_to_all": "all_to_all_single",
-    "barrier": "barrier",
-}
+FIT_VARIANTS = {f.name: f.model.fitted for f in op_table.MODELLED}
 """The form of each op whose records are fitted (the tensor forms nccl-tests and FSDP use; the
-collectives experiment measures the list forms too, with different costs on Gloo)."""
+collectives experiment measures the list forms too, with different costs on Gloo): the op table's
+``Model.fitted`` (suite/op_table.py)."""
 
 
 @dataclass(frozen=True, kw_only=True)

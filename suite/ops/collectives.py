@@ -1,4 +1,5 @@
-"""The collective op table: every torch.distributed collective the suite measures, declared once.
+"""The collective registry: every torch.distributed collective the suite measures, declared once (the function's
+row, its family, journal code, faults, MPI method and model, is in the op table, suite/op_table.py).
 
 Each op is one ``Collective`` in ``REGISTRY`` (nccl-tests' four hooks: byte counts via
 ``chunked``, inputs + exact expected result + the call in ``build``, the bandwidth
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from suite import op_table
 from suite.harness import verify
 from suite.case import Buffers, restorer
 from suite.harness.dist import DistContext
@@ -33,13 +35,11 @@ REDUCE_OP = {
 }
 
 # torch 2.13 renamed the tensor forms (all_gather_single, reduce_scatter_single) and
-# deprecated the old names; measure the current function under the familiar name.
+# deprecated the old names; measure the current function under the familiar name (the op table's renamed_to).
 FUNCTION_OF = {
-    variant: new if hasattr(dist, new) else variant
-    for variant, new in (
-        ("all_gather_into_tensor", "all_gather_single"),
-        ("reduce_scatter_tensor", "reduce_scatter_single"),
-    )
+    op.name: op.renamed_to if hasattr(dist, op.renamed_to) else op.name
+    for op in op_table.OPS
+    if op.renamed_to is not None
 }
 
 

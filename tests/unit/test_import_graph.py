@@ -430,7 +430,7 @@ def test_the_offline_packages_import_neither_torch_nor_the_harness():
 # --- rule R3, the roles: `ls suite/` says where each module runs ---------------------------------------
 
 ROLES = ("harness", "ops", "system", "launch", "common", "report", "model")
-SHARED = {"__init__", "api", "case", "errors", "measurement", "metrics", "registry", "results"}
+SHARED = {"__init__", "api", "case", "errors", "measurement", "metrics", "op_table", "registry", "results"}
 """The modules at the top of suite/: the ones every role shares (suite/__init__.py says what each is)."""
 APART = {
     "suite.launch": ("suite.harness",),

@@ -50,11 +50,13 @@ import suite.harness.journal.dump as journal_dump
 
 import suite.harness.journal.wrap as journal_wrap
 from suite.common import journal_ring
+from suite import op_table
 from suite.harness.c10d import group_name, sequence_getter
 
 TAIL = 64
 """Entries kept per rank (the ring buffer)."""
-P2P = frozenset({"send", "recv", "isend", "irecv"})
+P2P = frozenset(op.name for op in op_table.OPS if op.peer is not None and not op.objects)
+"""The p2p rows of the op table whose calls are counted here (an object list's, by its sequence numbers)."""
 
 
 class Journal:

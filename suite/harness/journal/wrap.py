@@ -8,25 +8,16 @@ from time import perf_counter
 
 import torch.distributed as dist
 
-# name -> (index of the group argument, index of async_op (None: always async / never), p2p peer argument)
-OPS = {
-    # (all_gather_single and reduce_scatter_single: torch 2.13's names of the tensor forms)
-    **dict.fromkeys(
-        ("all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "all_gather_single", "all_to_all"),
-        (2, 3, None),
-    ),
-    **dict.fromkeys(
-        ("reduce", "reduce_scatter", "reduce_scatter_tensor", "reduce_scatter_single", "gather", "scatter"),
-        (3, 4, None),
-    ),
-    "all_to_all_single": (4, 5, None),
-    "barrier": (0, 1, None),
-    **{op: (2, None, peer) for op, peer in (("send", "dst"), ("recv", "src"), ("isend", "dst"), ("irecv", "src"))},
-}
-OBJECT_P2P = {"send_object_list": (2, "dst"), "recv_object_list": (2, "src")}
+from suite import op_table
+
+OPS = {op.name: (op.group_at, op.async_at, op.peer) for op in op_table.OPS if not op.objects}
+"""The functions wrapped (the op table's rows, suite/op_table.py): name -> (position of the group argument, of
+async_op (None: always async (isend, irecv) or never), the p2p peer's keyword)."""
+OBJECT_P2P = {op.name: (op.group_at, op.peer) for op in op_table.OPS if op.objects}
 """p2p ops made of sends or recvs that torch issues past the wrapped functions (distributed_c10d's own):
 op -> (position of the group argument, the peer's keyword). torch.distributed.pipelining's stages exchange
 their shapes with them on their first step."""
+_ISSUES = frozenset(op.name for op in op_table.OPS if op.issues)
 
 
 def wrap(journal, op: str, fn):
@@ -45,7 +36,7 @@ def wrap(journal, op: str, fn):
             journal.uncount_if_not_issued(op, group, e)
             raise
         e[9] = perf_counter()  # returned: done, or (async) issued
-        is_async = (async_at is None and op in ("isend", "irecv")) or (
+        is_async = (async_at is None and op in _ISSUES) or (
             async_at is not None and kwargs.get("async_op", len(args) > async_at and args[async_at])
         )
         e[7] = "issued" if is_async else "completed"
