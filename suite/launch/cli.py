@@ -1,6 +1,6 @@
 """Command-line front door: validate, then start the ranks with torchrun.
 
-    python -m suite.launch --nproc 4 --max-bytes 1M [--experiments collectives] [-- -k all_reduce]
+    python -m suite.launch --nproc 2 --max-bytes 1M [--experiments collectives] [-- -k all_reduce]
 
 Everything a run needs is checked here, before any process group exists: the knobs (exit 2), the
 backend/device/world layout and the network settings (exit 3). Then torchrun starts the ranks, each running
@@ -38,10 +38,10 @@ from suite.common.failures import (
     EXIT_SIGINT,
     status_line,
 )
-from suite.launch import mpi
+from suite.launch import mpi, world
 from suite.common.fileio import write_error, write_json_atomic
 from suite.common.flight_recorder import flight_recorder_env
-from suite.launch.preflight import RendezvousError, layout, preflight_with_selection
+from suite.launch.preflight import RendezvousError, preflight_with_selection
 from suite.launch.supervise import final_status, run_ranks, stamp_status
 from suite.launch.warm import WarmTorchrun
 from suite.launch.trace import write_trace
@@ -56,7 +56,7 @@ def available_experiments() -> list[str]:
 def all_experiments() -> list[str]:
     """What EXPERIMENTS=all runs: every experiment but those whose spec says otherwise (``in_all``: the
     doctor is a health check, ``make doctor``, not a benchmark)."""
-    return [name for name, spec in registry.discover().items() if spec.in_all]
+    return world.asked_experiments("all")
 
 
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -70,7 +70,9 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    ap.add_argument("--nproc", default=None, help="ranks per node (NPROC_PER_NODE; default 4)")
+    ap.add_argument(
+        "--nproc", default=None, help="ranks per node (NPROC_PER_NODE; default auto: one per usable core, 2 to 4)"
+    )
     ap.add_argument("--nnodes", default=None, help="number of nodes (NNODES; default 1)")
     ap.add_argument("--node-rank", default=None, help="this node's index (NODE_RANK; default 0)")
     ap.add_argument("--master-addr", default=None, help="host of node 0 (MASTER_ADDR) for multi-node runs")
@@ -242,8 +244,7 @@ def _main(argv: list[str], where: dict) -> int:
     try:
         a, passthrough = parse_args(argv)
         cfg = config_from_args(a)
-        lay = layout(a)
-        names = _chosen_experiments(a.experiments, cfg, lay["world_size"])
+        names, lay, world_line = world.plan(a, cfg, os.environ)  # NPROC not given: one rank per usable core
         check_run_location(a.results_root, a.run_id)
         check_switches(os.environ, lay["world_size"])  # every SUITE_* switch (suite/common/switches.py SWITCHES)
         live = progress.mode(os.environ, sys.stdout.isatty()) == "live"
@@ -299,7 +300,7 @@ def _main(argv: list[str], where: dict) -> int:
         print(f"error: {e}; nothing started", file=sys.stderr)
         return EXIT_IO
     where["run_dir"] = run_dir
-    announce(run_id, lay, names, env)
+    announce(run_id, lay, names, env, world_line)
     # rank 0's live progress line shares this terminal (on node 0): torchrun's stderr lines erase it before
     # they print (rich draws it again below them), and a line left by a killed rank 0 is erased after the run
     live = live and lay["node_rank"] == 0
@@ -319,39 +320,19 @@ def _main(argv: list[str], where: dict) -> int:
     return status
 
 
-def announce(run_id: str, lay: dict, names: list[str], env: dict) -> None:
-    """The run's first line and, before any rank starts, whether this host's ranks outnumber its usable cores
-    (the ranks record it too: machine_info, the report's summary)."""
+def announce(run_id: str, lay: dict, names: list[str], env: dict, world_line: str | None = None) -> None:
+    """The run's first line, the world chosen where NPROC was not given, and, before any rank starts, whether this
+    host's ranks outnumber its usable cores (the ranks record it too: machine_info, the report's summary)."""
     from suite.system import cpu_load
     from suite.system.sysinfo import container_limits
 
     print(f"# run {run_id}: {lay['nnodes']} node(s) x {lay['nproc']} rank(s), experiments: {', '.join(names)}")
+    if world_line is not None:
+        print(f"# {world_line}")
     line = cpu_load.describe_share(cpu_load.launch_share(lay["nproc"], env, container_limits().get("cgroup_cpus")))
     if line is not None:
         print(f"# warning: CPU oversubscribed: {line}")
     sys.stdout.flush()
-
-
-def _chosen_experiments(asked: str, cfg, world_size: int) -> list[str]:
-    """The experiments ``asked`` names (``all`` or empty: every one), each checked against the world size and by
-    its own ``check_world`` (ConfigError)."""
-    names = all_experiments() if asked in ("all", "") else [e.strip() for e in asked.split(",") if e.strip()]
-    unknown = [e for e in names if e not in available_experiments()]
-    if unknown or not names:
-        raise ConfigError(
-            f"unknown experiment(s) {', '.join(unknown) or '(none)'}; "
-            f"choose from {', '.join(available_experiments())} or all"
-        )
-    for name in names:
-        spec = registry.discover()[name]
-        if world_size < spec.min_world_size:
-            raise ConfigError(
-                f"{spec.needs_ranks_because or name}: it needs at least {spec.min_world_size} ranks, got "
-                f"{world_size} (NPROC x NNODES)"
-            )
-        if spec.check_world is not None:
-            spec.check_world(getattr(cfg, name, None), world_size)
-    return names
 
 
 def _conclude(run_dir: Path, results_root: Path, names: list[str], status: int, signum, cause) -> int:
