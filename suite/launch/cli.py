@@ -38,7 +38,7 @@ from suite.common.failures import (
     EXIT_SIGINT,
     status_line,
 )
-from suite.launch import mpi, world
+from suite.launch import mpi, passes, world
 from suite.common.fileio import write_error, write_json_atomic
 from suite.common.flight_recorder import flight_recorder_env
 from suite.launch.preflight import RendezvousError, preflight_with_selection
@@ -314,6 +314,7 @@ def _main(argv: list[str], where: dict) -> int:
     starter = "torchrun" if backend != "mpi" else Path(cmd[0]).name  # mpiexec, or srun in a Slurm allocation
     status, cause = final_status(rc, signum, run_dir, first, with_cause=True, starter=starter)
     if lay["node_rank"] == 0 and (run_dir / "bench.json").exists():
+        status, signum = _second_pass(run_dir, run_id, lay, backend, env, erase, status, signum)
         status = _conclude(run_dir, results_root, names, status, signum, cause)
     if status != EXIT_OK:
         print(status_line(status), file=sys.stderr, flush=True)
@@ -333,6 +334,20 @@ def announce(run_id: str, lay: dict, names: list[str], env: dict, world_line: st
     if line is not None:
         print(f"# warning: CPU oversubscribed: {line}")
     sys.stdout.flush()
+
+
+def _second_pass(run_dir: Path, run_id: str, lay: dict, backend: str, env: dict, erase: bool, status: int, signum):
+    """The main pass's records stamped, then, where it succeeded on one node, the cases it skipped for want of
+    ranks run at the world they need (suite/launch/passes.py); the run's status and signal."""
+    passes.mark_main(run_dir)
+    if status != EXIT_OK or signum is not None or lay["nnodes"] != 1 or backend == "mpi":
+        return status, signum
+
+    def start(lay2: dict, cases: list[str], opts: list[str]):
+        cmd = torchrun_command(lay2, cases, opts, [])
+        return run_ranks(cmd, env, run_dir / passes.SECOND_DIR, ROOT, erase, lay2["world_size"], None)
+
+    return passes.second_pass(run_dir, run_id, lay, start)
 
 
 def _conclude(run_dir: Path, results_root: Path, names: list[str], status: int, signum, cause) -> int:
