@@ -350,9 +350,16 @@ def ranks_oversubscribed(run: dict) -> bool:
 
 
 def oversubscribed(rec: dict) -> bool:
-    """A record of a pass whose ranks outnumbered a host's usable cores (``oversubscribed``: suite/launch/
-    passes.py marks them): its checks count, its times measure CPU contention, not communication."""
+    """A record of the pass the launcher ran with more ranks than usable cores, for the cases that need them
+    (``oversubscribed``: suite/launch/passes.py): its checks count, its times measure CPU contention."""
     return bool(rec.get("oversubscribed"))
+
+
+OVERSUBSCRIBED_NOTE = (
+    "OVERSUBSCRIBED pass: more ranks than usable cores, run for their checks; their times measure CPU contention, "
+    "not communication, and are left out of the headline, the fits and the compare gate"
+)
+"""What marks the oversubscribed pass's records in the tables and the report."""
 
 
 def communication_records(recs: list[dict]) -> list[dict]:

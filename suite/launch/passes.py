@@ -1,8 +1,9 @@
 """A run's passes. The main pass runs every case at the chosen world; a case that needs more ranks than that (a 2-D
 mesh needs 4) is skipped there, saying so (``needs ... at least N ranks``). A second pass then runs those cases, and
-only those, at the world they need, for their checks: its records join the main pass's bench.json, each stamped
-with its ``pass`` and, where that pass's ranks outnumbered a host's usable cores, ``oversubscribed`` (the headline,
-the fits and the compare gate leave those out: suite.results.communication_records). Node 0 of a one-node run."""
+only those, at the world they need, for their checks: its records join the main pass's bench.json. Every record
+says its ``pass``; those of a second pass whose ranks outnumber this host's usable cores also ``oversubscribed``
+(the headline, the fits and the compare gate leave those out: suite.results.communication_records). Node 0 of a
+one-node run."""
 
 from __future__ import annotations
 
@@ -39,13 +40,13 @@ def wider_cases(skipped: list[dict], world_size: int) -> tuple[int, list[str]]:
     return (max(need.values()), list(need)) if need else (0, [])
 
 
-def mark(run: dict, name: str = MAIN) -> bool:
-    """Stamp each record of ``run`` with its pass and whether its ranks outnumbered a host's cores; the latter."""
-    over = results.ranks_oversubscribed(run)
+def mark(run: dict, name: str) -> None:
+    """Stamp each record of ``run`` with its pass; those of the OVERSUBSCRIBED pass also ``oversubscribed``. (A main
+    pass the user oversubscribed, NPROC above the cores, is not marked: it warns, and its report says so.)"""
     for rec in results.records(run):
-        rec.setdefault("pass", name)
-        rec.setdefault("oversubscribed", over)
-    return over
+        rec["pass"] = name
+        if name == OVERSUBSCRIBED:
+            rec["oversubscribed"] = True
 
 
 def mark_main(run_dir: Path) -> None:
@@ -55,7 +56,7 @@ def mark_main(run_dir: Path) -> None:
         run = json.loads(path.read_text())
     except (OSError, ValueError):
         return  # stamp_status names it
-    mark(run)
+    mark(run, MAIN)
     run.setdefault("suite", {}).setdefault("passes", [_entry(run, MAIN, [])])
     write_json_atomic(path, run)
 
@@ -126,9 +127,5 @@ def heading(name: str, entry: dict) -> str:
     """The line that heads a second pass's tables."""
     world = entry.get("world_size")
     if name == OVERSUBSCRIBED:
-        return (
-            f"second pass, OVERSUBSCRIBED: {world} ranks, more than this host's usable cores; its cases ran for their "
-            "checks, their times measure CPU contention, not communication (left out of the headline, fits and "
-            "compare)"
-        )
-    return f"second pass: {world} ranks, for the cases that need more ranks than the main pass had"
+        return f"second pass at {world} ranks, {results.OVERSUBSCRIBED_NOTE}"
+    return f"second pass at {world} ranks, for the cases that need more ranks than the main pass had"
