@@ -5,7 +5,8 @@
 Everything a run needs is checked here, before any process group exists: the knobs (exit 2), the
 backend/device/world layout and the network settings (exit 3). Then torchrun starts the ranks, each running
 ``pytest -p suite.harness.plugin experiments/...``; rank 0 writes ``<results-root>/<run-id>/bench.json`` and
-this process points ``<results-root>/latest`` at it (unless the run was interrupted). The exit status is the
+this process points ``<results-root>/latest`` at it (unless the run was interrupted). Cases the world was too small
+for run after, in a second pass at the world they need (suite/launch/passes.py). The exit status is the
 ranks' (1 on any failure).
 
 Multi-node (compose, Slurm, several hosts): pass --nnodes/--node-rank/--master-addr (or
