@@ -8,6 +8,7 @@ import copy
 
 from suite import results
 from suite.launch import passes
+from suite.model import runs
 from suite.report import analysis, compare
 from suite.report.fits import fit_sweeps
 from suite.report.headline import headline_items
@@ -61,6 +62,11 @@ def test_the_fits_leave_the_oversubscribed_pass_out_and_its_section_says_so():
     sec = Section(title="collectives", anchor="collectives", notes=["how to read"])
     analysis.mark_oversubscribed(sec, groups_by_experiment(results.records(run))["collectives"])
     assert sec.notes == [f"{len(added)} case(s) at 4 ranks: {results.OVERSUBSCRIBED_NOTE}.", "how to read"]
+
+
+def test_the_models_fit_no_record_of_the_oversubscribed_pass():
+    _, added = _with_oversubscribed()
+    assert not any(runs.usable(r) for r in added) and all(runs.usable(r) for r in results.records(RUN)[:3])
 
 
 def test_the_tables_head_the_oversubscribed_pass():
