@@ -9,7 +9,7 @@ PYTHON      ?= python3
 VENV        ?= .venv
 PY          := $(VENV)/bin/python
 
-NPROC       ?= 4
+NPROC       ?= auto
 BACKEND     ?= gloo
 EXPERIMENTS ?= all
 MIN_BYTES   ?= 1K

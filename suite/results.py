@@ -340,3 +340,29 @@ def load_run(path: str | os.PathLike) -> dict:
 def records(run: dict) -> list[dict]:
     """The extra_info records of a loaded run, in run order."""
     return [b["extra_info"] for b in run.get("benchmarks", []) if b.get("extra_info")]
+
+
+def ranks_oversubscribed(run: dict) -> bool:
+    """Whether a run's ranks outnumbered the usable cores of any of its hosts (machine_info's ``cpu_share`` of
+    each host, suite/system/cpu_load.py): every time of the run then includes waits for a core."""
+    hosts = (((run.get("machine_info") or {}).get("suite") or {}).get("hosts")) or {}
+    return any((h.get("cpu_share") or {}).get("oversubscribed") == "ranks" for h in hosts.values())
+
+
+def oversubscribed(rec: dict) -> bool:
+    """A record of the pass the launcher ran with more ranks than usable cores, for the cases that need them
+    (``oversubscribed``: suite/launch/passes.py): its checks count, its times measure CPU contention."""
+    return bool(rec.get("oversubscribed"))
+
+
+OVERSUBSCRIBED_NOTE = (
+    "OVERSUBSCRIBED pass: more ranks than usable cores, run for their checks; their times measure CPU contention, "
+    "not communication, and are left out of the headline, the fits and the compare gate"
+)
+"""What marks the oversubscribed pass's records in the tables and the report."""
+
+
+def communication_records(recs: list[dict]) -> list[dict]:
+    """The records whose times measure communication: all but those marked ``oversubscribed``. What the headline,
+    the fits and the compare gate read."""
+    return [r for r in recs if not oversubscribed(r)]

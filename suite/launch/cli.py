@@ -1,11 +1,12 @@
 """Command-line front door: validate, then start the ranks with torchrun.
 
-    python -m suite.launch --nproc 4 --max-bytes 1M [--experiments collectives] [-- -k all_reduce]
+    python -m suite.launch --nproc 2 --max-bytes 1M [--experiments collectives] [-- -k all_reduce]
 
 Everything a run needs is checked here, before any process group exists: the knobs (exit 2), the
 backend/device/world layout and the network settings (exit 3). Then torchrun starts the ranks, each running
 ``pytest -p suite.harness.plugin experiments/...``; rank 0 writes ``<results-root>/<run-id>/bench.json`` and
-this process points ``<results-root>/latest`` at it (unless the run was interrupted). The exit status is the
+this process points ``<results-root>/latest`` at it (unless the run was interrupted). Cases the world was too small
+for run after, in a second pass at the world they need (suite/launch/passes.py). The exit status is the
 ranks' (1 on any failure).
 
 Multi-node (compose, Slurm, several hosts): pass --nnodes/--node-rank/--master-addr (or
@@ -38,10 +39,10 @@ from suite.common.failures import (
     EXIT_SIGINT,
     status_line,
 )
-from suite.launch import mpi
+from suite.launch import mpi, passes, world
 from suite.common.fileio import write_error, write_json_atomic
 from suite.common.flight_recorder import flight_recorder_env
-from suite.launch.preflight import RendezvousError, layout, preflight_with_selection
+from suite.launch.preflight import RendezvousError, preflight_with_selection
 from suite.launch.supervise import final_status, run_ranks, stamp_status
 from suite.launch.warm import WarmTorchrun
 from suite.launch.trace import write_trace
@@ -56,7 +57,7 @@ def available_experiments() -> list[str]:
 def all_experiments() -> list[str]:
     """What EXPERIMENTS=all runs: every experiment but those whose spec says otherwise (``in_all``: the
     doctor is a health check, ``make doctor``, not a benchmark)."""
-    return [name for name, spec in registry.discover().items() if spec.in_all]
+    return world.asked_experiments("all")
 
 
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -70,7 +71,9 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    ap.add_argument("--nproc", default=None, help="ranks per node (NPROC_PER_NODE; default 4)")
+    ap.add_argument(
+        "--nproc", default=None, help="ranks per node (NPROC_PER_NODE; default auto: one per usable core, 2 to 4)"
+    )
     ap.add_argument("--nnodes", default=None, help="number of nodes (NNODES; default 1)")
     ap.add_argument("--node-rank", default=None, help="this node's index (NODE_RANK; default 0)")
     ap.add_argument("--master-addr", default=None, help="host of node 0 (MASTER_ADDR) for multi-node runs")
@@ -242,8 +245,7 @@ def _main(argv: list[str], where: dict) -> int:
     try:
         a, passthrough = parse_args(argv)
         cfg = config_from_args(a)
-        lay = layout(a)
-        names = _chosen_experiments(a.experiments, cfg, lay["world_size"])
+        names, lay, world_line = world.plan(a, cfg, os.environ)  # NPROC not given: one rank per usable core
         check_run_location(a.results_root, a.run_id)
         check_switches(os.environ, lay["world_size"])  # every SUITE_* switch (suite/common/switches.py SWITCHES)
         live = progress.mode(os.environ, sys.stdout.isatty()) == "live"
@@ -299,7 +301,7 @@ def _main(argv: list[str], where: dict) -> int:
         print(f"error: {e}; nothing started", file=sys.stderr)
         return EXIT_IO
     where["run_dir"] = run_dir
-    announce(run_id, lay, names, env)
+    announce(run_id, lay, names, env, world_line)
     # rank 0's live progress line shares this terminal (on node 0): torchrun's stderr lines erase it before
     # they print (rich draws it again below them), and a line left by a killed rank 0 is erased after the run
     live = live and lay["node_rank"] == 0
@@ -313,45 +315,40 @@ def _main(argv: list[str], where: dict) -> int:
     starter = "torchrun" if backend != "mpi" else Path(cmd[0]).name  # mpiexec, or srun in a Slurm allocation
     status, cause = final_status(rc, signum, run_dir, first, with_cause=True, starter=starter)
     if lay["node_rank"] == 0 and (run_dir / "bench.json").exists():
+        status, signum = _second_pass(run_dir, run_id, lay, backend, env, erase, status, signum)
         status = _conclude(run_dir, results_root, names, status, signum, cause)
     if status != EXIT_OK:
         print(status_line(status), file=sys.stderr, flush=True)
     return status
 
 
-def announce(run_id: str, lay: dict, names: list[str], env: dict) -> None:
-    """The run's first line and, before any rank starts, whether this host's ranks outnumber its usable cores
-    (the ranks record it too: machine_info, the report's summary)."""
+def announce(run_id: str, lay: dict, names: list[str], env: dict, world_line: str | None = None) -> None:
+    """The run's first line, the world chosen where NPROC was not given, and, before any rank starts, whether this
+    host's ranks outnumber its usable cores (the ranks record it too: machine_info, the report's summary)."""
     from suite.system import cpu_load
     from suite.system.sysinfo import container_limits
 
     print(f"# run {run_id}: {lay['nnodes']} node(s) x {lay['nproc']} rank(s), experiments: {', '.join(names)}")
+    if world_line is not None:
+        print(f"# {world_line}")
     line = cpu_load.describe_share(cpu_load.launch_share(lay["nproc"], env, container_limits().get("cgroup_cpus")))
     if line is not None:
         print(f"# warning: CPU oversubscribed: {line}")
     sys.stdout.flush()
 
 
-def _chosen_experiments(asked: str, cfg, world_size: int) -> list[str]:
-    """The experiments ``asked`` names (``all`` or empty: every one), each checked against the world size and by
-    its own ``check_world`` (ConfigError)."""
-    names = all_experiments() if asked in ("all", "") else [e.strip() for e in asked.split(",") if e.strip()]
-    unknown = [e for e in names if e not in available_experiments()]
-    if unknown or not names:
-        raise ConfigError(
-            f"unknown experiment(s) {', '.join(unknown) or '(none)'}; "
-            f"choose from {', '.join(available_experiments())} or all"
-        )
-    for name in names:
-        spec = registry.discover()[name]
-        if world_size < spec.min_world_size:
-            raise ConfigError(
-                f"{spec.needs_ranks_because or name}: it needs at least {spec.min_world_size} ranks, got "
-                f"{world_size} (NPROC x NNODES)"
-            )
-        if spec.check_world is not None:
-            spec.check_world(getattr(cfg, name, None), world_size)
-    return names
+def _second_pass(run_dir: Path, run_id: str, lay: dict, backend: str, env: dict, erase: bool, status: int, signum):
+    """The main pass's records stamped, then, where it succeeded on one node, the cases it skipped for want of
+    ranks run at the world they need (suite/launch/passes.py); the run's status and signal."""
+    passes.mark_main(run_dir)
+    if status != EXIT_OK or signum is not None or lay["nnodes"] != 1 or backend == "mpi":
+        return status, signum
+
+    def start(lay2: dict, cases: list[str], opts: list[str]):
+        cmd = torchrun_command(lay2, cases, opts, [])
+        return run_ranks(cmd, env, run_dir / passes.SECOND_DIR, ROOT, erase, lay2["world_size"], None)
+
+    return passes.second_pass(run_dir, run_id, lay, start)
 
 
 def _conclude(run_dir: Path, results_root: Path, names: list[str], status: int, signum, cause) -> int:

@@ -50,7 +50,10 @@ def hostnames(run: dict) -> list[str]:
 
 
 def usable(r: dict) -> bool:
-    return r.get("n_wrong") in (0, None) and (r.get("time_us") or 0) > 0
+    """A record the models may fit: right, timed, and not of the oversubscribed pass (suite.results)."""
+    from suite import results
+
+    return r.get("n_wrong") in (0, None) and (r.get("time_us") or 0) > 0 and not results.oversubscribed(r)
 
 
 def link_sources() -> list:

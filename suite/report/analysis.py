@@ -63,6 +63,8 @@ def build_report(
         for gk, backend, device, n in groups:
             if (exp, gk, backend, device, n) in sweeps.series:
                 fits += fit_rows((exp, gk, backend, device, n), sweeps, link_rate)
+    for sec, groups in zip(sections, by_exp.values()):  # one section per experiment, in order
+        mark_oversubscribed(sec, groups)
     pred = prediction_section(run, predict_doc)
     if pred is not None:
         sections.append(pred)
@@ -78,3 +80,11 @@ def build_report(
         summary=summary_rows(run, base, memo),
         glance=build_glance(run, own, plot_name),
     )
+
+
+def mark_oversubscribed(sec: Section, groups: dict) -> None:
+    """Open an experiment's section with a note naming its records of the oversubscribed pass, if any."""
+    over = [r for rs in groups.values() for r in rs if results.oversubscribed(r)]
+    if over:
+        worlds = "/".join(map(str, sorted({r["world_size"] for r in over})))
+        sec.notes.insert(0, f"{len(over)} case(s) at {worlds} ranks: {results.OVERSUBSCRIBED_NOTE}.")

@@ -8,6 +8,7 @@ import statistics
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from suite import results
 from suite.model.fit import Model
 from suite.report.series import group_key, is_pair, is_pair_matrix, is_sweep, series_by_label, varying_fields
 from suite.report.specs import library_collectives
@@ -117,8 +118,10 @@ def fit_sweeps(recs: list[dict], by_exp: dict) -> Sweeps:
     """Fits for every sweep of ``by_exp`` (suite.report.series.groups_by_experiment), and the links."""
     sweep_series: dict = {}
     fits_by_group: dict = {}
+    recs = results.communication_records(recs)
     for exp, groups in by_exp.items():
         for (gk, backend, device, n), rs in groups.items():
+            rs = results.communication_records(rs)  # the oversubscribed pass's times measure no link
             if is_pair_matrix(rs):
                 continue
             if not is_sweep(rs):

@@ -64,7 +64,9 @@ def experiment_section(
         sec.notes.append(spec.guide.strip())  # "how to read" of its tables
     for (gk, backend, device, n), rs in groups.items():
         worlds = sorted({r["world_size"] for r in rs})
-        title = f"{exp}: {gk} ({backend}, {device}, {'/'.join(map(str, worlds))} ranks)"
+        over = sorted({r["world_size"] for r in rs if results.oversubscribed(r)})
+        over_text = f"; {'/'.join(map(str, over))} OVERSUBSCRIBED" if over else ""
+        title = f"{exp}: {gk} ({backend}, {device}, {'/'.join(map(str, worlds))} ranks{over_text})"
         key = (exp, gk, backend, device, n)
         if is_pair_matrix(rs):
             sec.plots.append(_pair_plot(key, rs, title, plot_name))

@@ -248,10 +248,12 @@ def format_tables(recs: list[dict]) -> str:
     """Every table for a list of records: per experiment, its own formatter (its spec's ``table``)
     or a generic table per op/``table`` key."""
     by_exp: OrderedDict = OrderedDict()
-    for r in recs:
-        by_exp.setdefault(r["experiment"], []).append(r)
+    for r in recs:  # the oversubscribed pass's records apart, headed (suite.results.oversubscribed)
+        by_exp.setdefault((r["experiment"], results.oversubscribed(r)), []).append(r)
     out = []
-    for experiment, ers in by_exp.items():
+    for (experiment, over), ers in by_exp.items():
+        if over:
+            out.append(f"# {experiment}: {results.OVERSUBSCRIBED_NOTE}")
         fmt = formatter(experiment)
         if fmt is not None:
             try:

@@ -96,6 +96,25 @@ def describe_share(share: dict, where: str = "") -> str | None:
     return f"{share['ranks']} ranks x {share['threads_per_rank']} intra-op threads on {on}: {OVERSUBSCRIBED_THREADS}"
 
 
+MAX_DEFAULT_WORLD = 4
+"""The most ranks the default world starts on one host (one per usable core up to this)."""
+
+
+def default_world(usable: float | None, need: int = 2) -> tuple[int, str]:
+    """The ranks a one-host run starts when NPROC is not given, and why: one per usable core (whole cores of a
+    cgroup quota), at most MAX_DEFAULT_WORLD; at least ``need``, the fewest the experiments run on, which on
+    fewer cores is oversubscribed. Cores unknown: MAX_DEFAULT_WORLD (or ``need``)."""
+    if not usable:
+        return max(need, MAX_DEFAULT_WORLD), "the usable cores are unknown"
+    whole = int(usable)
+    n = max(1, min(whole, MAX_DEFAULT_WORLD))
+    if n >= need:
+        most = f", at most {MAX_DEFAULT_WORLD}," if whole > MAX_DEFAULT_WORLD else ""
+        return n, f"one per usable core{most} of {usable:z.3g}"
+    over = "oversubscribed: " if need > usable else ""
+    return need, f"{over}{cores(usable, 'usable ')}, and the experiments need at least {need} ranks"
+
+
 def threads_from_env(env: dict) -> int | None:
     """The intra-op threads a rank will start with: OMP_NUM_THREADS (torch follows it; the launcher sets 1
     unless the user chose), None when unset or not a positive integer (torch then picks)."""

@@ -5,6 +5,7 @@ CommDebugMode counted, a planted wrong sharding exits 6, a bad knob exits 2 befo
 import pytest
 
 from experiments.sharded import strategies
+from suite import results
 from tests.conftest import load_bench, run_suite, shown, tables_of
 
 pytestmark = pytest.mark.slow
@@ -14,10 +15,11 @@ DEPTH = int(SMALL["SHARDED_DEPTH"])
 RUN = ("--experiments", "sharded", "--iters", "3", "--warmup", "1")
 
 
-def _records(tmp_path, op: str = "train_step") -> dict[str, dict]:
-    """strategy -> its record of ``op``: the step (train_step) or its communication replayed (comm_replay)."""
-    benches = load_bench(tmp_path)["benchmarks"]
-    return {b["extra_info"]["strategy"]: b["extra_info"] for b in benches if b["extra_info"]["op"] == op}
+def _records(tmp_path, op: str = "train_step", oversubscribed: bool = False) -> dict[str, dict]:
+    """strategy -> its record of ``op``: the step (train_step) or its communication replayed (comm_replay); of the
+    main pass, or with ``oversubscribed`` of the pass the launcher ran with more ranks than cores."""
+    recs = results.records(load_bench(tmp_path))
+    return {r["strategy"]: r for r in recs if r["op"] == op and results.oversubscribed(r) == oversubscribed}
 
 
 def _replays_right(steps: dict[str, dict], replays: dict[str, dict]) -> None:
@@ -98,12 +100,16 @@ def test_every_strategy_at_2_ranks_trains_like_one_process_and_moves_what_theory
     proc = run_suite(tmp_path, *RUN, "--", "-W", "error::UserWarning", nproc=2, env=SMALL, timeout=400)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "warnings summary" not in proc.stdout and "Warning:" not in proc.stdout + proc.stderr
-    said = [ln for ln in tables_of(proc).splitlines() if ln.startswith("# filtered in the inventory's step")]
+    main_pass = tables_of(proc).split("\n# second pass")[0]  # the 2-D mesh's tables follow, headed
+    said = [ln for ln in main_pass.splitlines() if ln.startswith("# filtered in the inventory's step")]
     assert len(said) == 1 and said[0].endswith("match theory's (=)"), said
     recs = _records(tmp_path)
     pipelines = {"pp_gpipe", "pp_1f1b", "pp_interleaved"}
     assert set(recs) == {"ddp", "fsdp2", "fsdp2_keep", "fsdp2_bf16", "tp", "sp"} | pipelines == fits(2)
     assert "2d needs an even world of at least 4 ranks" in shown(proc)  # skipped with its reason
+    over = _records(tmp_path, oversubscribed=True)  # then run at 4 ranks on 2 cores, for its check
+    assert set(over) == {"2d"} and over["2d"]["world_size"] == 4
+    _all_right(over)
     # 4 interleaved stages need 4 layers: that case alone takes 3 blocks, and says why
     assert {s: recs[s]["depth"] for s in recs} == {s: 3 if s == "pp_interleaved" else DEPTH for s in recs}
     assert recs["pp_interleaved"]["depth_raised_from"] == DEPTH and "depth_raised_from" not in recs["pp_gpipe"]

@@ -60,3 +60,20 @@ def test_the_load_through_a_run_keeps_its_peak_and_its_end():
     t = cpu_load.track_load(t, [2.0, 1.2, 0.5])
     assert t == {"peak_1min": 3.0, "end": [2.0, 1.2, 0.5], "samples": 3}
     assert cpu_load.peak_load([1.0, 1, 1], None, [2.5]) == 2.5 and cpu_load.peak_load(None) is None
+
+
+@pytest.mark.parametrize(
+    "usable,need,world",
+    [(2, 2, 2), (3, 2, 3), (4, 2, 4), (16, 2, 4), (2.5, 2, 2), (1, 2, 2), (1.5, 2, 2), (8, 6, 6), (None, 2, 4)],
+)
+def test_the_default_world_is_one_rank_per_usable_core_from_2_to_4(usable, need, world):
+    n, why = cpu_load.default_world(usable, need)
+    assert n == world
+    over = cpu_load.cpu_share(n, 1, usable)["oversubscribed"]
+    assert ("oversubscribed" in why) == (over == "ranks"), why
+
+
+def test_the_default_world_says_why():
+    assert cpu_load.default_world(2)[1] == "one per usable core of 2"
+    assert cpu_load.default_world(8)[1] == "one per usable core, at most 4, of 8"
+    assert cpu_load.default_world(1)[1] == "oversubscribed: 1 usable core, and the experiments need at least 2 ranks"

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from suite.launch import cli as launch
+from suite.launch import world
 from suite.common.config import ConfigError, build_config
 from tests.conftest import ROOT
 
@@ -100,8 +101,8 @@ def test_launcher_validation_is_total(pairs):
     argv = [x for flag, value in pairs for x in (flag, value)]
     try:
         a, _ = launch.parse_args(argv)
-        launch.config_from_args(a)
-        lay = launch.layout(a)
+        cfg = launch.config_from_args(a)
+        _, lay, _ = world.plan(a, cfg, {})  # the experiments, NPROC's default, the layout
     except ConfigError as e:
         assert str(e)
         return

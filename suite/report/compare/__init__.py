@@ -81,6 +81,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from suite import results
 from suite.report.compare.case_identity import records_by_case
 from suite.report.compare.case_settings import settings_differences
 from suite.report.compare.stats import (
@@ -109,6 +110,12 @@ __all__ = [
 """The comparison's public face: the entry point and its result, and the text ``make compare`` prints."""
 
 
+def _timed(runs: Sequence[Sequence[dict]]) -> list[list[dict]]:
+    """Each run's records but the oversubscribed pass's (suite.results.communication_records): the gate does not
+    judge times that measure CPU contention."""
+    return [results.communication_records(list(r)) for r in runs]
+
+
 def compare_records(base: list[dict], new: list[dict], **kw) -> "Comparison":
     """Compare one run's records with another's (``compare_runs`` with one run per side)."""
     return compare_runs([base], [new], **kw)
@@ -133,7 +140,7 @@ def compare_runs(
     ``run_settings``, when known); see the module docstring."""
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
-    bmap, nmap = records_by_case(base_runs), records_by_case(new_runs)
+    bmap, nmap = records_by_case(_timed(base_runs)), records_by_case(_timed(new_runs))
     keys = [k for k in bmap if k in nmap]
     diffs, affected = settings_differences(base_settings, new_settings, bmap, nmap, keys)
     refused = [] if allow_settings_diff else [k for k in keys if k in affected]

@@ -1,0 +1,96 @@
+"""The oversubscribed pass's records (suite/launch/passes.py): which skipped cases a second pass runs, and how its
+marked records are kept out of the headline, the fits and the compare gate but shown, headed, in the tables and
+the report. On the stored 2-rank collectives run with planted 4-rank records."""
+
+from __future__ import annotations
+
+import copy
+
+from suite import results
+from suite.launch import passes
+from suite.model import runs
+from suite.report import analysis, compare
+from suite.report.fits import fit_sweeps
+from suite.report.headline import headline_items
+from suite.report.sections import Section
+from suite.report.series import groups_by_experiment
+from suite.report.tables import format_tables
+from tests.conftest import ROOT
+
+RUN = results.load_run(ROOT / "tests" / "fixtures" / "collectives-gloo-2")
+
+
+def _with_oversubscribed(factor: float = 100.0) -> tuple[dict, list[dict]]:
+    """The stored run plus a copy of its all_reduce records at 4 ranks, marked, ``factor`` x as fast."""
+    run = copy.deepcopy(RUN)
+    added = []
+    for b in copy.deepcopy(RUN["benchmarks"]):
+        r = b["extra_info"]
+        if r["op"] != "all_reduce":
+            continue
+        r.update(world_size=4, oversubscribed=True, busbw_gbps=(r["busbw_gbps"] or 0) * factor)
+        r.update(samples_us=[x / factor for x in r["samples_us"]], time_us=r["time_us"] / factor)
+        added.append(r)
+        run["benchmarks"].append(b)
+    assert added
+    return run, added
+
+
+def test_the_predicate_keeps_every_record_but_the_marked_ones():
+    run, added = _with_oversubscribed()
+    recs = results.records(run)
+    assert results.communication_records(recs) == results.records(RUN)
+    assert [r for r in recs if results.oversubscribed(r)] == added
+
+
+def test_the_headline_states_no_time_of_the_oversubscribed_pass_but_counts_its_cases():
+    run, added = _with_oversubscribed()
+    (before,), (after,) = [[h for h in headline_items(x) if h.experiment == "collectives"] for x in (RUN, run)]
+    assert after.numbers == before.numbers  # the peak bus bandwidth: 100x higher in the planted records
+    assert after.n_cases == before.n_cases + len(added)
+
+
+def _fitted(run: dict) -> dict:
+    recs = results.records(run)
+    sweeps = fit_sweeps(recs, groups_by_experiment(recs))
+    return {k: sorted(sweeps.fitted(k)) for k in sweeps.fits if sweeps.fitted(k)} | {"links": sweeps.links}
+
+
+def test_the_fits_leave_the_oversubscribed_pass_out_and_its_section_says_so():
+    run, added = _with_oversubscribed()
+    assert _fitted(run) == _fitted(RUN)
+    sec = Section(title="collectives", anchor="collectives", notes=["how to read"])
+    analysis.mark_oversubscribed(sec, groups_by_experiment(results.records(run))["collectives"])
+    assert sec.notes == [f"{len(added)} case(s) at 4 ranks: {results.OVERSUBSCRIBED_NOTE}.", "how to read"]
+
+
+def test_the_models_fit_no_record_of_the_oversubscribed_pass():
+    _, added = _with_oversubscribed()
+    assert not any(runs.usable(r) for r in added) and all(runs.usable(r) for r in results.records(RUN)[:3])
+
+
+def test_the_tables_head_the_oversubscribed_pass():
+    run, _ = _with_oversubscribed()
+    text = format_tables(results.records(run))
+    assert text.count(f"# collectives: {results.OVERSUBSCRIBED_NOTE}") == 1
+    assert results.OVERSUBSCRIBED_NOTE not in format_tables(results.records(RUN))
+
+
+def test_the_compare_gate_does_not_judge_the_oversubscribed_pass():
+    run, added = _with_oversubscribed()
+    slower, _ = _with_oversubscribed(factor=0.01)  # the same cases 100x slower
+    c = compare.compare_records(results.records(run), results.records(slower), n_boot=50)
+    assert len(c.cases) == len(results.records(RUN)) and not c.only_base and not c.only_new
+    assert all(x.verdict == "same" for x in c.cases)
+
+
+def test_a_second_pass_runs_the_cases_skipped_for_want_of_ranks():
+    skipped = [
+        {"case": "a::t[2d]", "reason": "2d needs an even world of at least 4 ranks (a 2 x world/2 mesh), not 2"},
+        {"case": "b::t[p2p]", "reason": "point-to-point needs at least 2 ranks (world size 1)"},
+        {"case": "c::t[x]", "reason": "SHARDED_WIDTH=3 does not split over 2 tensor-parallel ranks"},
+        {"case": "d::t[big]", "reason": "it needs at least 16 ranks"},
+    ]
+    assert passes.wider_cases(skipped, 2) == (4, ["a::t[2d]"])
+    assert passes.wider_cases(skipped, 1) == (4, ["a::t[2d]", "b::t[p2p]"])
+    assert passes.wider_cases(skipped, 4) == (0, [])
