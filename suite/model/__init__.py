@@ -76,10 +76,10 @@ from ``NCCL_ALGO`` (records carry ``nccl_algo``) and from its debug lines ("AllR
 -> Algo Tree proto LL ..." with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING, in a record's
 ``nccl_debug`` or in RUN/*.log). The predictions of that algorithm are marked.
 
-**Link parameters** (``run_links``): per class from the run's point-to-point records (ping-pong
-and pair-matrix ``send_recv``, each pair classified by its two ranks' hosts), α–β fitted with
-suite.model.fit.fit_model (bootstrap 95% intervals); and per op, the link that makes the backend's
-algorithm reproduce that op's own measured series (``calibrate``: the implied link of
+**Link parameters** (``run_links``): per class the run's link figure (suite.model.link_rate.link_figures:
+the streaming probe's fitted rate and the same pair's one-way latency, with bootstrap 95% intervals; the
+declared rate across hosts where given), the figure every reader of the run's link uses; and per op, the
+link that makes the backend's algorithm reproduce that op's own measured series (``calibrate``: the implied link of
 suite.model.fit.implied_link, generalised to any algorithm and to several world sizes; the same
 weighted fit and bootstrap, on per-step time against per-step bytes). An op is predicted over
 its own calibrated link; ops the run did not measure over the point-to-point link, else the

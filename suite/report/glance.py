@@ -1,9 +1,9 @@
 """The pictures that open a report: the run's headline sentences (suite/report/headline.py); the headline
-figure -- every collective's bus bandwidth against message size on one chart, under the link's rate (the
-run's p2p ping-pong, else LINK_RATE across hosts: ``headline.link_reference``) -- with the "% of link
-rate" at the largest size per collective beside it; then each experiment's own first picture with the one
-line that says what to see (its spec's ``glance`` hook; an experiment with its own section and no hook:
-that section's first figure). Reads records only; renders nothing (suite/report/render.py)."""
+figure -- every collective's bus bandwidth against message size on one chart, under the
+link's rate (the run's streaming probe of the link, else LINK_RATE across hosts: link_rate.link_figures) --
+with the "% of link rate" at the largest size per collective beside it; then each experiment's own first
+picture with the one line that says what to see (its spec's ``glance`` hook; an experiment with its own
+section and no hook: that section's first figure). Reads records only; renders nothing (suite/report/render.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from suite import results
 from suite.report import figures
 from suite.report.environment import fmt_bytes
-from suite.report.headline import headlines, link_reference
+from suite.report.headline import headlines, link_reference, link_text, share
 from suite.report.sections import Plot, PlotNames, Section
 from suite.report.specs import library_collectives, spec_value
 
@@ -83,11 +83,11 @@ def headline_figure(
         top = recs[-1]
         link = link_reference(run, top)
         if link is not None:
-            links.setdefault((link.gbps, link.source), link)
-        share = "-" if link is None else f"{top['busbw_gbps'] / link.gbps:z.0%}"
-        rows.append([label, fmt_bytes(top["size_bytes"]), f"{top['busbw_gbps']:z.3g}", share])
+            links.setdefault((link.beta_gbps, link.source), link)
+        cell = "-" if link is None else share(top["busbw_gbps"], link).cell
+        rows.append([label, fmt_bytes(top["size_bytes"]), f"{top['busbw_gbps']:z.3g}", cell])
     named = [
-        (link.gbps, f"link rate {link.gbps:z.3g} GB/s, {'measured' if link.measured else 'declared'}: {link.source}")
+        (link.beta_gbps, f"link rate {'measured' if link.measured else 'declared'}: {link_text(link)}")
         for link in links.values()
     ]
     title = "bus bandwidth of every collective against message size"
@@ -104,7 +104,7 @@ def headline_figure(
         "the table gives the share at the largest size."
         if named
         else "Each collective's bus bandwidth; no link rate to set it against "
-        "(no p2p ping-pong in this run, no LINK_RATE across hosts)."
+        "(no p2p probe in this run, no LINK_RATE across hosts)."
     )
     return Plot(name=plot_name("headline", "busbw"), title=title, png=png), caption, rows
 

@@ -392,9 +392,9 @@ def test_report_fits_and_ring_model(mixed_report):
     (miss,) = fit_table.fit_misses(rep)
     assert miss.startswith(f"{len(two)} series, no size range fits α–β") and "collectives: all_reduce" in miss
     assert html.escape(miss) in page
-    # 3 ranks: the reference link comes from the p2p pairs (median: 4 links of 1 GB/s, 2 of 0.5)
+    # 3 ranks: the reference link is the run's link figure, the pair 0<->2 (no window: its ping-pong)
     link = rep.links[("gloo", "cpu", 3)]
-    assert "point-to-point" in link.source
+    assert "the link's figure: rate p2p ping-pong 0<->2" in link.source and "latency p2p ping-pong 0<->2" in link.source
     assert (link.alpha_us, link.beta_gbps) == (pytest.approx(20.0), pytest.approx(1.0))
     # the one 3-rank fit is the pipeline: t = 100 µs per 4096 B exactly, so α = 0 and β = 4096 B / 100 µs.
     # The least-squares α of exact data is a rounding residue (~1e-14 µs) whose sign depends on the BLAS
@@ -443,7 +443,7 @@ def test_report_covers_other_experiments_generically(mixed_report):
     p2p = next(s for s in rep.sections if s.title == "p2p")
     assert [p.name for p in p2p.plots] == ["p2p-ping-pong-gloo-cpu-3-pairs", "p2p-pipeline-gloo-cpu-3"]
     assert [f.series for f in rep.fits if f.experiment == "p2p"] == ["pipeline send_recv"]  # not one per M
-    assert ("gloo", "cpu", 3) in rep.links and "point-to-point" in rep.links[("gloo", "cpu", 3)].source
+    assert ("gloo", "cpu", 3) in rep.links and "p2p ping-pong" in rep.links[("gloo", "cpu", 3)].source
     ddp = next(s for s in rep.sections if s.title == "ddp")
     # ddp has its own table module (experiments/ddp/table.py), so no generic grid; its bar chart stays
     assert ddp.plots and not ddp.grids
