@@ -2,9 +2,11 @@
 verdict, every number with its unit and its source. The report's first screen and the terminal's last
 lines lead with them; a figure may reuse the numbers (``Headline.numbers``).
 
-The collectives' sentence sets their peak bus bandwidth against the link's rate: the run's one figure per
-link (suite.model.link_rate.link_figures: the streaming probe's fitted rate, else the declared rate across
-hosts), else it says that there is none; a share above 100% says against what else it reads, or is marked. An experiment
+The collectives' sentence quotes all_reduce's canonical form (sum, float32, out-of-place where measured) at
+its largest size with its interval, against the link's rate: the run's one figure per link
+(suite.model.link_rate.link_figures: the streaming probe's fitted rate, else the declared rate across
+hosts), else it says that there is none; a share above 100% says against what else it reads, or is marked.
+The other forms are the tables'. An experiment
 may say its own clause (its spec's ``headline`` hook, returning a ``Clause``); the core adds the
 correctness count (wrong of checked cases) to every sentence. Reads records only."""
 
@@ -97,17 +99,70 @@ def _bandwidth_recs(recs: list[dict]) -> list[dict]:
     return [r for r in recs if r.get("busbw_gbps") and r["op"] != "barrier" and r.get("size_bytes")]
 
 
+CANONICAL = (("redop", ("sum", None, "none")), ("dtype", ("float32",)), ("in_place", (False, None)))
+"""The form the headline quotes of a collective (nccl-tests' default: ``sum``, float32, out-of-place): each
+field in turn keeps the records of those values, and is passed over where none has them. Other forms are
+the tables'."""
+
+
+def canonical_form(recs: list[dict], op: str) -> list[dict]:
+    """The records of the op's canonical form (its own variant over its list forms, then CANONICAL), one per
+    size (the median one where several remain), sizes ascending."""
+    mine = [r for r in recs if r["op"] == op]
+    for key, values in (("variant", (op, None)), *CANONICAL):
+        mine = [r for r in mine if r.get(key) in values] or mine
+    by_size: dict = {}
+    for r in mine:
+        by_size.setdefault(r["size_bytes"], []).append(r)
+    return [sorted(at, key=lambda r: r["time_us"])[len(at) // 2] for _, at in sorted(by_size.items())]
+
+
+def canonical_record(recs: list[dict], op: str) -> dict | None:
+    """The op's canonical form at its largest size."""
+    form = canonical_form(recs, op)
+    return form[-1] if form else None
+
+
+def noisy_dips(recs: list[dict]) -> list[int]:
+    """The sizes where a bandwidth curve (records by size, ascending) falls from the size before by more than
+    both intervals allow (the upper end of this size's below the lower end of the one before): noise of the
+    machine, not a feature of the op."""
+    out = []
+    for a, b in zip(recs, recs[1:]):
+        ia, ib = busbw_interval(a), busbw_interval(b)
+        if ia and ib and ib[1] < ia[0]:
+            out.append(b["size_bytes"])
+    return out
+
+
+def busbw_interval(rec: dict) -> tuple[float, float] | None:
+    """The 95% interval of a record's bus bandwidth, from its median's (results.median_ci_pct)."""
+    pct = results.median_ci_pct(rec)
+    if pct is None or pct >= 100:
+        return None
+    return rec["busbw_gbps"] / (1 + pct / 100), rec["busbw_gbps"] / (1 - pct / 100)
+
+
+def _form(rec: dict) -> str:
+    parts = [str(rec[k]) for k in ("redop", "dtype") if rec.get(k) not in (None, "none")]
+    return f" ({', '.join(parts)})" if parts else ""
+
+
 def collectives_clause(run: dict, recs: list[dict]) -> Clause:
-    """all_reduce's (else the fastest op's) highest bus bandwidth, against the link's rate
-    (suite.model.link_rate.link_figures)."""
+    """all_reduce's (else the first op's) canonical form at its largest size with its interval, against the
+    link's rate (suite.model.link_rate.link_figures)."""
     bw = _bandwidth_recs(recs)
     if not bw:
         return generic_clause(recs)
     ops = list(OrderedDict.fromkeys(r["op"] for r in bw))
-    op = "all_reduce" if "all_reduce" in ops else max(bw, key=lambda r: r["busbw_gbps"])["op"]
-    top = max((r for r in bw if r["op"] == op), key=lambda r: r["busbw_gbps"])
-    numbers = {"op": op, "busbw_gbps": top["busbw_gbps"], "size_bytes": top["size_bytes"]}
-    text = f"{op} reaches {format_rate_gbps(top['busbw_gbps'])} busbw at {fmt_bytes(top['size_bytes'])}"
+    op = "all_reduce" if "all_reduce" in ops else ops[0]
+    top = canonical_record(bw, op)
+    ci = busbw_interval(top)
+    numbers = {"op": op, "busbw_gbps": top["busbw_gbps"], "size_bytes": top["size_bytes"], "busbw_ci_gbps": ci}
+    text = f"{op}{_form(top)} reaches {format_rate_gbps(top['busbw_gbps'])} busbw"
+    if ci:
+        text += f" [{format_rate_gbps(ci[0])}, {format_rate_gbps(ci[1])}]"
+    text += f" at {fmt_bytes(top['size_bytes'])}"
     link = link_reference(run, top)
     if link is None:
         text += ", no link rate to set it against (no p2p probe in this run, no LINK_RATE across hosts)"
@@ -116,8 +171,11 @@ def collectives_clause(run: dict, recs: list[dict]) -> Clause:
         text += f", {s.text} ({link_text(link)})"
         numbers |= {"link_gbps": link.beta_gbps, "link_source": link.source, "link_fraction": s.fraction}
     others = len(ops) - 1
-    if others:
-        text += f"; {others} more collective{'s' if others > 1 else ''} in the tables"
+    forms = len({tuple(r.get(k) for k in ("variant", "redop", "dtype", "in_place")) for r in bw if r["op"] == op}) > 1
+    more = [f"{others} more collective{'s' if others > 1 else ''}"] if others else []
+    more += ["the other forms"] if forms else []
+    if more:
+        text += f"; {' and '.join(more)} in the tables"
     return Clause(text=text, numbers=numbers)
 
 

@@ -81,6 +81,25 @@ def test_a_probe_that_stopped_while_the_rate_still_grew_says_how_far_it_went():
     assert "still growing at 64.0 KiB" in headlines(_run(recs))[0]
 
 
+def test_the_headline_quotes_sum_float32_at_the_largest_size_not_the_luckiest_form():
+    recs = [
+        _rec(busbw=0.2, redop="sum", dtype="float32"),
+        _rec(busbw=0.9, redop="min", dtype="float32"),  # noise-favoured: it may not lead
+        _rec(busbw=0.8, redop="sum", dtype="float64"),
+        _rec(size=4096, busbw=1.5, redop="sum", dtype="float32"),  # a smaller size: not the headline's
+    ]
+    h = _by_exp(_run(recs))["collectives"]
+    assert h.text.startswith("collectives: all_reduce (sum, float32) reaches 200 MB/s busbw at 1.0 MiB")
+    assert "the other forms in the tables" in h.text
+
+
+def test_the_headline_gives_the_busbw_interval_from_its_median():
+    samples = [100.0 + k for k in range(-10, 11)]
+    rec = _rec(busbw=0.5, redop="sum", dtype="float32", samples_us=samples)
+    text = headlines(_run([rec]))[0]
+    assert re.search(r"reaches 500 MB/s busbw \[4\d\d MB/s, 5\d\d MB/s\] at 1.0 MiB", text), text
+
+
 def test_a_share_above_the_link_reads_against_both_directions_where_the_op_sends_both_ways():
     recs = [_rec(busbw=3.0)] + _sweep(_window) + _sweep(_window, variant="bidirectional", beta=1.8)
     text = headlines(_run(recs))[0]
@@ -171,7 +190,7 @@ def test_the_run_end_fits_ten_lines_and_names_the_headlines_left_to_the_report(t
     lines = end_lines(run, tmp_path, status=0, latest="also latest", report=tmp_path / "index.html", tables_shown=False)
     assert len(lines) == MAX_LINES and all(line.startswith("# ") for line in lines)
     assert lines[0].startswith("# verdict: PASS: 134 cases, 0 wrong, 13 unchecked; exit status 0")
-    assert lines[1].startswith("# collectives: all_reduce reaches")
+    assert lines[1].startswith("# collectives: all_reduce (sum, float32) reaches")
     assert "(+3 more in the report: " in lines[4]
     assert [line.split(":")[0] for line in lines[5:]] == ["# time", "# results", "# tables", "# report", "# trace"]
 
