@@ -4,7 +4,8 @@ stored run's series (``fit``).
 
 Reads stored runs only (bench.json); measures nothing, starts no process group.
 
-Modules: ``fit`` (α–β lines, ring coefficients), ``link_rate`` (LINK_RATE of a run), ``links`` (link
+Modules: ``fit`` (α–β lines, and where they earn a model), ``ring`` (the ring model over one link), ``link_rate``
+(one figure per link of a run, LINK_RATE), ``links`` (link
 classes, topology, the ``Term`` of a critical path), ``algorithms`` and ``posted_tree`` (op -> Terms per algorithm),
 ``prediction`` (Terms -> time, interval, bottleneck), ``backend_choice`` (which algorithm the backend
 runs), ``runs`` (points of a stored run), ``calibrate`` (links fitted to a run), ``run_model`` (what a

@@ -154,27 +154,27 @@ def _probe(recs: list[dict], pattern: str, variant: str | None = None) -> dict:
 
 def _rate(at: dict) -> tuple[float, tuple[float, float] | None, float | None, str]:
     """(β, its interval, the share of β reached at the largest size, how) of a probe's records by size: the
-    α–β fit's β where the fit holds and has a bandwidth term, else the largest size's median rate with the
-    interval of its median."""
+    α–β fit's β where the fit earns a model (suite.model.fit ``no_model``) and has a bandwidth term, else the
+    largest size's median rate with the interval of its median."""
     from suite import results
     from suite.model import fit
 
     sizes = sorted(at)
     m = fit.fit_model(sizes, [at[s]["time_us"] for s in sizes])
-    if m is not None and m.holds and math.isfinite(m.beta_gbps) and m.beta_gbps > 0:
+    if m is not None and m.shown and math.isfinite(m.beta_gbps) and m.beta_gbps > 0:
         top = m.pieces[-1]
         reached = sizes[-1] / (sizes[-1] + max(top.alpha_us, 0.0) * top.beta_gbps * 1e3)
-        return m.beta_gbps, top.beta_ci_gbps, reached, "α–β fit"
+        return m.beta_gbps, top.beta_ci_gbps, reached, "α–β fit" + (" above its knee" if m.piecewise else "")
     big = at[sizes[-1]]
     gbps = sizes[-1] / (big["time_us"] * 1e3)
     pct = results.median_ci_pct(big)
     ci = None if pct is None or pct >= 100 else (gbps / (1 + pct / 100), gbps / (1 - pct / 100))
-    why = "too few sizes for a fit" if len(sizes) < fit.MIN_FIT_SIZES else "no α–β fit holds"
+    why = "no α–β fit" if m is None else f"no α–β model: {m.no_model() or 'no bandwidth term'}"
     return gbps, ci, None, f"the median rate at its largest size ({why})"
 
 
 def _latency(at: dict | None) -> tuple[float, tuple[float, float] | None, str] | None:
-    """(α, its interval, how) from the same pair's ping-pong: the fitted α where the fit holds, else the
+    """(α, its interval, how) from the same pair's ping-pong: the fitted α where the fit earns a model, else the
     smallest size's one-way time."""
     if not at:
         return None
@@ -182,9 +182,9 @@ def _latency(at: dict | None) -> tuple[float, tuple[float, float] | None, str] |
 
     sizes = sorted(at)
     m = fit.fit_model(sizes, [at[s]["time_us"] for s in sizes])
-    if m is not None and m.holds:
+    if m is not None and m.shown:
         return m.alpha_us, m.pieces[0].alpha_ci_us, "α of its α–β fit"
-    return at[sizes[0]]["time_us"], None, f"one-way time at {sizes[0]} B (no α–β fit holds)"
+    return at[sizes[0]]["time_us"], None, f"one-way time at {sizes[0]} B (no α–β model)"
 
 
 def _figure(key: tuple, at: dict, how: str, pp: dict | None, bi: dict | None, hosts: list[str]) -> LinkFigure:

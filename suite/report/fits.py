@@ -3,11 +3,13 @@ size) that the ring model is drawn with, and a FitRow per fitted series with its
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from dataclasses import dataclass
 
 from suite.model.fit import Model
+from suite.model.link_rate import LinkFigure
 from suite.report.series import is_pair_matrix, is_sweep, series_by_label, varying_fields
 from suite.report.specs import library_collectives
 
@@ -28,6 +30,17 @@ class FitRow:
     """Measured / ring-model time at the largest size."""
     rate_ratio: float | None
     """link β / configured LINK_RATE."""
+    link: LinkFigure | None = None
+    """The run's figure of the link the series ran over (suite.model.link_rate.link_figures), if it has one."""
+
+    @property
+    def above_link(self) -> bool:
+        """The asymptotic busbw (``link_beta_gbps``) is above the link's rate, beyond its interval: flagged, not
+        tabled (a rate no link of the run carries is not a model of it)."""
+        if self.link is None or self.link_beta_gbps is None or not self.fit.shown:
+            return False
+        ceiling = self.link.beta_ci_gbps[1] if self.link.beta_ci_gbps else self.link.beta_gbps
+        return self.link_beta_gbps > ceiling
 
 
 def fit_series(recs: list[dict]):
@@ -64,7 +77,7 @@ def reference_links(figures: dict, fits_by_group: dict) -> dict:
     prefer = [k for k in fits_by_group if library_collectives(k[0])] or list(fits_by_group)
     for exp, gk, backend, device, n in prefer:
         for op, f in fits_by_group[(exp, gk, backend, device, n)].values():
-            if f is not None and f.holds and math.isfinite(f.beta_gbps) and f.beta_gbps > 0:
+            if f is not None and f.shown and math.isfinite(f.beta_gbps) and f.beta_gbps > 0:
                 link = implied_link(op, n, f)
                 if link is not None:
                     implied.setdefault((backend, device, n), []).append(link)
@@ -87,6 +100,8 @@ class Sweeps:
     series: dict
     fits: dict
     links: dict
+    figures: dict = dataclasses.field(default_factory=dict)
+    """The run's link figures by (backend, device, world size) (suite.model.link_rate.link_figures)."""
 
     def fitted(self, key: tuple) -> dict:
         """label -> (op, fit) of the sweep's series that could be fitted."""
@@ -107,7 +122,9 @@ def fit_sweeps(recs: list[dict], by_exp: dict, figures: dict | None = None) -> S
             ser = series_by_label(rs, varying_fields(rs))
             sweep_series[(exp, gk, backend, device, n)] = ser
             fits_by_group[(exp, gk, backend, device, n)] = {lab: (s[0]["op"], fit_series(s)) for lab, s in ser.items()}
-    return Sweeps(series=sweep_series, fits=fits_by_group, links=reference_links(figures or {}, fits_by_group))
+    figures = figures or {}
+    links = reference_links(figures, fits_by_group)
+    return Sweeps(series=sweep_series, fits=fits_by_group, links=links, figures=figures)
 
 
 def fit_rows(key: tuple, sweeps: Sweeps, link_rate: tuple[str, float] | None) -> list[FitRow]:
@@ -141,6 +158,7 @@ def fit_rows(key: tuple, sweeps: Sweeps, link_rate: tuple[str, float] | None) ->
                 rate_ratio=(link_beta / link_rate[1])
                 if (link_beta and link_rate and max(int(r.get("hosts") or 1) for r in srecs) > 1)
                 else None,
+                link=sweeps.figures.get((backend, device, n)),
             )
         )
     return rows
