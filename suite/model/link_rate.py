@@ -169,7 +169,7 @@ def _rate(at: dict) -> tuple[float, tuple[float, float] | None, float | None, st
     gbps = sizes[-1] / (big["time_us"] * 1e3)
     pct = results.median_ci_pct(big)
     ci = None if pct is None or pct >= 100 else (gbps / (1 + pct / 100), gbps / (1 - pct / 100))
-    why = "no α–β fit" if m is None else f"no α–β model: {m.no_model() or 'no bandwidth term'}"
+    why = "one size: no α–β fit" if m is None else f"no α–β model: {m.no_model() or 'no bandwidth term'}"
     return gbps, ci, None, f"the median rate at its largest size ({why})"
 
 

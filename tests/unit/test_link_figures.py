@@ -126,3 +126,15 @@ def test_a_share_above_the_link_is_never_a_bare_percentage_in_the_table(template
     rows = glance.build_glance(run, {}, analysis.PlotNames()).link_rows
     (cell,) = [r[3] for r in rows if r[0] == "all_reduce"]
     assert cell == "118% of one direction (79% of both)", cell
+
+
+def test_a_probe_too_noisy_for_a_model_gives_its_largest_sizes_rate_and_says_why(templates):
+    run = _run(templates)
+    wiggle = [1.0, 3.0, 0.4, 2.5, 0.5, 1.0]  # the window's times, off the line by up to 3x
+    window = [b["extra_info"] for b in run["benchmarks"] if b["extra_info"].get("variant") == "unidirectional"]
+    for rec, w in zip(sorted(window, key=lambda r: r["size_bytes"]), wiggle):
+        rec["time_us"] *= w
+    (fig,) = link_rate.link_figures(run).values()
+    assert "the median rate at its largest size (no α–β model: too noisy" in fig.source
+    assert fig.beta_gbps == pytest.approx(SIZES[-1] / (5.0 + SIZES[-1] / 2e3) / 1e3)
+    assert fig.reached is None and fig.saturated  # no model: nothing extrapolated
