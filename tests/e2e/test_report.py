@@ -530,7 +530,9 @@ def test_summary_leads_with_what_the_run_means(fixture_report):
     run, _ = fixture_report
     md = (run / "report" / "report.md").read_text()
     # the headline and its figure first, then the summary, the environment and the fits
-    assert md.index("- collectives: all_reduce reaches ") < md.index("![bus bandwidth of every collective")
+    assert md.index("- collectives: all_reduce (sum, float32) reaches ") < md.index(
+        "![bus bandwidth of every collective"
+    )
     assert md.index("![bus bandwidth") < md.index("## Summary") < md.index("## Environment") < md.index("## α–β fits")
     rows = dict(summary.summary_rows(results.load_run(run)))
     assert rows["status"].startswith("complete; exit status 0 (every case ran and was correct)")
