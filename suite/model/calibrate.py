@@ -17,13 +17,13 @@ from suite.model.runs import Point
 
 
 def p2p_links(run: dict) -> dict:
-    """Per link class, the run's link figure (suite.model.link_rate.link_figures: the streaming probe's rate,
+    """Per link class, the run's link figure (suite.model.link_rate.class_figures: the streaming probe's rate,
     the same pair's one-way latency, the declared rate across hosts where given), the one every reader of the
     run's link uses; the largest world size's where the run has several."""
-    from suite.model.link_rate import link_figures
+    from suite.model.link_rate import class_figures
 
     out: dict = {}
-    for _, f in sorted(link_figures(run).items(), key=lambda kv: -kv[0][2]):
+    for _, f in sorted(class_figures(run).items(), key=lambda kv: -kv[0][2]):
         out.setdefault(
             f.link_class,
             ClassLink(

@@ -196,10 +196,7 @@ def _figure(key: tuple, at: dict, how: str, pp: dict | None, bi: dict | None, ho
 
         m = fit.fit_model(sorted(at), [at[s]["time_us"] for s in sorted(at)])
         lat = (max(m.alpha_us, 0.0), m.pieces[0].alpha_ci_us, "α of the rate's fit") if m else (0.0, None, "none")
-    if max(src, dst) < len(hosts):
-        cls = "inter" if hosts[src] != hosts[dst] else "intra"
-    else:
-        cls = "inter" if any(r.get("cross_node") for r in at.values()) else "intra"
+    cls = _class(key, at, hosts)
     both = None
     if bi:
         b = _rate(bi)[0]
@@ -218,7 +215,7 @@ def _figure(key: tuple, at: dict, how: str, pp: dict | None, bi: dict | None, ho
         alpha_ci_us=lat[1],
         measured=True,
         source=f"p2p {how} {src}{'<->' if how == 'ping-pong' else '->'}{dst}, {fitted}"
-        + (" (no streaming probe in this run)" if how == "ping-pong" else ""),
+        + (" (no streaming probe of this link class in this run)" if how == "ping-pong" else ""),
         alpha_source=f"p2p ping-pong {src}<->{dst}, {lat[2]}" if pp else f"p2p {how} {src}->{dst}, {lat[2]}",
         sizes=(sizes[0], sizes[-1]),
         n_sizes=len(sizes),
@@ -227,12 +224,20 @@ def _figure(key: tuple, at: dict, how: str, pp: dict | None, bi: dict | None, ho
     )
 
 
-def link_figures(run: Mapping) -> dict[tuple[str, str, int], LinkFigure]:
-    """One LinkFigure per (backend, device, world size) of a stored run: the link the run probed (rank 0 and
-    the last rank: the p2p window's pair), its rate from the streaming probe (the unidirectional window, fitted
-    α–β over its sizes; without a window, the ping-pong's), its latency from the same pair's ping-pong; across
-    hosts the declared rate (EXPECT_LINK_RATE, else LINK_RATE) where one is given. The one module every reader
-    of the link's rate and latency asks."""
+def _class(key: tuple, at: dict, hosts: list[str]) -> str:
+    """intra (both ranks on one host) or inter, from the run's hostnames, else from the records' cross_node."""
+    src, dst = key[3], key[4]
+    if max(src, dst) < len(hosts):
+        return "inter" if hosts[src] != hosts[dst] else "intra"
+    return "inter" if any(r.get("cross_node") for r in at.values()) else "intra"
+
+
+def class_figures(run: Mapping) -> dict[tuple[str, str, int, str], LinkFigure]:
+    """One LinkFigure per (backend, device, world size, link class) of a stored run: for the class of the
+    streaming probe's pair (rank 0 and the last rank: the p2p window's), its rate from that probe (the
+    unidirectional window, fitted α–β over its sizes) and its latency from the same pair's ping-pong; for a class
+    no window crossed, the ping-pong of one of its pairs (the farthest); across hosts the declared rate
+    (EXPECT_LINK_RATE, else LINK_RATE) where one is given. The one module every reader of a link asks."""
     from suite import results
 
     recs = results.records(run)
@@ -243,7 +248,8 @@ def link_figures(run: Mapping) -> dict[tuple[str, str, int], LinkFigure]:
     out: dict = {}
     for probes, how in ((window, "window"), (pingpong, "ping-pong")):
         for key in sorted(probes, key=lambda k: (-len(probes[k]), -k[4], k)):  # most sizes, then the farthest pair
-            if key[:3] in out:
+            where = (*key[:3], _class(key, probes[key], hosts))
+            if where in out:
                 continue
             fig = _figure(key, probes[key], how, pingpong.get(key), bidir.get(key), hosts)
             if declared and fig.link_class == "inter":
@@ -256,7 +262,17 @@ def link_figures(run: Mapping) -> dict[tuple[str, str, int], LinkFigure]:
                     f"{fig.source})",
                     reached=None,
                 )
-            out[key[:3]] = fig
+            out[where] = fig
+    return out
+
+
+def link_figures(run: Mapping) -> dict[tuple[str, str, int], LinkFigure]:
+    """One LinkFigure per (backend, device, world size): the link the run's streaming probe crossed (rank 0 and
+    the last rank, ``class_figures``), else the ping-pong's farthest pair. What the headline, the "% of link
+    rate" column, the fits' reference link and ring model set their numbers against."""
+    out: dict = {}
+    for (backend, device, n, _), fig in class_figures(run).items():  # the window's figures come first
+        out.setdefault((backend, device, n), fig)
     return out
 
 

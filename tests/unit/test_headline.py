@@ -72,7 +72,7 @@ def test_without_a_window_the_ping_pong_is_the_link_and_the_source_says_so():
     run = _run([_rec(size=4 * MIB, busbw=1.0), _pingpong(1024, 0.1), _pingpong(MIB, 4.0)])
     text = headlines(run)[0]
     assert "25% of the link's measured rate (4 GB/s, p2p ping-pong 0<->1" in text
-    assert "(no streaming probe in this run)" in text
+    assert "(no streaming probe of this link class in this run)" in text
 
 
 def test_a_probe_that_stopped_while_the_rate_still_grew_says_how_far_it_went():

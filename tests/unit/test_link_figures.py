@@ -138,3 +138,24 @@ def test_a_probe_too_noisy_for_a_model_gives_its_largest_sizes_rate_and_says_why
     assert "the median rate at its largest size (no α–β model: too noisy" in fig.source
     assert fig.beta_gbps == pytest.approx(SIZES[-1] / (5.0 + SIZES[-1] / 2e3) / 1e3)
     assert fig.reached is None and fig.saturated  # no model: nothing extrapolated
+
+
+def test_each_link_class_has_one_figure_the_window_for_its_own_and_a_ping_pong_for_the_other(templates):
+    # 4 ranks on 2 hosts: the window crosses hosts (0 -> 3); within a host only the ping-pong 0 <-> 1 ran
+    recs = []
+    for s in SIZES:
+        recs.append(_on_line(templates["window"], s, 5.0, 2.0, src=0, dst=3, world_size=4))
+        recs.append(_on_line(templates["pingpong"], s, 50.0, 0.8, src=0, dst=3, world_size=4))
+        recs.append(_on_line(templates["pingpong"], s, 10.0, 4.0, src=0, dst=1, world_size=4))
+    run = {
+        "benchmarks": [{"extra_info": r} for r in recs],
+        "machine_info": {"suite": {"hostnames": ["a", "a", "b", "b"], "hosts": {"a": {"env": {}}, "b": {"env": {}}}}},
+    }
+    figs = link_rate.class_figures(run)
+    inter, intra = figs[("gloo", "cpu", 4, "inter")], figs[("gloo", "cpu", 4, "intra")]
+    assert (inter.src, inter.dst, inter.beta_gbps) == (0, 3, pytest.approx(2.0, rel=1e-6))
+    assert (intra.src, intra.dst, intra.beta_gbps) == (0, 1, pytest.approx(4.0, rel=1e-6))
+    assert "no streaming probe of this link class" in intra.source
+    assert link_rate.link_figures(run) == {("gloo", "cpu", 4): inter}  # what the headline sets busbw against
+    links = p2p_links(run)
+    assert (links["inter"].beta_gbps, links["intra"].beta_gbps) == (inter.beta_gbps, intra.beta_gbps)
