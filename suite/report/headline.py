@@ -214,7 +214,7 @@ def share(gbps: float, link: LinkFigure) -> Share:
     frac = gbps / link.beta_gbps
     kind = "measured" if link.measured else "declared"
     pct = f"{frac:z.0%}"
-    if frac <= 1.0 or (link.beta_ci_gbps and gbps <= link.beta_ci_gbps[1]):
+    if frac <= 1.0 or (link.beta_ci_gbps and gbps <= link.beta_ci_gbps[1] < math.inf):
         within = "" if frac <= 1.0 else " (within its interval)"
         return Share(fraction=frac, text=f"{pct} of the link's {kind} rate{within}", cell=pct + within)
     if link.both_gbps and gbps <= link.both_gbps:
