@@ -212,3 +212,27 @@ def test_the_run_end_puts_a_wrong_experiment_first(tmp_path):
 def test_a_tiny_rate_reads_without_an_exponent():
     text = headlines(_run([_rec(size=96, busbw=4.1e-05)]))[0]  # 96 B all_reduce: 41 kB/s, once "4.1e-05 GB/s"
     assert "all_reduce reaches 0.041 MB/s busbw at 96 B" in text and "e-0" not in text
+
+
+def test_an_unbounded_rate_interval_does_not_excuse_a_share_above_the_link():
+    from suite.model.link_rate import LinkFigure
+    from suite.report.headline import share
+
+    link = LinkFigure(
+        backend="gloo",
+        device="cpu",
+        world_size=2,
+        src=0,
+        dst=1,
+        link_class="intra",
+        beta_gbps=1.0,
+        beta_ci_gbps=(0.5, float("inf")),
+        alpha_us=10.0,
+        alpha_ci_us=None,
+        measured=True,
+        source="p2p window 0->1",
+        alpha_source="",
+    )
+    s = share(1.5, link)
+    assert "within its interval" not in s.text and s.text.startswith("150% of the link's measured rate, marked")
+    assert share(0.5, link).cell == "50%"
