@@ -240,3 +240,13 @@ def test_an_asymptotic_busbw_above_the_links_rate_is_flagged_not_tabled():
         "(a rate the link does not carry is no model of the op over it): "
         "collectives: broadcast (busbw∞ 2.5 GB/s > the link's 1 GB/s)"
     ]
+
+
+def test_a_report_where_no_series_earns_a_model_has_no_empty_fit_table():
+    from suite.report import render
+
+    rep = _report(_row(fit.fit_model(SIZES, 100.0 * _noise(4, 0.3))))
+    md = render.render_markdown(rep)
+    assert "| experiment | series |" not in md and "- 1 series, no model: too noisy: x: all_reduce sum" in md
+    page = render.render_html(rep)
+    assert "<th>experiment</th>" not in page and "no model: too noisy" in page
