@@ -96,6 +96,7 @@ NAMES: dict[str, str] = {
     "Section": "suite.report.sections",
     "Picture": "suite.report.glance",
     "configured_link_rate": "suite.model.link_rate",
+    "declared_link_rate": "suite.model.link_rate",
     "parse_link_rate": "suite.model.link_rate",
     "EXIT_OK": "suite.common.failures",
     "EXIT_BAD_INPUT": "suite.common.failures",
@@ -154,7 +155,7 @@ if TYPE_CHECKING:  # the same names, imported for static tools (type checkers, i
     from suite.common.failures import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK
     from suite.common.fileio import write_json_atomic
     from suite.common.backends import PreflightError, resolve_device
-    from suite.model.link_rate import configured_link_rate, parse_link_rate
+    from suite.model.link_rate import configured_link_rate, declared_link_rate, parse_link_rate
     from suite.report.environment import fmt_bytes
     from suite.report.glance import Picture
     from suite.report.headline import Clause, pingpong_records, time_ratio

@@ -59,7 +59,7 @@ from pathlib import Path
 from suite.api import metrics
 from suite.api import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK
 from suite.api import write_json_atomic
-from suite.api import configured_link_rate, parse_link_rate
+from suite.api import declared_link_rate
 from suite.api import load_run, records
 
 from .links import (
@@ -123,15 +123,9 @@ class Diagnosis:
 
 
 def expectation(run: dict, recs: list[dict]) -> dict | None:
-    """What an inter-node link should carry: EXPECT_LINK_RATE from the run's config, else LINK_RATE."""
-    cfg = (run.get("suite") or {}).get("config") or {}
-    text = ((cfg.get("doctor") or {}).get("expect_link_rate") or "").strip()
-    if text and parse_link_rate(text):
-        return {"rate": text, "gbps": parse_link_rate(text), "source": "EXPECT_LINK_RATE"}
-    found = configured_link_rate(run.get("machine_info") or {})
-    if found:
-        return {"rate": found[0], "gbps": found[1], "source": "LINK_RATE (the compose simulation's shaped links)"}
-    return None
+    """What an inter-node link should carry: EXPECT_LINK_RATE from the run's config, else LINK_RATE (the
+    declared rate every reader of the run's link figure uses, suite.model.link_rate)."""
+    return declared_link_rate(run)
 
 
 def diagnose(run: dict) -> Diagnosis:

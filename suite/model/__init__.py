@@ -4,7 +4,8 @@ stored run's series (``fit``).
 
 Reads stored runs only (bench.json); measures nothing, starts no process group.
 
-Modules: ``fit`` (α–β lines, ring coefficients), ``link_rate`` (LINK_RATE of a run), ``links`` (link
+Modules: ``fit`` (α–β lines, and where they earn a model), ``ring`` (the ring model over one link), ``link_rate``
+(one figure per link of a run, LINK_RATE), ``links`` (link
 classes, topology, the ``Term`` of a critical path), ``algorithms`` and ``posted_tree`` (op -> Terms per algorithm),
 ``prediction`` (Terms -> time, interval, bottleneck), ``backend_choice`` (which algorithm the backend
 runs), ``runs`` (points of a stored run), ``calibrate`` (links fitted to a run), ``run_model`` (what a
@@ -76,10 +77,10 @@ from ``NCCL_ALGO`` (records carry ``nccl_algo``) and from its debug lines ("AllR
 -> Algo Tree proto LL ..." with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING, in a record's
 ``nccl_debug`` or in RUN/*.log). The predictions of that algorithm are marked.
 
-**Link parameters** (``run_links``): per class from the run's point-to-point records (ping-pong
-and pair-matrix ``send_recv``, each pair classified by its two ranks' hosts), α–β fitted with
-suite.model.fit.fit_model (bootstrap 95% intervals); and per op, the link that makes the backend's
-algorithm reproduce that op's own measured series (``calibrate``: the implied link of
+**Link parameters** (``run_links``): per class the run's link figure (suite.model.link_rate.link_figures:
+the streaming probe's fitted rate and the same pair's one-way latency, with bootstrap 95% intervals; the
+declared rate across hosts where given), the figure every reader of the run's link uses; and per op, the
+link that makes the backend's algorithm reproduce that op's own measured series (``calibrate``: the implied link of
 suite.model.fit.implied_link, generalised to any algorithm and to several world sizes; the same
 weighted fit and bootstrap, on per-step time against per-step bytes). An op is predicted over
 its own calibrated link; ops the run did not measure over the point-to-point link, else the

@@ -13,36 +13,27 @@ import numpy as np
 from suite.model import fit
 from suite.model.algorithms import terms
 from suite.model.links import CLASSES, ClassLink, Links, complete_links
-from suite.model.runs import Point, hostnames, usable
+from suite.model.runs import Point
 
 
 def p2p_links(run: dict) -> dict:
-    """Per link class, α–β fitted (suite.model.fit.fit_model) to the run's point-to-point ping-pong and
-    pair-matrix records (one-way times), each pair classified by its ranks' hosts."""
-    from suite import results
+    """Per link class, the run's link figure (suite.model.link_rate.class_figures: the streaming probe's rate,
+    the same pair's one-way latency, the declared rate across hosts where given), the one every reader of the
+    run's link uses; the largest world size's where the run has several."""
+    from suite.model.link_rate import class_figures
 
-    hosts = hostnames(run)
-    pts: dict = {}
-    for r in results.records(run):
-        if r.get("op") != "send_recv" or not usable(r) or r.get("size_bytes", 0) <= 0:
-            continue
-        if str(r.get("pattern") or r.get("table") or "") not in ("pingpong", "pair_matrix"):
-            continue
-        try:
-            src, dst = int(r["src"]), int(r["dst"])
-        except (KeyError, TypeError, ValueError):
-            continue
-        if src < 0 or dst < 0 or max(src, dst) >= len(hosts):
-            continue
-        cls = "intra" if hosts[src] == hosts[dst] else "inter"
-        pts.setdefault(cls, []).append((r["size_bytes"], r["time_us"], (src, dst)))
-    out = {}
-    for cls, ps in pts.items():
-        m = fit.fit_model([p[0] for p in ps], [p[1] for p in ps])
-        if m is None or not m.holds:
-            continue
-        out[cls] = _link_of(
-            cls, m, f"point-to-point fit, {len({p[2] for p in ps})} {cls}-node pair(s), {len(ps)} points"
+    out: dict = {}
+    for _, f in sorted(class_figures(run).items(), key=lambda kv: -kv[0][2]):
+        out.setdefault(
+            f.link_class,
+            ClassLink(
+                link_class=f.link_class,
+                alpha_us=f.alpha_us,
+                beta_gbps=f.beta_gbps,
+                alpha_ci_us=f.alpha_ci_us,
+                beta_ci_gbps=f.beta_ci_gbps,
+                source=f"the link's figure: rate {f.source}; latency {f.alpha_source}",
+            ),
         )
     return out
 

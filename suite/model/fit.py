@@ -9,25 +9,8 @@ unweighted fit is decided by the largest message alone, and a log-log plot
 would show it missing every small size). Goodness of fit is R² of log(time) (the
 spread a log-log plot shows), 1 = perfect.
 
-Ring algorithms (Thakur, Rabenseifner, Gropp, "Optimization of Collective
-Communication Operations in MPICH", IJHPCA 2005; Chan et al., "Collective
-communication: theory, practice, and experience", 2007) cost, for n ranks on
-links of latency α and bandwidth β:
-
-    all_reduce            2(n-1)·α + 2(n-1)/n · S/β   (reduce-scatter + all-gather rings)
-    all_gather,
-    reduce_scatter,
-    all_to_all, gather,
-    scatter               (n-1)·α  +  (n-1)/n · S/β
-    broadcast, reduce     (n-1)·α  +  S/β             (pipelined chain)
-    send_recv             α + S/β
-
-(all_to_all is a pairwise exchange and gather/scatter a linear one rather than a
-ring, with the same step count and volume; "ring model" below covers them too.)
-
-The bandwidth coefficient is exactly nccl-tests' busbw factor
-(suite.metrics), so β of the *link* implied by an op's fit equals the op's
-asymptotic busbw. The α coefficient is the op table's ``ring_latency_steps`` (suite.metrics).
+The ring model over a link (suite/model/ring.py: ``Link``, ``ring_coefficients``, ``ring_time_us``,
+``implied_link``) is re-exported here, where the reports and the predictions have always found it.
 
 ``fit_model`` is what the reports use. It adds, to the one-line fit:
 
@@ -49,6 +32,10 @@ asymptotic busbw. The α coefficient is the op table's ``ring_latency_steps`` (s
 - **where the model cannot be tested**: a line has two parameters, so through two sizes it passes
   exactly (R² = 1 by construction, whatever the measurement). A fit (or a piece) of fewer than
   ``MIN_FIT_SIZES`` distinct sizes does not hold; the report says "too few sizes" instead.
+- **where a model is shown**: a line (or a piece) is shown and used as a model only where it earns it
+  (``no_model``): ``MIN_MODEL_SIZES`` distinct sizes, it holds (above), α's interval at most
+  ``MAX_ALPHA_CI_SHARE`` of the smallest time wide and β's spanning at most ``MAX_BETA_CI_RATIO``. Every
+  other series reads "no model: too few points" or "no model: too noisy", with the reason.
 """
 
 from __future__ import annotations
@@ -60,7 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from suite import metrics
+from suite.model.ring import Link, implied_link, ring_coefficients, ring_time_us  # noqa: F401 - re-exported
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,6 +70,8 @@ class AlphaBeta:
     """95% bootstrap interval of α over the sizes (``fit_model``); None if not computed."""
     beta_ci_gbps: tuple[float, float] | None = None
     """95% bootstrap interval of β over the sizes; the upper end is inf when some resample has no bandwidth term."""
+    t_min_us: float = 0.0
+    """The smallest time among the points (what α's interval is set against)."""
 
     @property
     def testable(self) -> bool:
@@ -100,6 +89,44 @@ class AlphaBeta:
         """No bandwidth term: time does not grow over the sizes measured (β is then inf, not a number to show)."""
         return math.isinf(self.beta_gbps)
 
+    @property
+    def flat(self) -> bool:
+        """Time does not grow measurably with size: no bandwidth term, or one whose interval has no upper end
+        on a line within MAX_RMS_REL of the points (β is not resolved; α is the model)."""
+        unbounded = self.beta_ci_gbps is not None and math.isinf(self.beta_ci_gbps[1])
+        return self.latency_only or (unbounded and self.rms_rel_err <= MAX_RMS_REL)
+
+    def no_model(self) -> str | None:
+        """Why the line is not shown as a model, beginning "too few points" or "too noisy"; None where it earns
+        it: MIN_MODEL_SIZES sizes, it holds (R² >= MIN_R2, or within MAX_RMS_REL of the points), α's interval
+        at most MAX_ALPHA_CI_SHARE of the smallest time wide, β's spanning at most MAX_BETA_CI_RATIO (a flat
+        line has no β to bound)."""
+        if self.n_sizes < MIN_MODEL_SIZES:
+            return f"too few points: {self.n_sizes} sizes, a model needs {MIN_MODEL_SIZES}"
+        if not self.holds:
+            return f"too noisy: R² {self.r2:z.2f} < {MIN_R2} and {self.rms_rel_err:z.0%} rms off the points"
+        if self.alpha_ci_us is not None and self.t_min_us > 0:
+            lo, hi = self.alpha_ci_us
+            if hi - lo > MAX_ALPHA_CI_SHARE * self.t_min_us:
+                return (
+                    f"too noisy: α's interval [{lo:z.3g}, {hi:z.3g}] µs is wider than "
+                    f"{MAX_ALPHA_CI_SHARE:z.0%} of the smallest time ({self.t_min_us:z.3g} µs)"
+                )
+        if self.beta_ci_gbps is not None and not self.flat:
+            lo, hi = self.beta_ci_gbps
+            if lo <= 0 or math.isinf(hi) or hi / lo > MAX_BETA_CI_RATIO:
+                span = "unbounded" if lo <= 0 or math.isinf(hi) else f"{hi / lo:z.1f}x"
+                return (
+                    f"too noisy: β's interval [{lo:z.3g}, {hi:z.3g}] GB/s spans {span} "
+                    f"(at most {MAX_BETA_CI_RATIO:z.0f}x)"
+                )
+        return None
+
+    @property
+    def shown(self) -> bool:
+        """Whether the line earns being shown (and used) as a model: ``no_model`` has nothing to say."""
+        return self.no_model() is None
+
     def time_us(self, size_bytes):
         """Model time in µs for a size (scalar or array) in bytes."""
         s = np.asarray(size_bytes, dtype=float)
@@ -114,8 +141,18 @@ MAX_RMS_REL = 0.05
 MIN_FIT_SIZES = 3
 """Distinct sizes a line needs before it can be tested: through two it passes exactly (R² = 1 by
 construction), so a fit of two sizes is no evidence of α and β and is not shown as a fit."""
-MIN_PIECE_POINTS = MIN_FIT_SIZES
-"""Distinct sizes each piece of a piecewise fit needs (two would fit exactly: no evidence)."""
+MIN_MODEL_SIZES = 4
+"""Distinct sizes a line needs to be shown as a model: through three a line has one degree of freedom left,
+and the bootstrap over three sizes knows too little to bound α and β (a knee of three points each side read
+β 0.017 GB/s); four leave two."""
+MAX_ALPHA_CI_SHARE = 0.5
+"""α's 95% interval may be at most this share of the smallest measured time wide: wider, the line does not
+pin down the small sizes' time (α 718 µs with an interval from 0 is no latency)."""
+MAX_BETA_CI_RATIO = 4.0
+"""β's 95% interval may span at most this factor (upper / lower end): a β known within 4x is a rate a reader
+can compare; one spanning 87x ([0.059, 5.12] GB/s) is noise."""
+MIN_PIECE_POINTS = MIN_MODEL_SIZES
+"""Distinct sizes each piece of a piecewise fit needs (a piece is shown as a model only with MIN_MODEL_SIZES)."""
 KNEE_MARGIN = 0.2
 """A knee is accepted when two pieces cut the one line's weighted squared error to a fifth or less
 (with 10 sizes and 5-10% noise on one straight line a split search passes 0.5 in ~40% of cases, 0.2 in
@@ -165,6 +202,7 @@ def fit_alpha_beta(size_bytes: Sequence[float], time_us: Sequence[float]) -> Alp
         n_points=int(len(s)),
         n_sizes=int(len(np.unique(s))),
         rms_rel_err=rms,
+        t_min_us=float(t.min()),
     )
 
 
@@ -308,6 +346,19 @@ class Model:
     def holds(self) -> bool:
         return all(p.holds for p in self.pieces)
 
+    def no_model(self) -> str | None:
+        """Why the series is shown without a model (the first piece's reason, named); None where every line
+        earns it."""
+        for name, p in zip(("below the knee: ", "from the knee: ") if self.piecewise else ("",), self.pieces):
+            why = p.no_model()
+            if why:
+                return why.replace(": ", f": {name}", 1) if name else why
+        return None
+
+    @property
+    def shown(self) -> bool:
+        return self.no_model() is None
+
     def time_us(self, size_bytes):
         return (self.single if self.piecewise is None else self.piecewise).time_us(size_bytes)
 
@@ -330,40 +381,3 @@ def fit_model(size_bytes, time_us, *, n_boot: int = N_BOOT, seed: int = 0) -> Mo
             pw, below=with_ci(pw.below, s < pw.knee_bytes), above=with_ci(pw.above, s >= pw.knee_bytes)
         )
     return Model(single=with_ci(single, every), piecewise=pw)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Link:
-    """Per-link α and β (what a ring algorithm's steps each cost)."""
-
-    alpha_us: float
-    beta_gbps: float
-    source: str
-    """How it was obtained (e.g. 'p2p send_recv fit', 'median over collectives')."""
-
-
-def ring_coefficients(op: str, world_size: int) -> tuple[float, float] | None:
-    """(latency steps, bandwidth factor) of the ring algorithm for ``op``; None if unmodelled."""
-    steps = metrics.ring_latency_steps(op, world_size)
-    if steps is None or world_size < 2:
-        return None
-    return steps, metrics.busbw_factor(op, world_size)
-
-
-def ring_time_us(op: str, world_size: int, link: Link, size_bytes):
-    """Ring-model time in µs of ``op`` at ``size_bytes`` over ``link``; None if unmodelled."""
-    c = ring_coefficients(op, world_size)
-    if c is None:
-        return None
-    a, b = c
-    s = np.asarray(size_bytes, dtype=float)
-    return a * link.alpha_us + b * s / (link.beta_gbps * 1e3)
-
-
-def implied_link(op: str, world_size: int, fit: AlphaBeta) -> Link | None:
-    """The link α, β that would make the ring model reproduce ``fit`` exactly."""
-    c = ring_coefficients(op, world_size)
-    if c is None or c[0] <= 0 or c[1] <= 0:
-        return None
-    a, b = c
-    return Link(alpha_us=fit.alpha_us / a, beta_gbps=fit.beta_gbps * b, source=f"{op} fit")

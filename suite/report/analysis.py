@@ -9,7 +9,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from suite import results
-from suite.model.link_rate import configured_link_rate
+from suite.model.link_rate import configured_link_rate, link_figures
 from suite.report.environment import environment_summary
 from suite.report.fits import FitRow, fit_rows, fit_sweeps
 from suite.report.glance import Glance, build_glance
@@ -46,7 +46,7 @@ def build_report(
     by_exp = OrderedDict(
         sorted(groups_by_experiment(recs).items(), key=lambda kv: spec_value(kv[0], "report_order", 0))
     )
-    sweeps = fit_sweeps(recs, by_exp)  # fits for every sweep (a group with >= 2 sizes)
+    sweeps = fit_sweeps(recs, by_exp, link_figures(run))  # fits for every sweep; the link: one figure per link
 
     fits: list[FitRow] = []
     sections: list[Section] = []

@@ -19,24 +19,24 @@ def _interval(v: float, ci, fmt: str) -> str:
 
 
 def fit_cells(p) -> list[str]:
-    """The α, β and R² cells of one fitted line (a suite.fit.AlphaBeta): numbers only where the line
-    could have failed and did not. Fewer than suite.fit.MIN_FIT_SIZES sizes: "too few sizes" (a line
-    through two passes exactly); R² below MIN_R2 and off by more than MAX_RMS_REL: "model does not
-    fit"; no bandwidth term (time flat in size): no β, and the rms error where R² has no meaning."""
-    from suite.model.fit import MIN_FIT_SIZES, MIN_R2
+    """The α, β and R² cells of one fitted line (a suite.model.fit.AlphaBeta): numbers only where the line
+    earns a model (``no_model``: enough sizes, R² or rms within bounds, intervals of bounded width), else
+    "no model: <reason>"; no bandwidth term (time flat in size): no β, and the rms error where R² has no
+    meaning."""
+    from suite.model.fit import MIN_R2
 
-    if not p.testable:
-        return ["-", "-", f"too few sizes ({p.n_sizes}; a line needs {MIN_FIT_SIZES} to be tested)"]
-    if not p.holds:
-        return ["-", "-", f"model does not fit (R² < {MIN_R2})"]
-    beta = "- (time flat in size)" if p.latency_only else _interval(p.beta_gbps, p.beta_ci_gbps, ".4g")
+    why = p.no_model()
+    if why:
+        return ["-", "-", f"no model: {why}"]
+    beta = "- (time flat in size)" if p.flat else _interval(p.beta_gbps, p.beta_ci_gbps, ".4g")
     r2 = f"{p.r2:z.3f}" if p.r2 >= MIN_R2 else f"- (flat: within {p.rms_rel_err:z.1%} rms)"
     return [_interval(p.alpha_us, p.alpha_ci_us, ".1f"), beta, r2]
 
 
 def fit_table_rows(rep: Report) -> tuple[list[str], list[list[str]]]:
-    """One row per line of each series' model that holds (two around a knee), cells as ``fit_cells``; the
-    series no line describes are ``fit_misses``' lines, not rows."""
+    """One row per line of each series' model that earns it (two around a knee), cells as ``fit_cells``; the
+    series without a model, and those whose asymptotic busbw is above the link's rate, are ``fit_misses``'
+    lines, not rows."""
     from suite.metrics import format_size
 
     head = [
@@ -56,7 +56,7 @@ def fit_table_rows(rep: Report) -> tuple[list[str], list[list[str]]]:
         head.append(f"link β / LINK_RATE ({rep.link_rate[0]})")
     rows = []
     for f in rep.fits:
-        if not f.fit.holds:
+        if not f.fit.shown or f.above_link:
             continue
         pw = f.fit.piecewise
         pieces = (
@@ -78,51 +78,77 @@ def fit_table_rows(rep: Report) -> tuple[list[str], list[list[str]]]:
                 sizes,
                 *nums,
                 str(p.n_points),
-                "-" if f.link_beta_gbps is None or not last or not p.holds else f"{f.link_beta_gbps:z.4g}",
+                "-" if f.link_beta_gbps is None or not last else f"{f.link_beta_gbps:z.4g}",
                 "-" if f.ring_ratio is None or not last else f"{f.ring_ratio:z.2f}",
             ]
             if rep.link_rate:
-                row.append("-" if f.rate_ratio is None or not last or not p.holds else f"{f.rate_ratio:z.2f}")
+                row.append("-" if f.rate_ratio is None or not last else f"{f.rate_ratio:z.2f}")
             rows.append(row)
     return head, rows
 
 
 def fit_misses(rep: Report) -> list[str]:
-    """One line per reason a series has no α–β line (none fits; too few sizes to test one), naming the series
-    by experiment, instead of a row each."""
-    from suite.model.fit import MAX_RMS_REL, MIN_FIT_SIZES, MIN_R2
+    """One line per kind of series without a model row, naming the series by experiment: "no model: too few
+    points", "no model: too noisy" (each series with its reason), and the series flagged because their
+    asymptotic busbw is above the link's rate."""
+    from suite.model.fit import MIN_MODEL_SIZES
 
     worlds = len({f.world_size for f in rep.fits}) > 1
-    out = []
-    for why, misses in (
-        (
-            f"no size range fits α–β (R² < {MIN_R2}, off by more than {MAX_RMS_REL:z.0%} rms): latency-bound or noisy, "
-            "see the tables",
-            [f for f in rep.fits if f.fit.testable and not f.fit.holds],
-        ),
-        (
-            f"too few sizes to test a line (it needs {MIN_FIT_SIZES})",
-            [f for f in rep.fits if not f.fit.testable],
-        ),
-    ):
+
+    def name(f, why: str = "") -> str:
+        return f.series + (f" ({f.world_size} ranks)" if worlds else "") + (f" ({why})" if why else "")
+
+    def line(head: str, named: list[tuple[str, str]]) -> str:
         by_exp: dict = {}
-        for f in misses:
-            by_exp.setdefault(f.experiment, []).append(f.series + (f" ({f.world_size} ranks)" if worlds else ""))
-        if by_exp:
-            named = "; ".join(f"{exp}: {', '.join(names)}" for exp, names in by_exp.items())
-            out.append(f"{len(misses)} series, {why}: {named}")
+        for exp, text in named:
+            by_exp.setdefault(exp, []).append(text)
+        return f"{len(named)} series, {head}: " + "; ".join(f"{e}: {', '.join(ns)}" for e, ns in by_exp.items())
+
+    few = [(f.experiment, name(f)) for f in rep.fits if (f.fit.no_model() or "").startswith("too few points")]
+    noisy = [
+        (f.experiment, name(f, f.fit.no_model().removeprefix("too noisy: ")))
+        for f in rep.fits
+        if (f.fit.no_model() or "").startswith("too noisy")
+    ]
+    above = [
+        (f.experiment, name(f, f"busbw∞ {f.link_beta_gbps:z.3g} GB/s > the link's {f.link.beta_gbps:z.3g} GB/s"))
+        for f in rep.fits
+        if f.above_link
+    ]
+    out = []
+    if few:
+        out.append(line(f"no model: too few points (a model needs {MIN_MODEL_SIZES} sizes)", few))
+    if noisy:
+        out.append(line("no model: too noisy", noisy))
+    if above:
+        out.append(
+            line(
+                "flagged, not tabled: the asymptotic busbw is above the link's rate, beyond its interval "
+                "(a rate the link does not carry is no model of the op over it)",
+                above,
+            )
+        )
     return out
 
 
-FIT_NOTE = (
-    "α–β fit: time(S) = α + S/β per series, weighted least squares on relative error; R² of log(time); "
-    "[95% CI] from a bootstrap over the sizes (fixed seed). Where the protocol changes with size the series "
-    "is fitted as two lines around a knee, kept only if that cuts the weighted squared error to a fifth and one line "
-    "misses by more than 3% rms; a line with R² below 0.8 says 'model does not fit', and a line of fewer than "
-    "3 sizes says 'too few sizes' (through two sizes any line passes exactly: R² = 1 by construction). "
-    "A series whose time does not grow with size has no β ('time flat in size'). "
-    "Ring model: time = a(n)·α_link + f(n)·S/β_link with a(n) latency steps and f(n) the busbw factor "
-    "(all_reduce 2(n−1), 2(n−1)/n; all_gather/reduce_scatter/all_to_all (n−1), (n−1)/n; broadcast/reduce "
-    "(n−1), 1). 'link β' is the large-size β times f(n), i.e. the asymptotic busbw; "
-    "'measured / ring' > 1 means the op is slower than a ring over the reference link would be."
-)
+def _note() -> str:
+    from suite.model import fit
+
+    return (
+        "α–β fit: time(S) = α + S/β per series, weighted least squares on relative error; R² of log(time); "
+        "[95% CI] from a bootstrap over the sizes (fixed seed). Where the protocol changes with size the series "
+        "is fitted as two lines around a knee, kept only if that cuts the weighted squared error to a fifth and one "
+        "line misses by more than 3% rms. A line is shown as a model only where it earns it: at least "
+        f"{fit.MIN_MODEL_SIZES} sizes, R² of at least {fit.MIN_R2} (or within {fit.MAX_RMS_REL:z.0%} rms of the "
+        f"points), α's interval at most {fit.MAX_ALPHA_CI_SHARE:z.0%} of the smallest time wide and β's spanning "
+        f"at most {fit.MAX_BETA_CI_RATIO:z.0f}x; every other series is one line, 'no model: too few points' or "
+        "'no model: too noisy', with its reason. A series whose time does not grow with size has no β "
+        "('time flat in size'); one whose asymptotic busbw is above the link's rate is flagged, not tabled. "
+        "Ring model: time = a(n)·α_link + f(n)·S/β_link with a(n) latency steps and f(n) the busbw factor "
+        "(all_reduce 2(n−1), 2(n−1)/n; all_gather/reduce_scatter/all_to_all (n−1), (n−1)/n; broadcast/reduce "
+        "(n−1), 1), over the run's link figure. 'link β' is the large-size β times f(n), i.e. the asymptotic "
+        "busbw; 'measured / ring' > 1 means the op is slower than a ring over the reference link would be."
+    )
+
+
+FIT_NOTE = _note()

@@ -3,14 +3,15 @@ size) that the ring model is drawn with, and a FitRow per fitted series with its
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
-from collections import OrderedDict
 from dataclasses import dataclass
 
 from suite import results
 from suite.model.fit import Model
-from suite.report.series import group_key, is_pair, is_pair_matrix, is_sweep, series_by_label, varying_fields
+from suite.model.link_rate import LinkFigure
+from suite.report.series import is_pair_matrix, is_sweep, series_by_label, varying_fields
 from suite.report.specs import library_collectives
 
 
@@ -30,6 +31,17 @@ class FitRow:
     """Measured / ring-model time at the largest size."""
     rate_ratio: float | None
     """link β / configured LINK_RATE."""
+    link: LinkFigure | None = None
+    """The run's figure of the link the series ran over (suite.model.link_rate.link_figures), if it has one."""
+
+    @property
+    def above_link(self) -> bool:
+        """The asymptotic busbw (``link_beta_gbps``) is above the link's rate, beyond its interval: flagged, not
+        tabled (a rate no link of the run carries is not a model of it)."""
+        if self.link is None or self.link_beta_gbps is None or not self.fit.shown:
+            return False
+        ceiling = self.link.beta_ci_gbps[1] if self.link.beta_ci_gbps else self.link.beta_gbps
+        return self.link_beta_gbps > ceiling
 
 
 def fit_series(recs: list[dict]):
@@ -41,51 +53,32 @@ def fit_series(recs: list[dict]):
     return fit_model([p[0] for p in pts], [p[1] for p in pts])
 
 
-def reference_links(recs: list[dict], fits_by_group: dict) -> dict:
+def reference_links(figures: dict, fits_by_group: dict) -> dict:
     """Per (backend, device, world_size): the link α, β the ring model is drawn with.
 
-    Point-to-point records (``src``/``dst`` present) measure one link directly; if the run
-    has them their fits are used (median over series). Otherwise the median of the link
-    parameters implied by every collective's fit: the ring prediction is then the
-    consensus of the ops, and an op far from it runs a different algorithm or a slower path.
+    The run's link figure (suite.model.link_rate.link_figures: the streaming probe's rate and the same
+    pair's latency, or the declared rate across hosts), the one every reader of the link uses. A run
+    without a point-to-point probe falls back to the median of the link parameters implied by every
+    collective's fit: the ring prediction is then the consensus of the ops, and an op far from it runs a
+    different algorithm or a slower path (the source says so).
     """
     from suite.model.fit import Link, implied_link
 
-    out = {}
-    p2p: dict = {}
-    for r in recs:
-        if is_pair(r) and r["op"] == "send_recv" and r["size_bytes"] > 0:
-            p2p.setdefault((r["backend"], r["device"], r["world_size"]), []).append(r)
-    for key, rs in p2p.items():
-        # ping-pong / pair-matrix records time one message on one link; prefer them
-        direct = [
-            r
-            for r in rs
-            if any(w in str(r.get(f, "")).lower() for f in ("table", "pattern", "variant") for w in ("ping", "pair"))
-        ]
-        rs = direct or rs
-        groups: OrderedDict = OrderedDict()
-        for r in rs:
-            groups.setdefault(group_key(r), []).append(r)
-        fs = [
-            f
-            for g in groups.values()
-            for s in series_by_label(g, varying_fields(g)).values()
-            if (f := fit_series(s)) and f.holds and math.isfinite(f.beta_gbps)
-        ]
-        if fs:
-            out[key] = Link(
-                alpha_us=statistics.median(f.alpha_us for f in fs),
-                beta_gbps=statistics.median(f.beta_gbps for f in fs),
-                source=f"median of {len(fs)} point-to-point fit(s)",
-            )
+    out = {
+        key: Link(
+            alpha_us=f.alpha_us,
+            beta_gbps=f.beta_gbps,
+            source=f"the link's figure: rate {f.source}; latency {f.alpha_source}",
+        )
+        for key, f in figures.items()
+    }
     implied: dict = {}
     # the collectives experiment runs the library's own algorithms; other experiments' sweeps
     # (hand-made algorithms, training steps) speak for the link only when it is absent
     prefer = [k for k in fits_by_group if library_collectives(k[0])] or list(fits_by_group)
     for exp, gk, backend, device, n in prefer:
         for op, f in fits_by_group[(exp, gk, backend, device, n)].values():
-            if f is not None and f.holds and math.isfinite(f.beta_gbps) and f.beta_gbps > 0:
+            if f is not None and f.shown and math.isfinite(f.beta_gbps) and f.beta_gbps > 0:
                 link = implied_link(op, n, f)
                 if link is not None:
                     implied.setdefault((backend, device, n), []).append(link)
@@ -94,7 +87,7 @@ def reference_links(recs: list[dict], fits_by_group: dict) -> dict:
             out[key] = Link(
                 alpha_us=statistics.median(x.alpha_us for x in ls),
                 beta_gbps=statistics.median(x.beta_gbps for x in ls),
-                source=f"median of {len(ls)} fit(s) mapped through the ring model",
+                source=f"no point-to-point probe: median of {len(ls)} fit(s) mapped through the ring model",
             )
     return out
 
@@ -108,14 +101,17 @@ class Sweeps:
     series: dict
     fits: dict
     links: dict
+    figures: dict = dataclasses.field(default_factory=dict)
+    """The run's link figures by (backend, device, world size) (suite.model.link_rate.link_figures)."""
 
     def fitted(self, key: tuple) -> dict:
         """label -> (op, fit) of the sweep's series that could be fitted."""
         return {k: v for k, v in self.fits[key].items() if v[1] is not None}
 
 
-def fit_sweeps(recs: list[dict], by_exp: dict) -> Sweeps:
-    """Fits for every sweep of ``by_exp`` (suite.report.series.groups_by_experiment), and the links."""
+def fit_sweeps(recs: list[dict], by_exp: dict, figures: dict | None = None) -> Sweeps:
+    """Fits for every sweep of ``by_exp`` (suite.report.series.groups_by_experiment), and the links (the run's
+    link figures, suite.model.link_rate.link_figures)."""
     sweep_series: dict = {}
     fits_by_group: dict = {}
     recs = results.communication_records(recs)
@@ -129,7 +125,9 @@ def fit_sweeps(recs: list[dict], by_exp: dict) -> Sweeps:
             ser = series_by_label(rs, varying_fields(rs))
             sweep_series[(exp, gk, backend, device, n)] = ser
             fits_by_group[(exp, gk, backend, device, n)] = {lab: (s[0]["op"], fit_series(s)) for lab, s in ser.items()}
-    return Sweeps(series=sweep_series, fits=fits_by_group, links=reference_links(recs, fits_by_group))
+    figures = figures or {}
+    links = reference_links(figures, fits_by_group)
+    return Sweeps(series=sweep_series, fits=fits_by_group, links=links, figures=figures)
 
 
 def fit_rows(key: tuple, sweeps: Sweeps, link_rate: tuple[str, float] | None) -> list[FitRow]:
@@ -163,6 +161,7 @@ def fit_rows(key: tuple, sweeps: Sweeps, link_rate: tuple[str, float] | None) ->
                 rate_ratio=(link_beta / link_rate[1])
                 if (link_beta and link_rate and max(int(r.get("hosts") or 1) for r in srecs) > 1)
                 else None,
+                link=sweeps.figures.get((backend, device, n)),
             )
         )
     return rows

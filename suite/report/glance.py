@@ -1,10 +1,10 @@
 """The pictures that open a report, under its verdict, world and warnings (suite/report/first_screen.py): the
-run's headline sentences (suite/report/headline.py); the headline
-figure -- every collective's bus bandwidth against message size on one chart, under the link's rate (the
-run's p2p ping-pong, else LINK_RATE across hosts: ``headline.link_reference``) -- with the "% of link
-rate" at the largest size per collective beside it; then each experiment's own first picture with the one
-line that says what to see (its spec's ``glance`` hook; an experiment with its own section and no hook:
-that section's first figure). Reads records only; renders nothing (suite/report/render.py)."""
+run's headline sentences (suite/report/headline.py); the headline figure -- every collective's bus bandwidth
+(its canonical form) against message size on one chart, under the link's rate (the run's streaming probe of
+the link, else LINK_RATE across hosts: link_rate.link_figures) -- with the "% of link rate" at the largest
+size per collective beside it; then each experiment's own first picture with the one line that says what to
+see (its spec's ``glance`` hook; an experiment with its own section and no hook: that section's first
+figure). Reads records only; renders nothing (suite/report/render.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from suite import results
 from suite.report import figures
 from suite.report.environment import fmt_bytes
 from suite.report.first_screen import FirstScreen, first_screen
-from suite.report.headline import headline_items, link_reference
+from suite.report.headline import canonical_form, headline_items, link_reference, link_text, noisy_dips, share
 from suite.report.sections import Plot, PlotNames, Section
 from suite.report.specs import library_collectives, spec_value
 
@@ -64,18 +64,16 @@ def build_glance(run: dict, own_sections: dict[str, Section], plot_name: PlotNam
 
 
 def collective_lines(run: dict) -> list[tuple[str, list[dict]]]:
-    """Per collective (and backend, device and world size where the run has several): at each size the record
-    of its highest busbw over its forms (variant, reduction, dtype), sizes ascending."""
-    best: OrderedDict = OrderedDict()
+    """Per collective (and backend, device and world size where the run has several): its canonical form's
+    records (``headline.canonical_form``: sum, float32, out-of-place where measured), sizes ascending."""
+    groups: OrderedDict = OrderedDict()
     for r in results.records(run):
         if library_collectives(r["experiment"]) and r["op"] != "barrier" and r.get("busbw_gbps") and r["size_bytes"]:
-            at = best.setdefault((r["op"], r["backend"], r["device"], r["world_size"]), {})
-            if r["size_bytes"] not in at or r["busbw_gbps"] > at[r["size_bytes"]]["busbw_gbps"]:
-                at[r["size_bytes"]] = r
-    several = len({k[1:] for k in best}) > 1
+            groups.setdefault((r["op"], r["backend"], r["device"], r["world_size"]), []).append(r)
+    several = len({k[1:] for k in groups}) > 1
     return [
-        (f"{op} ({backend}/{device}, {n} ranks)" if several else op, [at[s] for s in sorted(at)])
-        for (op, backend, device, n), at in best.items()
+        (f"{op} ({backend}/{device}, {n} ranks)" if several else op, canonical_form(recs, op))
+        for (op, backend, device, n), recs in groups.items()
     ]
 
 
@@ -83,34 +81,39 @@ def headline_figure(
     run: dict, lines: list[tuple[str, list[dict]]], plot_name: PlotNames
 ) -> tuple[Plot, str, list[list[str]]]:
     """The headline figure, its caption and the table beside it (one row per line, LINK_HEAD)."""
-    rows, links = [], OrderedDict()
+    rows, links, drawn, noisy = [], OrderedDict(), [], []
     for label, recs in lines:
         top = recs[-1]
         link = link_reference(run, top)
         if link is not None:
-            links.setdefault((link.gbps, link.source), link)
-        share = "-" if link is None else f"{top['busbw_gbps'] / link.gbps:z.0%}"
-        rows.append([label, fmt_bytes(top["size_bytes"]), f"{top['busbw_gbps']:z.3g}", share])
+            links.setdefault((link.beta_gbps, link.source), link)
+        cell = "-" if link is None else share(top["busbw_gbps"], link).cell
+        rows.append([label, fmt_bytes(top["size_bytes"]), f"{top['busbw_gbps']:z.3g}", cell])
+        dips = noisy_dips(recs)
+        if dips:  # a fall beyond the intervals is the machine's noise: said so on the line, not drawn as a feature
+            noisy.append(f"{label} falls at {', '.join(fmt_bytes(s) for s in dips)}")
+            label += " (noise: not monotonic)"
+        drawn.append((label, [r["size_bytes"] for r in recs], [r["busbw_gbps"] for r in recs]))
     named = [
-        (link.gbps, f"link rate {link.gbps:z.3g} GB/s, {'measured' if link.measured else 'declared'}: {link.source}")
+        (link.beta_gbps, f"link rate {'measured' if link.measured else 'declared'}: {link_text(link)}")
         for link in links.values()
     ]
     title = "bus bandwidth of every collective against message size"
-    png = figures.size_lines(
-        title,
-        [(label, [r["size_bytes"] for r in recs], [r["busbw_gbps"] for r in recs]) for label, recs in lines],
-        ylabel="busbw (GB/s), the best of its forms at each size",
-        ceilings=named,
-    )
+    png = figures.size_lines(title, drawn, ylabel="busbw (GB/s), sum, float32 where measured", ceilings=named)
     caption = (
-        "Each collective's bus bandwidth under the link's rate ("
+        "Each collective's bus bandwidth (its canonical form: sum, float32, out-of-place where measured; the other "
+        "forms are in the tables) under the link's rate ("
         + "; ".join(label for _, label in named)
         + "): a line near it uses the link fully, one far below is bound by latency or software; "
         "the table gives the share at the largest size."
         if named
         else "Each collective's bus bandwidth; no link rate to set it against "
-        "(no p2p ping-pong in this run, no LINK_RATE across hosts)."
+        "(no p2p probe in this run, no LINK_RATE across hosts)."
     )
+    if noisy:
+        caption += (
+            " Noise, not a feature: " + "; ".join(noisy) + " (below the size before by more than both intervals)."
+        )
     return Plot(name=plot_name("headline", "busbw"), title=title, png=png), caption, rows
 
 

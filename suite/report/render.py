@@ -123,7 +123,8 @@ def render_html(rep: Report, hang: dict | None = None, trace: str | None = None)
             + "</p>"
         )
     if rep.fits:
-        out.append(html_table(*fit_table_rows(rep)))
+        head, rows = fit_table_rows(rep)
+        out += [html_table(head, rows)] if rows else []  # no header over nothing: the lines below say why
         out += [f"<p class='note fit-miss'>{e(line)}</p>" for line in fit_misses(rep)]
     else:
         out.append("<p>No size sweeps to fit.</p>")
@@ -200,7 +201,8 @@ def render_markdown(rep: Report, hang: dict | None = None, trace: str | None = N
             f"β = {link.beta_gbps:z.4g} GB/s ({link.source})"
         )
     if rep.fits:
-        out += ["", md_table(*fit_table_rows(rep)), "", *(f"- {line}" for line in fit_misses(rep))]
+        head, rows = fit_table_rows(rep)
+        out += (["", md_table(head, rows)] if rows else []) + ["", *(f"- {line}" for line in fit_misses(rep))]
     for s in rep.sections:
         out += ["", f"## {s.title}", ""] + [n + "\n" for n in s.notes]
         out += [f"![{p.title}]({p.name}.png)" for p in s.plots]

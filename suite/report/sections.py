@@ -96,7 +96,7 @@ def _sweep_plot(
     exp, gk, backend, device, n = key
     ops = {r["op"] for r in rs}
     op = rs[0]["op"] if len(ops) == 1 else None  # one op: the ring model is drawn with it
-    fits = {k: f for k, (_, f) in sweeps.fitted(key).items() if f.holds}  # only lines that could fail and did not
+    fits = {k: f for k, (_, f) in sweeps.fitted(key).items() if f.shown}  # only lines that earn a model
     link = sweeps.links.get((backend, device, n))
     ring = None
     ring_label = "ring model"

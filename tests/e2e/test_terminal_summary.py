@@ -35,7 +35,9 @@ def test_a_run_ends_with_a_short_summary_and_keeps_its_tables_in_a_file(tmp_path
     assert 5 <= len(block) <= 10, block
     text = "\n".join(block)
     assert re.search(r"^# verdict: PASS: 1 case, 0 wrong, 0 unchecked", text, re.M), text
-    assert re.search(r"^# collectives: all_reduce reaches [\d.]+ (?:GB|MB|B)/s busbw at 96 B", text, re.M), text
+    said = r"^# collectives: all_reduce \(sum, float32\) reaches [\d.]+ (?:GB|MB|B)/s busbw"
+    assert re.search(said, text, re.M), text
+    assert re.search(r"busbw (?:\[[^]]*\] )?at 96 B", text), text
     assert re.search(r"^# time: \d+ s from start to report; rank 0: \w+ [\d.]+ s \(\d+%\)", text, re.M), text
     report = re.search(r"^# report: (\S+)", text, re.M)
     assert report and Path(report.group(1)) == run_dir / "report" / "index.html" and Path(report.group(1)).is_file()

@@ -24,6 +24,18 @@ def _noise(seed: int, sd: float, n: int = len(SIZES)):
     return np.exp(np.random.default_rng(seed).normal(0, sd, n))
 
 
+def _row(m, **kw) -> fits.FitRow:
+    """A fit table row of model ``m`` (an all_reduce series of 2 ranks unless ``kw`` says otherwise)."""
+    base = dict(experiment="x", op="all_reduce", series="all_reduce sum", backend="gloo", device="cpu", world_size=2)
+    return fits.FitRow(**(base | dict(fit=m, link_beta_gbps=1.0, ring_ratio=1.5, rate_ratio=None) | kw))
+
+
+def _report(*rows) -> analysis.Report:
+    return analysis.Report(
+        run_name="r", environment=[], sections=[], fits=list(rows), links={}, link_rate=None, n_records=0
+    )
+
+
 def test_bootstrap_intervals_cover_a_known_alpha_beta_and_shrink_with_the_noise():
     wide = fit.fit_model(SIZES, _line(35.0, 2.5) * _noise(1, 0.10))
     narrow = fit.fit_model(SIZES, _line(35.0, 2.5) * _noise(1, 0.02))
@@ -72,61 +84,29 @@ def test_where_the_model_does_not_hold_one_line_says_so_not_a_row():
     flat = 100.0 * _noise(4, 0.3)
     m = fit.fit_model(SIZES, flat)
     assert m.r2 < fit.MIN_R2 and not m.holds
-    row = fits.FitRow(
-        experiment="x",
-        op="all_reduce",
-        series="all_reduce sum",
-        backend="gloo",
-        device="cpu",
-        world_size=2,
-        fit=m,
-        link_beta_gbps=1.0,
-        ring_ratio=1.5,
-        rate_ratio=None,
-    )
-    good = dict(row.__dict__, fit=fit.fit_model(SIZES, _line(35.0, 2.5) * _noise(5, 0.02)), series="good")
-    rep = analysis.Report(
-        run_name="r",
-        environment=[],
-        sections=[],
-        fits=[row, fits.FitRow(**good)],
-        links={},
-        link_rate=None,
-        n_records=0,
-    )
+    row = _row(m)
+    rep = _report(row, _row(fit.fit_model(SIZES, _line(35.0, 2.5) * _noise(5, 0.02)), series="good"))
     head, rows = fit_table.fit_table_rows(rep)
     (ok,) = rows  # the series that no line describes has no row of dashes
     col = {h: i for i, h in enumerate(head)}
     assert ok[col["series"]] == "good"
     assert float(ok[col["R²"]]) > 0.99 and "[" in ok[col["α (µs) [95% CI]"]]
     assert fit_table.fit_misses(rep) == [
-        "1 series, no size range fits α–β (R² < 0.8, off by more than 5% rms): latency-bound or noisy, "
-        "see the tables: x: all_reduce sum"
+        "1 series, no model: too noisy: x: all_reduce sum (R² -0.17 < 0.8 and 27% rms off the points)"
     ]
     two = dataclasses.replace(row, series="two sizes", fit=fit.fit_model(SIZES[:2], _line(35.0, 2.5, SIZES[:2])))
     misses = fit_table.fit_misses(dataclasses.replace(rep, fits=[row, two, row]))
     assert misses == [
-        "2 series, no size range fits α–β (R² < 0.8, off by more than 5% rms): latency-bound or noisy, "
-        "see the tables: x: all_reduce sum, all_reduce sum",
-        "1 series, too few sizes to test a line (it needs 3): x: two sizes",
+        "1 series, no model: too few points (a model needs 4 sizes): x: two sizes",
+        "2 series, no model: too noisy: x: all_reduce sum (R² -0.17 < 0.8 and 27% rms off the points), "
+        "all_reduce sum (R² -0.17 < 0.8 and 27% rms off the points)",
     ]
 
 
 def test_a_knee_prints_two_rows():
     t = np.where(SIZES < 65536, _line(10.0, 0.5), _line(200.0, 4.0)) * _noise(2, 0.03)
-    row = fits.FitRow(
-        experiment="x",
-        op="send_recv",
-        series="ping_pong",
-        backend="gloo",
-        device="cpu",
-        world_size=2,
-        fit=fit.fit_model(SIZES, t),
-        link_beta_gbps=4.0,
-        ring_ratio=1.0,
-        rate_ratio=None,
-    )
-    rep = analysis.Report(run_name="r", environment=[], sections=[], fits=[row], links={}, link_rate=None, n_records=0)
+    row = _row(fit.fit_model(SIZES, t), op="send_recv", series="ping_pong", link_beta_gbps=4.0, ring_ratio=1.0)
+    rep = _report(row)
     head, rows = fit_table.fit_table_rows(rep)
     assert [r[head.index("sizes")] for r in rows] == ["< 64K (knee)", ">= 64K"]
     assert [r[head.index("points")] for r in rows] == ["4", "6"]
@@ -148,12 +128,15 @@ def test_a_line_through_two_sizes_is_too_few_sizes_not_a_fit():
     two = fit.fit_model([1024.0, 65536.0], [20.0, 90.0])
     assert two.r2 == pytest.approx(1.0) and not two.testable and not two.holds
     cells = fit_table.fit_cells(two.single)
-    assert cells[:2] == ["-", "-"] and cells[2].startswith("too few sizes (2;")
-    # three sizes can contradict a line: the same rule shows a line that fits them
+    assert cells == ["-", "-", "no model: too few points: 2 sizes, a model needs 4"]
+    # three sizes can contradict a line, but leave it one degree of freedom: held, not shown as a model
     three = fit.fit_model([1024.0, 4096.0, 65536.0], _line(19.0, 1.0, np.array([1024.0, 4096.0, 65536.0])))
-    assert three.testable and three.holds and fit_table.fit_cells(three.single)[2] == "1.000"
+    assert three.testable and three.holds and not three.shown
+    assert fit_table.fit_cells(three.single)[2] == "no model: too few points: 3 sizes, a model needs 4"
+    four = np.array([1024.0, 4096.0, 16384.0, 65536.0])
+    assert fit_table.fit_cells(fit.fit_model(four, _line(19.0, 1.0, four)).single)[2] == "1.000"
     # pieces of a knee follow the same rule
-    assert fit.MIN_PIECE_POINTS >= fit.MIN_FIT_SIZES
+    assert fit.MIN_PIECE_POINTS >= fit.MIN_MODEL_SIZES
 
 
 def test_inf_bandwidth_and_negative_r2_never_reach_the_fit_table():
@@ -163,10 +146,11 @@ def test_inf_bandwidth_and_negative_r2_never_reach_the_fit_table():
     alpha, beta, r2 = fit_table.fit_cells(flat.single)
     assert alpha.startswith("50.") and beta == "- (time flat in size)" and r2 == "- (flat: within 1.1% rms)"
     # a flat series with a finite β whose bootstrap interval has no upper end
+    # β is not resolved there: the line is flat, α its model, and no β is quoted
     nearly = fit.fit_model([4, 16, 64, 256, 1024, 4096], [10.0, 10.1, 9.9, 10.05, 10.2, 10.1])
-    assert nearly.holds and math.isinf(nearly.single.beta_ci_gbps[1])
+    assert nearly.holds and math.isinf(nearly.single.beta_ci_gbps[1]) and nearly.single.flat and nearly.shown
     cells = fit_table.fit_cells(nearly.single)
-    assert cells[1].endswith(", unbounded]") and cells[2].startswith("- (flat: within")
+    assert cells[1] == "- (time flat in size)" and cells[2].startswith("- (flat: within")
     for c in cells + [alpha, beta, r2]:
         assert "inf" not in c and not c.startswith("-0") and "nan" not in c
 
@@ -192,3 +176,77 @@ def test_batched_bootstrap_refits_equal_one_fit_per_resample(shape):
         if one is not None:
             assert a == pytest.approx(one.alpha_us, rel=1e-9, abs=1e-9)
             assert ib == pytest.approx(0.0 if math.isinf(one.beta_gbps) else 1 / one.beta_gbps, rel=1e-9, abs=1e-12)
+
+
+WIGGLE = np.array([1.0, 1.15, 0.87, 1.1, 0.9, 1.12, 0.88, 1.1, 0.85, 1.2])
+"""A fixed ±15% noise (no random draw: the bounds' tests do not depend on a generator)."""
+
+
+def test_a_beta_whose_interval_spans_more_than_the_bound_is_no_model():
+    # α 20 ms hides the bandwidth term until the last two sizes: R² 0.88 holds, but β is known within 6x only
+    m = fit.fit_model(SIZES, _line(20000.0, 2.0) * WIGGLE)
+    assert m.holds and m.r2 >= fit.MIN_R2
+    lo, hi = m.single.beta_ci_gbps
+    assert hi / lo > fit.MAX_BETA_CI_RATIO and not m.shown
+    assert m.no_model().startswith("too noisy: β's interval [1, 6.47] GB/s spans 6.5x (at most 4x)")
+    # the same link under the same noise with α 2 ms: β within 1.6x, a model
+    assert fit.fit_model(SIZES, _line(2000.0, 2.0) * WIGGLE).shown
+
+
+def test_an_alpha_whose_interval_is_wider_than_half_the_smallest_time_is_no_model():
+    # ±30% at the small sizes of a bandwidth-bound line: β is known, α (50 µs) is not
+    t = _line(50.0, 1.0) * np.array([1.0, 1.3, 0.75, 1.25, 0.8, 1.0, 1.0, 1.0, 1.0, 1.0])
+    m = fit.fit_model(SIZES, t)
+    assert m.holds and m.no_model().startswith("too noisy: α's interval [38, 65.3] µs is wider than 50%")
+    assert fit_table.fit_cells(m.single) == ["-", "-", "no model: " + m.no_model()]
+
+
+def test_a_knee_needs_four_sizes_each_side():
+    # a clear eager/rendezvous switch, three sizes each side: two lines of 3 points prove nothing
+    six = SIZES[2:8]
+    t = np.where(six < 65536, _line(10.0, 0.5, six), _line(200.0, 4.0, six))
+    assert fit.find_knee(six, t) is None
+    eight = SIZES[1:9]
+    t = np.where(eight < 65536, _line(10.0, 0.5, eight), _line(200.0, 4.0, eight))
+    assert fit.find_knee(eight, t) is not None
+
+
+def test_an_asymptotic_busbw_above_the_links_rate_is_flagged_not_tabled():
+    from suite.model.link_rate import LinkFigure
+
+    link = LinkFigure(
+        backend="gloo",
+        device="cpu",
+        world_size=2,
+        src=0,
+        dst=1,
+        link_class="intra",
+        beta_gbps=1.0,
+        beta_ci_gbps=(0.9, 1.1),
+        alpha_us=20.0,
+        alpha_ci_us=None,
+        measured=True,
+        source="p2p window 0->1, α–β fit",
+        alpha_source="",
+    )
+    m = fit.fit_model(SIZES, _line(35.0, 2.5))
+    row = _row(m, experiment="collectives", op="broadcast", series="broadcast", link_beta_gbps=2.5, link=link)
+    within = dataclasses.replace(row, series="all_gather", link_beta_gbps=1.05)  # inside the rate's interval
+    rep = _report(row, within)
+    head, rows = fit_table.fit_table_rows(rep)
+    assert [r[head.index("series")] for r in rows] == ["all_gather"]
+    assert fit_table.fit_misses(rep) == [
+        "1 series, flagged, not tabled: the asymptotic busbw is above the link's rate, beyond its interval "
+        "(a rate the link does not carry is no model of the op over it): "
+        "collectives: broadcast (busbw∞ 2.5 GB/s > the link's 1 GB/s)"
+    ]
+
+
+def test_a_report_where_no_series_earns_a_model_has_no_empty_fit_table():
+    from suite.report import render
+
+    rep = _report(_row(fit.fit_model(SIZES, 100.0 * _noise(4, 0.3))))
+    md = render.render_markdown(rep)
+    assert "| experiment | series |" not in md and "- 1 series, no model: too noisy: x: all_reduce sum" in md
+    page = render.render_html(rep)
+    assert "<th>experiment</th>" not in page and "no model: too noisy" in page

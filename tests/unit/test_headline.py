@@ -48,25 +48,81 @@ def _by_exp(run: dict) -> dict:
     return {h.experiment: h for h in headline_items(run)}
 
 
-def test_collectives_are_set_against_the_ping_pong_at_their_size():
-    run = _run([_rec(busbw=0.5), _rec(size=1024, busbw=0.01), _pingpong(1024, 0.1), _pingpong(MIB, 2.0)])
-    h = _by_exp(run)["collectives"]
-    assert (
-        "all_reduce reaches 500 MB/s busbw at 1.0 MiB, 25% of the link's measured rate "
-        "(2 GB/s, p2p ping-pong 0<->1, 1.0 MiB)" in h.text
-    )
-    assert h.numbers["link_fraction"] == pytest.approx(0.25)
+def _window(size=MIB, alpha_us=20.0, beta=2.0, variant="unidirectional", src=0, dst=1) -> dict:
+    """A p2p window record on a link of latency ``alpha_us`` and rate ``beta`` GB/s (time per message)."""
+    t = alpha_us + size / (beta * 1e3)
+    return _rec("p2p", "send_recv", size, size / (t * 1e3), 0, pattern="window", variant=variant, src=src, dst=dst)
+
+
+def _sweep(make, sizes=tuple(1 << k for k in range(10, 21)), **kw) -> list[dict]:
+    return [make(size=s, **kw) for s in sizes]
+
+
+def test_collectives_are_set_against_the_links_streaming_rate_not_one_ping_pong():
+    # the ping-pong's rate at 1 MiB (0.5 GB/s) is one message's, not the link's: the window's fitted β is
+    recs = [_rec(busbw=0.5), _rec(size=1024, busbw=0.01), _pingpong(1024, 0.1), _pingpong(MIB, 0.5)]
+    h = _by_exp(_run(recs + _sweep(_window)))["collectives"]
+    assert "all_reduce reaches 500 MB/s busbw at 1.0 MiB, 25% of the link's measured rate (2 GB/s" in h.text
+    assert "p2p window 0->1, α–β fit" in h.text and "11 sizes 1.0 KiB–1.0 MiB" in h.text
+    assert h.numbers["link_fraction"] == pytest.approx(0.25) and h.numbers["link_gbps"] == pytest.approx(2.0)
     assert h.text.endswith("0 wrong of 2 cases") and h.verdict == "correct"
 
 
-def test_without_a_ping_pong_at_their_size_the_largest_one_is_the_link():
+def test_without_a_window_the_ping_pong_is_the_link_and_the_source_says_so():
     run = _run([_rec(size=4 * MIB, busbw=1.0), _pingpong(1024, 0.1), _pingpong(MIB, 4.0)])
-    assert "25% of the link's measured rate (4 GB/s, p2p ping-pong 0<->1, 1.0 MiB)" in headlines(run)[0]
+    text = headlines(run)[0]
+    assert "25% of the link's measured rate (4 GB/s, p2p ping-pong 0<->1" in text
+    assert "(no streaming probe of this link class in this run)" in text
 
 
-def test_without_a_ping_pong_link_rate_is_the_declared_link_across_hosts():
+def test_a_probe_that_stopped_while_the_rate_still_grew_says_how_far_it_went():
+    # α 1 ms at 2 GB/s: at 64 KiB the rate is ~3% of β; the fit extrapolates, and the sentence says so
+    recs = [_rec(size=64 << 10, busbw=0.01)] + _sweep(_window, sizes=(1024, 4096, 16384, 65536), alpha_us=1000.0)
+    assert "still growing at 64.0 KiB" in headlines(_run(recs))[0]
+
+
+def test_the_headline_quotes_sum_float32_at_the_largest_size_not_the_luckiest_form():
+    recs = [
+        _rec(busbw=0.2, redop="sum", dtype="float32"),
+        _rec(busbw=0.9, redop="min", dtype="float32"),  # noise-favoured: it may not lead
+        _rec(busbw=0.8, redop="sum", dtype="float64"),
+        _rec(size=4096, busbw=1.5, redop="sum", dtype="float32"),  # a smaller size: not the headline's
+    ]
+    h = _by_exp(_run(recs))["collectives"]
+    assert h.text.startswith("collectives: all_reduce (sum, float32) reaches 200 MB/s busbw at 1.0 MiB")
+    assert "the other forms in the tables" in h.text
+
+
+def test_the_headline_gives_the_busbw_interval_from_its_median():
+    samples = [100.0 + k for k in range(-10, 11)]
+    rec = _rec(busbw=0.5, redop="sum", dtype="float32", samples_us=samples)
+    text = headlines(_run([rec]))[0]
+    assert re.search(r"reaches 500 MB/s busbw \[4\d\d MB/s, 5\d\d MB/s\] at 1.0 MiB", text), text
+
+
+def test_a_share_above_the_link_reads_against_both_directions_where_the_op_sends_both_ways():
+    recs = [_rec(busbw=3.0)] + _sweep(_window) + _sweep(_window, variant="bidirectional", beta=1.8)
+    text = headlines(_run(recs))[0]
+    assert "150% of one direction's measured rate, 83% of both directions' at once (3.6 GB/s" in text
+
+
+def test_a_share_above_every_link_figure_is_marked_with_its_reason():
+    text = headlines(_run([_rec(busbw=3.0)] + _sweep(_window)))[0]
+    assert "150% of the link's measured rate, marked: above every link figure of this run" in text
+    assert "shared memory, not a link" in text
+
+
+def test_without_a_probe_the_link_rate_is_the_declared_link_across_hosts():
     run = _run([_rec(busbw=0.5)], hosts=("a", "b"), link_rate="8gbit")
     assert "50% of the link's declared rate (1 GB/s, LINK_RATE=8gbit)" in headlines(run)[0]
+
+
+def test_across_hosts_the_declared_rate_is_the_link_and_expect_link_rate_comes_first():
+    recs = [_rec(busbw=0.5)] + _sweep(_window, beta=4.0)
+    run = _run(recs, hosts=("a", "b"), link_rate="8gbit")
+    assert "50% of the link's declared rate (1 GB/s, LINK_RATE=8gbit (measured: 4 GB/s" in headlines(run)[0]
+    run["suite"] = {"config": {"doctor": {"expect_link_rate": "16gbit"}}}
+    assert "25% of the link's declared rate (2 GB/s, EXPECT_LINK_RATE=16gbit (measured: 4 GB/s" in headlines(run)[0]
 
 
 def test_without_either_the_sentence_says_so_instead_of_a_percentage():
@@ -136,7 +192,8 @@ def test_the_run_end_fits_ten_lines_and_names_the_headlines_left_to_the_report(t
     lines = end_lines(run, tmp_path, status=0, latest="also latest", report=tmp_path / "index.html", tables_shown=False)
     assert len(lines) == MAX_LINES and all(line.startswith("# ") for line in lines)
     assert lines[0].startswith("# verdict: PASS: 134 cases, 0 wrong, 13 unchecked; exit status 0")
-    assert lines[1].startswith("# collectives: all_reduce reaches") and "(+3 more in the report: " in lines[4]
+    assert lines[1].startswith("# collectives: all_reduce (sum, float32) reaches")
+    assert "(+3 more in the report: " in lines[4]
     assert [line.split(":")[0] for line in lines[5:]] == ["# time", "# results", "# tables", "# report", "# trace"]
 
 
@@ -157,3 +214,27 @@ def test_the_run_end_puts_a_wrong_experiment_first(tmp_path):
 def test_a_tiny_rate_reads_without_an_exponent():
     text = headlines(_run([_rec(size=96, busbw=4.1e-05)]))[0]  # 96 B all_reduce: 41 kB/s, once "4.1e-05 GB/s"
     assert "all_reduce reaches 0.041 MB/s busbw at 96 B" in text and "e-0" not in text
+
+
+def test_an_unbounded_rate_interval_does_not_excuse_a_share_above_the_link():
+    from suite.model.link_rate import LinkFigure
+    from suite.report.headline import share
+
+    link = LinkFigure(
+        backend="gloo",
+        device="cpu",
+        world_size=2,
+        src=0,
+        dst=1,
+        link_class="intra",
+        beta_gbps=1.0,
+        beta_ci_gbps=(0.5, float("inf")),
+        alpha_us=10.0,
+        alpha_ci_us=None,
+        measured=True,
+        source="p2p window 0->1",
+        alpha_source="",
+    )
+    s = share(1.5, link)
+    assert "within its interval" not in s.text and s.text.startswith("150% of the link's measured rate, marked")
+    assert share(0.5, link).cell == "50%"
