@@ -73,6 +73,8 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 # takes results/<id> for all of them (a side of several runs: between-run variation is measured).
 bench-cpu: venv  ## every experiment on NPROC local ranks (Gloo, CPU; BACKEND=mpi: MPI); REPEAT=k for k runs
 	@case "$(REPEAT)" in ''|*[!0-9]*|0*) echo "error: REPEAT must be a positive integer, got '$(REPEAT)'" >&2; exit 2;; esac; \
+	case "$(BACKEND)" in nccl) echo "error: BACKEND=nccl runs on GPUs: make bench-gpu (make bench-cpu takes BACKEND=gloo or mpi)" >&2; \
+	  exit 2;; esac; \
 	if [ "$(REPEAT)" = 1 ]; then set -x; \
 	  $(PY) -m suite.launch --nproc $(NPROC) --backend $(BACKEND) --device cpu $(SUITE_ARGS) $(PASSTHROUGH); \
 	else id=$(or $(RUN_ID),$$(date -u +%Y%m%d-%H%M%S)); for i in $$(seq $(REPEAT)); do \

@@ -19,3 +19,11 @@ def test_a_knob_value_that_looks_like_an_option_is_one_line(tmp_path):
         (line,) = said(r)
         assert line.startswith("error: ") and knob.split("=")[1] in line, (knob, r.stderr)
         assert not (tmp_path / "r").exists()
+
+
+def test_bench_cpu_with_nccl_points_to_bench_gpu(tmp_path):
+    r = make("bench-cpu", "BACKEND=nccl", f"RESULTS={tmp_path / 'r'}", timeout=60)
+    assert r.returncode == 2, r.stderr
+    (line,) = said(r)
+    assert line.startswith("error: ") and "make bench-gpu" in line and "DEVICE" not in line, line
+    assert not (tmp_path / "r").exists()
