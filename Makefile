@@ -8,6 +8,13 @@ endif
 PYTHON      ?= python3
 VENV        ?= .venv
 PY          := $(VENV)/bin/python
+# Every upper-case variable on make's command line must be a knob: a misspelled one (MAXBYTES=64M) is refused,
+# naming the nearest, before any target starts (scripts/make_vars.py); the environment is not checked.
+_CMDLINE := $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $v)),'$v'))
+_REFUSED := $(if $(strip $(_CMDLINE)),$(shell $(PYTHON) scripts/make_vars.py $(_CMDLINE)))
+ifneq ($(_REFUSED),)
+$(error $(_REFUSED))
+endif
 
 NPROC       ?= 4
 BACKEND     ?= gloo
