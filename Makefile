@@ -43,6 +43,11 @@ RUN_ID      ?=
 REPEAT      ?= 1
 K           ?=
 PYTEST_ARGS ?=
+# V=1: make shows every command it runs (the launcher's command line among them); quiet otherwise
+V           ?=
+ifneq ($(V),1)
+.SILENT:
+endif
 
 SUITE_ARGS = --experiments $(EXPERIMENTS) --min-bytes $(MIN_BYTES) --max-bytes $(MAX_BYTES) \
   --step-factor $(STEP_FACTOR) --dtypes $(DTYPES) --redops $(REDOPS) --iters $(ITERS) --warmup $(WARMUP) \
@@ -82,7 +87,7 @@ bench-cpu: venv  ## every experiment on NPROC local ranks (Gloo, CPU; BACKEND=mp
 	@case "$(REPEAT)" in ''|*[!0-9]*|0*) echo "error: REPEAT must be a positive integer, got '$(REPEAT)'" >&2; exit 2;; esac; \
 	case "$(BACKEND)" in nccl) echo "error: BACKEND=nccl runs on GPUs: make bench-gpu (make bench-cpu takes BACKEND=gloo or mpi)" >&2; \
 	  exit 2;; esac; \
-	if [ "$(REPEAT)" = 1 ]; then set -x; \
+	if [ "$(REPEAT)" = 1 ]; then $(if $(filter 1,$(V)),set -x;) \
 	  $(PY) -m suite.launch --nproc $(NPROC) --backend $(BACKEND) --device cpu $(SUITE_ARGS) $(PASSTHROUGH); \
 	else id=$(or $(RUN_ID),$$(date -u +%Y%m%d-%H%M%S)); for i in $$(seq $(REPEAT)); do \
 	  echo "# repeat $$i of $(REPEAT): run $$id-r$$i"; \
@@ -95,7 +100,7 @@ bench-cpu: venv  ## every experiment on NPROC local ranks (Gloo, CPU; BACKEND=mp
 bench-gpu: venv  ## every experiment on all local GPUs (NCCL)
 	@n=$(or $(GPUS),$$($(PY) -c "import torch; print(torch.cuda.device_count())")); \
 	if [ "$$n" -lt 1 ]; then echo "error: torch sees no CUDA GPU (driver, CUDA_VISIBLE_DEVICES, a CPU-only" \
-	  "torch build?); set GPUS, or run make bench-cpu" >&2; exit 2; fi; set -x; \
+	  "torch build?); set GPUS, or run make bench-cpu" >&2; exit 2; fi; $(if $(filter 1,$(V)),set -x;) \
 	$(PY) -m suite.launch --nproc $$n --backend nccl --device cuda $(SUITE_ARGS) $(PASSTHROUGH)
 
 # The tiers one by one, cheapest first, each with its time against its budget (scripts/tiers.py):

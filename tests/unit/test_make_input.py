@@ -15,7 +15,7 @@ from tests.conftest import ROOT, load_script, make
 
 def said(r) -> list[str]:
     """What a make run said on stderr besides make's own closing line (``make: *** [...] Error 2``)."""
-    return [ln for ln in r.stderr.splitlines() if ln.strip() and not ln.startswith(("make: ***", "+ "))]
+    return [ln for ln in r.stderr.splitlines() if ln.strip() and not ln.startswith("make: ***")]
 
 
 def test_a_knob_value_that_looks_like_an_option_is_one_line(tmp_path):
@@ -66,7 +66,7 @@ def test_known_variables_and_the_environment_pass():
     env = {**os.environ, "MAXBYTES": "64M"}  # the environment is not checked
     r = make(
         "-n", "bench-cpu", "NPROC=2", "MAX_BYTES=64K", "DDP_PARAMS=1M", "SUITE_PROGRESS=plain", "NCCL_DEBUG=INFO",
-        "DEVICE=cpu", "lower=1", env=env, timeout=60,
+        "V=1", "DEVICE=cpu", "lower=1", env=env, timeout=60,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
 
@@ -89,3 +89,14 @@ def test_every_name_the_suite_reads_is_known_and_every_documented_make_line_pass
                     if name not in ("KNOB", "MAXBYTES", "MINE_COUNT") and mv.refusal([name]):  # examples
                         refused.setdefault(name, f)
     assert not refused, refused
+
+
+def test_the_launchers_command_line_is_shown_only_with_v_1(tmp_path):
+    for target in ("bench-cpu", "doctor"):
+        quiet = make(target, "NPROC=0", f"RESULTS={tmp_path / 'r'}", timeout=60)
+        assert quiet.returncode == 2 and quiet.stdout == "", quiet.stdout
+        (line,) = said(quiet)
+        assert line.startswith("error: ") and "NPROC" in line, (target, quiet.stderr)
+        shown = make(target, "NPROC=0", "V=1", f"RESULTS={tmp_path / 'r'}", timeout=60)
+        assert shown.returncode == 2 and "-m suite.launch --nproc 0 " in shown.stdout + shown.stderr, shown.stderr
+        assert not (tmp_path / "r").exists()
