@@ -246,7 +246,7 @@ def _main(argv: list[str], where: dict) -> int:
         names = _chosen_experiments(a.experiments, cfg, lay["world_size"])
         check_run_location(a.results_root, a.run_id)
         check_switches(os.environ, lay["world_size"])  # every SUITE_* switch (suite/common/switches.py SWITCHES)
-        live = progress.mode(os.environ, sys.stdout.isatty()) == "live"
+        live = progress.mode(os.environ, progress.is_terminal(sys.stdout)) == "live"
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
