@@ -155,3 +155,15 @@ def test_the_run_end_puts_a_wrong_experiment_first(tmp_path):
 def test_a_tiny_rate_reads_without_an_exponent():
     text = headlines(_run([_rec(size=96, busbw=4.1e-05)]))[0]  # 96 B all_reduce: 41 kB/s, once "4.1e-05 GB/s"
     assert "all_reduce reaches 0.041 MB/s busbw at 96 B" in text and "e-0" not in text
+
+
+def test_an_interrupted_run_reads_interrupted_not_failed(tmp_path):
+    from suite.report.run_end import end_lines
+
+    run = _run([_rec()])
+    run["suite"] = {"complete": False, "started_unix": 100.0, "phase_seconds": {"timed": 3.0}}
+    for status in (130, 143):
+        lines = end_lines(run, tmp_path, status=status, latest="unchanged", report=None, tables_shown=False, now=110.0)
+        assert lines[0].startswith(f"# verdict: INTERRUPTED: 1 case, 0 wrong, 0 unchecked; exit status {status}")
+    lines = end_lines(run, tmp_path, status=5, latest="unchanged", report=None, tables_shown=False, now=110.0)
+    assert lines[0].startswith("# verdict: FAIL (partial run): 1 case")  # a run that failed part-way stays a failure
