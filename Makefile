@@ -71,7 +71,8 @@ help:  ## every target with its one-line purpose (this list, read from the Makef
 	@echo "  SUITE_ALL_RANKS_OUTPUT SUITE_KEEP_RANK_SAMPLES SUITE_GIT_COMMIT SUITE_INJECT_CORRUPTION SUITE_INJECT_DELAY"
 	@echo "  SUITE_INJECT_MISMATCH SUITE_INJECT_DIVERGE SUITE_INJECT_FAULT SUITE_INJECT_BACKEND"
 	@echo "exit status: make exits 2 whenever a target fails; scripts/make-status <target> [KNOB=value ...]"
-	@echo "  exits with the suite's own (launcher 1-10 and 130/143, compare 1/3, doctor 8: docs/failures.md)"
+	@echo "  exits with the suite's own (launcher 1-10, 130 on Ctrl-C, 143 on SIGTERM; compare 1 or 3; doctor 8:"
+	@echo "  docs/failures.md); V=1 shows every command make runs"
 
 venv: $(VENV)/.installed  ## create .venv with the pinned environment (requirements.txt)
 $(VENV)/.installed: requirements.txt requirements-dev.txt
@@ -121,8 +122,8 @@ lint: venv  ## ruff (check + format), shellcheck on every shell script, hadolint
 test-cpu: venv  ## the tests that need no Docker; unit tier first
 	$(PY) scripts/tiers.py --tiers unit,dist,e2e,gpu -- -m "not docker" $(PYTEST_ARGS)
 
-# The unit tier: pure logic and one-rank in-process groups, seconds.
-test-fast: venv  ## the unit tier (tests/unit), in seconds
+# The unit tier: pure logic and one-rank in-process groups (its figures: docs/tests.md, the README's Quick start).
+test-fast: venv  ## the unit tier (tests/unit): about 1,350 tests, 72 s on an idle 2-core machine
 	$(PY) -m pytest tests/unit -q $(PYTEST_ARGS)
 
 # The flake budget: a tier N times, failures per test (TIER = a folder of tests/, e.g. dist).
