@@ -7,7 +7,7 @@ with what it prints (one line, status 2) before any target starts::
 
 Known: every variable the Makefiles define or read (Makefile, mk/*.mk), each run-wide knob's make name
 (suite/common/knobs.py KNOBS), each experiment knob (experiments/*/settings.py), each switch (docs/switches.md,
-checked against suite/common/switches.py SWITCHES), what the compose files read, the launcher's multi-node
+suite/common/switches.py, faults.py: checked against SWITCHES), what the compose files read, the launcher's multi-node
 variables, and the environment of the libraries the ranks use (NCCL_*, TORCH_*, CUDA_*, ...: passed on to them).
 The suggestion is the nearest known name (difflib). Standard library only, any Python 3: it runs before the
 venv exists.
@@ -38,11 +38,19 @@ _MAKE_REF = re.compile(r"\$\(([A-Z][A-Z0-9_]*)\)|\b(?:origin|ifn?def)\s+([A-Z][A
 _MAKE_EXPORT = re.compile(r"^export\s+([A-Z0-9_ ]+)$", re.M)
 
 
+def _text(path: Path) -> str:
+    """A file's text, or '' where it is missing (a partial copy of the repository must not stop make)."""
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
 def makefile_names(root: Path = ROOT) -> set[str]:
     """Every upper-case variable the Makefiles define, export or read."""
     out: set[str] = set()
     for path in [root / "Makefile", *sorted((root / "mk").glob("*.mk"))]:
-        text = path.read_text()
+        text = _text(path)
         out.update(_MAKE_DEF.findall(text))
         out.update(a or b for a, b in _MAKE_REF.findall(text))
         for names in _MAKE_EXPORT.findall(text):
@@ -53,14 +61,13 @@ def makefile_names(root: Path = ROOT) -> set[str]:
 def knob_names(root: Path = ROOT) -> set[str]:
     """The suite's own names: the run-wide knobs, the experiments' knobs, the switches and what the compose files
     read (``make compose-up NODE0_GPUS=0,1``)."""
-    out = set(
-        re.findall(r'Knob\(\s*"[a-z_]+",\s*"[a-z-]+",\s*"([A-Z_]+)"', (root / "suite/common/knobs.py").read_text())
-    )
+    out = set(re.findall(r'Knob\(\s*"[a-z_]+",\s*"[a-z-]+",\s*"([A-Z_]+)"', _text(root / "suite/common/knobs.py")))
     for path in sorted((root / "experiments").glob("*/settings.py")):
-        out.update(re.findall(r'"env":\s*"([A-Z][A-Z0-9_]*)"', path.read_text()))
-    out.update(re.findall(r"`(SUITE_[A-Z0-9_]+)`", (root / "docs/switches.md").read_text()))
+        out.update(re.findall(r'"env":\s*"([A-Z][A-Z0-9_]*)"', _text(path)))
+    for path in ("docs/switches.md", "suite/common/switches.py", "suite/common/faults.py"):
+        out.update(re.findall(r"[`\"](SUITE_[A-Z0-9_]+)[`\"]", _text(root / path)))
     for path in sorted(root.glob("docker-compose*.yml")):
-        out.update(re.findall(r"\$\{([A-Z][A-Z0-9_]*)", path.read_text()))
+        out.update(re.findall(r"\$\{([A-Z][A-Z0-9_]*)", _text(path)))
     return out
 
 
