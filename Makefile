@@ -8,13 +8,6 @@ endif
 PYTHON      ?= python3
 VENV        ?= .venv
 PY          := $(VENV)/bin/python
-# Every upper-case variable on make's command line must be a knob: a misspelled one (MAXBYTES=64M) is refused,
-# naming the nearest, before any target starts (scripts/make_vars.py); the environment is not checked.
-_CMDLINE := $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $v)),'$v'))
-_REFUSED := $(if $(strip $(_CMDLINE)),$(shell $(PYTHON) scripts/make_vars.py $(_CMDLINE)))
-ifneq ($(_REFUSED),)
-$(error $(_REFUSED))
-endif
 
 NPROC       ?= 4
 BACKEND     ?= gloo
@@ -47,6 +40,13 @@ PYTEST_ARGS ?=
 V           ?=
 ifneq ($(V),1)
 .SILENT:
+endif
+# Every upper-case variable on make's command line must be a knob: a misspelled one (MAXBYTES=64M) is refused,
+# naming the nearest, before any target starts (scripts/make_vars.py); the environment is not checked.
+_CMDLINE := $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $v)),'$v'))
+_REFUSED := $(if $(strip $(_CMDLINE)),$(shell $(PYTHON) scripts/make_vars.py $(_CMDLINE)))
+ifneq ($(_REFUSED),)
+$(error $(_REFUSED))
 endif
 
 SUITE_ARGS = --experiments $(EXPERIMENTS) --min-bytes $(MIN_BYTES) --max-bytes $(MAX_BYTES) \
