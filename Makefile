@@ -42,9 +42,10 @@ ifneq ($(V),1)
 .SILENT:
 endif
 # Every upper-case variable on make's command line must be a knob: a misspelled one (MAXBYTES=64M) is refused,
-# naming the nearest, before any target starts (scripts/make_vars.py); the environment is not checked.
+# naming the nearest, before any target starts (scripts/make_vars.py); the environment is not checked. A PYTHON
+# that cannot run it (too old: make venv says so) checks nothing.
 _CMDLINE := $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $v)),'$v'))
-_REFUSED := $(if $(strip $(_CMDLINE)),$(shell $(PYTHON) scripts/make_vars.py $(_CMDLINE)))
+_REFUSED := $(if $(strip $(_CMDLINE)),$(shell $(PYTHON) scripts/make_vars.py $(_CMDLINE) 2>/dev/null))
 ifneq ($(_REFUSED),)
 $(error $(_REFUSED))
 endif
