@@ -5,7 +5,8 @@
 #   KIND=trainjob: a Kubeflow Trainer TrainJob on the torch-distributed runtime; jobset: a plain JobSet.
 #   JOB=doctor: the doctor alone as a short job (ITERS/WARMUP as make doctor's, K8S_DEADLINE_S 900 s).
 #   K8S_SHM (/dev/shm, a Kubernetes quantity; default 1Gi per GPU), K8S_NAME (default from RUN_ID),
-#   K8S_DEADLINE_S (activeDeadlineSeconds). IMAGE is the image make image VARIANT=full builds.
+#   K8S_DEADLINE_S (activeDeadlineSeconds). IMAGE is the image make image VARIANT=full builds; its default names no
+#   registry, so no cluster can pull it (make k8s warns): push the image and pass IMAGE=<registry>/<name>:<tag>.
 KIND           ?= trainjob
 JOB            ?= bench
 RESULTS_PVC    ?= torch-comm-suite-results

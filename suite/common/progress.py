@@ -2,10 +2,10 @@
 
 ``SUITE_PROGRESS`` chooses (``mode``):
 
-- ``auto`` (default): when rank 0's stdout is a terminal (``make bench-cpu`` typed in a shell: torchrun's
-  workers inherit the launcher's stdout), one live line drawn with rich at the bottom of the screen:
-  a bar, cases done of total, elapsed, the time left and the case running now. Anywhere else (logs, CI,
-  the compose nodes, Slurm) the periodic lines below;
+- ``auto`` (default): when rank 0's stdout is a terminal with a size (``make bench-cpu`` typed in a shell:
+  torchrun's workers inherit the launcher's stdout; ``is_terminal``), one live line drawn with rich at the
+  bottom of the screen: a bar, cases done of total, elapsed, the time left and the case running now.
+  Anywhere else (logs, CI, the compose nodes, Slurm, a terminal of size 0x0) the periodic lines below;
 - ``plain``: the periodic lines also on a terminal: ``# progress: 40/133 cases, 1m10s elapsed, ~2m43s
   left`` every ``SUITE_PROGRESS_S`` seconds (default 30);
 - ``off``: neither.
@@ -50,6 +50,16 @@ def mode(env=None, stdout_is_terminal: bool = False) -> str:
         dumb = str(env.get("TERM", "")).lower() == "dumb"
         return "live" if stdout_is_terminal and not dumb else "plain"
     return raw
+
+
+def is_terminal(out) -> bool:
+    """Whether ``out`` (a stream or a file descriptor) is a terminal that can hold the live line: a terminal
+    that reports its size as 0x0 (some container and CI pseudo-terminals) cannot, and gets the plain lines."""
+    try:
+        fd = out if isinstance(out, int) else out.fileno()
+        return os.isatty(fd) and os.get_terminal_size(fd).columns > 0
+    except (OSError, ValueError, AttributeError):  # closed, not a file (a test's buffer), or no size at all
+        return False
 
 
 def note_case(results_dir: str | None, nodeid: str) -> None:

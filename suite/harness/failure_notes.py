@@ -37,7 +37,8 @@ def dump_journal(exc: BaseException | None) -> None:
     """The call phase raised ``exc`` (None: it did not): the journal, where there is one, is dumped now."""
     j = sys.modules.get("suite.harness.journal")
     if exc is not None and j is not None and j.current() is not None:
-        if not isinstance(exc, (pytest.fail.Exception, pytest.skip.Exception)):
+        # an interrupt (Ctrl-C, torchrun passing on SIGINT) is no failure, and no hang: nothing to dump
+        if not isinstance(exc, (pytest.fail.Exception, pytest.skip.Exception, KeyboardInterrupt)):
             j.current().exc = exc
             j.current().dump(f"this rank failed: {type(exc).__name__}: {str(exc)[:300]}", failed=True)
 

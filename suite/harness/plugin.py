@@ -76,7 +76,7 @@ def pytest_configure(config):
         terminal.check_version()
         cfg = _suite_config(config)
         # fd 1 is still the real stdout here: pytest's capture is suspended between its phases
-        mode = progress.mode(stdout_is_terminal=os.isatty(1))
+        mode = progress.mode(stdout_is_terminal=progress.is_terminal(1))
         every_s = switch("SUITE_PROGRESS_S")
         all_ranks_output = switch("SUITE_ALL_RANKS_OUTPUT")
     except (ConfigError, bench_adapter.UnsupportedVersion, terminal.UnsupportedVersion, OSError, ValueError) as e:

@@ -13,8 +13,9 @@ What a rank keeps, on its own ``time.perf_counter`` (the clock every rank of a h
 ``write_part`` writes it to ``<run>/trace/rank<r>.json`` at the end of the session, and whenever the journal
 dumps (the rank failed, or the launcher asked where it is: suite/harness/journal/dump.py); an op still
 running then has no end. The launcher merges the parts, with the journal's dumps, into ``<run>/trace.json``
-(suite/launch/trace.py). Recording costs one clock read and one list append per op (the journal's
-hot path: no I/O, no lock) and one append per span; nothing is written before the end or a dump.
+(suite/launch/trace.py), and removes them once it holds every rank's. Recording costs one clock read and one
+list append per op (the journal's hot path: no I/O, no lock) and one append per span; nothing is written before
+the end or a dump.
 """
 
 from __future__ import annotations
@@ -92,7 +93,10 @@ class Timeline:
 
         return {
             "rank": j.rank,
-            "world_size": dist.get_world_size() if dist.is_initialized() else None,
+            # the group may be gone (a failed run's end of session): torchrun's WORLD_SIZE still says
+            "world_size": dist.get_world_size()
+            if dist.is_initialized()
+            else int(os.environ.get("WORLD_SIZE", 0)) or None,
             "host": socket.gethostname(),
             "pid": os.getpid(),
             "reason": reason,

@@ -40,6 +40,7 @@ from suite.common.failures import (
     status_line,
 )
 from suite.launch import mpi, passes, world
+from suite.launch.argv import OptionParser  # argparse, its errors one line and MIN_BYTES=-1K a value
 from suite.common.fileio import write_error, write_json_atomic
 from suite.common.flight_recorder import flight_recorder_env
 from suite.launch.preflight import RendezvousError, preflight_with_selection
@@ -66,7 +67,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         argv, passthrough = argv[:i], argv[i + 1 :]
     else:
         passthrough = []
-    ap = argparse.ArgumentParser(
+    ap = OptionParser(
         prog="python -m suite.launch",
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -145,7 +146,6 @@ def pytest_argv(files: list[str], suite_opts: list[str], passthrough: list[str])
 
 
 RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-
 
 STARTED_MARKS = ("bench.json", "failures", "hang")
 """What only a started run leaves in its directory: no rank of a new run can have written them before this
@@ -248,7 +248,7 @@ def _main(argv: list[str], where: dict) -> int:
         names, lay, world_line = world.plan(a, cfg, os.environ)  # NPROC not given: one rank per usable core
         check_run_location(a.results_root, a.run_id)
         check_switches(os.environ, lay["world_size"])  # every SUITE_* switch (suite/common/switches.py SWITCHES)
-        live = progress.mode(os.environ, sys.stdout.isatty()) == "live"
+        live = progress.mode(os.environ, progress.is_terminal(sys.stdout)) == "live"
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -90,10 +90,12 @@ def run_ranks(
     elastic = ElasticTraceback()
     reader = _pass_stderr(proc, tail, elastic, erase_line)
     received: list[int] = []
+    grace_ends: list[float] = []  # when torchrun's time to stop its workers after the first signal ends
 
     def forward(signum, _frame):
         elastic.interrupted = True
         received.append(signum)
+        grace_ends[:] = grace_ends or [time.monotonic() + GRACE_S]
         try:
             proc.send_signal(signum)  # torchrun stops its workers on SIGINT/SIGTERM
         except ProcessLookupError:
@@ -113,14 +115,14 @@ def run_ranks(
     try:
         while True:
             try:
-                rc = proc.wait(timeout=GRACE_S if received else POLL_S)
+                rc = proc.wait(timeout=POLL_S)
                 break
             except subprocess.TimeoutExpired:
                 pass
             started |= _children(proc.pid)
             if received:
-                # torchrun did not finish within the grace period: end the whole tree.
-                end_tree()
+                if time.monotonic() > grace_ends[0]:  # torchrun did not finish within the grace: end the whole tree
+                    end_tree()
                 continue
             if failed_since is None and (failed := _failed(proc, run_dir)):
                 if failed == "reported" and world_size:

@@ -17,7 +17,8 @@ the newer record of an op winning, into the Trace Event Format that ui.perfetto.
 - ``otherData``: the clocks, the bounds and what was dropped, what the ops are and are not.
 
 The launcher calls it when the ranks have ended (suite/launch/cli.py); ``python -m suite.launch.trace RUN``
-merges a run's parts again.
+merges a run's parts again. Once every rank's part is in ``trace.json`` the parts are removed (``write_trace``):
+the run keeps one copy of its timeline.
 """
 
 from __future__ import annotations
@@ -310,19 +311,39 @@ def _compute(events: list[dict]) -> list[dict]:
 
 def write_trace(run_dir: str | Path) -> Path | None:
     """Merge the run's timeline parts into ``<run>/trace.json``; its path, or None when no rank left a part (or
-    the merge failed: a timeline never changes a run's outcome)."""
+    the merge failed: a timeline never changes a run's outcome).
+
+    The run keeps one copy: once the trace holds a part of every rank of the world, the parts
+    (``trace/rank*.json``) are folded into it and removed. A run whose parts are gone keeps its trace: a later
+    merge (another node's launcher, ``python -m suite.launch.trace RUN``) finds no part and leaves it as it is.
+    Parts of a world that is not all there (a rank killed, another node not yet written) stay for a later merge."""
     run_dir = Path(run_dir)
+    path = run_dir / TRACE
     try:
         parts, dumps = read_parts(run_dir)
+        if not parts and path.is_file():
+            return path
         if not parts and not any("unix_minus_clock" in d for d in dumps.values()):
             return None
         doc = build(parts, dumps)
-        path = run_dir / TRACE
         write_text_atomic(path, json.dumps(doc, separators=(",", ":")), durable=False)
+        world = max((p.get("world_size") or 0 for p in parts.values()), default=0)
+        if world and set(range(world)) <= set(parts):
+            _fold(run_dir)
         return path
     except Exception as e:  # noqa: BLE001 - the trace is a picture of the run, never its verdict
         print(f"# warning: the run's trace was not written ({type(e).__name__}: {e})", file=sys.stderr, flush=True)
         return None
+
+
+def _fold(run_dir: Path) -> None:
+    """Remove the parts ``trace.json`` now holds, and their folder once empty."""
+    for p in run_dir.glob("trace/rank*.json"):
+        p.unlink(missing_ok=True)
+    try:
+        (run_dir / "trace").rmdir()
+    except OSError:  # something else in it: left as it is
+        pass
 
 
 def main(argv: list[str] | None = None) -> int:

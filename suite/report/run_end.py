@@ -20,14 +20,16 @@ TOP_PHASES = 3
 
 
 def verdict_line(run: dict, status: int, items: list[Headline]) -> str:
-    """``verdict: PASS: 34 cases, 0 wrong, 1 unchecked; exit status 0 (every case ran and was correct)``."""
-    from suite.common.failures import EXIT_FINDING, MEANING
+    """``verdict: PASS: 34 cases, 0 wrong, 1 unchecked; exit status 0 (every case ran and was correct)``; the word
+    is PASS, FINDING (a health check's), INTERRUPTED (SIGINT/SIGTERM: the cases kept) or FAIL."""
+    from suite.common.failures import EXIT_FINDING, EXIT_SIGINT, EXIT_SIGTERM, MEANING
 
     n = sum(h.n_cases for h in items)
     wrong = sum(h.n_wrong for h in items)
     unchecked = sum(h.n_unchecked for h in items)
-    word = "PASS" if status == 0 else "FINDING" if status == EXIT_FINDING else "FAIL"
-    partial = "" if (run.get("suite") or {}).get("complete") else " (partial run)"
+    interrupted = status in (EXIT_SIGINT, EXIT_SIGTERM)  # Ctrl-C or a stop: the cases kept, no failure
+    word = "PASS" if status == 0 else "FINDING" if status == EXIT_FINDING else "INTERRUPTED" if interrupted else "FAIL"
+    partial = "" if interrupted or (run.get("suite") or {}).get("complete") else " (partial run)"
     return (
         f"verdict: {word}{partial}: {n} case{'s' if n != 1 else ''}, {wrong} wrong, {unchecked} unchecked; "
         f"exit status {status} ({MEANING.get(status, 'unknown')})"

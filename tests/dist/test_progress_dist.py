@@ -33,12 +33,12 @@ HIDE_CURSOR, SHOW_CURSOR = "\x1b[?25l", "\x1b[?25h"
 _ENV_DROP = ("NO_COLOR", "FORCE_COLOR", "COLUMNS", "LINES", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "SUITE_PROGRESS")
 
 
-def on_terminal(cmd, env=None, cols=120, interrupt_when=None, timeout=240, cwd=ROOT):
-    """``cmd`` with stdin, stdout and stderr on a pseudo-terminal of ``cols`` columns, as typed in a
+def on_terminal(cmd, env=None, cols=120, interrupt_when=None, timeout=240, cwd=ROOT, rows=40):
+    """``cmd`` with stdin, stdout and stderr on a pseudo-terminal of ``rows`` x ``cols``, as typed in a
     shell: (exit status, everything the terminal received). ``interrupt_when``: a text; once the output
     holds it, SIGINT goes to the command's process group (what Ctrl-C does)."""
     master, slave = os.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, cols, 0, 0))
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
     e = {k: v for k, v in os.environ.items() if k not in _ENV_DROP}
     e.update({"TERM": "xterm-256color", "SUITE_REPORT": "0", **(env or {})})
     proc = subprocess.Popen(cmd, cwd=cwd, env=e, stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
@@ -156,6 +156,8 @@ def test_the_live_line_stops_on_ctrl_c_and_each_mode_shows_what_it_says(tmp_path
 
     rc, term = on_terminal(cmd, env={**env, "SUITE_PROGRESS": "plain"}, cwd=tmp_path, timeout=120)
     assert rc == 2 and "# progress: 1/3 cases" in term and HIDE_CURSOR not in term, term[-3000:]
+    rc, term = on_terminal(cmd, env=env, cwd=tmp_path, timeout=120, rows=0, cols=0)  # a terminal of no size
+    assert rc == 2 and "# progress: 1/3 cases" in term and HIDE_CURSOR not in term, term[-3000:]  # plain lines
     rc, term = on_terminal(cmd, env={**env, "SUITE_PROGRESS": "off"}, cwd=tmp_path, timeout=120)
     assert rc == 2 and "progress" not in term and HIDE_CURSOR not in term and "1/3 cases" not in term, term[-3000:]
     rc, term = on_terminal(cmd, env={**env, "SUITE_PROGRESS": "fancy"}, cwd=tmp_path, timeout=120)

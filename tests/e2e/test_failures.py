@@ -135,6 +135,11 @@ def test_interrupt_keeps_completed_cases_and_leaves_nothing_running(tmp_path):
     run = json.loads(bench.read_text())
     assert run["suite"]["complete"] is False and run["benchmarks"]
     assert run["suite"]["interrupted_by_signal"] == signal.SIGINT
+    # an interrupt is no failure and no hang: its own verdict, no hang/ files, the kept cases' tables
+    n = len(run["benchmarks"])
+    assert re.search(rf"^# verdict: INTERRUPTED: {n} cases?, 0 wrong, 0 unchecked; exit status 130", out, re.M), out
+    assert not (bench.parent / "hang").exists(), sorted(p.name for p in (bench.parent / "hang").iterdir())
+    assert (bench.parent / "tables.txt").read_text().count("\n        ") >= 1  # a table row of a kept case
     time.sleep(0.5)
     leftover = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout.split()
     assert leftover == [], f"processes left behind: {leftover}"

@@ -58,6 +58,7 @@ def _assert_the_timeline(run_dir: Path, recs: list[dict], html: str) -> None:
     it."""
     by_rank = check_trace(load_trace(run_dir / "trace.json"))
     assert sorted(by_rank) == [0, 1]
+    assert not (run_dir / "trace").exists()  # the ranks' parts are in trace.json: one copy of the timeline
     for events in by_rank.values():
         seen = ops(events)
         assert seen and all(isinstance(e["args"]["seq"], int) and e["args"]["case"] for e in seen)

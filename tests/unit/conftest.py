@@ -1,10 +1,21 @@
 """The unit tier's in-process ranks compute as the launcher's ranks do: with one ATen intra-op thread
 (``python -m suite.launch`` sets OMP_NUM_THREADS=1, torchrun's default). With the default pool (one thread
 per core) the in-process DDP and reference training steps spin for cores the rest of the machine is using:
-on a loaded 2-core machine they took several times the CPU time and wall time of one thread."""
+on a loaded 2-core machine they took several times the CPU time and wall time of one thread.
 
+``COLLECTED``: the node ids this session collected, before ``-k``/``-m`` deselect any (the README's test count is
+checked against it: tests/unit/test_front_page.py)."""
+
+import pytest
 import torch
+
+COLLECTED: list[str] = []
 
 
 def pytest_configure(config):
     torch.set_num_threads(1)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(session, config, items):
+    COLLECTED[:] = [item.nodeid for item in items]

@@ -211,3 +211,17 @@ def test_bad_progress_and_fault_settings_exit_2_before_any_rank(env, words, monk
         monkeypatch.setenv(k, v)
     code, err = _launch(["--nproc", "2", "--results-root", str(tmp_path / "r")], capsys)
     assert code == 2 and words in err and err.count("\n") == 1, err
+
+
+def test_argparse_refusals_are_one_line_too(tmp_path, capsys):
+    """A value argparse would take for an option (``--min-bytes -1K``) reaches the knob's own check; a missing
+    value or an unknown option is one line, not argparse's usage."""
+    for args, words in (
+        (["--min-bytes", "-1K"], "'-1K'"),
+        (["--max-bytes", "-4"], "'-4'"),
+        (["--nproc"], "--nproc: expected one argument"),
+        (["--no-such-option", "1"], "unrecognized arguments: --no-such-option"),
+    ):
+        code, err = _launch([*args, "--results-root", str(tmp_path / "r")], capsys)
+        assert code == 2 and err.startswith("error:") and words in err and len(err.splitlines()) == 1, (args, err)
+        assert not (tmp_path / "r").exists()

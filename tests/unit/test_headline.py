@@ -238,3 +238,15 @@ def test_an_unbounded_rate_interval_does_not_excuse_a_share_above_the_link():
     s = share(1.5, link)
     assert "within its interval" not in s.text and s.text.startswith("150% of the link's measured rate, marked")
     assert share(0.5, link).cell == "50%"
+
+
+def test_an_interrupted_run_reads_interrupted_not_failed(tmp_path):
+    from suite.report.run_end import end_lines
+
+    run = _run([_rec()])
+    run["suite"] = {"complete": False, "started_unix": 100.0, "phase_seconds": {"timed": 3.0}}
+    for status in (130, 143):
+        lines = end_lines(run, tmp_path, status=status, latest="unchanged", report=None, tables_shown=False, now=110.0)
+        assert lines[0].startswith(f"# verdict: INTERRUPTED: 1 case, 0 wrong, 0 unchecked; exit status {status}")
+    lines = end_lines(run, tmp_path, status=5, latest="unchanged", report=None, tables_shown=False, now=110.0)
+    assert lines[0].startswith("# verdict: FAIL (partial run): 1 case")  # a run that failed part-way stays a failure

@@ -298,3 +298,13 @@ def test_structural_rules_translate_to_json_schema():
     assert not ok.is_valid({"port": 1.5})
     assert not ok.is_valid({"prot": 1})  # structural: an unknown key is refused
     assert not ok.is_valid({"note": 3})
+
+
+def test_an_image_no_cluster_can_pull_is_named_and_image_takes_another(tmp_path):
+    out = _make("k8s", "NNODES=2", "RUN_ID=run-3")  # the default: the image make image builds, in no registry
+    assert out.returncode == 0, out.stderr
+    assert "# warning: IMAGE=torch-comm-suite:latest names no registry" in out.stderr
+    assert "make k8s IMAGE=" in out.stderr and yaml.safe_load(out.stdout)["kind"] == "TrainJob"  # stdout: YAML alone
+    out = _make("k8s", "NNODES=2", "RUN_ID=run-3", "IMAGE=registry.example.com/tcs:cuda-1")
+    assert out.returncode == 0 and "warning" not in out.stderr, out.stderr
+    assert _container(yaml.safe_load(out.stdout))["image"] == "registry.example.com/tcs:cuda-1"

@@ -4,6 +4,7 @@ string (the real terminal: tests/dist/test_progress_dist.py)."""
 from __future__ import annotations
 
 import io
+import os
 
 import pytest
 
@@ -96,3 +97,20 @@ def test_live_line_prints_whole_lines_above_it_and_hands_back_a_partial_one(monk
     drawn = out.rindex("1/3 cases  2s elapsed  ~4s left  p2p[ring-1K]")
     assert out.index("... [33%]") < drawn  # the whole line went above the line
     assert out.startswith(progress.HIDE_CURSOR) and progress.SHOW_CURSOR in out[drawn:]
+
+
+def test_a_terminal_that_reports_no_size_is_no_terminal_for_the_live_line():
+    import fcntl
+    import struct
+    import termios
+
+    master, slave = os.openpty()
+    try:
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+        assert progress.is_terminal(slave)
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 0, 0, 0, 0))
+        assert not progress.is_terminal(slave)  # 0x0: the plain lines instead
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert not progress.is_terminal(io.StringIO()) and not progress.is_terminal(slave)  # a buffer; a closed fd

@@ -164,3 +164,34 @@ def test_ranks_that_left_only_their_ring_files_still_have_a_trace_ending_in_thei
         seen = ops(by_rank[r])
         assert [(e["args"]["op"], e["args"]["seq"]) for e in seen] == [("barrier", 7), ("all_reduce", 8)]
         assert seen[-1]["args"]["bytes"] == 4 * (256 + r) and seen[-1]["args"]["state"].startswith("entered")
+
+
+def _part(rank: int, world: int | None) -> dict:
+    return {
+        "rank": rank,
+        "host": "h",
+        "world_size": world,
+        "reason": "end of session",
+        "unix_minus_clock": 1000.0,
+        "written_clock": 10.0,
+        "op_fields": list(timeline.OP_FIELDS),
+        "ops": [["all_reduce", "0", 1, [4], "float32", None, "e[c]", "completed", 1.0 + rank, 2.0 + rank, 16]],
+        "spans": [["case", "e[c]", 0.0, 4.0, {"case": "e[c]"}]],
+    }
+
+
+def test_the_run_keeps_one_copy_of_its_timeline(tmp_path):
+    """Once trace.json holds every rank's part the parts are removed, and a later merge (another node's launcher,
+    python -m suite.launch.trace) keeps that trace; a world not all there keeps its parts for a later merge."""
+    import json
+
+    (tmp_path / "trace").mkdir()
+    (tmp_path / "trace" / "rank0.json").write_text(json.dumps(_part(0, 2)))
+    path = trace.write_trace(tmp_path)
+    assert sorted(p.name for p in (tmp_path / "trace").iterdir()) == ["rank0.json"]  # rank 1 may still write
+    (tmp_path / "trace" / "rank1.json").write_text(json.dumps(_part(1, 2)))
+    assert trace.write_trace(tmp_path) == path and not (tmp_path / "trace").exists()
+    whole = path.read_text()
+    assert sorted(check_trace(json.loads(whole))) == [0, 1]
+    assert trace.write_trace(tmp_path) == path and path.read_text() == whole  # no part left: the trace stays
+    assert trace.main([str(tmp_path)]) == 0 and path.read_text() == whole

@@ -62,6 +62,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     text = dump(doc)
+    if "/" not in spec.image:  # the default too: what make image builds here, in no registry
+        print(
+            f"# warning: IMAGE={spec.image} names no registry: a cluster pulls it as docker.io/library/{spec.image}, "
+            "which does not exist; push the image make image VARIANT=full builds to a registry the cluster reaches "
+            "and name it: make k8s IMAGE=registry.example.com/torch-comm-suite:cuda",
+            file=sys.stderr,
+        )
     if a.out == "-":
         sys.stdout.write(text)
         return 0
