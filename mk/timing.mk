@@ -10,3 +10,16 @@ BARE_NPROC  ?= 2
 .PHONY: timing-vs-bare
 timing-vs-bare: venv  ## the suite's all_reduce time against a bare torch.distributed loop, interleaved
 	$(PY) scripts/timing_vs_bare.py --rounds $(BARE_ROUNDS) --nproc $(BARE_NPROC) --sizes $(BARE_SIZES) --iters $(BARE_ITERS) --warmup $(WARMUP)
+
+# The suite's own cost per op, in one process, on a one-rank group of each CPU backend and the null backend:
+#   make suite-cost [COST_BACKENDS=null,gloo,mpi] [COST_SIZES=1024,65536,1048576] [COST_ITERS=400] [COST_ROUNDS=10]
+# Interleaved rounds of the suite's harness and the bare loop; the added wall time per op with its 95% interval
+# against the budget max(1% of the op, 0.5 us), the added CPU time, and where it goes (docs/metrics.md).
+COST_BACKENDS ?= null,gloo,mpi
+COST_SIZES    ?= 1024,65536,1048576
+COST_ITERS    ?= 400
+COST_ROUNDS   ?= 10
+
+.PHONY: suite-cost
+suite-cost: venv  ## the suite's own time and CPU per op against a bare loop, one process, 1-rank groups
+	$(PY) scripts/suite_cost.py --backends $(COST_BACKENDS) --sizes $(COST_SIZES) --iters $(COST_ITERS) --rounds $(COST_ROUNDS) --warmup $(WARMUP)
