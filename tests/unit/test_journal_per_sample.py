@@ -119,3 +119,15 @@ def test_a_timed_op_that_raises_leaves_the_journal_saying_which_of_the_samples_o
     assert (barrier[0], barrier[7], reduce[0], reduce[7]) == ("barrier", "completed", "all_reduce", "unconfirmed")
     assert barrier[2] == sequence_number(dist.group.WORLD) and barrier[9] is not None
     assert getattr(dist.all_reduce, "__suite_journal__", None) is j  # the wrappers are back
+
+
+def test_a_wrapper_above_the_journals_keeps_every_timed_op_journaled_per_op(ctx, probed):
+    # a fault planted below the harness (suite/harness/plants.py) wraps torch.distributed's op above the journal's
+    # wrapper, with functools.wraps (which copies the journal's marks onto it): it must stay, and see every call
+    import functools
+
+    j, phases, inside = probed
+    seen, x, inner = [], torch.zeros(4), dist.all_reduce
+    dist.all_reduce = functools.wraps(inner)(lambda *a, **kw: (seen.append(1), inner(*a, **kw))[1])
+    measure(ctx, CFG, lambda a: dist.all_reduce(x, group=ctx.group), phases=phases)
+    assert len(seen) == CFG.warmup_iters + CFG.iters and inside() == CFG.iters
