@@ -103,7 +103,7 @@ def _report(a, sizes: list[int], s_runs: list, inside: list, journaled: list, b_
     print(f"# load average {loads[0]:z.2f} before, {loads[1]:z.2f} after, on {os.cpu_count()} cores")
     print(f"# suite / bare: mean over {n} interleaved rounds [95% interval]; journaled: the bare loop in the "
           "suite's processes through its journal's wrappers, over the bare loop there")  # fmt: skip
-    head = f"| size (B) | suite p50 (us) | same processes | rounds for ±{a.target_pct:g}% | journaled / bare |"
+    head = f"| size (B) | suite p50 (us) | same processes | rounds for ±{a.target_pct:zg}% | journaled / bare |"
     print(head + (" separate launches |" if b_runs else ""))
     print("|---" * (5 + bool(b_runs)) + "|")
     for s in sizes:
