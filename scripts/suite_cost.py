@@ -17,7 +17,8 @@ torch's own functions, in alternating order. Per size it prints:
   per-sample work outside the samples included) less the bare loop's (its barriers included), per sample;
 - where the suite's per-sample work goes, each piece timed alone (CPU): the journal's wrapper per op (what it
   would add were it inside the samples), the journal's per-sample record and check (outside them), the arrival's
-  clock read, the timeline's sample span, one phase block; and the structural probe: journal entries put
+  clock read, the timeline's sample span, one phase block, the case's own call over a bare ``all_reduce(x)``
+  (the experiment's closure, which names the reduce op and the group); and the structural probe: journal entries put
   between a sample's start and end (0: none of the journal's work is timed).
 
 A benchmark, not a test: the load average before and after is printed. Exit status 0; 2 on bad arguments; 1 if a
@@ -139,6 +140,7 @@ def child(backend: str, sizes: list[int], iters: int, rounds: int, warmup: int) 
                         out[s]["suite_cpu"].append((phases.timed_cpu - before) / len(got))
                     out[s][side].append(statistics.median(got))
         parts = _parts(j, phases, barrier, all_reduce)
+        parts["call_over_bare_op"] = _call_cost(ctx, h, cases[min(sizes)], all_reduce, j)
         parts["journal_writes_in_samples"] = inside()
     dist.destroy_process_group()
     return {"sizes": out, "parts": parts}
@@ -209,6 +211,24 @@ def _parts(j, phases, barrier, all_reduce) -> dict:
     }
 
 
+def _call_cost(ctx, h, case, all_reduce, j) -> float:
+    """CPU microseconds the case's own call (the collectives experiment's closure: the reduce op and the group
+    named) adds to a bare ``all_reduce(x)`` of its size, both on torch's own functions."""
+    from suite.harness.journal import quiet
+
+    b = case.build(ctx, h.session)
+    x = __import__("torch").zeros(case.bytes.count)
+    q = quiet.Quiet(j, None, [])  # torch's own functions on torch.distributed, as in a timed round
+    try:
+        calls = [_per_call_us(lambda: all_reduce(x), 2000), _per_call_us(lambda: b.call(False), 2000)]
+        calls += [_per_call_us(lambda: all_reduce(x), 2000)]
+    finally:
+        q.end()
+        if b.release is not None:
+            b.release()
+    return calls[1] - (calls[0] + calls[2]) / 2
+
+
 def _block(phases) -> None:
     with phases("gather"):
         pass
@@ -272,11 +292,12 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(_table(b, got[b])))
     print("\n# where the suite's per-sample work goes (CPU us, each piece alone):")
     print("| backend | journal per op, were it inside | journal per sample (outside) | arrival | timeline |"
-          " phase block | journal writes inside samples |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|")
+          " phase block | the case's call over a bare op | journal writes inside samples |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
     for b in backends:
         p = got[b]["parts"]
         keys = ("journal_per_op_if_inside", "journal_per_sample_outside", "arrival", "timeline_mark", "phase_block")
+        keys += ("call_over_bare_op",)
         print(f"| {b} | " + " | ".join(f"{p[k]:z.2f}" for k in keys) + f" | {p['journal_writes_in_samples']} |")
     return 0
 

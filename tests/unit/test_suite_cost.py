@@ -30,7 +30,7 @@ def test_suite_cost_prints_the_added_time_with_its_interval_and_no_journal_write
     rows = re.findall(r"^\| null \| (\d+) KiB \| ([\d.]+) \| [+-][\d.]+ \[[+-][\d.]+, [+-][\d.]+\] \|", r.stdout, re.M)
     assert [size for size, _ in rows] == ["1", "64"], r.stdout
     assert "load average" in r.stdout
-    probe = re.search(r"^\| null \|(?: [\d.-]+ \|){5} (\d+) \|$", r.stdout, re.M)
+    probe = re.search(r"^\| null \|(?: [\d.-]+ \|){6} (\d+) \|$", r.stdout, re.M)
     assert probe and probe.group(1) == "0", r.stdout
 
 
