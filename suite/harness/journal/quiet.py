@@ -142,10 +142,12 @@ class Quiet:
         barrier, *ops = self.pending
         if start is not None:
             barrier[7], barrier[9] = "completed", start
-        for e in ops if start is not None else self.pending:
+        for i, e in enumerate(ops if start is not None else self.pending):
             issued = e[2] <= got.get(e[1], -1)
             e[7] = ("failed" if e[2] == got[e[1]] else "completed") if issued else "unconfirmed"
             e[9] = now if issued else None
+            if issued and start is not None:  # began in the sample, as ``confirm`` has it
+                e[8] = start + i * 1e-9
         self.pending = []
 
     def end(self) -> None:
