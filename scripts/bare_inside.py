@@ -9,7 +9,8 @@ own functions while the suite's case calls its wrapped ones. Per case whose name
 rank 0 appends one JSON line to ``BARE_INSIDE_OUT``: the case's name, the size and the bare loop's samples (in
 seconds) before and after it, and between those and the case the same loop through the functions as the suite's
 journal wraps them (``journaled_s``: the journal's own share of the difference). ``BARE_ITERS`` and
-``BARE_WARMUP`` set the loop's iterations and warm-up.
+``BARE_WARMUP`` set the loop's iterations and warm-up. ``BARE_PIN=1`` pins the rank, every thread of it, to a core
+of its own when pytest starts (``bare_loop.pin``), before its process group and its threads exist.
 A launch-to-launch difference (where the scheduler puts the ranks, what else runs) falls on both sides alike;
 what the suite's processes run besides (threads) does too, which comparing separate launches shows instead
 (scripts/timing_vs_bare.py does both).
@@ -25,6 +26,11 @@ import torch.distributed as dist
 import bare_loop
 
 BARRIER, ALL_REDUCE = dist.barrier, dist.all_reduce
+
+
+def pytest_configure(config):
+    if os.environ.get("BARE_PIN") == "1":
+        bare_loop.pin()
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -8,11 +8,13 @@ return to the call's return. A sample is the maximum over ranks of that iteratio
 median over samples, in microseconds. Rank 0 prints one JSON line ``{"<size>": <median us>, ...}``.
 This is what the suite's collectives experiment measures in its blocking mode (docs/metrics.md), written as
 plainly as possible, so the two can be run side by side (scripts/timing_vs_bare.py, ``make timing-vs-bare``).
-``samples`` is the loop itself; scripts/bare_inside.py runs it inside the suite's own ranks.
+``samples`` is the loop itself; scripts/bare_inside.py runs it inside the suite's own ranks. With ``--pin``
+(``pin``) each rank runs on a core of its own, as the suite's ranks do under the comparison.
 """
 
 import argparse
 import json
+import os
 import statistics
 import time
 
@@ -36,12 +38,36 @@ def samples(size: int, iters: int, warmup: int, barrier=dist.barrier, all_reduce
     return every.tolist()
 
 
+LOCAL_RANK_VARS = ("LOCAL_RANK", "MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK")
+"""Where a launcher puts a rank's index on its host (torchrun, MPICH, Open MPI)."""
+
+
+def pin() -> int | None:
+    """Run this process, every thread of it, on one core of those it may use: the ``local rank``-th (modulo their
+    number), so ranks on one host each get their own while there are as many cores. The core, or None where no
+    launcher says the local rank."""
+    local = next((os.environ[v] for v in LOCAL_RANK_VARS if os.environ.get(v, "").isdigit()), None)
+    if local is None:
+        return None
+    cores = sorted(os.sched_getaffinity(0))
+    core = cores[int(local) % len(cores)]
+    for tid in os.listdir("/proc/self/task"):  # threads started later inherit it
+        try:
+            os.sched_setaffinity(int(tid), {core})
+        except OSError:  # a thread that ended meanwhile
+            pass
+    return core
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="1024,65536,1048576", help="message sizes in bytes, comma-separated")
     ap.add_argument("--iters", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--pin", action="store_true", help="each rank on a core of its own")
     args = ap.parse_args()
+    if args.pin:
+        pin()
     dist.init_process_group("gloo")
     medians = {s: statistics.median(samples(int(s), args.iters, args.warmup)) * 1e6 for s in args.sizes.split(",")}
     if dist.get_rank() == 0:

@@ -1,19 +1,24 @@
-"""The suite's time against the simplest honest loop: the same case, interleaved, the ratio with its spread.
+"""The suite's time against the simplest honest loop: the same case, pinned, interleaved, the ratio with its interval.
 
-    python scripts/timing_vs_bare.py [--rounds 3] [--nproc 2] [--sizes 1024,65536,1048576] [--iters 200]
+    python scripts/timing_vs_bare.py [--backend gloo] [--rounds 20] [--min-rounds 3] [--target-pct 3] [--nproc 2]
+                                     [--sizes 1024,65536,1048576] [--iters 200] [--no-pin]
 
 Each round runs the suite's collectives experiment on one case per size (all_reduce, sum, float32, in place,
 blocking, the same iterations and warm-up as the bare loop, no sample budget) with scripts/bare_inside.py, which
 runs the bare loop (scripts/bare_loop.py) in the same rank processes right before and right after each case; and
-the bare loop alone under torchrun, before or after the suite in alternating order from round to round. Per size
-it prints the ratio suite / bare two ways, each as its median over rounds and its range:
+(Gloo) the bare loop alone under torchrun, before or after the suite in alternating order from round to round.
+Each rank, in the suite and in the bare loop alike, runs on a core of its own (``bare_loop.pin``: on 2 cores with
+2 ranks, one each), unless ``--no-pin``. Per size it prints the ratio suite / bare two ways, each as its mean over
+rounds with its 95% interval (Student's t):
 - *same processes*: against the bare loop run beside the case, so what differs between launches (where the
   scheduler puts the ranks, what else runs) falls on both alike: the cost of the suite's code path;
-- *separate launches*: against the bare loop's own launch, which also carries what the suite's processes run
-  besides (threads) and the launch-to-launch noise.
-A ratio near 1 means the suite's harness (journal, checks, rank samples, arrivals, threads) adds nothing to what it
-times. The comparison is a benchmark, not a test: it is as good as the machine is idle (the load average is
-printed). Exit status 0; 2 on bad arguments; the launcher's status if a run fails.
+- *separate launches* (Gloo only: the bare loop starts a Gloo group of its own): against the bare loop's own
+  launch, which also carries what the suite's processes run besides (threads) and the launch-to-launch noise.
+Rounds go on until every size's same-process interval is within ``--target-pct`` of its mean, or ``--rounds``
+(the cap) have run; it prints the interval reached and, where that is wider, the rounds that would narrow it
+(at the spread seen). A ratio near 1 means the suite's harness adds nothing to what it times. A benchmark, not a
+test: it is as good as the machine is idle (the load average before and after is printed). Exit status 0; 2 on
+bad arguments; the launcher's status if a run fails.
 """
 
 from __future__ import annotations
@@ -28,12 +33,15 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import rounds_ci  # noqa: E402  (scripts/rounds_ci.py)
 
 
-def bare(nproc: int, sizes: list[int], iters: int, warmup: int) -> dict[int, float]:
+def bare(nproc: int, sizes: list[int], iters: int, warmup: int, pin: bool) -> dict[int, float]:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), "--master-port", "29531"]
     cmd += [str(ROOT / "scripts" / "bare_loop.py"), "--sizes", ",".join(map(str, sizes))]
-    cmd += ["--iters", str(iters), "--warmup", str(warmup)]
+    cmd += ["--iters", str(iters), "--warmup", str(warmup)] + (["--pin"] if pin else [])
     out = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     if out.returncode != 0:
         sys.exit(f"error: the bare loop failed (status {out.returncode}):\n{out.stderr[-2000:]}")
@@ -41,10 +49,12 @@ def bare(nproc: int, sizes: list[int], iters: int, warmup: int) -> dict[int, flo
     return {int(k): v for k, v in json.loads(line).items()}
 
 
-def suite(nproc: int, sizes: list[int], iters: int, warmup: int, results: Path, run: str) -> tuple[dict, dict, dict]:
+def suite(a, sizes: list[int], results: Path, run: str) -> tuple[dict, dict, dict]:
     """Per size: the suite's p50, the median of the bare loop's samples run beside it, and the same through the
     functions as the suite's journal wraps them."""
+    nproc, iters, warmup = a.nproc, a.iters, a.warmup
     cmd = [sys.executable, "-m", "suite.launch", "--nproc", str(nproc), "--experiments", "collectives"]
+    cmd += ["--backend", a.backend, "--device", "cpu"]
     cmd += ["--min-bytes", str(min(sizes)), "--max-bytes", str(max(sizes)), "--step-factor", "4"]
     cmd += ["--dtypes", "float32", "--redops", "sum", "--iters", str(iters), "--warmup", str(warmup)]
     cmd += ["--timing", "blocking", "--budget-s", "0", "--results-root", str(results), "--run-id", run]
@@ -53,7 +63,7 @@ def suite(nproc: int, sizes: list[int], iters: int, warmup: int, results: Path, 
     inside = results / f"{run}.bare.jsonl"
     path = os.pathsep.join(p for p in (str(ROOT / "scripts"), os.environ.get("PYTHONPATH")) if p)
     env = {**os.environ, "SUITE_PROGRESS": "off", "PYTHONPATH": path, "BARE_INSIDE_OUT": str(inside)}
-    env.update(BARE_ITERS=str(iters), BARE_WARMUP=str(warmup))
+    env.update(BARE_ITERS=str(iters), BARE_WARMUP=str(warmup), BARE_PIN="1" if a.pin else "0")
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
     if out.returncode != 0:
         print(out.stdout[-3000:], out.stderr[-3000:], file=sys.stderr)
@@ -72,50 +82,74 @@ def suite(nproc: int, sizes: list[int], iters: int, warmup: int, results: Path, 
     return got, beside, journaled
 
 
-def _row(size: int, bare_runs: list[dict], suite_runs: list[dict]) -> str:
-    ratios = [sr[size] / br[size] for br, sr in zip(bare_runs, suite_runs)]
-    bm = statistics.median(br[size] for br in bare_runs)
-    span = f"{min(ratios):z.2f}-{max(ratios):z.2f}"
-    return f"{bm:>z14.1f} {statistics.median(ratios):>z11.3f} {span:>11}"
+def _interval(ratios: list[float]) -> str:
+    m, lo, hi = rounds_ci.mean_ci(ratios)
+    return f"{m:z.3f} [{lo:z.3f}, {hi:z.3f}]" if len(ratios) > 1 else f"{m:z.3f}"
+
+
+def _narrow(ratios: list[float], pct: float) -> bool:
+    m, lo, hi = rounds_ci.mean_ci(ratios)
+    return (hi - lo) / 2 <= pct / 100 * m
+
+
+def _ratios(runs: list[dict], over: list[dict], size: int) -> list[float]:
+    return [r[size] / o[size] for r, o in zip(runs, over)]
+
+
+def _report(a, sizes: list[int], s_runs: list, inside: list, journaled: list, b_runs: list, loads) -> None:
+    n = len(s_runs)
+    print(f"# {a.nproc} ranks, {a.backend}, {'each rank pinned to a core of its own' if a.pin else 'unpinned'}, "
+          f"all_reduce sum float32 in place, blocking, {a.iters} samples, p50 per run")  # fmt: skip
+    print(f"# load average {loads[0]:z.2f} before, {loads[1]:z.2f} after, on {os.cpu_count()} cores")
+    print(f"# suite / bare: mean over {n} interleaved rounds [95% interval]; journaled: the bare loop in the "
+          "suite's processes through its journal's wrappers, over the bare loop there")  # fmt: skip
+    head = f"| size (B) | suite p50 (us) | same processes | rounds for ±{a.target_pct:zg}% | journaled / bare |"
+    print(head + (" separate launches |" if b_runs else ""))
+    print("|---" * (5 + bool(b_runs)) + "|")
+    for s in sizes:
+        same = _ratios(s_runs, inside, s)
+        need = rounds_ci.rounds_for(same, a.target_pct / 100 * statistics.fmean(same))
+        row = f"| {s} | {statistics.median(r[s] for r in s_runs):z.1f} | {_interval(same)} | "
+        row += f"{'reached' if len(same) > 1 and _narrow(same, a.target_pct) else need or '?'} | "
+        row += f"{_interval(_ratios(journaled, inside, s))} |"
+        print(row + (f" {_interval(_ratios(s_runs, b_runs, s))} |" if b_runs else ""))
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--backend", default="gloo", help="gloo or mpi")
+    ap.add_argument("--rounds", type=int, default=20, help="the cap: at most this many rounds")
+    ap.add_argument("--min-rounds", type=int, default=3)
+    ap.add_argument("--target-pct", type=float, default=3.0, help="stop when each interval is within this")
     ap.add_argument("--nproc", type=int, default=2)
     ap.add_argument("--sizes", default="1024,65536,1048576")
     ap.add_argument("--iters", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--no-pin", dest="pin", action="store_false", help="leave the ranks where the scheduler puts them")
     a = ap.parse_args(argv)
-    sizes = [int(s) for s in a.sizes.split(",")]
-    if a.rounds < 1 or a.nproc < 2 or a.iters < 1 or any(s < 4 or s % 4 for s in sizes):
-        print("error: need --rounds >= 1, --nproc >= 2, --iters >= 1, sizes multiples of 4 bytes", file=sys.stderr)
+    sizes = [int(s) for s in a.sizes.split(",") if s.strip().isdigit()]
+    bad = a.backend not in ("gloo", "mpi") or a.rounds < 1 or a.min_rounds < 2 or a.nproc < 2 or a.iters < 1
+    if bad or a.target_pct <= 0 or not sizes or any(s < 4 or s % 4 for s in sizes):
+        print("error: need --backend gloo or mpi, --rounds >= 1, --min-rounds >= 2, --nproc >= 2, --iters >= 1, "
+              "--target-pct > 0, sizes multiples of 4 bytes", file=sys.stderr)  # fmt: skip
         return 2
     b_runs, s_runs, inside_runs, journaled_runs = [], [], [], []
+    load0 = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(a.rounds):
             order = ("bare", "suite") if r % 2 == 0 else ("suite", "bare")
             for side in order:
-                if side == "bare":
-                    b_runs.append(bare(a.nproc, sizes, a.iters, a.warmup))
-                else:
-                    got, beside, journaled = suite(a.nproc, sizes, a.iters, a.warmup, Path(tmp), f"r{r}")
+                if side == "suite":
+                    got, beside, journaled = suite(a, sizes, Path(tmp), f"r{r}")
                     s_runs.append(got)
                     inside_runs.append(beside)
                     journaled_runs.append(journaled)
-            print(f"# round {r + 1} of {a.rounds} done ({' then '.join(order)})", flush=True)
-    load = os.getloadavg()[0]
-    print(f"# {a.nproc} ranks, Gloo, all_reduce sum float32 in place, blocking, {a.iters} samples, p50 per run")
-    print(f"# load average {load:z.2f} on {os.cpu_count()} cores at the end (the ratio means most on an idle machine)")
-    print(f"# suite / bare: median over {a.rounds} rounds, and its range; journaled: the bare loop in the suite's")
-    print("# processes through the functions as its journal wraps them, over the bare loop there")
-    print(f"{'':>26} {'same processes':^51} {'separate launches':^38}")
-    head = f"{'bare p50 (us)':>14} {'suite/bare':>11} {'range':>11}"
-    print(f"{'size (B)':>10} {'suite p50 (us)':>15} {head} {'journaled':>12} {head}")
-    for s in sizes:
-        sm = statistics.median(sr[s] for sr in s_runs)
-        jr = statistics.median(j[s] / i[s] for j, i in zip(journaled_runs, inside_runs))
-        print(f"{s:>10} {sm:>z15.1f} {_row(s, inside_runs, s_runs)} {jr:>z12.3f} {_row(s, b_runs, s_runs)}")
+                elif a.backend == "gloo":
+                    b_runs.append(bare(a.nproc, sizes, a.iters, a.warmup, a.pin))
+            print(f"# round {r + 1} of at most {a.rounds} done ({' then '.join(order)})", flush=True)
+            if r + 1 >= a.min_rounds and all(_narrow(_ratios(s_runs, inside_runs, s), a.target_pct) for s in sizes):
+                break
+    _report(a, sizes, s_runs, inside_runs, journaled_runs, b_runs, (load0, os.getloadavg()[0]))
     return 0
 
 

@@ -71,7 +71,9 @@ from suite.measurement import Measurement
 JOURNAL_PROVENANCE = (
     "measured: seconds the op journal (suite/harness/journal/) adds to each op it records, on this rank, once per "
     "session (journal.record_cost_s: a no-op wrapped as every torch.distributed function is, less the bare "
-    "call); each timed sample includes it once per op issued"
+    "call). A host-clock sample does not include it where the journal records the timed ops per sample, outside "
+    "the sample (suite/harness/journal/quiet.py: the ops follow the warm-up's pattern, no fault is planted in the "
+    "call); elsewhere (CUDA, a planted fault, no warm-up) each timed sample includes it once per op issued"
 )
 
 
@@ -128,14 +130,14 @@ class Harness:
             ctx.seed = next(self._seeds)  # new data: a buffer the check run left behind is wrong here
             sets = [build() for _ in range(depth)]
             around = case.around(ctx) if case.around is not None else contextlib.nullcontext()
-            delay = self._delay(ctx, case)
             if phase.timeline is not None:  # its samples are steps: the trace draws compute between their ops
                 phase.timeline.steps = case.bytes.time_includes
+            calls, delay = self._timed_calls(ctx, case, sets, arm)
             with around:
                 m = measure(
                     whole,
                     cfg,
-                    [self._diverging(ctx, case, _delayed_after(ctx, arm(b.call), delay)) for b in sets],
+                    calls,
                     mode=mode,
                     iters=None if timing.max_iters is None else min(cfg.iters, timing.max_iters),
                     warmup_iters=timing.warmup,
@@ -146,6 +148,7 @@ class Harness:
                     started_at=started,
                     rank_fields_of=timing.rank_fields_of,
                     phases=phase,
+                    journal_per_sample=all(c is b.call for c, b in zip(calls, sets)),
                 )
                 ctx.sync_device()
             if getattr(self, "_stray", None) is not None:
@@ -244,6 +247,13 @@ class Harness:
             return None
 
         return diverge
+
+    def _timed_calls(self, ctx: DistContext, case: Case, sets: list[Buffers], arm) -> tuple[list, tuple | None]:
+        """The timed calls, one per buffer set, with the faults this rank plants in them, and the delay planted
+        before the op (None). A call with a fault may issue other ops than the warm-up's: where any is planted,
+        the journal records the timed ops one by one (``measure``'s ``journal_per_sample``)."""
+        delay = self._delay(ctx, case)
+        return [self._diverging(ctx, case, _delayed_after(ctx, arm(b.call), delay)) for b in sets], delay
 
     def _maybe_mismatch(self, ctx: DistContext, case: Case) -> None:
         inj = switch("SUITE_INJECT_MISMATCH", self.env)

@@ -48,6 +48,8 @@ would be a data race); a CUDA graph captures ``depth`` ops on ``depth`` sets lik
 Nothing is written between timed samples (a copy there costs the next op its caches,
 docs/experiments.md): ``reset`` (for ops that consume their inputs in place) runs once
 after the last, then one untimed sample, so the buffers hold one op's result to check.
+Nor is the journal's work inside a host-clock sample: it records each sample's ops before it and checks them
+after it (suite/harness/journal/quiet.py), so a sample holds the same work as a bare loop's plus one clock read.
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ from suite.harness.rank_samples import (
     per_rank_fields,
 )
 from suite.harness.phases import Phases
+from suite.harness.journal import quiet as journal_quiet
 
 
 def barrier(ctx: DistContext, async_op: bool = False):
@@ -96,33 +99,49 @@ def _run_samples(
     before_sample: Callable[[], None] | None = None,
     before_op: Callable[[], None] | None = None,
     mark: Callable[[float, float], None] | None = None,
+    steps: list | None = None,
 ) -> tuple[list[float], list[float]]:
     """(samples, arrivals): per sample, this rank's time from its barrier exit to the op(s) done / depth,
     and from its barrier exit to its (first) op call. ``mark(start, end)``: each host-clock sample's
-    interval, after it was taken (the run's timeline, suite/harness/timeline.py)."""
+    interval, after it was taken (the run's timeline, suite/harness/timeline.py). ``steps``: the ops of one
+    sample as the journal saw them in the warm-up (suite/harness/journal/quiet.py): then the journal records
+    each sample's ops before it and checks them after it, and none of its work is inside the sample."""
     if ctx.device.type == "cuda":
         return _run_samples_cuda(ctx, ops, n, mode, depth, graph, before_sample, before_op)
-    # CPU: host clock (unchanged by the CUDA paths above and below).
+    # CPU: host clock (unchanged by the CUDA paths above and below); nothing to sync on the host's device.
     out, arrived = [], []
-    clock = time.perf_counter
-    for _ in range(n):
-        if before_sample is not None:
-            before_sample()
-        barrier(ctx)
-        t0 = clock()
-        if before_op is not None:
-            before_op()
-        t1 = clock()
-        if mode == "blocking":
-            wait_all(ops[0](False))
-        else:
-            wait_all(_issue(ops, depth, True))
-        ctx.sync_device()
-        t2 = clock()
-        out.append((t2 - t0) / depth)
-        arrived.append(t1 - t0)
-        if mark is not None:
-            mark(t0, t2)
+    clock, blocking, op = time.perf_counter, mode == "blocking", ops[0]
+    j = journal_quiet.current() if steps else None
+    quiet = journal_quiet.Quiet(j, ctx.group, steps) if j is not None else None
+    try:
+        for _ in range(n):
+            if before_sample is not None:
+                before_sample()
+            on, t0 = quiet is not None and quiet.on, None
+            if on:
+                quiet.expect()
+            barrier(ctx)
+            t0 = clock()
+            if before_op is not None:
+                before_op()
+            t1 = clock()
+            work = op(False) if blocking else _issue(ops, depth, True)
+            if work is not None:
+                wait_all(work)
+            t2 = clock()
+            out.append((t2 - t0) / depth)
+            arrived.append(t1 - t0)
+            if mark is not None:
+                mark(t0, t2)
+            if on:
+                quiet.confirm(t0, t2)
+    except BaseException:
+        if quiet is not None and quiet.pending:  # the journal says which of the sample's ops failed
+            quiet.fail(t0)
+        raise
+    finally:
+        if quiet is not None:
+            quiet.end()
     return out, arrived
 
 
@@ -188,21 +207,32 @@ def _untimed(ctx: DistContext, ops: Sequence[OpFn], mode: str, depth: int, graph
     ctx.sync_device()
 
 
-def _warm_up(ctx: DistContext, ops: list[OpFn], mode: str, depth: int, n: int, budget_s: float) -> int:
+def _warm_up(
+    ctx: DistContext, ops: list[OpFn], mode: str, depth: int, n: int, budget_s: float, watch_last: bool = True
+) -> tuple[int, list | None]:
     """Untimed samples, one op per buffer set as the timed samples issue them: ``n``, or under a budget
-    ``warmup_count`` of them (rank 0 decides, every rank runs that many). Returns how many ran."""
+    ``warmup_count`` of them (rank 0 decides, every rank runs that many). Returns how many ran, and the ops of
+    the last as the journal saw them when they make a sample's pattern (suite/harness/journal/quiet.py; else
+    None)."""
+    j = journal_quiet.current() if watch_last and ctx.device.type != "cuda" else None
+    watch = journal_quiet.Watch(j) if j is not None else None
 
-    def once() -> float:
+    def once(last: bool = False) -> float:
         t = time.perf_counter()
-        _untimed(ctx, ops, mode, depth)
+        if last and watch is not None:
+            with watch:
+                _untimed(ctx, ops, mode, depth)
+        else:
+            _untimed(ctx, ops, mode, depth)
         return time.perf_counter() - t
 
-    first = [once() for _ in range(min(n, WARMUP_MIN) if budget_s > 0 else n)]
+    head = min(n, WARMUP_MIN) if budget_s > 0 else n
+    first = [once(i == head - 1 and not (budget_s > 0 and n > WARMUP_MIN)) for i in range(head)]
     if budget_s > 0 and n > WARMUP_MIN:
         n = broadcast_int(ctx, warmup_count(first, n, budget_s) if ctx.rank == 0 else 0)
-        for _ in range(n - WARMUP_MIN):
-            once()
-    return n
+        for i in range(n - WARMUP_MIN):
+            once(i == n - WARMUP_MIN - 1)
+    return n, (watch.steps if watch is not None else None)
 
 
 def measure(
@@ -220,39 +250,39 @@ def measure(
     started_at: float | None = None,
     rank_fields_of: Sequence[int] | None = None,
     phases: Phases | None = None,
+    journal_per_sample: bool = True,
 ) -> Measurement:
     """Warm up, time, and reduce across ranks. The only timing loop of the suite.
 
-    ``op`` is one OpFn, or one per in-flight op (pipelined mode issues ``pipeline_depth`` ops, cycling over
-    them). ``mode``/``iters``/``warmup_iters`` override the run's config for cases that need a fixed mode (e.g.
-    a barrier-per-step comparison). ``reset`` runs once after the timed samples, then one untimed sample.
-    ``before_sample`` runs before each sample's barrier, outside it; it must not write the op's buffers.
-    ``before_op`` runs after each sample's barrier, before the op call: inside the sample and in this rank's
-    arrival (what keeps a rank from reaching the op; the suite's ``SUITE_INJECT_DELAY=...@before``).
-    ``rank_fields_of``: the positions whose own times the per-rank fields cover (the ranks that take
-    part in a pair pattern); the samples are the maximum over every rank either way.
-    ``phases``: where the seconds of warm-up, timed samples and the cross-rank reduction are added.
-    Precision mode (``cfg.precision_pct`` > 0): ``_until_precise``; ``started_at`` (``time.monotonic()``,
-    default: the call, so warm-up counts) is when its time cap starts.
+    ``op`` is one OpFn, or one per in-flight op (pipelined mode issues ``pipeline_depth`` ops, cycling over them).
+    ``mode``/``iters``/``warmup_iters`` override the run's config for cases that need a fixed mode (e.g. a
+    barrier-per-step comparison). ``reset`` runs once after the timed samples, then one untimed sample.
+    ``before_sample`` runs before each sample's barrier, outside it; it must not write the op's buffers. ``before_op``
+    runs after each sample's barrier, before the op call: inside the sample and in this rank's arrival (what keeps
+    a rank from reaching the op; the suite's ``SUITE_INJECT_DELAY=...@before``).
+    ``rank_fields_of``: the positions whose own times the per-rank fields cover (the ranks that take part in a
+    pair pattern); the samples are the maximum over every rank either way. ``phases``: where the seconds of
+    warm-up, timed samples and the cross-rank reduction are added. ``journal_per_sample``: the journal records the
+    timed ops per sample, outside it (suite/harness/journal/quiet.py); False: per op, inside it. Precision mode
+    (``cfg.precision_pct`` > 0): ``_until_precise``; ``started_at`` (``time.monotonic()``, default: the call, so
+    warm-up counts) is when its time cap starts.
     """
     start = time.monotonic() if started_at is None else started_at  # precision mode's cap covers the whole case
-    ops = list(op) if isinstance(op, (list, tuple)) else [op]
-    mode = mode or cfg.timing_mode
-    n = cfg.iters if iters is None else iters
-    warm = cfg.warmup_iters if warmup_iters is None else warmup_iters
+    ops, mode = list(op) if isinstance(op, (list, tuple)) else [op], mode or cfg.timing_mode
+    n, warm = cfg.iters if iters is None else iters, cfg.warmup_iters if warmup_iters is None else warmup_iters
     depth = cfg.pipeline_depth if mode in ("pipelined", "cuda_graph") else 1
 
     phase = Phases() if phases is None else phases
     mark = phase.timeline.sample if phase.timeline is not None else None  # each sample a span of the timeline
     # The budget: an explicit count (``iters``) or precision mode turns it off; an explicit warm-up is run whole.
     budget = cfg.budget_s if iters is None and cfg.precision_pct == 0 else 0.0
-    with phase("warmup"):
-        warmed = _warm_up(ctx, ops, mode, depth, warm, budget if warmup_iters is None else 0.0)
+    with phase("warmup"):  # and the ops of its last sample, as the journal saw them (the timed samples' pattern)
+        warmed, steps = _warm_up(ctx, ops, mode, depth, warm, budget * (warmup_iters is None), journal_per_sample)
         graph, kernels = _capture(ctx, ops, depth) if mode == "cuda_graph" else (None, None)
 
     def round_(count: int = n) -> RankSamples:
         with phase("timed"):
-            got = _run_samples(ctx, ops, count, mode, depth, graph, before_sample, before_op, mark)
+            got = _run_samples(ctx, ops, count, mode, depth, graph, before_sample, before_op, mark, steps)
         with phase("gather"):
             return gather_ranks(ctx, got)
 

@@ -23,11 +23,47 @@ def test_the_bare_loop_imports_nothing_from_the_suite(script):
     assert names and not {n for n in names if n.split(".")[0] in ("suite", "experiments", "tests")}
 
 
-def test_the_comparison_rejects_bad_arguments_before_starting_a_rank():
+@pytest.mark.parametrize(
+    "args", [["--sizes", "1000,6"], ["--backend", "nccl"], ["--target-pct", "0"], ["--min-rounds", "1"]]
+)
+def test_the_comparison_rejects_bad_arguments_before_starting_a_rank(args):
     r = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "timing_vs_bare.py"), "--sizes", "1000,6"],
+        [sys.executable, str(ROOT / "scripts" / "timing_vs_bare.py"), *args],
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert r.returncode == 2 and r.stderr.startswith("error: ") and len(r.stderr.splitlines()) == 1
+
+
+PIN = """
+import json, os, threading, time, sys
+sys.path.insert(0, "scripts")
+import bare_loop
+early = threading.Thread(target=time.sleep, args=(2,))
+early.start()  # a thread that exists before the pin (a process group's) is pinned too
+core = bare_loop.pin()
+later = [os.sched_getaffinity(int(t)) for t in os.listdir("/proc/self/task")]
+print(json.dumps({"core": core, "cores": sorted(os.sched_getaffinity(0)), "threads": [sorted(c) for c in later]}))
+"""
+
+
+@pytest.mark.parametrize("local", ["0", "1", "5"])
+def test_each_rank_is_pinned_to_its_own_core_every_thread_of_it(local):
+    import json
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in ("MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK")}
+    r = subprocess.run(
+        [sys.executable, "-c", PIN],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**env, "LOCAL_RANK": local},
+    )
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    allowed = sorted(os.sched_getaffinity(0))
+    assert got["core"] == allowed[int(local) % len(allowed)] and got["cores"] == [got["core"]]
+    assert len(got["threads"]) >= 2 and all(t == [got["core"]] for t in got["threads"])

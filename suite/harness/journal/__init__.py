@@ -10,7 +10,8 @@ another one, or is stuck in its own code, while the others wait. Two facts name 
 - the journal: ``install`` wraps the ``torch.distributed`` functions once per rank, and
   each call appends one small entry (op, group, its sequence number, first tensor's
   shape and dtype, p2p peer, the case, entered/completed) to a ring buffer: about a
-  microsecond per call, no I/O.
+  microsecond per call, no I/O. Inside a timed sample on the host clock it records nothing: the harness's
+  timing loop has it record the sample's ops before the sample and check them after it (journal/quiet.py).
 
 Each entry also keeps when the call began and returned (``time.perf_counter``), and the entries of the
 first ``timeline.OPS_PER_CASE`` ops of each case (at most ``timeline.OPS_MAX``) stay in ``ops`` for the
@@ -82,6 +83,7 @@ class Journal:
         self.ops: list = []  # the entries kept for the timeline (suite/harness/timeline.py), in order
         self.room = timeline.OPS_PER_CASE  # how long ``ops`` may grow before this case's further ops are dropped
         self.dropped = 0  # ops of the current case past ``room``
+        self.written = 0  # entries put since the start (the timed samples' check that no wrapper recorded one)
         self.timeline = timeline.Timeline(self)
 
     def set_case(self, case: str) -> None:
@@ -94,37 +96,37 @@ class Journal:
 
     # --- recording (the hot path: no I/O, no locks) ---------------------------------------------
 
-    def enter(self, op: str, group, first, peer) -> list:
+    def group_of(self, group) -> tuple:
+        """(its name, its c10d sequence getter or None) of ``group`` as an op was passed it (None: the default)."""
         known = self.known.get(group)
         if known is None:  # a group seen for the first time
             g = dist.group.WORLD if group is None else group
             known = self.known[group] = (group_name(g), counted_by_c10d(g))
             self.groups[known[0]] = g
-        name, get = known
+        return known
+
+    def enter(self, op: str, group, first, peer) -> list:
+        name, get = self.group_of(group)
         seq = get() if get is not None else None
         self.count[name] = self.count.get(name, 0) + 1
-        n = self.case_ops[op] = self.case_ops.get(op, 0) + 1
         if op in P2P:
             self.p2p[name] = self.p2p.get(name, 0) + 1
         t = first[0] if isinstance(first, (list, tuple)) and first else first
         tensor = isinstance(t, torch.Tensor)
         # shape and dtype as torch gives them (immutable); made JSON only in a dump; the call's start and end
         # (set by the wrapper when it returns) on this process's perf_counter
-        e = [
-            op,
-            name,
-            None if seq is None else seq + 1,
-            t.shape if tensor else None,
-            t.dtype if tensor else None,
-            peer,
-            self.case,
-            "entered",
-            perf_counter(),
-            None,
-        ]
+        seq = None if seq is None else seq + 1
+        return self.put(op, name, seq, t.shape if tensor else None, t.dtype if tensor else None, peer, perf_counter())
+
+    def put(self, op: str, name: str, seq, shape, dtype, peer, clock: float) -> list:
+        """One entry, ``entered`` at ``clock``: in the ring buffer, the ring file and the timeline's ops (the
+        wrappers' ``enter``; suite/harness/journal/quiet.py for the ops of a timed sample, before it)."""
+        n = self.case_ops[op] = self.case_ops.get(op, 0) + 1
+        e = [op, name, seq, shape, dtype, peer, self.case, "entered", clock, None]
         self.entries.append(e)
+        self.written += 1
         if self.ring is not None:
-            self.ring.put(op, name, e[2], e[3], e[4], peer, n, e[8])
+            self.ring.put(op, name, seq, shape, dtype, peer, n, clock)
         if len(self.ops) < self.room:
             self.ops.append(e)
         else:

@@ -1,0 +1,57 @@
+"""``make suite-cost`` (scripts/suite_cost.py): the suite's own cost per op, in one process, on one-rank groups.
+
+Its numbers are a benchmark (docs/metrics.md), not asserted here; what is tested is what it runs and prints: the
+table per backend and size with an interval, the structural probe (no journal entry put inside a timed sample),
+the refusal of bad arguments, and the interval arithmetic."""
+
+from __future__ import annotations
+
+import math
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import rounds_ci  # noqa: E402
+import suite_cost  # noqa: E402
+
+
+def test_suite_cost_prints_the_added_time_with_its_interval_and_no_journal_write_inside_a_sample():
+    r = subprocess.run(
+        ["make", "-s", "-o", ".venv/.installed", "suite-cost", "COST_BACKENDS=null", "COST_SIZES=1024,65536",
+         "COST_ITERS=30", "COST_ROUNDS=2", "WARMUP=2"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = re.findall(r"^\| null \| (\d+) KiB \| ([\d.]+) \| [+-][\d.]+ \[[+-][\d.]+, [+-][\d.]+\] \|", r.stdout, re.M)
+    assert [size for size, _ in rows] == ["1", "64"], r.stdout
+    assert "load average" in r.stdout
+    probe = re.search(r"^\| null \|(?: [\d.-]+ \|){6} (\d+) \|$", r.stdout, re.M)
+    assert probe and probe.group(1) == "0", r.stdout
+
+
+@pytest.mark.parametrize("args", [["--backends", "nccl"], ["--sizes", "1000,6"], ["--rounds", "1"], ["--warmup", "0"]])
+def test_suite_cost_rejects_bad_arguments_before_starting_a_group(args):
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "suite_cost.py"), *args], capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode == 2 and r.stderr.startswith("error: ") and len(r.stderr.splitlines()) == 1
+
+
+def test_the_budget_is_one_percent_of_the_op_or_half_a_microsecond():
+    assert suite_cost.budget_us(3.8) == 0.5 and suite_cost.budget_us(200.0) == pytest.approx(2.0)
+
+
+def test_a_mean_over_rounds_has_students_interval_and_the_rounds_that_would_narrow_it():
+    m, lo, hi = rounds_ci.mean_ci([1.0, 2.0, 3.0, 4.0])
+    # t(0.975, 3) = 3.182; sd = 1.291; half = 3.182 * 1.291 / 2
+    assert m == 2.5 and hi - m == pytest.approx(3.182 * 1.2910 / 2, rel=2e-3) and m - lo == pytest.approx(hi - m)
+    assert rounds_ci.mean_ci([5.0]) == (5.0, -math.inf, math.inf)
+    assert rounds_ci.t_quantile(0.95, 10) == pytest.approx(2.228, rel=2e-3)
+    # sd 1.291: half-width 0.1 needs (1.96 * 1.291 / 0.1)^2 = 641 rounds; never fewer than were run
+    assert rounds_ci.rounds_for([1.0, 2.0, 3.0, 4.0], 0.1) == 641
+    assert rounds_ci.rounds_for([1.0, 2.0, 3.0, 4.0], 100.0) == 4 and rounds_ci.rounds_for([1.0], 0.1) is None
