@@ -69,6 +69,9 @@ NAMES: dict[str, str] = {
     "dist_min": "suite.harness.dist",
     "resolve_device": "suite.common.backends",
     "PreflightError": "suite.common.backends",
+    # The backends' records: what each can run and how (suite/common/backends/).
+    "record_of": "suite.common.backends",
+    "backend_records": "suite.common.backends",
     "autorange": "suite.harness.autorange",
     "PeakMemory": "suite.harness.profiling",
     "sequence_number": "suite.harness.c10d",
