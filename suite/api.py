@@ -157,7 +157,7 @@ if TYPE_CHECKING:  # the same names, imported for static tools (type checkers, i
     from suite.common.config import BenchConfig
     from suite.common.failures import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK
     from suite.common.fileio import write_json_atomic
-    from suite.common.backends import PreflightError, resolve_device
+    from suite.common.backends import PreflightError, backend_records, record_of, resolve_device
     from suite.model.link_rate import configured_link_rate, declared_link_rate, parse_link_rate
     from suite.report.environment import fmt_bytes
     from suite.report.glance import Picture

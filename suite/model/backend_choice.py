@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from suite import op_table
-from suite.common.backends import record_of
+from suite.common.backends.registry import record_of
 
 GLOO = {f.name: f.model.gloo for f in op_table.MODELLED}
 """Gloo's algorithm per op, read from its sources (gloo main, torch's ProcessGroupGloo.cpp): the op table's

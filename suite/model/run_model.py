@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from suite.model.algorithms import CANDIDATES, OPS
-from suite.common.backends import record_of, resolve
+from suite.common.backends.record import resolve
+from suite.common.backends.registry import record_of
 from suite.model.backend_choice import Choice, backend_algorithm
 from suite.model.calibrate import calibrate, p2p_links
 from suite.model.links import CLASSES, ClassLink, Links, Topology, complete_links

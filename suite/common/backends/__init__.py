@@ -2,67 +2,18 @@
 backend and device a run uses: the rules the launcher's preflight applies before any rank starts and a rank's
 init applies again (suite/harness/dist.py), and the error both raise (exit 3).
 
-A file here that binds ``BACKEND = Backend(...)`` is registered when this package is imported, in the order of
-its ``order``; ``register`` adds one from elsewhere (a plugin, a test)."""
+A file here that binds ``BACKEND = Backend(...)`` is registered when this package is imported
+(registry.py)."""
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
-import pkgutil
 
 from suite.common.backends.record import Backend, resolve
+from suite.common.backends.registry import backend_records, names, record_of, records, register
 
-__all__ = ["Backend", "resolve", "register", "record_of", "names", "records"]
-
-_REGISTRY: dict[str, Backend] = {}
-
-
-def register(backend: Backend) -> Backend:
-    """Add ``backend`` to the registry (once per name); the record."""
-    if backend.name in ("", "auto") or not backend.name.isidentifier():
-        raise ValueError(f"a backend's name is an identifier other than 'auto', got {backend.name!r}")
-    known = _REGISTRY.get(backend.name)
-    if known is not None and known != backend:
-        raise ValueError(f"backend {backend.name!r} is registered already")
-    _REGISTRY[backend.name] = backend
-    return backend
-
-
-def _discover() -> None:
-    found = []
-    for mod in pkgutil.iter_modules(__path__):
-        if mod.name.startswith("_") or mod.name == "record":
-            continue
-        record = getattr(importlib.import_module(f"{__name__}.{mod.name}"), "BACKEND", None)
-        if isinstance(record, Backend):
-            found.append(record)
-    for record in sorted(found, key=lambda b: (b.order, b.name)):
-        register(record)
-
-
-def records() -> tuple[Backend, ...]:
-    """Every registered backend, in registry order."""
-    return tuple(_REGISTRY.values())
-
-
-backend_records = records
-"""``records`` under the name suite.api gives it."""
-
-
-def names() -> tuple[str, ...]:
-    """Every registered backend's name (BACKEND= takes these, or auto)."""
-    return tuple(_REGISTRY)
-
-
-def record_of(name: str) -> Backend:
-    """The record of backend ``name``; for a name no file registers (a group the suite made itself under
-    another name) a plain record of that name, which claims nothing."""
-    return _REGISTRY.get(name) or Backend(name=name)
-
-
-_discover()
+__all__ = ["Backend", "backend_records", "names", "record_of", "records", "register", "resolve"]
 
 
 def c10d_name(backend: str) -> str:
