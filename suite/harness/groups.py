@@ -175,7 +175,9 @@ class Lane:
         return f"{self.backend}/{self.device}"
 
 
-CANDIDATE_LANES = tuple(Lane(b.name, device) for b in backends.records() for device in b.devices)
+CANDIDATE_LANES = tuple(
+    Lane(b.name, device) for b in sorted(backends.records(), key=lambda b: b.lane_order) for device in b.devices
+)
 """Every registered backend on each device it runs on (suite/common/backends/)."""
 
 

@@ -89,6 +89,20 @@ def test_the_records_say_what_the_launcher_and_the_ranks_decided_by_name():
     assert record_of("a_group_of_our_own") == Backend(name="a_group_of_our_own")
 
 
+def test_the_lanes_are_the_ones_the_backends_experiment_always_planned_in_their_order():
+    from suite.harness import groups
+
+    lanes = [(lane.backend, lane.device) for lane in groups.CANDIDATE_LANES]
+    assert lanes == [
+        ("nccl", "cuda"),
+        ("gloo", "cuda"),
+        ("gloo", "cpu"),
+        ("mpi", "cpu"),
+        ("ucc", "cpu"),
+        ("ucc", "cuda"),
+    ]
+
+
 def test_a_backend_registers_once_under_an_identifier():
     with pytest.raises(ValueError, match="registered already"):
         backends.register(Backend(name="gloo", devices=("cpu",)))

@@ -14,6 +14,7 @@ def available() -> bool:
 BACKEND = Backend(
     name="gloo",
     order=1,
+    lane_order=2,
     label="Gloo",
     devices=("cuda", "cpu"),
     auto_for=("cpu",),

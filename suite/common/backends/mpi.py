@@ -25,6 +25,7 @@ def version() -> bool:
 BACKEND = Backend(
     name="mpi",
     order=3,
+    lane_order=3,
     label="MPI",
     devices=("cpu",),
     available=available,

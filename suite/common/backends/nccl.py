@@ -27,6 +27,7 @@ def version() -> str | None:
 BACKEND = Backend(
     name="nccl",
     order=2,
+    lane_order=1,
     label="NCCL",
     devices=("cuda",),
     auto_for=("cuda",),

@@ -21,11 +21,14 @@ class Backend:
     name: str
     """BACKEND=<name>, and the records' ``backend``."""
     order: int = 100
-    """Its place in the registry (BACKENDS' order, the backends experiment's lanes): the lower, the earlier."""
+    """Its place in the registry (BACKENDS' order, the machine info's): the lower, the earlier."""
+    lane_order: int = 100
+    """Its lanes' place among the backends experiment's lanes (the records' ``lanes_missing``): the lower, the
+    earlier."""
     label: str = ""
     """How messages spell it (NCCL, Gloo, MPI); the name when empty."""
     devices: tuple[str, ...] = ("cpu", "cuda")
-    """The tensor devices it runs on, in the order the backends experiment plans its lanes."""
+    """The tensor devices it runs on, in the order of its lanes in the backends experiment."""
     auto_for: tuple[str, ...] = ()
     """The devices for which BACKEND=auto picks it."""
     available: Callable[[], bool] = lambda: False

@@ -11,4 +11,6 @@ def available() -> bool:
     return getattr(dist, "is_ucc_available", lambda: False)()
 
 
-BACKEND = Backend(name="ucc", order=4, label="UCC", devices=("cpu", "cuda"), available=available, version=available)
+BACKEND = Backend(
+    name="ucc", order=4, lane_order=4, label="UCC", devices=("cpu", "cuda"), available=available, version=available
+)
