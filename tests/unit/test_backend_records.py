@@ -103,8 +103,12 @@ def test_the_lanes_are_the_ones_the_backends_experiment_always_planned_in_their_
     ]
 
 
-def test_a_backend_registers_once_under_an_identifier():
-    with pytest.raises(ValueError, match="registered already"):
-        backends.register(Backend(name="gloo", devices=("cpu",)))
-    with pytest.raises(ValueError, match="identifier"):
-        backends.register(Backend(name="auto"))
+def test_a_backend_registers_once_under_an_identifier_in_its_order():
+    from suite.common.backends.registry import registry_of
+
+    assert list(registry_of([Backend(name="b", order=2), Backend(name="a", order=3)])) == ["b", "a"]
+    with pytest.raises(ValueError, match="registered twice"):
+        registry_of([Backend(name="gloo"), Backend(name="gloo", devices=("cpu",))])
+    for bad in ("auto", "", "two words"):
+        with pytest.raises(ValueError, match="identifier"):
+            registry_of([Backend(name=bad)])

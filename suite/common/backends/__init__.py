@@ -11,9 +11,9 @@ import dataclasses
 import json
 
 from suite.common.backends.record import Backend, resolve
-from suite.common.backends.registry import backend_records, names, record_of, records, register
+from suite.common.backends.registry import backend_records, names, record_of, records
 
-__all__ = ["Backend", "backend_records", "names", "record_of", "records", "register", "resolve"]
+__all__ = ["Backend", "backend_records", "names", "record_of", "records", "resolve"]
 
 
 def c10d_name(backend: str) -> str:

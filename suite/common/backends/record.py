@@ -1,5 +1,5 @@
-"""What a backend is to the suite: one ``Backend`` record, in one file of this package, registered with
-``register``. Everything the launcher, its preflight, the ranks, the backends experiment and the model decide
+"""What a backend is to the suite: one ``Backend`` record, bound as ``BACKEND`` in one file of this package (found
+by registry.py). Everything the launcher, its preflight, the ranks, the backends experiment and the model decide
 about a backend they read from its record; no module outside this package compares a backend's name
 (tests/unit/test_backend_records.py). Torch-free: behaviour that needs torch (the probe, a c10d group of the
 suite's own) is a function imported when called, so the launcher reads the records without importing torch."""

@@ -1,6 +1,6 @@
 """The registry of backend records: every file of this package binding ``BACKEND = Backend(...)``, in the order of
-its ``order``, found when the package is imported; ``register`` adds one from elsewhere (a plugin, a test).
-Torch-free, as are the records until a probe is called: the offline model reads them too."""
+its ``order``, found once when the package is imported (adding a backend is adding its file). Torch-free, as are
+the records until a probe is called: the offline model reads them too."""
 
 from __future__ import annotations
 
@@ -11,22 +11,23 @@ from pathlib import Path
 from suite.common.backends.record import Backend
 
 PACKAGE = "suite.common.backends"
-_REGISTRY: dict[str, Backend] = {}
 _NOT_RECORDS = {"record", "registry"}
 
 
-def register(backend: Backend) -> Backend:
-    """Add ``backend`` to the registry (once per name); the record."""
-    if backend.name in ("", "auto") or not backend.name.isidentifier():
-        raise ValueError(f"a backend's name is an identifier other than 'auto', got {backend.name!r}")
-    known = _REGISTRY.get(backend.name)
-    if known is not None and known != backend:
-        raise ValueError(f"backend {backend.name!r} is registered already")
-    _REGISTRY[backend.name] = backend
-    return backend
+def registry_of(found: list[Backend]) -> dict[str, Backend]:
+    """Name -> record of ``found``, in the order of their ``order``: each name an identifier other than
+    ``auto``, and once."""
+    out: dict[str, Backend] = {}
+    for record in sorted(found, key=lambda b: (b.order, b.name)):
+        if record.name == "auto" or not record.name.isidentifier():
+            raise ValueError(f"a backend's name is an identifier other than 'auto', got {record.name!r}")
+        if record.name in out:
+            raise ValueError(f"backend {record.name!r} is registered twice")
+        out[record.name] = record
+    return out
 
 
-def _discover() -> None:
+def _discover() -> dict[str, Backend]:
     found = []
     for mod in pkgutil.iter_modules([str(Path(__file__).parent)]):
         if mod.name.startswith("_") or mod.name in _NOT_RECORDS:
@@ -34,8 +35,7 @@ def _discover() -> None:
         record = getattr(importlib.import_module(f"{PACKAGE}.{mod.name}"), "BACKEND", None)
         if isinstance(record, Backend):
             found.append(record)
-    for record in sorted(found, key=lambda b: (b.order, b.name)):
-        register(record)
+    return registry_of(found)
 
 
 def records() -> tuple[Backend, ...]:
@@ -58,4 +58,4 @@ def record_of(name: str) -> Backend:
     return _REGISTRY.get(name) or Backend(name=name)
 
 
-_discover()
+_REGISTRY = _discover()
