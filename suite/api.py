@@ -69,6 +69,9 @@ NAMES: dict[str, str] = {
     "dist_min": "suite.harness.dist",
     "resolve_device": "suite.common.backends",
     "PreflightError": "suite.common.backends",
+    # The backends' records: what each can run and how (suite/common/backends/).
+    "record_of": "suite.common.backends",
+    "backend_records": "suite.common.backends",
     "autorange": "suite.harness.autorange",
     "PeakMemory": "suite.harness.profiling",
     "sequence_number": "suite.harness.c10d",
@@ -154,7 +157,7 @@ if TYPE_CHECKING:  # the same names, imported for static tools (type checkers, i
     from suite.common.config import BenchConfig
     from suite.common.failures import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK
     from suite.common.fileio import write_json_atomic
-    from suite.common.backends import PreflightError, resolve_device
+    from suite.common.backends import PreflightError, backend_records, record_of, resolve_device
     from suite.model.link_rate import configured_link_rate, declared_link_rate, parse_link_rate
     from suite.report.environment import fmt_bytes
     from suite.report.glance import Picture

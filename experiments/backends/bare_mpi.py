@@ -15,13 +15,14 @@ from __future__ import annotations
 import dataclasses
 import importlib.metadata
 
-from suite.api import Bytes, Case, CaseSkipped, DistContext, Session, groups, mpi_backend
+from suite.api import Bytes, Case, CaseSkipped, DistContext, Session, backend_records, groups, mpi_backend
 from suite.api import collectives as ops
 
 BARE = "mpi4py-numpy"
 """The lane key of the bare lane (its records' ``lane``: ``mpi4py/numpy``)."""
-MPI_LANE = "mpi-cpu"
-"""The lane it runs beside: MPI through torch, whose group and ranks it borrows."""
+MPI_LANE = next(f"{b.name}-{b.devices[0]}" for b in backend_records() if b.bare_lane == BARE)
+"""The lane it runs beside (``mpi-cpu``: the backend record whose bare lane this is): MPI through torch, whose group
+and ranks it borrows."""
 
 NOT_THE_FLOOR = (
     "not this machine's floor: the MPI wheels from PyPI lack cross-memory attach (CMA/XPMEM), so a large message "

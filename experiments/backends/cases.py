@@ -65,6 +65,7 @@ from suite.api import (
     Timing,
     experiment_test,
     groups,
+    record_of,
     resolve_device,
 )
 from suite.api import collectives as ops
@@ -116,9 +117,8 @@ def _planned(cfg: BenchConfig) -> list[groups.Lane]:
 def _lane_fields(key: str) -> dict:
     backend, device = key.split("-", 1)
     f = {"lane": f"{backend}/{device}"}
-    if backend == "nccl":
-        f["nccl_algo"] = os.environ.get("NCCL_ALGO", "default")
-        f["nccl_proto"] = os.environ.get("NCCL_PROTO", "default")
+    for var in record_of(backend).lane_tuning:  # NCCL: NCCL_ALGO, NCCL_PROTO
+        f[var.lower()] = os.environ.get(var, "default")
     return f
 
 

@@ -20,6 +20,7 @@ from suite.api import (
     DistContext,
     Session,
     dist_max,
+    record_of,
     restorer,
     verify,
 )
@@ -315,7 +316,8 @@ def state_tensors(module: nn.Module) -> list[torch.Tensor]:
 
 def cannot_run(case: Variant, ctx: DistContext, settings: DdpSettings) -> str | None:
     """Reasons known before starting (a crash could not be caught and skipped afterwards)."""
-    if case.hook == "powerSGD" and ctx.backend == "gloo":
+    why = record_of(ctx.backend).cannot.get("powersgd_buckets")
+    if case.hook == "powerSGD" and why is not None:
         grad = training.grad_bytes(build_model(case.model, settings, seed=0))
         if grad > internals.FIRST_BUCKET_BYTES:
             # PowerSGD chains all_reduces per bucket in future callbacks; on Gloo the callbacks of
@@ -323,7 +325,7 @@ def cannot_run(case: Variant, ctx: DistContext, settings: DdpSettings) -> str | 
             # mismatch that aborts the process (gloo "Received data size doesn't match";
             # pytorch/pytorch#58467). A model in one DDP bucket (<= the 1 MiB first bucket) is safe.
             return (
-                f"PowerSGD on Gloo needs the model in one DDP bucket; {case.model} has {grad} B of gradients "
+                f"{why}; {case.model} has {grad} B of gradients "
                 f"(> {internals.FIRST_BUCKET_BYTES} B first bucket): use NCCL, or see the source model's case"
             )
     return None

@@ -47,11 +47,11 @@ def gpu_context(mode: str):
     def context(ctx: DistContext, session: Session) -> DistContext:
         p = placement_of(ctx, session)
         _skip_without_gpu(ctx)
-        group = {
-            "cuda_tensor_nccl": p.nccl,
-            "cpu_tensor_moved_nccl": p.nccl,
-            "cuda_tensor_gloo": p.gloo_cuda,
-            "cpu_tensor_gloo": p.gloo_cpu,
+        group, backend = {
+            "cuda_tensor_nccl": (p.nccl, groups.NCCL),
+            "cpu_tensor_moved_nccl": (p.nccl, groups.NCCL),
+            "cuda_tensor_gloo": (p.gloo_cuda, groups.GLOO),
+            "cpu_tensor_gloo": (p.gloo_cpu, groups.GLOO),
         }[mode]
         if group is None:
             raise CaseSkipped(f"{mode}: no NCCL group in this run (not built, or more ranks than GPUs on a node)")
@@ -59,7 +59,7 @@ def gpu_context(mode: str):
         # is a CPU case. A CPU tensor moved for NCCL keeps the GPU context (NCCL's own collectives
         # need CUDA tensors); its record says tensor_home=cpu.
         device = torch.device("cpu") if mode == "cpu_tensor_gloo" else ctx.device
-        return groups.with_group(ctx, group, backend="gloo" if "gloo" in mode else "nccl", device=device)
+        return groups.with_group(ctx, group, backend=backend, device=device)
 
     return context
 

@@ -107,7 +107,7 @@ def step_buffers(strategy: str, s: ShardedSettings, ctx: DistContext, session: S
 
     def check() -> int:
         # every rank gathers the whole parameters (collectives)
-        mine = workload.full_params(trainer.model, functional=ctx.backend not in workload.NO_FUNCTIONAL_COLLECTIVES)
+        mine = workload.full_params(trainer.model, functional=workload.has_functional_collectives(ctx.backend))
         reference = reference_of(session, strategy, s, ctx, um)
         ref, tols, use = checking.expected(rule, reference, trainer.steps, trainer.owned)  # owned: a stage's
         picked = [i for i, u in enumerate(use) if u]

@@ -20,6 +20,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from suite.api import record_of
+
 from .settings import PLANTED, STRATEGIES  # noqa: F401  (the strategy names, with the knobs that choose them)
 from .shapes import cannot_run, dp_size, mesh_shape  # noqa: F401  (pure: shapes.py)
 from .strategies import get as strategy_of
@@ -183,15 +185,17 @@ def stepper(trainer: Trainer, model: nn.Module, opt, local: list, loss_fn: Calla
     return step
 
 
-NO_FUNCTIONAL_COLLECTIVES = ("mpi",)
-"""Backends whose group is a Python process group (BACKEND=mpi: suite/harness/mpi_backend.py): DTensor's
-functional collectives dispatch in C++ to a backend registered for the device and never reach it."""
+def has_functional_collectives(backend: str) -> bool:
+    """Whether DTensor's functional collectives reach ``backend``'s group: not a Python process group (BACKEND=mpi:
+    suite/harness/mpi_backend.py), as they dispatch in C++ to a backend registered for the device (its record's
+    ``cannot``)."""
+    return "functional_collectives" not in record_of(backend).cannot
 
 
 def functional_collectives_reason(strategy: str, backend: str) -> str | None:
     """Why ``strategy`` cannot run on ``backend`` (its tensor-parallel plan needs DTensor's functional
     collectives), or None."""
-    if backend not in NO_FUNCTIONAL_COLLECTIVES or strategy_of(strategy).plan is None:
+    if has_functional_collectives(backend) or strategy_of(strategy).plan is None:
         return None
     return (
         f"{strategy} needs DTensor's functional collectives, which dispatch in C++ to a backend registered for "
@@ -203,7 +207,7 @@ def functional_collectives_reason(strategy: str, backend: str) -> str | None:
 def full_params(model: nn.Module, functional: bool = True) -> list[torch.Tensor]:
     """Every parameter whole, in ``named_parameters`` order, as float32 (DTensor shards gathered: a
     collective on every rank). ``functional=False``: gathered with c10d's all_gather_object instead of
-    DTensor's ``full_tensor`` (a group of ``NO_FUNCTIONAL_COLLECTIVES``; a one-dimensional mesh)."""
+    DTensor's ``full_tensor`` (a group without ``has_functional_collectives``; a one-dimensional mesh)."""
     from torch.distributed.tensor import DTensor
 
     out = []

@@ -14,18 +14,20 @@ from typing import Literal
 
 from suite import metrics
 from suite.errors import ConfigError  # noqa: F401  (where the knobs are checked, callers catch it)
+from suite.common import backends
 from suite.common.knobs import SECTIONS, section_value
 
 DTYPES = ("float32", "float64", "float16", "bfloat16", "int32", "int64")
 REDOPS = ("sum", "avg", "product", "min", "max")
-BACKENDS = ("auto", "gloo", "nccl", "mpi", "ucc")
+BACKENDS = ("auto", *backends.names())
 DEVICES = ("auto", "cpu", "cuda")
 TIMING_MODES = ("blocking", "pipelined", "cuda_graph")
 COMPARED_SIZES = 3
 """Side-by-side comparisons (placement, backends) run at this many of the sweep's largest sizes."""
 
 TimingMode = Literal["blocking", "pipelined", "cuda_graph"]
-Backend = Literal["auto", "gloo", "nccl", "mpi", "ucc"]
+Backend = str
+"""auto, or a registered backend's name (BACKENDS: suite/common/backends/)."""
 Device = Literal["auto", "cpu", "cuda"]
 
 
@@ -274,8 +276,12 @@ def validate(cfg: BenchConfig, world_size: int | None = None) -> None:
         check = getattr(getattr(cfg, name), "validate", None)
         if check is not None:
             check()
-    if cfg.backend == "nccl" and cfg.device == "cpu":
-        bad("backend nccl needs DEVICE=cuda; use BACKEND=gloo for CPU tensors")
+    if cfg.backend != "auto" and cfg.device != "auto" and cfg.device not in backends.record_of(cfg.backend).devices:
+        needs = " or ".join(backends.record_of(cfg.backend).devices)
+        bad(
+            f"backend {cfg.backend} needs DEVICE={needs}; use BACKEND={backends.auto_backend(cfg.device)} "
+            f"for {cfg.device.upper()} tensors"
+        )
     check_timing_mode(cfg.timing_mode, cfg.backend, cfg.device)
 
 
@@ -283,7 +289,8 @@ def check_timing_mode(timing_mode: str, backend: str, device: str) -> None:
     """cuda_graph captures NCCL work in a CUDA graph: CPU tensors and Gloo/MPI/UCC
     cannot be captured. Called with the knobs as given (auto passes) and again by
     the launcher's preflight with auto resolved."""
-    if timing_mode == "cuda_graph" and (device == "cpu" or backend not in ("auto", "nccl")):
+    captured = backend == "auto" or backends.record_of(backend).cuda_graphs
+    if timing_mode == "cuda_graph" and (device == "cpu" or not captured):
         raise ConfigError(
             f"TIMING=cuda_graph needs BACKEND=nccl and DEVICE=cuda (got {backend} on {device}); "
             "use TIMING=blocking or pipelined on CPU/Gloo"

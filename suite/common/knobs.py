@@ -8,6 +8,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from suite import metrics, registry
+from suite.common import backends
 from suite.errors import ConfigError
 
 SECTIONS: dict[str, type] = {
@@ -42,7 +43,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("precision_pct", "precision-pct", "PRECISION", "target CI half-width of the median, percent (0 = off)"),
     Knob("max_time_s", "max-time-s", "MAX_TIME_S", "time cap per case in precision mode"),
     Knob("budget_s", "budget-s", "BUDGET_S", "sample budget per case, seconds (0 = off: take ITERS samples)"),
-    Knob("backend", "backend", "BACKEND", "auto | gloo | nccl | mpi | ucc"),
+    Knob("backend", "backend", "BACKEND", " | ".join(("auto", *backends.names()))),
     Knob("device", "device", "DEVICE", "auto | cpu | cuda"),
     Knob("timeout_s", "timeout-s", "TIMEOUT_S", "process-group timeout, seconds"),
     Knob(

@@ -10,6 +10,7 @@ import torch
 
 from suite.errors import CaseFailed, CaseSkipped
 from suite.harness.dist import DistContext
+from suite.common.backends import record_of
 
 
 def capture(ctx: DistContext, issue: Callable[[], None]):
@@ -36,7 +37,7 @@ def capture(ctx: DistContext, issue: Callable[[], None]):
     graph = None
     problem = None
     kernels = None
-    if ctx.device.type != "cuda" or ctx.backend != "nccl":
+    if ctx.device.type != "cuda" or not record_of(ctx.backend).cuda_graphs:
         reason = f"timing mode cuda_graph needs NCCL on CUDA; this group is {ctx.backend} on {ctx.device.type}"
     else:
         try:

@@ -24,7 +24,7 @@ from suite.common.config import BenchConfig, ConfigError
 from suite.common.failures import EXIT_PEER_FAILURE, record_failure
 from suite.harness import faulty_backend
 from suite.harness.mpi_rank import slurm_tasks_on_node
-from suite.common.backends import PreflightError, TorchFacts, resolve_backend, resolve_device
+from suite.common.backends import PreflightError, TorchFacts, record_of, resolve_backend, resolve_device
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -335,10 +335,10 @@ def init_distributed(
         raise ConfigError(f"ROOT {cfg.root} does not exist in a world of {le.world_size} ranks")
     if device_type == "cuda":
         n_gpu = torch.cuda.device_count()
-        if backend == "nccl" and le.local_world_size > n_gpu:
+        if record_of(backend).one_gpu_per_rank and le.local_world_size > n_gpu:
             raise PreflightError(
                 f"{le.local_world_size} ranks on this node but only {n_gpu} GPU(s): "
-                "NCCL needs one GPU per rank; lower NPROC"
+                f"{record_of(backend).shown} needs one GPU per rank; lower NPROC"
             )
         device = torch.device("cuda", le.local_rank % max(n_gpu, 1))
         torch.cuda.set_device(device)  # before init, so NCCL binds the right GPU
@@ -351,7 +351,7 @@ def init_distributed(
         os.environ.setdefault("RANK", "0")
         os.environ.setdefault("WORLD_SIZE", "1")
     kwargs = dict(rank=le.rank, world_size=le.world_size, timeout=datetime.timedelta(seconds=cfg.timeout_s))
-    if backend == "nccl":
+    if record_of(backend).one_gpu_per_rank:
         kwargs["device_id"] = device
     dist.init_process_group(faulty_backend.backend_for(backend, device_type, env), **kwargs)  # planted faults: Gloo
     group = dist.group.WORLD

@@ -38,11 +38,10 @@ from __future__ import annotations
 
 import contextlib
 
-from suite.harness import mpi_backend
 from suite.harness.fault_mode import FaultMode, Planting
 
 from suite.common import faults
-from suite.common.backends import check_planted_backend
+from suite.common.backends import c10d_name, check_planted_backend
 from suite.common.switches import switch
 
 FAULTS = faults.BACKEND_FAULTS
@@ -87,4 +86,4 @@ def backend_for(backend: str, device_type: str, env=None) -> str:
     faults are planted over it, not in it)."""
     if switch("SUITE_INJECT_BACKEND", env) is not None:
         check_planted_backend(backend, device_type, env)
-    return mpi_backend.c10d_name(backend)
+    return c10d_name(backend)

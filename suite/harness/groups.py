@@ -28,9 +28,10 @@ import torch
 import torch.distributed as dist
 
 from suite.case import Session
-from suite.harness import mpi_backend
 from suite.harness.dist import DistContext, read_launch_env
-from suite.common.backends import PreflightError, backend_available
+from suite.common import backends
+from suite.common.backends import gloo, nccl
+from suite.common.backends import PreflightError, backend_available, c10d_name, record_of
 
 
 def timeout_of(ctx: DistContext) -> datetime.timedelta:
@@ -118,6 +119,9 @@ def one_rank_group(ctx: DistContext, session: Session):
     return session.once("rank0_group", lambda: dist.new_group([0], timeout=timeout_of(ctx)))
 
 
+GLOO, NCCL = gloo.BACKEND.name, nccl.BACKEND.name
+"""The backends of the groups beside the session's own: Gloo for CPU tensors (and CUDA ones beside NCCL), NCCL."""
+
 # --- groups beside the session's own --------------------------------------------------------------
 
 
@@ -127,13 +131,13 @@ def gpu_side_groups(ctx: DistContext) -> tuple[object, object, object | None]:
     ranks on one GPU: with more ranks than GPUs on a node there is no NCCL group (every rank agrees
     first, as new_group is collective)."""
     timeout = timeout_of(ctx)
-    gloo_cuda = ctx.group if ctx.backend == "gloo" else dist.new_group(backend="gloo", timeout=timeout)
-    gloo_cpu = dist.new_group(backend="gloo", timeout=timeout)
+    gloo_cuda = ctx.group if ctx.backend == GLOO else dist.new_group(backend=GLOO, timeout=timeout)
+    gloo_cpu = dist.new_group(backend=GLOO, timeout=timeout)
     nccl = None
-    if ctx.backend == "nccl":
+    if ctx.backend == NCCL:
         nccl = ctx.group
     elif ctx.agree_all(dist.is_nccl_available() and ctx.local_world_size <= torch.cuda.device_count()):
-        nccl = dist.new_group(backend="nccl", timeout=timeout)
+        nccl = dist.new_group(backend=NCCL, timeout=timeout)
     return gloo_cpu, gloo_cuda, nccl
 
 
@@ -143,13 +147,13 @@ def gloo_on_interface(ctx: DistContext, iface: str) -> DistContext:
     old = os.environ.get("GLOO_SOCKET_IFNAME")
     os.environ["GLOO_SOCKET_IFNAME"] = iface
     try:
-        group = dist.new_group(backend="gloo", timeout=timeout_of(ctx))
+        group = dist.new_group(backend=GLOO, timeout=timeout_of(ctx))
     finally:
         if old is None:
             del os.environ["GLOO_SOCKET_IFNAME"]
         else:
             os.environ["GLOO_SOCKET_IFNAME"] = old
-    return with_group(ctx, group, backend="gloo", device=torch.device("cpu"))
+    return with_group(ctx, group, backend=GLOO, device=torch.device("cpu"))
 
 
 # --- lanes: one process group per (backend, device), created once per session on every rank ---------
@@ -171,14 +175,10 @@ class Lane:
         return f"{self.backend}/{self.device}"
 
 
-CANDIDATE_LANES = (
-    Lane("nccl", "cuda"),
-    Lane("gloo", "cuda"),
-    Lane("gloo", "cpu"),
-    Lane("mpi", "cpu"),
-    Lane("ucc", "cpu"),
-    Lane("ucc", "cuda"),
+CANDIDATE_LANES = tuple(
+    Lane(b.name, device) for b in sorted(backends.records(), key=lambda b: b.lane_order) for device in b.devices
 )
+"""Every registered backend on each device it runs on (suite/common/backends/)."""
 
 
 def _mpi_launched(env=None) -> bool:
@@ -208,16 +208,17 @@ def plan_lanes(device_type: str, env=None) -> tuple[list[Lane], list[tuple[Lane,
             missing.append((lane, why))
         elif lane.device == "cuda" and device_type != "cuda":
             missing.append((lane, "the run uses CPU tensors (DEVICE=cpu); make bench-gpu runs the CUDA lanes"))
-        elif lane.backend == "nccl" and _local_world(env) > torch.cuda.device_count():
+        elif record_of(lane.backend).one_gpu_per_rank and _local_world(env) > torch.cuda.device_count():
             missing.append(
                 (
                     lane,
-                    f"NCCL needs one GPU per rank ({_local_world(env)} ranks on this node, "
-                    f"{torch.cuda.device_count()} GPU(s))",
+                    f"{record_of(lane.backend).shown} needs one GPU per rank ({_local_world(env)} ranks on this "
+                    f"node, {torch.cuda.device_count()} GPU(s))",
                 )
             )
-        elif lane.backend == "mpi" and not _mpi_launched(env):
-            missing.append((lane, "MPI needs ranks started by mpiexec: run it with BACKEND=mpi"))
+        elif not record_of(lane.backend).torchrun and not _mpi_launched(env):
+            be = record_of(lane.backend)
+            missing.append((lane, f"{be.shown} needs ranks started by {be.launcher}: run it with BACKEND={be.name}"))
         else:
             run.append(lane)
     return run, missing
@@ -246,7 +247,7 @@ def lanes_of(ctx: DistContext, session: Session) -> Lanes:
                 group = ctx.group
             else:
                 try:
-                    group = dist.new_group(backend=mpi_backend.c10d_name(lane.backend), timeout=timeout)
+                    group = dist.new_group(backend=c10d_name(lane.backend), timeout=timeout)
                 except Exception as e:  # e.g. UCC built but its library missing at run time
                     reason = f"{lane.label}: group creation failed: {str(e).strip()[:200]}"
             if not ctx.agree_all(reason is None):

@@ -39,11 +39,6 @@ _SPIN = 2000
 """Polls of a request before the waiting thread starts yielding the CPU (ranks may outnumber the cores)."""
 
 
-def c10d_name(backend: str) -> str:
-    """The name c10d knows ``backend`` by: the suite's MPI group for ``mpi`` (registered here), else itself."""
-    return register() if backend == "mpi" else backend
-
-
 def register() -> str:
     """Register the backend with c10d (once per process); its name."""
     if not hasattr(dist.Backend, NAME.upper()):  # register_backend names it there

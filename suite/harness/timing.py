@@ -64,6 +64,7 @@ from suite import metrics
 from suite.measurement import Measurement
 from suite.common.config import BenchConfig
 from suite.harness.dist import DistContext
+from suite.common.backends import record_of
 from suite.case import OpFn, wait_all
 from suite.harness import cuda_graph
 from suite.harness.budget import BUDGET_MIN_SAMPLES, WARMUP_MIN, budget_count, warmup_count
@@ -81,7 +82,7 @@ from suite.harness.journal import quiet as journal_quiet
 
 def barrier(ctx: DistContext, async_op: bool = False):
     """``dist.barrier`` on the context's group (its Work when ``async_op``); on NCCL it names our GPU."""
-    kw = {"device_ids": [ctx.device.index]} if ctx.backend == "nccl" else {}
+    kw = {"device_ids": [ctx.device.index]} if record_of(ctx.backend).one_gpu_per_rank else {}
     return dist.barrier(group=ctx.group, async_op=async_op, **kw)
 
 

@@ -42,7 +42,7 @@ from suite.common.failures import (
 from suite.launch import mpi, passes, world
 from suite.launch.argv import OptionParser  # argparse, its errors one line and MIN_BYTES=-1K a value
 from suite.common.fileio import write_error, write_json_atomic
-from suite.common.flight_recorder import flight_recorder_env
+from suite.common.backends import record_of
 from suite.launch.preflight import RendezvousError, preflight_with_selection
 from suite.launch.supervise import final_status, run_ranks, stamp_status
 from suite.launch.warm import WarmTorchrun
@@ -126,9 +126,10 @@ def torchrun_command(lay: dict, files: list[str], suite_opts: list[str], passthr
 
 
 def ranks_command(backend: str, lay: dict, files, suite_opts, passthrough, env: dict, where: dict) -> list[str]:
-    """The command that starts the ranks: torchrun, or for BACKEND=mpi mpiexec, with the store this process then
-    hosts for them (kept in ``where`` while they run; ``env`` gets its address: suite/launch/mpi.py)."""
-    if backend != "mpi":
+    """The command that starts the ranks: torchrun, or for a backend started by mpiexec (BACKEND=mpi) mpiexec, with
+    the store this process then hosts for them (kept in ``where`` while they run; ``env`` gets its address:
+    suite/launch/mpi.py)."""
+    if record_of(backend).torchrun:
         return torchrun_command(lay, files, suite_opts, passthrough)
     where["store"] = mpi.host_store(env, lay)
     if mpi.across_hosts(lay, env):  # node 0's mpiexec starts every node's ranks once every node has joined
@@ -255,12 +256,12 @@ def _main(argv: list[str], where: dict) -> int:
     if a.check:
         print(f"# check: ok ({lay['nnodes']} node(s) x {lay['nproc']} rank(s), experiments: {', '.join(names)})")
         return EXIT_OK
-    if cfg.backend == "mpi" and mpi.across_hosts(lay) and lay["node_rank"] > 0:
+    if not record_of(cfg.backend).torchrun and mpi.across_hosts(lay) and lay["node_rank"] > 0:
         return mpi.follow(lay)  # node 0 checks the run and starts this node's ranks over ssh
     from suite.common.backends import PreflightError, TorchFacts, resolve_backend, resolve_device
 
     torch_facts = TorchFacts.here
-    if cfg.backend != "mpi":  # torchrun imports torch while preflight runs; no rank starts before run_ranks
+    if record_of(cfg.backend).torchrun:  # torchrun imports torch while preflight runs; no rank starts before run_ranks
         where["warm"] = WarmTorchrun.start()
         torch_facts = where["warm"].facts  # what it found once imported: preflight does not import torch too
     files = [str(registry.cases_file(n).relative_to(ROOT)) for n in names]
@@ -288,8 +289,7 @@ def _main(argv: list[str], where: dict) -> int:
         except ConfigError as e:
             print(f"error: {e}", file=sys.stderr)
             return EXIT_BAD_INPUT
-    if backend == "nccl":
-        env.update(flight_recorder_env(env, run_dir, facts.version))
+    env.update(record_of(backend).call("run_env", env, run_dir, facts.version) or {})  # NCCL: its flight recorder
     # Every node creates it: ranks leave failure notes (and NCCL flight-recorder dumps) here.
     try:
         try:
@@ -312,7 +312,7 @@ def _main(argv: list[str], where: dict) -> int:
     if live and (rc != 0 or signum):  # rank 0 may not have erased its line itself
         sys.stdout.write(progress.RESET_TERMINAL)
         sys.stdout.flush()
-    starter = "torchrun" if backend != "mpi" else Path(cmd[0]).name  # mpiexec, or srun in a Slurm allocation
+    starter = "torchrun" if record_of(backend).torchrun else Path(cmd[0]).name  # mpiexec, or srun under Slurm
     status, cause = final_status(rc, signum, run_dir, first, with_cause=True, starter=starter)
     if lay["node_rank"] == 0 and (run_dir / "bench.json").exists():
         status, signum = _second_pass(run_dir, run_id, lay, backend, env, erase, status, signum)
@@ -341,7 +341,7 @@ def _second_pass(run_dir: Path, run_id: str, lay: dict, backend: str, env: dict,
     """The main pass's records stamped, then, where it succeeded on one node, the cases it skipped for want of
     ranks run at the world they need (suite/launch/passes.py); the run's status and signal."""
     passes.mark_main(run_dir)
-    if status != EXIT_OK or signum is not None or lay["nnodes"] != 1 or backend == "mpi":
+    if status != EXIT_OK or signum is not None or lay["nnodes"] != 1 or not record_of(backend).torchrun:
         return status, signum
 
     def start(lay2: dict, cases: list[str], opts: list[str]):

@@ -13,6 +13,7 @@ from suite.common.backends import (
     PreflightError,
     TorchFacts,
     check_planted_backend,
+    record_of,
     resolve_backend,
     resolve_device,
 )
@@ -167,19 +168,17 @@ def preflight(cfg, lay: dict, torch_facts=TorchFacts.here) -> None:
     of devices and backends (the warm torchrun's, which imports torch beside this check: suite/launch/warm.py)."""
     facts = torch_facts()
     device = resolve_device(cfg.device, facts)
-    if cfg.backend == "mpi":  # mpi4py, mpiexec and one node, said before resolve_backend's generic line
-        from suite.launch import mpi
-
-        why = mpi.problem(lay)
-        if why is not None:
-            raise PreflightError(why)
+    why = record_of(cfg.backend).call("launch_problem", lay)  # MPI: mpi4py, mpiexec, the nodes; before the
+    if why is not None:  # generic line of resolve_backend
+        raise PreflightError(why)
     backend = resolve_backend(cfg.backend, device, facts)
     check_planted_backend(backend, device)
     check_timing_mode(cfg.timing_mode, backend, device)  # auto resolved: cuda_graph on a CPU host
-    if device == "cuda" and backend == "nccl":
+    if device == "cuda" and record_of(backend).one_gpu_per_rank:
         if lay["nproc"] > facts.cuda_devices:
             raise PreflightError(
-                f"NPROC={lay['nproc']} but this node has {facts.cuda_devices} GPU(s); NCCL needs one GPU per rank"
+                f"NPROC={lay['nproc']} but this node has {facts.cuda_devices} GPU(s); "
+                f"{record_of(backend).shown} needs one GPU per rank"
             )
     if cfg.root >= lay["world_size"]:
         raise ConfigError(f"ROOT {cfg.root} does not exist in a world of {lay['world_size']} ranks")

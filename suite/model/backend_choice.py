@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from suite import op_table
+from suite.common.backends.registry import record_of
 
 GLOO = {f.name: f.model.gloo for f in op_table.MODELLED}
 """Gloo's algorithm per op, read from its sources (gloo main, torch's ProcessGroupGloo.cpp): the op table's
@@ -53,49 +54,55 @@ def backend_algorithm(
     """The algorithm ``backend`` runs for ``op`` at ``size_bytes``: Gloo's from its sources (checked
     against the run by ``check_algorithms`` when given), NCCL's from NCCL_ALGO / its debug lines."""
     chk = (check or {}).get(op, "")
-    if backend == "gloo":
-        alg, src = GLOO[op]
-        return Choice(algorithm=alg, how=f"gloo source: {src}", check=chk)
-    if backend == "nccl":
-        if op == "barrier":
-            return Choice(
-                algorithm="ring", how="NCCL's barrier is an all_reduce of one element (torch ProcessGroupNCCL)"
-            )
-        text = debug_text + "".join(str(r.get("nccl_debug") or "") for r in recs)
-        seen = nccl_debug_choices(text)
-        if seen:
-            sizes = sorted(s for (o, s) in seen if o == op)
-            if sizes:
-                near = min(sizes, key=lambda s: abs(math.log((s or 1) / max(size_bytes, 1))))
-                name = seen[(op, near)]
-                alg = NCCL_ALGO_NAMES.get(name)
-                return Choice(
-                    algorithm=alg,
-                    how=f"NCCL debug line: {op} {near} B -> Algo {name}" + ("" if alg else " (not modelled here)"),
-                    check=chk,
-                )
-        forced = {str(r.get("nccl_algo")) for r in recs if r.get("nccl_algo") not in (None, "", "default")}
-        if len(forced) == 1:
-            val = forced.pop()
-            alg = NCCL_ALGO_NAMES.get(val.lower())
-            if op != "all_reduce" and alg == "tree":
-                alg = "ring"  # NCCL never disables ring for other ops (tuning.cc); tree is all_reduce's only
+    choice = record_of(backend).call("model_choice", op, size_bytes, recs, debug_text, chk)
+    return choice or Choice(algorithm=None, how=f"no algorithm table for backend {backend!r}", check=chk)
+
+
+def gloo_choice(op: str, size_bytes: int, recs: Sequence[dict], debug_text: str, chk: str) -> Choice:
+    """Gloo's algorithm for ``op``: from its sources, whatever the size (its backend record names this)."""
+    alg, src = GLOO[op]
+    return Choice(algorithm=alg, how=f"gloo source: {src}", check=chk)
+
+
+def nccl_choice(op: str, size_bytes: int, recs: Sequence[dict], debug_text: str, chk: str) -> Choice:
+    """NCCL's algorithm for ``op`` at ``size_bytes``: from its debug lines, NCCL_ALGO, or its defaults (its backend
+    record names this)."""
+    if op == "barrier":
+        return Choice(algorithm="ring", how="NCCL's barrier is an all_reduce of one element (torch ProcessGroupNCCL)")
+    text = debug_text + "".join(str(r.get("nccl_debug") or "") for r in recs)
+    seen = nccl_debug_choices(text)
+    if seen:
+        sizes = sorted(s for (o, s) in seen if o == op)
+        if sizes:
+            near = min(sizes, key=lambda s: abs(math.log((s or 1) / max(size_bytes, 1))))
+            name = seen[(op, near)]
+            alg = NCCL_ALGO_NAMES.get(name)
             return Choice(
                 algorithm=alg,
-                how=f"NCCL_ALGO={val} (recorded with the run)" + ("" if alg else ": not modelled here"),
+                how=f"NCCL debug line: {op} {near} B -> Algo {name}" + ("" if alg else " (not modelled here)"),
                 check=chk,
             )
-        if op != "all_reduce":
-            return Choice(
-                algorithm="ring",
-                how="NCCL: ring is its algorithm for this op without NVLS/CollNet/PAT "
-                "(no NCCL_ALGO or debug line recorded)",
-                check=chk,
-            )
+    forced = {str(r.get("nccl_algo")) for r in recs if r.get("nccl_algo") not in (None, "", "default")}
+    if len(forced) == 1:
+        val = forced.pop()
+        alg = NCCL_ALGO_NAMES.get(val.lower())
+        if op != "all_reduce" and alg == "tree":
+            alg = "ring"  # NCCL never disables ring for other ops (tuning.cc); tree is all_reduce's only
         return Choice(
-            algorithm=None,
-            how="NCCL picks ring or tree per size from its tuning model and the run did not "
-            "record which (rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING)",
+            algorithm=alg,
+            how=f"NCCL_ALGO={val} (recorded with the run)" + ("" if alg else ": not modelled here"),
             check=chk,
         )
-    return Choice(algorithm=None, how=f"no algorithm table for backend {backend!r}", check=chk)
+    if op != "all_reduce":
+        return Choice(
+            algorithm="ring",
+            how="NCCL: ring is its algorithm for this op without NVLS/CollNet/PAT "
+            "(no NCCL_ALGO or debug line recorded)",
+            check=chk,
+        )
+    return Choice(
+        algorithm=None,
+        how="NCCL picks ring or tree per size from its tuning model and the run did not "
+        "record which (rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING)",
+        check=chk,
+    )

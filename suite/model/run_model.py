@@ -12,7 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from suite.model.algorithms import CANDIDATES, OPS
-from suite.model.backend_choice import GLOO, Choice, backend_algorithm
+from suite.common.backends.record import resolve
+from suite.common.backends.registry import record_of
+from suite.model.backend_choice import Choice, backend_algorithm
 from suite.model.calibrate import calibrate, p2p_links
 from suite.model.links import CLASSES, ClassLink, Links, Topology, complete_links
 from suite.model.prediction import BANDWIDTH_BOUND, predict
@@ -109,6 +111,12 @@ def fit_runs(runs: Sequence[dict], debug_text: str = "") -> RunModel:
     )
 
 
+def _documented(backend: str) -> dict | None:
+    """``backend``'s documented algorithm per op, {op: (algorithm, source)}, as its record names it; None: none."""
+    ref = record_of(backend).model_reference
+    return resolve(ref) if ref else None
+
+
 def _rms_rel(points: Sequence[Point], algorithm: str, links: Links) -> float | None:
     errs = []
     for p in points:
@@ -129,7 +137,8 @@ def check_algorithms(points: Sequence[Point], base: Links) -> dict:
         if not mine:
             continue
         worlds = sorted({p.topo.ranks for p in mine})
-        ref = GLOO[op][0] if mine[0].backend == "gloo" else "ring"
+        documented = _documented(mine[0].backend)
+        ref = documented[op][0] if documented else "ring"
         lk0 = calibrate(mine, ref, base, n_boot=40) if ref in CANDIDATES[op] else None
         if lk0 is not None and op != "barrier":  # compare the models where bytes, not start-ups, decide
             at = complete_links({**base, lk0.link_class: lk0}, mine[0].topo)
@@ -151,7 +160,7 @@ def check_algorithms(points: Sequence[Point], base: Links) -> dict:
         if not errs:
             continue
         best = min(errs, key=errs.get)
-        doc = GLOO[op][0] if mine[0].backend == "gloo" else None
+        doc = documented[op][0] if documented else None
         listing = ", ".join(f"{a} {100 * e:z.1f}%" for a, e in sorted(errs.items(), key=lambda kv: kv[1]))
         where = f"{len(worlds)} world size(s) {'/'.join(map(str, worlds))}"
         if max(errs.values()) - min(errs.values()) < 0.005:

@@ -104,23 +104,16 @@ def git_commit(repo: Path | None = None) -> str | None:
 
 def torch_versions() -> dict:
     import torch
-    import torch.distributed as dist
+
+    from suite.common import backends
 
     info = {
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
-        "gloo": dist.is_gloo_available(),
-        "nccl": None,
-        "mpi": dist.is_mpi_available(),
-        "ucc": getattr(dist, "is_ucc_available", lambda: False)(),
+        **{b.name: b.version() for b in backends.records()},  # each backend's record says what it records
         "num_threads": torch.get_num_threads(),
         "num_interop_threads": torch.get_num_interop_threads(),
     }
-    if dist.is_nccl_available() and torch.cuda.is_available():
-        try:
-            info["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
-        except Exception:  # a build without a loadable libnccl
-            info["nccl"] = None
     return info
 
 

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from suite.common.config import ConfigError, build_config
-from suite.launch.cli import flight_recorder_env
+from suite.common.flight_recorder import flight_recorder_env
 from tests.conftest import ROOT, all_correct, load_bench, run_suite
 
 HAS_CUDA = torch.cuda.is_available()

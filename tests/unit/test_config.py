@@ -42,6 +42,7 @@ def test_aliases_and_lists():
         ({"timeout_s": "nan"}, "TIMEOUT_S"),
         ({"root": "-1"}, "ROOT"),
         ({"backend": "nccl", "device": "cpu"}, "nccl needs DEVICE=cuda"),
+        ({"backend": "mpi", "device": "cuda"}, "backend mpi needs DEVICE=cpu; use BACKEND=nccl for CUDA tensors"),
         ({"bogus": 1}, "unknown setting"),
     ],
 )

@@ -13,6 +13,7 @@ import time
 import torch
 import torch.distributed as dist
 
+from suite.common.backends import record_of
 from suite.harness import verify
 from suite.ops.algorithms import ORDERINGS, exchange
 from suite.ops.p2p.deadlock import TAG
@@ -23,7 +24,7 @@ def _probe_child(
 ) -> None:
     """One process of the probe pair (``python -m suite.ops.p2p.deadlock_child --deadlock-child ...``)."""
     dev = torch.device("cuda", rank) if device == "cuda" else torch.device("cpu")
-    kw = {"device_id": dev} if backend == "nccl" else {}
+    kw = {"device_id": dev} if record_of(backend).one_gpu_per_rank else {}
     if device == "cuda":
         torch.cuda.set_device(dev)
     dist.init_process_group(

@@ -17,6 +17,7 @@ from suite.harness import verify
 from suite.case import Buffers, Case, CaseFailed, Session
 from suite.common.config import BenchConfig
 from suite.harness.dist import DistContext
+from suite.common.backends import gloo, record_of
 from suite.ops import algorithms
 from suite.ops.collectives import elsize
 from suite.ops.p2p.deadlock import PROBE, PROVENANCE, run_deadlock_probe
@@ -64,9 +65,9 @@ def build(ctx: DistContext, s: Spec) -> Buffers:
 
 def _probe_backend(ctx: DistContext) -> tuple[str, str]:
     # NCCL needs a GPU per process of the pair; otherwise show it with Gloo on CPU.
-    if ctx.backend == "nccl" and torch.cuda.device_count() >= 2:
-        return "nccl", "cuda"
-    return "gloo", "cpu"
+    if record_of(ctx.backend).one_gpu_per_rank and torch.cuda.device_count() >= 2:
+        return ctx.backend, "cuda"
+    return gloo.BACKEND.name, "cpu"
 
 
 def _deadlock_result(ctx: DistContext) -> dict:

@@ -35,6 +35,7 @@ from suite.harness import verify
 from suite.case import Buffers, Bytes, Case, Session, Timing
 from suite.common.config import BenchConfig
 from suite.harness.dist import DistContext
+from suite.common.backends import record_of
 from suite.ops.collectives import elsize
 
 
@@ -185,10 +186,9 @@ def skip_of(p: Pattern, s: Spec):
         n = ctx.world_size
         if n < 2:
             return "point-to-point needs at least 2 ranks"
-        if ctx.backend == "gloo" and ctx.device.type != "cpu":
-            # ProcessGroupGloo::send/recv hand the tensor's raw pointer to the TCP transport
-            # without a device check; the same decision on every rank (it comes from the config).
-            return "Gloo point-to-point takes CPU tensors only; run p2p with DEVICE=cpu or BACKEND=nccl"
+        if ctx.device.type != "cpu" and "p2p_cuda" in record_of(ctx.backend).cannot:
+            # the same decision on every rank (it comes from the config)
+            return record_of(ctx.backend).cannot["p2p_cuda"]
         if max(s.src, s.dst) >= n:
             return f"ranks {s.src}/{s.dst} not in a world of {n}"
         return p.skip(s, cfg) if p.skip else None

@@ -1,18 +1,29 @@
-"""Which backend and device a run uses: the rules the launcher's preflight applies before any rank starts and a
-rank's init applies again (suite/harness/dist.py), and the error both raise (exit 3)."""
+"""The backends, one record each in a file of this package (``record.py`` says what a record holds), and which
+backend and device a run uses: the rules the launcher's preflight applies before any rank starts and a rank's
+init applies again (suite/harness/dist.py), and the error both raise (exit 3).
+
+A file here that binds ``BACKEND = Backend(...)`` is registered when this package is imported
+(registry.py)."""
 
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
+
+from suite.common.backends.record import Backend, resolve
+from suite.common.backends.registry import backend_records, names, record_of, records
+
+__all__ = ["Backend", "backend_records", "names", "record_of", "records", "resolve"]
+
+
+def c10d_name(backend: str) -> str:
+    """The name c10d knows ``backend`` by: for a backend that is a c10d group of the suite's own (MPI), the name
+    its registration returns (registered then, on a rank: imports torch), else ``backend`` itself."""
+    return record_of(backend).call("c10d") or backend
 
 
 class PreflightError(RuntimeError):
     """The environment cannot run the requested configuration (no group was started)."""
-
-
-BACKENDS = ("gloo", "nccl", "mpi", "ucc")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,22 +35,14 @@ class TorchFacts:
 
     version: str
     cuda_devices: int  # 0: no CUDA device visible
-    available: tuple[str, ...]  # the backends it has, of BACKENDS
+    available: tuple[str, ...]  # the registered backends it has
 
     @classmethod
     def here(cls) -> TorchFacts:
         import torch
-        import torch.distributed as dist
 
-        have = {
-            "gloo": dist.is_gloo_available,
-            "nccl": dist.is_nccl_available,
-            # torch's own MPI, else the suite's over mpi4py (suite/harness/mpi_backend.py)
-            "mpi": lambda: dist.is_mpi_available() or importlib.util.find_spec("mpi4py") is not None,
-            "ucc": lambda: getattr(dist, "is_ucc_available", lambda: False)(),
-        }
         cuda = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        return cls(torch.__version__, cuda, tuple(b for b in BACKENDS if have[b]()))
+        return cls(torch.__version__, cuda, tuple(b.name for b in records() if b.available()))
 
     @classmethod
     def from_json(cls, text: str) -> TorchFacts:
@@ -70,17 +73,25 @@ def backend_available(backend: str, facts: TorchFacts | None = None) -> bool:
 def resolve_backend(requested: str, device: str, facts: TorchFacts | None = None) -> str:
     """auto -> nccl for cuda, gloo for cpu; reject what the build or device cannot do."""
     facts = facts or TorchFacts.here()
-    backend = requested
-    if backend == "auto":
-        backend = "nccl" if device == "cuda" else "gloo"
+    backend = requested if requested != "auto" else auto_backend(device)
     if backend not in facts.available:
         raise PreflightError(
             f"backend {backend!r} is not built into this torch {facts.version} "
             f"(available: {', '.join(facts.available) or 'none'})"
         )
-    if backend == "nccl" and device != "cuda":
-        raise PreflightError("backend nccl needs CUDA tensors and a GPU; use BACKEND=gloo on a CPU host")
+    record = record_of(backend)
+    if device not in record.devices:
+        host = "a CPU host" if device == "cpu" else "a GPU"
+        raise PreflightError(
+            f"backend {backend} needs {' or '.join(d.upper() for d in record.devices)} tensors"
+            f"{' and a GPU' if 'cuda' in record.devices else ''}; use BACKEND={auto_backend(device)} on {host}"
+        )
     return backend
+
+
+def auto_backend(device: str) -> str:
+    """The backend BACKEND=auto picks for ``device``."""
+    return next((b.name for b in records() if device in b.auto_for), "gloo")
 
 
 def check_planted_backend(backend: str, device: str, env=None) -> None:
@@ -88,7 +99,7 @@ def check_planted_backend(backend: str, device: str, env=None) -> None:
     plant nothing, and a run that a test reads as the fault's outcome would be a clean one."""
     from suite.common.switches import switch
 
-    if switch("SUITE_INJECT_BACKEND", env) is not None and (backend, device) != ("gloo", "cpu"):
+    if switch("SUITE_INJECT_BACKEND", env) is not None and (device != "cpu" or not record_of(backend).plants_faults):
         raise PreflightError(
             "the planted faults (SUITE_INJECT_BACKEND) run over Gloo on CPU: run it with BACKEND=gloo DEVICE=cpu"
         )
