@@ -100,6 +100,10 @@ def _skip(strategy: str, s: ShardedSettings, ctx: DistContext, um=None) -> str |
     )
 
 
+_THEORY_BYTES = "S bytes (nccl-tests' size) of every collective of one training step, by theory"
+_ISSUED = " (inventory_bytes: what the step issued)"
+
+
 def step_bytes(strategy: str, s: ShardedSettings, world: int) -> Bytes:
     """The byte model: S bytes of every collective theory says one step issues (the inventory's own total
     is recorded beside it); no single bus factor applies to a mix of collectives, so no busbw."""
@@ -117,8 +121,7 @@ def step_bytes(strategy: str, s: ShardedSettings, world: int) -> Bytes:
         count=total // 4,
         dtype="bfloat16+float32" if strategy_of(strategy).bf16 else "float32",
         bw_op=None,
-        definition="S bytes (nccl-tests' size) of every collective of one training step, by theory "
-        "(inventory_bytes: what the step issued)",
+        definition=_THEORY_BYTES + _ISSUED,
         time_includes=_TIME_INCLUDES,
     )
 
@@ -214,21 +217,21 @@ def _declare_user(strategy: str, s: ShardedSettings, world: int, um: user_model.
     )
 
 
+def _declare_step(strategy: str, s: ShardedSettings, world: int, um=None) -> Case:
+    """``strategy``'s step case: on the built-in model, or on ``um`` (SHARDED_MODEL's)."""
+    return _declare_built_in(strategy, s, world) if um is None else _declare_user(strategy, s, world, um)
+
+
 def _declare_replay(strategy: str, s: ShardedSettings, world: int, um=None) -> Case:
     """The replay of ``strategy``'s communication (decompose.py): of the built-in model, or of ``um``."""
-    step = _declare(strategy, s, world) if um is None else _declare_user(strategy, s, world, um)
+    step = _declare_step(strategy, s, world, um)
     return dataclasses.replace(
         step,
         op="comm_replay",
         label=f"replay-{strategy}",
         bytes=dataclasses.replace(
             step.bytes,
-            definition=(
-                "S bytes (nccl-tests' size) of every collective of one training step, by theory"
-                if um is None
-                else train.NOT_MODELLED
-            )
-            + " (replay_bytes: what the replay issued)",
+            definition=step.bytes.definition.removesuffix(_ISSUED) + " (replay_bytes: what the replay issued)",
             time_includes=None,
         ),
         fields={
@@ -250,7 +253,7 @@ def sharded_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     um = user_model.load(s.model) if s.model else None  # the factory runs once here, on each rank
     out = []
     for st in s.strategies:
-        out.append(_declare_built_in(st, s, world_size) if um is None else _declare_user(st, s, world_size, um))
+        out.append(_declare_step(st, s, world_size, um))
         if st not in pipeline.PIPELINES:
             out.append(_declare_replay(st, s, world_size, um))
     return out
