@@ -3,7 +3,7 @@
 ``normed``: the worked example's model ending in a LayerNorm, as a transformer ends in its final norm. Its norm
 holds parameters of its own: FSDP2 shards it as one more unit, TP leaves it replicated, and under bfloat16
 parameters it rounds the activation once more, a term the bfloat16 rule counts
-(experiments/sharded/user_workload.py ``layers``). ``deep_normed``: the same on the pipeline example's model, whose
+(experiments/sharded/train.py ``layers``). ``deep_normed``: the same on the pipeline example's model, whose
 seven pieces (pp_layers) fill four pipeline stages.
 """
 

@@ -135,7 +135,7 @@ from suite.api import (
     support_reason,
 )
 
-from . import derived
+from . import derived, kinds
 from . import models as training
 from .buffer_bound import bn_after_linear
 from .init_state import init_buffers
@@ -160,46 +160,48 @@ def variants(settings: DdpSettings) -> list[Variant]:
     out: list[Variant] = []
     for model in ("source", "mlp"):
         out += [
-            Variant(model=model, kind="solo", label="solo (1 rank)"),
-            Variant(model=model, kind="local", label="no communication"),
-            Variant(model=model, kind="all_reduce", label="grad all_reduce only"),
-            Variant(model=model, kind="ddp", label="ddp no-op hook (no comm)", hook=NOOP),
-            Variant(model=model, kind="ddp", label="ddp"),
-            Variant(model=model, kind="manual", label="manual all_reduce"),
-            Variant(model=model, kind="manual_coalesced", label="manual coalesced"),
+            Variant(model=model, kind=kinds.SOLO, label="solo (1 rank)"),
+            Variant(model=model, kind=kinds.LOCAL, label="no communication"),
+            Variant(model=model, kind=kinds.ALL_REDUCE, label="grad all_reduce only"),
+            Variant(model=model, kind=kinds.DDP, label="ddp no-op hook (no comm)", hook=NOOP),
+            Variant(model=model, kind=kinds.DDP, label="ddp"),
+            Variant(model=model, kind=kinds.MANUAL, label="manual all_reduce"),
+            Variant(model=model, kind=kinds.MANUAL_COALESCED, label="manual coalesced"),
         ]
-        out += [Variant(model=model, kind="ddp", label=f"ddp hook {h}", hook=h) for h in settings.hooks]
+        out += [Variant(model=model, kind=kinds.DDP, label=f"ddp hook {h}", hook=h) for h in settings.hooks]
         if model == "mlp":
             out += [
-                Variant(model=model, kind="ddp", label=f"ddp bucket_cap={f:zg}x grad", bucket_fraction=f)
+                Variant(model=model, kind=kinds.DDP, label=f"ddp bucket_cap={f:zg}x grad", bucket_fraction=f)
                 for f in settings.bucket_fractions
             ]
             out += [
-                Variant(model=model, kind="ddp", label=f"ddp bucket_cap_mb={b:zg}", ddp_kwargs=(("bucket_cap_mb", b),))
+                Variant(
+                    model=model, kind=kinds.DDP, label=f"ddp bucket_cap_mb={b:zg}", ddp_kwargs=(("bucket_cap_mb", b),)
+                )
                 for b in settings.buckets_mb
             ]
             out += [
                 Variant(
                     model=model,
-                    kind="ddp",
+                    kind=kinds.DDP,
                     label="ddp gradient_as_bucket_view",
                     ddp_kwargs=(("gradient_as_bucket_view", True),),
                 ),
-                Variant(model=model, kind="ddp", label="ddp static_graph", ddp_kwargs=(("static_graph", True),)),
+                Variant(model=model, kind=kinds.DDP, label="ddp static_graph", ddp_kwargs=(("static_graph", True),)),
                 Variant(
                     model=model,
-                    kind="ddp",
+                    kind=kinds.DDP,
                     label="ddp broadcast_buffers=False",
                     ddp_kwargs=(("broadcast_buffers", False),),
                 ),
             ]
             out += [
-                Variant(model=model, kind="accum", label=f"accum x{settings.accum} no_sync", no_sync=True),
-                Variant(model=model, kind="accum", label=f"accum x{settings.accum} sync each"),
+                Variant(model=model, kind=kinds.ACCUM, label=f"accum x{settings.accum} no_sync", no_sync=True),
+                Variant(model=model, kind=kinds.ACCUM, label=f"accum x{settings.accum} sync each"),
             ]
         out += [
-            Variant(model=model, kind="init_broadcast", label="init: broadcast per tensor"),
-            Variant(model=model, kind="ddp_init", label="init: DDP constructor"),
+            Variant(model=model, kind=kinds.INIT_BROADCAST, label="init: broadcast per tensor"),
+            Variant(model=model, kind=kinds.DDP_INIT, label="init: DDP constructor"),
         ]
     return out
 
@@ -211,9 +213,9 @@ def case_id(c: Variant) -> str:
 def step_bytes(v: Variant, grad: int, settings: DdpSettings) -> Bytes:
     """The byte model: the float32 gradient bytes each rank all-reduces per optimizer step, every
     all_reduce counted (accumulation without no_sync all-reduces the whole gradient per micro-batch)."""
-    if v.kind in ("solo", "local") or v.hook == NOOP:
+    if not v.kind.communicates or v.hook == NOOP:
         return Bytes(size_bytes=0, count=0, dtype="float32", bw_op=None, definition="none: no communication")
-    per_step = settings.accum if v.kind == "accum" and not v.no_sync else 1
+    per_step = settings.accum if v.kind.accumulates and not v.no_sync else 1
     return Bytes(
         size_bytes=per_step * grad,
         count=per_step * grad // 4,
@@ -221,7 +223,7 @@ def step_bytes(v: Variant, grad: int, settings: DdpSettings) -> Bytes:
         bw_op="all_reduce",
         definition="float32 gradient bytes each rank all-reduces per optimizer step "
         f"({per_step} all_reduce(s) of the whole gradient)",
-        time_includes=None if v.kind == "all_reduce" else "forward, backward and the optimizer step",
+        time_includes=None if not v.kind.trains else "forward, backward and the optimizer step",
     )
 
 
@@ -241,17 +243,17 @@ def _resolve_step(
         "grad_bytes": grad,
         "batch_per_rank": settings.batch_per_rank,
         "check": "all_reduce of each rank's exact pattern (new each check repetition) equals their sum"
-        if v.kind == "all_reduce"
+        if not v.kind.trains
         else None
         if unchecked
         else "every rank's params equal single-process training on the global batches (check_rule)",
     }
-    if byte_model.bw_op is not None and v.kind != "all_reduce":
+    if byte_model.bw_op is not None and v.kind.trains:
         fields["allreduces_per_step"] = byte_model.size_bytes // grad
     has_buffers = any(True for _ in model.buffers())
     rule = check_rule(v, ctx.world_size)
     bounded = bn_after_linear(model) is not None
-    if has_buffers and not unchecked and v.kind != "all_reduce":
+    if has_buffers and not unchecked and v.kind.trains:
         fields["check_buffers"] = buffer_rule(v, rule, bounded)
         fields["check"] += "; its buffers that rank's in it (check_buffers)"
     prov = derived.step_provenance(v, unchecked, has_buffers and (rule.exact or bounded))
@@ -263,7 +265,7 @@ def _resolve_step(
         if v.hook != NOOP:
             fields["wire_bytes"] = hook_wire_bytes(model, v.hook, settings)
             prov["wire_bytes"] = "modelled: fp16/bf16 half the gradient bytes; PowerSGD low-rank P and Q factors"
-    if v.kind == "accum":
+    if v.kind.accumulates:
         fields["accum_steps"] = settings.accum
         fields["no_sync"] = v.no_sync
     return dataclasses.replace(
@@ -295,7 +297,7 @@ def _resolve_init(
             bw_op="broadcast",
             definition="float32 bytes of every parameter and buffer rank 0 broadcasts",
             time_includes="the rest of DDP's constructor (parameter checks across ranks, the reducer and its buckets)"
-            if v.kind == "ddp_init"
+            if v.kind.ddp_wrapped
             else None,
         ),
     )
@@ -308,7 +310,7 @@ def _peak_memory(ctx: DistContext):
 
 
 def _declare(v: Variant, settings: DdpSettings) -> Case:
-    init = v.kind in ("init_broadcast", "ddp_init")
+    init = v.kind.init
 
     def build(ctx, session):  # a step's check trains the session's shared reference
         if init:

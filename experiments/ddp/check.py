@@ -23,7 +23,7 @@ _WIRE = {
 
 
 def unchecked_reason(v: workload.Variant) -> str | None:
-    if v.kind in ("solo", "local"):
+    if not v.kind.communicates:
         return (
             "no communication: a single-process step has nothing to compare with but itself "
             "(the synchronised cases are checked against single-process training)"
@@ -247,7 +247,7 @@ def flat_buffers(buffers) -> torch.Tensor:
 def syncs_buffers(v: workload.Variant) -> bool:
     """Whether every forward of ``v`` starts from rank 0's buffers: DDP's default (``broadcast_buffers``);
     without it, and in the manual cases (no DDP), each rank's BatchNorm keeps its own running stats."""
-    return v.kind in ("ddp", "accum") and dict(v.ddp_kwargs).get("broadcast_buffers", True)
+    return v.kind.ddp_wrapped and dict(v.ddp_kwargs).get("broadcast_buffers", True)
 
 
 def shared_reference(
@@ -256,7 +256,7 @@ def shared_reference(
     """The reference of ``v``'s kind from initial weights ``seed``. The session keeps each kind's seed-0 reference
     (the timed steps', shared by every case of the kind: workload.prepare) and the last other seed's (a check run's)."""
     micro = workload.micro_batches(v, settings)
-    sync_each = v.kind == "accum" and not v.no_sync
+    sync_each = v.kind.accumulates and not v.no_sync
     key = (workload.EXPERIMENT, "reference", id(ctx.group), v.model, micro, sync_each, syncs_buffers(v))
     held = session.once(key, dict)
     if seed not in held:

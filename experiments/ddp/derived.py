@@ -6,13 +6,13 @@ not hold); check.py computes the check's figures."""
 from __future__ import annotations
 
 import statistics
+from typing import NamedTuple
 
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from suite.api import DistContext, Session, dist_max, dist_min
 
-from . import internals
-from . import check
+from . import check, internals, kinds
 from .workload import EXPERIMENT, NOOP, DdpSettings, Step, Variant, peak_fields, prepare
 
 LOGGER_KEYS = {
@@ -25,7 +25,7 @@ LOGGER_KEYS = {
 
 def measured_overlap(v: Variant) -> bool:
     """DDP cases whose communication is the float32 all_reduce of the gradient (the baseline's bytes)."""
-    return v.kind == "ddp" and v.hook in (None, "allreduce")
+    return v.kind.ddp_step and v.hook in (None, "allreduce")
 
 
 STEP = {
@@ -75,20 +75,20 @@ LOGGER["ddp_logger_steps"] = (
 def step_provenance(v: Variant, unchecked: str | None, buffers_compared: bool = False) -> dict:
     """The formulas of the numbers this case's records hold (no claim for an absent number)."""
     names = ["peak_mem_bytes"]
-    if v.kind != "all_reduce":
+    if v.kind.trains:
         names += ["solo_step_ms", "samples_per_s", "scaling_efficiency"]
-        if v.kind not in ("solo", "local"):
+        if v.kind.communicates:
             names += ["local_step_ms", "comm_exposed_ms"]
     if measured_overlap(v):
         names += ["noop_step_ms", "allreduce_ms", "comm_added_ms", "overlap_saved_ms", "overlap_saved_pct"]
-    if v.kind in ("ddp", "accum"):
+    if v.kind.ddp_wrapped:
         names += ["n_buckets", "bucket_sizes", "bucket_cap_bytes"]
-    if v.kind != "all_reduce" and not unchecked:
+    if v.kind.trains and not unchecked:
         names += ["check_max_abs_diff", "check_tol", "check_steps"]
         if buffers_compared:
             names += ["check_buffer_max_abs_diff", "check_buffer_tol"]
     prov = {k: STEP[k] for k in names}
-    if v.kind == "ddp":
+    if v.kind.ddp_step:
         prov |= LOGGER
     return prov
 
@@ -109,20 +109,29 @@ def _baseline_s(session: Session, ctx: DistContext, settings: DdpSettings, v: Va
 
 
 def _baseline_key(ctx: DistContext, v: Variant) -> tuple:
-    return EXPERIMENT, id(ctx.group), v.model, v.kind, v.hook
+    return EXPERIMENT, id(ctx.group), v.model, v.kind.name, v.hook
 
 
-def _baselines(model: str) -> dict[str, Variant]:
-    return {
-        "solo": Variant(model=model, kind="solo", label="solo"),
-        "local": Variant(model=model, kind="local", label="local"),
-        "all_reduce": Variant(model=model, kind="all_reduce", label="all_reduce"),
-        "noop": Variant(model=model, kind="ddp", label="noop", hook=NOOP),
-    }
+class _Baselines(NamedTuple):
+    """The baseline steps of one model a case is compared with."""
+
+    solo: Variant
+    local: Variant
+    all_reduce: Variant
+    noop: Variant
+
+
+def _baselines(model: str) -> _Baselines:
+    return _Baselines(
+        solo=Variant(model=model, kind=kinds.SOLO, label="solo"),
+        local=Variant(model=model, kind=kinds.LOCAL, label="local"),
+        all_reduce=Variant(model=model, kind=kinds.ALL_REDUCE, label="all_reduce"),
+        noop=Variant(model=model, kind=kinds.DDP, label="noop", hook=NOOP),
+    )
 
 
 def _is_baseline(v: Variant) -> bool:
-    return v.kind in ("solo", "local", "all_reduce") or v.hook == NOOP
+    return v.kind.baseline or v.hook == NOOP
 
 
 def _bucket_fields(ddp: DDP) -> dict:
@@ -170,10 +179,10 @@ def timed_fields(
         session.keep_baseline(_baseline_key(ctx, v), m)
     base = _baselines(v.model)
     fields: dict = {}
-    if v.kind != "all_reduce":
+    if v.kind.trains:
         k = step.samples_per_step // bsz
-        ranks_stepping = 1 if v.kind == "solo" else n
-        solo = _baseline_s(session, ctx, settings, base["solo"])
+        ranks_stepping = v.kind.steps_ranks or n
+        solo = _baseline_s(session, ctx, settings, base.solo)
         fields |= {
             "solo_step_ms": solo * 1e3,
             "micro_batches": k,
@@ -181,12 +190,12 @@ def timed_fields(
             "samples_per_s": step.samples_per_step * ranks_stepping / t,
             "scaling_efficiency": k * solo / t,
         }
-        if v.kind != "local" and v.kind != "solo":
-            local = _baseline_s(session, ctx, settings, base["local"])
+        if v.kind.communicates:
+            local = _baseline_s(session, ctx, settings, base.local)
             fields |= {"local_step_ms": local * 1e3, "comm_exposed_ms": (t - k * local) * 1e3}
     if measured_overlap(v):
-        noop = _baseline_s(session, ctx, settings, base["noop"])
-        ar = _baseline_s(session, ctx, settings, base["all_reduce"])
+        noop = _baseline_s(session, ctx, settings, base.noop)
+        ar = _baseline_s(session, ctx, settings, base.all_reduce)
         fields |= {
             "noop_step_ms": noop * 1e3,
             "allreduce_ms": ar * 1e3,
@@ -196,7 +205,7 @@ def timed_fields(
         }
     if step.ddp is not None:
         fields |= _bucket_fields(step.ddp)
-        if v.kind == "ddp":
+        if v.kind.ddp_step:
             readings = logger + [internals.logging_data(step.ddp)]
             fields |= _logger_fields(ctx, step, readings, m.iterations)
     if seen:

@@ -20,7 +20,7 @@ def init_buffers(v: Variant, ctx: DistContext, settings: DdpSettings) -> Buffers
     reference = torch.cat([t.detach().reshape(-1).float() for t in state_tensors(_init_model(v, ctx, settings, 0))])
     module = _init_model(v, ctx, settings, ctx.rank)
 
-    if v.kind == "init_broadcast":
+    if not v.kind.ddp_wrapped:
 
         def sync(a: bool):
             # What the article describes: broadcast is how rank 0's initial state reaches the others.

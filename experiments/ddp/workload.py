@@ -27,6 +27,7 @@ from suite.api import (
 
 from . import internals
 from . import models as training
+from .kinds import Kind
 from .settings import DdpSettings
 
 EXPERIMENT = "ddp"
@@ -38,8 +39,8 @@ class Variant:
 
     model: str
     """source | mlp"""
-    kind: str
-    """solo | local | all_reduce | ddp | manual | manual_coalesced | accum | init_broadcast | ddp_init"""
+    kind: Kind
+    """What the case runs (experiments/ddp/kinds.py)."""
     label: str
     ddp_kwargs: tuple[tuple[str, object], ...] = ()
     hook: str | None = None
@@ -49,17 +50,7 @@ class Variant:
 
     @property
     def op(self) -> str:
-        return {
-            "solo": "solo_step",
-            "local": "local_step",
-            "all_reduce": "all_reduce",
-            "ddp": "ddp_step",
-            "manual": "manual_allreduce_step",
-            "manual_coalesced": "manual_coalesced_step",
-            "accum": "ddp_accum_step",
-            "init_broadcast": "broadcast",
-            "ddp_init": "ddp_init",
-        }[self.kind]
+        return self.kind.op
 
 
 NOOP = "noop"
@@ -76,7 +67,7 @@ def build_model(model: str, settings: DdpSettings, seed: int) -> nn.Module:
 
 
 def micro_batches(v: Variant, settings: DdpSettings) -> int:
-    return settings.accum if v.kind == "accum" else 1
+    return settings.accum if v.kind.accumulates else 1
 
 
 @dataclass
@@ -239,16 +230,17 @@ def _prepare(case: Variant, ctx: DistContext, settings: DdpSettings, seed: int) 
     loss_fn = nn.CrossEntropyLoss()
     model = build_model(case.model, settings, seed=seed).to(ctx.device)
     b = settings.batch_per_rank
-    if case.kind in ("solo", "local", "manual", "manual_coalesced"):
+    kind = case.kind
+    if not kind.ddp_wrapped and kind.trains:
         opt = torch.optim.SGD(model.parameters(), lr=training.SOURCE.lr)
         ((x, y),) = rank_batches(ctx.rank, settings, 1, ctx.device)
-        if case.kind == "local":
-            return Step(run=lambda: training.local_step(model, opt, loss_fn, x, y), model=model, samples_per_step=b)
-        if case.kind == "solo":
-            # Only rank 0 steps; the others return at once and wait at the next barrier of the timing loop.
-            run = (lambda: training.local_step(model, opt, loss_fn, x, y)) if ctx.rank == 0 else (lambda: None)
+        if not kind.communicates:
+            # steps_ranks 1: only rank 0 steps; the others return at once and wait at the next barrier of the
+            # timing loop.
+            steps = kind.steps_ranks is None or ctx.rank < kind.steps_ranks
+            run = (lambda: training.local_step(model, opt, loss_fn, x, y)) if steps else (lambda: None)
             return Step(run=run, model=model, samples_per_step=b)
-        if case.kind == "manual":
+        if not kind.coalesced:
             return Step(
                 run=lambda: training.manual_allreduce_step(model, opt, loss_fn, x, y, ctx.group),
                 model=model,
@@ -263,7 +255,7 @@ def _prepare(case: Variant, ctx: DistContext, settings: DdpSettings, seed: int) 
             opt.step()
 
         return Step(run=coalesced, model=model, samples_per_step=b)
-    if case.kind == "all_reduce":  # the exact pattern of this rank and seed, in guard bands (verify)
+    if not kind.trains:  # the gradient all_reduce alone: the exact pattern of this rank and seed, in guard bands
         n = sum(p.numel() for p in model.parameters())
         t = verify.guarded(grad_pattern(ctx, n, ctx.rank))
         return Step(run=lambda: dist.all_reduce(t, group=ctx.group), model=model, keep=[t])
@@ -275,7 +267,7 @@ def _prepare(case: Variant, ctx: DistContext, settings: DdpSettings, seed: int) 
     if case.hook:
         _register_hook(ddp, case.hook, ctx, settings)
     opt = torch.optim.SGD(ddp.parameters(), lr=training.SOURCE.lr)
-    if case.kind == "ddp":
+    if not kind.accumulates:
         ((x, y),) = rank_batches(ctx.rank, settings, 1, ctx.device)
         return Step(run=lambda: training.local_step(ddp, opt, loss_fn, x, y), model=model, ddp=ddp, samples_per_step=b)
     micro = rank_batches(ctx.rank, settings, settings.accum, ctx.device)
@@ -363,7 +355,7 @@ def step_buffers(
 def _step_call_and_check(
     v: Variant, step: Step, ctx: DistContext, logger: list, seen: dict, check_of: Callable | None
 ) -> Buffers:
-    if v.kind == "all_reduce":
+    if not v.kind.trains:  # the gradient all_reduce alone
         (t,) = step.keep
         expected = grad_pattern(ctx, t.numel())
         return Buffers(
@@ -373,7 +365,7 @@ def _step_call_and_check(
             reset=restorer(t),
         )
     read_logger = None
-    if step.ddp is not None and v.kind == "ddp":
+    if step.ddp is not None and v.kind.ddp_step:
         # Before each timed sample (outside the timed interval) read DDP's logger, which by then holds the
         # previous step's interval statistics (DDP logs a step at the next forward).
         read_logger = lambda: logger.append(internals.logging_data(step.ddp))  # noqa: E731

@@ -1,6 +1,6 @@
 """Each sharded case's Buffers on a rank (experiments/sharded/cases.py declares them): the strategy's trainer
 built on the case's model (``model_of``: SHARDED_MODEL's, or the built-in model as a UserModel) by the one trainer
-(user_workload.make_trainer) or pipeline trainer (user_pipeline.make_trainer), its check against the one
+(train.make_trainer) or pipeline trainer (pipeline_train.make_trainer), its check against the one
 reference (check.Reference) under the one rule (check.check_rule), and the record's derived fields: the
 inventory, c10d's count, compute alone; and the replay of its communication (decompose.py)."""
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from suite.api import Buffers, DistContext, Session, dist_max, verify
 
 from . import check as checking
-from . import built_in, decompose, inventory, pipeline, quiet, user_model, user_pipeline, user_workload, workload
+from . import built_in, decompose, inventory, pipeline, quiet, user_model, pipeline_train, train, workload
 from .settings import ShardedSettings
 from .strategies import BASELINE
 from .strategies import get as strategy_of
@@ -44,7 +44,7 @@ def derive(
         fields["peak_mem_kind"] = around.kind
     if strategy in pipeline.PIPELINES and um is not None:  # p2p, not collectives: experiments/sharded/pipeline.py
         seen_p2p = pipeline.inventory_step(trainer, ctx)
-        return fields | user_pipeline.inventory_fields(strategy, um, ctx.world_size, s.microbatches, *seen_p2p)
+        return fields | pipeline_train.inventory_fields(strategy, um, ctx.world_size, s.microbatches, *seen_p2p)
     if strategy in pipeline.PIPELINES:
         return fields | pipeline.inventory_fields(strategy, s, ctx.world_size, *pipeline.inventory_step(trainer, ctx))
     rows, counted, c10d = inventory.step_inventory(trainer)
@@ -55,16 +55,14 @@ def derive(
     session.keep_baseline(decompose.step_key(strategy, s), m)
     fields["compute_s"] = decompose.compute_s(strategy, s, ctx, session, meshes(session), maker(strategy, s, um))
     if um is not None:  # a user model: no theory
-        return fields | user_workload.inventory_fields(strategy, um, ctx.world_size, rows, counted)
+        return fields | train.inventory_fields(strategy, um, ctx.world_size, rows, counted)
     return fields | inventory_fields(strategy, s, ctx.world_size, rows, counted)
 
 
 def maker(strategy: str, s: ShardedSettings, um=None):
     """``make(ctx, mesh_of, comm_hook=None, lr=LR)``: the strategy's trainer of the built-in model, or of ``um``."""
     model = model_of(s, um)
-    return lambda ctx, mesh_of, hook=None, lr=workload.LR: user_workload.make_trainer(
-        strategy, ctx, model, mesh_of, hook, lr
-    )
+    return lambda ctx, mesh_of, hook=None, lr=workload.LR: train.make_trainer(strategy, ctx, model, mesh_of, hook, lr)
 
 
 def model_of(s: ShardedSettings, um=None) -> user_model.UserModel:
@@ -75,13 +73,9 @@ def model_of(s: ShardedSettings, um=None) -> user_model.UserModel:
 def reference_of(session: Session, strategy: str, s: ShardedSettings, ctx: DistContext, um=None) -> checking.Reference:
     dp = s.microbatches if strategy in pipeline.PIPELINES else workload.dp_size(strategy, ctx.world_size)
     bf16 = strategy_of(strategy).bf16
-    if um is not None:
-        key = (EXPERIMENT, "reference", s.model, dp, bf16, str(ctx.device))
-        return session.once(key, lambda: user_workload.reference(um, dp, ctx.device, bf16))
-    key = (EXPERIMENT, "reference", s.width, s.depth, s.seq, s.batch, dp, bf16, str(ctx.device))
-    return session.once(
-        key, lambda: checking.built_in_reference(s.width, s.depth, s.seq, s.batch, dp, ctx.device, bf16)
-    )
+    # the one reference, of the case's model (the built-in one's shape is in the key: a pipeline may raise its depth)
+    key = (EXPERIMENT, "reference", s.model, s.width, s.depth, s.seq, s.batch, dp, bf16, str(ctx.device))
+    return session.once(key, lambda: train.reference(model_of(s, um), dp, ctx.device, bf16))
 
 
 def meshes(session: Session):
@@ -98,9 +92,9 @@ def step_buffers(strategy: str, s: ShardedSettings, ctx: DistContext, session: S
     """The case's step, check and record; ``um``: the user model sharded_cases loaded (SHARDED_MODEL), or None."""
     rule = checking.built_in(strategy, ctx.world_size, s.depth, s.width, microbatches=s.microbatches)
     if um is not None:  # your own model (experiments/sharded/user_model.py)
-        rule = user_workload.check_rule(strategy, ctx.world_size, um, s.microbatches)
+        rule = train.check_rule(strategy, ctx.world_size, um, s.microbatches)
     if strategy in pipeline.PIPELINES:
-        trainer = user_pipeline.make_trainer(strategy, ctx, model_of(s, um), s.microbatches)
+        trainer = pipeline_train.make_trainer(strategy, ctx, model_of(s, um), s.microbatches)
     else:
         trainer = maker(strategy, s, um)(ctx, meshes(session))
     seen: dict = {}

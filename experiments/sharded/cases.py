@@ -28,7 +28,7 @@ The pipeline strategies (``pp_*``) are built, inventoried (point-to-point, not C
 by experiments/sharded/pipeline.py; each rank checks its stage's parameters.
 
 With ``SHARDED_MODEL=module:function`` the cases run your own model instead (experiments/sharded/user_model.py
-and user_workload.py; its pipelines user_pipeline.py): the strategies it can take, checked, inventoried and
+and train.py; its pipelines pipeline_train.py): the strategies it can take, checked, inventoried and
 decomposed the same way, theory not modelled but for the pipelines' messages.
 
 On CPU FSDP2 issues every collective synchronously (no overlap with compute) and DTensor has no CPU
@@ -50,7 +50,7 @@ from suite.api import (
 )
 
 from . import check as checking
-from . import buffers, decompose, inventory, pipeline, quiet, user_model, user_pipeline, user_workload, workload
+from . import buffers, decompose, inventory, pipeline, quiet, user_model, pipeline_train, train, workload
 from .settings import ShardedSettings
 from .strategies import get as strategy_of
 
@@ -100,6 +100,10 @@ def _skip(strategy: str, s: ShardedSettings, ctx: DistContext, um=None) -> str |
     )
 
 
+_THEORY_BYTES = "S bytes (nccl-tests' size) of every collective of one training step, by theory"
+_ISSUED = " (inventory_bytes: what the step issued)"
+
+
 def step_bytes(strategy: str, s: ShardedSettings, world: int) -> Bytes:
     """The byte model: S bytes of every collective theory says one step issues (the inventory's own total
     is recorded beside it); no single bus factor applies to a mix of collectives, so no busbw."""
@@ -117,8 +121,7 @@ def step_bytes(strategy: str, s: ShardedSettings, world: int) -> Bytes:
         count=total // 4,
         dtype="bfloat16+float32" if strategy_of(strategy).bf16 else "float32",
         bw_op=None,
-        definition="S bytes (nccl-tests' size) of every collective of one training step, by theory "
-        "(inventory_bytes: what the step issued)",
+        definition=_THEORY_BYTES + _ISSUED,
         time_includes=_TIME_INCLUDES,
     )
 
@@ -184,12 +187,12 @@ def _on_device(case: Case, ctx: DistContext, cfg: BenchConfig, session: Session)
 def _declare_user(strategy: str, s: ShardedSettings, world: int, um: user_model.UserModel) -> Case:
     """A strategy's case on ``um``, the model SHARDED_MODEL names (experiments/sharded/user_model.py): the
     built-in model's case with the user's model in its identity, its size and mesh, and no theory (not
-    modelled) but a pipeline's (experiments/sharded/user_pipeline.py); a strategy the model cannot take is
+    modelled) but a pipeline's (experiments/sharded/pipeline_train.py); a strategy the model cannot take is
     skipped with why."""
     case = _declare(strategy, s, world)
     fields = {
         **{k: v for k, v in case.fields.items() if k not in ("n_params", "mesh", "dp_size")},
-        "n_params": user_workload.n_params(um),
+        "n_params": train.n_params(um),
         "mesh": _mesh_text(strategy, world),
         "dp_size": user_model.dp_size(strategy, world),
         "check": "every rank's whole parameters equal single-process training of the model on its global "
@@ -197,38 +200,38 @@ def _declare_user(strategy: str, s: ShardedSettings, world: int, um: user_model.
         "splits": user_model.splits(um, strategy),  # what make predict checks divides at another world size
     }
     identity = {"strategy": strategy, "model": s.model}
-    nbytes = dataclasses.replace(case.bytes, size_bytes=0, count=0, definition=user_workload.NOT_MODELLED)
+    nbytes = dataclasses.replace(case.bytes, size_bytes=0, count=0, definition=train.NOT_MODELLED)
     if strategy in pipeline.PIPELINES:
-        sent = user_pipeline.boundaries(um, strategy, world, s.microbatches)  # once: it runs the pieces
-        fields |= user_pipeline.declared_fields(strategy, um, world, s.microbatches, sent)
+        sent = pipeline_train.boundaries(um, strategy, world, s.microbatches)  # once: it runs the pieces
+        fields |= pipeline_train.declared_fields(strategy, um, world, s.microbatches, sent)
         identity["microbatches"] = s.microbatches
-        nbytes = user_pipeline.step_bytes(sent, world, s.microbatches, case.bytes.time_includes)
+        nbytes = pipeline_train.step_bytes(sent, world, s.microbatches, case.bytes.time_includes)
     return dataclasses.replace(
         case,
         identity=identity,
         bytes=nbytes,
         fields=fields,
-        provenance=case.provenance | (user_pipeline.PROVENANCE if strategy in pipeline.PIPELINES else {}),
+        provenance=case.provenance | (pipeline_train.PROVENANCE if strategy in pipeline.PIPELINES else {}),
         build=lambda ctx, session: buffers.step_buffers(strategy, s, ctx, session, um),
         skip=lambda ctx, cfg: _skip(strategy, s, ctx, um),
     )
 
 
+def _declare_step(strategy: str, s: ShardedSettings, world: int, um=None) -> Case:
+    """``strategy``'s step case: on the built-in model, or on ``um`` (SHARDED_MODEL's)."""
+    return _declare_built_in(strategy, s, world) if um is None else _declare_user(strategy, s, world, um)
+
+
 def _declare_replay(strategy: str, s: ShardedSettings, world: int, um=None) -> Case:
     """The replay of ``strategy``'s communication (decompose.py): of the built-in model, or of ``um``."""
-    step = _declare(strategy, s, world) if um is None else _declare_user(strategy, s, world, um)
+    step = _declare_step(strategy, s, world, um)
     return dataclasses.replace(
         step,
         op="comm_replay",
         label=f"replay-{strategy}",
         bytes=dataclasses.replace(
             step.bytes,
-            definition=(
-                "S bytes (nccl-tests' size) of every collective of one training step, by theory"
-                if um is None
-                else user_workload.NOT_MODELLED
-            )
-            + " (replay_bytes: what the replay issued)",
+            definition=step.bytes.definition.removesuffix(_ISSUED) + " (replay_bytes: what the replay issued)",
             time_includes=None,
         ),
         fields={
@@ -250,7 +253,7 @@ def sharded_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     um = user_model.load(s.model) if s.model else None  # the factory runs once here, on each rank
     out = []
     for st in s.strategies:
-        out.append(_declare_built_in(st, s, world_size) if um is None else _declare_user(st, s, world_size, um))
+        out.append(_declare_step(st, s, world_size, um))
         if st not in pipeline.PIPELINES:
             out.append(_declare_replay(st, s, world_size, um))
     return out

@@ -59,7 +59,7 @@ def check_rule(
     strategy: str, world: int, contraction: int = 0, layers: int = 0, microbatches: int = 1
 ) -> sgd_rule.SgdRule:
     """How a strategy's parameters are compared with the reference's (module docstring); the built-in model's
-    (``built_in``) and a model of your own (experiments/sharded/user_workload.check_rule) differ only in the
+    (``built_in``) and a model of your own (experiments/sharded/train.check_rule) differ only in the
     model's numbers: ``contraction``, the largest ``in_features`` of a Linear the strategy's plan makes
     row-parallel (the built-in model's ``down``: 4d), whose dot products are split over the tensor-parallel
     ranks; ``layers``, with bfloat16 parameters, the most layers holding parameters an activation can pass, each
@@ -96,7 +96,7 @@ def built_in(strategy: str, world: int, depth: int, width: int, microbatches: in
 class Reference:
     """Single-process SGD on the global batches, the rows split into ``dp`` shards (module docstring). ``build()``
     returns a new seeded model on the device and the global batches (``built_in_reference``; a model of your own:
-    user_workload.reference); ``loss`` is every shard's loss; ``bf16``: forward and backward on a bfloat16 copy."""
+    train.reference); ``loss`` is every shard's loss; ``bf16``: forward and backward on a bfloat16 copy."""
 
     def __init__(self, build, dp: int, bf16: bool = False, loss=F.mse_loss) -> None:
         self._build, self.dp, self.bf16, self.loss = build, dp, bf16, loss

@@ -3,8 +3,9 @@ step, so that no other module asks a strategy for its name (tests/unit/test_shar
 
 Each product strategy is one file in experiments/sharded/strategies/ defining ``STRATEGY``, and one line in that
 package's registry. Pure (no torch at import): the offline step model (experiments/sharded/model.py) reads the
-records too. How a record is built into a trainer: experiments/sharded/workload.py (the built-in model),
-user_workload.py (a model of your own) and pipeline.py (the ``pipeline`` strategies).
+records too. How a record is built into a trainer: experiments/sharded/train.py (the one trainer, of the built-in
+model as of yours: built_in.py), with workload.py's ``parallelize``, and pipeline_train.py with pipeline.py (the
+``pipeline`` strategies).
 """
 
 from __future__ import annotations

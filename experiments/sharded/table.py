@@ -116,7 +116,7 @@ def _pipeline_line(r: dict) -> str:
 
 
 def _user_theory(records: list[dict]) -> str:
-    """What a user model's header says of theory: derived for its pipelines only (user_pipeline.theory)."""
+    """What a user model's header says of theory: derived for its pipelines only (pipeline_train.theory)."""
     if all(r.get("theory_note") for r in records):
         return "not modelled"
     return "the pipelines' from their boundaries" + (

@@ -8,7 +8,7 @@ process (experiments/sharded/check.py).
 
 The strategies are records (experiments/sharded/strategy.py), one file each in experiments/sharded/strategies/;
 ``parallelize`` builds DDP, FSDP2 and the tensor-parallel plans from their fields, for this model and for a model
-of your own (user_workload.py).
+of your own (the one trainer: train.py).
 """
 
 from __future__ import annotations

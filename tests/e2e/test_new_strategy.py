@@ -3,7 +3,9 @@ files, a strategy the product does not have (FSDP2 in bfloat16 without reshardin
 ``reshard_after_forward=False`` together) is written as ``experiments/sharded/strategies/fsdp2_keep_bf16.py``,
 the registry imports it and lists it, and one README row names it. Nothing else changes, and the launcher runs
 it at 2 Gloo ranks: trained exactly as one process, its collectives as its theory says, its replay checked;
-the strategy rules (tests/unit/test_sharded_strategies.py) hold in the copy."""
+the strategy rules (tests/unit/test_sharded_strategies.py) hold in the copy, and so does the dist tier's 2-rank
+case (tests/dist/test_sharded_dist.py), which runs every registered strategy that fits 2 ranks, the new one
+among them."""
 
 from __future__ import annotations
 
@@ -62,10 +64,10 @@ def tree(tmp_path_factory) -> Path:
     return dst
 
 
-def _run(tree: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+def _run(tree: Path, *args: str, env: dict | None = None, timeout: int = 300) -> subprocess.CompletedProcess:
     e = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the copy's code, not the checkout's
     e.update({"OMP_NUM_THREADS": "1", "SUITE_PROGRESS": "off", **(env or {})})
-    return subprocess.run([sys.executable, *args], cwd=tree, capture_output=True, text=True, timeout=300, env=e)
+    return subprocess.run([sys.executable, *args], cwd=tree, capture_output=True, text=True, timeout=timeout, env=e)
 
 
 def test_a_new_strategy_file_runs_checked_through_the_launcher(tree):
@@ -84,6 +86,13 @@ def test_a_new_strategy_file_runs_checked_through_the_launcher(tree):
     gathers = {(r["phase"], r["dtype"]) for r in step["inventory"] if r["op"] == "all_gather"}
     assert gathers == {("forward", "bfloat16")}
     assert replay["checked"] and replay["n_wrong"] == 0 and replay["replayed"] == step["inventory"]
+
+
+def test_the_dist_tiers_2_rank_case_runs_the_new_strategy(tree):
+    case = ("tests/dist/test_sharded_dist.py", "-k", "test_every_strategy_at_2_ranks_")
+    p = _run(tree, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *case, timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "1 passed" in p.stdout, p.stdout[-3000:]
 
 
 def test_the_strategy_rules_hold_with_the_new_file(tree):

@@ -16,10 +16,10 @@ import threading
 import torch
 import torch.distributed as dist
 
-from experiments.sharded import user_pipeline, workload
+from experiments.sharded import pipeline_train, workload
 
 _stepper = workload.stepper
-_pipeline = user_pipeline.make_trainer
+_pipeline = pipeline_train.make_trainer
 
 
 def _logged_off_thread(step, group=None):
@@ -50,4 +50,4 @@ def _pipeline_with_an_unseen_op(strategy, ctx, *args, **kwargs):
 
 
 workload.stepper = _unseen_op
-user_pipeline.make_trainer = _pipeline_with_an_unseen_op
+pipeline_train.make_trainer = _pipeline_with_an_unseen_op

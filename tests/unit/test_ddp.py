@@ -117,7 +117,7 @@ def test_case_list_covers_the_issue():
         "init: DDP constructor",
     } <= mlp
     # baselines come first so later cases can use them
-    assert [(c.kind, c.hook) for c in cases[:4]] == [
+    assert [(c.kind.name, c.hook) for c in cases[:4]] == [
         ("solo", None),
         ("local", None),
         ("all_reduce", None),

@@ -14,7 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from examples import sharded_model
-from experiments.sharded import built_in, check, shapes, user_model, user_pieces, user_pipeline, user_workload, workload
+from experiments.sharded import built_in, check, shapes, user_model, user_pieces, pipeline_train, train, workload
 from experiments.sharded.pipeline import PIPELINES
 from experiments.sharded.settings import PLANTED, STRATEGIES
 from suite.launch import cli as launch
@@ -310,9 +310,9 @@ def test_which_strategies_a_model_takes():
 
 def test_fsdp2_shards_each_layer_or_what_the_model_names():
     um = sharded_model.build()
-    assert user_workload.fsdp_units(um) == list(um.module.layers)  # the ModuleList's children, one unit each
+    assert train.fsdp_units(um) == list(um.module.layers)  # the ModuleList's children, one unit each
     named = user_model.UserModel(module=um.module, batch=um.batch, loss=um.loss, fsdp_units=("layers.1",))
-    assert user_workload.fsdp_units(named) == [um.module.layers[1]]
+    assert train.fsdp_units(named) == [um.module.layers[1]]
 
 
 def test_the_tolerance_counts_the_row_parallel_dot_product():
@@ -323,7 +323,7 @@ def test_the_tolerance_counts_the_row_parallel_dot_product():
     assert check.check_rule("2d", 4, contraction=64).terms == 4 + 64 // 2
     assert check.check_rule("fsdp2", 2).exact and check.check_rule("ddp", 4).terms == 4
     # sequence parallel: the sp_plan's row-parallel Linear, over every rank
-    sp = user_workload.check_rule("sp", 4, sharded_model.build_sequence())
+    sp = train.check_rule("sp", 4, sharded_model.build_sequence())
     assert sp.terms == 4 + sharded_model.HIDDEN // 4 and not sp.exact
 
 
@@ -333,13 +333,13 @@ def test_bfloat16_checks_a_user_model_as_the_built_in_one():
     # parameters; exact at 2 ranks, and beyond, R counts every layer that holds parameters (each rounds the
     # activation in bfloat16: the built-in model's 2 x depth + 1 Linears)
     um = sharded_model.build()
-    rule = user_workload.check_rule("fsdp2_bf16", 4, um)
-    assert user_workload.layers(um) == 2 * sharded_model.LAYERS and rule.terms == 4 + 2 * sharded_model.LAYERS
-    assert rule.u == 2.0**-8 and user_workload.check_rule("fsdp2_bf16", 2, um).exact
-    ref = user_workload.reference(um, 2, "cpu", bf16=True)
+    rule = train.check_rule("fsdp2_bf16", 4, um)
+    assert train.layers(um) == 2 * sharded_model.LAYERS and rule.terms == 4 + 2 * sharded_model.LAYERS
+    assert rule.u == 2.0**-8 and train.check_rule("fsdp2_bf16", 2, um).exact
+    ref = train.reference(um, 2, "cpu", bf16=True)
     assert {p.dtype for p in ref.low.parameters()} == {torch.bfloat16} and ref.low is not um.module
     params, g_max, _ = ref.at(2)
-    fp32 = user_workload.reference(um, 2, "cpu").at(2)[0]
+    fp32 = train.reference(um, 2, "cpu").at(2)[0]
     assert all(p.dtype == torch.float32 for p in params)  # the float32 parameters are the ones stepped
     moved = [(a - b).abs().max().item() for a, b in zip(params, fp32)]
     assert 0 < max(moved) < 0.1 and all(g > 0 for g in g_max)  # bfloat16 rounding: near float32's, not equal
@@ -352,10 +352,10 @@ def test_bfloat16_at_4_ranks_catches_a_doubled_gradient_in_every_tensor_it_compa
     # rate: the same update) fails in every tensor after the check step, where every tensor is compared; later
     # a tensor whose bound has outgrown its update is left out, never passed by construction
     um = factory()
-    rule = user_workload.check_rule("fsdp2_bf16", 4, um)
-    assert not rule.exact and rule.terms == 4 + user_workload.layers(um)
-    ref = user_workload.reference(um, 4, "cpu", bf16=True)
-    doubled = user_workload.reference(um, 4, "cpu", bf16=True)
+    rule = train.check_rule("fsdp2_bf16", 4, um)
+    assert not rule.exact and rule.terms == 4 + train.layers(um)
+    ref = train.reference(um, 4, "cpu", bf16=True)
+    doubled = train.reference(um, 4, "cpu", bf16=True)
     doubled.opt.param_groups[0]["lr"] = 2 * workload.LR
     for steps in (1, 3):
         good, g, p = ref.at(steps)
@@ -372,11 +372,11 @@ def test_an_sp_output_that_is_not_the_ranks_slice_is_named():
     row-parallel Linear left at its default Replicate) or a tuple fail with a line naming the plan, not a shape
     error inside the loss."""
     local = torch.zeros(8, 4, 16)  # a rank's slice: 4 of 8 positions
-    assert user_workload.sp_output_problem(torch.zeros(8, 4, 16), local, 1) is None
-    whole = user_workload.sp_output_problem(torch.zeros(8, 8, 16), local, 1)
+    assert train.sp_output_problem(torch.zeros(8, 4, 16), local, 1) is None
+    whole = train.sp_output_problem(torch.zeros(8, 8, 16), local, 1)
     assert "output has shape (8, 8, 16), not this rank's slice" in whole and "output_layouts=Shard(1)" in whole
-    assert "returned tuple, not one tensor" in user_workload.sp_output_problem((local,), local, 1)
-    assert "not this rank's slice" in user_workload.sp_output_problem(torch.zeros(8), local, 1)
+    assert "returned tuple, not one tensor" in train.sp_output_problem((local,), local, 1)
+    assert "not this rank's slice" in train.sp_output_problem(torch.zeros(8), local, 1)
 
 
 @pytest.mark.parametrize(
@@ -413,10 +413,10 @@ def test_a_pipelines_theory_follows_each_boundarys_activation():
     module = nn.Sequential(nn.Linear(16, 32), nn.Linear(32, 8), nn.Linear(8, 16), nn.Linear(16, 16))
     um = user_model.UserModel(module=module, batch=sharded_model.batch, loss=F.mse_loss, pp_layers=list)
     rows = sharded_model.ROWS // 4  # 4 micro-batches
-    assert user_pipeline.boundaries(um, "pp_gpipe", 2, 4) == [(4 * rows * 8, "float32")]  # stages [0, 2), [2, 4)
-    assert user_pipeline.boundaries(um, "pp_interleaved", 2, 4) == [(4 * rows * n, "float32") for n in (32, 8, 16)]
-    assert user_pipeline.boundaries(um, "pp_gpipe", 8, 4) == []  # 8 stages, 4 pieces: skipped, no theory
-    theory = user_pipeline.theory(um, "pp_interleaved", 2, 4)
+    assert pipeline_train.boundaries(um, "pp_gpipe", 2, 4) == [(4 * rows * 8, "float32")]  # stages [0, 2), [2, 4)
+    assert pipeline_train.boundaries(um, "pp_interleaved", 2, 4) == [(4 * rows * n, "float32") for n in (32, 8, 16)]
+    assert pipeline_train.boundaries(um, "pp_gpipe", 8, 4) == []  # 8 stages, 4 pieces: skipped, no theory
+    theory = pipeline_train.theory(um, "pp_interleaved", 2, 4)
     sent = {(r["rank"], r["peer"], r["phase"], r["bytes"]): r["count"] for r in theory if r["op"] == "send"}
     assert sent == {
         (0, 1, "forward", 4 * rows * 32): 4,  # stage 0 (rank 0) -> stage 1 (rank 1)
@@ -426,16 +426,16 @@ def test_a_pipelines_theory_follows_each_boundarys_activation():
         (0, 1, "backward", 4 * rows * 8): 4,
         (1, 0, "backward", 4 * rows * 16): 4,
     }
-    sent = user_pipeline.boundaries(um, "pp_interleaved", 2, 4)
-    step = user_pipeline.step_bytes(sent, 2, 4, "a step")
+    sent = pipeline_train.boundaries(um, "pp_interleaved", 2, 4)
+    step = pipeline_train.step_bytes(sent, 2, 4, "a step")
     assert step.size_bytes == 2 * 4 * 4 * rows * (32 + 8 + 16) and step.count == step.size_bytes // 4
-    fields = user_pipeline.declared_fields("pp_interleaved", um, 2, 4, sent)
+    fields = pipeline_train.declared_fields("pp_interleaved", um, 2, 4, sent)
     assert fields["stage_layers"] == [[0, 1], [1, 2], [2, 3], [3, 4]] and fields["boundary_bytes"] == [
         4 * rows * n for n in (32, 8, 16)
     ]
     assert fields["activation_bytes"] == 4 * rows * 32 and fields["schedule"] == "ScheduleInterleaved1F1B"
-    rule = user_workload.check_rule("pp_gpipe", 2, um, 4)
-    assert rule.exact and rule.terms == 4 and not user_workload.check_rule("pp_gpipe", 2, um, 3).exact
+    rule = train.check_rule("pp_gpipe", 2, um, 4)
+    assert rule.exact and rule.terms == 4 and not train.check_rule("pp_gpipe", 2, um, 3).exact
 
 
 @pytest.mark.parametrize("world", [2, 4])
@@ -574,7 +574,7 @@ def test_the_built_in_model_is_a_user_model_the_host_checks_accept():
     um = built_in.built_in(16, 3, 4, 4)
     assert all(user_model.supported(um, s) is None for s in STRATEGIES)
     assert user_model.not_dividing(um, "sp", 2) is None and user_pieces.pp_problem(um) is None
-    assert user_workload.fsdp_units(um) == list(um.module.blocks)  # the head stays with the root
+    assert train.fsdp_units(um) == list(um.module.blocks)  # the head stays with the root
     assert user_model.contraction(um, "tp") == 4 * 16
     bad = dataclasses.replace(um, sp_gather="tail")
     assert user_model.not_dividing(bad, "sp", 2) == "sp: sp_gather='tail' names no submodule of the model"

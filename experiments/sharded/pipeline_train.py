@@ -1,6 +1,7 @@
-"""Your own model (``SHARDED_MODEL``) under the pipeline schedules: its ``pp_layers`` (the forward's pieces, checked
-on the host: user_pieces.pp_problem) cut into contiguous stages, built, run, checked and inventoried by
-experiments/sharded/pipeline.py as the built-in model's layers are.
+"""The one pipeline trainer: a ``UserModel`` (your own, ``SHARDED_MODEL``, or the built-in model declared as one,
+built_in.py) under the pipeline schedules: its ``pp_layers`` (the forward's pieces, checked on the host:
+user_pieces.pp_problem) cut into contiguous stages, built, run, checked and inventoried by
+experiments/sharded/pipeline.py.
 
 Theory (``theory``): what each stage boundary carries for one micro-batch, measured by running the first
 micro-batch of ``batch(0)`` through a copy of the pieces on this rank (user_pieces.outputs, no communication): the
@@ -17,7 +18,7 @@ from suite.api import Bytes
 from . import pipeline, workload
 from .user_model import UserModel, cannot_run
 from .user_pieces import outputs
-from .user_workload import fresh, n_params
+from .train import fresh, n_params
 
 
 def make_trainer(strategy: str, ctx, loaded: UserModel, microbatches: int) -> pipeline.PipelineTrainer:
@@ -58,7 +59,7 @@ def step_bytes(sent: list[tuple[int, str]], world: int, microbatches: int, time_
         count=elements,
         dtype="+".join(dtypes),
         bw_op=None,
-        definition="S bytes of every point-to-point message of one training step, by theory (user_pipeline.theory: "
+        definition="S bytes of every point-to-point message of one training step, by theory (pipeline_train.theory: "
         "the boundaries' activations from one micro-batch through the pieces); inventory_bytes: what the step sent",
         time_includes=time_includes,
     )
@@ -81,7 +82,7 @@ def inventory_fields(strategy: str, um: UserModel, world: int, microbatches: int
 
 
 PROVENANCE = {
-    "theory": "modelled: experiments.sharded.user_pipeline.theory, each stage boundary's activation (bytes, dtype) "
+    "theory": "modelled: experiments.sharded.pipeline_train.theory, each stage boundary's activation (bytes, dtype) "
     "from the first micro-batch of batch(0) through the model's pp_layers on one rank, once forward and once "
     "backward per micro-batch",
     "theory_bytes": "derived: 2 x micro-batches x the sum of boundary_bytes",

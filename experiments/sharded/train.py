@@ -1,13 +1,14 @@
-"""Your own model (``SHARDED_MODEL``, experiments/sharded/user_model.py) on a rank: its trainer under a strategy,
-its single-process reference and check rule, and its record's inventory fields.
+"""The one trainer of the sharded experiment: a ``UserModel`` (your own, ``SHARDED_MODEL``, experiments/sharded/
+user_model.py, or the built-in model declared as one, built_in.py) on a rank under a 1-D or 2-D strategy, and a
+model of your own's single-process reference, check rule and record's inventory fields (the built-in model has
+its own, with theory: check.py, inventory.py). The pipeline strategies' trainer: pipeline_train.py.
 
-The same steps as the built-in model's (experiments/sharded/workload.py): DDP wraps the module; FSDP2
-``fully_shard``s each unit (``UserModel.fsdp_units``, else each child with parameters) and then the root; ``tp``
-applies the model's ``tp_plan`` with ``parallelize_module`` on a 1-D mesh over the world; ``2d`` the plan on the
-tp dimension of a (2, world/2) mesh and FSDP2 on its dp dimension; ``sp`` the ``sp_plan`` on a 1-D mesh, each
-rank its slice of the inputs along ``seq_dim``, the output gathered along it before the loss (as the built-in
-model gathers before its head). Every rank takes its rows of the global batch (``tp``, ``sp``: all of them), the
-model's loss, SGD at workload.LR.
+DDP wraps the module; FSDP2 ``fully_shard``s each unit (``UserModel.fsdp_units``, else each child with
+parameters) and then the root; ``tp`` applies the model's ``tp_plan`` with ``parallelize_module`` on a 1-D mesh
+over the world; ``2d`` the plan on the tp dimension of a (2, world/2) mesh and FSDP2 on its dp dimension; ``sp``
+the ``sp_plan`` on a 1-D mesh, each rank its slice of the inputs along ``seq_dim``, the output gathered along it
+before the loss (the built-in model's before its head). Every rank takes its rows of the global batch (``tp``,
+``sp``: all of them), the model's loss, SGD at workload.LR.
 
 Every function here takes the ``UserModel`` that the cases loaded once on this rank (cases.sharded_cases calls
 user_model.load); a trainer and the reference each train a copy of its module (``fresh``), which stays as
