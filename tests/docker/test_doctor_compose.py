@@ -1,8 +1,8 @@
-"""make compose-doctor on 3 simulated nodes x 2 ranks: healthy when every link is alike, and each fault
+"""make compose-doctor on 3 simulated nodes x 2 ranks: no finding when every link is alike, and each fault
 the simulation can produce named for what it is - one node's egress at a quarter of the others'
 (LINK_RATES), one node's CPU limited (NODE_CPUS). Through docker/compose-run.sh, what
 `make compose-doctor` runs. How often a healthy simulation is called unhealthy is what a soak measures
-(`make soak TIER=docker N=20 PYTEST_ARGS='-k test_equal_links_are_healthy'`), not a loop inside every
+(`make soak TIER=docker N=20 PYTEST_ARGS='-k test_equal_links_give_no_finding'`), not a loop inside every
 `make test`."""
 
 from __future__ import annotations
@@ -26,13 +26,18 @@ def _doctor(sim) -> dict:
     return json.loads((sim.results / sim.run_id / "doctor.json").read_text())
 
 
-def test_equal_links_are_healthy(sim):
+def test_equal_links_give_no_finding(sim):
     sim.run_id = "healthy"
     p = sim.run(**DOCTOR)
     assert p.returncode == 0, _out(p)[-5000:]
     d = _doctor(sim)
-    assert d["verdict"] == "healthy", d["findings"]
-    assert "verdict: HEALTHY" in p.stdout
+    assert d["findings"] == [] and d["exit_status"] == 0, d["findings"]  # no false alarm
+    # and no false claim: 6 ranks on 2 shared cores may be too noisy to tell a slow link from the others; then
+    # the doctor says so, with what it could have found (tests/dist/test_doctor.py asserts the same locally)
+    assert d["verdict"] in ("healthy", "inconclusive") and d["detectable"]
+    conclusive = all(e["conclusive"] for e in d["detectable"])
+    assert ("verdict: HEALTHY" in p.stdout) == (d["verdict"] == "healthy") == conclusive, d["detectable"]
+    assert ("verdict: INCONCLUSIVE" in p.stdout) == (not conclusive)
     inter = next(c for c in d["classes"] if (c["probe"], c["class"]) == ("bandwidth", "inter-node"))
     assert inter["links"] == 24 and 0.8 < inter["of_expected"] < 1.3  # against LINK_RATE
     assert all_correct([b["extra_info"] for b in sim.bench()["benchmarks"]])
