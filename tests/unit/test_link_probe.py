@@ -60,3 +60,46 @@ def test_a_steps_predicted_cost_follows_the_sample_budget():
     cfg = build_config(iters="20", warmup_iters="5", budget_s="0.5")
     assert link_probe.step_cost_s(cfg, 0.001) == pytest.approx((20 + 5 + 2) * 0.001)
     assert link_probe.step_cost_s(cfg, 0.1) == pytest.approx((10 + 5 + 2) * 0.1)  # the budget's minimum samples
+
+
+def _window_steps(rates_gbps: dict[int, float]):
+    """A session that saw the sweep's unidirectional window at each size at the given rate (as the window's
+    derive keeps it), and the probe's first step beyond 1 MiB with its resolve hook."""
+    import dataclasses
+
+    from suite.case import Session
+    from suite.measurement import Measurement
+    from suite.ops.p2p import window
+    from suite.ops.p2p.pattern import Spec
+
+    cfg = build_config(iters="20", warmup_iters="5", budget_s="0.5")
+    session = Session(cfg)
+    spec = Spec(pattern="window", variant="unidirectional", size_bytes=0, dtype="float32", src=0, dst=1, window=64)
+    for size, gbps in rates_gbps.items():
+        t = size / (gbps * 1e9)
+        m = Measurement(
+            samples_s=[t * (1 + 0.001 * k) for k in range(20)],
+            timing_mode="blocking",
+            ops_per_sample=1,
+            warmup_iters=5,
+            precision_reached=None,
+        )
+        s = dataclasses.replace(spec, size_bytes=size)
+        assert link_probe.observe(None, s, m, session, max_bytes=None, window_max=window.WINDOW) == {}
+    step = dataclasses.replace(spec, size_bytes=4 * MiB, window=16)
+    return cfg, session, link_probe.resolver(step, 1 * MiB, window.WINDOW)
+
+
+def test_the_first_step_runs_while_the_sweep_still_grows_and_is_skipped_once_it_levelled():
+    from suite.case import CaseSkipped
+
+    cfg, session, resolve = _window_steps({256 << 10: 1.0, 1 * MiB: 1.5})  # +50%: still growing
+    assert resolve("the case", None, cfg, session) == "the case"
+    cfg, session, resolve = _window_steps({256 << 10: 1.0, 1 * MiB: 1.02})  # +2%: levelled off within the sweep
+    with pytest.raises(CaseSkipped, match=r"link probe stopped: levelled off at 1 MiB \(\+2% over 256 KiB"):
+        resolve("the case", None, cfg, session)
+    with pytest.raises(CaseSkipped, match="link probe stopped: levelled off"):  # and stays stopped
+        resolve("the case", None, cfg, session)
+    cfg, session, resolve = _window_steps({256 << 10: 1.0})  # the sweep's largest window did not complete
+    with pytest.raises(CaseSkipped, match="no rate at 1 MiB"):
+        resolve("the case", None, cfg, session)

@@ -143,13 +143,12 @@ def resolver(s, max_bytes: int, window_max: int):
 
     def resolve(case: Case, ctx, cfg, session) -> Case:
         st = _state(session, s.variant, s.src, s.dst)
+        below = s.size_bytes // PROBE_STEP
+        if st.stopped is None and below not in st.points:  # the step before did not complete
+            st.stopped = ("no rate", f"no rate at {rule.size_text(below)} (its window case did not complete)")
         if st.stopped is None and st.started is None:  # the first step: what the sweep measured decides
-            below = s.size_bytes // PROBE_STEP
-            if below not in st.points:
-                st.stopped = ("no rate", f"no rate at {rule.size_text(below)} (its window case did not run)")
-            else:
-                points = [p for size, p in st.points.items() if size <= below]
-                st.stopped = rule.probe_stop(points, next_s=_next_cost(cfg, st, below, window_max))
+            points = [p for size, p in st.points.items() if size <= below]
+            st.stopped = rule.probe_stop(points, next_s=_next_cost(cfg, st, below, window_max))
             if st.stopped is None:
                 st.started = time.monotonic()
         if st.stopped is not None:
