@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from suite.model.link_probe import RatePoint, probe_stop, size_text
+from suite.model.link_probe import PROBE_STEP, RatePoint, probe_stop, size_text, step_gain
 
 # tc(8) rate units: bit-based (bit, kbit, mbit, gbit, tbit) and byte-based (bps, kbps, ...);
 # SI multipliers (tc's k = 1000), plus the IEC forms (kibit, mibps, ...).
@@ -245,10 +245,15 @@ def probe_reach(at: dict) -> str:
         return f"up to {size_text(top)}, {lp['why']}"
     if lp:
         return f"up to {size_text(top)}, still growing (the probe's next step did not run)"
-    stop = probe_stop([_point(r) for r in at.values()], cap_bytes=top, time_s=math.inf)
-    if stop and stop[0] == "levelled off":
+    points = {s: _point(r) for s, r in at.items()}
+    if probe_stop(list(points.values()), cap_bytes=top * PROBE_STEP, time_s=math.inf):
         return f"up to {size_text(top)}, levelled off"
-    return f"up to {size_text(top)}, no probe beyond the sweep"
+    prev = points.get(top // PROBE_STEP)
+    if prev is None:
+        return f"up to {size_text(top)}, no probe beyond the sweep"
+    gain = step_gain(prev, points[top])[0]
+    said = f"{gain:+.0%} over {size_text(prev.size_bytes)}"
+    return f"up to {size_text(top)}, still growing ({said}; no probe beyond the sweep)"
 
 
 def _class(key: tuple, at: dict, hosts: list[str]) -> str:

@@ -16,7 +16,9 @@ from tests.unit.test_p2p import TINY
 def test_the_window_probes_beyond_max_bytes_and_the_link_figure_says_how_far(tmp_path):
     # one size in the sweep: no step of it to judge, so the probe's first step runs (a few iterations, well within
     # its time bound); whether it goes further depends on the link and the machine's load, and either is checked
-    proc = run_suite(tmp_path, *TINY, "--min-bytes", "16K", "--max-bytes", "16K", nproc=2, timeout=300)
+    # the window's cases alone (the other patterns' own probes are other tests')
+    args = [*TINY, "--min-bytes", "16K", "--max-bytes", "16K", "--", "-k", "window"]
+    proc = run_suite(tmp_path, *args, nproc=2, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     run = load_bench(tmp_path)
     win = [r for r in results.records(run) if r.get("pattern") == "window" and r["variant"] == "unidirectional"]

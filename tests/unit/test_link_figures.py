@@ -99,7 +99,7 @@ def test_a_sweep_still_growing_without_a_probe_says_so(templates):
         if r.get("pattern") == "window" and r["variant"] == "unidirectional":
             b["extra_info"] = _on_line(r, r["size_bytes"], 500.0, 2.0)
     (fig,) = link_rate.link_figures(run).values()
-    assert "p2p window 0->1 up to 1 MiB, no probe beyond the sweep" in fig.source
+    assert "p2p window 0->1 up to 1 MiB, still growing (+" in fig.source and "no probe beyond the sweep" in fig.source
 
 
 def test_headline_fit_table_ring_model_doctor_and_predictions_read_one_figure(templates):

@@ -17,7 +17,7 @@ from suite.harness import verify
 from suite.case import Buffers, Case, wait_all
 from suite.common.config import BenchConfig
 from suite.harness.dist import DistContext
-from suite.ops.p2p import link_probe
+from suite.ops.p2p.link_probe import beyond_case, observe, probe_window, sizes_beyond
 from suite.ops.p2p.pattern import Pattern, Spec, Sweep, blank, both_ends, buffers, cross, make_case, pat, wrong_messages
 
 WINDOW = 64
@@ -71,7 +71,7 @@ def build(ctx: DistContext, s: Spec, max_bytes: int | None = None) -> Buffers:
     def derive(m, around, session) -> dict:
         # algbw is one direction's; the aggregate is named (OSU osu_bibw prints it)
         out = {"aggregate_algbw_gbps": metrics.algbw_gbps(2 * s.size_bytes, m.median_s)} if bi else {}
-        return out | link_probe.observe(ctx, s, m, session, max_bytes=max_bytes, window_max=WINDOW)
+        return out | observe(ctx, s, m, session, max_bytes=max_bytes, window_max=WINDOW)
 
     buf.derive = derive
     return buf
@@ -123,9 +123,9 @@ def _declare(cfg: BenchConfig, n: int, sw: Sweep, experiment: str) -> list[Case]
                     _spec(variant, sz, sw.dtype, n, max(1, min(WINDOW, WINDOW_MAX_BYTES // sz))), experiment=experiment
                 )
             )
-        for sz in link_probe.sizes_beyond(sw.sizes[-1]):
-            s = _spec(variant, sz, sw.dtype, n, link_probe.probe_window(sz, WINDOW))
-            out.append(link_probe.beyond_case(window_case(s, experiment=experiment), s, build, sw.sizes[-1], WINDOW))
+        for sz in sizes_beyond(sw.sizes[-1]):
+            s = _spec(variant, sz, sw.dtype, n, probe_window(sz, WINDOW))
+            out.append(beyond_case(window_case(s, experiment=experiment), s, build, sw.sizes[-1], WINDOW))
     return out
 
 
