@@ -29,7 +29,7 @@ def size_text(n: int) -> str:
     """``4 MiB``, ``16 KiB``, ``512 B``."""
     for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= scale:
-            return f"{n / scale:g} {unit}"
+            return f"{n / scale:zg} {unit}"
     return f"{n} B"
 
 
@@ -64,8 +64,8 @@ def probe_stop(
     growing = ""
     if prev is not None:
         gain, ci = step_gain(prev, last)
-        within = f", interval [{ci[0]:+.0%}, {ci[1]:+.0%}]" if ci else ""
-        said = f"{gain:+.0%} over {size_text(prev.size_bytes)}{within}"
+        within = f", interval [{ci[0]:+z.0%}, {ci[1]:+z.0%}]" if ci else ""
+        said = f"{gain:+z.0%} over {size_text(prev.size_bytes)}{within}"
         if gain < LEVELLED_GAIN:
             return "levelled off", f"levelled off at {size_text(last.size_bytes)} ({said})"
         growing = f"; still growing ({said})"
@@ -73,7 +73,7 @@ def probe_stop(
         return "size cap", f"size cap {size_text(cap_bytes)} reached at {size_text(last.size_bytes)}{growing}"
     if spent_s + next_s > time_s:
         return "time bound", (
-            f"time bound {time_s:g} s: {spent_s:.2f} s spent, the step to {size_text(last.size_bytes * PROBE_STEP)} "
-            f"would take about {next_s:.2f} s{growing}"
+            f"time bound {time_s:zg} s: {spent_s:z.2f} s spent, the step to {size_text(last.size_bytes * PROBE_STEP)} "
+            f"would take about {next_s:z.2f} s{growing}"
         )
     return None

@@ -252,7 +252,7 @@ def probe_reach(at: dict) -> str:
     if prev is None:
         return f"up to {size_text(top)}, no probe beyond the sweep"
     gain = step_gain(prev, points[top])[0]
-    said = f"{gain:+.0%} over {size_text(prev.size_bytes)}"
+    said = f"{gain:+z.0%} over {size_text(prev.size_bytes)}"
     return f"up to {size_text(top)}, still growing ({said}; no probe beyond the sweep)"
 
 
