@@ -53,7 +53,7 @@ def test_one_point_has_no_step_to_judge():
 def test_the_steps_beyond_the_sweep_go_by_four_to_the_cap():
     assert link_probe.sizes_beyond(1 * MiB) == [4 * MiB, 16 * MiB, 64 * MiB]
     assert link_probe.sizes_beyond(16 << 10)[0] == 64 << 10 and link_probe.sizes_beyond(64 * MiB) == []
-    assert link_probe.probe_window(64 * MiB, 64) == 1 and link_probe.probe_window(4 * MiB, 64) == 16
+    assert link_probe.probe_window(64 * MiB, 64) == 1 and link_probe.probe_window(4 * MiB, 64) == 4
 
 
 def test_a_steps_predicted_cost_follows_the_sample_budget():

@@ -28,9 +28,9 @@ from suite.harness.budget import BUDGET_MIN_SAMPLES
 from suite.model import link_probe as rule
 from suite.model.link_probe import PROBE_CAP_BYTES, PROBE_STEP, PROBE_TIME_S, RatePoint
 
-PROBE_WINDOW_BYTES = 64 << 20
+PROBE_WINDOW_BYTES = 16 << 20
 """Beyond the sweep the window shrinks so that window x message size stays below this (each rank of the pair
-then holds at most this much in messages each way: memory-safe on a shared host)."""
+then holds at most this much in messages each way, or one message above it: memory-safe on a shared host)."""
 
 
 @dataclass
