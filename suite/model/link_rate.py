@@ -12,6 +12,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from suite.model.link_probe import PROBE_STEP, RatePoint, probe_stop, size_text, step_gain
+
 # tc(8) rate units: bit-based (bit, kbit, mbit, gbit, tbit) and byte-based (bps, kbps, ...);
 # SI multipliers (tc's k = 1000), plus the IEC forms (kibit, mibps, ...).
 _RATE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?i?)(bit|bps)?\s*$", re.I)
@@ -156,7 +158,6 @@ def _rate(at: dict) -> tuple[float, tuple[float, float] | None, float | None, st
     """(β, its interval, the share of β reached at the largest size, how) of a probe's records by size: the
     α–β fit's β where the fit earns a model (suite.model.fit ``no_model``) and has a bandwidth term, else the
     largest size's median rate with the interval of its median."""
-    from suite import results
     from suite.model import fit
 
     sizes = sorted(at)
@@ -165,10 +166,8 @@ def _rate(at: dict) -> tuple[float, tuple[float, float] | None, float | None, st
         top = m.pieces[-1]
         reached = sizes[-1] / (sizes[-1] + max(top.alpha_us, 0.0) * top.beta_gbps * 1e3)
         return m.beta_gbps, top.beta_ci_gbps, reached, "α–β fit" + (" above its knee" if m.piecewise else "")
-    big = at[sizes[-1]]
-    gbps = sizes[-1] / (big["time_us"] * 1e3)
-    pct = results.median_ci_pct(big)
-    ci = None if pct is None or pct >= 100 else (gbps / (1 + pct / 100), gbps / (1 - pct / 100))
+    big = _point(at[sizes[-1]])
+    gbps, ci = big.gbps, big.ci_gbps
     why = "one size: no α–β fit" if m is None else f"no α–β model: {m.no_model() or 'no bandwidth term'}"
     return gbps, ci, None, f"the median rate at its largest size ({why})"
 
@@ -214,7 +213,9 @@ def _figure(key: tuple, at: dict, how: str, pp: dict | None, bi: dict | None, ho
         alpha_us=lat[0],
         alpha_ci_us=lat[1],
         measured=True,
-        source=f"p2p {how} {src}{'<->' if how == 'ping-pong' else '->'}{dst}, {fitted}"
+        source=f"p2p {how} {src}{'<->' if how == 'ping-pong' else '->'}{dst}"
+        + (f" {probe_reach(at)}" if how == "window" else "")
+        + f", {fitted}"
         + (" (no streaming probe of this link class in this run)" if how == "ping-pong" else ""),
         alpha_source=f"p2p ping-pong {src}<->{dst}, {lat[2]}" if pp else f"p2p {how} {src}->{dst}, {lat[2]}",
         sizes=(sizes[0], sizes[-1]),
@@ -222,6 +223,37 @@ def _figure(key: tuple, at: dict, how: str, pp: dict | None, bi: dict | None, ho
         reached=reached,
         both_gbps=both,
     )
+
+
+def _point(r: Mapping) -> RatePoint:
+    """A window record's rate, with the interval of its median."""
+    from suite import results
+
+    gbps = r["size_bytes"] / (r["time_us"] * 1e3)
+    pct = results.median_ci_pct(r)
+    ci = None if pct is None or pct >= 100 else (gbps / (1 + pct / 100), gbps / (1 - pct / 100))
+    return RatePoint(r["size_bytes"], gbps, ci)
+
+
+def probe_reach(at: dict) -> str:
+    """How far the streaming probe went and why it stopped, from its records by size: ``up to 16 MiB, levelled
+    off`` (the link probe's own verdict, ``link_probe`` of its last step beyond the sweep; without one, the stop
+    rule over the sweep's sizes)."""
+    top = max(at)
+    lp = at[top].get("link_probe") or {}
+    if lp.get("why"):
+        return f"up to {size_text(top)}, {lp['why']}"
+    if lp:
+        return f"up to {size_text(top)}, still growing (the probe's next step did not run)"
+    points = {s: _point(r) for s, r in at.items()}
+    if probe_stop(list(points.values()), cap_bytes=top * PROBE_STEP, time_s=math.inf):
+        return f"up to {size_text(top)}, levelled off"
+    prev = points.get(top // PROBE_STEP)
+    if prev is None:
+        return f"up to {size_text(top)}, no probe beyond the sweep"
+    gain = step_gain(prev, points[top])[0]
+    said = f"{gain:+z.0%} over {size_text(prev.size_bytes)}"
+    return f"up to {size_text(top)}, still growing ({said}; no probe beyond the sweep)"
 
 
 def _class(key: tuple, at: dict, hosts: list[str]) -> str:

@@ -149,7 +149,9 @@ def _spread_text(r: dict) -> str:
 
 def unstable_cases(recs: list[dict]) -> tuple[list[tuple[float, dict]], list[tuple[float, dict]]]:
     """(the cases whose median is uncertain by more than UNSTABLE_CI_PCT, widest first; every case with a CI),
-    each as (its CI's half-width in %, the record)."""
+    each as (its CI's half-width in %, the record); not the oversubscribed pass's (its times measure CPU
+    contention: suite.results.communication_records)."""
+    recs = results.communication_records(recs)
     widths = [(w, r) for r in recs for w in [results.median_ci_pct(r)] if w is not None]
     return sorted([(w, r) for w, r in widths if w > UNSTABLE_CI_PCT], key=lambda x: -x[0]), widths
 
@@ -159,7 +161,7 @@ def _unstable_row(run: dict, recs: list[dict]) -> tuple[str, str]:
     (the machine's load, ranks that outnumber the cores) and what to do; else how well every median is known."""
     unstable, widths = unstable_cases(recs)
     if not unstable:
-        return ("unstable cases", _known_text(widths, len(recs)))
+        return ("unstable cases", _known_text(widths, len(results.communication_records(recs))))
     causes = load_causes(run)
     return (
         "unstable cases",

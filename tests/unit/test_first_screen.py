@@ -111,3 +111,18 @@ def test_sharded_steps_beside_ddps_name_the_models_and_the_first_screen_carries_
     screen = first_screen(run, headline_items(run))
     assert [t for k, t in screen.warnings if k == "does not add up"] == rows
     assert [k for k, _ in screen.warnings][0] == "CPU oversubscribed"
+
+
+def test_the_unstable_share_leaves_out_the_oversubscribed_pass():
+    """The oversubscribed pass's times measure CPU contention (suite.results.oversubscribed): a wide interval
+    there says nothing of the run's communication, so the first screen's unstable share does not count it."""
+    steady = {"experiment": "collectives", "op": "all_reduce", "label": "ar", "size_bytes": 1024, "time_us": 10.0}
+    steady["samples_us"] = [10.0 + 0.01 * k for k in range(20)]
+    crowded = {**steady, "label": "ar-over", "oversubscribed": True, "world_size": 4}
+    crowded["samples_us"] = [10.0 * (1 + k % 5) for k in range(20)]  # ±100%: unstable, were it counted
+    run = _run([steady, crowded])
+    screen = first_screen(run, headline_items(run))
+    assert not [w for w in screen.warnings if w[0] == "unstable"], screen.warnings
+    run = _run([steady, {**crowded, "oversubscribed": False}])  # the same times on a pass of its own: counted
+    screen = first_screen(run, headline_items(run))
+    assert [w[1] for w in screen.warnings if w[0] == "unstable"][0].startswith("1 of 2 cases")

@@ -69,9 +69,37 @@ def test_the_link_figure_is_the_streaming_probes_fitted_rate_and_the_same_pairs_
     assert (fig.src, fig.dst, fig.link_class, fig.measured) == (0, 1, "intra", True)
     assert fig.beta_gbps == pytest.approx(2.0, rel=1e-6)  # the window's β, not the ping-pong's 0.8
     assert fig.alpha_us == pytest.approx(50.0, rel=1e-6)  # the one-way latency of the same pair
-    assert "p2p window 0->1, α–β fit" in fig.source and "p2p ping-pong 0<->1" in fig.alpha_source
+    assert "p2p window 0->1 up to 1 MiB, levelled off, α–β fit" in fig.source
+    assert "p2p ping-pong 0<->1" in fig.alpha_source
     assert (fig.sizes, fig.n_sizes, fig.saturated) == ((1024, 1 << 20), 6, True)
     assert fig.both_gbps == pytest.approx(3.0, rel=1e-6)
+
+
+def test_the_figure_says_how_far_the_link_probe_went_beyond_the_sweep(templates):
+    """The link probe's steps beyond MAX_BYTES (their ``link_probe`` record, the last one's verdict) are the
+    window's largest sizes: the figure fits them and says how far it went and why it stopped."""
+    run = _run(templates)
+    for k, s in enumerate((4 << 20, 16 << 20), start=1):
+        last = k == 2
+        probe = {"beyond_max_bytes": True, "step": k, "why": "levelled off" if last else None}
+        rec = _on_line(templates["window"], s, 5.0, 2.0, table="link_probe", beyond_sweep=True, link_probe=probe)
+        run["benchmarks"].append({"extra_info": rec})
+    (fig,) = link_rate.link_figures(run).values()
+    assert "p2p window 0->1 up to 16 MiB, levelled off, α–β fit" in fig.source
+    assert fig.sizes == (1024, 16 << 20) and fig.beta_gbps == pytest.approx(2.0, rel=1e-6)
+    run["benchmarks"][-1]["extra_info"]["link_probe"] = {**probe, "why": "time bound"}
+    (fig,) = link_rate.link_figures(run).values()
+    assert "up to 16 MiB, time bound" in fig.source
+
+
+def test_a_sweep_still_growing_without_a_probe_says_so(templates):
+    run = _run(templates)
+    for b in run["benchmarks"]:  # a slower link: α 500 µs at 2 GB/s is still growing at 1 MiB
+        r = b["extra_info"]
+        if r.get("pattern") == "window" and r["variant"] == "unidirectional":
+            b["extra_info"] = _on_line(r, r["size_bytes"], 500.0, 2.0)
+    (fig,) = link_rate.link_figures(run).values()
+    assert "p2p window 0->1 up to 1 MiB, still growing (+" in fig.source and "no probe beyond the sweep" in fig.source
 
 
 def test_headline_fit_table_ring_model_doctor_and_predictions_read_one_figure(templates):

@@ -14,7 +14,7 @@ from suite.common.config import build_config
 from suite.harness.dist import DistContext
 from experiments.p2p.table import format_tables
 from suite.ops import p2p
-from suite.ops.p2p import batching, window
+from suite.ops.p2p import batching, link_probe, window
 from suite.ops.p2p.pattern import Pattern, Spec, cross, make_case
 
 TINY = ["--experiments", "p2p", "--iters", "3", "--warmup", "1"]
@@ -182,12 +182,20 @@ def test_pingpong_and_constants_are_named_in_the_declaration():
     cs = experiment.cases(cfg, 2)
     pp = [c for c in cs if c.identity["pattern"] in ("pingpong", "pair_matrix")]
     assert pp and all(c.resolve is not None and c.fields["latency_formula"] == "sample / (2K)" for c in pp)
-    win = [c for c in cs if c.identity["pattern"] == "window"]
+    win = [c for c in cs if c.identity["pattern"] == "window" and "beyond_sweep" not in c.identity]
     assert all(
         c.fields["window_default"] == window.WINDOW == 64 and c.fields["window_max_bytes"] == window.WINDOW_MAX_BYTES
         for c in win
     )
     assert {c.identity["window"] for c in win} == {min(64, window.WINDOW_MAX_BYTES // (1 << 20)), 64}
+    # the link probe's steps beyond the sweep: x4 up to the cap, their window within the probe's memory bound
+    probe = [c for c in cs if c.identity.get("beyond_sweep")]
+    assert sorted({c.bytes.size_bytes for c in probe}) == [4 << 20, 16 << 20, 64 << 20]
+    assert all(
+        c.identity["window"] * c.bytes.size_bytes <= max(link_probe.PROBE_WINDOW_BYTES, c.bytes.size_bytes)
+        for c in probe
+    )
+    assert all(c.fields["table"] == "link_probe" and c.resolve is not None for c in probe)
     assert all(c.fields["k_counts"] == list(batching.BATCH_COUNTS) for c in cs if c.identity["pattern"] == "batching")
 
 

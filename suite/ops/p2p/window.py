@@ -17,6 +17,7 @@ from suite.harness import verify
 from suite.case import Buffers, Case, wait_all
 from suite.common.config import BenchConfig
 from suite.harness.dist import DistContext
+from suite.ops.p2p.link_probe import beyond_case, observe, probe_window, sizes_beyond
 from suite.ops.p2p.pattern import Pattern, Spec, Sweep, blank, both_ends, buffers, cross, make_case, pat, wrong_messages
 
 WINDOW = 64
@@ -27,7 +28,9 @@ WINDOW_MAX_BYTES = 256 << 20
 ``window_max_bytes``)."""
 
 
-def build(ctx: DistContext, s: Spec) -> Buffers:
+def build(ctx: DistContext, s: Spec, max_bytes: int | None = None) -> Buffers:
+    """One rank's window of ``s``; ``max_bytes``: the sweep's largest size where ``s`` is a step of the link
+    probe beyond it (link_probe.py), None for a case of the sweep."""
     dt, a, b, w, count = s.dt, s.src, s.dst, s.window, s.count
     me, g = ctx.rank, ctx.group
     bi = s.variant == "bidirectional"
@@ -64,10 +67,13 @@ def build(ctx: DistContext, s: Spec) -> Buffers:
         sent=sends + ([ack_out] if involved and not bi and me == b else []),
         cross_node=cross(ctx, a, b),
     )
-    if bi:  # algbw is one direction's; the aggregate is named (OSU osu_bibw prints it)
-        buf.derive = lambda m, around, session: {
-            "aggregate_algbw_gbps": metrics.algbw_gbps(2 * s.size_bytes, m.median_s)
-        }
+
+    def derive(m, around, session) -> dict:
+        # algbw is one direction's; the aggregate is named (OSU osu_bibw prints it)
+        out = {"aggregate_algbw_gbps": metrics.algbw_gbps(2 * s.size_bytes, m.median_s)} if bi else {}
+        return out | observe(ctx, s, m, session, max_bytes=max_bytes, window_max=WINDOW)
+
+    buf.derive = derive
     return buf
 
 
@@ -103,23 +109,24 @@ def window_case(s: Spec, *, experiment: str) -> Case:
     )
 
 
+def _spec(variant: str, sz: int, dtype: str, n: int, window: int) -> Spec:
+    return Spec(pattern=PATTERN.name, variant=variant, size_bytes=sz, dtype=dtype, src=0, dst=n - 1, window=window)
+
+
 def _declare(cfg: BenchConfig, n: int, sw: Sweep, experiment: str) -> list[Case]:
-    return [
-        window_case(
-            Spec(
-                pattern=PATTERN.name,
-                variant=variant,
-                size_bytes=sz,
-                dtype=sw.dtype,
-                src=0,
-                dst=n - 1,
-                window=max(1, min(WINDOW, WINDOW_MAX_BYTES // sz)),
-            ),
-            experiment=experiment,
-        )
-        for variant in PATTERN.variants
-        for sz in sw.sizes
-    ]
+    """Each variant over the sweep, then its link probe's steps beyond the sweep (link_probe.py)."""
+    out = []
+    for variant in PATTERN.variants:
+        for sz in sw.sizes:
+            out.append(
+                window_case(
+                    _spec(variant, sz, sw.dtype, n, max(1, min(WINDOW, WINDOW_MAX_BYTES // sz))), experiment=experiment
+                )
+            )
+        for sz in sizes_beyond(sw.sizes[-1]):
+            s = _spec(variant, sz, sw.dtype, n, probe_window(sz, WINDOW))
+            out.append(beyond_case(window_case(s, experiment=experiment), s, build, sw.sizes[-1], WINDOW))
+    return out
 
 
 PATTERN = Pattern(
