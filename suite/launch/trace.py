@@ -258,7 +258,7 @@ def _nest(events: list[dict], rank: int) -> list[dict]:
             out.append(e)
             continue
         end = e["ts"] + e["dur"]
-        while stack and stack[-1]["ts"] + stack[-1]["dur"] <= e["ts"]:
+        while stack and stack[-1]["ts"] + stack[-1]["dur"] <= e["ts"] + 0.001:  # ended: within 1 ns (rounding)
             stack.pop()
         if stack and end > stack[-1]["ts"] + stack[-1]["dur"] + 0.001:
             moved.append({**e, "tid": OVERLAP_TID + rank + 1})

@@ -125,6 +125,30 @@ def test_the_merge_keeps_each_track_nested_and_moves_what_overlaps_partially():
     assert doc["otherData"]["epoch_unix_s"] == 1000.0
 
 
+def test_a_span_that_starts_where_the_last_ended_stays_on_the_track_despite_rounding():
+    # the journal's per-sample ops: a barrier ends at its sample's start, the op spans the sample; ts and dur are
+    # rounded to the ns apart, so the barrier's rounded end can lie a hair past the sample's start
+    t0 = 2.0000000012  # the barrier's end and the sample's start, seconds on the rank's clock
+    part = {
+        "rank": 0,
+        "host": "h",
+        "reason": "end of session",
+        "unix_minus_clock": 1000.0,
+        "written_clock": 10.0,
+        "op_fields": list(timeline.OP_FIELDS),
+        "ops": [
+            ["barrier", "0", 1, [], "", None, "e[c]", "completed", 1.0000000006, t0, 0],
+            ["all_reduce", "0", 2, [4], "float32", None, "e[c]", "completed", t0, 2.5, 16],
+        ],
+        "spans": [["sample", "sample", t0, 2.5, None], ["case", "e[c]", 0.0, 4.0, {"case": "e[c]"}]],
+    }
+    doc = trace.build({0: part}, {})
+    by_rank = check_trace(doc)
+    assert [e["args"]["seq"] for e in ops(by_rank[0])] == [1, 2]
+    assert [e["name"] for e in by_rank[0] if e.get("cat") == "sample"] == ["sample"]
+    assert not [e for e in doc["traceEvents"] if e["tid"] == trace.OVERLAP_TID + 1 and e["ph"] == "X"]
+
+
 def test_a_rank_that_left_only_its_journal_dump_still_has_its_last_ops(tmp_path):
     dump = {
         "rank": 1,
