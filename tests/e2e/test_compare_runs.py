@@ -140,7 +140,7 @@ def test_make_compare_of_interleaved_runs_does_not_fail(two_runs):
         assert re.search(r"gate: INCONCLUSIVE .*could not be judged|gate: INCONCLUSIVE .*straddles", out), out[-2000:]
     m = re.search(r"# (\d+) matched case\(s\): 0 slower, 0 faster, (\d+) same, (\d+) inconclusive", out)
     assert m and int(m.group(1)) == int(m.group(2)) + int(m.group(3)), out[-3000:]
-    assert int(m.group(1)) == len(results.records(results.load_run(two_runs / "t-r1")))
+    assert int(m.group(1)) == len(results.communication_records(results.records(results.load_run(two_runs / "t-r1"))))
 
 
 PLANTED = "all_reduce"

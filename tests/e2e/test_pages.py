@@ -99,7 +99,7 @@ def test_a_bench_pages_first_screen_says_the_verdict_the_world_and_every_warning
     page = run / "report" / "index.html"
     text = html.unescape(page.read_text())
     screen = text[text.index("<div id='first-screen'>") : text.index("<div id='headline'>")]  # before the headline
-    assert "verdict: FAIL (partial run): 4 cases, 0 wrong" in screen
+    assert "verdict: INTERRUPTED: 4 cases, 0 wrong" in screen
     assert "backend gloo on cpu; 2 ranks on 1 host (vm)" in screen
     warned = re.findall(r"<li class='warning'><b>([^<]+)</b>: ([^<]+)</li>", screen)
     assert [k for k, _ in warned] == ["PARTIAL", "CPU oversubscribed", "unstable", "load during the run"], warned
