@@ -1,7 +1,7 @@
 """A run's passes. The main pass runs every case at the chosen world; a case that needs more ranks than that (a 2-D
 mesh needs 4) is skipped there, saying so (``needs ... at least N ranks``). A second pass then runs those cases, and
 only those, at the world they need, for their checks: its records join the main pass's bench.json. Every record
-says its ``pass``; those of a second pass whose ranks outnumber this host's usable cores also ``oversubscribed``
+says its ``run_pass``; those of a second pass whose ranks outnumber this host's usable cores also ``oversubscribed``
 (the headline, the fits and the compare gate leave those out: suite.results.communication_records). Node 0 of a
 one-node run."""
 
@@ -44,7 +44,7 @@ def mark(run: dict, name: str) -> None:
     """Stamp each record of ``run`` with its pass; those of the OVERSUBSCRIBED pass also ``oversubscribed``. (A main
     pass the user oversubscribed, NPROC above the cores, is not marked: it warns, and its report says so.)"""
     for rec in results.records(run):
-        rec["pass"] = name
+        rec["run_pass"] = name
         if name == OVERSUBSCRIBED:
             rec["oversubscribed"] = True
 

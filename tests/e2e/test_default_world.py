@@ -57,8 +57,8 @@ def test_two_cores_run_two_ranks_and_the_4_rank_cases_run_marked_apart(tmp_path)
     run_dir = tmp_path / "results" / "run"
     run = results.load_run(run_dir)
     recs = results.records(run)
-    main = [r for r in recs if r["pass"] == "main"]
-    over = [r for r in recs if r["pass"] == "oversubscribed"]
+    main = [r for r in recs if r["run_pass"] == "main"]
+    over = [r for r in recs if r["run_pass"] == "oversubscribed"]
     assert {r["strategy"] for r in main} == {"ddp"} and {r["world_size"] for r in main} == {2}
     assert {r["strategy"] for r in over} == {"2d"} and {r["world_size"] for r in over} == {4}
     assert all(r["oversubscribed"] is True for r in over) and not any(results.oversubscribed(r) for r in main)

@@ -94,3 +94,11 @@ def test_a_second_pass_runs_the_cases_skipped_for_want_of_ranks():
     assert passes.wider_cases(skipped, 2) == (4, ["a::t[2d]"])
     assert passes.wider_cases(skipped, 1) == (4, ["a::t[2d]", "b::t[p2p]"])
     assert passes.wider_cases(skipped, 4) == (0, [])
+
+
+def test_marking_a_pass_keeps_an_experiments_own_pass_field():
+    # the doctor probes every link twice and numbers its records' ``pass``: the launcher's mark is another key
+    run = {"benchmarks": [{"extra_info": {"experiment": "doctor", "pass": 2}}]}
+    passes.mark(run, passes.OVERSUBSCRIBED)
+    (rec,) = [b["extra_info"] for b in run["benchmarks"]]
+    assert rec["pass"] == 2 and rec["run_pass"] == "oversubscribed" and rec["oversubscribed"] is True
