@@ -74,8 +74,8 @@ def test_repeat_makes_k_runs_and_a_side_names_them(two_runs):
 
 
 def _sides(two_runs) -> tuple[list[list[dict]], list[list[dict]]]:
-    # the oversubscribed pass's records (the 2-D mesh at 4 ranks) are not compared: results.communication_records
-    load = lambda r: results.communication_records(results.records(results.load_run(two_runs / r)))  # noqa: E731
+    # what the gate compares: not the oversubscribed pass (the 2-D mesh at 4 ranks), nor the link probe's steps
+    load = lambda r: compare.gated_records(results.records(results.load_run(two_runs / r)))  # noqa: E731
     return [load("t-r1"), load("t-r3")], [load("t-r2"), load("t-r4")]
 
 
@@ -96,7 +96,7 @@ runs stored before a restructuring must compare with runs after it, case for cas
 
 def test_a_run_stored_before_the_restructuring_matches_every_case(two_runs):
     stored = results.records(results.load_run(STORED))
-    now = results.communication_records(results.records(results.load_run(two_runs / "t-r1")))
+    now = compare.gated_records(results.records(results.load_run(two_runs / "t-r1")))
     stored_experiments = {r["experiment"] for r in stored}
     now = [r for r in now if r["experiment"] in stored_experiments]  # an experiment added since: new cases
     c = compare.compare_records(stored, now)
@@ -140,7 +140,7 @@ def test_make_compare_of_interleaved_runs_does_not_fail(two_runs):
         assert re.search(r"gate: INCONCLUSIVE .*could not be judged|gate: INCONCLUSIVE .*straddles", out), out[-2000:]
     m = re.search(r"# (\d+) matched case\(s\): 0 slower, 0 faster, (\d+) same, (\d+) inconclusive", out)
     assert m and int(m.group(1)) == int(m.group(2)) + int(m.group(3)), out[-3000:]
-    assert int(m.group(1)) == len(results.communication_records(results.records(results.load_run(two_runs / "t-r1"))))
+    assert int(m.group(1)) == len(compare.gated_records(results.records(results.load_run(two_runs / "t-r1"))))
 
 
 PLANTED = "all_reduce"

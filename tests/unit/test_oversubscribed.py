@@ -102,3 +102,14 @@ def test_marking_a_pass_keeps_an_experiments_own_pass_field():
     passes.mark(run, passes.OVERSUBSCRIBED)
     (rec,) = [b["extra_info"] for b in run["benchmarks"]]
     assert rec["pass"] == 2 and rec["run_pass"] == "oversubscribed" and rec["oversubscribed"] is True
+
+
+def test_the_compare_gate_matches_runs_whose_link_probes_went_different_lengths():
+    # the link probe's steps beyond the sweep stop where the noise says the rate levelled off: one run may take a
+    # step the other did not, and the gate compares the cases both runs declared
+    probed = copy.deepcopy(RUN)
+    b = copy.deepcopy(RUN["benchmarks"][0])
+    b["extra_info"].update(beyond_sweep=True, size_bytes=b["extra_info"]["size_bytes"] * 64)
+    probed["benchmarks"].append(b)
+    c = compare.compare_records(results.records(RUN), results.records(probed), n_boot=50)
+    assert len(c.cases) == len(results.records(RUN)) and not c.only_base and not c.only_new
