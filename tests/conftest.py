@@ -122,6 +122,9 @@ def make(*args: str, timeout: float = 120, env: dict | None = None) -> subproces
     """``make ARGS`` in the repository as a user types it, with this interpreter's environment as the venv
     (never rebuilt by the test); ``env``: the environment (default: this process's)."""
     venv = Path(sys.executable).parent.parent
+    # Under `make test` the tests run inside make: MAKELEVEL and MAKEFLAGS would make this one a sub-make,
+    # whose messages read `make[2]: ***` where a user's read `make: ***`. A user types make at a shell.
+    env = {k: v for k, v in (os.environ if env is None else env).items() if k not in _SUB_MAKE}
     return subprocess.run(
         ["make", "--no-print-directory", "-o", f"{venv}/.installed", f"VENV={venv}", *args],
         cwd=ROOT,
@@ -130,3 +133,6 @@ def make(*args: str, timeout: float = 120, env: dict | None = None) -> subproces
         timeout=timeout,
         env=env,
     )
+
+
+_SUB_MAKE = frozenset({"MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES"})

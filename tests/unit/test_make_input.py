@@ -100,3 +100,13 @@ def test_the_launchers_command_line_is_shown_only_with_v_1(tmp_path):
         shown = make(target, "NPROC=0", "V=1", f"RESULTS={tmp_path / 'r'}", timeout=60)
         assert shown.returncode == 2 and "-m suite.launch --nproc 0 " in shown.stdout + shown.stderr, shown.stderr
         assert not (tmp_path / "r").exists()
+
+
+def test_refusals_read_as_at_a_shell_when_the_tests_run_under_make(tmp_path, monkeypatch):
+    """`make test` runs the tests inside make; the make a test starts still answers as the user's does."""
+    monkeypatch.setenv("MAKELEVEL", "1")
+    monkeypatch.setenv("MAKEFLAGS", "w")
+    r = make("bench-cpu", "ITERS=-k", f"RESULTS={tmp_path / 'r'}", timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert said(r) == ["error: iters must be a number, got '-k'"], r.stderr
+    assert "Entering directory" not in r.stdout, r.stdout
