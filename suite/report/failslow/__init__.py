@@ -1,0 +1,3 @@
+"""A fail-slow detector's scores, offline, from stored trials: ``score`` (the rules: found, missed, false
+alarms, localisation, time to detect, sensitivity below the 10% step slowdown) and ``intervals`` (the
+intervals each figure carries: Wilson, Garwood, order statistics, a seeded bootstrap)."""
