@@ -280,7 +280,7 @@ def extrapolation(
         for name, c in strategies:
             best = best_interval(c, mtbf_s)
             if step_s:
-                best = max(1, round(best / step_s)) * step_s
+                best = max(1, round(best / step_s)) * float(step_s)
             if best <= 0:
                 raise ValueError("a checkpoint that costs nothing needs step_s: its best interval is one step")
             young, daly = young_interval(c, mtbf_s), daly_interval(c, mtbf_s)
