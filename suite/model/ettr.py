@@ -9,8 +9,8 @@ tau the checkpoint interval (training time between checkpoints), M the job's mea
 - ``young_interval`` — sqrt(2 C M): J. W. Young, "A first order approximation to the optimum checkpoint
   interval", CACM 17(9), 1974.
 - ``daly_interval`` — J. T. Daly, "A higher order estimate of the optimum checkpoint interval for restart
-  dumps", FGCS 22(3), 2006, eq. 37: sqrt(2 C M)·[1 + ⅓·sqrt(C/2M) + ⅑·(C/2M)] − C for C < 2M, else M.
-- ``exact_ettr`` — Daly's complete model (same paper, §3): failures strike during training, writing and
+  dumps", FGCS 22(3), 2006: sqrt(2 C M)·[1 + ⅓·sqrt(C/2M) + ⅑·(C/2M)] − C for C < 2M, else M.
+- ``exact_ettr`` — Daly's complete model (the cost function of the same paper): failures strike during training, writing and
   recovery alike, a segment of tau + C completes in M·e^(R/M)·(e^((tau+C)/M) − 1) on average, so
   ETTR = tau / (M·e^(R/M)·(e^((tau+C)/M) − 1)). ``best_interval`` is its exact maximum,
   tau* = M·(1 + W0(−e^(−C/M − 1))) (W0 the principal branch of Lambert's W; setting its derivative to zero).
