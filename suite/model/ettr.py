@@ -10,14 +10,14 @@ tau the checkpoint interval (training time between checkpoints), M the job's mea
   interval", CACM 17(9), 1974.
 - ``daly_interval`` — J. T. Daly, "A higher order estimate of the optimum checkpoint interval for restart
   dumps", FGCS 22(3), 2006: sqrt(2 C M)·[1 + ⅓·sqrt(C/2M) + ⅑·(C/2M)] − C for C < 2M, else M.
-- ``exact_ettr`` — Daly's complete model (the cost function of the same paper): failures strike during training, writing and
-  recovery alike, a segment of tau + C completes in M·e^(R/M)·(e^((tau+C)/M) − 1) on average, so
-  ETTR = tau / (M·e^(R/M)·(e^((tau+C)/M) − 1)). ``best_interval`` is its exact maximum,
+- ``exact_ettr`` — Daly's complete model (the cost function of the same paper): failures strike during
+  training, writing and recovery alike, a segment of tau + C completes in M·e^(R/M)·(e^((tau+C)/M) − 1)
+  on average, so ETTR = tau / (M·e^(R/M)·(e^((tau+C)/M) − 1)). ``best_interval`` is its exact maximum,
   tau* = M·(1 + W0(−e^(−C/M − 1))) (W0 the principal branch of Lambert's W; setting its derivative to zero).
 - ``first_order_ettr`` — the first-order budget Young's interval minimises: each tau of training pays C,
   each failure loses tau/2 of training on average plus R: ETTR ≈ 1 − C/tau − (tau/2 + R)/M.
 - ``meta_ettr`` — Meta's analytical estimator: A. Kokolis, M. Kuchnik et al., "Revisiting Reliability in
-  Large-Scale Machine Learning Research Clusters", HPCA 2025 (arXiv 2410.21680), §V. The research notes
+  Large-Scale Machine Learning Research Clusters", HPCA 2025 (arXiv 2410.21680). The research notes
   this module was written from do not quote its formula; the form here is derived from the paper's
   description of it (a job of N nodes failing at r_f per node, each failure costing the restart overhead
   u0 plus the work since the last checkpoint, on average half the interval Δt_cp):
