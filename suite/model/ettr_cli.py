@@ -76,8 +76,8 @@ def fmt_s(s: float | None) -> str:
         return "-"
     for unit, f in (("h", 3600.0), ("min", 60.0)):
         if s >= f:
-            return f"{s / f:.3g} {unit}"
-    return f"{s:.3g} s"
+            return f"{s / f:z.3g} {unit}"
+    return f"{s:z.3g} s"
 
 
 def format_points(points: list[ettr.Point]) -> str:
@@ -85,11 +85,11 @@ def format_points(points: list[ettr.Point]) -> str:
     cols.append("vs ByteRobust 97%")
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for p in points:
-        meta = "-" if p.meta is None else f"{p.meta:.1%}"
-        gap = f"{(p.ettr - ettr.BYTEROBUST_ETTR) * 100:+.1f} points"
+        meta = "-" if p.meta is None else f"{p.meta:z.1%}"
+        gap = f"{(p.ettr - ettr.BYTEROBUST_ETTR) * 100:+z.1f} points"
         lines.append(
             f"| {p.ranks:,} | {fmt_s(p.mtbf_s)} | {p.strategy} | {fmt_s(p.young_s)} | {fmt_s(p.daly_s)} | "
-            f"{fmt_s(p.best_s)} | {p.ettr:.1%} | {meta} | {gap} |"
+            f"{fmt_s(p.best_s)} | {p.ettr:z.1%} | {meta} | {gap} |"
         )
     return "\n".join(lines)
 
@@ -98,14 +98,14 @@ def format_rows(rows: list[ettr.Row]) -> str:
     head = "strategy  fault  MTBF  failures  R  measured  predicted  at-schedule  first-order  Meta  error  within 10%"
     lines = [head]
     for r in rows:
-        cells = [r.strategy, r.fault, fmt_s(r.mtbf_s), str(r.failures), fmt_s(r.restart_s), f"{r.measured:.3f}"]
+        cells = [r.strategy, r.fault, fmt_s(r.mtbf_s), str(r.failures), fmt_s(r.restart_s), f"{r.measured:z.3f}"]
         models = (r.predicted, r.at_schedule, r.first_order, r.meta)
-        cells += ["-" if v is None else f"{v:.3f}" for v in models]
-        cells += [f"{r.error:+.1%}", "yes" if r.ok else "NO"]
+        cells += ["-" if v is None else f"{v:z.3f}" for v in models]
+        cells += [f"{r.error:+z.1%}", "yes" if r.ok else "NO"]
         lines.append("  ".join(cells))
     rates = ettr.rates_within_bar(rows)
     lines.append(
-        f"# {sum(r.ok for r in rows)} of {len(rows)} runs within {ettr.BAR:.0%}; schedule MTBFs where every run is: "
+        f"# {sum(r.ok for r in rows)} of {len(rows)} runs within {ettr.BAR:z.0%}; schedule MTBFs where every run is: "
         f"{', '.join(fmt_s(m) for m in rates) or 'none'} ({len(rates)} of the 3 the model must hold at)"
     )
     return "\n".join(lines)
@@ -137,8 +137,8 @@ def format_check(rows: list[dict]) -> str:
         err = r["exact"] / r["simulated"] - 1
         lines.append(
             f"{'live' if r['live'] else 'checkpoint'}  {fmt_s(r['mtbf_s'])}  {fmt_s(r['tau_s'])}  "
-            f"{fmt_s(r['ckpt_s'])}  {fmt_s(r['restart_s'])}  {r['failures']}  {r['simulated']:.4f}  "
-            f"{r['exact']:.4f}  ({err:+.2%})  {r['first_order']:.4f}  {r['meta']:.4f}"
+            f"{fmt_s(r['ckpt_s'])}  {fmt_s(r['restart_s'])}  {r['failures']}  {r['simulated']:z.4f}  "
+            f"{r['exact']:z.4f}  ({err:+z.2%})  {r['first_order']:z.4f}  {r['meta']:z.4f}"
         )
     return "\n".join(lines)
 
