@@ -18,18 +18,19 @@ tau the checkpoint interval (training time between checkpoints), M the job's mea
   each failure loses tau/2 of training on average plus R: ETTR ≈ 1 − C/tau − (tau/2 + R)/M.
 - ``meta_ettr`` — Meta's analytical estimator: A. Kokolis, M. Kuchnik et al., "Revisiting Reliability in
   Large-Scale Machine Learning Research Clusters", HPCA 2025 (arXiv 2410.21680). The research notes
-  this module was written from do not quote its formula; the form here is derived from the paper's
-  description of it (a job of N nodes failing at r_f per node, each failure costing the restart overhead
-  u0 plus the work since the last checkpoint, on average half the interval Δt_cp):
-  E[ETTR] ≈ 1 − N·r_f·(u0 + Δt_cp/2), i.e. 1 − (R + tau/2)/M. It has no checkpoint-write term.
+  this module was written from do not quote its formula, and the paper's equations were not at hand: the
+  form here is derived from the estimator's inputs as the paper names them (a job of N nodes failing at
+  r_f per node, each failure costing the restart overhead u0 plus the work since the last checkpoint, on
+  average half the interval Δt_cp): E[ETTR] ≈ 1 − N·r_f·(u0 + Δt_cp/2), i.e. 1 − (R + tau/2)/M.
+  It has no checkpoint-write term.
 - ``live_ettr`` — live recovery (torchft: no checkpoint rollback, the healthy peers keep the state): the
   complete model with tau one step and C the per-step overhead; a failure loses the step in flight and
   R = detection + recovery (+ any further steps in flight). It reduces to e^(−R/M) as the step shrinks.
 
 ``validate(records)`` sets each run's measured ETTR beside the model's (the 10% bar);
 ``extrapolation`` gives the best interval and ETTR per strategy at published scales;
-``python -m suite.model.ettr`` prints both (docs/recovery.md, "ETTR: the model"), and the Monte-Carlo check
-of the closed forms (suite/model/ettr_sim.py).
+``python -m suite.model.ettr_cli`` (make ettr) prints both (docs/recovery.md, "ETTR: the model"), and the
+Monte-Carlo check of the closed forms (suite/model/ettr_sim.py).
 """
 
 from __future__ import annotations
