@@ -80,35 +80,39 @@ def fmt_s(s: float | None) -> str:
     return f"{s:z.3g} s"
 
 
+def markdown(cols: list[str], rows: list[list[str]]) -> str:
+    """A markdown table: what docs/recovery.md quotes as printed."""
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+
+
 def format_points(points: list[ettr.Point]) -> str:
     cols = ["ranks", "job MTTF", "strategy", "Young τ", "Daly τ", "best τ", "ETTR at best τ", "Meta's estimate"]
-    cols.append("vs ByteRobust 97%")
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for p in points:
-        meta = "-" if p.meta is None else f"{p.meta:z.1%}"
-        gap = f"{(p.ettr - ettr.BYTEROBUST_ETTR) * 100:+z.1f} points"
-        lines.append(
-            f"| {p.ranks:,} | {fmt_s(p.mtbf_s)} | {p.strategy} | {fmt_s(p.young_s)} | {fmt_s(p.daly_s)} | "
-            f"{fmt_s(p.best_s)} | {p.ettr:z.1%} | {meta} | {gap} |"
-        )
-    return "\n".join(lines)
+    rows = [
+        [f"{p.ranks:,}", fmt_s(p.mtbf_s), p.strategy, fmt_s(p.young_s), fmt_s(p.daly_s), fmt_s(p.best_s)]
+        + [f"{p.ettr:z.1%}", "-" if p.meta is None else f"{p.meta:z.1%}"]
+        + [f"{(p.ettr - ettr.BYTEROBUST_ETTR) * 100:+z.1f} points"]
+        for p in points
+    ]
+    return markdown(cols + ["vs ByteRobust 97%"], rows)
 
 
 def format_rows(rows: list[ettr.Row]) -> str:
-    head = "strategy  fault  MTBF  failures  R  measured  predicted  at-schedule  first-order  Meta  error  within 10%"
-    lines = [head]
+    cols = ["strategy", "fault", "MTBF", "failures", "R", "measured", "predicted", "at schedule", "first-order"]
+    cells = []
     for r in rows:
-        cells = [r.strategy, r.fault, fmt_s(r.mtbf_s), str(r.failures), fmt_s(r.restart_s), f"{r.measured:z.3f}"]
         models = (r.predicted, r.at_schedule, r.first_order, r.meta)
-        cells += ["-" if v is None else f"{v:z.3f}" for v in models]
-        cells += [f"{r.error:+z.1%}", "yes" if r.ok else "NO"]
-        lines.append("  ".join(cells))
+        cells.append(
+            [r.strategy, r.fault, fmt_s(r.mtbf_s), str(r.failures), fmt_s(r.restart_s), f"{r.measured:z.3f}"]
+            + ["-" if v is None else f"{v:z.3f}" for v in models]
+            + [f"{r.error:+z.1%}", "yes" if r.ok else "NO"]
+        )
     rates = ettr.rates_within_bar(rows)
-    lines.append(
-        f"# {sum(r.ok for r in rows)} of {len(rows)} runs within {ettr.BAR:z.0%}; schedule MTBFs where every run is: "
-        f"{', '.join(fmt_s(m) for m in rates) or 'none'} ({len(rates)} of the 3 the model must hold at)"
+    return (
+        markdown(cols + ["Meta's estimate", "error", f"within {ettr.BAR:z.0%}"], cells)
+        + f"\n\n{sum(r.ok for r in rows)} of {len(rows)} runs within {ettr.BAR:z.0%}; schedule MTBFs where every "
+        f"run is: {', '.join(fmt_s(m) for m in rates) or 'none'} ({len(rates)} of the 3 the model must hold at)"
     )
-    return "\n".join(lines)
 
 
 def check_rows(seed: int, failures: int, ckpt_s: float = 1.0, restart_s: float = 2.0, tau_s: float = 10.0) -> list:
@@ -132,15 +136,15 @@ def check_rows(seed: int, failures: int, ckpt_s: float = 1.0, restart_s: float =
 
 
 def format_check(rows: list[dict]) -> str:
-    lines = ["strategy  MTBF  τ  C  R  failures  simulated  complete model  (error)  first-order  Meta"]
-    for r in rows:
-        err = r["exact"] / r["simulated"] - 1
-        lines.append(
-            f"{'live' if r['live'] else 'checkpoint'}  {fmt_s(r['mtbf_s'])}  {fmt_s(r['tau_s'])}  "
-            f"{fmt_s(r['ckpt_s'])}  {fmt_s(r['restart_s'])}  {r['failures']}  {r['simulated']:z.4f}  "
-            f"{r['exact']:z.4f}  ({err:+z.2%})  {r['first_order']:z.4f}  {r['meta']:z.4f}"
-        )
-    return "\n".join(lines)
+    cols = ["strategy", "MTBF", "τ", "C", "R", "failures", "simulated ETTR", "complete model", "error"]
+    cells = [
+        ["live" if r["live"] else "checkpoint"]
+        + [fmt_s(r[k]) for k in ("mtbf_s", "tau_s", "ckpt_s", "restart_s")]
+        + [f"{r['failures']:,}", f"{r['simulated']:z.4f}", f"{r['exact']:z.4f}"]
+        + [f"{r['exact'] / r['simulated'] - 1:+z.2%}", f"{r['first_order']:z.4f}", f"{r['meta']:z.4f}"]
+        for r in rows
+    ]
+    return markdown(cols + ["first-order", "Meta's estimate"], cells)
 
 
 def _cmd_table(args) -> int:

@@ -247,4 +247,38 @@ def test_make_ettr_check_prints_the_monte_carlo_table():
     )
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    assert lines[0].startswith("strategy  MTBF") and len(lines) == 1 + 2 * len(ettr_cli.CHECK_RATES)
+    assert lines[0].startswith("| strategy | MTBF |") and len(lines) == 2 + 2 * len(ettr_cli.CHECK_RATES)
+
+
+def _doc_table(after: str) -> list[list[str]]:
+    """The rows of the first markdown table after ``after`` in docs/recovery.md, as cells."""
+    text = (ROOT / "docs" / "recovery.md").read_text()
+    lines = text[text.index(after) :].splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("| "))
+    rows = []
+    for ln in lines[start + 2 :]:
+        if not ln.startswith("| "):
+            break
+        rows.append([c.strip() for c in ln.strip("|").split("|")])
+    return rows
+
+
+def test_the_docs_extrapolation_table_is_what_make_ettr_prints():
+    argv = ["table", "--ckpt-s", "30", "--restart-s", "300", "--async-ckpt-s", "3", "--live-s", "60", "--step-s", "2"]
+    args = ettr_cli.parser().parse_args(argv)
+    printed = ettr_cli.format_points(
+        ettr.extrapolation(ettr_cli.scales(args), ckpt_s=30, restart_s=300, async_ckpt_s=3, live_loss_s=60, step_s=2)
+    )
+    want = [[c.strip() for c in ln.strip("|").split("|")] for ln in printed.splitlines()[2:]]
+    assert _doc_table("make ettr ETTR_CKPT_S=30 ETTR_RESTART_S=300 ETTR_ASYNC_CKPT_S=3") == want
+
+
+def test_the_docs_monte_carlo_table_is_what_make_ettr_check_prints():
+    """The closed-form columns exactly; the simulated ones within 0.5% (they pass through the C library's log)."""
+    doc = _doc_table("With its default seed (1)")
+    rows = ettr_cli.check_rows(1, 4000)
+    assert len(doc) == len(rows)
+    for cells, r in zip(doc, rows):
+        assert cells[0] == ("live" if r["live"] else "checkpoint") and cells[7] == f"{r['exact']:z.4f}"
+        assert cells[9:] == [f"{r['first_order']:z.4f}", f"{r['meta']:z.4f}"]
+        assert float(cells[6]) == pytest.approx(r["simulated"], rel=0.005)
