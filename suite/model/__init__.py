@@ -12,7 +12,8 @@ runs), ``runs`` (points of a stored run), ``calibrate`` (links fitted to a run),
 run says, the algorithm check), ``step`` (the protocol of an experiment's step model: the
 experiment's ``model.py`` behind its spec's ``step_model`` hook, e.g. experiments/ddp/model.py),
 ``document`` (tables, predict.json), ``report_section`` (the report's section),
-``validate``, ``cli``, ``units``.
+``validate``, ``cli``, ``units``; and, apart from the rest, ``ettr`` (ETTR under failures, its Monte-Carlo
+check ``ettr_sim``, its command ``ettr_cli``: make ettr; docs/recovery.md).
 
 **Link classes.** Ranks sit ``ranks_per_node`` to a node, node by node (torchrun's numbering).
 A message between two ranks of one node crosses an *intra*-node link, between nodes an
