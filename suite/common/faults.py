@@ -9,7 +9,7 @@ required ones. The six switches (``INJECTIONS``; what each does is in docs/failu
 - ``SUITE_INJECT_DELAY=<rank>:<seconds>[:<name>[,<name>...]][@after|@before]`` (suite/harness/runner.py)
 - ``SUITE_INJECT_MISMATCH=<name>[,<name>...]`` (suite/harness/runner.py)
 - ``SUITE_INJECT_DIVERGE=<action>:<rank>:<k>[:<name>[,<name>...]][@below]`` (suite/harness/runner.py, plants.py)
-- ``SUITE_INJECT_FAULT=<action>:<rank>:<n>`` (suite/harness/plugin.py: a real process event before a test)
+- ``SUITE_INJECT_FAULT=<action>:<rank>:<n>`` (suite/harness/pytest/plugin.py: a real process event before a test)
 - ``SUITE_INJECT_BACKEND=<fault>[:<name>[,<name>...]]`` (suite/harness/faulty_backend.py: the ops of the
   cases it names, on plain Gloo, return results wrong as ``<fault>`` makes them)
 
@@ -44,7 +44,7 @@ BACKEND_FAULTS = (
 )
 """The classes of wrong result the planted faults make (suite/harness/faulty_backend.py)."""
 PROCESS_FAULTS = ("kill", "term", "stop", "exit", "raise")
-"""What a rank does to itself before its n-th test (suite/harness/plugin.py ``_inject_fault``)."""
+"""What a rank does to itself before its n-th test (suite/harness/pytest/plugin.py ``_inject_fault``)."""
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 The harness (suite/harness/runner.py) and the timing loop (suite/harness/timing.py) add each phase of each case
 (group and probe, building buffers, the check run, checks, warm-up, the timed samples, the
-cross-rank reduction, the after-case sequence check); the pytest bridge (suite/harness/plugin.py and
+cross-rank reduction, the after-case sequence check); the pytest bridge (suite/harness/pytest/plugin.py and
 results_file.py) adds starting the process group and writing bench.json, and the rest of the session's
 wall time is ``other`` (pytest's own work, collection, fixtures, reports). Rank 0's are recorded as
 ``suite.phase_seconds`` (and per experiment ``suite.phase_seconds_by_experiment``); ``docs/reports.md``

@@ -5,7 +5,7 @@
     untimed op -> check every timed buffer set -> reduce across ranks -> derive -> record
 
 ``Harness.run`` returns the Measurement and the record; the pytest bridge
-(suite/harness/plugin.py) hands them to pytest-benchmark and fails the case when
+(suite/harness/pytest/plugin.py) hands them to pytest-benchmark and fails the case when
 ``n_wrong > 0``. Every cross-rank decision (skip after a probe, n_wrong) is made by
 every rank alike, so the ranks never part ways.
 

@@ -4,7 +4,7 @@
 
 Everything a run needs is checked here, before any process group exists: the knobs (exit 2), the
 backend/device/world layout and the network settings (exit 3). Then torchrun starts the ranks, each running
-``pytest -p suite.harness.plugin experiments/...``; rank 0 writes ``<results-root>/<run-id>/bench.json`` and
+``pytest -p suite.harness.pytest.plugin experiments/...``; rank 0 writes ``<results-root>/<run-id>/bench.json`` and
 this process points ``<results-root>/latest`` at it (unless the run was interrupted). Cases the world was too small
 for run after, in a second pass at the world they need (suite/launch/passes.py). The exit status is the
 ranks' (1 on any failure).
@@ -142,7 +142,7 @@ def ranks_command(backend: str, lay: dict, files, suite_opts, passthrough, env: 
 def pytest_argv(files: list[str], suite_opts: list[str], passthrough: list[str]) -> list[str]:
     """What every rank runs after ``python``: the same pytest session under torchrun and mpiexec."""
     # hypothesis's pytest plugin (a dev dependency, for the suite's own tests) costs each rank ~1 s of CPU to import
-    argv = ["-m", "pytest", "-p", "suite.harness.plugin", "-p", "no:hypothesispytest", "-q", "-rs"]
+    argv = ["-m", "pytest", "-p", "suite.harness.pytest.plugin", "-p", "no:hypothesispytest", "-q", "-rs"]
     return argv + [*files, *suite_opts, *passthrough]
 
 

@@ -15,14 +15,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("suite", "experiments")
 FORBIDDEN_FOR_EXPERIMENTS = {
-    "suite.harness.plugin",
-    "suite.harness.run_state",
-    "suite.harness.results_file",
-    "suite.harness.rank_output",
-    "suite.harness.failure_notes",
+    "suite.harness.pytest.plugin",
+    "suite.harness.pytest.run_state",
+    "suite.harness.pytest.results_file",
+    "suite.harness.pytest.rank_output",
+    "suite.harness.pytest.failure_notes",
     "suite.harness.runner",
     "suite.results",
-    "suite.harness.bench_adapter",
+    "suite.harness.pytest.bench_adapter",
 }
 OFFLINE_FILES = {"verdict", "report", "model"}
 """An experiment's modules that read a stored run (never on a rank) may use suite.results' readers."""
@@ -364,10 +364,10 @@ def test_suite_api_exports_no_harness_internals():
 MODEL_PACKAGE = "suite.model"
 HARNESS = {
     "suite.harness.runner",
-    "suite.harness.plugin",
+    "suite.harness.pytest.plugin",
     "suite.harness.dist",
     "suite.harness.timing",
-    "suite.harness.bench_adapter",
+    "suite.harness.pytest.bench_adapter",
     "suite.harness.journal",
     "suite.harness.journal.wrap",
     "suite.harness.journal.check",
@@ -541,7 +541,7 @@ def test_the_package_check_names_the_circle_and_the_imports_that_make_it():
         "suite.results": frozenset({"suite.harness.timing"}),
         "suite.harness": frozenset(),
         "suite.harness.timing": frozenset({"suite.metrics"}),
-        "suite.harness.plugin": frozenset({"suite.results", "suite.harness.timing"}),
+        "suite.harness.pytest.plugin": frozenset({"suite.results", "suite.harness.timing"}),
         "suite.report": frozenset(),
         "suite.report.compare": frozenset({"suite.report.compare.text"}),
         "suite.report.compare.text": frozenset({"suite.results", "suite.report.cli"}),
@@ -555,7 +555,7 @@ def test_the_package_check_names_the_circle_and_the_imports_that_make_it():
     ]
     assert package_cycle(graph) == (
         "the packages of suite/ import one another in a circle: suite.harness -> suite.results "
-        "(suite.harness.plugin -> suite.results), then suite.results -> suite.harness (suite.results -> "
+        "(suite.harness.pytest.plugin -> suite.results), then suite.results -> suite.harness (suite.results -> "
         "suite.harness.timing)"
     )
     graph["suite.results"] = frozenset({"suite.metrics"})
