@@ -171,4 +171,4 @@ def test_a_divergence_below_the_harness_is_blamed_on_its_rank(tmp_path, plant):
     diag = json.loads((tmp_path / "results" / "run" / "failures" / "hang.json").read_text())
     assert diag["kind"] == "divergence" and f"# hang diagnosis: {diag['verdict']}" in out
     assert f"; rank 1 issued a different {what} there (" in diag["verdict"], diag["verdict"]
-    assert "suite/harness/plants.py" not in diag["verdict"]  # the plant's own frames: where it was called from
+    assert "suite/harness/plant/below.py" not in diag["verdict"]  # the plant's own frames: where it was called from
