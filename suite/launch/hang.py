@@ -36,7 +36,7 @@ _SKIP_FILES = (  # the journal's own frames (its wrappers, its check, its dump) 
     "suite/harness/journal/dump.py",
     "suite/common/failures.py",
     "suite/harness/plant/below.py",  # a divergence planted below the harness: where it was called from is the place
-    "suite/harness/mpi_backend.py",  # BACKEND=mpi: a Work's wait polls MPI there; its caller is the one waiting
+    "suite/harness/mpi/group.py",  # BACKEND=mpi: a Work's wait polls MPI there; its caller is the one waiting
 )
 
 
