@@ -1,6 +1,6 @@
 """The run's timeline: ``<run>/trace.json``, the ranks' parts merged into one Chrome trace.
 
-Each rank leaves its part in ``<run>/trace/rank<r>.json`` (suite/harness/timeline.py) at the end of its
+Each rank leaves its part in ``<run>/trace/rank<r>.json`` (suite/harness/journal/timeline.py) at the end of its
 session and whenever its journal dumps; a rank that could not (killed, or ended while it wrote) may still
 have left its journal's last ops in ``<run>/hang/rank<r>.json``, or at least their starts in its ring file
 (``rank<r>.ring``, suite/common/journal_ring.py). ``write_trace`` merges whatever is there,
@@ -13,7 +13,7 @@ the newer record of an op winning, into the Trace Event Format that ui.perfetto.
   includes compute: a DDP or sharded training step), the ops the journal saw (``X`` events, ``args``: op,
   group, seq, bytes, case, ...), and in each step the time between its ops as ``compute`` spans; an op still
   waiting when its rank last wrote ends there (``state: entered``);
-- an ``i`` instant where a rank's ops of a case start being dropped (the bound, suite/harness/timeline.py);
+- an ``i`` instant where a rank's ops of a case start being dropped (the bound, suite/harness/journal/timeline.py);
 - ``otherData``: the clocks, the bounds and what was dropped, what the ops are and are not.
 
 The launcher calls it when the ranks have ended (suite/launch/cli.py); ``python -m suite.launch.trace RUN``

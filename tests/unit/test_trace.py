@@ -1,4 +1,4 @@
-"""The run's timeline (suite/harness/timeline.py, suite/launch/trace.py) on a one-rank Gloo group in this
+"""The run's timeline (suite/harness/journal/timeline.py, suite/launch/trace.py) on a one-rank Gloo group in this
 process: what the journal records for it, the bound on what a rank keeps and how the trace says what it
 dropped, and how the merge keeps every track nested."""
 
@@ -8,7 +8,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from suite.harness import journal, timeline
+from suite.harness import journal
+from suite.harness.journal import timeline
 
 import suite.harness.journal.wrap as journal_wrap
 from suite.harness.runner import Harness

@@ -220,7 +220,7 @@ def pytest_benchmark_update_machine_info(config, machine_info):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """Each case's wall time and phases also count to its experiment (suite.phase_seconds_by_experiment); the
-    case is a span of the run's trace (suite/harness/timeline.py)."""
+    case is a span of the run's trace (suite/harness/journal/timeline.py)."""
     st = state(item.config)
     if st is None:
         yield
@@ -328,7 +328,7 @@ def pytest_sessionfinish(session, exitstatus):
     if st is not None:
         from suite.harness.dist import EndOfRun
 
-        if st.phases.timeline is not None:  # this rank's part of the run's trace (suite/harness/timeline.py)
+        if st.phases.timeline is not None:  # this rank's part of the run's trace (suite/harness/journal/timeline.py)
             st.phases.timeline.write_part("end of session")
         st.end = EndOfRun(st.rank, config.option.run_id)
         st.end.ending()  # rank 0: its cases are over, its last write follows
