@@ -46,7 +46,7 @@ from suite.common.backends import record_of
 from suite.launch.preflight import RendezvousError, preflight_with_selection
 from suite.launch.supervise import final_status, run_ranks, stamp_status
 from suite.launch.warm import WarmTorchrun
-from suite.launch.trace import write_trace
+from suite.postmortem.trace import write_trace
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: suite/launch/ is two levels down
 
@@ -308,7 +308,7 @@ def _main(argv: list[str], where: dict) -> int:
     erase = live and sys.stderr.isatty()
     rc, signum, first = run_ranks(cmd, env, run_dir, ROOT, erase, lay["world_size"], where.get("warm"))
     where["ranks_ended"] = run_dir
-    write_trace(run_dir)  # <run>/trace.json: the ranks' timelines merged (suite/launch/trace.py)
+    write_trace(run_dir)  # <run>/trace.json: the ranks' timelines merged (suite/postmortem/trace.py)
     if live and (rc != 0 or signum):  # rank 0 may not have erased its line itself
         sys.stdout.write(progress.RESET_TERMINAL)
         sys.stdout.flush()

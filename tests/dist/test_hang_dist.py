@@ -1,5 +1,5 @@
-"""A hung or diverged run names the rank, the op and the line (suite/harness/journal/, suite/launch/hang.py), through
-the launcher users run, on real Gloo groups: each kind of divergence is planted on rank 1 inside the
+"""A hung or diverged run names the rank, the op and the line (suite/harness/journal/, suite/postmortem/hang.py),
+through the launcher users run, on real Gloo groups: each kind of divergence is planted on rank 1 inside the
 timed iterations of the second case (SUITE_INJECT_DIVERGE, suite/harness/runner.py), with TIMEOUT_S=5.
 
 What each run must show: the exit status (9 for a divergence, never 5 "a peer was lost" for a rank

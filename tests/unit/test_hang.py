@@ -1,4 +1,4 @@
-"""The hang diagnosis (suite/launch/hang.py) and the after-case sequence check's verdict
+"""The hang diagnosis (suite/postmortem/hang.py) and the after-case sequence check's verdict
 (suite/harness/journal/check.py) as pure functions of synthetic per-rank dumps: which rank each kind of
 divergence names."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from suite.launch import hang
+from suite.postmortem import hang
 
 from suite.common import flight_recorder
 

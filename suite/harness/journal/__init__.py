@@ -23,7 +23,7 @@ would pair with the wrong op), how many collectives each issued on each group si
 the previous check (the sequence numbers less the p2p ops the journal saw, since p2p
 patterns are asymmetric by design). A difference raises ``Diverged`` on every rank.
 
-On a hang the launcher (suite/launch/hang.py) asks every rank for a dump: a thread of the
+On a hang the launcher's diagnosis (suite/postmortem/hang.py) asks every rank for a dump: a thread of the
 rank writes ``<run>/hang/rank<r>.json`` (journal tail, live sequence numbers, every
 thread's Python stack) when ``<run>/hang/request`` appears, and when the rank itself
 records a failure. A fatal signal (Gloo's SIGABRT on a size mismatch) leaves only
