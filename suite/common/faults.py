@@ -5,10 +5,10 @@ field of names is a ``,``-list, each name matched by ``Case.answers_to`` (an exp
 identity value, or ``all``). Optional fields are filled left to right by the fields given beyond the
 required ones. The six switches (``INJECTIONS``; what each does is in docs/failures.md):
 
-- ``SUITE_INJECT_CORRUPTION=[<fault>:]<name>[,<name>...][@timed]`` (suite/harness/runner.py)
+- ``SUITE_INJECT_CORRUPTION=[<fault>:]<name>[,<name>...][@timed]`` (suite/harness/runner.py; plant/corruptions.py)
 - ``SUITE_INJECT_DELAY=<rank>:<seconds>[:<name>[,<name>...]][@after|@before]`` (suite/harness/runner.py)
 - ``SUITE_INJECT_MISMATCH=<name>[,<name>...]`` (suite/harness/runner.py)
-- ``SUITE_INJECT_DIVERGE=<action>:<rank>:<k>[:<name>[,<name>...]][@below]`` (suite/harness/runner.py, plants.py)
+- ``SUITE_INJECT_DIVERGE=<action>:<rank>:<k>[:<name>[,<name>...]][@below]`` (suite/harness/runner.py, plant/below.py)
 - ``SUITE_INJECT_FAULT=<action>:<rank>:<n>`` (suite/harness/pytest/plugin.py: a real process event before a test)
 - ``SUITE_INJECT_BACKEND=<fault>[:<name>[,<name>...]]`` (suite/harness/plant/backend.py: the ops of the
   cases it names, on plain Gloo, return results wrong as ``<fault>`` makes them)
