@@ -172,7 +172,7 @@ if [ -n "$first" ]; then
   # the cause as the first failing node's own ranks wrote it, or the doctor's finding (status 8)
   docker/first-failure.sh "$RESULTS_DIR/$RUN_ID" "$first" "$first_code"
 fi
-# the launchers' hang diagnosis (suite/launch/hang.py render: the verdict is the one "# " line without a label)
+# the launchers' hang diagnosis (suite/postmortem/hang.py render: the verdict is the one "# " line without a label)
 hang_txt="$RESULTS_DIR/$RUN_ID/failures/hang.txt"
 if [ -s "$hang_txt" ]; then
   verdict=$(grep -v -e '^#   ' -e '^# hang diagnosis' -e '^# flight recorder' "$hang_txt" | head -n 1)

@@ -1,4 +1,4 @@
-# Kubernetes: a run's manifest (suite/launch/k8s/), from the same knobs as bench-gpu and compose-up, checked by the
+# Kubernetes: a run's manifest (suite/deploy/k8s/), from the same knobs as bench-gpu and compose-up, checked by the
 # launcher and against the custom resource's schema before it is written. Nothing here talks to a cluster.
 #   make k8s [KIND=trainjob|jobset] [JOB=bench|doctor] [NNODES=3] [GPUS=8] [IMAGE=torch-comm-suite:latest]
 #            [RESULTS_PVC=torch-comm-suite-results] [K8S_OUT=-|dir] [EXPERIMENTS=...] [MAX_BYTES=...] [RUN_ID=...]
@@ -25,7 +25,7 @@ K8S_DOCTOR_ARGS = --experiments doctor --iters $(DOCTOR_RUN_ITERS) --warmup $(DO
 K8S_RUN_DEADLINE_S = $(or $(K8S_DEADLINE_S),$(if $(filter doctor,$(JOB)),900))
 
 k8s: venv  ## a run's Kubernetes manifest (KIND=trainjob|jobset, JOB=bench|doctor), schema-checked; K8S_OUT=dir or stdout
-	@$(PY) -m suite.launch.k8s --kind $(KIND) --job $(JOB) --image $(IMAGE) --pvc $(RESULTS_PVC) --out $(K8S_OUT) \
+	@$(PY) -m suite.deploy.k8s --kind $(KIND) --job $(JOB) --image $(IMAGE) --pvc $(RESULTS_PVC) --out $(K8S_OUT) \
 	  $(if $(K8S_SHM),--shm $(K8S_SHM)) $(if $(K8S_NAME),--name $(K8S_NAME)) \
 	  $(if $(K8S_RUN_DEADLINE_S),--deadline-s $(K8S_RUN_DEADLINE_S)) --nnodes $(NNODES) --nproc $(or $(GPUS),8) \
 	  $(SUITE_ARGS) $(if $(filter doctor,$(JOB)),$(K8S_DOCTOR_ARGS)) $(PASSTHROUGH)

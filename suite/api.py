@@ -27,7 +27,7 @@ MODULES = (
     # Process groups beyond the world (lanes, subgroups, a one-rank group): their one home.
     "suite.harness.groups",
     # The suite's MPI process group (BACKEND=mpi): its communicator and numpy views, for a bare mpi4py call.
-    "suite.harness.mpi_backend",
+    "suite.harness.mpi.group",
     # The host, read without starting a group: environment, NUMA and PCIe, interfaces and routes, pinning.
     "suite.system.sysinfo",
     "suite.system.topology",
@@ -39,7 +39,12 @@ MODULES = (
     "suite.report.figures",
     "suite.report.rank_plots",
 )
-"""Modules re-exported whole, each under its last name (``suite.api.verify``, ``suite.api.groups``)."""
+"""Modules re-exported whole, each under its last name (``suite.api.verify``, ``suite.api.groups``) or the one
+``EXPORTED_AS`` gives it."""
+
+EXPORTED_AS = {"suite.harness.mpi.group": "mpi_backend"}
+"""A module of MODULES exported under a name other than its last: the contract's name, kept where the module's
+own (the MPI package's ``group``) would say less on its own."""
 
 NAMES: dict[str, str] = {
     # Declaring an experiment: its __init__.py's SPEC and the hooks it names lazily (suite/case.py).
@@ -107,7 +112,7 @@ NAMES: dict[str, str] = {
 }
 """Names re-exported from a module: public name -> its home module (the name is the same there)."""
 
-HOMES = {m.rsplit(".", 1)[-1]: m for m in MODULES} | NAMES
+HOMES = {EXPORTED_AS.get(m, m.rsplit(".", 1)[-1]): m for m in MODULES} | NAMES
 """Every public name -> its home module."""
 
 __all__ = sorted(HOMES)
@@ -122,7 +127,7 @@ if TYPE_CHECKING:  # the same names, imported for static tools (type checkers, i
     from suite.ops import p2p
     from suite.ops import algorithms
     from suite.harness import groups
-    from suite.harness import mpi_backend
+    from suite.harness.mpi import group as mpi_backend
     from suite.system import sysinfo
     from suite.system import topology
     from suite.system import network

@@ -274,7 +274,7 @@ def support_reason(
 def experiment_test(provider: Callable[..., list[Case]]):
     """A pytest test function that runs every case ``provider(cfg, world_size)`` declares.
 
-    The pytest bridge (suite/harness/plugin.py) parametrizes it with the cases and hands it
+    The pytest bridge (suite/harness/pytest/plugin.py) parametrizes it with the cases and hands it
     the harness; the function body is the harness's, not the experiment's.
     """
 

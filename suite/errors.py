@@ -1,6 +1,6 @@
 """Outcomes of a case that are not a measurement, raised by the harness on every rank alike.
 
-The pytest bridge (suite/harness/plugin.py) turns them into pytest's skip and fail; nothing
+The pytest bridge (suite/harness/pytest/plugin.py) turns them into pytest's skip and fail; nothing
 else in the suite imports pytest.
 """
 

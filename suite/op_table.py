@@ -4,8 +4,8 @@ bus-bandwidth families the rows belong to (``Family``), with what the offline mo
 
 - the journal's wrappers (suite/harness/journal/wrap.py: a function without a row is not journaled) and the codes
   of its ring file (suite/common/journal_ring.py);
-- the planted faults (suite/harness/fault_mode.py: the c10d op a row issues is the one a fault applies to);
-- the MPI group's op methods and what their watchers are told (suite/harness/mpi_watch.py);
+- the planted faults (suite/harness/plant/mode.py: the c10d op a row issues is the one a fault applies to);
+- the MPI group's op methods and what their watchers are told (suite/harness/mpi/watch.py);
 - the bus-bandwidth factor and the ring's latency steps (suite/metrics.py ``OP_TABLE``);
 - the algorithm models (suite/model/algorithms.py, backend_choice.py, runs.py, validate.py).
 
@@ -79,12 +79,12 @@ class Op:
     """It moves pickled objects with sends or receives of its own (torch's, not the wrapped ones)."""
     c10d: str | None = None
     """The c10d op it issues (``torch.ops.c10d.<name>``): the one a planted fault applies to
-    (suite/harness/fault_mode.py); None: no fault applies to it (a barrier moves no data; an object list's
+    (suite/harness/plant/mode.py); None: no fault applies to it (a barrier moves no data; an object list's
     inner sends and receives are ops of the rows send and recv)."""
     reduces: bool = False
     """It reduces: the planted ``wrong_reduction`` applies to it."""
     mpi: str | None = None
-    """The method of the MPI group (suite/harness/mpi_backend.py ``MpiGroup``) that carries it; None: none."""
+    """The method of the MPI group (suite/harness/mpi/group.py ``MpiGroup``) that carries it; None: none."""
     renamed_to: str | None = None
     """The row torch (2.13) renamed it to: the suite calls the new function under this name where torch has it."""
 

@@ -1,4 +1,4 @@
-"""The Trace Event Format's rules, as the tests read a run's ``trace.json`` (suite/launch/trace.py): what
+"""The Trace Event Format's rules, as the tests read a run's ``trace.json`` (suite/postmortem/trace.py): what
 Perfetto and chrome://tracing need to open it and draw one nested track per rank."""
 
 from __future__ import annotations

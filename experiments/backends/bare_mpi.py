@@ -1,6 +1,6 @@
 """The bare mpi4py reference lane (``mpi4py/numpy``): the backends experiment's compared collectives and its ring
 send_recv called on mpi4py directly, on numpy views of the same buffers the torch lanes use, so that the MPI lane's
-time over this one is the cost of the suite's Python process group (suite/harness/mpi_backend.py), measured.
+time over this one is the cost of the suite's Python process group (suite/harness/mpi/group.py), measured.
 
 The buffers, their exact checks and guard bands are the torch lanes' own (the op table's builders,
 ``send_recv_exchange``); only the call differs: ``comm.Allreduce(MPI.IN_PLACE, buf, MPI.SUM)`` and its kind, or

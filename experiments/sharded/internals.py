@@ -157,7 +157,7 @@ def leaves(args, kwargs) -> list:
 
 def python_groups(names) -> dict:
     """group name -> the process group, for the groups named that are Python process groups with watchers
-    (suite/harness/mpi_backend.py: BACKEND=mpi), whose ops never reach the dispatcher that CommDebugMode
+    (suite/harness/mpi/group.py: BACKEND=mpi), whose ops never reach the dispatcher that CommDebugMode
     watches. Resolving a group by name is private (``distributed_c10d._resolve_process_group``, torch 2.13)."""
     import torch.distributed as dist
 

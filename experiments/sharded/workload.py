@@ -187,7 +187,7 @@ def stepper(trainer: Trainer, model: nn.Module, opt, local: list, loss_fn: Calla
 
 def has_functional_collectives(backend: str) -> bool:
     """Whether DTensor's functional collectives reach ``backend``'s group: not a Python process group (BACKEND=mpi:
-    suite/harness/mpi_backend.py), as they dispatch in C++ to a backend registered for the device (its record's
+    suite/harness/mpi/group.py), as they dispatch in C++ to a backend registered for the device (its record's
     ``cannot``)."""
     return "functional_collectives" not in record_of(backend).cannot
 

@@ -9,13 +9,14 @@ so collection and calibration are identical everywhere.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from suite import metrics
 from suite.errors import ConfigError  # noqa: F401  (where the knobs are checked, callers catch it)
 from suite.common import backends
-from suite.common.knobs import SECTIONS, section_value
+from suite.common.knobs import section_value, sections
 
 DTYPES = ("float32", "float64", "float16", "bfloat16", "int32", "int64")
 REDOPS = ("sum", "avg", "product", "min", "max")
@@ -98,20 +99,35 @@ class RunKnobs:
         return dataclasses.asdict(self)
 
 
-BenchConfig = dataclasses.make_dataclass(
-    "BenchConfig",
-    [
-        *((name, cls, field(default_factory=cls)) for name, cls in SECTIONS.items()),
-        ("extra", dict, field(default_factory=dict, compare=False)),
-    ],
-    bases=(RunKnobs,),
-    frozen=True,
-    kw_only=True,
-)
-BenchConfig.__module__ = __name__  # pickling and reprs find it here
-BenchConfig.__doc__ = """Every knob of a run: the run-wide ones (RunKnobs), then one field per experiment with settings
-(``cfg.<name>``: its SPEC.settings, SECTIONS), then ``extra``: free-form settings recorded with the results
+@functools.cache
+def bench_config() -> type:
+    """``BenchConfig``, made when first asked for (``from suite.common.config import BenchConfig`` asks): its fields
+    are the experiments' settings, so importing this module imports no experiment."""
+    cls = dataclasses.make_dataclass(
+        "BenchConfig",
+        [
+            *((name, cls, field(default_factory=cls)) for name, cls in sections().items()),
+            ("extra", dict, field(default_factory=dict, compare=False)),
+        ],
+        bases=(RunKnobs,),
+        frozen=True,
+        kw_only=True,
+    )
+    cls.__module__ = __name__  # pickling and reprs find it here
+    cls.__doc__ = """Every knob of a run: the run-wide ones (RunKnobs), then one field per experiment with settings
+(``cfg.<name>``: its SPEC.settings, knobs.sections()), then ``extra``: free-form settings recorded with the results
 (not read by any experiment). Built from the discovered experiments, so adding one adds no line here."""
+    return cls
+
+
+def __getattr__(name: str):
+    if name == "BenchConfig":
+        return bench_config()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+if TYPE_CHECKING:  # the annotations' name for the class bench_config() makes: a RunKnobs with the sections
+    BenchConfig = RunKnobs
 
 
 def config_from_json(path) -> BenchConfig:
@@ -194,7 +210,7 @@ def build_config(**raw) -> BenchConfig:
             kw[key] = str(raw[key]).strip().lower()
     if "extra" in raw and raw["extra"] is not None:
         kw["extra"] = dict(raw["extra"])
-    for name, cls in SECTIONS.items():
+    for name, cls in sections().items():
         value = raw.get(name)
         if value is None or isinstance(value, cls):
             if value is not None:
@@ -205,10 +221,10 @@ def build_config(**raw) -> BenchConfig:
         if bad:
             raise ConfigError(f"unknown {name} setting(s): {', '.join(sorted(bad))}")
         kw[name] = cls(**{k: section_value(name, k, v) for k, v in value.items()})
-    unknown = set(raw) - {f.name for f in dataclasses.fields(BenchConfig)}
+    unknown = set(raw) - {f.name for f in dataclasses.fields(bench_config())}
     if unknown:
         raise ConfigError(f"unknown setting(s): {', '.join(sorted(unknown))}")
-    cfg = BenchConfig(**kw)
+    cfg = bench_config()(**kw)
     validate(cfg)
     return cfg
 
@@ -272,7 +288,7 @@ def validate(cfg: BenchConfig, world_size: int | None = None) -> None:
         bad(f"ROOT must be >= 0, got {cfg.root}")
     if world_size is not None and cfg.root >= world_size:
         bad(f"ROOT {cfg.root} does not exist in a world of {world_size} ranks")
-    for name in SECTIONS:
+    for name in sections():
         check = getattr(getattr(cfg, name), "validate", None)
         if check is not None:
             check()

@@ -5,12 +5,12 @@ field of names is a ``,``-list, each name matched by ``Case.answers_to`` (an exp
 identity value, or ``all``). Optional fields are filled left to right by the fields given beyond the
 required ones. The six switches (``INJECTIONS``; what each does is in docs/failures.md):
 
-- ``SUITE_INJECT_CORRUPTION=[<fault>:]<name>[,<name>...][@timed]`` (suite/harness/runner.py)
+- ``SUITE_INJECT_CORRUPTION=[<fault>:]<name>[,<name>...][@timed]`` (suite/harness/runner.py; plant/corruptions.py)
 - ``SUITE_INJECT_DELAY=<rank>:<seconds>[:<name>[,<name>...]][@after|@before]`` (suite/harness/runner.py)
 - ``SUITE_INJECT_MISMATCH=<name>[,<name>...]`` (suite/harness/runner.py)
-- ``SUITE_INJECT_DIVERGE=<action>:<rank>:<k>[:<name>[,<name>...]][@below]`` (suite/harness/runner.py, plants.py)
-- ``SUITE_INJECT_FAULT=<action>:<rank>:<n>`` (suite/harness/plugin.py: a real process event before a test)
-- ``SUITE_INJECT_BACKEND=<fault>[:<name>[,<name>...]]`` (suite/harness/faulty_backend.py: the ops of the
+- ``SUITE_INJECT_DIVERGE=<action>:<rank>:<k>[:<name>[,<name>...]][@below]`` (suite/harness/runner.py, plant/below.py)
+- ``SUITE_INJECT_FAULT=<action>:<rank>:<n>`` (suite/harness/pytest/plugin.py: a real process event before a test)
+- ``SUITE_INJECT_BACKEND=<fault>[:<name>[,<name>...]]`` (suite/harness/plant/backend.py: the ops of the
   cases it names, on plain Gloo, return results wrong as ``<fault>`` makes them)
 
 ``check(env, world_size)`` parses every switch that is set before any rank starts
@@ -29,7 +29,7 @@ CORRUPTION_FAULTS = ("flip", "misroute")
 """``flip`` adds 1 to an output's first element; ``misroute`` puts the right values in the wrong place."""
 DIVERGE_ACTIONS = ("skip", "other", "size", "sleep", "recv", "stray", "extra")
 """What a diverging rank's k-th call does instead (suite/harness/runner.py ``Harness._diverging``; with ``@below``,
-suite/harness/plants.py ``Below``)."""
+suite/harness/plant/below.py ``Below``)."""
 BACKEND_FAULTS = (
     "drop",
     "stale",
@@ -42,9 +42,9 @@ BACKEND_FAULTS = (
     "aliasing",
     "group_rank",
 )
-"""The classes of wrong result the planted faults make (suite/harness/faulty_backend.py)."""
+"""The classes of wrong result the planted faults make (suite/harness/plant/backend.py)."""
 PROCESS_FAULTS = ("kill", "term", "stop", "exit", "raise")
-"""What a rank does to itself before its n-th test (suite/harness/plugin.py ``_inject_fault``)."""
+"""What a rank does to itself before its n-th test (suite/harness/pytest/plugin.py ``_inject_fault``)."""
 
 
 @dataclass(frozen=True)

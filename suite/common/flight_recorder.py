@@ -1,4 +1,4 @@
-"""torch's flight recorder, read by the hang diagnosis (suite/launch/hang.py): the dumps the ranks leave in
+"""torch's flight recorder, read by the hang diagnosis (suite/postmortem/hang.py): the dumps the ranks leave in
 ``<run>/failures/`` (NCCL's own on a timeout; every rank's when the launcher asks, on any backend), turned into
 the journal's form so that ``hang.diagnose`` reads them as it reads the suite's own journals."""
 
@@ -103,7 +103,7 @@ def flight_recorder_env(env: dict, run_dir: Path, torch_version: str) -> dict[st
 
     The flight recorder keeps the last collectives of each rank in a ring buffer;
     with dump-on-timeout a hung or failed NCCL run leaves one trace per rank
-    (``<run_dir>/failures/nccl_trace_rank_<rank>``, read by the hang diagnosis, suite/launch/hang.py).
+    (``<run_dir>/failures/nccl_trace_rank_<rank>``, read by the hang diagnosis, suite/postmortem/hang.py).
     torch 2.9 renamed TORCH_NCCL_TRACE_BUFFER_SIZE / TORCH_NCCL_DEBUG_INFO_TEMP_FILE to
     TORCH_FR_BUFFER_SIZE / TORCH_FR_DUMP_TEMP_FILE (the old names still work, with a
     deprecation warning; torchtitan switches on the same version). Dumps need

@@ -1,21 +1,29 @@
 """The knobs' spellings: each run-wide knob's flag and make variable (KNOBS), the experiments' settings
 (SECTIONS) and the environment variable of each of their fields (ENV_KNOBS), and how a knob's text becomes
-its value (``parse_count``, ``section_value``, ``settings_from_env``)."""
+its value (``parse_count``, ``section_value``, ``settings_from_env``).
+
+SECTIONS and ENV_KNOBS come from the experiments (suite.registry): they are read when first asked for
+(``sections()``, ``experiment_knobs()``), not when this module is imported, so importing suite/common/ imports
+no experiment."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 
-from suite import metrics, registry
+from suite import metrics
 from suite.common import backends
 from suite.errors import ConfigError
 
-SECTIONS: dict[str, type] = {
-    name: spec.settings for name, spec in registry.discover().items() if spec.settings is not None
-}
-"""Experiment settings nested in BenchConfig, by field name (= the experiment's name): each experiment's
-``SPEC.settings`` (experiments/<name>/settings.py)."""
+
+@functools.cache
+def sections() -> dict[str, type]:
+    """Experiment settings nested in BenchConfig, by field name (= the experiment's name): each experiment's
+    ``SPEC.settings`` (experiments/<name>/settings.py). The one place suite/common/ reaches the experiments."""
+    from suite import registry
+
+    return {name: spec.settings for name, spec in registry.discover().items() if spec.settings is not None}
 
 
 @dataclass(frozen=True)
@@ -73,15 +81,28 @@ def env_knobs(sections: dict[str, type]) -> tuple[EnvKnob, ...]:
     for section, cls in sections.items():
         for f in dataclasses.fields(cls):
             if "env" not in f.metadata:
-                raise registry.RegistryError(f"{cls.__module__}.{cls.__name__}.{f.name} has no metadata={{'env': ...}}")
+                from suite.registry import RegistryError
+
+                raise RegistryError(f"{cls.__module__}.{cls.__name__}.{f.name} has no metadata={{'env': ...}}")
             out.append(EnvKnob(section, f.name, f.metadata["env"]))
     return tuple(out)
 
 
-ENV_KNOBS: tuple[EnvKnob, ...] = env_knobs(SECTIONS)
-"""Experiment knobs set in the environment (make exports them), from each settings field's
-``metadata["env"]``; the launcher reads them once into BenchConfig, and the ranks get them from
-config.json, never from their own environment."""
+@functools.cache
+def experiment_knobs() -> tuple[EnvKnob, ...]:
+    """Experiment knobs set in the environment (make exports them), from each settings field's
+    ``metadata["env"]``; the launcher reads them once into BenchConfig, and the ranks get them from
+    config.json, never from their own environment."""
+    return env_knobs(sections())
+
+
+def __getattr__(name: str):
+    """``SECTIONS`` (``sections()``) and ``ENV_KNOBS`` (``experiment_knobs()``), read when first asked for."""
+    if name == "SECTIONS":
+        return sections()
+    if name == "ENV_KNOBS":
+        return experiment_knobs()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def parse_count(raw: str, name: str) -> int:
@@ -102,7 +123,7 @@ def settings_from_env(env=None) -> dict:
 
     env = os.environ if env is None else env
     out: dict = {}
-    for k in ENV_KNOBS:
+    for k in experiment_knobs():
         raw = str(env.get(k.env, "")).strip()
         if not raw:
             continue
@@ -112,8 +133,8 @@ def settings_from_env(env=None) -> dict:
 
 def section_value(section: str, name: str, value):
     """A section field from a string (the environment), a list (config.json) or a value."""
-    default = getattr(SECTIONS[section](), name)
-    label = next((k.env for k in ENV_KNOBS if (k.section, k.field) == (section, name)), f"{section}.{name}")
+    default = getattr(sections()[section](), name)
+    label = next((k.env for k in experiment_knobs() if (k.section, k.field) == (section, name)), f"{section}.{name}")
     if isinstance(default, str):
         return str(value).strip()
     if name.endswith("_bytes"):  # sizes as the sweep spells them: 64, 4K, 1M (powers of 1024)

@@ -6,7 +6,7 @@ results record per host (suite/system/sysinfo.py) and the doctor and the reports
 the compose nodes, node 0's mpiexec starts every node's ranks over ssh with node 0's environment. So node 0 names
 a file (``NODE_ENV_FILE``, passed to every rank), each node's launcher writes its own variables there on its
 own host before node 0 starts the ranks (suite/launch/mpi.py), and each rank puts them in place of node 0's
-(suite/harness/mpi_rank.py).
+(suite/harness/mpi/rank.py).
 """
 
 from __future__ import annotations

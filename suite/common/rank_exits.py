@@ -4,7 +4,7 @@ torchrun's agent is each rank's parent, so it knows how each ended (an exit stat
 and names the first that failed. MPICH's hydra cannot be read for that: once one rank dies of a signal its
 clean-up kills the others, and its "BAD TERMINATION" block then names the first process of its list with a bad
 end (rank 0 as often as the one that died) and its exit string the last signal it saw. So each rank of an MPI run
-has a small parent of its own (suite/harness/mpi_rank.py) which, when the rank ends other than with status 0 and
+has a small parent of its own (suite/harness/mpi/rank.py) which, when the rank ends other than with status 0 and
 not on a signal that parent passed on, writes ``<run>/hang/rank<r>.exit``: the rank, its host, how it ended and
 when. The launcher reads the earliest as it reads torchrun's root cause (suite/launch/supervise.py), and on
 seeing one ends the other ranks, as torchrun does. Pure Python, no torch: both sides read it.

@@ -87,7 +87,7 @@ def flight_recorder_dump() -> bytes | None:
     return None if fn is None else fn(includeStackTraces=False)
 
 
-# --- the dispatcher's view of c10d's ops (the planted faults over plain Gloo: suite/harness/fault_mode.py) ----------
+# --- the dispatcher's view of c10d's ops (the planted faults over plain Gloo: suite/harness/plant/mode.py) ----------
 
 DispatchMode = TorchDispatchMode
 """The base of a mode that sees every op the dispatcher carries (torch's CommDebugMode's)."""

@@ -22,8 +22,8 @@ import torch.distributed as dist
 
 from suite.common.config import BenchConfig, ConfigError
 from suite.common.failures import EXIT_PEER_FAILURE, record_failure
-from suite.harness import faulty_backend
-from suite.harness.mpi_rank import slurm_tasks_on_node
+from suite.harness.plant import backend as faulty_backend
+from suite.harness.mpi.rank import slurm_tasks_on_node
 from suite.common.backends import PreflightError, TorchFacts, record_of, resolve_backend, resolve_device
 
 

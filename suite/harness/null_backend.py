@@ -1,6 +1,6 @@
 """A process group whose ops complete at once: the yardstick for what the suite adds to an op, free of any network.
 
-Registered with c10d as ``null`` (as the MPI group is, suite/harness/mpi_backend.py), for one rank on CPU: every
+Registered with c10d as ``null`` (as the MPI group is, suite/harness/mpi/group.py), for one rank on CPU: every
 op is already complete when it returns (one shared Work whose ``wait`` returns at once) and leaves its result as
 a one-rank group must (an all_reduce, a broadcast or a barrier change nothing; an all_gather copies the input to
 its output), so the suite's checks hold on it. It counts its ops as c10d's sequence number, which the journal reads

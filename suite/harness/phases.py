@@ -2,11 +2,11 @@
 
 The harness (suite/harness/runner.py) and the timing loop (suite/harness/timing.py) add each phase of each case
 (group and probe, building buffers, the check run, checks, warm-up, the timed samples, the
-cross-rank reduction, the after-case sequence check); the pytest bridge (suite/harness/plugin.py and
+cross-rank reduction, the after-case sequence check); the pytest bridge (suite/harness/pytest/plugin.py and
 results_file.py) adds starting the process group and writing bench.json, and the rest of the session's
 wall time is ``other`` (pytest's own work, collection, fixtures, reports). Rank 0's are recorded as
 ``suite.phase_seconds`` (and per experiment ``suite.phase_seconds_by_experiment``); ``docs/reports.md``
-shows the breakdown of ``make bench-cpu``. With a ``timeline`` (suite/harness/timeline.py) each phase is also
+shows the breakdown of ``make bench-cpu``. With a ``timeline`` (suite/harness/journal/timeline.py) each phase is also
 a span of the run's trace.
 """
 
@@ -61,7 +61,7 @@ class Phases:
         self.by_experiment: dict[str, dict[str, float]] = {}
         self.wall_by_experiment: dict[str, float] = {}
         self.timeline = None
-        """This rank's timeline (suite/harness/timeline.py), once the session's journal is installed."""
+        """This rank's timeline (suite/harness/journal/timeline.py), once the session's journal is installed."""
 
     def add(self, name: str, seconds: float, *, started: float | None = None) -> None:
         """``seconds`` more in phase ``name``; ``started`` (its ``time.perf_counter`` at the start): also a span

@@ -10,7 +10,7 @@ timed steps); communication shows as ``gloo:``/``nccl:`` record functions, DDP's
 buckets as ``DistributedDataParallel.forward`` / autograd hooks, so the overlap of
 all_reduce with backward can be read off the timeline.
 
-The autouse fixture ``suite_profile`` in ``suite.harness.plugin`` (the pytest bridge) uses it, so
+The autouse fixture ``suite_profile`` in ``suite.harness.pytest.plugin`` (the pytest bridge) uses it, so
 every experiment gets it without code of its own; this module does not import pytest.
 ``profile_to(path)`` is the same as a context manager for scripts.
 

@@ -5,7 +5,7 @@
     untimed op -> check every timed buffer set -> reduce across ranks -> derive -> record
 
 ``Harness.run`` returns the Measurement and the record; the pytest bridge
-(suite/harness/plugin.py) hands them to pytest-benchmark and fails the case when
+(suite/harness/pytest/plugin.py) hands them to pytest-benchmark and fails the case when
 ``n_wrong > 0``. Every cross-rank decision (skip after a probe, n_wrong) is made by
 every rank alike, so the ranks never part ways.
 
@@ -17,9 +17,9 @@ op, label, identity value, or ``all``):
   (or, with ``@timed``, after the timed region, in the last in-flight buffer set) every
   rank that holds an output damages it; the check must count it. ``<fault>``:
   ``flip`` (the default) adds 1 to the first element; ``misroute`` delivers the right
-  values to the wrong place, as a routing bug does: two outputs of one shape (chunks,
-  messages) swap contents, or a single output is rotated by one chunk
-  (numel / world size elements; one element when that is the whole tensor).
+  values to the wrong place, as a routing bug does: outputs of one shape (chunks, messages)
+  each take the next one's contents, or one output's world-size parts each take the next
+  part's (suite/harness/plant/corruptions.py: the planted backend's misroute class).
 - ``SUITE_INJECT_DELAY=<rank>:<seconds>[:<name>][@after|@before]``: that rank sleeps
   after each timed op completes (``@after``, the default: inside its sample, a rank slow
   in or after the op; the record must name it as ``last_done_rank``), or before each
@@ -35,7 +35,7 @@ op, label, identity value, or ``all``):
   ``sleep`` (sleeps an hour outside any op), ``recv`` (a recv from the next rank, which never
   sends), ``stray`` (the call, then after the case's last op one more of it, async and never waited
   for: what a library can leave behind), ``extra`` (the call twice). With ``@below``, k counts the
-  rank's calls of the case's op in torch.distributed from the case's set-up (suite/harness/plants.py
+  rank's calls of the case's op in torch.distributed from the case's set-up (suite/harness/plant/below.py
   ``Below``). The after-case sequence check or the launcher's hang diagnosis must name that rank.
 """
 
@@ -53,8 +53,8 @@ import torch
 import torch.distributed as dist
 
 from suite import results
-
-from suite.harness import checks, fault_mode, faulty_backend, journal, plants, verify
+from suite.harness import checks, journal, verify
+from suite.harness.plant import backend as faulty_backend, below, corruptions, mode as fault_mode
 from suite.common import faults
 
 import suite.harness.journal.check as journal_check
@@ -96,7 +96,7 @@ class Harness:
         self._support: dict = {}
         self._journal_s: float | None = None
         self._seeds = itertools.count(1)  # one per check repetition (DistContext.seed)
-        self._below = plants.Below()  # SUITE_INJECT_DIVERGE=...@below, armed at each case's set-up
+        self._below = below.Below()  # SUITE_INJECT_DIVERGE=...@below, armed at each case's set-up
         self._planting = fault_mode.Planting()  # SUITE_INJECT_BACKEND over plain Gloo: what its faults keep
         self.session = Session(cfg, measure=lambda ctx, call: measure(ctx, cfg, call, mode="blocking"))
 
@@ -205,9 +205,9 @@ class Harness:
         if (inj.when == "timed") != timed or not faults.targets(inj.name, case):
             return
         if inj.fault == "misroute":
-            plants.misroute(b, ctx.world_size)
+            corruptions.misroute(list(b.outputs()), ctx.world_size)
         else:
-            plants.flip(b)
+            corruptions.flip(list(b.outputs()))
 
     def _delay(self, ctx: DistContext, case: Case) -> tuple[float, str] | None:
         """(seconds, "after" | "before") when SUITE_INJECT_DELAY delays this rank in this case, else None."""
@@ -220,7 +220,7 @@ class Harness:
 
     def _diverging(self, ctx: DistContext, case: Case, call):
         inj = switch("SUITE_INJECT_DIVERGE", self.env)
-        if inj is None or inj.when == "below":  # planted below the harness: plants.Below
+        if inj is None or inj.when == "below":  # planted below the harness: below.Below
             return call
         if inj.rank != ctx.rank or not faults.targets(inj.name, case):
             return call

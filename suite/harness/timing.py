@@ -104,7 +104,7 @@ def _run_samples(
 ) -> tuple[list[float], list[float]]:
     """(samples, arrivals): per sample, this rank's time from its barrier exit to the op(s) done / depth,
     and from its barrier exit to its (first) op call. ``mark(start, end)``: each host-clock sample's
-    interval, after it was taken (the run's timeline, suite/harness/timeline.py). ``steps``: the ops of one
+    interval, after it was taken (the run's timeline, suite/harness/journal/timeline.py). ``steps``: the ops of one
     sample as the journal saw them in the warm-up (suite/harness/journal/quiet.py): then the journal records
     each sample's ops before it and checks them after it, and none of its work is inside the sample."""
     if ctx.device.type == "cuda":

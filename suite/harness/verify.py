@@ -14,7 +14,7 @@ element escapes the check with probability about 1/hi, recorded per case as
 ``check_values`` (bfloat16 at many ranks leaves few values: the record says so).
 
 What a check must see besides wrong values at the right places (each proven by the planted faults
-of SUITE_INJECT_BACKEND, suite/harness/faulty_backend.py; docs/metrics.md has the table):
+of SUITE_INJECT_BACKEND, suite/harness/plant/backend.py; docs/metrics.md has the table):
 
 - **a seed per check repetition** (``pattern``'s ``seed``; the builders pass ``DistContext.seed``): the
   harness gives the check run and the timed buffer sets of each case their own, so an output an

@@ -4,7 +4,7 @@
 
 Everything a run needs is checked here, before any process group exists: the knobs (exit 2), the
 backend/device/world layout and the network settings (exit 3). Then torchrun starts the ranks, each running
-``pytest -p suite.harness.plugin experiments/...``; rank 0 writes ``<results-root>/<run-id>/bench.json`` and
+``pytest -p suite.harness.pytest.plugin experiments/...``; rank 0 writes ``<results-root>/<run-id>/bench.json`` and
 this process points ``<results-root>/latest`` at it (unless the run was interrupted). Cases the world was too small
 for run after, in a second pass at the world they need (suite/launch/passes.py). The exit status is the
 ranks' (1 on any failure).
@@ -46,7 +46,7 @@ from suite.common.backends import record_of
 from suite.launch.preflight import RendezvousError, preflight_with_selection
 from suite.launch.supervise import final_status, run_ranks, stamp_status
 from suite.launch.warm import WarmTorchrun
-from suite.launch.trace import write_trace
+from suite.postmortem.trace import write_trace
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: suite/launch/ is two levels down
 
@@ -142,7 +142,7 @@ def ranks_command(backend: str, lay: dict, files, suite_opts, passthrough, env: 
 def pytest_argv(files: list[str], suite_opts: list[str], passthrough: list[str]) -> list[str]:
     """What every rank runs after ``python``: the same pytest session under torchrun and mpiexec."""
     # hypothesis's pytest plugin (a dev dependency, for the suite's own tests) costs each rank ~1 s of CPU to import
-    argv = ["-m", "pytest", "-p", "suite.harness.plugin", "-p", "no:hypothesispytest", "-q", "-rs"]
+    argv = ["-m", "pytest", "-p", "suite.harness.pytest.plugin", "-p", "no:hypothesispytest", "-q", "-rs"]
     return argv + [*files, *suite_opts, *passthrough]
 
 
@@ -308,7 +308,7 @@ def _main(argv: list[str], where: dict) -> int:
     erase = live and sys.stderr.isatty()
     rc, signum, first = run_ranks(cmd, env, run_dir, ROOT, erase, lay["world_size"], where.get("warm"))
     where["ranks_ended"] = run_dir
-    write_trace(run_dir)  # <run>/trace.json: the ranks' timelines merged (suite/launch/trace.py)
+    write_trace(run_dir)  # <run>/trace.json: the ranks' timelines merged (suite/postmortem/trace.py)
     if live and (rc != 0 or signum):  # rank 0 may not have erased its line itself
         sys.stdout.write(progress.RESET_TERMINAL)
         sys.stdout.flush()

@@ -2,7 +2,7 @@
 
 Processes torchrun starts cannot join one MPI world, so the launcher starts the ranks with the ``mpiexec``
 next to its own Python (the MPICH wheel puts it in the virtual environment's bin), each rank running
-suite/harness/mpi_rank.py, which sets torchrun's variables from MPI's and runs the same pytest session as
+suite/harness/mpi/rank.py, which sets torchrun's variables from MPI's and runs the same pytest session as
 under torchrun. The launcher itself hosts the rendezvous store, as torchrun's agent does
 (``TORCHELASTIC_USE_AGENT_STORE``: every rank is its client), so the heartbeat and the end-of-run
 handshake outlive any one rank.
@@ -90,7 +90,7 @@ def command(lay: dict, rank_argv: list[str], env=None) -> list[str]:
     ``lay["nproc"]`` ranks, or inside a Slurm allocation ``srun`` with ``lay["world_size"]``, ``nproc`` a node.
     ``--overlap``: the launcher may itself run in a step (``srun python -m suite.launch``); ``--overcommit`` and
     no CPU binding: the ranks share the node's CPUs as under torchrun (the record says when they outnumber them)."""
-    rank = [sys.executable, "-m", "suite.harness.mpi_rank", *rank_argv]
+    rank = [sys.executable, "-m", "suite.harness.mpi.rank", *rank_argv]
     if across_hosts(lay, env):  # hydra's proxies over ssh, nproc ranks on each host in node order
         hosts = ["-launcher", "ssh", "-hosts", ",".join(mpi_hosts(env)), "-ppn", str(lay["nproc"])]
         return [str(mpiexec_path()), *hosts, "-n", str(lay["world_size"]), *rank]

@@ -134,7 +134,7 @@ class SelectionCheck:
             OMP_NUM_THREADS=env.get("OMP_NUM_THREADS", "1"),
             PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",  # the plugins a rank autoloads choose no case; some take seconds
         )
-        cmd = [sys.executable, "-m", "pytest", "-p", "pytest_benchmark.plugin", "-p", "suite.harness.plugin"]
+        cmd = [sys.executable, "-m", "pytest", "-p", "pytest_benchmark.plugin", "-p", "suite.harness.pytest.plugin"]
         cmd += ["-q", "--collect-only", "-p", "no:faulthandler", *files, "--suite-config", config, *selection]
         self._proc = subprocess.Popen(
             cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL

@@ -28,7 +28,7 @@ from suite.common.failures import (
     EXIT_SIGTERM,
     EXIT_WRONG_RESULT,
 )
-from suite.launch import hang
+from suite.postmortem import hang
 from suite.launch.torchrun_output import ElasticTraceback, root_cause
 from suite.launch.warm import TORCHRUN_POPEN
 from suite.common.fileio import ResultsWriteError, write_error, write_json_atomic
@@ -82,7 +82,7 @@ def run_ranks(
     suite/common/rank_exits.py). ``erase_line``: each line
     first erases the terminal's current line (rank 0's live progress line, drawn
     again below it), instead of being appended to it. ``world_size``: the ranks asked
-    for a hang diagnosis (suite/launch/hang.py) when one fails, before anything is ended (0: none).
+    for a hang diagnosis (suite/postmortem/hang.py) when one fails, before anything is ended (0: none).
     An interrupt is no hang: it is forwarded at once, and the ranks asked for nothing. ``warm``: a WarmTorchrun,
     torchrun already started and waiting for ``cmd`` (suite/launch/warm.py), started the same way."""
     proc = warm.go(cmd, env, cwd) if warm is not None else subprocess.Popen(cmd, cwd=cwd, env=env, **TORCHRUN_POPEN)

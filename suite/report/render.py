@@ -280,7 +280,7 @@ def write_report(
         put(f"{p.name}.png", p.png)
     put("results.csv", to_csv(run).encode())
     hang = hang_section(run, rd)
-    trace = os.path.relpath(rd / "trace.json", out) if (rd / "trace.json").is_file() else None  # suite/launch/trace.py
+    trace = os.path.relpath(rd / "trace.json", out) if (rd / "trace.json").is_file() else None  # postmortem/trace.py
     put("report.md", render_markdown(rep, hang, trace).encode())
     put("index.html", render_html(rep, hang, trace).encode())
     return out / "index.html"

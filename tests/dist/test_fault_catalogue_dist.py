@@ -1,4 +1,4 @@
-"""The checks proven against every fault class: each class of the planted faults (suite/harness/faulty_backend.py,
+"""The checks proven against every fault class: each class of the planted faults (suite/harness/plant/backend.py,
 SUITE_INJECT_BACKEND) against every collective, every p2p pattern and the all_reduce algorithms built from p2p
 (experiments/backends) it applies to, at 2, 3 and 4 Gloo ranks, through the harness as a run uses it. Each case
 must come out wrong, with the class's symptom in the record's ``wrong_found`` (the words the failure message and a

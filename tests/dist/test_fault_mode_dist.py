@@ -1,4 +1,4 @@
-"""The planted faults' mechanism (suite/harness/fault_mode.py) on the reducing ops no case of the fault catalogue
+"""The planted faults' mechanism (suite/harness/plant/mode.py) on the reducing ops no case of the fault catalogue
 issues as they are (tests/dist/test_fault_catalogue_dist.py): the coalesced forms torch's coalescing manager issues
 as one c10d op, and the functional collectives called by hand, at 2 Gloo ranks. wrong_reduction must reduce
 each of them with the other op (here max where sum was asked: rank r holds r + 1, so 2 where 3 is right), and drop
@@ -11,8 +11,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from suite.harness import faulty_backend
-from suite.harness.fault_mode import Planting
+from suite.harness.plant import backend as faulty_backend
+from suite.harness.plant.mode import Planting
 from tests.dist.local_group import gloo_rank
 
 

@@ -1,5 +1,5 @@
-"""A hung or diverged run names the rank, the op and the line (suite/harness/journal/, suite/launch/hang.py), through
-the launcher users run, on real Gloo groups: each kind of divergence is planted on rank 1 inside the
+"""A hung or diverged run names the rank, the op and the line (suite/harness/journal/, suite/postmortem/hang.py),
+through the launcher users run, on real Gloo groups: each kind of divergence is planted on rank 1 inside the
 timed iterations of the second case (SUITE_INJECT_DIVERGE, suite/harness/runner.py), with TIMEOUT_S=5.
 
 What each run must show: the exit status (9 for a divergence, never 5 "a peer was lost" for a rank
@@ -171,4 +171,4 @@ def test_a_divergence_below_the_harness_is_blamed_on_its_rank(tmp_path, plant):
     diag = json.loads((tmp_path / "results" / "run" / "failures" / "hang.json").read_text())
     assert diag["kind"] == "divergence" and f"# hang diagnosis: {diag['verdict']}" in out
     assert f"; rank 1 issued a different {what} there (" in diag["verdict"], diag["verdict"]
-    assert "suite/harness/plants.py" not in diag["verdict"]  # the plant's own frames: where it was called from
+    assert "suite/harness/plant/below.py" not in diag["verdict"]  # the plant's own frames: where it was called from

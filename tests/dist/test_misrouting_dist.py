@@ -1,9 +1,9 @@
 """Misrouted data fails the check: every collective, every p2p pattern, the hand-written ring and
 reduce+broadcast all_reduce and the hierarchical all_reduce, at 3 Gloo ranks on 2 simulated nodes (an
 uneven split: 2 ranks and 1), through the launcher, with the suite's misroute fault
-(SUITE_INJECT_CORRUPTION=misroute:all: the right values in the wrong place — two chunks or messages trade
-places, or an output turns by one chunk). The planted faulty backend's misroute class proves the same
-checks at 2, 3 and 4 ranks, in one process group per world size (tests/dist/test_fault_catalogue_dist.py);
+(SUITE_INJECT_CORRUPTION=misroute:all: the right values in the wrong place — chunks or messages each take the
+next one's place, or an output turns by one chunk: the planted faulty backend's misroute class, which proves the
+same checks at 2, 3 and 4 ranks, in one process group per world size (tests/dist/test_fault_catalogue_dist.py);
 this run adds the launcher, the suite's own fault switch and the hierarchical all_reduce.
 
 The sizes are powers of two: with the old patterns (period 8 in the index and in the rank) every

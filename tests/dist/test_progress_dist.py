@@ -146,7 +146,7 @@ def test_the_live_line_stops_on_ctrl_c_and_each_mode_shows_what_it_says(tmp_path
         "import time\n\ndef test_a():\n    time.sleep(0.5)\n\n"
         "def test_b():\n    raise KeyboardInterrupt\n\ndef test_c():\n    pass\n"
     )
-    cmd = [sys.executable, "-m", "pytest", "-p", "suite.harness.plugin", "-q", "-p", "no:randomly", "test_k.py"]
+    cmd = [sys.executable, "-m", "pytest", "-p", "suite.harness.pytest.plugin", "-q", "-p", "no:randomly", "test_k.py"]
     env = {"PYTHONPATH": str(ROOT), "SUITE_PROGRESS_S": "0"}
     rc, term = on_terminal(cmd, env=env, cwd=tmp_path, timeout=120)
     assert rc == 2, term[-3000:]  # pytest's "interrupted"

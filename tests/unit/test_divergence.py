@@ -1,12 +1,12 @@
-"""Which rank diverged (suite/launch/divergence.py, read by suite/launch/hang.py), over journal fixtures: a case's
-ops as the harness issues them, one rank's planted early, in the middle and late, at 2 and 3 ranks; a size, an
+"""Which rank diverged (suite/postmortem/divergence.py, read by suite/postmortem/hang.py), over journal fixtures: a
+case's ops as the harness issues them, one rank's planted early, in the middle and late, at 2 and 3 ranks; a size, an
 op and a call too many; and a rank that Gloo's abort left only its ring file (suite/common/journal_ring.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from suite.launch import divergence, hang
+from suite.postmortem import divergence, hang
 
 from suite.common import journal_ring
 

@@ -1,4 +1,4 @@
-"""The planted faults (suite/harness/faulty_backend.py) as torch's own layers meet them, on a one-rank plain Gloo
+"""The planted faults (suite/harness/plant/backend.py) as torch's own layers meet them, on a one-rank plain Gloo
 group in this process: what an armed op returns is what Gloo's would (DDP's reducer reads it), and the ops torch
 issues in forms of its own (the coalesced ones) are planted too."""
 
@@ -8,8 +8,9 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from suite.harness import c10d, fault_mode, faulty_backend
-from suite.harness.fault_mode import Planting
+from suite.harness import c10d
+from suite.harness.plant import backend as faulty_backend, mode as fault_mode
+from suite.harness.plant.mode import Planting
 
 
 @pytest.fixture(scope="module")
@@ -74,3 +75,19 @@ def test_a_work_from_a_failed_future_completes_without_raising():
     work = c10d.work_from_future(fut)
     fut.set_exception(RuntimeError("planted"))
     assert work.wait() is True
+
+
+def test_misroute_moves_the_outputs_of_one_shape_among_outputs_of_several():
+    # an all_to_all of uneven splits returns outputs of several shapes: the class (and SUITE_INJECT_CORRUPTION's
+    # misroute, the same function) moves those of one shape one place over; the class once left them all correct
+    from suite.harness.plant.corruptions import Corrupter, misroute
+
+    def outs():
+        return [torch.arange(2.0), torch.arange(10.0, 13.0), torch.arange(20.0, 22.0)]
+
+    planted = outs()
+    Corrupter(3, lambda: [0, 1, 2]).apply("misroute", "alltoall_", planted, None, [])
+    assert [t.tolist() for t in planted] == [[20.0, 21.0], [10.0, 11.0, 12.0], [0.0, 1.0]]
+    buffers = outs()
+    misroute(buffers, 3)
+    assert [t.tolist() for t in buffers] == [t.tolist() for t in planted]

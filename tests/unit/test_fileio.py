@@ -38,7 +38,7 @@ def test_bench_json_entries_are_encoded_once():
     """bench.json is rewritten after every case: an entry is encoded when it is new, never again."""
     from types import SimpleNamespace
 
-    from suite.harness import results_file, run_state
+    from suite.harness.pytest import results_file, run_state
 
     class Bench:
         has_error = False

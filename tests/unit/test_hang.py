@@ -1,4 +1,4 @@
-"""The hang diagnosis (suite/launch/hang.py) and the after-case sequence check's verdict
+"""The hang diagnosis (suite/postmortem/hang.py) and the after-case sequence check's verdict
 (suite/harness/journal/check.py) as pure functions of synthetic per-rank dumps: which rank each kind of
 divergence names."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from suite.launch import hang
+from suite.postmortem import hang
 
 from suite.common import flight_recorder
 
@@ -366,10 +366,10 @@ def test_the_flight_recorders_last_op_of_a_group_counts_as_done_only_by_its_own_
 
 
 def test_a_rank_waiting_in_the_mpi_groups_work_is_named_at_the_users_line():
-    # BACKEND=mpi: a Work's wait polls MPI in suite/harness/mpi_backend.py; the line that waits is the caller's
+    # BACKEND=mpi: a Work's wait polls MPI in suite/harness/mpi/group.py; the line that waits is the caller's
     frames = [
         [str(hang.ROOT / "experiments" / "p2p" / "workload.py"), 42, "exchange"],
         [str(hang.ROOT / ".venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py"), 2600, "recv"],
-        [str(hang.ROOT / "suite" / "harness" / "mpi_backend.py"), 130, "wait"],
+        [str(hang.ROOT / "suite" / "harness" / "mpi" / "group.py"), 130, "wait"],
     ]
     assert hang.where(frames) == "experiments/p2p/workload.py:42 in exchange"

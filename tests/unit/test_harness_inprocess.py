@@ -10,7 +10,8 @@ import time
 import pytest
 import torch
 
-from suite.harness import bench_adapter, verify
+from suite.harness import verify
+from suite.harness.pytest import bench_adapter
 
 from suite.common import faults
 from suite.ops import collectives as ops

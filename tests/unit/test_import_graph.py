@@ -15,14 +15,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("suite", "experiments")
 FORBIDDEN_FOR_EXPERIMENTS = {
-    "suite.harness.plugin",
-    "suite.harness.run_state",
-    "suite.harness.results_file",
-    "suite.harness.rank_output",
-    "suite.harness.failure_notes",
+    "suite.harness.pytest.plugin",
+    "suite.harness.pytest.run_state",
+    "suite.harness.pytest.results_file",
+    "suite.harness.pytest.rank_output",
+    "suite.harness.pytest.failure_notes",
     "suite.harness.runner",
     "suite.results",
-    "suite.harness.bench_adapter",
+    "suite.harness.pytest.bench_adapter",
 }
 OFFLINE_FILES = {"verdict", "report", "model"}
 """An experiment's modules that read a stored run (never on a rank) may use suite.results' readers."""
@@ -364,10 +364,10 @@ def test_suite_api_exports_no_harness_internals():
 MODEL_PACKAGE = "suite.model"
 HARNESS = {
     "suite.harness.runner",
-    "suite.harness.plugin",
+    "suite.harness.pytest.plugin",
     "suite.harness.dist",
     "suite.harness.timing",
-    "suite.harness.bench_adapter",
+    "suite.harness.pytest.bench_adapter",
     "suite.harness.journal",
     "suite.harness.journal.wrap",
     "suite.harness.journal.check",
@@ -425,20 +425,27 @@ def test_the_offline_packages_import_neither_torch_nor_the_harness():
     for package in (MODEL_PACKAGE, "suite.report"):
         assert len([m for m in mods if m.startswith(package + ".")]) > 5, package
         assert offline_violations(mods, package) == [], package
+    # the readers of a run's folder (suite/postmortem/): files only, whether the ranks are gone or hung
+    assert {"suite.postmortem.hang", "suite.postmortem.trace"} <= set(mods)
+    assert offline_violations(mods, "suite.postmortem") == []
 
 
 # --- rule R3, the roles: `ls suite/` says where each module runs ---------------------------------------
 
-ROLES = ("harness", "ops", "system", "launch", "common", "report", "model")
+ROLES = ("harness", "ops", "system", "launch", "postmortem", "deploy", "common", "report", "model")
 SHARED = {"__init__", "api", "case", "errors", "measurement", "metrics", "op_table", "registry", "results"}
 """The modules at the top of suite/: the ones every role shares (suite/__init__.py says what each is)."""
 APART = {
     "suite.launch": ("suite.harness",),
     "suite.harness": ("suite.launch",),
     "suite.common": ("suite.launch", "suite.harness"),
+    "suite.postmortem": ("suite.launch", "suite.harness"),
+    "suite.deploy": ("suite.harness",),
 }
 """Package -> the packages it must not import: the host side runs no rank's code and the ranks none of the host's;
-what both use is suite/common/, which imports neither."""
+what both use is suite/common/, which imports neither. The readers of a run's folder (suite/postmortem/) read its
+files, and nothing of the code that wrote them; a deployment's manifests (suite/deploy/) are the launcher's
+command, rendered, and run no rank's code."""
 
 
 def role_violations(graph: dict[str, frozenset[str]], apart: dict[str, tuple[str, ...]] = APART) -> list[str]:
@@ -469,12 +476,16 @@ def test_the_role_check_names_a_stray_module_and_an_import_across_either_line():
         "suite.launch.cli": frozenset({"suite.harness.dist", "suite.common.progress", "suite.common.config"}),
         "suite.harness.dist": frozenset({"suite.common.config", "suite.launch.preflight"}),
         "suite.common.config": frozenset({"suite.errors", "suite.harness"}),
+        "suite.postmortem.hang": frozenset({"suite.common.journal_ring", "suite.launch.supervise"}),
+        "suite.deploy.k8s.cli": frozenset({"suite.launch.cli", "suite.harness.dist"}),
     }
     assert role_violations(graph) == [
         "suite.common.config -> suite.harness",
+        "suite.deploy.k8s.cli -> suite.harness.dist",
         "suite.harness.dist -> suite.launch.preflight",
         "suite.helpers: a module at the top of suite/ that no role owns",
         "suite.launch.cli -> suite.harness.dist",
+        "suite.postmortem.hang -> suite.launch.supervise",
     ]
 
 
@@ -541,7 +552,7 @@ def test_the_package_check_names_the_circle_and_the_imports_that_make_it():
         "suite.results": frozenset({"suite.harness.timing"}),
         "suite.harness": frozenset(),
         "suite.harness.timing": frozenset({"suite.metrics"}),
-        "suite.harness.plugin": frozenset({"suite.results", "suite.harness.timing"}),
+        "suite.harness.pytest.plugin": frozenset({"suite.results", "suite.harness.timing"}),
         "suite.report": frozenset(),
         "suite.report.compare": frozenset({"suite.report.compare.text"}),
         "suite.report.compare.text": frozenset({"suite.results", "suite.report.cli"}),
@@ -555,7 +566,7 @@ def test_the_package_check_names_the_circle_and_the_imports_that_make_it():
     ]
     assert package_cycle(graph) == (
         "the packages of suite/ import one another in a circle: suite.harness -> suite.results "
-        "(suite.harness.plugin -> suite.results), then suite.results -> suite.harness (suite.results -> "
+        "(suite.harness.pytest.plugin -> suite.results), then suite.results -> suite.harness (suite.results -> "
         "suite.harness.timing)"
     )
     graph["suite.results"] = frozenset({"suite.metrics"})

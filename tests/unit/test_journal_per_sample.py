@@ -122,7 +122,7 @@ def test_a_timed_op_that_raises_leaves_the_journal_saying_which_of_the_samples_o
 
 
 def test_a_wrapper_above_the_journals_keeps_every_timed_op_journaled_per_op(ctx, probed):
-    # a fault planted below the harness (suite/harness/plants.py) wraps torch.distributed's op above the journal's
+    # a fault planted below the harness (suite/harness/plant/below.py) wraps torch.distributed's op above the journal's
     # wrapper, with functools.wraps (which copies the journal's marks onto it): it must stay, and see every call
     import functools
 

@@ -1,5 +1,5 @@
 """make k8s: the TrainJob and JobSet manifests of a run, checked against the custom resources' own schemas
-(suite/launch/k8s/schemas/), and the checks shown to catch planted mistakes. No cluster is involved anywhere."""
+(suite/deploy/k8s/schemas/), and the checks shown to catch planted mistakes. No cluster is involved anywhere."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from suite.launch.k8s import cli, render, validate
+from suite.deploy.k8s import cli, render, validate
 from tests.conftest import ROOT
 
 VENV = Path(sys.executable).parent.parent
@@ -25,7 +25,7 @@ def _make(*args: str) -> subprocess.CompletedProcess:
 
 
 def _render(capsys, *argv: str) -> dict:
-    """python -m suite.launch.k8s in this process (what make k8s runs), its one document parsed."""
+    """python -m suite.deploy.k8s in this process (what make k8s runs), its one document parsed."""
     assert cli.main(["--nproc", "8", "--run-id", "r1", *argv]) == 0, capsys.readouterr().err
     return yaml.safe_load(capsys.readouterr().out)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -140,3 +142,20 @@ def test_experiment_settings_are_the_config_sections_and_their_env_spellings():
 
     with pytest.raises(registry.RegistryError, match=r"Unspelled.size has no metadata"):
         env_knobs({"x": Unspelled})
+
+
+def test_importing_the_shared_base_imports_no_experiment():
+    # suite/common/ is what the launcher and the ranks share: the experiments' settings it needs (knobs.sections(),
+    # BenchConfig) are read when first asked for, an edge the import graph sees, not as a side effect of its import
+    code = (
+        "import importlib, pkgutil, sys\n"
+        "import suite.common\n"
+        "for m in pkgutil.walk_packages(suite.common.__path__, 'suite.common.'):\n"
+        "    importlib.import_module(m.name)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'experiments'))\n"
+        "from suite.common.config import BenchConfig\n"
+        "print('ddp' in {f.name for f in __import__('dataclasses').fields(BenchConfig)})\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["[]", "True"], proc.stdout

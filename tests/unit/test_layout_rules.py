@@ -194,8 +194,8 @@ def test_nvidia_smi_topo_is_run_in_one_place():
 # --- rule R4: every private API of torch, pytest or pytest-benchmark sits behind a named adapter ---------
 
 ADAPTERS = {
-    "suite/harness/bench_adapter.py": "pytest-benchmark's stats and session (exact version)",
-    "suite/harness/terminal.py": "pytest's terminal writer (major version)",
+    "suite/harness/pytest/bench_adapter.py": "pytest-benchmark's stats and session (exact version)",
+    "suite/harness/pytest/terminal.py": "pytest's terminal writer (major version)",
     "suite/harness/c10d.py": "c10d's sequence numbers, group names, flight-recorder dump (torch 2.13)",
     "experiments/ddp/internals.py": "DDP's logger, reducer buckets, first bucket cap (torch 2.13)",
     "experiments/sharded/internals.py": "CommDebugMode's internals, fake process group, pytree (torch 2.13)",

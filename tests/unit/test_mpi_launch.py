@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from suite.common import node_env, rank_exits
-from suite.harness.mpi_rank import launch_env, slurm_tasks_on_node
+from suite.harness.mpi.rank import launch_env, slurm_tasks_on_node
 from suite.launch import mpi
 from suite.common.failures import EXIT_PREFLIGHT
 from tests.conftest import ROOT
@@ -55,7 +55,7 @@ def test_mpi_runs_across_nodes_inside_slurm_or_over_ssh_to_the_named_hosts(monke
     cmd = mpi.command(two, argv, env={"SLURM_JOB_ID": "7"})
     assert cmd[:3] == ["srun", "--mpi=pmi2", "--ntasks=4"] and "--kill-on-bad-exit=1" in cmd
     assert "--nodes=2" in cmd and "--ntasks-per-node=2" in cmd
-    assert cmd[cmd.index(sys.executable) :] == [sys.executable, "-m", "suite.harness.mpi_rank", *argv]
+    assert cmd[cmd.index(sys.executable) :] == [sys.executable, "-m", "suite.harness.mpi.rank", *argv]
 
 
 def test_rank_variables_under_srun_take_the_ranks_on_each_node_from_slurm():
@@ -102,7 +102,7 @@ def test_a_rank_mpiexec_started_ends_as_its_process_did_and_records_how(tmp_path
     way that process did, as mpiexec and srun must see it, and leaves the launcher the record torchrun's "Root
     Cause" block is."""
     env = {**os.environ, "PMI_RANK": "1", "PMI_SIZE": "2"}
-    cmd = [sys.executable, "-m", "suite.harness.mpi_rank", "-c", code, "--results-dir", str(tmp_path)]
+    cmd = [sys.executable, "-m", "suite.harness.mpi.rank", "-c", code, "--results-dir", str(tmp_path)]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == status, proc.stderr
     first = rank_exits.first(tmp_path)
@@ -111,7 +111,7 @@ def test_a_rank_mpiexec_started_ends_as_its_process_did_and_records_how(tmp_path
 
 def test_a_rank_that_ends_with_status_0_leaves_no_record(tmp_path):
     env = {**os.environ, "PMI_RANK": "0", "PMI_SIZE": "2"}
-    cmd = [sys.executable, "-m", "suite.harness.mpi_rank", "-c", "pass", "--results-dir", str(tmp_path)]
+    cmd = [sys.executable, "-m", "suite.harness.mpi.rank", "-c", "pass", "--results-dir", str(tmp_path)]
     assert subprocess.run(cmd, cwd=ROOT, env=env, timeout=60).returncode == 0
     assert rank_exits.first(tmp_path) is None and not (tmp_path / "hang").exists()
 

@@ -14,7 +14,8 @@ import torch.distributed as dist
 
 from suite import metrics, op_table
 from suite.common import journal_ring
-from suite.harness import fault_mode, mpi_backend, mpi_watch
+from suite.harness.mpi import group as mpi_backend, watch as mpi_watch
+from suite.harness.plant import mode as fault_mode
 from suite.harness.journal import wrap
 from suite.model import algorithms, backend_choice
 from suite.ops import collectives

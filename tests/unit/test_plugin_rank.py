@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from suite.harness import run_state
+from suite.harness.pytest import run_state
 
 LAUNCH_VARS = (
     "RANK",

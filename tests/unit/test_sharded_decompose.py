@@ -95,10 +95,10 @@ def test_the_report_section_draws_the_split_from_stored_records():
 
 def test_identical_replayed_calls_carry_distinct_values_so_a_misrouted_one_is_wrong():
     """Two all_reduces (and two all_gathers) of one shape, as a TP step issues them: the suite's misroute fault
-    (the first two outputs of one shape trade places) must be seen. With the same values in every call it
+    (two outputs of one shape trade places) must be seen. With the same values in every call it
     was not: the replay of tp passed under SUITE_INJECT_CORRUPTION=misroute."""
     from suite.common.config import BenchConfig
-    from suite.harness.plants import misroute as _misroute
+    from suite.harness.plant.corruptions import misroute
     from tests.unit.test_harness_inprocess import lone_group
 
     rows = [_row("all_reduce", nbytes=64, count=2), _row("all_gather", nbytes=64, count=2, group="tp")]
@@ -107,5 +107,5 @@ def test_identical_replayed_calls_carry_distinct_values_so_a_misrouted_one_is_wr
             b = decompose.replay_buffers(order, ctx, lambda name: ctx.group)
             b.call(False)
             assert b.check() == 0
-            _misroute(b, ctx.world_size)
+            misroute(list(b.outputs())[:2], ctx.world_size)  # the first two calls' outputs
             assert b.check() == 2 * 16, order[0]["op"]  # every element of the two swapped outputs

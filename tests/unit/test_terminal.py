@@ -1,11 +1,11 @@
-"""pytest's private terminal writer, behind suite/harness/terminal.py: on this pytest's own reporter,
+"""pytest's private terminal writer, behind suite/harness/pytest/terminal.py: on this pytest's own reporter,
 output goes where the adapter points it and back."""
 
 import io
 
 import pytest
 
-from suite.harness import terminal
+from suite.harness.pytest import terminal
 
 
 def test_the_reporter_writes_where_it_is_pointed_and_back(request):

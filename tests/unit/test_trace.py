@@ -1,4 +1,4 @@
-"""The run's timeline (suite/harness/timeline.py, suite/launch/trace.py) on a one-rank Gloo group in this
+"""The run's timeline (suite/harness/journal/timeline.py, suite/postmortem/trace.py) on a one-rank Gloo group in this
 process: what the journal records for it, the bound on what a rank keeps and how the trace says what it
 dropped, and how the merge keeps every track nested."""
 
@@ -8,11 +8,12 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from suite.harness import journal, timeline
+from suite.harness import journal
+from suite.harness.journal import timeline
 
 import suite.harness.journal.wrap as journal_wrap
 from suite.harness.runner import Harness
-from suite.launch import trace
+from suite.postmortem import trace
 from suite.common.config import BenchConfig
 from suite.ops import sweep
 from suite.ops.collectives import FUNCTION_OF
@@ -206,7 +207,7 @@ def _part(rank: int, world: int | None) -> dict:
 
 def test_the_run_keeps_one_copy_of_its_timeline(tmp_path):
     """Once trace.json holds every rank's part the parts are removed, and a later merge (another node's launcher,
-    python -m suite.launch.trace) keeps that trace; a world not all there keeps its parts for a later merge."""
+    python -m suite.postmortem.trace) keeps that trace; a world not all there keeps its parts for a later merge."""
     import json
 
     (tmp_path / "trace").mkdir()

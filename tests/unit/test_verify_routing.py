@@ -192,15 +192,14 @@ def check_p2p_messages(n: int, dtype: str) -> None:
 def test_the_misroute_fault_is_seen(op, n):
     """The suite's misroute fault (SUITE_INJECT_CORRUPTION=misroute:...) applied to the expected
     outputs themselves leaves wrong elements on at least one rank."""
-    from suite.case import Buffers
-    from suite.harness.plants import misroute as _misroute
+    from suite.harness.plant.corruptions import misroute
 
     a = _args("float32", "sum" if op in REDUCING else None, n * 16)
     out = _expected_chunks(op, n, a, 16)
     wrong = 0
     for r in range(n):
         chunks = [t.clone() for t in out[r]] if op != "all_reduce" else [out[r].reshape(-1).clone()]
-        _misroute(Buffers(call=lambda x: None, outputs=lambda ch=chunks: ch), n)
+        misroute(chunks, n)
         wrong += verify.count_wrong(torch.cat(chunks), out[r].reshape(-1))
     assert wrong > 0
 

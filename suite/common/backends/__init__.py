@@ -95,7 +95,7 @@ def auto_backend(device: str) -> str:
 
 
 def check_planted_backend(backend: str, device: str, env=None) -> None:
-    """SUITE_INJECT_BACKEND plants its faults over Gloo on CPU (suite/harness/faulty_backend.py): elsewhere it would
+    """SUITE_INJECT_BACKEND plants its faults over Gloo on CPU (suite/harness/plant/backend.py): elsewhere it would
     plant nothing, and a run that a test reads as the fault's outcome would be a clean one."""
     from suite.common.switches import switch
 

@@ -1,4 +1,4 @@
-"""MPI: the suite's own c10d group over mpi4py (suite/harness/mpi_backend.py), CPU tensors, ranks started by
+"""MPI: the suite's own c10d group over mpi4py (suite/harness/mpi/group.py), CPU tensors, ranks started by
 mpiexec (suite/launch/mpi.py)."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ BACKEND = Backend(
     devices=("cpu",),
     available=available,
     version=version,
-    c10d="suite.harness.mpi_backend:register",
+    c10d="suite.harness.mpi.group:register",
     launcher=MPIEXEC,
     launch_problem="suite.launch.mpi:problem",
     cannot={

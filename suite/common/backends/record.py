@@ -49,7 +49,7 @@ class Backend:
     cuda_graphs: bool = False
     """Its work can be captured in a CUDA graph (TIMING=cuda_graph)."""
     plants_faults: bool = False
-    """The planted faults (SUITE_INJECT_BACKEND: suite/harness/faulty_backend.py) wrap its CPU group."""
+    """The planted faults (SUITE_INJECT_BACKEND: suite/harness/plant/backend.py) wrap its CPU group."""
     cannot: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """What it cannot run, each with why: ``functional_collectives`` (DTensor's, dispatched in C++),
     ``p2p_cuda`` (point-to-point on CUDA tensors), ``powersgd_buckets`` (PowerSGD over several DDP buckets)."""

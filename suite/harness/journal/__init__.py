@@ -15,7 +15,7 @@ another one, or is stuck in its own code, while the others wait. Two facts name 
 
 Each entry also keeps when the call began and returned (``time.perf_counter``), and the entries of the
 first ``timeline.OPS_PER_CASE`` ops of each case (at most ``timeline.OPS_MAX``) stay in ``ops`` for the
-run's timeline (suite/harness/timeline.py): one more clock read and one list append per call.
+run's timeline (suite/harness/journal/timeline.py): one more clock read and one list append per call.
 
 After each case the harness calls ``journal_check.agree`` (outside the timed region): the ranks
 compare, through the rendezvous store (not a collective, which a rank out of step
@@ -23,15 +23,15 @@ would pair with the wrong op), how many collectives each issued on each group si
 the previous check (the sequence numbers less the p2p ops the journal saw, since p2p
 patterns are asymmetric by design). A difference raises ``Diverged`` on every rank.
 
-On a hang the launcher (suite/launch/hang.py) asks every rank for a dump: a thread of the
+On a hang the launcher's diagnosis (suite/postmortem/hang.py) asks every rank for a dump: a thread of the
 rank writes ``<run>/hang/rank<r>.json`` (journal tail, live sequence numbers, every
 thread's Python stack) when ``<run>/hang/request`` appears, and when the rank itself
 records a failure. A fatal signal (Gloo's SIGABRT on a size mismatch) leaves only
 faulthandler's stacks in ``<run>/hang/rank<r>.fatal``.
 
-This module holds the journal itself (its entries and counts), ``install`` and ``current``;
-journal_wrap.py wraps the ``torch.distributed`` functions, journal_check.py is the after-case
-check, journal_dump.py the dumps.
+This module holds the journal itself (its entries and counts), ``install`` and ``current``; wrap.py wraps
+the ``torch.distributed`` functions, check.py is the after-case check, dump.py the dumps, quiet.py the
+timed samples journaled per sample, timeline.py this rank's part of the run's timeline.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from time import perf_counter
 import torch
 import torch.distributed as dist
 
-from suite.harness import timeline
+from suite.harness.journal import timeline
 
 import suite.harness.journal.dump as journal_dump
 
@@ -80,7 +80,7 @@ class Journal:
         self.exc: BaseException | None = None  # the exception this rank failed with (its frames: where it was)
         self.failed = False  # this rank has left the dump of its failure (journal_dump.dump keeps it)
         self.unix_minus_clock = time.time() - perf_counter()  # an entry's perf_counter time + this: Unix time
-        self.ops: list = []  # the entries kept for the timeline (suite/harness/timeline.py), in order
+        self.ops: list = []  # the entries kept for the timeline (suite/harness/journal/timeline.py), in order
         self.room = timeline.OPS_PER_CASE  # how long ``ops`` may grow before this case's further ops are dropped
         self.dropped = 0  # ops of the current case past ``room``
         self.written = 0  # entries put since the start (the timed samples' check that no wrapper recorded one)

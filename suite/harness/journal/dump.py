@@ -38,7 +38,7 @@ def dump(journal, reason: str, *, failed: bool = False) -> None:
         write_json_atomic(Path(journal.run_dir) / "hang" / f"rank{journal.rank}.json", snapshot(journal, reason))
     except Exception:  # a dump must never raise in a failing rank
         pass
-    journal.timeline.write_part(reason)  # after the dump the launcher waits for (suite/harness/timeline.py)
+    journal.timeline.write_part(reason)  # after the dump the launcher waits for (suite/harness/journal/timeline.py)
 
 
 def snapshot(journal, reason: str) -> dict:

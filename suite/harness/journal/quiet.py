@@ -70,7 +70,7 @@ class Watch:
 def _unwrapped(journal) -> list | None:
     """Put torch's own functions back where ``torch.distributed`` holds this journal's wrappers; (name, wrapper)
     of each, to put back. None (nothing changed) where a wrapper sits above the journal's (a fault planted below
-    the harness, suite/harness/plants.py): what it issues is journaled per op."""
+    the harness, suite/harness/plant/below.py): what it issues is journaled per op."""
     ours = {}
     for name, fn in list(vars(dist).items()):
         if type(fn) is not FunctionType:  # the wrappers are functions (and other names warn when read)

@@ -22,11 +22,11 @@ import time
 from pathlib import Path
 
 from suite.common import journal_ring
-from suite.launch import divergence
+from suite.postmortem import divergence
 from suite.common import flight_recorder
 from suite.common.fileio import write_json_atomic
 
-ROOT = Path(__file__).resolve().parents[2]  # the checkout: suite/launch/ is two levels down
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: suite/postmortem/ is two levels down
 DUMP_WAIT_S = 4.0
 """How long the launcher waits for the ranks' dumps (a rank's journal thread answers within 0.25 s)."""
 _SKIP_FILES = (  # the journal's own frames (its wrappers, its check, its dump) say nothing of the hang
@@ -35,8 +35,8 @@ _SKIP_FILES = (  # the journal's own frames (its wrappers, its check, its dump) 
     "suite/harness/journal/check.py",
     "suite/harness/journal/dump.py",
     "suite/common/failures.py",
-    "suite/harness/plants.py",  # a divergence planted below the harness: where it was called from is the place
-    "suite/harness/mpi_backend.py",  # BACKEND=mpi: a Work's wait polls MPI there; its caller is the one waiting
+    "suite/harness/plant/below.py",  # a divergence planted below the harness: where it was called from is the place
+    "suite/harness/mpi/group.py",  # BACKEND=mpi: a Work's wait polls MPI there; its caller is the one waiting
 )
 
 
@@ -272,7 +272,7 @@ def _state(s: dict) -> str:
 
 
 def _diverged(states: list[dict], dead: list[int]) -> tuple[str, str] | None:
-    """The verdict at the first op the ranks' journals differ at (suite/launch/divergence.py), None if none."""
+    """The verdict at the first op the ranks' journals differ at (suite/postmortem/divergence.py), None if none."""
     found = divergence.first_difference(states)
     if found is None:
         return None

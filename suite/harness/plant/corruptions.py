@@ -1,7 +1,8 @@
 """What each class of the planted faults does to a finished op's result: the one implementation of the classes,
-applied by the dispatch mode over plain Gloo (suite/harness/fault_mode.py). The classes are listed, with what each
-does, in suite/harness/faulty_backend.py's docstring and docs/metrics.md; a class that cannot apply to an op leaves
-it correct.
+applied by the dispatch mode over plain Gloo (suite/harness/plant/mode.py). The classes are listed, with what each
+does, in suite/harness/plant/backend.py's docstring and docs/metrics.md; a class that cannot apply to an op leaves
+it correct. The harness plants two of them in a case's buffers too (SUITE_INJECT_CORRUPTION, suite/harness/runner.py):
+``flip`` and ``misroute``, the same function as the class.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ class Corrupter:
             else:
                 self._kept[key] = [t.clone() for t in outs]
         elif fault == "misroute":
-            _moved(_chunks(outs, n), lambda i, parts: (i + 1) % len(parts))
+            misroute(outs, n)
         elif fault == "group_rank":
             parts, ranks = _chunks(outs, n), self._ranks()
             if len(parts) == len(ranks):
@@ -90,6 +91,28 @@ class Corrupter:
             self._waiting = None
         else:
             self._waiting = (*key, t)
+
+
+def flip(outs: list) -> None:
+    """Add 1 to the first element of the first output that has one."""
+    for t in outs:
+        if t is not None and t.numel():
+            t.view(-1)[0] = t.view(-1)[0] + 1
+            return
+
+
+def misroute(outs: list, n: int) -> None:
+    """The right values in the wrong place, as a wrong chunk, peer or buffer index would put them: the first outputs
+    of one shape and dtype (two or more) each take the next one's contents; else the first output of two or more
+    elements, its n parts (n: the group's size) each the next part's."""
+    outs = [t for t in outs if t is not None and t.numel()]
+    for t in outs:
+        alike = [o for o in outs if o.shape == t.shape and o.dtype == t.dtype]
+        if len(alike) > 1:
+            return _moved(alike, lambda i, parts: (i + 1) % len(parts))
+    for t in outs:
+        if t.numel() > 1:
+            return _moved(_chunks([t], n), lambda i, parts: (i + 1) % len(parts))
 
 
 def _moved(parts: list, source) -> None:

@@ -2,7 +2,7 @@
 launcher, then the rank's own command in a child process (``os.execv`` after ``fork``: the MPI launcher's
 connection, inherited, stays open for ``MPI_Init``)::
 
-    mpiexec -n 4 python -m suite.harness.mpi_rank -m pytest -p suite.harness.plugin ...
+    mpiexec -n 4 python -m suite.harness.mpi.rank -m pytest -p suite.harness.pytest.plugin ...
 
 This process stays the rank's parent, as torchrun's agent is: it passes on the signals mpiexec or srun sends
 (SIGINT, SIGTERM), the child dies with it (a clean-up that kills this process ends the rank too), and when the
@@ -71,7 +71,7 @@ PR_SET_PDEATHSIG = 1
 def main(argv: list[str]) -> None:
     found = launch_env(os.environ)
     if not found:
-        sys.exit("error: suite.harness.mpi_rank runs under mpiexec (no MPI launcher variables in the environment)")
+        sys.exit("error: suite.harness.mpi.rank runs under mpiexec (no MPI launcher variables in the environment)")
     os.environ.update(found)
     node_env.put_in_place(os.environ)  # across hosts: this node's NODE_RANK and link profile, not node 0's
     parent = os.getpid()

@@ -17,7 +17,7 @@ only where MPI forbids or lacks the form:
   reduction is done in float32 and rounded back (exact for every value the suite's checks use).
 
 ``avg`` is MPI's sum divided by the group's size (truncated for integers). The ranks must be started by
-``mpiexec`` (suite/harness/mpi_rank.py): processes started otherwise cannot join one MPI world. A group
+``mpiexec`` (suite/harness/mpi/rank.py): processes started otherwise cannot join one MPI world. A group
 made by ``new_group`` is the MPI communicator of its ranks (``Create_group`` over ``COMM_WORLD``).
 """
 
@@ -29,7 +29,8 @@ import time
 import torch
 import torch.distributed as dist
 
-from suite.harness import c10d, mpi_watch
+from suite.harness import c10d
+from suite.harness.mpi import watch as mpi_watch
 
 NAME = "mpi4py"
 """The name it is registered with c10d under (``BACKEND=mpi`` in the suite)."""

@@ -1,5 +1,5 @@
 """Which rank diverged: the first sequence number at which the ranks' journals differ, and the rank that caused
-it (suite/launch/hang.py's verdict). Pure: the per-rank states ``hang.rank_state`` gives, dumps or rings alike.
+it (suite/postmortem/hang.py's verdict). Pure: the per-rank states ``hang.rank_state`` gives, dumps or rings alike.
 
 At the first op of a process group that the ranks issued differently (another op, or the same op with another
 shape or dtype; p2p ops, asymmetric by design, are not compared), the rank to blame is, in this order:

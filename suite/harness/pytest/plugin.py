@@ -1,21 +1,21 @@
-"""pytest glue: the suite runs as ``torchrun ... -m pytest -p suite.harness.plugin``.
+"""pytest glue: the suite runs as ``torchrun ... -m pytest -p suite.harness.pytest.plugin``.
 
 Every rank runs the same collection with the same options. This plugin
 
 - adds the suite's options and builds one validated ``BenchConfig``;
 - gives tests the ``bench_cfg`` and ``dist_ctx`` fixtures (the group is started
   once per session on first use and destroyed at the end);
-- turns a harness ``Measurement`` into a pytest-benchmark entry (suite/harness/results_file.py ``submit``):
+- turns a harness ``Measurement`` into a pytest-benchmark entry (suite/harness/pytest/results_file.py ``submit``):
   the stats pytest-benchmark stores and compares are the cross-rank samples,
   and ``extra_info`` is the suite's record;
 - on rank 0 only: rewrites ``<results-dir>/bench.json`` atomically after every
-  case (marked incomplete until the session ends; suite/harness/results_file.py), shows its
+  case (marked incomplete until the session ends; suite/harness/pytest/results_file.py), shows its
   progress (suite/common/progress.py: a live line on a terminal, periodic lines elsewhere) and
   prints nccl-tests-style tables; other ranks keep quiet except for failures, which they print to stderr
-  (suite/harness/rank_output.py).
+  (suite/harness/pytest/rank_output.py).
 
-A case that raised on this rank alone stops the session (suite/harness/failure_notes.py). What the plugin
-keeps for the session is a ``RunState`` (suite/harness/run_state.py).
+A case that raised on this rank alone stops the session (suite/harness/pytest/failure_notes.py). What the plugin
+keeps for the session is a ``RunState`` (suite/harness/pytest/run_state.py).
 """
 
 from __future__ import annotations
@@ -29,10 +29,11 @@ import pytest
 
 from suite import registry
 from suite.errors import CaseFailed, CaseSkipped
-from suite.harness import bench_adapter, failure_notes, profiling, rank_output, terminal
+from suite.harness import profiling
+from suite.harness.pytest import bench_adapter, failure_notes, rank_output, terminal
 from suite.common import progress
-from suite.harness.results_file import submit, write_results
-from suite.harness.run_state import RUN, RunState, rank_from_env, state
+from suite.harness.pytest.results_file import submit, write_results
+from suite.harness.pytest.run_state import RUN, RunState, rank_from_env, state
 from suite.common import failures, fileio
 from suite.common.config import (
     ConfigError,
@@ -219,7 +220,7 @@ def pytest_benchmark_update_machine_info(config, machine_info):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """Each case's wall time and phases also count to its experiment (suite.phase_seconds_by_experiment); the
-    case is a span of the run's trace (suite/harness/timeline.py)."""
+    case is a span of the run's trace (suite/harness/journal/timeline.py)."""
     st = state(item.config)
     if st is None:
         yield
@@ -311,7 +312,7 @@ def pytest_collection_finish(session):
 
 
 def pytest_runtest_teardown(item, nextitem):
-    """Rank 0: its progress moves on (suite/harness/rank_output.py)."""
+    """Rank 0: its progress moves on (suite/harness/pytest/rank_output.py)."""
     rank_output.after_case(item, nextitem)
 
 
@@ -327,7 +328,7 @@ def pytest_sessionfinish(session, exitstatus):
     if st is not None:
         from suite.harness.dist import EndOfRun
 
-        if st.phases.timeline is not None:  # this rank's part of the run's trace (suite/harness/timeline.py)
+        if st.phases.timeline is not None:  # this rank's part of the run's trace (suite/harness/journal/timeline.py)
             st.phases.timeline.write_part("end of session")
         st.end = EndOfRun(st.rank, config.option.run_id)
         st.end.ending()  # rank 0: its cases are over, its last write follows

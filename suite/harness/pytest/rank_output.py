@@ -8,9 +8,10 @@ import sys
 import time
 
 from suite import results
-from suite.harness import bench_adapter, phases, terminal
+from suite.harness import phases
+from suite.harness.pytest import bench_adapter, terminal
 from suite.common import progress
-from suite.harness.run_state import RunState, rank_from_env, state
+from suite.harness.pytest.run_state import RunState, rank_from_env, state
 from suite.common.fileio import write_text_atomic
 from suite.report.tables import format_tables
 

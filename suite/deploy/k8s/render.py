@@ -32,7 +32,7 @@ PET = ("PET_NNODES", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
 
 @dataclass(frozen=True, kw_only=True)
 class Spec:
-    """One run's manifests: every value already validated (suite/launch/k8s/cli.py)."""
+    """One run's manifests: every value already validated (suite/deploy/k8s/cli.py)."""
 
     kind: str
     """``trainjob`` or ``jobset``."""

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from suite.harness.run_state import rank_from_env
+from suite.harness.pytest.run_state import rank_from_env
 
 
 def is_distributed_failure(exc: BaseException) -> bool:

@@ -5,13 +5,13 @@ class; docs/metrics.md has the table of what catches what.
 ``SUITE_INJECT_BACKEND=<fault>[:<name>[,<name>...]]`` (suite/common/faults.py) keeps the run's process group on
 plain Gloo (CPU only; the launcher's preflight says so before any rank starts) and has the harness plant the fault
 around each call of a matching case (``armed``), in the check run and in the timed samples, with a dispatch mode
-(suite/harness/fault_mode.py) on every rank: no experiment knows, and the mode sees every op c10d issues through
+(suite/harness/plant/mode.py) on every rank: no experiment knows, and the mode sees every op c10d issues through
 the dispatcher on any group, torch's own layers' too (DDP's reducer, FSDP2, DTensor's functional collectives, the
 pipeline schedules). It is no backend a user can pick (``BACKEND`` does not list it), and every record made under
 it says so (``planted_fault``). Every other op (the harness's own barriers and reductions, the support probes)
 runs with no mode there. Each op still runs on Gloo, once, on every rank, so the ranks stay in step and c10d's
 sequence numbers count as they do on Gloo; the fault is applied to this rank's result
-(suite/harness/corruptions.py):
+(suite/harness/plant/corruptions.py):
 
 - ``drop``: the last chunk of the output (the last rank's part; a message's last 1/n) is never written;
 - ``stale``: the first call of an op at a shape fills an output kept for it; every later call returns that first
@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import contextlib
 
-from suite.harness.fault_mode import FaultMode, Planting
+from suite.harness.plant.mode import FaultMode, Planting
 
 from suite.common import faults
 from suite.common.backends import c10d_name, check_planted_backend
@@ -50,7 +50,7 @@ FAULTS = faults.BACKEND_FAULTS
 @contextlib.contextmanager
 def armed(fault: str | None, planting: Planting):
     """The ops issued inside, on any group, are faulty with ``fault`` (None: as they are): one armed call
-    (suite/harness/fault_mode.py; ``planting``: what its faults keep from one armed call to the next)."""
+    (suite/harness/plant/mode.py; ``planting``: what its faults keep from one armed call to the next)."""
     if fault is None:
         yield
         return

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from suite.harness import bench_adapter
-from suite.harness.run_state import RUN
+from suite.harness.pytest import bench_adapter
+from suite.harness.pytest.run_state import RUN
 from suite.common import fileio
 from suite.system import cpu_load
 

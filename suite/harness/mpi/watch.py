@@ -1,4 +1,4 @@
-"""The MPI process group's watchers (suite/harness/mpi_backend.py): each op it issues, told to whoever registered
+"""The MPI process group's watchers (suite/harness/mpi/group.py): each op it issues, told to whoever registered
 in its ``watchers`` (the sharded experiment's inventory: CommDebugMode does not see a Python group's ops)."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def _watched(what: str, method):
 
 
 def watch_ops(cls) -> None:
-    """Wrap each op method of ``cls`` (suite/harness/mpi_backend.py's MpiGroup) so that it first tells each of the
+    """Wrap each op method of ``cls`` (suite/harness/mpi/group.py's MpiGroup) so that it first tells each of the
     group's ``watchers`` the collective's name and the tensors it was given."""
     for method, what in WATCHED.items():
         setattr(cls, method, _watched(what, getattr(cls, method)))

@@ -1,4 +1,4 @@
-"""Manifests checked against the custom resources' own schemas (suite/launch/k8s/schemas/: each CRD's
+"""Manifests checked against the custom resources' own schemas (suite/deploy/k8s/schemas/: each CRD's
 ``openAPIV3Schema``, with its source repository, path, version and commit), with ``jsonschema``.
 
 An OpenAPI v3 structural schema is JSON Schema (draft 4) plus what Kubernetes adds; ``structural`` translates
@@ -29,7 +29,7 @@ KINDS = {
     "trainer.kubeflow.org/v1alpha1/ClusterTrainingRuntime": "clustertrainingruntime",
     "jobset.x-k8s.io/v1alpha2/JobSet": "jobset",
 }
-"""apiVersion/kind -> the schema file (suite/launch/k8s/schemas/<name>.json) that checks it."""
+"""apiVersion/kind -> the schema file (suite/deploy/k8s/schemas/<name>.json) that checks it."""
 
 OBJECT_META = {
     "type": "object",

@@ -1,9 +1,9 @@
 """The planted faults over plain Gloo: a ``TorchDispatchMode`` (the mechanism torch's CommDebugMode uses) entered on
-every rank around each armed call of a case (``SUITE_INJECT_BACKEND``; suite/harness/faulty_backend.py ``armed``).
+every rank around each armed call of a case (``SUITE_INJECT_BACKEND``; suite/harness/plant/backend.py ``armed``).
 It sees every op c10d issues through the dispatcher on any group, so also those of DDP's reducer, FSDP2, DTensor
 (tensor and sequence parallel) and the pipeline schedules: it runs each c10d op (``torch.ops.c10d.*``, a coalesced
 one's pairs each as one op) and functional collective (``torch.ops._c10d_functional.*``) on Gloo, waits for it, and
-applies this rank's fault to its result with the one implementation of the classes (suite/harness/corruptions.py);
+applies this rank's fault to its result with the one implementation of the classes (suite/harness/plant/corruptions.py);
 it then returns the op's own (now complete) Work or output. A receive (and, under aliasing, a send) is not waited
 for when issued, which would deadlock a batch that posts its receives first: a thread waits for it and applies the
 fault before its Work completes. wrong_reduction issues the op once with the other reduction instead.
@@ -24,7 +24,7 @@ import torch.distributed as dist
 
 from suite import op_table
 from suite.harness import c10d
-from suite.harness.corruptions import Corrupter, scribble, wrong_op
+from suite.harness.plant.corruptions import Corrupter, scribble, wrong_op
 
 
 class Planting:

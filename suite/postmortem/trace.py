@@ -1,6 +1,6 @@
 """The run's timeline: ``<run>/trace.json``, the ranks' parts merged into one Chrome trace.
 
-Each rank leaves its part in ``<run>/trace/rank<r>.json`` (suite/harness/timeline.py) at the end of its
+Each rank leaves its part in ``<run>/trace/rank<r>.json`` (suite/harness/journal/timeline.py) at the end of its
 session and whenever its journal dumps; a rank that could not (killed, or ended while it wrote) may still
 have left its journal's last ops in ``<run>/hang/rank<r>.json``, or at least their starts in its ring file
 (``rank<r>.ring``, suite/common/journal_ring.py). ``write_trace`` merges whatever is there,
@@ -13,10 +13,10 @@ the newer record of an op winning, into the Trace Event Format that ui.perfetto.
   includes compute: a DDP or sharded training step), the ops the journal saw (``X`` events, ``args``: op,
   group, seq, bytes, case, ...), and in each step the time between its ops as ``compute`` spans; an op still
   waiting when its rank last wrote ends there (``state: entered``);
-- an ``i`` instant where a rank's ops of a case start being dropped (the bound, suite/harness/timeline.py);
+- an ``i`` instant where a rank's ops of a case start being dropped (the bound, suite/harness/journal/timeline.py);
 - ``otherData``: the clocks, the bounds and what was dropped, what the ops are and are not.
 
-The launcher calls it when the ranks have ended (suite/launch/cli.py); ``python -m suite.launch.trace RUN``
+The launcher calls it when the ranks have ended (suite/launch/cli.py); ``python -m suite.postmortem.trace RUN``
 merges a run's parts again. Once every rank's part is in ``trace.json`` the parts are removed (``write_trace``):
 the run keeps one copy of its timeline.
 """
@@ -315,7 +315,7 @@ def write_trace(run_dir: str | Path) -> Path | None:
 
     The run keeps one copy: once the trace holds a part of every rank of the world, the parts
     (``trace/rank*.json``) are folded into it and removed. A run whose parts are gone keeps its trace: a later
-    merge (another node's launcher, ``python -m suite.launch.trace RUN``) finds no part and leaves it as it is.
+    merge (another node's launcher, ``python -m suite.postmortem.trace RUN``) finds no part and leaves it as it is.
     Parts of a world that is not all there (a rank killed, another node not yet written) stay for a later merge."""
     run_dir = Path(run_dir)
     path = run_dir / TRACE
@@ -349,7 +349,7 @@ def _fold(run_dir: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
-        print("usage: python -m suite.launch.trace RUN_DIR", file=sys.stderr)
+        print("usage: python -m suite.postmortem.trace RUN_DIR", file=sys.stderr)
         return 2
     path = write_trace(argv[0])
     if path is None:

@@ -13,7 +13,7 @@ What a rank keeps, on its own ``time.perf_counter`` (the clock every rank of a h
 ``write_part`` writes it to ``<run>/trace/rank<r>.json`` at the end of the session, and whenever the journal
 dumps (the rank failed, or the launcher asked where it is: suite/harness/journal/dump.py); an op still
 running then has no end. The launcher merges the parts, with the journal's dumps, into ``<run>/trace.json``
-(suite/launch/trace.py), and removes them once it holds every rank's. Recording costs one clock read and one
+(suite/postmortem/trace.py), and removes them once it holds every rank's. Recording costs one clock read and one
 list append per op (the journal's hot path: no I/O, no lock) and one append per span; nothing is written before
 the end or a dump.
 """

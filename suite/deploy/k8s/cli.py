@@ -1,8 +1,8 @@
-"""``python -m suite.launch.k8s`` (``make k8s``): a run's Kubernetes manifest from the same knobs as the other
+"""``python -m suite.deploy.k8s`` (``make k8s``): a run's Kubernetes manifest from the same knobs as the other
 targets, checked by the launcher (``suite.launch --check``, the local run's messages) and against the custom
 resource's schema before it is written; a bad knob is one line and exit 2, nothing written.
 
-    python -m suite.launch.k8s [--kind trainjob|jobset] [--job bench|doctor] [--image I] [--pvc P] [--out DIR|-]
+    python -m suite.deploy.k8s [--kind trainjob|jobset] [--job bench|doctor] [--image I] [--pvc P] [--out DIR|-]
         --nnodes N --nproc GPUS [suite.launch options ...] [-- pytest args]
 """
 
@@ -17,7 +17,7 @@ import re
 import sys
 from pathlib import Path
 
-from suite.launch.k8s import render, validate
+from suite.deploy.k8s import render, validate
 
 QUANTITY = re.compile(r"[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?")
 """A memory size as Kubernetes writes it (256Mi, 8Gi); docker's 256m would be 0.256 bytes there."""
@@ -31,7 +31,7 @@ class KnobError(ValueError):
 
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     ap = argparse.ArgumentParser(
-        prog="python -m suite.launch.k8s", description=__doc__.split("\n\n")[0], allow_abbrev=False
+        prog="python -m suite.deploy.k8s", description=__doc__.split("\n\n")[0], allow_abbrev=False
     )
     ap.add_argument("--kind", default="trainjob", help="trainjob (Kubeflow Trainer) or jobset (KIND)")
     ap.add_argument("--job", default="bench", help="bench, or an experiment run alone (the doctor) (JOB)")
