@@ -43,6 +43,9 @@ from suite.common.knobs import KNOBS, settings_from_env
 from suite.common.switches import switch
 from suite.system import sysinfo
 
+NEEDS_RANKS = pytest.StashKey[int]()
+"""The world size a case skipped for want of ranks needs (suite.errors.NeedsRanks), kept on its test item."""
+
 
 def pytest_addoption(parser):
     g = parser.getgroup("suite", "distributed-communication suite")
@@ -182,6 +185,8 @@ class _Bridge:
         try:
             m, rec = self.harness.run(case)
         except CaseSkipped as e:
+            if e.needs_ranks is not None:  # the skip's record keeps it (pytest_runtest_makereport)
+                self.request.node.stash[NEEDS_RANKS] = e.needs_ranks
             pytest.skip(str(e))
         except CaseFailed as e:  # alike on every rank, and the run goes on: the launcher names it
             self.request.config.stash[RUN].failed.append(
@@ -252,6 +257,7 @@ def pytest_runtest_makereport(item, call):
         reason = str(rep.longrepr[2])
         st.skipped.append(
             {"case": item.nodeid, "reason": reason[len("Skipped: ") :] if reason.startswith("Skipped: ") else reason}
+            | ({"needs_ranks": item.stash[NEEDS_RANKS]} if NEEDS_RANKS in item.stash else {})
         )
     failure_notes.stop_the_session(item, call, rep)
 
