@@ -77,6 +77,7 @@ def pytest_configure(config):
     try:
         bench_adapter.check_version()
         terminal.check_version()
+        config.addinivalue_line("filterwarnings", bench_adapter.UNUSED_FIXTURE)
         cfg = _suite_config(config)
         # fd 1 is still the real stdout here: pytest's capture is suspended between its phases
         mode = progress.mode(stdout_is_terminal=progress.is_terminal(1))
@@ -325,6 +326,8 @@ def pytest_runtest_teardown(item, nextitem):
 def pytest_sessionfinish(session, exitstatus):
     config = session.config
     rank_output.stop_live(config)  # before anything prints the summary (also after a failure or Ctrl-C)
+    if exitstatus == pytest.ExitCode.INTERRUPTED and state(config) is not None:  # the launcher's lines say it
+        terminal.forget_interrupt(config.pluginmanager.get_plugin("terminalreporter"))
     if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
         # pytest's 5 would read as the suite's "lost a peer"; say what happened instead
         sys.stderr.write("error: the case selection (K= / -k) matched no case of the chosen experiments\n")

@@ -46,6 +46,14 @@ def redirect(reporter, stream: TextIO, *, like_current: bool = False):
     return old
 
 
+def forget_interrupt(reporter) -> None:
+    """``reporter`` prints no KeyboardInterrupt block at the session's end (its ``!!! KeyboardInterrupt !!!`` line,
+    where the interrupt landed, the ``--full-trace`` hint): the launcher says what was interrupted and where its
+    results are."""
+    if reporter is not None:  # None: pytest's terminal plugin is off (-p no:terminal)
+        reporter._report_keyboardinterrupt = lambda: None
+
+
 def restore(reporter, writer, pending: str = "") -> None:
     """Give ``reporter`` back ``writer``, then write ``pending`` (a partial line) through it, so that the
     writer that tracks the line's position knows of it."""
