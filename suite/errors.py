@@ -32,6 +32,12 @@ class CaseSkipped(Exception):
         self.needs_ranks = needs_ranks if needs_ranks is not None else getattr(reason, "ranks", None)
 
 
+class StepNotTaken(CaseSkipped):
+    """A probe's step that its stop rule did not take (the link probe's steps beyond the sweep, declared ahead as
+    every case is). It is no case the run was asked for: no list of skipped cases names it (the pytest bridge,
+    suite/harness/plugin.py), and the probe's records say how far it went and why it stopped."""
+
+
 class CaseFailed(AssertionError):
     """The case ran and its result is wrong (e.g. wrong elements); the same on every rank."""
 

@@ -28,7 +28,7 @@ import time
 import pytest
 
 from suite import registry
-from suite.errors import CaseFailed, CaseSkipped
+from suite.errors import CaseFailed, CaseSkipped, StepNotTaken
 from suite.harness import bench_adapter, failure_notes, profiling, rank_output, terminal
 from suite.common import progress
 from suite.harness.results_file import submit, write_results
@@ -43,8 +43,9 @@ from suite.common.knobs import KNOBS, settings_from_env
 from suite.common.switches import switch
 from suite.system import sysinfo
 
-NEEDS_RANKS = pytest.StashKey[int]()
-"""The world size a case skipped for want of ranks needs (suite.errors.NeedsRanks), kept on its test item."""
+SKIP = pytest.StashKey[CaseSkipped]()
+"""What skipped a case, kept on its test item for the skip's record: the world size it needs (``needs_ranks``), or
+whether it is a probe's step not taken (StepNotTaken)."""
 
 
 def pytest_addoption(parser):
@@ -186,8 +187,7 @@ class _Bridge:
         try:
             m, rec = self.harness.run(case)
         except CaseSkipped as e:
-            if e.needs_ranks is not None:  # the skip's record keeps it (pytest_runtest_makereport)
-                self.request.node.stash[NEEDS_RANKS] = e.needs_ranks
+            self.request.node.stash[SKIP] = e  # the skip's record reads it (pytest_runtest_makereport)
             pytest.skip(str(e))
         except CaseFailed as e:  # alike on every rank, and the run goes on: the launcher names it
             self.request.config.stash[RUN].failed.append(
@@ -254,13 +254,25 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
     st = state(item.config)
-    if st is not None and rep.skipped and isinstance(rep.longrepr, tuple):  # every skip, with its reason
+    skip = item.stash.get(SKIP, None)
+    if rep.skipped and isinstance(skip, StepNotTaken):  # no skipped case: in no list (pytest_report_teststatus)
+        rep.step_not_taken = True
+    elif st is not None and rep.skipped and isinstance(rep.longrepr, tuple):  # every skip, with its reason
         reason = str(rep.longrepr[2])
         st.skipped.append(
             {"case": item.nodeid, "reason": reason[len("Skipped: ") :] if reason.startswith("Skipped: ") else reason}
-            | ({"needs_ranks": item.stash[NEEDS_RANKS]} if NEEDS_RANKS in item.stash else {})
+            | ({"needs_ranks": skip.needs_ranks} if skip is not None and skip.needs_ranks is not None else {})
         )
     failure_notes.stop_the_session(item, call, rep)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_report_teststatus(report, config):
+    """A probe's step not taken is no skipped case: pytest's counts and its list of skips leave it out, and its
+    progress shows no letter for it."""
+    if getattr(report, "step_not_taken", False):
+        return "", "", "probe stopped"
+    return None
 
 
 def _inject_fault(item) -> None:
