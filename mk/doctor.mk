@@ -1,6 +1,6 @@
 # The doctor (experiments/doctor/cases.py probes, experiments/doctor/verdict.py verdicts): is anything wrong, and where.
-#   make doctor [NPROC=6] [ITERS=20]            local ranks; exit 0 healthy, 8 a finding (make says 2,
-#                                               scripts/make-status doctor says 8)
+#   make doctor [NPROC=6] [ITERS=20]            local ranks over Gloo (it refuses another BACKEND); exit 0
+#                                               healthy, 8 a finding (make says 2, scripts/make-status doctor says 8)
 #   make compose-doctor [NNODES=3] [LINK_RATE=200mbit] [LINK_RATES=node2=50mbit] [NODE_CPUS=node1=0.5]
 #   make doctor-verdict RUN=results/<run>      the verdict of a stored run again (no probes run)
 # Knobs: DOCTOR_SMALL_BYTES (64) DOCTOR_LARGE_BYTES (256K) DOCTOR_WINDOW (4) DOCTOR_SIZES (4K,64K,1M)
@@ -14,6 +14,8 @@ DOCTOR_RUN_WARMUP = $(if $(filter command line environment,$(origin WARMUP)),$(W
 .PHONY: doctor compose-doctor doctor-verdict
 
 doctor: venv  ## is anything wrong, and where: every link and rank on NPROC local ranks (fails on a finding: make-status 8)
+	@case "$(BACKEND)" in gloo) ;; *) echo "error: make doctor probes CPU ranks over Gloo, not BACKEND=$(BACKEND):" \
+	  "run make doctor without BACKEND (or BACKEND=gloo)" >&2; exit 2;; esac
 	$(PY) -m suite.launch --nproc $(NPROC) --backend gloo --device cpu --experiments doctor \
 	  --iters $(DOCTOR_RUN_ITERS) --warmup $(DOCTOR_RUN_WARMUP) \
 	  --timeout-s $(TIMEOUT_S) --heartbeat-timeout-s $(HEARTBEAT_S) --tables $(TABLES) --results-root $(RESULTS) \

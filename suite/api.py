@@ -65,6 +65,7 @@ NAMES: dict[str, str] = {
     "support_reason": "suite.case",
     "CaseSkipped": "suite.case",
     "CaseFailed": "suite.case",
+    "NeedsRanks": "suite.case",
     # The run's configuration, and the error a settings validator raises (exit 2 before any rank starts).
     "BenchConfig": "suite.common.config",
     "ConfigError": "suite.errors",
@@ -143,6 +144,7 @@ if TYPE_CHECKING:  # the same names, imported for static tools (type checkers, i
         CaseFailed,
         CaseSkipped,
         ExperimentSpec,
+        NeedsRanks,
         Session,
         Timing,
         collected,

@@ -37,7 +37,7 @@ import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from suite.errors import CaseFailed, CaseSkipped  # noqa: F401  (part of the public case API)
+from suite.errors import CaseFailed, CaseSkipped, NeedsRanks, StepNotTaken  # noqa: F401  (part of the public case API)
 
 OpFn = Callable[[bool], object]
 

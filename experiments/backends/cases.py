@@ -61,6 +61,7 @@ from suite.api import (
     Bytes,
     Case,
     DistContext,
+    NeedsRanks,
     PreflightError,
     Timing,
     experiment_test,
@@ -123,7 +124,7 @@ def _lane_fields(key: str) -> dict:
 
 
 def _need_two(ctx: DistContext, cfg: BenchConfig) -> str | None:
-    return "send_recv needs at least 2 ranks" if ctx.world_size < 2 else None
+    return NeedsRanks(2, "send_recv needs at least 2 ranks") if ctx.world_size < 2 else None
 
 
 def capability_cases(cfg: BenchConfig, world_size: int) -> list[Case]:

@@ -15,6 +15,7 @@ from suite.api import (
     Case,
     CaseSkipped,
     DistContext,
+    NeedsRanks,
     Session,
     algorithms,
     groups,
@@ -77,7 +78,7 @@ lets them fail the case instead of marking a cell "not supported"."""
 
 def _send_recv_support(lctx: DistContext, dtype: str) -> str | None:
     if lctx.world_size < 2:
-        return "send_recv needs at least 2 ranks"
+        return NeedsRanks(2, "send_recv needs at least 2 ranks")
     return support_reason(lctx, lambda: send_recv_exchange(lctx, dtype, 4), f"send_recv ({dtype})", reraise=SUITE_BUGS)
 
 

@@ -39,7 +39,7 @@ from suite.api import collectives as ops
 from suite.api import sweep
 from suite.api import Buffers, Bytes, Case, Session, Timing, experiment_test
 from suite.api import BenchConfig
-from suite.api import DistContext
+from suite.api import DistContext, NeedsRanks
 from suite.api import autorange
 
 EXPERIMENT = "doctor"
@@ -142,7 +142,7 @@ def cases(cfg: BenchConfig, world_size: int) -> list[Case]:
         return [
             _doctor(
                 p2p.not_runnable(
-                    f"the doctor compares ranks and links: it needs at least 2 ranks (world size {n})",
+                    NeedsRanks(2, f"the doctor compares ranks and links: it needs at least 2 ranks (world size {n})"),
                     experiment=EXPERIMENT,
                 ),
                 "none",

@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from suite.api import BenchConfig, Buffers, Bytes, Case, DistContext, Session, Timing, experiment_test
+from suite.api import BenchConfig, Buffers, Bytes, Case, DistContext, NeedsRanks, Session, Timing, experiment_test
 
 from .check import LR, train_check_rule
 from .derived import PIPELINE_PROVENANCE, TRAIN_PROVENANCE, pipeline_fields, stage_keys, with_samples_per_s
@@ -84,7 +84,7 @@ SCHEDULES = ("blocking", "overlap")
 
 
 def _one_stage_each(ctx: DistContext, cfg: BenchConfig) -> str | None:
-    return "the pipeline needs at least 2 ranks (one stage each)" if ctx.world_size < 2 else None
+    return NeedsRanks(2, "the pipeline needs at least 2 ranks (one stage each)") if ctx.world_size < 2 else None
 
 
 def _offering(build, offer):

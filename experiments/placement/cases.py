@@ -66,6 +66,7 @@ from suite.api import (
     BenchConfig,
     Bytes,
     Case,
+    NeedsRanks,
     Timing,
     collectives,
     experiment_test,
@@ -260,7 +261,7 @@ def contiguity_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
 
                 def skip(ctx, cfg, op=op, layout=layout, count=count):
                     if op == "send_recv" and ctx.world_size < 2:
-                        return "send_recv needs at least 2 ranks"
+                        return NeedsRanks(2, "send_recv needs at least 2 ranks")
                     return no_transpose(count) if layout == "transposed" else None
 
                 identity = {"layout": layout}

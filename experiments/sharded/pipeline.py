@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn as nn
 
+from suite.api import NeedsRanks
+
 from . import internals, inventory, workload
 from .strategies import PLANTED, STRATEGIES
 from .strategies import get as strategy_of
@@ -69,7 +71,7 @@ def cannot_run(strategy: str, world: int, depth: int, microbatches: int, pieces:
     if strategy not in PIPELINES:
         return None
     if world < 2:
-        return f"{strategy} needs at least 2 ranks (one stage per rank), not {world}"
+        return NeedsRanks(2, f"{strategy} needs at least 2 ranks (one stage per rank), not {world}")
     stages = world * stages_per_rank(strategy)
     if pieces is not None and pieces < stages:
         return f"{strategy} needs {stages} stages at {world} ranks, and the model's pp_layers has {pieces} pieces"

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from suite.api import NeedsRanks
+
 DP, TP, PP = "dp", "tp", "pp"
 """Mesh-dimension names (what the inventory calls each process group)."""
 TP_PLAN, SP_PLAN = "tp_plan", "sp_plan"
@@ -100,5 +102,7 @@ class Strategy:
     def mesh_cannot(self, world: int) -> str | None:
         """Why the mesh does not fit this world (2-D: 2 x world/2), or None."""
         if self.two_d and (world < 4 or world % 2):
-            return f"{self.name} needs an even world of at least 4 ranks (a 2 x world/2 mesh), not {world}"
+            return NeedsRanks(
+                4, f"{self.name} needs an even world of at least 4 ranks (a 2 x world/2 mesh), not {world}"
+            )
         return None

@@ -1,14 +1,13 @@
 """A run's passes. The main pass runs every case at the chosen world; a case that needs more ranks than that (a 2-D
-mesh needs 4) is skipped there, saying so (``needs ... at least N ranks``). A second pass then runs those cases, and
-only those, at the world they need, for their checks: its records join the main pass's bench.json. Every record
-says its ``run_pass``; those of a second pass whose ranks outnumber this host's usable cores also ``oversubscribed``
-(the headline, the fits and the compare gate leave those out: suite.results.communication_records). Node 0 of a
-one-node run."""
+mesh needs 4) is skipped there, its skip's record giving the world it needs (``needs_ranks``, from the reason its
+case gave: suite.errors.NeedsRanks). A second pass then runs those cases, and only those, at the world they need,
+for their checks: its records join the main pass's bench.json. Every record says its ``run_pass``; those of a second
+pass whose ranks outnumber this host's usable cores also ``oversubscribed`` (the headline, the fits and the compare
+gate leave those out: suite.results.communication_records). Node 0 of a one-node run."""
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,8 +16,6 @@ from suite.common.fileio import write_json_atomic
 from suite.common.failures import EXIT_OK
 from suite.system import cpu_load
 
-NEEDS_RANKS = re.compile(r"needs (?:an even world of )?at least (\d+) ranks")
-"""How a skipped case says it needs more ranks (suite/ops/p2p, experiments/sharded/strategy.py mesh_cannot)."""
 MAIN, OVERSUBSCRIBED, WIDER = "main", "oversubscribed", "wider"
 """The passes' names: the second is ``oversubscribed`` where its ranks outnumber the usable cores."""
 SECOND_DIR = "second-pass"
@@ -34,9 +31,9 @@ def wider_cases(skipped: list[dict], world_size: int) -> tuple[int, list[str]]:
     ranks than ``world_size``, up to MAX_SECOND_WORLD; (0, []) when there are none."""
     need = {}
     for s in skipped:
-        m = NEEDS_RANKS.search(str(s.get("reason", "")))
-        if m and world_size < int(m.group(1)) <= MAX_SECOND_WORLD:
-            need[s["case"]] = int(m.group(1))
+        ranks = s.get("needs_ranks")
+        if isinstance(ranks, int) and world_size < ranks <= MAX_SECOND_WORLD:
+            need[s["case"]] = ranks
     return (max(need.values()), list(need)) if need else (0, [])
 
 

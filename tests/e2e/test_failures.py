@@ -138,6 +138,9 @@ def test_interrupt_keeps_completed_cases_and_leaves_nothing_running(tmp_path):
     # an interrupt is no failure and no hang: its own verdict, no hang/ files, the kept cases' tables
     n = len(run["benchmarks"])
     assert re.search(rf"^# verdict: INTERRUPTED: {n} cases?, 0 wrong, 0 unchecked; exit status 130", out, re.M), out
+    # only the suite's lines: no pytest KeyboardInterrupt block, no pytest-benchmark warning of the interrupted case
+    for theirs in ("KeyboardInterrupt", "!!!", "warnings summary", "Benchmark fixture"):
+        assert theirs not in out + err, (theirs, out[-3000:], err[-3000:])
     assert not (bench.parent / "hang").exists(), sorted(p.name for p in (bench.parent / "hang").iterdir())
     assert (bench.parent / "tables.txt").read_text().count("\n        ") >= 1  # a table row of a kept case
     time.sleep(0.5)

@@ -12,6 +12,7 @@ import pytest
 
 from suite.report import analysis, fit_table, fits
 from suite.model import fit
+from tests.unit.conftest import link_figure
 
 SIZES = np.array([256 * 4**i for i in range(10)], dtype=float)  # 256 B .. 64 MiB
 
@@ -212,23 +213,7 @@ def test_a_knee_needs_four_sizes_each_side():
 
 
 def test_an_asymptotic_busbw_above_the_links_rate_is_flagged_not_tabled():
-    from suite.model.link_rate import LinkFigure
-
-    link = LinkFigure(
-        backend="gloo",
-        device="cpu",
-        world_size=2,
-        src=0,
-        dst=1,
-        link_class="intra",
-        beta_gbps=1.0,
-        beta_ci_gbps=(0.9, 1.1),
-        alpha_us=20.0,
-        alpha_ci_us=None,
-        measured=True,
-        source="p2p window 0->1, α–β fit",
-        alpha_source="",
-    )
+    link = link_figure()
     m = fit.fit_model(SIZES, _line(35.0, 2.5))
     row = _row(m, experiment="collectives", op="broadcast", series="broadcast", link_beta_gbps=2.5, link=link)
     within = dataclasses.replace(row, series="all_gather", link_beta_gbps=1.05)  # inside the rate's interval

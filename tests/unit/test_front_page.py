@@ -2,7 +2,8 @@
 (both quoting docs/tests.md's table, the one place they are measured) and the exit statuses (from
 suite/common/failures.py). The count must be within 10% of the tests the unit tier collects: counted from this
 session's own collection where it collected the whole tier (``make test-fast``, the unit tier of ``make test``),
-else by ``pytest --collect-only`` (tens of seconds: only when this file runs alone)."""
+else by ``pytest --collect-only`` (tens of seconds: only when this file runs alone). The README's end-of-run
+excerpt names its command, the first run at the default world, and reads as a run ends now."""
 
 from __future__ import annotations
 
@@ -67,3 +68,17 @@ def test_the_readme_and_make_help_name_the_same_exit_statuses():
     )
     assert phrase in _one_line(_make_help()), _make_help()
     assert phrase in _one_line((ROOT / "README.md").read_text())
+
+
+def test_the_readmes_end_of_run_is_of_the_default_world_and_reads_as_a_run_ends_now():
+    # the excerpt names the command that printed it: the README's own first run, at the default world (one rank
+    # per core), whose headline quotes the canonical op against the window probe's rate, as the run's end does
+    readme = (ROOT / "README.md").read_text()
+    m = re.search(r"^The end of `(make bench-cpu[^`]*)` \(([^)]*)\):\n\n```\n(.*?)```", readme, re.S | re.M)
+    assert m, "no end-of-run excerpt, or it names no command"
+    command, said, block = m.groups()
+    assert "NPROC" not in command and "default world" in said, (command, said)
+    lines = block.splitlines()
+    assert lines[0].startswith("# verdict: PASS: ") and len(lines) <= 10, lines
+    (coll,) = [ln for ln in lines if ln.startswith("# collectives: ")]
+    assert coll.startswith("# collectives: all_reduce (sum, float32) reaches ") and "p2p window 0->1" in coll, coll

@@ -11,6 +11,7 @@ import pytest
 from suite import results
 from suite.report.headline import correctness_text, headline_items, headlines
 from tests.conftest import ROOT
+from tests.unit.conftest import link_figure
 
 FIXTURES = ROOT / "tests" / "fixtures"
 MIB = 1 << 20
@@ -220,24 +221,9 @@ def test_a_tiny_rate_reads_without_an_exponent():
 
 
 def test_an_unbounded_rate_interval_does_not_excuse_a_share_above_the_link():
-    from suite.model.link_rate import LinkFigure
     from suite.report.headline import share
 
-    link = LinkFigure(
-        backend="gloo",
-        device="cpu",
-        world_size=2,
-        src=0,
-        dst=1,
-        link_class="intra",
-        beta_gbps=1.0,
-        beta_ci_gbps=(0.5, float("inf")),
-        alpha_us=10.0,
-        alpha_ci_us=None,
-        measured=True,
-        source="p2p window 0->1",
-        alpha_source="",
-    )
+    link = link_figure(beta_ci_gbps=(0.5, float("inf")), alpha_us=10.0, source="p2p window 0->1")
     s = share(1.5, link)
     assert "within its interval" not in s.text and s.text.startswith("150% of the link's measured rate, marked")
     assert share(0.5, link).cell == "50%"

@@ -91,15 +91,15 @@ def _window_steps(rates_gbps: dict[int, float]):
 
 
 def test_the_first_step_runs_while_the_sweep_still_grows_and_is_skipped_once_it_levelled():
-    from suite.case import CaseSkipped
+    from suite.case import StepNotTaken
 
     cfg, session, resolve = _window_steps({256 << 10: 1.0, 1 * MiB: 1.5})  # +50%: still growing
     assert resolve("the case", None, cfg, session) == "the case"
     cfg, session, resolve = _window_steps({256 << 10: 1.0, 1 * MiB: 1.02})  # +2%: levelled off within the sweep
-    with pytest.raises(CaseSkipped, match=r"link probe stopped: levelled off at 1 MiB \(\+2% over 256 KiB"):
+    with pytest.raises(StepNotTaken, match=r"link probe stopped: levelled off at 1 MiB \(\+2% over 256 KiB"):
         resolve("the case", None, cfg, session)
-    with pytest.raises(CaseSkipped, match="link probe stopped: levelled off"):  # and stays stopped
+    with pytest.raises(StepNotTaken, match="link probe stopped: levelled off"):  # and stays stopped
         resolve("the case", None, cfg, session)
     cfg, session, resolve = _window_steps({256 << 10: 1.0})  # the sweep's largest window did not complete
-    with pytest.raises(CaseSkipped, match="no rate at 1 MiB"):
+    with pytest.raises(StepNotTaken, match="no rate at 1 MiB"):
         resolve("the case", None, cfg, session)

@@ -35,6 +35,15 @@ def test_bench_cpu_with_nccl_points_to_bench_gpu(tmp_path):
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.parametrize("backend", ["nccl", "mpi"])
+def test_doctor_refuses_a_backend_it_does_not_run(tmp_path, backend):
+    r = make("doctor", f"BACKEND={backend}", f"RESULTS={tmp_path / 'r'}", timeout=60)
+    assert r.returncode == 2, r.stderr
+    (line,) = said(r)
+    assert line.startswith("error: ") and f"BACKEND={backend}" in line and "make doctor" in line, line
+    assert "Gloo" in line and r.stdout == "" and not (tmp_path / "r").exists()
+
+
 def test_a_misspelled_knob_is_refused_with_the_nearest_before_anything_starts(tmp_path):
     r = make("bench-cpu", "MAXBYTES=64M", "NPROC=0", f"RESULTS={tmp_path / 'r'}", timeout=60)
     assert r.returncode == 2 and not (tmp_path / "r").exists(), r.stderr

@@ -5,6 +5,7 @@ the report. On the stored 2-rank collectives run with planted 4-rank records."""
 from __future__ import annotations
 
 import copy
+import pickle
 
 from suite import results
 from suite.launch import passes
@@ -85,15 +86,35 @@ def test_the_compare_gate_does_not_judge_the_oversubscribed_pass():
 
 
 def test_a_second_pass_runs_the_cases_skipped_for_want_of_ranks():
+    # the skip's record says the world the case needs (needs_ranks); the reason's words are for the user
     skipped = [
-        {"case": "a::t[2d]", "reason": "2d needs an even world of at least 4 ranks (a 2 x world/2 mesh), not 2"},
-        {"case": "b::t[p2p]", "reason": "point-to-point needs at least 2 ranks (world size 1)"},
+        {"case": "a::t[2d]", "reason": "2d needs an even world of at least 4 ranks (a 2 x world/2 mesh), not 2"}
+        | {"needs_ranks": 4},
+        {"case": "b::t[p2p]", "reason": "point-to-point needs at least 2 ranks (world size 1)", "needs_ranks": 2},
         {"case": "c::t[x]", "reason": "SHARDED_WIDTH=3 does not split over 2 tensor-parallel ranks"},
-        {"case": "d::t[big]", "reason": "it needs at least 16 ranks"},
+        {"case": "d::t[big]", "reason": "it needs at least 16 ranks", "needs_ranks": 16},
+        {"case": "e::t[grid]", "reason": "my 2 x 2 grid does not fit this world", "needs_ranks": 4},
+        {"case": "f::t[quote]", "reason": "the replayed model needs at least 4 ranks' memory, not this host's"},
     ]
-    assert passes.wider_cases(skipped, 2) == (4, ["a::t[2d]"])
-    assert passes.wider_cases(skipped, 1) == (4, ["a::t[2d]", "b::t[p2p]"])
+    assert passes.wider_cases(skipped, 2) == (4, ["a::t[2d]", "e::t[grid]"])
+    assert passes.wider_cases(skipped, 1) == (4, ["a::t[2d]", "b::t[p2p]", "e::t[grid]"])
     assert passes.wider_cases(skipped, 4) == (0, [])
+
+
+def test_the_suites_skips_for_want_of_ranks_carry_the_world_they_need():
+    from experiments.sharded import pipeline, shapes
+    from suite.common.config import BenchConfig
+    from suite.errors import CaseSkipped
+    from suite.ops import p2p
+
+    mesh = shapes.mesh_cannot("2d", 2)
+    assert mesh.ranks == 4 and CaseSkipped(mesh).needs_ranks == 4 and str(CaseSkipped(mesh)) == str(mesh)
+    assert pickle.loads(pickle.dumps(mesh)).ranks == 4  # an object collective keeps it
+    assert pipeline.cannot_run("pp_1f1b", 1, 2, 1).ranks == 2
+    (alone,) = p2p.cases(BenchConfig(), 1, experiment="p2p")
+    assert alone.skip(None, None).ranks == 2
+    assert CaseSkipped("SHARDED_WIDTH=3 does not split").needs_ranks is None
+    assert CaseSkipped("x", needs_ranks=3).needs_ranks == 3
 
 
 def test_marking_a_pass_keeps_an_experiments_own_pass_field():

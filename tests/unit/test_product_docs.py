@@ -1,8 +1,9 @@
 """The product docs speak of the product, not of how it was made.
 
 README.md, docs/*.md and the experiments' and examples' READMEs name no issue number ("issue 26",
-"#26"), no working session, no "slice" of work, no commit hash as history and no session-numbered run id
-(``s14-base``). The history is CHANGELOG.md's; how to work on the project is CONTRIBUTING.md's.
+"#26"), no working session, no "slice" of work, no commit hash as history, no session-numbered run id
+(``s14-base``) and no word of what the product was ("the earlier pattern"): each says what it is. The history is
+CHANGELOG.md's; how to work on the project is CONTRIBUTING.md's.
 
 What the rules leave alone, because the product's own words need it: c10d's per-group sequence numbers
 (``all_reduce #26``, ``op #80``), an upstream reference (``pytorch/pytorch#58467``), a tensor's slice
@@ -49,6 +50,15 @@ RULES = [
     ),
     ("a commit as history", re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b"), False),
     ("a session-numbered run id", re.compile(r"\bs\d{1,3}-[a-z][\w-]*"), True),
+    (
+        "what the product was",
+        re.compile(
+            r"\bthe\s+(?:earlier|former|old|previous)\s+(?:pattern|version|design|behaviou?r|code|implementation|"
+            r"default|format|rule)s?\b",
+            re.I,
+        ),
+        False,
+    ),
 ]
 
 
@@ -96,6 +106,7 @@ def test_changelog_and_contributing_exist_and_are_linked():
         "With the new default, at 742f0ce (after the session's restructuring; load 0.5 at its start),",
         "Its output here (2 ranks at load 1.7, `RUN_ID=s14-um2`; pytest's warnings left out):",
         "the next slice adds the NCCL cases",
+        "each fails with status 6. The earlier pattern, `(index + 3·rank) % 8 + 1`, let all of these pass",
     ],
 )
 def test_rules_catch_history(line):
@@ -113,6 +124,7 @@ def test_rules_catch_history(line):
         "gets it from `session.once(key, factory)`; `resolve=` is for sizes",
         "```\nbuild=lambda ctx, session, s=s: my_buffers(ctx, s)\n```",
         "measured with `make bench-cpu RESULTS=/tmp/bench` in 173.4 s, 30 of 436 cases cut",
+        "a run never writes into an earlier attempt's directory; the directory of an earlier run",
     ],
 )
 def test_rules_leave_the_product_alone(line):

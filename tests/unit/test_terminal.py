@@ -31,3 +31,13 @@ def test_another_major_version_is_refused_with_the_fix():
     terminal.check_version()  # the installed one
     with pytest.raises(terminal.UnsupportedVersion, match="pytest 10.0.0 is installed.*requirements.txt"):
         terminal.check_version("10.0.0")
+
+
+def test_a_forgotten_interrupt_prints_no_block_of_pytests_own():
+    from _pytest.terminal import TerminalReporter
+
+    assert callable(TerminalReporter._report_keyboardinterrupt)  # the method the adapter replaces is there
+    tr = TerminalReporter.__new__(TerminalReporter)  # no config needed: only the block's method is replaced
+    terminal.forget_interrupt(tr)
+    assert tr._report_keyboardinterrupt() is None  # it would assert on, then print, the interrupt it kept
+    terminal.forget_interrupt(None)  # pytest's terminal plugin off: nothing to forget

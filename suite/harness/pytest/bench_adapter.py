@@ -36,6 +36,12 @@ def check_version(version: str | None = None) -> None:
         )
 
 
+UNUSED_FIXTURE = "ignore:Benchmark fixture was not used at all:pytest_benchmark.logger.PytestBenchmarkWarning"
+"""A ``filterwarnings`` line: pytest-benchmark's warning that a test left its fixture unused, which every case the
+suite interrupts, fails or skips for another rank does (the suite says what became of the case; the warning would
+only repeat it in pytest-benchmark's words)."""
+
+
 def store_samples(benchmark, samples_s: Sequence[float], ops_per_sample: int, *, group: str, extra: dict) -> None:
     """Record externally timed samples on a ``benchmark`` fixture.
 

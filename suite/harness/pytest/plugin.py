@@ -28,7 +28,7 @@ import time
 import pytest
 
 from suite import registry
-from suite.errors import CaseFailed, CaseSkipped
+from suite.errors import CaseFailed, CaseSkipped, StepNotTaken
 from suite.harness import profiling
 from suite.harness.pytest import bench_adapter, failure_notes, rank_output, terminal
 from suite.common import progress
@@ -43,6 +43,10 @@ from suite.common.config import (
 from suite.common.knobs import KNOBS, settings_from_env
 from suite.common.switches import switch
 from suite.system import sysinfo
+
+SKIP = pytest.StashKey[CaseSkipped]()
+"""What skipped a case, kept on its test item for the skip's record: the world size it needs (``needs_ranks``), or
+whether it is a probe's step not taken (StepNotTaken)."""
 
 
 def pytest_addoption(parser):
@@ -75,6 +79,7 @@ def pytest_configure(config):
     try:
         bench_adapter.check_version()
         terminal.check_version()
+        config.addinivalue_line("filterwarnings", bench_adapter.UNUSED_FIXTURE)
         cfg = _suite_config(config)
         # fd 1 is still the real stdout here: pytest's capture is suspended between its phases
         mode = progress.mode(stdout_is_terminal=progress.is_terminal(1))
@@ -183,6 +188,7 @@ class _Bridge:
         try:
             m, rec = self.harness.run(case)
         except CaseSkipped as e:
+            self.request.node.stash[SKIP] = e  # the skip's record reads it (pytest_runtest_makereport)
             pytest.skip(str(e))
         except CaseFailed as e:  # alike on every rank, and the run goes on: the launcher names it
             self.request.config.stash[RUN].failed.append(
@@ -249,12 +255,25 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
     st = state(item.config)
-    if st is not None and rep.skipped and isinstance(rep.longrepr, tuple):  # every skip, with its reason
+    skip = item.stash.get(SKIP, None)
+    if rep.skipped and isinstance(skip, StepNotTaken):  # no skipped case: in no list (pytest_report_teststatus)
+        rep.step_not_taken = True
+    elif st is not None and rep.skipped and isinstance(rep.longrepr, tuple):  # every skip, with its reason
         reason = str(rep.longrepr[2])
         st.skipped.append(
             {"case": item.nodeid, "reason": reason[len("Skipped: ") :] if reason.startswith("Skipped: ") else reason}
+            | ({"needs_ranks": skip.needs_ranks} if skip is not None and skip.needs_ranks is not None else {})
         )
     failure_notes.stop_the_session(item, call, rep)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_report_teststatus(report, config):
+    """A probe's step not taken is no skipped case: pytest's counts and its list of skips leave it out, and its
+    progress shows no letter for it."""
+    if getattr(report, "step_not_taken", False):
+        return "", "", "probe stopped"
+    return None
 
 
 def _inject_fault(item) -> None:
@@ -320,6 +339,8 @@ def pytest_runtest_teardown(item, nextitem):
 def pytest_sessionfinish(session, exitstatus):
     config = session.config
     rank_output.stop_live(config)  # before anything prints the summary (also after a failure or Ctrl-C)
+    if exitstatus == pytest.ExitCode.INTERRUPTED and state(config) is not None:  # the launcher's lines say it
+        terminal.forget_interrupt(config.pluginmanager.get_plugin("terminalreporter"))
     if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
         # pytest's 5 would read as the suite's "lost a peer"; say what happened instead
         sys.stderr.write("error: the case selection (K= / -k) matched no case of the chosen experiments\n")

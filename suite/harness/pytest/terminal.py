@@ -3,10 +3,11 @@
 pytest has no public way to point its terminal reporter's output elsewhere, and the plugin needs two
 things of it: every rank but 0 prints nothing (its reporter writes to /dev/null), and rank 0's live
 progress line keeps pytest's own output above it. Both replace ``TerminalReporter._tw`` with a writer of
-their own, a ``_pytest.terminal.TerminalWriter``; both are private. ``check_version`` refuses a pytest
-of another major version than the one this was written and tested against (pinned in requirements.txt;
-tests/dist/test_progress_dist.py runs the live line on a terminal, tests/unit/test_terminal.py the rest).
-"""
+their own, a ``_pytest.terminal.TerminalWriter``; both are private. A third: after a Ctrl-C the reporter
+prints no KeyboardInterrupt block (``forget_interrupt`` replaces its private ``_report_keyboardinterrupt``).
+``check_version`` refuses a pytest of another major version than the one this was written and tested against
+(pinned in requirements.txt; tests/dist/test_progress_dist.py runs the live line on a terminal,
+tests/unit/test_terminal.py the rest)."""
 
 from __future__ import annotations
 
@@ -44,6 +45,14 @@ def redirect(reporter, stream: TextIO, *, like_current: bool = False):
         tw.hasmarkup, tw.code_highlight, tw.fullwidth = old.hasmarkup, old.code_highlight, old.fullwidth
     reporter._tw = tw
     return old
+
+
+def forget_interrupt(reporter) -> None:
+    """``reporter`` prints no KeyboardInterrupt block at the session's end (its ``!!! KeyboardInterrupt !!!`` line,
+    where the interrupt landed, the ``--full-trace`` hint): the launcher says what was interrupted and where its
+    results are."""
+    if reporter is not None:  # None: pytest's terminal plugin is off (-p no:terminal)
+        reporter._report_keyboardinterrupt = lambda: None
 
 
 def restore(reporter, writer, pending: str = "") -> None:

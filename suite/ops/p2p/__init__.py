@@ -26,7 +26,7 @@ declarations (``cases``) and the p2p table (experiments/p2p/table.py) take every
 
 from __future__ import annotations
 
-from suite.case import Buffers, Bytes, Case, CaseFailed
+from suite.case import Buffers, Bytes, Case, CaseFailed, NeedsRanks
 from suite.common.config import BenchConfig
 from suite.harness.dist import DistContext
 from suite.ops.collectives import elsize
@@ -75,7 +75,11 @@ def cases(cfg: BenchConfig, world_size: int, *, experiment: str) -> list[Case]:
     el = elsize(dtype)
     sizes = sorted({s // el * el for s in cfg.sizes() if s >= el})
     if world_size < 2:
-        return [not_runnable(f"point-to-point needs at least 2 ranks (world size {world_size})", experiment=experiment)]
+        return [
+            not_runnable(
+                NeedsRanks(2, f"point-to-point needs at least 2 ranks (world size {world_size})"), experiment=experiment
+            )
+        ]
     if not sizes:
         return [not_runnable(f"no message size of the sweep holds one {dtype} element", experiment=experiment)]
     sw = Sweep(dtype=dtype, sizes=sizes, ends=sorted({sizes[0], sizes[-1]}))

@@ -4,10 +4,10 @@ stopped growing whatever MAX_BYTES is (suite/model/link_rate.py reads it; docs/m
 
 Cases are declared before anything runs, so every step up to the cap is declared and each one decides at run
 time, from what the steps before it measured, whether it runs: the stop rule is ``rule.probe_stop``
-(levelled off, size cap, time bound). A step that does not run is skipped with the reason; a step that runs
-records ``link_probe`` (how far the probe went and, on the last one, why it stopped). Its cases are window cases
-with ``beyond_sweep: true`` in their identity (the sweep's own window cases are unchanged) and ``table:
-link_probe`` (the report groups them apart from the window's sweep).
+(levelled off, size cap, time bound). A step that does not run is a step not taken (suite.errors.StepNotTaken:
+no list of skipped cases names it); a step that runs records ``link_probe`` (how far the probe went and, on the
+last one, why it stopped). Its cases are window cases with ``beyond_sweep: true`` in their identity (the sweep's
+own window cases are unchanged) and ``table: link_probe`` (the report groups them apart from the window's sweep).
 
 Every decision is made alike on every rank: the rates come from the samples reduced across ranks, and the time
 spent is the slowest rank's (one all_reduce after each step).
@@ -23,7 +23,7 @@ import torch
 import torch.distributed as dist
 
 from suite import metrics
-from suite.case import Case, CaseSkipped
+from suite.case import Case, StepNotTaken
 from suite.harness.budget import BUDGET_MIN_SAMPLES
 from suite.model import link_probe as rule
 from suite.model.link_probe import PROBE_CAP_BYTES, PROBE_STEP, PROBE_TIME_S, RatePoint
@@ -152,7 +152,7 @@ def resolver(s, max_bytes: int, window_max: int):
             if st.stopped is None:
                 st.started = time.monotonic()
         if st.stopped is not None:
-            raise CaseSkipped(f"link probe stopped: {st.stopped[1]}")
+            raise StepNotTaken(f"link probe stopped: {st.stopped[1]}")
         return case
 
     return resolve

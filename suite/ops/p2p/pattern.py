@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 
 from suite.harness import verify
-from suite.case import Buffers, Bytes, Case, Session, Timing
+from suite.case import Buffers, Bytes, Case, NeedsRanks, Session, Timing
 from suite.common.config import BenchConfig
 from suite.harness.dist import DistContext
 from suite.common.backends import record_of
@@ -185,7 +185,7 @@ def skip_of(p: Pattern, s: Spec):
     def skip(ctx: DistContext, cfg: BenchConfig) -> str | None:
         n = ctx.world_size
         if n < 2:
-            return "point-to-point needs at least 2 ranks"
+            return NeedsRanks(2, "point-to-point needs at least 2 ranks")
         if ctx.device.type != "cpu" and "p2p_cuda" in record_of(ctx.backend).cannot:
             # the same decision on every rank (it comes from the config)
             return record_of(ctx.backend).cannot["p2p_cuda"]
