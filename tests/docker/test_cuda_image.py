@@ -19,7 +19,7 @@ import time
 import pytest
 
 from tests.conftest import ROOT
-from tests.docker.test_compose import _container, _docker, _out, make_image
+from tests.helpers.docker import _container, _docker, _out, make_image
 
 # cold: ~3 min for the image (+1 min for the base where it is missing); the timeout covers the
 # fixture's build, which runs inside the first test

@@ -13,7 +13,7 @@ import pytest
 
 from suite.common.failures import EXIT_FINDING
 from tests.conftest import all_correct
-from tests.docker.test_compose import _out, image, sim  # noqa: F401  (fixtures)
+from tests.helpers.docker import _out
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

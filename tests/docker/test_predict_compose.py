@@ -12,12 +12,12 @@ import uuid
 import pytest
 
 from tests.conftest import ROOT
-from tests.docker.test_compose import _docker, image  # noqa: F401  (the session's `make image` fixture)
+from tests.helpers.docker import _docker
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
-def test_validate_predict_all_reduce_ddp_and_fsdp2_steps_at_a_reduced_size(tmp_path, image):  # noqa: F811
+def test_validate_predict_all_reduce_ddp_and_fsdp2_steps_at_a_reduced_size(tmp_path, image):
     project = f"suitetest{uuid.uuid4().hex[:8]}"
     knobs = {
         "VALIDATE_FIT": "2 3",

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import ROOT
-from tests.e2e.test_report import FIXTURE, _fixture, _save, _scaled
+from tests.helpers.stored_runs import FIXTURE, _fixture, _save, _scaled
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,7 @@ import json
 import shutil
 
 from tests.conftest import ROOT
-from tests.unit.test_predict import _make
+from tests.helpers.make_predict import _make
 
 FIXTURE = ROOT / "tests" / "fixtures" / "sharded-gloo-2"
 

@@ -43,31 +43,9 @@ from tests.browser import (
     run_chromium,
 )
 from tests.conftest import make as _make  # `make` as a user types it
+from tests.helpers.stored_runs import FIXTURE, _fixture, _save, _scaled
 
-ROOT = Path(__file__).resolve().parents[2]
-FIXTURE = ROOT / "tests" / "fixtures" / "collectives-gloo-2"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-def _fixture() -> dict:
-    return results.load_run(FIXTURE)
-
-
-def _scaled(run: dict, factor_fn) -> dict:
-    """A copy of ``run`` whose samples are multiplied per sample by ``factor_fn(n)``."""
-    out = copy.deepcopy(run)
-    for b in out["benchmarks"]:
-        e = b["extra_info"]
-        s = np.asarray(e["samples_us"]) * factor_fn(len(e["samples_us"]))
-        e["samples_us"] = s.tolist()
-        e["time_us"] = float(np.median(s))
-    return out
-
-
-def _save(run: dict, d: Path) -> Path:
-    d.mkdir(parents=True, exist_ok=True)
-    (d / "bench.json").write_text(json.dumps(run))
-    return d
 
 
 # --- α–β fit -----------------------------------------------------------------------------------

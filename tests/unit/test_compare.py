@@ -20,42 +20,17 @@ import suite.report.compare.text as compare_text
 import suite.report.compare.verdicts as verdicts
 import suite.report.compare.shrinkage as shrinkage
 from suite.report.compare.case_identity import case_key
-
-N_CASES = 60
-
-
-def _rec(i: int, samples, **extra) -> dict:
-    s = [float(v) for v in samples]
-    return {
-        "experiment": "synthetic",
-        "op": "all_reduce",
-        "backend": "gloo",
-        "device": "cpu",
-        "world_size": 2,
-        "timing_mode": "blocking",
-        "dtype": "float32",
-        "size_bytes": 1024 * (i + 1),
-        "identity": [],
-        "samples_us": s,
-        "time_us": float(np.median(s)),
-        "peak_mem_bytes": int(1e6 + 1000 * s[0]),
-        **extra,
-    }
-
-
-def _run(rng, run_sd, factor=lambda i: 1.0, n: int = 20, within_sd: float = 0.02, n_cases: int = N_CASES) -> list[dict]:
-    """One run: every case's samples around 100·(i+1) µs, each case's run median shifted by its own
-    lognormal factor (``run_sd``: one sd for every case, or a list, one per case: between-run
-    variation case by case; ``_shifted_runs`` shifts whole runs), times ``factor(i)``."""
-    sds = run_sd if isinstance(run_sd, list) else [run_sd] * n_cases
-    return [
-        _rec(i, 100.0 * (i + 1) * factor(i) * math.exp(rng.normal(0, sd)) * np.exp(rng.normal(0, within_sd, n)))
-        for i, sd in enumerate(sds)
-    ]
-
-
-def _flagged(c) -> bool:
-    return any(x.verdict in ("slower", "faster") for x in c.cases)
+from tests.helpers.compare_runs import (
+    HETERO,
+    NOISY,
+    N_CASES,
+    QUIET,
+    _flagged,
+    _rec,
+    _run,
+    same_commit_trials,
+    slowdown_trials,
+)
 
 
 # --- the four verdicts and the gate --------------------------------------------------------------
@@ -136,25 +111,9 @@ def test_alpha_sets_the_level_of_the_verdicts():
 
 # --- each case's own noise -----------------------------------------------------------------------
 
-QUIET, NOISY = 0.02, 0.2
-HETERO = [QUIET] * 36 + [NOISY] * 4  # most cases quiet, some 10x noisier
 TRIALS = 60
 """Trials of the unit tier's simulations; tests/e2e/test_compare_simulations.py runs 200 (and 20 of the
 slowdown's) with the same bounds."""
-
-
-def same_commit_trials(trials: int, runs: int = 3) -> tuple[int, int]:
-    """Comparisons of ``runs`` runs a side of one commit, 36 quiet cases and 4 ten times noisier: in how
-    many trials some case was called slower/faster, and in how many the gate failed."""
-    flagged = failed = 0
-    for trial in range(trials):
-        rng = np.random.default_rng(1000 + trial)
-        base = [_run(rng, HETERO, n=5, within_sd=0.01, n_cases=40) for _ in range(runs)]
-        new = [_run(rng, HETERO, n=5, within_sd=0.01, n_cases=40) for _ in range(runs)]
-        c = compare.compare_runs(base, new, n_boot=50)
-        flagged += _flagged(c)
-        failed += c.failed
-    return flagged, failed
 
 
 def test_same_commit_with_heterogeneous_noise_flags_a_case_in_at_most_alpha_of_trials():
@@ -178,29 +137,6 @@ def test_each_case_gets_its_own_noise_shrunk_toward_the_pooled_value():
     # the noisy cases' intervals are the wide ones
     width = [math.log(x.ci_high / x.ci_low) for x in c.cases]
     assert min(width[36:]) > 3 * max(width[:36])
-
-
-def slowdown_trials(trials: int) -> tuple[int, int, int]:
-    """2x slower: the 4 noisiest of 40 cases, compared with 2 runs a side and then with the runs per side
-    the inconclusive ones ask for. Returns (gates that FAIL with the asked runs, slower verdicts of the
-    group with them, slower verdicts of the group at 2 runs a side); no quiet case may be flagged."""
-    group = range(36, 40)
-    slow = lambda i: 2.0 if i in group else 1.0  # noqa: E731
-    found = cases_found = cases_found_at_2 = 0
-    for trial in range(trials):
-        rng = np.random.default_rng(500 + trial)
-
-        def side(k, f=lambda i: 1.0, rng=rng):
-            return [_run(rng, HETERO, f, n=5, within_sd=0.01, n_cases=40) for _ in range(k)]
-
-        c = compare.compare_runs(side(2), side(2, slow), n_boot=100)
-        cases_found_at_2 += sum(c.cases[i].verdict == "slower" for i in group)
-        asked = max((c.cases[i].runs_needed or 2) for i in group)
-        c = compare.compare_runs(side(asked), side(asked, slow), n_boot=100)
-        found += c.failed
-        cases_found += sum(c.cases[i].verdict == "slower" for i in group)
-        assert not any(x.verdict in ("slower", "faster") for x in c.cases[:36])
-    return found, cases_found, cases_found_at_2
 
 
 SLOWDOWN_TRIALS = 10

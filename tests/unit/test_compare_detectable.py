@@ -17,7 +17,7 @@ import pytest
 
 from suite.report import cli as report
 from tests.conftest import ROOT
-from tests.unit.test_compare import _rec
+from tests.helpers.compare_runs import _rec
 
 FIXTURE = ROOT / "tests" / "fixtures" / "collectives-gloo-2"
 N_CASES = 8

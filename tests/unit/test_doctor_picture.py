@@ -10,7 +10,7 @@ from matplotlib.patches import Rectangle
 
 from experiments.doctor import picture, verdict
 from suite.report import rank_plots
-from tests.unit.test_doctor import THREE_NODES, _run
+from tests.helpers.doctor_runs import THREE_NODES, _run
 
 
 def _drawn(run: dict, monkeypatch) -> tuple:

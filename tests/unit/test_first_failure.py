@@ -12,7 +12,7 @@ import subprocess
 from experiments.doctor import verdict as doctor
 from suite.common.failures import EXIT_FINDING, EXIT_PEER_FAILURE
 from tests.conftest import ROOT
-from tests.unit.test_doctor import THREE_NODES, _run
+from tests.helpers.doctor_runs import THREE_NODES, _run
 
 SCRIPT = ROOT / "docker" / "first-failure.sh"
 

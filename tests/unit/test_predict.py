@@ -10,8 +10,6 @@ import math
 import re
 import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -32,6 +30,7 @@ from suite.model import (
 )
 from suite.model.links import ClassLink, Topology
 from tests.conftest import ROOT
+from tests.helpers.make_predict import MAKE, _make
 
 S = 1e6  # bytes
 INTRA = ClassLink(link_class="intra", alpha_us=1.0, beta_gbps=10.0)  # 1 µs, 10 GB/s: 1e6 B in 100 µs
@@ -415,15 +414,6 @@ def test_geomean_abs_error_by_hand():
 # --- make predict --------------------------------------------------------------------------------------
 
 FIXTURE = ROOT / "tests" / "fixtures" / "collectives-gloo-2"
-
-
-VENV = Path(sys.executable).parent.parent
-MAKE = ["make", "-o", f"{VENV}/.installed", f"VENV={VENV}"]
-"""`make` with this interpreter's environment as the venv (never rebuilt by the test)."""
-
-
-def _make(*args, cwd=ROOT):
-    return subprocess.run([*MAKE, "-s", "predict", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
 def test_make_predict_prints_the_table_and_writes_predict_json(tmp_path):
