@@ -128,3 +128,24 @@ def test_the_image_holds_the_docs_the_tests_read():
             copied.update(w.rstrip("/") for w in line.split()[1:-1])
     wanted = {"README.md", "CONTRIBUTING.md", "CHANGELOG.md", "docs", "experiments", "examples"}
     assert wanted <= copied, f"the Dockerfile copies none of {sorted(wanted - copied)}"
+
+
+_OUTSIDE = re.compile(r"\breview_[a-z]+(?:_\d+)?(?:\.md)?\b")
+"""A review document of the project's research notes (``review_<theme>_<n>.md``), which live outside the
+repository: a reader of the repository cannot open it, so a rule or a number says its reason in place."""
+_TREES = ("suite", "experiments", "examples", "scripts", "tests", "docs")
+
+
+def test_no_file_cites_a_document_outside_the_repository():
+    files = [ROOT / f for f in ("README.md", "CONTRIBUTING.md", "CHANGELOG.md", "Makefile")]
+    files += [p for t in _TREES for p in sorted((ROOT / t).rglob("*")) if p.suffix in (".py", ".md")]
+    me = Path(__file__).resolve()
+    found = [
+        f"{p.relative_to(ROOT)}:{i}"
+        for p in files
+        if p.resolve() != me
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if _OUTSIDE.search(line)
+    ]
+    assert found == [], found
+    assert _OUTSIDE.search("(review_structure_2.md §5.2)") and _OUTSIDE.search("every run of review_verification_2")
