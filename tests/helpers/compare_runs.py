@@ -1,5 +1,6 @@
-"""Synthetic runs for suite.report.compare: records (``_rec``), runs of many cases (``_run``), and the simulations
-of many comparisons whose bounds the unit tier checks at a few trials and the e2e tier at many."""
+"""Synthetic runs for suite.report.compare: records (``synthetic_record``), runs of many cases
+(``synthetic_run``), and the simulations of many comparisons whose bounds the unit tier checks at a few
+trials and the e2e tier at many."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from suite.report import compare
 N_CASES = 60
 
 
-def _rec(i: int, samples, **extra) -> dict:
+def synthetic_record(i: int, samples, **extra) -> dict:
     s = [float(v) for v in samples]
     return {
         "experiment": "synthetic",
@@ -30,18 +31,22 @@ def _rec(i: int, samples, **extra) -> dict:
     }
 
 
-def _run(rng, run_sd, factor=lambda i: 1.0, n: int = 20, within_sd: float = 0.02, n_cases: int = N_CASES) -> list[dict]:
+def synthetic_run(
+    rng, run_sd, factor=lambda i: 1.0, n: int = 20, within_sd: float = 0.02, n_cases: int = N_CASES
+) -> list[dict]:
     """One run: every case's samples around 100·(i+1) µs, each case's run median shifted by its own
     lognormal factor (``run_sd``: one sd for every case, or a list, one per case: between-run
     variation case by case; ``_shifted_runs`` shifts whole runs), times ``factor(i)``."""
     sds = run_sd if isinstance(run_sd, list) else [run_sd] * n_cases
     return [
-        _rec(i, 100.0 * (i + 1) * factor(i) * math.exp(rng.normal(0, sd)) * np.exp(rng.normal(0, within_sd, n)))
+        synthetic_record(
+            i, 100.0 * (i + 1) * factor(i) * math.exp(rng.normal(0, sd)) * np.exp(rng.normal(0, within_sd, n))
+        )
         for i, sd in enumerate(sds)
     ]
 
 
-def _flagged(c) -> bool:
+def any_flagged(c) -> bool:
     return any(x.verdict in ("slower", "faster") for x in c.cases)
 
 
@@ -57,10 +62,10 @@ def same_commit_trials(trials: int, runs: int = 3) -> tuple[int, int]:
     flagged = failed = 0
     for trial in range(trials):
         rng = np.random.default_rng(1000 + trial)
-        base = [_run(rng, HETERO, n=5, within_sd=0.01, n_cases=40) for _ in range(runs)]
-        new = [_run(rng, HETERO, n=5, within_sd=0.01, n_cases=40) for _ in range(runs)]
+        base = [synthetic_run(rng, HETERO, n=5, within_sd=0.01, n_cases=40) for _ in range(runs)]
+        new = [synthetic_run(rng, HETERO, n=5, within_sd=0.01, n_cases=40) for _ in range(runs)]
         c = compare.compare_runs(base, new, n_boot=50)
-        flagged += _flagged(c)
+        flagged += any_flagged(c)
         failed += c.failed
     return flagged, failed
 
@@ -76,7 +81,7 @@ def slowdown_trials(trials: int) -> tuple[int, int, int]:
         rng = np.random.default_rng(500 + trial)
 
         def side(k, f=lambda i: 1.0, rng=rng):
-            return [_run(rng, HETERO, f, n=5, within_sd=0.01, n_cases=40) for _ in range(k)]
+            return [synthetic_run(rng, HETERO, f, n=5, within_sd=0.01, n_cases=40) for _ in range(k)]
 
         c = compare.compare_runs(side(2), side(2, slow), n_boot=100)
         cases_found_at_2 += sum(c.cases[i].verdict == "slower" for i in group)

@@ -15,29 +15,29 @@ import pytest
 from tests.conftest import ROOT
 
 
-def _docker(*args: str, timeout: float = 60, check: bool = False) -> subprocess.CompletedProcess:
+def run_docker(*args: str, timeout: float = 60, check: bool = False) -> subprocess.CompletedProcess:
     return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, check=check)
 
 
-def _container(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+def run_container(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     """`docker run --rm` that never outlives the test (a timeout removes the container too)."""
     name = f"suitetest-{uuid.uuid4().hex[:8]}"
     try:
-        return _docker("run", "--rm", "--name", name, *args, timeout=timeout)
+        return run_docker("run", "--rm", "--name", name, *args, timeout=timeout)
     finally:
-        _docker("rm", "-f", name)
+        run_docker("rm", "-f", name)
 
 
-def _engine_reason() -> str | None:
+def engine_reason() -> str | None:
     if not shutil.which("docker"):
         return "no docker CLI on this host (.ci/setup.d/10-docker.sh installs the engine)"
     try:
-        r = _docker("info", "--format", "{{.ServerVersion}}", timeout=30)
+        r = run_docker("info", "--format", "{{.ServerVersion}}", timeout=30)
     except subprocess.TimeoutExpired:
         return "the Docker engine did not answer within 30 s"
     if r.returncode != 0:
         return f"no Docker engine reachable: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode}"
-    if not (shutil.which("docker-compose") or _docker("compose", "version").returncode == 0):
+    if not (shutil.which("docker-compose") or run_docker("compose", "version").returncode == 0):
         return "neither `docker compose` nor docker-compose is installed"
     return None
 
@@ -45,7 +45,7 @@ def _engine_reason() -> str | None:
 def make_image(*args: str, timeout: float) -> subprocess.CompletedProcess:
     """`make -s image ARGS...` once the engine is reachable (skip, or fail under REQUIRE_DOCKER=1, when not);
     asserts it built and prints how long it took."""
-    reason = _engine_reason()
+    reason = engine_reason()
     if reason:
         if os.environ.get("REQUIRE_DOCKER") == "1":
             pytest.fail(reason)
@@ -63,7 +63,7 @@ def make_image(*args: str, timeout: float) -> subprocess.CompletedProcess:
     return r
 
 
-def _out(p) -> str:
+def output_of(p) -> str:
     return (p.stdout or "") + (p.stderr or "")
 
 
@@ -127,22 +127,22 @@ class Sim:
             args += ["--filter", f"label=com.docker.compose.service={service}"]
         if all_states:
             args.append("-a")
-        return _docker(*args).stdout.split()
+        return run_docker(*args).stdout.split()
 
     def assert_clean(self) -> None:
         assert self.containers() == [], f"containers of {self.project} left behind"
-        nets = _docker("network", "ls", "-q", "--filter", f"label=com.docker.compose.project={self.project}")
+        nets = run_docker("network", "ls", "-q", "--filter", f"label=com.docker.compose.project={self.project}")
         assert nets.stdout.split() == [], f"network of {self.project} left behind"
-        vols = _docker("volume", "ls", "-q", "--filter", f"label=com.docker.compose.project={self.project}")
+        vols = run_docker("volume", "ls", "-q", "--filter", f"label=com.docker.compose.project={self.project}")
         assert vols.stdout.split() == [], f"volume of {self.project} (the job's ssh keys) left behind"
 
     def cleanup(self) -> None:
         ids = self.containers()
         if ids:
-            _docker("rm", "-f", *ids)
-        nets = _docker("network", "ls", "-q", "--filter", f"label=com.docker.compose.project={self.project}")
+            run_docker("rm", "-f", *ids)
+        nets = run_docker("network", "ls", "-q", "--filter", f"label=com.docker.compose.project={self.project}")
         for n in nets.stdout.split():
-            _docker("network", "rm", n)
-        vols = _docker("volume", "ls", "-q", "--filter", f"label=com.docker.compose.project={self.project}")
+            run_docker("network", "rm", n)
+        vols = run_docker("volume", "ls", "-q", "--filter", f"label=com.docker.compose.project={self.project}")
         for v in vols.stdout.split():
-            _docker("volume", "rm", "-f", v)
+            run_docker("volume", "rm", "-f", v)

@@ -1,4 +1,5 @@
-"""Synthetic runs of the doctor's probes (``_run``) for the tests of its verdict, its picture and the first failure."""
+"""Synthetic runs of the doctor's probes (``doctor_run``) for the tests of its verdict, its picture and the
+first failure."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def _link(rng, probe, a, b, pass_no, us, noise):
     }
 
 
-def _run(
+def doctor_run(
     hosts,
     *,
     slow=lambda probe, a, b, pass_no: 1.0,

@@ -15,5 +15,5 @@ MAKE = ["make", "-o", f"{VENV}/.installed", f"VENV={VENV}"]
 """`make` with this interpreter's environment as the venv (never rebuilt by the test)."""
 
 
-def _make(*args, cwd=ROOT):
+def make_predict(*args, cwd=ROOT):
     return subprocess.run([*MAKE, "-s", "predict", *args], cwd=cwd, capture_output=True, text=True, timeout=120)

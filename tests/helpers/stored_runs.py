@@ -16,11 +16,11 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "collectives-gloo-2"
 
 
-def _fixture() -> dict:
+def stored_run() -> dict:
     return results.load_run(FIXTURE)
 
 
-def _scaled(run: dict, factor_fn) -> dict:
+def scaled_run(run: dict, factor_fn) -> dict:
     """A copy of ``run`` whose samples are multiplied per sample by ``factor_fn(n)``."""
     out = copy.deepcopy(run)
     for b in out["benchmarks"]:
@@ -31,7 +31,7 @@ def _scaled(run: dict, factor_fn) -> dict:
     return out
 
 
-def _save(run: dict, d: Path) -> Path:
+def save_run(run: dict, d: Path) -> Path:
     d.mkdir(parents=True, exist_ok=True)
     (d / "bench.json").write_text(json.dumps(run))
     return d
