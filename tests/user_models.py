@@ -65,3 +65,18 @@ def built_in_twin() -> UserModel:
         loss=F.mse_loss,
         tp_plan={"blocks.*.up": ColwiseParallel(), "blocks.*.down": RowwiseParallel()},
     )
+
+
+def built_in_rule(strategy: str, world: int, depth: int, width: int, microbatches: int = 1):
+    """The check rule on the built-in model of ``width`` and ``depth`` (the one rule, train.check_rule, reads its
+    numbers off the model: ``down``'s 4d contraction, 2 x depth + 1 layers)."""
+    from experiments.sharded import built_in, train
+
+    return train.check_rule(strategy, world, built_in.built_in(width, depth, 4, 4), microbatches)
+
+
+def built_in_reference(width: int, depth: int, seq: int, batch: int, dp: int, bf16: bool = False):
+    """The one reference (train.reference) of the built-in model on CPU."""
+    from experiments.sharded import built_in, train
+
+    return train.reference(built_in.built_in(width, depth, seq, batch), dp, "cpu", bf16)

@@ -245,7 +245,7 @@ def stage_repeats(stages: int) -> int:
     """Back-to-back repetitions in one sample of c and of τ: the micro-batch slots of the longest schedule
     measured (max M + S − 1), so that a c or τ sample lasts about as long as the pipeline's samples and
     meets the same interruptions of a shared machine (samples of one matmul, 10-40x shorter than T,
-    gave a c that T exceeded 2-3x at M >= 4 in every run of review_verification_2.md)."""
+    gave a c that T exceeded 2-3x at M >= 4 on a 2-core machine shared with other jobs)."""
     return max(MICROBATCHES) + max(stages, 1) - 1
 
 

@@ -1,5 +1,5 @@
 """Each sharded case's Buffers on a rank (experiments/sharded/cases.py declares them): the strategy's trainer
-built on the case's model (``model_of``: SHARDED_MODEL's, or the built-in model as a UserModel) by the one trainer
+built on the case's model (``m``: built_in.BuiltIn or yours.Yours, whose ``model()`` is a UserModel) by the one trainer
 (train.make_trainer) or pipeline trainer (pipeline_train.make_trainer), its check against the one
 reference (check.Reference) under the one rule (check.check_rule), and the record's derived fields: the
 inventory, c10d's count, compute alone; and the replay of its communication (decompose.py)."""
@@ -9,28 +9,25 @@ from __future__ import annotations
 from suite.api import Buffers, DistContext, Session, dist_max, verify
 
 from . import check as checking
-from . import built_in, decompose, inventory, pipeline, quiet, user_model, pipeline_train, train, workload
-from .settings import ShardedSettings
-from .strategies import BASELINE
+from . import decompose, inventory, pipeline, quiet, pipeline_train, train, workload
+from .built_in import BuiltIn
 from .strategies import get as strategy_of
+from .user_model import UserModel
+from .yours import Yours
 
 EXPERIMENT = "sharded"
 
-
-def inventory_fields(strategy: str, s: ShardedSettings, world: int, rows: list[dict], commdebug_ops: int) -> dict:
-    """The record's inventory fields from a step's rows (pure: the formulas are in cases._PROVENANCE)."""
-    theory = inventory.theory(strategy, s.width, s.depth, s.seq, s.batch, world)
-    ddp = inventory.theory(BASELINE, s.width, s.depth, s.seq, s.batch, world)
-    return inventory.record_fields(
-        rows, commdebug_ops, inventory.group_sizes(strategy, world), ddp, theory, bucketed=strategy_of(strategy).ddp
-    )
+Model = BuiltIn | Yours
+"""A case's model: what its case declares of it, its theory, the UserModel its trainers train (``model()``)."""
 
 
-def derive(
-    strategy: str, s: ShardedSettings, trainer, ctx: DistContext, m, around, seen: dict, session, um=None
-) -> dict:
+def derive(strategy: str, m: Model, trainer, ctx: DistContext, measured, around, seen: dict, session) -> dict:
+    """The record's derived fields of ``strategy``'s step on the case's model ``m``: the check's, the peak memory,
+    the inventory against the model's theory (a pipeline's p2p ops: experiments/sharded/pipeline.py), c10d's
+    count, compute alone."""
     from suite.api import PeakMemory
 
+    s, world = m.s, ctx.world_size
     fields: dict = {}
     if seen:
         fields |= {
@@ -42,40 +39,32 @@ def derive(
     if isinstance(around, PeakMemory):
         fields |= {"peak_mem_bytes": int(dist_max(ctx, [float(around.peak_bytes)])[0])}
         fields["peak_mem_kind"] = around.kind
-    if strategy in pipeline.PIPELINES and um is not None:  # p2p, not collectives: experiments/sharded/pipeline.py
-        seen_p2p = pipeline.inventory_step(trainer, ctx)
-        return fields | pipeline_train.inventory_fields(strategy, um, ctx.world_size, s.microbatches, *seen_p2p)
-    if strategy in pipeline.PIPELINES:
-        return fields | pipeline.inventory_fields(strategy, s, ctx.world_size, *pipeline.inventory_step(trainer, ctx))
+    ddp = train.ddp_theory(m.n_params())
+    if strategy in pipeline.PIPELINES:  # p2p, not collectives
+        rows, scheduled, c10d = pipeline.inventory_step(trainer, ctx)
+        return fields | pipeline.p2p_fields(rows, scheduled, c10d, m.theory(strategy, world), ddp, world)
     rows, counted, c10d = inventory.step_inventory(trainer)
     inventory.complete(strategy, rows, c10d, ctx)
     fields["c10d_ops"] = c10d
     fields |= quiet.record_fields(trainer.warned)
     session.once(decompose.inventory_key(strategy, s), lambda: rows)  # what its replay case replays
-    session.keep_baseline(decompose.step_key(strategy, s), m)
-    fields["compute_s"] = decompose.compute_s(strategy, s, ctx, session, meshes(session), maker(strategy, s, um))
-    if um is not None:  # a user model: no theory
-        return fields | train.inventory_fields(strategy, um, ctx.world_size, rows, counted)
-    return fields | inventory_fields(strategy, s, ctx.world_size, rows, counted)
+    session.keep_baseline(decompose.step_key(strategy, s), measured)
+    fields["compute_s"] = decompose.compute_s(strategy, s, ctx, session, meshes(session), maker(strategy, m.model()))
+    return fields | train.inventory_fields(strategy, m.n_params(), world, rows, counted, m.theory(strategy, world))
 
 
-def maker(strategy: str, s: ShardedSettings, um=None):
-    """``make(ctx, mesh_of, comm_hook=None, lr=LR)``: the strategy's trainer of the built-in model, or of ``um``."""
-    model = model_of(s, um)
+def maker(strategy: str, model: UserModel):
+    """``make(ctx, mesh_of, comm_hook=None, lr=LR)``: the strategy's trainer of ``model`` (a UserModel)."""
     return lambda ctx, mesh_of, hook=None, lr=workload.LR: train.make_trainer(strategy, ctx, model, mesh_of, hook, lr)
 
 
-def model_of(s: ShardedSettings, um=None) -> user_model.UserModel:
-    """The model a case trains: ``um`` (SHARDED_MODEL), or the built-in model of ``s`` as a UserModel."""
-    return um if um is not None else built_in.built_in(s.width, s.depth, s.seq, s.batch)
-
-
-def reference_of(session: Session, strategy: str, s: ShardedSettings, ctx: DistContext, um=None) -> checking.Reference:
+def reference_of(session: Session, strategy: str, m: Model, ctx: DistContext) -> checking.Reference:
+    s = m.s
     dp = s.microbatches if strategy in pipeline.PIPELINES else workload.dp_size(strategy, ctx.world_size)
     bf16 = strategy_of(strategy).bf16
     # the one reference, of the case's model (the built-in one's shape is in the key: a pipeline may raise its depth)
     key = (EXPERIMENT, "reference", s.model, s.width, s.depth, s.seq, s.batch, dp, bf16, str(ctx.device))
-    return session.once(key, lambda: train.reference(model_of(s, um), dp, ctx.device, bf16))
+    return session.once(key, lambda: train.reference(m.model(), dp, ctx.device, bf16))
 
 
 def meshes(session: Session):
@@ -88,21 +77,21 @@ def meshes(session: Session):
     return mesh_of
 
 
-def step_buffers(strategy: str, s: ShardedSettings, ctx: DistContext, session: Session, um=None) -> Buffers:
-    """The case's step, check and record; ``um``: the user model sharded_cases loaded (SHARDED_MODEL), or None."""
-    rule = checking.built_in(strategy, ctx.world_size, s.depth, s.width, microbatches=s.microbatches)
-    if um is not None:  # your own model (experiments/sharded/user_model.py)
-        rule = train.check_rule(strategy, ctx.world_size, um, s.microbatches)
+def step_buffers(strategy: str, m: Model, ctx: DistContext, session: Session) -> Buffers:
+    """The case's step, check and record on its model ``m`` (built_in.BuiltIn or yours.Yours)."""
+    s = m.s
+    model = m.model()
+    rule = train.check_rule(strategy, ctx.world_size, model, s.microbatches)
     if strategy in pipeline.PIPELINES:
-        trainer = pipeline_train.make_trainer(strategy, ctx, model_of(s, um), s.microbatches)
+        trainer = pipeline_train.make_trainer(strategy, ctx, model, s.microbatches)
     else:
-        trainer = maker(strategy, s, um)(ctx, meshes(session))
+        trainer = maker(strategy, model)(ctx, meshes(session))
     seen: dict = {}
 
     def check() -> int:
         # every rank gathers the whole parameters (collectives)
         mine = workload.full_params(trainer.model, functional=workload.has_functional_collectives(ctx.backend))
-        reference = reference_of(session, strategy, s, ctx, um)
+        reference = reference_of(session, strategy, m, ctx)
         ref, tols, use = checking.expected(rule, reference, trainer.steps, trainer.owned)  # owned: a stage's
         picked = [i for i, u in enumerate(use) if u]
         wrong, worst, each = checking.compare(
@@ -118,7 +107,7 @@ def step_buffers(strategy: str, s: ShardedSettings, ctx: DistContext, session: S
         check=check,
         outputs=lambda: [t.detach() for _, t in workload.local_params(trainer.model)],
         unseeded=True,  # every step starts from the seeded model: an output equal to the check run's is not stale
-        derive=lambda m, around, session: derive(strategy, s, trainer, ctx, m, around, seen, session, um),
+        derive=lambda measured, around, session: derive(strategy, m, trainer, ctx, measured, around, seen, session),
     )
 
 
@@ -128,8 +117,9 @@ def peak_memory(ctx: DistContext):
     return PeakMemory(ctx.device)
 
 
-def replay_buffers(strategy: str, s: ShardedSettings, ctx: DistContext, session: Session, um=None) -> Buffers:
-    mesh_of, make = meshes(session), maker(strategy, s, um)
+def replay_buffers(strategy: str, m: Model, ctx: DistContext, session: Session) -> Buffers:
+    s = m.s
+    mesh_of, make = meshes(session), maker(strategy, m.model())
 
     def trainer():
         return make(ctx, mesh_of)

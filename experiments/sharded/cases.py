@@ -41,7 +41,6 @@ import dataclasses
 
 from suite.api import (
     BenchConfig,
-    Bytes,
     Case,
     DistContext,
     Session,
@@ -50,8 +49,7 @@ from suite.api import (
 )
 
 from . import check as checking
-from . import buffers, decompose, inventory, pipeline, quiet, user_model, pipeline_train, train, workload
-from .settings import ShardedSettings
+from . import buffers, built_in, decompose, pipeline, quiet, user_model, workload, yours
 from .strategies import get as strategy_of
 
 EXPERIMENT = "sharded"
@@ -88,42 +86,12 @@ _PROVENANCE = {
 }
 
 
-def _skip(strategy: str, s: ShardedSettings, ctx: DistContext, um=None) -> str | None:
+def _skip(strategy: str, m: buffers.Model, ctx: DistContext) -> str | None:
     if ctx.world_size != workload.world_size():
         return f"{strategy} runs on a device mesh over the whole world, not a group of {ctx.world_size} ranks"
     if workload.functional_collectives_reason(strategy, ctx.backend):
         return workload.functional_collectives_reason(strategy, ctx.backend)
-    if um is not None:
-        return user_model.cannot_run(um, strategy, ctx.world_size, s.microbatches)
-    return workload.cannot_run(strategy, ctx.world_size, s.width, s.seq, s.batch) or pipeline.cannot_run(
-        strategy, ctx.world_size, s.depth, s.microbatches
-    )
-
-
-_THEORY_BYTES = "S bytes (nccl-tests' size) of every collective of one training step, by theory"
-_ISSUED = " (inventory_bytes: what the step issued)"
-
-
-def step_bytes(strategy: str, s: ShardedSettings, world: int) -> Bytes:
-    """The byte model: S bytes of every collective theory says one step issues (the inventory's own total
-    is recorded beside it); no single bus factor applies to a mix of collectives, so no busbw."""
-    if workload.cannot_run(strategy, world, s.width, s.seq, s.batch) or pipeline.cannot_run(
-        strategy, world, s.depth, s.microbatches
-    ):
-        total = 0
-    elif strategy in pipeline.PIPELINES:
-        total = pipeline.theory_bytes(strategy, s.width, s.seq, s.batch, world, s.microbatches)
-    else:
-        rows = inventory.theory(strategy, s.width, s.depth, s.seq, s.batch, world)
-        total = sum(r["count"] * r["bytes"] for r in rows)
-    return Bytes(
-        size_bytes=total,
-        count=total // 4,
-        dtype="bfloat16+float32" if strategy_of(strategy).bf16 else "float32",
-        bw_op=None,
-        definition=_THEORY_BYTES + _ISSUED,
-        time_includes=_TIME_INCLUDES,
-    )
+    return m.cannot_run(strategy, ctx.world_size)
 
 
 def _mesh_text(strategy: str, world: int) -> str:
@@ -131,13 +99,15 @@ def _mesh_text(strategy: str, world: int) -> str:
     return "x".join(map(str, shape)) + f" ({','.join(names)})"
 
 
-def _declare(strategy: str, s: ShardedSettings, world: int) -> Case:
+def _declare(strategy: str, m: buffers.Model, world: int) -> Case:
+    """``strategy``'s step case on the case's model ``m``: the built-in model (built_in.BuiltIn) or SHARDED_MODEL's
+    (yours.Yours), whose ``declared`` gives what is the model's (identity, byte model, size, a pipeline's stages);
+    a strategy the model cannot take here is skipped with why."""
+    identity, nbytes, own, provenance = m.declared(strategy, world, _TIME_INCLUDES)
     fields = {
         "table": "sharded",
-        "n_params": inventory.n_params(s.width, s.depth),
         "mesh": _mesh_text(strategy, world),
         "dp_size": workload.dp_size(strategy, world),
-        "check": "every rank's whole parameters equal single-process training on the global batches (check_rule)",
         "cpu_notes": _CPU_NOTES,
     }
     st = strategy_of(strategy)
@@ -145,35 +115,22 @@ def _declare(strategy: str, s: ShardedSettings, world: int) -> Case:
         fields["reshard_after_forward"] = f"blocks {st.reshard_after_forward}"
     if st.planted and st.pipeline is None:  # a pipeline's own fields say it, with why (pipeline.stage_fields)
         fields["planted"] = "wrong on purpose (the check's own test)"
-    identity = {"strategy": strategy, "width": s.width, "depth": s.depth, "seq": s.seq, "batch": s.batch}
     if strategy in pipeline.PIPELINES:
-        fields |= pipeline.declared_fields(strategy, s, world)
-        identity["microbatches"] = s.microbatches
-
+        identity["microbatches"] = m.s.microbatches
     return Case(
         experiment=EXPERIMENT,
         op="train_step",
         label=strategy,
-        identity=identity,
-        bytes=step_bytes(strategy, s, world),
-        build=lambda ctx, session: buffers.step_buffers(strategy, s, ctx, session),
-        fields=fields,
-        provenance=_PROVENANCE | (pipeline.PROVENANCE if strategy in pipeline.PIPELINES else {}),
+        identity={"strategy": strategy} | identity,
+        bytes=nbytes,
+        build=lambda ctx, session: buffers.step_buffers(strategy, m, ctx, session),
+        fields=fields | own,
+        provenance=_PROVENANCE | provenance,
         timing=Timing(mode="blocking"),
         around=buffers.peak_memory,
-        skip=lambda ctx, cfg: _skip(strategy, s, ctx),
+        skip=lambda ctx, cfg: _skip(strategy, m, ctx),
         resolve=_on_device,
     )
-
-
-def _declare_built_in(strategy: str, s: ShardedSettings, world: int) -> Case:
-    """``strategy``'s case on the built-in model: a pipeline whose stages outnumber the layers SHARDED_DEPTH
-    gives takes the blocks it needs (ShardedSettings.for_strategy), its record saying so (``depth_raised_from``)."""
-    own = s.for_strategy(strategy, world)
-    case = _declare(strategy, own, world)
-    if own.depth == s.depth:
-        return case
-    return dataclasses.replace(case, fields=case.fields | {"depth_raised_from": s.depth})
 
 
 def _on_device(case: Case, ctx: DistContext, cfg: BenchConfig, session: Session) -> Case:
@@ -184,54 +141,16 @@ def _on_device(case: Case, ctx: DistContext, cfg: BenchConfig, session: Session)
     return dataclasses.replace(case, fields={k: v for k, v in case.fields.items() if k != "cpu_notes"})
 
 
-def _declare_user(strategy: str, s: ShardedSettings, world: int, um: user_model.UserModel) -> Case:
-    """A strategy's case on ``um``, the model SHARDED_MODEL names (experiments/sharded/user_model.py): the
-    built-in model's case with the user's model in its identity, its size and mesh, and no theory (not
-    modelled) but a pipeline's (experiments/sharded/pipeline_train.py); a strategy the model cannot take is
-    skipped with why."""
-    case = _declare(strategy, s, world)
-    fields = {
-        **{k: v for k, v in case.fields.items() if k not in ("n_params", "mesh", "dp_size")},
-        "n_params": train.n_params(um),
-        "mesh": _mesh_text(strategy, world),
-        "dp_size": user_model.dp_size(strategy, world),
-        "check": "every rank's whole parameters equal single-process training of the model on its global "
-        "batches (check_rule)",
-        "splits": user_model.splits(um, strategy),  # what make predict checks divides at another world size
-    }
-    identity = {"strategy": strategy, "model": s.model}
-    nbytes = dataclasses.replace(case.bytes, size_bytes=0, count=0, definition=train.NOT_MODELLED)
-    if strategy in pipeline.PIPELINES:
-        sent = pipeline_train.boundaries(um, strategy, world, s.microbatches)  # once: it runs the pieces
-        fields |= pipeline_train.declared_fields(strategy, um, world, s.microbatches, sent)
-        identity["microbatches"] = s.microbatches
-        nbytes = pipeline_train.step_bytes(sent, world, s.microbatches, case.bytes.time_includes)
-    return dataclasses.replace(
-        case,
-        identity=identity,
-        bytes=nbytes,
-        fields=fields,
-        provenance=case.provenance | (pipeline_train.PROVENANCE if strategy in pipeline.PIPELINES else {}),
-        build=lambda ctx, session: buffers.step_buffers(strategy, s, ctx, session, um),
-        skip=lambda ctx, cfg: _skip(strategy, s, ctx, um),
-    )
-
-
-def _declare_step(strategy: str, s: ShardedSettings, world: int, um=None) -> Case:
-    """``strategy``'s step case: on the built-in model, or on ``um`` (SHARDED_MODEL's)."""
-    return _declare_built_in(strategy, s, world) if um is None else _declare_user(strategy, s, world, um)
-
-
-def _declare_replay(strategy: str, s: ShardedSettings, world: int, um=None) -> Case:
-    """The replay of ``strategy``'s communication (decompose.py): of the built-in model, or of ``um``."""
-    step = _declare_step(strategy, s, world, um)
+def _declare_replay(strategy: str, m: buffers.Model, world: int) -> Case:
+    """The replay of ``strategy``'s communication (decompose.py) on the case's model ``m``."""
+    step = _declare(strategy, m, world)
     return dataclasses.replace(
         step,
         op="comm_replay",
         label=f"replay-{strategy}",
         bytes=dataclasses.replace(
             step.bytes,
-            definition=step.bytes.definition.removesuffix(_ISSUED) + " (replay_bytes: what the replay issued)",
+            definition=step.bytes.definition.removesuffix(built_in.ISSUED) + " (replay_bytes: what the replay issued)",
             time_includes=None,
         ),
         fields={
@@ -240,7 +159,7 @@ def _declare_replay(strategy: str, s: ShardedSettings, world: int, um=None) -> C
             "replays": "the collectives of one training step of the strategy (its inventory), blocking, in turn",
         },
         provenance=decompose.PROVENANCE,
-        build=lambda ctx, session: buffers.replay_buffers(strategy, s, ctx, session, um),
+        build=lambda ctx, session: buffers.replay_buffers(strategy, m, ctx, session),
         around=None,
     )
 
@@ -253,9 +172,10 @@ def sharded_cases(cfg: BenchConfig, world_size: int) -> list[Case]:
     um = user_model.load(s.model) if s.model else None  # the factory runs once here, on each rank
     out = []
     for st in s.strategies:
-        out.append(_declare_step(st, s, world_size, um))
+        m = yours.Yours(um, s) if um else built_in.BuiltIn(s.for_strategy(st, world_size), s.depth)
+        out.append(_declare(st, m, world_size))
         if st not in pipeline.PIPELINES:
-            out.append(_declare_replay(st, s, world_size, um))
+            out.append(_declare_replay(st, m, world_size))
     return out
 
 

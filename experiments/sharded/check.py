@@ -58,13 +58,12 @@ from .strategies import get as strategy_of
 def check_rule(
     strategy: str, world: int, contraction: int = 0, layers: int = 0, microbatches: int = 1
 ) -> sgd_rule.SgdRule:
-    """How a strategy's parameters are compared with the reference's (module docstring); the built-in model's
-    (``built_in``) and a model of your own (experiments/sharded/train.check_rule) differ only in the
-    model's numbers: ``contraction``, the largest ``in_features`` of a Linear the strategy's plan makes
-    row-parallel (the built-in model's ``down``: 4d), whose dot products are split over the tensor-parallel
-    ranks; ``layers``, with bfloat16 parameters, the most layers holding parameters an activation can pass, each
-    rounding it (the built-in model's 2 x depth + 1 Linears); ``microbatches``: m of a pipeline strategy, whose
-    reference splits the batch into m shards."""
+    """How a strategy's parameters are compared with the reference's (module docstring), from the model's numbers
+    (train.check_rule reads them off a UserModel, the built-in one too): ``contraction``, the largest
+    ``in_features`` of a Linear the strategy's plan makes row-parallel (the built-in model's ``down``: 4d), whose
+    dot products are split over the tensor-parallel ranks; ``layers``, with bfloat16 parameters, the most layers
+    holding parameters an activation can pass, each rounding it (the built-in model's 2 x depth + 1 Linears);
+    ``microbatches``: m of a pipeline strategy, whose reference splits the batch into m shards."""
     st = strategy_of(strategy)
     u = sgd_rule.U_BF16 if st.bf16 else sgd_rule.U32
     if st.pipeline is not None:  # (g_1 + ... + g_m) / m == g_1/m + ... + g_m/m bit for bit when m is a power of 2
@@ -87,16 +86,10 @@ FORMULA = (
 """The bound the record's ``check_tol`` is the largest of."""
 
 
-def built_in(strategy: str, world: int, depth: int, width: int, microbatches: int = 1) -> sgd_rule.SgdRule:
-    """The rule on the built-in model: its row-parallel ``down`` contracts 4d terms, and an activation passes
-    2 x depth + 1 Linears."""
-    return check_rule(strategy, world, contraction=4 * width, layers=2 * depth + 1, microbatches=microbatches)
-
-
 class Reference:
     """Single-process SGD on the global batches, the rows split into ``dp`` shards (module docstring). ``build()``
-    returns a new seeded model on the device and the global batches (``built_in_reference``; a model of your own:
-    train.reference); ``loss`` is every shard's loss; ``bf16``: forward and backward on a bfloat16 copy."""
+    returns a new seeded model on the device and the global batches (train.reference, of any UserModel); ``loss``
+    is every shard's loss; ``bf16``: forward and backward on a bfloat16 copy."""
 
     def __init__(self, build, dp: int, bf16: bool = False, loss=F.mse_loss) -> None:
         self._build, self.dp, self.bf16, self.loss = build, dp, bf16, loss
@@ -153,16 +146,6 @@ class Reference:
         p_0|): what a gradient scaled by 2 adds to it, to first order. Not steps x lr x max|g|: an element's
         gradients change sign from step to step, and its largest gradient need not be its largest move."""
         return [(p - p0).abs().max().item() if p.numel() else 0.0 for p, p0 in zip(self.at(steps)[0], self.start)]
-
-
-def built_in_reference(width: int, depth: int, seq: int, batch: int, dp: int, device, bf16: bool = False) -> Reference:
-    """The reference of the built-in model (workload.build_net) on its seeded batches (workload.batch)."""
-
-    def build():
-        net = workload.build_net(width, depth).to(device)
-        return net, [workload.batch(k, batch, seq, width, device) for k in range(workload.BATCHES)]
-
-    return Reference(build, dp, bf16)
 
 
 def expected(

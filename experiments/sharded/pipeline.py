@@ -298,13 +298,6 @@ def inventory_step(trainer, ctx) -> tuple[list[dict], int, dict[str, int] | None
     return _rows(sum((c for c, _ in every), Counter())), sum(n for _, n in every), c10d
 
 
-def inventory_fields(strategy: str, s, world: int, rows: list[dict], scheduled: int, c10d: dict | None) -> dict:
-    """The record's inventory fields of a pipeline case of the built-in model (p2p_fields)."""
-    want = theory(strategy, s.width, s.seq, s.batch, world, s.microbatches)
-    ddp = inventory.theory("ddp", s.width, s.depth, s.seq, s.batch, world)
-    return p2p_fields(rows, scheduled, c10d, want, ddp, world)
-
-
 def p2p_fields(rows: list[dict], scheduled: int, c10d: dict | None, want: list[dict], ddp: list[dict], world: int):
     """The record's inventory fields of a pipeline case from every rank's rows, the p2p ops its stages scheduled,
     rank 0's c10d count, theory's rows and DDP's collectives on the same model (pure; PROVENANCE)."""

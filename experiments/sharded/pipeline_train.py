@@ -18,7 +18,7 @@ from suite.api import Bytes
 from . import pipeline, workload
 from .user_model import UserModel, cannot_run
 from .user_pieces import outputs
-from .train import fresh, n_params
+from .train import fresh
 
 
 def make_trainer(strategy: str, ctx, loaded: UserModel, microbatches: int) -> pipeline.PipelineTrainer:
@@ -72,13 +72,6 @@ def declared_fields(strategy: str, um: UserModel, world: int, microbatches: int,
     bounds = _bounds(um, strategy, world) if sent else []
     fields = pipeline.stage_fields(strategy, world, microbatches, bounds, max(sizes, default=0))
     return fields | {"boundary_bytes": sizes}
-
-
-def inventory_fields(strategy: str, um: UserModel, world: int, microbatches: int, rows, scheduled, c10d) -> dict:
-    """The record's inventory fields (pipeline.p2p_fields) against this model's theory and DDP's all_reduce of its
-    float32 gradients."""
-    ddp = [{"op": "all_reduce", "group": "dp", "bytes": 4 * n_params(um), "count": 1}]
-    return pipeline.p2p_fields(rows, scheduled, c10d, theory(um, strategy, world, microbatches), ddp, world)
 
 
 PROVENANCE = {

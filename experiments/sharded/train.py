@@ -1,7 +1,7 @@
 """The one trainer of the sharded experiment: a ``UserModel`` (your own, ``SHARDED_MODEL``, experiments/sharded/
-user_model.py, or the built-in model declared as one, built_in.py) on a rank under a 1-D or 2-D strategy, and a
-model of your own's single-process reference, check rule and record's inventory fields (the built-in model has
-its own, with theory: check.py, inventory.py). The pipeline strategies' trainer: pipeline_train.py.
+user_model.py, or the built-in model declared as one, built_in.py) on a rank under a 1-D or 2-D strategy, and
+the one single-process reference, check rule and record's inventory fields of either (the built-in model's theory:
+built_in.BuiltIn). The pipeline strategies' trainer: pipeline_train.py.
 
 DDP wraps the module; FSDP2 ``fully_shard``s each unit (``UserModel.fsdp_units``, else each child with
 parameters) and then the root; ``tp`` applies the model's ``tp_plan`` with ``parallelize_module`` on a 1-D mesh
@@ -146,7 +146,10 @@ def reference(loaded: UserModel, dp: int, device, bf16: bool = False) -> checkin
 
 
 def layers(um: UserModel) -> int:
-    """The modules of ``um`` that hold parameters of their own (Linear, norm, embedding, ...)."""
+    """The layers that round an activation in bfloat16: ``um.layers``, else the modules of ``um`` that hold
+    parameters of their own (Linear, norm, embedding, ...)."""
+    if um.layers is not None:
+        return um.layers
     return sum(1 for m in um.module.modules() if any(True for _ in m.parameters(recurse=False)))
 
 
@@ -162,10 +165,17 @@ def n_params(um: UserModel) -> int:
     return sum(p.numel() for p in um.module.parameters())
 
 
-def inventory_fields(strategy: str, um: UserModel, world: int, rows: list[dict], commdebug_ops: int) -> dict:
-    """The record's inventory fields of a user model's step: measured and derived as the built-in model's,
-    theory not modelled (None, and ``theory_note`` says so); ``bus_vs_ddp`` against DDP's all_reduce of the
-    model's float32 gradients, 2(n-1)/n x 4P."""
-    ddp = [{"op": "all_reduce", "group": "dp", "bytes": 4 * n_params(um), "count": 1}]
+def ddp_theory(n_params: int) -> list[dict]:
+    """DDP's collectives on a model of ``n_params`` parameters, the baseline of ``bus_vs_ddp``: one all_reduce of
+    its float32 gradients, 2(n-1)/n x 4P bus bytes."""
+    return [{"op": "all_reduce", "dtype": "float32", "bytes": 4 * n_params, "group": "dp", "count": 1}]
+
+
+def inventory_fields(strategy: str, n_params: int, world: int, rows: list[dict], commdebug_ops: int, theory) -> dict:
+    """The record's inventory fields of a step (pure: the formulas are in cases._PROVENANCE) against ``theory``,
+    the rows the model's theory says the step issues (None: not modelled, and ``theory_note`` says so), and DDP's
+    on the same model (``ddp_theory``)."""
     sizes = inventory.group_sizes(strategy, world)
-    return inventory.record_fields(rows, commdebug_ops, sizes, ddp, None) | {"theory_note": NOT_MODELLED}
+    bucketed = strategy_of(strategy).ddp
+    fields = inventory.record_fields(rows, commdebug_ops, sizes, ddp_theory(n_params), theory, bucketed=bucketed)
+    return fields if theory is not None else fields | {"theory_note": NOT_MODELLED}

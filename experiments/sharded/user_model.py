@@ -2,8 +2,8 @@
 ``UserModel``; the experiment then runs it under each strategy it supports, checked against one process.
 
 The factory takes no argument and returns ``UserModel(module=..., batch=..., loss=..., tp_plan=..., sp_plan=...,
-seq_dim=..., sp_gather=..., fsdp_units=..., pp_layers=...)``. It is called twice on the host (the launcher's check
-compares the two, before any rank starts) and once on every rank, where the cases are declared
+seq_dim=..., sp_gather=..., fsdp_units=..., pp_layers=..., layers=...)``. It is called twice on the host (the
+launcher's check compares the two, before any rank starts) and once on every rank, where the cases are declared
 (cases.sharded_cases, which hands the result to every case), each time after ``torch.manual_seed(0)``; each case's
 trainer and the single-process reference train their own copy (``copy.deepcopy``) of the module that call built. It
 must build the same weights each time (seeded initialisation does: the ranks' calls must agree), and
@@ -81,6 +81,10 @@ class UserModel:
     ``pieces[-1](... pieces[0](x))``: submodules of the module it is given, each taking and returning one tensor,
     every parameter in exactly one piece (e.g. ``lambda m: [m.embed, *m.layers, m.head]``). The pipelines cut
     them into contiguous stages (the later stages take the remainder). None: no pipelines."""
+    layers: int | None = None
+    """With bfloat16 parameters (``fsdp2_bf16``), the most layers holding parameters that an activation passes,
+    each rounding it: the check's tolerance grows with them (experiments/sharded/check.py); None: every module
+    that holds parameters of its own (an upper bound)."""
 
 
 def load(name: str) -> UserModel:

@@ -10,7 +10,7 @@ from suite import results
 from suite.model import link_rate
 from suite.model.link_probe import PROBE_STEP, size_text
 from tests.conftest import load_bench, run_suite
-from tests.unit.test_p2p import TINY
+from tests.helpers.p2p import TINY
 
 
 @pytest.mark.slow

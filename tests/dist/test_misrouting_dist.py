@@ -15,12 +15,9 @@ import pytest
 from suite.ops.p2p import PATTERNS
 from suite.ops.collectives import REGISTRY
 from tests.conftest import load_bench, run_suite
+from tests.helpers.misrouting import ONE_ELEMENT
 
 pytestmark = pytest.mark.slow
-
-ONE_ELEMENT = {"control-signal", "control-ready_go"}
-"""One one-element message from one sender: there is no other place to deliver it to. (With three
-or more ranks ready_go's root receives several, and a swap is seen: asserted below.)"""
 
 
 def test_misrouted_data_fails_every_case(tmp_path):

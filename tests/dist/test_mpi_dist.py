@@ -9,7 +9,7 @@ import pytest
 from experiments.backends import cases as backends
 from suite.ops.collectives import REGISTRY
 from tests.conftest import TINY_SIZE, all_correct, load_bench, run_suite, tables_of
-from tests.dist.test_misrouting_dist import ONE_ELEMENT
+from tests.helpers.misrouting import ONE_ELEMENT
 
 pytestmark = pytest.mark.slow
 

@@ -19,7 +19,7 @@ from suite.ops.p2p import deadlock
 from suite.results import REQUIRED_FIELDS
 from experiments.p2p.table import format_tables
 from tests.conftest import load_bench, run_suite, tables_of
-from tests.unit.test_p2p import EXPECTED_VARIANTS, TINY
+from tests.helpers.p2p import EXPECTED_VARIANTS, TINY
 
 
 # --- real Gloo groups through the launcher ---------------------------------------------------------

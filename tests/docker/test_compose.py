@@ -12,21 +12,17 @@ from __future__ import annotations
 
 import json
 import re
-import os
-import shutil
 import subprocess
-import sys
 import time
-import uuid
-from pathlib import Path
 
 import pytest
 
 from tests.conftest import ROOT, all_correct
+from tests.helpers.docker import run_container, run_docker, output_of
+from tests.helpers.docker import Sim
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-IMAGE = os.environ.get("IMAGE", "torch-comm-suite:latest")
 # Tiny, fast sweeps: the point is the multi-node plumbing, not the numbers.
 TINY = {
     "EXPERIMENTS": "collectives",
@@ -39,152 +35,8 @@ TINY = {
 }
 
 
-def _docker(*args: str, timeout: float = 60, check: bool = False) -> subprocess.CompletedProcess:
-    return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, check=check)
-
-
-def _container(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    """`docker run --rm` that never outlives the test (a timeout removes the container too)."""
-    name = f"suitetest-{uuid.uuid4().hex[:8]}"
-    try:
-        return _docker("run", "--rm", "--name", name, *args, timeout=timeout)
-    finally:
-        _docker("rm", "-f", name)
-
-
-def _engine_reason() -> str | None:
-    if not shutil.which("docker"):
-        return "no docker CLI on this host (.ci/setup.d/10-docker.sh installs the engine)"
-    try:
-        r = _docker("info", "--format", "{{.ServerVersion}}", timeout=30)
-    except subprocess.TimeoutExpired:
-        return "the Docker engine did not answer within 30 s"
-    if r.returncode != 0:
-        return f"no Docker engine reachable: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode}"
-    if not (shutil.which("docker-compose") or _docker("compose", "version").returncode == 0):
-        return "neither `docker compose` nor docker-compose is installed"
-    return None
-
-
-def make_image(*args: str, timeout: float) -> subprocess.CompletedProcess:
-    """`make -s image ARGS...` once the engine is reachable (skip, or fail under REQUIRE_DOCKER=1, when not);
-    asserts it built and prints how long it took."""
-    reason = _engine_reason()
-    if reason:
-        if os.environ.get("REQUIRE_DOCKER") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    t0 = time.monotonic()
-    r = subprocess.run(
-        ["make", "-s", "image", *args, f"PIP_PYTHON={sys.executable}"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    assert r.returncode == 0, f"make image {' '.join(args)} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
-    print(f"make image {' '.join(args)}: {time.monotonic() - t0:.0f} s")
-    return r
-
-
-@pytest.fixture(scope="session")
-def image() -> str:
-    """`make image`, once per session (seconds when cached, ~3 min cold with the base)."""
-    make_image(f"IMAGE={IMAGE}", timeout=900)
-    return IMAGE
-
-
-class Sim:
-    """One compose project: a unique name, its own results directory, cleanup checks."""
-
-    def __init__(self, tmp_path: Path, image: str):
-        self.project = f"suitetest{uuid.uuid4().hex[:8]}"
-        self.results = tmp_path / "results"
-        self.results.mkdir()
-        self.image = image
-        self.run_id = "run"
-
-    def env(self, **knobs: str) -> dict:
-        e = dict(os.environ)
-        for k in ("NNODES", "NPROC_PER_NODE", "LINK_RATE", "LINK_DELAY", "K", "PYTEST_ARGS", "RUN_ID"):
-            e.pop(k, None)
-        e.update(
-            {
-                "COMPOSE_PROJECT_NAME": self.project,
-                "RESULTS_DIR": str(self.results),
-                "RUN_ID": self.run_id,
-                "IMAGE": self.image,
-                "COMPOSE_TIMEOUT_S": "300",
-                "SUITE_REPORT": "0",  # node 0's HTML report costs seconds a run; no test here reads it
-            }
-        )
-        e.update(knobs)
-        return e
-
-    def run(self, timeout: float = 400, **knobs: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [str(ROOT / "docker" / "compose-run.sh")],
-            cwd=ROOT,
-            env=self.env(**knobs),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-
-    def start(self, log: Path, **knobs: str) -> subprocess.Popen:
-        fh = open(log, "w")
-        return subprocess.Popen(
-            [str(ROOT / "docker" / "compose-run.sh")],
-            cwd=ROOT,
-            env=self.env(**knobs),
-            stdout=fh,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-
-    def bench(self) -> dict:
-        return json.loads((self.results / self.run_id / "bench.json").read_text())
-
-    def containers(self, service: str | None = None, all_states: bool = True) -> list[str]:
-        args = ["ps", "-q", "--filter", f"label=com.docker.compose.project={self.project}"]
-        if service:
-            args += ["--filter", f"label=com.docker.compose.service={service}"]
-        if all_states:
-            args.append("-a")
-        return _docker(*args).stdout.split()
-
-    def assert_clean(self) -> None:
-        assert self.containers() == [], f"containers of {self.project} left behind"
-        nets = _docker("network", "ls", "-q", "--filter", f"label=com.docker.compose.project={self.project}")
-        assert nets.stdout.split() == [], f"network of {self.project} left behind"
-        vols = _docker("volume", "ls", "-q", "--filter", f"label=com.docker.compose.project={self.project}")
-        assert vols.stdout.split() == [], f"volume of {self.project} (the job's ssh keys) left behind"
-
-    def cleanup(self) -> None:
-        ids = self.containers()
-        if ids:
-            _docker("rm", "-f", *ids)
-        nets = _docker("network", "ls", "-q", "--filter", f"label=com.docker.compose.project={self.project}")
-        for n in nets.stdout.split():
-            _docker("network", "rm", n)
-        vols = _docker("volume", "ls", "-q", "--filter", f"label=com.docker.compose.project={self.project}")
-        for v in vols.stdout.split():
-            _docker("volume", "rm", "-f", v)
-
-
-@pytest.fixture
-def sim(tmp_path, image):
-    s = Sim(tmp_path, image)
-    yield s
-    s.cleanup()
-
-
 def _records(run: dict) -> list[dict]:
     return [b["extra_info"] for b in run["benchmarks"]]
-
-
-def _out(p) -> str:
-    return (p.stdout or "") + (p.stderr or "")
 
 
 # --- the image ----------------------------------------------------------------------------------
@@ -202,12 +54,12 @@ def test_image_runs_its_environment_tests_and_a_gloo_run(image):
         "make -s bench-cpu NPROC=2 EXPERIMENTS=collectives MAX_BYTES=4K ITERS=3 WARMUP=1 TABLES=1 RESULTS=/tmp/r "
         "K=all_reduce-sum && id -un"
     )
-    r = _container(image, "sh", "-c", cmd, timeout=300)
-    assert r.returncode == 0, _out(r)[-4000:]
+    r = run_container(image, "sh", "-c", cmd, timeout=300)
+    assert r.returncode == 0, output_of(r)[-4000:]
     assert " passed" in r.stdout
     assert "# all_reduce" in r.stdout
     assert r.stdout.strip().splitlines()[-1] == "suite"
-    labels = json.loads(_docker("image", "inspect", "-f", "{{json .Config.Labels}}", image).stdout)
+    labels = json.loads(run_docker("image", "inspect", "-f", "{{json .Config.Labels}}", image).stdout)
     assert labels["suite.torch.version"] == "2.13.0"
     assert labels["org.opencontainers.image.revision"] not in ("", "unknown")
 
@@ -217,7 +69,7 @@ def test_image_runs_its_environment_tests_and_a_gloo_run(image):
 
 def test_three_nodes_merged_results(sim):
     p = sim.run(**TINY)
-    assert p.returncode == 0, _out(p)[-5000:]
+    assert p.returncode == 0, output_of(p)[-5000:]
     for n in range(3):
         assert f"# node{n}: exit 0" in p.stdout
     run = sim.bench()
@@ -241,7 +93,7 @@ def test_mpi_lane_runs_across_two_nodes_over_ssh(sim):
     small size is exact, its record says mpi and both hosts, and node 1's ranks ran on node 1 and recorded node
     1's own variables (mpiexec passed node 0's)."""
     p = sim.run(**{**TINY, "MIN_BYTES": "1K", "MAX_BYTES": "1K", "ITERS": "2"}, BACKEND="mpi", NNODES="2")
-    assert p.returncode == 0, _out(p)[-5000:]
+    assert p.returncode == 0, output_of(p)[-5000:]
     assert "# node0: exit 0" in p.stdout and "# node1: exit 0" in p.stdout
     assert "# node 1: node 0's run ended with status 0" in p.stdout
     run = sim.bench()
@@ -278,7 +130,7 @@ def test_shaped_link_sets_all_reduce_busbw(sim):
     """tbf at 200 Mbit/s on every node: a large all_reduce's busbw tracks the rate (measured
     0.90-0.93 of it here: TCP/IP overhead), and every host records the applied profile."""
     p = sim.run(**SHAPED)
-    assert p.returncode == 0, _out(p)[-5000:]
+    assert p.returncode == 0, output_of(p)[-5000:]
     run = sim.bench()
     ratio = _busbw_bps(_records(run)) / RATE_BPS
     print(f"all_reduce 4 MiB busbw at 200 Mbit/s: {ratio:.3f} x the rate")
@@ -309,7 +161,7 @@ def test_shaped_link_cross_node_pairs_slower_than_intra_node(tmp_path, image):
                     "NPROC_PER_NODE": "2",
                 }
             )
-            assert p.returncode == 0, _out(p)[-5000:]
+            assert p.returncode == 0, output_of(p)[-5000:]
             recs = [r for r in _records(s.bench()) if "cross_node" in r]
             assert recs, "the p2p experiment recorded no pair with a cross_node mark"
             big = max(r["size_bytes"] for r in recs)
@@ -338,7 +190,7 @@ def test_shaped_link_cross_node_pairs_slower_than_intra_node(tmp_path, image):
         s = Sim(tmp_path / label, image)
         try:
             p = s.run(**{**SHAPED, "MIN_BYTES": "1M", "MAX_BYTES": "1M", "NNODES": nnodes, "NPROC_PER_NODE": nproc})
-            assert p.returncode == 0, _out(p)[-5000:]
+            assert p.returncode == 0, output_of(p)[-5000:]
             busbw[label] = _busbw_bps(_records(s.bench()))
             assert s.bench()["machine_info"]["suite"]["n_hosts"] == int(nnodes)
             s.assert_clean()
@@ -382,14 +234,16 @@ def test_killed_node_fails_every_node_quickly(sim, tmp_path):
     proc = _start_and_wait_for_a_result(sim, log)
     try:
         (victim,) = sim.containers("node2", all_states=False)
-        ip = _docker("inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", victim).stdout.strip()
+        ip = run_docker(
+            "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", victim
+        ).stdout.strip()
         survivors = {s: sim.containers(s, all_states=False)[0] for s in ("node0", "node1")}
-        _docker("kill", victim, check=True)
+        run_docker("kill", victim, check=True)
         t_kill = time.monotonic()
         exited: dict[str, float] = {}
         while len(exited) < len(survivors) and time.monotonic() - t_kill < 90:
             for s, cid in survivors.items():
-                if s not in exited and _docker("inspect", "-f", "{{.State.Running}}", cid).stdout.strip() == "false":
+                if s not in exited and run_docker("inspect", "-f", "{{.State.Running}}", cid).stdout.strip() == "false":
                     exited[s] = time.monotonic() - t_kill
             time.sleep(0.2)
         rc = proc.wait(timeout=120)
@@ -423,7 +277,7 @@ def test_frozen_node_is_killed_after_the_grace_period(sim, tmp_path):
     proc = _start_and_wait_for_a_result(sim, log, HEARTBEAT_S=str(heartbeat), COMPOSE_GRACE_S=str(grace))
     try:
         (victim,) = sim.containers("node2", all_states=False)
-        _docker("pause", victim, check=True)
+        run_docker("pause", victim, check=True)
         t_pause = time.monotonic()
         rc = proc.wait(timeout=heartbeat + grace + 90)
         took = time.monotonic() - t_pause
@@ -449,11 +303,11 @@ def _link_env_run(image: str, *env: str) -> subprocess.CompletedProcess:
     args = ["--user", "root", "--cap-add", "NET_ADMIN", "-e", "RUN_AS=0:0"]
     for e in env:
         args += ["-e", e]
-    return _container(*args, image, "sh", "-c", "env | grep ^LINK_ | sort")
+    return run_container(*args, image, "sh", "-c", "env | grep ^LINK_ | sort")
 
 
 def _kernel_has_netem(image: str) -> bool:
-    r = _container(
+    r = run_container(
         "--user",
         "root",
         "--cap-add",
@@ -479,13 +333,13 @@ def test_link_delay_is_applied_or_refused_clearly(image):
     saying so, or runs without it when LINK_STRICT=0 and records that it did."""
     r = _link_env_run(image, "LINK_DELAY=1ms", "LINK_RATE=100mbit")
     if _kernel_has_netem(image):
-        assert r.returncode == 0, _out(r)
+        assert r.returncode == 0, output_of(r)
         assert "LINK_DELAY_APPLIED=yes" in r.stdout and "netem" in r.stdout
         return
-    assert r.returncode == 3, _out(r)
+    assert r.returncode == 3, output_of(r)
     assert "no netem qdisc" in r.stderr and "LINK_DELAY=1ms cannot be emulated" in r.stderr
     r = _link_env_run(image, "LINK_DELAY=1ms", "LINK_RATE=100mbit", "LINK_STRICT=0")
-    assert r.returncode == 0, _out(r)
+    assert r.returncode == 0, output_of(r)
     assert "WARNING" in r.stderr
     assert "LINK_DELAY_APPLIED=no: this kernel has no netem qdisc" in r.stdout
     assert "LINK_RATE_APPLIED=yes" in r.stdout and "tbf" in r.stdout
@@ -500,12 +354,12 @@ def test_link_delay_is_applied_or_refused_clearly(image):
 )
 def test_bad_link_profile_is_rejected(image, env, code, match):
     r = _link_env_run(image, *env)
-    assert r.returncode == code and match in r.stderr, _out(r)
+    assert r.returncode == code and match in r.stderr, output_of(r)
 
 
 def test_link_profile_without_net_admin_fails_clearly(image):
-    r = _container("--user", "root", "-e", "LINK_RATE=100mbit", image, "true")
-    assert r.returncode == 3 and "NET_ADMIN" in r.stderr, _out(r)
+    r = run_container("--user", "root", "-e", "LINK_RATE=100mbit", image, "true")
+    assert r.returncode == 3 and "NET_ADMIN" in r.stderr, output_of(r)
 
 
 def test_a_planted_divergence_is_named_with_its_node(sim):
@@ -519,7 +373,7 @@ def test_a_planted_divergence_is_named_with_its_node(sim):
         TIMEOUT_S="5",
         SUITE_INJECT_DIVERGE="sleep:1:9",  # call 9: the 2nd timed call of the 2nd case (1 warm-up + 5 timed)
     )
-    out = _out(p)
+    out = output_of(p)
     assert p.returncode == 9, out[-5000:]
     verdict = r"rank 0 waits in all_reduce #\d+ \(case [^)]+\); rank 1 never entered it: rank 1 \(host node1\) at "
     for node in ("node0", "node1"):  # each node's launcher prints it, before it ends its ranks

@@ -19,7 +19,7 @@ import time
 import pytest
 
 from tests.conftest import ROOT
-from tests.docker.test_compose import _container, _docker, _out, make_image
+from tests.helpers.docker import run_container, run_docker, output_of, make_image
 
 # cold: ~3 min for the image (+1 min for the base where it is missing); the timeout covers the
 # fixture's build, which runs inside the first test
@@ -51,8 +51,8 @@ def _facts(image: str) -> dict:
         "'cuda': torch.version.cuda, 'nccl': list(torch.cuda.nccl.version()), 'gloo': d.is_gloo_available(), "
         "'nccl_backend': d.is_nccl_available(), 'gpus': torch.cuda.device_count()}))"
     )
-    r = _container("--entrypoint", "python", image, "-c", code)
-    assert r.returncode == 0, _out(r)[-3000:]
+    r = run_container("--entrypoint", "python", image, "-c", code)
+    assert r.returncode == 0, output_of(r)[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
@@ -71,7 +71,7 @@ def test_torch_is_the_cuda_build_with_nccl_and_gloo(cuda_image):
 
 def test_labels_record_torch_cuda_and_nccl(cuda_image):
     f = _facts(cuda_image)
-    info = json.loads(_docker("image", "inspect", "-f", "{{json .}}", cuda_image).stdout)
+    info = json.loads(run_docker("image", "inspect", "-f", "{{json .}}", cuda_image).stdout)
     labels = info["Config"]["Labels"]
     assert labels["suite.variant"] == "full"
     assert labels["suite.torch.version"] == PIN
@@ -100,9 +100,9 @@ def test_nccl_preflight_fails_cleanly_without_gpus(cuda_image, args, message):
         "[ ! -e /tmp/r ] || echo 'the failed preflight left /tmp/r' >&2; exit $rc"
     )
     t0 = time.monotonic()
-    r = _container(cuda_image, "sh", "-c", cmd)
+    r = run_container(cuda_image, "sh", "-c", cmd)
     elapsed = time.monotonic() - t0
-    assert r.returncode == 3, _out(r)
+    assert r.returncode == 3, output_of(r)
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(message), r.stderr
     assert r.stdout == ""
@@ -110,9 +110,9 @@ def test_nccl_preflight_fails_cleanly_without_gpus(cuda_image, args, message):
 
 
 def test_make_bench_gpu_refuses_without_gpus(cuda_image):
-    r = _container(cuda_image, "make", "-s", "bench-gpu")
-    assert r.returncode == 2, _out(r)
-    assert "error: torch sees no CUDA GPU" in r.stderr, _out(r)
+    r = run_container(cuda_image, "make", "-s", "bench-gpu")
+    assert r.returncode == 2, output_of(r)
+    assert "error: torch sees no CUDA GPU" in r.stderr, output_of(r)
 
 
 def test_exact_checks_and_a_gloo_run_pass_inside(cuda_image):
@@ -126,8 +126,8 @@ def test_exact_checks_and_a_gloo_run_pass_inside(cuda_image):
         "K=all_reduce-sum && python -c \"import json; r = json.load(open('/tmp/r/latest/bench.json')); "
         "print('records', {(b['extra_info']['backend'], b['extra_info']['device']) for b in r['benchmarks']})\""
     )
-    r = _container(cuda_image, "sh", "-c", cmd, timeout=900)
-    assert r.returncode == 0, _out(r)[-4000:]
+    r = run_container(cuda_image, "sh", "-c", cmd, timeout=900)
+    assert r.returncode == 0, output_of(r)[-4000:]
     summary = [ln for ln in r.stdout.splitlines() if re.search(r"\d+ passed", ln)]
     assert summary and " failed" not in summary[-1], r.stdout[-3000:]
     assert "# all_reduce" in r.stdout

@@ -13,7 +13,7 @@ import pytest
 
 from suite.common.failures import EXIT_FINDING
 from tests.conftest import all_correct
-from tests.docker.test_compose import _out, image, sim  # noqa: F401  (fixtures)
+from tests.helpers.docker import output_of
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -29,7 +29,7 @@ def _doctor(sim) -> dict:
 def test_equal_links_give_no_finding(sim):
     sim.run_id = "healthy"
     p = sim.run(**DOCTOR)
-    assert p.returncode == 0, _out(p)[-5000:]
+    assert p.returncode == 0, output_of(p)[-5000:]
     d = _doctor(sim)
     assert d["findings"] == [] and d["exit_status"] == 0, d["findings"]  # no false alarm
     # and no false claim: 6 ranks on 2 shared cores may be too noisy to tell a slow link from the others; then
@@ -46,9 +46,9 @@ def test_equal_links_give_no_finding(sim):
 
 def test_a_node_with_slow_egress_is_named_by_its_outgoing_links(sim):
     p = sim.run(**DOCTOR, LINK_RATES="node2=50mbit")
-    assert p.returncode == EXIT_FINDING, _out(p)[-5000:]
+    assert p.returncode == EXIT_FINDING, output_of(p)[-5000:]
     # a finding is the doctor's, not a node failure: the closing line names the weak node
-    assert "# doctor: weak node node2 (ranks 4, 5): outgoing bandwidth: " in p.stdout, _out(p)[-5000:]
+    assert "# doctor: weak node node2 (ranks 4, 5): outgoing bandwidth: " in p.stdout, output_of(p)[-5000:]
     assert "(node0 exited with the doctor's status 8; " in p.stdout and "first failure" not in p.stdout
     d = _doctor(sim)
     outgoing = {(a, b) for a in (4, 5) for b in range(4)}  # node2 hosts ranks 4 and 5
@@ -73,7 +73,7 @@ def test_a_cpu_limited_node_is_named_by_its_ranks(sim):
     (the test failed so in one of five runs). Its links may be affected too (a starved rank also
     answers late): then they are part of the same weak-node finding."""
     p = sim.run(**DOCTOR, NNODES="2", NODE_CPUS="node1=0.25", DOCTOR_COMPUTE_MS="400")
-    assert p.returncode == EXIT_FINDING, _out(p)[-5000:]
+    assert p.returncode == EXIT_FINDING, output_of(p)[-5000:]
     d = _doctor(sim)
     assert sorted(s["rank"] for s in d["stragglers"]) == [2, 3]  # node1 hosts ranks 2 and 3
     assert [w["host"] for w in d["weak_nodes"]] == ["node1"]
@@ -99,7 +99,7 @@ def test_a_cpu_limited_node_is_named_by_its_ranks(sim):
 def test_bad_knobs_stop_before_any_node_starts(sim, knobs, words):
     before = sorted(p.name for p in sim.results.iterdir())
     p = sim.run(**{**DOCTOR, **knobs})
-    assert p.returncode == 2 and words in p.stderr, _out(p)
+    assert p.returncode == 2 and words in p.stderr, output_of(p)
     assert "# compose project" not in p.stdout  # no node was started
     assert sim.containers() == []
     assert sorted(p.name for p in sim.results.iterdir()) == before  # nothing stored was touched

@@ -12,12 +12,12 @@ import uuid
 import pytest
 
 from tests.conftest import ROOT
-from tests.docker.test_compose import _docker, image  # noqa: F401  (the session's `make image` fixture)
+from tests.helpers.docker import run_docker
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
-def test_validate_predict_all_reduce_ddp_and_fsdp2_steps_at_a_reduced_size(tmp_path, image):  # noqa: F811
+def test_validate_predict_all_reduce_ddp_and_fsdp2_steps_at_a_reduced_size(tmp_path, image):
     project = f"suitetest{uuid.uuid4().hex[:8]}"
     knobs = {
         "VALIDATE_FIT": "2 3",
@@ -54,9 +54,9 @@ def test_validate_predict_all_reduce_ddp_and_fsdp2_steps_at_a_reduced_size(tmp_p
             timeout=1200,
         )
     finally:
-        left = _docker("ps", "-aq", "--filter", f"label=com.docker.compose.project={project}").stdout.split()
+        left = run_docker("ps", "-aq", "--filter", f"label=com.docker.compose.project={project}").stdout.split()
         if left:
-            _docker("rm", "-f", *left)
+            run_docker("rm", "-f", *left)
     assert r.returncode == 0, f"{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
     assert left == [], "containers of the validation runs left behind"
     assert "geomean |err|" in r.stdout and "all_reduce" in r.stdout

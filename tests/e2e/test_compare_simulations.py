@@ -3,7 +3,7 @@ not in the unit tier): 200 same-commit trials with heterogeneous noise flag a ca
 them, and a 2x slowdown of the noisy cases is found in 20 trials with the runs the comparison asks for."""
 
 import suite.report.compare.verdicts as verdicts
-from tests.unit.test_compare import same_commit_trials, slowdown_trials
+from tests.helpers.compare_runs import same_commit_trials, slowdown_trials
 
 
 def test_same_commit_with_heterogeneous_noise_flags_a_case_in_at_most_alpha_of_200_trials():

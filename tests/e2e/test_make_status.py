@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import ROOT
-from tests.e2e.test_report import FIXTURE, _fixture, _save, _scaled
+from tests.helpers.stored_runs import FIXTURE, stored_run, save_run, scaled_run
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +42,7 @@ def _make(tool: str, venv: Path, *args: str, env: dict | None = None) -> subproc
 
 
 def test_make_status_keeps_the_status_that_make_turns_into_2(tmp_path, venv):
-    slow = _save(_scaled(_fixture(), lambda n: np.full(n, 1.25)), tmp_path / "slow")
+    slow = save_run(scaled_run(stored_run(), lambda n: np.full(n, 1.25)), tmp_path / "slow")
     compare = ("compare", f"BASE={FIXTURE}", f"NEW={slow}")
     assert _make("make", venv, *compare).returncode == 2
     r = _make("make-status", venv, *compare)

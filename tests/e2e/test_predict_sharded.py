@@ -7,7 +7,7 @@ import json
 import shutil
 
 from tests.conftest import ROOT
-from tests.unit.test_predict import _make
+from tests.helpers.make_predict import make_predict
 
 FIXTURE = ROOT / "tests" / "fixtures" / "sharded-gloo-2"
 
@@ -16,7 +16,7 @@ def _predicted_at_4(fixture, tmp_path) -> tuple:
     """A copy of ``fixture`` predicted at 4 ranks on 2 nodes: (the run, its "sharded step" lines, predict.json)."""
     run = tmp_path / "run"
     shutil.copytree(fixture, run)
-    r = _make(f"RUN={run}", "RANKS=4", "RANKS_PER_NODE=2")
+    r = make_predict(f"RUN={run}", "RANKS=4", "RANKS_PER_NODE=2")
     assert r.returncode == 0, r.stderr
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("sharded step")]
     return run, lines, json.loads((run / "predict.json").read_text())
@@ -33,7 +33,7 @@ def test_make_predict_on_a_real_run_with_sharded(tmp_path):
     for d in doc["sharded"]:
         assert d["step_us"] > 0 and d["measured_ranks"] == 2 and d["compute_model"] and d["comm_model"]
         assert all(f"sharded.{k}" in doc["provenance"] for k in ("step_us", "compute_us", "comm_us", "hidden_us"))
-    r = _make(f"RUN={run}", "RANKS=3", "RANKS_PER_NODE=1")
+    r = make_predict(f"RUN={run}", "RANKS=3", "RANKS_PER_NODE=1")
     assert r.returncode == 0 and "sharded step (tp): not predicted at 3 ranks: SHARDED_WIDTH=32" in r.stdout
 
 
@@ -53,7 +53,7 @@ def test_make_predict_prices_a_user_models_measured_inventory(tmp_path):
     for d in doc["sharded"]:
         assert d["model"] == MODEL and d["comm_model"].startswith("the collectives the step record measured")
         assert d["comm_us"] > 0 and d["step_us"] > d["compute_us"] > 0 and d["measured_ranks"] == 2
-    r = _make(f"RUN={run}", "RANKS=3", "RANKS_PER_NODE=1")
+    r = make_predict(f"RUN={run}", "RANKS=3", "RANKS_PER_NODE=1")
     assert r.returncode == 0, r.stderr
     for s, why in (("fsdp2", "the model's batch has 8 rows"), ("tp", "tp_plan shards layers.0.inp (colwise")):
         assert f"sharded step ({s} of {MODEL}): not predicted at 3 ranks: {s}: {why}" in r.stdout, r.stdout

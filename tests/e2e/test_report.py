@@ -43,31 +43,9 @@ from tests.browser import (
     run_chromium,
 )
 from tests.conftest import make as _make  # `make` as a user types it
+from tests.helpers.stored_runs import FIXTURE, stored_run, save_run, scaled_run
 
-ROOT = Path(__file__).resolve().parents[2]
-FIXTURE = ROOT / "tests" / "fixtures" / "collectives-gloo-2"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-def _fixture() -> dict:
-    return results.load_run(FIXTURE)
-
-
-def _scaled(run: dict, factor_fn) -> dict:
-    """A copy of ``run`` whose samples are multiplied per sample by ``factor_fn(n)``."""
-    out = copy.deepcopy(run)
-    for b in out["benchmarks"]:
-        e = b["extra_info"]
-        s = np.asarray(e["samples_us"]) * factor_fn(len(e["samples_us"]))
-        e["samples_us"] = s.tolist()
-        e["time_us"] = float(np.median(s))
-    return out
-
-
-def _save(run: dict, d: Path) -> Path:
-    d.mkdir(parents=True, exist_ok=True)
-    (d / "bench.json").write_text(json.dumps(run))
-    return d
 
 
 # --- α–β fit -----------------------------------------------------------------------------------
@@ -145,10 +123,10 @@ def test_case_key_is_identity_not_measurement():
 
 
 def test_compare_flags_planted_20pct_slowdown_not_1pct_noise(tmp_path):
-    base = _fixture()
+    base = stored_run()
     rng = np.random.default_rng(3)
-    slow = _scaled(base, lambda n: np.full(n, 1.20))
-    noise = _scaled(base, lambda n: rng.lognormal(0.0, 0.01, n))
+    slow = scaled_run(base, lambda n: np.full(n, 1.20))
+    noise = scaled_run(base, lambda n: rng.lognormal(0.0, 0.01, n))
     recs = results.records(base)
 
     c = compare.compare_records(recs, results.records(slow))
@@ -163,7 +141,7 @@ def test_compare_flags_planted_20pct_slowdown_not_1pct_noise(tmp_path):
     assert all(r.verdict == "inconclusive" for r in c.cases) and c.gate == "INCONCLUSIVE"
 
     # the CLI gate: exit 1 on the regression, 3 when it cannot tell, 0 when it may pass, 2 on unreadable input
-    b, s, n = _save(base, tmp_path / "base"), _save(slow, tmp_path / "slow"), _save(noise, tmp_path / "noise")
+    b, s, n = save_run(base, tmp_path / "base"), save_run(slow, tmp_path / "slow"), save_run(noise, tmp_path / "noise")
     assert report.main(["compare", str(b), str(s), "--out", str(tmp_path / "cmp")]) == 1
     assert (tmp_path / "cmp" / "compare.png").read_bytes().startswith(PNG_MAGIC)
     assert "-&gt; slower" in (tmp_path / "cmp" / "compare.html").read_text()
@@ -175,15 +153,15 @@ def test_compare_flags_planted_20pct_slowdown_not_1pct_noise(tmp_path):
 
 @pytest.mark.slow
 def test_make_compare_is_a_regression_gate(tmp_path):
-    base = _fixture()
-    slow = _save(_scaled(base, lambda n: np.full(n, 1.25)), tmp_path / "slow")
+    base = stored_run()
+    slow = save_run(scaled_run(base, lambda n: np.full(n, 1.25)), tmp_path / "slow")
     r = _make("compare", f"BASE={FIXTURE}", f"NEW={slow}")
     assert r.returncode != 0, r.stdout + r.stderr
     assert "gate: FAIL" in r.stdout and "-> slower" in r.stdout
     r = _make("compare", f"BASE={FIXTURE}", f"NEW={FIXTURE}")  # a run with itself: nothing to estimate
     assert r.returncode == 0 and "-> same (identical runs)" in r.stdout and "gate: PASS" in r.stdout, r.stdout
     rng = np.random.default_rng(3)
-    noise = _save(_scaled(base, lambda n: rng.lognormal(0.0, 0.01, n)), tmp_path / "noise")
+    noise = save_run(scaled_run(base, lambda n: rng.lognormal(0.0, 0.01, n)), tmp_path / "noise")
     r = _make("compare", f"BASE={FIXTURE}", f"NEW={noise}")  # 10 samples spread 20x: cannot tell
     assert r.returncode == 2 and "gate: INCONCLUSIVE" in r.stdout, r.stdout + r.stderr  # make: exit 3 -> 2
     assert "# detectable with one run a side here: changes beyond +" in r.stdout  # what it could have told
@@ -203,7 +181,7 @@ def compare_page(tmp_path_factory):
     NEW the same run with the PLANTED case 3x slower; returns the page and the forest figure it opens on, as
     matplotlib drew it (the real function, watched)."""
     d = tmp_path_factory.mktemp("compare")
-    run = _fixture()
+    run = stored_run()
     keep = ("all_reduce", "reduce", "broadcast", "barrier")
     run["benchmarks"] = [b for b in run["benchmarks"] if b["extra_info"]["variant"] in keep]
     slow = copy.deepcopy(run)
@@ -216,7 +194,9 @@ def compare_page(tmp_path_factory):
     real = forest.forest_figure
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(forest, "forest_figure", lambda *a: drawn.append(real(*a)) or drawn[-1])
-        status = report.main(["compare", str(_save(run, d / "base")), str(_save(slow, d / "slow")), "--out", str(d)])
+        status = report.main(
+            ["compare", str(save_run(run, d / "base")), str(save_run(slow, d / "slow")), "--out", str(d)]
+        )
     assert status == 1  # the planted slowdown fails the gate
     (fig,) = drawn
     return d / "compare.html", fig, len(run["benchmarks"])
@@ -320,7 +300,7 @@ def test_tables_command_still_prints_tables(capsys):
 def mixed_report():
     """Part of the fixture plus records of experiments the report has never heard of: a p2p
     pair matrix (src/dst), a DDP-like table with its own numeric fields, and a LINK_RATE."""
-    run = _fixture()
+    run = stored_run()
     run["benchmarks"] = [
         b
         for b in run["benchmarks"]
@@ -438,7 +418,7 @@ def test_report_fits_and_ring_model(mixed_report):
 def test_a_sweep_of_two_sizes_is_reported_as_too_few_sizes_not_as_a_fit():
     """A line through two sizes has R² = 1 by construction: the report shows no α, β, R² or link for it,
     draws no fitted line, and says why."""
-    run = _fixture()
+    run = stored_run()
     run["benchmarks"] = [
         b
         for b in run["benchmarks"]
@@ -611,7 +591,7 @@ def test_make_report_has_the_prediction_section_with_the_extrapolation(tmp_path)
 def test_link_rate_ratio_only_for_series_that_cross_hosts():
     """LINK_RATE shapes the links between hosts: a one-host series (loopback) compared with it read as
     "266x the link rate" once. Its ratio is "-"; the same records marked as spanning two hosts get one."""
-    run = copy.deepcopy(_fixture())
+    run = copy.deepcopy(stored_run())
     run["machine_info"]["suite"]["hosts"] = {"node0": {"env": {"LINK_RATE": "1gbit"}}}
     rep = analysis.build_report(run, "one-host")
     assert rep.link_rate and rep.fits
@@ -631,7 +611,7 @@ def test_tail_latencies_of_too_few_samples_are_not_shown_and_the_count_is():
     sample maximum): tables, grids and the summary give the count instead of a tail latency."""
     from suite.report.tables import generic_table
 
-    recs = [r for r in results.records(_fixture()) if r["variant"] == "all_reduce"][:2]
+    recs = [r for r in results.records(stored_run()) if r["variant"] == "all_reduce"][:2]
     assert all(r["p95_us"] is not None and len(r["samples_us"]) == 10 for r in recs)
     lines = generic_table("t", recs).splitlines()[2:]
     assert [line.split()[4] for line in lines] == ["n=10", "n=10"]

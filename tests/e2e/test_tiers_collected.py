@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.unit.test_tiers import ROOT, tier_files
+from tests.helpers.tiers import ROOT, tier_files
 
 
 @pytest.mark.slow

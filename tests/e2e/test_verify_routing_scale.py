@@ -5,9 +5,9 @@ seconds in all): expected results stay exact, and wrong routing and p2p message 
 import pytest
 
 from suite.harness import verify
-from tests.unit.test_verify import SCALE_WORLDS as EXACT_WORLDS
-from tests.unit.test_verify import check_expected_is_exact, exact_combos
-from tests.unit.test_verify_routing import SCALE_WORLDS, check_p2p_messages, check_routing
+from tests.helpers.verify_exact import SCALE_WORLDS as EXACT_WORLDS
+from tests.helpers.verify_exact import check_expected_is_exact, exact_combos
+from tests.helpers.verify_routing import SCALE_WORLDS, check_p2p_messages, check_routing
 
 
 @pytest.mark.parametrize("n", SCALE_WORLDS)

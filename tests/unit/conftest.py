@@ -5,10 +5,14 @@ on a loaded 2-core machine they took several times the CPU time and wall time of
 
 ``COLLECTED``: the node ids this session collected, before ``-k``/``-m`` deselect any (the README's test count is
 checked against it: tests/unit/test_front_page.py). ``link_figure``: the link figure the report's unit tests set
-their numbers against."""
+their numbers against.
+
+``ctx``: a one-rank Gloo group in this process for a test module (tests/helpers/inprocess.py ``lone_group``)."""
 
 import pytest
 import torch
+
+from tests.helpers.inprocess import CFG, lone_group
 
 COLLECTED: list[str] = []
 
@@ -30,3 +34,9 @@ def pytest_configure(config):
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session, config, items):
     COLLECTED[:] = [item.nodeid for item in items]
+
+
+@pytest.fixture(scope="module")
+def ctx():
+    with lone_group(CFG) as c:
+        yield c

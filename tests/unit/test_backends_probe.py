@@ -8,7 +8,6 @@ import pytest
 
 from experiments.backends import workload as backends_workload
 from suite.ops import collectives as ops
-from tests.unit.test_harness_inprocess import ctx  # noqa: F401  (the one-rank Gloo group fixture)
 
 
 def test_capability_matrix_reports_backend_limits_and_raises_suite_bugs(ctx, monkeypatch):

@@ -20,42 +20,17 @@ import suite.report.compare.text as compare_text
 import suite.report.compare.verdicts as verdicts
 import suite.report.compare.shrinkage as shrinkage
 from suite.report.compare.case_identity import case_key
-
-N_CASES = 60
-
-
-def _rec(i: int, samples, **extra) -> dict:
-    s = [float(v) for v in samples]
-    return {
-        "experiment": "synthetic",
-        "op": "all_reduce",
-        "backend": "gloo",
-        "device": "cpu",
-        "world_size": 2,
-        "timing_mode": "blocking",
-        "dtype": "float32",
-        "size_bytes": 1024 * (i + 1),
-        "identity": [],
-        "samples_us": s,
-        "time_us": float(np.median(s)),
-        "peak_mem_bytes": int(1e6 + 1000 * s[0]),
-        **extra,
-    }
-
-
-def _run(rng, run_sd, factor=lambda i: 1.0, n: int = 20, within_sd: float = 0.02, n_cases: int = N_CASES) -> list[dict]:
-    """One run: every case's samples around 100·(i+1) µs, each case's run median shifted by its own
-    lognormal factor (``run_sd``: one sd for every case, or a list, one per case: between-run
-    variation case by case; ``_shifted_runs`` shifts whole runs), times ``factor(i)``."""
-    sds = run_sd if isinstance(run_sd, list) else [run_sd] * n_cases
-    return [
-        _rec(i, 100.0 * (i + 1) * factor(i) * math.exp(rng.normal(0, sd)) * np.exp(rng.normal(0, within_sd, n)))
-        for i, sd in enumerate(sds)
-    ]
-
-
-def _flagged(c) -> bool:
-    return any(x.verdict in ("slower", "faster") for x in c.cases)
+from tests.helpers.compare_runs import (
+    HETERO,
+    NOISY,
+    N_CASES,
+    QUIET,
+    any_flagged,
+    synthetic_record,
+    synthetic_run,
+    same_commit_trials,
+    slowdown_trials,
+)
 
 
 # --- the four verdicts and the gate --------------------------------------------------------------
@@ -72,7 +47,7 @@ def test_one_run_each_with_between_run_noise_cannot_tell_and_the_gate_does_not_p
     # two runs of one commit on a noisy machine: each case's run median moves by ~30% between runs; with
     # a 5% tolerance no case can be told same (the old comparison said "same" for all and the gate PASS)
     rng = np.random.default_rng(7)
-    a, b = _run(rng, 0.3), _run(rng, 0.3)
+    a, b = synthetic_run(rng, 0.3), synthetic_run(rng, 0.3)
     c = compare.compare_records(a, b, n_boot=300)
     assert len(c.cases) == N_CASES and not c.only_base and not c.only_new  # peak memory is no identity
     assert [x.verdict for x in c.cases] == ["inconclusive"] * N_CASES
@@ -89,18 +64,22 @@ def test_one_run_each_with_between_run_noise_cannot_tell_and_the_gate_does_not_p
 
 def test_the_gate_passes_within_max_inconclusive_and_fails_on_a_regression_whatever_else():
     rng = np.random.default_rng(12)
-    quiet = [_run(rng, 0.002, within_sd=0.002, n_cases=20) for _ in range(3)]
+    quiet = [synthetic_run(rng, 0.002, within_sd=0.002, n_cases=20) for _ in range(3)]
     noisy_one = [0.002] * 19 + [0.5]  # one case of twenty cannot be told: within the default 10%
-    same = compare.compare_runs(quiet, [_run(rng, noisy_one, within_sd=0.002, n_cases=20) for _ in range(3)])
+    same = compare.compare_runs(quiet, [synthetic_run(rng, noisy_one, within_sd=0.002, n_cases=20) for _ in range(3)])
     assert [x.verdict for x in same.cases].count("same") == 19 and same.cases[19].verdict == "inconclusive"
     assert same.gate == "PASS" and same.exit_status == 0
     assert "gate: PASS (1 case(s) not judged, within MAX_INCONCLUSIVE=0.1)" in compare.format_comparison(same)
     strict = compare.compare_runs(
-        quiet, [_run(rng, noisy_one, within_sd=0.002, n_cases=20) for _ in range(3)], max_inconclusive=0.0
+        quiet, [synthetic_run(rng, noisy_one, within_sd=0.002, n_cases=20) for _ in range(3)], max_inconclusive=0.0
     )
     assert strict.gate == "INCONCLUSIVE"
     slow = compare.compare_runs(
-        quiet, [_run(rng, noisy_one, lambda i: 1.5 if i == 3 else 1.0, within_sd=0.002, n_cases=20) for _ in range(3)]
+        quiet,
+        [
+            synthetic_run(rng, noisy_one, lambda i: 1.5 if i == 3 else 1.0, within_sd=0.002, n_cases=20)
+            for _ in range(3)
+        ],
     )
     assert slow.cases[3].verdict == "slower" and slow.gate == "FAIL" and slow.exit_status == 1
     assert "gate: FAIL (regression: 1 case(s) slower beyond the tolerance)" in compare.format_comparison(slow)
@@ -108,9 +87,10 @@ def test_the_gate_passes_within_max_inconclusive_and_fails_on_a_regression_whate
 
 def test_the_verdict_is_printed_before_the_table_of_cases_and_again_under_it():
     rng = np.random.default_rng(12)
-    quiet = [_run(rng, 0.002, within_sd=0.002, n_cases=20) for _ in range(3)]
+    quiet = [synthetic_run(rng, 0.002, within_sd=0.002, n_cases=20) for _ in range(3)]
     slow = compare.compare_runs(
-        quiet, [_run(rng, 0.002, lambda i: 1.5 if i == 3 else 1.0, within_sd=0.002, n_cases=20) for _ in range(3)]
+        quiet,
+        [synthetic_run(rng, 0.002, lambda i: 1.5 if i == 3 else 1.0, within_sd=0.002, n_cases=20) for _ in range(3)],
     )
     lines = compare.format_comparison(slow).splitlines()
     table = next(i for i, ln in enumerate(lines) if ln.startswith("#case"))
@@ -124,8 +104,8 @@ def test_alpha_sets_the_level_of_the_verdicts():
     # the verdicts are made at the family-wise level alpha: a smaller alpha widens every interval, so
     # a case that is slower at 5% becomes inconclusive at 1e-6 (alpha used to reach only the Holm gate)
     rng = np.random.default_rng(13)
-    base = [_run(rng, 0.05, n_cases=10) for _ in range(3)]
-    new = [_run(rng, 0.05, lambda i: 1.3 if i == 0 else 1.0, n_cases=10) for _ in range(3)]
+    base = [synthetic_run(rng, 0.05, n_cases=10) for _ in range(3)]
+    new = [synthetic_run(rng, 0.05, lambda i: 1.3 if i == 0 else 1.0, n_cases=10) for _ in range(3)]
     loose, strict = compare.compare_runs(base, new, alpha=0.05), compare.compare_runs(base, new, alpha=1e-6)
     assert loose.cases[0].verdict == "slower" and strict.cases[0].verdict == "inconclusive"
     assert all(s.ci_high - s.ci_low > x.ci_high - x.ci_low for s, x in zip(strict.cases, loose.cases))
@@ -136,25 +116,9 @@ def test_alpha_sets_the_level_of_the_verdicts():
 
 # --- each case's own noise -----------------------------------------------------------------------
 
-QUIET, NOISY = 0.02, 0.2
-HETERO = [QUIET] * 36 + [NOISY] * 4  # most cases quiet, some 10x noisier
 TRIALS = 60
 """Trials of the unit tier's simulations; tests/e2e/test_compare_simulations.py runs 200 (and 20 of the
 slowdown's) with the same bounds."""
-
-
-def same_commit_trials(trials: int, runs: int = 3) -> tuple[int, int]:
-    """Comparisons of ``runs`` runs a side of one commit, 36 quiet cases and 4 ten times noisier: in how
-    many trials some case was called slower/faster, and in how many the gate failed."""
-    flagged = failed = 0
-    for trial in range(trials):
-        rng = np.random.default_rng(1000 + trial)
-        base = [_run(rng, HETERO, n=5, within_sd=0.01, n_cases=40) for _ in range(runs)]
-        new = [_run(rng, HETERO, n=5, within_sd=0.01, n_cases=40) for _ in range(runs)]
-        c = compare.compare_runs(base, new, n_boot=50)
-        flagged += _flagged(c)
-        failed += c.failed
-    return flagged, failed
 
 
 def test_same_commit_with_heterogeneous_noise_flags_a_case_in_at_most_alpha_of_trials():
@@ -167,8 +131,8 @@ def test_same_commit_with_heterogeneous_noise_flags_a_case_in_at_most_alpha_of_t
 
 def test_each_case_gets_its_own_noise_shrunk_toward_the_pooled_value():
     rng = np.random.default_rng(14)
-    base = [_run(rng, HETERO, n=5, within_sd=0.01, n_cases=40) for _ in range(4)]
-    new = [_run(rng, HETERO, n=5, within_sd=0.01, n_cases=40) for _ in range(4)]
+    base = [synthetic_run(rng, HETERO, n=5, within_sd=0.01, n_cases=40) for _ in range(4)]
+    new = [synthetic_run(rng, HETERO, n=5, within_sd=0.01, n_cases=40) for _ in range(4)]
     c = compare.compare_runs(base, new, n_boot=200)
     quiet, noisy = [x.noise_sd for x in c.cases[:36]], [x.noise_sd for x in c.cases[36:]]
     assert max(quiet) < min(noisy)  # one pooled sd gave every case the same
@@ -178,29 +142,6 @@ def test_each_case_gets_its_own_noise_shrunk_toward_the_pooled_value():
     # the noisy cases' intervals are the wide ones
     width = [math.log(x.ci_high / x.ci_low) for x in c.cases]
     assert min(width[36:]) > 3 * max(width[:36])
-
-
-def slowdown_trials(trials: int) -> tuple[int, int, int]:
-    """2x slower: the 4 noisiest of 40 cases, compared with 2 runs a side and then with the runs per side
-    the inconclusive ones ask for. Returns (gates that FAIL with the asked runs, slower verdicts of the
-    group with them, slower verdicts of the group at 2 runs a side); no quiet case may be flagged."""
-    group = range(36, 40)
-    slow = lambda i: 2.0 if i in group else 1.0  # noqa: E731
-    found = cases_found = cases_found_at_2 = 0
-    for trial in range(trials):
-        rng = np.random.default_rng(500 + trial)
-
-        def side(k, f=lambda i: 1.0, rng=rng):
-            return [_run(rng, HETERO, f, n=5, within_sd=0.01, n_cases=40) for _ in range(k)]
-
-        c = compare.compare_runs(side(2), side(2, slow), n_boot=100)
-        cases_found_at_2 += sum(c.cases[i].verdict == "slower" for i in group)
-        asked = max((c.cases[i].runs_needed or 2) for i in group)
-        c = compare.compare_runs(side(asked), side(asked, slow), n_boot=100)
-        found += c.failed
-        cases_found += sum(c.cases[i].verdict == "slower" for i in group)
-        assert not any(x.verdict in ("slower", "faster") for x in c.cases[:36])
-    return found, cases_found, cases_found_at_2
 
 
 SLOWDOWN_TRIALS = 10
@@ -218,11 +159,11 @@ def test_a_slowdown_of_noisy_cases_is_found_with_the_runs_the_comparison_asks_fo
 
 def test_one_run_each_still_flags_a_uniform_slowdown_and_a_lone_outlier():
     rng = np.random.default_rng(8)
-    a = _run(rng, 0.0)
-    c = compare.compare_records(a, _run(rng, 0.0, lambda i: 1.2), n_boot=300)
+    a = synthetic_run(rng, 0.0)
+    c = compare.compare_records(a, synthetic_run(rng, 0.0, lambda i: 1.2), n_boot=300)
     assert c.overall == "slower" and c.failed and all(x.verdict == "slower" for x in c.cases)
     # one case 3x slower among quiet ones: the spread of the others does not hide it
-    c = compare.compare_records(a, _run(rng, 0.02, lambda i: 3.0 if i == 5 else 1.0), n_boot=300)
+    c = compare.compare_records(a, synthetic_run(rng, 0.02, lambda i: 3.0 if i == 5 else 1.0), n_boot=300)
     slower = [i for i, x in enumerate(c.cases) if x.verdict == "slower"]
     assert slower == [5] and c.regressions == [c.cases[5]]
     # ... but with one run a side a case noisier than the rest can be flagged by chance: the gate says so
@@ -231,29 +172,31 @@ def test_one_run_each_still_flags_a_uniform_slowdown_and_a_lone_outlier():
 
 def test_several_runs_per_side_measure_the_between_run_variance():
     rng = np.random.default_rng(9)
-    base = [_run(rng, 0.005) for _ in range(3)]
-    same = [_run(rng, 0.005) for _ in range(3)]
+    base = [synthetic_run(rng, 0.005) for _ in range(3)]
+    same = [synthetic_run(rng, 0.005) for _ in range(3)]
     c = compare.compare_runs(base, same, n_boot=500)
     assert c.base_runs == c.new_runs == 3 and "from the runs' medians" in c.between_run_note
     assert c.between_run_sd == pytest.approx(math.hypot(0.005, 0.0056), rel=0.3)  # + a 20-sample median's spread
-    assert not _flagged(c) and [x.verdict for x in c.cases].count("same") >= 0.9 * N_CASES
+    assert not any_flagged(c) and [x.verdict for x in c.cases].count("same") >= 0.9 * N_CASES
     assert c.overall == "same" and c.gate == "PASS"
     assert all(x.base_runs == 3 and x.new_runs == 3 for x in c.cases)
     # a real 2x change of one case is found through that variance; a 20% change of all is found overall
-    c = compare.compare_runs(base, [_run(rng, 0.005, lambda i: 2.0 if i == 3 else 1.0) for _ in range(3)], n_boot=500)
+    c = compare.compare_runs(
+        base, [synthetic_run(rng, 0.005, lambda i: 2.0 if i == 3 else 1.0) for _ in range(3)], n_boot=500
+    )
     assert [i for i, x in enumerate(c.cases) if x.verdict in ("slower", "faster")] == [3]
     assert c.cases[3].verdict == "slower"
-    c = compare.compare_runs(base, [_run(rng, 0.005, lambda i: 1.2) for _ in range(3)], n_boot=500)
+    c = compare.compare_runs(base, [synthetic_run(rng, 0.005, lambda i: 1.2) for _ in range(3)], n_boot=500)
     assert c.overall == "slower" and c.overall_ratio == pytest.approx(1.2, rel=0.05)
 
 
 def test_a_noisy_run_widens_its_case_beyond_what_its_samples_say():
     # many samples make each run's median precise (narrow within-run interval), but the runs disagree
     rng = np.random.default_rng(10)
-    base = [_run(rng, 0.15, n=200, n_cases=10) for _ in range(4)]
-    new = [_run(rng, 0.15, n=200, n_cases=10) for _ in range(4)]
+    base = [synthetic_run(rng, 0.15, n=200, n_cases=10) for _ in range(4)]
+    new = [synthetic_run(rng, 0.15, n=200, n_cases=10) for _ in range(4)]
     c = compare.compare_runs(base, new, n_boot=500)
-    assert not _flagged(c)
+    assert not any_flagged(c)
     width = np.median([math.log(x.ci_high / x.ci_low) for x in c.cases])
     assert width > 0.3  # from the between-run sd 0.15, not the ~0.003 of a 200-sample median
 
@@ -263,8 +206,8 @@ def test_a_run_medians_spread_is_not_counted_twice():
     # already holds it, so the interval is the between-run one; the within-run bootstrap is a floor,
     # not added on top (that widened every interval by up to sqrt(2))
     rng = np.random.default_rng(15)
-    base = [_run(rng, 0.0, n=5, within_sd=0.2, n_cases=10) for _ in range(2)]
-    new = [_run(rng, 0.0, n=5, within_sd=0.2, n_cases=10) for _ in range(2)]
+    base = [synthetic_run(rng, 0.0, n=5, within_sd=0.2, n_cases=10) for _ in range(2)]
+    new = [synthetic_run(rng, 0.0, n=5, within_sd=0.2, n_cases=10) for _ in range(2)]
     c = compare.compare_runs(base, new, n_boot=500)
     halves = [math.log(x.ci_high / x.ci_low) / 2 for x in c.cases]
     between = [x.noise_sd * shrinkage.t_two_sided(1 - c.alpha / len(c.cases), x.noise_df) for x in c.cases]
@@ -274,16 +217,16 @@ def test_a_run_medians_spread_is_not_counted_twice():
 
 def test_the_ratio_is_the_median_of_run_medians():
     # base: one long run at 100 µs and two short runs at 200 µs; pooled samples would say 100
-    base = [[_rec(0, [100.0] * 20)], [_rec(0, [200.0] * 5)], [_rec(0, [200.0] * 5)]]
-    new = [[_rec(0, [200.0] * 5)]]
+    base = [[synthetic_record(0, [100.0] * 20)], [synthetic_record(0, [200.0] * 5)], [synthetic_record(0, [200.0] * 5)]]
+    new = [[synthetic_record(0, [200.0] * 5)]]
     c = compare.compare_runs(base, new)
     assert c.cases[0].base_median_us == 200.0 and c.cases[0].ratio == pytest.approx(1.0)
 
 
 def test_a_side_missing_a_case_in_one_run_uses_the_runs_that_have_it():
     rng = np.random.default_rng(11)
-    r1, r2 = _run(rng, 0.05), _run(rng, 0.05)
-    c = compare.compare_runs([r1, r2[1:]], [_run(rng, 0.05)], n_boot=300)
+    r1, r2 = synthetic_run(rng, 0.05), synthetic_run(rng, 0.05)
+    c = compare.compare_runs([r1, r2[1:]], [synthetic_run(rng, 0.05)], n_boot=300)
     assert len(c.cases) == N_CASES and c.cases[0].base_runs == 1 and c.cases[1].base_runs == 2
     assert c.cases[0].noise_df == pytest.approx(c.prior_df)  # no runs of its own: the prior alone
 
@@ -295,7 +238,10 @@ def test_holm_adjustment():
 
 def _shifted_runs(rng, factors, n_cases: int = N_CASES) -> list[list[dict]]:
     """Runs whose every case is shifted by the run's own factor (a machine busier during that run)."""
-    return [[_rec(i, 100.0 * (i + 1) * f * np.exp(rng.normal(0, 0.02, 20))) for i in range(n_cases)] for f in factors]
+    return [
+        [synthetic_record(i, 100.0 * (i + 1) * f * np.exp(rng.normal(0, 0.02, 20))) for i in range(n_cases)]
+        for f in factors
+    ]
 
 
 def test_a_shift_common_to_whole_runs_reaches_the_overall_interval():
@@ -311,7 +257,7 @@ def test_a_shift_common_to_whole_runs_reaches_the_overall_interval():
 
 def test_a_case_without_a_positive_time_is_reported_not_dropped_silently():
     rng = np.random.default_rng(3)
-    a, b = _run(rng, 0.0), _run(rng, 0.0)
+    a, b = synthetic_run(rng, 0.0), synthetic_run(rng, 0.0)
     b[0] = {**b[0], "samples_us": [0.0] * 20, "time_us": 0.0}
     c = compare.compare_records(a, b, n_boot=200)
     assert len(c.cases) == N_CASES - 1 and c.unusable == [case_key(a[0])]
@@ -340,9 +286,9 @@ def _settings(**kw) -> dict:
 def _mixed_run(depth: int) -> list[dict]:
     quiet = [100.0] * 10
     return [
-        _rec(0, quiet, ops_per_sample=1),
-        _rec(1, quiet, ops_per_sample=depth, timing_mode="pipelined"),
-        {**_rec(2, quiet), "experiment": "ddp"},
+        synthetic_record(0, quiet, ops_per_sample=1),
+        synthetic_record(1, quiet, ops_per_sample=depth, timing_mode="pipelined"),
+        {**synthetic_record(2, quiet), "experiment": "ddp"},
     ]
 
 
@@ -368,7 +314,7 @@ def test_cases_whose_settings_differ_get_no_verdict_unless_asked():
 
     # what only chooses which cases run (sizes) is no difference; iterations under PRECISION_PCT are measured
     assert case_settings.settings_differences([_settings()], [_settings(min_bytes=4)], {}, {}, []) == ([], set())
-    adaptive = [_rec(0, [1.0] * 5, iterations=30, precision_reached=True)]
+    adaptive = [synthetic_record(0, [1.0] * 5, iterations=30, precision_reached=True)]
     c = compare.compare_runs([adaptive], [[dict(adaptive[0], iterations=45)]])
     assert not c.refused and not c.settings_diffs
 
@@ -377,7 +323,7 @@ def test_a_count_the_budget_decided_is_measured_the_count_asked_for_is_set():
     # BUDGET_S (on by default): each run's samples so far decide how many it takes, so one run per side
     # can differ in ``iterations`` (and, bounded the same way, ``warmup_iters``) with nothing set otherwise
     def rec(**kw):
-        return _rec(0, [100.0] * 10, budget_s=1.0, iters_requested=20, warmup_requested=5, **kw)
+        return synthetic_record(0, [100.0] * 10, budget_s=1.0, iters_requested=20, warmup_requested=5, **kw)
 
     c = compare.compare_runs([[rec(iterations=12, warmup_iters=2)]], [[rec(iterations=15, warmup_iters=3)]])
     assert not c.refused and not c.settings_diffs
@@ -387,7 +333,7 @@ def test_a_count_the_budget_decided_is_measured_the_count_asked_for_is_set():
     old = {k: v for k, v in rec(warmup_iters=5).items() if k != "warmup_requested"}
     assert compare.compare_runs([[old]], [[rec(warmup_iters=2)]]).refused
     # ... and with no budget on either side, a stored run without the asked-for counts matches one with them
-    older = _rec(0, [100.0] * 10, iterations=5, warmup_iters=1)
+    older = synthetic_record(0, [100.0] * 10, iterations=5, warmup_iters=1)
     now = dict(older, budget_s=0.0, iters_requested=5, warmup_requested=1)
     c = compare.compare_runs([[older]], [[now]])
     assert not c.refused and not c.settings_diffs, compare.format_comparison(c)
@@ -398,7 +344,9 @@ def test_a_count_the_budget_decided_is_measured_the_count_asked_for_is_set():
     c = compare.compare_runs([[rec(iterations=12)]], [[dict(rec(iterations=12), budget_s=5.0)]])
     assert c.refused and "budget_s (per case): 1.0 vs 5.0 in 1 case(s)" in compare.format_comparison(c)
     # without a budget the count is the one asked for: still a setting
-    c = compare.compare_runs([[_rec(0, [100.0] * 10, iterations=12)]], [[_rec(0, [100.0] * 10, iterations=15)]])
+    c = compare.compare_runs(
+        [[synthetic_record(0, [100.0] * 10, iterations=12)]], [[synthetic_record(0, [100.0] * 10, iterations=15)]]
+    )
     assert c.refused
 
 
@@ -440,8 +388,8 @@ def _save_run(path, recs, torch_version="2.13.0+cpu"):
 
 def test_the_cli_refuses_cases_whose_settings_differ_unless_asked(tmp_path, capsys):
     rng = np.random.default_rng(16)
-    a = _save_run(tmp_path / "a", _run(rng, 0.0, within_sd=0.001, n_cases=5))
-    b = _save_run(tmp_path / "b", _run(rng, 0.0, within_sd=0.001, n_cases=5), torch_version="2.12.0")
+    a = _save_run(tmp_path / "a", synthetic_run(rng, 0.0, within_sd=0.001, n_cases=5))
+    b = _save_run(tmp_path / "b", synthetic_run(rng, 0.0, within_sd=0.001, n_cases=5), torch_version="2.12.0")
     assert report.main(["compare", a, b]) == 3  # nothing judged: no pass
     out = capsys.readouterr().out
     assert out.startswith("# settings differ between the sides: 5 case(s) they affect get no verdict")

@@ -17,7 +17,7 @@ import pytest
 
 from suite.report import cli as report
 from tests.conftest import ROOT
-from tests.unit.test_compare import _rec
+from tests.helpers.compare_runs import synthetic_record
 
 FIXTURE = ROOT / "tests" / "fixtures" / "collectives-gloo-2"
 N_CASES = 8
@@ -29,7 +29,7 @@ each side sits at the case's time, so every measured ratio is 1 and a planted fa
 
 def _case(i: int, log_offset: float, factor: float) -> dict:
     t = 100.0 * (i + 1) * factor * float(np.exp(log_offset * 0.03 * (i + 1)))  # case i: between-run sd grows with i
-    return _rec(i, [t * float(np.exp(w)) for w in np.linspace(-0.05, 0.05, 11)])  # median exactly t
+    return synthetic_record(i, [t * float(np.exp(w)) for w in np.linspace(-0.05, 0.05, 11)])  # median exactly t
 
 
 def _side(root: Path, name: str, offsets, factors=lambda i: 1.0) -> str:

@@ -17,7 +17,7 @@ from suite.errors import CaseSkipped
 from suite.harness.cuda_graph import graph_problem
 from suite.harness.timing import measure
 from suite.measurement import Measurement
-from tests.unit.test_harness_inprocess import CFG, ctx  # noqa: F401  (the one-rank Gloo group fixture)
+from tests.helpers.inprocess import CFG
 
 
 def _m(**kw):
@@ -67,7 +67,7 @@ def test_cuda_graph_records_its_kernel_count():
     assert _rec(_m(timer="cuda_event", timing_mode="cuda_graph"))["graph_kernel_nodes"] is None
 
 
-def test_cuda_graph_is_refused_for_an_op_not_on_an_nccl_group(ctx):  # noqa: F811
+def test_cuda_graph_is_refused_for_an_op_not_on_an_nccl_group(ctx):
     cfg = dataclasses.replace(CFG, pipeline_depth=2)
     ran = []
     with pytest.raises(CaseSkipped, match="cuda_graph needs NCCL on CUDA; this group is gloo on cpu"):

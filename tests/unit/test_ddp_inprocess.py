@@ -8,9 +8,8 @@ import pytest
 from experiments.ddp import cases as ddp_exp
 from suite.common.config import build_config
 from suite.harness.runner import Harness
-from tests.unit.test_harness_inprocess import lone_group
+from tests.helpers.inprocess import DDP_CFG, lone_group
 
-CFG = build_config(iters=3, warmup_iters=1, heartbeat_timeout_s=0, ddp={"params": 100_000, "accum": 2})
 BUCKETS_CFG = build_config(iters=1, warmup_iters=1, heartbeat_timeout_s=0, ddp={"params": 1_000_000})
 """1M parameters: five Linear layers of 0.4M, 3 x 0.19M and 4K parameters, so 1/8 and 1/2 of the gradient
 cut it into different buckets (DDP closes a bucket once it reaches the cap)."""
@@ -18,11 +17,11 @@ cut it into different buckets (DDP closes a bucket once it reaches the cap)."""
 
 @pytest.fixture(scope="module")
 def ctx():
-    with lone_group(CFG) as c:
+    with lone_group(DDP_CFG) as c:
         yield c
 
 
-def _records(ctx, *labels, cfg=CFG) -> dict[str, dict]:
+def _records(ctx, *labels, cfg=DDP_CFG) -> dict[str, dict]:
     """The records of the MLP cases ``labels``, run in this order by one harness (one session)."""
     harness = Harness(ctx, cfg, env={})
     cases = {c.record_label: c for c in ddp_exp.ddp_cases(cfg, 1) if c.identity["model"] == "mlp"}
@@ -60,7 +59,7 @@ def test_logger_statistics_cover_the_timed_steps_only_and_the_no_op_hook_is_not_
     recs = _records(ctx, "ddp no-op hook (no comm)", "grad all_reduce only", "ddp")
     ddp, noop = recs["ddp"], recs["ddp no-op hook (no comm)"]
     # DDP logs a step at the next forward: the last timed step is not in it, the warm-up never is
-    assert ddp["ddp_logger_steps"] == CFG.iters - 1
+    assert ddp["ddp_logger_steps"] == DDP_CFG.iters - 1
     # its intervals lie inside a timed step, the overlap inside the communication
     comm, ovl = ddp["ddp_logger_comm_ms"], ddp["ddp_logger_overlap_ms"]
     assert 0 < comm <= ddp["max_us"] / 1e3 and 0 <= ovl <= comm, (comm, ovl, ddp["max_us"])

@@ -14,8 +14,7 @@ from experiments.ddp import cases as ddp_exp
 from experiments.ddp import internals
 from experiments.ddp.table import format_tables
 from suite.harness.runner import Harness
-from tests.unit.test_ddp_inprocess import CFG
-from tests.unit.test_harness_inprocess import lone_group
+from tests.helpers.inprocess import DDP_CFG, lone_group
 
 
 class _DdpWithoutPrivates:
@@ -40,7 +39,7 @@ def test_a_ddp_without_the_privates_gives_nothing_rather_than_a_guess(monkeypatc
 
 
 def test_this_torch_has_them_and_they_describe_a_real_ddp():
-    with lone_group(CFG):
+    with lone_group(DDP_CFG):
         model = DDP(nn.Sequential(nn.Linear(64, 64), nn.Linear(64, 8)))
         internals.sample_every_iteration(model)
         for _ in range(2):
@@ -55,9 +54,11 @@ def test_the_experiment_records_absent_numbers_on_a_torch_without_them(monkeypat
     monkeypatch.setattr(internals, "logging_data", lambda ddp: {})
     monkeypatch.setattr(internals, "bucket_sizes", lambda ddp: None)
     monkeypatch.setattr(internals, "sample_every_iteration", lambda ddp: None)
-    with lone_group(CFG) as ctx:
-        case = next(c for c in ddp_exp.ddp_cases(CFG, 1) if c.identity["model"] == "mlp" and c.record_label == "ddp")
-        _, rec = Harness(ctx, CFG, env={}).run(case)
+    with lone_group(DDP_CFG) as ctx:
+        case = next(
+            c for c in ddp_exp.ddp_cases(DDP_CFG, 1) if c.identity["model"] == "mlp" and c.record_label == "ddp"
+        )
+        _, rec = Harness(ctx, DDP_CFG, env={}).run(case)
     assert rec["n_wrong"] == 0 and rec["time_us"] > 0
     assert (rec["n_buckets"], rec["bucket_sizes"], rec["bucket_cap_bytes"]) == (None, None, None)
     assert rec["ddp_logger_steps"] == 0 and "ddp_logger_comm_ms" not in rec

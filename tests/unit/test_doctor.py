@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import json
 import math
-import random
 import re
 
 import pytest
@@ -15,115 +14,12 @@ from experiments.doctor import detectable, stragglers
 from experiments.doctor import verdict as doctor
 from suite import results
 from suite.common.failures import EXIT_FINDING, EXIT_OK
-
-SIZE = 256 << 10
-N_SAMPLES = 10
-
-
-def _samples(rng, median_us: float, noise: float, n: int = N_SAMPLES) -> list[float]:
-    return [median_us * math.exp(rng.gauss(0, noise)) for _ in range(n)]
-
-
-def _link(rng, probe, a, b, pass_no, us, noise):
-    return {
-        "experiment": "doctor",
-        "probe": probe,
-        "src": a,
-        "dst": b,
-        "pass": pass_no,
-        "world_size": 0,
-        "size_bytes": 64 if probe == "latency" else SIZE,
-        "label": f"{probe}-{a}to{b}-pass{pass_no}",
-        "samples_us": _samples(rng, us, noise),
-    }
-
-
-def _run(
-    hosts,
-    *,
-    slow=lambda probe, a, b, pass_no: 1.0,
-    rank_slow=lambda r: 1.0,
-    late_us=lambda r: 0.0,
-    noise=0.1,
-    seed=0,
-    expect=None,
-    link_rate=None,
-):
-    """A run of the doctor's probes on ``hosts`` (one entry per rank): links ~1 ms per message inter-node,
-    0.2 ms intra-node, times ``slow(...)``; every all-rank probe with rank r's time x ``rank_slow(r)``.
-    In the all_reduce probes rank r also reaches the op ``late_us(r)`` after its barrier exit (its
-    arrival, besides a few us of noise), and every rank waits inside the op for the last to arrive."""
-    rng = random.Random(seed)
-    n = len(hosts)
-    recs = []
-    for pass_no in (1, 2):
-        for a in range(n):
-            for b in range(n):
-                if a == b:
-                    continue
-                base = 1000.0 if hosts[a] != hosts[b] else 200.0
-                recs.append(_link(rng, "bandwidth", a, b, pass_no, base * slow("bandwidth", a, b, pass_no), noise))
-                if a < b:
-                    recs.append(_link(rng, "latency", a, b, pass_no, base / 10 * slow("latency", a, b, pass_no), noise))
-                    recs.append(
-                        _link(
-                            rng,
-                            "bidirectional",
-                            a,
-                            b,
-                            pass_no,
-                            base * 0.6 * slow("bidirectional", a, b, pass_no),
-                            noise,
-                        )
-                    )
-        recs.append(
-            {
-                "experiment": "doctor",
-                "probe": "compute",
-                "pass": pass_no,
-                "world_size": n,
-                "label": f"compute-pass{pass_no}",
-                "rank_samples_us": [_samples(rng, 2000 * rank_slow(r), noise) for r in range(n)],
-            }
-        )
-    for size in (4096, 65536):
-        own = [_samples(rng, 500 * rank_slow(r), noise) for r in range(n)]
-        arrivals = [[late_us(r) + rng.uniform(1, 5) for _ in range(N_SAMPLES)] for r in range(n)]
-        last = [max(col) for col in zip(*arrivals)]
-        recs.append(
-            {
-                "experiment": "doctor",
-                "probe": "all_reduce",
-                "world_size": n,
-                "label": f"all_reduce-{size}",
-                # from the barrier exit: its arrival, its wait inside the op for the last arrival, its op
-                "rank_samples_us": [
-                    [a[i] + (last[i] - a[i]) + t for i, t in enumerate(o)] for o, a in zip(own, arrivals)
-                ],
-                "rank_arrivals_us": arrivals,
-            }
-        )
-    for r in recs:
-        r["world_size"] = n
-    machine = {
-        "suite": {
-            "hostnames": list(hosts),
-            "hosts": {h: {"env": {"LINK_RATE": link_rate} if link_rate else {}} for h in set(hosts)},
-        }
-    }
-    return {
-        "benchmarks": [{"extra_info": r} for r in recs],
-        "machine_info": machine,
-        "suite": {"config": {"doctor": {"expect_link_rate": expect or ""}}},
-    }
-
-
-THREE_NODES = ["node0", "node0", "node1", "node1", "node2", "node2"]
+from tests.helpers.doctor_runs import N_SAMPLES, THREE_NODES, doctor_run
 
 
 @pytest.mark.parametrize("seed", range(5))
 def test_healthy_noisy_links_and_ranks_are_healthy(seed):
-    d = doctor.diagnose(_run(THREE_NODES, noise=0.1, seed=seed))
+    d = doctor.diagnose(doctor_run(THREE_NODES, noise=0.1, seed=seed))
     assert d.verdict == "healthy", [f.where for f in d.findings] + [e for e in d.detectable if not e["conclusive"]]
     assert d.exit_status == EXIT_OK and d.advice == []
     assert all(e["detectable"] <= e["rule"] * detectable.NOISE_ALLOWANCE for e in d.detectable)
@@ -134,7 +30,7 @@ def test_healthy_noisy_links_and_ranks_are_healthy(seed):
 
 def test_a_link_just_under_the_threshold_stays_healthy():
     d = doctor.diagnose(
-        _run(THREE_NODES, slow=lambda p, a, b, k: 1.35 if (p, a, b) == ("bandwidth", 0, 2) else 1.0, noise=0.05)
+        doctor_run(THREE_NODES, slow=lambda p, a, b, k: 1.35 if (p, a, b) == ("bandwidth", 0, 2) else 1.0, noise=0.05)
     )
     assert d.verdict == "healthy"
     e = next(x for x in d.links if (x["probe"], x["src"], x["dst"]) == ("bandwidth", 0, 2))
@@ -142,7 +38,9 @@ def test_a_link_just_under_the_threshold_stays_healthy():
 
 
 def test_one_slow_link_is_named_with_its_direction():
-    d = doctor.diagnose(_run(THREE_NODES, slow=lambda p, a, b, k: 4.0 if (p, a, b) == ("bandwidth", 1, 3) else 1.0))
+    d = doctor.diagnose(
+        doctor_run(THREE_NODES, slow=lambda p, a, b, k: 4.0 if (p, a, b) == ("bandwidth", 1, 3) else 1.0)
+    )
     assert d.exit_status == EXIT_FINDING
     assert [(e["src"], e["dst"]) for e in d.slow_links] == [(1, 3)]
     (f,) = d.findings
@@ -153,14 +51,14 @@ def test_one_slow_link_is_named_with_its_direction():
 
 def test_a_link_slow_in_one_pass_only_is_noise():
     d = doctor.diagnose(
-        _run(THREE_NODES, slow=lambda p, a, b, k: 4.0 if (p, a, b, k) == ("bandwidth", 1, 3, 1) else 1.0)
+        doctor_run(THREE_NODES, slow=lambda p, a, b, k: 4.0 if (p, a, b, k) == ("bandwidth", 1, 3, 1) else 1.0)
     )
     assert d.verdict == "healthy"
 
 
 def test_a_node_whose_outgoing_links_are_slow_is_one_weak_node():
     d = doctor.diagnose(
-        _run(THREE_NODES, slow=lambda p, a, b, k: 4.0 if p == "bandwidth" and a in (4, 5) and b < 4 else 1.0)
+        doctor_run(THREE_NODES, slow=lambda p, a, b, k: 4.0 if p == "bandwidth" and a in (4, 5) and b < 4 else 1.0)
     )
     outgoing = {(a, b) for a in (4, 5) for b in range(4)}
     assert {(e["src"], e["dst"]) for e in d.slow_links} == outgoing
@@ -173,13 +71,13 @@ def test_a_node_whose_outgoing_links_are_slow_is_one_weak_node():
 
 def test_incoming_slowness_is_told_from_outgoing():
     d = doctor.diagnose(
-        _run(THREE_NODES, slow=lambda p, a, b, k: 4.0 if p == "bandwidth" and b in (0, 1) and a >= 2 else 1.0)
+        doctor_run(THREE_NODES, slow=lambda p, a, b, k: 4.0 if p == "bandwidth" and b in (0, 1) and a >= 2 else 1.0)
     )
     assert [(w["host"], w["affected"]) for w in d.weak_nodes] == [("node0", ["incoming bandwidth"])]
 
 
 def test_a_straggler_rank_is_named_with_how_much_it_holds_back():
-    d = doctor.diagnose(_run(THREE_NODES, rank_slow=lambda r: 1.5 if r == 3 else 1.0, noise=0.05))
+    d = doctor.diagnose(doctor_run(THREE_NODES, rank_slow=lambda r: 1.5 if r == 3 else 1.0, noise=0.05))
     assert [s["rank"] for s in d.stragglers] == [3]
     (f,) = d.findings
     assert f.kind == "straggler" and f.where == "rank 3 (node1)"
@@ -189,7 +87,7 @@ def test_a_straggler_rank_is_named_with_how_much_it_holds_back():
 def test_a_rank_that_arrives_late_is_named_by_the_communication_probes():
     # Rank 4 reaches each all_reduce 1 ms after the others: they all wait for it inside the op, so every
     # rank's time is ~1.5 ms and only the arrivals tell who it was. Its compute is normal.
-    d = doctor.diagnose(_run(THREE_NODES, late_us=lambda r: 1000.0 if r == 4 else 0.0, noise=0.05))
+    d = doctor.diagnose(doctor_run(THREE_NODES, late_us=lambda r: 1000.0 if r == 4 else 0.0, noise=0.05))
     assert [s["rank"] for s in d.stragglers] == [4]
     s = d.stragglers[0]
     assert s["in_communication"] and not s["in_compute"]
@@ -201,7 +99,7 @@ def test_a_rank_that_arrives_late_is_named_by_the_communication_probes():
 
 def test_the_per_rank_plot_shows_the_late_rank_in_the_communication_probes():
     # what the report's box plot draws: every all-rank probe, the communication ones as own times
-    run = _run(THREE_NODES, late_us=lambda r: 1000.0 if r == 4 else 0.0, noise=0.05)
+    run = doctor_run(THREE_NODES, late_us=lambda r: 1000.0 if r == 4 else 0.0, noise=0.05)
     probes = dict(stragglers.rank_time_probes([b["extra_info"] for b in run["benchmarks"]]))
     assert set(probes) == {"compute-pass1", "compute-pass2", "all_reduce-4096", "all_reduce-65536"}
     for label in ("all_reduce-4096", "all_reduce-65536"):
@@ -221,13 +119,13 @@ def test_own_time_is_the_sample_less_the_wait_for_the_last_arrival():
 
 def test_a_rank_always_a_little_slowest_is_not_a_straggler():
     # slowest every time (p tiny), but by 5%: not worth a finding (the effect rule)
-    d = doctor.diagnose(_run(THREE_NODES, rank_slow=lambda r: 1.05 if r == 2 else 1.0, noise=0.005))
+    d = doctor.diagnose(doctor_run(THREE_NODES, rank_slow=lambda r: 1.05 if r == 2 else 1.0, noise=0.005))
     assert d.ranks[2]["slowest_in"]["compute-pass1 + compute-pass2"] == "20/20"
     assert d.verdict == "healthy"
 
 
 def test_both_ranks_of_a_cpu_starved_node_make_a_weak_node():
-    d = doctor.diagnose(_run(THREE_NODES, rank_slow=lambda r: 2.5 if r in (2, 3) else 1.0, noise=0.05))
+    d = doctor.diagnose(doctor_run(THREE_NODES, rank_slow=lambda r: 2.5 if r in (2, 3) else 1.0, noise=0.05))
     assert sorted(s["rank"] for s in d.stragglers) == [2, 3]
     assert [(w["host"], w["affected"]) for w in d.weak_nodes] == [("node1", ["compute: every rank a straggler"])]
     assert [f.kind for f in d.findings] == ["weak_node"]
@@ -235,13 +133,13 @@ def test_both_ranks_of_a_cpu_starved_node_make_a_weak_node():
 
 def test_links_below_the_expectation_are_slow_even_when_all_alike():
     # every inter-node link carries 256 KiB per ms = 262 MB/s; EXPECT_LINK_RATE=10gbit is 1.25 GB/s
-    d = doctor.diagnose(_run(THREE_NODES, expect="10gbit"))
+    d = doctor.diagnose(doctor_run(THREE_NODES, expect="10gbit"))
     assert d.expectation["source"] == "EXPECT_LINK_RATE"
     inter_bw = {(e["src"], e["dst"]) for e in d.links if e["probe"] == "bandwidth" and e["class"] == "inter-node"}
     assert {(e["src"], e["dst"]) for e in d.slow_links} == inter_bw
     assert d.exit_status == EXIT_FINDING
     # the compose LINK_RATE is the expectation when none is given: 2gbit = 250 MB/s, met
-    d = doctor.diagnose(_run(THREE_NODES, link_rate="2gbit"))
+    d = doctor.diagnose(doctor_run(THREE_NODES, link_rate="2gbit"))
     assert d.verdict == "healthy"
     row = next(c for c in d.classes if (c["probe"], c["class"]) == ("bandwidth", "inter-node"))
     assert row["of_expected"] == pytest.approx(1.05, rel=0.1)
@@ -264,7 +162,7 @@ def test_a_run_without_probes_says_so(tmp_path):
 
 def test_the_verdict_table_leads_with_the_findings():
     d = doctor.diagnose(
-        _run(THREE_NODES, slow=lambda p, a, b, k: 4.0 if p == "bandwidth" and a in (4, 5) and b < 4 else 1.0)
+        doctor_run(THREE_NODES, slow=lambda p, a, b, k: 4.0 if p == "bandwidth" and a in (4, 5) and b < 4 else 1.0)
     )
     text = doctor.format_verdict(d)
     first, second, third = text.splitlines()[:3]
@@ -275,7 +173,7 @@ def test_the_verdict_table_leads_with_the_findings():
 @pytest.mark.parametrize("seed", range(5))
 def test_links_too_noisy_to_tell_a_slow_one_are_inconclusive_not_healthy(seed):
     """Samples spread ±25% (log-sd), 10 a link: no false alarm, and no claim either."""
-    d = doctor.diagnose(_run(THREE_NODES, noise=0.25, seed=seed))
+    d = doctor.diagnose(doctor_run(THREE_NODES, noise=0.25, seed=seed))
     assert d.findings == [] and d.exit_status == EXIT_OK
     assert d.verdict == "inconclusive"
     loose = [e for e in d.detectable if not e["conclusive"]]
@@ -292,7 +190,9 @@ def _trial_run() -> dict:
     ±30% (log-sd), the latency pairs' medians spanning 66.8-686 µs."""
     pairs = [(a, b) for a in range(4) for b in range(a + 1, 4)]
     lat = dict(zip(pairs, TRIAL_LATENCY_US))
-    run = _run(["vm"] * 4, slow=lambda p, a, b, k: lat[(a, b)] / 20.0 if p == "latency" else 1.0, noise=0.3, seed=7)
+    run = doctor_run(
+        ["vm"] * 4, slow=lambda p, a, b, k: lat[(a, b)] / 20.0 if p == "latency" else 1.0, noise=0.3, seed=7
+    )
     run["machine_info"]["suite"]["hosts"]["vm"] = {"cpu_count": 2, "affinity_cpus": 2, "ranks": [0, 1, 2, 3]}
     run["suite"]["config"]["iters"] = 10
     return run

@@ -10,7 +10,7 @@ from matplotlib.patches import Rectangle
 
 from experiments.doctor import picture, verdict
 from suite.report import rank_plots
-from tests.unit.test_doctor import THREE_NODES, _run
+from tests.helpers.doctor_runs import THREE_NODES, doctor_run
 
 
 def _drawn(run: dict, monkeypatch) -> tuple:
@@ -32,7 +32,7 @@ def _bars(fig) -> dict[int, tuple]:
 
 
 def test_a_slow_link_is_boxed_in_its_cell_and_named(monkeypatch):
-    run = _run(THREE_NODES, slow=lambda p, a, b, k: 4.0 if (p, a, b) == ("bandwidth", 1, 3) else 1.0)
+    run = doctor_run(THREE_NODES, slow=lambda p, a, b, k: 4.0 if (p, a, b) == ("bandwidth", 1, 3) else 1.0)
     pic, fig = _drawn(run, monkeypatch)
     boxes = _outlines(fig)
     assert list(boxes) == ["slow:bandwidth:1->3"]
@@ -43,7 +43,7 @@ def test_a_slow_link_is_boxed_in_its_cell_and_named(monkeypatch):
 
 
 def test_a_weak_node_has_its_rows_framed(monkeypatch):
-    run = _run(THREE_NODES, slow=lambda p, a, b, k: 4.0 if p == "bandwidth" and a in (4, 5) and b < 4 else 1.0)
+    run = doctor_run(THREE_NODES, slow=lambda p, a, b, k: 4.0 if p == "bandwidth" and a in (4, 5) and b < 4 else 1.0)
     pic, fig = _drawn(run, monkeypatch)
     frame = _outlines(fig)["block:bandwidth:rows"]
     assert (frame.get_y(), frame.get_height(), frame.get_width()) == (3.5, 2.0, 6)  # rows 4-5, every column
@@ -51,7 +51,7 @@ def test_a_weak_node_has_its_rows_framed(monkeypatch):
 
 
 def test_a_straggler_has_its_bar_in_red_under_the_matrices(monkeypatch):
-    pic, fig = _drawn(_run(THREE_NODES, rank_slow=lambda r: 1.5 if r == 3 else 1.0, noise=0.05), monkeypatch)
+    pic, fig = _drawn(doctor_run(THREE_NODES, rank_slow=lambda r: 1.5 if r == 3 else 1.0, noise=0.05), monkeypatch)
     bars = _bars(fig)
     assert sorted(bars) == list(range(6))
     assert [r for r, c in bars.items() if c[:3] == to_rgba(rank_plots.FLAG)[:3]] == [3]
@@ -62,7 +62,7 @@ def test_a_straggler_has_its_bar_in_red_under_the_matrices(monkeypatch):
 
 
 def test_a_late_rank_is_shown_by_its_communication_probe(monkeypatch):
-    run = _run(THREE_NODES, late_us=lambda r: 1000.0 if r == 4 else 0.0, noise=0.05)
+    run = doctor_run(THREE_NODES, late_us=lambda r: 1000.0 if r == 4 else 0.0, noise=0.05)
     d = verdict.diagnose(run)
     bars = picture.straggler_bars([b["extra_info"] for b in run["benchmarks"]], d)
     assert bars.title.startswith("all_reduce-") and list(bars.flagged) == [4]
@@ -70,14 +70,14 @@ def test_a_late_rank_is_shown_by_its_communication_probe(monkeypatch):
 
 
 def test_healthy_outlines_nothing_and_says_so(monkeypatch):
-    pic, fig = _drawn(_run(THREE_NODES, noise=0.05), monkeypatch)
+    pic, fig = _drawn(doctor_run(THREE_NODES, noise=0.05), monkeypatch)
     assert not _outlines(fig) and not _bars(fig)
     assert pic.caption.startswith("doctor: healthy:") and "would be boxed in red" in pic.caption
     assert picture.glance({"benchmarks": [], "machine_info": {}}, []) is None  # no probes: no picture
 
 
 def test_inconclusive_says_what_could_hide_and_outlines_nothing(monkeypatch):
-    pic, fig = _drawn(_run(THREE_NODES, noise=0.25), monkeypatch)
+    pic, fig = _drawn(doctor_run(THREE_NODES, noise=0.25), monkeypatch)
     assert not _outlines(fig)
     assert (
         pic.caption.startswith("doctor: inconclusive: no finding, but ")

@@ -12,7 +12,7 @@ import subprocess
 from experiments.doctor import verdict as doctor
 from suite.common.failures import EXIT_FINDING, EXIT_PEER_FAILURE
 from tests.conftest import ROOT
-from tests.unit.test_doctor import THREE_NODES, _run
+from tests.helpers.doctor_runs import THREE_NODES, doctor_run
 
 SCRIPT = ROOT / "docker" / "first-failure.sh"
 
@@ -26,7 +26,7 @@ def _closing(run_dir, node: str, status: int) -> str:
 def test_a_doctor_finding_is_said_as_the_doctors_not_as_a_node_failure(tmp_path):
     # node2's egress at a quarter of the others' (the compose test's LINK_RATES=node2=50mbit)
     slow = lambda p, a, b, k: 4.0 if p == "bandwidth" and a in (4, 5) and b < 4 else 1.0  # noqa: E731
-    d = doctor.diagnose(_run(THREE_NODES, slow=slow))
+    d = doctor.diagnose(doctor_run(THREE_NODES, slow=slow))
     assert d.exit_status == EXIT_FINDING
     doctor.write(tmp_path, d)
     out = _closing(tmp_path, "node0", EXIT_FINDING)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import os
 import time
 
 import pytest
@@ -18,32 +16,10 @@ from suite.ops import collectives as ops
 from suite.ops import sweep
 from suite.case import Buffers, Bytes, Case, CaseSkipped
 from suite.common.config import BenchConfig
-from suite.harness.dist import destroy_distributed, init_distributed
+from suite.harness.dist import init_distributed
 from suite.harness.runner import Harness
 from suite.harness.timing import measure
-
-CFG = BenchConfig(iters=4, warmup_iters=1, min_bytes=64, max_bytes=256, heartbeat_timeout_s=0)
-
-
-@contextlib.contextmanager
-def lone_group(cfg: BenchConfig):
-    """A one-rank Gloo group in this process (no launcher variables), destroyed afterwards."""
-    saved = dict(os.environ)
-    for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS"):
-        os.environ.pop(k, None)
-    c = init_distributed(cfg)
-    try:
-        yield c
-    finally:
-        destroy_distributed(c)
-        os.environ.clear()
-        os.environ.update(saved)
-
-
-@pytest.fixture(scope="module")
-def ctx():
-    with lone_group(CFG) as c:
-        yield c
+from tests.helpers.inprocess import CFG
 
 
 def test_init_distributed_starts_a_lone_gloo_group(ctx):

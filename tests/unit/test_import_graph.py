@@ -160,7 +160,7 @@ def test_no_experiment_holds_the_measurement_sequence():
             assert needle not in text, f"{p.name} calls {needle}"
 
 
-# --- rule R1: the core names no experiment (review_structure_2.md §5.2) ---------------------------
+# --- rule R1: the core names no experiment (an experiment comes and goes as its own folder) -----------
 
 R1_HOMONYMS = {
     "suite/model/document.py 'p2p'": "predict.json's point-to-point link fits (its key since the first "
@@ -222,7 +222,7 @@ def test_every_experiment_folder_has_its_spec_and_cases():
 # - __init__.py binds SPEC = ExperimentSpec(name=<the folder's name>, ...);
 # - every import of the core is `from suite.api import ...` (suite.api re-exports what experiments use),
 #   except that an experiment's offline step model (model.py) builds on the models' package, suite.model;
-# - cases.py imports no torch.distributed (its builders are in workload.py; review_structure_2.md §5.1);
+# - cases.py imports no torch.distributed (its builders are in workload.py: declaring the cases needs no group);
 # - no experiment imports another (by name, or relatively from above its folder).
 
 R2_IN_FLIGHT: dict[str, str] = {}
@@ -355,7 +355,7 @@ def test_suite_api_exports_no_harness_internals():
     assert {n for n, h in api.HOMES.items() if h == "suite.results"} == {"load_run", "records"}
 
 
-# Rule R3's last bullet (review_structure_2.md §5.2): the offline models read stored JSON only. Nothing
+# Rule R3's last bullet: the offline models read stored JSON only (make predict runs anywhere). Nothing
 # suite/model/ reaches through its imports -- the graph below follows imports at any depth, skipping
 # `if TYPE_CHECKING:` blocks, which never run -- imports torch or pytest or is a module of the harness.
 # suite.case (ExperimentSpec, the Case protocol: stdlib and suite.errors only) and suite.registry are not
@@ -666,7 +666,7 @@ def experiment_names_in(path: Path, names: set[str], root: Path = ROOT) -> list[
 
 
 def test_the_shared_workloads_name_no_experiment():
-    # R1 for suite/ops/ (review_structure_2 §5.2): the experiment that declares a workload's cases passes
+    # R1 for suite/ops/ (a shared workload serves any experiment): the experiment that declares its cases passes
     # its name (collective_cases(..., experiment=), p2p.cases(..., experiment=)).
     names = _experiment_names()
     assert {"p2p", "collectives", "doctor"} <= names

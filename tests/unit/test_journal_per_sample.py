@@ -20,7 +20,7 @@ from suite.harness.phases import Phases
 from suite.harness.runner import Harness
 from suite.harness.timing import measure
 from suite.ops import sweep
-from tests.unit.test_harness_inprocess import lone_group
+from tests.helpers.inprocess import lone_group
 
 CFG = BenchConfig(iters=12, warmup_iters=2, min_bytes=256, max_bytes=256, budget_s=0.0, heartbeat_timeout_s=0)
 

@@ -1,4 +1,6 @@
-"""Rule R7 of the layout (review_structure_2.md §5.2): no module-level mutable state in suite/.
+"""Rule R7 of the layout: no module-level mutable state in suite/. One process runs many cases (a rank runs
+every case of its run; the unit tier runs whole sessions in its own process), and state kept at module level
+would carry from one to the next unseen.
 
 State lives in what owns it: the process group's context (suite/harness/dist.py ``DistContext``, owned by the
 plugin's session fixture), the plugin's ``RunState`` (one ``StashKey``), the journal on the ops it wraps.

@@ -16,22 +16,7 @@ from experiments.p2p.table import format_tables
 from suite.ops import p2p
 from suite.ops.p2p import batching, link_probe, window
 from suite.ops.p2p.pattern import Pattern, Spec, cross, make_case
-
-TINY = ["--experiments", "p2p", "--iters", "3", "--warmup", "1"]
-
-ORDERINGS = {"send_recv_parity", "isend_irecv", "batch_isend_irecv"}
-EXPECTED_VARIANTS = {
-    "pingpong": {"send_recv"},
-    "pair_matrix": {"send_recv"},
-    "window": {"unidirectional", "bidirectional"},
-    "ring": ORDERINGS,
-    "exchange": ORDERINGS,
-    "producer": {"isend_each_same", "broadcast", "isend_each_distinct", "scatter"},
-    "control": {"signal", "ready_go", "barrier"},
-    "barrier_cost": {"no_barrier", "barrier_each_step"},
-    "batching": {"send_each", "isend_each", "batch_isend_irecv", "coalesced"},
-}
-"""What the records of each pattern must show (written out: the code's own lists are what it checks)."""
+from tests.helpers.p2p import EXPECTED_VARIANTS
 
 
 # --- pure logic -----------------------------------------------------------------------------------

@@ -10,8 +10,6 @@ import math
 import re
 import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -32,6 +30,7 @@ from suite.model import (
 )
 from suite.model.links import ClassLink, Topology
 from tests.conftest import ROOT
+from tests.helpers.make_predict import MAKE, make_predict
 
 S = 1e6  # bytes
 INTRA = ClassLink(link_class="intra", alpha_us=1.0, beta_gbps=10.0)  # 1 µs, 10 GB/s: 1e6 B in 100 µs
@@ -417,19 +416,10 @@ def test_geomean_abs_error_by_hand():
 FIXTURE = ROOT / "tests" / "fixtures" / "collectives-gloo-2"
 
 
-VENV = Path(sys.executable).parent.parent
-MAKE = ["make", "-o", f"{VENV}/.installed", f"VENV={VENV}"]
-"""`make` with this interpreter's environment as the venv (never rebuilt by the test)."""
-
-
-def _make(*args, cwd=ROOT):
-    return subprocess.run([*MAKE, "-s", "predict", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
-
-
 def test_make_predict_prints_the_table_and_writes_predict_json(tmp_path):
     run = tmp_path / "run"
     shutil.copytree(FIXTURE, run)
-    r = _make(f"RUN={run}", "RANKS=1024", "RANKS_PER_NODE=8", "SIZES=1M,64M")
+    r = make_predict(f"RUN={run}", "RANKS=1024", "RANKS_PER_NODE=8", "SIZES=1M,64M")
     assert r.returncode == 0, r.stderr
     assert "prediction at 1024 ranks (8 per node, 128 nodes)" in r.stdout
     assert "ring *" in r.stdout and "posted_tree *" in r.stdout and "allreduce_slice *" in r.stdout
@@ -470,12 +460,12 @@ def test_predict_bad_input_is_one_line_and_exit_2(args, says, capsys):
 
 def test_make_predict_passes_its_variables_and_a_bad_one_exits_2_with_one_line():
     # what each make variable becomes on the command line (the in-process test above checks the messages)
-    r = _make("-n", "RUN=R", "RANKS=64", "RANKS_PER_NODE=8", "SIZES=1M,64M")  # -n: the command, not run
+    r = make_predict("-n", "RUN=R", "RANKS=64", "RANKS_PER_NODE=8", "SIZES=1M,64M")  # -n: the command, not run
     assert (
         r.returncode == 0
         and '-m suite.model predict "R" --ranks "64" --ranks-per-node "8" --sizes "1M,64M"' in r.stdout
     )
-    r = _make(f"RUN={FIXTURE}", "RANKS=1024")  # RANKS_PER_NODE unset: an empty string
+    r = make_predict(f"RUN={FIXTURE}", "RANKS=1024")  # RANKS_PER_NODE unset: an empty string
     assert r.returncode == 2, (r.stdout, r.stderr)
     err = [ln for ln in r.stderr.splitlines() if ln.strip() and not ln.startswith("make")]
     assert len(err) == 1 and "RANKS_PER_NODE must be a positive integer" in err[0], r.stderr

@@ -26,6 +26,7 @@ PRODUCT_DOCS = [
     ROOT / "tests" / "fixtures" / "README.md",
 ]
 
+_LINK_TARGET = re.compile(r"\]\([^)\s]*\)")
 _FENCE = re.compile(r"^```.*?^```[^\n]*$", re.M | re.S)
 _SPAN = re.compile(r"`[^`]*`")
 
@@ -59,6 +60,9 @@ RULES = [
         ),
         False,
     ),
+    # a development machine's dated or load-stamped figures go in docs/measurements/, which the manuals link
+    ("a dated measurement", re.compile(r"\b20\d\d-[01]\d-[0-3]\d\b"), False),
+    ("a machine's load at a measurement", re.compile(r"\bload(?: average)?(?: of| about| at)? ~?\d", re.I), False),
 ]
 
 
@@ -71,6 +75,7 @@ def findings(text: str) -> list[tuple[int, str, str]]:
     """(line, rule, the words) of every rule a document breaks."""
     no_code = _SPAN.sub(_blank, _FENCE.sub(_blank, text))
     no_code = _SEQUENCE.sub(_blank, no_code)
+    no_code = _LINK_TARGET.sub(_blank, no_code)  # a link to a dated file of docs/measurements/ is where they go
     out = []
     for what, pattern, in_code in RULES:
         for m in pattern.finditer(text if in_code else no_code):
@@ -107,6 +112,9 @@ def test_changelog_and_contributing_exist_and_are_linked():
         "Its output here (2 ranks at load 1.7, `RUN_ID=s14-um2`; pytest's warnings left out):",
         "the next slice adds the NCCL cases",
         "each fails with status 6. The earlier pattern, `(index + 3·rank) % 8 + 1`, let all of these pass",
+        "Measured on this 2-core machine, 2026-12-01, with other work running",
+        "(2 cores, shared with other jobs: load average 9–14 during the cold builds)",
+        "5 min 41 s at load ~8, of which `make image` 216 s",
     ],
 )
 def test_rules_catch_history(line):
@@ -125,6 +133,8 @@ def test_rules_catch_history(line):
         "```\nbuild=lambda ctx, session, s=s: my_buffers(ctx, s)\n```",
         "measured with `make bench-cpu RESULTS=/tmp/bench` in 173.4 s, 30 of 436 cases cut",
         "a run never writes into an earlier attempt's directory; the directory of an earlier run",
+        "records its load average at the start (`load_avg`)",
+        "its times: [measurements](measurements/2026-12-06-cpu-2core.md#the-doctor)",
     ],
 )
 def test_rules_leave_the_product_alone(line):
@@ -140,3 +150,24 @@ def test_the_image_holds_the_docs_the_tests_read():
             copied.update(w.rstrip("/") for w in line.split()[1:-1])
     wanted = {"README.md", "CONTRIBUTING.md", "CHANGELOG.md", "docs", "experiments", "examples"}
     assert wanted <= copied, f"the Dockerfile copies none of {sorted(wanted - copied)}"
+
+
+_OUTSIDE = re.compile(r"\breview_[a-z]+(?:_\d+)?(?:\.md)?\b")
+"""A review document of the project's research notes (``review_<theme>_<n>.md``), which live outside the
+repository: a reader of the repository cannot open it, so a rule or a number says its reason in place."""
+_TREES = ("suite", "experiments", "examples", "scripts", "tests", "docs")
+
+
+def test_no_file_cites_a_document_outside_the_repository():
+    files = [ROOT / f for f in ("README.md", "CONTRIBUTING.md", "CHANGELOG.md", "Makefile")]
+    files += [p for t in _TREES for p in sorted((ROOT / t).rglob("*")) if p.suffix in (".py", ".md")]
+    me = Path(__file__).resolve()
+    found = [
+        f"{p.relative_to(ROOT)}:{i}"
+        for p in files
+        if p.resolve() != me
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if _OUTSIDE.search(line)
+    ]
+    assert found == [], found
+    assert _OUTSIDE.search("(review_structure_2.md §5.2)") and _OUTSIDE.search("every run of review_verification_2")

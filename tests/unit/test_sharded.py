@@ -7,39 +7,40 @@ import torch
 from experiments.sharded import check, inventory, workload
 from experiments.sharded.settings import PLANTED, STRATEGIES, ShardedSettings
 from suite.errors import ConfigError
+from tests.user_models import built_in_reference, built_in_rule
 from suite.harness import sgd_rule
 
 
 def test_exact_rule_where_two_terms_average_and_tolerance_elsewhere():
     for s in ("ddp", "fsdp2", "fsdp2_keep", "fsdp2_bf16", "fsdp2_scaled"):
-        assert check.built_in(s, 2, 2, 32).exact and check.built_in(s, 1, 2, 32).exact
-        assert not check.built_in(s, 4, 2, 32).exact
+        assert built_in_rule(s, 2, 2, 32).exact and built_in_rule(s, 1, 2, 32).exact
+        assert not built_in_rule(s, 4, 2, 32).exact
     for s in ("tp", "sp", "2d", "tp_wrong_shard"):
-        assert not check.built_in(s, 2, 2, 32).exact
-    assert check.built_in("ddp", 2, 2, 32).tols(5, [1.0, 2.0], [1.0, 1.0]) == [0.0, 0.0]
-    assert check.built_in("ddp", 2, 2, 32).describe(5, 0.0) == "exact"
+        assert not built_in_rule(s, 2, 2, 32).exact
+    assert built_in_rule("ddp", 2, 2, 32).tols(5, [1.0, 2.0], [1.0, 1.0]) == [0.0, 0.0]
+    assert built_in_rule("ddp", 2, 2, 32).describe(5, 0.0) == "exact"
 
 
 def test_tolerance_follows_the_formula_per_parameter():
-    rule = check.built_in("tp", 2, 2, 32)
+    rule = built_in_rule("tp", 2, 2, 32)
     assert rule.terms == 2 + 4 * 32 // 2  # the world + each rank's partial dot product in `down`
     g, p = [0.5, 0.01], [1.0, 0.25]
     e = [workload.LR * 2 * rule.terms * sgd_rule.U32 * gi + 2 * sgd_rule.U32 * pi for gi, pi in zip(g, p)]
     s = 3
     assert rule.tols(s, g, p) == pytest.approx([2 * s * ei + s * (s - 1) * max(e) for ei in e], rel=1e-12)
     assert rule.tols(1, g, p) == pytest.approx([2 * ei for ei in e], rel=1e-12)  # no coupling after one step
-    bf16 = check.built_in("fsdp2_bf16", 4, 3, 32)
+    bf16 = built_in_rule("fsdp2_bf16", 4, 3, 32)
     assert bf16.u == 2.0**-8 and bf16.terms == 4 + 2 * 3 + 1
-    assert check.built_in("fsdp2", 4, 3, 32).terms == 4
+    assert built_in_rule("fsdp2", 4, 3, 32).terms == 4
     assert "tol per parameter" in rule.describe(3, 1e-6)
 
 
 def test_tolerance_grows_with_steps_and_the_dtype():
     g, p = [0.1, 0.3], [0.5, 0.5]
-    rule = check.built_in("ddp", 4, 2, 32)
+    rule = built_in_rule("ddp", 4, 2, 32)
     a, b = rule.tols(2, g, p), rule.tols(10, g, p)
     assert all(x < y for x, y in zip(a, b))
-    assert max(check.built_in("fsdp2_bf16", 4, 2, 32).tols(2, g, p)) > 100 * max(a)
+    assert max(built_in_rule("fsdp2_bf16", 4, 2, 32).tols(2, g, p)) > 100 * max(a)
 
 
 def test_no_tensor_is_compared_under_a_bound_that_passes_a_doubled_gradient():
@@ -48,10 +49,10 @@ def test_no_tensor_is_compared_under_a_bound_that_passes_a_doubled_gradient():
     # each one catches it; after 25 steps the bound has outgrown most tensors' updates, and those are left
     # out (the rule says how many) instead of passing the fault by construction.
     s = ShardedSettings()
-    ref = check.built_in_reference(s.width, s.depth, s.seq, s.batch, 4, "cpu", bf16=True)
-    doubled = check.built_in_reference(s.width, s.depth, s.seq, s.batch, 4, "cpu", bf16=True)
+    ref = built_in_reference(s.width, s.depth, s.seq, s.batch, 4, bf16=True)
+    doubled = built_in_reference(s.width, s.depth, s.seq, s.batch, 4, bf16=True)
     doubled.opt.param_groups[0]["lr"] = 2 * workload.LR
-    rule = check.built_in("fsdp2_bf16", 4, s.depth, s.width)
+    rule = built_in_rule("fsdp2_bf16", 4, s.depth, s.width)
     left_out, ratio = {}, {}
     for steps in (1, 2, 5, 25):
         good, g, p = ref.at(steps)
@@ -74,8 +75,8 @@ def test_no_tensor_is_compared_under_a_bound_that_passes_a_doubled_gradient():
     # gradient behind that move is 0.3% of it, so a CPU whose bfloat16 kernels round one the other way leaves 9 out
     assert left_out == {1: (0, 14), 2: left_out[2], 5: (14, 14), 25: (14, 14)} and left_out[2] in ((8, 14), (9, 14))
     assert [ratio[k] for k in (1, 5, 25)] == pytest.approx([0.14, 5.4, 53], rel=0.02)
-    fp32 = check.built_in("ddp", 4, s.depth, s.width)
-    d = check.built_in_reference(s.width, s.depth, s.seq, s.batch, 4, "cpu")
+    fp32 = built_in_rule("ddp", 4, s.depth, s.width)
+    d = built_in_reference(s.width, s.depth, s.seq, s.batch, 4)
     _, g, p = d.at(25)
     tols = fp32.tols(25, g, p)
     assert all(fp32.comparable(d.moved(25), tols))  # float32's bound stays far below the update

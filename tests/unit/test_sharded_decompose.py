@@ -99,7 +99,7 @@ def test_identical_replayed_calls_carry_distinct_values_so_a_misrouted_one_is_wr
     was not: the replay of tp passed under SUITE_INJECT_CORRUPTION=misroute."""
     from suite.common.config import BenchConfig
     from suite.harness.plant.corruptions import misroute
-    from tests.unit.test_harness_inprocess import lone_group
+    from tests.helpers.inprocess import lone_group
 
     rows = [_row("all_reduce", nbytes=64, count=2), _row("all_gather", nbytes=64, count=2, group="tp")]
     with lone_group(BenchConfig(iters=2, warmup_iters=1, heartbeat_timeout_s=0)) as ctx:

@@ -5,10 +5,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from experiments.sharded import check, pipeline, workload
+from experiments.sharded import built_in, check, pipeline, train, workload
 from experiments.sharded.pipeline import PIPELINES
 from experiments.sharded.settings import STRATEGIES, ShardedSettings
 from suite.errors import ConfigError
+from tests.user_models import built_in_reference, built_in_rule
 
 PIPELINE = tuple(s for s in STRATEGIES if s in PIPELINES)
 
@@ -73,16 +74,22 @@ def test_theory_per_rank_at_4_ranks_and_interleaved_at_2():
     assert (fwd0["peer"], fwd0["count"], bwd0["count"]) == (1, 8, 4)  # stages 0 and 2 forward, stage 2 back
 
 
+def _p2p_fields(rows: list[dict], c10d: dict | None) -> dict:
+    """pp_gpipe's inventory fields at 2 ranks on the built-in model of width 16, depth 2, seq 4, batch 8 and 4
+    micro-batches, against its theory (built_in.BuiltIn) and DDP's on the same model."""
+    m = built_in.BuiltIn(ShardedSettings(width=16, depth=2, seq=4, batch=8, microbatches=4), 2)
+    return pipeline.p2p_fields(rows, 16, c10d, m.theory("pp_gpipe", 2), train.ddp_theory(m.n_params()), 2)
+
+
 def test_inventory_fields_match_theory_and_see_a_wrong_phase():
-    s = ShardedSettings(width=16, depth=2, seq=4, batch=8, strategies=("pp_gpipe",))
     rows = pipeline.theory("pp_gpipe", 16, 4, 8, 2, 4)
-    f = pipeline.inventory_fields("pp_gpipe", s, 2, rows, 16, {"pp": 8})
+    f = _p2p_fields(rows, {"pp": 8})
     a = 4 * 2 * 4 * 16  # one micro-batch of 2 rows x 4 x 16 float32
     assert f["inventory_matches_theory"] and f["inventory_bytes"] == f["theory_bytes"] == 2 * 4 * a
     assert f["inventory_ops"] == 8 and f["p2p_ops_dispatched"] == 16 and f["bus_bytes"] == 4 * a
     assert f["commdebug_ops"] is None and f["c10d_ops"] == {"pp": 8}
     wrong = [dict(r, phase="unknown") if r["op"] == "recv" else r for r in rows]
-    assert not pipeline.inventory_fields("pp_gpipe", s, 2, wrong, 16, None)["inventory_matches_theory"]
+    assert not _p2p_fields(wrong, None)["inventory_matches_theory"]
 
 
 def test_the_microbatch_knob_must_divide_the_batch_when_a_pipeline_runs():
@@ -101,9 +108,9 @@ def test_the_microbatch_knob_must_divide_the_batch_when_a_pipeline_runs():
 
 
 def test_check_rule_is_exact_for_a_power_of_two_of_micro_batches():
-    assert check.built_in("pp_gpipe", 2, 2, 32, microbatches=4).exact
-    assert check.built_in("pp_1f1b", 4, 2, 32, microbatches=1).exact
-    rule = check.built_in("pp_interleaved", 2, 3, 32, microbatches=3)
+    assert built_in_rule("pp_gpipe", 2, 2, 32, microbatches=4).exact
+    assert built_in_rule("pp_1f1b", 4, 2, 32, microbatches=1).exact
+    rule = built_in_rule("pp_interleaved", 2, 3, 32, microbatches=3)
     assert not rule.exact and rule.terms == 3
     assert "micro-batch" in rule.describe(2, 1e-6)
 
@@ -123,7 +130,7 @@ def _microbatched_step(net, x, y, m, scale: bool):
 
 @pytest.mark.parametrize("m", [2, 4])
 def test_the_reference_split_in_micro_batches_is_what_a_scaled_schedule_trains(m):
-    ref = check.built_in_reference(16, 2, 4, 8, m, "cpu")
+    ref = built_in_reference(16, 2, 4, 8, m)
     net = workload.build_net(16, 2)
     for k in range(3):
         _microbatched_step(net, *ref.batches[k % workload.BATCHES], m, scale=True)
@@ -132,7 +139,7 @@ def test_the_reference_split_in_micro_batches_is_what_a_scaled_schedule_trains(m
     bad = workload.build_net(16, 2)
     _microbatched_step(bad, *ref.batches[0], m, scale=False)  # pp_unscaled: m times the gradient
     mine = [p.detach() for p in bad.parameters()]
-    wrong, _, _ = check.compare(mine, check.built_in_reference(16, 2, 4, 8, m, "cpu").at(1)[0], [0.0] * len(mine))
+    wrong, _, _ = check.compare(mine, built_in_reference(16, 2, 4, 8, m).at(1)[0], [0.0] * len(mine))
     assert wrong > 1000
 
 
@@ -146,7 +153,7 @@ def test_table_lists_the_schedule_and_each_ranks_p2p_with_its_peer():
         "samples_us": [2400.0, 2500.0, 2600.0], "n_params": 100, "width": 16, "depth": 2, "seq": 4, "batch": 8,
         "n_wrong": 0, "checked": True, "check_rule": "exact", "microbatches": 4,
     } | pipeline.declared_fields("pp_gpipe", ShardedSettings(width=16, depth=2, seq=4, batch=8), 2) | (
-        pipeline.inventory_fields("pp_gpipe", ShardedSettings(width=16, depth=2, seq=4, batch=8), 2, rows, 16, None)
+        _p2p_fields(rows, None)
     )  # fmt: skip
     out = format_tables([rec])
     assert "pp_gpipe: ScheduleGPipe, 2 stages (1 per rank) x 4 micro-batches, 512 B per activation, bubble 0.20" in out
@@ -200,8 +207,8 @@ def test_a_stage_is_checked_under_the_whole_models_bound():
     # 3 micro-batches (a tolerance): every tensor's bound carries S(S-1) x the largest tensor's step term, the
     # whole model's (its layers are coupled across stages); a stage whose own tensors are all small must not
     # get a tighter bound from its own largest. Rank 1 of GPipe at 2 ranks holds the second half of the layers.
-    rule = check.built_in("pp_gpipe", 2, 2, 16, microbatches=3)
-    ref = check.built_in_reference(16, 2, 4, 6, 3, "cpu")
+    rule = built_in_rule("pp_gpipe", 2, 2, 16, microbatches=3)
+    ref = built_in_reference(16, 2, 4, 6, 3)
     net = workload.build_net(16, 2)
     index = {id(q): i for i, q in enumerate(net.parameters())}
     second = [*net.blocks, net.head][slice(*pipeline.stage_layers(2, 2)[1])]

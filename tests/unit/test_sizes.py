@@ -1,7 +1,8 @@
-"""Rule R5 of the layout (review_structure_2.md §5.2): modules of at most 400 lines with one concern,
-functions of at most 80. What is over today is listed below with its size and what would split it: a
-ratchet, not a waiver. A listed module or function may shrink but not grow, and one back under the limit
-must leave the list (the test says so), so the list only gets shorter."""
+"""Rule R5 of the layout: modules of at most 400 lines with one concern, functions of at most 80, so that a
+reader takes in a module at one sitting and a function on one screen, and a change touches one concern. What
+is over today is listed below with its size and what would split it: a ratchet, not a waiver. A listed module
+or function may shrink but not grow, and one back under the limit must leave the list (the test says so), so
+the list only gets shorter."""
 
 from __future__ import annotations
 

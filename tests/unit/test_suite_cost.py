@@ -1,6 +1,6 @@
 """``make suite-cost`` (scripts/suite_cost.py): the suite's own cost per op, in one process, on one-rank groups.
 
-Its numbers are a benchmark (docs/metrics.md), not asserted here; what is tested is what it runs and prints: the
+Its numbers are a benchmark (docs/measurements/), not asserted here; what is tested is what it runs and prints: the
 table per backend and size with an interval, the structural probe (no journal entry put inside a timed sample),
 the refusal of bad arguments, and the interval arithmetic."""
 

@@ -1,23 +1,20 @@
 """The test tiers are folders, `make test` runs each (scripts/tiers.py: the unit tier first, stopping at its
 first failure), and nothing in the pytest configuration keeps `pytest tests` from collecting one of them.
 That pytest really collects every file is tests/e2e/test_tiers_collected.py (it imports the whole tree:
-seconds, too slow for this tier)."""
+seconds, too slow for this tier). No test module imports another: what tests share is in tests/helpers/ (and
+a tier's fixtures in its conftest.py), so a tier runs alone and a test file is only ever collected as a test."""
 
 from __future__ import annotations
 
+import ast
 import re
 from fnmatch import fnmatch
 from pathlib import Path
 
 from tests.conftest import load_script
+from tests.helpers.tiers import ROOT, tier_files
 
-ROOT = Path(__file__).resolve().parents[2]
 TIERS = ("unit", "dist", "e2e", "docker", "gpu")
-
-
-def tier_files() -> list[str]:
-    """Every test file of the project, relative to the checkout."""
-    return sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "tests").rglob("test_*.py"))
 
 
 def test_every_test_file_is_in_a_tier():
@@ -94,3 +91,43 @@ def test_later_tiers_all_run_and_a_tier_with_nothing_selected_passes(tmp_path, c
 def test_an_unknown_tier_is_refused_in_one_line(capsys):
     assert load_script("tiers").main(["--tiers", "unit,nightly"]) == 2
     assert capsys.readouterr().err == "error: unknown tier(s) nightly; choose from unit, dist, e2e, docker, gpu\n"
+
+
+def imported_test_modules(source: str, package: str = "tests") -> list[str]:
+    """The test modules (``test_*``) that ``source`` imports, absolute or relative (``package``: the importing
+    module's package, for a relative import)."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names if any(p.startswith("test_") for p in a.name.split("."))]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
+            if any(p.startswith("test_") for p in base.split(".")):
+                out.append(base)
+            else:
+                out += [f"{base}.{a.name}" for a in node.names if a.name.startswith("test_")]
+    return out
+
+
+def test_no_test_module_imports_another():
+    found = {}
+    for f in sorted((ROOT / "tests").rglob("*.py")):
+        rel = f.relative_to(ROOT)
+        package = ".".join(rel.parent.parts)
+        if imported := imported_test_modules(f.read_text(), package):
+            found[rel.as_posix()] = imported
+    assert not found, f"test modules imported as libraries (move what they share to tests/helpers/): {found}"
+
+
+def test_the_test_import_check_sees_absolute_relative_and_from_imports():
+    assert imported_test_modules("from tests.unit.test_p2p import TINY") == ["tests.unit.test_p2p"]
+    assert imported_test_modules("import tests.dist.test_p2p as p") == ["tests.dist.test_p2p"]
+    assert imported_test_modules("from tests.unit import test_compare") == ["tests.unit.test_compare"]
+    assert imported_test_modules("from .test_doctor import _run", "tests.unit") == ["tests.unit.test_doctor"]
+    assert imported_test_modules("from . import test_doctor", "tests.unit") == ["tests.unit.test_doctor"]
+    helpers = "from tests.helpers.p2p import TINY\nfrom tests.conftest import ROOT\nimport pytest\n# test_x"
+    assert imported_test_modules(helpers) == []

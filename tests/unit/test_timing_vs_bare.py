@@ -1,6 +1,6 @@
 """The bare reference loop is independent of the suite, and the comparison refuses bad arguments up front.
 
-(The comparison itself is a benchmark, ``make timing-vs-bare``: its ratio belongs in docs/metrics.md, not in a
+(The comparison itself is a benchmark, ``make timing-vs-bare``: its ratio belongs in docs/measurements/, not in a
 timed assertion here.)"""
 
 from __future__ import annotations

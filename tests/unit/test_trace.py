@@ -18,7 +18,7 @@ from suite.common.config import BenchConfig
 from suite.ops import sweep
 from suite.ops.collectives import FUNCTION_OF
 from tests.trace_checks import check_trace, load_trace, ops
-from tests.unit.test_harness_inprocess import lone_group
+from tests.helpers.inprocess import lone_group
 
 CFG = BenchConfig(iters=3, warmup_iters=1, min_bytes=64, max_bytes=64, heartbeat_timeout_s=0)
 

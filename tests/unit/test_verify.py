@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from suite.harness import verify
+from tests.helpers.verify_exact import check_expected_is_exact, exact_combos
 
 
 def _hash32(x: int) -> int:
@@ -46,44 +47,6 @@ def test_value_range_is_the_exactness_bound_not_a_constant():
     assert verify.value_range("max", 1024, torch.float16) == 2048
     assert verify.value_range("sum", 64, torch.bfloat16) == 4
     assert verify.value_range("sum", 1024, torch.bfloat16) == 1  # the check then sees no routing: recorded
-
-
-UNIT_WORLDS = (1, 2, 3, 9, 17)
-SCALE_WORLDS = (257, 1024)
-"""World sizes of the unit tier; tests/e2e/test_verify_routing_scale.py runs 257 and 1024 (1024 patterns
-a case: tens of seconds in all)."""
-
-
-def exact_combos(worlds=UNIT_WORLDS):
-    """(dtype, redop, n) where an exact reduction of n positive values exists (integer avg too: NCCL and MPI
-    run it, and its inputs are multiples of n); the others are exactly_checkable() == False, tested below."""
-    for d in verify.DTYPE_OF.values():
-        for r in ("sum", "avg", "product", "min", "max"):
-            for n in worlds:
-                if verify.exactly_checkable(r, n, d):
-                    yield d, r, n
-
-
-def check_expected_is_exact(dtype, redop, n):
-    """reduce_expected equals the float64 reduction of every rank's own pattern, and every value (input
-    and result) is an integer the dtype holds exactly."""
-    if redop in ("sum", "avg") and (n if redop == "sum" else n * n) > verify.exact_limit(dtype):
-        pytest.skip(f"no exact {redop} of {n} positive values in {dtype}: the suite cannot check it either")
-    numel = 97
-    inputs = [verify.pattern(r, numel, dtype, redop=redop, world_size=n).to(torch.float64) for r in range(n)]
-    stacked = torch.stack(inputs)
-    ref = {
-        "sum": stacked.sum(0),
-        "avg": stacked.mean(0),
-        "product": stacked.prod(0),
-        "min": stacked.min(0).values,
-        "max": stacked.max(0).values,
-    }[redop]
-    # inputs themselves are integers exactly representable in the dtype
-    assert torch.equal(stacked, stacked.round()) and stacked.abs().max() <= verify.exact_limit(dtype)
-    exp = verify.reduce_expected(redop, n, numel, dtype)
-    assert torch.equal(exp.to(torch.float64), ref), f"{redop} {dtype} n={n} not exact"
-    assert ref.abs().max() <= verify.exact_limit(dtype)
 
 
 @pytest.mark.parametrize("dtype,redop,n", list(exact_combos()))
