@@ -26,7 +26,7 @@ PRODUCT_DOCS = [
     ROOT / "tests" / "fixtures" / "README.md",
 ]
 
-_LINK_TARGET = re.compile(r"\]\([^)\s]*\)")
+_LINK_TARGET = re.compile(r"\]\([^)\s]*\)|^\[[^\]\n]+\]:[ \t]*\S+", re.M)  # inline, or a reference's target
 _FENCE = re.compile(r"^```.*?^```[^\n]*$", re.M | re.S)
 _SPAN = re.compile(r"`[^`]*`")
 
@@ -135,6 +135,7 @@ def test_rules_catch_history(line):
         "a run never writes into an earlier attempt's directory; the directory of an earlier run",
         "records its load average at the start (`load_avg`)",
         "its times: [measurements](measurements/2026-12-06-cpu-2core.md#the-doctor)",
+        "[readme-run]: docs/measurements/2026-12-06-cpu-2core.md#the-readme-excerpt",
     ],
 )
 def test_rules_leave_the_product_alone(line):
