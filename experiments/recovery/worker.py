@@ -24,6 +24,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.checkpoint.state_dict_saver import AsyncCheckpointerType
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from .plan import Plan
@@ -31,6 +32,7 @@ from .plan import Plan
 MODELS = "experiments.ddp.models"
 """The DDP experiment's models and data: the workload trained here."""
 N_SAMPLES = 256
+PROCESS = AsyncCheckpointerType.PROCESS
 LR, MOMENTUM = 0.05, 0.9
 
 
@@ -136,7 +138,9 @@ class Trainer:
             dist.broadcast(b, 0)
         if self.plan.ckpt_mode == "async":
             self.wait()
-            self.pending = dcp.async_save(self.state(), checkpoint_id=cid)
+            # a background process of its own writes it (with a process group of its own: the training's
+            # Gloo group cannot serve a second thread's collectives)
+            self.pending = dcp.async_save(self.state(), checkpoint_id=cid, async_checkpointer_type=PROCESS)
         else:
             dcp.save(self.state(), checkpoint_id=cid)
         self.log("save", step=done, save_s=time.perf_counter() - t0)
