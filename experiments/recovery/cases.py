@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from suite.api import Bytes, Case, Timing, experiment_test
 
+from .measure import KINDS
 from .workload import recovery_buffers
 
 EXPERIMENT = "recovery"
@@ -27,11 +28,7 @@ def cases(cfg, world_size: int) -> list[Case]:
                     bytes=Bytes(size_bytes=0, count=0, dtype="float32", bw_op=None),
                     timing=Timing(max_iters=1, warmup=0, normalisation="none: the barrier after the job"),
                     fields={"ckpt_every": s.ckpt_every, "job_world": s.world, "bug": s.bug},
-                    provenance={
-                        "t_detect": "measured: fault -> the first rank that saw it (its error or the agent's SIGTERM)",
-                        "t_recover": "measured: fault -> the first step committed after the restart",
-                        "ettr": "derived: steps x step_s_clean / wall_s",
-                    },
+                    provenance=KINDS,
                     build=recovery_buffers(s.plan(faults, mode, s.ckpt_dir)),
                 )
             )

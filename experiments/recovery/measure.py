@@ -14,18 +14,18 @@ import statistics
 from pathlib import Path
 
 KINDS = {
-    "t_fault": "measured",
-    "t_detect": "measured",
-    "t_recover": "measured",
-    "steps_redone": "measured",
-    "samples_dropped": "measured",
-    "ckpt_save_s": "measured",
-    "ckpt_load_s": "measured",
-    "step_s_clean": "measured",
-    "wall_s": "measured",
-    "ettr": "derived",
+    "t_fault": "measured: the fault's time from the job's launch",
+    "t_detect": "measured: fault -> the first rank that saw it (its collective failed, or the agent's SIGTERM)",
+    "t_recover": "measured: fault -> the first step committed after the restart",
+    "steps_redone": "measured: steps committed before the fault and trained again after the restore",
+    "samples_dropped": "measured: samples of the steps the final state never trained on",
+    "ckpt_save_s": "measured: median time training waited for a checkpoint (async: for the previous one too)",
+    "ckpt_load_s": "measured: median time of a restore's dcp.load",
+    "step_s_clean": "measured: median step of the fault-free job",
+    "wall_s": "measured: the job's launch -> its exit",
+    "ettr": "derived: steps x step_s_clean / wall_s",
 }
-"""Each number's kind: measured (read from the run's clocks and events) or derived (computed from measured ones)."""
+"""Each number's kind and how it was obtained (the records' provenance)."""
 TIMELINE = ("fault", "detect", "recover", "commit")
 
 

@@ -18,13 +18,14 @@ from . import elastic
 from .plan import Plan
 
 POLL_S = 0.5
+DECLARED = ("strategy", "fault", "ckpt_mode", "ckpt_every", "world", "kinds")
+"""The result's fields the case declares itself (its identity and fields: cases.py), or that the record leaves out."""
 
 
-def _run_on_rank0(ctx, plan: Plan) -> dict:
+def _run_on_rank0(ctx, plan: Plan, workdir: str) -> dict:
     box: dict = {}
 
     def job():
-        workdir = plan.workdir or tempfile.mkdtemp(prefix="recovery-")
         try:
             box["result"] = elastic.run(dataclasses.replace(plan, workdir=workdir))
         except elastic.RecoveryFailed as e:
@@ -46,12 +47,18 @@ def _run_on_rank0(ctx, plan: Plan) -> dict:
 
 def recovery_buffers(plan: Plan):
     def build(ctx, session) -> Buffers:
-        result = _run_on_rank0(ctx, plan)
+        # one folder for the run's cases (RECOVERY_DIR, or a new one): cases of one checkpoint mode share the
+        # fault-free reference job
+        workdir = plan.workdir
+        if not workdir and ctx.rank == 0:
+            workdir = session.once("recovery-dir", lambda: tempfile.mkdtemp(prefix="recovery-"))
+        # the harness builds a case more than once (its check run, its timed set): the job runs once
+        result = session.once(("recovery", repr(plan)), lambda: _run_on_rank0(ctx, plan, workdir))
         return Buffers(
             call=lambda async_op: dist.barrier(group=ctx.group, async_op=async_op),
             check=lambda: 0 if result.get("exact") else 1,
             unseeded=True,
-            fields={k: v for k, v in result.items() if k != "kinds"},
+            fields={k: v for k, v in result.items() if k not in DECLARED},
         )
 
     return build
