@@ -1,7 +1,8 @@
 """recovery: one row per fault schedule and checkpoint mode; detect is fault -> the first rank that saw it,
 recover is fault -> the first step committed after the restart (both averaged over the faults), redone the steps
 trained twice, ETTR productive time (steps x the fault-free step) over the job's wall time, exact whether the
-final state and the state at every restore and commit equal the fault-free run's bit for bit."""
+final state and the state at every restore and commit equal the fault-free run's bit for bit. Below each row,
+its timeline: per rank of the job, each fault, detection and recovery, in seconds from the job's launch."""
 
 from __future__ import annotations
 
@@ -23,4 +24,19 @@ def format_tables(records: list[dict]) -> str:
         )
         if r.get("wrong"):
             lines.append(f"#   {r['wrong']}")
+        lines += timeline_lines(r.get("events") or [])
     return "\n".join(lines) + "\n"
+
+
+def timeline_lines(events: list[dict]) -> list[str]:
+    """Per rank: its faults, detections and recoveries (not its commits), with their times and steps."""
+    out = []
+    for rank in sorted({e["rank"] for e in events}):
+        marks = [
+            f"{e['kind']} {e['t']:.2f}s" + (f" (step {e['step']})" if e.get("step") is not None else "")
+            for e in events
+            if e["rank"] == rank and e["kind"] != "commit"
+        ]
+        if marks:
+            out.append(f"#   rank {rank}: " + ", ".join(marks))
+    return out

@@ -128,3 +128,13 @@ def test_the_first_wrong_state_is_named_at_its_step():
 def test_the_timeline_has_each_ranks_fault_detection_and_recovery():
     kinds = {(e["rank"], e["kind"]) for e in measure.timeline(_run(), 0.0)}
     assert {(1, "fault"), (0, "detect"), (0, "recover"), (1, "recover"), (0, "commit")} <= kinds
+
+
+def test_the_table_shows_each_ranks_timeline_and_the_wrong_step():
+    from experiments.recovery.table import format_tables
+
+    rec = {"fault": "kill:1@3", "ckpt_mode": "sync", "exact": False, "wrong": "went wrong at step 2"}
+    text = format_tables([{**rec, "events": measure.timeline(_run(), 0.0)}])
+    assert "#   went wrong at step 2" in text and "NO" in text
+    assert "#   rank 1: fault 3.50s (step 3), recover 10.00s (step 3)" in text
+    assert "#   rank 0: detect 3.75s, recover 10.00s (step 3)" in text
