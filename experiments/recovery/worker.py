@@ -115,10 +115,10 @@ class Trainer:
             dcp.load(sd, checkpoint_id=str(Path(self.plan.workdir) / "ckpt" / f"step{used}"))
             set_state_dict(self.ddp, self.opt, model_state_dict=sd["model"], optim_state_dict=sd["optim"])
         load_s = time.perf_counter() - t0 if used else 0.0
-        self.log("restore", step=claimed, load_s=load_s, digest=self._digest())
+        self.log("restore", step=claimed, load_s=load_s, digest=self.state_digest())
         return claimed
 
-    def _digest(self) -> str | None:
+    def state_digest(self) -> str | None:
         return digest(self.ddp.module) if self.rank == 0 else None
 
     def step(self, k: int) -> None:
@@ -127,7 +127,7 @@ class Trainer:
         self.opt.zero_grad(set_to_none=False)
         self.loss(self.ddp(x), y).backward()
         self.opt.step()
-        self.log("commit", step=k + 1, step_s=time.perf_counter() - t0, digest=self._digest())
+        self.log("commit", step=k + 1, step_s=time.perf_counter() - t0, digest=self.state_digest())
 
     def save(self, done: int) -> None:
         cid = str(Path(self.plan.workdir) / "ckpt" / f"step{done}")
@@ -163,7 +163,7 @@ def train(plan: Plan, rank: int, attempt: int, log: Log) -> None:
             tr.save(k + 1)
     tr.wait()
     if rank == 0:
-        log("done", step=plan.steps, digest=tr._digest())
+        log("done", step=plan.steps, digest=tr.state_digest())
 
 
 def main(argv: list[str]) -> int:
