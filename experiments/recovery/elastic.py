@@ -89,7 +89,7 @@ def launch(plan: Plan, workdir: Path) -> tuple[list[dict], float, float]:
     wall = time.time() - t0
     if rc != 0:
         tail = (workdir / "torchrun.log").read_text()[-1500:]
-        raise RecoveryFailed(f"the {STRATEGY} job in {workdir} exited {rc} after {wall:.1f} s:\n{tail}")
+        raise RecoveryFailed(f"the {STRATEGY} job in {workdir} exited {rc} after {wall:z.1f} s:\n{tail}")
     return measure.read_events(workdir), t0, wall
 
 

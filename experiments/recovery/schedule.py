@@ -60,7 +60,7 @@ def poisson_faults(*, seed: int, mtbf: float, steps: int, world: int) -> list[Fa
     """Failures with exponential gaps of mean ``mtbf`` steps over ``steps`` steps: one SIGKILL of a seeded random
     rank at each failure's step (at most one a step, since each one restarts the job; none at step 0)."""
     if not mtbf > 0:
-        raise PlanError(f"poisson needs a mean time between failures > 0 steps, got {mtbf:g}")
+        raise PlanError(f"poisson needs a mean time between failures > 0 steps, got {mtbf:zg}")
     rng = random.Random(seed)
     t, out, last = 0.0, [], 0
     while True:
