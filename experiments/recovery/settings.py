@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass, field
 
 from suite.api import ConfigError
@@ -30,7 +31,8 @@ class RecoverySettings:
     timeout_s: int = field(default=3, metadata={"env": "RECOVERY_TIMEOUT_S"})
     """RECOVERY_TIMEOUT_S: the job's collective timeout in whole seconds (a stopped rank is lost after it)."""
     ckpt_dir: str = field(default="", metadata={"env": "RECOVERY_DIR"})
-    """RECOVERY_DIR: where the checkpoints and event files go (empty: the run's results folder)."""
+    """RECOVERY_DIR: where the checkpoints and event files go (empty: a new folder under the system's temporary
+    folder)."""
     bug: str = field(default="", metadata={"env": "RECOVERY_BUG"})
     """RECOVERY_BUG: a planted recovery bug, ``older_ckpt`` (restores an older checkpoint than it claims)."""
 
@@ -56,7 +58,7 @@ class RecoverySettings:
         try:
             for _, faults in self.schedules():
                 for mode in self.ckpt_modes:
-                    check_plan(self.plan(faults, mode, self.ckpt_dir or "."))
+                    check_plan(self.plan(faults, mode, self.ckpt_dir or tempfile.gettempdir()))
         except PlanError as e:
             raise ConfigError(f"RECOVERY: {e}") from None
         if "disconnect" in {f.kind for _, fs in self.schedules() for f in fs}:
