@@ -1,0 +1,138 @@
+"""What a recovery run's event files say (pure logic, no torch): when each fault struck, when the job first saw
+it, when it committed its first step after it, the steps redone, and whether the model's state at every
+restore and commit equals the fault-free run's state at the same step (the first step where it does not is
+the step where the state went wrong).
+
+Events (experiments/recovery/worker.py): ``{rank, attempt, kind, t, step, ...}`` with kind restore, commit,
+save, fault, detect, done; rank 0's restore, commit and done carry a digest of the model's state.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+KINDS = {
+    "t_fault": "measured: the fault's time from the job's launch",
+    "t_detect": "measured: fault -> the first rank that saw it (its collective failed, or the agent's SIGTERM)",
+    "t_recover": "measured: fault -> the first step committed after the restart",
+    "steps_redone": "measured: steps committed before the fault and trained again after the restore",
+    "samples_dropped": "measured: samples of the steps the final state never trained on",
+    "ckpt_save_s": "measured: median time training waited for a checkpoint (async: for the previous one too)",
+    "ckpt_load_s": "measured: median time of a restore's dcp.load",
+    "step_s_clean": "measured: median step of the fault-free job",
+    "wall_s": "measured: the job's launch -> its exit",
+    "ettr": "derived: steps x step_s_clean / wall_s",
+}
+"""Each number's kind and how it was obtained (the records' provenance)."""
+TIMELINE = ("fault", "detect", "recover", "commit")
+
+
+def read_events(workdir: str | Path) -> list[dict]:
+    """Every rank's events, in time order."""
+    out = []
+    for p in sorted((Path(workdir) / "events").glob("rank*.jsonl")):
+        out += [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
+    return sorted(out, key=lambda e: e["t"])
+
+
+def state_at(events: list[dict]) -> dict[int, str]:
+    """Rank 0's digest of the state after each step (0: the initial state) in a fault-free run."""
+    return {e["step"]: e["digest"] for e in events if e["rank"] == 0 and e.get("digest") and e["kind"] != "done"}
+
+
+def first_wrong(events: list[dict], reference: dict[int, str]) -> dict | None:
+    """The first restore or commit whose state differs from the fault-free run's at that step, or None."""
+    for e in events:
+        if e["rank"] == 0 and e.get("digest") and e["kind"] in ("restore", "commit"):
+            want = reference.get(e["step"])
+            if want is not None and e["digest"] != want:
+                return e
+    return None
+
+
+def wrong_line(e: dict) -> str:
+    what = "restored as" if e["kind"] == "restore" else "after"
+    return (
+        f"the model's state went wrong at step {e['step']}: the state {what} step {e['step']} (attempt "
+        f"{e['attempt']}) differs from the fault-free run's at that step"
+    )
+
+
+def _median(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None
+
+
+def _mean(xs: list[float]) -> float | None:
+    return statistics.fmean(xs) if xs else None
+
+
+def per_fault(events: list[dict]) -> list[dict]:
+    """Each fault: when it struck, its detection (the first sign any rank saw), the first commit of the attempt
+    after it, and the steps redone (the last step committed before the restart minus the step restored)."""
+    out = []
+    for f in (e for e in events if e["kind"] == "fault"):
+        a = f["attempt"]
+        detect = [e["t"] for e in events if e["kind"] == "detect" and e["attempt"] == a and e["t"] >= f["t"]]
+        after = [e for e in events if e["attempt"] == a + 1]
+        commits = [e["t"] for e in after if e["kind"] == "commit"]
+        restored = [e["step"] for e in after if e["kind"] == "restore"]
+        done = [e["step"] for e in events if e["kind"] == "commit" and e["attempt"] == a]
+        out.append(
+            {
+                "rank": f["rank"],
+                "fault": f.get("fault"),
+                "step": f["step"],
+                "t": f["t"],
+                "detect_s": min(detect) - f["t"] if detect else None,
+                "recover_s": min(commits) - f["t"] if commits else None,
+                "redone": max(done, default=0) - min(restored) if restored else None,
+            }
+        )
+    return out
+
+
+def chain_steps(events: list[dict]) -> set[int]:
+    """The steps whose samples the final state holds: each attempt's commits up to the step the next one
+    restored (a step committed and then rolled back was redone, not kept)."""
+    kept: set[int] = set()
+    attempts = sorted({e["attempt"] for e in events})
+    for a, nxt in zip(attempts, [*attempts[1:], None]):
+        upto = min((e["step"] for e in events if e["attempt"] == nxt and e["kind"] == "restore"), default=None)
+        kept |= {
+            e["step"]
+            for e in events
+            if e["attempt"] == a and e["kind"] == "commit" and (upto is None or e["step"] <= upto)
+        }
+    return kept
+
+
+def summarise(events: list[dict], ref_events: list[dict], *, steps: int, global_batch: int, t0: float) -> dict:
+    """The contract's numbers of one run (elastic.run adds strategy, wall_s, ettr and the plan's fields)."""
+    faults = per_fault(events)
+    ref_steps = [e["step_s"] for e in ref_events if e["kind"] == "commit" and e["rank"] == 0]
+    return {
+        "t_fault": faults[0]["t"] - t0 if faults else None,
+        "t_detect": _mean([f["detect_s"] for f in faults if f["detect_s"] is not None]),
+        "t_recover": _mean([f["recover_s"] for f in faults if f["recover_s"] is not None]),
+        "steps_redone": sum(f["redone"] or 0 for f in faults),
+        "samples_dropped": global_batch * (steps - len(chain_steps(events) & set(range(1, steps + 1)))),
+        "ckpt_save_s": _median([e["save_s"] for e in events if e["kind"] == "save" and e["rank"] == 0]),
+        "ckpt_load_s": _median([e["load_s"] for e in events if e["kind"] == "restore" and e["load_s"] > 0]),
+        "step_s_clean": _median(ref_steps),
+        "per_fault": [{**f, "t": f["t"] - t0} for f in faults],
+    }
+
+
+def timeline(events: list[dict], t0: float) -> list[dict]:
+    """The contract's events: each rank's fault, detection, recovery (its first commit after a restart) and
+    commits, with times from the job's start."""
+    out, seen_restart = [], set()
+    for e in events:
+        if e["kind"] in ("fault", "detect", "commit"):
+            out.append({"rank": e["rank"], "kind": e["kind"], "t": e["t"] - t0, "step": e.get("step")})
+        if e["kind"] == "commit" and e["attempt"] > 0 and (e["rank"], e["attempt"]) not in seen_restart:
+            seen_restart.add((e["rank"], e["attempt"]))
+            out.append({"rank": e["rank"], "kind": "recover", "t": e["t"] - t0, "step": e["step"]})
+    return out

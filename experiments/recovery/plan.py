@@ -1,0 +1,100 @@
+"""The plan of one recovery run (what a strategy's ``run(plan) -> dict`` is handed) and its checks.
+
+Pure logic, no torch: the plan is checked on the host before any rank starts, and a bad plan is one line
+(``PlanError``, exit status 2). A fault strikes rank ``rank`` when it reaches step ``step``; fault i strikes
+in the job's i-th attempt (after i restarts), so a schedule of n faults needs n restarts.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+
+FAULT_CLASSES = ("kill", "stop", "disconnect")
+"""kill: the rank gets SIGKILL; stop: SIGSTOP for longer than the timeout, then SIGCONT; disconnect: the rank's
+compose node leaves the network (compose only)."""
+CKPT_MODES = ("sync", "async")
+"""How the checkpoint is written: ``dcp.save`` (training waits) or ``dcp.async_save`` (training goes on)."""
+BUGS = ("", "older_ckpt")
+"""Planted recovery bugs: ``older_ckpt`` restores the checkpoint before the one it claims to restore."""
+
+
+class PlanError(ValueError):
+    """A plan that cannot run; the message is the one line the user sees (exit status 2)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fault:
+    """One fault of the schedule."""
+
+    kind: str
+    rank: int
+    step: int
+    """The step the rank is at when it strikes (0-based, before that step runs)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    """One recovery run: the workload, its fault schedule and the checkpoint policy."""
+
+    steps: int = 20
+    seed: int = 0
+    world: int = 2
+    faults: tuple[Fault, ...] = ()
+    ckpt_every: int = 5
+    ckpt_mode: str = "sync"
+    workdir: str = ""
+    timeout_s: float = 5.0
+    """The collective timeout: a rank silent for longer is taken for lost."""
+    params: int = 20_000
+    """The DDP experiment's MLP, at about this many parameters."""
+    batch_per_rank: int = 8
+    bug: str = ""
+    extra: dict = field(default_factory=dict)
+    """Free-form notes a strategy may carry (kept in the result)."""
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @staticmethod
+    def from_json(d: dict) -> Plan:
+        return Plan(**{**d, "faults": tuple(Fault(**f) for f in d.get("faults", ()))})
+
+
+def check_plan(plan: Plan) -> None:
+    """Raise PlanError (one line) for a plan that cannot run; writes nothing but a probe file in the workdir."""
+    if plan.steps < 1 or plan.world < 1:
+        raise PlanError(f"the run needs steps >= 1 and world >= 1, got steps={plan.steps} world={plan.world}")
+    if not 1 <= plan.ckpt_every <= plan.steps:
+        raise PlanError(f"checkpoint interval {plan.ckpt_every} must be between 1 and the run's {plan.steps} steps")
+    if plan.ckpt_mode not in CKPT_MODES:
+        raise PlanError(f"unknown checkpoint mode {plan.ckpt_mode!r}; choose from {', '.join(CKPT_MODES)}")
+    if plan.bug not in BUGS:
+        raise PlanError(f"unknown planted bug {plan.bug!r}; choose from {', '.join(b for b in BUGS if b)}")
+    if not plan.timeout_s > 0:
+        raise PlanError(f"the timeout must be > 0 s, got {plan.timeout_s}")
+    for f in plan.faults:
+        check_fault(f, plan)
+    check_writable(plan.workdir)
+
+
+def check_fault(f: Fault, plan: Plan) -> None:
+    if f.kind not in FAULT_CLASSES:
+        raise PlanError(f"unknown fault class {f.kind!r}; choose from {', '.join(FAULT_CLASSES)}")
+    if not 0 <= f.rank < plan.world:
+        raise PlanError(f"fault target rank {f.rank} is beyond the world of {plan.world} ranks (0..{plan.world - 1})")
+    if not 0 < f.step < plan.steps:
+        raise PlanError(f"fault step {f.step} is outside the run's steps 1..{plan.steps - 1}")
+
+
+def check_writable(workdir: str) -> None:
+    """The checkpoint directory exists or can be made, and a file can be written in it."""
+    if not workdir:
+        raise PlanError("no checkpoint directory given")
+    try:
+        os.makedirs(workdir, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=workdir, prefix=".probe"):
+            pass
+    except OSError as e:
+        raise PlanError(f"checkpoint directory {workdir} cannot be written: {e.strerror or e}") from None

@@ -1,0 +1,65 @@
+"""The recovery experiment's knobs (make variables RECOVERY_*), nested in the run's config as ``cfg.recovery``."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+
+from suite.api import ConfigError
+
+from .plan import Fault, Plan, PlanError, check_plan
+from .schedule import parse_faults
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecoverySettings:
+    """The recovery experiment's knobs."""
+
+    faults: tuple[str, ...] = field(default=("kill:1@6", "stop:1@6"), metadata={"env": "RECOVERY_FAULTS"})
+    """RECOVERY_FAULTS: one schedule per case: ``kill:<rank>@<step>``, ``stop:<rank>@<step>``, ``poisson:<mtbf>``
+    (mean steps between failures) or ``none`` (experiments/recovery/schedule.py)."""
+    steps: int = field(default=10, metadata={"env": "RECOVERY_STEPS"})
+    """RECOVERY_STEPS: training steps of each run."""
+    ckpt_every: int = field(default=4, metadata={"env": "RECOVERY_CKPT_EVERY"})
+    """RECOVERY_CKPT_EVERY: a checkpoint every this many steps."""
+    ckpt_modes: tuple[str, ...] = field(default=("sync",), metadata={"env": "RECOVERY_CKPT_MODES"})
+    """RECOVERY_CKPT_MODES: sync (dcp.save), async (dcp.async_save), or both."""
+    world: int = field(default=2, metadata={"env": "RECOVERY_WORLD"})
+    """RECOVERY_WORLD: ranks of the recovered job (its own torchrun sub-job)."""
+    seed: int = field(default=0, metadata={"env": "RECOVERY_SEED"})
+    """RECOVERY_SEED: the model's weights, the data order and the Poisson schedule."""
+    timeout_s: int = field(default=3, metadata={"env": "RECOVERY_TIMEOUT_S"})
+    """RECOVERY_TIMEOUT_S: the job's collective timeout in whole seconds (a stopped rank is lost after it)."""
+    ckpt_dir: str = field(default="", metadata={"env": "RECOVERY_DIR"})
+    """RECOVERY_DIR: where the checkpoints and event files go (empty: a new folder under the system's temporary
+    folder)."""
+    bug: str = field(default="", metadata={"env": "RECOVERY_BUG"})
+    """RECOVERY_BUG: a planted recovery bug, ``older_ckpt`` (restores an older checkpoint than it claims)."""
+
+    def schedules(self) -> list[tuple[str, tuple[Fault, ...]]]:
+        """Each RECOVERY_FAULTS item and the faults it spells."""
+        return [(t, parse_faults(t, world=self.world, steps=self.steps, seed=self.seed)) for t in self.faults]
+
+    def plan(self, faults: tuple[Fault, ...], ckpt_mode: str, workdir: str) -> Plan:
+        return Plan(
+            steps=self.steps,
+            seed=self.seed,
+            world=self.world,
+            faults=faults,
+            ckpt_every=self.ckpt_every,
+            ckpt_mode=ckpt_mode,
+            workdir=workdir,
+            timeout_s=self.timeout_s,
+            bug=self.bug,
+        )
+
+    def validate(self) -> None:
+        """Raise ConfigError with the one line to show (exit 2 before any rank starts)."""
+        try:
+            for _, faults in self.schedules():
+                for mode in self.ckpt_modes:
+                    check_plan(self.plan(faults, mode, self.ckpt_dir or tempfile.gettempdir()))
+        except PlanError as e:
+            raise ConfigError(f"RECOVERY: {e}") from None
+        if "disconnect" in {f.kind for _, fs in self.schedules() for f in fs}:
+            raise ConfigError("RECOVERY_FAULTS: disconnect needs the compose cluster, which this run is not on")

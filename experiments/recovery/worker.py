@@ -1,0 +1,196 @@
+"""One rank of the recovery job, as torchrun starts it: ``python -m experiments.recovery.worker PLAN.json``.
+
+It trains the DDP experiment's MLP (its ``models`` module, loaded by name: experiments never import each other)
+for the plan's steps on a data order drawn from the seed, saves a torch.distributed.checkpoint every
+``ckpt_every`` steps, restores the latest one when torchrun restarts it, and strikes its own scheduled fault:
+fault i of the plan strikes in attempt i (TORCHELASTIC_RESTART_COUNT). Every event goes to
+``<workdir>/events/rank<r>.jsonl`` with its wall-clock time; rank 0 adds a digest of the model's state to each
+restore and commit, which the runner compares with the fault-free run's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+import signal
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.checkpoint.state_dict_saver import AsyncCheckpointerType
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from .plan import Plan
+
+MODELS = "experiments.ddp.models"
+"""The DDP experiment's models and data: the workload trained here."""
+N_SAMPLES = 256
+PROCESS = AsyncCheckpointerType.PROCESS
+LR, MOMENTUM = 0.05, 0.9
+
+
+class Log:
+    """This rank's event file (one JSON object a line, flushed at once: the rank may be killed next)."""
+
+    def __init__(self, workdir: str, rank: int, attempt: int):
+        d = Path(workdir) / "events"
+        d.mkdir(parents=True, exist_ok=True)
+        self.f = open(d / f"rank{rank}.jsonl", "a", buffering=1)  # noqa: SIM115 - open for the rank's life
+        self.base = {"rank": rank, "attempt": attempt, "pid": os.getpid()}
+
+    def __call__(self, kind: str, **fields) -> None:
+        self.f.write(json.dumps({**self.base, "kind": kind, "t": time.time(), **fields}) + "\n")
+        self.f.flush()
+
+
+def digest(model: torch.nn.Module) -> str:
+    """sha256 of every parameter's and buffer's bytes, in state_dict order."""
+    h = hashlib.sha256()
+    for t in model.state_dict().values():
+        h.update(t.detach().contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def batch_indices(step: int, plan: Plan, rank: int) -> torch.Tensor:
+    """Rank ``rank``'s samples of step ``step``: a seeded permutation per epoch, cut into global batches."""
+    b = plan.batch_per_rank * plan.world
+    start = step * b
+    epoch, off = divmod(start, N_SAMPLES)
+    perm = torch.randperm(N_SAMPLES, generator=torch.Generator().manual_seed(plan.seed * 100_003 + epoch))
+    while off + b > perm.numel():  # a global batch that spans two epochs
+        epoch += 1
+        perm = torch.cat(
+            [perm, torch.randperm(N_SAMPLES, generator=torch.Generator().manual_seed(plan.seed * 100_003 + epoch))]
+        )
+    return perm[off + rank * plan.batch_per_rank : off + (rank + 1) * plan.batch_per_rank]
+
+
+def checkpoints(workdir: str) -> list[int]:
+    """The steps of the complete checkpoints (those whose metadata was written), oldest first."""
+    d = Path(workdir) / "ckpt"
+    return sorted(int(p.parent.name[4:]) for p in d.glob("step*/.metadata")) if d.is_dir() else []
+
+
+def strike(fault, log: Log) -> None:
+    log("fault", step=fault.step, fault=fault.kind)
+    if fault.kind == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif fault.kind == "stop":
+        os.kill(os.getpid(), signal.SIGSTOP)  # the runner sends SIGCONT after longer than the timeout
+    else:
+        raise SystemExit(f"fault class {fault.kind} cannot strike from inside a rank")
+
+
+class Trainer:
+    def __init__(self, plan: Plan, rank: int, log: Log):
+        models = importlib.import_module(MODELS)
+        self.plan, self.rank, self.log = plan, rank, log
+        self.data = models.make_dataset(n_samples=N_SAMPLES, seed=plan.seed + 1)
+        self.ddp = DDP(models.mlp(models.mlp_spec_for(plan.params), seed=plan.seed))
+        self.opt = torch.optim.SGD(self.ddp.parameters(), lr=LR, momentum=MOMENTUM)
+        self.loss = torch.nn.CrossEntropyLoss()
+        self.pending = None
+
+    def state(self) -> dict:
+        m, o = get_state_dict(self.ddp, self.opt)
+        return {"model": m, "optim": o}
+
+    def restore(self, attempt: int) -> int:
+        """Load the latest checkpoint (the planted bug: the one before it, claiming the latest); the step."""
+        steps = checkpoints(self.plan.workdir)
+        claimed = steps[-1] if steps else 0
+        used = claimed
+        if self.plan.bug == "older_ckpt" and attempt > 0:  # planted: the checkpoint before the claimed one
+            used = steps[-2] if len(steps) > 1 else 0
+        t0 = time.perf_counter()
+        if used:
+            sd = self.state()
+            dcp.load(sd, checkpoint_id=str(Path(self.plan.workdir) / "ckpt" / f"step{used}"))
+            set_state_dict(self.ddp, self.opt, model_state_dict=sd["model"], optim_state_dict=sd["optim"])
+        load_s = time.perf_counter() - t0 if used else 0.0
+        self.log("restore", step=claimed, load_s=load_s, digest=self.state_digest())
+        return claimed
+
+    def state_digest(self) -> str | None:
+        return digest(self.ddp.module) if self.rank == 0 else None
+
+    def step(self, k: int) -> None:
+        x, y = self.data[batch_indices(k, self.plan, self.rank)]
+        t0 = time.perf_counter()
+        self.opt.zero_grad(set_to_none=False)
+        self.loss(self.ddp(x), y).backward()
+        self.opt.step()
+        self.log("commit", step=k + 1, step_s=time.perf_counter() - t0, digest=self.state_digest())
+
+    def save(self, done: int) -> None:
+        cid = str(Path(self.plan.workdir) / "ckpt" / f"step{done}")
+        t0 = time.perf_counter()
+        # Each rank's BatchNorm statistics are its own batch's until DDP broadcasts rank 0's at the next
+        # forward; the checkpoint keeps one copy of each buffer, so every rank takes rank 0's first.
+        for b in self.ddp.module.buffers():
+            dist.broadcast(b, 0)
+        if self.plan.ckpt_mode == "async":
+            self.wait()
+            # a background process of its own writes it (with a process group of its own: the training's
+            # Gloo group cannot serve a second thread's collectives)
+            self.pending = dcp.async_save(self.state(), checkpoint_id=cid, async_checkpointer_type=PROCESS)
+        else:
+            dcp.save(self.state(), checkpoint_id=cid)
+        self.log("save", step=done, save_s=time.perf_counter() - t0)
+
+    def wait(self) -> None:
+        if self.pending is not None:
+            self.pending.result()
+            self.pending = None
+
+
+def train(plan: Plan, rank: int, attempt: int, log: Log) -> None:
+    fault = plan.faults[attempt] if attempt < len(plan.faults) else None
+    tr = Trainer(plan, rank, log)
+    start = tr.restore(attempt)
+    for k in range(start, plan.steps):
+        if fault is not None and fault.rank == rank and fault.step == k:
+            strike(fault, log)
+        tr.step(k)
+        if (k + 1) % plan.ckpt_every == 0 and k + 1 < plan.steps:
+            tr.save(k + 1)
+    tr.wait()
+    if rank == 0:
+        log("done", step=plan.steps, digest=tr.state_digest())
+
+
+def main(argv: list[str]) -> int:
+    plan = Plan.from_json(json.loads(Path(argv[0]).read_text()))
+    rank, attempt = int(os.environ["RANK"]), int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    torch.set_num_threads(1)
+    log = Log(plan.workdir, rank, attempt)
+
+    def on_term(signum, frame):  # the agent stops the group after another rank failed
+        log("detect", how=f"signal {signum}")
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_term)
+    # a store of this attempt's own: the agent's store still holds the last attempt's Gloo addresses, which a
+    # restarted rank can read before its peer has written its new one
+    store = dist.FileStore(str(Path(plan.workdir) / f"store.attempt{attempt}"), plan.world)
+    dist.init_process_group(
+        "gloo", store=store, rank=rank, world_size=plan.world, timeout=timedelta(seconds=plan.timeout_s)
+    )
+    try:
+        train(plan, rank, attempt, log)
+    except Exception as e:  # a peer lost: the collective failed or timed out
+        log("detect", how=f"{type(e).__name__}: {str(e)[:200]}")
+        os._exit(1)
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,140 @@
+"""The recovery experiment's pure logic: the seeded fault schedule, the plan's checks (bad input is one line),
+and what the event files say (detection, recovery, steps redone, the first step whose state went wrong)."""
+
+from __future__ import annotations
+
+import pytest
+
+from experiments.recovery import measure
+from experiments.recovery.plan import Fault, Plan, PlanError, check_plan
+from experiments.recovery.schedule import parse_faults, poisson_faults
+from experiments.recovery.settings import RecoverySettings
+from suite.api import ConfigError
+
+
+def _parse(text, world=2, steps=20, seed=0):
+    return parse_faults(text, world=world, steps=steps, seed=seed)
+
+
+def test_spelled_faults_parse_in_step_order():
+    assert _parse("stop:0@9,kill:1@5") == (Fault(kind="kill", rank=1, step=5), Fault(kind="stop", rank=0, step=9))
+    assert _parse("none") == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("explode:1@5", "unknown fault class 'explode'"),
+        ("kill:1", "spell it <class>:<rank>@<step>"),
+        ("kill:x@5", "'x' is not a number"),
+        ("kill:1@5,stop:0@5", "two faults at step 5"),
+        ("poisson:0", "poisson needs a mean time between failures > 0 steps"),
+    ],
+)
+def test_a_bad_spelling_says_what_is_wrong(text, says):
+    with pytest.raises(PlanError, match=None) as e:
+        _parse(text)
+    assert says in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_poisson_schedule_is_seeded_increasing_and_inside_the_run():
+    a = poisson_faults(seed=3, mtbf=5, steps=200, world=4)
+    assert a == poisson_faults(seed=3, mtbf=5, steps=200, world=4)
+    assert a != poisson_faults(seed=4, mtbf=5, steps=200, world=4)
+    steps = [f.step for f in a]
+    assert steps == sorted(set(steps)) and 0 < steps[0] and steps[-1] < 200
+    assert {f.rank for f in a} <= set(range(4)) and {f.kind for f in a} == {"kill"}
+    # the mean gap is the mean time between failures, to within the spread of 40-odd draws
+    assert 3.5 < 200 / len(a) < 7
+
+
+def _plan(tmp_path, **kw):
+    return Plan(**{"workdir": str(tmp_path / "ck"), "steps": 10, "ckpt_every": 4, **kw})
+
+
+@pytest.mark.parametrize(
+    ("kw", "says"),
+    [
+        ({"faults": (Fault(kind="melt", rank=0, step=3),)}, "unknown fault class 'melt'"),
+        ({"faults": (Fault(kind="kill", rank=2, step=3),)}, "fault target rank 2 is beyond the world of 2 ranks"),
+        ({"faults": (Fault(kind="kill", rank=0, step=10),)}, "fault step 10 is outside the run's steps 1..9"),
+        ({"ckpt_every": 11}, "checkpoint interval 11 must be between 1 and the run's 10 steps"),
+        ({"ckpt_mode": "lazy"}, "unknown checkpoint mode 'lazy'"),
+        ({"bug": "typo"}, "unknown planted bug 'typo'"),
+    ],
+)
+def test_a_bad_plan_is_one_line(tmp_path, kw, says):
+    with pytest.raises(PlanError) as e:
+        check_plan(_plan(tmp_path, **kw))
+    assert says in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_checkpoint_dir_that_cannot_be_written_is_bad_input(tmp_path):
+    (tmp_path / "file").write_text("")  # a directory under a file cannot be made, not even by root
+    with pytest.raises(PlanError, match="checkpoint directory .*file/ck cannot be written: Not a directory"):
+        check_plan(Plan(workdir=str(tmp_path / "file" / "ck"), steps=10, ckpt_every=4))
+
+
+def test_a_good_plan_passes_and_survives_json(tmp_path):
+    p = _plan(tmp_path, faults=(Fault(kind="stop", rank=1, step=5),), ckpt_mode="async")
+    check_plan(p)
+    assert Plan.from_json(p.to_json()) == p
+
+
+def test_the_settings_name_the_knob(tmp_path):
+    RecoverySettings(ckpt_dir=str(tmp_path)).validate()
+    with pytest.raises(ConfigError, match="RECOVERY: fault target rank 3 is beyond the world of 2 ranks"):
+        RecoverySettings(faults=("kill:3@2",), ckpt_dir=str(tmp_path)).validate()
+    with pytest.raises(ConfigError, match="RECOVERY_FAULTS: disconnect needs the compose cluster"):
+        RecoverySettings(faults=("disconnect:1@2",), ckpt_dir=str(tmp_path)).validate()
+
+
+# --- what the events say ---------------------------------------------------------------------------
+
+
+def _ev(rank, attempt, kind, t, step=None, **kw):
+    return {"rank": rank, "attempt": attempt, "kind": kind, "t": t, "step": step, **kw}
+
+
+def _run(bad_restore=False):
+    """Two ranks, a checkpoint at step 2, rank 1 killed at step 3, the restart restores step 2."""
+    ev = [_ev(0, 0, "restore", 0.0, 0, digest="s0", load_s=0.0), _ev(1, 0, "restore", 0.0, 0, load_s=0.0)]
+    for k, t in ((1, 1.0), (2, 2.0), (3, 3.0)):
+        ev += [_ev(0, 0, "commit", t, k, digest=f"s{k}", step_s=0.5), _ev(1, 0, "commit", t, k, step_s=0.5)]
+    ev += [_ev(0, 0, "save", 2.1, 2, save_s=0.1), _ev(1, 0, "fault", 3.5, 3, fault="kill")]
+    ev += [_ev(0, 0, "detect", 3.75, how="reset"), _ev(1, 1, "restore", 9.0, 2, load_s=0.2)]
+    ev += [_ev(0, 1, "restore", 9.0, 2, digest="s1" if bad_restore else "s2", load_s=0.2)]
+    for k, t in ((3, 10.0), (4, 11.0)):
+        ev += [_ev(0, 1, "commit", t, k, digest=f"s{k}", step_s=0.5), _ev(1, 1, "commit", t, k, step_s=0.5)]
+    return ev + [_ev(0, 1, "done", 11.5, 4, digest="s4")]
+
+
+def test_detection_recovery_and_redone_steps_come_from_the_events():
+    ref = [e for e in _run() if e["attempt"] == 0 or e["kind"] == "done"]
+    out = measure.summarise(_run(), ref, steps=4, global_batch=16, t0=0.0)
+    assert (out["t_fault"], out["t_detect"], out["t_recover"]) == (3.5, 0.25, 6.5)
+    assert out["steps_redone"] == 1 and out["samples_dropped"] == 0
+    assert (out["ckpt_save_s"], out["ckpt_load_s"], out["step_s_clean"]) == (0.1, 0.2, 0.5)
+
+
+def test_the_first_wrong_state_is_named_at_its_step():
+    reference = {k: f"s{k}" for k in range(5)}
+    assert measure.first_wrong(_run(), reference) is None
+    wrong = measure.first_wrong(_run(bad_restore=True), reference)
+    assert wrong["kind"] == "restore" and wrong["step"] == 2
+    assert "went wrong at step 2: the state restored as step 2 (attempt 1)" in measure.wrong_line(wrong)
+
+
+def test_the_timeline_has_each_ranks_fault_detection_and_recovery():
+    kinds = {(e["rank"], e["kind"]) for e in measure.timeline(_run(), 0.0)}
+    assert {(1, "fault"), (0, "detect"), (0, "recover"), (1, "recover"), (0, "commit")} <= kinds
+
+
+def test_the_table_shows_each_ranks_timeline_and_the_wrong_step():
+    from experiments.recovery.table import format_tables
+
+    rec = {"fault": "kill:1@3", "ckpt_mode": "sync", "exact": False, "wrong": "went wrong at step 2"}
+    text = format_tables([{**rec, "events": measure.timeline(_run(), 0.0)}])
+    assert "#   went wrong at step 2" in text and "NO" in text
+    assert "#   rank 1: fault 3.50s (step 3), recover 10.00s (step 3)" in text
+    assert "#   rank 0: detect 3.75s, recover 10.00s (step 3)" in text
