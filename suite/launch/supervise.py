@@ -28,6 +28,7 @@ from suite.common.failures import (
     EXIT_SIGTERM,
     EXIT_WRONG_RESULT,
 )
+from suite.inject import launcher as inject
 from suite.launch import hang
 from suite.launch.torchrun_output import ElasticTraceback, root_cause
 from suite.launch.warm import TORCHRUN_POPEN
@@ -85,7 +86,9 @@ def run_ranks(
     for a hang diagnosis (suite/launch/hang.py) when one fails, before anything is ended (0: none).
     An interrupt is no hang: it is forwarded at once, and the ranks asked for nothing. ``warm``: a WarmTorchrun,
     torchrun already started and waiting for ``cmd`` (suite/launch/warm.py), started the same way."""
+    controller = inject.begin(env, run_dir, world_size)  # INJECT's plan: its knobs kept from the ranks
     proc = warm.go(cmd, env, cwd) if warm is not None else subprocess.Popen(cmd, cwd=cwd, env=env, **TORCHRUN_POPEN)
+    controller.attach(proc.pid)
     tail: collections.deque = collections.deque(maxlen=400)
     elastic = ElasticTraceback()
     reader = _pass_stderr(proc, tail, elastic, erase_line)
@@ -120,6 +123,7 @@ def run_ranks(
             except subprocess.TimeoutExpired:
                 pass
             started |= _children(proc.pid)
+            controller.poll()
             if received:
                 if time.monotonic() > grace_ends[0]:  # torchrun did not finish within the grace: end the whole tree
                     end_tree()
@@ -137,6 +141,7 @@ def run_ranks(
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+        controller.end()  # the injection reverted, no rank left stopped
         # workers that outlived torchrun (a frozen one; all of them when torchrun itself was killed)
         _kill_all(started | _children(proc.pid))
         reader.join(timeout=5)
