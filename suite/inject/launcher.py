@@ -2,8 +2,8 @@
 the ranks, its truth written and its controller started beside torchrun (``begin``, ``Controller``).
 
 Without INJECT every step is a no-op. The launcher calls ``check`` with the other knobs (exit 2 on bad input),
-and suite/launch/supervise.py calls ``begin`` before it starts torchrun, ``attach`` once torchrun runs, ``poll``
-while it waits and ``end`` when the ranks have ended.
+and suite/launch/supervise.py calls ``begin`` before it starts torchrun, ``poll`` while it waits for torchrun
+(the first starts the controller) and ``end`` when the ranks have ended.
 """
 
 from __future__ import annotations
@@ -37,17 +37,16 @@ class Controller:
         self.proc: subprocess.Popen | None = None
         self.torchrun_pid: int | None = None
 
-    def attach(self, torchrun_pid: int) -> None:
-        """Start the controller, beside torchrun (in the launcher's process group: a Ctrl-C reaches it too)."""
+    def poll(self, torchrun_pid: int) -> None:
+        """Start the controller beside torchrun at the first call (in the launcher's process group: a Ctrl-C reaches
+        it too); later, resume the ranks if it died while they run (killed): it may have left its target stopped."""
         if self.plan is None:
             return
-        self.torchrun_pid = torchrun_pid
-        cmd = [sys.executable, "-m", "suite.inject.controller", str(self.run_dir), str(torchrun_pid)]
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL)
-
-    def poll(self) -> None:
-        """A controller that died while the ranks run (killed) may have left its target stopped: resume it."""
-        if self.proc is not None and self.proc.poll() is not None:
+        if self.torchrun_pid is None:
+            self.torchrun_pid = torchrun_pid
+            cmd = [sys.executable, "-m", "suite.inject.controller", str(self.run_dir), str(torchrun_pid)]
+            self.proc = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL)
+        elif self.proc is not None and self.proc.poll() is not None:
             self.proc = None
             self._resume_ranks()
 
