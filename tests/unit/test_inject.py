@@ -209,3 +209,14 @@ def test_the_controller_pauses_the_target_and_never_leaves_it_stopped(tmp_path, 
         fake.wait()
         if ctl.proc is not None:
             ctl.end()
+
+
+def test_the_plans_knobs_are_exported_by_make_and_passed_to_compose_nodes():
+    from suite.common.knobs import HOST_KNOBS
+    from tests.conftest import load_script
+
+    kf = load_script("knob_files")
+    assert tuple(k.env for k in HOST_KNOBS) == launcher.KNOBS
+    assert "\nexport INJECT SEED INJECT_RUN_S\n" in kf.mk_text()
+    compose = (ROOT / kf.COMPOSE).read_text()
+    assert all(f"    {k}: ${{{k}:-}}\n" in compose for k in launcher.KNOBS)
