@@ -6,6 +6,7 @@ Grouped by where the code runs (rule R3, tests/unit/test_import_graph.py):
 - ``ops/`` the shared workloads the ranks run: the collective op table, the p2p patterns, the algorithms;
 - ``system/`` reads the host (NUMA, network, memory, the environment) and starts no group;
 - ``launch/`` on the host, before and around torchrun: knobs, preflight, supervision, hang diagnosis;
+- ``inject/`` on the host beside torchrun: a seeded fail-slow applied to one rank mid-run, its truth sealed;
 - ``report/`` and ``model/`` offline, from stored JSON: reports, comparisons, fits and predictions.
 Shared by every role: ``api`` (the one module experiments import), ``case`` (the case protocol and
 ``ExperimentSpec``), ``registry`` (the experiments of this checkout), ``measurement`` (a case's samples, as

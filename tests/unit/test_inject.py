@@ -220,3 +220,15 @@ def test_the_plans_knobs_are_exported_by_make_and_passed_to_compose_nodes():
     assert "\nexport INJECT SEED INJECT_RUN_S\n" in kf.mk_text()
     compose = (ROOT / kf.COMPOSE).read_text()
     assert all(f"    {k}: ${{{k}:-}}\n" in compose for k in launcher.KNOBS)
+
+
+def test_the_docs_list_every_class_with_its_ranges():
+    rows = {
+        m.group(1): m.group(2)
+        for m in re.finditer(
+            r"^\| `(\w+)` \|[^|]+\|[^|]+\| ([^|]+\|[^|]+)\|$", (ROOT / "docs" / "inject.md").read_text(), re.M
+        )
+    }
+    for name, c in registry.discover().items():
+        want = " | ".join(f"{lo:g}-{hi:g}" for lo, hi in (c.limits, c.drawn))
+        assert rows.get(name, "").strip() == want, name
