@@ -48,8 +48,8 @@ class DutyCycle:
 
 
 HOG = """
-import os, sys, time
-parent = os.getppid()
+import os, sys
+parent = int(sys.argv[3])  # the pid that started it: os.getppid() here would be 1 where it died meanwhile
 cores = [int(c) for c in sys.argv[1].split(",") if c]
 if cores and hasattr(os, "sched_setaffinity"):
     os.sched_setaffinity(0, cores)
@@ -75,7 +75,7 @@ class Hogs:
         arg = ",".join(str(c) for c in sorted(cores))
         self.procs = [
             subprocess.Popen(
-                [sys.executable, "-c", HOG, arg, str(size)],
+                [sys.executable, "-c", HOG, arg, str(size), str(os.getpid())],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,

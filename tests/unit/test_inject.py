@@ -232,3 +232,22 @@ def test_the_docs_list_every_class_with_its_ranges():
     for name, c in registry.discover().items():
         want = " | ".join(f"{lo:g}-{hi:g}" for lo, hi in (c.limits, c.drawn))
         assert rows.get(name, "").strip() == want, name
+
+
+ORPHANING = """
+import sys, time
+from suite.inject.effects import Hogs
+hogs = Hogs(2, frozenset(), size=int(sys.argv[1]))
+print(" ".join(str(p.pid) for p in hogs.procs), flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize("size", [0, 2**20])
+def test_hogs_end_on_their_own_when_their_controller_is_killed(size):
+    parent = subprocess.Popen([sys.executable, "-c", ORPHANING, str(size)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    pids = [int(p) for p in parent.stdout.readline().split()]
+    assert len(pids) == 2
+    parent.kill()
+    parent.wait()
+    _until(lambda: not any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in pids), "ended")
