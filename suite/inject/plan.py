@@ -100,17 +100,17 @@ def parse(inject: str, seed: int, world_size: int, run_s: float = RUN_S_DEFAULT)
             )
         target = int(fields[1])
     if not run_s > 0:
-        raise ConfigError(f"INJECT_RUN_S={run_s:g}: the run's expected length must be > 0 seconds")
+        raise ConfigError(f"INJECT_RUN_S={run_s:zg}: the run's expected length must be > 0 seconds")
     onset = _number(fields[2], "onset", text) if fields[2] else drawn["onset"]
     if onset >= run_s:
-        raise ConfigError(f"INJECT={text}: onset {onset:g} s is past the run's end (INJECT_RUN_S={run_s:g})")
+        raise ConfigError(f"INJECT={text}: onset {onset:zg} s is past the run's end (INJECT_RUN_S={run_s:zg})")
     lo, hi = cls.limits
     if fields[3]:
         severity = _number(fields[3], "severity", text)
         if not lo <= severity <= hi or (cls.integer and severity != int(severity)):
             kind = "a whole number" if cls.integer else "a number"
             raise ConfigError(
-                f"INJECT={text}: severity {fields[3]} of {name} is out of range: {kind} in [{lo:g}, {hi:g}] "
+                f"INJECT={text}: severity {fields[3]} of {name} is out of range: {kind} in [{lo:zg}, {hi:zg}] "
                 f"({cls.severity})"
             )
     else:

@@ -17,7 +17,7 @@ def start(target: Target, severity: float) -> DutyCycle:
 CLASS = InjectionClass(
     name="pause",
     order=1,
-    summary=f"the rank is stopped for <severity> s after every {RUN_S:g} s it runs (SIGSTOP/SIGCONT)",
+    summary=f"the rank is stopped for <severity> s after every {RUN_S:zg} s it runs (SIGSTOP/SIGCONT)",
     severity="pause length, seconds",
     limits=(0.01, 10.0),
     drawn=(0.2, 1.0),

@@ -17,7 +17,7 @@ def start(target: Target, severity: float) -> DutyCycle:
 CLASS = InjectionClass(
     name="slow",
     order=2,
-    summary=f"the rank runs 1/<severity> of every {CYCLE_S * 1000:g} ms and is stopped for the rest",
+    summary=f"the rank runs 1/<severity> of every {CYCLE_S * 1000:zg} ms and is stopped for the rest",
     severity="slowdown factor of the rank's running time",
     limits=(1.05, 20.0),
     drawn=(1.3, 3.0),
