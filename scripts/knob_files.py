@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from suite.common.knobs import ENV_KNOBS, EnvKnob  # noqa: E402
+from suite.common.knobs import ENV_KNOBS, HOST_KNOBS, EnvKnob  # noqa: E402
 
 NOT_PASSED = {"SUITE_FAKE_NODES": "pretends one host is several; compose nodes are real hosts"}
 """Experiment knobs that neither file names, each with why (a make line still passes them to a local run)."""
@@ -24,12 +24,15 @@ MK = "mk/knobs.mk"
 COMPOSE = "docker-compose.yml"
 BEGIN = "    # the experiments' knobs: written by python scripts/knob_files.py from their settings' fields\n"
 END = "    # end of the experiments' knobs\n"
+SOURCE = {"inject": "suite/inject/plan.py"}
+"""Where a section's knobs are documented, where not in experiments/<section>/settings.py."""
 
 
 def _passed(knobs: tuple[EnvKnob, ...]) -> dict[str, list[str]]:
-    """Experiment -> its knobs' variables that the files name, in the settings' order."""
+    """Experiment -> its knobs' variables that the files name, in the settings' order; then the knobs the launcher
+    alone reads (HOST_KNOBS: the injector's plan)."""
     out: dict[str, list[str]] = {}
-    for k in knobs:
+    for k in (*knobs, *HOST_KNOBS):
         if k.env not in NOT_PASSED:
             out.setdefault(k.section, []).append(k.env)
     return out
@@ -42,7 +45,8 @@ def mk_text(knobs: tuple[EnvKnob, ...] = ENV_KNOBS) -> str:
         "# python scripts/knob_files.py from each settings field's metadata: edit experiments/<name>/settings.py.",
     ]
     for section, names in _passed(knobs).items():
-        lines += [f"# {section} (experiments/{section}/settings.py)", *(f"{n} ?=" for n in names)]
+        where = SOURCE.get(section, f"experiments/{section}/settings.py")
+        lines += [f"# {section} ({where})", *(f"{n} ?=" for n in names)]
         lines.append("export " + " ".join(names))
     return "\n".join(lines) + "\n"
 

@@ -8,6 +8,7 @@ Grouped by where the code runs (rule R3, tests/unit/test_import_graph.py):
 - ``launch/`` on the host, before and around torchrun: knobs, preflight, supervision;
 - ``postmortem/`` reads a run's folder when its ranks end or hang: the hang diagnosis, the merged trace;
 - ``deploy/`` a run as files for elsewhere (Kubernetes manifests), from the launcher's checked knobs;
+- ``inject/`` on the host beside torchrun: a seeded fail-slow applied to one rank mid-run, its truth sealed;
 - ``report/`` and ``model/`` offline, from stored JSON: reports, comparisons, fits and predictions.
 Shared by every role: ``api`` (the one module experiments import), ``case`` (the case protocol and
 ``ExperimentSpec``), ``registry`` (the experiments of this checkout), ``measurement`` (a case's samples, as

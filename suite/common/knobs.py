@@ -105,6 +105,15 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+HOST_KNOBS: tuple[EnvKnob, ...] = (
+    EnvKnob("inject", "plan", "INJECT"),
+    EnvKnob("inject", "seed", "SEED"),
+    EnvKnob("inject", "run_s", "INJECT_RUN_S"),
+)
+"""Knobs the launcher alone reads, from its environment (make exports them), and keeps from the ranks and from
+config.json: the injector's plan (suite/inject/plan.py), which is the truth a run is scored against."""
+
+
 def parse_count(raw: str, name: str) -> int:
     """An integer knob; accepts suffixes K/M/G (powers of 1000) like ``25M``."""
     raw = str(raw).strip()

@@ -39,6 +39,7 @@ from suite.common.failures import (
     EXIT_SIGINT,
     status_line,
 )
+from suite.inject import launcher as inject
 from suite.launch import mpi, passes, world
 from suite.launch.argv import OptionParser  # argparse, its errors one line and MIN_BYTES=-1K a value
 from suite.common.fileio import write_error, write_json_atomic
@@ -249,6 +250,7 @@ def _main(argv: list[str], where: dict) -> int:
         names, lay, world_line = world.plan(a, cfg, os.environ)  # NPROC not given: one rank per usable core
         check_run_location(a.results_root, a.run_id)
         check_switches(os.environ, lay["world_size"])  # every SUITE_* switch (suite/common/switches.py SWITCHES)
+        inject.check(os.environ, lay["world_size"])  # INJECT's plan (suite/inject/plan.py)
         live = progress.mode(os.environ, progress.is_terminal(sys.stdout)) == "live"
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -28,6 +28,7 @@ from suite.common.failures import (
     EXIT_SIGTERM,
     EXIT_WRONG_RESULT,
 )
+from suite.inject import launcher as inject
 from suite.postmortem import hang
 from suite.launch.torchrun_output import ElasticTraceback, root_cause
 from suite.launch.warm import TORCHRUN_POPEN
@@ -77,14 +78,14 @@ def run_ranks(
     """Run torchrun in its own session; forward SIGINT/SIGTERM; never leave it behind. Returns its exit status,
     the signal forwarded (None) and, when it failed, the rank that failed first (None when none is named).
 
-    torchrun's stderr passes through a thread that keeps its tail, so the
-    launcher can name the rank torchrun saw fail first (ranks mpiexec or srun started name themselves:
-    suite/common/rank_exits.py). ``erase_line``: each line
-    first erases the terminal's current line (rank 0's live progress line, drawn
-    again below it), instead of being appended to it. ``world_size``: the ranks asked
-    for a hang diagnosis (suite/postmortem/hang.py) when one fails, before anything is ended (0: none).
-    An interrupt is no hang: it is forwarded at once, and the ranks asked for nothing. ``warm``: a WarmTorchrun,
-    torchrun already started and waiting for ``cmd`` (suite/launch/warm.py), started the same way."""
+    torchrun's stderr passes through a thread that keeps its tail, so the launcher can name the rank torchrun
+    saw fail first (ranks mpiexec or srun started name themselves: suite/common/rank_exits.py). ``erase_line``:
+    each line first erases the terminal's current line (rank 0's live progress line, drawn again below it),
+    instead of being appended to it. ``world_size``: the ranks asked for a hang diagnosis (suite/postmortem/hang.py)
+    when one fails, before anything is ended (0: none). An interrupt is no hang: it is forwarded at once, and the
+    ranks asked for nothing. ``warm``: a WarmTorchrun, torchrun already started and waiting for ``cmd``
+    (suite/launch/warm.py), started the same way. INJECT's controller runs beside torchrun (suite/inject/)."""
+    controller = inject.begin(env, run_dir, world_size)  # INJECT's plan: its knobs kept from the ranks
     proc = warm.go(cmd, env, cwd) if warm is not None else subprocess.Popen(cmd, cwd=cwd, env=env, **TORCHRUN_POPEN)
     tail: collections.deque = collections.deque(maxlen=400)
     elastic = ElasticTraceback()
@@ -120,6 +121,7 @@ def run_ranks(
             except subprocess.TimeoutExpired:
                 pass
             started |= _children(proc.pid)
+            controller.poll(proc.pid)  # started beside torchrun at the first poll
             if received:
                 if time.monotonic() > grace_ends[0]:  # torchrun did not finish within the grace: end the whole tree
                     end_tree()
@@ -137,6 +139,7 @@ def run_ranks(
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+        controller.end()  # the injection reverted, no rank left stopped
         # workers that outlived torchrun (a frozen one; all of them when torchrun itself was killed)
         _kill_all(started | _children(proc.pid))
         reader.join(timeout=5)

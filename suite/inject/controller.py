@@ -1,0 +1,124 @@
+"""The controller: a process beside the ranks that applies a run's injection at its onset and reverts it at the
+end of its stretch, at the run's end, and whenever the controller exits.
+
+    python -m suite.inject.controller RUN_DIR TORCHRUN_PID
+
+The launcher starts it (suite/inject/launcher.py) with the plan already in this host's truth file
+(suite/inject/truth.py). It finds the target among torchrun's children by their ``RANK``; the onset counts from
+when the target's session started (its journal's ring file, ``<run>/hang/rank<r>.ring``, appears). A target on
+another host is left to that host's controller. It records in the truth file when it applied and reverted the
+injection (Unix time), and ends when torchrun or the launcher does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from . import registry, truth
+from .kind import Target
+
+POLL_S = 0.05
+
+
+def find_rank(torchrun_pid: int, rank: int) -> psutil.Process | None:
+    """The process of ``rank`` among torchrun's descendants (the outermost with that RANK: a rank's own children
+    inherit it)."""
+    try:
+        procs = psutil.Process(torchrun_pid).children(recursive=True)
+    except psutil.Error:
+        return None
+    mine = []
+    for p in procs:
+        try:
+            if p.environ().get("RANK") == str(rank):
+                mine.append(p)
+        except psutil.Error:
+            continue
+    pids = {p.pid for p in mine}
+    return next((p for p in mine if p.ppid() not in pids), None)
+
+
+def _target(proc: psutil.Process, rank: int) -> Target:
+    try:
+        cores = frozenset(proc.cpu_affinity())
+    except (psutil.Error, AttributeError):
+        cores = frozenset()
+    return Target(rank, proc.pid, cores)
+
+
+class Run:
+    """The controller's state: the plan, what it did and when, written to the truth file as it goes."""
+
+    def __init__(self, run_dir: Path, torchrun_pid: int) -> None:
+        self.run_dir, self.torchrun_pid, self.parent = run_dir, torchrun_pid, os.getppid()
+        self.record = json.loads(truth.path(run_dir).read_text())
+        self.plan = self.record["plan"]
+        self.cls = registry.discover()[self.plan["cls"]]
+        self.effect = None
+        self.stopping = False
+
+    def alive(self) -> bool:
+        return not self.stopping and os.getppid() == self.parent and psutil.pid_exists(self.torchrun_pid)
+
+    def note(self, **fields) -> None:
+        self.record.update(fields)
+        truth.write(self.run_dir, self.record)
+
+    def wait_until(self, t: float) -> bool:
+        while time.time() < t:
+            if not self.alive():
+                return False
+            time.sleep(POLL_S)
+        return True
+
+    def run(self) -> None:
+        rank = self.plan["target"]
+        ring = self.run_dir / "hang" / f"rank{rank}.ring"
+        proc = None
+        while self.alive() and (proc is None or not ring.exists()):
+            proc = proc or find_rank(self.torchrun_pid, rank)
+            time.sleep(POLL_S)
+        if proc is None or not self.alive():
+            self.note(here=False)  # the target ran on another host, or the run ended first
+            return
+        anchor = time.time()
+        self.note(here=True, pid=proc.pid, anchor_unix=anchor)
+        if not self.wait_until(anchor + self.plan["onset_s"]):
+            return
+        self.effect = self.cls.start(_target(proc, rank), self.plan["severity"])
+        self.note(applied=True, applied_unix=time.time())
+        duration = self.plan["duration_s"]
+        self.wait_until(float("inf") if duration is None else anchor + self.plan["onset_s"] + duration)
+        self.revert()
+
+    def revert(self) -> None:
+        if self.effect is not None:
+            effect, self.effect = self.effect, None
+            effect.stop()
+            self.note(reverted_unix=time.time())
+
+
+def main(argv: list[str]) -> int:
+    run = Run(Path(argv[0]), int(argv[1]))
+
+    def ending(_signum, _frame):
+        run.stopping = True
+
+    for s in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(s, ending)
+    try:
+        run.run()
+    finally:
+        run.revert()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,94 @@
+"""The two mechanisms the local classes share: a rank stopped and resumed on a duty cycle (SIGSTOP/SIGCONT),
+and busy processes started beside it, pinned to chosen cores.
+
+Both undo themselves completely on ``stop``: a stopped rank is always sent SIGCONT, and every process started
+is killed and reaped. The processes started also end on their own when the controller that started them is
+gone (they watch their parent), so that no hog outlives a controller killed with SIGKILL.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+
+class DutyCycle:
+    """``pid`` alternately left to run ``run_s`` and stopped ``stop_s``, in a thread, until ``stop``."""
+
+    def __init__(self, pid: int, run_s: float, stop_s: float) -> None:
+        self.pid, self.run_s, self.stop_s = pid, run_s, stop_s
+        self.done = threading.Event()
+        self.lock = threading.Lock()  # a stop never interleaves with the thread's own SIGSTOP
+        self.thread = threading.Thread(target=self._loop, name=f"inject-duty-{pid}", daemon=True)
+        self.thread.start()
+
+    def _signal(self, sig: int) -> bool:
+        try:
+            os.kill(self.pid, sig)
+            return True
+        except (ProcessLookupError, PermissionError):
+            return False
+
+    def _loop(self) -> None:
+        while not self.done.wait(self.run_s):
+            with self.lock:
+                if self.done.is_set() or not self._signal(signal.SIGSTOP):
+                    break
+            self.done.wait(self.stop_s)
+            self._signal(signal.SIGCONT)
+
+    def stop(self) -> None:
+        with self.lock:
+            self.done.set()
+        self.thread.join(timeout=max(self.stop_s, self.run_s) + 5)
+        self._signal(signal.SIGCONT)
+
+
+HOG = """
+import os, sys
+parent = int(sys.argv[3])  # the pid that started it: os.getppid() here would be 1 where it died meanwhile
+cores = [int(c) for c in sys.argv[1].split(",") if c]
+if cores and hasattr(os, "sched_setaffinity"):
+    os.sched_setaffinity(0, cores)
+size = int(sys.argv[2])
+src, dst = bytearray(size or 1), bytearray(size or 1)
+n = 0
+while True:
+    if size:
+        dst[:] = src  # a memory copy: reads and writes the whole buffer
+    n += 1
+    if n % 64 == 0 and os.getppid() != parent:
+        break
+"""
+"""A busy process: spins on its cores (``size`` 0), or copies a buffer of ``size`` bytes over and over (memory
+bandwidth); ends when its parent is gone."""
+
+
+class Hogs:
+    """``count`` busy processes pinned to ``cores`` (all cores where empty), each copying ``size`` bytes per
+    round (0: spinning only), until ``stop``."""
+
+    def __init__(self, count: int, cores: frozenset[int], size: int = 0) -> None:
+        arg = ",".join(str(c) for c in sorted(cores))
+        self.procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", HOG, arg, str(size), str(os.getpid())],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for _ in range(count)
+        ]
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+        for p in self.procs:
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass

@@ -1,0 +1,51 @@
+"""What one class of injection is (``InjectionClass``), and what it acts on (``Target``).
+
+A class is one file in suite/inject/classes/ that binds ``CLASS = InjectionClass(...)``; the registry
+(suite/inject/registry.py) finds it there. ``start`` begins the effect on a target and returns an ``Effect``
+whose ``stop`` undoes it; the controller (suite/inject/controller.py) calls ``stop`` at the end of the
+stretch, at the run's end and whenever it exits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class Effect(Protocol):
+    def stop(self) -> None:
+        """Undo the effect (idempotent; never raises)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """A local rank the controller found: its number, its process and the cores it may run on."""
+
+    rank: int
+    pid: int
+    cores: frozenset[int]
+
+
+@dataclass(frozen=True, kw_only=True)
+class InjectionClass:
+    """One class of injection: its name (= its file's name), where it works, and its severity's meaning."""
+
+    name: str
+    """What ``INJECT=<class>`` names."""
+    order: int
+    """Its place in the list (``random`` draws among the local classes in this order)."""
+    summary: str
+    """One line: what it does to the target."""
+    severity: str
+    """What the severity number means, with its unit."""
+    limits: tuple[float, float]
+    """The severities accepted (both ends included)."""
+    drawn: tuple[float, float]
+    """The severities ``random`` (or an omitted severity) draws from, inside ``limits``."""
+    start: Callable[[Target, float], Effect]
+    """Begin the effect on a target at a severity; the Effect's ``stop`` undoes it."""
+    integer: bool = False
+    """A count (processes): the severity is a whole number."""
+    local: bool = True
+    """Works on local ranks (torchrun's children on this host)."""
