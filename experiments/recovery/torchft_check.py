@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
-from .torchft_worker import DATA, digest, load_factory, sample_ids
+from .torchft_data import DATA, digest, load_factory, sample_ids
 
 TOLERANCE = {"rtol": 1e-5, "atol": 1e-7}
 """Final weights against the reference where a step had three or more replicas (Gloo's summation order)."""
@@ -169,7 +169,9 @@ def events(rows: list[dict], t0: float) -> list[dict]:
     kinds = {"fault": "fault", "detect": "detect", "heal": "recover"}
     out = []
     for r in rows:
+        if r["kind"] == "heal" and r["life"] == 0 and r["step"] == 0:
+            continue  # torchft's first-step weight sync from the primary replica, not a recovery
         kind = "commit" if r["kind"] == "step" and r["ok"] else kinds.get(r["kind"])
         if kind:
-            out.append({"rank": r["replica"], "kind": kind, "t": r["t"] - t0, "step": r.get("step")})
+            out.append({"rank": r["replica"], "kind": kind, "t": r["t"] - t0, "step": r.get("step"), "life": r["life"]})
     return out

@@ -82,6 +82,8 @@ def validate(plan: Plan) -> None:
             raise PlanError(f"fault step {at} is outside the run (steps 0..{plan.steps - 1})")
     if plan.plant is not None and plan.plant not in PLANTS:
         raise PlanError(f"unknown planted bug {plan.plant!r} (known: {', '.join(PLANTS)})")
+    if plan.plant_step is not None and not 0 <= plan.plant_step < plan.steps:
+        raise PlanError(f"planted bug step {plan.plant_step} is outside the run (steps 0..{plan.steps - 1})")
     if plan.plant == "stale" and not plan.faults:
         raise PlanError("the planted bug 'stale' needs a fault: only a restarted replica heals")
     try:
@@ -132,12 +134,19 @@ class Replicas:
             "go": str(self.go),
             "wake": str(self.path(g, life, "wake")) if life else None,
             "die_at": self.die_at(g, life),
-            "plant": p.plant if (p.plant != "stale" or life > 0) else None,
-            "plant_step": p.plant_step,
+            "plant": self.plant(g, life),
+            "plant_step": p.steps // 2 if p.plant_step is None else p.plant_step,
         }
         with open(self.path(g, life, "stderr"), "w") as err:
             cmd = [sys.executable, "-m", "experiments.recovery.torchft_worker", json.dumps(args)]
             return subprocess.Popen(cmd, stdout=err, stderr=subprocess.STDOUT, cwd=Path(__file__).parents[2])
+
+    def plant(self, g: int, life: int) -> str | None:
+        """The planted bug this process carries: ``stale`` in every replacement (a healed replica),
+        ``phantom`` in replica 0 only (one replica skips a step it counts as committed)."""
+        if self.plan.plant == "stale":
+            return "stale" if life > 0 else None
+        return self.plan.plant if g == 0 else None
 
     def start(self) -> None:
         for g in self.lives:
@@ -186,6 +195,7 @@ def _lines(path: Path) -> list[str]:
 
 def train(plan: Plan) -> None:
     """Runs the replica groups to the end of the plan under one Lighthouse (raises TimeoutError)."""
+    os.environ.setdefault("RUST_LOG", "warn")  # the Lighthouse's per-quorum INFO lines stay off the terminal
     from torchft.coordination import LighthouseServer
 
     lighthouse = LighthouseServer(bind="[::]:0", min_replicas=1, join_timeout_ms=200, heartbeat_timeout_ms=1000)
@@ -293,5 +303,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("PYTHONUNBUFFERED", "1")
     sys.exit(main())

@@ -26,8 +26,6 @@ reference can rebuild every committed step from its ``n``. Two planted recovery 
 
 from __future__ import annotations
 
-import hashlib
-import importlib
 import json
 import os
 import signal
@@ -42,30 +40,7 @@ from torchft import Manager
 from torchft.ddp import DistributedDataParallel
 from torchft.process_group import ProcessGroupDummy, ProcessGroupGloo
 
-DATA = "experiments.ddp.models:make_dataset"
-"""The DDP experiment's seeded synthetic dataset (the article's 10,000 samples of 1,024 features)."""
-
-
-def load_factory(spec: str):
-    """The function that ``module:function`` names."""
-    module, _, name = spec.partition(":")
-    return getattr(importlib.import_module(module), name)
-
-
-def sample_ids(seed: int, step: int, rank: int, groups: int, batch: int, n_samples: int) -> list[int]:
-    """The sample ids of replica rank ``rank`` at ``step``: a seeded permutation walked in order, every step
-    reserving ``groups`` batches (a replica missing from a step leaves its batch unused)."""
-    perm = torch.randperm(n_samples, generator=torch.Generator().manual_seed(seed))
-    start = (step * groups + rank) * batch
-    return [int(perm[(start + i) % n_samples]) for i in range(batch)]
-
-
-def digest(model: nn.Module) -> str:
-    """sha256 of the parameters' bytes, in order: equal digests, bitwise equal weights."""
-    h = hashlib.sha256()
-    for p in model.parameters():
-        h.update(p.detach().contiguous().numpy().tobytes())
-    return h.hexdigest()[:16]
+from .torchft_data import DATA, digest, load_factory, sample_ids
 
 
 class Log:
