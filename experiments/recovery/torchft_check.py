@@ -136,16 +136,26 @@ def committed_log(plan, steps: dict[int, dict]) -> list[dict]:
 
 
 def measure(plan, rows: list[dict], log: list[dict]) -> dict:
-    """Time to detect and recover, steps redone, samples dropped, the clean step cost and ETTR."""
-    t_start = min(r["t"] for r in rows if r["kind"] == "ready")
-    go = [r["t0"] for r in rows if r["kind"] == "step"]
-    t_go = min(go) if go else t_start
+    """Time to detect and recover, steps redone, samples dropped, the clean step cost and ETTR.
+
+    Times are seconds; ``t_fault`` from the first step's start, the others from the (first) fault:
+    ``t_detect`` to the first sign of it a replica saw (a failed collective, or a quorum without it),
+    ``t_recover`` to the first step committed after it, ``t_rejoin`` to the replacement's first commit
+    (the job at full strength again); ``heal_s`` is the replacement's wake-up to its healed state (the
+    live transfer from a peer). ``steps_redone``: step numbers attempted and not committed, then run again.
+    ``samples_dropped``: the batches of the replicas missing from committed steps. ``step_s_clean``: the
+    median committed step with every replica. ``ettr``: the committed samples' worth of clean steps over
+    the wall time from the first step's start to the last commit."""
+    t_go = min(r["t0"] for r in rows if r["kind"] == "step")  # the first step's start
     faults = [r for r in rows if r["kind"] == "fault"]
     t_fault = faults[0]["t"] if faults else None
     after = [r for r in rows if t_fault is not None and r["t"] > t_fault]
     full = plan.world[0]
     detect = [r["t"] for r in after if r["kind"] == "detect" or (r["kind"] == "step" and r["n"] < full)]
     recover = [c["t"] for c in log if t_fault is not None and c["t"] > t_fault]
+    rejoin = [r["t"] for r in after if r["kind"] == "step" and r["ok"] and r["life"] > 0]
+    woken = {(r["replica"], r["life"]): r["t"] for r in rows if r["kind"] == "wake"}
+    heals = [r["t"] - woken[r["replica"], r["life"]] for r in after if r["kind"] == "heal" and r["life"] > 0]
     clean = [r["t"] - r["t0"] for r in rows if r["kind"] == "step" and r["ok"] and r["n"] == full]
     step_s = statistics.median(clean) if clean else None
     t_end = max(c["t"] for c in log)
@@ -157,6 +167,8 @@ def measure(plan, rows: list[dict], log: list[dict]) -> dict:
         "t_fault": None if t_fault is None else t_fault - t_go,
         "t_detect": None if not detect else detect[0] - t_fault,
         "t_recover": None if not recover else recover[0] - t_fault,
+        "t_rejoin": None if not rejoin else rejoin[0] - t_fault,
+        "heal_s": None if not heals else heals[0],
         "steps_redone": len(redone),
         "samples_dropped": sum(len(c["dropped"]) for c in log),
         "step_s_clean": step_s,
