@@ -55,6 +55,8 @@ class Plan:
     lr: float = 0.01
     op_timeout_s: float = 10.0
     step_pad_s: float = 0.0
+    restart_delay_s: float = 0.0
+    """How long a killed replica's replacement takes to arrive (0: its warm spare is woken at once)."""
     """Each step lasts at least this long (a bigger model's compute); 0: the small model's own step."""
     plant: str | None = None
     plant_step: int | None = None
@@ -103,6 +105,7 @@ class Replicas:
         self.plan, self.lighthouse, self.dir = plan, lighthouse, Path(plan.workdir)
         self.procs: dict[int, subprocess.Popen] = {}
         self.spares: dict[int, subprocess.Popen] = {}
+        self.dead_since: dict[int, float] = {}
         self.lives = {g: 0 for g in range(plan.world[0])}
         self.go = self.dir / "go"
 
@@ -165,6 +168,10 @@ class Replicas:
         for g, proc in self.procs.items():
             rc = proc.poll()
             if rc == -signal.SIGKILL and g in self.spares:
+                self.dead_since.setdefault(g, time.monotonic())
+                if time.monotonic() - self.dead_since[g] < self.plan.restart_delay_s:
+                    continue  # the replacement is not there yet: the others go on without it
+                del self.dead_since[g]
                 self.lives[g] += 1
                 self.path(g, self.lives[g], "wake").touch()
                 self.procs[g] = self.spares.pop(g)
@@ -173,7 +180,7 @@ class Replicas:
             elif rc not in (None, 0):
                 tail = "".join(_lines(self.path(g, self.lives[g], "stderr"))[-3:])
                 raise RuntimeError(f"replica {g} exited with status {rc}: {tail.strip()[-300:]}")
-        return all(proc.poll() == 0 for proc in self.procs.values())
+        return not self.dead_since and all(proc.poll() == 0 for proc in self.procs.values())
 
     def stop(self) -> None:
         for proc in [*self.procs.values(), *self.spares.values()]:
@@ -259,6 +266,7 @@ def parse(argv: list[str]) -> Plan:
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--timeout", type=float, default=300.0)
     ap.add_argument("--step-pad", type=float, default=0.0, help="each step lasts at least this many seconds")
+    ap.add_argument("--restart-delay", type=float, default=0.0, help="seconds before a killed replica's spare")
     ap.add_argument("--plant", default=None, help=f"a planted recovery bug: {', '.join(PLANTS)}")
     ap.add_argument("--plant-step", type=int, default=None)
     ap.add_argument("--json", default=None, help="write the result here")
@@ -277,6 +285,7 @@ def parse(argv: list[str]) -> Plan:
         workdir=a.workdir,
         timeout_s=a.timeout,
         step_pad_s=a.step_pad,
+        restart_delay_s=a.restart_delay,
         plant=a.plant,
         plant_step=a.plant_step,
         extra={"json": a.json},

@@ -13,6 +13,8 @@ one JSON line per attempted step to its log:
 - ``{"kind": "detect", "step", "t", "error"}``: a collective failed (a peer was lost mid-step);
 - ``{"kind": "fault", "step", "t"}``: the scheduled fault: this replica SIGKILLs itself at ``die_at``, after
   joining the step's quorum, so that its peers lose it mid-step;
+- ``{"kind": "orphan", "step"}``: a replacement that found no live peer in its first quorum (the others had
+  finished) and so never trains;
 - ``{"kind": "start"|"spare"|"wake"|"ready"|"done", "t"}``; at the end it saves its weights to ``final``.
 
 A replacement for a replica the schedule kills is a warm spare: started with the run, it imports and loads
@@ -139,7 +141,10 @@ def train(a: dict) -> None:
         opt.zero_grad(set_to_none=False)
         manager.start_quorum()  # synchronous: a replica behind the others heals here, before its forward
         step, n, rank = manager.current_step(), manager.num_participants(), manager.participating_rank()
-        if a.get("die_at") is not None and step == a["die_at"]:  # the fault: SIGKILL mid-step, after the quorum
+        if a.get("wake") and n == 1 and step == 0:  # a replacement with no live peer: the others are done
+            log("orphan", step=step)
+            break
+        if a.get("die_at") is not None and step >= a["die_at"]:  # the fault: SIGKILL mid-step, after the quorum
             log("fault", step=step)
             os.kill(os.getpid(), signal.SIGKILL)
         ids = sample_ids(a["seed"], step, rank or 0, a["groups"], a["batch"], len(dataset))
@@ -150,7 +155,8 @@ def train(a: dict) -> None:
         if ok and not (a.get("plant") == "phantom" and step == a.get("plant_step")):
             opt.step()  # planted "phantom": the step counts as committed, this replica never applies it
         log("step", step=step, ok=ok, n=n, rank=rank, quorum=manager._quorum_id, t0=t0, sha=digest(model))
-    torch.save(model.state_dict(), a["final"])
+    else:
+        torch.save(model.state_dict(), a["final"])
     log("done", step=manager.current_step())
     manager.shutdown(wait=False)
 
