@@ -135,7 +135,7 @@ def committed_log(plan, steps: dict[int, dict]) -> list[dict]:
     return out
 
 
-def measure(plan, rows: list[dict], log: list[dict]) -> dict:
+def timings(plan, rows: list[dict], log: list[dict]) -> dict:
     """Time to detect and recover, steps redone, samples dropped, the clean step cost and ETTR.
 
     Times are seconds; ``t_fault`` from the first step's start, the others from the (first) fault:

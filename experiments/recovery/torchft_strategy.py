@@ -241,7 +241,7 @@ def run(plan: Plan) -> dict:
     except check.RecoveryMismatch as e:
         steps, mismatch, verified = check.committed_steps(rows), e, {"bitwise": False}
     log = check.committed_log(plan, steps)
-    out |= check.measure(plan, rows, log)
+    out |= check.timings(plan, rows, log)
     out |= {
         "run_wall_s": wall,
         "ckpt_save_s": None,  # no checkpoints: a healed replica's state comes from a live peer

@@ -59,7 +59,7 @@ def test_the_checker_passes_a_clean_log_and_names_the_first_wrong_step(tmp_path)
     rows, shas = _rows(plan, [2, 1, 2, 2])  # replica 1 missing from step 1
     assert check.verify(plan, rows, tmp_path)["bitwise"]
     log = check.committed_log(plan, check.committed_steps(rows))
-    assert [len(c["dropped"]) for c in log] == [0, 32, 0, 0] and check.measure(plan, rows, log)["samples_dropped"] == 32
+    assert [len(c["dropped"]) for c in log] == [0, 32, 0, 0] and check.timings(plan, rows, log)["samples_dropped"] == 32
 
     stale = [*rows[:3], {"kind": "heal", "replica": 1, "life": 1, "step": 2, "t": 3.5, "sha": shas[1]}, *rows[3:]]
     with pytest.raises(check.RecoveryMismatch, match="^step 2: replica 1 healed with weights"):
