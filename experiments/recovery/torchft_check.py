@@ -5,7 +5,8 @@ of the replicas that took part (ranks ``0..n-1`` of the step's quorum), their gr
 torchft's DDP does (the sum over the replicas, divided by ``n``), and the SGD step. Every committed step of
 every replica and every healed replica's received weights must equal the reference bitwise: with one or
 two replicas in a step the sum has one order, so the weights' digests must match. With three or more the
-order of Gloo's sum is its own, so those steps are compared on the final weights with ``TOLERANCE``.
+order of Gloo's sum is its own: the replicas are then checked bitwise against each other (every step,
+every heal) and the final weights against the reference within ``TOLERANCE``.
 A mismatch raises ``RecoveryMismatch`` naming the first step where the state went wrong.
 """
 
@@ -90,20 +91,28 @@ def reference(plan, steps: dict[int, dict]) -> tuple[list[str], nn.Module]:
 
 
 def verify(plan, rows: list[dict], workdir: Path) -> dict:
-    """Checks every replica's committed steps and heals against the reference; returns the committed log
-    and whether the comparison was bitwise. Raises RecoveryMismatch at the first wrong step."""
+    """Checks every replica's committed steps and heals; returns the committed steps and whether the
+    comparison was bitwise against the reference. Raises RecoveryMismatch at the first wrong step.
+
+    Bitwise runs (at most two replicas in any step): every committed step and every heal against the
+    reference's digests. Otherwise against the peers, bitwise too (torchft's all-reduce hands every replica
+    the same sum): a committed step against the first replica that committed it, a heal to step s against
+    the weights committed at step s - 1; and the final weights against the reference within TOLERANCE."""
     steps = committed_steps(rows)
     shas, ref = reference(plan, steps)
     bitwise = all(c["n"] <= 2 for c in steps.values())
+    expected = {-1: shas[0]}  # step -> the weights after it; -1: the initial weights
     for r in rows:  # in time order: the first wrong state is named
-        if r["kind"] == "heal" and r["sha"] != shas[r["step"]]:
+        if r["kind"] == "heal" and r["sha"] != (shas[r["step"]] if bitwise else expected.get(r["step"] - 1)):
             raise RecoveryMismatch(
                 r["step"], f"replica {r['replica']} healed with weights that are not the state committed before it"
             )
-        if bitwise and r["kind"] == "step" and r["ok"] and r["sha"] != shas[r["step"] + 1]:
-            raise RecoveryMismatch(
-                r["step"], f"replica {r['replica']}'s weights differ from the reference of the committed steps"
-            )
+        if r["kind"] != "step" or not r["ok"]:
+            continue
+        want = shas[r["step"] + 1] if bitwise else expected.setdefault(r["step"], r["sha"])
+        if r["sha"] != want:
+            of = "the reference of the committed steps" if bitwise else "its peers' after the same step"
+            raise RecoveryMismatch(r["step"], f"replica {r['replica']}'s weights differ from {of}")
     ref_state = ref.state_dict()
     for final in sorted(workdir.glob("replica*.final.pt")):
         state = torch.load(final)

@@ -77,3 +77,12 @@ def test_a_step_committed_with_two_different_quorums_is_named(tmp_path):
     rows[3]["n"] = 1
     with pytest.raises(check.RecoveryMismatch, match="^step 1: committed with 2 replicas by one and 1 by another"):
         check.verify(plan, rows, tmp_path)
+
+
+def test_with_three_replicas_the_replicas_are_checked_against_each_other(tmp_path):
+    plan = Plan(steps=3, world=(3, 1), workdir=str(tmp_path))
+    rows, shas = _rows(plan, [3, 3, 3])
+    assert not check.verify(plan, rows, tmp_path)["bitwise"]
+    rows[4]["sha"] = shas[1]  # replica 1 says it committed step 1 but holds the weights before it
+    with pytest.raises(check.RecoveryMismatch, match="^step 1: replica 1's weights differ from its peers'"):
+        check.verify(plan, rows, tmp_path)
