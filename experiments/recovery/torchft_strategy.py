@@ -30,7 +30,8 @@ from pathlib import Path
 
 from . import torchft_check as check
 
-EXIT_BAD_INPUT = 2  # the suite's exit statuses (docs/failures.md)
+EXIT_FAILED = 1  # the suite's exit statuses (docs/failures.md)
+EXIT_BAD_INPUT = 2
 EXIT_WRONG_RESULT = 6
 FAULTS = ("kill",)
 """Fault classes this strategy runs: ``kill`` SIGKILLs a replica group mid-step and restarts it."""
@@ -299,7 +300,11 @@ def main(argv: list[str] | None = None) -> int:
     except PlanError as e:
         print(f"torchft: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    out = run(plan)
+    try:
+        out = run(plan)
+    except (TimeoutError, RuntimeError) as e:  # a replica crashed or the run overran: one line, status 1
+        print(f"torchft: {e}", file=sys.stderr)
+        return EXIT_FAILED
     if plan.extra.get("json"):
         Path(plan.extra["json"]).write_text(json.dumps(out, indent=1, default=str))
     keys = ("fault", "steps", "wall_s", "t_detect", "t_recover", "steps_redone", "samples_dropped", "ettr")

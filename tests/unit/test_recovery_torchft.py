@@ -86,3 +86,9 @@ def test_with_three_replicas_the_replicas_are_checked_against_each_other(tmp_pat
     rows[4]["sha"] = shas[1]  # replica 1 says it committed step 1 but holds the weights before it
     with pytest.raises(check.RecoveryMismatch, match="^step 1: replica 1's weights differ from its peers'"):
         check.verify(plan, rows, tmp_path)
+
+
+def test_a_run_that_overruns_its_timeout_is_one_line_and_status_1(tmp_path, capsys):
+    assert main(["--workdir", str(tmp_path / "w"), "--timeout", "0.001"]) == 1
+    err = capsys.readouterr().err
+    assert err == "torchft: the replica groups were not ready within 0.001 s\n"
