@@ -214,12 +214,12 @@ def train(plan: Plan) -> None:
         while not replicas.ready():
             replicas.poll()
             if time.monotonic() > deadline:
-                raise TimeoutError(f"the replica groups were not ready within {plan.timeout_s:g} s")
+                raise TimeoutError(f"the replica groups were not ready within {plan.timeout_s:zg} s")
             time.sleep(0.02)
         replicas.go.touch()
         while not replicas.poll():
             if time.monotonic() > deadline:
-                raise TimeoutError(f"the run did not finish within {plan.timeout_s:g} s")
+                raise TimeoutError(f"the run did not finish within {plan.timeout_s:zg} s")
             time.sleep(0.005)
     finally:
         replicas.stop()
@@ -308,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     if plan.extra.get("json"):
         Path(plan.extra["json"]).write_text(json.dumps(out, indent=1, default=str))
     keys = ("fault", "steps", "wall_s", "t_detect", "t_recover", "steps_redone", "samples_dropped", "ettr")
-    print(" ".join(f"{k}={out[k]:.3g}" if isinstance(out[k], float) else f"{k}={out[k]}" for k in keys))
+    print(" ".join(f"{k}={out[k]:z.3g}" if isinstance(out[k], float) else f"{k}={out[k]}" for k in keys))
     if not out["exact"]:
         print(f"torchft: wrong results: {out['mismatch']}", file=sys.stderr)
         return EXIT_WRONG_RESULT

@@ -5,7 +5,7 @@ the model with torchft's fault-tolerant DDP (``torchft.ddp.DistributedDataParall
 ``torchft.Manager``, a Gloo process group across the replica groups, quorums from the Lighthouse) and appends
 one JSON line per attempted step to its log:
 
-- ``{"kind": "step", "step", "ok", "n", "rank", "quorum", "t0", "t", "sha"}``: the step number the attempt
+- ``{"kind": "step", "step", "ok", "n", "rank", "t0", "t", "sha"}``: the step number the attempt
   ran at, whether it was committed, the number of replicas that took part (``n``) and this replica's rank
   among them, and a digest of the weights after it;
 - ``{"kind": "heal", "step", "t", "sha"}``: live recovery from a healthy peer: the step it healed to and a
@@ -154,7 +154,7 @@ def train(a: dict) -> None:
         ok = manager.should_commit()
         if ok and not (a.get("plant") == "phantom" and step == a.get("plant_step")):
             opt.step()  # planted "phantom": the step counts as committed, this replica never applies it
-        log("step", step=step, ok=ok, n=n, rank=rank, quorum=manager._quorum_id, t0=t0, sha=digest(model))
+        log("step", step=step, ok=ok, n=n, rank=rank, t0=t0, sha=digest(model))
     else:
         torch.save(model.state_dict(), a["final"])
     log("done", step=manager.current_step())
