@@ -1,0 +1,320 @@
+"""The recovery experiment's torchft strategy: fault-tolerant DDP across replica groups under torchft's
+Lighthouse, with live recovery of a restarted replica from a healthy peer (no checkpoint).
+
+``run(plan) -> dict`` starts a Lighthouse in this process and one process per replica group
+(``torchft_worker``), lets them join the first quorum together, and restarts a replica group the fault
+schedule kills (SIGKILL mid-step, after the step's quorum). The surviving replicas go on committing steps
+alone; the restarted one heals from a peer and joins again. At the end the run is checked against the
+one-process reference that applies exactly the committed steps (``torchft_check``), and measured.
+
+There are no checkpoints: ``ckpt_save_s`` and ``ckpt_load_s`` are None (a healed replica's state comes from
+a live peer over torchft's HTTP transport). From the command line::
+
+    .venv/bin/python -m experiments.recovery.torchft_strategy --steps 30 --fault kill:1:10 --workdir /tmp/ft
+
+exits 0 when the run equals its reference, 6 (wrong results) naming the first wrong step otherwise, 2 on
+bad input before anything starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from . import torchft_check as check
+
+EXIT_FAILED = 1  # the suite's exit statuses (docs/failures.md)
+EXIT_BAD_INPUT = 2
+EXIT_WRONG_RESULT = 6
+FAULTS = ("kill",)
+"""Fault classes this strategy runs: ``kill`` SIGKILLs a replica group mid-step and restarts it."""
+PLANTS = ("stale", "phantom")
+"""Planted recovery bugs: a healed replica joins with stale weights; a step counted as committed that one
+replica never applied."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    """One run: ``world`` is (replica groups, ranks per group); ``faults`` (kind, replica group, at step)."""
+
+    steps: int = 20
+    seed: int = 0
+    world: tuple[int, int] = (2, 1)
+    faults: tuple[tuple[str, int, int], ...] = ()
+    workdir: str = ""
+    timeout_s: float = 300.0
+    model: str = "experiments.ddp.models:source_model"
+    data_seed: int = 1234
+    batch: int = 32
+    lr: float = 0.01
+    op_timeout_s: float = 10.0
+    step_pad_s: float = 0.0
+    restart_delay_s: float = 0.0
+    """How long a killed replica's replacement takes to arrive (0: its warm spare is woken at once)."""
+    """Each step lasts at least this long (a bigger model's compute); 0: the small model's own step."""
+    plant: str | None = None
+    plant_step: int | None = None
+    extra: dict = field(default_factory=dict)
+
+
+class PlanError(ValueError):
+    """Bad input: one line, status 2, before any process starts."""
+
+
+def validate(plan: Plan) -> None:
+    groups, ranks = plan.world
+    if groups < 2:
+        raise PlanError(f"torchft needs at least 2 replica groups, got world {plan.world}")
+    if ranks != 1:
+        raise PlanError(f"the torchft strategy runs 1 rank per replica group, got world {plan.world}")
+    if plan.steps < 1:
+        raise PlanError(f"steps must be >= 1, got {plan.steps}")
+    for kind, target, at in plan.faults:
+        if kind not in FAULTS:
+            raise PlanError(f"unknown fault class {kind!r} for torchft (known: {', '.join(FAULTS)})")
+        if not 0 <= target < groups:
+            raise PlanError(f"fault target {target} is beyond the world ({groups} replica groups)")
+        if not 0 <= at < plan.steps:
+            raise PlanError(f"fault step {at} is outside the run (steps 0..{plan.steps - 1})")
+    if plan.plant is not None and plan.plant not in PLANTS:
+        raise PlanError(f"unknown planted bug {plan.plant!r} (known: {', '.join(PLANTS)})")
+    if plan.plant_step is not None and not 0 <= plan.plant_step < plan.steps:
+        raise PlanError(f"planted bug step {plan.plant_step} is outside the run (steps 0..{plan.steps - 1})")
+    if plan.plant == "stale" and not plan.faults:
+        raise PlanError("the planted bug 'stale' needs a fault: only a restarted replica heals")
+    try:
+        Path(plan.workdir).mkdir(parents=True, exist_ok=True)
+        probe = Path(plan.workdir) / ".write-probe"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise PlanError(f"workdir {plan.workdir!r} cannot be written: {e.strerror or e}") from None
+
+
+class Replicas:
+    """The replica-group processes of one run. A replica the schedule kills is replaced by a warm spare
+    (started beside it, imported and loaded), woken when the killed process is seen dead."""
+
+    def __init__(self, plan: Plan, lighthouse: str):
+        self.plan, self.lighthouse, self.dir = plan, lighthouse, Path(plan.workdir)
+        self.procs: dict[int, subprocess.Popen] = {}
+        self.spares: dict[int, subprocess.Popen] = {}
+        self.dead_since: dict[int, float] = {}
+        self.lives = {g: 0 for g in range(plan.world[0])}
+        self.go = self.dir / "go"
+
+    def die_at(self, g: int, life: int) -> int | None:
+        """The step at which life ``life`` of replica ``g`` kills itself (the schedule's next fault)."""
+        at = sorted(step for kind, target, step in self.plan.faults if target == g and kind == "kill")
+        return at[life] if life < len(at) else None
+
+    def path(self, g: int, life: int, suffix: str) -> Path:
+        return self.dir / f"replica{g}.life{life}.{suffix}"
+
+    def launch(self, g: int, life: int) -> subprocess.Popen:
+        p = self.plan
+        args = {
+            "replica": g,
+            "groups": p.world[0],
+            "steps": p.steps,
+            "seed": p.seed,
+            "data_seed": p.data_seed,
+            "batch": p.batch,
+            "lr": p.lr,
+            "model": p.model,
+            "lighthouse": self.lighthouse,
+            "op_timeout_s": p.op_timeout_s,
+            "quorum_timeout_s": p.timeout_s,
+            "step_pad_s": p.step_pad_s,
+            "log": str(self.path(g, life, "jsonl")),
+            "final": str(self.dir / f"replica{g}.final.pt"),
+            "go": str(self.go),
+            "wake": str(self.path(g, life, "wake")) if life else None,
+            "die_at": self.die_at(g, life),
+            "plant": self.plant(g, life),
+            "plant_step": p.steps // 2 if p.plant_step is None else p.plant_step,
+        }
+        with open(self.path(g, life, "stderr"), "w") as err:
+            cmd = [sys.executable, "-m", "experiments.recovery.torchft_worker", json.dumps(args)]
+            return subprocess.Popen(cmd, stdout=err, stderr=subprocess.STDOUT, cwd=Path(__file__).parents[2])
+
+    def plant(self, g: int, life: int) -> str | None:
+        """The planted bug this process carries: ``stale`` in every replacement (a healed replica),
+        ``phantom`` in replica 0 only (one replica skips a step it counts as committed)."""
+        if self.plan.plant == "stale":
+            return "stale" if life > 0 else None
+        return self.plan.plant if g == 0 else None
+
+    def start(self) -> None:
+        for g in self.lives:
+            self.procs[g] = self.launch(g, 0)
+            if self.die_at(g, 0) is not None:
+                self.spares[g] = self.launch(g, 1)
+
+    def ready(self) -> bool:
+        """Every replica has joined its Lighthouse and every spare is warm."""
+        return all(_logged(self.path(g, 0, "jsonl"), "ready") for g in self.procs) and all(
+            _logged(self.path(g, 1, "jsonl"), "spare") for g in self.spares
+        )
+
+    def poll(self) -> bool:
+        """Wakes a spare for each replica the schedule killed; True once every replica has finished."""
+        for g, proc in self.procs.items():
+            rc = proc.poll()
+            if rc == -signal.SIGKILL and g in self.spares:
+                self.dead_since.setdefault(g, time.monotonic())
+                if time.monotonic() - self.dead_since[g] < self.plan.restart_delay_s:
+                    continue  # the replacement is not there yet: the others go on without it
+                del self.dead_since[g]
+                self.lives[g] += 1
+                self.path(g, self.lives[g], "wake").touch()
+                self.procs[g] = self.spares.pop(g)
+                if self.die_at(g, self.lives[g]) is not None:
+                    self.spares[g] = self.launch(g, self.lives[g] + 1)
+            elif rc not in (None, 0):
+                tail = "".join(_lines(self.path(g, self.lives[g], "stderr"))[-3:])
+                raise RuntimeError(f"replica {g} exited with status {rc}: {tail.strip()[-300:]}")
+        return not self.dead_since and all(proc.poll() == 0 for proc in self.procs.values())
+
+    def stop(self) -> None:
+        for proc in [*self.procs.values(), *self.spares.values()]:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def _logged(path: Path, kind: str) -> bool:
+    return any(f'"kind": "{kind}"' in line for line in _lines(path))
+
+
+def _lines(path: Path) -> list[str]:
+    try:
+        return path.read_text().splitlines(keepends=True)
+    except FileNotFoundError:
+        return []
+
+
+def train(plan: Plan) -> None:
+    """Runs the replica groups to the end of the plan under one Lighthouse (raises TimeoutError)."""
+    os.environ.setdefault("RUST_LOG", "warn")  # the Lighthouse's per-quorum INFO lines stay off the terminal
+    from torchft.coordination import LighthouseServer
+
+    lighthouse = LighthouseServer(bind="[::]:0", min_replicas=1, join_timeout_ms=200, heartbeat_timeout_ms=1000)
+    replicas = Replicas(plan, lighthouse.address())
+    deadline = time.monotonic() + plan.timeout_s
+    try:
+        replicas.start()
+        while not replicas.ready():
+            replicas.poll()
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the replica groups were not ready within {plan.timeout_s:zg} s")
+            time.sleep(0.02)
+        replicas.go.touch()
+        while not replicas.poll():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the run did not finish within {plan.timeout_s:zg} s")
+            time.sleep(0.005)
+    finally:
+        replicas.stop()
+        lighthouse.shutdown()
+
+
+def run(plan: Plan) -> dict:
+    """One run of the torchft strategy: the runner contract's dict (``exact`` False and ``mismatch`` naming
+    the first wrong step when the recovered state differs from the reference)."""
+    validate(plan)
+    t0 = time.time()
+    train(plan)
+    wall = time.time() - t0
+    workdir = Path(plan.workdir)
+    rows = check.read_logs(workdir)
+    out = {"strategy": "torchft", "fault": ",".join(k for k, _, _ in plan.faults) or "none", "steps": plan.steps}
+    try:
+        verified = check.verify(plan, rows, workdir)
+        steps, mismatch = verified["steps"], None
+    except check.RecoveryMismatch as e:
+        steps, mismatch, verified = check.committed_steps(rows), e, {"bitwise": False}
+    log = check.committed_log(plan, steps)
+    out |= check.timings(plan, rows, log)
+    out |= {
+        "run_wall_s": wall,
+        "ckpt_save_s": None,  # no checkpoints: a healed replica's state comes from a live peer
+        "ckpt_load_s": None,
+        "exact": mismatch is None,
+        "tolerance": "bitwise" if verified["bitwise"] else f"final weights within {check.TOLERANCE}",
+        "mismatch": None if mismatch is None else str(mismatch),
+        "mismatch_step": None if mismatch is None else mismatch.step,
+        "events": check.events(rows, min(r["t"] for r in rows)),
+        "committed": log,
+        "plan": asdict(plan),
+    }
+    return out
+
+
+def parse(argv: list[str]) -> Plan:
+    ap = argparse.ArgumentParser(prog="python -m experiments.recovery.torchft_strategy", description=__doc__)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--groups", type=int, default=2, help="replica groups (1 rank each)")
+    ap.add_argument("--fault", action="append", default=[], help="kind:replica:step, e.g. kill:1:10")
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument("--step-pad", type=float, default=0.0, help="each step lasts at least this many seconds")
+    ap.add_argument("--restart-delay", type=float, default=0.0, help="seconds before a killed replica's spare")
+    ap.add_argument("--plant", default=None, help=f"a planted recovery bug: {', '.join(PLANTS)}")
+    ap.add_argument("--plant-step", type=int, default=None)
+    ap.add_argument("--json", default=None, help="write the result here")
+    a = ap.parse_args(argv)
+    faults = []
+    for f in a.fault:
+        parts = f.split(":")
+        if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+            raise PlanError(f"--fault {f!r} is not kind:replica:step")
+        faults.append((parts[0], int(parts[1]), int(parts[2])))
+    return Plan(
+        steps=a.steps,
+        seed=a.seed,
+        world=(a.groups, 1),
+        faults=tuple(faults),
+        workdir=a.workdir,
+        timeout_s=a.timeout,
+        step_pad_s=a.step_pad,
+        restart_delay_s=a.restart_delay,
+        plant=a.plant,
+        plant_step=a.plant_step,
+        extra={"json": a.json},
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        plan = parse(sys.argv[1:] if argv is None else argv)
+        validate(plan)
+    except PlanError as e:
+        print(f"torchft: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        out = run(plan)
+    except (TimeoutError, RuntimeError) as e:  # a replica crashed or the run overran: one line, status 1
+        print(f"torchft: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    if plan.extra.get("json"):
+        Path(plan.extra["json"]).write_text(json.dumps(out, indent=1, default=str))
+    keys = ("fault", "steps", "wall_s", "t_detect", "t_recover", "steps_redone", "samples_dropped", "ettr")
+    print(" ".join(f"{k}={out[k]:z.3g}" if isinstance(out[k], float) else f"{k}={out[k]}" for k in keys))
+    if not out["exact"]:
+        print(f"torchft: wrong results: {out['mismatch']}", file=sys.stderr)
+        return EXIT_WRONG_RESULT
+    print(f"exact: equal to the one-process reference of the committed steps ({out['tolerance']})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

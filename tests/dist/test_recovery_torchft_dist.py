@@ -1,0 +1,54 @@
+"""The recovery experiment's torchft strategy through its command line (``python -m
+experiments.recovery.torchft_strategy``): two replica groups under a Lighthouse, one SIGKILLed mid-step and
+replaced by a spare that heals live from its peer; the run must equal the one-process reference of the
+committed steps bitwise, and each planted recovery bug must fail it with status 6 naming the step."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+
+def _run(tmp_path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    out = tmp_path / "out.json"
+    cmd = [sys.executable, "-m", "experiments.recovery.torchft_strategy", "--workdir", str(tmp_path / "w")]
+    cmd += ["--timeout", "240", "--json", str(out), *args]
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    return p, (json.loads(out.read_text()) if out.is_file() else {})
+
+
+def test_a_killed_replica_heals_from_its_peer_and_the_run_equals_its_reference(tmp_path):
+    # the replacement arrives 1.5 s after the kill, past the Lighthouse's 1 s heartbeat timeout: the survivor
+    # commits steps alone (the killed replica's samples dropped), then the replacement heals and rejoins
+    p, out = _run(tmp_path, "--steps", "30", "--step-pad", "0.1", "--fault", "kill:1:4", "--restart-delay", "1.5")
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert out["exact"] and out["tolerance"] == "bitwise" and out["mismatch"] is None
+    assert [c["step"] for c in out["committed"]] == list(range(30))
+    kinds = {(e["rank"], e["kind"]) for e in out["events"]}
+    assert {(1, "fault"), (0, "detect"), (1, "recover"), (0, "commit"), (1, "commit")} <= kinds
+    (fault,) = [e for e in out["events"] if e["kind"] == "fault"]
+    (heal,) = [e for e in out["events"] if e["kind"] == "recover"]
+    assert fault["step"] == 4 and heal["step"] > 4  # healed to a step the survivor committed alone
+    ns = [c["n"] for c in out["committed"]]
+    assert ns[:4] == [2] * 4 and 1 in ns[4:] and ns[-1] == 2  # alone after the fault, both again at the end
+    assert out["steps_redone"] >= 1  # the step the fault broke was not committed, then run again
+    assert out["t_detect"] is not None and out["t_recover"] is not None and out["ckpt_save_s"] is None
+    dropped = sum(len(c["dropped"]) for c in out["committed"])
+    assert out["samples_dropped"] == dropped == 32 * ns.count(1) > 0
+
+
+@pytest.mark.parametrize("plant", ["stale", "phantom"])
+def test_a_planted_recovery_bug_fails_the_run_with_status_6_naming_the_step(tmp_path, plant):
+    p, out = _run(
+        tmp_path, "--steps", "12", "--step-pad", "0.05", "--fault", "kill:1:4", "--plant", plant, "--plant-step", "7"
+    )
+    assert p.returncode == 6, p.stderr[-2000:]
+    heal = [e["step"] for e in out["events"] if e["kind"] == "recover"]
+    step = heal[0] if plant == "stale" else 7  # stale: the step it healed to; phantom: the skipped one
+    assert out["mismatch_step"] == step and not out["exact"]
+    assert f"wrong results: step {step}: replica" in p.stderr
