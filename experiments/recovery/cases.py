@@ -1,6 +1,7 @@
-"""Recovery: one case per fault schedule (RECOVERY_FAULTS) and checkpoint mode (RECOVERY_CKPT_MODES), each a
-training job of its own under torchrun elastic restarts (experiments/recovery/elastic.py), checked bitwise
-against the same job without faults.
+"""Recovery: one case per strategy (RECOVERY_STRATEGIES), fault schedule (RECOVERY_FAULTS) and, for the elastic
+strategy, checkpoint mode (RECOVERY_CKPT_MODES), each a training job of its own (experiments/recovery/
+strategies.py), checked against the same job without faults (elastic) or the one-process reference of exactly
+the steps committed (torchft).
 
 Declarations only (what one rank runs is in workload.py)."""
 
@@ -9,29 +10,43 @@ from __future__ import annotations
 from suite.api import Bytes, Case, Timing, experiment_test
 
 from .measure import KINDS
+from .strategies import elastic_runner, torchft_plan, torchft_runner, torchft_runs
 from .workload import recovery_buffers
 
 EXPERIMENT = "recovery"
+
+
+def _case(label: str, identity: dict, fields: dict, build) -> Case:
+    return Case(
+        experiment=EXPERIMENT,
+        op="recovery",
+        label=label,
+        identity=identity,
+        bytes=Bytes(size_bytes=0, count=0, dtype="float32", bw_op=None),
+        timing=Timing(max_iters=1, warmup=0, normalisation="none: the barrier after the job"),
+        fields=fields,
+        provenance=KINDS,
+        build=build,
+    )
 
 
 def cases(cfg, world_size: int) -> list[Case]:
     s = cfg.recovery
     out = []
     for text, faults in s.schedules():
-        for mode in s.ckpt_modes:
-            out.append(
-                Case(
-                    experiment=EXPERIMENT,
-                    op="recovery",
-                    label=f"elastic-{mode}-{text}",
-                    identity={"strategy": "elastic", "fault": text, "ckpt_mode": mode},
-                    bytes=Bytes(size_bytes=0, count=0, dtype="float32", bw_op=None),
-                    timing=Timing(max_iters=1, warmup=0, normalisation="none: the barrier after the job"),
-                    fields={"ckpt_every": s.ckpt_every, "job_world": s.world, "bug": s.bug},
-                    provenance=KINDS,
-                    build=recovery_buffers(s.plan(faults, mode, s.ckpt_dir)),
-                )
-            )
+        fields = {"ckpt_every": s.ckpt_every, "job_world": s.world, "bug": s.bug}
+        if "elastic" in s.strategies:
+            for mode in s.ckpt_modes:
+                plan = s.plan(faults, mode, s.ckpt_dir)
+                build = recovery_buffers(repr(plan), elastic_runner(plan), s.ckpt_dir)
+                identity = {"strategy": "elastic", "fault": text, "ckpt_mode": mode}
+                out.append(_case(f"elastic-{mode}-{text}", identity, fields, build))
+        if "torchft" in s.strategies and torchft_runs(faults):
+            label = f"torchft-{text}"
+            plan = torchft_plan(s.plan(faults, "none", s.ckpt_dir), label.replace(":", "-").replace("@", "-"))
+            build = recovery_buffers(repr(plan), torchft_runner(plan), s.ckpt_dir)
+            identity = {"strategy": "torchft", "fault": text, "ckpt_mode": "none"}
+            out.append(_case(label, identity, {**fields, "ckpt_every": None}, build))
     return out
 
 

@@ -20,6 +20,10 @@ BUGS = ("", "older_ckpt")
 """Planted recovery bugs: ``older_ckpt`` restores the checkpoint before the one it claims to restore."""
 
 
+STRATEGIES = ("elastic", "torchft")
+"""The recovery strategies a case can run (experiments/recovery/strategies.py: their runners)."""
+
+
 class PlanError(ValueError):
     """A plan that cannot run; the message is the one line the user sees (exit status 2)."""
 

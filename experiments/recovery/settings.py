@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from suite.api import ConfigError
 
-from .plan import Fault, Plan, PlanError, check_plan
+from .plan import STRATEGIES, Fault, Plan, PlanError, check_plan
 from .schedule import parse_faults
 
 
@@ -15,6 +15,9 @@ from .schedule import parse_faults
 class RecoverySettings:
     """The recovery experiment's knobs."""
 
+    strategies: tuple[str, ...] = field(default=STRATEGIES, metadata={"env": "RECOVERY_STRATEGIES"})
+    """RECOVERY_STRATEGIES: elastic (torchrun restarts from DCP checkpoints), torchft (live recovery from a peer;
+    schedules of kills only), or both (experiments/recovery/strategies.py)."""
     faults: tuple[str, ...] = field(default=("kill:1@6", "stop:1@6"), metadata={"env": "RECOVERY_FAULTS"})
     """RECOVERY_FAULTS: one schedule per case: ``kill:<rank>@<step>``, ``stop:<rank>@<step>``, ``poisson:<mtbf>``
     (mean steps between failures) or ``none`` (experiments/recovery/schedule.py)."""
@@ -55,6 +58,11 @@ class RecoverySettings:
 
     def validate(self) -> None:
         """Raise ConfigError with the one line to show (exit 2 before any rank starts)."""
+        unknown = [x for x in self.strategies if x not in STRATEGIES]
+        if unknown or not self.strategies:
+            raise ConfigError(
+                f"RECOVERY_STRATEGIES: unknown {unknown or 'none given'}; choose from {', '.join(STRATEGIES)}"
+            )
         try:
             for _, faults in self.schedules():
                 for mode in self.ckpt_modes:

@@ -11,13 +11,14 @@ from suite.api import num
 
 def format_tables(records: list[dict]) -> str:
     lines = [
-        "# recovery: torchrun elastic restarts with torch.distributed.checkpoint",
-        f"#{'fault':>14} {'ckpt':>5} {'detect(s)':>9} {'recover(s)':>10} {'redone':>6} {'save(s)':>8} "
+        "# recovery: torchrun elastic restarts from torch.distributed.checkpoint (elastic), live recovery (torchft)",
+        f"#{'strategy':>8} {'fault':>14} {'ckpt':>5} {'detect(s)':>9} {'recover(s)':>10} {'redone':>6} {'save(s)':>8} "
         f"{'load(s)':>8} {'wall(s)':>8} {'ETTR':>7} {'exact':>5}",
     ]
     for r in records:
         lines.append(
-            f" {r.get('fault', '?'):>14} {r.get('ckpt_mode', '?'):>5} {num(r.get('t_detect'), '.3f', 9)} "
+            f" {r.get('strategy', '?'):>8} {r.get('fault', '?'):>14} {r.get('ckpt_mode', '?'):>5} "
+            f"{num(r.get('t_detect'), '.3f', 9)} "
             f"{num(r.get('t_recover'), '.2f', 10)} {num(r.get('steps_redone'), 'd', 6)} "
             f"{num(r.get('ckpt_save_s'), '.3f', 8)} {num(r.get('ckpt_load_s'), '.3f', 8)} "
             f"{num(r.get('wall_s'), '.1f', 8)} {num(r.get('ettr'), '.4f', 7)} {'yes' if r.get('exact') else 'NO':>5}"

@@ -5,31 +5,30 @@ and checks it alike."""
 
 from __future__ import annotations
 
-import dataclasses
 import tempfile
 import threading
+from collections.abc import Callable
 
 import torch
 import torch.distributed as dist
 
 from suite.api import Buffers
 
-from . import elastic
-from .plan import Plan
 
 POLL_S = 0.5
 DECLARED = ("strategy", "fault", "ckpt_mode", "ckpt_every", "world", "kinds")
 """The result's fields the case declares itself (its identity and fields: cases.py), or that the record leaves out."""
 
 
-def _run_on_rank0(ctx, plan: Plan, workdir: str) -> dict:
+Runner = Callable[[str], dict]
+"""A strategy's run in a folder of the run's: the runner contract's dict (experiments/recovery/plan.py)."""
+
+
+def _run_on_rank0(ctx, runner: Runner, workdir: str) -> dict:
     box: dict = {}
 
     def job():
-        try:
-            box["result"] = elastic.run(dataclasses.replace(plan, workdir=workdir))
-        except elastic.RecoveryFailed as e:
-            box["result"] = {"strategy": elastic.STRATEGY, "exact": False, "wrong": str(e).splitlines()[0]}
+        box["result"] = runner(workdir)
 
     t = threading.Thread(target=job, daemon=True) if ctx.rank == 0 else None
     if t:
@@ -45,15 +44,18 @@ def _run_on_rank0(ctx, plan: Plan, workdir: str) -> dict:
     return got[0]
 
 
-def recovery_buffers(plan: Plan):
+def recovery_buffers(key: str, runner: Runner, workdir: str = ""):
+    """The case's buffers: rank 0 runs ``runner`` (its strategy's job) once, in ``workdir`` (RECOVERY_DIR) or
+    a new folder the run's cases share; ``key`` names the job among the run's."""
+
     def build(ctx, session) -> Buffers:
         # one folder for the run's cases (RECOVERY_DIR, or a new one): cases of one checkpoint mode share the
         # fault-free reference job
-        workdir = plan.workdir
-        if not workdir and ctx.rank == 0:
-            workdir = session.once("recovery-dir", lambda: tempfile.mkdtemp(prefix="recovery-"))
+        folder = workdir
+        if not folder and ctx.rank == 0:
+            folder = session.once("recovery-dir", lambda: tempfile.mkdtemp(prefix="recovery-"))
         # the harness builds a case more than once (its check run, its timed set): the job runs once
-        result = session.once(("recovery", repr(plan)), lambda: _run_on_rank0(ctx, plan, workdir))
+        result = session.once(("recovery", key), lambda: _run_on_rank0(ctx, runner, folder))
         return Buffers(
             call=lambda async_op: dist.barrier(group=ctx.group, async_op=async_op),
             check=lambda: 0 if result.get("exact") else 1,

@@ -89,6 +89,23 @@ def test_the_settings_name_the_knob(tmp_path):
         RecoverySettings(faults=("disconnect:1@2",), ckpt_dir=str(tmp_path)).validate()
 
 
+def test_each_strategy_is_a_case_and_torchft_runs_the_schedules_of_kills(tmp_path):
+    from types import SimpleNamespace
+
+    from experiments.recovery.cases import cases
+
+    s = RecoverySettings(faults=("kill:1@6", "stop:1@6"), ckpt_modes=("sync", "async"), ckpt_dir=str(tmp_path))
+    labels = [c.label for c in cases(SimpleNamespace(recovery=s), 2)]
+    assert labels == ["elastic-sync-kill:1@6", "elastic-async-kill:1@6", "torchft-kill:1@6"] + [
+        "elastic-sync-stop:1@6",
+        "elastic-async-stop:1@6",
+    ]
+    only = RecoverySettings(strategies=("torchft",), faults=("kill:1@6",), ckpt_dir=str(tmp_path))
+    assert [c.identity["strategy"] for c in cases(SimpleNamespace(recovery=only), 2)] == ["torchft"]
+    with pytest.raises(ConfigError, match="RECOVERY_STRATEGIES: unknown \\['nvrx'\\]; choose from elastic, torchft"):
+        RecoverySettings(strategies=("nvrx",), ckpt_dir=str(tmp_path)).validate()
+
+
 # --- what the events say ---------------------------------------------------------------------------
 
 

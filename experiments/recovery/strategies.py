@@ -1,0 +1,56 @@
+"""The recovery strategies a case can run, each a runner ``workdir -> dict`` (the runner contract: plan.py).
+
+- ``elastic``: torchrun elastic restarts from torch.distributed.checkpoint checkpoints (elastic.py), every
+  fault class of the schedule, each checkpoint mode;
+- ``torchft``: torchft's fault-tolerant DDP, one replica group per rank of the job, a killed replica healed
+  live from its peer (torchft_strategy.py); it runs the schedules made of kills only (a stopped rank, a Poisson
+  schedule and a cut-off node are the elastic strategy's).
+
+A job that fails outright is a wrong result with its first line, like a recovery that lost state."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from . import elastic, torchft_strategy
+from .plan import Fault, Plan
+
+
+def elastic_runner(plan: Plan):
+    def run(workdir: str) -> dict:
+        try:
+            return elastic.run(dataclasses.replace(plan, workdir=workdir))
+        except elastic.RecoveryFailed as e:
+            return {"strategy": elastic.STRATEGY, "exact": False, "wrong": str(e).splitlines()[0]}
+
+    return run
+
+
+def torchft_runs(faults: tuple[Fault, ...]) -> bool:
+    """Whether the torchft strategy runs this schedule: kills only (none is the fault-free run)."""
+    return all(f.kind in torchft_strategy.FAULTS for f in faults)
+
+
+def torchft_plan(plan: Plan, label: str) -> torchft_strategy.Plan:
+    """The elastic plan's job as torchft runs it: one replica group of one rank per rank of the job."""
+    return torchft_strategy.Plan(
+        steps=plan.steps,
+        seed=plan.seed,
+        world=(plan.world, 1),
+        faults=tuple((f.kind, f.rank, f.step) for f in plan.faults),
+        workdir=label,
+        op_timeout_s=float(plan.timeout_s),
+    )
+
+
+def torchft_runner(plan: torchft_strategy.Plan):
+    def run(workdir: str) -> dict:
+        p = dataclasses.replace(plan, workdir=os.path.join(workdir, plan.workdir))
+        try:
+            out = torchft_strategy.run(p)
+        except (torchft_strategy.PlanError, RuntimeError, OSError) as e:
+            return {"strategy": "torchft", "exact": False, "wrong": str(e).splitlines()[0]}
+        return out | ({"wrong": out["mismatch"]} if out.get("mismatch") else {})
+
+    return run
