@@ -1,6 +1,7 @@
 """The recovery experiment through the launcher (as ``make bench-cpu EXPERIMENTS=recovery`` runs it): 2 suite
-ranks, a 2-rank job of 6 steps with a checkpoint every 2, rank 1 killed at step 3. The recovery ends bitwise
-equal to the fault-free job; the planted bug (a restore from an older checkpoint than the one claimed) is a
+ranks, a 2-rank job of 6 steps with a checkpoint every 2, rank 1 killed at step 3, under each strategy. The
+elastic recovery ends bitwise equal to the fault-free job, torchft's equal to the one-process reference of the
+steps it committed; the planted bug (a restore from an older checkpoint than the one claimed) is a
 wrong result, exit status 6, naming the step where the state went wrong. Bad input is exit 2 before any rank
 starts. The two runs share RECOVERY_DIR, so the fault-free reference job runs once."""
 
@@ -24,14 +25,17 @@ def _launch(tmp_path, run_id, **env):
 def test_a_killed_rank_recovers_bitwise_and_the_planted_bug_is_status_6(tmp_path):
     good = _launch(tmp_path, "good")
     assert good.returncode == 0, good.stdout[-3000:] + good.stderr[-3000:]
-    (rec,) = results.records(results.load_run(tmp_path / "results" / "good"))
+    rec, ft = sorted(results.records(results.load_run(tmp_path / "results" / "good")), key=lambda r: r["strategy"])
+    assert (rec["strategy"], ft["strategy"]) == ("elastic", "torchft")
+    assert ft["exact"] is True and ft["n_wrong"] == 0 and ft["ckpt_save_s"] is None
+    assert ft["t_detect"] > 0 and ft["t_recover"] > 0 and any(e["kind"] == "fault" for e in ft["events"])
     assert rec["exact"] is True and rec["n_wrong"] == 0 and rec["fault"] == "kill:1@3"
     assert rec["steps_redone"] == 1 and rec["samples_dropped"] == 0  # killed at step 3, restored step 2
     assert 0 < rec["t_detect"] < rec["t_recover"] and rec["ckpt_load_s"] > 0
     kinds = {(e["rank"], e["kind"]) for e in rec["events"]}
     assert {(1, "fault"), (0, "recover"), (1, "recover")} <= kinds and any(k == "detect" for _, k in kinds)
 
-    bad = _launch(tmp_path, "bad", RECOVERY_BUG="older_ckpt")
+    bad = _launch(tmp_path, "bad", RECOVERY_BUG="older_ckpt", RECOVERY_STRATEGIES="elastic")
     assert bad.returncode == 6, bad.stdout[-3000:] + bad.stderr[-3000:]
     (rec,) = results.records(results.load_run(tmp_path / "results" / "bad"))
     assert rec["exact"] is False and rec["wrong_step"] == 2
