@@ -43,6 +43,8 @@ from suite.common.knobs import KNOBS, settings_from_env
 from suite.common.switches import switch
 from suite.system import sysinfo
 
+pytest_plugins = ("suite.watch.plugin",)  # the training watch's line on the terminal, past the case's capture
+
 
 def pytest_addoption(parser):
     g = parser.getgroup("suite", "distributed-communication suite")

@@ -45,6 +45,8 @@ MIN_AFTER = 4
 """Steps after the onset before a flag can be confirmed."""
 MAX_PENDING = 48
 """Steps a crossing may wait for its confirmation before the CUSUM starts over."""
+REBASE = 16
+"""Steps between two estimates of a target's baseline."""
 ALPHA = 3e-6
 """The rank-sum test's one-sided level: after the onset slower than before."""
 
@@ -110,6 +112,7 @@ class _Track:
     values: list[float] = field(default_factory=list)
     ratios: list[float] = field(default_factory=list)
     base: float | None = None
+    based: int = 0
     sigma: float = NOISE_FLOOR
     cusum: float = 0.0
     start: int = 0
@@ -117,11 +120,15 @@ class _Track:
 
 
 def _rebase(tr: _Track, start: int) -> None:
-    """The CUSUM (re)starts at step ``start``: its baseline is the target's last ``BASELINE`` log ratios before."""
+    """The CUSUM (re)starts at step ``start``: its baseline is the target's last ``BASELINE`` log ratios before
+    (taken again every ``REBASE`` steps at most)."""
+    tr.start = start
+    if tr.base is not None and start - tr.based < REBASE:
+        return
     window = tr.ratios[max(0, start - BASELINE) : start]
     tr.base = statistics.median(window)
-    tr.sigma = max(1.4826 * statistics.median(abs(r - tr.base) for r in window), NOISE_FLOOR)
-    tr.start = start
+    tr.sigma = max(1.4826 * statistics.median([abs(r - tr.base) for r in window]), NOISE_FLOOR)
+    tr.based = start
 
 
 def _onset(ratios: Sequence[float], start: int, step: int, base: float) -> int:
@@ -182,9 +189,10 @@ class Detector:
 
     def _confirm(self, target: str, tr: _Track, step: int) -> Flag | None:
         onset = _onset(tr.ratios, tr.start, step, tr.base)
-        before_r, after_r = tr.ratios[:onset], tr.ratios[onset : step + 1]
+        first = max(0, onset - BASELINE)  # the evidence before: the baseline's steps at most
+        before_r, after_r = tr.ratios[first:onset], tr.ratios[onset : step + 1]
         ratio = math.exp(statistics.median(after_r) - statistics.median(before_r))
-        own = statistics.median(tr.values[onset : step + 1]) / statistics.median(tr.values[:onset])
+        own = statistics.median(tr.values[onset : step + 1]) / statistics.median(tr.values[first:onset])
         if ratio < MIN_RATIO or own < MIN_RATIO:
             return None
         p = rank_sum_p(before_r, after_r)

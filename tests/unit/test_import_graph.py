@@ -429,13 +429,14 @@ def test_the_offline_packages_import_neither_torch_nor_the_harness():
 
 # --- rule R3, the roles: `ls suite/` says where each module runs ---------------------------------------
 
-ROLES = ("harness", "ops", "system", "launch", "common", "report", "model")
+ROLES = ("harness", "ops", "system", "launch", "common", "report", "model", "watch")
 SHARED = {"__init__", "api", "case", "errors", "measurement", "metrics", "op_table", "registry", "results"}
 """The modules at the top of suite/: the ones every role shares (suite/__init__.py says what each is)."""
 APART = {
     "suite.launch": ("suite.harness",),
     "suite.harness": ("suite.launch",),
     "suite.common": ("suite.launch", "suite.harness"),
+    "suite.watch": ("suite.launch",),
 }
 """Package -> the packages it must not import: the host side runs no rank's code and the ranks none of the host's;
 what both use is suite/common/, which imports neither."""

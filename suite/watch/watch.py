@@ -1,0 +1,180 @@
+"""One training case's watch on one rank: its steps' own times, sent to rank 0 every ``EVERY`` steps, where the
+detector (suite/watch/detect.py) names a rank, a node or a link that turned slow, while the case still runs.
+
+Per step and per rank (``Watch.wrap``, inside the timed step: two clock reads, a list append, and one clock read
+per parameter as its gradient is accumulated):
+
+- ``compute``: from the step's start to this rank's last gradient accumulated (a hook on every parameter). Under
+  DDP that is this rank's own forward and backward: DDP's all-reduces run beside the backward on their own thread
+  and only the step's end waits for them. Under a strategy that communicates inside forward or backward (FSDP2,
+  tensor or sequence parallel, a pipeline) it also holds the waits there; where no gradient hook fires (a sharded
+  parameter whose gradient the strategy assigns) it is the whole step.
+- ``lateness``: the rank's arrival at the step's last gradient all-reduce (DDP issues a bucket's all-reduce when
+  its last gradient is accumulated; the step waits for the last) less the earliest rank's, each measured from its
+  own step start, which follows the harness's barrier: no clocks compared across hosts.
+
+Every ``EVERY`` steps, before the next timed sample and outside it (``before_sample``), the ranks all_gather their
+rows as one float64 tensor on a Gloo group (the case's own where it is Gloo, else one Gloo side group per session)
+and rank 0 feeds them, step by step, to the detector. A flag is one line on rank 0's terminal
+(suite/watch/console.py), a marker on rank 0's track of the run's timeline, and an entry of the case's record's
+``slowdowns``; ``watch_cost_pct`` is the exchange and detection time per step, on rank 0, over the median step.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+import torch.distributed as dist
+
+from suite.watch import console, detect
+
+EVERY = 10
+"""Steps between two exchanges."""
+_ROW = 3  # start clock, compute, step
+
+
+class Watch:
+    def __init__(self, ctx, session, module, every: int = EVERY) -> None:
+        self.ctx, self.session, self.every = ctx, session, every
+        self.rows: list[tuple[float, float, float]] = []
+        self.last_grad: float | None = None
+        self.hooks = [p.register_post_accumulate_grad_hook(self._grad) for p in module.parameters() if p.requires_grad]
+        self.ranks = dist.get_process_group_ranks(ctx.group)
+        self.rank0 = ctx.rank == self.ranks[0]
+        self.nodes: dict[str, tuple[int, ...]] = {}
+        for r in self.ranks:
+            name = f"node{ctx.node_of(r)}"
+            self.nodes[name] = (*self.nodes.get(name, ()), r)
+        self.detector = detect.Detector("compute", "rank", {f"rank {r}": (r,) for r in self.ranks})
+        self.starts: list[float] = []  # rank 0's clock at each step's start
+        self.steps: list[float] = []  # rank 0's step times
+        self.lateness: list[dict[int, float]] = []  # per step: rank -> its lateness (s)
+        self.computes: list[dict[int, float]] = []
+        self.flags: list[dict] = []
+        self.cost_s = 0.0
+        self.sent = 0
+
+    def _grad(self, _param) -> None:
+        self.last_grad = time.perf_counter()
+
+    def wrap(self, call: Callable) -> Callable:
+        """``call`` timed: its start, its compute (to the last gradient) and its end on this rank."""
+        clock = time.perf_counter
+
+        def watched(*args):
+            self.last_grad = None
+            t0 = clock()
+            out = call(*args)
+            t1 = clock()
+            self.rows.append((t0, (self.last_grad or t1) - t0, t1 - t0))
+            return out
+
+        return watched
+
+    def before_sample(self) -> None:
+        if len(self.rows) >= self.every:
+            self.exchange()
+
+    def _group(self):
+        if dist.get_backend(self.ctx.group) == "gloo":
+            return self.ctx.group
+        return self.session.once(("watch", "gloo"), lambda: dist.new_group(backend="gloo"))
+
+    def exchange(self) -> None:
+        """Every rank's rows since the last exchange to every rank (one all_gather), the detector on rank 0."""
+        t = time.perf_counter()
+        mine, self.rows = self.rows, []
+        gathered = [torch.empty(len(mine), _ROW, dtype=torch.float64) for _ in self.ranks]
+        dist.all_gather(gathered, torch.tensor(mine, dtype=torch.float64).reshape(-1, _ROW), group=self._group())
+        if self.rank0:
+            for i in range(len(mine)):
+                self._step([g[i].tolist() for g in gathered])
+        self.sent += len(mine)
+        self.cost_s += time.perf_counter() - t
+
+    def _step(self, rows: list[list[float]]) -> None:
+        me = self.ranks.index(self.ctx.rank)
+        self.starts.append(rows[me][0])
+        self.steps.append(rows[me][2])
+        compute = {r: row[1] for r, row in zip(self.ranks, rows)}
+        first = min(compute.values())
+        self.computes.append(compute)
+        self.lateness.append({r: c - first for r, c in compute.items()})
+        flags = self.detector.add({f"rank {r}": max(c, 1e-9) for r, c in compute.items()})
+        if flags:
+            self._flagged(detect.merge_nodes(flags, self.nodes))
+
+    def _flagged(self, flags: list[detect.Flag]) -> None:
+        now = time.perf_counter()
+        unix = time.time() - now
+        for f in flags:
+            after_s = now - self.starts[f.onset]
+            entry = _entry(f, self.starts[f.onset] + unix, now + unix, after_s, self._late(f))
+            self.flags.append(entry)
+            console.say(detect.line(f, after_s))
+            console.mark(f"slow: {f.target}", now, {"line": detect.line(f, after_s), **entry})
+
+    def _late(self, f: detect.Flag) -> float:
+        """The flagged ranks' median lateness since the onset (s)."""
+        return statistics.median(self.lateness[t][r] for t in range(f.onset, f.detected + 1) for r in f.ranks)
+
+    def finish(self) -> dict:
+        """The record's fields, the same on every rank (collectives: every rank calls it, after the timed steps)."""
+        if self.rows:
+            self.exchange()
+        for h in self.hooks:
+            h.remove()
+        out = [{"slowdowns": self.flags, **self._cost()} if self.rank0 else None]
+        dist.broadcast_object_list(out, src=self.ranks[0], group=self._group())
+        return out[0]
+
+    def _cost(self) -> dict:
+        step = statistics.median(self.steps) if self.steps else 0.0
+        per_step = self.cost_s / max(self.sent, 1)
+        return {
+            "watch_every": self.every,
+            "watch_steps": self.sent,
+            "watch_cost_us_per_step": round(per_step * 1e6, 1),
+            "watch_cost_pct": round(100 * per_step / step, 3) if step > 0 else None,
+            "watch_lateness_ms": {
+                str(r): round(1e3 * statistics.median(x[r] for x in self.lateness), 3) for r in self.ranks
+            }
+            if self.lateness
+            else {},
+        }
+
+
+def _entry(f: detect.Flag, onset_unix: float, detected_unix: float, after_s: float, late_s: float) -> dict:
+    return {
+        "target": f.target,
+        "kind": f.kind,
+        "ranks": list(f.ranks),
+        "metric": f.metric,
+        "ratio": round(f.ratio, 3),
+        "onset_step": f.onset,
+        "detected_step": f.detected,
+        "onset_unix": round(onset_unix, 3),
+        "detected_unix": round(detected_unix, 3),
+        "detected_after_onset_s": round(after_s, 3),
+        "p": f.p,
+        "evidence": (
+            f"{f.metric} {f.ratio:.2f}x its peers' median over {f.after} steps since step {f.onset} against the "
+            f"{f.before} before; {f.own_ratio:.2f}x its own past; arrives {1e3 * late_s:.1f} ms after the first "
+            f"rank at the step's last all-reduce (median since the onset); rank-sum {detect.p_text(f.p)}"
+        ),
+    }
+
+
+def attach(b, ctx, session, module, every: int = EVERY):
+    """``b`` (a training case's ``Buffers``) watched: its call timed, the exchange before each sample, and the
+    watch's fields (``slowdowns``, its cost) added to its derived ones."""
+    w = Watch(ctx, session, module, every)
+    b.call = w.wrap(b.call)
+    before = b.before_sample
+    b.before_sample = w.before_sample if before is None else (lambda: (before(), w.before_sample()))
+    derive = b.derive
+    b.derive = lambda m, around, s: (derive(m, around, s) if derive is not None else {}) | w.finish()
+    return b
