@@ -13,15 +13,21 @@ per parameter as its gradient is accumulated):
   its last gradient is accumulated; the step waits for the last) less the earliest rank's, each measured from its
   own step start, which follows the harness's barrier: no clocks compared across hosts.
 
-Every ``EVERY`` steps, before the next timed sample and outside it (``before_sample``), the ranks all_gather their
-rows as one float64 tensor on a Gloo group (the case's own where it is Gloo, else one Gloo side group per session)
-and rank 0 feeds them, step by step, to the detector. A flag is one line on rank 0's terminal
+After ``EVERY`` steps, then as many as keep the exchange at ``COST_PCT`` of the step (``EVERY``..``EVERY_MAX``),
+before the next timed sample and outside it (``before_sample``), the ranks all_gather their rows as one float64
+tensor on a Gloo group (the case's own where it is Gloo, else one Gloo side group per session) and rank 0 feeds
+them to the detector: a step per point, or where steps are shorter than ``POINT_S`` each rank's median over a block
+of steps (the flag's steps are then the block's first and last). A flag is one line on rank 0's terminal
 (suite/watch/console.py), a marker on rank 0's track of the run's timeline, and an entry of the case's record's
-``slowdowns``; ``watch_cost_pct`` is the exchange and detection time per step, on rank 0, over the median step.
+``slowdowns``. ``watch_cost_pct`` is the exchanges' and the detection's time per step, on rank 0, over its median
+step: an upper bound, since it holds the wait for the last rank to reach the exchange, which the harness's barrier
+before the next step would otherwise hold.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -32,14 +38,23 @@ import torch.distributed as dist
 from suite.watch import console, detect
 
 EVERY = 10
-"""Steps between two exchanges."""
-_ROW = 3  # start clock, compute, step
+"""Steps before the first exchange, and the fewest between two."""
+EVERY_MAX = 1000
+"""The most steps between two exchanges."""
+COST_PCT = 0.5
+"""The exchanges' share of the step time aimed at: after each, the steps to the next are as many as keep the last
+exchange's cost (the largest any rank measured) at this percentage of the median step, within EVERY..EVERY_MAX."""
+POINT_S = 0.01
+"""The least time one point of the detector's series covers: steps shorter than that are taken in blocks of as many
+as make it up (each rank's median over the block), so that the detection's cost per step stays small beside the
+step; the block is set from the first exchange's median step."""
+_ROW = 4  # start clock, compute, step, this rank's cost of the last exchange
 
 
 class Watch:
     def __init__(self, ctx, session, module, every: int = EVERY) -> None:
         self.ctx, self.session, self.every = ctx, session, every
-        self.rows: list[tuple[float, float, float]] = []
+        self.rows: list[tuple[float, float, float, float]] = []
         self.last_grad: float | None = None
         self.hooks = [p.register_post_accumulate_grad_hook(self._grad) for p in module.parameters() if p.requires_grad]
         self.ranks = dist.get_process_group_ranks(ctx.group)
@@ -51,10 +66,10 @@ class Watch:
         self.detector = detect.Detector("compute", "rank", {f"rank {r}": (r,) for r in self.ranks})
         self.starts: list[float] = []  # rank 0's clock at each step's start
         self.steps: list[float] = []  # rank 0's step times
-        self.lateness: list[dict[int, float]] = []  # per step: rank -> its lateness (s)
-        self.computes: list[dict[int, float]] = []
+        self.computes: list[list[float]] = []  # per step: each rank's compute (s), in the order of ``ranks``
+        self.block = self.fed = 0  # steps per point of the detector's series; steps fed to it
         self.flags: list[dict] = []
-        self.cost_s = 0.0
+        self.cost_s = self.last_cost = 0.0
         self.sent = 0
 
     def _grad(self, _param) -> None:
@@ -69,7 +84,7 @@ class Watch:
             t0 = clock()
             out = call(*args)
             t1 = clock()
-            self.rows.append((t0, (self.last_grad or t1) - t0, t1 - t0))
+            self.rows.append((t0, (self.last_grad or t1) - t0, t1 - t0, self.last_cost))
             return out
 
         return watched
@@ -90,36 +105,55 @@ class Watch:
         gathered = [torch.empty(len(mine), _ROW, dtype=torch.float64) for _ in self.ranks]
         dist.all_gather(gathered, torch.tensor(mine, dtype=torch.float64).reshape(-1, _ROW), group=self._group())
         if self.rank0:
-            for i in range(len(mine)):
-                self._step([g[i].tolist() for g in gathered])
+            self._feed(gathered)
+        # the same on every rank: from what every rank received
+        self.every = next_every(
+            max(float(g[-1, 3]) for g in gathered), float(torch.cat([g[:, 2] for g in gathered]).median())
+        )
         self.sent += len(mine)
-        self.cost_s += time.perf_counter() - t
+        self.last_cost = time.perf_counter() - t
+        self.cost_s += self.last_cost
 
-    def _step(self, rows: list[list[float]]) -> None:
+    def _feed(self, gathered: list[torch.Tensor]) -> None:
+        """Rank 0: the steps just received into the series; each ``block`` of them one point of the detector."""
         me = self.ranks.index(self.ctx.rank)
-        self.starts.append(rows[me][0])
-        self.steps.append(rows[me][2])
-        compute = {r: row[1] for r, row in zip(self.ranks, rows)}
-        first = min(compute.values())
-        self.computes.append(compute)
-        self.lateness.append({r: c - first for r, c in compute.items()})
-        flags = self.detector.add({f"rank {r}": max(c, 1e-9) for r, c in compute.items()})
-        if flags:
-            self._flagged(detect.merge_nodes(flags, self.nodes))
+        rows = [g.tolist() for g in gathered]  # per rank (its position): its rows
+        for i in range(len(rows[me])):
+            self.starts.append(rows[me][i][0])
+            self.steps.append(rows[me][i][2])
+            self.computes.append([r[i][1] for r in rows])
+        if self.block == 0:
+            self.block = max(1, math.ceil(POINT_S / max(statistics.median(self.steps), 1e-9)))
+        while len(self.computes) - self.fed >= self.block:
+            chunk = self.computes[self.fed : self.fed + self.block]
+            self.fed += self.block
+            point = {f"rank {r}": max(statistics.median(c[k] for c in chunk), 1e-9) for k, r in enumerate(self.ranks)}
+            flags = self.detector.add(point)
+            if flags:
+                self._flagged(detect.merge_nodes(flags, self.nodes))
 
     def _flagged(self, flags: list[detect.Flag]) -> None:
         now = time.perf_counter()
         unix = time.time() - now
-        for f in flags:
+        b = self.block
+        for f in flags:  # the detector's points back to steps
+            f = dataclasses.replace(
+                f, onset=f.onset * b, detected=(f.detected + 1) * b - 1, before=f.before * b, after=f.after * b
+            )
             after_s = now - self.starts[f.onset]
             entry = _entry(f, self.starts[f.onset] + unix, now + unix, after_s, self._late(f))
             self.flags.append(entry)
             console.say(detect.line(f, after_s))
             console.mark(f"slow: {f.target}", now, {"line": detect.line(f, after_s), **entry})
 
+    def _lateness(self, k: int, steps: range) -> float:
+        """The median over ``steps`` of rank position ``k``'s compute less the earliest rank's (s)."""
+        return statistics.median(self.computes[t][k] - min(self.computes[t]) for t in steps)
+
     def _late(self, f: detect.Flag) -> float:
         """The flagged ranks' median lateness since the onset (s)."""
-        return statistics.median(self.lateness[t][r] for t in range(f.onset, f.detected + 1) for r in f.ranks)
+        steps = range(f.onset, f.detected + 1)
+        return statistics.median(self._lateness(self.ranks.index(r), steps) for r in f.ranks)
 
     def finish(self) -> dict:
         """The record's fields, the same on every rank (collectives: every rank calls it, after the timed steps)."""
@@ -139,12 +173,21 @@ class Watch:
             "watch_steps": self.sent,
             "watch_cost_us_per_step": round(per_step * 1e6, 1),
             "watch_cost_pct": round(100 * per_step / step, 3) if step > 0 else None,
+            "watch_block": self.block,
             "watch_lateness_ms": {
-                str(r): round(1e3 * statistics.median(x[r] for x in self.lateness), 3) for r in self.ranks
+                str(r): round(1e3 * self._lateness(k, range(len(self.computes))), 3) for k, r in enumerate(self.ranks)
             }
-            if self.lateness
+            if self.computes
             else {},
         }
+
+
+def next_every(cost_s: float, step_s: float) -> int:
+    """Steps to the next exchange: as many as keep ``cost_s`` (the last exchange's) at ``COST_PCT`` of ``step_s`` (the
+    median step), within ``EVERY``..``EVERY_MAX``."""
+    if step_s <= 0:
+        return EVERY_MAX
+    return min(max(math.ceil(cost_s / (COST_PCT / 100 * step_s)), EVERY), EVERY_MAX)
 
 
 def _entry(f: detect.Flag, onset_unix: float, detected_unix: float, after_s: float, late_s: float) -> dict:

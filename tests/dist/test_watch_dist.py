@@ -13,10 +13,12 @@ import time
 import torch.nn as nn
 
 from examples import sharded_model
+from suite.watch import watch
 from tests.conftest import load_bench, run_suite
 
-SLOW_FROM, SLEEP_S = 30, 0.05
-"""Rank 1's forward sleeps this long from the step after its SLOW_FROM-th on (the step indices count from 0)."""
+SLOW_FROM, SLEEP_S, BASE_S = 30, 0.05, 0.01
+"""Every rank's forward sleeps BASE_S (a step of at least the watch's POINT_S: one step per point of its detector),
+and rank 1's SLEEP_S more from the step after its SLOW_FROM-th on (the step indices count from 0)."""
 
 
 class _Sleepy(nn.Module):
@@ -28,8 +30,7 @@ class _Sleepy(nn.Module):
 
     def forward(self, x):
         self.calls += 1
-        if os.environ.get("RANK") == "1" and self.calls > SLOW_FROM:
-            time.sleep(SLEEP_S)
+        time.sleep(BASE_S + (SLEEP_S if os.environ.get("RANK") == "1" and self.calls > SLOW_FROM else 0.0))
         return self.inner(x)
 
 
@@ -49,7 +50,7 @@ def test_a_clean_ddp_run_flags_nothing_and_states_the_watch_cost(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (rec,) = _records(tmp_path)
     assert rec["slowdowns"] == [] and "# slow:" not in proc.stderr + proc.stdout
-    assert rec["watch_steps"] == 32 and rec["watch_every"] == 10
+    assert rec["watch_steps"] == 32 and watch.EVERY <= rec["watch_every"] <= watch.EVERY_MAX
     assert rec["watch_cost_pct"] > 0 and set(rec["watch_lateness_ms"]) == {"0", "1"}
 
 
@@ -62,7 +63,12 @@ def test_a_rank_whose_forward_turns_slow_is_named_while_the_run_goes_on(tmp_path
     (flag,) = rec["slowdowns"]
     assert (flag["target"], flag["kind"], flag["ranks"], flag["metric"]) == ("rank 1", "rank", [1], "compute")
     assert SLOW_FROM - 2 <= flag["onset_step"] <= SLOW_FROM + 2 < flag["detected_step"] < rec["watch_steps"]
-    assert flag["ratio"] > 2 and flag["p"] < 1e-3 and flag["detected_unix"] > flag["onset_unix"]
+    assert (
+        rec["watch_block"] == 1
+        and flag["ratio"] > 2
+        and flag["p"] < 1e-3
+        and flag["detected_unix"] > flag["onset_unix"]
+    )
     assert flag["detected_after_onset_s"] > 0 and "rank-sum p < 0.001" in flag["evidence"]
     said = f"# slow: rank 1 compute {flag['ratio']:.1f}x since step {flag['onset_step']} (detected "
     assert said in proc.stderr + proc.stdout

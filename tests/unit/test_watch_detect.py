@@ -98,3 +98,12 @@ def test_rank_sum_p_values():
     assert detect.rank_sum_p([4, 5, 6], [1, 2, 3]) > 0.9
     assert detect.rank_sum_p([1, 1, 1], [1, 1, 1]) == 1.0  # all tied: no variance, no evidence
     assert detect.rank_sum_p([], [1.0]) == 1.0
+
+
+def test_the_steps_between_exchanges_keep_their_cost_at_its_share_of_the_step():
+    from suite.watch import watch
+
+    # 5.9 ms an exchange, 16 ms a step: 74 steps (73.75) keep it at 0.5%; bounded on both sides
+    assert watch.next_every(0.0059, 0.016) == 74
+    assert watch.next_every(1e-6, 0.016) == watch.EVERY
+    assert watch.next_every(1.0, 0.001) == watch.EVERY_MAX == watch.next_every(0.001, 0.0)
