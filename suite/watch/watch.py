@@ -44,10 +44,10 @@ EVERY_MAX = 1000
 COST_PCT = 0.5
 """The exchanges' share of the step time aimed at: after each, the steps to the next are as many as keep the last
 exchange's cost (the largest any rank measured) at this percentage of the median step, within EVERY..EVERY_MAX."""
-POINT_S = 0.01
+POINT_S = 0.05
 """The least time one point of the detector's series covers: steps shorter than that are taken in blocks of as many
 as make it up (each rank's median over the block), so that the detection's cost per step stays small beside the
-step; the block is set from the first exchange's median step."""
+step; the block is set from the median of the steps after the first exchange's (the first are slower: warm-up)."""
 _ROW = 4  # start clock, compute, step, this rank's cost of the last exchange
 
 
@@ -96,7 +96,10 @@ class Watch:
     def _group(self):
         if dist.get_backend(self.ctx.group) == "gloo":
             return self.ctx.group
-        return self.session.once(("watch", "gloo"), lambda: dist.new_group(backend="gloo"))
+        from suite.harness import groups  # the one home of new_group
+
+        side = lambda: groups.partition_group([self.ranks], self.ctx.rank, "gloo", groups.timeout_of(self.ctx))  # noqa: E731
+        return self.session.once(("watch", "gloo", tuple(self.ranks)), side)
 
     def exchange(self) -> None:
         """Every rank's rows since the last exchange to every rank (one all_gather), the detector on rank 0."""
@@ -122,8 +125,10 @@ class Watch:
             self.starts.append(rows[me][i][0])
             self.steps.append(rows[me][i][2])
             self.computes.append([r[i][1] for r in rows])
+        if self.block == 0 and len(self.steps) > EVERY:  # from the steps after the first exchange's (warmer)
+            self.block = max(1, math.ceil(POINT_S / max(statistics.median(self.steps[EVERY:]), 1e-9)))
         if self.block == 0:
-            self.block = max(1, math.ceil(POINT_S / max(statistics.median(self.steps), 1e-9)))
+            return
         while len(self.computes) - self.fed >= self.block:
             chunk = self.computes[self.fed : self.fed + self.block]
             self.fed += self.block

@@ -16,7 +16,7 @@ from examples import sharded_model
 from suite.watch import watch
 from tests.conftest import load_bench, run_suite
 
-SLOW_FROM, SLEEP_S, BASE_S = 30, 0.05, 0.01
+SLOW_FROM, SLEEP_S, BASE_S = 30, 0.1, 0.05
 """Every rank's forward sleeps BASE_S (a step of at least the watch's POINT_S: one step per point of its detector),
 and rank 1's SLEEP_S more from the step after its SLOW_FROM-th on (the step indices count from 0)."""
 
