@@ -19,9 +19,10 @@ tensor on a Gloo group (the case's own where it is Gloo, else one Gloo side grou
 them to the detector: a step per point, or where steps are shorter than ``POINT_S`` each rank's median over a block
 of steps (the flag's steps are then the block's first and last). A flag is one line on rank 0's terminal
 (suite/watch/console.py), a marker on rank 0's track of the run's timeline, and an entry of the case's record's
-``slowdowns``. ``watch_cost_pct`` is the exchanges' and the detection's time per step, on rank 0, over its median
-step: an upper bound, since it holds the wait for the last rank to reach the exchange, which the harness's barrier
-before the next step would otherwise hold.
+``slowdowns``. ``watch_cost_pct`` is the exchanges' and the detection's time per step while the steps run, on rank
+0, over its median step: an upper bound, since the all_gather's time holds the wait for the last rank to reach it,
+which the harness's barrier before the next step would otherwise hold. The last exchange, after the last step
+(with the record's other derived fields), is ``watch_final_ms``, apart.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ class Watch:
         self.computes: list[list[float]] = []  # per step: each rank's compute (s), in the order of ``ranks``
         self.block = self.fed = 0  # steps per point of the detector's series; steps fed to it
         self.flags: list[dict] = []
-        self.cost_s = self.last_cost = 0.0
+        self.gather_s = self.detect_s = self.final_s = self.last_cost = 0.0  # the watch's own time (s)
         self.sent = 0
 
     def _grad(self, _param) -> None:
@@ -101,12 +102,14 @@ class Watch:
         side = lambda: groups.partition_group([self.ranks], self.ctx.rank, "gloo", groups.timeout_of(self.ctx))  # noqa: E731
         return self.session.once(("watch", "gloo", tuple(self.ranks)), side)
 
-    def exchange(self) -> None:
-        """Every rank's rows since the last exchange to every rank (one all_gather), the detector on rank 0."""
+    def exchange(self, final: bool = False) -> None:
+        """Every rank's rows since the last exchange to every rank (one all_gather), the detector on rank 0;
+        ``final``: after the last step (its time is not the steps' cost)."""
         t = time.perf_counter()
         mine, self.rows = self.rows, []
         gathered = [torch.empty(len(mine), _ROW, dtype=torch.float64) for _ in self.ranks]
         dist.all_gather(gathered, torch.tensor(mine, dtype=torch.float64).reshape(-1, _ROW), group=self._group())
+        t_gathered = time.perf_counter()
         if self.rank0:
             self._feed(gathered)
         # the same on every rank: from what every rank received
@@ -114,8 +117,13 @@ class Watch:
             max(float(g[-1, 3]) for g in gathered), float(torch.cat([g[:, 2] for g in gathered]).median())
         )
         self.sent += len(mine)
-        self.last_cost = time.perf_counter() - t
-        self.cost_s += self.last_cost
+        now = time.perf_counter()
+        self.last_cost = now - t
+        if final:
+            self.final_s = self.last_cost
+        else:
+            self.gather_s += t_gathered - t
+            self.detect_s += now - t_gathered
 
     def _feed(self, gathered: list[torch.Tensor]) -> None:
         """Rank 0: the steps just received into the series; each ``block`` of them one point of the detector."""
@@ -163,7 +171,7 @@ class Watch:
     def finish(self) -> dict:
         """The record's fields, the same on every rank (collectives: every rank calls it, after the timed steps)."""
         if self.rows:
-            self.exchange()
+            self.exchange(final=True)
         for h in self.hooks:
             h.remove()
         out = [{"slowdowns": self.flags, **self._cost()} if self.rank0 else None]
@@ -172,12 +180,16 @@ class Watch:
 
     def _cost(self) -> dict:
         step = statistics.median(self.steps) if self.steps else 0.0
-        per_step = self.cost_s / max(self.sent, 1)
+        n = max(self.sent, 1)
+        per_step = (self.gather_s + self.detect_s) / n
         return {
             "watch_every": self.every,
             "watch_steps": self.sent,
             "watch_cost_us_per_step": round(per_step * 1e6, 1),
             "watch_cost_pct": round(100 * per_step / step, 3) if step > 0 else None,
+            "watch_gather_us_per_step": round(self.gather_s / n * 1e6, 1),
+            "watch_detect_us_per_step": round(self.detect_s / n * 1e6, 1),
+            "watch_final_ms": round(self.final_s * 1e3, 3),
             "watch_block": self.block,
             "watch_lateness_ms": {
                 str(r): round(1e3 * self._lateness(k, range(len(self.computes))), 3) for k, r in enumerate(self.ranks)
