@@ -76,7 +76,7 @@ class Flag:
 
 
 def p_text(p: float) -> str:
-    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
+    return "p < 0.001" if p < 0.001 else f"p = {p:z.3f}"
 
 
 def rank_sum_p(before: Sequence[float], after: Sequence[float]) -> float:
@@ -247,5 +247,5 @@ def line(flag: Flag, after_onset_s: float | None) -> str:
     who = flag.target
     if flag.kind == "node":
         who += f" ({'rank' if len(flag.ranks) == 1 else 'ranks'} {', '.join(map(str, flag.ranks))})"
-    when = "" if after_onset_s is None else f"detected {after_onset_s:.1f} s after onset, "
-    return f"# slow: {who} {flag.metric} {flag.ratio:.1f}x since step {flag.onset} ({when}{p_text(flag.p)})"
+    when = "" if after_onset_s is None else f"detected {after_onset_s:z.1f} s after onset, "
+    return f"# slow: {who} {flag.metric} {flag.ratio:z.1f}x since step {flag.onset} ({when}{p_text(flag.p)})"

@@ -95,11 +95,11 @@ class Watch:
             self.exchange()
 
     def _group(self):
-        if dist.get_backend(self.ctx.group) == "gloo":
-            return self.ctx.group
         from suite.harness import groups  # the one home of new_group
 
-        side = lambda: groups.partition_group([self.ranks], self.ctx.rank, "gloo", groups.timeout_of(self.ctx))  # noqa: E731
+        if dist.get_backend(self.ctx.group) == groups.GLOO:
+            return self.ctx.group
+        side = lambda: groups.partition_group([self.ranks], self.ctx.rank, groups.GLOO, groups.timeout_of(self.ctx))  # noqa: E731
         return self.session.once(("watch", "gloo", tuple(self.ranks)), side)
 
     def exchange(self, final: bool = False) -> None:
@@ -221,8 +221,8 @@ def _entry(f: detect.Flag, onset_unix: float, detected_unix: float, after_s: flo
         "detected_after_onset_s": round(after_s, 3),
         "p": f.p,
         "evidence": (
-            f"{f.metric} {f.ratio:.2f}x its peers' median over {f.after} steps since step {f.onset} against the "
-            f"{f.before} before; {f.own_ratio:.2f}x its own past; arrives {1e3 * late_s:.1f} ms after the first "
+            f"{f.metric} {f.ratio:z.2f}x its peers' median over {f.after} steps since step {f.onset} against the "
+            f"{f.before} before; {f.own_ratio:z.2f}x its own past; arrives {1e3 * late_s:z.1f} ms after the first "
             f"rank at the step's last all-reduce (median since the onset); rank-sum {detect.p_text(f.p)}"
         ),
     }

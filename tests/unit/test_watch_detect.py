@@ -89,7 +89,7 @@ def test_a_link_is_named_among_links():
     d = detect.Detector("transfer", "link", {f"link 0->{r}": (0, r) for r in range(3)})
     (flag,) = [f for s in series for f in d.add(s)]
     assert (flag.target, flag.ranks, flag.onset) == ("link 0->1", (0, 1), 20)
-    assert detect.line(flag, None) == f"# slow: link 0->1 transfer {flag.ratio:.1f}x since step 20 (p < 0.001)"
+    assert detect.line(flag, None) == f"# slow: link 0->1 transfer {flag.ratio:z.1f}x since step 20 (p < 0.001)"
 
 
 def test_rank_sum_p_values():
