@@ -16,7 +16,7 @@ A target is flagged when it becomes slower than its own past *and* than its peer
    repeated at every step); a crossing not confirmed within ``MAX_PENDING`` steps starts the CUSUM over (a burst
    of noise, not a change).
 
-``merge_nodes`` turns the flags of every rank of one node into one flag of the node.
+``Nodes`` turns the flags of every rank of one node, at one point or several, into one flag of the node.
 
 Why no library: the well-kept change-point library, ruptures, segments a whole series after the fact (offline)
 and is not a pinned dependency, nor is scipy (its rank-sum test); Page's CUSUM and the rank-sum test are the few
@@ -213,32 +213,48 @@ class Detector:
         )
 
 
-def merge_nodes(flags: Sequence[Flag], ranks_of_node: Mapping[str, tuple[int, ...]]) -> list[Flag]:
-    """Rank flags where every rank of a node (of several nodes) is flagged become one flag of that node: the earliest
-    onset, the median ratio, the largest p-value; other flags stay as they are."""
-    by_rank = {f.ranks[0]: f for f in flags if f.kind == "rank"}
-    out, merged = [], set()
-    if len(ranks_of_node) > 1:
-        for node, ranks in ranks_of_node.items():
-            if ranks and all(r in by_rank for r in ranks):
-                fs = [by_rank[r] for r in ranks]
+class Nodes:
+    """Rank flags to node flags, across points: once every rank of a node (of several nodes) is flagged, at one point
+    or at several, the node is named once: the earliest onset, the median ratio, the largest p-value."""
+
+    def __init__(self, ranks_of_node: Mapping[str, tuple[int, ...]]) -> None:
+        self.nodes = dict(ranks_of_node)
+        self.flagged: dict[int, Flag] = {}
+        self.named: set[str] = set()
+
+    def add(self, flags: Sequence[Flag]) -> list[Flag]:
+        """What to show of one point's flags: a node's flag where this point completes it (for its ranks flagged
+        now), the other flags as they are."""
+        self.flagged.update({f.ranks[0]: f for f in flags if f.kind == "rank"})
+        out, merged = [], set()
+        for node, ranks in self.nodes.items() if len(self.nodes) > 1 else ():
+            if node not in self.named and ranks and all(r in self.flagged for r in ranks):
+                self.named.add(node)
                 merged.update(ranks)
-                out.append(
-                    Flag(
-                        kind="node",
-                        target=node,
-                        ranks=tuple(ranks),
-                        metric=fs[0].metric,
-                        onset=min(f.onset for f in fs),
-                        detected=max(f.detected for f in fs),
-                        ratio=statistics.median(f.ratio for f in fs),
-                        own_ratio=statistics.median(f.own_ratio for f in fs),
-                        p=max(f.p for f in fs),
-                        before=min(f.before for f in fs),
-                        after=min(f.after for f in fs),
-                    )
-                )
-    return out + [f for f in flags if not (f.kind == "rank" and f.ranks[0] in merged)]
+                out.append(_node_flag(node, ranks, [self.flagged[r] for r in ranks]))
+        return out + [f for f in flags if not (f.kind == "rank" and f.ranks[0] in merged)]
+
+
+def _node_flag(node: str, ranks: tuple[int, ...], fs: list[Flag]) -> Flag:
+    return Flag(
+        kind="node",
+        target=node,
+        ranks=tuple(ranks),
+        metric=fs[0].metric,
+        onset=min(f.onset for f in fs),
+        detected=max(f.detected for f in fs),
+        ratio=statistics.median(f.ratio for f in fs),
+        own_ratio=statistics.median(f.own_ratio for f in fs),
+        p=max(f.p for f in fs),
+        before=min(f.before for f in fs),
+        after=min(f.after for f in fs),
+    )
+
+
+def merge_nodes(flags: Sequence[Flag], ranks_of_node: Mapping[str, tuple[int, ...]]) -> list[Flag]:
+    """``flags`` of one point, where every rank of a node (of several nodes) is flagged, with one flag of that node
+    instead of its ranks' (``Nodes`` across points)."""
+    return Nodes(ranks_of_node).add(flags)
 
 
 def line(flag: Flag, after_onset_s: float | None) -> str:

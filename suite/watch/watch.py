@@ -64,6 +64,7 @@ class Watch:
         for r in self.ranks:
             name = f"node{ctx.node_of(r)}"
             self.nodes[name] = (*self.nodes.get(name, ()), r)
+        self.by_node = detect.Nodes(self.nodes)
         self.detector = detect.Detector("compute", "rank", {f"rank {r}": (r,) for r in self.ranks})
         self.starts: list[float] = []  # rank 0's clock at each step's start
         self.steps: list[float] = []  # rank 0's step times
@@ -143,7 +144,7 @@ class Watch:
             point = {f"rank {r}": max(statistics.median(c[k] for c in chunk), 1e-9) for k, r in enumerate(self.ranks)}
             flags = self.detector.add(point)
             if flags:
-                self._flagged(detect.merge_nodes(flags, self.nodes))
+                self._flagged(self.by_node.add(flags))
 
     def _flagged(self, flags: list[detect.Flag]) -> None:
         now = time.perf_counter()

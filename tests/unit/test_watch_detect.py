@@ -4,6 +4,7 @@ a slowdown every rank shares is not, and the rank-sum test's p-value is what the
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 
@@ -107,3 +108,15 @@ def test_the_steps_between_exchanges_keep_their_cost_at_its_share_of_the_step():
     assert watch.next_every(0.0059, 0.016) == 74
     assert watch.next_every(1e-6, 0.016) == watch.EVERY
     assert watch.next_every(1.0, 0.001) == watch.EVERY_MAX == watch.next_every(0.001, 0.0)
+
+
+def test_a_node_whose_ranks_are_flagged_at_different_points_is_named_once_when_the_last_is():
+    flags = _run(_series(1, 6, 80, {2: 1.9, 3: 1.9}, 41), 6)
+    early = [dataclasses.replace(f, detected=f.detected - 5) if f.target == "rank 2" else f for f in flags]
+    nodes = detect.Nodes({"node0": (0, 1), "node1": (2, 3), "node2": (4, 5)})
+    r2, r3 = sorted(early, key=lambda f: f.target)
+    assert nodes.add([r2]) == [r2]  # its node-mate not yet: a rank
+    (node,) = nodes.add([r3])
+    assert (node.target, node.ranks, node.onset, node.detected) == ("node1", (2, 3), 41, r3.detected)
+    r0 = dataclasses.replace(r2, target="rank 0", ranks=(0,))
+    assert nodes.add([r0]) == [r0]  # node0's other rank is not flagged: a rank
