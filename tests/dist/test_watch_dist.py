@@ -10,11 +10,14 @@ import json
 import os
 import time
 
+import pytest
 import torch.nn as nn
 
 from examples import sharded_model
 from suite.watch import watch
 from tests.conftest import load_bench, run_suite
+
+pytestmark = pytest.mark.slow
 
 SLOW_FROM, SLEEP_S, BASE_S = 30, 0.1, 0.05
 """Every rank's forward sleeps BASE_S (a step of at least the watch's POINT_S: one step per point of its detector),
