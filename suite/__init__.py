@@ -3,6 +3,8 @@
 Grouped by where the code runs (rule R3, tests/unit/test_import_graph.py):
 - ``harness/`` on every rank: the one runner, timing, exact checks, process groups, the op journal,
   the pytest glue;
+- ``watch/`` on every rank too: the training cases' online fail-slow watch (their steps' own times, a
+  change-point detector);
 - ``ops/`` the shared workloads the ranks run: the collective op table, the p2p patterns, the algorithms;
 - ``system/`` reads the host (NUMA, network, memory, the environment) and starts no group;
 - ``launch/`` on the host, before and around torchrun: knobs, preflight, supervision;

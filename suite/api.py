@@ -38,6 +38,8 @@ MODULES = (
     "suite.report.plots",
     "suite.report.figures",
     "suite.report.rank_plots",
+    # The online fail-slow watch of a training case's steps (attach).
+    "suite.watch.watch",
 )
 """Modules re-exported whole, each under its last name (``suite.api.verify``, ``suite.api.groups``) or the one
 ``EXPORTED_AS`` gives it."""
@@ -137,6 +139,7 @@ if TYPE_CHECKING:  # the same names, imported for static tools (type checkers, i
     from suite.report import plots
     from suite.report import figures
     from suite.report import rank_plots
+    from suite.watch import watch
     from suite.case import (
         Buffers,
         Bytes,

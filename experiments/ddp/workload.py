@@ -23,6 +23,7 @@ from suite.api import (
     record_of,
     restorer,
     verify,
+    watch,
 )
 
 from . import internals
@@ -349,6 +350,8 @@ def step_buffers(
     b = _step_call_and_check(v, step, ctx, logger, seen, check_of)
     if derive_of is not None:
         b.derive = lambda m, around, session: derive_of(v, settings, step, ctx, m, around, session, logger, seen)
+    if v.kind.trains and v.kind.communicates and not ctx.check_run:  # the online fail-slow watch (suite/watch/)
+        watch.attach(b, ctx, session, step.model)
     return b
 
 

@@ -6,7 +6,7 @@ inventory, c10d's count, compute alone; and the replay of its communication (dec
 
 from __future__ import annotations
 
-from suite.api import Buffers, DistContext, Session, dist_max, verify
+from suite.api import Buffers, DistContext, Session, dist_max, verify, watch
 
 from . import check as checking
 from . import decompose, inventory, pipeline, quiet, pipeline_train, train, workload
@@ -102,13 +102,14 @@ def step_buffers(strategy: str, m: Model, ctx: DistContext, session: Session) ->
         names = [n for i, (n, _) in enumerate(trainer.model.named_parameters()) if i in picked]
         return verify.Wrong(wrong, checking.found(wrong, names, each, [tols[i] for i in picked], seen["rule"]))
 
-    return Buffers(
+    b = Buffers(
         call=lambda a: trainer.step(),
         check=check,
         outputs=lambda: [t.detach() for _, t in workload.local_params(trainer.model)],
         unseeded=True,  # every step starts from the seeded model: an output equal to the check run's is not stale
         derive=lambda measured, around, session: derive(strategy, m, trainer, ctx, measured, around, seen, session),
     )
+    return b if ctx.check_run else watch.attach(b, ctx, session, trainer.model)  # the fail-slow watch (suite/watch/)
 
 
 def peak_memory(ctx: DistContext):

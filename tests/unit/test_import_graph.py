@@ -432,7 +432,7 @@ def test_the_offline_packages_import_neither_torch_nor_the_harness():
 
 # --- rule R3, the roles: `ls suite/` says where each module runs ---------------------------------------
 
-ROLES = ("harness", "ops", "system", "launch", "postmortem", "deploy", "common", "report", "model", "inject")
+ROLES = ("harness", "ops", "system", "launch", "postmortem", "deploy", "common", "report", "model", "inject", "watch")
 SHARED = {"__init__", "api", "case", "errors", "measurement", "metrics", "op_table", "registry", "results"}
 """The modules at the top of suite/: the ones every role shares (suite/__init__.py says what each is)."""
 APART = {
@@ -442,6 +442,7 @@ APART = {
     "suite.postmortem": ("suite.launch", "suite.harness"),
     "suite.deploy": ("suite.harness",),
     "suite.inject": ("suite.launch", "suite.harness"),
+    "suite.watch": ("suite.launch",),
 }
 """Package -> the packages it must not import: the host side runs no rank's code and the ranks none of the host's;
 what both use is suite/common/, which imports neither. The readers of a run's folder (suite/postmortem/) read its

@@ -49,12 +49,17 @@ class Timeline:
         self.cut: dict[str, int] = {}  # case -> its ops past OPS_PER_CASE / OPS_MAX, not kept
         self.samples = 0  # sample spans of the current case
         self.steps: str | None = None  # what the current case's samples include besides its ops (a training step)
+        self.console = None  # writes a line on the terminal past pytest's capture (suite/watch/console.py sets it)
 
     def span(self, cat: str, name: str, start: float, end: float, args: dict | None = None) -> None:
         if len(self.spans) < SPANS_MAX:
             self.spans.append((cat, name, start, end, args))
         else:
             self.dropped_spans += 1
+
+    def marker(self, name: str, clock: float, args: dict) -> None:
+        """An instant at ``clock`` (e.g. the training watch's flag of a slow rank: suite/watch/)."""
+        self.span("marker", name, clock, clock, args)
 
     def sample(self, start: float, end: float) -> None:
         """One timed sample of the current case (``time.perf_counter`` at its start and its end)."""

@@ -44,6 +44,8 @@ from suite.common.knobs import KNOBS, settings_from_env
 from suite.common.switches import switch
 from suite.system import sysinfo
 
+pytest_plugins = ("suite.watch.plugin",)  # the training watch's line on the terminal, past the case's capture
+
 SKIP = pytest.StashKey[CaseSkipped]()
 """What skipped a case, kept on its test item for the skip's record: the world size it needs (``needs_ranks``), or
 whether it is a probe's step not taken (StepNotTaken)."""

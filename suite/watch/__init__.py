@@ -1,0 +1,1 @@
+"""The online fail-slow watch of the training runs (suite/watch/detect.py: the change-point detector)."""

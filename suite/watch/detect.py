@@ -1,0 +1,267 @@
+"""The watch's change-point detector: pure logic over per-step series, one value per target (a rank, a link)
+per step, fed step by step while the run goes on.
+
+A target is flagged when it becomes slower than its own past *and* than its peers:
+
+1. per step, its log ratio to its peers' median (``log(x / median(others))``): a slowdown that every target
+   shares (the whole job got slower) moves no ratio;
+2. a one-sided CUSUM (Page's test) on that ratio against its own baseline (the median of its first ``warmup``
+   steps, then of its last ``BASELINE`` steps before the CUSUM last left zero), with the drift half the smallest
+   shift named (``MIN_RATIO``, 10%, ByteDance's threshold) and the threshold ``H_SIGMAS`` robust standard
+   deviations (the baseline's MAD) of the ratio, floored at ``NOISE_FLOOR``;
+3. when the CUSUM crosses, the onset is the change point since it last left zero (``_onset``), and the flag is
+   confirmed only when the steps since the onset are, against the steps before it, slower than the peers by
+   ``MIN_RATIO``, slower than the target's own past by as much, and a one-sided Mann-Whitney rank-sum test
+   (normal approximation, midranks, tie and continuity corrections) gives p below ``ALPHA`` (strict: the test is
+   repeated at every step); a crossing not confirmed within ``MAX_PENDING`` steps starts the CUSUM over (a burst
+   of noise, not a change).
+
+``Nodes`` turns the flags of every rank of one node, at one point or several, into one flag of the node.
+
+Why no library: the well-kept change-point library, ruptures, segments a whole series after the fact (offline)
+and is not a pinned dependency, nor is scipy (its rank-sum test); Page's CUSUM and the rank-sum test are the few
+lines below, deterministic on every CPU (no random draws, only sorting and sums), and unit-tested on seeded
+synthetic series (tests/unit/test_watch_detect.py).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+MIN_RATIO = 1.10
+"""The smallest slowdown named: 10% slower than before, relative to the peers."""
+WARMUP = 16
+"""Steps of a target's baseline before it can be flagged."""
+BASELINE = 64
+"""The baseline: the median and the MAD of a target's last steps (at most this many) before its CUSUM left zero."""
+H_SIGMAS = 6.0
+"""The CUSUM's threshold, in robust standard deviations of the baseline's log ratio."""
+NOISE_FLOOR = 0.03
+"""The least standard deviation assumed of a log ratio (a baseline quieter than timing noise on a loaded host)."""
+MIN_AFTER = 4
+"""Steps after the onset before a flag can be confirmed."""
+MAX_PENDING = 48
+"""Steps a crossing may wait for its confirmation before the CUSUM starts over."""
+REBASE = 16
+"""Steps between two estimates of a target's baseline."""
+ALPHA = 3e-6
+"""The rank-sum test's one-sided level: after the onset slower than before."""
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A target named slow: what, since when (``onset``, a step index), seen at step ``detected``, by how much."""
+
+    kind: str
+    """rank | node | link"""
+    target: str
+    """``rank 1``, ``node1``, ``link 0->1``"""
+    ranks: tuple[int, ...]
+    metric: str
+    """What was slower: ``compute`` (a rank's own time) or ``transfer`` (a link's)."""
+    onset: int
+    detected: int
+    ratio: float
+    """Its time over its peers' median after the onset, relative to before."""
+    own_ratio: float
+    """Its median time after the onset over its median before."""
+    p: float
+    """The rank-sum test's one-sided p-value (after the onset slower than before, relative to the peers)."""
+    before: int = 0
+    after: int = 0
+    """Steps on either side of the onset that the evidence holds."""
+
+
+def p_text(p: float) -> str:
+    return "p < 0.001" if p < 0.001 else f"p = {p:z.3f}"
+
+
+def rank_sum_p(before: Sequence[float], after: Sequence[float]) -> float:
+    """One-sided Mann-Whitney p-value that ``after`` is larger than ``before`` (normal approximation with midranks
+    and the tie and continuity corrections)."""
+    n1, n2 = len(after), len(before)
+    if n1 == 0 or n2 == 0:
+        return 1.0
+    pooled = sorted([(v, 1) for v in after] + [(v, 0) for v in before])
+    ranks, ties, i = [0.0] * len(pooled), 0.0, 0
+    while i < len(pooled):
+        j = i
+        while j + 1 < len(pooled) and pooled[j + 1][0] == pooled[i][0]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[k] = (i + j) / 2 + 1
+        t = j - i + 1
+        ties += t**3 - t
+        i = j + 1
+    u = sum(r for r, (_, side) in zip(ranks, pooled) if side) - n1 * (n1 + 1) / 2
+    n = n1 + n2
+    var = n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1)))
+    if var <= 0:
+        return 1.0
+    z = (u - n1 * n2 / 2 - 0.5) / math.sqrt(var)
+    return 0.5 * math.erfc(z / math.sqrt(2))
+
+
+@dataclass
+class _Track:
+    """One target's state: its values, its log ratios to the peers, the CUSUM and where it last left zero."""
+
+    values: list[float] = field(default_factory=list)
+    ratios: list[float] = field(default_factory=list)
+    base: float | None = None
+    based: int = 0
+    sigma: float = NOISE_FLOOR
+    cusum: float = 0.0
+    start: int = 0
+    flagged: bool = False
+
+
+def _rebase(tr: _Track, start: int) -> None:
+    """The CUSUM (re)starts at step ``start``: its baseline is the target's last ``BASELINE`` log ratios before
+    (taken again every ``REBASE`` steps at most)."""
+    tr.start = start
+    if tr.base is not None and start - tr.based < REBASE:
+        return
+    window = tr.ratios[max(0, start - BASELINE) : start]
+    tr.base = statistics.median(window)
+    tr.sigma = max(1.4826 * statistics.median([abs(r - tr.base) for r in window]), NOISE_FLOOR)
+    tr.based = start
+
+
+def _onset(ratios: Sequence[float], start: int, step: int, base: float) -> int:
+    """The change point in ``start..step``: where the sum of the ratios since, less the level halfway between the
+    baseline and the level since ``start``, is largest (the CUSUM's own start lags the noise before a change)."""
+    mid = (base + statistics.median(ratios[start : step + 1])) / 2
+    best, total, at = float("-inf"), 0.0, start
+    for t in range(step, start - 1, -1):
+        total += ratios[t] - mid
+        if total > best:
+            best, at = total, t
+    return at
+
+
+class Detector:
+    """Targets' series, one step at a time (``add``); each target flagged at most once."""
+
+    def __init__(self, metric: str, kind: str, ranks_of: Mapping[str, tuple[int, ...]], warmup: int = WARMUP):
+        self.metric, self.kind, self.ranks_of, self.warmup = metric, kind, dict(ranks_of), warmup
+        self.tracks = {t: _Track() for t in ranks_of}
+        self.shift = math.log(MIN_RATIO)
+        self.steps = 0
+
+    def add(self, values: Mapping[str, float]) -> list[Flag]:
+        """One step's value of every target (seconds, > 0); the flags this step confirms."""
+        step, out = self.steps, []
+        self.steps += 1
+        if len(values) < 2:
+            return out
+        for t, x in values.items():
+            peers = [v for k, v in values.items() if k != t]
+            tr = self.tracks[t]
+            tr.values.append(x)
+            tr.ratios.append(math.log(max(x, 1e-12) / max(statistics.median(peers), 1e-12)))
+            if len(tr.ratios) == self.warmup:
+                _rebase(tr, step + 1)
+            elif tr.base is not None and not tr.flagged:
+                flag = self._step(t, tr, step)
+                if flag is not None:
+                    out.append(flag)
+        return out
+
+    def _step(self, target: str, tr: _Track, step: int) -> Flag | None:
+        tr.cusum += tr.ratios[step] - tr.base - self.shift / 2
+        if tr.cusum <= 0:
+            tr.cusum = 0.0
+            _rebase(tr, step + 1)
+            return None
+        if tr.cusum < H_SIGMAS * tr.sigma or step + 1 - tr.start < MIN_AFTER:
+            return None
+        flag = self._confirm(target, tr, step)
+        if flag is None and step + 1 - tr.start >= MAX_PENDING:
+            tr.cusum = 0.0
+            _rebase(tr, step + 1)
+        if flag is not None:
+            tr.flagged = True
+        return flag
+
+    def _confirm(self, target: str, tr: _Track, step: int) -> Flag | None:
+        onset = _onset(tr.ratios, tr.start, step, tr.base)
+        first = max(0, onset - BASELINE)  # the evidence before: the baseline's steps at most
+        before_r, after_r = tr.ratios[first:onset], tr.ratios[onset : step + 1]
+        ratio = math.exp(statistics.median(after_r) - statistics.median(before_r))
+        own = statistics.median(tr.values[onset : step + 1]) / statistics.median(tr.values[first:onset])
+        if ratio < MIN_RATIO or own < MIN_RATIO:
+            return None
+        p = rank_sum_p(before_r, after_r)
+        if p >= ALPHA:
+            return None
+        return Flag(
+            kind=self.kind,
+            target=target,
+            ranks=self.ranks_of[target],
+            metric=self.metric,
+            onset=onset,
+            detected=step,
+            ratio=ratio,
+            own_ratio=own,
+            p=p,
+            before=len(before_r),
+            after=len(after_r),
+        )
+
+
+class Nodes:
+    """Rank flags to node flags, across points: once every rank of a node (of several nodes) is flagged, at one point
+    or at several, the node is named once: the earliest onset, the median ratio, the largest p-value."""
+
+    def __init__(self, ranks_of_node: Mapping[str, tuple[int, ...]]) -> None:
+        self.nodes = dict(ranks_of_node)
+        self.flagged: dict[int, Flag] = {}
+        self.named: set[str] = set()
+
+    def add(self, flags: Sequence[Flag]) -> list[Flag]:
+        """What to show of one point's flags: a node's flag where this point completes it (for its ranks flagged
+        now), the other flags as they are."""
+        self.flagged.update({f.ranks[0]: f for f in flags if f.kind == "rank"})
+        out, merged = [], set()
+        for node, ranks in self.nodes.items() if len(self.nodes) > 1 else ():
+            if node not in self.named and ranks and all(r in self.flagged for r in ranks):
+                self.named.add(node)
+                merged.update(ranks)
+                out.append(_node_flag(node, ranks, [self.flagged[r] for r in ranks]))
+        return out + [f for f in flags if not (f.kind == "rank" and f.ranks[0] in merged)]
+
+
+def _node_flag(node: str, ranks: tuple[int, ...], fs: list[Flag]) -> Flag:
+    return Flag(
+        kind="node",
+        target=node,
+        ranks=tuple(ranks),
+        metric=fs[0].metric,
+        onset=min(f.onset for f in fs),
+        detected=max(f.detected for f in fs),
+        ratio=statistics.median(f.ratio for f in fs),
+        own_ratio=statistics.median(f.own_ratio for f in fs),
+        p=max(f.p for f in fs),
+        before=min(f.before for f in fs),
+        after=min(f.after for f in fs),
+    )
+
+
+def merge_nodes(flags: Sequence[Flag], ranks_of_node: Mapping[str, tuple[int, ...]]) -> list[Flag]:
+    """``flags`` of one point, where every rank of a node (of several nodes) is flagged, with one flag of that node
+    instead of its ranks' (``Nodes`` across points)."""
+    return Nodes(ranks_of_node).add(flags)
+
+
+def line(flag: Flag, after_onset_s: float | None) -> str:
+    """The terminal's line: ``# slow: node1 (ranks 2, 3) compute 1.9x since step 41 (detected 6.2 s after
+    onset, p < 0.001)``."""
+    who = flag.target
+    if flag.kind == "node":
+        who += f" ({'rank' if len(flag.ranks) == 1 else 'ranks'} {', '.join(map(str, flag.ranks))})"
+    when = "" if after_onset_s is None else f"detected {after_onset_s:z.1f} s after onset, "
+    return f"# slow: {who} {flag.metric} {flag.ratio:z.1f}x since step {flag.onset} ({when}{p_text(flag.p)})"

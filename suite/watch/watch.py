@@ -1,0 +1,241 @@
+"""One training case's watch on one rank: its steps' own times, sent to rank 0 every ``EVERY`` steps, where the
+detector (suite/watch/detect.py) names a rank, a node or a link that turned slow, while the case still runs.
+
+Per step and per rank (``Watch.wrap``, inside the timed step: two clock reads, a list append, and one clock read
+per parameter as its gradient is accumulated):
+
+- ``compute``: from the step's start to this rank's last gradient accumulated (a hook on every parameter). Under
+  DDP that is this rank's own forward and backward: DDP's all-reduces run beside the backward on their own thread
+  and only the step's end waits for them. Under a strategy that communicates inside forward or backward (FSDP2,
+  tensor or sequence parallel, a pipeline) it also holds the waits there; where no gradient hook fires (a sharded
+  parameter whose gradient the strategy assigns) it is the whole step.
+- ``lateness``: the rank's arrival at the step's last gradient all-reduce (DDP issues a bucket's all-reduce when
+  its last gradient is accumulated; the step waits for the last) less the earliest rank's, each measured from its
+  own step start, which follows the harness's barrier: no clocks compared across hosts.
+
+After ``EVERY`` steps, then as many as keep the exchange at ``COST_PCT`` of the step (``EVERY``..``EVERY_MAX``),
+before the next timed sample and outside it (``before_sample``), the ranks all_gather their rows as one float64
+tensor on a Gloo group (the case's own where it is Gloo, else one Gloo side group per session) and rank 0 feeds
+them to the detector: a step per point, or where steps are shorter than ``POINT_S`` each rank's median over a block
+of steps (the flag's steps are then the block's first and last). A flag is one line on rank 0's terminal
+(suite/watch/console.py), a marker on rank 0's track of the run's timeline, and an entry of the case's record's
+``slowdowns``. ``watch_cost_pct`` is the exchanges' and the detection's time per step while the steps run, on rank
+0, over its median step: an upper bound, since the all_gather's time holds the wait for the last rank to reach it,
+which the harness's barrier before the next step would otherwise hold. The last exchange, after the last step
+(with the record's other derived fields), is ``watch_final_ms``, apart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+import torch.distributed as dist
+
+from suite.watch import console, detect
+
+EVERY = 10
+"""Steps before the first exchange, and the fewest between two."""
+EVERY_MAX = 1000
+"""The most steps between two exchanges."""
+COST_PCT = 0.5
+"""The exchanges' share of the step time aimed at: after each, the steps to the next are as many as keep the last
+exchange's cost (the largest any rank measured) at this percentage of the median step, within EVERY..EVERY_MAX."""
+POINT_S = 0.05
+"""The least time one point of the detector's series covers: steps shorter than that are taken in blocks of as many
+as make it up (each rank's median over the block), so that the detection's cost per step stays small beside the
+step; the block is set from the median of the steps after the first exchange's (the first are slower: warm-up)."""
+_ROW = 4  # start clock, compute, step, this rank's cost of the last exchange
+
+
+class Watch:
+    def __init__(self, ctx, session, module, every: int = EVERY) -> None:
+        self.ctx, self.session, self.every = ctx, session, every
+        self.rows: list[tuple[float, float, float, float]] = []
+        self.last_grad: float | None = None
+        self.hooks = [p.register_post_accumulate_grad_hook(self._grad) for p in module.parameters() if p.requires_grad]
+        self.ranks = dist.get_process_group_ranks(ctx.group)
+        self.rank0 = ctx.rank == self.ranks[0]
+        self.nodes: dict[str, tuple[int, ...]] = {}
+        for r in self.ranks:
+            name = f"node{ctx.node_of(r)}"
+            self.nodes[name] = (*self.nodes.get(name, ()), r)
+        self.by_node = detect.Nodes(self.nodes)
+        self.detector = detect.Detector("compute", "rank", {f"rank {r}": (r,) for r in self.ranks})
+        self.starts: list[float] = []  # rank 0's clock at each step's start
+        self.steps: list[float] = []  # rank 0's step times
+        self.computes: list[list[float]] = []  # per step: each rank's compute (s), in the order of ``ranks``
+        self.block = self.fed = 0  # steps per point of the detector's series; steps fed to it
+        self.flags: list[dict] = []
+        self.gather_s = self.detect_s = self.final_s = self.last_cost = 0.0  # the watch's own time (s)
+        self.sent = 0
+
+    def _grad(self, _param) -> None:
+        self.last_grad = time.perf_counter()
+
+    def wrap(self, call: Callable) -> Callable:
+        """``call`` timed: its start, its compute (to the last gradient) and its end on this rank."""
+        clock = time.perf_counter
+
+        def watched(*args):
+            self.last_grad = None
+            t0 = clock()
+            out = call(*args)
+            t1 = clock()
+            self.rows.append((t0, (self.last_grad or t1) - t0, t1 - t0, self.last_cost))
+            return out
+
+        return watched
+
+    def before_sample(self) -> None:
+        if len(self.rows) >= self.every:
+            self.exchange()
+
+    def _group(self):
+        from suite.harness import groups  # the one home of new_group
+
+        if dist.get_backend(self.ctx.group) == groups.GLOO:
+            return self.ctx.group
+        side = lambda: groups.partition_group([self.ranks], self.ctx.rank, groups.GLOO, groups.timeout_of(self.ctx))  # noqa: E731
+        return self.session.once(("watch", "gloo", tuple(self.ranks)), side)
+
+    def exchange(self, final: bool = False) -> None:
+        """Every rank's rows since the last exchange to every rank (one all_gather), the detector on rank 0;
+        ``final``: after the last step (its time is not the steps' cost)."""
+        t = time.perf_counter()
+        mine, self.rows = self.rows, []
+        gathered = [torch.empty(len(mine), _ROW, dtype=torch.float64) for _ in self.ranks]
+        dist.all_gather(gathered, torch.tensor(mine, dtype=torch.float64).reshape(-1, _ROW), group=self._group())
+        t_gathered = time.perf_counter()
+        if self.rank0:
+            self._feed(gathered)
+        # the same on every rank: from what every rank received
+        self.every = next_every(
+            max(float(g[-1, 3]) for g in gathered), float(torch.cat([g[:, 2] for g in gathered]).median())
+        )
+        self.sent += len(mine)
+        now = time.perf_counter()
+        self.last_cost = now - t
+        if final:
+            self.final_s = self.last_cost
+        else:
+            self.gather_s += t_gathered - t
+            self.detect_s += now - t_gathered
+
+    def _feed(self, gathered: list[torch.Tensor]) -> None:
+        """Rank 0: the steps just received into the series; each ``block`` of them one point of the detector."""
+        me = self.ranks.index(self.ctx.rank)
+        rows = [g.tolist() for g in gathered]  # per rank (its position): its rows
+        for i in range(len(rows[me])):
+            self.starts.append(rows[me][i][0])
+            self.steps.append(rows[me][i][2])
+            self.computes.append([r[i][1] for r in rows])
+        if self.block == 0 and len(self.steps) > EVERY:  # from the steps after the first exchange's (warmer)
+            self.block = max(1, math.ceil(POINT_S / max(statistics.median(self.steps[EVERY:]), 1e-9)))
+        if self.block == 0:
+            return
+        while len(self.computes) - self.fed >= self.block:
+            chunk = self.computes[self.fed : self.fed + self.block]
+            self.fed += self.block
+            point = {f"rank {r}": max(statistics.median(c[k] for c in chunk), 1e-9) for k, r in enumerate(self.ranks)}
+            flags = self.detector.add(point)
+            if flags:
+                self._flagged(self.by_node.add(flags))
+
+    def _flagged(self, flags: list[detect.Flag]) -> None:
+        now = time.perf_counter()
+        unix = time.time() - now
+        b = self.block
+        for f in flags:  # the detector's points back to steps
+            f = dataclasses.replace(
+                f, onset=f.onset * b, detected=(f.detected + 1) * b - 1, before=f.before * b, after=f.after * b
+            )
+            after_s = now - self.starts[f.onset]
+            entry = _entry(f, self.starts[f.onset] + unix, now + unix, after_s, self._late(f))
+            self.flags.append(entry)
+            console.say(detect.line(f, after_s))
+            console.mark(f"slow: {f.target}", now, {"line": detect.line(f, after_s), **entry})
+
+    def _lateness(self, k: int, steps: range) -> float:
+        """The median over ``steps`` of rank position ``k``'s compute less the earliest rank's (s)."""
+        return statistics.median(self.computes[t][k] - min(self.computes[t]) for t in steps)
+
+    def _late(self, f: detect.Flag) -> float:
+        """The flagged ranks' median lateness since the onset (s)."""
+        steps = range(f.onset, f.detected + 1)
+        return statistics.median(self._lateness(self.ranks.index(r), steps) for r in f.ranks)
+
+    def finish(self) -> dict:
+        """The record's fields, the same on every rank (collectives: every rank calls it, after the timed steps)."""
+        if self.rows:
+            self.exchange(final=True)
+        for h in self.hooks:
+            h.remove()
+        out = [{"slowdowns": self.flags, **self._cost()} if self.rank0 else None]
+        dist.broadcast_object_list(out, src=self.ranks[0], group=self._group())
+        return out[0]
+
+    def _cost(self) -> dict:
+        step = statistics.median(self.steps) if self.steps else 0.0
+        n = max(self.sent, 1)
+        per_step = (self.gather_s + self.detect_s) / n
+        return {
+            "watch_every": self.every,
+            "watch_steps": self.sent,
+            "watch_cost_us_per_step": round(per_step * 1e6, 1),
+            "watch_cost_pct": round(100 * per_step / step, 3) if step > 0 else None,
+            "watch_gather_us_per_step": round(self.gather_s / n * 1e6, 1),
+            "watch_detect_us_per_step": round(self.detect_s / n * 1e6, 1),
+            "watch_final_ms": round(self.final_s * 1e3, 3),
+            "watch_block": self.block,
+            "watch_lateness_ms": {
+                str(r): round(1e3 * self._lateness(k, range(len(self.computes))), 3) for k, r in enumerate(self.ranks)
+            }
+            if self.computes
+            else {},
+        }
+
+
+def next_every(cost_s: float, step_s: float) -> int:
+    """Steps to the next exchange: as many as keep ``cost_s`` (the last exchange's) at ``COST_PCT`` of ``step_s`` (the
+    median step), within ``EVERY``..``EVERY_MAX``."""
+    if step_s <= 0:
+        return EVERY_MAX
+    return min(max(math.ceil(cost_s / (COST_PCT / 100 * step_s)), EVERY), EVERY_MAX)
+
+
+def _entry(f: detect.Flag, onset_unix: float, detected_unix: float, after_s: float, late_s: float) -> dict:
+    return {
+        "target": f.target,
+        "kind": f.kind,
+        "ranks": list(f.ranks),
+        "metric": f.metric,
+        "ratio": round(f.ratio, 3),
+        "onset_step": f.onset,
+        "detected_step": f.detected,
+        "onset_unix": round(onset_unix, 3),
+        "detected_unix": round(detected_unix, 3),
+        "detected_after_onset_s": round(after_s, 3),
+        "p": f.p,
+        "evidence": (
+            f"{f.metric} {f.ratio:z.2f}x its peers' median over {f.after} steps since step {f.onset} against the "
+            f"{f.before} before; {f.own_ratio:z.2f}x its own past; arrives {1e3 * late_s:z.1f} ms after the first "
+            f"rank at the step's last all-reduce (median since the onset); rank-sum {detect.p_text(f.p)}"
+        ),
+    }
+
+
+def attach(b, ctx, session, module, every: int = EVERY):
+    """``b`` (a training case's ``Buffers``) watched: its call timed, the exchange before each sample, and the
+    watch's fields (``slowdowns``, its cost) added to its derived ones."""
+    w = Watch(ctx, session, module, every)
+    b.call = w.wrap(b.call)
+    before = b.before_sample
+    b.before_sample = w.before_sample if before is None else (lambda: (before(), w.before_sample()))
+    derive = b.derive
+    b.derive = lambda m, around, s: (derive(m, around, s) if derive is not None else {}) | w.finish()
+    return b

@@ -1,0 +1,122 @@
+"""The watch's change-point detector (suite/watch/detect.py) on seeded synthetic series: a clean series flags
+nothing, a rank, a node and a link that turn slower than their past and their peers are named with their onset,
+a slowdown every rank shares is not, and the rank-sum test's p-value is what the formula gives."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import re
+
+import pytest
+
+from suite.watch import detect
+
+
+def _series(seed: int, ranks: int, steps: int, slow: dict[int, float], since: int, noise: float = 0.05):
+    """Per step, rank -> seconds: 10 ms with log-normal noise; the ranks in ``slow`` that many times slower from
+    step ``since``."""
+    rng = random.Random(seed)
+    out = []
+    for t in range(steps):
+        out.append(
+            {
+                f"rank {r}": 0.01 * rng.lognormvariate(0, noise) * (slow.get(r, 1.0) if t >= since else 1.0)
+                for r in range(ranks)
+            }
+        )
+    return out
+
+
+def _run(series, ranks: int) -> list[detect.Flag]:
+    d = detect.Detector("compute", "rank", {f"rank {r}": (r,) for r in range(ranks)})
+    return [f for step in series for f in d.add(step)]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_clean_series_flags_nothing(seed):
+    assert _run(_series(seed, 4, 200, {}, 0, noise=0.15), 4) == []
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_rank_twice_as_slow_is_named_with_its_onset(seed):
+    (flag,) = _run(_series(seed, 4, 80, {2: 2.0}, 40), 4)
+    assert (flag.kind, flag.target, flag.ranks, flag.metric) == ("rank", "rank 2", (2,), "compute")
+    assert flag.onset == 40 and 40 + detect.MIN_AFTER - 1 <= flag.detected <= 50
+    assert 1.8 < flag.ratio < 2.2 and 1.8 < flag.own_ratio < 2.2 and flag.p < detect.ALPHA
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_rank_20_percent_slower_is_named_after_its_onset(seed):
+    (flag,) = _run(_series(seed, 2, 120, {1: 1.2}, 60, noise=0.02), 2)
+    assert flag.target == "rank 1" and 58 <= flag.onset <= 62 and flag.detected < 90
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_slowdown_every_rank_shares_is_not_named(seed):
+    assert _run(_series(seed, 4, 100, {r: 2.0 for r in range(4)}, 50), 4) == []
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_5_percent_slowdown_is_below_what_is_named(seed):
+    assert _run(_series(seed, 2, 150, {1: 1.05}, 50, noise=0.01), 2) == []
+
+
+def test_a_burst_of_three_slow_steps_is_not_a_change():
+    series = _series(0, 4, 120, {}, 0)
+    for t in (50, 51, 52):
+        series[t]["rank 3"] *= 3
+    assert _run(series, 4) == []
+
+
+def test_every_rank_of_a_node_makes_one_flag_of_the_node():
+    flags = _run(_series(1, 6, 80, {2: 1.9, 3: 1.9}, 41), 6)
+    assert sorted(f.target for f in flags) == ["rank 2", "rank 3"]
+    (node,) = detect.merge_nodes(flags, {"node0": (0, 1), "node1": (2, 3), "node2": (4, 5)})
+    assert (node.kind, node.target, node.ranks, node.onset) == ("node", "node1", (2, 3), 41)
+    said = r"# slow: node1 \(ranks 2, 3\) compute 1\.[789]x since step 41 \(detected 6\.2 s after onset, p < 0\.001\)"
+    assert re.fullmatch(said, detect.line(node, 6.2))
+
+
+def test_one_rank_of_a_node_stays_a_rank_and_one_node_is_no_node():
+    flags = _run(_series(2, 4, 80, {1: 2.0}, 30), 4)
+    assert [f.target for f in detect.merge_nodes(flags, {"node0": (0, 1), "node1": (2, 3)})] == ["rank 1"]
+    both = _run(_series(2, 4, 80, {0: 2.0, 1: 2.0}, 30), 4)
+    assert {f.kind for f in detect.merge_nodes(both, {"node0": (0, 1, 2, 3)})} == {"rank"}
+
+
+def test_a_link_is_named_among_links():
+    series = [{k.replace("rank ", "link 0->"): v for k, v in s.items()} for s in _series(3, 3, 60, {1: 3.0}, 20)]
+    d = detect.Detector("transfer", "link", {f"link 0->{r}": (0, r) for r in range(3)})
+    (flag,) = [f for s in series for f in d.add(s)]
+    assert (flag.target, flag.ranks, flag.onset) == ("link 0->1", (0, 1), 20)
+    assert detect.line(flag, None) == f"# slow: link 0->1 transfer {flag.ratio:z.1f}x since step 20 (p < 0.001)"
+
+
+def test_rank_sum_p_values():
+    # U = 9 of 9 (after all above before), n1 = n2 = 3: z = (9 - 4.5 - 0.5) / sqrt(3*3*7/12) = 1.7457
+    assert detect.rank_sum_p([1, 2, 3], [4, 5, 6]) == pytest.approx(0.04043, abs=1e-4)
+    assert detect.rank_sum_p([4, 5, 6], [1, 2, 3]) > 0.9
+    assert detect.rank_sum_p([1, 1, 1], [1, 1, 1]) == 1.0  # all tied: no variance, no evidence
+    assert detect.rank_sum_p([], [1.0]) == 1.0
+
+
+def test_the_steps_between_exchanges_keep_their_cost_at_its_share_of_the_step():
+    from suite.watch import watch
+
+    # 5.9 ms an exchange, 16 ms a step: 74 steps (73.75) keep it at 0.5%; bounded on both sides
+    assert watch.next_every(0.0059, 0.016) == 74
+    assert watch.next_every(1e-6, 0.016) == watch.EVERY
+    assert watch.next_every(1.0, 0.001) == watch.EVERY_MAX == watch.next_every(0.001, 0.0)
+
+
+def test_a_node_whose_ranks_are_flagged_at_different_points_is_named_once_when_the_last_is():
+    flags = _run(_series(1, 6, 80, {2: 1.9, 3: 1.9}, 41), 6)
+    early = [dataclasses.replace(f, detected=f.detected - 5) if f.target == "rank 2" else f for f in flags]
+    nodes = detect.Nodes({"node0": (0, 1), "node1": (2, 3), "node2": (4, 5)})
+    r2, r3 = sorted(early, key=lambda f: f.target)
+    assert nodes.add([r2]) == [r2]  # its node-mate not yet: a rank
+    (node,) = nodes.add([r3])
+    assert (node.target, node.ranks, node.onset, node.detected) == ("node1", (2, 3), 41, r3.detected)
+    r0 = dataclasses.replace(r2, target="rank 0", ranks=(0,))
+    assert nodes.add([r0]) == [r0]  # node0's other rank is not flagged: a rank
