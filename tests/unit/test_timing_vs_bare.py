@@ -40,7 +40,7 @@ PIN = """
 import json, os, threading, time, sys
 sys.path.insert(0, "scripts")
 import bare_loop
-early = threading.Thread(target=time.sleep, args=(2,))
+early = threading.Thread(target=time.sleep, args=(2,), daemon=True)
 early.start()  # a thread that exists before the pin (a process group's) is pinned too
 core = bare_loop.pin()
 later = [os.sched_getaffinity(int(t)) for t in os.listdir("/proc/self/task")]
