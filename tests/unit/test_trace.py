@@ -102,20 +102,16 @@ def test_a_rank_keeps_a_bounded_timeline_and_the_trace_says_what_it_dropped(ctx,
 def test_the_merge_keeps_each_track_nested_and_moves_what_overlaps_partially():
     # an op of another thread (or a span cut by rounding) would overlap an open event partially: one
     # track cannot show it nested, so it goes to the rank's second track
-    part = {
-        "rank": 0,
-        "host": "h",
-        "reason": "end of session",
-        "unix_minus_clock": 1000.0,
-        "written_clock": 10.0,
-        "op_fields": list(timeline.OP_FIELDS),
-        "ops": [
+    part = _part(
+        0,
+        None,
+        ops=[
             ["all_reduce", "0", 1, [4], "float32", None, "e[c]", "completed", 1.0, 2.0, 16],
             ["all_reduce", "0", 2, [4], "float32", None, "e[c]", "completed", 2.5, 4.5, 16],  # crosses the phase end
             ["recv", "0", 3, [1], "float32", 1, "e[c]", "entered", 5.0, None, 4],  # waiting when written
         ],
-        "spans": [["phase", "timed", 0.5, 3.0, None], ["case", "e[c]", 0.0, 4.0000000001, {"case": "e[c]"}]],
-    }
+        spans=[["phase", "timed", 0.5, 3.0, None], ["case", "e[c]", 0.0, 4.0000000001, {"case": "e[c]"}]],
+    )
     doc = trace.build({0: part}, {})
     by_rank = check_trace(doc)
     assert [e["args"]["seq"] for e in ops(by_rank[0])] == [1, 3]
@@ -130,19 +126,15 @@ def test_a_span_that_starts_where_the_last_ended_stays_on_the_track_despite_roun
     # the journal's per-sample ops: a barrier ends at its sample's start, the op spans the sample; ts and dur are
     # rounded to the ns apart, so the barrier's rounded end can lie a hair past the sample's start
     t0 = 2.0000000012  # the barrier's end and the sample's start, seconds on the rank's clock
-    part = {
-        "rank": 0,
-        "host": "h",
-        "reason": "end of session",
-        "unix_minus_clock": 1000.0,
-        "written_clock": 10.0,
-        "op_fields": list(timeline.OP_FIELDS),
-        "ops": [
+    part = _part(
+        0,
+        None,
+        ops=[
             ["barrier", "0", 1, [], "", None, "e[c]", "completed", 1.0000000006, t0, 0],
             ["all_reduce", "0", 2, [4], "float32", None, "e[c]", "completed", t0, 2.5, 16],
         ],
-        "spans": [["sample", "sample", t0, 2.5, None], ["case", "e[c]", 0.0, 4.0, {"case": "e[c]"}]],
-    }
+        spans=[["sample", "sample", t0, 2.5, None], ["case", "e[c]", 0.0, 4.0, {"case": "e[c]"}]],
+    )
     doc = trace.build({0: part}, {})
     by_rank = check_trace(doc)
     assert [e["args"]["seq"] for e in ops(by_rank[0])] == [1, 2]
@@ -191,7 +183,9 @@ def test_ranks_that_left_only_their_ring_files_still_have_a_trace_ending_in_thei
         assert seen[-1]["args"]["bytes"] == 4 * (256 + r) and seen[-1]["args"]["state"].startswith("entered")
 
 
-def _part(rank: int, world: int | None) -> dict:
+def _part(rank: int, world: int | None, ops: list | None = None, spans: list | None = None) -> dict:
+    """A rank's timeline part as the rank writes it: one all_reduce in one case unless ``ops``/``spans`` say."""
+    one = [["all_reduce", "0", 1, [4], "float32", None, "e[c]", "completed", 1.0 + rank, 2.0 + rank, 16]]
     return {
         "rank": rank,
         "host": "h",
@@ -200,8 +194,8 @@ def _part(rank: int, world: int | None) -> dict:
         "unix_minus_clock": 1000.0,
         "written_clock": 10.0,
         "op_fields": list(timeline.OP_FIELDS),
-        "ops": [["all_reduce", "0", 1, [4], "float32", None, "e[c]", "completed", 1.0 + rank, 2.0 + rank, 16]],
-        "spans": [["case", "e[c]", 0.0, 4.0, {"case": "e[c]"}]],
+        "ops": one if ops is None else ops,
+        "spans": [["case", "e[c]", 0.0, 4.0, {"case": "e[c]"}]] if spans is None else spans,
     }
 
 
