@@ -10,8 +10,7 @@ from __future__ import annotations
 from suite.api import Bytes, Case, Timing, experiment_test
 
 from .measure import KINDS
-from .strategies import elastic_runner, torchft_plan, torchft_runner, torchft_runs
-from .workload import recovery_buffers
+from .strategies import CASES
 
 EXPERIMENT = "recovery"
 
@@ -35,18 +34,9 @@ def cases(cfg, world_size: int) -> list[Case]:
     out = []
     for text, faults in s.schedules():
         fields = {"ckpt_every": s.ckpt_every, "job_world": s.world, "bug": s.bug}
-        if "elastic" in s.strategies:
-            for mode in s.ckpt_modes:
-                plan = s.plan(faults, mode, s.ckpt_dir)
-                build = recovery_buffers(repr(plan), elastic_runner(plan), s.ckpt_dir)
-                identity = {"strategy": "elastic", "fault": text, "ckpt_mode": mode}
-                out.append(_case(f"elastic-{mode}-{text}", identity, fields, build))
-        if "torchft" in s.strategies and torchft_runs(faults):
-            label = f"torchft-{text}"
-            plan = torchft_plan(s.plan(faults, "none", s.ckpt_dir), label.replace(":", "-").replace("@", "-"))
-            build = recovery_buffers(repr(plan), torchft_runner(plan), s.ckpt_dir)
-            identity = {"strategy": "torchft", "fault": text, "ckpt_mode": "none"}
-            out.append(_case(label, identity, {**fields, "ckpt_every": None}, build))
+        for name in s.strategies:
+            for label, identity, own, build in CASES[name](s, text, faults):
+                out.append(_case(label, identity, {**fields, **own}, build))
     return out
 
 

@@ -15,6 +15,7 @@ import os
 
 from . import elastic, torchft_strategy
 from .plan import Fault, Plan
+from .workload import recovery_buffers
 
 
 def elastic_runner(plan: Plan):
@@ -54,3 +55,29 @@ def torchft_runner(plan: torchft_strategy.Plan):
         return out | ({"wrong": out["mismatch"]} if out.get("mismatch") else {})
 
     return run
+
+
+def elastic_cases(s, text: str, faults: tuple[Fault, ...]) -> list[tuple[str, dict, dict, object]]:
+    """The elastic strategy's cases of one schedule: one per checkpoint mode, (label, identity, fields, build)."""
+    out = []
+    for mode in s.ckpt_modes:
+        plan = s.plan(faults, mode, s.ckpt_dir)
+        identity = {"strategy": "elastic", "fault": text, "ckpt_mode": mode}
+        out.append(
+            (f"elastic-{mode}-{text}", identity, {}, recovery_buffers(repr(plan), elastic_runner(plan), s.ckpt_dir))
+        )
+    return out
+
+
+def torchft_cases(s, text: str, faults: tuple[Fault, ...]) -> list[tuple[str, dict, dict, object]]:
+    """The torchft strategy's case of one schedule, if it is made of kills (no checkpoint, so no mode)."""
+    if not torchft_runs(faults):
+        return []
+    label = f"torchft-{text}"
+    plan = torchft_plan(s.plan(faults, "none", s.ckpt_dir), label.replace(":", "-").replace("@", "-"))
+    identity = {"strategy": "torchft", "fault": text, "ckpt_mode": "none"}
+    return [(label, identity, {"ckpt_every": None}, recovery_buffers(repr(plan), torchft_runner(plan), s.ckpt_dir))]
+
+
+CASES = {"elastic": elastic_cases, "torchft": torchft_cases}
+"""Each strategy's cases of one schedule; its name is a key here and in plan.STRATEGIES, compared nowhere else."""
