@@ -18,7 +18,7 @@ from suite.postmortem.replay import graph, load, timeline
 from suite.postmortem.replay.whatif import WhatIf, analyse, ideal_replay, median_transfers
 
 PROVENANCE = {
-    "measured_ms": "measured: the median over the case's timed steps of the last rank's step end less the first "
+    "measured_ms": "measured: the mean over the case's timed steps of the last rank's step end less the first "
     "rank's step start (the run's timeline)",
     "replayed_ms": "modelled: the step's dependency graph replayed unchanged (suite/postmortem/replay/graph.py)",
     "replay_error_pct": "derived: |replayed - measured| / measured",
@@ -142,6 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--case", default="", help="only the training cases whose id contains this text")
     ap.add_argument("--what-if", default="", help="rank:<r>:<k>,link:<a>-<b>:<k> (k times slower)")
     args = ap.parse_args(argv)
+    if not args.run.strip():
+        print("error: RUN= is required: a run folder (results/<run>), run with PROFILE=1", file=sys.stderr)
+        return 2
     try:
         return run(Path(args.run), args.case, args.what_if)
     except (Refused, load.BadInput) as e:

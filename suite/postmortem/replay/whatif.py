@@ -3,7 +3,7 @@ a link k× slower, and the slowdown's attribution (S, per op type, per worker M_
 
 Idealised (no straggler): each compute segment is the mean of that segment across the ranks, each transfer the
 median of that op's transfers over the ranks and the case's steps, and the ranks start the step together. A
-case's time is the median over its steps.
+case's time is the mean over its steps (a slowdown that comes and goes counts by its share of the steps).
 """
 
 from __future__ import annotations
@@ -82,8 +82,8 @@ def changed(g: Graph, w: WhatIf, med: dict) -> float:
     raise ValueError(f"unknown what-if {w.kind!r}")
 
 
-def _median(values: Iterable[float]) -> float:
-    return statistics.median(list(values))
+def _mean(values: Iterable[float]) -> float:
+    return statistics.fmean(list(values))
 
 
 def _share(t: float, t_fixed: float, t_ideal: float) -> float | None:
@@ -96,11 +96,11 @@ def _share(t: float, t_fixed: float, t_ideal: float) -> float | None:
 def analyse(graphs: list[Graph], whatifs: list[WhatIf], stages: dict[int, list[int]] | None = None) -> dict:
     """A case's numbers (times in ms): measured and replayed step, the what-ifs, S, S per op type, M_W, M_S."""
     med = median_transfers(graphs)
-    t = _median(replay(g).time for g in graphs)
-    t_ideal = _median(idealised(g, med) for g in graphs)
+    t = _mean(replay(g).time for g in graphs)
+    t_ideal = _mean(idealised(g, med) for g in graphs)
     types = sorted({COMPUTE} | {k[0] for g in graphs for k in g.order})
     ranks = graphs[0].ranks
-    measured = _median(g.measured for g in graphs)
+    measured = _mean(g.measured for g in graphs)
     out = {
         "steps": len(graphs),
         "measured_ms": round(measured * 1e3, 4),
@@ -108,20 +108,18 @@ def analyse(graphs: list[Graph], whatifs: list[WhatIf], stages: dict[int, list[i
         "replay_error_pct": round(100.0 * abs(t - measured) / measured, 2) if measured else None,
         "ideal_ms": round(t_ideal * 1e3, 4),
         "slowdown": round(t / t_ideal, 4) if t_ideal else None,
-        "slowdown_by_op_type": {
-            ty: round(t / _median(idealised(g, med, types=[ty]) for g in graphs), 4) for ty in types
-        },
-        "M_W_pct": {str(r): _share(t, _median(idealised(g, med, ranks=[r]) for g in graphs), t_ideal) for r in ranks},
+        "slowdown_by_op_type": {ty: round(t / _mean(idealised(g, med, types=[ty]) for g in graphs), 4) for ty in types},
+        "M_W_pct": {str(r): _share(t, _mean(idealised(g, med, ranks=[r]) for g in graphs), t_ideal) for r in ranks},
         "M_S_pct": None,
         "whatifs": [],
     }
     if stages:
         out["M_S_pct"] = {
-            str(s): _share(t, _median(idealised(g, med, ranks=rs) for g in graphs), t_ideal)
+            str(s): _share(t, _mean(idealised(g, med, ranks=rs) for g in graphs), t_ideal)
             for s, rs in sorted(stages.items())
         }
     for w in whatifs:
-        tw = _median(changed(g, w, med) for g in graphs)
+        tw = _mean(changed(g, w, med) for g in graphs)
         out["whatifs"].append({"what": w.label(), "step_ms": round(tw * 1e3, 4), "vs_replayed": round(tw / t, 4)})
     return out
 

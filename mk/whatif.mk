@@ -1,0 +1,29 @@
+# What-if replay (suite/postmortem/replay/): a stored run's training steps rebuilt as dependency graphs and
+# replayed as recorded, idealised (no straggler) and under the changes asked for. The run needs its profiler
+# traces (PROFILE=1): the backend's ops that the journal does not see.
+#   make what-if RUN=results/<run> [CASE=text] [WHATIF=rank:1:2,link:0-1:0.5]   table + RUN/what-if.json
+#   make validate-what-if [WHATIF_RANK=1] [WHATIF_FACTOR=2]   clean and straggler runs (local, 2 ranks), measured
+#     against their what-ifs: the table in results/validate-what-if.md
+CASE          ?=
+WHATIF        ?=
+WHATIF_RANK   ?= 1
+WHATIF_FACTOR ?= 2
+WHATIF_ID     ?= validate-what-if
+WHATIF_K      := (test_ddp and mlp- and ddp]) or test_sharded[fsdp2]
+WHATIF_RUN_ARGS := NPROC=2 EXPERIMENTS=ddp,sharded DDP_PARAMS=200K SHARDED_STRATEGIES=fsdp2 SHARDED_WIDTH=64 \
+  SHARDED_BATCH=16 SHARDED_DEPTH=2 SHARDED_SEQ=4 ITERS=10 WARMUP=2 PROFILE=1
+
+.PHONY: what-if validate-what-if
+
+what-if: venv  ## RUN= [CASE=] [WHATIF=]: a run's training steps replayed, idealised and changed (PROFILE=1 runs)
+	@$(PY) -m suite.postmortem.replay "$(RUN)" --case "$(CASE)" --what-if "$(WHATIF)"
+
+validate-what-if: venv  ## clean and straggler runs against their what-ifs: replay and counterfactual errors
+	@mkdir -p "$(RESULTS)"; \
+	for v in clean slow; do \
+	  $(MAKE) -s bench-cpu $(WHATIF_RUN_ARGS) RESULTS=$(RESULTS) RUN_ID=$(WHATIF_ID)-$$v K="$(WHATIF_K)" \
+	    $$( [ $$v = slow ] && echo INJECT=slow:$(WHATIF_RANK):0:$(WHATIF_FACTOR):rest ) > $(RESULTS)/$(WHATIF_ID)-$$v.log 2>&1 \
+	    || { echo "error: run $(WHATIF_ID)-$$v failed (log: $(RESULTS)/$(WHATIF_ID)-$$v.log)" >&2; exit 1; }; \
+	done; \
+	$(PY) -m suite.postmortem.replay.validate $(RESULTS)/$(WHATIF_ID)-clean $(RESULTS)/$(WHATIF_ID)-slow \
+	  --rank $(WHATIF_RANK) --factor $(WHATIF_FACTOR) --out $(RESULTS)/$(WHATIF_ID).md

@@ -1,0 +1,98 @@
+"""``make validate-what-if``: the what-ifs checked against runs that measure them. Two runs of the same cases
+(``clean`` and ``slow``: rank r slowed k times at compute for the whole run, ``INJECT=slow:<r>:0:<k>:rest``):
+
+- replay error of each run: the step replayed unchanged against the step recorded;
+- "no straggler" on the slow run, against the clean run's measured step (counterfactual error);
+- "rank r k× slower" on the clean run, against the slow run's measured step (counterfactual error);
+- M_W of rank r on the slow run (a planted single-rank slowdown: near 100%).
+
+    python -m suite.postmortem.replay.validate CLEAN_RUN SLOW_RUN --rank R --factor K [--out table.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from suite.postmortem.replay import cli, load
+from suite.postmortem.replay.whatif import WhatIf
+
+
+def _err(predicted: float, measured: float) -> float:
+    return round(100.0 * abs(predicted - measured) / measured, 1)
+
+
+def rows(clean: Path, slow: Path, rank: int, factor: float) -> list[dict]:
+    """One row per case the two runs share."""
+    w = WhatIf("rank", (rank,), factor)
+    spans = {run: load.step_spans(load.read_timeline(run)) for run in (clean, slow)}
+    out = []
+    for case in sorted(set(spans[clean]) & set(spans[slow])):
+        c, _ = cli.case_result(clean, case, spans[clean][case], [w])
+        s, _ = cli.case_result(slow, case, spans[slow][case], [])
+        if not c.get("steps") or not s.get("steps"):
+            continue
+        predicted_slow = c["whatifs"][0]["step_ms"]
+        out.append(
+            {
+                "case": case,
+                "clean_ms": c["measured_ms"],
+                "slow_ms": s["measured_ms"],
+                "replay_error_pct": max(c["replay_error_pct"], s["replay_error_pct"]),
+                "no_straggler_ms": s["ideal_ms"],
+                "no_straggler_error_pct": _err(s["ideal_ms"], c["measured_ms"]),
+                "rank_slower_ms": predicted_slow,
+                "rank_slower_error_pct": _err(predicted_slow, s["measured_ms"]),
+                "M_W_pct": s["M_W_pct"].get(str(rank)),
+            }
+        )
+    return out
+
+
+def table(found: list[dict], rank: int, factor: float) -> str:
+    head = (
+        f"| case | clean step, ms (measured) | slow step, ms (measured) | replay error | no straggler on slow, ms "
+        f"(modelled) | error vs clean | rank {rank} {factor:g}x slower on clean, ms (modelled) | error vs slow "
+        f"| M_W rank {rank} on slow (modelled) |"
+    )
+    lines = [head, "|" + "---|" * 9]
+    for r in found:
+        mw = "-" if r["M_W_pct"] is None else f"{r['M_W_pct']:g}%"
+        lines.append(
+            f"| {r['case']} | {r['clean_ms']:.2f} | {r['slow_ms']:.2f} | {r['replay_error_pct']:g}% | "
+            f"{r['no_straggler_ms']:.2f} | {r['no_straggler_error_pct']:g}% | {r['rank_slower_ms']:.2f} | "
+            f"{r['rank_slower_error_pct']:g}% | {mw} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m suite.postmortem.replay.validate")
+    ap.add_argument("clean")
+    ap.add_argument("slow")
+    ap.add_argument("--rank", type=int, required=True)
+    ap.add_argument("--factor", type=float, required=True)
+    ap.add_argument("--out", default="")
+    args = ap.parse_args(argv)
+    if not args.factor > 0:
+        print(f"error: --factor must be above 0, got {args.factor:g}", file=sys.stderr)
+        return 2
+    try:
+        found = rows(Path(args.clean), Path(args.slow), args.rank, args.factor)
+    except load.BadInput as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if not found:
+        print("error: the two runs share no training case whose steps could be rebuilt", file=sys.stderr)
+        return 2
+    text = table(found, args.rank, args.factor)
+    print(text, end="")
+    if args.out:
+        Path(args.out).write_text(text)
+        print(f"# table: {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
