@@ -10,8 +10,8 @@ WHATIF_RANK   ?= 1
 WHATIF_FACTOR ?= 2
 WHATIF_ID     ?= validate-what-if
 WHATIF_K      := (test_ddp and mlp- and ddp]) or test_sharded[fsdp2]
-WHATIF_RUN_ARGS := NPROC=2 EXPERIMENTS=ddp,sharded DDP_PARAMS=200K SHARDED_STRATEGIES=fsdp2 SHARDED_WIDTH=64 \
-  SHARDED_BATCH=16 SHARDED_DEPTH=2 SHARDED_SEQ=4 ITERS=10 WARMUP=2 PROFILE=1
+WHATIF_RUN_ARGS := NPROC=2 EXPERIMENTS=ddp,sharded DDP_PARAMS=1M SHARDED_STRATEGIES=fsdp2 SHARDED_WIDTH=64 \
+  SHARDED_BATCH=16 SHARDED_DEPTH=2 SHARDED_SEQ=4 ITERS=30 WARMUP=2 PROFILE=1
 
 .PHONY: what-if validate-what-if
 
@@ -21,7 +21,7 @@ what-if: venv  ## RUN= [CASE=] [WHATIF=]: a run's training steps replayed, ideal
 validate-what-if: venv  ## clean and straggler runs against their what-ifs: replay and counterfactual errors
 	@mkdir -p "$(RESULTS)"; \
 	for v in clean slow; do \
-	  $(MAKE) -s bench-cpu $(WHATIF_RUN_ARGS) RESULTS=$(RESULTS) RUN_ID=$(WHATIF_ID)-$$v K="$(WHATIF_K)" \
+	  $(MAKE) -s -o $(VENV)/.installed bench-cpu $(WHATIF_RUN_ARGS) RESULTS=$(RESULTS) RUN_ID=$(WHATIF_ID)-$$v K="$(WHATIF_K)" \
 	    $$( [ $$v = slow ] && echo INJECT=slow:$(WHATIF_RANK):0:$(WHATIF_FACTOR):rest ) > $(RESULTS)/$(WHATIF_ID)-$$v.log 2>&1 \
 	    || { echo "error: run $(WHATIF_ID)-$$v failed (log: $(RESULTS)/$(WHATIF_ID)-$$v.log)" >&2; exit 1; }; \
 	done; \
