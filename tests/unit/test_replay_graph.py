@@ -116,3 +116,12 @@ def test_a_pipeline_replays_and_its_slow_stage_is_named():
 def test_an_op_on_one_rank_alone_is_refused():
     with pytest.raises(ValueError, match="ran on rank 0 alone"):
         build([rank(0, 0, 5, ("all_reduce", 1, 2)), rank(1, 0, 5)])
+
+
+def test_a_rank_that_starts_late_takes_its_lateness():
+    """Rank 1 leaves the step's barrier 5 ms after rank 0, with the same compute: idealising rank 1 alone starts
+    it with rank 0, which removes the whole slowdown."""
+    late = [rank(0, 0, 18, ("all_reduce", 10, 17)), rank(1, 5, 18, ("all_reduce", 15, 17))]
+    out = analyse([build(late)], [])
+    assert out["replayed_ms"] == pytest.approx(18.0) and out["ideal_ms"] == pytest.approx(13.0)
+    assert out["M_W_pct"] == {"0": 0.0, "1": 100.0}

@@ -140,12 +140,14 @@ Gap = Callable[[int, tuple], float]
 Transfer = Callable[[int, tuple], float]
 
 
-def replay(g: Graph, gap: Gap | None = None, transfer: Transfer | None = None, offset: bool = True) -> Replay:
+def replay(
+    g: Graph, gap: Gap | None = None, transfer: Transfer | None = None, together: frozenset[int] = frozenset()
+) -> Replay:
     """The step replayed with the segments ``gap(rank, key)`` and transfers ``transfer(rank, key)`` (default: as
-    recorded); ``offset`` False starts every rank together (the recorded start skew left out)."""
+    recorded); the ranks in ``together`` start with the first rank (their recorded lateness left out)."""
     gap = gap or (lambda r, k: g.gap[r, k])
     transfer = transfer or (lambda r, k: g.transfer[r, k])
-    start = {(r, END): (g.offset[r] if offset else 0.0) for r in g.ranks}
+    start = {(r, END): (0.0 if r in together else g.offset[r]) for r in g.ranks}
     end: dict[tuple[int, tuple], float] = {}
 
     def ready(r: int, k: tuple) -> float:

@@ -56,7 +56,7 @@ def idealised(g: Graph, med: dict, ranks: Iterable[int] | None = None, types: It
 
 def ideal_replay(g: Graph, med: dict, ranks: Iterable[int] | None = None, types: Iterable[str] | None = None) -> Replay:
     """The step replayed with the segments and transfers of ``ranks`` (default all) and of op ``types`` (default
-    all: ``COMPUTE`` and the ops' names) idealised."""
+    all: ``COMPUTE`` and the ops' names) idealised; with every type, those ranks also start with the first rank."""
     ranks = set(g.ranks if ranks is None else ranks)
     types = None if types is None else set(types)
 
@@ -68,7 +68,7 @@ def ideal_replay(g: Graph, med: dict, ranks: Iterable[int] | None = None, types:
         fix = r in ranks and (types is None or k[0] in types)
         return med[k] if fix else g.transfer[r, k]
 
-    return replay(g, gap, transfer, offset=ranks != set(g.ranks) or types is not None)
+    return replay(g, gap, transfer, together=frozenset(ranks) if types is None else frozenset())
 
 
 def changed(g: Graph, w: WhatIf, med: dict) -> float:
