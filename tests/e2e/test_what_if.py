@@ -5,6 +5,8 @@ bad input (a run without a timeline, an unknown rank or link, a factor <= 0) one
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -61,3 +63,36 @@ def test_make_what_if_refuses_a_run_without_a_timeline(tmp_path):
     (tmp_path / "bench.json").write_text("{}")
     r = make("-s", "what-if", f"RUN={tmp_path}")
     assert r.returncode == 2 and r.stderr.startswith(f"error: {tmp_path} has no timeline (trace.json)"), r.stderr
+
+
+def test_the_validation_tables_two_runs_of_the_same_cases(profiled_run, tmp_path):
+    """``make validate-what-if``'s last step on one run given as both the clean and the slow run: a row per
+    training case, every column filled; a factor of 0 refused in one line."""
+    out = tmp_path / "table.md"
+    cmd = [sys.executable, "-m", "suite.postmortem.replay.validate", str(profiled_run), str(profiled_run)]
+    r = subprocess.run([*cmd, "--rank", "1", "--factor", "2", "--out", str(out)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    rows = [ln for ln in out.read_text().splitlines() if ln.startswith("| test_ddp[mlp-ddp] |")]
+    assert len(rows) == 1 and rows[0].count("|") == 11 and "| 0% |" in rows[0], rows
+    r = subprocess.run([*cmd, "--rank", "1", "--factor", "0"], capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr == "error: --factor must be above 0, got 0\n", r.stderr
+
+
+@pytest.mark.parametrize(
+    "arg, says",
+    [
+        ("WHATIF_RANK=2", "error: WHATIF_RANK must be 0 or 1 (the check runs 2 ranks), got '2'"),
+        (
+            "WHATIF_FACTOR=0",
+            "error: WHATIF_FACTOR must be a number from 1.05 to 20 (the slow injection's range), got '0'",
+        ),
+        (
+            "WHATIF_FACTOR=x",
+            "error: WHATIF_FACTOR must be a number from 1.05 to 20 (the slow injection's range), got 'x'",
+        ),
+    ],
+)
+def test_make_validate_what_if_refuses_bad_input_before_any_run(tmp_path, arg, says):
+    r = make("-s", "validate-what-if", arg, f"RESULTS={tmp_path}")
+    assert r.returncode == 2 and r.stderr.splitlines()[0] == says, r.stderr
+    assert not list(tmp_path.iterdir())  # no run started

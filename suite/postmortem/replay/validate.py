@@ -4,7 +4,7 @@
 - replay error of each run: the step replayed unchanged against the step recorded;
 - "no straggler" on the slow run, against the clean run's measured step (counterfactual error);
 - "rank r k× slower" on the clean run, against the slow run's measured step (counterfactual error);
-- M_W of rank r on the slow run (a planted single-rank slowdown: near 100%).
+- M_W of rank r on the slow run (a planted single-rank slowdown: near 100%), and in a pipeline M_S of its stage.
 
     python -m suite.postmortem.replay.validate CLEAN_RUN SLOW_RUN --rank R --factor K [--out table.md]
 """
@@ -45,6 +45,7 @@ def rows(clean: Path, slow: Path, rank: int, factor: float) -> list[dict]:
                 "rank_slower_ms": predicted_slow,
                 "rank_slower_error_pct": _err(predicted_slow, s["measured_ms"]),
                 "M_W_pct": s["M_W_pct"].get(str(rank)),
+                "M_S_pct": (s["M_S_pct"] or {}).get(str(rank)),
             }
         )
     return out
@@ -54,15 +55,15 @@ def table(found: list[dict], rank: int, factor: float) -> str:
     head = (
         f"| case | clean step, ms (measured) | slow step, ms (measured) | replay error | no straggler on slow, ms "
         f"(modelled) | error vs clean | rank {rank} {factor:g}x slower on clean, ms (modelled) | error vs slow "
-        f"| M_W rank {rank} on slow (modelled) |"
+        f"| M_W rank {rank} on slow (modelled) | M_S its stage on slow (modelled) |"
     )
-    lines = [head, "|" + "---|" * 9]
+    lines = [head, "|" + "---|" * 10]
     for r in found:
-        mw = "-" if r["M_W_pct"] is None else f"{r['M_W_pct']:g}%"
+        mw, ms = ("-" if r[k] is None else f"{r[k]:g}%" for k in ("M_W_pct", "M_S_pct"))
         lines.append(
             f"| {r['case']} | {r['clean_ms']:.2f} | {r['slow_ms']:.2f} | {r['replay_error_pct']:g}% | "
             f"{r['no_straggler_ms']:.2f} | {r['no_straggler_error_pct']:g}% | {r['rank_slower_ms']:.2f} | "
-            f"{r['rank_slower_error_pct']:g}% | {mw} |"
+            f"{r['rank_slower_error_pct']:g}% | {mw} | {ms} |"
         )
     return "\n".join(lines) + "\n"
 
