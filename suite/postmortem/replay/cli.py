@@ -22,6 +22,8 @@ PROVENANCE = {
     "rank's step start (the run's timeline)",
     "replayed_ms": "modelled: the step's dependency graph replayed unchanged (suite/postmortem/replay/graph.py)",
     "replay_error_pct": "derived: |replayed - measured| / measured",
+    "recorded_ms": "measured: the mean of the case's timed samples in the run's record (bench.json samples_us)",
+    "replay_error_vs_record_pct": "derived: |replayed - recorded| / recorded",
     "ideal_ms": "modelled: the step replayed idealised (mean compute per segment across ranks, median transfer "
     "per op over ranks and steps, ranks starting together)",
     "slowdown": "modelled: S = replayed / ideal",
@@ -79,6 +81,11 @@ def case_result(run: Path, case: str, spans: dict, whatifs: list[WhatIf]) -> tup
     pipeline = any(k[0].startswith("p2p ") for k in graphs[0].order)
     stages = {r: [r] for r in graphs[0].ranks} if pipeline else None
     out = {"case": case, **analyse(graphs, whatifs, stages), "steps_skipped": len(skipped)}
+    recorded = load.recorded_step_s(run, case)
+    out["recorded_ms"] = None if recorded is None else round(recorded * 1e3, 4)
+    out["replay_error_vs_record_pct"] = (
+        None if recorded is None else round(100 * abs(out["replayed_ms"] / 1e3 - recorded) / recorded, 2)
+    )
     times = [graph.replay(g).time for g in graphs]
     g = graphs[times.index(statistics.median_low(times))]
     trace = timeline.chrome_trace(g, graph.replay(g), ideal_replay(g, median_transfers(graphs)), case)
@@ -95,7 +102,8 @@ def _lines(r: dict) -> list[str]:
     mw = ", ".join(f"rank {k}: {'-' if v is None else f'{v:g}%'}" for k, v in r["M_W_pct"].items())
     out = [
         f"{r['case']}: {r['steps']} steps ({r['steps_skipped']} skipped); measured {_ms(r['measured_ms'])} ms, "
-        f"replayed {_ms(r['replayed_ms'])} ms (error {r['replay_error_pct']}%)",
+        f"replayed {_ms(r['replayed_ms'])} ms (error {r['replay_error_pct']}%; against the record's "
+        f"{_ms(r['recorded_ms'])} ms: {_ms(r['replay_error_vs_record_pct'])}%)",
         f"  idealised (no straggler) {_ms(r['ideal_ms'])} ms: slowdown S = {r['slowdown']}; per op type: "
         + ", ".join(f"{k} {v}" for k, v in r["slowdown_by_op_type"].items()),
         f"  M_W (share of the slowdown per rank): {mw}",

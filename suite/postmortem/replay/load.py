@@ -75,6 +75,20 @@ def profile_ops(path: Path) -> list[tuple[str, float, float]]:
     ]
 
 
+def recorded_step_s(run: Path, case: str) -> float | None:
+    """The mean of the case's timed samples as the run's record holds them (``bench.json``, the samples the suite
+    reports), seconds; None where the record has no such case."""
+    try:
+        doc = json.loads((run / "bench.json").read_text())
+    except (OSError, ValueError):
+        return None
+    for b in doc.get("benchmarks") or []:
+        samples = (b.get("extra_info") or {}).get("samples_us") or []
+        if b.get("name") == case and samples:
+            return sum(samples) / len(samples) / 1e6
+    return None
+
+
 def _p2p(op: str, rank: int, ranks: set[int]) -> str:
     """A send or recv named by its direction (``send 0->1`` matches ``recv 0->1`` on the peer), where the world
     of two ranks names the peer (the profile does not); any other op as it is."""
