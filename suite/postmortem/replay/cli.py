@@ -102,19 +102,20 @@ def _lines(r: dict) -> list[str]:
     mw = ", ".join(f"rank {k}: {'-' if v is None else f'{v:g}%'}" for k, v in r["M_W_pct"].items())
     out = [
         f"{r['case']}: {r['steps']} steps ({r['steps_skipped']} skipped); measured {_ms(r['measured_ms'])} ms, "
-        f"replayed {_ms(r['replayed_ms'])} ms (error {r['replay_error_pct']}%; against the record's "
+        f"replayed (modelled) {_ms(r['replayed_ms'])} ms (error {r['replay_error_pct']}%; against the record's "
         f"{_ms(r['recorded_ms'])} ms: {_ms(r['replay_error_vs_record_pct'])}%)",
-        f"  idealised (no straggler) {_ms(r['ideal_ms'])} ms: slowdown S = {r['slowdown']}; per op type: "
+        f"  idealised (no straggler, modelled) {_ms(r['ideal_ms'])} ms: slowdown S = {r['slowdown']}; per op type: "
         + ", ".join(f"{k} {v}" for k, v in r["slowdown_by_op_type"].items()),
-        f"  M_W (share of the slowdown per rank): {mw}",
+        f"  M_W (modelled share of the slowdown per rank): {mw}",
     ]
     if r["M_S_pct"] is not None:
         out.append(
-            "  M_S (per pipeline stage): "
+            "  M_S (modelled, per pipeline stage): "
             + ", ".join(f"stage {k}: {'-' if v is None else f'{v:g}%'}" for k, v in r["M_S_pct"].items())
         )
     out += [
-        f"  what if {w['what']}: {_ms(w['step_ms'])} ms ({w['vs_replayed']}x the replayed step)" for w in r["whatifs"]
+        f"  what if {w['what']}: {_ms(w['step_ms'])} ms ({w['vs_replayed']}x the replayed step, modelled)"
+        for w in r["whatifs"]
     ]
     return out
 
