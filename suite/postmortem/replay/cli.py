@@ -93,13 +93,13 @@ def case_result(run: Path, case: str, spans: dict, whatifs: list[WhatIf]) -> tup
 
 
 def _ms(x) -> str:
-    return "-" if x is None else f"{x:.3f}"
+    return "-" if x is None else f"{x:z.3f}"
 
 
 def _lines(r: dict) -> list[str]:
     if not r.get("steps"):
         return [f"{r['case']}: no step could be rebuilt ({'; '.join(r.get('skipped') or ['no timed step'])})"]
-    mw = ", ".join(f"rank {k}: {'-' if v is None else f'{v:g}%'}" for k, v in r["M_W_pct"].items())
+    mw = ", ".join(f"rank {k}: {'-' if v is None else f'{v:zg}%'}" for k, v in r["M_W_pct"].items())
     out = [
         f"{r['case']}: {r['steps']} steps ({r['steps_skipped']} skipped); measured {_ms(r['measured_ms'])} ms, "
         f"replayed (modelled) {_ms(r['replayed_ms'])} ms (error {r['replay_error_pct']}%; against the record's "
@@ -111,7 +111,7 @@ def _lines(r: dict) -> list[str]:
     if r["M_S_pct"] is not None:
         out.append(
             "  M_S (modelled, per pipeline stage): "
-            + ", ".join(f"stage {k}: {'-' if v is None else f'{v:g}%'}" for k, v in r["M_S_pct"].items())
+            + ", ".join(f"stage {k}: {'-' if v is None else f'{v:zg}%'}" for k, v in r["M_S_pct"].items())
         )
     out += [
         f"  what if {w['what']}: {_ms(w['step_ms'])} ms ({w['vs_replayed']}x the replayed step, modelled)"

@@ -57,17 +57,17 @@ def table(found: list[dict], rank: int, factor: float) -> str:
     head = (
         "| case | clean step, ms (measured) | slow step, ms (measured) | replay error (against the record) "
         "| no straggler on slow, ms (modelled) | error vs clean "
-        f"| rank {rank} {factor:g}x slower on clean, ms (modelled) | error vs slow "
+        f"| rank {rank} {factor:zg}x slower on clean, ms (modelled) | error vs slow "
         f"| M_W rank {rank} on slow (modelled) | M_S its stage on slow (modelled) |"
     )
     lines = [head, "|" + "---|" * 10]
     for r in found:
-        mw, ms = ("-" if r[k] is None else f"{r[k]:g}%" for k in ("M_W_pct", "M_S_pct"))
+        mw, ms = ("-" if r[k] is None else f"{r[k]:zg}%" for k in ("M_W_pct", "M_S_pct"))
         lines.append(
-            f"| {r['case']} | {r['clean_ms']:.2f} | {r['slow_ms']:.2f} | {r['replay_error_pct']:g}% "
-            f"({r['vs_record_pct']:g}%) | "
-            f"{r['no_straggler_ms']:.2f} | {r['no_straggler_error_pct']:g}% | {r['rank_slower_ms']:.2f} | "
-            f"{r['rank_slower_error_pct']:g}% | {mw} | {ms} |"
+            f"| {r['case']} | {r['clean_ms']:z.2f} | {r['slow_ms']:z.2f} | {r['replay_error_pct']:zg}% "
+            f"({r['vs_record_pct']:zg}%) | "
+            f"{r['no_straggler_ms']:z.2f} | {r['no_straggler_error_pct']:zg}% | {r['rank_slower_ms']:z.2f} | "
+            f"{r['rank_slower_error_pct']:zg}% | {mw} | {ms} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="")
     args = ap.parse_args(argv)
     if not args.factor > 0:
-        print(f"error: --factor must be above 0, got {args.factor:g}", file=sys.stderr)
+        print(f"error: --factor must be above 0, got {args.factor:zg}", file=sys.stderr)
         return 2
     try:
         found = rows(Path(args.clean), Path(args.slow), args.rank, args.factor)

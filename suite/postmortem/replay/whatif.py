@@ -33,7 +33,7 @@ class WhatIf:
         if self.kind == "ideal":
             return "no straggler (idealised)"
         what = f"rank {self.target[0]}" if self.kind == "rank" else f"link {self.target[0]}-{self.target[1]}"
-        return f"{what} {self.factor:g}x slower" if self.factor >= 1 else f"{what} {1 / self.factor:g}x faster"
+        return f"{what} {self.factor:zg}x slower" if self.factor >= 1 else f"{what} {1 / self.factor:zg}x faster"
 
 
 def median_transfers(graphs: list[Graph]) -> dict[tuple, float]:
