@@ -15,6 +15,7 @@ import json
 import re
 from pathlib import Path
 
+from suite import op_table
 from suite.postmortem.replay.graph import RankStep, key_ops
 
 OP_PREFIXES = ("gloo:", "nccl:", "mpi:")
@@ -89,13 +90,17 @@ def recorded_step_s(run: Path, case: str) -> float | None:
     return None
 
 
+_PEER = {op.name: op.peer for op in op_table.OPS if op.family == "send_recv"}
+"""A point-to-point op's name -> the keyword of its peer (``dst``: it sends, ``src``: it receives)."""
+
+
 def _p2p(op: str, rank: int, ranks: set[int]) -> str:
     """A send or recv named by its direction (``send 0->1`` matches ``recv 0->1`` on the peer), where the world
     of two ranks names the peer (the profile does not); any other op as it is."""
-    if op not in ("send", "recv") or len(ranks) != 2:
+    if op not in _PEER or len(ranks) != 2:
         return op
     other = next(iter(ranks - {rank}))
-    a, b = (rank, other) if op == "send" else (other, rank)
+    a, b = (rank, other) if _PEER[op] == "dst" else (other, rank)
     return f"p2p {a}->{b}"
 
 
