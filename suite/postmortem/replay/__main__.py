@@ -1,0 +1,5 @@
+import sys
+
+from suite.postmortem.replay.cli import main
+
+sys.exit(main())

@@ -1,0 +1,161 @@
+"""``python -m suite.postmortem.replay RUN [--case TEXT] [--what-if SPEC,...]`` (``make what-if``): each training
+case's step rebuilt as a dependency graph and replayed, as recorded, idealised and under the what-ifs asked for.
+
+Writes ``<run>/what-if.json`` (every number modelled, but the measured step) and, per case, the ideal timeline
+beside the run's own: ``<run>/what-if/<case>.ideal.json`` (Perfetto). Bad input is one line and status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+from suite.common.fileio import write_text_atomic
+from suite.postmortem.replay import graph, load, timeline
+from suite.postmortem.replay.whatif import WhatIf, analyse, ideal_replay, median_transfers
+
+PROVENANCE = {
+    "measured_ms": "measured: the mean over the case's timed steps of the last rank's step end less the first "
+    "rank's step start (the run's timeline)",
+    "replayed_ms": "modelled: the step's dependency graph replayed unchanged (suite/postmortem/replay/graph.py)",
+    "replay_error_pct": "derived: |replayed - measured| / measured",
+    "recorded_ms": "measured: the mean of the case's timed samples in the run's record (bench.json samples_us)",
+    "replay_error_vs_record_pct": "derived: |replayed - recorded| / recorded",
+    "ideal_ms": "modelled: the step replayed idealised (mean compute per segment across ranks, median transfer "
+    "per op over ranks and steps, ranks starting together)",
+    "slowdown": "modelled: S = replayed / ideal",
+    "slowdown_by_op_type": "modelled: replayed / the step with only that type's durations idealised",
+    "M_W_pct": "modelled: per rank, the share of replayed - ideal that idealising that rank's durations alone "
+    "removes (None: no slowdown, under 1% of the step)",
+    "M_S_pct": "modelled: M_W per pipeline stage (one rank per stage; None: not a pipeline)",
+    "whatifs": "modelled: the step replayed with the change; a link's transfers are scaled by the factor (no "
+    "α–β fit is applied: the profile does not name an op's process group, so every op's transfer is scaled)",
+}
+
+
+class Refused(Exception):
+    pass
+
+
+def parse_whatifs(text: str) -> list[WhatIf]:
+    """``rank:<r>:<k>`` and ``link:<a>-<b>:<k>``, comma-separated (k: times slower; under 1: faster)."""
+    out = []
+    for item in filter(None, (t.strip() for t in (text or "").split(","))):
+        parts = item.split(":")
+        if len(parts) != 3 or parts[0] not in ("rank", "link"):
+            raise Refused(f"WHATIF={item}: expected rank:<r>:<k> or link:<a>-<b>:<k>")
+        try:
+            factor = float(parts[2])
+            target = tuple(int(x) for x in parts[1].split("-"))
+        except ValueError:
+            raise Refused(f"WHATIF={item}: the rank(s) and the factor must be numbers") from None
+        if not factor > 0 or factor == float("inf"):
+            raise Refused(f"WHATIF={item}: the factor must be a number above 0, got {parts[2]}")
+        if len(target) != (1 if parts[0] == "rank" else 2) or (parts[0] == "link" and target[0] == target[1]):
+            raise Refused(f"WHATIF={item}: a rank is one number, a link two different ranks a-b")
+        out.append(WhatIf(parts[0], target, factor))
+    return out
+
+
+def _check_targets(whatifs: list[WhatIf], ranks: set[int]) -> None:
+    for w in whatifs:
+        unknown = [r for r in w.target if r not in ranks]
+        if unknown:
+            what = "rank" if w.kind == "rank" else f"link {w.target[0]}-{w.target[1]}: rank"
+            raise Refused(f"{what} {unknown[0]} does not exist (the run has ranks {min(ranks)}-{max(ranks)})")
+
+
+def case_result(run: Path, case: str, spans: dict, whatifs: list[WhatIf]) -> tuple[dict, dict | None]:
+    """One case's numbers and its ideal timeline (None: no step could be rebuilt)."""
+    graphs, skipped = [], []
+    for step in load.case_steps(run, case, spans):
+        try:
+            graphs.append(graph.build(step))
+        except ValueError as e:
+            skipped.append(str(e))
+    if not graphs:
+        return {"case": case, "steps": 0, "skipped": skipped[:3]}, None
+    pipeline = any(k[0].startswith("p2p ") for k in graphs[0].order)
+    stages = {r: [r] for r in graphs[0].ranks} if pipeline else None
+    out = {"case": case, **analyse(graphs, whatifs, stages), "steps_skipped": len(skipped)}
+    recorded = load.recorded_step_s(run, case)
+    out["recorded_ms"] = None if recorded is None else round(recorded * 1e3, 4)
+    out["replay_error_vs_record_pct"] = (
+        None if recorded is None else round(100 * abs(out["replayed_ms"] / 1e3 - recorded) / recorded, 2)
+    )
+    times = [graph.replay(g).time for g in graphs]
+    g = graphs[times.index(statistics.median_low(times))]
+    trace = timeline.chrome_trace(g, graph.replay(g), ideal_replay(g, median_transfers(graphs)), case)
+    return out, trace
+
+
+def _ms(x) -> str:
+    return "-" if x is None else f"{x:z.3f}"
+
+
+def _lines(r: dict) -> list[str]:
+    if not r.get("steps"):
+        return [f"{r['case']}: no step could be rebuilt ({'; '.join(r.get('skipped') or ['no timed step'])})"]
+    mw = ", ".join(f"rank {k}: {'-' if v is None else f'{v:zg}%'}" for k, v in r["M_W_pct"].items())
+    out = [
+        f"{r['case']}: {r['steps']} steps ({r['steps_skipped']} skipped); measured {_ms(r['measured_ms'])} ms, "
+        f"replayed (modelled) {_ms(r['replayed_ms'])} ms (error {r['replay_error_pct']}%; against the record's "
+        f"{_ms(r['recorded_ms'])} ms: {_ms(r['replay_error_vs_record_pct'])}%)",
+        f"  idealised (no straggler, modelled) {_ms(r['ideal_ms'])} ms: slowdown S = {r['slowdown']}; per op type: "
+        + ", ".join(f"{k} {v}" for k, v in r["slowdown_by_op_type"].items()),
+        f"  M_W (modelled share of the slowdown per rank): {mw}",
+    ]
+    if r["M_S_pct"] is not None:
+        out.append(
+            "  M_S (modelled, per pipeline stage): "
+            + ", ".join(f"stage {k}: {'-' if v is None else f'{v:zg}%'}" for k, v in r["M_S_pct"].items())
+        )
+    out += [
+        f"  what if {w['what']}: {_ms(w['step_ms'])} ms ({w['vs_replayed']}x the replayed step, modelled)"
+        for w in r["whatifs"]
+    ]
+    return out
+
+
+def run(run_dir: Path, case_text: str, whatif_text: str) -> int:
+    whatifs = parse_whatifs(whatif_text)
+    if not run_dir.is_dir():
+        raise Refused(f"RUN={run_dir}: no such run folder")
+    spans = load.step_spans(load.read_timeline(run_dir))
+    cases = {c: s for c, s in spans.items() if case_text in c}
+    if not cases:
+        known = ", ".join(sorted(spans)) or "none: the run has no training step"
+        raise Refused(f"CASE={case_text}: no training case of {run_dir} matches (its cases: {known})")
+    _check_targets(whatifs, {r for s in cases.values() for r in s})
+    results = []
+    for case, s in sorted(cases.items()):
+        r, trace = case_result(run_dir, case, s, whatifs)
+        if trace is not None:
+            path = run_dir / "what-if" / f"{load.profile_name(case)}.ideal.json"
+            write_text_atomic(path, json.dumps(trace, separators=(",", ":")), durable=False)
+            r["ideal_timeline"] = str(path.relative_to(run_dir))
+        results.append(r)
+        print("\n".join(_lines(r)))
+    doc = {"run": run_dir.name, "provenance": PROVENANCE, "cases": results}
+    write_text_atomic(run_dir / "what-if.json", json.dumps(doc, indent=1), durable=False)
+    print(f"# what-if: {run_dir / 'what-if.json'}; ideal timelines in {run_dir / 'what-if'} (modelled; Perfetto)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m suite.postmortem.replay", description=__doc__.split("\n\n")[0])
+    ap.add_argument("run", help="a run folder (results/<run>), run with PROFILE=1")
+    ap.add_argument("--case", default="", help="only the training cases whose id contains this text")
+    ap.add_argument("--what-if", default="", help="rank:<r>:<k>,link:<a>-<b>:<k> (k times slower)")
+    args = ap.parse_args(argv)
+    if not args.run.strip():
+        print("error: RUN= is required: a run folder (results/<run>), run with PROFILE=1", file=sys.stderr)
+        return 2
+    try:
+        return run(Path(args.run), args.case, args.what_if)
+    except (Refused, load.BadInput) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2

@@ -1,0 +1,127 @@
+"""What-ifs on a case's step graphs (graph.py): the idealised step the ByteDance way, a rank k× slower at compute,
+a link k× slower, and the slowdown's attribution (S, per op type, per worker M_W, per stage M_S).
+
+Idealised (no straggler): each compute segment is the mean of that segment across the ranks, each transfer the
+median of that op's transfers over the ranks and the case's steps, and the ranks start the step together. A
+case's time is the mean over its steps (a slowdown that comes and goes counts by its share of the steps).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from collections.abc import Iterable
+
+from suite.postmortem.replay.graph import END, Graph, Replay, replay
+
+COMPUTE = "compute"
+"""The op type of the compute segments (the others are the ops' names)."""
+NO_SLOWDOWN = 0.01
+"""Below this share of the step (T - T_ideal < 1% of T) there is no slowdown to attribute: M_W and M_S are None."""
+
+
+@dataclasses.dataclass(frozen=True)
+class WhatIf:
+    """A change to replay: ``kind`` is ``ideal``, ``rank`` (``target`` the rank) or ``link`` (``target`` the pair
+    of ranks); ``factor`` k: k times slower (compute for a rank, transfer for a link)."""
+
+    kind: str
+    target: tuple[int, ...] = ()
+    factor: float = 1.0
+
+    def label(self) -> str:
+        if self.kind == "ideal":
+            return "no straggler (idealised)"
+        what = f"rank {self.target[0]}" if self.kind == "rank" else f"link {self.target[0]}-{self.target[1]}"
+        return f"{what} {self.factor:zg}x slower" if self.factor >= 1 else f"{what} {1 / self.factor:zg}x faster"
+
+
+def median_transfers(graphs: list[Graph]) -> dict[tuple, float]:
+    """Op key -> the median of its transfers over every rank and step."""
+    seen: dict[tuple, list[float]] = {}
+    for g in graphs:
+        for (_, k), t in g.transfer.items():
+            seen.setdefault(k, []).append(t)
+    return {k: statistics.median(v) for k, v in seen.items()}
+
+
+def _mean_gap(g: Graph, k: tuple) -> float:
+    return statistics.fmean(g.gap[r, k] for r in (g.ranks if k == END else g.peers[k]))
+
+
+def idealised(g: Graph, med: dict, ranks: Iterable[int] | None = None, types: Iterable[str] | None = None) -> float:
+    """The step's time of ``ideal_replay``."""
+    return ideal_replay(g, med, ranks, types).time
+
+
+def ideal_replay(g: Graph, med: dict, ranks: Iterable[int] | None = None, types: Iterable[str] | None = None) -> Replay:
+    """The step replayed with the segments and transfers of ``ranks`` (default all) and of op ``types`` (default
+    all: ``COMPUTE`` and the ops' names) idealised; with every type, those ranks also start with the first rank."""
+    ranks = set(g.ranks if ranks is None else ranks)
+    types = None if types is None else set(types)
+
+    def gap(r: int, k: tuple) -> float:
+        fix = r in ranks and (types is None or COMPUTE in types)
+        return _mean_gap(g, k) if fix else g.gap[r, k]
+
+    def transfer(r: int, k: tuple) -> float:
+        fix = r in ranks and (types is None or k[0] in types)
+        return med[k] if fix else g.transfer[r, k]
+
+    return replay(g, gap, transfer, together=frozenset(ranks) if types is None else frozenset())
+
+
+def changed(g: Graph, w: WhatIf, med: dict) -> float:
+    """The step's time under the what-if ``w``."""
+    if w.kind == "ideal":
+        return idealised(g, med)
+    if w.kind == "rank":
+        return replay(g, gap=lambda r, k: g.gap[r, k] * (w.factor if r == w.target[0] else 1.0)).time
+    if w.kind == "link":
+        return replay(g, transfer=lambda r, k: g.transfer[r, k] * w.factor).time
+    raise ValueError(f"unknown what-if {w.kind!r}")
+
+
+def _mean(values: Iterable[float]) -> float:
+    return statistics.fmean(list(values))
+
+
+def _share(t: float, t_fixed: float, t_ideal: float) -> float | None:
+    """The part of the slowdown (t - t_ideal) that fixing something removes (t - t_fixed), in percent."""
+    if t - t_ideal < NO_SLOWDOWN * t:
+        return None
+    return round(100.0 * (t - t_fixed) / (t - t_ideal), 1)
+
+
+def analyse(graphs: list[Graph], whatifs: list[WhatIf], stages: dict[int, list[int]] | None = None) -> dict:
+    """A case's numbers (times in ms): measured and replayed step, the what-ifs, S, S per op type, M_W, M_S."""
+    med = median_transfers(graphs)
+    t = _mean(replay(g).time for g in graphs)
+    t_ideal = _mean(idealised(g, med) for g in graphs)
+    types = sorted({COMPUTE} | {k[0] for g in graphs for k in g.order})
+    ranks = graphs[0].ranks
+    measured = _mean(g.measured for g in graphs)
+    out = {
+        "steps": len(graphs),
+        "measured_ms": round(measured * 1e3, 4),
+        "replayed_ms": round(t * 1e3, 4),
+        "replay_error_pct": round(100.0 * abs(t - measured) / measured, 2) if measured else None,
+        "ideal_ms": round(t_ideal * 1e3, 4),
+        "slowdown": round(t / t_ideal, 4) if t_ideal else None,
+        "slowdown_by_op_type": {ty: round(t / _mean(idealised(g, med, types=[ty]) for g in graphs), 4) for ty in types},
+        "M_W_pct": {str(r): _share(t, _mean(idealised(g, med, ranks=[r]) for g in graphs), t_ideal) for r in ranks},
+        "M_S_pct": None,
+        "whatifs": [],
+    }
+    if stages:
+        out["M_S_pct"] = {
+            str(s): _share(t, _mean(idealised(g, med, ranks=rs) for g in graphs), t_ideal)
+            for s, rs in sorted(stages.items())
+        }
+    for w in whatifs:
+        tw = _mean(changed(g, w, med) for g in graphs)
+        out["whatifs"].append({"what": w.label(), "step_ms": round(tw * 1e3, 4), "vs_replayed": round(tw / t, 4)})
+    return out
+
+
+__all__ = ["COMPUTE", "END", "WhatIf", "analyse", "changed", "ideal_replay", "idealised", "median_transfers"]

@@ -1,0 +1,61 @@
+"""The what-if replay's reader (suite/postmortem/replay/load.py) on a hand-made run folder: the timeline's step
+spans per case and rank, the profile's backend ops inside them on the same Unix clock, a send and its recv named
+as one op in a world of two, and the run's record of the step."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from suite.postmortem.replay import load
+
+EPOCH = 1_000.0  # the timeline's ts 0, Unix seconds
+
+
+def _x(cat: str, name: str, rank: int, ts_us: float, dur_us: float) -> dict:
+    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": rank + 1, "ts": ts_us, "dur": dur_us}
+
+
+def write_run(tmp_path, case: str = "test_sharded[pp]") -> None:
+    events = []
+    for r in (0, 1):
+        events += [_x("case", case, r, 0, 100_000), _x("sample", "step", r, 10_000, 20_000)]
+        events += [_x("sample", "step", r, 40_000, 20_000), _x("phase", "timed", r, 5_000, 80_000)]
+    (tmp_path / "trace.json").write_text(json.dumps({"traceEvents": events, "otherData": {"epoch_unix_s": EPOCH}}))
+    base_ns = 999_000_000_000  # the profile's clock starts 1 s before the timeline's
+    ops = {0: [("gloo:send", 1_012_000, 2_000), ("gloo:recv", 1_020_000, 5_000)], 1: [("gloo:recv", 1_011_000, 3_000)]}
+    ops[1] += [("gloo:send", 1_021_000, 4_000), ("gloo:all_reduce", 1_045_000, 1_000), ("aten::mm", 1_046_000, 9)]
+    ops[0] += [("gloo:all_reduce", 1_044_000, 2_000), ("gloo:all_reduce", 1_099_000, 1_000)]  # the last: no step
+    (tmp_path / "profiles").mkdir()
+    for r, mine in ops.items():
+        evs = [{"ph": "X", "name": n, "ts": ts, "dur": d, "pid": 1, "tid": 9} for n, ts, d in mine]
+        doc = {"traceEvents": evs, "baseTimeNanoseconds": base_ns}
+        (tmp_path / "profiles" / f"test_sharded_pp.rank{r}.json").write_text(json.dumps(doc))
+    bench = {"benchmarks": [{"name": case, "extra_info": {"samples_us": [19_000.0, 21_000.0]}}]}
+    (tmp_path / "bench.json").write_text(json.dumps(bench))
+
+
+def test_steps_and_their_ops_on_one_clock(tmp_path):
+    write_run(tmp_path)
+    spans = load.step_spans(load.read_timeline(tmp_path))
+    assert list(spans) == ["test_sharded[pp]"]
+    assert spans["test_sharded[pp]"][1] == [pytest.approx((1_000.01, 1_000.03)), pytest.approx((1_000.04, 1_000.06))]
+    first, second = load.case_steps(tmp_path, "test_sharded[pp]", spans["test_sharded[pp]"])
+    r0, r1 = first
+    assert [o.key for o in r0.ops] == [("p2p 0->1", 0), ("p2p 1->0", 0)]
+    assert [o.key for o in r1.ops] == [("p2p 0->1", 0), ("p2p 1->0", 0)]
+    assert r0.ops[0].start == pytest.approx(1_000.012) and r0.ops[0].end == pytest.approx(1_000.014)
+    assert [o.key for s in second for o in s.ops] == [("all_reduce", 0), ("all_reduce", 0)]  # aten:: is compute
+    assert load.recorded_step_s(tmp_path, "test_sharded[pp]") == pytest.approx(0.020)
+    assert load.recorded_step_s(tmp_path, "test_other") is None
+
+
+def test_a_run_without_a_timeline_or_a_profile_is_refused(tmp_path):
+    with pytest.raises(load.BadInput, match="has no timeline"):
+        load.read_timeline(tmp_path)
+    write_run(tmp_path)
+    (tmp_path / "profiles" / "test_sharded_pp.rank1.json").unlink()
+    spans = load.step_spans(load.read_timeline(tmp_path))["test_sharded[pp]"]
+    with pytest.raises(load.BadInput, match=r"no profile of test_sharded\[pp\] on rank 1 .*PROFILE=1"):
+        load.case_steps(tmp_path, "test_sharded[pp]", spans)
