@@ -42,7 +42,7 @@ def outnumbered(sharing: tuple[int, float | None]) -> bool:
 
 
 def cores_text(cores: float) -> str:
-    return f"{cores:g} core{'' if cores == 1 else 's'}"
+    return f"{cores:zg} core{'' if cores == 1 else 's'}"
 
 
 def priced(
