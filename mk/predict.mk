@@ -11,7 +11,9 @@
 #     VALIDATE_SHARDED=1 (default) also runs the sharded experiment's VALIDATE_SHARDED_STRATEGIES (train step,
 #     compute alone, replay) on a model whose width and batch every node count 2..6 divides
 #     (VALIDATE_SHARDED_WIDTH/_BATCH/_SEQ/_DEPTH) and checks each strategy's step prediction the same way
-#     (VALIDATE_SHARDED= empty leaves it out); VALIDATE_OPS= empty: every collective
+#     (VALIDATE_SHARDED= empty leaves it out); VALIDATE_OPS= empty: every collective. The compose nodes share this
+#     machine's cores: where a check run's ranks outnumber them, a step's compute is priced from its probe (the
+#     compute alone measured on all its ranks at once), not extrapolated from the fit runs (suite/model/contention.py)
 RANKS          ?=
 RANKS_PER_NODE ?=
 SIZES          ?=
@@ -58,5 +60,5 @@ validate-predict: venv  ## fit on compose runs of 2-3 nodes, predict and measure
 	done; \
 	fit=$$(for n in $(VALIDATE_FIT); do printf '%s,' $(RESULTS)/$(VALIDATE_ID)-$${n}n$(VALIDATE_PPN)p; done); \
 	chk=$$(for n in $(VALIDATE_CHECK); do printf '%s,' $(RESULTS)/$(VALIDATE_ID)-$${n}n$(VALIDATE_PPN)p; done); \
-	$(PY) -m suite.model validate --fit "$$fit" --check "$$chk" --out $(RESULTS)/$(VALIDATE_ID)-$(VALIDATE_PPN)p.json \
+	$(PY) -m suite.model validate --fit "$$fit" --check "$$chk" --one-machine --out $(RESULTS)/$(VALIDATE_ID)-$(VALIDATE_PPN)p.json \
 	  && $(PY) -m suite.report validation $(RESULTS)/$(VALIDATE_ID)-$(VALIDATE_PPN)p.json

@@ -24,7 +24,10 @@ Per strategy (the run's ``train_step`` records with the decomposition, experimen
   fixed and each rank does 1/N of the step's arithmetic (its rows for ddp and FSDP2, its shard of the
   blocks' matmuls for tp), so compute(N) = compute_s(n) x n / N; with several, ``a + b/N`` (``FIT_MODEL``)
   fitted to compute_s by least squares over the world sizes (b = 0 when compute did not fall with N, a = 0
-  when the fit's start-up came out negative).
+  when the fit's start-up came out negative). Where the ranks at N outnumber the cores they share (the compose
+  simulation's N containers on one machine, an oversubscribed host) and the compute alone was measured at N on all
+  N ranks at once (a probe: the check run's ``compute_s`` in the validation), the compute is that probe
+  (suite.model.contention: contention is not extrapolated); the entry keeps it as ``compute_probe_us``.
 
 Your own model (``SHARDED_MODEL``, a record with ``model``): no theory, so comm(N) prices the collectives its
 step record measured (``inventory``) at the world size nearest N, each with the same S bytes at N
@@ -45,6 +48,7 @@ import sys
 from collections import Counter
 from collections.abc import Sequence
 
+from suite.model import contention
 from suite.model.links import Topology
 from suite.model.prediction import predict
 from suite.model.run_model import RunModel
@@ -203,15 +207,25 @@ def why_not(key: tuple, by_world: dict[int, dict], ranks: int) -> str | None:
     return shapes.mesh_cannot(strategy, ranks) or user_model.split_problem(strategy, ranks, split)
 
 
-def predict_step(key: tuple, by_world: dict[int, dict], topo: Topology, model: RunModel) -> dict | None:
-    """The strategy's step at ``topo`` (module docstring), with the model at the nearest measured world."""
+def predict_step(
+    key: tuple,
+    by_world: dict[int, dict],
+    topo: Topology,
+    model: RunModel,
+    sharing: tuple[int, float | None] = (0, None),
+    probe_us: float | None = None,
+) -> dict | None:
+    """The strategy's step at ``topo`` (module docstring), with the model at the nearest measured world.
+    ``sharing``: (ranks, the cores they share) at ``topo`` where known, ``probe_us``: the compute alone measured
+    there on all ranks at once; where the ranks outnumber the cores the compute is the probe
+    (suite.model.contention)."""
     strategy = key[0]
     comm = comm_us(strategy, collectives_at(key, by_world, topo.ranks), topo, model)
     if comm is None:
         return None
     a, b, how = compute_model(by_world)
     frac, measured_frac, hidden_how = hidden_fraction(by_world, topo.ranks)
-    compute = a + b / topo.ranks
+    compute, how, probe_used = contention.priced(a + b / topo.ranks, how, topo.ranks, sharing, probe_us)
     near = _nearest(by_world, topo.ranks)
     rec = by_world[near]["step"]
     comm0 = comm_us(strategy, collectives_at(key, by_world, near), record_topology(rec), model)
@@ -229,6 +243,7 @@ def predict_step(key: tuple, by_world: dict[int, dict], topo: Topology, model: R
         "mesh_rule": "the experiment's own mesh at N (shapes.mesh_shape)",
         "compute_us": compute,
         "compute_model": how,
+        "compute_probe_us": probe_used,
         "comm_us": comm,
         "comm_model": COMM_MODEL if key[5] is None else USER_COMM_MODEL,
         "hidden_fraction": frac,
@@ -246,7 +261,10 @@ def predict_step(key: tuple, by_world: dict[int, dict], topo: Topology, model: R
 
 PROVENANCE = {
     "sharded.step_us": "modelled: compute_us + comm_us − hidden_us",
-    "sharded.compute_us": f"modelled: the entry's compute_model: 'per-rank work' {WORK_MODEL}; 'a + b/N' {FIT_MODEL}",
+    "sharded.compute_us": f"modelled: the entry's compute_model: 'per-rank work' {WORK_MODEL}; 'a + b/N' {FIT_MODEL}; "
+    f"'the probe' where the ranks outnumber their cores: compute_probe_us as measured",
+    "sharded.compute_probe_us": "measured: the step's compute alone at N, on all N ranks at once (the train_step "
+    "record's compute_s); null where the compute is extrapolated",
     "sharded.comm_us": f"modelled: the entry's comm_model: {COMM_MODEL}; a user model's (model set) {USER_COMM_MODEL}",
     "sharded.hidden_us": f"modelled: comm_us x hidden_fraction ({HIDDEN_MODEL})",
     "sharded.hidden_fraction": f"the entry's hidden_model: {CPU_HIDDEN}; else measured: {HIDDEN_MODEL}",
@@ -297,11 +315,12 @@ def validation_rows(model: RunModel, check: Sequence[dict]) -> list[dict]:
     fit = step_records(model.records)
     rows = []
     for run in check:
-        t = run_topology(run)
+        t, sharing = run_topology(run), contention.run_cores(run, model.one_machine)
         for key, by_world in sorted(step_records(records(run)).items(), key=lambda kv: str(kv[0])):
             if key not in fit or t.ranks not in by_world or why_not(key, fit[key], t.ranks):
                 continue
-            pr = predict_step(key, fit[key], t, model)
+            probe = by_world[t.ranks]["step"]["compute_s"] * 1e6  # measured on all its ranks at once
+            pr = predict_step(key, fit[key], t, model, sharing, probe)
             if pr is None:
                 continue
             measured = by_world[t.ranks]["step"]["time_us"]
@@ -313,6 +332,7 @@ def validation_rows(model: RunModel, check: Sequence[dict]) -> list[dict]:
                     "predicted_us": pr["step_us"],
                     "compute_us": pr["compute_us"],
                     "compute_model": pr["compute_model"],
+                    "compute_probe_us": pr["compute_probe_us"],
                     "predicted_comm_us": pr["comm_us"],
                     "predicted_hidden_us": pr["hidden_us"],
                     "measured_us": measured,
@@ -347,6 +367,8 @@ def row_line(r: dict) -> str:
     """The validation table's line of one "sharded" row."""
     source = f"from the {'/'.join(map(str, r['fit_ranks']))}-rank runs"
     alone = f"(compute alone {fmt_time(r['measured_compute_us'])})"
+    if r.get("compute_probe_us") is not None:
+        alone = f"(compute: the probe, {fmt_time(r['compute_probe_us'])} on all {r['ranks']} ranks at once)"
     return f"sharded step ({r['strategy']}) {row_text(r, 'comm', source)} {alone}, error {100 * r['error']:+z.1f}%"
 
 

@@ -10,7 +10,8 @@ classes, topology, the ``Term`` of a critical path), ``algorithms`` and ``posted
 ``prediction`` (Terms -> time, interval, bottleneck), ``backend_choice`` (which algorithm the backend
 runs), ``runs`` (points of a stored run), ``calibrate`` (links fitted to a run), ``run_model`` (what a
 run says, the algorithm check), ``step`` (the protocol of an experiment's step model: the
-experiment's ``model.py`` behind its spec's ``step_model`` hook, e.g. experiments/ddp/model.py),
+experiment's ``model.py`` behind its spec's ``step_model`` hook, e.g. experiments/ddp/model.py), ``contention``
+(a step's compute where ranks outnumber cores: the probe at N, not an extrapolation),
 ``document`` (tables, predict.json), ``report_section`` (the report's section),
 ``validate``, ``cli``, ``units``; and, apart from the rest, ``ettr`` (ETTR under failures, its Monte-Carlo
 check ``ettr_sim``, its command ``ettr_cli``: make ettr; docs/recovery.md).

@@ -4,7 +4,7 @@ Reads stored runs only (bench.json); measures nothing.
 
     python -m suite.model RUN --ranks 1024 --ranks-per-node 8 [--sizes 1M,64M]
         the extrapolation table; writes RUN/predict.json (atomically)
-    python -m suite.model validate --fit RUN,RUN --check RUN,RUN [--out FILE]
+    python -m suite.model validate --fit RUN,RUN --check RUN,RUN [--out FILE] [--one-machine]
         fit on some runs (e.g. 2 and 3 compose nodes), predict the others' sizes (4, 5, 6 nodes),
         print predicted / measured / error per op and size and the geomean |error| per op
 """
@@ -120,7 +120,7 @@ def _cmd_validate(args) -> int:
     check = [_load(p) for p in args.check.split(",") if p]
     if not fit_on or not check:
         raise InputError("validate needs --fit RUN[,RUN...] and --check RUN[,RUN...]")
-    v = validate(fit_on, check)
+    v = validate(fit_on, check, one_machine=args.one_machine)
     if not v["rows"]:
         raise InputError("the check runs have no collective records the fitted model can predict")
     sys.stdout.write(format_validation(v))
@@ -146,6 +146,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fit", required=True)
     p.add_argument("--check", required=True)
     p.add_argument("--out", default="")
+    p.add_argument(
+        "--one-machine",
+        action="store_true",
+        help="the check runs' hosts are containers of one machine (the compose simulation): their ranks share its "
+        "cores, and where they outnumber them a step's compute is its probe at N (suite.model.contention)",
+    )
     p.set_defaults(fn=_cmd_validate)
     if argv and argv[0] not in ("predict", "validate", "-h", "--help"):
         argv = ["predict", *argv]

@@ -38,6 +38,9 @@ class RunModel:
     points: list
     debug_text: str = ""
     records: list = dataclasses.field(default_factory=list, repr=False)
+    one_machine: bool = False
+    """The runs it prices (the validation's check runs) ran their hosts as containers of one machine (the compose
+    simulation): all their ranks share its cores (suite.model.contention)."""
 
     def links_for(self, op: str) -> dict:
         return self.op_links.get(op) or self.default_links

@@ -15,11 +15,12 @@ from suite.model.runs import collective_points
 from suite.model.units import fmt_time, geomean_abs
 
 
-def validate(fit_on: Sequence[dict], check: Sequence[dict], debug_text: str = "") -> dict:
+def validate(fit_on: Sequence[dict], check: Sequence[dict], debug_text: str = "", one_machine: bool = False) -> dict:
     """Fit the links on ``fit_on``, predict every (op, size) of each ``check`` run at its topology with the
     backend's algorithm, and compare with what it measured; per op the geomean |error| of all sizes and of
-    the bandwidth-bound ones (ASTRA-sim's validation table)."""
-    model = fit_runs(fit_on, debug_text)
+    the bandwidth-bound ones (ASTRA-sim's validation table). ``one_machine``: the check runs' hosts are
+    containers of one machine (RunModel.one_machine)."""
+    model = dataclasses.replace(fit_runs(fit_on, debug_text), one_machine=one_machine)
     rows = []
     for run in check:
         for p in collective_points(run):
@@ -64,6 +65,7 @@ def validate(fit_on: Sequence[dict], check: Sequence[dict], debug_text: str = ""
         "summary": summary,
         **step.validation(model, check),
         "target_bandwidth_bound": TARGET,
+        "one_machine": one_machine,
     }
 
 

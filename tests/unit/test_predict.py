@@ -406,6 +406,54 @@ def test_validation_checks_the_ddp_step_from_the_nearest_fit_run():
     assert row["fit_ranks"] == 2 and row["compute_us"] == 5000.0
 
 
+def _sharded_step(n: int, time_us: float, compute_s: float) -> dict:
+    """A sharded ddp train_step record (width and batch 12: 2, 3 and 4 ranks split them)."""
+    shape = {"strategy": "ddp", "label": "ddp", "width": 12, "depth": 2, "seq": 4, "batch": 12}
+    common = {"experiment": "sharded", "backend": "gloo", "device": "cpu", "world_size": n, "hosts": n, "n_wrong": 0}
+    return {"extra_info": common | shape | {"op": "train_step", "time_us": time_us, "compute_s": compute_s}}
+
+
+def _containers_on_two_cores(run: dict) -> dict:
+    """The run as the compose simulation stores it: a rank per container, each seeing the machine's 2 cores."""
+    su = run["machine_info"]["suite"]
+    su["hosts"] = {h: {"cpu_share": {"ranks": 1, "usable_cpus": 2}} for h in set(su["hostnames"])}
+    return run
+
+
+def test_validate_prices_the_compute_of_ranks_that_outnumber_their_cores_from_the_probe(tmp_path, capsys):
+    """`python -m suite.model validate --one-machine` (what make validate-predict runs on the compose
+    simulation): at 4 ranks on 2 cores a sharded step's compute is the 4-rank run's compute alone (measured on
+    all 4 at once), not a + b/N from the 2- and 3-rank runs; without it, a + b/N as before."""
+    link = ClassLink(link_class="inter", alpha_us=300.0, beta_gbps=0.0125)
+    runs = {n: _containers_on_two_cores(_run((n, 1), GLOO_MODELS, link)) for n in (2, 3, 4)}
+    runs[2]["benchmarks"].append(_sharded_step(2, 1e5, 0.010))  # a + b/N: b = 18 ms, a = 1 ms: 5.5 ms at 4
+    runs[3]["benchmarks"].append(_sharded_step(3, 1e5, 0.007))
+    runs[4]["benchmarks"].append(_sharded_step(4, 50_000.0, 0.030))  # 4 containers on 2 cores: 30 ms
+    for n, run in runs.items():
+        (tmp_path / f"r{n}.json").write_text(json.dumps(run))
+    args = ["validate", "--fit", f"{tmp_path}/r2.json,{tmp_path}/r3.json", "--check", f"{tmp_path}/r4.json"]
+    rows = {}
+    for flag in ("--one-machine", None):
+        out = tmp_path / f"v{flag}.json"
+        assert cli.main([*args, "--out", str(out), *([flag] if flag else [])]) == 0
+        v = json.loads(out.read_text())
+        (rows[flag],) = v["sharded"]
+        assert v["one_machine"] == bool(flag)
+    probe, before = rows["--one-machine"], rows[None]
+    assert probe["compute_us"] == pytest.approx(30_000.0) and probe["compute_probe_us"] == pytest.approx(30_000.0)
+    assert probe["compute_model"].startswith("the probe at 4 ranks")
+    assert "4 ranks share 2 cores" in probe["compute_model"]
+    assert probe["predicted_us"] == pytest.approx(30_000.0 + probe["predicted_comm_us"])
+    assert before["compute_us"] == pytest.approx(5500.0) and before["compute_probe_us"] is None
+    assert before["compute_model"] == "a + b/N on 2/3 ranks"
+    assert "(compute: the probe, 30 ms on all 4 ranks at once)" in capsys.readouterr().out
+    # make validate-predict says its compose nodes share one machine
+    r = subprocess.run(
+        [*MAKE, "-n", "validate-predict", "RESULTS=/nonexistent"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert "-m suite.model validate" in r.stdout and "--one-machine" in r.stdout, r.stdout + r.stderr
+
+
 def test_geomean_abs_error_by_hand():
     assert validate.geomean_abs([0.1, -0.4]) == pytest.approx(0.2)
     assert validate.geomean_abs([]) is None
