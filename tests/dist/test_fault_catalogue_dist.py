@@ -4,10 +4,10 @@ SUITE_INJECT_BACKEND) against every collective, every p2p pattern and the all_re
 must come out wrong, with the class's symptom in the record's ``wrong_found`` (the words the failure message and a
 run with status 6 carry); with no fault armed, every case is right.
 
-The same for the DDP experiment's cases and every sharded strategy's training step at 2, 3 and 4 ranks. One plain
-Gloo group per launch (faulty only where the harness arms a case): the collectives in one, the DDP and sharded steps
-in another; the classes that cannot apply to a case are listed in ``NOT_APPLICABLE``, ``DDP_NOT_APPLICABLE`` and
-``SHARDED_NOT_APPLICABLE`` with why (docs/metrics.md has the tables).
+The same for the DDP experiment's cases and every sharded strategy's training step at 2, 3 and 4 ranks. One launch
+per world size, one plain Gloo group (faulty only where the harness arms a case) that runs the collectives, then the
+DDP and sharded steps; the classes that cannot apply to a case are listed in ``NOT_APPLICABLE``,
+``DDP_NOT_APPLICABLE`` and ``SHARDED_NOT_APPLICABLE`` with why (docs/metrics.md has the tables).
 """
 
 from __future__ import annotations
@@ -289,9 +289,8 @@ KINDS = {
     "ddp": (DDP_CFG, DDP_FAULTS, DDP_NOT_APPLICABLE),
     "sharded": (None, SHARDED_FAULTS, SHARDED_NOT_APPLICABLE),
 }
-"""kind -> (its config, None: ``_sharded_cfg``; its classes; where they cannot apply)."""
-STEPS = ("ddp", "sharded")
-"""The training steps: one launch of each world size runs both kinds, in one group."""
+"""kind -> (its config, None: ``_sharded_cfg``; its classes; where they cannot apply); one launch of each world size
+runs every kind, in one group (``catalogue``)."""
 
 
 def _rank(rank: int, world: int, store: str, out: str, kinds: tuple[str, ...]) -> None:
@@ -330,17 +329,24 @@ def _kind(ctx, world: int, kind: str) -> dict:
     return {"rows": rows, "skipped": skipped}
 
 
-@pytest.mark.parametrize("world", [2, 3, 4])
-def test_every_fault_class_fails_every_case_it_applies_to(tmp_path, world):
-    got = _run(tmp_path, world, ("collectives",))["collectives"]["rows"]
+@pytest.fixture(scope="module", params=[2, 3, 4])
+def catalogue(request, tmp_path_factory) -> tuple[int, dict]:
+    """One launch of ``world`` ranks (the param) that runs every kind, collectives and steps, for both tests
+    below: the ranks are spawned, and each imports torch and the experiments, once per world size, not twice."""
+    world = request.param
+    return world, _run(tmp_path_factory.mktemp(f"catalogue{world}"), world, tuple(KINDS))
+
+
+def test_every_fault_class_fails_every_case_it_applies_to(catalogue):
+    world, got = catalogue
+    got = got["collectives"]["rows"]
     _assert_caught(got, world)
     ran = {(fault, label.split("-")[0]) for fault, label, *_ in got}
     every = set(faults.BACKEND_FAULTS) - ({"group_rank"} if world != 4 else set())  # halves of 2 ranks: at 4
     assert {f for f, _ in ran if f} == every  # every class applied somewhere
 
 
-@pytest.mark.parametrize("world", [2, 3, 4])
-def test_the_ddp_and_sharded_steps_fail_each_fault_class_with_its_symptom(tmp_path, world):
+def test_the_ddp_and_sharded_steps_fail_each_fault_class_with_its_symptom(catalogue):
     """The DDP experiment's gradient all_reduce, its steps (DDP with a bucket cap and a compressing hook, manual,
     coalesced, accumulation) and its initial-state syncs (a stale result passed the all_reduce of ones and a
     constructor from a fixed seed; the steps named nothing, and a drop was called stale); and the sharded
@@ -349,7 +355,7 @@ def test_the_ddp_and_sharded_steps_fail_each_fault_class_with_its_symptom(tmp_pa
     functional collectives, the 2-D mesh's (on groups whose ranks are not the global ones) and the pipelines'
     sends and receives between stages (one and two stages per rank). Every class that applies makes every case
     wrong, named; DDP_NOT_APPLICABLE and SHARDED_NOT_APPLICABLE say where a class cannot apply, and why."""
-    got = _run(tmp_path, world, STEPS)
+    world, got = catalogue
     ddp, sharded = got["ddp"]["rows"], got["sharded"]["rows"]
     _assert_caught(ddp, world, "ddp")
     _assert_caught(sharded, world, "sharded")

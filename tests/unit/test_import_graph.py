@@ -28,6 +28,13 @@ OFFLINE_FILES = {"verdict", "report", "model"}
 """An experiment's modules that read a stored run (never on a rank) may use suite.results' readers."""
 
 
+@functools.cache
+def _parse(text: str) -> ast.Module:
+    """A module's syntax tree, parsed once a session: most tests here walk every module of suite/ and experiments/
+    (read only)."""
+    return ast.parse(text)
+
+
 def _module_name(path: Path) -> str:
     rel = path.relative_to(ROOT).with_suffix("")
     parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
@@ -49,7 +56,7 @@ def import_graph() -> dict[str, frozenset[str]]:
     mods = {_module_name(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
     graph: dict[str, set[str]] = {m: set() for m in mods}
     for mod, path in mods.items():
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(_parse(path.read_text())):
             names = []
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
@@ -192,7 +199,7 @@ def test_only_the_registry_imports_experiments():
     for p in sorted((ROOT / "suite").rglob("*.py")):
         if p.name == "registry.py" and p.parent.name == "suite":
             continue
-        tree = ast.parse(p.read_text())
+        tree = _parse(p.read_text())
         docs = _docstrings(tree)
         spelled = [
             n.value
@@ -245,7 +252,7 @@ def _imports(tree: ast.AST) -> list[tuple[int, str, int]]:
 
 def _spec_name(init: Path) -> str | None:
     """The ``name=`` constant of ``SPEC = ExperimentSpec(...)`` in ``init``, or None."""
-    for node in ast.parse(init.read_text()).body:
+    for node in _parse(init.read_text()).body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "SPEC" for t in node.targets):
             call = node.value
             if isinstance(call, ast.Call) and ast.unparse(call.func).split(".")[-1] == "ExperimentSpec":
@@ -267,7 +274,7 @@ def r2_violations(root: Path, in_flight: dict[str, str] | None = None) -> list[s
         for path in sorted(folder.rglob("*.py")):
             where = path.relative_to(root).as_posix()
             inside = len(path.relative_to(folder).parts)  # a relative import may climb to the folder, not above it
-            for line, mod, level in _imports(ast.parse(path.read_text())):
+            for line, mod, level in _imports(_parse(path.read_text())):
                 top = mod.split(".")
                 if (level == 0 and top[0] == root.name and top[1:2] not in ([], [folder.name])) or level > inside:
                     out.append(f"{where}:{line} imports another experiment ({'.' * level}{mod})")
@@ -401,7 +408,7 @@ def _runtime_imports(tree: ast.AST) -> list[str]:
 def offline_violations(sources: dict[str, str], roots: str) -> list[str]:
     """'a -> b -> c: why' for each module reachable from a module under ``roots`` (by runtime imports among
     ``sources``, module name -> its text) that is a harness module or imports torch or pytest."""
-    imports = {m: _runtime_imports(ast.parse(text)) for m, text in sources.items()}
+    imports = {m: _runtime_imports(_parse(text)) for m, text in sources.items()}
     out = []
     for root in sorted(m for m in sources if m == roots or m.startswith(roots + ".")):
         seen, queue = {root: [root]}, [root]
@@ -658,7 +665,7 @@ def _docstrings(tree: ast.AST) -> set[int]:
 
 def experiment_names_in(path: Path, names: set[str], root: Path = ROOT) -> list[str]:
     """``file:line name`` of every string constant of ``path`` (docstrings aside) equal to one of ``names``."""
-    tree = ast.parse(path.read_text())
+    tree = _parse(path.read_text())
     docs = _docstrings(tree)
     return [
         f"{path.relative_to(root)}:{node.lineno} {node.value!r}"

@@ -37,33 +37,39 @@ def test_the_comparison_rejects_bad_arguments_before_starting_a_rank(args):
 
 
 PIN = """
-import json, os, threading, time, sys
+import json, os, threading, sys
 sys.path.insert(0, "scripts")
 import bare_loop
-early = threading.Thread(target=time.sleep, args=(2,), daemon=True)
+allowed = os.sched_getaffinity(0)
+early = threading.Thread(target=threading.Event().wait, args=(60,), daemon=True)
 early.start()  # a thread that exists before the pin (a process group's) is pinned too
-core = bare_loop.pin()
-later = [os.sched_getaffinity(int(t)) for t in os.listdir("/proc/self/task")]
-print(json.dumps({"core": core, "cores": sorted(os.sched_getaffinity(0)), "threads": [sorted(c) for c in later]}))
+for local in sys.argv[1:]:
+    os.environ["LOCAL_RANK"] = local
+    core = bare_loop.pin()
+    later = [os.sched_getaffinity(int(t)) for t in os.listdir("/proc/self/task")]
+    print(json.dumps({"core": core, "cores": sorted(os.sched_getaffinity(0)), "threads": [sorted(c) for c in later]}))
+    for t in os.listdir("/proc/self/task"):  # unpinned again for the next local rank
+        try:
+            os.sched_setaffinity(int(t), allowed)
+        except OSError:  # a thread that ended meanwhile
+            pass
 """
 
 
-@pytest.mark.parametrize("local", ["0", "1", "5"])
-def test_each_rank_is_pinned_to_its_own_core_every_thread_of_it(local):
+def test_each_rank_is_pinned_to_its_own_core_every_thread_of_it():
+    # local ranks 0, 1 and 5 pinned in turn in one interpreter (it imports torch once, not three times)
     import json
     import os
 
     env = {k: v for k, v in os.environ.items() if k not in ("MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK")}
+    locals_ = ["0", "1", "5"]
     r = subprocess.run(
-        [sys.executable, "-c", PIN],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**env, "LOCAL_RANK": local},
+        [sys.executable, "-c", PIN, *locals_], cwd=ROOT, capture_output=True, text=True, timeout=60, env=env
     )
     assert r.returncode == 0, r.stderr
-    got = json.loads(r.stdout)
     allowed = sorted(os.sched_getaffinity(0))
-    assert got["core"] == allowed[int(local) % len(allowed)] and got["cores"] == [got["core"]]
-    assert len(got["threads"]) >= 2 and all(t == [got["core"]] for t in got["threads"])
+    rounds = [json.loads(line) for line in r.stdout.splitlines()]
+    assert len(rounds) == len(locals_)
+    for local, got in zip(locals_, rounds):
+        assert got["core"] == allowed[int(local) % len(allowed)] and got["cores"] == [got["core"]], (local, got)
+        assert len(got["threads"]) >= 2 and all(t == [got["core"]] for t in got["threads"]), (local, got)
