@@ -92,3 +92,16 @@ def test_a_run_that_overruns_its_timeout_is_one_line_and_status_1(tmp_path, caps
     assert main(["--workdir", str(tmp_path / "w"), "--timeout", "0.001"]) == 1
     err = capsys.readouterr().err
     assert err == "torchft: the replica groups were not ready within 0.001 s\n"
+
+
+def test_a_fault_free_run_with_uneven_steps_reads_an_ettr_of_at_most_one(tmp_path):
+    """Back-to-back steps of 0.1, 1 and 1 s on both replicas: all of the wall time is training, ETTR 1. The
+    median step (1 s) would read 3 x 1 / 2.1 = 1.43."""
+    plan = Plan(steps=3, workdir=str(tmp_path))
+    rows, _ = _rows(plan, [2, 2, 2])
+    for r in rows:  # replica 1 a millisecond behind replica 0
+        end = {0: 0.1, 1: 1.1, 2: 2.1}[r["step"]] + r["replica"] * 1e-3
+        r["t0"], r["t"] = end - (0.1 if r["step"] == 0 else 1.0), end
+    out = check.timings(plan, rows, check.committed_log(plan, check.committed_steps(rows)))
+    assert out["step_s_clean"] == pytest.approx(0.7, abs=2e-3)
+    assert out["ettr"] == pytest.approx(1.0, abs=2e-3) and out["ettr"] <= 1.0
