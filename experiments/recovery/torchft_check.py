@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
-from .torchft_data import DATA, digest, load_factory, sample_ids
+from .torchft_data import DATA, DATA_SEED, LR, MODEL, digest, load_factory, sample_ids
 
 TOLERANCE = {"rtol": 1e-5, "atol": 1e-7}
 """Final weights against the reference where a step had three or more replicas (Gloo's summation order)."""
@@ -64,9 +64,9 @@ def reference(plan, steps: dict[int, dict]) -> tuple[list[str], nn.Module]:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        model = load_factory(plan.model)(plan.seed)
-        opt = torch.optim.SGD(model.parameters(), lr=plan.lr)
-        dataset = load_factory(DATA)(seed=plan.data_seed)
+        model = load_factory(MODEL)(plan.seed)
+        opt = torch.optim.SGD(model.parameters(), lr=LR)
+        dataset = load_factory(DATA)(seed=DATA_SEED)
         loss_fn = nn.CrossEntropyLoss()
         shas = [digest(model)]
         for s in range(plan.steps):
@@ -75,7 +75,7 @@ def reference(plan, steps: dict[int, dict]) -> tuple[list[str], nn.Module]:
             n = steps[s]["n"]
             total = None
             for rank in range(n):
-                x, y = dataset[sample_ids(plan.seed, s, rank, plan.world[0], plan.batch, len(dataset))]
+                x, y = dataset[sample_ids(plan.seed, s, rank, plan.world, plan.batch_per_rank, len(dataset))]
                 opt.zero_grad(set_to_none=False)
                 loss_fn(model(x), y).backward()
                 grads = [p.grad.clone() for p in model.parameters()]
@@ -125,12 +125,12 @@ def verify(plan, rows: list[dict], workdir: Path) -> dict:
 def committed_log(plan, steps: dict[int, dict]) -> list[dict]:
     """Per committed step: the replicas that took part, the ones that committed it, and the samples used and
     dropped (the batches of the ranks that were missing from the step)."""
-    n_samples = len(load_factory(DATA)(seed=plan.data_seed))
-    groups = plan.world[0]
+    n_samples = len(load_factory(DATA)(seed=DATA_SEED))
+    groups = plan.world
     out = []
     for s in sorted(steps):
         n = steps[s]["n"]
-        ids = [sample_ids(plan.seed, s, r, groups, plan.batch, n_samples) for r in range(groups)]
+        ids = [sample_ids(plan.seed, s, r, groups, plan.batch_per_rank, n_samples) for r in range(groups)]
         out.append(
             {
                 "step": s,
@@ -161,7 +161,7 @@ def timings(plan, rows: list[dict], log: list[dict]) -> dict:
     faults = [r for r in rows if r["kind"] == "fault"]
     t_fault = faults[0]["t"] if faults else None
     after = [r for r in rows if t_fault is not None and r["t"] > t_fault]
-    full = plan.world[0]
+    full = plan.world
     detect = [r["t"] for r in after if r["kind"] == "detect" or (r["kind"] == "step" and r["n"] < full)]
     recover = [c["t"] for c in log if t_fault is not None and c["t"] > t_fault]
     rejoin = [r["t"] for r in after if r["kind"] == "step" and r["ok"] and r["life"] > 0]
@@ -171,7 +171,7 @@ def timings(plan, rows: list[dict], log: list[dict]) -> dict:
     step_s = statistics.fmean(clean) if clean else None
     t_end = max(r["t"] for r in rows if r["kind"] == "step" and r["ok"])
     wall = t_end - t_go
-    committed_samples = sum(c["n"] for c in log) * plan.batch
+    committed = sum(c["n"] for c in log) / full  # the committed samples, in steps of the whole job
     redone = {r["step"] for r in rows if r["kind"] == "step" and not r["ok"]}
     return {
         "wall_s": wall,
@@ -183,7 +183,7 @@ def timings(plan, rows: list[dict], log: list[dict]) -> dict:
         "steps_redone": len(redone),
         "samples_dropped": sum(len(c["dropped"]) for c in log),
         "step_s_clean": step_s,
-        "ettr": None if step_s is None or wall <= 0 else committed_samples / (full * plan.batch) * step_s / wall,
+        "ettr": None if step_s is None or wall <= 0 else committed * step_s / wall,
     }
 
 

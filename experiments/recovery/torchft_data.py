@@ -11,6 +11,10 @@ import torch.nn as nn
 
 DATA = "experiments.ddp.models:make_dataset"
 """The DDP experiment's seeded synthetic dataset (the article's 10,000 samples of 1,024 features)."""
+MODEL = "experiments.ddp.models:source_model"
+"""The DDP experiment's small model, ``nn.Linear(1024, 10)``."""
+DATA_SEED, LR, BATCH = 1234, 0.01, 32
+"""The article's: the dataset's seed, SGD's learning rate, and the batch per replica on the command line."""
 
 
 def load_factory(spec: str):
