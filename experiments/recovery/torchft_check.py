@@ -19,7 +19,8 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
-from .torchft_data import DATA, DATA_SEED, LR, MODEL, digest, load_factory, sample_ids
+from . import torchft_data as workload
+from .torchft_data import LR, digest, sample_ids
 
 TOLERANCE = {"rtol": 1e-5, "atol": 1e-7}
 """Final weights against the reference where a step had three or more replicas (Gloo's summation order)."""
@@ -64,9 +65,9 @@ def reference(plan, steps: dict[int, dict]) -> tuple[list[str], nn.Module]:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        model = load_factory(MODEL)(plan.seed)
+        model = workload.model(plan.seed)
         opt = torch.optim.SGD(model.parameters(), lr=LR)
-        dataset = load_factory(DATA)(seed=DATA_SEED)
+        dataset = workload.dataset()
         loss_fn = nn.CrossEntropyLoss()
         shas = [digest(model)]
         for s in range(plan.steps):
@@ -125,7 +126,7 @@ def verify(plan, rows: list[dict], workdir: Path) -> dict:
 def committed_log(plan, steps: dict[int, dict]) -> list[dict]:
     """Per committed step: the replicas that took part, the ones that committed it, and the samples used and
     dropped (the batches of the ranks that were missing from the step)."""
-    n_samples = len(load_factory(DATA)(seed=DATA_SEED))
+    n_samples = len(workload.dataset())
     groups = plan.world
     out = []
     for s in sorted(steps):
