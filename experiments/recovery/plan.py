@@ -86,6 +86,8 @@ def check_plan(plan: Plan) -> None:
         raise PlanError(f"unknown checkpoint mode {plan.ckpt_mode!r}; choose from {', '.join(CKPT_MODES)}")
     if plan.bug not in BUGS:
         raise PlanError(f"unknown planted bug {plan.bug!r}; choose from {', '.join(b for b in BUGS if b)}")
+    if not plan.step_pad_s >= 0:
+        raise PlanError(f"the step pad must be >= 0 s, got {plan.step_pad_s}")
     if not plan.timeout_s > 0:
         raise PlanError(f"the timeout must be > 0 s, got {plan.timeout_s}")
     for f in plan.faults:

@@ -124,6 +124,7 @@ class Trainer:
         t0 = time.perf_counter()
         self.opt.zero_grad(set_to_none=False)
         self.loss(self.ddp(x), y).backward()
+        time.sleep(max(0.0, t0 + self.plan.step_pad_s - time.perf_counter()))  # a bigger model's step, if asked
         self.opt.step()
         self.log("commit", step=k + 1, step_s=time.perf_counter() - t0, digest=self.state_digest())
 
