@@ -4,7 +4,8 @@
 #     estimate and the gap to ByteRobust's 97% (costs are the command's parameters, held flat in scale)
 #   make ettr-check [ETTR_SEED=1]   the closed forms against a seeded Monte-Carlo of Poisson failures
 #   make ettr-validate ETTR_RECORDS=<file.json>   measured ETTR per run record against the model (the 10% bar)
-#   make ettr-measure [ETTR_MTBF=60,120,240 ETTR_RUN_S=240 ETTR_REPEATS=1 ETTR_RECORDS=results/ettr-runs.json]
+#   make ettr-measure [ETTR_MTBF=60,120,240 ETTR_RUN_S=240 ETTR_REPEATS=1 ETTR_RECORDS=results/ettr-runs.json
+#                      ETTR_WORKDIR=<folder: checkpoints, events, the fault-free run reused>]
 #     long elastic runs (2 ranks, steps padded to 0.1 s) under Poisson failures at each MTBF (seconds of
 #     training), their records written to ETTR_RECORDS, then ettr-validate on them
 ETTR_CKPT_S       ?=
@@ -19,6 +20,7 @@ ETTR_RECORDS      ?=
 ETTR_MTBF         ?= 60,120,240
 ETTR_RUN_S        ?= 240
 ETTR_REPEATS      ?= 1
+ETTR_WORKDIR      ?=
 
 .PHONY: ettr ettr-check ettr-validate ettr-measure
 
@@ -35,5 +37,5 @@ ettr-validate: venv  ## ETTR_RECORDS=<file.json>: measured ETTR per recovery run
 
 ettr-measure: venv  ## ETTR_MTBF=60,120,240: long elastic runs under Poisson failures, measured ETTR against the model
 	@$(PY) -m experiments.recovery.ettr_runs --mtbf "$(ETTR_MTBF)" --run-s "$(ETTR_RUN_S)" --repeats "$(ETTR_REPEATS)" \
-	  --out "$(or $(ETTR_RECORDS),results/ettr-runs.json)"
+	  $(if $(ETTR_WORKDIR),--workdir "$(ETTR_WORKDIR)") --out "$(or $(ETTR_RECORDS),results/ettr-runs.json)"
 	@$(PY) -m suite.model.ettr_cli validate "$(or $(ETTR_RECORDS),results/ettr-runs.json)"

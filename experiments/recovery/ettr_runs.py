@@ -11,10 +11,11 @@ with a synchronous checkpoint every ``--ckpt-every`` steps, and SIGKILLs at a se
 
 A record's ``wall_s`` and ``ettr`` span the training: from its first step's start to its last commit. The job's
 first start-up (torchrun, Python and torch imported) is left out, as the model leaves it out; the launch's
-whole wall time is ``launch_wall_s``. The schedule counts training steps, so a failure never strikes during a
-restart or a step redone. Bad input is one line and status 2 before any rank starts; a run that is not exact
-makes the command exit 6 after the others, a job that fails
-outright 1.
+whole wall time is ``launch_wall_s``. Its ``step_s_clean`` is the cost of a step with no fault, all of it: the
+fault-free run's span less its checkpoints, per step (the timed step alone is ``step_s_timed``). The schedule
+counts training steps, so a failure never strikes during a restart or a step redone. Bad input is one line and
+status 2 before any rank starts; a run that is not exact makes the command exit 6 after the others, a job that
+fails outright 1.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import json
 import os
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from suite.api import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_WRONG_RESULT
@@ -32,7 +34,7 @@ from . import elastic
 from .plan import Plan, PlanError, check_plan
 from .schedule import poisson_faults
 
-KEPT = ("t_detect", "t_recover", "steps_redone", "ckpt_save_s", "ckpt_load_s", "step_s_clean", "ckpt_every", "exact")
+KEPT = ("t_detect", "t_recover", "steps_redone", "ckpt_save_s", "ckpt_load_s", "ckpt_every", "exact")
 """The elastic record's fields a run record keeps as they are."""
 
 
@@ -58,21 +60,36 @@ def plans(a: argparse.Namespace) -> list[tuple[float, int, Plan]]:
     return out
 
 
-def record(out: dict, mtbf_s: float, repeat: int, load: tuple[float, float]) -> dict:
-    """The ETTR model's run record of one elastic run's result (``elastic.run``), over its training span."""
+def span(out: dict) -> float:
+    """An elastic run's training span: its first step's start (the first commit less a step) to its last commit."""
     commits = [e["t"] for e in out["events"] if e["kind"] == "commit"]
-    start, end = min(commits) - out["step_s_clean"], max(commits)
+    return max(commits) - min(commits) + out["step_s_clean"]
+
+
+def clean_step_s(ref: dict) -> float:
+    """The cost of one step with no fault: the fault-free run's training span less its checkpoint stalls, per
+    step. It holds what the timed step leaves out (the batch's indexing, the event line, the digest), which a
+    fault-free run pays too."""
+    saves = (ref["steps"] - 1) // ref["ckpt_every"]
+    return (span(ref) - saves * ref["ckpt_save_s"]) / ref["steps"]
+
+
+def record(out: dict, step_s: float, mtbf_s: float, repeat: int, load: tuple[float, float]) -> dict:
+    """The ETTR model's run record of one elastic run's result (``elastic.run``), over its training span, with
+    ``step_s`` the cost of one step with no fault (``clean_step_s``)."""
     return {
         "strategy": out["strategy"],
         "fault": f"poisson:{mtbf_s:g}s",
         "mtbf_s": mtbf_s,
         "repeat": repeat,
         "n_faults": len({e["t"] for e in out["events"] if e["kind"] == "fault"}),
-        "wall_s": end - start,
-        "ettr": out["steps"] * out["step_s_clean"] / (end - start),
+        "wall_s": span(out),
+        "ettr": out["steps"] * step_s / span(out),
         "launch_wall_s": out["wall_s"],
         "load_avg": list(load),
         **{k: out[k] for k in KEPT},
+        "step_s_clean": step_s,
+        "step_s_timed": out["step_s_clean"],
     }
 
 
@@ -125,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ettr_runs: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     records = []
+    step_s = clean_step_s(elastic.run(replace(runs[0][2], faults=())))  # the reference every run is checked against
     for mtbf_s, repeat, plan in runs:
         before = os.getloadavg()[0]
         try:
@@ -132,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         except elastic.RecoveryFailed as e:
             print(f"ettr_runs: {str(e).splitlines()[0]}", file=sys.stderr)
             return EXIT_FAILED
-        rec = record(out, mtbf_s, repeat, (before, os.getloadavg()[0]))
+        rec = record(out, step_s, mtbf_s, repeat, (before, os.getloadavg()[0]))
         records.append(rec)
         Path(a.out).write_text(json.dumps({"records": records}, indent=1))
         print(

@@ -31,11 +31,24 @@ def test_the_record_spans_the_training_and_the_model_reads_it():
     out = {"strategy": "elastic", "steps": 3, "wall_s": 30.0, "step_s_clean": 1.0, "events": events}
     out |= {"t_detect": 0.1, "t_recover": 6.5, "steps_redone": 1, "ckpt_save_s": 0.2, "ckpt_load_s": 0.1}
     out |= {"ckpt_every": 2, "exact": True}
-    rec = ettr_runs.record(out, 40.0, 0, (1.0, 2.0))
-    assert rec["wall_s"] == 10.0 and rec["ettr"] == pytest.approx(0.3) and rec["launch_wall_s"] == 30.0
+    rec = ettr_runs.record(out, 1.2, 40.0, 0, (1.0, 2.0))
+    assert rec["wall_s"] == 10.0 and rec["ettr"] == pytest.approx(0.36) and rec["launch_wall_s"] == 30.0
     assert rec["n_faults"] == 1 and rec["fault"] == "poisson:40s" and rec["mtbf_s"] == 40.0
+    assert rec["step_s_clean"] == 1.2 and rec["step_s_timed"] == 1.0
     (row,) = ettr.validate([rec])
-    assert row.failures == 1 and row.restart_s == pytest.approx(5.5) and row.measured == pytest.approx(0.3)
+    assert row.failures == 1 and row.measured == pytest.approx(0.36)
+
+
+def test_the_clean_step_is_the_fault_free_span_less_its_checkpoints_per_step():
+    """10 steps of 1 s timed, each 0.1 s more in all, and 4 checkpoints (after steps 2, 4, 6, 8) of 0.5 s."""
+    t, commits = 0.0, []
+    for k in range(1, 11):
+        t += 1.1
+        commits.append({"kind": "commit", "t": t, "rank": 0})
+        t += 0.5 if k % 2 == 0 and k < 10 else 0.0
+    ref = {"steps": 10, "ckpt_every": 2, "ckpt_save_s": 0.5, "step_s_clean": 1.0, "events": commits}
+    assert ettr_runs.span(ref) == pytest.approx(11 + 2 - 0.1)  # from the first step's start, as timed
+    assert ettr_runs.clean_step_s(ref) == pytest.approx(1.09)
 
 
 @pytest.mark.parametrize(
