@@ -79,7 +79,7 @@ def record(out: dict, step_s: float, mtbf_s: float, repeat: int, load: tuple[flo
     ``step_s`` the cost of one step with no fault (``clean_step_s``)."""
     return {
         "strategy": out["strategy"],
-        "fault": f"poisson:{mtbf_s:g}s",
+        "fault": f"poisson:{mtbf_s:zg}s",
         "mtbf_s": mtbf_s,
         "repeat": repeat,
         "n_faults": len({e["t"] for e in out["events"] if e["kind"] == "fault"}),
@@ -132,8 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not a.step_s > 0 or a.run_s < a.step_s or a.repeats < 1:
             raise PlanError(
-                f"--step-s must be > 0, --run-s at least one step and --repeats >= 1, got --step-s {a.step_s:g} "
-                f"--run-s {a.run_s:g} --repeats {a.repeats}"
+                f"--step-s must be > 0, --run-s at least one step and --repeats >= 1, got --step-s {a.step_s:zg} "
+                f"--run-s {a.run_s:zg} --repeats {a.repeats}"
             )
         runs = plans(a)
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)
@@ -154,8 +154,8 @@ def main(argv: list[str] | None = None) -> int:
         records.append(rec)
         Path(a.out).write_text(json.dumps({"records": records}, indent=1))
         print(
-            f"{rec['fault']} repeat {repeat}: {rec['n_faults']} failures, training span {rec['wall_s']:.1f} s, "
-            f"ETTR {rec['ettr']:.3f}, exact {rec['exact']}",
+            f"{rec['fault']} repeat {repeat}: {rec['n_faults']} failures, training span {rec['wall_s']:z.1f} s, "
+            f"ETTR {rec['ettr']:z.3f}, exact {rec['exact']}",
             flush=True,
         )
     return 0 if all(r["exact"] for r in records) else EXIT_WRONG_RESULT
