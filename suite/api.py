@@ -24,6 +24,8 @@ MODULES = (
     "suite.ops.sweep",
     "suite.ops.p2p",
     "suite.ops.algorithms",
+    # The small training workloads more than one experiment trains (the article's model and data, the MLP).
+    "suite.ops.models",
     # Process groups beyond the world (lanes, subgroups, a one-rank group): their one home.
     "suite.harness.groups",
     # The suite's MPI process group (BACKEND=mpi): its communicator and numpy views, for a bare mpi4py call.
@@ -110,7 +112,9 @@ NAMES: dict[str, str] = {
     "declared_link_rate": "suite.model.link_rate",
     "parse_link_rate": "suite.model.link_rate",
     "EXIT_OK": "suite.common.failures",
+    "EXIT_FAILED": "suite.common.failures",
     "EXIT_BAD_INPUT": "suite.common.failures",
+    "EXIT_WRONG_RESULT": "suite.common.failures",
     "EXIT_FINDING": "suite.common.failures",
 }
 """Names re-exported from a module: public name -> its home module (the name is the same there)."""
@@ -129,6 +133,7 @@ if TYPE_CHECKING:  # the same names, imported for static tools (type checkers, i
     from suite.ops import sweep
     from suite.ops import p2p
     from suite.ops import algorithms
+    from suite.ops import models
     from suite.harness import groups
     from suite.harness.mpi import group as mpi_backend
     from suite.system import sysinfo
@@ -165,7 +170,7 @@ if TYPE_CHECKING:  # the same names, imported for static tools (type checkers, i
     from suite.harness.dist import DistContext, dist_max, dist_min
     from suite.harness.profiling import PeakMemory
     from suite.common.config import BenchConfig
-    from suite.common.failures import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_OK
+    from suite.common.failures import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_FINDING, EXIT_OK, EXIT_WRONG_RESULT
     from suite.common.fileio import write_json_atomic
     from suite.common.backends import PreflightError, backend_records, record_of, resolve_device
     from suite.model.link_rate import configured_link_rate, declared_link_rate, parse_link_rate

@@ -1,4 +1,4 @@
-"""The plan of one recovery run (what a strategy's ``run(plan) -> dict`` is handed) and its checks.
+"""The plan of one recovery run (what every strategy's ``run(plan) -> dict`` is handed) and its checks.
 
 Pure logic, no torch: the plan is checked on the host before any rank starts, and a bad plan is one line
 (``PlanError``, exit status 2). A fault strikes rank ``rank`` when it reaches step ``step``; fault i strikes
@@ -17,7 +17,8 @@ compose node leaves the network (compose only)."""
 CKPT_MODES = ("sync", "async")
 """How the checkpoint is written: ``dcp.save`` (training waits) or ``dcp.async_save`` (training goes on)."""
 BUGS = ("", "older_ckpt")
-"""Planted recovery bugs: ``older_ckpt`` restores the checkpoint before the one it claims to restore."""
+"""Planted recovery bugs of the elastic strategy: ``older_ckpt`` restores the checkpoint before the one it claims
+to restore (the torchft strategy's are its own: torchft_strategy.PLANTS)."""
 
 
 STRATEGIES = ("elastic", "torchft")
@@ -40,7 +41,8 @@ class Fault:
 
 @dataclass(frozen=True, kw_only=True)
 class Plan:
-    """One recovery run: the workload, its fault schedule and the checkpoint policy."""
+    """One recovery run: the workload, its fault schedule and the checkpoint policy. The torchft strategy runs
+    ``world`` replica groups of one rank each and no checkpoint (``ckpt_every`` and ``ckpt_mode`` unused)."""
 
     steps: int = 20
     seed: int = 0
@@ -54,7 +56,15 @@ class Plan:
     params: int = 20_000
     """The DDP experiment's MLP, at about this many parameters."""
     batch_per_rank: int = 8
+    step_pad_s: float = 0.0
+    """Each step lasts at least this long (a bigger model's compute); 0: the small model's own step."""
     bug: str = ""
+    bug_step: int | None = None
+    """The step a planted bug strikes at, where it is a step's (torchft's ``phantom``; None: mid-run)."""
+    restart_delay_s: float = 0.0
+    """torchft: how long a killed replica's replacement takes to arrive (0: its warm spare is woken at once)."""
+    deadline_s: float = 300.0
+    """torchft: the whole run's time limit (a replica group stuck past it fails the run, status 1)."""
     extra: dict = field(default_factory=dict)
     """Free-form notes a strategy may carry (kept in the result)."""
 
@@ -76,6 +86,8 @@ def check_plan(plan: Plan) -> None:
         raise PlanError(f"unknown checkpoint mode {plan.ckpt_mode!r}; choose from {', '.join(CKPT_MODES)}")
     if plan.bug not in BUGS:
         raise PlanError(f"unknown planted bug {plan.bug!r}; choose from {', '.join(b for b in BUGS if b)}")
+    if not plan.step_pad_s >= 0:
+        raise PlanError(f"the step pad must be >= 0 s, got {plan.step_pad_s}")
     if not plan.timeout_s > 0:
         raise PlanError(f"the timeout must be > 0 s, got {plan.timeout_s}")
     for f in plan.faults:

@@ -14,7 +14,7 @@ import dataclasses
 import os
 
 from . import elastic, torchft_strategy
-from .plan import Fault, Plan
+from .plan import Fault, Plan, PlanError
 from .workload import recovery_buffers
 
 
@@ -33,24 +33,12 @@ def torchft_runs(faults: tuple[Fault, ...]) -> bool:
     return all(f.kind in torchft_strategy.FAULTS for f in faults)
 
 
-def torchft_plan(plan: Plan, label: str) -> torchft_strategy.Plan:
-    """The elastic plan's job as torchft runs it: one replica group of one rank per rank of the job."""
-    return torchft_strategy.Plan(
-        steps=plan.steps,
-        seed=plan.seed,
-        world=(plan.world, 1),
-        faults=tuple((f.kind, f.rank, f.step) for f in plan.faults),
-        workdir=label,
-        op_timeout_s=float(plan.timeout_s),
-    )
-
-
-def torchft_runner(plan: torchft_strategy.Plan):
+def torchft_runner(plan: Plan):
     def run(workdir: str) -> dict:
         p = dataclasses.replace(plan, workdir=os.path.join(workdir, plan.workdir))
         try:
             out = torchft_strategy.run(p)
-        except (torchft_strategy.PlanError, RuntimeError, OSError) as e:
+        except (PlanError, RuntimeError, OSError) as e:
             return {"strategy": "torchft", "exact": False, "wrong": str(e).splitlines()[0]}
         return out | ({"wrong": out["mismatch"]} if out.get("mismatch") else {})
 
@@ -73,8 +61,8 @@ def torchft_cases(s, text: str, faults: tuple[Fault, ...]) -> list[tuple[str, di
     """The torchft strategy's case of one schedule, if it is made of kills (no checkpoint, so no mode)."""
     if not torchft_runs(faults):
         return []
-    label = f"torchft-{text}"
-    plan = torchft_plan(s.plan(faults, "none", s.ckpt_dir), label.replace(":", "-").replace("@", "-"))
+    label = f"torchft-{text}"  # the job's plan as torchft runs it: one replica group of one rank per rank
+    plan = s.plan(faults, "none", label.replace(":", "-").replace("@", "-"))
     identity = {"strategy": "torchft", "fault": text, "ckpt_mode": "none"}
     return [(label, identity, {"ckpt_every": None}, recovery_buffers(repr(plan), torchft_runner(plan), s.ckpt_dir))]
 

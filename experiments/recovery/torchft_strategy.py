@@ -25,77 +25,39 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
-from . import torchft_check as check
+from suite.api import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_WRONG_RESULT
 
-EXIT_FAILED = 1  # the suite's exit statuses (docs/failures.md)
-EXIT_BAD_INPUT = 2
-EXIT_WRONG_RESULT = 6
+from . import torchft_check as check
+from .plan import Fault, Plan, PlanError, check_fault, check_writable
+from .torchft_data import BATCH
+
 FAULTS = ("kill",)
 """Fault classes this strategy runs: ``kill`` SIGKILLs a replica group mid-step and restarts it."""
 PLANTS = ("stale", "phantom")
-"""Planted recovery bugs: a healed replica joins with stale weights; a step counted as committed that one
-replica never applied."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Plan:
-    """One run: ``world`` is (replica groups, ranks per group); ``faults`` (kind, replica group, at step)."""
-
-    steps: int = 20
-    seed: int = 0
-    world: tuple[int, int] = (2, 1)
-    faults: tuple[tuple[str, int, int], ...] = ()
-    workdir: str = ""
-    timeout_s: float = 300.0
-    model: str = "experiments.ddp.models:source_model"
-    data_seed: int = 1234
-    batch: int = 32
-    lr: float = 0.01
-    op_timeout_s: float = 10.0
-    step_pad_s: float = 0.0
-    restart_delay_s: float = 0.0
-    """How long a killed replica's replacement takes to arrive (0: its warm spare is woken at once)."""
-    """Each step lasts at least this long (a bigger model's compute); 0: the small model's own step."""
-    plant: str | None = None
-    plant_step: int | None = None
-    extra: dict = field(default_factory=dict)
-
-
-class PlanError(ValueError):
-    """Bad input: one line, status 2, before any process starts."""
+"""Planted recovery bugs (the plan's ``bug``): a healed replica joins with stale weights; a step counted as
+committed that one replica never applied (at the plan's ``bug_step``)."""
 
 
 def validate(plan: Plan) -> None:
-    groups, ranks = plan.world
-    if groups < 2:
-        raise PlanError(f"torchft needs at least 2 replica groups, got world {plan.world}")
-    if ranks != 1:
-        raise PlanError(f"the torchft strategy runs 1 rank per replica group, got world {plan.world}")
+    """Raise PlanError (one line) for a plan this strategy cannot run: ``world`` replica groups of one rank."""
+    if plan.world < 2:
+        raise PlanError(f"torchft needs at least 2 replica groups, got a world of {plan.world}")
     if plan.steps < 1:
         raise PlanError(f"steps must be >= 1, got {plan.steps}")
-    for kind, target, at in plan.faults:
-        if kind not in FAULTS:
-            raise PlanError(f"unknown fault class {kind!r} for torchft (known: {', '.join(FAULTS)})")
-        if not 0 <= target < groups:
-            raise PlanError(f"fault target {target} is beyond the world ({groups} replica groups)")
-        if not 0 <= at < plan.steps:
-            raise PlanError(f"fault step {at} is outside the run (steps 0..{plan.steps - 1})")
-    if plan.plant is not None and plan.plant not in PLANTS:
-        raise PlanError(f"unknown planted bug {plan.plant!r} (known: {', '.join(PLANTS)})")
-    if plan.plant_step is not None and not 0 <= plan.plant_step < plan.steps:
-        raise PlanError(f"planted bug step {plan.plant_step} is outside the run (steps 0..{plan.steps - 1})")
-    if plan.plant == "stale" and not plan.faults:
+    for f in plan.faults:
+        if f.kind not in FAULTS:
+            raise PlanError(f"unknown fault class {f.kind!r} for torchft (known: {', '.join(FAULTS)})")
+        check_fault(f, plan)
+    if plan.bug and plan.bug not in PLANTS:
+        raise PlanError(f"unknown planted bug {plan.bug!r} (known: {', '.join(PLANTS)})")
+    if plan.bug_step is not None and not 0 <= plan.bug_step < plan.steps:
+        raise PlanError(f"planted bug step {plan.bug_step} is outside the run (steps 0..{plan.steps - 1})")
+    if plan.bug == "stale" and not plan.faults:
         raise PlanError("the planted bug 'stale' needs a fault: only a restarted replica heals")
-    try:
-        Path(plan.workdir).mkdir(parents=True, exist_ok=True)
-        probe = Path(plan.workdir) / ".write-probe"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as e:
-        raise PlanError(f"workdir {plan.workdir!r} cannot be written: {e.strerror or e}") from None
+    check_writable(plan.workdir)
 
 
 class Replicas:
@@ -107,12 +69,12 @@ class Replicas:
         self.procs: dict[int, subprocess.Popen] = {}
         self.spares: dict[int, subprocess.Popen] = {}
         self.dead_since: dict[int, float] = {}
-        self.lives = {g: 0 for g in range(plan.world[0])}
+        self.lives = {g: 0 for g in range(plan.world)}
         self.go = self.dir / "go"
 
     def die_at(self, g: int, life: int) -> int | None:
         """The step at which life ``life`` of replica ``g`` kills itself (the schedule's next fault)."""
-        at = sorted(step for kind, target, step in self.plan.faults if target == g and kind == "kill")
+        at = sorted(f.step for f in self.plan.faults if f.rank == g and f.kind == "kill")
         return at[life] if life < len(at) else None
 
     def path(self, g: int, life: int, suffix: str) -> Path:
@@ -122,16 +84,13 @@ class Replicas:
         p = self.plan
         args = {
             "replica": g,
-            "groups": p.world[0],
+            "groups": p.world,
             "steps": p.steps,
             "seed": p.seed,
-            "data_seed": p.data_seed,
-            "batch": p.batch,
-            "lr": p.lr,
-            "model": p.model,
+            "batch": p.batch_per_rank,
             "lighthouse": self.lighthouse,
-            "op_timeout_s": p.op_timeout_s,
-            "quorum_timeout_s": p.timeout_s,
+            "op_timeout_s": p.timeout_s,
+            "quorum_timeout_s": p.deadline_s,
             "step_pad_s": p.step_pad_s,
             "log": str(self.path(g, life, "jsonl")),
             "final": str(self.dir / f"replica{g}.final.pt"),
@@ -139,7 +98,7 @@ class Replicas:
             "wake": str(self.path(g, life, "wake")) if life else None,
             "die_at": self.die_at(g, life),
             "plant": self.plant(g, life),
-            "plant_step": p.steps // 2 if p.plant_step is None else p.plant_step,
+            "plant_step": p.steps // 2 if p.bug_step is None else p.bug_step,
         }
         with open(self.path(g, life, "stderr"), "w") as err:
             cmd = [sys.executable, "-m", "experiments.recovery.torchft_worker", json.dumps(args)]
@@ -148,9 +107,9 @@ class Replicas:
     def plant(self, g: int, life: int) -> str | None:
         """The planted bug this process carries: ``stale`` in every replacement (a healed replica),
         ``phantom`` in replica 0 only (one replica skips a step it counts as committed)."""
-        if self.plan.plant == "stale":
+        if self.plan.bug == "stale":
             return "stale" if life > 0 else None
-        return self.plan.plant if g == 0 else None
+        return (self.plan.bug or None) if g == 0 else None
 
     def start(self) -> None:
         for g in self.lives:
@@ -208,18 +167,18 @@ def train(plan: Plan) -> None:
 
     lighthouse = LighthouseServer(bind="[::]:0", min_replicas=1, join_timeout_ms=200, heartbeat_timeout_ms=1000)
     replicas = Replicas(plan, lighthouse.address())
-    deadline = time.monotonic() + plan.timeout_s
+    deadline = time.monotonic() + plan.deadline_s
     try:
         replicas.start()
         while not replicas.ready():
             replicas.poll()
             if time.monotonic() > deadline:
-                raise TimeoutError(f"the replica groups were not ready within {plan.timeout_s:zg} s")
+                raise TimeoutError(f"the replica groups were not ready within {plan.deadline_s:zg} s")
             time.sleep(0.02)
         replicas.go.touch()
         while not replicas.poll():
             if time.monotonic() > deadline:
-                raise TimeoutError(f"the run did not finish within {plan.timeout_s:zg} s")
+                raise TimeoutError(f"the run did not finish within {plan.deadline_s:zg} s")
             time.sleep(0.005)
     finally:
         replicas.stop()
@@ -235,7 +194,7 @@ def run(plan: Plan) -> dict:
     wall = time.time() - t0
     workdir = Path(plan.workdir)
     rows = check.read_logs(workdir)
-    out = {"strategy": "torchft", "fault": ",".join(k for k, _, _ in plan.faults) or "none", "steps": plan.steps}
+    out = {"strategy": "torchft", "fault": ",".join(f.kind for f in plan.faults) or "none", "steps": plan.steps}
     try:
         verified = check.verify(plan, rows, workdir)
         steps, mismatch = verified["steps"], None
@@ -258,6 +217,10 @@ def run(plan: Plan) -> dict:
     return out
 
 
+OP_TIMEOUT_S = 10.0
+"""The command line's collective timeout (the suite's cases take the job's, RECOVERY_TIMEOUT_S)."""
+
+
 def parse(argv: list[str]) -> Plan:
     ap = argparse.ArgumentParser(prog="python -m experiments.recovery.torchft_strategy", description=__doc__)
     ap.add_argument("--steps", type=int, default=20)
@@ -265,7 +228,7 @@ def parse(argv: list[str]) -> Plan:
     ap.add_argument("--groups", type=int, default=2, help="replica groups (1 rank each)")
     ap.add_argument("--fault", action="append", default=[], help="kind:replica:step, e.g. kill:1:10")
     ap.add_argument("--workdir", required=True)
-    ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument("--timeout", type=float, default=300.0, help="the whole run's time limit in seconds")
     ap.add_argument("--step-pad", type=float, default=0.0, help="each step lasts at least this many seconds")
     ap.add_argument("--restart-delay", type=float, default=0.0, help="seconds before a killed replica's spare")
     ap.add_argument("--plant", default=None, help=f"a planted recovery bug: {', '.join(PLANTS)}")
@@ -277,18 +240,20 @@ def parse(argv: list[str]) -> Plan:
         parts = f.split(":")
         if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
             raise PlanError(f"--fault {f!r} is not kind:replica:step")
-        faults.append((parts[0], int(parts[1]), int(parts[2])))
+        faults.append(Fault(kind=parts[0], rank=int(parts[1]), step=int(parts[2])))
     return Plan(
         steps=a.steps,
         seed=a.seed,
-        world=(a.groups, 1),
+        world=a.groups,
         faults=tuple(faults),
         workdir=a.workdir,
-        timeout_s=a.timeout,
+        timeout_s=OP_TIMEOUT_S,
+        batch_per_rank=BATCH,
+        deadline_s=a.timeout,
         step_pad_s=a.step_pad,
         restart_delay_s=a.restart_delay,
-        plant=a.plant,
-        plant_step=a.plant_step,
+        bug=a.plant or "",
+        bug_step=a.plant_step,
         extra={"json": a.json},
     )
 

@@ -42,7 +42,8 @@ from torchft import Manager
 from torchft.ddp import DistributedDataParallel
 from torchft.process_group import ProcessGroupDummy, ProcessGroupGloo
 
-from .torchft_data import DATA, digest, load_factory, sample_ids
+from . import torchft_data as workload
+from .torchft_data import LR, digest, sample_ids
 
 
 class Log:
@@ -78,8 +79,8 @@ def fault_tolerant_ddp(manager, model: nn.Module) -> nn.Module:
 
 def build(a: dict, log: Log):
     """The Manager, the fault-tolerant DDP model and the inner optimizer of one replica group."""
-    model = load_factory(a["model"])(a["seed"])
-    opt = torch.optim.SGD(model.parameters(), lr=a["lr"])
+    model = workload.model(a["seed"])
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
     store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
 
     def state_dict():
@@ -116,7 +117,7 @@ def train(a: dict) -> None:
     torch.set_num_threads(1)  # the reference replays the steps with one thread: the same sums, bitwise
     log = Log(a["log"])
     log("start", replica=a["replica"])
-    dataset = load_factory(DATA)(seed=a["data_seed"])
+    dataset = workload.dataset()
     # DDP's first construction imports its compiler stack (seconds): done here, before a spare is warm
     nn.parallel.DistributedDataParallel(nn.Linear(1, 1), process_group=ProcessGroupDummy(0, 1))
     if a.get("wake"):  # a warm spare: imported and loaded, it takes over a killed replica when woken

@@ -1,6 +1,6 @@
 """One rank of the recovery job, as torchrun starts it: ``python -m experiments.recovery.worker PLAN.json``.
 
-It trains the DDP experiment's MLP (its ``models`` module, loaded by name: experiments never import each other)
+It trains the shared MLP (``suite.api.models``, the DDP experiment's communication-heavier model)
 for the plan's steps on a data order drawn from the seed, saves a torch.distributed.checkpoint every
 ``ckpt_every`` steps, restores the latest one when torchrun restarts it, and strikes its own scheduled fault:
 fault i of the plan strikes in attempt i (TORCHELASTIC_RESTART_COUNT). Every event goes to
@@ -11,7 +11,6 @@ restore and commit, which the runner compares with the fault-free run's.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import os
 import signal
@@ -27,10 +26,10 @@ from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_di
 from torch.distributed.checkpoint.state_dict_saver import AsyncCheckpointerType
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from suite.api import models
+
 from .plan import Plan
 
-MODELS = "experiments.ddp.models"
-"""The DDP experiment's models and data: the workload trained here."""
 N_SAMPLES = 256
 PROCESS = AsyncCheckpointerType.PROCESS
 LR, MOMENTUM = 0.05, 0.9
@@ -90,7 +89,6 @@ def strike(fault, log: Log) -> None:
 
 class Trainer:
     def __init__(self, plan: Plan, rank: int, log: Log):
-        models = importlib.import_module(MODELS)
         self.plan, self.rank, self.log = plan, rank, log
         self.data = models.make_dataset(n_samples=N_SAMPLES, seed=plan.seed + 1)
         self.ddp = DDP(models.mlp(models.mlp_spec_for(plan.params), seed=plan.seed))
@@ -126,6 +124,7 @@ class Trainer:
         t0 = time.perf_counter()
         self.opt.zero_grad(set_to_none=False)
         self.loss(self.ddp(x), y).backward()
+        time.sleep(max(0.0, t0 + self.plan.step_pad_s - time.perf_counter()))  # a bigger model's step, if asked
         self.opt.step()
         self.log("commit", step=k + 1, step_s=time.perf_counter() - t0, digest=self.state_digest())
 

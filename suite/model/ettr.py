@@ -2,7 +2,7 @@
 a job whose failures arrive as a Poisson process, from its measured costs. Pure logic, no torch.
 
 Inputs (seconds): C the checkpoint save cost (the time training stalls per checkpoint), R the restart cost per
-failure (detection, restart, checkpoint load: the time to recover less the work redone), the cost of a step,
+failure (detection, restart, checkpoint load: the time to recover less its one step), the cost of a step,
 tau the checkpoint interval (training time between checkpoints), M the job's mean time between failures
 (``job_mtbf_s`` scales it from a per-node MTTF: N nodes fail N times as often).
 
@@ -149,7 +149,7 @@ class Row:
     failures: int
     """Failures the run saw; the model is fed the rate it saw, wall_s / failures."""
     restart_s: float
-    """R: the mean time to recover less the work redone per failure."""
+    """R: the mean time to recover (fault -> the first step committed after it) less that one step."""
     measured: float
     predicted: float
     """The complete model (``exact_ettr``, ``live_ettr`` for live recovery) at the rate the run saw."""
@@ -193,10 +193,10 @@ def _row(rec: dict, i: int) -> Row:
     step_s, wall_s, measured = (_field(rec, i, k) for k in ("step_s_clean", "wall_s", "ettr"))
     live = is_live(rec.get("strategy", ""))
     failures = failures_seen(rec)
-    redone = rec.get("steps_redone") or 0
-    redone = sum(redone) if isinstance(redone, (list, tuple)) else redone
+    # the first step committed after a fault is a step of training (elastic: the first of the work redone, which
+    # the model counts apart; live: the step in flight, run again), not part of the restart
     t_recover = _mean(rec.get("t_recover")) or 0.0
-    restart_s = max(0.0, t_recover - (redone / failures if failures else 0.0) * step_s)
+    restart_s = max(0.0, t_recover - step_s) if failures else 0.0
     ckpt_s = 0.0 if live else _field(rec, i, "ckpt_save_s")
     tau_s = step_s * (1 if live else _field(rec, i, "ckpt_every"))
     if step_s <= 0 or tau_s <= 0 or measured <= 0:

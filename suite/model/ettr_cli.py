@@ -199,7 +199,7 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("table", help="best checkpoint interval and ETTR per strategy at published scales")
     t.add_argument("--ckpt-s", required=True, help="checkpoint save cost: the time training stalls per save")
-    t.add_argument("--restart-s", required=True, help="restart cost per failure: time to recover less the work redone")
+    t.add_argument("--restart-s", required=True, help="restart cost per failure: time to recover less one step")
     t.add_argument("--async-ckpt-s", help="the stall of an asynchronous save (adds that strategy)")
     t.add_argument("--live-s", help="live recovery's cost per failure, detection + recovery (adds that strategy)")
     t.add_argument("--step-s", help="the cost of a step: intervals in whole steps; live recovery loses one")

@@ -127,14 +127,15 @@ def test_the_simulation_is_seeded_and_counts_what_it_lost():
 
 
 def _record(strategy: str, *, mtbf: float, seed: int, ckpt_every: int = 5, step: float = 2.0, r: float = 3.0) -> dict:
-    """A run record as the recovery experiment writes it, from a simulated run with known costs."""
+    """A run record as the recovery experiment writes it, from a simulated run with known costs: its time to
+    recover ends at the first step committed after the fault (the restart, then one step)."""
     live = "torchft" in strategy
     tau, c = (step, 0.0) if live else (ckpt_every * step, 1.0)
     sim = simulate(tau_s=tau, ckpt_s=c, restart_s=r, mtbf_s=mtbf, work_s=600 * mtbf, seed=seed)
     redone_steps = sim.redone_s / step
     return dict(
         strategy=strategy, fault="poisson", wall_s=sim.wall_s, ettr=sim.ettr, ckpt_save_s=None if live else c,
-        ckpt_load_s=None if live else 0.5, t_recover=r + sim.redone_s / sim.failures, steps_redone=redone_steps,
+        ckpt_load_s=None if live else 0.5, t_recover=r + step, steps_redone=redone_steps,
         step_s_clean=step, mtbf_s=mtbf, ckpt_every=None if live else ckpt_every, n_faults=sim.failures,
     )  # fmt: skip
 
@@ -146,6 +147,15 @@ def test_validate_passes_runs_the_model_describes_at_three_rates():
     assert ettr.rates_within_bar(rows) == [30.0, 60.0, 240.0]
     assert rows[0].restart_s == pytest.approx(3.0)
     assert rows[0].meta is not None and rows[1].meta is None  # live recovery has no checkpoint interval
+
+
+def test_the_restart_cost_is_the_time_to_recover_less_one_step_not_the_work_redone():
+    """Elastic: restarted at 10 s, the first step committed after the fault is the first of 6 redone (2 s each):
+    R is 10 s. The work redone is the model's own term (half a checkpoint interval per failure on average)."""
+    rec = _record("elastic", mtbf=60.0, seed=3)
+    rec |= {"t_recover": 12.0, "steps_redone": 6 * rec["n_faults"]}
+    (row,) = ettr.validate([rec])
+    assert row.restart_s == pytest.approx(10.0)
 
 
 def test_validate_fails_a_run_that_lost_more_than_the_model_says():

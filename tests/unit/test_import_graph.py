@@ -274,7 +274,12 @@ def r2_violations(root: Path, in_flight: dict[str, str] | None = None) -> list[s
         for path in sorted(folder.rglob("*.py")):
             where = path.relative_to(root).as_posix()
             inside = len(path.relative_to(folder).parts)  # a relative import may climb to the folder, not above it
-            for line, mod, level in _imports(_parse(path.read_text())):
+            tree = _parse(path.read_text())
+            out += [
+                f"{where}:{line} names another experiment's module ({name!r})"
+                for line, name in _named(tree, root, folder)
+            ]
+            for line, mod, level in _imports(tree):
                 top = mod.split(".")
                 if (level == 0 and top[0] == root.name and top[1:2] not in ([], [folder.name])) or level > inside:
                     out.append(f"{where}:{line} imports another experiment ({'.' * level}{mod})")
@@ -286,6 +291,18 @@ def r2_violations(root: Path, in_flight: dict[str, str] | None = None) -> list[s
                 if path.name == "cases.py" and (mod == "torch.distributed" or mod.startswith("torch.distributed.")):
                     out.append(f"{where}:{line} imports {mod} (cases.py declares; its builders go in workload.py)")
     return out
+
+
+def _named(tree: ast.AST, root: Path, folder: Path) -> list[tuple[int, str]]:
+    """(line, text) of each string constant, docstrings aside, that names a module of another experiment
+    (``importlib.import_module("experiments.other.models")``: an import by name is an import)."""
+    docs = _docstrings(tree)
+    return [
+        (n.lineno, n.value)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
+        if n.value.split(".")[0] == root.name and n.value.split(".")[1:2] not in ([], [folder.name])
+    ]
 
 
 def test_experiments_follow_rule_r2():
@@ -309,6 +326,8 @@ PLANTED = {
     "good/workload.py": "import torch.distributed as dist\nfrom suite.api import Buffers, groups\n",
     "good/model.py": "from suite.model.links import Topology\nfrom suite.model.step import StepModel\n",
     "bad/derived.py": "from suite.model import fit\n",
+    "bad/loader.py": 'import importlib\nM = importlib.import_module("experiments.good.models:mlp")\n'
+    'S = "experiments.bad.x"\n',  # its own folder's module, by name: allowed
     "bad/__init__.py": 'from suite.case import ExperimentSpec\nSPEC = ExperimentSpec(name="wrong")\n',
     "bad/cases.py": "import torch.distributed as dist\nfrom suite.api import Case\n"
     "from torch.distributed import ReduceOp\n",
@@ -338,6 +357,7 @@ def test_the_r2_check_names_each_planted_breach(tmp_path):
         "bad/cases.py:3 imports torch.distributed.ReduceOp (cases.py declares; its builders go in workload.py)",
         "bad/derived.py:1 imports suite.model (the core is reached through suite.api)",
         "bad/derived.py:1 imports suite.model.fit (the core is reached through suite.api)",
+        "bad/loader.py:2 names another experiment's module ('experiments.good.models:mlp')",
         "bad/parts/one.py:1 imports another experiment (...good)",
         "bad/parts/one.py:1 imports another experiment (...good.cases)",
         "bad/workload.py:1 imports another experiment (experiments.good)",
