@@ -76,7 +76,7 @@ def test_a_plan_is_the_same_for_the_same_text_and_seed_and_each_given_field_is_k
 @pytest.mark.parametrize(
     "inject, says",
     [
-        ("gc", "unknown class 'gc'; choose from pause, slow, noisy, membw, cpu or random"),
+        ("gc", "unknown class 'gc'; choose from pause, slow, noisy, membw, cpu, nodecpu, egress or random"),
         ("pause:2", "target rank '2' does not exist (the run has ranks 0-1)"),
         ("pause:x", "target rank 'x' does not exist"),
         ("pause:1:30", "onset 30 s is past the run's end (INJECT_RUN_S=30)"),
