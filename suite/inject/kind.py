@@ -1,9 +1,11 @@
-"""What one class of injection is (``InjectionClass``), and what it acts on (``Target``).
+"""What one class of injection is (``InjectionClass``), and what it acts on (``Target``, a local rank; ``Node``, a
+node of the compose simulation).
 
 A class is one file in suite/inject/classes/ that binds ``CLASS = InjectionClass(...)``; the registry
 (suite/inject/registry.py) finds it there. ``start`` begins the effect on a target and returns an ``Effect``
 whose ``stop`` undoes it; the controller (suite/inject/controller.py) calls ``stop`` at the end of the
-stretch, at the run's end and whenever it exits.
+stretch, at the run's end and whenever it exits. A node's class has ``node`` instead, which the host's controller
+(suite/inject/host.py) calls on the compose node of the target rank.
 """
 
 from __future__ import annotations
