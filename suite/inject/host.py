@@ -30,7 +30,8 @@ HOST = "compose-host"
 """The truth file's host name."""
 POLL_S = 0.05
 CHECK_S = 1.0
-"""How often it asks docker whether the node still runs (it ends with it)."""
+"""How often it asks docker for the node's container until it exists, then whether it still runs (it ends with
+it)."""
 
 
 def container_of(project: str, service: str) -> str | None:
@@ -74,8 +75,9 @@ class Host:
     def run(self, cls) -> None:
         ring = self.run_dir / "hang" / f"rank{self.plan.target}.ring"
         while self.alive() and (self.container is None or not ring.exists()):
-            self.container = self.container or container_of(self.project, self.node_name)
-            time.sleep(POLL_S)
+            if self.container is None:  # docker asked at most every CHECK_S
+                self.container = container_of(self.project, self.node_name)
+            time.sleep(POLL_S if self.container is not None else CHECK_S)
         if not self.alive():
             self.note(here=False)  # the run ended first
             return
