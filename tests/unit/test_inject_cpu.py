@@ -55,6 +55,35 @@ def _cgroup_lines(pid: int) -> str:
     return Path(f"/proc/{pid}/cgroup").read_text()
 
 
+CHILD = (
+    "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']); "
+    "print('ready', flush=True); time.sleep(120)"
+)
+
+
+def test_a_quota_moves_back_a_child_the_rank_started_under_it():
+    """A rank may start a process while its CPU is cut: the child inherits the cgroup, and goes back with it."""
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; exec(sys.stdin.readline())"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        try:
+            quota = cpu.Quota(proc.pid, 0.5)
+        except ValueError:
+            pytest.skip("no writable cpu cgroup on this host")
+        proc.stdin.write(CHILD + "\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().strip() == "ready"
+        child = psutil.Process(proc.pid).children()[0]
+        assert f"suite-inject-{proc.pid}" in _cgroup_lines(child.pid)
+        quota.stop()
+        assert not quota.mine.exists() and f"suite-inject-{proc.pid}" not in _cgroup_lines(child.pid)
+    finally:
+        for p in psutil.Process(proc.pid).children():
+            p.kill()
+        proc.kill()
+        proc.wait()
+
+
 def test_a_quota_moves_the_process_into_a_cgroup_of_its_own_and_back(threaded):
     before = _cgroup_lines(threaded.pid)
     try:

@@ -72,10 +72,20 @@ class Quota:
             pass
 
     def stop(self) -> None:
-        try:
-            (self.home / "cgroup.procs").write_text(str(self.pid))
-        except OSError:
-            pass  # the rank has ended: the kernel emptied the cgroup
+        """Every process in the new cgroup back to the rank's own (the rank, and any child it started meanwhile,
+        which inherited the cgroup), then the new one removed."""
+        for _ in range(3):  # a process may start while the others move
+            try:
+                pids = (self.mine / "cgroup.procs").read_text().split()
+            except OSError:
+                return  # gone already
+            for pid in pids:
+                try:
+                    (self.home / "cgroup.procs").write_text(pid)
+                except OSError:
+                    pass  # ended meanwhile
+            if not pids:
+                break
         self._remove(self.mine)
 
 
