@@ -14,26 +14,12 @@ import math
 import os
 from pathlib import Path
 
+from suite.system import cgroup
+
 from ..kind import InjectionClass, Target
 
 PERIOD_US = 100_000
 """The CFS period: the quota is ``severity`` x this much CPU time per period."""
-ROOTS = (Path("/sys/fs/cgroup/cpu"), Path("/sys/fs/cgroup/cpu,cpuacct"), Path("/sys/fs/cgroup"))
-"""Where a cpu cgroup hierarchy is mounted: v1's (either name), or v2's unified one."""
-
-
-def _cgroup_of(pid: int, root: Path) -> Path | None:
-    """The folder of ``pid``'s cgroup under ``root`` (v1: the line naming ``cpu``; v2: the ``0::`` line)."""
-    v2 = (root / "cgroup.controllers").is_file()
-    try:
-        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        num, controllers, where = line.split(":", 2)
-        if (v2 and num == "0") or (not v2 and "cpu" in controllers.split(",")):
-            return root / where.lstrip("/")
-    return None
 
 
 class Quota:
@@ -44,8 +30,8 @@ class Quota:
 
     def __init__(self, pid: int, cpus: float) -> None:
         self.pid, quota = pid, max(1000, round(cpus * PERIOD_US))
-        for root in ROOTS:
-            home = _cgroup_of(pid, root) if root.is_dir() else None
+        for root in cgroup.CPU_ROOTS:
+            home = cgroup.cgroup_of(pid, root) if root.is_dir() else None
             if home is None or not home.is_dir():
                 continue
             mine = home / f"suite-inject-{pid}"
@@ -89,13 +75,6 @@ class Quota:
         self._remove(self.mine)
 
 
-def _threads(pid: int) -> list[int]:
-    try:
-        return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
-    except OSError:
-        return []
-
-
 class Pinned:
     """Every thread of ``pid`` pinned to ``cores`` (its own cores given back on ``stop``; threads started meanwhile
     inherit the pinning from the thread that started them and are given them back too)."""
@@ -107,7 +86,7 @@ class Pinned:
         self._set(frozenset(sorted(cores)[: max(1, keep)]))
 
     def _set(self, cores: frozenset[int]) -> None:
-        for tid in _threads(self.pid):
+        for tid in cgroup.threads(self.pid):
             try:
                 os.sched_setaffinity(tid, cores)
             except OSError:
