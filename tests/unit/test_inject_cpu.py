@@ -14,7 +14,8 @@ import pytest
 
 from suite.inject import launcher, truth
 from suite.inject.classes import cpu
-from tests.unit.test_inject import FAKE_TORCHRUN, _until
+from tests.helpers.inject import FAKE_TORCHRUN
+from tests.helpers.inject import until as _until
 
 THREADED = """
 import threading, time

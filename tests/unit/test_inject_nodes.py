@@ -15,7 +15,7 @@ import pytest
 from suite.errors import ConfigError
 from suite.inject import controller, plan, truth
 from suite.inject.classes import egress
-from tests.unit.test_inject import ROOT
+from tests.conftest import ROOT
 
 
 @pytest.mark.parametrize("name, severity", [("egress", 20), ("nodecpu", 0.5)])

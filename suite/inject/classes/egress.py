@@ -38,7 +38,7 @@ class Rate:
         self.node = node
         shown = self._tc("qdisc", "show", "dev", IFACE)
         self.where, self.before = where(shown), TBF.search(shown)
-        self._tc("qdisc", "replace", "dev", IFACE, *self.where, *tbf(f"{mbit:g}mbit", f"{burst_bytes(mbit)}b"))
+        self._tc("qdisc", "replace", "dev", IFACE, *self.where, *tbf(f"{mbit:zg}mbit", f"{burst_bytes(mbit)}b"))
 
     def _tc(self, *args: str) -> str:
         return docker("exec", "-u", "0", self.node.container, "tc", *args)

@@ -19,11 +19,11 @@ class Cpus:
         self.node = node
         nano = int(docker("inspect", "-f", "{{.HostConfig.NanoCpus}}", node.container).strip() or 0)
         self.before = nano / 1e9 if nano > 0 else float(os.cpu_count() or 1)
-        docker("update", "--cpus", f"{cpus:g}", node.container)
+        docker("update", "--cpus", f"{cpus:zg}", node.container)
 
     def stop(self) -> None:
         try:
-            docker("update", "--cpus", f"{self.before:g}", self.node.container)
+            docker("update", "--cpus", f"{self.before:zg}", self.node.container)
         except RuntimeError:
             pass  # the container is gone
 
