@@ -110,6 +110,13 @@ grace=${COMPOSE_GRACE_S:-30}
 # container has stopped; the loop below makes sure they all do.
 $COMPOSE "${files[@]}" up --no-build --no-color "${services[@]}" &
 up_pid=$!
+inject_pid=""
+if [ -n "${INJECT:-}" ]; then
+  # a node's class (egress rate, CPU quota) is applied from here, through docker (suite/inject/host.py)
+  py="${PY:-.venv/bin/python}"; [ -x "$py" ] || py=python3
+  "$py" -m suite.inject.host "$RESULTS_DIR/$RUN_ID" "$COMPOSE_PROJECT_NAME" "${NPROC_PER_NODE:-2}" "$NNODES" &
+  inject_pid=$!
+fi
 declare -A cid=()
 first="" first_code="" first_t="" timed_out=0 killed=()
 state_of() { docker inspect -f '{{.State.Status}} {{.State.ExitCode}}' "$1" 2>/dev/null || echo "gone 125"; }
@@ -155,6 +162,7 @@ while kill -0 "$up_pid" 2>/dev/null; do
 done
 wait "$up_pid"
 up_rc=$?
+if [ -n "$inject_pid" ]; then kill -TERM "$inject_pid" 2>/dev/null; wait "$inject_pid"; fi
 rc=0
 for s in "${services[@]}"; do
   id=${cid[$s]:-$(dc ps -q "$s" 2>/dev/null)}

@@ -79,6 +79,9 @@ class Run:
         return True
 
     def run(self) -> None:
+        if not self.cls.local:  # a node's class: the host's controller acts (suite/inject/host.py)
+            self.note(here=False)
+            return
         rank = self.plan["target"]
         ring = self.run_dir / "hang" / f"rank{rank}.ring"
         proc = None
@@ -93,7 +96,8 @@ class Run:
         if not self.wait_until(anchor + self.plan["onset_s"]):
             return
         self.effect = self.cls.start(_target(proc, rank), self.plan["severity"])
-        self.note(applied=True, applied_unix=time.time())
+        how = getattr(self.effect, "how", None)  # the mechanism, where a class has several (cpu)
+        self.note(applied=True, applied_unix=time.time(), **({"how": how} if how else {}))
         duration = self.plan["duration_s"]
         self.wait_until(float("inf") if duration is None else anchor + self.plan["onset_s"] + duration)
         self.revert()

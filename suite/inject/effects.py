@@ -92,3 +92,12 @@ class Hogs:
                 p.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
+
+
+def docker(*args: str) -> str:
+    """``docker ARGS``' output (the host's controller's node effects: suite/inject/host.py); RuntimeError with its
+    message where it fails."""
+    proc = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        raise RuntimeError(f"docker {' '.join(args)}: {proc.stderr.strip() or proc.returncode}")
+    return proc.stdout

@@ -56,6 +56,11 @@ class Plan:
         return f"{self.cls} on rank {self.target} at {self.onset_s:z.3g} s, severity {self.severity:z.3g}, {how_long}"
 
 
+COMPOSE_FLAG = "COMPOSE_SIM"
+"""Set to 1 in every node of the compose simulation (docker-compose.yml) and for the host's controller: the node
+classes are taken."""
+
+
 def _number(text: str, what: str, inject: str) -> float:
     try:
         value = float(text.removesuffix("s"))
@@ -66,8 +71,9 @@ def _number(text: str, what: str, inject: str) -> float:
     return value
 
 
-def parse(inject: str, seed: int, world_size: int, run_s: float = RUN_S_DEFAULT) -> Plan | None:
-    """The plan INJECT names (None for none); ConfigError naming the field to change."""
+def parse(inject: str, seed: int, world_size: int, run_s: float = RUN_S_DEFAULT, compose: bool = False) -> Plan | None:
+    """The plan INJECT names (None for none); ConfigError naming the field to change. ``compose``: a run of the
+    compose simulation, where the classes that act on a node (from the host) are taken too."""
     text = inject.strip()
     if text in ("", "none"):
         return None
@@ -90,6 +96,11 @@ def parse(inject: str, seed: int, world_size: int, run_s: float = RUN_S_DEFAULT)
     if name not in classes:
         raise ConfigError(f"INJECT={text}: unknown class {name!r}; choose from {', '.join(classes)} or random")
     cls = classes[name]
+    if not (cls.local or compose):
+        raise ConfigError(
+            f"INJECT={text}: {name} acts on a node of the compose simulation (make compose-up); "
+            f"a local run takes {', '.join(c.name for c in local)}"
+        )
     if fields[0] == "random" and any(fields[1:]):
         raise ConfigError(f"INJECT={text}: random takes no other field (name a class to set them)")
     target = drawn["target"]
@@ -136,4 +147,5 @@ def from_env(env: Mapping[str, str], world_size: int) -> Plan | None:
         run_s = float(raw_run)
     except ValueError:
         raise ConfigError(f"INJECT_RUN_S={raw_run!r}: the run's expected length, seconds > 0") from None
-    return parse(str(env.get("INJECT", "") or ""), int(raw_seed), world_size, run_s)
+    compose = env.get(COMPOSE_FLAG) == "1"
+    return parse(str(env.get("INJECT", "") or ""), int(raw_seed), world_size, run_s, compose)

@@ -23,9 +23,9 @@ def path(run_dir: Path, host: str | None = None) -> Path:
     return Path(run_dir) / FOLDER / f"injections-{host or socket.gethostname()}.json"
 
 
-def write(run_dir: Path, record: dict) -> Path:
-    """This host's record, atomically, readable by its owner only."""
-    p = path(run_dir)
+def write(run_dir: Path, record: dict, host: str | None = None) -> Path:
+    """This host's record (``host``: under that name), atomically, readable by its owner only."""
+    p = path(run_dir, host)
     p.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     write_json_atomic(p, record)
     os.chmod(p, 0o600)

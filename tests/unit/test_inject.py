@@ -9,8 +9,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 import psutil
 import pytest
@@ -19,15 +17,7 @@ from suite.errors import ConfigError
 from suite.inject import launcher, plan, registry, truth
 from suite.inject.effects import DutyCycle, Hogs
 
-ROOT = Path(__file__).resolve().parents[2]
-WAIT_S = 30  # a bound on waiting for a process's state, not a speed target
-
-
-def _until(cond, what: str) -> None:
-    end = time.monotonic() + WAIT_S
-    while not cond():
-        assert time.monotonic() < end, f"still not {what} after {WAIT_S} s"
-        time.sleep(0.02)
+from tests.helpers.inject import FAKE_TORCHRUN, ROOT, until as _until
 
 
 def test_the_classes_are_the_files_of_the_folder_in_their_order():
@@ -76,7 +66,7 @@ def test_a_plan_is_the_same_for_the_same_text_and_seed_and_each_given_field_is_k
 @pytest.mark.parametrize(
     "inject, says",
     [
-        ("gc", "unknown class 'gc'; choose from pause, slow, noisy, membw or random"),
+        ("gc", "unknown class 'gc'; choose from pause, slow, noisy, membw, cpu, nodecpu, egress or random"),
         ("pause:2", "target rank '2' does not exist (the run has ranks 0-1)"),
         ("pause:x", "target rank 'x' does not exist"),
         ("pause:1:30", "onset 30 s is past the run's end (INJECT_RUN_S=30)"),
@@ -168,14 +158,6 @@ def test_hogs_run_on_the_cores_given_and_end_when_stopped():
     _until(lambda: all(set(psutil.Process(p.pid).cpu_affinity()) == cores for p in hogs.procs), "pinned")
     hogs.stop()
     assert all(p.poll() is not None for p in hogs.procs)
-
-
-FAKE_TORCHRUN = """
-import os, subprocess, sys, time
-kids = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], env={**os.environ, "RANK": str(r)})
-        for r in range(2)]
-time.sleep(120)
-"""
 
 
 @pytest.mark.parametrize("ending", ["end", "sigkill"])

@@ -1,0 +1,26 @@
+"""What the injector's unit tests share: a stand-in for torchrun with two ranks, and a bounded wait."""
+
+from __future__ import annotations
+
+import time
+
+from tests.conftest import ROOT
+
+__all__ = ["FAKE_TORCHRUN", "ROOT", "until"]
+
+WAIT_S = 30  # a bound on waiting for a process's state, not a speed target
+
+
+def until(cond, what: str) -> None:
+    end = time.monotonic() + WAIT_S
+    while not cond():
+        assert time.monotonic() < end, f"still not {what} after {WAIT_S} s"
+        time.sleep(0.02)
+
+
+FAKE_TORCHRUN = """
+import os, subprocess, sys, time
+kids = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], env={**os.environ, "RANK": str(r)})
+        for r in range(2)]
+time.sleep(120)
+"""
