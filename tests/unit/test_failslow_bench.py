@@ -164,6 +164,8 @@ def test_the_table_scores_each_class_band_and_the_confusion_names_targets(tmp_pa
     assert "| watch: all | 6 | 4 / 1 / 1 | 0.67 [" in text and "1.00 [" in text
     assert (tmp_path / "confusion-watch.png").read_bytes()[:4] == b"\x89PNG"
     assert "watch: slow 2.15-3" in (tmp_path / "failslow.html").read_text()
+    doc["scores"] = {"watch": table.scores(done[-1:], seed=1)}  # every trial void: a table and a picture still
+    assert "| watch: all | 1 | 0 / 0 / 1 | - |" in table.write(tmp_path, doc)
 
 
 def test_an_interrupted_bench_keeps_its_finished_trials(tmp_path, monkeypatch):

@@ -98,9 +98,9 @@ def markdown(doc: dict) -> str:
 
 def confusion_png(matrix: dict[str, dict[str, int]], title: str) -> bytes:
     """True target (rows) against the target named first after the onset (columns), each cell's trials."""
-    true = sorted(matrix)
-    named = sorted({c for r in matrix.values() for c in r})
-    counts = np.array([[matrix[r].get(c, 0) for c in named] for r in true], dtype=float)
+    true = sorted(matrix) or ["(no trial scored)"]
+    named = sorted({c for r in matrix.values() for c in r}) or ["nothing"]
+    counts = np.array([[matrix.get(r, {}).get(c, 0) for c in named] for r in true], dtype=float)
     fig = Figure(figsize=(1.6 + 1.1 * max(len(named), 2), 1.2 + 0.5 * max(len(true), 2)))
     ax = fig.subplots()
     ax.imshow(counts, cmap="Blues", vmin=0, vmax=max(counts.max(), 1), aspect="auto")
