@@ -185,3 +185,34 @@ def test_an_interrupted_bench_keeps_its_finished_trials(tmp_path, monkeypatch):
     assert not complete and len(done) == 1 and "exited 1" in done[0]["watch"]["void"]
     kept = json.loads((tmp_path / bench.FILE).read_text())
     assert kept["complete"] is False and len(kept["trials"]) == 1 and kept["scores"]["watch"]["void"] == 1
+
+
+def _bench(folder: Path, found: bool, n: int = 12) -> Path:
+    """A stored bench of ``n`` slow trials on rank 1, each found after 2 s (``found``) or missed, and 4 clean."""
+    flags = [("rank 1", 7.0)] if found else []
+    done = [{"watch": _stored("slow:1:5:2.8:rest", flags)} for _ in range(n)]
+    done += [{"watch": _stored(None, [])} for _ in range(4)]
+    folder.mkdir()
+    cfg = {"trials": len(done), "seed": 1, "classes": ["slow"]}
+    bench.save(folder, cfg, done, complete=True)
+    return folder
+
+
+def test_make_compare_shows_a_bench_that_detects_worse(tmp_path):
+    good, bad = _bench(tmp_path / "good", True), _bench(tmp_path / "bad", False)
+    r = make("compare", f"BASE={good}", f"NEW={bad}", timeout=60)
+    assert r.returncode == 2 and "# verdict: WORSE" in r.stdout, r.stdout + r.stderr  # make says 2 for status 1
+    (f1,) = [ln for ln in r.stdout.splitlines() if ln.split()[:2] == ["watch", "F1"]]
+    assert f1.split()[-1] == "worse" and "1.00 [" in f1 and "0.00 [" in f1
+    r = make("compare", f"BASE={good}", f"NEW={good}", timeout=60)
+    assert r.returncode == 0 and "# verdict: no figure worse" in r.stdout, r.stdout + r.stderr
+
+
+def test_a_figure_is_worse_only_when_the_intervals_do_not_overlap():
+    from suite.report.failslow.compare import judge
+
+    base = {"value": 0.9, "lo": 0.8, "hi": 0.95}
+    assert judge(base, {"value": 0.5, "lo": 0.4, "hi": 0.7}, True) == "worse"
+    assert judge(base, {"value": 0.5, "lo": 0.4, "hi": 0.7}, False) == "better"  # a time: lower is better
+    assert judge(base, {"value": 0.85, "lo": 0.7, "hi": 0.9}, True) == "same"
+    assert judge(base, {"value": None, "lo": None, "hi": None}, True) == "-"
