@@ -66,7 +66,7 @@ def test_bad_trials_are_refused_naming_what_to_change(specs, trials_n, said_):
         ("FAILSLOW_CLASSES=gc", "unknown class 'gc'"),
         ("FAILSLOW_CLASSES=pause:7", "target rank '7' does not exist"),
         ("FAILSLOW_CLASSES=slow:::0.5", "severity 0.5 of slow is out of range"),
-        ("FAILSLOW_CLASSES=pause:1:20", "onset 20 s is past the run's end"),
+        ("FAILSLOW_CLASSES=pause:1:45", "onset 45 s is past the run's end"),
     ],
 )
 def test_make_failslow_bench_refuses_bad_input_in_one_line_before_anything_starts(tmp_path, knob, said_):
