@@ -216,3 +216,20 @@ def test_a_figure_is_worse_only_when_the_intervals_do_not_overlap():
     assert judge(base, {"value": 0.5, "lo": 0.4, "hi": 0.7}, False) == "better"  # a time: lower is better
     assert judge(base, {"value": 0.85, "lo": 0.7, "hi": 0.9}, True) == "same"
     assert judge(base, {"value": None, "lo": None, "hi": None}, True) == "-"
+
+
+def test_the_doctors_findings_are_its_flags_and_its_slowdown_the_watch_trials(tmp_path):
+    p = trials.Planned(0, 9, "slow:1:5:2:rest", "slow", 1, 5.0, 2.0, None)
+    findings = [
+        {"kind": "straggler", "where": "rank 1 (vm)", "detail": {"rank": 1, "host": "vm"}},
+        {"kind": "slow_link", "where": "0->1", "detail": {"src": 0, "dst": 1}},
+    ]
+    (tmp_path / "d000").mkdir()
+    (tmp_path / "d000" / "doctor.json").write_text(json.dumps({"verdict": "findings", "findings": findings}))
+    stored = trials.read_doctor(tmp_path / "d000", p, 8, 61.0, {"void": None, "step_slowdown": 1.2})
+    assert [f["target"] for f in stored["flags"]] == ["rank 1", "link 0->1"]
+    assert (stored["onset_s"], stored["step_slowdown"], stored["void"]) == (0.0, 1.2, None)
+    t = trials.from_stored(stored)
+    assert t.localised() and t.first_after_onset().target.name == "1"
+    assert "exited 1" in trials.read_doctor(tmp_path / "d000", p, 1, 5.0, {})["void"]
+    assert trials.read_doctor(tmp_path / "d000", p, 8, 61.0, {"void": "x"})["void"]
