@@ -31,7 +31,8 @@ from suite.errors import ConfigError
 from . import table, trials
 
 FILE = "failslow.json"
-DETECTORS = ("watch", "doctor")
+DETECTORS = ("watch", "probes")
+"""The detectors scored: the online watch, and the doctor's probes (``--doctor-args``) where asked for."""
 ROOT = Path(__file__).resolve().parents[3]
 
 
@@ -129,7 +130,7 @@ def run_trials(out: Path, cfg: dict, say=print) -> tuple[list[dict], bool]:
             )
             stored = {"watch": _read(run, p, rc)}
             if cfg["doctor_args"]:
-                stored["doctor"] = _doctor_trial(folder, p, cfg, stored["watch"])
+                stored["probes"] = _doctor_trial(folder, p, cfg, stored["watch"])
             done.append(stored)
             save(out, cfg, done, complete=False)
             say(table.trial_line(stored["watch"], len(done), len(cfg["planned"])))
