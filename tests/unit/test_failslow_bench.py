@@ -12,7 +12,7 @@ import pytest
 from suite.errors import ConfigError
 from suite.inject import plan as inject_plan
 from suite.inject import truth
-from suite.report.failslow import bench, table, trials
+from suite.report.failslow import bench, compare, table, trials
 from tests.conftest import make
 from tests.unit.test_make_input import said
 
@@ -204,18 +204,17 @@ def test_make_compare_shows_a_bench_that_detects_worse(tmp_path):
     assert r.returncode == 2 and "# verdict: WORSE" in r.stdout, r.stdout + r.stderr  # make says 2 for status 1
     (f1,) = [ln for ln in r.stdout.splitlines() if ln.split()[:2] == ["watch", "F1"]]
     assert f1.split()[-1] == "worse" and "1.00 [" in f1 and "0.00 [" in f1
-    r = make("compare", f"BASE={good}", f"NEW={good}", timeout=60)
-    assert r.returncode == 0 and "# verdict: no figure worse" in r.stdout, r.stdout + r.stderr
+    same = json.loads((good / bench.FILE).read_text())
+    rows, worse = compare.compare(same, same)
+    assert not worse and {r[4] for r in rows} <= {"same", "-"} and len(rows) == len(compare.FIGURES)
 
 
 def test_a_figure_is_worse_only_when_the_intervals_do_not_overlap():
-    from suite.report.failslow.compare import judge
-
     base = {"value": 0.9, "lo": 0.8, "hi": 0.95}
-    assert judge(base, {"value": 0.5, "lo": 0.4, "hi": 0.7}, True) == "worse"
-    assert judge(base, {"value": 0.5, "lo": 0.4, "hi": 0.7}, False) == "better"  # a time: lower is better
-    assert judge(base, {"value": 0.85, "lo": 0.7, "hi": 0.9}, True) == "same"
-    assert judge(base, {"value": None, "lo": None, "hi": None}, True) == "-"
+    assert compare.judge(base, {"value": 0.5, "lo": 0.4, "hi": 0.7}, True) == "worse"
+    assert compare.judge(base, {"value": 0.5, "lo": 0.4, "hi": 0.7}, False) == "better"  # a time: lower is better
+    assert compare.judge(base, {"value": 0.85, "lo": 0.7, "hi": 0.9}, True) == "same"
+    assert compare.judge(base, {"value": None, "lo": None, "hi": None}, True) == "-"
 
 
 def test_the_doctors_findings_are_its_flags_and_its_slowdown_the_watch_trials(tmp_path):

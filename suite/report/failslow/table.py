@@ -17,13 +17,9 @@ import html
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-from matplotlib.figure import Figure
-
 from suite.common.fileio import write_text_atomic
 from suite.inject import registry
 from suite.report.page import html_table, standalone_page
-from suite.report.plots import figure_png
 
 from . import score, trials
 
@@ -98,6 +94,11 @@ def markdown(doc: dict) -> str:
 
 def confusion_png(matrix: dict[str, dict[str, int]], title: str) -> bytes:
     """True target (rows) against the target named first after the onset (columns), each cell's trials."""
+    import numpy as np  # here: matplotlib's import is most of a bench's start, and bad input needs none of it
+    from matplotlib.figure import Figure
+
+    from suite.report.plots import figure_png
+
     true = sorted(matrix) or ["(no trial scored)"]
     named = sorted({c for r in matrix.values() for c in r}) or ["nothing"]
     counts = np.array([[matrix.get(r, {}).get(c, 0) for c in named] for r in true], dtype=float)
