@@ -17,6 +17,8 @@ import json
 import sys
 from pathlib import Path
 
+from .table import estimate_text
+
 FILE = "failslow.json"
 FIGURES = (
     ("f1", "F1", True),
@@ -45,14 +47,6 @@ def judge(base: dict, new: dict, higher_better: bool) -> str:
     return "same"
 
 
-def _est(e: dict) -> str:
-    if e.get("value") is None:
-        return "-"
-    if e.get("lo") is None:
-        return f"{e['value']:.2f}"
-    return f"{e['value']:.2f} [{e['lo']:.2f}, {e['hi']:.2f}]"
-
-
 def compare(base: dict, new: dict) -> tuple[list[list[str]], bool]:
     """The rows (detector, figure, base, new, verdict) of every detector both benches scored; whether any is worse."""
     rows, worse = [], False
@@ -61,7 +55,7 @@ def compare(base: dict, new: dict) -> tuple[list[list[str]], bool]:
         for key, name, up in FIGURES:
             v = judge(b[key], n[key], up)
             worse |= v == "worse"
-            rows.append([det, name, _est(b[key]), _est(n[key]), v])
+            rows.append([det, name, estimate_text(b[key]), estimate_text(n[key]), v])
     return rows, worse
 
 
