@@ -89,15 +89,14 @@ def test_step_times_lay_the_steps_over_the_timed_phase_and_the_slowdown_is_the_m
 
 def _run(tmp_path: Path, slowdowns: list[dict], told: dict | None, samples: list[float]) -> Path:
     """A finished trial's run folder as the launcher leaves it: bench.json's watched record, the timeline's timed
-    phase (rank 0's track, 100 s to 110 s in Unix time), the truth."""
+    phase (rank 0's track, two rounds of samples from 100 s to 110 s in Unix time), the truth."""
     run = tmp_path / "t000"
     run.mkdir()
     rec = {"slowdowns": slowdowns, "samples_us": samples, "world_size": 2, "hosts": 1, "watch_cost_pct": 0.4}
     (run / "bench.json").write_text(json.dumps({"benchmarks": [{"extra_info": {"op": "x"}}, {"extra_info": rec}]}))
-    trace = {
-        "otherData": {"epoch_unix_s": 100.0},
-        "traceEvents": [{"tid": 1, "ph": "X", "name": "timed", "ts": 0, "dur": 10e6}],
-    }
+    timed = [{"tid": 1, "ph": "X", "name": "timed", "ts": 0, "dur": 1e6}]  # a budget's first samples, then the rest
+    timed += [{"tid": 1, "ph": "X", "name": "timed", "ts": 1.2e6, "dur": 8.8e6}, {"tid": 2, "name": "timed", "ts": 0}]
+    trace = {"otherData": {"epoch_unix_s": 100.0}, "traceEvents": timed}
     (run / "trace.json").write_text(json.dumps(trace))
     if told is not None:
         truth.write(run, told)
@@ -127,6 +126,18 @@ def test_an_injection_outside_the_timed_phase_or_never_applied_is_void(tmp_path)
     (tmp_path / "b").mkdir()
     stored = trials.read(_run(tmp_path / "b", [], {**told, "applied": False}, [1000.0] * 10), p)
     assert stored["void"] == "the injection was never applied"
+
+
+def test_a_rescore_reads_the_kept_trials_again(tmp_path):
+    p = trials.Planned(0, 9, "slow:1:5:2:rest", "slow", 1, 5.0, 2.0, None)
+    told = {"plan": {"cls": "slow", "target": 1, "severity": 2.0}, "here": True, "applied": True, "applied_unix": 105.0}
+    (tmp_path / "trials").mkdir()
+    _run(tmp_path / "trials", [{"target": "rank 1", "detected_unix": 107.5}], told, [1000.0] * 50 + [3000.0] * 50)
+    stale = {"watch": {**p.as_dict(), "run": "t000", "flags": [], "void": "its onset fell outside the steps"}}
+    again = bench.reread(tmp_path, stale)["watch"]
+    assert again["void"] is None and again["flags"] == [{"target": "rank 1", "raised_s": 7.5}]
+    failed = {"watch": {**stale["watch"], "void": "the run exited 9 (its log: t000.log)"}}
+    assert bench.reread(tmp_path, failed) == failed
 
 
 def _stored(inject, flags, slowdown=0.5, onset=5.0):

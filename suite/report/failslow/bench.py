@@ -9,7 +9,7 @@ The launcher arguments name the experiment and case (mk/failslow.mk holds them: 
 experiment). Every trial's plan is drawn and checked before the first run starts (trials.py): bad input is one
 line on stderr and status 2. After each trial ``<run>/failslow.json`` is rewritten atomically (its trials and
 the scores so far), so a Ctrl-C keeps every finished trial; the table and the confusion-matrix picture follow
-(table.py). ``--rescore <run>`` writes them again from the stored trials alone.
+(table.py). ``--rescore <run>`` reads its kept trials again and writes the scores, table and picture anew.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--run-id", default="")
     ap.add_argument("--trial-args", default="")
     ap.add_argument("--doctor-args", default="", help="empty: the doctor is not scored")
-    ap.add_argument("--rescore", default="", help="a bench run folder: its table and picture again")
+    ap.add_argument("--rescore", default="", help="a bench run folder: its trials read again, scored and tabled")
     return ap.parse_args(argv)
 
 
@@ -149,6 +149,19 @@ def _read(run: Path, p: trials.Planned, rc: int) -> dict:
         return {**p.as_dict(), "run": run.name, "void": f"its records could not be read: {e}", "flags": []}
 
 
+def reread(out: Path, stored: dict) -> dict:
+    """A stored trial read again from its run folder where the run is kept and ended well (the scores of the
+    code at hand), else as stored."""
+    w = stored["watch"]
+    run = out / "trials" / str(w.get("run"))
+    if str(w.get("void") or "").startswith("the run exited") or not (run / "bench.json").is_file():
+        return stored
+    fields = {k: w[k] for k in trials.Planned.__dataclass_fields__}
+    if w.get("inject"):  # the planned onset: the stored one is the trial's own clock's
+        fields["onset_s"] = float(w["inject"].split(":")[2])
+    return {**stored, "watch": _read(run, trials.Planned(**fields), 0)}
+
+
 def save(out: Path, cfg: dict, done: list[dict], *, complete: bool) -> dict:
     """``<out>/failslow.json``: the settings, the trials and every detector's scores, written atomically."""
     doc = {"config": cfg, "complete": complete, "trials": done}
@@ -162,9 +175,10 @@ def save(out: Path, cfg: dict, done: list[dict], *, complete: bool) -> dict:
 def main(argv: list[str] | None = None) -> int:
     a = _args(argv)
     if a.rescore:
-        doc = json.loads((Path(a.rescore) / FILE).read_text())
-        doc = save(Path(a.rescore), doc["config"], doc["trials"], complete=doc["complete"])
-        print(table.write(Path(a.rescore), doc))
+        out = Path(a.rescore)
+        doc = json.loads((out / FILE).read_text())
+        doc = save(out, doc["config"], [reread(out, t) for t in doc["trials"]], complete=doc["complete"])
+        print(table.write(out, doc))
         return 0
     try:
         cfg = configure(a)

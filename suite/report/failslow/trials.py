@@ -99,7 +99,8 @@ def _record(run: Path) -> dict:
 
 
 def _timed(run: Path) -> tuple[float, float]:
-    """(start, end) of rank 0's first timed phase, Unix seconds, from the run's timeline."""
+    """(start, end) of rank 0's timed phase, Unix seconds, from the run's timeline: from its first round of samples
+    to its last (under a sample budget, a first few samples set how many the rest are)."""
     trace = json.loads((run / "trace.json").read_text())
     epoch = trace["otherData"]["epoch_unix_s"]
     spans = [
@@ -109,7 +110,7 @@ def _timed(run: Path) -> tuple[float, float]:
     ]
     if not spans:
         raise ValueError(f"{run}: its timeline holds no timed phase")
-    return min(spans)
+    return min(a for a, _ in spans), max(b for _, b in spans)
 
 
 def step_times(samples_us: Sequence[float], start: float, end: float) -> list[tuple[float, float]]:
