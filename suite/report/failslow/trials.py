@@ -127,18 +127,14 @@ def step_times(samples_us: Sequence[float], start: float, end: float) -> list[tu
 
 
 def slowdown(steps: Sequence[tuple[float, float]], on: float, off: float | None) -> float | None:
-    """The step's slowdown an injection caused: median step ending in [on, off] over the median ending before on,
-    less 1 (None: no step on one side)."""
+    """The step's slowdown an injection caused: the mean step ending in [on, off] over the mean ending before on,
+    less 1 (None: no step on one side). Means, not medians: the job's time is their sum, and a pause holds up one
+    step in many (the median step would not see it)."""
     before = [s for t, s in steps if t < on]
     during = [s for t, s in steps if t >= on and (off is None or t <= off)]
     if not before or not during:
         return None
-    return statistics.median(during) / statistics.median(before) - 1
-
-
-def _target(flag: dict) -> Target:
-    kind, _, name = str(flag["target"]).partition(" ")
-    return Target(kind, name) if kind in ("node", "rank", "link") else Target("rank", str(flag["target"]))
+    return statistics.fmean(during) / statistics.fmean(before) - 1
 
 
 def _samples(rec: dict) -> list[float]:
