@@ -14,7 +14,11 @@ from suite.inject import plan as inject_plan
 from suite.inject import truth
 from suite.report.failslow import bench, compare, table, trials
 from tests.conftest import make
-from tests.unit.test_make_input import said
+
+
+def said(r) -> list[str]:
+    """What a make run said on stderr besides make's own closing line."""
+    return [ln for ln in r.stderr.splitlines() if ln.strip() and not ln.startswith("make: ***")]
 
 
 def test_the_same_seed_draws_the_same_trials_each_with_every_field_given():
@@ -107,7 +111,12 @@ def _run(tmp_path: Path, slowdowns: list[dict], told: dict | None, samples: list
 
 def test_a_finished_trial_is_read_into_the_scorers_terms(tmp_path):
     p = trials.Planned(0, 9, "slow:1:5:2:rest", "slow", 1, 5.0, 2.0, None)
-    told = {"plan": {"cls": "slow", "target": 1, "severity": 2.0}, "here": True, "applied": True, "applied_unix": 105.01}
+    told = {
+        "plan": {"cls": "slow", "target": 1, "severity": 2.0},
+        "here": True,
+        "applied": True,
+        "applied_unix": 105.01,
+    }
     run = _run(tmp_path, [{"target": "rank 1", "detected_unix": 107.5}], told, [1000.0] * 60 + [3000.0] * 20)
     stored = trials.read(run, p)
     assert (

@@ -86,9 +86,8 @@ def configure(a: argparse.Namespace) -> dict:
 
 def _env(inject: str | None, seed: int, run_s: float) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("INJECT", "SEED", "INJECT_RUN_S")}
-    env |= {"SUITE_REPORT": "0", "SUITE_PROGRESS": "off"}
     if inject:
-        env |= {"INJECT": inject, "SEED": str(seed), "INJECT_RUN_S": f"{run_s:g}"}
+        env |= {"INJECT": inject, "SEED": str(seed), "INJECT_RUN_S": f"{run_s:zg}"}
     return env
 
 
@@ -112,7 +111,7 @@ def _doctor_trial(folder: Path, p: trials.Planned, cfg: dict, watched: dict) -> 
     """The doctor run with the trial's injection active from its start (onset 0, to the end), read after it."""
     inject = None
     if p.inject:
-        inject = f"{p.cls}:{p.target}:0:{p.severity:g}:rest"
+        inject = f"{p.cls}:{p.target}:0:{p.severity:zg}:rest"
     run, rc, took = _launch(folder, f"d{p.index:03d}", cfg["doctor_args"], cfg["nproc"], _env(inject, p.seed, 1e6))
     return trials.read_doctor(run, p, rc, took, watched)
 

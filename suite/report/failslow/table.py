@@ -35,10 +35,10 @@ def band(cls: str, severity: float) -> tuple[float, str]:
     a, b = registry.discover()[cls].drawn if cls in registry.discover() else (severity, severity)
     mid = (a + b) / 2
     if severity < a:
-        return float("-inf"), f"< {a:g}"
+        return float("-inf"), f"< {a:zg}"
     if severity > b:
-        return b, f"> {b:g}"
-    return (a, f"{a:g}-{mid:g}") if severity < mid else (mid, f"{mid:g}-{b:g}")
+        return b, f"> {b:zg}"
+    return (a, f"{a:zg}-{mid:zg}") if severity < mid else (mid, f"{mid:zg}-{b:zg}")
 
 
 def scores(stored: Sequence[dict], seed: int) -> dict:
@@ -65,8 +65,8 @@ def estimate_text(e: dict, digits: int = 2) -> str:
     if e["value"] is None:
         return "-"
     if e["lo"] is None:
-        return f"{e['value']:.{digits}f}"
-    return f"{e['value']:.{digits}f} [{e['lo']:.{digits}f}, {e['hi']:.{digits}f}]"
+        return f"{e['value']:z.{digits}f}"
+    return f"{e['value']:z.{digits}f} [{e['lo']:z.{digits}f}, {e['hi']:z.{digits}f}]"
 
 
 def _row(name: str, s: dict, trials_n: int, void: int | str) -> list[str]:
@@ -109,7 +109,7 @@ def confusion_png(matrix: dict[str, dict[str, int]], title: str) -> bytes:
     ax.imshow(counts, cmap="Blues", vmin=0, vmax=max(counts.max(), 1), aspect="auto")
     for i in range(len(true)):
         for j in range(len(named)):
-            ax.text(j, i, f"{counts[i, j]:g}", ha="center", va="center", fontsize=9)
+            ax.text(j, i, f"{counts[i, j]:zg}", ha="center", va="center", fontsize=9)
     ax.set_xticks(range(len(named)), named, fontsize=8, rotation=30, ha="right")
     ax.set_yticks(range(len(true)), true, fontsize=8)
     ax.set_xlabel("named first after the onset")
@@ -145,7 +145,7 @@ def trial_line(t: dict, k: int, n: int) -> str:
     """One finished trial on the terminal: what was injected, what the watch flagged."""
     what = "clean" if not t.get("inject") else f"{t['inject']}"
     if t.get("step_slowdown") is not None:
-        what += f" (step {100 * t['step_slowdown']:+.0f}%)"
-    flagged = ", ".join(f"{f['target']} at {f['raised_s']:.1f} s" for f in t.get("flags", [])) or "nothing"
+        what += f" (step {100 * t['step_slowdown']:+z.0f}%)"
+    flagged = ", ".join(f"{f['target']} at {f['raised_s']:z.1f} s" for f in t.get("flags", [])) or "nothing"
     tail = f"; void: {t['void']}" if t.get("void") else ""
     return f"# trial {k}/{n}: {what}: flagged {flagged}{tail}"

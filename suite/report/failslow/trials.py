@@ -68,7 +68,7 @@ def draw(
     if not specs:
         raise ConfigError("FAILSLOW_CLASSES is empty: name at least one class (pause,slow)")
     if not 0 <= clean_share <= 1:
-        raise ConfigError(f"FAILSLOW_CLEAN={clean_share:g}: the share of clean trials is a number in [0, 1]")
+        raise ConfigError(f"FAILSLOW_CLEAN={clean_share:zg}: the share of clean trials is a number in [0, 1]")
     for spec in specs:  # every spec checked before anything runs, drawn or not
         resolve(spec, seed, world_size, run_s)
     rng = random.Random(seed)
@@ -83,8 +83,8 @@ def draw(
         if p is None:
             out.append(Planned(i, trial_seed, None))
             continue
-        how_long = "rest" if p.duration_s is None else f"{p.duration_s:g}"
-        text = f"{p.cls}:{p.target}:{p.onset_s:g}:{p.severity:g}:{how_long}"
+        how_long = "rest" if p.duration_s is None else f"{p.duration_s:zg}"
+        text = f"{p.cls}:{p.target}:{p.onset_s:zg}:{p.severity:zg}:{how_long}"
         out.append(Planned(i, trial_seed, text, p.cls, p.target, p.onset_s, p.severity, p.duration_s))
     return out
 
