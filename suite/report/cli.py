@@ -117,6 +117,10 @@ def _load_side(arg: str) -> list[list[dict]] | None:
 def _cmd_compare(args) -> int:
     from suite.report.compare.case_settings import run_settings
     from suite.report.compare import compare_runs, format_comparison
+    from suite.report.failslow import compare as failslow
+
+    if failslow.is_bench(args.base):  # two fail-slow benches: their scores, not cases' times
+        return failslow.main(args.base, args.new)
 
     if not 0 < args.alpha < 1 or args.tolerance < 0 or not 0 <= args.max_inconclusive <= 1:
         print(

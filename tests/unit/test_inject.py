@@ -107,8 +107,8 @@ def test_the_launcher_refuses_a_bad_plan_in_one_line_with_status_2_before_any_ra
     assert proc.stderr.strip().count("\n") == 0 and "target rank '3' does not exist" in proc.stderr, proc.stderr
 
 
-TRUTH_READERS = ("suite/inject/",)
-"""Where the truth may be read: the injector (and a scorer, once one exists: its path joins this list)."""
+TRUTH_READERS = ("suite/inject/", "suite/report/failslow/")
+"""Where the truth may be read: the injector, and the fail-slow bench that scores finished runs."""
 
 
 def test_nothing_but_the_injector_names_the_truth():

@@ -65,7 +65,7 @@ class Truth:
     onset_s: float
     severity: float
     step_slowdown: float
-    """The step's slowdown it caused: (median step after onset) / (median step before) − 1, measured."""
+    """The step's slowdown it caused: (mean step after onset) / (mean step before) − 1, measured."""
 
 
 @dataclass(frozen=True)

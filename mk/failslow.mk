@@ -1,0 +1,38 @@
+# The fail-slow benchmark (suite/report/failslow/bench.py, docs/doctor.md "The fail-slow bench"): TRIALS short
+# DDP training runs with the online watch on, each with one seeded injection (suite/inject/) or none, scored
+# after each run against the truth the watch never saw. Its trials write no report of their own (SUITE_REPORT=0) and
+# print no progress (their output goes to <bench>/trials/<trial>.log).
+#   make failslow-bench TRIALS=8 SEED=1                       # pause and slow, 1 in 4 trials clean
+#   make failslow-bench TRIALS=4 FAILSLOW_CLASSES=slow:1,pause::::rest FAILSLOW_DOCTOR=1
+#   make failslow-bench FAILSLOW_RESCORE=results/<bench>       # its table and picture again from failslow.json
+# Knobs: FAILSLOW_CLASSES (class specs in INJECT's syntax, comma-separated: fields given are kept, the rest drawn)
+#   FAILSLOW_CLEAN (the share of clean trials) FAILSLOW_RUN_S (INJECT_RUN_S of a trial: drawn onsets fall in its
+#   20-50%) FAILSLOW_ITERS (training steps per trial, at most) FAILSLOW_BUDGET_S (the steps' time per trial: as
+#   many as fit at the first steps' speed) FAILSLOW_DOCTOR (1: the doctor too, with the same injection)
+#   FAILSLOW_CYCLE (1: trial i takes the i-th spec, in turn; the spec none is a clean trial) FAILSLOW_CASE (the watched
+#   DDP case) FAILSLOW_TIMEOUT_S (a trial's collective timeout)
+TRIALS           ?= 8
+FAILSLOW_CLASSES ?= pause,slow
+FAILSLOW_CLEAN   ?= 0.25
+FAILSLOW_RUN_S   ?= 40
+FAILSLOW_ITERS   ?= 1000
+FAILSLOW_BUDGET_S ?= 25
+FAILSLOW_DOCTOR  ?= 0
+FAILSLOW_CYCLE   ?= 0
+FAILSLOW_RESCORE ?=
+FAILSLOW_CASE    ?= mlp-ddp_hook_allreduce
+# a trial's collective timeout: a rank slowed to the end of the run slows the record's probes after the steps too
+FAILSLOW_TIMEOUT_S ?= 300
+FAILSLOW_TRIAL_ARGS = --experiments ddp --iters $(FAILSLOW_ITERS) --warmup 2 --budget-s $(FAILSLOW_BUDGET_S) --timeout-s $(FAILSLOW_TIMEOUT_S) \
+  --heartbeat-timeout-s $(HEARTBEAT_S) -- -k $(FAILSLOW_CASE)
+FAILSLOW_DOCTOR_ARGS = --experiments doctor --iters $(DOCTOR_ITERS) --warmup $(DOCTOR_WARMUP) --timeout-s $(TIMEOUT_S) \
+  --heartbeat-timeout-s $(HEARTBEAT_S)
+
+.PHONY: failslow-bench
+
+failslow-bench: venv  ## TRIALS=N SEED=S: the online watch (and the doctor) scored on seeded fail-slow injections
+	SUITE_REPORT=0 SUITE_PROGRESS=off $(PY) -m suite.report.failslow.bench --trials '$(TRIALS)' --seed '$(or $(SEED),0)' \
+	  --classes '$(FAILSLOW_CLASSES)' --clean '$(FAILSLOW_CLEAN)' --cycle '$(FAILSLOW_CYCLE)' --run-s '$(FAILSLOW_RUN_S)' \
+	  --nproc '$(if $(filter auto,$(NPROC)),2,$(NPROC))' --results-root '$(RESULTS)' $(if $(RUN_ID),--run-id '$(RUN_ID)') \
+	  --trial-args '$(FAILSLOW_TRIAL_ARGS)' $(if $(filter 1,$(FAILSLOW_DOCTOR)),--doctor-args '$(FAILSLOW_DOCTOR_ARGS)') \
+	  $(if $(FAILSLOW_RESCORE),--rescore '$(FAILSLOW_RESCORE)')
