@@ -22,9 +22,8 @@ from pathlib import Path
 import psutil
 
 from . import registry, truth
+from .stint import POLL_S, Stint
 from .kind import Target
-
-POLL_S = 0.05
 
 
 def find_rank(torchrun_pid: int, rank: int) -> psutil.Process | None:
@@ -53,30 +52,17 @@ def _target(proc: psutil.Process, rank: int) -> Target:
     return Target(rank, proc.pid, cores)
 
 
-class Run:
+class Run(Stint):
     """The controller's state: the plan, what it did and when, written to the truth file as it goes."""
 
     def __init__(self, run_dir: Path, torchrun_pid: int) -> None:
-        self.run_dir, self.torchrun_pid, self.parent = run_dir, torchrun_pid, os.getppid()
-        self.record = json.loads(truth.path(run_dir).read_text())
+        super().__init__(run_dir, json.loads(truth.path(run_dir).read_text()))
+        self.torchrun_pid, self.parent = torchrun_pid, os.getppid()
         self.plan = self.record["plan"]
         self.cls = registry.discover()[self.plan["cls"]]
-        self.effect = None
-        self.stopping = False
 
     def alive(self) -> bool:
         return not self.stopping and os.getppid() == self.parent and psutil.pid_exists(self.torchrun_pid)
-
-    def note(self, **fields) -> None:
-        self.record.update(fields)
-        truth.write(self.run_dir, self.record)
-
-    def wait_until(self, t: float) -> bool:
-        while time.time() < t:
-            if not self.alive():
-                return False
-            time.sleep(POLL_S)
-        return True
 
     def run(self) -> None:
         if not self.cls.local:  # a node's class: the host's controller acts (suite/inject/host.py)
@@ -91,22 +77,11 @@ class Run:
         if proc is None or not self.alive():
             self.note(here=False)  # the target ran on another host, or the run ended first
             return
-        anchor = time.time()
-        self.note(here=True, pid=proc.pid, anchor_unix=anchor)
-        if not self.wait_until(anchor + self.plan["onset_s"]):
-            return
-        self.effect = self.cls.start(_target(proc, rank), self.plan["severity"])
-        how = getattr(self.effect, "how", None)  # the mechanism, where a class has several (cpu)
-        self.note(applied=True, applied_unix=time.time(), **({"how": how} if how else {}))
-        duration = self.plan["duration_s"]
-        self.wait_until(float("inf") if duration is None else anchor + self.plan["onset_s"] + duration)
-        self.revert()
 
-    def revert(self) -> None:
-        if self.effect is not None:
-            effect, self.effect = self.effect, None
-            effect.stop()
-            self.note(reverted_unix=time.time())
+        def start():  # the target read at the onset (its cores then)
+            return self.cls.start(_target(proc, rank), self.plan["severity"])
+
+        self.apply(time.time(), self.plan["onset_s"], self.plan["duration_s"], start, pid=proc.pid)
 
 
 def main(argv: list[str]) -> int:

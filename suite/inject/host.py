@@ -14,6 +14,7 @@ status 2.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import sys
@@ -22,13 +23,13 @@ from pathlib import Path
 
 from suite.errors import ConfigError
 
-from . import plan, registry, truth
+from . import plan, registry
 from .effects import docker
 from .kind import Node
+from .stint import POLL_S, Stint
 
 HOST = "compose-host"
 """The truth file's host name."""
-POLL_S = 0.05
 CHECK_S = 1.0
 """How often it asks docker for the node's container until it exists, then whether it still runs (it ends with
 it)."""
@@ -43,16 +44,14 @@ def container_of(project: str, service: str) -> str | None:
     return out.split()[0] if out.split() else None
 
 
-class Host:
-    def __init__(self, run_dir: Path, project: str, found: plan.Plan, nproc: int, world: int) -> None:
-        self.run_dir, self.project, self.plan = run_dir, project, found
-        self.node_name = f"node{found.target // nproc}"
-        self.record = {"plan": found.as_dict(), "host": HOST, "node": self.node_name, "world_size": world}
-        self.stopping, self.effect, self.checked, self.container = False, None, 0.0, None
+class Host(Stint):
+    host = HOST
 
-    def note(self, **fields) -> None:
-        self.record.update(fields)
-        truth.write(self.run_dir, self.record, HOST)
+    def __init__(self, run_dir: Path, project: str, found: plan.Plan, nproc: int, world: int) -> None:
+        self.node_name = f"node{found.target // nproc}"
+        super().__init__(run_dir, {"plan": found.as_dict(), "host": HOST, "node": self.node_name, "world_size": world})
+        self.project, self.plan = project, found
+        self.checked, self.container = 0.0, None
 
     def alive(self) -> bool:
         if self.stopping:
@@ -65,13 +64,6 @@ class Host:
                 return False
         return True
 
-    def wait_until(self, t: float) -> bool:
-        while time.time() < t:
-            if not self.alive():
-                return False
-            time.sleep(POLL_S)
-        return True
-
     def run(self, cls) -> None:
         ring = self.run_dir / "hang" / f"rank{self.plan.target}.ring"
         while self.alive() and (self.container is None or not ring.exists()):
@@ -81,21 +73,8 @@ class Host:
         if not self.alive():
             self.note(here=False)  # the run ended first
             return
-        anchor = time.time()
-        self.note(here=True, container=self.container, anchor_unix=anchor)
-        if not self.wait_until(anchor + self.plan.onset_s):
-            return
-        self.effect = cls.node(Node(self.node_name, self.container), self.plan.severity)
-        self.note(applied=True, applied_unix=time.time(), how=self.effect.how)
-        end = float("inf") if self.plan.duration_s is None else anchor + self.plan.onset_s + self.plan.duration_s
-        self.wait_until(end)
-        self.revert()
-
-    def revert(self) -> None:
-        if self.effect is not None:
-            effect, self.effect = self.effect, None
-            effect.stop()
-            self.note(reverted_unix=time.time())
+        start = functools.partial(cls.node, Node(self.node_name, self.container), self.plan.severity)
+        self.apply(time.time(), self.plan.onset_s, self.plan.duration_s, start, container=self.container)
 
 
 def main(argv: list[str]) -> int:

@@ -9,11 +9,12 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
 from suite.errors import ConfigError
-from suite.inject import controller, plan, truth
+from suite.inject import controller, plan, stint, truth
 from suite.inject.classes import egress
 from tests.conftest import ROOT
 
@@ -79,3 +80,40 @@ def test_the_egress_cut_goes_where_the_links_rate_is_and_keeps_that_rate(shown, 
     before = egress.TBF.search(shown)
     assert egress.where(shown) == where and (before.groups() if before else None) == rate
     assert egress.burst_bytes(20) == 4096 and egress.burst_bytes(1000) == 62500
+
+
+class _Effect:
+    how = "a test's effect"
+
+    def __init__(self) -> None:
+        self.stopped = 0
+
+    def stop(self) -> None:
+        self.stopped += 1
+
+
+class _Stint(stint.Stint):
+    host = "test-host"
+
+    def __init__(self, run_dir, lives: int) -> None:
+        super().__init__(run_dir, {"plan": "p"})
+        self.lives = lives
+
+    def alive(self) -> bool:
+        self.lives -= 1
+        return self.lives >= 0
+
+
+def test_a_stint_applies_its_effect_at_the_onset_and_reverts_it_once_even_when_the_run_ends_first(tmp_path):
+    done = _Stint(tmp_path, lives=10**6)  # the stretch runs out: reverted after it
+    effect = _Effect()
+    done.apply(0.0, 0.0, 0.0, lambda: effect, container="c1")
+    kept = json.loads(truth.path(tmp_path, "test-host").read_text())
+    assert effect.stopped == 1 and kept["how"] == "a test's effect" and kept["container"] == "c1"
+    assert kept["here"] and kept["applied_unix"] <= kept["reverted_unix"]
+    done.revert()  # a second revert (the controller's finally) does nothing
+    assert effect.stopped == 1
+
+    ended = _Stint(tmp_path / "ended", lives=0)  # the run ends before the onset: nothing applied
+    ended.apply(time.time(), 3600.0, None, lambda: pytest.fail("applied after the run ended"))
+    assert "applied" not in json.loads(truth.path(tmp_path / "ended", "test-host").read_text())

@@ -1,0 +1,56 @@
+"""What the rank controller (controller.py) and the compose host's (host.py) share: the truth written as it goes,
+a wait that gives up when the run ends, and one effect applied at its onset for its stretch, always reverted."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from . import truth
+
+POLL_S = 0.05
+"""How often a controller looks at the clock and at whether the run still goes on, seconds."""
+
+
+class Stint:
+    """A controller's state: ``record`` (the plan, what it did and when) written to its truth file, under
+    ``host`` where that is not this host's own; ``alive`` says whether the run still goes on."""
+
+    host: str | None = None
+
+    def __init__(self, run_dir: Path, record: dict) -> None:
+        self.run_dir, self.record = run_dir, record
+        self.effect, self.stopping = None, False
+
+    def alive(self) -> bool:
+        raise NotImplementedError
+
+    def note(self, **fields) -> None:
+        self.record.update(fields)
+        truth.write(self.run_dir, self.record, self.host)
+
+    def wait_until(self, t: float) -> bool:
+        while time.time() < t:
+            if not self.alive():
+                return False
+            time.sleep(POLL_S)
+        return True
+
+    def apply(self, anchor: float, onset_s: float, duration_s: float | None, start: Callable, **where) -> None:
+        """From ``anchor`` (Unix time), ``start()`` the effect at the onset and revert it after its stretch (or when
+        the run ends); ``where``: what the truth keeps of the target."""
+        self.note(here=True, anchor_unix=anchor, **where)
+        if not self.wait_until(anchor + onset_s):
+            return
+        self.effect = start()
+        how = getattr(self.effect, "how", None)  # the mechanism, where a class has several (cpu, the node classes)
+        self.note(applied=True, applied_unix=time.time(), **({"how": how} if how is not None else {}))
+        self.wait_until(float("inf") if duration_s is None else anchor + onset_s + duration_s)
+        self.revert()
+
+    def revert(self) -> None:
+        if self.effect is not None:
+            effect, self.effect = self.effect, None
+            effect.stop()
+            self.note(reverted_unix=time.time())
