@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import psutil
+
 from tests.conftest import ROOT
 
 __all__ = ["FAKE_TORCHRUN", "ROOT", "until"]
@@ -24,3 +26,13 @@ kids = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"],
         for r in range(2)]
 time.sleep(120)
 """
+
+
+def end_fake_launch(fake, ctl) -> None:
+    """Kill FAKE_TORCHRUN's ranks and itself, and end the controller ``ctl`` if it still runs (a test's cleanup)."""
+    for p in psutil.Process(fake.pid).children():
+        p.kill()
+    fake.kill()
+    fake.wait()
+    if ctl.proc is not None:
+        ctl.end()

@@ -17,7 +17,8 @@ from suite.errors import ConfigError
 from suite.inject import launcher, plan, registry, truth
 from suite.inject.effects import DutyCycle, Hogs
 
-from tests.helpers.inject import FAKE_TORCHRUN, ROOT, until as _until
+from tests.helpers.inject import FAKE_TORCHRUN, ROOT, end_fake_launch
+from tests.helpers.inject import until as _until
 
 
 def test_the_classes_are_the_files_of_the_folder_in_their_order():
@@ -185,12 +186,7 @@ def test_the_controller_pauses_the_target_and_never_leaves_it_stopped(tmp_path, 
         assert not _stopped(rank1.pid)
         assert [p.status() != psutil.STATUS_STOPPED for p in psutil.Process(fake.pid).children()] == [True, True]
     finally:
-        for p in psutil.Process(fake.pid).children():
-            p.kill()
-        fake.kill()
-        fake.wait()
-        if ctl.proc is not None:
-            ctl.end()
+        end_fake_launch(fake, ctl)
 
 
 def test_the_plans_knobs_are_exported_by_make_and_passed_to_compose_nodes():

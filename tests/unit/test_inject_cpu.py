@@ -14,7 +14,7 @@ import pytest
 
 from suite.inject import launcher, truth
 from suite.inject.classes import cpu
-from tests.helpers.inject import FAKE_TORCHRUN
+from tests.helpers.inject import FAKE_TORCHRUN, end_fake_launch
 from tests.helpers.inject import until as _until
 
 THREADED = """
@@ -119,9 +119,4 @@ def test_the_controller_cuts_the_targets_cpu_says_how_and_undoes_it(tmp_path):
         assert "reverted_unix" in truth.read(tmp_path)[0]
         assert (_cgroup_lines(rank1.pid), rank1.cpu_affinity()) == before
     finally:
-        for p in psutil.Process(fake.pid).children():
-            p.kill()
-        fake.kill()
-        fake.wait()
-        if ctl.proc is not None:
-            ctl.end()
+        end_fake_launch(fake, ctl)
