@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from suite.postmortem.replay.graph import END, RankStep, build, key_ops, replay
-from suite.postmortem.replay.whatif import WhatIf, analyse, changed, idealised, median_transfers
+from suite.postmortem.replay.whatif import WhatIf, _share, analyse, changed, idealised, median_transfers
 
 MS = 1e-3
 
@@ -125,3 +125,12 @@ def test_a_rank_that_starts_late_takes_its_lateness():
     out = analyse([build(late)], [])
     assert out["replayed_ms"] == pytest.approx(18.0) and out["ideal_ms"] == pytest.approx(13.0)
     assert out["M_W_pct"] == {"0": 0.0, "1": 100.0}
+
+
+@pytest.mark.parametrize(
+    "t, fixed, ideal, share",
+    [(10.0, 9.0, 8.0, 50.0), (10.0, 7.0, 8.0, 100.0), (10.0, 11.0, 8.0, 0.0), (10.0, 9.0, 9.95, None)],
+)
+def test_a_share_of_the_slowdown_stays_within_none_and_all_of_it(t, fixed, ideal, share):
+    # fixing one rank alone can beat the whole idealisation (7 < 8) or make the step slower (11 > 10)
+    assert _share(t, fixed, ideal) == share

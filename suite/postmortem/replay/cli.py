@@ -29,7 +29,7 @@ PROVENANCE = {
     "slowdown": "modelled: S = replayed / ideal",
     "slowdown_by_op_type": "modelled: replayed / the step with only that type's durations idealised",
     "M_W_pct": "modelled: per rank, the share of replayed - ideal that idealising that rank's durations alone "
-    "removes (None: no slowdown, under 1% of the step)",
+    "removes, within 0..100 (None: no slowdown, under 1% of the step)",
     "M_S_pct": "modelled: M_W per pipeline stage (one rank per stage; None: not a pipeline)",
     "whatifs": "modelled: the step replayed with the change; a link's transfers are scaled by the factor (no "
     "α–β fit is applied: the profile does not name an op's process group, so every op's transfer is scaled)",

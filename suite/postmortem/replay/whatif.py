@@ -87,10 +87,13 @@ def _mean(values: Iterable[float]) -> float:
 
 
 def _share(t: float, t_fixed: float, t_ideal: float) -> float | None:
-    """The part of the slowdown (t - t_ideal) that fixing something removes (t - t_fixed), in percent."""
+    """The part of the slowdown (t - t_ideal) that fixing something removes (t - t_fixed), in percent, within
+    0..100: idealising one rank or stage alone can end below the whole idealisation (its transfers take the
+    ops' medians, which the recorded ones of that rank may beat) or above the step, and a share of the slowdown
+    is at most all of it and at least none."""
     if t - t_ideal < NO_SLOWDOWN * t:
         return None
-    return round(100.0 * (t - t_fixed) / (t - t_ideal), 1)
+    return round(min(100.0, max(0.0, 100.0 * (t - t_fixed) / (t - t_ideal))), 1)
 
 
 def analyse(graphs: list[Graph], whatifs: list[WhatIf], stages: dict[int, list[int]] | None = None) -> dict:
