@@ -153,7 +153,9 @@ def _on_partition(case: Case, name: str, parts: list[list[int]]) -> Case:
 
     def context(ctx: DistContext, session) -> DistContext:
         if len({len(p) for p in parts}) != 1 or not all(parts):
-            raise CaseSkipped(f"{name} groups need an even world (two equal parts), not {sum(map(len, parts))} ranks")
+            n = sum(map(len, parts))
+            # the next even world of two equal, non-empty parts: the launcher's second pass runs the case there
+            raise CaseSkipped(f"{name} groups need an even world (two equal parts), not {n} ranks", needs_ranks=n + 1)
         return groups.partition_context(ctx, session, parts)
 
     return dataclasses.replace(

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import copy
 import pickle
+from types import SimpleNamespace
+
+import pytest
+import torch
 
 from suite import results
 from suite.launch import passes
@@ -105,7 +109,7 @@ def test_the_suites_skips_for_want_of_ranks_carry_the_world_they_need():
     from experiments.sharded import pipeline, shapes
     from suite.common.config import BenchConfig
     from suite.errors import CaseSkipped
-    from suite.ops import p2p
+    from suite.ops import p2p, sweep
 
     mesh = shapes.mesh_cannot("2d", 2)
     assert mesh.ranks == 4 and CaseSkipped(mesh).needs_ranks == 4 and str(CaseSkipped(mesh)) == str(mesh)
@@ -113,6 +117,14 @@ def test_the_suites_skips_for_want_of_ranks_carry_the_world_they_need():
     assert pipeline.cannot_run("pp_1f1b", 1, 2, 1).ranks == 2
     (alone,) = p2p.cases(BenchConfig(), 1, experiment="p2p")
     assert alone.skip(None, None).ranks == 2
+    # a pair beyond the world (cases declared at 4 ranks, run at 2), and groups of two unequal parts (3 ranks)
+    cfg, ctx = BenchConfig(), SimpleNamespace(world_size=2, device=torch.device("cpu"), backend="gloo")
+    far = [c for c in p2p.cases(cfg, 4, experiment="p2p") if c.skip(ctx, cfg) == "ranks 0/3 not in a world of 2"]
+    assert far and {c.skip(ctx, cfg).ranks for c in far} == {4}
+    halves = sweep.collective_cases(cfg, 3, experiment="collectives", partition=("halves", [[0], [1, 2]]))
+    with pytest.raises(CaseSkipped) as odd:
+        halves[0].context(None, None)
+    assert odd.value.needs_ranks == 4 and "even world" in str(odd.value)
     assert CaseSkipped("SHARDED_WIDTH=3 does not split").needs_ranks is None
     assert CaseSkipped("x", needs_ranks=3).needs_ranks == 3
 

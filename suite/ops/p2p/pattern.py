@@ -190,7 +190,7 @@ def skip_of(p: Pattern, s: Spec):
             # the same decision on every rank (it comes from the config)
             return record_of(ctx.backend).cannot["p2p_cuda"]
         if max(s.src, s.dst) >= n:
-            return f"ranks {s.src}/{s.dst} not in a world of {n}"
+            return NeedsRanks(max(s.src, s.dst) + 1, f"ranks {s.src}/{s.dst} not in a world of {n}")
         return p.skip(s, cfg) if p.skip else None
 
     return skip
