@@ -11,6 +11,7 @@ from suite import results
 from suite.launch import passes
 from suite.model import runs
 from suite.report import analysis, compare
+from suite.report.first_screen import first_screen
 from suite.report.fits import fit_sweeps
 from suite.report.headline import headline_items
 from suite.report.sections import Section
@@ -63,6 +64,17 @@ def test_the_fits_leave_the_oversubscribed_pass_out_and_its_section_says_so():
     sec = Section(title="collectives", anchor="collectives", notes=["how to read"])
     analysis.mark_oversubscribed(sec, groups_by_experiment(results.records(run))["collectives"])
     assert sec.notes == [f"{len(added)} case(s) at 4 ranks: {results.OVERSUBSCRIBED_NOTE}.", "how to read"]
+
+
+def test_the_first_screen_warns_of_the_oversubscribed_pass_with_its_cases_and_world():
+    """A default run's second pass (the cases that need more ranks than cores) is a warning of its own on the
+    report's first screen, as the ranks of the main pass outnumbering the cores would be."""
+    run, added = _with_oversubscribed()
+    warned = dict(first_screen(run, headline_items(run)).warnings)
+    assert warned["OVERSUBSCRIBED pass"] == f"{len(added)} case(s) of collectives at 4 ranks: " + (
+        results.OVERSUBSCRIBED_NOTE.removeprefix("OVERSUBSCRIBED pass: ")
+    )
+    assert "OVERSUBSCRIBED pass" not in dict(first_screen(RUN, headline_items(RUN)).warnings)
 
 
 def test_the_models_fit_no_record_of_the_oversubscribed_pass():
