@@ -11,6 +11,7 @@ from suite import results
 from suite.launch import passes
 from suite.model import runs
 from suite.report import analysis, compare
+from suite.report.compare.page import first_screen as first_screen_of_comparison
 from suite.report.first_screen import first_screen
 from suite.report.fits import fit_sweeps
 from suite.report.headline import headline_items
@@ -95,6 +96,13 @@ def test_the_compare_gate_does_not_judge_the_oversubscribed_pass():
     c = compare.compare_records(results.records(run), results.records(slower), n_boot=50)
     assert len(c.cases) == len(results.records(RUN)) and not c.only_base and not c.only_new
     assert all(x.verdict == "same" for x in c.cases)
+    # and it says what it left out, in the terminal's text and on the page's first screen
+    said = f"{len(added)} case(s) of the OVERSUBSCRIBED pass not judged (more ranks than usable cores"
+    assert c.oversubscribed == len(added)
+    assert f"# not compared: {said}" in compare.format_comparison(c)
+    assert dict(first_screen_of_comparison(c)[3])["not compared"].startswith(said)
+    plain = compare.compare_records(results.records(RUN), results.records(RUN), n_boot=50)
+    assert plain.oversubscribed == 0 and "OVERSUBSCRIBED" not in compare.format_comparison(plain)
 
 
 def test_a_second_pass_runs_the_cases_skipped_for_want_of_ranks():
