@@ -185,8 +185,10 @@ class LiveLine:
         from rich.text import Text
 
         if self._fd is not None:
-            try:  # the terminal's width now (rich would look at fd 1, which pytest's capture holds during a test)
-                self.console.width = os.get_terminal_size(self._fd).columns
+            try:  # the terminal's size now (rich would look at fd 1, which pytest's capture holds during a test,
+                # and take COLUMNS/LINES from the environment: LINES=0 would draw the line as a bare "...")
+                size = os.get_terminal_size(self._fd)
+                self.console.size = (size.columns, max(size.lines, 1))
             except OSError:
                 pass
         grid = Table.grid(padding=(0, 1))

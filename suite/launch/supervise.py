@@ -143,7 +143,7 @@ def run_ranks(
         # workers that outlived torchrun (a frozen one; all of them when torchrun itself was killed)
         _kill_all(started | _children(proc.pid))
         reader.join(timeout=5)
-    if elastic.held:
+    if elastic.held and not received:  # on Ctrl-C it is torchrun's own answer to the signal: no failure
         _save_log(failures_dir / "torchrun.log", elastic.held)
     if rc != 0 and not diagnosed and world_size and not received:
         # A rank died (SIGABRT): read what it left. Or a rank reported a failure and torchrun ended before

@@ -1,6 +1,7 @@
 """What every run's report opens with, before any number: the verdict (the terminal's ``# verdict:`` line,
 suite/report/run_end.py), the backend(s), the world and its hosts, and every warning that changes how to read
-the numbers -- a run that did not complete, ranks that outnumber their cores, the share of cases whose median
+the numbers -- a run that did not complete, ranks that outnumber their cores (in the whole run, or in the pass
+of the cases that need more ranks than there are cores), the share of cases whose median
 is uncertain by more than ±10%, other load on the machine during the run, an experiment that could not tell,
 and the numbers of the headline that do not add up, with their cause (suite/report/add_up.py).
 Each comes from the one place that decides it (run_end's verdict, the summary's rows, suite/system/cpu_load.py);
@@ -36,6 +37,7 @@ def first_screen(run: dict, items: list[Headline]) -> FirstScreen:
     warnings = [
         *interrupted_rows(run, len(recs)),
         *summary.cpu_rows(run),
+        *oversubscribed_rows(recs),
         *unstable_rows(recs),
         *(("load during the run", cause) for cause in summary.load_causes(run, load_only=True)),
         *((h.experiment, h.text.removeprefix(f"{h.experiment}: ")) for h in items if h.verdict == "inconclusive"),
@@ -61,6 +63,18 @@ def interrupted_rows(run: dict, n_kept: int) -> list[tuple[str, str]]:
         else st.get("cause") or "the run did not complete (still going, or a rank failed)"
     )
     return [("PARTIAL", f"{why}: the {n_kept} cases kept are measured in full; the cases not reached are absent")]
+
+
+def oversubscribed_rows(recs: list[dict]) -> list[tuple[str, str]]:
+    """One row for the records of the oversubscribed pass (suite/launch/passes.py), naming their experiments and
+    world, whose times the headline leaves out; none when the run had no such pass."""
+    over = [r for r in recs if results.oversubscribed(r)]
+    if not over:
+        return []
+    experiments = ", ".join(dict.fromkeys(str(r.get("experiment")) for r in over))
+    worlds = "/".join(map(str, sorted({r.get("world_size") for r in over if isinstance(r.get("world_size"), int)})))
+    note = results.OVERSUBSCRIBED_NOTE.removeprefix("OVERSUBSCRIBED pass: ")
+    return [("OVERSUBSCRIBED pass", f"{len(over)} case(s) of {experiments} at {worlds} ranks: {note}")]
 
 
 def unstable_rows(recs: list[dict]) -> list[tuple[str, str]]:

@@ -142,6 +142,7 @@ def test_interrupt_keeps_completed_cases_and_leaves_nothing_running(tmp_path):
     for theirs in ("KeyboardInterrupt", "!!!", "warnings summary", "Benchmark fixture"):
         assert theirs not in out + err, (theirs, out[-3000:], err[-3000:])
     assert not (bench.parent / "hang").exists(), sorted(p.name for p in (bench.parent / "hang").iterdir())
+    assert not (bench.parent / "failures").exists(), sorted(p.name for p in (bench.parent / "failures").iterdir())
     assert (bench.parent / "tables.txt").read_text().count("\n        ") >= 1  # a table row of a kept case
     time.sleep(0.5)
     leftover = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout.split()

@@ -5,6 +5,7 @@ on a laptop's 1280x900. Built from the stored runs in tests/fixtures (no new run
 
 from __future__ import annotations
 
+import copy
 import html
 import json
 import re
@@ -78,10 +79,14 @@ def test_an_inconclusive_doctors_page_says_so_on_its_first_screen(tmp_path):
 
 
 def _troubled_bench_run(d: Path) -> Path:
-    """The stored 2-rank run of the collectives (its broadcasts: one figure), as a default `make bench-cpu` on a
-    busy 2-core machine would store it: 4 ranks on the 2 cores, the machine's load at 6, stopped by Ctrl-C."""
+    """The stored 2-rank run of the collectives (its broadcasts: one figure), as a `make bench-cpu` on a busy 2-core
+    machine would store it at its worst: 4 ranks on the 2 cores, a case of a second, oversubscribed pass at 8
+    ranks, the machine's load at 6, stopped by Ctrl-C."""
     run = json.loads((FIXTURES / "collectives-gloo-2" / "bench.json").read_text())
     run["benchmarks"] = [b for b in run["benchmarks"] if b["extra_info"]["variant"] == "broadcast"]
+    over = copy.deepcopy(run["benchmarks"][-1])
+    over["extra_info"].update(world_size=8, oversubscribed=True)
+    run["benchmarks"].append(over)
     (host,) = run["machine_info"]["suite"]["hosts"].values()
     host.update(ranks=[0, 1, 2, 3], load_avg_start=[6.0, 6.0, 6.0])
     run["machine_info"]["suite"]["load_avg_run"] = {"peak_1min": 6.0, "end": [6.0, 6.0, 6.0], "samples": 9}
@@ -99,13 +104,15 @@ def test_a_bench_pages_first_screen_says_the_verdict_the_world_and_every_warning
     page = run / "report" / "index.html"
     text = html.unescape(page.read_text())
     screen = text[text.index("<div id='first-screen'>") : text.index("<div id='headline'>")]  # before the headline
-    assert "verdict: INTERRUPTED: 4 cases, 0 wrong" in screen
+    assert "verdict: INTERRUPTED: 5 cases, 0 wrong" in screen
     assert "backend gloo on cpu; 2 ranks on 1 host (vm)" in screen
     warned = re.findall(r"<li class='warning'><b>([^<]+)</b>: ([^<]+)</li>", screen)
-    assert [k for k, _ in warned] == ["PARTIAL", "CPU oversubscribed", "unstable", "load during the run"], warned
+    kinds = ["PARTIAL", "CPU oversubscribed", "OVERSUBSCRIBED pass", "unstable", "load during the run"]
+    assert [k for k, _ in warned] == kinds, warned
     why = dict(warned)
-    assert why["PARTIAL"].startswith("interrupted by signal 2: the 4 cases kept")
+    assert why["PARTIAL"].startswith("interrupted by signal 2: the 5 cases kept")
     assert why["CPU oversubscribed"].startswith("4 ranks on 2 usable cores: ")
+    assert why["OVERSUBSCRIBED pass"].startswith("1 case(s) of collectives at 8 ranks: more ranks than usable cores")
     assert re.match(r"[1-4] of 4 cases uncertain by more than ±10%", why["unstable"]), why["unstable"]
     assert why["load during the run"].startswith("load average 6.0 on the host's 2 cores during the run")
     assert_on_small_screen(page, tmp_path, ["#verdict", "#world", ".warning", "#headline li"])

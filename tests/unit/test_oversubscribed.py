@@ -15,6 +15,8 @@ from suite import results
 from suite.launch import passes
 from suite.model import runs
 from suite.report import analysis, compare
+from suite.report.compare.page import first_screen as first_screen_of_comparison
+from suite.report.first_screen import first_screen
 from suite.report.fits import fit_sweeps
 from suite.report.headline import headline_items
 from suite.report.sections import Section
@@ -69,6 +71,17 @@ def test_the_fits_leave_the_oversubscribed_pass_out_and_its_section_says_so():
     assert sec.notes == [f"{len(added)} case(s) at 4 ranks: {results.OVERSUBSCRIBED_NOTE}.", "how to read"]
 
 
+def test_the_first_screen_warns_of_the_oversubscribed_pass_with_its_cases_and_world():
+    """A default run's second pass (the cases that need more ranks than cores) is a warning of its own on the
+    report's first screen, as the ranks of the main pass outnumbering the cores would be."""
+    run, added = _with_oversubscribed()
+    warned = dict(first_screen(run, headline_items(run)).warnings)
+    assert warned["OVERSUBSCRIBED pass"] == f"{len(added)} case(s) of collectives at 4 ranks: " + (
+        results.OVERSUBSCRIBED_NOTE.removeprefix("OVERSUBSCRIBED pass: ")
+    )
+    assert "OVERSUBSCRIBED pass" not in dict(first_screen(RUN, headline_items(RUN)).warnings)
+
+
 def test_the_models_fit_no_record_of_the_oversubscribed_pass():
     _, added = _with_oversubscribed()
     assert not any(runs.usable(r) for r in added) and all(runs.usable(r) for r in results.records(RUN)[:3])
@@ -87,6 +100,13 @@ def test_the_compare_gate_does_not_judge_the_oversubscribed_pass():
     c = compare.compare_records(results.records(run), results.records(slower), n_boot=50)
     assert len(c.cases) == len(results.records(RUN)) and not c.only_base and not c.only_new
     assert all(x.verdict == "same" for x in c.cases)
+    # and it says what it left out, in the terminal's text and on the page's first screen
+    said = f"{len(added)} case(s) of the OVERSUBSCRIBED pass not judged (more ranks than usable cores"
+    assert c.oversubscribed == len(added)
+    assert f"# not compared: {said}" in compare.format_comparison(c)
+    assert dict(first_screen_of_comparison(c)[3])["not compared"].startswith(said)
+    plain = compare.compare_records(results.records(RUN), results.records(RUN), n_boot=50)
+    assert plain.oversubscribed == 0 and "OVERSUBSCRIBED" not in compare.format_comparison(plain)
 
 
 def test_a_second_pass_runs_the_cases_skipped_for_want_of_ranks():

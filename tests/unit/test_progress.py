@@ -114,3 +114,35 @@ def test_a_terminal_that_reports_no_size_is_no_terminal_for_the_live_line():
         os.close(master)
         os.close(slave)
     assert not progress.is_terminal(io.StringIO()) and not progress.is_terminal(slave)  # a buffer; a closed fd
+
+
+def test_the_live_line_is_drawn_on_a_sized_terminal_whose_environment_says_0x0(monkeypatch):
+    """LINES=0 COLUMNS=0 in the environment (as some CI shells and containers export them) on a terminal of
+    24x80: each drawing of the line says the counts, not rich's bare "..." of a screen 0 lines tall."""
+    import fcntl
+    import select
+    import struct
+    import termios
+
+    for name in ("NO_COLOR", "FORCE_COLOR", "TTY_INTERACTIVE", "TTY_COMPATIBLE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    monkeypatch.setenv("LINES", "0")
+    monkeypatch.setenv("COLUMNS", "0")
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    out = b""
+    with os.fdopen(slave, "w") as term:
+        assert progress.is_terminal(term)
+        live = progress.LiveLine(term, total=3, clock=lambda: 100.0)
+        live.start()
+        try:
+            live.update(done=1, case="experiments/p2p/cases.py::test_p2p[ring-1K]")
+        finally:
+            live.stop()
+        term.flush()
+        while select.select([master], [], [], 0.2)[0]:
+            out += os.read(master, 65536)
+    os.close(master)
+    drawn = out.decode(errors="replace")
+    assert "0/3 cases" in drawn and "..." not in drawn, drawn  # every drawing, not only the last one at stop

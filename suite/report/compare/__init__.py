@@ -190,4 +190,7 @@ def compare_runs(
         between_run_note=note,
         overall_detect=((1 - tolerance) * gm / ghi, (1 + tolerance) * gm / glo) if cases else (0.0, math.inf),
         identical=identical,
+        oversubscribed=len(
+            records_by_case([[x for x in r if results.oversubscribed(x)] for r in (*base_runs, *new_runs)])
+        ),
     )

@@ -87,8 +87,9 @@ def format_comparison_summary(c) -> str:
 def first_screen(c) -> tuple[str, bool, str, list[tuple[str, str]]]:
     """What the page opens with (page.screen_html's arguments): the gate and the overall ratio; the lanes
     compared (backend, device, ranks) and the two sides; and the warnings: what the runs could detect, the
-    cases left inconclusive and how many runs would resolve them, settings that differ, cases not matched."""
-    from suite.report.compare.text import detect_line, gate_line, repeat_advice
+    cases left inconclusive and how many runs would resolve them, settings that differ, cases not matched, and
+    the cases of the oversubscribed pass left out."""
+    from suite.report.compare.text import detect_line, gate_line, oversubscribed_line, repeat_advice
 
     verdict = (
         f"verdict: {gate_line(c)}; overall {c.overall} (median case ratio {c.overall_ratio:z.3f}, "
@@ -104,6 +105,8 @@ def first_screen(c) -> tuple[str, bool, str, list[tuple[str, str]]]:
     warnings += [("settings differ", s) for s in c.settings_diffs]
     if c.only_base or c.only_new:
         warnings.append(("unmatched", f"{len(c.only_base)} cases only in base, {len(c.only_new)} only in new"))
+    if c.oversubscribed:
+        warnings.append(("not compared", oversubscribed_line(c)))
     return verdict, c.gate == "PASS", world, warnings
 
 

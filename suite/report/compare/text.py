@@ -139,6 +139,8 @@ def format_comparison(c: Comparison, *, show: str = "all") -> str:
         )
     if c.only_base or c.only_new:
         lines.append(f"# unmatched: {len(c.only_base)} only in base, {len(c.only_new)} only in new")
+    if c.oversubscribed:
+        lines.append(f"# not compared: {oversubscribed_line(c)}")
     if c.unusable:
         lines.append(
             f"# not compared (no positive median time in some run): "
@@ -146,6 +148,14 @@ def format_comparison(c: Comparison, *, show: str = "all") -> str:
         )
     lines.append(f"# {gate_line(c)}")  # again under the table, where a terminal's last screen shows it
     return "\n".join(lines) + "\n"
+
+
+def oversubscribed_line(c: Comparison) -> str:
+    """The cases of the oversubscribed pass that the gate left out, and why."""
+    return (
+        f"{c.oversubscribed} case(s) of the OVERSUBSCRIBED pass not judged (more ranks than usable cores: their "
+        "times measure CPU contention, not communication)"
+    )
 
 
 def verdict_lines(c: Comparison) -> list[str]:

@@ -78,6 +78,8 @@ class Comparison:
     """The overall ratio below / beyond which a change common to every case is called faster / slower (the
     interval shifts with such a change: (1 − tolerance)·ratio / CI high, (1 + tolerance)·ratio / CI low)."""
     identical: bool = False
+    oversubscribed: int = 0
+    """Cases of the oversubscribed pass in either side (suite.results.oversubscribed): left out of the gate, said."""
     """Both sides hold the same samples (a run compared with itself): every case same, nothing to estimate."""
 
     @property
