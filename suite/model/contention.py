@@ -9,12 +9,13 @@ nothing measured at fewer ranks tells it. There the model takes the probe instea
 all N ranks at once (every rank computing at the same time, as in the step), recorded as measured beside the
 compute it prices, whose model (``PROBE_MODEL``) says what the probe was.
 
-Which probe: the compute the step itself did (``IN_STEP``), the step's median minus its collectives' replayed
+Which probe: the compute the step itself did (``IN_STEP``), the step's median less its collectives replayed
 alone, where nothing overlaps (CPU: every collective blocks the step). A separate run of the compute alone
-(``ALONE``: the sharded step on process groups that move nothing) does the same work (its CPU time per step is
-the real step's, within 7%) but waits for a core at other times than the step did: on shared cores its wall
-time measured up to 1.7 times the whole step's (tp on 2 to 6 compose nodes), so it prices a contention the
-step did not see. It stays the probe only where there is no replay, or the collectives may overlap the compute.
+(``ALONE``: the sharded step on process groups that move nothing) does the same work (for tp and sp its CPU
+time per step is the real step's within 7%) but waits for a core at other times than the step did: on shared
+cores its wall time came out up to 2.2 times the whole step's (fsdp2 on 3 compose nodes), so it prices a
+contention the step did not see. It stays the probe only where there is no replay or the collectives may
+overlap the compute.
 """
 
 from __future__ import annotations
