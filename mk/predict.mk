@@ -13,7 +13,8 @@
 #     (VALIDATE_SHARDED_WIDTH/_BATCH/_SEQ/_DEPTH) and checks each strategy's step prediction the same way
 #     (VALIDATE_SHARDED= empty leaves it out); VALIDATE_OPS= empty: every collective. The compose nodes share this
 #     machine's cores: where a check run's ranks outnumber them, a step's compute is priced from its probe (the
-#     compute alone measured on all its ranks at once), not extrapolated from the fit runs (suite/model/contention.py)
+#     compute the step did on all its ranks at once: the step less its collectives replayed alone), not
+#     extrapolated from the fit runs (suite/model/contention.py)
 RANKS          ?=
 RANKS_PER_NODE ?=
 SIZES          ?=

@@ -8,7 +8,11 @@ the two with the step's own time its exposed and hidden communication (issue 26,
   the parameters keep their seeded values while the step does the same arithmetic. Timed by the harness's
   own loop (``Session.baseline``: blocking, the run's iterations, the slowest rank per step, the median).
   What it leaves in: FSDP2's and DTensor's Python bookkeeping around each collective (the copies into and
-  out of the gathered buffers, the dispatch); what it leaves out: the transfer and the wait for peers.
+  out of the gathered buffers, the dispatch); what it leaves out: the transfer and the wait for peers. Its
+  work is the step's (its CPU time per step is the real step's within 7% for tp and sp), but where the ranks
+  share cores its wall time is not: measured apart from the step, it waits for a core at other times than the
+  step did (for tp it can exceed the whole step; the table marks ``~``). The compute the step itself did
+  is ``step_compute_s`` below.
 - **Communication replayed alone** (the ``replay-<strategy>`` case, its time ``comm_replay_s``): every
   collective of the step's inventory (op, dtype, S bytes, group by mesh dimension, count;
   experiments/sharded/inventory.py) issued on the same process groups, one after another in blocking
@@ -16,8 +20,10 @@ the two with the step's own time its exposed and hidden communication (issue 26,
   outputs), so the harness checks the replay like every case (and a planted corruption fails it). Its own
   case, not a second timing inside the step's: one case is one timed thing with one check.
 - **Derived** (in the replay's record, beside the step's and the compute's medians it read):
-  ``exposed_comm_s`` = max(step - compute, 0), the step's time not spent computing, and ``hidden_comm_s`` =
-  max(replay - exposed, 0), communication that ran while the step computed. On CPU FSDP2 issues every
+  ``exposed_comm_s`` = max(step - compute, 0), the step's time not spent computing, ``hidden_comm_s`` =
+  max(replay - exposed, 0), communication that ran while the step computed, and ``step_compute_s`` =
+  max(step - replay, 0), the compute the step did where nothing overlaps (on CPU: what the step model prices
+  where the ranks outnumber their cores, suite/model/contention.py). On CPU FSDP2 issues every
   collective synchronously, so little can be hidden there; on GPU streams it is the point of FSDP2.
 """
 
@@ -54,6 +60,8 @@ PROVENANCE = {
     "blocking, one after another",
     "exposed_comm_s": "derived: max(step_s - compute_s, 0)",
     "hidden_comm_s": "derived: max(comm_replay_s - exposed_comm_s, 0)",
+    "step_compute_s": "derived: max(step_s - comm_replay_s, 0): the compute the step did where its collectives "
+    "do not overlap it (CPU)",
     "replay_bytes": "derived: sum of count x S bytes over the replayed collectives (chunked ones rounded down to "
     "a multiple of their group's size)",
 }
@@ -70,7 +78,11 @@ def inventory_key(strategy: str, s) -> tuple:
 def split(step_s: float, compute_s: float, replay_s: float) -> dict:
     """The derived fields of the decomposition (formulas in PROVENANCE)."""
     exposed = max(step_s - compute_s, 0.0)
-    return {"exposed_comm_s": exposed, "hidden_comm_s": max(replay_s - exposed, 0.0)}
+    return {
+        "exposed_comm_s": exposed,
+        "hidden_comm_s": max(replay_s - exposed, 0.0),
+        "step_compute_s": max(step_s - replay_s, 0.0),
+    }
 
 
 # --- compute alone ---------------------------------------------------------------------------------------

@@ -25,9 +25,10 @@ Per strategy (the run's ``train_step`` records with the decomposition, experimen
   blocks' matmuls for tp), so compute(N) = compute_s(n) x n / N; with several, ``a + b/N`` (``FIT_MODEL``)
   fitted to compute_s by least squares over the world sizes (b = 0 when compute did not fall with N, a = 0
   when the fit's start-up came out negative). Where the ranks at N outnumber the cores they share (the compose
-  simulation's N containers on one machine, an oversubscribed host) and the compute alone was measured at N on all
-  N ranks at once (a probe: the check run's ``compute_s`` in the validation), the compute is that probe
-  (suite.model.contention: contention is not extrapolated); the entry keeps it as ``compute_probe_us``.
+  simulation's N containers on one machine, an oversubscribed host) and the compute was measured at N on all N
+  ranks at once (a probe, ``probe_at``: in the validation the check run's step minus its replay on CPU, where
+  nothing overlaps, else its ``compute_s``), the compute is that probe (suite.model.contention: contention is not
+  extrapolated); the entry keeps it as ``compute_probe_us``.
 
 Your own model (``SHARDED_MODEL``, a record with ``model``): no theory, so comm(N) prices the collectives its
 step record measured (``inventory``) at the world size nearest N, each with the same S bytes at N
@@ -214,6 +215,7 @@ def predict_step(
     model: RunModel,
     sharing: tuple[int, float | None] = (0, None),
     probe_us: float | None = None,
+    probe_what: str = contention.ALONE,
 ) -> dict | None:
     """The strategy's step at ``topo`` (module docstring), with the model at the nearest measured world.
     ``sharing``: (ranks, the cores they share) at ``topo`` where known, ``probe_us``: the compute alone measured
@@ -225,7 +227,7 @@ def predict_step(
         return None
     a, b, how = compute_model(by_world)
     frac, measured_frac, hidden_how = hidden_fraction(by_world, topo.ranks)
-    compute, how, probe_used = contention.priced(a + b / topo.ranks, how, topo.ranks, sharing, probe_us)
+    compute, how, probe_used = contention.priced(a + b / topo.ranks, how, topo.ranks, sharing, probe_us, probe_what)
     near = _nearest(by_world, topo.ranks)
     rec = by_world[near]["step"]
     comm0 = comm_us(strategy, collectives_at(key, by_world, near), record_topology(rec), model)
@@ -263,8 +265,9 @@ PROVENANCE = {
     "sharded.step_us": "modelled: compute_us + comm_us − hidden_us",
     "sharded.compute_us": f"modelled: the entry's compute_model: 'per-rank work' {WORK_MODEL}; 'a + b/N' {FIT_MODEL}; "
     f"'the probe' where the ranks outnumber their cores: compute_probe_us as measured",
-    "sharded.compute_probe_us": "measured: the step's compute alone at N, on all N ranks at once (the train_step "
-    "record's compute_s); null where the compute is extrapolated",
+    "sharded.compute_probe_us": "measured: the step's compute at N, on all N ranks at once (the entry's "
+    "compute_model says which: the step minus its replay on CPU, else the train_step record's compute_s); null "
+    "where the compute is extrapolated",
     "sharded.comm_us": f"modelled: the entry's comm_model: {COMM_MODEL}; a user model's (model set) {USER_COMM_MODEL}",
     "sharded.hidden_us": f"modelled: comm_us x hidden_fraction ({HIDDEN_MODEL})",
     "sharded.hidden_fraction": f"the entry's hidden_model: {CPU_HIDDEN}; else measured: {HIDDEN_MODEL}",
@@ -307,6 +310,15 @@ def notes_at(model: RunModel, topo: Topology) -> list[str]:
     return out
 
 
+def probe_at(v: dict) -> tuple[float, str]:
+    """(µs, what) the compute a check run's step did on all its ranks at once (``v``: step_records' entry): on
+    CPU with a replay, its step minus the replay (contention.IN_STEP); else its compute alone (compute_s)."""
+    step, replay = v["step"], v.get("replay")
+    if replay is not None and step.get("device") == "cpu":
+        return contention.in_step(step["time_us"], replay["comm_replay_s"] * 1e6), contention.IN_STEP
+    return step["compute_s"] * 1e6, contention.ALONE
+
+
 def validation_rows(model: RunModel, check: Sequence[dict]) -> list[dict]:
     """The validation's "sharded": each check run's step per strategy predicted from the fit runs (their
     compute, hidden share and link fits) at the check run's topology."""
@@ -319,8 +331,7 @@ def validation_rows(model: RunModel, check: Sequence[dict]) -> list[dict]:
         for key, by_world in sorted(step_records(records(run)).items(), key=lambda kv: str(kv[0])):
             if key not in fit or t.ranks not in by_world or why_not(key, fit[key], t.ranks):
                 continue
-            probe = by_world[t.ranks]["step"]["compute_s"] * 1e6  # measured on all its ranks at once
-            pr = predict_step(key, fit[key], t, model, sharing, probe)
+            pr = predict_step(key, fit[key], t, model, sharing, *probe_at(by_world[t.ranks]))
             if pr is None:
                 continue
             measured = by_world[t.ranks]["step"]["time_us"]

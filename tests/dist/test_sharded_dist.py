@@ -188,6 +188,7 @@ def test_a_replay_selected_alone_takes_its_own_inventory_and_step(tmp_path):
     w, d, q, b = (int(SMALL[k]) for k in ("SHARDED_WIDTH", "SHARDED_DEPTH", "SHARDED_SEQ", "SHARDED_BATCH"))
     assert inventory.matches(r["replayed"], inventory.theory("tp", w, d, q, b, 2))
     assert r["step_s"] > 0 and r["compute_s"] > 0 and r["comm_replay_s"] > 0
+    assert r["step_compute_s"] == pytest.approx(max(r["step_s"] - r["comm_replay_s"], 0.0))  # what the model prices
 
 
 @pytest.mark.parametrize(

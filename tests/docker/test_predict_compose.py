@@ -77,10 +77,12 @@ def test_validate_predict_all_reduce_ddp_and_fsdp2_steps_at_a_reduced_size(tmp_p
     assert fsdp2["strategy"] == "fsdp2" and fsdp2["ranks"] == 4 and fsdp2["fit_ranks"] == [2, 3], fsdp2
     assert fsdp2["predicted_us"] > 0 and fsdp2["measured_us"] > 0 and fsdp2["predicted_comm_us"] > 0, fsdp2
     # the 4 containers share this machine's cores: where they outnumber them, the compute is the 4-rank run's
-    # probe (its compute alone, on all 4 ranks at once), else extrapolated from the 2- and 3-rank runs
+    # probe (on CPU its step less its collectives replayed alone, all 4 ranks at once), else extrapolated from the
+    # 2- and 3-rank runs
     hosts = json.loads((tmp_path / "v-4n1p" / "bench.json").read_text())["machine_info"]["suite"]["hosts"]
     if 4 > max(h["cpu_share"]["usable_cpus"] for h in hosts.values()):
         assert fsdp2["compute_us"] == fsdp2["compute_probe_us"] and "probe at 4 ranks" in fsdp2["compute_model"]
+        assert "replayed alone" in fsdp2["compute_model"], fsdp2
     else:
         assert fsdp2["compute_probe_us"] is None and "probe" not in fsdp2["compute_model"], fsdp2
     assert v["sharded_summary"]["n"] == 1 and "sharded step" in r.stdout, r.stdout[-2000:]

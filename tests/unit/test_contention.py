@@ -45,8 +45,15 @@ def test_outnumbered_ranks_take_the_probe_and_say_so():
     us, how, probe = contention.priced(5000.0, "a + b/N on 2/3 ranks", 5, (5, 2), 30_000.0)
     assert (us, probe) == (30_000.0, 30_000.0)
     assert how == (
-        "the probe at 5 ranks: the step's compute alone measured on all 5 ranks at once (5 ranks share 2 cores)"
+        "the probe at 5 ranks: the step's compute alone, measured on all 5 ranks at once (5 ranks share 2 cores)"
     )
+    _, how, _ = contention.priced(5000.0, "a + b/N on 2/3 ranks", 5, (5, 2), 30_000.0, contention.IN_STEP)
+    assert how.startswith("the probe at 5 ranks: the step minus its collectives replayed alone (on CPU nothing")
+
+
+def test_the_compute_in_the_step_is_its_time_less_its_replayed_collectives_never_below_zero():
+    assert contention.in_step(111_000.0, 40_000.0) == 71_000.0
+    assert contention.in_step(30_000.0, 31_000.0) == 0.0  # two medians: the replay may come out longer
 
 
 @pytest.mark.parametrize("sharing", [(2, 2), (1, 2), (4, None)])

@@ -454,6 +454,32 @@ def test_validate_prices_the_compute_of_ranks_that_outnumber_their_cores_from_th
     assert "-m suite.model validate" in r.stdout and "--one-machine" in r.stdout, r.stdout + r.stderr
 
 
+def test_validate_prices_a_cpu_steps_compute_from_the_step_less_its_replay_not_a_compute_alone_over_the_step(
+    tmp_path,
+):
+    """A sharded step on shared cores whose compute alone (the step on fake groups, measured apart) took longer
+    than the whole step (95 ms against 71 ms, as tp's did on the compose simulation): `validate --one-machine`
+    prices the compute the step did, its 71 ms less its collectives replayed alone (40 ms), and keeps the compute
+    alone in the row as measured."""
+    link = ClassLink(link_class="inter", alpha_us=300.0, beta_gbps=0.0125)
+    runs = {n: _containers_on_two_cores(_run((n, 1), GLOO_MODELS, link)) for n in (2, 3, 4)}
+    runs[2]["benchmarks"].append(_sharded_step(2, 1e5, 0.010))
+    runs[3]["benchmarks"].append(_sharded_step(3, 1e5, 0.007))
+    step4 = _sharded_step(4, 71_000.0, 0.095)
+    replay = step4["extra_info"] | {"op": "comm_replay", "label": "replay-ddp", "time_us": 4e4, "comm_replay_s": 0.040}
+    runs[4]["benchmarks"] += [step4, {"extra_info": replay}]
+    for n, run in runs.items():
+        (tmp_path / f"r{n}.json").write_text(json.dumps(run))
+    out = tmp_path / "v.json"
+    args = ["validate", "--fit", f"{tmp_path}/r2.json,{tmp_path}/r3.json", "--check", f"{tmp_path}/r4.json"]
+    assert cli.main([*args, "--one-machine", "--out", str(out)]) == 0
+    (row,) = json.loads(out.read_text())["sharded"]
+    assert row["compute_us"] == pytest.approx(31_000.0) and row["compute_probe_us"] == pytest.approx(31_000.0)
+    assert "the step minus its collectives replayed alone" in row["compute_model"]
+    assert row["measured_compute_us"] == pytest.approx(95_000.0)  # the compute alone, as measured
+    assert row["predicted_us"] == pytest.approx(31_000.0 + row["predicted_comm_us"])
+
+
 def test_geomean_abs_error_by_hand():
     assert validate.geomean_abs([0.1, -0.4]) == pytest.approx(0.2)
     assert validate.geomean_abs([]) is None

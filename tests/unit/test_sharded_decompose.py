@@ -8,9 +8,18 @@ from experiments.sharded.table import format_tables
 
 
 def test_exposed_is_the_step_less_compute_and_hidden_the_replay_less_exposed():
-    assert decompose.split(10.0, 6.0, 3.0) == {"exposed_comm_s": 4.0, "hidden_comm_s": 0.0}  # all exposed
-    assert decompose.split(10.0, 8.0, 5.0) == {"exposed_comm_s": 2.0, "hidden_comm_s": 3.0}  # 3 of 5 overlapped
-    assert decompose.split(5.0, 6.0, 2.0) == {"exposed_comm_s": 0.0, "hidden_comm_s": 2.0}  # floored at 0
+    assert decompose.split(10.0, 6.0, 3.0) == {"exposed_comm_s": 4.0, "hidden_comm_s": 0.0, "step_compute_s": 7.0}
+    s = decompose.split(10.0, 8.0, 5.0)  # 3 of 5 overlapped
+    assert (s["exposed_comm_s"], s["hidden_comm_s"]) == (2.0, 3.0)
+    assert decompose.split(5.0, 6.0, 2.0)["exposed_comm_s"] == 0.0  # floored at 0
+
+
+def test_a_compute_alone_over_its_step_leaves_the_compute_the_step_did_to_step_less_replay():
+    # tp on shared cores: the step on fake groups, measured apart, took longer than the whole step
+    s = decompose.split(0.111, 0.150, 0.040)
+    assert s["exposed_comm_s"] == 0.0 and s["hidden_comm_s"] == pytest.approx(0.040)
+    assert s["step_compute_s"] == pytest.approx(0.071) and "step_compute_s" in decompose.PROVENANCE
+    assert decompose.split(0.030, 0.010, 0.031)["step_compute_s"] == 0.0  # two medians: never below 0
 
 
 def _row(op, dtype="float32", nbytes=4096, group="dp", count=1):
