@@ -88,3 +88,21 @@ def test_a_timed_sample_runs_few_of_the_suites_own_functions(ctx, journaled):
     # the closure; the journal's record (2 entries: ring buffer and ring file) and check of the sample's ops, around
     # the sample; the timeline's span of it
     assert sum(per_sample.values()) <= PER_SAMPLE, sorted(per_sample.items())
+
+
+def test_every_collectives_call_names_only_torchs_function(ctx):
+    """Inside a sample the case's call does what a bare loop's does: it looks up torch.distributed's function
+    (there, as the journal may have swapped it) and nothing else; its group, reduce op, root and a barrier's
+    arguments were found when its buffers were built."""
+    h, seen = Harness(ctx, CFG, env={}), set()
+    for case in sweep.collective_cases(CFG, 1, experiment="collectives"):
+        form = case.label.split("-")[0]
+        if form in seen:
+            continue
+        seen.add(form)
+        b = case.build(ctx, h.session)
+        names = set(b.call.__code__.co_names) - {"dist", "getattr"}
+        assert names <= {n for n in names if callable(getattr(dist, n, None))}, (case.label, names)
+        if b.release is not None:
+            b.release()
+    assert len(seen) >= 10
