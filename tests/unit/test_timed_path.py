@@ -24,7 +24,7 @@ from tests.helpers.inprocess import lone_group
 
 CFG = BenchConfig(iters=12, warmup_iters=2, min_bytes=1024, max_bytes=1024, budget_s=0.0, heartbeat_timeout_s=0)
 SUITE = suite.__path__[0]
-PER_SAMPLE = 13
+PER_SAMPLE = 11
 """The suite's own Python calls per timed sample, at most."""
 
 
