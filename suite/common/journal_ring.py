@@ -73,25 +73,28 @@ class Ring:
         self.map[HEADER.size : OFFSET] = raw + b"\0" * (LABEL_BYTES - len(raw))
         HEADER.pack_into(self.map, 0, FORMAT, self.case_no, self.unix_minus_clock, self.host)
 
-    def put(self, op: str, group: str, seq, shape, dtype, peer, count: int, clock: float) -> None:
-        """One entry (the journal's ``enter`` arguments, ``count``: this op's calls in the case so far)."""
+    def fields(self, op: str, group: str, shape, dtype, peer) -> tuple:
+        """The fields of an entry that every call of this op on these buffers shares (from its op to its peer):
+        found once for the ops a timed round repeats (suite/harness/journal/quiet.py), not per entry."""
         dims = (NONE,) * DIMS if shape is None else _dims(shape)
         code = self.dtypes.get(dtype)
         if code is None:
             name = str(dtype).removeprefix("torch.")
             code = self.dtypes[dtype] = DTYPES.index(name) if name in DTYPES else NONE
+        ndim = NONE if shape is None else len(shape)
+        peer = peer if isinstance(peer, int) else NONE
+        return (_OP_CODE.get(op, NONE), int(group) if group.isdigit() else NONE, ndim, *dims, code, peer)
+
+    def put(self, op: str, group: str, seq, shape, dtype, peer, count: int, clock: float, fields=None) -> None:
+        """One entry (the journal's ``enter`` arguments, ``count``: this op's calls in the case so far;
+        ``fields``: what ``fields`` gave for the same op, group, shape, dtype and peer, or None)."""
         n = self.written = self.written + 1
         SLOT.pack_into(
             self.map,
             OFFSET + (n % SLOTS) * SLOT.size,  # n from 1: a slot of zeros is empty
             n,
             NONE if seq is None else seq,
-            _OP_CODE.get(op, NONE),
-            int(group) if group.isdigit() else NONE,
-            NONE if shape is None else len(shape),
-            *dims,
-            code,
-            peer if isinstance(peer, int) else NONE,
+            *(fields or self.fields(op, group, shape, dtype, peer)),
             self.case_no,
             count,
             clock,

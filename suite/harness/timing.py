@@ -82,8 +82,14 @@ from suite.harness.journal import quiet as journal_quiet
 
 def barrier(ctx: DistContext, async_op: bool = False):
     """``dist.barrier`` on the context's group (its Work when ``async_op``); on NCCL it names our GPU."""
+    return dist.barrier(async_op=async_op, **barrier_kw(ctx))
+
+
+def barrier_kw(ctx: DistContext) -> dict:
+    """``dist.barrier``'s arguments on the context's group, found once per round rather than once per sample (a
+    group the registry does not know, e.g. the null backend's, costs a record built anew: microseconds)."""
     kw = {"device_ids": [ctx.device.index]} if record_of(ctx.backend).one_gpu_per_rank else {}
-    return dist.barrier(group=ctx.group, async_op=async_op, **kw)
+    return {"group": ctx.group, **kw}
 
 
 def _issue(ops: Sequence[OpFn], depth: int, async_op: bool) -> list:
@@ -111,7 +117,7 @@ def _run_samples(
         return _run_samples_cuda(ctx, ops, n, mode, depth, graph, before_sample, before_op)
     # CPU: host clock (unchanged by the CUDA paths above and below); nothing to sync on the host's device.
     out, arrived = [], []
-    clock, blocking, op = time.perf_counter, mode == "blocking", ops[0]
+    clock, blocking, op, kw = time.perf_counter, mode == "blocking", ops[0], barrier_kw(ctx)
     j = journal_quiet.current() if steps else None
     quiet = journal_quiet.Quiet(j, ctx.group, steps) if j is not None else None
     try:
@@ -121,7 +127,7 @@ def _run_samples(
             on, t0 = quiet is not None and quiet.on, None
             if on:
                 quiet.expect()
-            barrier(ctx)
+            dist.barrier(**kw)  # looked up each time: the journal's wrappers come back when a sample breaks its pattern
             t0 = clock()
             if before_op is not None:
                 before_op()
@@ -173,10 +179,11 @@ def _run_samples_cuda(
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     calls = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    kw = barrier_kw(ctx)
     for i in range(n):
         if before_sample is not None:  # eager, before the start event
             before_sample()
-        barrier(ctx)
+        dist.barrier(**kw)
         starts[i].record()
         if before_op is not None:
             before_op()

@@ -24,7 +24,7 @@ from suite import op_table
 from suite.harness import verify
 from suite.case import Buffers, restorer
 from suite.harness.dist import DistContext
-from suite.harness.timing import barrier
+from suite.harness.timing import barrier_kw
 
 REDUCE_OP = {
     "sum": dist.ReduceOp.SUM,
@@ -43,10 +43,12 @@ FUNCTION_OF = {
 }
 
 
-def _function(variant: str):
-    """torch.distributed's function of ``variant``, looked up when a case builds its buffers: the journal wraps
-    it after this module is imported."""
-    return getattr(dist, FUNCTION_OF[variant])
+def _function(variant: str) -> str:
+    """The name of torch.distributed's function of ``variant``; a call looks it up on ``dist`` each time it is
+    called, as every other call does: the journal's wrapper is on ``torch.distributed`` outside the timed rounds
+    and torch's own function inside them (suite/harness/journal/quiet.py), so a function taken when the buffers
+    are built would record every timed op inside its sample."""
+    return FUNCTION_OF[variant]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -132,8 +134,9 @@ def _chunk(ctx: DistContext, a: Args) -> int:
 
 def _all_reduce(a, ctx):
     t = _guarded(ctx, _t(ctx, a, a.count))
+    g, rop = ctx.group, REDUCE_OP[a.redop]  # named once, not in each call
     return Buffers(
-        call=lambda x: dist.all_reduce(t, op=REDUCE_OP[a.redop], group=ctx.group, async_op=x),
+        call=lambda x: dist.all_reduce(t, op=rop, group=g, async_op=x),
         check=lambda: verify.count_wrong(t, _expected_reduce(ctx, a, a.count)),
         outputs=lambda: [t],
         reset=restorer(t),
@@ -142,8 +145,9 @@ def _all_reduce(a, ctx):
 
 def _broadcast(a, ctx):
     t = _guarded(ctx, _t(ctx, a, a.count, rank=a.root)) if ctx.rank == a.root else _blank(ctx, a, a.count)
+    g, root = ctx.group, a.root  # named once, not in each call
     return Buffers(
-        call=lambda x: dist.broadcast(t, group=ctx.group, async_op=x, group_src=a.root),
+        call=lambda x: dist.broadcast(t, group=g, async_op=x, group_src=root),
         check=lambda: verify.count_wrong(t, _t(ctx, a, a.count, rank=a.root)),
         outputs=lambda: [t],
     )
@@ -152,8 +156,9 @@ def _broadcast(a, ctx):
 def _reduce(a, ctx):
     t = _guarded(ctx, _t(ctx, a, a.count))
     is_root = ctx.rank == a.root
+    g, rop, root = ctx.group, REDUCE_OP[a.redop], a.root  # named once, not in each call
     return Buffers(
-        call=lambda x: dist.reduce(t, op=REDUCE_OP[a.redop], group=ctx.group, async_op=x, group_dst=a.root),
+        call=lambda x: dist.reduce(t, op=rop, group=g, async_op=x, group_dst=root),
         check=lambda: verify.count_wrong(t, _expected_reduce(ctx, a, a.count)) if is_root else 0,
         outputs=lambda: [t] if is_root else [],
         reset=restorer(t),
@@ -168,8 +173,9 @@ def _all_gather(a, ctx):
     c = _chunk(ctx, a)
     inp = _t(ctx, a, c)
     outs = [_blank(ctx, a, c) for _ in range(ctx.world_size)]
+    g = ctx.group  # named once, not in each call
     return Buffers(
-        call=lambda x: dist.all_gather(outs, inp, group=ctx.group, async_op=x),
+        call=lambda x: dist.all_gather(outs, inp, group=g, async_op=x),
         check=lambda: verify.count_wrong(torch.cat(outs), _gathered(ctx, a, c)),
         outputs=lambda: outs,
         inputs=lambda: [inp],
@@ -185,8 +191,9 @@ def _all_gather_into_tensor(a, ctx):
     else:
         inp = _t(ctx, a, c)
     gather = _function("all_gather_into_tensor")
+    g = ctx.group  # named once, not in each call
     return Buffers(
-        call=lambda x: gather(out, inp, group=ctx.group, async_op=x),
+        call=lambda x: getattr(dist, gather)(out, inp, group=g, async_op=x),
         check=lambda: verify.count_wrong(out, _gathered(ctx, a, c)),
         outputs=lambda: [out],
         inputs=lambda: [] if a.in_place else [inp],
@@ -198,8 +205,9 @@ def _gather(a, ctx):
     inp = _t(ctx, a, c)
     is_root = ctx.rank == a.root
     outs = [_blank(ctx, a, c) for _ in range(ctx.world_size)] if is_root else None
+    g, root = ctx.group, a.root  # named once, not in each call
     return Buffers(
-        call=lambda x: dist.gather(inp, gather_list=outs, group=ctx.group, async_op=x, group_dst=a.root),
+        call=lambda x: dist.gather(inp, gather_list=outs, group=g, async_op=x, group_dst=root),
         check=lambda: verify.count_wrong(torch.cat(outs), _gathered(ctx, a, c)) if is_root else 0,
         outputs=lambda: outs if is_root else [],
         inputs=lambda: [inp],
@@ -210,8 +218,9 @@ def _scatter(a, ctx):
     c = _chunk(ctx, a)
     ins = [_t(ctx, a, c, rank=j) for j in range(ctx.world_size)] if ctx.rank == a.root else None
     out = _blank(ctx, a, c)
+    g, root = ctx.group, a.root  # named once, not in each call
     return Buffers(
-        call=lambda x: dist.scatter(out, scatter_list=ins, group=ctx.group, async_op=x, group_src=a.root),
+        call=lambda x: dist.scatter(out, scatter_list=ins, group=g, async_op=x, group_src=root),
         check=lambda: verify.count_wrong(out, _t(ctx, a, c)),
         outputs=lambda: [out],
         inputs=lambda: ins or [],
@@ -222,8 +231,9 @@ def _reduce_scatter(a, ctx):
     c = _chunk(ctx, a)
     ins = [_t(ctx, a, c, offset=j * c) for j in range(ctx.world_size)]
     out = _blank(ctx, a, c)
+    g, rop = ctx.group, REDUCE_OP[a.redop]  # named once, not in each call
     return Buffers(
-        call=lambda x: dist.reduce_scatter(out, ins, op=REDUCE_OP[a.redop], group=ctx.group, async_op=x),
+        call=lambda x: dist.reduce_scatter(out, ins, op=rop, group=g, async_op=x),
         check=lambda: verify.count_wrong(out, _expected_reduce(ctx, a, c, offset=ctx.rank * c)),
         outputs=lambda: [out],
         inputs=lambda: ins,
@@ -237,8 +247,9 @@ def _reduce_scatter_tensor(a, ctx):
     # in-place: the output is this rank's slice of the input (nccl-tests in-place)
     out = inp.narrow(0, ctx.rank * c, c) if a.in_place else _blank(ctx, a, c)
     scatter = _function("reduce_scatter_tensor")
+    g, rop = ctx.group, REDUCE_OP[a.redop]  # named once, not in each call
     return Buffers(
-        call=lambda x: scatter(out, inp, op=REDUCE_OP[a.redop], group=ctx.group, async_op=x),
+        call=lambda x: getattr(dist, scatter)(out, inp, op=rop, group=g, async_op=x),
         check=lambda: verify.count_wrong(out, _expected_reduce(ctx, a, c, offset=ctx.rank * c)),
         outputs=lambda: [out, inp] if a.in_place else [out],  # in place: the input's guard bands too
         inputs=lambda: [] if a.in_place else [inp],
@@ -255,8 +266,9 @@ def _all_to_all_single(a, ctx):
     c = _chunk(ctx, a)
     inp = _t(ctx, a, c * ctx.world_size)  # chunk j (offset j*c) is addressed to rank j
     out = _blank(ctx, a, c * ctx.world_size)
+    g = ctx.group  # named once, not in each call
     return Buffers(
-        call=lambda x: dist.all_to_all_single(out, inp, group=ctx.group, async_op=x),
+        call=lambda x: dist.all_to_all_single(out, inp, group=g, async_op=x),
         check=lambda: verify.count_wrong(out, _a2a_expected(ctx, a, c)),
         outputs=lambda: [out],
         inputs=lambda: [inp],
@@ -267,8 +279,9 @@ def _all_to_all(a, ctx):
     c = _chunk(ctx, a)
     ins = [_t(ctx, a, c, offset=j * c) for j in range(ctx.world_size)]
     outs = [_blank(ctx, a, c) for _ in range(ctx.world_size)]
+    g = ctx.group  # named once, not in each call
     return Buffers(
-        call=lambda x: dist.all_to_all(outs, ins, group=ctx.group, async_op=x),
+        call=lambda x: dist.all_to_all(outs, ins, group=g, async_op=x),
         check=lambda: verify.count_wrong(torch.cat(outs), _a2a_expected(ctx, a, c)),
         outputs=lambda: outs,
         inputs=lambda: ins,
@@ -277,7 +290,8 @@ def _all_to_all(a, ctx):
 
 def barrier_buffers(ctx: DistContext) -> Buffers:
     """A barrier on the context's group: nothing to check (declare the case ``unchecked``)."""
-    return Buffers(call=lambda x: barrier(ctx, async_op=x))
+    kw = barrier_kw(ctx)  # found once, not in each call
+    return Buffers(call=lambda x: dist.barrier(async_op=x, **kw))
 
 
 def _barrier(a, ctx):

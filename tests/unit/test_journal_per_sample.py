@@ -131,3 +131,23 @@ def test_a_wrapper_above_the_journals_keeps_every_timed_op_journaled_per_op(ctx,
     dist.all_reduce = functools.wraps(inner)(lambda *a, **kw: (seen.append(1), inner(*a, **kw))[1])
     measure(ctx, CFG, lambda a: dist.all_reduce(x, group=ctx.group), phases=phases)
     assert len(seen) == CFG.warmup_iters + CFG.iters and inside() == CFG.iters
+
+
+def _one_case_per_builder() -> dict:
+    """The collectives' cases, one per form (each form's buffers come with their own call)."""
+    cases = {}
+    for c in sweep.collective_cases(CFG, 1, experiment="collectives"):
+        cases.setdefault(c.label.split("-")[0], c)
+    return {c.label: c for c in cases.values()}
+
+
+@pytest.mark.parametrize("label", sorted(_one_case_per_builder()))
+def test_no_collective_puts_a_journal_entry_inside_a_timed_sample(ctx, probed, label):
+    """Every collective's call finds torch's function when it is called, not when its buffers are built: a
+    function taken at build time would be the journal's wrapper, recording inside every timed sample."""
+    j, phases, inside = probed
+    case = _one_case_per_builder()[label]
+    j.set_case(case.label)
+    _, rec = Harness(ctx, CFG, env={}, phases=phases).run(case)
+    assert rec.get("n_wrong") in (None, 0) and inside() == 0
+    assert not [e for e in j.ops if e[6] == case.label and e[7] == "unconfirmed"]

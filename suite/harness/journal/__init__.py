@@ -118,15 +118,16 @@ class Journal:
         seq = None if seq is None else seq + 1
         return self.put(op, name, seq, t.shape if tensor else None, t.dtype if tensor else None, peer, perf_counter())
 
-    def put(self, op: str, name: str, seq, shape, dtype, peer, clock: float) -> list:
+    def put(self, op: str, name: str, seq, shape, dtype, peer, clock: float, fields=None) -> list:
         """One entry, ``entered`` at ``clock``: in the ring buffer, the ring file and the timeline's ops (the
-        wrappers' ``enter``; suite/harness/journal/quiet.py for the ops of a timed sample, before it)."""
+        wrappers' ``enter``; suite/harness/journal/quiet.py for the ops of a timed sample, before it, with each
+        op's ring ``fields`` found once)."""
         n = self.case_ops[op] = self.case_ops.get(op, 0) + 1
         e = [op, name, seq, shape, dtype, peer, self.case, "entered", clock, None]
         self.entries.append(e)
         self.written += 1
         if self.ring is not None:
-            self.ring.put(op, name, seq, shape, dtype, peer, n, clock)
+            self.ring.put(op, name, seq, shape, dtype, peer, n, clock, fields)
         if len(self.ops) < self.room:
             self.ops.append(e)
         else:

@@ -97,19 +97,22 @@ class Quiet:
         self.pending: list = []
         self.want: dict = {}
         self.written = 0
+        ring = journal.ring  # each step's ring fields found once for the round, not per sample
+        self.fields = [
+            ring.fields(op, name, shape, dtype, peer) if ring is not None else None
+            for op, name, shape, dtype, peer in self.steps
+        ]
         self.wrappers = _unwrapped(journal) if barrier[1] is not None else None
-
-    @property
-    def on(self) -> bool:
-        return self.wrappers is not None
+        self.on = self.wrappers is not None
+        """Whether the round's samples are journaled per sample still (``end`` turns it off)."""
 
     def expect(self) -> None:
         """The sample's ops, ``entered``, each with the sequence number it will have."""
         j, want = self.journal, dict(self.seq)
         pending = []
-        for op, name, shape, dtype, peer in self.steps:
+        for (op, name, shape, dtype, peer), fields in zip(self.steps, self.fields):
             want[name] += 1
-            pending.append(j.put(op, name, want[name], shape, dtype, peer, perf_counter()))
+            pending.append(j.put(op, name, want[name], shape, dtype, peer, perf_counter(), fields))
         self.pending, self.want, self.written = pending, want, j.written
 
     def confirm(self, start: float, end: float) -> bool:
@@ -157,4 +160,4 @@ class Quiet:
         for name, fn in self.wrappers:
             if getattr(dist, name, None) is fn.__suite_original__:
                 setattr(dist, name, fn)
-        self.wrappers = None
+        self.wrappers, self.on = None, False
