@@ -32,7 +32,7 @@ EVENTS = 4
 """Spikes (each apart from the last) that make a flag."""
 WINDOW = 96
 """The points within which they must come."""
-BASELINE = 64
+BASELINE = 48
 """Points before the first of them, with no spike; the usual size is the median over as many points."""
 WARMUP = 8
 """The first points, whose spikes are not counted (the first steps are slower: the run warms up)."""
