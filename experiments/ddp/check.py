@@ -5,6 +5,8 @@ BatchNorm buffers against the reference's for that rank."""
 from __future__ import annotations
 
 import copy
+import time
+
 import torch
 import torch.nn as nn
 
@@ -206,6 +208,19 @@ class Reference:
         self.g_max, self.p_max, self.steps = g_max.clone(), p_max.clone(), at
         self.events = self.events[:at]
         self.last_grad = None
+
+    def advance(self, steps: int, deadline: float) -> bool:
+        """Toward ``steps`` steps, until ``deadline`` (``time.monotonic``) and at least one step: whether ``at(steps)``
+        now takes no more steps (the reference trained in turns: compare.in_turns)."""
+        if steps in self._snapshots:
+            return True
+        if steps < self.steps:
+            self._rewind(steps)
+        while self.steps < steps:
+            self._step()
+            if time.monotonic() >= deadline:
+                break
+        return self.steps >= steps
 
     def at(self, steps: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Flat parameters after ``steps`` steps, per element max|g|, max|p| up to then, and every rank's

@@ -10,6 +10,7 @@ that holds the check run's again (stale; suite/harness/checks.py)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import torch
@@ -83,6 +84,25 @@ def _buffer_check(
     return verify.Wrong(int(bad.sum().item()), wrong_values("BatchNorm buffers", mine, ref_bufs[ctx.rank], bad))
 
 
+TURN_S = 5.0
+"""The most seconds rank 0 trains the reference before it tells the other ranks whether it is done (one small
+broadcast; at most a quarter of the run's collective timeout): they never wait in one collective longer than that,
+however many steps the reference takes."""
+
+
+def in_turns(ctx: DistContext, work: Callable[[float], bool] | None) -> None:
+    """Rank 0 calls ``work(deadline)`` (``time.monotonic``; True: done) until done, and after each call every rank
+    learns from it whether it is (the other ranks pass None): each of their waits lasts one turn, not the work."""
+    turn = min(TURN_S, ctx.timeout_s / 4)
+    done = torch.zeros(1, dtype=torch.int32, device=ctx.device)
+    while True:
+        if ctx.rank == 0:
+            done.fill_(int(work(time.monotonic() + turn)))
+        dist.broadcast(done, src=0, group=ctx.group)
+        if done.item():
+            return
+
+
 def step_check(
     v: workload.Variant, ctx: DistContext, settings: workload.DdpSettings, session: Session
 ) -> Callable[[workload.Step, dict], Callable[[], int] | None]:
@@ -103,14 +123,16 @@ def reference_check(
 ) -> Callable[[], verify.Wrong]:
     """Wrong elements of this rank's parameters (and buffers) against the reference after ``step.steps`` steps, with
     what they are (and, under the exact rule, what the last averaged gradient holds instead). Rank 0
-    trains the reference (shared by every case of the model and kind in this session) and broadcasts it."""
+    trains the reference (shared by every case of the model and kind in this session) in turns (``in_turns``: the
+    other ranks' waits never outlast the collective timeout, however long the run) and broadcasts it."""
     rule = check_rule(v, ctx.world_size)
 
     def check() -> verify.Wrong:
         mine = training.flat_params(step.model)
         ref_bufs = buf_tol = None
-        if ctx.rank == 0:  # parameters, per element max|g| and max|p|, the last averaged gradient: one broadcast
-            reference = shared_reference(session, ctx, v, settings, step.seed)
+        reference = shared_reference(session, ctx, v, settings, step.seed) if ctx.rank == 0 else None
+        in_turns(ctx, None if reference is None else lambda deadline: reference.advance(step.steps, deadline))
+        if reference is not None:  # parameters, per element max|g| and max|p|, the last averaged gradient: 1 broadcast
             *ref, ref_bufs = reference.at(step.steps)
             buf_tol = reference.buffer_tol(step.steps, rule)
             grad = reference.grad_at(step.steps)

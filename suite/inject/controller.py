@@ -4,8 +4,10 @@ end of its stretch, at the run's end, and whenever the controller exits.
     python -m suite.inject.controller RUN_DIR TORCHRUN_PID
 
 The launcher starts it (suite/inject/launcher.py) with the plan already in this host's truth file
-(suite/inject/truth.py). It finds the target among torchrun's children by their ``RANK``; the onset counts from
-when the target's session started (its journal's ring file, ``<run>/hang/rank<r>.ring``, appears). A target on
+(suite/inject/truth.py). It finds the target among torchrun's children by their ``RANK`` once its session has
+started (its journal's ring file, ``<run>/hang/rank<r>.ring``, appears); the onset counts from the target's first
+timed sample (suite/common/timed_start.py: a training case's first timed step), an onset of 0 from its session's
+start (``Stint.anchored``). A target on
 another host is left to that host's controller. It records in the truth file when it applied and reverted the
 injection (Unix time), and ends when torchrun or the launcher does.
 """
@@ -81,7 +83,11 @@ class Run(Stint):
         def start():  # the target read at the onset (its cores then)
             return self.cls.start(_target(proc, rank), self.plan["severity"])
 
-        self.apply(time.time(), self.plan["onset_s"], self.plan["duration_s"], start, pid=proc.pid)
+        anchor = self.anchored(rank, self.plan["onset_s"])
+        if anchor is None:
+            self.note(here=True, pid=proc.pid)  # the run ended before the target's timed steps began
+            return
+        self.apply(anchor, self.plan["onset_s"], self.plan["duration_s"], start, pid=proc.pid)
 
 
 def main(argv: list[str]) -> int:

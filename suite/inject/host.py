@@ -6,7 +6,7 @@ of its stretch, and whenever it is ended.
 
 docker/compose-run.sh starts it beside the nodes with the run's INJECT, SEED and INJECT_RUN_S, and ends it (SIGTERM)
 once they have stopped. ``RUN_DIR`` is the run's folder on the host (the nodes' ``/results/<run>``). The onset
-counts from when the target rank's session started (its ring file appears), as a node's own controller counts it.
+counts from the target rank's first timed sample, as a node's own controller counts it (``Stint.anchored``).
 The truth goes to ``<run>/truth/injections-compose-host.json``; a node's own controller notes ``here: false``.
 Any other plan (none, a class of ranks) is left to the nodes: it ends at once, status 0; bad input: one line,
 status 2.
@@ -74,7 +74,11 @@ class Host(Stint):
             self.note(here=False)  # the run ended first
             return
         start = functools.partial(cls.node, Node(self.node_name, self.container), self.plan.severity)
-        self.apply(time.time(), self.plan.onset_s, self.plan.duration_s, start, container=self.container)
+        anchor = self.anchored(self.plan.target, self.plan.onset_s)
+        if anchor is None:
+            self.note(here=False)  # the run ended before the target's timed steps began
+            return
+        self.apply(anchor, self.plan.onset_s, self.plan.duration_s, start, container=self.container)
 
 
 def main(argv: list[str]) -> int:

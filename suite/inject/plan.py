@@ -5,9 +5,10 @@ checked before any rank starts.
 
 - ``class``: a class of suite/inject/classes/ (``random``: one of the local classes, drawn);
 - ``target``: the rank it acts on, 0 .. world size - 1;
-- ``onset``: seconds after the ranks' sessions started (their journals installed: torch's import and the
-  rendezvous, whose time varies with the host's load, do not count); it must fall before ``INJECT_RUN_S``,
-  the run's expected length;
+- ``onset``: seconds after the target's first timed sample began (a training case's first timed step: torch's
+  import, the rendezvous and the case's set-up and warm-up, whose time varies with the host's load, do not
+  count); 0: from the target's session start, the whole run; it must fall before ``INJECT_RUN_S``, the run's
+  expected length;
 - ``severity``: a number in the class's range (its file says what it means);
 - ``duration``: seconds, or ``rest`` (to the run's end).
 

@@ -7,6 +7,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from suite.common import timed_start
+
 from . import truth
 
 POLL_S = 0.05
@@ -36,6 +38,18 @@ class Stint:
                 return False
             time.sleep(POLL_S)
         return True
+
+    def anchored(self, rank: int, onset_s: float) -> float | None:
+        """The time (Unix) the onset counts from: when ``rank``'s first timed sample began (its
+        suite/common/timed_start.py file appeared); for an onset of 0, when its session started (its journal's ring
+        file: the whole run slowed, whether it has timed samples or not). None: the run ended first."""
+        hang = self.run_dir / "hang"
+        wanted = hang / f"rank{rank}.ring" if onset_s == 0 else timed_start.path(self.run_dir, rank)
+        while not wanted.exists():
+            if not self.alive():
+                return None
+            time.sleep(POLL_S)
+        return time.time()
 
     def apply(self, anchor: float, onset_s: float, duration_s: float | None, start: Callable, **where) -> None:
         """From ``anchor`` (Unix time), ``start()`` the effect at the onset and revert it after its stretch (or when

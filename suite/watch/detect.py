@@ -73,6 +73,11 @@ class Flag:
     before: int = 0
     after: int = 0
     """Steps on either side of the onset that the evidence holds."""
+    test: str = "rank-sum"
+    """What confirmed it: ``rank-sum`` (this module: the medians moved) or ``pauses`` (suite/watch/pauses.py: a
+    rank stopped now and then)."""
+    events: int = 0
+    """The pauses counted (``pauses`` only)."""
 
 
 def p_text(p: float) -> str:
@@ -248,6 +253,8 @@ def _node_flag(node: str, ranks: tuple[int, ...], fs: list[Flag]) -> Flag:
         p=max(f.p for f in fs),
         before=min(f.before for f in fs),
         after=min(f.after for f in fs),
+        test=fs[0].test,
+        events=min(f.events for f in fs),
     )
 
 

@@ -36,7 +36,7 @@ from collections.abc import Callable
 import torch
 import torch.distributed as dist
 
-from suite.watch import console, detect
+from suite.watch import console, detect, pauses
 
 EVERY = 10
 """Steps before the first exchange, and the fewest between two."""
@@ -65,7 +65,10 @@ class Watch:
             name = f"node{ctx.node_of(r)}"
             self.nodes[name] = (*self.nodes.get(name, ()), r)
         self.by_node = detect.Nodes(self.nodes)
-        self.detector = detect.Detector("compute", "rank", {f"rank {r}": (r,) for r in self.ranks})
+        targets = {f"rank {r}": (r,) for r in self.ranks}
+        self.detector = detect.Detector("compute", "rank", targets)
+        self.pauses = pauses.Pauses("compute", "rank", targets)  # fed each block's means (a pause holds a step)
+        self.named: set[str] = set()  # the targets flagged (by either series)
         self.starts: list[float] = []  # rank 0's clock at each step's start
         self.steps: list[float] = []  # rank 0's step times
         self.computes: list[list[float]] = []  # per step: each rank's compute (s), in the order of ``ranks``
@@ -141,8 +144,11 @@ class Watch:
         while len(self.computes) - self.fed >= self.block:
             chunk = self.computes[self.fed : self.fed + self.block]
             self.fed += self.block
-            point = {f"rank {r}": max(statistics.median(c[k] for c in chunk), 1e-9) for k, r in enumerate(self.ranks)}
-            flags = self.detector.add(point)
+            flags = []
+            for detector, of in ((self.detector, statistics.median), (self.pauses, statistics.fmean)):
+                point = {f"rank {r}": max(of(c[k] for c in chunk), 1e-9) for k, r in enumerate(self.ranks)}
+                flags += [f for f in detector.add(point) if f.target not in self.named]
+                self.named.update(f.target for f in flags)
             if flags:
                 self._flagged(self.by_node.add(flags))
 
@@ -222,10 +228,17 @@ def _entry(f: detect.Flag, onset_unix: float, detected_unix: float, after_s: flo
         "detected_after_onset_s": round(after_s, 3),
         "p": f.p,
         "evidence": (
-            f"{f.metric} {f.ratio:z.2f}x its peers' median over {f.after} steps since step {f.onset} against the "
-            f"{f.before} before; {f.own_ratio:z.2f}x its own past; arrives {1e3 * late_s:z.1f} ms after the first "
-            f"rank at the step's last all-reduce (median since the onset); rank-sum {detect.p_text(f.p)}"
+            f"{f.metric} {f.ratio:z.2f}x its peers' {'mean' if f.test == 'pauses' else 'median'} over {f.after} "
+            f"steps since step {f.onset} against the {f.before} before; {f.own_ratio:z.2f}x its own past; arrives "
+            f"{1e3 * late_s:z.1f} ms after the first rank at the step's last all-reduce (median since the onset); "
+            + (
+                f"{f.events} pauses {pauses.SPIKE_X:z.0f}x the usual step or longer, none in the {f.before} steps "
+                f"before ({detect.p_text(f.p)})"
+                if f.test == "pauses"
+                else f"rank-sum {detect.p_text(f.p)}"
+            )
         ),
+        "test": f.test,
     }
 
 

@@ -566,3 +566,20 @@ def test_ddp_and_the_sharded_ddp_strategy_share_one_rule_of_sgd_steps():
     g, p = [0.5, 2.0], [1.0, 3.0]
     assert plain.tol(3, 2.0, 3.0) == max(plain.tols(3, g, p)) > plain.tol(3, 0.5, 1.0, plain.step_term(2.0, 3.0))
     assert plain.tol(1, 0.5, 1.0) == 2 * plain.step_term(0.5, 1.0)  # no coupling after one step
+
+
+def test_the_reference_trained_in_turns_is_the_reference_trained_at_once():
+    # one step per turn (a deadline already past), a rewind between: the same parameters, bounds and buffers
+    s = ddp_exp_workload.DdpSettings(params=5_000)
+    args = ("mlp", s, 2, "cpu", 1, False, True)
+    ref = ddp_check.Reference(*args)
+    turns = 1
+    while not ref.advance(6, deadline=0.0):
+        turns += 1
+    assert turns == 6 and ref.advance(6, deadline=0.0)
+    whole = ddp_check.Reference(*args).at(6)
+    assert all(torch.equal(a, b) for a, b in zip(ref.at(6), whole))
+    turns = 1
+    while not ref.advance(4, deadline=0.0):  # fewer steps: back to a fresh model (its checkpoint is at 5)
+        turns += 1
+    assert turns == 4 and torch.equal(ref.at(4)[0], ddp_check.Reference(*args).at(4)[0])

@@ -9,10 +9,12 @@ import re
 import signal
 import subprocess
 import sys
+import time
 
 import psutil
 import pytest
 
+from suite.common import timed_start
 from suite.errors import ConfigError
 from suite.inject import launcher, plan, registry, truth
 from suite.inject.effects import DutyCycle, Hogs
@@ -185,6 +187,28 @@ def test_the_controller_pauses_the_target_and_never_leaves_it_stopped(tmp_path, 
             _until(lambda: ctl.poll(fake.pid) or ctl.proc is None, "seen dead")
         assert not _stopped(rank1.pid)
         assert [p.status() != psutil.STATUS_STOPPED for p in psutil.Process(fake.pid).children()] == [True, True]
+    finally:
+        end_fake_launch(fake, ctl)
+
+
+def test_the_onset_counts_from_the_targets_first_timed_step_not_its_start(tmp_path):
+    """A pause at 0.2 s on rank 1: the rank's session starts (its ring file), and only its first timed sample (the
+    file the harness's phases create, suite/common/timed_start.py) starts the onset's clock, however long after."""
+    ctl = launcher.begin({"INJECT": "pause:1:0.2:10:rest", "SEED": "0", "INJECT_RUN_S": "60"}, tmp_path, 2)
+    fake = subprocess.Popen([sys.executable, "-c", FAKE_TORCHRUN], stdin=subprocess.DEVNULL)
+    try:
+        _until(lambda: len(psutil.Process(fake.pid).children()) == 2, "started")
+        (tmp_path / "hang").mkdir()
+        (tmp_path / "hang" / "rank1.ring").write_bytes(b"")
+        ctl.poll(fake.pid)
+        time.sleep(1.0)  # the set-up and warm-up of a loaded host: longer than the onset
+        assert not truth.read(tmp_path)[0].get("applied")
+        timed_at = time.time()
+        timed_start.path(tmp_path, 1).touch()
+        _until(lambda: truth.read(tmp_path)[0].get("applied"), "applied")
+        told = truth.read(tmp_path)[0]
+        assert told["anchor_unix"] >= timed_at
+        assert told["applied_unix"] - told["anchor_unix"] >= 0.2
     finally:
         end_fake_launch(fake, ctl)
 

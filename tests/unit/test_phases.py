@@ -58,3 +58,18 @@ def test_each_experiment_gets_its_cases_phases_and_the_rest_of_their_wall_time()
         time.sleep(0.05)
     assert p.breakdown_by_experiment()["ddp"] == {"other": pytest.approx(0.05, abs=0.2)}  # no phase claims it
     assert p.breakdown(wall_s=10.0)["timed"] == 3.0  # the session total still has every phase
+
+
+def test_the_first_timed_phase_leaves_the_file_the_injector_counts_its_onset_from(tmp_path):
+    from types import SimpleNamespace
+
+    from suite.common import timed_start
+    from suite.harness.journal.timeline import Timeline
+
+    p = phases.Phases()
+    p.timeline = Timeline(SimpleNamespace(run_dir=str(tmp_path), rank=3))
+    with p("warmup"):
+        pass
+    assert not timed_start.path(tmp_path, 3).exists()
+    with p("timed"):
+        assert timed_start.path(tmp_path, 3).exists()

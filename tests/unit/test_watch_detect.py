@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from suite.watch import detect
+from suite.watch import detect, pauses
 
 
 def _series(seed: int, ranks: int, steps: int, slow: dict[int, float], since: int, noise: float = 0.05):
@@ -120,3 +120,47 @@ def test_a_node_whose_ranks_are_flagged_at_different_points_is_named_once_when_t
     assert (node.target, node.ranks, node.onset, node.detected) == ("node1", (2, 3), 41, r3.detected)
     r0 = dataclasses.replace(r2, target="rank 0", ranks=(0,))
     assert nodes.add([r0]) == [r0]  # node0's other rank is not flagged: a rank
+
+
+def _pauses(series, ranks: int) -> list[detect.Flag]:
+    d = pauses.Pauses("compute", "rank", {f"rank {r}": (r,) for r in range(ranks)})
+    return [f for step in series for f in d.add(step)]
+
+
+def _paused(seed: int, every: int, since: int, pause_s: float = 0.06, steps: int = 260):
+    """A clean series of 2 ranks (10 ms, noise 0.15) where rank 1 is held ``pause_s`` more every ``every`` steps
+    from ``since``: one step in ``every``, +``pause_s`` / ``every`` on the mean step."""
+    series = _series(seed, 2, steps, {}, 0, noise=0.15)
+    for t in range(since, steps, every):
+        series[t]["rank 1"] += pause_s
+    return series
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_rank_paused_every_15_steps_is_named_by_its_pauses_not_by_the_medians(seed):
+    series = _paused(seed, 15, 100)
+    assert _run(series, 2) == []  # the medians do not move: why the watch has a second detector
+    (flag,) = _pauses(series, 2)
+    assert (flag.target, flag.test, flag.onset, flag.events) == ("rank 1", "pauses", 100, pauses.EVENTS)
+    assert flag.detected == 100 + 15 * (pauses.EVENTS - 1) and flag.ratio > 1.2
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_clean_series_with_stalls_of_the_host_flags_no_pauses(seed):
+    """Noise, a few lone stalls of either rank, and one long stall (ten points in a row: one event)."""
+    series = _series(seed, 2, 400, {}, 0, noise=0.15)
+    rng = random.Random(seed)
+    for t in rng.sample(range(70, 400), 3):
+        series[t][f"rank {rng.randrange(2)}"] += 0.05
+    for t in range(200, 210):
+        series[t]["rank 1"] += 0.05
+    assert _pauses(series, 2) == []
+
+
+def test_pauses_too_small_to_slow_the_mean_step_by_10_percent_are_not_named():
+    # held 50 ms every 60 steps of 10 ms: 8% on the mean
+    assert _pauses(_paused(0, 60, 100, pause_s=0.05, steps=800), 2) == []
+
+
+def test_pauses_from_the_first_steps_have_no_past_to_compare_with():
+    assert _pauses(_paused(0, 15, 0), 2) == []

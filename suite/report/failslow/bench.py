@@ -2,7 +2,7 @@
 none, scored after each run against the truth it never saw; optionally the doctor with the same injection.
 
     python -m suite.report.failslow.bench --trials N --seed S --classes pause,slow [--clean 0.25] \\
-        [--run-s 40] [--nproc 2] [--results-root results] [--run-id ID] \\
+        [--run-s 36] [--nproc 2] [--results-root results] [--run-id ID] \\
         --trial-args "<the launcher's arguments of one trial>" [--doctor-args "<the doctor run's>"]
 
 The launcher arguments name the experiment and case (mk/failslow.mk holds them: the suite's core names no
@@ -43,7 +43,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--classes", default="pause,slow", help="class specs, comma-separated: INJECT's syntax")
     ap.add_argument("--clean", default="0.25", help="the share of clean trials")
     ap.add_argument("--cycle", default="0", help="1: the trials take the class specs in turn (none: clean)")
-    ap.add_argument("--run-s", default="40", help="a trial's expected length, seconds (INJECT_RUN_S)")
+    ap.add_argument("--run-s", default="36", help="a trial's expected length, seconds (INJECT_RUN_S)")
     ap.add_argument("--nproc", default="2")
     ap.add_argument("--results-root", default="results")
     ap.add_argument("--run-id", default="")
