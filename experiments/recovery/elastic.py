@@ -14,7 +14,6 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -24,6 +23,7 @@ from pathlib import Path
 
 from . import measure
 from .plan import Plan, check_plan
+from .schedule import continue_stopped, stop_seconds
 
 STRATEGY = "elastic"
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,17 +50,10 @@ def torchrun_argv(plan: Plan, plan_file: Path) -> list[str]:
 
 
 def _continue_stopped(workdir: Path, stop_s: float, done: threading.Event) -> None:
-    """The stop fault's other half: SIGCONT to a rank that stopped itself, ``stop_s`` after it stopped."""
+    """SIGCONT to a rank that stopped itself, ``stop_s`` after it stopped, until the job is done."""
     woken: set[int] = set()
     while not done.wait(0.05):
-        for e in measure.read_events(workdir):
-            if e["kind"] == "fault" and e.get("fault") == "stop" and e["pid"] not in woken:
-                if time.time() - e["t"] >= stop_s:
-                    woken.add(e["pid"])
-                    try:
-                        os.kill(e["pid"], signal.SIGCONT)
-                    except ProcessLookupError:
-                        pass
+        continue_stopped(measure.read_events(workdir), stop_s, woken)
 
 
 def launch(plan: Plan, workdir: Path) -> tuple[list[dict], float, float]:
@@ -71,7 +64,7 @@ def launch(plan: Plan, workdir: Path) -> tuple[list[dict], float, float]:
     (workdir / "plan.json").write_text(json.dumps(plan.to_json()))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     done = threading.Event()
-    waker = threading.Thread(target=_continue_stopped, args=(workdir, 1.5 * plan.timeout_s + 1, done), daemon=True)
+    waker = threading.Thread(target=_continue_stopped, args=(workdir, stop_seconds(plan.timeout_s), done), daemon=True)
     waker.start()
     t0 = time.time()
     with open(workdir / "torchrun.log", "w") as log:

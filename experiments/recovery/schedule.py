@@ -9,22 +9,26 @@ steps over the run; ``none`` is the fault-free run.
 
 from __future__ import annotations
 
+import os
 import random
+import signal
+import time
 
 from .plan import FAULT_CLASSES, Fault, PlanError
 
 POISSON = "poisson"
 
 
-def parse_faults(text: str, *, world: int, steps: int, seed: int) -> tuple[Fault, ...]:
-    """The schedule a RECOVERY_FAULTS value spells, ordered by step; PlanError names what is wrong."""
+def parse_faults(text: str, *, world: int, steps: int, seed: int, keep: int | None = None) -> tuple[Fault, ...]:
+    """The schedule a RECOVERY_FAULTS value spells, ordered by step; PlanError names what is wrong. ``keep``: a
+    rank the Poisson schedule never strikes (None: it draws from every rank)."""
     out: list[Fault] = []
     for item in (t.strip() for t in text.split(",")):
         if item in ("", "none"):
             continue
         kind, _, rest = item.partition(":")
         if kind == POISSON:
-            out += poisson_faults(seed=seed, mtbf=_number(rest, item), steps=steps, world=world)
+            out += poisson_faults(seed=seed, mtbf=_number(rest, item), steps=steps, world=world, keep=keep)
             continue
         if kind not in FAULT_CLASSES:
             raise PlanError(
@@ -56,9 +60,10 @@ def ordered(faults: list[Fault]) -> tuple[Fault, ...]:
     return tuple(faults)
 
 
-def poisson_faults(*, seed: int, mtbf: float, steps: int, world: int) -> list[Fault]:
+def poisson_faults(*, seed: int, mtbf: float, steps: int, world: int, keep: int | None = None) -> list[Fault]:
     """Failures with exponential gaps of mean ``mtbf`` steps over ``steps`` steps: one SIGKILL of a seeded random
-    rank at each failure's step (at most one a step, since each one restarts the job; none at step 0)."""
+    rank at each failure's step (at most one a step, since each one restarts the job; none at step 0), drawn
+    from every rank but ``keep`` when it is given (and the world has another)."""
     if not mtbf > 0:
         raise PlanError(f"poisson needs a mean time between failures > 0 steps, got {mtbf:zg}")
     rng = random.Random(seed)
@@ -68,5 +73,45 @@ def poisson_faults(*, seed: int, mtbf: float, steps: int, world: int) -> list[Fa
         step = max(int(t), last + 1)
         if step >= steps:
             return out
-        out.append(Fault(kind="kill", rank=rng.randrange(world), step=step))
+        if keep is None or world < 2:
+            rank = rng.randrange(world)
+        else:
+            rank = rng.randrange(world - 1)
+            rank += rank >= keep
+        out.append(Fault(kind="kill", rank=rank, step=step))
         last = step
+
+
+def stop_seconds(timeout_s: float) -> float:
+    """How long a ``stop`` fault holds its rank: well past the job's collective timeout, so that it is lost."""
+    return 1.5 * timeout_s + 1
+
+
+def continue_stopped(events: list[dict], stop_s: float, woken: set[int]) -> None:
+    """The stop fault's other half: SIGCONT to each process that logged a ``stop`` fault (its ``pid``) at
+    least ``stop_s`` ago, once (``woken`` holds the ones already sent)."""
+    for e in events:
+        if e["kind"] == "fault" and e.get("fault") == "stop" and e["pid"] not in woken:
+            if time.time() - e["t"] >= stop_s:
+                woken.add(e["pid"])
+                try:
+                    os.kill(e["pid"], signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+
+
+KEPT = 0
+"""The replica group the torchft strategy's Poisson schedule never strikes (see ``keeps_one``)."""
+
+
+def keeps_one(faults: tuple[Fault, ...] | list[Fault], world: int) -> None:
+    """Raise PlanError unless one rank is struck by no fault. torchft heals a replica from a live peer that holds
+    the state: two kills (or a stop and a kill) of every replica in quick succession leave none, the steps
+    committed since are lost and the run cannot equal its reference; a replica no fault strikes is always that
+    peer (the Poisson schedule keeps ``KEPT``)."""
+    struck = {f.rank for f in faults}
+    if world >= 2 and len(struck) >= world:
+        raise PlanError(
+            f"torchft needs one replica group that no fault strikes (a live peer to heal from); this schedule "
+            f"strikes all {world}"
+        )

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from suite.api import ConfigError
 
 from .plan import STRATEGIES, Fault, Plan, PlanError, check_plan
-from .schedule import parse_faults
+from .schedule import KEPT, keeps_one, parse_faults
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -17,7 +17,7 @@ class RecoverySettings:
 
     strategies: tuple[str, ...] = field(default=STRATEGIES, metadata={"env": "RECOVERY_STRATEGIES"})
     """RECOVERY_STRATEGIES: elastic (torchrun restarts from DCP checkpoints), torchft (live recovery from a peer;
-    schedules of kills only), or both (experiments/recovery/strategies.py)."""
+    kills and stops, one replica group left alone), or both (experiments/recovery/strategies.py)."""
     faults: tuple[str, ...] = field(default=("kill:1@6", "stop:1@6"), metadata={"env": "RECOVERY_FAULTS"})
     """RECOVERY_FAULTS: one schedule per case: ``kill:<rank>@<step>``, ``stop:<rank>@<step>``, ``poisson:<mtbf>``
     (mean steps between failures) or ``none`` (experiments/recovery/schedule.py)."""
@@ -41,7 +41,11 @@ class RecoverySettings:
 
     def schedules(self) -> list[tuple[str, tuple[Fault, ...]]]:
         """Each RECOVERY_FAULTS item and the faults it spells."""
-        return [(t, parse_faults(t, world=self.world, steps=self.steps, seed=self.seed)) for t in self.faults]
+        return [(t, self.schedule(t)) for t in self.faults]
+
+    def schedule(self, text: str, keep: int | None = None) -> tuple[Fault, ...]:
+        """The faults one RECOVERY_FAULTS item spells; ``keep``: a rank its Poisson draws leave alone."""
+        return parse_faults(text, world=self.world, steps=self.steps, seed=self.seed, keep=keep)
 
     def plan(self, faults: tuple[Fault, ...], ckpt_mode: str, workdir: str) -> Plan:
         return Plan(
@@ -67,6 +71,9 @@ class RecoverySettings:
             for _, faults in self.schedules():
                 for mode in self.ckpt_modes:
                     check_plan(self.plan(faults, mode, self.ckpt_dir or tempfile.gettempdir()))
+            if "torchft" in self.strategies:  # it heals from a live peer: one replica group no fault strikes
+                for text in self.faults:
+                    keeps_one(self.schedule(text, keep=KEPT), self.world)
         except PlanError as e:
             raise ConfigError(f"RECOVERY: {e}") from None
         if "disconnect" in {f.kind for _, fs in self.schedules() for f in fs}:

@@ -2,9 +2,10 @@
 
 - ``elastic``: torchrun elastic restarts from torch.distributed.checkpoint checkpoints (elastic.py), every
   fault class of the schedule, each checkpoint mode;
-- ``torchft``: torchft's fault-tolerant DDP, one replica group per rank of the job, a killed replica healed
-  live from its peer (torchft_strategy.py); it runs the schedules made of kills only (a stopped rank, a Poisson
-  schedule and a cut-off node are the elastic strategy's).
+- ``torchft``: torchft's fault-tolerant DDP, one replica group per rank of the job, a killed or stopped replica
+  healed live from its peer (torchft_strategy.py); it runs the schedules made of kills and stops (Poisson
+  included) that leave one replica group alone, its live peer: a Poisson schedule's draws spare replica
+  ``schedule.KEPT``, and a spelled schedule that strikes every replica group is refused (settings.py).
 
 A job that fails outright is a wrong result with its first line, like a recovery that lost state."""
 
@@ -15,6 +16,7 @@ import os
 
 from . import elastic, torchft_strategy
 from .plan import Fault, Plan, PlanError
+from .schedule import KEPT
 from .workload import recovery_buffers
 
 
@@ -29,7 +31,7 @@ def elastic_runner(plan: Plan):
 
 
 def torchft_runs(faults: tuple[Fault, ...]) -> bool:
-    """Whether the torchft strategy runs this schedule: kills only (none is the fault-free run)."""
+    """Whether the torchft strategy runs this schedule: kills and stops (none is the fault-free run)."""
     return all(f.kind in torchft_strategy.FAULTS for f in faults)
 
 
@@ -59,6 +61,7 @@ def elastic_cases(s, text: str, faults: tuple[Fault, ...]) -> list[tuple[str, di
 
 def torchft_cases(s, text: str, faults: tuple[Fault, ...]) -> list[tuple[str, dict, dict, object]]:
     """The torchft strategy's case of one schedule, if it is made of kills (no checkpoint, so no mode)."""
+    faults = s.schedule(text, keep=KEPT)  # its Poisson draws leave one replica group alive
     if not torchft_runs(faults):
         return []
     label = f"torchft-{text}"  # the job's plan as torchft runs it: one replica group of one rank per rank
@@ -68,4 +71,5 @@ def torchft_cases(s, text: str, faults: tuple[Fault, ...]) -> list[tuple[str, di
 
 
 CASES = {"elastic": elastic_cases, "torchft": torchft_cases}
-"""Each strategy's cases of one schedule; its name is a key here and in plan.STRATEGIES, compared nowhere else."""
+"""Each strategy's cases of one schedule; its name is a key here and in plan.STRATEGIES, compared nowhere else
+but in settings.py's check that a torchft schedule leaves a replica group alone."""

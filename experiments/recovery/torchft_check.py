@@ -150,9 +150,10 @@ def timings(plan, rows: list[dict], log: list[dict]) -> dict:
 
     Times are seconds; ``t_fault`` from the first step's start, the others from the (first) fault:
     ``t_detect`` to the first sign of it a replica saw (a failed collective, or a quorum without it),
-    ``t_recover`` to the first step committed after it, ``t_rejoin`` to the replacement's first commit
-    (the job at full strength again); ``heal_s`` is the replacement's wake-up to its healed state (the
-    live transfer from a peer). ``steps_redone``: step numbers attempted and not committed, then run again.
+    ``t_recover`` to the first step committed after it, ``t_rejoin`` to the first step committed by every
+    replica (the job at full strength again: a killed one's replacement, or a stopped one, healed);
+    ``heal_s`` is a replacement's wake-up to its healed state (the live transfer from a peer).
+    ``steps_redone``: step numbers attempted and not committed, then run again.
     ``samples_dropped``: the batches of the replicas missing from committed steps. ``step_s_clean``: the
     mean committed step with every replica. ``ettr``: the committed samples' worth of clean steps over
     the wall time from the first step's start to the last commit of any replica. The mean, not the median:
@@ -165,7 +166,7 @@ def timings(plan, rows: list[dict], log: list[dict]) -> dict:
     full = plan.world
     detect = [r["t"] for r in after if r["kind"] == "detect" or (r["kind"] == "step" and r["n"] < full)]
     recover = [c["t"] for c in log if t_fault is not None and c["t"] > t_fault]
-    rejoin = [r["t"] for r in after if r["kind"] == "step" and r["ok"] and r["life"] > 0]
+    rejoin = [r["t"] for r in after if r["kind"] == "step" and r["ok"] and r["n"] == full]
     woken = {(r["replica"], r["life"]): r["t"] for r in rows if r["kind"] == "wake"}
     heals = [r["t"] - woken[r["replica"], r["life"]] for r in after if r["kind"] == "heal" and r["life"] > 0]
     clean = [r["t"] - r["t0"] for r in rows if r["kind"] == "step" and r["ok"] and r["n"] == full]

@@ -32,10 +32,12 @@ from suite.api import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_WRONG_RESULT
 
 from . import torchft_check as check
 from .plan import Fault, Plan, PlanError, check_fault, check_writable
+from .schedule import KEPT, continue_stopped, keeps_one, ordered, poisson_faults, stop_seconds
 from .torchft_data import BATCH
 
-FAULTS = ("kill",)
-"""Fault classes this strategy runs: ``kill`` SIGKILLs a replica group mid-step and restarts it."""
+FAULTS = ("kill", "stop")
+"""Fault classes this strategy runs: ``kill`` SIGKILLs a replica group mid-step and restarts it; ``stop``
+SIGSTOPs it past the collective timeout, then SIGCONT: the same process rejoins and heals from a peer."""
 PLANTS = ("stale", "phantom")
 """Planted recovery bugs (the plan's ``bug``): a healed replica joins with stale weights; a step counted as
 committed that one replica never applied (at the plan's ``bug_step``)."""
@@ -47,10 +49,13 @@ def validate(plan: Plan) -> None:
         raise PlanError(f"torchft needs at least 2 replica groups, got a world of {plan.world}")
     if plan.steps < 1:
         raise PlanError(f"steps must be >= 1, got {plan.steps}")
+    if not plan.timeout_s > 0:
+        raise PlanError(f"the collective timeout must be > 0 s, got {plan.timeout_s}")
     for f in plan.faults:
         if f.kind not in FAULTS:
             raise PlanError(f"unknown fault class {f.kind!r} for torchft (known: {', '.join(FAULTS)})")
         check_fault(f, plan)
+    keeps_one(plan.faults, plan.world)
     if plan.bug and plan.bug not in PLANTS:
         raise PlanError(f"unknown planted bug {plan.bug!r} (known: {', '.join(PLANTS)})")
     if plan.bug_step is not None and not 0 <= plan.bug_step < plan.steps:
@@ -70,12 +75,21 @@ class Replicas:
         self.spares: dict[int, subprocess.Popen] = {}
         self.dead_since: dict[int, float] = {}
         self.lives = {g: 0 for g in range(plan.world)}
+        self.woken: set[int] = set()  # the stopped processes sent SIGCONT
         self.go = self.dir / "go"
 
-    def die_at(self, g: int, life: int) -> int | None:
-        """The step at which life ``life`` of replica ``g`` kills itself (the schedule's next fault)."""
-        at = sorted(f.step for f in self.plan.faults if f.rank == g and f.kind == "kill")
-        return at[life] if life < len(at) else None
+    def faults_of(self, g: int, life: int) -> list[dict]:
+        """The faults life ``life`` of replica ``g`` strikes, in step order: the stops before its kill, and the
+        kill that ends it (each kill ends a life; a stopped replica goes on as the same process)."""
+        lives: list[list[dict]] = [[]]
+        for f in sorted((f for f in self.plan.faults if f.rank == g), key=lambda f: f.step):
+            lives[-1].append({"kind": f.kind, "step": f.step})
+            if f.kind == "kill":
+                lives.append([])
+        return lives[life] if life < len(lives) else []
+
+    def dies(self, g: int, life: int) -> bool:
+        return any(f["kind"] == "kill" for f in self.faults_of(g, life))
 
     def path(self, g: int, life: int, suffix: str) -> Path:
         return self.dir / f"replica{g}.life{life}.{suffix}"
@@ -96,7 +110,7 @@ class Replicas:
             "final": str(self.dir / f"replica{g}.final.pt"),
             "go": str(self.go),
             "wake": str(self.path(g, life, "wake")) if life else None,
-            "die_at": self.die_at(g, life),
+            "faults": self.faults_of(g, life),
             "plant": self.plant(g, life),
             "plant_step": p.steps // 2 if p.bug_step is None else p.bug_step,
         }
@@ -114,7 +128,7 @@ class Replicas:
     def start(self) -> None:
         for g in self.lives:
             self.procs[g] = self.launch(g, 0)
-            if self.die_at(g, 0) is not None:
+            if self.dies(g, 0):
                 self.spares[g] = self.launch(g, 1)
 
     def ready(self) -> bool:
@@ -124,7 +138,11 @@ class Replicas:
         )
 
     def poll(self) -> bool:
-        """Wakes a spare for each replica the schedule killed; True once every replica has finished."""
+        """Wakes a spare for each replica the schedule killed and continues each stopped one past the timeout;
+        True once every replica has finished."""
+        lines = (x for g in self.procs for x in _lines(self.path(g, self.lives[g], "jsonl")))
+        stops = [json.loads(x) for x in lines if '"fault": "stop"' in x and x.endswith("\n")]
+        continue_stopped(stops, stop_seconds(self.plan.timeout_s), self.woken)
         for g, proc in self.procs.items():
             rc = proc.poll()
             if rc == -signal.SIGKILL and g in self.spares:
@@ -135,7 +153,7 @@ class Replicas:
                 self.lives[g] += 1
                 self.path(g, self.lives[g], "wake").touch()
                 self.procs[g] = self.spares.pop(g)
-                if self.die_at(g, self.lives[g]) is not None:
+                if self.dies(g, self.lives[g]):
                     self.spares[g] = self.launch(g, self.lives[g] + 1)
             elif rc not in (None, 0):
                 tail = "".join(_lines(self.path(g, self.lives[g], "stderr"))[-3:])
@@ -226,7 +244,9 @@ def parse(argv: list[str]) -> Plan:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--groups", type=int, default=2, help="replica groups (1 rank each)")
-    ap.add_argument("--fault", action="append", default=[], help="kind:replica:step, e.g. kill:1:10")
+    ap.add_argument("--fault", action="append", default=[], help="kind:replica:step, e.g. kill:1:10 or stop:1:10")
+    ap.add_argument("--poisson", type=float, default=None, help="kills with this mean number of steps between")
+    ap.add_argument("--op-timeout", type=float, default=OP_TIMEOUT_S, help="the collective timeout in seconds")
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--timeout", type=float, default=300.0, help="the whole run's time limit in seconds")
     ap.add_argument("--step-pad", type=float, default=0.0, help="each step lasts at least this many seconds")
@@ -241,13 +261,15 @@ def parse(argv: list[str]) -> Plan:
         if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
             raise PlanError(f"--fault {f!r} is not kind:replica:step")
         faults.append(Fault(kind=parts[0], rank=int(parts[1]), step=int(parts[2])))
+    if a.poisson is not None:
+        faults += poisson_faults(seed=a.seed, mtbf=a.poisson, steps=a.steps, world=a.groups, keep=KEPT)
     return Plan(
         steps=a.steps,
         seed=a.seed,
         world=a.groups,
-        faults=tuple(faults),
+        faults=ordered(faults),
         workdir=a.workdir,
-        timeout_s=OP_TIMEOUT_S,
+        timeout_s=a.op_timeout,
         batch_per_rank=BATCH,
         deadline_s=a.timeout,
         step_pad_s=a.step_pad,

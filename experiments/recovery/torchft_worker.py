@@ -11,8 +11,10 @@ one JSON line per attempted step to its log:
 - ``{"kind": "heal", "step", "t", "sha"}``: live recovery from a healthy peer: the step it healed to and a
   digest of the weights it received;
 - ``{"kind": "detect", "step", "t", "error"}``: a collective failed (a peer was lost mid-step);
-- ``{"kind": "fault", "step", "t"}``: the scheduled fault: this replica SIGKILLs itself at ``die_at``, after
-  joining the step's quorum, so that its peers lose it mid-step;
+- ``{"kind": "fault", "step", "t", "fault", "pid"}``: a scheduled fault of ``faults`` (this life's, in step
+  order): after joining the step's quorum, so that its peers lose it mid-step, this replica SIGKILLs itself
+  (``kill``, the life's last) or SIGSTOPs itself (``stop``: the runner sends SIGCONT past the timeout, and it
+  rejoins and heals);
 - ``{"kind": "orphan", "step"}``: a replacement that found no live peer in its first quorum (the others had
   finished) and so never trains;
 - ``{"kind": "start"|"spare"|"wake"|"ready"|"done", "t"}``; at the end it saves its weights to ``final``.
@@ -137,6 +139,7 @@ def train(a: dict) -> None:
     while a.get("go") and not os.path.exists(a["go"]):  # every replica joins the first quorum together
         time.sleep(0.01)
     loss_fn = nn.CrossEntropyLoss()
+    pending = list(a["faults"])
     while manager.current_step() < a["steps"]:
         t0 = time.time()
         opt.zero_grad(set_to_none=False)
@@ -145,9 +148,10 @@ def train(a: dict) -> None:
         if a.get("wake") and n == 1 and step == 0:  # a replacement with no live peer: the others are done
             log("orphan", step=step)
             break
-        if a.get("die_at") is not None and step >= a["die_at"]:  # the fault: SIGKILL mid-step, after the quorum
-            log("fault", step=step)
-            os.kill(os.getpid(), signal.SIGKILL)
+        if pending and step >= pending[0]["step"]:  # the fault: mid-step, after the quorum
+            kind = pending.pop(0)["kind"]
+            log("fault", step=step, fault=kind, pid=os.getpid())
+            os.kill(os.getpid(), signal.SIGKILL if kind == "kill" else signal.SIGSTOP)  # SIGCONT: the runner's
         ids = sample_ids(a["seed"], step, rank or 0, a["groups"], a["batch"], len(dataset))
         x, y = dataset[ids]
         loss_fn(ddp(x), y).backward()

@@ -52,3 +52,18 @@ def test_a_planted_recovery_bug_fails_the_run_with_status_6_naming_the_step(tmp_
     step = heal[0] if plant == "stale" else 7  # stale: the step it healed to; phantom: the skipped one
     assert out["mismatch_step"] == step and not out["exact"]
     assert f"wrong results: step {step}: replica" in p.stderr
+
+
+def test_a_stopped_replica_is_lost_then_heals_from_its_peer_and_the_run_equals_its_reference(tmp_path):
+    # replica 1 is stopped at step 3 past the 1 s collective timeout (2.5 s): replica 0 detects it and commits steps
+    # alone; continued, the same process rejoins, heals to a step its peer committed alone, and both end together
+    p, out = _run(tmp_path, "--steps", "30", "--step-pad", "0.1", "--op-timeout", "1", "--fault", "stop:1:3")
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert out["exact"] and out["tolerance"] == "bitwise"
+    assert [c["step"] for c in out["committed"]] == list(range(30))
+    (fault,) = [(e["rank"], e["life"], e["step"]) for e in out["events"] if e["kind"] == "fault"]
+    healed = [(e["rank"], e["life"], e["step"]) for e in out["events"] if e["kind"] == "recover"]
+    assert fault == (1, 0, 3) and healed and healed[0][:2] == (1, 0) and healed[0][2] > 3
+    ns = [c["n"] for c in out["committed"]]
+    assert ns[:3] == [2] * 3 and ns[3] == 1 and ns[-1] == 2  # alone after the detection, both again at the end
+    assert out["t_detect"] >= 1.0 and out["t_rejoin"] > out["t_detect"]  # lost after the collective timeout

@@ -89,7 +89,7 @@ def test_the_settings_name_the_knob(tmp_path):
         RecoverySettings(faults=("disconnect:1@2",), ckpt_dir=str(tmp_path)).validate()
 
 
-def test_each_strategy_is_a_case_and_torchft_runs_the_schedules_of_kills(tmp_path):
+def test_each_strategy_is_a_case_and_torchft_runs_kills_and_stops(tmp_path):
     from types import SimpleNamespace
 
     from experiments.recovery.cases import cases
@@ -99,7 +99,16 @@ def test_each_strategy_is_a_case_and_torchft_runs_the_schedules_of_kills(tmp_pat
     assert labels == ["elastic-sync-kill:1@6", "elastic-async-kill:1@6", "torchft-kill:1@6"] + [
         "elastic-sync-stop:1@6",
         "elastic-async-stop:1@6",
+        "torchft-stop:1@6",
     ]
+    both = RecoverySettings(faults=("kill:0@3,stop:1@6",), ckpt_dir=str(tmp_path))
+    with pytest.raises(ConfigError, match="^RECOVERY: torchft needs one replica group that no fault strikes"):
+        both.validate()
+    RecoverySettings(strategies=("elastic",), faults=both.faults, ckpt_dir=str(tmp_path)).validate()
+    poisson = RecoverySettings(faults=("poisson:2",), ckpt_dir=str(tmp_path))
+    poisson.validate()  # its torchft case draws from replica 1 only
+    by = {c.identity["strategy"]: c for c in cases(SimpleNamespace(recovery=poisson), 2)}
+    assert set(by) == {"elastic", "torchft"}
     only = RecoverySettings(strategies=("torchft",), faults=("kill:1@6",), ckpt_dir=str(tmp_path))
     assert [c.identity["strategy"] for c in cases(SimpleNamespace(recovery=only), 2)] == ["torchft"]
     with pytest.raises(ConfigError, match="RECOVERY_STRATEGIES: unknown \\['nvrx'\\]; choose from elastic, torchft"):

@@ -2,16 +2,26 @@
 order, and the checker that compares the replicas' logs with the one-process reference of the committed steps
 (fed made-up logs here; tests/dist/test_recovery_torchft_dist.py runs the real replicas)."""
 
+import signal
+import subprocess
+import time
+from pathlib import Path
+
 import pytest
 
 from experiments.recovery import torchft_check as check
 from experiments.recovery import torchft_strategy
 from experiments.recovery.torchft_data import sample_ids
 from experiments.recovery.plan import Fault, Plan, PlanError, check_plan
+from experiments.recovery.schedule import KEPT, continue_stopped, keeps_one, poisson_faults
 from experiments.recovery.torchft_strategy import main
 
 BAD = {
-    "unknown fault class": (["--fault", "stop:1:3"], "unknown fault class 'stop'"),
+    "unknown fault class": (["--fault", "disconnect:1:3"], "unknown fault class 'disconnect'"),
+    "two faults at one step": (["--fault", "stop:1:3", "--fault", "kill:0:3"], "two faults at step 3"),
+    "poisson without failures": (["--poisson", "0"], "poisson needs a mean time between failures > 0"),
+    "no collective timeout": (["--op-timeout", "0"], "the collective timeout must be > 0 s"),
+    "every replica struck": (["--fault", "kill:0:3", "--fault", "kill:1:4"], "strikes all 2"),
     "target beyond the world": (["--fault", "kill:2:3"], "fault target rank 2 is beyond the world of 2 ranks"),
     "fault after the run": (["--fault", "kill:1:20"], "fault step 20 is outside the run"),
     "not kind:replica:step": (["--fault", "kill-1"], "is not kind:replica:step"),
@@ -117,3 +127,64 @@ def test_one_plan_and_one_plan_error_serve_both_strategies(tmp_path):
         torchft_strategy.validate(plan)
     with pytest.raises(PlanError, match="fault target rank 3 is beyond the world of 2 ranks"):
         torchft_strategy.validate(Plan(steps=10, faults=(Fault(kind="kill", rank=3, step=2),), workdir=plan.workdir))
+
+
+def test_torchft_keeps_one_replica_group_alive():
+    """Kills of both replicas in quick succession would leave no live peer to heal from: a spelled schedule that
+    strikes every replica group is refused, and a Poisson schedule's draws spare replica KEPT."""
+    keeps_one([Fault(kind="kill", rank=1, step=3), Fault(kind="stop", rank=1, step=5)], 2)
+    with pytest.raises(PlanError, match="^torchft needs one replica group that no fault strikes .* strikes all 2$"):
+        keeps_one([Fault(kind="kill", rank=1, step=3), Fault(kind="stop", rank=0, step=5)], 2)
+    for world in (2, 3):
+        drawn = poisson_faults(seed=0, mtbf=2, steps=200, world=world, keep=KEPT)
+        assert len(drawn) > 20 and {f.rank for f in drawn} == set(range(world)) - {KEPT}
+    assert {f.rank for f in poisson_faults(seed=0, mtbf=2, steps=200, world=2)} == {0, 1}  # elastic: any rank
+
+
+def test_each_life_of_a_replica_strikes_its_stops_then_the_kill_that_ends_it(tmp_path):
+    faults = (("stop", 1, 2), ("kill", 1, 4), ("kill", 0, 5), ("stop", 1, 6), ("kill", 1, 7), ("stop", 1, 9))
+    plan = Plan(steps=12, workdir=str(tmp_path), faults=tuple(Fault(kind=k, rank=r, step=s) for k, r, s in faults))
+    replicas = torchft_strategy.Replicas(plan, "http://lighthouse")
+    assert replicas.faults_of(1, 0) == [{"kind": "stop", "step": 2}, {"kind": "kill", "step": 4}]
+    assert replicas.faults_of(1, 1) == [{"kind": "stop", "step": 6}, {"kind": "kill", "step": 7}]
+    assert replicas.faults_of(1, 2) == [{"kind": "stop", "step": 9}] and replicas.faults_of(1, 3) == []
+    assert replicas.faults_of(0, 0) == [{"kind": "kill", "step": 5}] and replicas.faults_of(0, 1) == []
+    assert [replicas.dies(1, life) for life in range(4)] == [True, True, False, False]
+
+
+def test_a_stopped_process_is_continued_once_past_its_stop_time():
+    proc = subprocess.Popen(["sleep", "30"])
+    try:
+        proc.send_signal(signal.SIGSTOP)
+        assert _reaches(proc.pid, "T")
+        events = [{"kind": "fault", "fault": "stop", "pid": proc.pid, "t": time.time()}]
+        woken: set[int] = set()
+        continue_stopped(events, 60.0, woken)  # stopped just now: it stays stopped
+        assert woken == set() and _reaches(proc.pid, "T")
+        continue_stopped([{**events[0], "t": time.time() - 61}], 60.0, woken)
+        assert woken == {proc.pid} and _reaches(proc.pid, "S")
+        continue_stopped([{**events[0], "t": time.time() - 61}], 60.0, woken)  # once: not sent again
+        assert woken == {proc.pid}
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _reaches(pid: int, state: str) -> bool:
+    """Whether the process's state letter in /proc (T: stopped, S: sleeping) becomes ``state``."""
+    for _ in range(500):
+        if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == state:
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_a_stopped_replica_rejoins_at_the_first_step_every_replica_commits(tmp_path):
+    """A stopped replica is the same process (life 0) when it heals and rejoins: the job is at full strength
+    again at the first step committed by every replica, whichever life it is."""
+    plan = Plan(steps=4, workdir=str(tmp_path))
+    rows, _ = _rows(plan, [2, 1, 1, 2])
+    fault = {"kind": "fault", "replica": 1, "life": 0, "step": 1, "t": 2.2, "fault": "stop", "pid": 1}
+    rows = sorted([*rows, fault], key=lambda r: r["t"])
+    out = check.timings(plan, rows, check.committed_log(plan, check.committed_steps(rows)))
+    assert out["t_recover"] == pytest.approx(3 - 2.2) and out["t_rejoin"] == pytest.approx(5 - 2.2)
