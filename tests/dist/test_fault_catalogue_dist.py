@@ -38,8 +38,11 @@ from tests.dist.local_group import gloo_rank
 pytestmark = pytest.mark.slow
 
 CFG = BenchConfig(
-    iters=1, warmup_iters=1, min_bytes=256, max_bytes=256, redops=("sum",), heartbeat_timeout_s=0, timeout_s=60
+    iters=1, warmup_iters=0, min_bytes=256, max_bytes=256, redops=("sum",), heartbeat_timeout_s=0, timeout_s=60
 )
+"""Each case once in its check run and once timed: their checks name every class (a warm-up call per case, 23% of the
+collectives' time and 12% of the DDP cases' at 2 ranks, caught no class the two miss; the sharded steps keep theirs:
+``_sharded_cfg``)."""
 
 SYMPTOM = {
     "drop": "poison left",
@@ -210,7 +213,8 @@ def _sharded_cfg(world: int) -> BenchConfig:
     as many as stages); every product strategy, its training steps only (its replays are collectives, proven
     above)."""
     s = ShardedSettings(width=12, depth=2, seq=world, batch=world, microbatches=world, strategies=STRATEGIES)
-    return dataclasses.replace(CFG, sharded=s)
+    # one warm-up step: without it a stale all_reduce of the ddp strategy's step passed the checks (at 2 ranks)
+    return dataclasses.replace(CFG, sharded=s, warmup_iters=1)
 
 
 SHARDED_SYMPTOM = "wrong value(s) in the parameters"
