@@ -85,7 +85,7 @@ def test_the_validation_tables_two_runs_of_the_same_cases(profiled_run, tmp_path
 @pytest.mark.parametrize(
     "arg, says",
     [
-        ("WHATIF_RANK=4", "error: WHATIF_RANK must be a rank from 0 to 3 (WHATIF_NPROC=4), got '4'"),
+        ("WHATIF_RANK=3", "error: WHATIF_RANK must be a rank from 0 to 2 (WHATIF_NPROC=3), got '3'"),
         ("WHATIF_NPROC=1", "error: WHATIF_NPROC must be a whole number of ranks from 2, got '1'"),
         ("WHATIF_FACTOR=0", "error: WHATIF_FACTOR must be a number from 1.05 to 20, got '0'"),
         ("WHATIF_FACTOR=x", "error: WHATIF_FACTOR must be a number from 1.05 to 20, got 'x'"),

@@ -19,7 +19,7 @@ import time
 
 import torch.nn as nn
 
-FORWARD_MS = 12.0
+FORWARD_MS = 40.0
 """Each rank's forward per step (every piece once), in sleep: the pieces share it evenly."""
 PIECES = 6
 """build_pipeline's pieces (a Linear in, four residual layers, a Linear out)."""
