@@ -29,7 +29,7 @@ def test_only_the_named_rank_sleeps_k_times_as_long(monkeypatch, rank, forward_m
     assert ms == pytest.approx(forward_ms)
     torch.manual_seed(0)
     plain = sharded_model.build_pipeline()
-    assert torch.equal(out, plain.module(plain.batch(0)[0]))  # the sleep is all it adds
+    assert torch.equal(out, plain.module(straggler.batch(0)[0]))  # the sleep is all it adds
 
 
 def test_the_steady_model_sleeps_alike_on_every_rank(monkeypatch):

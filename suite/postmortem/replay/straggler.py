@@ -23,8 +23,20 @@ FORWARD_MS = 40.0
 """Each rank's forward per step (every piece once), in sleep: the pieces share it evenly."""
 PIECES = 6
 """build_pipeline's pieces (a Linear in, four residual layers, a Linear out)."""
+ROWS = 12
+"""Samples per global batch: they split into 2, 3, 4 or 6 data-parallel shards (the example's 8 do not into 3)."""
 NAME = re.compile(r"rank(\d+)x(\d+(?:\.\d+)?)")
 """``rank<r>x<k>``: the factory of rank r's forward k times as long."""
+
+
+def batch(step: int):
+    """The global batch of a step: ROWS samples, the same for the same step everywhere."""
+    import torch
+
+    from examples.sharded_model import WIDTH
+
+    g = torch.Generator().manual_seed(step)
+    return torch.randn(ROWS, WIDTH, generator=g), torch.randn(ROWS, WIDTH, generator=g)
 
 
 class Sleepy(nn.Module):
@@ -41,7 +53,7 @@ class Sleepy(nn.Module):
 
 
 def build(slow: int = -1, factor: float = 1.0):
-    """The example pipeline model, every piece sleepy (no tp_plan: its names no longer match)."""
+    """The example pipeline model, every piece sleepy (no tp_plan: its names no longer match), on ROWS samples."""
     import dataclasses
 
     from examples import sharded_model
@@ -50,7 +62,7 @@ def build(slow: int = -1, factor: float = 1.0):
     m = um.module
     m.embed, m.head = Sleepy(m.embed, slow, factor), Sleepy(m.head, slow, factor)
     m.layers = nn.ModuleList(Sleepy(layer, slow, factor) for layer in m.layers)
-    return dataclasses.replace(um, tp_plan=None)
+    return dataclasses.replace(um, tp_plan=None, batch=batch)
 
 
 def steady():
