@@ -48,6 +48,14 @@ def test_the_waiting_is_not_compute():
     assert g.gap[0, END] == pytest.approx(1 * MS) and g.gap[1, END] == pytest.approx(2 * MS)
 
 
+def test_an_op_that_ends_just_after_its_step_is_still_the_tails_start():
+    steps = ddp_step(slow=2.0)
+    steps[1] = rank(1, 0, 22.9, ("all_reduce", 20, 23))  # its clock puts the op's end 0.1 ms after the step's
+    g = build(steps)
+    assert g.pred[1, END] == ("all_reduce", 0) and g.gap[1, END] == 0.0  # not a tail of the whole step
+    assert idealised(g, median_transfers([g])) < g.measured
+
+
 def test_idealising_takes_the_median_compute_and_the_median_transfer():
     g = build(ddp_step(slow=3.0))
     # at two ranks the median is the mean: backward (10 + 30) / 2, the transfer's 2 ms, optimizer (1 + 3) / 2
