@@ -4,7 +4,7 @@
 #   make what-if RUN=results/<run> [CASE=text] [WHATIF=rank:1:2,link:0-1:0.5]   table + RUN/what-if.json
 #   make validate-what-if [WHATIF_RANK=1] [WHATIF_FACTOR=2] [WHATIF_NPROC=3]   clean and straggler runs (local ranks)
 #     measured against their what-ifs: results/<WHATIF_ID>-<UTC time>-{clean,slow}, the table in
-#     results/<WHATIF_ID>-<time>.md. The straggler is planted in the model (suite/postmortem/replay/straggler.py).
+#     results/<WHATIF_ID>-<time>.md. The straggler is planted in the model (examples/whatif_straggler.py).
 #   make validate-what-if WHATIF_COMPOSE=1 [IMAGE=...] [WHATIF_LINK_MBIT=400]   the same on the compose simulation
 #     (WHATIF_NPROC nodes of one rank), and a DDP step on 2 nodes at WHATIF_LINK_MBIT against WHATIF_FACTOR times less
 CASE          ?=
@@ -16,7 +16,7 @@ WHATIF_ITERS  ?= 20
 WHATIF_COMPOSE ?=
 WHATIF_LINK_MBIT ?= 400
 WHATIF_ID     ?= validate-what-if
-WHATIF_MODEL  := suite.postmortem.replay.straggler
+WHATIF_MODEL  := examples.whatif_straggler
 # the pipeline only at 2 ranks: with more, a profile's send and recv do not name their peer and cannot be matched
 WHATIF_PP     := $(if $(filter 2,$(WHATIF_NPROC)),pp_gpipe)
 WHATIF_K      := test_sharded[ddp] or test_sharded[fsdp2]$(if $(WHATIF_PP), or test_sharded[pp_gpipe])

@@ -17,8 +17,8 @@ def rank(r: int, start: float, end: float, *ops: tuple[str, float, float]) -> Ra
 
 
 def ddp_step(slow: float = 1.0, rank_slow: int = 1, n: int = 2) -> list[RankStep]:
-    """``n`` ranks (two unless told), each: 10 ms of backward, one all_reduce (2 ms once both are there), 1 ms optimizer; rank
-    ``rank_slow`` computes ``slow`` times slower, and the other waits for it in the all_reduce."""
+    """``n`` ranks (two unless told), each: 10 ms of backward, one all_reduce (2 ms once all are there), 1 ms
+    optimizer; rank ``rank_slow`` computes ``slow`` times slower, and the others wait for it in the all_reduce."""
     out = []
     arrive = 10 * slow
     for r in range(n):

@@ -1,5 +1,5 @@
 """``make validate-what-if``: the what-ifs checked against runs that measure them. Two runs of the same cases
-(``clean`` and ``slow``: rank r's compute k times as long for the whole run, straggler.py):
+(``clean`` and ``slow``: rank r's forward k times as long for the whole run, examples/whatif_straggler.py):
 
 - replay error of each run: the step replayed unchanged against the steps on the timeline, and against the
   record's mean sample (the larger of the two runs');

@@ -2,8 +2,8 @@
 (examples/sharded_model.py ``build_pipeline``) whose every piece's forward sleeps, so that a rank's compute is
 known and one rank's can be made k times longer without touching its communication.
 
-    SHARDED_MODEL=suite.postmortem.replay.straggler:steady        every rank's forward: FORWARD_MS per step
-    SHARDED_MODEL=suite.postmortem.replay.straggler:rank1x2       the same, and rank 1's forward 2x as long
+    SHARDED_MODEL=examples.whatif_straggler:steady        every rank's forward: FORWARD_MS per step
+    SHARDED_MODEL=examples.whatif_straggler:rank1x2       the same, and rank 1's forward 2x as long
 
 A sleep holds no CPU and no lock: the straggler's communication threads run as fast as the others', where the
 ``slow`` injection (which stops the whole process) turns a stop inside an op into every rank's transfer. It also

@@ -1,4 +1,4 @@
-"""The planted compute straggler of ``make validate-what-if`` (suite/postmortem/replay/straggler.py): a
+"""The planted compute straggler of ``make validate-what-if`` (examples/whatif_straggler.py): a
 SHARDED_MODEL factory per rank and factor, whose forward sleeps FORWARD_MS per step on every rank and k times as
 long on the slow one, and computes what the example pipeline model computes."""
 
@@ -10,7 +10,7 @@ import torch
 from examples import sharded_model
 from experiments.sharded.user_model import load
 from suite.api import ConfigError
-from suite.postmortem.replay import straggler
+import examples.whatif_straggler as straggler
 
 
 def _slept_ms(monkeypatch, name: str, rank: str) -> tuple[float, torch.Tensor]:
@@ -18,7 +18,7 @@ def _slept_ms(monkeypatch, name: str, rank: str) -> tuple[float, torch.Tensor]:
     slept: list[float] = []
     monkeypatch.setattr(straggler.time, "sleep", slept.append)
     monkeypatch.setenv("RANK", rank)
-    um = load(f"suite.postmortem.replay.straggler:{name}")
+    um = load(f"examples.whatif_straggler:{name}")
     out = um.module(um.batch(0)[0])
     return 1e3 * sum(slept), out
 
@@ -39,4 +39,4 @@ def test_the_steady_model_sleeps_alike_on_every_rank(monkeypatch):
 @pytest.mark.parametrize("name", ["rank1x0", "rank1", "slowest"])
 def test_a_name_that_is_no_straggler_is_refused(name):
     with pytest.raises(ConfigError, match=f"has no function '{name}'"):
-        load(f"suite.postmortem.replay.straggler:{name}")
+        load(f"examples.whatif_straggler:{name}")
