@@ -2,7 +2,8 @@
 # replayed as recorded, idealised (no straggler) and under the changes asked for. The run needs its profiler
 # traces (PROFILE=1): the backend's ops that the journal does not see.
 #   make what-if RUN=results/<run> [CASE=text] [WHATIF=rank:1:2,link:0-1:0.5]   table + RUN/what-if.json
-#   make validate-what-if [WHATIF_RANK=1] [WHATIF_FACTOR=2] [WHATIF_NPROC=3]   clean and straggler runs (local ranks)
+#   make validate-what-if [WHATIF_RANK=1] [WHATIF_FACTOR=2] [WHATIF_NPROC=3] [WHATIF_STRATEGIES=ddp,fsdp2]   clean and
+#     straggler runs (local ranks; the sharded steps named, and pp_gpipe at 2 ranks)
 #     measured against their what-ifs: results/<WHATIF_ID>-<UTC time>-{clean,slow}, the table in
 #     results/<WHATIF_ID>-<time>.md. The straggler is planted in the model (examples/whatif_straggler.py).
 #   make validate-what-if WHATIF_COMPOSE=1 [IMAGE=...] [WHATIF_LINK_MBIT=400]   the same on the compose simulation
@@ -17,11 +18,15 @@ WHATIF_COMPOSE ?=
 WHATIF_LINK_MBIT ?= 400
 WHATIF_ID     ?= validate-what-if
 WHATIF_MODEL  := examples.whatif_straggler
+WHATIF_STRATEGIES ?= ddp,fsdp2
 # the pipeline only at 2 ranks: with more, a profile's send and recv do not name their peer and cannot be matched
-WHATIF_PP     := $(if $(filter 2,$(WHATIF_NPROC)),pp_gpipe)
-WHATIF_K      := test_sharded[ddp] or test_sharded[fsdp2]$(if $(WHATIF_PP), or test_sharded[pp_gpipe])
-WHATIF_RUN_ARGS := EXPERIMENTS=sharded SHARDED_STRATEGIES=ddp,fsdp2$(WHATIF_PP:%=,%) ITERS=$(WHATIF_ITERS) WARMUP=2 PROFILE=1
-WHATIF_LINK_ARGS := EXPERIMENTS=ddp DDP_PARAMS=1M ITERS=$(WHATIF_ITERS) WARMUP=2 PROFILE=1
+_whatif_st    = $(subst $(_whatif_comma), ,$(WHATIF_STRATEGIES)) $(if $(filter 2,$(WHATIF_NPROC)),pp_gpipe)
+_whatif_comma := ,
+_whatif_space := $(subst ,, )
+WHATIF_K      = $(subst $(_whatif_space), or ,$(strip $(patsubst %,test_sharded[%],$(_whatif_st))))
+WHATIF_RUN_ARGS = EXPERIMENTS=sharded SHARDED_STRATEGIES=$(subst $(_whatif_space),$(_whatif_comma),$(strip $(_whatif_st))) \
+  ITERS=$(WHATIF_ITERS) WARMUP=2 PROFILE=1
+WHATIF_LINK_ARGS = EXPERIMENTS=ddp DDP_PARAMS=1M ITERS=$(WHATIF_ITERS) WARMUP=2 PROFILE=1
 WHATIF_LINK_K := test_ddp and mlp- and ddp]
 
 .PHONY: what-if validate-what-if
@@ -37,7 +42,7 @@ validate-what-if: venv  ## clean and straggler runs against their what-ifs: repl
 	  || { echo "error: WHATIF_FACTOR must be a number from 1.05 to 20, got '$(WHATIF_FACTOR)'" >&2; exit 2; }; \
 	mkdir -p "$(RESULTS)"; base=$(WHATIF_ID)-$$(date -u +%Y%m%dT%H%M%S); \
 	one() { id=$$base-$$1; shift; \
-	  if [ -n "$(WHATIF_COMPOSE)" ]; then $(MAKE) -s compose-up NPROC_PER_NODE=1 COMPOSE_PROJECT_NAME=$$(echo $$id | tr A-Z a-z) "$$@"; \
+	  if [ -n "$(WHATIF_COMPOSE)" ]; then $(MAKE) -s compose-up NPROC_PER_NODE=1 HEARTBEAT_S=60 COMPOSE_PROJECT_NAME=$$(echo $$id | tr A-Z a-z) "$$@"; \
 	  else $(MAKE) -s -o $(VENV)/.installed bench-cpu "$$@"; fi > $(RESULTS)/$$id.log 2>&1 \
 	    || { echo "error: run $$id failed (log: $(RESULTS)/$$id.log)" >&2; exit 1; }; }; \
 	n=$$( [ -n "$(WHATIF_COMPOSE)" ] && echo NNODES || echo NPROC )=$(WHATIF_NPROC); \
