@@ -2,16 +2,32 @@
 # replayed as recorded, idealised (no straggler) and under the changes asked for. The run needs its profiler
 # traces (PROFILE=1): the backend's ops that the journal does not see.
 #   make what-if RUN=results/<run> [CASE=text] [WHATIF=rank:1:2,link:0-1:0.5]   table + RUN/what-if.json
-#   make validate-what-if [WHATIF_RANK=1] [WHATIF_FACTOR=2]   clean and straggler runs (local, 2 ranks), measured
-#     against their what-ifs: results/<WHATIF_ID>-<UTC time>-{clean,slow}, the table in results/<WHATIF_ID>-<time>.md
+#   make validate-what-if [WHATIF_RANK=1] [WHATIF_FACTOR=2] [WHATIF_NPROC=3] [WHATIF_STRATEGIES=ddp,fsdp2]   clean and
+#     straggler runs (local ranks; the sharded steps named, and pp_gpipe at 2 ranks)
+#     measured against their what-ifs: results/<WHATIF_ID>-<UTC time>-{clean,slow}, the table in
+#     results/<WHATIF_ID>-<time>.md. The straggler is planted in the model (examples/whatif_straggler.py).
+#   make validate-what-if WHATIF_COMPOSE=1 [IMAGE=...] [WHATIF_LINK_MBIT=400]   the same on the compose simulation
+#     (WHATIF_NPROC nodes of one rank), and a DDP step on 2 nodes at WHATIF_LINK_MBIT against WHATIF_FACTOR times less
 CASE          ?=
 WHATIF        ?=
 WHATIF_RANK   ?= 1
 WHATIF_FACTOR ?= 2
+WHATIF_NPROC  ?= 3
+WHATIF_ITERS  ?= 20
+WHATIF_COMPOSE ?=
+WHATIF_LINK_MBIT ?= 400
 WHATIF_ID     ?= validate-what-if
-WHATIF_K      := (test_ddp and mlp- and ddp]) or test_sharded[fsdp2] or test_sharded[pp_gpipe]
-WHATIF_RUN_ARGS := NPROC=2 EXPERIMENTS=ddp,sharded DDP_PARAMS=1M SHARDED_STRATEGIES=fsdp2,pp_gpipe SHARDED_WIDTH=64 \
-  SHARDED_BATCH=16 SHARDED_DEPTH=2 SHARDED_SEQ=4 ITERS=30 WARMUP=2 PROFILE=1
+WHATIF_MODEL  := examples.whatif_straggler
+WHATIF_STRATEGIES ?= ddp,fsdp2
+# the pipeline only at 2 ranks: with more, a profile's send and recv do not name their peer and cannot be matched
+_whatif_st    = $(subst $(_whatif_comma), ,$(WHATIF_STRATEGIES)) $(if $(filter 2,$(WHATIF_NPROC)),pp_gpipe)
+_whatif_comma := ,
+_whatif_space := $(subst ,, )
+WHATIF_K      = $(subst $(_whatif_space), or ,$(strip $(patsubst %,test_sharded[%],$(_whatif_st))))
+WHATIF_RUN_ARGS = EXPERIMENTS=sharded SHARDED_STRATEGIES=$(subst $(_whatif_space),$(_whatif_comma),$(strip $(_whatif_st))) \
+  ITERS=$(WHATIF_ITERS) WARMUP=2 PROFILE=1
+WHATIF_LINK_ARGS = EXPERIMENTS=ddp DDP_PARAMS=1M ITERS=$(WHATIF_ITERS) WARMUP=2 PROFILE=1
+WHATIF_LINK_K := test_ddp and mlp- and ddp]
 
 .PHONY: what-if validate-what-if
 
@@ -19,14 +35,25 @@ what-if: venv  ## RUN= [CASE=] [WHATIF=]: a run's training steps replayed, ideal
 	@$(PY) -m suite.postmortem.replay "$(RUN)" --case "$(CASE)" --what-if "$(WHATIF)"
 
 validate-what-if: venv  ## clean and straggler runs against their what-ifs: replay and counterfactual errors
-	@case "$(WHATIF_RANK)" in 0|1) ;; *) echo "error: WHATIF_RANK must be 0 or 1 (the check runs 2 ranks), got '$(WHATIF_RANK)'" >&2; exit 2;; esac; \
+	@case "$(WHATIF_NPROC)" in ''|*[!0-9]*|0|1) echo "error: WHATIF_NPROC must be a whole number of ranks from 2, got '$(WHATIF_NPROC)'" >&2; exit 2;; esac; \
+	case "$(WHATIF_RANK)" in ''|*[!0-9]*) bad=1;; *) [ "$(WHATIF_RANK)" -lt "$(WHATIF_NPROC)" ] && bad= || bad=1;; esac; \
+	[ -z "$$bad" ] || { echo "error: WHATIF_RANK must be a rank from 0 to $$(( $(WHATIF_NPROC) - 1 )) (WHATIF_NPROC=$(WHATIF_NPROC)), got '$(WHATIF_RANK)'" >&2; exit 2; }; \
 	awk -v k="$(WHATIF_FACTOR)" 'BEGIN { exit !(k ~ /^[0-9.]+$$/ && k + 0 >= 1.05 && k + 0 <= 20) }' \
-	  || { echo "error: WHATIF_FACTOR must be a number from 1.05 to 20 (the slow injection's range), got '$(WHATIF_FACTOR)'" >&2; exit 2; }; \
+	  || { echo "error: WHATIF_FACTOR must be a number from 1.05 to 20, got '$(WHATIF_FACTOR)'" >&2; exit 2; }; \
 	mkdir -p "$(RESULTS)"; base=$(WHATIF_ID)-$$(date -u +%Y%m%dT%H%M%S); \
-	for v in clean slow; do \
-	  $(MAKE) -s -o $(VENV)/.installed bench-cpu $(WHATIF_RUN_ARGS) RESULTS=$(RESULTS) RUN_ID=$$base-$$v K="$(WHATIF_K)" \
-	    $$( [ $$v = slow ] && echo INJECT=slow:$(WHATIF_RANK):0:$(WHATIF_FACTOR):rest ) > $(RESULTS)/$$base-$$v.log 2>&1 \
-	    || { echo "error: run $$base-$$v failed (log: $(RESULTS)/$$base-$$v.log)" >&2; exit 1; }; \
-	done; \
+	one() { id=$$base-$$1; shift; \
+	  if [ -n "$(WHATIF_COMPOSE)" ]; then $(MAKE) -s compose-up NPROC_PER_NODE=1 HEARTBEAT_S=60 COMPOSE_PROJECT_NAME=$$(echo $$id | tr A-Z a-z) "$$@"; \
+	  else $(MAKE) -s -o $(VENV)/.installed bench-cpu "$$@"; fi > $(RESULTS)/$$id.log 2>&1 \
+	    || { echo "error: run $$id failed (log: $(RESULTS)/$$id.log)" >&2; exit 1; }; }; \
+	n=$$( [ -n "$(WHATIF_COMPOSE)" ] && echo NNODES || echo NPROC )=$(WHATIF_NPROC); \
+	one clean $$n $(WHATIF_RUN_ARGS) RESULTS=$(RESULTS) RUN_ID=$$base-clean K="$(WHATIF_K)" SHARDED_MODEL=$(WHATIF_MODEL):steady || exit 1; \
+	one slow $$n $(WHATIF_RUN_ARGS) RESULTS=$(RESULTS) RUN_ID=$$base-slow K="$(WHATIF_K)" \
+	  SHARDED_MODEL=$(WHATIF_MODEL):rank$(WHATIF_RANK)x$(WHATIF_FACTOR) || exit 1; \
+	link=; if [ -n "$(WHATIF_COMPOSE)" ]; then \
+	  shaped=$$(awk -v r=$(WHATIF_LINK_MBIT) -v k=$(WHATIF_FACTOR) 'BEGIN { printf "%g", r / k }'); \
+	  for v in base:$(WHATIF_LINK_MBIT) shaped:$$shaped; do \
+	    one link-$${v%%:*} NNODES=2 LINK_RATE=$${v#*:}mbit $(WHATIF_LINK_ARGS) RESULTS=$(RESULTS) RUN_ID=$$base-link-$${v%%:*} \
+	      K="$(WHATIF_LINK_K)" || exit 1; \
+	  done; link="--link $(RESULTS)/$$base-link-base,$(RESULTS)/$$base-link-shaped"; fi; \
 	$(PY) -m suite.postmortem.replay.validate $(RESULTS)/$$base-clean $(RESULTS)/$$base-slow \
-	  --rank $(WHATIF_RANK) --factor $(WHATIF_FACTOR) --out $(RESULTS)/$$base.md
+	  --rank $(WHATIF_RANK) --factor $(WHATIF_FACTOR) $$link --out $(RESULTS)/$$base.md

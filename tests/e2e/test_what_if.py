@@ -67,14 +67,17 @@ def test_make_what_if_refuses_a_run_without_a_timeline(tmp_path):
 
 
 def test_the_validation_tables_two_runs_of_the_same_cases(profiled_run, tmp_path):
-    """``make validate-what-if``'s last step on one run given as both the clean and the slow run: a row per
-    training case, every column filled; a factor of 0 refused in one line."""
+    """``make validate-what-if``'s last step on one run given as both the clean and the slow run, and as both the
+    base and the link-shaped run: a row per training case in each table, every column filled; a factor of 0
+    refused in one line."""
     out = tmp_path / "table.md"
     cmd = [sys.executable, "-m", "suite.postmortem.replay.validate", str(profiled_run), str(profiled_run)]
-    r = subprocess.run([*cmd, "--rank", "1", "--factor", "2", "--out", str(out)], capture_output=True, text=True)
+    link = ["--link", f"{profiled_run},{profiled_run}"]
+    r = subprocess.run([*cmd, "--rank", "1", "--factor", "2", *link, "--out", str(out)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     rows = [ln for ln in out.read_text().splitlines() if ln.startswith("| test_ddp[mlp-ddp] |")]
-    assert len(rows) == 1 and rows[0].count("|") == 11 and "| 0% (" in rows[0], rows
+    assert len(rows) == 2 and rows[0].count("|") == 11 and "| 0% (" in rows[0], rows
+    assert rows[1].count("|") == 7 and "link 0-1 2x slower on base" in out.read_text(), rows
     r = subprocess.run([*cmd, "--rank", "1", "--factor", "0"], capture_output=True, text=True)
     assert r.returncode == 2 and r.stderr == "error: --factor must be above 0, got 0\n", r.stderr
 
@@ -82,15 +85,10 @@ def test_the_validation_tables_two_runs_of_the_same_cases(profiled_run, tmp_path
 @pytest.mark.parametrize(
     "arg, says",
     [
-        ("WHATIF_RANK=2", "error: WHATIF_RANK must be 0 or 1 (the check runs 2 ranks), got '2'"),
-        (
-            "WHATIF_FACTOR=0",
-            "error: WHATIF_FACTOR must be a number from 1.05 to 20 (the slow injection's range), got '0'",
-        ),
-        (
-            "WHATIF_FACTOR=x",
-            "error: WHATIF_FACTOR must be a number from 1.05 to 20 (the slow injection's range), got 'x'",
-        ),
+        ("WHATIF_RANK=3", "error: WHATIF_RANK must be a rank from 0 to 2 (WHATIF_NPROC=3), got '3'"),
+        ("WHATIF_NPROC=1", "error: WHATIF_NPROC must be a whole number of ranks from 2, got '1'"),
+        ("WHATIF_FACTOR=0", "error: WHATIF_FACTOR must be a number from 1.05 to 20, got '0'"),
+        ("WHATIF_FACTOR=x", "error: WHATIF_FACTOR must be a number from 1.05 to 20, got 'x'"),
     ],
 )
 def test_make_validate_what_if_refuses_bad_input_before_any_run(tmp_path, arg, says):

@@ -16,12 +16,12 @@ def rank(r: int, start: float, end: float, *ops: tuple[str, float, float]) -> Ra
     return RankStep(r, start * MS, end * MS, key_ops([(n, a * MS, b * MS) for n, a, b in ops]))
 
 
-def ddp_step(slow: float = 1.0, rank_slow: int = 1) -> list[RankStep]:
-    """Two ranks, each: 10 ms of backward, one all_reduce (2 ms once both are there), 1 ms optimizer; rank
-    ``rank_slow`` computes ``slow`` times slower, and the other waits for it in the all_reduce."""
+def ddp_step(slow: float = 1.0, rank_slow: int = 1, n: int = 2) -> list[RankStep]:
+    """``n`` ranks (two unless told), each: 10 ms of backward, one all_reduce (2 ms once all are there), 1 ms
+    optimizer; rank ``rank_slow`` computes ``slow`` times slower, and the others wait for it in the all_reduce."""
     out = []
     arrive = 10 * slow
-    for r in (0, 1):
+    for r in range(n):
         mine = 10 * (slow if r == rank_slow else 1.0)
         end_ar = arrive + 2
         out.append(rank(r, 0, end_ar + 1 * (slow if r == rank_slow else 1.0), ("all_reduce", mine, end_ar)))
@@ -48,10 +48,25 @@ def test_the_waiting_is_not_compute():
     assert g.gap[0, END] == pytest.approx(1 * MS) and g.gap[1, END] == pytest.approx(2 * MS)
 
 
-def test_idealising_takes_the_mean_compute_and_the_median_transfer():
+def test_an_op_that_ends_just_after_its_step_is_still_the_tails_start():
+    steps = ddp_step(slow=2.0)
+    steps[1] = rank(1, 0, 22.9, ("all_reduce", 20, 23))  # its clock puts the op's end 0.1 ms after the step's
+    g = build(steps)
+    assert g.pred[1, END] == ("all_reduce", 0) and g.gap[1, END] == pytest.approx(-0.1 * MS)  # not the whole step
+    assert replay(g).time == pytest.approx(g.measured) and idealised(g, median_transfers([g])) < g.measured
+
+
+def test_idealising_takes_the_median_compute_and_the_median_transfer():
     g = build(ddp_step(slow=3.0))
-    # mean backward (10 + 30) / 2, the transfer's 2 ms, mean optimizer (1 + 3) / 2
+    # at two ranks the median is the mean: backward (10 + 30) / 2, the transfer's 2 ms, optimizer (1 + 3) / 2
     assert idealised(g, median_transfers([g])) == pytest.approx(24 * MS)
+
+
+def test_one_straggler_among_three_leaves_none_of_its_compute_in_the_ideal():
+    g = build(ddp_step(slow=3.0, rank_slow=2, n=3))
+    # the clean ranks' 10 ms backward, 2 ms transfer, 1 ms optimizer (the mean would keep a third of rank 2's extra)
+    assert idealised(g, median_transfers([g])) == pytest.approx(13 * MS)
+    assert analyse([g], [])["M_W_pct"] == {"0": 0.0, "1": 0.0, "2": 100.0}
 
 
 def test_a_rank_k_times_slower_is_the_straggler_run():

@@ -17,18 +17,22 @@ def _x(cat: str, name: str, rank: int, ts_us: float, dur_us: float) -> dict:
     return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": rank + 1, "ts": ts_us, "dur": dur_us}
 
 
-def write_run(tmp_path, case: str = "test_sharded[pp]") -> None:
+def write_run(tmp_path, case: str = "test_sharded[pp]", skew_us: int = 0) -> None:
+    """Two ranks' timeline, profiles and record; ``skew_us``: the profiles' anchor that much late (their ops read
+    that much later on Unix time than they ran), which the barrier both record (at 2-3 ms) puts right."""
     events = []
     for r in (0, 1):
-        events += [_x("case", case, r, 0, 100_000), _x("sample", "step", r, 10_000, 20_000)]
+        events += [_x("case", case, r, 0, 100_000), _x("op", "barrier", r, 2_000, 1_000)]
+        events += [_x("sample", "step", r, 10_000, 20_000)]
         events += [_x("sample", "step", r, 40_000, 20_000), _x("phase", "timed", r, 5_000, 80_000)]
     (tmp_path / "trace.json").write_text(json.dumps({"traceEvents": events, "otherData": {"epoch_unix_s": EPOCH}}))
-    base_ns = 999_000_000_000  # the profile's clock starts 1 s before the timeline's
+    base_ns = 999_000_000_000 + 1_000 * skew_us  # the profile's clock starts 1 s before the timeline's
     ops = {0: [("gloo:send", 1_012_000, 2_000), ("gloo:recv", 1_020_000, 5_000)], 1: [("gloo:recv", 1_011_000, 3_000)]}
     ops[1] += [("gloo:send", 1_021_000, 4_000), ("gloo:all_reduce", 1_045_000, 1_000), ("aten::mm", 1_046_000, 9)]
     ops[0] += [("gloo:all_reduce", 1_044_000, 2_000), ("gloo:all_reduce", 1_099_000, 1_000)]  # the last: no step
     (tmp_path / "profiles").mkdir()
     for r, mine in ops.items():
+        mine = [("gloo:barrier", 1_002_000, 1_000), *mine]
         evs = [{"ph": "X", "name": n, "ts": ts, "dur": d, "pid": 1, "tid": 9} for n, ts, d in mine]
         doc = {"traceEvents": evs, "baseTimeNanoseconds": base_ns}
         (tmp_path / "profiles" / f"test_sharded_pp.rank{r}.json").write_text(json.dumps(doc))
@@ -36,8 +40,9 @@ def write_run(tmp_path, case: str = "test_sharded[pp]") -> None:
     (tmp_path / "bench.json").write_text(json.dumps(bench))
 
 
-def test_steps_and_their_ops_on_one_clock(tmp_path):
-    write_run(tmp_path)
+@pytest.mark.parametrize("skew_us", [0, 10_000, -7_000])
+def test_steps_and_their_ops_on_one_clock(tmp_path, skew_us):
+    write_run(tmp_path, skew_us=skew_us)
     spans = load.step_spans(load.read_timeline(tmp_path))
     assert list(spans) == ["test_sharded[pp]"]
     assert spans["test_sharded[pp]"][1] == [pytest.approx((1_000.01, 1_000.03)), pytest.approx((1_000.04, 1_000.06))]
@@ -49,6 +54,11 @@ def test_steps_and_their_ops_on_one_clock(tmp_path):
     assert [o.key for s in second for o in s.ops] == [("all_reduce", 0), ("all_reduce", 0)]  # aten:: is compute
     assert load.recorded_step_s(tmp_path, "test_sharded[pp]") == pytest.approx(0.020)
     assert load.recorded_step_s(tmp_path, "test_other") is None
+
+
+def test_the_clock_shift_is_the_median_gap_to_the_nearest_barrier():
+    assert load.clock_shift([1.0, 2.0, 3.0], [0.99, 1.99, 2.99, 2.5]) == pytest.approx(0.01)
+    assert load.clock_shift([], [1.0]) == 0.0 and load.clock_shift([1.0], []) == 0.0
 
 
 def test_a_run_without_a_timeline_or_a_profile_is_refused(tmp_path):

@@ -24,7 +24,7 @@ PROVENANCE = {
     "replay_error_pct": "derived: |replayed - measured| / measured",
     "recorded_ms": "measured: the mean of the case's timed samples in the run's record (bench.json samples_us)",
     "replay_error_vs_record_pct": "derived: |replayed - recorded| / recorded",
-    "ideal_ms": "modelled: the step replayed idealised (mean compute per segment across ranks, median transfer "
+    "ideal_ms": "modelled: the step replayed idealised (median compute per segment across ranks, median transfer "
     "per op over ranks and steps, ranks starting together)",
     "slowdown": "modelled: S = replayed / ideal",
     "slowdown_by_op_type": "modelled: replayed / the step with only that type's durations idealised",

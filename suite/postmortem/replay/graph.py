@@ -7,7 +7,8 @@ The graph holds, per rank:
 
 - each op's *segment*: the compute between the op it waited for (the rank's latest op that had ended before this
   one started, or the step's start) and the op's start;
-- the *tail*: the compute from the rank's latest op that ended before the step's end to that end;
+- the *tail*: the compute from the end of the rank's last op to the step's end (below 0 where the op ends after
+  it: the profiler's and the timeline's clocks can differ by a little);
 
 and per op and rank its *transfer*: the op's end on that rank less the latest start among its peers (the part of
 the op that is not waiting for a late peer). Replaying puts each op's start on every rank at its predecessor's
@@ -95,9 +96,9 @@ def build(steps: list[RankStep]) -> Graph:
             gap[s.rank, o.key] = max(0.0, o.start - (p.end if p else s.start))
             transfer[s.rank, o.key] = max(0.0, o.end - latest[o.key])
             last_end[o.key] = max(last_end.get(o.key, o.end), o.end)
-        p = _pred(s.ops, s.end, None)
+        p = _pred(s.ops, float("inf"), None)  # the rank's last op, even one its clock ends just after the step
         pred[s.rank, END] = p.key if p else None
-        gap[s.rank, END] = max(0.0, s.end - (p.end if p else s.start))
+        gap[s.rank, END] = s.end - (p.end if p else s.start)  # below 0 where that op ends after the step
     order = _topological(sorted(first, key=lambda k: (latest[k], last_end[k])), pred)
     return Graph(
         ranks=tuple(sorted(s.rank for s in steps)),

@@ -6,13 +6,19 @@ Why both: the timeline's journal sees the calls of ``torch.distributed`` functio
 (DistributedDataParallel's bucket all-reduces, FSDP's and DTensor's collectives) nor, inside a timed sample, each
 op's own start and end; the profiler sees every op the backend runs (``gloo:<op>``, on the backend's own threads:
 when the op ran, waits for its peers included). The two clocks meet on Unix time: the timeline's ``ts`` counts from
-``otherData.epoch_unix_s``, the profiler's from ``baseTimeNanoseconds``.
+``otherData.epoch_unix_s``, the profiler's from ``baseTimeNanoseconds``. The two anchors can disagree by
+milliseconds (10 ms seen on a loaded host), so each rank's profile is shifted onto its timeline by the ops both
+record outside the timed samples (the harness's barriers): the median gap between each profiled barrier's end
+and the nearest recorded one.
 """
 
 from __future__ import annotations
 
+import bisect
+import functools
 import json
 import re
+import statistics
 from pathlib import Path
 
 from suite import op_table
@@ -65,6 +71,35 @@ def step_spans(doc: dict) -> dict[str, dict[int, list[tuple[float, float]]]]:
     return out
 
 
+@functools.lru_cache(maxsize=4)
+def _timeline_barriers(trace: Path) -> dict[tuple[str, int], list[float]]:
+    """(case, rank) -> the ends of the barriers the timeline recorded in that case (Unix seconds, sorted)."""
+    doc = read_timeline(trace.parent)
+    epoch = float(doc.get("otherData", {}).get("epoch_unix_s", 0.0))
+    evs = [e for e in doc.get("traceEvents", []) if e.get("ph") == "X" and e.get("tid", 0) < 100_000]
+    out: dict[tuple[str, int], list[float]] = {}
+    for c in (e for e in evs if e.get("cat") == "case"):
+        out[c["name"], c["tid"] - 1] = sorted(
+            epoch + (e["ts"] + e.get("dur", 0.0)) / 1e6
+            for e in evs
+            if e.get("cat") == "op" and e.get("name") == "barrier" and e["tid"] == c["tid"] and e["pid"] == c["pid"]
+            if c["ts"] <= e["ts"] <= c["ts"] + c["dur"]
+        )
+    return out
+
+
+def clock_shift(recorded: list[float], profiled: list[float]) -> float:
+    """What to add to the profile's times to put them on the timeline's clock: the median, over the profiled
+    barriers, of the nearest recorded barrier's end less the profiled one's (0 where either has none)."""
+    if not recorded or not profiled:
+        return 0.0
+    gaps = []
+    for p in profiled:
+        i = bisect.bisect_left(recorded, p)
+        gaps.append(min((recorded[j] - p for j in (i - 1, i) if 0 <= j < len(recorded)), key=abs))
+    return statistics.median(gaps)
+
+
 def profile_ops(path: Path) -> list[tuple[str, float, float]]:
     """The backend's ops of one rank's profile: (op, start, end) in Unix seconds."""
     doc = json.loads(path.read_text())
@@ -115,7 +150,10 @@ def case_steps(run: Path, case: str, spans: dict[int, list[tuple[float, float]]]
                 f"{run} has no profile of {case} on rank {r} ({path.name}): run it with PROFILE=1 "
                 "(the timeline alone does not see the ops below torch.distributed's functions)"
             )
-        ops[r] = profile_ops(path)
+        mine = profile_ops(path)
+        ends = [o[2] for o in mine if o[0] == "barrier"]
+        shift = clock_shift(_timeline_barriers(run / "trace.json").get((case, r), []), ends)
+        ops[r] = [(n, a + shift, b + shift) for n, a, b in mine]
     n = min(len(s) for s in spans.values())
     steps = []
     for i in range(n):

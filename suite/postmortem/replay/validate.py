@@ -1,5 +1,5 @@
 """``make validate-what-if``: the what-ifs checked against runs that measure them. Two runs of the same cases
-(``clean`` and ``slow``: rank r slowed k times at compute for the whole run, ``INJECT=slow:<r>:0:<k>:rest``):
+(``clean`` and ``slow``: rank r's forward k times as long for the whole run, examples/whatif_straggler.py):
 
 - replay error of each run: the step replayed unchanged against the steps on the timeline, and against the
   record's mean sample (the larger of the two runs');
@@ -7,7 +7,11 @@
 - "rank r k× slower" on the clean run, against the slow run's measured step (counterfactual error);
 - M_W of rank r on the slow run (a planted single-rank slowdown: near 100%), and in a pipeline M_S of its stage.
 
-    python -m suite.postmortem.replay.validate CLEAN_RUN SLOW_RUN --rank R --factor K [--out table.md]
+With ``--link BASE_RUN,SHAPED_RUN`` (two runs whose link the shaped one has k times slower), a second table:
+"link 0-1 k× slower" on the base run against the shaped run's measured step.
+
+    python -m suite.postmortem.replay.validate CLEAN_RUN SLOW_RUN --rank R --factor K [--link BASE,SHAPED]
+        [--out table.md]
 """
 
 from __future__ import annotations
@@ -24,16 +28,21 @@ def _err(predicted: float, measured: float) -> float:
     return round(100.0 * abs(predicted - measured) / measured, 1)
 
 
+def _pairs(before: Path, after: Path, w: WhatIf):
+    """(case, its result on ``before`` with the what-if ``w``, its result on ``after``) for each training case
+    whose steps both runs rebuilt."""
+    spans = {run: load.step_spans(load.read_timeline(run)) for run in (before, after)}
+    for case in sorted(set(spans[before]) & set(spans[after])):
+        b, _ = cli.case_result(before, case, spans[before][case], [w])
+        a, _ = cli.case_result(after, case, spans[after][case], [])
+        if b.get("steps") and a.get("steps"):
+            yield case, b, a
+
+
 def rows(clean: Path, slow: Path, rank: int, factor: float) -> list[dict]:
     """One row per case the two runs share."""
-    w = WhatIf("rank", (rank,), factor)
-    spans = {run: load.step_spans(load.read_timeline(run)) for run in (clean, slow)}
     out = []
-    for case in sorted(set(spans[clean]) & set(spans[slow])):
-        c, _ = cli.case_result(clean, case, spans[clean][case], [w])
-        s, _ = cli.case_result(slow, case, spans[slow][case], [])
-        if not c.get("steps") or not s.get("steps"):
-            continue
+    for case, c, s in _pairs(clean, slow, WhatIf("rank", (rank,), factor)):
         predicted_slow = c["whatifs"][0]["step_ms"]
         out.append(
             {
@@ -51,6 +60,38 @@ def rows(clean: Path, slow: Path, rank: int, factor: float) -> list[dict]:
             }
         )
     return out
+
+
+def link_rows(base: Path, shaped: Path, factor: float) -> list[dict]:
+    """One row per case the two runs share: "link 0-1 k× slower" on ``base`` against ``shaped``."""
+    out = []
+    for case, b, s in _pairs(base, shaped, WhatIf("link", (0, 1), factor)):
+        predicted = b["whatifs"][0]["step_ms"]
+        out.append(
+            {
+                "case": case,
+                "base_ms": b["measured_ms"],
+                "shaped_ms": s["measured_ms"],
+                "vs_record_pct": max(x["replay_error_vs_record_pct"] or 0.0 for x in (b, s)),
+                "predicted_ms": predicted,
+                "error_pct": _err(predicted, s["measured_ms"]),
+            }
+        )
+    return out
+
+
+def link_table(found: list[dict], factor: float) -> str:
+    head = (
+        "| case | base step, ms (measured) | link shaped step, ms (measured) | replay error against the record "
+        f"| link 0-1 {factor:zg}x slower on base, ms (modelled) | error vs shaped |"
+    )
+    lines = [head, "|" + "---|" * 6]
+    for r in found:
+        lines.append(
+            f"| {r['case']} | {r['base_ms']:z.2f} | {r['shaped_ms']:z.2f} | {r['vs_record_pct']:zg}% "
+            f"| {r['predicted_ms']:z.2f} | {r['error_pct']:zg}% |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def table(found: list[dict], rank: int, factor: float) -> str:
@@ -78,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("slow")
     ap.add_argument("--rank", type=int, required=True)
     ap.add_argument("--factor", type=float, required=True)
+    ap.add_argument("--link", default="", help="BASE_RUN,SHAPED_RUN: the shaped run's link --factor times slower")
     ap.add_argument("--out", default="")
     args = ap.parse_args(argv)
     if not args.factor > 0:
@@ -85,13 +127,18 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         found = rows(Path(args.clean), Path(args.slow), args.rank, args.factor)
+        pair = [Path(p) for p in args.link.split(",")] if args.link else []
+        linked = link_rows(pair[0], pair[1], args.factor) if len(pair) == 2 else []
     except load.BadInput as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if not found:
         print("error: the two runs share no training case whose steps could be rebuilt", file=sys.stderr)
         return 2
-    text = table(found, args.rank, args.factor)
+    if args.link and not linked:
+        print(f"error: --link {args.link}: not two runs sharing a training case with rebuilt steps", file=sys.stderr)
+        return 2
+    text = table(found, args.rank, args.factor) + (f"\n{link_table(linked, args.factor)}" if linked else "")
     print(text, end="")
     if args.out:
         Path(args.out).write_text(text)

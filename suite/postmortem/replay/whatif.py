@@ -1,8 +1,9 @@
 """What-ifs on a case's step graphs (graph.py): the idealised step the ByteDance way, a rank k× slower at compute,
 a link k× slower, and the slowdown's attribution (S, per op type, per worker M_W, per stage M_S).
 
-Idealised (no straggler): each compute segment is the mean of that segment across the ranks, each transfer the
-median of that op's transfers over the ranks and the case's steps, and the ranks start the step together. A
+Idealised (no straggler): each compute segment is the median of that segment across the ranks (ByteDance take the
+mean, which keeps 1/n of one straggler's extra compute: half of it at two ranks), each transfer the median of that
+op's transfers over the ranks and the case's steps, and the ranks start the step together. A
 case's time is the mean over its steps (a slowdown that comes and goes counts by its share of the steps).
 """
 
@@ -45,8 +46,8 @@ def median_transfers(graphs: list[Graph]) -> dict[tuple, float]:
     return {k: statistics.median(v) for k, v in seen.items()}
 
 
-def _mean_gap(g: Graph, k: tuple) -> float:
-    return statistics.fmean(g.gap[r, k] for r in (g.ranks if k == END else g.peers[k]))
+def _ideal_gap(g: Graph, k: tuple) -> float:
+    return statistics.median(g.gap[r, k] for r in (g.ranks if k == END else g.peers[k]))
 
 
 def idealised(g: Graph, med: dict, ranks: Iterable[int] | None = None, types: Iterable[str] | None = None) -> float:
@@ -62,7 +63,7 @@ def ideal_replay(g: Graph, med: dict, ranks: Iterable[int] | None = None, types:
 
     def gap(r: int, k: tuple) -> float:
         fix = r in ranks and (types is None or COMPUTE in types)
-        return _mean_gap(g, k) if fix else g.gap[r, k]
+        return _ideal_gap(g, k) if fix else g.gap[r, k]
 
     def transfer(r: int, k: tuple) -> float:
         fix = r in ranks and (types is None or k[0] in types)
