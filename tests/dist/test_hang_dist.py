@@ -33,7 +33,7 @@ PLANTS = {
         2,
         9,
         r"rank 0 waits in all_reduce #\d+ \[256\] \(case [^)]+\); rank 1 issued a different op there \([^)]+\): "
-        r"rank 1 is in barrier #\d+ at suite/harness/timing\.py:\d+ in barrier",
+        r"rank 1 is in barrier #\d+ at suite/harness/timing\.py:\d+ in _run_samples",
     ),
     "other": (
         2,
