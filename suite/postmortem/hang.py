@@ -363,10 +363,13 @@ def render(diag: dict) -> str:
 
 
 def tidy(run_dir: Path) -> None:
-    """Remove what a run without a hang leaves in ``<run>/hang``: the empty fatal-signal files, and the ring
-    files (suite/common/journal_ring.py) unless a diagnosis read them."""
+    """Remove what a run without a hang leaves in ``<run>/hang``: the empty fatal-signal files, the ring files
+    (suite/common/journal_ring.py) unless a diagnosis read them, and the first-timed-step markers the injector read
+    while the run went on (suite/common/timed_start.py; they say nothing of a hang)."""
     d = run_dir / "hang"
     try:
+        for p in d.glob("rank*.timed"):
+            p.unlink()
         for p in d.glob("rank*.fatal"):
             if p.stat().st_size == 0:
                 p.unlink()

@@ -8,7 +8,7 @@ import json
 
 from suite.postmortem import hang
 
-from suite.common import flight_recorder
+from suite.common import flight_recorder, timed_start
 
 from suite.harness import c10d, journal
 
@@ -248,9 +248,11 @@ def test_a_run_without_a_hang_leaves_no_hang_folder_and_a_hung_one_keeps_it(tmp_
     (tmp_path / "failures").mkdir()  # made at start for NCCL's dump on a timeout (suite/harness/journal/__init__.py)
     for r in range(2):
         (tmp_path / "hang" / f"rank{r}.fatal").write_text("")
+        timed_start.mark(tmp_path, r)  # the injector's marker of the rank's first timed step
     hang.tidy(tmp_path)
     assert not (tmp_path / "hang").exists() and not (tmp_path / "failures").exists()
     (tmp_path / "hang").mkdir()
+    timed_start.mark(tmp_path, 0)
     (tmp_path / "hang" / "rank0.fatal").write_text("")
     (tmp_path / "hang" / "rank1.fatal").write_text("Fatal Python error: Aborted\n")
     (tmp_path / "hang" / "rank0.json").write_text("{}")
