@@ -63,6 +63,8 @@ class Phases:
         self.wall_by_experiment: dict[str, float] = {}
         self.timeline = None
         """This rank's timeline (suite/harness/journal/timeline.py), once the session's journal is installed."""
+        self.timed_marked = False
+        """Whether this session has left its first-timed-step file (suite/common/timed_start.py): once is enough."""
 
     def add(self, name: str, seconds: float, *, started: float | None = None) -> None:
         """``seconds`` more in phase ``name``; ``started`` (its ``time.perf_counter`` at the start): also a span
@@ -90,7 +92,8 @@ class Phases:
     @contextlib.contextmanager
     def __call__(self, name: str):
         t0 = time.perf_counter()
-        if name == "timed" and self.timeline is not None:  # the injector counts an onset from the first
+        if name == "timed" and not self.timed_marked and self.timeline is not None:  # the injector counts an
+            self.timed_marked = True  # onset from the first: no system call at every later round
             timed_start.mark(self.timeline.journal.run_dir, self.timeline.journal.rank)
         try:
             yield

@@ -73,3 +73,20 @@ def test_the_first_timed_phase_leaves_the_file_the_injector_counts_its_onset_fro
     assert not timed_start.path(tmp_path, 3).exists()
     with p("timed"):
         assert timed_start.path(tmp_path, 3).exists()
+
+
+def test_the_first_timed_step_file_is_touched_once_a_session_not_at_every_round(tmp_path, monkeypatch):
+    """Each round of timed samples enters the ``timed`` phase: only the first may cost a system call."""
+    from types import SimpleNamespace
+
+    from suite.common import timed_start
+    from suite.harness.journal.timeline import Timeline
+
+    calls = []
+    monkeypatch.setattr(timed_start, "mark", lambda run_dir, rank: calls.append((run_dir, rank)))
+    p = phases.Phases()
+    p.timeline = Timeline(SimpleNamespace(run_dir=str(tmp_path), rank=1))
+    for _ in range(5):
+        with p("timed"):
+            pass
+    assert calls == [(str(tmp_path), 1)]
