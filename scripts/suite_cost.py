@@ -181,6 +181,23 @@ def _per_call_us(fn, calls: int = 5000) -> float:
     return statistics.median(rounds)
 
 
+def added_per_call_us(fn, base, calls: int = 2000, rounds: int = 9, clock=time.thread_time) -> float:
+    """CPU microseconds ``fn`` costs over ``base`` per call: the median over ``rounds`` of one round's difference,
+    each round timing ``calls`` of both back to back, in alternating order. Two loops timed apart and then
+    subtracted read the machine's load between them as cost (negative pieces under load); a round's two loops
+    share its load, and the median leaves out the rounds a burst fell across."""
+    diffs = []
+    for r in range(rounds):
+        got = {}
+        for name, f in (("base", base), ("fn", fn)) if r % 2 == 0 else (("fn", fn), ("base", base)):
+            c0 = clock()
+            for _ in range(calls):
+                f()
+            got[name] = (clock() - c0) / calls * 1e6
+        diffs.append(got["fn"] - got["base"])
+    return statistics.median(diffs)
+
+
 def _parts(j, phases, barrier, all_reduce) -> dict:
     """Each piece of the suite's per-sample work alone, in CPU microseconds."""
     import torch
@@ -189,7 +206,6 @@ def _parts(j, phases, barrier, all_reduce) -> dict:
     from suite.harness.journal import quiet
 
     x, clock, arrived = torch.zeros(256), time.perf_counter, []
-    bare = _per_call_us(lambda: (barrier(), all_reduce(x)))
     q = quiet.Quiet(j, None, [("all_reduce", "0", x.shape, x.dtype, None)])
     q.end()  # torch's functions stay as they are: this times the journal's bookkeeping only
 
@@ -200,7 +216,7 @@ def _parts(j, phases, barrier, all_reduce) -> dict:
         q.confirm(clock(), clock())
         q.pending.clear()
 
-    per_sample = _per_call_us(journaled_sample) - bare
+    per_sample = added_per_call_us(journaled_sample, lambda: (barrier(), all_reduce(x)))
     t0 = clock()
     return {
         "journal_per_op_if_inside": journal.record_cost_s() * 1e6,
@@ -220,13 +236,11 @@ def _call_cost(ctx, h, case, all_reduce, j) -> float:
     x = __import__("torch").zeros(case.bytes.count)
     q = quiet.Quiet(j, None, [])  # torch's own functions on torch.distributed, as in a timed round
     try:
-        calls = [_per_call_us(lambda: all_reduce(x), 2000), _per_call_us(lambda: b.call(False), 2000)]
-        calls += [_per_call_us(lambda: all_reduce(x), 2000)]
+        return added_per_call_us(lambda: b.call(False), lambda: all_reduce(x))
     finally:
         q.end()
         if b.release is not None:
             b.release()
-    return calls[1] - (calls[0] + calls[2]) / 2
 
 
 def _block(phases) -> None:

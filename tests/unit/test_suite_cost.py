@@ -55,3 +55,25 @@ def test_a_mean_over_rounds_has_students_interval_and_the_rounds_that_would_narr
     # sd 1.291: half-width 0.1 needs (1.96 * 1.291 / 0.1)^2 = 641 rounds; never fewer than were run
     assert rounds_ci.rounds_for([1.0, 2.0, 3.0, 4.0], 0.1) == 641
     assert rounds_ci.rounds_for([1.0, 2.0, 3.0, 4.0], 100.0) == 4 and rounds_ci.rounds_for([1.0], 0.1) is None
+
+
+def test_a_piece_over_its_base_is_the_median_of_paired_rounds_so_load_between_loops_is_not_read_as_cost():
+    """A fake CPU clock: each call costs its own time plus the machine's load of the moment (the same for both
+    loops of a round, higher in every other stretch of 1,000 us). The piece costs 0.2 us over its base: paired
+    rounds give 0.2 exactly; a round a stretch's edge falls across is one of nine and the median leaves it out."""
+    t = [0.0]
+
+    def load() -> float:
+        return 0.0 if int(t[0] * 1e6 // 1000) % 2 == 0 else 5.0
+
+    def costing(us: float):
+        def call() -> None:
+            t[0] += (us + load()) * 1e-6
+
+        return call
+
+    got = suite_cost.added_per_call_us(costing(1.2), costing(1.0), calls=20, rounds=9, clock=lambda: t[0])
+    assert got == pytest.approx(0.2, abs=1e-6)
+    assert suite_cost.added_per_call_us(costing(1.0), costing(1.0), calls=20, rounds=9, clock=lambda: t[0]) == (
+        pytest.approx(0.0, abs=1e-6)
+    )
