@@ -30,9 +30,9 @@ TIMELINE = ("fault", "detect", "recover", "commit")
 
 
 def read_events(workdir: str | Path) -> list[dict]:
-    """Every rank's events, in time order."""
+    """Every rank's events and the runner's (its wall-clock faults: wall.py), in time order."""
     out = []
-    for p in sorted((Path(workdir) / "events").glob("rank*.jsonl")):
+    for p in sorted((Path(workdir) / "events").glob("*.jsonl")):
         out += [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
     return sorted(out, key=lambda e: e["t"])
 
@@ -69,8 +69,9 @@ def _mean(xs: list[float]) -> float | None:
 
 
 def per_fault(events: list[dict]) -> list[dict]:
-    """Each fault: when it struck, its detection (the first sign any rank saw), the first commit of the attempt
-    after it, and the steps redone (the last step committed before the restart minus the step restored)."""
+    """Each fault: when it struck and what (a step, or a restart), its detection (the first sign any rank saw),
+    the first commit of the attempt after it, and the steps redone (the last step committed before the restart
+    minus the step restored)."""
     out = []
     for f in (e for e in events if e["kind"] == "fault"):
         a = f["attempt"]
@@ -84,6 +85,8 @@ def per_fault(events: list[dict]) -> list[dict]:
                 "rank": f["rank"],
                 "fault": f.get("fault"),
                 "step": f["step"],
+                "struck": f.get("struck", "step"),
+                "at_s": f.get("at_s"),
                 "t": f["t"],
                 "detect_s": min(detect) - f["t"] if detect else None,
                 "recover_s": min(commits) - f["t"] if commits else None,
