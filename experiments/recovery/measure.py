@@ -70,15 +70,17 @@ def _mean(xs: list[float]) -> float | None:
 
 def per_fault(events: list[dict]) -> list[dict]:
     """Each fault: when it struck and what (a step, or a restart), its detection (the first sign any rank saw),
-    the first commit of the attempt after it, and the steps redone (the last step committed before the restart
-    minus the step restored)."""
+    the first step committed after it (by whichever later attempt got that far: a fault can strike the restart
+    after another), and the steps redone: the last step its attempt committed minus the step the next attempt
+    that restored restored (none when its attempt committed none: a restart struck loses nothing more)."""
     out = []
     for f in (e for e in events if e["kind"] == "fault"):
         a = f["attempt"]
         detect = [e["t"] for e in events if e["kind"] == "detect" and e["attempt"] == a and e["t"] >= f["t"]]
-        after = [e for e in events if e["attempt"] == a + 1]
-        commits = [e["t"] for e in after if e["kind"] == "commit"]
-        restored = [e["step"] for e in after if e["kind"] == "restore"]
+        later = [e for e in events if e["attempt"] > a]
+        commits = [e["t"] for e in later if e["kind"] == "commit"]
+        nxt = min((e["attempt"] for e in later if e["kind"] == "restore"), default=None)
+        restored = [e["step"] for e in later if e["kind"] == "restore" and e["attempt"] == nxt]
         done = [e["step"] for e in events if e["kind"] == "commit" and e["attempt"] == a]
         out.append(
             {
@@ -90,7 +92,7 @@ def per_fault(events: list[dict]) -> list[dict]:
                 "t": f["t"],
                 "detect_s": min(detect) - f["t"] if detect else None,
                 "recover_s": min(commits) - f["t"] if commits else None,
-                "redone": max(done, default=0) - min(restored) if restored else None,
+                "redone": max(0, max(done, default=0) - min(restored)) if restored else None,
             }
         )
     return out

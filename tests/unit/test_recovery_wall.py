@@ -78,3 +78,15 @@ def test_the_runners_fault_events_are_measured_like_the_ranks():
     (f,) = measure.per_fault(events)
     assert (f["struck"], f["at_s"], f["detect_s"], f["recover_s"]) == ("restart", 1.5, 0.25, 2.0)
     assert measure.per_fault([_e("fault", 1, 0, 2.0, 3, fault="kill")])[0]["struck"] == "step"
+
+
+def test_a_fault_that_strikes_the_restart_after_another_is_measured_to_the_first_commit_after_it():
+    # attempt 0 commits steps 1..7 (a checkpoint at 5), rank 1 killed; attempt 1 killed as it starts (a
+    # wall-clock fault on its restart); attempt 2 restores step 5 and commits again
+    events = [_e("restore", 0, 0, 0.0, 0), *[_e("commit", 0, 0, 0.1 * k, k) for k in range(1, 8)]]
+    events += [_e("fault", 1, 0, 1.0, 7, fault="kill"), _e("detect", 0, 0, 1.25)]
+    events += [_e("fault", 0, 1, 2.0, 0, fault="kill", at_s=1.9, struck="restart")]
+    events += [_e("restore", 0, 2, 4.0, 5), _e("commit", 0, 2, 5.0, 6)]
+    first, second = measure.per_fault(events)
+    assert (first["recover_s"], first["redone"], first["detect_s"]) == (4.0, 2, 0.25)
+    assert (second["recover_s"], second["redone"], second["struck"]) == (3.0, 0, "restart")
