@@ -131,12 +131,14 @@ def summarise(events: list[dict], ref_events: list[dict], *, steps: int, global_
 
 
 def timeline(events: list[dict], t0: float) -> list[dict]:
-    """The contract's events: each rank's fault, detection, recovery (its first commit after a restart) and
-    commits, with times from the job's start."""
+    """The contract's events: each rank's fault (a restart it struck marked ``struck``), detection, recovery
+    (its first commit after a restart) and commits, with times from the job's start."""
     out, seen_restart = [], set()
     for e in events:
         if e["kind"] in ("fault", "detect", "commit"):
             out.append({"rank": e["rank"], "kind": e["kind"], "t": e["t"] - t0, "step": e.get("step")})
+            if e["kind"] == "fault" and e.get("struck") == "restart":  # no step: the rank was starting again
+                out[-1] |= {"step": None, "struck": "restart"}
         if e["kind"] == "commit" and e["attempt"] > 0 and (e["rank"], e["attempt"]) not in seen_restart:
             seen_restart.add((e["rank"], e["attempt"]))
             out.append({"rank": e["rank"], "kind": "recover", "t": e["t"] - t0, "step": e["step"]})

@@ -11,6 +11,7 @@ from experiments.recovery.plan import Fault, Plan, PlanError, check_plan
 from experiments.recovery.schedule import parse_faults, poisson_times
 from experiments.recovery.settings import RecoverySettings
 from experiments.recovery.strategies import torchft_runs
+from experiments.recovery.table import timeline_lines
 
 
 def test_the_wall_clock_poisson_schedule_is_seeded_in_seconds_and_spares_the_kept_rank():
@@ -90,3 +91,11 @@ def test_a_fault_that_strikes_the_restart_after_another_is_measured_to_the_first
     first, second = measure.per_fault(events)
     assert (first["recover_s"], first["redone"], first["detect_s"]) == (4.0, 2, 0.25)
     assert (second["recover_s"], second["redone"], second["struck"]) == (3.0, 0, "restart")
+
+
+def test_the_timeline_marks_a_fault_that_struck_a_restart():
+    events = [_e("fault", 1, 0, 11.0, 4, fault="kill"), _e("fault", 0, 1, 12.5, 0, fault="kill", struck="restart")]
+    assert timeline_lines(measure.timeline(events, 10.0)) == [
+        "#   rank 0: fault 2.50s (restart)",
+        "#   rank 1: fault 1.00s (step 4)",
+    ]
