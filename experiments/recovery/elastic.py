@@ -21,7 +21,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from . import measure
+from . import measure, wall
 from .plan import Plan, check_plan
 from .schedule import continue_stopped, stop_seconds
 
@@ -68,22 +68,24 @@ def launch(plan: Plan, workdir: Path) -> tuple[list[dict], float, float]:
     waker.start()
     t0 = time.time()
     with open(workdir / "torchrun.log", "w") as log:
+        job = subprocess.Popen(
+            torchrun_argv(plan, workdir / "plan.json"), cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+        striker = threading.Thread(target=wall.strike_all, args=(plan.faults, job.pid, workdir, t0, done), daemon=True)
+        striker.start()
         try:
-            rc = subprocess.call(
-                torchrun_argv(plan, workdir / "plan.json"),
-                cwd=ROOT,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                timeout=JOB_TIMEOUT_S,
-            )
+            rc = job.wait(timeout=JOB_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            job.kill()
+            rc = job.wait()
         finally:
             done.set()
-    wall = time.time() - t0
+            striker.join()
+    wall_s = time.time() - t0
     if rc != 0:
         tail = (workdir / "torchrun.log").read_text()[-1500:]
-        raise RecoveryFailed(f"the {STRATEGY} job in {workdir} exited {rc} after {wall:z.1f} s:\n{tail}")
-    return measure.read_events(workdir), t0, wall
+        raise RecoveryFailed(f"the {STRATEGY} job in {workdir} exited {rc} after {wall_s:z.1f} s:\n{tail}")
+    return measure.read_events(workdir), t0, wall_s
 
 
 def run(plan: Plan) -> dict:
@@ -105,7 +107,7 @@ def run(plan: Plan) -> dict:
     productive = plan.steps * out["step_s_clean"]
     return {
         "strategy": STRATEGY,
-        "fault": ",".join(f"{f.kind}:{f.rank}@{f.step}" for f in plan.faults) or "none",
+        "fault": ",".join(f.spell() for f in plan.faults) or "none",
         "steps": plan.steps,
         "wall_s": wall,
         **out,

@@ -30,9 +30,9 @@ TIMELINE = ("fault", "detect", "recover", "commit")
 
 
 def read_events(workdir: str | Path) -> list[dict]:
-    """Every rank's events, in time order."""
+    """Every rank's events and the runner's (its wall-clock faults: wall.py), in time order."""
     out = []
-    for p in sorted((Path(workdir) / "events").glob("rank*.jsonl")):
+    for p in sorted((Path(workdir) / "events").glob("*.jsonl")):
         out += [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
     return sorted(out, key=lambda e: e["t"])
 
@@ -69,25 +69,30 @@ def _mean(xs: list[float]) -> float | None:
 
 
 def per_fault(events: list[dict]) -> list[dict]:
-    """Each fault: when it struck, its detection (the first sign any rank saw), the first commit of the attempt
-    after it, and the steps redone (the last step committed before the restart minus the step restored)."""
+    """Each fault: when it struck and what (a step, or a restart), its detection (the first sign any rank saw),
+    the first step committed after it (by whichever later attempt got that far: a fault can strike the restart
+    after another), and the steps redone: the last step its attempt committed minus the step the next attempt
+    that restored restored (none when its attempt committed none: a restart struck loses nothing more)."""
     out = []
     for f in (e for e in events if e["kind"] == "fault"):
         a = f["attempt"]
         detect = [e["t"] for e in events if e["kind"] == "detect" and e["attempt"] == a and e["t"] >= f["t"]]
-        after = [e for e in events if e["attempt"] == a + 1]
-        commits = [e["t"] for e in after if e["kind"] == "commit"]
-        restored = [e["step"] for e in after if e["kind"] == "restore"]
+        later = [e for e in events if e["attempt"] > a]
+        commits = [e["t"] for e in later if e["kind"] == "commit"]
+        nxt = min((e["attempt"] for e in later if e["kind"] == "restore"), default=None)
+        restored = [e["step"] for e in later if e["kind"] == "restore" and e["attempt"] == nxt]
         done = [e["step"] for e in events if e["kind"] == "commit" and e["attempt"] == a]
         out.append(
             {
                 "rank": f["rank"],
                 "fault": f.get("fault"),
                 "step": f["step"],
+                "struck": f.get("struck", "step"),
+                "at_s": f.get("at_s"),
                 "t": f["t"],
                 "detect_s": min(detect) - f["t"] if detect else None,
                 "recover_s": min(commits) - f["t"] if commits else None,
-                "redone": max(done, default=0) - min(restored) if restored else None,
+                "redone": max(0, max(done, default=0) - min(restored)) if restored else None,
             }
         )
     return out
@@ -126,12 +131,14 @@ def summarise(events: list[dict], ref_events: list[dict], *, steps: int, global_
 
 
 def timeline(events: list[dict], t0: float) -> list[dict]:
-    """The contract's events: each rank's fault, detection, recovery (its first commit after a restart) and
-    commits, with times from the job's start."""
+    """The contract's events: each rank's fault (a restart it struck marked ``struck``), detection, recovery
+    (its first commit after a restart) and commits, with times from the job's start."""
     out, seen_restart = [], set()
     for e in events:
         if e["kind"] in ("fault", "detect", "commit"):
             out.append({"rank": e["rank"], "kind": e["kind"], "t": e["t"] - t0, "step": e.get("step")})
+            if e["kind"] == "fault" and e.get("struck") == "restart":  # no step: the rank was starting again
+                out[-1] |= {"step": None, "struck": "restart"}
         if e["kind"] == "commit" and e["attempt"] > 0 and (e["rank"], e["attempt"]) not in seen_restart:
             seen_restart.add((e["rank"], e["attempt"]))
             out.append({"rank": e["rank"], "kind": "recover", "t": e["t"] - t0, "step": e["step"]})

@@ -36,7 +36,17 @@ class Fault:
     kind: str
     rank: int
     step: int
-    """The step the rank is at when it strikes (0-based, before that step runs)."""
+    """The step the rank is at when it strikes (0-based, before that step runs); 0 for a wall-clock fault."""
+    at_s: float | None = None
+    """A wall-clock fault: seconds from the job's start, struck by the runner whatever the rank is doing then (a
+    step, or a restart); None: the rank strikes itself at ``step``."""
+
+    def spell(self) -> str:
+        return (
+            f"{self.kind}:{self.rank}@{self.at_s:z.2f}s"
+            if self.at_s is not None
+            else f"{self.kind}:{self.rank}@{self.step}"
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,6 +102,8 @@ def check_plan(plan: Plan) -> None:
         raise PlanError(f"the timeout must be > 0 s, got {plan.timeout_s}")
     for f in plan.faults:
         check_fault(f, plan)
+    if len({f.at_s is None for f in plan.faults}) > 1:
+        raise PlanError("a schedule is either in steps or in wall-clock seconds (poisson:<mtbf>s), not both")
     check_writable(plan.workdir)
 
 
@@ -100,7 +112,10 @@ def check_fault(f: Fault, plan: Plan) -> None:
         raise PlanError(f"unknown fault class {f.kind!r}; choose from {', '.join(FAULT_CLASSES)}")
     if not 0 <= f.rank < plan.world:
         raise PlanError(f"fault target rank {f.rank} is beyond the world of {plan.world} ranks (0..{plan.world - 1})")
-    if not 0 < f.step < plan.steps:
+    if f.at_s is not None:
+        if f.kind != "kill" or not f.at_s > 0:
+            raise PlanError(f"wall-clock fault {f.spell()}: only kills, at a time > 0 s from the job's start")
+    elif not 0 < f.step < plan.steps:
         raise PlanError(f"fault step {f.step} is outside the run's steps 1..{plan.steps - 1}")
 
 

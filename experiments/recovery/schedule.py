@@ -2,9 +2,11 @@
 Poisson schedule at a compressed mean time between failures, counted in training steps (the run's clock that
 does not depend on the machine). Pure logic, no torch; the same seed gives the same schedule.
 
-Spelling (comma-separated, RECOVERY_FAULTS): ``<class>:<rank>@<step>`` with class kill, stop or disconnect;
+Spelling (comma-separated, RECOVERY_FAULTS): ``<class>:<rank>@<step>`` with class kill, stop or disconnect, or
+``kill:<rank>@<seconds>s`` at a wall-clock time from the job's start;
 ``poisson:<mtbf>`` draws failures (class kill, a seeded random rank) with exponential gaps of mean ``mtbf``
-steps over the run; ``none`` is the fault-free run.
+steps over the run; ``poisson:<mtbf>s`` draws them in wall-clock seconds from the job's start, so that one can
+strike during a restart (the elastic strategy's runner strikes them); ``none`` is the fault-free run.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ def parse_faults(text: str, *, world: int, steps: int, seed: int, keep: int | No
         if item in ("", "none"):
             continue
         kind, _, rest = item.partition(":")
+        if kind == POISSON and rest.endswith("s"):
+            out += poisson_times(seed=seed, mtbf_s=_number(rest[:-1], item), world=world, keep=keep)
+            continue
         if kind == POISSON:
             out += poisson_faults(seed=seed, mtbf=_number(rest, item), steps=steps, world=world, keep=keep)
             continue
@@ -37,6 +42,9 @@ def parse_faults(text: str, *, world: int, steps: int, seed: int, keep: int | No
         rank, at, step = rest.partition("@")
         if not at:
             raise PlanError(f"fault {item!r}: spell it <class>:<rank>@<step>, e.g. kill:1@5")
+        if step.endswith("s"):  # a wall-clock fault, seconds from the job's start
+            out.append(Fault(kind=kind, rank=int(_number(rank, item)), step=0, at_s=_number(step[:-1], item)))
+            continue
         out.append(Fault(kind=kind, rank=int(_number(rank, item)), step=int(_number(step, item))))
     return ordered(out)
 
@@ -52,12 +60,42 @@ def _number(text: str, item: str) -> float:
 
 
 def ordered(faults: list[Fault]) -> tuple[Fault, ...]:
-    """By step; two faults at one step cannot both strike (the first restarts the job), so that is an error."""
-    faults = sorted(faults, key=lambda f: f.step)
+    """By step; two faults at one step cannot both strike (the first restarts the job), so that is an error.
+    Wall-clock faults go by their time, and come after the faults in steps (a plan refuses the mix)."""
+    wall = sorted((f for f in faults if f.at_s is not None), key=lambda f: f.at_s)
+    faults = sorted((f for f in faults if f.at_s is None), key=lambda f: f.step)
     for a, b in zip(faults, faults[1:]):
         if a.step == b.step:
             raise PlanError(f"two faults at step {a.step}: one attempt meets one fault; give them different steps")
-    return tuple(faults)
+    return (*faults, *wall)
+
+
+WALL_HORIZON_S = 240.0
+"""A wall-clock Poisson schedule's failures fall in the job's first this many seconds: a job still running then
+(its mean time between failures shorter than its restarts) runs on without faults and ends."""
+
+
+def _rank(rng: random.Random, world: int, keep: int | None) -> int:
+    if keep is None or world < 2:
+        return rng.randrange(world)
+    rank = rng.randrange(world - 1)
+    return rank + (rank >= keep)
+
+
+def poisson_times(
+    *, seed: int, mtbf_s: float, world: int, keep: int | None = None, horizon_s: float = WALL_HORIZON_S
+) -> list[Fault]:
+    """Failures at wall-clock times from the job's start, exponential gaps of mean ``mtbf_s`` seconds, up to
+    ``horizon_s``: one SIGKILL of a seeded random rank (not ``keep``) each, whatever the rank is doing then."""
+    if not mtbf_s > 0:
+        raise PlanError(f"poisson needs a mean time between failures > 0 s, got {mtbf_s:zg}")
+    rng = random.Random(seed)
+    t, out = 0.0, []
+    while True:
+        t += rng.expovariate(1.0 / mtbf_s)
+        if t >= horizon_s:
+            return out
+        out.append(Fault(kind="kill", rank=_rank(rng, world, keep), step=0, at_s=round(t, 3)))
 
 
 def poisson_faults(*, seed: int, mtbf: float, steps: int, world: int, keep: int | None = None) -> list[Fault]:
@@ -73,12 +111,7 @@ def poisson_faults(*, seed: int, mtbf: float, steps: int, world: int, keep: int 
         step = max(int(t), last + 1)
         if step >= steps:
             return out
-        if keep is None or world < 2:
-            rank = rng.randrange(world)
-        else:
-            rank = rng.randrange(world - 1)
-            rank += rank >= keep
-        out.append(Fault(kind="kill", rank=rank, step=step))
+        out.append(Fault(kind="kill", rank=_rank(rng, world, keep), step=step))
         last = step
 
 

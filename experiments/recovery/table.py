@@ -34,7 +34,9 @@ def timeline_lines(events: list[dict]) -> list[str]:
     out = []
     for rank in sorted({e["rank"] for e in events}):
         marks = [
-            f"{e['kind']} {e['t']:z.2f}s" + (f" (step {e['step']})" if e.get("step") is not None else "")
+            f"{e['kind']} {e['t']:z.2f}s"
+            + (f" (step {e['step']})" if e.get("step") is not None else "")
+            + (" (restart)" if e.get("struck") == "restart" else "")
             for e in events
             if e["rank"] == rank and e["kind"] != "commit"
         ]

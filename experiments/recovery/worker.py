@@ -151,7 +151,8 @@ class Trainer:
 
 
 def train(plan: Plan, rank: int, attempt: int, log: Log) -> None:
-    fault = plan.faults[attempt] if attempt < len(plan.faults) else None
+    mine = [f for f in plan.faults if f.at_s is None]  # wall-clock faults are the runner's (wall.py)
+    fault = mine[attempt] if attempt < len(mine) else None
     tr = Trainer(plan, rank, log)
     start = tr.restore(attempt)
     for k in range(start, plan.steps):
