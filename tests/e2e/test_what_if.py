@@ -35,6 +35,7 @@ def test_make_what_if_replays_a_real_ddp_step(profiled_run):
     assert {"all_reduce", "compute"} <= set(case["slowdown_by_op_type"]) and set(case["M_W_pct"]) == {"0", "1"}
     assert [w["what"] for w in case["whatifs"]] == ["rank 1 2x slower", "link 0-1 2x faster"]
     slower, faster = (w["step_ms"] for w in case["whatifs"])
+    assert "every transfer scaled whole" in case["whatifs"][1]["priced"]  # one host, no probe: no α–β figure
     assert slower > case["replayed_ms"] > faster > 0
     assert all(doc["provenance"][k].startswith("modelled") for k in ("replayed_ms", "ideal_ms", "M_W_pct", "whatifs"))
     assert "what if rank 1 2x slower" in r.stdout and "M_W" in r.stdout

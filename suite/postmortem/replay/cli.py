@@ -8,13 +8,14 @@ beside the run's own: ``<run>/what-if/<case>.ideal.json`` (Perfetto). Bad input 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
 from pathlib import Path
 
 from suite.common.fileio import write_text_atomic
-from suite.postmortem.replay import graph, load, timeline
+from suite.postmortem.replay import graph, link, load, timeline
 from suite.postmortem.replay.whatif import WhatIf, analyse, ideal_replay, median_transfers
 
 PROVENANCE = {
@@ -31,8 +32,9 @@ PROVENANCE = {
     "M_W_pct": "modelled: per rank, the share of replayed - ideal that idealising that rank's durations alone "
     "removes, within 0..100 (None: no slowdown, under 1% of the step)",
     "M_S_pct": "modelled: M_W per pipeline stage (one rank per stage; None: not a pipeline)",
-    "whatifs": "modelled: the step replayed with the change; a link's transfers are scaled by the factor (no "
-    "α–β fit is applied: the profile does not name an op's process group, so every op's transfer is scaled)",
+    "whatifs": "modelled: the step replayed with the change; a rank's compute segments scaled by the factor; a "
+    "link's α–β bandwidth term c_β·S/β of each op that crosses it scaled, the rest of the transfer kept "
+    "(suite/postmortem/replay/link.py; each link what-if's priced says with what β and S)",
 }
 
 
@@ -80,7 +82,13 @@ def case_result(run: Path, case: str, spans: dict, whatifs: list[WhatIf]) -> tup
         return {"case": case, "steps": 0, "skipped": skipped[:3]}, None
     pipeline = any(k[0].startswith("p2p ") for k in graphs[0].order)
     stages = {r: [r] for r in graphs[0].ranks} if pipeline else None
+    peers = {k: rs for g in graphs for k, rs in g.peers.items()}
+    prices = [link.price(run, case, w.target, peers) if w.kind == "link" else None for w in whatifs]
+    whatifs = [w if p is None else dataclasses.replace(w, wire=p.wire) for w, p in zip(whatifs, prices)]
     out = {"case": case, **analyse(graphs, whatifs, stages), "steps_skipped": len(skipped)}
+    for entry, p in zip(out["whatifs"], prices):
+        if p is not None:
+            entry["priced"] = p.how
     recorded = load.recorded_step_s(run, case)
     out["recorded_ms"] = None if recorded is None else round(recorded * 1e3, 4)
     out["replay_error_vs_record_pct"] = (

@@ -75,6 +75,7 @@ def link_rows(base: Path, shaped: Path, factor: float) -> list[dict]:
                 "vs_record_pct": max(x["replay_error_vs_record_pct"] or 0.0 for x in (b, s)),
                 "predicted_ms": predicted,
                 "error_pct": _err(predicted, s["measured_ms"]),
+                "priced": b["whatifs"][0].get("priced", ""),
             }
         )
     return out
@@ -91,6 +92,7 @@ def link_table(found: list[dict], factor: float) -> str:
             f"| {r['case']} | {r['base_ms']:z.2f} | {r['shaped_ms']:z.2f} | {r['vs_record_pct']:zg}% "
             f"| {r['predicted_ms']:z.2f} | {r['error_pct']:zg}% |"
         )
+    lines += [""] + [f"- {r['case']}, the link what-if priced by {r['priced']}" for r in found if r["priced"]]
     return "\n".join(lines) + "\n"
 
 

@@ -5,15 +5,18 @@ Idealised (no straggler): each compute segment is the median of that segment acr
 mean, which keeps 1/n of one straggler's extra compute: half of it at two ranks), each transfer the median of that
 op's transfers over the ranks and the case's steps, and the ranks start the step together. A
 case's time is the mean over its steps (a slowdown that comes and goes counts by its share of the steps).
+
+A link k× slower stretches only the bandwidth term of the transfers that cross it (link.py: the α–β model).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from suite.postmortem.replay.graph import END, Graph, Replay, replay
+from suite.postmortem.replay.link import link_transfer
 
 COMPUTE = "compute"
 """The op type of the compute segments (the others are the ops' names)."""
@@ -24,11 +27,13 @@ NO_SLOWDOWN = 0.01
 @dataclasses.dataclass(frozen=True)
 class WhatIf:
     """A change to replay: ``kind`` is ``ideal``, ``rank`` (``target`` the rank) or ``link`` (``target`` the pair
-    of ranks); ``factor`` k: k times slower (compute for a rank, transfer for a link)."""
+    of ranks); ``factor`` k: k times slower (compute for a rank, the link's bandwidth term for a link). ``wire``:
+    a link's bandwidth term per op key, seconds (link.py; None: every transfer scaled whole)."""
 
     kind: str
     target: tuple[int, ...] = ()
     factor: float = 1.0
+    wire: Mapping[tuple, float] | None = dataclasses.field(default=None, compare=False, hash=False)
 
     def label(self) -> str:
         if self.kind == "ideal":
@@ -78,8 +83,10 @@ def changed(g: Graph, w: WhatIf, med: dict) -> float:
         return idealised(g, med)
     if w.kind == "rank":
         return replay(g, gap=lambda r, k: g.gap[r, k] * (w.factor if r == w.target[0] else 1.0)).time
-    if w.kind == "link":
+    if w.kind == "link" and w.wire is None:
         return replay(g, transfer=lambda r, k: g.transfer[r, k] * w.factor).time
+    if w.kind == "link":
+        return replay(g, transfer=lambda r, k: link_transfer(g.transfer[r, k], w.wire.get(k, 0.0), w.factor)).time
     raise ValueError(f"unknown what-if {w.kind!r}")
 
 
