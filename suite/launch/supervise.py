@@ -185,7 +185,7 @@ def _ended_by_lost(run_dir: Path, world_size: int, failed_since: float) -> bool:
         return False
     if ranks := ", ".join(str(r) for r in sorted(lost - reported - signalled)):
         print(
-            f"\n# every other rank has ended or is ending: ending rank(s) {ranks}, named lost, now",
+            f"\n# rank(s) {ranks} named lost, every other rank ending: ending the ranks now, not after the grace",
             file=sys.stderr,
             flush=True,
         )

@@ -182,5 +182,5 @@ def test_a_rank_named_lost_is_not_waited_for_and_ended_once_every_other_rank_is_
     assert capsys.readouterr().err == ""
     _frozen_rank_2(tmp_path, signalled_rank_1=True)
     assert supervise._ended_by_lost(tmp_path, 3, now)
-    assert "ending rank(s) 2, named lost, now" in capsys.readouterr().err
+    assert "rank(s) 2 named lost, every other rank ending: ending the ranks now" in capsys.readouterr().err
     assert supervise._ended_by_lost(tmp_path, 3, now - supervise.FAILURE_GRACE_S - 1)  # the grace is over
