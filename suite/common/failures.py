@@ -7,6 +7,7 @@ bridge and the launcher all use the same statuses without importing each other.
 
 from __future__ import annotations
 
+import json
 import socket
 import sys
 import time
@@ -75,3 +76,17 @@ def record_failure(results_dir: str | None, rank: int, cause: str, **extra) -> N
         )
     except Exception:  # reporting a failure must never raise a second one
         pass
+
+
+def reported_and_lost(results_dir: Path) -> tuple[set[int], set[int]]:
+    """The ranks that left a failure note in ``<results_dir>/failures`` and the ranks those notes name lost (a
+    heartbeat that stopped: frozen, partitioned or dead, so none of them answers a request or exits on its own)."""
+    reported, lost = set(), set()
+    for p in Path(results_dir, "failures").glob("rank*.json"):
+        try:
+            note = json.loads(p.read_text())
+            reported.add(int(note["rank"]))
+            lost.update(int(r) for r in note.get("lost_ranks") or ())
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # a note being written, or not one of a rank's
+    return reported, lost

@@ -33,7 +33,7 @@ from suite.postmortem import hang
 from suite.launch.torchrun_output import ElasticTraceback, root_cause
 from suite.launch.warm import TORCHRUN_POPEN
 from suite.common.fileio import ResultsWriteError, write_error, write_json_atomic
-from suite.common import progress, rank_exits
+from suite.common import failures, progress, rank_exits
 from suite.common.progress import ERASE_LINE
 
 
@@ -131,7 +131,7 @@ def run_ranks(
                     _diagnose(run_dir, world_size, "a rank reported a failure")
                     diagnosed = True
                 failed_since = time.monotonic()
-            if failed_since is not None and time.monotonic() - failed_since > FAILURE_GRACE_S:
+            if failed_since is not None and not ended and _ended_by_lost(run_dir, world_size, failed_since):
                 # A rank reported a fatal failure, but torchrun is still waiting on a rank
                 # that ignores SIGTERM (a frozen one): do not wait for its 30 s grace.
                 end_tree()
@@ -165,6 +165,31 @@ def _failed(proc, run_dir: Path) -> str | None:
         proc.send_signal(signal.SIGTERM)
         return "ended"
     return None
+
+
+def _ended_by_lost(run_dir: Path, world_size: int, failed_since: float) -> bool:
+    """Whether to end the ranks left, once a rank reported a failure: after FAILURE_GRACE_S, or at once when every
+    rank is ending (it left a note, or a signal ended it: faulthandler's stacks in ``hang/rank<r>.fatal``) or is
+    named lost in a note (frozen, partitioned or dead: it will not end on its own, nor answer), and says so.
+    ``world_size`` 0 (no diagnosis asked of the ranks): the grace only."""
+    if time.monotonic() - failed_since > FAILURE_GRACE_S:
+        return True
+    reported, lost = failures.reported_and_lost(run_dir) if world_size else (set(), set())
+    signalled = set()
+    for p in (run_dir / "hang").glob("rank*.fatal"):
+        try:
+            signalled |= {int(p.stem.removeprefix("rank"))} if p.stat().st_size else set()
+        except (OSError, ValueError):
+            continue
+    if not lost or not reported | signalled | lost >= set(range(world_size)):
+        return False
+    if ranks := ", ".join(str(r) for r in sorted(lost - reported - signalled)):
+        print(
+            f"\n# rank(s) {ranks} named lost, every other rank ending: ending the ranks now, not after the grace",
+            file=sys.stderr,
+            flush=True,
+        )
+    return True
 
 
 def _pass_stderr(proc, tail: collections.deque, elastic: ElasticTraceback, erase_line: bool) -> threading.Thread:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from suite.common import journal_ring
 from suite.postmortem import divergence
-from suite.common import flight_recorder
+from suite.common import failures, flight_recorder
 from suite.common.fileio import write_json_atomic
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: suite/postmortem/ is two levels down
@@ -80,12 +80,14 @@ def read_dumps(run_dir: Path) -> tuple[dict[int, dict], dict[int, list]]:
 
 
 def collect(run_dir: Path, world_size: int, why: str, wait_s: float = DUMP_WAIT_S) -> tuple[dict, dict]:
-    """Request the dumps and wait (at most ``wait_s``) until every rank has answered or died."""
+    """Request the dumps and wait (at most ``wait_s``) until every rank has answered, died or been named lost in
+    a failure note (its heartbeat stopped: it answers nothing)."""
     request_dumps(run_dir, why)
     deadline = time.monotonic() + wait_s
     while True:
         dumps, fatal = read_dumps(run_dir)
-        if len(set(dumps) | set(fatal)) >= world_size or time.monotonic() > deadline:
+        lost = failures.reported_and_lost(run_dir)[1]
+        if len(set(dumps) | set(fatal) | lost) >= world_size or time.monotonic() > deadline:
             return dumps, fatal
         time.sleep(0.2)
 

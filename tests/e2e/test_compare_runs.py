@@ -1,16 +1,16 @@
-"""Real runs of the same commit, every experiment, compared as users compare them.
+"""Real runs of the same commit compared as users compare them.
 
-`make bench-cpu REPEAT=4` (2 ranks, Gloo, tiny sizes and few iterations, small DDP and
-model-parallel models, the sharded strategies that fit 2 ranks) makes the runs ``t-r1`` .. ``t-r4``.
-Two of them compared one to one must match every case of each side (none only in base or only in
-new: a case's identity is what its record declares, never a measurement such as peak memory), and
-the comparison says it had one run per side. Interleaved sides (r1, r3 vs r2, r4: the A/B design for
-two commits) must call no case slower or faster and the gate must not FAIL: on this shared machine
-most cases are *inconclusive* at a 5% tolerance, and the gate says so and how many runs would
-resolve them. Two more runs of the same commit with a planted slowdown (SUITE_INJECT_DELAY: rank 1
-sleeps 0.5 s after every timed all_reduce; the collectives experiment at 1 KiB only) against the
-four: the slowdown is found and the gate FAILs. The four runs take about two minutes on 2 cores, the
-two planted ones ~30 s (paid for by MAX_BYTES=2K, was 4K).
+`make bench-cpu REPEAT=2` of every experiment (2 ranks, Gloo, tiny sizes and few iterations, small DDP and
+model-parallel models, the sharded strategies that fit 2 ranks) makes the runs ``t-r1``, ``t-r2``. Compared one to
+one they must match every case of each side (none only in base or only in new: a case's identity is what its record
+declares, never a measurement such as peak memory or the size the p2p experiment's deadlock probe found), and the
+comparison says it had one run per side. `make bench-cpu REPEAT=4` of the collectives experiment at 1 KiB (the cheap
+runs, ``c-r1`` .. ``c-r4``: the gate's statistics are the same for every experiment's cases) makes the A/B design
+for two commits: interleaved sides (r1, r3 vs r2, r4) must call no case slower or faster and the gate must not FAIL:
+on this shared machine most cases are *inconclusive* at a 5% tolerance, and the gate says so and how many runs would
+resolve them. Two more runs of those with a planted slowdown (SUITE_INJECT_DELAY: rank 1 sleeps 0.5 s after every
+timed all_reduce) against the four: the slowdown is found and the gate FAILs. The two runs of every experiment take
+about a minute on 2 cores, the four cheap ones ~30 s, the two planted ones ~45 s.
 """
 
 from __future__ import annotations
@@ -57,34 +57,49 @@ def _make(*args: str, timeout: float) -> subprocess.CompletedProcess:
     return make(*args, timeout=timeout, env={**os.environ, "SUITE_REPORT": "0", "OMP_NUM_THREADS": "1"})
 
 
+CHEAP = [k for k in KNOBS if not k.startswith(("EXPERIMENTS=", "MAX_BYTES="))] + [
+    "EXPERIMENTS=collectives",
+    "MAX_BYTES=1K",
+]
+"""The runs the gate's A/B design and the planted slowdown are made of: the collectives experiment at 1 KiB (a
+launch's cost, mostly: the gate treats every experiment's cases alike, what ``t`` proves matched)."""
+
+
 @pytest.fixture(scope="module")
-def two_runs(tmp_path_factory):
+def runs(tmp_path_factory):
     res = tmp_path_factory.mktemp("cmp") / "results"
-    proc = _make("bench-cpu", "REPEAT=4", "RUN_ID=t", f"RESULTS={res}", *KNOBS, timeout=600)
+    proc = _make("bench-cpu", "REPEAT=2", "RUN_ID=t", f"RESULTS={res}", *KNOBS, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "# 2 runs:" in proc.stdout
+    proc = _make("bench-cpu", "REPEAT=4", "RUN_ID=c", f"RESULTS={res}", *CHEAP, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "# 4 runs:" in proc.stdout
     return res
 
 
-def test_repeat_makes_k_runs_and_a_side_names_them(two_runs):
-    assert [Path(p).name for p in report.run_set(str(two_runs / "t"))] == ["t-r1", "t-r2", "t-r3", "t-r4"]
-    assert report.run_set(f"{two_runs / 't-r2'},{two_runs / 't-r1'}") == [
-        str(two_runs / "t-r2"),
-        str(two_runs / "t-r1"),
+def test_repeat_makes_k_runs_and_a_side_names_them(runs):
+    assert [Path(p).name for p in report.run_set(str(runs / "c"))] == ["c-r1", "c-r2", "c-r3", "c-r4"]
+    assert [Path(p).name for p in report.run_set(str(runs / "t"))] == ["t-r1", "t-r2"]
+    assert report.run_set(f"{runs / 't-r2'},{runs / 't-r1'}") == [
+        str(runs / "t-r2"),
+        str(runs / "t-r1"),
     ]
-    for r in ("t-r1", "t-r2", "t-r3", "t-r4"):
-        run = results.load_run(two_runs / r)
+    for r in ("t-r1", "t-r2", "c-r1", "c-r2", "c-r3", "c-r4"):
+        run = results.load_run(runs / r)
         assert run["suite"]["complete"] is True
 
 
-def _sides(two_runs) -> tuple[list[list[dict]], list[list[dict]]]:
+def _gated(runs, run: str) -> list[dict]:
     # what the gate compares: not the oversubscribed pass (the 2-D mesh at 4 ranks), nor the link probe's steps
-    load = lambda r: compare.gated_records(results.records(results.load_run(two_runs / r)))  # noqa: E731
-    return [load("t-r1"), load("t-r3")], [load("t-r2"), load("t-r4")]
+    return compare.gated_records(results.records(results.load_run(runs / run)))
 
 
-def test_every_case_of_every_experiment_is_matched(two_runs):
-    (a, _), (b, _) = _sides(two_runs)
+def _sides(runs) -> tuple[list[list[dict]], list[list[dict]]]:
+    return [_gated(runs, "c-r1"), _gated(runs, "c-r3")], [_gated(runs, "c-r2"), _gated(runs, "c-r4")]
+
+
+def test_every_case_of_every_experiment_is_matched(runs):
+    a, b = _gated(runs, "t-r1"), _gated(runs, "t-r2")
     assert {r["experiment"] for r in a} == set(launch.all_experiments())
     c = compare.compare_records(a, b)
     assert not c.only_base and not c.only_new, [case_identity.describe_key(k) for k in c.only_base + c.only_new]
@@ -98,9 +113,9 @@ STORED = ROOT / "tests" / "fixtures" / "all-gloo-2"
 runs stored before a restructuring must compare with runs after it, case for case."""
 
 
-def test_a_run_stored_before_the_restructuring_matches_every_case(two_runs):
+def test_a_run_stored_before_the_restructuring_matches_every_case(runs):
     stored = results.records(results.load_run(STORED))
-    now = compare.gated_records(results.records(results.load_run(two_runs / "t-r1")))
+    now = _gated(runs, "t-r1")
     stored_experiments = {r["experiment"] for r in stored}
     now = [r for r in now if r["experiment"] in stored_experiments]  # an experiment added since: new cases
     c = compare.compare_records(stored, now)
@@ -117,11 +132,12 @@ some case of one commit slower or faster in up to 1 comparison in 20, by design,
 fail 1 in 20."""
 
 
-def test_interleaved_runs_of_one_commit_call_no_case_slower_or_faster(two_runs):
-    base, new = _sides(two_runs)
+def test_interleaved_runs_of_one_commit_call_no_case_slower_or_faster(runs):
+    base, new = _sides(runs)
     c = compare.compare_runs(base, new, alpha=IDENTITY_ALPHA)
     assert c.base_runs == c.new_runs == 2 and "from the runs' medians" in c.between_run_note
     assert not c.only_base and not c.only_new and len(c.cases) == len(base[0])
+    assert {dict(x.key)["op"] for x in c.cases} >= {PLANTED, "all_gather", "broadcast"}
     flagged = [
         (case_identity.describe_key(x.key), round(x.ratio, 2), round(x.ci_low, 2), round(x.ci_high, 2))
         for x in c.cases
@@ -132,8 +148,8 @@ def test_interleaved_runs_of_one_commit_call_no_case_slower_or_faster(two_runs):
     assert all(x.runs_needed for x in c.inconclusive)  # each undecided case says what would decide it
 
 
-def test_make_compare_of_interleaved_runs_does_not_fail(two_runs):
-    r = lambda i: str(two_runs / f"t-r{i}")  # noqa: E731
+def test_make_compare_of_interleaved_runs_does_not_fail(runs):
+    r = lambda i: str(runs / f"c-r{i}")  # noqa: E731
     proc = _make("compare", f"BASE={r(1)},{r(3)}", f"NEW={r(2)},{r(4)}", f"ALPHA={IDENTITY_ALPHA}", timeout=120)
     out = proc.stdout
     assert "(2 run(s))" in out and "unmatched" not in out and "settings differ" not in out, out[-3000:]
@@ -144,31 +160,30 @@ def test_make_compare_of_interleaved_runs_does_not_fail(two_runs):
         assert re.search(r"gate: INCONCLUSIVE .*could not be judged|gate: INCONCLUSIVE .*straddles", out), out[-2000:]
     m = re.search(r"# (\d+) matched case\(s\): 0 slower, 0 faster, (\d+) same, (\d+) inconclusive", out)
     assert m and int(m.group(1)) == int(m.group(2)) + int(m.group(3)), out[-3000:]
-    assert int(m.group(1)) == len(compare.gated_records(results.records(results.load_run(two_runs / "t-r1"))))
+    assert int(m.group(1)) == len(_gated(runs, "c-r1"))
 
 
 PLANTED = "all_reduce"
 
 
 @pytest.fixture(scope="module")
-def planted_runs(two_runs):
-    """Two runs of the same commit and knobs, the collectives experiment at 1 KiB only, rank 1 sleeping
-    0.5 s after every timed all_reduce (``results/slow-r1``, ``-r2`` beside the four runs)."""
-    knobs = [k for k in KNOBS if not k.startswith(("EXPERIMENTS=", "MAX_BYTES="))]
+def planted_runs(runs):
+    """Two runs of the same commit and knobs as the cheap ones, rank 1 sleeping 0.5 s after every timed
+    all_reduce (``results/slow-r1``, ``-r2`` beside them)."""
     proc = _make(
-        "bench-cpu", "REPEAT=2", "RUN_ID=slow", f"RESULTS={two_runs}", *knobs, "EXPERIMENTS=collectives",
-        "MAX_BYTES=1K", f"SUITE_INJECT_DELAY=1:0.5:{PLANTED}", timeout=300,
+        "bench-cpu", "REPEAT=2", "RUN_ID=slow", f"RESULTS={runs}", *CHEAP, f"SUITE_INJECT_DELAY=1:0.5:{PLANTED}",
+        timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return two_runs
+    return runs
 
 
 def test_a_planted_slowdown_of_one_op_is_found_among_runs_of_one_commit(planted_runs):
-    proc = _make("compare", f"BASE={planted_runs / 't'}", f"NEW={planted_runs / 'slow'}", timeout=120)
+    proc = _make("compare", f"BASE={planted_runs / 'c'}", f"NEW={planted_runs / 'slow'}", timeout=120)
     out = proc.stdout
     assert proc.returncode == 2 and "gate: FAIL (regression:" in out, proc.stderr[-2000:] + out[-3000:]
     assert "(4 run(s))" in out and "(2 run(s))" in out and "settings differ" not in out, out[-3000:]
-    base = [results.records(results.load_run(planted_runs / f"t-r{i}")) for i in range(1, 5)]
+    base = [results.records(results.load_run(planted_runs / f"c-r{i}")) for i in range(1, 5)]
     new = [results.records(results.load_run(planted_runs / f"slow-r{i}")) for i in (1, 2)]
     c = compare.compare_runs(base, new)
     planted = [x for x in c.cases if dict(x.key)["op"] == PLANTED]

@@ -86,6 +86,8 @@ def test_frozen_rank_is_named_by_the_heartbeat(tmp_path):
     out = proc.stdout + proc.stderr
     assert proc.returncode == 5, out[-3000:]
     assert "rank 2 (host" in out and "stopped responding" in out, out[-3000:]
+    # once every other rank is ending, the launcher ends the frozen one at once, not after its grace
+    assert "rank(s) 2 named lost, every other rank ending: ending the ranks now" in proc.stderr, out[-3000:]
     assert took < 60, f"took {took:.0f} s"
     _assert_partial_results_valid(tmp_path)
     failures = list((tmp_path / "results" / "run" / "failures").glob("rank*.json"))

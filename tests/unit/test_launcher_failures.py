@@ -2,6 +2,7 @@
 switches checked before start, a results file that cannot be written or read named in one line."""
 
 import json
+import time
 
 import pytest
 
@@ -9,6 +10,8 @@ from suite.common.failures import EXIT_FAILED, EXIT_PEER_FAILURE
 from suite.common.fileio import ResultsWriteError, write_json_atomic
 from suite.launch.supervise import final_status, stamp_status
 from suite.launch.torchrun_output import ElasticTraceback
+from suite.launch import supervise
+from suite.postmortem import hang
 
 TORCHRUN_WALL = [
     "Traceback (most recent call last):\n",
@@ -156,3 +159,28 @@ def test_the_case_selection_the_host_collects_is_pytests_last_k_and_m():
     assert selection_args([]) == [] and selection_args(["--benchmark-sort", "mean", "-s", "-x"]) == []
     assert selection_args(["-k", "a or b", "-x"]) == ["-k", "a or b"]
     assert selection_args(["-kfoo", "-m", "not slow", "-k", "bar"]) == ["-k", "bar", "-m", "not slow"]
+
+
+def _frozen_rank_2(run_dir, signalled_rank_1: bool) -> None:
+    """Rank 2 of 3 frozen: rank 0 noted it lost (its heartbeat stopped) and answered the dump request; rank 1
+    either ended by torchrun's SIGTERM (faulthandler's stacks) or not yet ending."""
+    note = {"rank": 0, "cause": "rank 2 (host h) stopped responding", "lost_ranks": [2], "kind": "peer_failure"}
+    write_json_atomic(run_dir / "failures" / "rank0.json", note)
+    write_json_atomic(run_dir / "hang" / "rank0.json", {"rank": 0, "tail": [], "threads": []})
+    write_json_atomic(run_dir / "hang" / "rank1.json", {"rank": 1, "tail": [], "threads": []})
+    (run_dir / "hang" / "rank1.fatal").write_text("Current thread 0x1 (most recent call first):\n" * signalled_rank_1)
+
+
+def test_a_rank_named_lost_is_not_waited_for_and_ended_once_every_other_rank_is_ending(tmp_path, monkeypatch, capsys):
+    _frozen_rank_2(tmp_path, signalled_rank_1=False)
+    monkeypatch.setattr(hang.time, "sleep", lambda s: pytest.fail("waited for a rank its peers named lost"))
+    dumps, _ = hang.collect(tmp_path, 3, "a rank reported a failure", wait_s=60)
+    assert sorted(dumps) == [0, 1]
+    now = time.monotonic()
+    assert not supervise._ended_by_lost(tmp_path, 3, now)  # rank 1 runs on: it gets the grace
+    assert not supervise._ended_by_lost(tmp_path, 0, now)  # no world to account for: the grace only
+    assert capsys.readouterr().err == ""
+    _frozen_rank_2(tmp_path, signalled_rank_1=True)
+    assert supervise._ended_by_lost(tmp_path, 3, now)
+    assert "rank(s) 2 named lost, every other rank ending: ending the ranks now" in capsys.readouterr().err
+    assert supervise._ended_by_lost(tmp_path, 3, now - supervise.FAILURE_GRACE_S - 1)  # the grace is over
