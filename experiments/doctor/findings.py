@@ -57,6 +57,10 @@ def weak_nodes(links: list[dict], ranks: list[dict], hosts: list[str]) -> tuple[
         used_links |= {(e["probe"], e["src"], e["dst"]) for e in ev_links}
         if any(w.startswith("compute") for w, _ in reasons):
             used_ranks |= {e["rank"] for e in my_ranks}
+        if any(es for _, es in reasons):
+            # its slow links slow its ranks' sends and receives too: a rank of it flagged only in the
+            # communication probes is that same cause (its evidence), not a second finding
+            used_ranks |= {e["rank"] for e in my_ranks if e["straggler"] and not e["in_compute"]}
         weak.append(
             {
                 "host": h,

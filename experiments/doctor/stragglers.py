@@ -141,6 +141,7 @@ def rank_entries(recs: list[dict], world: int, hosts: list[str]) -> tuple[list[d
             },
             "slower_than_others_in": {label: f"{row['slower_than_others']}/{row['samples']}" for _, label, row in rows},
             "straggler": in_compute or in_comm,
+            "in_compute": in_compute,
             "evidence": [label for _, label, row in rows if row["flagged"]],
         }
         ranks.append(entry)

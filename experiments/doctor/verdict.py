@@ -39,7 +39,8 @@ the same sign test names it; a rank slow after its op has no wait to lose either
 
 **Weak node.** A host with at least two inter-node links (or ranks) in one direction, all of them
 affected: all its outgoing bandwidth links slow, all incoming, all its latency pairs, or all its ranks
-stragglers. That is one finding (the links and ranks are its evidence), not N.
+stragglers. That is one finding (the links and ranks are its evidence), not N; a rank of a host weak by its
+links that is a straggler in the communication probes only is part of it (those links carry its own sends).
 
 Anything else is **healthy**: the measured figures per class, and against the expectation when known -- where
 the run could have seen what these rules look for. Where its noise hides more than that (detectable.py: per

@@ -1,5 +1,5 @@
-"""make compose-doctor on 3 simulated nodes x 2 ranks: no finding when every link is alike, and each fault
-the simulation can produce named for what it is - one node's egress at a quarter of the others'
+"""make compose-doctor on simulated nodes (3 x 2 ranks unless a test says): no finding when every link is
+alike, and each fault the simulation can produce named for what it is - one node's egress at a quarter of the others'
 (LINK_RATES), one node's CPU limited (NODE_CPUS). Through docker/compose-run.sh, what
 `make compose-doctor` runs. How often a healthy simulation is called unhealthy is what a soak measures
 (`make soak TIER=docker N=20 PYTEST_ARGS='-k test_equal_links_give_no_finding'`), not a loop inside every
@@ -17,9 +17,18 @@ from tests.helpers.docker import output_of
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-DOCTOR = {"EXPERIMENTS": "doctor", "ITERS": "10", "WARMUP": "2", "LINK_RATE": "200mbit", "DOCTOR_LARGE_BYTES": "64K"}
+DOCTOR = {
+    "EXPERIMENTS": "doctor",
+    "ITERS": "10",
+    "WARMUP": "2",
+    "LINK_RATE": "200mbit",
+    "DOCTOR_LARGE_BYTES": "64K",
+    "DOCTOR_SIZES": "4K,64K",
+}
 """200 Mbit/s links (25 MB/s: the network, not the two CPUs, sets the inter-node figures), 64 KiB
-messages (a window of 4 is 10 ms at that rate: a run lasts about 45 s here)."""
+messages (a window of 4 is 10 ms at that rate). The collectives' straggler probes at two sizes, not the
+default three: the 1 MiB ones cost ~10 s a run here and judge nothing the pair probes do not (the links are
+the pair probes'; a rank's own time is the same sign test at any size)."""
 
 
 def _doctor(sim) -> dict:
@@ -45,17 +54,22 @@ def test_equal_links_give_no_finding(sim):
 
 
 def test_a_node_with_slow_egress_is_named_by_its_outgoing_links(sim):
-    p = sim.run(**DOCTOR, LINK_RATES="node2=50mbit")
+    """3 nodes x 1 rank: node2's two outgoing links at a quarter of the other four inter-node links (and of
+    LINK_RATE). One rank a node is enough for the rule (a weak node needs two links of one direction, the class
+    a healthy majority) and probes 12 links a pass, not 60; the equal-links test keeps the 3 x 2 layout."""
+    p = sim.run(**DOCTOR, LINK_RATES="node2=50mbit", NPROC_PER_NODE="1")
     assert p.returncode == EXIT_FINDING, output_of(p)[-5000:]
     # a finding is the doctor's, not a node failure: the closing line names the weak node
-    assert "# doctor: weak node node2 (ranks 4, 5): outgoing bandwidth: " in p.stdout, output_of(p)[-5000:]
+    assert "# doctor: weak node node2 (ranks 2): outgoing bandwidth: " in p.stdout, output_of(p)[-5000:]
     assert "(node0 exited with the doctor's status 8; " in p.stdout and "first failure" not in p.stdout
     d = _doctor(sim)
-    outgoing = {(a, b) for a in (4, 5) for b in range(4)}  # node2 hosts ranks 4 and 5
+    outgoing = {(2, 0), (2, 1)}  # node2 hosts rank 2; its incoming links (0 -> 2, 1 -> 2) are not slow
     assert {(e["src"], e["dst"]) for e in d["slow_links"] if e["probe"] == "bandwidth"} == outgoing
     assert [(w["host"], w["affected"]) for w in d["weak_nodes"]] == [("node2", ["outgoing bandwidth"])]
     assert [f["kind"] for f in d["findings"]] == ["weak_node"]
-    assert 0.15 < d["findings"][0]["ratio"] < 0.35  # a quarter of the class
+    # a quarter of the class; up to a half where the CPUs, not the 200 Mbit/s, set the healthy links' figure (0.38
+    # measured at a load average of 33 on the two cores); the finding itself needs less than 1 / 1.5
+    assert 0.15 < d["findings"][0]["ratio"] < 0.5
     hosts = sim.bench()["machine_info"]["suite"]["hosts"]
     assert hosts["node2"]["env"]["LINK_RATE_NODE"] == "50mbit" and hosts["node0"]["env"]["LINK_RATE_NODE"] == "200mbit"
     sim.assert_clean()
@@ -70,14 +84,18 @@ def test_a_cpu_limited_node_is_named_by_its_ranks(sim):
     tests loaded this machine). A quota is granted per 100 ms period, so the compute probe's sample
     must span several periods (DOCTOR_COMPUTE_MS=400): at the default 50 ms a throttled rank's few
     ms of work often fit in one period's quota, unslowed, and only one of node1's ranks read slow
-    (the test failed so in one of five runs). Its links may be affected too (a starved rank also
-    answers late): then they are part of the same weak-node finding."""
-    p = sim.run(**DOCTOR, NNODES="2", NODE_CPUS="node1=0.25", DOCTOR_COMPUTE_MS="400")
+    (the test failed so in one of five runs). Only the probes where every rank works at once run (K: the
+    compute, the ring and the collectives, which name a straggler): the 48 pair probes, each waiting on a
+    starved rank, judge links, not ranks (the slow-egress test has them). A throttled rank's compute sample
+    lasts seconds (its calibration trial ran unthrottled), so 1 + 8 samples a pass, not 2 + 10: the 16 pooled
+    samples name a rank slower in 14 of them (p < alpha / 4), and a starved rank is slower in every one."""
+    knobs = {**DOCTOR, "ITERS": "8", "WARMUP": "1", "K": "not pair_matrix and not window"}
+    p = sim.run(**knobs, NNODES="2", NODE_CPUS="node1=0.25", DOCTOR_COMPUTE_MS="400")
     assert p.returncode == EXIT_FINDING, output_of(p)[-5000:]
     d = _doctor(sim)
     assert sorted(s["rank"] for s in d["stragglers"]) == [2, 3]  # node1 hosts ranks 2 and 3
     assert [w["host"] for w in d["weak_nodes"]] == ["node1"]
-    assert "compute: every rank a straggler" in d["weak_nodes"][0]["affected"]
+    assert d["weak_nodes"][0]["affected"] == ["compute: every rank a straggler"] and d["links"] == []
     assert [f["kind"] for f in d["findings"] if "node1" not in f["where"]] == []  # nothing else named
     hosts = sim.bench()["machine_info"]["suite"]["hosts"]
     assert hosts["node1"]["container"]["cgroup_cpus"] == pytest.approx(0.25)

@@ -37,6 +37,7 @@ def doctor_run(
     slow=lambda probe, a, b, pass_no: 1.0,
     rank_slow=lambda r: 1.0,
     late_us=lambda r: 0.0,
+    comm_slow=lambda r: 1.0,
     noise=0.1,
     seed=0,
     expect=None,
@@ -45,7 +46,8 @@ def doctor_run(
     """A run of the doctor's probes on ``hosts`` (one entry per rank): links ~1 ms per message inter-node,
     0.2 ms intra-node, times ``slow(...)``; every all-rank probe with rank r's time x ``rank_slow(r)``.
     In the all_reduce probes rank r also reaches the op ``late_us(r)`` after its barrier exit (its
-    arrival, besides a few us of noise), and every rank waits inside the op for the last to arrive."""
+    arrival, besides a few us of noise), and every rank waits inside the op for the last to arrive; its own time
+    in them is also x ``comm_slow(r)``."""
     rng = random.Random(seed)
     n = len(hosts)
     recs = []
@@ -80,7 +82,7 @@ def doctor_run(
             }
         )
     for size in (4096, 65536):
-        own = [_samples(rng, 500 * rank_slow(r), noise) for r in range(n)]
+        own = [_samples(rng, 500 * rank_slow(r) * comm_slow(r), noise) for r in range(n)]
         arrivals = [[late_us(r) + rng.uniform(1, 5) for _ in range(N_SAMPLES)] for r in range(n)]
         last = [max(col) for col in zip(*arrivals)]
         recs.append(

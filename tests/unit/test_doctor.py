@@ -69,6 +69,37 @@ def test_a_node_whose_outgoing_links_are_slow_is_one_weak_node():
     assert f.ratio == pytest.approx(0.25, rel=0.15)
 
 
+def test_a_rank_slowed_only_in_communication_by_its_nodes_slow_egress_is_part_of_the_weak_node():
+    # node2's egress at a quarter: its rank 5 also reads slow in the collectives (its sends cross that link), not
+    # in the compute probe. One cause, one finding: rank 5 is the weak node's evidence, not a straggler finding.
+    d = doctor.diagnose(
+        doctor_run(
+            THREE_NODES,
+            slow=lambda p, a, b, k: 4.0 if p == "bandwidth" and a in (4, 5) and b < 4 else 1.0,
+            comm_slow=lambda r: 2.0 if r == 5 else 1.0,
+            noise=0.05,
+        )
+    )
+    assert [s["rank"] for s in d.stragglers] == [5] and not d.stragglers[0]["in_compute"]
+    (f,) = d.findings
+    assert f.kind == "weak_node" and f.where.startswith("node2 (ranks 4, 5)") and "rank 5" in f.evidence
+
+
+def test_a_compute_straggler_on_a_node_with_slow_egress_is_still_its_own_finding():
+    d = doctor.diagnose(
+        doctor_run(
+            THREE_NODES,
+            slow=lambda p, a, b, k: 4.0 if p == "bandwidth" and a in (4, 5) and b < 4 else 1.0,
+            rank_slow=lambda r: 2.0 if r == 5 else 1.0,
+            noise=0.05,
+        )
+    )
+    assert [(f.kind, f.where) for f in d.findings] == [
+        ("weak_node", d.findings[0].where),
+        ("straggler", "rank 5 (node2)"),
+    ]
+
+
 def test_incoming_slowness_is_told_from_outgoing():
     d = doctor.diagnose(
         doctor_run(THREE_NODES, slow=lambda p, a, b, k: 4.0 if p == "bandwidth" and b in (0, 1) and a >= 2 else 1.0)
