@@ -5,6 +5,7 @@ a slowdown every rank shares is not, and the rank-sum test's p-value is what the
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 import re
 
@@ -157,6 +158,9 @@ def test_the_steps_between_exchanges_keep_their_cost_at_its_share_of_the_step():
     assert watch.next_every(0.0059, 0.016) == 74
     assert watch.next_every(1e-6, 0.016) == watch.EVERY
     assert watch.next_every(1.0, 0.001) == watch.EVERY_MAX == watch.next_every(0.001, 0.0)
+    # an exchange held 1 s (a rank paused as it reached it), steps of 85 ms: the next within 2 s of steps
+    assert watch.next_every(1.0, 0.085) == 24 == math.ceil(watch.GAP_S / 0.085)
+    assert watch.next_every(1.0, 0.5) == watch.EVERY
 
 
 def test_a_node_whose_ranks_are_flagged_at_different_points_is_named_once_when_the_last_is():
