@@ -249,11 +249,17 @@ def _entry(f: detect.Flag, onset_unix: float, detected_unix: float, after_s: flo
 
 def attach(b, ctx, session, module, every: int = EVERY):
     """``b`` (a training case's ``Buffers``) watched: its call timed, the exchange before each sample, and the
-    watch's fields (``slowdowns``, its cost) added to its derived ones."""
+    watch's fields (``slowdowns``, its cost) added to its derived ones, the watch's last exchange first (a DDP
+    case's derive runs its baseline steps: a minute on a loaded host, which a flag would otherwise wait for)."""
     w = Watch(ctx, session, module, every)
     b.call = w.wrap(b.call)
     before = b.before_sample
     b.before_sample = w.before_sample if before is None else (lambda: (before(), w.before_sample()))
     derive = b.derive
-    b.derive = lambda m, around, s: (derive(m, around, s) if derive is not None else {}) | w.finish()
+
+    def derived(m, around, s):
+        fields = w.finish()  # first: the last steps' flags raised now, not after the derive's baseline runs
+        return (derive(m, around, s) if derive is not None else {}) | fields
+
+    b.derive = derived
     return b

@@ -217,3 +217,32 @@ def test_pauses_too_small_to_slow_the_mean_step_by_10_percent_are_not_named():
 
 def test_pauses_from_the_first_steps_have_no_past_to_compare_with():
     assert _pauses(_paused(0, 15, 0), 2) == []
+
+
+def test_the_watch_s_last_exchange_comes_before_the_case_s_own_derived_fields(monkeypatch):
+    """A DDP case's derive runs its baseline steps (a minute under load): the flags of the steps since the last
+    exchange are raised before them, not after."""
+    from types import SimpleNamespace
+
+    from suite.watch import watch
+
+    order = []
+
+    class _Watch:  # the watch's collectives aside: what attach wires, and in which order
+        def __init__(self, *args):
+            pass
+
+        def wrap(self, call):
+            return call
+
+        def before_sample(self):
+            pass
+
+        def finish(self):
+            order.append("watch")
+            return {"slowdowns": []}
+
+    monkeypatch.setattr(watch, "Watch", _Watch)
+    b = SimpleNamespace(call=None, before_sample=None, derive=lambda m, a, s: order.append("case") or {"x": 1})
+    watch.attach(b, None, None, None)
+    assert b.derive(None, None, None) == {"x": 1, "slowdowns": []} and order == ["watch", "case"]
