@@ -14,7 +14,27 @@ A target is flagged when it becomes slower than its own past *and* than its peer
    ``MIN_RATIO``, slower than the target's own past by as much, and a one-sided Mann-Whitney rank-sum test
    (normal approximation, midranks, tie and continuity corrections) gives p below ``ALPHA`` (strict: the test is
    repeated at every step); a crossing not confirmed within ``MAX_PENDING`` steps starts the CUSUM over (a burst
-   of noise, not a change).
+   of noise, not a change); and the steps since the onset must be ``MIN_AFTER`` or more and pass
+   ``slower_than_drift``.
+
+False alarms on a loaded host. On shared cores the load does not come and go for all ranks alike at every
+moment: for a second or more one rank shares its core with another job and the other does not, then the load
+moves. Such a stretch is, to the test above, a rank slower than its past and its peers: the baseline was taken
+on a calmer stretch (or on one where the load sat on the peer), the load makes the rank's own time rise too, and
+its steps are many and consistent enough for the rank-sum test. What tells a slow rank from it:
+
+- it is slower than its peers *now*, not only than its own earlier ratio to them: a rank that went from 0.92x to
+  1.04x of its peer because the load moved is no slower than them (an absolute floor: the median log ratio since
+  the onset at least ``log(MIN_RATIO)``; ranks of one job run the same step);
+- it is slower than its past was at its slowest: the floor is raised by the highest median of any stretch of as
+  many points in the baseline (a rank whose past drifted up to 1.2x its peers must now be 1.1x above that);
+- it lasts: ``MIN_AFTER`` points since the onset (not since the CUSUM's start, which comes earlier), and the floor
+  holds on each half of them as well as on all (a stretch that ended halfway fails its second half).
+
+Rejected: the peers' spread in the baseline (with two ranks there is one peer, no spread); comparing against the
+peers' same-time blocks alone, without the rank's past (a rank slower by nature would be named from the start).
+A slow rank pays for this in time to detect (``MIN_AFTER`` points, a few seconds at the watch's points), not in
+what it can name (tests/unit/test_watch_detect.py plants both).
 
 ``Nodes`` turns the flags of every rank of one node, at one point or several, into one flag of the node.
 
@@ -41,8 +61,9 @@ H_SIGMAS = 6.0
 """The CUSUM's threshold, in robust standard deviations of the baseline's log ratio."""
 NOISE_FLOOR = 0.03
 """The least standard deviation assumed of a log ratio (a baseline quieter than timing noise on a loaded host)."""
-MIN_AFTER = 4
-"""Steps after the onset before a flag can be confirmed."""
+MIN_AFTER = 12
+"""Steps after the onset (and after the CUSUM's start) before a flag can be confirmed: how long a slowdown must
+last (a loaded host's stretches are shorter)."""
 MAX_PENDING = 48
 """Steps a crossing may wait for its confirmation before the CUSUM starts over."""
 REBASE = 16
@@ -122,6 +143,7 @@ class _Track:
     cusum: float = 0.0
     start: int = 0
     flagged: bool = False
+    settled: bool = False
 
 
 def _rebase(tr: _Track, start: int) -> None:
@@ -134,6 +156,20 @@ def _rebase(tr: _Track, start: int) -> None:
     tr.base = statistics.median(window)
     tr.sigma = max(1.4826 * statistics.median([abs(r - tr.base) for r in window]), NOISE_FLOOR)
     tr.based = start
+
+
+def slower_than_drift(before: Sequence[float], after: Sequence[float]) -> bool:
+    """Whether the log ratios ``after`` the onset are, on their median and on each of their halves', above
+    ``MIN_RATIO`` against the peers at the same time (an absolute floor) and against the slowest stretch of as many
+    points in ``before`` (the past's own drift): see the module's "False alarms on a loaded host"."""
+    floor = math.log(MIN_RATIO)
+    n = len(after)
+    drift = max(
+        (statistics.median(before[i : i + n]) for i in range(len(before) - n + 1)),
+        default=statistics.median(before),
+    )
+    halves = (after, after[: n // 2], after[n // 2 :])
+    return all(statistics.median(h) >= floor + max(drift, 0.0) for h in halves)
 
 
 def _onset(ratios: Sequence[float], start: int, step: int, base: float) -> int:
@@ -185,8 +221,8 @@ class Detector:
         if tr.cusum < H_SIGMAS * tr.sigma or step + 1 - tr.start < MIN_AFTER:
             return None
         flag = self._confirm(target, tr, step)
-        if flag is None and step + 1 - tr.start >= MAX_PENDING:
-            tr.cusum = 0.0
+        if flag is None and (tr.settled or step + 1 - tr.start >= MAX_PENDING):
+            tr.cusum, tr.settled = 0.0, False
             _rebase(tr, step + 1)
         if flag is not None:
             tr.flagged = True
@@ -194,11 +230,16 @@ class Detector:
 
     def _confirm(self, target: str, tr: _Track, step: int) -> Flag | None:
         onset = _onset(tr.ratios, tr.start, step, tr.base)
+        if step + 1 - onset < MIN_AFTER:  # a slowdown must last: a loaded host's stretches are short
+            return None
         first = max(0, onset - BASELINE)  # the evidence before: the baseline's steps at most
         before_r, after_r = tr.ratios[first:onset], tr.ratios[onset : step + 1]
-        ratio = math.exp(statistics.median(after_r) - statistics.median(before_r))
+        level = statistics.median(after_r)
+        ratio = math.exp(level - statistics.median(before_r))
         own = statistics.median(tr.values[onset : step + 1]) / statistics.median(tr.values[first:onset])
-        if ratio < MIN_RATIO or own < MIN_RATIO:
+        # a level the rank has held for MIN_AFTER points under the floor: no slowdown, the CUSUM starts over
+        tr.settled = not slower_than_drift(before_r, after_r)
+        if ratio < MIN_RATIO or own < MIN_RATIO or tr.settled:
             return None
         p = rank_sum_p(before_r, after_r)
         if p >= ALPHA:

@@ -13,16 +13,16 @@ per parameter as its gradient is accumulated):
   its last gradient is accumulated; the step waits for the last) less the earliest rank's, each measured from its
   own step start, which follows the harness's barrier: no clocks compared across hosts.
 
-After ``EVERY`` steps, then as many as keep the exchange at ``COST_PCT`` of the step (``EVERY``..``EVERY_MAX``),
-before the next timed sample and outside it (``before_sample``), the ranks all_gather their rows as one float64
-tensor on a Gloo group (the case's own where it is Gloo, else one Gloo side group per session) and rank 0 feeds
-them to the detector: a step per point, or where steps are shorter than ``POINT_S`` each rank's median over a block
-of steps (the flag's steps are then the block's first and last). A flag is one line on rank 0's terminal
+After ``EVERY`` steps, then as many as keep the exchange at ``COST_PCT`` of the step (``EVERY``..``EVERY_MAX``, and at
+most ``GAP_S`` of steps), before the next timed sample and outside it (``before_sample``), the ranks all_gather their
+rows as one float64 tensor on a Gloo group (the case's own where it is Gloo, else one Gloo side group per session) and
+rank 0 feeds them to the detector: a step per point, or where steps are shorter than ``POINT_S`` each rank's median over
+a block of steps (the flag's steps are then the block's first and last). A flag is one line on rank 0's terminal
 (suite/watch/console.py), a marker on rank 0's track of the run's timeline, and an entry of the case's record's
-``slowdowns``. ``watch_cost_pct`` is the exchanges' and the detection's time per step while the steps run, on rank
-0, over its median step: an upper bound, since the all_gather's time holds the wait for the last rank to reach it,
-which the harness's barrier before the next step would otherwise hold. The last exchange, after the last step
-(with the record's other derived fields), is ``watch_final_ms``, apart.
+``slowdowns``. ``watch_cost_pct`` is the exchanges' and the detection's time per step while the steps run, on rank 0,
+over its median step: an upper bound, since the all_gather's time holds the wait for the last rank to reach it, which
+the harness's barrier before the next step would otherwise hold. The last exchange, after the last step (with the
+record's other derived fields), is ``watch_final_ms``, apart.
 """
 
 from __future__ import annotations
@@ -42,6 +42,10 @@ EVERY = 10
 """Steps before the first exchange, and the fewest between two."""
 EVERY_MAX = 1000
 """The most steps between two exchanges."""
+GAP_S = 2.0
+"""The most time of steps between two exchanges (at least ``EVERY`` steps): what a flag may wait for the detector to
+see its steps. One exchange held up (a rank paused as it reached it: seconds) would otherwise set the next one a
+thousand steps later, past the run's end."""
 COST_PCT = 0.5
 """The exchanges' share of the step time aimed at: after each, the steps to the next are as many as keep the last
 exchange's cost (the largest any rank measured) at this percentage of the median step, within EVERY..EVERY_MAX."""
@@ -208,10 +212,11 @@ class Watch:
 
 def next_every(cost_s: float, step_s: float) -> int:
     """Steps to the next exchange: as many as keep ``cost_s`` (the last exchange's) at ``COST_PCT`` of ``step_s`` (the
-    median step), within ``EVERY``..``EVERY_MAX``."""
+    median step), within ``EVERY``..``EVERY_MAX`` and at most ``GAP_S`` of steps."""
     if step_s <= 0:
         return EVERY_MAX
-    return min(max(math.ceil(cost_s / (COST_PCT / 100 * step_s)), EVERY), EVERY_MAX)
+    most = min(EVERY_MAX, max(EVERY, math.ceil(GAP_S / step_s)))
+    return min(max(math.ceil(cost_s / (COST_PCT / 100 * step_s)), EVERY), most)
 
 
 def _entry(f: detect.Flag, onset_unix: float, detected_unix: float, after_s: float, late_s: float) -> dict:
@@ -244,11 +249,17 @@ def _entry(f: detect.Flag, onset_unix: float, detected_unix: float, after_s: flo
 
 def attach(b, ctx, session, module, every: int = EVERY):
     """``b`` (a training case's ``Buffers``) watched: its call timed, the exchange before each sample, and the
-    watch's fields (``slowdowns``, its cost) added to its derived ones."""
+    watch's fields (``slowdowns``, its cost) added to its derived ones, the watch's last exchange first (a DDP
+    case's derive runs its baseline steps: a minute on a loaded host, which a flag would otherwise wait for)."""
     w = Watch(ctx, session, module, every)
     b.call = w.wrap(b.call)
     before = b.before_sample
     b.before_sample = w.before_sample if before is None else (lambda: (before(), w.before_sample()))
     derive = b.derive
-    b.derive = lambda m, around, s: (derive(m, around, s) if derive is not None else {}) | w.finish()
+
+    def derived(m, around, s):
+        fields = w.finish()  # first: the last steps' flags raised now, not after the derive's baseline runs
+        return (derive(m, around, s) if derive is not None else {}) | fields
+
+    b.derive = derived
     return b
