@@ -2,9 +2,12 @@
 
     python scripts/tiers.py [--tiers unit,dist,e2e,docker,gpu] [-- PYTEST_ARGS]
 
-The unit tier runs first and stops at its first failure (``-x``): a broken unit test shows in about a
-minute, not after the multi-process tiers. When it passes, the other tiers run to the end, so one run
-lists every failure. Each tier is its own ``pytest`` process and ends with a line
+The unit tier runs first, in one pytest-xdist worker per core (at most 4: its tests are pure functions
+and one-rank in-process groups, each on its own free port and tmp_path), and stops at its first failure
+(``-x``; a test already handed to a worker still runs): a broken unit test shows in about a minute, not
+after the multi-process tiers, which run one test at a time (their ranks use the cores). When it passes,
+the other tiers run to the end, so one run lists every failure. Each tier is its own ``pytest`` process
+and ends with a line
 
     # tier dist: 1210 s (budget 1260 s)
 
@@ -25,11 +28,15 @@ ROOT = Path(__file__).resolve().parents[1]
 BUDGET_S = {"unit": 120, "dist": 960, "e2e": 600, "docker": 540, "gpu": 30}
 """Each tier's budget on CI's 2-core machine, in seconds; docs/tests.md lists them (a unit test checks)."""
 NO_TESTS_SELECTED = 5  # pytest.ExitCode.NO_TESTS_COLLECTED
+UNIT_WORKERS = ("-n", "auto", "--maxprocesses", "4", "--benchmark-disable")
+"""The unit tier's pytest-xdist workers: one per core, at most 4 (pytest-benchmark times nothing in this tier;
+it would otherwise warn that xdist disables it)."""
 
 
 def run_tier(tier: str, extra: list[str], root: Path) -> tuple[int, float]:
-    """pytest on tests/<tier> of ``root`` (``-x`` for the unit tier): its status and wall time."""
-    first = ["-x"] if tier == "unit" else []
+    """pytest on tests/<tier> of ``root`` (``-x`` and ``UNIT_WORKERS`` for the unit tier): its status and wall
+    time."""
+    first = ["-x", *UNIT_WORKERS] if tier == "unit" else []
     t0 = time.monotonic()
     rc = subprocess.call([sys.executable, "-m", "pytest", f"tests/{tier}", *first, *extra], cwd=root)
     return (0 if rc == NO_TESTS_SELECTED else rc), time.monotonic() - t0
