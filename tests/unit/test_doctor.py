@@ -56,10 +56,13 @@ def test_a_link_slow_in_one_pass_only_is_noise():
     assert d.verdict == "healthy"
 
 
+def _node2_egress_quarter(probe: str, a: int, b: int, k: int) -> float:
+    """node2's (ranks 4, 5) outgoing links at a quarter of the others' bandwidth: its pair probes out take 4x."""
+    return 4.0 if probe == "bandwidth" and a in (4, 5) and b < 4 else 1.0
+
+
 def test_a_node_whose_outgoing_links_are_slow_is_one_weak_node():
-    d = doctor.diagnose(
-        doctor_run(THREE_NODES, slow=lambda p, a, b, k: 4.0 if p == "bandwidth" and a in (4, 5) and b < 4 else 1.0)
-    )
+    d = doctor.diagnose(doctor_run(THREE_NODES, slow=_node2_egress_quarter))
     outgoing = {(a, b) for a in (4, 5) for b in range(4)}
     assert {(e["src"], e["dst"]) for e in d.slow_links} == outgoing
     assert [w["host"] for w in d.weak_nodes] == ["node2"]
@@ -75,7 +78,7 @@ def test_a_rank_slowed_only_in_communication_by_its_nodes_slow_egress_is_part_of
     d = doctor.diagnose(
         doctor_run(
             THREE_NODES,
-            slow=lambda p, a, b, k: 4.0 if p == "bandwidth" and a in (4, 5) and b < 4 else 1.0,
+            slow=_node2_egress_quarter,
             comm_slow=lambda r: 2.0 if r == 5 else 1.0,
             noise=0.05,
         )
@@ -89,7 +92,7 @@ def test_a_compute_straggler_on_a_node_with_slow_egress_is_still_its_own_finding
     d = doctor.diagnose(
         doctor_run(
             THREE_NODES,
-            slow=lambda p, a, b, k: 4.0 if p == "bandwidth" and a in (4, 5) and b < 4 else 1.0,
+            slow=_node2_egress_quarter,
             rank_slow=lambda r: 2.0 if r == 5 else 1.0,
             noise=0.05,
         )
@@ -192,9 +195,7 @@ def test_a_run_without_probes_says_so(tmp_path):
 
 
 def test_the_verdict_table_leads_with_the_findings():
-    d = doctor.diagnose(
-        doctor_run(THREE_NODES, slow=lambda p, a, b, k: 4.0 if p == "bandwidth" and a in (4, 5) and b < 4 else 1.0)
-    )
+    d = doctor.diagnose(doctor_run(THREE_NODES, slow=_node2_egress_quarter))
     text = doctor.format_verdict(d)
     first, second, third = text.splitlines()[:3]
     assert "1 FINDING(S) (exit 8)" in first
