@@ -116,6 +116,9 @@ NAMES: dict[str, str] = {
     "EXIT_BAD_INPUT": "suite.common.failures",
     "EXIT_WRONG_RESULT": "suite.common.failures",
     "EXIT_FINDING": "suite.common.failures",
+    # The compose simulation's containers, from the host (fault injection at the node level).
+    "docker": "suite.inject.effects",
+    "container_of": "suite.inject.host",
 }
 """Names re-exported from a module: public name -> its home module (the name is the same there)."""
 
@@ -191,6 +194,8 @@ if TYPE_CHECKING:  # the same names, imported for static tools (type checkers, i
         wrong_cell,
     )
     from suite.results import load_run, records
+    from suite.inject.effects import docker
+    from suite.inject.host import container_of
 
 
 def __getattr__(name: str):

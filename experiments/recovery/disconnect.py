@@ -20,10 +20,11 @@ import json
 import random
 import re
 import signal
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
+
+from suite.api import container_of, docker
 
 from .plan import PlanError
 
@@ -51,24 +52,27 @@ def parse(text: str, *, nnodes: int, seed: int, timeout_s: float) -> Disconnect:
 
 
 def run_docker(*args: str) -> str:
-    p = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=60, check=False)
-    if p.returncode:
-        raise PlanError(f"docker {args[0]} {args[1]}: {(p.stderr.strip() or str(p.returncode)).splitlines()[0]}")
-    return p.stdout.strip()
+    """``docker ARGS``' output; PlanError (one line) where it fails."""
+    try:
+        return docker(*args).strip()
+    except (RuntimeError, OSError) as e:
+        raise PlanError(str(e).splitlines()[0]) from None
 
 
 def locate(project: str, node: int) -> tuple[str, str]:
     """The container of ``node<node>`` in compose project ``project`` and the network it is on."""
     if not project:
         raise PlanError("a disconnect fault needs the compose cluster: no compose project given")
-    labels = [f"label=com.docker.compose.project={project}", f"label=com.docker.compose.service=node{node}"]
-    ids = run_docker("ps", "-q", "--filter", labels[0], "--filter", labels[1]).split()
-    if not ids:
+    try:
+        container = container_of(project, f"node{node}")
+    except (RuntimeError, OSError) as e:
+        raise PlanError(str(e).splitlines()[0]) from None
+    if container is None:
         raise PlanError(f"a disconnect fault needs the compose cluster: compose project {project!r} runs no node{node}")
-    nets = run_docker("inspect", "-f", "{{range $k, $v := .NetworkSettings.Networks}}{{$k}} {{end}}", ids[0]).split()
+    nets = run_docker("inspect", "-f", "{{range $k, $v := .NetworkSettings.Networks}}{{$k}} {{end}}", container).split()
     if len(nets) != 1:
         raise PlanError(f"node{node}'s container is on {len(nets)} networks ({' '.join(nets)}); one expected")
-    return ids[0], nets[0]
+    return container, nets[0]
 
 
 def strike(d: Disconnect, container: str, network: str, t0: float) -> dict:
