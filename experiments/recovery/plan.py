@@ -102,9 +102,14 @@ def check_plan(plan: Plan) -> None:
         raise PlanError(f"the timeout must be > 0 s, got {plan.timeout_s}")
     for f in plan.faults:
         check_fault(f, plan)
-    if len({f.at_s is None for f in plan.faults}) > 1:
-        raise PlanError("a schedule is either in steps or in wall-clock seconds (poisson:<mtbf>s), not both")
+    check_one_clock(plan.faults)
     check_writable(plan.workdir)
+
+
+def check_one_clock(faults) -> None:
+    """A schedule counts in steps or in wall-clock seconds, not both."""
+    if len({f.at_s is None for f in faults}) > 1:
+        raise PlanError("a schedule is either in steps or in wall-clock seconds (poisson:<mtbf>s), not both")
 
 
 def check_fault(f: Fault, plan: Plan) -> None:

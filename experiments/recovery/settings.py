@@ -21,7 +21,7 @@ class RecoverySettings:
     faults: tuple[str, ...] = field(default=("kill:1@6", "stop:1@6"), metadata={"env": "RECOVERY_FAULTS"})
     """RECOVERY_FAULTS: one schedule per case: ``kill:<rank>@<step>``, ``stop:<rank>@<step>``, ``poisson:<mtbf>``
     (mean steps between failures), ``poisson:<mtbf>s`` or ``kill:<rank>@<t>s`` (wall-clock seconds from the
-    job's start; elastic only) or ``none`` (experiments/recovery/schedule.py)."""
+    job's start; torchft counts them from its first step) or ``none`` (experiments/recovery/schedule.py)."""
     steps: int = field(default=10, metadata={"env": "RECOVERY_STEPS"})
     """RECOVERY_STEPS: training steps of each run."""
     ckpt_every: int = field(default=4, metadata={"env": "RECOVERY_CKPT_EVERY"})

@@ -3,9 +3,10 @@
 - ``elastic``: torchrun elastic restarts from torch.distributed.checkpoint checkpoints (elastic.py), every
   fault class of the schedule, in steps or in wall-clock seconds (wall.py), each checkpoint mode;
 - ``torchft``: torchft's fault-tolerant DDP, one replica group per rank of the job, a killed or stopped replica
-  healed live from its peer (torchft_strategy.py); it runs the schedules made of kills and stops (Poisson
-  included) that leave one replica group alone, its live peer: a Poisson schedule's draws spare replica
-  ``schedule.KEPT``, and a spelled schedule that strikes every replica group is refused (settings.py).
+  healed live from its peer (torchft_strategy.py); it runs the schedules made of kills and stops (Poisson, in
+  steps or seconds, included) that leave one replica group alone, its live peer: a Poisson schedule's draws
+  spare replica ``schedule.KEPT``, and a spelled schedule that strikes every replica group is refused
+  (settings.py).
 
 A job that fails outright is a wrong result with its first line, like a recovery that lost state."""
 
@@ -31,9 +32,9 @@ def elastic_runner(plan: Plan):
 
 
 def torchft_runs(faults: tuple[Fault, ...]) -> bool:
-    """Whether the torchft strategy runs this schedule: kills and stops in steps (none is the fault-free run); a
-    wall-clock schedule is the elastic strategy's alone."""
-    return all(f.kind in torchft_strategy.FAULTS and f.at_s is None for f in faults)
+    """Whether the torchft strategy runs this schedule: kills and stops in steps, or kills in wall-clock seconds
+    (none is the fault-free run)."""
+    return all(f.kind in torchft_strategy.FAULTS for f in faults)
 
 
 def torchft_runner(plan: Plan):

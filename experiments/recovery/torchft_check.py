@@ -198,5 +198,6 @@ def events(rows: list[dict], t0: float) -> list[dict]:
             continue  # torchft's first-step weight sync from the primary replica, not a recovery
         kind = "commit" if r["kind"] == "step" and r["ok"] else kinds.get(r["kind"])
         if kind:
-            out.append({"rank": r["replica"], "kind": kind, "t": r["t"] - t0, "step": r.get("step"), "life": r["life"]})
+            event = {"rank": r["replica"], "kind": kind, "t": r["t"] - t0, "step": r.get("step"), "life": r["life"]}
+            out.append(event | {k: r[k] for k in ("at_s", "struck") if k in r})  # a wall-clock fault's
     return out

@@ -3,14 +3,16 @@ Lighthouse, with live recovery of a restarted replica from a healthy peer (no ch
 
 ``run(plan) -> dict`` starts a Lighthouse in this process and one process per replica group
 (``torchft_worker``), lets them join the first quorum together, and restarts a replica group the fault
-schedule kills (SIGKILL mid-step, after the step's quorum). The surviving replicas go on committing steps
-alone; the restarted one heals from a peer and joins again. At the end the run is checked against the
+schedule kills (SIGKILL mid-step, after the step's quorum; or, for a fault in wall-clock seconds, whatever the
+replica is doing then, counted from the first step). The surviving replicas go on committing steps alone; the
+restarted one heals from a peer and joins again. At the end the run is checked against the
 one-process reference that applies exactly the committed steps (``torchft_check``), and measured.
 
 There are no checkpoints: ``ckpt_save_s`` and ``ckpt_load_s`` are None (a healed replica's state comes from
 a live peer over torchft's HTTP transport). From the command line::
 
     .venv/bin/python -m experiments.recovery.torchft_strategy --steps 30 --fault kill:1:10 --workdir /tmp/ft
+    .venv/bin/python -m experiments.recovery.torchft_strategy --steps 60 --fault kill:1:2.5s --workdir /tmp/ft
 
 exits 0 when the run equals its reference, 6 (wrong results) naming the first wrong step otherwise, 2 on
 bad input before anything starts.
@@ -31,13 +33,15 @@ from pathlib import Path
 from suite.api import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_WRONG_RESULT
 
 from . import torchft_check as check
-from .plan import Fault, Plan, PlanError, check_fault, check_writable
-from .schedule import KEPT, continue_stopped, keeps_one, ordered, poisson_faults, stop_seconds
+from .plan import Fault, Plan, PlanError, check_fault, check_one_clock, check_writable
+from .schedule import KEPT, continue_stopped, keeps_one, ordered, poisson_faults, poisson_times, stop_seconds
 from .torchft_data import BATCH
 
 FAULTS = ("kill", "stop")
 """Fault classes this strategy runs: ``kill`` SIGKILLs a replica group mid-step and restarts it; ``stop``
-SIGSTOPs it past the collective timeout, then SIGCONT: the same process rejoins and heals from a peer."""
+SIGSTOPs it past the collective timeout, then SIGCONT: the same process rejoins and heals from a peer. A kill in
+wall-clock seconds (``kill:<replica>@<t>s``, ``poisson:<mtbf>s``) is the runner's, at that time from the first step:
+it may strike a replica mid-step, in its quorum, or while it heals."""
 PLANTS = ("stale", "phantom")
 """Planted recovery bugs (the plan's ``bug``): a healed replica joins with stale weights; a step counted as
 committed that one replica never applied (at the plan's ``bug_step``)."""
@@ -55,6 +59,7 @@ def validate(plan: Plan) -> None:
         if f.kind not in FAULTS:
             raise PlanError(f"unknown fault class {f.kind!r} for torchft (known: {', '.join(FAULTS)})")
         check_fault(f, plan)
+    check_one_clock(plan.faults)
     keeps_one(plan.faults, plan.world)
     if plan.bug and plan.bug not in PLANTS:
         raise PlanError(f"unknown planted bug {plan.bug!r} (known: {', '.join(PLANTS)})")
@@ -77,13 +82,15 @@ class Replicas:
         self.lives = {g: 0 for g in range(plan.world)}
         self.woken: set[int] = set()  # the stopped processes sent SIGCONT
         self.go = self.dir / "go"
+        self.t_go: float | None = None  # the first step's start: wall-clock faults count from it
+        self.struck: set[tuple[int, int]] = set()  # (replica, life) a wall-clock kill ended
 
     def faults_of(self, g: int, life: int) -> list[dict]:
-        """The faults life ``life`` of replica ``g`` strikes, in step order: the stops before its kill, and the
-        kill that ends it (each kill ends a life; a stopped replica goes on as the same process)."""
+        """The faults life ``life`` of replica ``g`` strikes, in step (or time) order: the stops before its kill, and
+        the kill that ends it (each kill ends a life; a stopped replica goes on as the same process)."""
         lives: list[list[dict]] = [[]]
-        for f in sorted((f for f in self.plan.faults if f.rank == g), key=lambda f: f.step):
-            lives[-1].append({"kind": f.kind, "step": f.step})
+        for f in sorted((f for f in self.plan.faults if f.rank == g), key=lambda f: (f.at_s or 0.0, f.step)):
+            lives[-1].append({"kind": f.kind, "step": f.step, "at_s": f.at_s})
             if f.kind == "kill":
                 lives.append([])
         return lives[life] if life < len(lives) else []
@@ -110,7 +117,7 @@ class Replicas:
             "final": str(self.dir / f"replica{g}.final.pt"),
             "go": str(self.go),
             "wake": str(self.path(g, life, "wake")) if life else None,
-            "faults": self.faults_of(g, life),
+            "faults": [f for f in self.faults_of(g, life) if f["at_s"] is None],  # a wall-clock kill is the runner's
             "plant": self.plant(g, life),
             "plant_step": p.steps // 2 if p.bug_step is None else p.bug_step,
         }
@@ -140,6 +147,7 @@ class Replicas:
     def poll(self) -> bool:
         """Wakes a spare for each replica the schedule killed and continues each stopped one past the timeout;
         True once every replica has finished."""
+        self.strike()
         lines = (x for g in self.procs for x in _lines(self.path(g, self.lives[g], "jsonl")))
         stops = [json.loads(x) for x in lines if '"fault": "stop"' in x and x.endswith("\n")]
         continue_stopped(stops, stop_seconds(self.plan.timeout_s), self.woken)
@@ -159,6 +167,33 @@ class Replicas:
                 tail = "".join(_lines(self.path(g, self.lives[g], "stderr"))[-3:])
                 raise RuntimeError(f"replica {g} exited with status {rc}: {tail.strip()[-300:]}")
         return not self.dead_since and all(proc.poll() == 0 for proc in self.procs.values())
+
+    def strike(self) -> None:
+        """The wall-clock kills that are due, counted from the first step: replica g's k-th kill ends its life k,
+        struck while that life's process runs (one due while the replica waits for its replacement strikes the
+        replacement as it starts). Its event goes to the life's log, as a kill the replica strikes itself logs
+        one, with what it struck: ``step`` (the life was training) or ``restart`` (it had not healed yet). None
+        strikes once a replica has finished the run: the job is over (its peers end with their last step)."""
+        if self.t_go is None:
+            return
+        for g, proc in self.procs.items():
+            life = self.lives[g]
+            due = [f for f in self.faults_of(g, life) if f["at_s"] is not None and time.time() >= self.t_go + f["at_s"]]
+            if not due or (g, life) in self.struck or g in self.dead_since or proc.poll() is not None:
+                continue
+            if any(_logged(self.path(h, self.lives[h], "jsonl"), "done") for h in self.procs):
+                return
+            proc.kill()
+            t = time.time()
+            proc.wait()
+            self.struck.add((g, life))
+            rows = [json.loads(x) for x in _lines(self.path(g, life, "jsonl")) if x.endswith("\n")]
+            trained = life == 0 or any(r["kind"] in ("heal", "step") for r in rows)
+            at = [r["step"] + (r["kind"] == "step") for r in rows if r["kind"] in ("ready", "heal", "step")]
+            event = {"kind": "fault", "t": t, "step": max(at, default=0), "fault": "kill", "pid": proc.pid}
+            event |= {"at_s": due[0]["at_s"], "struck": "step" if trained else "restart"}
+            with open(self.path(g, life, "jsonl"), "a") as log:
+                log.write(json.dumps(event) + "\n")
 
     def stop(self) -> None:
         for proc in [*self.procs.values(), *self.spares.values()]:
@@ -194,6 +229,7 @@ def train(plan: Plan) -> None:
                 raise TimeoutError(f"the replica groups were not ready within {plan.deadline_s:zg} s")
             time.sleep(0.02)
         replicas.go.touch()
+        replicas.t_go = time.time()
         while not replicas.poll():
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the run did not finish within {plan.deadline_s:zg} s")
@@ -244,8 +280,11 @@ def parse(argv: list[str]) -> Plan:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--groups", type=int, default=2, help="replica groups (1 rank each)")
-    ap.add_argument("--fault", action="append", default=[], help="kind:replica:step, e.g. kill:1:10 or stop:1:10")
+    ap.add_argument(
+        "--fault", action="append", default=[], help="kind:replica:step (kill:1:10, stop:1:10) or kill:replica:<t>s"
+    )
     ap.add_argument("--poisson", type=float, default=None, help="kills with this mean number of steps between")
+    ap.add_argument("--poisson-s", type=float, default=None, help="kills with this mean time in seconds between")
     ap.add_argument("--op-timeout", type=float, default=OP_TIMEOUT_S, help="the collective timeout in seconds")
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--timeout", type=float, default=300.0, help="the whole run's time limit in seconds")
@@ -255,14 +294,11 @@ def parse(argv: list[str]) -> Plan:
     ap.add_argument("--plant-step", type=int, default=None)
     ap.add_argument("--json", default=None, help="write the result here")
     a = ap.parse_args(argv)
-    faults = []
-    for f in a.fault:
-        parts = f.split(":")
-        if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
-            raise PlanError(f"--fault {f!r} is not kind:replica:step")
-        faults.append(Fault(kind=parts[0], rank=int(parts[1]), step=int(parts[2])))
+    faults = [_fault(f) for f in a.fault]
     if a.poisson is not None:
         faults += poisson_faults(seed=a.seed, mtbf=a.poisson, steps=a.steps, world=a.groups, keep=KEPT)
+    if a.poisson_s is not None:
+        faults += poisson_times(seed=a.seed, mtbf_s=a.poisson_s, world=a.groups, keep=KEPT)
     return Plan(
         steps=a.steps,
         seed=a.seed,
@@ -278,6 +314,19 @@ def parse(argv: list[str]) -> Plan:
         bug_step=a.plant_step,
         extra={"json": a.json},
     )
+
+
+def _fault(text: str) -> Fault:
+    """``kind:replica:step``, or ``kill:replica:<t>s`` at ``t`` seconds from the first step."""
+    parts = text.split(":")
+    at = parts[2].removesuffix("s") if len(parts) == 3 else ""
+    if len(parts) != 3 or not parts[1].isdigit() or not at.replace(".", "", 1).isdigit():
+        raise PlanError(f"--fault {text!r} is not kind:replica:step or kill:replica:<seconds>s")
+    if parts[2].endswith("s"):
+        return Fault(kind=parts[0], rank=int(parts[1]), step=0, at_s=float(at))
+    if not parts[2].isdigit():
+        raise PlanError(f"--fault {text!r} is not kind:replica:step or kill:replica:<seconds>s")
+    return Fault(kind=parts[0], rank=int(parts[1]), step=int(parts[2]))
 
 
 def main(argv: list[str] | None = None) -> int:

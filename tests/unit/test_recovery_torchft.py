@@ -2,6 +2,7 @@
 order, and the checker that compares the replicas' logs with the one-process reference of the committed steps
 (fed made-up logs here; tests/dist/test_recovery_torchft_dist.py runs the real replicas)."""
 
+import json
 import signal
 import subprocess
 import time
@@ -22,6 +23,9 @@ BAD = {
     "poisson without failures": (["--poisson", "0"], "poisson needs a mean time between failures > 0"),
     "no collective timeout": (["--op-timeout", "0"], "the collective timeout must be > 0 s"),
     "every replica struck": (["--fault", "kill:0:3", "--fault", "kill:1:4"], "strikes all 2"),
+    "a wall-clock stop": (["--fault", "stop:1:2s"], "wall-clock fault stop:1@2.00s: only kills"),
+    "steps and seconds": (["--fault", "kill:1:3", "--fault", "kill:1:2s"], "either in steps or in wall-clock"),
+    "not a time": (["--fault", "kill:1:xs"], "is not kind:replica:step or kill:replica:<seconds>s"),
     "target beyond the world": (["--fault", "kill:2:3"], "fault target rank 2 is beyond the world of 2 ranks"),
     "fault after the run": (["--fault", "kill:1:20"], "fault step 20 is outside the run"),
     "not kind:replica:step": (["--fault", "kill-1"], "is not kind:replica:step"),
@@ -145,11 +149,45 @@ def test_each_life_of_a_replica_strikes_its_stops_then_the_kill_that_ends_it(tmp
     faults = (("stop", 1, 2), ("kill", 1, 4), ("kill", 0, 5), ("stop", 1, 6), ("kill", 1, 7), ("stop", 1, 9))
     plan = Plan(steps=12, workdir=str(tmp_path), faults=tuple(Fault(kind=k, rank=r, step=s) for k, r, s in faults))
     replicas = torchft_strategy.Replicas(plan, "http://lighthouse")
-    assert replicas.faults_of(1, 0) == [{"kind": "stop", "step": 2}, {"kind": "kill", "step": 4}]
-    assert replicas.faults_of(1, 1) == [{"kind": "stop", "step": 6}, {"kind": "kill", "step": 7}]
-    assert replicas.faults_of(1, 2) == [{"kind": "stop", "step": 9}] and replicas.faults_of(1, 3) == []
-    assert replicas.faults_of(0, 0) == [{"kind": "kill", "step": 5}] and replicas.faults_of(0, 1) == []
+
+    def f(kind, step):
+        return {"kind": kind, "step": step, "at_s": None}
+
+    assert replicas.faults_of(1, 0) == [f("stop", 2), f("kill", 4)]
+    assert replicas.faults_of(1, 1) == [f("stop", 6), f("kill", 7)]
+    assert replicas.faults_of(1, 2) == [f("stop", 9)] and replicas.faults_of(1, 3) == []
+    assert replicas.faults_of(0, 0) == [f("kill", 5)] and replicas.faults_of(0, 1) == []
     assert [replicas.dies(1, life) for life in range(4)] == [True, True, False, False]
+
+
+def test_a_wall_clock_kill_ends_the_life_it_falls_in_once_and_none_strikes_after_the_run(tmp_path):
+    faults = tuple(Fault(kind="kill", rank=1, step=0, at_s=t) for t in (0.5, 0.1))  # given out of order
+    replicas = torchft_strategy.Replicas(Plan(steps=12, workdir=str(tmp_path), faults=faults), "http://lighthouse")
+    assert [f["at_s"] for f in replicas.faults_of(1, 0)] == [0.1] and replicas.dies(1, 1)
+    replicas.procs = {g: subprocess.Popen(["sleep", "30"]) for g in (0, 1)}
+    log = replicas.path(1, 0, "jsonl")
+    log.write_text('{"kind": "ready", "t": 1, "step": 0}\n{"kind": "step", "t": 2, "step": 4, "ok": true}\n')
+    try:
+        replicas.strike()  # before the first step: nothing is due
+        replicas.t_go = time.time() - 0.2  # 0.2 s into the run: the first kill is due, the second is not
+        replicas.strike()
+        replicas.strike()  # once: the life it ended is not struck again
+        assert replicas.procs[1].poll() == -signal.SIGKILL and replicas.procs[0].poll() is None
+        (event,) = [json.loads(x) for x in log.read_text().splitlines() if '"fault"' in x]
+        assert (event["at_s"], event["struck"], event["step"], event["pid"]) == (0.1, "step", 5, replicas.procs[1].pid)
+        # the replacement (life 1) has not healed when its kill falls due: it strikes the restart
+        replicas.lives[1], replicas.procs[1] = 1, subprocess.Popen(["sleep", "30"])
+        replicas.path(1, 1, "jsonl").write_text('{"kind": "wake", "t": 3}\n')
+        replicas.path(0, 0, "jsonl").write_text('{"kind": "done", "t": 3, "step": 12}\n')
+        replicas.t_go -= 1.0
+        replicas.strike()  # replica 0 has finished the run: the job is over, no kill strikes
+        assert replicas.procs[1].poll() is None
+        replicas.path(0, 0, "jsonl").write_text("")
+        replicas.strike()
+        assert replicas.procs[1].poll() == -signal.SIGKILL
+        assert json.loads(replicas.path(1, 1, "jsonl").read_text().splitlines()[-1])["struck"] == "restart"
+    finally:
+        replicas.stop()
 
 
 def test_a_stopped_process_is_continued_once_past_its_stop_time():

@@ -55,9 +55,10 @@ def test_a_schedule_mixing_steps_and_seconds_is_refused(tmp_path):
         check_plan(Plan(workdir=str(tmp_path), steps=10, ckpt_every=4, faults=faults))
 
 
-def test_only_the_elastic_strategy_runs_wall_clock_faults():
+def test_both_strategies_run_wall_clock_kills():
     assert torchft_runs((Fault(kind="kill", rank=1, step=3),))
-    assert not torchft_runs((Fault(kind="kill", rank=1, step=0, at_s=2.0),))
+    assert torchft_runs((Fault(kind="kill", rank=1, step=0, at_s=2.0),))
+    assert not torchft_runs((Fault(kind="disconnect", rank=1, step=3),))
 
 
 def _e(kind, rank, attempt, t, step=None, **kw):
