@@ -11,7 +11,7 @@ on this shared machine most cases are *inconclusive* at a 5% tolerance, and the 
 resolve them. One more run of those with a planted slowdown (SUITE_INJECT_DELAY: rank 1 sleeps 0.5 s after every
 timed all_reduce) against the four: the slowdown is found and the gate FAILs (each case's noise is the four base
 runs' spread; one planted run is enough for a slowdown of hundreds of times). The two runs of every experiment take
-about 50 s on 2 cores, the four cheap ones ~20 s, the planted one ~20 s.
+about a minute on 2 cores, the four cheap ones ~30 s, the planted one ~23 s (half of what two took).
 """
 
 from __future__ import annotations
