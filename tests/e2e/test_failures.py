@@ -183,7 +183,7 @@ def test_missing_node_fails_within_rendezvous_timeout(tmp_path):
         "--master-port",
         str(port),
         "--rdzv-timeout-s",
-        "10",
+        "3",  # the launcher's default is 120 s: a run that ignored this would outlive the bound below
         "--experiments",
         "collectives",
         nproc=1,

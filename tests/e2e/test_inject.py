@@ -19,13 +19,14 @@ from tests.conftest import run_suite
 
 pytestmark = pytest.mark.slow
 
-ITERS = 100
+ITERS = 70
 """The timed steps: all of them on the timeline (suite/harness/journal/timeline.py SAMPLES_PER_CASE)."""
 STEP_S = 0.1
-"""Each timed step's least length: the steps take at least ITERS x STEP_S = 10 s."""
+"""Each timed step's least length: the steps take at least ITERS x STEP_S = 7 s."""
 ONSET_S, STRETCH_S = 4.0, 3.0
 """After the target's session starts: its case's set-up takes less (under 1 s on a loaded 2-core host), and its
-steps go on past the stretch's end (10 s of steps from before the onset, and the pause on top)."""
+steps go on past the stretch's end (7 s of steps from before the onset, and the pause on top: they end at least
+1.5 s after it, 15 steps)."""
 PAUSE_S = 1.5
 """Stopped for 1.5 s after every pause.RUN_S it runs: one pause in the stretch, from pause.RUN_S after its onset."""
 LONG_S = PAUSE_S / 2

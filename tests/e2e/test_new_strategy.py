@@ -1,11 +1,12 @@
 """Adding a sharded strategy is adding one file and its registry line: in a copy of the repository's tracked
 files, a strategy the product does not have (FSDP2 in bfloat16 without resharding: mixed precision and
 ``reshard_after_forward=False`` together) is written as ``experiments/sharded/strategies/fsdp2_keep_bf16.py``,
-the registry imports it and lists it, and one README row names it. Nothing else changes, and the launcher runs
-it at 2 Gloo ranks: trained exactly as one process, its collectives as its theory says, its replay checked;
-the strategy rules (tests/unit/test_sharded_strategies.py) hold in the copy, and so does the dist tier's 2-rank
-case (tests/dist/test_sharded_dist.py), which runs every registered strategy that fits 2 ranks, the new one
-among them."""
+the registry imports it and lists it, and one README row names it. Nothing else changes: the strategy rules
+(tests/unit/test_sharded_strategies.py) hold in the copy, and so does the dist tier's 2-rank case
+(tests/dist/test_sharded_dist.py), which runs every registered strategy that fits 2 ranks through the launcher
+at 2 Gloo ranks, the new one among them; that run's record of the new one says it trained exactly as one
+process, its collectives (forward all_gathers in bfloat16, none in backward) as its theory says, its replay
+checked."""
 
 from __future__ import annotations
 
@@ -70,29 +71,24 @@ def _run(tree: Path, *args: str, env: dict | None = None, timeout: int = 300) ->
     return subprocess.run([sys.executable, *args], cwd=tree, capture_output=True, text=True, timeout=timeout, env=e)
 
 
-def test_a_new_strategy_file_runs_checked_through_the_launcher(tree):
-    small = {"SHARDED_WIDTH": "16", "SHARDED_DEPTH": "2", "SHARDED_SEQ": "4", "SHARDED_BATCH": "4"}
-    args = ["--nproc", "2", "--backend", "gloo", "--device", "cpu", "--experiments", "sharded"]
-    args += ["--iters", "3", "--warmup", "1", "--results-root", "results", "--run-id", "new"]
-    p = _run(tree, "-m", "suite.launch", *args, env={**small, "SHARDED_STRATEGIES": "fsdp2_keep_bf16"})
+def test_the_dist_tiers_2_rank_case_runs_the_new_strategy_checked(tree):
+    case = ("tests/dist/test_sharded_dist.py", "-k", "test_every_strategy_at_2_ranks_")
+    basetemp = tree.parent / "dist-tmp"  # where that test's run writes its results, read below
+    opts = ("-q", "-p", "no:cacheprovider", "-p", "no:randomly", f"--basetemp={basetemp}")
+    p = _run(tree, "-m", "pytest", *opts, *case, timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    bench = json.loads((tree / "results" / "new" / "bench.json").read_text())
-    recs = {b["extra_info"]["op"]: b["extra_info"] for b in bench["benchmarks"]}
+    assert "1 passed" in p.stdout, p.stdout[-3000:]
+    (bench,) = {b.resolve() for b in basetemp.glob("*/results/run/bench.json")}  # pytest links <test>current
+    recs = [b["extra_info"] for b in json.loads(bench.read_text())["benchmarks"]]
+    recs = {r["op"]: r for r in recs if r.get("strategy") == "fsdp2_keep_bf16"}
     step, replay = recs["train_step"], recs["comm_replay"]
-    assert step["strategy"] == "fsdp2_keep_bf16" and step["checked"] and step["n_wrong"] == 0
+    assert step["checked"] and step["n_wrong"] == 0 and step["world_size"] == 2 and step["backend"] == "gloo"
     assert step["check_rule"] == "exact" and step["inventory_matches_theory"], step["inventory"]
     assert step["dtype"] == "bfloat16+float32" and step["reshard_after_forward"] == "blocks False"
     # no backward all_gather (kept), the forward ones in bfloat16
     gathers = {(r["phase"], r["dtype"]) for r in step["inventory"] if r["op"] == "all_gather"}
     assert gathers == {("forward", "bfloat16")}
     assert replay["checked"] and replay["n_wrong"] == 0 and replay["replayed"] == step["inventory"]
-
-
-def test_the_dist_tiers_2_rank_case_runs_the_new_strategy(tree):
-    case = ("tests/dist/test_sharded_dist.py", "-k", "test_every_strategy_at_2_ranks_")
-    p = _run(tree, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *case, timeout=600)
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    assert "1 passed" in p.stdout, p.stdout[-3000:]
 
 
 def test_the_strategy_rules_hold_with_the_new_file(tree):

@@ -177,23 +177,6 @@ def test_the_mpi_lane_starts_its_ranks_with_srun_and_pmi(slurm, tmp_path):
     assert any(e.get("SLURM_JOB_ID") == job.job_id for e in envs), envs
 
 
-def test_two_tasks_rendezvous_like_two_nodes(slurm, tmp_path):
-    """Two srun tasks, one rank each: the multi-node path (static rendezvous on
-    MASTER_ADDR:MASTER_PORT, NODE_RANK from the task) on a single machine."""
-    job = _sbatch(
-        tmp_path,
-        ["--nodes=1", "--ntasks=2", "--ntasks-per-node=2", "--overcommit"],
-        [*TINY, "--results-root", str(tmp_path / "results"), "--run-id", "run", "--", "-k", "all_reduce"],
-        env={"NPROC": "1"},
-    )
-    assert (job.state, job.exit_code) == ("COMPLETED", "0:0"), job.output[-4000:]
-    run, recs = _records(tmp_path)
-    assert recs and all(r["world_size"] == 2 for r in recs) and all_correct(recs)
-    assert "2 launcher(s)" in job.output
-    # both launchers reported a 2-node layout (each prints its own header)
-    assert job.output.count("2 node(s) x 1 rank(s)") == 2, job.output[-3000:]
-
-
 def test_script_refuses_to_run_outside_slurm(tmp_path):
     """Run by hand (no job), the script says how to use it and exits 2."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
@@ -294,12 +277,13 @@ def test_a_frozen_rank_ends_the_job_within_heartbeat_and_kill_wait(slurm, tmp_pa
     assert not list((tmp_path / "results").glob(".tasks-*")) and not (tmp_path / "results" / "run" / "tasks").exists()
 
 
-def test_a_planted_divergence_is_named_with_its_node(slurm, tmp_path):
-    """Two srun tasks as two nodes, one rank each; rank 1 (task 1) sleeps in its own code inside the second
-    case while rank 0 waits in the all_reduce. The job fails with status 9 (a divergence, not a lost peer)
-    and its output and failures/ on the shared results directory name rank 1 and its node (Slurm's node
-    name: on this one-machine cluster both tasks share it, so the per-rank lines carry it). Kept cheap:
-    two small cases, TIMEOUT_S=5."""
+def test_two_tasks_rendezvous_like_two_nodes_and_a_planted_divergence_is_named_with_its_node(slurm, tmp_path):
+    """Two srun tasks as two nodes, one rank each: the multi-node path (static rendezvous on MASTER_ADDR:
+    MASTER_PORT, NODE_RANK from the task) on a single machine, which the first case, measured exact at 2 ranks,
+    shows. Then rank 1 (task 1) sleeps in its own code inside the second case while rank 0 waits in the
+    all_reduce. The job fails with status 9 (a divergence, not a lost peer) and its output and failures/ on
+    the shared results directory name rank 1 and its node (Slurm's node name: on this one-machine cluster both
+    tasks share it, so the per-rank lines carry it). Kept cheap: two small cases, TIMEOUT_S=5."""
     job = _sbatch(
         tmp_path,
         ["--nodes=1", "--ntasks=2", "--ntasks-per-node=2", "--overcommit"],
@@ -314,6 +298,9 @@ def test_a_planted_divergence_is_named_with_its_node(slurm, tmp_path):
         env={"NPROC": "1", "SUITE_INJECT_DIVERGE": "sleep:1:9"},  # the 2nd timed call of the 2nd case
     )
     assert job.state == "FAILED" and job.exit_code == "9:0", (job.state, job.exit_code, job.output[-3000:])
+    assert "2 launcher(s)" in job.output
+    # both launchers reported a 2-node layout (each prints its own header)
+    assert job.output.count("2 node(s) x 1 rank(s)") == 2, job.output[-3000:]
     node = subprocess.run(["sinfo", "-h", "-o", "%N"], capture_output=True, text=True, timeout=15).stdout.strip()
     verdict = (
         r"rank 0 waits in all_reduce #\d+ \(case [^)]+\); rank 1 never entered it: "
@@ -328,3 +315,4 @@ def test_a_planted_divergence_is_named_with_its_node(slurm, tmp_path):
     run, recs = _records(tmp_path)
     assert run["suite"]["hang_diagnosis"]["verdict"] == diag["verdict"]
     assert len(recs) == 1 and all_correct(recs), "the case measured before the divergence was lost"
+    assert recs[0]["world_size"] == 2
