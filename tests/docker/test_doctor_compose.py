@@ -86,9 +86,10 @@ def test_a_cpu_limited_node_is_named_by_its_ranks(sim):
     ms of work often fit in one period's quota, unslowed, and only one of node1's ranks read slow
     (the test failed so in one of five runs). Only the probes where every rank works at once run (K: the
     compute, the ring and the collectives, which name a straggler): the 48 pair probes, each waiting on a
-    starved rank, judge links, not ranks (the slow-egress test has them). A throttled rank's compute sample
-    lasts seconds (its calibration trial ran unthrottled), so 1 + 8 samples a pass, not 2 + 10: the 16 pooled
-    samples name a rank slower in 14 of them (p < alpha / 4), and a starved rank is slower in every one."""
+    starved rank, judge links, not ranks (the slow-egress test has them). 1 + 8 samples a pass, not 2 + 10:
+    the 16 pooled samples name a rank slower in 14 of them (p < alpha / 4), and a starved rank is slower in
+    every one. The compute probe's calibration sizes its work on the throttled ranks (autorange's
+    max_sample_s): calibrated on a trial that fit in one period's quota, their every sample lasted seconds."""
     knobs = {**DOCTOR, "ITERS": "8", "WARMUP": "1", "K": "not pair_matrix and not window"}
     p = sim.run(**knobs, NNODES="2", NODE_CPUS="node1=0.25", DOCTOR_COMPUTE_MS="400")
     assert p.returncode == EXIT_FINDING, output_of(p)[-5000:]
