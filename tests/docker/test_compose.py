@@ -67,26 +67,6 @@ def test_image_runs_its_environment_tests_and_a_gloo_run(image):
 # --- the simulation -----------------------------------------------------------------------------
 
 
-def test_three_nodes_merged_results(sim):
-    p = sim.run(**TINY)
-    assert p.returncode == 0, output_of(p)[-5000:]
-    for n in range(3):
-        assert f"# node{n}: exit 0" in p.stdout
-    run = sim.bench()
-    mi = run["machine_info"]["suite"]
-    assert mi["world_size"] == 6
-    assert sorted(set(mi["hostnames"])) == ["node0", "node1", "node2"] and mi["n_hosts"] == 3
-    # static rendezvous: node i hosts ranks 2i, 2i+1
-    assert mi["hostnames"] == ["node0", "node0", "node1", "node1", "node2", "node2"]
-    assert run["suite"]["complete"] is True and run["suite"]["exitstatus"] == 0
-    recs = _records(run)
-    assert len({r["variant"] for r in recs}) >= 8
-    assert all(r["world_size"] == 6 for r in recs) and all_correct(recs)
-    assert all(r["hosts"] == 3 for r in recs)
-    assert (sim.results / "latest").resolve() == (sim.results / sim.run_id).resolve()
-    sim.assert_clean()
-
-
 def test_mpi_lane_runs_across_two_nodes_over_ssh(sim):
     """BACKEND=mpi on 2 nodes x 2 ranks: node 0's mpiexec starts every rank over ssh (the job's key pair made
     at start, sshd on each node), node 1's launcher waits and ends with node 0's status. Every collective at one

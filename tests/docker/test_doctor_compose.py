@@ -49,7 +49,16 @@ def test_equal_links_give_no_finding(sim):
     assert ("verdict: INCONCLUSIVE" in p.stdout) == (not conclusive)
     inter = next(c for c in d["classes"] if (c["probe"], c["class"]) == ("bandwidth", "inter-node"))
     assert inter["links"] == 24 and 0.8 < inter["of_expected"] < 1.3  # against LINK_RATE
-    assert all_correct([b["extra_info"] for b in sim.bench()["benchmarks"]])
+    # the three nodes' results merged into one run (this is the tier's 3-node run): static rendezvous, node i
+    # hosts ranks 2i and 2i+1, every record of all 6 ranks on 3 hosts, the run complete and latest
+    run = sim.bench()
+    mi = run["machine_info"]["suite"]
+    assert mi["world_size"] == 6 and mi["n_hosts"] == 3
+    assert mi["hostnames"] == ["node0", "node0", "node1", "node1", "node2", "node2"]
+    assert run["suite"]["complete"] is True and run["suite"]["exitstatus"] == 0
+    recs = [b["extra_info"] for b in run["benchmarks"]]
+    assert all(r["world_size"] == 6 and r["hosts"] == 3 for r in recs) and all_correct(recs)
+    assert (sim.results / "latest").resolve() == (sim.results / sim.run_id).resolve()
     sim.assert_clean()
 
 
