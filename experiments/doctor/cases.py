@@ -18,7 +18,7 @@ every sample kept (``keep_rank_samples``). The probes, each ``probe`` in the rec
   one direction (both move at once; the p2p convention: algbw counts one direction).
 - ``ring``: every rank sends DOCTOR_LARGE_BYTES to rank+1 while receiving from rank-1 (isend/irecv):
   every link of the ring loaded at once; each rank's own time says which rank waited.
-- ``compute``: the same fixed matmul work on every rank (calibrated once: at least DOCTOR_COMPUTE_MS on
+- ``compute``: the same fixed matmul work on every rank (calibrated once: DOCTOR_COMPUTE_MS to twice that on
   the slowest rank, the same count everywhere), no communication: the rank that is slowest in it,
   significantly more often than chance, is a straggler, and the others wait for it at every collective.
 - ``all_reduce`` / ``all_gather`` at DOCTOR_SIZES: the collectives training waits on, with every rank's
@@ -51,6 +51,11 @@ COMPUTE_MIN_MATMULS = 16
 """At least this many matmuls per sample: a first calibration trial slowed by a hiccup cannot leave a
 sample of one or two matmuls (mostly the cost of calling them)."""
 COMPUTE_MAX_MATMULS = 100_000
+COMPUTE_MAX_OVER_TARGET = 2
+"""A calibration trial longer than this many DOCTOR_COMPUTE_MS on the slowest rank shrinks K once (autorange's
+``max_sample_s``): a rank under a CPU quota runs the short first trial within one period's grant, at full speed,
+and the next, sized from it, throttled; without the shrink its every sample lasts as many times the target as
+the quota is below a core."""
 
 COLLECTIVES = ("all_reduce", "all_gather_into_tensor")
 """The collectives whose per-rank times are kept (ops.REGISTRY variants)."""
@@ -94,6 +99,7 @@ def _resolve_compute(cfg: BenchConfig):
             min_sample_s=cfg.doctor.compute_ms / 1e3,
             min_repeats=COMPUTE_MIN_MATMULS,
             max_repeats=COMPUTE_MAX_MATMULS,
+            max_sample_s=COMPUTE_MAX_OVER_TARGET * cfg.doctor.compute_ms / 1e3,
         )
         return dataclasses.replace(
             case,
@@ -108,7 +114,8 @@ def _resolve_compute(cfg: BenchConfig):
             provenance={
                 **case.provenance,
                 "matmuls_per_sample": "derived: suite.harness.autorange.autorange: the first trial of K matmuls "
-                f"lasting >= DOCTOR_COMPUTE_MS on the slowest rank, K >= {COMPUTE_MIN_MATMULS}",
+                f"lasting DOCTOR_COMPUTE_MS to {COMPUTE_MAX_OVER_TARGET}x that on the slowest rank (or, after one "
+                f"longer trial shrank K, at least DOCTOR_COMPUTE_MS), K >= {COMPUTE_MIN_MATMULS}",
                 "calibration_sample_us": "measured: that trial's time, maximum over ranks (host clock)",
             },
         )

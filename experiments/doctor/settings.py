@@ -21,8 +21,8 @@ class DoctorSettings:
     collective_bytes: tuple[int, ...] = field(default=(4 << 10, 64 << 10, 1 << 20), metadata={"env": "DOCTOR_SIZES"})
     """DOCTOR_SIZES: all_reduce and all_gather sizes whose per-rank times look for a straggler."""
     compute_ms: int = field(default=50, metadata={"env": "DOCTOR_COMPUTE_MS"})
-    """DOCTOR_COMPUTE_MS: the fixed matmul work of the straggler probe lasts at least this long on the
-    slowest rank (calibrated once, the same work on every rank). Long enough that a CPU quota (a
+    """DOCTOR_COMPUTE_MS: the fixed matmul work of the straggler probe lasts this long to twice this long on
+    the slowest rank (calibrated once, the same work on every rank). Long enough that a CPU quota (a
     container's cpus, enforced per 100 ms period) binds within a sample, as it does in a training step."""
     expect_link_rate: str = field(default="", metadata={"env": "EXPECT_LINK_RATE"})
     """EXPECT_LINK_RATE: what an inter-node link should carry (a tc rate: 10gbit, 200mbit); empty: the

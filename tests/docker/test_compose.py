@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from tests.conftest import ROOT, all_correct
+from tests.conftest import all_correct
 from tests.helpers.docker import run_container, run_docker, output_of
 from tests.helpers.docker import Sim
 
@@ -67,26 +67,6 @@ def test_image_runs_its_environment_tests_and_a_gloo_run(image):
 # --- the simulation -----------------------------------------------------------------------------
 
 
-def test_three_nodes_merged_results(sim):
-    p = sim.run(**TINY)
-    assert p.returncode == 0, output_of(p)[-5000:]
-    for n in range(3):
-        assert f"# node{n}: exit 0" in p.stdout
-    run = sim.bench()
-    mi = run["machine_info"]["suite"]
-    assert mi["world_size"] == 6
-    assert sorted(set(mi["hostnames"])) == ["node0", "node1", "node2"] and mi["n_hosts"] == 3
-    # static rendezvous: node i hosts ranks 2i, 2i+1
-    assert mi["hostnames"] == ["node0", "node0", "node1", "node1", "node2", "node2"]
-    assert run["suite"]["complete"] is True and run["suite"]["exitstatus"] == 0
-    recs = _records(run)
-    assert len({r["variant"] for r in recs}) >= 8
-    assert all(r["world_size"] == 6 for r in recs) and all_correct(recs)
-    assert all(r["hosts"] == 3 for r in recs)
-    assert (sim.results / "latest").resolve() == (sim.results / sim.run_id).resolve()
-    sim.assert_clean()
-
-
 def test_mpi_lane_runs_across_two_nodes_over_ssh(sim):
     """BACKEND=mpi on 2 nodes x 2 ranks: node 0's mpiexec starts every rank over ssh (the job's key pair made
     at start, sshd on each node), node 1's launcher waits and ends with node 0's status. Every collective at one
@@ -116,89 +96,65 @@ def _busbw_bps(recs: list[dict], op: str = "all_reduce") -> float:
 RATE_BPS = 200e6
 SHAPED = {
     "LINK_RATE": "200mbit",
-    "EXPERIMENTS": "collectives",
-    "K": "all_reduce-sum",
+    "EXPERIMENTS": "collectives,p2p",
+    "K": "(all_reduce-sum and 4194304B) or (pair_matrix and 262144B)",
     "REDOPS": "sum",
-    "MIN_BYTES": "4M",
+    "MIN_BYTES": "256K",
     "MAX_BYTES": "4M",
     "ITERS": "5",
     "WARMUP": "1",
+    "NNODES": "2",
+    "NPROC_PER_NODE": "2",
 }
+"""One run for both shaped-link tests: 2 nodes x 2 ranks, the 4 MiB all_reduce and the 256 KiB pair matrix
+(its largest size is the sweep's, so K leaves out the 4 MiB ping-pongs: seconds each across the link)."""
 
 
-def test_shaped_link_sets_all_reduce_busbw(sim):
+@pytest.fixture(scope="module")
+def shaped(tmp_path_factory, image):
+    s = Sim(tmp_path_factory.mktemp("shaped"), image)
+    try:
+        yield s, s.run(**SHAPED)
+    finally:
+        s.cleanup()
+
+
+def test_shaped_link_sets_all_reduce_busbw(shaped):
     """tbf at 200 Mbit/s on every node: a large all_reduce's busbw tracks the rate (measured
     0.90-0.93 of it here: TCP/IP overhead), and every host records the applied profile."""
-    p = sim.run(**SHAPED)
+    sim, p = shaped
     assert p.returncode == 0, output_of(p)[-5000:]
     run = sim.bench()
     ratio = _busbw_bps(_records(run)) / RATE_BPS
     print(f"all_reduce 4 MiB busbw at 200 Mbit/s: {ratio:.3f} x the rate")
     assert 0.80 <= ratio <= 1.05, f"busbw is {ratio:.2f} x the 200 Mbit/s link"
-    for host, info in run["machine_info"]["suite"]["hosts"].items():
+    hosts = run["machine_info"]["suite"]["hosts"]
+    assert sorted(hosts) == ["node0", "node1"]
+    for host, info in hosts.items():
         env = info["env"]
         assert env["LINK_RATE"] == "200mbit" and env["LINK_RATE_APPLIED"] == "yes", (host, env)
         assert "tbf" in env["LINK_QDISC"] and "rate 200Mbit" in env["LINK_QDISC"], (host, env)
     sim.assert_clean()
 
 
-def test_shaped_link_cross_node_pairs_slower_than_intra_node(tmp_path, image):
+def test_shaped_link_cross_node_pairs_slower_than_intra_node(shaped):
     """Ranks on one node talk over loopback (unshaped); ranks on two nodes cross the shaped link, and
     at the link's rate from the first byte: a 256 KiB ping-pong message is not let through faster by
     the shaper's burst (docker/link.sh's old rate/250 burst, 100 KB at 200mbit, passed it at 1.45x)."""
-    if (ROOT / "experiments" / "p2p.py").exists():
-        s = Sim(tmp_path, image)
-        try:
-            p = s.run(
-                **{
-                    **SHAPED,
-                    "EXPERIMENTS": "p2p",
-                    "K": "pair_matrix",
-                    "MIN_BYTES": "256K",
-                    "MAX_BYTES": "1M",
-                    "ITERS": "3",
-                    "NNODES": "2",
-                    "NPROC_PER_NODE": "2",
-                }
-            )
-            assert p.returncode == 0, output_of(p)[-5000:]
-            recs = [r for r in _records(s.bench()) if "cross_node" in r]
-            assert recs, "the p2p experiment recorded no pair with a cross_node mark"
-            big = max(r["size_bytes"] for r in recs)
-            cross = [r["time_us"] for r in recs if r["size_bytes"] == big and r["cross_node"]]
-            intra = [r["time_us"] for r in recs if r["size_bytes"] == big and not r["cross_node"]]
-            assert cross and intra, "need both intra- and cross-node pairs (2 nodes x 2 ranks)"
-            assert min(cross) > max(intra), f"cross-node {cross} us vs intra-node {intra} us"
-            print(f"p2p pair_matrix {big} B one-way: cross-node {sorted(cross)} us, intra-node {sorted(intra)} us")
-            for size in sorted({r["size_bytes"] for r in recs}):
-                rates = [
-                    size * 8 / (r["time_us"] * 1e-6) / RATE_BPS
-                    for r in recs
-                    if r["cross_node"] and r["size_bytes"] == size
-                ]
-                print(f"cross-node one-way {size} B: {sorted(round(x, 2) for x in rates)} x the rate")
-                assert rates and max(rates) < 1.2, f"{size} B crossed the {RATE_BPS:g} bit/s link at {max(rates):.2f}x"
-            s.assert_clean()
-        finally:
-            s.cleanup()
-        return
-    # Proxy while experiments/p2p.py does not exist: the same 2-rank all_reduce with both ranks on
-    # one node, then on two nodes.
-    busbw = {}
-    for label, nnodes, nproc in (("intra", "1", "2"), ("cross", "2", "1")):
-        (tmp_path / label).mkdir()
-        s = Sim(tmp_path / label, image)
-        try:
-            p = s.run(**{**SHAPED, "MIN_BYTES": "1M", "MAX_BYTES": "1M", "NNODES": nnodes, "NPROC_PER_NODE": nproc})
-            assert p.returncode == 0, output_of(p)[-5000:]
-            busbw[label] = _busbw_bps(_records(s.bench()))
-            assert s.bench()["machine_info"]["suite"]["n_hosts"] == int(nnodes)
-            s.assert_clean()
-        finally:
-            s.cleanup()
-    assert busbw["cross"] < 1.05 * RATE_BPS, busbw
-    assert busbw["intra"] > 2 * busbw["cross"], busbw
-    print(f"2-rank all_reduce busbw (bit/s): {busbw}")
+    sim, p = shaped
+    assert p.returncode == 0, output_of(p)[-5000:]
+    recs = [r for r in _records(sim.bench()) if r["op"] != "all_reduce"]
+    assert recs and all("cross_node" in r for r in recs), "the pair matrix recorded no pair with a cross_node mark"
+    assert {r["size_bytes"] for r in recs} == {256 << 10}
+    cross = [r["time_us"] for r in recs if r["cross_node"]]
+    intra = [r["time_us"] for r in recs if not r["cross_node"]]
+    assert len(cross) == 8 and len(intra) == 4, "every ordered pair of 2 nodes x 2 ranks"
+    assert min(cross) > max(intra), f"cross-node {cross} us vs intra-node {intra} us"
+    print(f"p2p pair_matrix 256 KiB one-way: cross-node {sorted(cross)} us, intra-node {sorted(intra)} us")
+    rates = [(256 << 10) * 8 / (t * 1e-6) / RATE_BPS for t in cross]
+    print(f"cross-node one-way 256 KiB: {sorted(round(x, 2) for x in rates)} x the rate")
+    assert max(rates) < 1.2, f"256 KiB crossed the {RATE_BPS:g} bit/s link at {max(rates):.2f}x"
+    sim.assert_clean()
 
 
 def _start_and_wait_for_a_result(sim, log, **knobs):

@@ -49,7 +49,16 @@ def test_equal_links_give_no_finding(sim):
     assert ("verdict: INCONCLUSIVE" in p.stdout) == (not conclusive)
     inter = next(c for c in d["classes"] if (c["probe"], c["class"]) == ("bandwidth", "inter-node"))
     assert inter["links"] == 24 and 0.8 < inter["of_expected"] < 1.3  # against LINK_RATE
-    assert all_correct([b["extra_info"] for b in sim.bench()["benchmarks"]])
+    # the three nodes' results merged into one run (this is the tier's 3-node run): static rendezvous, node i
+    # hosts ranks 2i and 2i+1, every record of all 6 ranks on 3 hosts, the run complete and latest
+    run = sim.bench()
+    mi = run["machine_info"]["suite"]
+    assert mi["world_size"] == 6 and mi["n_hosts"] == 3
+    assert mi["hostnames"] == ["node0", "node0", "node1", "node1", "node2", "node2"]
+    assert run["suite"]["complete"] is True and run["suite"]["exitstatus"] == 0
+    recs = [b["extra_info"] for b in run["benchmarks"]]
+    assert all(r["world_size"] == 6 and r["hosts"] == 3 for r in recs) and all_correct(recs)
+    assert (sim.results / "latest").resolve() == (sim.results / sim.run_id).resolve()
     sim.assert_clean()
 
 
@@ -86,9 +95,10 @@ def test_a_cpu_limited_node_is_named_by_its_ranks(sim):
     ms of work often fit in one period's quota, unslowed, and only one of node1's ranks read slow
     (the test failed so in one of five runs). Only the probes where every rank works at once run (K: the
     compute, the ring and the collectives, which name a straggler): the 48 pair probes, each waiting on a
-    starved rank, judge links, not ranks (the slow-egress test has them). A throttled rank's compute sample
-    lasts seconds (its calibration trial ran unthrottled), so 1 + 8 samples a pass, not 2 + 10: the 16 pooled
-    samples name a rank slower in 14 of them (p < alpha / 4), and a starved rank is slower in every one."""
+    starved rank, judge links, not ranks (the slow-egress test has them). 1 + 8 samples a pass, not 2 + 10:
+    the 16 pooled samples name a rank slower in 14 of them (p < alpha / 4), and a starved rank is slower in
+    every one. The compute probe's calibration sizes its work on the throttled ranks (autorange's
+    max_sample_s): calibrated on a trial that fit in one period's quota, their every sample lasted seconds."""
     knobs = {**DOCTOR, "ITERS": "8", "WARMUP": "1", "K": "not pair_matrix and not window"}
     p = sim.run(**knobs, NNODES="2", NODE_CPUS="node1=0.25", DOCTOR_COMPUTE_MS="400")
     assert p.returncode == EXIT_FINDING, output_of(p)[-5000:]

@@ -41,6 +41,7 @@ def test_validate_predict_all_reduce_ddp_and_fsdp2_steps_at_a_reduced_size(tmp_p
     env = {
         "COMPOSE_PROJECT_NAME": project,
         "COMPOSE_TIMEOUT_S": "300",
+        "SUITE_REPORT": "0",  # each node-count run's own HTML report: seconds a run, and the test reads none of them
         "PATH": __import__("os").environ["PATH"],
         "HOME": __import__("os").environ.get("HOME", "/root"),
     }
