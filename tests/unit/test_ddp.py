@@ -61,6 +61,7 @@ def test_counts_take_suffixes(raw, expected):
         ({"DDP_HOOKS": "allreduce,nope"}, "DDP_HOOKS"),
         ({"DDP_BUCKET_FRACTIONS": "0.5,0"}, "DDP_BUCKET_FRACTIONS"),
         ({"MP_BATCH": "0"}, "MP_BATCH"),
+        ({"DDP_TIMED_ONLY": "2"}, "DDP_TIMED_ONLY"),
     ],
 )
 def test_bad_knobs_are_rejected(env, match):
@@ -172,6 +173,23 @@ def test_every_number_a_ddp_step_records_has_its_provenance():
     # no claim for numbers a case does not record: the bare all_reduce has no buckets and no reference check
     bare = ddp_derived.step_provenance(_variant("grad all_reduce only", s), None)
     assert not {"bucket_sizes", "bucket_cap_bytes", "check_steps", "ddp_logger_steps"} & set(bare)
+
+
+def test_timed_only_leaves_the_training_steps_unchecked_with_no_baseline_numbers():
+    """DDP_TIMED_ONLY=1 (the fail-slow bench's trials): a training step is unchecked, with the knob named as why,
+    and claims none of the numbers its baseline steps give; the bare all_reduce keeps its exact check; by
+    default every synchronised step is checked and derived."""
+    on = build_config(**settings_from_env({"DDP_TIMED_ONLY": "1"})).ddp
+    off = ddp_exp_workload.DdpSettings()
+    ddp, bare = _variant("ddp", on), _variant("grad all_reduce only", on)
+    assert "DDP_TIMED_ONLY=1" in ddp_check.unchecked_reason(ddp, on)
+    assert ddp_check.unchecked_reason(bare, on) is None
+    assert ddp_check.unchecked_reason(ddp, off) is None
+    baseline = {"solo_step_ms", "scaling_efficiency", "local_step_ms", "noop_step_ms", "overlap_saved_pct"}
+    timed = ddp_derived.step_provenance(ddp, ddp_check.unchecked_reason(ddp, on), baselines=False)
+    assert not baseline & set(timed) and not {"check_steps", "check_tol"} & set(timed)
+    assert {"n_buckets", "ddp_logger_steps", "peak_mem_bytes"} <= set(timed)
+    assert baseline <= set(ddp_derived.step_provenance(ddp, None))
 
 
 def _reference_at(s, steps: int, wire=lambda t: t):
