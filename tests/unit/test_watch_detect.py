@@ -255,3 +255,31 @@ def test_the_watch_s_last_exchange_comes_before_the_case_s_own_derived_fields(mo
     b = SimpleNamespace(call=None, before_sample=None, derive=lambda m, a, s: order.append("case") or {"x": 1})
     watch.attach(b, None, None, None)
     assert b.derive(None, None, None) == {"x": 1, "slowdowns": []} and order == ["watch", "case"]
+
+
+def test_a_ranks_compute_starts_at_its_forward_not_at_the_wait_before_it(ctx, monkeypatch):
+    """DDP broadcasts its buffers before it calls the module's forward: a rank waiting there for a slow peer would
+    look as slow as it. The watch's compute runs from the module's first forward (a pre-hook) to its last gradient;
+    the step from its call to its end. A clock that moves only where the test says (no sleeps)."""
+    import torch
+    import torch.nn as nn
+
+    from suite.watch import watch
+
+    now = [100.0]
+    monkeypatch.setattr(watch.time, "perf_counter", lambda: now[0])
+    module = nn.Linear(4, 1)
+    w = watch.Watch(ctx, None, module)
+
+    def step():
+        now[0] += 5.0  # the wait before the forward (DDP's buffer broadcast)
+        loss = module(torch.ones(2, 4)).sum()
+        now[0] += 1.0  # this rank's own forward and backward
+        loss.backward()
+        now[0] += 0.5  # the last all-reduce's wait
+
+    w.wrap(step)()
+    ((start, compute, took, _),) = w.rows
+    assert (start, compute, took) == (100.0, 1.0, 6.5)
+    for h in w.hooks:
+        h.remove()
