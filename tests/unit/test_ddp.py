@@ -227,9 +227,9 @@ def test_check_rule_is_exact_only_where_the_average_is():
     assert r4.tol(1, 1.0, 0.5) == pytest.approx(2 * (0.01 * 8 * 2**-24 + 2 * 2**-24 * 0.5))  # one step: its own
     assert ddp_check.check_rule(fp16, 2).tol(10, 1.0, 0.5) > 100 * ddp_check.check_rule(plain, 3).tol(10, 1.0, 0.5)
     assert r4.describe(10, 1.2e-6) == "tol per element, up to 1.2e-06 (float32 sum order, 4 ranks, 10 steps)"
-    assert ddp_check.unchecked_reason(_variant("ddp hook powerSGD", s))
-    assert ddp_check.unchecked_reason(_variant("ddp no-op hook (no comm)", s))
-    assert ddp_check.unchecked_reason(_variant("solo (1 rank)", s)) and not ddp_check.unchecked_reason(plain)
+    assert ddp_check.unchecked_reason(_variant("ddp hook powerSGD", s), s)
+    assert ddp_check.unchecked_reason(_variant("ddp no-op hook (no comm)", s), s)
+    assert ddp_check.unchecked_reason(_variant("solo (1 rank)", s), s) and not ddp_check.unchecked_reason(plain, s)
 
 
 def test_powersgd_wire_bytes_estimate():
