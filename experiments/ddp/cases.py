@@ -233,7 +233,7 @@ def _resolve_step(
     reason = support_reason(ctx, lambda: step_buffers(v, ctx, settings, session), v.label)
     if reason:  # e.g. the bf16 hook on Gloo/CPU; the backend's words become the skip reason
         raise CaseSkipped(reason)
-    unchecked = unchecked_reason(v)
+    unchecked = unchecked_reason(v, settings)
     model = build_model(v.model, settings, seed=0)
     grad = training.grad_bytes(model)
     byte_model = step_bytes(v, grad, settings)
@@ -256,7 +256,7 @@ def _resolve_step(
     if has_buffers and not unchecked and v.kind.trains:
         fields["check_buffers"] = buffer_rule(v, rule, bounded)
         fields["check"] += "; its buffers that rank's in it (check_buffers)"
-    prov = derived.step_provenance(v, unchecked, has_buffers and (rule.exact or bounded))
+    prov = derived.step_provenance(v, unchecked, has_buffers and (rule.exact or bounded), settings.timed_only == 0)
     fields.update(variant_ddp_kwargs(v, settings))
     if v.bucket_fraction is not None:
         fields["bucket_fraction"] = v.bucket_fraction

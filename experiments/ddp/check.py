@@ -24,7 +24,16 @@ _WIRE = {
 """Hooks that compress the gradient on the wire: (dtype, unit roundoff, absolute error of its subnormals)."""
 
 
-def unchecked_reason(v: workload.Variant) -> str | None:
+TIMED_ONLY = (
+    "DDP_TIMED_ONLY=1: timed only, not compared with single-process training (a fail-slow bench's trial scores "
+    "detection, not exactness)"
+)
+"""The reason a training step case is unchecked under DDP_TIMED_ONLY=1."""
+
+
+def unchecked_reason(v: workload.Variant, settings: workload.DdpSettings) -> str | None:
+    if settings.timed_only and v.kind.trains:
+        return TIMED_ONLY
     if not v.kind.communicates:
         return (
             "no communication: a single-process step has nothing to compare with but itself "

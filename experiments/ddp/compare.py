@@ -108,7 +108,7 @@ def step_check(
 ) -> Callable[[workload.Step, dict], Callable[[], int] | None]:
     """``check_of`` of workload.step_buffers: a step case's check against the reference, None where
     ``unchecked_reason`` says why it has none."""
-    if unchecked_reason(v):
+    if unchecked_reason(v, settings):
         return lambda step, seen: None
     return lambda step, seen: reference_check(v, step, ctx, settings, session, seen)
 

@@ -72,14 +72,15 @@ LOGGER["ddp_logger_steps"] = (
 )
 
 
-def step_provenance(v: Variant, unchecked: str | None, buffers_compared: bool = False) -> dict:
-    """The formulas of the numbers this case's records hold (no claim for an absent number)."""
+def step_provenance(v: Variant, unchecked: str | None, buffers_compared: bool = False, baselines: bool = True) -> dict:
+    """The formulas of the numbers this case's records hold (no claim for an absent number); ``baselines``
+    False: none of those derived from the baseline steps (DDP_TIMED_ONLY=1)."""
     names = ["peak_mem_bytes"]
-    if v.kind.trains:
+    if v.kind.trains and baselines:
         names += ["solo_step_ms", "samples_per_s", "scaling_efficiency"]
         if v.kind.communicates:
             names += ["local_step_ms", "comm_exposed_ms"]
-    if measured_overlap(v):
+    if measured_overlap(v) and baselines:
         names += ["noop_step_ms", "allreduce_ms", "comm_added_ms", "overlap_saved_ms", "overlap_saved_pct"]
     if v.kind.ddp_wrapped:
         names += ["n_buckets", "bucket_sizes", "bucket_cap_bytes"]
@@ -173,13 +174,14 @@ def timed_fields(
     logger: list,
     seen: dict,
 ) -> dict:
-    """Fields derived from this case's own timed median ``t`` (the formulas are in the provenance)."""
+    """Fields derived from this case's own timed median ``t`` (the formulas are in the provenance); under
+    DDP_TIMED_ONLY=1 none of those that need a baseline step."""
     t, n, bsz = m.median_s, ctx.world_size, settings.batch_per_rank
     if _is_baseline(v):
         session.keep_baseline(_baseline_key(ctx, v), m)
-    base = _baselines(v.model)
+    base, baselines = _baselines(v.model), not settings.timed_only
     fields: dict = {}
-    if v.kind.trains:
+    if v.kind.trains and baselines:
         k = step.samples_per_step // bsz
         ranks_stepping = v.kind.steps_ranks or n
         solo = _baseline_s(session, ctx, settings, base.solo)
@@ -193,7 +195,7 @@ def timed_fields(
         if v.kind.communicates:
             local = _baseline_s(session, ctx, settings, base.local)
             fields |= {"local_step_ms": local * 1e3, "comm_exposed_ms": (t - k * local) * 1e3}
-    if measured_overlap(v):
+    if measured_overlap(v) and baselines:
         noop = _baseline_s(session, ctx, settings, base.noop)
         ar = _baseline_s(session, ctx, settings, base.all_reduce)
         fields |= {

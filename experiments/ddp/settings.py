@@ -35,6 +35,11 @@ class DdpSettings:
     """DDP_ACCUM: micro-batches per optimizer step in the gradient-accumulation cases."""
     powersgd_rank: int = field(default=1, metadata={"env": "DDP_POWERSGD_RANK"})
     """DDP_POWERSGD_RANK: PowerSGD matrix_approximation_rank."""
+    timed_only: int = field(default=0, metadata={"env": "DDP_TIMED_ONLY"})
+    """DDP_TIMED_ONLY: 1 times (and watches) the training step cases only: they are not checked against
+    single-process training (no reference steps; their records say unchecked, and why) and take no baseline steps
+    (solo, no communication, no-op hook, all_reduce alone: the fields derived from them are left out). The fail-slow
+    bench's trials set it: they score detection, not exactness. 0 (default): every synchronised case checked."""
 
     def validate(self) -> None:
         """Raise ConfigError naming the DDP_* knob to change."""
@@ -44,11 +49,13 @@ class DdpSettings:
             or d.batch_per_rank < 2
             or d.accum < 2
             or d.powersgd_rank < 1
+            or d.timed_only not in (0, 1)
             or any(not b > 0 for b in d.buckets_mb + d.bucket_fractions)
         ):
             raise ConfigError(
                 f"bad DDP settings {d}: need DDP_PARAMS >= 1000, DDP_BATCH >= 2 (BatchNorm), "
-                "DDP_ACCUM >= 2, DDP_POWERSGD_RANK >= 1, DDP_BUCKETS_MB and DDP_BUCKET_FRACTIONS > 0"
+                "DDP_ACCUM >= 2, DDP_POWERSGD_RANK >= 1, DDP_TIMED_ONLY 0 or 1, DDP_BUCKETS_MB and "
+                "DDP_BUCKET_FRACTIONS > 0"
             )
         if set(d.hooks) - set(DDP_HOOK_NAMES):
             raise ConfigError(

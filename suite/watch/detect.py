@@ -29,7 +29,9 @@ its steps are many and consistent enough for the rank-sum test. What tells a slo
 - it is slower than its past was at its slowest: the floor is raised by the highest median of any stretch of as
   many points in the baseline (a rank whose past drifted up to 1.2x its peers must now be 1.1x above that);
 - it lasts: ``MIN_AFTER`` points since the onset (not since the CUSUM's start, which comes earlier), and the floor
-  holds on each half of them as well as on all (a stretch that ended halfway fails its second half).
+  holds on each half of them as well as on all (a stretch that ended halfway fails its second half);
+- it has a past: its onset ``MIN_BEFORE`` points or more into the series (on a shorter past, the drift bound has
+  little to take its slowest stretch from).
 
 Rejected: the peers' spread in the baseline (with two ranks there is one peer, no spread); comparing against the
 peers' same-time blocks alone, without the rank's past (a rank slower by nature would be named from the start).
@@ -64,6 +66,10 @@ NOISE_FLOOR = 0.03
 MIN_AFTER = 12
 """Steps after the onset (and after the CUSUM's start) before a flag can be confirmed: how long a slowdown must
 last (a loaded host's stretches are shorter)."""
+MIN_BEFORE = WARMUP + MIN_AFTER
+"""Steps before a flag's onset, at least: the warm-up's and as many as the evidence after it needs. Within the first
+steps the past is too short for the bound on its drift and for the rank-sum test (a loaded host's first stretch of a
+rank sharing its core was named on 24 points of past); a slowdown that starts there has no past to compare with."""
 MAX_PENDING = 48
 """Steps a crossing may wait for its confirmation before the CUSUM starts over."""
 REBASE = 16
@@ -230,7 +236,7 @@ class Detector:
 
     def _confirm(self, target: str, tr: _Track, step: int) -> Flag | None:
         onset = _onset(tr.ratios, tr.start, step, tr.base)
-        if step + 1 - onset < MIN_AFTER:  # a slowdown must last: a loaded host's stretches are short
+        if step + 1 - onset < MIN_AFTER or onset < MIN_BEFORE:  # it must last, and have a past to compare with
             return None
         first = max(0, onset - BASELINE)  # the evidence before: the baseline's steps at most
         before_r, after_r = tr.ratios[first:onset], tr.ratios[onset : step + 1]

@@ -1,17 +1,20 @@
 """One training case's watch on one rank: its steps' own times, sent to rank 0 every ``EVERY`` steps, where the
 detector (suite/watch/detect.py) names a rank, a node or a link that turned slow, while the case still runs.
 
-Per step and per rank (``Watch.wrap``, inside the timed step: two clock reads, a list append, and one clock read
+Per step and per rank (``Watch.wrap``, inside the timed step: three clock reads, a list append, and one clock read
 per parameter as its gradient is accumulated):
 
-- ``compute``: from the step's start to this rank's last gradient accumulated (a hook on every parameter). Under
-  DDP that is this rank's own forward and backward: DDP's all-reduces run beside the backward on their own thread
-  and only the step's end waits for them. Under a strategy that communicates inside forward or backward (FSDP2,
+- ``compute``: from the start of the module's first forward in the step (a forward pre-hook) to this rank's last
+  gradient accumulated (a hook on every parameter). Under DDP that is this rank's own forward and backward: DDP
+  broadcasts its buffers (BatchNorm's) before it calls the module's forward, a wait for the slowest rank that would
+  make every rank look as slow as it; its all-reduces run beside the backward on their own thread and only the
+  step's end waits for them. Under a strategy that communicates inside forward or backward (FSDP2,
   tensor or sequence parallel, a pipeline) it also holds the waits there; where no gradient hook fires (a sharded
-  parameter whose gradient the strategy assigns) it is the whole step.
+  parameter whose gradient the strategy assigns) it runs to the step's end.
 - ``lateness``: the rank's arrival at the step's last gradient all-reduce (DDP issues a bucket's all-reduce when
   its last gradient is accumulated; the step waits for the last) less the earliest rank's, each measured from its
-  own step start, which follows the harness's barrier: no clocks compared across hosts.
+  own first forward's start, which follows the harness's barrier (and DDP's buffer broadcast): no clocks compared
+  across hosts.
 
 After ``EVERY`` steps, then as many as keep the exchange at ``COST_PCT`` of the step (``EVERY``..``EVERY_MAX``, and at
 most ``GAP_S`` of steps), before the next timed sample and outside it (``before_sample``), the ranks all_gather their
@@ -62,6 +65,8 @@ class Watch:
         self.rows: list[tuple[float, float, float, float]] = []
         self.last_grad: float | None = None
         self.hooks = [p.register_post_accumulate_grad_hook(self._grad) for p in module.parameters() if p.requires_grad]
+        self.forward_at: float | None = None
+        self.hooks.append(module.register_forward_pre_hook(self._forward))
         self.ranks = dist.get_process_group_ranks(ctx.group)
         self.rank0 = ctx.rank == self.ranks[0]
         self.nodes: dict[str, tuple[int, ...]] = {}
@@ -84,16 +89,20 @@ class Watch:
     def _grad(self, _param) -> None:
         self.last_grad = time.perf_counter()
 
+    def _forward(self, _module, _args) -> None:
+        if self.forward_at is None:  # the step's first forward (accumulation runs several)
+            self.forward_at = time.perf_counter()
+
     def wrap(self, call: Callable) -> Callable:
         """``call`` timed: its start, its compute (to the last gradient) and its end on this rank."""
         clock = time.perf_counter
 
         def watched(*args):
-            self.last_grad = None
+            self.last_grad = self.forward_at = None
             t0 = clock()
             out = call(*args)
             t1 = clock()
-            self.rows.append((t0, (self.last_grad or t1) - t0, t1 - t0, self.last_cost))
+            self.rows.append((t0, (self.last_grad or t1) - (self.forward_at or t0), t1 - t0, self.last_cost))
             return out
 
         return watched

@@ -61,6 +61,7 @@ def test_counts_take_suffixes(raw, expected):
         ({"DDP_HOOKS": "allreduce,nope"}, "DDP_HOOKS"),
         ({"DDP_BUCKET_FRACTIONS": "0.5,0"}, "DDP_BUCKET_FRACTIONS"),
         ({"MP_BATCH": "0"}, "MP_BATCH"),
+        ({"DDP_TIMED_ONLY": "2"}, "DDP_TIMED_ONLY"),
     ],
 )
 def test_bad_knobs_are_rejected(env, match):
@@ -174,6 +175,23 @@ def test_every_number_a_ddp_step_records_has_its_provenance():
     assert not {"bucket_sizes", "bucket_cap_bytes", "check_steps", "ddp_logger_steps"} & set(bare)
 
 
+def test_timed_only_leaves_the_training_steps_unchecked_with_no_baseline_numbers():
+    """DDP_TIMED_ONLY=1 (the fail-slow bench's trials): a training step is unchecked, with the knob named as why,
+    and claims none of the numbers its baseline steps give; the bare all_reduce keeps its exact check; by
+    default every synchronised step is checked and derived."""
+    on = build_config(**settings_from_env({"DDP_TIMED_ONLY": "1"})).ddp
+    off = ddp_exp_workload.DdpSettings()
+    ddp, bare = _variant("ddp", on), _variant("grad all_reduce only", on)
+    assert "DDP_TIMED_ONLY=1" in ddp_check.unchecked_reason(ddp, on)
+    assert ddp_check.unchecked_reason(bare, on) is None
+    assert ddp_check.unchecked_reason(ddp, off) is None
+    baseline = {"solo_step_ms", "scaling_efficiency", "local_step_ms", "noop_step_ms", "overlap_saved_pct"}
+    timed = ddp_derived.step_provenance(ddp, ddp_check.unchecked_reason(ddp, on), baselines=False)
+    assert not baseline & set(timed) and not {"check_steps", "check_tol"} & set(timed)
+    assert {"n_buckets", "ddp_logger_steps", "peak_mem_bytes"} <= set(timed)
+    assert baseline <= set(ddp_derived.step_provenance(ddp, None))
+
+
 def _reference_at(s, steps: int, wire=lambda t: t):
     """The 4-rank single-process reference of the MLP after ``steps``, its average passed through ``wire``."""
     ref = ddp_check.Reference("mlp", s, 4, torch.device("cpu"), 1, False, True)
@@ -209,9 +227,9 @@ def test_check_rule_is_exact_only_where_the_average_is():
     assert r4.tol(1, 1.0, 0.5) == pytest.approx(2 * (0.01 * 8 * 2**-24 + 2 * 2**-24 * 0.5))  # one step: its own
     assert ddp_check.check_rule(fp16, 2).tol(10, 1.0, 0.5) > 100 * ddp_check.check_rule(plain, 3).tol(10, 1.0, 0.5)
     assert r4.describe(10, 1.2e-6) == "tol per element, up to 1.2e-06 (float32 sum order, 4 ranks, 10 steps)"
-    assert ddp_check.unchecked_reason(_variant("ddp hook powerSGD", s))
-    assert ddp_check.unchecked_reason(_variant("ddp no-op hook (no comm)", s))
-    assert ddp_check.unchecked_reason(_variant("solo (1 rank)", s)) and not ddp_check.unchecked_reason(plain)
+    assert ddp_check.unchecked_reason(_variant("ddp hook powerSGD", s), s)
+    assert ddp_check.unchecked_reason(_variant("ddp no-op hook (no comm)", s), s)
+    assert ddp_check.unchecked_reason(_variant("solo (1 rank)", s), s) and not ddp_check.unchecked_reason(plain, s)
 
 
 def test_powersgd_wire_bytes_estimate():

@@ -129,18 +129,27 @@ def test_every_rank_of_a_node_makes_one_flag_of_the_node():
 
 
 def test_one_rank_of_a_node_stays_a_rank_and_one_node_is_no_node():
-    flags = _run(_series(2, 4, 80, {1: 2.0}, 30), 4)
+    flags = _run(_series(2, 4, 90, {1: 2.0}, 40), 4)
     assert [f.target for f in detect.merge_nodes(flags, {"node0": (0, 1), "node1": (2, 3)})] == ["rank 1"]
-    both = _run(_series(2, 4, 80, {0: 2.0, 1: 2.0}, 30), 4)
+    both = _run(_series(2, 4, 90, {0: 2.0, 1: 2.0}, 40), 4)
     assert {f.kind for f in detect.merge_nodes(both, {"node0": (0, 1, 2, 3)})} == {"rank"}
 
 
 def test_a_link_is_named_among_links():
-    series = [{k.replace("rank ", "link 0->"): v for k, v in s.items()} for s in _series(3, 3, 60, {1: 3.0}, 20)]
+    series = [{k.replace("rank ", "link 0->"): v for k, v in s.items()} for s in _series(3, 3, 80, {1: 3.0}, 40)]
     d = detect.Detector("transfer", "link", {f"link 0->{r}": (0, r) for r in range(3)})
     (flag,) = [f for s in series for f in d.add(s)]
-    assert (flag.target, flag.ranks, flag.onset) == ("link 0->1", (0, 1), 20)
-    assert detect.line(flag, None) == f"# slow: link 0->1 transfer {flag.ratio:z.1f}x since step 20 (p < 0.001)"
+    assert (flag.target, flag.ranks, flag.onset) == ("link 0->1", (0, 1), 40)
+    assert detect.line(flag, None) == f"# slow: link 0->1 transfer {flag.ratio:z.1f}x since step 40 (p < 0.001)"
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_slowdown_from_the_first_steps_has_too_short_a_past_to_be_named(seed):
+    """A rank twice as slow from step 24, past the warm-up but before MIN_BEFORE steps, is not named (a loaded host's
+    first stretch of one rank sharing its core looks the same); from step MIN_BEFORE on, it is."""
+    assert _run(_series(seed, 2, 120, {1: 2.0}, 24), 2) == []
+    (flag,) = _run(_series(seed, 2, 120, {1: 2.0}, detect.MIN_BEFORE), 2)
+    assert (flag.target, flag.onset) == ("rank 1", detect.MIN_BEFORE)
 
 
 def test_rank_sum_p_values():
@@ -246,3 +255,31 @@ def test_the_watch_s_last_exchange_comes_before_the_case_s_own_derived_fields(mo
     b = SimpleNamespace(call=None, before_sample=None, derive=lambda m, a, s: order.append("case") or {"x": 1})
     watch.attach(b, None, None, None)
     assert b.derive(None, None, None) == {"x": 1, "slowdowns": []} and order == ["watch", "case"]
+
+
+def test_a_ranks_compute_starts_at_its_forward_not_at_the_wait_before_it(ctx, monkeypatch):
+    """DDP broadcasts its buffers before it calls the module's forward: a rank waiting there for a slow peer would
+    look as slow as it. The watch's compute runs from the module's first forward (a pre-hook) to its last gradient;
+    the step from its call to its end. A clock that moves only where the test says (no sleeps)."""
+    import torch
+    import torch.nn as nn
+
+    from suite.watch import watch
+
+    now = [100.0]
+    monkeypatch.setattr(watch.time, "perf_counter", lambda: now[0])
+    module = nn.Linear(4, 1)
+    w = watch.Watch(ctx, None, module)
+
+    def step():
+        now[0] += 5.0  # the wait before the forward (DDP's buffer broadcast)
+        loss = module(torch.ones(2, 4)).sum()
+        now[0] += 1.0  # this rank's own forward and backward
+        loss.backward()
+        now[0] += 0.5  # the last all-reduce's wait
+
+    w.wrap(step)()
+    ((start, compute, took, _),) = w.rows
+    assert (start, compute, took) == (100.0, 1.0, 6.5)
+    for h in w.hooks:
+        h.remove()
