@@ -1,6 +1,8 @@
 """A hung or diverged run names the rank, the op and the line (suite/harness/journal/, suite/postmortem/hang.py),
 through the launcher users run, on real Gloo groups: each kind of divergence is planted on rank 1 inside the
-timed iterations of the second case (SUITE_INJECT_DIVERGE, suite/harness/runner.py), with TIMEOUT_S=5.
+timed iterations of the second case (SUITE_INJECT_DIVERGE, suite/harness/runner.py), with TIMEOUT_S=3: each launch
+waits that long for the op left waiting, and 3 s is the shortest heartbeat (which follows TIMEOUT_S up to 15 s)
+that tells a busy rank from a lost one (HEARTBEAT_S).
 
 What each run must show: the exit status (9 for a divergence, never 5 "a peer was lost" for a rank
 that is alive), the one-line verdict naming rank 1 (or, for a size mismatch that Gloo aborts on, the
@@ -23,7 +25,7 @@ from tests.trace_checks import check_trace, load_trace, ops
 
 pytestmark = pytest.mark.slow
 
-TIMEOUT_S = 5
+TIMEOUT_S = 3
 # two cases (256 B, 1 KiB) of 1 warm-up + 5 timed calls: call 9 is the 2nd timed one of the 2nd case
 TWO_SIZES = small_run("all_reduce-sum", timeout_s=TIMEOUT_S)
 

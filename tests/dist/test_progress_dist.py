@@ -106,20 +106,7 @@ def ends_clean(term: str, by_rank_0: bool = True) -> bool:
     return SHOW_CURSOR in term[term.rindex(HIDE_CURSOR) : end] and "\x1b[2K" in term[last:end]
 
 
-def test_live_line_on_a_terminal_and_plain_lines_without_one(tmp_path):
-    rc, term = launch_on_terminal(tmp_path / "tty", *TINY, *CASES)
-    assert rc == 0, term[-3000:]
-    states = live_states(term)
-    assert states and states[0] == (0, 4) and states[-1] == (4, 4), term[-3000:]  # drawn from 0/4 to 4/4
-    assert states == sorted(states)
-    assert re.search(r"left  collectives\[(all_reduce-sum|broadcast)-float32-(1024|4096)B-inplace\]", term)  # the case
-    assert HIDE_CURSOR in term and SHOW_CURSOR in term[term.rindex(HIDE_CURSOR) :]
-    assert "# progress:" not in term  # the live line replaces the periodic lines
-    # pytest's and the suite's output (its end summary; the tables are in tables.txt, TABLES=1 prints them)
-    assert re.search(r"\b4 passed\b", words(term)) and "# verdict: PASS: 4 cases, 0 wrong" in term
-    # after the last drawing the line is erased, and what pytest prints comes below it
-    assert ends_clean(term) and "4 passed" in words(term[list(LIVE.finditer(term))[-1].end() :])
-
+def test_plain_lines_without_a_terminal(tmp_path):
     proc = run_suite(tmp_path / "pipe", *TINY, *CASES, env={"SUITE_PROGRESS_S": "0"})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "\x1b" not in proc.stdout + proc.stderr  # no control sequence in a log
@@ -128,12 +115,23 @@ def test_live_line_on_a_terminal_and_plain_lines_without_one(tmp_path):
 
 
 def test_the_live_line_gives_way_to_failures_and_is_erased_when_rank_0_is_killed(tmp_path):
+    # a run whose broadcast cases are wrong: the live line as on any run, drawn from 0/4 to 4/4 with the case,
+    # and the failures, which come through the launcher's stderr, each erasing it first
     rc, term = launch_on_terminal(tmp_path / "wrong", *TINY, *CASES, env={"SUITE_INJECT_CORRUPTION": "broadcast"})
     assert rc == 6, term[-3000:]  # EXIT_WRONG_RESULT
-    # rank 1's failure lines come through the launcher's stderr: each erases the live line first
+    states = live_states(term)
+    assert states and states[0] == (0, 4) and states[-1] == (4, 4), term[-3000:]
+    assert states == sorted(states)
+    assert re.search(r"left  collectives\[(all_reduce-sum|broadcast)-float32-(1024|4096)B-inplace\]", term)  # the case
+    assert HIDE_CURSOR in term and SHOW_CURSOR in term[term.rindex(HIDE_CURSOR) :]
+    assert "# progress:" not in term  # the live line replaces the periodic lines
+    # rank 1's failure lines: each erases the live line first
     assert re.search(r"\r\x1b\[2K\[rank 1\] FAILED experiments/collectives/cases.py::test_collective\[broadcast", term)
-    assert "FAILURES" in term and re.search(r"\b2 failed\b", words(term)) and ends_clean(term), term[-3000:]
-    assert live_states(term)[-1] == (4, 4)
+    # pytest's and the suite's output (its end summary; the tables are in tables.txt, TABLES=1 prints them)
+    assert "# verdict: FAIL: 4 cases, 2 wrong, 0 unchecked" in term, term[-3000:]
+    # after the last drawing the line is erased, and what pytest prints comes below it
+    below = words(term[list(LIVE.finditer(term))[-1].end() :])
+    assert "FAILURES" in below and re.search(r"\b2 failed, 2 passed\b", below) and ends_clean(term), term[-3000:]
 
     rc, term = launch_on_terminal(tmp_path / "kill", *TINY, *CASES, env={"SUITE_INJECT_FAULT": "kill:0:2"})
     assert rc == 5, term[-3000:]  # EXIT_PEER_FAILURE
