@@ -2,8 +2,10 @@
 
     python scripts/soak.py N PATH [PATH ...] [-- PYTEST_ARGS]
 
-Each round is a fresh ``pytest`` process writing JUnit XML; the summary lists every test that
-failed in any round with its failure count, and the exit status is 1 if any did.
+Each round is a fresh ``pytest`` process writing JUnit XML; a round with a failure prints the end of each
+failure's report (the assertion and what it saw: a flake's cause is in the round that failed, which is not
+run again); the summary lists every test that failed in any round with its failure count, and the exit status
+is 1 if any did.
 """
 
 from __future__ import annotations
@@ -17,16 +19,21 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 
-def failures(junit: Path) -> tuple[int, list[str]]:
-    """(tests run, ids of tests that failed or errored) from one JUnit XML file."""
+REPORT_CHARS = 1500
+"""How much of a failure's report a failed round prints: its end (the assertion and the values it saw)."""
+
+
+def failures(junit: Path) -> tuple[int, dict[str, str]]:
+    """(tests run, id -> the failure's report, for each test that failed or errored) from one JUnit XML file."""
     root = ET.parse(junit).getroot()
-    ran, failed = 0, []
+    ran, failed = 0, {}
     for tc in root.iter("testcase"):
         if tc.find("skipped") is not None:
             continue
         ran += 1
-        if tc.find("failure") is not None or tc.find("error") is not None:
-            failed.append(f"{tc.get('classname')}::{tc.get('name')}")
+        bad = tc.find("failure") if tc.find("failure") is not None else tc.find("error")
+        if bad is not None:
+            failed[f"{tc.get('classname')}::{tc.get('name')}"] = (bad.text or bad.get("message") or "").strip()
     return ran, failed
 
 
@@ -57,12 +64,14 @@ def main(argv: list[str]) -> int:
                 continue
             ran, failed = failures(junit)
             ran_total += ran
-            counts.update(failed)
+            counts.update(list(failed))  # each failed test once (its report is not a count)
             print(
                 f"round {i + 1}/{n}: {ran} tests, {len(failed)} failed, {time.monotonic() - t0:z.0f} s"
                 + (": " + ", ".join(failed) if failed else ""),
                 flush=True,
             )
+            for name, report in failed.items():
+                print(f"--- {name}, round {i + 1}:\n{report[-REPORT_CHARS:]}\n---", flush=True)
     print(f"soak: {n} rounds of {' '.join(paths)}")
     if not counts:
         print(f"no failures ({ran_total} test runs)")
