@@ -7,8 +7,8 @@
 # and the doctor, on node0, found something. Then the doctor's own verdict, from <run dir>/doctor.json
 # ("headline": e.g. "weak node node2 (ranks 4, 5): outgoing bandwidth: ..."), is what the run found:
 #   # doctor: <headline> (node0 exited with the doctor's status 8; <run dir>/doctor.json)
-# Otherwise (or without doctor.json) the node failed, with the cause its own ranks wrote
-# (<run dir>/failures/rank<r>.json whose "host" is the node):
+# Otherwise (or without doctor.json) the node failed, with the cause the ranks wrote in
+# <run dir>/failures/rank<r>.json (another node's rank named where it was another's):
 #   # first failure: <node> exited with status <status>[: <cause>]
 set -uo pipefail
 run_dir=$1 node=$2 code=$3
@@ -25,6 +25,9 @@ if [ "$code" = "$EXIT_FINDING" ] && [ -s "$run_dir/doctor.json" ]; then
     exit 0
   fi
 fi
-note=$(grep -l "\"host\": \"$node\"" "$run_dir"/failures/rank*.json 2>/dev/null | head -n 1)
-cause=$([ -n "$note" ] && json_field "$note" cause)
+# the run's root cause (suite/common/failures.py cause_note): a rank's own failure, else a heartbeat verdict
+# naming the ranks lost, before the socket errors of the ranks left behind
+root=$(cd "$(dirname "$0")/.." && pwd)
+py="${PY:-$root/.venv/bin/python}"; [ -x "$py" ] || py=python3
+cause=$(PYTHONPATH="$root" "$py" -m suite.common.failures cause "$run_dir" "$node")
 echo "# first failure: $node exited with status $code${cause:+: $cause}"

@@ -90,3 +90,55 @@ def reported_and_lost(results_dir: Path) -> tuple[set[int], set[int]]:
         except (OSError, ValueError, KeyError, TypeError):
             continue  # a note being written, or not one of a rank's
     return reported, lost
+
+
+def cause_note(notes: list[dict], host: str | None = None) -> dict | None:
+    """The note that says what went wrong first, of the ranks' ``failures/rank<r>.json`` notes.
+
+    A rank's own failure (it raised, diverged, could not write) comes before any rank's loss of a peer. Of the
+    losses, a heartbeat verdict, which names the ranks it lost (``lost_ranks``), comes before a collective's
+    socket error, which names an address at most, and often the wrong peer: the rank that saw a frozen node
+    first ends itself, and its sockets closing are what its other peers report. Then ``host``'s own notes
+    (the node that stopped first, in a multi-node run), then rank order."""
+
+    def order(note: dict) -> tuple:
+        lost_peer = note.get("kind") == "peer_failure"
+        rank = note.get("rank")
+        return (
+            lost_peer,
+            lost_peer and not note.get("lost_ranks"),
+            note.get("host") != host,
+            rank if isinstance(rank, int) else float("inf"),
+        )
+
+    return min(notes, key=order, default=None)
+
+
+def read_notes(results_dir: str | Path) -> list[dict]:
+    """The readable notes in ``<results_dir>/failures`` (a note cut short or being written is left out)."""
+    notes = []
+    for p in sorted(Path(results_dir, "failures").glob("rank*.json")):
+        try:
+            note = json.loads(p.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(note, dict):
+            notes.append(note)
+    return notes
+
+
+def node_cause(results_dir: str | Path, node: str) -> str:
+    """The cause to print for ``node``, the first node of a multi-node run to stop non-zero (docker/first-failure.sh):
+    the run's root cause, with the rank and node that wrote it where that is another node."""
+    note = cause_note(read_notes(results_dir), host=node)
+    if note is None or not note.get("cause"):
+        return ""
+    if note.get("host") == node:
+        return str(note["cause"])
+    return f"rank {note.get('rank')} on {note.get('host')}: {note['cause']}"
+
+
+if __name__ == "__main__":  # python -m suite.common.failures cause <run dir> <node>
+    if len(sys.argv) != 4 or sys.argv[1] != "cause":
+        sys.exit("usage: python -m suite.common.failures cause <run dir> <node>")
+    print(node_cause(sys.argv[2], sys.argv[3]))

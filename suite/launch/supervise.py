@@ -27,6 +27,7 @@ from suite.common.failures import (
     EXIT_SIGINT,
     EXIT_SIGTERM,
     EXIT_WRONG_RESULT,
+    cause_note,
 )
 from suite.inject import launcher as inject
 from suite.postmortem import hang
@@ -269,8 +270,8 @@ def _verdict(rc: int, signum: int | None, run_dir: Path, first: dict | None, sta
             _say(f"failure note {f} unreadable ({getattr(e, 'strerror', None) or e}): that rank's cause is lost")
     for fl in failures:
         causes.append(_say(f"failure on rank {fl.get('rank')} ({fl.get('host')}): {fl.get('cause')}"))
-    own = [c for fl, c in zip(failures, causes) if fl.get("kind") != "peer_failure"]
-    cause = (own or causes or [None])[0]  # a rank's own failure before the others' loss of it
+    root = cause_note(failures)  # a rank's own failure before the others' loss of it, a heartbeat verdict first
+    cause = causes[failures.index(root)] if root is not None else None
     if first is not None and not failures and first["exitcode"] == EXIT_NOTHING_SELECTED:
         return EXIT_NOTHING_SELECTED, _say("nothing measured: the case selection (K= / -k) matched no case")
     failed = _failed_cases(run_dir)

@@ -52,5 +52,25 @@ def test_a_node_failure_is_still_the_first_failure_with_its_cause(tmp_path):
     assert _closing(tmp_path / "none", "node0", EXIT_FINDING) == "# first failure: node0 exited with status 8\n"
 
 
+def test_the_first_node_to_stop_is_named_with_the_verdict_of_the_node_that_saw_the_frozen_one(tmp_path):
+    """docker pause node2: node1's heartbeat check names rank 4 and ends node1's ranks; node0's ranks, in a
+    collective with node1's, note the closed socket and node0 stops first. The line names the frozen node, and
+    which rank said so, not node0's socket error (CI, 2026-12-07)."""
+    (tmp_path / "failures").mkdir()
+    gloo = "RuntimeError in c.py::t: Connection closed by peer [172.18.0.3]:4711 (a remote worker crashing)"
+    verdict = "rank 4 (host node2) stopped responding: no heartbeat for more than 8 s"
+    for r, host, cause, extra in ((0, "node0", gloo, {}), (2, "node1", verdict, {"lost_ranks": [4]})):
+        note = {"rank": r, "host": host, "cause": cause, "kind": "peer_failure", **extra}
+        (tmp_path / "failures" / f"rank{r}.json").write_text(json.dumps(note))
+    out = _closing(tmp_path, "node0", EXIT_PEER_FAILURE)
+    assert out == f"# first failure: node0 exited with status 5: rank 2 on node1: {verdict}\n", out
+    # a rank's own error outranks every loss of a peer, on whichever node; on the first node's own, no node named
+    own = {"rank": 1, "host": "node0", "cause": "ValueError in c.py::t: boom", "kind": "rank_error"}
+    (tmp_path / "failures" / "rank1.json").write_text(json.dumps(own))
+    assert _closing(tmp_path, "node0", EXIT_PEER_FAILURE) == "# first failure: node0 exited with status 5: " + (
+        "ValueError in c.py::t: boom\n"
+    )
+
+
 def test_the_script_and_the_launcher_agree_on_the_doctors_status():
     assert re.search(rf"^EXIT_FINDING={EXIT_FINDING}$", SCRIPT.read_text(), re.M)

@@ -118,6 +118,23 @@ def test_a_rank_killed_by_a_signal_is_named_even_when_its_peers_noted_the_loss(t
     assert final_status(1, None, tmp_path, first, with_cause=True) == (EXIT_FAILED, "failure on rank 1 (h): boom")
 
 
+def test_a_heartbeat_verdict_is_the_cause_not_the_socket_errors_it_left(tmp_path):
+    """A frozen rank: the first rank whose heartbeat check names it ends itself, and its sockets closing are what
+    its other peers report ("Connection closed by peer", an address, often of the wrong rank). The verdict naming
+    the lost rank is the cause, whatever rank noted it."""
+    (tmp_path / "failures").mkdir()
+    notes = {
+        0: {"cause": "RuntimeError in c.py::t: Connection closed by peer [10.0.0.3]:4711", "kind": "peer_failure"},
+        3: {"cause": "rank 4 (host node2) stopped responding", "kind": "peer_failure", "lost_ranks": [4]},
+        10: {"cause": "Connection reset by peer", "kind": "peer_failure"},
+    }
+    for r, note in notes.items():
+        write_json_atomic(tmp_path / "failures" / f"rank{r}.json", {"rank": r, "host": f"node{r // 2}", **note})
+    first = {"rank": 3, "host": "node1", "exitcode": 5, "signal": None}
+    cause = "failure on rank 3 (node1): rank 4 (host node2) stopped responding"
+    assert final_status(1, None, tmp_path, first, with_cause=True) == (EXIT_PEER_FAILURE, cause)
+
+
 def test_the_process_that_started_the_ranks_is_named_as_what_it_is(tmp_path, capsys):
     """BACKEND=mpi starts the ranks with mpiexec (srun in a Slurm allocation): the lines that name the starter say
     which, not torchrun."""
