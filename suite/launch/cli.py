@@ -268,7 +268,7 @@ def _main(argv: list[str], where: dict) -> int:
         torch_facts = where["warm"].facts  # what it found once imported: preflight does not import torch too
     files = [str(registry.cases_file(n).relative_to(ROOT)) for n in names]
     try:  # K= / -k: the case selection collected on the host beside the other checks
-        preflight_with_selection(cfg, lay, names, files, passthrough, ROOT, torch_facts)
+        preflight_with_selection(cfg, lay, names, files, passthrough, ROOT, torch_facts, where.get("warm"))
     except (ConfigError, PreflightError, RendezvousError) as e:
         bad = isinstance(e, ConfigError)
         print(f"error: {e}" if bad else f"preflight failed: {e}", file=sys.stderr)

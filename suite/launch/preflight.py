@@ -80,12 +80,20 @@ def layout(a: argparse.Namespace) -> dict:
 
 
 def preflight_with_selection(
-    cfg, lay: dict, names: list[str], files: list[str], passthrough: list[str], cwd, torch_facts=TorchFacts.here
+    cfg,
+    lay: dict,
+    names: list[str],
+    files: list[str],
+    passthrough: list[str],
+    cwd,
+    torch_facts=TorchFacts.here,
+    warm=None,
 ) -> None:
-    """``preflight``, and the case selection of ``passthrough`` (``SelectionCheck`` on the experiments' ``files``)
-    collected beside it: ConfigError, PreflightError or RendezvousError as they find."""
+    """``preflight``, and the case selection of ``passthrough`` (``SelectionCheck`` on the experiments' ``files``,
+    in the ``warm`` torchrun where there is one) collected beside it: ConfigError, PreflightError or
+    RendezvousError as they find."""
     selection = selection_args(passthrough)
-    check = SelectionCheck(cfg, lay, files, selection, cwd) if selection else None
+    check = SelectionCheck(cfg, lay, files, selection, cwd, warm) if selection else None
     try:
         preflight(cfg, lay, torch_facts)
         if check is not None:
@@ -109,11 +117,13 @@ class SelectionCheck:
     """Whether the case selection (``K=`` / ``-k``, ``-m``) matches any case, found by pytest's own collection
     of the chosen experiments in a process of its own, before any rank starts: the cases an experiment declares
     depend on the config and the world size, and ``-k`` is pytest's expression over their names. Started
-    first, it imports torch beside the launcher's own checks; ``result`` waits for it. Only a collection that
-    ran and matched nothing refuses the run; any other trouble (an experiment that does not import) is left
-    to the ranks, which name it as before."""
+    first, beside the launcher's own checks; ``result`` waits for it. With a ``warm`` torchrun (suite/launch/warm.py)
+    the collection is a fork of that process, torch already imported there (an interpreter of its own imports
+    torch anew: about 2 s of CPU); without one (BACKEND=mpi), ``python -m pytest``. Only a collection that ran and
+    matched nothing refuses the run; any other trouble (an experiment that does not import) is left to the ranks,
+    which name it as before."""
 
-    def __init__(self, cfg, lay: dict, files: list[str], selection: list[str], cwd):
+    def __init__(self, cfg, lay: dict, files: list[str], selection: list[str], cwd, warm=None):
         import json
         import subprocess
         import sys
@@ -134,18 +144,27 @@ class SelectionCheck:
             OMP_NUM_THREADS=env.get("OMP_NUM_THREADS", "1"),
             PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",  # the plugins a rank autoloads choose no case; some take seconds
         )
-        cmd = [sys.executable, "-m", "pytest", "-p", "pytest_benchmark.plugin", "-p", "suite.harness.pytest.plugin"]
-        cmd += ["-q", "--collect-only", "-p", "no:faulthandler", *files, "--suite-config", config, *selection]
-        self._proc = subprocess.Popen(
-            cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
+        args = ["-p", "pytest_benchmark.plugin", "-p", "suite.harness.pytest.plugin", "-q", "--collect-only"]
+        args += ["-p", "no:faulthandler", *files, "--suite-config", config, *selection]
+        self._warm, self._proc = warm, None
+        if warm is not None:
+            warm.collect(args, env, cwd)
+        else:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "pytest", *args],
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
 
     def result(self, names: list[str], world_size: int) -> None:
         """Wait for the collection; ConfigError when the selection matched no case."""
         from suite.common.failures import EXIT_NOTHING_SELECTED
 
         try:
-            rc = self._proc.wait()
+            rc = self._warm.collected() if self._proc is None else self._proc.wait()
         finally:
             self.close()
         if rc == EXIT_NOTHING_SELECTED:  # the plugin's status for "no tests collected"
@@ -156,8 +175,9 @@ class SelectionCheck:
             )
 
     def close(self) -> None:
-        """End the collection if it still runs, and remove its config file."""
-        if self._proc.poll() is None:
+        """End the collection if it still runs (the warm torchrun's ends with it: its ``close``), and remove its
+        config file."""
+        if self._proc is not None and self._proc.poll() is None:
             self._proc.kill()
             self._proc.wait()
         self._tmp.cleanup()

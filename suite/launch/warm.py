@@ -16,12 +16,20 @@ launcher's own, unchanged. Runs under mpiexec (BACKEND=mpi) start no torchrun, s
 Once it has imported torch it writes what torch says of devices and backends (``TorchFacts``) to a second pipe:
 the launcher's preflight rules on those instead of importing torch beside it, a second ~2 s of CPU on every run
 that the two cores of a small machine would share with this import.
+
+The case selection (``-k`` / ``-m``) is collected here too (``collect``): a fork of this process, torch already
+imported, runs pytest's collection and its exit status comes back on the second pipe (suite/launch/preflight.py
+``SelectionCheck``). A collection in an interpreter of its own imported torch a third time (about 2 s of CPU on
+every run given ``-k``). The fork is taken before torch is asked about devices, so it inherits no CUDA state.
+
+The first pipe carries JSON lines: ``{"collect": ...}`` (a collection, or null: none) first, then ``{"job": ...}``.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -37,11 +45,14 @@ whole tree: suite/launch/supervise.py), its stderr read line by line."""
 
 
 class WarmTorchrun:
-    """One torchrun process, started ahead of its job (``start``), given it once (``go``), or ended (``close``)."""
+    """One torchrun process, started ahead of its job (``start``), asked to collect a case selection (``collect``),
+    given its job once (``go``), or ended (``close``)."""
 
     def __init__(self, proc: subprocess.Popen, gate: int, facts: int):
-        self.proc, self._gate, self.handed = proc, gate, False
-        self._facts_fd: int | None = facts
+        self.proc, self.handed = proc, False
+        self._gate = os.fdopen(gate, "wb")
+        self._reply = os.fdopen(facts, "rb")
+        self._asked = False  # whether the collection message (a collection, or none) was sent
         self._facts: TorchFacts | None = None
 
     @classmethod
@@ -58,17 +69,46 @@ class WarmTorchrun:
             os.close(facts_write)
         return cls(proc, write, facts_read)
 
+    def _send(self, message: dict) -> None:
+        try:
+            self._gate.write(json.dumps(message).encode() + b"\n")
+            self._gate.flush()
+        except BrokenPipeError:
+            pass  # it died: what it says next (nothing) and its exit status tell
+
+    def _ask(self, collection: dict | None) -> None:
+        if not self._asked:
+            self._asked = True
+            self._send({"collect": collection})
+
+    def collect(self, argv: list[str], env: dict, cwd) -> None:
+        """Have a fork of the process, torch imported, run ``pytest argv`` (a collection) in ``env`` and ``cwd``;
+        ``collected`` gives its exit status. At most once, and before ``facts`` or ``go``."""
+        if self._asked:
+            raise RuntimeError("collect comes before facts and go, once")
+        self._ask({"argv": argv, "env": env, "cwd": str(cwd)})
+
+    def _line(self) -> bytes:
+        try:
+            return self._reply.readline()
+        except ValueError:  # closed
+            return b""
+
     def facts(self) -> TorchFacts:
         """What torch says of devices and backends, as the warm process read them once it had imported torch
         (waits for that); read here instead where it could not say (it died: the same import fails here too)."""
         if self._facts is None:
-            data = b""
-            if self._facts_fd is not None:
-                with os.fdopen(self._facts_fd, "rb") as fh:
-                    data = fh.read()
-                self._facts_fd = None
-            self._facts = TorchFacts.from_json(data.decode()) if data else TorchFacts.here()
+            self._ask(None)
+            data = self._line()
+            self._facts = TorchFacts.from_json(data.decode()) if data.strip() else TorchFacts.here()
         return self._facts
+
+    def collected(self) -> int | None:
+        """The exit status of the collection ``collect`` asked for (waits for it); None where the process could
+        not say (it died)."""
+        self.facts()
+        data = self._line()
+        return json.loads(data)["collected"] if data.strip() else None
 
     def go(self, cmd: list[str], env: dict, cwd) -> subprocess.Popen:
         """Hand over the job: ``cmd`` is torchrun's command line (``python -m torch.distributed.run ...``); returns
@@ -76,51 +116,85 @@ class WarmTorchrun:
         head = [sys.executable, "-m", "torch.distributed.run"]
         if cmd[: len(head)] != head:
             raise ValueError(f"not a torchrun command: {cmd[:3]}")
-        job = json.dumps({"args": cmd[len(head) :], "env": env, "cwd": str(cwd)}).encode()
         self.handed = True
-        try:
-            with os.fdopen(self._gate, "wb") as fh:
-                fh.write(job)
-        except BrokenPipeError:
-            pass  # it died before its job came: its exit status and stderr say why, as a failed torchrun's would
+        self._ask(None)
+        self._send({"job": {"args": cmd[len(head) :], "env": env, "cwd": str(cwd)}})
+        self._close_pipes()
         return self.proc
 
+    def _close_pipes(self) -> None:
+        for fh in (self._gate, self._reply):
+            try:
+                fh.close()
+            except BrokenPipeError:
+                pass
+
     def close(self) -> None:
-        """End the process if it never got its job (nothing of a run has started in it)."""
-        if self._facts_fd is not None:
-            os.close(self._facts_fd)
-            self._facts_fd = None
+        """End the process if it never got its job (nothing of a run has started in it), and a collection it
+        may still be running."""
         if self.handed:
             return
         self.handed = True
-        os.close(self._gate)
+        self._close_pipes()
         if self.proc.poll() is None:
-            self.proc.kill()
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)  # its own session: the collection's fork with it
+            except ProcessLookupError:
+                pass
         self.proc.wait()
         self.proc.stderr.close()
 
 
 def _serve(fd: int, facts_fd: int) -> int:
-    """The warm process: import torchrun, say what torch has, wait for the job, run it (torchrun's own exit
-    status)."""
+    """The warm process: import torchrun, collect the case selection if asked (in a fork), say what torch has, wait
+    for the job, run it (torchrun's own exit status)."""
     import torch.distributed.run as torchrun
 
+    gate = os.fdopen(fd, "rb")
+    first = gate.readline()
+    collection = json.loads(first).get("collect") if first.strip() else None
+    pid = _fork_collection(collection, (fd, facts_fd)) if collection else None
     try:
-        with os.fdopen(facts_fd, "w") as fh:
-            fh.write(TorchFacts.here().to_json())
+        os.write(facts_fd, TorchFacts.here().to_json().encode() + b"\n")
+        if pid is not None:
+            status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+            os.write(facts_fd, json.dumps({"collected": status}).encode() + b"\n")
     except BrokenPipeError:  # the launcher stopped before it asked: the job will not come either
         pass
+    os.close(facts_fd)
 
-    with os.fdopen(fd, "rb") as fh:
-        data = fh.read()
-    if not data:  # closed without a job: the launcher stopped before any rank was to start
+    data = gate.readline()
+    if not data.strip():  # closed without a job: the launcher stopped before any rank was to start
         return 0
-    job = json.loads(data)
+    job = json.loads(data)["job"]
     os.chdir(job["cwd"])
     os.environ.clear()
     os.environ.update(job["env"])
     torchrun.main(job["args"])
     return 0
+
+
+def _fork_collection(collection: dict, fds: tuple[int, ...]) -> int:
+    """Fork; the child runs ``pytest`` on ``collection["argv"]`` in its environment and directory, its output
+    discarded, and exits with pytest's status. The child's pid."""
+    pid = os.fork()
+    if pid:
+        return pid
+    status = 70  # EX_SOFTWARE: the collection itself failed to run
+    try:
+        for f in fds:
+            os.close(f)  # the launcher's pipes: their ends stay the parent's alone
+        null = os.open(os.devnull, os.O_RDWR)
+        for f in (0, 1, 2):
+            os.dup2(null, f)
+        os.chdir(collection["cwd"])
+        os.environ.clear()
+        os.environ.update(collection["env"])
+        import pytest
+
+        status = int(pytest.main(collection["argv"]))
+    finally:
+        os._exit(status)
 
 
 if __name__ == "__main__":

@@ -66,6 +66,30 @@ def test_a_run_preflight_refuses_leaves_no_process(tmp_path, capsys):
     assert list(tmp_path.iterdir()) == []  # nothing written, no rank started
 
 
+def test_the_selection_is_collected_by_the_warm_torchrun_and_refused_before_any_rank(tmp_path, capsys, monkeypatch):
+    """K= / -k is collected by a fork of the warm torchrun, torch already imported there: the launcher starts no
+    interpreter of its own for it (``python -m pytest --collect-only`` imported torch a third time, about 2 s of CPU
+    on every run given -k). A selection that matches nothing is refused as before: one line, status 2, no rank, no
+    process left, nothing written."""
+    started = []
+
+    class Seen(subprocess.Popen):  # the real Popen; it notes what it started
+        def __init__(self, args, *a, **kw):
+            started.append([str(x) for x in args])
+            super().__init__(args, *a, **kw)
+
+    monkeypatch.setattr(subprocess, "Popen", Seen)
+    argv = ["--nproc", "2", "--experiments", "collectives", "--max-bytes", "1K", "--results-root", str(tmp_path)]
+    rc = cli.main([*argv, "--", "-k", "nosuchcase"])
+    out, err = capsys.readouterr()
+    assert rc == 2 and err == (
+        "error: the case selection (K= / -k 'nosuchcase') matches no case of collectives at 2 ranks; nothing started\n"
+    )
+    assert [cmd[:3] for cmd in started] == [[sys.executable, "-m", "suite.launch.warm"]], started
+    assert "# run " not in out and list(tmp_path.iterdir()) == []
+    assert psutil.Process().children(recursive=True) == []
+
+
 def test_the_launcher_itself_never_imports_torch_on_a_torchrun_run(tmp_path):
     """Its preflight rules on what the warm torchrun read of torch once it had imported it: the launcher's own
     import beside it was a second ~2 s of CPU on every run (with ``-k``, a third beside the selection's)."""

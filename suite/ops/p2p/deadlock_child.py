@@ -16,7 +16,7 @@ import torch.distributed as dist
 from suite.common.backends import record_of
 from suite.harness import verify
 from suite.ops.algorithms import ORDERINGS, exchange
-from suite.ops.p2p.deadlock import TAG
+from suite.ops.p2p.deadlock import TAG, payload
 
 
 def _probe_child(
@@ -41,9 +41,6 @@ def _probe_child(
     def say(*words) -> None:
         print(TAG, *words, flush=True)
 
-    def pat(r: int, count: int) -> torch.Tensor:
-        return verify.pattern(r, count, dt, redop="sum", device=dev)
-
     def sync() -> None:
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)  # NCCL's send/recv block the stream, not the CPU
@@ -55,12 +52,12 @@ def _probe_child(
             time.sleep(float(delay_s))
 
     # Every step's input and expected output is built before "ready": the parent's no-progress clock
-    # runs between lines, and building a 16 MiB pattern on a loaded host must not read as a stall.
-    # A pattern's value depends on (rank, element index) only, so each size's data is the first elements of the
-    # largest: built once per rank (hashing every size anew tripled the pair's start on a loaded 2-core host).
+    # runs between lines, and building 16 MiB on a loaded host must not read as a stall. A payload's value
+    # depends on (rank, element index) only, so each size's data is the first elements of the largest: built
+    # once per rank, with arange (deadlock.payload; the harness's hashed pattern took seconds on a loaded host).
     counts = {size: max(1, size // 4) for size in (big, *sizes)}
     most = max(counts.values())
-    mine_all, want_all = pat(rank, most), pat(peer, most)
+    mine_all, want_all = payload(rank, most, dev), payload(peer, most, dev)
     mine = {size: mine_all[:c] for size, c in counts.items()}
     want = {size: want_all[:c] for size, c in counts.items()}
     say("ready")
