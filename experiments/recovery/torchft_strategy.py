@@ -83,7 +83,6 @@ class Replicas:
         self.woken: set[int] = set()  # the stopped processes sent SIGCONT
         self.go = self.dir / "go"
         self.t_go: float | None = None  # the first step's start: wall-clock faults count from it
-        self.struck: set[tuple[int, int]] = set()  # (replica, life) a wall-clock kill ended
 
     def faults_of(self, g: int, life: int) -> list[dict]:
         """The faults life ``life`` of replica ``g`` strikes, in step (or time) order: the stops before its kill, and
@@ -179,14 +178,13 @@ class Replicas:
         for g, proc in self.procs.items():
             life = self.lives[g]
             due = [f for f in self.faults_of(g, life) if f["at_s"] is not None and time.time() >= self.t_go + f["at_s"]]
-            if not due or (g, life) in self.struck or g in self.dead_since or proc.poll() is not None:
+            if not due or proc.poll() is not None:  # exited (struck already, or done) until its replacement's turn
                 continue
             if any(_logged(self.path(h, self.lives[h], "jsonl"), "done") for h in self.procs):
                 return
             proc.kill()
             t = time.time()
             proc.wait()
-            self.struck.add((g, life))
             rows = [json.loads(x) for x in _lines(self.path(g, life, "jsonl")) if x.endswith("\n")]
             trained = life == 0 or any(r["kind"] in ("heal", "step") for r in rows)
             at = [r["step"] + (r["kind"] == "step") for r in rows if r["kind"] in ("ready", "heal", "step")]
