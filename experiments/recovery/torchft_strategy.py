@@ -11,11 +11,14 @@ one-process reference that applies exactly the committed steps (``torchft_check`
 There are no checkpoints: ``ckpt_save_s`` and ``ckpt_load_s`` are None (a healed replica's state comes from
 a live peer over torchft's HTTP transport). From the command line::
 
-    .venv/bin/python -m experiments.recovery.torchft_strategy --steps 30 --fault kill:1:10 --workdir /tmp/ft
-    .venv/bin/python -m experiments.recovery.torchft_strategy --steps 60 --fault kill:1:2.5s --workdir /tmp/ft
+    .venv/bin/python -m experiments.recovery.torchft_strategy --steps 30 --fault kill:1@10 --workdir /tmp/ft
+    .venv/bin/python -m experiments.recovery.torchft_strategy --steps 60 --fault kill:1@2.5s --workdir /tmp/ft
 
 exits 0 when the run equals its reference, 6 (wrong results) naming the first wrong step otherwise, 2 on
-bad input before anything starts.
+bad input before anything starts. ``--fault`` takes the recovery experiment's spelling (``RECOVERY_FAULTS``,
+``schedule.parse_faults``), the replica group in the rank's place: ``kill:<replica>@<step>``,
+``stop:<replica>@<step>``, ``kill:<replica>@<t>s``, ``poisson:<mtbf>``, ``poisson:<mtbf>s`` (whose draws
+spare replica ``schedule.KEPT``).
 """
 
 from __future__ import annotations
@@ -33,8 +36,8 @@ from pathlib import Path
 from suite.api import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_WRONG_RESULT
 
 from . import torchft_check as check
-from .plan import Fault, Plan, PlanError, check_fault, check_one_clock, check_writable
-from .schedule import KEPT, continue_stopped, keeps_one, ordered, poisson_faults, poisson_times, stop_seconds
+from .plan import Plan, PlanError, check_fault, check_one_clock, check_writable
+from .schedule import KEPT, continue_stopped, keeps_one, parse_faults, stop_seconds
 from .torchft_data import BATCH
 
 FAULTS = ("kill", "stop")
@@ -279,10 +282,12 @@ def parse(argv: list[str]) -> Plan:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--groups", type=int, default=2, help="replica groups (1 rank each)")
     ap.add_argument(
-        "--fault", action="append", default=[], help="kind:replica:step (kill:1:10, stop:1:10) or kill:replica:<t>s"
+        "--fault",
+        action="append",
+        default=[],
+        help="kill:<replica>@<step>, stop:<replica>@<step>, kill:<replica>@<t>s, poisson:<mtbf>[s] "
+        "(as RECOVERY_FAULTS; repeat it, or separate faults with commas)",
     )
-    ap.add_argument("--poisson", type=float, default=None, help="kills with this mean number of steps between")
-    ap.add_argument("--poisson-s", type=float, default=None, help="kills with this mean time in seconds between")
     ap.add_argument("--op-timeout", type=float, default=OP_TIMEOUT_S, help="the collective timeout in seconds")
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--timeout", type=float, default=300.0, help="the whole run's time limit in seconds")
@@ -292,16 +297,12 @@ def parse(argv: list[str]) -> Plan:
     ap.add_argument("--plant-step", type=int, default=None)
     ap.add_argument("--json", default=None, help="write the result here")
     a = ap.parse_args(argv)
-    faults = [_fault(f) for f in a.fault]
-    if a.poisson is not None:
-        faults += poisson_faults(seed=a.seed, mtbf=a.poisson, steps=a.steps, world=a.groups, keep=KEPT)
-    if a.poisson_s is not None:
-        faults += poisson_times(seed=a.seed, mtbf_s=a.poisson_s, world=a.groups, keep=KEPT)
+    faults = parse_faults(",".join(a.fault), world=a.groups, steps=a.steps, seed=a.seed, keep=KEPT)
     return Plan(
         steps=a.steps,
         seed=a.seed,
         world=a.groups,
-        faults=ordered(faults),
+        faults=faults,
         workdir=a.workdir,
         timeout_s=a.op_timeout,
         batch_per_rank=BATCH,
@@ -312,19 +313,6 @@ def parse(argv: list[str]) -> Plan:
         bug_step=a.plant_step,
         extra={"json": a.json},
     )
-
-
-def _fault(text: str) -> Fault:
-    """``kind:replica:step``, or ``kill:replica:<t>s`` at ``t`` seconds from the first step."""
-    parts = text.split(":")
-    at = parts[2].removesuffix("s") if len(parts) == 3 else ""
-    if len(parts) != 3 or not parts[1].isdigit() or not at.replace(".", "", 1).isdigit():
-        raise PlanError(f"--fault {text!r} is not kind:replica:step or kill:replica:<seconds>s")
-    if parts[2].endswith("s"):
-        return Fault(kind=parts[0], rank=int(parts[1]), step=0, at_s=float(at))
-    if not parts[2].isdigit():
-        raise PlanError(f"--fault {text!r} is not kind:replica:step or kill:replica:<seconds>s")
-    return Fault(kind=parts[0], rank=int(parts[1]), step=int(parts[2]))
 
 
 def main(argv: list[str] | None = None) -> int:

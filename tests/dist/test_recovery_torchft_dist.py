@@ -26,7 +26,7 @@ def test_a_replica_killed_by_the_clock_heals_from_its_peer_and_the_run_equals_it
     # the runner kills replica 1 0.5 s into the run, whatever it does then; the replacement arrives 1.5 s later, past
     # the Lighthouse's 1 s heartbeat timeout: the survivor commits steps alone (the killed replica's samples
     # dropped), then the replacement heals and rejoins. (A kill at a step is the planted-bug runs' below.)
-    p, out = _run(tmp_path, "--steps", "30", "--step-pad", "0.1", "--fault", "kill:1:0.5s", "--restart-delay", "1.5")
+    p, out = _run(tmp_path, "--steps", "30", "--step-pad", "0.1", "--fault", "kill:1@0.5s", "--restart-delay", "1.5")
     assert p.returncode == 0, p.stderr[-2000:]
     assert out["exact"] and out["tolerance"] == "bitwise" and out["mismatch"] is None
     assert [c["step"] for c in out["committed"]] == list(range(30))
@@ -47,7 +47,7 @@ def test_a_replica_killed_by_the_clock_heals_from_its_peer_and_the_run_equals_it
 @pytest.mark.parametrize("plant", ["stale", "phantom"])
 def test_a_planted_recovery_bug_fails_the_run_with_status_6_naming_the_step(tmp_path, plant):
     p, out = _run(
-        tmp_path, "--steps", "12", "--step-pad", "0.05", "--fault", "kill:1:4", "--plant", plant, "--plant-step", "7"
+        tmp_path, "--steps", "12", "--step-pad", "0.05", "--fault", "kill:1@4", "--plant", plant, "--plant-step", "7"
     )
     assert p.returncode == 6, p.stderr[-2000:]
     heal = [e["step"] for e in out["events"] if e["kind"] == "recover"]
@@ -59,7 +59,7 @@ def test_a_planted_recovery_bug_fails_the_run_with_status_6_naming_the_step(tmp_
 def test_a_stopped_replica_is_lost_then_heals_from_its_peer_and_the_run_equals_its_reference(tmp_path):
     # replica 1 is stopped at step 3 past the 1 s collective timeout (2.5 s): replica 0 detects it and commits steps
     # alone; continued, the same process rejoins, heals to a step its peer committed alone, and both end together
-    p, out = _run(tmp_path, "--steps", "30", "--step-pad", "0.1", "--op-timeout", "1", "--fault", "stop:1:3")
+    p, out = _run(tmp_path, "--steps", "30", "--step-pad", "0.1", "--op-timeout", "1", "--fault", "stop:1@3")
     assert p.returncode == 0, p.stderr[-2000:]
     assert out["exact"] and out["tolerance"] == "bitwise"
     assert [c["step"] for c in out["committed"]] == list(range(30))
