@@ -73,14 +73,20 @@ def validate(plan: Plan) -> None:
     check_writable(plan.workdir)
 
 
+SPARES = 2
+"""Warm spares a replica the schedule kills keeps ahead: the next life's, and the one after it, so that a
+replacement killed as it starts (a wall-clock kill that strikes a restart) is replaced by a warm spare too (one
+started only then would still be importing torch, seconds, when its peers finish the run)."""
+
+
 class Replicas:
     """The replica-group processes of one run. A replica the schedule kills is replaced by a warm spare
-    (started beside it, imported and loaded), woken when the killed process is seen dead."""
+    (started beforehand, imported and loaded), woken when the killed process is seen dead."""
 
     def __init__(self, plan: Plan, lighthouse: str):
         self.plan, self.lighthouse, self.dir = plan, lighthouse, Path(plan.workdir)
         self.procs: dict[int, subprocess.Popen] = {}
-        self.spares: dict[int, subprocess.Popen] = {}
+        self.spares: dict[int, list[subprocess.Popen]] = {}  # replica -> its next lives' warm spares, in order
         self.dead_since: dict[int, float] = {}
         self.lives = {g: 0 for g in range(plan.world)}
         self.woken: set[int] = set()  # the stopped processes sent SIGCONT
@@ -137,13 +143,20 @@ class Replicas:
     def start(self) -> None:
         for g in self.lives:
             self.procs[g] = self.launch(g, 0)
-            if self.dies(g, 0):
-                self.spares[g] = self.launch(g, 1)
+            self.stock(g)
+
+    def stock(self, g: int) -> None:
+        """Starts the spares replica ``g`` lacks: one for each of its next ``SPARES`` lives the schedule needs."""
+        spares = self.spares.setdefault(g, [])
+        while len(spares) < SPARES and self.dies(g, self.lives[g] + len(spares)):
+            spares.append(self.launch(g, self.lives[g] + len(spares) + 1))
 
     def ready(self) -> bool:
         """Every replica has joined its Lighthouse and every spare is warm."""
         return all(_logged(self.path(g, 0, "jsonl"), "ready") for g in self.procs) and all(
-            _logged(self.path(g, 1, "jsonl"), "spare") for g in self.spares
+            _logged(self.path(g, self.lives[g] + i, "jsonl"), "spare")
+            for g, spares in self.spares.items()
+            for i in range(1, len(spares) + 1)
         )
 
     def poll(self) -> bool:
@@ -155,16 +168,15 @@ class Replicas:
         continue_stopped(stops, stop_seconds(self.plan.timeout_s), self.woken)
         for g, proc in self.procs.items():
             rc = proc.poll()
-            if rc == -signal.SIGKILL and g in self.spares:
+            if rc == -signal.SIGKILL and self.spares.get(g):
                 self.dead_since.setdefault(g, time.monotonic())
                 if time.monotonic() - self.dead_since[g] < self.plan.restart_delay_s:
                     continue  # the replacement is not there yet: the others go on without it
                 del self.dead_since[g]
                 self.lives[g] += 1
                 self.path(g, self.lives[g], "wake").touch()
-                self.procs[g] = self.spares.pop(g)
-                if self.dies(g, self.lives[g]):
-                    self.spares[g] = self.launch(g, self.lives[g] + 1)
+                self.procs[g] = self.spares[g].pop(0)
+                self.stock(g)
             elif rc not in (None, 0):
                 tail = "".join(_lines(self.path(g, self.lives[g], "stderr"))[-3:])
                 raise RuntimeError(f"replica {g} exited with status {rc}: {tail.strip()[-300:]}")
@@ -197,7 +209,7 @@ class Replicas:
                 log.write(json.dumps(event) + "\n")
 
     def stop(self) -> None:
-        for proc in [*self.procs.values(), *self.spares.values()]:
+        for proc in [*self.procs.values(), *(p for spares in self.spares.values() for p in spares)]:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()

@@ -197,6 +197,26 @@ def test_a_wall_clock_kill_ends_the_life_it_falls_in_once_and_none_strikes_after
         replicas.stop()
 
 
+def test_a_replica_killed_again_as_it_starts_has_a_warm_spare_for_that_too(tmp_path):
+    """Two spares ahead: the replacement that a second kill strikes as it starts is replaced by a spare already
+    warm, not by one started only then (still importing torch, seconds, when its peers finish)."""
+    faults = tuple(Fault(kind="kill", rank=1, step=s) for s in (2, 3, 4))
+    replicas = torchft_strategy.Replicas(Plan(steps=12, workdir=str(tmp_path), faults=faults), "http://lighthouse")
+    launched = []
+    replicas.launch = lambda g, life: launched.append((g, life)) or subprocess.Popen(["sleep", "30"])
+    try:
+        replicas.start()
+        assert launched == [(0, 0), (1, 0), (1, 1), (1, 2)]
+        for life, started in ((1, (1, 3)), (2, (1, 3)), (3, (1, 3))):  # kills end lives 0, 1 and 2; life 3 lives
+            replicas.procs[1].kill()
+            replicas.procs[1].wait()
+            replicas.poll()
+            assert replicas.lives[1] == life and launched[-1] == started and replicas.path(1, life, "wake").exists()
+        assert len(launched) == 5 and replicas.spares[1] == []
+    finally:
+        replicas.stop()
+
+
 def test_a_stopped_process_is_continued_once_past_its_stop_time():
     proc = subprocess.Popen(["sleep", "30"])
     try:
