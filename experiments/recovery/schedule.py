@@ -11,6 +11,7 @@ strike during a restart (the elastic strategy's runner strikes them); ``none`` i
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import signal
@@ -43,9 +44,9 @@ def parse_faults(text: str, *, world: int, steps: int, seed: int, keep: int | No
         if not at:
             raise PlanError(f"fault {item!r}: spell it <class>:<rank>@<step>, e.g. kill:1@5")
         if step.endswith("s"):  # a wall-clock fault, seconds from the job's start
-            out.append(Fault(kind=kind, rank=int(_number(rank, item)), step=0, at_s=_number(step[:-1], item)))
+            out.append(Fault(kind=kind, rank=_whole(rank, item), step=0, at_s=_number(step[:-1], item)))
             continue
-        out.append(Fault(kind=kind, rank=int(_number(rank, item)), step=int(_number(step, item))))
+        out.append(Fault(kind=kind, rank=_whole(rank, item), step=_whole(step, item)))
     return ordered(out)
 
 
@@ -54,9 +55,17 @@ def _number(text: str, item: str) -> float:
         v = float(text)
     except ValueError:
         raise PlanError(f"fault {item!r}: {text!r} is not a number") from None
-    if v < 0 or v != v:
-        raise PlanError(f"fault {item!r}: {text!r} must be >= 0")
+    if not math.isfinite(v) or v < 0:
+        raise PlanError(f"fault {item!r}: {text!r} must be a finite number >= 0")
     return v
+
+
+def _whole(text: str, item: str) -> int:
+    """A rank or a step: a whole number >= 0 (``1.5`` is refused, not rounded to another rank)."""
+    v = _number(text, item)
+    if v != int(v):
+        raise PlanError(f"fault {item!r}: {text!r} is not a whole number")
+    return int(v)
 
 
 def ordered(faults: list[Fault]) -> tuple[Fault, ...]:

@@ -11,11 +11,14 @@ one-process reference that applies exactly the committed steps (``torchft_check`
 There are no checkpoints: ``ckpt_save_s`` and ``ckpt_load_s`` are None (a healed replica's state comes from
 a live peer over torchft's HTTP transport). From the command line::
 
-    .venv/bin/python -m experiments.recovery.torchft_strategy --steps 30 --fault kill:1:10 --workdir /tmp/ft
-    .venv/bin/python -m experiments.recovery.torchft_strategy --steps 60 --fault kill:1:2.5s --workdir /tmp/ft
+    .venv/bin/python -m experiments.recovery.torchft_strategy --steps 30 --fault kill:1@10 --workdir /tmp/ft
+    .venv/bin/python -m experiments.recovery.torchft_strategy --steps 60 --fault kill:1@2.5s --workdir /tmp/ft
 
 exits 0 when the run equals its reference, 6 (wrong results) naming the first wrong step otherwise, 2 on
-bad input before anything starts.
+bad input before anything starts. ``--fault`` takes the recovery experiment's spelling (``RECOVERY_FAULTS``,
+``schedule.parse_faults``), the replica group in the rank's place: ``kill:<replica>@<step>``,
+``stop:<replica>@<step>``, ``kill:<replica>@<t>s``, ``poisson:<mtbf>``, ``poisson:<mtbf>s`` (whose draws
+spare replica ``schedule.KEPT``).
 """
 
 from __future__ import annotations
@@ -33,8 +36,8 @@ from pathlib import Path
 from suite.api import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_WRONG_RESULT
 
 from . import torchft_check as check
-from .plan import Fault, Plan, PlanError, check_fault, check_one_clock, check_writable
-from .schedule import KEPT, continue_stopped, keeps_one, ordered, poisson_faults, poisson_times, stop_seconds
+from .plan import Plan, PlanError, check_fault, check_one_clock, check_writable
+from .schedule import KEPT, continue_stopped, keeps_one, parse_faults, stop_seconds
 from .torchft_data import BATCH
 
 FAULTS = ("kill", "stop")
@@ -70,20 +73,25 @@ def validate(plan: Plan) -> None:
     check_writable(plan.workdir)
 
 
+SPARES = 2
+"""Warm spares a replica the schedule kills keeps ahead: the next life's, and the one after it, so that a
+replacement killed as it starts (a wall-clock kill that strikes a restart) is replaced by a warm spare too (one
+started only then would still be importing torch, seconds, when its peers finish the run)."""
+
+
 class Replicas:
     """The replica-group processes of one run. A replica the schedule kills is replaced by a warm spare
-    (started beside it, imported and loaded), woken when the killed process is seen dead."""
+    (started beforehand, imported and loaded), woken when the killed process is seen dead."""
 
     def __init__(self, plan: Plan, lighthouse: str):
         self.plan, self.lighthouse, self.dir = plan, lighthouse, Path(plan.workdir)
         self.procs: dict[int, subprocess.Popen] = {}
-        self.spares: dict[int, subprocess.Popen] = {}
+        self.spares: dict[int, list[subprocess.Popen]] = {}  # replica -> its next lives' warm spares, in order
         self.dead_since: dict[int, float] = {}
         self.lives = {g: 0 for g in range(plan.world)}
         self.woken: set[int] = set()  # the stopped processes sent SIGCONT
         self.go = self.dir / "go"
         self.t_go: float | None = None  # the first step's start: wall-clock faults count from it
-        self.struck: set[tuple[int, int]] = set()  # (replica, life) a wall-clock kill ended
 
     def faults_of(self, g: int, life: int) -> list[dict]:
         """The faults life ``life`` of replica ``g`` strikes, in step (or time) order: the stops before its kill, and
@@ -135,13 +143,20 @@ class Replicas:
     def start(self) -> None:
         for g in self.lives:
             self.procs[g] = self.launch(g, 0)
-            if self.dies(g, 0):
-                self.spares[g] = self.launch(g, 1)
+            self.stock(g)
+
+    def stock(self, g: int) -> None:
+        """Starts the spares replica ``g`` lacks: one for each of its next ``SPARES`` lives the schedule needs."""
+        spares = self.spares.setdefault(g, [])
+        while len(spares) < SPARES and self.dies(g, self.lives[g] + len(spares)):
+            spares.append(self.launch(g, self.lives[g] + len(spares) + 1))
 
     def ready(self) -> bool:
         """Every replica has joined its Lighthouse and every spare is warm."""
         return all(_logged(self.path(g, 0, "jsonl"), "ready") for g in self.procs) and all(
-            _logged(self.path(g, 1, "jsonl"), "spare") for g in self.spares
+            _logged(self.path(g, self.lives[g] + i, "jsonl"), "spare")
+            for g, spares in self.spares.items()
+            for i in range(1, len(spares) + 1)
         )
 
     def poll(self) -> bool:
@@ -153,16 +168,15 @@ class Replicas:
         continue_stopped(stops, stop_seconds(self.plan.timeout_s), self.woken)
         for g, proc in self.procs.items():
             rc = proc.poll()
-            if rc == -signal.SIGKILL and g in self.spares:
+            if rc == -signal.SIGKILL and self.spares.get(g):
                 self.dead_since.setdefault(g, time.monotonic())
                 if time.monotonic() - self.dead_since[g] < self.plan.restart_delay_s:
                     continue  # the replacement is not there yet: the others go on without it
                 del self.dead_since[g]
                 self.lives[g] += 1
                 self.path(g, self.lives[g], "wake").touch()
-                self.procs[g] = self.spares.pop(g)
-                if self.dies(g, self.lives[g]):
-                    self.spares[g] = self.launch(g, self.lives[g] + 1)
+                self.procs[g] = self.spares[g].pop(0)
+                self.stock(g)
             elif rc not in (None, 0):
                 tail = "".join(_lines(self.path(g, self.lives[g], "stderr"))[-3:])
                 raise RuntimeError(f"replica {g} exited with status {rc}: {tail.strip()[-300:]}")
@@ -179,14 +193,13 @@ class Replicas:
         for g, proc in self.procs.items():
             life = self.lives[g]
             due = [f for f in self.faults_of(g, life) if f["at_s"] is not None and time.time() >= self.t_go + f["at_s"]]
-            if not due or (g, life) in self.struck or g in self.dead_since or proc.poll() is not None:
+            if not due or proc.poll() is not None:  # exited (struck already, or done) until its replacement's turn
                 continue
             if any(_logged(self.path(h, self.lives[h], "jsonl"), "done") for h in self.procs):
                 return
             proc.kill()
             t = time.time()
             proc.wait()
-            self.struck.add((g, life))
             rows = [json.loads(x) for x in _lines(self.path(g, life, "jsonl")) if x.endswith("\n")]
             trained = life == 0 or any(r["kind"] in ("heal", "step") for r in rows)
             at = [r["step"] + (r["kind"] == "step") for r in rows if r["kind"] in ("ready", "heal", "step")]
@@ -196,7 +209,7 @@ class Replicas:
                 log.write(json.dumps(event) + "\n")
 
     def stop(self) -> None:
-        for proc in [*self.procs.values(), *self.spares.values()]:
+        for proc in [*self.procs.values(), *(p for spares in self.spares.values() for p in spares)]:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
@@ -281,10 +294,12 @@ def parse(argv: list[str]) -> Plan:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--groups", type=int, default=2, help="replica groups (1 rank each)")
     ap.add_argument(
-        "--fault", action="append", default=[], help="kind:replica:step (kill:1:10, stop:1:10) or kill:replica:<t>s"
+        "--fault",
+        action="append",
+        default=[],
+        help="kill:<replica>@<step>, stop:<replica>@<step>, kill:<replica>@<t>s, poisson:<mtbf>[s] "
+        "(as RECOVERY_FAULTS; repeat it, or separate faults with commas)",
     )
-    ap.add_argument("--poisson", type=float, default=None, help="kills with this mean number of steps between")
-    ap.add_argument("--poisson-s", type=float, default=None, help="kills with this mean time in seconds between")
     ap.add_argument("--op-timeout", type=float, default=OP_TIMEOUT_S, help="the collective timeout in seconds")
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--timeout", type=float, default=300.0, help="the whole run's time limit in seconds")
@@ -294,16 +309,12 @@ def parse(argv: list[str]) -> Plan:
     ap.add_argument("--plant-step", type=int, default=None)
     ap.add_argument("--json", default=None, help="write the result here")
     a = ap.parse_args(argv)
-    faults = [_fault(f) for f in a.fault]
-    if a.poisson is not None:
-        faults += poisson_faults(seed=a.seed, mtbf=a.poisson, steps=a.steps, world=a.groups, keep=KEPT)
-    if a.poisson_s is not None:
-        faults += poisson_times(seed=a.seed, mtbf_s=a.poisson_s, world=a.groups, keep=KEPT)
+    faults = parse_faults(",".join(a.fault), world=a.groups, steps=a.steps, seed=a.seed, keep=KEPT)
     return Plan(
         steps=a.steps,
         seed=a.seed,
         world=a.groups,
-        faults=ordered(faults),
+        faults=faults,
         workdir=a.workdir,
         timeout_s=a.op_timeout,
         batch_per_rank=BATCH,
@@ -314,19 +325,6 @@ def parse(argv: list[str]) -> Plan:
         bug_step=a.plant_step,
         extra={"json": a.json},
     )
-
-
-def _fault(text: str) -> Fault:
-    """``kind:replica:step``, or ``kill:replica:<t>s`` at ``t`` seconds from the first step."""
-    parts = text.split(":")
-    at = parts[2].removesuffix("s") if len(parts) == 3 else ""
-    if len(parts) != 3 or not parts[1].isdigit() or not at.replace(".", "", 1).isdigit():
-        raise PlanError(f"--fault {text!r} is not kind:replica:step or kill:replica:<seconds>s")
-    if parts[2].endswith("s"):
-        return Fault(kind=parts[0], rank=int(parts[1]), step=0, at_s=float(at))
-    if not parts[2].isdigit():
-        raise PlanError(f"--fault {text!r} is not kind:replica:step or kill:replica:<seconds>s")
-    return Fault(kind=parts[0], rank=int(parts[1]), step=int(parts[2]))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,17 +18,21 @@ from experiments.recovery.schedule import KEPT, continue_stopped, keeps_one, poi
 from experiments.recovery.torchft_strategy import main
 
 BAD = {
-    "unknown fault class": (["--fault", "disconnect:1:3"], "unknown fault class 'disconnect'"),
-    "two faults at one step": (["--fault", "stop:1:3", "--fault", "kill:0:3"], "two faults at step 3"),
-    "poisson without failures": (["--poisson", "0"], "poisson needs a mean time between failures > 0"),
+    "unknown fault class": (["--fault", "disconnect:1@3"], "unknown fault class 'disconnect' for torchft"),
+    "a class of no strategy": (["--fault", "explode:1@3"], "unknown fault class 'explode' in 'explode:1@3'"),
+    "two faults at one step": (["--fault", "stop:1@3", "--fault", "kill:0@3"], "two faults at step 3"),
+    "two faults at one step, one flag": (["--fault", "stop:1@3,kill:0@3"], "two faults at step 3"),
+    "poisson without failures": (["--fault", "poisson:0"], "poisson needs a mean time between failures > 0"),
     "no collective timeout": (["--op-timeout", "0"], "the collective timeout must be > 0 s"),
-    "every replica struck": (["--fault", "kill:0:3", "--fault", "kill:1:4"], "strikes all 2"),
-    "a wall-clock stop": (["--fault", "stop:1:2s"], "wall-clock fault stop:1@2.00s: only kills"),
-    "steps and seconds": (["--fault", "kill:1:3", "--fault", "kill:1:2s"], "either in steps or in wall-clock"),
-    "not a time": (["--fault", "kill:1:xs"], "is not kind:replica:step or kill:replica:<seconds>s"),
-    "target beyond the world": (["--fault", "kill:2:3"], "fault target rank 2 is beyond the world of 2 ranks"),
-    "fault after the run": (["--fault", "kill:1:20"], "fault step 20 is outside the run"),
-    "not kind:replica:step": (["--fault", "kill-1"], "is not kind:replica:step"),
+    "every replica struck": (["--fault", "kill:0@3", "--fault", "kill:1@4"], "strikes all 2"),
+    "a wall-clock stop": (["--fault", "stop:1@2s"], "wall-clock fault stop:1@2.00s: only kills"),
+    "steps and seconds": (["--fault", "kill:1@3", "--fault", "kill:1@2s"], "either in steps or in wall-clock"),
+    "not a time": (["--fault", "kill:1@xs"], "fault 'kill:1@xs': 'x' is not a number"),
+    "target beyond the world": (["--fault", "kill:2@3"], "fault target rank 2 is beyond the world of 2 ranks"),
+    "fault after the run": (["--fault", "kill:1@20"], "fault step 20 is outside the run"),
+    "not <class>:<rank>@<step>": (["--fault", "kill-1"], "unknown fault class 'kill-1'"),
+    "the old kind:replica:step": (["--fault", "kill:1:3"], "fault 'kill:1:3': spell it <class>:<rank>@<step>"),
+    "a fractional replica": (["--fault", "kill:1.5@3"], "fault 'kill:1.5@3': '1.5' is not a whole number"),
     "one replica group": (["--groups", "1"], "at least 2 replica groups"),
     "unknown plant": (["--plant", "nothing"], "unknown planted bug 'nothing'"),
     "stale without a fault": (["--plant", "stale"], "needs a fault"),
@@ -143,6 +147,9 @@ def test_torchft_keeps_one_replica_group_alive():
         drawn = poisson_faults(seed=0, mtbf=2, steps=200, world=world, keep=KEPT)
         assert len(drawn) > 20 and {f.rank for f in drawn} == set(range(world)) - {KEPT}
     assert {f.rank for f in poisson_faults(seed=0, mtbf=2, steps=200, world=2)} == {0, 1}  # elastic: any rank
+    for poisson in ("poisson:2", "poisson:2s"):  # the command line's draws, in steps or seconds, spare it too
+        drawn = torchft_strategy.parse(["--workdir", "w", "--steps", "200", "--fault", poisson]).faults
+        assert len(drawn) > 20 and {f.rank for f in drawn} == {1}
 
 
 def test_each_life_of_a_replica_strikes_its_stops_then_the_kill_that_ends_it(tmp_path):
@@ -186,6 +193,26 @@ def test_a_wall_clock_kill_ends_the_life_it_falls_in_once_and_none_strikes_after
         replicas.strike()
         assert replicas.procs[1].poll() == -signal.SIGKILL
         assert json.loads(replicas.path(1, 1, "jsonl").read_text().splitlines()[-1])["struck"] == "restart"
+    finally:
+        replicas.stop()
+
+
+def test_a_replica_killed_again_as_it_starts_has_a_warm_spare_for_that_too(tmp_path):
+    """Two spares ahead: the replacement that a second kill strikes as it starts is replaced by a spare already
+    warm, not by one started only then (still importing torch, seconds, when its peers finish)."""
+    faults = tuple(Fault(kind="kill", rank=1, step=s) for s in (2, 3, 4))
+    replicas = torchft_strategy.Replicas(Plan(steps=12, workdir=str(tmp_path), faults=faults), "http://lighthouse")
+    launched = []
+    replicas.launch = lambda g, life: launched.append((g, life)) or subprocess.Popen(["sleep", "30"])
+    try:
+        replicas.start()
+        assert launched == [(0, 0), (1, 0), (1, 1), (1, 2)]
+        for life, started in ((1, (1, 3)), (2, (1, 3)), (3, (1, 3))):  # kills end lives 0, 1 and 2; life 3 lives
+            replicas.procs[1].kill()
+            replicas.procs[1].wait()
+            replicas.poll()
+            assert replicas.lives[1] == life and launched[-1] == started and replicas.path(1, life, "wake").exists()
+        assert len(launched) == 5 and replicas.spares[1] == []
     finally:
         replicas.stop()
 
