@@ -215,26 +215,26 @@ def test_every_number_of_the_deadlock_probe_has_its_provenance():
 
 
 def test_the_probe_pairs_payloads_are_exact_and_tell_every_element_apart(monkeypatch):
-    """The pair's payloads (deadlock.payload, arange-built): exact float32 integers, rank r's at index i
+    """The pair's payloads (deadlock_child.payload, arange-built): exact float32 integers, rank r's at index i
     ``r x period + i mod period + 1``: distinct across both processes at every probe size (a missing, stale,
     shifted or crossed element reads wrong), each size's the first elements of a larger one's; past a period they
     repeat, still exact."""
-    from suite.ops.p2p import deadlock
+    from suite.ops.p2p import deadlock, deadlock_child
 
     def expected(rank, start, stop, period):
         return torch.arange(start, stop, dtype=torch.int64) % period + rank * period + 1
 
     big = deadlock.PROBE.sizes[-1] // 4
-    assert big <= deadlock.PAYLOAD_PERIOD <= 2**23  # both ranks' values distinct, and below 2^24: exact
+    assert big <= deadlock_child.PAYLOAD_PERIOD <= 2**23  # both ranks' values distinct, and below 2^24: exact
     for rank in (0, 1):
-        got = deadlock.payload(rank, big)
+        got = deadlock_child.payload(rank, big)
         assert got.dtype == torch.float32 and got.shape == (big,)
         for start in (0, big - 1000):  # float32's steps widen towards the top
-            want = expected(rank, start, start + 1000, deadlock.PAYLOAD_PERIOD)
+            want = expected(rank, start, start + 1000, deadlock_child.PAYLOAD_PERIOD)
             assert torch.equal(got[start : start + 1000].to(torch.int64), want)
-        assert torch.equal(deadlock.payload(rank, 1000), got[:1000])
-    monkeypatch.setattr(deadlock, "PAYLOAD_PERIOD", 8)
-    assert deadlock.payload(1, 21).tolist() == expected(1, 0, 21, 8).tolist()
+        assert torch.equal(deadlock_child.payload(rank, 1000), got[:1000])
+    monkeypatch.setattr(deadlock_child, "PAYLOAD_PERIOD", 8)
+    assert deadlock_child.payload(1, 21).tolist() == expected(1, 0, 21, 8).tolist()
 
 
 @pytest.mark.parametrize("world", [3, 4])

@@ -142,26 +142,6 @@ PROVENANCE = {
 exchange case records them)."""
 
 
-PAYLOAD_PERIOD = 1 << 23
-"""The pair's payloads repeat every this many elements (``payload``): below it every value of both processes is
-distinct, and exact in float32 (at most 2^24)."""
-
-
-def payload(rank: int, count: int, device="cpu"):
-    """What process ``rank`` of the pair sends: ``count`` float32 values, index i holding
-    ``rank x PAYLOAD_PERIOD + i mod PAYLOAD_PERIOD + 1``, built with ``arange`` (the harness's hashed pattern
-    (suite/harness/verify.py ``pattern``) took a third of a second at 16 MiB on an idle host, seconds on a loaded
-    one, twice per process before it could say ``ready``). What the pair checks is whether each exchange delivered
-    the peer's message whole and in place, not a reduction's arithmetic: distinct values per index and per process
-    show a missing, stale, shifted or crossed element as well. A size's payload is the first elements of a
-    larger size's."""
-    import torch
-
-    base = rank * PAYLOAD_PERIOD + 1
-    period = torch.arange(base, base + min(count, PAYLOAD_PERIOD), dtype=torch.float32, device=device)
-    return period if count <= PAYLOAD_PERIOD else period.repeat(-(-count // PAYLOAD_PERIOD))[:count]
-
-
 _LAUNCHER_VARS = (
     "RANK",
     "WORLD_SIZE",

@@ -1,7 +1,8 @@
 """One process of the deadlock probe pair (suite/ops/p2p/deadlock.py starts two, with
 ``python -m suite.ops.p2p.deadlock_child --deadlock-child ...``).
 
-No module imports this one: run as ``-m``, a module the package had already imported would run twice.
+No module of the suite imports this one: run as ``-m``, a module the package had already imported would run
+twice (the unit tests import it for ``payload``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,25 @@ import torch.distributed as dist
 from suite.common.backends import record_of
 from suite.harness import verify
 from suite.ops.algorithms import ORDERINGS, exchange
-from suite.ops.p2p.deadlock import TAG, payload
+from suite.ops.p2p.deadlock import TAG
+
+
+PAYLOAD_PERIOD = 1 << 23
+"""The pair's payloads repeat every this many elements (``payload``): below it every value of both processes is
+distinct, and exact in float32 (at most 2^24)."""
+
+
+def payload(rank: int, count: int, device="cpu"):
+    """What process ``rank`` of the pair sends: ``count`` float32 values, index i holding
+    ``rank x PAYLOAD_PERIOD + i mod PAYLOAD_PERIOD + 1``, built with ``arange`` (the harness's hashed pattern
+    (suite/harness/verify.py ``pattern``) took a third of a second at 16 MiB on an idle host, seconds on a loaded
+    one, twice per process before it could say ``ready``). What the pair checks is whether each exchange delivered
+    the peer's message whole and in place, not a reduction's arithmetic: distinct values per index and per process
+    show a missing, stale, shifted or crossed element as well. A size's payload is the first elements of a
+    larger size's."""
+    base = rank * PAYLOAD_PERIOD + 1
+    period = torch.arange(base, base + min(count, PAYLOAD_PERIOD), dtype=torch.float32, device=device)
+    return period if count <= PAYLOAD_PERIOD else period.repeat(-(-count // PAYLOAD_PERIOD))[:count]
 
 
 def _probe_child(
@@ -54,7 +73,7 @@ def _probe_child(
     # Every step's input and expected output is built before "ready": the parent's no-progress clock
     # runs between lines, and building 16 MiB on a loaded host must not read as a stall. A payload's value
     # depends on (rank, element index) only, so each size's data is the first elements of the largest: built
-    # once per rank, with arange (deadlock.payload; the harness's hashed pattern took seconds on a loaded host).
+    # once per rank, with arange (``payload`` above; the harness's hashed pattern took seconds on a loaded host).
     counts = {size: max(1, size // 4) for size in (big, *sizes)}
     most = max(counts.values())
     mine_all, want_all = payload(rank, most, dev), payload(peer, most, dev)
