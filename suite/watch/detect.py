@@ -31,7 +31,9 @@ its steps are many and consistent enough for the rank-sum test. What tells a slo
 - it lasts: ``MIN_AFTER`` points since the onset (not since the CUSUM's start, which comes earlier), and the floor
   holds on each half of them as well as on all (a stretch that ended halfway fails its second half);
 - it has a past: its onset ``MIN_BEFORE`` points or more into the series (on a shorter past, the drift bound has
-  little to take its slowest stretch from);
+  little to take its slowest stretch from). A change found in that short past is dropped, not waited on: the onset
+  is looked for again from ``MIN_AFTER`` points after it (a loaded host's first steps are often lopsided, and a
+  CUSUM held on them for ``MAX_PENDING`` points started over past a later slowdown's onset);
 - it is slower in seconds, not only as a ratio: since the onset, on the median and on each half, its gap to its
   peers (its time less their median) at least the host's jitter (``Detector.jitter``: the ``JITTER_QUANTILE`` of
   how far every target's gap strayed from its median before the onset). Where compute takes 8 ms, a rank that
@@ -269,7 +271,12 @@ class Detector:
 
     def _confirm(self, target: str, tr: _Track, step: int) -> Flag | None:
         onset = _onset(tr.ratios, tr.start, step, tr.base)
-        if step + 1 - onset < MIN_AFTER or onset < MIN_BEFORE:  # it must last, and have a past to compare with
+        if onset < MIN_BEFORE:  # a change in the too-short past: dropped, a later one (after it lasted) looked for
+            later = max(MIN_BEFORE, onset + MIN_AFTER)
+            if step + 1 - later < MIN_AFTER:
+                return None
+            onset = _onset(tr.ratios, later, step, tr.base)
+        if step + 1 - onset < MIN_AFTER:  # it must last
             return None
         first = max(0, onset - BASELINE)  # the evidence before: the baseline's steps at most
         before_r, after_r = tr.ratios[first:onset], tr.ratios[onset : step + 1]

@@ -381,3 +381,16 @@ def test_the_absolute_floor_is_the_hosts_jitter_in_seconds():
     assert d.jitter(40, 80) == pytest.approx(0.02)
     assert detect.above([0.02] * 12, 0.02) and not detect.above([0.019] * 12, 0.02)
     assert not detect.above([0.05] * 6 + [0.0] * 6, 0.02)  # it ended halfway
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_an_early_lopsided_stretch_does_not_mask_a_later_onset(seed):
+    """Rank 1 at 1.3x its peer for 14 steps from step 20 (the first steps of a loaded host's run, lopsided), then
+    even again, then twice as slow from step 60: named from step 60. The CUSUM crosses on the early stretch, whose
+    onset has too short a past to be named; it used to wait on that crossing for MAX_PENDING steps and start over
+    after them, past the real onset: named from a later one (steps 65 to 67), or not at all (4 of these 8 seeds)."""
+    series = _series(seed, 2, 110, {1: 2.0}, 60)
+    for t in range(20, 34):
+        series[t]["rank 1"] *= 1.3
+    (flag,) = _run(series, 2)
+    assert flag.target == "rank 1" and flag.onset == 60 and flag.detected < 60 + 2 * detect.MIN_AFTER
