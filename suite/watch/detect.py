@@ -31,10 +31,21 @@ its steps are many and consistent enough for the rank-sum test. What tells a slo
 - it lasts: ``MIN_AFTER`` points since the onset (not since the CUSUM's start, which comes earlier), and the floor
   holds on each half of them as well as on all (a stretch that ended halfway fails its second half);
 - it has a past: its onset ``MIN_BEFORE`` points or more into the series (on a shorter past, the drift bound has
-  little to take its slowest stretch from).
+  little to take its slowest stretch from). A change found in that short past is dropped, not waited on: the onset
+  is looked for again from ``MIN_AFTER`` points after it (a loaded host's first steps are often lopsided, and a
+  CUSUM held on them for ``MAX_PENDING`` points started over past a later slowdown's onset);
+- it is slower in seconds, not only as a ratio: since the onset, on the median and on each half, its gap to its
+  peers (its time less their median) at least the host's jitter (``Detector.jitter``: the ``JITTER_QUANTILE`` of
+  how far every target's gap strayed from its median before the onset). Where compute takes 8 ms, a rank that
+  spends 2 s at 9 to 25 ms beside a peer at its floor is 2.3x its peer, consistent enough for the rank-sum test,
+  and its 9 ms gap is what the load made the ranks' gaps stray 1 time in 4 or more (9 to 30 ms in bench trials at
+  a load of 4 to 10); a rank that a fault holds longer is named (a bench trial's ``slow`` rank at 2.7x, at a load
+  of about 10: a 17 ms gap where the gaps had strayed 12 ms 1 time in 4).
 
 Rejected: the peers' spread in the baseline (with two ranks there is one peer, no spread); comparing against the
-peers' same-time blocks alone, without the rank's past (a rank slower by nature would be named from the start).
+peers' same-time blocks alone, without the rank's past (a rank slower by nature would be named from the start); for
+the floor in seconds, the gap's growth since the onset against a higher quantile (0.95) of its straying: it missed
+that 2.7x ``slow`` rank (the gaps had strayed 35 ms 1 time in 20).
 A slow rank pays for this in time to detect (``MIN_AFTER`` points, a few seconds at the watch's points), not in
 what it can name (tests/unit/test_watch_detect.py plants both).
 
@@ -76,6 +87,9 @@ REBASE = 16
 """Steps between two estimates of a target's baseline."""
 ALPHA = 3e-6
 """The rank-sum test's one-sided level: after the onset slower than before."""
+JITTER_QUANTILE = 0.75
+"""The absolute floor of a slowdown (``Detector.jitter``): since the onset a target must be slower than its peers, in
+seconds, by at least this quantile of how far every target's gap to its peers strayed from its usual before."""
 
 
 @dataclass(frozen=True)
@@ -142,6 +156,8 @@ class _Track:
     """One target's state: its values, its log ratios to the peers, the CUSUM and where it last left zero."""
 
     values: list[float] = field(default_factory=list)
+    gaps: list[float] = field(default_factory=list)
+    """Its time less its peers' median, per step (seconds)."""
     ratios: list[float] = field(default_factory=list)
     base: float | None = None
     based: int = 0
@@ -178,6 +194,13 @@ def slower_than_drift(before: Sequence[float], after: Sequence[float]) -> bool:
     return all(statistics.median(h) >= floor + max(drift, 0.0) for h in halves)
 
 
+def above(gaps: Sequence[float], floor: float) -> bool:
+    """Whether ``gaps`` (a target's time less its peers' median since the onset, seconds) are, on their median and
+    on each of their halves', ``floor`` or more: the rank slower than its peers now by more than the host's jitter."""
+    n = len(gaps)
+    return all(statistics.median(h) >= floor for h in (gaps, gaps[: n // 2], gaps[n // 2 :]))
+
+
 def _onset(ratios: Sequence[float], start: int, step: int, base: float) -> int:
     """The change point in ``start..step``: where the sum of the ratios since, less the level halfway between the
     baseline and the level since ``start``, is largest (the CUSUM's own start lags the noise before a change)."""
@@ -209,6 +232,7 @@ class Detector:
             peers = [v for k, v in values.items() if k != t]
             tr = self.tracks[t]
             tr.values.append(x)
+            tr.gaps.append(x - statistics.median(peers))
             tr.ratios.append(math.log(max(x, 1e-12) / max(statistics.median(peers), 1e-12)))
             if len(tr.ratios) == self.warmup:
                 _rebase(tr, step + 1)
@@ -234,9 +258,25 @@ class Detector:
             tr.flagged = True
         return flag
 
+    def jitter(self, first: int, onset: int) -> float:
+        """The host's jitter over ``first..onset``, in seconds: the ``JITTER_QUANTILE`` of how far every target's gap
+        to its peers strayed from its median there, pooled."""
+        dev = []
+        for tr in self.tracks.values():
+            window = tr.gaps[first:onset]
+            if window:
+                mid = statistics.median(window)
+                dev += [abs(g - mid) for g in window]
+        return sorted(dev)[min(len(dev) - 1, int(JITTER_QUANTILE * len(dev)))] if dev else 0.0
+
     def _confirm(self, target: str, tr: _Track, step: int) -> Flag | None:
         onset = _onset(tr.ratios, tr.start, step, tr.base)
-        if step + 1 - onset < MIN_AFTER or onset < MIN_BEFORE:  # it must last, and have a past to compare with
+        if onset < MIN_BEFORE:  # a change in the too-short past: dropped, a later one (after it lasted) looked for
+            later = max(MIN_BEFORE, onset + MIN_AFTER)
+            if step + 1 - later < MIN_AFTER:
+                return None
+            onset = _onset(tr.ratios, later, step, tr.base)
+        if step + 1 - onset < MIN_AFTER:  # it must last
             return None
         first = max(0, onset - BASELINE)  # the evidence before: the baseline's steps at most
         before_r, after_r = tr.ratios[first:onset], tr.ratios[onset : step + 1]
@@ -246,6 +286,8 @@ class Detector:
         # a level the rank has held for MIN_AFTER points under the floor: no slowdown, the CUSUM starts over
         tr.settled = not slower_than_drift(before_r, after_r)
         if ratio < MIN_RATIO or own < MIN_RATIO or tr.settled:
+            return None
+        if not above(tr.gaps[onset : step + 1], self.jitter(first, onset)):  # more seconds than the host strays
             return None
         p = rank_sum_p(before_r, after_r)
         if p >= ALPHA:

@@ -283,3 +283,114 @@ def test_a_ranks_compute_starts_at_its_forward_not_at_the_wait_before_it(ctx, mo
     assert (start, compute, took) == (100.0, 1.0, 6.5)
     for h in w.hooks:
         h.remove()
+
+
+def _recorded(r0: str, r1: str) -> list[dict[str, float]]:
+    """2 ranks' points as the watch fed them (ms, rounded)."""
+    return [{"rank 0": int(a) / 1e3, "rank 1": int(b) / 1e3} for a, b in zip(r0.split(), r1.split(), strict=True)]
+
+
+CLEAN_LOADED = _recorded(
+    "10 6 7 16 11 17 16 7 7 24 23 7 7 7 7 18 7 7 24 8 7 16 7 7 14 13 9 7 16 8 22 21 32 9 12 40 34 32 30 20 19 16 18 16 "
+    "17 19 26 8 7 9 15 16 11 11 15 17 14 12 13 10",
+    "8 16 7 22 16 15 8 26 18 32 17 14 20 11 32 18 15 34 24 17 30 7 8 13 12 13 17 36 23 24 14 26 36 25 14 35 26 12 23 "
+    "24 15 7 7 7 7 8 7 7 14 7 7 7 11 9 7 7 7 10 16 6",
+)
+"""The first 60 points of a fail-slow bench trial's watch before its injection's onset, on this 2-core machine at a
+load of 4 to 8: both ranks between a 7 ms floor of compute and 20 to 40 ms as the load comes and goes; from point 35
+rank 0 at 16 to 40 ms while rank 1 sits at its floor, 1.9x its peer against 0.5x before (a rank-sum p of 2.7e-6):
+the detector without its absolute floor named rank 0 at point 53."""
+
+SLOWED_LOADED = _recorded(
+    "10 19 23 22 28 7 7 17 19 25 7 8 27 26 23 18 52 15 12 26 13 29 27 25 26 27 16 30 44 10 16 8 8 7 7 8 25 33 23 28 12 "
+    "9 25 46 30 37 7 24 13 22 30 25 22 38 43 41 33 34 34 31 15 29 17 46 35 26 11 9 29 26 17 20 28 21 7 27 7 13 15 26 "
+    "33 8 29 22 17 22 7 13 16 19 9 9 8 15 16 16",
+    "6 7 7 21 19 25 24 19 22 15 22 27 16 19 25 7 15 7 12 20 14 15 15 28 15 15 23 22 23 8 11 30 34 26 40 27 31 15 16 18 "
+    "14 34 27 7 15 34 45 15 22 19 12 32 35 41 39 35 27 36 49 14 18 11 14 31 57 41 36 28 35 53 43 11 23 104 101 147 "
+    "100 303 104 348 302 152 303 54 53 100 255 54 150 54 54 103 53 53 54 98",
+)
+"""The first 96 points of the same bench's trial ``slow:1:5:10:20`` on the same machine: from point 73 rank 1 runs
+5 ms of every 50 ms, its compute 50 to 350 ms."""
+
+
+SLOWED_2_7 = _recorded(
+    "12 10 10 6 7 30 50 12 13 13 6 10 16 25 8 21 25 8 24 31 34 17 9 15 16 13 36 28 7 7 6 13 6 6 10 28 12 11 8 6 16 12 "
+    "6 6 11 8 8 13 25 26 42 25 23 22 41 52 33 23 29 67 24 7 23 52 51 81 95 58 23 23 45 56 75 6 41 54 25 26 7 45",
+    "7 10 10 29 27 13 6 13 12 10 6 10 6 14 16 14 35 42 22 19 41 9 9 24 28 6 6 6 7 9 43 13 17 18 42 8 9 8 8 6 11 8 10 "
+    "16 10 8 9 9 8 7 7 9 10 19 6 6 18 19 16 20 33 13 22 7 8 7 6 7 7 7 6 13 6 12 15 7 13 22 11 12",
+)
+"""The first 80 points of the same bench's trial ``slow:0:5:2.7:20`` at a load of about 10 (the step 1.76x slower):
+from point 47 rank 0 runs 18.5 ms of every 50 ms, its compute 22 to 95 ms beside its peer's 6 to 33 ms."""
+
+
+def test_a_loaded_hosts_millisecond_stretch_is_not_named_and_slowed_ranks_on_it_are():
+    assert _run(CLEAN_LOADED, 2) == []
+    (flag,) = _run(SLOWED_LOADED, 2)
+    assert flag.target == "rank 1" and 73 <= flag.onset <= 78
+    (flag,) = _run(SLOWED_2_7, 2)
+    assert flag.target == "rank 0" and flag.onset == 47
+
+
+def _jittery(seed: int, steps: int = 200, stretch: range = range(0), slow_from: int | None = None):
+    """2 ranks at an 8 ms floor of compute, each point of each rank 9 to 40 ms instead at a chance of 1/2 (a loaded
+    host's load coming and going, as CLEAN_LOADED shows); through ``stretch`` rank 0 at its floor and rank 1
+    wandering 9 to 25 ms (the load on rank 1's core alone: the clean trial the watch named at a load of 5 to 7);
+    from ``slow_from`` rank 1's points 30 to 100 ms longer (a rank slowed by a real fault)."""
+    rng = random.Random(seed)
+
+    def floor() -> float:
+        return 0.008 * rng.lognormvariate(0, 0.03)
+
+    def point() -> float:
+        return rng.uniform(0.009, 0.04) if rng.random() < 0.5 else floor()
+
+    out = []
+    for t in range(steps):
+        r0, r1 = (floor(), rng.uniform(0.009, 0.025)) if t in stretch else (point(), point())
+        if slow_from is not None and t >= slow_from:
+            r1 += rng.uniform(0.03, 0.1)
+        out.append({"rank 0": r0, "rank 1": r1})
+    return out
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_rank_wandering_9_to_25_ms_beside_an_8_ms_peer_is_jitter_not_a_slowdown(seed):
+    """A 2.3x ratio of two tiny times for 40 points (2 s of the watch's 50 ms points): slower than its peer by no
+    more seconds than the ranks' gaps strayed before; 6 of these 10 seeds were named without the floor. (After such a
+    stretch, rank 0's jitter coming back beside its floor is another matter: a rank named on it in 1 of 20 seeds here,
+    3 without the floor.)"""
+    assert _run(_jittery(seed, steps=150, stretch=range(100, 140)), 2) == []
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_rank_slowed_by_tens_of_ms_on_the_same_jittery_host_is_named(seed):
+    (flag,) = _run(_jittery(seed, slow_from=100), 2)
+    assert flag.target == "rank 1" and 98 <= flag.onset <= 104 and flag.detected < 100 + 2 * detect.MIN_AFTER
+
+
+def test_the_absolute_floor_is_the_hosts_jitter_in_seconds():
+    """The floor is a quantile of how far each target's gap to its peers strayed from its usual before the onset:
+    one step in four 1 ms (then 20 ms) slower than its peer sets it at 1 ms (then 20 ms); the gaps since the onset
+    must reach it on their median and on each half's."""
+    d = detect.Detector("compute", "rank", {"rank 0": (0,), "rank 1": (1,)})
+    for t in range(40):
+        d.add({"rank 0": 0.01, "rank 1": 0.01 + (0.001 if t % 4 == 0 else 0.0)})
+    assert d.jitter(0, 40) == pytest.approx(0.001)
+    for t in range(40):
+        d.add({"rank 0": 0.01, "rank 1": 0.01 + (0.02 if t % 4 == 0 else 0.0)})
+    assert d.jitter(40, 80) == pytest.approx(0.02)
+    assert detect.above([0.02] * 12, 0.02) and not detect.above([0.019] * 12, 0.02)
+    assert not detect.above([0.05] * 6 + [0.0] * 6, 0.02)  # it ended halfway
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_an_early_lopsided_stretch_does_not_mask_a_later_onset(seed):
+    """Rank 1 at 1.3x its peer for 14 steps from step 20 (the first steps of a loaded host's run, lopsided), then
+    even again, then twice as slow from step 60: named from step 60. The CUSUM crosses on the early stretch, whose
+    onset has too short a past to be named; it used to wait on that crossing for MAX_PENDING steps and start over
+    after them, past the real onset: named from a later one (steps 65 to 67), or not at all (4 of these 8 seeds)."""
+    series = _series(seed, 2, 110, {1: 2.0}, 60)
+    for t in range(20, 34):
+        series[t]["rank 1"] *= 1.3
+    (flag,) = _run(series, 2)
+    assert flag.target == "rank 1" and flag.onset == 60 and flag.detected < 60 + 2 * detect.MIN_AFTER
