@@ -23,8 +23,11 @@ def test_fails_on_its_second_round():
 def test_a_failed_round_prints_its_failure_and_the_summary_counts_it(tmp_path):
     test = tmp_path / "test_flaky.py"
     test.write_text(FLAKY.format(mark=tmp_path / "mark"))
-    cmd = [sys.executable, "scripts/soak.py", "2", str(test), "--", "-p", "no:cacheprovider"]
-    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    cmd = [sys.executable, str(ROOT / "scripts" / "soak.py"), "2", str(test), "--", "-p", "no:cacheprovider"]
+    # run from the planted test's folder: pytest's rootdir, which names the test in the JUnit file, falls back to the
+    # common ancestor of the folder it runs in and the test's (a checkout under /tmp made it /tmp, and the names
+    # pytest-of-root.pytest-N...test_flaky)
+    p = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert p.returncode == 1, p.stdout + p.stderr
     lines = p.stdout.splitlines()
     assert lines[0].startswith("round 1/2: 2 tests, 0 failed")
