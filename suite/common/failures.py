@@ -138,7 +138,25 @@ def node_cause(results_dir: str | Path, node: str) -> str:
     return f"rank {note.get('rank')} on {note.get('host')}: {note['cause']}"
 
 
-if __name__ == "__main__":  # python -m suite.common.failures cause <run dir> <node>
-    if len(sys.argv) != 4 or sys.argv[1] != "cause":
-        sys.exit("usage: python -m suite.common.failures cause <run dir> <node>")
-    print(node_cause(sys.argv[2], sys.argv[3]))
+def closing_line(results_dir: str | Path, node: str, status: int) -> str:
+    """The closing line of a multi-node run that did not succeed, for ``node``, its first node to stop non-zero with
+    ``status`` (docker/first-failure.sh prints it). A status of EXIT_FINDING with the doctor's verdict stored is the
+    doctor's finding, not a failure: every probe ran and was correct, and the doctor found something; its headline
+    (``doctor.json``) is what the run found. Otherwise the node failed, with the run's root cause (``node_cause``)."""
+    doctor = Path(results_dir, "doctor.json")
+    if status == EXIT_FINDING:
+        try:
+            headline = json.loads(doctor.read_text()).get("headline")
+        except (OSError, ValueError, AttributeError):
+            headline = None
+        if headline:
+            return f"# doctor: {headline} ({node} exited with the doctor's status {status}; {doctor})"
+    cause = node_cause(results_dir, node)
+    return f"# first failure: {node} exited with status {status}" + (f": {cause}" if cause else "")
+
+
+if __name__ == "__main__":  # python -m suite.common.failures closing <run dir> <node> <status>
+    if len(sys.argv) != 5 or sys.argv[1] != "closing" or not sys.argv[4].isdigit():
+        print("usage: python -m suite.common.failures closing <run dir> <node> <status>", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)
+    print(closing_line(sys.argv[2], sys.argv[3], int(sys.argv[4])))
