@@ -23,6 +23,8 @@ PROVENANCE = {
     "rank's step start (the run's timeline)",
     "replayed_ms": "modelled: the step's dependency graph replayed unchanged (suite/postmortem/replay/graph.py)",
     "replay_error_pct": "derived: |replayed - measured| / measured",
+    "ops_matched_on": "how the ranks' ops were matched: on their process group and c10d sequence number (the "
+    "run's flight-recorder record beside its profiles), else on their names and order",
     "recorded_ms": "measured: the mean of the case's timed samples in the run's record (bench.json samples_us)",
     "replay_error_vs_record_pct": "derived: |replayed - recorded| / recorded",
     "ideal_ms": "modelled: the step replayed idealised (median compute per segment across ranks, median transfer "
@@ -86,6 +88,7 @@ def case_result(run: Path, case: str, spans: dict, whatifs: list[WhatIf]) -> tup
     prices = [link.price(run, case, w.target, peers) if w.kind == "link" else None for w in whatifs]
     whatifs = [w if p is None else dataclasses.replace(w, wire=p.wire) for w, p in zip(whatifs, prices)]
     out = {"case": case, **analyse(graphs, whatifs, stages), "steps_skipped": len(skipped)}
+    out["ops_matched_on"] = graphs[0].matched_on if len({g.matched_on for g in graphs}) == 1 else graph.BY_NAME
     for entry, p in zip(out["whatifs"], prices):
         if p is not None:
             entry["priced"] = p.how
@@ -112,6 +115,7 @@ def _lines(r: dict) -> list[str]:
         f"{r['case']}: {r['steps']} steps ({r['steps_skipped']} skipped); measured {_ms(r['measured_ms'])} ms, "
         f"replayed (modelled) {_ms(r['replayed_ms'])} ms (error {r['replay_error_pct']}%; against the record's "
         f"{_ms(r['recorded_ms'])} ms: {_ms(r['replay_error_vs_record_pct'])}%)",
+        f"  ops matched across ranks on {r['ops_matched_on']}",
         f"  idealised (no straggler, modelled) {_ms(r['ideal_ms'])} ms: slowdown S = {r['slowdown']}; per op type: "
         + ", ".join(f"{k} {v}" for k, v in r["slowdown_by_op_type"].items()),
         f"  M_W (modelled share of the slowdown per rank): {mw}",

@@ -75,7 +75,7 @@ def wire_seconds(
     i-th, the mean past the end)."""
     out = {}
     for key, ranks in peers.items():
-        name, i = key
+        name, i = key[0], key[1]
         got = sizes.get(name) or []
         coef = ring_coefficients(op_name_of(name), len(ranks))
         if not got or coef is None or not on_ring(ranks, *link):
