@@ -8,7 +8,17 @@ import pytest
 
 from suite.postmortem.replay.graph import BY_GROUP, BY_NAME, END, RankStep, build, key_ops, replay
 from suite.postmortem.replay.timeline import chrome_trace
-from suite.postmortem.replay.whatif import WhatIf, _share, analyse, changed, idealised, median_transfers
+from suite.postmortem.replay.whatif import (
+    AtRanks,
+    WhatIf,
+    _share,
+    analyse,
+    changed,
+    idealised,
+    median_transfers,
+    probe_compute,
+    spans_every_rank,
+)
 
 MS = 1e-3
 
@@ -185,6 +195,18 @@ def test_ops_matched_on_their_names_alone_mix_the_groups_up():
     g = build(mesh_step(grouped=False))
     assert g.matched_on == BY_NAME and g.peers[("all_reduce", 0)] == [0, 1, 2, 3]
     assert replay(g).time == pytest.approx(43 * MS) and g.measured == pytest.approx(35 * MS)
+
+
+def test_n_ranks_replays_the_idealised_step_with_the_transfers_and_compute_at_n():
+    """The "N ranks" what-if: the idealised step (24 ms), the all-reduce 1 ms longer at N; with a probe's compute
+    at N (15 ms of backward, 2 of optimizer): 15 + 3 + 2. A 2-D step's groups at N are a mesh's: not modelled."""
+    g = build(ddp_step(slow=3.0))
+    at = AtRanks({("all_reduce", 0): 1 * MS})
+    assert changed(g, WhatIf("ranks", (4,), at=at), median_transfers([g])) == pytest.approx(24 * MS + 1 * MS)
+    probe = AtRanks(at.extra, {("all_reduce", 0): 15 * MS, END: 2 * MS})
+    assert changed(g, WhatIf("ranks", (4,), at=probe), median_transfers([g])) == pytest.approx(20 * MS)
+    assert spans_every_rank([g]) and not spans_every_rank([build(mesh_step())])
+    assert probe_compute([build(mesh_step())], set(g.peers)) is None  # not the step's ops
 
 
 def test_an_op_missing_on_a_rank_of_its_group_is_refused():
