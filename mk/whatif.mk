@@ -1,7 +1,8 @@
 # What-if replay (suite/postmortem/replay/): a stored run's training steps rebuilt as dependency graphs and
 # replayed as recorded, idealised (no straggler) and under the changes asked for. The run needs its profiler
 # traces (PROFILE=1): the backend's ops that the journal does not see.
-#   make what-if RUN=results/<run> [CASE=text] [WHATIF=rank:1:2,link:0-1:0.5]   table + RUN/what-if.json
+#   make what-if RUN=results/<run> [CASE=text] [WHATIF=rank:1:2,link:0-1:0.5,ranks:4] [PROBE=results/<run at N>]
+#     table + RUN/what-if.json (PROBE: a profiled run of the same cases at N ranks, the compute of ranks:<N>)
 #   make validate-what-if [WHATIF_RANK=1] [WHATIF_FACTOR=2] [WHATIF_NPROC=3] [WHATIF_STRATEGIES=ddp,fsdp2]   clean and
 #     straggler runs (local ranks; the sharded steps named, and pp_gpipe at 2 ranks)
 #     measured against their what-ifs: results/<WHATIF_ID>-<UTC time>-{clean,slow}, the table in
@@ -10,6 +11,7 @@
 #     (WHATIF_NPROC nodes of one rank), and a DDP step on 2 nodes at WHATIF_LINK_MBIT against WHATIF_FACTOR times less
 CASE          ?=
 WHATIF        ?=
+PROBE         ?=
 WHATIF_RANK   ?= 1
 WHATIF_FACTOR ?= 2
 WHATIF_NPROC  ?= 3
@@ -31,8 +33,8 @@ WHATIF_LINK_K := test_ddp and mlp- and ddp]
 
 .PHONY: what-if validate-what-if
 
-what-if: venv  ## RUN= [CASE=] [WHATIF=]: a run's training steps replayed, idealised and changed (PROFILE=1 runs)
-	@$(PY) -m suite.postmortem.replay "$(RUN)" --case "$(CASE)" --what-if "$(WHATIF)"
+what-if: venv  ## RUN= [CASE=] [WHATIF=] [PROBE=]: a run's training steps replayed, idealised and changed (PROFILE=1 runs)
+	@$(PY) -m suite.postmortem.replay "$(RUN)" --case "$(CASE)" --what-if "$(WHATIF)" --probe "$(PROBE)"
 
 validate-what-if: venv  ## clean and straggler runs against their what-ifs: replay and counterfactual errors
 	@case "$(WHATIF_NPROC)" in ''|*[!0-9]*|0|1) echo "error: WHATIF_NPROC must be a whole number of ranks from 2, got '$(WHATIF_NPROC)'" >&2; exit 2;; esac; \

@@ -9,6 +9,8 @@ import pickle
 import re
 from pathlib import Path
 
+from suite.common.switches import switch
+
 
 FR_PREFIX = "nccl_trace_rank_"
 """The flight-recorder dumps' names in ``<run>/failures/`` (flight_recorder_env below: NCCL's own
@@ -125,3 +127,18 @@ def flight_recorder_env(env: dict, run_dir: Path, torch_version: str) -> dict[st
     if "TORCH_NCCL_DUMP_ON_TIMEOUT" not in env:
         out["TORCH_NCCL_DUMP_ON_TIMEOUT"] = "1"
     return out
+
+
+FR_BUFFER = "20000"
+"""The flight recorder's ring of a profiled run: the collectives of the longest profiled case (a case that issues
+more keeps only its last ones, and the replay then matches its ops on their names)."""
+
+
+def profile_env(env: dict, torch_version: str) -> dict[str, str]:
+    """The launcher's settings for a profiled run (``SUITE_PROFILE`` set in ``env``): torch's flight recorder on,
+    unless the user set its buffer (the NCCL runs' own, flight_recorder_env, or theirs); the traces' collectives:
+    suite/harness/profiling.py ``c10d_ops``."""
+    if not switch("SUITE_PROFILE", env) or "TORCH_FR_BUFFER_SIZE" in env or "TORCH_NCCL_TRACE_BUFFER_SIZE" in env:
+        return {}
+    new_names = tuple(int(x) for x in re.findall(r"\d+", torch_version)[:2]) >= (2, 9)
+    return {"TORCH_FR_BUFFER_SIZE" if new_names else "TORCH_NCCL_TRACE_BUFFER_SIZE": FR_BUFFER}

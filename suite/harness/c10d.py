@@ -87,6 +87,17 @@ def flight_recorder_dump() -> bytes | None:
     return None if fn is None else fn(includeStackTraces=False)
 
 
+def group_ranks() -> dict[str, list[int]]:
+    """Every process group this process created, by the name the flight recorder gives it -> its global ranks
+    (the profiler's ``distributedInfo`` lists only some: not a DeviceMesh's groups); {} where torch keeps no such
+    table."""
+    try:
+        names = torch.distributed.distributed_c10d._world.pg_names
+        return {str(name): list(torch.distributed.get_process_group_ranks(pg)) for pg, name in names.items()}
+    except Exception:  # noqa: BLE001 - a private table: without it no op is grouped, nothing fails
+        return {}
+
+
 # --- the dispatcher's view of c10d's ops (the planted faults over plain Gloo: suite/harness/plant/mode.py) ----------
 
 DispatchMode = TorchDispatchMode

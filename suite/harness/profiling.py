@@ -10,6 +10,13 @@ timed steps); communication shows as ``gloo:``/``nccl:`` record functions, DDP's
 buckets as ``DistributedDataParallel.forward`` / autograd hooks, so the overlap of
 all_reduce with backward can be read off the timeline.
 
+Process groups: the profiler's ``gloo:`` ops carry no process group nor c10d sequence number (torch 2.13 on
+Gloo records no ``record_param_comms`` metadata), so a profiled run also switches on torch's flight recorder
+(suite/common/flight_recorder.py ``profile_env``, set by the launcher) and writes, beside each trace, the
+collectives the recorder saw issued while the case ran: ``<results-dir>/profiles/c10d/<case>.rank<r>.json`` (each
+op's group, sequence number and name, and when it was issued, ``c10d_ops``; each group's ranks), which the what-if
+replay (suite/postmortem/replay) keys ops on.
+
 The autouse fixture ``suite_profile`` in ``suite.harness.pytest.plugin`` (the pytest bridge) uses it, so
 every experiment gets it without code of its own; this module does not import pytest.
 ``profile_to(path)`` is the same as a context manager for scripts.
@@ -25,9 +32,12 @@ the process started, and says so in ``kind``.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import pickle
 import re
 import resource
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,9 +71,46 @@ def profile_to(path: str | os.PathLike):
         activities.append(ProfilerActivity.CUDA)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    since = time.time_ns()
     with profile(activities=activities, record_shapes=False, with_stack=False) as prof:
         yield prof
+    until = time.time_ns()
     prof.export_chrome_trace(str(path))
+    ops = c10d_ops(since, until)
+    if ops:
+        from suite.harness import c10d
+
+        c10d_path(path).parent.mkdir(parents=True, exist_ok=True)
+        doc = {"ops": ops, "groups": c10d.group_ranks()}
+        c10d_path(path).write_text(json.dumps(doc, separators=(",", ":")))
+
+
+def c10d_path(trace: Path) -> Path:
+    """Where the collectives of the case whose trace is ``trace`` go: ``profiles/c10d/<trace's name>``."""
+    return trace.parent / "c10d" / trace.name
+
+
+def c10d_ops(since_ns: int, until_ns: int) -> list[dict]:
+    """The collectives the flight recorder saw issued between the two times (Unix ns), in issue order: each one's
+    process group (``pg``: its name, as torch names it), c10d sequence number
+    in that group (``seq``), op (``op``: "all_reduce") and issue time (``issued_ns``); [] where the recorder is off
+    or this torch has no dump. Point-to-point ops (their own counter) are left out."""
+    from suite.harness import c10d
+
+    try:
+        raw = c10d.flight_recorder_dump()
+        entries = pickle.loads(raw).get("entries") or [] if raw else []
+    except Exception:  # noqa: BLE001 - a private API: no dump is no grouping, never a failed case
+        return []
+    out = []
+    for e in sorted(entries, key=lambda e: e.get("record_id", 0)):
+        issued = int(e.get("time_created_ns") or 0)
+        if e.get("is_p2p") or not e.get("collective_seq_id") or not since_ns <= issued <= until_ns:
+            continue
+        pg = (e.get("process_group") or ["?"])[0]
+        op = str(e.get("profiling_name", "?")).rpartition(":")[2]
+        out.append({"pg": str(pg), "seq": int(e["collective_seq_id"]), "op": op, "issued_ns": issued})
+    return out
 
 
 # --- peak memory ----------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from suite import registry
 
-from suite.common import progress
+from suite.common import flight_recorder, progress
 from suite.common.config import ConfigError, build_config
 from suite.common.knobs import KNOBS, settings_from_env
 from suite.common.switches import check_switches, switch
@@ -292,6 +292,7 @@ def _main(argv: list[str], where: dict) -> int:
             print(f"error: {e}", file=sys.stderr)
             return EXIT_BAD_INPUT
     env.update(record_of(backend).call("run_env", env, run_dir, facts.version) or {})  # NCCL: its flight recorder
+    env.update(flight_recorder.profile_env(env, facts.version))  # PROFILE=1: the flight recorder, for the ops' groups
     # Every node creates it: ranks leave failure notes (and NCCL flight-recorder dumps) here.
     try:
         try:

@@ -31,6 +31,9 @@ def test_make_what_if_replays_a_real_ddp_step(profiled_run):
     (case,) = doc["cases"]
     assert case["case"] == "test_ddp[mlp-ddp]" and case["steps"] == 4 and case["steps_skipped"] == 0
     assert case["replay_error_pct"] == 0.0  # the graph holds every op of the step: its replay is the recorded step
+    # the profiled run kept its flight recorder's collectives: every op placed in its group (the world's)
+    assert case["ops_matched_on"] == "process group and sequence number", case["ops_matched_on"]
+    assert "ops matched across ranks on process group and sequence number" in r.stdout
     assert case["recorded_ms"] > 0 and case["replay_error_vs_record_pct"] is not None  # bench.json's samples
     assert {"all_reduce", "compute"} <= set(case["slowdown_by_op_type"]) and set(case["M_W_pct"]) == {"0", "1"}
     assert [w["what"] for w in case["whatifs"]] == ["rank 1 2x slower", "link 0-1 2x faster"]

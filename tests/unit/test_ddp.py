@@ -3,6 +3,7 @@ check rule, tables, profiler trace writing and peak-memory measurement."""
 
 import dataclasses
 import json
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,8 @@ from experiments.ddp import check as ddp_check
 from experiments.ddp import workload as ddp_exp_workload
 from experiments.ddp import models as training
 from experiments.sharded import check as sharded_check
-from suite.harness import profiling
+from suite.common.flight_recorder import profile_env
+from suite.harness import c10d, profiling
 from suite.harness.sgd_rule import SgdRule
 from suite.common.config import ConfigError, build_config
 from suite.common.knobs import parse_count, settings_from_env
@@ -372,6 +374,40 @@ def test_profile_selection(setting, nodeid, want):
 def test_trace_path_is_per_rank_and_safe(tmp_path):
     p = profiling.trace_path(tmp_path, "experiments/ddp/cases.py::test_ddp[mlp-ddp bucket/1]", 3)
     assert p.parent == tmp_path / "profiles" and p.name == "test_ddp_mlp-ddp_bucket_1.rank3.json"
+
+
+def test_a_profiled_run_switches_the_flight_recorder_on_unless_the_user_set_it():
+    assert profile_env({"SUITE_PROFILE": "1"}, "2.13.0") == {"TORCH_FR_BUFFER_SIZE": "20000"}
+    assert profile_env({"SUITE_PROFILE": "ddp"}, "2.4.1") == {"TORCH_NCCL_TRACE_BUFFER_SIZE": "20000"}
+    assert profile_env({"SUITE_PROFILE": "1", "TORCH_FR_BUFFER_SIZE": "5"}, "2.13.0") == {}
+    assert profile_env({}, "2.13.0") == {} and profile_env({"SUITE_PROFILE": "0"}, "2.13.0") == {}
+
+
+def test_the_cases_collectives_are_those_the_flight_recorder_saw_issued_while_it_ran(monkeypatch):
+    """profiling.c10d_ops on a dump as torch 2.13 writes it (the fields it reads): the collectives issued inside the
+    window, in issue order; a send (its own counter) and the ops before and after left out."""
+
+    def entry(rid, pg, seq, name, t, p2p=False):
+        return {"record_id": rid, "process_group": (pg, "undefined"), "collective_seq_id": seq, "is_p2p": p2p} | {
+            "profiling_name": f"gloo:{name}",
+            "time_created_ns": t,
+        }
+
+    dump = {
+        "entries": [
+            entry(0, "0", 1, "barrier", 5),
+            entry(2, "3", 2, "all_reduce", 20),
+            entry(1, "1", 1, "all_gather", 15),
+        ]
+    }
+    dump["entries"] += [entry(3, "0", 0, "send", 25, p2p=True), entry(4, "0", 2, "barrier", 40)]
+    monkeypatch.setattr(c10d, "flight_recorder_dump", lambda: pickle.dumps(dump))
+    assert profiling.c10d_ops(10, 30) == [
+        {"pg": "1", "seq": 1, "op": "all_gather", "issued_ns": 15},
+        {"pg": "3", "seq": 2, "op": "all_reduce", "issued_ns": 20},
+    ]
+    monkeypatch.setattr(c10d, "flight_recorder_dump", lambda: None)
+    assert profiling.c10d_ops(10, 30) == []
 
 
 def test_profile_to_writes_a_chrome_trace(tmp_path):

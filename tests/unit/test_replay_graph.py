@@ -6,14 +6,26 @@ from __future__ import annotations
 
 import pytest
 
-from suite.postmortem.replay.graph import END, RankStep, build, key_ops, replay
-from suite.postmortem.replay.whatif import WhatIf, _share, analyse, changed, idealised, median_transfers
+from suite.postmortem.replay.graph import BY_GROUP, BY_NAME, END, RankStep, build, key_ops, replay
+from suite.postmortem.replay.timeline import chrome_trace
+from suite.postmortem.replay.whatif import (
+    AtRanks,
+    WhatIf,
+    _share,
+    analyse,
+    changed,
+    idealised,
+    median_transfers,
+    probe_compute,
+    spans_every_rank,
+)
 
 MS = 1e-3
 
 
-def rank(r: int, start: float, end: float, *ops: tuple[str, float, float]) -> RankStep:
-    return RankStep(r, start * MS, end * MS, key_ops([(n, a * MS, b * MS) for n, a, b in ops]))
+def rank(r: int, start: float, end: float, *ops: tuple) -> RankStep:
+    """Rank ``r``'s step in ms; each op (name, start, end) or (name, start, end, (group, seq, its ranks))."""
+    return RankStep(r, start * MS, end * MS, key_ops([(o[0], o[1] * MS, o[2] * MS, *o[3:]) for o in ops]))
 
 
 def ddp_step(slow: float = 1.0, rank_slow: int = 1, n: int = 2) -> list[RankStep]:
@@ -31,6 +43,15 @@ def ddp_step(slow: float = 1.0, rank_slow: int = 1, n: int = 2) -> list[RankStep
 def test_ops_are_keyed_by_name_and_order():
     ops = key_ops([("all_reduce", 3.0, 4.0), ("broadcast", 1.0, 2.0), ("all_reduce", 2.0, 2.5)])
     assert [o.key for o in ops] == [("broadcast", 0), ("all_reduce", 0), ("all_reduce", 1)]
+
+
+def test_ops_with_a_group_are_keyed_by_its_sequence_numbers_not_their_start():
+    """Gloo runs a group's ops on two threads: the later-issued one (seq 9) can start a moment first."""
+    ops = key_ops(
+        [("all_reduce", 2.0, 3.0, ("1", 8, (0, 1))), ("all_reduce", 1.9, 2.5, ("1", 9, (1, 0))), ("broadcast", 1, 2)]
+    )
+    assert [o.key for o in ops] == [("broadcast", 0), ("all_reduce", 1, "pg 1"), ("all_reduce", 0, "pg 1")]
+    assert ops[1].group == (0, 1) and ops[0].group is None
 
 
 def test_an_unchanged_replay_reproduces_the_recorded_step():
@@ -126,6 +147,73 @@ def test_a_pipeline_replays_and_its_slow_stage_is_named():
     assert changed(g, WhatIf("rank", (1,), 0.5), {}) == pytest.approx(16 * MS)
     out = analyse([g], [], stages={0: [0], 1: [1]})
     assert out["M_S_pct"]["1"] > 50 and out["M_S_pct"]["1"] > out["M_S_pct"]["0"]
+
+
+TP = {0: ("3", (0, 1)), 1: ("3", (0, 1)), 2: ("4", (2, 3)), 3: ("4", (2, 3))}
+DP = {0: ("1", (0, 2)), 2: ("1", (0, 2)), 1: ("2", (1, 3)), 3: ("2", (1, 3))}
+"""A 2-D mesh of four ranks: rank -> (its group's name, the group's ranks), tensor parallel and data parallel."""
+
+
+def mesh_step(grouped: bool = True) -> list[RankStep]:
+    """One 2-D step: ranks 0 and 1 compute 10 ms, all-reduce in their TP group (2 ms), compute 20 ms and all-reduce
+    in their DP group; ranks 2 and 3 compute 20 ms, all-reduce in theirs, compute 2 ms and wait in the DP all-reduce
+    for their DP peer (0 or 1) until 32 ms; every rank ends at 35 ms. ``grouped``: each op carries its group and
+    c10d sequence number (as the flight recorder has them), else only its name and times."""
+    times = {0: ((10, 12), (32, 34)), 2: ((20, 22), (24, 34))}
+    out = []
+    for r in range(4):
+        tp, dp = times[r & 2]
+        ops = [("all_reduce", *tp, (TP[r][0], 1, TP[r][1])), ("all_reduce", *dp, (DP[r][0], 1, DP[r][1]))]
+        out.append(rank(r, 0, 35, *(o if grouped else o[:3] for o in ops)))
+    return out
+
+
+def test_ops_of_two_process_groups_match_on_group_and_sequence_number():
+    g = build(mesh_step())
+    assert g.matched_on == BY_GROUP
+    assert g.peers == {
+        ("all_reduce", 0, "pg 3"): [0, 1],
+        ("all_reduce", 0, "pg 4"): [2, 3],
+        ("all_reduce", 0, "pg 1"): [0, 2],
+        ("all_reduce", 0, "pg 2"): [1, 3],
+    }
+    assert replay(g).time == pytest.approx(g.measured) == pytest.approx(35 * MS)
+    # rank 2 twice as slow delays its TP peer 3 and, through the DP all-reduce, rank 0: 40 + 2 (TP), 4 + 2 (DP), 1
+    assert changed(g, WhatIf("rank", (2,), 2.0), {}) == pytest.approx(50 * MS)
+    trace = chrome_trace(g, replay(g), replay(g), "test_sharded[2d]")
+    assert {e["args"]["group"] for e in trace["traceEvents"] if e.get("cat") == "op"} == {
+        "pg 1",
+        "pg 2",
+        "pg 3",
+        "pg 4",
+    }
+
+
+def test_ops_matched_on_their_names_alone_mix_the_groups_up():
+    """What matching on names did to the same step: rank 0's TP all-reduce taken for one op with ranks 2 and 3's,
+    so in the replay it waits for them until 20 ms, then computes 20 ms: 43 ms, not the 35 measured."""
+    g = build(mesh_step(grouped=False))
+    assert g.matched_on == BY_NAME and g.peers[("all_reduce", 0)] == [0, 1, 2, 3]
+    assert replay(g).time == pytest.approx(43 * MS) and g.measured == pytest.approx(35 * MS)
+
+
+def test_n_ranks_replays_the_idealised_step_with_the_transfers_and_compute_at_n():
+    """The "N ranks" what-if: the idealised step (24 ms), the all-reduce 1 ms longer at N; with a probe's compute
+    at N (15 ms of backward, 2 of optimizer): 15 + 3 + 2. A 2-D step's groups at N are a mesh's: not modelled."""
+    g = build(ddp_step(slow=3.0))
+    at = AtRanks({("all_reduce", 0): 1 * MS})
+    assert changed(g, WhatIf("ranks", (4,), at=at), median_transfers([g])) == pytest.approx(24 * MS + 1 * MS)
+    probe = AtRanks(at.extra, {("all_reduce", 0): 15 * MS, END: 2 * MS})
+    assert changed(g, WhatIf("ranks", (4,), at=probe), median_transfers([g])) == pytest.approx(20 * MS)
+    assert spans_every_rank([g]) and not spans_every_rank([build(mesh_step())])
+    assert probe_compute([build(mesh_step())], set(g.peers)) is None  # not the step's ops
+
+
+def test_an_op_missing_on_a_rank_of_its_group_is_refused():
+    steps = mesh_step()
+    steps[1] = rank(1, 0, 35, ("all_reduce", 32, 34, (DP[1][0], 1, DP[1][1])))  # its TP all-reduce not recorded
+    with pytest.raises(ValueError, match=r"op all_reduce #0 of pg 3 ran on ranks \[0\] of its group's \[0, 1\]"):
+        build(steps)
 
 
 def test_an_op_on_one_rank_alone_is_refused():

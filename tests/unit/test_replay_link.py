@@ -82,30 +82,79 @@ def test_the_links_beta_is_the_runs_declared_rate_between_hosts_and_none_within_
     assert link.figure(_run(["host"], {}), (0, 1)) is None
 
 
+def _stored_run(tmp_path, ops=((10_000, 30_000), (12_000, 68_000)), step_us=80_000, n=2, cores=None):
+    """A hand-made run of ``n`` ranks on as many hosts (LINK_RATE=400mbit declared) with one timed step of the case
+    ``c`` (``step_us``) whose all_reduces, DDP's buckets of 1 MB and 3 MB, run at ``ops`` ((start, duration) µs);
+    ``cores``: each host's usable cores, where recorded."""
+    epoch, events = 1_000.0, []
+    for r in range(n):
+        events += [{"ph": "X", "cat": "case", "name": "c", "pid": 1, "tid": r + 1, "ts": 0, "dur": 200_000}]
+        events += [{"ph": "X", "cat": "sample", "name": "step", "pid": 1, "tid": r + 1, "ts": 0, "dur": step_us}]
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / "trace.json").write_text(json.dumps({"traceEvents": events, "otherData": {"epoch_unix_s": epoch}}))
+    (tmp_path / "profiles").mkdir()
+    for r in range(n):
+        evs = [{"ph": "X", "name": "gloo:all_reduce", "ts": ts, "dur": d, "pid": 1, "tid": 9} for ts, d in ops]
+        doc = {"traceEvents": evs, "baseTimeNanoseconds": int(epoch * 1e9)}
+        (tmp_path / "profiles" / f"c.rank{r}.json").write_text(json.dumps(doc))
+    run = _run([f"node{r}" for r in range(n)], {"LINK_RATE": "400mbit"})
+    run["benchmarks"][0]["extra_info"].update(bucket_sizes=[1_000_000, 3_000_000], samples_us=[float(step_us)])
+    for h in run["machine_info"]["suite"]["hosts"].values():
+        h["cpu_share"] = {"ranks": 1, "usable_cpus": cores} if cores else {}
+    (tmp_path / "bench.json").write_text(json.dumps(run))
+    return tmp_path
+
+
 def test_make_what_if_prices_the_link_of_a_stored_run(tmp_path, capsys):
     """`python -m suite.postmortem.replay RUN --what-if link:0-1:2` (make what-if) on a hand-made 2-host run: an
     80 ms step whose two all_reduces, DDP's buckets of 1 MB and 3 MB (20 and 60 ms of bandwidth term at the
     declared 400 Mbit/s), run from 10 to 40 ms and from 12 ms to the step's end; each bucket's term lengthens its
     all_reduce, and the second ends the step."""
-    epoch, events, ops = 1_000.0, [], {}
-    for r in (0, 1):
-        events += [{"ph": "X", "cat": "case", "name": "c", "pid": 1, "tid": r + 1, "ts": 0, "dur": 200_000}]
-        events += [{"ph": "X", "cat": "sample", "name": "step", "pid": 1, "tid": r + 1, "ts": 0, "dur": 80_000}]
-        ops[r] = [("gloo:all_reduce", 10_000, 30_000), ("gloo:all_reduce", 12_000, 68_000)]
-    (tmp_path / "trace.json").write_text(json.dumps({"traceEvents": events, "otherData": {"epoch_unix_s": epoch}}))
-    (tmp_path / "profiles").mkdir()
-    for r, mine in ops.items():
-        evs = [{"ph": "X", "name": n, "ts": ts, "dur": d, "pid": 1, "tid": 9} for n, ts, d in mine]
-        doc = {"traceEvents": evs, "baseTimeNanoseconds": int(epoch * 1e9)}
-        (tmp_path / "profiles" / f"c.rank{r}.json").write_text(json.dumps(doc))
-    run = _run(["node0", "node1"], {"LINK_RATE": "400mbit"})
-    run["benchmarks"][0]["extra_info"].update(bucket_sizes=[1_000_000, 3_000_000], samples_us=[80_000.0])
-    (tmp_path / "bench.json").write_text(json.dumps(run))
+    _stored_run(tmp_path)
     assert cli.main([str(tmp_path), "--what-if", "link:0-1:2"]) == 0
     (w,) = json.loads((tmp_path / "what-if.json").read_text())["cases"][0]["whatifs"]
     assert w["step_ms"] == pytest.approx(80 + 60)  # the last bucket's 60 ms term once more; whole: 80 + 68
     assert "LINK_RATE=400mbit" in w["priced"] and "bucket_sizes" in w["priced"]
     assert "what if link 0-1 2x slower: 140.000 ms" in capsys.readouterr().out
+
+
+def test_n_ranks_move_each_transfer_by_the_ring_model():
+    """An all_reduce of 1 MB from 2 to 4 ranks: 2 more latency steps each way (6 - 2) and a bandwidth factor of
+    1.5 for 1 (2(N-1)/N): at α 10 µs and β 1 GB/s, 40 µs + 0.5 x 1 ms more; a barrier, not in the model, keeps."""
+    peers = {("all_reduce", 0): [0, 1], ("barrier", 0): [0, 1]}
+    extra = link.at_ranks(peers, 4, {"all_reduce": [1e6]}, alpha_us=10.0, beta_gbps=1.0)
+    assert extra == {("all_reduce", 0): pytest.approx(40e-6 + 0.5e-3), ("barrier", 0): 0.0}
+
+
+def test_make_what_if_prices_n_ranks_on_the_ring_model_and_a_probes_compute(tmp_path, capsys):
+    """The stored 2-host run at 4 ranks: each bucket's bandwidth term 1.5 times its 2-rank one (+10 and +30 ms at
+    400 Mbit/s), so the last bucket ends at 12 + 68 + 30 = 110 ms. With a probe run at 4 ranks whose buckets start
+    at 20 and 24 ms and whose step ends 6 ms after the last: 24 + 68 + 30 + 6 = 128 ms. On hosts of 1 core each
+    and no probe, the what-if says the wait for a core is not priced."""
+    run = _stored_run(tmp_path / "run", cores=1)
+    probe = _stored_run(tmp_path / "probe", ops=((20_000, 30_000), (24_000, 80_000)), step_us=110_000, n=4)
+    assert cli.main([str(run), "--what-if", "ranks:4"]) == 0
+    (w,) = json.loads((run / "what-if.json").read_text())["cases"][0]["whatifs"]
+    assert w["what"] == "4 ranks" and w["step_ms"] == pytest.approx(110)
+    assert "ring model from 2 to 4 ranks: β 0.05 GB/s" in w["priced"] and "α unknown" in w["priced"]
+    assert "2 ranks share 1 core but no probe ran at 4 ranks: the contention is not priced" in w["priced"]
+    assert cli.main([str(run), "--what-if", "ranks:4", "--probe", str(probe)]) == 0
+    (w,) = json.loads((run / "what-if.json").read_text())["cases"][0]["whatifs"]
+    assert w["step_ms"] == pytest.approx(128) and "measured on all 4 ranks at once" in w["priced"]
+    assert cli.main([str(run), "--what-if", "ranks:3", "--probe", str(probe)]) == 0  # the probe is at 4
+    (w,) = json.loads((run / "what-if.json").read_text())["cases"][0]["whatifs"]
+    assert w["step_ms"] is None and "has no rebuilt step of c at 3 ranks" in w["priced"]
+    assert "what if 3 ranks: not priced: the probe" in capsys.readouterr().out
+    assert cli.main([str(run), "--what-if", "ranks:4", "--probe", str(tmp_path / "none")]) == 2
+    assert (
+        capsys.readouterr().err == f"error: PROBE={tmp_path / 'none'}: not a run folder with a timeline (trace.json)\n"
+    )
+
+
+@pytest.mark.parametrize("spec", ["ranks:1", "ranks:x", "ranks:4:2"])
+def test_n_ranks_is_a_whole_number_from_2(spec, capsys):
+    assert cli.main(["somewhere", "--what-if", spec]) == 2
+    assert capsys.readouterr().err == f"error: WHATIF={spec}: expected ranks:<N>, N a whole number of ranks from 2\n"
 
 
 def test_the_validation_table_says_how_the_link_was_priced():

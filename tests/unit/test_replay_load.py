@@ -69,3 +69,57 @@ def test_a_run_without_a_timeline_or_a_profile_is_refused(tmp_path):
     spans = load.step_spans(load.read_timeline(tmp_path))["test_sharded[pp]"]
     with pytest.raises(load.BadInput, match=r"no profile of test_sharded\[pp\] on rank 1 .*PROFILE=1"):
         load.case_steps(tmp_path, "test_sharded[pp]", spans)
+
+
+def _issued(*ops: tuple[str, int, float]) -> list[dict]:
+    """The flight recorder's record of a rank: (group, seq, issue time in s), every op an all_reduce."""
+    return [{"pg": pg, "seq": seq, "op": "all_reduce", "issued_ns": int(t * 1e9)} for pg, seq, t in ops]
+
+
+GROUPS = {"1": (0, 2), "3": (0, 1)}
+ISSUED = _issued(*((g, i, i + d) for i in range(1, 5) for g, d in (("3", 0.0), ("1", 0.1))))
+"""Rank 0 of a 2-D mesh issues four all_reduces in each of its groups, TP group 3's first, DP group 1's next."""
+
+
+def test_each_op_takes_its_group_and_sequence_number_from_its_thread():
+    """TP group 3 runs on threads 31 and 32, DP group 1 on thread 11. Group 1's first op starts before group 3's,
+    issued first (thread 31 was busy): its thread's other ops still place it in group 1."""
+    starts = [(1.12, 11), (1.15, 31), (2.05, 31), (2.15, 11), (3.05, 31), (3.15, 11), (4.05, 32), (4.15, 11)]
+    ops = [("all_reduce", a, a + 0.01, tid) for a, tid in starts]
+    placed = load.assign_groups(ops, ISSUED, GROUPS)
+    assert [p[:2] for p in placed] == [("1", 1), ("3", 1), ("3", 2), ("1", 2), ("3", 3), ("1", 3), ("3", 4), ("1", 4)]
+    assert [p[2] for p in placed[:2]] == [(0, 2), (0, 1)]
+    # a thread as often taken for one group as for another is placed in neither: the case falls back to names
+    assert load.assign_groups(ops[:2] + ops[4:], ISSUED[:2] + ISSUED[4:], GROUPS) is None
+
+
+def test_a_record_that_does_not_account_for_every_op_places_none():
+    ops = [("all_reduce", a + 0.1, a + 0.11, 11) for a in (1.0, 2.0, 3.0)]
+    assert load.assign_groups(ops, ISSUED, GROUPS) is None  # 8 issued, 3 ran
+    ops += [("all_reduce", a, a + 0.01, 31) for a in (1.0, 2.0, 3.0, 4.0)] + [("all_reduce", 4.1, 4.11, 11)]
+    assert load.assign_groups(ops, ISSUED, GROUPS) is not None
+    assert load.assign_groups(ops, ISSUED, {"3": (0, 1)}) is None  # group 1's ranks unknown
+    assert load.assign_groups([("send", 1.0, 2.0, 5)], [], GROUPS) is None
+
+
+def _record_groups(tmp_path, ranks=(0, 1)) -> None:
+    """write_run's ranks' flight-recorder record: the barrier and the all_reduces, in the world's group 0."""
+    for r in ranks:
+        ops = _issued(("0", 1, 1000.0), ("0", 2, 1000.04), *([("0", 3, 1000.09)] if r == 0 else []))
+        ops[0]["op"] = "barrier"
+        doc = {"ops": ops, "groups": {"0": [0, 1]}}
+        (tmp_path / "profiles" / "c10d").mkdir(exist_ok=True)
+        (tmp_path / "profiles" / "c10d" / f"test_sharded_pp.rank{r}.json").write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize("recorded", [(0, 1), (0,)])
+def test_the_steps_ops_keyed_on_their_group_where_every_rank_recorded_it(tmp_path, recorded):
+    write_run(tmp_path)
+    _record_groups(tmp_path, recorded)
+    spans = load.step_spans(load.read_timeline(tmp_path))["test_sharded[pp]"]
+    first, second = load.case_steps(tmp_path, "test_sharded[pp]", spans)
+    assert [o.key for o in first[0].ops] == [("p2p 0->1", 0), ("p2p 1->0", 0)]  # p2p: their own counter
+    if recorded == (0, 1):
+        assert [(o.key, o.group) for s in second for o in s.ops] == [(("all_reduce", 0, "pg 0"), (0, 1))] * 2
+    else:  # rank 1's record missing: no rank's ops grouped (they would not match)
+        assert [(o.key, o.group) for s in second for o in s.ops] == [(("all_reduce", 0), None)] * 2

@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 from suite.common.fileio import write_text_atomic
-from suite.postmortem.replay import graph, link, load, timeline
+from suite.model import contention
+from suite.postmortem.replay import graph, link, load, timeline, whatif
 from suite.postmortem.replay.whatif import WhatIf, analyse, ideal_replay, median_transfers
 
 PROVENANCE = {
@@ -23,6 +24,8 @@ PROVENANCE = {
     "rank's step start (the run's timeline)",
     "replayed_ms": "modelled: the step's dependency graph replayed unchanged (suite/postmortem/replay/graph.py)",
     "replay_error_pct": "derived: |replayed - measured| / measured",
+    "ops_matched_on": "how the ranks' ops were matched: on their process group and c10d sequence number (the "
+    "run's flight-recorder record beside its profiles), else on their names and order",
     "recorded_ms": "measured: the mean of the case's timed samples in the run's record (bench.json samples_us)",
     "replay_error_vs_record_pct": "derived: |replayed - recorded| / recorded",
     "ideal_ms": "modelled: the step replayed idealised (median compute per segment across ranks, median transfer "
@@ -34,7 +37,9 @@ PROVENANCE = {
     "M_S_pct": "modelled: M_W per pipeline stage (one rank per stage; None: not a pipeline)",
     "whatifs": "modelled: the step replayed with the change; a rank's compute segments scaled by the factor; a "
     "link's α–β bandwidth term c_β·S/β of each op that crosses it scaled, the rest of the transfer kept "
-    "(suite/postmortem/replay/link.py; each link what-if's priced says with what β and S)",
+    "(suite/postmortem/replay/link.py; each link what-if's priced says with what β and S); N ranks: the idealised "
+    "step with each transfer moved by the ring model from n to N ranks, the compute a probe's at N where the ranks "
+    "outnumber the cores (priced says how, or why not: step_ms None)",
 }
 
 
@@ -43,12 +48,18 @@ class Refused(Exception):
 
 
 def parse_whatifs(text: str) -> list[WhatIf]:
-    """``rank:<r>:<k>`` and ``link:<a>-<b>:<k>``, comma-separated (k: times slower; under 1: faster)."""
+    """``rank:<r>:<k>``, ``link:<a>-<b>:<k>`` and ``ranks:<N>``, comma-separated (k: times slower; under 1:
+    faster; N: ranks instead of the run's)."""
     out = []
     for item in filter(None, (t.strip() for t in (text or "").split(","))):
         parts = item.split(":")
+        if parts[0] == "ranks":
+            if len(parts) != 2 or not parts[1].isdigit() or int(parts[1]) < 2:
+                raise Refused(f"WHATIF={item}: expected ranks:<N>, N a whole number of ranks from 2")
+            out.append(WhatIf("ranks", (int(parts[1]),)))
+            continue
         if len(parts) != 3 or parts[0] not in ("rank", "link"):
-            raise Refused(f"WHATIF={item}: expected rank:<r>:<k> or link:<a>-<b>:<k>")
+            raise Refused(f"WHATIF={item}: expected rank:<r>:<k>, link:<a>-<b>:<k> or ranks:<N>")
         try:
             factor = float(parts[2])
             target = tuple(int(x) for x in parts[1].split("-"))
@@ -63,21 +74,62 @@ def parse_whatifs(text: str) -> list[WhatIf]:
 
 
 def _check_targets(whatifs: list[WhatIf], ranks: set[int]) -> None:
-    for w in whatifs:
+    for w in (w for w in whatifs if w.kind != "ranks"):
         unknown = [r for r in w.target if r not in ranks]
         if unknown:
             what = "rank" if w.kind == "rank" else f"link {w.target[0]}-{w.target[1]}: rank"
             raise Refused(f"{what} {unknown[0]} does not exist (the run has ranks {min(ranks)}-{max(ranks)})")
 
 
-def case_result(run: Path, case: str, spans: dict, whatifs: list[WhatIf]) -> tuple[dict, dict | None]:
-    """One case's numbers and its ideal timeline (None: no step could be rebuilt)."""
+def case_graphs(run: Path, case: str, spans: dict) -> tuple[list[graph.Graph], list[str]]:
+    """The case's step graphs and why each step that could not be rebuilt was not."""
     graphs, skipped = [], []
     for step in load.case_steps(run, case, spans):
         try:
             graphs.append(graph.build(step))
         except ValueError as e:
             skipped.append(str(e))
+    return graphs, skipped
+
+
+def _at_ranks(run: Path, case: str, w: WhatIf, graphs: list, probe: Path | None) -> tuple[WhatIf, str]:
+    """The "N ranks" what-if ``w`` priced (its ``at``; None: not priced) and how, one line: the transfers on the
+    ring model (link.price_ranks); the compute a probe's at N ranks where one is given, else each rank's own, which
+    leaves out the wait for a core where N ranks (spread over the run's hosts) outnumber a host's cores."""
+    n_to = w.target[0]
+    if not whatif.spans_every_rank(graphs):
+        return w, "not priced: the step has collectives on groups smaller than its world (at N: a mesh's groups)"
+    peers = {k: rs for g in graphs for k, rs in g.peers.items()}
+    extra, how = link.price_ranks(run, case, n_to, peers)
+    if extra is None:
+        return w, how
+    if probe is not None:
+        spans = load.step_spans(load.read_timeline(probe)).get(case)
+        probe_graphs = case_graphs(probe, case, spans)[0] if spans else []
+        if not probe_graphs or len(probe_graphs[0].ranks) != n_to:
+            return w, f"not priced: the probe {probe} has no rebuilt step of {case} at {n_to} ranks"
+        compute = whatif.probe_compute(probe_graphs, set(peers))
+        if compute is None:
+            return w, f"not priced: the probe's ops of {case} are not the step's"
+        what = f"the probe's ({probe.name}), measured on all {n_to} ranks at once"
+        return dataclasses.replace(w, at=whatif.AtRanks(extra, compute)), f"{how}; compute: {what}"
+    try:
+        record = json.loads((run / "bench.json").read_text())
+    except (OSError, ValueError):
+        record = {}
+    hosts = max(1, len((((record.get("machine_info") or {}).get("suite") or {}).get("hosts") or {})))
+    per_host, cores = -(-n_to // hosts), contention.run_cores(record, one_machine=False)[1]
+    note = "each rank's own, as recorded"
+    if contention.outnumbered((per_host, cores)):
+        note += contention.NO_PROBE.format(n=n_to, ranks=per_host, cores=contention.cores_text(cores))
+    return dataclasses.replace(w, at=whatif.AtRanks(extra)), f"{how}; compute: {note}"
+
+
+def case_result(
+    run: Path, case: str, spans: dict, whatifs: list[WhatIf], probe: Path | None = None
+) -> tuple[dict, dict | None]:
+    """One case's numbers and its ideal timeline (None: no step could be rebuilt)."""
+    graphs, skipped = case_graphs(run, case, spans)
     if not graphs:
         return {"case": case, "steps": 0, "skipped": skipped[:3]}, None
     pipeline = any(k[0].startswith("p2p ") for k in graphs[0].order)
@@ -85,10 +137,15 @@ def case_result(run: Path, case: str, spans: dict, whatifs: list[WhatIf]) -> tup
     peers = {k: rs for g in graphs for k, rs in g.peers.items()}
     prices = [link.price(run, case, w.target, peers) if w.kind == "link" else None for w in whatifs]
     whatifs = [w if p is None else dataclasses.replace(w, wire=p.wire) for w, p in zip(whatifs, prices)]
+    hows = [p.how if p is not None else None for p in prices]
+    for i, w in enumerate(whatifs):
+        if w.kind == "ranks":
+            whatifs[i], hows[i] = _at_ranks(run, case, w, graphs, probe)
     out = {"case": case, **analyse(graphs, whatifs, stages), "steps_skipped": len(skipped)}
-    for entry, p in zip(out["whatifs"], prices):
-        if p is not None:
-            entry["priced"] = p.how
+    out["ops_matched_on"] = graphs[0].matched_on if len({g.matched_on for g in graphs}) == 1 else graph.BY_NAME
+    for entry, how in zip(out["whatifs"], hows):
+        if how is not None:
+            entry["priced"] = how
     recorded = load.recorded_step_s(run, case)
     out["recorded_ms"] = None if recorded is None else round(recorded * 1e3, 4)
     out["replay_error_vs_record_pct"] = (
@@ -112,6 +169,7 @@ def _lines(r: dict) -> list[str]:
         f"{r['case']}: {r['steps']} steps ({r['steps_skipped']} skipped); measured {_ms(r['measured_ms'])} ms, "
         f"replayed (modelled) {_ms(r['replayed_ms'])} ms (error {r['replay_error_pct']}%; against the record's "
         f"{_ms(r['recorded_ms'])} ms: {_ms(r['replay_error_vs_record_pct'])}%)",
+        f"  ops matched across ranks on {r['ops_matched_on']}",
         f"  idealised (no straggler, modelled) {_ms(r['ideal_ms'])} ms: slowdown S = {r['slowdown']}; per op type: "
         + ", ".join(f"{k} {v}" for k, v in r["slowdown_by_op_type"].items()),
         f"  M_W (modelled share of the slowdown per rank): {mw}",
@@ -123,15 +181,19 @@ def _lines(r: dict) -> list[str]:
         )
     out += [
         f"  what if {w['what']}: {_ms(w['step_ms'])} ms ({w['vs_replayed']}x the replayed step, modelled)"
+        if w["step_ms"] is not None
+        else f"  what if {w['what']}: {w.get('priced', 'not priced')}"
         for w in r["whatifs"]
     ]
     return out
 
 
-def run(run_dir: Path, case_text: str, whatif_text: str) -> int:
+def run(run_dir: Path, case_text: str, whatif_text: str, probe: Path | None = None) -> int:
     whatifs = parse_whatifs(whatif_text)
     if not run_dir.is_dir():
         raise Refused(f"RUN={run_dir}: no such run folder")
+    if probe is not None and not (probe / "trace.json").is_file():
+        raise Refused(f"PROBE={probe}: not a run folder with a timeline (trace.json)")
     spans = load.step_spans(load.read_timeline(run_dir))
     cases = {c: s for c, s in spans.items() if case_text in c}
     if not cases:
@@ -140,7 +202,7 @@ def run(run_dir: Path, case_text: str, whatif_text: str) -> int:
     _check_targets(whatifs, {r for s in cases.values() for r in s})
     results = []
     for case, s in sorted(cases.items()):
-        r, trace = case_result(run_dir, case, s, whatifs)
+        r, trace = case_result(run_dir, case, s, whatifs, probe)
         if trace is not None:
             path = run_dir / "what-if" / f"{load.profile_name(case)}.ideal.json"
             write_text_atomic(path, json.dumps(trace, separators=(",", ":")), durable=False)
@@ -157,13 +219,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m suite.postmortem.replay", description=__doc__.split("\n\n")[0])
     ap.add_argument("run", help="a run folder (results/<run>), run with PROFILE=1")
     ap.add_argument("--case", default="", help="only the training cases whose id contains this text")
-    ap.add_argument("--what-if", default="", help="rank:<r>:<k>,link:<a>-<b>:<k> (k times slower)")
+    ap.add_argument("--what-if", default="", help="rank:<r>:<k>,link:<a>-<b>:<k>,ranks:<N> (k times slower)")
+    ap.add_argument("--probe", default="", help="a profiled run of the same cases at N ranks (ranks:<N>'s compute)")
     args = ap.parse_args(argv)
     if not args.run.strip():
         print("error: RUN= is required: a run folder (results/<run>), run with PROFILE=1", file=sys.stderr)
         return 2
     try:
-        return run(Path(args.run), args.case, args.what_if)
+        return run(Path(args.run), args.case, args.what_if, Path(args.probe) if args.probe.strip() else None)
     except (Refused, load.BadInput) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

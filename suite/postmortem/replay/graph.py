@@ -1,9 +1,12 @@
 """One training step's dependency graph, rebuilt from its ranks' recorded ops, and its replay.
 
 A step is, per rank, when it started and ended and the communication ops it ran (each with when it started and
-ended on that rank). Ops are matched across ranks by their key (the op's name and its place among the ops of
-that name in the step, in the order the rank started them: what the process group's sequence numbers count).
-The graph holds, per rank:
+ended on that rank). Ops are matched across ranks by their key. Where the run recorded each op's process group
+and c10d sequence number (load.py: torch's flight recorder beside the profile), the key is the op's name, its place
+among the step's ops of that name on that group in sequence order, and the group: an all_reduce of one group is
+never matched with one of another group, whose peers differ, and an op's peers are the ranks of its group. Where
+it did not, the key is the op's name and its place among the ops of that name in the step, in the order the rank
+started them (``Graph.matched_on`` says which). The graph holds, per rank:
 
 - each op's *segment*: the compute between the op it waited for (the rank's latest op that had ended before this
   one started, or the step's start) and the op's start;
@@ -25,11 +28,18 @@ END = ("step end", 0)
 """The key of a rank's tail segment (the step's end)."""
 
 
+BY_GROUP = "process group and sequence number"
+BY_NAME = "name and order (no process group recorded)"
+
+
 @dataclasses.dataclass(frozen=True)
 class Op:
-    key: tuple[str, int]
+    key: tuple
+    """(name, index) matched on name and order; (name, index, "pg <name>") matched on group and sequence number."""
     start: float
     end: float
+    group: tuple[int, ...] | None = None
+    """The ranks of the op's process group, where it was recorded (None: not recorded)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,8 +54,9 @@ class RankStep:
 class Graph:
     ranks: tuple[int, ...]
     peers: dict[tuple, list[int]]
-    """op key -> the ranks that ran it (every rank for a collective of the world; two for a send and its recv)."""
-    order: list[tuple[str, int]]
+    """op key -> the ranks that ran it (a collective's group, checked against the group where it was recorded;
+    two for a send and its recv)."""
+    order: list[tuple]
     """The ops' keys, each after every op it can depend on."""
     pred: dict[tuple[int, tuple], tuple | None]
     """(rank, key or END) -> the key of the op it waits for on that rank (None: the step's start)."""
@@ -57,16 +68,32 @@ class Graph:
     """rank -> its step start after the earliest rank's."""
     measured: float
     """The step's recorded time: the last rank's end less the first rank's start."""
+    matched_on: str = BY_NAME
+    """How the ranks' ops were matched: BY_GROUP where every collective carried its group, else BY_NAME."""
 
 
-def key_ops(names_and_times: list[tuple[str, float, float]]) -> tuple[Op, ...]:
-    """Ops keyed as the graph matches them: (name, its index among the ops of that name, in start order)."""
-    seen: dict[str, int] = {}
-    out = []
-    for name, start, end in sorted(names_and_times, key=lambda o: (o[1], o[2])):
-        out.append(Op((name, seen.get(name, 0)), start, end))
+def key_ops(ops: list[tuple]) -> tuple[Op, ...]:
+    """Ops keyed as the graph matches them. Each is (name, start, end) or (name, start, end, group) with group
+    (process group name, c10d sequence number, the group's ranks) or None. With a group: (name, its index among
+    the ops of that name on that group, in sequence order, "pg <group name>"); without: (name, its index among
+    the ungrouped ops of that name, in start order)."""
+    seen: dict[tuple, int] = {}
+    keyed = []
+    grouped = sorted((o for o in ops if len(o) > 3 and o[3] is not None), key=lambda o: (o[3][0], o[3][1]))
+    for name, start, end, (pg, _, ranks) in grouped:
+        i = seen.get((name, pg), 0)
+        seen[name, pg] = i + 1
+        keyed.append(Op((name, i, f"pg {pg}"), start, end, tuple(sorted(ranks))))
+    plain = sorted((o[:3] for o in ops if len(o) < 4 or o[3] is None), key=lambda o: (o[1], o[2]))
+    for name, start, end in plain:
+        keyed.append(Op((name, seen.get(name, 0)), start, end))
         seen[name] = seen.get(name, 0) + 1
-    return tuple(out)
+    return tuple(sorted(keyed, key=lambda o: (o.start, o.end)))
+
+
+def _name(key: tuple) -> str:
+    """An op's key as the user reads it: "all_reduce #0" or "all_reduce #0 of pg 1"."""
+    return f"{key[0]} #{key[1]}" + (f" of {key[2]}" if len(key) > 2 else "")
 
 
 def _pred(ops: tuple[Op, ...], t: float, own: tuple | None) -> Op | None:
@@ -78,12 +105,18 @@ def _pred(ops: tuple[Op, ...], t: float, own: tuple | None) -> Op | None:
 def build(steps: list[RankStep]) -> Graph:
     """The graph of one step; ValueError when the ranks did not run the same ops."""
     peers: dict[tuple, list[int]] = {}
+    groups: dict[tuple, tuple[int, ...]] = {}
     for s in steps:
         for o in s.ops:
             peers.setdefault(o.key, []).append(s.rank)
-    alone = sorted(k for k, rs in peers.items() if len(rs) < 2)
+            if o.group is not None:
+                groups[o.key] = o.group
+    for k, group in sorted(groups.items()):
+        if tuple(sorted(peers[k])) != group:
+            raise ValueError(f"op {_name(k)} ran on ranks {sorted(peers[k])} of its group's {list(group)}")
+    alone = sorted(k for k, rs in peers.items() if len(rs) < 2 and k not in groups)
     if alone:
-        raise ValueError(f"op {alone[0][0]} #{alone[0][1]} ran on rank {peers[alone[0]][0]} alone")
+        raise ValueError(f"op {_name(alone[0])} ran on rank {peers[alone[0]][0]} alone")
     first = set(peers)
     t0 = min(s.start for s in steps)
     latest = {k: max(o.start for s in steps for o in s.ops if o.key == k) for k in first}
@@ -109,6 +142,7 @@ def build(steps: list[RankStep]) -> Graph:
         transfer=transfer,
         offset={s.rank: s.start - t0 for s in steps},
         measured=max(s.end for s in steps) - t0,
+        matched_on=BY_GROUP if groups and all(len(k) > 2 or k[0].startswith("p2p ") for k in peers) else BY_NAME,
     )
 
 

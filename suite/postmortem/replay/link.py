@@ -75,7 +75,7 @@ def wire_seconds(
     i-th, the mean past the end)."""
     out = {}
     for key, ranks in peers.items():
-        name, i = key
+        name, i = key[0], key[1]
         got = sizes.get(name) or []
         coef = ring_coefficients(op_name_of(name), len(ranks))
         if not got or coef is None or not on_ring(ranks, *link):
@@ -142,3 +142,46 @@ def price(run_dir: Path, case: str, link: tuple[int, int], peers: Mapping[tuple,
         f" ({'bucket_sizes' if rec.get('bucket_sizes') else 'inventory'}), other ops unchanged"
     )
     return LinkPrice(wire, how)
+
+
+def at_ranks(
+    peers: Mapping[tuple, list[int]], n_to: int, sizes: Mapping[str, list[float]], alpha_us: float, beta_gbps: float
+) -> dict[tuple, float]:
+    """Op key -> the seconds its transfer gains at ``n_to`` ranks instead of its own group's: the ring model's
+    change, (c_α(N) − c_α(n))·α + (c_β(N) − c_β(n))·S/β (0 for an op the model does not cover; the bandwidth
+    term 0 where S is unknown)."""
+    out = {}
+    for key, ranks in peers.items():
+        name = op_name_of(key[0])
+        now, then = ring_coefficients(name, len(ranks)), ring_coefficients(name, n_to)
+        if now is None or then is None:
+            out[key] = 0.0
+            continue
+        got = sizes.get(key[0]) or []
+        size = (got[key[1]] if key[1] < len(got) else statistics.fmean(got)) if got else 0.0
+        out[key] = (then[0] - now[0]) * alpha_us * 1e-6 + (then[1] - now[1]) * size / (beta_gbps * 1e9)
+    return out
+
+
+def price_ranks(run_dir: Path, case: str, n_to: int, peers: Mapping[tuple, list[int]]) -> tuple[dict | None, str]:
+    """(at_ranks's op key -> seconds, how, one line) of a case's "N ranks" what-if, priced on the run's figure of
+    the link between its first and last rank (``figure``: β; α the same class's latency where the run measured
+    it, else 0 and said); (None, why) without a figure."""
+    from suite.model.calibrate import p2p_links
+
+    try:
+        run = json.loads((run_dir / "bench.json").read_text())
+    except (OSError, ValueError):
+        return None, "not priced: the run has no record (bench.json)"
+    world = sorted({r for rs in peers.values() for r in rs})
+    fig = figure(run, (world[0], world[-1]))
+    if fig is None:
+        return None, "not priced: no α–β figure of the run's link (a one-host run without a link probe)"
+    beta, source = fig
+    lk = p2p_links(run).get(source.split("-", 1)[0])
+    alpha = lk.alpha_us if lk is not None and lk.alpha_us else 0.0
+    rec = next((b.get("extra_info") or {} for b in run.get("benchmarks") or [] if b.get("name") == case), {})
+    extra = at_ranks(peers, n_to, op_sizes(rec, {k[0] for k in peers}), alpha, beta)
+    latency = f"α {alpha:z.4g} µs" if alpha else "α unknown: the latency terms left out"
+    how = f"ring model from {len(world)} to {n_to} ranks: β {beta:z.4g} GB/s, {source}; {latency}"
+    return extra, how

@@ -10,11 +10,22 @@ when the op ran, waits for its peers included). The two clocks meet on Unix time
 milliseconds (10 ms seen on a loaded host), so each rank's profile is shifted onto its timeline by the ops both
 record outside the timed samples (the harness's barriers): the median gap between each profiled barrier's end
 and the nearest recorded one.
+
+Process groups: the profiler's ``gloo:`` ops name no process group nor sequence number (torch 2.13 records no
+``record_param_comms`` metadata on Gloo), so a profiled run keeps, per case and rank, the collectives torch's flight
+recorder saw issued (``<run>/profiles/c10d/<case>.rank<r>.json``: group, c10d sequence number, op, in issue order,
+and each group's ranks; suite/harness/profiling.py). A group's
+ops run on its own worker threads, first issued first started (Gloo's queue), so ``assign_groups`` gives each
+profiled op its group and sequence number: each thread takes the group the ops it ran mostly belong to (the i-th
+op of a name the i-th issued of that name; a tie places none), then a group's ops in start order take its sequence
+numbers in order, their names checked. Where any rank's ops cannot all be placed so (no record, a count or a name
+that differs), the case's ops are matched on their names (graph.py ``BY_NAME``).
 """
 
 from __future__ import annotations
 
 import bisect
+import collections
 import functools
 import json
 import re
@@ -100,15 +111,61 @@ def clock_shift(recorded: list[float], profiled: list[float]) -> float:
     return statistics.median(gaps)
 
 
-def profile_ops(path: Path) -> list[tuple[str, float, float]]:
-    """The backend's ops of one rank's profile: (op, start, end) in Unix seconds."""
+def profile_events(path: Path) -> tuple[list[tuple[str, float, float, int]], dict[str, tuple[int, ...]]]:
+    """The backend's ops of one rank's profile, (op, start, end, thread) in Unix seconds, and its process groups
+    (group name -> its ranks, from ``distributedInfo.pg_config``: some of the groups the rank is in)."""
     doc = json.loads(path.read_text())
     base = float(doc.get("baseTimeNanoseconds", 0)) / 1e9
-    return [
-        (e["name"].split(":", 1)[1], base + e["ts"] / 1e6, base + (e["ts"] + e.get("dur", 0.0)) / 1e6)
+    ops = [
+        (e["name"].split(":", 1)[1], base + e["ts"] / 1e6, base + (e["ts"] + e.get("dur", 0.0)) / 1e6, e.get("tid", 0))
         for e in doc.get("traceEvents", [])
         if e.get("ph") == "X" and str(e.get("name", "")).startswith(OP_PREFIXES)
     ]
+    info = doc.get("distributedInfo") or {}
+    groups = {str(g.get("pg_name")): tuple(int(r) for r in g.get("ranks") or []) for g in info.get("pg_config") or []}
+    return ops, groups
+
+
+def read_c10d_ops(path: Path) -> tuple[list[dict], dict[str, tuple[int, ...]]]:
+    """A rank's recorded collectives of a case (suite/harness/profiling.py ``c10d_ops``) and its groups' ranks
+    (group name -> ranks); ([], {}) where none were recorded."""
+    try:
+        doc = json.loads(path.read_text())
+        groups = {str(k): tuple(int(r) for r in v) for k, v in (doc.get("groups") or {}).items()}
+        return list(doc.get("ops") or []), groups
+    except (OSError, ValueError, TypeError, AttributeError):
+        return [], {}
+
+
+def assign_groups(
+    ops: list[tuple[str, float, float, int]], issued: list[dict], groups: dict[str, tuple[int, ...]]
+) -> list[tuple[str, int, tuple[int, ...]] | None] | None:
+    """Each profiled op's (group, sequence number, the group's ranks), None for a send or recv (they have their
+    own counter); None in all where the record does not account for every collective (see the module's doc)."""
+    coll = [i for i, o in enumerate(ops) if o[0] not in _PEER]
+    if not issued or any(str(e["pg"]) not in groups for e in issued):
+        return None
+    if collections.Counter(ops[i][0] for i in coll) != collections.Counter(e["op"] for e in issued):
+        return None
+    by_start = sorted(coll, key=lambda i: (ops[i][1], ops[i][2]))
+    votes: dict[int, collections.Counter] = {}
+    for name in {e["op"] for e in issued}:
+        mine = [i for i in by_start if ops[i][0] == name]
+        theirs = sorted((e for e in issued if e["op"] == name), key=lambda e: e["issued_ns"])
+        for i, e in zip(mine, theirs):
+            votes.setdefault(ops[i][3], collections.Counter())[str(e["pg"])] += 1
+    if any(len(c) > 1 and c.most_common(2)[0][1] == c.most_common(2)[1][1] for c in votes.values()):
+        return None  # a thread taken as often for one group as for another: no group can be told
+    thread_pg = {t: c.most_common(1)[0][0] for t, c in votes.items()}
+    out: list[tuple[str, int, tuple[int, ...]] | None] = [None] * len(ops)
+    for pg in {str(e["pg"]) for e in issued}:
+        mine = [i for i in by_start if thread_pg[ops[i][3]] == pg]
+        theirs = sorted((e for e in issued if str(e["pg"]) == pg), key=lambda e: e["seq"])
+        if [ops[i][0] for i in mine] != [e["op"] for e in theirs]:
+            return None
+        for i, e in zip(mine, theirs):
+            out[i] = (pg, int(e["seq"]), groups[pg])
+    return out
 
 
 def recorded_step_s(run: Path, case: str) -> float | None:
@@ -141,8 +198,9 @@ def _p2p(op: str, rank: int, ranks: set[int]) -> str:
 
 def case_steps(run: Path, case: str, spans: dict[int, list[tuple[float, float]]]) -> list[list[RankStep]]:
     """The case's steps, each a RankStep per rank (the i-th step span of every rank), with the ops that started
-    in the rank's span."""
-    ops = {}
+    in the rank's span: each collective with its group and sequence number where every rank's record places
+    them (``assign_groups``), else none of them."""
+    ops, placed = {}, {}
     for r in spans:
         path = run / "profiles" / f"{profile_name(case)}.rank{r}.json"
         if not path.is_file():
@@ -150,17 +208,21 @@ def case_steps(run: Path, case: str, spans: dict[int, list[tuple[float, float]]]
                 f"{run} has no profile of {case} on rank {r} ({path.name}): run it with PROFILE=1 "
                 "(the timeline alone does not see the ops below torch.distributed's functions)"
             )
-        mine = profile_ops(path)
+        mine, groups = profile_events(path)
         ends = [o[2] for o in mine if o[0] == "barrier"]
         shift = clock_shift(_timeline_barriers(run / "trace.json").get((case, r), []), ends)
-        ops[r] = [(n, a + shift, b + shift) for n, a, b in mine]
+        ops[r] = [(n, a + shift, b + shift) for n, a, b, _ in mine]
+        issued, recorded = read_c10d_ops(run / "profiles" / "c10d" / path.name)
+        placed[r] = assign_groups(mine, issued, {**groups, **recorded}) if issued else None
+    if any(p is None for p in placed.values()):
+        placed = {r: [None] * len(ops[r]) for r in spans}
     n = min(len(s) for s in spans.values())
     steps = []
     for i in range(n):
         step = []
         for r in sorted(spans):
             a, b = spans[r][i]
-            mine = [(_p2p(o[0], r, set(spans)), o[1], o[2]) for o in ops[r] if a <= o[1] < b]
+            mine = [(_p2p(o[0], r, set(spans)), o[1], o[2], g) for o, g in zip(ops[r], placed[r]) if a <= o[1] < b]
             step.append(RankStep(r, a, b, key_ops(mine)))
         steps.append(step)
     return steps

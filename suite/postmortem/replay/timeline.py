@@ -20,7 +20,8 @@ def _events(g: Graph, rp: Replay, pid: int, name: str) -> list[dict]:
             if seg_end > seg_start:
                 out.append(_x("compute", "compute", pid, r, seg_start, seg_end))
             if k != END:
-                out.append(_x(k[0], "op", pid, r, rp.start[r, k], t, {"index": k[1]}))
+                args = {"index": k[1], **({"group": k[2]} if len(k) > 2 else {})}
+                out.append(_x(k[0], "op", pid, r, rp.start[r, k], t, args))
     return out
 
 

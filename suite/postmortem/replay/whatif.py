@@ -7,6 +7,15 @@ op's transfers over the ranks and the case's steps, and the ranks start the step
 case's time is the mean over its steps (a slowdown that comes and goes counts by its share of the steps).
 
 A link k× slower stretches only the bandwidth term of the transfers that cross it (link.py: the α–β model).
+
+N ranks instead of n (``ranks``), for a step whose every collective spans all its ranks (DDP's, FSDP2's on one
+group): the idealised step, whose ranks are all alike, so that its replay at n ranks is its replay at N. Each
+op's transfer takes the ring model's change from n to N ranks (link.py ``at_ranks``: its latency steps times α,
+its bandwidth factor times S/β, from the run's α–β figure of its link). The compute stays each rank's own (the
+per-rank batch is kept), except where the N ranks outnumber the host's cores: there each segment is the one a
+probe run at N ranks measured, all of them computing at once (suite/model/contention.py: nothing measured at
+fewer ranks tells how long a rank waits for a core), and without a probe the what-if says the contention is not
+priced.
 """
 
 from __future__ import annotations
@@ -34,12 +43,25 @@ class WhatIf:
     target: tuple[int, ...] = ()
     factor: float = 1.0
     wire: Mapping[tuple, float] | None = dataclasses.field(default=None, compare=False, hash=False)
+    at: AtRanks | None = dataclasses.field(default=None, compare=False, hash=False)
+    """``ranks``: how the step at N ranks is priced (link.py ``at_ranks``; None: not priced)."""
 
     def label(self) -> str:
         if self.kind == "ideal":
             return "no straggler (idealised)"
+        if self.kind == "ranks":
+            return f"{self.target[0]} ranks"
         what = f"rank {self.target[0]}" if self.kind == "rank" else f"link {self.target[0]}-{self.target[1]}"
         return f"{what} {self.factor:zg}x slower" if self.factor >= 1 else f"{what} {1 / self.factor:zg}x faster"
+
+
+@dataclasses.dataclass(frozen=True)
+class AtRanks:
+    """The "N ranks" what-if's prices: op key -> seconds its transfer gains at N ranks (below 0: loses), and the
+    compute segments of a probe at N ranks ((op key or END) -> seconds; None: each rank's own, the median)."""
+
+    extra: Mapping[tuple, float]
+    compute: Mapping[tuple, float] | None = None
 
 
 def median_transfers(graphs: list[Graph]) -> dict[tuple, float]:
@@ -87,7 +109,27 @@ def changed(g: Graph, w: WhatIf, med: dict) -> float:
         return replay(g, transfer=lambda r, k: g.transfer[r, k] * w.factor).time
     if w.kind == "link":
         return replay(g, transfer=lambda r, k: link_transfer(g.transfer[r, k], w.wire.get(k, 0.0), w.factor)).time
+    if w.kind == "ranks" and w.at is not None:
+        at = w.at
+
+        def gap(r: int, k: tuple) -> float:
+            return at.compute[k] if at.compute is not None else _ideal_gap(g, k)
+
+        return replay(g, gap, lambda r, k: max(0.0, med[k] + at.extra.get(k, 0.0)), frozenset(g.ranks)).time
     raise ValueError(f"unknown what-if {w.kind!r}")
+
+
+def spans_every_rank(graphs: list[Graph]) -> bool:
+    """Whether every op of the steps ran on all their ranks (the "N ranks" what-if's steps)."""
+    return all(sorted(rs) == list(g.ranks) for g in graphs for rs in g.peers.values())
+
+
+def probe_compute(probe: list[Graph], keys: set[tuple]) -> dict[tuple, float] | None:
+    """The compute segments of a probe run's steps (its ranks computing at once): per op key and END, the median
+    across ranks, the mean over steps; None where the probe's ops are not the step's."""
+    if not probe or any(set(g.peers) != keys for g in probe):
+        return None
+    return {k: _mean(_ideal_gap(g, k) for g in probe) for k in keys | {END}}
 
 
 def _mean(values: Iterable[float]) -> float:
@@ -130,9 +172,12 @@ def analyse(graphs: list[Graph], whatifs: list[WhatIf], stages: dict[int, list[i
             for s, rs in sorted(stages.items())
         }
     for w in whatifs:
+        if w.kind == "ranks" and w.at is None:
+            out["whatifs"].append({"what": w.label(), "step_ms": None, "vs_replayed": None})
+            continue
         tw = _mean(changed(g, w, med) for g in graphs)
         out["whatifs"].append({"what": w.label(), "step_ms": round(tw * 1e3, 4), "vs_replayed": round(tw / t, 4)})
     return out
 
 
-__all__ = ["COMPUTE", "END", "WhatIf", "analyse", "changed", "ideal_replay", "idealised", "median_transfers"]
+__all__ = ["COMPUTE", "END", "AtRanks", "WhatIf", "analyse", "changed", "ideal_replay", "idealised", "median_transfers"]
