@@ -14,12 +14,13 @@ a fault spelled wrong, a node beyond NNODES, no compose project (a disconnect ou
 the node in it.
 
 ``--watch FOLDER`` (docker/compose-run.sh, while a compose run's recovery experiment runs): the host side of every
-elastic job that spans the nodes under FOLDER (the host's side of RECOVERY_DIR). For each job's ``job.json`` (its
-start time, written by node 0 as it starts the job) it strikes the job plan's disconnects at their times from that
-start, with the stretch drawn from the plan's seed and collective timeout, and writes each one's truth to the job's
-``truth/disconnect<i>.json``, which the job's scoring reads once the job has ended (elastic.py). A disconnect whose
-time comes after the job's end (its ``ended``) is not struck (``struck`` false). It ends at SIGTERM or SIGINT,
-connecting a node it holds off the network again first.
+elastic job that spans the nodes under FOLDER (the host's side of RECOVERY_DIR). For each job's ``job.json``
+(written by node 0 as it starts the job) it strikes the job plan's disconnects at their times from the job's first
+committed step (as torchft counts its wall-clock faults: the ranks' start takes seconds, many more on a loaded
+host), with the stretch drawn from the plan's seed and collective timeout, and writes each one's truth (``t0``: that
+first step) to the job's ``truth/disconnect<i>.json``, which the job's scoring reads once the job has ended
+(elastic.py). A disconnect whose time comes after the job's end (its ``ended``) is not struck (``struck`` false).
+It ends at SIGTERM or SIGINT, connecting a node it holds off the network again first.
 """
 
 from __future__ import annotations
@@ -114,17 +115,33 @@ def job_disconnects(plan: dict, nnodes: int) -> list[Disconnect]:
     ]
 
 
+def first_step(job: Path, ended: Callable[[], bool], poll_s: float = 0.05) -> float | None:
+    """The wall-clock time of the job's first committed step (its ranks' event files), or None if it ends first."""
+    while not ended():
+        for p in (job / "events").glob("rank*.jsonl"):
+            with open(p) as f:
+                for line in f:
+                    if '"kind": "commit"' in line and line.endswith("\n"):
+                        return json.loads(line)["t"]
+        time.sleep(poll_s)
+    return None
+
+
 def _strike_job(job: Path, project: str, nnodes: int, stopping: Callable[[], bool]) -> None:
-    """Every disconnect of the job in folder ``job``, in turn; each one's truth to ``truth/disconnect<i>.json``."""
+    """Every disconnect of the job in folder ``job``, in turn, its time counted from the job's first step (its ranks'
+    start takes seconds, more on a loaded host); each one's truth to ``truth/disconnect<i>.json``."""
     plan = json.loads((job / "plan.json").read_text())
-    t0 = json.loads((job / "job.json").read_text())["t0"]
+    cuts = job_disconnects(plan, nnodes)
     (job / "truth").mkdir(exist_ok=True)
-    for i, d in enumerate(job_disconnects(plan, nnodes)):
+    ended = lambda: stopping() or (job / "ended").exists()  # noqa: E731
+    t0 = first_step(job, ended) if cuts else None
+    for i, d in enumerate(cuts):
         try:
             container, network = locate(project, d.node)
-            truth = strike(d, container, network, t0, lambda: stopping() or (job / "ended").exists())
+            truth = {**asdict(d), "struck": False} if t0 is None else strike(d, container, network, t0, ended)
         except PlanError as e:  # the job's scoring fails with it (elastic.host_faults)
             truth = {**asdict(d), "struck": False, "error": str(e)}
+        truth["t0"] = t0  # the clock's origin: the job's first step
         tmp = job / "truth" / f".disconnect{i}.json"
         tmp.write_text(json.dumps(truth) + "\n")
         tmp.replace(job / "truth" / f"disconnect{i}.json")

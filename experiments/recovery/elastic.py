@@ -10,7 +10,7 @@ the state went wrong (the caller's exit status 6).
 A plan of ``nnodes`` > 1 spans the compose simulation's first ``nnodes`` nodes: this node (node 0) starts its
 torchrun agent and writes ``job.json`` next to the plan, in the folder every node sees; each other node's leading
 suite rank runs ``follow``, which starts that node's agent for it; the agents meet at the plan's c10d rendezvous
-on node 0. A ``disconnect`` is struck from the host (disconnect.py ``--watch``, from ``job.json``'s start time);
+on node 0. A ``disconnect`` is struck from the host (disconnect.py ``--watch``, timed from the job's first step);
 its truth (``truth/``) is read here once the job has ended, to score it.
 """
 
@@ -106,7 +106,7 @@ def launch(plan: Plan, workdir: Path) -> tuple[list[dict], float, float]:
         tail = (workdir / "torchrun.log").read_text()[-1500:]
         raise RecoveryFailed(f"the {STRATEGY} job in {workdir} exited {rc} after {wall_s:z.1f} s:\n{tail}")
     events = measure.read_events(workdir)
-    return sorted(events + host_faults(plan, workdir, events, t0), key=lambda e: e["t"]), t0, wall_s
+    return sorted(events + host_faults(plan, workdir, events), key=lambda e: e["t"]), t0, wall_s
 
 
 def _agent(plan: Plan, workdir: Path, log) -> subprocess.Popen:
@@ -123,7 +123,7 @@ def _write_atomic(path: Path, obj: dict) -> None:
     tmp.replace(path)
 
 
-def host_faults(plan: Plan, workdir: Path, events: list[dict], t0: float) -> list[dict]:
+def host_faults(plan: Plan, workdir: Path, events: list[dict]) -> list[dict]:
     """The plan's disconnects as fault events, from the truth the host wrote (``truth/disconnect<i>.json``,
     disconnect.py ``--watch``): struck at its ``t_disconnect``, in the attempt running then, on the node's
     first rank of that attempt; none for a disconnect that the job's end came before. RecoveryFailed where the
@@ -142,7 +142,7 @@ def host_faults(plan: Plan, workdir: Path, events: list[dict], t0: float) -> lis
             raise RecoveryFailed(f"the disconnect's host side failed: {truth['error']}")
         if not truth.get("struck"):
             continue
-        t = t0 + truth["t_disconnect"]
+        t = truth["t0"] + truth["t_disconnect"]  # the host's clock starts at the job's first step
         before = [e for e in events if e["t"] <= t]
         attempt = max((e["attempt"] for e in before), default=0)
         host = f"node{truth['node']}"

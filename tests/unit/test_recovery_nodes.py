@@ -97,24 +97,25 @@ def test_the_hosts_truth_is_the_fault_its_records_score(tmp_path):
     t0 = 1000.0
     plan = Plan(workdir=str(tmp_path), nnodes=2, faults=(Fault(kind="disconnect", rank=1, step=0, at_s=1.2),))
     (tmp_path / "truth").mkdir()
-    truth = {"node": 1, "at_s": 1.2, "stretch_s": 4.5, "t_disconnect": 1.25, "t_reconnect": 5.8, "struck": True}
+    truth = {"node": 1, "at_s": 0.2, "stretch_s": 4.5, "t_disconnect": 0.25, "t_reconnect": 4.8, "struck": True}
+    truth["t0"] = t0 + 1.0  # the host counts from the job's first step
     (tmp_path / "truth" / "disconnect0.json").write_text(json.dumps(truth))
-    (f,) = elastic.host_faults(plan, tmp_path, _events(t0), t0)
+    (f,) = elastic.host_faults(plan, tmp_path, _events(t0))
     assert (f["kind"], f["fault"], f["node"], f["rank"], f["attempt"]) == ("fault", "disconnect", 1, 1, 0)
     assert (f["t"], f["step"], f["struck"], f["stretch_s"]) == (t0 + 1.25, 2, "step", 4.5)
     (tmp_path / "truth" / "disconnect0.json").write_text(json.dumps({**truth, "struck": False}))
-    assert elastic.host_faults(plan, tmp_path, _events(t0), t0) == []  # the job ended before it
+    assert elastic.host_faults(plan, tmp_path, _events(t0)) == []  # the job ended before it
 
 
 def test_no_truth_or_a_failed_strike_fails_the_job(tmp_path, monkeypatch):
     monkeypatch.setattr(elastic, "TRUTH_WAIT_S", 0.1)
     plan = Plan(workdir=str(tmp_path), nnodes=2, faults=(Fault(kind="disconnect", rank=1, step=0, at_s=1.2),))
     with pytest.raises(elastic.RecoveryFailed, match="no truth of the disconnect"):
-        elastic.host_faults(plan, tmp_path, [], 0.0)
+        elastic.host_faults(plan, tmp_path, [])
     (tmp_path / "truth").mkdir()
     (tmp_path / "truth" / "disconnect0.json").write_text(json.dumps({"struck": False, "error": "no node1"}))
     with pytest.raises(elastic.RecoveryFailed, match="host side failed: no node1"):
-        elastic.host_faults(plan, tmp_path, [], 0.0)
+        elastic.host_faults(plan, tmp_path, [])
 
 
 def test_the_runners_clock_strikes_no_disconnect(tmp_path):
@@ -140,6 +141,8 @@ def test_the_watcher_strikes_each_jobs_disconnects_and_writes_a_failed_strikes_t
     assert [(d.node, d.at_s) for d in cuts] == [(1, 0.1), (0, 9.0)] and cuts[0].stretch_s != cuts[1].stretch_s
     assert all(3.0 <= d.stretch_s <= 6.0 for d in cuts)  # 1.5 to 3 times the job's 2 s timeout
     (job / "job.json").write_text(json.dumps({"t0": time.time()}))
+    (job / "events").mkdir()
+    (job / "events" / "rank0.jsonl").write_text(json.dumps({"kind": "commit", "t": 5.0, "step": 1}) + "\n")
     stop = threading.Event()
     th = threading.Thread(target=disconnect.watch, args=(tmp_path, "", 2, stop.is_set, 0.01))
     th.start()
@@ -153,4 +156,4 @@ def test_the_watcher_strikes_each_jobs_disconnects_and_writes_a_failed_strikes_t
     assert [t["error"] for t in truths] == [
         "a disconnect fault needs the compose cluster: no compose project given"
     ] * 2
-    assert not any(t["struck"] for t in truths)
+    assert not any(t["struck"] for t in truths) and [t["t0"] for t in truths] == [5.0, 5.0]  # from its first step
