@@ -35,6 +35,12 @@ if [ -z "${RUN_ID:-}" ]; then
   RUN_ID="compose-$(date -u +%Y%m%d-%H%M%S)"
 fi
 export RUN_ID
+# the recovery experiment's folder: one every node sees (the results volume), its elastic job spanning the nodes
+case ",${EXPERIMENTS:-all}," in
+  *,recovery,*) export RECOVERY_DIR="${RECOVERY_DIR:-/results/$RUN_ID/recovery}" ;;
+esac
+rdir="${RECOVERY_DIR:-}"
+recovery_host_dir="$RESULTS_DIR/${rdir#/results/}"  # the host's side of it (the watcher of its disconnects)
 
 # per-node knobs: checked here, before any container exists (node names, rates, CPU counts)
 check_per_node() {  # check_per_node <knob> <value> <regex of a value> <example>
@@ -110,6 +116,13 @@ grace=${COMPOSE_GRACE_S:-30}
 # container has stopped; the loop below makes sure they all do.
 $COMPOSE "${files[@]}" up --no-build --no-color "${services[@]}" &
 up_pid=$!
+recovery_pid=""
+if [[ ${RECOVERY_FAULTS:-} == *disconnect* ]]; then
+  # the recovery job's disconnects are struck from here, through docker (experiments/recovery/disconnect.py)
+  py="${PY:-.venv/bin/python}"; [ -x "$py" ] || py=python3
+  "$py" -m experiments.recovery.disconnect "$COMPOSE_PROJECT_NAME" "$NNODES" --watch "$recovery_host_dir" &
+  recovery_pid=$!
+fi
 inject_pid=""
 if [ -n "${INJECT:-}" ]; then
   # a node's class (egress rate, CPU quota) is applied from here, through docker (suite/inject/host.py)
@@ -163,6 +176,7 @@ done
 wait "$up_pid"
 up_rc=$?
 if [ -n "$inject_pid" ]; then kill -TERM "$inject_pid" 2>/dev/null; wait "$inject_pid"; fi
+if [ -n "$recovery_pid" ]; then kill -TERM "$recovery_pid" 2>/dev/null; wait "$recovery_pid"; fi
 rc=0
 for s in "${services[@]}"; do
   id=${cid[$s]:-$(dc ps -q "$s" 2>/dev/null)}

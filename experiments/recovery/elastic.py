@@ -6,6 +6,12 @@ sub-job: fault-free (the reference, in ``<workdir>/ref``), then under the plan's
 Its state at every restore and commit is compared with the reference's at the same step: ``exact`` is True
 when all of them and the final state are bitwise equal; otherwise ``wrong_step`` names the first step where
 the state went wrong (the caller's exit status 6).
+
+A plan of ``nnodes`` > 1 spans the compose simulation's first ``nnodes`` nodes: this node (node 0) starts its
+torchrun agent and writes ``job.json`` next to the plan, in the folder every node sees; each other node's leading
+suite rank runs ``follow``, which starts that node's agent for it; the agents meet at the plan's c10d rendezvous
+on node 0. A ``disconnect`` is struck from the host (disconnect.py ``--watch``, timed from the job's first step);
+its truth (``truth/``) is read here once the job has ended, to score it.
 """
 
 from __future__ import annotations
@@ -28,6 +34,9 @@ from .schedule import continue_stopped, stop_seconds
 STRATEGY = "elastic"
 ROOT = Path(__file__).resolve().parents[2]
 JOB_TIMEOUT_S = 600
+TRUTH_WAIT_S = 30.0
+"""How long the scoring waits for the host's truth of a disconnect after the job ended (it is written as the node
+is connected again, which the job needs to end)."""
 
 
 class RecoveryFailed(RuntimeError):
@@ -35,12 +44,23 @@ class RecoveryFailed(RuntimeError):
 
 
 def torchrun_argv(plan: Plan, plan_file: Path) -> list[str]:
+    """One agent of the job: alone on this machine, or one of ``plan.nnodes`` meeting at its c10d rendezvous."""
+    where = (
+        ["--standalone", f"--nproc-per-node={plan.world}"]
+        if plan.nnodes == 1
+        else [
+            f"--nnodes={plan.nnodes}",
+            f"--nproc-per-node={plan.world // plan.nnodes}",
+            "--rdzv-backend=c10d",
+            f"--rdzv-endpoint={plan.rdzv_endpoint}",
+            f"--rdzv-id={Path(plan.workdir).name}",
+        ]
+    )
     return [
         sys.executable,
         "-m",
         "torch.distributed.run",
-        "--standalone",
-        f"--nproc-per-node={plan.world}",
+        *where,
         f"--max-restarts={len(plan.faults)}",
         "--monitor-interval=0.1",
         "-m",
@@ -62,15 +82,14 @@ def launch(plan: Plan, workdir: Path) -> tuple[list[dict], float, float]:
     workdir.mkdir(parents=True)
     plan = replace(plan, workdir=str(workdir))
     (workdir / "plan.json").write_text(json.dumps(plan.to_json()))
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     done = threading.Event()
     waker = threading.Thread(target=_continue_stopped, args=(workdir, stop_seconds(plan.timeout_s), done), daemon=True)
     waker.start()
     t0 = time.time()
+    if plan.nnodes > 1:  # the other nodes' agents (follow) and the host's disconnects start from it
+        _write_atomic(workdir / "job.json", {"t0": t0})
     with open(workdir / "torchrun.log", "w") as log:
-        job = subprocess.Popen(
-            torchrun_argv(plan, workdir / "plan.json"), cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
-        )
+        job = _agent(plan, workdir, log)
         striker = threading.Thread(target=wall.strike_all, args=(plan.faults, job.pid, workdir, t0, done), daemon=True)
         striker.start()
         try:
@@ -81,11 +100,96 @@ def launch(plan: Plan, workdir: Path) -> tuple[list[dict], float, float]:
         finally:
             done.set()
             striker.join()
+            (workdir / "ended").touch()
     wall_s = time.time() - t0
     if rc != 0:
         tail = (workdir / "torchrun.log").read_text()[-1500:]
         raise RecoveryFailed(f"the {STRATEGY} job in {workdir} exited {rc} after {wall_s:z.1f} s:\n{tail}")
-    return measure.read_events(workdir), t0, wall_s
+    events = measure.read_events(workdir)
+    return sorted(events + host_faults(plan, workdir, events), key=lambda e: e["t"]), t0, wall_s
+
+
+def _agent(plan: Plan, workdir: Path, log) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    if plan.nnodes > 1:  # a new bootstrap port each rendezvous round: it names the workers' attempt (worker.py)
+        env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
+    argv = torchrun_argv(plan, workdir / "plan.json")
+    return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def _write_atomic(path: Path, obj: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(obj))
+    tmp.replace(path)
+
+
+def host_faults(plan: Plan, workdir: Path, events: list[dict]) -> list[dict]:
+    """The plan's disconnects as fault events, from the truth the host wrote (``truth/disconnect<i>.json``,
+    disconnect.py ``--watch``): struck at its ``t_disconnect``, in the attempt running then, on the node's
+    first rank of that attempt; none for a disconnect that the job's end came before. RecoveryFailed where the
+    host wrote none (no watcher ran)."""
+    n = sum(f.kind == "disconnect" for f in plan.faults)
+    files = [workdir / "truth" / f"disconnect{i}.json" for i in range(n)]
+    deadline = time.time() + TRUTH_WAIT_S
+    while not all(p.is_file() for p in files) and time.time() < deadline:
+        time.sleep(0.1)
+    out = []
+    for p in files:
+        if not p.is_file():
+            raise RecoveryFailed(f"no truth of the disconnect at {p} (the host's disconnect watcher did not strike)")
+        truth = json.loads(p.read_text())
+        if truth.get("error"):
+            raise RecoveryFailed(f"the disconnect's host side failed: {truth['error']}")
+        if not truth.get("struck"):
+            continue
+        t = truth["t0"] + truth["t_disconnect"]  # the host's clock starts at the job's first step
+        before = [e for e in events if e["t"] <= t]
+        attempt = max((e["attempt"] for e in before), default=0)
+        host = f"node{truth['node']}"
+        on = [e for e in events if e.get("host") == host]  # the node's ranks then (or in any attempt: none started)
+        ranks = [e["rank"] for e in on if e["attempt"] == attempt] or [e["rank"] for e in on]
+        training = any(e["kind"] == "commit" and e["attempt"] == attempt for e in before)
+        out.append(
+            {
+                "rank": min(ranks, default=-1),
+                "node": truth["node"],
+                "attempt": attempt,
+                "kind": "fault",
+                "t": t,
+                "step": max((e["step"] for e in before if e["kind"] in ("restore", "commit")), default=0),
+                "fault": "disconnect",
+                "at_s": truth["at_s"],
+                "stretch_s": truth["stretch_s"],
+                "struck": "step" if training else "restart",
+            }
+        )
+    return out
+
+
+def follow(folder: str, node: int, stop: threading.Event) -> None:
+    """Node ``node``'s side of the jobs that span nodes: for each job node 0 starts in ``folder`` (its ``job.json``)
+    while ``stop`` is not set, this node's torchrun agent, if the job spans it; agents still up at ``stop`` are
+    ended."""
+    seen: set[Path] = set()
+    agents: list[subprocess.Popen] = []
+    try:
+        while not stop.wait(0.05):
+            for req in sorted(Path(folder).glob("*/job.json")):
+                if req in seen:
+                    continue
+                seen.add(req)
+                job = json.loads(req.read_text())
+                plan = Plan.from_json(json.loads((req.parent / "plan.json").read_text()))
+                stale = (req.parent / "ended").exists() or time.time() - job["t0"] > JOB_TIMEOUT_S
+                if stale or node >= plan.nnodes:
+                    continue
+                with open(req.parent / f"torchrun.node{node}.log", "w") as log:
+                    agents.append(_agent(plan, req.parent, log))
+    finally:
+        for a in agents:
+            if a.poll() is None:
+                a.kill()
+            a.wait()
 
 
 def run(plan: Plan) -> dict:

@@ -93,6 +93,7 @@ def per_fault(events: list[dict]) -> list[dict]:
                 "detect_s": min(detect) - f["t"] if detect else None,
                 "recover_s": min(commits) - f["t"] if commits else None,
                 "redone": max(0, max(done, default=0) - min(restored)) if restored else None,
+                **({"node": f["node"], "stretch_s": f["stretch_s"]} if "node" in f else {}),
             }
         )
     return out

@@ -12,14 +12,17 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 
 FAULT_CLASSES = ("kill", "stop", "disconnect")
-"""kill: the rank gets SIGKILL; stop: SIGSTOP for longer than the timeout, then SIGCONT; disconnect: the rank's
-compose node leaves the network (compose only)."""
+"""kill: the rank gets SIGKILL; stop: SIGSTOP for longer than the timeout, then SIGCONT; disconnect: a compose node
+of the job leaves the network for longer than the timeout (``disconnect:<node>@<seconds>s``, compose only)."""
 CKPT_MODES = ("sync", "async")
 """How the checkpoint is written: ``dcp.save`` (training waits) or ``dcp.async_save`` (training goes on)."""
 BUGS = ("", "older_ckpt")
 """Planted recovery bugs of the elastic strategy: ``older_ckpt`` restores the checkpoint before the one it claims
 to restore (the torchft strategy's are its own: torchft_strategy.PLANTS)."""
 
+
+RDZV_PORT = 29400
+"""The port of the elastic job's c10d rendezvous on node 0 where it spans nodes (torchrun's own default)."""
 
 STRATEGIES = ("elastic", "torchft")
 """The recovery strategies a case can run (experiments/recovery/strategies.py: their runners)."""
@@ -77,6 +80,11 @@ class Plan:
     """torchft: the whole run's time limit (a replica group stuck past it fails the run, status 1)."""
     extra: dict = field(default_factory=dict)
     """Free-form notes a strategy may carry (kept in the result)."""
+    nnodes: int = 1
+    """The elastic job's nodes: 1, one torchrun agent on this machine; more, one agent on each of the compose
+    simulation's first ``nnodes`` nodes, meeting at ``rdzv_endpoint`` (a c10d rendezvous)."""
+    rdzv_endpoint: str = ""
+    """``host:port`` of the job's c10d rendezvous where it spans nodes (node 0 hosts it)."""
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -100,10 +108,34 @@ def check_plan(plan: Plan) -> None:
         raise PlanError(f"the step pad must be >= 0 s, got {plan.step_pad_s}")
     if not plan.timeout_s > 0:
         raise PlanError(f"the timeout must be > 0 s, got {plan.timeout_s}")
+    if plan.nnodes < 1 or plan.world % plan.nnodes:
+        raise PlanError(f"the job's {plan.world} ranks cannot be spread evenly over {plan.nnodes} nodes")
+    check_nodes(plan)
     for f in plan.faults:
         check_fault(f, plan)
     check_one_clock(plan.faults)
     check_writable(plan.workdir)
+
+
+SPANNING_FAULTS = ("kill", "disconnect")
+"""The faults a job that spans nodes runs. A wall-clock kill strikes a rank's process from its agent's machine, and
+a stop holds a rank whose node's agent then restarts for the others without counting a failure, so that the
+attempt each node's workers count (torchrun's restart count) would differ; both stay with the one-node job."""
+
+
+def spans(faults) -> bool:
+    """Whether a job under ``faults`` can span nodes: kills in steps and disconnects only."""
+    return all(f.kind in SPANNING_FAULTS and (f.kind == "disconnect" or f.at_s is None) for f in faults)
+
+
+def check_nodes(plan: Plan) -> None:
+    """A disconnect needs a job across compose nodes; such a job runs kills in steps and disconnects."""
+    if plan.nnodes == 1:
+        if any(f.kind == "disconnect" for f in plan.faults):
+            raise PlanError("disconnect needs the compose cluster (the job's nodes), which this run is not on")
+        return
+    if not spans(plan.faults):
+        raise PlanError(f"a job across {plan.nnodes} nodes runs kills in steps and disconnects only")
 
 
 def check_one_clock(faults) -> None:
@@ -115,6 +147,12 @@ def check_one_clock(faults) -> None:
 def check_fault(f: Fault, plan: Plan) -> None:
     if f.kind not in FAULT_CLASSES:
         raise PlanError(f"unknown fault class {f.kind!r}; choose from {', '.join(FAULT_CLASSES)}")
+    if f.kind == "disconnect":  # its target is a node of the job, at a time from the job's start
+        if f.at_s is None or not f.at_s > 0:
+            raise PlanError(f"fault {f.spell()}: spell it disconnect:<node>@<seconds>s, e.g. disconnect:1@5s")
+        if not 0 <= f.rank < plan.nnodes:
+            raise PlanError(f"fault {f.spell()}: node {f.rank} is beyond the job's {plan.nnodes} nodes")
+        return
     if not 0 <= f.rank < plan.world:
         raise PlanError(f"fault target rank {f.rank} is beyond the world of {plan.world} ranks (0..{plan.world - 1})")
     if f.at_s is not None:

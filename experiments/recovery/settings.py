@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 from dataclasses import dataclass, field
 
 from suite.api import ConfigError
 
-from .plan import STRATEGIES, Fault, Plan, PlanError, check_plan
+from .plan import RDZV_PORT, STRATEGIES, Fault, Plan, PlanError, check_plan, spans
 from .schedule import KEPT, keeps_one, parse_faults
+
+
+COMPOSE_FLAG = "COMPOSE_SIM"
+"""Set to 1 on every node of the compose simulation (docker-compose.yml): the elastic job spans the nodes."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,7 +53,19 @@ class RecoverySettings:
         """The faults one RECOVERY_FAULTS item spells; ``keep``: a rank its Poisson draws leave alone."""
         return parse_faults(text, world=self.world, steps=self.steps, seed=self.seed, keep=keep)
 
-    def plan(self, faults: tuple[Fault, ...], ckpt_mode: str, workdir: str) -> Plan:
+    def job_nodes(self) -> int:
+        """The elastic job's nodes: in the compose simulation (COMPOSE_SIM=1), one per node of the run (NNODES), at
+        most one per rank of the job; elsewhere 1 (a torchrun sub-job on this machine)."""
+        if os.environ.get(COMPOSE_FLAG) != "1":
+            return 1
+        try:
+            return max(1, min(int(os.environ.get("NNODES", "1")), self.world))
+        except ValueError:
+            return 1
+
+    def plan(self, faults: tuple[Fault, ...], ckpt_mode: str, workdir: str, *, spanning: bool = False) -> Plan:
+        """The plan of one case; ``spanning``: the elastic job, across the compose nodes where there are some."""
+        nnodes = self.job_nodes() if spanning and spans(faults) else 1
         return Plan(
             steps=self.steps,
             seed=self.seed,
@@ -59,6 +76,8 @@ class RecoverySettings:
             workdir=workdir,
             timeout_s=self.timeout_s,
             bug=self.bug,
+            nnodes=nnodes,
+            rdzv_endpoint=f"{os.environ.get('MASTER_ADDR', 'node0')}:{RDZV_PORT}" if nnodes > 1 else "",
         )
 
     def validate(self) -> None:
@@ -68,14 +87,15 @@ class RecoverySettings:
             raise ConfigError(
                 f"RECOVERY_STRATEGIES: unknown {unknown or 'none given'}; choose from {', '.join(STRATEGIES)}"
             )
+        spanning = "elastic" in self.strategies
+        if spanning and self.job_nodes() > 1 and not self.ckpt_dir:
+            raise ConfigError("RECOVERY_DIR: the job spans the compose nodes; name a folder every node sees")
         try:
             for _, faults in self.schedules():
                 for mode in self.ckpt_modes:
-                    check_plan(self.plan(faults, mode, self.ckpt_dir or tempfile.gettempdir()))
+                    check_plan(self.plan(faults, mode, self.ckpt_dir or tempfile.gettempdir(), spanning=spanning))
             if "torchft" in self.strategies:  # it heals from a live peer: one replica group no fault strikes
                 for text in self.faults:
                     keeps_one(self.schedule(text, keep=KEPT), self.world)
         except PlanError as e:
             raise ConfigError(f"RECOVERY: {e}") from None
-        if "disconnect" in {f.kind for _, fs in self.schedules() for f in fs}:
-            raise ConfigError("RECOVERY_FAULTS: disconnect needs the compose cluster, which this run is not on")

@@ -53,11 +53,11 @@ def elastic_cases(s, text: str, faults: tuple[Fault, ...]) -> list[tuple[str, di
     """The elastic strategy's cases of one schedule: one per checkpoint mode, (label, identity, fields, build)."""
     out = []
     for mode in s.ckpt_modes:
-        plan = s.plan(faults, mode, s.ckpt_dir)
+        plan = s.plan(faults, mode, s.ckpt_dir, spanning=True)
         identity = {"strategy": "elastic", "fault": text, "ckpt_mode": mode}
-        out.append(
-            (f"elastic-{mode}-{text}", identity, {}, recovery_buffers(repr(plan), elastic_runner(plan), s.ckpt_dir))
-        )
+        follow = elastic.follow if plan.nnodes > 1 else None
+        build = recovery_buffers(repr(plan), elastic_runner(plan), s.ckpt_dir, follow)
+        out.append((f"elastic-{mode}-{text}", identity, {"job_nodes": plan.nnodes}, build))
     return out
 
 

@@ -96,7 +96,7 @@ def strike_all(faults: tuple[Fault, ...], agent_pid: int, workdir: Path, t0: flo
     killed: set[int] = set()
     log = Path(workdir) / "events" / "host.jsonl"
     log.parent.mkdir(parents=True, exist_ok=True)
-    for f in (f for f in faults if f.at_s is not None):
+    for f in (f for f in faults if f.at_s is not None and f.kind == "kill"):  # a disconnect is the host's
         if done.wait(max(0.0, t0 + f.at_s - time.time())):
             return
         event = _strike_one(f, agent_pid, workdir, done, killed)

@@ -10,10 +10,12 @@ restore and commit, which the runner compares with the fault-free run's.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import signal
+import socket
 import sys
 import time
 from datetime import timedelta
@@ -33,6 +35,8 @@ from .plan import Plan
 N_SAMPLES = 256
 PROCESS = AsyncCheckpointerType.PROCESS
 LR, MOMENTUM = 0.05, 0.9
+START_TIMEOUT_S = 120
+"""How long a rank waits for its attempt's other ranks to start (a lost one fails the attempt after it)."""
 
 
 class Log:
@@ -42,7 +46,7 @@ class Log:
         d = Path(workdir) / "events"
         d.mkdir(parents=True, exist_ok=True)
         self.f = open(d / f"rank{rank}.jsonl", "a", buffering=1)  # noqa: SIM115 - open for the rank's life
-        self.base = {"rank": rank, "attempt": attempt, "pid": os.getpid()}
+        self.base = {"rank": rank, "attempt": attempt, "pid": os.getpid(), "host": socket.gethostname()}
 
     def __call__(self, kind: str, **fields) -> None:
         self.f.write(json.dumps({**self.base, "kind": kind, "t": time.time(), **fields}) + "\n")
@@ -166,9 +170,40 @@ def train(plan: Plan, rank: int, attempt: int, log: Log) -> None:
         log("done", step=plan.steps, digest=tr.state_digest())
 
 
+def job_attempt(plan: Plan, env=os.environ) -> int:
+    """This rank's attempt: torchrun's restart count where one agent runs the job. Across nodes each agent counts
+    its own (one that restarts for another node's failure does not count it), so there the attempt is the job's
+    rendezvous round, named by the address each round hands its ranks (``MASTER_ADDR:MASTER_PORT``, a new port a
+    round) and numbered in the order the rounds' ranks first start (``<workdir>/rounds``, under a lock)."""
+    if plan.nnodes == 1:
+        return int(env.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    key = f"{env['MASTER_ADDR']}:{env['MASTER_PORT']}"
+    with open(Path(plan.workdir) / "rounds", "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        f.seek(0)
+        rounds = f.read().split()
+        if key not in rounds:
+            f.write(key + "\n")
+            rounds.append(key)
+        return rounds.index(key)
+
+
+def gloo_interface(env=os.environ) -> None:
+    """A compose node taken off its network and connected again comes back under a new interface name (docker
+    names it eth1, eth2, ...; same address): GLOO_SOCKET_IFNAME then names the node's one interface that is not
+    loopback."""
+    name = env.get("GLOO_SOCKET_IFNAME")
+    present = [n for _, n in socket.if_nameindex()]
+    if name and name not in present:
+        others = [n for n in present if n != "lo"]
+        if len(others) == 1:
+            env["GLOO_SOCKET_IFNAME"] = others[0]
+
+
 def main(argv: list[str]) -> int:
     plan = Plan.from_json(json.loads(Path(argv[0]).read_text()))
-    rank, attempt = int(os.environ["RANK"]), int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    rank, attempt = int(os.environ["RANK"]), job_attempt(plan)
+    gloo_interface()
     torch.set_num_threads(1)
     log = Log(plan.workdir, rank, attempt)
 
@@ -180,12 +215,16 @@ def main(argv: list[str]) -> int:
     # a store of this attempt's own: the agent's store still holds the last attempt's Gloo addresses, which a
     # restarted rank can read before its peer has written its new one
     store = dist.FileStore(str(Path(plan.workdir) / f"store.attempt{attempt}"), plan.world)
-    dist.init_process_group(
-        "gloo", store=store, rank=rank, world_size=plan.world, timeout=timedelta(seconds=plan.timeout_s)
-    )
+    # every rank of the attempt up before the group's short timeout counts: the agents of a job that spans nodes
+    # start their ranks at different times
+    store.set(f"up{rank}", "1")
+    store.wait([f"up{r}" for r in range(plan.world)], timedelta(seconds=START_TIMEOUT_S))
     try:
+        dist.init_process_group(
+            "gloo", store=store, rank=rank, world_size=plan.world, timeout=timedelta(seconds=plan.timeout_s)
+        )
         train(plan, rank, attempt, log)
-    except Exception as e:  # a peer lost: the collective failed or timed out
+    except Exception as e:  # a peer lost (the collective failed or timed out), or this node's network
         log("detect", how=f"{type(e).__name__}: {str(e)[:200]}")
         os._exit(1)
     dist.destroy_process_group()

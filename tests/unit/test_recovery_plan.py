@@ -90,7 +90,7 @@ def test_the_settings_name_the_knob(tmp_path):
     RecoverySettings(ckpt_dir=str(tmp_path)).validate()
     with pytest.raises(ConfigError, match="RECOVERY: fault target rank 3 is beyond the world of 2 ranks"):
         RecoverySettings(faults=("kill:3@2",), ckpt_dir=str(tmp_path)).validate()
-    with pytest.raises(ConfigError, match="RECOVERY_FAULTS: disconnect needs the compose cluster"):
+    with pytest.raises(ConfigError, match="RECOVERY: disconnect needs the compose cluster"):
         RecoverySettings(faults=("disconnect:1@2",), ckpt_dir=str(tmp_path)).validate()
 
 
