@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from suite.api import container_of, docker
+from suite.api import container_of, docker, write_json_atomic
 
 from .plan import PlanError
 
@@ -142,9 +142,7 @@ def _strike_job(job: Path, project: str, nnodes: int, stopping: Callable[[], boo
         except PlanError as e:  # the job's scoring fails with it (elastic.host_faults)
             truth = {**asdict(d), "struck": False, "error": str(e)}
         truth["t0"] = t0  # the clock's origin: the job's first step
-        tmp = job / "truth" / f".disconnect{i}.json"
-        tmp.write_text(json.dumps(truth) + "\n")
-        tmp.replace(job / "truth" / f"disconnect{i}.json")
+        write_json_atomic(job / "truth" / f"disconnect{i}.json", truth)
 
 
 def watch(folder: Path, project: str, nnodes: int, stopping: Callable[[], bool], poll_s: float = 0.05) -> None:

@@ -27,6 +27,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from suite.api import write_json_atomic
+
 from . import measure, wall
 from .plan import Plan, check_plan
 from .schedule import continue_stopped, stop_seconds
@@ -87,7 +89,7 @@ def launch(plan: Plan, workdir: Path) -> tuple[list[dict], float, float]:
     waker.start()
     t0 = time.time()
     if plan.nnodes > 1:  # the other nodes' agents (follow) and the host's disconnects start from it
-        _write_atomic(workdir / "job.json", {"t0": t0})
+        write_json_atomic(workdir / "job.json", {"t0": t0})
     with open(workdir / "torchrun.log", "w") as log:
         job = _agent(plan, workdir, log)
         striker = threading.Thread(target=wall.strike_all, args=(plan.faults, job.pid, workdir, t0, done), daemon=True)
@@ -115,12 +117,6 @@ def _agent(plan: Plan, workdir: Path, log) -> subprocess.Popen:
         env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
     argv = torchrun_argv(plan, workdir / "plan.json")
     return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-
-
-def _write_atomic(path: Path, obj: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(obj))
-    tmp.replace(path)
 
 
 def host_faults(plan: Plan, workdir: Path, events: list[dict]) -> list[dict]:
