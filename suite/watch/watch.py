@@ -76,11 +76,12 @@ class Watch:
         self.by_node = detect.Nodes(self.nodes)
         targets = {f"rank {r}": (r,) for r in self.ranks}
         self.detector = detect.Detector("compute", "rank", targets)
-        self.pauses = pauses.Pauses("compute", "rank", targets)  # fed each block's means (a pause holds a step)
+        self.pauses = pauses.Pauses("compute", "rank", targets)  # fed each block's means of pauses.held
         self.named: set[str] = set()  # the targets flagged (by either series)
         self.starts: list[float] = []  # rank 0's clock at each step's start
         self.steps: list[float] = []  # rank 0's step times
         self.computes: list[list[float]] = []  # per step: each rank's compute (s), in the order of ``ranks``
+        self.held: list[list[float]] = []  # per step: each rank's own time (pauses.held)
         self.block = self.fed = 0  # steps per point of the detector's series; steps fed to it
         self.flags: list[dict] = []
         self.gather_s = self.detect_s = self.final_s = self.last_cost = 0.0  # the watch's own time (s)
@@ -150,16 +151,20 @@ class Watch:
             self.starts.append(rows[me][i][0])
             self.steps.append(rows[me][i][2])
             self.computes.append([r[i][1] for r in rows])
+            self.held.append(pauses.held(self.computes[-1], [r[i][2] for r in rows]))
         if self.block == 0 and len(self.steps) > EVERY:  # from the steps after the first exchange's (warmer)
             self.block = max(1, math.ceil(POINT_S / max(statistics.median(self.steps[EVERY:]), 1e-9)))
         if self.block == 0:
             return
         while len(self.computes) - self.fed >= self.block:
-            chunk = self.computes[self.fed : self.fed + self.block]
+            chunk = slice(self.fed, self.fed + self.block)
             self.fed += self.block
             flags = []
-            for detector, of in ((self.detector, statistics.median), (self.pauses, statistics.fmean)):
-                point = {f"rank {r}": max(of(c[k] for c in chunk), 1e-9) for k, r in enumerate(self.ranks)}
+            for detector, series, of in (
+                (self.detector, self.computes, statistics.median),
+                (self.pauses, self.held, statistics.fmean),
+            ):
+                point = {f"rank {r}": max(of(c[k] for c in series[chunk]), 1e-9) for k, r in enumerate(self.ranks)}
                 flags += [f for f in detector.add(point) if f.target not in self.named]
                 self.named.update(f.target for f in flags)
             if flags:

@@ -228,6 +228,38 @@ def test_pauses_from_the_first_steps_have_no_past_to_compare_with():
     assert _pauses(_paused(0, 15, 0), 2) == []
 
 
+def test_a_ranks_own_time_holds_its_compute_and_how_much_later_than_its_peers_its_step_ended():
+    # 2 ranks, compute 10 ms, steps of 20 ms: as they are; rank 1 stopped 0.4 s in its compute (every step waits at
+    # the all-reduce); in its optimizer step (its step alone ends later); in a wait (every step alike)
+    assert pauses.held([0.01, 0.01], [0.02, 0.02]) == [0.01, 0.01]
+    assert pauses.held([0.01, 0.41], [0.42, 0.42]) == [0.01, 0.41]
+    assert pauses.held([0.01, 0.01], [0.02, 0.42]) == pytest.approx([0.01, 0.41])
+    assert pauses.held([0.01, 0.01], [0.42, 0.42]) == [0.01, 0.01]
+    assert pauses.held([0.01, 0.01, 0.02], [0.02, 0.42, 0.03]) == pytest.approx([0.01, 0.405, 0.02])
+
+
+def test_pauses_half_in_the_compute_half_after_the_all_reduce_are_named_by_the_ranks_own_time():
+    """Rank 1 stopped 60 ms every 25 steps of 20 ms (compute 10 ms), in turn in its compute and in its optimizer
+    step: in its compute alone they come every 50 steps, 4 of them not within ``WINDOW`` points."""
+    rng = random.Random(0)
+    computes, steps = [], []
+    for t in range(400):
+        c = [0.01 * rng.lognormvariate(0, 0.15) for _ in range(2)]
+        s = [0.02 * rng.lognormvariate(0, 0.05)] * 2
+        if t >= 100 and t % 25 == 0:
+            if t % 50 == 0:
+                c[1] += 0.06
+                s = [x + 0.06 for x in s]
+            else:
+                s = [s[0], s[1] + 0.06]
+        computes.append(c)
+        steps.append(s)
+    as_points = lambda rows: [{f"rank {k}": v for k, v in enumerate(r)} for r in rows]  # noqa: E731
+    assert _pauses(as_points(computes), 2) == []  # the compute alone: why the ranks' own time
+    (flag,) = _pauses(as_points(pauses.held(c, s) for c, s in zip(computes, steps)), 2)
+    assert (flag.target, flag.onset, flag.detected) == ("rank 1", 100, 100 + 25 * (pauses.EVENTS - 1))
+
+
 def test_the_watch_s_last_exchange_comes_before_the_case_s_own_derived_fields(monkeypatch):
     """A DDP case's derive runs its baseline steps (a minute under load): the flags of the steps since the last
     exchange are raised before them, not after."""
