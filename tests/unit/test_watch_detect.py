@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from suite.watch import detect, pauses
+from suite.watch import detect, pauses, watch
 
 
 def _series(seed: int, ranks: int, steps: int, slow: dict[int, float], since: int, noise: float = 0.05):
@@ -258,6 +258,13 @@ def test_pauses_half_in_the_compute_half_after_the_all_reduce_are_named_by_the_r
     assert _pauses(as_points(computes), 2) == []  # the compute alone: why the ranks' own time
     (flag,) = _pauses(as_points(pauses.held(c, s) for c, s in zip(computes, steps)), 2)
     assert (flag.target, flag.onset, flag.detected) == ("rank 1", 100, 100 + 25 * (pauses.EVENTS - 1))
+
+
+def test_the_points_follow_the_steps_where_they_get_many_times_longer_or_shorter():
+    assert watch.block(0.02) == 3 and watch.block(0.2) == 1  # as many steps as make 50 ms
+    assert watch.block(0.03, 3) == 3  # 2 asked for: a load's moves keep the block
+    assert watch.block(0.4, 3) == 1  # a rank cut to 0.05 CPU: 20x the steps, a point per step
+    assert watch.block(0.02, 1) == 3  # and back
 
 
 def test_the_watch_s_last_exchange_comes_before_the_case_s_own_derived_fields(monkeypatch):
