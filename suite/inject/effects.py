@@ -15,26 +15,16 @@ import subprocess
 import sys
 import threading
 
+from suite.system.cgroup import asleep
+
 
 POLL_S = 0.001
 """How often a duty cycle that stops its process only while it runs (``running``) reads the process's state."""
 
 
-def asleep(pid: int) -> bool:
-    """Whether ``pid``'s main thread sleeps in a wait (Linux's state ``S`` or ``D``), not running or ready to run
-    (``R``); False where it is gone or its state cannot be read."""
-    try:
-        with open(f"/proc/{pid}/task/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return False
-    end = stat.rfind(b")")  # the state follows the name, which may hold anything: "pid (name) S ..."
-    return stat[end + 2 : end + 3] in (b"S", b"D")
-
-
 class DutyCycle:
     """``pid`` alternately left to run ``run_s`` and stopped ``stop_s``, in a thread, until ``stop``. ``running``:
-    each stop waits for the process's main thread to run (not ``asleep``): a stop-the-world pause (a garbage
+    each stop waits for the process's main thread to run (not ``cgroup.asleep``): a stop-the-world pause (a garbage
     collector's) comes as the program allocates, never while it sleeps in a wait for its peers."""
 
     def __init__(self, pid: int, run_s: float, stop_s: float, running: bool = False) -> None:
