@@ -15,12 +15,20 @@ import subprocess
 import sys
 import threading
 
+from suite.system.cgroup import asleep
+
+
+POLL_S = 0.001
+"""How often a duty cycle that stops its process only while it runs (``running``) reads the process's state."""
+
 
 class DutyCycle:
-    """``pid`` alternately left to run ``run_s`` and stopped ``stop_s``, in a thread, until ``stop``."""
+    """``pid`` alternately left to run ``run_s`` and stopped ``stop_s``, in a thread, until ``stop``. ``running``:
+    each stop waits for the process's main thread to run (not ``cgroup.asleep``): a stop-the-world pause (a garbage
+    collector's) comes as the program allocates, never while it sleeps in a wait for its peers."""
 
-    def __init__(self, pid: int, run_s: float, stop_s: float) -> None:
-        self.pid, self.run_s, self.stop_s = pid, run_s, stop_s
+    def __init__(self, pid: int, run_s: float, stop_s: float, running: bool = False) -> None:
+        self.pid, self.run_s, self.stop_s, self.while_running = pid, run_s, stop_s, running
         self.done = threading.Event()
         self.lock = threading.Lock()  # a stop never interleaves with the thread's own SIGSTOP
         self.thread = threading.Thread(target=self._loop, name=f"inject-duty-{pid}", daemon=True)
@@ -36,6 +44,8 @@ class DutyCycle:
     def _loop(self) -> None:
         _promptly()
         while not self.done.wait(self.run_s):
+            while self.while_running and asleep(self.pid) and not self.done.wait(POLL_S):
+                pass  # until its main thread runs
             with self.lock:
                 if self.done.is_set() or not self._signal(signal.SIGSTOP):
                     break

@@ -1,6 +1,7 @@
 """A process's cpu cgroup and its threads, as the fail-slow injector's cpu class needs them
 (suite/inject/classes/cpu.py): where the cpu hierarchies may be mounted, the folder of a process's cgroup in one,
-and the ids of a process's threads."""
+and the ids of a process's threads; and whether its main thread sleeps in a wait, as its pause class needs
+(suite/inject/effects.py)."""
 
 from __future__ import annotations
 
@@ -31,3 +32,15 @@ def threads(pid: int) -> list[int]:
         return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
     except OSError:
         return []
+
+
+def asleep(pid: int) -> bool:
+    """Whether ``pid``'s main thread sleeps in a wait (Linux's state ``S`` or ``D``), not running or ready to run
+    (``R``); False where it is gone or its state cannot be read."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    end = stat.rfind(b")")  # the state follows the name, which may hold anything: "pid (name) S ..."
+    return stat[end + 2 : end + 3] in (b"S", b"D")

@@ -55,7 +55,13 @@ exchange's cost (the largest any rank measured) at this percentage of the median
 POINT_S = 0.05
 """The least time one point of the detector's series covers: steps shorter than that are taken in blocks of as many
 as make it up (each rank's median over the block), so that the detection's cost per step stays small beside the
-step; the block is set from the median of the steps after the first exchange's (the first are slower: warm-up)."""
+step; the block is set from the median of the steps after the first exchange's (the first are slower: warm-up), and
+set again from each later exchange's median step where that makes it ``REBLOCK`` times smaller or larger (``block``)."""
+REBLOCK = 2
+"""How many times smaller or larger the block an exchange's steps ask for must be for the block to change. A block set
+once from the first steps held a slowdown many times over to its few points: a rank cut to 0.05 CPU (steps of 20 ms
+to 400 ms, blocks of 3) had 16 points in a 20 s stretch, and the 12 points since the onset a flag needs took 14 s.
+The factor keeps a host's load, which moves the step by less, from changing the block at every exchange."""
 _ROW = 4  # start clock, compute, step, this rank's cost of the last exchange
 
 
@@ -76,12 +82,14 @@ class Watch:
         self.by_node = detect.Nodes(self.nodes)
         targets = {f"rank {r}": (r,) for r in self.ranks}
         self.detector = detect.Detector("compute", "rank", targets)
-        self.pauses = pauses.Pauses("compute", "rank", targets)  # fed each block's means (a pause holds a step)
+        self.pauses = pauses.Pauses("compute", "rank", targets)  # fed each block's means of pauses.held
         self.named: set[str] = set()  # the targets flagged (by either series)
         self.starts: list[float] = []  # rank 0's clock at each step's start
         self.steps: list[float] = []  # rank 0's step times
         self.computes: list[list[float]] = []  # per step: each rank's compute (s), in the order of ``ranks``
+        self.held: list[list[float]] = []  # per step: each rank's own time (pauses.held)
         self.block = self.fed = 0  # steps per point of the detector's series; steps fed to it
+        self.points: list[int] = []  # each point's first step, then one past the last point's last step
         self.flags: list[dict] = []
         self.gather_s = self.detect_s = self.final_s = self.last_cost = 0.0  # the watch's own time (s)
         self.sent = 0
@@ -150,16 +158,23 @@ class Watch:
             self.starts.append(rows[me][i][0])
             self.steps.append(rows[me][i][2])
             self.computes.append([r[i][1] for r in rows])
+            self.held.append(pauses.held(self.computes[-1], [r[i][2] for r in rows]))
         if self.block == 0 and len(self.steps) > EVERY:  # from the steps after the first exchange's (warmer)
-            self.block = max(1, math.ceil(POINT_S / max(statistics.median(self.steps[EVERY:]), 1e-9)))
+            self.block = block(statistics.median(self.steps[EVERY:]))
+        elif self.block:
+            self.block = block(statistics.median(self.steps[-len(rows[me]) :]), self.block)
         if self.block == 0:
             return
         while len(self.computes) - self.fed >= self.block:
-            chunk = self.computes[self.fed : self.fed + self.block]
+            chunk = slice(self.fed, self.fed + self.block)
+            self.points[-1:] = [self.fed, self.fed + self.block]
             self.fed += self.block
             flags = []
-            for detector, of in ((self.detector, statistics.median), (self.pauses, statistics.fmean)):
-                point = {f"rank {r}": max(of(c[k] for c in chunk), 1e-9) for k, r in enumerate(self.ranks)}
+            for detector, series, of in (
+                (self.detector, self.computes, statistics.median),
+                (self.pauses, self.held, statistics.fmean),
+            ):
+                point = {f"rank {r}": max(of(c[k] for c in series[chunk]), 1e-9) for k, r in enumerate(self.ranks)}
                 flags += [f for f in detector.add(point) if f.target not in self.named]
                 self.named.update(f.target for f in flags)
             if flags:
@@ -168,11 +183,11 @@ class Watch:
     def _flagged(self, flags: list[detect.Flag]) -> None:
         now = time.perf_counter()
         unix = time.time() - now
-        b = self.block
+        at = self.points
         for f in flags:  # the detector's points back to steps
-            f = dataclasses.replace(
-                f, onset=f.onset * b, detected=(f.detected + 1) * b - 1, before=f.before * b, after=f.after * b
-            )
+            onset, detected = at[f.onset], at[f.detected + 1] - 1
+            before = onset - at[max(0, f.onset - f.before)]
+            f = dataclasses.replace(f, onset=onset, detected=detected, before=before, after=detected + 1 - onset)
             after_s = now - self.starts[f.onset]
             entry = _entry(f, self.starts[f.onset] + unix, now + unix, after_s, self._late(f))
             self.flags.append(entry)
@@ -217,6 +232,13 @@ class Watch:
             if self.computes
             else {},
         }
+
+
+def block(step_s: float, now: int = 0) -> int:
+    """Steps per point of the detector's series where the median step is ``step_s``: as many as make ``POINT_S``;
+    ``now``, the block so far, kept unless that is ``REBLOCK`` times smaller or larger."""
+    want = max(1, math.ceil(POINT_S / max(step_s, 1e-9)))
+    return now if now and now / REBLOCK < want < now * REBLOCK else want
 
 
 def next_every(cost_s: float, step_s: float) -> int:

@@ -22,10 +22,12 @@ def until(cond, what: str) -> None:
 
 FAKE_TORCHRUN = """
 import os, subprocess, sys, time
-kids = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], env={**os.environ, "RANK": str(r)})
-        for r in range(2)]
+rank = "import time\\nfor _ in range(20000):\\n    sum(range(20000))\\n    time.sleep(0.005)"
+kids = [subprocess.Popen([sys.executable, "-c", rank], env={**os.environ, "RANK": str(r)}) for r in range(2)]
 time.sleep(120)
 """
+"""A stand-in for torchrun: two ranks that, as training ranks do, run (a millisecond) and wait (5 ms) in turn (the
+injector's ``pause`` stops a rank as it runs), for about two minutes."""
 
 
 def end_fake_launch(fake, ctl) -> None:

@@ -155,6 +155,26 @@ def test_a_duty_cycle_stops_the_process_and_always_leaves_it_running():
         proc.wait()
 
 
+def test_a_duty_cycle_that_stops_a_process_as_it_runs_never_stops_it_asleep_in_a_wait():
+    """A garbage collector's pause comes as the program runs: ``running`` waits for the process's main thread to
+    run. One asleep throughout (a rank in a wait at a collective) is never stopped; one that runs, promptly."""
+    asleep = _sleeper()
+    spinning = subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
+    try:
+        _until(lambda: psutil.Process(asleep.pid).status() == psutil.STATUS_SLEEPING, "asleep")  # started
+        idle, busy = DutyCycle(asleep.pid, 0.01, 60, running=True), DutyCycle(spinning.pid, 0.01, 60, running=True)
+        _until(lambda: _stopped(spinning.pid), "stopped")
+        time.sleep(0.5)  # 50 times its run of 10 ms
+        assert not _stopped(asleep.pid)
+        for duty in (idle, busy):
+            duty.stop()
+        assert not _stopped(spinning.pid)
+    finally:
+        for proc in (asleep, spinning):
+            proc.kill()
+            proc.wait()
+
+
 def _may_run_real_time() -> bool:
     """Whether a thread of this process may ask for real-time FIFO (asked in a thread of its own)."""
     import threading
