@@ -139,7 +139,7 @@ def _strike_job(job: Path, project: str, nnodes: int, stopping: Callable[[], boo
         try:
             container, network = locate(project, d.node)
             truth = {**asdict(d), "struck": False} if t0 is None else strike(d, container, network, t0, ended)
-        except PlanError as e:  # the job's scoring fails with it (elastic.host_faults)
+        except PlanError as e:  # the job's scoring fails with it (measure.host_faults)
             truth = {**asdict(d), "struck": False, "error": str(e)}
         truth["t0"] = t0  # the clock's origin: the job's first step
         write_json_atomic(job / "truth" / f"disconnect{i}.json", truth)

@@ -11,7 +11,7 @@ A plan of ``nnodes`` > 1 spans the compose simulation's first ``nnodes`` nodes: 
 torchrun agent and writes ``job.json`` next to the plan, in the folder every node sees; each other node's leading
 suite rank runs ``follow``, which starts that node's agent for it; the agents meet at the plan's c10d rendezvous
 on node 0. A ``disconnect`` is struck from the host (disconnect.py ``--watch``, timed from the job's first step);
-its truth (``truth/``) is read here once the job has ended, to score it.
+its truth (``truth/``) is read once the job has ended, to score it (measure.py ``host_faults``).
 """
 
 from __future__ import annotations
@@ -30,19 +30,13 @@ from pathlib import Path
 from suite.api import write_json_atomic
 
 from . import measure, wall
+from .measure import RecoveryFailed
 from .plan import Plan, check_plan
 from .schedule import continue_stopped, stop_seconds
 
 STRATEGY = "elastic"
 ROOT = Path(__file__).resolve().parents[2]
 JOB_TIMEOUT_S = 600
-TRUTH_WAIT_S = 30.0
-"""How long the scoring waits for the host's truth of a disconnect after the job ended (it is written as the node
-is connected again, which the job needs to end)."""
-
-
-class RecoveryFailed(RuntimeError):
-    """The job did not finish: the restarts ran out, or a rank failed outside the plan's faults."""
 
 
 def torchrun_argv(plan: Plan, plan_file: Path) -> list[str]:
@@ -108,7 +102,7 @@ def launch(plan: Plan, workdir: Path) -> tuple[list[dict], float, float]:
         tail = (workdir / "torchrun.log").read_text()[-1500:]
         raise RecoveryFailed(f"the {STRATEGY} job in {workdir} exited {rc} after {wall_s:z.1f} s:\n{tail}")
     events = measure.read_events(workdir)
-    return sorted(events + host_faults(plan, workdir, events), key=lambda e: e["t"]), t0, wall_s
+    return sorted(events + measure.host_faults(plan.faults, workdir, events), key=lambda e: e["t"]), t0, wall_s
 
 
 def _agent(plan: Plan, workdir: Path, log) -> subprocess.Popen:
@@ -117,49 +111,6 @@ def _agent(plan: Plan, workdir: Path, log) -> subprocess.Popen:
         env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
     argv = torchrun_argv(plan, workdir / "plan.json")
     return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-
-
-def host_faults(plan: Plan, workdir: Path, events: list[dict]) -> list[dict]:
-    """The plan's disconnects as fault events, from the truth the host wrote (``truth/disconnect<i>.json``,
-    disconnect.py ``--watch``): struck at its ``t_disconnect``, in the attempt running then, on the node's
-    first rank of that attempt; none for a disconnect that the job's end came before. RecoveryFailed where the
-    host wrote none (no watcher ran)."""
-    n = sum(f.kind == "disconnect" for f in plan.faults)
-    files = [workdir / "truth" / f"disconnect{i}.json" for i in range(n)]
-    deadline = time.time() + TRUTH_WAIT_S
-    while not all(p.is_file() for p in files) and time.time() < deadline:
-        time.sleep(0.1)
-    out = []
-    for p in files:
-        if not p.is_file():
-            raise RecoveryFailed(f"no truth of the disconnect at {p} (the host's disconnect watcher did not strike)")
-        truth = json.loads(p.read_text())
-        if truth.get("error"):
-            raise RecoveryFailed(f"the disconnect's host side failed: {truth['error']}")
-        if not truth.get("struck"):
-            continue
-        t = truth["t0"] + truth["t_disconnect"]  # the host's clock starts at the job's first step
-        before = [e for e in events if e["t"] <= t]
-        attempt = max((e["attempt"] for e in before), default=0)
-        host = f"node{truth['node']}"
-        on = [e for e in events if e.get("host") == host]  # the node's ranks then (or in any attempt: none started)
-        ranks = [e["rank"] for e in on if e["attempt"] == attempt] or [e["rank"] for e in on]
-        training = any(e["kind"] == "commit" and e["attempt"] == attempt for e in before)
-        out.append(
-            {
-                "rank": min(ranks, default=-1),
-                "node": truth["node"],
-                "attempt": attempt,
-                "kind": "fault",
-                "t": t,
-                "step": max((e["step"] for e in before if e["kind"] in ("restore", "commit")), default=0),
-                "fault": "disconnect",
-                "at_s": truth["at_s"],
-                "stretch_s": truth["stretch_s"],
-                "struck": "step" if training else "restart",
-            }
-        )
-    return out
 
 
 def follow(folder: str, node: int, stop: threading.Event) -> None:

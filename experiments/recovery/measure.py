@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import time
 from pathlib import Path
 
 KINDS = {
@@ -27,6 +28,13 @@ KINDS = {
 }
 """Each number's kind and how it was obtained (the records' provenance)."""
 TIMELINE = ("fault", "detect", "recover", "commit")
+TRUTH_WAIT_S = 30.0
+"""How long the scoring waits for the host's truth of a disconnect after the job ended (it is written as the node
+is connected again, which the job needs to end)."""
+
+
+class RecoveryFailed(RuntimeError):
+    """The job did not finish: the restarts ran out, or a rank failed outside the plan's faults."""
 
 
 def read_events(workdir: str | Path) -> list[dict]:
@@ -143,4 +151,48 @@ def timeline(events: list[dict], t0: float) -> list[dict]:
         if e["kind"] == "commit" and e["attempt"] > 0 and (e["rank"], e["attempt"]) not in seen_restart:
             seen_restart.add((e["rank"], e["attempt"]))
             out.append({"rank": e["rank"], "kind": "recover", "t": e["t"] - t0, "step": e["step"]})
+    return out
+
+
+def host_faults(faults, workdir: Path, events: list[dict]) -> list[dict]:
+    """The disconnects of a plan's ``faults`` as fault events, from the truth the host wrote
+    (``truth/disconnect<i>.json``, disconnect.py ``--watch``): struck at its ``t_disconnect``, in the attempt
+    running then, on the node's first rank of that attempt; none for a disconnect that the job's end came before.
+    RecoveryFailed where the host wrote none (no watcher ran). The scoring's read of the truth: only once the job
+    has ended."""
+    n = sum(f.kind == "disconnect" for f in faults)
+    files = [workdir / "truth" / f"disconnect{i}.json" for i in range(n)]
+    deadline = time.time() + TRUTH_WAIT_S
+    while not all(p.is_file() for p in files) and time.time() < deadline:
+        time.sleep(0.1)
+    out = []
+    for p in files:
+        if not p.is_file():
+            raise RecoveryFailed(f"no truth of the disconnect at {p} (the host's disconnect watcher did not strike)")
+        truth = json.loads(p.read_text())
+        if truth.get("error"):
+            raise RecoveryFailed(f"the disconnect's host side failed: {truth['error']}")
+        if not truth.get("struck"):
+            continue
+        t = truth["t0"] + truth["t_disconnect"]  # the host's clock starts at the job's first step
+        before = [e for e in events if e["t"] <= t]
+        attempt = max((e["attempt"] for e in before), default=0)
+        host = f"node{truth['node']}"
+        on = [e for e in events if e.get("host") == host]  # the node's ranks then (or in any attempt: none started)
+        ranks = [e["rank"] for e in on if e["attempt"] == attempt] or [e["rank"] for e in on]
+        training = any(e["kind"] == "commit" and e["attempt"] == attempt for e in before)
+        out.append(
+            {
+                "rank": min(ranks, default=-1),
+                "node": truth["node"],
+                "attempt": attempt,
+                "kind": "fault",
+                "t": t,
+                "step": max((e["step"] for e in before if e["kind"] in ("restore", "commit")), default=0),
+                "fault": "disconnect",
+                "at_s": truth["at_s"],
+                "stretch_s": truth["stretch_s"],
+                "struck": "step" if training else "restart",
+            }
+        )
     return out

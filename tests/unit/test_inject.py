@@ -110,8 +110,14 @@ def test_the_launcher_refuses_a_bad_plan_in_one_line_with_status_2_before_any_ra
     assert proc.stderr.strip().count("\n") == 0 and "target rank '3' does not exist" in proc.stderr, proc.stderr
 
 
-TRUTH_READERS = ("suite/inject/", "suite/report/failslow/")
-"""Where the truth may be read: the injector, and the fail-slow bench that scores finished runs."""
+TRUTH_READERS = (
+    "suite/inject/",
+    "suite/report/failslow/",
+    "experiments/recovery/disconnect.py",
+    "experiments/recovery/measure.py",
+)
+"""Where the truth may be read: the injectors (the fail-slow classes; the recovery lab's disconnect, struck from the
+host), the fail-slow bench that scores finished runs, and the recovery lab's scoring of a finished job."""
 
 
 def test_nothing_but_the_injector_names_the_truth():

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from experiments.recovery import disconnect, elastic, wall, worker
+from experiments.recovery import disconnect, elastic, measure, wall, worker
 from experiments.recovery.plan import Fault, Plan
 from experiments.recovery.settings import RecoverySettings
 from suite.api import ConfigError
@@ -100,22 +100,22 @@ def test_the_hosts_truth_is_the_fault_its_records_score(tmp_path):
     truth = {"node": 1, "at_s": 0.2, "stretch_s": 4.5, "t_disconnect": 0.25, "t_reconnect": 4.8, "struck": True}
     truth["t0"] = t0 + 1.0  # the host counts from the job's first step
     (tmp_path / "truth" / "disconnect0.json").write_text(json.dumps(truth))
-    (f,) = elastic.host_faults(plan, tmp_path, _events(t0))
+    (f,) = measure.host_faults(plan.faults, tmp_path, _events(t0))
     assert (f["kind"], f["fault"], f["node"], f["rank"], f["attempt"]) == ("fault", "disconnect", 1, 1, 0)
     assert (f["t"], f["step"], f["struck"], f["stretch_s"]) == (t0 + 1.25, 2, "step", 4.5)
     (tmp_path / "truth" / "disconnect0.json").write_text(json.dumps({**truth, "struck": False}))
-    assert elastic.host_faults(plan, tmp_path, _events(t0)) == []  # the job ended before it
+    assert measure.host_faults(plan.faults, tmp_path, _events(t0)) == []  # the job ended before it
 
 
 def test_no_truth_or_a_failed_strike_fails_the_job(tmp_path, monkeypatch):
-    monkeypatch.setattr(elastic, "TRUTH_WAIT_S", 0.1)
+    monkeypatch.setattr(measure, "TRUTH_WAIT_S", 0.1)
     plan = Plan(workdir=str(tmp_path), nnodes=2, faults=(Fault(kind="disconnect", rank=1, step=0, at_s=1.2),))
     with pytest.raises(elastic.RecoveryFailed, match="no truth of the disconnect"):
-        elastic.host_faults(plan, tmp_path, [])
+        measure.host_faults(plan.faults, tmp_path, [])
     (tmp_path / "truth").mkdir()
     (tmp_path / "truth" / "disconnect0.json").write_text(json.dumps({"struck": False, "error": "no node1"}))
     with pytest.raises(elastic.RecoveryFailed, match="host side failed: no node1"):
-        elastic.host_faults(plan, tmp_path, [])
+        measure.host_faults(plan.faults, tmp_path, [])
 
 
 def test_the_runners_clock_strikes_no_disconnect(tmp_path):
