@@ -54,9 +54,10 @@ class RecoverySettings:
         return parse_faults(text, world=self.world, steps=self.steps, seed=self.seed, keep=keep)
 
     def job_nodes(self) -> int:
-        """The elastic job's nodes: in the compose simulation (COMPOSE_SIM=1), one per node of the run (NNODES), at
-        most one per rank of the job; elsewhere 1 (a torchrun sub-job on this machine)."""
-        if os.environ.get(COMPOSE_FLAG) != "1":
+        """The elastic job's nodes: in the compose simulation (COMPOSE_SIM=1) with a folder every node sees
+        (RECOVERY_DIR, which compose-run.sh sets where the run's experiments name recovery), one per node of the run
+        (NNODES), at most one per rank of the job; elsewhere 1 (a torchrun sub-job on this machine)."""
+        if os.environ.get(COMPOSE_FLAG) != "1" or not self.ckpt_dir:
             return 1
         try:
             return max(1, min(int(os.environ.get("NNODES", "1")), self.world))
@@ -88,10 +89,14 @@ class RecoverySettings:
                 f"RECOVERY_STRATEGIES: unknown {unknown or 'none given'}; choose from {', '.join(STRATEGIES)}"
             )
         spanning = "elastic" in self.strategies
-        if spanning and self.job_nodes() > 1 and not self.ckpt_dir:
-            raise ConfigError("RECOVERY_DIR: the job spans the compose nodes; name a folder every node sees")
         try:
-            for _, faults in self.schedules():
+            schedules = self.schedules()
+            cut = os.environ.get(COMPOSE_FLAG) == "1" and any(f.kind == "disconnect" for _, fs in schedules for f in fs)
+            if spanning and cut and not self.ckpt_dir:
+                raise ConfigError(
+                    "RECOVERY_DIR: a disconnect needs the job across the compose nodes; name a folder every node sees"
+                )
+            for _, faults in schedules:
                 for mode in self.ckpt_modes:
                     check_plan(self.plan(faults, mode, self.ckpt_dir or tempfile.gettempdir(), spanning=spanning))
             if "torchft" in self.strategies:  # it heals from a live peer: one replica group no fault strikes

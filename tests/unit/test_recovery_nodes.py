@@ -40,13 +40,22 @@ def test_in_compose_a_job_of_kills_or_disconnects_spans_the_nodes_and_a_stop_sta
     assert "--standalone" in elastic.torchrun_argv(Plan(workdir=str(tmp_path)), tmp_path / "plan.json")
 
 
+def test_a_compose_run_without_a_shared_folder_is_not_refused_and_its_job_stays_on_node0(compose):
+    """Every experiment's knobs are validated on every run (suite/common/config.py): a compose run of other
+    experiments, which compose-run.sh gives no RECOVERY_DIR, must pass (it was refused: CI, every compose test)."""
+    s = RecoverySettings()
+    s.validate()
+    (_, faults), *_ = s.schedules()
+    assert s.job_nodes() == 1 and s.plan(faults, "sync", "/tmp", spanning=True).nnodes == 1
+
+
 @pytest.mark.parametrize(
     ("knobs", "says"),
     [
         ({"faults": ("disconnect:2@2s",)}, "RECOVERY: fault disconnect:2@2.00s: node 2 is beyond the job's 2 nodes"),
         ({"faults": ("disconnect:1@2",)}, "spell it disconnect:<node>@<seconds>s"),
         ({"faults": ("kill:1@3",), "world": 4}, "the job's 4 ranks cannot be spread evenly over 3 nodes"),
-        ({"faults": ("kill:1@3",), "ckpt_dir": ""}, "RECOVERY_DIR: the job spans the compose nodes"),
+        ({"faults": ("disconnect:1@2s",), "ckpt_dir": ""}, "RECOVERY_DIR: a disconnect needs the job across the"),
     ],
 )
 def test_bad_input_in_compose_is_one_line(compose, tmp_path, knobs, says):
