@@ -16,7 +16,8 @@ torch's own functions, in alternating order. Per size it prints:
 - the added CPU time per op: ``time.thread_time`` over the suite's timed phase (its barriers and the journal's
   per-sample work outside the samples included) less the bare loop's (its barriers included), per sample;
 - where the suite's per-sample work goes, each piece timed alone (CPU): the journal's wrapper per op (what it
-  would add were it inside the samples), the journal's per-sample record and check (outside them), the arrival's
+  would add were it inside the samples), the journal's record and check of a block of samples per sample (outside
+  them: before the block, after it, and a store between two samples), the arrival's
   clock read, the timeline's sample span, one phase block, the case's own call over a bare ``all_reduce(x)``
   (the experiment's closure, which names the reduce op and the group); and the structural probe: journal entries put
   between a sample's start and end (0: none of the journal's work is timed).
@@ -209,12 +210,11 @@ def _parts(j, phases, barrier, all_reduce) -> dict:
     q = quiet.Quiet(j, None, [("all_reduce", "0", x.shape, x.dtype, None)])
     q.end()  # torch's functions stay as they are: this times the journal's bookkeeping only
 
-    def journaled_sample():
-        q.expect()
+    def journaled_sample():  # a block's record and check, its share of them per sample
+        q.begin(1 << 30)
         barrier()
         all_reduce(x)
-        q.confirm(clock(), clock())
-        q.pending.clear()
+        q.done(clock(), clock())
 
     per_sample = added_per_call_us(journaled_sample, lambda: (barrier(), all_reduce(x)))
     t0 = clock()
