@@ -1,13 +1,16 @@
 """The suite's own cost per op, where no network's noise can hide it: one process, one rank, three backends.
 
     python scripts/suite_cost.py [--backends null,gloo,mpi] [--sizes 1024,65536,1048576] [--iters 400] [--rounds 10]
+                                 [--gap-us 0]
 
 Per backend a process of its own (one process group per process) starts a one-rank group: ``null`` (a group whose
 ops complete at once, suite/harness/null_backend.py), ``gloo``, ``mpi`` (the suite's MPI group, MPI's singleton
 world). In it the journal is installed as in a run (with its ring file) and the suite's harness
 (suite/harness/runner.py) runs the collectives experiment's case all_reduce, sum, float32, in place, blocking,
 ``--iters`` samples and no sample budget, interleaved round by round with the bare loop (scripts/bare_loop.py) on
-torch's own functions, in alternating order. Per size it prints:
+torch's own functions, in alternating order; with ``--gap-us N`` the bare loop busy-waits N microseconds before
+each sample's barrier (``bare_loop.spin``), where the suite does its own work between samples, so what that much
+work there costs a backend's next op shows without the suite's code. Per size it prints:
 
 - the bare loop's op time (its median over rounds of each round's median sample), which the budget is set against;
 - the suite's added wall time per op: the mean over rounds of (suite's median - bare median), with its 95% interval
@@ -105,7 +108,7 @@ def _cases(cfg, sizes: list[int]) -> dict:
     }
 
 
-def child(backend: str, sizes: list[int], iters: int, rounds: int, warmup: int) -> dict:
+def child(backend: str, sizes: list[int], iters: int, rounds: int, warmup: int, gap: float = 0.0) -> dict:
     """One backend's rounds, in this process: per size each round's bare and suite medians and CPU per op."""
     import torch.distributed as dist
 
@@ -132,7 +135,7 @@ def child(backend: str, sizes: list[int], iters: int, rounds: int, warmup: int) 
                     if side == "bare":
                         bare_loop.samples(s, 0, warmup, barrier, all_reduce)
                         c0 = time.thread_time()
-                        got = bare_loop.samples(s, iters, 0, barrier, all_reduce)
+                        got = bare_loop.samples(s, iters, 0, barrier, all_reduce, gap)
                         out[s]["bare_cpu"].append((time.thread_time() - c0) / iters)
                     else:
                         j.set_case(cases[s].label)
@@ -250,7 +253,7 @@ def _block(phases) -> None:
 
 def _run_child(backend: str, a) -> dict:
     cmd = [sys.executable, __file__, "--child", backend, "--sizes", a.sizes, "--iters", str(a.iters)]
-    cmd += ["--rounds", str(a.rounds), "--warmup", str(a.warmup)]
+    cmd += ["--rounds", str(a.rounds), "--warmup", str(a.warmup), "--gap-us", str(a.gap_us)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "SUITE_PROGRESS": "off"}
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
     if out.returncode != 0:
@@ -280,6 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iters", type=int, default=400)
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--gap-us", default="0", help="the bare loop's busy wait before each sample, in microseconds")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     sizes = [int(s) for s in a.sizes.split(",") if s.strip().isdigit()]
@@ -289,15 +293,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: need --backends from {','.join(BACKENDS)}, --rounds >= 2, --iters >= 1, --warmup >= 1, "
               "sizes multiples of 4 bytes", file=sys.stderr)  # fmt: skip
         return 2
+    import bare_loop  # (scripts/bare_loop.py: torch, once the cheaper checks have passed)
+
+    try:
+        gap = bare_loop.gap_us(a.gap_us)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if a.child:
-        print(json.dumps(child(a.child, sizes, a.iters, a.rounds, a.warmup)))
+        print(json.dumps(child(a.child, sizes, a.iters, a.rounds, a.warmup, gap)))
         return 0
     load0 = os.getloadavg()
     got = {b: _run_child(b, a) for b in backends}
     load1 = os.getloadavg()
     print(f"# one process, one rank per backend; all_reduce sum float32 in place, blocking, {a.iters} samples a round,")
+    gapped = f"; the bare loop busy-waits {gap:zg} us before each sample" if gap else ""
     print(f"# {a.rounds} interleaved rounds; load average {load0[0]:z.2f} before, {load1[0]:z.2f} after, "
-          f"{os.cpu_count()} cores")  # fmt: skip
+          f"{os.cpu_count()} cores{gapped}")  # fmt: skip
     print("# added: the suite's median less the bare loop's, mean over rounds [95% interval]; budget max(1%, 0.5 us);")
     print("# within: yes (the whole interval), mean only (the interval reaches past it: more rounds), NO")
     print("| backend | size | op (us) | added wall (us) | budget (us) | within | added CPU (us) |")

@@ -23,13 +23,13 @@ import suite_cost  # noqa: E402
 def test_suite_cost_prints_the_added_time_with_its_interval_and_no_journal_write_inside_a_sample():
     r = subprocess.run(
         ["make", "-s", "-o", ".venv/.installed", "suite-cost", "COST_BACKENDS=null", "COST_SIZES=1024,65536",
-         "COST_ITERS=30", "COST_ROUNDS=2", "WARMUP=2"],
+         "COST_ITERS=30", "COST_ROUNDS=2", "WARMUP=2", "COST_GAP_US=1.5"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
     rows = re.findall(r"^\| null \| (\d+) KiB \| ([\d.]+) \| [+-][\d.]+ \[[+-][\d.]+, [+-][\d.]+\] \|", r.stdout, re.M)
     assert [size for size, _ in rows] == ["1", "64"], r.stdout
-    assert "load average" in r.stdout
+    assert "load average" in r.stdout and "the bare loop busy-waits 1.5 us before each sample" in r.stdout
     probe = re.search(r"^\| null \|(?: [\d.-]+ \|){6} (\d+) \|$", r.stdout, re.M)
     assert probe and probe.group(1) == "0", r.stdout
 
