@@ -57,6 +57,17 @@ def test_a_mean_over_rounds_has_students_interval_and_the_rounds_that_would_narr
     assert rounds_ci.rounds_for([1.0, 2.0, 3.0, 4.0], 100.0) == 4 and rounds_ci.rounds_for([1.0], 0.1) is None
 
 
+def test_the_median_over_rounds_has_the_sign_tests_interval_which_a_few_far_rounds_do_not_widen():
+    # 20 rounds: between the 6th smallest and the 6th largest (P(Bin(20, 1/2) <= 5) = 0.021 <= 0.025 < 0.058)
+    assert rounds_ci.median_ci([float(x) for x in range(1, 21)]) == (10.5, 6.0, 15.0)
+    assert rounds_ci.median_ci([float(x) for x in range(1, 11)]) == (5.5, 2.0, 9.0)
+    assert rounds_ci.median_ci([1.0, 2.0, 3.0, 4.0, 5.0]) == (3.0, -math.inf, math.inf)  # too few rounds
+    calm = [0.3, 0.4, 0.5] * 6 + [0.4, 0.4]
+    burst = calm[:-2] + [30.0, -25.0]  # two rounds a burst of load fell in, one on each side
+    assert rounds_ci.median_ci(burst) == rounds_ci.median_ci(calm) == (0.4, 0.3, 0.5)
+    assert rounds_ci.mean_ci(burst)[2] - rounds_ci.mean_ci(burst)[1] > 10 * (0.5 - 0.3)
+
+
 def test_a_piece_over_its_base_is_the_median_of_paired_rounds_so_load_between_loops_is_not_read_as_cost():
     """A fake CPU clock: each call costs its own time plus the machine's load of the moment (the same for both
     loops of a round, higher in every other stretch of 1,000 us). The piece costs 0.2 us over its base: paired
