@@ -176,6 +176,33 @@ def test_without_a_warm_up_every_timed_op_is_journaled_per_op(ctx, probed):
     assert inside() == CFG.iters
 
 
+def test_a_dump_while_a_block_is_being_recorded_reads_its_ops_as_not_issued(ctx, probed, monkeypatch, tmp_path):
+    """The dump's thread may read the journal while the main thread puts a block's entries: none of them is issued
+    yet, whatever the dump or the ring file reads then."""
+    j, phases, _ = probed
+    monkeypatch.setattr(journal_quiet, "BLOCK", 4)
+    j.ring = journal_ring.Ring(tmp_path / "rank0.ring", "here", 0.0)
+    x, seen, put = torch.zeros(4), {}, j.put
+
+    def putting(*a):
+        e = put(*a)
+        if j.written == 2 + 2 * 4 + 3 + seen.setdefault("base", 0):  # the 3rd entry of the 2nd block
+            seen["dump"] = journal_dump.snapshot(j, "test")
+            seen["ring"] = journal_ring.read(tmp_path / "rank0.ring", 0)
+            seen["seq"] = sequence_number(dist.group.WORLD)
+        return e
+
+    j.set_case("recording")
+    seen["base"] = j.written
+    j.put = putting
+    measure(ctx, CFG, lambda a: dist.all_reduce(x, group=ctx.group), phases=phases)
+    for how in ("dump", "ring"):
+        tail = seen[how]["tail"]
+        assert max(e["seq"] for e in tail) == seen["seq"], how  # the last op issued, nothing of the block
+        assert tail[-1]["op"] == "all_reduce", how
+    assert seen["dump"]["case_ops"]["all_reduce"] == 2 + 4
+
+
 def test_a_timed_op_that_raises_leaves_the_journal_saying_which_of_the_samples_ops_were_issued(
     ctx, probed, monkeypatch, tmp_path
 ):

@@ -120,12 +120,12 @@ class Journal:
         seq = None if seq is None else seq + 1
         return self.put(op, name, seq, t.shape if tensor else None, t.dtype if tensor else None, peer, perf_counter())
 
-    def put(self, op: str, name: str, seq, shape, dtype, peer, clock: float, fields=None) -> list:
+    def put(self, op: str, name: str, seq, shape, dtype, peer, clock: float, fields=None, state="entered") -> list:
         """One entry, ``entered`` at ``clock``: in the ring buffer, the ring file and the timeline's ops (the
-        wrappers' ``enter``; suite/harness/journal/quiet.py for the ops of a timed sample, before it, with each
-        op's ring ``fields`` found once)."""
+        wrappers' ``enter``; suite/harness/journal/quiet.py for the ops of a block of timed samples, before it,
+        with each op's ring ``fields`` found once, ``state`` "ahead": recorded before it is issued)."""
         n = self.case_ops[op] = self.case_ops.get(op, 0) + 1
-        e = [op, name, seq, shape, dtype, peer, self.case, "entered", clock, None]
+        e = [op, name, seq, shape, dtype, peer, self.case, state, clock, None]
         self.entries.append(e)
         self.written += 1
         if self.ring is not None:

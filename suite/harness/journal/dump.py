@@ -75,8 +75,10 @@ def case_ops(journal) -> dict:
     """The case's ops by name, as issued: less those a timed block recorded ahead of the sample begun."""
     ops, planned = dict(journal.case_ops), journal.planned
     if planned is not None:
-        for e in planned.pending[planned.i * planned.width :]:
-            ops[e[0]] = ops.get(e[0], 0) - 1
+        begun = {id(e) for e in planned.pending[: planned.i * planned.width]}
+        for e in list(journal.entries):
+            if e[7] == "ahead" and id(e) not in begun and e[6] == journal.case:
+                ops[e[0]] = ops.get(e[0], 0) - 1
     return ops
 
 

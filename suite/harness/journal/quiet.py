@@ -94,6 +94,9 @@ def _unwrapped(journal) -> list | None:
 
 BLOCK = 16
 """Timed samples recorded at once, before the first of them, and checked at once, after the last."""
+AHEAD = "ahead"
+"""The state of a block's entry until the block is checked: recorded before it was issued (a dump reads it through
+``Quiet.view``: left out until its sample is begun, ``entered`` while it runs, ``completed`` once it is done)."""
 
 
 class Quiet:
@@ -135,18 +138,21 @@ class Quiet:
             self.ring.begun(self.ring0 + self.i * self.width)
 
     def expect(self, k: int = 1) -> None:
-        """The ops of the block's ``k`` samples, ``entered``, each with the sequence number it will have."""
+        """The ops of the block's ``k`` samples, ``entered``, each with the sequence number it will have. The block
+        is announced before its first entry is put (none begun; the ring file's plan covers the slots to come), so
+        a dump or a fatal signal while they are put finds them recorded ahead, not issued."""
         j, want, now = self.journal, dict(self.seq), perf_counter()
-        pending = []
+        self.i, self.k, self.spans, self.pending = 0, k, [], []
+        pending = self.pending
+        if self.ring is not None:
+            self.ring0 = self.ring.written
+            self.ring.plan(self.ring0, self.ring0 + k * self.width)
+        j.planned = self
         for _ in range(k):
             for (op, name, shape, dtype, peer), fields in zip(self.steps, self.fields):
                 want[name] += 1
-                pending.append(j.put(op, name, want[name], shape, dtype, peer, now, fields))
-        self.pending, self.want, self.written, self.spans, self.k, self.i = pending, want, j.written, [], k, 0
-        if self.ring is not None:
-            self.ring0 = self.ring.written - k * self.width
-            self.ring.plan(self.ring0, self.ring.written)
-        j.planned = self
+                pending.append(j.put(op, name, want[name], shape, dtype, peer, now, fields, AHEAD))
+        self.want, self.written = want, j.written
 
     def done(self, start: float, end: float) -> bool:
         """After a sample (``start``, ``end``: its clock reads): noted; after the block's last, the block checked
@@ -195,11 +201,19 @@ class Quiet:
         spans = spans[:i]
         copies = [list(e) for e in pending[: i * w]]
         self._settle(spans, "completed", True, copies)
-        if spans:
-            for e in copies[len(spans) * w :]:
+        for e in copies[len(spans) * w :]:
+            e[7] = "entered"
+            if spans:
                 e[8] = spans[-1][1]
-        at = {id(e): n for n, e in enumerate(pending)}
-        return [e if n is None else copies[n] for e in entries if (n := at.get(id(e))) is None or n < i * w]
+        at = {id(e): n for n, e in enumerate(pending[: i * w])}
+        out = []
+        for e in entries:
+            n = at.get(id(e))
+            if n is not None:
+                out.append(copies[n])
+            elif e[7] != AHEAD:
+                out.append(e)
+        return out
 
     def fail(self, start: float | None) -> None:
         """A sample raised (an op timed out, a peer failed); ``start``: its clock read after the barrier (None:
