@@ -13,8 +13,9 @@ journal keeps the timed samples this way:
 - For each timed round ``Quiet`` puts torch's own functions back on ``torch.distributed`` (what the journal wrapped;
   a wrapper put above the journal's stays). Before the first sample of a block (``BLOCK`` samples, fewer where a
   sample issues many ops: a block's entries are at most half the journal's ring) it records the block's ops as the
-  pattern says: per sample the barrier, then the call's ops, each ``entered`` with the sequence number it will
-  have. Before each sample it notes the sample begun (``begin``: a count, and one store into the ring file).
+  pattern says: per sample the barrier, then the call's ops, each with the sequence number it will have, in the
+  state ``ahead`` (recorded before it is issued). Before each sample it notes the sample begun (``begin``: a
+  count, and one store into the ring file).
 - A hang in a sample finds its ops in the journal's dump and its ring file as the wrappers would have left them:
   which op, on which group, at which number, in which case. The block's ops past the sample begun were recorded
   ahead and never issued: the dump and the ring file leave them out; the samples before it are done and read as
@@ -138,7 +139,7 @@ class Quiet:
             self.ring.begun(self.ring0 + self.i * self.width)
 
     def expect(self, k: int = 1) -> None:
-        """The ops of the block's ``k`` samples, ``entered``, each with the sequence number it will have. The block
+        """The ops of the block's ``k`` samples, ``ahead``, each with the sequence number it will have. The block
         is announced before its first entry is put (none begun; the ring file's plan covers the slots to come), so
         a dump or a fatal signal while they are put finds them recorded ahead, not issued."""
         j, want, now = self.journal, dict(self.seq), perf_counter()
