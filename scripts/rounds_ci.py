@@ -1,4 +1,6 @@
-"""The 95% interval of a mean over rounds (Student's t), and how many rounds would narrow it to a target.
+"""The 95% interval of a mean over rounds (Student's t), and how many rounds would narrow it to a target; the
+median over rounds with its distribution-free interval, which a few rounds far off (a burst of load) do not
+widen.
 
 Pure standard library; scripts/suite_cost.py and scripts/timing_vs_bare.py read their rounds with it."""
 
@@ -42,3 +44,20 @@ def rounds_for(values: list[float], half_width: float, confidence: float = 0.95)
         return len(values)
     z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
     return max(len(values), math.ceil((z * sd / half_width) ** 2))
+
+
+def median_ci(values: list[float], confidence: float = 0.95) -> tuple[float, float, float]:
+    """(median, low, high) of ``values``, one per round: the interval between the k-th smallest and the k-th
+    largest value, k the largest whose chance that the true median lies outside is at most ``1 - confidence``
+    (the sign test's binomial(n, 1/2)); unbounded where no k is (fewer than 6 rounds at 95%)."""
+    xs, n = sorted(values), len(values)
+    m = statistics.median(xs)
+    tail, k, out = 0.0, 0, (1 - confidence) / 2  # P(Bin(n, 1/2) <= j) for j = 0, 1, ...
+    for j in range(n):
+        tail += math.comb(n, j) / 2**n
+        if tail > out:
+            break
+        k = j + 1
+    if k == 0:
+        return m, -math.inf, math.inf
+    return m, xs[k - 1], xs[n - k]

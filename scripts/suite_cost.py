@@ -1,22 +1,28 @@
 """The suite's own cost per op, where no network's noise can hide it: one process, one rank, three backends.
 
     python scripts/suite_cost.py [--backends null,gloo,mpi] [--sizes 1024,65536,1048576] [--iters 400] [--rounds 10]
+                                 [--gap-us 0]
 
 Per backend a process of its own (one process group per process) starts a one-rank group: ``null`` (a group whose
 ops complete at once, suite/harness/null_backend.py), ``gloo``, ``mpi`` (the suite's MPI group, MPI's singleton
 world). In it the journal is installed as in a run (with its ring file) and the suite's harness
 (suite/harness/runner.py) runs the collectives experiment's case all_reduce, sum, float32, in place, blocking,
 ``--iters`` samples and no sample budget, interleaved round by round with the bare loop (scripts/bare_loop.py) on
-torch's own functions, in alternating order. Per size it prints:
+torch's own functions, in alternating order; with ``--gap-us N`` the bare loop busy-waits N microseconds before
+each sample's barrier (``bare_loop.spin``), where the suite does its own work between samples, so what that much
+work there costs a backend's next op shows without the suite's code. Per size it prints:
 
 - the bare loop's op time (its median over rounds of each round's median sample), which the budget is set against;
 - the suite's added wall time per op: the mean over rounds of (suite's median - bare median), with its 95% interval
   (Student's t over rounds), and whether it is within the budget, max(1% of the op's time, 0.5 us): the whole
-  interval, the mean only (more rounds would tell), or not;
+  interval, the mean only (more rounds would tell), or not; and the median over rounds of the same differences
+  with its distribution-free 95% interval (the sign test's), which a few rounds a burst of load fell in do not
+  move;
 - the added CPU time per op: ``time.thread_time`` over the suite's timed phase (its barriers and the journal's
   per-sample work outside the samples included) less the bare loop's (its barriers included), per sample;
 - where the suite's per-sample work goes, each piece timed alone (CPU): the journal's wrapper per op (what it
-  would add were it inside the samples), the journal's per-sample record and check (outside them), the arrival's
+  would add were it inside the samples), the journal's record and check of a block of samples per sample (outside
+  them: before the block, after it, and a store between two samples), the arrival's
   clock read, the timeline's sample span, one phase block, the case's own call over a bare ``all_reduce(x)``
   (the experiment's closure, which names the reduce op and the group); and the structural probe: journal entries put
   between a sample's start and end (0: none of the journal's work is timed).
@@ -104,7 +110,7 @@ def _cases(cfg, sizes: list[int]) -> dict:
     }
 
 
-def child(backend: str, sizes: list[int], iters: int, rounds: int, warmup: int) -> dict:
+def child(backend: str, sizes: list[int], iters: int, rounds: int, warmup: int, gap: float = 0.0) -> dict:
     """One backend's rounds, in this process: per size each round's bare and suite medians and CPU per op."""
     import torch.distributed as dist
 
@@ -131,7 +137,7 @@ def child(backend: str, sizes: list[int], iters: int, rounds: int, warmup: int) 
                     if side == "bare":
                         bare_loop.samples(s, 0, warmup, barrier, all_reduce)
                         c0 = time.thread_time()
-                        got = bare_loop.samples(s, iters, 0, barrier, all_reduce)
+                        got = bare_loop.samples(s, iters, 0, barrier, all_reduce, gap)
                         out[s]["bare_cpu"].append((time.thread_time() - c0) / iters)
                     else:
                         j.set_case(cases[s].label)
@@ -209,12 +215,11 @@ def _parts(j, phases, barrier, all_reduce) -> dict:
     q = quiet.Quiet(j, None, [("all_reduce", "0", x.shape, x.dtype, None)])
     q.end()  # torch's functions stay as they are: this times the journal's bookkeeping only
 
-    def journaled_sample():
-        q.expect()
+    def journaled_sample():  # a block's record and check, its share of them per sample
+        q.begin(1 << 30)
         barrier()
         all_reduce(x)
-        q.confirm(clock(), clock())
-        q.pending.clear()
+        q.done(clock(), clock())
 
     per_sample = added_per_call_us(journaled_sample, lambda: (barrier(), all_reduce(x)))
     t0 = clock()
@@ -250,7 +255,7 @@ def _block(phases) -> None:
 
 def _run_child(backend: str, a) -> dict:
     cmd = [sys.executable, __file__, "--child", backend, "--sizes", a.sizes, "--iters", str(a.iters)]
-    cmd += ["--rounds", str(a.rounds), "--warmup", str(a.warmup)]
+    cmd += ["--rounds", str(a.rounds), "--warmup", str(a.warmup), "--gap-us", str(a.gap_us)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "SUITE_PROGRESS": "off"}
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
     if out.returncode != 0:
@@ -268,7 +273,9 @@ def _table(backend: str, got: dict) -> list[str]:
         cpu = statistics.median(s - b for s, b in zip(d["suite_cpu"], d["bare_cpu"])) * 1e6
         budget = budget_us(op)
         ok = "yes" if hi <= budget else "mean only" if m <= budget else "NO"
+        med, mlo, mhi = rounds_ci.median_ci(added)
         row = f"| {backend} | {int(size) >> 10} KiB | {op:z.1f} | {m:+z.2f} [{lo:+z.2f}, {hi:+z.2f}] | "
+        row += f"{med:+z.2f} [{mlo:+z.2f}, {mhi:+z.2f}] | "
         lines.append(row + f"{budget:z.2f} | {ok} | {cpu:+z.2f} |")
     return lines
 
@@ -280,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iters", type=int, default=400)
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--gap-us", default="0", help="the bare loop's busy wait before each sample, in microseconds")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     sizes = [int(s) for s in a.sizes.split(",") if s.strip().isdigit()]
@@ -289,19 +297,30 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: need --backends from {','.join(BACKENDS)}, --rounds >= 2, --iters >= 1, --warmup >= 1, "
               "sizes multiples of 4 bytes", file=sys.stderr)  # fmt: skip
         return 2
+    import bare_loop  # (scripts/bare_loop.py: torch, once the cheaper checks have passed)
+
+    try:
+        gap = bare_loop.gap_us(a.gap_us)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if a.child:
-        print(json.dumps(child(a.child, sizes, a.iters, a.rounds, a.warmup)))
+        print(json.dumps(child(a.child, sizes, a.iters, a.rounds, a.warmup, gap)))
         return 0
     load0 = os.getloadavg()
     got = {b: _run_child(b, a) for b in backends}
     load1 = os.getloadavg()
     print(f"# one process, one rank per backend; all_reduce sum float32 in place, blocking, {a.iters} samples a round,")
+    gapped = f"; the bare loop busy-waits {gap:zg} us before each sample" if gap else ""
     print(f"# {a.rounds} interleaved rounds; load average {load0[0]:z.2f} before, {load1[0]:z.2f} after, "
-          f"{os.cpu_count()} cores")  # fmt: skip
+          f"{os.cpu_count()} cores{gapped}")  # fmt: skip
     print("# added: the suite's median less the bare loop's, mean over rounds [95% interval]; budget max(1%, 0.5 us);")
-    print("# within: yes (the whole interval), mean only (the interval reaches past it: more rounds), NO")
-    print("| backend | size | op (us) | added wall (us) | budget (us) | within | added CPU (us) |")
-    print("|---|---|---|---|---|---|---|")
+    print("# within: yes (the whole interval), mean only (the interval reaches past it: more rounds), NO; median: the")
+    print("# median over rounds of the same differences [95% interval, sign test]: a burst of load in a few rounds")
+    print("# moves the mean and widens its interval, not this")
+    print("| backend | size | op (us) | added wall (us) | added wall, median (us) | budget (us) | within |"
+          " added CPU (us) |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
     for b in backends:
         print("\n".join(_table(b, got[b])))
     print("\n# where the suite's per-sample work goes (CPU us, each piece alone):")

@@ -1,7 +1,7 @@
 """The suite's time against the simplest honest loop: the same case, pinned, interleaved, the ratio with its interval.
 
     python scripts/timing_vs_bare.py [--backend gloo] [--rounds 20] [--min-rounds 3] [--target-pct 3] [--nproc 2]
-                                     [--sizes 1024,65536,1048576] [--iters 200] [--no-pin]
+                                     [--sizes 1024,65536,1048576] [--iters 200] [--no-pin] [--gap-us 0]
 
 Each round runs the suite's collectives experiment on one case per size (all_reduce, sum, float32, in place,
 blocking, the same iterations and warm-up as the bare loop, no sample budget) with scripts/bare_inside.py, which
@@ -16,9 +16,11 @@ rounds with its 95% interval (Student's t):
   launch, which also carries what the suite's processes run besides (threads) and the launch-to-launch noise.
 Rounds go on until every size's same-process interval is within ``--target-pct`` of its mean, or ``--rounds``
 (the cap) have run; it prints the interval reached and, where that is wider, the rounds that would narrow it
-(at the spread seen). A ratio near 1 means the suite's harness adds nothing to what it times. A benchmark, not a
-test: it is as good as the machine is idle (the load average before and after is printed). Exit status 0; 2 on
-bad arguments; the launcher's status if a run fails.
+(at the spread seen). ``--gap-us N``: the bare loop, alone and beside the case, busy-waits N microseconds before
+each sample's barrier (scripts/bare_loop.py), where the suite does its own work between samples. A ratio near 1
+means the suite's harness adds nothing to what it times. A benchmark, not a test: it is as good as the machine is
+idle (the load average before and after is printed). Exit status 0; 2 on bad arguments; the launcher's status if
+a run fails.
 """
 
 from __future__ import annotations
@@ -38,10 +40,10 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import rounds_ci  # noqa: E402  (scripts/rounds_ci.py)
 
 
-def bare(nproc: int, sizes: list[int], iters: int, warmup: int, pin: bool) -> dict[int, float]:
+def bare(nproc: int, sizes: list[int], iters: int, warmup: int, pin: bool, gap: float = 0.0) -> dict[int, float]:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), "--master-port", "29531"]
     cmd += [str(ROOT / "scripts" / "bare_loop.py"), "--sizes", ",".join(map(str, sizes))]
-    cmd += ["--iters", str(iters), "--warmup", str(warmup)] + (["--pin"] if pin else [])
+    cmd += ["--iters", str(iters), "--warmup", str(warmup), "--gap-us", str(gap)] + (["--pin"] if pin else [])
     out = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     if out.returncode != 0:
         sys.exit(f"error: the bare loop failed (status {out.returncode}):\n{out.stderr[-2000:]}")
@@ -63,7 +65,7 @@ def suite(a, sizes: list[int], results: Path, run: str) -> tuple[dict, dict, dic
     inside = results / f"{run}.bare.jsonl"
     path = os.pathsep.join(p for p in (str(ROOT / "scripts"), os.environ.get("PYTHONPATH")) if p)
     env = {**os.environ, "SUITE_PROGRESS": "off", "PYTHONPATH": path, "BARE_INSIDE_OUT": str(inside)}
-    env.update(BARE_ITERS=str(iters), BARE_WARMUP=str(warmup), BARE_PIN="1" if a.pin else "0")
+    env.update(BARE_ITERS=str(iters), BARE_WARMUP=str(warmup), BARE_PIN="1" if a.pin else "0", BARE_GAP_US=str(a.gap))
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
     if out.returncode != 0:
         print(out.stdout[-3000:], out.stderr[-3000:], file=sys.stderr)
@@ -99,7 +101,8 @@ def _ratios(runs: list[dict], over: list[dict], size: int) -> list[float]:
 def _report(a, sizes: list[int], s_runs: list, inside: list, journaled: list, b_runs: list, loads) -> None:
     n = len(s_runs)
     print(f"# {a.nproc} ranks, {a.backend}, {'each rank pinned to a core of its own' if a.pin else 'unpinned'}, "
-          f"all_reduce sum float32 in place, blocking, {a.iters} samples, p50 per run")  # fmt: skip
+          f"all_reduce sum float32 in place, blocking, {a.iters} samples, p50 per run"
+          + (f"; the bare loop busy-waits {a.gap:zg} us before each sample" if a.gap else ""))  # fmt: skip
     print(f"# load average {loads[0]:z.2f} before, {loads[1]:z.2f} after, on {os.cpu_count()} cores")
     print(f"# suite / bare: mean over {n} interleaved rounds [95% interval]; journaled: the bare loop in the "
           "suite's processes through its journal's wrappers, over the bare loop there")  # fmt: skip
@@ -126,12 +129,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iters", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--no-pin", dest="pin", action="store_false", help="leave the ranks where the scheduler puts them")
+    ap.add_argument("--gap-us", default="0", help="the bare loop's busy wait before each sample, in microseconds")
     a = ap.parse_args(argv)
     sizes = [int(s) for s in a.sizes.split(",") if s.strip().isdigit()]
     bad = a.backend not in ("gloo", "mpi") or a.rounds < 1 or a.min_rounds < 2 or a.nproc < 2 or a.iters < 1
     if bad or a.target_pct <= 0 or not sizes or any(s < 4 or s % 4 for s in sizes):
         print("error: need --backend gloo or mpi, --rounds >= 1, --min-rounds >= 2, --nproc >= 2, --iters >= 1, "
               "--target-pct > 0, sizes multiples of 4 bytes", file=sys.stderr)  # fmt: skip
+        return 2
+    import bare_loop  # (scripts/bare_loop.py: torch, once the cheaper checks have passed)
+
+    try:
+        a.gap = bare_loop.gap_us(a.gap_us)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
     b_runs, s_runs, inside_runs, journaled_runs = [], [], [], []
     load0 = os.getloadavg()[0]
@@ -145,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
                     inside_runs.append(beside)
                     journaled_runs.append(journaled)
                 elif a.backend == "gloo":
-                    b_runs.append(bare(a.nproc, sizes, a.iters, a.warmup, a.pin))
+                    b_runs.append(bare(a.nproc, sizes, a.iters, a.warmup, a.pin, a.gap))
             print(f"# round {r + 1} of at most {a.rounds} done ({' then '.join(order)})", flush=True)
             if r + 1 >= a.min_rounds and all(_narrow(_ratios(s_runs, inside_runs, s), a.target_pct) for s in sizes):
                 break

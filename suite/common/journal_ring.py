@@ -8,9 +8,15 @@ microsecond), which the kernel keeps when the process dies. The launcher reads t
 died in. Pure Python and no torch: the launcher reads it.
 
 The file: a header (``HEADER``: format, the current case's number, the rank's Unix time less its
-perf_counter; then its host and the case's label) and ``SLOTS`` fixed slots (``SLOT``: the entry's write
+perf_counter; then its host and the case's label), the plan (``PLAN``: the write numbers of the last entry
+begun and of the last entry recorded ahead, see below) and ``SLOTS`` fixed slots (``SLOT``: the entry's write
 number from 1, sequence number, op, group, dimensions, dtype, peer, case number, how many of this op the
 case has issued, its start on the rank's perf_counter).
+
+A block of timed samples has its ops recorded before its first sample (suite/harness/journal/quiet.py): their
+slots are written ahead of the ops. Before each sample the rank stores one number, the write number of the
+sample's last entry (``begun``); ``read`` leaves out the slots recorded ahead past it (never issued), so the last
+slot it reads is the sample's op the rank was in, as when each op wrote its slot as it was called.
 """
 
 from __future__ import annotations
@@ -24,11 +30,14 @@ from suite import op_table
 
 SLOTS = 64
 """Entries kept (the journal's TAIL)."""
-FORMAT = 1
+FORMAT = 2
 HEADER = struct.Struct("<qqd64s")  # format, case number, Unix time less perf_counter, host; the case label follows
 LABEL_BYTES = 1024
+PLAN = struct.Struct("<qq")  # after the label: write numbers of the last entry begun and the last recorded ahead
+BEGUN = struct.Struct("<q")  # the first of them alone (the store before each sample)
 SLOT = struct.Struct("<qqqqqqqqqqqqd")
-OFFSET = HEADER.size + LABEL_BYTES
+PLAN_AT = HEADER.size + LABEL_BYTES
+OFFSET = PLAN_AT + PLAN.size
 NONE = -1
 DTYPES = (
     "float32",
@@ -70,8 +79,17 @@ class Ring:
     def case(self, label: str) -> None:
         self.case_no += 1
         raw = label.encode()[:LABEL_BYTES]
-        self.map[HEADER.size : OFFSET] = raw + b"\0" * (LABEL_BYTES - len(raw))
+        self.map[HEADER.size : PLAN_AT] = raw + b"\0" * (LABEL_BYTES - len(raw))
         HEADER.pack_into(self.map, 0, FORMAT, self.case_no, self.unix_minus_clock, self.host)
+
+    def plan(self, begun: int, ahead: int) -> None:
+        """The entries up to write number ``ahead`` were recorded before they were issued; those past ``begun``
+        were not issued (yet)."""
+        PLAN.pack_into(self.map, PLAN_AT, begun, ahead)
+
+    def begun(self, n: int) -> None:
+        """The entries up to write number ``n`` were issued (or are being): one store, before each timed sample."""
+        BEGUN.pack_into(self.map, PLAN_AT, n)
 
     def fields(self, op: str, group: str, shape, dtype, peer) -> tuple:
         """The fields of an entry that every call of this op on these buffers shares (from its op to its peer):
@@ -113,8 +131,8 @@ def _dims(shape) -> tuple:
 def read(path: Path, rank: int) -> dict | None:
     """A ring file as a journal dump (suite/harness/journal/dump.py ``snapshot``: rank, host, case, seq,
     case_ops, tail with each op's start on the rank's clock; no threads), None when it is not one. Its last entry
-    is the op the rank was in (``entered``); the ring keeps no op's return, so a completed one ends where it began
-    (``end_clock``)."""
+    (of those issued: not the slots recorded ahead past the last begun) is the op the rank was in (``entered``);
+    the ring keeps no op's return, so a completed one ends where it began (``end_clock``)."""
     try:
         raw = path.read_bytes()
         fmt, case_no, unix_minus_clock, host = HEADER.unpack_from(raw, 0)
@@ -122,8 +140,13 @@ def read(path: Path, rank: int) -> dict | None:
         return None
     if fmt != FORMAT or len(raw) < OFFSET + SLOTS * SLOT.size:
         return None
-    label = raw[HEADER.size : OFFSET].split(b"\0", 1)[0].decode(errors="replace")
-    slots = sorted((s for i in range(SLOTS) if (s := SLOT.unpack_from(raw, OFFSET + i * SLOT.size))[0] > 0))
+    label = raw[HEADER.size : PLAN_AT].split(b"\0", 1)[0].decode(errors="replace")
+    begun, ahead = PLAN.unpack_from(raw, PLAN_AT)
+    slots = sorted(
+        s
+        for i in range(SLOTS)
+        if (s := SLOT.unpack_from(raw, OFFSET + i * SLOT.size))[0] > 0 and not begun < s[0] <= ahead
+    )
     if not slots:
         return None
     written = slots[-1][0]

@@ -70,10 +70,10 @@ from suite.measurement import Measurement
 
 JOURNAL_PROVENANCE = (
     "measured: seconds the op journal (suite/harness/journal/) adds to each op it records, on this rank, once per "
-    "session (journal.record_cost_s: a no-op wrapped as every torch.distributed function is, less the bare "
-    "call). A host-clock sample does not include it where the journal records the timed ops per sample, outside "
-    "the sample (suite/harness/journal/quiet.py: the ops follow the warm-up's pattern, no fault is planted in the "
-    "call); elsewhere (CUDA, a planted fault, no warm-up) each timed sample includes it once per op issued"
+    "session (journal.record_cost_s: a no-op wrapped as every torch.distributed function is, less the bare call). "
+    "A host-clock sample does not include it where the journal records the timed ops per block of samples, outside "
+    "them (suite/harness/journal/quiet.py: the ops follow the warm-up's pattern, no fault is planted in the call); "
+    "elsewhere (CUDA, a planted fault, no warm-up) each timed sample includes it once per op issued"
 )
 
 

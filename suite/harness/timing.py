@@ -48,8 +48,9 @@ would be a data race); a CUDA graph captures ``depth`` ops on ``depth`` sets lik
 Nothing is written between timed samples (a copy there costs the next op its caches,
 docs/experiments.md): ``reset`` (for ops that consume their inputs in place) runs once
 after the last, then one untimed sample, so the buffers hold one op's result to check.
-Nor is the journal's work inside a host-clock sample: it records each sample's ops before it and checks them
-after it (suite/harness/journal/quiet.py), so a sample holds the same work as a bare loop's plus one clock read.
+Nor is the journal's work inside a host-clock sample, nor between two samples but one store: it records a block
+of samples' ops before the block and checks them after it (suite/harness/journal/quiet.py), so a sample holds the
+same work as a bare loop's plus one clock read.
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ def _run_samples(
     and from its barrier exit to its (first) op call. ``mark(start, end)``: each host-clock sample's
     interval, after it was taken (the run's timeline, suite/harness/journal/timeline.py). ``steps``: the ops of one
     sample as the journal saw them in the warm-up (suite/harness/journal/quiet.py): then the journal records
-    each sample's ops before it and checks them after it, and none of its work is inside the sample."""
+    a block of samples' ops before the block and checks them after it, and none of its work is inside a sample."""
     if ctx.device.type == "cuda":
         return _run_samples_cuda(ctx, ops, n, mode, depth, graph, before_sample, before_op)
     # CPU: host clock (unchanged by the CUDA paths above and below); nothing to sync on the host's device.
@@ -121,12 +122,12 @@ def _run_samples(
     j = journal_quiet.current() if steps else None
     quiet = journal_quiet.Quiet(j, ctx.group, steps) if j is not None else None
     try:
-        for _ in range(n):
+        for s in range(n):
             if before_sample is not None:
                 before_sample()
             on, t0 = quiet is not None and quiet.on, None
             if on:
-                quiet.expect()
+                quiet.begin(n - s)
             dist.barrier(**kw)  # looked up each time: the journal's wrappers come back when a sample breaks its pattern
             t0 = clock()
             if before_op is not None:
@@ -141,7 +142,7 @@ def _run_samples(
             if mark is not None:
                 mark(t0, t2)
             if on:
-                quiet.confirm(t0, t2)
+                quiet.done(t0, t2)
     except BaseException:
         if quiet is not None and quiet.pending:  # the journal says which of the sample's ops failed
             quiet.fail(t0)
@@ -271,9 +272,9 @@ def measure(
     ``rank_fields_of``: the positions whose own times the per-rank fields cover (the ranks that take part in a
     pair pattern); the samples are the maximum over every rank either way. ``phases``: where the seconds of
     warm-up, timed samples and the cross-rank reduction are added. ``journal_per_sample``: the journal records the
-    timed ops per sample, outside it (suite/harness/journal/quiet.py); False: per op, inside it. Precision mode
-    (``cfg.precision_pct`` > 0): ``_until_precise``; ``started_at`` (``time.monotonic()``, default: the call, so
-    warm-up counts) is when its time cap starts.
+    timed ops per block of samples, outside them (suite/harness/journal/quiet.py); False: per op, inside it.
+    Precision mode (``cfg.precision_pct`` > 0): ``_until_precise``; ``started_at`` (``time.monotonic()``, default:
+    the call, so warm-up counts) is when its time cap starts.
     """
     start = time.monotonic() if started_at is None else started_at  # precision mode's cap covers the whole case
     ops, mode = list(op) if isinstance(op, (list, tuple)) else [op], mode or cfg.timing_mode

@@ -23,13 +23,13 @@ import suite_cost  # noqa: E402
 def test_suite_cost_prints_the_added_time_with_its_interval_and_no_journal_write_inside_a_sample():
     r = subprocess.run(
         ["make", "-s", "-o", ".venv/.installed", "suite-cost", "COST_BACKENDS=null", "COST_SIZES=1024,65536",
-         "COST_ITERS=30", "COST_ROUNDS=2", "WARMUP=2"],
+         "COST_ITERS=30", "COST_ROUNDS=2", "WARMUP=2", "COST_GAP_US=1.5"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
     rows = re.findall(r"^\| null \| (\d+) KiB \| ([\d.]+) \| [+-][\d.]+ \[[+-][\d.]+, [+-][\d.]+\] \|", r.stdout, re.M)
     assert [size for size, _ in rows] == ["1", "64"], r.stdout
-    assert "load average" in r.stdout
+    assert "load average" in r.stdout and "the bare loop busy-waits 1.5 us before each sample" in r.stdout
     probe = re.search(r"^\| null \|(?: [\d.-]+ \|){6} (\d+) \|$", r.stdout, re.M)
     assert probe and probe.group(1) == "0", r.stdout
 
@@ -55,6 +55,17 @@ def test_a_mean_over_rounds_has_students_interval_and_the_rounds_that_would_narr
     # sd 1.291: half-width 0.1 needs (1.96 * 1.291 / 0.1)^2 = 641 rounds; never fewer than were run
     assert rounds_ci.rounds_for([1.0, 2.0, 3.0, 4.0], 0.1) == 641
     assert rounds_ci.rounds_for([1.0, 2.0, 3.0, 4.0], 100.0) == 4 and rounds_ci.rounds_for([1.0], 0.1) is None
+
+
+def test_the_median_over_rounds_has_the_sign_tests_interval_which_a_few_far_rounds_do_not_widen():
+    # 20 rounds: between the 6th smallest and the 6th largest (P(Bin(20, 1/2) <= 5) = 0.021 <= 0.025 < 0.058)
+    assert rounds_ci.median_ci([float(x) for x in range(1, 21)]) == (10.5, 6.0, 15.0)
+    assert rounds_ci.median_ci([float(x) for x in range(1, 11)]) == (5.5, 2.0, 9.0)
+    assert rounds_ci.median_ci([1.0, 2.0, 3.0, 4.0, 5.0]) == (3.0, -math.inf, math.inf)  # too few rounds
+    calm = [0.3, 0.4, 0.5] * 6 + [0.4, 0.4]
+    burst = calm[:-2] + [30.0, -25.0]  # two rounds a burst of load fell in, one on each side
+    assert rounds_ci.median_ci(burst) == rounds_ci.median_ci(calm) == (0.4, 0.3, 0.5)
+    assert rounds_ci.mean_ci(burst)[2] - rounds_ci.mean_ci(burst)[1] > 10 * (0.5 - 0.3)
 
 
 def test_a_piece_over_its_base_is_the_median_of_paired_rounds_so_load_between_loops_is_not_read_as_cost():

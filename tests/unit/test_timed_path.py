@@ -85,8 +85,8 @@ def test_a_timed_sample_runs_few_of_the_suites_own_functions(ctx, journaled):
     j, phases = journaled
     few, many = _suite_calls(ctx, phases, 10), _suite_calls(ctx, phases, 30)
     per_sample = {k: (many[k] - few[k]) / 20 for k in many if many[k] != few[k]}
-    # the closure; the journal's record (2 entries: ring buffer and ring file) and check of the sample's ops, around
-    # the sample; the timeline's span of it
+    # the closure; the journal's sample begun (a count and one ring-file store) and done; its record (2 entries:
+    # ring buffer and ring file) and check of a block of samples' ops, its share per sample; the timeline's span
     assert sum(per_sample.values()) <= PER_SAMPLE, sorted(per_sample.items())
 
 

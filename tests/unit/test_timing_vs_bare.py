@@ -73,3 +73,31 @@ def test_each_rank_is_pinned_to_its_own_core_every_thread_of_it():
     for local, got in zip(locals_, rounds):
         assert got["core"] == allowed[int(local) % len(allowed)] and got["cores"] == [got["core"]], (local, got)
         assert len(got["threads"]) >= 2 and all(t == [got["core"]] for t in got["threads"]), (local, got)
+
+
+def test_the_bare_loops_gap_is_microseconds_at_least_0_and_a_busy_wait_of_at_least_that():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import time
+
+    import bare_loop
+
+    assert bare_loop.gap_us("0") == 0.0 and bare_loop.gap_us("2.5") == 2.5
+    for bad in ("-1", "x", "nan", "inf", ""):
+        with pytest.raises(ValueError, match="--gap-us needs a number of microseconds >= 0"):
+            bare_loop.gap_us(bad)
+    t0 = time.perf_counter()
+    bare_loop.spin(200.0)
+    assert time.perf_counter() - t0 >= 200e-6
+
+
+@pytest.mark.parametrize("script", ["bare_loop", "timing_vs_bare", "suite_cost"])
+def test_a_bad_gap_is_refused_in_one_line_before_a_process_group(script, capsys):
+    """In this process (torch is imported here already): the bare loop, and both commands that run it."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import importlib
+
+    import torch.distributed as dist
+
+    assert importlib.import_module(script).main(["--gap-us", "-3"]) == 2 and not dist.is_initialized()
+    err = capsys.readouterr().err
+    assert err.startswith("error: --gap-us") and len(err.splitlines()) == 1

@@ -11,7 +11,8 @@ another one, or is stuck in its own code, while the others wait. Two facts name 
   each call appends one small entry (op, group, its sequence number, first tensor's
   shape and dtype, p2p peer, the case, entered/completed) to a ring buffer: about a
   microsecond per call, no I/O. Inside a timed sample on the host clock it records nothing: the harness's
-  timing loop has it record the sample's ops before the sample and check them after it (journal/quiet.py).
+  timing loop has it record a block of samples' ops before the block and check them after it, and between two
+  samples note one begun (journal/quiet.py).
 
 Each entry also keeps when the call began and returned (``time.perf_counter``), and the entries of the
 first ``timeline.OPS_PER_CASE`` ops of each case (at most ``timeline.OPS_MAX``) stay in ``ops`` for the
@@ -31,7 +32,7 @@ faulthandler's stacks in ``<run>/hang/rank<r>.fatal``.
 
 This module holds the journal itself (its entries and counts), ``install`` and ``current``; wrap.py wraps
 the ``torch.distributed`` functions, check.py is the after-case check, dump.py the dumps, quiet.py the
-timed samples journaled per sample, timeline.py this rank's part of the run's timeline.
+timed samples journaled per block of samples, timeline.py this rank's part of the run's timeline.
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ class Journal:
         self.room = timeline.OPS_PER_CASE  # how long ``ops`` may grow before this case's further ops are dropped
         self.dropped = 0  # ops of the current case past ``room``
         self.written = 0  # entries put since the start (the timed samples' check that no wrapper recorded one)
+        self.planned = None  # the timed block under way, its ops recorded ahead (journal/quiet.py), or None
         self.timeline = timeline.Timeline(self)
 
     def set_case(self, case: str) -> None:
@@ -118,12 +120,12 @@ class Journal:
         seq = None if seq is None else seq + 1
         return self.put(op, name, seq, t.shape if tensor else None, t.dtype if tensor else None, peer, perf_counter())
 
-    def put(self, op: str, name: str, seq, shape, dtype, peer, clock: float, fields=None) -> list:
+    def put(self, op: str, name: str, seq, shape, dtype, peer, clock: float, fields=None, state="entered") -> list:
         """One entry, ``entered`` at ``clock``: in the ring buffer, the ring file and the timeline's ops (the
-        wrappers' ``enter``; suite/harness/journal/quiet.py for the ops of a timed sample, before it, with each
-        op's ring ``fields`` found once)."""
+        wrappers' ``enter``; suite/harness/journal/quiet.py for the ops of a block of timed samples, before it,
+        with each op's ring ``fields`` found once, ``state`` "ahead": recorded before it is issued)."""
         n = self.case_ops[op] = self.case_ops.get(op, 0) + 1
-        e = [op, name, seq, shape, dtype, peer, self.case, "entered", clock, None]
+        e = [op, name, seq, shape, dtype, peer, self.case, state, clock, None]
         self.entries.append(e)
         self.written += 1
         if self.ring is not None:
@@ -144,6 +146,12 @@ class Journal:
             if op in P2P:
                 self.p2p[name] -= 1
             e[7] = "rejected"
+
+    def issued(self, entries: list) -> list:
+        """``entries`` (in order) as a dump reads them: while a timed block is under way, without its ops recorded
+        ahead of the sample begun, and its samples done completed (journal/quiet.py ``Quiet.view``)."""
+        planned = self.planned
+        return entries if planned is None else planned.view(entries)
 
     def dump(self, reason: str, *, failed: bool = False) -> None:
         """Write ``<run>/hang/rank<r>.json`` (suite/harness/journal/dump.py), then this rank's part of the timeline."""

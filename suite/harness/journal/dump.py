@@ -65,10 +65,21 @@ def snapshot(journal, reason: str) -> dict:
         "case": journal.case,
         "seq": {name: sequence_number(g) for name, g in journal.groups.items()},
         "journaled": dict(journal.count),
-        "case_ops": dict(journal.case_ops),
-        "tail": [entry_json(e, journal.unix_minus_clock) for e in list(journal.entries)],
+        "case_ops": case_ops(journal),
+        "tail": [entry_json(e, journal.unix_minus_clock) for e in journal.issued(list(journal.entries))],
         "threads": threads,
     }
+
+
+def case_ops(journal) -> dict:
+    """The case's ops by name, as issued: less those a timed block recorded ahead of the sample begun."""
+    ops, planned = dict(journal.case_ops), journal.planned
+    if planned is not None:
+        begun = {id(e) for e in planned.pending[: planned.i * planned.width]}
+        for e in list(journal.entries):
+            if e[7] == "ahead" and id(e) not in begun and e[6] == journal.case:
+                ops[e[0]] = ops.get(e[0], 0) - 1
+    return ops
 
 
 def watch(journal) -> None:

@@ -79,7 +79,7 @@ class Timeline:
         from suite.harness.journal.dump import entry_json
 
         j = self.journal
-        kept = list(j.ops)
+        kept = j.issued(list(j.ops))
         cut = {case: {"ops": n, "after_clock": None} for case, n in self.cut.items()}
         if j.dropped:
             cut[j.case] = {"ops": j.dropped, "after_clock": None}
@@ -88,7 +88,7 @@ class Timeline:
                 cut[e[6]]["after_clock"] = e[9] if e[9] is not None else e[8]
         # the last ops (the journal's ring) also where the bound dropped them: a run's end is what a failure shows
         ids = {id(e) for e in kept}
-        tail = [e for e in list(j.entries) if id(e) not in ids]
+        tail = [e for e in j.issued(list(j.entries)) if id(e) not in ids]
         for e in tail:
             if e[6] in cut:
                 cut[e[6]]["ops"] -= 1
