@@ -24,8 +24,27 @@ to restore (the torchft strategy's are its own: torchft_strategy.PLANTS)."""
 RDZV_PORT = 29400
 """The port of the elastic job's c10d rendezvous on node 0 where it spans nodes (torchrun's own default)."""
 
-STRATEGIES = ("elastic", "torchft")
-"""The recovery strategies a case can run (experiments/recovery/strategies.py: their runners)."""
+
+@dataclass(frozen=True, kw_only=True)
+class Strategy:
+    """A recovery strategy and the traits the checks read (nothing compares its name)."""
+
+    name: str
+    spans_nodes: bool
+    """Its job spans the compose simulation's nodes (one torchrun agent a node), so a disconnect can strike it."""
+    heals_from_peer: bool
+    """It heals a struck rank live from a peer that holds the state (no checkpoint): one replica group must be
+    left alone by every fault (schedule.keeps_one), and its Poisson draws spare ``schedule.KEPT``."""
+
+
+STRATEGIES = {
+    s.name: s
+    for s in (
+        Strategy(name="elastic", spans_nodes=True, heals_from_peer=False),
+        Strategy(name="torchft", spans_nodes=False, heals_from_peer=True),
+    )
+}
+"""The recovery strategies a case can run, by name (experiments/recovery/strategies.py: their runners)."""
 
 
 class PlanError(ValueError):

@@ -20,7 +20,7 @@ COMPOSE_FLAG = "COMPOSE_SIM"
 class RecoverySettings:
     """The recovery experiment's knobs."""
 
-    strategies: tuple[str, ...] = field(default=STRATEGIES, metadata={"env": "RECOVERY_STRATEGIES"})
+    strategies: tuple[str, ...] = field(default=tuple(STRATEGIES), metadata={"env": "RECOVERY_STRATEGIES"})
     """RECOVERY_STRATEGIES: elastic (torchrun restarts from DCP checkpoints), torchft (live recovery from a peer;
     kills and stops, one replica group left alone), or both (experiments/recovery/strategies.py)."""
     faults: tuple[str, ...] = field(default=("kill:1@6", "stop:1@6"), metadata={"env": "RECOVERY_FAULTS"})
@@ -88,7 +88,8 @@ class RecoverySettings:
             raise ConfigError(
                 f"RECOVERY_STRATEGIES: unknown {unknown or 'none given'}; choose from {', '.join(STRATEGIES)}"
             )
-        spanning = "elastic" in self.strategies
+        chosen = [STRATEGIES[x] for x in self.strategies]
+        spanning = any(st.spans_nodes for st in chosen)
         try:
             schedules = self.schedules()
             cut = os.environ.get(COMPOSE_FLAG) == "1" and any(f.kind == "disconnect" for _, fs in schedules for f in fs)
@@ -99,7 +100,7 @@ class RecoverySettings:
             for _, faults in schedules:
                 for mode in self.ckpt_modes:
                     check_plan(self.plan(faults, mode, self.ckpt_dir or tempfile.gettempdir(), spanning=spanning))
-            if "torchft" in self.strategies:  # it heals from a live peer: one replica group no fault strikes
+            if any(st.heals_from_peer for st in chosen):  # one replica group no fault strikes, the live peer
                 for text in self.faults:
                     keeps_one(self.schedule(text, keep=KEPT), self.world)
         except PlanError as e:

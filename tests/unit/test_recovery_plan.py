@@ -120,6 +120,32 @@ def test_each_strategy_is_a_case_and_torchft_runs_kills_and_stops(tmp_path):
         RecoverySettings(strategies=("nvrx",), ckpt_dir=str(tmp_path)).validate()
 
 
+def test_the_checks_and_the_cases_read_a_strategys_traits_not_its_name(tmp_path, monkeypatch):
+    """What a strategy needs follows its record (plan.STRATEGIES): one that heals from a live peer needs a
+    replica group no fault strikes, one whose job spans the compose nodes takes them, whatever it is called."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from experiments.recovery import plan
+    from experiments.recovery.cases import cases
+
+    every = ("kill:0@3,stop:1@6",)  # strikes both replica groups
+    traits = dict(plan.STRATEGIES)
+    monkeypatch.setitem(plan.STRATEGIES, "elastic", replace(traits["elastic"], heals_from_peer=True))
+    with pytest.raises(ConfigError, match="^RECOVERY: torchft needs one replica group that no fault strikes"):
+        RecoverySettings(strategies=("elastic",), faults=every, ckpt_dir=str(tmp_path)).validate()
+    for k, v in {"COMPOSE_SIM": "1", "NNODES": "2", "MASTER_ADDR": "node0"}.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setitem(plan.STRATEGIES, "elastic", replace(traits["elastic"], spans_nodes=False))
+    s = RecoverySettings(strategies=("elastic",), faults=("kill:1@6",), ckpt_dir=str(tmp_path))
+    assert [c.fields["job_nodes"] for c in cases(SimpleNamespace(recovery=s), 2)] == [1]
+    monkeypatch.setitem(plan.STRATEGIES, "elastic", traits["elastic"])
+    assert [c.fields["job_nodes"] for c in cases(SimpleNamespace(recovery=s), 2)] == [2]
+    monkeypatch.setitem(plan.STRATEGIES, "torchft", replace(traits["torchft"], spans_nodes=True))
+    with pytest.raises(ConfigError, match="^RECOVERY_DIR: a disconnect needs the job across the compose nodes"):
+        RecoverySettings(strategies=("torchft",), faults=("disconnect:1@2s",)).validate()
+
+
 # --- what the events say ---------------------------------------------------------------------------
 
 
