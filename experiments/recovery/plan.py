@@ -16,9 +16,10 @@ FAULT_CLASSES = ("kill", "stop", "disconnect")
 of the job leaves the network for longer than the timeout (``disconnect:<node>@<seconds>s``, compose only)."""
 CKPT_MODES = ("sync", "async")
 """How the checkpoint is written: ``dcp.save`` (training waits) or ``dcp.async_save`` (training goes on)."""
-BUGS = ("", "older_ckpt")
+BUGS = ("", "older_ckpt", "older_ckpt_rank1")
 """Planted recovery bugs of the elastic strategy: ``older_ckpt`` restores the checkpoint before the one it claims
-to restore (the torchft strategy's are its own: torchft_strategy.PLANTS)."""
+to restore; ``older_ckpt_rank1`` does so on rank 1 alone, its peers restoring the claimed one (the torchft
+strategy's are its own: torchft_strategy.PLANTS)."""
 
 
 RDZV_PORT = 29400
@@ -123,6 +124,8 @@ def check_plan(plan: Plan) -> None:
         raise PlanError(f"unknown checkpoint mode {plan.ckpt_mode!r}; choose from {', '.join(CKPT_MODES)}")
     if plan.bug not in BUGS:
         raise PlanError(f"unknown planted bug {plan.bug!r}; choose from {', '.join(b for b in BUGS if b)}")
+    if plan.bug == "older_ckpt_rank1" and plan.world < 2:
+        raise PlanError(f"the planted bug older_ckpt_rank1 needs a rank 1, but the job has {plan.world} rank")
     if not plan.step_pad_s >= 0:
         raise PlanError(f"the step pad must be >= 0 s, got {plan.step_pad_s}")
     if not plan.timeout_s > 0:

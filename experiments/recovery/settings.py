@@ -43,7 +43,8 @@ class RecoverySettings:
     """RECOVERY_DIR: where the checkpoints and event files go (empty: a new folder under the system's temporary
     folder)."""
     bug: str = field(default="", metadata={"env": "RECOVERY_BUG"})
-    """RECOVERY_BUG: a planted recovery bug, ``older_ckpt`` (restores an older checkpoint than it claims)."""
+    """RECOVERY_BUG: a planted recovery bug, ``older_ckpt`` (restores an older checkpoint than it claims) or
+    ``older_ckpt_rank1`` (rank 1 alone does)."""
 
     def schedules(self) -> list[tuple[str, tuple[Fault, ...]]]:
         """Each RECOVERY_FAULTS item and the faults it spells."""
