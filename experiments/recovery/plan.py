@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field
 FAULT_CLASSES = ("kill", "stop", "disconnect")
 """kill: the rank gets SIGKILL; stop: SIGSTOP for longer than the timeout, then SIGCONT; disconnect: a compose node
 of the job leaves the network for longer than the timeout (``disconnect:<node>@<seconds>s``, compose only)."""
+STRETCH_TIMES = (1.5, 3.0)
+"""A disconnect's stretch off the network, drawn between these times the job's collective timeout (disconnect.py)."""
 CKPT_MODES = ("sync", "async")
 """How the checkpoint is written: ``dcp.save`` (training waits) or ``dcp.async_save`` (training goes on)."""
 BUGS = ("", "older_ckpt", "older_ckpt_rank1")

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 from dataclasses import dataclass, field
 
 from suite.api import ConfigError
 
-from .plan import RDZV_PORT, STRATEGIES, Fault, Plan, PlanError, check_plan, spans
+from .plan import RDZV_PORT, STRATEGIES, STRETCH_TIMES, Fault, Plan, PlanError, check_plan, spans
 from .schedule import KEPT, keeps_one, parse_faults
 
 
@@ -106,3 +107,21 @@ class RecoverySettings:
                     keeps_one(self.schedule(text, keep=KEPT), self.world)
         except PlanError as e:
             raise ConfigError(f"RECOVERY: {e}") from None
+
+    def validate_against(self, cfg) -> None:
+        """Raise ConfigError (one line) where these knobs cannot run with the run's own (``cfg``). A disconnect holds
+        a compose node off the network, the suite's ranks on it with the job's, for up to ``STRETCH_TIMES[1]``
+        times RECOVERY_TIMEOUT_S: the suite's heartbeat (HEARTBEAT_S, unless 0: off) must outlast that, or the run
+        ends for a lost rank. A stop holds a rank of the job alone, a process the suite's heartbeat does not watch:
+        its hold is bounded from below only (past the job's timeout, schedule.stop_seconds)."""
+        hb = cfg.heartbeat_timeout_s
+        longest = STRETCH_TIMES[1] * self.timeout_s
+        cut = any(f.kind == "disconnect" for _, fs in self.schedules() for f in fs)
+        if cut and hb > 0 and longest >= hb and any(STRATEGIES[x].spans_nodes for x in self.strategies):
+            most = math.ceil(hb / STRETCH_TIMES[1]) - 1
+            raise ConfigError(
+                f"RECOVERY_TIMEOUT_S={self.timeout_s}: a disconnect holds a node off the network for up to "
+                f"{longest:g} s ({STRETCH_TIMES[1]:g} x RECOVERY_TIMEOUT_S), which must stay under HEARTBEAT_S="
+                f"{hb:g} (the suite's ranks on it are lost after it); use RECOVERY_TIMEOUT_S <= {most} or a longer "
+                f"HEARTBEAT_S"
+            )

@@ -65,6 +65,28 @@ def test_bad_input_in_compose_is_one_line(compose, tmp_path, knobs, says):
     assert says in str(e.value) and "\n" not in str(e.value)
 
 
+@pytest.mark.parametrize(
+    ("timeout_s", "heartbeat_s", "refused"),
+    [("5", "15", True), ("4", "15", False), ("5", "0", False), ("5", "16", False)],
+)
+def test_a_disconnect_stays_under_the_suites_heartbeat(compose, tmp_path, timeout_s, heartbeat_s, refused):
+    """A disconnect's stretch (up to 3 x RECOVERY_TIMEOUT_S) holds the suite's ranks on the node off the network too:
+    it must stay under HEARTBEAT_S (0: off), checked with the run's knobs (bad input, one line, before any rank
+    starts). A stop holds a rank of the job alone, which the heartbeat does not watch: no such bound."""
+    from suite.common.config import build_config
+
+    knobs = {"faults": "disconnect:1@2s", "timeout_s": timeout_s, "ckpt_dir": str(tmp_path)}
+    build_config(heartbeat_timeout_s="15", recovery={**knobs, "faults": "stop:1@3", "timeout_s": "9"})
+    if not refused:
+        build_config(heartbeat_timeout_s=heartbeat_s, recovery=knobs)
+        return
+    with pytest.raises(ConfigError) as e:
+        build_config(heartbeat_timeout_s=heartbeat_s, recovery=knobs)
+    says = "RECOVERY_TIMEOUT_S=5: a disconnect holds a node off the network for up to 15 s (3 x RECOVERY_TIMEOUT_S)"
+    assert str(e.value).startswith(says) and "use RECOVERY_TIMEOUT_S <= 4" in str(e.value)
+    assert "\n" not in str(e.value)
+
+
 def test_outside_compose_a_disconnect_is_refused_in_one_line(tmp_path, monkeypatch):
     monkeypatch.delenv("COMPOSE_SIM", raising=False)
     with pytest.raises(ConfigError, match=r"^RECOVERY: disconnect needs the compose cluster"):
