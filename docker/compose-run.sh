@@ -36,8 +36,9 @@ if [ -z "${RUN_ID:-}" ]; then
 fi
 export RUN_ID
 # the recovery experiment's folder: one every node sees (the results volume), its elastic job spanning the nodes
+recovery_run=0  # whether the run's experiments name recovery (EXPERIMENTS=all does not: it is run by name)
 case ",${EXPERIMENTS:-all}," in
-  *,recovery,*) export RECOVERY_DIR="${RECOVERY_DIR:-/results/$RUN_ID/recovery}" ;;
+  *,recovery,*) recovery_run=1; export RECOVERY_DIR="${RECOVERY_DIR:-/results/$RUN_ID/recovery}" ;;
 esac
 rdir="${RECOVERY_DIR:-}"
 recovery_host_dir="$RESULTS_DIR/${rdir#/results/}"  # the host's side of it (the watcher of its disconnects)
@@ -117,8 +118,9 @@ grace=${COMPOSE_GRACE_S:-30}
 $COMPOSE "${files[@]}" up --no-build --no-color "${services[@]}" &
 up_pid=$!
 recovery_pid=""
-if [[ ${RECOVERY_FAULTS:-} == *disconnect* ]]; then
-  # the recovery job's disconnects are struck from here, through docker (experiments/recovery/disconnect.py)
+if [ "$recovery_run" = 1 ] && [[ ${RECOVERY_FAULTS:-} == *disconnect* ]]; then
+  # the recovery job's disconnects are struck from here, through docker (experiments/recovery/disconnect.py); a
+  # run without the recovery experiment has no job to strike, whatever RECOVERY_FAULTS says
   py="${PY:-.venv/bin/python}"; [ -x "$py" ] || py=python3
   "$py" -m experiments.recovery.disconnect "$COMPOSE_PROJECT_NAME" "$NNODES" --watch "$recovery_host_dir" &
   recovery_pid=$!

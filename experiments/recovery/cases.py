@@ -10,6 +10,7 @@ from __future__ import annotations
 from suite.api import Bytes, Case, Timing, experiment_test
 
 from .measure import KINDS
+from .plan import STRATEGIES
 from .strategies import CASES
 
 EXPERIMENT = "recovery"
@@ -35,7 +36,7 @@ def cases(cfg, world_size: int) -> list[Case]:
     for text, faults in s.schedules():
         fields = {"ckpt_every": s.ckpt_every, "job_world": s.world, "bug": s.bug}
         for name in s.strategies:
-            for label, identity, own, build in CASES[name](s, text, faults):
+            for label, identity, own, build in CASES[name](s, STRATEGIES[name], text, faults):
                 out.append(_case(label, identity, {**fields, **own}, build))
     return out
 

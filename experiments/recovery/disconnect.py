@@ -39,7 +39,7 @@ from pathlib import Path
 
 from suite.api import container_of, docker, write_json_atomic
 
-from .plan import PlanError
+from .plan import STRETCH_TIMES, PlanError
 
 SPELLING = re.compile(r"^disconnect:(\d+)@(\d+(?:\.\d*)?)s$")
 
@@ -61,7 +61,7 @@ def parse(text: str, *, nnodes: int, seed: int, timeout_s: float) -> Disconnect:
         raise PlanError(f"fault {text!r}: node {node} is beyond the compose cluster's {nnodes} nodes (0..{nnodes - 1})")
     if not timeout_s > 0:
         raise PlanError(f"the collective timeout must be > 0 s, got {timeout_s}")
-    return Disconnect(node=node, at_s=at_s, stretch_s=round(random.Random(seed).uniform(1.5, 3.0) * timeout_s, 3))
+    return Disconnect(node=node, at_s=at_s, stretch_s=round(random.Random(seed).uniform(*STRETCH_TIMES) * timeout_s, 3))
 
 
 def run_docker(*args: str) -> str:

@@ -3,8 +3,9 @@
 
 The runner contract every strategy keeps: ``run(plan) -> dict``. The job runs twice as its own torchrun
 sub-job: fault-free (the reference, in ``<workdir>/ref``), then under the plan's faults (``<workdir>/run``).
-Its state at every restore and commit is compared with the reference's at the same step: ``exact`` is True
-when all of them and the final state are bitwise equal; otherwise ``wrong_step`` names the first step where
+Every rank's state at every restore and commit is compared with the reference's at the same step (a restore
+with the checkpoint's, rank 0's; a commit with the same rank's): ``exact`` is True when all of them and every
+rank's final state are bitwise equal; otherwise ``wrong_step`` names the first step where
 the state went wrong (the caller's exit status 6).
 
 A plan of ``nnodes`` > 1 spans the compose simulation's first ``nnodes`` nodes: this node (node 0) starts its
@@ -37,6 +38,9 @@ from .schedule import continue_stopped, stop_seconds
 STRATEGY = "elastic"
 ROOT = Path(__file__).resolve().parents[2]
 JOB_TIMEOUT_S = 600
+REF_LOGS = "every rank's digests"
+"""What a fault-free reference's events hold, part of its folder's name: a folder of RECOVERY_DIR kept from a
+reference that logged less (rank 0's digests only) is not reused."""
 
 
 def torchrun_argv(plan: Plan, plan_file: Path) -> list[str]:
@@ -144,7 +148,8 @@ def run(plan: Plan) -> dict:
     check_plan(plan)
     root = Path(plan.workdir)
     ref_plan = replace(plan, faults=(), bug="", workdir="")
-    ref_dir = root / f"ref-{hashlib.sha256(json.dumps(ref_plan.to_json(), sort_keys=True).encode()).hexdigest()[:12]}"
+    key = json.dumps({**ref_plan.to_json(), "logs": REF_LOGS}, sort_keys=True).encode()
+    ref_dir = root / f"ref-{hashlib.sha256(key).hexdigest()[:12]}"
     ref_events = measure.read_events(ref_dir) if (ref_dir / "done").is_file() else launch(ref_plan, ref_dir)[0]
     (ref_dir / "done").touch()
     events, t0, wall = (
@@ -152,8 +157,8 @@ def run(plan: Plan) -> dict:
     )
     reference = measure.state_at(ref_events)
     wrong = measure.first_wrong(events, reference)
-    final = [e["digest"] for e in events if e["kind"] == "done"]
-    exact = wrong is None and final == [reference.get(plan.steps)]
+    finals = measure.wrong_finals(events, reference, steps=plan.steps, world=plan.world)
+    exact = wrong is None and not finals
     out = measure.summarise(events, ref_events, steps=plan.steps, global_batch=plan.world * plan.batch_per_rank, t0=t0)
     productive = plan.steps * out["step_s_clean"]
     return {
@@ -168,7 +173,7 @@ def run(plan: Plan) -> dict:
         "wrong_step": wrong["step"] if wrong else None,
         "wrong": measure.wrong_line(wrong)
         if wrong
-        else ("" if exact else "the final state differs from the fault-free run's"),
+        else ("" if exact else f"the final state of rank(s) {finals} differs from the fault-free run's"),
         "ckpt_mode": plan.ckpt_mode,
         "ckpt_every": plan.ckpt_every,
         "world": plan.world,

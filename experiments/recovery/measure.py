@@ -4,7 +4,7 @@ restore and commit equals the fault-free run's state at the same step (the first
 the step where the state went wrong).
 
 Events (experiments/recovery/worker.py): ``{rank, attempt, kind, t, step, ...}`` with kind restore, commit,
-save, fault, detect, done; rank 0's restore, commit and done carry a digest of the model's state.
+save, fault, detect, done; every rank's restore, commit and done carry a digest of its model's state.
 """
 
 from __future__ import annotations
@@ -45,26 +45,45 @@ def read_events(workdir: str | Path) -> list[dict]:
     return sorted(out, key=lambda e: e["t"])
 
 
-def state_at(events: list[dict]) -> dict[int, str]:
-    """Rank 0's digest of the state after each step (0: the initial state) in a fault-free run."""
-    return {e["step"]: e["digest"] for e in events if e["rank"] == 0 and e.get("digest") and e["kind"] != "done"}
+def state_at(events: list[dict]) -> dict[tuple[int, int], str]:
+    """Each rank's digest of its state after each step (0: the initial state) in a fault-free run, by
+    ``(rank, step)``."""
+    return {
+        (e["rank"], e["step"]): e["digest"] for e in events if e.get("digest") and e["kind"] in ("restore", "commit")
+    }
 
 
-def first_wrong(events: list[dict], reference: dict[int, str]) -> dict | None:
-    """The first restore or commit whose state differs from the fault-free run's at that step, or None."""
+def expected(e: dict, reference: dict[tuple[int, int], str]) -> str | None:
+    """The digest a rank's restore or commit must have. A restore loads the checkpoint, which holds rank 0's state
+    (every rank takes rank 0's BatchNorm statistics before saving): every rank must hold rank 0's state of the
+    fault-free run at that step. A commit: the rank's own state of the fault-free run at that step (DDP keeps the
+    parameters equal on every rank; each rank's BatchNorm statistics are its own batch's until the next forward)."""
+    return reference.get((0 if e["kind"] == "restore" else e["rank"], e["step"]))
+
+
+def first_wrong(events: list[dict], reference: dict[tuple[int, int], str]) -> dict | None:
+    """The first restore or commit, on any rank, whose state differs from the fault-free run's at that step, or
+    None."""
     for e in events:
-        if e["rank"] == 0 and e.get("digest") and e["kind"] in ("restore", "commit"):
-            want = reference.get(e["step"])
+        if e.get("digest") and e["kind"] in ("restore", "commit"):
+            want = expected(e, reference)
             if want is not None and e["digest"] != want:
                 return e
     return None
 
 
+def wrong_finals(events: list[dict], reference: dict[tuple[int, int], str], *, steps: int, world: int) -> list[int]:
+    """The ranks whose final state (``done``) is missing or differs from their own state after the fault-free
+    run's last step."""
+    final = {e["rank"]: e["digest"] for e in events if e["kind"] == "done"}
+    return [r for r in range(world) if reference.get((r, steps)) is None or final.get(r) != reference[(r, steps)]]
+
+
 def wrong_line(e: dict) -> str:
     what = "restored as" if e["kind"] == "restore" else "after"
     return (
-        f"the model's state went wrong at step {e['step']}: the state {what} step {e['step']} (attempt "
-        f"{e['attempt']}) differs from the fault-free run's at that step"
+        f"the model's state went wrong at step {e['step']}: rank {e['rank']}'s state {what} step {e['step']} "
+        f"(attempt {e['attempt']}) differs from the fault-free run's at that step"
     )
 
 

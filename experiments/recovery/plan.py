@@ -14,18 +14,40 @@ from dataclasses import asdict, dataclass, field
 FAULT_CLASSES = ("kill", "stop", "disconnect")
 """kill: the rank gets SIGKILL; stop: SIGSTOP for longer than the timeout, then SIGCONT; disconnect: a compose node
 of the job leaves the network for longer than the timeout (``disconnect:<node>@<seconds>s``, compose only)."""
+STRETCH_TIMES = (1.5, 3.0)
+"""A disconnect's stretch off the network, drawn between these times the job's collective timeout (disconnect.py)."""
 CKPT_MODES = ("sync", "async")
 """How the checkpoint is written: ``dcp.save`` (training waits) or ``dcp.async_save`` (training goes on)."""
-BUGS = ("", "older_ckpt")
+BUGS = ("", "older_ckpt", "older_ckpt_rank1")
 """Planted recovery bugs of the elastic strategy: ``older_ckpt`` restores the checkpoint before the one it claims
-to restore (the torchft strategy's are its own: torchft_strategy.PLANTS)."""
+to restore; ``older_ckpt_rank1`` does so on rank 1 alone, its peers restoring the claimed one (the torchft
+strategy's are its own: torchft_strategy.PLANTS)."""
 
 
 RDZV_PORT = 29400
 """The port of the elastic job's c10d rendezvous on node 0 where it spans nodes (torchrun's own default)."""
 
-STRATEGIES = ("elastic", "torchft")
-"""The recovery strategies a case can run (experiments/recovery/strategies.py: their runners)."""
+
+@dataclass(frozen=True, kw_only=True)
+class Strategy:
+    """A recovery strategy and the traits the checks read (nothing compares its name)."""
+
+    name: str
+    spans_nodes: bool
+    """Its job spans the compose simulation's nodes (one torchrun agent a node), so a disconnect can strike it."""
+    heals_from_peer: bool
+    """It heals a struck rank live from a peer that holds the state (no checkpoint): one replica group must be
+    left alone by every fault (schedule.keeps_one), and its Poisson draws spare ``schedule.KEPT``."""
+
+
+STRATEGIES = {
+    s.name: s
+    for s in (
+        Strategy(name="elastic", spans_nodes=True, heals_from_peer=False),
+        Strategy(name="torchft", spans_nodes=False, heals_from_peer=True),
+    )
+}
+"""The recovery strategies a case can run, by name (experiments/recovery/strategies.py: their runners)."""
 
 
 class PlanError(ValueError):
@@ -104,6 +126,8 @@ def check_plan(plan: Plan) -> None:
         raise PlanError(f"unknown checkpoint mode {plan.ckpt_mode!r}; choose from {', '.join(CKPT_MODES)}")
     if plan.bug not in BUGS:
         raise PlanError(f"unknown planted bug {plan.bug!r}; choose from {', '.join(b for b in BUGS if b)}")
+    if plan.bug == "older_ckpt_rank1" and plan.world < 2:
+        raise PlanError(f"the planted bug older_ckpt_rank1 needs a rank 1, but the job has {plan.world} rank")
     if not plan.step_pad_s >= 0:
         raise PlanError(f"the step pad must be >= 0 s, got {plan.step_pad_s}")
     if not plan.timeout_s > 0:

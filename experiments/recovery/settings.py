@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 from dataclasses import dataclass, field
 
 from suite.api import ConfigError
 
-from .plan import RDZV_PORT, STRATEGIES, Fault, Plan, PlanError, check_plan, spans
+from .plan import RDZV_PORT, STRATEGIES, STRETCH_TIMES, Fault, Plan, PlanError, check_plan, spans
 from .schedule import KEPT, keeps_one, parse_faults
 
 
@@ -20,7 +21,7 @@ COMPOSE_FLAG = "COMPOSE_SIM"
 class RecoverySettings:
     """The recovery experiment's knobs."""
 
-    strategies: tuple[str, ...] = field(default=STRATEGIES, metadata={"env": "RECOVERY_STRATEGIES"})
+    strategies: tuple[str, ...] = field(default=tuple(STRATEGIES), metadata={"env": "RECOVERY_STRATEGIES"})
     """RECOVERY_STRATEGIES: elastic (torchrun restarts from DCP checkpoints), torchft (live recovery from a peer;
     kills and stops, one replica group left alone), or both (experiments/recovery/strategies.py)."""
     faults: tuple[str, ...] = field(default=("kill:1@6", "stop:1@6"), metadata={"env": "RECOVERY_FAULTS"})
@@ -43,7 +44,8 @@ class RecoverySettings:
     """RECOVERY_DIR: where the checkpoints and event files go (empty: a new folder under the system's temporary
     folder)."""
     bug: str = field(default="", metadata={"env": "RECOVERY_BUG"})
-    """RECOVERY_BUG: a planted recovery bug, ``older_ckpt`` (restores an older checkpoint than it claims)."""
+    """RECOVERY_BUG: a planted recovery bug, ``older_ckpt`` (restores an older checkpoint than it claims) or
+    ``older_ckpt_rank1`` (rank 1 alone does)."""
 
     def schedules(self) -> list[tuple[str, tuple[Fault, ...]]]:
         """Each RECOVERY_FAULTS item and the faults it spells."""
@@ -88,7 +90,8 @@ class RecoverySettings:
             raise ConfigError(
                 f"RECOVERY_STRATEGIES: unknown {unknown or 'none given'}; choose from {', '.join(STRATEGIES)}"
             )
-        spanning = "elastic" in self.strategies
+        chosen = [STRATEGIES[x] for x in self.strategies]
+        spanning = any(st.spans_nodes for st in chosen)
         try:
             schedules = self.schedules()
             cut = os.environ.get(COMPOSE_FLAG) == "1" and any(f.kind == "disconnect" for _, fs in schedules for f in fs)
@@ -99,8 +102,26 @@ class RecoverySettings:
             for _, faults in schedules:
                 for mode in self.ckpt_modes:
                     check_plan(self.plan(faults, mode, self.ckpt_dir or tempfile.gettempdir(), spanning=spanning))
-            if "torchft" in self.strategies:  # it heals from a live peer: one replica group no fault strikes
+            if any(st.heals_from_peer for st in chosen):  # one replica group no fault strikes, the live peer
                 for text in self.faults:
                     keeps_one(self.schedule(text, keep=KEPT), self.world)
         except PlanError as e:
             raise ConfigError(f"RECOVERY: {e}") from None
+
+    def validate_against(self, cfg) -> None:
+        """Raise ConfigError (one line) where these knobs cannot run with the run's own (``cfg``). A disconnect holds
+        a compose node off the network, the suite's ranks on it with the job's, for up to ``STRETCH_TIMES[1]``
+        times RECOVERY_TIMEOUT_S: the suite's heartbeat (HEARTBEAT_S, unless 0: off) must outlast that, or the run
+        ends for a lost rank. A stop holds a rank of the job alone, a process the suite's heartbeat does not watch:
+        its hold is bounded from below only (past the job's timeout, schedule.stop_seconds)."""
+        hb = cfg.heartbeat_timeout_s
+        longest = STRETCH_TIMES[1] * self.timeout_s
+        cut = any(f.kind == "disconnect" for _, fs in self.schedules() for f in fs)
+        if cut and hb > 0 and longest >= hb and any(STRATEGIES[x].spans_nodes for x in self.strategies):
+            most = math.ceil(hb / STRETCH_TIMES[1]) - 1
+            raise ConfigError(
+                f"RECOVERY_TIMEOUT_S={self.timeout_s}: a disconnect holds a node off the network for up to "
+                f"{longest:g} s ({STRETCH_TIMES[1]:g} x RECOVERY_TIMEOUT_S), which must stay under HEARTBEAT_S="
+                f"{hb:g} (the suite's ranks on it are lost after it); use RECOVERY_TIMEOUT_S <= {most} or a longer "
+                f"HEARTBEAT_S"
+            )

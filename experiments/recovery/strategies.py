@@ -16,7 +16,7 @@ import dataclasses
 import os
 
 from . import elastic, torchft_strategy
-from .plan import Fault, Plan, PlanError
+from .plan import Fault, Plan, PlanError, Strategy
 from .schedule import KEPT
 from .workload import recovery_buffers
 
@@ -49,29 +49,30 @@ def torchft_runner(plan: Plan):
     return run
 
 
-def elastic_cases(s, text: str, faults: tuple[Fault, ...]) -> list[tuple[str, dict, dict, object]]:
+def elastic_cases(s, st: Strategy, text: str, faults: tuple[Fault, ...]) -> list[tuple[str, dict, dict, object]]:
     """The elastic strategy's cases of one schedule: one per checkpoint mode, (label, identity, fields, build)."""
     out = []
     for mode in s.ckpt_modes:
-        plan = s.plan(faults, mode, s.ckpt_dir, spanning=True)
-        identity = {"strategy": "elastic", "fault": text, "ckpt_mode": mode}
+        plan = s.plan(faults, mode, s.ckpt_dir, spanning=st.spans_nodes)
+        identity = {"strategy": st.name, "fault": text, "ckpt_mode": mode}
         follow = elastic.follow if plan.nnodes > 1 else None
         build = recovery_buffers(repr(plan), elastic_runner(plan), s.ckpt_dir, follow)
-        out.append((f"elastic-{mode}-{text}", identity, {"job_nodes": plan.nnodes}, build))
+        out.append((f"{st.name}-{mode}-{text}", identity, {"job_nodes": plan.nnodes}, build))
     return out
 
 
-def torchft_cases(s, text: str, faults: tuple[Fault, ...]) -> list[tuple[str, dict, dict, object]]:
+def torchft_cases(s, st: Strategy, text: str, faults: tuple[Fault, ...]) -> list[tuple[str, dict, dict, object]]:
     """The torchft strategy's case of one schedule, if it is made of kills (no checkpoint, so no mode)."""
-    faults = s.schedule(text, keep=KEPT)  # its Poisson draws leave one replica group alive
+    faults = s.schedule(text, keep=KEPT if st.heals_from_peer else None)  # Poisson: the live peer left alone
     if not torchft_runs(faults):
         return []
-    label = f"torchft-{text}"  # the job's plan as torchft runs it: one replica group of one rank per rank
-    plan = s.plan(faults, "none", label.replace(":", "-").replace("@", "-"))
-    identity = {"strategy": "torchft", "fault": text, "ckpt_mode": "none"}
+    label = f"{st.name}-{text}"  # the job's plan as torchft runs it: one replica group of one rank per rank
+    plan = s.plan(faults, "none", label.replace(":", "-").replace("@", "-"), spanning=st.spans_nodes)
+    identity = {"strategy": st.name, "fault": text, "ckpt_mode": "none"}
     return [(label, identity, {"ckpt_every": None}, recovery_buffers(repr(plan), torchft_runner(plan), s.ckpt_dir))]
 
 
 CASES = {"elastic": elastic_cases, "torchft": torchft_cases}
-"""Each strategy's cases of one schedule; its name is a key here and in plan.STRATEGIES, compared nowhere else
-but in settings.py's check that a torchft schedule leaves a replica group alone."""
+"""Each strategy's cases of one schedule, by its name in plan.STRATEGIES, each handed the strategy's record: what
+a strategy is (its job spans the nodes, it heals from a live peer) is read from its traits there, never from its
+name."""

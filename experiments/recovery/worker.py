@@ -4,7 +4,7 @@ It trains the shared MLP (``suite.api.models``, the DDP experiment's communicati
 for the plan's steps on a data order drawn from the seed, saves a torch.distributed.checkpoint every
 ``ckpt_every`` steps, restores the latest one when torchrun restarts it, and strikes its own scheduled fault:
 fault i of the plan strikes in attempt i (TORCHELASTIC_RESTART_COUNT). Every event goes to
-``<workdir>/events/rank<r>.jsonl`` with its wall-clock time; rank 0 adds a digest of the model's state to each
+``<workdir>/events/rank<r>.jsonl`` with its wall-clock time; every rank adds a digest of its model's state to each
 restore and commit, which the runner compares with the fault-free run's.
 """
 
@@ -105,23 +105,38 @@ class Trainer:
         return {"model": m, "optim": o}
 
     def restore(self, attempt: int) -> int:
-        """Load the latest checkpoint (the planted bug: the one before it, claiming the latest); the step."""
+        """Load the latest checkpoint (the planted bugs: the one before it, claiming the latest, on every rank or on
+        rank 1 alone); the step."""
         steps = checkpoints(self.plan.workdir)
         claimed = steps[-1] if steps else 0
-        used = claimed
-        if self.plan.bug == "older_ckpt" and attempt > 0:  # planted: the checkpoint before the claimed one
-            used = steps[-2] if len(steps) > 1 else 0
+        older = steps[-2] if len(steps) > 1 else 0
+        planted = attempt > 0 and self.plan.bug in ("older_ckpt", "older_ckpt_rank1")
         t0 = time.perf_counter()
-        if used:
-            sd = self.state()
-            dcp.load(sd, checkpoint_id=str(Path(self.plan.workdir) / "ckpt" / f"step{used}"))
-            set_state_dict(self.ddp, self.opt, model_state_dict=sd["model"], optim_state_dict=sd["optim"])
-        load_s = time.perf_counter() - t0 if used else 0.0
+        if planted and self.plan.bug == "older_ckpt":  # planted: every rank loads the one before the claimed one
+            self.load(older)
+        else:
+            self.load(claimed)  # a collective: every rank takes part
+            if planted and self.rank == 1:  # planted: rank 1 then loads the older one on its own
+                self.load(older, alone=True)
+        load_s = time.perf_counter() - t0 if claimed else 0.0
         self.log("restore", step=claimed, load_s=load_s, digest=self.state_digest())
         return claimed
 
-    def state_digest(self) -> str | None:
-        return digest(self.ddp.module) if self.rank == 0 else None
+    def load(self, step: int, alone: bool = False) -> None:
+        """The state of the checkpoint of ``step`` (0: nothing to load, the initial state); ``alone``: this rank
+        reads it by itself (no collective), and step 0 puts the initial state back."""
+        if step:
+            sd = self.state()
+            dcp.load(sd, checkpoint_id=str(Path(self.plan.workdir) / "ckpt" / f"step{step}"), no_dist=alone)
+            set_state_dict(self.ddp, self.opt, model_state_dict=sd["model"], optim_state_dict=sd["optim"])
+        elif alone:
+            self.ddp.module.load_state_dict(
+                models.mlp(models.mlp_spec_for(self.plan.params), seed=self.plan.seed).state_dict()
+            )
+            self.opt.state.clear()
+
+    def state_digest(self) -> str:
+        return digest(self.ddp.module)
 
     def step(self, k: int) -> None:
         x, y = self.data[batch_indices(k, self.plan, self.rank)]
@@ -166,8 +181,7 @@ def train(plan: Plan, rank: int, attempt: int, log: Log) -> None:
         if (k + 1) % plan.ckpt_every == 0 and k + 1 < plan.steps:
             tr.save(k + 1)
     tr.wait()
-    if rank == 0:
-        log("done", step=plan.steps, digest=tr.state_digest())
+    log("done", step=plan.steps, digest=tr.state_digest())
 
 
 def job_attempt(plan: Plan, env=os.environ) -> int:

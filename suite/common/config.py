@@ -292,6 +292,9 @@ def validate(cfg: BenchConfig, world_size: int | None = None) -> None:
         check = getattr(getattr(cfg, name), "validate", None)
         if check is not None:
             check()
+        against = getattr(getattr(cfg, name), "validate_against", None)  # its knobs against the run's own
+        if against is not None:
+            against(cfg)
     if cfg.backend != "auto" and cfg.device != "auto" and cfg.device not in backends.record_of(cfg.backend).devices:
         needs = " or ".join(backends.record_of(cfg.backend).devices)
         bad(

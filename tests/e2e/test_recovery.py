@@ -2,8 +2,9 @@
 ranks, a 2-rank job of 6 steps with a checkpoint every 2, rank 1 killed at step 3, and killed 0.01 s after the
 job's start (a wall-clock fault: it strikes elastic's first start, and torchft's first step), under each strategy. The
 elastic recovery ends bitwise equal to the fault-free job, torchft's equal to the one-process reference of the
-steps it committed; the planted bug (a restore from an older checkpoint than the one claimed) is a
-wrong result, exit status 6, naming the step where the state went wrong. Bad input is exit 2 before any rank
+steps it committed; the planted bug (rank 1 alone restores an older checkpoint than the one claimed: every
+rank's state is checked, not rank 0's alone) is a wrong result, exit status 6, naming the step where the state
+went wrong and the rank. Bad input is exit 2 before any rank
 starts. The two runs share RECOVERY_DIR, so the fault-free reference job runs once."""
 
 from __future__ import annotations
@@ -45,11 +46,12 @@ def test_a_killed_rank_recovers_bitwise_and_the_planted_bug_is_status_6(tmp_path
     kinds = {(e["rank"], e["kind"]) for e in rec["events"]}
     assert {(1, "fault"), (0, "recover"), (1, "recover")} <= kinds and any(k == "detect" for _, k in kinds)
 
-    bad = _launch(tmp_path, "bad", RECOVERY_BUG="older_ckpt", RECOVERY_STRATEGIES="elastic")
+    bad = _launch(tmp_path, "bad", RECOVERY_BUG="older_ckpt_rank1", RECOVERY_STRATEGIES="elastic")
     assert bad.returncode == 6, bad.stdout[-3000:] + bad.stderr[-3000:]
     (rec,) = results.records(results.load_run(tmp_path / "results" / "bad"))
+    # rank 0 restored the right state: checked alone, it saw the step after, through rank 1's gradients
     assert rec["exact"] is False and rec["wrong_step"] == 2
-    assert "went wrong at step 2: the state restored as step 2" in rec["wrong"]
+    assert "went wrong at step 2: rank 1's state restored as step 2" in rec["wrong"]
 
 
 def test_bad_input_is_one_line_and_status_2_before_any_rank(tmp_path):

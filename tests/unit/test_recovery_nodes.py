@@ -1,7 +1,8 @@
 """The recovery experiment's elastic job across the compose nodes, pure logic: which jobs span the nodes and how
 their agents meet, the disconnect's bad input in compose and outside it (one line), the attempt the ranks of one
 rendezvous round agree on, the interface of a node connected again, the host's disconnect truth turned into the
-fault that the job's records score, and the host watcher writing a failed strike's truth. No ranks start."""
+fault that the job's records score, the host watcher writing a failed strike's truth, and when compose-run.sh
+starts that watcher. No ranks start."""
 
 from __future__ import annotations
 
@@ -62,6 +63,28 @@ def test_bad_input_in_compose_is_one_line(compose, tmp_path, knobs, says):
     with pytest.raises(ConfigError) as e:
         RecoverySettings(**{"ckpt_dir": str(tmp_path), **knobs}).validate()
     assert says in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("timeout_s", "heartbeat_s", "refused"),
+    [("5", "15", True), ("4", "15", False), ("5", "0", False), ("5", "16", False)],
+)
+def test_a_disconnect_stays_under_the_suites_heartbeat(compose, tmp_path, timeout_s, heartbeat_s, refused):
+    """A disconnect's stretch (up to 3 x RECOVERY_TIMEOUT_S) holds the suite's ranks on the node off the network too:
+    it must stay under HEARTBEAT_S (0: off), checked with the run's knobs (bad input, one line, before any rank
+    starts). A stop holds a rank of the job alone, which the heartbeat does not watch: no such bound."""
+    from suite.common.config import build_config
+
+    knobs = {"faults": "disconnect:1@2s", "timeout_s": timeout_s, "ckpt_dir": str(tmp_path)}
+    build_config(heartbeat_timeout_s="15", recovery={**knobs, "faults": "stop:1@3", "timeout_s": "9"})
+    if not refused:
+        build_config(heartbeat_timeout_s=heartbeat_s, recovery=knobs)
+        return
+    with pytest.raises(ConfigError) as e:
+        build_config(heartbeat_timeout_s=heartbeat_s, recovery=knobs)
+    says = "RECOVERY_TIMEOUT_S=5: a disconnect holds a node off the network for up to 15 s (3 x RECOVERY_TIMEOUT_S)"
+    assert str(e.value).startswith(says) and "use RECOVERY_TIMEOUT_S <= 4" in str(e.value)
+    assert "\n" not in str(e.value)
 
 
 def test_outside_compose_a_disconnect_is_refused_in_one_line(tmp_path, monkeypatch):
@@ -166,3 +189,47 @@ def test_the_watcher_strikes_each_jobs_disconnects_and_writes_a_failed_strikes_t
         "a disconnect fault needs the compose cluster: no compose project given"
     ] * 2
     assert not any(t["struck"] for t in truths) and [t["t0"] for t in truths] == [5.0, 5.0]  # from its first step
+
+
+FAKE = """#!/usr/bin/env bash
+echo "$(basename "$0") $*" >> "{log}"
+[ "$(basename "$0")" = docker ] && exit 1
+exit 0
+"""
+
+
+@pytest.mark.parametrize(("experiments", "watched"), [("ddp,recovery", True), ("all", False)])
+def test_compose_run_watches_disconnects_only_where_the_run_has_the_recovery_experiment(tmp_path, experiments, watched):
+    """docker/compose-run.sh as it runs, with stand-ins for compose, docker and python that log their calls (no
+    container starts): the host's disconnect watcher starts where EXPERIMENTS names recovery and RECOVERY_FAULTS
+    a disconnect, and nowhere else (it was started whatever the run's experiments)."""
+    import os
+    import subprocess
+
+    from tests.conftest import ROOT
+
+    log = tmp_path / "calls.log"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("compose", "docker", "python"):
+        (bin_dir / name).write_text(FAKE.format(log=log))
+        (bin_dir / name).chmod(0o755)
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "COMPOSE": str(bin_dir / "compose"),
+        "PY": str(bin_dir / "python"),
+        "NNODES": "2",
+        "RESULTS_DIR": str(tmp_path / "results"),
+        "RUN_ID": "r1",
+        "EXPERIMENTS": experiments,
+        "RECOVERY_FAULTS": "disconnect:1@2s",
+        "COMPOSE_PROJECT_NAME": "p",
+    }
+    env.pop("RECOVERY_DIR", None)
+    subprocess.run(["bash", str(ROOT / "docker" / "compose-run.sh")], env=env, capture_output=True, timeout=60)
+    calls = log.read_text().splitlines()
+    assert any(c.startswith("compose ") and " up " in c for c in calls)  # it ran the nodes
+    watcher = [c for c in calls if c.startswith("python ")]
+    want = [f"python -m experiments.recovery.disconnect p 2 --watch {tmp_path}/results/r1/recovery"]
+    assert watcher == (want if watched else [])

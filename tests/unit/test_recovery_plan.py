@@ -66,6 +66,7 @@ def _plan(tmp_path, **kw):
         ({"ckpt_every": 11}, "checkpoint interval 11 must be between 1 and the run's 10 steps"),
         ({"ckpt_mode": "lazy"}, "unknown checkpoint mode 'lazy'"),
         ({"bug": "typo"}, "unknown planted bug 'typo'"),
+        ({"bug": "older_ckpt_rank1", "world": 1}, "older_ckpt_rank1 needs a rank 1, but the job has 1 rank"),
     ],
 )
 def test_a_bad_plan_is_one_line(tmp_path, kw, says):
@@ -120,6 +121,32 @@ def test_each_strategy_is_a_case_and_torchft_runs_kills_and_stops(tmp_path):
         RecoverySettings(strategies=("nvrx",), ckpt_dir=str(tmp_path)).validate()
 
 
+def test_the_checks_and_the_cases_read_a_strategys_traits_not_its_name(tmp_path, monkeypatch):
+    """What a strategy needs follows its record (plan.STRATEGIES): one that heals from a live peer needs a
+    replica group no fault strikes, one whose job spans the compose nodes takes them, whatever it is called."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from experiments.recovery import plan
+    from experiments.recovery.cases import cases
+
+    every = ("kill:0@3,stop:1@6",)  # strikes both replica groups
+    traits = dict(plan.STRATEGIES)
+    monkeypatch.setitem(plan.STRATEGIES, "elastic", replace(traits["elastic"], heals_from_peer=True))
+    with pytest.raises(ConfigError, match="^RECOVERY: torchft needs one replica group that no fault strikes"):
+        RecoverySettings(strategies=("elastic",), faults=every, ckpt_dir=str(tmp_path)).validate()
+    for k, v in {"COMPOSE_SIM": "1", "NNODES": "2", "MASTER_ADDR": "node0"}.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setitem(plan.STRATEGIES, "elastic", replace(traits["elastic"], spans_nodes=False))
+    s = RecoverySettings(strategies=("elastic",), faults=("kill:1@6",), ckpt_dir=str(tmp_path))
+    assert [c.fields["job_nodes"] for c in cases(SimpleNamespace(recovery=s), 2)] == [1]
+    monkeypatch.setitem(plan.STRATEGIES, "elastic", traits["elastic"])
+    assert [c.fields["job_nodes"] for c in cases(SimpleNamespace(recovery=s), 2)] == [2]
+    monkeypatch.setitem(plan.STRATEGIES, "torchft", replace(traits["torchft"], spans_nodes=True))
+    with pytest.raises(ConfigError, match="^RECOVERY_DIR: a disconnect needs the job across the compose nodes"):
+        RecoverySettings(strategies=("torchft",), faults=("disconnect:1@2s",)).validate()
+
+
 # --- what the events say ---------------------------------------------------------------------------
 
 
@@ -127,17 +154,37 @@ def _ev(rank, attempt, kind, t, step=None, **kw):
     return {"rank": rank, "attempt": attempt, "kind": kind, "t": t, "step": step, **kw}
 
 
-def _run(bad_restore=False):
-    """Two ranks, a checkpoint at step 2, rank 1 killed at step 3, the restart restores step 2."""
-    ev = [_ev(0, 0, "restore", 0.0, 0, digest="s0", load_s=0.0), _ev(1, 0, "restore", 0.0, 0, load_s=0.0)]
+def _run(bad_restore=False, bad_rank1=False, bad_final1=False):
+    """Two ranks, a checkpoint at step 2, rank 1 killed at step 3, the restart restores step 2. Rank 0's state
+    after step k is s<k>, rank 1's r<k> (the same parameters, its own BatchNorm statistics); a restore holds
+    rank 0's. ``bad_rank1``: rank 1 alone restores step 1's state (a difference the next forward's broadcast of
+    rank 0's buffers would hide from rank 0); ``bad_final1``: rank 1 ends in a state of its own."""
+    ev = [_ev(0, 0, "restore", 0.0, 0, digest="s0", load_s=0.0), _ev(1, 0, "restore", 0.0, 0, digest="s0", load_s=0.0)]
     for k, t in ((1, 1.0), (2, 2.0), (3, 3.0)):
-        ev += [_ev(0, 0, "commit", t, k, digest=f"s{k}", step_s=0.5), _ev(1, 0, "commit", t, k, step_s=0.5)]
+        ev += [
+            _ev(0, 0, "commit", t, k, digest=f"s{k}", step_s=0.5),
+            _ev(1, 0, "commit", t, k, digest=f"r{k}", step_s=0.5),
+        ]
     ev += [_ev(0, 0, "save", 2.1, 2, save_s=0.1), _ev(1, 0, "fault", 3.5, 3, fault="kill")]
-    ev += [_ev(0, 0, "detect", 3.75, how="reset"), _ev(1, 1, "restore", 9.0, 2, load_s=0.2)]
+    ev += [_ev(0, 0, "detect", 3.75, how="reset")]
+    ev += [_ev(1, 1, "restore", 9.0, 2, digest="s1" if bad_rank1 else "s2", load_s=0.2)]
     ev += [_ev(0, 1, "restore", 9.0, 2, digest="s1" if bad_restore else "s2", load_s=0.2)]
     for k, t in ((3, 10.0), (4, 11.0)):
-        ev += [_ev(0, 1, "commit", t, k, digest=f"s{k}", step_s=0.5), _ev(1, 1, "commit", t, k, step_s=0.5)]
-    return ev + [_ev(0, 1, "done", 11.5, 4, digest="s4")]
+        ev += [
+            _ev(0, 1, "commit", t, k, digest=f"s{k}", step_s=0.5),
+            _ev(1, 1, "commit", t, k, digest=f"r{k}", step_s=0.5),
+        ]
+    return ev + [
+        _ev(0, 1, "done", 11.5, 4, digest="s4"),
+        _ev(1, 1, "done", 11.5, 4, digest="x" if bad_final1 else "r4"),
+    ]
+
+
+def _reference():
+    """The fault-free run's events: every rank's restore of step 0, its commits and its end."""
+    ev = [_ev(r, 0, "restore", 0.0, 0, digest="s0") for r in (0, 1)]
+    ev += [_ev(r, 0, "commit", float(k), k, digest=f"{'sr'[r]}{k}") for k in range(1, 5) for r in (0, 1)]
+    return ev + [_ev(r, 0, "done", 5.0, 4, digest=f"{'sr'[r]}4") for r in (0, 1)]
 
 
 def test_detection_recovery_and_redone_steps_come_from_the_events():
@@ -149,11 +196,25 @@ def test_detection_recovery_and_redone_steps_come_from_the_events():
 
 
 def test_the_first_wrong_state_is_named_at_its_step():
-    reference = {k: f"s{k}" for k in range(5)}
+    reference = measure.state_at(_reference())
     assert measure.first_wrong(_run(), reference) is None
+    assert measure.wrong_finals(_run(), reference, steps=4, world=2) == []
     wrong = measure.first_wrong(_run(bad_restore=True), reference)
     assert wrong["kind"] == "restore" and wrong["step"] == 2
-    assert "went wrong at step 2: the state restored as step 2 (attempt 1)" in measure.wrong_line(wrong)
+    assert "went wrong at step 2: rank 0's state restored as step 2 (attempt 1)" in measure.wrong_line(wrong)
+
+
+def test_every_ranks_state_is_checked_not_rank_0s_alone():
+    """A state wrong on rank 1 only, its commits and rank 0's all right after it, is named at its step (it passed
+    when rank 0's digests alone were checked); so is a rank 1 that ends in a state of its own, or none."""
+    reference = measure.state_at(_reference())
+    wrong = measure.first_wrong(_run(bad_rank1=True), reference)
+    assert (wrong["rank"], wrong["kind"], wrong["step"]) == (1, "restore", 2)
+    assert "went wrong at step 2: rank 1's state restored as step 2 (attempt 1)" in measure.wrong_line(wrong)
+    assert measure.first_wrong(_run(bad_final1=True), reference) is None
+    assert measure.wrong_finals(_run(bad_final1=True), reference, steps=4, world=2) == [1]
+    no_end = [e for e in _run() if not (e["kind"] == "done" and e["rank"] == 1)]
+    assert measure.wrong_finals(no_end, reference, steps=4, world=2) == [1]
 
 
 def test_the_timeline_has_each_ranks_fault_detection_and_recovery():
