@@ -2,16 +2,14 @@
 nodes, here both on this machine: node 0's agent started by ``elastic.run``, node 1's by ``elastic.follow`` (what a
 suite rank of node 1 runs), one rank each, meeting at one c10d rendezvous. Rank 1 is killed at step 3; both agents
 restart their ranks in the next rendezvous round, which restore the checkpoint of step 2, and the job must end
-bitwise equal to its fault-free run (every rank's state at every restore, commit and end). The planted bug
-``older_ckpt`` (every rank restores the checkpoint before the one it claims) must fail it, naming step 2. The two
-runs share the fault-free reference. About 100 s on the 2-core development machine at a load of 6 to 8."""
+bitwise equal to its fault-free run (every rank's state at every restore, commit and end). The planted bugs are
+tested on one agent (tests/e2e/test_recovery.py: the same checks of every rank's state). About 35 s on the 2-core
+development machine at a load of 5."""
 
 from __future__ import annotations
 
 import socket
 import threading
-from dataclasses import replace
-
 import pytest
 
 from experiments.recovery import elastic
@@ -26,7 +24,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_a_job_of_two_agents_survives_a_kill_bitwise_and_the_planted_bug_is_named(tmp_path):
+def test_a_job_of_two_agents_survives_a_kill_bitwise(tmp_path):
     root = tmp_path / "recovery"
     root.mkdir()
     plan = Plan(
@@ -44,7 +42,6 @@ def test_a_job_of_two_agents_survives_a_kill_bitwise_and_the_planted_bug_is_name
     node1.start()
     try:
         out = elastic.run(plan)
-        bad = elastic.run(replace(plan, bug="older_ckpt"))
     finally:
         stop.set()
         node1.join(60)
@@ -55,6 +52,3 @@ def test_a_job_of_two_agents_survives_a_kill_bitwise_and_the_planted_bug_is_name
     logs = sorted(p.name for p in run.glob("torchrun*.log"))
     assert logs == ["torchrun.log", "torchrun.node1.log"]  # each node's agent ran the job
     assert len((run / "rounds").read_text().split()) == 2  # one rendezvous round, then one after the kill
-    assert bad["exact"] is False and bad["wrong_step"] == 2
-    assert "went wrong at step 2" in bad["wrong"] and "restored as step 2 (attempt 1)" in bad["wrong"]
-    assert len(list(root.glob("ref-*"))) == 1  # the two runs shared the fault-free reference
