@@ -121,7 +121,7 @@ class RecoverySettings:
             most = math.ceil(hb / STRETCH_TIMES[1]) - 1
             raise ConfigError(
                 f"RECOVERY_TIMEOUT_S={self.timeout_s}: a disconnect holds a node off the network for up to "
-                f"{longest:g} s ({STRETCH_TIMES[1]:g} x RECOVERY_TIMEOUT_S), which must stay under HEARTBEAT_S="
-                f"{hb:g} (the suite's ranks on it are lost after it); use RECOVERY_TIMEOUT_S <= {most} or a longer "
+                f"{longest:zg} s ({STRETCH_TIMES[1]:zg} x RECOVERY_TIMEOUT_S), which must stay under HEARTBEAT_S="
+                f"{hb:zg} (the suite's ranks on it are lost after it); use RECOVERY_TIMEOUT_S <= {most} or a longer "
                 f"HEARTBEAT_S"
             )
