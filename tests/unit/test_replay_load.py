@@ -193,3 +193,22 @@ def test_a_record_that_misses_a_send_keys_the_pipelines_p2p_ops_on_names(tmp_pat
     ]
     assert load.assign_p2p(ops, calls) == [("p2p 0->2", ("0", 3, (0, 2))), ("p2p 2->0", ("0", 4, (2, 0))), None]
     assert load.assign_p2p(ops, calls[::-1]) is None  # a recv where the rank sent
+
+
+def test_a_send_the_clocks_put_just_past_its_rank_s_step_stays_in_that_step(tmp_path):
+    """A rank's last send is issued microseconds before its step ends; the profile's clock, put onto the
+    timeline's by the barriers, can place it just past the end. Its recv is inside the step on the other rank,
+    so the send is taken as the step's too, and the step still rebuilds (by its span alone it would not: the
+    recv would be an op without its send)."""
+    run = tmp_path / "run"
+    shutil.copytree(PIPELINE, run)
+    last = _pipeline_steps()[0][1].ops[-1]  # rank 1's last op of the first step
+    assert last.key[0] == "p2p 1->0"
+    doc = json.loads((run / "trace.json").read_text())
+    first = min((e for e in doc["traceEvents"] if e["cat"] == "sample" and e["tid"] == 2), key=lambda e: e["ts"])
+    first["dur"] = (last.start - doc["otherData"]["epoch_unix_s"]) * 1e6 - first["ts"] - 5  # ends 5 µs before it
+    (run / "trace.json").write_text(json.dumps(doc))
+    step = _pipeline_steps(run)[0]
+    assert step[1].end < last.start and last.key in [o.key for o in step[1].ops]
+    g = graph.build(step)
+    assert g.peers[last.key] == [0, 1] and g.matched_on == graph.BY_GROUP

@@ -222,12 +222,40 @@ def _p2p(op: str, rank: int, ranks: set[int]) -> str:
     return f"p2p {a}->{b}"
 
 
+def _steps_of(ops: dict[int, list[tuple]], spans: dict[int, list[tuple[float, float]]]) -> dict[int, list[int | None]]:
+    """rank -> the step each of its ops (name, start, end, group or None) belongs to: the one whose span it started
+    in, else None. An op placed in its group whose start misses every span on one rank (the profile's clock put
+    onto the timeline's is off by a little, and a rank's last send can be issued within microseconds of its step's
+    end) takes the step it is in on the other ranks of its group: the case's k-th op of that name on that group
+    is one op on every rank."""
+    out: dict[int, list[int | None]] = {}
+    case_key: dict[int, list[tuple | None]] = {}
+    where: dict[tuple, set[int]] = {}
+    for r, mine in ops.items():
+        out[r] = [next((i for i, (a, b) in enumerate(spans[r]) if a <= o[1] < b), None) for o in mine]
+        seen: dict[tuple, int] = {}
+        case_key[r] = [None] * len(mine)
+        for j in sorted(
+            (j for j, o in enumerate(mine) if len(o) > 3 and o[3] is not None), key=lambda j: mine[j][3][:2]
+        ):
+            k = (mine[j][0], mine[j][3][0])
+            case_key[r][j] = (*k, seen.get(k, 0))
+            seen[k] = seen.get(k, 0) + 1
+            if out[r][j] is not None:
+                where.setdefault(case_key[r][j], set()).add(out[r][j])
+    for r in ops:
+        for j, key in enumerate(case_key[r]):
+            if out[r][j] is None and key is not None and len(where.get(key, ())) == 1:
+                out[r][j] = next(iter(where[key]))
+    return out
+
+
 def case_steps(run: Path, case: str, spans: dict[int, list[tuple[float, float]]]) -> list[list[RankStep]]:
     """The case's steps, each a RankStep per rank (the i-th step span of every rank), with the ops that started
-    in the rank's span: each collective with its group and sequence number where every rank's record places them
-    (``assign_groups``), else none of them; each send and recv with its group, sequence number and direction where
-    every rank's record places them (``assign_p2p``), else named by direction in a world of two (``_p2p``) and by
-    name in a larger one."""
+    in the rank's span (or, placed in their group, in the step on its other ranks: ``_steps_of``): each collective
+    with its group and sequence number where every rank's record places them (``assign_groups``), else none of
+    them; each send and recv with its group, sequence number and direction where every rank's record places them
+    (``assign_p2p``), else named by direction in a world of two (``_p2p``) and by name in a larger one."""
     ops, placed, sent = {}, {}, {}
     for r in spans:
         path = run / "profiles" / f"{profile_name(case)}.rank{r}.json"
@@ -248,16 +276,19 @@ def case_steps(run: Path, case: str, spans: dict[int, list[tuple[float, float]]]
     if any(p is None for p in sent.values()):
         sent = {r: [None] * len(ops[r]) for r in spans}
     n = min(len(s) for s in spans.values())
+    named = {
+        r: [
+            (p[0], o[1], o[2], p[1]) if p is not None else (_p2p(o[0], r, set(spans)), o[1], o[2], g)
+            for o, g, p in zip(ops[r], placed[r], sent[r])
+        ]
+        for r in spans
+    }
+    at = _steps_of(named, {r: spans[r][:n] for r in spans})
     steps = []
     for i in range(n):
         step = []
         for r in sorted(spans):
             a, b = spans[r][i]
-            mine = [
-                (p[0], o[1], o[2], p[1]) if p is not None else (_p2p(o[0], r, set(spans)), o[1], o[2], g)
-                for o, g, p in zip(ops[r], placed[r], sent[r])
-                if a <= o[1] < b
-            ]
-            step.append(RankStep(r, a, b, key_ops(mine)))
+            step.append(RankStep(r, a, b, key_ops([o for o, s in zip(named[r], at[r]) if s == i])))
         steps.append(step)
     return steps
