@@ -212,3 +212,27 @@ def test_a_send_the_clocks_put_just_past_its_rank_s_step_stays_in_that_step(tmp_
     assert step[1].end < last.start and last.key in [o.key for o in step[1].ops]
     g = graph.build(step)
     assert g.peers[last.key] == [0, 1] and g.matched_on == graph.BY_GROUP
+
+
+def test_a_collective_one_rank_s_clock_puts_inside_the_last_step_stays_out_of_it(tmp_path):
+    """The first collective after the timed steps (an all_gather of the check), which rank 0's clock puts 5 us before
+    its last step's end: on the group's other two ranks it is after the step, so it is not the step's on any rank,
+    and the step rebuilds (by its span alone rank 0 would have an all_reduce the others lack: the step skipped)."""
+    run = tmp_path / "run"
+    shutil.copytree(PIPELINE, run)
+    doc = json.loads((run / "trace.json").read_text())
+    epoch = doc["otherData"]["epoch_unix_s"]
+    last = max((e for e in doc["traceEvents"] if e["cat"] == "sample" and e["tid"] == 1), key=lambda e: e["ts"])
+    end = epoch + (last["ts"] + last["dur"]) / 1e6
+    mine, _ = load.profile_events(run / "profiles" / "test_sharded_pp_gpipe.rank0.json")
+    shift = load.clock_shift(
+        load._timeline_barriers(run / "trace.json")[PP, 0], [o[2] for o in mine if o[0] == "barrier"]
+    )
+    name, start = min(((o[0], o[1] + shift) for o in mine if o[1] + shift >= end), key=lambda o: o[1])
+    assert name in ("all_gather", "all_reduce", "broadcast", "barrier"), name
+    last["dur"] = (start - epoch) * 1e6 - last["ts"] + 5  # rank 0's last step now ends 5 us after it starts
+    (run / "trace.json").write_text(json.dumps(doc))
+    *_, step = _pipeline_steps(run)
+    assert step[0].start < start < step[0].end
+    assert all(o.key[0].startswith("p2p ") for s in step for o in s.ops), [o.key for o in step[0].ops]
+    assert graph.build(step).matched_on == graph.BY_GROUP

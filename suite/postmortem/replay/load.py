@@ -224,29 +224,34 @@ def _p2p(op: str, rank: int, ranks: set[int]) -> str:
 
 def _steps_of(ops: dict[int, list[tuple]], spans: dict[int, list[tuple[float, float]]]) -> dict[int, list[int | None]]:
     """rank -> the step each of its ops (name, start, end, group or None) belongs to: the one whose span it started
-    in, else None. An op placed in its group whose start misses every span on one rank (the profile's clock put
-    onto the timeline's is off by a little, and a rank's last send can be issued within microseconds of its step's
-    end) takes the step it is in on the other ranks of its group: the case's k-th op of that name on that group
-    is one op on every rank."""
+    in (None: none). An op placed in its group (the case's k-th op of that name on that group is one op on every
+    rank) is in one step on all of the group's ranks: the one most of them started it in, a step rather than none
+    where as many did. The profile's clock, put onto the timeline's, can be off by a little, and a rank's last
+    send of a step can be issued microseconds before the step ends (its recv inside the step on the other rank),
+    or the barrier after the timed steps can start just before the last step's end on one rank."""
     out: dict[int, list[int | None]] = {}
     case_key: dict[int, list[tuple | None]] = {}
-    where: dict[tuple, set[int]] = {}
+    votes: dict[tuple, collections.Counter] = {}
     for r, mine in ops.items():
         out[r] = [next((i for i, (a, b) in enumerate(spans[r]) if a <= o[1] < b), None) for o in mine]
         seen: dict[tuple, int] = {}
         case_key[r] = [None] * len(mine)
-        for j in sorted(
-            (j for j, o in enumerate(mine) if len(o) > 3 and o[3] is not None), key=lambda j: mine[j][3][:2]
-        ):
+        grouped = (j for j, o in enumerate(mine) if len(o) > 3 and o[3] is not None)
+        for j in sorted(grouped, key=lambda j: mine[j][3][:2]):
             k = (mine[j][0], mine[j][3][0])
             case_key[r][j] = (*k, seen.get(k, 0))
             seen[k] = seen.get(k, 0) + 1
-            if out[r][j] is not None:
-                where.setdefault(case_key[r][j], set()).add(out[r][j])
+            votes.setdefault(case_key[r][j], collections.Counter())[out[r][j]] += 1
+    step: dict[tuple, int | None] = {}
+    for key, c in votes.items():
+        most = max(c.values())
+        tied = [s for s, n in c.items() if n == most]
+        if len(tied) == 1 or (len(tied) == 2 and None in tied):
+            step[key] = next(s for s in tied if s is not None) if len(tied) == 2 else tied[0]
     for r in ops:
         for j, key in enumerate(case_key[r]):
-            if out[r][j] is None and key is not None and len(where.get(key, ())) == 1:
-                out[r][j] = next(iter(where[key]))
+            if key in step:
+                out[r][j] = step[key]
     return out
 
 
