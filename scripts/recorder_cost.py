@@ -59,7 +59,7 @@ def run_once(args, tmp: Path, run_id: str, extra: dict) -> tuple[dict[str, float
 
 def _pct(values: list[float]) -> str:
     m, lo, hi = rounds_ci.mean_ci(values)
-    return f"{m:+.1%} [{lo:+.1%}, {hi:+.1%}]"
+    return f"{m:+z.1%} [{lo:+z.1%}, {hi:+z.1%}]"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds < 2 or args.nproc < 2 or args.iters < 1 or any("=" not in e for e in args.env):
         print("error: --rounds and --nproc from 2, --iters from 1, --env as KNOB=value", file=sys.stderr)
         return 2
-    print(f"# load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
+    print(f"# load average before: {' '.join(f'{x:z.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
     steps: dict[str, dict[str, list[float]]] = {a: {} for a in ARMS}
     walls: dict[str, list[float]] = {a: [] for a in ARMS}
     with tempfile.TemporaryDirectory(prefix="recorder-cost-") as tmp:
@@ -92,11 +92,11 @@ def main(argv: list[str] | None = None) -> int:
     for case in sorted(set(steps[on]) & set(steps[off])):
         a, b = steps[on][case], steps[off][case]
         rel = [x / y - 1 for x, y in zip(a, b)]
-        print(f"{case:<44} {statistics.median(a) * 1e3:>9.3f} {statistics.median(b) * 1e3:>9.3f}  {_pct(rel)}")
+        print(f"{case:<44} {statistics.median(a) * 1e3:>z9.3f} {statistics.median(b) * 1e3:>z9.3f}  {_pct(rel)}")
     rel = [x / y - 1 for x, y in zip(walls[on], walls[off])]
     wall_on, wall_off = statistics.median(walls[on]), statistics.median(walls[off])
-    print(f"{'whole run (wall, s)':<44} {wall_on:>9.2f} {wall_off:>9.2f}  {_pct(rel)}")
-    print(f"# load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"{'whole run (wall, s)':<44} {wall_on:>z9.2f} {wall_off:>z9.2f}  {_pct(rel)}")
+    print(f"# load average after: {' '.join(f'{x:z.2f}' for x in os.getloadavg())}")
     return 0
 
 
