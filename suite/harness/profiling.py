@@ -16,7 +16,7 @@ Gloo records no ``record_param_comms`` metadata), so a profiled run also switche
 collectives the recorder saw issued while the case ran: ``<results-dir>/profiles/c10d/<case>.rank<r>.json`` (each
 op's group, sequence number and name, and when it was issued, ``c10d_ops``; each group's ranks), which the what-if
 replay (suite/postmortem/replay) keys ops on. Gloo's recorder keeps no send or recv (torch 2.13), so the same file
-holds the ones the case issued, each with its group, sequence number, sender and receiver (``p2p``:
+holds the ones the case issued, each with its group, sequence number, sender and receiver (``sends``:
 suite/harness/c10d.py ``p2p_calls``).
 
 The autouse fixture ``suite_profile`` in ``suite.harness.pytest.plugin`` (the pytest bridge) uses it, so
@@ -76,14 +76,14 @@ def profile_to(path: str | os.PathLike):
     from suite.harness import c10d
 
     since = time.time_ns()
-    with c10d.p2p_calls() as p2p, profile(activities=activities, record_shapes=False, with_stack=False) as prof:
+    with c10d.p2p_calls() as sends, profile(activities=activities, record_shapes=False, with_stack=False) as prof:
         yield prof
     until = time.time_ns()
     prof.export_chrome_trace(str(path))
     ops = c10d_ops(since, until)
-    if ops or p2p:
+    if ops or sends:
         c10d_path(path).parent.mkdir(parents=True, exist_ok=True)
-        doc = {"ops": ops, "p2p": p2p, "groups": c10d.group_ranks()}
+        doc = {"ops": ops, "sends": sends, "groups": c10d.group_ranks()}
         c10d_path(path).write_text(json.dumps(doc, separators=(",", ":")))
 
 

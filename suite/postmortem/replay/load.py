@@ -22,7 +22,7 @@ numbers in order, their names checked. Where any rank's ops cannot all be placed
 that differs), the case's ops are matched on their names (graph.py ``BY_NAME``).
 
 Sends and recvs: Gloo's flight recorder keeps no entry of them (torch 2.13: its entries' ``op_id`` skips their
-numbers), so the same file holds the ones the rank issued (``p2p``: group, sequence number, sender, receiver;
+numbers), so the same file holds the ones the rank issued (``sends``: group, sequence number, sender, receiver;
 suite/harness/c10d.py ``p2p_calls``), and ``assign_p2p`` gives the rank's i-th profiled send or recv the i-th
 noted one: a send and its recv become one op, ``p2p <sender>-><receiver>``, of that group, its peers the two ranks.
 """
@@ -133,12 +133,12 @@ def profile_events(path: Path) -> tuple[list[tuple[str, float, float, int]], dic
 
 def read_c10d_ops(path: Path) -> tuple[list[dict], list[dict], dict[str, tuple[int, ...]]]:
     """A rank's recorded collectives of a case (suite/harness/profiling.py ``c10d_ops``), its sends and recvs in
-    issue order (``p2p``: suite/harness/c10d.py ``p2p_calls``) and its groups' ranks (group name -> ranks);
+    issue order (``sends``: suite/harness/c10d.py ``p2p_calls``) and its groups' ranks (group name -> ranks);
     ([], [], {}) where none were recorded."""
     try:
         doc = json.loads(path.read_text())
         groups = {str(k): tuple(int(r) for r in v) for k, v in (doc.get("groups") or {}).items()}
-        return list(doc.get("ops") or []), list(doc.get("p2p") or []), groups
+        return list(doc.get("ops") or []), list(doc.get("sends") or []), groups
     except (OSError, ValueError, TypeError, AttributeError):
         return [], [], {}
 
