@@ -103,7 +103,11 @@ def p2p_calls():
     microseconds per op (a dict lookup, a counter read, a list append)."""
     pg_class = dist.ProcessGroup
     calls: list[dict] = []
-    originals = {name: getattr(pg_class, name, None) for name in ("send", "recv")}
+    from suite import op_table
+
+    # the blocking send and recv (the op table's): a ProcessGroup's own methods of those names issue every p2p op
+    names = [op.name for op in op_table.OPS if op.family == "send_recv" and not op.issues and not op.objects]
+    originals = {name: getattr(pg_class, name, None) for name in names}
     if any(fn is None for fn in originals.values()):
         yield calls
         return
