@@ -15,7 +15,9 @@ Gloo records no ``record_param_comms`` metadata), so a profiled run also switche
 (suite/common/flight_recorder.py ``profile_env``, set by the launcher) and writes, beside each trace, the
 collectives the recorder saw issued while the case ran: ``<results-dir>/profiles/c10d/<case>.rank<r>.json`` (each
 op's group, sequence number and name, and when it was issued, ``c10d_ops``; each group's ranks), which the what-if
-replay (suite/postmortem/replay) keys ops on.
+replay (suite/postmortem/replay) keys ops on. Gloo's recorder keeps no send or recv (torch 2.13), so the same file
+holds the ones the case issued, each with its group, sequence number, sender and receiver (``sends``:
+suite/harness/c10d.py ``p2p_calls``).
 
 The autouse fixture ``suite_profile`` in ``suite.harness.pytest.plugin`` (the pytest bridge) uses it, so
 every experiment gets it without code of its own; this module does not import pytest.
@@ -71,17 +73,17 @@ def profile_to(path: str | os.PathLike):
         activities.append(ProfilerActivity.CUDA)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    from suite.harness import c10d
+
     since = time.time_ns()
-    with profile(activities=activities, record_shapes=False, with_stack=False) as prof:
+    with c10d.p2p_calls() as sends, profile(activities=activities, record_shapes=False, with_stack=False) as prof:
         yield prof
     until = time.time_ns()
     prof.export_chrome_trace(str(path))
     ops = c10d_ops(since, until)
-    if ops:
-        from suite.harness import c10d
-
+    if ops or sends:
         c10d_path(path).parent.mkdir(parents=True, exist_ok=True)
-        doc = {"ops": ops, "groups": c10d.group_ranks()}
+        doc = {"ops": ops, "sends": sends, "groups": c10d.group_ranks()}
         c10d_path(path).write_text(json.dumps(doc, separators=(",", ":")))
 
 
@@ -93,8 +95,10 @@ def c10d_path(trace: Path) -> Path:
 def c10d_ops(since_ns: int, until_ns: int) -> list[dict]:
     """The collectives the flight recorder saw issued between the two times (Unix ns), in issue order: each one's
     process group (``pg``: its name, as torch names it), c10d sequence number
-    in that group (``seq``), op (``op``: "all_reduce") and issue time (``issued_ns``); [] where the recorder is off
-    or this torch has no dump. Point-to-point ops (their own counter) are left out."""
+    in that group (``seq``), op (``op``: "all_reduce"), issue time (``issued_ns``) and the group's count of every op
+    it issued, p2p included (``op_id``: the sequence numbers ``c10d.p2p_calls`` gives sends and recvs); [] where
+    the recorder is off or this torch has no dump. Point-to-point ops are left out: Gloo's recorder keeps none
+    (torch 2.13), and ``profile_to`` records them itself (``c10d.p2p_calls``)."""
     from suite.harness import c10d
 
     try:
@@ -109,7 +113,8 @@ def c10d_ops(since_ns: int, until_ns: int) -> list[dict]:
             continue
         pg = (e.get("process_group") or ["?"])[0]
         op = str(e.get("profiling_name", "?")).rpartition(":")[2]
-        out.append({"pg": str(pg), "seq": int(e["collective_seq_id"]), "op": op, "issued_ns": issued})
+        seq = int(e["collective_seq_id"])
+        out.append({"pg": str(pg), "seq": seq, "op": op, "issued_ns": issued, "op_id": int(e.get("op_id") or 0)})
     return out
 
 

@@ -3,6 +3,10 @@ stage trains what one process trains, the step's point-to-point traffic is what 
 predict, a schedule that does not scale its micro-batches' gradients exits 6, and a micro-batch count that
 does not divide the batch exits 2 before any rank starts."""
 
+import json
+import subprocess
+import sys
+
 import pytest
 
 from tests.conftest import load_bench, run_suite, shown
@@ -59,10 +63,22 @@ def test_gpipe_1f1b_and_interleaved_at_2_ranks_train_like_one_process(tmp_path):
 
 
 def test_the_interleaved_schedule_at_4_ranks_trains_like_one_process(tmp_path):
-    env = dict(SMALL, SHARDED_DEPTH="7", SHARDED_STRATEGIES="pp_interleaved")
+    """Profiled (PROFILE=1), so its steps are also replayed (``make what-if``): every send and its recv matched
+    across the 4 ranks on their process group and sequence number, stage 3's send to stage 4 on rank 0 included."""
+    env = dict(SMALL, SHARDED_DEPTH="7", SHARDED_STRATEGIES="pp_interleaved", SUITE_PROFILE="1")
     proc = run_suite(tmp_path, *RUN, nproc=4, env=env, timeout=400)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     _trains_and_moves_what_the_boundaries_say(_records(tmp_path)["pp_interleaved"], 4, 8)
+    run = tmp_path / "results" / "run"
+    r = subprocess.run([sys.executable, "-m", "suite.postmortem.replay", str(run)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    (case,) = json.loads((run / "what-if.json").read_text())["cases"]
+    assert case["steps"] == 3 and case["steps_skipped"] == 0, case
+    assert case["ops_matched_on"] == "process group and sequence number", case["ops_matched_on"]
+    ring = {f"p2p {a}->{b}" for a in range(4) for b in ((a + 1) % 4, (a - 1) % 4)}  # each neighbour, both ways
+    assert set(case["slowdown_by_op_type"]) == ring | {"compute"}, case["slowdown_by_op_type"]
+    assert set(case["M_S_pct"]) == {"0", "1", "2", "3"}  # a pipeline: a stage per rank
+    assert not (run / "failures").exists()  # a profiled run that did not fail leaves no failures/ folder
 
 
 def test_unscaled_or_misrouted_micro_batches_fail_the_check_and_exit_6(tmp_path):

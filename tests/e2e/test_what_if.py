@@ -21,6 +21,8 @@ def profiled_run(tmp_path_factory):
     args = ["--experiments", "ddp", "--iters", "4", "--warmup", "1", "--", "-k", "test_ddp and mlp- and ddp]"]
     proc = run_suite(tmp, *args, env={"SUITE_PROFILE": "1", "DDP_PARAMS": "50K"}, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    # the recorder's folder for NCCL's dump on a timeout (made while the ranks run) does not outlive a clean run
+    assert not (tmp / "results" / "run" / "failures").exists()
     return tmp / "results" / "run"
 
 

@@ -403,8 +403,8 @@ def test_the_cases_collectives_are_those_the_flight_recorder_saw_issued_while_it
     dump["entries"] += [entry(3, "0", 0, "send", 25, p2p=True), entry(4, "0", 2, "barrier", 40)]
     monkeypatch.setattr(c10d, "flight_recorder_dump", lambda: pickle.dumps(dump))
     assert profiling.c10d_ops(10, 30) == [
-        {"pg": "1", "seq": 1, "op": "all_gather", "issued_ns": 15},
-        {"pg": "3", "seq": 2, "op": "all_reduce", "issued_ns": 20},
+        {"pg": "1", "seq": 1, "op": "all_gather", "issued_ns": 15, "op_id": 0},
+        {"pg": "3", "seq": 2, "op": "all_reduce", "issued_ns": 20, "op_id": 0},
     ]
     monkeypatch.setattr(c10d, "flight_recorder_dump", lambda: None)
     assert profiling.c10d_ops(10, 30) == []
@@ -413,8 +413,11 @@ def test_the_cases_collectives_are_those_the_flight_recorder_saw_issued_while_it
 def test_profile_to_writes_a_chrome_trace(tmp_path):
     path = tmp_path / "t" / "trace.json"
     model = torch.nn.Linear(16, 4)
+    send, recv = torch.distributed.ProcessGroup.send, torch.distributed.ProcessGroup.recv
     with profiling.profile_to(path):
         model(torch.randn(2, 16)).sum().backward()
+        assert torch.distributed.ProcessGroup.send is not send  # the case's sends and recvs noted (c10d.p2p_calls)
+    assert (torch.distributed.ProcessGroup.send, torch.distributed.ProcessGroup.recv) == (send, recv)  # and no more
     trace = json.loads(path.read_text())
     assert any("linear" in e.get("name", "").lower() or "addmm" in e.get("name", "") for e in trace["traceEvents"])
 

@@ -192,6 +192,14 @@ def test_teardown_rate_refuses_zero_runs():
     assert proc.returncode == 2 and "N must be at least 1" in proc.stderr
 
 
+@pytest.mark.parametrize("args", [["--rounds", "1"], ["--nproc", "1"], ["--env", "DDP_PARAMS"]])
+def test_recorder_cost_refuses_bad_input_in_one_line_before_any_run(args):
+    cmd = [sys.executable, "scripts/recorder_cost.py", *args]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout
+    assert proc.stderr == "error: --rounds and --nproc from 2, --iters from 1, --env as KNOB=value\n", proc.stderr
+
+
 @pytest.mark.parametrize(
     "env, words",
     [

@@ -1,14 +1,17 @@
 """The what-if replay's reader (suite/postmortem/replay/load.py) on a hand-made run folder: the timeline's step
 spans per case and rank, the profile's backend ops inside them on the same Unix clock, a send and its recv named
-as one op in a world of two, and the run's record of the step."""
+as one op in a world of two, and the run's record of the step; and a real 3-rank pipeline's profiled run
+(tests/fixtures/pp-gloo-3), its sends and recvs keyed on their group and sequence number."""
 
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import pytest
 
-from suite.postmortem.replay import load
+from suite.postmortem.replay import graph, load
 
 EPOCH = 1_000.0  # the timeline's ts 0, Unix seconds
 
@@ -123,3 +126,113 @@ def test_the_steps_ops_keyed_on_their_group_where_every_rank_recorded_it(tmp_pat
         assert [(o.key, o.group) for s in second for o in s.ops] == [(("all_reduce", 0, "pg 0"), (0, 1))] * 2
     else:  # rank 1's record missing: no rank's ops grouped (they would not match)
         assert [(o.key, o.group) for s in second for o in s.ops] == [(("all_reduce", 0), None)] * 2
+
+
+PIPELINE = Path(__file__).resolve().parents[1] / "fixtures" / "pp-gloo-3"
+"""A real profiled run of pp_gpipe on 3 Gloo ranks (4 micro-batches, 3 timed steps), trimmed to what the replay
+reads: tests/fixtures/README.md says how it was made."""
+PP = "test_sharded[pp_gpipe]"
+
+
+def _pipeline_steps(run: Path = PIPELINE) -> list[list]:
+    return load.case_steps(run, PP, load.step_spans(load.read_timeline(run))[PP])
+
+
+def test_a_pipelines_sends_and_recvs_are_keyed_on_their_group_and_sequence_number():
+    """Each send and its recv are one op, ``p2p <sender>-><receiver>`` of the world's group 0, its peers the two
+    ranks, the i-th of that direction on the sender matched with the i-th on the receiver (a world of three: by
+    name, a send of rank 0 would be matched with one of rank 1). Every step rebuilds and replays as recorded."""
+    steps = _pipeline_steps()
+    assert len(steps) == 3
+    for step in steps:
+        ops = {s.rank: [o for o in s.ops if o.key[0].startswith("p2p ")] for s in step}
+        seen = {r: sorted({o.key[0] for o in mine}) for r, mine in ops.items()}
+        assert seen == {0: ["p2p 0->1", "p2p 1->0"], 1: ["p2p 0->1", "p2p 1->0", "p2p 1->2", "p2p 2->1"]} | {
+            2: ["p2p 1->2", "p2p 2->1"]
+        }
+        for r, mine in ops.items():  # 4 micro-batches: an activation forward and a gradient back per boundary
+            assert sorted(o.key for o in mine if o.key[0] == "p2p 1->2") == [
+                ("p2p 1->2", i, "pg 0") for i in range(4)
+            ] * (r > 0)
+            assert all(o.group == tuple(sorted(int(x) for x in o.key[0][4:].split("->"))) for o in mine)
+        g = graph.build(step)
+        assert g.matched_on == graph.BY_GROUP and g.peers[("p2p 2->1", 3, "pg 0")] == [1, 2]
+        assert graph.replay(g).time == pytest.approx(g.measured, rel=0.01)  # the replay bar: 5%
+
+
+def test_the_sends_and_recvs_take_the_sequence_numbers_the_flight_recorder_skips():
+    """Gloo's recorder keeps no entry of a send or recv (torch 2.13), but its entries' ``op_id`` counts them: on
+    every rank the collectives' op ids and the recorded sends' and recvs' sequence numbers are one run 5, 6, ...
+    with no number twice (the first four: the run's set-up before the case)."""
+    for r in range(3):
+        issued, calls, groups = load.read_c10d_ops(
+            PIPELINE / "profiles" / "c10d" / f"test_sharded_pp_gpipe.rank{r}.json"
+        )
+        assert groups == {"0": (0, 1, 2)} and calls and issued
+        seqs = sorted([e["op_id"] for e in issued] + [c["seq"] for c in calls])
+        assert seqs == list(range(5, 5 + len(seqs))), r
+
+
+def test_a_record_that_misses_a_send_keys_the_pipelines_p2p_ops_on_names(tmp_path):
+    """Rank 1's record one send short: no rank's sends and recvs are placed (they would not match), and in a world
+    of three they are matched on their names and order, as before the record: the steps do not rebuild."""
+    run = tmp_path / "run"
+    shutil.copytree(PIPELINE, run)
+    path = run / "profiles" / "c10d" / "test_sharded_pp_gpipe.rank1.json"
+    doc = json.loads(path.read_text())
+    doc["sends"] = doc["sends"][:-1]
+    path.write_text(json.dumps(doc))
+    step = _pipeline_steps(run)[0]
+    assert {o.key[0] for s in step for o in s.ops} == {"send", "recv"} and all(
+        o.group is None for s in step for o in s.ops
+    )
+    ops = [("send", 1.0, 1.1, 1), ("recv", 1.2, 1.3, 1), ("all_reduce", 1.4, 1.5, 7)]
+    calls = [
+        {"pg": "0", "seq": 3, "op": "send", "src": 0, "dst": 2},
+        {"pg": "0", "seq": 4, "op": "recv", "src": 2, "dst": 0},
+    ]
+    assert load.assign_p2p(ops, calls) == [("p2p 0->2", ("0", 3, (0, 2))), ("p2p 2->0", ("0", 4, (2, 0))), None]
+    assert load.assign_p2p(ops, calls[::-1]) is None  # a recv where the rank sent
+
+
+def test_a_send_the_clocks_put_just_past_its_rank_s_step_stays_in_that_step(tmp_path):
+    """A rank's last send is issued microseconds before its step ends; the profile's clock, put onto the
+    timeline's by the barriers, can place it just past the end. Its recv is inside the step on the other rank,
+    so the send is taken as the step's too, and the step still rebuilds (by its span alone it would not: the
+    recv would be an op without its send)."""
+    run = tmp_path / "run"
+    shutil.copytree(PIPELINE, run)
+    last = _pipeline_steps()[0][1].ops[-1]  # rank 1's last op of the first step
+    assert last.key[0] == "p2p 1->0"
+    doc = json.loads((run / "trace.json").read_text())
+    first = min((e for e in doc["traceEvents"] if e["cat"] == "sample" and e["tid"] == 2), key=lambda e: e["ts"])
+    first["dur"] = (last.start - doc["otherData"]["epoch_unix_s"]) * 1e6 - first["ts"] - 5  # ends 5 µs before it
+    (run / "trace.json").write_text(json.dumps(doc))
+    step = _pipeline_steps(run)[0]
+    assert step[1].end < last.start and last.key in [o.key for o in step[1].ops]
+    g = graph.build(step)
+    assert g.peers[last.key] == [0, 1] and g.matched_on == graph.BY_GROUP
+
+
+def test_a_collective_one_rank_s_clock_puts_inside_the_last_step_stays_out_of_it(tmp_path):
+    """The first collective after the timed steps (an all_gather of the check), which rank 0's clock puts 5 us before
+    its last step's end: on the group's other two ranks it is after the step, so it is not the step's on any rank,
+    and the step rebuilds (by its span alone rank 0 would have an all_reduce the others lack: the step skipped)."""
+    run = tmp_path / "run"
+    shutil.copytree(PIPELINE, run)
+    doc = json.loads((run / "trace.json").read_text())
+    epoch = doc["otherData"]["epoch_unix_s"]
+    last = max((e for e in doc["traceEvents"] if e["cat"] == "sample" and e["tid"] == 1), key=lambda e: e["ts"])
+    end = epoch + (last["ts"] + last["dur"]) / 1e6
+    mine, _ = load.profile_events(run / "profiles" / "test_sharded_pp_gpipe.rank0.json")
+    shift = load.clock_shift(
+        load._timeline_barriers(run / "trace.json")[PP, 0], [o[2] for o in mine if o[0] == "barrier"]
+    )
+    name, start = min(((o[0], o[1] + shift) for o in mine if o[1] + shift >= end), key=lambda o: o[1])
+    assert name in ("all_gather", "all_reduce", "broadcast", "barrier"), name
+    last["dur"] = (start - epoch) * 1e6 - last["ts"] + 5  # rank 0's last step now ends 5 us after it starts
+    (run / "trace.json").write_text(json.dumps(doc))
+    *_, step = _pipeline_steps(run)
+    assert step[0].start < start < step[0].end
+    assert all(o.key[0].startswith("p2p ") for s in step for o in s.ops), [o.key for o in step[0].ops]
+    assert graph.build(step).matched_on == graph.BY_GROUP

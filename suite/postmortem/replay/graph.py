@@ -4,7 +4,8 @@ A step is, per rank, when it started and ended and the communication ops it ran 
 ended on that rank). Ops are matched across ranks by their key. Where the run recorded each op's process group
 and c10d sequence number (load.py: torch's flight recorder beside the profile), the key is the op's name, its place
 among the step's ops of that name on that group in sequence order, and the group: an all_reduce of one group is
-never matched with one of another group, whose peers differ, and an op's peers are the ranks of its group. Where
+never matched with one of another group, whose peers differ, and an op's peers are the ranks of its group (a
+send and its recv: one op, ``p2p <sender>-><receiver>``, whose peers are those two ranks). Where
 it did not, the key is the op's name and its place among the ops of that name in the step, in the order the rank
 started them (``Graph.matched_on`` says which). The graph holds, per rank:
 

@@ -20,6 +20,11 @@ profiled op its group and sequence number: each thread takes the group the ops i
 op of a name the i-th issued of that name; a tie places none), then a group's ops in start order take its sequence
 numbers in order, their names checked. Where any rank's ops cannot all be placed so (no record, a count or a name
 that differs), the case's ops are matched on their names (graph.py ``BY_NAME``).
+
+Sends and recvs: Gloo's flight recorder keeps no entry of them (torch 2.13: its entries' ``op_id`` skips their
+numbers), so the same file holds the ones the rank issued (``sends``: group, sequence number, sender, receiver;
+suite/harness/c10d.py ``p2p_calls``), and ``assign_p2p`` gives the rank's i-th profiled send or recv the i-th
+noted one: a send and its recv become one op, ``p2p <sender>-><receiver>``, of that group, its peers the two ranks.
 """
 
 from __future__ import annotations
@@ -126,15 +131,16 @@ def profile_events(path: Path) -> tuple[list[tuple[str, float, float, int]], dic
     return ops, groups
 
 
-def read_c10d_ops(path: Path) -> tuple[list[dict], dict[str, tuple[int, ...]]]:
-    """A rank's recorded collectives of a case (suite/harness/profiling.py ``c10d_ops``) and its groups' ranks
-    (group name -> ranks); ([], {}) where none were recorded."""
+def read_c10d_ops(path: Path) -> tuple[list[dict], list[dict], dict[str, tuple[int, ...]]]:
+    """A rank's recorded collectives of a case (suite/harness/profiling.py ``c10d_ops``), its sends and recvs in
+    issue order (``sends``: suite/harness/c10d.py ``p2p_calls``) and its groups' ranks (group name -> ranks);
+    ([], [], {}) where none were recorded."""
     try:
         doc = json.loads(path.read_text())
         groups = {str(k): tuple(int(r) for r in v) for k, v in (doc.get("groups") or {}).items()}
-        return list(doc.get("ops") or []), groups
+        return list(doc.get("ops") or []), list(doc.get("sends") or []), groups
     except (OSError, ValueError, TypeError, AttributeError):
-        return [], {}
+        return [], [], {}
 
 
 def assign_groups(
@@ -168,6 +174,26 @@ def assign_groups(
     return out
 
 
+def assign_p2p(
+    ops: list[tuple[str, float, float, int]], calls: list[dict]
+) -> list[tuple[str, tuple[str, int, tuple[int, int]]] | None] | None:
+    """Each profiled send or recv's name by its direction (``p2p 0->1`` on the sender and on the receiver) and its
+    (group, sequence number, (sender, receiver)), None for every other op: the rank's i-th send or recv in start
+    order is its i-th recorded one (``calls``, in issue order: a rank issues its sends and recvs from one thread,
+    and the profile records each on the thread that issued it). None in all where the record does not account
+    for every one (a count or a kind that differs)."""
+    mine = sorted((i for i, o in enumerate(ops) if o[0] in _PEER), key=lambda i: (ops[i][1], ops[i][2]))
+    if len(mine) != len(calls):
+        return None
+    out: list[tuple[str, tuple[str, int, tuple[int, int]]] | None] = [None] * len(ops)
+    for i, c in zip(mine, calls):
+        if ("send" if _PEER[ops[i][0]] == "dst" else "recv") != c.get("op"):
+            return None
+        src, dst = int(c["src"]), int(c["dst"])
+        out[i] = (f"p2p {src}->{dst}", (str(c["pg"]), int(c["seq"]), (src, dst)))
+    return out
+
+
 def recorded_step_s(run: Path, case: str) -> float | None:
     """The mean of the case's timed samples as the run's record holds them (``bench.json``, the samples the suite
     reports), seconds; None where the record has no such case."""
@@ -196,11 +222,46 @@ def _p2p(op: str, rank: int, ranks: set[int]) -> str:
     return f"p2p {a}->{b}"
 
 
+def _steps_of(ops: dict[int, list[tuple]], spans: dict[int, list[tuple[float, float]]]) -> dict[int, list[int | None]]:
+    """rank -> the step each of its ops (name, start, end, group or None) belongs to: the one whose span it started
+    in (None: none). An op placed in its group (the case's k-th op of that name on that group is one op on every
+    rank) is in one step on all of the group's ranks: the one most of them started it in, a step rather than none
+    where as many did. The profile's clock, put onto the timeline's, can be off by a little, and a rank's last
+    send of a step can be issued microseconds before the step ends (its recv inside the step on the other rank),
+    or the barrier after the timed steps can start just before the last step's end on one rank."""
+    out: dict[int, list[int | None]] = {}
+    case_key: dict[int, list[tuple | None]] = {}
+    votes: dict[tuple, collections.Counter] = {}
+    for r, mine in ops.items():
+        out[r] = [next((i for i, (a, b) in enumerate(spans[r]) if a <= o[1] < b), None) for o in mine]
+        seen: dict[tuple, int] = {}
+        case_key[r] = [None] * len(mine)
+        grouped = (j for j, o in enumerate(mine) if len(o) > 3 and o[3] is not None)
+        for j in sorted(grouped, key=lambda j: mine[j][3][:2]):
+            k = (mine[j][0], mine[j][3][0])
+            case_key[r][j] = (*k, seen.get(k, 0))
+            seen[k] = seen.get(k, 0) + 1
+            votes.setdefault(case_key[r][j], collections.Counter())[out[r][j]] += 1
+    step: dict[tuple, int | None] = {}
+    for key, c in votes.items():
+        most = max(c.values())
+        tied = [s for s, n in c.items() if n == most]
+        if len(tied) == 1 or (len(tied) == 2 and None in tied):
+            step[key] = next(s for s in tied if s is not None) if len(tied) == 2 else tied[0]
+    for r in ops:
+        for j, key in enumerate(case_key[r]):
+            if key in step:
+                out[r][j] = step[key]
+    return out
+
+
 def case_steps(run: Path, case: str, spans: dict[int, list[tuple[float, float]]]) -> list[list[RankStep]]:
     """The case's steps, each a RankStep per rank (the i-th step span of every rank), with the ops that started
-    in the rank's span: each collective with its group and sequence number where every rank's record places
-    them (``assign_groups``), else none of them."""
-    ops, placed = {}, {}
+    in the rank's span (or, placed in their group, in the step on its other ranks: ``_steps_of``): each collective
+    with its group and sequence number where every rank's record places them (``assign_groups``), else none of
+    them; each send and recv with its group, sequence number and direction where every rank's record places them
+    (``assign_p2p``), else named by direction in a world of two (``_p2p``) and by name in a larger one."""
+    ops, placed, sent = {}, {}, {}
     for r in spans:
         path = run / "profiles" / f"{profile_name(case)}.rank{r}.json"
         if not path.is_file():
@@ -212,17 +273,27 @@ def case_steps(run: Path, case: str, spans: dict[int, list[tuple[float, float]]]
         ends = [o[2] for o in mine if o[0] == "barrier"]
         shift = clock_shift(_timeline_barriers(run / "trace.json").get((case, r), []), ends)
         ops[r] = [(n, a + shift, b + shift) for n, a, b, _ in mine]
-        issued, recorded = read_c10d_ops(run / "profiles" / "c10d" / path.name)
+        issued, calls, recorded = read_c10d_ops(run / "profiles" / "c10d" / path.name)
         placed[r] = assign_groups(mine, issued, {**groups, **recorded}) if issued else None
+        sent[r] = assign_p2p(mine, calls)
     if any(p is None for p in placed.values()):
         placed = {r: [None] * len(ops[r]) for r in spans}
+    if any(p is None for p in sent.values()):
+        sent = {r: [None] * len(ops[r]) for r in spans}
     n = min(len(s) for s in spans.values())
+    named = {
+        r: [
+            (p[0], o[1], o[2], p[1]) if p is not None else (_p2p(o[0], r, set(spans)), o[1], o[2], g)
+            for o, g, p in zip(ops[r], placed[r], sent[r])
+        ]
+        for r in spans
+    }
+    at = _steps_of(named, {r: spans[r][:n] for r in spans})
     steps = []
     for i in range(n):
         step = []
         for r in sorted(spans):
             a, b = spans[r][i]
-            mine = [(_p2p(o[0], r, set(spans)), o[1], o[2], g) for o, g in zip(ops[r], placed[r]) if a <= o[1] < b]
-            step.append(RankStep(r, a, b, key_ops(mine)))
+            step.append(RankStep(r, a, b, key_ops([o for o, s in zip(named[r], at[r]) if s == i])))
         steps.append(step)
     return steps
