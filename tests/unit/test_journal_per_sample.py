@@ -261,3 +261,15 @@ def test_no_collective_puts_a_journal_entry_inside_a_timed_sample(ctx, probed, l
     _, rec = Harness(ctx, CFG, env={}, phases=phases).run(case)
     assert rec.get("n_wrong") in (None, 0) and inside() == 0
     assert not [e for e in j.ops if e[6] == case.label and e[7] == "unconfirmed"]
+
+
+def test_the_folder_for_nccls_dump_is_made_only_where_a_dump_file_is_set(tmp_path):
+    """A profiled Gloo run switches the recorder on (its buffer) with no dump file: no ``failures/`` folder is made
+    for a dump that never comes. An NCCL run's launcher names the file: its folder is made for NCCL to write into."""
+    run = tmp_path / "run"
+    assert journal_dump.nccl_dump_folder({"TORCH_FR_BUFFER_SIZE": "20000"}) is None
+    nccl = {"TORCH_FR_BUFFER_SIZE": "2000", "TORCH_FR_DUMP_TEMP_FILE": str(run / "failures" / "nccl_trace_rank_")}
+    assert journal_dump.nccl_dump_folder(nccl) == run / "failures"
+    old = {"TORCH_NCCL_TRACE_BUFFER_SIZE": "2000", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": str(run / "f" / "t_")}
+    assert journal_dump.nccl_dump_folder(old) == run / "f"
+    assert journal_dump.nccl_dump_folder({**nccl, "TORCH_FR_BUFFER_SIZE": "0"}) is None  # the recorder off

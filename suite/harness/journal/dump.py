@@ -120,9 +120,18 @@ def arm(journal) -> None:
             journal.ring = ring  # a rank a fatal signal ends leaves what it issued (the launcher reads it)
         except OSError:
             pass
-    if run_dir and flight_recorder_on():  # NCCL's own dump on a timeout lands in <run>/failures/ (launch.py)
-        Path(run_dir, "failures").mkdir(parents=True, exist_ok=True)
+    folder = nccl_dump_folder()
+    if run_dir and folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
     watch(journal)
+
+
+def nccl_dump_folder(env=os.environ) -> Path | None:
+    """The folder NCCL's own flight-recorder dump on a timeout lands in (``<run>/failures/`` as the launcher sets
+    it for NCCL runs, suite/common/flight_recorder.py ``flight_recorder_env``), None where no dump file is set: a
+    profiled run's recorder (``profile_env``) sets only the buffer, and leaves no folder behind."""
+    target = env.get("TORCH_FR_DUMP_TEMP_FILE") or env.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
+    return Path(target).parent if target and flight_recorder_on(env) else None
 
 
 def flight_recorder_on(env=os.environ) -> bool:
