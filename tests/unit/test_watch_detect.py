@@ -450,3 +450,35 @@ def test_an_early_lopsided_stretch_does_not_mask_a_later_onset(seed):
         series[t]["rank 1"] *= 1.3
     (flag,) = _run(series, 2)
     assert flag.target == "rank 1" and flag.onset == 60 and flag.detected < 60 + 2 * detect.MIN_AFTER
+
+
+def _exchanges(steps_s: list[float], cost_s: float, checks: bool = True) -> list[float]:
+    """The times (s) at which one rank following ``watch.Cadence`` exchanges, for steps of ``steps_s`` and an
+    exchange costing ``cost_s`` (``checks`` False: the count of steps alone, as before the checks)."""
+    cadence, every, rows, since, clock, out, last = watch.Cadence(), watch.EVERY, 0, 0.0, 0.0, [], []
+    for step in steps_s:
+        reduce = lambda x: lambda: x  # noqa: E731  one rank: the maximum over the ranks is its own
+        if cadence.due(rows, every, clock - since, reduce) if checks else rows >= every:
+            cadence.settle()
+            every = watch.next_every(cost_s, sorted(last)[len(last) // 2])
+            cadence.check = watch.check_every(sorted(last)[len(last) // 2])
+            out.append(clock)
+            rows, since, last = 0, clock, []
+        clock += step
+        rows += 1
+        last.append(step)
+    return out
+
+
+def test_an_exchange_follows_steps_that_turn_15_times_slower_within_seconds():
+    """A rank cut to 0.05 CPU: steps of 20 ms, then of 300 ms from 10 s on. Exchanges of 4 ms keep 40 steps between
+    two (0.5% of 20 ms); counted alone, the first after the onset came after the rest of them, slow (9 s here); the
+    checks bring it within ``GAP_S`` and a check's steps (3 s)."""
+    steps = [0.02] * 500 + [0.3] * 200
+    onset = sum(steps[:500])
+    first = [min(t for t in _exchanges(steps, 0.004, checks) if t > onset) - onset for checks in (True, False)]
+    assert first[0] <= watch.GAP_S + watch.CHECK * 0.3 < 9 <= first[1]  # the count alone: 30 slow steps
+    # checks spaced by time: steps of 1.3 ms, one check per 0.1 s of them, not per 5 steps
+    assert watch.check_every(0.0013) == 77 and watch.check_every(0.02) == watch.CHECK
+    # steps that do not change: the count decides, as before (a check never exchanges sooner)
+    assert _exchanges([0.02] * 500, 0.004) == _exchanges([0.02] * 500, 0.004, checks=False)
