@@ -482,3 +482,17 @@ def test_an_exchange_follows_steps_that_turn_15_times_slower_within_seconds():
     assert watch.check_every(0.0013) == 77 and watch.check_every(0.02) == watch.CHECK
     # steps that do not change: the count decides, as before (a check never exchanges sooner)
     assert _exchanges([0.02] * 500, 0.004) == _exchanges([0.02] * 500, 0.004, checks=False)
+
+
+def test_a_rank_paused_as_the_pause_class_pauses_it_is_named_in_a_short_trials_seconds():
+    """Points of 50 ms (compute 10 ms), rank 1 paused 1 s after every ``pause.RUN_S`` it runs from point 150, for the
+    5 s of steps a trial whose first steps the load slowed had left after its onset; 1 pause in 3 falls where every
+    rank's step grows alike (its own time shows nothing). At 1 s between pauses, 4 pauses and 3 seen: unnamed."""
+    from suite.inject.classes import pause
+
+    series, every, onset = _series(0, 2, 250, {}, 0, noise=0.15), round(pause.RUN_S / 0.05), 150
+    for k, t in enumerate(range(onset + every, 250, every)):
+        if k % 3 != 2:
+            series[t]["rank 1"] += 1.0
+    (flag,) = _pauses(series, 2)
+    assert (flag.target, flag.events) == ("rank 1", pauses.EVENTS) and flag.onset > onset
