@@ -496,3 +496,15 @@ def test_a_rank_paused_as_the_pause_class_pauses_it_is_named_in_a_short_trials_s
             series[t]["rank 1"] += 1.0
     (flag,) = _pauses(series, 2)
     assert (flag.target, flag.events) == ("rank 1", pauses.EVENTS) and flag.onset > onset
+
+
+def test_pauses_after_a_short_past_of_long_points_are_named():
+    """A loaded bench trial: points of 3 steps of 40 ms, 43 of them before the onset; rank 1 paused 0.5 s after
+    every 0.5 s it runs (a spike every 5 points), 1 pause in 3 unseen. With ``BASELINE`` (48) points of past asked
+    for, the first pause was too early to be an onset and every later one had one before it: never named."""
+    series, onset = _series(0, 2, 200, {}, 0, noise=0.15), 43
+    for k, t in enumerate(range(onset, 200, 5)):
+        if k % 3 != 2:
+            series[t]["rank 1"] += 0.5
+    (flag,) = _pauses(series, 2)
+    assert (flag.target, flag.onset, flag.before) == ("rank 1", onset, onset - pauses.WARMUP)
