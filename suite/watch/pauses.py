@@ -7,9 +7,10 @@ step here) is, to it, a few outliers. Here each point's *excess*, the target's t
 compared with the points' usual size (the median over the last ``BASELINE`` points of every target's median, the
 ``scale``): a point whose excess is ``SPIKE_X`` times that or more is a *spike*. A target is flagged when its spikes
 come ``EVENTS`` times or more, each apart from the last (a spike on the next point is the same pause), within
-``WINDOW`` points, after ``BASELINE`` points with none, and they slow it against its peers by ``MIN_RATIO`` on the
-mean (what the job's time shows). A change of the whole scale moves no excess; one stall of the host that holds a
-rank for a while is one event, and so is a burst of them.
+``WINDOW`` points, after points with none (``BASELINE`` of them, or all since the first ``WARMUP`` where fewer, at
+least ``PAST``), and they slow it against its peers by ``MIN_RATIO`` on the mean (what the job's time shows). A
+change of the whole scale moves no excess; one stall of the host that holds a rank for a while is one event, and so
+is a burst of them.
 
 What a point holds of a rank (``held``): its compute, and how much later than its peers' its step ended. A rank
 stopped while it runs is stopped in its own forward and backward (its compute grows, and its peers' steps wait at
@@ -44,6 +45,13 @@ BASELINE = 48
 """Points before the first of them, with no spike; the usual size is the median over as many points."""
 WARMUP = 8
 """The first points, whose spikes are not counted (the first steps are slower: the run warms up)."""
+PAST = 28
+"""The fewest points with no spike before the first of a flag's (after ``WARMUP``; ``BASELINE`` where there are
+that many). A bench trial's steps fill its budget at the first steps' speed and its injection starts 5 s into them:
+where the load made its points 120 ms long (blocks of 3 steps of 40 ms), 43 points came before the onset, and with
+``BASELINE`` points asked for, the first pause was too early to be an onset and every later one had a pause within
+``BASELINE`` points before it: a rank paused 0.5 s after every 0.5 s it ran, its step 2x slower, was never named.
+As many as the change-point detector asks (detect.py ``MIN_BEFORE``)."""
 
 
 def held(computes: Sequence[float], steps: Sequence[float]) -> list[float]:
@@ -97,10 +105,10 @@ class Pauses:
         if len(recent) < EVENTS:
             return None
         onset = recent[0]
-        if any(onset - BASELINE <= s < onset for s in spikes) or onset < BASELINE:
+        first = max(WARMUP, onset - BASELINE)
+        if onset - first < PAST or any(first <= s < onset for s in spikes):
             return None
         xs, ps = self.values[t], self.peers[t]
-        first = onset - BASELINE
         before = sum(xs[first:onset]) / sum(ps[first:onset])
         after = sum(xs[onset : step + 1]) / sum(ps[onset : step + 1])
         own = statistics.fmean(xs[onset : step + 1]) / statistics.fmean(xs[first:onset])
@@ -108,8 +116,8 @@ class Pauses:
             return None
         n_after = step + 1 - onset
         k = len(recent)
-        p = math.comb(n_after, k) / math.comb(n_after + BASELINE, k)
+        p = math.comb(n_after, k) / math.comb(n_after + onset - first, k)
         return Flag(
-            self.kind, t, self.ranks_of[t], self.metric, onset, step, after / before, own, p, BASELINE, n_after,
+            self.kind, t, self.ranks_of[t], self.metric, onset, step, after / before, own, p, onset - first, n_after,
             test="pauses", events=k,
         )  # fmt: skip

@@ -17,7 +17,9 @@ per parameter as its gradient is accumulated):
   across hosts.
 
 After ``EVERY`` steps, then as many as keep the exchange at ``COST_PCT`` of the step (``EVERY``..``EVERY_MAX``, and at
-most ``GAP_S`` of steps), before the next timed sample and outside it (``before_sample``), the ranks all_gather their
+most ``GAP_S`` of steps at the last exchange's speed), or sooner where the steps turned slower (``Cadence``: every
+``CHECK_S`` of steps the ranks learn, a check later, the longest time any of them has spent since the last exchange),
+before the next timed sample and outside it (``before_sample``), the ranks all_gather their
 rows as one float64 tensor on a Gloo group (the case's own where it is Gloo, else one Gloo side group per session) and
 rank 0 feeds them to the detector: a step per point, or where steps are shorter than ``POINT_S`` each rank's median over
 a block of steps (the flag's steps are then the block's first and last). A flag is one line on rank 0's terminal
@@ -49,6 +51,12 @@ GAP_S = 2.0
 """The most time of steps between two exchanges (at least ``EVERY`` steps): what a flag may wait for the detector to
 see its steps. One exchange held up (a rank paused as it reached it: seconds) would otherwise set the next one a
 thousand steps later, past the run's end."""
+CHECK = 5
+"""The fewest steps between two checks of the time since the last exchange (``Cadence``)."""
+CHECK_S = 0.1
+"""The least time of steps between two checks, at the last exchange's median step: a check starts one all_reduce of
+one number (about 230 µs a call on this loaded 2-core machine, the wrappers' time with it) and waits for none, so
+checks every 0.1 s of steps cost about 0.2% of them. A check per ``CHECK`` steps of 1.3 ms cost 4 to 14% there."""
 COST_PCT = 0.5
 """The exchanges' share of the step time aimed at: after each, the steps to the next are as many as keep the last
 exchange's cost (the largest any rank measured) at this percentage of the median step, within EVERY..EVERY_MAX."""
@@ -63,6 +71,47 @@ once from the first steps held a slowdown many times over to its few points: a r
 to 400 ms, blocks of 3) had 16 points in a 20 s stretch, and the 12 points since the onset a flag needs took 14 s.
 The factor keeps a host's load, which moves the step by less, from changing the block at every exchange."""
 _ROW = 4  # start clock, compute, step, this rank's cost of the last exchange
+
+
+class Cadence:
+    """When the ranks exchange, the same step on every rank (the exchange is a collective): after ``every`` steps
+    (``next_every``, set at each exchange from the steps before it), or at a check, every ``check`` steps
+    (``check_every``: ``CHECK_S`` of steps at the last exchange's speed), where the longest time any rank had spent
+    since the last exchange, at the check before, and what it grew by since the check before that (the time now,
+    about), reach ``GAP_S``.
+
+    ``every`` alone is a count of steps at the speed of the steps before: a rank that turns 15 times slower (cut to
+    0.05 CPU) made the first exchange after its onset come 15 times later (38 steps, a bench trial's spacing here, of
+    20 ms each 15 times longer: 11 s), and its flag with it. A rank's own clock cannot decide alone (the ranks would
+    part at the collective); so at each check each rank starts an all_reduce of its time since the last exchange (its
+    maximum over the ranks), without waiting for it, and reads it at the next check, when it has long arrived:
+    nothing waits on the peers, and an exchange comes about ``GAP_S`` after the last, within a check's steps, however
+    much slower the steps turned."""
+
+    def __init__(self) -> None:
+        self.pending: Callable[[], float] | None = None
+        self.read = 0.0  # the time the last check read (0: none since the last exchange)
+        self.check = CHECK  # steps between two checks (set at each exchange: ``check_every``)
+
+    def due(self, rows: int, every: int, elapsed_s: float, reduce: Callable[[float], Callable[[], float]]) -> bool:
+        """Whether to exchange now: ``rows`` steps since the last exchange, ``elapsed_s`` seconds since it on this
+        rank; ``reduce(x)`` starts the maximum of ``x`` over the ranks and returns what waits for it."""
+        if rows >= every:
+            return True
+        if rows == 0 or rows % self.check:
+            return False
+        late = False
+        if self.pending is not None:  # the time at the check before, and as much again: the time now, about
+            now = self.pending()
+            late, self.read = 2 * now - self.read >= GAP_S, now
+        self.pending = None if late else reduce(elapsed_s)
+        return late
+
+    def settle(self) -> None:
+        """The check in flight waited for (at an exchange, and after the last step: no collective left behind)."""
+        if self.pending is not None:
+            self.pending()
+        self.pending, self.read = None, 0.0
 
 
 class Watch:
@@ -93,6 +142,7 @@ class Watch:
         self.flags: list[dict] = []
         self.gather_s = self.detect_s = self.final_s = self.last_cost = 0.0  # the watch's own time (s)
         self.sent = 0
+        self.cadence, self.since = Cadence(), time.perf_counter()  # when to exchange; the last exchange's end
 
     def _grad(self, _param) -> None:
         self.last_grad = time.perf_counter()
@@ -116,8 +166,17 @@ class Watch:
         return watched
 
     def before_sample(self) -> None:
-        if len(self.rows) >= self.every:
+        t = time.perf_counter()
+        if self.cadence.due(len(self.rows), self.every, t - self.since, self._reduce):
             self.exchange()
+        else:
+            self.gather_s += time.perf_counter() - t  # a check's cost (starting its all_reduce), while steps run
+
+    def _reduce(self, x: float) -> Callable[[], float]:
+        """``x``'s maximum over the ranks, started (not waited for): what waits for it and returns it."""
+        value = torch.tensor([x], dtype=torch.float64)
+        work = dist.all_reduce(value, op=dist.ReduceOp.MAX, group=self._group(), async_op=True)
+        return lambda: (work.wait(), float(value[0]))[1]
 
     def _group(self):
         from suite.harness import groups  # the one home of new_group
@@ -131,6 +190,7 @@ class Watch:
         """Every rank's rows since the last exchange to every rank (one all_gather), the detector on rank 0;
         ``final``: after the last step (its time is not the steps' cost)."""
         t = time.perf_counter()
+        self.cadence.settle()
         mine, self.rows = self.rows, []
         gathered = [torch.empty(len(mine), _ROW, dtype=torch.float64) for _ in self.ranks]
         dist.all_gather(gathered, torch.tensor(mine, dtype=torch.float64).reshape(-1, _ROW), group=self._group())
@@ -138,11 +198,11 @@ class Watch:
         if self.rank0:
             self._feed(gathered)
         # the same on every rank: from what every rank received
-        self.every = next_every(
-            max(float(g[-1, 3]) for g in gathered), float(torch.cat([g[:, 2] for g in gathered]).median())
-        )
+        median = float(torch.cat([g[:, 2] for g in gathered]).median())
+        self.every = next_every(max(float(g[-1, 3]) for g in gathered), median)
+        self.cadence.check = check_every(median)
         self.sent += len(mine)
-        now = time.perf_counter()
+        now = self.since = time.perf_counter()
         self.last_cost = now - t
         if final:
             self.final_s = self.last_cost
@@ -207,6 +267,7 @@ class Watch:
         """The record's fields, the same on every rank (collectives: every rank calls it, after the timed steps)."""
         if self.rows:
             self.exchange(final=True)
+        self.cadence.settle()
         for h in self.hooks:
             h.remove()
         out = [{"slowdowns": self.flags, **self._cost()} if self.rank0 else None]
@@ -239,6 +300,12 @@ def block(step_s: float, now: int = 0) -> int:
     ``now``, the block so far, kept unless that is ``REBLOCK`` times smaller or larger."""
     want = max(1, math.ceil(POINT_S / max(step_s, 1e-9)))
     return now if now and now / REBLOCK < want < now * REBLOCK else want
+
+
+def check_every(step_s: float) -> int:
+    """Steps between two checks (``Cadence``) where the median step is ``step_s``: as many as make ``CHECK_S``, at
+    least ``CHECK``."""
+    return max(CHECK, math.ceil(CHECK_S / max(step_s, 1e-9)))
 
 
 def next_every(cost_s: float, step_s: float) -> int:

@@ -28,7 +28,7 @@ ONSET_S, STRETCH_S = 4.0, 3.0
 steps go on past the stretch's end (7 s of steps from before the onset, and the pause on top: they end at least
 1.5 s after it, 15 steps)."""
 PAUSE_S = 1.5
-"""Stopped for 1.5 s after every pause.RUN_S it runs: one pause in the stretch, from pause.RUN_S after its onset."""
+"""Stopped for 1.5 s after every pause.RUN_S it runs: the stretch's first pause pause.RUN_S after its onset."""
 LONG_S = PAUSE_S / 2
 """A step this long holds a pause: a step is STEP_S and milliseconds."""
 FEW = 5

@@ -450,3 +450,61 @@ def test_an_early_lopsided_stretch_does_not_mask_a_later_onset(seed):
         series[t]["rank 1"] *= 1.3
     (flag,) = _run(series, 2)
     assert flag.target == "rank 1" and flag.onset == 60 and flag.detected < 60 + 2 * detect.MIN_AFTER
+
+
+def _exchanges(steps_s: list[float], cost_s: float, checks: bool = True) -> list[float]:
+    """The times (s) at which one rank following ``watch.Cadence`` exchanges, for steps of ``steps_s`` and an
+    exchange costing ``cost_s`` (``checks`` False: the count of steps alone, as before the checks)."""
+    cadence, every, rows, since, clock, out, last = watch.Cadence(), watch.EVERY, 0, 0.0, 0.0, [], []
+    for step in steps_s:
+        reduce = lambda x: lambda: x  # noqa: E731  one rank: the maximum over the ranks is its own
+        if cadence.due(rows, every, clock - since, reduce) if checks else rows >= every:
+            cadence.settle()
+            every = watch.next_every(cost_s, sorted(last)[len(last) // 2])
+            cadence.check = watch.check_every(sorted(last)[len(last) // 2])
+            out.append(clock)
+            rows, since, last = 0, clock, []
+        clock += step
+        rows += 1
+        last.append(step)
+    return out
+
+
+def test_an_exchange_follows_steps_that_turn_15_times_slower_within_seconds():
+    """A rank cut to 0.05 CPU: steps of 20 ms, then of 300 ms from 10 s on. Exchanges of 4 ms keep 40 steps between
+    two (0.5% of 20 ms); counted alone, the first after the onset came after the rest of them, slow (9 s here); the
+    checks bring it within ``GAP_S`` and a check's steps (3 s)."""
+    steps = [0.02] * 500 + [0.3] * 200
+    onset = sum(steps[:500])
+    first = [min(t for t in _exchanges(steps, 0.004, checks) if t > onset) - onset for checks in (True, False)]
+    assert first[0] <= watch.GAP_S + watch.CHECK * 0.3 < 9 <= first[1]  # the count alone: 30 slow steps
+    # checks spaced by time: steps of 1.3 ms, one check per 0.1 s of them, not per 5 steps
+    assert watch.check_every(0.0013) == 77 and watch.check_every(0.02) == watch.CHECK
+    # steps that do not change: the count decides, as before (a check never exchanges sooner)
+    assert _exchanges([0.02] * 500, 0.004) == _exchanges([0.02] * 500, 0.004, checks=False)
+
+
+def test_a_rank_paused_as_the_pause_class_pauses_it_is_named_in_a_short_trials_seconds():
+    """Points of 50 ms (compute 10 ms), rank 1 paused 1 s after every ``pause.RUN_S`` it runs from point 150, for the
+    5 s of steps a trial whose first steps the load slowed had left after its onset; 1 pause in 3 falls where every
+    rank's step grows alike (its own time shows nothing). At 1 s between pauses, 4 pauses and 3 seen: unnamed."""
+    from suite.inject.classes import pause
+
+    series, every, onset = _series(0, 2, 250, {}, 0, noise=0.15), round(pause.RUN_S / 0.05), 150
+    for k, t in enumerate(range(onset + every, 250, every)):
+        if k % 3 != 2:
+            series[t]["rank 1"] += 1.0
+    (flag,) = _pauses(series, 2)
+    assert (flag.target, flag.events) == ("rank 1", pauses.EVENTS) and flag.onset > onset
+
+
+def test_pauses_after_a_short_past_of_long_points_are_named():
+    """A loaded bench trial: points of 3 steps of 40 ms, 43 of them before the onset; rank 1 paused 0.5 s after
+    every 0.5 s it runs (a spike every 5 points), 1 pause in 3 unseen. With ``BASELINE`` (48) points of past asked
+    for, the first pause was too early to be an onset and every later one had one before it: never named."""
+    series, onset = _series(0, 2, 200, {}, 0, noise=0.15), 43
+    for k, t in enumerate(range(onset, 200, 5)):
+        if k % 3 != 2:
+            series[t]["rank 1"] += 0.5
+    (flag,) = _pauses(series, 2)
+    assert (flag.target, flag.onset, flag.before) == ("rank 1", onset, onset - pauses.WARMUP)

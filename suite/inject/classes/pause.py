@@ -1,4 +1,4 @@
-"""A rank paused periodically, as a garbage collector's stop-the-world pauses do: after each second it runs,
+"""A rank paused periodically, as a garbage collector's stop-the-world pauses do: after each ``RUN_S`` it runs,
 it is stopped (SIGSTOP) for ``severity`` seconds and resumed (SIGCONT). Each stop waits for the rank's main thread
 to run, not to sleep in a wait (at a collective, at the harness's barrier): a collector runs as the program
 allocates. Stopped at any moment instead, a rank of a 2-rank DDP run on this loaded 2-core machine was stopped
@@ -12,8 +12,12 @@ from __future__ import annotations
 from ..effects import DutyCycle
 from ..kind import InjectionClass, Target
 
-RUN_S = 1.0
-"""Seconds the rank runs between two pauses."""
+RUN_S = 0.5
+"""Seconds the rank runs between two pauses. The watch names a paused rank on ``pauses.EVENTS`` (4) pauses that its
+own time shows, about 2 in 3 of them: a trial must hold 6 or more in the seconds of steps it has after its onset. A
+bench trial whose first steps the load slowed has few of those (its steps fill ``FAILSLOW_BUDGET_S`` at the first
+steps' speed): at 1 s between pauses such a trial held 5 pauses in all and went unnamed (in 2 of 11 soaked rounds of
+the smoke at a load of 4 to 11); at 0.5 s it holds twice as many in the same seconds."""
 
 
 def start(target: Target, severity: float) -> DutyCycle:
