@@ -107,7 +107,9 @@ def p2p_calls():
 
     # the blocking send and recv (the op table's): a ProcessGroup's own methods of those names issue every p2p op
     names = [op.name for op in op_table.OPS if op.family == "send_recv" and not op.issues and not op.objects]
-    originals = {name: getattr(pg_class, name, None) for name in names}
+    # the class's own attributes (pybind11's instancemethod descriptors), put back as they were: the function
+    # getattr gives is not a descriptor, and set back on the class it would leave every later pg.send unbound
+    originals = {name: vars(pg_class).get(name) for name in names}
     if any(fn is None for fn in originals.values()):
         yield calls
         return
@@ -128,8 +130,8 @@ def p2p_calls():
 
         return call
 
-    for name, fn in originals.items():
-        setattr(pg_class, name, wrapped(name, fn))
+    for name in originals:
+        setattr(pg_class, name, wrapped(name, getattr(pg_class, name)))
     try:
         yield calls
     finally:
