@@ -47,6 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
 import rounds_ci  # noqa: E402  (scripts/rounds_ci.py)
+from suite.system import cpuidle  # noqa: E402  (torch-free)
 
 BACKENDS = ("null", "gloo", "mpi")
 BUDGET_FLOOR_US = 0.5
@@ -314,6 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     gapped = f"; the bare loop busy-waits {gap:zg} us before each sample" if gap else ""
     print(f"# {a.rounds} interleaved rounds; load average {load0[0]:z.2f} before, {load1[0]:z.2f} after, "
           f"{os.cpu_count()} cores{gapped}")  # fmt: skip
+    print(f"# {cpuidle.describe(cpuidle.idle_states())}")
     print("# added: the suite's median less the bare loop's, mean over rounds [95% interval]; budget max(1%, 0.5 us);")
     print("# within: yes (the whole interval), mean only (the interval reaches past it: more rounds), NO; median: the")
     print("# median over rounds of the same differences [95% interval, sign test]: a burst of load in a few rounds")

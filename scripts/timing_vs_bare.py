@@ -35,9 +35,10 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
 import rounds_ci  # noqa: E402  (scripts/rounds_ci.py)
+from suite.system import cpuidle  # noqa: E402  (torch-free)
 
 
 def bare(nproc: int, sizes: list[int], iters: int, warmup: int, pin: bool, gap: float = 0.0) -> dict[int, float]:
@@ -104,6 +105,7 @@ def _report(a, sizes: list[int], s_runs: list, inside: list, journaled: list, b_
           f"all_reduce sum float32 in place, blocking, {a.iters} samples, p50 per run"
           + (f"; the bare loop busy-waits {a.gap:zg} us before each sample" if a.gap else ""))  # fmt: skip
     print(f"# load average {loads[0]:z.2f} before, {loads[1]:z.2f} after, on {os.cpu_count()} cores")
+    print(f"# {cpuidle.describe(cpuidle.idle_states())}")
     print(f"# suite / bare: mean over {n} interleaved rounds [95% interval]; journaled: the bare loop in the "
           "suite's processes through its journal's wrappers, over the bare loop there")  # fmt: skip
     head = f"| size (B) | suite p50 (us) | same processes | rounds for ±{a.target_pct:zg}% | journaled / bare |"

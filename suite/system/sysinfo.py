@@ -15,7 +15,7 @@ import socket
 import subprocess
 from pathlib import Path
 
-from suite.system import cpu_load
+from suite.system import cpu_load, cpuidle
 
 ENV_PREFIXES = (
     "NCCL_",
@@ -174,6 +174,7 @@ def collect_local() -> dict:
         "kernel": platform.release(),
         "python": platform.python_version(),
         "container": container_limits(),
+        "cpuidle": cpuidle.idle_states(),
         "env": relevant_env(),
     }
 
