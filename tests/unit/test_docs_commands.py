@@ -52,6 +52,8 @@ SKIPS = {
     "torchrun": "starts training processes",
     "python -m torch.distributed.run": "torchrun by another name: starts training processes",
     "git": "changes the checkout",
+    "echo 200000": "writes a kernel setting (the vCPUs' halt-poll window), as root",
+    "echo 0": "puts a kernel setting back (the vCPUs' halt-poll window), as root",
 }
 
 # A line that is only a comment (``# the same without make; ...``) is prose, not a command.
