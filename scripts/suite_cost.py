@@ -14,10 +14,10 @@ work there costs a backend's next op shows without the suite's code. Per size it
 
 - the bare loop's op time (its median over rounds of each round's median sample), which the budget is set against;
 - the suite's added wall time per op: the mean over rounds of (suite's median - bare median), with its 95% interval
-  (Student's t over rounds), and whether it is within the budget, max(1% of the op's time, 0.5 us): the whole
-  interval, the mean only (more rounds would tell), or not; and the median over rounds of the same differences
-  with its distribution-free 95% interval (the sign test's), which a few rounds a burst of load fell in do not
-  move;
+  (Student's t over rounds); the median over rounds of the same differences with its distribution-free 95%
+  interval (the sign test's), which a few rounds a burst of load fell in do not move; and whether the added time is
+  within the budget, max(1% of the op's time, 0.5 us), read from the median: its whole interval, the median only
+  (more rounds would tell), or not;
 - the added CPU time per op: ``time.thread_time`` over the suite's timed phase (its barriers and the journal's
   per-sample work outside the samples included) less the bare loop's (its barriers included), per sample;
 - where the suite's per-sample work goes, each piece timed alone (CPU): the journal's wrapper per op (what it
@@ -273,12 +273,22 @@ def _table(backend: str, got: dict) -> list[str]:
         m, lo, hi = rounds_ci.mean_ci(added)
         cpu = statistics.median(s - b for s, b in zip(d["suite_cpu"], d["bare_cpu"])) * 1e6
         budget = budget_us(op)
-        ok = "yes" if hi <= budget else "mean only" if m <= budget else "NO"
+        ok = within_budget(added, budget)
         med, mlo, mhi = rounds_ci.median_ci(added)
         row = f"| {backend} | {int(size) >> 10} KiB | {op:z.1f} | {m:+z.2f} [{lo:+z.2f}, {hi:+z.2f}] | "
         row += f"{med:+z.2f} [{mlo:+z.2f}, {mhi:+z.2f}] | "
         lines.append(row + f"{budget:z.2f} | {ok} | {cpu:+z.2f} |")
     return lines
+
+
+def within_budget(added: list[float], budget: float) -> str:
+    """Whether the suite's added time per op (each round's suite median less the bare loop's) is within the budget,
+    read from the median over rounds and its sign-test interval: "yes" (the whole interval), "median only" (the
+    interval reaches past it: more rounds would tell), "NO". Not the mean: on a shared or idle machine a few rounds
+    carry a burst of load or a vCPU's wake-up worth tens of microseconds, which moves the mean and widens its
+    interval, while what the suite adds to every op is the steady difference the median reads."""
+    med, _lo, hi = rounds_ci.median_ci(added)
+    return "yes" if hi <= budget else "median only" if med <= budget else "NO"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -316,10 +326,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# {a.rounds} interleaved rounds; load average {load0[0]:z.2f} before, {load1[0]:z.2f} after, "
           f"{os.cpu_count()} cores{gapped}")  # fmt: skip
     print(f"# {cpuidle.describe(cpuidle.idle_states())}")
-    print("# added: the suite's median less the bare loop's, mean over rounds [95% interval]; budget max(1%, 0.5 us);")
-    print("# within: yes (the whole interval), mean only (the interval reaches past it: more rounds), NO; median: the")
-    print("# median over rounds of the same differences [95% interval, sign test]: a burst of load in a few rounds")
-    print("# moves the mean and widens its interval, not this")
+    print("# added: the suite's median less the bare loop's, mean over rounds [95% interval]; median: the median over")
+    print("# rounds of the same differences [95% interval, sign test]: a burst of load in a few rounds moves the mean")
+    print("# and widens its interval, not this; budget max(1%, 0.5 us); within, read from the median: yes (its whole")
+    print("# interval), median only (the interval reaches past it: more rounds), NO")
     print("| backend | size | op (us) | added wall (us) | added wall, median (us) | budget (us) | within |"
           " added CPU (us) |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|")

@@ -68,6 +68,15 @@ def test_the_median_over_rounds_has_the_sign_tests_interval_which_a_few_far_roun
     assert rounds_ci.mean_ci(burst)[2] - rounds_ci.mean_ci(burst)[1] > 10 * (0.5 - 0.3)
 
 
+def test_the_budget_verdict_reads_the_median_so_two_far_rounds_do_not_turn_it():
+    calm = [0.3, 0.4, 0.45] * 6 + [0.4, 0.4]
+    burst = calm[:-2] + [30.0, -2.0]  # a vCPU's wake-up or a burst of load in two rounds
+    assert suite_cost.within_budget(calm, 0.5) == suite_cost.within_budget(burst, 0.5) == "yes"
+    assert rounds_ci.mean_ci(burst)[2] > 0.5  # the mean's interval reaches past the budget
+    assert suite_cost.within_budget([0.3, 0.45, 0.9] * 7, 0.5) == "median only"
+    assert suite_cost.within_budget([0.6, 0.7, 0.8] * 7, 0.5) == "NO"
+
+
 def test_a_piece_over_its_base_is_the_median_of_paired_rounds_so_load_between_loops_is_not_read_as_cost():
     """A fake CPU clock: each call costs its own time plus the machine's load of the moment (the same for both
     loops of a round, higher in every other stretch of 1,000 us). The piece costs 0.2 us over its base: paired
