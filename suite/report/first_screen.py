@@ -37,6 +37,7 @@ def first_screen(run: dict, items: list[Headline]) -> FirstScreen:
     warnings = [
         *interrupted_rows(run, len(recs)),
         *summary.cpu_rows(run),
+        *summary.idle_rows(run),
         *oversubscribed_rows(recs),
         *unstable_rows(recs),
         *(("load during the run", cause) for cause in summary.load_causes(run, load_only=True)),

@@ -12,7 +12,7 @@ from suite.model.link_rate import configured_link_rate
 from suite.report.environment import fmt_bytes
 from suite.report.specs import library_collectives
 from suite.report.tables import precision_missed
-from suite.system import cpu_load
+from suite.system import cpu_load, cpuidle
 
 UNSTABLE_CI_PCT = 10.0
 """A case is unstable when the 95% confidence interval of its median (the number the tables print) is
@@ -31,6 +31,7 @@ def summary_rows(
         _status_row(run, recs),
         _measured_row(run, recs),
         *cpu_rows(run),
+        *idle_rows(run),
         *_peak_rows(run, recs),
         *_hook_rows(run, {} if memo is None else memo),
         *_precision_rows(run, recs),
@@ -223,6 +224,18 @@ def cpu_rows(run: dict) -> list[tuple[str, str]]:
         ("CPU oversubscribed", line if one_host else f"{line} (host {', '.join(hosts)})")
         for line, hosts in lines.items()
     ]
+
+
+def idle_rows(run: dict) -> list[tuple[str, str]]:
+    """One row where the run's hosts' idle CPUs halt at once (``cpuidle.halts_at_once``, as each host recorded its
+    idle states), naming the hosts where not all of them do; none otherwise, and none for a run stored before hosts
+    recorded it."""
+    hosts = ((run.get("machine_info") or {}).get("suite") or {}).get("hosts") or {}
+    halting = [name for name, h in hosts.items() if cpuidle.halts_at_once(h.get("cpuidle"))]
+    if not halting:
+        return []
+    where = "" if len(halting) == len(hosts) else f" (host {', '.join(halting)})"
+    return [("CPUs halt when idle", cpuidle.WAKE_UP + where)]
 
 
 def load_causes(run: dict, load_only: bool = False) -> list[str]:

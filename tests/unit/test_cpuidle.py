@@ -30,12 +30,12 @@ def test_a_guest_that_halts_at_once_is_named_with_what_it_costs(tmp_path):
     assert info["driver"] == "haltpoll" and info["guest_halt_poll_ns"] == 0
     assert [s["name"] for s in info["states"]] == ["POLL", "haltpoll idle"]
     assert cpuidle.halts_at_once(info)
-    assert "halts at once" in cpuidle.describe(info) and "guest halt poll 0 ns" in cpuidle.describe(info)
+    assert "wake-up through the hypervisor" in cpuidle.describe(info) and "halt poll 0 ns" in cpuidle.describe(info)
 
 
 def test_polling_or_a_disabled_halt_state_is_not_flagged(tmp_path):
     polled = cpuidle.idle_states(*_tree(tmp_path / "a", poll="200000"))
-    assert not cpuidle.halts_at_once(polled) and "halts at once" not in cpuidle.describe(polled)
+    assert not cpuidle.halts_at_once(polled) and "hypervisor" not in cpuidle.describe(polled)
     off = cpuidle.idle_states(*_tree(tmp_path / "b", disabled=("1", "1")))
     assert off["states"][1]["disabled_cpus"] == [0, 1] and not cpuidle.halts_at_once(off)
 

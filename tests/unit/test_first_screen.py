@@ -126,3 +126,25 @@ def test_the_unstable_share_leaves_out_the_oversubscribed_pass():
     run = _run([steady, {**crowded, "oversubscribed": False}])  # the same times on a pass of its own: counted
     screen = first_screen(run, headline_items(run))
     assert [w[1] for w in screen.warnings if w[0] == "unstable"][0].startswith("1 of 2 cases")
+
+
+HALTING = {"driver": "haltpoll", "guest_halt_poll_ns": 0, "states": [{"name": "POLL", "disabled_cpus": []}]}
+HALTING["states"].append({"name": "haltpoll idle", "latency_us": 1, "disabled_cpus": []})
+
+
+def test_a_host_whose_idle_vcpus_halt_at_once_is_a_warning_and_a_polling_one_is_not():
+    run = _run([DDP])
+    run["machine_info"]["suite"]["hosts"]["vm"]["cpuidle"] = HALTING
+    screen = first_screen(run, headline_items(run))
+    rows = [t for k, t in screen.warnings if k == "CPUs halt when idle"]
+    assert len(rows) == 1 and "wake-up through the hypervisor" in rows[0] and "(host" not in rows[0]
+    run["machine_info"]["suite"]["hosts"]["vm"]["cpuidle"] = {**HALTING, "guest_halt_poll_ns": 200000}
+    assert not [k for k, _ in first_screen(run, headline_items(run)).warnings if k == "CPUs halt when idle"]
+    del run["machine_info"]["suite"]["hosts"]["vm"]["cpuidle"]  # a run stored before hosts recorded it
+    assert not [k for k, _ in first_screen(run, headline_items(run)).warnings if k == "CPUs halt when idle"]
+    two = _run([DDP])
+    two["machine_info"]["suite"]["hosts"] = {"a": {**two["machine_info"]["suite"]["hosts"]["vm"], "cpuidle": HALTING}}
+    two["machine_info"]["suite"]["hosts"]["b"] = {"cpu_count": 2, "ranks": [1]}
+    assert [t for k, t in first_screen(two, headline_items(two)).warnings if k == "CPUs halt when idle"][0].endswith(
+        "(host a)"
+    )
