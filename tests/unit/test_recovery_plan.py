@@ -147,6 +147,41 @@ def test_the_checks_and_the_cases_read_a_strategys_traits_not_its_name(tmp_path,
         RecoverySettings(strategies=("torchft",), faults=("disconnect:1@2s",)).validate()
 
 
+def test_the_planted_bugs_do_what_their_record_says_whatever_they_are_called(tmp_path, monkeypatch):
+    """The elastic ranks' restores and the torchft replicas' plants follow each plant's record (plan.PLANTS): which
+    checkpoint it restores, on which ranks, in which lives; a plant renamed, or a new one, works the same."""
+    from dataclasses import replace
+
+    from experiments.recovery import plan, torchft_strategy, worker
+
+    ckpts = [2, 4, 6]  # claimed: 6, older: 4
+    p = Plan(world=3, workdir=str(tmp_path), faults=(Fault(kind="kill", rank=1, step=3),))
+
+    def restores(bug):  # each rank's (claimed, loaded together, loaded alone) in attempts 0 and 1
+        q = replace(p, bug=bug)
+        return [[worker.restore_steps(q, r, a, ckpts) for r in range(3)] for a in (0, 1)]
+
+    right = [(6, 6, None)] * 3
+    assert restores("") == [right, right]
+    assert restores("older_ckpt") == [right, [(6, 4, None)] * 3]
+    assert restores("older_ckpt_rank1") == [right, [(6, 6, None), (6, 6, 4), (6, 6, None)]]
+    assert worker.restore_steps(replace(p, bug="older_ckpt"), 0, 1, [2]) == (2, 0, None)  # older: the initial state
+    monkeypatch.setitem(plan.PLANTS, "renamed", replace(plan.PLANTS["older_ckpt_rank1"], name="renamed", ranks=(0, 2)))
+    assert restores("renamed") == [right, [(6, 6, 4), (6, 6, None), (6, 6, 4)]]
+    check_plan(replace(p, bug="renamed"))
+    with pytest.raises(PlanError, match="^the planted bug renamed needs a rank 2, but the job has 2 ranks$"):
+        check_plan(replace(p, world=2, bug="renamed"))
+
+    def carriers(bug):  # the (replica, life) processes that carry it, of 2 replicas and 3 lives each
+        r = torchft_strategy.Replicas(replace(p, world=2, bug=bug), "http://lighthouse")
+        return {(g, life) for g in range(2) for life in range(3) if r.plant(g, life) == bug}
+
+    assert carriers("stale") == {(0, 1), (0, 2), (1, 1), (1, 2)}  # every replacement (a healed replica)
+    assert carriers("phantom") == {(0, 0), (0, 1), (0, 2)}  # replica 0, every life
+    monkeypatch.setattr(torchft_strategy, "PLANTS", {"late": replace(plan.PLANTS["phantom"], name="late", ranks=(1,))})
+    assert carriers("late") == {(1, 0), (1, 1), (1, 2)}
+
+
 # --- what the events say ---------------------------------------------------------------------------
 
 
