@@ -32,7 +32,7 @@ from suite.api import write_json_atomic
 
 from . import measure, wall
 from .measure import RecoveryFailed
-from .plan import Plan, check_plan
+from .plan import STRATEGIES, Plan, check_plan
 from .schedule import continue_stopped, stop_seconds
 
 STRATEGY = "elastic"
@@ -167,6 +167,7 @@ def run(plan: Plan) -> dict:
     productive = plan.steps * out["step_s_clean"]
     return {
         "strategy": STRATEGY,
+        "heals_from_peer": STRATEGIES[STRATEGY].heals_from_peer,
         "fault": ",".join(f.spell() for f in plan.faults) or "none",
         "steps": plan.steps,
         "wall_s": wall,

@@ -36,7 +36,7 @@ from pathlib import Path
 from suite.api import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_WRONG_RESULT
 
 from . import torchft_check as check
-from .plan import Plan, PlanError, check_bug, check_fault, check_one_clock, check_writable, plants_of
+from .plan import STRATEGIES, Plan, PlanError, check_bug, check_fault, check_one_clock, check_writable, plants_of
 from .schedule import KEPT, continue_stopped, keeps_one, parse_faults, stop_seconds
 from .torchft_data import BATCH
 
@@ -45,7 +45,8 @@ FAULTS = ("kill", "stop")
 SIGSTOPs it past the collective timeout, then SIGCONT: the same process rejoins and heals from a peer. A kill in
 wall-clock seconds (``kill:<replica>@<t>s``, ``poisson:<mtbf>s``) is the runner's, at that time from the first step:
 it may strike a replica mid-step, in its quorum, or while it heals."""
-PLANTS = plants_of("torchft")
+STRATEGY = "torchft"
+PLANTS = plants_of(STRATEGY)
 """Planted recovery bugs (the plan's ``bug``; plan.PLANTS says what each does): a healed replica joins with stale
 weights; a step counted as committed that one replica never applied (at the plan's ``bug_step``)."""
 
@@ -64,7 +65,7 @@ def validate(plan: Plan) -> None:
         check_fault(f, plan)
     check_one_clock(plan.faults)
     keeps_one(plan.faults, plan.world)
-    check_bug(plan, "torchft")
+    check_bug(plan, STRATEGY)
     if plan.bug_step is not None and not 0 <= plan.bug_step < plan.steps:
         raise PlanError(f"planted bug step {plan.bug_step} is outside the run (steps 0..{plan.steps - 1})")
     check_writable(plan.workdir)
@@ -256,7 +257,12 @@ def run(plan: Plan) -> dict:
     wall = time.time() - t0
     workdir = Path(plan.workdir)
     rows = check.read_logs(workdir)
-    out = {"strategy": "torchft", "fault": ",".join(f.kind for f in plan.faults) or "none", "steps": plan.steps}
+    out = {
+        "strategy": STRATEGY,
+        "heals_from_peer": STRATEGIES[STRATEGY].heals_from_peer,
+        "fault": ",".join(f.kind for f in plan.faults) or "none",
+        "steps": plan.steps,
+    }
     try:
         verified = check.verify(plan, rows, workdir)
         steps, mismatch = verified["steps"], None

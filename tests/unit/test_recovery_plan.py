@@ -142,6 +142,9 @@ def test_the_checks_and_the_cases_read_a_strategys_traits_not_its_name(tmp_path,
     assert [c.fields["job_nodes"] for c in cases(SimpleNamespace(recovery=s), 2)] == [1]
     monkeypatch.setitem(plan.STRATEGIES, "elastic", traits["elastic"])
     assert [c.fields["job_nodes"] for c in cases(SimpleNamespace(recovery=s), 2)] == [2]
+    both = RecoverySettings(strategies=("elastic", "torchft"), faults=("kill:1@6",), ckpt_dir=str(tmp_path))
+    got = {c.identity["strategy"]: c.fields["heals_from_peer"] for c in cases(SimpleNamespace(recovery=both), 2)}
+    assert got == {"elastic": False, "torchft": True}  # the record carries the trait the ETTR model reads
     monkeypatch.setitem(plan.STRATEGIES, "torchft", replace(traits["torchft"], spans_nodes=True))
     with pytest.raises(ConfigError, match="^RECOVERY_DIR: a disconnect needs the job across the compose nodes"):
         RecoverySettings(strategies=("torchft",), faults=("disconnect:1@2s",)).validate()
