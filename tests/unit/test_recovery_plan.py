@@ -268,3 +268,35 @@ def test_the_table_shows_each_ranks_timeline_and_the_wrong_step():
     assert "#   went wrong at step 2" in text and "NO" in text
     assert "#   rank 1: fault 3.50s (step 3), recover 10.00s (step 3)" in text
     assert "#   rank 0: detect 3.75s, recover 10.00s (step 3)" in text
+
+
+def test_repeated_cases_are_distinct_jobs_and_the_table_gives_their_spread(tmp_path):
+    """RECOVERY_REPEATS=3: each case three times, each its own job (its own key, label and identity), and the table
+    gives each strategy, fault and mode's median and range over its runs; one run each: no spread table."""
+    from types import SimpleNamespace
+
+    from experiments.recovery.cases import cases
+    from experiments.recovery.table import format_tables
+
+    s = RecoverySettings(faults=("kill:1@6",), repeats=3, ckpt_dir=str(tmp_path))
+    s.validate()
+    got = cases(SimpleNamespace(recovery=s), 2)
+    assert [c.label for c in got] == [f"{st}-kill:1@6-r{i}" for st in ("elastic-sync", "torchft") for i in range(3)]
+    assert [c.identity["repeat"] for c in got] == [0, 1, 2, 0, 1, 2]
+    once = cases(SimpleNamespace(recovery=RecoverySettings(faults=("kill:1@6",), ckpt_dir=str(tmp_path))), 2)
+    assert [c.label for c in once] == ["elastic-sync-kill:1@6", "torchft-kill:1@6"]
+    assert all("repeat" not in c.identity for c in once)
+    with pytest.raises(ConfigError, match="^RECOVERY_REPEATS: runs of each case must be >= 1, got 0$"):
+        RecoverySettings(repeats=0, ckpt_dir=str(tmp_path)).validate()
+
+    def rec(strategy, detect, recover, ettr, exact=True):
+        return dict(strategy=strategy, fault="kill:1@6", ckpt_mode="sync", t_detect=detect, t_recover=recover,
+                    ettr=ettr, exact=exact)  # fmt: skip
+
+    runs = [rec("elastic", 0.2, 18.0, 0.01), rec("elastic", 0.1, 20.0, 0.03), rec("elastic", 0.4, 19.0, 0.02, False)]
+    lines = format_tables([*runs, rec("torchft", None, None, 0.9)]).splitlines()
+    i = lines.index(next(x for x in lines if x.startswith("# spread over repeats")))
+    row = ["elastic", "kill:1@6", "sync", "3", "0.200", "(0.100-0.400)", "19.00", "(18.00-20.00)", "0.0200"]
+    assert lines[i + 2].split() == [*row, "(0.0100-0.0300)", "2/3"]
+    assert lines[i + 3].split() == ["torchft", "kill:1@6", "sync", "1", "-", "-", "0.9000", "1/1"]
+    assert "spread over repeats" not in format_tables(runs[:1])
