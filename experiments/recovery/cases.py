@@ -36,8 +36,11 @@ def cases(cfg, world_size: int) -> list[Case]:
     for text, faults in s.schedules():
         fields = {"ckpt_every": s.ckpt_every, "job_world": s.world, "bug": s.bug}
         for name in s.strategies:
-            for label, identity, own, build in CASES[name](s, STRATEGIES[name], text, faults):
-                out.append(_case(label, identity, {**fields, **own}, build))
+            st = STRATEGIES[name]  # its trait goes in the record: the ETTR model reads it (suite/model/ettr.py)
+            for repeat in range(s.repeats):
+                for label, identity, own, build in CASES[name](s, st, text, faults, repeat):
+                    own = {**fields, "heals_from_peer": st.heals_from_peer, **own}
+                    out.append(_case(label, identity, own, build))
     return out
 
 

@@ -32,7 +32,7 @@ from suite.api import write_json_atomic
 
 from . import measure, wall
 from .measure import RecoveryFailed
-from .plan import Plan, check_plan
+from .plan import STRATEGIES, Plan, check_plan
 from .schedule import continue_stopped, stop_seconds
 
 STRATEGY = "elastic"
@@ -43,8 +43,11 @@ REF_LOGS = "every rank's digests"
 reference that logged less (rank 0's digests only) is not reused."""
 
 
-def torchrun_argv(plan: Plan, plan_file: Path) -> list[str]:
-    """One agent of the job: alone on this machine, or one of ``plan.nnodes`` meeting at its c10d rendezvous."""
+def torchrun_argv(plan: Plan, plan_file: Path, node: int = 0) -> list[str]:
+    """One agent of the job: alone on this machine, or node ``node``'s of ``plan.nnodes`` meeting at its c10d
+    rendezvous. Node 0's agent hosts the rendezvous store and no other's does (``is_host``): left to torchrun, an
+    agent hosts it where the endpoint's address is its own machine's, which every agent's is when all run on one
+    machine (the tests), so the first agent up would host it, whichever node it is."""
     where = (
         ["--standalone", f"--nproc-per-node={plan.world}"]
         if plan.nnodes == 1
@@ -54,6 +57,7 @@ def torchrun_argv(plan: Plan, plan_file: Path) -> list[str]:
             "--rdzv-backend=c10d",
             f"--rdzv-endpoint={plan.rdzv_endpoint}",
             f"--rdzv-id={Path(plan.workdir).name}",
+            f"--rdzv-conf=is_host={int(node == 0)}",
         ]
     )
     return [
@@ -89,7 +93,7 @@ def launch(plan: Plan, workdir: Path) -> tuple[list[dict], float, float]:
     if plan.nnodes > 1:  # the other nodes' agents (follow) and the host's disconnects start from it
         write_json_atomic(workdir / "job.json", {"t0": t0})
     with open(workdir / "torchrun.log", "w") as log:
-        job = _agent(plan, workdir, log)
+        job = _agent(plan, workdir, log, node=0)
         striker = threading.Thread(target=wall.strike_all, args=(plan.faults, job.pid, workdir, t0, done), daemon=True)
         striker.start()
         try:
@@ -109,11 +113,11 @@ def launch(plan: Plan, workdir: Path) -> tuple[list[dict], float, float]:
     return sorted(events + measure.host_faults(plan.faults, workdir, events), key=lambda e: e["t"]), t0, wall_s
 
 
-def _agent(plan: Plan, workdir: Path, log) -> subprocess.Popen:
+def _agent(plan: Plan, workdir: Path, log, node: int) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     if plan.nnodes > 1:  # a new bootstrap port each rendezvous round: it names the workers' attempt (worker.py)
         env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
-    argv = torchrun_argv(plan, workdir / "plan.json")
+    argv = torchrun_argv(plan, workdir / "plan.json", node)
     return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
@@ -135,7 +139,7 @@ def follow(folder: str, node: int, stop: threading.Event) -> None:
                 if stale or node >= plan.nnodes:
                     continue
                 with open(req.parent / f"torchrun.node{node}.log", "w") as log:
-                    agents.append(_agent(plan, req.parent, log))
+                    agents.append(_agent(plan, req.parent, log, node))
     finally:
         for a in agents:
             if a.poll() is None:
@@ -163,6 +167,7 @@ def run(plan: Plan) -> dict:
     productive = plan.steps * out["step_s_clean"]
     return {
         "strategy": STRATEGY,
+        "heals_from_peer": STRATEGIES[STRATEGY].heals_from_peer,
         "fault": ",".join(f.spell() for f in plan.faults) or "none",
         "steps": plan.steps,
         "wall_s": wall,

@@ -79,6 +79,7 @@ def record(out: dict, step_s: float, mtbf_s: float, repeat: int, load: tuple[flo
     ``step_s`` the cost of one step with no fault (``clean_step_s``)."""
     return {
         "strategy": out["strategy"],
+        "heals_from_peer": out["heals_from_peer"],
         "fault": f"poisson:{mtbf_s:zg}s",
         "mtbf_s": mtbf_s,
         "repeat": repeat,

@@ -18,10 +18,70 @@ STRETCH_TIMES = (1.5, 3.0)
 """A disconnect's stretch off the network, drawn between these times the job's collective timeout (disconnect.py)."""
 CKPT_MODES = ("sync", "async")
 """How the checkpoint is written: ``dcp.save`` (training waits) or ``dcp.async_save`` (training goes on)."""
-BUGS = ("", "older_ckpt", "older_ckpt_rank1")
-"""Planted recovery bugs of the elastic strategy: ``older_ckpt`` restores the checkpoint before the one it claims
-to restore; ``older_ckpt_rank1`` does so on rank 1 alone, its peers restoring the claimed one (the torchft
-strategy's are its own: torchft_strategy.PLANTS)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plant:
+    """A planted recovery bug and what it does: the workers and the checks read these fields (nothing compares its
+    name). Each proves a check: the run it is planted in must fail with status 6, naming the step it broke."""
+
+    name: str
+    strategy: str
+    """The strategy whose recovery it breaks (its name in STRATEGIES)."""
+    restores_older: bool = False
+    """A restart restores the checkpoint before the one it claims to restore (elastic)."""
+    keeps_stale: bool = False
+    """A healed replica keeps its own stale weights and takes only its peer's step number (torchft)."""
+    skips_step: bool = False
+    """The plan's ``bug_step`` is counted as committed, but the ranks that carry it never apply it (torchft)."""
+    ranks: tuple[int, ...] | None = None
+    """The ranks (torchft: replica groups) that carry it; None: every rank. Where only some do, the others recover
+    as they should (elastic: they restore the claimed checkpoint, then these ranks load the older one alone)."""
+    healed_only: bool = False
+    """Only a rank's replacement (a process that heals) carries it, so a plan with it needs a fault."""
+
+    def carried_by(self, rank: int, life: int = 0) -> bool:
+        """Whether rank ``rank``'s process of life ``life`` (0: the first; n: after n restarts) carries it."""
+        return (self.ranks is None or rank in self.ranks) and (life > 0 or not self.healed_only)
+
+
+PLANTS = {
+    p.name: p
+    for p in (
+        Plant(name="older_ckpt", strategy="elastic", restores_older=True),
+        Plant(name="older_ckpt_rank1", strategy="elastic", restores_older=True, ranks=(1,)),
+        Plant(name="stale", strategy="torchft", keeps_stale=True, healed_only=True),
+        Plant(name="phantom", strategy="torchft", skips_step=True, ranks=(0,)),
+    )
+}
+"""The planted recovery bugs (the plan's ``bug``), by name: ``older_ckpt`` restores the checkpoint before the one it
+claims on every rank, ``older_ckpt_rank1`` on rank 1 alone; ``stale``: a healed replica joins with stale weights;
+``phantom``: replica 0 counts a step as committed that it never applied."""
+NO_PLANT = Plant(name="", strategy="")
+"""No planted bug: a record that does nothing."""
+
+
+def plants_of(strategy: str) -> dict[str, Plant]:
+    """The planted bugs of one strategy, by name."""
+    return {n: p for n, p in PLANTS.items() if p.strategy == strategy}
+
+
+def check_bug(plan: Plan, strategy: str) -> Plant | None:
+    """The plan's planted bug, if any; PlanError (one line) for one the strategy lacks or the job cannot carry."""
+    if not plan.bug:
+        return None
+    known = plants_of(strategy)
+    if plan.bug not in known:
+        raise PlanError(f"unknown planted bug {plan.bug!r}; choose from {', '.join(known)}")
+    plant = known[plan.bug]
+    if plant.ranks and max(plant.ranks) >= plan.world:
+        raise PlanError(
+            f"the planted bug {plant.name} needs a rank {max(plant.ranks)}, but the job has {plan.world} rank"
+            + ("s" if plan.world > 1 else "")
+        )
+    if plant.healed_only and not plan.faults:
+        raise PlanError(f"the planted bug {plant.name!r} needs a fault: only a restarted replica heals")
+    return plant
 
 
 RDZV_PORT = 29400
@@ -124,10 +184,7 @@ def check_plan(plan: Plan) -> None:
         raise PlanError(f"checkpoint interval {plan.ckpt_every} must be between 1 and the run's {plan.steps} steps")
     if plan.ckpt_mode not in CKPT_MODES:
         raise PlanError(f"unknown checkpoint mode {plan.ckpt_mode!r}; choose from {', '.join(CKPT_MODES)}")
-    if plan.bug not in BUGS:
-        raise PlanError(f"unknown planted bug {plan.bug!r}; choose from {', '.join(b for b in BUGS if b)}")
-    if plan.bug == "older_ckpt_rank1" and plan.world < 2:
-        raise PlanError(f"the planted bug older_ckpt_rank1 needs a rank 1, but the job has {plan.world} rank")
+    check_bug(plan, "elastic")
     if not plan.step_pad_s >= 0:
         raise PlanError(f"the step pad must be >= 0 s, got {plan.step_pad_s}")
     if not plan.timeout_s > 0:

@@ -43,6 +43,9 @@ class RecoverySettings:
     ckpt_dir: str = field(default="", metadata={"env": "RECOVERY_DIR"})
     """RECOVERY_DIR: where the checkpoints and event files go (empty: a new folder under the system's temporary
     folder)."""
+    repeats: int = field(default=1, metadata={"env": "RECOVERY_REPEATS"})
+    """RECOVERY_REPEATS: runs of each case (the same schedule each time); the table gives each measure's median
+    and its spread over them."""
     bug: str = field(default="", metadata={"env": "RECOVERY_BUG"})
     """RECOVERY_BUG: a planted recovery bug, ``older_ckpt`` (restores an older checkpoint than it claims) or
     ``older_ckpt_rank1`` (rank 1 alone does)."""
@@ -90,6 +93,8 @@ class RecoverySettings:
             raise ConfigError(
                 f"RECOVERY_STRATEGIES: unknown {unknown or 'none given'}; choose from {', '.join(STRATEGIES)}"
             )
+        if self.repeats < 1:
+            raise ConfigError(f"RECOVERY_REPEATS: runs of each case must be >= 1, got {self.repeats}")
         chosen = [STRATEGIES[x] for x in self.strategies]
         spanning = any(st.spans_nodes for st in chosen)
         try:

@@ -49,26 +49,37 @@ def torchft_runner(plan: Plan):
     return run
 
 
-def elastic_cases(s, st: Strategy, text: str, faults: tuple[Fault, ...]) -> list[tuple[str, dict, dict, object]]:
+def _repeat(s, repeat: int) -> tuple[str, dict]:
+    """A case's label suffix and identity of its repeat: none where each case runs once."""
+    return ("", {}) if s.repeats == 1 else (f"-r{repeat}", {"repeat": repeat})
+
+
+def elastic_cases(
+    s, st: Strategy, text: str, faults: tuple[Fault, ...], repeat: int = 0
+) -> list[tuple[str, dict, dict, object]]:
     """The elastic strategy's cases of one schedule: one per checkpoint mode, (label, identity, fields, build)."""
     out = []
+    suffix, again = _repeat(s, repeat)
     for mode in s.ckpt_modes:
         plan = s.plan(faults, mode, s.ckpt_dir, spanning=st.spans_nodes)
-        identity = {"strategy": st.name, "fault": text, "ckpt_mode": mode}
+        identity = {"strategy": st.name, "fault": text, "ckpt_mode": mode, **again}
         follow = elastic.follow if plan.nnodes > 1 else None
-        build = recovery_buffers(repr(plan), elastic_runner(plan), s.ckpt_dir, follow)
-        out.append((f"{st.name}-{mode}-{text}", identity, {"job_nodes": plan.nnodes}, build))
+        build = recovery_buffers(repr(plan) + suffix, elastic_runner(plan), s.ckpt_dir, follow)
+        out.append((f"{st.name}-{mode}-{text}{suffix}", identity, {"job_nodes": plan.nnodes}, build))
     return out
 
 
-def torchft_cases(s, st: Strategy, text: str, faults: tuple[Fault, ...]) -> list[tuple[str, dict, dict, object]]:
+def torchft_cases(
+    s, st: Strategy, text: str, faults: tuple[Fault, ...], repeat: int = 0
+) -> list[tuple[str, dict, dict, object]]:
     """The torchft strategy's case of one schedule, if it is made of kills (no checkpoint, so no mode)."""
     faults = s.schedule(text, keep=KEPT if st.heals_from_peer else None)  # Poisson: the live peer left alone
     if not torchft_runs(faults):
         return []
-    label = f"{st.name}-{text}"  # the job's plan as torchft runs it: one replica group of one rank per rank
+    suffix, again = _repeat(s, repeat)
+    label = f"{st.name}-{text}{suffix}"  # the job's plan as torchft runs it: one replica group of one rank per rank
     plan = s.plan(faults, "none", label.replace(":", "-").replace("@", "-"), spanning=st.spans_nodes)
-    identity = {"strategy": st.name, "fault": text, "ckpt_mode": "none"}
+    identity = {"strategy": st.name, "fault": text, "ckpt_mode": "none", **again}
     return [(label, identity, {"ckpt_every": None}, recovery_buffers(repr(plan), torchft_runner(plan), s.ckpt_dir))]
 
 

@@ -2,7 +2,9 @@
 recover is fault -> the first step committed after the restart (both averaged over the faults), redone the steps
 trained twice, ETTR productive time (steps x the fault-free step) over the job's wall time, exact whether the
 final state and the state at every restore and commit equal the fault-free run's bit for bit. Below each row,
-its timeline: per rank of the job, each fault, detection and recovery, in seconds from the job's launch."""
+its timeline: per rank of the job, each fault, detection and recovery, in seconds from the job's launch. Where a
+case ran more than once (RECOVERY_REPEATS), a last table gives, per strategy, fault and checkpoint mode, the median
+and the range (smallest-largest) over its runs of detect, recover and ETTR, and how many runs were exact."""
 
 from __future__ import annotations
 
@@ -26,7 +28,39 @@ def format_tables(records: list[dict]) -> str:
         if r.get("wrong"):
             lines.append(f"#   {r['wrong']}")
         lines += timeline_lines(r.get("events") or [])
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + spread_lines(records)) + "\n"
+
+
+def spread(values: list, fmt: str) -> str:
+    """``median (smallest-largest)`` of the numbers among ``values``; ``-`` where there is none."""
+    v = sorted(x for x in values if isinstance(x, (int, float)) and not isinstance(x, bool))
+    if not v:
+        return "-"
+    mid = len(v) // 2
+    median = v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
+    return f"{median:z{fmt}}" + ("" if len(v) == 1 else f" ({v[0]:z{fmt}}-{v[-1]:z{fmt}})")
+
+
+def spread_lines(records: list[dict]) -> list[str]:
+    """The spread over repeats: one row per strategy, fault and checkpoint mode that ran more than once."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in records:
+        groups.setdefault((r.get("strategy", "?"), r.get("fault", "?"), r.get("ckpt_mode", "?")), []).append(r)
+    if all(len(g) < 2 for g in groups.values()):
+        return []
+    out = [
+        "# spread over repeats: median (smallest-largest) over the runs of each strategy, fault and checkpoint mode",
+        f"#{'strategy':>8} {'fault':>14} {'ckpt':>5} {'runs':>4} {'detect(s)':>21} {'recover(s)':>21} "
+        f"{'ETTR':>24} {'exact':>5}",
+    ]
+    for (strategy, fault, mode), rs in groups.items():
+        exact = sum(bool(r.get("exact")) for r in rs)
+        out.append(
+            f" {strategy:>8} {fault:>14} {mode:>5} {len(rs):>4} {spread([r.get('t_detect') for r in rs], '.3f'):>21} "
+            f"{spread([r.get('t_recover') for r in rs], '.2f'):>21} {spread([r.get('ettr') for r in rs], '.4f'):>24} "
+            f"{f'{exact}/{len(rs)}':>5}"
+        )
+    return out
 
 
 def timeline_lines(events: list[dict]) -> list[str]:

@@ -36,7 +36,7 @@ from pathlib import Path
 from suite.api import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_WRONG_RESULT
 
 from . import torchft_check as check
-from .plan import Plan, PlanError, check_fault, check_one_clock, check_writable
+from .plan import STRATEGIES, Plan, PlanError, check_bug, check_fault, check_one_clock, check_writable, plants_of
 from .schedule import KEPT, continue_stopped, keeps_one, parse_faults, stop_seconds
 from .torchft_data import BATCH
 
@@ -45,9 +45,10 @@ FAULTS = ("kill", "stop")
 SIGSTOPs it past the collective timeout, then SIGCONT: the same process rejoins and heals from a peer. A kill in
 wall-clock seconds (``kill:<replica>@<t>s``, ``poisson:<mtbf>s``) is the runner's, at that time from the first step:
 it may strike a replica mid-step, in its quorum, or while it heals."""
-PLANTS = ("stale", "phantom")
-"""Planted recovery bugs (the plan's ``bug``): a healed replica joins with stale weights; a step counted as
-committed that one replica never applied (at the plan's ``bug_step``)."""
+STRATEGY = "torchft"
+PLANTS = plants_of(STRATEGY)
+"""Planted recovery bugs (the plan's ``bug``; plan.PLANTS says what each does): a healed replica joins with stale
+weights; a step counted as committed that one replica never applied (at the plan's ``bug_step``)."""
 
 
 def validate(plan: Plan) -> None:
@@ -64,12 +65,9 @@ def validate(plan: Plan) -> None:
         check_fault(f, plan)
     check_one_clock(plan.faults)
     keeps_one(plan.faults, plan.world)
-    if plan.bug and plan.bug not in PLANTS:
-        raise PlanError(f"unknown planted bug {plan.bug!r} (known: {', '.join(PLANTS)})")
+    check_bug(plan, STRATEGY)
     if plan.bug_step is not None and not 0 <= plan.bug_step < plan.steps:
         raise PlanError(f"planted bug step {plan.bug_step} is outside the run (steps 0..{plan.steps - 1})")
-    if plan.bug == "stale" and not plan.faults:
-        raise PlanError("the planted bug 'stale' needs a fault: only a restarted replica heals")
     check_writable(plan.workdir)
 
 
@@ -134,11 +132,9 @@ class Replicas:
             return subprocess.Popen(cmd, stdout=err, stderr=subprocess.STDOUT, cwd=Path(__file__).parents[2])
 
     def plant(self, g: int, life: int) -> str | None:
-        """The planted bug this process carries: ``stale`` in every replacement (a healed replica),
-        ``phantom`` in replica 0 only (one replica skips a step it counts as committed)."""
-        if self.plan.bug == "stale":
-            return "stale" if life > 0 else None
-        return (self.plan.bug or None) if g == 0 else None
+        """The planted bug this process carries, by name (plan.PLANTS: on which replicas and lives)."""
+        plant = PLANTS.get(self.plan.bug)
+        return plant.name if plant is not None and plant.carried_by(g, life) else None
 
     def start(self) -> None:
         for g in self.lives:
@@ -261,7 +257,12 @@ def run(plan: Plan) -> dict:
     wall = time.time() - t0
     workdir = Path(plan.workdir)
     rows = check.read_logs(workdir)
-    out = {"strategy": "torchft", "fault": ",".join(f.kind for f in plan.faults) or "none", "steps": plan.steps}
+    out = {
+        "strategy": STRATEGY,
+        "heals_from_peer": STRATEGIES[STRATEGY].heals_from_peer,
+        "fault": ",".join(f.kind for f in plan.faults) or "none",
+        "steps": plan.steps,
+    }
     try:
         verified = check.verify(plan, rows, workdir)
         steps, mismatch = verified["steps"], None

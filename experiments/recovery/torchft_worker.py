@@ -23,9 +23,10 @@ A replacement for a replica the schedule kills is a warm spare: started with the
 the data, then waits for ``wake`` (written when the replica it replaces dies) before it joins.
 
 The samples of a step are a function of (seed, step, rank among the replicas that took part) only, so the
-reference can rebuild every committed step from its ``n``. Two planted recovery bugs (``plant``):
-``stale`` (a healed replica keeps its own stale weights and only takes the peer's step number) and
-``phantom`` (the step ``plant_step`` is counted as committed but this replica never applies it).
+reference can rebuild every committed step from its ``n``. The planted recovery bug this process carries (``plant``, its
+name in plan.PLANTS, whose fields say what it does): ``stale`` (a healed replica keeps its own stale weights and
+only takes the peer's step number) or ``phantom`` (the step ``plant_step`` is counted as committed but this replica
+never applies it).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from torchft.ddp import DistributedDataParallel
 from torchft.process_group import ProcessGroupDummy, ProcessGroupGloo
 
 from . import torchft_data as workload
+from .plan import NO_PLANT, PLANTS
 from .torchft_data import LR, digest, sample_ids
 
 
@@ -81,6 +83,7 @@ def fault_tolerant_ddp(manager, model: nn.Module) -> nn.Module:
 
 def build(a: dict, log: Log):
     """The Manager, the fault-tolerant DDP model and the inner optimizer of one replica group."""
+    plant = PLANTS.get(a.get("plant") or "", NO_PLANT)
     model = workload.model(a["seed"])
     opt = torch.optim.SGD(model.parameters(), lr=LR)
     store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
@@ -89,7 +92,7 @@ def build(a: dict, log: Log):
         return {"model": model.state_dict(), "optim": opt.state_dict()}
 
     def load_state_dict(sd):
-        if a.get("plant") != "stale":  # planted: a healed replica keeps its own (stale) weights
+        if not plant.keeps_stale:  # planted: a healed replica keeps its own (stale) weights
             model.load_state_dict(sd["model"])
             opt.load_state_dict(sd["optim"])
         log("heal", step=manager.current_step(), sha=digest(model))
@@ -140,6 +143,7 @@ def train(a: dict) -> None:
         time.sleep(0.01)
     loss_fn = nn.CrossEntropyLoss()
     pending = list(a["faults"])
+    plant = PLANTS.get(a.get("plant") or "", NO_PLANT)  # the planted bug this process carries, if any
     while manager.current_step() < a["steps"]:
         t0 = time.time()
         opt.zero_grad(set_to_none=False)
@@ -157,8 +161,8 @@ def train(a: dict) -> None:
         loss_fn(ddp(x), y).backward()
         time.sleep(max(0.0, t0 + a["step_pad_s"] - time.time()))  # a bigger model's step time, if asked
         ok = manager.should_commit()
-        if ok and not (a.get("plant") == "phantom" and step == a.get("plant_step")):
-            opt.step()  # planted "phantom": the step counts as committed, this replica never applies it
+        if ok and not (plant.skips_step and step == a.get("plant_step")):
+            opt.step()  # planted: the step counts as committed, this replica never applies it
         log("step", step=step, ok=ok, n=n, rank=rank, t0=t0, sha=digest(model))
     else:
         torch.save(model.state_dict(), a["final"])

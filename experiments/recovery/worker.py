@@ -30,7 +30,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from suite.api import models
 
-from .plan import Plan
+from .plan import NO_PLANT, PLANTS, Plan
 
 N_SAMPLES = 256
 PROCESS = AsyncCheckpointerType.PROCESS
@@ -81,6 +81,21 @@ def checkpoints(workdir: str) -> list[int]:
     return sorted(int(p.parent.name[4:]) for p in d.glob("step*/.metadata")) if d.is_dir() else []
 
 
+def restore_steps(plan: Plan, rank: int, attempt: int, steps: list[int]) -> tuple[int, int, int | None]:
+    """What rank ``rank`` restores in attempt ``attempt`` from the checkpoints of ``steps`` (oldest first; a step of
+    0 is the initial state): (the step it claims, the checkpoint every rank loads together, the one this rank then
+    loads alone or None). The claim is the latest; a planted bug that restores an older one (plan.PLANTS) loads
+    the one before it after a restart, together where every rank carries it, else alone on the ranks that do."""
+    claimed = steps[-1] if steps else 0
+    older = steps[-2] if len(steps) > 1 else 0
+    plant = PLANTS[plan.bug] if plan.bug else NO_PLANT
+    if attempt == 0 or not plant.restores_older:
+        return claimed, claimed, None
+    if plant.ranks is None:
+        return claimed, older, None
+    return claimed, claimed, older if plant.carried_by(rank, attempt) else None
+
+
 def strike(fault, log: Log) -> None:
     log("fault", step=fault.step, fault=fault.kind)
     if fault.kind == "kill":
@@ -105,19 +120,12 @@ class Trainer:
         return {"model": m, "optim": o}
 
     def restore(self, attempt: int) -> int:
-        """Load the latest checkpoint (the planted bugs: the one before it, claiming the latest, on every rank or on
-        rank 1 alone); the step."""
-        steps = checkpoints(self.plan.workdir)
-        claimed = steps[-1] if steps else 0
-        older = steps[-2] if len(steps) > 1 else 0
-        planted = attempt > 0 and self.plan.bug in ("older_ckpt", "older_ckpt_rank1")
+        """Load the latest checkpoint (or what a planted bug loads instead: ``restore_steps``); the step."""
+        claimed, together, alone = restore_steps(self.plan, self.rank, attempt, checkpoints(self.plan.workdir))
         t0 = time.perf_counter()
-        if planted and self.plan.bug == "older_ckpt":  # planted: every rank loads the one before the claimed one
-            self.load(older)
-        else:
-            self.load(claimed)  # a collective: every rank takes part
-            if planted and self.rank == 1:  # planted: rank 1 then loads the older one on its own
-                self.load(older, alone=True)
+        self.load(together)  # a collective: every rank takes part
+        if alone is not None:
+            self.load(alone, alone=True)
         load_s = time.perf_counter() - t0 if claimed else 0.0
         self.log("restore", step=claimed, load_s=load_s, digest=self.state_digest())
         return claimed

@@ -16,7 +16,7 @@ from suite.api import Buffers
 
 
 POLL_S = 0.5
-DECLARED = ("strategy", "fault", "ckpt_mode", "ckpt_every", "world", "kinds")
+DECLARED = ("strategy", "heals_from_peer", "fault", "ckpt_mode", "ckpt_every", "world", "kinds")
 """The result's fields the case declares itself (its identity and fields: cases.py), or that the record leaves out."""
 
 

@@ -45,7 +45,8 @@ BYTEROBUST_ETTR = 0.97
 META_MTTF_H = {1024: 7.9, 16384: 1.8}
 """Meta (arXiv 2410.21680), as cited by Clockwork: job MTTF (hours) at 1,024 and 16,384 GPUs."""
 LIVE_WORDS = ("torchft", "live")
-"""A strategy whose name holds one of these recovers live (no checkpoint rollback)."""
+"""Records written before they carried the ``heals_from_peer`` trait: a strategy whose name holds one of these
+recovers live (no checkpoint rollback)."""
 
 
 _POSITIVE = ("tau_s", "mtbf_s", "step_s")
@@ -131,8 +132,14 @@ def live_ettr(step_s: float, loss_s: float, mtbf_s: float, overhead_s: float = 0
     return exact_ettr(step_s, overhead_s, loss_s, mtbf_s)
 
 
-def is_live(strategy: str) -> bool:
-    return any(w in str(strategy).lower() for w in LIVE_WORDS)
+def is_live(rec: dict) -> bool:
+    """Whether a run record's strategy recovers live (heals from a peer, no checkpoint rollback): its
+    ``heals_from_peer`` trait, which the recovery experiment writes in every record (experiments/recovery/plan.py
+    STRATEGIES); a record from before the trait was written is read by its strategy's name (LIVE_WORDS)."""
+    trait = rec.get("heals_from_peer")
+    if isinstance(trait, bool):
+        return trait
+    return any(w in str(rec.get("strategy", "")).lower() for w in LIVE_WORDS)
 
 
 # ---- measured runs against the model ----
@@ -191,7 +198,7 @@ def failures_seen(rec: dict) -> int:
 
 def _row(rec: dict, i: int) -> Row:
     step_s, wall_s, measured = (_field(rec, i, k) for k in ("step_s_clean", "wall_s", "ettr"))
-    live = is_live(rec.get("strategy", ""))
+    live = is_live(rec)
     failures = failures_seen(rec)
     # the first step committed after a fault is a step of training (elastic: the first of the work redone, which
     # the model counts apart; live: the step in flight, run again), not part of the restart

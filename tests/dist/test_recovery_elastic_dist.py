@@ -1,10 +1,11 @@
 """The recovery experiment's elastic job across two torchrun agents, as the compose simulation runs it across its
 nodes, here both on this machine: node 0's agent started by ``elastic.run``, node 1's by ``elastic.follow`` (what a
-suite rank of node 1 runs), one rank each, meeting at one c10d rendezvous. Rank 1 is killed at step 3; both agents
-restart their ranks in the next rendezvous round, which restore the checkpoint of step 2, and the job must end
-bitwise equal to its fault-free run (every rank's state at every restore, commit and end). The planted bugs are
-tested on one agent (tests/e2e/test_recovery.py: the same checks of every rank's state). About 35 s on the 2-core
-development machine at a load of 5."""
+suite rank of node 1 runs), one rank each, meeting at one c10d rendezvous that node 0's agent hosts (pinned: both
+agents' machine is the endpoint's, so torchrun alone would let the first agent up host it). Rank 1 is killed at
+step 3; both agents restart their ranks in the next rendezvous round, which restore the checkpoint of step 2, and the
+job must end bitwise equal to its fault-free run (every rank's state at every restore, commit and end). The planted
+bugs are tested on one agent (tests/e2e/test_recovery.py: the same checks of every rank's state). About 35 s on the
+2-core development machine at a load of 5."""
 
 from __future__ import annotations
 

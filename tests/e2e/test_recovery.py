@@ -31,6 +31,7 @@ def test_a_killed_rank_recovers_bitwise_and_the_planted_bug_is_status_6(tmp_path
     rec, at_start, ft, ft_clock = sorted(records, key=lambda r: (r["strategy"], len(r["fault"])))
     strategies = [r["strategy"] for r in (rec, at_start, ft, ft_clock)]
     assert strategies == ["elastic", "elastic", "torchft", "torchft"]
+    assert [r["heals_from_peer"] for r in (rec, at_start, ft, ft_clock)] == [False, False, True, True]  # ETTR reads it
     # a wall-clock fault 0.01 s after the job's start strikes it while it starts: its first attempt is lost
     assert at_start["fault"] == "kill:1@0.01s" and at_start["exact"] is True and at_start["n_wrong"] == 0
     assert [(f["struck"], f["at_s"]) for f in at_start["per_fault"]] == [("restart", 0.01)]

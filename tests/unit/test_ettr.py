@@ -149,6 +149,20 @@ def test_validate_passes_runs_the_model_describes_at_three_rates():
     assert rows[0].meta is not None and rows[1].meta is None  # live recovery has no checkpoint interval
 
 
+def test_a_record_is_modelled_by_its_strategys_trait_not_its_name():
+    """The recovery experiment writes its strategy's ``heals_from_peer`` in each record: a live strategy named
+    without any word of LIVE_WORDS is modelled live, and one named torchft that restores checkpoints is not. A
+    record without the trait (written before it) is read by its name."""
+    live = _record("torchft", mtbf=60.0, seed=1)
+    ckpt = _record("elastic", mtbf=60.0, seed=2)
+    renamed = [live | {"strategy": "peerheal", "heals_from_peer": True}, ckpt | {"heals_from_peer": False}]
+    rows = ettr.validate(renamed + [ckpt | {"strategy": "torchft-ckpt", "heals_from_peer": False}])
+    assert [r.meta is None for r in rows] == [True, False, False]  # live recovery has no checkpoint interval
+    assert all(r.ok for r in rows), [(r.strategy, r.error) for r in rows]
+    assert rows[0].predicted == ettr.validate([live])[0].predicted
+    assert [r.meta is None for r in ettr.validate([live, ckpt])] == [True, False]  # old records: by their name
+
+
 def test_the_restart_cost_is_the_time_to_recover_less_one_step_not_the_work_redone():
     """Elastic: restarted at 10 s, the first step committed after the fault is the first of 6 redone (2 s each):
     R is 10 s. The work redone is the model's own term (half a checkpoint interval per failure on average)."""

@@ -28,13 +28,20 @@ def test_each_rate_and_repeat_has_its_own_seeded_schedule(tmp_path):
 def test_the_record_spans_the_training_and_the_model_reads_it():
     events = [{"kind": "commit", "t": t, "rank": r} for r in (0, 1) for t in (12.0, 13.0, 20.0, 21.0)]
     events += [{"kind": "fault", "t": 13.5, "rank": 1}, {"kind": "detect", "t": 13.6, "rank": 0}]
-    out = {"strategy": "elastic", "steps": 3, "wall_s": 30.0, "step_s_clean": 1.0, "events": events}
-    out |= {"t_detect": 0.1, "t_recover": 6.5, "steps_redone": 1, "ckpt_save_s": 0.2, "ckpt_load_s": 0.1}
+    out = {"strategy": "elastic", "heals_from_peer": False, "steps": 3, "wall_s": 30.0, "step_s_clean": 1.0}
+    out |= {
+        "events": events,
+        "t_detect": 0.1,
+        "t_recover": 6.5,
+        "steps_redone": 1,
+        "ckpt_save_s": 0.2,
+        "ckpt_load_s": 0.1,
+    }
     out |= {"ckpt_every": 2, "exact": True}
     rec = ettr_runs.record(out, 1.2, 40.0, 0, (1.0, 2.0))
     assert rec["wall_s"] == 10.0 and rec["ettr"] == pytest.approx(0.36) and rec["launch_wall_s"] == 30.0
     assert rec["n_faults"] == 1 and rec["fault"] == "poisson:40s" and rec["mtbf_s"] == 40.0
-    assert rec["step_s_clean"] == 1.2 and rec["step_s_timed"] == 1.0
+    assert rec["step_s_clean"] == 1.2 and rec["step_s_timed"] == 1.0 and rec["heals_from_peer"] is False
     (row,) = ettr.validate([rec])
     assert row.failures == 1 and row.measured == pytest.approx(0.36)
 

@@ -38,6 +38,8 @@ def test_in_compose_a_job_of_kills_or_disconnects_spans_the_nodes_and_a_stop_sta
     assert "--standalone" not in argv and "--max-restarts=1" in argv
     assert {"--nnodes=2", "--nproc-per-node=1", "--rdzv-backend=c10d", "--rdzv-endpoint=node0:29400"} <= set(argv)
     assert "--rdzv-id=run-1" in argv
+    assert "--rdzv-conf=is_host=1" in argv  # node 0's agent hosts the rendezvous, whichever agent starts first
+    assert "--rdzv-conf=is_host=0" in elastic.torchrun_argv(plan, tmp_path / "plan.json", node=1)
     assert "--standalone" in elastic.torchrun_argv(Plan(workdir=str(tmp_path)), tmp_path / "plan.json")
 
 

@@ -142,9 +142,47 @@ def test_the_checks_and_the_cases_read_a_strategys_traits_not_its_name(tmp_path,
     assert [c.fields["job_nodes"] for c in cases(SimpleNamespace(recovery=s), 2)] == [1]
     monkeypatch.setitem(plan.STRATEGIES, "elastic", traits["elastic"])
     assert [c.fields["job_nodes"] for c in cases(SimpleNamespace(recovery=s), 2)] == [2]
+    both = RecoverySettings(strategies=("elastic", "torchft"), faults=("kill:1@6",), ckpt_dir=str(tmp_path))
+    got = {c.identity["strategy"]: c.fields["heals_from_peer"] for c in cases(SimpleNamespace(recovery=both), 2)}
+    assert got == {"elastic": False, "torchft": True}  # the record carries the trait the ETTR model reads
     monkeypatch.setitem(plan.STRATEGIES, "torchft", replace(traits["torchft"], spans_nodes=True))
     with pytest.raises(ConfigError, match="^RECOVERY_DIR: a disconnect needs the job across the compose nodes"):
         RecoverySettings(strategies=("torchft",), faults=("disconnect:1@2s",)).validate()
+
+
+def test_the_planted_bugs_do_what_their_record_says_whatever_they_are_called(tmp_path, monkeypatch):
+    """The elastic ranks' restores and the torchft replicas' plants follow each plant's record (plan.PLANTS): which
+    checkpoint it restores, on which ranks, in which lives; a plant renamed, or a new one, works the same."""
+    from dataclasses import replace
+
+    from experiments.recovery import plan, torchft_strategy, worker
+
+    ckpts = [2, 4, 6]  # claimed: 6, older: 4
+    p = Plan(world=3, workdir=str(tmp_path), faults=(Fault(kind="kill", rank=1, step=3),))
+
+    def restores(bug):  # each rank's (claimed, loaded together, loaded alone) in attempts 0 and 1
+        q = replace(p, bug=bug)
+        return [[worker.restore_steps(q, r, a, ckpts) for r in range(3)] for a in (0, 1)]
+
+    right = [(6, 6, None)] * 3
+    assert restores("") == [right, right]
+    assert restores("older_ckpt") == [right, [(6, 4, None)] * 3]
+    assert restores("older_ckpt_rank1") == [right, [(6, 6, None), (6, 6, 4), (6, 6, None)]]
+    assert worker.restore_steps(replace(p, bug="older_ckpt"), 0, 1, [2]) == (2, 0, None)  # older: the initial state
+    monkeypatch.setitem(plan.PLANTS, "renamed", replace(plan.PLANTS["older_ckpt_rank1"], name="renamed", ranks=(0, 2)))
+    assert restores("renamed") == [right, [(6, 6, 4), (6, 6, None), (6, 6, 4)]]
+    check_plan(replace(p, bug="renamed"))
+    with pytest.raises(PlanError, match="^the planted bug renamed needs a rank 2, but the job has 2 ranks$"):
+        check_plan(replace(p, world=2, bug="renamed"))
+
+    def carriers(bug):  # the (replica, life) processes that carry it, of 2 replicas and 3 lives each
+        r = torchft_strategy.Replicas(replace(p, world=2, bug=bug), "http://lighthouse")
+        return {(g, life) for g in range(2) for life in range(3) if r.plant(g, life) == bug}
+
+    assert carriers("stale") == {(0, 1), (0, 2), (1, 1), (1, 2)}  # every replacement (a healed replica)
+    assert carriers("phantom") == {(0, 0), (0, 1), (0, 2)}  # replica 0, every life
+    monkeypatch.setattr(torchft_strategy, "PLANTS", {"late": replace(plan.PLANTS["phantom"], name="late", ranks=(1,))})
+    assert carriers("late") == {(1, 0), (1, 1), (1, 2)}
 
 
 # --- what the events say ---------------------------------------------------------------------------
@@ -230,3 +268,35 @@ def test_the_table_shows_each_ranks_timeline_and_the_wrong_step():
     assert "#   went wrong at step 2" in text and "NO" in text
     assert "#   rank 1: fault 3.50s (step 3), recover 10.00s (step 3)" in text
     assert "#   rank 0: detect 3.75s, recover 10.00s (step 3)" in text
+
+
+def test_repeated_cases_are_distinct_jobs_and_the_table_gives_their_spread(tmp_path):
+    """RECOVERY_REPEATS=3: each case three times, each its own job (its own key, label and identity), and the table
+    gives each strategy, fault and mode's median and range over its runs; one run each: no spread table."""
+    from types import SimpleNamespace
+
+    from experiments.recovery.cases import cases
+    from experiments.recovery.table import format_tables
+
+    s = RecoverySettings(faults=("kill:1@6",), repeats=3, ckpt_dir=str(tmp_path))
+    s.validate()
+    got = cases(SimpleNamespace(recovery=s), 2)
+    assert [c.label for c in got] == [f"{st}-kill:1@6-r{i}" for st in ("elastic-sync", "torchft") for i in range(3)]
+    assert [c.identity["repeat"] for c in got] == [0, 1, 2, 0, 1, 2]
+    once = cases(SimpleNamespace(recovery=RecoverySettings(faults=("kill:1@6",), ckpt_dir=str(tmp_path))), 2)
+    assert [c.label for c in once] == ["elastic-sync-kill:1@6", "torchft-kill:1@6"]
+    assert all("repeat" not in c.identity for c in once)
+    with pytest.raises(ConfigError, match="^RECOVERY_REPEATS: runs of each case must be >= 1, got 0$"):
+        RecoverySettings(repeats=0, ckpt_dir=str(tmp_path)).validate()
+
+    def rec(strategy, detect, recover, ettr, exact=True):
+        return dict(strategy=strategy, fault="kill:1@6", ckpt_mode="sync", t_detect=detect, t_recover=recover,
+                    ettr=ettr, exact=exact)  # fmt: skip
+
+    runs = [rec("elastic", 0.2, 18.0, 0.01), rec("elastic", 0.1, 20.0, 0.03), rec("elastic", 0.4, 19.0, 0.02, False)]
+    lines = format_tables([*runs, rec("torchft", None, None, 0.9)]).splitlines()
+    i = lines.index(next(x for x in lines if x.startswith("# spread over repeats")))
+    row = ["elastic", "kill:1@6", "sync", "3", "0.200", "(0.100-0.400)", "19.00", "(18.00-20.00)", "0.0200"]
+    assert lines[i + 2].split() == [*row, "(0.0100-0.0300)", "2/3"]
+    assert lines[i + 3].split() == ["torchft", "kill:1@6", "sync", "1", "-", "-", "0.9000", "1/1"]
+    assert "spread over repeats" not in format_tables(runs[:1])
