@@ -28,9 +28,9 @@ from pathlib import Path
 
 from suite import op_table
 
-SLOTS = 64
+SLOTS = 256
 """Entries kept (the journal's TAIL)."""
-FORMAT = 2
+FORMAT = 3
 HEADER = struct.Struct("<qqd64s")  # format, case number, Unix time less perf_counter, host; the case label follows
 LABEL_BYTES = 1024
 PLAN = struct.Struct("<qq")  # after the label: write numbers of the last entry begun and the last recorded ahead

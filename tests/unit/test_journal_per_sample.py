@@ -273,3 +273,21 @@ def test_the_folder_for_nccls_dump_is_made_only_where_a_dump_file_is_set(tmp_pat
     old = {"TORCH_NCCL_TRACE_BUFFER_SIZE": "2000", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": str(run / "f" / "t_")}
     assert journal_dump.nccl_dump_folder(old) == run / "f"
     assert journal_dump.nccl_dump_folder({**nccl, "TORCH_FR_BUFFER_SIZE": "0"}) is None  # the recorder off
+
+
+def test_the_blocks_record_falls_before_one_sample_in_64_of_a_one_op_case(ctx, probed):
+    """The journal's record of a block (a few dozen µs of work) makes the sample after it slower by a microsecond or
+    so (docs/measurements/2026-12-07-cpu-2core-idle-wakeup.md): a block of 64 samples keeps that to 1 sample in
+    64, which moves a round's median by hundredths of a microsecond, where blocks of 16 moved it by tenths."""
+    j, phases, inside = probed
+    cfg = BenchConfig(iters=128, warmup_iters=2, min_bytes=256, max_bytes=256, budget_s=0.0, heartbeat_timeout_s=0)
+    case = next(c for c in sweep.collective_cases(cfg, 1, experiment="collectives") if c.op == "all_reduce")
+    j.set_case(case.label)
+    samples, mark = [], j.timeline.sample
+    j.timeline.sample = lambda start, end: (samples.append(start), mark(start, end))[1]
+    puts, put = [], j.put
+    j.put = lambda *a: (puts.append(time.perf_counter()), put(*a))[1]
+    _, rec = Harness(ctx, cfg, env={}, phases=phases).run(case)
+    assert rec["n_wrong"] == 0 and inside() == 0 and len(samples) == 128
+    recorded_before = {bisect.bisect(samples, t) for t in puts if samples[0] - 1 < t < samples[-1]}
+    assert recorded_before == {0, 64}, sorted(recorded_before)  # before the first sample: warm-up, first block

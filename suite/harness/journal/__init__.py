@@ -55,7 +55,7 @@ from suite.common import journal_ring
 from suite import op_table
 from suite.harness.c10d import group_name, sequence_getter
 
-TAIL = 64
+TAIL = 256
 """Entries kept per rank (the ring buffer)."""
 P2P = frozenset(op.name for op in op_table.OPS if op.peer is not None and not op.objects)
 """The p2p rows of the op table whose calls are counted here (an object list's, by its sequence numbers)."""
