@@ -172,6 +172,61 @@ def test_the_steps_between_exchanges_keep_their_cost_at_its_share_of_the_step():
     assert watch.next_every(1.0, 0.5) == watch.EVERY
 
 
+@pytest.mark.parametrize("step_s", [0.0013, 0.006, 0.02, 0.028, 0.3, 2.0])
+@pytest.mark.parametrize("cost_s", [0.0, 0.00023, 0.0009, 0.0014])
+def test_the_checks_keep_their_measured_cost_at_their_share_of_the_step(step_s, cost_s):
+    """A check's cost, measured as the run goes, spaces the checks: its share of the steps at most ``CHECK_PCT``
+    (for a check of 1.4 ms or less on the mean), never closer than ``CHECK_S`` of steps nor ``CHECK`` steps, and no
+    farther than either bound asks."""
+    k = watch.check_every(step_s, cost_s)
+    assert cost_s / k <= watch.CHECK_PCT / 100 * step_s * (1 + 1e-9)
+    assert k * step_s >= watch.CHECK_S * (1 - 1e-9) and k >= watch.CHECK
+    assert k == watch.CHECK or (k - 1) * step_s < watch.CHECK_S or cost_s / (k - 1) > watch.CHECK_PCT / 100 * step_s
+
+
+def test_a_check_held_up_once_does_not_space_the_checks_by_seconds():
+    """A first check that waited 15 ms for a peer, beside steps of 28 ms, asked for a check per 179 steps (5 s): a
+    slowdown's first exchange would wait two such stretches at the slowed speed. At most ``CHECK_MAX_S`` of steps."""
+    assert watch.check_every(0.028, 0.015) == 17 == math.floor(watch.CHECK_MAX_S / 0.028)
+    assert watch.check_every(0.3, 0.015) == watch.CHECK  # slow steps: never fewer than CHECK
+
+
+def test_checks_that_cost_900_us_beside_28_ms_steps_come_every_11_steps_not_every_5():
+    """On a loaded 2-core machine a check (the call, and now and then a wait of milliseconds) cost 900 µs on the
+    mean beside steps of 28 ms: at 0.1 s of steps, 5 steps apart, checks alone were 0.64% of the steps."""
+    assert watch.check_every(0.028) == watch.CHECK == 5
+    assert watch.check_every(0.028, 0.0009) == 11  # 10.7: 0.29% of the steps
+    assert watch.check_every(0.0013, 0.0002) == 77 == watch.check_every(0.0013)  # a cheap check: 0.1 s decides
+
+
+def test_the_watch_measures_its_checks_and_spaces_them_by_what_they_cost(ctx, monkeypatch):
+    """One rank on a real Gloo group, its clock moved by the test only: steps of 20 ms, a check's all_reduce
+    costing 1 ms. The first exchange sets the checks' spacing from the checks measured before it (the cadence's
+    5 steps: 1 check), and the record states the checks' cost per step and its share."""
+    import torch.nn as nn
+
+    now = [100.0]
+    monkeypatch.setattr(watch.time, "perf_counter", lambda: now[0])
+    module = nn.Linear(2, 1)
+    w = watch.Watch(ctx, None, module)
+
+    def reduce(x):
+        now[0] += 0.001
+        return lambda: x
+
+    monkeypatch.setattr(w, "_reduce", reduce)
+    step = w.wrap(lambda: now.__setitem__(0, now[0] + 0.02))
+    for _ in range(watch.EVERY + 30):
+        step()
+        w.before_sample()
+    assert w.checks >= 1 and w.mine[1] == pytest.approx(0.001)
+    assert w.cadence.check == watch.check_every(0.02, 0.001) == 17
+    rec = w.finish()
+    assert rec["watch_check_us"] == pytest.approx(1000.0) and rec["watch_check_every"] == 17
+    assert rec["watch_check_us_per_step"] == pytest.approx(1000.0 * w.checks / (watch.EVERY + 30), rel=1e-3)
+    assert rec["watch_cost_pct"] == pytest.approx(100 * rec["watch_cost_us_per_step"] / 20000.0, rel=1e-3)
+
+
 def test_a_node_whose_ranks_are_flagged_at_different_points_is_named_once_when_the_last_is():
     flags = _run(_series(1, 6, 80, {2: 1.9, 3: 1.9}, 41), 6)
     early = [dataclasses.replace(f, detected=f.detected - 5) if f.target == "rank 2" else f for f in flags]
@@ -318,7 +373,7 @@ def test_a_ranks_compute_starts_at_its_forward_not_at_the_wait_before_it(ctx, mo
         now[0] += 0.5  # the last all-reduce's wait
 
     w.wrap(step)()
-    ((start, compute, took, _),) = w.rows
+    ((start, compute, took, *_),) = w.rows
     assert (start, compute, took) == (100.0, 1.0, 6.5)
     for h in w.hooks:
         h.remove()
