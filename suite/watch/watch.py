@@ -43,7 +43,7 @@ from collections.abc import Callable
 import torch
 import torch.distributed as dist
 
-from suite.watch import console, detect, pauses
+from suite.watch import console, detect, pauses, replay
 
 EVERY = 10
 """Steps before the first exchange, and the fewest between two."""
@@ -148,11 +148,7 @@ class Watch:
         for r in self.ranks:
             name = f"node{ctx.node_of(r)}"
             self.nodes[name] = (*self.nodes.get(name, ()), r)
-        self.by_node = detect.Nodes(self.nodes)
-        targets = {f"rank {r}": (r,) for r in self.ranks}
-        self.detector = detect.Detector("compute", "rank", targets)
-        self.pauses = pauses.Pauses("compute", "rank", targets)  # fed each block's means of pauses.held
-        self.named: set[str] = set()  # the targets flagged (by either series)
+        self.feed = replay.Points(self.ranks, self.nodes)  # the detectors, and the series kept for a replay
         self.starts: list[float] = []  # rank 0's clock at each step's start
         self.steps: list[float] = []  # rank 0's step times
         self.computes: list[list[float]] = []  # per step: each rank's compute (s), in the order of ``ranks``
@@ -262,17 +258,12 @@ class Watch:
         while len(self.computes) - self.fed >= self.block:
             chunk = slice(self.fed, self.fed + self.block)
             self.points[-1:] = [self.fed, self.fed + self.block]
+            compute = [statistics.median(c[k] for c in self.computes[chunk]) for k in range(len(self.ranks))]
+            held = [statistics.fmean(c[k] for c in self.held[chunk]) for k in range(len(self.ranks))]
+            flags = self.feed.add(self.fed, self.starts[self.fed] - self.starts[0], compute, held)
             self.fed += self.block
-            flags = []
-            for detector, series, of in (
-                (self.detector, self.computes, statistics.median),
-                (self.pauses, self.held, statistics.fmean),
-            ):
-                point = {f"rank {r}": max(of(c[k] for c in series[chunk]), 1e-9) for k, r in enumerate(self.ranks)}
-                flags += [f for f in detector.add(point) if f.target not in self.named]
-                self.named.update(f.target for f in flags)
             if flags:
-                self._flagged(self.by_node.add(flags))
+                self._flagged(flags)
 
     def _flagged(self, flags: list[detect.Flag]) -> None:
         now = time.perf_counter()
@@ -304,7 +295,7 @@ class Watch:
         self.cadence.settle()
         for h in self.hooks:
             h.remove()
-        out = [{"slowdowns": self.flags, **self._cost()} if self.rank0 else None]
+        out = [{"slowdowns": self.flags, **self._cost(), "watch_series": self.feed.kept()} if self.rank0 else None]
         dist.broadcast_object_list(out, src=self.ranks[0], group=self._group())
         return out[0]
 
