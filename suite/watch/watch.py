@@ -18,15 +18,17 @@ per parameter as its gradient is accumulated):
 
 After ``EVERY`` steps, then as many as keep the exchange at ``COST_PCT`` of the step (``EVERY``..``EVERY_MAX``, and at
 most ``GAP_S`` of steps at the last exchange's speed), or sooner where the steps turned slower (``Cadence``: every
-``CHECK_S`` of steps the ranks learn, a check later, the longest time any of them has spent since the last exchange),
+``CHECK_S`` of steps or more, as many as keep a check's measured cost at ``CHECK_PCT`` of the step, the ranks learn, a
+check later, the longest time any of them has spent since the last exchange),
 before the next timed sample and outside it (``before_sample``), the ranks all_gather their
 rows as one float64 tensor on a Gloo group (the case's own where it is Gloo, else one Gloo side group per session) and
 rank 0 feeds them to the detector: a step per point, or where steps are shorter than ``POINT_S`` each rank's median over
 a block of steps (the flag's steps are then the block's first and last). A flag is one line on rank 0's terminal
 (suite/watch/console.py), a marker on rank 0's track of the run's timeline, and an entry of the case's record's
-``slowdowns``. ``watch_cost_pct`` is the exchanges' and the detection's time per step while the steps run, on rank 0,
-over its median step: an upper bound, since the all_gather's time holds the wait for the last rank to reach it, which
-the harness's barrier before the next step would otherwise hold. The last exchange, after the last step (with the
+``slowdowns``. ``watch_cost_pct`` is the checks', the exchanges' and the detection's time per step while the steps run,
+on rank 0, over its median step (``CHECK_PCT`` and ``COST_PCT`` aim at 0.8% together): an upper bound, since the
+all_gather's time holds the wait for the last rank to reach it, which the harness's barrier before the next step would
+otherwise hold. The last exchange, after the last step (with the
 record's other derived fields), is ``watch_final_ms``, apart.
 """
 
@@ -41,7 +43,7 @@ from collections.abc import Callable
 import torch
 import torch.distributed as dist
 
-from suite.watch import console, detect, pauses
+from suite.watch import console, detect, pauses, replay
 
 EVERY = 10
 """Steps before the first exchange, and the fewest between two."""
@@ -54,12 +56,27 @@ thousand steps later, past the run's end."""
 CHECK = 5
 """The fewest steps between two checks of the time since the last exchange (``Cadence``)."""
 CHECK_S = 0.1
-"""The least time of steps between two checks, at the last exchange's median step: a check starts one all_reduce of
-one number (about 230 µs a call on this loaded 2-core machine, the wrappers' time with it) and waits for none, so
-checks every 0.1 s of steps cost about 0.2% of them. A check per ``CHECK`` steps of 1.3 ms cost 4 to 14% there."""
+"""The least time of steps between two checks, at the last exchange's median step. A check per ``CHECK`` steps of
+1.3 ms cost 4 to 14% of them on a loaded 2-core machine."""
+CHECK_PCT = 0.3
+"""The checks' share of the step time aimed at: a check reads the all_reduce the check before started and starts one
+of one number, and what that costs is measured as the run goes (each rank's mean over its checks so far, the largest
+over the ranks): after each exchange the steps between two checks are as many as keep that mean at this percentage
+of the median step, and at least ``CHECK_S`` of steps and ``CHECK`` steps (``check_every``). A check's time is no
+constant: the call alone is a few hundred µs on a loaded 2-core machine, and now and then it waits milliseconds for
+a rank the host held back; at a check per 0.1 s of steps, checks alone came to 0.6% of steps of 28 ms there. The first
+check, which often waits for a peer still setting up, is left out of the mean once there are others."""
+CHECK_MAX_S = 0.5
+"""The most time of steps between two checks, at the last exchange's median step: a slowdown's first exchange comes
+within ``GAP_S`` and two checks' steps (at the slowed speed), so a check held up once must not space them by seconds.
+It bounds ``CHECK_PCT`` only where a check costs more than 1.5 ms on the mean (``CHECK_PCT`` of 0.5 s)."""
 COST_PCT = 0.5
-"""The exchanges' share of the step time aimed at: after each, the steps to the next are as many as keep the last
-exchange's cost (the largest any rank measured) at this percentage of the median step, within EVERY..EVERY_MAX."""
+"""The exchanges' share of the step time aimed at: after each, the steps to the next are as many as keep the
+exchanges' mean cost so far (the largest any rank measured; the first exchange, which meets the group's first
+collective, left out once there are others) at this percentage of the median step, within EVERY..EVERY_MAX and at
+most ``GAP_S`` of steps. With ``CHECK_PCT``, the watch's exchanges and checks together aim at 0.8% of the median step;
+an exchange that costs more than ``COST_PCT`` of ``GAP_S`` (10 ms) is spaced by ``GAP_S`` instead, and the record's
+``watch_cost_pct`` says what the run paid."""
 POINT_S = 0.05
 """The least time one point of the detector's series covers: steps shorter than that are taken in blocks of as many
 as make it up (each rank's median over the block), so that the detection's cost per step stays small beside the
@@ -70,13 +87,14 @@ REBLOCK = 2
 once from the first steps held a slowdown many times over to its few points: a rank cut to 0.05 CPU (steps of 20 ms
 to 400 ms, blocks of 3) had 16 points in a 20 s stretch, and the 12 points since the onset a flag needs took 14 s.
 The factor keeps a host's load, which moves the step by less, from changing the block at every exchange."""
-_ROW = 4  # start clock, compute, step, this rank's cost of the last exchange
+_ROW = 5  # start clock, compute, step, this rank's mean cost of an exchange and of a check so far
 
 
 class Cadence:
     """When the ranks exchange, the same step on every rank (the exchange is a collective): after ``every`` steps
     (``next_every``, set at each exchange from the steps before it), or at a check, every ``check`` steps
-    (``check_every``: ``CHECK_S`` of steps at the last exchange's speed), where the longest time any rank had spent
+    (``check_every``: a check's measured cost at ``CHECK_PCT`` of the step, at least ``CHECK_S`` of steps at the last
+    exchange's speed), where the longest time any rank had spent
     since the last exchange, at the check before, and what it grew by since the check before that (the time now,
     about), reach ``GAP_S``.
 
@@ -92,6 +110,7 @@ class Cadence:
         self.pending: Callable[[], float] | None = None
         self.read = 0.0  # the time the last check read (0: none since the last exchange)
         self.check = CHECK  # steps between two checks (set at each exchange: ``check_every``)
+        self.checks = 0  # the checks made
 
     def due(self, rows: int, every: int, elapsed_s: float, reduce: Callable[[float], Callable[[], float]]) -> bool:
         """Whether to exchange now: ``rows`` steps since the last exchange, ``elapsed_s`` seconds since it on this
@@ -100,6 +119,7 @@ class Cadence:
             return True
         if rows == 0 or rows % self.check:
             return False
+        self.checks += 1
         late = False
         if self.pending is not None:  # the time at the check before, and as much again: the time now, about
             now = self.pending()
@@ -117,7 +137,7 @@ class Cadence:
 class Watch:
     def __init__(self, ctx, session, module, every: int = EVERY) -> None:
         self.ctx, self.session, self.every = ctx, session, every
-        self.rows: list[tuple[float, float, float, float]] = []
+        self.rows: list[tuple[float, ...]] = []
         self.last_grad: float | None = None
         self.hooks = [p.register_post_accumulate_grad_hook(self._grad) for p in module.parameters() if p.requires_grad]
         self.forward_at: float | None = None
@@ -128,11 +148,7 @@ class Watch:
         for r in self.ranks:
             name = f"node{ctx.node_of(r)}"
             self.nodes[name] = (*self.nodes.get(name, ()), r)
-        self.by_node = detect.Nodes(self.nodes)
-        targets = {f"rank {r}": (r,) for r in self.ranks}
-        self.detector = detect.Detector("compute", "rank", targets)
-        self.pauses = pauses.Pauses("compute", "rank", targets)  # fed each block's means of pauses.held
-        self.named: set[str] = set()  # the targets flagged (by either series)
+        self.feed = replay.Points(self.ranks, self.nodes)  # the detectors, and the series kept for a replay
         self.starts: list[float] = []  # rank 0's clock at each step's start
         self.steps: list[float] = []  # rank 0's step times
         self.computes: list[list[float]] = []  # per step: each rank's compute (s), in the order of ``ranks``
@@ -140,7 +156,12 @@ class Watch:
         self.block = self.fed = 0  # steps per point of the detector's series; steps fed to it
         self.points: list[int] = []  # each point's first step, then one past the last point's last step
         self.flags: list[dict] = []
-        self.gather_s = self.detect_s = self.final_s = self.last_cost = 0.0  # the watch's own time (s)
+        self.gather_s = self.detect_s = self.final_s = 0.0  # the exchanges' time while the steps run, the last's (s)
+        self.check_s = self.idle_s = 0.0  # the checks' time, and the other calls' (a count and a modulo)
+        self.checks = 0  # the checks that did not exchange (those that did count with the exchange)
+        self.first_check = 0.0  # the first one's time (s)
+        self.costs: list[float] = []  # each exchange's time on this rank (s), the last excepted
+        self.mine = (0.0, 0.0)  # this rank's mean exchange and mean check so far (s): what its rows carry
         self.sent = 0
         self.cadence, self.since = Cadence(), time.perf_counter()  # when to exchange; the last exchange's end
 
@@ -160,17 +181,25 @@ class Watch:
             t0 = clock()
             out = call(*args)
             t1 = clock()
-            self.rows.append((t0, (self.last_grad or t1) - (self.forward_at or t0), t1 - t0, self.last_cost))
+            self.rows.append((t0, (self.last_grad or t1) - (self.forward_at or t0), t1 - t0, *self.mine))
             return out
 
         return watched
 
     def before_sample(self) -> None:
         t = time.perf_counter()
+        checks = self.cadence.checks
         if self.cadence.due(len(self.rows), self.every, t - self.since, self._reduce):
             self.exchange()
+        elif self.cadence.checks > checks:  # a check: reading the last all_reduce, starting the next
+            took = time.perf_counter() - t
+            self.check_s += took
+            self.checks += 1
+            self.first_check = self.first_check or took
+            later = self.check_s - self.first_check
+            self.mine = (self.mine[0], later / (self.checks - 1) if self.checks > 1 else took)
         else:
-            self.gather_s += time.perf_counter() - t  # a check's cost (starting its all_reduce), while steps run
+            self.idle_s += time.perf_counter() - t
 
     def _reduce(self, x: float) -> Callable[[], float]:
         """``x``'s maximum over the ranks, started (not waited for): what waits for it and returns it."""
@@ -200,15 +229,16 @@ class Watch:
         # the same on every rank: from what every rank received
         median = float(torch.cat([g[:, 2] for g in gathered]).median())
         self.every = next_every(max(float(g[-1, 3]) for g in gathered), median)
-        self.cadence.check = check_every(median)
+        self.cadence.check = check_every(median, max(float(g[-1, 4]) for g in gathered))
         self.sent += len(mine)
         now = self.since = time.perf_counter()
-        self.last_cost = now - t
         if final:
-            self.final_s = self.last_cost
-        else:
-            self.gather_s += t_gathered - t
-            self.detect_s += now - t_gathered
+            self.final_s = now - t
+            return
+        self.gather_s += t_gathered - t
+        self.detect_s += now - t_gathered
+        self.costs.append(now - t)
+        self.mine = (statistics.fmean(self.costs[1:] or self.costs), self.mine[1])
 
     def _feed(self, gathered: list[torch.Tensor]) -> None:
         """Rank 0: the steps just received into the series; each ``block`` of them one point of the detector."""
@@ -228,17 +258,12 @@ class Watch:
         while len(self.computes) - self.fed >= self.block:
             chunk = slice(self.fed, self.fed + self.block)
             self.points[-1:] = [self.fed, self.fed + self.block]
+            compute = [statistics.median(c[k] for c in self.computes[chunk]) for k in range(len(self.ranks))]
+            held = [statistics.fmean(c[k] for c in self.held[chunk]) for k in range(len(self.ranks))]
+            flags = self.feed.add(self.fed, self.starts[self.fed] - self.starts[0], compute, held)
             self.fed += self.block
-            flags = []
-            for detector, series, of in (
-                (self.detector, self.computes, statistics.median),
-                (self.pauses, self.held, statistics.fmean),
-            ):
-                point = {f"rank {r}": max(of(c[k] for c in series[chunk]), 1e-9) for k, r in enumerate(self.ranks)}
-                flags += [f for f in detector.add(point) if f.target not in self.named]
-                self.named.update(f.target for f in flags)
             if flags:
-                self._flagged(self.by_node.add(flags))
+                self._flagged(flags)
 
     def _flagged(self, flags: list[detect.Flag]) -> None:
         now = time.perf_counter()
@@ -270,14 +295,15 @@ class Watch:
         self.cadence.settle()
         for h in self.hooks:
             h.remove()
-        out = [{"slowdowns": self.flags, **self._cost()} if self.rank0 else None]
+        out = [{"slowdowns": self.flags, **self._cost(), "watch_series": self.feed.kept()} if self.rank0 else None]
         dist.broadcast_object_list(out, src=self.ranks[0], group=self._group())
         return out[0]
 
     def _cost(self) -> dict:
         step = statistics.median(self.steps) if self.steps else 0.0
         n = max(self.sent, 1)
-        per_step = (self.gather_s + self.detect_s) / n
+        per_step = (self.gather_s + self.detect_s + self.check_s + self.idle_s) / n
+        checks = self.checks
         return {
             "watch_every": self.every,
             "watch_steps": self.sent,
@@ -285,6 +311,12 @@ class Watch:
             "watch_cost_pct": round(100 * per_step / step, 3) if step > 0 else None,
             "watch_gather_us_per_step": round(self.gather_s / n * 1e6, 1),
             "watch_detect_us_per_step": round(self.detect_s / n * 1e6, 1),
+            "watch_check_us_per_step": round((self.check_s + self.idle_s) / n * 1e6, 1),
+            "watch_checks": checks,
+            "watch_check_us": round(self.check_s / checks * 1e6, 1) if checks else None,
+            "watch_check_every": self.cadence.check,
+            "watch_exchanges": len(self.costs),
+            "watch_exchange_us": round(statistics.fmean(self.costs) * 1e6, 1) if self.costs else None,
             "watch_final_ms": round(self.final_s * 1e3, 3),
             "watch_block": self.block,
             "watch_lateness_ms": {
@@ -302,10 +334,13 @@ def block(step_s: float, now: int = 0) -> int:
     return now if now and now / REBLOCK < want < now * REBLOCK else want
 
 
-def check_every(step_s: float) -> int:
-    """Steps between two checks (``Cadence``) where the median step is ``step_s``: as many as make ``CHECK_S``, at
-    least ``CHECK``."""
-    return max(CHECK, math.ceil(CHECK_S / max(step_s, 1e-9)))
+def check_every(step_s: float, cost_s: float = 0.0) -> int:
+    """Steps between two checks (``Cadence``) where the median step is ``step_s`` and a check costs ``cost_s`` (the
+    ranks' measured mean): as many as keep ``cost_s`` at ``CHECK_PCT`` of the step, at least ``CHECK_S`` of steps and
+    ``CHECK`` steps, at most ``CHECK_MAX_S`` of steps (where that is more than ``CHECK`` steps)."""
+    step_s = max(step_s, 1e-9)
+    want = max(math.ceil(CHECK_S / step_s), math.ceil(cost_s / (CHECK_PCT / 100 * step_s)))
+    return max(CHECK, min(want, math.floor(CHECK_MAX_S / step_s)))
 
 
 def next_every(cost_s: float, step_s: float) -> int:
