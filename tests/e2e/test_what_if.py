@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from suite.postmortem.replay import load
 from tests.conftest import make, run_suite
 
 pytestmark = pytest.mark.slow
@@ -36,6 +37,10 @@ def test_make_what_if_replays_a_real_ddp_step(profiled_run):
     # the profiled run kept its flight recorder's collectives: every op placed in its group (the world's)
     assert case["ops_matched_on"] == "process group and sequence number", case["ops_matched_on"]
     assert "ops matched across ranks on process group and sequence number" in r.stdout
+    # 2 ranks on a host of 2 cores or more: the compute as recorded; the profiles say when each rank was busy
+    assert case["contention"].startswith("none: the ranks did not outnumber the cores"), case["contention"]
+    busy = load.busy_intervals(profiled_run, case["case"], [0, 1])
+    assert set(busy) == {0, 1} and all(b >= a for ivs in busy.values() for a, b in ivs) and all(busy.values())
     assert case["recorded_ms"] > 0 and case["replay_error_vs_record_pct"] is not None  # bench.json's samples
     assert {"all_reduce", "compute"} <= set(case["slowdown_by_op_type"]) and set(case["M_W_pct"]) == {"0", "1"}
     assert [w["what"] for w in case["whatifs"]] == ["rank 1 2x slower", "link 0-1 2x faster"]

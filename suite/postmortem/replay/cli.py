@@ -16,7 +16,7 @@ from pathlib import Path
 
 from suite.common.fileio import write_text_atomic
 from suite.model import contention
-from suite.postmortem.replay import graph, link, load, timeline, whatif
+from suite.postmortem.replay import graph, link, load, share, timeline, whatif
 from suite.postmortem.replay.whatif import WhatIf, analyse, ideal_replay, median_transfers
 
 PROVENANCE = {
@@ -29,13 +29,18 @@ PROVENANCE = {
     "recorded_ms": "measured: the mean of the case's timed samples in the run's record (bench.json samples_us)",
     "replay_error_vs_record_pct": "derived: |replayed - recorded| / recorded",
     "ideal_ms": "modelled: the step replayed idealised (median compute per segment across ranks, median transfer "
-    "per op over ranks and steps, ranks starting together)",
+    "per op over ranks and steps, ranks starting together; the compute at the cores' share of all ranks computing "
+    "at once where contention names the model)",
     "slowdown": "modelled: S = replayed / ideal",
     "slowdown_by_op_type": "modelled: replayed / the step with only that type's durations idealised",
     "M_W_pct": "modelled: per rank, the share of replayed - ideal that idealising that rank's durations alone "
     "removes, within 0..100 (None: no slowdown, under 1% of the step)",
     "M_S_pct": "modelled: M_W per pipeline stage (one rank per stage; None: not a pipeline)",
-    "whatifs": "modelled: the step replayed with the change; a rank's compute segments scaled by the factor; a "
+    "contention": "the model of the compute's share of the cores in the idealised step and the what-ifs "
+    "(suite/postmortem/replay/share.py), applied where the run's ranks outnumbered a host's usable cores "
+    "(bench.json machine_info cpu_share), else none: the compute as recorded",
+    "whatifs": "modelled: the step replayed with the change; a rank's compute segments scaled by the factor (the "
+    "added compute on a core of its own where contention names the model); a "
     "link's α–β bandwidth term c_β·S/β of each op that crosses it scaled, the rest of the transfer kept "
     "(suite/postmortem/replay/link.py; each link what-if's priced says with what β and S); N ranks: the idealised "
     "step with each transfer moved by the ring model from n to N ranks, the compute a probe's at N where the ranks "
@@ -113,16 +118,33 @@ def _at_ranks(run: Path, case: str, w: WhatIf, graphs: list, probe: Path | None)
             return w, f"not priced: the probe's ops of {case} are not the step's"
         what = f"the probe's ({probe.name}), measured on all {n_to} ranks at once"
         return dataclasses.replace(w, at=whatif.AtRanks(extra, compute)), f"{how}; compute: {what}"
-    try:
-        record = json.loads((run / "bench.json").read_text())
-    except (OSError, ValueError):
-        record = {}
+    record = _record(run)
     hosts = max(1, len((((record.get("machine_info") or {}).get("suite") or {}).get("hosts") or {})))
     per_host, cores = -(-n_to // hosts), contention.run_cores(record, one_machine=False)[1]
     note = "each rank's own, as recorded"
     if contention.outnumbered((per_host, cores)):
         note += contention.NO_PROBE.format(n=n_to, ranks=per_host, cores=contention.cores_text(cores))
     return dataclasses.replace(w, at=whatif.AtRanks(extra)), f"{how}; compute: {note}"
+
+
+def _record(run: Path) -> dict:
+    try:
+        return json.loads((run / "bench.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def contend(run: Path, case: str, graphs: list[graph.Graph]) -> str:
+    """Price the graphs' compute with the cores' share (share.py) where the run's ranks outnumbered a host's
+    cores; what was done, one line for the record."""
+    ranks, cores = contention.run_cores(_record(run), one_machine=False)
+    if not contention.outnumbered((ranks, cores)):
+        return "none: the ranks did not outnumber the cores (or the run does not say), the compute as recorded"
+    busy = load.busy_intervals(run, case, list(graphs[0].ranks))
+    if set(busy) != set(graphs[0].ranks):
+        return f"none: {ranks} ranks shared {contention.cores_text(cores)}, but a rank's profile has no CPU ops"
+    share.attach(graphs, busy, cores, ranks)
+    return f"{share.MODEL} ({ranks} ranks shared {contention.cores_text(cores)})"
 
 
 def case_result(
@@ -141,7 +163,8 @@ def case_result(
     for i, w in enumerate(whatifs):
         if w.kind == "ranks":
             whatifs[i], hows[i] = _at_ranks(run, case, w, graphs, probe)
-    out = {"case": case, **analyse(graphs, whatifs, stages), "steps_skipped": len(skipped)}
+    contended = contend(run, case, graphs)
+    out = {"case": case, **analyse(graphs, whatifs, stages), "steps_skipped": len(skipped), "contention": contended}
     out["ops_matched_on"] = graphs[0].matched_on if len({g.matched_on for g in graphs}) == 1 else graph.BY_NAME
     for entry, how in zip(out["whatifs"], hows):
         if how is not None:
