@@ -39,6 +39,7 @@ def test_make_what_if_replays_a_real_ddp_step(profiled_run):
     assert "ops matched across ranks on process group and sequence number" in r.stdout
     # 2 ranks on a host of 2 cores or more: the compute as recorded; the profiles say when each rank was busy
     assert case["contention"].startswith("none: the ranks did not outnumber the cores"), case["contention"]
+    assert "compute on shared cores: none: the ranks did not outnumber" in r.stdout
     busy = load.busy_intervals(profiled_run, case["case"], [0, 1])
     assert set(busy) == {0, 1} and all(b >= a for ivs in busy.values() for a, b in ivs) and all(busy.values())
     assert case["recorded_ms"] > 0 and case["replay_error_vs_record_pct"] is not None  # bench.json's samples

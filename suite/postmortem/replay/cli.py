@@ -196,6 +196,7 @@ def _lines(r: dict) -> list[str]:
         f"  idealised (no straggler, modelled) {_ms(r['ideal_ms'])} ms: slowdown S = {r['slowdown']}; per op type: "
         + ", ".join(f"{k} {v}" for k, v in r["slowdown_by_op_type"].items()),
         f"  M_W (modelled share of the slowdown per rank): {mw}",
+        f"  compute on shared cores: {r.get('contention', 'none')}",
     ]
     if r["M_S_pct"] is not None:
         out.append(
