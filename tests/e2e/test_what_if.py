@@ -84,7 +84,7 @@ def test_the_validation_tables_two_runs_of_the_same_cases(profiled_run, tmp_path
     refused in one line."""
     out = tmp_path / "table.md"
     cmd = [sys.executable, "-m", "suite.postmortem.replay.validate", str(profiled_run), str(profiled_run)]
-    link = ["--link", f"{profiled_run},{profiled_run}"]
+    link = ["--one-machine", "--link", f"{profiled_run},{profiled_run}"]  # as WHATIF_COMPOSE=1 passes it
     r = subprocess.run([*cmd, "--rank", "1", "--factor", "2", *link, "--out", str(out)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     rows = [ln for ln in out.read_text().splitlines() if ln.startswith("| test_ddp[mlp-ddp] |")]

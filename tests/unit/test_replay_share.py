@@ -105,3 +105,14 @@ def test_the_run_is_priced_with_contention_only_where_its_ranks_outnumbered_the_
     assert said.startswith("none: the ranks did not outnumber") and g.cpu == {}
     said = cli.contend(_run(tmp_path, 3, 2), "case", [g])  # oversubscribed, but no profile says when ranks were busy
     assert said.startswith("none: 3 ranks shared 2 cores") and g.cpu == {}
+
+
+def test_compose_containers_share_one_machines_cores_only_when_told(tmp_path):
+    """3 containers of one rank, each seeing the machine's 2 cores: per host nothing is outnumbered; as one
+    machine's (``--one-machine``, the compose simulation) 3 ranks share 2 cores."""
+    hosts = {f"node{i}": {"cpu_share": {"ranks": 1, "usable_cpus": 2}} for i in range(3)}
+    rec = {"machine_info": {"suite": {"hosts": hosts, "hostnames": list(hosts)}}}
+    (tmp_path / "bench.json").write_text(json.dumps(rec))
+    g = build(straggler_step())
+    assert cli.contend(tmp_path, "case", [g]).startswith("none: the ranks did not outnumber")
+    assert cli.contend(tmp_path, "case", [g], one_machine=True).startswith("none: 3 ranks shared 2 cores")

@@ -134,10 +134,11 @@ def _record(run: Path) -> dict:
         return {}
 
 
-def contend(run: Path, case: str, graphs: list[graph.Graph]) -> str:
+def contend(run: Path, case: str, graphs: list[graph.Graph], one_machine: bool = False) -> str:
     """Price the graphs' compute with the cores' share (share.py) where the run's ranks outnumbered a host's
-    cores; what was done, one line for the record."""
-    ranks, cores = contention.run_cores(_record(run), one_machine=False)
+    cores (``one_machine``: its hosts are containers of one machine, as the compose simulation's, whose ranks all
+    share that machine's cores); what was done, one line for the record."""
+    ranks, cores = contention.run_cores(_record(run), one_machine=one_machine)
     if not contention.outnumbered((ranks, cores)):
         return "none: the ranks did not outnumber the cores (or the run does not say), the compute as recorded"
     busy = load.busy_intervals(run, case, list(graphs[0].ranks))
@@ -148,7 +149,7 @@ def contend(run: Path, case: str, graphs: list[graph.Graph]) -> str:
 
 
 def case_result(
-    run: Path, case: str, spans: dict, whatifs: list[WhatIf], probe: Path | None = None
+    run: Path, case: str, spans: dict, whatifs: list[WhatIf], probe: Path | None = None, one_machine: bool = False
 ) -> tuple[dict, dict | None]:
     """One case's numbers and its ideal timeline (None: no step could be rebuilt)."""
     graphs, skipped = case_graphs(run, case, spans)
@@ -163,7 +164,7 @@ def case_result(
     for i, w in enumerate(whatifs):
         if w.kind == "ranks":
             whatifs[i], hows[i] = _at_ranks(run, case, w, graphs, probe)
-    contended = contend(run, case, graphs)
+    contended = contend(run, case, graphs, one_machine)
     out = {"case": case, **analyse(graphs, whatifs, stages), "steps_skipped": len(skipped), "contention": contended}
     out["ops_matched_on"] = graphs[0].matched_on if len({g.matched_on for g in graphs}) == 1 else graph.BY_NAME
     for entry, how in zip(out["whatifs"], hows):
@@ -212,7 +213,7 @@ def _lines(r: dict) -> list[str]:
     return out
 
 
-def run(run_dir: Path, case_text: str, whatif_text: str, probe: Path | None = None) -> int:
+def run(run_dir: Path, case_text: str, whatif_text: str, probe: Path | None = None, one_machine: bool = False) -> int:
     whatifs = parse_whatifs(whatif_text)
     if not run_dir.is_dir():
         raise Refused(f"RUN={run_dir}: no such run folder")
@@ -226,7 +227,7 @@ def run(run_dir: Path, case_text: str, whatif_text: str, probe: Path | None = No
     _check_targets(whatifs, {r for s in cases.values() for r in s})
     results = []
     for case, s in sorted(cases.items()):
-        r, trace = case_result(run_dir, case, s, whatifs, probe)
+        r, trace = case_result(run_dir, case, s, whatifs, probe, one_machine)
         if trace is not None:
             path = run_dir / "what-if" / f"{load.profile_name(case)}.ideal.json"
             write_text_atomic(path, json.dumps(trace, separators=(",", ":")), durable=False)
@@ -245,12 +246,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--case", default="", help="only the training cases whose id contains this text")
     ap.add_argument("--what-if", default="", help="rank:<r>:<k>,link:<a>-<b>:<k>,ranks:<N> (k times slower)")
     ap.add_argument("--probe", default="", help="a profiled run of the same cases at N ranks (ranks:<N>'s compute)")
+    ap.add_argument(
+        "--one-machine",
+        action="store_true",
+        help="the run's hosts are containers of one machine (the compose simulation): all its ranks share its cores",
+    )
     args = ap.parse_args(argv)
     if not args.run.strip():
         print("error: RUN= is required: a run folder (results/<run>), run with PROFILE=1", file=sys.stderr)
         return 2
     try:
-        return run(Path(args.run), args.case, args.what_if, Path(args.probe) if args.probe.strip() else None)
+        probe = Path(args.probe) if args.probe.strip() else None
+        return run(Path(args.run), args.case, args.what_if, probe, args.one_machine)
     except (Refused, load.BadInput) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
