@@ -8,9 +8,15 @@ import json
 import pytest
 
 from suite.postmortem.replay import cli, share
-from suite.postmortem.replay.graph import build
+from suite.postmortem.replay.graph import RankStep, build, key_ops
 from suite.postmortem.replay.whatif import WhatIf, analyse, changed, idealised, median_transfers
-from tests.unit.test_replay_graph import MS, rank
+
+MS = 1e-3
+
+
+def rank(r: int, start: float, end: float, *ops: tuple) -> RankStep:
+    """Rank ``r``'s step in ms; each op (name, start, end, (group, seq, its ranks))."""
+    return RankStep(r, start * MS, end * MS, key_ops([(o[0], o[1] * MS, o[2] * MS, *o[3:]) for o in ops]))
 
 
 def test_busy_intervals_merge_and_count_the_ranks_busy_at_once():
