@@ -2,7 +2,10 @@
 # replayed as recorded, idealised (no straggler) and under the changes asked for. The run needs its profiler
 # traces (PROFILE=1): the backend's ops that the journal does not see.
 #   make what-if RUN=results/<run> [CASE=text] [WHATIF=rank:1:2,link:0-1:0.5,ranks:4] [PROBE=results/<run at N>]
-#     table + RUN/what-if.json (PROBE: a profiled run of the same cases at N ranks, the compute of ranks:<N>)
+#     [WHATIF_ONE_MACHINE=1]
+#     table + RUN/what-if.json (PROBE: a profiled run of the same cases at N ranks, the compute of ranks:<N>;
+#     WHATIF_ONE_MACHINE=1: the run's hosts are containers of one machine, the compose simulation's, whose ranks all
+#     share its cores: the compute is priced on that share where they outnumber them)
 #   make validate-what-if [WHATIF_RANK=1] [WHATIF_FACTOR=2] [WHATIF_NPROC=3] [WHATIF_STRATEGIES=ddp,fsdp2]   clean and
 #     straggler runs (local ranks; the sharded steps named, and pp_gpipe at 2 ranks)
 #     measured against their what-ifs: results/<WHATIF_ID>-<UTC time>-{clean,slow}, the table in
@@ -12,6 +15,7 @@
 CASE          ?=
 WHATIF        ?=
 PROBE         ?=
+WHATIF_ONE_MACHINE ?=
 WHATIF_RANK   ?= 1
 WHATIF_FACTOR ?= 2
 WHATIF_NPROC  ?= 3
@@ -33,8 +37,9 @@ WHATIF_LINK_K := test_ddp and mlp- and ddp]
 
 .PHONY: what-if validate-what-if
 
-what-if: venv  ## RUN= [CASE=] [WHATIF=] [PROBE=]: a run's training steps replayed, idealised and changed (PROFILE=1 runs)
-	@$(PY) -m suite.postmortem.replay "$(RUN)" --case "$(CASE)" --what-if "$(WHATIF)" --probe "$(PROBE)"
+what-if: venv  ## RUN= [CASE=] [WHATIF=] [PROBE=] [WHATIF_ONE_MACHINE=1]: a run's training steps replayed, idealised and changed (PROFILE=1 runs)
+	@$(PY) -m suite.postmortem.replay "$(RUN)" --case "$(CASE)" --what-if "$(WHATIF)" --probe "$(PROBE)" \
+	  $(if $(WHATIF_ONE_MACHINE),--one-machine)
 
 validate-what-if: venv  ## clean and straggler runs against their what-ifs: replay and counterfactual errors
 	@case "$(WHATIF_NPROC)" in ''|*[!0-9]*|0|1) echo "error: WHATIF_NPROC must be a whole number of ranks from 2, got '$(WHATIF_NPROC)'" >&2; exit 2;; esac; \
@@ -56,6 +61,6 @@ validate-what-if: venv  ## clean and straggler runs against their what-ifs: repl
 	  for v in base:$(WHATIF_LINK_MBIT) shaped:$$shaped; do \
 	    one link-$${v%%:*} NNODES=2 LINK_RATE=$${v#*:}mbit $(WHATIF_LINK_ARGS) RESULTS=$(RESULTS) RUN_ID=$$base-link-$${v%%:*} \
 	      K="$(WHATIF_LINK_K)" || exit 1; \
-	  done; link="--link $(RESULTS)/$$base-link-base,$(RESULTS)/$$base-link-shaped"; fi; \
+	  done; link="--one-machine --link $(RESULTS)/$$base-link-base,$(RESULTS)/$$base-link-shaped"; fi; \
 	$(PY) -m suite.postmortem.replay.validate $(RESULTS)/$$base-clean $(RESULTS)/$$base-slow \
 	  --rank $(WHATIF_RANK) --factor $(WHATIF_FACTOR) $$link --out $(RESULTS)/$$base.md

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from suite.postmortem.replay import load
 from tests.conftest import make, run_suite
 
 pytestmark = pytest.mark.slow
@@ -36,6 +37,11 @@ def test_make_what_if_replays_a_real_ddp_step(profiled_run):
     # the profiled run kept its flight recorder's collectives: every op placed in its group (the world's)
     assert case["ops_matched_on"] == "process group and sequence number", case["ops_matched_on"]
     assert "ops matched across ranks on process group and sequence number" in r.stdout
+    # 2 ranks on a host of 2 cores or more: the compute as recorded; the profiles say when each rank was busy
+    assert case["contention"].startswith("none: the ranks did not outnumber the cores"), case["contention"]
+    assert "compute on shared cores: none: the ranks did not outnumber" in r.stdout
+    busy = load.busy_intervals(profiled_run, case["case"], [0, 1])
+    assert set(busy) == {0, 1} and all(b >= a for ivs in busy.values() for a, b in ivs) and all(busy.values())
     assert case["recorded_ms"] > 0 and case["replay_error_vs_record_pct"] is not None  # bench.json's samples
     assert {"all_reduce", "compute"} <= set(case["slowdown_by_op_type"]) and set(case["M_W_pct"]) == {"0", "1"}
     assert [w["what"] for w in case["whatifs"]] == ["rank 1 2x slower", "link 0-1 2x faster"]
@@ -78,7 +84,7 @@ def test_the_validation_tables_two_runs_of_the_same_cases(profiled_run, tmp_path
     refused in one line."""
     out = tmp_path / "table.md"
     cmd = [sys.executable, "-m", "suite.postmortem.replay.validate", str(profiled_run), str(profiled_run)]
-    link = ["--link", f"{profiled_run},{profiled_run}"]
+    link = ["--one-machine", "--link", f"{profiled_run},{profiled_run}"]  # as WHATIF_COMPOSE=1 passes it
     r = subprocess.run([*cmd, "--rank", "1", "--factor", "2", *link, "--out", str(out)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     rows = [ln for ln in out.read_text().splitlines() if ln.startswith("| test_ddp[mlp-ddp] |")]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from suite.common.fileio import write_text_atomic
 from suite.model import contention
-from suite.postmortem.replay import graph, link, load, timeline, whatif
+from suite.postmortem.replay import graph, link, load, share, timeline, whatif
 from suite.postmortem.replay.whatif import WhatIf, analyse, ideal_replay, median_transfers
 
 PROVENANCE = {
@@ -29,13 +29,18 @@ PROVENANCE = {
     "recorded_ms": "measured: the mean of the case's timed samples in the run's record (bench.json samples_us)",
     "replay_error_vs_record_pct": "derived: |replayed - recorded| / recorded",
     "ideal_ms": "modelled: the step replayed idealised (median compute per segment across ranks, median transfer "
-    "per op over ranks and steps, ranks starting together)",
+    "per op over ranks and steps, ranks starting together; the compute at the cores' share of all ranks computing "
+    "at once where contention names the model)",
     "slowdown": "modelled: S = replayed / ideal",
     "slowdown_by_op_type": "modelled: replayed / the step with only that type's durations idealised",
     "M_W_pct": "modelled: per rank, the share of replayed - ideal that idealising that rank's durations alone "
     "removes, within 0..100 (None: no slowdown, under 1% of the step)",
     "M_S_pct": "modelled: M_W per pipeline stage (one rank per stage; None: not a pipeline)",
-    "whatifs": "modelled: the step replayed with the change; a rank's compute segments scaled by the factor; a "
+    "contention": "the model of the compute's share of the cores in the idealised step and the what-ifs "
+    "(suite/postmortem/replay/share.py), applied where the run's ranks outnumbered a host's usable cores "
+    "(bench.json machine_info cpu_share), else none: the compute as recorded",
+    "whatifs": "modelled: the step replayed with the change; a rank's compute segments scaled by the factor (the "
+    "added compute on a core of its own where contention names the model); a "
     "link's α–β bandwidth term c_β·S/β of each op that crosses it scaled, the rest of the transfer kept "
     "(suite/postmortem/replay/link.py; each link what-if's priced says with what β and S); N ranks: the idealised "
     "step with each transfer moved by the ring model from n to N ranks, the compute a probe's at N where the ranks "
@@ -113,10 +118,7 @@ def _at_ranks(run: Path, case: str, w: WhatIf, graphs: list, probe: Path | None)
             return w, f"not priced: the probe's ops of {case} are not the step's"
         what = f"the probe's ({probe.name}), measured on all {n_to} ranks at once"
         return dataclasses.replace(w, at=whatif.AtRanks(extra, compute)), f"{how}; compute: {what}"
-    try:
-        record = json.loads((run / "bench.json").read_text())
-    except (OSError, ValueError):
-        record = {}
+    record = _record(run)
     hosts = max(1, len((((record.get("machine_info") or {}).get("suite") or {}).get("hosts") or {})))
     per_host, cores = -(-n_to // hosts), contention.run_cores(record, one_machine=False)[1]
     note = "each rank's own, as recorded"
@@ -125,8 +127,29 @@ def _at_ranks(run: Path, case: str, w: WhatIf, graphs: list, probe: Path | None)
     return dataclasses.replace(w, at=whatif.AtRanks(extra)), f"{how}; compute: {note}"
 
 
+def _record(run: Path) -> dict:
+    try:
+        return json.loads((run / "bench.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def contend(run: Path, case: str, graphs: list[graph.Graph], one_machine: bool = False) -> str:
+    """Price the graphs' compute with the cores' share (share.py) where the run's ranks outnumbered a host's
+    cores (``one_machine``: its hosts are containers of one machine, as the compose simulation's, whose ranks all
+    share that machine's cores); what was done, one line for the record."""
+    ranks, cores = contention.run_cores(_record(run), one_machine=one_machine)
+    if not contention.outnumbered((ranks, cores)):
+        return "none: the ranks did not outnumber the cores (or the run does not say), the compute as recorded"
+    busy = load.busy_intervals(run, case, list(graphs[0].ranks))
+    if set(busy) != set(graphs[0].ranks):
+        return f"none: {ranks} ranks shared {contention.cores_text(cores)}, but a rank's profile has no CPU ops"
+    share.attach(graphs, busy, cores, ranks)
+    return f"{share.MODEL} ({ranks} ranks shared {contention.cores_text(cores)})"
+
+
 def case_result(
-    run: Path, case: str, spans: dict, whatifs: list[WhatIf], probe: Path | None = None
+    run: Path, case: str, spans: dict, whatifs: list[WhatIf], probe: Path | None = None, one_machine: bool = False
 ) -> tuple[dict, dict | None]:
     """One case's numbers and its ideal timeline (None: no step could be rebuilt)."""
     graphs, skipped = case_graphs(run, case, spans)
@@ -141,7 +164,8 @@ def case_result(
     for i, w in enumerate(whatifs):
         if w.kind == "ranks":
             whatifs[i], hows[i] = _at_ranks(run, case, w, graphs, probe)
-    out = {"case": case, **analyse(graphs, whatifs, stages), "steps_skipped": len(skipped)}
+    contended = contend(run, case, graphs, one_machine)
+    out = {"case": case, **analyse(graphs, whatifs, stages), "steps_skipped": len(skipped), "contention": contended}
     out["ops_matched_on"] = graphs[0].matched_on if len({g.matched_on for g in graphs}) == 1 else graph.BY_NAME
     for entry, how in zip(out["whatifs"], hows):
         if how is not None:
@@ -173,6 +197,7 @@ def _lines(r: dict) -> list[str]:
         f"  idealised (no straggler, modelled) {_ms(r['ideal_ms'])} ms: slowdown S = {r['slowdown']}; per op type: "
         + ", ".join(f"{k} {v}" for k, v in r["slowdown_by_op_type"].items()),
         f"  M_W (modelled share of the slowdown per rank): {mw}",
+        f"  compute on shared cores: {r.get('contention', 'none')}",
     ]
     if r["M_S_pct"] is not None:
         out.append(
@@ -188,7 +213,7 @@ def _lines(r: dict) -> list[str]:
     return out
 
 
-def run(run_dir: Path, case_text: str, whatif_text: str, probe: Path | None = None) -> int:
+def run(run_dir: Path, case_text: str, whatif_text: str, probe: Path | None = None, one_machine: bool = False) -> int:
     whatifs = parse_whatifs(whatif_text)
     if not run_dir.is_dir():
         raise Refused(f"RUN={run_dir}: no such run folder")
@@ -202,7 +227,7 @@ def run(run_dir: Path, case_text: str, whatif_text: str, probe: Path | None = No
     _check_targets(whatifs, {r for s in cases.values() for r in s})
     results = []
     for case, s in sorted(cases.items()):
-        r, trace = case_result(run_dir, case, s, whatifs, probe)
+        r, trace = case_result(run_dir, case, s, whatifs, probe, one_machine)
         if trace is not None:
             path = run_dir / "what-if" / f"{load.profile_name(case)}.ideal.json"
             write_text_atomic(path, json.dumps(trace, separators=(",", ":")), durable=False)
@@ -221,12 +246,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--case", default="", help="only the training cases whose id contains this text")
     ap.add_argument("--what-if", default="", help="rank:<r>:<k>,link:<a>-<b>:<k>,ranks:<N> (k times slower)")
     ap.add_argument("--probe", default="", help="a profiled run of the same cases at N ranks (ranks:<N>'s compute)")
+    ap.add_argument(
+        "--one-machine",
+        action="store_true",
+        help="the run's hosts are containers of one machine (the compose simulation): all its ranks share its cores",
+    )
     args = ap.parse_args(argv)
     if not args.run.strip():
         print("error: RUN= is required: a run folder (results/<run>), run with PROFILE=1", file=sys.stderr)
         return 2
     try:
-        return run(Path(args.run), args.case, args.what_if, Path(args.probe) if args.probe.strip() else None)
+        probe = Path(args.probe) if args.probe.strip() else None
+        return run(Path(args.run), args.case, args.what_if, probe, args.one_machine)
     except (Refused, load.BadInput) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -71,6 +71,15 @@ class Graph:
     """The step's recorded time: the last rank's end less the first rank's start."""
     matched_on: str = BY_NAME
     """How the ranks' ops were matched: BY_GROUP where every collective carried its group, else BY_NAME."""
+    span: dict[tuple[int, tuple], tuple[float, float]] = dataclasses.field(default_factory=dict)
+    """(rank, key or END) -> its segment's (start, end) as recorded, seconds."""
+    cpu: dict[tuple[int, tuple], tuple[float, float]] = dataclasses.field(default_factory=dict)
+    """(rank, key or END) -> its segment's (busy, work) seconds (share.py ``segment``); empty where the ranks do
+    not outnumber the cores, or nothing says when they were busy: the segments are priced as recorded."""
+    cores: float = 0.0
+    """The cores the ranks shared where ``cpu`` is set."""
+    sharing: int = 0
+    """How many ranks shared them where ``cpu`` is set: the most that compute at once in a what-if."""
 
 
 def key_ops(ops: list[tuple]) -> tuple[Op, ...]:
@@ -121,18 +130,20 @@ def build(steps: list[RankStep]) -> Graph:
     first = set(peers)
     t0 = min(s.start for s in steps)
     latest = {k: max(o.start for s in steps for o in s.ops if o.key == k) for k in first}
-    pred, gap, transfer = {}, {}, {}
+    pred, gap, transfer, span = {}, {}, {}, {}
     last_end: dict[tuple, float] = {}
     for s in steps:
         for o in s.ops:
             p = _pred(s.ops, o.start, o.key)
             pred[s.rank, o.key] = p.key if p else None
             gap[s.rank, o.key] = max(0.0, o.start - (p.end if p else s.start))
+            span[s.rank, o.key] = (p.end if p else s.start, o.start)
             transfer[s.rank, o.key] = max(0.0, o.end - latest[o.key])
             last_end[o.key] = max(last_end.get(o.key, o.end), o.end)
         p = _pred(s.ops, float("inf"), None)  # the rank's last op, even one its clock ends just after the step
         pred[s.rank, END] = p.key if p else None
         gap[s.rank, END] = s.end - (p.end if p else s.start)  # below 0 where that op ends after the step
+        span[s.rank, END] = (p.end if p else s.start, s.end)
     order = _topological(sorted(first, key=lambda k: (latest[k], last_end[k])), pred)
     return Graph(
         ranks=tuple(sorted(s.rank for s in steps)),
@@ -144,6 +155,7 @@ def build(steps: list[RankStep]) -> Graph:
         offset={s.rank: s.start - t0 for s in steps},
         measured=max(s.end for s in steps) - t0,
         matched_on=BY_GROUP if groups and all(len(k) > 2 or k[0].startswith("p2p ") for k in peers) else BY_NAME,
+        span=span,
     )
 
 

@@ -131,6 +131,32 @@ def profile_events(path: Path) -> tuple[list[tuple[str, float, float, int]], dic
     return ops, groups
 
 
+def busy_intervals(run: Path, case: str, ranks: list[int]) -> dict[int, list[tuple[float, float]]]:
+    """rank -> when its main thread (the one that ran the most ops) ran an op the profiler records (``cpu_op``,
+    the ``c10d::`` calls left out: they may only wait), each (start, end) on the timeline's clock; nothing for a
+    rank without a profile. The ops' union is share.py's busy time."""
+    out: dict[int, list[tuple[float, float]]] = {}
+    for r in ranks:
+        path = run / "profiles" / f"{profile_name(case)}.rank{r}.json"
+        if not path.is_file():
+            continue
+        doc = json.loads(path.read_text())
+        base = float(doc.get("baseTimeNanoseconds", 0)) / 1e9
+        evs = [e for e in doc.get("traceEvents", []) if e.get("ph") == "X"]
+        cpu = [e for e in evs if e.get("cat") == "cpu_op" and not str(e.get("name", "")).startswith("c10d::")]
+        if not cpu:
+            continue
+        main = collections.Counter(e.get("tid") for e in cpu).most_common(1)[0][0]
+        ends = [base + (e["ts"] + e.get("dur", 0.0)) / 1e6 for e in evs if e.get("name") == "gloo:barrier"]
+        shift = clock_shift(_timeline_barriers(run / "trace.json").get((case, r), []), sorted(ends))
+        out[r] = [
+            (base + e["ts"] / 1e6 + shift, base + (e["ts"] + e.get("dur", 0.0)) / 1e6 + shift)
+            for e in cpu
+            if e.get("tid") == main
+        ]
+    return out
+
+
 def read_c10d_ops(path: Path) -> tuple[list[dict], list[dict], dict[str, tuple[int, ...]]]:
     """A rank's recorded collectives of a case (suite/harness/profiling.py ``c10d_ops``), its sends and recvs in
     issue order (``sends``: suite/harness/c10d.py ``p2p_calls``) and its groups' ranks (group name -> ranks);

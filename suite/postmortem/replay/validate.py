@@ -11,7 +11,7 @@ With ``--link BASE_RUN,SHAPED_RUN`` (two runs whose link the shaped one has k ti
 "link 0-1 k× slower" on the base run against the shaped run's measured step.
 
     python -m suite.postmortem.replay.validate CLEAN_RUN SLOW_RUN --rank R --factor K [--link BASE,SHAPED]
-        [--out table.md]
+        [--out table.md] [--one-machine]
 """
 
 from __future__ import annotations
@@ -28,21 +28,21 @@ def _err(predicted: float, measured: float) -> float:
     return round(100.0 * abs(predicted - measured) / measured, 1)
 
 
-def _pairs(before: Path, after: Path, w: WhatIf):
+def _pairs(before: Path, after: Path, w: WhatIf, one_machine: bool = False):
     """(case, its result on ``before`` with the what-if ``w``, its result on ``after``) for each training case
     whose steps both runs rebuilt."""
     spans = {run: load.step_spans(load.read_timeline(run)) for run in (before, after)}
     for case in sorted(set(spans[before]) & set(spans[after])):
-        b, _ = cli.case_result(before, case, spans[before][case], [w])
-        a, _ = cli.case_result(after, case, spans[after][case], [])
+        b, _ = cli.case_result(before, case, spans[before][case], [w], one_machine=one_machine)
+        a, _ = cli.case_result(after, case, spans[after][case], [], one_machine=one_machine)
         if b.get("steps") and a.get("steps"):
             yield case, b, a
 
 
-def rows(clean: Path, slow: Path, rank: int, factor: float) -> list[dict]:
+def rows(clean: Path, slow: Path, rank: int, factor: float, one_machine: bool = False) -> list[dict]:
     """One row per case the two runs share."""
     out = []
-    for case, c, s in _pairs(clean, slow, WhatIf("rank", (rank,), factor)):
+    for case, c, s in _pairs(clean, slow, WhatIf("rank", (rank,), factor), one_machine):
         predicted_slow = c["whatifs"][0]["step_ms"]
         out.append(
             {
@@ -62,10 +62,10 @@ def rows(clean: Path, slow: Path, rank: int, factor: float) -> list[dict]:
     return out
 
 
-def link_rows(base: Path, shaped: Path, factor: float) -> list[dict]:
+def link_rows(base: Path, shaped: Path, factor: float, one_machine: bool = False) -> list[dict]:
     """One row per case the two runs share: "link 0-1 k× slower" on ``base`` against ``shaped``."""
     out = []
-    for case, b, s in _pairs(base, shaped, WhatIf("link", (0, 1), factor)):
+    for case, b, s in _pairs(base, shaped, WhatIf("link", (0, 1), factor), one_machine):
         predicted = b["whatifs"][0]["step_ms"]
         out.append(
             {
@@ -123,14 +123,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--factor", type=float, required=True)
     ap.add_argument("--link", default="", help="BASE_RUN,SHAPED_RUN: the shaped run's link --factor times slower")
     ap.add_argument("--out", default="")
+    ap.add_argument("--one-machine", action="store_true", help="the runs' hosts are containers of one machine")
     args = ap.parse_args(argv)
     if not args.factor > 0:
         print(f"error: --factor must be above 0, got {args.factor:zg}", file=sys.stderr)
         return 2
     try:
-        found = rows(Path(args.clean), Path(args.slow), args.rank, args.factor)
+        found = rows(Path(args.clean), Path(args.slow), args.rank, args.factor, args.one_machine)
         pair = [Path(p) for p in args.link.split(",")] if args.link else []
-        linked = link_rows(pair[0], pair[1], args.factor) if len(pair) == 2 else []
+        linked = link_rows(pair[0], pair[1], args.factor, args.one_machine) if len(pair) == 2 else []
     except load.BadInput as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -6,6 +6,11 @@ mean, which keeps 1/n of one straggler's extra compute: half of it at two ranks)
 op's transfers over the ranks and the case's steps, and the ranks start the step together. A
 case's time is the mean over its steps (a slowdown that comes and goes counts by its share of the steps).
 
+Where the run's ranks outnumbered a host's cores (cli.py ``contend``), the compute is priced with the share of a
+core it would have (share.py, the core-share model): the idealised step's segments as if all the ranks computed at
+once, a rank k× slower's added compute on a core of its own (it runs while the others wait). Elsewhere, and in
+the replay as recorded, the segments are the measured ones.
+
 A link k× slower stretches only the bandwidth term of the transfers that cross it (link.py: the α–β model).
 
 N ranks instead of n (``ranks``), for a step whose every collective spans all its ranks (DDP's, FSDP2's on one
@@ -24,6 +29,7 @@ import dataclasses
 import statistics
 from collections.abc import Iterable, Mapping
 
+from suite.postmortem.replay import share
 from suite.postmortem.replay.graph import END, Graph, Replay, replay
 from suite.postmortem.replay.link import link_transfer
 
@@ -73,8 +79,21 @@ def median_transfers(graphs: list[Graph]) -> dict[tuple, float]:
     return {k: statistics.median(v) for k, v in seen.items()}
 
 
-def _ideal_gap(g: Graph, k: tuple) -> float:
-    return statistics.median(g.gap[r, k] for r in (g.ranks if k == END else g.peers[k]))
+def _ideal_gap(g: Graph, k: tuple, shared: bool = False) -> float:
+    """The segment's median across its ranks; ``shared``: each priced with all the ranks computing at once."""
+    rs = g.ranks if k == END else g.peers[k]
+    if shared:
+        return statistics.median(_gap_at(g, r, k, min(len(g.ranks), g.sharing)) for r in rs)
+    return statistics.median(g.gap[r, k] for r in rs)
+
+
+def _gap_at(g: Graph, r: int, k: tuple, n: int) -> float:
+    """Rank r's segment k with ``n`` ranks computing at once (share.py; as recorded where the graph has no
+    contention to price: the ranks do not outnumber the cores)."""
+    if not g.cpu:
+        return g.gap[r, k]
+    busy, work = g.cpu[r, k]
+    return share.priced(g.gap[r, k], busy, work, g.cores, n)
 
 
 def idealised(g: Graph, med: dict, ranks: Iterable[int] | None = None, types: Iterable[str] | None = None) -> float:
@@ -90,7 +109,7 @@ def ideal_replay(g: Graph, med: dict, ranks: Iterable[int] | None = None, types:
 
     def gap(r: int, k: tuple) -> float:
         fix = r in ranks and (types is None or COMPUTE in types)
-        return _ideal_gap(g, k) if fix else g.gap[r, k]
+        return _ideal_gap(g, k, shared=True) if fix else g.gap[r, k]
 
     def transfer(r: int, k: tuple) -> float:
         fix = r in ranks and (types is None or k[0] in types)
@@ -104,7 +123,11 @@ def changed(g: Graph, w: WhatIf, med: dict) -> float:
     if w.kind == "ideal":
         return idealised(g, med)
     if w.kind == "rank":
-        return replay(g, gap=lambda r, k: g.gap[r, k] * (w.factor if r == w.target[0] else 1.0)).time
+        # the added (or removed) compute runs while the others wait: on a core of its own (share.py)
+        def slower(r: int, k: tuple) -> float:
+            return g.gap[r, k] + (w.factor - 1) * _gap_at(g, r, k, 1) if r == w.target[0] else g.gap[r, k]
+
+        return replay(g, gap=slower).time
     if w.kind == "link" and w.wire is None:
         return replay(g, transfer=lambda r, k: g.transfer[r, k] * w.factor).time
     if w.kind == "link":
