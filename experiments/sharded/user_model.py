@@ -195,10 +195,11 @@ def cannot_run(um: UserModel, strategy: str, world: int, microbatches: int = 1) 
     return skipped or not_dividing(um, strategy, world, microbatches)
 
 
-def check_world(s, world: int) -> None:
+def check_world(s, world: int, cfg=None) -> None:
     """The launcher's check of SHARDED_MODEL before any rank starts (module docstring); ConfigError. A strategy
     asked for by name must run; of the default list, the model's unsupported strategies and a mesh this
-    world cannot hold are skipped with their reason, but a batch or parameter that does not divide is an error."""
+    world cannot hold are skipped with their reason, but a batch or parameter that does not divide is an error.
+    ``cfg``: the run's whole config (unused: the sharded settings hold SHARDED_MODEL)."""
     if not s.model:
         return
     um = load(s.model)
