@@ -12,7 +12,8 @@ step's batch).
 
 Checked on the host before any rank starts (``check_world``: one line, exit status 2): the factory loads and gives
 a UserModel (user_model.load), two calls give the same weights and batch and its module can be copied
-(user_model.not_reproducible), and its batch's rows split over ``RECOVERY_WORLD``.
+(user_model.not_reproducible), its state has dtypes numpy reads (the digests hash its bytes), and its batch's rows
+split over ``RECOVERY_WORLD``.
 """
 
 from __future__ import annotations
@@ -33,6 +34,12 @@ def check(name: str, world: int) -> int:
     why = user_model.not_reproducible(um, user_model.load(name))
     if why:
         raise ConfigError(f"SHARDED_MODEL={name}: {why}")
+    bad = sorted({str(t.dtype) for t in um.module.state_dict().values() if not _numpy_reads(t)})
+    if bad:
+        raise ConfigError(
+            f"SHARDED_MODEL={name}: the recovery checks hash the model's state through numpy, which has no "
+            f"{', '.join(bad)}; give its parameters and buffers a dtype numpy has (e.g. float32)"
+        )
     rows = len(um.batch(0)[0])
     if rows % world:
         raise ConfigError(
@@ -40,6 +47,15 @@ def check(name: str, world: int) -> int:
             f"split over {world} ranks (elastic) or replica groups (torchft)"
         )
     return rows
+
+
+def _numpy_reads(t) -> bool:
+    """Whether the state digests (worker.digest, torchft_data.digest) can read ``t``'s bytes through numpy."""
+    try:
+        t.detach().reshape(-1)[:1].numpy()
+    except TypeError:
+        return False
+    return True
 
 
 def check_world(s, world_size: int, cfg=None) -> None:

@@ -3,6 +3,7 @@ before any rank starts, one line and exit 2; a good one reaches every case's pla
 one shard per rank (elastic) or replica group (torchft), as the sharded experiment cycles its batches. The jobs on
 the worked example are run by tests/dist/test_recovery_elastic_dist.py."""
 
+import dataclasses
 from types import SimpleNamespace
 
 import pytest
@@ -26,9 +27,15 @@ def not_a_user_model():
     return nn.Linear(4, 4)
 
 
+def bfloat16():
+    """The worked example in bfloat16: numpy has no such dtype, so the state digests cannot read it."""
+    return dataclasses.replace(sharded_model.build(), module=sharded_model.Regressor().to(torch.bfloat16))
+
+
 BAD = {
     "unimportable": ({"SHARDED_MODEL": "no_such_package.models:build"}, "cannot import no_such_package.models"),
     "wrong type": ({"SHARDED_MODEL": f"{HERE}:not_a_user_model"}, "must return experiments.sharded.user_model"),
+    "bfloat16": ({"SHARDED_MODEL": f"{HERE}:bfloat16"}, "through numpy, which has no torch.bfloat16"),
     "rows": (
         {"SHARDED_MODEL": EXAMPLE, "RECOVERY_WORLD": "3"},
         f"SHARDED_MODEL={EXAMPLE} with RECOVERY_WORLD=3: the model's batch has 8 rows, which do not split over 3",
