@@ -26,6 +26,8 @@ MODULES = (
     "suite.ops.algorithms",
     # The small training workloads more than one experiment trains (the article's model and data, the MLP).
     "suite.ops.models",
+    # A model of your own (SHARDED_MODEL): what its factory returns, its loader and reproducibility check.
+    "suite.ops.user_model",
     # Process groups beyond the world (lanes, subgroups, a one-rank group): their one home.
     "suite.harness.groups",
     # The suite's MPI process group (BACKEND=mpi): its communicator and numpy views, for a bare mpi4py call.
@@ -137,6 +139,7 @@ if TYPE_CHECKING:  # the same names, imported for static tools (type checkers, i
     from suite.ops import p2p
     from suite.ops import algorithms
     from suite.ops import models
+    from suite.ops import user_model
     from suite.harness import groups
     from suite.harness.mpi import group as mpi_backend
     from suite.system import sysinfo

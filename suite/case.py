@@ -353,10 +353,11 @@ class ExperimentSpec:
     """Fewer ranks than this are rejected before any rank starts, with ``needs_ranks_because``."""
     needs_ranks_because: str = ""
     """Why it needs ``min_world_size`` ranks (the first half of the error line)."""
-    check_world: Callable[[object, int], None] | None = None
-    """check_world(settings, world_size): raises ConfigError (one line naming the knob) where its settings
+    check_world: Callable[[object, int, object], None] | None = None
+    """check_world(settings, world_size, cfg): raises ConfigError (one line naming the knob) where its settings
     cannot run at this world size or name user code that does not load; the launcher calls it before any rank
-    starts (exit 2). Checks that need no world size belong in the settings' ``validate``."""
+    starts (exit 2), with the run's whole config (``cfg``: a knob of another experiment it reads, as recovery
+    reads SHARDED_MODEL). Checks that need no world size belong in the settings' ``validate``."""
     report_order: int = 0
     """Its place among the report's sections (lower first; equal: the order of the records)."""
     library_collectives: bool = False

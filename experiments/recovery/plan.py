@@ -150,6 +150,9 @@ class Plan:
     """The collective timeout: a rank silent for longer is taken for lost."""
     params: int = 20_000
     """The DDP experiment's MLP, at about this many parameters."""
+    model: str = ""
+    """``module:function``, a SHARDED_MODEL factory whose model the job trains instead of the MLP (user.py); its
+    batch's rows split over the ranks: ``batch_per_rank`` is then rows / world."""
     batch_per_rank: int = 8
     step_pad_s: float = 0.0
     """Each step lasts at least this long (a bigger model's compute); 0: the small model's own step."""

@@ -69,10 +69,12 @@ class RecoverySettings:
         except ValueError:
             return 1
 
-    def plan(self, faults: tuple[Fault, ...], ckpt_mode: str, workdir: str, *, spanning: bool = False) -> Plan:
-        """The plan of one case; ``spanning``: the elastic job, across the compose nodes where there are some."""
+    def plan(self, faults: tuple[Fault, ...], ckpt_mode: str, workdir: str, *, spanning: bool = False, **model) -> Plan:
+        """The plan of one case; ``spanning``: the elastic job, across the compose nodes where there are some;
+        ``model``: SHARDED_MODEL's factory and its batch per rank (``model``, ``batch_per_rank``; none: the MLP)."""
         nnodes = self.job_nodes() if spanning and spans(faults) else 1
         return Plan(
+            **model,
             steps=self.steps,
             seed=self.seed,
             world=self.world,

@@ -55,13 +55,14 @@ def _repeat(s, repeat: int) -> tuple[str, dict]:
 
 
 def elastic_cases(
-    s, st: Strategy, text: str, faults: tuple[Fault, ...], repeat: int = 0
+    s, st: Strategy, text: str, faults: tuple[Fault, ...], repeat: int = 0, model: dict | None = None
 ) -> list[tuple[str, dict, dict, object]]:
-    """The elastic strategy's cases of one schedule: one per checkpoint mode, (label, identity, fields, build)."""
+    """The elastic strategy's cases of one schedule: one per checkpoint mode, (label, identity, fields, build);
+    ``model``: the plan's SHARDED_MODEL fields (cases.model_plan; none: the MLP)."""
     out = []
     suffix, again = _repeat(s, repeat)
     for mode in s.ckpt_modes:
-        plan = s.plan(faults, mode, s.ckpt_dir, spanning=st.spans_nodes)
+        plan = s.plan(faults, mode, s.ckpt_dir, spanning=st.spans_nodes, **(model or {}))
         identity = {"strategy": st.name, "fault": text, "ckpt_mode": mode, **again}
         follow = elastic.follow if plan.nnodes > 1 else None
         build = recovery_buffers(repr(plan) + suffix, elastic_runner(plan), s.ckpt_dir, follow)
@@ -70,15 +71,17 @@ def elastic_cases(
 
 
 def torchft_cases(
-    s, st: Strategy, text: str, faults: tuple[Fault, ...], repeat: int = 0
+    s, st: Strategy, text: str, faults: tuple[Fault, ...], repeat: int = 0, model: dict | None = None
 ) -> list[tuple[str, dict, dict, object]]:
-    """The torchft strategy's case of one schedule, if it is made of kills (no checkpoint, so no mode)."""
+    """The torchft strategy's case of one schedule, if it is made of kills (no checkpoint, so no mode); ``model``:
+    as elastic_cases'."""
     faults = s.schedule(text, keep=KEPT if st.heals_from_peer else None)  # Poisson: the live peer left alone
     if not torchft_runs(faults):
         return []
     suffix, again = _repeat(s, repeat)
     label = f"{st.name}-{text}{suffix}"  # the job's plan as torchft runs it: one replica group of one rank per rank
-    plan = s.plan(faults, "none", label.replace(":", "-").replace("@", "-"), spanning=st.spans_nodes)
+    workdir = label.replace(":", "-").replace("@", "-")
+    plan = s.plan(faults, "none", workdir, spanning=st.spans_nodes, **(model or {}))
     identity = {"strategy": st.name, "fault": text, "ckpt_mode": "none", **again}
     return [(label, identity, {"ckpt_every": None}, recovery_buffers(repr(plan), torchft_runner(plan), s.ckpt_dir))]
 

@@ -20,7 +20,7 @@ import torch
 import torch.nn as nn
 
 from . import torchft_data as workload
-from .torchft_data import LR, digest, sample_ids
+from .torchft_data import LR, digest
 
 TOLERANCE = {"rtol": 1e-5, "atol": 1e-7}
 """Final weights against the reference where a step had three or more replicas (Gloo's summation order)."""
@@ -65,10 +65,10 @@ def reference(plan, steps: dict[int, dict]) -> tuple[list[str], nn.Module]:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        model = workload.model(plan.seed)
+        data = workload.Data(plan.seed, plan.world, plan.batch_per_rank, plan.model)
+        model = data.model()
         opt = torch.optim.SGD(model.parameters(), lr=LR)
-        dataset = workload.dataset()
-        loss_fn = nn.CrossEntropyLoss()
+        loss_fn = data.loss
         shas = [digest(model)]
         for s in range(plan.steps):
             if s not in steps:
@@ -76,7 +76,7 @@ def reference(plan, steps: dict[int, dict]) -> tuple[list[str], nn.Module]:
             n = steps[s]["n"]
             total = None
             for rank in range(n):
-                x, y = dataset[sample_ids(plan.seed, s, rank, plan.world, plan.batch_per_rank, len(dataset))]
+                x, y = data.batch(s, rank)
                 opt.zero_grad(set_to_none=False)
                 loss_fn(model(x), y).backward()
                 grads = [p.grad.clone() for p in model.parameters()]
@@ -126,12 +126,12 @@ def verify(plan, rows: list[dict], workdir: Path) -> dict:
 def committed_log(plan, steps: dict[int, dict]) -> list[dict]:
     """Per committed step: the replicas that took part, the ones that committed it, and the samples used and
     dropped (the batches of the ranks that were missing from the step)."""
-    n_samples = len(workload.dataset())
+    data = workload.Data(plan.seed, plan.world, plan.batch_per_rank, plan.model)
     groups = plan.world
     out = []
     for s in sorted(steps):
         n = steps[s]["n"]
-        ids = [sample_ids(plan.seed, s, r, groups, plan.batch_per_rank, n_samples) for r in range(groups)]
+        ids = [data.ids(s, r) for r in range(groups)]
         out.append(
             {
                 "step": s,

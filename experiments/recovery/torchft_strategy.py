@@ -18,7 +18,8 @@ exits 0 when the run equals its reference, 6 (wrong results) naming the first wr
 bad input before anything starts. ``--fault`` takes the recovery experiment's spelling (``RECOVERY_FAULTS``,
 ``schedule.parse_faults``), the replica group in the rank's place: ``kill:<replica>@<step>``,
 ``stop:<replica>@<step>``, ``kill:<replica>@<t>s``, ``poisson:<mtbf>``, ``poisson:<mtbf>s`` (whose draws
-spare replica ``schedule.KEPT``).
+spare replica ``schedule.KEPT``). ``--model module:function`` trains a SHARDED_MODEL factory's model instead of
+the article's (user.py), its batch's rows split over the replica groups.
 """
 
 from __future__ import annotations
@@ -33,9 +34,10 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from suite.api import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_WRONG_RESULT
+from suite.api import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_WRONG_RESULT, ConfigError
 
 from . import torchft_check as check
+from . import user
 from .plan import STRATEGIES, Plan, PlanError, check_bug, check_fault, check_one_clock, check_writable, plants_of
 from .schedule import KEPT, continue_stopped, keeps_one, parse_faults, stop_seconds
 from .torchft_data import BATCH
@@ -115,6 +117,7 @@ class Replicas:
             "steps": p.steps,
             "seed": p.seed,
             "batch": p.batch_per_rank,
+            "model": p.model,
             "lighthouse": self.lighthouse,
             "op_timeout_s": p.timeout_s,
             "quorum_timeout_s": p.deadline_s,
@@ -309,16 +312,19 @@ def parse(argv: list[str]) -> Plan:
     ap.add_argument("--plant", default=None, help=f"a planted recovery bug: {', '.join(PLANTS)}")
     ap.add_argument("--plant-step", type=int, default=None)
     ap.add_argument("--json", default=None, help="write the result here")
+    ap.add_argument("--model", default="", help="module:function, a SHARDED_MODEL factory to train (user.py)")
     a = ap.parse_args(argv)
     faults = parse_faults(",".join(a.fault), world=a.groups, steps=a.steps, seed=a.seed, keep=KEPT)
+    batch = user.check(a.model, a.groups) // a.groups if a.model else BATCH
     return Plan(
+        model=a.model,
         steps=a.steps,
         seed=a.seed,
         world=a.groups,
         faults=faults,
         workdir=a.workdir,
         timeout_s=a.op_timeout,
-        batch_per_rank=BATCH,
+        batch_per_rank=batch,
         deadline_s=a.timeout,
         step_pad_s=a.step_pad,
         restart_delay_s=a.restart_delay,
@@ -332,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         plan = parse(sys.argv[1:] if argv is None else argv)
         validate(plan)
-    except PlanError as e:
+    except (PlanError, ConfigError) as e:
         print(f"torchft: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:

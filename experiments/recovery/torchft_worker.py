@@ -22,7 +22,8 @@ one JSON line per attempted step to its log:
 A replacement for a replica the schedule kills is a warm spare: started with the run, it imports and loads
 the data, then waits for ``wake`` (written when the replica it replaces dies) before it joins.
 
-The samples of a step are a function of (seed, step, rank among the replicas that took part) only, so the
+It trains the article's model, or SHARDED_MODEL's (``model``: torchft_data.Data). The samples of a step are a
+function of (seed, step, rank among the replicas that took part) only, so the
 reference can rebuild every committed step from its ``n``. The planted recovery bug this process carries (``plant``, its
 name in plan.PLANTS, whose fields say what it does): ``stale`` (a healed replica keeps its own stale weights and
 only takes the peer's step number) or ``phantom`` (the step ``plant_step`` is counted as committed but this replica
@@ -47,7 +48,7 @@ from torchft.process_group import ProcessGroupDummy, ProcessGroupGloo
 
 from . import torchft_data as workload
 from .plan import NO_PLANT, PLANTS
-from .torchft_data import LR, digest, sample_ids
+from .torchft_data import LR, digest
 
 
 class Log:
@@ -81,10 +82,10 @@ def fault_tolerant_ddp(manager, model: nn.Module) -> nn.Module:
     return Ddp(manager, model)
 
 
-def build(a: dict, log: Log):
+def build(a: dict, log: Log, data: workload.Data):
     """The Manager, the fault-tolerant DDP model and the inner optimizer of one replica group."""
     plant = PLANTS.get(a.get("plant") or "", NO_PLANT)
-    model = workload.model(a["seed"])
+    model = data.model()
     opt = torch.optim.SGD(model.parameters(), lr=LR)
     store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
 
@@ -122,7 +123,7 @@ def train(a: dict) -> None:
     torch.set_num_threads(1)  # the reference replays the steps with one thread: the same sums, bitwise
     log = Log(a["log"])
     log("start", replica=a["replica"])
-    dataset = workload.dataset()
+    data = workload.Data(a["seed"], a["groups"], a["batch"], a.get("model") or "")
     # DDP's first construction imports its compiler stack (seconds): done here, before a spare is warm
     nn.parallel.DistributedDataParallel(nn.Linear(1, 1), process_group=ProcessGroupDummy(0, 1))
     if a.get("wake"):  # a warm spare: imported and loaded, it takes over a killed replica when woken
@@ -130,7 +131,7 @@ def train(a: dict) -> None:
         while not os.path.exists(a["wake"]):
             time.sleep(0.005)
         log("wake")
-    manager, ddp, model, opt, _store = build(a, log)
+    manager, ddp, model, opt, _store = build(a, log, data)
     report_error = manager.report_error
 
     def detected(e: Exception) -> None:  # the first sign of a lost peer this replica sees (a failed collective)
@@ -141,7 +142,7 @@ def train(a: dict) -> None:
     log("ready", step=manager.current_step())
     while a.get("go") and not os.path.exists(a["go"]):  # every replica joins the first quorum together
         time.sleep(0.01)
-    loss_fn = nn.CrossEntropyLoss()
+    loss_fn = data.loss
     pending = list(a["faults"])
     plant = PLANTS.get(a.get("plant") or "", NO_PLANT)  # the planted bug this process carries, if any
     while manager.current_step() < a["steps"]:
@@ -156,8 +157,7 @@ def train(a: dict) -> None:
             kind = pending.pop(0)["kind"]
             log("fault", step=step, fault=kind, pid=os.getpid())
             os.kill(os.getpid(), signal.SIGKILL if kind == "kill" else signal.SIGSTOP)  # SIGCONT: the runner's
-        ids = sample_ids(a["seed"], step, rank or 0, a["groups"], a["batch"], len(dataset))
-        x, y = dataset[ids]
+        x, y = data.batch(step, rank or 0)
         loss_fn(ddp(x), y).backward()
         time.sleep(max(0.0, t0 + a["step_pad_s"] - time.time()))  # a bigger model's step time, if asked
         ok = manager.should_commit()

@@ -1,7 +1,8 @@
 """One rank of the recovery job, as torchrun starts it: ``python -m experiments.recovery.worker PLAN.json``.
 
-It trains the shared MLP (``suite.api.models``, the DDP experiment's communication-heavier model)
-for the plan's steps on a data order drawn from the seed, saves a torch.distributed.checkpoint every
+It trains the shared MLP (``suite.api.models``, the DDP experiment's communication-heavier model) on a data
+order drawn from the seed, or the plan's SHARDED_MODEL factory's model on its batches (user.py), for the plan's
+steps, saves a torch.distributed.checkpoint every
 ``ckpt_every`` steps, restores the latest one when torchrun restarts it, and strikes its own scheduled fault:
 fault i of the plan strikes in attempt i (TORCHELASTIC_RESTART_COUNT). Every event goes to
 ``<workdir>/events/rank<r>.jsonl`` with its wall-clock time; every rank adds a digest of its model's state to each
@@ -31,6 +32,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from suite.api import models
 
 from .plan import NO_PLANT, PLANTS, Plan
+from .user import Yours
 
 N_SAMPLES = 256
 PROCESS = AsyncCheckpointerType.PROCESS
@@ -107,13 +109,35 @@ def strike(fault, log: Log) -> None:
 
 
 class Trainer:
+    """One rank's training: the MLP on its seeded data, or SHARDED_MODEL's model (``plan.model``, user.py) on its
+    batches' rows."""
+
     def __init__(self, plan: Plan, rank: int, log: Log):
         self.plan, self.rank, self.log = plan, rank, log
-        self.data = models.make_dataset(n_samples=N_SAMPLES, seed=plan.seed + 1)
-        self.ddp = DDP(models.mlp(models.mlp_spec_for(plan.params), seed=plan.seed))
+        if plan.model:
+            self.yours = Yours(plan.model, plan.world)
+            self.loss = self.yours.loss
+        else:
+            self.yours = None
+            self.data = models.make_dataset(n_samples=N_SAMPLES, seed=plan.seed + 1)
+            self.loss = torch.nn.CrossEntropyLoss()
+        self.ddp = DDP(self.initial())
         self.opt = torch.optim.SGD(self.ddp.parameters(), lr=LR, momentum=MOMENTUM)
-        self.loss = torch.nn.CrossEntropyLoss()
         self.pending = None
+
+    def initial(self) -> torch.nn.Module:
+        """A new model in its initial state: the seeded MLP, or a copy of the factory's module."""
+        return (
+            self.yours.module()
+            if self.yours
+            else models.mlp(models.mlp_spec_for(self.plan.params), seed=self.plan.seed)
+        )
+
+    def batch(self, k: int) -> tuple:
+        """This rank's inputs and targets of step ``k``."""
+        if self.yours:
+            return self.yours.shard(k, self.rank)
+        return self.data[batch_indices(k, self.plan, self.rank)]
 
     def state(self) -> dict:
         m, o = get_state_dict(self.ddp, self.opt)
@@ -138,16 +162,14 @@ class Trainer:
             dcp.load(sd, checkpoint_id=str(Path(self.plan.workdir) / "ckpt" / f"step{step}"), no_dist=alone)
             set_state_dict(self.ddp, self.opt, model_state_dict=sd["model"], optim_state_dict=sd["optim"])
         elif alone:
-            self.ddp.module.load_state_dict(
-                models.mlp(models.mlp_spec_for(self.plan.params), seed=self.plan.seed).state_dict()
-            )
+            self.ddp.module.load_state_dict(self.initial().state_dict())
             self.opt.state.clear()
 
     def state_digest(self) -> str:
         return digest(self.ddp.module)
 
     def step(self, k: int) -> None:
-        x, y = self.data[batch_indices(k, self.plan, self.rank)]
+        x, y = self.batch(k)
         t0 = time.perf_counter()
         self.opt.zero_grad(set_to_none=False)
         self.loss(self.ddp(x), y).backward()

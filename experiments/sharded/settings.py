@@ -36,7 +36,8 @@ class ShardedSettings:
     """SHARDED_MICROBATCHES: micro-batches per step of the pipeline strategies (pp_*); divides SHARDED_BATCH."""
     model: str = field(default="", metadata={"env": "SHARDED_MODEL"})
     """SHARDED_MODEL: ``module:function``, a factory of your own model (experiments/sharded/user_model.py);
-    empty: the built-in model family. Loaded and checked on the host before any rank starts."""
+    empty: the built-in model family. Loaded and checked on the host before any rank starts. The recovery experiment
+    trains it too, instead of its MLP (experiments/recovery/user.py)."""
 
     def for_strategy(self, strategy: str, world: int) -> ShardedSettings:
         """The settings ``strategy``'s case runs on the built-in model at ``world`` ranks: these, but for a pipeline

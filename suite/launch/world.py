@@ -55,7 +55,7 @@ def check_world(names: list[str], cfg, world_size: int) -> None:
                 f"{world_size} (NPROC x NNODES)"
             )
         if spec.check_world is not None:
-            spec.check_world(getattr(cfg, name, None), world_size)
+            spec.check_world(getattr(cfg, name, None), world_size, cfg)
 
 
 def usable_here() -> float | None:
