@@ -122,3 +122,31 @@ def test_compose_containers_share_one_machines_cores_only_when_told(tmp_path):
     g = build(straggler_step())
     assert cli.contend(tmp_path, "case", [g]).startswith("none: the ranks did not outnumber")
     assert cli.contend(tmp_path, "case", [g], one_machine=True).startswith("none: 3 ranks shared 2 cores")
+
+
+@pytest.mark.parametrize("backend", ["gloo", "mpi", "nccl"])
+def test_busy_intervals_are_put_on_the_timelines_clock_by_any_backends_barriers(tmp_path, backend):
+    """A rank's profile runs 2 s behind the timeline's clock: its barrier ends at 1.0 s where the timeline recorded
+    it at 3.0 s, so its busy op (0.5-0.6 s profiled) lands at 2.5-2.6 s, whatever backend named the barrier."""
+    from suite.postmortem.replay import load
+
+    case = "test_ddp[mlp-ddp]"
+    trace = {
+        "otherData": {"epoch_unix_s": 0.0},
+        "traceEvents": [
+            {"ph": "X", "cat": "case", "name": case, "pid": 0, "tid": 1, "ts": 0.0, "dur": 5e6},
+            {"ph": "X", "cat": "op", "name": "barrier", "pid": 0, "tid": 1, "ts": 2.9e6, "dur": 0.1e6},
+        ],
+    }
+    (tmp_path / "trace.json").write_text(json.dumps(trace))
+    prof = {
+        "baseTimeNanoseconds": 0,
+        "traceEvents": [
+            {"ph": "X", "name": f"{backend}:barrier", "ts": 0.9e6, "dur": 0.1e6, "tid": 1},
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0.5e6, "dur": 0.1e6, "tid": 1},
+        ],
+    }
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / f"{load.profile_name(case)}.rank0.json").write_text(json.dumps(prof))
+    (got,) = load.busy_intervals(tmp_path, case, [0])[0]
+    assert got == pytest.approx((2.5, 2.6))

@@ -120,15 +120,19 @@ def profile_events(path: Path) -> tuple[list[tuple[str, float, float, int]], dic
     """The backend's ops of one rank's profile, (op, start, end, thread) in Unix seconds, and its process groups
     (group name -> its ranks, from ``distributedInfo.pg_config``: some of the groups the rank is in)."""
     doc = json.loads(path.read_text())
+    info = doc.get("distributedInfo") or {}
+    groups = {str(g.get("pg_name")): tuple(int(r) for r in g.get("ranks") or []) for g in info.get("pg_config") or []}
+    return _backend_ops(doc), groups
+
+
+def _backend_ops(doc: dict) -> list[tuple[str, float, float, int]]:
+    """A profile's backend ops (any backend of OP_PREFIXES), (op, start, end, thread) in Unix seconds."""
     base = float(doc.get("baseTimeNanoseconds", 0)) / 1e9
-    ops = [
+    return [
         (e["name"].split(":", 1)[1], base + e["ts"] / 1e6, base + (e["ts"] + e.get("dur", 0.0)) / 1e6, e.get("tid", 0))
         for e in doc.get("traceEvents", [])
         if e.get("ph") == "X" and str(e.get("name", "")).startswith(OP_PREFIXES)
     ]
-    info = doc.get("distributedInfo") or {}
-    groups = {str(g.get("pg_name")): tuple(int(r) for r in g.get("ranks") or []) for g in info.get("pg_config") or []}
-    return ops, groups
 
 
 def busy_intervals(run: Path, case: str, ranks: list[int]) -> dict[int, list[tuple[float, float]]]:
@@ -136,6 +140,7 @@ def busy_intervals(run: Path, case: str, ranks: list[int]) -> dict[int, list[tup
     the ``c10d::`` calls left out: they may only wait), each (start, end) on the timeline's clock; nothing for a
     rank without a profile. The ops' union is share.py's busy time."""
     out: dict[int, list[tuple[float, float]]] = {}
+    recorded: dict | None = None  # the timeline's barriers, read once, where a rank has a profile
     for r in ranks:
         path = run / "profiles" / f"{profile_name(case)}.rank{r}.json"
         if not path.is_file():
@@ -147,8 +152,9 @@ def busy_intervals(run: Path, case: str, ranks: list[int]) -> dict[int, list[tup
         if not cpu:
             continue
         main = collections.Counter(e.get("tid") for e in cpu).most_common(1)[0][0]
-        ends = [base + (e["ts"] + e.get("dur", 0.0)) / 1e6 for e in evs if e.get("name") == "gloo:barrier"]
-        shift = clock_shift(_timeline_barriers(run / "trace.json").get((case, r), []), sorted(ends))
+        recorded = _timeline_barriers(run / "trace.json") if recorded is None else recorded
+        ends = sorted(o[2] for o in _backend_ops(doc) if o[0] == "barrier")  # as replay_steps aligns the ops
+        shift = clock_shift(recorded.get((case, r), []), ends)
         out[r] = [
             (base + e["ts"] / 1e6 + shift, base + (e["ts"] + e.get("dur", 0.0)) / 1e6 + shift)
             for e in cpu
