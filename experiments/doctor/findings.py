@@ -144,6 +144,14 @@ def slow_link_findings(slow: list[dict], used_links: set, hosts: list[str]) -> l
     return findings
 
 
+def _in_communication(s: dict) -> str:
+    """The collectives' own hold-back beside a compute headline (", X inside the collectives"), else ""."""
+    held = s.get("holds_back_in_communication_us")
+    if not s["in_compute"] or held is None:
+        return ""
+    return f" in compute, {metrics.format_time_us(held)} inside the collectives"
+
+
 def straggler_findings(stragglers: list[dict], used_ranks: set) -> list[Finding]:
     return [
         Finding(
@@ -155,7 +163,8 @@ def straggler_findings(stragglers: list[dict], used_ranks: set) -> list[Finding]
             confidence=f"slower than the others' median in {s['slower_than_others']}/{s['samples']} samples "
             f"(chance 1/2: p = {s['p_value']:z.1g}), the slowest in {s['slowest']}"
             + ("" if s["late_arrival"] is None else f", entered the op last in {s['late_arrival']}")
-            + f"; holds the others back by {metrics.format_time_us(s['holds_back_us'])} per step",
+            + f"; holds the others back by {metrics.format_time_us(s['holds_back_us'])} per step"
+            + _in_communication(s),
             evidence=s["evidence"],
             detail=s,
         )

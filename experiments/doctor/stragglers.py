@@ -140,6 +140,7 @@ def rank_entries(recs: list[dict], world: int, hosts: list[str]) -> tuple[list[d
                 if row["late_arrival"] is not None
             },
             "slower_than_others_in": {label: f"{row['slower_than_others']}/{row['samples']}" for _, label, row in rows},
+            "holds_back_us_in": {label: row["holds_back_us"] for _, label, row in rows},
             "straggler": in_compute or in_comm,
             "in_compute": in_compute,
             "evidence": [label for _, label, row in rows if row["flagged"]],
@@ -150,6 +151,9 @@ def rank_entries(recs: list[dict], world: int, hosts: list[str]) -> tuple[list[d
             # collective), else the communication probe where it stood out most
             pick = [row for p, _, row in rows if row["flagged"] and (p == "compute") == in_compute]
             best = max(pick or [row for _, _, row in rows if row["flagged"]], key=lambda x: x["ratio"])
+            # and what the others waited for it inside the collectives that named it: where ranks share cores,
+            # its peers compute faster while it is away, so its compute figure can read far less than that
+            comm_held = [row["holds_back_us"] for p, _, row in rows if p != "compute" and row["flagged"]]
             stragglers.append(
                 {
                     **entry,
@@ -169,6 +173,7 @@ def rank_entries(recs: list[dict], world: int, hosts: list[str]) -> tuple[list[d
                     },
                     "in_compute": in_compute,
                     "in_communication": in_comm,
+                    "holds_back_in_communication_us": statistics.median(comm_held) if in_comm else None,
                 }
             )
     return ranks, stragglers

@@ -67,7 +67,11 @@ def test_a_rank_that_arrives_late_is_named_as_the_straggler(tmp_path):
     assert d["stragglers"][0]["in_communication"]
     comm = {k: v for k, v in d["ranks"][2]["late_arrival_in"].items() if not k.startswith("compute")}
     assert comm and all(int(v.split("/")[0]) >= 8 for v in comm.values()), comm  # it entered the ops last
-    assert d["stragglers"][0]["holds_back_us"] > 7500  # most of the 15 ms
+    # the others waited most of the 15 ms for it inside the ops; its compute figure (the headline where the
+    # compute probe names it too: the delay lands in every sample) reads less, as its peers compute faster
+    # on the two cores while it is away
+    assert d["stragglers"][0]["holds_back_in_communication_us"] > 7500
+    assert 0 < d["stragglers"][0]["holds_back_us"] <= 1.5 * 15000
     assert "straggler  rank 2" in proc.stdout
     assert "exit status 8 (the doctor found a problem)" in proc.stderr
     assert load_bench(tmp_path)["suite"]["exit_status"] == EXIT_FINDING

@@ -118,6 +118,25 @@ def test_a_straggler_rank_is_named_with_how_much_it_holds_back():
     assert d.stragglers[0]["holds_back_us"] == pytest.approx(1000, rel=0.3)  # 1.5 x 2000 us - 2000 us
 
 
+def test_a_rank_slow_at_compute_and_late_at_the_ops_gives_both_hold_backs():
+    # Rank 4 computes 1.3x (600 us over the others' 2 ms) and reaches each all_reduce 1 ms late: the headline
+    # is the compute probe's figure, and what the others waited inside the collectives is said beside it (on
+    # shared cores the two differ: its peers compute faster while it is away).
+    slow = {4: 1.3}
+    d = doctor.diagnose(
+        doctor_run(
+            THREE_NODES, rank_slow=lambda r: slow.get(r, 1.0), late_us=lambda r: 1000.0 * (r in slow), noise=0.02
+        )
+    )
+    (s,) = d.stragglers
+    assert s["rank"] == 4 and s["in_compute"] and s["in_communication"]
+    assert s["holds_back_us"] == pytest.approx(600, rel=0.2)
+    assert s["holds_back_in_communication_us"] == pytest.approx(1150, rel=0.2)  # 1 ms late + its op 1.3 x 500 us
+    assert d.ranks[4]["holds_back_us_in"]["all_reduce-4096"] == pytest.approx(1150, rel=0.2)
+    (f,) = d.findings
+    assert f.confidence.endswith(" per step in compute, 1.15 ms inside the collectives"), f.confidence
+
+
 def test_a_rank_that_arrives_late_is_named_by_the_communication_probes():
     # Rank 4 reaches each all_reduce 1 ms after the others: they all wait for it inside the op, so every
     # rank's time is ~1.5 ms and only the arrivals tell who it was. Its compute is normal.
