@@ -8,6 +8,9 @@ and the range (smallest-largest) over its runs of detect, recover and ETTR, and 
 
 from __future__ import annotations
 
+import math
+import statistics
+
 from suite.api import num
 
 
@@ -32,13 +35,12 @@ def format_tables(records: list[dict]) -> str:
 
 
 def spread(values: list, fmt: str) -> str:
-    """``median (smallest-largest)`` of the numbers among ``values``; ``-`` where there is none."""
-    v = sorted(x for x in values if isinstance(x, (int, float)) and not isinstance(x, bool))
+    """``median (smallest-largest)`` of the finite numbers among ``values`` (a run that measured none, e.g. a
+    torchft replica that never detected, leaves None or nan); ``-`` where there is none."""
+    v = sorted(x for x in values if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x))
     if not v:
         return "-"
-    mid = len(v) // 2
-    median = v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
-    return f"{median:z{fmt}}" + ("" if len(v) == 1 else f" ({v[0]:z{fmt}}-{v[-1]:z{fmt}})")
+    return f"{statistics.median(v):z{fmt}}" + ("" if len(v) == 1 else f" ({v[0]:z{fmt}}-{v[-1]:z{fmt}})")
 
 
 def spread_lines(records: list[dict]) -> list[str]:

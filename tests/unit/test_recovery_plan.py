@@ -298,5 +298,10 @@ def test_repeated_cases_are_distinct_jobs_and_the_table_gives_their_spread(tmp_p
     i = lines.index(next(x for x in lines if x.startswith("# spread over repeats")))
     row = ["elastic", "kill:1@6", "sync", "3", "0.200", "(0.100-0.400)", "19.00", "(18.00-20.00)", "0.0200"]
     assert lines[i + 2].split() == [*row, "(0.0100-0.0300)", "2/3"]
+    # a run that measured no detection (nan or None) is left out of the spread, not printed as nan
+    from experiments.recovery.table import spread
+
+    assert spread([float("nan"), 0.3, None, 0.1], ".2f") == "0.20 (0.10-0.30)"
+    assert spread([float("nan")], ".2f") == "-"
     assert lines[i + 3].split() == ["torchft", "kill:1@6", "sync", "1", "-", "-", "0.9000", "1/1"]
     assert "spread over repeats" not in format_tables(runs[:1])
