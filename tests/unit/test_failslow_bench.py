@@ -71,10 +71,13 @@ def test_bad_trials_are_refused_naming_what_to_change(specs, trials_n, said_):
         ("FAILSLOW_CLASSES=pause:7", "target rank '7' does not exist"),
         ("FAILSLOW_CLASSES=slow:::0.5", "severity 0.5 of slow is out of range"),
         ("FAILSLOW_CLASSES=pause:1:45", "onset 45 s is past the run's end"),
+        ("FAILSLOW_CLASSES=egress", "egress acts on a node of the compose simulation"),
+        ("FAILSLOW_COMPOSE=1 NNODES=1", "NNODES=1, NPROC_PER_NODE=2: the compose bench needs 2 or more nodes"),
+        ("FAILSLOW_COMPOSE=1 NNODES=2 NPROC_PER_NODE=1 FAILSLOW_CLASSES=egress:2", "target rank '2' does not exist"),
     ],
 )
 def test_make_failslow_bench_refuses_bad_input_in_one_line_before_anything_starts(tmp_path, knob, said_):
-    r = make("failslow-bench", knob, f"RESULTS={tmp_path / 'r'}", timeout=60)
+    r = make("failslow-bench", *knob.split(), f"RESULTS={tmp_path / 'r'}", timeout=60)
     assert r.returncode == 2, r.stderr
     (line,) = said(r)
     assert line.startswith("error: ") and said_ in line, r.stderr
@@ -196,7 +199,7 @@ def test_an_interrupted_bench_keeps_its_finished_trials(tmp_path, monkeypatch):
     cfg |= {"seed": 0, "trials": 3, "classes": ["slow"]}
     calls = []
 
-    def launch(folder, run_id, args, nproc, env):
+    def launch(folder, run_id, args, cfg, env):
         calls.append(run_id)
         if len(calls) == 2:
             raise KeyboardInterrupt
@@ -207,6 +210,29 @@ def test_an_interrupted_bench_keeps_its_finished_trials(tmp_path, monkeypatch):
     assert not complete and len(done) == 1 and "exited 1" in done[0]["watch"]["void"]
     kept = json.loads((tmp_path / bench.FILE).read_text())
     assert kept["complete"] is False and len(kept["trials"]) == 1 and kept["scores"]["watch"]["void"] == 1
+
+
+def test_on_compose_the_trials_draw_node_classes_and_each_runs_the_simulation_with_its_knobs(tmp_path):
+    from suite.report.failslow import compose
+
+    argv = ["--trials", "4", "--seed", "3", "--classes", "egress,nodecpu", "--compose-nodes", "2"]
+    argv += ["--nproc-per-node", "1", "--trial-args", "EXPERIMENTS=ddp K='mlp and ddp'"]
+    cfg = bench.configure(bench._args(argv))
+    assert cfg["nproc"] == 2 and cfg["compose"] == {"nnodes": 2, "per_node": 1}
+    injected = [p for p in cfg["planned"] if p["inject"]]
+    assert (
+        injected and {p["cls"] for p in injected} <= {"egress", "nodecpu"} and {p["target"] for p in injected} <= {0, 1}
+    )
+    p = injected[0]
+    cmd, env = compose.launch(
+        compose.Sim(2, 1), tmp_path / "trials", "t000", cfg["trial_args"], bench._env(p["inject"], p["seed"], 36.0)
+    )
+    assert cmd == [compose.SCRIPT] and (bench.ROOT / compose.SCRIPT).is_file()
+    assert env["NNODES"] == "2" and env["NPROC_PER_NODE"] == "1" and env["RUN_ID"] == "t000"
+    assert env["RESULTS_DIR"] == str((tmp_path / "trials").resolve()) and env["K"] == "mlp and ddp"
+    assert env["INJECT"] == p["inject"] and env["SEED"] == str(p["seed"]) and env["INJECT_RUN_S"] == "36"
+    with pytest.raises(ConfigError, match="^--trial-args: '--iters' is not KEY=VALUE"):
+        bench.configure(bench._args([*argv[:-1], "--iters 5"]))
 
 
 def _bench(folder: Path, found: bool, n: int = 12) -> Path:

@@ -3,7 +3,11 @@ none, scored after each run against the truth it never saw; optionally the docto
 
     python -m suite.report.failslow.bench --trials N --seed S --classes pause,slow [--clean 0.25] \\
         [--run-s 36] [--nproc 2] [--results-root results] [--run-id ID] \\
-        --trial-args "<the launcher's arguments of one trial>" [--doctor-args "<the doctor run's>"]
+        --trial-args "<the launcher's arguments of one trial>" [--doctor-args "<the doctor run's>"] \\
+        [--compose-nodes N --nproc-per-node P]
+
+``--compose-nodes N`` (N >= 2) runs every trial on the compose simulation instead, N containers of P ranks
+(compose.py); the trial and doctor arguments are then the simulation's knobs, ``KEY=VALUE`` words.
 
 The launcher arguments name the experiment and case (mk/failslow.mk holds them: the suite's core names no
 experiment). Every trial's plan is drawn and checked before the first run starts (trials.py): bad input is one
@@ -28,7 +32,7 @@ from pathlib import Path
 from suite.common.fileio import write_json_atomic
 from suite.errors import ConfigError
 
-from . import table, trials
+from . import compose, table, trials
 
 FILE = "failslow.json"
 DETECTORS = ("watch", "probes")
@@ -49,6 +53,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--run-id", default="")
     ap.add_argument("--trial-args", default="")
     ap.add_argument("--doctor-args", default="", help="empty: the doctor is not scored")
+    ap.add_argument("--compose-nodes", default="0", help="N >= 2: the trials run on the compose simulation")
+    ap.add_argument("--nproc-per-node", default="2", help="the ranks of each node of the compose simulation")
     ap.add_argument("--rescore", default="", help="a bench run folder: its trials read again, scored and tabled")
     return ap.parse_args(argv)
 
@@ -64,7 +70,8 @@ def configure(a: argparse.Namespace) -> dict:
     """The bench's settings and its drawn trials; ConfigError (one line) on any bad input."""
     n = _number(a.trials, "TRIALS", int)
     seed = _number(a.seed, "SEED", int)
-    nproc = _number(a.nproc, "NPROC", int)
+    sim = compose.simulation(a.compose_nodes, a.nproc_per_node)
+    nproc = sim.world if sim else _number(a.nproc, "NPROC", int)
     run_s = _number(a.run_s, "FAILSLOW_RUN_S")
     if seed < 0:
         raise ConfigError(f"SEED={seed}: a whole number >= 0")
@@ -76,10 +83,12 @@ def configure(a: argparse.Namespace) -> dict:
     if a.cycle not in ("0", "1"):
         raise ConfigError(f"FAILSLOW_CYCLE={a.cycle!r}: 0 (drawn) or 1 (the class specs in turn)")
     clean = _number(a.clean, "FAILSLOW_CLEAN")
-    planned = trials.draw(n, seed, specs, clean, nproc, run_s, cycle=a.cycle == "1")
+    if sim:  # the simulation's knobs, checked before the first trial
+        compose.knobs(a.trial_args, "--trial-args"), compose.knobs(a.doctor_args, "--doctor-args")
+    planned = trials.draw(n, seed, specs, clean, nproc, run_s, cycle=a.cycle == "1", compose=sim is not None)
     return {
         "trials": n, "seed": seed, "classes": specs, "clean_share": clean, "cycle": a.cycle == "1", "run_s": run_s,
-        "nproc": nproc,
+        "nproc": nproc, "compose": None if sim is None else {"nnodes": sim.nnodes, "per_node": sim.per_node},
         "trial_args": a.trial_args, "doctor_args": a.doctor_args, "planned": [p.as_dict() for p in planned],
     }  # fmt: skip
 
@@ -91,10 +100,14 @@ def _env(inject: str | None, seed: int, run_s: float) -> dict:
     return env
 
 
-def _launch(folder: Path, run_id: str, args: str, nproc: int, env: dict) -> tuple[Path, int, float]:
-    """One run of the launcher, its output in ``<folder>/<run_id>.log``: (its run folder, its status, seconds)."""
-    cmd = [sys.executable, "-m", "suite.launch", "--nproc", str(nproc), "--backend", "gloo", "--device", "cpu"]
-    cmd += ["--results-root", str(folder), "--run-id", run_id, *shlex.split(args)]
+def _launch(folder: Path, run_id: str, args: str, cfg: dict, env: dict) -> tuple[Path, int, float]:
+    """One run of the launcher (or of the compose simulation), its output in ``<folder>/<run_id>.log``: (its run
+    folder, its status, seconds)."""
+    if cfg.get("compose"):
+        cmd, env = compose.launch(compose.Sim(**cfg["compose"]), folder, run_id, args, env)
+    else:
+        cmd = [sys.executable, "-m", "suite.launch", "--nproc", str(cfg["nproc"]), "--backend", "gloo"]
+        cmd += ["--device", "cpu", "--results-root", str(folder), "--run-id", run_id, *shlex.split(args)]
     t = time.monotonic()
     with open(folder / f"{run_id}.log", "w") as log:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
@@ -112,7 +125,7 @@ def _doctor_trial(folder: Path, p: trials.Planned, cfg: dict, watched: dict) -> 
     inject = None
     if p.inject:
         inject = f"{p.cls}:{p.target}:0:{p.severity:zg}:rest"
-    run, rc, took = _launch(folder, f"d{p.index:03d}", cfg["doctor_args"], cfg["nproc"], _env(inject, p.seed, 1e6))
+    run, rc, took = _launch(folder, f"d{p.index:03d}", cfg["doctor_args"], cfg, _env(inject, p.seed, 1e6))
     return trials.read_doctor(run, p, rc, took, watched)
 
 
@@ -125,7 +138,7 @@ def run_trials(out: Path, cfg: dict, say=print) -> tuple[list[dict], bool]:
         for d in cfg["planned"]:
             p = trials.Planned(**d)
             run, rc, _ = _launch(
-                folder, f"t{p.index:03d}", cfg["trial_args"], cfg["nproc"], _env(p.inject, p.seed, cfg["run_s"])
+                folder, f"t{p.index:03d}", cfg["trial_args"], cfg, _env(p.inject, p.seed, cfg["run_s"])
             )
             stored = {"watch": _read(run, p, rc)}
             if cfg["doctor_args"]:

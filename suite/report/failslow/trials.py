@@ -48,17 +48,25 @@ NONE = "none"
 """A class spec that names a clean trial (``FAILSLOW_CYCLE=1``: the trials take the specs in turn)."""
 
 
-def resolve(spec: str, seed: int, world_size: int, run_s: float) -> inject_plan.Plan | None:
-    """The plan a class spec and a seed give (None: ``none``, a clean trial); ConfigError: one line naming what
-    to change."""
+def resolve(spec: str, seed: int, world_size: int, run_s: float, compose: bool = False) -> inject_plan.Plan | None:
+    """The plan a class spec and a seed give (None: ``none``, a clean trial; ``compose``: the node classes are
+    taken too); ConfigError: one line naming what to change."""
     try:
-        return inject_plan.parse(spec, seed, world_size, run_s)
+        return inject_plan.parse(spec, seed, world_size, run_s, compose=compose)
     except ConfigError as e:
         raise ConfigError(f"FAILSLOW_CLASSES: {e}") from None
 
 
 def draw(
-    trials: int, seed: int, specs: Sequence[str], clean_share: float, world_size: int, run_s: float, *, cycle=False
+    trials: int,
+    seed: int,
+    specs: Sequence[str],
+    clean_share: float,
+    world_size: int,
+    run_s: float,
+    *,
+    cycle=False,
+    compose=False,
 ):
     """``trials`` Planned, from ``seed`` alone. Drawn (``cycle`` false): each clean with probability
     ``clean_share`` (at least one clean trial where there are two or more trials and the share is > 0), else one
@@ -70,7 +78,7 @@ def draw(
     if not 0 <= clean_share <= 1:
         raise ConfigError(f"FAILSLOW_CLEAN={clean_share:zg}: the share of clean trials is a number in [0, 1]")
     for spec in specs:  # every spec checked before anything runs, drawn or not
-        resolve(spec, seed, world_size, run_s)
+        resolve(spec, seed, world_size, run_s, compose)
     rng = random.Random(seed)
     clean = [not cycle and rng.random() < clean_share for _ in range(trials)]
     if not cycle and trials >= 2 and clean_share > 0 and not any(clean):
@@ -79,7 +87,7 @@ def draw(
     for i in range(trials):
         trial_seed = rng.randrange(2**31)
         spec = specs[i % len(specs)] if cycle else specs[rng.randrange(len(specs))]
-        p = None if clean[i] else resolve(spec, trial_seed, world_size, run_s)
+        p = None if clean[i] else resolve(spec, trial_seed, world_size, run_s, compose)
         if p is None:
             out.append(Planned(i, trial_seed, None))
             continue
