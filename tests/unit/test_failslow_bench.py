@@ -132,6 +132,20 @@ def test_a_finished_trial_is_read_into_the_scorers_terms(tmp_path):
     assert t.localised() and t.first_after_onset().raised_s - t.truth.onset_s == pytest.approx(2.5, abs=0.1)
 
 
+def test_a_node_class_is_localised_by_its_node_or_any_of_its_ranks():
+    nodes = {"0": "node0", "1": "node1", "2": "node1"}
+
+    def trial(cls, flagged):
+        stored = {"inject": f"{cls}:1:5:50:rest", "cls": cls, "target": 1, "onset_s": 5.0, "severity": 50.0}
+        stored |= {"step_slowdown": 0.8, "run_s": 20.0, "nodes": nodes, "void": None}
+        return trials.from_stored({**stored, "flags": [{"target": flagged, "raised_s": 7.0}]})
+
+    assert trials.acts_on_node("egress") and trials.acts_on_node("nodecpu") and not trials.acts_on_node("slow")
+    assert trial("egress", "node node1").localised() and trial("egress", "rank 2").localised()
+    assert not trial("egress", "node node0").localised() and not trial("egress", "rank 0").localised()
+    assert trial("slow", "rank 1").localised() and not trial("slow", "node node1").localised()
+
+
 def test_an_injection_outside_the_timed_phase_or_never_applied_is_void(tmp_path):
     p = trials.Planned(0, 9, "pause:0:1:0.5:rest", "pause", 0, 1.0, 0.5, None)
     told = {"plan": {"cls": "pause", "target": 0, "severity": 0.5}, "here": True, "applied": True, "applied_unix": 99.0}

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from suite.errors import ConfigError
 from suite.inject import plan as inject_plan
+from suite.inject import registry
 from suite.inject import truth
 
 from .score import KINDS, Flag, Target, Trial, Truth
@@ -185,6 +186,12 @@ def _target(text: str) -> Target:
     return Target(kind, name) if kind in KINDS and name else Target("rank", text)
 
 
+def acts_on_node(cls: str) -> bool:
+    """Whether an injection class acts on the target rank's whole node (from the host: egress, nodecpu)."""
+    found = registry.discover().get(cls)
+    return found is not None and found.node is not None
+
+
 def from_stored(stored: dict) -> Trial | None:
     """The scorer's Trial of a stored trial (None: void): a bench's scores again from its file alone."""
     if stored.get("void"):
@@ -192,7 +199,9 @@ def from_stored(stored: dict) -> Trial | None:
     flags = tuple(Flag(_target(f["target"]), f["raised_s"]) for f in stored["flags"])
     t = None
     if stored.get("inject"):
-        where = Target("rank", str(stored["target"]))
+        rank = str(stored["target"])
+        node = stored.get("nodes", {}).get(rank)  # a node's class hits every rank of the target rank's node
+        where = Target("node", node) if node and acts_on_node(stored["cls"]) else Target("rank", rank)
         t = Truth(stored["cls"], where, stored["onset_s"], stored["severity"], stored["step_slowdown"])
     return Trial(t, flags, stored["run_s"], stored.get("nodes", {}))
 
