@@ -132,6 +132,22 @@ def test_a_finished_trial_is_read_into_the_scorers_terms(tmp_path):
     assert t.localised() and t.first_after_onset().raised_s - t.truth.onset_s == pytest.approx(2.5, abs=0.1)
 
 
+def test_a_node_flag_is_read_as_a_node_and_names_its_one_rank(tmp_path):
+    p = trials.Planned(0, 9, "slow:1:5:2:rest", "slow", 1, 5.0, 2.0, None)
+    told = {
+        "plan": {"cls": "slow", "target": 1, "severity": 2.0},
+        "here": True,
+        "applied": True,
+        "applied_unix": 105.01,
+    }
+    flag = {"target": "node1", "kind": "node", "detected_unix": 107.5}  # as the watch writes a node's flag
+    run = _run(tmp_path, [flag, {"target": "rank 0", "kind": "rank", "detected_unix": 109.0}], told, [1e3] * 80)
+    stored = trials.read(run, p)
+    assert [f["target"] for f in stored["flags"]] == ["node node1", "rank 0"]
+    stored["nodes"] = {"0": "node0", "1": "node1"}  # two nodes of one rank each
+    assert trials.from_stored(stored).localised()
+
+
 def test_a_node_class_is_localised_by_its_node_or_any_of_its_ranks():
     nodes = {"0": "node0", "1": "node1", "2": "node1"}
 

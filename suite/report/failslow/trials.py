@@ -151,6 +151,13 @@ def _samples(rec: dict) -> list[float]:
     return json.loads(raw) if isinstance(raw, str) else list(raw)
 
 
+def flag_target(entry: dict) -> str:
+    """What a ``slowdowns`` entry names, kind first (``rank 1``, ``node node1``): the watch writes a node's flag
+    as its name alone (``node1``) beside its ``kind``."""
+    text, kind = str(entry["target"]), entry.get("kind")
+    return text if not kind or text.startswith(f"{kind} ") else f"{kind} {text}"
+
+
 def read(run: Path, planned: Planned) -> dict:
     """A finished trial as stored: its flags from the record, then (only then) its truth; ``void`` says why a
     trial is scored neither way (None: scored)."""
@@ -162,7 +169,7 @@ def read(run: Path, planned: Planned) -> dict:
         "run": run.name,
         "run_s": round(end - start, 3),
         "flags": [
-            {"target": str(f["target"]), "raised_s": round(f["detected_unix"] - start, 3)} for f in rec["slowdowns"]
+            {"target": flag_target(f), "raised_s": round(f["detected_unix"] - start, 3)} for f in rec["slowdowns"]
         ],
         "nodes": {str(r): f"node{r * hosts // world}" for r in range(world)},
         "watch_cost_pct": rec.get("watch_cost_pct"),
