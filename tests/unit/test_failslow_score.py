@@ -84,6 +84,8 @@ def test_a_link_is_named_either_way_and_a_rank_only_by_itself():
     assert not names(Target("link", "0->2"), Target("link", "0->1"), {})
     assert names(RANK2, NODE1, NODES) and not names(NODE1, RANK2, NODES)
     assert not names(Target("rank", "1"), RANK2, NODES)
+    # a node of one rank (the compose simulation at one rank per node) names that rank, and only it
+    assert names(NODE1, RANK2, {"0": "node0", "2": "node1"}) and not names(NODE1, RANK2, {"1": "node1", "2": "node1"})
     with pytest.raises(ValueError):
         Target("gpu", "0")
 

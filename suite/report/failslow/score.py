@@ -13,7 +13,8 @@ estimated. The rules, per trial:
   one is a false positive, and every such flag counts toward false alarms per hour of clean training (the
   clean stretch of every trial: a clean trial's whole run, an injected one's time before its onset);
 - localisation: of the found trials, the share whose first flag after the onset names the right target.
-  A node is named right by the node or by one of its ranks; a rank by itself; a link by itself, either way.
+  A node is named right by the node or by one of its ranks; a rank by itself (or by its node where the node has
+  no other rank); a link by itself, either way.
 
 Precision = TP / (TP + FP) over positives and clean trials; recall = TP / (TP + FN); F1 their harmonic mean.
 Each comes with its interval (``intervals``); F1's from a seeded bootstrap over the trials.
@@ -104,6 +105,8 @@ def names(flagged: Target, true: Target, node_of: Mapping[str, str]) -> bool:
         return set(flagged.name.split("->")) == set(true.name.split("->"))
     if true.kind == "node" and flagged.kind == "rank":
         return node_of.get(flagged.name) == true.name
+    if true.kind == "rank" and flagged.kind == "node":  # a node of that one rank (the watch names it so)
+        return [r for r, n in node_of.items() if n == flagged.name] == [true.name]
     return flagged == true
 
 
