@@ -57,9 +57,19 @@ class Stint:
         self.note(here=True, anchor_unix=anchor, **where)
         if not self.wait_until(anchor + onset_s):
             return
+        called = time.time()
         self.effect = start()
+        done = time.time()
         how = getattr(self.effect, "how", None)  # the mechanism, where a class has several (cpu, the node classes)
-        self.note(applied=True, applied_unix=time.time(), **({"how": how} if how is not None else {}))
+        # the onset: when the effect began, which a node's class (docker update, docker exec tc: seconds on a loaded
+        # host) says itself (its ``began_unix``, just before the call that changes the node); else its start's call
+        began = getattr(self.effect, "began_unix", called)
+        self.note(
+            applied=True,
+            applied_unix=began,
+            apply_s=round(done - began, 3),
+            **({"how": how} if how is not None else {}),
+        )
         self.wait_until(float("inf") if duration_s is None else anchor + onset_s + duration_s)
         self.revert()
 

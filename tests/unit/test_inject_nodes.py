@@ -114,6 +114,19 @@ def test_a_stint_applies_its_effect_at_the_onset_and_reverts_it_once_even_when_t
     done.revert()  # a second revert (the controller's finally) does nothing
     assert effect.stopped == 1
 
+    # a node's class whose call takes seconds (docker update under load): the onset is when it said it began
+    slow = _Stint(tmp_path / "slow", lives=10**6)
+
+    def start_slowly():
+        e = _Effect()
+        e.began_unix = time.time()
+        time.sleep(0.3)
+        return e
+
+    slow.apply(0.0, 0.0, 0.0, start_slowly)
+    kept = json.loads(truth.path(tmp_path / "slow", "test-host").read_text())
+    assert kept["apply_s"] >= 0.3 and kept["reverted_unix"] - kept["applied_unix"] >= 0.3
+
     ended = _Stint(tmp_path / "ended", lives=0)  # the run ends before the onset: nothing applied
     ended.apply(time.time(), 3600.0, None, lambda: pytest.fail("applied after the run ended"))
     assert "applied" not in json.loads(truth.path(tmp_path / "ended", "test-host").read_text())

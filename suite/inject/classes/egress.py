@@ -6,6 +6,7 @@ LINK_RATES), or removes the qdisc where the link had no rate."""
 from __future__ import annotations
 
 import re
+import time
 
 from ..effects import docker
 from ..kind import InjectionClass, Node
@@ -38,6 +39,7 @@ class Rate:
         self.node = node
         shown = self._tc("qdisc", "show", "dev", IFACE)
         self.where, self.before = where(shown), TBF.search(shown)
+        self.began_unix = time.time()  # the rate changes during the call (seconds on a loaded host)
         self._tc("qdisc", "replace", "dev", IFACE, *self.where, *tbf(f"{mbit:zg}mbit", f"{burst_bytes(mbit)}b"))
 
     def _tc(self, *args: str) -> str:

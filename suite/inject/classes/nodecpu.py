@@ -5,6 +5,7 @@ before (the run's ``NODE_CPUS``), or all of the host's CPUs where it had none (d
 from __future__ import annotations
 
 import os
+import time
 
 from ..effects import docker
 from ..kind import InjectionClass, Node
@@ -19,6 +20,7 @@ class Cpus:
         self.node = node
         nano = int(docker("inspect", "-f", "{{.HostConfig.NanoCpus}}", node.container).strip() or 0)
         self.before = nano / 1e9 if nano > 0 else float(os.cpu_count() or 1)
+        self.began_unix = time.time()  # the quota changes during the call (seconds on a loaded host)
         docker("update", "--cpus", f"{cpus:zg}", node.container)
 
     def stop(self) -> None:
