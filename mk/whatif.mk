@@ -6,10 +6,10 @@
 #     table + RUN/what-if.json (PROBE: a profiled run of the same cases at N ranks, the compute of ranks:<N>;
 #     WHATIF_ONE_MACHINE=1: the run's hosts are containers of one machine, the compose simulation's, whose ranks all
 #     share its cores: the compute is priced on that share where they outnumber them)
-#   make validate-what-if [WHATIF_RANK=1] [WHATIF_FACTOR=2] [WHATIF_NPROC=3] [WHATIF_STRATEGIES=ddp,fsdp2]   clean and
-#     straggler runs (local ranks; the sharded steps named, and pp_gpipe at 2 ranks)
-#     measured against their what-ifs: results/<WHATIF_ID>-<UTC time>-{clean,slow}, the table in
-#     results/<WHATIF_ID>-<time>.md. The straggler is planted in the model (examples/whatif_straggler.py).
+#   make validate-what-if [WHATIF_RANK=1] [WHATIF_FACTOR=2] [WHATIF_NPROC=3] [WHATIF_STRATEGIES=...]   clean and
+#     straggler runs (local ranks; the sharded steps named, by default every one the straggler model takes: a run
+#     skips, with its reason, one that its world cannot hold) measured against their what-ifs:
+#     results/<WHATIF_ID>-<UTC time>-{clean,slow}, the table in results/<WHATIF_ID>-<time>.md. The straggler is planted in the model (examples/whatif_straggler.py).
 #   make validate-what-if WHATIF_COMPOSE=1 [IMAGE=...] [WHATIF_LINK_MBIT=400]   the same on the compose simulation
 #     (WHATIF_NPROC nodes of one rank), and a DDP step on 2 nodes at WHATIF_LINK_MBIT against WHATIF_FACTOR times less
 CASE          ?=
@@ -24,9 +24,10 @@ WHATIF_COMPOSE ?=
 WHATIF_LINK_MBIT ?= 400
 WHATIF_ID     ?= validate-what-if
 WHATIF_MODEL  := examples.whatif_straggler
-WHATIF_STRATEGIES ?= ddp,fsdp2
-# the pipeline only at 2 ranks: with more, a profile's send and recv do not name their peer and cannot be matched
-_whatif_st    = $(subst $(_whatif_comma), ,$(WHATIF_STRATEGIES)) $(if $(filter 2,$(WHATIF_NPROC)),pp_gpipe)
+# every sharded strategy the straggler model takes (it has no tp plan: not tp, sp or 2d) but pp_1f1b: on 3 compose
+# nodes its ranks' sequence numbers diverged (the run's check fails the whole run)
+WHATIF_STRATEGIES ?= ddp,fsdp2,fsdp2_keep,fsdp2_bf16,pp_gpipe,pp_interleaved
+_whatif_st    = $(subst $(_whatif_comma), ,$(WHATIF_STRATEGIES))
 _whatif_comma := ,
 _whatif_space := $(subst ,, )
 WHATIF_K      = $(subst $(_whatif_space), or ,$(strip $(patsubst %,test_sharded[%],$(_whatif_st))))

@@ -149,6 +149,47 @@ def test_a_pipeline_replays_and_its_slow_stage_is_named():
     assert out["M_S_pct"]["1"] > 50 and out["M_S_pct"]["1"] > out["M_S_pct"]["0"]
 
 
+def three_stages(stage1: float = 1.0) -> list[RankStep]:
+    """Three stages, one micro-batch, each stage's forward 4 ms and backward 4 ms (stage 1's ``stage1`` times as
+    long), the last stage's together: a send returns in 0.1 ms, its recv ends 1 ms after both are there, and each
+    stage posts its recv as soon as it can (no compute before it)."""
+    f = 4 * stage1
+    a = 4 + 1  # stage 1 has its input
+    b = a + f + 1  # stage 2 has its input
+    c = b + 8 + 1  # stage 1 has its gradient
+    d = c + f + 1  # stage 0 has its gradient
+    return [
+        rank(0, 0, d + 4, ("p2p 0->1", 4, 4.1), ("p2p 1->0", 4.1, d)),
+        rank(
+            1,
+            0,
+            c + f + 0.1,
+            ("p2p 0->1", 0, a),
+            ("p2p 1->2", a + f, a + f + 0.1),
+            ("p2p 2->1", a + f + 0.1, c),
+            ("p2p 1->0", c + f, c + f + 0.1),
+        ),
+        rank(2, 0, c - 1 + 0.1, ("p2p 1->2", 0, b), ("p2p 2->1", b + 8, b + 8 + 0.1)),
+    ]
+
+
+def test_a_balanced_pipeline_without_a_straggler_is_its_own_ideal():
+    """No stage's compute is another's (they run different layers), and a send's transfer is not its recv's: the
+    ideal of a balanced pipeline is the step itself. The median across the two ranks of an op's segment and
+    transfer made it shorter here; on the compose simulation, 1.7 times longer (S = 0.55, a 3-rank pp_gpipe)."""
+    g = build(three_stages())
+    assert replay(g).time == pytest.approx(g.measured)
+    out = analyse([g], [], stages={0: [0], 1: [1], 2: [2]})
+    assert out["slowdown"] == pytest.approx(1.0) and out["M_S_pct"] == {"0": None, "1": None, "2": None}
+
+
+def test_a_pipelines_slow_stage_is_idealised_to_the_median_stages_compute():
+    slow, balanced = build(three_stages(stage1=3.0)), build(three_stages())
+    out = analyse([slow], [], stages={0: [0], 1: [1], 2: [2]})
+    assert out["ideal_ms"] == pytest.approx(balanced.measured / MS)  # stage 1's 24 ms down to the median's 8
+    assert out["M_S_pct"]["1"] == 100.0 and out["M_S_pct"]["0"] == out["M_S_pct"]["2"] == 0.0
+
+
 TP = {0: ("3", (0, 1)), 1: ("3", (0, 1)), 2: ("4", (2, 3)), 3: ("4", (2, 3))}
 DP = {0: ("1", (0, 2)), 2: ("1", (0, 2)), 1: ("2", (1, 3)), 3: ("2", (1, 3))}
 """A 2-D mesh of four ranks: rank -> (its group's name, the group's ranks), tensor parallel and data parallel."""

@@ -160,7 +160,8 @@ def test_n_ranks_is_a_whole_number_from_2(spec, capsys):
 def test_the_validation_table_says_how_the_link_was_priced():
     from suite.postmortem.replay.validate import link_table
 
-    row = {"case": "c", "base_ms": 100.0, "shaped_ms": 150.0, "vs_record_pct": 1.0, "predicted_ms": 140.0}
-    text = link_table([{**row, "error_pct": 6.7, "priced": "α–β: β 0.05 GB/s"}], 2.0)
-    assert "| c | 100.00 | 150.00 | 1% | 140.00 | 6.7% |" in text
+    row = {"case": "c", "base_ms": 100.0, "shaped_ms": 150.0, "replay_error_pct": 0.5, "vs_record_pct": 1.0}
+    text = link_table([{**row, "predicted_ms": 140.0, "error_pct": 6.7, "priced": "α–β: β 0.05 GB/s"}], 2.0)
+    # the replay error against the timeline, and against the record in brackets, as in the straggler table
+    assert "| c | 100.00 | 150.00 | 0.5% (1%) | 140.00 | 6.7% |" in text
     assert text.endswith("- c, the link what-if priced by α–β: β 0.05 GB/s\n")

@@ -64,6 +64,17 @@ def test_the_clock_shift_is_the_median_gap_to_the_nearest_barrier():
     assert load.clock_shift([], [1.0]) == 0.0 and load.clock_shift([1.0], []) == 0.0
 
 
+def test_the_clock_shift_agrees_on_the_barriers_a_cut_short_timeline_holds():
+    """The compose simulation's 3-rank pp_gpipe, its middle rank: the timeline held 7 of its 20 barriers (their ends
+    below, s), the profile all 20, on a clock 10 ms behind. The 13 past the timeline's last are each nearest to it by
+    a different gap; the median of all 20 gaps was -0.28 s (every op of the rank put in another step)."""
+    recorded = [0.0, 0.1341, 0.3019, 0.4345, 0.5596, 0.6649, 0.7748]
+    later = [0.8866, 0.9998, 1.1083, 1.2112, 1.3184, 1.4272, 1.5307, 1.66, 1.7815, 1.9, 2.0066, 2.1052, 2.2]
+    profiled = [t - 0.01 for t in recorded + later]
+    assert load.clock_shift(recorded, profiled) == pytest.approx(0.01)
+    assert load.clock_shift([1.0, 2.0], [0.5, 1.8]) == pytest.approx(0.35)  # no two agree: the median of all
+
+
 def test_a_run_without_a_timeline_or_a_profile_is_refused(tmp_path):
     with pytest.raises(load.BadInput, match="has no timeline"):
         load.read_timeline(tmp_path)

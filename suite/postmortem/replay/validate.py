@@ -2,7 +2,7 @@
 (``clean`` and ``slow``: rank r's forward k times as long for the whole run, examples/whatif_straggler.py):
 
 - replay error of each run: the step replayed unchanged against the steps on the timeline, and against the
-  record's mean sample (the larger of the two runs');
+  record's mean sample (the larger of the two runs'; the link table's the same of its two runs);
 - "no straggler" on the slow run, against the clean run's measured step (counterfactual error);
 - "rank r k× slower" on the clean run, against the slow run's measured step (counterfactual error);
 - M_W of rank r on the slow run (a planted single-rank slowdown: near 100%), and in a pipeline M_S of its stage.
@@ -72,6 +72,7 @@ def link_rows(base: Path, shaped: Path, factor: float, one_machine: bool = False
                 "case": case,
                 "base_ms": b["measured_ms"],
                 "shaped_ms": s["measured_ms"],
+                "replay_error_pct": max(b["replay_error_pct"], s["replay_error_pct"]),
                 "vs_record_pct": max(x["replay_error_vs_record_pct"] or 0.0 for x in (b, s)),
                 "predicted_ms": predicted,
                 "error_pct": _err(predicted, s["measured_ms"]),
@@ -83,13 +84,14 @@ def link_rows(base: Path, shaped: Path, factor: float, one_machine: bool = False
 
 def link_table(found: list[dict], factor: float) -> str:
     head = (
-        "| case | base step, ms (measured) | link shaped step, ms (measured) | replay error against the record "
+        "| case | base step, ms (measured) | link shaped step, ms (measured) | replay error (against the record) "
         f"| link 0-1 {factor:zg}x slower on base, ms (modelled) | error vs shaped |"
     )
     lines = [head, "|" + "---|" * 6]
     for r in found:
         lines.append(
-            f"| {r['case']} | {r['base_ms']:z.2f} | {r['shaped_ms']:z.2f} | {r['vs_record_pct']:zg}% "
+            f"| {r['case']} | {r['base_ms']:z.2f} | {r['shaped_ms']:z.2f} | {r['replay_error_pct']:zg}% "
+            f"({r['vs_record_pct']:zg}%) "
             f"| {r['predicted_ms']:z.2f} | {r['error_pct']:zg}% |"
         )
     lines += [""] + [f"- {r['case']}, the link what-if priced by {r['priced']}" for r in found if r["priced"]]

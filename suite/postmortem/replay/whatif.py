@@ -70,13 +70,42 @@ class AtRanks:
     compute: Mapping[tuple, float] | None = None
 
 
+def _p2p(k: tuple) -> bool:
+    """Whether ``k`` is a send and its recv (``p2p a->b``): its two ranks run different code (a pipeline's stages)."""
+    return k != END and str(k[0]).startswith("p2p ")
+
+
 def median_transfers(graphs: list[Graph]) -> dict[tuple, float]:
-    """Op key -> the median of its transfers over every rank and step."""
+    """Op key -> the median of its transfers over every rank and step; for a send and its recv, (key, rank) -> the
+    median over the steps of that rank's (``_p2p``): the sender's transfer (its send's end less the later start)
+    and the receiver's are not one quantity, and the median of both lengthened the shorter side."""
     seen: dict[tuple, list[float]] = {}
     for g in graphs:
-        for (_, k), t in g.transfer.items():
-            seen.setdefault(k, []).append(t)
+        for (r, k), t in g.transfer.items():
+            seen.setdefault((k, r) if _p2p(k) else k, []).append(t)
     return {k: statistics.median(v) for k, v in seen.items()}
+
+
+def _med(med: Mapping[tuple, float], r: int, k: tuple) -> float:
+    """Rank r's idealised transfer of op k (``median_transfers``)."""
+    return med[k, r] if _p2p(k) else med[k]
+
+
+def _staged(g: Graph) -> set[tuple]:
+    """The segments of a pipeline's stages: those before a send or recv, and the tail of a graph that has one."""
+    keys = {k for k in g.peers if _p2p(k)}
+    return keys | {END} if keys else keys
+
+
+def _stage_scale(g: Graph) -> dict[int, float]:
+    """rank -> what its staged compute (``_staged``, as recorded) is scaled by in the ideal: a pipeline's stages
+    run different layers, so no segment of one is another's, and a stage's compute is idealised whole. A stage
+    above the median stage's total is brought down to it; the others are kept (1), as raising a faster stage to
+    the median would lengthen the pipeline's critical path, which runs through every stage."""
+    keys = _staged(g)
+    total = {r: sum(max(0.0, g.gap[r, k]) for k in keys if (r, k) in g.gap) for r in g.ranks}
+    mid = statistics.median(total.values()) if total else 0.0
+    return {r: min(1.0, mid / t) if t > 0 else 1.0 for r, t in total.items()}
 
 
 def _ideal_gap(g: Graph, k: tuple, shared: bool = False) -> float:
@@ -106,14 +135,17 @@ def ideal_replay(g: Graph, med: dict, ranks: Iterable[int] | None = None, types:
     all: ``COMPUTE`` and the ops' names) idealised; with every type, those ranks also start with the first rank."""
     ranks = set(g.ranks if ranks is None else ranks)
     types = None if types is None else set(types)
+    staged, scale = _staged(g), _stage_scale(g)
 
     def gap(r: int, k: tuple) -> float:
         fix = r in ranks and (types is None or COMPUTE in types)
+        if fix and k in staged:
+            return g.gap[r, k] * scale[r]
         return _ideal_gap(g, k, shared=True) if fix else g.gap[r, k]
 
     def transfer(r: int, k: tuple) -> float:
         fix = r in ranks and (types is None or k[0] in types)
-        return med[k] if fix else g.transfer[r, k]
+        return _med(med, r, k) if fix else g.transfer[r, k]
 
     return replay(g, gap, transfer, together=frozenset(ranks) if types is None else frozenset())
 
@@ -138,7 +170,7 @@ def changed(g: Graph, w: WhatIf, med: dict) -> float:
         def gap(r: int, k: tuple) -> float:
             return at.compute[k] if at.compute is not None else _ideal_gap(g, k)
 
-        return replay(g, gap, lambda r, k: max(0.0, med[k] + at.extra.get(k, 0.0)), frozenset(g.ranks)).time
+        return replay(g, gap, lambda r, k: max(0.0, _med(med, r, k) + at.extra.get(k, 0.0)), frozenset(g.ranks)).time
     raise ValueError(f"unknown what-if {w.kind!r}")
 
 
