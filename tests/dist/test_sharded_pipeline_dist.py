@@ -3,6 +3,7 @@ stage trains what one process trains, the step's point-to-point traffic is what 
 predict, a schedule that does not scale its micro-batches' gradients exits 6, and a micro-batch count that
 does not divide the batch exits 2 before any rank starts."""
 
+import collections
 import json
 import subprocess
 import sys
@@ -89,6 +90,11 @@ def test_1f1b_and_the_interleaved_schedule_at_4_ranks_train_like_one_process(tmp
         assert set(case["slowdown_by_op_type"]) == want | {"compute"}, (s, case["slowdown_by_op_type"])
         assert set(case["M_S_pct"]) == {"0", "1", "2", "3"}  # a pipeline: a stage per rank
     assert not (run / "failures").exists()  # a profiled run that did not fail leaves no failures/ folder
+    # each journaled op at its own c10d number (a hang names the op by it), a batch's sends and recvs included
+    events = json.loads((run / "trace.json").read_text())["traceEvents"]
+    ops = [(e["tid"], e["args"]["group"], e["args"]["seq"]) for e in events if e.get("cat") == "op"]
+    numbered = collections.Counter(op for op in ops if op[2] is not None)
+    assert len(numbered) > 200 and max(numbered.values()) == 1, [op for op, n in numbered.items() if n > 1][:8]
 
 
 def test_unscaled_or_misrouted_micro_batches_fail_the_check_and_exit_6(tmp_path):
