@@ -3,6 +3,7 @@ stage trains what one process trains, the step's point-to-point traffic is what 
 predict, a schedule that does not scale its micro-batches' gradients exits 6, and a micro-batch count that
 does not divide the batch exits 2 before any rank starts."""
 
+import collections
 import json
 import subprocess
 import sys
@@ -48,37 +49,52 @@ def _trains_and_moves_what_the_boundaries_say(rec: dict, world: int, stages: int
     assert rec["mesh"] == f"{world} (pp)" and rec["stages"] == stages and rec["microbatches"] == M
 
 
-def test_gpipe_1f1b_and_interleaved_at_2_ranks_train_like_one_process(tmp_path):
-    env = dict(SMALL, SHARDED_STRATEGIES="pp_gpipe,pp_1f1b,pp_interleaved")
+def test_gpipe_and_interleaved_at_2_ranks_train_like_one_process(tmp_path):
+    env = dict(SMALL, SHARDED_STRATEGIES="pp_gpipe,pp_interleaved")  # pp_1f1b: at 4 ranks, below
     proc = run_suite(tmp_path, *RUN, nproc=2, env=env, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     recs = _records(tmp_path)
-    assert set(recs) == {"pp_gpipe", "pp_1f1b", "pp_interleaved"}
-    for s in ("pp_gpipe", "pp_1f1b"):
-        _trains_and_moves_what_the_boundaries_say(recs[s], 2, 2)
-        assert recs[s]["bubble_fraction"] == pytest.approx(1 / 5)
+    assert set(recs) == {"pp_gpipe", "pp_interleaved"}
+    _trains_and_moves_what_the_boundaries_say(recs["pp_gpipe"], 2, 2)
+    assert recs["pp_gpipe"]["bubble_fraction"] == pytest.approx(1 / 5)
     _trains_and_moves_what_the_boundaries_say(recs["pp_interleaved"], 2, 4)
     assert recs["pp_interleaved"]["bubble_fraction"] == pytest.approx(1 / 9)
     assert "pp_interleaved: ScheduleInterleaved1F1B, 4 stages (2 per rank)" in shown(proc)
 
 
-def test_the_interleaved_schedule_at_4_ranks_trains_like_one_process(tmp_path):
-    """Profiled (PROFILE=1), so its steps are also replayed (``make what-if``): every send and its recv matched
+def test_1f1b_and_the_interleaved_schedule_at_4_ranks_train_like_one_process(tmp_path):
+    """At 4 ranks the stages' p2p traffic differs between ranks (1F1B: the middle ranks have two neighbours, the end
+    ones one; its steady state sends and receives in one batch): the after-case check still finds the ranks in step.
+    Profiled (PROFILE=1), so its steps are also replayed (``make what-if``): every send and its recv matched
     across the 4 ranks on their process group and sequence number, stage 3's send to stage 4 on rank 0 included."""
-    env = dict(SMALL, SHARDED_DEPTH="7", SHARDED_STRATEGIES="pp_interleaved", SUITE_PROFILE="1")
+    env = dict(SMALL, SHARDED_DEPTH="7", SHARDED_STRATEGIES="pp_1f1b,pp_interleaved", SUITE_PROFILE="1")
     proc = run_suite(tmp_path, *RUN, nproc=4, env=env, timeout=400)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    _trains_and_moves_what_the_boundaries_say(_records(tmp_path)["pp_interleaved"], 4, 8)
+    recs = _records(tmp_path)
+    _trains_and_moves_what_the_boundaries_say(recs["pp_1f1b"], 4, 4)
+    assert recs["pp_1f1b"]["bubble_fraction"] == pytest.approx(3 / 7)
+    _trains_and_moves_what_the_boundaries_say(recs["pp_interleaved"], 4, 8)
     run = tmp_path / "results" / "run"
     r = subprocess.run([sys.executable, "-m", "suite.postmortem.replay", str(run)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    (case,) = json.loads((run / "what-if.json").read_text())["cases"]
-    assert case["steps"] == 3 and case["steps_skipped"] == 0, case
-    assert case["ops_matched_on"] == "process group and sequence number", case["ops_matched_on"]
-    ring = {f"p2p {a}->{b}" for a in range(4) for b in ((a + 1) % 4, (a - 1) % 4)}  # each neighbour, both ways
-    assert set(case["slowdown_by_op_type"]) == ring | {"compute"}, case["slowdown_by_op_type"]
-    assert set(case["M_S_pct"]) == {"0", "1", "2", "3"}  # a pipeline: a stage per rank
+    cases = {c["case"]: c for c in json.loads((run / "what-if.json").read_text())["cases"]}
+    links = {  # 1F1B: a line of 4 stages; interleaved: each neighbour on the ring, both ways
+        "pp_1f1b": {f"p2p {a}->{a + 1}" for a in range(3)} | {f"p2p {a + 1}->{a}" for a in range(3)},
+        "pp_interleaved": {f"p2p {a}->{b}" for a in range(4) for b in ((a + 1) % 4, (a - 1) % 4)},
+    }
+    assert set(cases) == {f"test_sharded[{s}]" for s in links}, set(cases)
+    for s, want in links.items():
+        case = cases[f"test_sharded[{s}]"]
+        assert case["steps"] == 3 and case["steps_skipped"] == 0, (s, case)
+        assert case["ops_matched_on"] == "process group and sequence number", (s, case["ops_matched_on"])
+        assert set(case["slowdown_by_op_type"]) == want | {"compute"}, (s, case["slowdown_by_op_type"])
+        assert set(case["M_S_pct"]) == {"0", "1", "2", "3"}  # a pipeline: a stage per rank
     assert not (run / "failures").exists()  # a profiled run that did not fail leaves no failures/ folder
+    # each journaled op at its own c10d number (a hang names the op by it), a batch's sends and recvs included
+    events = json.loads((run / "trace.json").read_text())["traceEvents"]
+    ops = [(e["tid"], e["args"]["group"], e["args"]["seq"]) for e in events if e.get("cat") == "op"]
+    numbered = collections.Counter(op for op in ops if op[2] is not None)
+    assert len(numbered) > 200 and max(numbered.values()) == 1, [op for op, n in numbered.items() if n > 1][:8]
 
 
 def test_unscaled_or_misrouted_micro_batches_fail_the_check_and_exit_6(tmp_path):

@@ -243,6 +243,21 @@ def test_a_wrapper_above_the_journals_keeps_every_timed_op_journaled_per_op(ctx,
     assert len(seen) == CFG.warmup_iters + CFG.iters and inside() == CFG.iters
 
 
+def test_a_timed_round_puts_torchs_own_batch_isend_irecv_back_then_the_journals(ctx, probed):
+    """A pipeline schedule's step calls ``batch_isend_irecv`` (1F1B's steady state sends and receives in one batch):
+    left journaled in a timed round, its ops were journaled inside the samples, broke every block and were counted
+    twice (the block's c10d count and the wrapper's) while the block's other p2p ops went uncounted: ranks with
+    different p2p traffic then failed the after-case check."""
+    j, _, _ = probed
+    wrapper = dist.batch_isend_irecv
+    assert getattr(wrapper, "__suite_journal__", None) is j
+    q = journal_quiet.Quiet(j, ctx.group, [])
+    assert q.on and not getattr(dist.batch_isend_irecv, "__suite_journaled__", False)
+    assert dist.P2POp(dist.isend, torch.zeros(1), 0).op is dist.isend  # torch's own, as batch_isend_irecv checks
+    q.end()
+    assert dist.batch_isend_irecv is wrapper
+
+
 def _one_case_per_builder() -> dict:
     """The collectives' cases, one per form (each form's buffers come with their own call)."""
     cases = {}

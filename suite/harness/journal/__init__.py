@@ -107,7 +107,9 @@ class Journal:
             self.groups[known[0]] = g
         return known
 
-    def enter(self, op: str, group, first, peer) -> list:
+    def enter(self, op: str, group, first, peer, before: int = 0) -> list:
+        """One op called (its entry, ``entered``), at the sequence number it will have: ``before``: ops on the same
+        group entered ahead of it and not issued yet (a batch's, all entered before torch issues the first)."""
         name, get = self.group_of(group)
         seq = get() if get is not None else None
         self.count[name] = self.count.get(name, 0) + 1
@@ -117,7 +119,7 @@ class Journal:
         tensor = isinstance(t, torch.Tensor)
         # shape and dtype as torch gives them (immutable); made JSON only in a dump; the call's start and end
         # (set by the wrapper when it returns) on this process's perf_counter
-        seq = None if seq is None else seq + 1
+        seq = None if seq is None else seq + 1 + before
         return self.put(op, name, seq, t.shape if tensor else None, t.dtype if tensor else None, peer, perf_counter())
 
     def put(self, op: str, name: str, seq, shape, dtype, peer, clock: float, fields=None, state="entered") -> list:
