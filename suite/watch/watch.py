@@ -22,8 +22,11 @@ most ``GAP_S`` of steps at the last exchange's speed), or sooner where the steps
 check later, the longest time any of them has spent since the last exchange),
 before the next timed sample and outside it (``before_sample``), the ranks all_gather their
 rows as one float64 tensor on a Gloo group (the case's own where it is Gloo, else one Gloo side group per session) and
-rank 0 feeds them to the detector: a step per point, or where steps are shorter than ``POINT_S`` each rank's median over
-a block of steps (the flag's steps are then the block's first and last). A flag is one line on rank 0's terminal
+rank 0 feeds them to the detector (each rank also sends its host's CPU counters, read at the exchange in about 25 µs,
+from which rank 0 takes the CPU processes outside the run used on each rank's host since the last exchange:
+suite/watch/foreign.py; a flag raised while that was a quarter of the host's or more is classed ``foreign load``):
+a step per point, or where steps are shorter than ``POINT_S`` each rank's median over a block of steps (the
+flag's steps are then the block's first and last). A flag is one line on rank 0's terminal
 (suite/watch/console.py), a marker on rank 0's track of the run's timeline, and an entry of the case's record's
 ``slowdowns``. ``watch_cost_pct`` is the checks', the exchanges' and the detection's time per step while the steps run,
 on rank 0, over its median step (``CHECK_PCT`` and ``COST_PCT`` aim at 0.8% together): an upper bound, since the
@@ -43,7 +46,7 @@ from collections.abc import Callable
 import torch
 import torch.distributed as dist
 
-from suite.watch import console, detect, pauses, replay
+from suite.watch import console, detect, foreign, pauses, replay
 
 EVERY = 10
 """Steps before the first exchange, and the fewest between two."""
@@ -163,6 +166,9 @@ class Watch:
         self.costs: list[float] = []  # each exchange's time on this rank (s), the last excepted
         self.mine = (0.0, 0.0)  # this rank's mean exchange and mean check so far (s): what its rows carry
         self.sent = 0
+        self.samples: list[list[float]] | None = None  # every rank's CPU counters at the last exchange (rank 0)
+        self.foreign: list[float | None] = [None] * len(self.ranks)  # CPU outside the run since (%), per rank's host
+        self.foreign_seen: list[float | None] = []  # per exchange: its largest over the hosts
         self.cadence, self.since = Cadence(), time.perf_counter()  # when to exchange; the last exchange's end
 
     def _grad(self, _param) -> None:
@@ -221,10 +227,17 @@ class Watch:
         t = time.perf_counter()
         self.cadence.settle()
         mine, self.rows = self.rows, []
-        gathered = [torch.empty(len(mine), _ROW, dtype=torch.float64) for _ in self.ranks]
-        dist.all_gather(gathered, torch.tensor(mine, dtype=torch.float64).reshape(-1, _ROW), group=self._group())
+        sent = [*mine, foreign.sample()]  # the rows, then this rank's CPU counters (foreign.py)
+        gathered = [torch.empty(len(sent), _ROW, dtype=torch.float64) for _ in self.ranks]
+        dist.all_gather(gathered, torch.tensor(sent, dtype=torch.float64), group=self._group())
         t_gathered = time.perf_counter()
+        samples = [g[-1].tolist() for g in gathered]
+        gathered = [g[:-1] for g in gathered]
         if self.rank0:
+            if self.samples is not None:
+                self.foreign = foreign.shares(self.samples, samples)
+                self.foreign_seen.append(max((x for x in self.foreign if x is not None), default=None))
+            self.samples = samples
             self._feed(gathered)
         # the same on every rank: from what every rank received
         median = float(torch.cat([g[:, 2] for g in gathered]).median())
@@ -260,7 +273,7 @@ class Watch:
             self.points[-1:] = [self.fed, self.fed + self.block]
             compute = [statistics.median(c[k] for c in self.computes[chunk]) for k in range(len(self.ranks))]
             held = [statistics.fmean(c[k] for c in self.held[chunk]) for k in range(len(self.ranks))]
-            flags = self.feed.add(self.fed, self.starts[self.fed] - self.starts[0], compute, held)
+            flags = self.feed.add(self.fed, self.starts[self.fed] - self.starts[0], compute, held, self.foreign)
             self.fed += self.block
             if flags:
                 self._flagged(flags)
@@ -319,12 +332,22 @@ class Watch:
             "watch_exchange_us": round(statistics.fmean(self.costs) * 1e6, 1) if self.costs else None,
             "watch_final_ms": round(self.final_s * 1e3, 3),
             "watch_block": self.block,
+            **foreign_fields(self.foreign_seen),
             "watch_lateness_ms": {
                 str(r): round(1e3 * self._lateness(k, range(len(self.computes))), 3) for k, r in enumerate(self.ranks)
             }
             if self.computes
             else {},
         }
+
+
+def foreign_fields(seen: list[float | None]) -> dict:
+    """The record's CPU outside the run (percent of the host's, the largest over the hosts per exchange): its mean
+    and its largest over the exchanges (absent where never measured)."""
+    xs = [x for x in seen if x is not None]
+    if not xs:
+        return {}
+    return {"watch_foreign_cpu_pct": round(statistics.fmean(xs), 1), "watch_foreign_cpu_pct_max": max(xs)}
 
 
 def block(step_s: float, now: int = 0) -> int:
@@ -375,8 +398,15 @@ def _entry(f: detect.Flag, onset_unix: float, detected_unix: float, after_s: flo
                 if f.test == "pauses"
                 else f"rank-sum {detect.p_text(f.p)}"
             )
+            + (
+                f"; processes outside the run used {f.foreign:z.0f}% of its host's CPU since the onset"
+                if f.foreign is not None
+                else ""
+            )
         ),
         "test": f.test,
+        "foreign_cpu_pct": f.foreign,
+        "class": foreign.classed(f.foreign),
     }
 
 

@@ -1,0 +1,86 @@
+"""CPU taken on a rank's host by processes outside the run: the watch's evidence that a rank it names slow shares its
+cores with a neighbour (a job beside the run), which step times alone cannot tell from a fault of the run's own.
+
+On shared cores a neighbour does not slow every rank alike at every moment: for a second or more it sits on one
+rank's core and not on its peer's, then it moves. That rank is then genuinely slower than its past and its peers,
+and on a 2-core host with two ranks and two or three busy processes beside them the change-point detector
+(detect.py) named such a rank in clean trials (a rank at its 6 ms compute floor held at 20 to 47 ms for 12 to 15
+points). What tells it apart is not in the rank's times but on its host: how much of the host's CPU went to
+processes that are not the run's.
+
+At each exchange every rank reads (``sample``) its kernel's CPU counters (``/proc/stat`` through psutil: busy and
+total time, all cores; steal counts as busy: a hypervisor's other guests are neighbours too), its own process's CPU
+time (all its threads), and its kernel's boot id, which ranks on one kernel share (local ranks, and the compose
+simulation's nodes: containers share their host's kernel and its counters). Rank 0 groups the ranks by kernel
+(``shares``): over the interval since the last exchange, the CPU outside the run on a kernel is its busy time less
+the time of the run's ranks on it, as a share of the kernel's total (every core's time). An injector's processes (a
+``noisy`` neighbour's, the controller's) are outside the run too: the watch does not know what was injected, and a
+neighbour the bench injects is measured as any other.
+
+A flag raised while the CPU outside the run on its rank's host averaged ``FOREIGN_PCT`` or more since its onset is
+classed ``foreign load``: still reported (the rank is slower), with that share as its evidence, the cause its host,
+not the rank.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from collections.abc import Sequence
+
+import psutil
+
+FOREIGN_PCT = 25.0
+"""The share of the host's CPU (every core's time) that processes outside the run must have used, on the mean since
+a flag's onset, for the flag to be classed ``foreign load``: on a 2-core host half a core, the least load that
+leaves some rank of two a core to share."""
+FIELDS = 5
+"""A sample's numbers: kernel id, busy s, total s, the process's own CPU s, and a spare 0 (one row of the exchange)."""
+
+
+def _kernel_id() -> float:
+    """This kernel's boot id as a float64 (48 bits: exact): the same on every rank that shares its counters."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            text = f.read().strip()
+    except OSError:
+        text = os.uname().nodename
+    return float(zlib.crc32(text.encode()) << 16 | (zlib.adler32(text.encode()) & 0xFFFF))
+
+
+_KERNEL: float | None = None
+
+
+def sample() -> tuple[float, float, float, float, float]:
+    """(kernel id, the kernel's busy CPU s, its total CPU s, this process's CPU s, 0)."""
+    global _KERNEL
+    if _KERNEL is None:
+        _KERNEL = _kernel_id()
+    t = psutil.cpu_times()
+    idle = t.idle + getattr(t, "iowait", 0.0)
+    total = sum(getattr(t, k, 0.0) for k in ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"))
+    own = os.times()  # this process, all its threads
+    return (_KERNEL, total - idle, total, own.user + own.system, 0.0)
+
+
+def shares(before: Sequence[Sequence[float]], now: Sequence[Sequence[float]]) -> list[float | None]:
+    """Per rank (its position), the percentage of its kernel's CPU that processes outside the run used between two
+    samples of every rank (``before``, ``now``); None where the kernel's counters did not move."""
+    kernels: dict[float, list[int]] = {}
+    for k, s in enumerate(now):
+        kernels.setdefault(s[0], []).append(k)
+    out: list[float | None] = [None] * len(now)
+    for ranks in kernels.values():
+        first = ranks[0]  # the kernel's counters, as its first rank read them
+        busy = now[first][1] - before[first][1]
+        total = now[first][2] - before[first][2]
+        run = sum(max(0.0, now[k][3] - before[k][3]) for k in ranks)
+        share = None if total <= 0 else round(100 * min(1.0, max(0.0, busy - run) / total), 1)
+        for k in ranks:
+            out[k] = share
+    return out
+
+
+def classed(pct: float | None) -> str:
+    """A flag's class from the CPU outside the run on its host since its onset (percent, None: not measured)."""
+    return "foreign load" if pct is not None and pct >= FOREIGN_PCT else "slowdown"
