@@ -122,3 +122,16 @@ def test_a_clean_trials_foreign_load_flag_is_counted_apart_and_an_injected_trial
     assert s.false_alarms_per_hour.value == pytest.approx(2 / ((2 * 60 + 2 * 20) / 3600))
     assert confusion(trials[:1]) == {"clean": {"foreign load": 1}}
     assert confusion(trials[:2]) == {"clean": {"foreign load": 1, "rank 2": 1}}
+
+
+def test_sensitivity_counts_an_injection_below_10_percent_found_only_when_named_right():
+    """Below the threshold a flag on another target says nothing of the injection: not found."""
+    weak = _truth(slow=THRESHOLD / 2, target=RANK2)
+    trials = [
+        _trial(weak, Flag(RANK2, 30.0)),  # named right
+        _trial(weak, Flag(Target("rank", "1"), 30.0)),  # another rank after the onset: not found
+        _trial(weak, Flag(Target("rank", "1"), 25.0), Flag(RANK2, 30.0)),  # the first after the onset is wrong
+        _trial(weak),  # nothing
+    ]
+    s = score(trials)
+    assert s.sensitivity.value == 0.25 and (s.positives, s.found) == (0, 0)

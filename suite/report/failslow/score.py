@@ -6,7 +6,8 @@ run. A detector's answer is its list of flags, each naming a target, when it was
 estimated. The rules, per trial:
 
 - an injection that slowed the step by less than ``THRESHOLD`` (10%, the ByteDance cut-off) counts neither as
-  missed nor as found: it goes to the sensitivity rows, whether it was found or not;
+  missed nor as found: it goes to the sensitivity rows, whether it was found or not (found there: its first flag
+  after the onset names the right target; a flag on another target is no sign of a slowdown this small);
 - otherwise the trial is a positive: found (TP) when a flag was raised at or after the onset, missed (FN) when
   none was;
 - a flag raised on a clean trial, or before the onset on an injected one, is a false alarm: a clean trial with
@@ -140,7 +141,7 @@ class Score:
     time_to_detect_s: Estimate
     false_alarms_per_hour: Estimate
     sensitivity: Estimate
-    """Of the injections below THRESHOLD, the share found (reported apart)."""
+    """Of the injections below THRESHOLD, the share found and named right (reported apart)."""
 
     def as_dict(self) -> dict:
         out = {k: v for k, v in self.__dict__.items() if not isinstance(v, Estimate)}
@@ -181,7 +182,7 @@ def score(trials: Sequence[Trial], *, seed: int = 0) -> Score:
         localisation=wilson(sum(t.localised() for t in found), len(found)),
         time_to_detect_s=median_interval(delays),
         false_alarms_per_hour=poisson_rate(alarms, sum(t.clean_s for t in trials) / 3600),
-        sensitivity=wilson(sum(t.first_after_onset() is not None for t in weak), len(weak)),
+        sensitivity=wilson(sum(t.localised() for t in weak), len(weak)),
     )
 
 

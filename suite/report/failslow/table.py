@@ -6,9 +6,9 @@
 The columns: detection rate (= recall: the share of the injections slowing the step by 10% or more that were
 flagged after their onset), precision, F1, localisation (of those found, the share named right), the median
 time to detect from the onset, false alarms per hour of clean training, and apart the sensitivity: of the
-injections below 10%, the share found (neither missed nor found in the other columns); and the clean trials whose
-flags the watch classed ``foreign load`` (a neighbour of the run's on its host: neither false alarms nor found,
-score.py).
+injections below 10%, the share found and named right (neither missed nor found in the other columns); and the
+clean trials whose flags the watch classed ``foreign load`` (a neighbour of the run's on its host: neither false
+alarms nor found, score.py).
 """
 
 from __future__ import annotations
