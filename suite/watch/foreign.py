@@ -13,9 +13,10 @@ total time, all cores; steal counts as busy: a hypervisor's other guests are nei
 time (all its threads), and its kernel's boot id, which ranks on one kernel share (local ranks, and the compose
 simulation's nodes: containers share their host's kernel and its counters). Rank 0 groups the ranks by kernel
 (``shares``): over the interval since the last exchange, the CPU outside the run on a kernel is its busy time less
-the time of the run's ranks on it, as a share of the kernel's total (every core's time). An injector's processes (a
-``noisy`` neighbour's, the controller's) are outside the run too: the watch does not know what was injected, and a
-neighbour the bench injects is measured as any other.
+the time of the run's ranks on it, as a share of the kernel's total (every core's time). A rank's own child
+processes (data-loader workers) and the launcher's count as outside the run: a rank process's CPU is what it
+reads. An injector's processes (a ``noisy`` neighbour's, the controller's) are outside the run too: the watch does
+not know what was injected, and a neighbour the bench injects is measured as any other.
 
 A flag raised while the CPU outside the run on its rank's host averaged ``FOREIGN_PCT`` or more since its onset is
 classed ``foreign load``: still reported (the rank is slower), with that share as its evidence, the cause its host,

@@ -12,13 +12,19 @@ alone named in 1 of 14 rounds, and that at a level of 3e-6 was still named in so
 of 20 rounds (rank 1 2.9x its peer, rank 0 2.5x, each for 12 points of 2 steps, rank-sum p 6.6e-7 and 3.7e-7, a few
 ms above the peer), and the smoke fails with it.
 
-Such a rank is genuinely slower: on this shared 2-core machine other jobs took 57 to 94% of its CPU in every trial
-(suite/watch/foreign.py: its counters less the run's ranks), and a neighbour that sits on one rank's core for a
-second is, to step times, what a fault would be. The watch now measures that CPU outside the run and classes a flag
-raised while it was a quarter of the host's or more ``foreign load``, which the bench scores apart on a clean trial
-(neither a false alarm nor found). So the clean trial asserts no flag but foreign load: none at all where nothing
-outside the run took a quarter of the host's CPU. The injected trials are scored as before, whatever their flags'
-class (here every flag is classed foreign load: the host is that busy).
+Such a rank is genuinely slower: on this shared 2-core machine other jobs took 50 to 93% of its CPU in every trial of
+the soak below (suite/watch/foreign.py: its counters less the run's ranks, trial means), and a neighbour that sits on
+one rank's core for a second is, to step times, what a fault would be. The watch now measures that CPU outside the run
+and classes a flag raised while it was a quarter of the host's or more ``foreign load``, which the bench scores apart on
+a clean trial (neither a false alarm nor found). So the clean trial asserts no flag but foreign load: none at all where
+nothing outside the run took a quarter of the host's CPU. The injected trials are scored as before, whatever their
+flags' class (here 34 of 35 flags were classed foreign load: the host is that busy).
+
+Soaked so (20 rounds, a 1-min load of 8 to 19, two busy processes of ours beside it in about a third of the rounds,
+docs/measurements/2026-12-07-cpu-2core-failslow-foreign.md): 18 of 20 passed, 116 to 233 s a round; the clean trial
+flagged nothing in any kept round. Both failures came back to back at a load of 15 to 19 with our busy processes
+on, and were misses: the ``slow`` rank unnamed (its step 4.5x slower, 82% of the CPU outside the run), then the
+``slow`` and ``cpu`` ranks both unnamed (their steps only 1.4x and 1.5x slower, 93% outside the run).
 
 Its trials time and watch the DDP step only (mk/failslow.mk sets DDP_TIMED_ONLY=1: no reference steps, no baseline
 steps), so a trial is its launch and its timed steps. Those fill FAILSLOW_BUDGET_S at the first steps' speed; the
