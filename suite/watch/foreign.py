@@ -25,11 +25,9 @@ not the rank.
 
 from __future__ import annotations
 
-import os
-import zlib
 from collections.abc import Sequence
 
-import psutil
+from suite.system import cpu_load
 
 FOREIGN_PCT = 25.0
 """The share of the host's CPU (every core's time) that processes outside the run must have used, on the mean since
@@ -39,29 +37,9 @@ FIELDS = 5
 """A sample's numbers: kernel id, busy s, total s, the process's own CPU s, and a spare 0 (one row of the exchange)."""
 
 
-def _kernel_id() -> float:
-    """This kernel's boot id as a float64 (48 bits: exact): the same on every rank that shares its counters."""
-    try:
-        with open("/proc/sys/kernel/random/boot_id") as f:
-            text = f.read().strip()
-    except OSError:
-        text = os.uname().nodename
-    return float(zlib.crc32(text.encode()) << 16 | (zlib.adler32(text.encode()) & 0xFFFF))
-
-
-_KERNEL: float | None = None
-
-
 def sample() -> tuple[float, float, float, float, float]:
-    """(kernel id, the kernel's busy CPU s, its total CPU s, this process's CPU s, 0)."""
-    global _KERNEL
-    if _KERNEL is None:
-        _KERNEL = _kernel_id()
-    t = psutil.cpu_times()
-    idle = t.idle + getattr(t, "iowait", 0.0)
-    total = sum(getattr(t, k, 0.0) for k in ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"))
-    own = os.times()  # this process, all its threads
-    return (_KERNEL, total - idle, total, own.user + own.system, 0.0)
+    """(kernel id, the kernel's busy CPU s, its total CPU s, this process's CPU s, 0): suite/system/cpu_load.py."""
+    return (*cpu_load.cpu_counters(), 0.0)
 
 
 def shares(before: Sequence[Sequence[float]], now: Sequence[Sequence[float]]) -> list[float | None]:
@@ -85,3 +63,32 @@ def shares(before: Sequence[Sequence[float]], now: Sequence[Sequence[float]]) ->
 def classed(pct: float | None) -> str:
     """A flag's class from the CPU outside the run on its host since its onset (percent, None: not measured)."""
     return "foreign load" if pct is not None and pct >= FOREIGN_PCT else "slowdown"
+
+
+def evidence(pct: float | None) -> str:
+    """A flag's evidence's tail: the CPU outside the run on its host since its onset (nothing where not measured)."""
+    return "" if pct is None else f"; processes outside the run used {pct:z.0f}% of its host's CPU since the onset"
+
+
+class Host:
+    """Rank 0's account of the CPU outside the run, one exchange at a time (``add``: every rank's ``sample``)."""
+
+    def __init__(self, ranks: int) -> None:
+        self.samples: list[list[float]] | None = None  # every rank's counters at the last exchange
+        self.now: list[float | None] = [None] * ranks  # since the last exchange, per rank's host (%)
+        self.seen: list[float] = []  # per exchange: its largest over the hosts
+
+    def add(self, samples: list[list[float]]) -> None:
+        if self.samples is not None:
+            self.now = shares(self.samples, samples)
+            self.seen += [max(x for x in self.now if x is not None)] if any(x is not None for x in self.now) else []
+        self.samples = samples
+
+    def fields(self) -> dict:
+        """The record's: the mean and the largest over the exchanges (nothing where never measured)."""
+        if not self.seen:
+            return {}
+        return {
+            "watch_foreign_cpu_pct": round(sum(self.seen) / len(self.seen), 1),
+            "watch_foreign_cpu_pct_max": max(self.seen),
+        }
