@@ -1,12 +1,11 @@
 """CPU taken on a rank's host by processes outside the run: the watch's evidence that a rank it names slow shares its
 cores with a neighbour (a job beside the run), which step times alone cannot tell from a fault of the run's own.
 
-On shared cores a neighbour does not slow every rank alike at every moment: for a second or more it sits on one
-rank's core and not on its peer's, then it moves. That rank is then genuinely slower than its past and its peers,
-and on a 2-core host with two ranks and two or three busy processes beside them the change-point detector
-(detect.py) named such a rank in clean trials (a rank at its 6 ms compute floor held at 20 to 47 ms for 12 to 15
-points). What tells it apart is not in the rank's times but on its host: how much of the host's CPU went to
-processes that are not the run's.
+On shared cores a neighbour does not slow every rank alike at every moment: for a second or more it sits on one rank's
+core and not on its peer's, then it moves. That rank is then genuinely slower than its past and its peers, and on the
+shared 2-core development machine the change-point detector (detect.py) named such a rank in 1 or 2 of 20 clean smoke
+trials at loads of 5 to 10 (tests/e2e/test_failslow_bench.py). What tells it apart is not in the rank's times but on its
+host: how much of the host's CPU went to processes that are not the run's.
 
 At each exchange every rank reads (``sample``) its kernel's CPU counters (``/proc/stat`` through psutil: busy and
 total time, all cores; steal counts as busy: a hypervisor's other guests are neighbours too), its own process's CPU
@@ -19,8 +18,9 @@ reads. An injector's processes (a ``noisy`` neighbour's, the controller's) are o
 not know what was injected, and a neighbour the bench injects is measured as any other.
 
 A flag raised while the CPU outside the run on its rank's host averaged ``FOREIGN_PCT`` or more since its onset is
-classed ``foreign load``: still reported (the rank is slower), with that share as its evidence, the cause its host,
-not the rank.
+classed ``foreign load``: still reported (the rank is slower), with that share as its evidence. The class says the
+host was busy, so a neighbour may be the cause; it does not clear the rank (a host busy throughout classes every
+flag so, an injected rank's too).
 """
 
 from __future__ import annotations
