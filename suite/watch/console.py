@@ -13,6 +13,8 @@ import contextlib
 import functools
 import sys
 
+from suite.watch import detect, foreign, pauses
+
 
 def timeline():
     from suite.harness import journal
@@ -39,3 +41,35 @@ def mark(name: str, clock: float, args: dict) -> None:
     t = timeline()
     if t is not None:
         t.marker(name, clock, args)
+
+
+def entry(f: detect.Flag, onset_unix: float, detected_unix: float, after_s: float, late_s: float) -> dict:
+    """A flag's entry of the record's ``slowdowns`` (its onset and detection in steps and Unix seconds)."""
+    return {
+        "target": f.target,
+        "kind": f.kind,
+        "ranks": list(f.ranks),
+        "metric": f.metric,
+        "ratio": round(f.ratio, 3),
+        "onset_step": f.onset,
+        "detected_step": f.detected,
+        "onset_unix": round(onset_unix, 3),
+        "detected_unix": round(detected_unix, 3),
+        "detected_after_onset_s": round(after_s, 3),
+        "p": f.p,
+        "evidence": (
+            f"{f.metric} {f.ratio:z.2f}x its peers' {'mean' if f.test == 'pauses' else 'median'} over {f.after} "
+            f"steps since step {f.onset} against the {f.before} before; {f.own_ratio:z.2f}x its own past; arrives "
+            f"{1e3 * late_s:z.1f} ms after the first rank at the step's last all-reduce (median since the onset); "
+            + (
+                f"{f.events} pauses {pauses.SPIKE_X:z.0f}x the usual step or longer, none in the {f.before} steps "
+                f"before ({detect.p_text(f.p)})"
+                if f.test == "pauses"
+                else f"rank-sum {detect.p_text(f.p)}"
+            )
+            + foreign.evidence(f.foreign)
+        ),
+        "test": f.test,
+        "foreign_cpu_pct": f.foreign,
+        "class": foreign.classed(f.foreign),
+    }

@@ -73,6 +73,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from suite.watch import foreign
+
 MIN_RATIO = 1.10
 """The smallest slowdown named: 10% slower than before, relative to the peers."""
 WARMUP = 16
@@ -134,6 +136,9 @@ class Flag:
     rank stopped now and then)."""
     events: int = 0
     """The pauses counted (``pauses`` only)."""
+    foreign: float | None = None
+    """The percentage of its host's CPU that processes outside the run used, on the mean since the onset
+    (suite/watch/foreign.py; None: not measured): ``FOREIGN_PCT`` or more classes the flag ``foreign load``."""
 
 
 def p_text(p: float) -> str:
@@ -368,6 +373,7 @@ def _node_flag(node: str, ranks: tuple[int, ...], fs: list[Flag]) -> Flag:
         after=min(f.after for f in fs),
         test=fs[0].test,
         events=min(f.events for f in fs),
+        foreign=max((f.foreign for f in fs if f.foreign is not None), default=None),
     )
 
 
@@ -384,4 +390,7 @@ def line(flag: Flag, after_onset_s: float | None) -> str:
     if flag.kind == "node":
         who += f" ({'rank' if len(flag.ranks) == 1 else 'ranks'} {', '.join(map(str, flag.ranks))})"
     when = "" if after_onset_s is None else f"detected {after_onset_s:z.1f} s after onset, "
-    return f"# slow: {who} {flag.metric} {flag.ratio:z.1f}x since step {flag.onset} ({when}{p_text(flag.p)})"
+    text = f"# slow: {who} {flag.metric} {flag.ratio:z.1f}x since step {flag.onset} ({when}{p_text(flag.p)})"
+    if foreign.classed(flag.foreign) == "foreign load":
+        text += f"; foreign load: processes outside the run used {flag.foreign:z.0f}% of its host's CPU"
+    return text

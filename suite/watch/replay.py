@@ -3,7 +3,9 @@
 What rank 0 fed its detectors, per point of the series (a step, or a block of steps: suite/watch/watch.py): the
 point's first step, rank 0's clock at its start (seconds from the first step's), and per rank (in the order of
 ``ranks``) its compute (the block's median, fed to the change-point detector, detect.py) and its own time (the
-block's mean of ``pauses.held``, fed to the pause detector, pauses.py), in µs rounded to 0.1 µs. The watch feeds
+block's mean of ``pauses.held``, fed to the pause detector, pauses.py), in µs rounded to 0.1 µs, and the CPU
+processes outside the run used on its host over the exchange that brought the point (``foreign_pct``, percent:
+suite/watch/foreign.py; null where not measured, absent in a series kept before it was). The watch feeds
 its detectors the rounded values, so a replay raises the same flags at the same points as the run did:
 
     python -m suite.watch.replay results/<run>/bench.json
@@ -42,10 +44,14 @@ class Points:
         self.pauses = pauses.Pauses("compute", "rank", targets)
         self.by_node = detect.Nodes({k: tuple(v) for k, v in nodes.items()})
         self.named: set[str] = set()  # the targets flagged (by either series)
-        self.series: dict[str, list] = {"step": [], "t_s": [], "compute_us": [], "held_us": []}
+        self.series: dict[str, list] = {"step": [], "t_s": [], "compute_us": [], "held_us": [], "foreign_pct": []}
 
-    def add(self, step: int, t_s: float, compute: list[float], held: list[float]) -> list[detect.Flag]:
-        """One point: its first step, its start (s), each rank's compute and own time (s); the flags it raises."""
+    def add(
+        self, step: int, t_s: float, compute: list[float], held: list[float], foreign_pct: list | None = None
+    ) -> list[detect.Flag]:
+        """One point: its first step, its start (s), each rank's compute and own time (s), and the CPU outside the run
+        on its host (percent, suite/watch/foreign.py; None: not measured); the flags it raises, each with that CPU's
+        mean since its onset."""
         compute = [max(us(c), 1e-9) for c in compute]
         held = [max(us(h), 1e-9) for h in held]
         s = self.series
@@ -53,12 +59,21 @@ class Points:
         s["t_s"].append(round(t_s, 6))
         s["compute_us"].append([round(c * 1e6, ROUND_US) for c in compute])
         s["held_us"].append([round(h * 1e6, ROUND_US) for h in held])
+        s["foreign_pct"].append(list(foreign_pct) if foreign_pct is not None else [None] * len(self.ranks))
         flags = []
         for det, values in ((self.detector, compute), (self.pauses, held)):
             point = {f"rank {r}": v for r, v in zip(self.ranks, values, strict=True)}
             flags += [f for f in det.add(point) if f.target not in self.named]
             self.named.update(f.target for f in flags)
+        flags = [dataclasses.replace(f, foreign=self.foreign_since(f)) for f in flags]
         return self.by_node.add(flags) if flags else []
+
+    def foreign_since(self, f: detect.Flag) -> float | None:
+        """The mean, over the points since ``f``'s onset, of the CPU outside the run on its ranks' hosts (percent;
+        None: not measured there)."""
+        at = [self.ranks.index(r) for r in f.ranks]
+        seen = [p[k] for p in self.series["foreign_pct"][f.onset :] for k in at if p[k] is not None]
+        return round(sum(seen) / len(seen), 1) if seen else None
 
     def kept(self) -> dict:
         """The series as the record keeps it."""
@@ -69,10 +84,11 @@ def replay(series: Mapping) -> list[tuple[int, detect.Flag]]:
     """The detectors run again on a kept series: each flag with the point it was raised at."""
     p = Points(list(series["ranks"]), {k: tuple(v) for k, v in series.get("nodes", {}).items()})
     out = []
-    for i, (step, t, c, h) in enumerate(
-        zip(series["step"], series["t_s"], series["compute_us"], series["held_us"], strict=True)
+    foreign_pct = series.get("foreign_pct") or [None] * len(series["step"])  # a series kept before it was measured
+    for i, (step, t, c, h, fp) in enumerate(
+        zip(series["step"], series["t_s"], series["compute_us"], series["held_us"], foreign_pct, strict=True)
     ):
-        out += [(i, f) for f in p.add(step, t, [x / 1e6 for x in c], [x / 1e6 for x in h])]
+        out += [(i, f) for f in p.add(step, t, [x / 1e6 for x in c], [x / 1e6 for x in h], fp)]
     return out
 
 

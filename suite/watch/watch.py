@@ -22,8 +22,9 @@ most ``GAP_S`` of steps at the last exchange's speed), or sooner where the steps
 check later, the longest time any of them has spent since the last exchange),
 before the next timed sample and outside it (``before_sample``), the ranks all_gather their
 rows as one float64 tensor on a Gloo group (the case's own where it is Gloo, else one Gloo side group per session) and
-rank 0 feeds them to the detector: a step per point, or where steps are shorter than ``POINT_S`` each rank's median over
-a block of steps (the flag's steps are then the block's first and last). A flag is one line on rank 0's terminal
+rank 0 feeds them to the detector (with each rank's host's CPU counters: suite/watch/foreign.py, ``foreign load``):
+a step per point, or where steps are shorter than ``POINT_S`` each rank's median over a block of steps (the
+flag's steps are then the block's first and last). A flag is one line on rank 0's terminal
 (suite/watch/console.py), a marker on rank 0's track of the run's timeline, and an entry of the case's record's
 ``slowdowns``. ``watch_cost_pct`` is the checks', the exchanges' and the detection's time per step while the steps run,
 on rank 0, over its median step (``CHECK_PCT`` and ``COST_PCT`` aim at 0.8% together): an upper bound, since the
@@ -43,7 +44,7 @@ from collections.abc import Callable
 import torch
 import torch.distributed as dist
 
-from suite.watch import console, detect, pauses, replay
+from suite.watch import console, detect, foreign, pauses, replay
 
 EVERY = 10
 """Steps before the first exchange, and the fewest between two."""
@@ -163,6 +164,7 @@ class Watch:
         self.costs: list[float] = []  # each exchange's time on this rank (s), the last excepted
         self.mine = (0.0, 0.0)  # this rank's mean exchange and mean check so far (s): what its rows carry
         self.sent = 0
+        self.host = foreign.Host(len(self.ranks))  # the CPU outside the run on each rank's host (rank 0)
         self.cadence, self.since = Cadence(), time.perf_counter()  # when to exchange; the last exchange's end
 
     def _grad(self, _param) -> None:
@@ -221,10 +223,13 @@ class Watch:
         t = time.perf_counter()
         self.cadence.settle()
         mine, self.rows = self.rows, []
-        gathered = [torch.empty(len(mine), _ROW, dtype=torch.float64) for _ in self.ranks]
-        dist.all_gather(gathered, torch.tensor(mine, dtype=torch.float64).reshape(-1, _ROW), group=self._group())
+        sent = [*mine, foreign.sample()]  # the rows, then this rank's CPU counters (foreign.py)
+        gathered = [torch.empty(len(sent), _ROW, dtype=torch.float64) for _ in self.ranks]
+        dist.all_gather(gathered, torch.tensor(sent, dtype=torch.float64), group=self._group())
         t_gathered = time.perf_counter()
+        samples, gathered = [g[-1].tolist() for g in gathered], [g[:-1] for g in gathered]
         if self.rank0:
+            self.host.add(samples)
             self._feed(gathered)
         # the same on every rank: from what every rank received
         median = float(torch.cat([g[:, 2] for g in gathered]).median())
@@ -260,7 +265,7 @@ class Watch:
             self.points[-1:] = [self.fed, self.fed + self.block]
             compute = [statistics.median(c[k] for c in self.computes[chunk]) for k in range(len(self.ranks))]
             held = [statistics.fmean(c[k] for c in self.held[chunk]) for k in range(len(self.ranks))]
-            flags = self.feed.add(self.fed, self.starts[self.fed] - self.starts[0], compute, held)
+            flags = self.feed.add(self.fed, self.starts[self.fed] - self.starts[0], compute, held, self.host.now)
             self.fed += self.block
             if flags:
                 self._flagged(flags)
@@ -274,7 +279,7 @@ class Watch:
             before = onset - at[max(0, f.onset - f.before)]
             f = dataclasses.replace(f, onset=onset, detected=detected, before=before, after=detected + 1 - onset)
             after_s = now - self.starts[f.onset]
-            entry = _entry(f, self.starts[f.onset] + unix, now + unix, after_s, self._late(f))
+            entry = console.entry(f, self.starts[f.onset] + unix, now + unix, after_s, self._late(f))
             self.flags.append(entry)
             console.say(detect.line(f, after_s))
             console.mark(f"slow: {f.target}", now, {"line": detect.line(f, after_s), **entry})
@@ -319,6 +324,7 @@ class Watch:
             "watch_exchange_us": round(statistics.fmean(self.costs) * 1e6, 1) if self.costs else None,
             "watch_final_ms": round(self.final_s * 1e3, 3),
             "watch_block": self.block,
+            **self.host.fields(),
             "watch_lateness_ms": {
                 str(r): round(1e3 * self._lateness(k, range(len(self.computes))), 3) for k, r in enumerate(self.ranks)
             }
@@ -350,34 +356,6 @@ def next_every(cost_s: float, step_s: float) -> int:
         return EVERY_MAX
     most = min(EVERY_MAX, max(EVERY, math.ceil(GAP_S / step_s)))
     return min(max(math.ceil(cost_s / (COST_PCT / 100 * step_s)), EVERY), most)
-
-
-def _entry(f: detect.Flag, onset_unix: float, detected_unix: float, after_s: float, late_s: float) -> dict:
-    return {
-        "target": f.target,
-        "kind": f.kind,
-        "ranks": list(f.ranks),
-        "metric": f.metric,
-        "ratio": round(f.ratio, 3),
-        "onset_step": f.onset,
-        "detected_step": f.detected,
-        "onset_unix": round(onset_unix, 3),
-        "detected_unix": round(detected_unix, 3),
-        "detected_after_onset_s": round(after_s, 3),
-        "p": f.p,
-        "evidence": (
-            f"{f.metric} {f.ratio:z.2f}x its peers' {'mean' if f.test == 'pauses' else 'median'} over {f.after} "
-            f"steps since step {f.onset} against the {f.before} before; {f.own_ratio:z.2f}x its own past; arrives "
-            f"{1e3 * late_s:z.1f} ms after the first rank at the step's last all-reduce (median since the onset); "
-            + (
-                f"{f.events} pauses {pauses.SPIKE_X:z.0f}x the usual step or longer, none in the {f.before} steps "
-                f"before ({detect.p_text(f.p)})"
-                if f.test == "pauses"
-                else f"rank-sum {detect.p_text(f.p)}"
-            )
-        ),
-        "test": f.test,
-    }
 
 
 def attach(b, ctx, session, module, every: int = EVERY):

@@ -12,6 +12,20 @@ alone named in 1 of 14 rounds, and that at a level of 3e-6 was still named in so
 of 20 rounds (rank 1 2.9x its peer, rank 0 2.5x, each for 12 points of 2 steps, rank-sum p 6.6e-7 and 3.7e-7, a few
 ms above the peer), and the smoke fails with it.
 
+Such a rank is genuinely slower: on this shared 2-core machine other jobs took 50 to 93% of its CPU in every trial of
+the soak below (suite/watch/foreign.py: its counters less the run's ranks, trial means), and a neighbour that sits on
+one rank's core for a second is, to step times, what a fault would be. The watch now measures that CPU outside the run
+and classes a flag raised while it was a quarter of the host's or more ``foreign load``, which the bench scores apart on
+a clean trial (neither a false alarm nor found). So the clean trial asserts no flag but foreign load: none at all where
+nothing outside the run took a quarter of the host's CPU. The injected trials are scored as before, whatever their
+flags' class (here 34 of 35 flags were classed foreign load: the host is that busy).
+
+Soaked so (20 rounds, a 1-min load of 8 to 19, two busy processes of ours beside it in about a third of the rounds,
+docs/measurements/2026-12-07-cpu-2core-failslow-foreign.md): 18 of 20 passed, 116 to 233 s a round; the clean trial
+flagged nothing in any kept round. Both failures came back to back at a load of 15 to 19 with our busy processes
+on, and were misses: the ``slow`` rank unnamed (its step 4.5x slower, 82% of the CPU outside the run), then the
+``slow`` and ``cpu`` ranks both unnamed (their steps only 1.4x and 1.5x slower, 93% outside the run).
+
 Its trials time and watch the DDP step only (mk/failslow.mk sets DDP_TIMED_ONLY=1: no reference steps, no baseline
 steps), so a trial is its launch and its timed steps. Those fill FAILSLOW_BUDGET_S at the first steps' speed; the
 injection starts 5 s into them (the injector's anchor: the first timed step, however long the start took), after
@@ -62,7 +76,7 @@ trial whose first steps ran under a load spike took 4.9 s in all, and the inject
 ones for that."""
 
 
-def test_the_bench_names_two_classes_right_and_flags_nothing_on_a_clean_trial(tmp_path):
+def test_the_bench_names_two_classes_right_and_flags_nothing_but_foreign_load_on_a_clean_trial(tmp_path):
     specs = ",".join(SMOKE)
     knobs = [f"TRIALS={len(SMOKE)}", "FAILSLOW_CYCLE=1", f"FAILSLOW_CLASSES={specs}", *BUDGET]
     r = make("failslow-bench", *knobs, f"RESULTS={tmp_path}", "RUN_ID=bench", timeout=600)
@@ -73,8 +87,9 @@ def test_the_bench_names_two_classes_right_and_flags_nothing_on_a_clean_trial(tm
     for (spec, want), t in zip(SMOKE.items(), (t["watch"] for t in doc["trials"])):
         seen = f"{spec}: {t}"
         assert t["void"] is None, seen
-        if want is None:
-            assert t["inject"] is None and t["flags"] == [], seen
+        if want is None:  # flagged for nothing but a neighbour of the run's: nothing where the host had none
+            assert t["inject"] is None and all(f.get("class") == "foreign load" for f in t["flags"]), seen
+            assert t["flags"] == [] or t["foreign_cpu_pct"] is not None, seen
             continue
         assert t["inject"] == spec and t["step_slowdown"] >= 0.1, seen
         after = [f for f in t["flags"] if f["raised_s"] >= t["onset_s"]]
@@ -82,6 +97,7 @@ def test_the_bench_names_two_classes_right_and_flags_nothing_on_a_clean_trial(tm
     score = doc["scores"]["watch"]["all"]
     found = len(SMOKE) - 1
     assert (score["found"], score["positives"], score["false_positive_trials"]) == (found, found, 0)
+    assert score["foreign_load_trials"] == (doc["trials"][-1]["watch"]["flags"] != [])
     assert score["localisation"]["value"] == 1.0
     assert f"| watch: all | {len(SMOKE)} | {found} / 1 / 0 |" in (out / "failslow.md").read_text()
     assert (out / "confusion-watch.png").read_bytes()[:4] == b"\x89PNG"
@@ -89,3 +105,5 @@ def test_the_bench_names_two_classes_right_and_flags_nothing_on_a_clean_trial(tm
     record = json.loads((out / "trials" / "t001" / "bench.json").read_text())["benchmarks"][0]["extra_info"]
     assert record["checked"] is False and "DDP_TIMED_ONLY=1" in record["unchecked_reason"]
     assert "solo_step_ms" not in record and "slowdowns" in record
+    # the CPU outside the run on its host, measured at the exchanges and kept per point of the series
+    assert 0 <= record["watch_foreign_cpu_pct"] <= 100 and len(record["watch_series"]["foreign_pct"]) > 0

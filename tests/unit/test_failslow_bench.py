@@ -310,3 +310,20 @@ def test_the_doctors_findings_are_its_flags_and_its_slowdown_the_watch_trials(tm
     assert t.localised() and t.first_after_onset().target.name == "1"
     assert "exited 1" in trials.read_doctor(tmp_path / "d000", p, 1, 5.0, {})["void"]
     assert trials.read_doctor(tmp_path / "d000", p, 8, 61.0, {"void": "x"})["void"]
+
+
+def test_a_clean_trials_foreign_load_flag_is_read_scored_and_tabled_apart(tmp_path):
+    """The watch's class of a flag travels from the record to the stored trial, and a clean trial's ``foreign load``
+    flag is its own column, neither a false alarm nor in the confusion's named targets."""
+    slowdowns = [{"target": "rank 0", "detected_unix": 104.0, "class": "foreign load"}]
+    stored = trials.read(_run(tmp_path, slowdowns, None, [1000.0] * 60), trials.Planned(0, 9, None))
+    assert stored["flags"] == [{"target": "rank 0", "raised_s": 4.0, "class": "foreign load"}]
+    done = [stored, _stored(None, []), _stored("slow:1:5:2.8:rest", [("rank 1", 7.0)])]
+    done[2]["flags"][0]["class"] = "foreign load"  # an injected trial's flag is found whatever its class
+    sc = table.scores(done, seed=1)
+    assert (sc["all"]["false_positive_trials"], sc["all"]["foreign_load_trials"], sc["all"]["found"]) == (0, 1, 1)
+    assert sc["confusion"]["clean"] == {"foreign load": 1, "nothing": 1}
+    doc = {"config": {"trials": 3, "seed": 1, "classes": ["slow"]}, "complete": True, "trials": done}
+    doc["scores"] = {"watch": sc}
+    assert "| watch: all | 3 | 1 / 2 / 0 | 1.00 [" in table.write(tmp_path, doc)
+    assert "| 0.0 [0.0, " in (tmp_path / "failslow.md").read_text() and "| 1 of 2 |" in table.markdown(doc)

@@ -105,3 +105,35 @@ def test_scores_per_class_each_see_every_clean_trial_and_the_confusion_matrix_co
         "rank 2": {"nothing": 1},
         "clean": {"node node1": 1},
     }
+
+
+def test_a_clean_trials_foreign_load_flag_is_counted_apart_and_an_injected_trials_flag_scores_as_ever():
+    """A flag the watch classed ``foreign load`` (a neighbour of the run's on its host) is, on a clean trial, neither
+    a false alarm nor found: counted apart. The watch classes it without the truth, so on an injected trial (a
+    ``noisy`` neighbour's processes are outside the run too) it is found after the onset, a false alarm before."""
+    foreign = Flag(RANK2, 30.0, foreign=True)
+    trials = [
+        _trial(None, Flag(RANK2, 5.0, foreign=True)),  # clean, a neighbour: apart
+        _trial(None, Flag(RANK2, 5.0)),  # clean, not classed so: a false alarm
+        _trial(_truth(cls="noisy", target=RANK2), foreign),  # injected: found, named right
+        _trial(_truth(cls="noisy", target=RANK2), Flag(RANK2, 10.0, foreign=True)),  # before the onset: false alarm
+    ]
+    s = score(trials)
+    assert (s.positives, s.found, s.clean, s.false_positive_trials, s.foreign_load_trials) == (2, 1, 2, 1, 1)
+    assert s.localisation.value == 1.0
+    assert s.false_alarms_per_hour.value == pytest.approx(2 / ((2 * 60 + 2 * 20) / 3600))
+    assert confusion(trials[:1]) == {"clean": {"foreign load": 1}}
+    assert confusion(trials[:2]) == {"clean": {"foreign load": 1, "rank 2": 1}}
+
+
+def test_sensitivity_counts_an_injection_below_10_percent_found_only_when_named_right():
+    """Below the threshold a flag on another target says nothing of the injection: not found."""
+    weak = _truth(slow=THRESHOLD / 2, target=RANK2)
+    trials = [
+        _trial(weak, Flag(RANK2, 30.0)),  # named right
+        _trial(weak, Flag(Target("rank", "1"), 30.0)),  # another rank after the onset: not found
+        _trial(weak, Flag(Target("rank", "1"), 25.0), Flag(RANK2, 30.0)),  # the first after the onset is wrong
+        _trial(weak),  # nothing
+    ]
+    s = score(trials)
+    assert s.sensitivity.value == 0.25 and (s.positives, s.found) == (0, 0)

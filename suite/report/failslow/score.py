@@ -6,12 +6,20 @@ run. A detector's answer is its list of flags, each naming a target, when it was
 estimated. The rules, per trial:
 
 - an injection that slowed the step by less than ``THRESHOLD`` (10%, the ByteDance cut-off) counts neither as
-  missed nor as found: it goes to the sensitivity rows, whether it was found or not;
+  missed nor as found: it goes to the sensitivity rows, whether it was found or not (found there: its first flag
+  after the onset names the right target; a flag on another target is no sign of a slowdown this small);
 - otherwise the trial is a positive: found (TP) when a flag was raised at or after the onset, missed (FN) when
   none was;
 - a flag raised on a clean trial, or before the onset on an injected one, is a false alarm: a clean trial with
   one is a false positive, and every such flag counts toward false alarms per hour of clean training (the
   clean stretch of every trial: a clean trial's whole run, an injected one's time before its onset);
+- except, on a clean trial only, a flag the watch classed ``foreign load`` (suite/watch/foreign.py: raised while
+  processes outside the run used a quarter or more of its host's CPU since its onset): a neighbour of the run's,
+  not a fault of it and not what the bench injected, the rank genuinely slower. It is counted apart
+  (``foreign_load_trials``: clean trials with such a flag), neither a false alarm nor found. The watch classes a flag
+  without the truth (an injector's processes are outside the run as any neighbour is), so an injected trial is
+  scored as ever: its flag after the onset is found whatever its class (a ``noisy`` neighbour's named target is
+  found), and one before the onset is a false alarm;
 - localisation: of the found trials, the share whose first flag after the onset names the right target.
   A node is named right by the node or by one of its ranks; a rank by itself (or by its node where the node has
   no other rank); a link by itself, either way.
@@ -55,6 +63,8 @@ class Flag:
     target: Target
     raised_s: float
     onset_s: float | None = None
+    foreign: bool = False
+    """Classed ``foreign load`` by the watch (module docstring)."""
 
 
 @dataclass(frozen=True)
@@ -84,7 +94,13 @@ class Trial:
         return self.run_s if self.truth is None else min(self.run_s, max(0.0, self.truth.onset_s))
 
     def false_alarms(self) -> list[Flag]:
-        return [f for f in self.flags if self.truth is None or f.raised_s < self.truth.onset_s]
+        if self.truth is None:
+            return [f for f in self.flags if not f.foreign]
+        return [f for f in self.flags if f.raised_s < self.truth.onset_s]
+
+    def foreign_load(self) -> list[Flag]:
+        """A clean trial's flags classed ``foreign load``: counted apart, not false alarms (module docstring)."""
+        return [f for f in self.flags if f.foreign] if self.truth is None else []
 
     def first_after_onset(self) -> Flag | None:
         after = [f for f in self.flags if self.truth is not None and f.raised_s >= self.truth.onset_s]
@@ -119,6 +135,8 @@ class Score:
     found: int
     clean: int
     false_positive_trials: int
+    foreign_load_trials: int
+    """Clean trials with a flag classed ``foreign load`` (neither false positives nor found)."""
     precision: Estimate
     recall: Estimate
     f1: Estimate
@@ -126,7 +144,7 @@ class Score:
     time_to_detect_s: Estimate
     false_alarms_per_hour: Estimate
     sensitivity: Estimate
-    """Of the injections below THRESHOLD, the share found (reported apart)."""
+    """Of the injections below THRESHOLD, the share found and named right (reported apart)."""
 
     def as_dict(self) -> dict:
         out = {k: v for k, v in self.__dict__.items() if not isinstance(v, Estimate)}
@@ -160,13 +178,14 @@ def score(trials: Sequence[Trial], *, seed: int = 0) -> Score:
         found=tp,
         clean=sum(t.truth is None for t in trials),
         false_positive_trials=fp,
+        foreign_load_trials=sum(bool(t.foreign_load()) for t in trials),
         precision=wilson(tp, tp + fp),
         recall=wilson(tp, tp + fn),
         f1=bootstrap(list(trials), _f1, seed=seed),
         localisation=wilson(sum(t.localised() for t in found), len(found)),
         time_to_detect_s=median_interval(delays),
         false_alarms_per_hour=poisson_rate(alarms, sum(t.clean_s for t in trials) / 3600),
-        sensitivity=wilson(sum(t.first_after_onset() is not None for t in weak), len(weak)),
+        sensitivity=wilson(sum(t.localised() for t in weak), len(weak)),
     )
 
 
@@ -182,14 +201,16 @@ def by_class(trials: Sequence[Trial], *, seed: int = 0) -> dict[tuple[str, float
 
 def confusion(trials: Sequence[Trial]) -> dict[str, dict[str, int]]:
     """True target -> named target -> trials: the first flag after the onset ("nothing" if none); clean
-    trials are the row "clean", their first flag or "nothing"."""
+    trials are the row "clean", their first false alarm, else "foreign load" where a flag was classed so, else
+    "nothing"."""
     out: dict[str, dict[str, int]] = {}
     for t in trials:
         if t.truth is None:
-            row, first = "clean", min(t.flags, key=lambda f: f.raised_s, default=None)
+            row, first = "clean", min(t.false_alarms(), key=lambda f: f.raised_s, default=None)
+            col = "foreign load" if first is None and t.foreign_load() else None
         else:
-            row, first = str(t.truth.target), t.first_after_onset()
-        col = "nothing" if first is None else str(first.target)
+            row, first, col = str(t.truth.target), t.first_after_onset(), None
+        col = col or ("nothing" if first is None else str(first.target))
         out.setdefault(row, {}).setdefault(col, 0)
         out[row][col] += 1
     return out

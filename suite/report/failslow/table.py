@@ -6,7 +6,9 @@
 The columns: detection rate (= recall: the share of the injections slowing the step by 10% or more that were
 flagged after their onset), precision, F1, localisation (of those found, the share named right), the median
 time to detect from the onset, false alarms per hour of clean training, and apart the sensitivity: of the
-injections below 10%, the share found (neither missed nor found in the other columns).
+injections below 10%, the share found and named right (neither missed nor found in the other columns); and the
+clean trials whose flags the watch classed ``foreign load`` (a neighbour of the run's on its host: neither false
+alarms nor found, score.py).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from . import score, trials
 
 HEAD = [
     "detector", "trials", "injected / clean / void", "detection rate (recall)", "precision", "F1",
-    "localisation", "time to detect (s)", "false alarms / h", "sensitivity (< 10%)",
+    "localisation", "time to detect (s)", "false alarms / h", "sensitivity (< 10%)", "foreign load (clean)",
 ]  # fmt: skip
 
 
@@ -77,6 +79,7 @@ def _row(name: str, s: dict, trials_n: int, void: int | str) -> list[str]:
         name, str(trials_n), f"{injected} / {s['clean']} / {void}", est(s["recall"]), est(s["precision"]), est(s["f1"]),
         est(s["localisation"]), est(s["time_to_detect_s"], 1), est(s["false_alarms_per_hour"], 1),
         f"{est(s['sensitivity'])} of {weak}" if weak else "-",
+        f"{s.get('foreign_load_trials', 0)} of {s['clean']}" if s["clean"] else "-",
     ]  # fmt: skip
 
 
@@ -146,6 +149,12 @@ def trial_line(t: dict, k: int, n: int) -> str:
     what = "clean" if not t.get("inject") else f"{t['inject']}"
     if t.get("step_slowdown") is not None:
         what += f" (step {100 * t['step_slowdown']:+z.0f}%)"
-    flagged = ", ".join(f"{f['target']} at {f['raised_s']:z.1f} s" for f in t.get("flags", [])) or "nothing"
+    flagged = (
+        ", ".join(
+            f"{f['target']} at {f['raised_s']:z.1f} s" + (" (foreign load)" if f.get("class") == "foreign load" else "")
+            for f in t.get("flags", [])
+        )
+        or "nothing"
+    )
     tail = f"; void: {t['void']}" if t.get("void") else ""
     return f"# trial {k}/{n}: {what}: flagged {flagged}{tail}"

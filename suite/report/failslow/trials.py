@@ -169,8 +169,14 @@ def read(run: Path, planned: Planned) -> dict:
         "run": run.name,
         "run_s": round(end - start, 3),
         "flags": [
-            {"target": flag_target(f), "raised_s": round(f["detected_unix"] - start, 3)} for f in rec["slowdowns"]
+            {
+                "target": flag_target(f),
+                "raised_s": round(f["detected_unix"] - start, 3),
+                **({"class": f["class"]} if "class" in f else {}),  # the watch's class (foreign load: score.py)
+            }
+            for f in rec["slowdowns"]
         ],
+        "foreign_cpu_pct": rec.get("watch_foreign_cpu_pct"),
         "nodes": {str(r): f"node{r * hosts // world}" for r in range(world)},
         "watch_cost_pct": rec.get("watch_cost_pct"),
         "void": None,
@@ -203,7 +209,9 @@ def from_stored(stored: dict) -> Trial | None:
     """The scorer's Trial of a stored trial (None: void): a bench's scores again from its file alone."""
     if stored.get("void"):
         return None
-    flags = tuple(Flag(_target(f["target"]), f["raised_s"]) for f in stored["flags"])
+    flags = tuple(
+        Flag(_target(f["target"]), f["raised_s"], foreign=f.get("class") == "foreign load") for f in stored["flags"]
+    )
     t = None
     if stored.get("inject"):
         rank = str(stored["target"])
