@@ -4,20 +4,25 @@
 model-parallel models, the sharded strategies that fit 2 ranks) makes the runs ``t-r1``, ``t-r2``. Compared one to
 one they must match every case of each side (none only in base or only in new: a case's identity is what its record
 declares, never a measurement such as peak memory or the size the p2p experiment's deadlock probe found), and the
-comparison says it had one run per side. `make bench-cpu REPEAT=4` of the collectives experiment at 1 KiB (the cheap
-runs, ``c-r1`` .. ``c-r4``: the gate's statistics are the same for every experiment's cases) makes the A/B design
+comparison says it had one run per side. `make bench-cpu REPEAT=5` of the collectives experiment at 1 KiB (the cheap
+runs, ``c-r1`` .. ``c-r5``: the gate's statistics are the same for every experiment's cases) makes the A/B design
 for two commits: interleaved sides (r1, r3 vs r2, r4) must call no case slower or faster and the gate must not FAIL:
 on this shared machine most cases are *inconclusive* at a 5% tolerance, and the gate says so and how many runs would
-resolve them. One more run of those with a planted slowdown (SUITE_INJECT_DELAY: rank 1 sleeps 0.5 s after every
-timed all_reduce) against the four: the slowdown is found and the gate FAILs (each case's noise is the four base
-runs' spread; one planted run is enough for a slowdown of hundreds of times). The two runs of every experiment take
-about a minute on 2 cores, the four cheap ones ~30 s, the planted one ~23 s (half of what two took).
+resolve them. The fifth run, with a planted slowdown of every all_reduce case against the four: the slowdown is found
+and the gate FAILs (each case's noise is the four base runs' spread; one planted run is enough for a slowdown of
+hundreds of times). The slowdown is planted in the fifth run's records: 0.5 s added to each timed all_reduce, what
+``SUITE_INJECT_DELAY=1:0.5:all_reduce`` (rank 1 sleeps 0.5 s after every timed all_reduce) puts in a run's records
+(tests/dist/test_harness_dist.py shows a delay after an op held in every sample), without a launch of its own and
+its 12 s of sleeps (a planted run took ~23 s, a cheap one ~8 s). The two runs of every experiment take about a minute
+on 2 cores.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -62,8 +67,9 @@ CHEAP = [k for k in KNOBS if not k.startswith(("EXPERIMENTS=", "MAX_BYTES="))] +
     "EXPERIMENTS=collectives",
     "MAX_BYTES=1K",
 ]
-"""The runs the gate's A/B design and the planted slowdown are made of: the collectives experiment at 1 KiB (a
-launch's cost, mostly: the gate treats every experiment's cases alike, what ``t`` proves matched)."""
+"""The runs the gate's A/B design (``c-r1`` .. ``c-r4``) and the planted slowdown (``c-r5``) are made of: the
+collectives experiment at 1 KiB (a launch's cost, mostly: the gate treats every experiment's cases alike, what ``t``
+proves matched)."""
 
 
 @pytest.fixture(scope="module")
@@ -72,20 +78,20 @@ def runs(tmp_path_factory):
     proc = _make("bench-cpu", "REPEAT=2", "RUN_ID=t", f"RESULTS={res}", *KNOBS, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "# 2 runs:" in proc.stdout
-    proc = _make("bench-cpu", "REPEAT=4", "RUN_ID=c", f"RESULTS={res}", *CHEAP, timeout=600)
+    proc = _make("bench-cpu", "REPEAT=5", "RUN_ID=c", f"RESULTS={res}", *CHEAP, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "# 4 runs:" in proc.stdout
+    assert "# 5 runs:" in proc.stdout
     return res
 
 
 def test_repeat_makes_k_runs_and_a_side_names_them(runs):
-    assert [Path(p).name for p in report.run_set(str(runs / "c"))] == ["c-r1", "c-r2", "c-r3", "c-r4"]
+    assert [Path(p).name for p in report.run_set(str(runs / "c"))] == ["c-r1", "c-r2", "c-r3", "c-r4", "c-r5"]
     assert [Path(p).name for p in report.run_set(str(runs / "t"))] == ["t-r1", "t-r2"]
     assert report.run_set(f"{runs / 't-r2'},{runs / 't-r1'}") == [
         str(runs / "t-r2"),
         str(runs / "t-r1"),
     ]
-    for r in ("t-r1", "t-r2", "c-r1", "c-r2", "c-r3", "c-r4"):
+    for r in ("t-r1", "t-r2", "c-r1", "c-r2", "c-r3", "c-r4", "c-r5"):
         run = results.load_run(runs / r)
         assert run["suite"]["complete"] is True
 
@@ -167,19 +173,29 @@ def test_make_compare_of_interleaved_runs_does_not_fail(runs):
 PLANTED = "all_reduce"
 
 
+DELAY_US = 500_000
+"""The planted slowdown: 0.5 s in every timed all_reduce sample."""
+
+
 @pytest.fixture(scope="module")
 def planted_runs(runs):
-    """One run of the same commit and knobs as the cheap ones, rank 1 sleeping 0.5 s after every timed
-    all_reduce (``results/slow`` beside them): 25 sleeps, most of the run's time, so one run, not two."""
-    proc = _make(
-        "bench-cpu", "RUN_ID=slow", f"RESULTS={runs}", *CHEAP, f"SUITE_INJECT_DELAY=1:0.5:{PLANTED}", timeout=300
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    """``results/slow``: the fifth cheap run with ``DELAY_US`` added to every sample of every all_reduce case, as a
+    run with rank 1 sleeping 0.5 s after every timed all_reduce records it (a sample is the slowest rank's time)."""
+    slow = runs / "slow"
+    shutil.copytree(runs / "c-r5", slow)
+    run = json.loads((slow / "bench.json").read_text())
+    planted = [r for r in results.records(run) if r["op"] == PLANTED]
+    for rec in planted:
+        rec["samples_us"] = [x + DELAY_US for x in rec["samples_us"]]
+        rec.update({k: rec[k] + DELAY_US for k in results.TIME_STATS if rec.get(k) is not None})
+    assert len(planted) >= 5  # every redop of all_reduce
+    (slow / "bench.json").write_text(json.dumps(run))
     return runs
 
 
 def test_a_planted_slowdown_of_one_op_is_found_among_runs_of_one_commit(planted_runs):
-    proc = _make("compare", f"BASE={planted_runs / 'c'}", f"NEW={planted_runs / 'slow'}", timeout=120)
+    base_runs = ",".join(str(planted_runs / f"c-r{i}") for i in range(1, 5))
+    proc = _make("compare", f"BASE={base_runs}", f"NEW={planted_runs / 'slow'}", timeout=120)
     out = proc.stdout
     assert proc.returncode == 2 and "gate: FAIL (regression:" in out, proc.stderr[-2000:] + out[-3000:]
     assert "(4 run(s))" in out and "(1 run(s))" in out and "settings differ" not in out, out[-3000:]
