@@ -15,6 +15,10 @@ and the run with one line per tier. A tier over its budget is named (``OVER BUDG
 what keeps ``make test`` under CI's limit on a 2-core machine (docs/tests.md), and a tier's speed is
 a target to report, not a test to fail. The exit status is the first failing tier's pytest status
 (5, no test selected, counts as a pass: ``-m "not docker"`` selects nothing in the docker tier).
+
+PYTEST_ARGS that name test files or node ids (``tests/e2e/test_what_if.py``, ``tests/dist/test_p2p.py::test_x``)
+choose what each tier runs: a tier runs the ones under its folder instead of the whole folder, and a tier that
+holds none of them is skipped (said in its line); the other arguments go to every tier.
 """
 
 from __future__ import annotations
@@ -33,12 +37,34 @@ UNIT_WORKERS = ("-n", "auto", "--maxprocesses", "4", "--benchmark-disable")
 it would otherwise warn that xdist disables it)."""
 
 
-def run_tier(tier: str, extra: list[str], root: Path) -> tuple[int, float]:
-    """pytest on tests/<tier> of ``root`` (``-x`` and ``UNIT_WORKERS`` for the unit tier): its status and wall
-    time."""
+def _tier_of(arg: str, root: Path) -> str | None:
+    """The tier whose folder holds ``arg`` where it names a test path under ``tests/`` of ``root`` (a file, a
+    folder, or a node id ``<file>::<test>``), else None (an option, or a value of one)."""
+    path = Path(arg.split("::", 1)[0])
+    parts = path.parts[1:] if path.parts[:1] == (".",) else path.parts
+    if len(parts) < 2 or parts[0] != "tests" or parts[1] not in BUDGET_S or not (root / path).exists():
+        return None
+    return parts[1]
+
+
+def selection(tier: str, extra: list[str], root: Path) -> tuple[list[str], list[str]] | None:
+    """What ``tier`` runs and the other arguments: (its folder, every argument) or, where some arguments are test
+    paths, (those of its folder, the arguments that are not test paths); None where paths were given and none is
+    its."""
+    tiers = [_tier_of(a, root) for a in extra]
+    rest = [a for a, t in zip(extra, tiers) if t is None]
+    if not any(tiers):
+        return [f"tests/{tier}"], rest
+    mine = [a for a, t in zip(extra, tiers) if t == tier]
+    return (mine, rest) if mine else None
+
+
+def run_tier(tier: str, targets: list[str], extra: list[str], root: Path) -> tuple[int, float]:
+    """pytest on ``targets`` of ``root`` (``selection``: tests/<tier>, or the paths given in it; ``-x`` and
+    ``UNIT_WORKERS`` for the unit tier), then ``extra``: its status and wall time."""
     first = ["-x", *UNIT_WORKERS] if tier == "unit" else []
     t0 = time.monotonic()
-    rc = subprocess.call([sys.executable, "-m", "pytest", f"tests/{tier}", *first, *extra], cwd=root)
+    rc = subprocess.call([sys.executable, "-m", "pytest", *targets, *first, *extra], cwd=root)
     return (0 if rc == NO_TESTS_SELECTED else rc), time.monotonic() - t0
 
 
@@ -66,7 +92,12 @@ def main(argv: list[str], root: Path = ROOT) -> int:
     done: list[str] = []
     status = 0
     for tier in tiers:
-        rc, seconds = run_tier(tier, extra, root)
+        chosen = selection(tier, extra, root)
+        if chosen is None:
+            done.append(f"# tier {tier}: skipped (none of the test paths given is in tests/{tier})")
+            print(done[-1], flush=True)
+            continue
+        rc, seconds = run_tier(tier, *chosen, root)
         done.append(line(tier, seconds, rc))
         print(done[-1], flush=True)
         status = status or rc

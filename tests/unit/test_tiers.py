@@ -89,6 +89,26 @@ def test_later_tiers_all_run_and_a_tier_with_nothing_selected_passes(tmp_path, c
     assert out.rstrip().splitlines()[-5:][0] == "# tiers:"
 
 
+def test_test_paths_choose_what_each_tier_runs_and_a_tier_without_one_is_skipped(tmp_path, capfd):
+    tiers = load_script("tiers")
+    body = "def test_{n}():\n    open('{n}', 'w')\n"
+    root = _tree(
+        tmp_path, {f"{t}/test_{n}.py": body.format(n=n) for t, n in (("unit", "a"), ("unit", "b"), ("e2e", "c"))}
+    )
+    got = tiers.main(
+        ["--tiers", "unit,dist,e2e", "--", "tests/unit/test_b.py::test_b", "-p", "no:cacheprovider"], root=root
+    )
+    out = capfd.readouterr().out
+    assert got == 0 and (root / "b").exists() and not (root / "a").exists() and not (root / "c").exists(), out
+    assert "# tier dist: skipped (none of the test paths given is in tests/dist)" in out
+    assert "# tier e2e: skipped (none of the test paths given is in tests/e2e)" in out
+    assert tiers.selection("e2e", ["-k", "x"], root) == (["tests/e2e"], ["-k", "x"])  # no path: the whole folder
+    assert tiers.selection("e2e", ["./tests/e2e/test_c.py", "-k", "tests"], root) == (
+        ["./tests/e2e/test_c.py"],
+        ["-k", "tests"],
+    )
+
+
 def test_an_unknown_tier_is_refused_in_one_line(capsys):
     assert load_script("tiers").main(["--tiers", "unit,nightly"]) == 2
     assert capsys.readouterr().err == "error: unknown tier(s) nightly; choose from unit, dist, e2e, docker, gpu\n"
