@@ -57,7 +57,8 @@ def entry(f: detect.Flag, onset_unix: float, detected_unix: float, after_s: floa
         "detected_unix": round(detected_unix, 3),
         "detected_after_onset_s": round(after_s, 3),
         "p": f.p,
-        "evidence": (
+        "evidence": f.note
+        or (
             f"{f.metric} {f.ratio:z.2f}x its peers' {'mean' if f.test == 'pauses' else 'median'} over {f.after} "
             f"steps since step {f.onset} against the {f.before} before; {f.own_ratio:z.2f}x its own past; arrives "
             f"{1e3 * late_s:z.1f} ms after the first rank at the step's last all-reduce (median since the onset); "

@@ -136,6 +136,8 @@ class Flag:
     rank stopped now and then)."""
     events: int = 0
     """The pauses counted (``pauses`` only)."""
+    note: str = ""
+    """The evidence in words, where the test has its own (``probe``: suite/watch/links.py)."""
     foreign: float | None = None
     """The percentage of its host's CPU that processes outside the run used, on the mean since the onset
     (suite/watch/foreign.py; None: not measured): ``FOREIGN_PCT`` or more classes the flag ``foreign load``."""

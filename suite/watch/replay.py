@@ -6,7 +6,8 @@ point's first step, rank 0's clock at its start (seconds from the first step's),
 block's mean of ``pauses.held``, fed to the pause detector, pauses.py), in µs rounded to 0.1 µs, and the CPU
 processes outside the run used on its host over the exchange that brought the point (``foreign_pct``, percent:
 suite/watch/foreign.py; null where not measured, absent in a series kept before it was). The watch feeds
-its detectors the rounded values, so a replay raises the same flags at the same points as the run did:
+its detectors the rounded values, so a replay raises the same flags at the same points as the run did (all but a
+link probe's, suite/watch/links.py, which measured the run's links):
 
     python -m suite.watch.replay results/<run>/bench.json
 

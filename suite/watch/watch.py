@@ -44,7 +44,7 @@ from collections.abc import Callable
 import torch
 import torch.distributed as dist
 
-from suite.watch import console, detect, foreign, pauses, replay
+from suite.watch import console, detect, foreign, links, pauses, replay
 
 EVERY = 10
 """Steps before the first exchange, and the fewest between two."""
@@ -165,6 +165,7 @@ class Watch:
         self.mine = (0.0, 0.0)  # this rank's mean exchange and mean check so far (s): what its rows carry
         self.sent = 0
         self.host = foreign.Host(len(self.ranks))  # the CPU outside the run on each rank's host (rank 0)
+        self.pace, self.fed_at = links.Pace(), []  # the job's step per exchange (every rank); points fed by each
         self.cadence, self.since = Cadence(), time.perf_counter()  # when to exchange; the last exchange's end
 
     def _grad(self, _param) -> None:
@@ -236,6 +237,9 @@ class Watch:
         self.every = next_every(max(float(g[-1, 3]) for g in gathered), median)
         self.cadence.check = check_every(median, max(float(g[-1, 4]) for g in gathered))
         self.sent += len(mine)
+        self.fed_at.append(max(0, len(self.points) - 1))
+        if self.pace.due(median, len(self.nodes)) and not final:  # every rank alike: the same rows
+            self._probe()
         now = self.since = time.perf_counter()
         if final:
             self.final_s = now - t
@@ -244,6 +248,16 @@ class Watch:
         self.detect_s += now - t_gathered
         self.costs.append(now - t)
         self.mine = (statistics.fmean(self.costs[1:] or self.costs), self.mine[1])
+
+    def _probe(self) -> None:
+        """Every rank: the node leaders' link probe (links.py); what it names flagged on rank 0."""
+        table = links.probe(self.nodes, self.ctx.rank, self._group())
+        hit = links.named(table)  # the same table on every rank: the same answer
+        self.pace.done = hit is not None
+        last = len(self.points) - 2  # the last point fed
+        if hit is not None and self.rank0 and last >= 0:
+            onset = min(self.fed_at[-1 - links.SLOW_EXCHANGES], last)
+            self._flagged([links.flag(table, hit, self.nodes, (onset, last), self.pace.ratio())])
 
     def _feed(self, gathered: list[torch.Tensor]) -> None:
         """Rank 0: the steps just received into the series; each ``block`` of them one point of the detector."""
