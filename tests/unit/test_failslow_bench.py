@@ -112,14 +112,18 @@ def _run(tmp_path: Path, slowdowns: list[dict], told: dict | None, samples: list
     return run
 
 
+SLOW_1 = trials.Planned(0, 9, "slow:1:5:2:rest", "slow", 1, 5.0, 2.0, None)
+SLOW_1_TOLD = {
+    "plan": {"cls": "slow", "target": 1, "severity": 2.0},
+    "here": True,
+    "applied": True,
+    "applied_unix": 105.01,
+}
+"""A trial of rank 1 slowed 2x from 5 s, and its truth: applied at 105.01 s (Unix), its run's timed phase from 100 s."""
+
+
 def test_a_finished_trial_is_read_into_the_scorers_terms(tmp_path):
-    p = trials.Planned(0, 9, "slow:1:5:2:rest", "slow", 1, 5.0, 2.0, None)
-    told = {
-        "plan": {"cls": "slow", "target": 1, "severity": 2.0},
-        "here": True,
-        "applied": True,
-        "applied_unix": 105.01,
-    }
+    p, told = SLOW_1, SLOW_1_TOLD
     run = _run(tmp_path, [{"target": "rank 1", "detected_unix": 107.5}], told, [1000.0] * 60 + [3000.0] * 20)
     stored = trials.read(run, p)
     assert (
@@ -133,13 +137,7 @@ def test_a_finished_trial_is_read_into_the_scorers_terms(tmp_path):
 
 
 def test_a_node_flag_is_read_as_a_node_and_names_its_one_rank(tmp_path):
-    p = trials.Planned(0, 9, "slow:1:5:2:rest", "slow", 1, 5.0, 2.0, None)
-    told = {
-        "plan": {"cls": "slow", "target": 1, "severity": 2.0},
-        "here": True,
-        "applied": True,
-        "applied_unix": 105.01,
-    }
+    p, told = SLOW_1, SLOW_1_TOLD
     flag = {"target": "node1", "kind": "node", "detected_unix": 107.5}  # as the watch writes a node's flag
     run = _run(tmp_path, [flag, {"target": "rank 0", "kind": "rank", "detected_unix": 109.0}], told, [1e3] * 80)
     stored = trials.read(run, p)

@@ -84,7 +84,8 @@ def configure(a: argparse.Namespace) -> dict:
         raise ConfigError(f"FAILSLOW_CYCLE={a.cycle!r}: 0 (drawn) or 1 (the class specs in turn)")
     clean = _number(a.clean, "FAILSLOW_CLEAN")
     if sim:  # the simulation's knobs, checked before the first trial
-        compose.knobs(a.trial_args, "--trial-args"), compose.knobs(a.doctor_args, "--doctor-args")
+        compose.knobs(a.trial_args, "--trial-args")
+        compose.knobs(a.doctor_args, "--doctor-args")
     planned = trials.draw(n, seed, specs, clean, nproc, run_s, cycle=a.cycle == "1", compose=sim is not None)
     return {
         "trials": n, "seed": seed, "classes": specs, "clean_share": clean, "cycle": a.cycle == "1", "run_s": run_s,

@@ -13,6 +13,7 @@ timed phase is void: it is kept in the stored trials and counted, but scored nei
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import statistics
@@ -199,8 +200,10 @@ def _target(text: str) -> Target:
     return Target(kind, name) if kind in KINDS and name else Target("rank", text)
 
 
+@functools.cache
 def acts_on_node(cls: str) -> bool:
-    """Whether an injection class acts on the target rank's whole node (from the host: egress, nodecpu)."""
+    """Whether an injection class acts on the target rank's whole node (from the host: egress, nodecpu); looked up
+    once per class (the registry lists its folder at each call, and scoring asks per trial and per band)."""
     found = registry.discover().get(cls)
     return found is not None and found.node is not None
 
